@@ -1,0 +1,36 @@
+/* A small table-driven flag parser shared by every subcommand, so that all of
+ * them validate the same way: unknown flags, missing values, numbers out of
+ * range and junk after a number are each one clear line on stderr. */
+#ifndef DCR_CLI_ARGS_H
+#define DCR_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum dcr_arg_kind {
+    DCR_ARG_FLAG,   /* bool, no value */
+    DCR_ARG_INT,    /* int64 within [min, max] */
+    DCR_ARG_DOUBLE, /* double within [min, max] */
+    DCR_ARG_STRING, /* const char * (points into argv) */
+} dcr_arg_kind_t;
+
+typedef struct dcr_arg {
+    const char *name; /* "--scale" */
+    dcr_arg_kind_t kind;
+    void *target;     /* bool *, int64_t *, double *, const char ** */
+    double min, max;  /* numeric bounds, inclusive */
+    const char *help; /* one line for --help */
+    bool seen;        /* set by the parser */
+} dcr_arg_t;
+
+/* Parses argv[1..argc) (argv[0] is the subcommand). Returns 0 on success,
+ * 1 after printing help (the caller exits 0), or 2 after printing one error
+ * line (the caller exits 2). Positional arguments are stored in positional[]
+ * (up to max_positional) and counted in *npositional_p; NULL rejects them. */
+int dcr_args_parse(const char *command, const char *usage, dcr_arg_t *args, int nargs, int argc,
+                   char **argv, const char **positional, int max_positional, int *npositional_p);
+
+/* Prints "dcr <command>: <status line>" for the current thread's error. */
+void dcr_cli_report(const char *command, int status);
+
+#endif

@@ -1,0 +1,12 @@
+/* The dcr subcommands. Each takes the arguments after its name (argv[0] is the
+ * subcommand name), prints its own --help, validates every flag, and returns
+ * the process exit status: 0 on success, 1 on a failure already reported as
+ * one line on stderr, 2 on a usage error. cli/ holds parsing and printing
+ * only; the work is done by engine/ and workloads/. */
+#ifndef DCR_CLI_COMMANDS_H
+#define DCR_CLI_COMMANDS_H
+
+int dcr_cmd_inventory(int argc, char **argv);
+int dcr_cmd_table2(int argc, char **argv);
+
+#endif

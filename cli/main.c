@@ -1,0 +1,39 @@
+/* dcr: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+typedef struct dcr_cli_command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} dcr_cli_command_t;
+
+static const dcr_cli_command_t commands[] = {
+    {"inventory", dcr_cmd_inventory, "canonical tensors, training layout, tasks and owners of a model"},
+    {"table2", dcr_cmd_table2, "the seed's Table 2: XOR vs overwrite value streams after zstd"},
+};
+
+static void print_usage(FILE *out)
+{
+    fprintf(out, "usage: dcr <command> [options]   (dcr <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        print_usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "dcr: unknown command '%s' (try dcr --help)\n", argv[1]);
+    return 2;
+}

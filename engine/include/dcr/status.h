@@ -1,0 +1,85 @@
+/* Status codes and the one clear error line.
+ *
+ * Every fallible dcr function returns dcr_status_t: DCR_OK (0) or a negative
+ * code grouped by scope. The function that detects a failure also records a
+ * thread-local detail message (what, where, what was expected) with
+ * dcr_error_set(); dcr_error_line() joins code and detail into the single line
+ * a command prints before exiting non-zero. */
+#ifndef DCR_STATUS_H
+#define DCR_STATUS_H
+
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum dcr_status {
+    DCR_OK = 0,
+    /* input: flags, configs, files a user hands us */
+    DCR_EINVAL = -1,      /* invalid argument or value */
+    DCR_ENOTFOUND = -2,   /* named thing does not exist */
+    DCR_EPARSE = -3,      /* malformed config or JSON */
+    DCR_ELAYOUT = -4,     /* parallel degrees violate a divisibility constraint */
+    DCR_EIO = -5,         /* file system or OS call failed */
+    DCR_ENOMEM = -6,      /* allocation failed */
+    DCR_EUNSUPPORTED = -7,/* valid request this build or path cannot do */
+    /* payload: bytes received from a peer */
+    DCR_EPAYLOAD = -20,   /* payload failed validation */
+    DCR_EDIGEST = -21,    /* payload digest mismatch */
+    DCR_ECODEC = -22,     /* compression library failure */
+    /* transport */
+    DCR_ETRANSPORT = -40, /* connection lost, transfer failed */
+    DCR_ETIMEOUT = -41,   /* deadline passed */
+    DCR_EAGAIN = -42,     /* nothing available yet; try again */
+    DCR_ECLOSED = -43,    /* queue or channel closed */
+    /* receiver */
+    DCR_ERECEIVER = -60,  /* loader condition violated during apply */
+    DCR_EMISMATCH = -61,  /* bits differ from the oracle */
+    /* control plane */
+    DCR_ECONFLICT = -80,  /* compare-and-set lost, or coordinator replaced */
+    DCR_ECONTROL = -81,   /* control plane unavailable */
+    /* attempt */
+    DCR_EATTEMPT = -100,  /* attempt failed and must be retried */
+    DCR_EFATAL = -101,    /* retries cannot repair: operator intervention */
+} dcr_status_t;
+
+/* Short constant text for a code ("invalid argument"). Never NULL. */
+const char *dcr_status_str(dcr_status_t status);
+
+/* Records the detail message of the calling thread's most recent failure and
+ * returns status, so call sites read `return dcr_error_set(DCR_EINVAL, ...)`. */
+dcr_status_t dcr_error_set(dcr_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+dcr_status_t dcr_error_vset(dcr_status_t status, const char *fmt, va_list ap);
+
+/* Prefixes the current detail with more context ("payload 7: " + detail). */
+void dcr_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The calling thread's detail message; "" when none. Valid until the next set. */
+const char *dcr_error_detail(void);
+
+/* Clears the calling thread's detail message. */
+void dcr_error_clear(void);
+
+/* "<status text>: <detail>" in a thread-local buffer, valid until the next call. */
+const char *dcr_error_line(dcr_status_t status);
+
+/* Evaluates expr once; returns its status from the enclosing function on failure. */
+#define DCR_CHECK(expr)                                                                            \
+    do {                                                                                           \
+        dcr_status_t dcr__st = (expr);                                                             \
+        if (dcr__st != DCR_OK) return dcr__st;                                                     \
+    } while (0)
+
+/* Evaluates expr once; on failure stores the status in `st` and jumps to label. */
+#define DCR_CHECK_GOTO(expr, st, label)                                                            \
+    do {                                                                                           \
+        (st) = (expr);                                                                             \
+        if ((st) != DCR_OK) goto label;                                                            \
+    } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+#endif
