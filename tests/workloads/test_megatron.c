@@ -17,13 +17,7 @@
 #include "dcr/source.h"
 #include "workloads/model.h"
 #include "workloads/train/megatron.h"
-
-static void load_model(const char *name, int scale, int layers, dcr_model_config_t *m)
-{
-    assert_int_equal(dcr_model_load(name, m), DCR_OK);
-    if (layers) assert_int_equal(dcr_model_truncate_layers(m, layers), DCR_OK);
-    assert_int_equal(dcr_model_scale(m, scale, 8), DCR_OK);
-}
+#include "testkit.h"
 
 /* The seed (Table D.2 text): Qwen3-30B-A3B under its mapping classes has
  * 18,480t + 241 XOR (affine) items at TP = ETP = t, 146 residual tensors
@@ -32,7 +26,7 @@ static void test_qwen3_30b_paper_items(void **state)
 {
     dcr_model_config_t m;
     dcr_inventory_t *inv;
-    load_model("qwen3-30b-a3b", 1, 0, &m);
+    testkit_load_model("qwen3-30b-a3b", 1, 0, &m);
     assert_int_equal(dcr_model_build_inventory(&m, &inv), DCR_OK);
     const int degrees[] = {1, 4, 8};
     for (int i = 0; i < 3; i++) {
@@ -58,7 +52,7 @@ static void test_extended_has_no_residual(void **state)
 {
     dcr_model_config_t m;
     dcr_inventory_t *inv;
-    load_model("qwen2.5-0.5b", 1, 0, &m);
+    testkit_load_model("qwen2.5-0.5b", 1, 0, &m);
     assert_int_equal(dcr_model_build_inventory(&m, &inv), DCR_OK);
     dcr_train_config_t tc = {1, 2, 2, 1, 1, 1, 0};
     dcr_source_layout_t *layout;
@@ -74,7 +68,7 @@ static void test_extended_has_no_residual(void **state)
 static void expect_layout_error(const char *model, dcr_train_config_t tc, const char *needle)
 {
     dcr_model_config_t m;
-    load_model(model, 16, 4, &m);
+    testkit_load_model(model, 16, 4, &m);
     dcr_status_t st = dcr_train_config_validate(&m, &tc);
     assert_int_equal(st, DCR_ELAYOUT);
     if (!strstr(dcr_error_detail(), needle)) fail_msg("'%s' does not mention '%s'", dcr_error_detail(), needle);
@@ -94,54 +88,6 @@ static void test_invalid_layouts(void **state)
 
 /* ---- property tests: random layouts against the full conversion ---------- */
 
-static dcr_storage_t **alloc_tensors(int n, const dcr_tensor_desc_t *(*desc)(const void *, int), const void *ctx)
-{
-    dcr_storage_t **t = calloc((size_t)n, sizeof(*t));
-    for (int i = 0; i < n; i++) assert_int_equal(dcr_storage_create(dcr_desc_bytes(desc(ctx, i)), &t[i]), DCR_OK);
-    return t;
-}
-
-static const dcr_tensor_desc_t *inv_desc(const void *inv, int i)
-{
-    return dcr_inventory_at(inv, (size_t)i);
-}
-
-static const dcr_tensor_desc_t *shard_desc(const void *layout, int i)
-{
-    return &((const dcr_source_layout_t *)layout)->shards[i].desc;
-}
-
-static void free_tensors(dcr_storage_t **t, int n)
-{
-    for (int i = 0; i < n; i++) dcr_storage_destroy(t[i]);
-    free(t);
-}
-
-/* Random bit patterns, NaN payloads and -0.0 included, except on tensors that
- * some shard stores in another dtype (a cast would not keep a NaN payload). */
-static void fill_random(dcr_rng_t *rng, const dcr_source_layout_t *layout, dcr_storage_t **canonical)
-{
-    int n = (int)dcr_inventory_count(layout->inventory);
-    char *cast = calloc((size_t)n, 1);
-    for (int i = 0; i < layout->ntasks; i++) {
-        const dcr_task_t *t = &layout->tasks[i];
-        if (layout->shards[t->shard].desc.dtype != dcr_inventory_at(layout->inventory, (size_t)t->canonical)->dtype)
-            cast[t->canonical] = 1;
-    }
-    for (int c = 0; c < n; c++) {
-        const dcr_tensor_desc_t *d = dcr_inventory_at(layout->inventory, (size_t)c);
-        unsigned char *p = canonical[c]->data;
-        for (size_t k = 0; k < canonical[c]->bytes; k++) p[k] = (unsigned char)dcr_rng_u64(rng);
-        if (!cast[c]) continue;
-        size_t es = dcr_dtype_size(d->dtype);
-        for (int64_t k = 0; k < dcr_desc_numel(d); k++) {
-            unsigned char *e = p + (size_t)k * es;
-            if (dcr_dtype_load_f64(d->dtype, e) != dcr_dtype_load_f64(d->dtype, e)) e[es - 1] &= 0x3f;
-        }
-    }
-    free(cast);
-}
-
 static void check_layout(dcr_rng_t *rng, const dcr_model_config_t *m, const dcr_train_config_t *tc,
                          dcr_mapping_t mapping)
 {
@@ -151,11 +97,11 @@ static void check_layout(dcr_rng_t *rng, const dcr_model_config_t *m, const dcr_
     assert_int_equal(dcr_megatron_build(m, inv, tc, mapping, &layout), DCR_OK);
     if (dcr_source_layout_check_coverage(layout) != DCR_OK) fail_msg("%s", dcr_error_detail());
     int nc = (int)dcr_inventory_count(inv), ns = layout->nshards;
-    dcr_storage_t **canon = alloc_tensors(nc, inv_desc, inv);
-    dcr_storage_t **back = alloc_tensors(nc, inv_desc, inv);
-    dcr_storage_t **shards = alloc_tensors(ns, shard_desc, layout);
-    dcr_storage_t **gathered = alloc_tensors(ns, shard_desc, layout);
-    fill_random(rng, layout, canon);
+    dcr_storage_t **canon = testkit_alloc_canonical(inv);
+    dcr_storage_t **back = testkit_alloc_canonical(inv);
+    dcr_storage_t **shards = testkit_alloc_shards(layout);
+    dcr_storage_t **gathered = testkit_alloc_shards(layout);
+    testkit_fill_random(rng, layout, canon);
 
     /* Import then export reproduces every canonical tensor bit for bit. */
     assert_int_equal(dcr_megatron_import(m, tc, layout, canon, shards), DCR_OK);
@@ -189,10 +135,10 @@ static void check_layout(dcr_rng_t *rng, const dcr_model_config_t *m, const dcr_
         assert_true(held);
         assert_int_equal(t->owner, dcr_source_pick_owner(t->name, s->nholders, s->holders));
     }
-    free_tensors(canon, nc);
-    free_tensors(back, nc);
-    free_tensors(shards, ns);
-    free_tensors(gathered, ns);
+    testkit_free(canon, (size_t)nc);
+    testkit_free(back, (size_t)nc);
+    testkit_free(shards, (size_t)ns);
+    testkit_free(gathered, (size_t)ns);
     dcr_source_layout_destroy(layout);
     dcr_inventory_destroy(inv);
 }
@@ -204,9 +150,7 @@ static int pick(dcr_rng_t *rng, const int *options, int n)
 
 static void test_random_layouts_match_full_conversion(void **state)
 {
-    uint64_t seed = 0x5eed0001;
-    const char *env = getenv("DCR_TEST_SEED");
-    if (env) seed = strtoull(env, NULL, 0);
+    uint64_t seed = testkit_seed(0x5eed0001);
     print_message("seed 0x%llx (set DCR_TEST_SEED to replay)\n", (unsigned long long)seed);
     dcr_rng_t rng;
     dcr_rng_seed(&rng, seed);
@@ -221,7 +165,7 @@ static void test_random_layouts_match_full_conversion(void **state)
         const char *name = names[valid % nmodels]; /* every model, in turn */
         int layers = 1 + (int)dcr_rng_below(&rng, 4);
         if (!strcmp(name, "nemotron-3-nano-30b-a3b")) layers = 6 + (int)dcr_rng_below(&rng, 3); /* reach M, E and * */
-        load_model(name, 64, layers, &m);
+        testkit_load_model(name, 64, layers, &m);
         dcr_train_config_t tc = {1 + (int)dcr_rng_below(&rng, 2), pick(&rng, degrees, 4), pick(&rng, degrees, 4),
                                  pick(&rng, degrees, 4), pick(&rng, degrees, 3), pick(&rng, degrees, 2), 0};
         if (dcr_train_config_validate(&m, &tc) != DCR_OK) continue;
@@ -241,7 +185,7 @@ static void test_tied_embedding_holders(void **state)
     dcr_model_config_t m;
     dcr_inventory_t *inv;
     dcr_source_layout_t *layout;
-    load_model("qwen2.5-0.5b", 16, 4, &m);
+    testkit_load_model("qwen2.5-0.5b", 16, 4, &m);
     assert_int_equal(dcr_model_build_inventory(&m, &inv), DCR_OK);
     dcr_train_config_t tc = {1, 4, 2, 1, 1, 2, 0};
     assert_int_equal(dcr_megatron_build(&m, inv, &tc, DCR_MAPPING_PAPER, &layout), DCR_OK);

@@ -1,0 +1,863 @@
+/* Delta construction: trackers, change detection, direct projection,
+ * residual conversion through the group interface, chunks, buckets, payloads. */
+#include "dcr/construct.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "construct-internal.h"
+#include "dcr/clock.h"
+#include "dcr/codec.h"
+#include "dcr/group.h"
+#include "dcr/hash.h"
+#include "dcr/queue.h"
+
+#define TAG_FLAGS 1
+#define TAG_PART 2
+/* Detection works on sub-runs of at most this many elements, which bounds the
+ * per-owner index buffer and keeps indices in 32 bits. */
+#define SUBRUN_MAX ((int64_t)1 << 20)
+#define GROUP_TIMEOUT_MS 600000
+
+dcr_status_t dcr_construct_mode_parse(const char *text, dcr_construct_mode_t *out_p)
+{
+    if (!strcmp(text, "X")) *out_p = DCR_MODE_X;
+    else if (!strcmp(text, "P")) *out_p = DCR_MODE_P;
+    else if (!strcmp(text, "F")) *out_p = DCR_MODE_F;
+    else return dcr_error_set(DCR_EINVAL, "mode '%s' is not X, P or F", text);
+    return DCR_OK;
+}
+
+const char *dcr_construct_mode_name(dcr_construct_mode_t mode)
+{
+    return mode == DCR_MODE_X ? "X" : mode == DCR_MODE_P ? "P" : "F";
+}
+
+dcr_construct_config_t dcr_construct_config_default(void)
+{
+    dcr_construct_config_t cfg = {DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, false, 2};
+    return cfg;
+}
+
+/* ---- state ---------------------------------------------------------------- */
+
+typedef struct owned_task {
+    int task;
+    void *tracker; /* committed shard values, box order; NULL in mode F */
+} owned_task_t;
+
+typedef struct residual_slot {
+    int canonical;
+    void *baseline;  /* R^v, canonical dtype */
+    void *assembled; /* W^{v+1} from the last run, or NULL */
+    int nparts;      /* tasks contributing to this tensor */
+} residual_slot_t;
+
+typedef struct item_buf { /* records of one item under construction */
+    int64_t *indices;
+    unsigned char *values;
+    size_t count, cap, value_size;
+} item_buf_t;
+
+typedef struct pending_payload {
+    uint64_t id;
+    size_t len;
+    uint8_t data[];
+} pending_payload_t;
+
+typedef struct owner {
+    int rank;
+    owned_task_t *direct; /* affine tasks projected directly */
+    int ndirect;
+    owned_task_t *parts;  /* tasks whose parts go to an assembler */
+    int nparts;
+    residual_slot_t *slots;
+    int nslots;
+    dcr_encoder_t *enc;
+    uint32_t *changed; /* SUBRUN_MAX detection output */
+    item_buf_t item;
+    /* per run */
+    dcr_group_t *group;
+    dcr_queue_t *queue;
+    uint64_t next_payload;
+    size_t bucket_input;
+    dcr_status_t status, sender_status;
+    dcr_construct_stats_t stats;
+    struct dcr_constructor *c;
+} owner_t;
+
+struct dcr_constructor {
+    const dcr_source_layout_t *layout;
+    dcr_construct_config_t cfg;
+    int world;
+    owner_t *owners;
+    int *assembler;     /* per canonical: assembling rank, or -1 (direct projection) */
+    int *slot_of;       /* per canonical: slot index in its assembler */
+    size_t baseline_bytes;
+    dcr_storage_t **candidate; /* of the last successful run */
+    unsigned char *required;   /* per canonical: rebuilt in the last run */
+    /* per run */
+    uint64_t tau;
+    const uint8_t *xor_allowed;
+    bool all_overwrite;
+    const dcr_payload_sink_t *sink;
+};
+
+static size_t shard_elem(const dcr_constructor_t *c, const dcr_task_t *t)
+{
+    return dcr_dtype_size(c->layout->shards[t->shard].desc.dtype);
+}
+
+static const dcr_tensor_desc_t *canon(const dcr_constructor_t *c, int index)
+{
+    return dcr_inventory_at(c->layout->inventory, (size_t)index);
+}
+
+/* ---- copying a task's elements in box order -------------------------------- */
+
+typedef struct run_copy {
+    unsigned char *box;         /* box-order buffer */
+    unsigned char *shard;       /* shard data */
+    size_t es, pos;
+    int to_box;
+} run_copy_t;
+
+static void copy_run(int64_t src, int64_t dst, int64_t len, void *p)
+{
+    run_copy_t *r = p;
+    unsigned char *s = r->shard + (size_t)src * r->es, *b = r->box + r->pos * r->es;
+    if (r->to_box)
+        memcpy(b, s, (size_t)len * r->es);
+    else
+        memcpy(s, b, (size_t)len * r->es);
+    r->pos += (size_t)len;
+}
+
+/* Copies a task's shard elements into a box-order buffer. */
+static void gather_task(const dcr_task_t *t, size_t es, const void *shard, void *box)
+{
+    run_copy_t r = {box, (unsigned char *)shard, es, 0, 1};
+    for (int m = 0; m < t->nmaps; m++) dcr__box_runs(&t->maps[m], copy_run, &r);
+}
+
+/* ---- create / destroy -------------------------------------------------------- */
+
+static dcr_status_t append_owned(owned_task_t **list, int *n, int task)
+{
+    owned_task_t *p = realloc(*list, (size_t)(*n + 1) * sizeof(**list));
+    if (!p) return dcr_error_set(DCR_ENOMEM, "owner task list");
+    p[*n] = (owned_task_t){task, NULL};
+    *list = p;
+    (*n)++;
+    return DCR_OK;
+}
+
+/* Chooses who assembles each canonical tensor: the layout's residual owner,
+ * or in mode F (every tensor rebuilt whole) the same name hash for all. */
+static dcr_status_t plan_assembly(dcr_constructor_t *c)
+{
+    size_t n = dcr_inventory_count(c->layout->inventory);
+    c->assembler = malloc((n + 1) * sizeof(int));
+    c->slot_of = malloc((n + 1) * sizeof(int));
+    c->required = calloc(n + 1, 1);
+    if (!c->assembler || !c->slot_of || !c->required) return dcr_error_set(DCR_ENOMEM, "assembly plan");
+    for (size_t k = 0; k < n; k++) {
+        int r = c->layout->residual_owner[k];
+        if (c->cfg.mode == DCR_MODE_F && r < 0) r = (int)(dcr_hash64_str(canon(c, (int)k)->name) % (uint64_t)c->world);
+        c->assembler[k] = r;
+        c->slot_of[k] = -1;
+    }
+    for (size_t k = 0; k < n; k++) {
+        if (c->assembler[k] < 0) continue;
+        owner_t *o = &c->owners[c->assembler[k]];
+        residual_slot_t *p = realloc(o->slots, (size_t)(o->nslots + 1) * sizeof(*p));
+        if (!p) return dcr_error_set(DCR_ENOMEM, "residual slots");
+        p[o->nslots] = (residual_slot_t){(int)k, NULL, NULL, 0};
+        c->slot_of[k] = o->nslots++;
+        o->slots = p;
+    }
+    for (int i = 0; i < c->layout->ntasks; i++) {
+        int k = c->layout->tasks[i].canonical;
+        if (c->assembler[k] >= 0) c->owners[c->assembler[k]].slots[c->slot_of[k]].nparts++;
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t assign_tasks(dcr_constructor_t *c)
+{
+    for (int i = 0; i < c->layout->ntasks; i++) {
+        const dcr_task_t *t = &c->layout->tasks[i];
+        owner_t *o = &c->owners[t->owner];
+        if (c->assembler[t->canonical] >= 0)
+            DCR_CHECK(append_owned(&o->parts, &o->nparts, i));
+        else
+            DCR_CHECK(append_owned(&o->direct, &o->ndirect, i));
+    }
+    return DCR_OK;
+}
+
+/* Trackers hold the committed shard values of owned tasks; mode F compares
+ * whole canonical tensors instead and keeps none. */
+static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *baseline)
+{
+    if (c->cfg.mode == DCR_MODE_F) return DCR_OK;
+    for (int r = 0; r < c->world; r++) {
+        owner_t *o = &c->owners[r];
+        for (int pass = 0; pass < 2; pass++) {
+            owned_task_t *list = pass ? o->parts : o->direct;
+            int n = pass ? o->nparts : o->ndirect;
+            for (int i = 0; i < n; i++) {
+                const dcr_task_t *t = &c->layout->tasks[list[i].task];
+                size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
+                list[i].tracker = malloc(bytes ? bytes : 1);
+                if (!list[i].tracker) return dcr_error_set(DCR_ENOMEM, "tracker of %s (%zu bytes)", t->name, bytes);
+                gather_task(t, shard_elem(c, t), baseline[t->shard]->data, list[i].tracker);
+                c->baseline_bytes += bytes;
+            }
+        }
+    }
+    return DCR_OK;
+}
+
+/* The residual baseline R^v: each assembled tensor converted from the
+ * committed shards with the tasks' maps. */
+static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t *const *baseline)
+{
+    for (int i = 0; i < c->layout->ntasks; i++) {
+        const dcr_task_t *t = &c->layout->tasks[i];
+        if (c->assembler[t->canonical] < 0) continue;
+        residual_slot_t *s = &c->owners[c->assembler[t->canonical]].slots[c->slot_of[t->canonical]];
+        if (!s->baseline) {
+            size_t bytes = dcr_desc_bytes(canon(c, t->canonical));
+            s->baseline = calloc(1, bytes ? bytes : 1);
+            if (!s->baseline) return dcr_error_set(DCR_ENOMEM, "residual baseline of %s", canon(c, t->canonical)->name);
+            c->baseline_bytes += bytes;
+        }
+        dcr_task_scatter(c->layout, t, baseline[t->shard]->data, s->baseline);
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout, const dcr_construct_config_t *cfg,
+                                    dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
+{
+    if (cfg->chunk_bytes == 0 || cfg->bucket_bytes == 0 || cfg->queue_depth < 1)
+        return dcr_error_set(DCR_EINVAL, "chunk and bucket targets and queue depth must be positive");
+    dcr_constructor_t *c = calloc(1, sizeof(*c));
+    if (!c) return dcr_error_set(DCR_ENOMEM, "constructor");
+    c->layout = layout;
+    c->cfg = *cfg;
+    c->world = layout->world;
+    dcr_status_t st;
+    c->owners = calloc((size_t)c->world, sizeof(owner_t));
+    c->candidate = calloc((size_t)layout->nshards + 1, sizeof(*c->candidate));
+    if (!c->owners || !c->candidate) {
+        st = dcr_error_set(DCR_ENOMEM, "constructor for %d ranks", c->world);
+        goto fail;
+    }
+    for (int r = 0; r < c->world; r++) {
+        c->owners[r].rank = r;
+        c->owners[r].c = c;
+        c->owners[r].changed = malloc((size_t)SUBRUN_MAX * sizeof(uint32_t));
+        if (!c->owners[r].changed) {
+            st = dcr_error_set(DCR_ENOMEM, "detection buffer");
+            goto fail;
+        }
+        DCR_CHECK_GOTO(dcr_encoder_create(&c->owners[r].enc), st, fail);
+    }
+    DCR_CHECK_GOTO(plan_assembly(c), st, fail);
+    DCR_CHECK_GOTO(assign_tasks(c), st, fail);
+    DCR_CHECK_GOTO(build_trackers(c, baseline), st, fail);
+    DCR_CHECK_GOTO(build_residual_baseline(c, baseline), st, fail);
+    *out_p = c;
+    return DCR_OK;
+fail:
+    dcr_constructor_destroy(c);
+    return st;
+}
+
+static void free_owned(owned_task_t *list, int n)
+{
+    for (int i = 0; i < n; i++) free(list[i].tracker);
+    free(list);
+}
+
+void dcr_constructor_destroy(dcr_constructor_t *c)
+{
+    if (!c) return;
+    for (int r = 0; c->owners && r < c->world; r++) {
+        owner_t *o = &c->owners[r];
+        free_owned(o->direct, o->ndirect);
+        free_owned(o->parts, o->nparts);
+        for (int s = 0; s < o->nslots; s++) {
+            free(o->slots[s].baseline);
+            free(o->slots[s].assembled);
+        }
+        free(o->slots);
+        free(o->changed);
+        free(o->item.indices);
+        free(o->item.values);
+        dcr_encoder_destroy(o->enc);
+    }
+    free(c->owners);
+    free(c->assembler);
+    free(c->slot_of);
+    free(c->required);
+    free(c->candidate);
+    free(c);
+}
+
+size_t dcr_constructor_baseline_bytes(const dcr_constructor_t *c)
+{
+    return c->baseline_bytes;
+}
+
+/* ---- records and payloads ---------------------------------------------------- */
+
+static dcr_status_t item_reserve(item_buf_t *b, size_t extra)
+{
+    if (b->count + extra <= b->cap) return DCR_OK;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->count + extra) cap *= 2;
+    int64_t *idx = realloc(b->indices, cap * sizeof(int64_t));
+    if (idx) b->indices = idx;
+    unsigned char *val = realloc(b->values, cap * 8);
+    if (val) b->values = val;
+    if (!idx || !val) return dcr_error_set(DCR_ENOMEM, "record buffer of %zu entries", cap);
+    b->cap = cap;
+    return DCR_OK;
+}
+
+typedef struct pair_ref {
+    int64_t index;
+    size_t pos;
+} pair_ref_t;
+
+static int compare_pair(const void *a, const void *b)
+{
+    int64_t x = ((const pair_ref_t *)a)->index, y = ((const pair_ref_t *)b)->index;
+    return (x > y) - (x < y);
+}
+
+/* Box maps whose canonical order differs from shard order (transposes) emit
+ * indices out of order; the codec wants them increasing. */
+static dcr_status_t item_sort(item_buf_t *b)
+{
+    size_t n = b->count, vs = b->value_size;
+    for (size_t i = 1; i < n; i++) {
+        if (b->indices[i] > b->indices[i - 1]) continue;
+        pair_ref_t *p = malloc(n * sizeof(*p));
+        unsigned char *v = malloc(n * vs);
+        if (!p || !v) {
+            free(p);
+            free(v);
+            return dcr_error_set(DCR_ENOMEM, "sorting %zu records", n);
+        }
+        for (size_t k = 0; k < n; k++) p[k] = (pair_ref_t){b->indices[k], k};
+        qsort(p, n, sizeof(*p), compare_pair);
+        for (size_t k = 0; k < n; k++) {
+            b->indices[k] = p[k].index;
+            memcpy(v + k * vs, b->values + p[k].pos * vs, vs);
+        }
+        memcpy(b->values, v, n * vs);
+        free(p);
+        free(v);
+        return DCR_OK;
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t flush_payload(owner_t *o)
+{
+    dcr_constructor_t *c = o->c;
+    o->bucket_input = 0;
+    if (dcr_encoder_item_count(o->enc) == 0) return DCR_OK;
+    dcr_encode_params_t params = {c->tau, (uint32_t)o->rank, o->next_payload, c->cfg.zstd_level, c->cfg.shuffle};
+    const uint8_t *buf;
+    size_t len;
+    DCR_CHECK(dcr_encoder_finish(o->enc, &params, &buf, &len));
+    dcr_payload_header_t h;
+    DCR_CHECK(dcr_payload_peek(buf, len, false, &h));
+    pending_payload_t *p = malloc(sizeof(*p) + len);
+    if (!p) return dcr_error_set(DCR_ENOMEM, "payload of %zu bytes", len);
+    p->id = o->next_payload++;
+    p->len = len;
+    memcpy(p->data, buf, len);
+    o->stats.payloads++;
+    o->stats.payload_bytes += (int64_t)len;
+    o->stats.body_raw_bytes += (int64_t)h.raw_len;
+    dcr_status_t st = dcr_queue_push(o->queue, p, -1);
+    if (st != DCR_OK) free(p);
+    return st;
+}
+
+/* Hands the item under construction to the encoder. */
+static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding)
+{
+    item_buf_t *b = &o->item;
+    if (b->count == 0) return DCR_OK;
+    DCR_CHECK(item_sort(b));
+    const dcr_tensor_desc_t *d = canon(o->c, canonical);
+    dcr_codec_item_t item = {d->name, d->ndim, d->shape, d->dtype, encoding, b->count, b->indices, 0, b->values};
+    DCR_CHECK(dcr_encoder_add(o->enc, &item));
+    o->stats.records += (int64_t)b->count;
+    o->stats.raw_changed_value_bytes += (int64_t)(b->count * b->value_size);
+    o->stats.value_bytes += (int64_t)(b->count * b->value_size);
+    if (encoding == DCR_ENCODING_XOR)
+        o->stats.xor_items++;
+    else
+        o->stats.overwrite_items++;
+    return DCR_OK;
+}
+
+/* ---- direct projection ------------------------------------------------------- */
+
+typedef struct project_ctx {
+    owner_t *o;
+    const unsigned char *cand, *tracker;
+    size_t pos, es;
+    dcr_dtype_t sdt, cdt;
+    int xor_mode;
+    dcr_status_t st;
+} project_ctx_t;
+
+/* Projects the changed positions of one sub-run: destination index through
+ * the run's offset, value through the value map. A cast can hide a source
+ * change (two FP32 values, one BF16); such elements emit nothing, so the
+ * records are exactly the canonical bits that changed. */
+static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t nchanged)
+{
+    item_buf_t *b = &p->o->item;
+    size_t cs = b->value_size;
+    int cast = p->sdt != p->cdt;
+    for (size_t i = 0; i < nchanged; i++) {
+        size_t k = p->o->changed[i];
+        unsigned char now[8], before[8];
+        unsigned char *out = b->values + b->count * cs;
+        dcr_convert(now, p->cdt, p->cand + ((size_t)src + k) * p->es, p->sdt, 1);
+        if (p->xor_mode || cast) {
+            dcr_convert(before, p->cdt, p->tracker + (p->pos + k) * p->es, p->sdt, 1);
+            if (!memcmp(now, before, cs)) continue;
+        }
+        for (size_t j = 0; j < cs; j++) out[j] = p->xor_mode ? (unsigned char)(now[j] ^ before[j]) : now[j];
+        b->indices[b->count++] = dst + (int64_t)k;
+    }
+}
+
+static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
+{
+    project_ctx_t *p = ctx;
+    for (int64_t off = 0; off < len && p->st == DCR_OK; off += SUBRUN_MAX) {
+        size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
+        size_t nchanged = dcr__detect_changes(p->cand + (size_t)(src + off) * p->es,
+                                              p->tracker + p->pos * p->es, n, p->es, p->o->changed);
+        p->o->stats.changed_elements += (int64_t)nchanged;
+        if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK)
+            project_changes(p, src + off, dst + off, nchanged);
+        p->pos += n;
+    }
+}
+
+static dcr_encoding_t encoding_for(const dcr_constructor_t *c, int canonical)
+{
+    int xor_ok = c->cfg.mode == DCR_MODE_X && !c->all_overwrite && c->xor_allowed && c->xor_allowed[canonical];
+    return xor_ok ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
+}
+
+static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitted_p)
+{
+    dcr_constructor_t *c = o->c;
+    const dcr_task_t *t = &c->layout->tasks[ot->task];
+    dcr_encoding_t enc = encoding_for(c, t->canonical);
+    project_ctx_t p = {o, c->candidate[t->shard]->data, ot->tracker, 0, shard_elem(c, t),
+                       c->layout->shards[t->shard].desc.dtype, canon(c, t->canonical)->dtype,
+                       enc == DCR_ENCODING_XOR, DCR_OK};
+    o->item.count = 0;
+    o->item.value_size = dcr_dtype_size(p.cdt);
+    for (int m = 0; m < t->nmaps && p.st == DCR_OK; m++) dcr__box_runs(&t->maps[m], project_run, &p);
+    DCR_CHECK(p.st);
+    o->stats.compared_elements += dcr_task_numel(t);
+    *emitted_p = o->item.count > 0;
+    return emit_item(o, t->canonical, enc);
+}
+
+/* Tasks are compared chunk by chunk; a chunk that emits records counts its
+ * whole input toward the bucket, and a full bucket becomes a payload. */
+static dcr_status_t project_direct(owner_t *o)
+{
+    dcr_constructor_t *c = o->c;
+    size_t chunk = 0;
+    int chunk_emitted = 0;
+    for (int i = 0; i < o->ndirect; i++) {
+        const dcr_task_t *t = &c->layout->tasks[o->direct[i].task];
+        int emitted = 0;
+        DCR_CHECK(project_task(o, &o->direct[i], &emitted));
+        chunk += (size_t)dcr_task_numel(t) * shard_elem(c, t);
+        chunk_emitted |= emitted;
+        if (chunk < c->cfg.chunk_bytes && i + 1 < o->ndirect) continue;
+        if (chunk_emitted) o->bucket_input += chunk;
+        chunk = 0;
+        chunk_emitted = 0;
+        if (o->bucket_input >= c->cfg.bucket_bytes) DCR_CHECK(flush_payload(o));
+    }
+    return DCR_OK;
+}
+
+/* ---- residual conversion ----------------------------------------------------- */
+
+typedef struct any_change_ctx {
+    const unsigned char *cand, *tracker;
+    size_t es, pos;
+    int changed;
+} any_change_ctx_t;
+
+static void any_change_run(int64_t src, int64_t dst, int64_t len, void *p)
+{
+    any_change_ctx_t *a = p;
+    size_t bytes = (size_t)len * a->es;
+    if (!a->changed && memcmp(a->cand + (size_t)src * a->es, a->tracker + a->pos * a->es, bytes)) a->changed = 1;
+    a->pos += (size_t)len;
+}
+
+/* Whether any owned element of a task changed its bits: the residual flag. */
+static int task_changed(const dcr_constructor_t *c, const owned_task_t *ot)
+{
+    const dcr_task_t *t = &c->layout->tasks[ot->task];
+    any_change_ctx_t a = {c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0};
+    for (int m = 0; m < t->nmaps && !a.changed; m++) dcr__box_runs(&t->maps[m], any_change_run, &a);
+    return a.changed;
+}
+
+/* Every rank tells every rank which residual tensors its owned tasks flag;
+ * the union is the required set U_req, the same on every rank. Mode F
+ * rebuilds every tensor without flags. */
+static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t ncanon)
+{
+    dcr_constructor_t *c = o->c;
+    if (c->cfg.mode == DCR_MODE_F) {
+        for (size_t k = 0; k < ncanon; k++) required[k] = c->assembler[k] >= 0;
+        return DCR_OK;
+    }
+    int32_t *flags = malloc(((size_t)o->nparts + 1) * sizeof(int32_t));
+    if (!flags) return dcr_error_set(DCR_ENOMEM, "residual flags");
+    size_t n = 0;
+    for (int i = 0; i < o->nparts; i++)
+        if (task_changed(c, &o->parts[i])) flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
+    dcr_status_t st = DCR_OK;
+    for (int r = 0; r < c->world && st == DCR_OK; r++) st = dcr_group_send(o->group, r, TAG_FLAGS, flags, n * sizeof(int32_t));
+    free(flags);
+    DCR_CHECK(st);
+    for (int r = 0; r < c->world; r++) {
+        dcr_group_msg_t msg;
+        DCR_CHECK(dcr_group_recv(o->group, TAG_FLAGS, GROUP_TIMEOUT_MS, &msg));
+        const int32_t *got = msg.data;
+        for (size_t k = 0; k < msg.len / sizeof(int32_t); k++)
+            if (got[k] >= 0 && (size_t)got[k] < ncanon) required[got[k]] = 1;
+        dcr_group_release(o->group, &msg);
+    }
+    return DCR_OK;
+}
+
+/* Converts and sends this owner's parts of required tensors to their assemblers. */
+static dcr_status_t send_parts(owner_t *o, const unsigned char *required)
+{
+    dcr_constructor_t *c = o->c;
+    for (int i = 0; i < o->nparts; i++) {
+        const dcr_task_t *t = &c->layout->tasks[o->parts[i].task];
+        if (!required[t->canonical]) continue;
+        size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
+        unsigned char *msg = malloc(sizeof(int32_t) + bytes);
+        if (!msg) return dcr_error_set(DCR_ENOMEM, "residual part of %s", t->name);
+        int32_t id = o->parts[i].task;
+        memcpy(msg, &id, sizeof(id));
+        gather_task(t, shard_elem(c, t), c->candidate[t->shard]->data, msg + sizeof(id));
+        dcr_status_t st = dcr_group_send(o->group, c->assembler[t->canonical], TAG_PART, msg, sizeof(id) + bytes);
+        free(msg);
+        DCR_CHECK(st);
+    }
+    return DCR_OK;
+}
+
+typedef struct place_ctx {
+    const unsigned char *part;
+    unsigned char *assembled, *covered;
+    size_t pos, ses, ces;
+    dcr_dtype_t sdt, cdt;
+    int64_t conflict; /* first element where overlapping parts disagree, or -1 */
+} place_ctx_t;
+
+static void place_run(int64_t src, int64_t dst, int64_t len, void *p)
+{
+    place_ctx_t *a = p;
+    for (int64_t k = 0; k < len; k++) {
+        unsigned char value[8];
+        size_t d = (size_t)(dst + k);
+        dcr_convert(value, a->cdt, a->part + (a->pos + (size_t)k) * a->ses, a->sdt, 1);
+        if (a->covered[d] && memcmp(a->assembled + d * a->ces, value, a->ces) && a->conflict < 0)
+            a->conflict = (int64_t)d;
+        memcpy(a->assembled + d * a->ces, value, a->ces);
+        a->covered[d] = 1;
+    }
+    a->pos += (size_t)len;
+}
+
+/* Places one received part into its tensor under assembly. */
+static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg, unsigned char **covered)
+{
+    dcr_constructor_t *c = o->c;
+    int32_t id;
+    if (msg->len < sizeof(id)) return dcr_error_set(DCR_EINVAL, "residual part of %zu bytes", msg->len);
+    memcpy(&id, msg->data, sizeof(id));
+    if (id < 0 || id >= c->layout->ntasks) return dcr_error_set(DCR_EINVAL, "residual part for task %d", id);
+    const dcr_task_t *t = &c->layout->tasks[id];
+    const dcr_tensor_desc_t *d = canon(c, t->canonical);
+    int s = c->slot_of[t->canonical];
+    if (c->assembler[t->canonical] != o->rank || msg->len != sizeof(id) + (size_t)dcr_task_numel(t) * shard_elem(c, t))
+        return dcr_error_set(DCR_EINVAL, "residual part %s sent to the wrong rank or truncated", t->name);
+    residual_slot_t *slot = &o->slots[s];
+    if (!slot->assembled) slot->assembled = malloc(dcr_desc_bytes(d) ? dcr_desc_bytes(d) : 1);
+    if (!covered[s]) covered[s] = calloc((size_t)dcr_desc_numel(d) + 1, 1);
+    if (!slot->assembled || !covered[s]) return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
+    place_ctx_t a = {(const unsigned char *)msg->data + sizeof(id), slot->assembled, covered[s], 0,
+                     shard_elem(c, t), dcr_dtype_size(d->dtype), c->layout->shards[t->shard].desc.dtype, d->dtype, -1};
+    for (int m = 0; m < t->nmaps; m++) dcr__box_runs(&t->maps[m], place_run, &a);
+    if (a.conflict >= 0)
+        return dcr_error_set(DCR_EMISMATCH, "%s element %lld: overlapping residual parts disagree", d->name,
+                             (long long)a.conflict);
+    return DCR_OK;
+}
+
+/* Compares an assembled tensor with R^v and emits its changed elements as
+ * overwrites (residual conversions may change any output, so no XOR). */
+static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot, const unsigned char *covered)
+{
+    const dcr_tensor_desc_t *d = canon(o->c, slot->canonical);
+    int64_t n = dcr_desc_numel(d);
+    size_t es = dcr_dtype_size(d->dtype);
+    for (int64_t k = 0; k < n; k++)
+        if (!covered[k])
+            return dcr_error_set(DCR_EMISMATCH, "%s element %lld: no residual part covers it", d->name, (long long)k);
+    o->item.count = 0;
+    o->item.value_size = es;
+    const unsigned char *now = slot->assembled, *before = slot->baseline;
+    for (int64_t off = 0; off < n; off += SUBRUN_MAX) {
+        size_t len = (size_t)(n - off < SUBRUN_MAX ? n - off : SUBRUN_MAX);
+        size_t nchanged = dcr__detect_changes(now + (size_t)off * es, before + (size_t)off * es, len, es, o->changed);
+        DCR_CHECK(item_reserve(&o->item, nchanged));
+        for (size_t i = 0; i < nchanged; i++) {
+            size_t at = (size_t)off + o->changed[i];
+            o->item.indices[o->item.count] = (int64_t)at;
+            memcpy(o->item.values + o->item.count * es, now + at * es, es);
+            o->item.count++;
+        }
+    }
+    if (o->c->cfg.mode == DCR_MODE_F) o->stats.compared_elements += n;
+    int emitted = o->item.count > 0;
+    DCR_CHECK(emit_item(o, slot->canonical, DCR_ENCODING_OVERWRITE));
+    if (emitted) o->bucket_input += dcr_desc_bytes(d);
+    if (o->bucket_input >= o->c->cfg.bucket_bytes) DCR_CHECK(flush_payload(o));
+    return DCR_OK;
+}
+
+/* Receives every part of the required tensors this rank assembles, then
+ * compares each with its residual baseline. */
+static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required)
+{
+    int expected = 0;
+    for (int s = 0; s < o->nslots; s++)
+        if (required[o->slots[s].canonical]) expected += o->slots[s].nparts;
+    unsigned char **covered = calloc((size_t)o->nslots + 1, sizeof(*covered));
+    if (!covered) return dcr_error_set(DCR_ENOMEM, "coverage maps");
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < expected && st == DCR_OK; i++) {
+        dcr_group_msg_t msg;
+        st = dcr_group_recv(o->group, TAG_PART, GROUP_TIMEOUT_MS, &msg);
+        if (st != DCR_OK) break;
+        st = place_part(o, &msg, covered);
+        dcr_group_release(o->group, &msg);
+    }
+    for (int s = 0; s < o->nslots && st == DCR_OK; s++) {
+        if (!required[o->slots[s].canonical]) continue;
+        o->stats.residual_tensors++;
+        st = emit_residual(o, &o->slots[s], covered[s]);
+    }
+    for (int s = 0; s < o->nslots; s++) free(covered[s]);
+    free(covered);
+    return st;
+}
+
+/* ---- one run ------------------------------------------------------------------ */
+
+typedef struct owner_run_ctx {
+    owner_t *o;
+    unsigned char *required; /* this owner's copy of U_req */
+} owner_run_ctx_t;
+
+static dcr_status_t owner_run(owner_t *o, unsigned char *required)
+{
+    size_t ncanon = dcr_inventory_count(o->c->layout->inventory);
+    DCR_CHECK(exchange_flags(o, required, ncanon));
+    DCR_CHECK(send_parts(o, required));
+    DCR_CHECK(project_direct(o));
+    DCR_CHECK(assemble_residuals(o, required));
+    return flush_payload(o);
+}
+
+static void *owner_main(void *arg)
+{
+    owner_run_ctx_t *r = arg;
+    r->o->status = owner_run(r->o, r->required);
+    if (r->o->status != DCR_OK) dcr_error_prefix("owner %d: ", r->o->rank);
+    dcr_queue_close(r->o->queue);
+    return NULL;
+}
+
+/* Drains the owner's finished payloads into the sink, so that the owner
+ * builds bucket l+1 while payload l is being sent. */
+static void *sender_main(void *arg)
+{
+    owner_t *o = arg;
+    const dcr_payload_sink_t *sink = o->c->sink;
+    for (;;) {
+        void *item;
+        if (dcr_queue_pop(o->queue, -1, &item) != DCR_OK) break;
+        pending_payload_t *p = item;
+        if (o->sender_status == DCR_OK && sink && sink->submit) {
+            o->sender_status = sink->submit(sink->ctx, o->rank, p->id, p->data, p->len);
+            if (o->sender_status != DCR_OK) dcr_error_prefix("owner %d sending payload %llu: ", o->rank, (unsigned long long)p->id);
+        }
+        free(p);
+    }
+    return NULL;
+}
+
+static void add_stats(dcr_construct_stats_t *sum, const dcr_construct_stats_t *s)
+{
+    sum->compared_elements += s->compared_elements;
+    sum->changed_elements += s->changed_elements;
+    sum->records += s->records;
+    sum->raw_changed_value_bytes += s->raw_changed_value_bytes;
+    sum->payload_bytes += s->payload_bytes;
+    sum->body_raw_bytes += s->body_raw_bytes;
+    sum->value_bytes += s->value_bytes;
+    sum->payloads += s->payloads;
+    sum->xor_items += s->xor_items;
+    sum->overwrite_items += s->overwrite_items;
+    sum->residual_tensors += s->residual_tensors;
+}
+
+typedef struct run_threads {
+    pthread_t *owners, *senders;
+    owner_run_ctx_t *ctx;
+    unsigned char *required; /* world x ncanon */
+    dcr_group_t **group;
+} run_threads_t;
+
+static void free_run(run_threads_t *rt, dcr_constructor_t *c)
+{
+    for (int r = 0; c->owners && r < c->world; r++) {
+        dcr_queue_destroy(c->owners[r].queue);
+        c->owners[r].queue = NULL;
+        if (rt->group) dcr_group_destroy(rt->group[r]);
+    }
+    free(rt->owners);
+    free(rt->senders);
+    free(rt->ctx);
+    free(rt->required);
+    free(rt->group);
+}
+
+static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t ncanon)
+{
+    int w = c->world;
+    rt->owners = calloc((size_t)w, sizeof(pthread_t));
+    rt->senders = calloc((size_t)w, sizeof(pthread_t));
+    rt->ctx = calloc((size_t)w, sizeof(owner_run_ctx_t));
+    rt->required = calloc((size_t)w * (ncanon + 1), 1);
+    rt->group = calloc((size_t)w, sizeof(dcr_group_t *));
+    if (!rt->owners || !rt->senders || !rt->ctx || !rt->required || !rt->group)
+        return dcr_error_set(DCR_ENOMEM, "run state for %d owners", w);
+    DCR_CHECK(dcr_group_create_inproc(w, rt->group));
+    for (int r = 0; r < w; r++) {
+        owner_t *o = &c->owners[r];
+        memset(&o->stats, 0, sizeof(o->stats));
+        o->group = rt->group[r];
+        o->next_payload = 0;
+        o->bucket_input = 0;
+        o->status = o->sender_status = DCR_OK;
+        dcr_encoder_reset(o->enc);
+        DCR_CHECK(dcr_queue_create((size_t)c->cfg.queue_depth, &o->queue));
+        rt->ctx[r] = (owner_run_ctx_t){o, rt->required + (size_t)r * (ncanon + 1)};
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate, uint64_t tau,
+                                 const uint8_t *xor_allowed, bool all_overwrite,
+                                 const dcr_payload_sink_t *sink, dcr_construct_stats_t *out_stats_p)
+{
+    size_t ncanon = dcr_inventory_count(c->layout->inventory);
+    for (int s = 0; s < c->layout->nshards; s++) {
+        if (!candidate[s] || candidate[s]->bytes < dcr_desc_bytes(&c->layout->shards[s].desc))
+            return dcr_error_set(DCR_EINVAL, "candidate shard %s missing or too small", c->layout->shards[s].desc.name);
+        c->candidate[s] = candidate[s];
+    }
+    c->tau = tau;
+    c->xor_allowed = xor_allowed;
+    c->all_overwrite = all_overwrite;
+    c->sink = sink;
+    run_threads_t rt = {0};
+    double t0 = dcr_clock_s();
+    dcr_status_t st = start_run(c, &rt, ncanon);
+    int started = 0;
+    for (int r = 0; st == DCR_OK && r < c->world; r++, started++) {
+        pthread_create(&rt.senders[r], NULL, sender_main, &c->owners[r]);
+        pthread_create(&rt.owners[r], NULL, owner_main, &rt.ctx[r]);
+    }
+    for (int r = 0; r < started; r++) {
+        pthread_join(rt.owners[r], NULL);
+        pthread_join(rt.senders[r], NULL);
+    }
+    dcr_construct_stats_t sum = {0};
+    sum.construction_s = dcr_clock_s() - t0;
+    for (int r = 0; st == DCR_OK && r < c->world; r++) {
+        st = c->owners[r].status != DCR_OK ? c->owners[r].status : c->owners[r].sender_status;
+        add_stats(&sum, &c->owners[r].stats);
+    }
+    if (st == DCR_OK) memcpy(c->required, rt.required, ncanon);
+    free_run(&rt, c);
+    if (st != DCR_OK) {
+        c->candidate[0] = NULL; /* no commit from a failed run */
+        return st;
+    }
+    if (out_stats_p) *out_stats_p = sum;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
+{
+    if (c->layout->nshards > 0 && !c->candidate[0])
+        return dcr_error_set(DCR_EINVAL, "baseline update without a successful construction run");
+    for (int r = 0; r < c->world; r++) {
+        owner_t *o = &c->owners[r];
+        for (int pass = 0; pass < 2; pass++) {
+            owned_task_t *list = pass ? o->parts : o->direct;
+            int n = pass ? o->nparts : o->ndirect;
+            for (int i = 0; list && i < n; i++) {
+                if (!list[i].tracker) continue;
+                const dcr_task_t *t = &c->layout->tasks[list[i].task];
+                gather_task(t, shard_elem(c, t), c->candidate[t->shard]->data, list[i].tracker);
+            }
+        }
+        for (int s = 0; s < o->nslots; s++) {
+            residual_slot_t *slot = &o->slots[s];
+            if (!c->required[slot->canonical] || !slot->assembled) continue;
+            void *old = slot->baseline; /* swap: the assembled candidate becomes R^{v+1} */
+            slot->baseline = slot->assembled;
+            slot->assembled = old;
+        }
+    }
+    c->candidate[0] = NULL;
+    return DCR_OK;
+}

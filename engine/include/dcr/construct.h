@@ -1,0 +1,105 @@
+/* Delta construction on the training side (DESIGN.md section 5, step 3).
+ *
+ * A constructor holds the committed source baseline B^v of every owner: task
+ * trackers (the committed values of each owned task's shard elements, kept in
+ * box-map order) and the residual baseline R^v (the committed canonical
+ * tensors of residual tasks, kept by their residual-baseline owners). A run
+ * compares a candidate (every shard's current values) with B^v, projects the
+ * changed elements of affine tasks to canonical (name, flat index) records,
+ * rebuilds the required residual tensors from parts sent through the group
+ * interface, and packs the records into buckets, each encoded, compressed and
+ * digested into one payload handed to a sink while the owner builds the next
+ * one. B^v changes only in dcr_constructor_commit, after a joint commit.
+ *
+ * In this process every training rank is an owner thread; the shards are
+ * held once per shard identity because data-parallel replicas are bitwise
+ * identical (the owner of a task reads its shard). */
+#ifndef DCR_CONSTRUCT_H
+#define DCR_CONSTRUCT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcr/source.h"
+#include "dcr/status.h"
+#include "dcr/tensor.h"
+
+typedef enum dcr_construct_mode {
+    DCR_MODE_X = 0, /* direct projection, XOR where the policy allows, else overwrite */
+    DCR_MODE_P = 1, /* direct projection, overwrite only */
+    DCR_MODE_F = 2, /* full conversion of every tensor, overwrite only */
+} dcr_construct_mode_t;
+
+dcr_status_t dcr_construct_mode_parse(const char *text, dcr_construct_mode_t *out_p);
+const char *dcr_construct_mode_name(dcr_construct_mode_t mode);
+
+/* The seed's targets (Appendix C): chunks of 64 MiB (object storage) or
+ * 256 MiB (relay tree) of source bytes, buckets of 512 MiB of chunk input. */
+#define DCR_CHUNK_BYTES_OBJSTORE ((size_t)64 << 20)
+#define DCR_CHUNK_BYTES_RELAY ((size_t)256 << 20)
+#define DCR_BUCKET_BYTES ((size_t)512 << 20)
+
+typedef struct dcr_construct_config {
+    dcr_construct_mode_t mode;
+    size_t chunk_bytes;  /* tensors are never split, so a chunk can exceed it */
+    size_t bucket_bytes; /* counts the full input of every chunk that emits records */
+    int zstd_level;
+    bool shuffle;        /* byte-plane shuffle of value and gap words */
+    int queue_depth;     /* finished payloads an owner may have waiting for its sender (>= 1) */
+} dcr_construct_config_t;
+
+/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, no shuffle, depth 2. */
+dcr_construct_config_t dcr_construct_config_default(void);
+
+/* Where finished payloads go. submit is called from owner sender threads,
+ * one call at a time per owner, possibly concurrently across owners; buf is
+ * valid only during the call (the sink copies or sends it). It may block for
+ * back-pressure; an error fails the run. */
+typedef struct dcr_payload_sink {
+    dcr_status_t (*submit)(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf, size_t len);
+    void *ctx;
+} dcr_payload_sink_t;
+
+/* Per-run figures, summed over owners. */
+typedef struct dcr_construct_stats {
+    double construction_s;           /* first owner start to last payload submitted */
+    int64_t compared_elements;       /* owned source elements compared (N_src) */
+    int64_t changed_elements;        /* source elements whose bits changed (N_chg) */
+    int64_t records;                 /* emitted destinations |D| (all items) */
+    int64_t raw_changed_value_bytes; /* one value word per record */
+    int64_t payload_bytes;           /* headers + compressed bodies */
+    int64_t body_raw_bytes;          /* bodies before compression */
+    int64_t value_bytes;             /* value buffer bytes before compression */
+    int64_t payloads;
+    int64_t xor_items, overwrite_items;
+    int64_t residual_tensors;        /* |U_req| rebuilt this run */
+} dcr_construct_stats_t;
+
+typedef struct dcr_constructor dcr_constructor_t;
+
+/* Builds trackers and residual baselines from the committed shards
+ * (baseline[i] holds layout->shards[i]); the constructor copies what it keeps
+ * and does not retain baseline. The layout must outlive the constructor. */
+dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout, const dcr_construct_config_t *cfg,
+                                    dcr_storage_t *const *baseline, dcr_constructor_t **out_p);
+/* Accepts NULL. */
+void dcr_constructor_destroy(dcr_constructor_t *c);
+
+/* Bytes the baseline holds (trackers + residual baseline), for the ~1.03x figure. */
+size_t dcr_constructor_baseline_bytes(const dcr_constructor_t *c);
+
+/* One construction run of attempt tau over candidate[i] (layout->shards[i]).
+ * xor_allowed[c] (per canonical tensor, may be NULL = none) says which
+ * tensors every receiver can take as XOR; all_overwrite forces overwrite
+ * records everywhere (retries). Payload ids start at 0 per owner. The
+ * candidate must stay unchanged until commit or the next run. */
+dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate, uint64_t tau,
+                                 const uint8_t *xor_allowed, bool all_overwrite,
+                                 const dcr_payload_sink_t *sink, dcr_construct_stats_t *out_stats_p);
+
+/* After a joint commit: updates trackers and residual baseline in place from
+ * the candidate of the last successful run. Fails if no run preceded it. */
+dcr_status_t dcr_constructor_commit(dcr_constructor_t *c);
+
+#endif

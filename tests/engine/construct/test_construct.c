@@ -1,0 +1,319 @@
+/* ctest-labels: unit
+ *
+ * Delta construction against the independent oracle: the decoded records of
+ * a run must be exactly the bitwise difference between the full conversions
+ * (Megatron export) of the committed and the candidate shards, for random
+ * layouts, both mapping classes, modes X/P/F, several consecutive refits. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "dcr/codec.h"
+#include "dcr/construct.h"
+#include "dcr/group.h"
+#include "dcr/rng.h"
+#include "testkit.h"
+
+/* ---- a sink that keeps every payload ----------------------------------- */
+
+typedef struct kept {
+    uint8_t *data;
+    size_t len;
+} kept_t;
+
+typedef struct keep_sink {
+    pthread_mutex_t lock;
+    kept_t *items;
+    size_t n;
+} keep_sink_t;
+
+static dcr_status_t keep_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+{
+    keep_sink_t *k = ctx;
+    pthread_mutex_lock(&k->lock);
+    k->items = realloc(k->items, (k->n + 1) * sizeof(kept_t));
+    k->items[k->n].data = malloc(len);
+    memcpy(k->items[k->n].data, buf, len);
+    k->items[k->n].len = len;
+    k->n++;
+    pthread_mutex_unlock(&k->lock);
+    return DCR_OK;
+}
+
+static void keep_clear(keep_sink_t *k)
+{
+    for (size_t i = 0; i < k->n; i++) free(k->items[i].data);
+    free(k->items);
+    k->items = NULL;
+    k->n = 0;
+}
+
+/* ---- the oracle: canonical v and v+1 by full conversion ------------------ */
+
+typedef struct world {
+    dcr_model_config_t m;
+    dcr_train_config_t tc;
+    dcr_inventory_t *inv;
+    dcr_source_layout_t *layout;
+    dcr_storage_t **canon_v, **canon_next, **applied;
+    dcr_storage_t **shards_v, **shards_next;
+    size_t nc, ns;
+} world_t;
+
+static void world_open(world_t *w, dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc,
+                       dcr_mapping_t mapping)
+{
+    testkit_load_model(model, 64, layers, &w->m);
+    w->tc = tc;
+    assert_int_equal(dcr_model_build_inventory(&w->m, &w->inv), DCR_OK);
+    assert_int_equal(dcr_megatron_build(&w->m, w->inv, &w->tc, mapping, &w->layout), DCR_OK);
+    w->nc = dcr_inventory_count(w->inv);
+    w->ns = (size_t)w->layout->nshards;
+    w->canon_v = testkit_alloc_canonical(w->inv);
+    w->canon_next = testkit_alloc_canonical(w->inv);
+    w->applied = testkit_alloc_canonical(w->inv);
+    w->shards_v = testkit_alloc_shards(w->layout);
+    w->shards_next = testkit_alloc_shards(w->layout);
+    testkit_fill_random(rng, w->layout, w->canon_v);
+    assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_v, w->shards_v), DCR_OK);
+}
+
+static void world_close(world_t *w)
+{
+    testkit_free(w->canon_v, w->nc);
+    testkit_free(w->canon_next, w->nc);
+    testkit_free(w->applied, w->nc);
+    testkit_free(w->shards_v, w->ns);
+    testkit_free(w->shards_next, w->ns);
+    dcr_source_layout_destroy(w->layout);
+    dcr_inventory_destroy(w->inv);
+}
+
+/* A training step: changes random canonical elements (random new bits,
+ * sign flips of zero, NaN payload changes on plain-copy paths) and imports
+ * them, so replicas and padding stay consistent. */
+static void world_step(world_t *w, dcr_rng_t *rng, double rate)
+{
+    char *cast = testkit_cast_tensors(w->layout);
+    for (size_t c = 0; c < w->nc; c++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(w->inv, c);
+        size_t es = dcr_dtype_size(d->dtype);
+        unsigned char *p = w->canon_next[c]->data;
+        memcpy(p, w->canon_v[c]->data, w->canon_v[c]->bytes);
+        for (int64_t k = 0; k < dcr_desc_numel(d); k++) {
+            if (dcr_rng_uniform(rng) >= rate) continue;
+            unsigned char *e = p + (size_t)k * es;
+            if (dcr_rng_below(rng, 8) == 0)
+                e[es - 1] ^= 0x80; /* sign flip: -0.0 vs +0.0 and NaN sign count too */
+            else
+                e[dcr_rng_below(rng, es)] ^= (unsigned char)(1 + dcr_rng_below(rng, 255));
+            if (cast[c]) testkit_make_finite(d->dtype, e);
+        }
+    }
+    free(cast);
+    assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_next, w->shards_next), DCR_OK);
+}
+
+/* Applies every decoded record to `applied` (a copy of canonical v) and
+ * counts records; fails on any record outside the changed set. */
+static int64_t apply_payloads(world_t *w, const keep_sink_t *k, uint64_t tau, int64_t *xor_items)
+{
+    for (size_t c = 0; c < w->nc; c++) memcpy(w->applied[c]->data, w->canon_v[c]->data, w->canon_v[c]->bytes);
+    dcr_payload_t *p;
+    assert_int_equal(dcr_payload_create(&p), DCR_OK);
+    int64_t records = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        if (dcr_payload_decode(p, k->items[i].data, k->items[i].len) != DCR_OK) fail_msg("%s", dcr_error_detail());
+        assert_int_equal(dcr_payload_get_header(p)->tau, tau);
+        for (size_t j = 0; j < dcr_payload_item_count(p); j++) {
+            dcr_payload_item_t it;
+            assert_int_equal(dcr_payload_item(p, j, &it), DCR_OK);
+            int64_t c = dcr_inventory_find(w->inv, it.name);
+            assert_true(c >= 0);
+            size_t es = dcr_dtype_size(it.dtype);
+            int64_t *idx = malloc(it.count * sizeof(int64_t));
+            unsigned char *val = malloc(it.count * es);
+            assert_int_equal(dcr_payload_item_indices(p, j, idx), DCR_OK);
+            assert_int_equal(dcr_payload_item_values(p, j, val), DCR_OK);
+            unsigned char *dst = w->applied[c]->data;
+            const unsigned char *before = w->canon_v[c]->data, *after = w->canon_next[c]->data;
+            for (size_t r = 0; r < it.count; r++) {
+                unsigned char *e = dst + (size_t)idx[r] * es;
+                if (!memcmp(before + (size_t)idx[r] * es, after + (size_t)idx[r] * es, es))
+                    fail_msg("record for unchanged element %s[%lld]", it.name, (long long)idx[r]);
+                for (size_t b = 0; b < es; b++)
+                    e[b] = it.encoding == DCR_ENCODING_XOR ? (unsigned char)(e[b] ^ val[r * es + b]) : val[r * es + b];
+            }
+            records += (int64_t)it.count;
+            if (it.encoding == DCR_ENCODING_XOR) (*xor_items)++;
+            free(idx);
+            free(val);
+        }
+    }
+    dcr_payload_destroy(p);
+    return records;
+}
+
+static int64_t changed_canonical(const world_t *w)
+{
+    int64_t n = 0;
+    for (size_t c = 0; c < w->nc; c++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(w->inv, c);
+        size_t es = dcr_dtype_size(d->dtype);
+        for (int64_t k = 0; k < dcr_desc_numel(d); k++)
+            n += memcmp((unsigned char *)w->canon_v[c]->data + k * es, (unsigned char *)w->canon_next[c]->data + k * es, es) != 0;
+    }
+    return n;
+}
+
+/* One refit checked against the oracle; then commit and roll v forward. */
+static void check_refit(world_t *w, dcr_constructor_t *con, uint64_t tau, const uint8_t *xor_allowed,
+                        bool all_overwrite)
+{
+    keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    dcr_construct_stats_t st;
+    if (dcr_constructor_run(con, w->shards_next, tau, xor_allowed, all_overwrite, &sink, &st) != DCR_OK)
+        fail_msg("%s", dcr_error_detail());
+    int64_t xor_items = 0, records = apply_payloads(w, &k, tau, &xor_items);
+    /* Exactly the changed set: every changed element recorded once, nothing else. */
+    assert_int_equal(records, changed_canonical(w));
+    assert_int_equal(records, st.records);
+    assert_int_equal(xor_items, st.xor_items);
+    if (all_overwrite) assert_int_equal(xor_items, 0);
+    for (size_t c = 0; c < w->nc; c++)
+        if (memcmp(w->applied[c]->data, w->canon_next[c]->data, w->canon_next[c]->bytes))
+            fail_msg("applied records differ from v+1 on %s", dcr_inventory_at(w->inv, c)->name);
+    assert_int_equal((int64_t)k.n, st.payloads);
+    keep_clear(&k);
+}
+
+static void roll_forward(world_t *w, dcr_constructor_t *con)
+{
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    for (size_t c = 0; c < w->nc; c++) memcpy(w->canon_v[c]->data, w->canon_next[c]->data, w->canon_v[c]->bytes);
+    for (size_t s = 0; s < w->ns; s++) memcpy(w->shards_v[s]->data, w->shards_next[s]->data, w->shards_v[s]->bytes);
+}
+
+static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc, dcr_mapping_t mapping,
+                     dcr_construct_mode_t mode, size_t bucket_bytes)
+{
+    world_t w = {0};
+    world_open(&w, rng, model, layers, tc, mapping);
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.mode = mode;
+    cfg.chunk_bytes = bucket_bytes / 4 + 1;
+    cfg.bucket_bytes = bucket_bytes;
+    cfg.shuffle = dcr_rng_below(rng, 2);
+    dcr_constructor_t *con;
+    assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+    uint8_t *xor_allowed = malloc(w.nc);
+    for (size_t c = 0; c < w.nc; c++) xor_allowed[c] = (uint8_t)dcr_rng_below(rng, 4) != 0;
+    for (int step = 0; step < 3; step++) {
+        world_step(&w, rng, step == 1 ? 0.0 : 0.02 + 0.05 * dcr_rng_uniform(rng));
+        check_refit(&w, con, 10 * (uint64_t)step + 1, xor_allowed, false);
+        check_refit(&w, con, 10 * (uint64_t)step + 2, xor_allowed, true); /* a retry: all overwrite */
+        roll_forward(&w, con);
+    }
+    free(xor_allowed);
+    dcr_constructor_destroy(con);
+    world_close(&w);
+}
+
+static void test_random_layouts_against_full_conversion(void **state)
+{
+    uint64_t seed = testkit_seed(0xc0457);
+    print_message("seed 0x%llx (set DCR_TEST_SEED to replay)\n", (unsigned long long)seed);
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, seed);
+    const char *const *names = dcr_model_builtin_names();
+    int nmodels = 0;
+    while (names[nmodels]) nmodels++;
+    const int degrees[] = {1, 2, 4};
+    int valid = 0;
+    for (int tried = 0; valid < 3 * nmodels && tried < 4000; tried++) {
+        const char *name = names[valid % nmodels];
+        int layers = strstr(name, "nemotron") ? 6 : 1 + (int)dcr_rng_below(&rng, 2);
+        dcr_model_config_t m;
+        testkit_load_model(name, 64, layers, &m);
+        dcr_train_config_t tc = {1 + (int)dcr_rng_below(&rng, 2), degrees[dcr_rng_below(&rng, 3)],
+                                 degrees[dcr_rng_below(&rng, 3)], degrees[dcr_rng_below(&rng, 3)],
+                                 degrees[dcr_rng_below(&rng, 3)], degrees[dcr_rng_below(&rng, 2)], 0};
+        if (dcr_train_config_validate(&m, &tc) != DCR_OK) continue;
+        dcr_mapping_t mapping = dcr_rng_below(&rng, 2) ? DCR_MAPPING_EXTENDED : DCR_MAPPING_PAPER;
+        dcr_construct_mode_t mode = (dcr_construct_mode_t)(valid / nmodels);
+        size_t bucket = (size_t)1 << (12 + dcr_rng_below(&rng, 10));
+        print_message("  %s layers %d %dx%d tp %d etp %d ep %d pp %d %s mode %s bucket %zu\n", name, layers,
+                      tc.nodes, tc.gpus_per_node, tc.tp, tc.etp, tc.ep, tc.pp, dcr_mapping_name(mapping),
+                      dcr_construct_mode_name(mode), bucket);
+        run_case(&rng, name, layers, tc, mapping, mode, bucket);
+        valid++;
+    }
+    assert_int_equal(valid, 3 * nmodels);
+}
+
+/* Commit only after a successful run; a failed sink fails the run. */
+static dcr_status_t failing_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+{
+    return dcr_error_set(DCR_ETRANSPORT, "sink refuses");
+}
+
+static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, 7);
+    world_t w = {0};
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0}, DCR_MAPPING_PAPER);
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    dcr_constructor_t *con;
+    assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+    assert_int_equal(dcr_constructor_commit(con), DCR_EINVAL);
+    world_step(&w, &rng, 0.05);
+    dcr_payload_sink_t bad = {failing_submit, NULL};
+    assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &bad, NULL), DCR_ETRANSPORT);
+    assert_int_equal(dcr_constructor_commit(con), DCR_EINVAL);
+    /* The baseline is untouched: a good run still yields exactly the v -> v+1 changes. */
+    check_refit(&w, con, 2, NULL, false);
+    dcr_constructor_destroy(con);
+    world_close(&w);
+}
+
+static void test_group_inproc_messages(void **state)
+{
+    dcr_group_t *g[3];
+    assert_int_equal(dcr_group_create_inproc(3, g), DCR_OK);
+    assert_int_equal(dcr_group_send(g[0], 2, 5, "ab", 2), DCR_OK);
+    assert_int_equal(dcr_group_send(g[1], 2, 6, "xyz", 3), DCR_OK);
+    assert_int_equal(dcr_group_send(g[0], 2, 5, "cd", 2), DCR_OK);
+    dcr_group_msg_t m;
+    assert_int_equal(dcr_group_recv(g[2], 6, 0, &m), DCR_OK);
+    assert_int_equal(m.src, 1);
+    assert_memory_equal(m.data, "xyz", 3);
+    dcr_group_release(g[2], &m);
+    assert_int_equal(dcr_group_recv(g[2], 5, 0, &m), DCR_OK);
+    assert_memory_equal(m.data, "ab", 2); /* per-source order kept */
+    dcr_group_release(g[2], &m);
+    assert_int_equal(dcr_group_recv(g[2], 5, 0, &m), DCR_OK);
+    assert_memory_equal(m.data, "cd", 2);
+    dcr_group_release(g[2], &m);
+    assert_int_equal(dcr_group_recv(g[2], 5, 10, &m), DCR_ETIMEOUT);
+    assert_int_equal(dcr_group_send(g[0], 3, 5, "x", 1), DCR_EINVAL);
+    for (int r = 0; r < 3; r++) dcr_group_destroy(g[r]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_group_inproc_messages),
+        cmocka_unit_test(test_commit_needs_a_run_and_sink_errors_fail),
+        cmocka_unit_test(test_random_layouts_against_full_conversion),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
