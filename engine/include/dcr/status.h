@@ -17,31 +17,31 @@ extern "C" {
 typedef enum dcr_status {
     DCR_OK = 0,
     /* input: flags, configs, files a user hands us */
-    DCR_EINVAL = -1,      /* invalid argument or value */
-    DCR_ENOTFOUND = -2,   /* named thing does not exist */
-    DCR_EPARSE = -3,      /* malformed config or JSON */
-    DCR_ELAYOUT = -4,     /* parallel degrees violate a divisibility constraint */
-    DCR_EIO = -5,         /* file system or OS call failed */
-    DCR_ENOMEM = -6,      /* allocation failed */
-    DCR_EUNSUPPORTED = -7,/* valid request this build or path cannot do */
+    DCR_EINVAL = -1,       /* invalid argument or value */
+    DCR_ENOTFOUND = -2,    /* named thing does not exist */
+    DCR_EPARSE = -3,       /* malformed config or JSON */
+    DCR_ELAYOUT = -4,      /* parallel degrees violate a divisibility constraint */
+    DCR_EIO = -5,          /* file system or OS call failed */
+    DCR_ENOMEM = -6,       /* allocation failed */
+    DCR_EUNSUPPORTED = -7, /* valid request this build or path cannot do */
     /* payload: bytes received from a peer */
-    DCR_EPAYLOAD = -20,   /* payload failed validation */
-    DCR_EDIGEST = -21,    /* payload digest mismatch */
-    DCR_ECODEC = -22,     /* compression library failure */
+    DCR_EPAYLOAD = -20, /* payload failed validation */
+    DCR_EDIGEST = -21,  /* payload digest mismatch */
+    DCR_ECODEC = -22,   /* compression library failure */
     /* transport */
     DCR_ETRANSPORT = -40, /* connection lost, transfer failed */
     DCR_ETIMEOUT = -41,   /* deadline passed */
     DCR_EAGAIN = -42,     /* nothing available yet; try again */
     DCR_ECLOSED = -43,    /* queue or channel closed */
     /* receiver */
-    DCR_ERECEIVER = -60,  /* loader condition violated during apply */
-    DCR_EMISMATCH = -61,  /* bits differ from the oracle */
+    DCR_ERECEIVER = -60, /* loader condition violated during apply */
+    DCR_EMISMATCH = -61, /* bits differ from the oracle */
     /* control plane */
-    DCR_ECONFLICT = -80,  /* compare-and-set lost, or coordinator replaced */
-    DCR_ECONTROL = -81,   /* control plane unavailable */
+    DCR_ECONFLICT = -80, /* compare-and-set lost, or coordinator replaced */
+    DCR_ECONTROL = -81,  /* control plane unavailable */
     /* attempt */
-    DCR_EATTEMPT = -100,  /* attempt failed and must be retried */
-    DCR_EFATAL = -101,    /* retries cannot repair: operator intervention */
+    DCR_EATTEMPT = -100, /* attempt failed and must be retried */
+    DCR_EFATAL = -101,   /* retries cannot repair: operator intervention */
 } dcr_status_t;
 
 /* Short constant text for a code ("invalid argument"). Never NULL. */

@@ -1,0 +1,131 @@
+/* Status texts and the thread-local detail message behind the one clear error line. */
+#include "dcr/status.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Long enough for a name, a path and an expectation; longer details are cut,
+ * which is better than failing while reporting a failure. */
+#define DCR__DETAIL_MAX 512
+#define DCR__LINE_MAX   (DCR__DETAIL_MAX + 64)
+
+static _Thread_local char dcr__detail[DCR__DETAIL_MAX];
+static _Thread_local char dcr__line[DCR__LINE_MAX];
+
+/* Appends text at position pos of buf (capacity cap), cutting it to fit and
+ * keeping buf terminated; returns the new length. Truncation is deliberate,
+ * which is why this is not snprintf (whose truncation warnings we keep on). */
+static size_t dcr__append(char *buf, size_t cap, size_t pos, const char *text)
+{
+    size_t room = cap - 1 - pos;
+    size_t len = strlen(text);
+    if (len > room) len = room;
+    memcpy(buf + pos, text, len);
+    buf[pos + len] = '\0';
+    return pos + len;
+}
+
+const char *dcr_status_str(dcr_status_t status)
+{
+    switch (status) {
+    case DCR_OK:
+        return "ok";
+    case DCR_EINVAL:
+        return "invalid argument";
+    case DCR_ENOTFOUND:
+        return "not found";
+    case DCR_EPARSE:
+        return "parse error";
+    case DCR_ELAYOUT:
+        return "invalid parallel layout";
+    case DCR_EIO:
+        return "I/O error";
+    case DCR_ENOMEM:
+        return "out of memory";
+    case DCR_EUNSUPPORTED:
+        return "unsupported";
+    case DCR_EPAYLOAD:
+        return "invalid payload";
+    case DCR_EDIGEST:
+        return "payload digest mismatch";
+    case DCR_ECODEC:
+        return "compression error";
+    case DCR_ETRANSPORT:
+        return "transport error";
+    case DCR_ETIMEOUT:
+        return "timed out";
+    case DCR_EAGAIN:
+        return "try again";
+    case DCR_ECLOSED:
+        return "closed";
+    case DCR_ERECEIVER:
+        return "receiver error";
+    case DCR_EMISMATCH:
+        return "bit mismatch";
+    case DCR_ECONFLICT:
+        return "conflict";
+    case DCR_ECONTROL:
+        return "control plane unavailable";
+    case DCR_EATTEMPT:
+        return "attempt failed";
+    case DCR_EFATAL:
+        return "fatal: operator intervention required";
+    }
+    return "unknown status";
+}
+
+dcr_status_t dcr_error_vset(dcr_status_t status, const char *fmt, va_list ap)
+{
+    /* Format into a scratch buffer first: callers may pass dcr_error_detail()
+     * itself as an argument, and vsnprintf must not read what it writes. */
+    char tmp[DCR__DETAIL_MAX];
+    if (fmt == NULL) {
+        tmp[0] = '\0';
+    } else {
+        vsnprintf(tmp, sizeof tmp, fmt, ap);
+    }
+    memcpy(dcr__detail, tmp, sizeof tmp);
+    return status;
+}
+
+dcr_status_t dcr_error_set(dcr_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    dcr_error_vset(status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void dcr_error_prefix(const char *fmt, ...)
+{
+    char prefix[DCR__DETAIL_MAX];
+    char old[DCR__DETAIL_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, dcr__detail, sizeof old);
+    size_t n = dcr__append(dcr__detail, sizeof dcr__detail, 0, prefix);
+    dcr__append(dcr__detail, sizeof dcr__detail, n, old);
+}
+
+const char *dcr_error_detail(void)
+{
+    return dcr__detail;
+}
+
+void dcr_error_clear(void)
+{
+    dcr__detail[0] = '\0';
+}
+
+const char *dcr_error_line(dcr_status_t status)
+{
+    size_t n = dcr__append(dcr__line, sizeof dcr__line, 0, dcr_status_str(status));
+    if (dcr__detail[0] != '\0') {
+        n = dcr__append(dcr__line, sizeof dcr__line, n, ": ");
+        dcr__append(dcr__line, sizeof dcr__line, n, dcr__detail);
+    }
+    return dcr__line;
+}

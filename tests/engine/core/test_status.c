@@ -1,0 +1,155 @@
+/* ctest-labels: unit */
+/* Status texts, the thread-local detail message and the one error line. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dcr/status.h"
+
+static const dcr_status_t all_codes[] = {
+    DCR_OK,       DCR_EINVAL,       DCR_ENOTFOUND, DCR_EPARSE,    DCR_ELAYOUT,   DCR_EIO,
+    DCR_ENOMEM,   DCR_EUNSUPPORTED, DCR_EPAYLOAD,  DCR_EDIGEST,   DCR_ECODEC,    DCR_ETRANSPORT,
+    DCR_ETIMEOUT, DCR_EAGAIN,       DCR_ECLOSED,   DCR_ERECEIVER, DCR_EMISMATCH, DCR_ECONFLICT,
+    DCR_ECONTROL, DCR_EATTEMPT,     DCR_EFATAL,
+};
+#define N_CODES (sizeof all_codes / sizeof all_codes[0])
+
+static void test_status_str_distinct(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < N_CODES; i++) {
+        const char *a = dcr_status_str(all_codes[i]);
+        assert_non_null(a);
+        assert_true(strlen(a) > 0);
+        for (size_t j = 0; j < i; j++) assert_string_not_equal(a, dcr_status_str(all_codes[j]));
+    }
+    assert_non_null(dcr_status_str((dcr_status_t)-9999));
+    assert_string_equal(dcr_status_str(DCR_OK), "ok");
+}
+
+static void test_error_set_and_line(void **state)
+{
+    (void)state;
+    dcr_error_clear();
+    assert_string_equal(dcr_error_detail(), "");
+    assert_string_equal(dcr_error_line(DCR_EINVAL), dcr_status_str(DCR_EINVAL));
+
+    dcr_status_t st = dcr_error_set(DCR_EPARSE, "model %s: field %d", "qwen", 7);
+    assert_int_equal(st, DCR_EPARSE);
+    assert_string_equal(dcr_error_detail(), "model qwen: field 7");
+
+    char expect[256];
+    snprintf(expect, sizeof expect, "%s: model qwen: field 7", dcr_status_str(DCR_EPARSE));
+    assert_string_equal(dcr_error_line(DCR_EPARSE), expect);
+
+    dcr_error_clear();
+    assert_string_equal(dcr_error_detail(), "");
+}
+
+static void test_error_prefix(void **state)
+{
+    (void)state;
+    dcr_error_set(DCR_EDIGEST, "digest mismatch");
+    dcr_error_prefix("payload %d: ", 7);
+    assert_string_equal(dcr_error_detail(), "payload 7: digest mismatch");
+    dcr_error_prefix("owner %s: ", "r3");
+    assert_string_equal(dcr_error_detail(), "owner r3: payload 7: digest mismatch");
+}
+
+/* A caller may quote the current detail in the new one. */
+static void test_error_set_self_reference(void **state)
+{
+    (void)state;
+    dcr_error_set(DCR_EIO, "open failed");
+    dcr_error_set(DCR_EIO, "config: %s", dcr_error_detail());
+    assert_string_equal(dcr_error_detail(), "config: open failed");
+}
+
+static void test_error_long_detail_truncated(void **state)
+{
+    (void)state;
+    char big[2000];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    dcr_error_set(DCR_EINVAL, "%s", big);
+    size_t n = strlen(dcr_error_detail());
+    assert_true(n > 100 && n < sizeof big - 1);
+    dcr_error_prefix("%s", big);
+    assert_true(strlen(dcr_error_detail()) <= n);
+    const char *line = dcr_error_line(DCR_EINVAL);
+    assert_true(strncmp(line, dcr_status_str(DCR_EINVAL), strlen(dcr_status_str(DCR_EINVAL))) == 0);
+}
+
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    int ok = strcmp(dcr_error_detail(), "") == 0;
+    dcr_error_set(DCR_ETRANSPORT, "from the other thread");
+    ok = ok && strcmp(dcr_error_detail(), "from the other thread") == 0;
+    return ok ? (void *)1 : NULL;
+}
+
+static void test_error_thread_local(void **state)
+{
+    (void)state;
+    dcr_error_set(DCR_EINVAL, "main thread detail");
+    pthread_t t;
+    void *ret = NULL;
+    assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, &ret), 0);
+    assert_non_null(ret);
+    assert_string_equal(dcr_error_detail(), "main thread detail");
+}
+
+static dcr_status_t fails(int *calls)
+{
+    (*calls)++;
+    return dcr_error_set(DCR_ENOTFOUND, "missing");
+}
+
+static dcr_status_t use_check(int *calls)
+{
+    DCR_CHECK(fails(calls));
+    return DCR_OK;
+}
+
+static dcr_status_t use_check_goto(int *calls, int *cleaned)
+{
+    dcr_status_t st = DCR_OK;
+    DCR_CHECK_GOTO(fails(calls), st, cleanup);
+    return DCR_OK;
+cleanup:
+    (*cleaned)++;
+    return st;
+}
+
+static void test_check_macros(void **state)
+{
+    (void)state;
+    int calls = 0, cleaned = 0;
+    assert_int_equal(use_check(&calls), DCR_ENOTFOUND);
+    assert_int_equal(calls, 1);
+    assert_int_equal(use_check_goto(&calls, &cleaned), DCR_ENOTFOUND);
+    assert_int_equal(calls, 2);
+    assert_int_equal(cleaned, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_str_distinct),
+        cmocka_unit_test(test_error_set_and_line),
+        cmocka_unit_test(test_error_prefix),
+        cmocka_unit_test(test_error_set_self_reference),
+        cmocka_unit_test(test_error_long_detail_truncated),
+        cmocka_unit_test(test_error_thread_local),
+        cmocka_unit_test(test_check_macros),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
