@@ -4,31 +4,15 @@
 #include <string.h>
 
 #include "args.h"
+#include "scenario_args.h"
 #include "commands.h"
 #include "dcr/source.h"
-#include "workloads/model.h"
-#include "workloads/train/megatron.h"
+#include "workloads/scenario.h"
 
 typedef struct inventory_opts {
-    const char *model, *mapping;
-    int64_t scale, layers, nodes, gpus, tp, etp, ep, pp, dp;
+    dcr_cli_scenario_t sc;
     bool json, list, check;
 } inventory_opts_t;
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-static int64_t lcm64(int64_t a, int64_t b)
-{
-    return a / gcd64(a, b) * b;
-}
 
 static void print_tensors(const dcr_inventory_t *inv)
 {
@@ -47,12 +31,12 @@ static void print_json(const inventory_opts_t *o, const dcr_model_config_t *m, c
     json_t *j = json_object();
     json_object_set_new(j, "model", json_string(m->name));
     json_object_set_new(j, "family", json_string(dcr_model_family_name(m->family)));
-    json_object_set_new(j, "scale", json_integer(o->scale));
+    json_object_set_new(j, "scale", json_integer(o->sc.scale));
     json_object_set_new(j, "layers", json_integer(m->layers));
     json_object_set_new(j, "tensors", json_integer((json_int_t)dcr_inventory_count(inv)));
     json_object_set_new(j, "params", json_integer(dcr_inventory_params(inv)));
     json_object_set_new(j, "bytes", json_integer(dcr_inventory_bytes(inv)));
-    json_object_set_new(j, "mapping", json_string(o->mapping));
+    json_object_set_new(j, "mapping", json_string(o->sc.mapping));
     json_object_set_new(j, "train_nodes", json_integer(tc->nodes));
     json_object_set_new(j, "gpus_per_node", json_integer(tc->gpus_per_node));
     json_object_set_new(j, "tp", json_integer(tc->tp));
@@ -79,11 +63,11 @@ static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m, c
                        const dcr_source_stats_t *st)
 {
     printf("model            %s (%s), scale %lld, %d layers\n", m->name, dcr_model_family_name(m->family),
-           (long long)o->scale, m->layers);
+           (long long)o->sc.scale, m->layers);
     printf("canonical        %zu tensors, %lld params, %lld bytes\n", dcr_inventory_count(inv),
            (long long)dcr_inventory_params(inv), (long long)dcr_inventory_bytes(inv));
     printf("training layout  %d nodes x %d GPUs: tp %d, etp %d, ep %d, pp %d, dp %d; mapping %s\n",
-           tc->nodes, tc->gpus_per_node, tc->tp, tc->etp, tc->ep, tc->pp, tc->dp, o->mapping);
+           tc->nodes, tc->gpus_per_node, tc->tp, tc->etp, tc->ep, tc->pp, tc->dp, o->sc.mapping);
     printf("source           %d shards, %d tasks\n", layout->nshards, layout->ntasks);
     printf("affine           %lld tensors, %lld items, %lld bytes\n", (long long)st->affine_tensors,
            (long long)st->affine_items, (long long)st->affine_bytes);
@@ -96,63 +80,42 @@ static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m, c
 
 static int run(inventory_opts_t *o)
 {
-    dcr_model_config_t m;
-    dcr_mapping_t mapping;
-    dcr_train_config_t tc = {(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp, (int)o->ep, (int)o->pp,
-                             (int)o->dp};
-    dcr_inventory_t *inv = NULL;
-    dcr_source_layout_t *layout = NULL;
+    dcr_scenario_spec_t spec;
+    dcr_scenario_t *sc = NULL;
     dcr_status_t s;
-    DCR_CHECK_GOTO(dcr_mapping_parse(o->mapping, &mapping), s, fail);
-    DCR_CHECK_GOTO(dcr_model_load(o->model, &m), s, fail);
-    if (o->layers) DCR_CHECK_GOTO(dcr_model_truncate_layers(&m, (int)o->layers), s, fail);
-    /* Scaled sizes stay multiples of 8 and of every degree, so tp/etp up to 8 divide them. */
-    DCR_CHECK_GOTO(dcr_model_scale(&m, (int)o->scale, (int)lcm64(8, lcm64(o->tp, o->etp))), s, fail);
-    DCR_CHECK_GOTO(dcr_train_config_validate(&m, &tc), s, fail);
-    DCR_CHECK_GOTO(dcr_model_build_inventory(&m, &inv), s, fail);
+    DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
+    DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
     if (o->list) {
-        print_tensors(inv);
-        dcr_inventory_destroy(inv);
+        print_tensors(sc->inventory);
+        dcr_scenario_destroy(sc);
         return 0;
     }
-    DCR_CHECK_GOTO(dcr_megatron_build(&m, inv, &tc, mapping, &layout), s, fail);
-    if (o->check) DCR_CHECK_GOTO(dcr_source_layout_check_coverage(layout), s, fail);
+    if (o->check) DCR_CHECK_GOTO(dcr_source_layout_check_coverage(sc->layout), s, fail);
     dcr_source_stats_t st;
-    dcr_source_layout_stats(layout, &st);
+    dcr_source_layout_stats(sc->layout, &st);
     if (o->json)
-        print_json(o, &m, inv, &tc, layout, &st);
+        print_json(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st);
     else
-        print_text(o, &m, inv, &tc, layout, &st);
+        print_text(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st);
     if (o->check && !o->json) printf("coverage         every canonical element produced by exactly one task\n");
-    dcr_source_layout_destroy(layout);
-    dcr_inventory_destroy(inv);
+    dcr_scenario_destroy(sc);
     return 0;
 fail:
     dcr_cli_report("inventory", s);
-    dcr_source_layout_destroy(layout);
-    dcr_inventory_destroy(inv);
+    dcr_scenario_destroy(sc);
     return 1;
 }
 
 int dcr_cmd_inventory(int argc, char **argv)
 {
-    inventory_opts_t o = {DCR_MODEL_DEFAULT, "paper", 1, 0, 1, 1, 1, 1, 1, 1, 0, false, false, false};
-    dcr_arg_t args[] = {
-        {"--model", DCR_ARG_STRING, &o.model, 0, 0, "built-in model name or path of a config JSON (default " DCR_MODEL_DEFAULT ")", false},
-        {"--scale", DCR_ARG_INT, &o.scale, 1, 4096, "divide hidden, intermediate, head_dim and vocab by S (default 1)", false},
-        {"--layers", DCR_ARG_INT, &o.layers, 1, 100000, "keep the first N layers", false},
-        {"--train-nodes", DCR_ARG_INT, &o.nodes, 1, 100000, "training nodes (default 1)", false},
-        {"--gpus-per-node", DCR_ARG_INT, &o.gpus, 1, 1024, "training GPUs per node (default 1)", false},
-        {"--tp", DCR_ARG_INT, &o.tp, 1, 1024, "tensor parallel degree", false},
-        {"--etp", DCR_ARG_INT, &o.etp, 1, 1024, "expert tensor parallel degree", false},
-        {"--ep", DCR_ARG_INT, &o.ep, 1, 1024, "expert parallel degree", false},
-        {"--pp", DCR_ARG_INT, &o.pp, 1, 1024, "pipeline parallel degree", false},
-        {"--dp", DCR_ARG_INT, &o.dp, 1, 1000000, "data parallel degree (default: ranks / (tp*pp))", false},
-        {"--mapping", DCR_ARG_STRING, &o.mapping, 0, 0, "paper | extended (default paper)", false},
+    inventory_opts_t o = {.json = false};
+    dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 3] = {
         {"--list", DCR_ARG_FLAG, &o.list, 0, 0, "list every canonical tensor (name, shape, dtype)", false},
         {"--check", DCR_ARG_FLAG, &o.check, 0, 0, "exact coverage check, one byte per element (scaled models)", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
+    dcr_cli_scenario_args(&o.sc, args + 3);
     int rc = dcr_args_parse("inventory", "[--model NAME] [--scale S] [--layers N] [layout flags] [--mapping paper|extended] [--json]",
                             args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;

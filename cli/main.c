@@ -13,6 +13,8 @@ typedef struct dcr_cli_command {
 static const dcr_cli_command_t commands[] = {
     {"inventory", dcr_cmd_inventory, "canonical tensors, training layout, tasks and owners of a model"},
     {"table2", dcr_cmd_table2, "the seed's Table 2: XOR vs overwrite value streams after zstd"},
+    {"construct", dcr_cmd_construct, "one delta construction on a synthetic training step (modes X/P/F)"},
+    {"payload", dcr_cmd_payload, "inspect or verify a payload file"},
 };
 
 static void print_usage(FILE *out)

@@ -114,33 +114,6 @@ static const dcr_tensor_desc_t *canon(const dcr_constructor_t *c, int index)
     return dcr_inventory_at(c->layout->inventory, (size_t)index);
 }
 
-/* ---- copying a task's elements in box order -------------------------------- */
-
-typedef struct run_copy {
-    unsigned char *box;         /* box-order buffer */
-    unsigned char *shard;       /* shard data */
-    size_t es, pos;
-    int to_box;
-} run_copy_t;
-
-static void copy_run(int64_t src, int64_t dst, int64_t len, void *p)
-{
-    run_copy_t *r = p;
-    unsigned char *s = r->shard + (size_t)src * r->es, *b = r->box + r->pos * r->es;
-    if (r->to_box)
-        memcpy(b, s, (size_t)len * r->es);
-    else
-        memcpy(s, b, (size_t)len * r->es);
-    r->pos += (size_t)len;
-}
-
-/* Copies a task's shard elements into a box-order buffer. */
-static void gather_task(const dcr_task_t *t, size_t es, const void *shard, void *box)
-{
-    run_copy_t r = {box, (unsigned char *)shard, es, 0, 1};
-    for (int m = 0; m < t->nmaps; m++) dcr__box_runs(&t->maps[m], copy_run, &r);
-}
-
 /* ---- create / destroy -------------------------------------------------------- */
 
 static dcr_status_t append_owned(owned_task_t **list, int *n, int task)
@@ -212,7 +185,7 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
                 size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
                 list[i].tracker = malloc(bytes ? bytes : 1);
                 if (!list[i].tracker) return dcr_error_set(DCR_ENOMEM, "tracker of %s (%zu bytes)", t->name, bytes);
-                gather_task(t, shard_elem(c, t), baseline[t->shard]->data, list[i].tracker);
+                dcr_task_pack(c->layout, t, baseline[t->shard]->data, list[i].tracker);
                 c->baseline_bytes += bytes;
             }
         }
@@ -475,7 +448,7 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
                        enc == DCR_ENCODING_XOR, DCR_OK};
     o->item.count = 0;
     o->item.value_size = dcr_dtype_size(p.cdt);
-    for (int m = 0; m < t->nmaps && p.st == DCR_OK; m++) dcr__box_runs(&t->maps[m], project_run, &p);
+    for (int m = 0; m < t->nmaps && p.st == DCR_OK; m++) dcr_box_map_foreach_run(&t->maps[m], project_run, &p);
     DCR_CHECK(p.st);
     o->stats.compared_elements += dcr_task_numel(t);
     *emitted_p = o->item.count > 0;
@@ -506,26 +479,34 @@ static dcr_status_t project_direct(owner_t *o)
 
 /* ---- residual conversion ----------------------------------------------------- */
 
-typedef struct any_change_ctx {
+typedef struct count_ctx {
+    owner_t *o;
     const unsigned char *cand, *tracker;
     size_t es, pos;
-    int changed;
-} any_change_ctx_t;
+    int64_t changed;
+} count_ctx_t;
 
-static void any_change_run(int64_t src, int64_t dst, int64_t len, void *p)
+static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
 {
-    any_change_ctx_t *a = p;
-    size_t bytes = (size_t)len * a->es;
-    if (!a->changed && memcmp(a->cand + (size_t)src * a->es, a->tracker + a->pos * a->es, bytes)) a->changed = 1;
-    a->pos += (size_t)len;
+    count_ctx_t *a = p;
+    for (int64_t off = 0; off < len; off += SUBRUN_MAX) {
+        size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
+        a->changed += (int64_t)dcr__detect_changes(a->cand + (size_t)(src + off) * a->es, a->tracker + a->pos * a->es,
+                                                   n, a->es, a->o->changed);
+        a->pos += n;
+    }
 }
 
-/* Whether any owned element of a task changed its bits: the residual flag. */
-static int task_changed(const dcr_constructor_t *c, const owned_task_t *ot)
+/* Source elements of a residual task whose bits changed: nonzero raises the
+ * task's residual flag. Counted in full so N_chg covers residual tasks too. */
+static int64_t task_changes(owner_t *o, const owned_task_t *ot)
 {
+    const dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
-    any_change_ctx_t a = {c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0};
-    for (int m = 0; m < t->nmaps && !a.changed; m++) dcr__box_runs(&t->maps[m], any_change_run, &a);
+    count_ctx_t a = {o, c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0};
+    for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], count_run, &a);
+    o->stats.compared_elements += dcr_task_numel(t);
+    o->stats.changed_elements += a.changed;
     return a.changed;
 }
 
@@ -543,7 +524,7 @@ static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t n
     if (!flags) return dcr_error_set(DCR_ENOMEM, "residual flags");
     size_t n = 0;
     for (int i = 0; i < o->nparts; i++)
-        if (task_changed(c, &o->parts[i])) flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
+        if (task_changes(o, &o->parts[i])) flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
     dcr_status_t st = DCR_OK;
     for (int r = 0; r < c->world && st == DCR_OK; r++) st = dcr_group_send(o->group, r, TAG_FLAGS, flags, n * sizeof(int32_t));
     free(flags);
@@ -571,7 +552,7 @@ static dcr_status_t send_parts(owner_t *o, const unsigned char *required)
         if (!msg) return dcr_error_set(DCR_ENOMEM, "residual part of %s", t->name);
         int32_t id = o->parts[i].task;
         memcpy(msg, &id, sizeof(id));
-        gather_task(t, shard_elem(c, t), c->candidate[t->shard]->data, msg + sizeof(id));
+        dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, msg + sizeof(id));
         dcr_status_t st = dcr_group_send(o->group, c->assembler[t->canonical], TAG_PART, msg, sizeof(id) + bytes);
         free(msg);
         DCR_CHECK(st);
@@ -590,16 +571,21 @@ typedef struct place_ctx {
 static void place_run(int64_t src, int64_t dst, int64_t len, void *p)
 {
     place_ctx_t *a = p;
-    for (int64_t k = 0; k < len; k++) {
-        unsigned char value[8];
-        size_t d = (size_t)(dst + k);
-        dcr_convert(value, a->cdt, a->part + (a->pos + (size_t)k) * a->ses, a->sdt, 1);
-        if (a->covered[d] && memcmp(a->assembled + d * a->ces, value, a->ces) && a->conflict < 0)
-            a->conflict = (int64_t)d;
-        memcpy(a->assembled + d * a->ces, value, a->ces);
-        a->covered[d] = 1;
-    }
+    unsigned char *out = a->assembled + (size_t)dst * a->ces, *cov = a->covered + dst;
+    const unsigned char *in = a->part + a->pos * a->ses;
     a->pos += (size_t)len;
+    if (!memchr(cov, 1, (size_t)len)) { /* the common case: nothing placed here yet */
+        dcr_convert(out, a->cdt, in, a->sdt, (size_t)len);
+        memset(cov, 1, (size_t)len);
+        return;
+    }
+    for (int64_t k = 0; k < len; k++) { /* overlapping parts must agree bit for bit */
+        unsigned char value[8];
+        dcr_convert(value, a->cdt, in + (size_t)k * a->ses, a->sdt, 1);
+        if (cov[k] && memcmp(out + (size_t)k * a->ces, value, a->ces) && a->conflict < 0) a->conflict = dst + k;
+        memcpy(out + (size_t)k * a->ces, value, a->ces);
+        cov[k] = 1;
+    }
 }
 
 /* Places one received part into its tensor under assembly. */
@@ -621,7 +607,7 @@ static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg, unsigned 
     if (!slot->assembled || !covered[s]) return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
     place_ctx_t a = {(const unsigned char *)msg->data + sizeof(id), slot->assembled, covered[s], 0,
                      shard_elem(c, t), dcr_dtype_size(d->dtype), c->layout->shards[t->shard].desc.dtype, d->dtype, -1};
-    for (int m = 0; m < t->nmaps; m++) dcr__box_runs(&t->maps[m], place_run, &a);
+    for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], place_run, &a);
     if (a.conflict >= 0)
         return dcr_error_set(DCR_EMISMATCH, "%s element %lld: overlapping residual parts disagree", d->name,
                              (long long)a.conflict);
@@ -847,7 +833,7 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
             for (int i = 0; list && i < n; i++) {
                 if (!list[i].tracker) continue;
                 const dcr_task_t *t = &c->layout->tasks[list[i].task];
-                gather_task(t, shard_elem(c, t), c->candidate[t->shard]->data, list[i].tracker);
+                dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, list[i].tracker);
             }
         }
         for (int s = 0; s < o->nslots; s++) {

@@ -46,26 +46,3 @@ size_t dcr__detect_changes(const void *a, const void *b, size_t n, size_t elem_s
         if (memcmp(pa + e * elem_size, pb + e * elem_size, elem_size)) out[count++] = (uint32_t)e;
     return count;
 }
-
-void dcr__box_runs(const dcr_box_map_t *map, void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx),
-                   void *ctx)
-{
-    int last = map->ndim - 1;
-    int unit = map->src_strides[last] == 1 && map->dst_strides[last] == 1;
-    int outer = unit ? last : map->ndim; /* dims iterated by the odometer */
-    int64_t len = unit ? map->shape[last] : 1;
-    int64_t idx[DCR_MAX_DIMS] = {0}, total = 1;
-    for (int d = 0; d < outer; d++) total *= map->shape[d];
-    int64_t src = map->src_offset, dst = map->dst_offset;
-    for (int64_t r = 0; r < total; r++) {
-        fn(src, dst, len, ctx);
-        for (int d = outer - 1; d >= 0; d--) {
-            src += map->src_strides[d];
-            dst += map->dst_strides[d];
-            if (++idx[d] < map->shape[d]) break;
-            src -= map->shape[d] * map->src_strides[d];
-            dst -= map->shape[d] * map->dst_strides[d];
-            idx[d] = 0;
-        }
-    }
-}

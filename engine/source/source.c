@@ -212,25 +212,22 @@ cleanup:
     return st;
 }
 
+typedef struct element_walk {
+    void (*fn)(int64_t src, int64_t dst, void *ctx);
+    void *ctx;
+} element_walk_t;
+
+static void walk_run_elements(int64_t src, int64_t dst, int64_t len, void *p)
+{
+    element_walk_t *w = p;
+    for (int64_t k = 0; k < len; k++) w->fn(src + k, dst + k, w->ctx);
+}
+
 void dcr_box_map_foreach(const dcr_box_map_t *map, void (*fn)(int64_t src, int64_t dst, void *ctx),
                          void *ctx)
 {
-    int64_t idx[DCR_MAX_DIMS] = {0};
-    int64_t total = box_numel(map);
-    int last = map->ndim - 1;
-    int64_t src = map->src_offset, dst = map->dst_offset;
-    for (int64_t k = 0; k < total; k++) {
-        fn(src, dst, ctx);
-        /* Odometer increment keeps src/dst in step without recomputing from idx. */
-        for (int d = last; d >= 0; d--) {
-            src += map->src_strides[d];
-            dst += map->dst_strides[d];
-            if (++idx[d] < map->shape[d]) break;
-            src -= map->shape[d] * map->src_strides[d];
-            dst -= map->shape[d] * map->dst_strides[d];
-            idx[d] = 0;
-        }
-    }
+    element_walk_t w = {fn, ctx};
+    dcr_box_map_foreach_run(map, walk_run_elements, &w);
 }
 
 typedef struct coverage_ctx {
@@ -386,4 +383,57 @@ void dcr_source_layout_stats(const dcr_source_layout_t *layout, dcr_source_stats
     }
     free(owned);
     *out_p = st;
+}
+
+void dcr_box_map_foreach_run(const dcr_box_map_t *map,
+                             void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx), void *ctx)
+{
+    int last = map->ndim - 1;
+    int unit = map->src_strides[last] == 1 && map->dst_strides[last] == 1;
+    int outer = unit ? last : map->ndim; /* dims iterated by the odometer */
+    int64_t len = unit ? map->shape[last] : 1;
+    int64_t idx[DCR_MAX_DIMS] = {0}, total = 1;
+    for (int d = 0; d < outer; d++) total *= map->shape[d];
+    int64_t src = map->src_offset, dst = map->dst_offset;
+    for (int64_t r = 0; r < total; r++) {
+        fn(src, dst, len, ctx);
+        for (int d = outer - 1; d >= 0; d--) {
+            src += map->src_strides[d];
+            dst += map->dst_strides[d];
+            if (++idx[d] < map->shape[d]) break;
+            src -= map->shape[d] * map->src_strides[d];
+            dst -= map->shape[d] * map->dst_strides[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+typedef struct pack_ctx {
+    unsigned char *shard, *box;
+    size_t es, pos;
+    int to_box;
+} pack_ctx_t;
+
+static void pack_run(int64_t src, int64_t dst, int64_t len, void *p)
+{
+    pack_ctx_t *c = p;
+    unsigned char *a = c->shard + (size_t)src * c->es, *b = c->box + c->pos * c->es;
+    memcpy(c->to_box ? b : a, c->to_box ? a : b, (size_t)len * c->es);
+    c->pos += (size_t)len;
+}
+
+static void task_pack_dir(const dcr_source_layout_t *layout, const dcr_task_t *task, void *shard, void *box, int to_box)
+{
+    pack_ctx_t c = {shard, box, dcr_dtype_size(layout->shards[task->shard].desc.dtype), 0, to_box};
+    for (int m = 0; m < task->nmaps; m++) dcr_box_map_foreach_run(&task->maps[m], pack_run, &c);
+}
+
+void dcr_task_pack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *shard_data, void *box)
+{
+    task_pack_dir(layout, task, (void *)shard_data, box, 1);
+}
+
+void dcr_task_unpack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *box, void *shard_data)
+{
+    task_pack_dir(layout, task, shard_data, (void *)box, 0);
 }

@@ -133,6 +133,19 @@ typedef struct dcr_source_stats {
 
 void dcr_source_layout_stats(const dcr_source_layout_t *layout, dcr_source_stats_t *out_p);
 
+/* Copies a task's shard elements into a dense buffer in box order (the
+ * order of its maps and runs), and back. Trackers and residual parts use
+ * this order. */
+void dcr_task_pack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *shard_data, void *box);
+void dcr_task_unpack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *box, void *shard_data);
+
+/* Calls fn(src, dst, len, ctx) for each run of a box map: len consecutive
+ * elements starting at shard index src and canonical index dst (both with
+ * unit stride), in box order. Maps whose innermost strides are not 1 yield
+ * runs of length 1. The fast way to walk a task's elements. */
+void dcr_box_map_foreach_run(const dcr_box_map_t *map,
+                             void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx), void *ctx);
+
 /* Calls fn(src_flat, dst_flat, ctx) for every element of a box map, row-major over its shape. */
 void dcr_box_map_foreach(const dcr_box_map_t *map, void (*fn)(int64_t src, int64_t dst, void *ctx),
                          void *ctx);

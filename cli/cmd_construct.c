@@ -1,0 +1,144 @@
+/* dcr construct: one delta construction on a synthetic training step. */
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "args.h"
+#include "commands.h"
+#include "scenario_args.h"
+#include "workloads/construct_bench.h"
+
+typedef struct construct_opts {
+    dcr_cli_scenario_t sc;
+    const char *mode, *keep;
+    double rate, chunk_mib, bucket_mib;
+    int64_t level, seed;
+    bool shuffle, json;
+} construct_opts_t;
+
+static json_t *stats_json(const dcr_construct_bench_result_t *r)
+{
+    const dcr_construct_stats_t *s = &r->stats;
+    json_t *j = json_object();
+    json_object_set_new(j, "construction_s", json_real(s->construction_s));
+    json_object_set_new(j, "compared_elements", json_integer(s->compared_elements));
+    json_object_set_new(j, "changed_elements", json_integer(s->changed_elements));
+    json_object_set_new(j, "records", json_integer(s->records));
+    json_object_set_new(j, "raw_changed_value_bytes", json_integer(s->raw_changed_value_bytes));
+    json_object_set_new(j, "payload_bytes", json_integer(s->payload_bytes));
+    json_object_set_new(j, "body_raw_bytes", json_integer(s->body_raw_bytes));
+    json_object_set_new(j, "value_bytes", json_integer(s->value_bytes));
+    json_object_set_new(j, "payloads", json_integer(s->payloads));
+    json_object_set_new(j, "xor_items", json_integer(s->xor_items));
+    json_object_set_new(j, "overwrite_items", json_integer(s->overwrite_items));
+    json_object_set_new(j, "residual_tensors", json_integer(s->residual_tensors));
+    json_object_set_new(j, "baseline_bytes", json_integer((json_int_t)r->baseline_bytes));
+    json_object_set_new(j, "payload_to_raw_ratio",
+                        json_real(s->raw_changed_value_bytes ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes : 0.0));
+    return j;
+}
+
+static void print_json(const construct_opts_t *o, const dcr_construct_mode_t *modes, int n,
+                       const dcr_construct_bench_result_t *res)
+{
+    json_t *j = n == 1 ? stats_json(&res[0]) : json_object();
+    json_object_set_new(j, "model", json_string(o->sc.model));
+    json_object_set_new(j, "checkpoint_bytes", json_integer(res[0].checkpoint_bytes));
+    json_object_set_new(j, "change_rate", json_real(o->rate));
+    json_object_set_new(j, "injected_elements", json_integer(res[0].injected_elements));
+    if (n == 1) {
+        json_object_set_new(j, "mode", json_string(dcr_construct_mode_name(modes[0])));
+    } else {
+        json_t *m = json_object();
+        for (int i = 0; i < n; i++) json_object_set_new(m, dcr_construct_mode_name(modes[i]), stats_json(&res[i]));
+        json_object_set_new(j, "modes", m);
+    }
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(j);
+}
+
+static void print_text(const construct_opts_t *o, const dcr_construct_mode_t *modes, int n,
+                       const dcr_construct_bench_result_t *res)
+{
+    printf("checkpoint %lld bytes, change rate %.4g, %lld source elements changed\n\n",
+           (long long)res[0].checkpoint_bytes, o->rate, (long long)res[0].injected_elements);
+    printf("%-4s %12s %12s %14s %14s %12s %9s %9s %10s %8s\n", "mode", "construct_s", "changed", "raw_values_B",
+           "payload_B", "body_raw_B", "payloads", "xor_items", "ovw_items", "pay/raw");
+    for (int i = 0; i < n; i++) {
+        const dcr_construct_stats_t *s = &res[i].stats;
+        printf("%-4s %12.3f %12lld %14lld %14lld %12lld %9lld %9lld %10lld %8.3f\n", dcr_construct_mode_name(modes[i]),
+               s->construction_s, (long long)s->changed_elements, (long long)s->raw_changed_value_bytes,
+               (long long)s->payload_bytes, (long long)s->body_raw_bytes, (long long)s->payloads,
+               (long long)s->xor_items, (long long)s->overwrite_items,
+               s->raw_changed_value_bytes ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes : 0.0);
+    }
+}
+
+static int run(construct_opts_t *o)
+{
+    dcr_construct_mode_t modes[3] = {DCR_MODE_X, DCR_MODE_P, DCR_MODE_F};
+    int nmodes = 3;
+    dcr_scenario_spec_t spec;
+    dcr_scenario_t *sc = NULL;
+    dcr_status_t s;
+    if (strcmp(o->mode, "all")) {
+        nmodes = 1;
+        DCR_CHECK_GOTO(dcr_construct_mode_parse(o->mode, &modes[0]), s, fail);
+    }
+    if (o->keep && nmodes != 1) {
+        s = dcr_error_set(DCR_EINVAL, "--keep-payloads needs one mode, not --mode all");
+        goto fail;
+    }
+    struct stat dir;
+    if (o->keep && (stat(o->keep, &dir) != 0 || !S_ISDIR(dir.st_mode))) {
+        s = dcr_error_set(DCR_EINVAL, "--keep-payloads %s is not an existing directory", o->keep);
+        goto fail;
+    }
+    DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
+    DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
+    dcr_dir_sink_t dir_sink;
+    dcr_dir_sink_init(&dir_sink, o->keep, 1);
+    dcr_construct_bench_t bench = {o->rate, (uint64_t)o->seed, dcr_construct_config_default(),
+                                   o->keep ? &dir_sink.sink : NULL};
+    bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
+    bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
+    bench.cfg.zstd_level = (int)o->level;
+    bench.cfg.shuffle = o->shuffle;
+    dcr_construct_bench_result_t res[3];
+    DCR_CHECK_GOTO(dcr_construct_bench_run(sc, &bench, modes, nmodes, res), s, fail);
+    if (o->json)
+        print_json(o, modes, nmodes, res);
+    else
+        print_text(o, modes, nmodes, res);
+    dcr_scenario_destroy(sc);
+    return 0;
+fail:
+    dcr_cli_report("construct", s);
+    dcr_scenario_destroy(sc);
+    return 1;
+}
+
+int dcr_cmd_construct(int argc, char **argv)
+{
+    construct_opts_t o = {.mode = "X", .rate = 0.03, .chunk_mib = 64, .bucket_mib = 512, .level = 1, .seed = 42};
+    dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 9] = {
+        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1, "element change rate per owned shard (default 0.03)", false},
+        {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F | all (default X)", false},
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20, "chunk target in MiB of source bytes (default 64)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 1.0 / 1024, 1 << 20, "bucket target in MiB of chunk input (default 512)", false},
+        {"--level", DCR_ARG_INT, &o.level, 1, 19, "zstd level (default 1)", false},
+        {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0, "byte-plane shuffle value and gap words before zstd", false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)", false},
+        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0, "write every payload into this existing directory", false},
+        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
+    };
+    dcr_cli_scenario_args(&o.sc, args + 9);
+    int rc = dcr_args_parse("construct",
+                            "[--model M --scale S --layers N] [layout flags] [--change-rate R] [--mode X|P|F|all] [--json]",
+                            args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : 2;
+    return run(&o);
+}

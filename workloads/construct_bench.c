@@ -1,0 +1,84 @@
+#include "workloads/construct_bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/log.h"
+
+static dcr_status_t run_mode(const dcr_scenario_t *sc, const dcr_construct_bench_t *b, dcr_construct_mode_t mode,
+                             dcr_storage_t *const *baseline, dcr_storage_t *const *candidate, const uint8_t *xor_allowed,
+                             dcr_construct_bench_result_t *out)
+{
+    dcr_construct_config_t cfg = b->cfg;
+    cfg.mode = mode;
+    dcr_constructor_t *con;
+    DCR_CHECK(dcr_constructor_create(sc->layout, &cfg, baseline, &con));
+    out->baseline_bytes = dcr_constructor_baseline_bytes(con);
+    DCR_LOG_INFO("construct: mode %s, baseline %.1f MiB", dcr_construct_mode_name(mode), (double)out->baseline_bytes / (1 << 20));
+    dcr_status_t st = dcr_constructor_run(con, candidate, 1, xor_allowed, false, b->sink, &out->stats);
+    dcr_constructor_destroy(con);
+    return st;
+}
+
+dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_construct_bench_t *b,
+                                     const dcr_construct_mode_t *modes, int nmodes,
+                                     dcr_construct_bench_result_t *results)
+{
+    size_t nc = dcr_inventory_count(sc->inventory), ns = (size_t)sc->layout->nshards;
+    dcr_storage_t **canonical = NULL, **baseline = NULL, **candidate = NULL;
+    uint8_t *xor_allowed = NULL;
+    int64_t injected = 0;
+    dcr_status_t st;
+    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &canonical), st, done);
+    DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &baseline), st, done);
+    DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &candidate), st, done);
+    DCR_LOG_INFO("construct: %zu tensors, %lld bytes: building weights", nc, (long long)dcr_inventory_bytes(sc->inventory));
+    dcr_scenario_init_weights(sc, b->seed, canonical);
+    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canonical, baseline), st, done);
+    for (size_t s = 0; s < ns; s++) memcpy(candidate[s]->data, baseline[s]->data, baseline[s]->bytes);
+    DCR_CHECK_GOTO(dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate, canonical, &injected), st, done);
+    /* Without receivers every tensor counts as XOR-eligible; residual ones still overwrite. */
+    xor_allowed = malloc(nc + 1);
+    if (!xor_allowed) {
+        st = dcr_error_set(DCR_ENOMEM, "XOR policy");
+        goto done;
+    }
+    memset(xor_allowed, 1, nc + 1);
+    for (int i = 0; i < nmodes; i++) {
+        memset(&results[i], 0, sizeof(results[i]));
+        results[i].checkpoint_bytes = dcr_inventory_bytes(sc->inventory);
+        results[i].injected_elements = injected;
+        DCR_CHECK_GOTO(run_mode(sc, b, modes[i], baseline, candidate, xor_allowed, &results[i]), st, done);
+    }
+    st = DCR_OK;
+done:
+    free(xor_allowed);
+    dcr_scenario_free_tensors(canonical, nc);
+    dcr_scenario_free_tensors(baseline, ns);
+    dcr_scenario_free_tensors(candidate, ns);
+    return st;
+}
+
+static dcr_status_t dir_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+{
+    const dcr_dir_sink_t *d = ctx;
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/tau%llu-owner%d-%llu.dcrp", d->dir, (unsigned long long)d->tau, owner,
+             (unsigned long long)id);
+    FILE *f = fopen(path, "wb");
+    if (!f) return dcr_error_set(DCR_EIO, "cannot create %s: %s", path, strerror(errno));
+    size_t wrote = fwrite(buf, 1, len, f);
+    int closed = fclose(f);
+    if (wrote != len || closed != 0) return dcr_error_set(DCR_EIO, "writing %s failed", path);
+    return DCR_OK;
+}
+
+void dcr_dir_sink_init(dcr_dir_sink_t *d, const char *dir, uint64_t tau)
+{
+    d->dir = dir;
+    d->tau = tau;
+    d->sink.submit = dir_submit;
+    d->sink.ctx = d;
+}

@@ -1,0 +1,228 @@
+/* Scenarios: model + layout setup, synthetic weights, uniform change injection. */
+#include "workloads/scenario.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/rng.h"
+
+dcr_scenario_spec_t dcr_scenario_spec_default(void)
+{
+    dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(), DCR_MAPPING_PAPER, 1};
+    return spec;
+}
+
+static int gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int lcm(int a, int b)
+{
+    return a / gcd(a, b) * b;
+}
+
+dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t **out_p)
+{
+    if (spec->scale < 1 || spec->layers < 0 || spec->align_extra < 1)
+        return dcr_error_set(DCR_EINVAL, "scale must be >= 1 and layers >= 0");
+    dcr_scenario_t *s = calloc(1, sizeof(*s));
+    if (!s) return dcr_error_set(DCR_ENOMEM, "scenario");
+    dcr_status_t st;
+    s->train = spec->train;
+    s->mapping = spec->mapping;
+    DCR_CHECK_GOTO(dcr_model_load(spec->model, &s->model), st, fail);
+    if (spec->layers) DCR_CHECK_GOTO(dcr_model_truncate_layers(&s->model, spec->layers), st, fail);
+    /* Multiples of 8 and of every degree keep every split of the scaled sizes exact. */
+    int align = lcm(lcm(8, spec->align_extra), lcm(spec->train.tp, spec->train.etp));
+    DCR_CHECK_GOTO(dcr_model_scale(&s->model, spec->scale, align), st, fail);
+    DCR_CHECK_GOTO(dcr_train_config_validate(&s->model, &s->train), st, fail);
+    DCR_CHECK_GOTO(dcr_model_build_inventory(&s->model, &s->inventory), st, fail);
+    DCR_CHECK_GOTO(dcr_megatron_build(&s->model, s->inventory, &s->train, s->mapping, &s->layout), st, fail);
+    *out_p = s;
+    return DCR_OK;
+fail:
+    dcr_scenario_destroy(s);
+    return st;
+}
+
+void dcr_scenario_destroy(dcr_scenario_t *s)
+{
+    if (!s) return;
+    dcr_source_layout_destroy(s->layout);
+    dcr_inventory_destroy(s->inventory);
+    free(s);
+}
+
+void dcr_scenario_free_tensors(dcr_storage_t **tensors, size_t n)
+{
+    for (size_t i = 0; tensors && i < n; i++) dcr_storage_destroy(tensors[i]);
+    free(tensors);
+}
+
+static dcr_status_t alloc_descs(size_t n, const dcr_tensor_desc_t *(*desc)(const dcr_scenario_t *, size_t),
+                                const dcr_scenario_t *s, dcr_storage_t ***out_p)
+{
+    dcr_storage_t **t = calloc(n + 1, sizeof(*t));
+    if (!t) return dcr_error_set(DCR_ENOMEM, "tensor table of %zu entries", n);
+    for (size_t i = 0; i < n; i++) {
+        dcr_status_t st = dcr_storage_create(dcr_desc_bytes(desc(s, i)), &t[i]);
+        if (st != DCR_OK) {
+            dcr_scenario_free_tensors(t, i);
+            return st;
+        }
+    }
+    *out_p = t;
+    return DCR_OK;
+}
+
+static const dcr_tensor_desc_t *canonical_desc(const dcr_scenario_t *s, size_t i)
+{
+    return dcr_inventory_at(s->inventory, i);
+}
+
+static const dcr_tensor_desc_t *shard_desc(const dcr_scenario_t *s, size_t i)
+{
+    return &s->layout->shards[i].desc;
+}
+
+dcr_status_t dcr_scenario_alloc_canonical(const dcr_scenario_t *s, dcr_storage_t ***out_p)
+{
+    return alloc_descs(dcr_inventory_count(s->inventory), canonical_desc, s, out_p);
+}
+
+dcr_status_t dcr_scenario_alloc_shards(const dcr_scenario_t *s, dcr_storage_t ***out_p)
+{
+    return alloc_descs((size_t)s->layout->nshards, shard_desc, s, out_p);
+}
+
+/* ---- synthetic weights ----------------------------------------------------- */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+static void store(dcr_dtype_t dtype, void *elem, float v)
+{
+    dcr_convert(elem, dtype, &v, DCR_DTYPE_FP32, 1);
+}
+
+void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed, dcr_storage_t *const *canonical)
+{
+    dcr_rng_t root;
+    dcr_rng_seed(&root, seed);
+    for (size_t c = 0; c < dcr_inventory_count(s->inventory); c++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(s->inventory, c);
+        dcr_rng_t rng = dcr_rng_split(&root, c);
+        size_t es = dcr_dtype_size(d->dtype);
+        unsigned char *p = canonical[c]->data;
+        int norm = d->ndim == 1 && (strstr(d->name, "norm") != NULL);
+        int a_log = ends_with(d->name, "A_log"), dskip = ends_with(d->name, ".D");
+        for (int64_t k = 0; k < dcr_desc_numel(d); k++) {
+            float v = (float)(0.02 * dcr_rng_normal(&rng));
+            if (norm) v = (float)(1.0 + 0.05 * dcr_rng_normal(&rng));
+            if (a_log) v = (float)log(1.0 + (double)(k % 16));
+            if (dskip) v = 1.0f;
+            store(d->dtype, p + (size_t)k * es, v);
+        }
+    }
+}
+
+/* ---- uniform change injection ----------------------------------------------- */
+
+typedef struct inject_ctx {
+    dcr_rng_t rng;
+    unsigned char *shard;
+    dcr_dtype_t dtype;
+    size_t es;
+    int64_t remaining_pick, remaining_seen; /* selection sampling (Knuth's algorithm S) */
+} inject_ctx_t;
+
+/* A relative change of about 1e-2 whose stored bits are guaranteed to differ. */
+static void perturb(inject_ctx_t *x, unsigned char *elem)
+{
+    unsigned char before[8];
+    memcpy(before, elem, x->es);
+    float v;
+    dcr_convert(&v, DCR_DTYPE_FP32, elem, x->dtype, 1);
+    float next = v == 0.0f || !isfinite(v) ? (float)(1e-3 * dcr_rng_normal(&x->rng))
+                                           : v * (float)(1.0 + 1e-2 * dcr_rng_normal(&x->rng));
+    store(x->dtype, elem, next);
+    if (!memcmp(before, elem, x->es)) elem[0] ^= 1; /* rounding kept the bits: flip the last mantissa bit */
+}
+
+static void inject_run(int64_t src, int64_t dst, int64_t len, void *p)
+{
+    inject_ctx_t *x = p;
+    for (int64_t k = 0; k < len && x->remaining_pick > 0; k++, x->remaining_seen--) {
+        if ((double)dcr_rng_below(&x->rng, (uint64_t)x->remaining_seen) >= (double)x->remaining_pick) continue;
+        perturb(x, x->shard + (size_t)(src + k) * x->es);
+        x->remaining_pick--;
+    }
+}
+
+static int task_is_cast(const dcr_scenario_t *s, const dcr_task_t *t)
+{
+    return s->layout->shards[t->shard].desc.dtype != dcr_inventory_at(s->inventory, (size_t)t->canonical)->dtype;
+}
+
+/* A task's shard elements in box order, or NULL when out of memory. */
+static void *save_task(const dcr_source_layout_t *L, const dcr_task_t *t, dcr_storage_t *const *shards)
+{
+    void *box = malloc((size_t)dcr_task_numel(t) * dcr_dtype_size(L->shards[t->shard].desc.dtype) + 1);
+    if (box) dcr_task_pack(L, t, shards[t->shard]->data, box);
+    return box;
+}
+
+static void restore_task(const dcr_source_layout_t *L, const dcr_task_t *t, dcr_storage_t *const *shards, void *box)
+{
+    dcr_task_unpack(L, t, box, shards[t->shard]->data);
+}
+
+dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, uint64_t seed,
+                                         dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                                         int64_t *changed_p)
+{
+    if (!(rate >= 0.0 && rate <= 1.0)) return dcr_error_set(DCR_EINVAL, "change rate %g is outside [0, 1]", rate);
+    const dcr_source_layout_t *L = s->layout;
+    dcr_rng_t root;
+    dcr_rng_seed(&root, seed);
+    int64_t changed = 0;
+    for (int i = 0; i < L->ntasks; i++) {
+        const dcr_task_t *t = &L->tasks[i];
+        int64_t n = dcr_task_numel(t), k = llround(rate * (double)n);
+        inject_ctx_t x = {dcr_rng_split(&root, (uint64_t)i), shards[t->shard]->data,
+                          L->shards[t->shard].desc.dtype, dcr_dtype_size(L->shards[t->shard].desc.dtype), k, n};
+        for (int m = 0; m < t->nmaps && x.remaining_pick > 0; m++) dcr_box_map_foreach_run(&t->maps[m], inject_run, &x);
+        changed += k;
+    }
+    /* Rebuild canonical from the owners' tasks, then re-import: replicas and
+     * padding that no task covers follow the owners' elements. The import
+     * goes through the canonical dtype, which would round away changes of
+     * wider shards (an FP32 router), so their owned elements are restored. */
+    for (int i = 0; i < L->ntasks; i++)
+        dcr_task_scatter(L, &L->tasks[i], shards[L->tasks[i].shard]->data, canonical[L->tasks[i].canonical]->data);
+    void **kept = calloc((size_t)L->ntasks + 1, sizeof(void *));
+    if (!kept) return dcr_error_set(DCR_ENOMEM, "change injection");
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < L->ntasks && st == DCR_OK; i++)
+        if (task_is_cast(s, &L->tasks[i]) && !(kept[i] = save_task(L, &L->tasks[i], shards)))
+            st = dcr_error_set(DCR_ENOMEM, "change injection");
+    if (st == DCR_OK) st = dcr_megatron_import(&s->model, &s->train, L, canonical, shards);
+    for (int i = 0; i < L->ntasks; i++) {
+        if (kept[i] && st == DCR_OK) restore_task(L, &L->tasks[i], shards, kept[i]);
+        free(kept[i]);
+    }
+    free(kept);
+    DCR_CHECK(st);
+    *changed_p = changed;
+    return DCR_OK;
+}

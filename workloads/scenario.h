@@ -1,0 +1,65 @@
+/* A scenario: a model, its canonical inventory, a training layout and the
+ * source layout built from them; what every command that runs the engine
+ * starts from. Also the synthetic weights and the change injection that
+ * stand in for training. */
+#ifndef DCR_WORKLOADS_SCENARIO_H
+#define DCR_WORKLOADS_SCENARIO_H
+
+#include <stdint.h>
+
+#include "dcr/source.h"
+#include "dcr/tensor.h"
+#include "workloads/model.h"
+#include "workloads/train/megatron.h"
+
+typedef struct dcr_scenario_spec {
+    const char *model; /* built-in name or config path */
+    int scale;         /* >= 1 */
+    int layers;        /* 0: all */
+    dcr_train_config_t train;
+    dcr_mapping_t mapping;
+    int align_extra;   /* another degree scaled sizes must stay divisible by (serving TP), 1 if none */
+} dcr_scenario_spec_t;
+
+/* Default model, scale 1, all layers, one rank, paper mapping. */
+dcr_scenario_spec_t dcr_scenario_spec_default(void);
+
+typedef struct dcr_scenario {
+    dcr_model_config_t model;
+    dcr_train_config_t train; /* dp filled in */
+    dcr_mapping_t mapping;
+    dcr_inventory_t *inventory;
+    dcr_source_layout_t *layout;
+} dcr_scenario_t;
+
+/* Loads, truncates and scales the model (sizes rounded to multiples of 8 and
+ * of every parallel degree given), validates the layout, builds inventory and
+ * source layout. One clear error on any failure. */
+dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t **out_p);
+/* Accepts NULL. */
+void dcr_scenario_destroy(dcr_scenario_t *s);
+
+/* Allocates zeroed storage for every canonical tensor / every shard. The
+ * arrays are freed with dcr_scenario_free_tensors. */
+dcr_status_t dcr_scenario_alloc_canonical(const dcr_scenario_t *s, dcr_storage_t ***out_p);
+dcr_status_t dcr_scenario_alloc_shards(const dcr_scenario_t *s, dcr_storage_t ***out_p);
+void dcr_scenario_free_tensors(dcr_storage_t **tensors, size_t n);
+
+/* Synthetic policy weights, reproducible from the seed: linear weights
+ * N(0, 0.02), norm weights around 1, biases N(0, 0.02), Mamba A_log around
+ * log(1..16), rounded to each tensor's dtype. Such values compress like real
+ * weights, unlike random bits. */
+void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed, dcr_storage_t *const *canonical);
+
+/* The seed's stress changes: for every task, exactly round(rate * n) of its
+ * n owned elements, chosen uniformly, get a relative change of about 1e-2
+ * (bits guaranteed to change; a zero becomes a small value). Applied to the
+ * shards in place; the canonical tensors are then rebuilt from the tasks and
+ * re-imported, so replicas and padding stay consistent (identical on every
+ * replica). `canonical` receives the new canonical tensors. Returns the
+ * number of source elements changed in *changed_p. */
+dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, uint64_t seed,
+                                         dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                                         int64_t *changed_p);
+
+#endif
