@@ -1,0 +1,194 @@
+/* ctest-labels: integration
+ *
+ * The dcr command as a user meets it: exit codes, one-line errors, JSON
+ * output with the documented keys, and figures that must match the seed
+ * (Table D.2 item counts). Runs the binary named by DCR_CLI. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+typedef struct result {
+    int rc;
+    char out[1 << 16], err[1 << 12];
+} result_t;
+
+static char *slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Runs `dcr <args>` with stdout and stderr captured in files. */
+static void run(result_t *r, const char *args)
+{
+    const char *cli = getenv("DCR_CLI");
+    if (!cli) skip();
+    char cmd[4096], out[64], err[64];
+    snprintf(out, sizeof(out), "/tmp/dcr-cli-%d.out", (int)getpid());
+    snprintf(err, sizeof(err), "/tmp/dcr-cli-%d.err", (int)getpid());
+    snprintf(cmd, sizeof(cmd), "%s %s >%s 2>%s", cli, args, out, err);
+    int status = system(cmd);
+    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    slurp(out, r->out, sizeof(r->out));
+    slurp(err, r->err, sizeof(r->err));
+    unlink(out);
+    unlink(err);
+}
+
+/* A failure is exactly one line on stderr, mentioning `needle`. */
+static void expect_error(const char *args, int rc, const char *needle)
+{
+    static result_t r;
+    run(&r, args);
+    if (r.rc != rc) fail_msg("dcr %s: exit %d, expected %d (stderr: %s)", args, r.rc, rc, r.err);
+    size_t len = strlen(r.err);
+    assert_true(len > 0 && r.err[len - 1] == '\n');
+    assert_null(memchr(r.err, '\n', len - 1));
+    if (!strstr(r.err, needle)) fail_msg("dcr %s: '%s' lacks '%s'", args, r.err, needle);
+}
+
+static json_t *run_json(const char *args)
+{
+    static result_t r;
+    run(&r, args);
+    if (r.rc != 0) fail_msg("dcr %s failed: %s", args, r.err);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    if (!j) fail_msg("dcr %s: output is not JSON: %s", args, e.text);
+    return j;
+}
+
+static void test_help_and_usage_errors(void **state)
+{
+    static result_t r;
+    run(&r, "--help");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "inventory"));
+    const char *commands[] = {"inventory", "construct", "table2", "payload"};
+    for (int i = 0; i < 4; i++) {
+        char args[64];
+        snprintf(args, sizeof(args), "%s --help", commands[i]);
+        run(&r, args);
+        assert_int_equal(r.rc, 0);
+        assert_non_null(strstr(r.out, "usage: dcr"));
+    }
+    expect_error("frobnicate", 2, "unknown command");
+    expect_error("inventory --bogus", 2, "unknown option");
+    expect_error("inventory --scale", 2, "needs a value");
+    expect_error("inventory --scale 0", 2, "--scale");
+    expect_error("inventory --scale 2x", 2, "integer");
+    expect_error("inventory --model no-such-model", 1, "no-such-model");
+    expect_error("inventory --tp 3 --gpus-per-node 3", 1, "tp 3");
+    expect_error("inventory --mapping nonsense", 1, "nonsense");
+    expect_error("construct --change-rate 2", 2, "--change-rate");
+    expect_error("construct --mode Q", 1, "mode");
+    expect_error("payload verify /nonexistent/file", 1, "/nonexistent/file");
+    expect_error("payload", 2, "inspect");
+}
+
+/* The seed's Table D.2: 18,480t + 241 affine items at TP = ETP = t. */
+static void test_inventory_matches_seed(void **state)
+{
+    const int degrees[] = {1, 4, 8};
+    for (int i = 0; i < 3; i++) {
+        char args[128];
+        int t = degrees[i];
+        snprintf(args, sizeof(args), "inventory --json --gpus-per-node %d --tp %d --etp %d", t, t, t);
+        json_t *j = run_json(args);
+        const char *keys[] = {"model", "tensors", "params", "bytes", "mapping", "tp", "etp", "affine_tensors",
+                              "residual_tensors", "affine_items", "residual_items", "affine_byte_share"};
+        for (int k = 0; k < 12; k++)
+            if (!json_object_get(j, keys[k])) fail_msg("inventory --json lacks %s", keys[k]);
+        assert_int_equal(json_integer_value(json_object_get(j, "tensors")), 18867);
+        assert_int_equal(json_integer_value(json_object_get(j, "affine_items")), 18480 * t + 241);
+        assert_int_equal(json_integer_value(json_object_get(j, "residual_tensors")), 146);
+        double share = json_real_value(json_object_get(j, "affine_byte_share"));
+        assert_true(share > 0.962 && share < 0.964);
+        json_decref(j);
+    }
+}
+
+static void test_construct_payloads_verify(void **state)
+{
+    char dir[] = "/tmp/dcr-cli-payloads-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512];
+    snprintf(args, sizeof(args), "construct --json --scale 64 --layers 2 --gpus-per-node 2 --tp 2 --keep-payloads %s", dir);
+    json_t *j = run_json(args);
+    const char *keys[] = {"construction_s", "changed_elements", "raw_changed_value_bytes", "payload_bytes",
+                          "payloads", "xor_items", "overwrite_items"};
+    for (int k = 0; k < 7; k++)
+        if (!json_object_get(j, keys[k])) fail_msg("construct --json lacks %s", keys[k]);
+    int64_t payloads = json_integer_value(json_object_get(j, "payloads"));
+    assert_true(payloads >= 2); /* two owners with changes */
+    json_decref(j);
+    /* Every kept payload verifies; a corrupted copy does not. */
+    static result_t r;
+    snprintf(args, sizeof(args), "ls %s/*.dcrp | wc -l > %s/count", dir, dir);
+    assert_int_equal(system(args), 0);
+    char count[32], path[600];
+    snprintf(path, sizeof(path), "%s/count", dir);
+    assert_int_equal(atoi(slurp(path, count, sizeof(count))), payloads + 0);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/tau1-owner0-0.dcrp", dir);
+    snprintf(args, sizeof(args), "payload verify %s", path);
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    snprintf(args, sizeof(args), "payload inspect %s", path);
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "owner 0"));
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 100, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(c ^ 0x40, f);
+    fclose(f);
+    snprintf(args, sizeof(args), "payload verify %s", path);
+    expect_error(args, 1, "tau1-owner0-0.dcrp");
+    snprintf(args, sizeof(args), "rm -rf %s", dir);
+    assert_int_equal(system(args), 0);
+}
+
+static void test_construct_modes(void **state)
+{
+    json_t *j = run_json("construct --json --scale 64 --layers 2 --mode all --change-rate 0.05");
+    json_t *modes = json_object_get(j, "modes");
+    assert_non_null(modes);
+    json_t *x = json_object_get(modes, "X"), *p = json_object_get(modes, "P"), *f = json_object_get(modes, "F");
+    assert_non_null(x);
+    assert_non_null(p);
+    assert_non_null(f);
+    /* Same changed set in every mode; P and F carry no XOR items. */
+    json_int_t raw = json_integer_value(json_object_get(x, "raw_changed_value_bytes"));
+    assert_int_equal(raw, json_integer_value(json_object_get(p, "raw_changed_value_bytes")));
+    assert_int_equal(raw, json_integer_value(json_object_get(f, "raw_changed_value_bytes")));
+    assert_int_equal(json_integer_value(json_object_get(p, "xor_items")), 0);
+    assert_int_equal(json_integer_value(json_object_get(f, "xor_items")), 0);
+    assert_true(json_integer_value(json_object_get(x, "xor_items")) > 0);
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_and_usage_errors),
+        cmocka_unit_test(test_inventory_matches_seed),
+        cmocka_unit_test(test_construct_payloads_verify),
+        cmocka_unit_test(test_construct_modes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
