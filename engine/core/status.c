@@ -65,7 +65,7 @@ const char *dcr_status_str(dcr_status_t status)
     case DCR_ECONFLICT:
         return "conflict";
     case DCR_ECONTROL:
-        return "control plane unavailable";
+        return "control plane error";
     case DCR_EATTEMPT:
         return "attempt failed";
     case DCR_EFATAL:

@@ -38,7 +38,7 @@ typedef enum dcr_status {
     DCR_EMISMATCH = -61, /* bits differ from the oracle */
     /* control plane */
     DCR_ECONFLICT = -80, /* compare-and-set lost, or coordinator replaced */
-    DCR_ECONTROL = -81,  /* control plane unavailable */
+    DCR_ECONTROL = -81,  /* control plane unavailable or its data malformed */
     /* attempt */
     DCR_EATTEMPT = -100, /* attempt failed and must be retried */
     DCR_EFATAL = -101,   /* retries cannot repair: operator intervention */

@@ -1,0 +1,359 @@
+/* The control-plane registry and wrappers. Every call from the engine passes
+ * through one wrapper here, which validates arguments once for all backends,
+ * runs the optional interceptor (fault injection installs it from outside the
+ * engine), and copies results to the caller only when the final status is
+ * DCR_OK, so a lost reply injected after the backend still leaves the caller's
+ * out-parameters untouched. */
+#include "control-internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Adding a backend (etcd) is one line here. */
+static const dcr_control_ops_t *const dcr__control_backends[] = {
+    &dcr__control_sqlite_ops,
+};
+#define DCR__N_BACKENDS (sizeof dcr__control_backends / sizeof dcr__control_backends[0])
+
+struct dcr_control {
+    const dcr_control_ops_t *ops;
+    void *impl;
+    dcr_control_interceptor_t icpt;
+};
+
+size_t dcr_control_backend_count(void)
+{
+    return DCR__N_BACKENDS;
+}
+
+const char *dcr_control_backend_name(size_t i)
+{
+    return i < DCR__N_BACKENDS ? dcr__control_backends[i]->name : NULL;
+}
+
+bool dcr__control_id_valid(const char *id)
+{
+    if (id == NULL || id[0] == '\0') return false;
+    for (size_t i = 0; i < DCR_CONTROL_ID_MAX; i++) {
+        if (id[i] == '\0') return true;
+        if (id[i] < 0x21 || id[i] > 0x7e) return false;
+    }
+    return false;
+}
+
+int64_t dcr__control_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+bool dcr_commit_record_equal(const dcr_commit_record_t *a, const dcr_commit_record_t *b)
+{
+    return a->version == b->version && a->attempt == b->attempt &&
+           a->committed_ns == b->committed_ns &&
+           memcmp(a->baseline, b->baseline, DCR_CONTROL_BASELINE_BYTES) == 0;
+}
+
+dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cfg,
+                                dcr_control_t **out_p)
+{
+    if (name == NULL || cfg == NULL || out_p == NULL) {
+        return dcr_error_set(DCR_EINVAL, "control_create: name, cfg and out_p are required");
+    }
+    if (cfg->timeout_ms < 0) {
+        return dcr_error_set(DCR_EINVAL, "control plane timeout %d ms: expected >= 0",
+                             cfg->timeout_ms);
+    }
+    const dcr_control_ops_t *ops = NULL;
+    for (size_t i = 0; i < DCR__N_BACKENDS; i++) {
+        if (strcmp(dcr__control_backends[i]->name, name) == 0) ops = dcr__control_backends[i];
+    }
+    if (ops == NULL) {
+        return dcr_error_set(DCR_ENOTFOUND, "control plane backend '%s' does not exist (known: %s)",
+                             name, dcr__control_backends[0]->name);
+    }
+    dcr_control_t *c = calloc(1, sizeof *c);
+    if (c == NULL) return dcr_error_set(DCR_ENOMEM, "control plane handle: allocation failed");
+    dcr_status_t st = ops->open(cfg, &c->impl);
+    if (st != DCR_OK) {
+        free(c);
+        return st;
+    }
+    c->ops = ops;
+    *out_p = c;
+    return DCR_OK;
+}
+
+void dcr_control_destroy(dcr_control_t *c)
+{
+    if (c == NULL) return;
+    c->ops->close(c->impl);
+    free(c);
+}
+
+const char *dcr_control_name(const dcr_control_t *c)
+{
+    return c->ops->name;
+}
+
+void dcr_control_set_interceptor(dcr_control_t *c, const dcr_control_interceptor_t *icpt)
+{
+    if (icpt == NULL) {
+        memset(&c->icpt, 0, sizeof c->icpt);
+    } else {
+        c->icpt = *icpt;
+    }
+}
+
+static dcr_status_t dcr__before(dcr_control_t *c, dcr_control_op_t op)
+{
+    return c->icpt.before != NULL ? c->icpt.before(c->icpt.arg, c, op) : DCR_OK;
+}
+
+/* The interceptor may turn success into failure (a lost reply) or change a
+ * failure's code, but never turn a failure into success: the out-parameters
+ * would then hold nothing. */
+static dcr_status_t dcr__after(dcr_control_t *c, dcr_control_op_t op, dcr_status_t st)
+{
+    if (c->icpt.after == NULL) return st;
+    dcr_status_t seen = c->icpt.after(c->icpt.arg, c, op, st);
+    return (st != DCR_OK && seen == DCR_OK) ? st : seen;
+}
+
+static dcr_status_t dcr__check_handle(const dcr_control_t *c, const char *what)
+{
+    if (c == NULL) return dcr_error_set(DCR_EINVAL, "control %s: handle is NULL", what);
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__check_record(const dcr_commit_record_t *r, const char *which)
+{
+    if (r == NULL) return dcr_error_set(DCR_EINVAL, "control: %s record is NULL", which);
+    if (r->version > DCR_CONTROL_VALUE_MAX || r->attempt > DCR_CONTROL_VALUE_MAX ||
+        r->committed_ns < 0) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control: %s record (version %llu, attempt %llu, time %lld) is out of "
+                             "range: expected values in [0, 2^63)",
+                             which, (unsigned long long)r->version, (unsigned long long)r->attempt,
+                             (long long)r->committed_ns);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__check_tau(uint64_t tau, const char *what)
+{
+    if (tau == 0 || tau > DCR_CONTROL_VALUE_MAX) {
+        return dcr_error_set(DCR_EINVAL, "control %s: attempt id %llu: expected 1..2^63-1", what,
+                             (unsigned long long)tau);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__check_id(const char *id, const char *what)
+{
+    if (!dcr__control_id_valid(id)) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control %s: coordinator id must be 1..%d printable ASCII characters",
+                             what, DCR_CONTROL_ID_MAX - 1);
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_control_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
+{
+    DCR_CHECK(dcr__check_handle(c, "read"));
+    if (rec_p == NULL) return dcr_error_set(DCR_EINVAL, "control read: rec_p is NULL");
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_READ));
+    dcr_commit_record_t rec;
+    dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_READ, c->ops->read(c->impl, &rec));
+    if (st == DCR_OK) *rec_p = rec;
+    return st;
+}
+
+dcr_status_t dcr_control_cas(dcr_control_t *c, const dcr_commit_record_t *expected,
+                             const dcr_commit_record_t *desired)
+{
+    DCR_CHECK(dcr__check_handle(c, "cas"));
+    DCR_CHECK(dcr__check_record(expected, "expected"));
+    DCR_CHECK(dcr__check_record(desired, "desired"));
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_CAS));
+    return dcr__after(c, DCR_CONTROL_OP_CAS, c->ops->cas(c->impl, expected, desired));
+}
+
+static int dcr__cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Required receivers must be distinct: a duplicate would make "every required
+ * receiver acknowledged" ambiguous between backends. */
+static dcr_status_t dcr__check_receivers(const uint32_t *receivers, size_t n)
+{
+    if (receivers == NULL || n == 0 || n > DCR_CONTROL_RECEIVERS_MAX) {
+        return dcr_error_set(DCR_EINVAL, "control prepare: %zu required receivers: expected 1..%u",
+                             n, DCR_CONTROL_RECEIVERS_MAX);
+    }
+    uint32_t *sorted = malloc(n * sizeof *sorted);
+    if (sorted == NULL) return dcr_error_set(DCR_ENOMEM, "control prepare: allocation failed");
+    memcpy(sorted, receivers, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, dcr__cmp_u32);
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 1; i < n && st == DCR_OK; i++) {
+        if (sorted[i] == sorted[i - 1]) {
+            st = dcr_error_set(DCR_EINVAL, "control prepare: receiver %u is listed twice",
+                               sorted[i]);
+        }
+    }
+    free(sorted);
+    return st;
+}
+
+dcr_status_t dcr_control_prepare(dcr_control_t *c, const dcr_control_prepare_t *req,
+                                 uint64_t *tau_p)
+{
+    DCR_CHECK(dcr__check_handle(c, "prepare"));
+    if (req == NULL || tau_p == NULL) {
+        return dcr_error_set(DCR_EINVAL, "control prepare: req and tau_p are required");
+    }
+    DCR_CHECK(dcr__check_id(req->coordinator, "prepare"));
+    if (req->from_version >= DCR_CONTROL_VALUE_MAX || req->deadline_ms == 0) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control prepare: from_version %llu, deadline %u ms: expected a "
+                             "version below 2^63-1 and a deadline > 0",
+                             (unsigned long long)req->from_version, req->deadline_ms);
+    }
+    DCR_CHECK(dcr__check_receivers(req->receivers, req->n_receivers));
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_PREPARE));
+    uint64_t tau = 0;
+    dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_PREPARE, c->ops->prepare(c->impl, req, &tau));
+    if (st == DCR_OK) *tau_p = tau;
+    return st;
+}
+
+dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p)
+{
+    DCR_CHECK(dcr__check_handle(c, "attempt"));
+    if (info_p == NULL) return dcr_error_set(DCR_EINVAL, "control attempt: info_p is NULL");
+    if (tau != 0) DCR_CHECK(dcr__check_tau(tau, "attempt"));
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_ATTEMPT));
+    dcr_control_attempt_t info;
+    dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_ATTEMPT, c->ops->attempt(c->impl, tau, &info));
+    if (st == DCR_OK) *info_p = info;
+    return st;
+}
+
+/* Shared by required and acks: the backend fills a private buffer so the
+ * caller's stays untouched unless the whole call succeeds. */
+static dcr_status_t dcr__list(dcr_control_t *c, dcr_control_op_t op, uint64_t tau, uint32_t *out,
+                              size_t cap, size_t *n_p)
+{
+    const char *what = op == DCR_CONTROL_OP_ACKS ? "acks" : "required";
+    DCR_CHECK(dcr__check_handle(c, what));
+    DCR_CHECK(dcr__check_tau(tau, what));
+    if (n_p == NULL || (out == NULL && cap > 0)) {
+        return dcr_error_set(DCR_EINVAL, "control %s: n_p is NULL, or out is NULL with cap %zu",
+                             what, cap);
+    }
+    /* No attempt has more receivers than this, so a larger cap buys nothing. */
+    size_t tmp_cap = cap < DCR_CONTROL_RECEIVERS_MAX ? cap : DCR_CONTROL_RECEIVERS_MAX;
+    uint32_t *tmp = tmp_cap > 0 ? malloc(tmp_cap * sizeof *tmp) : NULL;
+    if (tmp_cap > 0 && tmp == NULL) {
+        return dcr_error_set(DCR_ENOMEM, "control %s: allocation failed", what);
+    }
+    dcr_status_t st = dcr__before(c, op);
+    size_t n = 0;
+    if (st == DCR_OK) {
+        st = op == DCR_CONTROL_OP_ACKS ? c->ops->acks(c->impl, tau, tmp, tmp_cap, &n)
+                                       : c->ops->required(c->impl, tau, tmp, tmp_cap, &n);
+        st = dcr__after(c, op, st);
+    }
+    if (st == DCR_OK) {
+        if (tmp_cap > 0) memcpy(out, tmp, (n < tmp_cap ? n : tmp_cap) * sizeof *tmp);
+        *n_p = n;
+    }
+    free(tmp);
+    return st;
+}
+
+dcr_status_t dcr_control_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                                  size_t *n_p)
+{
+    return dcr__list(c, DCR_CONTROL_OP_REQUIRED, tau, out, cap, n_p);
+}
+
+dcr_status_t dcr_control_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                              size_t *n_p)
+{
+    return dcr__list(c, DCR_CONTROL_OP_ACKS, tau, out, cap, n_p);
+}
+
+dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
+{
+    DCR_CHECK(dcr__check_handle(c, "ack"));
+    DCR_CHECK(dcr__check_tau(tau, "ack"));
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_ACK));
+    return dcr__after(c, DCR_CONTROL_OP_ACK, c->ops->ack(c->impl, tau, receiver));
+}
+
+dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
+                                const dcr_commit_record_t *expected,
+                                const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                                dcr_commit_record_t *rec_p)
+{
+    DCR_CHECK(dcr__check_handle(c, "commit"));
+    DCR_CHECK(dcr__check_id(coordinator, "commit"));
+    DCR_CHECK(dcr__check_tau(tau, "commit"));
+    DCR_CHECK(dcr__check_record(expected, "expected"));
+    if (baseline == NULL || rec_p == NULL) {
+        return dcr_error_set(DCR_EINVAL, "control commit: baseline and rec_p are required");
+    }
+    if (expected->version >= DCR_CONTROL_VALUE_MAX) {
+        return dcr_error_set(DCR_EINVAL, "control commit: version %llu cannot be incremented",
+                             (unsigned long long)expected->version);
+    }
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_COMMIT));
+    dcr_commit_record_t rec;
+    dcr_status_t st = c->ops->commit(c->impl, coordinator, tau, expected, baseline, &rec);
+    st = dcr__after(c, DCR_CONTROL_OP_COMMIT, st);
+    if (st == DCR_OK) *rec_p = rec;
+    return st;
+}
+
+dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
+                                    size_t len)
+{
+    DCR_CHECK(dcr__check_handle(c, "report_put"));
+    if ((data == NULL && len > 0) || len > DCR_CONTROL_REPORT_MAX) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control report_put: receiver %u report of %zu bytes: expected data "
+                             "and at most %u bytes",
+                             receiver, len, DCR_CONTROL_REPORT_MAX);
+    }
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_REPORT_PUT));
+    return dcr__after(c, DCR_CONTROL_OP_REPORT_PUT,
+                      c->ops->report_put(c->impl, receiver, data, len));
+}
+
+dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                    size_t *len_p)
+{
+    DCR_CHECK(dcr__check_handle(c, "report_get"));
+    if (data_p == NULL || len_p == NULL) {
+        return dcr_error_set(DCR_EINVAL, "control report_get: data_p and len_p are required");
+    }
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_REPORT_GET));
+    void *data = NULL;
+    size_t len = 0;
+    dcr_status_t st = c->ops->report_get(c->impl, receiver, &data, &len);
+    st = dcr__after(c, DCR_CONTROL_OP_REPORT_GET, st);
+    if (st != DCR_OK) {
+        free(data);
+        return st;
+    }
+    *data_p = data;
+    *len_p = len;
+    return DCR_OK;
+}

@@ -1,0 +1,893 @@
+/* The SQLite control-plane backend: the embedded default, one database file
+ * that every process of a run opens by name.
+ *
+ * Why it is safe across processes: the file is in WAL mode with a busy
+ * timeout, every state change runs in one BEGIN IMMEDIATE transaction (which
+ * takes the single write lock before reading anything), so racing prepares,
+ * acks, commits and compare-and-sets from any number of connections execute
+ * one after another and each sees the last one's result. synchronous=FULL
+ * makes a returned commit survive a power loss, not just a process crash.
+ *
+ * Why it never trusts the file: other tools, disks and older builds can leave
+ * anything in it, so every value read back is checked for type and range and
+ * a bad one is a DCR_ECONTROL error naming the table and field.
+ *
+ * Attempts older than the last commit are pruned at that commit (their
+ * acknowledgments can never count again); coordinators are remembered forever
+ * so a replaced one stays refused. */
+#include "control-internal.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DCR__SQ_SCHEMA_VERSION 1
+/* PRAGMA application_id marks the file as ours: "dcr1" as a big-endian word. */
+#define DCR__SQ_APP_ID          1684238897
+#define DCR__SQ_DEFAULT_TIMEOUT 5000
+#define DCR__SQ_STR(x)          #x
+#define DCR__SQ_XSTR(x)         DCR__SQ_STR(x)
+
+typedef struct dcr__sq {
+    sqlite3 *db;
+    /* One connection cannot run two transactions at once, so threads sharing
+     * a handle take turns for a whole transaction. */
+    pthread_mutex_t mu;
+    char *path;
+    int timeout_ms;
+} dcr__sq_t;
+
+static const char dcr__sq_schema[] =
+    "CREATE TABLE dcr_record(id INTEGER PRIMARY KEY, version INTEGER NOT NULL,"
+    " baseline BLOB NOT NULL, attempt INTEGER NOT NULL, committed_ns INTEGER NOT NULL);"
+    "INSERT INTO dcr_record VALUES(1, 0, zeroblob(32), 0, 0);"
+    "CREATE TABLE dcr_attempt(tau INTEGER PRIMARY KEY, coordinator TEXT NOT NULL,"
+    " from_version INTEGER NOT NULL, prepared_ns INTEGER NOT NULL,"
+    " deadline_ns INTEGER NOT NULL, n_required INTEGER NOT NULL);"
+    "CREATE TABLE dcr_coordinator(id TEXT PRIMARY KEY) WITHOUT ROWID;"
+    "CREATE TABLE dcr_required(tau INTEGER NOT NULL, receiver INTEGER NOT NULL,"
+    " PRIMARY KEY(tau, receiver)) WITHOUT ROWID;"
+    "CREATE TABLE dcr_ack(tau INTEGER NOT NULL, receiver INTEGER NOT NULL,"
+    " PRIMARY KEY(tau, receiver)) WITHOUT ROWID;"
+    "CREATE TABLE dcr_report(receiver INTEGER PRIMARY KEY, body BLOB NOT NULL);"
+    "PRAGMA application_id = " DCR__SQ_XSTR(DCR__SQ_APP_ID) ";"
+                                                            "PRAGMA user_version = " DCR__SQ_XSTR(
+                                                                DCR__SQ_SCHEMA_VERSION) ";";
+
+/* ---- errors and statements ---------------------------------------------- */
+
+static dcr_status_t dcr__sq_fail(dcr__sq_t *s, const char *what)
+{
+    int rc = sqlite3_errcode(s->db);
+    if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+        return dcr_error_set(DCR_ECONTROL, "%s: %s: busy for more than %d ms", s->path, what,
+                             s->timeout_ms);
+    }
+    return dcr_error_set(DCR_ECONTROL, "%s: %s: %s", s->path, what, sqlite3_errmsg(s->db));
+}
+
+static dcr_status_t dcr__sq_malformed(dcr__sq_t *s, const char *field, const char *expected)
+{
+    return dcr_error_set(DCR_ECONTROL, "%s: malformed %s: expected %s", s->path, field, expected);
+}
+
+static dcr_status_t dcr__sq_exec(dcr__sq_t *s, const char *sql, const char *what)
+{
+    if (sqlite3_exec(s->db, sql, NULL, NULL, NULL) != SQLITE_OK) return dcr__sq_fail(s, what);
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_stmt(dcr__sq_t *s, const char *sql, sqlite3_stmt **stmt_p)
+{
+    if (sqlite3_prepare_v2(s->db, sql, -1, stmt_p, NULL) != SQLITE_OK) {
+        *stmt_p = NULL;
+        return dcr__sq_fail(s, "prepare statement");
+    }
+    return DCR_OK;
+}
+
+/* Runs a statement that returns no rows; binds are done by the caller. */
+static dcr_status_t dcr__sq_run(dcr__sq_t *s, sqlite3_stmt *stmt, const char *what)
+{
+    int rc = sqlite3_step(stmt);
+    dcr_status_t st = rc == SQLITE_DONE ? DCR_OK : dcr__sq_fail(s, what);
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* ---- validated column reads ---------------------------------------------- */
+
+static dcr_status_t dcr__sq_int(dcr__sq_t *s, sqlite3_stmt *stmt, int col, int64_t lo, int64_t hi,
+                                const char *field, int64_t *out_p)
+{
+    if (sqlite3_column_type(stmt, col) != SQLITE_INTEGER) {
+        return dcr__sq_malformed(s, field, "an integer");
+    }
+    int64_t v = sqlite3_column_int64(stmt, col);
+    if (v < lo || v > hi) {
+        char range[96];
+        snprintf(range, sizeof range, "an integer in [%lld, %lld], found %lld", (long long)lo,
+                 (long long)hi, (long long)v);
+        return dcr__sq_malformed(s, field, range);
+    }
+    *out_p = v;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_u64(dcr__sq_t *s, sqlite3_stmt *stmt, int col, const char *field,
+                                uint64_t *out_p)
+{
+    int64_t v = 0;
+    DCR_CHECK(dcr__sq_int(s, stmt, col, 0, INT64_MAX, field, &v));
+    *out_p = (uint64_t)v;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_receiver(dcr__sq_t *s, sqlite3_stmt *stmt, int col, const char *field,
+                                     uint32_t *out_p)
+{
+    int64_t v = 0;
+    DCR_CHECK(dcr__sq_int(s, stmt, col, 0, UINT32_MAX, field, &v));
+    *out_p = (uint32_t)v;
+    return DCR_OK;
+}
+
+/* ---- transactions ---------------------------------------------------------- */
+
+typedef dcr_status_t (*dcr__sq_body_fn)(dcr__sq_t *s, void *ctx);
+
+/* Runs body inside one transaction, committing only if it succeeded. Writers
+ * use BEGIN IMMEDIATE: taking the write lock up front is what makes a racing
+ * read-check-write sequence atomic, and it is where the busy timeout applies
+ * (a deferred transaction that upgrades later can fail without waiting). */
+static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, void *ctx)
+{
+    pthread_mutex_lock(&s->mu);
+    dcr_status_t st = dcr__sq_exec(s, write ? "BEGIN IMMEDIATE" : "BEGIN", "begin transaction");
+    if (st == DCR_OK) {
+        st = body(s, ctx);
+        if (st == DCR_OK) st = dcr__sq_exec(s, "COMMIT", "commit transaction");
+        if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
+/* ---- rows ------------------------------------------------------------------ */
+
+static dcr_status_t dcr__sq_record_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr_commit_record_t *rec)
+{
+    int64_t ts;
+    DCR_CHECK(dcr__sq_u64(s, stmt, 0, "dcr_record.version", &rec->version));
+    if (sqlite3_column_type(stmt, 1) != SQLITE_BLOB ||
+        sqlite3_column_bytes(stmt, 1) != DCR_CONTROL_BASELINE_BYTES) {
+        return dcr__sq_malformed(s, "dcr_record.baseline", "a 32-byte blob");
+    }
+    memcpy(rec->baseline, sqlite3_column_blob(stmt, 1), DCR_CONTROL_BASELINE_BYTES);
+    DCR_CHECK(dcr__sq_u64(s, stmt, 2, "dcr_record.attempt", &rec->attempt));
+    DCR_CHECK(dcr__sq_int(s, stmt, 3, 0, INT64_MAX, "dcr_record.committed_ns", &ts));
+    rec->committed_ns = ts;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_load_record(dcr__sq_t *s, dcr_commit_record_t *rec_p)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(
+        s, "SELECT version, baseline, attempt, committed_ns FROM dcr_record WHERE id = 1", &stmt));
+    int rc = sqlite3_step(stmt);
+    dcr_commit_record_t rec;
+    dcr_status_t st;
+    if (rc == SQLITE_ROW) {
+        st = dcr__sq_record_row(s, stmt, &rec);
+    } else if (rc == SQLITE_DONE) {
+        st = dcr__sq_malformed(s, "dcr_record", "one commit record row, found none");
+    } else {
+        st = dcr__sq_fail(s, "read commit record");
+    }
+    sqlite3_finalize(stmt);
+    if (st == DCR_OK) *rec_p = rec;
+    return st;
+}
+
+static dcr_status_t dcr__sq_attempt_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr_control_attempt_t *a)
+{
+    int64_t v = 0;
+    DCR_CHECK(dcr__sq_u64(s, stmt, 0, "dcr_attempt.tau", &a->tau));
+    if (a->tau == 0) return dcr__sq_malformed(s, "dcr_attempt.tau", "a positive integer");
+    /* The type must be read before the text: reading converts the value. */
+    bool is_text = sqlite3_column_type(stmt, 1) == SQLITE_TEXT;
+    const char *coord = (const char *)sqlite3_column_text(stmt, 1);
+    if (!is_text || !dcr__control_id_valid(coord)) {
+        return dcr__sq_malformed(s, "dcr_attempt.coordinator", "1..63 printable ASCII characters");
+    }
+    strcpy(a->coordinator, coord);
+    DCR_CHECK(dcr__sq_u64(s, stmt, 2, "dcr_attempt.from_version", &a->from_version));
+    DCR_CHECK(dcr__sq_int(s, stmt, 3, 0, INT64_MAX, "dcr_attempt.prepared_ns", &v));
+    a->prepared_ns = v;
+    DCR_CHECK(dcr__sq_int(s, stmt, 4, a->prepared_ns, INT64_MAX, "dcr_attempt.deadline_ns", &v));
+    a->deadline_ns = v;
+    DCR_CHECK(dcr__sq_int(s, stmt, 5, 1, DCR_CONTROL_RECEIVERS_MAX, "dcr_attempt.n_required", &v));
+    a->n_required = (uint32_t)v;
+    return DCR_OK;
+}
+
+/* Attempt tau, or the latest one when tau is 0. *found_p tells whether it
+ * exists; a missing attempt is not an error here because callers decide. */
+static dcr_status_t dcr__sq_load_attempt(dcr__sq_t *s, uint64_t tau, dcr_control_attempt_t *a_p,
+                                         bool *found_p)
+{
+    static const char cols[] =
+        "SELECT tau, coordinator, from_version, prepared_ns, deadline_ns, n_required "
+        "FROM dcr_attempt ";
+    char sql[256];
+    snprintf(sql, sizeof sql, "%s%s", cols,
+             tau == 0 ? "ORDER BY tau DESC LIMIT 1" : "WHERE tau = ?1");
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, sql, &stmt));
+    if (tau != 0) sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+    int rc = sqlite3_step(stmt);
+    dcr_control_attempt_t a;
+    dcr_status_t st = DCR_OK;
+    if (rc == SQLITE_ROW) {
+        st = dcr__sq_attempt_row(s, stmt, &a);
+    } else if (rc != SQLITE_DONE) {
+        st = dcr__sq_fail(s, "read attempt");
+    }
+    sqlite3_finalize(stmt);
+    if (st != DCR_OK) return st;
+    *found_p = rc == SQLITE_ROW;
+    if (rc == SQLITE_ROW) *a_p = a;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_not_found(dcr__sq_t *s, uint64_t tau)
+{
+    return dcr_error_set(DCR_ENOTFOUND, "%s: attempt %llu does not exist", s->path,
+                         (unsigned long long)tau);
+}
+
+/* Resolves tau for ack and commit, which only the latest attempt may do. */
+static dcr_status_t dcr__sq_load_latest_as(dcr__sq_t *s, uint64_t tau, dcr_control_attempt_t *a_p)
+{
+    dcr_control_attempt_t latest;
+    bool found = false;
+    DCR_CHECK(dcr__sq_load_attempt(s, 0, &latest, &found));
+    if (!found || tau > latest.tau) return dcr__sq_not_found(s, tau);
+    if (tau < latest.tau) {
+        return dcr_error_set(DCR_ECONFLICT,
+                             "%s: attempt %llu was replaced by attempt %llu of "
+                             "coordinator %s",
+                             s->path, (unsigned long long)tau, (unsigned long long)latest.tau,
+                             latest.coordinator);
+    }
+    *a_p = latest;
+    return DCR_OK;
+}
+
+/* Receivers of one attempt from table (dcr_required or dcr_ack), ascending. */
+static dcr_status_t dcr__sq_load_receivers(dcr__sq_t *s, const char *table, uint64_t tau,
+                                           uint32_t *out, size_t cap, size_t *n_p)
+{
+    char sql[128], field[64];
+    snprintf(sql, sizeof sql, "SELECT receiver FROM %s WHERE tau = ?1 ORDER BY receiver", table);
+    snprintf(field, sizeof field, "%s.receiver", table);
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, sql, &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+    dcr_status_t st = DCR_OK;
+    size_t n = 0;
+    int rc = SQLITE_DONE;
+    while (st == DCR_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        uint32_t r;
+        st = dcr__sq_receiver(s, stmt, 0, field, &r);
+        if (st == DCR_OK && n < cap) out[n] = r;
+        n++;
+    }
+    if (st == DCR_OK && rc != SQLITE_DONE) st = dcr__sq_fail(s, "read receivers");
+    sqlite3_finalize(stmt);
+    if (st == DCR_OK) *n_p = n;
+    return st;
+}
+
+/* ---- open and close -------------------------------------------------------- */
+
+static dcr_status_t dcr__sq_pragma_int(dcr__sq_t *s, const char *sql, int64_t *out_p)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, sql, &stmt));
+    dcr_status_t st = DCR_OK;
+    if (sqlite3_step(stmt) != SQLITE_ROW) {
+        st = dcr__sq_fail(s, sql);
+    } else {
+        *out_p = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* Creates the schema in an empty file, or checks that a non-empty one is a
+ * dcr control plane of this schema version. Runs inside BEGIN IMMEDIATE so
+ * two processes opening a new file at once create it once. */
+static dcr_status_t dcr__sq_init_body(dcr__sq_t *s, void *ctx)
+{
+    (void)ctx;
+    int64_t app = 0, version = 0, tables = 0;
+    DCR_CHECK(dcr__sq_pragma_int(s, "PRAGMA application_id", &app));
+    DCR_CHECK(dcr__sq_pragma_int(s, "PRAGMA user_version", &version));
+    DCR_CHECK(dcr__sq_pragma_int(s, "SELECT count(*) FROM sqlite_master", &tables));
+    if (app == 0 && version == 0 && tables == 0) {
+        return dcr__sq_exec(s, dcr__sq_schema, "create schema");
+    }
+    if (app != DCR__SQ_APP_ID) {
+        return dcr_error_set(DCR_ECONTROL,
+                             "%s: the file is an SQLite database of another "
+                             "application (application_id %lld), not a dcr control plane",
+                             s->path, (long long)app);
+    }
+    if (version != DCR__SQ_SCHEMA_VERSION) {
+        return dcr_error_set(DCR_ECONTROL, "%s: schema version %lld, this build reads version %d",
+                             s->path, (long long)version, DCR__SQ_SCHEMA_VERSION);
+    }
+    return DCR_OK;
+}
+
+/* WAL lets readers (receivers polling the latest attempt) proceed while a
+ * writer commits; FULL sync makes the commit record durable on return. */
+static dcr_status_t dcr__sq_configure(dcr__sq_t *s)
+{
+    sqlite3_busy_timeout(s->db, s->timeout_ms);
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "PRAGMA journal_mode = WAL", &stmt));
+    int rc = sqlite3_step(stmt);
+    const char *mode = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(stmt, 0) : NULL;
+    bool wal = mode != NULL && sqlite3_stricmp(mode, "wal") == 0;
+    dcr_status_t st = rc == SQLITE_ROW ? DCR_OK : dcr__sq_fail(s, "enable WAL");
+    sqlite3_finalize(stmt);
+    DCR_CHECK(st);
+    if (!wal) {
+        return dcr_error_set(DCR_ECONTROL, "%s: cannot use WAL journal mode", s->path);
+    }
+    DCR_CHECK(dcr__sq_exec(s, "PRAGMA synchronous = FULL", "set synchronous"));
+    return dcr__sq_txn(s, true, dcr__sq_init_body, NULL);
+}
+
+static void dcr__sq_close(void *impl)
+{
+    dcr__sq_t *s = impl;
+    if (s == NULL) return;
+    sqlite3_close_v2(s->db);
+    pthread_mutex_destroy(&s->mu);
+    free(s->path);
+    free(s);
+}
+
+static dcr_status_t dcr__sq_open(const dcr_control_config_t *cfg, void **impl_p)
+{
+    const char *path = cfg->address;
+    /* An in-memory or temporary database would be private to this
+     * connection: other processes would see a different control plane. */
+    if (path == NULL || path[0] == '\0' || strcmp(path, ":memory:") == 0) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control plane address '%s': expected a database file path that "
+                             "every process can open (not \"\" or \":memory:\")",
+                             path == NULL ? "(null)" : path);
+    }
+    dcr__sq_t *s = calloc(1, sizeof *s);
+    if (s == NULL || (s->path = strdup(path)) == NULL || pthread_mutex_init(&s->mu, NULL) != 0) {
+        if (s != NULL) free(s->path);
+        free(s);
+        return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", path);
+    }
+    s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DCR__SQ_DEFAULT_TIMEOUT;
+    /* No URI parsing: the address is always a plain file name. The handle
+     * serializes its own calls, so SQLite's per-connection mutex is redundant. */
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    dcr_status_t st = DCR_OK;
+    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+        st = s->db != NULL ? dcr__sq_fail(s, "open")
+                           : dcr_error_set(DCR_ENOMEM, "%s: open failed", path);
+    }
+    if (st == DCR_OK) st = dcr__sq_configure(s);
+    if (st != DCR_OK) {
+        dcr__sq_close(s);
+        return st;
+    }
+    *impl_p = s;
+    return DCR_OK;
+}
+
+/* ---- operations ------------------------------------------------------------ */
+
+static dcr_status_t dcr__sq_read_body(dcr__sq_t *s, void *ctx)
+{
+    return dcr__sq_load_record(s, ctx);
+}
+
+static dcr_status_t dcr__sq_read(void *impl, dcr_commit_record_t *rec_p)
+{
+    dcr_commit_record_t rec;
+    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_read_body, &rec));
+    *rec_p = rec;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_store_record(dcr__sq_t *s, const dcr_commit_record_t *rec)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s,
+                           "UPDATE dcr_record SET version = ?1, baseline = ?2, attempt = ?3,"
+                           " committed_ns = ?4 WHERE id = 1",
+                           &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)rec->version);
+    sqlite3_bind_blob(stmt, 2, rec->baseline, DCR_CONTROL_BASELINE_BYTES, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 3, (int64_t)rec->attempt);
+    sqlite3_bind_int64(stmt, 4, rec->committed_ns);
+    return dcr__sq_run(s, stmt, "write commit record");
+}
+
+static dcr_status_t dcr__sq_record_changed(dcr__sq_t *s, const dcr_commit_record_t *now)
+{
+    return dcr_error_set(DCR_ECONFLICT,
+                         "%s: the commit record changed (now version %llu, "
+                         "committed by attempt %llu)",
+                         s->path, (unsigned long long)now->version,
+                         (unsigned long long)now->attempt);
+}
+
+typedef struct dcr__sq_cas_ctx {
+    const dcr_commit_record_t *expected;
+    const dcr_commit_record_t *desired;
+} dcr__sq_cas_ctx_t;
+
+static dcr_status_t dcr__sq_cas_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_cas_ctx_t *x = ctx;
+    dcr_commit_record_t cur;
+    DCR_CHECK(dcr__sq_load_record(s, &cur));
+    if (!dcr_commit_record_equal(&cur, x->expected)) return dcr__sq_record_changed(s, &cur);
+    return dcr__sq_store_record(s, x->desired);
+}
+
+static dcr_status_t dcr__sq_cas(void *impl, const dcr_commit_record_t *expected,
+                                const dcr_commit_record_t *desired)
+{
+    dcr__sq_cas_ctx_t x = {expected, desired};
+    return dcr__sq_txn(impl, true, dcr__sq_cas_body, &x);
+}
+
+typedef struct dcr__sq_prepare_ctx {
+    const dcr_control_prepare_t *req;
+    uint64_t tau;
+} dcr__sq_prepare_ctx_t;
+
+static dcr_status_t dcr__sq_coordinator_known(dcr__sq_t *s, const char *id, bool *known_p)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "SELECT 1 FROM dcr_coordinator WHERE id = ?1", &stmt));
+    sqlite3_bind_text(stmt, 1, id, -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return dcr__sq_fail(s, "read coordinators");
+    *known_p = rc == SQLITE_ROW;
+    return DCR_OK;
+}
+
+/* A coordinator is replaced once another one prepared after it; it stays
+ * refused forever, which is why ids must be unique per incarnation. */
+static dcr_status_t dcr__sq_check_active(dcr__sq_t *s, const char *coordinator,
+                                         const dcr_control_attempt_t *latest, bool have_latest)
+{
+    if (!have_latest || strcmp(latest->coordinator, coordinator) == 0) return DCR_OK;
+    bool known = false;
+    DCR_CHECK(dcr__sq_coordinator_known(s, coordinator, &known));
+    if (!known) return DCR_OK;
+    return dcr_error_set(DCR_ECONFLICT,
+                         "%s: coordinator %s was replaced by coordinator %s "
+                         "(attempt %llu)",
+                         s->path, coordinator, latest->coordinator,
+                         (unsigned long long)latest->tau);
+}
+
+static dcr_status_t dcr__sq_insert_attempt(dcr__sq_t *s, const dcr_control_attempt_t *a)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "INSERT INTO dcr_attempt VALUES(?1, ?2, ?3, ?4, ?5, ?6)", &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)a->tau);
+    sqlite3_bind_text(stmt, 2, a->coordinator, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 3, (int64_t)a->from_version);
+    sqlite3_bind_int64(stmt, 4, a->prepared_ns);
+    sqlite3_bind_int64(stmt, 5, a->deadline_ns);
+    sqlite3_bind_int64(stmt, 6, a->n_required);
+    DCR_CHECK(dcr__sq_run(s, stmt, "insert attempt"));
+    DCR_CHECK(dcr__sq_stmt(s, "INSERT OR IGNORE INTO dcr_coordinator VALUES(?1)", &stmt));
+    sqlite3_bind_text(stmt, 1, a->coordinator, -1, SQLITE_TRANSIENT);
+    return dcr__sq_run(s, stmt, "insert coordinator");
+}
+
+static dcr_status_t dcr__sq_insert_required(dcr__sq_t *s, uint64_t tau, const uint32_t *receivers,
+                                            size_t n)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "INSERT INTO dcr_required VALUES(?1, ?2)", &stmt));
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; i < n && st == DCR_OK; i++) {
+        sqlite3_reset(stmt);
+        sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+        sqlite3_bind_int64(stmt, 2, receivers[i]);
+        if (sqlite3_step(stmt) != SQLITE_DONE) st = dcr__sq_fail(s, "insert required receiver");
+    }
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* The next tau exceeds every attempt id this store has seen, including one a
+ * repair CAS may have written into the record. */
+static dcr_status_t dcr__sq_next_tau(dcr__sq_t *s, const dcr_commit_record_t *rec,
+                                     const dcr_control_attempt_t *latest, bool have_latest,
+                                     uint64_t *tau_p)
+{
+    uint64_t top = rec->attempt;
+    if (have_latest && latest->tau > top) top = latest->tau;
+    if (top >= DCR_CONTROL_VALUE_MAX) {
+        return dcr_error_set(DCR_ECONTROL, "%s: attempt ids are exhausted", s->path);
+    }
+    *tau_p = top + 1;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_prepare_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_prepare_ctx_t *x = ctx;
+    const dcr_control_prepare_t *req = x->req;
+    dcr_commit_record_t rec;
+    dcr_control_attempt_t latest, a;
+    bool have_latest = false;
+    DCR_CHECK(dcr__sq_load_record(s, &rec));
+    DCR_CHECK(dcr__sq_load_attempt(s, 0, &latest, &have_latest));
+    DCR_CHECK(dcr__sq_check_active(s, req->coordinator, &latest, have_latest));
+    if (rec.version != req->from_version) {
+        return dcr_error_set(DCR_ECONFLICT,
+                             "%s: prepare for version %llu, but version %llu is "
+                             "committed",
+                             s->path, (unsigned long long)req->from_version,
+                             (unsigned long long)rec.version);
+    }
+    memset(&a, 0, sizeof a);
+    DCR_CHECK(dcr__sq_next_tau(s, &rec, &latest, have_latest, &a.tau));
+    strcpy(a.coordinator, req->coordinator);
+    a.from_version = req->from_version;
+    a.prepared_ns = dcr__control_now_ns();
+    a.deadline_ns = a.prepared_ns + (int64_t)req->deadline_ms * 1000000;
+    a.n_required = (uint32_t)req->n_receivers;
+    DCR_CHECK(dcr__sq_insert_attempt(s, &a));
+    DCR_CHECK(dcr__sq_insert_required(s, a.tau, req->receivers, req->n_receivers));
+    x->tau = a.tau;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+{
+    dcr__sq_prepare_ctx_t x = {req, 0};
+    DCR_CHECK(dcr__sq_txn(impl, true, dcr__sq_prepare_body, &x));
+    *tau_p = x.tau;
+    return DCR_OK;
+}
+
+typedef struct dcr__sq_attempt_ctx {
+    uint64_t tau;
+    dcr_control_attempt_t info;
+} dcr__sq_attempt_ctx_t;
+
+static dcr_status_t dcr__sq_attempt_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_attempt_ctx_t *x = ctx;
+    bool found = false;
+    DCR_CHECK(dcr__sq_load_attempt(s, x->tau, &x->info, &found));
+    if (found) return DCR_OK;
+    if (x->tau != 0) return dcr__sq_not_found(s, x->tau);
+    return dcr_error_set(DCR_ENOTFOUND, "%s: no attempt was prepared yet", s->path);
+}
+
+static dcr_status_t dcr__sq_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+{
+    dcr__sq_attempt_ctx_t x = {.tau = tau};
+    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_attempt_body, &x));
+    *info_p = x.info;
+    return DCR_OK;
+}
+
+typedef struct dcr__sq_list_ctx {
+    const char *table;
+    uint64_t tau;
+    uint32_t *out;
+    size_t cap;
+    size_t n;
+} dcr__sq_list_ctx_t;
+
+/* Lists must agree with the attempt row: more acks than required receivers,
+ * or a required set of the wrong size, means the file was damaged. */
+static dcr_status_t dcr__sq_list_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_list_ctx_t *x = ctx;
+    dcr_control_attempt_t a;
+    bool found = false;
+    DCR_CHECK(dcr__sq_load_attempt(s, x->tau, &a, &found));
+    if (!found) return dcr__sq_not_found(s, x->tau);
+    DCR_CHECK(dcr__sq_load_receivers(s, x->table, x->tau, x->out, x->cap, &x->n));
+    bool is_required = strcmp(x->table, "dcr_required") == 0;
+    if (is_required ? x->n != a.n_required : x->n > a.n_required) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "%s%u rows for attempt %llu, found %zu",
+                 is_required ? "" : "at most ", a.n_required, (unsigned long long)x->tau, x->n);
+        return dcr__sq_malformed(s, x->table, expected);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_list(void *impl, const char *table, uint64_t tau, uint32_t *out,
+                                 size_t cap, size_t *n_p)
+{
+    dcr__sq_list_ctx_t x = {table, tau, out, cap, 0};
+    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_list_body, &x));
+    *n_p = x.n;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_required(void *impl, uint64_t tau, uint32_t *out, size_t cap,
+                                     size_t *n_p)
+{
+    return dcr__sq_list(impl, "dcr_required", tau, out, cap, n_p);
+}
+
+static dcr_status_t dcr__sq_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+{
+    return dcr__sq_list(impl, "dcr_ack", tau, out, cap, n_p);
+}
+
+typedef struct dcr__sq_ack_ctx {
+    uint64_t tau;
+    uint32_t receiver;
+} dcr__sq_ack_ctx_t;
+
+static dcr_status_t dcr__sq_is_required(dcr__sq_t *s, uint64_t tau, uint32_t receiver)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(
+        dcr__sq_stmt(s, "SELECT 1 FROM dcr_required WHERE tau = ?1 AND receiver = ?2", &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+    sqlite3_bind_int64(stmt, 2, receiver);
+    int rc = sqlite3_step(stmt);
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_ROW) return DCR_OK;
+    if (rc != SQLITE_DONE) return dcr__sq_fail(s, "read required receivers");
+    return dcr_error_set(DCR_EINVAL,
+                         "%s: receiver %u is not a required receiver of attempt "
+                         "%llu",
+                         s->path, receiver, (unsigned long long)tau);
+}
+
+static dcr_status_t dcr__sq_ack_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_ack_ctx_t *x = ctx;
+    dcr_control_attempt_t a;
+    DCR_CHECK(dcr__sq_load_latest_as(s, x->tau, &a));
+    DCR_CHECK(dcr__sq_is_required(s, x->tau, x->receiver));
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "INSERT OR IGNORE INTO dcr_ack VALUES(?1, ?2)", &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)x->tau);
+    sqlite3_bind_int64(stmt, 2, x->receiver);
+    return dcr__sq_run(s, stmt, "insert ack");
+}
+
+static dcr_status_t dcr__sq_ack(void *impl, uint64_t tau, uint32_t receiver)
+{
+    dcr__sq_ack_ctx_t x = {tau, receiver};
+    return dcr__sq_txn(impl, true, dcr__sq_ack_body, &x);
+}
+
+typedef struct dcr__sq_commit_ctx {
+    const char *coordinator;
+    uint64_t tau;
+    const dcr_commit_record_t *expected;
+    const uint8_t *baseline;
+    dcr_commit_record_t rec;
+} dcr__sq_commit_ctx_t;
+
+/* The first required receiver of tau without an acknowledgment, if any. */
+static dcr_status_t dcr__sq_check_acked(dcr__sq_t *s, uint64_t tau)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s,
+                           "SELECT r.receiver, count(*) OVER () FROM dcr_required r"
+                           " WHERE r.tau = ?1 AND NOT EXISTS (SELECT 1 FROM dcr_ack a"
+                           " WHERE a.tau = r.tau AND a.receiver = r.receiver)"
+                           " ORDER BY r.receiver LIMIT 1",
+                           &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+    int rc = sqlite3_step(stmt);
+    dcr_status_t st = DCR_OK;
+    if (rc == SQLITE_ROW) {
+        long long missing = sqlite3_column_int64(stmt, 1);
+        st = dcr_error_set(DCR_EATTEMPT,
+                           "%s: attempt %llu cannot commit: receiver %lld and %lld "
+                           "other(s) have not acknowledged it",
+                           s->path, (unsigned long long)tau, sqlite3_column_int64(stmt, 0),
+                           missing - 1);
+    } else if (rc != SQLITE_DONE) {
+        st = dcr__sq_fail(s, "read acknowledgments");
+    }
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+/* Nothing older than the committed attempt can ever count again. */
+static dcr_status_t dcr__sq_prune(dcr__sq_t *s, uint64_t tau)
+{
+    static const char *const sql[] = {
+        "DELETE FROM dcr_ack WHERE tau < ?1",
+        "DELETE FROM dcr_required WHERE tau < ?1",
+        "DELETE FROM dcr_attempt WHERE tau < ?1",
+    };
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        sqlite3_stmt *stmt;
+        DCR_CHECK(dcr__sq_stmt(s, sql[i], &stmt));
+        sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+        DCR_CHECK(dcr__sq_run(s, stmt, "prune old attempts"));
+    }
+    return DCR_OK;
+}
+
+/* Fencing first (a replaced coordinator learns that before anything else),
+ * then the compare-and-set condition, the deadline, and the acknowledgments. */
+static dcr_status_t dcr__sq_commit_check(dcr__sq_t *s, dcr__sq_commit_ctx_t *x,
+                                         const dcr_control_attempt_t *a,
+                                         const dcr_commit_record_t *cur, int64_t now)
+{
+    if (strcmp(a->coordinator, x->coordinator) != 0) {
+        return dcr_error_set(DCR_ECONFLICT, "%s: attempt %llu belongs to coordinator %s, not %s",
+                             s->path, (unsigned long long)x->tau, a->coordinator, x->coordinator);
+    }
+    if (!dcr_commit_record_equal(cur, x->expected)) return dcr__sq_record_changed(s, cur);
+    if (a->from_version != cur->version) {
+        return dcr_error_set(DCR_ECONFLICT,
+                             "%s: attempt %llu was prepared for version %llu, but "
+                             "version %llu is committed",
+                             s->path, (unsigned long long)x->tau,
+                             (unsigned long long)a->from_version, (unsigned long long)cur->version);
+    }
+    if (now > a->deadline_ns) {
+        return dcr_error_set(DCR_ETIMEOUT, "%s: attempt %llu missed its commit deadline by %.3f s",
+                             s->path, (unsigned long long)x->tau,
+                             (double)(now - a->deadline_ns) / 1e9);
+    }
+    return dcr__sq_check_acked(s, x->tau);
+}
+
+static dcr_status_t dcr__sq_commit_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_commit_ctx_t *x = ctx;
+    dcr_control_attempt_t a;
+    dcr_commit_record_t cur;
+    DCR_CHECK(dcr__sq_load_latest_as(s, x->tau, &a));
+    DCR_CHECK(dcr__sq_load_record(s, &cur));
+    int64_t now = dcr__control_now_ns();
+    DCR_CHECK(dcr__sq_commit_check(s, x, &a, &cur, now));
+    x->rec.version = cur.version + 1;
+    memcpy(x->rec.baseline, x->baseline, DCR_CONTROL_BASELINE_BYTES);
+    x->rec.attempt = x->tau;
+    x->rec.committed_ns = now;
+    DCR_CHECK(dcr__sq_store_record(s, &x->rec));
+    return dcr__sq_prune(s, x->tau);
+}
+
+static dcr_status_t dcr__sq_commit(void *impl, const char *coordinator, uint64_t tau,
+                                   const dcr_commit_record_t *expected,
+                                   const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                                   dcr_commit_record_t *rec_p)
+{
+    dcr__sq_commit_ctx_t x = {coordinator, tau, expected, baseline, {0}};
+    DCR_CHECK(dcr__sq_txn(impl, true, dcr__sq_commit_body, &x));
+    *rec_p = x.rec;
+    return DCR_OK;
+}
+
+typedef struct dcr__sq_report_ctx {
+    uint32_t receiver;
+    const void *data;
+    size_t len;
+    void *copy;
+} dcr__sq_report_ctx_t;
+
+static dcr_status_t dcr__sq_report_put_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_report_ctx_t *x = ctx;
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "INSERT OR REPLACE INTO dcr_report VALUES(?1, ?2)", &stmt));
+    sqlite3_bind_int64(stmt, 1, x->receiver);
+    /* zeroblob keeps an empty report a BLOB (a NULL pointer would bind NULL). */
+    if (x->len == 0) {
+        sqlite3_bind_zeroblob(stmt, 2, 0);
+    } else {
+        sqlite3_bind_blob64(stmt, 2, x->data, x->len, SQLITE_STATIC);
+    }
+    return dcr__sq_run(s, stmt, "write prewarm report");
+}
+
+static dcr_status_t dcr__sq_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+{
+    dcr__sq_report_ctx_t x = {receiver, data, len, NULL};
+    return dcr__sq_txn(impl, true, dcr__sq_report_put_body, &x);
+}
+
+static dcr_status_t dcr__sq_report_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr__sq_report_ctx_t *x)
+{
+    /* Type first: asking an integer for its bytes would convert it to text. */
+    if (sqlite3_column_type(stmt, 0) != SQLITE_BLOB) {
+        return dcr__sq_malformed(s, "dcr_report.body", "a blob");
+    }
+    const void *blob = sqlite3_column_blob(stmt, 0);
+    int n = sqlite3_column_bytes(stmt, 0);
+    if (n < 0 || (size_t)n > DCR_CONTROL_REPORT_MAX) {
+        return dcr__sq_malformed(s, "dcr_report.body", "a blob of at most 64 MiB");
+    }
+    x->len = (size_t)n;
+    if (n == 0) return DCR_OK;
+    x->copy = malloc((size_t)n);
+    if (x->copy == NULL) {
+        return dcr_error_set(DCR_ENOMEM, "%s: report of %d bytes: allocation failed", s->path, n);
+    }
+    memcpy(x->copy, blob, (size_t)n);
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_report_get_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_report_ctx_t *x = ctx;
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "SELECT body FROM dcr_report WHERE receiver = ?1", &stmt));
+    sqlite3_bind_int64(stmt, 1, x->receiver);
+    int rc = sqlite3_step(stmt);
+    dcr_status_t st;
+    if (rc == SQLITE_ROW) {
+        st = dcr__sq_report_row(s, stmt, x);
+    } else if (rc == SQLITE_DONE) {
+        st = dcr_error_set(DCR_ENOTFOUND, "%s: receiver %u has no prewarm report", s->path,
+                           x->receiver);
+    } else {
+        st = dcr__sq_fail(s, "read prewarm report");
+    }
+    sqlite3_finalize(stmt);
+    return st;
+}
+
+static dcr_status_t dcr__sq_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+{
+    dcr__sq_report_ctx_t x = {receiver, NULL, 0, NULL};
+    dcr_status_t st = dcr__sq_txn(impl, false, dcr__sq_report_get_body, &x);
+    if (st != DCR_OK) {
+        free(x.copy);
+        return st;
+    }
+    *data_p = x.copy;
+    *len_p = x.len;
+    return DCR_OK;
+}
+
+const dcr_control_ops_t dcr__control_sqlite_ops = {
+    .name = "sqlite",
+    .open = dcr__sq_open,
+    .close = dcr__sq_close,
+    .read = dcr__sq_read,
+    .cas = dcr__sq_cas,
+    .prepare = dcr__sq_prepare,
+    .attempt = dcr__sq_attempt,
+    .required = dcr__sq_required,
+    .ack = dcr__sq_ack,
+    .acks = dcr__sq_acks,
+    .commit = dcr__sq_commit,
+    .report_put = dcr__sq_report_put,
+    .report_get = dcr__sq_report_get,
+};

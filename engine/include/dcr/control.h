@@ -1,0 +1,267 @@
+/* The control plane: the durable commit record that binds policy version v to
+ * its source baseline K^v, and the attempt bookkeeping around the joint commit
+ * (DESIGN.md sections 2 G5 and 5 steps 2, 6 and 7).
+ *
+ * Protocol, as the coordinator uses it:
+ *   1. dcr_control_read() gives the committed record K^v. A new coordinator
+ *      (failover) always reads it first: if it already names the attempt the
+ *      old coordinator was running, that attempt committed and nothing needs
+ *      retrying.
+ *   2. dcr_control_prepare() registers attempt tau for v -> v+1 with a fixed
+ *      set of required receivers and a commit deadline. Every prepare replaces
+ *      the previous attempt; a coordinator that has been replaced by another
+ *      one is refused from then on (DCR_ECONFLICT), so exactly one coordinator
+ *      can drive a transition at a time.
+ *   3. Each required receiver calls dcr_control_ack(tau, receiver) after its
+ *      device synchronization; acks of a replaced attempt are refused, so a
+ *      stale attempt's acknowledgments never count for a newer one.
+ *   4. dcr_control_commit() publishes v+1 by compare-and-set against K^v, and
+ *      only if tau is still the latest attempt, its deadline has not passed,
+ *      and every required receiver has acknowledged tau. Version v stays
+ *      committed through every failure until this succeeds.
+ *
+ * Receivers also leave their prewarm report (an opaque blob, e.g. the
+ * per-tensor XOR/overwrite classification) under their receiver id, for the
+ * coordinator to read during setup.
+ *
+ * A backend is a dcr_control_ops_t found by name ("sqlite"); callers only use
+ * the dcr_control_* wrappers below, never a backend's slots. Backends may be
+ * shared by several processes: every state change is atomic, so racing
+ * prepares, acks, commits and compare-and-sets see one serial order. */
+#ifndef DCR_CONTROL_H
+#define DCR_CONTROL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcr/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes of the source-baseline identifier K^v (room for a BLAKE2b-256 digest;
+ * shorter ids are zero-padded by the caller). */
+#define DCR_CONTROL_BASELINE_BYTES 32
+/* Coordinator ids are 1..63 printable ASCII characters, unique per coordinator
+ * incarnation (a restarted coordinator must use a new id). */
+#define DCR_CONTROL_ID_MAX 64
+/* Upper bounds that keep a malformed request or stored row from asking for
+ * unbounded memory. */
+#define DCR_CONTROL_RECEIVERS_MAX 65536u
+#define DCR_CONTROL_REPORT_MAX    (64u << 20)
+/* Largest value of any version, attempt id or timestamp: backends store them as
+ * signed 64-bit integers. */
+#define DCR_CONTROL_VALUE_MAX INT64_MAX
+
+/* The durable commit record. A fresh control plane holds the empty record
+ * (everything zero); the harness binds version 0 to its initial baseline with
+ * dcr_control_cas() after the dense initial load. Two records are equal when
+ * every field is equal (dcr_commit_record_equal). */
+typedef struct dcr_commit_record {
+    uint64_t version;                             /* policy version v */
+    uint8_t baseline[DCR_CONTROL_BASELINE_BYTES]; /* K^v: source-baseline id/digest */
+    uint64_t attempt;                             /* tau that committed it; 0 if none */
+    int64_t committed_ns;                         /* wall clock (ns since the epoch) */
+} dcr_commit_record_t;
+
+/* What prepare registers. Pointers are only read during the call. */
+typedef struct dcr_control_prepare {
+    const char *coordinator;   /* id of the calling coordinator */
+    uint64_t from_version;     /* v of the transition v -> v+1; must be committed */
+    const uint32_t *receivers; /* required receivers, distinct, 1..RECEIVERS_MAX */
+    size_t n_receivers;
+    uint32_t deadline_ms; /* commit must happen within this long after prepare; > 0 */
+} dcr_control_prepare_t;
+
+/* One registered attempt, as dcr_control_attempt() reports it. */
+typedef struct dcr_control_attempt {
+    uint64_t tau;
+    uint64_t from_version;
+    char coordinator[DCR_CONTROL_ID_MAX];
+    int64_t prepared_ns; /* wall clock of the prepare */
+    int64_t deadline_ns; /* wall clock after which commit is refused */
+    uint32_t n_required;
+} dcr_control_attempt_t;
+
+/* Where the creator points a backend. */
+typedef struct dcr_control_config {
+    /* Backend address: for "sqlite" a database file path (created if absent;
+     * ":memory:" and "" are refused because other processes could not see it). */
+    const char *address;
+    /* How long one call may wait for a busy control plane before failing with
+     * DCR_ECONTROL; 0 selects 5000 ms. */
+    int timeout_ms;
+} dcr_control_config_t;
+
+/* A backend. Every slot may block on I/O and on other processes up to the
+ * configured timeout; none calls back into the caller. Slots receive arguments
+ * the wrapper has already validated (non-NULL, in range), write out-parameters
+ * only when returning DCR_OK, and report failures with dcr_error_set. A
+ * backend must serialize calls on one handle itself if it keeps per-handle
+ * state that is not thread-safe. */
+typedef struct dcr_control_ops {
+    const char *name;
+    /* Connects to (and if needed initializes) the store; *impl_p is the
+     * backend's handle, owned by the wrapper until close. */
+    dcr_status_t (*open)(const dcr_control_config_t *cfg, void **impl_p);
+    /* Releases everything open acquired. Never fails; impl may be NULL. */
+    void (*close)(void *impl);
+    /* Copies the committed record into *rec_p. */
+    dcr_status_t (*read)(void *impl, dcr_commit_record_t *rec_p);
+    /* Atomically replaces the record with *desired if it equals *expected;
+     * DCR_ECONFLICT (record unchanged) otherwise. */
+    dcr_status_t (*cas)(void *impl, const dcr_commit_record_t *expected,
+                        const dcr_commit_record_t *desired);
+    /* Registers a new attempt atomically: DCR_ECONFLICT if req->coordinator
+     * was replaced or from_version is not the committed version. Sets *tau_p
+     * to a value above every tau issued before by this store. */
+    dcr_status_t (*prepare)(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p);
+    /* Describes attempt tau (0: the latest); DCR_ENOTFOUND if none. */
+    dcr_status_t (*attempt)(void *impl, uint64_t tau, dcr_control_attempt_t *info_p);
+    /* Writes min(cap, n) required receivers of tau in ascending order to out
+     * and n to *n_p. */
+    dcr_status_t (*required)(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p);
+    /* Records that receiver holds P^{v+1} for tau; idempotent. DCR_ECONFLICT
+     * if tau was replaced, DCR_EINVAL if receiver is not required by tau. */
+    dcr_status_t (*ack)(void *impl, uint64_t tau, uint32_t receiver);
+    /* Like required, for the receivers that acknowledged tau. */
+    dcr_status_t (*acks)(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p);
+    /* The joint commit, atomically: see dcr_control_commit. */
+    dcr_status_t (*commit)(void *impl, const char *coordinator, uint64_t tau,
+                           const dcr_commit_record_t *expected,
+                           const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                           dcr_commit_record_t *rec_p);
+    /* Stores (replaces) receiver's prewarm report; copies data. */
+    dcr_status_t (*report_put)(void *impl, uint32_t receiver, const void *data, size_t len);
+    /* Sets *data_p to a malloc'd copy of receiver's report (caller frees) and
+     * *len_p to its length; DCR_ENOTFOUND if the receiver left none. */
+    dcr_status_t (*report_get)(void *impl, uint32_t receiver, void **data_p, size_t *len_p);
+} dcr_control_ops_t;
+
+typedef struct dcr_control dcr_control_t;
+
+/* The operations, as an interceptor sees them. */
+typedef enum dcr_control_op {
+    DCR_CONTROL_OP_READ,
+    DCR_CONTROL_OP_CAS,
+    DCR_CONTROL_OP_PREPARE,
+    DCR_CONTROL_OP_ATTEMPT,
+    DCR_CONTROL_OP_REQUIRED,
+    DCR_CONTROL_OP_ACK,
+    DCR_CONTROL_OP_ACKS,
+    DCR_CONTROL_OP_COMMIT,
+    DCR_CONTROL_OP_REPORT_PUT,
+    DCR_CONTROL_OP_REPORT_GET,
+} dcr_control_op_t;
+
+/* A hook around every wrapper call, installed from outside the engine (the
+ * fault injector). before runs first: a non-OK result is returned to the
+ * caller without reaching the backend (an unavailable or busy control plane);
+ * sleeping in it delays the call. after runs once the backend returned status
+ * and returns what the caller sees: turning DCR_OK into an error models a lost
+ * reply (the change took effect, the caller does not know). Either pointer may
+ * be NULL. A hook that fails a call sets the detail with dcr_error_set. Both
+ * run on the calling thread, must be thread-safe if the handle is shared, and
+ * must not call back into c (the call would be intercepted again). */
+typedef struct dcr_control_interceptor {
+    dcr_status_t (*before)(void *arg, dcr_control_t *c, dcr_control_op_t op);
+    dcr_status_t (*after)(void *arg, dcr_control_t *c, dcr_control_op_t op, dcr_status_t status);
+    void *arg;
+} dcr_control_interceptor_t;
+
+/* Registry: backends compiled into libdcr, in a fixed order. */
+size_t dcr_control_backend_count(void);
+/* Name of backend i (< count), or NULL. */
+const char *dcr_control_backend_name(size_t i);
+
+/* Opens backend `name` at cfg->address. DCR_ENOTFOUND for an unknown name,
+ * DCR_EINVAL for a bad address, DCR_ECONTROL if the store cannot be opened or
+ * holds something that is not a dcr control plane. The handle may be shared by
+ * the threads of one process (a backend serializes calls as needed); a child
+ * process must open its own. */
+dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cfg,
+                                dcr_control_t **out_p);
+/* Closes the handle; accepts NULL. No call on it may be in flight. */
+void dcr_control_destroy(dcr_control_t *c);
+/* The backend's name; valid while c lives. */
+const char *dcr_control_name(const dcr_control_t *c);
+/* Installs (or with NULL removes) the interceptor; the struct is copied. Call
+ * while no other call on c is in flight. */
+void dcr_control_set_interceptor(dcr_control_t *c, const dcr_control_interceptor_t *icpt);
+
+/* True if every field of a and b is equal. */
+bool dcr_commit_record_equal(const dcr_commit_record_t *a, const dcr_commit_record_t *b);
+
+/* The committed record. DCR_ECONTROL if the store is unreachable or its
+ * content is malformed. */
+dcr_status_t dcr_control_read(dcr_control_t *c, dcr_commit_record_t *rec_p);
+
+/* Writes *desired verbatim if the record still equals *expected, else
+ * DCR_ECONFLICT. Not fenced by attempts: meant for binding version 0 to the
+ * initial baseline and for operator repair; refits commit with
+ * dcr_control_commit. */
+dcr_status_t dcr_control_cas(dcr_control_t *c, const dcr_commit_record_t *expected,
+                             const dcr_commit_record_t *desired);
+
+/* Registers attempt *tau_p for from_version -> from_version+1. Refused with
+ * DCR_ECONFLICT if this coordinator was replaced (another coordinator
+ * prepared after this one's last prepare) or if from_version is not the
+ * committed version. A coordinator may prepare again to retry; each prepare
+ * replaces all earlier attempts. */
+dcr_status_t dcr_control_prepare(dcr_control_t *c, const dcr_control_prepare_t *req,
+                                 uint64_t *tau_p);
+
+/* Attempt tau, or the latest attempt when tau is 0 (what endpoints compare
+ * payloads against to ignore replaced attempts). DCR_ENOTFOUND if none.
+ * Backends may forget attempts older than the last commit (their
+ * acknowledgments can never count again), so for those this, required and
+ * acks may also answer DCR_ENOTFOUND; the latest attempt is always kept. */
+dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p);
+
+/* The required receivers of tau in ascending order: writes min(cap, n) of
+ * them to out (which may be NULL when cap is 0) and n to *n_p. */
+dcr_status_t dcr_control_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                                  size_t *n_p);
+
+/* Receiver's acknowledgment that it holds P^{v+1} for tau; repeating it is
+ * harmless. DCR_ECONFLICT (nothing recorded) if tau was replaced by a later
+ * prepare, DCR_ENOTFOUND for an unknown tau, DCR_EINVAL if receiver is not
+ * required by tau. */
+dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver);
+
+/* The receivers that acknowledged tau, like dcr_control_required. */
+dcr_status_t dcr_control_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                              size_t *n_p);
+
+/* The joint commit: atomically replaces the record *expected (K^v) with
+ * {v+1, baseline, tau, now} and sets *rec_p to it. Refused, leaving the record
+ * unchanged, with
+ *   DCR_ECONFLICT  if tau is not the latest attempt, coordinator did not
+ *                  prepare tau, the record no longer equals *expected, or
+ *                  tau was prepared for another version;
+ *   DCR_ETIMEOUT   if tau's deadline has passed;
+ *   DCR_EATTEMPT   if a required receiver has not acknowledged tau.
+ * After a failed or unanswered commit, read the record: it names tau exactly
+ * when this attempt committed. */
+dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
+                                const dcr_commit_record_t *expected,
+                                const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                                dcr_commit_record_t *rec_p);
+
+/* Stores receiver's prewarm report (len <= DCR_CONTROL_REPORT_MAX, copied),
+ * replacing an earlier one. */
+dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
+                                    size_t len);
+
+/* A malloc'd copy of receiver's report in *data_p (the caller frees it with
+ * free(); NULL when len is 0) and its length in *len_p. DCR_ENOTFOUND if the
+ * receiver has not reported. */
+dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                    size_t *len_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
