@@ -15,6 +15,7 @@ static const dcr_cli_command_t commands[] = {
     {"table2", dcr_cmd_table2, "the seed's Table 2: XOR vs overwrite value streams after zstd"},
     {"construct", dcr_cmd_construct, "one delta construction on a synthetic training step (modes X/P/F)"},
     {"payload", dcr_cmd_payload, "inspect or verify a payload file"},
+    {"microbench", dcr_cmd_microbench, "same-run ratios of inner loops (change detection vs plain read)"},
 };
 
 static void print_usage(FILE *out)

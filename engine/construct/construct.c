@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "construct-internal.h"
 #include "dcr/clock.h"
 #include "dcr/codec.h"
 #include "dcr/group.h"
@@ -423,7 +422,7 @@ static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
     project_ctx_t *p = ctx;
     for (int64_t off = 0; off < len && p->st == DCR_OK; off += SUBRUN_MAX) {
         size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
-        size_t nchanged = dcr__detect_changes(p->cand + (size_t)(src + off) * p->es,
+        size_t nchanged = dcr_detect_changes(p->cand + (size_t)(src + off) * p->es,
                                               p->tracker + p->pos * p->es, n, p->es, p->o->changed);
         p->o->stats.changed_elements += (int64_t)nchanged;
         if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK)
@@ -491,7 +490,7 @@ static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
     count_ctx_t *a = p;
     for (int64_t off = 0; off < len; off += SUBRUN_MAX) {
         size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
-        a->changed += (int64_t)dcr__detect_changes(a->cand + (size_t)(src + off) * a->es, a->tracker + a->pos * a->es,
+        a->changed += (int64_t)dcr_detect_changes(a->cand + (size_t)(src + off) * a->es, a->tracker + a->pos * a->es,
                                                    n, a->es, a->o->changed);
         a->pos += n;
     }
@@ -629,7 +628,7 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot, const unsig
     const unsigned char *now = slot->assembled, *before = slot->baseline;
     for (int64_t off = 0; off < n; off += SUBRUN_MAX) {
         size_t len = (size_t)(n - off < SUBRUN_MAX ? n - off : SUBRUN_MAX);
-        size_t nchanged = dcr__detect_changes(now + (size_t)off * es, before + (size_t)off * es, len, es, o->changed);
+        size_t nchanged = dcr_detect_changes(now + (size_t)off * es, before + (size_t)off * es, len, es, o->changed);
         DCR_CHECK(item_reserve(&o->item, nchanged));
         for (size_t i = 0; i < nchanged; i++) {
             size_t at = (size_t)off + o->changed[i];

@@ -159,7 +159,7 @@ static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, 
 
 static dcr_status_t dcr__sq_record_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr_commit_record_t *rec)
 {
-    int64_t ts;
+    int64_t ts = 0;
     DCR_CHECK(dcr__sq_u64(s, stmt, 0, "dcr_record.version", &rec->version));
     if (sqlite3_column_type(stmt, 1) != SQLITE_BLOB ||
         sqlite3_column_bytes(stmt, 1) != DCR_CONTROL_BASELINE_BYTES) {
@@ -178,7 +178,7 @@ static dcr_status_t dcr__sq_load_record(dcr__sq_t *s, dcr_commit_record_t *rec_p
     DCR_CHECK(dcr__sq_stmt(
         s, "SELECT version, baseline, attempt, committed_ns FROM dcr_record WHERE id = 1", &stmt));
     int rc = sqlite3_step(stmt);
-    dcr_commit_record_t rec;
+    dcr_commit_record_t rec = {0};
     dcr_status_t st;
     if (rc == SQLITE_ROW) {
         st = dcr__sq_record_row(s, stmt, &rec);
@@ -408,7 +408,7 @@ static dcr_status_t dcr__sq_read_body(dcr__sq_t *s, void *ctx)
 
 static dcr_status_t dcr__sq_read(void *impl, dcr_commit_record_t *rec_p)
 {
-    dcr_commit_record_t rec;
+    dcr_commit_record_t rec = {0};
     DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_read_body, &rec));
     *rec_p = rec;
     return DCR_OK;
@@ -542,7 +542,7 @@ static dcr_status_t dcr__sq_prepare_body(dcr__sq_t *s, void *ctx)
 {
     dcr__sq_prepare_ctx_t *x = ctx;
     const dcr_control_prepare_t *req = x->req;
-    dcr_commit_record_t rec;
+    dcr_commit_record_t rec = {0};
     dcr_control_attempt_t latest, a;
     bool have_latest = false;
     DCR_CHECK(dcr__sq_load_record(s, &rec));

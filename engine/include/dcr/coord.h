@@ -1,0 +1,98 @@
+/* The coordinator: one transition v -> v+1 across both clusters
+ * (DESIGN.md section 5): prepare -> open apply -> stream -> flush -> wait for
+ * every required receiver's acknowledgment -> joint commit by compare-and-set
+ * -> owners update their baselines -> cleanup, with overwrite retries when an
+ * attempt fails.
+ *
+ * The coordinator drives parties it does not own: the constructor (owners),
+ * a transport, the control plane and the receivers, grouped into rollout
+ * nodes. Payload bytes reach receivers only through the transport, and
+ * commit and acknowledgments only through the control plane (G4). */
+#ifndef DCR_COORD_H
+#define DCR_COORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcr/construct.h"
+#include "dcr/control.h"
+#include "dcr/receiver.h"
+#include "dcr/status.h"
+#include "dcr/transport.h"
+
+typedef enum dcr_rl_mode {
+    /* The request gate closes when the first attempt starts; payloads are
+     * applied as they arrive. */
+    DCR_RL_SYNC = 0,
+    /* Payloads are staged while requests are served at v; the gate closes
+     * after the last payload, in-flight requests finish, the delta is
+     * applied, and the gate reopens when the transition ends. */
+    DCR_RL_ASYNC = 1,
+} dcr_rl_mode_t;
+
+dcr_status_t dcr_rl_mode_parse(const char *text, dcr_rl_mode_t *out_p);
+const char *dcr_rl_mode_name(dcr_rl_mode_t mode);
+
+typedef struct dcr_coord_config {
+    const char *id;          /* coordinator id, unique per coordinator run */
+    dcr_rl_mode_t rl;
+    int receivers_per_node;  /* receiver i lives on rollout node i / receivers_per_node */
+    int max_attempts;        /* first attempt plus overwrite retries (>= 1) */
+    uint32_t deadline_ms;    /* commit deadline per attempt */
+    int stall_timeout_ms;    /* a node that receives nothing this long fails the attempt */
+} dcr_coord_config_t;
+
+/* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout. */
+dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node);
+
+typedef struct dcr_coord_parties {
+    dcr_constructor_t *constructor;
+    int world;                  /* owners (training ranks) */
+    dcr_transport_t *transport; /* created for `world` owners and nreceivers / receivers_per_node nodes */
+    dcr_control_t *control;
+    dcr_receiver_t **receivers; /* prewarmed, holding the committed version */
+    int nreceivers;
+    const uint8_t *xor_allowed; /* per canonical tensor: XOR on every receiver's path */
+} dcr_coord_parties_t;
+
+/* Figures of one transition. Times are seconds on dcr_clock_s's axis. */
+typedef struct dcr_refit_result {
+    uint64_t version;   /* committed after the transition */
+    uint64_t tau;       /* attempt that committed */
+    int attempts;
+    double t0, t1;      /* first owner starts construction; last owner finished its baseline update */
+    double latency_s;   /* t1 - t0 */
+    double construction_end, delivery_end, apply_end, commit_end;
+    double finalization_s; /* end of the last loader application to t1 */
+    dcr_construct_stats_t construct; /* of the committed attempt */
+    int64_t payload_bytes; /* V_payload of the committed attempt */
+    int64_t cross_bytes;   /* V_cross of the whole transition (retries included) */
+    uint64_t duplicates, stale; /* payloads receivers dropped by rule */
+} dcr_refit_result_t;
+
+typedef struct dcr_coord dcr_coord_t;
+
+/* Reads the commit record; a fresh control plane is bound to version 0
+ * with the initial baseline. */
+dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_parties_t *parties,
+                              dcr_coord_t **out_p);
+/* Accepts NULL. */
+void dcr_coord_destroy(dcr_coord_t *c);
+
+/* The committed version. */
+uint64_t dcr_coord_version(const dcr_coord_t *c);
+
+/* One transition to the candidate weights (candidate[i] holds shard i). On
+ * success every receiver holds P^{v+1}, the commit record names it, and the
+ * owners' baselines are updated. When every attempt fails, version v stays
+ * committed and served, and the error says why (DCR_EFATAL: operator
+ * intervention). */
+dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dcr_refit_result_t *out_p);
+
+/* The request gate, for readers that emulate requests: a reader holds it
+ * while it reads receiver storage, so it sees P^v or P^{v+1}, never a mix. */
+void dcr_coord_gate_enter(dcr_coord_t *c);
+void dcr_coord_gate_leave(dcr_coord_t *c);
+
+#endif
