@@ -11,6 +11,7 @@ packages=(
   libzstd-dev      # payload compression
   libb2-dev        # BLAKE2b-128 payload digests
   libsqlite3-dev   # embedded control plane
+  libhdf5-dev      # bench results (--out RESULTS.h5)
   clang            # libFuzzer targets
 )
 

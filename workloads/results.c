@@ -1,0 +1,124 @@
+/* HDF5 results writer. HDF5's error stack is silenced: every failure becomes
+ * one dcr error line naming the file and the object. */
+#include "workloads/results.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RESULTS_VERSION 1
+
+const char *dcr_results_git_revision(void)
+{
+    return DCR_GIT_REVISION;
+}
+
+static herr_t write_string_attr(hid_t obj, const char *name, const char *value)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, strlen(value) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = attr < 0 ? -1 : H5Awrite(attr, type, value);
+    if (attr >= 0) H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    return rc;
+}
+
+/* Opens an existing results file (checking its version) or creates one. */
+static hid_t open_results(const char *path)
+{
+    if (access(path, F_OK) != 0) {
+        hid_t f = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+        if (f < 0) return -1;
+        int version = RESULTS_VERSION;
+        hid_t space = H5Screate(H5S_SCALAR);
+        hid_t attr = H5Acreate2(f, "dcr_results_version", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT);
+        H5Awrite(attr, H5T_NATIVE_INT, &version);
+        H5Aclose(attr);
+        H5Sclose(space);
+        hid_t runs = H5Gcreate2(f, "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Gclose(runs);
+        return f;
+    }
+    if (H5Fis_hdf5(path) <= 0) return -2;
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (f < 0) return -1;
+    int version = 0;
+    if (H5Aexists(f, "dcr_results_version") <= 0 || H5Lexists(f, "runs", H5P_DEFAULT) <= 0) {
+        H5Fclose(f);
+        return -2;
+    }
+    hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
+    H5Aread(attr, H5T_NATIVE_INT, &version);
+    H5Aclose(attr);
+    if (version != RESULTS_VERSION) {
+        H5Fclose(f);
+        return -2;
+    }
+    return f;
+}
+
+static void machine_text(char *buf, size_t len)
+{
+    struct utsname u;
+    if (uname(&u) != 0) memset(&u, 0, sizeof(u));
+    snprintf(buf, len, "%s %s %s %s, %ld cores", u.sysname, u.nodename, u.release, u.machine,
+             sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+static herr_t write_column(hid_t group, const dcr_results_column_t *c, size_t n)
+{
+    hsize_t dims[1] = {n};
+    hid_t space = H5Screate_simple(1, dims, NULL);
+    hid_t ds = H5Dcreate2(group, c->name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, c->values);
+    if (ds >= 0) H5Dclose(ds);
+    H5Sclose(space);
+    return rc;
+}
+
+static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, size_t name_len)
+{
+    hid_t runs = H5Gopen2(f, "runs", H5P_DEFAULT);
+    if (runs < 0) return -1;
+    H5G_info_t info;
+    H5Gget_info(runs, &info);
+    char name[32], machine[512], when[32];
+    snprintf(name, sizeof(name), "%06llu", (unsigned long long)info.nlinks);
+    hid_t g = H5Gcreate2(runs, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(runs);
+    if (g < 0) return -1;
+    time_t now = time(NULL);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    machine_text(machine, sizeof(machine));
+    herr_t rc = 0;
+    rc |= write_string_attr(g, "command", run->command);
+    rc |= write_string_attr(g, "config", run->config_json);
+    rc |= write_string_attr(g, "summary", run->summary_json ? run->summary_json : "{}");
+    rc |= write_string_attr(g, "machine", machine);
+    rc |= write_string_attr(g, "git_revision", dcr_results_git_revision());
+    rc |= write_string_attr(g, "time", when);
+    hid_t refits = H5Gcreate2(g, "refits", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    for (size_t i = 0; refits >= 0 && i < run->ncolumns; i++) rc |= write_column(refits, &run->columns[i], run->nrefits);
+    if (refits >= 0) H5Gclose(refits);
+    H5Gclose(g);
+    snprintf(name_out, name_len, "/runs/%s", name);
+    return refits < 0 ? -1 : rc;
+}
+
+dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out, size_t name_len)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = open_results(path);
+    if (f == -2) return dcr_error_set(DCR_EINVAL, "%s exists and is not a dcr results file (version %d)", path, RESULTS_VERSION);
+    if (f < 0) return dcr_error_set(DCR_EIO, "cannot open or create HDF5 results file %s", path);
+    herr_t rc = write_run(f, run, name_out, name_len);
+    herr_t closed = H5Fclose(f);
+    if (rc < 0 || closed < 0) return dcr_error_set(DCR_EIO, "writing a run into %s failed", path);
+    return DCR_OK;
+}

@@ -1,0 +1,41 @@
+/* Benchmark results in HDF5: one file holds many runs, one group per run,
+ * so that `dcr compare` and `dcr report` can match runs by configuration.
+ *
+ * Schema (version 1), documented for users in README.md:
+ *   /                       attribute dcr_results_version = 1
+ *   /runs/<NNNNNN>          one group per appended run (zero-padded counter)
+ *       attributes: command (string), config (JSON string), machine
+ *       (string: uname and cores), git_revision (string), time (ISO 8601
+ *       UTC), summary (JSON string of the run's scalar figures)
+ *       refits/<column>     1-D float64 datasets, one value per timed refit
+ * Appending never rewrites earlier runs; a file that is not a dcr results
+ * file is refused. */
+#ifndef DCR_WORKLOADS_RESULTS_H
+#define DCR_WORKLOADS_RESULTS_H
+
+#include <stddef.h>
+
+#include "dcr/status.h"
+
+typedef struct dcr_results_column {
+    const char *name;     /* e.g. "latency_s" */
+    const double *values; /* nrefits values */
+} dcr_results_column_t;
+
+typedef struct dcr_results_run {
+    const char *command;      /* "bench" */
+    const char *config_json;  /* the full configuration */
+    const char *summary_json; /* scalar figures (means, reference, speedup) */
+    size_t nrefits;
+    size_t ncolumns;
+    const dcr_results_column_t *columns;
+} dcr_results_run_t;
+
+/* Appends a run to the file at path (created when missing). On success the
+ * run's group name ("/runs/000003") is written to name_out. */
+dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out, size_t name_len);
+
+/* The revision this binary was built from ("unknown" outside git). */
+const char *dcr_results_git_revision(void);
+
+#endif
