@@ -1,0 +1,147 @@
+/* Layout constants and helpers shared by the engine/codec files; not part of
+ * the public interface. The byte layout itself is specified in FORMAT.md. */
+#ifndef DCR_CODEC_INTERNAL_H
+#define DCR_CODEC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/codec.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "dcr's payload codec hands value words through unchanged and needs a little-endian host"
+#endif
+
+#define DCR__MAGIC "DCRP"
+
+/* Header field offsets (FORMAT.md section 1). */
+#define DCR__H_MAGIC      0
+#define DCR__H_VERSION    4
+#define DCR__H_FLAGS      6
+#define DCR__H_TAU        8
+#define DCR__H_PAYLOAD_ID 16
+#define DCR__H_OWNER      24
+#define DCR__H_ITEMS      28
+#define DCR__H_RAW_LEN    32
+#define DCR__H_COMP_LEN   40
+#define DCR__H_DIGEST     48
+#define DCR__DIGEST_SIZE  16
+
+/* Body header and item entry (FORMAT.md sections 2 and 3). */
+#define DCR__BODY_HEADER_SIZE 24
+#define DCR__ITEM_SIZE        96
+#define DCR__I_COUNT          0
+#define DCR__I_FIRST          8
+#define DCR__I_LOC_OFF        16
+#define DCR__I_VAL_OFF        24
+#define DCR__I_DIMS           32
+#define DCR__I_NAME_OFF       80
+#define DCR__I_NAME_LEN       84
+#define DCR__I_NDIM           86
+#define DCR__I_DTYPE          87
+#define DCR__I_ENCODING       88
+#define DCR__I_LOCTYPE        89
+#define DCR__I_GAP_BYTES      90
+#define DCR__I_RESERVED       91
+#define DCR__I_RESERVED_SIZE  5
+
+/* Bounds that keep every size computation far from overflow. */
+#define DCR__RAW_MAX   ((uint64_t)1 << 40)
+#define DCR__NUMEL_MAX ((int64_t)1 << 62)
+
+static inline void dcr__st16(uint8_t *p, uint16_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+static inline void dcr__st32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+static inline void dcr__st64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, sizeof v);
+}
+static inline uint16_t dcr__ld16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline uint32_t dcr__ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline uint64_t dcr__ld64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* A growable byte buffer; the codec keeps these across payloads. */
+typedef struct dcr__buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+} dcr__buf_t;
+
+/* Makes room for `need` bytes in total (len is unchanged). Grows
+ * geometrically so that a stream of adds costs amortized O(1) per byte. */
+dcr_status_t dcr__buf_reserve(dcr__buf_t *b, size_t need);
+void dcr__buf_free(dcr__buf_t *b);
+
+/* Product of ndim dims, or -1 when a dim is negative or above
+ * DCR__NUMEL_MAX or the product exceeds it. 1 for ndim == 0. */
+int64_t dcr__numel_checked(int ndim, const int64_t *shape);
+
+/* Locations (locations.c). */
+
+/* Smallest of 1, 2, 4, 8 bytes that holds max_gap. */
+unsigned dcr__gap_bytes_for(uint64_t max_gap);
+
+/* How dcr_encoder_add stores an item's indices. */
+typedef struct dcr__loc_plan {
+    dcr_location_type_t type;
+    unsigned gap_bytes; /* 0 for a run */
+    int64_t first;
+    size_t bad_pos; /* position of the offending index when planning fails */
+} dcr__loc_plan_t;
+
+/* Checks count >= 1 indices (strictly increasing, each in [0, numel)) and
+ * picks the location coding. Returns DCR_EINVAL without a detail message
+ * (the caller names the tensor); plan->bad_pos says where it went wrong. */
+dcr_status_t dcr__loc_plan(const int64_t *indices, size_t count, int64_t numel,
+                           dcr__loc_plan_t *plan);
+
+/* Writes the count - 1 gaps of indices as little-endian words of gap_bytes. */
+void dcr__gaps_store(uint8_t *dst, const int64_t *indices, size_t count, unsigned gap_bytes);
+
+/* Walks ngaps gap words from first and checks every gap >= 1 and every index
+ * < numel. On success stores the last index in *last_p; on failure returns
+ * false and stores the 0-based position of the bad gap in *bad_pos_p. */
+bool dcr__gaps_check(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int64_t first,
+                     int64_t numel, int64_t *last_p, size_t *bad_pos_p);
+
+/* Expands checked gap words into ngaps + 1 indices starting at first. */
+void dcr__gaps_expand(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int64_t first,
+                      int64_t *dst);
+
+/* Digest (payload_header.c): BLAKE2b-128 of header[0, 48) then body. */
+void dcr__digest(const uint8_t *header, const uint8_t *body, size_t body_len,
+                 uint8_t out[DCR__DIGEST_SIZE]);
+
+/* Parses and checks the fixed header (FORMAT.md header rules 1-4, and 5 when
+ * verify_digest). Sets the error detail on failure. */
+dcr_status_t dcr__header_check(const uint8_t *buf, size_t len, bool verify_digest,
+                               dcr_payload_header_t *out_p);
+
+/* Writes the header for h into out[0, 64), digest included, given the
+ * compressed body that follows it. */
+void dcr__header_write(uint8_t *out, const dcr_payload_header_t *h, const uint8_t *body);
+
+#endif

@@ -1,0 +1,312 @@
+/* The payload encoder: items accumulate in three growable section buffers
+ * (names, locations, values) plus a table of fixed-size entries; finish lays
+ * the body out as FORMAT.md section 2 prescribes, shuffles if asked,
+ * compresses it and writes the header. Every buffer and the zstd context are
+ * kept between payloads, because an owner encodes bucket after bucket on its
+ * hot path. */
+#include <inttypes.h>
+#include <zstd.h>
+
+#include "codec-internal.h"
+
+/* One item table entry before serialization. */
+typedef struct dcr__enc_item {
+    uint64_t count;
+    uint64_t first;
+    uint64_t loc_off;
+    uint64_t val_off;
+    uint64_t dims[DCR_MAX_DIMS];
+    uint32_t name_off;
+    uint16_t name_len;
+    uint8_t ndim;
+    uint8_t dtype;
+    uint8_t encoding;
+    uint8_t loc_type;
+    uint8_t gap_bytes;
+} dcr__enc_item_t;
+
+struct dcr_encoder {
+    dcr__enc_item_t *items;
+    size_t nitems;
+    size_t items_cap;
+    dcr__buf_t names;
+    dcr__buf_t locs;
+    dcr__buf_t vals;
+    dcr__buf_t raw; /* the assembled body */
+    dcr__buf_t out; /* header + compressed body, handed to the caller */
+    ZSTD_CCtx *cctx;
+};
+
+dcr_status_t dcr_encoder_create(dcr_encoder_t **out_p)
+{
+    if (out_p == NULL) return dcr_error_set(DCR_EINVAL, "dcr_encoder_create: out_p is NULL");
+    dcr_encoder_t *enc = calloc(1, sizeof *enc);
+    if (enc == NULL) return dcr_error_set(DCR_ENOMEM, "codec: cannot allocate an encoder");
+    enc->cctx = ZSTD_createCCtx();
+    if (enc->cctx == NULL) {
+        free(enc);
+        return dcr_error_set(DCR_ENOMEM, "codec: cannot allocate a zstd compression context");
+    }
+    *out_p = enc;
+    return DCR_OK;
+}
+
+void dcr_encoder_destroy(dcr_encoder_t *enc)
+{
+    if (enc == NULL) return;
+    ZSTD_freeCCtx(enc->cctx);
+    dcr__buf_free(&enc->out);
+    dcr__buf_free(&enc->raw);
+    dcr__buf_free(&enc->vals);
+    dcr__buf_free(&enc->locs);
+    dcr__buf_free(&enc->names);
+    free(enc->items);
+    free(enc);
+}
+
+size_t dcr_encoder_item_count(const dcr_encoder_t *enc)
+{
+    return enc ? enc->nitems : 0;
+}
+
+size_t dcr_encoder_raw_len(const dcr_encoder_t *enc)
+{
+    if (enc == NULL) return 0;
+    return DCR__BODY_HEADER_SIZE + DCR__ITEM_SIZE * enc->nitems + enc->names.len + enc->locs.len +
+           enc->vals.len;
+}
+
+void dcr_encoder_reset(dcr_encoder_t *enc)
+{
+    if (enc == NULL) return;
+    enc->nitems = 0;
+    enc->names.len = enc->locs.len = enc->vals.len = 0;
+}
+
+/* Checks everything about an item except its indices; the detail names the
+ * tensor so the owner's error line says which one was malformed. */
+static dcr_status_t dcr__item_check_meta(const dcr_codec_item_t *it, size_t *name_len_p,
+                                         int64_t *numel_p)
+{
+    if (it->name == NULL) return dcr_error_set(DCR_EINVAL, "codec: item without a name");
+    size_t name_len = strnlen(it->name, DCR_CODEC_NAME_MAX + 1);
+    if (name_len == 0 || name_len > DCR_CODEC_NAME_MAX)
+        return dcr_error_set(DCR_EINVAL, "codec: item name length must be 1..%d bytes",
+                             DCR_CODEC_NAME_MAX);
+    for (size_t k = 0; k < name_len; k++) {
+        unsigned char ch = (unsigned char)it->name[k];
+        if (ch < 0x21 || ch > 0x7e)
+            return dcr_error_set(DCR_EINVAL,
+                                 "codec: item name \"%.64s\" has byte 0x%02x at %zu; names are "
+                                 "printable ASCII without spaces",
+                                 it->name, ch, k);
+    }
+    if (it->ndim < 0 || it->ndim > DCR_MAX_DIMS || (it->ndim > 0 && it->shape == NULL))
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: ndim %d outside 0..%d or shape missing",
+                             it->name, it->ndim, DCR_MAX_DIMS);
+    int64_t numel = dcr__numel_checked(it->ndim, it->shape);
+    if (numel < 0)
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: shape has a negative dim or overflows",
+                             it->name);
+    if ((unsigned)it->dtype >= DCR_DTYPE_COUNT)
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: invalid dtype %d", it->name,
+                             (int)it->dtype);
+    if ((unsigned)it->encoding >= DCR_ENCODING_COUNT)
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: invalid encoding %d", it->name,
+                             (int)it->encoding);
+    if (it->count == 0)
+        return dcr_error_set(
+            DCR_EINVAL, "codec: item %s: no records (an unchanged tensor gets no item)", it->name);
+    if (it->values == NULL)
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: values missing", it->name);
+    /* Keeps every later size product far below overflow. */
+    if (it->count > DCR__RAW_MAX / 8)
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: %zu records exceed one payload's limit",
+                             it->name, it->count);
+    *name_len_p = name_len;
+    *numel_p = numel;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__item_plan(const dcr_codec_item_t *it, int64_t numel, dcr__loc_plan_t *plan)
+{
+    if (it->indices != NULL) {
+        if (dcr__loc_plan(it->indices, it->count, numel, plan) == DCR_OK) return DCR_OK;
+        size_t k = plan->bad_pos;
+        return dcr_error_set(
+            DCR_EINVAL,
+            "codec: item %s: index %" PRId64 " at position %zu is %s (numel %" PRId64 ")", it->name,
+            it->indices[k], k,
+            (k > 0 && it->indices[k] <= it->indices[k - 1]) ? "not above its predecessor"
+                                                            : "outside [0, numel)",
+            numel);
+    }
+    if (it->run_start < 0 || it->run_start >= numel ||
+        it->count > (uint64_t)(numel - it->run_start))
+        return dcr_error_set(DCR_EINVAL,
+                             "codec: item %s: run [%" PRId64 ", +%zu) outside [0, %" PRId64 ")",
+                             it->name, it->run_start, it->count, numel);
+    plan->type = DCR_LOCATION_RUN;
+    plan->gap_bytes = 0;
+    plan->first = it->run_start;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__items_reserve(dcr_encoder_t *enc)
+{
+    if (enc->nitems < enc->items_cap) return DCR_OK;
+    size_t cap = enc->items_cap ? enc->items_cap * 2 : 64;
+    dcr__enc_item_t *items = realloc(enc->items, cap * sizeof *items);
+    if (items == NULL) return dcr_error_set(DCR_ENOMEM, "codec: cannot grow the item table");
+    enc->items = items;
+    enc->items_cap = cap;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_encoder_add(dcr_encoder_t *enc, const dcr_codec_item_t *it)
+{
+    if (enc == NULL || it == NULL)
+        return dcr_error_set(DCR_EINVAL, "dcr_encoder_add: NULL argument");
+    size_t name_len = 0;
+    int64_t numel = 0;
+    dcr__loc_plan_t plan;
+    DCR_CHECK(dcr__item_check_meta(it, &name_len, &numel));
+    DCR_CHECK(dcr__item_plan(it, numel, &plan));
+    /* numel <= 2^62 bounds count, so these products cannot overflow. */
+    size_t val_bytes = it->count * dcr_dtype_size(it->dtype);
+    size_t loc_bytes = plan.type == DCR_LOCATION_GAPS ? (it->count - 1) * plan.gap_bytes : 0;
+    if (enc->names.len + name_len + 1 > UINT32_MAX)
+        return dcr_error_set(DCR_EINVAL, "codec: item %s: names section would exceed 4 GiB",
+                             it->name);
+    /* Reserve everything first so that a failed allocation leaves the
+     * encoder exactly as it was. */
+    DCR_CHECK(dcr__items_reserve(enc));
+    DCR_CHECK(dcr__buf_reserve(&enc->names, enc->names.len + name_len + 1));
+    DCR_CHECK(dcr__buf_reserve(&enc->locs, enc->locs.len + loc_bytes));
+    DCR_CHECK(dcr__buf_reserve(&enc->vals, enc->vals.len + val_bytes));
+
+    dcr__enc_item_t *e = &enc->items[enc->nitems++];
+    memset(e, 0, sizeof *e);
+    e->count = it->count;
+    e->first = (uint64_t)plan.first;
+    e->loc_off = plan.type == DCR_LOCATION_GAPS ? enc->locs.len : 0;
+    e->val_off = enc->vals.len;
+    for (int d = 0; d < it->ndim; d++) e->dims[d] = (uint64_t)it->shape[d];
+    e->name_off = (uint32_t)enc->names.len;
+    e->name_len = (uint16_t)name_len;
+    e->ndim = (uint8_t)it->ndim;
+    e->dtype = (uint8_t)it->dtype;
+    e->encoding = (uint8_t)it->encoding;
+    e->loc_type = (uint8_t)plan.type;
+    e->gap_bytes = (uint8_t)plan.gap_bytes;
+
+    memcpy(enc->names.data + enc->names.len, it->name, name_len + 1);
+    enc->names.len += name_len + 1;
+    if (loc_bytes > 0)
+        dcr__gaps_store(enc->locs.data + enc->locs.len, it->indices, it->count, plan.gap_bytes);
+    enc->locs.len += loc_bytes;
+    memcpy(enc->vals.data + enc->vals.len, it->values, val_bytes);
+    enc->vals.len += val_bytes;
+    return DCR_OK;
+}
+
+static void dcr__item_write(uint8_t *p, const dcr__enc_item_t *e)
+{
+    memset(p, 0, DCR__ITEM_SIZE);
+    dcr__st64(p + DCR__I_COUNT, e->count);
+    dcr__st64(p + DCR__I_FIRST, e->first);
+    dcr__st64(p + DCR__I_LOC_OFF, e->loc_off);
+    dcr__st64(p + DCR__I_VAL_OFF, e->val_off);
+    for (int d = 0; d < DCR_MAX_DIMS; d++) dcr__st64(p + DCR__I_DIMS + 8 * d, e->dims[d]);
+    dcr__st32(p + DCR__I_NAME_OFF, e->name_off);
+    dcr__st16(p + DCR__I_NAME_LEN, e->name_len);
+    p[DCR__I_NDIM] = e->ndim;
+    p[DCR__I_DTYPE] = e->dtype;
+    p[DCR__I_ENCODING] = e->encoding;
+    p[DCR__I_LOCTYPE] = e->loc_type;
+    p[DCR__I_GAP_BYTES] = e->gap_bytes;
+}
+
+/* Copies one section into the body, shuffling each item's segment with its
+ * own word size when asked (FORMAT.md section 5). */
+static void dcr__section_write(const dcr_encoder_t *enc, uint8_t *dst, const dcr__buf_t *src,
+                               bool values, bool shuffle)
+{
+    if (!shuffle) {
+        if (src->len) memcpy(dst, src->data, src->len);
+        return;
+    }
+    for (size_t i = 0; i < enc->nitems; i++) {
+        const dcr__enc_item_t *e = &enc->items[i];
+        if (values) {
+            dcr_codec_shuffle(dst + e->val_off, src->data + e->val_off, e->count,
+                              dcr_dtype_size((dcr_dtype_t)e->dtype));
+        } else if (e->loc_type == DCR_LOCATION_GAPS) {
+            dcr_codec_shuffle(dst + e->loc_off, src->data + e->loc_off, e->count - 1, e->gap_bytes);
+        }
+    }
+}
+
+static dcr_status_t dcr__body_assemble(dcr_encoder_t *enc, bool shuffle, size_t raw_len)
+{
+    DCR_CHECK(dcr__buf_reserve(&enc->raw, raw_len));
+    uint8_t *p = enc->raw.data;
+    dcr__st64(p + 0, enc->names.len);
+    dcr__st64(p + 8, enc->locs.len);
+    dcr__st64(p + 16, enc->vals.len);
+    p += DCR__BODY_HEADER_SIZE;
+    for (size_t i = 0; i < enc->nitems; i++, p += DCR__ITEM_SIZE)
+        dcr__item_write(p, &enc->items[i]);
+    if (enc->names.len) memcpy(p, enc->names.data, enc->names.len);
+    p += enc->names.len;
+    dcr__section_write(enc, p, &enc->locs, false, shuffle);
+    p += enc->locs.len;
+    dcr__section_write(enc, p, &enc->vals, true, shuffle);
+    enc->raw.len = raw_len;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *params,
+                                const uint8_t **buf_p, size_t *len_p)
+{
+    if (enc == NULL || params == NULL || buf_p == NULL || len_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "dcr_encoder_finish: NULL argument");
+    if (params->level < ZSTD_minCLevel() || params->level > ZSTD_maxCLevel())
+        return dcr_error_set(DCR_EINVAL, "codec: zstd level %d outside [%d, %d]", params->level,
+                             ZSTD_minCLevel(), ZSTD_maxCLevel());
+    if (enc->nitems > UINT32_MAX)
+        return dcr_error_set(DCR_EINVAL, "codec: %zu items exceed the format's limit of %" PRIu32,
+                             enc->nitems, UINT32_MAX);
+    size_t raw_len = dcr_encoder_raw_len(enc);
+    if ((uint64_t)raw_len > DCR__RAW_MAX)
+        return dcr_error_set(DCR_EINVAL,
+                             "codec: body of %zu bytes exceeds the format's 1 TiB limit", raw_len);
+    DCR_CHECK(dcr__body_assemble(enc, params->shuffle, raw_len));
+
+    size_t bound = ZSTD_compressBound(raw_len);
+    DCR_CHECK(dcr__buf_reserve(&enc->out, DCR_CODEC_HEADER_SIZE + bound));
+    uint8_t *body = enc->out.data + DCR_CODEC_HEADER_SIZE;
+    /* One-shot compression records the content size in the frame, which the
+     * decoder checks against the header before it allocates anything. */
+    size_t clen = ZSTD_compressCCtx(enc->cctx, body, bound, enc->raw.data, raw_len, params->level);
+    if (ZSTD_isError(clen))
+        return dcr_error_set(DCR_ECODEC, "codec: zstd compression failed: %s",
+                             ZSTD_getErrorName(clen));
+
+    dcr_payload_header_t h = {
+        .version = DCR_CODEC_VERSION,
+        .flags = params->shuffle ? DCR_CODEC_FLAG_SHUFFLE : 0,
+        .tau = params->tau,
+        .payload_id = params->payload_id,
+        .owner = params->owner,
+        .item_count = (uint32_t)enc->nitems,
+        .raw_len = raw_len,
+        .compressed_len = clen,
+    };
+    dcr__header_write(enc->out.data, &h, body);
+    enc->out.len = DCR_CODEC_HEADER_SIZE + clen;
+    dcr_encoder_reset(enc);
+    *buf_p = enc->out.data;
+    *len_p = enc->out.len;
+    return DCR_OK;
+}

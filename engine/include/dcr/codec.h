@@ -1,0 +1,240 @@
+/* The payload codec: one owner's changed records for one bucket, encoded,
+ * compressed and digested into a self-describing byte buffer, and the decoder
+ * that validates such a buffer completely before anything in it is used.
+ *
+ * A payload is a fixed 64-byte little-endian header followed by a zstd frame
+ * holding the body: an item table, one location buffer and one value buffer.
+ * Each item carries one canonical tensor's records (name, shape, dtype,
+ * encoding, sorted flat indices, values). The exact byte layout, every field
+ * and every validation rule are in engine/codec/FORMAT.md, which is normative;
+ * this header is the programming interface.
+ *
+ * Threading: encoders and decoded payloads are not thread-safe; use one per
+ * thread. Distinct handles may be used concurrently. The free functions
+ * (dcr_payload_peek, dcr_codec_shuffle, ...) are reentrant.
+ *
+ * The format is little-endian and the value words handed in and out are the
+ * host's words, so the codec builds only on little-endian hosts (checked at
+ * compile time). */
+#ifndef DCR_CODEC_H
+#define DCR_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcr/dtype.h"
+#include "dcr/status.h"
+#include "dcr/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Format version written by this build; the decoder accepts only this one. */
+#define DCR_CODEC_VERSION 1
+/* Bytes of the fixed payload header that precedes the compressed body. */
+#define DCR_CODEC_HEADER_SIZE 64
+/* Header flag: value and gap words were byte-plane shuffled before zstd. */
+#define DCR_CODEC_FLAG_SHUFFLE 0x0001u
+/* Longest tensor name in bytes, without the terminating NUL. */
+#define DCR_CODEC_NAME_MAX 1023
+/* zstd level used when the caller has no measured reason for another. */
+#define DCR_CODEC_LEVEL_DEFAULT 1
+
+/* How an item's values combine with the receiver's stored words. */
+typedef enum dcr_encoding {
+    DCR_ENCODING_XOR = 0,       /* stored ^= value (value is an XOR mask) */
+    DCR_ENCODING_OVERWRITE = 1, /* stored = value */
+    DCR_ENCODING_COUNT
+} dcr_encoding_t;
+
+/* How an item's flat indices are stored. The encoder chooses; callers of the
+ * decoder see it only for statistics. */
+typedef enum dcr_location_type {
+    DCR_LOCATION_RUN = 0,  /* one contiguous run: start index only, length = value count */
+    DCR_LOCATION_GAPS = 1, /* first index, then gaps to each next index in 1/2/4/8-byte words */
+    DCR_LOCATION_COUNT
+} dcr_location_type_t;
+
+/* The decoded fixed header of a payload. */
+typedef struct dcr_payload_header {
+    uint16_t version;        /* DCR_CODEC_VERSION */
+    uint16_t flags;          /* DCR_CODEC_FLAG_* */
+    uint64_t tau;            /* attempt id issued by prepare */
+    uint64_t payload_id;     /* unique per (tau, owner) */
+    uint32_t owner;          /* training rank that encoded the payload */
+    uint32_t item_count;     /* items in the body */
+    uint64_t raw_len;        /* body bytes after decompression */
+    uint64_t compressed_len; /* body bytes as stored after the header */
+    uint8_t digest[16];      /* BLAKE2b-128 of header bytes [0, 48) followed by the body */
+} dcr_payload_header_t;
+
+/* Short text for an encoding ("xor", "overwrite"); "invalid" when out of range. */
+const char *dcr_encoding_name(dcr_encoding_t encoding);
+
+/* ------------------------------------------------------------------------ */
+/* Encoding                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One tensor's records as handed to the encoder. Every pointer is borrowed for
+ * the duration of dcr_encoder_add only: the encoder copies what it keeps. */
+typedef struct dcr_codec_item {
+    const char *name;     /* canonical name: 1..DCR_CODEC_NAME_MAX bytes of '!'..'~' */
+    int ndim;             /* 0..DCR_MAX_DIMS */
+    const int64_t *shape; /* ndim dims, each >= 0; may be NULL when ndim == 0 */
+    dcr_dtype_t dtype;    /* canonical dtype; fixes the value word size */
+    dcr_encoding_t encoding;
+    size_t count; /* number of records, >= 1 (empty items are not allowed) */
+    /* count strictly increasing flat (row-major) indices, each < numel(shape).
+     * NULL means the records are the run [run_start, run_start + count), which
+     * spares callers that overwrite whole tensors an index array. */
+    const int64_t *indices;
+    int64_t run_start;  /* used only when indices == NULL */
+    const void *values; /* count little-endian words of dtype, any alignment */
+} dcr_codec_item_t;
+
+/* What dcr_encoder_finish stamps on a payload. */
+typedef struct dcr_encode_params {
+    uint64_t tau;        /* attempt id */
+    uint32_t owner;      /* encoding owner's rank */
+    uint64_t payload_id; /* unique per (tau, owner); receivers deduplicate on the triple */
+    int level;           /* zstd level, in [ZSTD_minCLevel(), ZSTD_maxCLevel()];
+                            DCR_CODEC_LEVEL_DEFAULT unless measured otherwise */
+    bool shuffle;        /* byte-plane shuffle value and gap words before zstd */
+} dcr_encode_params_t;
+
+typedef struct dcr_encoder dcr_encoder_t; /* opaque */
+
+/* Creates an empty encoder. Its buffers grow on demand and are kept between
+ * payloads, so one encoder per owner thread serves every bucket without
+ * reallocating once the largest bucket has been seen. */
+dcr_status_t dcr_encoder_create(dcr_encoder_t **out_p);
+
+/* Frees the encoder and every buffer it handed out; accepts NULL. */
+void dcr_encoder_destroy(dcr_encoder_t *enc);
+
+/* Appends one item to the payload under construction. Validates the item
+ * (name, ndim, shape, dtype, encoding, count >= 1, indices strictly increasing
+ * and below numel) and returns DCR_EINVAL naming the tensor and the field
+ * without changing the encoder when it is wrong. Picks DCR_LOCATION_RUN when
+ * the indices form one contiguous run, else DCR_LOCATION_GAPS with the
+ * smallest word that holds the item's largest gap. DCR_ENOMEM when a buffer
+ * cannot grow. */
+dcr_status_t dcr_encoder_add(dcr_encoder_t *enc, const dcr_codec_item_t *item);
+
+/* Items added since the last finish or reset. */
+size_t dcr_encoder_item_count(const dcr_encoder_t *enc);
+
+/* Body bytes (before compression) that the items added so far will occupy,
+ * for callers that cut buckets by encoded size. */
+size_t dcr_encoder_raw_len(const dcr_encoder_t *enc);
+
+/* Drops the items added since the last finish, keeping the buffers. */
+void dcr_encoder_reset(dcr_encoder_t *enc);
+
+/* Serializes the added items into one payload stamped with params: body,
+ * optional shuffle, zstd, header, digest. On success *buf_p / *len_p describe
+ * the payload, which the encoder owns and keeps valid until the next
+ * dcr_encoder_finish or dcr_encoder_destroy (copy it to keep it longer), and
+ * the encoder is empty again, ready for the next payload. A payload with no
+ * items is valid (an owner that had nothing to send may still say so).
+ * Errors: DCR_EINVAL for a bad level or an item count above UINT32_MAX,
+ * DCR_ENOMEM, DCR_ECODEC when zstd fails; on error the items stay added. */
+dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *params,
+                                const uint8_t **buf_p, size_t *len_p);
+
+/* ------------------------------------------------------------------------ */
+/* Decoding                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Reads and checks only the fixed header of buf[0, len): magic, version,
+ * flags, the lengths against len, and with verify_digest also the digest (a
+ * hash of the compressed bytes, no decompression). Lets a receiver drop a
+ * duplicate (tau, owner, payload_id) cheaply. Without verify_digest the
+ * returned fields are unauthenticated and must not be trusted for anything
+ * that cannot be undone. Errors: DCR_EPAYLOAD (field named in the detail),
+ * DCR_EDIGEST. *out_p is written only on success. */
+dcr_status_t dcr_payload_peek(const void *buf, size_t len, bool verify_digest,
+                              dcr_payload_header_t *out_p);
+
+/* A decoded payload: an opaque handle that owns a copy of the decompressed
+ * body. Receivers keep one per staging slot and decode into it again and
+ * again, so its buffers are reused. */
+typedef struct dcr_payload dcr_payload_t;
+
+/* One item of a decoded payload. Pointers point into the payload's buffers
+ * and stay valid until the payload is decoded into again or destroyed. */
+typedef struct dcr_payload_item {
+    const char *name; /* NUL-terminated canonical name */
+    int ndim;
+    int64_t shape[DCR_MAX_DIMS]; /* dims beyond ndim are 0 */
+    int64_t numel;               /* product of the shape */
+    dcr_dtype_t dtype;
+    dcr_encoding_t encoding;
+    dcr_location_type_t location;
+    unsigned gap_bytes; /* 1, 2, 4 or 8 for DCR_LOCATION_GAPS; 0 for a run */
+    size_t count;       /* records, >= 1 */
+    int64_t first;      /* smallest flat index (a run's start) */
+    int64_t last;       /* largest flat index */
+    /* count little-endian words of dtype, unshuffled. The pointer may be
+     * unaligned for the dtype: read words with memcpy or dcr_payload_item_values. */
+    const void *values;
+} dcr_payload_item_t;
+
+/* Creates an empty decoded payload (no items until a successful decode). */
+dcr_status_t dcr_payload_create(dcr_payload_t **out_p);
+
+/* Frees the payload and its buffers; accepts NULL. */
+void dcr_payload_destroy(dcr_payload_t *p);
+
+/* Validates buf[0, len) completely and, only if every rule of FORMAT.md
+ * holds, makes p hold its contents: header, digest, decompressed length,
+ * item table bounds and tiling, names, shapes, dtypes, encodings, location
+ * types, gap words, and every index strictly increasing and below its
+ * tensor's numel. buf is not referenced after the call. Checking shapes and
+ * dtypes against a receiver's inventory is the receiver's job, not this one.
+ * Errors: DCR_EPAYLOAD (a corrupt zstd frame included) or DCR_EDIGEST with a
+ * detail naming the payload (tau, owner, payload id once the header is
+ * readable), the item and the field; DCR_ENOMEM. After an error p holds no
+ * payload (item count 0), never a partly validated one. */
+dcr_status_t dcr_payload_decode(dcr_payload_t *p, const void *buf, size_t len);
+
+/* Header of the payload p holds; NULL when it holds none. */
+const dcr_payload_header_t *dcr_payload_get_header(const dcr_payload_t *p);
+
+/* Items in the payload p holds; 0 when it holds none. */
+size_t dcr_payload_item_count(const dcr_payload_t *p);
+
+/* Describes item i (0-based, file order). DCR_EINVAL when i is out of range. */
+dcr_status_t dcr_payload_item(const dcr_payload_t *p, size_t i, dcr_payload_item_t *out_p);
+
+/* Writes item i's count flat indices, increasing, into dst, which must have
+ * room for count entries. Decoding again is cheap (the indices were checked
+ * during dcr_payload_decode) and keeps the decoded payload at the size of its
+ * compact gap words. DCR_EINVAL when i is out of range. */
+dcr_status_t dcr_payload_item_indices(const dcr_payload_t *p, size_t i, int64_t *dst);
+
+/* Copies item i's count value words (count * dtype size bytes) into dst, so
+ * that callers get them at dst's alignment, e.g. in a uint16_t or uint32_t
+ * array. DCR_EINVAL when i is out of range. */
+dcr_status_t dcr_payload_item_values(const dcr_payload_t *p, size_t i, void *dst);
+
+/* ------------------------------------------------------------------------ */
+/* Byte-plane shuffle                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Byte-plane shuffle (as in blosc): byte b of word i of src goes to
+ * dst[b * nwords + i], so the sign/exponent bytes of all words become one
+ * plane and the noisy low mantissa bytes another, which zstd compresses
+ * better. width is the word size in bytes (1 copies). dst and src must not
+ * overlap; each holds nwords * width bytes. */
+void dcr_codec_shuffle(void *dst, const void *src, size_t nwords, size_t width);
+
+/* Inverse of dcr_codec_shuffle with the same nwords and width. */
+void dcr_codec_unshuffle(void *dst, const void *src, size_t nwords, size_t width);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
