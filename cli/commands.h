@@ -11,5 +11,6 @@ int dcr_cmd_table2(int argc, char **argv);
 int dcr_cmd_construct(int argc, char **argv);
 int dcr_cmd_payload(int argc, char **argv);
 int dcr_cmd_microbench(int argc, char **argv);
+int dcr_cmd_bench(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@ typedef struct dcr_cli_command {
 } dcr_cli_command_t;
 
 static const dcr_cli_command_t commands[] = {
+    {"bench", dcr_cmd_bench, "end-to-end refits vs the full-checkpoint reference (the main job)"},
     {"inventory", dcr_cmd_inventory, "canonical tensors, training layout, tasks and owners of a model"},
     {"table2", dcr_cmd_table2, "the seed's Table 2: XOR vs overwrite value streams after zstd"},
     {"construct", dcr_cmd_construct, "one delta construction on a synthetic training step (modes X/P/F)"},

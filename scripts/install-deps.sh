@@ -12,6 +12,8 @@ packages=(
   libb2-dev        # BLAKE2b-128 payload digests
   libsqlite3-dev   # embedded control plane
   libhdf5-dev      # bench results (--out RESULTS.h5)
+  libsimgrid-dev   # sim/: the capacity planner
+  gnuplot-nox      # reports/: figures
   clang            # libFuzzer targets
 )
 

@@ -39,8 +39,9 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     s->mapping = spec->mapping;
     DCR_CHECK_GOTO(dcr_model_load(spec->model, &s->model), st, fail);
     if (spec->layers) DCR_CHECK_GOTO(dcr_model_truncate_layers(&s->model, spec->layers), st, fail);
+    if (s->train.etp == 0) s->train.etp = s->model.experts > 0 ? s->train.tp : 1; /* auto */
     /* Multiples of 8 and of every degree keep every split of the scaled sizes exact. */
-    int align = lcm(lcm(8, spec->align_extra), lcm(spec->train.tp, spec->train.etp));
+    int align = lcm(lcm(8, spec->align_extra), lcm(s->train.tp, s->train.etp));
     DCR_CHECK_GOTO(dcr_model_scale(&s->model, spec->scale, align), st, fail);
     DCR_CHECK_GOTO(dcr_train_config_validate(&s->model, &s->train), st, fail);
     DCR_CHECK_GOTO(dcr_model_build_inventory(&s->model, &s->inventory), st, fail);

@@ -16,7 +16,7 @@ typedef struct dcr_scenario_spec {
     const char *model; /* built-in name or config path */
     int scale;         /* >= 1 */
     int layers;        /* 0: all */
-    dcr_train_config_t train;
+    dcr_train_config_t train; /* etp 0: tp for models with experts, else 1 */
     dcr_mapping_t mapping;
     int align_extra;   /* another degree scaled sizes must stay divisible by (serving TP), 1 if none */
 } dcr_scenario_spec_t;
@@ -26,7 +26,7 @@ dcr_scenario_spec_t dcr_scenario_spec_default(void);
 
 typedef struct dcr_scenario {
     dcr_model_config_t model;
-    dcr_train_config_t train; /* dp filled in */
+    dcr_train_config_t train; /* etp 0: tp for models with experts, else 1 */ /* dp filled in */
     dcr_mapping_t mapping;
     dcr_inventory_t *inventory;
     dcr_source_layout_t *layout;

@@ -35,7 +35,8 @@ dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_no
 }
 
 struct dcr_coord {
-    dcr_coord_config_t cfg;
+    dcr_coord_config_t cfg; /* cfg.id points at id below */
+    char id[DCR_CONTROL_ID_MAX];
     dcr_coord_parties_t p;
     int nodes;
     dcr_commit_record_t record; /* K^v as last read or committed */
@@ -89,6 +90,8 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
     dcr_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return dcr_error_set(DCR_ENOMEM, "coordinator");
     c->cfg = *cfg;
+    snprintf(c->id, sizeof(c->id), "%s", cfg->id ? cfg->id : "");
+    c->cfg.id = c->id;
     c->p = *parties;
     c->nodes = parties->nreceivers / cfg->receivers_per_node;
     c->required = malloc((size_t)parties->nreceivers * sizeof(uint32_t));

@@ -35,7 +35,7 @@ dcr_status_t dcr_rl_mode_parse(const char *text, dcr_rl_mode_t *out_p);
 const char *dcr_rl_mode_name(dcr_rl_mode_t mode);
 
 typedef struct dcr_coord_config {
-    const char *id;          /* coordinator id, unique per coordinator run */
+    const char *id;          /* coordinator id, unique per coordinator run (copied) */
     dcr_rl_mode_t rl;
     int receivers_per_node;  /* receiver i lives on rollout node i / receivers_per_node */
     int max_attempts;        /* first attempt plus overwrite retries (>= 1) */

@@ -23,75 +23,118 @@
 #include "dcr/status.h"
 
 /* Emulated links (the same limits serve the refit and the reference). A
- * bandwidth of 0 means unlimited. */
+ * bandwidth of 0 means unlimited. Bytes really move (files, loopback TCP);
+ * the emulation paces them by sleeping as they move. Directions are
+ * independent (full duplex). */
 typedef struct dcr_link_config {
-    double cross_gbps;      /* per node, each direction, across the cluster boundary */
-    double flow_gbps;       /* per single flow (one connection / one object transfer) across the boundary */
-    double local_gbps;      /* per rollout node's local link (relay tree hops) */
-    double latency_ms;      /* one-way, added per cross-cluster transfer */
+    double cross_gbps; /* per node, each direction, across the cluster boundary */
+    double flow_gbps;  /* per single flow (one connection, one object) across the boundary */
+    double local_gbps; /* per rollout node's local link (relay tree hops), each direction */
+    double latency_ms; /* one-way, added once per cross-cluster transfer (object, payload frame) */
 } dcr_link_config_t;
 
 typedef struct dcr_transport_config {
-    int train_nodes;        /* training nodes; owner r lives on node r / (world / train_nodes) */
-    int world;              /* owner endpoints (training ranks) */
-    int rollout_nodes;      /* receiving endpoints */
+    int train_nodes;   /* training nodes (>= 1); owner r lives on node r / (world / train_nodes) */
+    int world;         /* owner endpoints (training ranks): a multiple of train_nodes */
+    int rollout_nodes; /* receiving endpoints (>= 1) */
     dcr_link_config_t link;
-    const char *dir;        /* objstore: root directory (created if missing) */
-    int fanout;             /* relay: children per tree node (>= 1) */
-    size_t queue_payloads;  /* relay: per-hop bounded queue, in payloads (>= 1) */
+    const char *dir;       /* objstore: root directory (created if missing; copied at create) */
+    int fanout;            /* relay: children per tree node (>= 1; 0: 2) */
+    size_t queue_payloads; /* relay: per-hop bounded queue; objstore: payloads each rollout
+                              node prefetches ahead of recv (>= 1; 0: 8) */
 } dcr_transport_config_t;
 
-/* Cross-cluster accounting since creation (bytes). */
+/* Accounting since creation, of attempts only (reference() traffic is not
+ * counted). Callers take differences around a refit. */
 typedef struct dcr_transport_counters {
-    int64_t payload_bytes;  /* V_payload: unique payload bytes submitted */
-    int64_t cross_bytes;    /* V_cross: bytes that crossed the cluster boundary */
-    int64_t local_bytes;    /* bytes moved over rollout-local links */
-    int64_t dropped_stale;  /* payloads of a replaced attempt dropped */
-    int64_t rejected;       /* corrupt/truncated/foreign items rejected */
+    int64_t payload_bytes; /* V_payload: bytes of payloads send() accepted */
+    int64_t cross_bytes;   /* V_cross: payload bytes that crossed the cluster boundary
+                              (objstore: every upload and every download; relay: owner
+                              to root); manifests and frame headers are not counted */
+    int64_t local_bytes;   /* payload bytes moved over rollout-local links (relay hops) */
+    int64_t dropped_stale; /* payloads of another or a replaced attempt dropped (sent with
+                              a stale tau, found under the wrong attempt, or queued for a
+                              node's recv when the attempt was replaced or stopped) */
+    int64_t rejected;      /* corrupt, truncated, foreign or unlisted payloads refused
+                              (objstore: once per rollout node that saw the object) */
 } dcr_transport_counters_t;
 
 typedef struct dcr_transport dcr_transport_t;
 
-/* One delivered payload: bytes owned by the transport until release. */
+/* One delivered payload: bytes owned by the transport until release. Its
+ * header names the open attempt, and the bytes passed dcr_payload_peek with
+ * verify_digest where they entered the rollout cluster (objstore: on every
+ * node; relay: at the root). */
 typedef struct dcr_delivery {
     const uint8_t *data;
     size_t len;
     void *handle; /* backend's */
 } dcr_delivery_t;
 
+/* Backend slots. The wrappers check handles, owner and node ranges and
+ * out-parameters before any slot runs, and fill the handle's header after
+ * create. Threading: send/finish are called concurrently from owner threads
+ * and recv/release from node threads (one caller per owner or node at a
+ * time); open_attempt, stop_and_wait, reference and destroy are called by
+ * one control thread, never concurrently with each other; destroy only when
+ * no other call is in flight. */
 typedef struct dcr_transport_ops {
     const char *name;
+    /* Builds a handle from a validated configuration (defaults filled). May
+     * start threads. */
     dcr_status_t (*create)(const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
-    /* Opens attempt tau on every endpoint; payloads and manifests of other
-     * attempts are ignored from now on. Does not block on peers. */
+    /* Opens attempt tau (> every tau opened before on this handle) on every
+     * endpoint; first stops the previous attempt as stop_and_wait does, so
+     * payloads and manifests of other attempts are ignored from now on. Does
+     * not block on peers. */
     dcr_status_t (*open_attempt)(dcr_transport_t *t, uint64_t tau);
     /* Owner `owner` publishes one payload of the open attempt. Blocks until
      * the transport has queued it (the queueing acknowledgment), with
      * back-pressure when downstream is slow; copies what it keeps. Thread-safe
-     * across owners; one caller per owner at a time. */
-    dcr_status_t (*send)(dcr_transport_t *t, int owner, uint64_t payload_id, const uint8_t *buf, size_t len);
-    /* Owner `owner` has sent all its payloads of the attempt (count of them).
-     * The last owner to finish completes the attempt's manifest. */
+     * across owners; one caller per owner at a time. The payload's header must
+     * name the open attempt (else it is dropped and counted stale:
+     * DCR_ECLOSED), this owner and payload_id (else DCR_EINVAL); an id sent
+     * twice in one attempt is DCR_EINVAL. Corrupt bytes: the relay root
+     * refuses them (DCR_EPAYLOAD, DCR_EDIGEST); the object store stores them and its
+     * readers refuse them. DCR_ECLOSED when no attempt is open or it was
+     * stopped meanwhile; DCR_ETRANSPORT when the attempt failed. */
+    dcr_status_t (*send)(dcr_transport_t *t, int owner, uint64_t payload_id, const uint8_t *buf,
+                         size_t len);
+    /* Owner `owner` has sent all its payloads of the attempt (count of them;
+     * DCR_EINVAL if it differs from what the transport queued, or on a second
+     * finish). Every owner finishes every attempt, also with 0. The last
+     * owner to finish completes the attempt (objstore: writes the manifest;
+     * relay: the root queues the end marker behind every payload). */
     dcr_status_t (*finish)(dcr_transport_t *t, int owner, uint64_t npayloads);
     /* Next payload of the open attempt for rollout node `node`, in arrival
-     * order; DCR_EAGAIN after timeout_ms when none arrived yet; DCR_ECLOSED
-     * once every payload of the attempt has been delivered to this node.
-     * Each node sees each payload exactly once. */
+     * order; DCR_EAGAIN after timeout_ms (0: poll, < 0: no limit) when none
+     * arrived yet; DCR_ECLOSED once every payload of the attempt has been
+     * delivered to this node, or when no attempt is open (stopped, not yet
+     * opened); DCR_ETRANSPORT with the cause when the attempt failed (lost
+     * connection, malformed manifest, a listed payload missing or corrupt).
+     * Each node sees each payload exactly once. *out_p is written only on
+     * success and stays valid until release, also across later attempts. */
     dcr_status_t (*recv)(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p);
     void (*release)(dcr_transport_t *t, int node, dcr_delivery_t *d);
     /* Stops the attempt: wakes blocked senders and receivers (DCR_ECLOSED)
-     * and returns once no write of the attempt can still take effect. */
+     * and returns once no write of the attempt can still take effect.
+     * Returns at once when no attempt is open. */
     dcr_status_t (*stop_and_wait)(dcr_transport_t *t);
     /* The transport-only full-checkpoint reference over the same links:
-     * each training node moves `per_node_bytes[i]` of checkpoint and every
-     * rollout node receives all of it. Returns the elapsed seconds. */
+     * each training node moves `per_node_bytes[i]` (train_nodes entries) of
+     * dummy checkpoint bytes through the backend's own data path (objstore:
+     * its owners upload objects, then every rollout node downloads all of
+     * them; relay: its owners stream them through the tree to every node).
+     * Blocks; returns the elapsed seconds. Runs between attempts: it shares
+     * the emulated links with an open attempt. Not counted in counters. */
     dcr_status_t (*reference)(dcr_transport_t *t, const int64_t *per_node_bytes, double *seconds_p);
     void (*counters)(dcr_transport_t *t, dcr_transport_counters_t *out_p);
     void (*destroy)(dcr_transport_t *t);
 } dcr_transport_ops_t;
 
-typedef dcr_status_t (*dcr_transport_interceptor_t)(void *ctx, const char *op, int endpoint, uint64_t payload_id,
-                                                    const uint8_t *buf, size_t len);
+typedef dcr_status_t (*dcr_transport_interceptor_t)(void *ctx, const char *op, int endpoint,
+                                                    uint64_t payload_id, const uint8_t *buf,
+                                                    size_t len);
 
 /* Every backend's handle starts with this header; the wrappers own the
  * interceptor fields. */
@@ -103,26 +146,45 @@ struct dcr_transport {
 
 /* Backends by name: "objstore", "relay". NULL when unknown. */
 const dcr_transport_ops_t *dcr_transport_find(const char *name);
+/* Registry: backends compiled into libdcr, in a fixed order (conformance
+ * tests loop over them). */
+size_t dcr_transport_backend_count(void);
+/* Name of backend i (< count), or NULL. */
+const char *dcr_transport_backend_name(size_t i);
 
 /* Link defaults that keep our scaled models in the seed's transport-bound
- * regime (printed by dcr bench). */
+ * regime (printed by dcr bench): 0.25 Gbps per node across the boundary,
+ * 0.2 Gbps per flow, 2.5 Gbps local, 5 ms latency; link.c says why. */
 dcr_link_config_t dcr_link_config_default(void);
 
-dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
+dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t *cfg,
+                                  dcr_transport_t **out_p);
 dcr_status_t dcr_transport_open_attempt(dcr_transport_t *t, uint64_t tau);
-dcr_status_t dcr_transport_send(dcr_transport_t *t, int owner, uint64_t payload_id, const uint8_t *buf, size_t len);
+dcr_status_t dcr_transport_send(dcr_transport_t *t, int owner, uint64_t payload_id,
+                                const uint8_t *buf, size_t len);
 dcr_status_t dcr_transport_finish(dcr_transport_t *t, int owner, uint64_t npayloads);
-dcr_status_t dcr_transport_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p);
+dcr_status_t dcr_transport_recv(dcr_transport_t *t, int node, int timeout_ms,
+                                dcr_delivery_t *out_p);
 void dcr_transport_release(dcr_transport_t *t, int node, dcr_delivery_t *d);
 dcr_status_t dcr_transport_stop_and_wait(dcr_transport_t *t);
-dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node_bytes, double *seconds_p);
+dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
+                                     double *seconds_p);
 void dcr_transport_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p);
-/* Accepts NULL. */
+/* Stops any open attempt, joins the backend's threads, removes what it
+ * stored, frees t. Accepts NULL. */
 void dcr_transport_destroy(dcr_transport_t *t);
+/* The backend's name ("objstore", "relay"); NULL for NULL. */
+const char *dcr_transport_name(const dcr_transport_t *t);
 
 /* Interceptor for fault injection (installed by faults/, never by engine/):
  * called by the wrappers before the backend with the operation's name and
- * arguments; a non-OK return is returned instead of calling the backend.
+ * arguments; a non-OK return is returned instead of calling the backend (it
+ * should set the detail with dcr_error_set); sleeping in it delays the call.
+ * ops and arguments: "open_attempt" (endpoint -1, payload_id = tau), "send"
+ * (owner, payload id, buf, len), "finish" (owner, payload_id = npayloads),
+ * "recv" (node), "stop_and_wait" and "reference" (endpoint -1); buf is NULL
+ * and len 0 where the operation has no bytes. release, counters and destroy
+ * are not intercepted. Install or remove it while no call is in flight.
  * NULL removes it. */
 void dcr_transport_set_interceptor(dcr_transport_t *t, dcr_transport_interceptor_t fn, void *ctx);
 

@@ -1,0 +1,231 @@
+/* dcr bench: end-to-end refits, the reference, speedup, bit-exactness. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "dcr/log.h"
+#include "scenario_args.h"
+#include "workloads/bench.h"
+#include "workloads/results.h"
+
+typedef struct bench_opts {
+    dcr_cli_scenario_t sc;
+    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
+    bool serve_ep, no_verify, json, shuffle, fp32_norms, w2_t;
+    const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir;
+    double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
+} bench_opts_t;
+
+static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
+{
+    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:f,s:f,s:f,s:f,s:I,s:f,s:s,s:s,"
+                     "s:I,s:I,s:b,s:I}",
+                     "model", o->sc.model, "scale", (json_int_t)o->sc.scale, "layers", (json_int_t)o->sc.layers,
+                     "train_nodes", (json_int_t)o->sc.nodes, "gpus_per_node", (json_int_t)o->sc.gpus, "tp",
+                     (json_int_t)o->sc.tp, "etp", (json_int_t)o->sc.etp, "ep", (json_int_t)o->sc.ep, "pp",
+                     (json_int_t)o->sc.pp, "mapping", o->sc.mapping, "rollout_nodes", (json_int_t)o->nodes,
+                     "receivers_per_node", (json_int_t)o->per_node, "serve_tp", (json_int_t)o->serve_tp, "serve_ep",
+                     o->serve_ep, "transport", o->transport, "cross_gbps", c->link.cross_gbps, "flow_gbps",
+                     c->link.flow_gbps, "local_gbps", c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout",
+                     (json_int_t)o->fanout, "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup",
+                     (json_int_t)o->warmup, "refits", (json_int_t)o->refits, "shuffle", o->shuffle, "seed",
+                     (json_int_t)o->seed);
+}
+
+static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
+{
+    json_t *refits = json_array();
+    for (int i = 0; i < r->nrefits; i++) {
+        const dcr_bench_refit_t *f = &r->refits[i];
+        json_array_append_new(
+            refits, json_pack("{s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}", "latency_s", f->latency_s,
+                              "construction_s", f->construction_s, "finalization_s", f->finalization_s,
+                              "payload_bytes", (json_int_t)f->payload_bytes, "cross_bytes", (json_int_t)f->cross_bytes,
+                              "raw_changed_value_bytes", (json_int_t)f->raw_changed_value_bytes, "changed_elements",
+                              (json_int_t)f->changed_elements, "records", (json_int_t)f->records, "payloads",
+                              (json_int_t)f->payloads, "attempts", f->attempts, "bit_exact", f->bit_exact, "verified",
+                              f->verified));
+    }
+    json_t *j = json_pack("{s:o,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}", "config", config,
+                          "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "owners", r->owners, "receivers",
+                          r->receivers, "mean_latency_s", r->mean_latency_s, "reference_s", r->reference_s,
+                          "relay_reference_s", r->relay_reference_s, "speedup", r->speedup, "payload_bytes_mean",
+                          r->payload_bytes_mean, "cross_bytes_mean", r->cross_bytes_mean, "raw_changed_value_bytes_mean",
+                          r->raw_changed_value_bytes_mean, "bit_exact", r->bit_exact, "xor_tensors",
+                          (json_int_t)r->xor_tensors, "overwrite_tensors", (json_int_t)r->overwrite_tensors, "requests",
+                          (json_int_t)r->requests, "request_mismatches", (json_int_t)r->request_mismatches, "refits",
+                          refits);
+    return j;
+}
+
+static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
+{
+    printf("links: cross %.3g Gbps per node, flow %.3g Gbps, local %.3g Gbps, latency %.3g ms\n", c->link.cross_gbps,
+           c->link.flow_gbps, c->link.local_gbps, c->link.latency_ms);
+    printf("checkpoint %lld bytes, %d owners, %d receivers, %zu XOR / %zu overwrite tensors\n\n",
+           (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors, r->overwrite_tensors);
+    printf("%-6s %10s %12s %10s %12s %12s %14s %8s %10s\n", "refit", "latency_s", "construct_s", "final_s",
+           "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
+    for (int i = 0; i < r->nrefits; i++) {
+        const dcr_bench_refit_t *f = &r->refits[i];
+        printf("%-6d %10.3f %12.3f %10.3f %12lld %12lld %14lld %8d %10s\n", i + 1, f->latency_s, f->construction_s,
+               f->finalization_s, (long long)f->payload_bytes, (long long)f->cross_bytes,
+               (long long)f->raw_changed_value_bytes, f->attempts, f->verified ? (f->bit_exact ? "yes" : "NO") : "-");
+    }
+    printf("\nmean latency %.3f s, reference %.3f s", r->mean_latency_s, r->reference_s);
+    if (r->relay_reference_s > 0) printf(", relay reference %.3f s", r->relay_reference_s);
+    printf(", speedup %.2fx\npayload %.0f B, cross %.0f B, raw changed values %.0f B (payload/raw %.3f), bit-exact %s\n",
+           r->speedup, r->payload_bytes_mean, r->cross_bytes_mean, r->raw_changed_value_bytes_mean,
+           r->raw_changed_value_bytes_mean > 0 ? r->payload_bytes_mean / r->raw_changed_value_bytes_mean : 0.0,
+           r->bit_exact ? "yes" : "NO");
+    if (r->requests) printf("requests during refits %lld, saw a mixed policy %lld\n", (long long)r->requests,
+                            (long long)r->request_mismatches);
+}
+
+static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r, json_t *config)
+{
+    size_t n = (size_t)r->nrefits;
+    double *cols = calloc(6 * (n ? n : 1), sizeof(double));
+    if (!cols) return dcr_error_set(DCR_ENOMEM, "results columns");
+    for (size_t i = 0; i < n; i++) {
+        cols[0 * n + i] = r->refits[i].latency_s;
+        cols[1 * n + i] = (double)r->refits[i].payload_bytes;
+        cols[2 * n + i] = (double)r->refits[i].cross_bytes;
+        cols[3 * n + i] = (double)r->refits[i].raw_changed_value_bytes;
+        cols[4 * n + i] = (double)r->refits[i].changed_elements;
+        cols[5 * n + i] = r->refits[i].bit_exact ? 1.0 : 0.0;
+    }
+    dcr_results_column_t columns[6] = {{"latency_s", cols}, {"payload_bytes", cols + n}, {"cross_bytes", cols + 2 * n},
+                                       {"raw_changed_value_bytes", cols + 3 * n}, {"changed_elements", cols + 4 * n},
+                                       {"bit_exact", cols + 5 * n}};
+    json_t *summary = result_json(r, json_incref(config));
+    json_object_del(summary, "refits");
+    json_object_del(summary, "config");
+    char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS), *summary_text = json_dumps(summary, JSON_COMPACT);
+    dcr_results_run_t run = {"bench", config_text, summary_text, n, 6, columns};
+    char name[64];
+    dcr_status_t st = dcr_results_append(path, &run, name, sizeof(name));
+    if (st == DCR_OK) DCR_LOG_INFO("bench: results appended to %s as %s", path, name);
+    free(config_text);
+    free(summary_text);
+    json_decref(summary);
+    free(cols);
+    return st;
+}
+
+static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
+{
+    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
+    DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
+    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
+    if (strcmp(o->changes, "uniform"))
+        return dcr_error_set(DCR_EUNSUPPORTED, "--changes %s: only uniform stress changes exist so far", o->changes);
+    if (o->keep && strcmp(o->transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
+    c->serve.nodes = (int)o->nodes;
+    c->serve.gpus_per_node = (int)o->per_node;
+    c->serve.tp = (int)o->serve_tp;
+    c->serve.ep = o->serve_ep;
+    c->serve.fp32_norms = o->fp32_norms;
+    c->serve.w2_transposed = o->w2_t;
+    c->transport = o->transport;
+    if (o->gbps >= 0) c->link.cross_gbps = o->gbps;
+    if (o->flow_gbps >= 0) c->link.flow_gbps = o->flow_gbps;
+    if (o->local_gbps >= 0) c->link.local_gbps = o->local_gbps;
+    if (o->latency_ms >= 0) c->link.latency_ms = o->latency_ms;
+    c->fanout = (int)o->fanout;
+    c->change_rate = o->rate;
+    c->warmup = (int)o->warmup;
+    c->refits = (int)o->refits;
+    c->verify = !o->no_verify;
+    c->shuffle = o->shuffle;
+    c->chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
+    c->bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
+    c->workdir = o->keep ? o->keep : o->workdir;
+    c->control_path = o->control;
+    c->seed = (uint64_t)o->seed;
+    c->readers = (int)o->readers;
+    return DCR_OK;
+}
+
+static int run(bench_opts_t *o)
+{
+    dcr_bench_config_t c = dcr_bench_config_default();
+    dcr_bench_result_t r;
+    dcr_status_t st = fill_config(o, &c);
+    if (st == DCR_OK) st = dcr_bench_run(&c, &r);
+    if (st != DCR_OK) {
+        dcr_cli_report("bench", st);
+        return 1;
+    }
+    json_t *config = config_json(o, &c);
+    if (o->out) st = append_results(o->out, &r, config);
+    if (o->json) {
+        json_t *j = result_json(&r, json_incref(config));
+        json_dumpf(j, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(j);
+    } else {
+        print_text(&c, &r);
+    }
+    json_decref(config);
+    int rc = st != DCR_OK ? 1 : (r.bit_exact && !r.request_mismatches) ? 0 : 1;
+    if (st != DCR_OK) dcr_cli_report("bench", st);
+    else if (!r.bit_exact) fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
+    else if (r.request_mismatches) fprintf(stderr, "dcr bench: a request saw neither P^v nor P^{v+1}\n");
+    dcr_bench_result_free(&r);
+    return rc;
+}
+
+int dcr_cmd_bench(int argc, char **argv)
+{
+    bench_opts_t o = {.nodes = 2, .per_node = 2, .serve_tp = 2, .warmup = 2, .refits = 5, .fanout = 2, .seed = 42,
+                      .transport = "objstore", .mode = "X", .rl = "sync", .changes = "uniform", .rate = 0.03,
+                      .gbps = -1, .flow_gbps = -1, .local_gbps = -1, .latency_ms = -1, .lr = 1e-6};
+    dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
+    o.sc.nodes = 2;
+    o.sc.gpus = 2;
+    o.sc.tp = 2;
+    o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
+    enum { NOWN = 30 };
+    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
+        {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
+        {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64, "receivers (GPUs) per rollout node (default 2)", false},
+        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 64, "serving tensor parallel degree (default 2)", false},
+        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "expert parallel inside serving instances", false},
+        {"--fp32-norms", DCR_ARG_FLAG, &o.fp32_norms, 0, 0, "serving variant: norms kept in FP32 (cast path)", false},
+        {"--w2-transposed", DCR_ARG_FLAG, &o.w2_t, 0, 0, "serving variant: transposed FusedMoE w2", false},
+        {"--transport", DCR_ARG_STRING, &o.transport, 0, 0, "objstore | relay (default objstore)", false},
+        {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},
+        {"--link-gbps", DCR_ARG_DOUBLE, &o.gbps, 0, 1e4, "cross-cluster Gbps per node (0: unlimited)", false},
+        {"--flow-gbps", DCR_ARG_DOUBLE, &o.flow_gbps, 0, 1e4, "cross-cluster Gbps per flow", false},
+        {"--local-gbps", DCR_ARG_DOUBLE, &o.local_gbps, 0, 1e4, "rollout-local Gbps per node", false},
+        {"--latency-ms", DCR_ARG_DOUBLE, &o.latency_ms, 0, 1e4, "one-way cross-cluster latency", false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1, "uniform change rate per owned shard (default 0.03)", false},
+        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0, "uniform (default)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw", false},
+        {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
+        {"--rl", DCR_ARG_STRING, &o.rl, 0, 0, "sync | async (default sync)", false},
+        {"--warmup", DCR_ARG_INT, &o.warmup, 0, 1000, "warm-up refits (default 2)", false},
+        {"--refits", DCR_ARG_INT, &o.refits, 1, 100000, "timed refits (default 5)", false},
+        {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0, "byte-plane shuffle in payloads", false},
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 0, 1 << 20, "chunk target in MiB (default: scaled, see README)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 0, 1 << 20, "bucket target in MiB (default: scaled, see README)", false},
+        {"--no-verify", DCR_ARG_FLAG, &o.no_verify, 0, 0, "skip the dense-refit comparison after timed refits", false},
+        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0, "keep the object store (payloads, manifests) in DIR", false},
+        {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0, "directory for object store and control plane (default: temp)", false},
+        {"--control", DCR_ARG_STRING, &o.control, 0, 0, "SQLite control-plane file (default: in the work dir)", false},
+        {"--out", DCR_ARG_STRING, &o.out, 0, 0, "append the run to this HDF5 results file", false},
+        {"--readers", DCR_ARG_INT, &o.readers, 0, 64, "request emulation: threads reading a receiver through the gate", false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)", false},
+        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
+    };
+    dcr_cli_scenario_args(&o.sc, args + NOWN);
+    int rc = dcr_args_parse("bench", "[model and layout flags] [rollout flags] [--transport objstore|relay] [--change-rate R] [--mode X|P|F] [--rl sync|async] [--json]",
+                            args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : 2;
+    return run(&o);
+}

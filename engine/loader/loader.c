@@ -1,0 +1,125 @@
+/* The loader registry and the wrappers through which the engine calls a
+ * backend (DESIGN.md section 4): create, destroy and load. The load wrapper
+ * is where the optional interceptor hooks in. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader-internal.h"
+
+#define DCR__LOADERS_MAX 64
+
+static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static const dcr_loader_ops_t *dcr__registry[DCR__LOADERS_MAX];
+static size_t dcr__registry_len;
+
+static dcr_loader_interceptor_fn dcr__interceptor;
+static void *dcr__interceptor_arg;
+
+struct dcr_loader {
+    const dcr_loader_ops_t *ops;
+    void *state;
+    dcr_params_t *params;
+};
+
+static const dcr_loader_ops_t *dcr__find_locked(const char *name)
+{
+    for (size_t i = 0; i < dcr__registry_len; i++)
+        if (strcmp(dcr__registry[i]->name, name) == 0) return dcr__registry[i];
+    return NULL;
+}
+
+dcr_status_t dcr_loader_register(const dcr_loader_ops_t *ops)
+{
+    if (ops == NULL || ops->name == NULL || ops->name[0] == '\0' || ops->create == NULL ||
+        ops->load == NULL)
+        return dcr_error_set(DCR_EINVAL, "loader_register: a loader needs a name, create and load");
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&dcr__registry_lock);
+    const dcr_loader_ops_t *have = dcr__find_locked(ops->name);
+    if (have != NULL && have != ops)
+        st = dcr_error_set(DCR_EINVAL, "loader %s is already registered", ops->name);
+    else if (have == NULL && dcr__registry_len == DCR__LOADERS_MAX)
+        st = dcr_error_set(DCR_EINVAL, "loader %s: registry full (%d loaders)", ops->name,
+                           DCR__LOADERS_MAX);
+    else if (have == NULL)
+        dcr__registry[dcr__registry_len++] = ops;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return st;
+}
+
+const dcr_loader_ops_t *dcr_loader_find(const char *name)
+{
+    if (name == NULL) return NULL;
+    pthread_mutex_lock(&dcr__registry_lock);
+    const dcr_loader_ops_t *ops = dcr__find_locked(name);
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return ops;
+}
+
+dcr_status_t dcr_loader_create(const char *name, const void *config, bool shape_only,
+                               dcr_loader_t **out_p)
+{
+    if (out_p == NULL) return dcr_error_set(DCR_EINVAL, "loader_create: out_p is NULL");
+    const dcr_loader_ops_t *ops = dcr_loader_find(name);
+    if (ops == NULL)
+        return dcr_error_set(DCR_ENOTFOUND, "no loader named %s is registered",
+                             name ? name : "(null)");
+    dcr_loader_t *l = calloc(1, sizeof(*l));
+    if (l == NULL) return dcr_error_set(DCR_ENOMEM, "loader %s: allocation failed", name);
+    l->ops = ops;
+    dcr_status_t st = dcr_params_create(shape_only, &l->params);
+    if (st == DCR_OK) st = ops->create(config, l->params, &l->state);
+    if (st != DCR_OK) {
+        dcr_error_prefix("loader %s: ", name);
+        dcr_params_destroy(l->params);
+        free(l);
+        return st;
+    }
+    *out_p = l;
+    return DCR_OK;
+}
+
+void dcr_loader_destroy(dcr_loader_t *loader)
+{
+    if (loader == NULL) return;
+    if (loader->ops->destroy) loader->ops->destroy(loader->state);
+    dcr_params_destroy(loader->params);
+    free(loader);
+}
+
+const char *dcr_loader_name(const dcr_loader_t *loader)
+{
+    return loader->ops->name;
+}
+
+dcr_params_t *dcr_loader_params(dcr_loader_t *loader)
+{
+    return loader->params;
+}
+
+static dcr_status_t dcr__loader_call(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
+                                     const dcr_view_t *tensor)
+{
+    return loader->ops->load(loader->state, ctx, name, tensor);
+}
+
+dcr_status_t dcr_loader_load(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
+                             const dcr_view_t *tensor)
+{
+    if (loader == NULL || ctx == NULL || name == NULL || tensor == NULL)
+        return dcr_error_set(DCR_EINVAL, "loader_load: NULL argument");
+    DCR_CHECK(dcr__load_ctx_begin(ctx, loader->params, name, tensor));
+    dcr_status_t st = dcr__interceptor
+                          ? dcr__interceptor(dcr__interceptor_arg, loader, ctx, name, tensor,
+                                             dcr__loader_call)
+                          : dcr__loader_call(loader, ctx, name, tensor);
+    dcr__load_ctx_end(ctx);
+    return st;
+}
+
+void dcr_loader_set_interceptor(dcr_loader_interceptor_fn fn, void *arg)
+{
+    dcr__interceptor = fn;
+    dcr__interceptor_arg = arg;
+}

@@ -1,0 +1,225 @@
+/* Resident parameters of one receiver, and the small index map the loader
+ * module uses to find them by name or by storage. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/hash.h"
+#include "loader-internal.h"
+
+struct dcr_params {
+    bool shape_only;
+    dcr_param_t *items;
+    size_t len, cap;
+    dcr__imap_t by_name;    /* hash of name -> index */
+    dcr__imap_t by_storage; /* storage address -> index */
+    size_t bytes;
+};
+
+void dcr__imap_free(dcr__imap_t *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof(*m));
+}
+
+static dcr_status_t dcr__imap_grow(dcr__imap_t *m)
+{
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    uint64_t *keys = malloc(cap * sizeof(*keys));
+    int64_t *vals = malloc(cap * sizeof(*vals));
+    if (keys == NULL || vals == NULL) {
+        free(keys);
+        free(vals);
+        return dcr_error_set(DCR_ENOMEM, "index map of %zu slots: allocation failed", cap);
+    }
+    for (size_t i = 0; i < cap; i++) vals[i] = -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->vals[i] < 0) continue;
+        size_t j = dcr_hash64_mix(m->keys[i]) & (cap - 1);
+        while (vals[j] >= 0) j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return DCR_OK;
+}
+
+dcr_status_t dcr__imap_put(dcr__imap_t *m, uint64_t key, int64_t val)
+{
+    if (2 * (m->len + 1) > m->cap) DCR_CHECK(dcr__imap_grow(m));
+    size_t j = dcr_hash64_mix(key) & (m->cap - 1);
+    while (m->vals[j] >= 0) j = (j + 1) & (m->cap - 1);
+    m->keys[j] = key;
+    m->vals[j] = val;
+    m->len++;
+    return DCR_OK;
+}
+
+int64_t dcr__imap_get(const dcr__imap_t *m, uint64_t key, int (*match)(int64_t, const void *),
+                      const void *arg)
+{
+    if (m->cap == 0) return -1;
+    size_t j = dcr_hash64_mix(key) & (m->cap - 1);
+    for (; m->vals[j] >= 0; j = (j + 1) & (m->cap - 1)) {
+        if (m->keys[j] == key && (match == NULL || match(m->vals[j], arg))) return m->vals[j];
+    }
+    return -1;
+}
+
+dcr_status_t dcr_params_create(bool shape_only, dcr_params_t **out_p)
+{
+    if (out_p == NULL) return dcr_error_set(DCR_EINVAL, "params_create: out_p is NULL");
+    dcr_params_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) return dcr_error_set(DCR_ENOMEM, "params: allocation failed");
+    p->shape_only = shape_only;
+    *out_p = p;
+    return DCR_OK;
+}
+
+void dcr_params_destroy(dcr_params_t *p)
+{
+    if (p == NULL) return;
+    for (size_t i = 0; i < p->len; i++) {
+        free((char *)p->items[i].name);
+        if (p->shape_only)
+            free(p->items[i].storage);
+        else
+            dcr_storage_destroy(p->items[i].storage);
+    }
+    free(p->items);
+    dcr__imap_free(&p->by_name);
+    dcr__imap_free(&p->by_storage);
+    free(p);
+}
+
+/* Storage with a size but no data, for shape-only sets. */
+static dcr_status_t dcr__phantom_storage(size_t bytes, dcr_storage_t **out_p)
+{
+    dcr_storage_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) return dcr_error_set(DCR_ENOMEM, "phantom storage: allocation failed");
+    s->bytes = bytes;
+    *out_p = s;
+    return DCR_OK;
+}
+
+static int dcr__name_match(int64_t idx, const void *arg)
+{
+    const struct {
+        const dcr_params_t *p;
+        const char *name;
+    } *a = arg;
+    return strcmp(a->p->items[idx].name, a->name) == 0;
+}
+
+int64_t dcr_params_find(const dcr_params_t *p, const char *name)
+{
+    if (p == NULL || name == NULL) return -1;
+    struct {
+        const dcr_params_t *p;
+        const char *name;
+    } a = {p, name};
+    return dcr__imap_get(&p->by_name, dcr_hash64_str(name), dcr__name_match, &a);
+}
+
+int64_t dcr_params_find_storage(const dcr_params_t *p, const dcr_storage_t *storage)
+{
+    if (p == NULL || storage == NULL) return -1;
+    /* Storage addresses are unique, so the key alone decides. */
+    return dcr__imap_get(&p->by_storage, (uint64_t)(uintptr_t)storage, NULL, NULL);
+}
+
+static dcr_status_t dcr__params_check(const dcr_params_t *p, const char *name, dcr_dtype_t dtype,
+                                      int ndim, const int64_t *shape)
+{
+    if (name == NULL || name[0] == '\0')
+        return dcr_error_set(DCR_EINVAL, "parameter: empty name");
+    if ((unsigned)dtype >= DCR_DTYPE_COUNT)
+        return dcr_error_set(DCR_EINVAL, "parameter %s: invalid dtype %d", name, (int)dtype);
+    if (ndim < 0 || ndim > DCR_MAX_DIMS || (ndim > 0 && shape == NULL))
+        return dcr_error_set(DCR_EINVAL, "parameter %s: rank %d outside [0, %d]", name, ndim,
+                             DCR_MAX_DIMS);
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] <= 0)
+            return dcr_error_set(DCR_EINVAL, "parameter %s: dim %d is %lld (expected > 0)", name,
+                                 i, (long long)shape[i]);
+    }
+    if (dcr_params_find(p, name) >= 0)
+        return dcr_error_set(DCR_EINVAL, "parameter %s declared twice", name);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t dtype, int ndim,
+                                const int64_t *shape, size_t *index_p)
+{
+    if (p == NULL) return dcr_error_set(DCR_EINVAL, "params_declare: NULL set");
+    DCR_CHECK(dcr__params_check(p, name, dtype, ndim, shape));
+    if (p->len == p->cap) {
+        size_t cap = p->cap ? p->cap * 2 : 16;
+        dcr_param_t *items = realloc(p->items, cap * sizeof(*items));
+        if (items == NULL) return dcr_error_set(DCR_ENOMEM, "params: allocation failed");
+        p->items = items;
+        p->cap = cap;
+    }
+    dcr_param_t *it = &p->items[p->len];
+    memset(it, 0, sizeof(*it));
+    size_t bytes = (size_t)dcr_shape_numel(ndim, shape) * dcr_dtype_size(dtype);
+    char *copy = strdup(name);
+    if (copy == NULL) return dcr_error_set(DCR_ENOMEM, "parameter %s: allocation failed", name);
+    dcr_status_t st = p->shape_only ? dcr__phantom_storage(bytes, &it->storage)
+                                    : dcr_storage_create(bytes, &it->storage);
+    if (st != DCR_OK) {
+        free(copy);
+        dcr_error_prefix("parameter %s: ", name);
+        return st;
+    }
+    it->name = copy;
+    it->dtype = dtype;
+    it->ndim = ndim;
+    for (int i = 0; i < ndim; i++) it->shape[i] = shape[i];
+    st = dcr__imap_put(&p->by_name, dcr_hash64_str(name), (int64_t)p->len);
+    if (st == DCR_OK) st = dcr__imap_put(&p->by_storage, (uint64_t)(uintptr_t)it->storage,
+                                         (int64_t)p->len);
+    if (st != DCR_OK) {
+        /* A half-indexed entry must not stay findable by name. */
+        free(copy);
+        if (p->shape_only)
+            free(it->storage);
+        else
+            dcr_storage_destroy(it->storage);
+        dcr__imap_free(&p->by_name);
+        for (size_t i = 0; i < p->len; i++)
+            (void)dcr__imap_put(&p->by_name, dcr_hash64_str(p->items[i].name), (int64_t)i);
+        return st;
+    }
+    if (index_p) *index_p = p->len;
+    p->len++;
+    p->bytes += bytes;
+    return DCR_OK;
+}
+
+size_t dcr_params_count(const dcr_params_t *p)
+{
+    return p ? p->len : 0;
+}
+
+const dcr_param_t *dcr_params_at(const dcr_params_t *p, size_t i)
+{
+    return (p && i < p->len) ? &p->items[i] : NULL;
+}
+
+dcr_status_t dcr_params_view(const dcr_params_t *p, size_t i, dcr_view_t *out_p)
+{
+    if (p == NULL || i >= p->len || out_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "params_view: parameter %zu out of range", i);
+    const dcr_param_t *it = &p->items[i];
+    return dcr_view_contiguous(it->storage, it->dtype, it->ndim, it->shape, out_p);
+}
+
+size_t dcr_params_bytes(const dcr_params_t *p)
+{
+    return p ? p->bytes : 0;
+}

@@ -1,0 +1,724 @@
+/* Applying one item's records through the native loader.
+ *
+ * Every pass runs the loader; the hooks installed here receive its final
+ * writes, hold each one to the prewarm probe's plan (same kind, parameter,
+ * geometry and source: a loader whose path changes since prewarm fails the
+ * attempt) and apply the records:
+ *
+ *  - sparse: the path is views of the tensor only, so each copy_'s source
+ *    positions map back to canonical indices; only the records inside the
+ *    copied view are touched, straight from the record list (scratch is not
+ *    used, and NaN values need no special care);
+ *  - full XOR: masks scattered into zeroed scratch; dst ^= src over the copy;
+ *  - full placeholder: values scattered into NaN-filled scratch; the mask of
+ *    positions that are not NaN is fixed at the first copy into each
+ *    destination view;
+ *  - full tracked: values scattered into scratch with an activity map that
+ *    the load context carries through every op; the mask comes from it.
+ *    Used for records whose value is NaN (they would read as placeholders),
+ *    for paths whose transforms do not keep NaN as NaN, and when a transform
+ *    turned a value into NaN during the placeholder pass.
+ *
+ * Fills are constants: identical in every version, so a delta leaves them. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/clock.h"
+#include "receiver-internal.h"
+
+typedef enum dcr__apply_mode {
+    DCR__SPARSE = 0,
+    DCR__FULL_XOR = 1,
+    DCR__FULL_PLACEHOLDER = 2,
+    DCR__FULL_TRACKED = 3,
+} dcr__apply_mode_t;
+
+/* ---- words ---- */
+
+uint64_t dcr__word(dcr_dtype_t dtype, const void *p)
+{
+    uint64_t bits = 0;
+    memcpy(&bits, p, dcr_dtype_size(dtype));
+    return bits;
+}
+
+void dcr__word_store(dcr_dtype_t dtype, void *p, uint64_t bits)
+{
+    memcpy(p, &bits, dcr_dtype_size(dtype));
+}
+
+bool dcr__word_isnan(dcr_dtype_t dtype, uint64_t b)
+{
+    switch (dtype) {
+    case DCR_DTYPE_BF16: return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
+    case DCR_DTYPE_FP16: return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
+    case DCR_DTYPE_FP32: return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
+    case DCR_DTYPE_FP8_E4M3: return (b & 0x7Fu) == 0x7Fu;
+    default: return false;
+    }
+}
+
+uint64_t dcr__nan_word(dcr_dtype_t dtype)
+{
+    switch (dtype) {
+    case DCR_DTYPE_BF16: return 0x7FC0u;
+    case DCR_DTYPE_FP16: return 0x7E00u;
+    case DCR_DTYPE_FP32: return 0x7FC00000u;
+    case DCR_DTYPE_FP8_E4M3: return 0x7Fu;
+    default: return 0;
+    }
+}
+
+void dcr__apply_free(dcr_receiver_t *r)
+{
+    for (size_t i = 0; i < r->nmasks; i++) free(r->masks[i].bits);
+    free(r->masks);
+    free(r->wmap.keys);
+    free(r->wmap.vals);
+    free(r->idx_buf);
+    free(r->val_buf);
+    free(r->dec_idx);
+    free(r->dec_val);
+}
+
+/* ---- violations and the plan ---- */
+
+static dcr_status_t dcr__violation(dcr_receiver_t *r, const char *fmt, const char *a,
+                                   const char *b)
+{
+    char what[256];
+    snprintf(what, sizeof(what), fmt, a, b);
+    return dcr_error_set(DCR_ERECEIVER, "apply %s (%s): %s", r->cur_name,
+                         dcr_loader_name(r->loader), what);
+}
+
+static bool dcr__same_geometry(const dcr_view_t *a, const dcr_view_t *b)
+{
+    if (a->ndim != b->ndim || a->offset != b->offset || a->dtype != b->dtype) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] != b->shape[i] || (a->shape[i] > 1 && a->strides[i] != b->strides[i]))
+            return false;
+    return true;
+}
+
+/* Holds the n-th write of this call to the n-th write the probe saw. */
+static dcr_status_t dcr__conform(dcr_receiver_t *r, const dcr_load_write_t *w)
+{
+    const dcr__plan_t *pl = r->cur_plan;
+    const char *pname = dcr_params_at(r->params, w->param)->name;
+    if (r->cur_write >= pl->nwrites)
+        return dcr__violation(r, "a write into %s beyond the %s the prewarm probe saw", pname,
+                              "writes");
+    const dcr__pwrite_t *pw = &pl->writes[r->cur_write++];
+    bool ok = pw->kind == w->kind && pw->param == w->param && dcr__same_geometry(&pw->dst, &w->dst);
+    if (ok && w->kind == DCR_LOAD_COPY) {
+        ok = pw->source == w->origin.source && pw->src.dtype == w->src.dtype;
+        if (ok && pw->source == DCR_LOAD_SRC_INPUT) ok = dcr__same_geometry(&pw->src, &w->src);
+    }
+    if (!ok)
+        return dcr__violation(r, "%s into %s differs from the prewarm probe (the loader path "
+                                 "changed)",
+                              w->kind == DCR_LOAD_COPY ? "copy_" : "fill_", pname);
+    return DCR_OK;
+}
+
+void dcr__note_written(dcr_receiver_t *r, size_t param, const dcr_view_t *dst)
+{
+    if (!r->cfg.track_written) return;
+    int64_t lo = dst->offset, hi = dst->offset;
+    for (int i = 0; i < dst->ndim; i++) {
+        if (dst->shape[i] == 0) return;
+        int64_t span = (dst->shape[i] - 1) * dst->strides[i];
+        if (span < 0)
+            lo += span;
+        else
+            hi += span;
+    }
+    if (r->whi[param] <= r->wlo[param]) {
+        r->wlo[param] = lo;
+        r->whi[param] = hi + 1;
+        return;
+    }
+    if (lo < r->wlo[param]) r->wlo[param] = lo;
+    if (hi + 1 > r->whi[param]) r->whi[param] = hi + 1;
+}
+
+/* ---- overlapping overwrites must agree ---- */
+
+static dcr_status_t dcr__wmap_grow(dcr__wmap_t *m)
+{
+    size_t cap = m->cap ? 2 * m->cap : 1024;
+    uintptr_t *keys = calloc(cap, sizeof(*keys));
+    uint64_t *vals = malloc(cap * sizeof(*vals));
+    if (keys == NULL || vals == NULL) {
+        free(keys);
+        free(vals);
+        return dcr_error_set(DCR_ENOMEM, "apply: overlap map");
+    }
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->keys[i] == 0) continue;
+        size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull >> 7) & (cap - 1);
+        while (keys[j] != 0) j = (j + 1) & (cap - 1);
+        keys[j] = m->keys[i];
+        vals[j] = m->vals[i];
+    }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+    return DCR_OK;
+}
+
+/* Stores bits at p; with overlapping writes, a second write of the same
+ * element in this call must carry the same bits. */
+static dcr_status_t dcr__store(dcr_receiver_t *r, void *p, dcr_dtype_t dtype, uint64_t bits)
+{
+    if (r->cur_plan->overlap) {
+        dcr__wmap_t *m = &r->wmap;
+        if (2 * (m->len + 1) > m->cap) DCR_CHECK(dcr__wmap_grow(m));
+        uintptr_t key = (uintptr_t)p;
+        size_t j = (key * 0x9E3779B97F4A7C15ull >> 7) & (m->cap - 1);
+        while (m->keys[j] != 0 && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
+        if (m->keys[j] == key && m->vals[j] != bits)
+            return dcr__violation(r, "overlapping overwrites disagree%s%s", "", "");
+        if (m->keys[j] == 0) m->len++;
+        m->keys[j] = key;
+        m->vals[j] = bits;
+    }
+    dcr__word_store(dtype, p, bits);
+    return DCR_OK;
+}
+
+static void dcr__wmap_clear(dcr__wmap_t *m)
+{
+    if (m->len == 0) return;
+    memset(m->keys, 0, m->cap * sizeof(*m->keys));
+    m->len = 0;
+}
+
+/* Converts one word between dtypes like copy_ does. */
+static uint64_t dcr__convert_word(dcr_dtype_t to, dcr_dtype_t from, uint64_t bits)
+{
+    if (to == from) return bits;
+    uint64_t out = 0;
+    dcr_convert(&out, to, &bits, from, 1);
+    return out;
+}
+
+/* ---- sparse ---- */
+
+/* A copy's geometry for mapping source positions back to destinations:
+ * dimensions of extent > 1 sorted by decreasing source stride, neighbours
+ * merged where both sides continue each other (so a whole-tensor copy or a
+ * row slice becomes one run). */
+typedef struct dcr__inv {
+    int nd;
+    int64_t shape[DCR_MAX_DIMS], sstride[DCR_MAX_DIMS], dstride[DCR_MAX_DIMS];
+    int64_t lo, hi; /* source storage positions the view can reach */
+} dcr__inv_t;
+
+static void dcr__inv_build(const dcr_load_write_t *w, dcr__inv_t *v)
+{
+    v->nd = 0;
+    v->lo = v->hi = w->src.offset;
+    for (int i = 0; i < w->src.ndim; i++) {
+        if (w->src.shape[i] == 1) continue;
+        int k = v->nd++;
+        /* Insertion by decreasing source stride keeps the greedy division exact. */
+        while (k > 0 && v->sstride[k - 1] < w->src.strides[i]) {
+            v->shape[k] = v->shape[k - 1];
+            v->sstride[k] = v->sstride[k - 1];
+            v->dstride[k] = v->dstride[k - 1];
+            k--;
+        }
+        v->shape[k] = w->src.shape[i];
+        v->sstride[k] = w->src.strides[i];
+        v->dstride[k] = w->dst.strides[i];
+        v->hi += (w->src.shape[i] - 1) * w->src.strides[i];
+    }
+    int m = 0;
+    for (int k = 1; k < v->nd; k++) {
+        bool joins = v->sstride[m] == v->shape[k] * v->sstride[k] &&
+                     v->dstride[m] == v->shape[k] * v->dstride[k];
+        if (joins) {
+            v->shape[m] *= v->shape[k];
+            v->sstride[m] = v->sstride[k];
+            v->dstride[m] = v->dstride[k];
+        } else {
+            m++;
+            v->shape[m] = v->shape[k];
+            v->sstride[m] = v->sstride[k];
+            v->dstride[m] = v->dstride[k];
+        }
+    }
+    if (v->nd > 0) v->nd = m + 1;
+}
+
+/* First record index >= key. */
+static size_t dcr__lower_bound(const int64_t *idx, size_t n, int64_t key)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (idx[mid] < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Destination element of source position idx, or -1 outside the view. */
+static inline int64_t dcr__inv_map(const dcr__inv_t *v, int64_t rem, int64_t doff)
+{
+    for (int d = 0; d < v->nd; d++) {
+        int64_t q = rem / v->sstride[d];
+        if (q >= v->shape[d]) return -1;
+        rem -= q * v->sstride[d];
+        doff += q * v->dstride[d];
+    }
+    return rem == 0 ? doff : -1;
+}
+
+/* Records ahead of the current one whose destination is prefetched. */
+#define DCR__AHEAD 64
+
+/* The hot loop, specialised by word size: XOR or store the record words
+ * into the destinations. Records outside the view are passed over. */
+#define DCR__SPARSE_LOOP(T)                                                                        \
+    static void dcr__sparse_##T(const dcr__inv_t *v, const int64_t *idx, const uint8_t *val,      \
+                                size_t k, size_t n, int64_t soff, T *dst, int64_t doff, bool xor)  \
+    {                                                                                              \
+        if (v->nd == 1 && v->sstride[0] == 1) {                                                    \
+            /* One run: positions map by an offset (and the destination stride). */               \
+            int64_t ds = v->dstride[0];                                                            \
+            for (; k < n && idx[k] <= v->hi; k++) {                                                \
+                /* Records are sparse and irregular: fetch ahead of the hardware. */               \
+                if (k + DCR__AHEAD < n && idx[k + DCR__AHEAD] <= v->hi)                            \
+                    __builtin_prefetch(dst + doff + (idx[k + DCR__AHEAD] - soff) * ds, 1);         \
+                T w;                                                                               \
+                memcpy(&w, val + k * sizeof(T), sizeof(T));                                        \
+                T *p = dst + doff + (idx[k] - soff) * ds;                                          \
+                *p = xor ? (T)(*p ^ w) : w;                                                        \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        for (; k < n && idx[k] <= v->hi; k++) {                                                    \
+            int64_t at = dcr__inv_map(v, idx[k] - soff, doff);                                     \
+            if (at < 0) continue;                                                                  \
+            T w;                                                                                   \
+            memcpy(&w, val + k * sizeof(T), sizeof(T));                                            \
+            dst[at] = xor ? (T)(dst[at] ^ w) : w;                                                  \
+        }                                                                                          \
+    }
+DCR__SPARSE_LOOP(uint16_t)
+DCR__SPARSE_LOOP(uint32_t)
+DCR__SPARSE_LOOP(uint8_t)
+
+static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
+{
+    if (w->origin.source != DCR_LOAD_SRC_INPUT)
+        return dcr__violation(r, "copy_ from %s on a views-only path%s", w->origin.op, "");
+    dcr__inv_t inv;
+    dcr__inv_build(w, &inv);
+    dcr_dtype_t cd = r->cur_dtype, dd = w->dst.dtype;
+    size_t cs = dcr_dtype_size(cd), ds = dcr_dtype_size(dd);
+    size_t k = dcr__lower_bound(r->cur_idx, r->cur_count, inv.lo);
+    bool xor = r->cur_enc == DCR_ENCODING_XOR;
+    if (cd == dd && !r->cur_plan->overlap) {
+        void *base = w->dst.storage->data;
+        if (cs == 2)
+            dcr__sparse_uint16_t(&inv, r->cur_idx, r->cur_val, k, r->cur_count, w->src.offset, base,
+                                 w->dst.offset, xor);
+        else if (cs == 4)
+            dcr__sparse_uint32_t(&inv, r->cur_idx, r->cur_val, k, r->cur_count, w->src.offset, base,
+                                 w->dst.offset, xor);
+        else
+            dcr__sparse_uint8_t(&inv, r->cur_idx, r->cur_val, k, r->cur_count, w->src.offset, base,
+                                w->dst.offset, xor);
+        return DCR_OK;
+    }
+    /* Converting copies and overlapping writes take the checked general path. */
+    char *dbase = w->dst.storage->data;
+    for (; k < r->cur_count && r->cur_idx[k] <= inv.hi; k++) {
+        int64_t at = dcr__inv_map(&inv, r->cur_idx[k] - w->src.offset, w->dst.offset);
+        if (at < 0) continue;
+        char *p = dbase + at * (int64_t)ds;
+        uint64_t v = dcr__word(cd, r->cur_val + k * cs);
+        if (xor)
+            dcr__word_store(dd, p, dcr__word(dd, p) ^ v);
+        else
+            DCR_CHECK(dcr__store(r, p, dd, dcr__convert_word(dd, cd, v)));
+    }
+    return DCR_OK;
+}
+
+/* ---- full pass ---- */
+
+typedef dcr_status_t (*dcr__elem_fn)(char *const *p, int64_t i, void *arg);
+
+/* Visits the elements of n same-shape views in row-major order. */
+static dcr_status_t dcr__walk(int n, const dcr_view_t *const *v, dcr__elem_fn fn, void *arg)
+{
+    const dcr_view_t *a = v[0];
+    int64_t numel = dcr_view_numel(a), idx[DCR_MAX_DIMS] = {0}, off[4];
+    char *base[4], *p[4];
+    int64_t es[4];
+    for (int j = 0; j < n; j++) {
+        base[j] = v[j]->storage->data;
+        es[j] = (int64_t)dcr_dtype_size(v[j]->dtype);
+        off[j] = v[j]->offset;
+    }
+    for (int64_t i = 0; i < numel; i++) {
+        for (int j = 0; j < n; j++) p[j] = base[j] + off[j] * es[j];
+        DCR_CHECK(fn(p, i, arg));
+        for (int d = a->ndim - 1; d >= 0; d--) {
+            for (int j = 0; j < n; j++) off[j] += v[j]->strides[d];
+            if (++idx[d] < a->shape[d]) break;
+            for (int j = 0; j < n; j++) off[j] -= a->shape[d] * v[j]->strides[d];
+            idx[d] = 0;
+        }
+    }
+    return DCR_OK;
+}
+
+typedef struct dcr__full {
+    dcr_receiver_t *r;
+    const dcr_load_write_t *w;
+    uint8_t *mask;
+} dcr__full_t;
+
+static dcr_status_t dcr__xor_elem(char *const *p, int64_t i, void *arg)
+{
+    const dcr__full_t *f = arg;
+    dcr_dtype_t t = f->w->dst.dtype;
+    dcr__word_store(t, p[0], dcr__word(t, p[0]) ^ dcr__word(t, p[1]));
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__overwrite_elem(char *const *p, int64_t i, void *arg)
+{
+    const dcr__full_t *f = arg;
+    if (!f->mask[i]) return DCR_OK;
+    dcr_dtype_t dt = f->w->dst.dtype, st = f->w->src.dtype;
+    return dcr__store(f->r, p[0], dt, dcr__convert_word(dt, st, dcr__word(st, p[1])));
+}
+
+static dcr_status_t dcr__mask_placeholder(char *const *p, int64_t i, void *arg)
+{
+    const dcr__full_t *f = arg;
+    dcr_dtype_t st = f->w->src.dtype;
+    f->mask[i] = !dcr__word_isnan(st, dcr__word(st, p[0]));
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__mask_tracked(char *const *p, int64_t i, void *arg)
+{
+    const dcr__full_t *f = arg;
+    f->mask[i] = *(const uint8_t *)p[0] != 0;
+    return DCR_OK;
+}
+
+/* The active mask of a destination view: computed at the first copy into
+ * it during this pass and reused by later copies into the same view. */
+static dcr_status_t dcr__mask_for(dcr_receiver_t *r, const dcr_load_write_t *w, uint8_t **mask_p)
+{
+    for (size_t i = 0; i < r->nmasks; i++) {
+        if (r->masks[i].param == w->param && dcr__same_geometry(&r->masks[i].dst, &w->dst)) {
+            *mask_p = r->masks[i].bits;
+            return DCR_OK;
+        }
+    }
+    if (r->nmasks == r->capmasks) {
+        size_t cap = r->capmasks ? 2 * r->capmasks : 8;
+        dcr__mask_t *m = realloc(r->masks, cap * sizeof(*m));
+        if (m == NULL) return dcr_error_set(DCR_ENOMEM, "apply: masks");
+        r->masks = m;
+        r->capmasks = cap;
+    }
+    int64_t n = dcr_view_numel(&w->dst);
+    uint8_t *bits = calloc((size_t)(n ? n : 1), 1);
+    if (bits == NULL) return dcr_error_set(DCR_ENOMEM, "apply: mask of %lld", (long long)n);
+    dcr__full_t f = {r, w, bits};
+    if (r->cur_mode == DCR__FULL_TRACKED) {
+        if (w->src_active) {
+            const dcr_view_t *v[1] = {w->src_active};
+            dcr__walk(1, v, dcr__mask_tracked, &f);
+        }
+    } else {
+        const dcr_view_t *v[1] = {&w->src};
+        dcr__walk(1, v, dcr__mask_placeholder, &f);
+    }
+    r->masks[r->nmasks++] = (dcr__mask_t){w->param, w->dst, bits};
+    *mask_p = bits;
+    return DCR_OK;
+}
+
+static void dcr__masks_clear(dcr_receiver_t *r)
+{
+    for (size_t i = 0; i < r->nmasks; i++) free(r->masks[i].bits);
+    r->nmasks = 0;
+}
+
+static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
+{
+    dcr__full_t f = {r, w, NULL};
+    const dcr_view_t *v[2] = {&w->dst, &w->src};
+    if (r->cur_mode == DCR__FULL_XOR) {
+        if (w->origin.source != DCR_LOAD_SRC_INPUT || w->src.dtype != w->dst.dtype)
+            return dcr__violation(r, "XOR copy_ whose source is %s%s",
+                                  w->origin.op[0] ? w->origin.op : "converted", "");
+        return dcr__walk(2, v, dcr__xor_elem, &f);
+    }
+    DCR_CHECK(dcr__mask_for(r, w, &f.mask));
+    return dcr__walk(2, v, dcr__overwrite_elem, &f);
+}
+
+/* ---- hooks ---- */
+
+static dcr_status_t dcr__apply_copy(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)
+{
+    dcr_receiver_t *r = arg;
+    DCR_CHECK(dcr__conform(r, w));
+    dcr__note_written(r, w->param, &w->dst);
+    if (r->cur_mode == DCR__SPARSE) return dcr__sparse_copy(r, w);
+    return dcr__full_copy(r, w);
+}
+
+static dcr_status_t dcr__apply_fill(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)
+{
+    return dcr__conform(arg, w);
+}
+
+static const dcr_load_hooks_t dcr__apply_hooks = {dcr__apply_copy, dcr__apply_fill};
+
+/* ---- scratch ---- */
+
+/* Restores bytes [b0, b1) of scratch to its base pattern. */
+static void dcr__scratch_reset_bytes(dcr_receiver_t *r, size_t b0, size_t b1)
+{
+    char *s = r->scratch->data;
+    if (r->base == DCR__BASE_ZERO) {
+        memset(s + b0, 0, b1 - b0);
+    } else if (r->base == DCR__BASE_NAN) {
+        uint64_t w = dcr__nan_word(r->base_dtype);
+        size_t bs = dcr_dtype_size(r->base_dtype);
+        for (size_t b = b0; b < b1; b++) s[b] = (char)(w >> (8 * (b % bs)));
+    }
+}
+
+/* Makes scratch [0, bytes) hold the base pattern, refilling only when the
+ * pattern or extent it holds does not cover the request. */
+static void dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_dtype_t dtype,
+                              size_t bytes)
+{
+    if (r->base == base && (base == DCR__BASE_ZERO || r->base_dtype == dtype) &&
+        r->base_bytes >= bytes)
+        return;
+    r->base = base;
+    r->base_dtype = dtype;
+    r->base_bytes = bytes;
+    dcr__scratch_reset_bytes(r, 0, bytes);
+}
+
+static void dcr__scatter(dcr_receiver_t *r)
+{
+    size_t es = dcr_dtype_size(r->cur_dtype);
+    char *s = r->scratch->data;
+    for (size_t k = 0; k < r->cur_count; k++)
+        memcpy(s + (size_t)r->cur_idx[k] * es, r->cur_val + k * es, es);
+}
+
+static void dcr__unscatter(dcr_receiver_t *r)
+{
+    size_t es = dcr_dtype_size(r->cur_dtype);
+    for (size_t k = 0; k < r->cur_count; k++) {
+        size_t b = (size_t)r->cur_idx[k] * es;
+        if (b < r->base_bytes) dcr__scratch_reset_bytes(r, b, b + es);
+    }
+}
+
+static dcr_status_t dcr__active_ready(dcr_receiver_t *r)
+{
+    if (r->scratch_active) return DCR_OK;
+    size_t most = 1;
+    for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) {
+        size_t n = (size_t)dcr_desc_numel(dcr_inventory_at(r->inv, i));
+        if (n > most) most = n;
+    }
+    return dcr_storage_create(most, &r->scratch_active);
+}
+
+static void dcr__mark_active(dcr_receiver_t *r, uint8_t on)
+{
+    uint8_t *a = r->scratch_active->data;
+    for (size_t k = 0; k < r->cur_count; k++) a[r->cur_idx[k]] = on;
+}
+
+/* ---- passes ---- */
+
+/* Runs the loader once in the given mode over the current records and holds
+ * the call to the plan. */
+static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr__apply_mode_t m)
+{
+    dcr_view_t in, act;
+    DCR_CHECK(dcr_view_contiguous(r->scratch, d->dtype, d->ndim, d->shape, &in));
+    dcr_load_mode_t mode = {0};
+    if (m == DCR__FULL_PLACEHOLDER) mode.watch_nan = true;
+    if (m == DCR__FULL_TRACKED) {
+        DCR_CHECK(dcr__active_ready(r));
+        DCR_CHECK(dcr_view_contiguous(r->scratch_active, DCR_DTYPE_FP8_E4M3, d->ndim, d->shape,
+                                      &act));
+        mode.track = true;
+        dcr__mark_active(r, 1);
+    }
+    if (m != DCR__SPARSE) dcr__scatter(r);
+    r->cur_mode = (int)m;
+    r->cur_write = 0;
+    dcr_load_ctx_set_mode(r->ctx, mode);
+    if (m == DCR__FULL_TRACKED) dcr_load_ctx_set_input_active(r->ctx, &act);
+    dcr_load_ctx_set_hooks(r->ctx, &dcr__apply_hooks, r);
+    dcr_status_t st = dcr_loader_load(r->loader, r->ctx, d->name, &in);
+    bool skipped = dcr_load_ctx_skipped(r->ctx);
+    dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
+    dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){0});
+    if (m != DCR__SPARSE) dcr__unscatter(r);
+    if (m == DCR__FULL_TRACKED) dcr__mark_active(r, 0);
+    dcr__masks_clear(r);
+    dcr__wmap_clear(&r->wmap);
+    if (st != DCR_OK) return st;
+    if (skipped || r->cur_write != r->cur_plan->nwrites) {
+        char got[32], want[32];
+        snprintf(got, sizeof(got), "%zu", r->cur_write);
+        snprintf(want, sizeof(want), "%zu", r->cur_plan->nwrites);
+        return dcr__violation(r, "the loader reported the tensor loaded after %s intercepted "
+                                 "writes, the prewarm probe saw %s",
+                              got, want);
+    }
+    return DCR_OK;
+}
+
+/* Sets the current record list. */
+static void dcr__records(dcr_receiver_t *r, const int64_t *idx, const void *val, size_t n)
+{
+    r->cur_idx = idx;
+    r->cur_val = val;
+    r->cur_count = n;
+}
+
+static dcr_status_t dcr__bufs(dcr_receiver_t *r, size_t count, size_t es)
+{
+    if (count <= r->buf_cap) return DCR_OK;
+    int64_t *idx = realloc(r->idx_buf, count * sizeof(*idx));
+    if (idx) r->idx_buf = idx;
+    uint8_t *val = realloc(r->val_buf, count * 8);
+    if (val) r->val_buf = val;
+    if (idx == NULL || val == NULL) return dcr_error_set(DCR_ENOMEM, "apply: record buffers");
+    r->buf_cap = count;
+    (void)es;
+    return DCR_OK;
+}
+
+/* Overwrite through scratch: the placeholder pass for ordinary values, the
+ * tracked pass for NaN values (or for everything when the placeholder cannot
+ * be trusted on this path). */
+static dcr_status_t dcr__overwrite_full(dcr_receiver_t *r, const dcr_tensor_desc_t *d,
+                                        const int64_t *idx, const uint8_t *val, size_t n)
+{
+    const dcr__plan_t *pl = r->cur_plan;
+    size_t es = dcr_dtype_size(d->dtype);
+    bool tracked_only = r->cfg.mask == DCR_MASK_TRACKED || !pl->info.placeholder_safe;
+    if (!tracked_only) {
+        /* Split: ordinary values to the front of the buffers, NaNs behind. */
+        DCR_CHECK(dcr__bufs(r, n, es));
+        size_t a = 0, b = n;
+        for (size_t k = 0; k < n; k++) {
+            bool nan = dcr__word_isnan(d->dtype, dcr__word(d->dtype, val + k * es));
+            size_t at = nan ? --b : a++;
+            r->idx_buf[at] = idx[k];
+            memcpy(r->val_buf + at * es, val + k * es, es);
+        }
+        /* The NaN part was filled backwards; restore increasing order. */
+        for (size_t i = b, j = n - 1; i < j; i++, j--) {
+            int64_t t = r->idx_buf[i];
+            r->idx_buf[i] = r->idx_buf[j];
+            r->idx_buf[j] = t;
+            uint8_t tmp[8];
+            memcpy(tmp, r->val_buf + i * es, es);
+            memcpy(r->val_buf + i * es, r->val_buf + j * es, es);
+            memcpy(r->val_buf + j * es, tmp, es);
+        }
+        if (a > 0) {
+            dcr__scratch_base(r, DCR__BASE_NAN, d->dtype, dcr_desc_bytes(d));
+            dcr__records(r, r->idx_buf, r->val_buf, a);
+            DCR_CHECK(dcr__pass(r, d, DCR__FULL_PLACEHOLDER));
+            int64_t created, lost;
+            dcr_load_ctx_nan_events(r->ctx, &created, &lost);
+            if (lost > 0)
+                return dcr__violation(r, "a transform turned the NaN placeholder into a "
+                                         "number%s%s",
+                                      "", "");
+            tracked_only = created > 0; /* values that became NaN were not applied */
+        }
+        if (!tracked_only && b < n) {
+            dcr__records(r, r->idx_buf + b, r->val_buf + b * es, n - b);
+            r->stats.items_tracked++;
+            return dcr__pass(r, d, DCR__FULL_TRACKED);
+        }
+        if (!tracked_only) return DCR_OK;
+    }
+    dcr__records(r, idx, val, n);
+    r->stats.items_tracked++;
+    return dcr__pass(r, d, DCR__FULL_TRACKED);
+}
+
+static dcr_status_t dcr__apply_plan(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
+                                    const int64_t *idx, const uint8_t *val, size_t n)
+{
+    const dcr_tensor_desc_t *d = dcr_inventory_at(r->inv, c);
+    r->cur_enc = enc;
+    r->cur_dtype = d->dtype;
+    if (r->cur_plan->info.views_only && !r->cfg.full_pass) {
+        r->stats.items_sparse++;
+        dcr__records(r, idx, val, n);
+        return dcr__pass(r, d, DCR__SPARSE);
+    }
+    r->stats.items_full++;
+    if (enc == DCR_ENCODING_XOR) {
+        dcr__scratch_base(r, DCR__BASE_ZERO, d->dtype, dcr_desc_bytes(d));
+        dcr__records(r, idx, val, n);
+        return dcr__pass(r, d, DCR__FULL_XOR);
+    }
+    return dcr__overwrite_full(r, d, idx, val, n);
+}
+
+dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
+                                const int64_t *idx, const void *values, size_t count)
+{
+    const dcr__plan_t *pl = &r->plans[c];
+    const char *name = dcr_inventory_at(r->inv, c)->name;
+    if (pl->info.cls == DCR_PATH_SKIPPED) {
+        r->stats.items_skipped++;
+        return DCR_OK;
+    }
+    if (pl->info.cls == DCR_PATH_UNSUPPORTED)
+        return dcr_error_set(DCR_EPAYLOAD, "item %s: the loader path is unsupported (%s)", name,
+                             pl->reason);
+    if (enc == DCR_ENCODING_XOR && pl->info.cls != DCR_PATH_XOR)
+        return dcr_error_set(DCR_EPAYLOAD, "item %s is XOR but this rank's path is "
+                                           "overwrite-only (%s: %s)",
+                             name, pl->op, pl->reason);
+    double t0 = dcr_clock_s();
+    r->cur_plan = pl;
+    r->cur_name = name;
+    dcr_status_t st = dcr__apply_plan(r, c, enc, idx, values, count);
+    r->cur_plan = NULL;
+    r->stats.apply_s += dcr_clock_s() - t0;
+    if (st != DCR_OK) return st;
+    r->stats.items_applied++;
+    r->stats.records_applied += count;
+    return DCR_OK;
+}

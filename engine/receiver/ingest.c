@@ -1,0 +1,304 @@
+/* Payloads in: validation, deduplication by (tau, owner, payload id),
+ * attempt filtering, decoding, and the staging queue (32 resident groups of
+ * at most 8 decoded payloads plus one group under assembly).
+ *
+ * Nothing of a payload is applied unless the whole payload validated: the
+ * codec checks the bytes, and every item is held to the receiver's inventory
+ * and prewarm classes before the first record is written. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "receiver-internal.h"
+
+/* ---- duplicate set ---- */
+
+void dcr__dedup_free(dcr__dedup_t *d)
+{
+    free(d->ids);
+    free(d->owners);
+    free(d->used);
+    memset(d, 0, sizeof(*d));
+}
+
+void dcr__dedup_clear(dcr__dedup_t *d)
+{
+    if (d->used) memset(d->used, 0, d->cap);
+    d->len = 0;
+}
+
+static size_t dcr__dedup_slot(uint32_t owner, uint64_t id, size_t cap)
+{
+    uint64_t h = (id ^ ((uint64_t)owner << 40) ^ owner) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (cap - 1);
+}
+
+static bool dcr__dedup_has(const dcr__dedup_t *d, uint32_t owner, uint64_t id)
+{
+    if (d->cap == 0) return false;
+    for (size_t j = dcr__dedup_slot(owner, id, d->cap); d->used[j]; j = (j + 1) & (d->cap - 1))
+        if (d->ids[j] == id && d->owners[j] == owner) return true;
+    return false;
+}
+
+static dcr_status_t dcr__dedup_add(dcr__dedup_t *d, uint32_t owner, uint64_t id)
+{
+    if (2 * (d->len + 1) > d->cap) {
+        dcr__dedup_t n = {0};
+        n.cap = d->cap ? 2 * d->cap : 256;
+        n.ids = malloc(n.cap * sizeof(*n.ids));
+        n.owners = malloc(n.cap * sizeof(*n.owners));
+        n.used = calloc(n.cap, 1);
+        if (n.ids == NULL || n.owners == NULL || n.used == NULL) {
+            dcr__dedup_free(&n);
+            return dcr_error_set(DCR_ENOMEM, "receiver: duplicate set");
+        }
+        for (size_t i = 0; i < d->cap; i++)
+            if (d->used[i]) (void)dcr__dedup_add(&n, d->owners[i], d->ids[i]);
+        dcr__dedup_free(d);
+        *d = n;
+    }
+    size_t j = dcr__dedup_slot(owner, id, d->cap);
+    while (d->used[j]) j = (j + 1) & (d->cap - 1);
+    d->used[j] = 1;
+    d->ids[j] = id;
+    d->owners[j] = owner;
+    d->len++;
+    return DCR_OK;
+}
+
+/* ---- admission ---- */
+
+/* Header check and disposition; *admit_p is true when the payload is new
+ * for the current attempt. */
+static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,
+                               dcr_payload_header_t *hdr, dcr_ingest_t *disp, bool *admit_p)
+{
+    if (r->plans == NULL || !r->prewarmed)
+        return dcr_error_set(DCR_EINVAL, "receiver: payload before a successful prewarm");
+    dcr_status_t st = dcr_payload_peek(buf, len, true, hdr);
+    if (st != DCR_OK) {
+        r->stats.rejected++;
+        return st;
+    }
+    r->stats.payloads_in++;
+    *admit_p = false;
+    if (!r->attempt_begun || hdr->tau > r->tau) {
+        r->stats.foreign++;
+        *disp = DCR_INGEST_FOREIGN;
+    } else if (hdr->tau < r->tau) {
+        r->stats.stale++;
+        *disp = DCR_INGEST_STALE;
+    } else if (dcr__dedup_has(&r->dedup, hdr->owner, hdr->payload_id)) {
+        r->stats.duplicates++;
+        *disp = DCR_INGEST_DUPLICATE;
+    } else {
+        *disp = DCR_INGEST_ACCEPTED;
+        *admit_p = true;
+    }
+    return DCR_OK;
+}
+
+/* Every item of a decoded payload against the inventory and this rank's
+ * classes, before anything is applied. */
+static dcr_status_t dcr__validate(dcr_receiver_t *r, const dcr_payload_t *p)
+{
+    const dcr_payload_header_t *h = dcr_payload_get_header(p);
+    for (size_t i = 0; i < dcr_payload_item_count(p); i++) {
+        dcr_payload_item_t it;
+        DCR_CHECK(dcr_payload_item(p, i, &it));
+        int64_t c = dcr_inventory_find(r->inv, it.name);
+        const dcr_tensor_desc_t *d = c < 0 ? NULL : dcr_inventory_at(r->inv, (size_t)c);
+        const char *why = NULL;
+        if (d == NULL) why = "is not in the receiver's inventory";
+        else if (d->dtype != it.dtype) why = "has another dtype than the inventory";
+        else if (d->ndim != it.ndim || memcmp(d->shape, it.shape, sizeof(int64_t) * (size_t)d->ndim))
+            why = "has another shape than the inventory";
+        else if (it.encoding == DCR_ENCODING_XOR && r->plans[c].info.cls != DCR_PATH_XOR &&
+                 r->plans[c].info.cls != DCR_PATH_SKIPPED)
+            why = "is XOR but this rank's loader path is overwrite-only";
+        if (why)
+            return dcr_error_set(DCR_EPAYLOAD, "payload (tau %llu, owner %u, id %llu): item %zu (%s) %s",
+                                 (unsigned long long)h->tau, h->owner,
+                                 (unsigned long long)h->payload_id, i, it.name, why);
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_receiver_apply_item(dcr_receiver_t *r, const dcr_payload_t *p, size_t i)
+{
+    if (r == NULL || p == NULL) return dcr_error_set(DCR_EINVAL, "apply_item: NULL argument");
+    if (!r->prewarmed) return dcr_error_set(DCR_EINVAL, "apply_item: receiver not prewarmed");
+    dcr_payload_item_t it;
+    DCR_CHECK(dcr_payload_item(p, i, &it));
+    int64_t c = dcr_inventory_find(r->inv, it.name);
+    if (c < 0) return dcr_error_set(DCR_EPAYLOAD, "item %s is not in the inventory", it.name);
+    if (r->plans[c].info.cls == DCR_PATH_SKIPPED) {
+        r->stats.items_skipped++;
+        return DCR_OK;
+    }
+    if (it.count > r->dec_cap) {
+        int64_t *idx = realloc(r->dec_idx, it.count * sizeof(*idx));
+        if (idx) r->dec_idx = idx;
+        uint8_t *val = realloc(r->dec_val, it.count * 8);
+        if (val) r->dec_val = val;
+        if (idx == NULL || val == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
+        r->dec_cap = it.count;
+    }
+    DCR_CHECK(dcr_payload_item_indices(p, i, r->dec_idx));
+    DCR_CHECK(dcr_payload_item_values(p, i, r->dec_val));
+    return dcr__apply_records(r, (size_t)c, it.encoding, r->dec_idx, r->dec_val, it.count);
+}
+
+/* Applies a validated, decoded payload of the current attempt. */
+static dcr_status_t dcr__apply_decoded(dcr_receiver_t *r, const dcr_payload_t *p)
+{
+    if (r->attempt_failed)
+        return dcr_error_set(DCR_EATTEMPT, "receiver: attempt %llu has failed; waiting for a retry",
+                             (unsigned long long)r->tau);
+    DCR_CHECK(dcr__validate(r, p));
+    for (size_t i = 0; i < dcr_payload_item_count(p); i++) {
+        dcr_status_t st = dcr_receiver_apply_item(r, p, i);
+        if (st != DCR_OK) {
+            /* Some writes may have landed: only an overwrite retry repairs that. */
+            r->attempt_failed = true;
+            return st;
+        }
+    }
+    r->stats.payloads_applied++;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size_t len,
+                                        dcr_ingest_t *disposition_p)
+{
+    if (r == NULL || buf == NULL) return dcr_error_set(DCR_EINVAL, "apply_payload: NULL argument");
+    dcr_payload_header_t hdr;
+    dcr_ingest_t disp;
+    bool admit;
+    DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
+    if (admit) {
+        dcr_status_t st = dcr_payload_decode(r->direct, buf, len);
+        if (st != DCR_OK) {
+            r->stats.rejected++;
+            return st;
+        }
+        /* Recorded before applying: a retransmission after a failure must
+         * not XOR the same masks in twice. */
+        DCR_CHECK(dcr__dedup_add(&r->dedup, hdr.owner, hdr.payload_id));
+        DCR_CHECK(dcr__apply_decoded(r, r->direct));
+    }
+    if (disposition_p) *disposition_p = disp;
+    return DCR_OK;
+}
+
+/* ---- staging ---- */
+
+void dcr__staging_drop(dcr_receiver_t *r)
+{
+    void *g;
+    while (dcr_queue_pop(r->ready_q, 0, &g) == DCR_OK) {
+        ((dcr__group_t *)g)->n = 0;
+        (void)dcr_queue_push(r->free_q, g, 0);
+    }
+    if (r->assembling) {
+        r->assembling->n = 0;
+        (void)dcr_queue_push(r->free_q, r->assembling, 0);
+        r->assembling = NULL;
+    }
+    atomic_store(&r->staged, 0);
+}
+
+/* A group for the next payload: the one under assembly while it has room;
+ * a full one must first join the resident groups, which blocks while all 32
+ * are taken (back-pressure). */
+static dcr_status_t dcr__group_for_next(dcr_receiver_t *r, int timeout_ms)
+{
+    if (r->assembling && r->assembling->n == DCR_STAGE_GROUP_SIZE) {
+        dcr_status_t st = dcr_queue_push(r->ready_q, r->assembling, timeout_ms);
+        if (st == DCR_ETIMEOUT)
+            return dcr_error_set(DCR_ETIMEOUT, "ingest: all %d resident staging groups are taken",
+                                 DCR_STAGE_GROUPS);
+        DCR_CHECK(st);
+        r->assembling = NULL;
+    }
+    if (r->assembling) return DCR_OK;
+    void *g;
+    dcr_status_t st = dcr_queue_pop(r->free_q, timeout_ms, &g);
+    if (st == DCR_ETIMEOUT)
+        return dcr_error_set(DCR_ETIMEOUT, "ingest: no free staging group");
+    DCR_CHECK(st);
+    r->assembling = g;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_receiver_ingest(dcr_receiver_t *r, const void *buf, size_t len, int timeout_ms,
+                                 dcr_ingest_t *disposition_p)
+{
+    if (r == NULL || buf == NULL) return dcr_error_set(DCR_EINVAL, "ingest: NULL argument");
+    dcr_payload_header_t hdr;
+    dcr_ingest_t disp;
+    bool admit;
+    DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
+    if (admit) {
+        DCR_CHECK(dcr__group_for_next(r, timeout_ms));
+        dcr__group_t *g = r->assembling;
+        if (g->slots[g->n] == NULL) DCR_CHECK(dcr_payload_create(&g->slots[g->n]));
+        dcr_status_t st = dcr_payload_decode(g->slots[g->n], buf, len);
+        if (st != DCR_OK) {
+            r->stats.rejected++;
+            return st;
+        }
+        DCR_CHECK(dcr__dedup_add(&r->dedup, hdr.owner, hdr.payload_id));
+        g->n++;
+        atomic_fetch_add(&r->staged, 1);
+        /* Hand a full group over at once when there is room; otherwise it
+         * waits as the group under assembly. */
+        if (g->n == DCR_STAGE_GROUP_SIZE && dcr_queue_push(r->ready_q, g, 0) == DCR_OK)
+            r->assembling = NULL;
+    }
+    if (disposition_p) *disposition_p = disp;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_receiver_ingest_flush(dcr_receiver_t *r, int timeout_ms)
+{
+    if (r == NULL) return dcr_error_set(DCR_EINVAL, "ingest_flush: NULL receiver");
+    if (r->assembling == NULL || r->assembling->n == 0) return DCR_OK;
+    dcr_status_t st = dcr_queue_push(r->ready_q, r->assembling, timeout_ms);
+    if (st == DCR_ETIMEOUT)
+        return dcr_error_set(DCR_ETIMEOUT, "ingest_flush: all %d resident staging groups are taken",
+                             DCR_STAGE_GROUPS);
+    DCR_CHECK(st);
+    r->assembling = NULL;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_receiver_apply_staged(dcr_receiver_t *r, int timeout_ms, size_t *applied_p)
+{
+    if (r == NULL) return dcr_error_set(DCR_EINVAL, "apply_staged: NULL receiver");
+    size_t applied = 0;
+    dcr_status_t st = DCR_OK;
+    void *gp;
+    while (st == DCR_OK && dcr_queue_pop(r->ready_q, timeout_ms, &gp) == DCR_OK) {
+        dcr__group_t *g = gp;
+        for (size_t s = 0; s < g->n && st == DCR_OK; s++) {
+            const dcr_payload_header_t *h = dcr_payload_get_header(g->slots[s]);
+            if (h->tau != r->tau) {
+                r->stats.stale_dropped++;
+            } else {
+                st = dcr__apply_decoded(r, g->slots[s]);
+                if (st == DCR_OK) applied++;
+            }
+            atomic_fetch_sub(&r->staged, 1);
+        }
+        g->n = 0;
+        (void)dcr_queue_push(r->free_q, g, 0);
+    }
+    if (applied_p) *applied_p = applied;
+    return st;
+}
+
+size_t dcr_receiver_staged(dcr_receiver_t *r)
+{
+    return atomic_load(&r->staged);
+}

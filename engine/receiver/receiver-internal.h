@@ -1,0 +1,156 @@
+/* Internals of the receiver module shared by its files. */
+#ifndef DCR_RECEIVER_INTERNAL_H
+#define DCR_RECEIVER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <stdatomic.h>
+
+#include "dcr/queue.h"
+#include "dcr/receiver.h"
+
+/* One write the probe saw. Views keep the probe's storages; apply compares
+ * only kind, parameter, source kind and geometry. */
+typedef struct dcr__pwrite {
+    dcr_load_write_kind_t kind;
+    dcr_load_source_t source;
+    size_t param;
+    dcr_view_t dst;
+    dcr_view_t src;
+} dcr__pwrite_t;
+
+/* Per canonical tensor: what the probe learned. */
+typedef struct dcr__plan {
+    dcr_path_info_t info;
+    bool xor_ok;      /* before the cross-write checks */
+    bool overlap;     /* its own copies overlap: overwrites must agree */
+    bool invertible;  /* every copy source maps back to tensor positions (sparse) */
+    char op[96];
+    char reason[224];
+    dcr__pwrite_t *writes;
+    size_t nwrites;
+} dcr__plan_t;
+
+typedef enum dcr__base {
+    DCR__BASE_NONE = 0, /* unknown contents */
+    DCR__BASE_ZERO = 1,
+    DCR__BASE_NAN = 2,  /* the placeholder of base_dtype */
+} dcr__base_t;
+
+typedef struct dcr__group {
+    dcr_payload_t *slots[DCR_STAGE_GROUP_SIZE];
+    size_t n;
+} dcr__group_t;
+
+/* Duplicate set of one attempt: (owner, payload id) pairs. */
+typedef struct dcr__dedup {
+    uint64_t *ids;
+    uint32_t *owners;
+    uint8_t *used;
+    size_t cap, len;
+} dcr__dedup_t;
+
+/* Mask fixed at the first copy into a destination view during one call. */
+typedef struct dcr__mask {
+    size_t param;
+    dcr_view_t dst;
+    uint8_t *bits; /* one byte per dst element, row-major over dst's shape */
+} dcr__mask_t;
+
+/* Written-element map for overlapping overwrites (address -> bits). */
+typedef struct dcr__wmap {
+    uintptr_t *keys;
+    uint64_t *vals;
+    size_t cap, len;
+} dcr__wmap_t;
+
+struct dcr_receiver {
+    dcr_receiver_config_t cfg;
+    const dcr_inventory_t *inv;
+    dcr_loader_t *loader;
+    dcr_params_t *params;
+    dcr_load_ctx_t *ctx;
+
+    /* Scratch for the largest canonical tensor and its activity map. */
+    dcr_storage_t *scratch;
+    dcr_storage_t *scratch_active; /* allocated on first tracked pass */
+    dcr__base_t base;
+    dcr_dtype_t base_dtype;
+    size_t base_bytes;
+
+    /* Prewarm. */
+    bool prewarmed;
+    dcr__plan_t *plans; /* one per inventory tensor */
+    size_t probe_writes;
+
+    /* Current item being applied. */
+    const dcr__plan_t *cur_plan;
+    const char *cur_name;
+    dcr_encoding_t cur_enc;
+    const int64_t *cur_idx;
+    const uint8_t *cur_val; /* canonical words */
+    size_t cur_count;
+    dcr_dtype_t cur_dtype;
+    size_t cur_write;      /* writes seen in this call, checked against the plan */
+    int cur_mode;          /* dcr__apply_mode_t of the running pass */
+    dcr__mask_t *masks;
+    size_t nmasks, capmasks;
+    dcr__wmap_t wmap;
+    int64_t *idx_buf; /* NaN / non-NaN split of overwrite records */
+    uint8_t *val_buf;
+    size_t buf_cap;
+    int64_t *dec_idx; /* an item's records as decoded */
+    uint8_t *dec_val;
+    size_t dec_cap;
+
+    /* Attempt state. */
+    uint64_t tau;
+    bool attempt_begun;
+    bool attempt_failed;
+    dcr__dedup_t dedup;
+    dcr_payload_t *direct; /* decode target of apply_payload */
+
+    /* Staging. */
+    dcr__group_t groups[DCR_STAGE_GROUPS + 1];
+    dcr_queue_t *free_q, *ready_q;
+    dcr__group_t *assembling;
+    _Atomic size_t staged;
+
+    /* Written regions per parameter, [lo, hi) in elements (track_written). */
+    int64_t *wlo, *whi;
+
+    dcr_receiver_stats_t stats;
+};
+
+/* prewarm.c */
+void dcr__plans_free(dcr_receiver_t *r);
+
+/* apply.c */
+void dcr__apply_free(dcr_receiver_t *r);
+dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encoding_t enc,
+                                const int64_t *idx, const void *values, size_t count);
+
+/* ingest.c */
+void dcr__dedup_free(dcr__dedup_t *d);
+void dcr__dedup_clear(dcr__dedup_t *d);
+void dcr__staging_drop(dcr_receiver_t *r);
+
+/* Footprint of a view as ascending element intervals [lo, hi) of its
+ * storage; calls emit for each maximal contiguous run it can see without
+ * sorting. Views with a non-positive stride on a dimension of extent > 1
+ * are refused. */
+dcr_status_t dcr__footprint(const dcr_view_t *v,
+                            dcr_status_t (*emit)(int64_t lo, int64_t hi, void *arg), void *arg);
+
+/* Records a written region for the post-apply check. */
+void dcr__note_written(dcr_receiver_t *r, size_t param, const dcr_view_t *dst);
+
+/* Element words. */
+uint64_t dcr__word(dcr_dtype_t dtype, const void *p);
+void dcr__word_store(dcr_dtype_t dtype, void *p, uint64_t bits);
+bool dcr__word_isnan(dcr_dtype_t dtype, uint64_t bits);
+uint64_t dcr__nan_word(dcr_dtype_t dtype);
+
+#endif

@@ -1,0 +1,230 @@
+/* The receiver: resident storage behind its native loader, dense loads,
+ * attempts, statistics and the post-apply check. */
+#include <blake2.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/clock.h"
+#include "receiver-internal.h"
+
+static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
+{
+    if (cfg == NULL || cfg->loader == NULL || cfg->inventory == NULL)
+        return dcr_error_set(DCR_EINVAL, "receiver: a loader name and an inventory are required");
+    if ((unsigned)cfg->mask > DCR_MASK_TRACKED)
+        return dcr_error_set(DCR_EINVAL, "receiver: invalid mask mode %d", (int)cfg->mask);
+    return DCR_OK;
+}
+
+/* Scratch sized for the largest canonical tensor; without data for a
+ * shape-only receiver (the probe only needs its size). */
+static dcr_status_t dcr__scratch_create(dcr_receiver_t *r)
+{
+    size_t bytes = dcr_inventory_max_tensor_bytes(r->inv);
+    if (!r->cfg.shape_only) return dcr_storage_create(bytes, &r->scratch);
+    r->scratch = calloc(1, sizeof(*r->scratch));
+    if (r->scratch == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: scratch");
+    r->scratch->bytes = bytes;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__staging_create(dcr_receiver_t *r)
+{
+    DCR_CHECK(dcr_queue_create(DCR_STAGE_GROUPS + 1, &r->free_q));
+    DCR_CHECK(dcr_queue_create(DCR_STAGE_GROUPS, &r->ready_q));
+    for (size_t g = 0; g <= DCR_STAGE_GROUPS; g++) DCR_CHECK(dcr_queue_push(r->free_q, &r->groups[g], 0));
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__receiver_init(dcr_receiver_t *r)
+{
+    DCR_CHECK(dcr_loader_create(r->cfg.loader, r->cfg.loader_config, r->cfg.shape_only,
+                                &r->loader));
+    r->params = dcr_loader_params(r->loader);
+    DCR_CHECK(dcr_load_ctx_create(r->params, &r->ctx));
+    DCR_CHECK(dcr__scratch_create(r));
+    DCR_CHECK(dcr_payload_create(&r->direct));
+    size_t np = dcr_params_count(r->params);
+    r->wlo = calloc(np ? np : 1, sizeof(*r->wlo));
+    r->whi = calloc(np ? np : 1, sizeof(*r->whi));
+    if (r->wlo == NULL || r->whi == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: regions");
+    return dcr__staging_create(r);
+}
+
+dcr_status_t dcr_receiver_create(const dcr_receiver_config_t *cfg, dcr_receiver_t **out_p)
+{
+    if (out_p == NULL) return dcr_error_set(DCR_EINVAL, "receiver_create: out_p is NULL");
+    DCR_CHECK(dcr__config_check(cfg));
+    dcr_receiver_t *r = calloc(1, sizeof(*r));
+    if (r == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: allocation failed");
+    r->cfg = *cfg;
+    r->inv = cfg->inventory;
+    atomic_init(&r->staged, 0);
+    dcr_status_t st = dcr__receiver_init(r);
+    if (st != DCR_OK) {
+        dcr_receiver_destroy(r);
+        return st;
+    }
+    *out_p = r;
+    return DCR_OK;
+}
+
+void dcr_receiver_destroy(dcr_receiver_t *r)
+{
+    if (r == NULL) return;
+    for (size_t g = 0; g <= DCR_STAGE_GROUPS; g++)
+        for (size_t s = 0; s < DCR_STAGE_GROUP_SIZE; s++) dcr_payload_destroy(r->groups[g].slots[s]);
+    dcr_queue_destroy(r->ready_q);
+    dcr_queue_destroy(r->free_q);
+    dcr__dedup_free(&r->dedup);
+    dcr_payload_destroy(r->direct);
+    free(r->wlo);
+    free(r->whi);
+    dcr__apply_free(r);
+    dcr__plans_free(r);
+    if (r->scratch && r->scratch->data == NULL)
+        free(r->scratch);
+    else
+        dcr_storage_destroy(r->scratch);
+    dcr_storage_destroy(r->scratch_active);
+    dcr_load_ctx_destroy(r->ctx);
+    dcr_loader_destroy(r->loader);
+    free(r);
+}
+
+const dcr_params_t *dcr_receiver_params(const dcr_receiver_t *r)
+{
+    return r->params;
+}
+
+/* ---- dense load ---- */
+
+dcr_status_t dcr_receiver_load_dense(dcr_receiver_t *r, const char *name, const dcr_view_t *tensor)
+{
+    if (r == NULL || name == NULL || tensor == NULL)
+        return dcr_error_set(DCR_EINVAL, "load_dense: NULL argument");
+    if (r->cfg.shape_only)
+        return dcr_error_set(DCR_EUNSUPPORTED, "load_dense %s: receiver is shape-only", name);
+    int64_t c = dcr_inventory_find(r->inv, name);
+    if (c < 0) return dcr_error_set(DCR_ENOTFOUND, "load_dense: %s is not in the inventory", name);
+    const dcr_tensor_desc_t *d = dcr_inventory_at(r->inv, (size_t)c);
+    bool same = tensor->dtype == d->dtype && tensor->ndim == d->ndim;
+    for (int i = 0; same && i < d->ndim; i++) same = tensor->shape[i] == d->shape[i];
+    if (!same)
+        return dcr_error_set(DCR_EINVAL, "load_dense %s: view differs from the inventory's "
+                                         "shape or dtype",
+                             name);
+    dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
+    dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){0});
+    return dcr_loader_load(r->loader, r->ctx, name, tensor);
+}
+
+dcr_status_t dcr_receiver_load_dense_all(dcr_receiver_t *r, dcr_storage_t *const *canonical)
+{
+    if (r == NULL || canonical == NULL) return dcr_error_set(DCR_EINVAL, "load_dense_all: NULL");
+    for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(r->inv, i);
+        dcr_view_t v;
+        DCR_CHECK(dcr_view_contiguous(canonical[i], d->dtype, d->ndim, d->shape, &v));
+        DCR_CHECK(dcr_receiver_load_dense(r, d->name, &v));
+    }
+    return DCR_OK;
+}
+
+/* ---- attempts ---- */
+
+dcr_status_t dcr_receiver_begin_attempt(dcr_receiver_t *r, uint64_t tau)
+{
+    if (r == NULL) return dcr_error_set(DCR_EINVAL, "begin_attempt: NULL receiver");
+    if (r->attempt_begun && tau < r->tau)
+        return dcr_error_set(DCR_EINVAL, "begin_attempt: tau %llu is older than the current %llu",
+                             (unsigned long long)tau, (unsigned long long)r->tau);
+    if (!r->attempt_begun || tau != r->tau) dcr__dedup_clear(&r->dedup);
+    r->tau = tau;
+    r->attempt_begun = true;
+    r->attempt_failed = false;
+    dcr__staging_drop(r);
+    size_t np = dcr_params_count(r->params);
+    memset(r->wlo, 0, np * sizeof(*r->wlo));
+    memset(r->whi, 0, np * sizeof(*r->whi));
+    return DCR_OK;
+}
+
+void dcr_receiver_stats(const dcr_receiver_t *r, dcr_receiver_stats_t *out_p)
+{
+    *out_p = r->stats;
+}
+
+/* ---- comparisons ---- */
+
+static bool dcr__same_params(const dcr_params_t *a, const dcr_params_t *b)
+{
+    if (dcr_params_count(a) != dcr_params_count(b)) return false;
+    for (size_t i = 0; i < dcr_params_count(a); i++) {
+        const dcr_param_t *x = dcr_params_at(a, i), *y = dcr_params_at(b, i);
+        if (strcmp(x->name, y->name) != 0 || x->storage->bytes != y->storage->bytes) return false;
+    }
+    return true;
+}
+
+bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const char **param_p,
+                        int64_t *elem_p)
+{
+    if (!dcr__same_params(a->params, b->params)) {
+        if (param_p) *param_p = "(different parameter sets)";
+        if (elem_p) *elem_p = -1;
+        return false;
+    }
+    for (size_t i = 0; i < dcr_params_count(a->params); i++) {
+        const dcr_param_t *x = dcr_params_at(a->params, i), *y = dcr_params_at(b->params, i);
+        if (x->storage->data == NULL || y->storage->data == NULL) continue;
+        if (memcmp(x->storage->data, y->storage->data, x->storage->bytes) == 0) continue;
+        size_t es = dcr_dtype_size(x->dtype), at = 0;
+        const char *p = x->storage->data, *q = y->storage->data;
+        while (p[at] == q[at]) at++;
+        if (param_p) *param_p = x->name;
+        if (elem_p) *elem_p = (int64_t)(at / es);
+        return false;
+    }
+    return true;
+}
+
+static void dcr__digest(const dcr_param_t *p, int64_t lo, int64_t hi, uint8_t out[16])
+{
+    size_t es = dcr_dtype_size(p->dtype);
+    blake2b(out, (const char *)p->storage->data + (size_t)lo * es, NULL, 16,
+            (size_t)(hi - lo) * es, 0);
+}
+
+dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expected,
+                                dcr_check_result_t *out_p)
+{
+    if (r == NULL || expected == NULL || out_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "receiver_check: NULL argument");
+    if (!r->cfg.track_written)
+        return dcr_error_set(DCR_EINVAL, "receiver_check: the receiver does not track written "
+                                         "regions (track_written)");
+    if (r->cfg.shape_only || expected->cfg.shape_only || !dcr__same_params(r->params, expected->params))
+        return dcr_error_set(DCR_EINVAL, "receiver_check: the expected receiver has other "
+                                         "parameters or no data");
+    double t0 = dcr_clock_s();
+    dcr_check_result_t res = {0};
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; i < dcr_params_count(r->params) && st == DCR_OK; i++) {
+        if (r->whi[i] <= r->wlo[i]) continue;
+        const dcr_param_t *x = dcr_params_at(r->params, i), *y = dcr_params_at(expected->params, i);
+        uint8_t a[16], b[16];
+        dcr__digest(x, r->wlo[i], r->whi[i], a);
+        dcr__digest(y, r->wlo[i], r->whi[i], b);
+        res.regions++;
+        res.bytes += (size_t)(r->whi[i] - r->wlo[i]) * dcr_dtype_size(x->dtype);
+        if (memcmp(a, b, sizeof(a)) != 0)
+            st = dcr_error_set(DCR_EMISMATCH, "post-apply check: parameter %s elements "
+                                              "[%lld, %lld) differ from the expected bits",
+                               x->name, (long long)r->wlo[i], (long long)r->whi[i]);
+    }
+    res.seconds = dcr_clock_s() - t0;
+    r->stats.check_s += res.seconds;
+    if (st == DCR_OK) *out_p = res;
+    return st;
+}

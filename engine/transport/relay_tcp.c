@@ -1,0 +1,1150 @@
+/* The relay-tree transport over TCP on loopback. Rollout node 0 is the root;
+ * node i's children are i*fanout+1 .. i*fanout+fanout, a balanced tree. Each
+ * owner endpoint has its own connection to the root (one flow per training
+ * rank, as each rank streams its own payloads; the flows of one training node
+ * share that node's emulated link). Every payload crosses the cluster
+ * boundary once (V_cross = V_payload); the root and each inner node forward
+ * it to every child over local links (local_bytes).
+ *
+ * Every hop acknowledges queueing, not application: a node reads a frame,
+ * queues it for each child and for its own recv (bounded queues of
+ * queue_payloads), and only then answers ACK. A sender waits for that answer
+ * before its next frame, so a slow receiver fills its queues, stops
+ * acknowledging, and slows every hop above it down to the owners' send
+ * (back-pressure without loss). The root verifies each payload (header,
+ * digest, tau, owner and id) before queueing it and answers NACK with the
+ * reason otherwise, so a corrupt or stale payload fails that send and is
+ * never forwarded; inner nodes check headers again before delivering.
+ *
+ * Each attempt gets a fresh tree (connections and threads), built by
+ * open_attempt and torn down by the next open_attempt or stop_and_wait: no
+ * byte of a replaced attempt can arrive on a newer attempt's connections, and
+ * a connection lost in one attempt does not poison the retry. A lost
+ * connection fails the whole attempt: every connection of the tree is shut
+ * down, and every blocked or later send, finish and recv of that attempt
+ * returns DCR_ETRANSPORT with the first failure's message (shared in-process
+ * for diagnosis only; the protocol itself carries everything else).
+ *
+ * Wire format, little-endian, one 48-byte header per frame:
+ *   u32 magic "DCRF", u32 type, i32 code, u32 reserved, u64 tau, u64 a, u64 b, u64 len
+ * then len bytes. DATA (a = owner, b = payload id, payload bytes), FIN (a =
+ * payloads the owner sent), END (end of attempt), REF (reference bytes), ACK,
+ * NACK (code = dcr_status_t, message bytes). */
+#include "transport-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+#include "dcr/queue.h"
+
+#define RELAY_MAGIC    0x46524344u /* "DCRF" */
+#define RELAY_HDR      48
+#define RELAY_NACK_MAX 512
+/* Reference frames: a checkpoint share streams as frames of this size, each
+ * stored and forwarded whole at every hop, like a payload. */
+#define RELAY_REF_FRAME ((size_t)4 << 20)
+/* Read errors other than errno values. */
+#define RELAY_EOF   (-1)
+#define RELAY_PROTO (-2)
+
+typedef enum relay_type {
+    F_DATA = 1,
+    F_FIN = 2,
+    F_END = 3,
+    F_ACK = 4,
+    F_NACK = 5,
+    F_REF = 6,
+} relay_type_t;
+
+typedef struct relay_frame {
+    uint32_t type;
+    int32_t code;
+    uint64_t tau, a, b, len;
+} relay_frame_t;
+
+/* ---- buffers shared by the queues of one node -------------------------- */
+
+typedef enum relay_kind { BUF_DATA, BUF_REF, BUF_END } relay_kind_t;
+
+typedef struct relay_buf {
+    atomic_int refs;
+    relay_kind_t kind;
+    uint32_t owner;
+    uint64_t id;
+    size_t len;
+    uint8_t data[];
+} relay_buf_t;
+
+static relay_buf_t *relay_buf_new(relay_kind_t kind, size_t len)
+{
+    relay_buf_t *b = malloc(sizeof *b + len);
+    if (b == NULL) return NULL;
+    atomic_init(&b->refs, 1);
+    b->kind = kind;
+    b->owner = 0;
+    b->id = 0;
+    b->len = len;
+    return b;
+}
+
+static void relay_buf_unref(relay_buf_t *b)
+{
+    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1) free(b);
+}
+
+/* ---- the tree of one attempt ------------------------------------------- */
+
+struct relay;
+struct relay_tree;
+
+typedef struct relay_kid {
+    struct relay_tree *tree;
+    int from, node; /* parent and child */
+    int fd;         /* parent's end of the link */
+    dcr_queue_t *q; /* buffers waiting to go to the child */
+    pthread_t th;
+    bool started;
+} relay_kid_t;
+
+typedef struct relay_tnode {
+    struct relay_tree *tree;
+    int idx, parent;
+    int up_fd; /* this node's end of the link from its parent; -1 at the root */
+    pthread_t reader;
+    bool started;
+    relay_kid_t *kids;
+    int nkids;
+    dcr_queue_t *ready; /* payloads for recv; NULL in a reference tree */
+    atomic_bool done;   /* recv returned the end of the attempt */
+} relay_tnode_t;
+
+typedef struct relay_olink {
+    struct relay_tree *tree;
+    int owner;
+    int fd;      /* the owner's end */
+    int root_fd; /* the root's end */
+    pthread_t th;
+    bool started;
+    uint64_t queued; /* root: frames queued from this owner (tree lock) */
+    bool fin;        /* root: the owner finished (tree lock) */
+} relay_olink_t;
+
+typedef struct relay_tree {
+    struct relay *r;
+    bool reference;
+    uint64_t tau;
+    /* 0 while running, 1 once stopping or failed: cancels pacing. */
+    atomic_uint_fast64_t cancel;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stopping, failed;
+    dcr_status_t fail_st;
+    char why[512];
+    int refs; /* callers inside send, finish, recv */
+    int nfin; /* owners finished */
+    int ends; /* reference: nodes that took the end marker */
+    relay_tnode_t *nodes;
+    int nnodes;
+    relay_olink_t *owners;
+    int nowners;
+} relay_tree_t;
+
+typedef struct relay {
+    dcr__tbase_t base;
+    pthread_mutex_t mu; /* the tree pointer and the training side's attempt */
+    relay_tree_t *tree;
+    bool open;
+    uint64_t tau, last_tau;
+    dcr__ledger_t ledger;
+} relay_t;
+
+/* ---- sockets ------------------------------------------------------------ */
+
+static void relay_put(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t relay_get(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* 0, or an errno value. */
+static int relay_write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? errno : EPIPE;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* 0, RELAY_EOF, or an errno value. */
+static int relay_read_all(int fd, uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) return RELAY_EOF;
+        if (r < 0) return errno;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static const char *relay_err_str(int e)
+{
+    if (e == RELAY_EOF) return "connection closed";
+    if (e == RELAY_PROTO) return "malformed frame";
+    if (e == ECANCELED) return "cancelled";
+    return strerror(e);
+}
+
+/* Writes one frame, pacing header and payload through flow (NULL: unpaced).
+ * ECANCELED when the flow was cancelled. */
+static int relay_frame_write(int fd, const relay_frame_t *f, const uint8_t *payload,
+                             dcr__flow_t *flow)
+{
+    uint8_t h[RELAY_HDR] = {0};
+    relay_put(h, RELAY_MAGIC, 4);
+    relay_put(h + 4, f->type, 4);
+    relay_put(h + 8, (uint32_t)f->code, 4);
+    relay_put(h + 16, f->tau, 8);
+    relay_put(h + 24, f->a, 8);
+    relay_put(h + 32, f->b, 8);
+    relay_put(h + 40, f->len, 8);
+    if (flow != NULL && dcr__flow_pace(flow, RELAY_HDR) != DCR_OK) return ECANCELED;
+    int e = relay_write_all(fd, h, RELAY_HDR);
+    for (size_t off = 0; e == 0 && off < f->len;) {
+        size_t n = f->len - off < DCR__LINK_CHUNK ? (size_t)f->len - off : DCR__LINK_CHUNK;
+        if (flow != NULL && dcr__flow_pace(flow, n) != DCR_OK) return ECANCELED;
+        e = relay_write_all(fd, payload + off, n);
+        off += n;
+    }
+    return e;
+}
+
+static int relay_frame_read(int fd, relay_frame_t *f)
+{
+    uint8_t h[RELAY_HDR];
+    int e = relay_read_all(fd, h, RELAY_HDR);
+    if (e != 0) return e;
+    if (relay_get(h, 4) != RELAY_MAGIC) return RELAY_PROTO;
+    f->type = (uint32_t)relay_get(h + 4, 4);
+    f->code = (int32_t)(uint32_t)relay_get(h + 8, 4);
+    f->tau = relay_get(h + 16, 8);
+    f->a = relay_get(h + 24, 8);
+    f->b = relay_get(h + 32, 8);
+    f->len = relay_get(h + 40, 8);
+    if (f->type < F_DATA || f->type > F_REF || f->len > DCR__TRANSPORT_PAYLOAD_MAX)
+        return RELAY_PROTO;
+    return 0;
+}
+
+static int relay_reply(int fd, uint64_t tau, dcr_status_t st, const char *msg)
+{
+    size_t n = st == DCR_OK ? 0 : strlen(msg);
+    relay_frame_t f = {.type = st == DCR_OK ? F_ACK : F_NACK, .code = st, .tau = tau, .len = n};
+    return relay_frame_write(fd, &f, (const uint8_t *)msg, NULL);
+}
+
+static void relay_nodelay(int fd)
+{
+    int one = 1;
+    /* Frames and acknowledgments are small and strictly alternate: Nagle plus
+     * delayed ACK would add tens of milliseconds per hop. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static dcr_status_t relay_listen(int *fd_p, uint16_t *port_p)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        dcr_status_t st =
+            dcr_error_set(DCR_ETRANSPORT, "relay: cannot listen on 127.0.0.1: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        return st;
+    }
+    *fd_p = fd;
+    *port_p = ntohs(a.sin_port);
+    return DCR_OK;
+}
+
+/* One connection to the listener: *client_p is the connecting end. */
+static dcr_status_t relay_connect(int lfd, uint16_t port, int *client_p, int *server_p)
+{
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {
+        .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof a) != 0) {
+        dcr_status_t st = dcr_error_set(DCR_ETRANSPORT, "relay: cannot connect to 127.0.0.1:%u: %s",
+                                        port, strerror(errno));
+        if (c >= 0) close(c);
+        return st;
+    }
+    int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (s < 0) {
+        close(c);
+        return dcr_error_set(DCR_ETRANSPORT, "relay: accept on 127.0.0.1:%u: %s", port,
+                             strerror(errno));
+    }
+    relay_nodelay(c);
+    relay_nodelay(s);
+    *client_p = c;
+    *server_p = s;
+    return DCR_OK;
+}
+
+/* ---- failure and teardown ------------------------------------------------ */
+
+static void relay_shut(int fd)
+{
+    if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
+
+/* Wakes every thread and caller of the tree: pacing stops, blocked socket
+ * calls return, queues refuse pushes and pops. */
+static void relay_tree_cancel(relay_tree_t *T)
+{
+    atomic_store(&T->cancel, 1);
+    for (int i = 0; i < T->nowners; i++) {
+        relay_shut(T->owners[i].fd);
+        relay_shut(T->owners[i].root_fd);
+    }
+    for (int i = 0; i < T->nnodes; i++) {
+        relay_tnode_t *nd = &T->nodes[i];
+        relay_shut(nd->up_fd);
+        if (nd->ready != NULL) dcr_queue_close(nd->ready);
+        for (int k = 0; k < nd->nkids; k++) {
+            relay_shut(nd->kids[k].fd);
+            if (nd->kids[k].q != NULL) dcr_queue_close(nd->kids[k].q);
+        }
+    }
+    pthread_mutex_lock(&T->mu);
+    pthread_cond_broadcast(&T->cv);
+    pthread_mutex_unlock(&T->mu);
+}
+
+/* Fails the attempt with the first failure's message; later ones are its
+ * consequences and are dropped. */
+static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, ...)
+{
+    pthread_mutex_lock(&T->mu);
+    bool first = !T->stopping && !T->failed;
+    if (first) {
+        T->failed = true;
+        T->fail_st = st;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(T->why, sizeof T->why, fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&T->mu);
+    if (!first) return;
+    DCR_LOG_WARN("%s", T->why);
+    relay_tree_cancel(T);
+}
+
+/* A connection error seen by a tree thread: a failure unless we are tearing
+ * down (or already failed, of which it is a consequence). */
+static void relay_link_lost(relay_tree_t *T, int from, int to, int e)
+{
+    if (atomic_load(&T->cancel) != 0) return;
+    if (e == RELAY_PROTO) {
+        relay_tree_fail(T, DCR_ETRANSPORT,
+                        "relay: malformed frame on the link from node %d to node %d", from, to);
+        return;
+    }
+    relay_tree_fail(T, DCR_ETRANSPORT, "relay: link from node %d to node %d lost (%s)", from, to,
+                    relay_err_str(e));
+}
+
+/* The root's view of a lost owner connection. */
+static void relay_owner_lost(relay_tree_t *T, int owner, int e)
+{
+    if (atomic_load(&T->cancel) != 0) return;
+    relay_tree_fail(T, DCR_ETRANSPORT, "relay: connection from owner %d to the root lost (%s)",
+                    owner, relay_err_str(e));
+}
+
+/* The status a caller gets once the tree is cancelled: the failure, or a
+ * plain stop. */
+static dcr_status_t relay_tree_status(relay_tree_t *T, const char *who)
+{
+    pthread_mutex_lock(&T->mu);
+    bool failed = T->failed;
+    dcr_status_t st = T->fail_st;
+    char why[sizeof T->why];
+    memcpy(why, T->why, sizeof why);
+    pthread_mutex_unlock(&T->mu);
+    if (failed) return dcr_error_set(st, "%s: attempt %" PRIu64 " failed: %s", who, T->tau, why);
+    return dcr_error_set(DCR_ECLOSED, "%s: attempt %" PRIu64 " was stopped", who, T->tau);
+}
+
+static void relay_drain(dcr_queue_t *q, dcr__counters_t *c)
+{
+    void *item;
+    while (q != NULL && dcr_queue_pop(q, 0, &item) == DCR_OK) {
+        relay_buf_t *b = item;
+        if (c != NULL && b->kind == BUF_DATA) atomic_fetch_add(&c->dropped_stale, 1);
+        relay_buf_unref(b);
+    }
+}
+
+static void relay_close(int fd)
+{
+    if (fd >= 0) close(fd);
+}
+
+/* Stops the tree, waits until no thread or caller uses it, and frees it. */
+static void relay_tree_destroy(relay_tree_t *T)
+{
+    if (T == NULL) return;
+    pthread_mutex_lock(&T->mu);
+    if (!T->failed) T->stopping = true;
+    pthread_mutex_unlock(&T->mu);
+    relay_tree_cancel(T);
+    for (int i = 0; i < T->nowners; i++) {
+        if (T->owners[i].started) pthread_join(T->owners[i].th, NULL);
+    }
+    for (int i = 0; i < T->nnodes; i++) {
+        relay_tnode_t *nd = &T->nodes[i];
+        if (nd->started) pthread_join(nd->reader, NULL);
+        for (int k = 0; k < nd->nkids; k++) {
+            if (nd->kids[k].started) pthread_join(nd->kids[k].th, NULL);
+        }
+    }
+    pthread_mutex_lock(&T->mu);
+    while (T->refs > 0) pthread_cond_wait(&T->cv, &T->mu);
+    pthread_mutex_unlock(&T->mu);
+    dcr__counters_t *c = &T->r->base.count;
+    for (int i = 0; i < T->nowners; i++) {
+        relay_close(T->owners[i].fd);
+        relay_close(T->owners[i].root_fd);
+    }
+    for (int i = 0; i < T->nnodes; i++) {
+        relay_tnode_t *nd = &T->nodes[i];
+        relay_close(nd->up_fd);
+        relay_drain(nd->ready, c);
+        dcr_queue_destroy(nd->ready);
+        for (int k = 0; k < nd->nkids; k++) {
+            relay_close(nd->kids[k].fd);
+            relay_drain(nd->kids[k].q, NULL);
+            dcr_queue_destroy(nd->kids[k].q);
+        }
+        free(nd->kids);
+    }
+    free(T->nodes);
+    free(T->owners);
+    pthread_cond_destroy(&T->cv);
+    pthread_mutex_destroy(&T->mu);
+    free(T);
+}
+
+/* ---- the rollout side's threads ------------------------------------------ */
+
+/* Queues b for every child and for the node's own recv, then drops the
+ * caller's reference. DCR_ECLOSED once the tree is cancelled. */
+static dcr_status_t relay_deliver(relay_tnode_t *nd, relay_buf_t *b)
+{
+    relay_tree_t *T = nd->tree;
+    dcr_status_t st = DCR_OK;
+    for (int k = 0; k < nd->nkids && st == DCR_OK; k++) {
+        atomic_fetch_add(&b->refs, 1);
+        st = dcr_queue_push(nd->kids[k].q, b, -1);
+        if (st != DCR_OK) relay_buf_unref(b);
+    }
+    if (st == DCR_OK && nd->ready != NULL && b->kind != BUF_REF) {
+        atomic_fetch_add(&b->refs, 1);
+        st = dcr_queue_push(nd->ready, b, -1);
+        if (st != DCR_OK) relay_buf_unref(b);
+    }
+    if (st == DCR_OK && T->reference && b->kind == BUF_END) {
+        pthread_mutex_lock(&T->mu);
+        T->ends++;
+        pthread_cond_broadcast(&T->cv);
+        pthread_mutex_unlock(&T->mu);
+    }
+    relay_buf_unref(b);
+    return st == DCR_OK ? DCR_OK : DCR_ECLOSED;
+}
+
+/* Verifies a received payload against its frame and the attempt; the
+ * detail names what is wrong. DCR_ECLOSED: another attempt's. The root
+ * checks the digest (bytes from across the boundary); inner hops check the
+ * header only: their bytes are the root's verified copy over a reliable
+ * local stream, and receivers check the digest again when they decode, so a
+ * second hash per node would only spend the CPU the refit is measured on. */
+static dcr_status_t relay_verify(const relay_tree_t *T, const relay_frame_t *f,
+                                 const relay_buf_t *b, bool digest)
+{
+    dcr_payload_header_t h;
+    DCR_CHECK(dcr_payload_peek(b->data, b->len, digest, &h));
+    if (h.tau != T->tau) {
+        return dcr_error_set(DCR_ECLOSED,
+                             "payload of attempt %" PRIu64 " dropped: attempt %" PRIu64 " is open",
+                             h.tau, T->tau);
+    }
+    if (h.owner != f->a || h.payload_id != f->b) {
+        return dcr_error_set(DCR_EPAYLOAD,
+                             "header names owner %" PRIu32 " payload %" PRIu64
+                             ", the frame owner %" PRIu64 " payload %" PRIu64,
+                             h.owner, h.payload_id, f->a, f->b);
+    }
+    return DCR_OK;
+}
+
+/* Reads a DATA/REF/END frame's body into a new buffer. 0 or a read error. */
+static int relay_read_body(int fd, const relay_frame_t *f, relay_buf_t **out_p)
+{
+    relay_kind_t kind = f->type == F_DATA ? BUF_DATA : f->type == F_REF ? BUF_REF : BUF_END;
+    if (kind == BUF_END && f->len != 0) return RELAY_PROTO;
+    relay_buf_t *b = relay_buf_new(kind, (size_t)f->len);
+    if (b == NULL) return ENOMEM;
+    b->owner = (uint32_t)f->a;
+    b->id = f->b;
+    int e = relay_read_all(fd, b->data, (size_t)f->len);
+    if (e != 0) {
+        relay_buf_unref(b);
+        return e;
+    }
+    *out_p = b;
+    return 0;
+}
+
+static void *relay_node_reader(void *arg)
+{
+    relay_tnode_t *nd = arg;
+    relay_tree_t *T = nd->tree;
+    for (;;) {
+        relay_frame_t f;
+        relay_buf_t *b = NULL;
+        int e = relay_frame_read(nd->up_fd, &f);
+        if (e == 0 && (f.tau != T->tau || f.type == F_FIN || f.type == F_ACK || f.type == F_NACK)) {
+            e = RELAY_PROTO;
+        }
+        if (e == 0) e = relay_read_body(nd->up_fd, &f, &b);
+        if (e != 0) {
+            relay_link_lost(T, nd->parent, nd->idx, e);
+            return NULL;
+        }
+        if (b->kind == BUF_DATA) {
+            atomic_fetch_add(&T->r->base.count.local_bytes, (int_fast64_t)b->len);
+            if (relay_verify(T, &f, b, false) != DCR_OK) {
+                atomic_fetch_add(&T->r->base.count.rejected, 1);
+                relay_tree_fail(T, DCR_ETRANSPORT,
+                                "relay: node %d got a bad payload from node %d: %s", nd->idx,
+                                nd->parent, dcr_error_detail());
+                relay_buf_unref(b);
+                return NULL;
+            }
+        }
+        if (relay_deliver(nd, b) != DCR_OK) return NULL;
+        e = relay_reply(nd->up_fd, T->tau, DCR_OK, "");
+        if (e != 0) {
+            relay_link_lost(T, nd->parent, nd->idx, e);
+            return NULL;
+        }
+    }
+}
+
+static void *relay_forwarder(void *arg)
+{
+    relay_kid_t *k = arg;
+    relay_tree_t *T = k->tree;
+    void *item;
+    while (dcr_queue_pop(k->q, -1, &item) == DCR_OK) {
+        relay_buf_t *b = item;
+        uint32_t type = b->kind == BUF_DATA ? F_DATA : b->kind == BUF_REF ? F_REF : F_END;
+        relay_frame_t f = {.type = type, .tau = T->tau, .a = b->owner, .b = b->id, .len = b->len};
+        dcr__flow_t flow;
+        dcr__flow_local(&flow, T->r->base.links, k->from, k->node, &T->cancel, 0);
+        int e = relay_frame_write(k->fd, &f, b->data, &flow);
+        relay_frame_t ack;
+        if (e == 0) e = relay_frame_read(k->fd, &ack);
+        if (e == 0 && ack.type != F_ACK) e = RELAY_PROTO;
+        relay_buf_unref(b);
+        if (e != 0) {
+            relay_link_lost(T, k->from, k->node, e);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* ---- the root's side of owner connections ------------------------------- */
+
+/* A DATA or REF frame from owner o: verify, queue, count. *msg on refusal. */
+static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, relay_buf_t *b,
+                                    char *msg, size_t cap)
+{
+    relay_tree_t *T = o->tree;
+    dcr__counters_t *c = &T->r->base.count;
+    pthread_mutex_lock(&T->mu);
+    bool fin = o->fin;
+    pthread_mutex_unlock(&T->mu);
+    dcr_status_t st = DCR_OK;
+    if (fin) {
+        st = dcr_error_set(DCR_EINVAL, "owner %d already finished attempt %" PRIu64, o->owner,
+                           T->tau);
+    } else if (b->kind == BUF_DATA) {
+        atomic_fetch_add(&c->cross_bytes, (int_fast64_t)b->len);
+        if (f->a != (uint64_t)o->owner) {
+            st = dcr_error_set(DCR_EPAYLOAD, "frame names owner %" PRIu64, f->a);
+        } else {
+            st = relay_verify(T, f, b, true);
+        }
+        if (st != DCR_OK) atomic_fetch_add(st == DCR_ECLOSED ? &c->dropped_stale : &c->rejected, 1);
+    }
+    if (st != DCR_OK) {
+        snprintf(msg, cap, "relay root refused owner %d payload %" PRIu64 ": %s", o->owner, f->b,
+                 dcr_error_detail());
+        relay_buf_unref(b);
+        return st;
+    }
+    if (relay_deliver(&T->nodes[0], b) != DCR_OK) return DCR_ECLOSED;
+    pthread_mutex_lock(&T->mu);
+    o->queued++;
+    pthread_mutex_unlock(&T->mu);
+    return DCR_OK;
+}
+
+/* A FIN frame: the owner sent f->a frames. The last owner to finish queues
+ * the end marker behind every payload. */
+static dcr_status_t relay_root_fin(relay_olink_t *o, const relay_frame_t *f, char *msg, size_t cap)
+{
+    relay_tree_t *T = o->tree;
+    pthread_mutex_lock(&T->mu);
+    if (o->fin || f->a != o->queued) {
+        snprintf(msg, cap,
+                 "relay root: owner %d %s (it finished with %" PRIu64
+                 " payloads, the root queued %" PRIu64 ")",
+                 o->owner, o->fin ? "finished twice" : "finished with a wrong count", f->a,
+                 o->queued);
+        pthread_mutex_unlock(&T->mu);
+        return DCR_EINVAL;
+    }
+    o->fin = true;
+    bool last = ++T->nfin == T->nowners;
+    pthread_mutex_unlock(&T->mu);
+    if (!last) return DCR_OK;
+    relay_buf_t *end = relay_buf_new(BUF_END, 0);
+    if (end == NULL) {
+        snprintf(msg, cap, "relay root: out of memory");
+        return DCR_ENOMEM;
+    }
+    return relay_deliver(&T->nodes[0], end);
+}
+
+static void *relay_owner_reader(void *arg)
+{
+    relay_olink_t *o = arg;
+    relay_tree_t *T = o->tree;
+    for (;;) {
+        relay_frame_t f;
+        relay_buf_t *b = NULL;
+        char msg[RELAY_NACK_MAX] = "";
+        int e = relay_frame_read(o->root_fd, &f);
+        if (e == 0 && (f.tau != T->tau || f.type == F_END || f.type == F_ACK || f.type == F_NACK)) {
+            e = RELAY_PROTO;
+        }
+        if (e == 0 && f.type != F_FIN) e = relay_read_body(o->root_fd, &f, &b);
+        if (e != 0) {
+            relay_owner_lost(T, o->owner, e);
+            return NULL;
+        }
+        dcr_status_t st = f.type == F_FIN ? relay_root_fin(o, &f, msg, sizeof msg)
+                                          : relay_root_take(o, &f, b, msg, sizeof msg);
+        if (atomic_load(&T->cancel) != 0) return NULL;
+        e = relay_reply(o->root_fd, T->tau, st, msg);
+        if (e != 0) {
+            relay_owner_lost(T, o->owner, e);
+            return NULL;
+        }
+    }
+}
+
+/* ---- building a tree ------------------------------------------------------ */
+
+/* Every field that teardown reads gets its "nothing here" value (fd -1,
+ * queue NULL) before anything can fail, so a half-built tree tears down. */
+static dcr_status_t relay_tree_alloc_node(relay_tree_t *T, int i)
+{
+    const dcr_transport_config_t *c = &T->r->base.cfg;
+    relay_tnode_t *nd = &T->nodes[i];
+    int first = i * c->fanout + 1;
+    int nkids =
+        first >= T->nnodes ? 0 : (T->nnodes - first < c->fanout ? T->nnodes - first : c->fanout);
+    nd->kids = calloc((size_t)(nkids ? nkids : 1), sizeof *nd->kids);
+    if (nd->kids == NULL) return dcr_error_set(DCR_ENOMEM, "relay: tree allocation failed");
+    for (int k = 0; k < nkids; k++) {
+        nd->kids[k] = (relay_kid_t){.tree = T, .from = i, .node = first + k, .fd = -1};
+    }
+    nd->nkids = nkids;
+    for (int k = 0; k < nkids; k++) DCR_CHECK(dcr_queue_create(c->queue_payloads, &nd->kids[k].q));
+    if (!T->reference) DCR_CHECK(dcr_queue_create(c->queue_payloads, &nd->ready));
+    return DCR_OK;
+}
+
+static dcr_status_t relay_tree_alloc(relay_t *r, uint64_t tau, bool reference, relay_tree_t **out_p)
+{
+    const dcr_transport_config_t *c = &r->base.cfg;
+    relay_tree_t *T = calloc(1, sizeof *T);
+    if (T == NULL) return dcr_error_set(DCR_ENOMEM, "relay: tree allocation failed");
+    *T = (relay_tree_t){.r = r, .reference = reference, .tau = tau};
+    pthread_mutex_init(&T->mu, NULL);
+    pthread_cond_init(&T->cv, NULL);
+    *out_p = T;
+    T->nodes = calloc((size_t)c->rollout_nodes, sizeof *T->nodes);
+    T->owners = calloc((size_t)c->world, sizeof *T->owners);
+    if (T->nodes == NULL || T->owners == NULL) {
+        return dcr_error_set(DCR_ENOMEM, "relay: tree allocation failed");
+    }
+    T->nnodes = c->rollout_nodes;
+    T->nowners = c->world;
+    for (int i = 0; i < T->nowners; i++) {
+        T->owners[i] = (relay_olink_t){.tree = T, .owner = i, .fd = -1, .root_fd = -1};
+    }
+    for (int i = 0; i < T->nnodes; i++) {
+        T->nodes[i] = (relay_tnode_t){
+            .tree = T, .idx = i, .parent = i ? (i - 1) / c->fanout : -1, .up_fd = -1};
+    }
+    for (int i = 0; i < T->nnodes; i++) DCR_CHECK(relay_tree_alloc_node(T, i));
+    return DCR_OK;
+}
+
+static dcr_status_t relay_tree_connect(relay_tree_t *T)
+{
+    int lfd = -1;
+    uint16_t port = 0;
+    DCR_CHECK(relay_listen(&lfd, &port));
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < T->nowners && st == DCR_OK; i++) {
+        st = relay_connect(lfd, port, &T->owners[i].fd, &T->owners[i].root_fd);
+    }
+    int fanout = T->r->base.cfg.fanout;
+    for (int i = 1; i < T->nnodes && st == DCR_OK; i++) {
+        relay_tnode_t *nd = &T->nodes[i];
+        relay_kid_t *k = &T->nodes[nd->parent].kids[i - (nd->parent * fanout + 1)];
+        st = relay_connect(lfd, port, &k->fd, &nd->up_fd);
+    }
+    close(lfd);
+    return st;
+}
+
+static dcr_status_t relay_tree_start(relay_tree_t *T)
+{
+    for (int i = 0; i < T->nnodes; i++) {
+        relay_tnode_t *nd = &T->nodes[i];
+        for (int k = 0; k < nd->nkids; k++) {
+            if (pthread_create(&nd->kids[k].th, NULL, relay_forwarder, &nd->kids[k]) != 0)
+                goto fail;
+            nd->kids[k].started = true;
+        }
+        if (i > 0) {
+            if (pthread_create(&nd->reader, NULL, relay_node_reader, nd) != 0) goto fail;
+            nd->started = true;
+        }
+    }
+    for (int i = 0; i < T->nowners; i++) {
+        if (pthread_create(&T->owners[i].th, NULL, relay_owner_reader, &T->owners[i]) != 0)
+            goto fail;
+        T->owners[i].started = true;
+    }
+    return DCR_OK;
+fail:
+    return dcr_error_set(DCR_ENOMEM, "relay: cannot start the tree's threads");
+}
+
+static dcr_status_t relay_tree_create(relay_t *r, uint64_t tau, bool reference,
+                                      relay_tree_t **out_p)
+{
+    relay_tree_t *T = NULL;
+    dcr_status_t st = relay_tree_alloc(r, tau, reference, &T);
+    if (st == DCR_OK) st = relay_tree_connect(T);
+    if (st == DCR_OK) st = relay_tree_start(T);
+    if (st != DCR_OK) {
+        relay_tree_destroy(T);
+        return st;
+    }
+    *out_p = T;
+    return DCR_OK;
+}
+
+/* ---- the owners' end ------------------------------------------------------ */
+
+/* Takes a reference on the open attempt's tree for a caller; NULL (and the
+ * error set) when no attempt is open. */
+static relay_tree_t *relay_hold(relay_tree_t *T)
+{
+    pthread_mutex_lock(&T->mu);
+    T->refs++;
+    pthread_mutex_unlock(&T->mu);
+    return T;
+}
+
+static void relay_unhold(relay_tree_t *T)
+{
+    pthread_mutex_lock(&T->mu);
+    if (--T->refs == 0) pthread_cond_broadcast(&T->cv);
+    pthread_mutex_unlock(&T->mu);
+}
+
+/* One frame from owner `owner` to the root and its answer. */
+static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const relay_frame_t *f,
+                                     const uint8_t *payload, const char *what)
+{
+    relay_olink_t *o = &T->owners[owner];
+    dcr__flow_t flow;
+    dcr__flow_cross(&flow, T->r->base.links, dcr__tbase_train_node(&T->r->base, owner), 0,
+                    &T->cancel, 0);
+    relay_frame_t ans;
+    int e = relay_frame_write(o->fd, f, payload, &flow);
+    if (e == 0) e = relay_frame_read(o->fd, &ans);
+    if (e == 0 && ans.type == F_ACK) return DCR_OK;
+    if (e == 0 && ans.type == F_NACK && ans.len < RELAY_NACK_MAX) {
+        char msg[RELAY_NACK_MAX] = "";
+        e = relay_read_all(o->fd, (uint8_t *)msg, (size_t)ans.len);
+        dcr_status_t code =
+            ans.code < 0 && ans.code > -200 ? (dcr_status_t)ans.code : DCR_ETRANSPORT;
+        if (e == 0) return dcr_error_set(code, "%s", msg);
+    }
+    if (e == 0) e = RELAY_PROTO;
+    char who[64];
+    snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
+    if (atomic_load(&T->cancel) == 0) {
+        relay_tree_fail(T, DCR_ETRANSPORT, "relay: owner %d lost its connection to the root (%s)",
+                        owner, relay_err_str(e));
+    }
+    return relay_tree_status(T, who);
+}
+
+/* The open attempt's tree with a caller reference, under the checks every
+ * owner call shares; *tau_p its attempt. */
+static dcr_status_t relay_owner_enter(relay_t *r, int owner, const char *what, relay_tree_t **T_p,
+                                      uint64_t *tau_p)
+{
+    if (!r->open || r->tree == NULL) {
+        return dcr_error_set(DCR_ECLOSED, "relay: owner %d %s: no attempt is open", owner, what);
+    }
+    *T_p = relay_hold(r->tree);
+    *tau_p = r->tau;
+    return DCR_OK;
+}
+
+static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_id,
+                               const uint8_t *buf, size_t len)
+{
+    relay_t *r = (relay_t *)t;
+    relay_tree_t *T = NULL;
+    uint64_t tau = 0;
+    dcr_payload_header_t h;
+    pthread_mutex_lock(&r->mu);
+    dcr_status_t st = relay_owner_enter(r, owner, "cannot send", &T, &tau);
+    if (st == DCR_OK) {
+        st = dcr__payload_check_send(&r->base, tau, owner, payload_id, buf, len, &h);
+        if (st == DCR_OK) st = dcr__ledger_check(&r->ledger, tau, owner, payload_id);
+        if (st != DCR_OK) relay_unhold(T);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (st != DCR_OK) return st;
+    relay_frame_t f = {
+        .type = F_DATA, .tau = tau, .a = (uint64_t)owner, .b = payload_id, .len = len};
+    char what[64];
+    snprintf(what, sizeof what, "payload %" PRIu64, payload_id);
+    st = relay_owner_call(T, owner, &f, buf, what);
+    if (st == DCR_OK) {
+        pthread_mutex_lock(&r->mu);
+        if (r->tree == T) st = dcr__ledger_add(&r->ledger, owner, &h, len);
+        pthread_mutex_unlock(&r->mu);
+        atomic_fetch_add(&r->base.count.payload_bytes, (int_fast64_t)len);
+    }
+    relay_unhold(T);
+    return st;
+}
+
+static dcr_status_t relay_finish(dcr_transport_t *t, int owner, uint64_t npayloads)
+{
+    relay_t *r = (relay_t *)t;
+    relay_tree_t *T = NULL;
+    uint64_t tau = 0;
+    bool all;
+    pthread_mutex_lock(&r->mu);
+    dcr_status_t st = relay_owner_enter(r, owner, "cannot finish", &T, &tau);
+    if (st == DCR_OK) {
+        st = dcr__ledger_finish(&r->ledger, tau, owner, npayloads, &all);
+        if (st != DCR_OK) relay_unhold(T);
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (st != DCR_OK) return st;
+    relay_frame_t f = {.type = F_FIN, .tau = tau, .a = npayloads};
+    st = relay_owner_call(T, owner, &f, NULL, "finish");
+    relay_unhold(T);
+    return st;
+}
+
+/* ---- the rollout nodes' end ---------------------------------------------- */
+
+static dcr_status_t relay_node_recv(relay_tree_t *T, int node, int timeout_ms,
+                                    dcr_delivery_t *out_p)
+{
+    relay_tnode_t *nd = &T->nodes[node];
+    char who[64];
+    snprintf(who, sizeof who, "relay: rollout node %d", node);
+    if (atomic_load(&T->cancel) != 0) return relay_tree_status(T, who);
+    if (atomic_load(&nd->done)) {
+        return dcr_error_set(DCR_ECLOSED, "%s: attempt %" PRIu64 " complete", who, T->tau);
+    }
+    void *item;
+    dcr_status_t st = dcr_queue_pop(nd->ready, timeout_ms, &item);
+    if (st == DCR_ETIMEOUT) {
+        return dcr_error_set(DCR_EAGAIN, "%s: no payload within %d ms", who, timeout_ms);
+    }
+    if (st != DCR_OK) return relay_tree_status(T, who);
+    relay_buf_t *b = item;
+    if (atomic_load(&T->cancel) != 0) {
+        relay_buf_unref(b);
+        return relay_tree_status(T, who);
+    }
+    if (b->kind == BUF_END) {
+        atomic_store(&nd->done, true);
+        relay_buf_unref(b);
+        return dcr_error_set(DCR_ECLOSED, "%s: attempt %" PRIu64 " complete", who, T->tau);
+    }
+    *out_p = (dcr_delivery_t){.data = b->data, .len = b->len, .handle = b};
+    return DCR_OK;
+}
+
+static dcr_status_t relay_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p)
+{
+    relay_t *r = (relay_t *)t;
+    pthread_mutex_lock(&r->mu);
+    relay_tree_t *T = r->tree != NULL ? relay_hold(r->tree) : NULL;
+    pthread_mutex_unlock(&r->mu);
+    if (T == NULL)
+        return dcr_error_set(DCR_ECLOSED, "relay: rollout node %d: no attempt is open", node);
+    dcr_status_t st = relay_node_recv(T, node, timeout_ms, out_p);
+    relay_unhold(T);
+    return st;
+}
+
+static void relay_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
+{
+    relay_buf_unref(d->handle);
+}
+
+/* ---- attempts ------------------------------------------------------------ */
+
+/* Detaches the open attempt's tree (lock held by the caller's caller). */
+static relay_tree_t *relay_detach(relay_t *r)
+{
+    pthread_mutex_lock(&r->mu);
+    relay_tree_t *T = r->tree;
+    r->tree = NULL;
+    r->open = false;
+    pthread_mutex_unlock(&r->mu);
+    return T;
+}
+
+static dcr_status_t relay_open_attempt(dcr_transport_t *t, uint64_t tau)
+{
+    relay_t *r = (relay_t *)t;
+    pthread_mutex_lock(&r->mu);
+    if (tau <= r->last_tau) {
+        uint64_t last = r->last_tau;
+        pthread_mutex_unlock(&r->mu);
+        return dcr_error_set(
+            DCR_EINVAL, "relay: attempt %" PRIu64 " is not newer than attempt %" PRIu64, tau, last);
+    }
+    r->last_tau = tau;
+    pthread_mutex_unlock(&r->mu);
+    relay_tree_destroy(relay_detach(r));
+    relay_tree_t *T = NULL;
+    DCR_CHECK(relay_tree_create(r, tau, false, &T));
+    pthread_mutex_lock(&r->mu);
+    r->tree = T;
+    r->tau = tau;
+    dcr__ledger_reset(&r->ledger);
+    r->open = true;
+    pthread_mutex_unlock(&r->mu);
+    return DCR_OK;
+}
+
+static dcr_status_t relay_stop_and_wait(dcr_transport_t *t)
+{
+    relay_tree_destroy(relay_detach((relay_t *)t));
+    return DCR_OK;
+}
+
+/* ---- reference ------------------------------------------------------------ */
+
+typedef struct relay_ref_arg {
+    relay_tree_t *T;
+    int owner;
+    uint64_t bytes;
+    const uint8_t *pattern;
+    dcr_status_t st;
+    char msg[512];
+} relay_ref_arg_t;
+
+static void *relay_ref_owner(void *arg)
+{
+    relay_ref_arg_t *a = arg;
+    uint64_t frames = 0;
+    dcr_status_t st = DCR_OK;
+    for (uint64_t left = a->bytes; left > 0 && st == DCR_OK; frames++) {
+        size_t n = left < RELAY_REF_FRAME ? (size_t)left : RELAY_REF_FRAME;
+        relay_frame_t f = {.type = F_REF, .a = (uint64_t)a->owner, .len = n};
+        st = relay_owner_call(a->T, a->owner, &f, a->pattern, "reference");
+        left -= n;
+    }
+    relay_frame_t fin = {.type = F_FIN, .a = frames};
+    if (st == DCR_OK) st = relay_owner_call(a->T, a->owner, &fin, NULL, "reference finish");
+    a->st = st;
+    if (st != DCR_OK) snprintf(a->msg, sizeof a->msg, "%s", dcr_error_detail());
+    return NULL;
+}
+
+/* Streams every owner's share and waits until every node took the end. */
+static dcr_status_t relay_ref_run(relay_tree_t *T, relay_ref_arg_t *args, pthread_t *th)
+{
+    int started = 0;
+    while (started < T->nowners &&
+           pthread_create(&th[started], NULL, relay_ref_owner, &args[started]) == 0) {
+        started++;
+    }
+    dcr_status_t st = started == T->nowners
+                          ? DCR_OK
+                          : dcr_error_set(DCR_ENOMEM, "relay reference: cannot start threads");
+    if (st != DCR_OK) relay_tree_fail(T, st, "relay reference: cannot start threads");
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < started && st == DCR_OK; i++) {
+        if (args[i].st != DCR_OK) st = dcr_error_set(args[i].st, "%s", args[i].msg);
+    }
+    if (st != DCR_OK) return st;
+    pthread_mutex_lock(&T->mu);
+    while (T->ends < T->nnodes && !T->failed) pthread_cond_wait(&T->cv, &T->mu);
+    pthread_mutex_unlock(&T->mu);
+    return atomic_load(&T->cancel) != 0 ? relay_tree_status(T, "relay reference") : DCR_OK;
+}
+
+static dcr_status_t relay_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
+                                    double *seconds_p)
+{
+    relay_t *r = (relay_t *)t;
+    const dcr_transport_config_t *c = &r->base.cfg;
+    int per = c->world / c->train_nodes;
+    relay_tree_t *T = NULL;
+    relay_ref_arg_t *args = calloc((size_t)c->world, sizeof *args);
+    pthread_t *th = calloc((size_t)c->world, sizeof *th);
+    uint8_t *pattern = calloc(1, RELAY_REF_FRAME);
+    dcr_status_t st = args && th && pattern ? DCR_OK : dcr_error_set(DCR_ENOMEM, "relay reference");
+    if (st == DCR_OK) st = relay_tree_create(r, 0, true, &T);
+    if (st == DCR_OK) {
+        for (int o = 0; o < c->world; o++) {
+            uint64_t node_bytes = (uint64_t)per_node_bytes[o / per];
+            uint64_t share =
+                node_bytes / (uint64_t)per + (o % per == 0 ? node_bytes % (uint64_t)per : 0);
+            args[o] = (relay_ref_arg_t){.T = T, .owner = o, .bytes = share, .pattern = pattern};
+        }
+        double t0 = dcr_clock_s();
+        st = relay_ref_run(T, args, th);
+        if (st == DCR_OK) *seconds_p = dcr_clock_s() - t0;
+    }
+    relay_tree_destroy(T);
+    free(pattern);
+    free(th);
+    free(args);
+    return st;
+}
+
+/* ---- lifetime ------------------------------------------------------------- */
+
+static void relay_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
+{
+    dcr__tbase_counters(&((relay_t *)t)->base, out_p);
+}
+
+static void relay_destroy(dcr_transport_t *t)
+{
+    relay_t *r = (relay_t *)t;
+    relay_tree_destroy(relay_detach(r));
+    dcr__ledger_fini(&r->ledger);
+    pthread_mutex_destroy(&r->mu);
+    dcr__tbase_fini(&r->base);
+    free(r);
+}
+
+static dcr_status_t relay_create(const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
+{
+    relay_t *r = calloc(1, sizeof *r);
+    if (r == NULL) return dcr_error_set(DCR_ENOMEM, "relay: allocation failed");
+    pthread_mutex_init(&r->mu, NULL);
+    r->base.pub.ops = &dcr__transport_relay_ops;
+    dcr_status_t st = dcr__tbase_init(&r->base, cfg);
+    if (st == DCR_OK) st = dcr__ledger_init(&r->ledger, cfg->world);
+    if (st != DCR_OK) {
+        relay_destroy(&r->base.pub);
+        return st;
+    }
+    *out_p = &r->base.pub;
+    return DCR_OK;
+}
+
+dcr_status_t dcr__relay_break_link(dcr_transport_t *t, int node)
+{
+    if (t == NULL || t->ops != &dcr__transport_relay_ops) {
+        return dcr_error_set(DCR_EUNSUPPORTED, "break_link: not a relay transport");
+    }
+    relay_t *r = (relay_t *)t;
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&r->mu);
+    relay_tree_t *T = r->tree;
+    if (T == NULL)
+        st = dcr_error_set(DCR_ECLOSED, "break_link: no attempt is open");
+    else if (node >= 1 && node < T->nnodes)
+        shutdown(T->nodes[node].up_fd, SHUT_RDWR);
+    else if (node <= -1 && -1 - node < T->nowners)
+        shutdown(T->owners[-1 - node].root_fd, SHUT_RDWR);
+    else
+        st = dcr_error_set(DCR_EINVAL, "break_link: no link %d", node);
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+const dcr_transport_ops_t dcr__transport_relay_ops = {
+    .name = "relay",
+    .create = relay_create,
+    .open_attempt = relay_open_attempt,
+    .send = relay_send,
+    .finish = relay_finish,
+    .recv = relay_recv,
+    .release = relay_release,
+    .stop_and_wait = relay_stop_and_wait,
+    .reference = relay_reference,
+    .counters = relay_counters,
+    .destroy = relay_destroy,
+};

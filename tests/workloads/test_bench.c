@@ -1,0 +1,162 @@
+/* ctest-labels: integration
+ *
+ * End-to-end refits through both transports, sync and async RL, several
+ * rollout nodes and receivers per node, more owners than receivers and the
+ * reverse, several model families: every receiver must equal its dense refit
+ * after every refit, requests through the gate must see P^v or P^{v+1} only,
+ * and cross-cluster bytes must follow the transport's rule (object store:
+ * one upload plus one download per rollout node; relay: once across). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "workloads/bench.h"
+
+static dcr_bench_config_t small(const char *model, int layers)
+{
+    dcr_bench_config_t c = dcr_bench_config_default();
+    c.scenario.model = model;
+    c.scenario.scale = 64;
+    c.scenario.layers = layers;
+    c.warmup = 1;
+    c.refits = 2;
+    c.readers = 1;
+    return c;
+}
+
+static void run_ok(const dcr_bench_config_t *c, dcr_bench_result_t *r)
+{
+    if (dcr_bench_run(c, r) != DCR_OK) fail_msg("%s", dcr_error_detail());
+    assert_int_equal(r->nrefits, c->refits);
+    assert_true(r->bit_exact);
+    for (int i = 0; i < r->nrefits; i++) {
+        assert_true(r->refits[i].verified && r->refits[i].bit_exact);
+        assert_true(r->refits[i].payload_bytes > 0);
+        assert_int_equal(r->refits[i].attempts, 1);
+    }
+    assert_int_equal(r->request_mismatches, 0);
+    assert_true(r->reference_s > 0 && r->mean_latency_s > 0);
+}
+
+/* Object store: every payload is uploaded once and downloaded by every node. */
+static void test_objstore_sync_cross_bytes(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
+    c.serve.nodes = 3;
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    for (int i = 0; i < r.nrefits; i++) {
+        int64_t pay = r.refits[i].payload_bytes, cross = r.refits[i].cross_bytes;
+        assert_true(cross >= pay * 4 && cross <= pay * 4 + pay / 5 + 65536); /* manifests on top */
+    }
+    dcr_bench_result_free(&r);
+}
+
+/* Relay tree: each payload crosses the cluster boundary once. */
+static void test_relay_async_cross_once(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
+    c.transport = "relay";
+    c.rl = DCR_RL_ASYNC;
+    c.serve.nodes = 3;
+    c.fanout = 2;
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    assert_true(r.relay_reference_s > 0);
+    for (int i = 0; i < r.nrefits; i++) {
+        int64_t pay = r.refits[i].payload_bytes, cross = r.refits[i].cross_bytes;
+        assert_true(cross >= pay && cross <= pay + pay / 5 + 65536);
+    }
+    dcr_bench_result_free(&r);
+}
+
+/* 8 owners, one receiver. */
+static void test_more_owners_than_receivers(void **state)
+{
+    dcr_bench_config_t c = small("qwen2.5-0.5b", 2);
+    c.scenario.train = (dcr_train_config_t){2, 4, 2, 1, 1, 1, 0};
+    c.serve.nodes = 1;
+    c.serve.gpus_per_node = 1;
+    c.serve.tp = 1;
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    assert_int_equal(r.owners, 8);
+    assert_int_equal(r.receivers, 1);
+    dcr_bench_result_free(&r);
+}
+
+/* One owner, eight receivers with expert parallelism, relay, sync. */
+static void test_more_receivers_than_owners(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
+    c.scenario.train = (dcr_train_config_t){1, 1, 1, 1, 1, 1, 0};
+    c.serve.nodes = 2;
+    c.serve.gpus_per_node = 4;
+    c.serve.tp = 4;
+    c.serve.ep = true;
+    c.transport = "relay";
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    assert_int_equal(r.owners, 1);
+    assert_int_equal(r.receivers, 8);
+    dcr_bench_result_free(&r);
+}
+
+/* Hybrid, tied and four-norm families; modes P and F; the extended mapping. */
+static void test_families_and_modes(void **state)
+{
+    struct {
+        const char *model;
+        int layers;
+        dcr_construct_mode_t mode;
+        dcr_mapping_t mapping;
+    } cases[] = {
+        {"nemotron-3-nano-30b-a3b", 6, DCR_MODE_X, DCR_MAPPING_PAPER},
+        {"llama-3.2-3b", 2, DCR_MODE_P, DCR_MAPPING_EXTENDED},
+        {"gemma-3-4b", 2, DCR_MODE_F, DCR_MAPPING_PAPER},
+        {"qwen2.5-1.5b", 2, DCR_MODE_X, DCR_MAPPING_EXTENDED},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        dcr_bench_config_t c = small(cases[i].model, cases[i].layers);
+        c.mode = cases[i].mode;
+        c.scenario.mapping = cases[i].mapping;
+        c.refits = 1;
+        dcr_bench_result_t r;
+        print_message("  %s mode %s\n", cases[i].model, dcr_construct_mode_name(cases[i].mode));
+        run_ok(&c, &r);
+        dcr_bench_result_free(&r);
+    }
+}
+
+static void test_bad_configs_fail_cleanly(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
+    c.transport = "carrier-pigeon";
+    dcr_bench_result_t r;
+    assert_int_equal(dcr_bench_run(&c, &r), DCR_EINVAL);
+    c = small("qwen3-30b-a3b", 1);
+    c.serve.tp = 3;
+    c.serve.gpus_per_node = 3;
+    assert_int_not_equal(dcr_bench_run(&c, &r), DCR_OK);
+    c = small("qwen3-30b-a3b", 1);
+    c.refits = 0;
+    assert_int_equal(dcr_bench_run(&c, &r), DCR_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_objstore_sync_cross_bytes),
+        cmocka_unit_test(test_relay_async_cross_once),
+        cmocka_unit_test(test_more_owners_than_receivers),
+        cmocka_unit_test(test_more_receivers_than_owners),
+        cmocka_unit_test(test_families_and_modes),
+        cmocka_unit_test(test_bad_configs_fail_cleanly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

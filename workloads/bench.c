@@ -1,0 +1,445 @@
+/* The end-to-end benchmark: setup (outside the window), the reference,
+ * warm-up and timed refits through the coordinator, dense-refit checks. */
+#define _XOPEN_SOURCE 700
+#include "workloads/bench.h"
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <blake2.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+
+dcr_bench_config_t dcr_bench_config_default(void)
+{
+    dcr_bench_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.scenario = dcr_scenario_spec_default();
+    cfg.scenario.scale = 16;
+    cfg.scenario.layers = 8;
+    cfg.scenario.train = (dcr_train_config_t){2, 2, 2, 0, 1, 1, 0}; /* ETP follows TP for MoE models */
+    cfg.serve = dcr_serve_config_default();
+    cfg.serve.nodes = 2;
+    cfg.serve.gpus_per_node = 2;
+    cfg.serve.tp = 2;
+    cfg.transport = "objstore";
+    cfg.link = dcr_link_config_default();
+    cfg.fanout = 2;
+    cfg.change_rate = 0.03;
+    cfg.mode = DCR_MODE_X;
+    cfg.rl = DCR_RL_SYNC;
+    cfg.warmup = 2;
+    cfg.refits = 5;
+    cfg.verify = true;
+    cfg.seed = 42;
+    return cfg;
+}
+
+typedef struct bench {
+    const dcr_bench_config_t *cfg;
+    dcr_scenario_t *sc;
+    dcr_serve_config_t serve;
+    size_t nc, ns;
+    dcr_storage_t **canonical;            /* scratch: initial weights, then the oracle's W^{v+1} */
+    dcr_storage_t **committed, **candidate; /* training shards at v and v+1 */
+    dcr_receiver_t **receivers;
+    int nrecv;
+    uint8_t *xor_allowed;
+    dcr_constructor_t *con;
+    dcr_transport_t *transport;
+    dcr_control_t *control;
+    dcr_coord_t *coord;
+    char workdir[4096];
+    bool own_workdir;
+    /* request emulation */
+    pthread_t *readers;
+    atomic_int stop_readers;
+    atomic_int epoch; /* refit in progress (1-based); readers tag observations with it */
+    pthread_mutex_t seen_lock;
+    struct seen { int epoch; uint8_t digest[16]; } *seen;
+    size_t nseen, cap_seen;
+    int64_t requests, mismatches;
+} bench_t;
+
+void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners, size_t *chunk_p,
+                       size_t *bucket_p)
+{
+    /* The seed's 120B runs cut 482 payloads over 32 owners, about 15 each,
+     * so that construction overlaps delivery; scaled checkpoints keep that
+     * count per owner rather than the absolute 512 MiB target, which would
+     * leave one payload per owner and nothing to overlap. */
+    size_t bucket = (size_t)(checkpoint_bytes / (owners > 0 ? owners : 1) / 12);
+    if (bucket < 4096) bucket = 4096;
+    size_t chunk_seed = strcmp(cfg->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
+    size_t chunk = bucket / (DCR_BUCKET_BYTES / chunk_seed); /* the seed's chunk : bucket proportion */
+    *bucket_p = cfg->bucket_bytes ? cfg->bucket_bytes : bucket;
+    *chunk_p = cfg->chunk_bytes ? cfg->chunk_bytes : chunk > 0 ? chunk : 1;
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+static dcr_status_t make_workdir(bench_t *b)
+{
+    if (b->cfg->workdir) {
+        snprintf(b->workdir, sizeof(b->workdir), "%s", b->cfg->workdir);
+        if (mkdir(b->workdir, 0755) != 0 && access(b->workdir, W_OK) != 0)
+            return dcr_error_set(DCR_EIO, "work directory %s is not writable", b->workdir);
+        return DCR_OK;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(b->workdir, sizeof(b->workdir), "%s/dcr-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(b->workdir)) return dcr_error_set(DCR_EIO, "cannot create a temporary work directory");
+    b->own_workdir = true;
+    return DCR_OK;
+}
+
+static dcr_status_t make_receivers(bench_t *b)
+{
+    b->nrecv = dcr_serve_receivers(&b->serve);
+    b->receivers = calloc((size_t)b->nrecv, sizeof(*b->receivers));
+    if (!b->receivers) return dcr_error_set(DCR_ENOMEM, "%d receivers", b->nrecv);
+    for (int i = 0; i < b->nrecv; i++) {
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, NULL, &b->receivers[i]));
+        DCR_CHECK(dcr_receiver_load_dense_all(b->receivers[i], b->canonical));
+        DCR_CHECK(dcr_receiver_prewarm(b->receivers[i]));
+    }
+    b->xor_allowed = calloc(b->nc + 1, 1);
+    if (!b->xor_allowed) return dcr_error_set(DCR_ENOMEM, "XOR policy");
+    for (size_t c = 0; c < b->nc; c++)
+        b->xor_allowed[c] = b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(b->receivers, b->nrecv, c);
+    return DCR_OK;
+}
+
+static dcr_status_t make_transport(bench_t *b, const char *name, dcr_transport_t **out_p)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
+    dcr_transport_config_t tc = {b->sc->train.nodes, b->sc->layout->world, b->serve.nodes, b->cfg->link, dir,
+                                 b->cfg->fanout, 8};
+    return dcr_transport_create(name, &tc, out_p);
+}
+
+static dcr_status_t make_parties(bench_t *b)
+{
+    dcr_construct_config_t cc = dcr_construct_config_default();
+    cc.mode = b->cfg->mode;
+    cc.shuffle = b->cfg->shuffle;
+    dcr_bench_targets(b->cfg, dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world, &cc.chunk_bytes,
+                      &cc.bucket_bytes);
+    DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes, cc.bucket_bytes);
+    DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->committed, &b->con));
+    DCR_CHECK(make_transport(b, b->cfg->transport, &b->transport));
+    char db[4200];
+    snprintf(db, sizeof(db), "%s/control.db", b->workdir);
+    dcr_control_config_t ctl = {b->cfg->control_path ? b->cfg->control_path : db, 0};
+    DCR_CHECK(dcr_control_create("sqlite", &ctl, &b->control));
+    char id[64];
+    snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
+    dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
+    coc.rl = b->cfg->rl;
+    dcr_coord_parties_t parties = {b->con, b->sc->layout->world, b->transport, b->control, b->receivers, b->nrecv,
+                                   b->xor_allowed};
+    return dcr_coord_create(&coc, &parties, &b->coord);
+}
+
+static dcr_status_t setup(bench_t *b)
+{
+    b->serve = b->cfg->serve;
+    dcr_scenario_spec_t spec = b->cfg->scenario;
+    spec.align_extra = b->serve.tp;
+    DCR_CHECK(dcr_scenario_create(&spec, &b->sc));
+    DCR_CHECK(dcr_serve_config_validate(&b->sc->model, &b->serve));
+    DCR_CHECK(dcr_serve_register_loaders());
+    b->nc = dcr_inventory_count(b->sc->inventory);
+    b->ns = (size_t)b->sc->layout->nshards;
+    DCR_CHECK(make_workdir(b));
+    DCR_CHECK(dcr_scenario_alloc_canonical(b->sc, &b->canonical));
+    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->committed));
+    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->candidate));
+    DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes", b->sc->model.name, b->nc,
+                 (long long)dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world,
+                 dcr_serve_receivers(&b->serve), b->serve.nodes);
+    dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
+    DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->committed));
+    DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
+    DCR_CHECK(make_receivers(b));
+    DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport, b->workdir);
+    return make_parties(b);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static void teardown(bench_t *b)
+{
+    dcr_coord_destroy(b->coord);
+    dcr_control_destroy(b->control);
+    dcr_transport_destroy(b->transport);
+    dcr_constructor_destroy(b->con);
+    for (int i = 0; b->receivers && i < b->nrecv; i++) dcr_receiver_destroy(b->receivers[i]);
+    free(b->receivers);
+    free(b->xor_allowed);
+    dcr_scenario_free_tensors(b->canonical, b->nc);
+    dcr_scenario_free_tensors(b->committed, b->ns);
+    dcr_scenario_free_tensors(b->candidate, b->ns);
+    dcr_scenario_destroy(b->sc);
+    if (b->own_workdir) nftw(b->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- request emulation -------------------------------------------------------- */
+
+/* Digest of every resident byte of a receiver: what a request would read. */
+static void receiver_digest(const dcr_receiver_t *r, uint8_t out[16])
+{
+    const dcr_params_t *ps = dcr_receiver_params(r);
+    blake2b_state st;
+    blake2b_init(&st, 16);
+    for (size_t i = 0; i < dcr_params_count(ps); i++) {
+        const dcr_param_t *p = dcr_params_at(ps, i);
+        blake2b_update(&st, p->storage->data, p->storage->bytes);
+    }
+    blake2b_final(&st, out, 16);
+}
+
+/* A reader serves requests: it enters the gate, reads receiver 0 whole, and
+ * records what it saw; the gate must only ever let it see P^v or P^{v+1}. */
+static void *reader_main(void *arg)
+{
+    bench_t *b = arg;
+    while (!atomic_load(&b->stop_readers)) {
+        uint8_t d[16];
+        dcr_coord_gate_enter(b->coord);
+        int epoch = atomic_load(&b->epoch);
+        receiver_digest(b->receivers[0], d);
+        dcr_coord_gate_leave(b->coord);
+        pthread_mutex_lock(&b->seen_lock);
+        if (b->nseen == b->cap_seen) {
+            size_t cap = b->cap_seen ? 2 * b->cap_seen : 256;
+            void *p = realloc(b->seen, cap * sizeof(*b->seen));
+            if (p) {
+                b->seen = p;
+                b->cap_seen = cap;
+            }
+        }
+        if (b->nseen < b->cap_seen) {
+            b->seen[b->nseen].epoch = epoch;
+            memcpy(b->seen[b->nseen++].digest, d, 16);
+        }
+        pthread_mutex_unlock(&b->seen_lock);
+        usleep(500);
+    }
+    return NULL;
+}
+
+static dcr_status_t start_readers(bench_t *b)
+{
+    pthread_mutex_init(&b->seen_lock, NULL);
+    if (b->cfg->readers <= 0) return DCR_OK;
+    b->readers = calloc((size_t)b->cfg->readers, sizeof(pthread_t));
+    if (!b->readers) return dcr_error_set(DCR_ENOMEM, "reader threads");
+    for (int i = 0; i < b->cfg->readers; i++)
+        if (pthread_create(&b->readers[i], NULL, reader_main, b)) return dcr_error_set(DCR_ENOMEM, "reader thread");
+    return DCR_OK;
+}
+
+static void stop_readers(bench_t *b)
+{
+    atomic_store(&b->stop_readers, 1);
+    for (int i = 0; b->readers && i < b->cfg->readers; i++) pthread_join(b->readers[i], NULL);
+    free(b->readers);
+    b->readers = NULL;
+}
+
+/* Checks the observations made during refit `epoch` against the digests of
+ * receiver 0 before and after it, then forgets them. */
+static void check_requests(bench_t *b, int epoch, const uint8_t before[16], const uint8_t after[16])
+{
+    pthread_mutex_lock(&b->seen_lock);
+    size_t keep = 0;
+    for (size_t i = 0; i < b->nseen; i++) {
+        if (b->seen[i].epoch != epoch) {
+            if (b->seen[i].epoch > epoch) b->seen[keep++] = b->seen[i]; /* between refits: not checked */
+            continue;
+        }
+        b->requests++;
+        if (memcmp(b->seen[i].digest, before, 16) && memcmp(b->seen[i].digest, after, 16)) b->mismatches++;
+    }
+    b->nseen = keep;
+    pthread_mutex_unlock(&b->seen_lock);
+}
+
+/* ---- reference ---------------------------------------------------------------- */
+
+/* The seed's transport-only full-checkpoint reference: each training node
+ * uploads its 1/N of the checkpoint, each rollout node downloads all of it,
+ * over the same emulated links. */
+static dcr_status_t reference(bench_t *b, const char *transport, double *seconds_p)
+{
+    int nodes = b->sc->train.nodes;
+    int64_t total = dcr_inventory_bytes(b->sc->inventory);
+    int64_t *share = calloc((size_t)nodes, sizeof(int64_t));
+    if (!share) return dcr_error_set(DCR_ENOMEM, "reference shares");
+    for (int i = 0; i < nodes; i++) share[i] = total / nodes + (i < total % nodes);
+    dcr_transport_t *t = NULL;
+    dcr_status_t st = make_transport(b, transport, &t);
+    if (st == DCR_OK) st = dcr_transport_reference(t, share, seconds_p);
+    dcr_transport_destroy(t);
+    free(share);
+    return st;
+}
+
+/* ---- refits ------------------------------------------------------------------- */
+
+/* Every receiver against a dense refit of the committed version: one fresh
+ * receiver per TP rank, since receivers of one TP rank hold the same bits. */
+static dcr_status_t verify(bench_t *b, bool *exact_p)
+{
+    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->candidate, b->canonical));
+    *exact_p = true;
+    for (int rank = 0; rank < b->serve.tp; rank++) {
+        dcr_receiver_t *dense = NULL;
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, rank, NULL, &dense));
+        dcr_status_t st = dcr_receiver_load_dense_all(dense, b->canonical);
+        for (int i = 0; st == DCR_OK && i < b->nrecv; i++) {
+            if (dcr_serve_tp_rank(&b->serve, i) != rank) continue;
+            const char *param = NULL;
+            int64_t elem = -1;
+            if (!dcr_receiver_equal(b->receivers[i], dense, &param, &elem)) {
+                DCR_LOG_ERROR("bench: receiver %d differs from the dense refit at %s[%lld]", i, param ? param : "?",
+                              (long long)elem);
+                *exact_p = false;
+            }
+        }
+        dcr_receiver_destroy(dense);
+        DCR_CHECK(st);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
+{
+    for (size_t s = 0; s < b->ns; s++) memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
+    int64_t injected = 0;
+    DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate, b->cfg->seed + 1000 + (uint64_t)step,
+                                          b->candidate, b->canonical, &injected));
+    uint8_t before[16], after[16];
+    if (b->readers) receiver_digest(b->receivers[0], before);
+    atomic_store(&b->epoch, step + 1);
+    dcr_refit_result_t r;
+    dcr_status_t st = dcr_coord_refit(b->coord, b->candidate, &r);
+    if (b->readers) {
+        /* Observations tagged with this refit were made before, during or
+         * just after it: each must be P^v or P^{v+1}. */
+        atomic_store(&b->epoch, 0);
+        receiver_digest(b->receivers[0], after);
+        check_requests(b, step + 1, before, after);
+    }
+    DCR_CHECK(st);
+    memset(out, 0, sizeof(*out));
+    out->latency_s = r.latency_s;
+    out->construction_s = r.construct.construction_s;
+    out->finalization_s = r.finalization_s;
+    out->payload_bytes = r.payload_bytes;
+    out->cross_bytes = r.cross_bytes;
+    out->raw_changed_value_bytes = r.construct.raw_changed_value_bytes;
+    out->changed_elements = r.construct.changed_elements;
+    out->records = r.construct.records;
+    out->payloads = r.construct.payloads;
+    out->attempts = r.attempts;
+    out->bit_exact = true;
+    if (timed && b->cfg->verify) {
+        DCR_CHECK(verify(b, &out->bit_exact));
+        out->verified = true;
+    }
+    /* The candidate is committed: it becomes the baseline of the next step. */
+    dcr_storage_t **swap = b->committed;
+    b->committed = b->candidate;
+    b->candidate = swap;
+    DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up", step + 1,
+                 r.latency_s, (long long)r.payload_bytes,
+                 out->verified ? (out->bit_exact ? "bit-exact" : "MISMATCH") : "not checked");
+    return DCR_OK;
+}
+
+static void summarize(const bench_t *b, dcr_bench_result_t *res)
+{
+    double lat = 0, pay = 0, cross = 0, raw = 0;
+    res->bit_exact = true;
+    for (int i = 0; i < res->nrefits; i++) {
+        lat += res->refits[i].latency_s;
+        pay += (double)res->refits[i].payload_bytes;
+        cross += (double)res->refits[i].cross_bytes;
+        raw += (double)res->refits[i].raw_changed_value_bytes;
+        res->bit_exact &= res->refits[i].bit_exact;
+    }
+    int n = res->nrefits > 0 ? res->nrefits : 1;
+    res->mean_latency_s = lat / n;
+    res->payload_bytes_mean = pay / n;
+    res->cross_bytes_mean = cross / n;
+    res->raw_changed_value_bytes_mean = raw / n;
+    res->speedup = res->mean_latency_s > 0 ? res->reference_s / res->mean_latency_s : 0;
+    res->checkpoint_bytes = dcr_inventory_bytes(b->sc->inventory);
+    res->receivers = b->nrecv;
+    res->requests = b->requests;
+    res->request_mismatches = b->mismatches;
+    res->owners = b->sc->layout->world;
+    for (size_t c = 0; c < b->nc; c++) {
+        res->xor_tensors += b->xor_allowed[c] != 0;
+        res->overwrite_tensors += b->xor_allowed[c] == 0;
+    }
+}
+
+dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
+{
+    if (cfg->warmup < 0 || cfg->refits < 1) return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
+    if (!dcr_transport_find(cfg->transport))
+        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->transport);
+    bench_t b;
+    memset(&b, 0, sizeof(b));
+    b.cfg = cfg;
+    dcr_bench_result_t res;
+    memset(&res, 0, sizeof(res));
+    dcr_status_t st = setup(&b);
+    if (st == DCR_OK) {
+        DCR_LOG_INFO("bench: full-checkpoint reference over the object store");
+        st = reference(&b, "objstore", &res.reference_s);
+    }
+    if (st == DCR_OK && !strcmp(cfg->transport, "relay")) {
+        DCR_LOG_INFO("bench: full-checkpoint reference through the relay tree");
+        st = reference(&b, "relay", &res.relay_reference_s);
+    }
+    if (st == DCR_OK) st = start_readers(&b);
+    res.refits = calloc((size_t)cfg->refits, sizeof(dcr_bench_refit_t));
+    if (st == DCR_OK && !res.refits) st = dcr_error_set(DCR_ENOMEM, "refit table");
+    for (int i = 0; st == DCR_OK && i < cfg->warmup + cfg->refits; i++) {
+        dcr_bench_refit_t warm;
+        bool timed = i >= cfg->warmup;
+        st = one_refit(&b, i, timed, timed ? &res.refits[i - cfg->warmup] : &warm);
+        if (st == DCR_OK && timed) res.nrefits++;
+    }
+    stop_readers(&b);
+    if (st == DCR_OK) summarize(&b, &res);
+    teardown(&b);
+    free(b.seen);
+    pthread_mutex_destroy(&b.seen_lock);
+    if (st != DCR_OK) {
+        free(res.refits);
+        return st;
+    }
+    *out_p = res;
+    return DCR_OK;
+}
+
+void dcr_bench_result_free(dcr_bench_result_t *r)
+{
+    if (r) free(r->refits);
+}

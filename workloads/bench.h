@@ -1,0 +1,79 @@
+/* `dcr bench`: end-to-end refits between an emulated training cluster and an
+ * emulated rollout cluster in one process, timed in the seed's window, with
+ * the transport-only full-checkpoint reference over the same links and a
+ * bit-exact comparison of every receiver with a dense refit after every
+ * timed refit (outside the window). */
+#ifndef DCR_WORKLOADS_BENCH_H
+#define DCR_WORKLOADS_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dcr/construct.h"
+#include "dcr/coord.h"
+#include "dcr/transport.h"
+#include "workloads/scenario.h"
+#include "workloads/serve/vllm_layout.h"
+
+typedef struct dcr_bench_config {
+    dcr_scenario_spec_t scenario;
+    dcr_serve_config_t serve;
+    const char *transport;      /* "objstore" | "relay" */
+    dcr_link_config_t link;
+    int fanout;                 /* relay tree */
+    double change_rate;         /* uniform stress changes */
+    dcr_construct_mode_t mode;
+    dcr_rl_mode_t rl;
+    int warmup, refits;
+    bool verify;                /* dense-refit comparison after every timed refit */
+    bool shuffle;               /* byte-plane shuffle in payloads */
+    size_t chunk_bytes;         /* 0: scaled from the seed's (see dcr_bench_targets) */
+    size_t bucket_bytes;        /* 0: scaled from the seed's */
+    const char *workdir;        /* object store and control plane files; NULL: a fresh temp dir */
+    const char *control_path;   /* SQLite file; NULL: <workdir>/control.db */
+    int readers;                /* request emulation: threads reading receiver 0 through the gate */
+    uint64_t seed;
+} dcr_bench_config_t;
+
+/* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
+ * 2 nodes x 2 GPUs (TP 2, ETP 2), served by 2 rollout nodes x 2 GPUs (TP 2),
+ * 3% uniform changes, object store, sync RL, mode X, 2 warm-up and 5 timed
+ * refits, verification on, default links. */
+dcr_bench_config_t dcr_bench_config_default(void);
+
+typedef struct dcr_bench_refit {
+    double latency_s, construction_s, finalization_s;
+    int64_t payload_bytes, cross_bytes, raw_changed_value_bytes, changed_elements, records, payloads;
+    int attempts;
+    bool bit_exact;   /* every receiver equals its dense refit (true when verify is off: not checked) */
+    bool verified;
+} dcr_bench_refit_t;
+
+typedef struct dcr_bench_result {
+    int64_t checkpoint_bytes;
+    int receivers, owners;
+    double reference_s;       /* object-store full-checkpoint reference */
+    double relay_reference_s; /* full checkpoint through the relay tree; 0 unless transport is relay */
+    double mean_latency_s, speedup;
+    double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
+    bool bit_exact;           /* every verified refit was bit-exact */
+    int nrefits;
+    dcr_bench_refit_t *refits; /* nrefits entries; freed by dcr_bench_result_free */
+    size_t xor_tensors, overwrite_tensors;
+    /* Request emulation: reads of receiver 0 made through the request gate
+     * while refits ran, and those that saw neither P^v nor P^{v+1}. */
+    int64_t requests, request_mismatches;
+} dcr_bench_result_t;
+
+/* Chunk and bucket targets for a checkpoint: the configured ones, or by
+ * default about 12 payloads per owner (the seed's 482 payloads over 32
+ * owners) with the seed's chunk-to-bucket proportion for the transport. */
+void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners, size_t *chunk_p,
+                       size_t *bucket_p);
+
+/* Runs the benchmark; progress goes to the log (info). A bit mismatch is
+ * reported in the result (bit_exact false), not as an error. */
+dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);
+void dcr_bench_result_free(dcr_bench_result_t *r);
+
+#endif

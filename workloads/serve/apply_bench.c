@@ -1,0 +1,281 @@
+/* Receiver apply time against a dense load of the same tensors (DESIGN.md
+ * section 10: at 1% change, apply at most 0.2x of the dense load). One
+ * receiver of a serving layout is dense-loaded with random bits, prewarmed,
+ * and then refit at each rate from records of the bitwise diff (uniform
+ * positions, XOR where its path allows, overwrite elsewhere), encoded into
+ * payloads. Timing covers only the receiver: the dense load, and the apply of
+ * decoded items (plus, separately, validate + decode + apply). Every refit is
+ * checked bit-exact against a fresh dense load outside the timed parts. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/clock.h"
+#include "dcr/codec.h"
+#include "dcr/rng.h"
+#include "workloads/serve/serve_bench.h"
+
+typedef struct dcr__bench {
+    const dcr_model_config_t *m;
+    const dcr_inventory_t *inv;
+    const dcr_serve_config_t *sc;
+    int receiver;
+    dcr_receiver_config_t base;
+    dcr_storage_t **w;
+    dcr_rng_t rng;
+} dcr__bench_t;
+
+static void dcr__tensors_free(dcr_storage_t **t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++) dcr_storage_destroy(t[i]);
+    free(t);
+}
+
+static dcr_status_t dcr__tensors(const dcr_inventory_t *inv, dcr_storage_t ***out_p)
+{
+    size_t n = dcr_inventory_count(inv);
+    dcr_storage_t **t = calloc(n ? n : 1, sizeof(*t));
+    if (t == NULL) return dcr_error_set(DCR_ENOMEM, "bench: tensors");
+    for (size_t i = 0; i < n; i++) {
+        dcr_status_t st = dcr_storage_create(dcr_desc_bytes(dcr_inventory_at(inv, i)), &t[i]);
+        if (st != DCR_OK) {
+            dcr__tensors_free(t, n);
+            return st;
+        }
+    }
+    *out_p = t;
+    return DCR_OK;
+}
+
+/* Random finite words (bits of a random value with a bounded exponent), the
+ * kind of weights a model holds; edge values are the tests' business. */
+static void dcr__random_fill(dcr_rng_t *rng, const dcr_tensor_desc_t *d, void *data)
+{
+    int64_t n = dcr_desc_numel(d);
+    size_t es = dcr_dtype_size(d->dtype);
+    for (int64_t i = 0; i < n; i += 4) {
+        uint64_t r = dcr_rng_u64(rng);
+        for (int64_t k = 0; k < 4 && i + k < n; k++) {
+            uint64_t w = (r >> (16 * k)) & 0x3FFF; /* |x| < 2, sign random via bit 15 */
+            w |= (r >> (16 * k)) & 0x8000;
+            if (es == 4) w = w << 16 | (w & 0xFFFF);
+            memcpy((char *)data + (size_t)(i + k) * es, &w, es);
+        }
+    }
+}
+
+/* Changes exactly round(rate * n) distinct positions of every tensor (drawn
+ * uniformly, repeats rejected through a bitmap) by flipping low mantissa
+ * bits, so every chosen word changes. */
+static dcr_status_t dcr__mutate(dcr_rng_t *rng, const dcr_tensor_desc_t *d, const void *old,
+                                void *new_, double rate)
+{
+    int64_t n = dcr_desc_numel(d);
+    size_t es = dcr_dtype_size(d->dtype);
+    memcpy(new_, old, (size_t)n * es);
+    int64_t k = (int64_t)(rate * (double)n + 0.5);
+    uint8_t *hit = calloc((size_t)(n ? n : 1), 1);
+    if (hit == NULL) return dcr_error_set(DCR_ENOMEM, "bench: change bitmap");
+    for (int64_t j = 0; j < k; j++) {
+        int64_t i;
+        do i = (int64_t)dcr_rng_below(rng, (uint64_t)n);
+        while (hit[i]);
+        hit[i] = 1;
+        uint8_t *p = (uint8_t *)new_ + (size_t)i * es;
+        p[0] ^= (uint8_t)(1 + dcr_rng_below(rng, 255));
+    }
+    free(hit);
+    return DCR_OK;
+}
+
+/* Records of one tensor into caller buffers; returns the count. */
+static size_t dcr__diff(const dcr_tensor_desc_t *d, const void *old, const void *new_,
+                        dcr_encoding_t enc, int64_t *idx, uint8_t *val)
+{
+    int64_t n = dcr_desc_numel(d);
+    size_t es = dcr_dtype_size(d->dtype), c = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t a = 0, b = 0;
+        memcpy(&a, (const char *)old + (size_t)i * es, es);
+        memcpy(&b, (const char *)new_ + (size_t)i * es, es);
+        if (a == b) continue;
+        uint64_t v = enc == DCR_ENCODING_XOR ? a ^ b : b;
+        idx[c] = i;
+        memcpy(val + c * es, &v, es);
+        c++;
+    }
+    return c;
+}
+
+typedef struct dcr__payloads {
+    uint8_t **buf;
+    size_t *len;
+    size_t n, cap, bytes;
+} dcr__payloads_t;
+
+static void dcr__payloads_free(dcr__payloads_t *p)
+{
+    for (size_t i = 0; i < p->n; i++) free(p->buf[i]);
+    free(p->buf);
+    free(p->len);
+    memset(p, 0, sizeof(*p));
+}
+
+static dcr_status_t dcr__payloads_take(dcr__payloads_t *p, dcr_encoder_t *e, uint64_t tau)
+{
+    if (dcr_encoder_item_count(e) == 0) return DCR_OK;
+    dcr_encode_params_t prm = {tau, 0, p->n, DCR_CODEC_LEVEL_DEFAULT, false};
+    const uint8_t *buf;
+    size_t len;
+    DCR_CHECK(dcr_encoder_finish(e, &prm, &buf, &len));
+    if (p->n == p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 16;
+        uint8_t **b = realloc(p->buf, cap * sizeof(*b));
+        if (b) p->buf = b;
+        size_t *l = realloc(p->len, cap * sizeof(*l));
+        if (l) p->len = l;
+        if (b == NULL || l == NULL) return dcr_error_set(DCR_ENOMEM, "bench: payload list");
+        p->cap = cap;
+    }
+    p->buf[p->n] = malloc(len);
+    if (p->buf[p->n] == NULL) return dcr_error_set(DCR_ENOMEM, "bench: payload");
+    memcpy(p->buf[p->n], buf, len);
+    p->len[p->n++] = len;
+    p->bytes += len;
+    return DCR_OK;
+}
+
+/* Encodes the diff of every tensor the receiver holds into payloads of
+ * about 64 MiB of records each. */
+static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_t **n,
+                                uint64_t tau, dcr__payloads_t *out, int64_t *records_p)
+{
+    size_t nt = dcr_inventory_count(b->inv);
+    size_t most = 1;
+    for (size_t t = 0; t < nt; t++) {
+        size_t k = (size_t)dcr_desc_numel(dcr_inventory_at(b->inv, t));
+        if (k > most) most = k;
+    }
+    int64_t *idx = malloc(most * sizeof(*idx));
+    uint8_t *val = malloc(most * 8);
+    dcr_encoder_t *e = NULL;
+    dcr_status_t st = idx && val ? dcr_encoder_create(&e) : dcr_error_set(DCR_ENOMEM, "bench");
+    int64_t records = 0;
+    for (size_t t = 0; st == DCR_OK && t < nt; t++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(b->inv, t);
+        dcr_path_info_t pi;
+        st = dcr_receiver_path(r, t, &pi);
+        if (st != DCR_OK || pi.cls == DCR_PATH_SKIPPED) continue;
+        dcr_encoding_t enc = pi.cls == DCR_PATH_XOR ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
+        size_t c = dcr__diff(d, b->w[t]->data, n[t]->data, enc, idx, val);
+        if (c == 0) continue;
+        records += (int64_t)c;
+        dcr_codec_item_t it = {d->name, d->ndim, d->shape, d->dtype, enc, c, idx, 0, val};
+        st = dcr_encoder_add(e, &it);
+        if (st == DCR_OK && dcr_encoder_raw_len(e) > ((size_t)64 << 20))
+            st = dcr__payloads_take(out, e, tau);
+    }
+    if (st == DCR_OK) st = dcr__payloads_take(out, e, tau);
+    dcr_encoder_destroy(e);
+    free(idx);
+    free(val);
+    if (st == DCR_OK) *records_p = records;
+    return st;
+}
+
+static dcr_status_t dcr__fresh(dcr__bench_t *b, dcr_storage_t **w, dcr_receiver_t **out_p,
+                               double *seconds_p)
+{
+    dcr_receiver_t *r;
+    DCR_CHECK(dcr_serve_receiver_create(b->m, b->inv, b->sc, b->receiver, &b->base, &r));
+    double t0 = dcr_clock_s();
+    dcr_status_t st = dcr_receiver_load_dense_all(r, w);
+    if (seconds_p) *seconds_p = dcr_clock_s() - t0;
+    if (st != DCR_OK) {
+        dcr_receiver_destroy(r);
+        return st;
+    }
+    *out_p = r;
+    return DCR_OK;
+}
+
+/* One rate: new version, payloads, timed apply, oracle check. */
+static dcr_status_t dcr__bench_rate(dcr__bench_t *b, dcr_receiver_t *r, double rate, uint64_t tau,
+                                    dcr_serve_bench_result_t *res)
+{
+    size_t nt = dcr_inventory_count(b->inv);
+    dcr_storage_t **n;
+    DCR_CHECK(dcr__tensors(b->inv, &n));
+    dcr__payloads_t ps = {0};
+    dcr_status_t st = DCR_OK;
+    for (size_t t = 0; st == DCR_OK && t < nt; t++)
+        st = dcr__mutate(&b->rng, dcr_inventory_at(b->inv, t), b->w[t]->data, n[t]->data, rate);
+    if (st == DCR_OK) st = dcr__encode(b, r, n, tau, &ps, &res->records);
+    if (st == DCR_OK) st = dcr_receiver_begin_attempt(r, tau);
+    dcr_receiver_stats_t s0, s1;
+    dcr_receiver_stats(r, &s0);
+    double t0 = dcr_clock_s();
+    for (size_t i = 0; st == DCR_OK && i < ps.n; i++)
+        st = dcr_receiver_apply_payload(r, ps.buf[i], ps.len[i], NULL);
+    res->ingest_s = dcr_clock_s() - t0;
+    dcr_receiver_stats(r, &s1);
+    res->apply_s = s1.apply_s - s0.apply_s;
+    res->payload_bytes = ps.bytes;
+    res->items_sparse = (int64_t)(s1.items_sparse - s0.items_sparse);
+    res->items_full = (int64_t)(s1.items_full - s0.items_full);
+    dcr_receiver_t *fresh = NULL;
+    if (st == DCR_OK) st = dcr__fresh(b, n, &fresh, NULL);
+    const char *param = NULL;
+    int64_t elem = -1;
+    if (st == DCR_OK && !dcr_receiver_equal(r, fresh, &param, &elem))
+        st = dcr_error_set(DCR_EMISMATCH, "bench: rate %g: %s[%lld] differs from the dense refit",
+                           rate, param, (long long)elem);
+    dcr_receiver_destroy(fresh);
+    dcr__payloads_free(&ps);
+    if (st != DCR_OK) {
+        dcr__tensors_free(n, nt);
+        return st;
+    }
+    dcr__tensors_free(b->w, nt);
+    b->w = n;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_serve_bench_apply(const dcr_model_config_t *model, const dcr_serve_config_t *sc,
+                                   int receiver, bool full_pass, const double *rates, int nrates,
+                                   uint64_t seed, dcr_serve_bench_result_t *out)
+{
+    if (model == NULL || sc == NULL || rates == NULL || out == NULL || nrates < 1)
+        return dcr_error_set(DCR_EINVAL, "bench apply: NULL argument or no rate");
+    dcr_inventory_t *inv;
+    DCR_CHECK(dcr_model_build_inventory(model, &inv));
+    dcr__bench_t b = {.m = model, .inv = inv, .sc = sc, .receiver = receiver};
+    b.base.full_pass = full_pass;
+    dcr_rng_seed(&b.rng, seed);
+    size_t nt = dcr_inventory_count(inv);
+    dcr_receiver_t *r = NULL;
+    double dense_s = 0;
+    dcr_status_t st = dcr__tensors(inv, &b.w);
+    for (size_t t = 0; st == DCR_OK && t < nt; t++)
+        dcr__random_fill(&b.rng, dcr_inventory_at(inv, t), b.w[t]->data);
+    /* The dense figure is the best of three loads into fresh receivers, as
+     * the apply figures are single runs on a warm receiver. */
+    for (int rep = 0; st == DCR_OK && rep < 3; rep++) {
+        double s = 0;
+        dcr_receiver_destroy(r);
+        r = NULL;
+        st = dcr__fresh(&b, b.w, &r, &s);
+        if (rep == 0 || s < dense_s) dense_s = s;
+    }
+    if (st == DCR_OK) st = dcr_receiver_prewarm(r);
+    for (int i = 0; st == DCR_OK && i < nrates; i++) {
+        dcr_serve_bench_result_t res = {.rate = rates[i], .dense_s = dense_s};
+        st = dcr__bench_rate(&b, r, rates[i], (uint64_t)i + 1, &res);
+        res.ratio = dense_s > 0 ? res.apply_s / dense_s : 0;
+        res.resident_bytes = dcr_params_bytes(dcr_receiver_params(r));
+        if (st == DCR_OK) out[i] = res;
+    }
+    dcr_receiver_destroy(r);
+    dcr__tensors_free(b.w, nt);
+    dcr_inventory_destroy(inv);
+    return st;
+}
