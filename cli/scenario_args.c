@@ -2,7 +2,7 @@
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
-    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0};
+    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0};
 }
 
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
@@ -19,6 +19,7 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
         {"--pp", DCR_ARG_INT, &o->pp, 1, 1024, "training pipeline parallel degree", false},
         {"--dp", DCR_ARG_INT, &o->dp, 1, 1000000, "data parallel degree (default: ranks / (tp*pp))", false},
         {"--mapping", DCR_ARG_STRING, &o->mapping, 0, 0, "paper | extended mapping classes (default paper)", false},
+        {"--fp8-layers", DCR_ARG_INT, &o->fp8_layers, 0, 100000, "export o_proj of the first N layers FP8 block-quantized", false},
     };
     for (int i = 0; i < DCR_CLI_SCENARIO_NARGS; i++) args[i] = table[i];
 }
@@ -30,6 +31,7 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
     spec.model = o->model;
     spec.scale = (int)o->scale;
     spec.layers = (int)o->layers;
+    spec.fp8_layers = (int)o->fp8_layers;
     spec.train = (dcr_train_config_t){(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp, (int)o->ep, (int)o->pp, (int)o->dp};
     *out_p = spec;
     return DCR_OK;

@@ -9,10 +9,10 @@
 
 typedef struct dcr_cli_scenario {
     const char *model, *mapping;
-    int64_t scale, layers, nodes, gpus, tp, etp, ep, pp, dp;
+    int64_t scale, layers, nodes, gpus, tp, etp, ep, pp, dp, fp8_layers;
 } dcr_cli_scenario_t;
 
-#define DCR_CLI_SCENARIO_NARGS 11
+#define DCR_CLI_SCENARIO_NARGS 12
 
 /* Defaults: the given model and scale, one rank, paper mapping. */
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers);

@@ -62,6 +62,8 @@ static inline char *testkit_cast_tensors(const dcr_source_layout_t *layout)
         if (layout->shards[t->shard].desc.dtype != dcr_inventory_at(layout->inventory, (size_t)t->canonical)->dtype)
             cast[t->canonical] = 1;
     }
+    for (size_t c = 0; c < n; c++)
+        if (layout->derived_from[c] >= 0) cast[c] = 1; /* FP8 scales: computed, finite */
     return cast;
 }
 

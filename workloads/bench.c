@@ -401,6 +401,8 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
 {
     if (cfg->warmup < 0 || cfg->refits < 1) return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
+    if (cfg->scenario.fp8_layers > 0)
+        return dcr_error_set(DCR_EUNSUPPORTED, "the vLLM-like loaders do not take FP8 exports yet (--fp8-layers)");
     if (!dcr_transport_find(cfg->transport))
         return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->transport);
     bench_t b;

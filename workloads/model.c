@@ -518,7 +518,7 @@ static dcr_status_t dcr__emit(dcr_inventory_t *inv, const char *prefix, const ch
 /* q/k/v/o projections (prefix ends in "self_attn." or "mixer."), optional
  * biases and per-head q/k norms. */
 static dcr_status_t dcr__emit_attention(dcr_inventory_t *inv, const dcr_model_config_t *cfg,
-                                        const char *p)
+                                        const char *p, int layer)
 {
     int64_t h = cfg->hidden, q = cfg->heads * cfg->head_dim, kv = cfg->kv_heads * cfg->head_dim;
     /* HF Qwen2 biases only q/k/v; the other families' attention_bias also covers o_proj. */
@@ -529,7 +529,14 @@ static dcr_status_t dcr__emit_attention(dcr_inventory_t *inv, const dcr_model_co
     if (cfg->qkv_bias) DCR_CHECK(dcr__emit(inv, p, "k_proj.bias", DCR__BF16, 1, kv, 0, 0));
     DCR_CHECK(dcr__emit(inv, p, "v_proj.weight", DCR__BF16, 2, kv, h, 0));
     if (cfg->qkv_bias) DCR_CHECK(dcr__emit(inv, p, "v_proj.bias", DCR__BF16, 1, kv, 0, 0));
-    DCR_CHECK(dcr__emit(inv, p, "o_proj.weight", DCR__BF16, 2, h, q, 0));
+    if (layer < cfg->fp8_layers) {
+        /* FP8 block-quantized export: e4m3 weight and FP32 inverse scales per 128 x 128 block. */
+        DCR_CHECK(dcr__emit(inv, p, "o_proj.weight", DCR_DTYPE_FP8_E4M3, 2, h, q, 0));
+        DCR_CHECK(dcr__emit(inv, p, "o_proj.weight_scale_inv", DCR_DTYPE_FP32, 2, (h + 127) / 128,
+                            (q + 127) / 128, 0));
+    } else {
+        DCR_CHECK(dcr__emit(inv, p, "o_proj.weight", DCR__BF16, 2, h, q, 0));
+    }
     if (o_bias) DCR_CHECK(dcr__emit(inv, p, "o_proj.bias", DCR__BF16, 1, h, 0, 0));
     if (cfg->qk_norm) {
         DCR_CHECK(dcr__emit(inv, p, "q_norm.weight", DCR__BF16, 1, cfg->head_dim, 0, 0));
@@ -548,14 +555,14 @@ static dcr_status_t dcr__emit_gated_mlp(dcr_inventory_t *inv, const char *p, int
 
 /* Decoder layer of the dense families and Qwen3 MoE. */
 static dcr_status_t dcr__emit_decoder_layer(dcr_inventory_t *inv, const dcr_model_config_t *cfg,
-                                            const char *lp)
+                                            const char *lp, int layer)
 {
     char p[DCR_MODEL_TENSOR_NAME_MAX];
     int64_t h = cfg->hidden;
     bool gemma = cfg->family == DCR_FAMILY_GEMMA3;
     DCR_CHECK(dcr__emit(inv, lp, "input_layernorm.weight", DCR__BF16, 1, h, 0, 0));
     DCR_CHECK(dcr__format(p, sizeof(p), "%sself_attn.", lp));
-    DCR_CHECK(dcr__emit_attention(inv, cfg, p));
+    DCR_CHECK(dcr__emit_attention(inv, cfg, p, layer));
     DCR_CHECK(dcr__emit(inv, lp, "post_attention_layernorm.weight", DCR__BF16, 1, h, 0, 0));
     if (gemma)
         DCR_CHECK(dcr__emit(inv, lp, "pre_feedforward_layernorm.weight", DCR__BF16, 1, h, 0, 0));
@@ -612,14 +619,14 @@ static dcr_status_t dcr__emit_nemotron_moe(dcr_inventory_t *inv, const dcr_model
 }
 
 static dcr_status_t dcr__emit_hybrid_layer(dcr_inventory_t *inv, const dcr_model_config_t *cfg,
-                                           const char *lp, char kind)
+                                           const char *lp, char kind, int layer)
 {
     char p[DCR_MODEL_TENSOR_NAME_MAX];
     DCR_CHECK(dcr__emit(inv, lp, "norm.weight", DCR__BF16, 1, cfg->hidden, 0, 0));
     DCR_CHECK(dcr__format(p, sizeof(p), "%smixer.", lp));
     if (kind == 'M') return dcr__emit_mamba(inv, cfg, p);
     if (kind == 'E') return dcr__emit_nemotron_moe(inv, cfg, p);
-    if (kind == '*') return dcr__emit_attention(inv, cfg, p);
+    if (kind == '*') return dcr__emit_attention(inv, cfg, p, layer);
     return dcr_error_set(DCR_EINVAL, "layer %s: pattern letter '%c' (expected M, E or *)", lp,
                          kind);
 }
@@ -656,9 +663,9 @@ static dcr_status_t dcr__emit_model(dcr_inventory_t *inv, const dcr_model_config
         char lp[DCR_MODEL_TENSOR_NAME_MAX];
         DCR_CHECK(dcr__format(lp, sizeof(lp), "%s%d.", names.layers, l));
         if (cfg->family == DCR_FAMILY_NEMOTRON_H) {
-            DCR_CHECK(dcr__emit_hybrid_layer(inv, cfg, lp, cfg->pattern[l]));
+            DCR_CHECK(dcr__emit_hybrid_layer(inv, cfg, lp, cfg->pattern[l], l));
         } else {
-            DCR_CHECK(dcr__emit_decoder_layer(inv, cfg, lp));
+            DCR_CHECK(dcr__emit_decoder_layer(inv, cfg, lp, l));
         }
     }
     DCR_CHECK(dcr__emit(inv, names.final_norm, "", DCR__BF16, 1, h, 0, 0));

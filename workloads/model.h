@@ -50,6 +50,12 @@ typedef struct dcr_model_config {
     int mamba_groups;
     int64_t mamba_state;
     int conv_kernel;
+    /* Workload option, not a config.json fact: the attention o_proj of the
+     * first fp8_layers layers is exported FP8 (e4m3) block-quantized, with
+     * FP32 inverse scales per 128 x 128 block in "<...>.o_proj.weight_scale_inv"
+     * (a residual conversion whose scale makes one source change move a whole
+     * block). 0 by default. */
+    int fp8_layers;
 } dcr_model_config_t;
 
 /* Loads a built-in config by name (workloads/models/<name>.json) or, when

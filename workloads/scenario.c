@@ -9,7 +9,7 @@
 
 dcr_scenario_spec_t dcr_scenario_spec_default(void)
 {
-    dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(), DCR_MAPPING_PAPER, 1};
+    dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(), DCR_MAPPING_PAPER, 1, 0};
     return spec;
 }
 
@@ -39,6 +39,11 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     s->mapping = spec->mapping;
     DCR_CHECK_GOTO(dcr_model_load(spec->model, &s->model), st, fail);
     if (spec->layers) DCR_CHECK_GOTO(dcr_model_truncate_layers(&s->model, spec->layers), st, fail);
+    if (spec->fp8_layers < 0 || spec->fp8_layers > s->model.layers) {
+        st = dcr_error_set(DCR_EINVAL, "--fp8-layers %d: the model has %d layers", spec->fp8_layers, s->model.layers);
+        goto fail;
+    }
+    s->model.fp8_layers = spec->fp8_layers;
     if (s->train.etp == 0) s->train.etp = s->model.experts > 0 ? s->train.tp : 1; /* auto */
     /* Multiples of 8 and of every degree keep every split of the scaled sizes exact. */
     int align = lcm(lcm(8, spec->align_extra), lcm(s->train.tp, s->train.etp));

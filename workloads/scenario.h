@@ -19,6 +19,7 @@ typedef struct dcr_scenario_spec {
     dcr_train_config_t train; /* etp 0: tp for models with experts, else 1 */
     dcr_mapping_t mapping;
     int align_extra;   /* another degree scaled sizes must stay divisible by (serving TP), 1 if none */
+    int fp8_layers;    /* FP8 block-quantized o_proj export of the first N layers (dcr_model_config_t) */
 } dcr_scenario_spec_t;
 
 /* Default model, scale 1, all layers, one rank, paper mapping. */

@@ -50,6 +50,7 @@ typedef struct residual_slot {
     int canonical;
     void *baseline;  /* R^v, canonical dtype */
     void *assembled; /* W^{v+1} from the last run, or NULL */
+    void *staging;   /* converted tensors: parts assembled in the shards' dtype */
     int nparts;      /* tasks contributing to this tensor */
 } residual_slot_t;
 
@@ -145,7 +146,7 @@ static dcr_status_t plan_assembly(dcr_constructor_t *c)
         owner_t *o = &c->owners[c->assembler[k]];
         residual_slot_t *p = realloc(o->slots, (size_t)(o->nslots + 1) * sizeof(*p));
         if (!p) return dcr_error_set(DCR_ENOMEM, "residual slots");
-        p[o->nslots] = (residual_slot_t){(int)k, NULL, NULL, 0};
+        p[o->nslots] = (residual_slot_t){(int)k, NULL, NULL, NULL, 0};
         c->slot_of[k] = o->nslots++;
         o->slots = p;
     }
@@ -192,24 +193,7 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
     return DCR_OK;
 }
 
-/* The residual baseline R^v: each assembled tensor converted from the
- * committed shards with the tasks' maps. */
-static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t *const *baseline)
-{
-    for (int i = 0; i < c->layout->ntasks; i++) {
-        const dcr_task_t *t = &c->layout->tasks[i];
-        if (c->assembler[t->canonical] < 0) continue;
-        residual_slot_t *s = &c->owners[c->assembler[t->canonical]].slots[c->slot_of[t->canonical]];
-        if (!s->baseline) {
-            size_t bytes = dcr_desc_bytes(canon(c, t->canonical));
-            s->baseline = calloc(1, bytes ? bytes : 1);
-            if (!s->baseline) return dcr_error_set(DCR_ENOMEM, "residual baseline of %s", canon(c, t->canonical)->name);
-            c->baseline_bytes += bytes;
-        }
-        dcr_task_scatter(c->layout, t, baseline[t->shard]->data, s->baseline);
-    }
-    return DCR_OK;
-}
+static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t *const *baseline);
 
 dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout, const dcr_construct_config_t *cfg,
                                     dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
@@ -265,6 +249,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         for (int s = 0; s < o->nslots; s++) {
             free(o->slots[s].baseline);
             free(o->slots[s].assembled);
+            free(o->slots[s].staging);
         }
         free(o->slots);
         free(o->changed);
@@ -536,6 +521,8 @@ static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t n
             if (got[k] >= 0 && (size_t)got[k] < ncanon) required[got[k]] = 1;
         dcr_group_release(o->group, &msg);
     }
+    for (size_t k = 0; k < ncanon; k++) /* a conversion's derived outputs follow its input */
+        if (c->layout->derived_from[k] >= 0) required[k] = required[c->layout->derived_from[k]];
     return DCR_OK;
 }
 
@@ -587,7 +574,36 @@ static void place_run(int64_t src, int64_t dst, int64_t len, void *p)
     }
 }
 
-/* Places one received part into its tensor under assembly. */
+static residual_slot_t *slot_for(dcr_constructor_t *c, int canonical)
+{
+    return &c->owners[c->assembler[canonical]].slots[c->slot_of[canonical]];
+}
+
+/* Places a task's elements (box order, shard dtype) into its tensor under
+ * assembly: the canonical tensor itself, or for a converted tensor the
+ * staging tensor in the shards' dtype. covered[canonical] tracks which
+ * elements some part has written. */
+static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const void *box, unsigned char **covered)
+{
+    const dcr_tensor_desc_t *d = canon(c, t->canonical);
+    const dcr_conversion_t *conv = &c->layout->conversions[t->canonical];
+    residual_slot_t *slot = slot_for(c, t->canonical);
+    dcr_dtype_t target = conv->kind == DCR_CONVERSION_NONE ? d->dtype : conv->assembled_dtype;
+    void **buf = conv->kind == DCR_CONVERSION_NONE ? &slot->assembled : &slot->staging;
+    size_t bytes = (size_t)dcr_desc_numel(d) * dcr_dtype_size(target);
+    if (!*buf) *buf = malloc(bytes ? bytes : 1);
+    if (!covered[t->canonical]) covered[t->canonical] = calloc((size_t)dcr_desc_numel(d) + 1, 1);
+    if (!*buf || !covered[t->canonical]) return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
+    place_ctx_t a = {box, *buf, covered[t->canonical], 0, shard_elem(c, t), dcr_dtype_size(target),
+                     c->layout->shards[t->shard].desc.dtype, target, -1};
+    for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], place_run, &a);
+    if (a.conflict >= 0)
+        return dcr_error_set(DCR_EMISMATCH, "%s element %lld: overlapping residual parts disagree", d->name,
+                             (long long)a.conflict);
+    return DCR_OK;
+}
+
+/* Places one received part. */
 static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg, unsigned char **covered)
 {
     dcr_constructor_t *c = o->c;
@@ -596,33 +612,38 @@ static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg, unsigned 
     memcpy(&id, msg->data, sizeof(id));
     if (id < 0 || id >= c->layout->ntasks) return dcr_error_set(DCR_EINVAL, "residual part for task %d", id);
     const dcr_task_t *t = &c->layout->tasks[id];
-    const dcr_tensor_desc_t *d = canon(c, t->canonical);
-    int s = c->slot_of[t->canonical];
     if (c->assembler[t->canonical] != o->rank || msg->len != sizeof(id) + (size_t)dcr_task_numel(t) * shard_elem(c, t))
         return dcr_error_set(DCR_EINVAL, "residual part %s sent to the wrong rank or truncated", t->name);
-    residual_slot_t *slot = &o->slots[s];
-    if (!slot->assembled) slot->assembled = malloc(dcr_desc_bytes(d) ? dcr_desc_bytes(d) : 1);
-    if (!covered[s]) covered[s] = calloc((size_t)dcr_desc_numel(d) + 1, 1);
-    if (!slot->assembled || !covered[s]) return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
-    place_ctx_t a = {(const unsigned char *)msg->data + sizeof(id), slot->assembled, covered[s], 0,
-                     shard_elem(c, t), dcr_dtype_size(d->dtype), c->layout->shards[t->shard].desc.dtype, d->dtype, -1};
-    for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], place_run, &a);
-    if (a.conflict >= 0)
-        return dcr_error_set(DCR_EMISMATCH, "%s element %lld: overlapping residual parts disagree", d->name,
-                             (long long)a.conflict);
+    return place_box(c, t, (const unsigned char *)msg->data + sizeof(id), covered);
+}
+
+/* After every part arrived: every element covered, then the conversion of a
+ * converted tensor, which also writes its derived outputs (FP8 scales). */
+static dcr_status_t finish_assembly(dcr_constructor_t *c, int canonical, const unsigned char *covered)
+{
+    const dcr_tensor_desc_t *d = canon(c, canonical);
+    int64_t n = dcr_desc_numel(d);
+    for (int64_t k = 0; k < n; k++)
+        if (!covered || !covered[k])
+            return dcr_error_set(DCR_EMISMATCH, "%s element %lld: no residual part covers it", d->name, (long long)k);
+    const dcr_conversion_t *conv = &c->layout->conversions[canonical];
+    if (conv->kind == DCR_CONVERSION_NONE) return DCR_OK;
+    residual_slot_t *slot = slot_for(c, canonical), *scale = slot_for(c, conv->scale);
+    size_t bytes = dcr_desc_bytes(d), scale_bytes = dcr_desc_bytes(canon(c, conv->scale));
+    if (!slot->assembled) slot->assembled = malloc(bytes ? bytes : 1);
+    if (!scale->assembled) scale->assembled = malloc(scale_bytes ? scale_bytes : 1);
+    if (!slot->assembled || !scale->assembled) return dcr_error_set(DCR_ENOMEM, "converting %s", d->name);
+    dcr_conversion_apply(c->layout, canonical, slot->staging, slot->assembled, scale->assembled);
     return DCR_OK;
 }
 
 /* Compares an assembled tensor with R^v and emits its changed elements as
  * overwrites (residual conversions may change any output, so no XOR). */
-static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot, const unsigned char *covered)
+static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot)
 {
     const dcr_tensor_desc_t *d = canon(o->c, slot->canonical);
     int64_t n = dcr_desc_numel(d);
     size_t es = dcr_dtype_size(d->dtype);
-    for (int64_t k = 0; k < n; k++)
-        if (!covered[k])
-            return dcr_error_set(DCR_EMISMATCH, "%s element %lld: no residual part covers it", d->name, (long long)k);
     o->item.count = 0;
     o->item.value_size = es;
     const unsigned char *now = slot->assembled, *before = slot->baseline;
@@ -645,14 +666,15 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot, const unsig
     return DCR_OK;
 }
 
-/* Receives every part of the required tensors this rank assembles, then
- * compares each with its residual baseline. */
+/* Receives every part of the required tensors this rank assembles, converts,
+ * then compares each (derived outputs included) with its residual baseline. */
 static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required)
 {
+    dcr_constructor_t *c = o->c;
     int expected = 0;
     for (int s = 0; s < o->nslots; s++)
         if (required[o->slots[s].canonical]) expected += o->slots[s].nparts;
-    unsigned char **covered = calloc((size_t)o->nslots + 1, sizeof(*covered));
+    unsigned char **covered = calloc(dcr_inventory_count(c->layout->inventory) + 1, sizeof(*covered));
     if (!covered) return dcr_error_set(DCR_ENOMEM, "coverage maps");
     dcr_status_t st = DCR_OK;
     for (int i = 0; i < expected && st == DCR_OK; i++) {
@@ -662,12 +684,49 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
         st = place_part(o, &msg, covered);
         dcr_group_release(o->group, &msg);
     }
+    for (int s = 0; s < o->nslots && st == DCR_OK; s++)
+        if (required[o->slots[s].canonical] && o->slots[s].nparts > 0)
+            st = finish_assembly(c, o->slots[s].canonical, covered[o->slots[s].canonical]);
     for (int s = 0; s < o->nslots && st == DCR_OK; s++) {
         if (!required[o->slots[s].canonical]) continue;
         o->stats.residual_tensors++;
-        st = emit_residual(o, &o->slots[s], covered[s]);
+        st = emit_residual(o, &o->slots[s]);
     }
-    for (int s = 0; s < o->nslots; s++) free(covered[s]);
+    for (int s = 0; s < o->nslots; s++) free(covered[o->slots[s].canonical]);
+    free(covered);
+    return st;
+}
+
+/* The residual baseline R^v: every assembled tensor built from the committed
+ * shards the way a run builds it (parts placed, then converted). */
+static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t *const *baseline)
+{
+    size_t n = dcr_inventory_count(c->layout->inventory);
+    unsigned char **covered = calloc(n + 1, sizeof(*covered));
+    if (!covered) return dcr_error_set(DCR_ENOMEM, "residual baseline");
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < c->layout->ntasks && st == DCR_OK; i++) {
+        const dcr_task_t *t = &c->layout->tasks[i];
+        if (c->assembler[t->canonical] < 0) continue;
+        void *box = malloc((size_t)dcr_task_numel(t) * shard_elem(c, t) + 1);
+        if (!box) {
+            st = dcr_error_set(DCR_ENOMEM, "residual baseline of %s", t->name);
+            break;
+        }
+        dcr_task_pack(c->layout, t, baseline[t->shard]->data, box);
+        st = place_box(c, t, box, covered);
+        free(box);
+    }
+    for (size_t k = 0; k < n && st == DCR_OK; k++)
+        if (c->assembler[k] >= 0 && slot_for(c, (int)k)->nparts > 0) st = finish_assembly(c, (int)k, covered[k]);
+    for (size_t k = 0; k < n; k++) {
+        free(covered[k]);
+        if (st != DCR_OK || c->assembler[k] < 0) continue;
+        residual_slot_t *slot = slot_for(c, (int)k); /* the assembled version becomes R^v */
+        slot->baseline = slot->assembled;
+        slot->assembled = NULL;
+        c->baseline_bytes += dcr_desc_bytes(canon(c, (int)k));
+    }
     free(covered);
     return st;
 }

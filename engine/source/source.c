@@ -2,6 +2,7 @@
  * carry shard elements to canonical elements. */
 #include "dcr/source.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +21,18 @@ dcr_status_t dcr_source_layout_create(const dcr_inventory_t *inv, int world,
     dcr_source_layout_t *layout = calloc(1, sizeof(*layout));
     size_t n = dcr_inventory_count(inv);
     int *residual_owner = malloc((n ? n : 1) * sizeof(int));
-    if (!layout || !residual_owner) {
+    int *derived_from = malloc((n ? n : 1) * sizeof(int));
+    dcr_conversion_t *conversions = calloc(n ? n : 1, sizeof(dcr_conversion_t));
+    if (!layout || !residual_owner || !derived_from || !conversions) {
         free(layout);
         free(residual_owner);
+        free(derived_from);
+        free(conversions);
         return dcr_error_set(DCR_ENOMEM, "source layout for %zu tensors", n);
     }
-    for (size_t i = 0; i < n; i++) residual_owner[i] = -1;
+    for (size_t i = 0; i < n; i++) residual_owner[i] = derived_from[i] = -1;
+    layout->conversions = conversions;
+    layout->derived_from = derived_from;
     layout->inventory = inv;
     layout->world = world;
     layout->residual_owner = residual_owner;
@@ -47,7 +54,62 @@ void dcr_source_layout_destroy(dcr_source_layout_t *layout)
     free(layout->shards);
     free(layout->tasks);
     free(layout->residual_owner);
+    free(layout->conversions);
+    free(layout->derived_from);
     free(layout);
+}
+
+dcr_status_t dcr_source_layout_set_conversion(dcr_source_layout_t *layout, int canonical,
+                                              const dcr_conversion_t *conv)
+{
+    const dcr_inventory_t *inv = layout->inventory;
+    int n = (int)dcr_inventory_count(inv);
+    if (canonical < 0 || canonical >= n) return dcr_error_set(DCR_EINVAL, "conversion of tensor %d", canonical);
+    const dcr_tensor_desc_t *d = dcr_inventory_at(inv, (size_t)canonical);
+    if (conv->kind == DCR_CONVERSION_FP8_BLOCK) {
+        if (conv->scale < 0 || conv->scale >= n || conv->block < 1 || d->ndim != 2 || d->dtype != DCR_DTYPE_FP8_E4M3)
+            return dcr_error_set(DCR_EINVAL, "%s: FP8 block conversion needs a 2-D e4m3 tensor and a scale tensor",
+                                 d->name);
+        const dcr_tensor_desc_t *sd = dcr_inventory_at(inv, (size_t)conv->scale);
+        int64_t rows = (d->shape[0] + conv->block - 1) / conv->block, cols = (d->shape[1] + conv->block - 1) / conv->block;
+        if (sd->ndim != 2 || sd->dtype != DCR_DTYPE_FP32 || sd->shape[0] != rows || sd->shape[1] != cols)
+            return dcr_error_set(DCR_EINVAL, "%s: scale tensor %s must be FP32 [%lld, %lld]", d->name, sd->name,
+                                 (long long)rows, (long long)cols);
+        layout->derived_from[conv->scale] = canonical;
+    }
+    layout->conversions[canonical] = *conv;
+    return DCR_OK;
+}
+
+void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, const void *assembled, void *out,
+                          void *out_scale)
+{
+    const dcr_conversion_t *conv = &layout->conversions[canonical];
+    const dcr_tensor_desc_t *d = dcr_inventory_at(layout->inventory, (size_t)canonical);
+    if (conv->kind == DCR_CONVERSION_NONE) {
+        dcr_convert(out, d->dtype, assembled, conv->assembled_dtype, (size_t)dcr_desc_numel(d));
+        return;
+    }
+    int64_t rows = d->shape[0], cols = d->shape[1], b = conv->block, tiles_c = (cols + b - 1) / b;
+    size_t es = dcr_dtype_size(conv->assembled_dtype);
+    const unsigned char *in = assembled;
+    for (int64_t r0 = 0; r0 < rows; r0 += b)
+        for (int64_t c0 = 0; c0 < cols; c0 += b) {
+            int64_t r1 = r0 + b < rows ? r0 + b : rows, c1 = c0 + b < cols ? c0 + b : cols;
+            float amax = 0.0f, x;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) {
+                    dcr_convert(&x, DCR_DTYPE_FP32, in + (size_t)(r * cols + c) * es, conv->assembled_dtype, 1);
+                    if (fabsf(x) > amax) amax = fabsf(x);
+                }
+            float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
+            ((float *)out_scale)[(r0 / b) * tiles_c + c0 / b] = scale;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) {
+                    dcr_convert(&x, DCR_DTYPE_FP32, in + (size_t)(r * cols + c) * es, conv->assembled_dtype, 1);
+                    ((uint8_t *)out)[r * cols + c] = dcr_f32_to_fp8e4m3(x / scale);
+                }
+        }
 }
 
 /* Appends stay amortized O(1) without a stored capacity: the capacity is 16,
@@ -198,6 +260,11 @@ dcr_status_t dcr_source_layout_finish(dcr_source_layout_t *layout)
     }
     for (size_t c = 0; c < n; c++) {
         const dcr_tensor_desc_t *d = dcr_inventory_at(inv, c);
+        if (layout->derived_from[c] >= 0) continue; /* written by its source's conversion */
+        if (layout->conversions[c].kind != DCR_CONVERSION_NONE && kind[c] != DCR_TASK_RESIDUAL) {
+            st = dcr_error_set(DCR_ELAYOUT, "%s: a converted tensor needs residual tasks", d->name);
+            goto cleanup;
+        }
         if (covered[c] != dcr_desc_numel(d)) {
             st = dcr_error_set(DCR_ELAYOUT, "%s: tasks cover %lld of %lld elements", d->name,
                                (long long)covered[c], (long long)dcr_desc_numel(d));
@@ -206,6 +273,8 @@ dcr_status_t dcr_source_layout_finish(dcr_source_layout_t *layout)
         layout->residual_owner[c] =
             kind[c] == DCR_TASK_RESIDUAL ? (int)(dcr_hash64_str(d->name) % (uint64_t)layout->world) : -1;
     }
+    for (size_t c = 0; c < n; c++) /* derived outputs live with their conversion's assembler */
+        if (layout->derived_from[c] >= 0) layout->residual_owner[c] = layout->residual_owner[layout->derived_from[c]];
 cleanup:
     free(covered);
     free(kind);
@@ -301,7 +370,7 @@ dcr_status_t dcr_source_layout_check_coverage(const dcr_source_layout_t *layout)
     }
     free(fill);
     for (size_t c = 0; c < n && st == DCR_OK; c++)
-        st = check_one_canonical(layout, (int)c, shard_seen, order + start[c], start[c + 1] - start[c]);
+        if (layout->derived_from[c] < 0) st = check_one_canonical(layout, (int)c, shard_seen, order + start[c], start[c + 1] - start[c]);
 cleanup:
     if (shard_seen)
         for (int s = 0; s < layout->nshards; s++) free(shard_seen[s]);

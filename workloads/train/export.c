@@ -1,6 +1,7 @@
 /* Full conversion between Megatron shards and canonical tensors, written
  * from the layout rules with strided views, independently of the task box
  * maps; tests hold the tasks to it. One walker serves both directions. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +70,9 @@ static dcr_status_t walk_whole(walker_t *w, const char *src, int layer, const ch
 
 /* Canonical split into `parts` equal slices along dim; shard p holds slice p.
  * src_fmt takes the part number. */
-static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, const char *canon, int dim,
-                               int parts)
+static dcr_status_t walk_split_view(walker_t *w, const char *src_fmt, const dcr_view_t *canonical, int dim, int parts)
 {
-    dcr_view_t c;
-    DCR_CHECK(canon_view(w, layer, canon, &c));
+    dcr_view_t c = *canonical;
     int64_t len = c.shape[dim] / parts;
     for (int p = 0; p < parts; p++) {
         char name[NAME];
@@ -84,6 +83,78 @@ static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, cons
         DCR_CHECK(move(w, &slice, &s));
     }
     return DCR_OK;
+}
+
+static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, const char *canon, int dim,
+                               int parts)
+{
+    dcr_view_t c;
+    DCR_CHECK(canon_view(w, layer, canon, &c));
+    return walk_split_view(w, src_fmt, &c, dim, parts);
+}
+
+/* ---- FP8 block-quantized export (the oracle's own quantizer) ---- */
+
+#define FP8_BLOCK 128
+#define FP8_MAX 448.0f
+
+/* The largest magnitude of one tile, read from a BF16 row-major matrix. */
+static float tile_amax(const uint16_t *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    float amax = 0.0f;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *row = x + r * cols;
+        for (int64_t c = c0; c < c1; c++) {
+            float v = fabsf(dcr_bf16_to_f32(row[c]));
+            amax = v > amax ? v : amax;
+        }
+    }
+    return amax;
+}
+
+/* BF16 [rows, cols] -> e4m3 weight and FP32 inverse scale per tile. */
+static void fp8_quantize(const uint16_t *x, int64_t rows, int64_t cols, uint8_t *q, float *scale)
+{
+    int64_t tiles_c = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
+    for (int64_t tr = 0; tr * FP8_BLOCK < rows; tr++)
+        for (int64_t tc = 0; tc < tiles_c; tc++) {
+            int64_t r0 = tr * FP8_BLOCK, c0 = tc * FP8_BLOCK;
+            int64_t r1 = r0 + FP8_BLOCK < rows ? r0 + FP8_BLOCK : rows, c1 = c0 + FP8_BLOCK < cols ? c0 + FP8_BLOCK : cols;
+            float amax = tile_amax(x, cols, r0, r1, c0, c1), s = amax == 0.0f ? 1.0f : amax / FP8_MAX;
+            scale[tr * tiles_c + tc] = s;
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) q[r * cols + c] = dcr_f32_to_fp8e4m3(dcr_bf16_to_f32(x[r * cols + c]) / s);
+        }
+}
+
+/* The reverse of the import direction: x = q * s, rounded to BF16. */
+static void fp8_dequantize(const uint8_t *q, const float *scale, int64_t rows, int64_t cols, uint16_t *x)
+{
+    int64_t tiles_c = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++)
+            x[r * cols + c] = dcr_f32_to_bf16(dcr_fp8e4m3_to_f32(q[r * cols + c]) * scale[(r / FP8_BLOCK) * tiles_c + c / FP8_BLOCK]);
+}
+
+/* A row-parallel projection exported FP8: shards hold BF16; the canonical
+ * weight and its scale tensor come from quantizing the assembled matrix. */
+static dcr_status_t walk_fp8_rows(walker_t *w, int layer, const char *src_rest, const char *canon)
+{
+    dcr_view_t c, sc, tmp_view;
+    char scale_name[NAME], fmt[NAME];
+    snprintf(scale_name, NAME, "%s_scale_inv", canon);
+    DCR_CHECK(canon_view(w, layer, canon, &c));
+    DCR_CHECK(canon_view(w, layer, scale_name, &sc));
+    dcr_storage_t *tmp;
+    DCR_CHECK(dcr_storage_create((size_t)dcr_view_numel(&c) * 2, &tmp));
+    dcr_status_t st = dcr_view_contiguous(tmp, DCR_DTYPE_BF16, 2, c.shape, &tmp_view);
+    if (st == DCR_OK && !w->to_canonical)
+        fp8_dequantize(dcr_view_data(&c), dcr_view_data(&sc), c.shape[0], c.shape[1], tmp->data);
+    if (st == DCR_OK) st = walk_split_view(w, layer_name(fmt, layer, src_rest), &tmp_view, 1, w->tc->tp);
+    if (st == DCR_OK && w->to_canonical)
+        fp8_quantize(tmp->data, c.shape[0], c.shape[1], dcr_view_data(&c), dcr_view_data(&sc));
+    dcr_storage_destroy(tmp);
+    return st;
 }
 
 /* Shard p = [gate slice p; up slice p]. */
@@ -231,6 +302,9 @@ static dcr_status_t walk_attention(walker_t *w, int i, const char *attn)
         DCR_CHECK(walk_layer_whole(w, i, "self_attention.k_layernorm.weight", c));
     }
     snprintf(c, NAME, "%s.o_proj.weight", attn);
+    dcr_view_t o;
+    DCR_CHECK(canon_view(w, i, c, &o));
+    if (o.dtype == DCR_DTYPE_FP8_E4M3) return walk_fp8_rows(w, i, "self_attention.linear_proj.weight@tp%d", c);
     return walk_tp_split(w, i, "self_attention.linear_proj.weight@tp%d", c, 1);
 }
 

@@ -82,6 +82,8 @@ dcr_status_t dcr_train_config_validate(const dcr_model_config_t *m, dcr_train_co
     return DCR_OK;
 }
 
+#define NAME 400
+
 /* ---- builder context ---------------------------------------------------- */
 
 typedef struct builder {
@@ -202,6 +204,8 @@ static dcr_box_map_t cols_map(int64_t rows, int64_t cols, int64_t total_cols, in
 static dcr_status_t add_shard(builder_t *b, const char *name, dcr_dtype_t dtype, int ndim,
                               const int64_t *shape, int *out_p)
 {
+    /* Training keeps BF16 weights; FP8 exists only in the exported checkpoint. */
+    if (dtype == DCR_DTYPE_FP8_E4M3) dtype = DCR_DTYPE_BF16;
     return dcr_source_layout_add_shard(b->layout, name, dtype, ndim, shape, b->nholders, b->holders, out_p);
 }
 
@@ -211,6 +215,11 @@ static dcr_status_t add_task(builder_t *b, dcr_task_kind_t kind, const char *map
                              int canonical, const char *piece, int nmaps, const dcr_box_map_t *maps)
 {
     char name[512];
+    if (canonical_desc(b, canonical)->dtype == DCR_DTYPE_FP8_E4M3 &&
+        b->layout->shards[shard].desc.dtype != DCR_DTYPE_FP8_E4M3) {
+        kind = DCR_TASK_RESIDUAL; /* block quantization is not elementwise */
+        mapping = "fp8_block";
+    }
     snprintf(name, sizeof(name), "%s<-%s%s%s", canonical_desc(b, canonical)->name,
              b->layout->shards[shard].desc.name, piece ? "#" : "", piece ? piece : "");
     return dcr_source_layout_add_task(b->layout, name, kind, mapping, shard, canonical, nmaps, maps);
@@ -410,6 +419,20 @@ static dcr_status_t map_components(builder_t *b, const char *src_fmt, const char
     return DCR_OK;
 }
 
+/* An FP8-exported tensor (see dcr_model_config_t.fp8_layers) is rebuilt
+ * whole and block-quantized, writing its "_scale_inv" tensor too. */
+static dcr_status_t declare_fp8_export(builder_t *b, const char *canon)
+{
+    int c = -1, scale = -1;
+    DCR_CHECK(find_canonical(b, canon, &c));
+    if (canonical_desc(b, c)->dtype != DCR_DTYPE_FP8_E4M3) return DCR_OK;
+    char name[NAME];
+    snprintf(name, sizeof(name), "%s_scale_inv", canon);
+    DCR_CHECK(find_canonical(b, name, &scale));
+    dcr_conversion_t conv = {DCR_CONVERSION_FP8_BLOCK, 128, scale, DCR_DTYPE_BF16};
+    return dcr_source_layout_set_conversion(b->layout, c, &conv);
+}
+
 /* ---- per-layer emitters ------------------------------------------------- */
 
 /* Formats "<prefix>layers.<i>.<rest>" (canonical) into buf. */
@@ -429,7 +452,6 @@ static const char *mname(char *buf, size_t len, int layer, const char *rest)
     return buf;
 }
 
-#define NAME 400
 
 static dcr_status_t emit_attention(builder_t *b, int i, const char *attn)
 {
@@ -460,8 +482,9 @@ static dcr_status_t emit_attention(builder_t *b, int i, const char *attn)
                                  cname(b, k, NAME, i, rest), st, DCR_DTYPE_BF16));
     }
     snprintf(rest, sizeof(rest), "%s.o_proj.weight", attn);
-    return map_row(b, mname(src, NAME, i, "self_attention.linear_proj.weight@tp%d"),
-                   cname(b, q, NAME, i, rest), st, tp, holders_tp_part, NULL, "row");
+    DCR_CHECK(map_row(b, mname(src, NAME, i, "self_attention.linear_proj.weight@tp%d"), cname(b, q, NAME, i, rest), st,
+                      tp, holders_tp_part, NULL, "row"));
+    return declare_fp8_export(b, q);
 }
 
 /* Dense SwiGLU MLP: fc1 [gate_r; up_r] column-parallel, fc2 row-parallel. */

@@ -62,6 +62,25 @@ typedef struct dcr_task {
     dcr_box_map_t *maps;
 } dcr_task_t;
 
+/* A residual conversion that is not elementwise. The tasks of its input
+ * tensor assemble it in assembled_dtype (the shards' dtype); the conversion
+ * then computes the canonical tensor and its derived outputs from the whole
+ * assembled tensor, so one source change can move many outputs. */
+typedef enum dcr_conversion_kind {
+    DCR_CONVERSION_NONE = 0,
+    /* FP8 (e4m3) block quantization of a 2-D tensor: per block x block tile,
+     * s = max|x| / 448 (1 for an all-zero tile), q = e4m3(x / s) in FP32
+     * arithmetic, the FP32 inverse scales s in the derived tensor. */
+    DCR_CONVERSION_FP8_BLOCK = 1,
+} dcr_conversion_kind_t;
+
+typedef struct dcr_conversion {
+    dcr_conversion_kind_t kind;
+    int block;                   /* FP8_BLOCK: tile edge (128) */
+    int scale;                   /* FP8_BLOCK: canonical index of the FP32 inverse-scale tensor */
+    dcr_dtype_t assembled_dtype; /* dtype the parts are assembled in */
+} dcr_conversion_t;
+
 typedef struct dcr_source_layout {
     const dcr_inventory_t *inventory; /* not owned; must outlive the layout */
     int world;                        /* training ranks */
@@ -72,6 +91,11 @@ typedef struct dcr_source_layout {
     /* Per canonical tensor: the rank that keeps its residual baseline and
      * assembles it, or -1 when all its tasks are affine. */
     int *residual_owner;
+    /* Per canonical tensor: its conversion (kind NONE for elementwise ones).
+     * A derived output (an FP8 scale tensor) has no tasks; derived_from names
+     * the tensor whose conversion writes it, -1 otherwise. */
+    dcr_conversion_t *conversions;
+    int *derived_from;
 } dcr_source_layout_t;
 
 /* Empty layout over an inventory; shards and tasks are appended by builders. */
@@ -90,8 +114,21 @@ dcr_status_t dcr_source_layout_add_task(dcr_source_layout_t *layout, const char 
                                         dcr_task_kind_t kind, const char *mapping, int shard,
                                         int canonical, int nmaps, const dcr_box_map_t *maps);
 
-/* Fixes residual owners (canonical-name hash over all ranks) and checks what
- * is cheap at any model size: every box inside its shard and canonical
+/* Declares that canonical tensor `canonical` (whose tasks must be residual)
+ * is converted as a whole, and for FP8_BLOCK that conv->scale is its derived
+ * scale tensor. Call before dcr_source_layout_finish. */
+dcr_status_t dcr_source_layout_set_conversion(dcr_source_layout_t *layout, int canonical,
+                                              const dcr_conversion_t *conv);
+
+/* Runs the conversion of canonical tensor `canonical` over its assembled
+ * input (contiguous, assembled dtype): writes the canonical tensor (its own
+ * dtype) and, for FP8_BLOCK, the scale tensor. */
+void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, const void *assembled, void *out,
+                          void *out_scale);
+
+/* Fixes residual owners (canonical-name hash over all ranks; a derived
+ * tensor goes with the tensor it derives from) and checks what is cheap at
+ * any model size: every box inside its shard and canonical
  * tensor, non-negative strides, the task element counts of each canonical
  * tensor summing to its size, and a canonical tensor's tasks either all
  * affine or all residual. Builders call it last; a violation is DCR_ELAYOUT

@@ -95,9 +95,9 @@ typedef struct dcr_transport_ops {
      * name the open attempt (else it is dropped and counted stale:
      * DCR_ECLOSED), this owner and payload_id (else DCR_EINVAL); an id sent
      * twice in one attempt is DCR_EINVAL. Corrupt bytes: the relay root
-     * refuses them (DCR_EPAYLOAD, DCR_EDIGEST); the object store stores them and its
-     * readers refuse them. DCR_ECLOSED when no attempt is open or it was
-     * stopped meanwhile; DCR_ETRANSPORT when the attempt failed. */
+     * refuses them (DCR_EPAYLOAD, DCR_EDIGEST); the object store stores
+     * them and its readers refuse them. DCR_ECLOSED when no attempt is open
+     * or it was stopped meanwhile; DCR_ETRANSPORT when the attempt failed. */
     dcr_status_t (*send)(dcr_transport_t *t, int owner, uint64_t payload_id, const uint8_t *buf,
                          size_t len);
     /* Owner `owner` has sent all its payloads of the attempt (count of them;

@@ -424,7 +424,7 @@ static void test_known_answer(void **state)
         size_t raw_len = t_kat_body(raw, sh);
         t_hdr_t h = {
             .version = 1, .flags = (uint16_t)sh, .tau = 7, .id = 5, .owner = 2, .items = 1};
-        size_t kat_len;
+        size_t kat_len = 0;
         uint8_t *kat = t_wrap(&h, raw, raw_len, &kat_len);
         assert_non_null(kat);
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -68,9 +69,10 @@ typedef struct world {
 } world_t;
 
 static void world_open(world_t *w, dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc,
-                       dcr_mapping_t mapping)
+                       dcr_mapping_t mapping, int fp8_layers)
 {
     testkit_load_model(model, 64, layers, &w->m);
+    w->m.fp8_layers = fp8_layers;
     w->tc = tc;
     assert_int_equal(dcr_model_build_inventory(&w->m, &w->inv), DCR_OK);
     assert_int_equal(dcr_megatron_build(&w->m, w->inv, &w->tc, mapping, &w->layout), DCR_OK);
@@ -83,6 +85,9 @@ static void world_open(world_t *w, dcr_rng_t *rng, const char *model, int layers
     w->shards_next = testkit_alloc_shards(w->layout);
     testkit_fill_random(rng, w->layout, w->canon_v);
     assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_v, w->shards_v), DCR_OK);
+    /* Canonical v is what the full conversion makes of the shards (FP8
+     * exports quantize the imported BF16 again). */
+    assert_int_equal(dcr_megatron_export(&w->m, &w->tc, w->layout, w->shards_v, w->canon_v), DCR_OK);
 }
 
 static void world_close(world_t *w)
@@ -119,6 +124,7 @@ static void world_step(world_t *w, dcr_rng_t *rng, double rate)
     }
     free(cast);
     assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_next, w->shards_next), DCR_OK);
+    assert_int_equal(dcr_megatron_export(&w->m, &w->tc, w->layout, w->shards_next, w->canon_next), DCR_OK);
 }
 
 /* Applies every decoded record to `applied` (a copy of canonical v) and
@@ -203,10 +209,10 @@ static void roll_forward(world_t *w, dcr_constructor_t *con)
 }
 
 static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc, dcr_mapping_t mapping,
-                     dcr_construct_mode_t mode, size_t bucket_bytes)
+                     dcr_construct_mode_t mode, size_t bucket_bytes, int fp8_layers)
 {
     world_t w = {0};
-    world_open(&w, rng, model, layers, tc, mapping);
+    world_open(&w, rng, model, layers, tc, mapping, fp8_layers);
     dcr_construct_config_t cfg = dcr_construct_config_default();
     cfg.mode = mode;
     cfg.chunk_bytes = bucket_bytes / 4 + 1;
@@ -253,7 +259,7 @@ static void test_random_layouts_against_full_conversion(void **state)
         print_message("  %s layers %d %dx%d tp %d etp %d ep %d pp %d %s mode %s bucket %zu\n", name, layers,
                       tc.nodes, tc.gpus_per_node, tc.tp, tc.etp, tc.ep, tc.pp, dcr_mapping_name(mapping),
                       dcr_construct_mode_name(mode), bucket);
-        run_case(&rng, name, layers, tc, mapping, mode, bucket);
+        run_case(&rng, name, layers, tc, mapping, mode, bucket, (int)dcr_rng_below(&rng, 2) * layers);
         valid++;
     }
     assert_int_equal(valid, 3 * nmodels);
@@ -270,7 +276,7 @@ static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
     dcr_rng_t rng;
     dcr_rng_seed(&rng, 7);
     world_t w = {0};
-    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0}, DCR_MAPPING_PAPER);
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0}, DCR_MAPPING_PAPER, 0);
     dcr_construct_config_t cfg = dcr_construct_config_default();
     dcr_constructor_t *con;
     assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
@@ -341,6 +347,53 @@ static void test_detect_changes_matches_naive(void **state)
             }
 }
 
+/* The scale dependency of the FP8 export: one source change that moves a
+ * block's largest magnitude changes the block's scale and with it many FP8
+ * values; the records must still be exactly the canonical difference. */
+static void test_fp8_scale_dependency(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, testkit_seed(0xf8));
+    world_t w = {0};
+    world_open(&w, &rng, "qwen2.5-7b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0}, DCR_MAPPING_PAPER, 1);
+    int64_t o = dcr_inventory_find(w.inv, "model.layers.0.self_attn.o_proj.weight");
+    int64_t sc = dcr_inventory_find(w.inv, "model.layers.0.self_attn.o_proj.weight_scale_inv");
+    assert_true(o >= 0 && sc >= 0);
+    assert_int_equal(dcr_inventory_at(w.inv, (size_t)o)->dtype, DCR_DTYPE_FP8_E4M3);
+    assert_true(w.layout->residual_owner[o] >= 0 && w.layout->residual_owner[sc] == w.layout->residual_owner[o]);
+    /* Weight-like values (random bits would make scales meaningless). */
+    for (size_t s = 0; s < w.ns; s++) {
+        const dcr_tensor_desc_t *d = &w.layout->shards[s].desc;
+        for (int64_t k = 0; k < dcr_desc_numel(d); k++) {
+            float v = (float)(0.02 * dcr_rng_normal(&rng));
+            dcr_convert((unsigned char *)w.shards_v[s]->data + (size_t)k * dcr_dtype_size(d->dtype), d->dtype, &v,
+                        DCR_DTYPE_FP32, 1);
+        }
+    }
+    assert_int_equal(dcr_megatron_export(&w.m, &w.tc, w.layout, w.shards_v, w.canon_v), DCR_OK);
+    assert_int_equal(dcr_megatron_import(&w.m, &w.tc, w.layout, w.canon_v, w.shards_v), DCR_OK);
+    assert_int_equal(dcr_megatron_export(&w.m, &w.tc, w.layout, w.shards_v, w.canon_v), DCR_OK);
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    dcr_constructor_t *con;
+    assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+    /* Double the largest BF16 element of the first shard of o_proj: its block's amax moves. */
+    for (size_t s = 0; s < w.ns; s++) memcpy(w.shards_next[s]->data, w.shards_v[s]->data, w.shards_v[s]->bytes);
+    int shard = -1;
+    for (int i = 0; i < w.layout->ntasks; i++)
+        if (w.layout->tasks[i].canonical == o) shard = w.layout->tasks[i].shard;
+    uint16_t *x = w.shards_next[shard]->data;
+    int64_t n = dcr_desc_numel(&w.layout->shards[shard].desc), best = 0;
+    for (int64_t k = 0; k < n; k++)
+        if (fabsf(dcr_bf16_to_f32(x[k])) > fabsf(dcr_bf16_to_f32(x[best]))) best = k;
+    x[best] = dcr_f32_to_bf16(2.0f * dcr_bf16_to_f32(x[best]));
+    assert_int_equal(dcr_megatron_export(&w.m, &w.tc, w.layout, w.shards_next, w.canon_next), DCR_OK);
+    int64_t changed = changed_canonical(&w);
+    assert_true(changed > 2); /* one source change, many canonical changes */
+    check_refit(&w, con, 1, NULL, false);
+    dcr_constructor_destroy(con);
+    world_close(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +401,7 @@ int main(void)
         cmocka_unit_test(test_detect_changes_matches_naive),
         cmocka_unit_test(test_commit_needs_a_run_and_sink_errors_fail),
         cmocka_unit_test(test_random_layouts_against_full_conversion),
+        cmocka_unit_test(test_fp8_scale_dependency),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
