@@ -10,12 +10,14 @@
 #include "scenario_args.h"
 #include "workloads/bench.h"
 #include "workloads/results.h"
+#include "reports/trace_io.h"
+#include "dcr/trace.h"
 
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
     bool serve_ep, no_verify, json, shuffle, fp32_norms, w2_t;
-    const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir;
+    const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
 
@@ -41,15 +43,19 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
     for (int i = 0; i < r->nrefits; i++) {
         const dcr_bench_refit_t *f = &r->refits[i];
         json_array_append_new(
-            refits, json_pack("{s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}", "latency_s", f->latency_s,
-                              "construction_s", f->construction_s, "finalization_s", f->finalization_s,
+            refits, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}", "latency_s", f->latency_s,
+                              "construction_s", f->construction_s, "construction_lb_s", f->construction_lb_s,
+                              "transport_lb_s", f->transport_lb_s, "finalization_s", f->bound_finalization_s,
+                              "remainder_s", f->remainder_s,
                               "payload_bytes", (json_int_t)f->payload_bytes, "cross_bytes", (json_int_t)f->cross_bytes,
                               "raw_changed_value_bytes", (json_int_t)f->raw_changed_value_bytes, "changed_elements",
                               (json_int_t)f->changed_elements, "records", (json_int_t)f->records, "payloads",
                               (json_int_t)f->payloads, "attempts", f->attempts, "bit_exact", f->bit_exact, "verified",
                               f->verified));
     }
-    json_t *j = json_pack("{s:o,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}", "config", config,
+    json_t *j = json_pack("{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
+                          "config", config, "construction_lb_s_mean", r->construction_lb_mean_s, "transport_lb_s_mean",
+                          r->transport_lb_mean_s, "finalization_s_mean", r->finalization_mean_s,
                           "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "owners", r->owners, "receivers",
                           r->receivers, "mean_latency_s", r->mean_latency_s, "reference_s", r->reference_s,
                           "relay_reference_s", r->relay_reference_s, "speedup", r->speedup, "payload_bytes_mean",
@@ -67,15 +73,21 @@ static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
            c->link.flow_gbps, c->link.local_gbps, c->link.latency_ms);
     printf("checkpoint %lld bytes, %d owners, %d receivers, %zu XOR / %zu overwrite tensors\n\n",
            (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors, r->overwrite_tensors);
-    printf("%-6s %10s %12s %10s %12s %12s %14s %8s %10s\n", "refit", "latency_s", "construct_s", "final_s",
-           "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
+    printf("%-6s %10s %10s %10s %10s %12s %12s %14s %8s %10s\n", "refit", "latency_s", "constr_lb", "transp_lb",
+           "final_s", "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
     for (int i = 0; i < r->nrefits; i++) {
         const dcr_bench_refit_t *f = &r->refits[i];
-        printf("%-6d %10.3f %12.3f %10.3f %12lld %12lld %14lld %8d %10s\n", i + 1, f->latency_s, f->construction_s,
-               f->finalization_s, (long long)f->payload_bytes, (long long)f->cross_bytes,
+        printf("%-6d %10.3f %10.3f %10.3f %10.3f %12lld %12lld %14lld %8d %10s\n", i + 1, f->latency_s,
+               f->construction_lb_s, f->transport_lb_s, f->bound_finalization_s, (long long)f->payload_bytes,
+               (long long)f->cross_bytes,
                (long long)f->raw_changed_value_bytes, f->attempts, f->verified ? (f->bit_exact ? "yes" : "NO") : "-");
     }
-    printf("\nmean latency %.3f s, reference %.3f s", r->mean_latency_s, r->reference_s);
+    double bound = r->construction_lb_mean_s > r->transport_lb_mean_s ? r->construction_lb_mean_s : r->transport_lb_mean_s;
+    printf("\nmeans: construction bound %.3f s, transport bound %.3f s, finalization %.3f s; latency / (max bound + "
+           "finalization) %.2f\n",
+           r->construction_lb_mean_s, r->transport_lb_mean_s, r->finalization_mean_s,
+           bound + r->finalization_mean_s > 0 ? r->mean_latency_s / (bound + r->finalization_mean_s) : 0.0);
+    printf("mean latency %.3f s, reference %.3f s", r->mean_latency_s, r->reference_s);
     if (r->relay_reference_s > 0) printf(", relay reference %.3f s", r->relay_reference_s);
     printf(", speedup %.2fx\npayload %.0f B, cross %.0f B, raw changed values %.0f B (payload/raw %.3f), bit-exact %s\n",
            r->speedup, r->payload_bytes_mean, r->cross_bytes_mean, r->raw_changed_value_bytes_mean,
@@ -88,7 +100,7 @@ static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
 static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r, json_t *config)
 {
     size_t n = (size_t)r->nrefits;
-    double *cols = calloc(6 * (n ? n : 1), sizeof(double));
+    double *cols = calloc(9 * (n ? n : 1), sizeof(double));
     if (!cols) return dcr_error_set(DCR_ENOMEM, "results columns");
     for (size_t i = 0; i < n; i++) {
         cols[0 * n + i] = r->refits[i].latency_s;
@@ -97,15 +109,19 @@ static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r
         cols[3 * n + i] = (double)r->refits[i].raw_changed_value_bytes;
         cols[4 * n + i] = (double)r->refits[i].changed_elements;
         cols[5 * n + i] = r->refits[i].bit_exact ? 1.0 : 0.0;
+        cols[6 * n + i] = r->refits[i].construction_lb_s;
+        cols[7 * n + i] = r->refits[i].transport_lb_s;
+        cols[8 * n + i] = r->refits[i].bound_finalization_s;
     }
-    dcr_results_column_t columns[6] = {{"latency_s", cols}, {"payload_bytes", cols + n}, {"cross_bytes", cols + 2 * n},
+    dcr_results_column_t columns[9] = {{"latency_s", cols}, {"payload_bytes", cols + n}, {"cross_bytes", cols + 2 * n},
                                        {"raw_changed_value_bytes", cols + 3 * n}, {"changed_elements", cols + 4 * n},
-                                       {"bit_exact", cols + 5 * n}};
+                                       {"bit_exact", cols + 5 * n}, {"construction_lb_s", cols + 6 * n},
+                                       {"transport_lb_s", cols + 7 * n}, {"finalization_s", cols + 8 * n}};
     json_t *summary = result_json(r, json_incref(config));
     json_object_del(summary, "refits");
     json_object_del(summary, "config");
     char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS), *summary_text = json_dumps(summary, JSON_COMPACT);
-    dcr_results_run_t run = {"bench", config_text, summary_text, n, 6, columns};
+    dcr_results_run_t run = {"bench", config_text, summary_text, n, 9, columns};
     char name[64];
     dcr_status_t st = dcr_results_append(path, &run, name, sizeof(name));
     if (st == DCR_OK) DCR_LOG_INFO("bench: results appended to %s as %s", path, name);
@@ -113,6 +129,17 @@ static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r
     free(summary_text);
     json_decref(summary);
     free(cols);
+    return st;
+}
+
+static dcr_status_t write_trace(const char *path)
+{
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_trace_snapshot(&iv, &n));
+    dcr_status_t st = dcr_trace_write_chrome(path, iv, n);
+    if (st == DCR_OK) DCR_LOG_INFO("bench: %zu trace intervals written to %s", n, path);
+    free(iv);
     return st;
 }
 
@@ -162,7 +189,8 @@ static int run(bench_opts_t *o)
         return 1;
     }
     json_t *config = config_json(o, &c);
-    if (o->out) st = append_results(o->out, &r, config);
+    if (o->trace) st = write_trace(o->trace);
+    if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
         json_dumpf(j, stdout, JSON_INDENT(2));
@@ -190,7 +218,7 @@ int dcr_cmd_bench(int argc, char **argv)
     o.sc.gpus = 2;
     o.sc.tp = 2;
     o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
-    enum { NOWN = 30 };
+    enum { NOWN = 31 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
         {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64, "receivers (GPUs) per rollout node (default 2)", false},
@@ -218,6 +246,7 @@ int dcr_cmd_bench(int argc, char **argv)
         {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0, "keep the object store (payloads, manifests) in DIR", false},
         {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0, "directory for object store and control plane (default: temp)", false},
         {"--control", DCR_ARG_STRING, &o.control, 0, 0, "SQLite control-plane file (default: in the work dir)", false},
+        {"--trace", DCR_ARG_STRING, &o.trace, 0, 0, "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
         {"--out", DCR_ARG_STRING, &o.out, 0, 0, "append the run to this HDF5 results file", false},
         {"--readers", DCR_ARG_INT, &o.readers, 0, 64, "request emulation: threads reading a receiver through the gate", false},
         {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)", false},

@@ -8,10 +8,12 @@
 #include "commands.h"
 #include "dcr/source.h"
 #include "workloads/scenario.h"
+#include "workloads/serve/vllm_layout.h"
 
 typedef struct inventory_opts {
     dcr_cli_scenario_t sc;
-    bool json, list, check;
+    int64_t serve_tp;
+    bool json, list, check, serve_ep;
 } inventory_opts_t;
 
 static void print_tensors(const dcr_inventory_t *inv)
@@ -26,9 +28,16 @@ static void print_tensors(const dcr_inventory_t *inv)
 
 static void print_json(const inventory_opts_t *o, const dcr_model_config_t *m, const dcr_inventory_t *inv,
                        const dcr_train_config_t *tc, const dcr_source_layout_t *layout,
-                       const dcr_source_stats_t *st)
+                       const dcr_source_stats_t *st, const dcr_serve_split_t *split)
 {
     json_t *j = json_object();
+    if (split) {
+        json_object_set_new(j, "serve_tp", json_integer(o->serve_tp));
+        json_object_set_new(j, "serve_ep", json_boolean(o->serve_ep));
+        json_object_set_new(j, "xor_items", json_integer(split->xor_items));
+        json_object_set_new(j, "overwrite_items", json_integer(split->overwrite_items));
+        json_object_set_new(j, "xor_byte_share", json_real(split->xor_byte_share));
+    }
     json_object_set_new(j, "model", json_string(m->name));
     json_object_set_new(j, "family", json_string(dcr_model_family_name(m->family)));
     json_object_set_new(j, "scale", json_integer(o->sc.scale));
@@ -60,7 +69,7 @@ static void print_json(const inventory_opts_t *o, const dcr_model_config_t *m, c
 
 static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m, const dcr_inventory_t *inv,
                        const dcr_train_config_t *tc, const dcr_source_layout_t *layout,
-                       const dcr_source_stats_t *st)
+                       const dcr_source_stats_t *st, const dcr_serve_split_t *split)
 {
     printf("model            %s (%s), scale %lld, %d layers\n", m->name, dcr_model_family_name(m->family),
            (long long)o->sc.scale, m->layers);
@@ -76,6 +85,10 @@ static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m, c
     printf("affine share     %.2f%% of weight bytes\n", 100.0 * st->affine_byte_share);
     printf("owned elements   per rank min %lld, max %lld\n", (long long)st->owned_elements_min,
            (long long)st->owned_elements_max);
+    if (split)
+        printf("serving TP %lld%s: %lld XOR items, %lld overwrite items, XOR share %.2f%% of weight bytes\n",
+               (long long)o->serve_tp, o->serve_ep ? " with EP" : "", (long long)split->xor_items,
+               (long long)split->overwrite_items, 100.0 * split->xor_byte_share);
 }
 
 static int run(inventory_opts_t *o)
@@ -93,10 +106,21 @@ static int run(inventory_opts_t *o)
     if (o->check) DCR_CHECK_GOTO(dcr_source_layout_check_coverage(sc->layout), s, fail);
     dcr_source_stats_t st;
     dcr_source_layout_stats(sc->layout, &st);
+    dcr_serve_split_t split, *with_split = NULL;
+    if (o->serve_tp > 0) {
+        /* The receivers' prewarm decides the XOR/overwrite split (shape-only probes, any model size). */
+        dcr_serve_config_t serve = dcr_serve_config_default();
+        serve.tp = (int)o->serve_tp;
+        serve.ep = o->serve_ep;
+        DCR_CHECK_GOTO(dcr_serve_config_validate(&sc->model, &serve), s, fail);
+        DCR_CHECK_GOTO(dcr_serve_register_loaders(), s, fail);
+        DCR_CHECK_GOTO(dcr_serve_xor_split(&sc->model, sc->inventory, sc->layout, &serve, &split), s, fail);
+        with_split = &split;
+    }
     if (o->json)
-        print_json(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st);
+        print_json(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st, with_split);
     else
-        print_text(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st);
+        print_text(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st, with_split);
     if (o->check && !o->json) printf("coverage         every canonical element produced by exactly one task\n");
     dcr_scenario_destroy(sc);
     return 0;
@@ -110,12 +134,14 @@ int dcr_cmd_inventory(int argc, char **argv)
 {
     inventory_opts_t o = {.json = false};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 3] = {
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 5] = {
+        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 1024, "add the XOR/overwrite split of receivers at this serving TP", false},
+        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "serving instances use expert parallelism", false},
         {"--list", DCR_ARG_FLAG, &o.list, 0, 0, "list every canonical tensor (name, shape, dtype)", false},
         {"--check", DCR_ARG_FLAG, &o.check, 0, 0, "exact coverage check, one byte per element (scaled models)", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
-    dcr_cli_scenario_args(&o.sc, args + 3);
+    dcr_cli_scenario_args(&o.sc, args + 5);
     int rc = dcr_args_parse("inventory", "[--model NAME] [--scale S] [--layers N] [layout flags] [--mapping paper|extended] [--json]",
                             args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;

@@ -16,7 +16,10 @@ static const dcr_cli_command_t commands[] = {
     {"table2", dcr_cmd_table2, "the seed's Table 2: XOR vs overwrite value streams after zstd"},
     {"construct", dcr_cmd_construct, "one delta construction on a synthetic training step (modes X/P/F)"},
     {"payload", dcr_cmd_payload, "inspect or verify a payload file"},
+    {"bounds", dcr_cmd_bounds, "per-refit lower bounds and finalization from a trace (dcr or nsys)"},
     {"microbench", dcr_cmd_microbench, "same-run ratios of inner loops (change detection vs plain read)"},
+    {"calibrate", dcr_cmd_calibrate, "measure the simulator's stage costs on this machine (JSON)"},
+    {"simulate", dcr_cmd_simulate, "simulate a refit of a full-size model on a cluster (SimGrid)"},
 };
 
 static void print_usage(FILE *out)

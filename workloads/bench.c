@@ -16,6 +16,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/trace.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
 {
@@ -325,6 +326,23 @@ static dcr_status_t verify(bench_t *b, bool *exact_p)
     return DCR_OK;
 }
 
+/* The lower bounds of the refit that built `version`, from the recorder. */
+static dcr_status_t refit_bounds(uint64_t version, dcr_bench_refit_t *out)
+{
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_trace_snapshot(&iv, &n));
+    dcr_bounds_t bounds;
+    dcr_status_t st = dcr_bounds_compute(iv, n, (uint32_t)version, &bounds);
+    free(iv);
+    DCR_CHECK(st);
+    out->construction_lb_s = bounds.construction_lb_s;
+    out->transport_lb_s = bounds.transport_lb_s;
+    out->bound_finalization_s = bounds.finalization_s;
+    out->remainder_s = bounds.remainder_s;
+    return DCR_OK;
+}
+
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
     for (size_t s = 0; s < b->ns; s++) memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
@@ -356,6 +374,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->payloads = r.construct.payloads;
     out->attempts = r.attempts;
     out->bit_exact = true;
+    DCR_CHECK(refit_bounds(r.version, out));
     if (timed && b->cfg->verify) {
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
@@ -372,9 +391,12 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
 
 static void summarize(const bench_t *b, dcr_bench_result_t *res)
 {
-    double lat = 0, pay = 0, cross = 0, raw = 0;
+    double lat = 0, pay = 0, cross = 0, raw = 0, clb = 0, tlb = 0, fin = 0;
     res->bit_exact = true;
     for (int i = 0; i < res->nrefits; i++) {
+        clb += res->refits[i].construction_lb_s;
+        tlb += res->refits[i].transport_lb_s;
+        fin += res->refits[i].bound_finalization_s;
         lat += res->refits[i].latency_s;
         pay += (double)res->refits[i].payload_bytes;
         cross += (double)res->refits[i].cross_bytes;
@@ -383,6 +405,9 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     }
     int n = res->nrefits > 0 ? res->nrefits : 1;
     res->mean_latency_s = lat / n;
+    res->construction_lb_mean_s = clb / n;
+    res->transport_lb_mean_s = tlb / n;
+    res->finalization_mean_s = fin / n;
     res->payload_bytes_mean = pay / n;
     res->cross_bytes_mean = cross / n;
     res->raw_changed_value_bytes_mean = raw / n;
@@ -408,6 +433,8 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
     bench_t b;
     memset(&b, 0, sizeof(b));
     b.cfg = cfg;
+    dcr_trace_reset();
+    dcr_trace_enable(true);
     dcr_bench_result_t res;
     memset(&res, 0, sizeof(res));
     dcr_status_t st = setup(&b);

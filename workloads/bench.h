@@ -45,6 +45,8 @@ typedef struct dcr_bench_refit {
     double latency_s, construction_s, finalization_s;
     int64_t payload_bytes, cross_bytes, raw_changed_value_bytes, changed_elements, records, payloads;
     int attempts;
+    /* From the stage trace (DESIGN.md section 8): the seed's lower bounds. */
+    double construction_lb_s, transport_lb_s, bound_finalization_s, remainder_s;
     bool bit_exact;   /* every receiver equals its dense refit (true when verify is off: not checked) */
     bool verified;
 } dcr_bench_refit_t;
@@ -55,6 +57,7 @@ typedef struct dcr_bench_result {
     double reference_s;       /* object-store full-checkpoint reference */
     double relay_reference_s; /* full checkpoint through the relay tree; 0 unless transport is relay */
     double mean_latency_s, speedup;
+    double construction_lb_mean_s, transport_lb_mean_s, finalization_mean_s;
     double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
     bool bit_exact;           /* every verified refit was bit-exact */
     int nrefits;
@@ -71,7 +74,9 @@ typedef struct dcr_bench_result {
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners, size_t *chunk_p,
                        size_t *bucket_p);
 
-/* Runs the benchmark; progress goes to the log (info). A bit mismatch is
+/* Runs the benchmark with the stage recorder on (dcr/trace.h), so that the
+ * caller can take dcr_trace_snapshot afterwards (for --trace); progress goes
+ * to the log (info). A bit mismatch is
  * reported in the result (bit_exact false), not as an error. */
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);
 void dcr_bench_result_free(dcr_bench_result_t *r);

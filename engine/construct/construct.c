@@ -11,6 +11,7 @@
 #include "dcr/group.h"
 #include "dcr/hash.h"
 #include "dcr/queue.h"
+#include "dcr/trace.h"
 
 #define TAG_FLAGS 1
 #define TAG_PART 2
@@ -333,7 +334,10 @@ static dcr_status_t flush_payload(owner_t *o)
     dcr_encode_params_t params = {c->tau, (uint32_t)o->rank, o->next_payload, c->cfg.zstd_level, c->cfg.shuffle};
     const uint8_t *buf;
     size_t len;
-    DCR_CHECK(dcr_encoder_finish(o->enc, &params, &buf, &len));
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ZSTD, DCR_ACTOR_OWNER, o->rank);
+    dcr_status_t fin = dcr_encoder_finish(o->enc, &params, &buf, &len);
+    dcr_trace_end(&span);
+    DCR_CHECK(fin);
     dcr_payload_header_t h;
     DCR_CHECK(dcr_payload_peek(buf, len, false, &h));
     pending_payload_t *p = malloc(sizeof(*p) + len);
@@ -357,7 +361,10 @@ static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding
     DCR_CHECK(item_sort(b));
     const dcr_tensor_desc_t *d = canon(o->c, canonical);
     dcr_codec_item_t item = {d->name, d->ndim, d->shape, d->dtype, encoding, b->count, b->indices, 0, b->values};
-    DCR_CHECK(dcr_encoder_add(o->enc, &item));
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ENCODE, DCR_ACTOR_OWNER, o->rank);
+    dcr_status_t added = dcr_encoder_add(o->enc, &item);
+    dcr_trace_end(&span);
+    DCR_CHECK(added);
     o->stats.records += (int64_t)b->count;
     o->stats.raw_changed_value_bytes += (int64_t)(b->count * b->value_size);
     o->stats.value_bytes += (int64_t)(b->count * b->value_size);
@@ -432,7 +439,11 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
                        enc == DCR_ENCODING_XOR, DCR_OK};
     o->item.count = 0;
     o->item.value_size = dcr_dtype_size(p.cdt);
+    /* Detection and projection interleave per run; one span covers both
+     * (both are compute intervals of the construction bound). */
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
     for (int m = 0; m < t->nmaps && p.st == DCR_OK; m++) dcr_box_map_foreach_run(&t->maps[m], project_run, &p);
+    dcr_trace_end(&span);
     DCR_CHECK(p.st);
     o->stats.compared_elements += dcr_task_numel(t);
     *emitted_p = o->item.count > 0;
@@ -488,7 +499,9 @@ static int64_t task_changes(owner_t *o, const owned_task_t *ot)
     const dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
     count_ctx_t a = {o, c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0};
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
     for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], count_run, &a);
+    dcr_trace_end(&span);
     o->stats.compared_elements += dcr_task_numel(t);
     o->stats.changed_elements += a.changed;
     return a.changed;
@@ -538,7 +551,9 @@ static dcr_status_t send_parts(owner_t *o, const unsigned char *required)
         if (!msg) return dcr_error_set(DCR_ENOMEM, "residual part of %s", t->name);
         int32_t id = o->parts[i].task;
         memcpy(msg, &id, sizeof(id));
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
         dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, msg + sizeof(id));
+        dcr_trace_end(&span);
         dcr_status_t st = dcr_group_send(o->group, c->assembler[t->canonical], TAG_PART, msg, sizeof(id) + bytes);
         free(msg);
         DCR_CHECK(st);
@@ -647,6 +662,7 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot)
     o->item.count = 0;
     o->item.value_size = es;
     const unsigned char *now = slot->assembled, *before = slot->baseline;
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
     for (int64_t off = 0; off < n; off += SUBRUN_MAX) {
         size_t len = (size_t)(n - off < SUBRUN_MAX ? n - off : SUBRUN_MAX);
         size_t nchanged = dcr_detect_changes(now + (size_t)off * es, before + (size_t)off * es, len, es, o->changed);
@@ -658,6 +674,7 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot)
             o->item.count++;
         }
     }
+    dcr_trace_end(&span);
     if (o->c->cfg.mode == DCR_MODE_F) o->stats.compared_elements += n;
     int emitted = o->item.count > 0;
     DCR_CHECK(emit_item(o, slot->canonical, DCR_ENCODING_OVERWRITE));
@@ -681,12 +698,16 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
         dcr_group_msg_t msg;
         st = dcr_group_recv(o->group, TAG_PART, GROUP_TIMEOUT_MS, &msg);
         if (st != DCR_OK) break;
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
         st = place_part(o, &msg, covered);
+        dcr_trace_end(&span);
         dcr_group_release(o->group, &msg);
     }
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
     for (int s = 0; s < o->nslots && st == DCR_OK; s++)
         if (required[o->slots[s].canonical] && o->slots[s].nparts > 0)
             st = finish_assembly(c, o->slots[s].canonical, covered[o->slots[s].canonical]);
+    dcr_trace_end(&span);
     for (int s = 0; s < o->nslots && st == DCR_OK; s++) {
         if (!required[o->slots[s].canonical]) continue;
         o->stats.residual_tensors++;
@@ -885,6 +906,7 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
         return dcr_error_set(DCR_EINVAL, "baseline update without a successful construction run");
     for (int r = 0; r < c->world; r++) {
         owner_t *o = &c->owners[r];
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, r);
         for (int pass = 0; pass < 2; pass++) {
             owned_task_t *list = pass ? o->parts : o->direct;
             int n = pass ? o->nparts : o->ndirect;
@@ -901,6 +923,7 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
             slot->baseline = slot->assembled;
             slot->assembled = old;
         }
+        dcr_trace_end(&span);
     }
     c->candidate[0] = NULL;
     return DCR_OK;

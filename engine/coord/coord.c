@@ -12,6 +12,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/trace.h"
 
 #define RECV_POLL_MS 50
 
@@ -137,13 +138,46 @@ void dcr_coord_gate_leave(dcr_coord_t *c)
 
 /* ---- rollout nodes -------------------------------------------------------------- */
 
+typedef struct staged_payload {
+    uint8_t *data;
+    size_t len;
+} staged_payload_t;
+
 typedef struct node_run {
     dcr_coord_t *c;
     int node;
     pthread_t thread;
     dcr_status_t status;
     double last_apply_end;
+    /* Async RL: the compressed payloads held in host memory while requests
+     * are still served at v (bounded only by the delta's size). */
+    staged_payload_t *staged;
+    size_t nstaged, cap_staged;
 } node_run_t;
+
+static void free_staged(node_run_t *n)
+{
+    for (size_t i = 0; i < n->nstaged; i++) free(n->staged[i].data);
+    free(n->staged);
+    n->staged = NULL;
+    n->nstaged = n->cap_staged = 0;
+}
+
+static dcr_status_t stage_compressed(node_run_t *n, const dcr_delivery_t *d)
+{
+    if (n->nstaged == n->cap_staged) {
+        size_t cap = n->cap_staged ? 2 * n->cap_staged : 64;
+        staged_payload_t *p = realloc(n->staged, cap * sizeof(*p));
+        if (!p) return dcr_error_set(DCR_ENOMEM, "staging %zu payloads on rollout node %d", cap, n->node);
+        n->staged = p;
+        n->cap_staged = cap;
+    }
+    uint8_t *copy = malloc(d->len ? d->len : 1);
+    if (!copy) return dcr_error_set(DCR_ENOMEM, "staging a payload of %zu bytes", d->len);
+    memcpy(copy, d->data, d->len);
+    n->staged[n->nstaged++] = (staged_payload_t){copy, d->len};
+    return DCR_OK;
+}
 
 static dcr_receiver_t *node_receiver(const node_run_t *n, int k)
 {
@@ -151,18 +185,24 @@ static dcr_receiver_t *node_receiver(const node_run_t *n, int k)
 }
 
 /* Hands one delivered payload to every receiver of the node: applied at once
- * in sync RL, staged in async RL. */
+ * in sync RL; in async RL the compressed bytes are staged once for the node. */
 static dcr_status_t node_take(node_run_t *n, const dcr_delivery_t *d)
 {
+    if (n->c->cfg.rl == DCR_RL_ASYNC) {
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_STAGING, DCR_ACTOR_NODE, n->node);
+        dcr_status_t st = stage_compressed(n, d);
+        dcr_trace_end(&span);
+        return st;
+    }
     for (int k = 0; k < n->c->cfg.receivers_per_node; k++) {
         dcr_ingest_t disposition;
         dcr_receiver_t *r = node_receiver(n, k);
-        if (n->c->cfg.rl == DCR_RL_SYNC) {
-            DCR_CHECK(dcr_receiver_apply_payload(r, d->data, d->len, &disposition));
-            n->last_apply_end = dcr_clock_s();
-        } else {
-            DCR_CHECK(dcr_receiver_ingest(r, d->data, d->len, -1, &disposition));
-        }
+        int id = n->node * n->c->cfg.receivers_per_node + k;
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
+        dcr_status_t st = dcr_receiver_apply_payload(r, d->data, d->len, &disposition);
+        dcr_trace_end(&span);
+        n->last_apply_end = dcr_clock_s();
+        DCR_CHECK(st);
     }
     return DCR_OK;
 }
@@ -173,7 +213,9 @@ static dcr_status_t node_deliver(node_run_t *n)
     double idle_since = dcr_clock_s();
     for (;;) {
         dcr_delivery_t d;
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, n->node);
         dcr_status_t st = dcr_transport_recv(c->p.transport, n->node, RECV_POLL_MS, &d);
+        if (st == DCR_OK) dcr_trace_end(&span); /* only receptions, not idle polls */
         if (st == DCR_ECLOSED) return DCR_OK;
         if (st == DCR_EAGAIN) {
             if ((dcr_clock_s() - idle_since) * 1000.0 > c->cfg.stall_timeout_ms)
@@ -199,17 +241,22 @@ static void *node_main(void *arg)
     return NULL;
 }
 
-/* Async RL: the staged delta of every receiver of a node, applied after the gate closed. */
+/* Async RL: the node's staged delta applied by each of its receivers, after the gate closed. */
 static void *node_apply_staged(void *arg)
 {
     node_run_t *n = arg;
-    for (int k = 0; k < n->c->cfg.receivers_per_node && n->status == DCR_OK; k++) {
-        dcr_receiver_t *r = node_receiver(n, k);
-        size_t applied = 0;
-        n->status = dcr_receiver_ingest_flush(r, -1);
-        if (n->status == DCR_OK) n->status = dcr_receiver_apply_staged(r, 0, &applied);
+    for (size_t i = 0; i < n->nstaged && n->status == DCR_OK; i++) {
+        dcr_delivery_t d = {n->staged[i].data, n->staged[i].len, NULL};
+        for (int k = 0; k < n->c->cfg.receivers_per_node && n->status == DCR_OK; k++) {
+            dcr_ingest_t disposition;
+            dcr_trace_span_t span =
+                dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, n->node * n->c->cfg.receivers_per_node + k);
+            n->status = dcr_receiver_apply_payload(node_receiver(n, k), d.data, d.len, &disposition);
+            dcr_trace_end(&span);
+        }
         n->last_apply_end = dcr_clock_s();
     }
+    free_staged(n);
     return NULL;
 }
 
@@ -247,7 +294,11 @@ typedef struct attempt_sink {
 static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf, size_t len)
 {
     dcr_coord_t *c = ctx;
-    DCR_CHECK(dcr_transport_send(c->p.transport, owner, payload_id, buf, len));
+    /* The transport bound: submission until the queueing acknowledgment. */
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, owner);
+    dcr_status_t st = dcr_transport_send(c->p.transport, owner, payload_id, buf, len);
+    dcr_trace_end(&span);
+    DCR_CHECK(st);
     c->sent[owner]++; /* one sender thread per owner: no race */
     return DCR_OK;
 }
@@ -294,14 +345,19 @@ static dcr_status_t apply_async(dcr_coord_t *c, node_run_t *nodes, bool *gate_cl
         pthread_rwlock_wrlock(&c->gate);
         *gate_closed = true;
     }
-    memset(nodes, 0, (size_t)c->nodes * sizeof(*nodes));
+    for (int i = 0; i < c->nodes; i++) nodes[i].status = DCR_OK; /* keep what each node staged */
     DCR_CHECK(run_nodes(c, nodes, node_apply_staged));
     return join_nodes(nodes, c->nodes, c->nodes, &res->apply_end);
 }
 
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
-    for (int i = 0; i < c->p.nreceivers; i++) DCR_CHECK(dcr_control_ack(c->p.control, tau, c->required[i]));
+    for (int i = 0; i < c->p.nreceivers; i++) {
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
+        dcr_status_t st = dcr_control_ack(c->p.control, tau, c->required[i]);
+        dcr_trace_end(&span);
+        DCR_CHECK(st);
+    }
     return DCR_OK;
 }
 
@@ -310,7 +366,9 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
     uint8_t next[DCR_CONTROL_BASELINE_BYTES];
     dcr_commit_record_t committed;
     next_baseline(&c->record, tau, next);
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0);
     dcr_status_t st = dcr_control_commit(c->p.control, c->cfg.id, tau, &c->record, next, &committed);
+    dcr_trace_end(&span);
     if (st != DCR_OK) {
         /* An unanswered commit may still have taken effect: the record tells. */
         dcr_commit_record_t now;
@@ -337,6 +395,7 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
         *gate_closed = true;
     }
     if (res->t0 == 0.0) res->t0 = dcr_clock_s();
+    for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]); /* a failed attempt's staging */
     memset(nodes, 0, (size_t)c->nodes * sizeof(*nodes));
     DCR_CHECK(stream(c, candidate, tau, overwrite, nodes, res));
     if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, nodes, gate_closed, res));
@@ -358,6 +417,7 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dc
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
+    dcr_trace_set_refit((uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
     node_run_t *nodes = calloc((size_t)c->nodes, sizeof(*nodes));
     if (!nodes) return dcr_error_set(DCR_ENOMEM, "rollout node state");
     dcr_transport_counters_t before, after;
@@ -376,12 +436,14 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dc
         dcr_transport_stop_and_wait(c->p.transport);
     }
     if (gate_closed) pthread_rwlock_unlock(&c->gate);
+    for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]);
     free(nodes);
     dcr_transport_counters(c->p.transport, &after);
     if (st != DCR_OK)
         return dcr_error_set(DCR_EFATAL, "version %llu stays committed: %d attempts failed (first: %s)",
                              (unsigned long long)c->record.version, res.attempts, first_error);
     res.latency_s = res.t1 - res.t0;
+    dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(res.t0 * 1e9), (uint64_t)(res.t1 * 1e9));
     res.finalization_s = res.apply_end > 0 ? res.t1 - res.apply_end : 0.0;
     res.payload_bytes = res.construct.payload_bytes;
     res.cross_bytes = after.cross_bytes - before.cross_bytes;

@@ -53,11 +53,16 @@ void dcr__elem_store(dcr_dtype_t dtype, void *elem, uint64_t bits)
 int dcr__bits_isnan(dcr_dtype_t dtype, uint64_t b)
 {
     switch (dtype) {
-    case DCR_DTYPE_BF16: return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
-    case DCR_DTYPE_FP16: return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
-    case DCR_DTYPE_FP32: return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
-    case DCR_DTYPE_FP8_E4M3: return (b & 0x7Fu) == 0x7Fu;
-    default: return 0;
+    case DCR_DTYPE_BF16:
+        return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
+    case DCR_DTYPE_FP16:
+        return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
+    case DCR_DTYPE_FP32:
+        return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
+    case DCR_DTYPE_FP8_E4M3:
+        return (b & 0x7Fu) == 0x7Fu;
+    default:
+        return 0;
     }
 }
 
@@ -130,10 +135,11 @@ dcr_status_t dcr__load_ctx_begin(dcr_load_ctx_t *ctx, const dcr_params_t *params
                              name);
     if (ctx->in_call) return dcr_error_set(DCR_EINVAL, "load %s: context already in a call", name);
     if (ctx->mode.track && ctx->has_input_active &&
-        (ctx->input_active.ndim != tensor->ndim ||
-         !dcr_view_is_contiguous(&ctx->input_active) || !dcr_view_is_contiguous(tensor)))
-        return dcr_error_set(DCR_EINVAL, "load %s: tracked input and activity map must be "
-                                         "contiguous views of one shape",
+        (ctx->input_active.ndim != tensor->ndim || !dcr_view_is_contiguous(&ctx->input_active) ||
+         !dcr_view_is_contiguous(tensor)))
+        return dcr_error_set(DCR_EINVAL,
+                             "load %s: tracked input and activity map must be "
+                             "contiguous views of one shape",
                              name);
     ctx->in_call = true;
     ctx->name = name;
@@ -319,8 +325,8 @@ static dcr_status_t dcr__bounds(const dcr_load_ctx_t *ctx, const char *op, const
     }
     int64_t limit = (int64_t)(v->storage->bytes / dcr_dtype_size(v->dtype));
     if (lo < 0 || hi >= limit)
-        return dcr_error_set(DCR_EINVAL, "load %s: %s: view reaches outside its storage",
-                             ctx->name, op);
+        return dcr_error_set(DCR_EINVAL, "load %s: %s: view reaches outside its storage", ctx->name,
+                             op);
     return DCR_OK;
 }
 
@@ -343,15 +349,19 @@ static dcr_status_t dcr__temp_new(dcr_load_ctx_t *ctx, dcr_dtype_t dtype, int nd
     dcr_status_t st = DCR_OK;
     if (ctx->mode.probe) {
         t->storage = calloc(1, sizeof(*t->storage));
-        if (t->storage == NULL) st = dcr_error_set(DCR_ENOMEM, "load %s: temporary", ctx->name);
-        else t->storage->bytes = bytes;
+        if (t->storage == NULL)
+            st = dcr_error_set(DCR_ENOMEM, "load %s: temporary", ctx->name);
+        else
+            t->storage->bytes = bytes;
     } else {
         st = dcr_storage_create(bytes, &t->storage);
         if (st == DCR_OK && ctx->mode.track) st = dcr_storage_create((size_t)numel, &t->active);
     }
     if (st != DCR_OK) {
-        if (t->storage && t->storage->data == NULL) free(t->storage);
-        else dcr_storage_destroy(t->storage);
+        if (t->storage && t->storage->data == NULL)
+            free(t->storage);
+        else
+            dcr_storage_destroy(t->storage);
         free(t);
         return st;
     }
@@ -446,7 +456,8 @@ dcr_status_t dcr_load_cast(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t
         DCR_CHECK(dcr_view_copy(&out, v));
         DCR_CHECK(dcr__active_copy(ctx, &out, v));
         if (ctx->mode.watch_nan) {
-            dcr__walk_t w = {&out, out.storage->data, dcr_dtype_size(to), v->dtype, NULL, NULL, ctx};
+            dcr__walk_t w = {&out, out.storage->data, dcr_dtype_size(to), v->dtype, NULL, NULL,
+                             ctx};
             dcr_view_foreach(v, dcr__cast_watch, &w);
         }
     }
@@ -541,8 +552,9 @@ dcr_status_t dcr_load_blockwise(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dt
     DCR_CHECK(dcr__need_call(ctx, "blockwise"));
     DCR_CHECK(dcr__bounds(ctx, "blockwise", v));
     if (fn == NULL || block == 0 || (unsigned)to >= DCR_DTYPE_COUNT)
-        return dcr_error_set(DCR_EINVAL, "load %s: blockwise needs a function, a block size "
-                                         "and a dtype",
+        return dcr_error_set(DCR_EINVAL,
+                             "load %s: blockwise needs a function, a block size "
+                             "and a dtype",
                              ctx->name);
     dcr__temp_t *t;
     dcr_view_t out;
@@ -562,7 +574,8 @@ dcr_status_t dcr_load_blockwise(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dt
     }
     dcr__walk_t w = {&out, (char *)in, sizeof(float), v->dtype, NULL, NULL, ctx};
     dcr_view_foreach(v, dcr__gather_f32, &w);
-    for (size_t at = 0; at < n; at += block) fn(in + at, res + at, n - at < block ? n - at : block, arg);
+    for (size_t at = 0; at < n; at += block)
+        fn(in + at, res + at, n - at < block ? n - at : block, arg);
     dcr_convert(out.storage->data, to, res, DCR_DTYPE_FP32, n);
     free(in);
     free(res);
@@ -582,9 +595,8 @@ static dcr_status_t dcr__dst_param(dcr_load_ctx_t *ctx, const char *op, const dc
                              ctx->name, op);
     const dcr_param_t *info = dcr_params_at(ctx->params, (size_t)p);
     if (dst->dtype != info->dtype)
-        return dcr_error_set(DCR_EINVAL, "load %s: %s into %s reinterprets %s as %s", ctx->name,
-                             op, info->name, dcr_dtype_name(info->dtype),
-                             dcr_dtype_name(dst->dtype));
+        return dcr_error_set(DCR_EINVAL, "load %s: %s into %s reinterprets %s as %s", ctx->name, op,
+                             info->name, dcr_dtype_name(info->dtype), dcr_dtype_name(dst->dtype));
     *param_p = (size_t)p;
     return DCR_OK;
 }
@@ -608,8 +620,8 @@ dcr_status_t dcr_load_copy(dcr_load_ctx_t *ctx, const dcr_view_t *dst, const dcr
         char a[96], b[96];
         dcr_shape_format(dst->ndim, dst->shape, a, sizeof(a));
         dcr_shape_format(src->ndim, src->shape, b, sizeof(b));
-        return dcr_error_set(DCR_EINVAL, "load %s: copy_ into %s from %s: shapes differ",
-                             ctx->name, a, b);
+        return dcr_error_set(DCR_EINVAL, "load %s: copy_ into %s from %s: shapes differ", ctx->name,
+                             a, b);
     }
     w.dst = *dst;
     w.src = *src;

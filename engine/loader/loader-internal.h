@@ -23,8 +23,6 @@ dcr_status_t dcr__imap_put(dcr__imap_t *m, uint64_t key, int64_t val);
 int64_t dcr__imap_get(const dcr__imap_t *m, uint64_t key, int (*match)(int64_t, const void *),
                       const void *arg);
 
-
-
 /* The loader wrapper brackets every backend call with these: begin resets the
  * per-call state and binds the input, end frees the temporaries. */
 dcr_status_t dcr__load_ctx_begin(dcr_load_ctx_t *ctx, const dcr_params_t *params, const char *name,

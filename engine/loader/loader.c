@@ -110,10 +110,9 @@ dcr_status_t dcr_loader_load(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const ch
     if (loader == NULL || ctx == NULL || name == NULL || tensor == NULL)
         return dcr_error_set(DCR_EINVAL, "loader_load: NULL argument");
     DCR_CHECK(dcr__load_ctx_begin(ctx, loader->params, name, tensor));
-    dcr_status_t st = dcr__interceptor
-                          ? dcr__interceptor(dcr__interceptor_arg, loader, ctx, name, tensor,
-                                             dcr__loader_call)
-                          : dcr__loader_call(loader, ctx, name, tensor);
+    dcr_status_t st = dcr__interceptor ? dcr__interceptor(dcr__interceptor_arg, loader, ctx, name,
+                                                          tensor, dcr__loader_call)
+                                       : dcr__loader_call(loader, ctx, name, tensor);
     dcr__load_ctx_end(ctx);
     return st;
 }

@@ -135,8 +135,7 @@ int64_t dcr_params_find_storage(const dcr_params_t *p, const dcr_storage_t *stor
 static dcr_status_t dcr__params_check(const dcr_params_t *p, const char *name, dcr_dtype_t dtype,
                                       int ndim, const int64_t *shape)
 {
-    if (name == NULL || name[0] == '\0')
-        return dcr_error_set(DCR_EINVAL, "parameter: empty name");
+    if (name == NULL || name[0] == '\0') return dcr_error_set(DCR_EINVAL, "parameter: empty name");
     if ((unsigned)dtype >= DCR_DTYPE_COUNT)
         return dcr_error_set(DCR_EINVAL, "parameter %s: invalid dtype %d", name, (int)dtype);
     if (ndim < 0 || ndim > DCR_MAX_DIMS || (ndim > 0 && shape == NULL))
@@ -144,8 +143,8 @@ static dcr_status_t dcr__params_check(const dcr_params_t *p, const char *name, d
                              DCR_MAX_DIMS);
     for (int i = 0; i < ndim; i++) {
         if (shape[i] <= 0)
-            return dcr_error_set(DCR_EINVAL, "parameter %s: dim %d is %lld (expected > 0)", name,
-                                 i, (long long)shape[i]);
+            return dcr_error_set(DCR_EINVAL, "parameter %s: dim %d is %lld (expected > 0)", name, i,
+                                 (long long)shape[i]);
     }
     if (dcr_params_find(p, name) >= 0)
         return dcr_error_set(DCR_EINVAL, "parameter %s declared twice", name);
@@ -181,8 +180,8 @@ dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t d
     it->ndim = ndim;
     for (int i = 0; i < ndim; i++) it->shape[i] = shape[i];
     st = dcr__imap_put(&p->by_name, dcr_hash64_str(name), (int64_t)p->len);
-    if (st == DCR_OK) st = dcr__imap_put(&p->by_storage, (uint64_t)(uintptr_t)it->storage,
-                                         (int64_t)p->len);
+    if (st == DCR_OK)
+        st = dcr__imap_put(&p->by_storage, (uint64_t)(uintptr_t)it->storage, (int64_t)p->len);
     if (st != DCR_OK) {
         /* A half-indexed entry must not stay findable by name. */
         free(copy);

@@ -52,22 +52,32 @@ void dcr__word_store(dcr_dtype_t dtype, void *p, uint64_t bits)
 bool dcr__word_isnan(dcr_dtype_t dtype, uint64_t b)
 {
     switch (dtype) {
-    case DCR_DTYPE_BF16: return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
-    case DCR_DTYPE_FP16: return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
-    case DCR_DTYPE_FP32: return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
-    case DCR_DTYPE_FP8_E4M3: return (b & 0x7Fu) == 0x7Fu;
-    default: return false;
+    case DCR_DTYPE_BF16:
+        return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
+    case DCR_DTYPE_FP16:
+        return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
+    case DCR_DTYPE_FP32:
+        return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
+    case DCR_DTYPE_FP8_E4M3:
+        return (b & 0x7Fu) == 0x7Fu;
+    default:
+        return false;
     }
 }
 
 uint64_t dcr__nan_word(dcr_dtype_t dtype)
 {
     switch (dtype) {
-    case DCR_DTYPE_BF16: return 0x7FC0u;
-    case DCR_DTYPE_FP16: return 0x7E00u;
-    case DCR_DTYPE_FP32: return 0x7FC00000u;
-    case DCR_DTYPE_FP8_E4M3: return 0x7Fu;
-    default: return 0;
+    case DCR_DTYPE_BF16:
+        return 0x7FC0u;
+    case DCR_DTYPE_FP16:
+        return 0x7E00u;
+    case DCR_DTYPE_FP32:
+        return 0x7FC00000u;
+    case DCR_DTYPE_FP8_E4M3:
+        return 0x7Fu;
+    default:
+        return 0;
     }
 }
 
@@ -85,8 +95,7 @@ void dcr__apply_free(dcr_receiver_t *r)
 
 /* ---- violations and the plan ---- */
 
-static dcr_status_t dcr__violation(dcr_receiver_t *r, const char *fmt, const char *a,
-                                   const char *b)
+static dcr_status_t dcr__violation(dcr_receiver_t *r, const char *fmt, const char *a, const char *b)
 {
     char what[256];
     snprintf(what, sizeof(what), fmt, a, b);
@@ -118,8 +127,9 @@ static dcr_status_t dcr__conform(dcr_receiver_t *r, const dcr_load_write_t *w)
         if (ok && pw->source == DCR_LOAD_SRC_INPUT) ok = dcr__same_geometry(&pw->src, &w->src);
     }
     if (!ok)
-        return dcr__violation(r, "%s into %s differs from the prewarm probe (the loader path "
-                                 "changed)",
+        return dcr__violation(r,
+                              "%s into %s differs from the prewarm probe (the loader path "
+                              "changed)",
                               w->kind == DCR_LOAD_COPY ? "copy_" : "fill_", pname);
     return DCR_OK;
 }
@@ -289,11 +299,11 @@ static inline int64_t dcr__inv_map(const dcr__inv_t *v, int64_t rem, int64_t dof
 /* The hot loop, specialised by word size: XOR or store the record words
  * into the destinations. Records outside the view are passed over. */
 #define DCR__SPARSE_LOOP(T)                                                                        \
-    static void dcr__sparse_##T(const dcr__inv_t *v, const int64_t *idx, const uint8_t *val,      \
+    static void dcr__sparse_##T(const dcr__inv_t *v, const int64_t *idx, const uint8_t *val,       \
                                 size_t k, size_t n, int64_t soff, T *dst, int64_t doff, bool xor)  \
     {                                                                                              \
         if (v->nd == 1 && v->sstride[0] == 1) {                                                    \
-            /* One run: positions map by an offset (and the destination stride). */               \
+            /* One run: positions map by an offset (and the destination stride). */                \
             int64_t ds = v->dstride[0];                                                            \
             for (; k < n && idx[k] <= v->hi; k++) {                                                \
                 /* Records are sparse and irregular: fetch ahead of the hardware. */               \
@@ -302,7 +312,7 @@ static inline int64_t dcr__inv_map(const dcr__inv_t *v, int64_t rem, int64_t dof
                 T w;                                                                               \
                 memcpy(&w, val + k * sizeof(T), sizeof(T));                                        \
                 T *p = dst + doff + (idx[k] - soff) * ds;                                          \
-                *p = xor ? (T)(*p ^ w) : w;                                                        \
+                *p = xor? (T)(*p ^ w) : w;                                                         \
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
@@ -311,7 +321,7 @@ static inline int64_t dcr__inv_map(const dcr__inv_t *v, int64_t rem, int64_t dof
             if (at < 0) continue;                                                                  \
             T w;                                                                                   \
             memcpy(&w, val + k * sizeof(T), sizeof(T));                                            \
-            dst[at] = xor ? (T)(dst[at] ^ w) : w;                                                  \
+            dst[at] = xor? (T)(dst[at] ^ w) : w;                                                   \
         }                                                                                          \
     }
 DCR__SPARSE_LOOP(uint16_t)
@@ -358,24 +368,31 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
 
 /* ---- full pass ---- */
 
-typedef dcr_status_t (*dcr__elem_fn)(char *const *p, int64_t i, void *arg);
+/* One row of the innermost dimension of n same-shape views: element j of
+ * view k is at p[k] + j * step[k] (bytes); i0 is the row's first element in
+ * row-major order over the shape. */
+typedef dcr_status_t (*dcr__row_fn)(char *const *p, const int64_t *step, int64_t len, int64_t i0,
+                                    void *arg);
 
-/* Visits the elements of n same-shape views in row-major order. */
-static dcr_status_t dcr__walk(int n, const dcr_view_t *const *v, dcr__elem_fn fn, void *arg)
+/* Visits n same-shape views row by row in row-major order. */
+static dcr_status_t dcr__walk_rows(int n, const dcr_view_t *const *v, dcr__row_fn fn, void *arg)
 {
     const dcr_view_t *a = v[0];
-    int64_t numel = dcr_view_numel(a), idx[DCR_MAX_DIMS] = {0}, off[4];
-    char *base[4], *p[4];
-    int64_t es[4];
+    int nd = a->ndim;
+    int64_t numel = dcr_view_numel(a), row = nd > 0 ? a->shape[nd - 1] : 1;
+    int64_t idx[DCR_MAX_DIMS] = {0}, off[3], step[3], es[3];
+    char *base[3], *p[3];
+    if (numel == 0) return DCR_OK;
     for (int j = 0; j < n; j++) {
         base[j] = v[j]->storage->data;
         es[j] = (int64_t)dcr_dtype_size(v[j]->dtype);
         off[j] = v[j]->offset;
+        step[j] = (nd > 0 ? v[j]->strides[nd - 1] : 1) * es[j];
     }
-    for (int64_t i = 0; i < numel; i++) {
+    for (int64_t i0 = 0; i0 < numel; i0 += row) {
         for (int j = 0; j < n; j++) p[j] = base[j] + off[j] * es[j];
-        DCR_CHECK(fn(p, i, arg));
-        for (int d = a->ndim - 1; d >= 0; d--) {
+        DCR_CHECK(fn(p, step, row, i0, arg));
+        for (int d = nd - 2; d >= 0; d--) {
             for (int j = 0; j < n; j++) off[j] += v[j]->strides[d];
             if (++idx[d] < a->shape[d]) break;
             for (int j = 0; j < n; j++) off[j] -= a->shape[d] * v[j]->strides[d];
@@ -391,34 +408,62 @@ typedef struct dcr__full {
     uint8_t *mask;
 } dcr__full_t;
 
-static dcr_status_t dcr__xor_elem(char *const *p, int64_t i, void *arg)
+/* dst ^= src over a row; the common contiguous 16- and 32-bit rows get a
+ * loop the compiler can vectorise. */
+static dcr_status_t dcr__xor_row(char *const *p, const int64_t *step, int64_t len, int64_t i0,
+                                 void *arg)
 {
     const dcr__full_t *f = arg;
     dcr_dtype_t t = f->w->dst.dtype;
-    dcr__word_store(t, p[0], dcr__word(t, p[0]) ^ dcr__word(t, p[1]));
+    size_t es = dcr_dtype_size(t);
+    if (es == 2 && step[0] == 2 && step[1] == 2) {
+        uint16_t *d = (uint16_t *)p[0];
+        const uint16_t *s = (const uint16_t *)p[1];
+        for (int64_t j = 0; j < len; j++) d[j] ^= s[j];
+        return DCR_OK;
+    }
+    if (es == 4 && step[0] == 4 && step[1] == 4) {
+        uint32_t *d = (uint32_t *)p[0];
+        const uint32_t *s = (const uint32_t *)p[1];
+        for (int64_t j = 0; j < len; j++) d[j] ^= s[j];
+        return DCR_OK;
+    }
+    for (int64_t j = 0; j < len; j++) {
+        char *d = p[0] + j * step[0];
+        dcr__word_store(t, d, dcr__word(t, d) ^ dcr__word(t, p[1] + j * step[1]));
+    }
     return DCR_OK;
 }
 
-static dcr_status_t dcr__overwrite_elem(char *const *p, int64_t i, void *arg)
+static dcr_status_t dcr__overwrite_row(char *const *p, const int64_t *step, int64_t len, int64_t i0,
+                                       void *arg)
 {
     const dcr__full_t *f = arg;
-    if (!f->mask[i]) return DCR_OK;
     dcr_dtype_t dt = f->w->dst.dtype, st = f->w->src.dtype;
-    return dcr__store(f->r, p[0], dt, dcr__convert_word(dt, st, dcr__word(st, p[1])));
+    const uint8_t *mask = f->mask + i0;
+    for (int64_t j = 0; j < len; j++) {
+        if (!mask[j]) continue;
+        uint64_t v = dcr__convert_word(dt, st, dcr__word(st, p[1] + j * step[1]));
+        DCR_CHECK(dcr__store(f->r, p[0] + j * step[0], dt, v));
+    }
+    return DCR_OK;
 }
 
-static dcr_status_t dcr__mask_placeholder(char *const *p, int64_t i, void *arg)
+static dcr_status_t dcr__mask_placeholder_row(char *const *p, const int64_t *step, int64_t len,
+                                              int64_t i0, void *arg)
 {
     const dcr__full_t *f = arg;
     dcr_dtype_t st = f->w->src.dtype;
-    f->mask[i] = !dcr__word_isnan(st, dcr__word(st, p[0]));
+    for (int64_t j = 0; j < len; j++)
+        f->mask[i0 + j] = !dcr__word_isnan(st, dcr__word(st, p[0] + j * step[0]));
     return DCR_OK;
 }
 
-static dcr_status_t dcr__mask_tracked(char *const *p, int64_t i, void *arg)
+static dcr_status_t dcr__mask_tracked_row(char *const *p, const int64_t *step, int64_t len,
+                                          int64_t i0, void *arg)
 {
     const dcr__full_t *f = arg;
-    f->mask[i] = *(const uint8_t *)p[0] != 0;
+    for (int64_t j = 0; j < len; j++) f->mask[i0 + j] = p[0][j * step[0]] != 0;
     return DCR_OK;
 }
 
@@ -446,11 +491,11 @@ static dcr_status_t dcr__mask_for(dcr_receiver_t *r, const dcr_load_write_t *w, 
     if (r->cur_mode == DCR__FULL_TRACKED) {
         if (w->src_active) {
             const dcr_view_t *v[1] = {w->src_active};
-            dcr__walk(1, v, dcr__mask_tracked, &f);
+            dcr__walk_rows(1, v, dcr__mask_tracked_row, &f);
         }
     } else {
         const dcr_view_t *v[1] = {&w->src};
-        dcr__walk(1, v, dcr__mask_placeholder, &f);
+        dcr__walk_rows(1, v, dcr__mask_placeholder_row, &f);
     }
     r->masks[r->nmasks++] = (dcr__mask_t){w->param, w->dst, bits};
     *mask_p = bits;
@@ -471,10 +516,10 @@ static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
         if (w->origin.source != DCR_LOAD_SRC_INPUT || w->src.dtype != w->dst.dtype)
             return dcr__violation(r, "XOR copy_ whose source is %s%s",
                                   w->origin.op[0] ? w->origin.op : "converted", "");
-        return dcr__walk(2, v, dcr__xor_elem, &f);
+        return dcr__walk_rows(2, v, dcr__xor_row, &f);
     }
     DCR_CHECK(dcr__mask_for(r, w, &f.mask));
-    return dcr__walk(2, v, dcr__overwrite_elem, &f);
+    return dcr__walk_rows(2, v, dcr__overwrite_row, &f);
 }
 
 /* ---- hooks ---- */
@@ -512,8 +557,7 @@ static void dcr__scratch_reset_bytes(dcr_receiver_t *r, size_t b0, size_t b1)
 
 /* Makes scratch [0, bytes) hold the base pattern, refilling only when the
  * pattern or extent it holds does not cover the request. */
-static void dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_dtype_t dtype,
-                              size_t bytes)
+static void dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_dtype_t dtype, size_t bytes)
 {
     if (r->base == base && (base == DCR__BASE_ZERO || r->base_dtype == dtype) &&
         r->base_bytes >= bytes)
@@ -570,8 +614,8 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
     if (m == DCR__FULL_PLACEHOLDER) mode.watch_nan = true;
     if (m == DCR__FULL_TRACKED) {
         DCR_CHECK(dcr__active_ready(r));
-        DCR_CHECK(dcr_view_contiguous(r->scratch_active, DCR_DTYPE_FP8_E4M3, d->ndim, d->shape,
-                                      &act));
+        DCR_CHECK(
+            dcr_view_contiguous(r->scratch_active, DCR_DTYPE_FP8_E4M3, d->ndim, d->shape, &act));
         mode.track = true;
         dcr__mark_active(r, 1);
     }
@@ -594,8 +638,9 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
         char got[32], want[32];
         snprintf(got, sizeof(got), "%zu", r->cur_write);
         snprintf(want, sizeof(want), "%zu", r->cur_plan->nwrites);
-        return dcr__violation(r, "the loader reported the tensor loaded after %s intercepted "
-                                 "writes, the prewarm probe saw %s",
+        return dcr__violation(r,
+                              "the loader reported the tensor loaded after %s intercepted "
+                              "writes, the prewarm probe saw %s",
                               got, want);
     }
     return DCR_OK;
@@ -622,35 +667,38 @@ static dcr_status_t dcr__bufs(dcr_receiver_t *r, size_t count, size_t es)
     return DCR_OK;
 }
 
+/* Copies the records into the split buffers, ordinary values first and
+ * NaN values (which would read as placeholders) after them, both in
+ * increasing index order. Returns the number of ordinary values. */
+static dcr_status_t dcr__split_nan(dcr_receiver_t *r, dcr_dtype_t dtype, const int64_t *idx,
+                                   const uint8_t *val, size_t n, size_t *ordinary_p)
+{
+    size_t es = dcr_dtype_size(dtype), a = 0, nans = 0;
+    DCR_CHECK(dcr__bufs(r, n, es));
+    for (size_t k = 0; k < n; k++) nans += dcr__word_isnan(dtype, dcr__word(dtype, val + k * es));
+    size_t b = n - nans;
+    for (size_t k = 0; k < n; k++) {
+        bool nan = dcr__word_isnan(dtype, dcr__word(dtype, val + k * es));
+        size_t at = nan ? b++ : a++;
+        r->idx_buf[at] = idx[k];
+        memcpy(r->val_buf + at * es, val + k * es, es);
+    }
+    *ordinary_p = n - nans;
+    return DCR_OK;
+}
+
 /* Overwrite through scratch: the placeholder pass for ordinary values, the
  * tracked pass for NaN values (or for everything when the placeholder cannot
- * be trusted on this path). */
+ * be trusted on this path, or a transform turned a value into NaN). */
 static dcr_status_t dcr__overwrite_full(dcr_receiver_t *r, const dcr_tensor_desc_t *d,
                                         const int64_t *idx, const uint8_t *val, size_t n)
 {
-    const dcr__plan_t *pl = r->cur_plan;
-    size_t es = dcr_dtype_size(d->dtype);
-    bool tracked_only = r->cfg.mask == DCR_MASK_TRACKED || !pl->info.placeholder_safe;
-    if (!tracked_only) {
-        /* Split: ordinary values to the front of the buffers, NaNs behind. */
-        DCR_CHECK(dcr__bufs(r, n, es));
-        size_t a = 0, b = n;
-        for (size_t k = 0; k < n; k++) {
-            bool nan = dcr__word_isnan(d->dtype, dcr__word(d->dtype, val + k * es));
-            size_t at = nan ? --b : a++;
-            r->idx_buf[at] = idx[k];
-            memcpy(r->val_buf + at * es, val + k * es, es);
-        }
-        /* The NaN part was filled backwards; restore increasing order. */
-        for (size_t i = b, j = n - 1; i < j; i++, j--) {
-            int64_t t = r->idx_buf[i];
-            r->idx_buf[i] = r->idx_buf[j];
-            r->idx_buf[j] = t;
-            uint8_t tmp[8];
-            memcpy(tmp, r->val_buf + i * es, es);
-            memcpy(r->val_buf + i * es, r->val_buf + j * es, es);
-            memcpy(r->val_buf + j * es, tmp, es);
-        }
+    size_t es = dcr_dtype_size(d->dtype), a = 0;
+    /* A dtype without NaN has no placeholder to spare: track everything. */
+    bool tracked_all = r->cfg.mask == DCR_MASK_TRACKED || !r->cur_plan->info.placeholder_safe ||
+                       !dcr_dtype_has_nan(d->dtype);
+    if (!tracked_all) {
+        DCR_CHECK(dcr__split_nan(r, d->dtype, idx, val, n, &a));
         if (a > 0) {
             dcr__scratch_base(r, DCR__BASE_NAN, d->dtype, dcr_desc_bytes(d));
             dcr__records(r, r->idx_buf, r->val_buf, a);
@@ -658,20 +706,20 @@ static dcr_status_t dcr__overwrite_full(dcr_receiver_t *r, const dcr_tensor_desc
             int64_t created, lost;
             dcr_load_ctx_nan_events(r->ctx, &created, &lost);
             if (lost > 0)
-                return dcr__violation(r, "a transform turned the NaN placeholder into a "
-                                         "number%s%s",
+                return dcr__violation(r,
+                                      "a transform turned the NaN placeholder into a "
+                                      "number%s%s",
                                       "", "");
-            tracked_only = created > 0; /* values that became NaN were not applied */
+            /* Values that became NaN read as placeholders and were not applied. */
+            tracked_all = created > 0;
         }
-        if (!tracked_only && b < n) {
-            dcr__records(r, r->idx_buf + b, r->val_buf + b * es, n - b);
-            r->stats.items_tracked++;
-            return dcr__pass(r, d, DCR__FULL_TRACKED);
-        }
-        if (!tracked_only) return DCR_OK;
     }
-    dcr__records(r, idx, val, n);
+    if (!tracked_all && a == n) return DCR_OK;
     r->stats.items_tracked++;
+    if (tracked_all)
+        dcr__records(r, idx, val, n);
+    else
+        dcr__records(r, r->idx_buf + a, r->val_buf + a * es, n - a);
     return dcr__pass(r, d, DCR__FULL_TRACKED);
 }
 
@@ -695,8 +743,8 @@ static dcr_status_t dcr__apply_plan(dcr_receiver_t *r, size_t c, dcr_encoding_t 
     return dcr__overwrite_full(r, d, idx, val, n);
 }
 
-dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
-                                const int64_t *idx, const void *values, size_t count)
+dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc, const int64_t *idx,
+                                const void *values, size_t count)
 {
     const dcr__plan_t *pl = &r->plans[c];
     const char *name = dcr_inventory_at(r->inv, c)->name;
@@ -708,8 +756,9 @@ dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
         return dcr_error_set(DCR_EPAYLOAD, "item %s: the loader path is unsupported (%s)", name,
                              pl->reason);
     if (enc == DCR_ENCODING_XOR && pl->info.cls != DCR_PATH_XOR)
-        return dcr_error_set(DCR_EPAYLOAD, "item %s is XOR but this rank's path is "
-                                           "overwrite-only (%s: %s)",
+        return dcr_error_set(DCR_EPAYLOAD,
+                             "item %s is XOR but this rank's path is "
+                             "overwrite-only (%s: %s)",
                              name, pl->op, pl->reason);
     double t0 = dcr_clock_s();
     r->cur_plan = pl;

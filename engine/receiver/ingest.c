@@ -109,15 +109,19 @@ static dcr_status_t dcr__validate(dcr_receiver_t *r, const dcr_payload_t *p)
         int64_t c = dcr_inventory_find(r->inv, it.name);
         const dcr_tensor_desc_t *d = c < 0 ? NULL : dcr_inventory_at(r->inv, (size_t)c);
         const char *why = NULL;
-        if (d == NULL) why = "is not in the receiver's inventory";
-        else if (d->dtype != it.dtype) why = "has another dtype than the inventory";
-        else if (d->ndim != it.ndim || memcmp(d->shape, it.shape, sizeof(int64_t) * (size_t)d->ndim))
+        if (d == NULL)
+            why = "is not in the receiver's inventory";
+        else if (d->dtype != it.dtype)
+            why = "has another dtype than the inventory";
+        else if (d->ndim != it.ndim ||
+                 memcmp(d->shape, it.shape, sizeof(int64_t) * (size_t)d->ndim))
             why = "has another shape than the inventory";
         else if (it.encoding == DCR_ENCODING_XOR && r->plans[c].info.cls != DCR_PATH_XOR &&
                  r->plans[c].info.cls != DCR_PATH_SKIPPED)
             why = "is XOR but this rank's loader path is overwrite-only";
         if (why)
-            return dcr_error_set(DCR_EPAYLOAD, "payload (tau %llu, owner %u, id %llu): item %zu (%s) %s",
+            return dcr_error_set(DCR_EPAYLOAD,
+                                 "payload (tau %llu, owner %u, id %llu): item %zu (%s) %s",
                                  (unsigned long long)h->tau, h->owner,
                                  (unsigned long long)h->payload_id, i, it.name, why);
     }
@@ -224,8 +228,7 @@ static dcr_status_t dcr__group_for_next(dcr_receiver_t *r, int timeout_ms)
     if (r->assembling) return DCR_OK;
     void *g;
     dcr_status_t st = dcr_queue_pop(r->free_q, timeout_ms, &g);
-    if (st == DCR_ETIMEOUT)
-        return dcr_error_set(DCR_ETIMEOUT, "ingest: no free staging group");
+    if (st == DCR_ETIMEOUT) return dcr_error_set(DCR_ETIMEOUT, "ingest: no free staging group");
     DCR_CHECK(st);
     r->assembling = g;
     return DCR_OK;
@@ -289,8 +292,10 @@ dcr_status_t dcr_receiver_apply_staged(dcr_receiver_t *r, int timeout_ms, size_t
                 st = dcr__apply_decoded(r, g->slots[s]);
                 if (st == DCR_OK) applied++;
             }
-            atomic_fetch_sub(&r->staged, 1);
         }
+        /* After a failure the rest of the group is dropped with it: the
+         * attempt is failed and only a retry can continue. */
+        atomic_fetch_sub(&r->staged, g->n);
         g->n = 0;
         (void)dcr_queue_push(r->free_q, g, 0);
     }

@@ -16,11 +16,16 @@
 const char *dcr_path_class_name(dcr_path_class_t cls)
 {
     switch (cls) {
-    case DCR_PATH_SKIPPED: return "skipped";
-    case DCR_PATH_XOR: return "xor";
-    case DCR_PATH_OVERWRITE: return "overwrite";
-    case DCR_PATH_UNSUPPORTED: return "unsupported";
-    default: return "invalid";
+    case DCR_PATH_SKIPPED:
+        return "skipped";
+    case DCR_PATH_XOR:
+        return "xor";
+    case DCR_PATH_OVERWRITE:
+        return "overwrite";
+    case DCR_PATH_UNSUPPORTED:
+        return "unsupported";
+    default:
+        return "invalid";
     }
 }
 
@@ -54,8 +59,9 @@ dcr_status_t dcr__footprint(const dcr_view_t *v,
         if (v->shape[i] == 0) return DCR_OK;
         if (v->shape[i] == 1) continue;
         if (v->strides[i] <= 0)
-            return dcr_error_set(DCR_EUNSUPPORTED, "view with stride %lld on a dimension of "
-                                                   "extent %lld",
+            return dcr_error_set(DCR_EUNSUPPORTED,
+                                 "view with stride %lld on a dimension of "
+                                 "extent %lld",
                                  (long long)v->strides[i], (long long)v->shape[i]);
         d[nd++] = (dcr__dim_t){v->shape[i], v->strides[i]};
     }
@@ -149,19 +155,23 @@ static void dcr__probe_classify_copy(dcr__plan_t *pl, const dcr_load_write_t *w)
 {
     const dcr_load_origin_t *o = &w->origin;
     if (o->source == DCR_LOAD_SRC_RESIDENT || o->from_resident) {
-        dcr__unsupported(pl, "copy_", "its source reads resident storage (read-modify-write), "
-                                      "so the stored value depends on more than the tensor");
+        dcr__unsupported(pl, "copy_",
+                         "its source reads resident storage (read-modify-write), "
+                         "so the stored value depends on more than the tensor");
     } else if (o->source == DCR_LOAD_SRC_FOREIGN || !o->from_input) {
-        dcr__unsupported(pl, "copy_", "its source is not derived from the loaded tensor "
-                                      "(constants must be written with fill_)");
+        dcr__unsupported(pl, "copy_",
+                         "its source is not derived from the loaded tensor "
+                         "(constants must be written with fill_)");
     } else if (o->ops & DCR_LOAD_OP_BLOCKWISE) {
-        dcr__unsupported(pl, o->op, "not elementwise: one canonical value can change several "
-                                    "stored values");
+        dcr__unsupported(pl, o->op,
+                         "not elementwise: one canonical value can change several "
+                         "stored values");
     }
     if (o->source != DCR_LOAD_SRC_INPUT) {
         pl->info.views_only = false;
-        dcr__not_xor(pl, o->op, "new storage between the tensor and the copy_: XOR masks "
-                                "cannot pass through it");
+        dcr__not_xor(pl, o->op,
+                     "new storage between the tensor and the copy_: XOR masks "
+                     "cannot pass through it");
     } else {
         if (w->src.dtype != w->dst.dtype) {
             char op[64];
@@ -203,8 +213,9 @@ static void dcr__probe_finish(dcr__plan_t *pl, dcr_load_ctx_t *ctx, dcr_status_t
         pl->info.cls = DCR_PATH_SKIPPED;
         snprintf(pl->reason, sizeof(pl->reason), "%s", dcr_load_ctx_skip_reason(ctx));
     } else if (pl->info.copies == 0) {
-        dcr__unsupported(pl, "load", "reported loaded without an intercepted copy_ or an "
-                                     "explicit skip");
+        dcr__unsupported(pl, "load",
+                         "reported loaded without an intercepted copy_ or an "
+                         "explicit skip");
     }
 }
 
@@ -279,8 +290,8 @@ static dcr_status_t dcr__collect(dcr_receiver_t *r, dcr__ivs_t *s)
     for (size_t t = 0; t < dcr_inventory_count(r->inv); t++) {
         const dcr__plan_t *pl = &r->plans[t];
         for (size_t k = 0; k < pl->nwrites; k++) {
-            s->cur = (dcr__iv_t){0, 0, pl->writes[k].param, (uint32_t)t, (uint32_t)k,
-                                 (uint8_t)pl->writes[k].kind};
+            s->cur = (dcr__iv_t){0,           0,           pl->writes[k].param,
+                                 (uint32_t)t, (uint32_t)k, (uint8_t)pl->writes[k].kind};
             dcr_status_t st = dcr__footprint(&pl->writes[k].dst, dcr__ivs_emit, s);
             if (st != DCR_OK) {
                 dcr_error_prefix("prewarm: tensor %s: ", dcr_inventory_at(r->inv, t)->name);
@@ -328,7 +339,8 @@ static int64_t dcr__position(const dcr_view_t *v, const int64_t *idx)
 
 /* Whether two copies from views of the tensor put the same tensor element
  * into every destination element they share in [lo, hi). */
-static bool dcr__copies_agree(const dcr__pwrite_t *a, const dcr__pwrite_t *b, int64_t lo, int64_t hi)
+static bool dcr__copies_agree(const dcr__pwrite_t *a, const dcr__pwrite_t *b, int64_t lo,
+                              int64_t hi)
 {
     if (!dcr__nested(&a->dst) || !dcr__nested(&b->dst)) return false;
     int64_t ia[DCR_MAX_DIMS], ib[DCR_MAX_DIMS];
@@ -358,8 +370,9 @@ static void dcr__overlap(dcr_receiver_t *r, const dcr__iv_t *x, const dcr__iv_t 
     const dcr__iv_t *first = x->seq < y->seq ? x : y, *later = x->seq < y->seq ? y : x;
     if (first->kind == DCR_LOAD_FILL && later->kind == DCR_LOAD_FILL) return;
     if (later->kind == DCR_LOAD_FILL) {
-        snprintf(reason, sizeof(reason), "fill_ of %s overwrites elements an earlier copy_ "
-                                         "wrote, so a delta cannot reproduce the dense result",
+        snprintf(reason, sizeof(reason),
+                 "fill_ of %s overwrites elements an earlier copy_ "
+                 "wrote, so a delta cannot reproduce the dense result",
                  prm->name);
         dcr__unsupported(a, "fill_", reason);
         return;
@@ -374,9 +387,10 @@ static void dcr__overlap(dcr_receiver_t *r, const dcr__iv_t *x, const dcr__iv_t 
     int64_t lo = x->lo > y->lo ? x->lo : y->lo, hi = x->hi < y->hi ? x->hi : y->hi;
     if (wa->source != DCR_LOAD_SRC_INPUT || wb->source != DCR_LOAD_SRC_INPUT ||
         !dcr__copies_agree(wa, wb, lo, hi)) {
-        snprintf(reason, sizeof(reason), "overlapping copies into %s carry different tensor "
-                                         "elements (or elements from new storage), so a delta "
-                                         "cannot reproduce the dense result",
+        snprintf(reason, sizeof(reason),
+                 "overlapping copies into %s carry different tensor "
+                 "elements (or elements from new storage), so a delta "
+                 "cannot reproduce the dense result",
                  prm->name);
         dcr__unsupported(a, "copy_", reason);
         return;

@@ -24,9 +24,9 @@ typedef struct dcr__pwrite {
 /* Per canonical tensor: what the probe learned. */
 typedef struct dcr__plan {
     dcr_path_info_t info;
-    bool xor_ok;      /* before the cross-write checks */
-    bool overlap;     /* its own copies overlap: overwrites must agree */
-    bool invertible;  /* every copy source maps back to tensor positions (sparse) */
+    bool xor_ok;     /* before the cross-write checks */
+    bool overlap;    /* its own copies overlap: overwrites must agree */
+    bool invertible; /* every copy source maps back to tensor positions (sparse) */
     char op[96];
     char reason[224];
     dcr__pwrite_t *writes;
@@ -36,7 +36,7 @@ typedef struct dcr__plan {
 typedef enum dcr__base {
     DCR__BASE_NONE = 0, /* unknown contents */
     DCR__BASE_ZERO = 1,
-    DCR__BASE_NAN = 2,  /* the placeholder of base_dtype */
+    DCR__BASE_NAN = 2, /* the placeholder of base_dtype */
 } dcr__base_t;
 
 typedef struct dcr__group {
@@ -93,8 +93,8 @@ struct dcr_receiver {
     const uint8_t *cur_val; /* canonical words */
     size_t cur_count;
     dcr_dtype_t cur_dtype;
-    size_t cur_write;      /* writes seen in this call, checked against the plan */
-    int cur_mode;          /* dcr__apply_mode_t of the running pass */
+    size_t cur_write; /* writes seen in this call, checked against the plan */
+    int cur_mode;     /* dcr__apply_mode_t of the running pass */
     dcr__mask_t *masks;
     size_t nmasks, capmasks;
     dcr__wmap_t wmap;

@@ -32,14 +32,15 @@ static dcr_status_t dcr__staging_create(dcr_receiver_t *r)
 {
     DCR_CHECK(dcr_queue_create(DCR_STAGE_GROUPS + 1, &r->free_q));
     DCR_CHECK(dcr_queue_create(DCR_STAGE_GROUPS, &r->ready_q));
-    for (size_t g = 0; g <= DCR_STAGE_GROUPS; g++) DCR_CHECK(dcr_queue_push(r->free_q, &r->groups[g], 0));
+    for (size_t g = 0; g <= DCR_STAGE_GROUPS; g++)
+        DCR_CHECK(dcr_queue_push(r->free_q, &r->groups[g], 0));
     return DCR_OK;
 }
 
 static dcr_status_t dcr__receiver_init(dcr_receiver_t *r)
 {
-    DCR_CHECK(dcr_loader_create(r->cfg.loader, r->cfg.loader_config, r->cfg.shape_only,
-                                &r->loader));
+    DCR_CHECK(
+        dcr_loader_create(r->cfg.loader, r->cfg.loader_config, r->cfg.shape_only, &r->loader));
     r->params = dcr_loader_params(r->loader);
     DCR_CHECK(dcr_load_ctx_create(r->params, &r->ctx));
     DCR_CHECK(dcr__scratch_create(r));
@@ -73,7 +74,8 @@ void dcr_receiver_destroy(dcr_receiver_t *r)
 {
     if (r == NULL) return;
     for (size_t g = 0; g <= DCR_STAGE_GROUPS; g++)
-        for (size_t s = 0; s < DCR_STAGE_GROUP_SIZE; s++) dcr_payload_destroy(r->groups[g].slots[s]);
+        for (size_t s = 0; s < DCR_STAGE_GROUP_SIZE; s++)
+            dcr_payload_destroy(r->groups[g].slots[s]);
     dcr_queue_destroy(r->ready_q);
     dcr_queue_destroy(r->free_q);
     dcr__dedup_free(&r->dedup);
@@ -111,8 +113,9 @@ dcr_status_t dcr_receiver_load_dense(dcr_receiver_t *r, const char *name, const 
     bool same = tensor->dtype == d->dtype && tensor->ndim == d->ndim;
     for (int i = 0; same && i < d->ndim; i++) same = tensor->shape[i] == d->shape[i];
     if (!same)
-        return dcr_error_set(DCR_EINVAL, "load_dense %s: view differs from the inventory's "
-                                         "shape or dtype",
+        return dcr_error_set(DCR_EINVAL,
+                             "load_dense %s: view differs from the inventory's "
+                             "shape or dtype",
                              name);
     dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
     dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){0});
@@ -192,8 +195,8 @@ bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const 
 static void dcr__digest(const dcr_param_t *p, int64_t lo, int64_t hi, uint8_t out[16])
 {
     size_t es = dcr_dtype_size(p->dtype);
-    blake2b(out, (const char *)p->storage->data + (size_t)lo * es, NULL, 16,
-            (size_t)(hi - lo) * es, 0);
+    blake2b(out, (const char *)p->storage->data + (size_t)lo * es, NULL, 16, (size_t)(hi - lo) * es,
+            0);
 }
 
 dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expected,
@@ -204,7 +207,8 @@ dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expecte
     if (!r->cfg.track_written)
         return dcr_error_set(DCR_EINVAL, "receiver_check: the receiver does not track written "
                                          "regions (track_written)");
-    if (r->cfg.shape_only || expected->cfg.shape_only || !dcr__same_params(r->params, expected->params))
+    if (r->cfg.shape_only || expected->cfg.shape_only ||
+        !dcr__same_params(r->params, expected->params))
         return dcr_error_set(DCR_EINVAL, "receiver_check: the expected receiver has other "
                                          "parameters or no data");
     double t0 = dcr_clock_s();
@@ -219,8 +223,9 @@ dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expecte
         res.regions++;
         res.bytes += (size_t)(r->whi[i] - r->wlo[i]) * dcr_dtype_size(x->dtype);
         if (memcmp(a, b, sizeof(a)) != 0)
-            st = dcr_error_set(DCR_EMISMATCH, "post-apply check: parameter %s elements "
-                                              "[%lld, %lld) differ from the expected bits",
+            st = dcr_error_set(DCR_EMISMATCH,
+                               "post-apply check: parameter %s elements "
+                               "[%lld, %lld) differ from the expected bits",
                                x->name, (long long)r->wlo[i], (long long)r->whi[i]);
     }
     res.seconds = dcr_clock_s() - t0;

@@ -76,8 +76,8 @@ static void test_help_and_usage_errors(void **state)
     run(&r, "--help");
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "inventory"));
-    const char *commands[] = {"inventory", "construct", "table2", "payload"};
-    for (int i = 0; i < 4; i++) {
+    const char *commands[] = {"inventory", "construct", "table2", "payload", "bench", "microbench"};
+    for (int i = 0; i < 6; i++) {
         char args[64];
         snprintf(args, sizeof(args), "%s --help", commands[i]);
         run(&r, args);
@@ -105,7 +105,7 @@ static void test_inventory_matches_seed(void **state)
     for (int i = 0; i < 3; i++) {
         char args[128];
         int t = degrees[i];
-        snprintf(args, sizeof(args), "inventory --json --gpus-per-node %d --tp %d --etp %d", t, t, t);
+        snprintf(args, sizeof(args), "inventory --json --gpus-per-node %d --tp %d --etp %d --serve-tp %d", t, t, t, t);
         json_t *j = run_json(args);
         const char *keys[] = {"model", "tensors", "params", "bytes", "mapping", "tp", "etp", "affine_tensors",
                               "residual_tensors", "affine_items", "residual_items", "affine_byte_share"};
@@ -115,6 +115,11 @@ static void test_inventory_matches_seed(void **state)
         assert_int_equal(json_integer_value(json_object_get(j, "affine_items")), 18480 * t + 241);
         assert_int_equal(json_integer_value(json_object_get(j, "residual_tensors")), 146);
         double share = json_real_value(json_object_get(j, "affine_byte_share"));
+        assert_true(share > 0.962 && share < 0.964);
+        /* The seed: 18,721 / 74,161 / 148,081 XOR items of 18,867 / 74,307 / 148,227, as prewarm decides them. */
+        assert_int_equal(json_integer_value(json_object_get(j, "xor_items")), 18480 * t + 241);
+        assert_int_equal(json_integer_value(json_object_get(j, "overwrite_items")), 146);
+        share = json_real_value(json_object_get(j, "xor_byte_share"));
         assert_true(share > 0.962 && share < 0.964);
         json_decref(j);
     }
@@ -182,6 +187,50 @@ static void test_construct_modes(void **state)
     json_decref(j);
 }
 
+/* dcr bench: the documented JSON keys, bounds within the window, a
+ * readable Chrome trace and an HDF5 results file. */
+static void test_bench_json_trace_results(void **state)
+{
+    char dir[] = "/tmp/dcr-cli-bench-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[1024];
+    snprintf(args, sizeof(args),
+             "bench --json --scale 64 --layers 1 --warmup 0 --refits 2 --trace %s/t.json --out %s/r.h5", dir, dir);
+    json_t *j = run_json(args);
+    const char *keys[] = {"checkpoint_bytes", "mean_latency_s", "reference_s", "speedup", "payload_bytes_mean",
+                          "cross_bytes_mean", "raw_changed_value_bytes_mean", "bit_exact", "refits",
+                          "construction_lb_s_mean", "transport_lb_s_mean", "finalization_s_mean"};
+    for (int k = 0; k < 12; k++)
+        if (!json_object_get(j, keys[k])) fail_msg("bench --json lacks %s", keys[k]);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 2);
+    const char *rkeys[] = {"latency_s", "payload_bytes", "cross_bytes", "raw_changed_value_bytes", "changed_elements",
+                           "bit_exact", "construction_lb_s", "transport_lb_s", "finalization_s"};
+    for (size_t i = 0; i < 2; i++) {
+        json_t *r = json_array_get(refits, i);
+        for (int k = 0; k < 9; k++)
+            if (!json_object_get(r, rkeys[k])) fail_msg("bench refit lacks %s", rkeys[k]);
+        double lat = json_real_value(json_object_get(r, "latency_s"));
+        double clb = json_real_value(json_object_get(r, "construction_lb_s"));
+        double tlb = json_real_value(json_object_get(r, "transport_lb_s"));
+        assert_true(clb > 0 && clb <= lat && tlb > 0 && tlb <= lat); /* unions clipped to the window */
+    }
+    json_decref(j);
+    static result_t r;
+    snprintf(args, sizeof(args), "bounds %s/t.json --json", dir);
+    j = run_json(args);
+    assert_non_null(json_object_get(j, "refits"));
+    json_decref(j);
+    snprintf(args, sizeof(args), "%s/r.h5", dir);
+    FILE *f = fopen(args, "rb");
+    assert_non_null(f);
+    fclose(f);
+    snprintf(args, sizeof(args), "rm -rf %s", dir);
+    assert_int_equal(system(args), 0);
+    (void)r;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +238,7 @@ int main(void)
         cmocka_unit_test(test_inventory_matches_seed),
         cmocka_unit_test(test_construct_payloads_verify),
         cmocka_unit_test(test_construct_modes),
+        cmocka_unit_test(test_bench_json_trace_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -72,7 +72,8 @@ static void sworld_init(sworld_t *s, const char *model, int layers, int experts,
     size_t nt = dcr_inventory_count(s->inv);
     s->enc = calloc(nt, sizeof(*s->enc));
     for (size_t t = 0; t < nt; t++)
-        s->enc[t] = dcr_serve_xor_allowed(s->r, s->n, t) ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
+        s->enc[t] =
+            dcr_serve_xor_allowed(s->r, s->n, t) ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
 }
 
 static void sworld_free(sworld_t *s)
@@ -102,8 +103,9 @@ static void sworld_assert_dense(sworld_t *s, dcr_storage_t **w, const char *what
             const char *param = NULL;
             int64_t elem = -1;
             if (!dcr_receiver_equal(s->r[k], d, &param, &elem))
-                fail_msg("%s, tp %d ep %d: %s: receiver %d differs from the dense refit at %s[%lld]",
-                         s->m.name, s->sc.tp, s->sc.ep, what, k, param, (long long)elem);
+                fail_msg(
+                    "%s, tp %d ep %d: %s: receiver %d differs from the dense refit at %s[%lld]",
+                    s->m.name, s->sc.tp, s->sc.ep, what, k, param, (long long)elem);
             dcr_check_result_t res;
             dcr_status_t st = dcr_receiver_check(s->r[k], d, &res);
             if (st != DCR_OK) fail_msg("%s", dcr_error_line(st));
@@ -136,7 +138,8 @@ static void sworld_apply(sworld_t *s, int k, rt_payloads_t *ps, double keep)
     for (size_t i = 0; i < ps->n; i++) {
         if (keep < 1.0 && dcr_rng_uniform(&s->rng) >= keep) continue;
         dcr_ingest_t disp;
-        dcr_status_t st = dcr_receiver_apply_payload(s->r[k], ps->buf[order[i]], ps->len[order[i]], &disp);
+        dcr_status_t st =
+            dcr_receiver_apply_payload(s->r[k], ps->buf[order[i]], ps->len[order[i]], &disp);
         if (st != DCR_OK) fail_msg("%s receiver %d: %s", s->m.name, k, dcr_error_line(st));
         assert_int_equal(disp, DCR_INGEST_ACCEPTED);
     }
@@ -224,8 +227,13 @@ static void test_dense_families(void **state)
         {"qwen2.5-0.5b", 2, 0, 2, false, VAR_FP32_NORMS, 0},
         {"qwen2.5-1.5b", 2, 0, 4, false, 0, 0}, /* 2 KV heads over 4 ranks */
         {"qwen2.5-7b", 2, 0, 2, false, 0, 0},   /* untied head, biases */
+        {"qwen2.5-7b", 1, 0, 4, false, VAR_FP32_NORMS, 0},
         {"llama-3.2-3b", 2, 0, 1, false, VAR_FP32_NORMS, 0},
+        {"llama-3.2-3b", 1, 0, 2, false, 0, 0},
+        {"llama-3.2-3b", 1, 0, 4, false, 0, 0},
         {"llama-3.2-3b", 2, 0, 8, false, 0, 0},
+        {"gemma-3-4b", 1, 0, 1, false, 0, 0},
+        {"gemma-3-4b", 1, 0, 4, false, 0, 0},
         {"gemma-3-4b", 2, 0, 2, false, 0, 0},
         {"gemma-3-4b", 2, 0, 8, false, VAR_FP32_NORMS, 0},
     };
@@ -253,7 +261,8 @@ static size_t count_class(dcr_receiver_t *r, const dcr_inventory_t *inv, dcr_pat
     for (size_t i = 0; i < dcr_inventory_count(inv); i++) {
         dcr_path_info_t pi;
         assert_int_equal(dcr_receiver_path(r, i, &pi), DCR_OK);
-        if (pi.cls == cls && (needle == NULL || strstr(dcr_inventory_at(inv, i)->name, needle))) n++;
+        if (pi.cls == cls && (needle == NULL || strstr(dcr_inventory_at(inv, i)->name, needle)))
+            n++;
     }
     return n;
 }
@@ -283,7 +292,10 @@ static void test_classes(void **state)
     assert_int_equal(count_class(s.r[1], s.inv, DCR_PATH_OVERWRITE, "A_log"), 3);
     assert_int_equal(count_class(s.r[1], s.inv, DCR_PATH_XOR, "e_score_correction_bias"), 2);
     dcr_path_info_t pi;
-    assert_int_equal(dcr_receiver_path(s.r[1], (size_t)dcr_inventory_find(s.inv, "backbone.layers.0.mixer.A_log"), &pi), DCR_OK);
+    assert_int_equal(
+        dcr_receiver_path(s.r[1],
+                          (size_t)dcr_inventory_find(s.inv, "backbone.layers.0.mixer.A_log"), &pi),
+        DCR_OK);
     assert_string_equal(pi.op, "map neg_exp");
     assert_false(pi.views_only);
     sworld_free(&s);
@@ -336,12 +348,14 @@ static void test_skipped_names(void **state)
     dcr_storage_t *st;
     assert_int_equal(dcr_storage_create(128, &st), DCR_OK);
     assert_int_equal(dcr_view_contiguous(st, DCR_DTYPE_BF16, 1, shape, &v), DCR_OK);
-    assert_int_equal(dcr_loader_load(l, ctx, "model.layers.0.self_attn.rotary_emb.inv_freq", &v), DCR_OK);
+    assert_int_equal(dcr_loader_load(l, ctx, "model.layers.0.self_attn.rotary_emb.inv_freq", &v),
+                     DCR_OK);
     assert_true(dcr_load_ctx_skipped(ctx));
     assert_string_equal(dcr_load_ctx_skip_reason(ctx), "rotary buffer");
     assert_int_equal(dcr_loader_load(l, ctx, "lm_head.weight", &v), DCR_OK);
     assert_string_equal(dcr_load_ctx_skip_reason(ctx), "lm_head tied to the embedding");
-    assert_int_equal(dcr_loader_load(l, ctx, "model.layers.0.mlp.nonsense.weight", &v), DCR_ENOTFOUND);
+    assert_int_equal(dcr_loader_load(l, ctx, "model.layers.0.mlp.nonsense.weight", &v),
+                     DCR_ENOTFOUND);
     dcr_storage_destroy(st);
     dcr_load_ctx_destroy(ctx);
     dcr_loader_destroy(l);

@@ -146,8 +146,8 @@ static dcr_status_t dcr__payloads_take(dcr__payloads_t *p, dcr_encoder_t *e, uin
 
 /* Encodes the diff of every tensor the receiver holds into payloads of
  * about 64 MiB of records each. */
-static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_t **n,
-                                uint64_t tau, dcr__payloads_t *out, int64_t *records_p)
+static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_t **n, uint64_t tau,
+                                dcr__payloads_t *out, int64_t *records_p)
 {
     size_t nt = dcr_inventory_count(b->inv);
     size_t most = 1;

@@ -79,8 +79,8 @@ dcr_status_t dcr__load_whole(dcr_load_ctx_t *ctx, const char *param, const dcr_v
     return dcr_load_copy(ctx, &dst, &src);
 }
 
-dcr_status_t dcr__load_rows(dcr_load_ctx_t *ctx, const char *param, int64_t at,
-                            const dcr_view_t *w, int64_t src_start, int64_t rows)
+dcr_status_t dcr__load_rows(dcr_load_ctx_t *ctx, const char *param, int64_t at, const dcr_view_t *w,
+                            int64_t src_start, int64_t rows)
 {
     dcr_view_t p, dst, part, src;
     DCR_CHECK(dcr_load_param(ctx, param, &p));
@@ -205,7 +205,8 @@ dcr_status_t dcr__vllm_init(const dcr_serve_loader_config_t *lc, dcr_model_famil
         return dcr_error_set(DCR_EINVAL, "vllm loader: no model in the loader config");
     if (lc->model->family != family)
         return dcr_error_set(DCR_EINVAL, "vllm loader for %s given a %s model",
-                             dcr_model_family_name(family), dcr_model_family_name(lc->model->family));
+                             dcr_model_family_name(family),
+                             dcr_model_family_name(lc->model->family));
     memset(s, 0, sizeof(*s));
     s->m = *lc->model;
     s->sc = lc->serve;
@@ -234,9 +235,9 @@ dcr_status_t dcr__vllm_init(const dcr_serve_loader_config_t *lc, dcr_model_famil
 
 /* ---- decoder families ---- */
 
-static const char *const dcr__norms[] = {"input_layernorm.weight", "post_attention_layernorm.weight",
-                                         "pre_feedforward_layernorm.weight",
-                                         "post_feedforward_layernorm.weight"};
+static const char *const dcr__norms[] = {
+    "input_layernorm.weight", "post_attention_layernorm.weight", "pre_feedforward_layernorm.weight",
+    "post_feedforward_layernorm.weight"};
 
 static dcr_status_t dcr__decoder_layer_declare(const dcr__vllm_t *s, dcr_params_t *p, int l)
 {
@@ -245,10 +246,11 @@ static dcr_status_t dcr__decoder_layer_declare(const dcr__vllm_t *s, dcr_params_
     int64_t h = m->hidden;
     int nnorms = m->family == DCR_FAMILY_GEMMA3 ? 4 : 2;
     DCR_CHECK(dcr__name(lp, "%s%d.", s->layers, l));
-    for (int i = 0; i < nnorms; i++) DCR_CHECK(dcr__decl(p, lp, dcr__norms[i], s->norm_dtype, 1, h, 0, 0));
+    for (int i = 0; i < nnorms; i++)
+        DCR_CHECK(dcr__decl(p, lp, dcr__norms[i], s->norm_dtype, 1, h, 0, 0));
     DCR_CHECK(dcr__name(sub, "%sself_attn.", lp));
-    DCR_CHECK(dcr__decl_attention(s, p, sub, m->qkv_bias, m->qkv_bias && m->family != DCR_FAMILY_QWEN2,
-                                  m->qk_norm));
+    DCR_CHECK(dcr__decl_attention(s, p, sub, m->qkv_bias,
+                                  m->qkv_bias && m->family != DCR_FAMILY_QWEN2, m->qk_norm));
     if (m->family == DCR_FAMILY_QWEN3_MOE) {
         DCR_CHECK(dcr__decl(p, lp, "mlp.gate.weight", DCR_DTYPE_BF16, 2, m->experts, h, 0));
         DCR_CHECK(dcr__name(sub, "%smlp.experts.", lp));
@@ -356,7 +358,8 @@ static dcr_status_t dcr__create(const void *config, dcr_params_t *p, void **stat
     if (s == NULL) return dcr_error_set(DCR_ENOMEM, "vllm loader: state");
     dcr_status_t st = dcr__vllm_init(config, family, s);
     if (st == DCR_OK)
-        st = family == DCR_FAMILY_NEMOTRON_H ? dcr__nemotron_declare(s, p) : dcr__decoder_declare(s, p);
+        st = family == DCR_FAMILY_NEMOTRON_H ? dcr__nemotron_declare(s, p)
+                                             : dcr__decoder_declare(s, p);
     if (st != DCR_OK) {
         free(s);
         return st;

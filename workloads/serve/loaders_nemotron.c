@@ -38,7 +38,8 @@ static dcr_status_t dcr__declare_moe(const dcr__vllm_t *s, dcr_params_t *p, cons
     char ep[DCR__SERVE_NAME_MAX];
     int64_t h = s->m.hidden, sh = s->m.shared_intermediate / s->tp;
     DCR_CHECK(dcr__decl(p, mp, "gate.weight", DCR_DTYPE_FP32, 2, s->m.experts, h, 0));
-    DCR_CHECK(dcr__decl(p, mp, "gate.e_score_correction_bias", DCR_DTYPE_FP32, 1, s->m.experts, 0, 0));
+    DCR_CHECK(
+        dcr__decl(p, mp, "gate.e_score_correction_bias", DCR_DTYPE_FP32, 1, s->m.experts, 0, 0));
     DCR_CHECK(dcr__name(ep, "%sexperts.", mp));
     DCR_CHECK(dcr__decl_experts(s, p, ep, 1));
     DCR_CHECK(dcr__decl(p, mp, "shared_experts.up_proj.weight", DCR_DTYPE_BF16, 2, sh, h, 0));
@@ -55,9 +56,12 @@ dcr_status_t dcr__nemotron_declare(const dcr__vllm_t *s, dcr_params_t *p)
         DCR_CHECK(dcr__decl(p, lp, "norm.weight", s->norm_dtype, 1, h, 0, 0));
         DCR_CHECK(dcr__name(mp, "%smixer.", lp));
         char kind = s->m.pattern[l];
-        if (kind == 'M') DCR_CHECK(dcr__declare_mamba(s, p, mp));
-        else if (kind == 'E') DCR_CHECK(dcr__declare_moe(s, p, mp));
-        else DCR_CHECK(dcr__decl_attention(s, p, mp, false, false, false));
+        if (kind == 'M')
+            DCR_CHECK(dcr__declare_mamba(s, p, mp));
+        else if (kind == 'E')
+            DCR_CHECK(dcr__declare_moe(s, p, mp));
+        else
+            DCR_CHECK(dcr__decl_attention(s, p, mp, false, false, false));
     }
     DCR_CHECK(dcr__decl(p, s->prefix, "norm_f.weight", s->norm_dtype, 1, h, 0, 0));
     if (!s->m.tied_embeddings)
@@ -109,8 +113,10 @@ static dcr_status_t dcr__load_mamba(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, c
         return dcr__load_components(s, ctx, param, w, sizes, 5, false);
     }
     const int64_t conv[3] = {z.d_inner, z.gs, z.gs};
-    if (strcmp(r, "conv1d.weight") == 0) return dcr__load_components(s, ctx, param, w, conv, 3, true);
-    if (strcmp(r, "conv1d.bias") == 0) return dcr__load_components(s, ctx, param, w, conv, 3, false);
+    if (strcmp(r, "conv1d.weight") == 0)
+        return dcr__load_components(s, ctx, param, w, conv, 3, true);
+    if (strcmp(r, "conv1d.bias") == 0)
+        return dcr__load_components(s, ctx, param, w, conv, 3, false);
     if (strcmp(r, "out_proj.weight") == 0) return dcr__load_cols(s, ctx, param, w);
     int64_t rows = w->shape[0] / s->tp;
     if (strcmp(r, "A_log") == 0) {

@@ -13,14 +13,14 @@ typedef struct dcr__vllm {
     dcr_model_config_t m;
     dcr_serve_config_t sc;
     int tp, rank;
-    char prefix[32];         /* "model.", "language_model.model.", "backbone." */
-    char layers[48];         /* prefix + "layers." */
-    dcr_dtype_t norm_dtype;  /* BF16, or FP32 with the fp32_norms variant */
-    int64_t vrows;           /* padded vocabulary rows per rank */
-    int64_t nh_l, kv_l;      /* query and KV heads per rank */
-    int kv_rep;              /* ranks sharing one KV head (1 when tp <= kv heads) */
-    int e_first, e_count;    /* local expert block */
-    int e_tp, e_rank;        /* experts' TP degree and rank (1 / 0 under EP) */
+    char prefix[32];        /* "model.", "language_model.model.", "backbone." */
+    char layers[48];        /* prefix + "layers." */
+    dcr_dtype_t norm_dtype; /* BF16, or FP32 with the fp32_norms variant */
+    int64_t vrows;          /* padded vocabulary rows per rank */
+    int64_t nh_l, kv_l;     /* query and KV heads per rank */
+    int kv_rep;             /* ranks sharing one KV head (1 when tp <= kv heads) */
+    int e_first, e_count;   /* local expert block */
+    int e_tp, e_rank;       /* experts' TP degree and rank (1 / 0 under EP) */
 } dcr__vllm_t;
 
 /* Declares a parameter "<a><b>" with up to three dims. */
@@ -37,8 +37,8 @@ bool dcr__split_expert(const char *rest, const char *head, int *expert_p, const 
 /* Whole tensor into a replicated parameter, casting to its dtype first. */
 dcr_status_t dcr__load_whole(dcr_load_ctx_t *ctx, const char *param, const dcr_view_t *w);
 /* dim-0 slice `rank` of `parts` into the parameter rows [at, at + rows). */
-dcr_status_t dcr__load_rows(dcr_load_ctx_t *ctx, const char *param, int64_t at,
-                            const dcr_view_t *w, int64_t src_start, int64_t rows);
+dcr_status_t dcr__load_rows(dcr_load_ctx_t *ctx, const char *param, int64_t at, const dcr_view_t *w,
+                            int64_t src_start, int64_t rows);
 /* Row-parallel: dim-1 slice of this rank into the whole parameter. */
 dcr_status_t dcr__load_cols(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const char *param,
                             const dcr_view_t *w);

@@ -44,8 +44,9 @@ static dcr_status_t dcr__validate_attention(const dcr_model_config_t *m, int tp)
 {
     DCR_CHECK(dcr__divides(m->name, "attention heads", m->heads, tp));
     if (m->kv_heads % tp != 0 && tp % m->kv_heads != 0)
-        return dcr_error_set(DCR_ELAYOUT, "model %s: serving tp %d and %d KV heads: one must "
-                                          "divide the other",
+        return dcr_error_set(DCR_ELAYOUT,
+                             "model %s: serving tp %d and %d KV heads: one must "
+                             "divide the other",
                              m->name, tp, m->kv_heads);
     return DCR_OK;
 }
@@ -59,7 +60,8 @@ static dcr_status_t dcr__validate_model(const dcr_model_config_t *m, const dcr_s
 {
     int tp = sc->tp;
     if (dcr__has_attention(m)) DCR_CHECK(dcr__validate_attention(m, tp));
-    if (m->intermediate) DCR_CHECK(dcr__divides(m->name, "the intermediate size", m->intermediate, tp));
+    if (m->intermediate)
+        DCR_CHECK(dcr__divides(m->name, "the intermediate size", m->intermediate, tp));
     if (m->shared_intermediate)
         DCR_CHECK(dcr__divides(m->name, "the shared expert size", m->shared_intermediate, tp));
     if (m->experts && !sc->ep)
@@ -79,8 +81,9 @@ dcr_status_t dcr_serve_config_validate(const dcr_model_config_t *model, dcr_serv
 {
     if (model == NULL || sc == NULL) return dcr_error_set(DCR_EINVAL, "serve config: NULL");
     if (sc->nodes < 1 || sc->tp < 1 || sc->gpus_per_node < 0)
-        return dcr_error_set(DCR_ELAYOUT, "serve config: nodes %d, gpus per node %d, tp %d "
-                                          "(expected >= 1)",
+        return dcr_error_set(DCR_ELAYOUT,
+                             "serve config: nodes %d, gpus per node %d, tp %d "
+                             "(expected >= 1)",
                              sc->nodes, sc->gpus_per_node, sc->tp);
     int gpus = sc->gpus_per_node ? sc->gpus_per_node : sc->tp;
     if ((sc->nodes * gpus) % sc->tp != 0)

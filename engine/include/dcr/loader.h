@@ -45,7 +45,7 @@ extern "C" {
 typedef struct dcr_params dcr_params_t;
 
 typedef struct dcr_param {
-    const char *name;       /* owned by the set */
+    const char *name; /* owned by the set */
     dcr_dtype_t dtype;
     int ndim;
     int64_t shape[DCR_MAX_DIMS];
@@ -101,11 +101,11 @@ enum {
 
 typedef struct dcr_load_origin {
     dcr_load_source_t source;
-    unsigned ops;           /* DCR_LOAD_OP_* bits (TEMP only) */
-    bool from_input;        /* TEMP: computed (partly) from the loaded tensor */
-    bool from_resident;     /* TEMP: computed (partly) from resident storage */
-    bool nan_safe;          /* every op maps NaN inputs to NaN outputs */
-    const char *op;         /* first new-storage op, e.g. "cast bf16->fp32"; "" for none */
+    unsigned ops;       /* DCR_LOAD_OP_* bits (TEMP only) */
+    bool from_input;    /* TEMP: computed (partly) from the loaded tensor */
+    bool from_resident; /* TEMP: computed (partly) from resident storage */
+    bool nan_safe;      /* every op maps NaN inputs to NaN outputs */
+    const char *op;     /* first new-storage op, e.g. "cast bf16->fp32"; "" for none */
 } dcr_load_origin_t;
 
 typedef enum dcr_load_write_kind {
@@ -116,10 +116,10 @@ typedef enum dcr_load_write_kind {
 /* One final write, as the hooks see it. Views are valid during the hook only. */
 typedef struct dcr_load_write {
     dcr_load_write_kind_t kind;
-    size_t param;       /* index of the resident parameter written */
-    dcr_view_t dst;     /* a view of that parameter's storage */
-    dcr_view_t src;     /* COPY: same shape as dst */
-    dcr_load_origin_t origin;    /* COPY: where src comes from */
+    size_t param;             /* index of the resident parameter written */
+    dcr_view_t dst;           /* a view of that parameter's storage */
+    dcr_view_t src;           /* COPY: same shape as dst */
+    dcr_load_origin_t origin; /* COPY: where src comes from */
     /* COPY in tracked mode: one byte per src element (1 = derived from an
      * active input element), same shape and layout as src; else NULL. */
     const dcr_view_t *src_active;

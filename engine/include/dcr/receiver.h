@@ -104,8 +104,7 @@ const dcr_params_t *dcr_receiver_params(const dcr_receiver_t *r);
 
 /* Dense load: runs the loader over one canonical tensor with plain writes.
  * `tensor` must have the inventory's shape and dtype. */
-dcr_status_t dcr_receiver_load_dense(dcr_receiver_t *r, const char *name,
-                                     const dcr_view_t *tensor);
+dcr_status_t dcr_receiver_load_dense(dcr_receiver_t *r, const char *name, const dcr_view_t *tensor);
 /* Dense load of every canonical tensor; canonical[i] holds inventory tensor i
  * (contiguous, canonical dtype). A fresh receiver after this holds L_r(W). */
 dcr_status_t dcr_receiver_load_dense_all(dcr_receiver_t *r, dcr_storage_t *const *canonical);
@@ -168,8 +167,8 @@ size_t dcr_receiver_staged(dcr_receiver_t *r);
  * expected storage (a dense refit). DCR_EMISMATCH names the first differing
  * parameter. Timed separately (stats.check_s). */
 typedef struct dcr_check_result {
-    size_t regions;  /* parameters with written regions */
-    size_t bytes;    /* bytes digested on this receiver */
+    size_t regions; /* parameters with written regions */
+    size_t bytes;   /* bytes digested on this receiver */
     double seconds;
 } dcr_check_result_t;
 dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expected,

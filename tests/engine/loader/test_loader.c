@@ -155,10 +155,10 @@ static void fixture_init(fixture_t *f, const void *config)
     assert_int_equal(dcr_view_contiguous(f->k, DCR_DTYPE_BF16, 1, sk, &f->vk), DCR_OK);
     uint16_t *m = f->m->data, *c = f->c->data, *k = f->k->data;
     for (int i = 0; i < 6; i++) m[i] = (uint16_t)(0x3F80 + i); /* distinct bits */
-    c[0] = 0x3F80; /* 1.0 */
-    c[1] = 0x7FC1; /* NaN with a payload */
-    c[2] = 0x8000; /* -0.0 */
-    c[3] = 0x4000; /* 2.0 */
+    c[0] = 0x3F80;                                             /* 1.0 */
+    c[1] = 0x7FC1;                                             /* NaN with a payload */
+    c[2] = 0x8000;                                             /* -0.0 */
+    c[3] = 0x4000;                                             /* 2.0 */
     k[0] = 0x1234;
     k[1] = 0xFFFF; /* NaN */
 }
@@ -320,7 +320,8 @@ static void test_tracking(void **state)
     fixture_free(&f);
 }
 
-static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name, const dcr_view_t *w);
+static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+                             const dcr_view_t *w);
 static const dcr_loader_ops_t bad_ops;
 
 /* NaN watching: a finite value that a transform turns into NaN would read as
@@ -373,7 +374,8 @@ static void test_nan_watch(void **state)
     assert_int_equal(created, 0);
     assert_int_equal(lost, 1);
     /* Outside a load call the context refuses work. */
-    assert_int_equal(dcr_load_map(ctx, &v, DCR_DTYPE_FP32, nan_to_zero, NULL, "nan_to_zero", &out), DCR_EINVAL);
+    assert_int_equal(dcr_load_map(ctx, &v, DCR_DTYPE_FP32, nan_to_zero, NULL, "nan_to_zero", &out),
+                     DCR_EINVAL);
     dcr_storage_destroy(st);
     dcr_load_ctx_destroy(ctx);
     dcr_loader_destroy(l);
@@ -381,7 +383,8 @@ static void test_nan_watch(void **state)
 
 /* ---- misuse ---- */
 
-static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name, const dcr_view_t *w)
+static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+                             const dcr_view_t *w)
 {
     dcr_view_t p, t;
     DCR_CHECK(dcr_load_param(ctx, "pm", &p));
@@ -456,8 +459,8 @@ static void test_misuse(void **state)
 
 static int g_intercepted;
 
-static dcr_status_t intercept(void *arg, dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
-                              const dcr_view_t *tensor,
+static dcr_status_t intercept(void *arg, dcr_loader_t *loader, dcr_load_ctx_t *ctx,
+                              const char *name, const dcr_view_t *tensor,
                               dcr_status_t (*next)(dcr_loader_t *, dcr_load_ctx_t *, const char *,
                                                    const dcr_view_t *))
 {
@@ -482,10 +485,14 @@ static void test_interceptor(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_params),        cmocka_unit_test(test_registry),
-        cmocka_unit_test(test_dense_plain),   cmocka_unit_test(test_provenance),
-        cmocka_unit_test(test_probe_without_data), cmocka_unit_test(test_tracking),
-        cmocka_unit_test(test_nan_watch),     cmocka_unit_test(test_misuse),
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_dense_plain),
+        cmocka_unit_test(test_provenance),
+        cmocka_unit_test(test_probe_without_data),
+        cmocka_unit_test(test_tracking),
+        cmocka_unit_test(test_nan_watch),
+        cmocka_unit_test(test_misuse),
         cmocka_unit_test(test_interceptor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

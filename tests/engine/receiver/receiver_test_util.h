@@ -28,11 +28,16 @@ static inline uint64_t rt_word(dcr_rng_t *rng, dcr_dtype_t dtype)
                                                  : 0x78u;
     uint64_t mant = (exp_all ^ (mask & ~sign)) & mask;
     switch (dcr_rng_below(rng, 16)) {
-    case 0: return (r & 1) ? sign : 0;                                /* -0.0 / +0.0 */
-    case 1: return ((r & sign) | ((r >> 8) & mant)) & mask;           /* subnormal */
-    case 2: return ((r & sign) | exp_all | (((r >> 8) & mant) | 1)) & mask; /* NaN, payload */
-    case 3: return dtype == DCR_DTYPE_FP8_E4M3 ? (r & sign) : ((r & sign) | exp_all); /* inf */
-    default: return r & mask;
+    case 0:
+        return (r & 1) ? sign : 0; /* -0.0 / +0.0 */
+    case 1:
+        return ((r & sign) | ((r >> 8) & mant)) & mask; /* subnormal */
+    case 2:
+        return ((r & sign) | exp_all | (((r >> 8) & mant) | 1)) & mask; /* NaN, payload */
+    case 3:
+        return dtype == DCR_DTYPE_FP8_E4M3 ? (r & sign) : ((r & sign) | exp_all); /* inf */
+    default:
+        return r & mask;
     }
 }
 
@@ -146,8 +151,14 @@ static inline size_t rt_encode_refit(const dcr_inventory_t *inv, dcr_storage_t *
             size_t a = parts[k][0], b = parts[k][1];
             if (a == b) continue;
             uint32_t o = (o0 + (uint32_t)k) % owners;
-            dcr_codec_item_t it = {d->name, d->ndim, d->shape, d->dtype, (dcr_encoding_t)enc[t],
-                                   b - a, idx + a, 0,
+            dcr_codec_item_t it = {d->name,
+                                   d->ndim,
+                                   d->shape,
+                                   d->dtype,
+                                   (dcr_encoding_t)enc[t],
+                                   b - a,
+                                   idx + a,
+                                   0,
                                    (const char *)val + a * dcr_dtype_size(d->dtype)};
             dcr_encoder_add(encs[o], &it);
             if (dcr_encoder_item_count(encs[o]) >= items_per_payload) {

@@ -24,18 +24,18 @@
 /* ---- the toy loader ---- */
 
 enum {
-    V_FP32_B = 1 << 0,          /* b kept in FP32: a cast */
-    V_BLOCKWISE = 1 << 1,       /* c through a blockwise op: unsupported */
-    V_RESIDENT = 1 << 2,        /* b copied from resident storage: unsupported */
-    V_NOCOPY = 1 << 3,          /* a "loaded" without a copy: unsupported */
-    V_GAP = 1 << 4,             /* a leaves a row of its parameter unwritten */
-    V_CROSS = 1 << 5,           /* g written into b's parameter: unsupported */
-    V_FILL_AFTER = 1 << 6,      /* e filled after its copy: unsupported */
-    V_NAN_MAKER = 1 << 7,       /* c's map turns large finite values into NaN */
-    V_NAN_UNSAFE = 1 << 8,      /* c's map turns NaN into 0: the placeholder dies */
-    V_OVERLAP = 1 << 9,         /* f copied twice into overlapping rows, agreeing */
-    V_OVERLAP_BAD = 1 << 10,    /* f copied twice into overlapping rows, disagreeing */
-    V_TRANSPOSE_SRC = 1 << 11,  /* d read through a transposed input view */
+    V_FP32_B = 1 << 0,         /* b kept in FP32: a cast */
+    V_BLOCKWISE = 1 << 1,      /* c through a blockwise op: unsupported */
+    V_RESIDENT = 1 << 2,       /* b copied from resident storage: unsupported */
+    V_NOCOPY = 1 << 3,         /* a "loaded" without a copy: unsupported */
+    V_GAP = 1 << 4,            /* a leaves a row of its parameter unwritten */
+    V_CROSS = 1 << 5,          /* g written into b's parameter: unsupported */
+    V_FILL_AFTER = 1 << 6,     /* e filled after its copy: unsupported */
+    V_NAN_MAKER = 1 << 7,      /* c's map turns large finite values into NaN */
+    V_NAN_UNSAFE = 1 << 8,     /* c's map turns NaN into 0: the placeholder dies */
+    V_OVERLAP = 1 << 9,        /* f copied twice into overlapping rows, agreeing */
+    V_OVERLAP_BAD = 1 << 10,   /* f copied twice into overlapping rows, disagreeing */
+    V_TRANSPOSE_SRC = 1 << 11, /* d read through a transposed input view */
 };
 
 typedef struct toy_cfg {
@@ -50,9 +50,11 @@ static dcr_status_t toy_create(const void *config, dcr_params_t *p, void **state
     const toy_cfg_t *c = config;
     toy_cfg_t *s = malloc(sizeof(*s));
     *s = *c;
-    int64_t sa[2] = {4, 6}, sb[1] = {6}, sc[1] = {4}, sd[2] = {4, 3}, se[2] = {8, 4}, sf[2] = {8, 2};
+    int64_t sa[2] = {4, 6}, sb[1] = {6}, sc[1] = {4}, sd[2] = {4, 3}, se[2] = {8, 4},
+            sf[2] = {8, 2};
     DCR_CHECK(dcr_params_declare(p, "a", DCR_DTYPE_BF16, 2, sa, NULL));
-    DCR_CHECK(dcr_params_declare(p, "b", s->v & V_FP32_B ? DCR_DTYPE_FP32 : DCR_DTYPE_BF16, 1, sb, NULL));
+    DCR_CHECK(
+        dcr_params_declare(p, "b", s->v & V_FP32_B ? DCR_DTYPE_FP32 : DCR_DTYPE_BF16, 1, sb, NULL));
     DCR_CHECK(dcr_params_declare(p, "A", DCR_DTYPE_FP32, 1, sc, NULL));
     DCR_CHECK(dcr_params_declare(p, "d", DCR_DTYPE_BF16, 2, sd, NULL));
     DCR_CHECK(dcr_params_declare(p, "e", DCR_DTYPE_BF16, 2, se, NULL));
@@ -206,7 +208,8 @@ static dcr_inventory_t *toy_inventory(void)
 {
     dcr_inventory_t *inv;
     assert_int_equal(dcr_inventory_create(&inv), DCR_OK);
-    int64_t a[2] = {8, 6}, b[1] = {6}, c[1] = {4}, d[2] = {3, 4}, e[2] = {5, 4}, f[2] = {4, 2}, g[1] = {6};
+    int64_t a[2] = {8, 6}, b[1] = {6}, c[1] = {4}, d[2] = {3, 4}, e[2] = {5, 4}, f[2] = {4, 2},
+            g[1] = {6};
     assert_int_equal(dcr_inventory_add(inv, "a", DCR_DTYPE_BF16, 2, a), DCR_OK);
     assert_int_equal(dcr_inventory_add(inv, "b", DCR_DTYPE_BF16, 1, b), DCR_OK);
     assert_int_equal(dcr_inventory_add(inv, "c", DCR_DTYPE_FP32, 1, c), DCR_OK);
@@ -301,7 +304,8 @@ static void world_assert_dense(world_t *wd, dcr_storage_t **w)
         const char *param = NULL;
         int64_t elem = -1;
         bool eq = dcr_receiver_equal(wd->r[k], fresh, &param, &elem);
-        if (!eq) fail_msg("rank %d differs from the dense refit at %s[%lld]", k, param, (long long)elem);
+        if (!eq)
+            fail_msg("rank %d differs from the dense refit at %s[%lld]", k, param, (long long)elem);
         dcr_receiver_destroy(fresh);
     }
 }
@@ -341,7 +345,8 @@ static void world_refit(world_t *wd, double rate, bool all_overwrite)
 static dcr_path_info_t path_of(world_t *wd, int rank, const char *name)
 {
     dcr_path_info_t pi;
-    assert_int_equal(dcr_receiver_path(wd->r[rank], (size_t)dcr_inventory_find(wd->inv, name), &pi), DCR_OK);
+    assert_int_equal(dcr_receiver_path(wd->r[rank], (size_t)dcr_inventory_find(wd->inv, name), &pi),
+                     DCR_OK);
     return pi;
 }
 
@@ -410,7 +415,12 @@ static void refits(unsigned v, const dcr_receiver_config_t *base, uint64_t seed,
 
 static void test_refit_variants(void **state)
 {
-    const unsigned variants[] = {0, V_FP32_B, V_OVERLAP, V_NAN_MAKER, V_NAN_UNSAFE, V_TRANSPOSE_SRC,
+    const unsigned variants[] = {0,
+                                 V_FP32_B,
+                                 V_OVERLAP,
+                                 V_NAN_MAKER,
+                                 V_NAN_UNSAFE,
+                                 V_TRANSPOSE_SRC,
                                  V_FP32_B | V_OVERLAP | V_TRANSPOSE_SRC};
     dcr_receiver_config_t modes[4] = {{0}, {0}, {0}, {0}};
     modes[1].full_pass = true;
@@ -503,7 +513,9 @@ static void test_write_around_hook_caught(void **state)
     assert_int_equal(st, DCR_ERECEIVER);
     if (strstr(dcr_error_detail(), "apply a") == NULL) fail_msg("%s", dcr_error_detail());
     /* The attempt is failed: the rest is refused. */
-    if (ps.n > 1) assert_int_equal(dcr_receiver_apply_payload(wd.r[0], ps.buf[1], ps.len[1], NULL), DCR_EATTEMPT);
+    if (ps.n > 1)
+        assert_int_equal(dcr_receiver_apply_payload(wd.r[0], ps.buf[1], ps.len[1], NULL),
+                         DCR_EATTEMPT);
     rt_payloads_free(&ps);
     /* Bytes written around the hook are beyond what any delta can repair:
      * the receiver restores the committed version by a dense refit, then the
@@ -581,7 +593,8 @@ static void test_duplicate_and_stale(void **state)
         apply_all(&wd, &ps, k);
         /* Every payload again: XOR twice would undo it, so each must be dropped. */
         for (size_t i = 0; i < ps.n; i++) {
-            assert_int_equal(dcr_receiver_apply_payload(wd.r[k], ps.buf[i], ps.len[i], &disp), DCR_OK);
+            assert_int_equal(dcr_receiver_apply_payload(wd.r[k], ps.buf[i], ps.len[i], &disp),
+                             DCR_OK);
             assert_int_equal(disp, DCR_INGEST_DUPLICATE);
         }
         dcr_receiver_stats_t st;
@@ -624,13 +637,19 @@ static void test_partial_then_overwrite_retry(void **state)
                 assert_int_equal(dcr_receiver_begin_attempt(wd.r[k], tau), DCR_OK);
                 for (size_t i = 0; i < first.n; i++)
                     if (dcr_rng_below(&wd.rng, 2))
-                        assert_int_equal(dcr_receiver_apply_payload(wd.r[k], first.buf[i], first.len[i], NULL), DCR_OK);
+                        assert_int_equal(
+                            dcr_receiver_apply_payload(wd.r[k], first.buf[i], first.len[i], NULL),
+                            DCR_OK);
                 assert_int_equal(dcr_receiver_begin_attempt(wd.r[k], tau + 1), DCR_OK);
                 for (size_t i = 0; i < retry.n; i++) {
-                    assert_int_equal(dcr_receiver_apply_payload(wd.r[k], retry.buf[i], retry.len[i], NULL), DCR_OK);
+                    assert_int_equal(
+                        dcr_receiver_apply_payload(wd.r[k], retry.buf[i], retry.len[i], NULL),
+                        DCR_OK);
                     dcr_ingest_t disp;
                     size_t j = dcr_rng_below(&wd.rng, first.n);
-                    assert_int_equal(dcr_receiver_apply_payload(wd.r[k], first.buf[j], first.len[j], &disp), DCR_OK);
+                    assert_int_equal(
+                        dcr_receiver_apply_payload(wd.r[k], first.buf[j], first.len[j], &disp),
+                        DCR_OK);
                     assert_int_equal(disp, DCR_INGEST_STALE);
                 }
             }
@@ -647,7 +666,8 @@ static void test_partial_then_overwrite_retry(void **state)
 /* ---- staging ---- */
 
 /* Many one-item payloads: one per changed tensor and owner. */
-static void many_payloads(world_t *wd, dcr_storage_t ***n_p, rt_payloads_t *ps, uint64_t tau, size_t want)
+static void many_payloads(world_t *wd, dcr_storage_t ***n_p, rt_payloads_t *ps, uint64_t tau,
+                          size_t want)
 {
     while (ps->n < want) {
         dcr_storage_t **n = world_next(wd, 0.2);
@@ -678,17 +698,21 @@ static void test_staging_backpressure(void **state)
     dcr_receiver_t *r = wd.r[0];
     assert_int_equal(dcr_receiver_begin_attempt(r, 1), DCR_OK);
     size_t i = 0;
-    for (; i < cap; i++) assert_int_equal(dcr_receiver_ingest(r, ps.buf[i], ps.len[i], 0, NULL), DCR_OK);
+    for (; i < cap; i++)
+        assert_int_equal(dcr_receiver_ingest(r, ps.buf[i], ps.len[i], 0, NULL), DCR_OK);
     assert_int_equal(dcr_receiver_staged(r), cap);
     /* Every slot is taken: the producer is held back. */
     assert_int_equal(dcr_receiver_ingest(r, ps.buf[i], ps.len[i], 20, NULL), DCR_ETIMEOUT);
     size_t applied = 0;
     assert_int_equal(dcr_receiver_apply_staged(r, 0, &applied), DCR_OK);
-    assert_int_equal(applied, cap - DCR_STAGE_GROUP_SIZE); /* the group under assembly is full but not handed over */
+    assert_int_equal(
+        applied,
+        cap - DCR_STAGE_GROUP_SIZE); /* the group under assembly is full but not handed over */
     assert_int_equal(dcr_receiver_ingest_flush(r, 0), DCR_OK);
     assert_int_equal(dcr_receiver_apply_staged(r, 0, &applied), DCR_OK);
     assert_int_equal(applied, DCR_STAGE_GROUP_SIZE);
-    for (; i < ps.n; i++) assert_int_equal(dcr_receiver_ingest(r, ps.buf[i], ps.len[i], 0, NULL), DCR_OK);
+    for (; i < ps.n; i++)
+        assert_int_equal(dcr_receiver_ingest(r, ps.buf[i], ps.len[i], 0, NULL), DCR_OK);
     assert_int_equal(dcr_receiver_ingest_flush(r, 0), DCR_OK);
     assert_int_equal(dcr_receiver_apply_staged(r, 0, &applied), DCR_OK);
     assert_int_equal(applied, ps.n - cap);
@@ -714,7 +738,8 @@ static void *produce(void *arg)
     producer_t *p = arg;
     for (size_t i = 0; i < p->ps->n; i++) {
         dcr_status_t st;
-        while ((st = dcr_receiver_ingest(p->r, p->ps->buf[i], p->ps->len[i], 5, NULL)) == DCR_ETIMEOUT) {
+        while ((st = dcr_receiver_ingest(p->r, p->ps->buf[i], p->ps->len[i], 5, NULL)) ==
+               DCR_ETIMEOUT) {
         }
         if (st != DCR_OK) p->failed = 1;
     }

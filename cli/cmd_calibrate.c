@@ -1,0 +1,81 @@
+/* dcr calibrate: the simulator's stage costs, measured on this machine. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "args.h"
+#include "commands.h"
+#include "sim/calibrate.h"
+
+typedef struct calibrate_opts {
+    const char *model, *out;
+    int64_t scale, layers, seed;
+    bool quick, json;
+} calibrate_opts_t;
+
+static void print_text(const dcr_sim_calibration_t *c)
+{
+    printf("machine %s\n\n%-8s %16s %18s %14s %14s\n", c->machine, "rate", "detect_ns/B", "encode_ns/record",
+           "xor_B/record", "ovw_B/record");
+    for (int i = 0; i < c->npoints; i++) {
+        const dcr_sim_cal_point_t *p = &c->points[i];
+        printf("%-8g %16.4f %18.2f %14.3f %14.3f\n", p->rate, p->detect_s_per_byte * 1e9,
+               p->encode_s_per_record * 1e9, p->xor_bytes_per_record, p->overwrite_bytes_per_record);
+    }
+    printf("\nproject %.2f ns/record, residual %.4f ns/B, copy %.4f ns/B, item metadata %.1f B\n",
+           c->project_s_per_record * 1e9, c->residual_s_per_byte * 1e9, c->copy_s_per_byte * 1e9,
+           c->bytes_per_item);
+    printf("receiver: decode %.4f ns/B, apply %.2f ns/record, full pass %.4f ns/B\n", c->decode_s_per_byte * 1e9,
+           c->apply_s_per_record * 1e9, c->apply_s_per_full_byte * 1e9);
+    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms\n", c->ack_s * 1e3,
+           c->commit_s * 1e3, c->store_put_s * 1e3);
+}
+
+static int run(const calibrate_opts_t *o)
+{
+    dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
+    opt.model = o->model;
+    opt.scale = (int)o->scale;
+    opt.layers = (int)o->layers;
+    opt.quick = o->quick;
+    opt.seed = (uint64_t)o->seed;
+    dcr_sim_calibration_t cal;
+    dcr_status_t st = dcr_sim_calibrate(&opt, &cal);
+    if (st == DCR_OK && o->out) st = dcr_sim_cal_save(&cal, o->out);
+    if (st != DCR_OK) {
+        dcr_cli_report("calibrate", st);
+        return 1;
+    }
+    if (o->json) {
+        char *text = dcr_sim_cal_to_json(&cal);
+        if (!text) {
+            fprintf(stderr, "dcr calibrate: out of memory\n");
+            return 1;
+        }
+        printf("%s\n", text);
+        free(text);
+    } else {
+        print_text(&cal);
+        if (o->out) printf("\nwritten to %s\n", o->out);
+    }
+    return 0;
+}
+
+int dcr_cmd_calibrate(int argc, char **argv)
+{
+    dcr_sim_cal_options_t d = dcr_sim_cal_options_default();
+    calibrate_opts_t o = {d.model, NULL, d.scale, d.layers, (int64_t)d.seed, false, false};
+    dcr_arg_t args[] = {
+        {"--out", DCR_ARG_STRING, &o.out, 0, 0, "write the calibration JSON to this file", false},
+        {"--model", DCR_ARG_STRING, &o.model, 0, 0, "model of the construction and apply runs (default qwen3-30b-a3b)",
+         false},
+        {"--scale", DCR_ARG_INT, &o.scale, 1, 1024, "divide the model's sizes by S (default 16)", false},
+        {"--layers", DCR_ARG_INT, &o.layers, 0, 100000, "keep the first N layers (default 8; 0: all)", false},
+        {"--quick", DCR_ARG_FLAG, &o.quick, 0, 0, "fewer rates and repetitions (a rough calibration)", false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of the synthetic weights (default 42)", false},
+        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print the calibration JSON", false},
+    };
+    int rc = dcr_args_parse("calibrate", "[--out FILE] [--json] [--quick] [--model M --scale S --layers N]", args,
+                            (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : 2;
+    return run(&o);
+}

@@ -1,0 +1,218 @@
+/* Lower bounds of one refit (DESIGN.md section 8, the seed's section 8.7 and
+ * appendix C): every interval is clipped to the refit's window [t0, t1],
+ * empty intersections are dropped, and each bound is the longest union of one
+ * actor's intervals, so concurrent work on one owner or endpoint counts once. */
+#include <stdlib.h>
+
+#include "dcr/trace.h"
+
+/* One clipped interval of one actor. */
+typedef struct dcr__seg {
+    int32_t id;
+    uint64_t s, e;
+} dcr__seg_t;
+
+/* Which intervals a collection takes: stages as a bit mask, one actor kind or
+ * any (-1), and whether they group by actor id (else all form one group). */
+typedef struct dcr__filter {
+    uint32_t stages;
+    int actor;
+    bool by_id;
+} dcr__filter_t;
+
+#define DCR__BIT(stage) (1u << (stage))
+#define DCR__COMPUTE_STAGES                                                                        \
+    (DCR__BIT(DCR_STAGE_COMPARE) | DCR__BIT(DCR_STAGE_PROJECT) | DCR__BIT(DCR_STAGE_RESIDUAL) |    \
+     DCR__BIT(DCR_STAGE_ENCODE) | DCR__BIT(DCR_STAGE_ZSTD))
+
+static double dcr__seconds(uint64_t ns)
+{
+    return (double)ns * 1e-9;
+}
+
+/* Clips the intervals the filter takes to [t0, t1] into out (room for n),
+ * dropping empty intersections; returns how many were kept. */
+static size_t dcr__collect(const dcr_trace_interval_t *iv, size_t n, dcr__filter_t f, uint64_t t0,
+                           uint64_t t1, dcr__seg_t *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].stage >= DCR_STAGE_COUNT || !(f.stages & DCR__BIT(iv[i].stage))) continue;
+        if (f.actor >= 0 && iv[i].actor != f.actor) continue;
+        uint64_t s = iv[i].start_ns > t0 ? iv[i].start_ns : t0;
+        uint64_t e = iv[i].end_ns < t1 ? iv[i].end_ns : t1;
+        if (e <= s) continue;
+        out[k++] = (dcr__seg_t){f.by_id ? iv[i].id : 0, s, e};
+    }
+    return k;
+}
+
+static int dcr__seg_cmp(const void *pa, const void *pb)
+{
+    const dcr__seg_t *a = pa, *b = pb;
+    if (a->id != b->id) return a->id < b->id ? -1 : 1;
+    if (a->s != b->s) return a->s < b->s ? -1 : 1;
+    return 0;
+}
+
+/* The longest per-id union length among segs (sorted here) and its id; the
+ * smaller id wins a tie because ids are visited in ascending order. *id_p is
+ * -1 and the length 0 when there are no segments. */
+static uint64_t dcr__longest_union(dcr__seg_t *segs, size_t n, int *id_p)
+{
+    qsort(segs, n, sizeof(*segs), dcr__seg_cmp);
+    uint64_t best = 0;
+    bool found = false; /* ids may be negative, so -1 cannot mark "none yet" */
+    *id_p = -1;
+    for (size_t i = 0; i < n;) {
+        int32_t id = segs[i].id;
+        uint64_t total = 0, cs = segs[i].s, ce = segs[i].e;
+        for (i++; i < n && segs[i].id == id; i++) {
+            if (segs[i].s > ce) { /* a gap: close the current run */
+                total += ce - cs;
+                cs = segs[i].s;
+                ce = segs[i].e;
+            } else if (segs[i].e > ce) {
+                ce = segs[i].e;
+            }
+        }
+        total += ce - cs;
+        if (!found || total > best) {
+            best = total;
+            *id_p = id;
+            found = true;
+        }
+    }
+    return best;
+}
+
+/* Union length of the filter's intervals clipped to [t0, t1], all in one group. */
+static uint64_t dcr__union_in(const dcr_trace_interval_t *iv, size_t n, uint32_t stages,
+                              uint64_t t0, uint64_t t1, dcr__seg_t *scratch)
+{
+    int id;
+    size_t k = dcr__collect(iv, n, (dcr__filter_t){stages, -1, false}, t0, t1, scratch);
+    return dcr__longest_union(scratch, k, &id);
+}
+
+/* The refit's window interval; DCR_ENOTFOUND without one, DCR_EINVAL with two. */
+static dcr_status_t dcr__find_window(const dcr_trace_interval_t *iv, size_t n, uint32_t refit,
+                                     uint64_t *t0_p, uint64_t *t1_p)
+{
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].stage != DCR_STAGE_REFIT || iv[i].refit != refit) continue;
+        if (found++) continue;
+        *t0_p = iv[i].start_ns;
+        *t1_p = iv[i].end_ns;
+    }
+    if (!found) return dcr_error_set(DCR_ENOTFOUND, "refit %u has no window interval", refit);
+    if (found > 1)
+        return dcr_error_set(DCR_EINVAL, "refit %u has %zu window intervals, expected one", refit,
+                             found);
+    if (*t1_p < *t0_p)
+        return dcr_error_set(DCR_EINVAL, "refit %u window ends before it starts", refit);
+    return DCR_OK;
+}
+
+/* End of the last apply interval inside [t0, t1]; false when there is none. */
+static bool dcr__last_apply(const dcr_trace_interval_t *iv, size_t n, uint64_t t0, uint64_t t1,
+                            uint64_t *end_p)
+{
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].stage != DCR_STAGE_APPLY) continue;
+        uint64_t s = iv[i].start_ns > t0 ? iv[i].start_ns : t0;
+        uint64_t e = iv[i].end_ns < t1 ? iv[i].end_ns : t1;
+        if (e <= s) continue;
+        if (!any || e > *end_p) *end_p = e;
+        any = true;
+    }
+    return any;
+}
+
+dcr_status_t dcr_bounds_compute(const dcr_trace_interval_t *iv, size_t n, uint32_t refit,
+                                dcr_bounds_t *out_p)
+{
+    if ((!iv && n) || !out_p) return dcr_error_set(DCR_EINVAL, "bounds: NULL argument");
+    uint64_t t0 = 0, t1 = 0;
+    DCR_CHECK(dcr__find_window(iv, n, refit, &t0, &t1));
+    dcr__seg_t *segs = malloc((n ? n : 1) * sizeof(*segs));
+    if (!segs) return dcr_error_set(DCR_ENOMEM, "bounds of refit %u", refit);
+
+    dcr_bounds_t b = {0};
+    size_t k = dcr__collect(iv, n, (dcr__filter_t){DCR__COMPUTE_STAGES, DCR_ACTOR_OWNER, true}, t0,
+                            t1, segs);
+    uint64_t construction = dcr__longest_union(segs, k, &b.busiest_owner);
+    k = dcr__collect(iv, n, (dcr__filter_t){DCR__BIT(DCR_STAGE_SEND), DCR_ACTOR_ENDPOINT, true}, t0,
+                     t1, segs);
+    uint64_t transport = dcr__longest_union(segs, k, &b.busiest_endpoint);
+
+    /* Post-apply checks inside the window are not latency (the seed subtracts
+     * them); wherever they overlap, they count once. */
+    uint64_t checks = dcr__union_in(iv, n, DCR__BIT(DCR_STAGE_CHECK), t0, t1, segs);
+    uint64_t latency = (t1 - t0) - checks;
+    uint64_t finalization = 0, last_apply = 0;
+    if (dcr__last_apply(iv, n, t0, t1, &last_apply))
+        finalization = (t1 - last_apply) -
+                       dcr__union_in(iv, n, DCR__BIT(DCR_STAGE_CHECK), last_apply, t1, segs);
+    free(segs);
+
+    b.construction_lb_s = dcr__seconds(construction);
+    b.transport_lb_s = dcr__seconds(transport);
+    b.finalization_s = dcr__seconds(finalization);
+    b.latency_s = dcr__seconds(latency);
+    /* Signed on purpose: see dcr_bounds_t for why a negative value is kept. */
+    uint64_t larger = construction > transport ? construction : transport;
+    b.remainder_s = (double)((int64_t)latency - (int64_t)(larger + finalization)) * 1e-9;
+    *out_p = b;
+    return DCR_OK;
+}
+
+static int dcr__u32_cmp(const void *pa, const void *pb)
+{
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    return a < b ? -1 : a > b;
+}
+
+dcr_status_t dcr_bounds_refits(const dcr_trace_interval_t *iv, size_t n, uint32_t **refits_p,
+                               size_t *n_p)
+{
+    if ((!iv && n) || !refits_p || !n_p) return dcr_error_set(DCR_EINVAL, "bounds: NULL argument");
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += iv[i].stage == DCR_STAGE_REFIT;
+    uint32_t *r = k ? malloc(k * sizeof(*r)) : NULL;
+    if (k && !r) return dcr_error_set(DCR_ENOMEM, "refit list of %zu", k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (iv[i].stage == DCR_STAGE_REFIT) r[k++] = iv[i].refit;
+    if (k) qsort(r, k, sizeof(*r), dcr__u32_cmp);
+    size_t m = 0;
+    for (size_t i = 0; i < k; i++)
+        if (!m || r[m - 1] != r[i]) r[m++] = r[i];
+    *refits_p = r;
+    *n_p = m;
+    return DCR_OK;
+}
+
+void dcr_bounds_mean(const dcr_bounds_t *b, size_t n, dcr_bounds_t *out_p)
+{
+    dcr_bounds_t m = {0};
+    for (size_t i = 0; i < n; i++) {
+        m.construction_lb_s += b[i].construction_lb_s;
+        m.transport_lb_s += b[i].transport_lb_s;
+        m.finalization_s += b[i].finalization_s;
+        m.latency_s += b[i].latency_s;
+        m.remainder_s += b[i].remainder_s;
+    }
+    if (n) {
+        double inv = 1.0 / (double)n;
+        m.construction_lb_s *= inv;
+        m.transport_lb_s *= inv;
+        m.finalization_s *= inv;
+        m.latency_s *= inv;
+        m.remainder_s *= inv;
+    }
+    m.busiest_owner = m.busiest_endpoint = -1;
+    *out_p = m;
+}

@@ -1,0 +1,308 @@
+/* Calibration files: validation, interpolation, JSON read and write. The
+ * measurements themselves are in calibrate_measure.c. */
+#include "sim/calibrate.h"
+
+#include <stddef.h>
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DCR__CAL_FORMAT  "dcr-calibration"
+#define DCR__CAL_VERSION 1
+/* A calibration file is a few kilobytes; anything far larger is not one. */
+#define DCR__CAL_FILE_MAX ((long)1 << 20)
+
+/* One scalar field: its JSON key and where it lives in the struct. */
+typedef struct dcr__cal_field {
+    const char *key;
+    size_t offset;
+} dcr__cal_field_t;
+
+#define DCR__CAL_SCALAR(name) {#name, offsetof(dcr_sim_calibration_t, name)}
+static const dcr__cal_field_t dcr__cal_scalars[] = {
+    DCR__CAL_SCALAR(project_s_per_record),  DCR__CAL_SCALAR(residual_s_per_byte),
+    DCR__CAL_SCALAR(copy_s_per_byte),       DCR__CAL_SCALAR(bytes_per_item),
+    DCR__CAL_SCALAR(decode_s_per_byte),     DCR__CAL_SCALAR(apply_s_per_record),
+    DCR__CAL_SCALAR(apply_s_per_full_byte), DCR__CAL_SCALAR(ack_s),
+    DCR__CAL_SCALAR(commit_s),              DCR__CAL_SCALAR(store_put_s),
+};
+#define DCR__CAL_NSCALARS (sizeof(dcr__cal_scalars) / sizeof(dcr__cal_scalars[0]))
+
+#define DCR__CAL_POINT(name) {#name, offsetof(dcr_sim_cal_point_t, name)}
+static const dcr__cal_field_t dcr__cal_point_fields[] = {
+    DCR__CAL_POINT(rate),
+    DCR__CAL_POINT(detect_s_per_byte),
+    DCR__CAL_POINT(encode_s_per_record),
+    DCR__CAL_POINT(xor_bytes_per_record),
+    DCR__CAL_POINT(overwrite_bytes_per_record),
+    DCR__CAL_POINT(xor_strided_bytes_per_record),
+    DCR__CAL_POINT(overwrite_strided_bytes_per_record),
+};
+#define DCR__CAL_NPOINT_FIELDS (sizeof(dcr__cal_point_fields) / sizeof(dcr__cal_point_fields[0]))
+
+static double *dcr__cal_scalar(dcr_sim_calibration_t *cal, size_t i)
+{
+    return (double *)((char *)cal + dcr__cal_scalars[i].offset);
+}
+
+static double dcr__cal_scalar_get(const dcr_sim_calibration_t *cal, size_t i)
+{
+    return *(const double *)((const char *)cal + dcr__cal_scalars[i].offset);
+}
+
+static double *dcr__cal_point_field(dcr_sim_cal_point_t *p, size_t i)
+{
+    return (double *)((char *)p + dcr__cal_point_fields[i].offset);
+}
+
+static double dcr__cal_point_get(const dcr_sim_cal_point_t *p, size_t i)
+{
+    return *(const double *)((const char *)p + dcr__cal_point_fields[i].offset);
+}
+
+/* ---- interpolation and validation ----------------------------------------- */
+
+static double dcr__lerp(double a, double b, double t)
+{
+    return a + (b - a) * t;
+}
+
+dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate)
+{
+    dcr_sim_cal_point_t out;
+    memset(&out, 0, sizeof(out));
+    int n = cal->npoints, i = 1;
+    if (n <= 0) {
+        out.rate = rate;
+        return out;
+    }
+    while (i < n && cal->points[i].rate < rate) i++;
+    /* Outside the measured rates the nearest point holds. */
+    const dcr_sim_cal_point_t *a = &cal->points[i < n ? i - 1 : n - 1], *b = &cal->points[i < n ? i : n - 1];
+    double t = rate <= cal->points[0].rate ? 0 : (b->rate > a->rate ? (rate - a->rate) / (b->rate - a->rate) : 1);
+    if (rate <= cal->points[0].rate) b = a;
+    for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++) {
+        *dcr__cal_point_field(&out, f) = dcr__lerp(dcr__cal_point_get(a, f), dcr__cal_point_get(b, f), t);
+    }
+    out.rate = rate;
+    return out;
+}
+
+static bool dcr__cal_ok(double v)
+{
+    return isfinite(v) && v >= 0;
+}
+
+static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
+{
+    if (cal->npoints < 1 || cal->npoints > DCR_SIM_CAL_POINTS_MAX)
+        return dcr_error_set(DCR_EINVAL, "calibration: points has %d entries, expected 1..%d",
+                             cal->npoints, DCR_SIM_CAL_POINTS_MAX);
+    for (int i = 0; i < cal->npoints; i++) {
+        dcr_sim_cal_point_t p = cal->points[i];
+        for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
+            if (!dcr__cal_ok(dcr__cal_point_get(&p, f)))
+                return dcr_error_set(DCR_EINVAL, "calibration: points[%d].%s is %g, expected a finite value >= 0",
+                                     i, dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f));
+        if (p.rate <= 0 || p.rate > 1)
+            return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate is %g, expected (0, 1]", i, p.rate);
+        if (i > 0 && p.rate <= cal->points[i - 1].rate)
+            return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate %g does not increase", i, p.rate);
+        if (p.xor_bytes_per_record <= 0 || p.overwrite_bytes_per_record <= 0 ||
+            p.xor_strided_bytes_per_record <= 0 || p.overwrite_strided_bytes_per_record <= 0)
+            return dcr_error_set(DCR_EINVAL, "calibration: points[%d]: bytes per record must be > 0", i);
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_sim_cal_validate(const dcr_sim_calibration_t *cal)
+{
+    DCR_CHECK(dcr__cal_check_points(cal));
+    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
+        if (!dcr__cal_ok(dcr__cal_scalar_get(cal, i)))
+            return dcr_error_set(DCR_EINVAL, "calibration: %s is %g, expected a finite value >= 0",
+                                 dcr__cal_scalars[i].key, dcr__cal_scalar_get(cal, i));
+    if (cal->cores < 1 || cal->cores > 4096)
+        return dcr_error_set(DCR_EINVAL, "calibration: cores is %d, expected 1..4096", cal->cores);
+    return DCR_OK;
+}
+
+/* ---- JSON in ---------------------------------------------------------------- */
+
+static dcr_status_t dcr__cal_number(json_t *obj, const char *key, const char *where, double *out_p)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!v) return dcr_error_set(DCR_EPARSE, "%s: missing key \"%s\"", where, key);
+    if (!json_is_number(v))
+        return dcr_error_set(DCR_EPARSE, "%s: \"%s\" must be a number", where, key);
+    *out_p = json_number_value(v);
+    return DCR_OK;
+}
+
+/* Rejects keys the format does not define: a misspelled key would otherwise
+ * leave a figure at its default without a word. */
+static dcr_status_t dcr__cal_known_keys(json_t *obj, const char *where, const dcr__cal_field_t *fields,
+                                        size_t n, const char *const *extra)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        bool known = false;
+        for (size_t i = 0; i < n && !known; i++) known = !strcmp(key, fields[i].key);
+        for (size_t i = 0; extra && extra[i] && !known; i++) known = !strcmp(key, extra[i]);
+        if (!known) return dcr_error_set(DCR_EPARSE, "%s: unknown key \"%s\"", where, key);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cal_parse_points(json_t *arr, const char *origin, dcr_sim_calibration_t *cal)
+{
+    char where[512];
+    if (!json_is_array(arr)) return dcr_error_set(DCR_EPARSE, "%s: \"points\" must be an array", origin);
+    size_t n = json_array_size(arr);
+    if (n < 1 || n > DCR_SIM_CAL_POINTS_MAX)
+        return dcr_error_set(DCR_EPARSE, "%s: \"points\" has %zu entries, expected 1..%d", origin, n,
+                             DCR_SIM_CAL_POINTS_MAX);
+    cal->npoints = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *p = json_array_get(arr, i);
+        snprintf(where, sizeof(where), "%s: points[%zu]", origin, i);
+        if (!json_is_object(p)) return dcr_error_set(DCR_EPARSE, "%s must be an object", where);
+        DCR_CHECK(dcr__cal_known_keys(p, where, dcr__cal_point_fields, DCR__CAL_NPOINT_FIELDS, NULL));
+        for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
+            DCR_CHECK(dcr__cal_number(p, dcr__cal_point_fields[f].key, where,
+                                      dcr__cal_point_field(&cal->points[i], f)));
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
+{
+    json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
+    if (!json_is_string(format) || strcmp(json_string_value(format), DCR__CAL_FORMAT))
+        return dcr_error_set(DCR_EPARSE, "%s: \"format\" must be \"%s\"", origin, DCR__CAL_FORMAT);
+    if (!json_is_integer(version) || json_integer_value(version) != DCR__CAL_VERSION)
+        return dcr_error_set(DCR_EPARSE, "%s: \"version\" must be %d", origin, DCR__CAL_VERSION);
+    json_t *machine = json_object_get(root, "machine");
+    if (machine && !json_is_string(machine))
+        return dcr_error_set(DCR_EPARSE, "%s: \"machine\" must be a string", origin);
+    snprintf(cal->machine, sizeof(cal->machine), "%s", machine ? json_string_value(machine) : "");
+    json_t *cores = json_object_get(root, "cores");
+    if (!json_is_integer(cores))
+        return dcr_error_set(DCR_EPARSE, "%s: \"cores\" must be an integer", origin);
+    json_int_t c = json_integer_value(cores);
+    cal->cores = c < 0 || c > 1000000 ? -1 : (int)c;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
+{
+    static const char *const extra[] = {"format", "version", "machine", "points", "cores", NULL};
+    if (!json_is_object(root)) return dcr_error_set(DCR_EPARSE, "%s: expected a JSON object", origin);
+    DCR_CHECK(dcr__cal_known_keys(root, origin, dcr__cal_scalars, DCR__CAL_NSCALARS, extra));
+    DCR_CHECK(dcr__cal_parse_header(root, origin, cal));
+    DCR_CHECK(dcr__cal_parse_points(json_object_get(root, "points"), origin, cal));
+    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
+        DCR_CHECK(dcr__cal_number(root, dcr__cal_scalars[i].key, origin, dcr__cal_scalar(cal, i)));
+    dcr_status_t st = dcr_sim_cal_validate(cal);
+    if (st != DCR_OK) dcr_error_prefix("%s: ", origin);
+    return st;
+}
+
+dcr_status_t dcr_sim_cal_parse(const char *text, const char *origin, dcr_sim_calibration_t *out_p)
+{
+    json_error_t err;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!root)
+        return dcr_error_set(DCR_EPARSE, "%s: line %d: %s", origin, err.line, err.text);
+    dcr_sim_calibration_t cal;
+    memset(&cal, 0, sizeof(cal));
+    dcr_status_t st = dcr__cal_parse_root(root, origin, &cal);
+    json_decref(root);
+    if (st == DCR_OK) *out_p = cal;
+    return st;
+}
+
+static dcr_status_t dcr__cal_read_file(const char *path, char **text_p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return dcr_error_set(DCR_EIO, "calibration %s: %s", path, strerror(errno));
+    char *text = malloc((size_t)DCR__CAL_FILE_MAX + 1);
+    size_t n = text ? fread(text, 1, (size_t)DCR__CAL_FILE_MAX + 1, f) : 0;
+    bool err = ferror(f);
+    fclose(f);
+    if (!text) return dcr_error_set(DCR_ENOMEM, "calibration %s", path);
+    if (err || n > (size_t)DCR__CAL_FILE_MAX) {
+        free(text);
+        return dcr_error_set(DCR_EPARSE, "calibration %s: %s", path,
+                             err ? "read error" : "larger than 1 MiB, not a calibration file");
+    }
+    text[n] = '\0';
+    *text_p = text;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_sim_cal_load(const char *path, dcr_sim_calibration_t *out_p)
+{
+    char *text = NULL;
+    DCR_CHECK(dcr__cal_read_file(path, &text));
+    dcr_status_t st = dcr_sim_cal_parse(text, path, out_p);
+    free(text);
+    return st;
+}
+
+/* ---- JSON out --------------------------------------------------------------- */
+
+static json_t *dcr__cal_points_json(const dcr_sim_calibration_t *cal)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < cal->npoints; i++) {
+        json_t *p = json_object();
+        for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
+            json_object_set_new(p, dcr__cal_point_fields[f].key, json_real(dcr__cal_point_get(&cal->points[i], f)));
+        json_array_append_new(arr, p);
+    }
+    return arr;
+}
+
+char *dcr_sim_cal_to_json(const dcr_sim_calibration_t *cal)
+{
+    json_t *root = json_object();
+    json_object_set_new(root, "format", json_string(DCR__CAL_FORMAT));
+    json_object_set_new(root, "version", json_integer(DCR__CAL_VERSION));
+    json_object_set_new(root, "machine", json_string(cal->machine));
+    json_object_set_new(root, "cores", json_integer(cal->cores));
+    json_object_set_new(root, "points", dcr__cal_points_json(cal));
+    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
+        json_object_set_new(root, dcr__cal_scalars[i].key, json_real(dcr__cal_scalar_get(cal, i)));
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
+    json_decref(root);
+    return text;
+}
+
+dcr_status_t dcr_sim_cal_save(const dcr_sim_calibration_t *cal, const char *path)
+{
+    char *text = dcr_sim_cal_to_json(cal);
+    if (!text) return dcr_error_set(DCR_ENOMEM, "calibration JSON");
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    dcr_status_t st = DCR_OK;
+    if (!f) {
+        st = dcr_error_set(DCR_EIO, "calibration %s: %s", tmp, strerror(errno));
+    } else {
+        bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+        ok = (fclose(f) == 0) && ok;
+        if (!ok || rename(tmp, path) != 0) {
+            st = dcr_error_set(DCR_EIO, "calibration %s: %s", path, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    free(text);
+    return st;
+}

@@ -1,0 +1,97 @@
+/* Calibration of the simulator: what each pipeline stage costs on one core
+ * of some machine, and how many payload bytes one changed value costs after
+ * the codec, measured with the real engine (`dcr calibrate`) or supplied by
+ * a user as JSON (for example GPU-side stage costs of another cluster).
+ *
+ * JSON format (every number finite and >= 0; rates strictly increasing in
+ * (0, 1]; unknown keys are rejected so that a typo is not silently ignored):
+ *   {
+ *     "format": "dcr-calibration", "version": 1,
+ *     "machine": "free text",
+ *     "points": [ {"rate": 0.03, "detect_s_per_byte": ..., "encode_s_per_record": ...,
+ *                  "xor_bytes_per_record": ..., "overwrite_bytes_per_record": ...,
+ *                  "xor_strided_bytes_per_record": ...,
+ *                  "overwrite_strided_bytes_per_record": ...}, ... ],
+ *     "project_s_per_record": ..., "residual_s_per_byte": ..., "copy_s_per_byte": ...,
+ *     "bytes_per_item": ..., "decode_s_per_byte": ..., "apply_s_per_record": ...,
+ *     "apply_s_per_full_byte": ..., "ack_s": ..., "commit_s": ..., "store_put_s": ...,
+ *     "cores": 2
+ *   }
+ * Per-rate figures are interpolated linearly in the rate and held constant
+ * outside the measured range. Bytes per record are for 2-byte (BF16) values
+ * with their locations; wider dtypes scale the value part. */
+#ifndef DCR_SIM_CALIBRATE_H
+#define DCR_SIM_CALIBRATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dcr/status.h"
+
+#define DCR_SIM_CAL_POINTS_MAX 16
+
+/* Figures that depend on the change rate. */
+typedef struct dcr_sim_cal_point {
+    double rate;
+    double detect_s_per_byte;   /* bit-pattern comparison, per source byte compared */
+    double encode_s_per_record; /* item copy, location coding, zstd, digest */
+    double xor_bytes_per_record;       /* compressed payload bytes per XOR record */
+    double overwrite_bytes_per_record; /* compressed payload bytes per overwrite record */
+    /* The same for strided shards, whose canonical positions skip the other
+     * ranks' columns (a row-parallel TP split): longer gaps, wider gap words. */
+    double xor_strided_bytes_per_record;
+    double overwrite_strided_bytes_per_record;
+} dcr_sim_cal_point_t;
+
+typedef struct dcr_sim_calibration {
+    char machine[128];
+    int npoints;
+    dcr_sim_cal_point_t points[DCR_SIM_CAL_POINTS_MAX];
+    double project_s_per_record;  /* destination index and value of one changed element */
+    double residual_s_per_byte;   /* residual part placement and conversion, per canonical byte */
+    double copy_s_per_byte;       /* packing parts and the in-place baseline update */
+    double bytes_per_item;        /* compressed item metadata (name, shape, offsets) */
+    double decode_s_per_byte;     /* receiver: digest, zstd, validation per payload byte */
+    double apply_s_per_record;    /* receiver: one record through the loader (sparse apply) */
+    double apply_s_per_full_byte; /* receiver: full scratch pass, per canonical byte */
+    double ack_s, commit_s;       /* one control-plane acknowledgment / joint commit */
+    double store_put_s;           /* directory object store: fsync and rename per PUT */
+    int cores;                    /* cores of the machine that was measured */
+} dcr_sim_calibration_t;
+
+/* Rate-dependent figures at `rate`, interpolated. */
+dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate);
+
+/* Checks ranges and ordering; one clear DCR_EINVAL line naming the field. */
+dcr_status_t dcr_sim_cal_validate(const dcr_sim_calibration_t *cal);
+
+/* Reads and validates a calibration file; errors name the file and the key. */
+dcr_status_t dcr_sim_cal_load(const char *path, dcr_sim_calibration_t *out_p);
+/* Parses calibration JSON text; `origin` names it in errors. */
+dcr_status_t dcr_sim_cal_parse(const char *text, const char *origin, dcr_sim_calibration_t *out_p);
+/* The JSON text of a calibration (malloc'd; the caller frees). NULL when out of memory. */
+char *dcr_sim_cal_to_json(const dcr_sim_calibration_t *cal);
+/* Writes the JSON to `path` through a temporary file and rename, so a
+ * reader never sees half a file. */
+dcr_status_t dcr_sim_cal_save(const dcr_sim_calibration_t *cal, const char *path);
+
+/* Options of a measurement run. */
+typedef struct dcr_sim_cal_options {
+    const char *model; /* scaled model used for the construction and apply runs */
+    int scale;         /* >= 1 */
+    int layers;        /* 0: all */
+    bool quick;        /* fewer repetitions and rates (tests) */
+    uint64_t seed;
+} dcr_sim_cal_options_t;
+
+/* Qwen3-30B-A3B at scale 16 with 8 layers (the bench's default model), full run. */
+dcr_sim_cal_options_t dcr_sim_cal_options_default(void);
+
+/* Measures every figure with the real engine on this machine: change
+ * detection and the codec on synthetic BF16 weights at several change rates,
+ * whole constructions (modes X and F) for projection and residual costs, a
+ * receiver's decode and apply, the control plane's ack and commit, and the
+ * directory object store's PUT. Progress goes to the log at info level. */
+dcr_status_t dcr_sim_calibrate(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *out_p);
+
+#endif

@@ -1,0 +1,607 @@
+/* `dcr calibrate`: the simulator's stage costs measured with the real engine
+ * on this machine. Every figure comes from a public engine or workload entry
+ * point (change detection, the codec, the constructor, a receiver, the
+ * control plane, the directory object store); where one engine call covers
+ * several stages, the stages measured on their own are subtracted and the
+ * rest is what the remaining stage costs. Each figure is the best of a few
+ * repetitions: the machine is shared, and noise only ever adds time. */
+#define _XOPEN_SOURCE 700
+#include "sim/calibrate.h"
+
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dcr/clock.h"
+#include "dcr/codec.h"
+#include "dcr/construct.h"
+#include "dcr/control.h"
+#include "dcr/dtype.h"
+#include "dcr/log.h"
+#include "dcr/rng.h"
+#include "dcr/transport.h"
+#include "workloads/scenario.h"
+#include "workloads/serve/serve_bench.h"
+
+/* Change rates of the per-rate figures: around the seed's 3% and 5% stress
+ * cases and the 0.6-1.2% of real training steps. */
+static const double dcr__cal_rates[] = {0.005, 0.01, 0.03, 0.05, 0.1};
+static const double dcr__cal_rates_quick[] = {0.01, 0.05};
+/* Detection runs in sub-runs of this many elements, as the constructor does. */
+#define DCR__CAL_SUBRUN ((size_t)1 << 20)
+/* Items of the codec measurement: the size of a Qwen3-30B expert projection. */
+#define DCR__CAL_ITEM_ROWS 768
+#define DCR__CAL_ITEM_COLS 2048
+
+dcr_sim_cal_options_t dcr_sim_cal_options_default(void)
+{
+    return (dcr_sim_cal_options_t){DCR_MODEL_DEFAULT, 16, 8, false, 42};
+}
+
+static int dcr__cal_reps(const dcr_sim_cal_options_t *opt)
+{
+    return opt->quick ? 1 : 3;
+}
+
+static double dcr__min(double a, double b)
+{
+    return a < b ? a : b;
+}
+
+static int dcr__cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double dcr__median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), dcr__cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---- synthetic BF16 weights and their changes ------------------------------ */
+
+/* Linear-layer weights N(0, 0.02), as the scenarios draw them. */
+static void dcr__cal_weights(dcr_rng_t *rng, uint16_t *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++) w[i] = dcr_f32_to_bf16((float)(0.02 * dcr_rng_normal(rng)));
+}
+
+/* The stress change of one element: relative amplitude about 1e-2, bits
+ * guaranteed to change (the scenarios' rule). */
+static uint16_t dcr__cal_changed(dcr_rng_t *rng, uint16_t w)
+{
+    float x = dcr_bf16_to_f32(w);
+    uint16_t v = dcr_f32_to_bf16((float)(x * (1.0 + 0.01 * dcr_rng_normal(rng))));
+    return v != w ? v : (uint16_t)(w ^ 1u);
+}
+
+/* ---- change detection ------------------------------------------------------ */
+
+static dcr_status_t dcr__cal_detect(const dcr_sim_cal_options_t *opt, double rate, dcr_rng_t *rng,
+                                    double *s_per_byte_p)
+{
+    size_t n = opt->quick ? ((size_t)2 << 20) : ((size_t)16 << 20);
+    uint16_t *a = malloc(n * 2), *b = malloc(n * 2);
+    uint32_t *out = malloc(DCR__CAL_SUBRUN * sizeof(uint32_t));
+    if (!a || !b || !out) {
+        free(a);
+        free(b);
+        free(out);
+        return dcr_error_set(DCR_ENOMEM, "calibrate: detection buffers of %zu elements", n);
+    }
+    dcr__cal_weights(rng, a, n);
+    for (size_t i = 0; i < n; i++) b[i] = dcr_rng_uniform(rng) < rate ? dcr__cal_changed(rng, a[i]) : a[i];
+    double best = INFINITY;
+    for (int r = 0; r < dcr__cal_reps(opt) + 1; r++) { /* the first pass warms the caches and pages */
+        double t0 = dcr_clock_s();
+        for (size_t off = 0; off < n; off += DCR__CAL_SUBRUN) {
+            size_t len = n - off < DCR__CAL_SUBRUN ? n - off : DCR__CAL_SUBRUN;
+            dcr_detect_changes(b + off, a + off, len, 2, out);
+        }
+        if (r > 0) best = dcr__min(best, dcr_clock_s() - t0);
+    }
+    free(a);
+    free(b);
+    free(out);
+    *s_per_byte_p = best / (double)(n * 2);
+    return DCR_OK;
+}
+
+/* ---- codec ------------------------------------------------------------------ */
+
+/* One item's records at `rate`: sorted indices and the XOR masks and new
+ * values of the changed elements of a fresh weight tensor. */
+typedef struct dcr__cal_item {
+    int64_t *idx;
+    uint16_t *xor_v, *new_v;
+    size_t count;
+} dcr__cal_item_t;
+
+static void dcr__cal_item_free(dcr__cal_item_t *it)
+{
+    free(it->idx);
+    free(it->xor_v);
+    free(it->new_v);
+}
+
+/* Strided items are the left half of the columns (a row-parallel split of
+ * TP 2): their canonical positions skip the other rank's half of each row. */
+static dcr_status_t dcr__cal_item_make(dcr_rng_t *rng, double rate, bool strided, uint16_t *w,
+                                       dcr__cal_item_t *it)
+{
+    size_t cols = strided ? DCR__CAL_ITEM_COLS / 2 : DCR__CAL_ITEM_COLS, n = (size_t)DCR__CAL_ITEM_ROWS * cols;
+    size_t cap = (size_t)(rate * (double)n * 1.2) + 64;
+    it->idx = malloc(cap * sizeof(int64_t));
+    it->xor_v = malloc(cap * 2);
+    it->new_v = malloc(cap * 2);
+    it->count = 0;
+    if (!it->idx || !it->xor_v || !it->new_v) return dcr_error_set(DCR_ENOMEM, "calibrate: codec records");
+    dcr__cal_weights(rng, w, n);
+    for (size_t i = 0; i < n && it->count < cap; i++) {
+        if (dcr_rng_uniform(rng) >= rate) continue;
+        uint16_t v = dcr__cal_changed(rng, w[i]);
+        it->idx[it->count] = (int64_t)((i / cols) * DCR__CAL_ITEM_COLS + i % cols);
+        it->xor_v[it->count] = (uint16_t)(w[i] ^ v);
+        it->new_v[it->count] = v;
+        it->count++;
+    }
+    return DCR_OK;
+}
+
+/* Encodes every item into one payload (a bucket), as an owner's flush does. */
+static dcr_status_t dcr__cal_encode(dcr_encoder_t *enc, const dcr__cal_item_t *items, int n, bool xor,
+                                    double *seconds_p, size_t *len_p)
+{
+    static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
+    char name[96];
+    double t0 = dcr_clock_s();
+    for (int i = 0; i < n; i++) {
+        if (items[i].count == 0) continue;
+        snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%d.up_proj.weight", i / 128, i % 128);
+        dcr_codec_item_t it = {name,
+                               2,
+                               shape,
+                               DCR_DTYPE_BF16,
+                               xor ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE,
+                               items[i].count,
+                               items[i].idx,
+                               0,
+                               xor ? (const void *)items[i].xor_v : (const void *)items[i].new_v};
+        DCR_CHECK(dcr_encoder_add(enc, &it));
+    }
+    const uint8_t *buf;
+    dcr_encode_params_t params = {1, 0, 0, DCR_CODEC_LEVEL_DEFAULT, false};
+    DCR_CHECK(dcr_encoder_finish(enc, &params, &buf, len_p));
+    *seconds_p = dcr_clock_s() - t0;
+    return DCR_OK;
+}
+
+/* Metadata of one item after compression: many one-record items with the
+ * long, similar names of a real checkpoint. */
+static dcr_status_t dcr__cal_item_bytes(dcr_encoder_t *enc, dcr_rng_t *rng, double *bytes_p)
+{
+    enum { N = 2048 };
+    static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
+    char name[96];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%d.%s_proj.weight", i / 256, (i / 2) % 128,
+                 i % 2 ? "down" : "up");
+        int64_t idx = (int64_t)dcr_rng_below(rng, DCR__CAL_ITEM_ROWS * DCR__CAL_ITEM_COLS);
+        uint16_t v = (uint16_t)dcr_rng_u64(rng);
+        dcr_codec_item_t it = {name, 2, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, 1, &idx, 0, &v};
+        DCR_CHECK(dcr_encoder_add(enc, &it));
+    }
+    const uint8_t *buf;
+    size_t len;
+    dcr_encode_params_t params = {1, 0, 0, DCR_CODEC_LEVEL_DEFAULT, false};
+    DCR_CHECK(dcr_encoder_finish(enc, &params, &buf, &len));
+    double per = ((double)len - DCR_CODEC_HEADER_SIZE) / N - 2.0; /* minus the value word */
+    *bytes_p = per > 0 ? per : 0;
+    return DCR_OK;
+}
+
+typedef struct dcr__cal_codec {
+    double encode_s_per_record;
+    double bpr[2][2]; /* [strided][xor] */
+} dcr__cal_codec_t;
+
+/* Bytes per record of one item set in one encoding, and the encode time of
+ * the best of reps runs. */
+static dcr_status_t dcr__cal_codec_set(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems, bool xor,
+                                       int reps, double item_bytes, double *bpr_p, double *best_p)
+{
+    size_t records = 0, len = 0;
+    for (int i = 0; i < nitems; i++) records += items[i].count;
+    if (records == 0) return dcr_error_set(DCR_EINVAL, "calibrate: the codec items drew no records");
+    double best = INFINITY, s = 0;
+    for (int r = 0; r < reps; r++) {
+        DCR_CHECK(dcr__cal_encode(enc, items, nitems, xor, &s, &len));
+        best = dcr__min(best, s);
+    }
+    *bpr_p = ((double)len - DCR_CODEC_HEADER_SIZE - item_bytes * nitems) / (double)records;
+    *best_p = best / (double)records;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc, dcr_rng_t *rng,
+                                        double rate, double item_bytes, dcr__cal_codec_t *out)
+{
+    int nitems = opt->quick ? 4 : 16;
+    dcr__cal_item_t *items = calloc((size_t)nitems, sizeof(*items));
+    uint16_t *w = malloc((size_t)DCR__CAL_ITEM_ROWS * DCR__CAL_ITEM_COLS * 2);
+    dcr_status_t st = items && w ? DCR_OK : dcr_error_set(DCR_ENOMEM, "calibrate: codec items");
+    for (int strided = 0; strided < 2 && st == DCR_OK; strided++) {
+        for (int i = 0; i < nitems && st == DCR_OK; i++) {
+            dcr__cal_item_free(&items[i]);
+            st = dcr__cal_item_make(rng, rate, strided, w, &items[i]);
+        }
+        double per = 0, ignored = 0;
+        for (int x = 0; x < 2 && st == DCR_OK; x++)
+            st = dcr__cal_codec_set(enc, items, nitems, x, x && !strided ? dcr__cal_reps(opt) : 1, item_bytes,
+                                    &out->bpr[strided][x], x && !strided ? &per : &ignored);
+        if (!strided) out->encode_s_per_record = per;
+    }
+    for (int i = 0; items && i < nitems; i++) dcr__cal_item_free(&items[i]);
+    free(items);
+    free(w);
+    return st;
+}
+
+/* ---- whole constructions ------------------------------------------------------ */
+
+typedef struct dcr__cal_scene {
+    dcr_scenario_t *sc;
+    dcr_storage_t **canonical, **committed, **candidate;
+    uint8_t *xor_all;
+    size_t nc, ns;
+} dcr__cal_scene_t;
+
+static void dcr__cal_scene_free(dcr__cal_scene_t *s)
+{
+    if (!s->sc) return;
+    dcr_scenario_free_tensors(s->canonical, s->nc);
+    dcr_scenario_free_tensors(s->committed, s->ns);
+    dcr_scenario_free_tensors(s->candidate, s->ns);
+    free(s->xor_all);
+    dcr_scenario_destroy(s->sc);
+    memset(s, 0, sizeof(*s));
+}
+
+/* One training rank, so a construction runs on one owner thread and its
+ * time is one core's; the extended mapping makes nearly every byte take
+ * direct projection, which isolates that path from residual conversion. */
+static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, dcr_mapping_t mapping,
+                                        dcr__cal_scene_t *s)
+{
+    dcr_scenario_spec_t spec = dcr_scenario_spec_default();
+    spec.model = opt->model;
+    spec.scale = opt->scale;
+    spec.layers = opt->layers;
+    spec.mapping = mapping;
+    DCR_CHECK(dcr_scenario_create(&spec, &s->sc));
+    s->nc = dcr_inventory_count(s->sc->inventory);
+    s->ns = (size_t)s->sc->layout->nshards;
+    DCR_CHECK(dcr_scenario_alloc_canonical(s->sc, &s->canonical));
+    DCR_CHECK(dcr_scenario_alloc_shards(s->sc, &s->committed));
+    DCR_CHECK(dcr_scenario_alloc_shards(s->sc, &s->candidate));
+    s->xor_all = malloc(s->nc + 1);
+    if (!s->xor_all) return dcr_error_set(DCR_ENOMEM, "calibrate: XOR policy");
+    memset(s->xor_all, 1, s->nc + 1);
+    dcr_scenario_init_weights(s->sc, opt->seed, s->canonical);
+    return dcr_megatron_import(&s->sc->model, &s->sc->train, s->sc->layout, s->canonical, s->committed);
+}
+
+static dcr_status_t dcr__cal_candidate(dcr__cal_scene_t *s, double rate, uint64_t seed)
+{
+    for (size_t i = 0; i < s->ns; i++) memcpy(s->candidate[i]->data, s->committed[i]->data, s->committed[i]->bytes);
+    int64_t changed;
+    return dcr_scenario_inject_uniform(s->sc, rate, seed, s->candidate, s->canonical, &changed);
+}
+
+/* Best of reps runs of one construction over the same candidate. */
+static dcr_status_t dcr__cal_run(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s, dcr_constructor_t *c,
+                                 dcr_construct_stats_t *best_p)
+{
+    dcr_construct_stats_t st_best = {0};
+    st_best.construction_s = INFINITY;
+    for (int r = 0; r < dcr__cal_reps(opt); r++) {
+        dcr_construct_stats_t st;
+        DCR_CHECK(dcr_constructor_run(c, s->candidate, (uint64_t)r + 1, s->xor_all, false, NULL, &st));
+        if (st.construction_s < st_best.construction_s) st_best = st;
+    }
+    *best_p = st_best;
+    return DCR_OK;
+}
+
+typedef struct dcr__cal_construct {
+    double project_s_per_record, residual_s_per_byte, copy_s_per_byte;
+} dcr__cal_construct_t;
+
+/* Mode X at every rate: what is left of a construction after detection and
+ * encoding is projection, per record. */
+static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
+                                     const dcr_sim_calibration_t *cal, dcr__cal_construct_t *out)
+{
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    dcr_constructor_t *c = NULL;
+    DCR_CHECK(dcr_constructor_create(s->sc->layout, &cfg, s->committed, &c));
+    double per[DCR_SIM_CAL_POINTS_MAX];
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < cal->npoints && st == DCR_OK; i++) {
+        dcr_construct_stats_t best;
+        st = dcr__cal_candidate(s, cal->points[i].rate, opt->seed + 100 + (uint64_t)i);
+        if (st == DCR_OK) st = dcr__cal_run(opt, s, c, &best);
+        if (st != DCR_OK) break;
+        dcr_sim_cal_point_t p = cal->points[i];
+        double known = p.detect_s_per_byte * (double)best.compared_elements * 2 +
+                       p.encode_s_per_record * (double)best.records;
+        per[i] = best.records > 0 ? (best.construction_s - known) / (double)best.records : 0;
+        DCR_LOG_INFO("calibrate: construction at %g: %.4f s, %lld records, detection+encoding %.4f s", p.rate,
+                     best.construction_s, (long long)best.records, known);
+    }
+    if (st == DCR_OK) {
+        double m = dcr__median(per, cal->npoints);
+        out->project_s_per_record = m > 0 ? m : 0;
+        double t0 = dcr_clock_s();
+        st = dcr_constructor_commit(c); /* the in-place baseline update: one copy of every tracker */
+        double bytes = (double)dcr_constructor_baseline_bytes(c);
+        out->copy_s_per_byte = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
+    }
+    dcr_constructor_destroy(c);
+    return st;
+}
+
+/* Mode F rebuilds every tensor through residual conversion: packing, one
+ * placement, the comparison and overwrite records. What is left after the
+ * measured stages is residual placement and conversion, per canonical byte. */
+static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
+                                      const dcr_sim_calibration_t *cal, dcr__cal_construct_t *out)
+{
+    const double rate = 0.03;
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.mode = DCR_MODE_F;
+    dcr_constructor_t *c = NULL;
+    DCR_CHECK(dcr_constructor_create(s->sc->layout, &cfg, s->committed, &c));
+    dcr_construct_stats_t best;
+    dcr_status_t st = dcr__cal_candidate(s, rate, opt->seed + 200);
+    if (st == DCR_OK) st = dcr__cal_run(opt, s, c, &best);
+    if (st == DCR_OK) {
+        dcr_sim_cal_point_t p = dcr_sim_cal_at(cal, rate);
+        double bytes = (double)dcr_inventory_bytes(s->sc->inventory);
+        double known = (out->copy_s_per_byte + p.detect_s_per_byte) * bytes +
+                       (out->project_s_per_record + p.encode_s_per_record) * (double)best.records;
+        double r = (best.construction_s - known) / bytes;
+        out->residual_s_per_byte = r > 0 ? r : 0;
+        DCR_LOG_INFO("calibrate: full conversion at %g: %.4f s, measured stages %.4f s", rate, best.construction_s,
+                     known);
+    }
+    dcr_constructor_destroy(c);
+    return st;
+}
+
+static dcr_status_t dcr__cal_construct(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
+{
+    dcr__cal_scene_t s;
+    memset(&s, 0, sizeof(s));
+    dcr__cal_construct_t out = {0, 0, 0};
+    dcr_status_t st = dcr__cal_scene_make(opt, DCR_MAPPING_EXTENDED, &s);
+    if (st == DCR_OK) st = dcr__cal_project(opt, &s, cal, &out);
+    if (st == DCR_OK) st = dcr__cal_residual(opt, &s, cal, &out);
+    dcr__cal_scene_free(&s);
+    if (st != DCR_OK) return st;
+    cal->project_s_per_record = out.project_s_per_record;
+    cal->residual_s_per_byte = out.residual_s_per_byte;
+    cal->copy_s_per_byte = out.copy_s_per_byte;
+    return DCR_OK;
+}
+
+/* ---- receiver ------------------------------------------------------------------ */
+
+/* One receiver of TP 1 (it holds every tensor): apply per record from the
+ * sparse path, decode per payload byte from validate + decode + apply minus
+ * apply, and the full scratch pass per resident byte from a full-pass run. */
+static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
+{
+    dcr_scenario_spec_t spec = dcr_scenario_spec_default();
+    spec.model = opt->model;
+    spec.scale = opt->scale;
+    spec.layers = opt->layers;
+    dcr_scenario_t *sc = NULL;
+    DCR_CHECK(dcr_scenario_create(&spec, &sc));
+    dcr_serve_config_t serve = dcr_serve_config_default();
+    double rates[DCR_SIM_CAL_POINTS_MAX], apply[DCR_SIM_CAL_POINTS_MAX], decode[DCR_SIM_CAL_POINTS_MAX];
+    dcr_serve_bench_result_t res[DCR_SIM_CAL_POINTS_MAX], full;
+    for (int i = 0; i < cal->npoints; i++) rates[i] = cal->points[i].rate;
+    dcr_status_t st = dcr_serve_bench_apply(&sc->model, &serve, 0, false, rates, cal->npoints, opt->seed, res);
+    if (st == DCR_OK) st = dcr_serve_bench_apply(&sc->model, &serve, 0, true, rates + cal->npoints / 2, 1, opt->seed,
+                                                  &full);
+    dcr_scenario_destroy(sc);
+    DCR_CHECK(st);
+    for (int i = 0; i < cal->npoints; i++) {
+        apply[i] = res[i].records > 0 ? res[i].apply_s / (double)res[i].records : 0;
+        double d = (res[i].ingest_s - res[i].apply_s) / (double)(res[i].payload_bytes ? res[i].payload_bytes : 1);
+        decode[i] = d > 0 ? d : 0;
+    }
+    cal->apply_s_per_record = dcr__median(apply, cal->npoints);
+    cal->decode_s_per_byte = dcr__median(decode, cal->npoints);
+    cal->apply_s_per_full_byte = full.resident_bytes ? full.apply_s / (double)full.resident_bytes : 0;
+    return DCR_OK;
+}
+
+/* ---- control plane and object store ------------------------------------------------ */
+
+static int dcr__cal_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+static dcr_status_t dcr__cal_tmpdir(char *dir, size_t cap)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, cap, "%s/dcr-calibrate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) return dcr_error_set(DCR_EIO, "calibrate: cannot create a temporary directory");
+    return DCR_OK;
+}
+
+/* Prepare, one acknowledgment per receiver and the joint commit, as the
+ * coordinator does them, on a fresh SQLite control plane. */
+static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, double *ack_s, double *commit_s)
+{
+    enum { NRECV = 4 };
+    const uint32_t recv[NRECV] = {0, 1, 2, 3};
+    dcr_commit_record_t rec, v0;
+    DCR_CHECK(dcr_control_read(ctl, &rec));
+    v0 = rec;
+    v0.baseline[0] = 1;
+    DCR_CHECK(dcr_control_cas(ctl, &rec, &v0));
+    rec = v0;
+    double acks = 0, commits = 0;
+    for (int i = 0; i < rounds; i++) {
+        dcr_control_prepare_t req = {"calibrate", rec.version, recv, NRECV, 600000};
+        uint64_t tau;
+        DCR_CHECK(dcr_control_prepare(ctl, &req, &tau));
+        double t0 = dcr_clock_s();
+        for (int r = 0; r < NRECV; r++) DCR_CHECK(dcr_control_ack(ctl, tau, recv[r]));
+        double t1 = dcr_clock_s();
+        uint8_t next[DCR_CONTROL_BASELINE_BYTES] = {(uint8_t)(i + 2)};
+        DCR_CHECK(dcr_control_commit(ctl, "calibrate", tau, &rec, next, &rec));
+        commits += dcr_clock_s() - t1;
+        acks += t1 - t0;
+    }
+    *ack_s = acks / (rounds * NRECV);
+    *commit_s = commits / rounds;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cal_control(const dcr_sim_cal_options_t *opt, const char *dir, dcr_sim_calibration_t *cal)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/control.db", dir);
+    dcr_control_config_t cfg = {path, 0};
+    dcr_control_t *ctl = NULL;
+    DCR_CHECK(dcr_control_create("sqlite", &cfg, &ctl));
+    dcr_status_t st = dcr__cal_control_rounds(ctl, opt->quick ? 3 : 10, &cal->ack_s, &cal->commit_s);
+    dcr_control_destroy(ctl);
+    return st;
+}
+
+/* The directory object store's PUT on unlimited links: what a payload costs
+ * the owner beyond moving its bytes (temporary file, fsync, rename). */
+static dcr_status_t dcr__cal_store_sends(dcr_transport_t *t, int n, double *median_p)
+{
+    dcr_encoder_t *enc = NULL;
+    DCR_CHECK(dcr_encoder_create(&enc));
+    double s[64];
+    dcr_status_t st = dcr_transport_open_attempt(t, 1);
+    for (int i = 0; i < n && st == DCR_OK; i++) {
+        int64_t shape[1] = {4096}, idx = i;
+        uint16_t v = 1;
+        dcr_codec_item_t it = {"model.norm.weight", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, 1, &idx, 0, &v};
+        dcr_encode_params_t params = {1, 0, (uint64_t)i, DCR_CODEC_LEVEL_DEFAULT, false};
+        const uint8_t *buf;
+        size_t len;
+        st = dcr_encoder_add(enc, &it);
+        if (st == DCR_OK) st = dcr_encoder_finish(enc, &params, &buf, &len);
+        double t0 = dcr_clock_s();
+        if (st == DCR_OK) st = dcr_transport_send(t, 0, (uint64_t)i, buf, len);
+        s[i] = dcr_clock_s() - t0;
+    }
+    if (st == DCR_OK) st = dcr_transport_finish(t, 0, (uint64_t)n);
+    dcr_transport_stop_and_wait(t);
+    dcr_encoder_destroy(enc);
+    if (st == DCR_OK) *median_p = dcr__median(s, n);
+    return st;
+}
+
+static dcr_status_t dcr__cal_store(const dcr_sim_cal_options_t *opt, const char *dir, dcr_sim_calibration_t *cal)
+{
+    char root[4200];
+    snprintf(root, sizeof(root), "%s/objstore", dir);
+    dcr_link_config_t unlimited = {0, 0, 0, 0};
+    dcr_transport_config_t tc = {1, 1, 1, unlimited, root, 0, 0};
+    dcr_transport_t *t = NULL;
+    DCR_CHECK(dcr_transport_create("objstore", &tc, &t));
+    dcr_status_t st = dcr__cal_store_sends(t, opt->quick ? 8 : 32, &cal->store_put_s);
+    dcr_transport_destroy(t);
+    return st;
+}
+
+static dcr_status_t dcr__cal_services(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
+{
+    char dir[4096];
+    DCR_CHECK(dcr__cal_tmpdir(dir, sizeof(dir)));
+    dcr_status_t st = dcr__cal_control(opt, dir, cal);
+    if (st == DCR_OK) st = dcr__cal_store(opt, dir, cal);
+    nftw(dir, dcr__cal_rm, 16, FTW_DEPTH | FTW_PHYS);
+    return st;
+}
+
+/* ---- all of it ----------------------------------------------------------------------- */
+
+static dcr_status_t dcr__cal_points(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
+{
+    const double *rates = opt->quick ? dcr__cal_rates_quick : dcr__cal_rates;
+    int n = opt->quick ? 2 : (int)(sizeof(dcr__cal_rates) / sizeof(dcr__cal_rates[0]));
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, opt->seed);
+    dcr_encoder_t *enc = NULL;
+    DCR_CHECK(dcr_encoder_create(&enc));
+    dcr_status_t st = dcr__cal_item_bytes(enc, &rng, &cal->bytes_per_item);
+    cal->npoints = n;
+    for (int i = 0; i < n && st == DCR_OK; i++) {
+        dcr_sim_cal_point_t *p = &cal->points[i];
+        dcr__cal_codec_t codec;
+        memset(&codec, 0, sizeof(codec));
+        p->rate = rates[i];
+        st = dcr__cal_detect(opt, rates[i], &rng, &p->detect_s_per_byte);
+        if (st == DCR_OK) st = dcr__cal_codec_rate(opt, enc, &rng, rates[i], cal->bytes_per_item, &codec);
+        if (st != DCR_OK) break;
+        p->encode_s_per_record = codec.encode_s_per_record;
+        p->xor_bytes_per_record = codec.bpr[0][1];
+        p->overwrite_bytes_per_record = codec.bpr[0][0];
+        p->xor_strided_bytes_per_record = codec.bpr[1][1];
+        p->overwrite_strided_bytes_per_record = codec.bpr[1][0];
+        DCR_LOG_INFO("calibrate: rate %g: detect %.3g s/B, encode %.3g s/record, XOR %.3f (strided %.3f), "
+                     "overwrite %.3f (strided %.3f) B/record",
+                     p->rate, p->detect_s_per_byte, p->encode_s_per_record, p->xor_bytes_per_record,
+                     p->xor_strided_bytes_per_record, p->overwrite_bytes_per_record,
+                     p->overwrite_strided_bytes_per_record);
+    }
+    dcr_encoder_destroy(enc);
+    return st;
+}
+
+static void dcr__cal_machine(dcr_sim_calibration_t *cal)
+{
+    char host[64] = "unknown";
+    gethostname(host, sizeof(host) - 1);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cal->cores = cores > 0 ? (int)cores : 1;
+    snprintf(cal->machine, sizeof(cal->machine), "%s, %d cores", host, cal->cores);
+}
+
+dcr_status_t dcr_sim_calibrate(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *out_p)
+{
+    if (!opt->model || opt->scale < 1 || opt->layers < 0)
+        return dcr_error_set(DCR_EINVAL, "calibrate: needs a model, scale >= 1 and layers >= 0");
+    dcr_sim_calibration_t cal;
+    memset(&cal, 0, sizeof(cal));
+    dcr__cal_machine(&cal);
+    DCR_LOG_INFO("calibrate: detection and codec at each rate");
+    DCR_CHECK(dcr__cal_points(opt, &cal));
+    DCR_LOG_INFO("calibrate: constructions of %s (scale %d)", opt->model, opt->scale);
+    DCR_CHECK(dcr__cal_construct(opt, &cal));
+    DCR_LOG_INFO("calibrate: receiver decode and apply");
+    DCR_CHECK(dcr__cal_receiver(opt, &cal));
+    DCR_LOG_INFO("calibrate: control plane and object store");
+    DCR_CHECK(dcr__cal_services(opt, &cal));
+    DCR_CHECK(dcr_sim_cal_validate(&cal));
+    *out_p = cal;
+    return DCR_OK;
+}

@@ -1,0 +1,27 @@
+/* Shared by sim/sim.c (the driver) and sim/actors.c (the SimGrid side). */
+#ifndef DCR_SIM_INTERNAL_H
+#define DCR_SIM_INTERNAL_H
+
+#include "sim/sim.h"
+#include "sim/workload.h"
+
+/* What one SimGrid run hands back to the driver. */
+typedef struct dcr__sim_out {
+    double latency_s, construction_lb_s, transport_lb_s, finalization_s;
+    double construction_end_s, apply_end_s;
+    double reference_s;
+    int64_t cross_bytes;
+} dcr__sim_out_t;
+
+/* Simulates the refit of workload w on the platform file `platform`. Must
+ * run in a process where SimGrid was never initialized (a forked child). */
+dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const char *platform,
+                            dcr__sim_out_t *out);
+
+/* Simulates the transport-only full-checkpoint reference (object store:
+ * each training node uploads its share, then every rollout node downloads
+ * all of it). Same process rule as dcr__sim_refit. */
+dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const char *platform,
+                                dcr__sim_out_t *out);
+
+#endif

@@ -1,0 +1,156 @@
+/* The simulator against the engine: bench runs and their simulated twins. */
+#include "sim/validate.h"
+
+#include <string.h>
+
+#include "dcr/log.h"
+
+/* The engine's object store polls its prefix every 1 ms after something new
+ * appeared, doubling to 8 ms while nothing changes; a payload waits about
+ * half an interval before a node sees it. */
+#define DCR__DIR_STORE_LIST_MS 2.0
+
+dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *b, const dcr_sim_calibration_t *cal,
+                                     dcr_sim_spec_t *out_p)
+{
+    dcr_sim_spec_t s = dcr_sim_spec_default();
+    s.scenario = b->scenario;
+    s.serve_tp = b->serve.tp;
+    s.serve_ep = b->serve.ep;
+    s.transport = b->transport;
+    s.change_rate = b->change_rate;
+    s.mode = b->mode;
+    dcr_sim_cluster_t *c = &s.cluster;
+    c->train_nodes = b->scenario.train.nodes;
+    c->train_gpus = b->scenario.train.gpus_per_node;
+    c->rollout_nodes = b->serve.nodes;
+    c->rollout_gpus = b->serve.gpus_per_node ? b->serve.gpus_per_node : b->serve.tp;
+    c->cross_gbps = b->link.cross_gbps;
+    c->flow_gbps = b->link.flow_gbps;
+    c->local_gbps = b->link.local_gbps;
+    c->latency_ms = b->link.latency_ms;
+    c->local_latency_ms = 0;
+    c->fabric_gbps = 0;
+    c->store_gbps = 0;
+    c->store_latency_ms = 0;
+    c->store_list_ms = DCR__DIR_STORE_LIST_MS;
+    c->store_put_ms = cal->store_put_s * 1e3;
+    c->fanout = b->fanout > 0 ? b->fanout : 2;
+    c->shared_cores = cal->cores;
+    c->ack_rtt = false; /* the emulation paces data, not the acknowledgments */
+    c->ref_object_mib = 8;
+    /* The bench scales its targets to its checkpoint: the same rule here. */
+    dcr_scenario_spec_t spec = b->scenario;
+    spec.align_extra = b->serve.tp;
+    dcr_scenario_t *sc = NULL;
+    DCR_CHECK(dcr_scenario_create(&spec, &sc));
+    dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &s.chunk_bytes, &s.bucket_bytes);
+    dcr_scenario_destroy(sc);
+    *out_p = s;
+    return DCR_OK;
+}
+
+static dcr_bench_config_t dcr__short(void)
+{
+    dcr_bench_config_t c = dcr_bench_config_default();
+    c.warmup = 1;
+    c.refits = 3;
+    c.verify = false;
+    return c;
+}
+
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p, const char **args_p)
+{
+    dcr_bench_config_t c = dcr__short();
+    const char *name = "", *args = "";
+    switch (i) {
+    case 0:
+        name = "qwen3-30b objstore 3%";
+        args = "--warmup 1 --refits 3 --no-verify";
+        break;
+    case 1:
+        name = "qwen3-30b relay 5%";
+        args = "--transport relay --change-rate 0.05 --warmup 1 --refits 3 --no-verify";
+        c.transport = "relay";
+        c.change_rate = 0.05;
+        break;
+    case 2:
+        name = "qwen3-30b objstore 5%, 4 nodes, 0.1 Gbps";
+        args = "--rollout-nodes 4 --receivers-per-node 1 --serve-tp 1 --link-gbps 0.1 --flow-gbps 0.08 "
+               "--change-rate 0.05 --warmup 1 --refits 3 --no-verify";
+        c.serve.nodes = 4;
+        c.serve.gpus_per_node = 1;
+        c.serve.tp = 1;
+        c.link.cross_gbps = 0.1;
+        c.link.flow_gbps = 0.08;
+        c.change_rate = 0.05;
+        break;
+    case 3:
+        name = "qwen2.5-0.5b objstore 1%, 1x2 train, 3 nodes";
+        args = "--model qwen2.5-0.5b --scale 4 --layers 24 --train-nodes 1 --gpus-per-node 2 --tp 2 "
+               "--rollout-nodes 3 --receivers-per-node 1 --serve-tp 1 --change-rate 0.01 --warmup 1 --refits 3 "
+               "--no-verify";
+        c.scenario.model = "qwen2.5-0.5b";
+        c.scenario.scale = 4;
+        c.scenario.layers = 24;
+        c.scenario.train = (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0};
+        c.serve.nodes = 3;
+        c.serve.gpus_per_node = 1;
+        c.serve.tp = 1;
+        c.change_rate = 0.01;
+        break;
+    case 4:
+        name = "nemotron-3-nano relay 3%, 3 nodes";
+        args = "--model nemotron-3-nano-30b-a3b --scale 16 --layers 8 --transport relay --rollout-nodes 3 "
+               "--warmup 1 --refits 3 --no-verify";
+        c.scenario.model = "nemotron-3-nano-30b-a3b";
+        c.transport = "relay";
+        c.serve.nodes = 3;
+        break;
+    default:
+        name = "qwen3-30b relay 1%, 4 nodes x 2, 0.1 Gbps";
+        args = "--transport relay --rollout-nodes 4 --link-gbps 0.1 --flow-gbps 0.08 --change-rate 0.01 "
+               "--warmup 1 --refits 3 --no-verify";
+        c.transport = "relay";
+        c.serve.nodes = 4;
+        c.link.cross_gbps = 0.1;
+        c.link.flow_gbps = 0.08;
+        c.change_rate = 0.01;
+        break;
+    }
+    *cfg_p = c;
+    *name_p = name;
+    *args_p = args;
+}
+
+static double dcr__mean_construct(const dcr_bench_result_t *r)
+{
+    double s = 0;
+    for (int i = 0; i < r->nrefits; i++) s += r->refits[i].construction_s;
+    return r->nrefits ? s / r->nrefits : 0;
+}
+
+dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim_calibration_t *cal,
+                                  dcr_sim_validation_row_t *out_p)
+{
+    dcr_sim_spec_t spec;
+    DCR_CHECK(dcr_sim_spec_from_bench(bench, cal, &spec));
+    dcr_sim_result_t sim;
+    DCR_CHECK(dcr_sim_run(&spec, cal, &sim));
+    dcr_bench_result_t r;
+    DCR_CHECK(dcr_bench_run(bench, &r));
+    dcr_sim_validation_row_t row;
+    memset(&row, 0, sizeof(row));
+    row.measured_s = r.mean_latency_s;
+    row.predicted_s = sim.latency_s;
+    row.measured_ref_s = r.reference_s;
+    row.predicted_ref_s = sim.reference_s;
+    row.measured_payload = r.payload_bytes_mean;
+    row.predicted_payload = (double)sim.payload_bytes;
+    row.measured_construct_s = dcr__mean_construct(&r);
+    row.predicted_construct_end_s = sim.construction_end_s;
+    row.error = r.mean_latency_s > 0 ? sim.latency_s / r.mean_latency_s - 1 : 0;
+    dcr_bench_result_free(&r);
+    *out_p = row;
+    return DCR_OK;
+}
