@@ -285,7 +285,9 @@ static int simulate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
         for (int i = 0; st == DCR_OK && i < nrates; i++) {
             spec.transport = transports[t];
             spec.change_rate = rates[i];
-            rows[n] = (row_t){transports[t], rates[i], {0}};
+            memset(&rows[n], 0, sizeof(rows[n]));
+            rows[n].transport = transports[t];
+            rows[n].rate = rates[i];
             st = dcr_sim_run(&spec, cal, &rows[n].r);
             n++;
         }

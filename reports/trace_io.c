@@ -265,16 +265,22 @@ bool dcr_trace_file_is_sqlite(const char *path)
 /* globalTid = (... | pid << 24 | tid): these bits are the process. */
 #define DCR__NSYS_PID_MASK "0x0000FFFFFF000000"
 
-static bool dcr__sqlite_has_table(sqlite3 *db, const char *table)
+/* Whether the database has the table; DCR_EPARSE when it cannot even be
+ * queried (a corrupt file behind a valid magic). */
+static dcr_status_t dcr__sqlite_has_table(const char *path, sqlite3 *db, const char *table,
+                                          bool *found_p)
 {
     sqlite3_stmt *st = NULL;
-    bool found = false;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1", -1,
-                           &st, NULL) == SQLITE_OK &&
-        sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC) == SQLITE_OK)
-        found = sqlite3_step(st) == SQLITE_ROW;
+    int rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?1",
+                                -1, &st, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st);
     sqlite3_finalize(st);
-    return found;
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return dcr_error_set(DCR_EPARSE, "%s: unreadable SQLite database: %s", path,
+                             sqlite3_errstr(rc));
+    *found_p = rc == SQLITE_ROW;
+    return DCR_OK;
 }
 
 /* The ranges of domain "dcr": start, end, message. Domains are matched per
@@ -345,7 +351,9 @@ static dcr_status_t dcr__nsys_ranges(const char *path, sqlite3 *db, dcr_trace_in
                                      size_t *n_p)
 {
     char sql[1024];
-    dcr__nsys_query(sql, sizeof(sql), dcr__sqlite_has_table(db, "StringIds"));
+    bool strings = false;
+    DCR_CHECK(dcr__sqlite_has_table(path, db, "StringIds", &strings));
+    dcr__nsys_query(sql, sizeof(sql), strings);
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK)
         return dcr_error_set(DCR_EPARSE, "%s: NVTX_EVENTS lacks the columns of an nsys export: %s",
@@ -397,13 +405,14 @@ dcr_status_t dcr_trace_read_nsys(const char *path, dcr_trace_interval_t **iv_p, 
     }
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
-    dcr_status_t s;
-    if (!dcr__sqlite_has_table(db, "NVTX_EVENTS"))
+    bool events = false;
+    dcr_status_t s = dcr__sqlite_has_table(path, db, "NVTX_EVENTS", &events);
+    if (s == DCR_OK && !events)
         s = dcr_error_set(DCR_EPARSE,
                           "%s: no NVTX_EVENTS table (not an nsys export, or no NVTX "
                           "ranges were captured)",
                           path);
-    else
+    else if (s == DCR_OK)
         s = dcr__nsys_ranges(path, db, &iv, &n);
     sqlite3_close(db);
     if (s == DCR_OK) s = dcr_trace_infer_windows(&iv, &n);

@@ -189,10 +189,9 @@ static void dcr__applier(int argc, char **argv)
         dcr__compute(dcr__node_apply_s(S, n, p));
         nd->last_apply = dcr__now();
     }
-    if (!S->relay) { /* recv ends only once the node has seen the manifest */
-        sg_sem_acquire(S->manifest);
-        if (S->manifest_at > dcr__now()) sg_actor_sleep_until(S->manifest_at);
-    }
+    /* recv ends only once the node has seen the manifest or the end marker */
+    sg_sem_acquire(S->manifest);
+    if (S->manifest_at > dcr__now()) sg_actor_sleep_until(S->manifest_at);
     sg_sem_release(S->nodes_done);
 }
 
@@ -302,7 +301,7 @@ static void dcr__owner_part_out(dcr__sim_t *S, const dcr_sim_step_t *s)
     int64_t *bytes = malloc(sizeof(*bytes));
     if (!bytes) abort();
     *bytes = s->bytes;
-    sg_comm_t comm = sg_mailbox_put_async(sg_mailbox_by_name(S->mbox[s->peer]), bytes, (long)s->bytes);
+    sg_comm_t comm = sg_mailbox_put_init(sg_mailbox_by_name(S->mbox[s->peer]), bytes, (long)s->bytes);
     sg_comm_detach(comm, NULL);
 }
 
@@ -327,16 +326,28 @@ static void dcr__owner(int argc, char **argv)
 
 /* ---- the coordinator ---------------------------------------------------------------------- */
 
+/* After the last payload: every owner's finish. Relay: a FIN frame on each
+ * owner's connection (the in-process coordinator sends them one after
+ * another, each paying the cross-cluster latency), then the root's end
+ * marker through the tree. Object store: the last finish writes the
+ * manifest (a PUT), which each node's listing sees later. */
+static double dcr__finish_s(const dcr__sim_t *S)
+{
+    const dcr_sim_cluster_t *c = S->c;
+    double one_way = c->latency_ms / 1e3;
+    if (S->relay) return (S->in_process ? S->world : 1) * (one_way + (c->ack_rtt ? one_way : 0));
+    double put = c->store_put_ms / 1e3;
+    return S->in_process ? put : put + one_way + c->store_latency_ms / 1e3;
+}
+
 static void dcr__director(int argc, char **argv)
 {
     dcr__sim_t *S = &dcr__S;
     for (int o = 0; o < S->world; o++) sg_sem_acquire(S->senders_done);
     S->out->construction_end_s = dcr__now();
-    if (!S->relay) { /* the last owner's finish writes the manifest */
-        dcr__sleep(S->c->store_put_ms / 1e3 + (S->c->latency_ms + S->c->store_latency_ms) / 1e3);
-        S->manifest_at = dcr__now() + S->c->store_list_ms / 1e3;
-        for (int n = 0; n < S->nodes; n++) sg_sem_release(S->manifest);
-    }
+    dcr__sleep(dcr__finish_s(S));
+    S->manifest_at = dcr__now() + (S->relay ? 0 : S->c->store_list_ms / 1e3);
+    for (int n = 0; n < S->nodes; n++) sg_sem_release(S->manifest);
     for (int n = 0; n < S->nodes; n++) sg_sem_acquire(S->nodes_done);
     double apply_end = 0;
     for (int n = 0; n < S->nodes; n++)

@@ -24,9 +24,10 @@ typedef struct dcr__cal_field {
 
 #define DCR__CAL_SCALAR(name) {#name, offsetof(dcr_sim_calibration_t, name)}
 static const dcr__cal_field_t dcr__cal_scalars[] = {
-    DCR__CAL_SCALAR(project_s_per_record),  DCR__CAL_SCALAR(residual_s_per_byte),
-    DCR__CAL_SCALAR(copy_s_per_byte),       DCR__CAL_SCALAR(bytes_per_item),
-    DCR__CAL_SCALAR(decode_s_per_byte),     DCR__CAL_SCALAR(apply_s_per_record),
+    DCR__CAL_SCALAR(project_s_per_record),  DCR__CAL_SCALAR(construct_s_per_item),
+    DCR__CAL_SCALAR(residual_s_per_byte),   DCR__CAL_SCALAR(copy_s_per_byte),
+    DCR__CAL_SCALAR(bytes_per_item),        DCR__CAL_SCALAR(decode_s_per_byte),
+    DCR__CAL_SCALAR(apply_s_per_record),    DCR__CAL_SCALAR(apply_s_per_item),
     DCR__CAL_SCALAR(apply_s_per_full_byte), DCR__CAL_SCALAR(ack_s),
     DCR__CAL_SCALAR(commit_s),              DCR__CAL_SCALAR(store_put_s),
 };
@@ -37,10 +38,10 @@ static const dcr__cal_field_t dcr__cal_point_fields[] = {
     DCR__CAL_POINT(rate),
     DCR__CAL_POINT(detect_s_per_byte),
     DCR__CAL_POINT(encode_s_per_record),
-    DCR__CAL_POINT(xor_bytes_per_record),
-    DCR__CAL_POINT(overwrite_bytes_per_record),
-    DCR__CAL_POINT(xor_strided_bytes_per_record),
-    DCR__CAL_POINT(overwrite_strided_bytes_per_record),
+    DCR__CAL_POINT(xor_value_bytes),
+    DCR__CAL_POINT(overwrite_value_bytes),
+    DCR__CAL_POINT(gap8_bytes),
+    DCR__CAL_POINT(gap16_bytes),
 };
 #define DCR__CAL_NPOINT_FIELDS (sizeof(dcr__cal_point_fields) / sizeof(dcr__cal_point_fields[0]))
 
@@ -112,9 +113,8 @@ static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
             return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate is %g, expected (0, 1]", i, p.rate);
         if (i > 0 && p.rate <= cal->points[i - 1].rate)
             return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate %g does not increase", i, p.rate);
-        if (p.xor_bytes_per_record <= 0 || p.overwrite_bytes_per_record <= 0 ||
-            p.xor_strided_bytes_per_record <= 0 || p.overwrite_strided_bytes_per_record <= 0)
-            return dcr_error_set(DCR_EINVAL, "calibration: points[%d]: bytes per record must be > 0", i);
+        if (p.xor_value_bytes <= 0 || p.overwrite_value_bytes <= 0)
+            return dcr_error_set(DCR_EINVAL, "calibration: points[%d]: value bytes must be > 0", i);
     }
     return DCR_OK;
 }

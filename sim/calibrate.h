@@ -9,17 +9,17 @@
  *     "format": "dcr-calibration", "version": 1,
  *     "machine": "free text",
  *     "points": [ {"rate": 0.03, "detect_s_per_byte": ..., "encode_s_per_record": ...,
- *                  "xor_bytes_per_record": ..., "overwrite_bytes_per_record": ...,
- *                  "xor_strided_bytes_per_record": ...,
- *                  "overwrite_strided_bytes_per_record": ...}, ... ],
- *     "project_s_per_record": ..., "residual_s_per_byte": ..., "copy_s_per_byte": ...,
- *     "bytes_per_item": ..., "decode_s_per_byte": ..., "apply_s_per_record": ...,
+ *                  "xor_value_bytes": ..., "overwrite_value_bytes": ...,
+ *                  "gap8_bytes": ..., "gap16_bytes": ...}, ... ],
+ *     "project_s_per_record": ..., "construct_s_per_item": ..., "residual_s_per_byte": ...,
+ *     "copy_s_per_byte": ..., "bytes_per_item": ..., "decode_s_per_byte": ...,
+ *     "apply_s_per_record": ..., "apply_s_per_item": ...,
  *     "apply_s_per_full_byte": ..., "ack_s": ..., "commit_s": ..., "store_put_s": ...,
  *     "cores": 2
  *   }
  * Per-rate figures are interpolated linearly in the rate and held constant
- * outside the measured range. Bytes per record are for 2-byte (BF16) values
- * with their locations; wider dtypes scale the value part. */
+ * outside the measured range. Value bytes are for 2-byte (BF16) words;
+ * wider dtypes add their extra bytes. */
 #ifndef DCR_SIM_CALIBRATE_H
 #define DCR_SIM_CALIBRATE_H
 
@@ -30,17 +30,18 @@
 
 #define DCR_SIM_CAL_POINTS_MAX 16
 
-/* Figures that depend on the change rate. */
+/* Figures that depend on the change rate. Payload bytes are modelled per
+ * record as a value word plus a location word, each at its compressed size:
+ * values by encoding, locations by the gap word the item needs (1 byte when
+ * every gap of the item is below 256, else 2). */
 typedef struct dcr_sim_cal_point {
     double rate;
-    double detect_s_per_byte;   /* bit-pattern comparison, per source byte compared */
-    double encode_s_per_record; /* item copy, location coding, zstd, digest */
-    double xor_bytes_per_record;       /* compressed payload bytes per XOR record */
-    double overwrite_bytes_per_record; /* compressed payload bytes per overwrite record */
-    /* The same for strided shards, whose canonical positions skip the other
-     * ranks' columns (a row-parallel TP split): longer gaps, wider gap words. */
-    double xor_strided_bytes_per_record;
-    double overwrite_strided_bytes_per_record;
+    double detect_s_per_byte;     /* bit-pattern comparison, per source byte compared */
+    double encode_s_per_record;   /* item copy, location coding, zstd, digest */
+    double xor_value_bytes;       /* compressed bytes of one XOR mask */
+    double overwrite_value_bytes; /* compressed bytes of one overwrite value */
+    double gap8_bytes;            /* compressed bytes of one 1-byte gap */
+    double gap16_bytes;           /* compressed bytes of one 2-byte gap */
 } dcr_sim_cal_point_t;
 
 typedef struct dcr_sim_calibration {
@@ -48,11 +49,13 @@ typedef struct dcr_sim_calibration {
     int npoints;
     dcr_sim_cal_point_t points[DCR_SIM_CAL_POINTS_MAX];
     double project_s_per_record;  /* destination index and value of one changed element */
+    double construct_s_per_item;  /* fixed cost of one task or tensor compared and itemized */
     double residual_s_per_byte;   /* residual part placement and conversion, per canonical byte */
     double copy_s_per_byte;       /* packing parts and the in-place baseline update */
     double bytes_per_item;        /* compressed item metadata (name, shape, offsets) */
     double decode_s_per_byte;     /* receiver: digest, zstd, validation per payload byte */
     double apply_s_per_record;    /* receiver: one record through the loader (sparse apply) */
+    double apply_s_per_item;      /* receiver: fixed cost of one item (lookup, loader run, views) */
     double apply_s_per_full_byte; /* receiver: full scratch pass, per canonical byte */
     double ack_s, commit_s;       /* one control-plane acknowledgment / joint commit */
     double store_put_s;           /* directory object store: fsync and rename per PUT */

@@ -130,32 +130,58 @@ static void dcr__cal_item_free(dcr__cal_item_t *it)
     free(it->new_v);
 }
 
-/* Strided items are the left half of the columns (a row-parallel split of
- * TP 2): their canonical positions skip the other rank's half of each row. */
-static dcr_status_t dcr__cal_item_make(dcr_rng_t *rng, double rate, bool strided, uint16_t *w,
+/* How an item's records are located, which decides the location words. */
+typedef enum dcr__cal_loc {
+    DCR__CAL_RUN = 0,    /* one contiguous run: no location words, values only */
+    DCR__CAL_GAPS8 = 1,  /* uniform changes with every gap below 256: 1-byte gaps */
+    DCR__CAL_GAPS16 = 2, /* uniform changes and one long gap: 2-byte gaps */
+} dcr__cal_loc_t;
+
+/* The gap to the next uniformly changed element (geometric with mean 1/rate). */
+static int64_t dcr__cal_gap(dcr_rng_t *rng, double rate)
+{
+    double u = dcr_rng_uniform(rng);
+    if (u <= 0) u = 1e-300;
+    return 1 + (int64_t)floor(log(u) / log1p(-rate));
+}
+
+/* One item of a tensor of DCR__CAL_ITEM_ROWS x DCR__CAL_ITEM_COLS whose
+ * elements change at `rate`, located as `loc` asks. */
+static dcr_status_t dcr__cal_item_make(dcr_rng_t *rng, double rate, dcr__cal_loc_t loc, uint16_t *w,
                                        dcr__cal_item_t *it)
 {
-    size_t cols = strided ? DCR__CAL_ITEM_COLS / 2 : DCR__CAL_ITEM_COLS, n = (size_t)DCR__CAL_ITEM_ROWS * cols;
-    size_t cap = (size_t)(rate * (double)n * 1.2) + 64;
+    int64_t n = (int64_t)DCR__CAL_ITEM_ROWS * DCR__CAL_ITEM_COLS;
+    size_t cap = (size_t)(rate * (double)n * 1.5) + 64;
     it->idx = malloc(cap * sizeof(int64_t));
     it->xor_v = malloc(cap * 2);
     it->new_v = malloc(cap * 2);
     it->count = 0;
     if (!it->idx || !it->xor_v || !it->new_v) return dcr_error_set(DCR_ENOMEM, "calibrate: codec records");
-    dcr__cal_weights(rng, w, n);
-    for (size_t i = 0; i < n && it->count < cap; i++) {
-        if (dcr_rng_uniform(rng) >= rate) continue;
+    dcr__cal_weights(rng, w, (size_t)n);
+    int64_t i = loc == DCR__CAL_RUN ? 0 : dcr__cal_gap(rng, rate) - 1;
+    size_t want = (size_t)llround(rate * (double)n);
+    while (i < n && it->count < cap && (loc != DCR__CAL_RUN || it->count < want)) {
         uint16_t v = dcr__cal_changed(rng, w[i]);
-        it->idx[it->count] = (int64_t)((i / cols) * DCR__CAL_ITEM_COLS + i % cols);
+        it->idx[it->count] = i;
         it->xor_v[it->count] = (uint16_t)(w[i] ^ v);
         it->new_v[it->count] = v;
         it->count++;
+        int64_t g = 1;
+        if (loc != DCR__CAL_RUN)
+            do g = dcr__cal_gap(rng, rate);
+            while (loc == DCR__CAL_GAPS8 && g > 255);
+        i += g;
     }
+    if (loc == DCR__CAL_GAPS16 && it->count > 1 && it->idx[it->count - 1] - it->idx[it->count - 2] <= 255) {
+        if (it->idx[it->count - 2] + 300 < n) it->idx[it->count - 1] = it->idx[it->count - 2] + 300;
+        else it->count--;
+    }
+    if (loc == DCR__CAL_RUN) it->count = it->count ? it->count : 1;
     return DCR_OK;
 }
 
 /* Encodes every item into one payload (a bucket), as an owner's flush does. */
-static dcr_status_t dcr__cal_encode(dcr_encoder_t *enc, const dcr__cal_item_t *items, int n, bool xor,
+static dcr_status_t dcr__cal_encode(dcr_encoder_t *enc, const dcr__cal_item_t *items, int n, bool xor, bool run,
                                     double *seconds_p, size_t *len_p)
 {
     static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
@@ -170,7 +196,7 @@ static dcr_status_t dcr__cal_encode(dcr_encoder_t *enc, const dcr__cal_item_t *i
                                DCR_DTYPE_BF16,
                                xor ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE,
                                items[i].count,
-                               items[i].idx,
+                               run ? NULL : items[i].idx,
                                0,
                                xor ? (const void *)items[i].xor_v : (const void *)items[i].new_v};
         DCR_CHECK(dcr_encoder_add(enc, &it));
@@ -208,20 +234,20 @@ static dcr_status_t dcr__cal_item_bytes(dcr_encoder_t *enc, dcr_rng_t *rng, doub
 
 typedef struct dcr__cal_codec {
     double encode_s_per_record;
-    double bpr[2][2]; /* [strided][xor] */
+    double xor_value, overwrite_value, gap8, gap16;
 } dcr__cal_codec_t;
 
-/* Bytes per record of one item set in one encoding, and the encode time of
- * the best of reps runs. */
+/* Compressed bytes per record of one item set (metadata removed), and the
+ * best encode time of reps runs per record. */
 static dcr_status_t dcr__cal_codec_set(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems, bool xor,
-                                       int reps, double item_bytes, double *bpr_p, double *best_p)
+                                       bool run, int reps, double item_bytes, double *bpr_p, double *best_p)
 {
     size_t records = 0, len = 0;
     for (int i = 0; i < nitems; i++) records += items[i].count;
     if (records == 0) return dcr_error_set(DCR_EINVAL, "calibrate: the codec items drew no records");
     double best = INFINITY, s = 0;
     for (int r = 0; r < reps; r++) {
-        DCR_CHECK(dcr__cal_encode(enc, items, nitems, xor, &s, &len));
+        DCR_CHECK(dcr__cal_encode(enc, items, nitems, xor, run, &s, &len));
         best = dcr__min(best, s);
     }
     *bpr_p = ((double)len - DCR_CODEC_HEADER_SIZE - item_bytes * nitems) / (double)records;
@@ -229,25 +255,38 @@ static dcr_status_t dcr__cal_codec_set(dcr_encoder_t *enc, const dcr__cal_item_t
     return DCR_OK;
 }
 
+static dcr_status_t dcr__cal_items(dcr_rng_t *rng, double rate, dcr__cal_loc_t loc, uint16_t *w,
+                                   dcr__cal_item_t *items, int n)
+{
+    for (int i = 0; i < n; i++) {
+        dcr__cal_item_free(&items[i]);
+        DCR_CHECK(dcr__cal_item_make(rng, rate, loc, w, &items[i]));
+    }
+    return DCR_OK;
+}
+
+/* Value bytes from runs (no location words), gap bytes from uniform
+ * changes with 1-byte and with 2-byte gaps, minus the value bytes. */
 static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc, dcr_rng_t *rng,
                                         double rate, double item_bytes, dcr__cal_codec_t *out)
 {
-    int nitems = opt->quick ? 4 : 16;
-    dcr__cal_item_t *items = calloc((size_t)nitems, sizeof(*items));
+    int n = opt->quick ? 4 : 16;
+    dcr__cal_item_t *items = calloc((size_t)n, sizeof(*items));
     uint16_t *w = malloc((size_t)DCR__CAL_ITEM_ROWS * DCR__CAL_ITEM_COLS * 2);
     dcr_status_t st = items && w ? DCR_OK : dcr_error_set(DCR_ENOMEM, "calibrate: codec items");
-    for (int strided = 0; strided < 2 && st == DCR_OK; strided++) {
-        for (int i = 0; i < nitems && st == DCR_OK; i++) {
-            dcr__cal_item_free(&items[i]);
-            st = dcr__cal_item_make(rng, rate, strided, w, &items[i]);
-        }
-        double per = 0, ignored = 0;
-        for (int x = 0; x < 2 && st == DCR_OK; x++)
-            st = dcr__cal_codec_set(enc, items, nitems, x, x && !strided ? dcr__cal_reps(opt) : 1, item_bytes,
-                                    &out->bpr[strided][x], x && !strided ? &per : &ignored);
-        if (!strided) out->encode_s_per_record = per;
-    }
-    for (int i = 0; items && i < nitems; i++) dcr__cal_item_free(&items[i]);
+    double t = 0, bpr8 = 0, bpr16 = 0;
+    if (st == DCR_OK) st = dcr__cal_items(rng, rate, DCR__CAL_RUN, w, items, n);
+    if (st == DCR_OK) st = dcr__cal_codec_set(enc, items, n, true, true, 1, item_bytes, &out->xor_value, &t);
+    if (st == DCR_OK) st = dcr__cal_codec_set(enc, items, n, false, true, 1, item_bytes, &out->overwrite_value, &t);
+    if (st == DCR_OK) st = dcr__cal_items(rng, rate, DCR__CAL_GAPS8, w, items, n);
+    if (st == DCR_OK) st = dcr__cal_codec_set(enc, items, n, true, false, 1, item_bytes, &bpr8, &t);
+    if (st == DCR_OK) st = dcr__cal_items(rng, rate, DCR__CAL_GAPS16, w, items, n);
+    if (st == DCR_OK)
+        st = dcr__cal_codec_set(enc, items, n, true, false, dcr__cal_reps(opt), item_bytes, &bpr16,
+                                &out->encode_s_per_record);
+    out->gap8 = bpr8 > out->xor_value ? bpr8 - out->xor_value : 0;
+    out->gap16 = bpr16 > out->xor_value ? bpr16 - out->xor_value : 0;
+    for (int i = 0; items && i < n; i++) dcr__cal_item_free(&items[i]);
     free(items);
     free(w);
     return st;
@@ -273,17 +312,51 @@ static void dcr__cal_scene_free(dcr__cal_scene_t *s)
     memset(s, 0, sizeof(*s));
 }
 
+/* A least-squares fit of y = c1 x1 + c2 x2 without intercept, both
+ * coefficients kept >= 0 (a stage never takes negative time). */
+typedef struct dcr__cal_obs {
+    double y, x1, x2;
+} dcr__cal_obs_t;
+
+static void dcr__cal_fit(const dcr__cal_obs_t *o, int n, double *c1_p, double *c2_p)
+{
+    double a = 0, b = 0, d = 0, e = 0, f = 0;
+    for (int i = 0; i < n; i++) {
+        a += o[i].x1 * o[i].x1;
+        b += o[i].x1 * o[i].x2;
+        d += o[i].x2 * o[i].x2;
+        e += o[i].x1 * o[i].y;
+        f += o[i].x2 * o[i].y;
+    }
+    double det = a * d - b * b, c1 = 0, c2 = 0;
+    if (det > 1e-12 * a * d) {
+        c1 = (e * d - b * f) / det;
+        c2 = (a * f - b * e) / det;
+    }
+    if (!(det > 1e-12 * a * d) || c1 < 0 || c2 < 0) { /* fall back to the better single term */
+        double only1 = a > 0 ? e / a : 0, only2 = d > 0 ? f / d : 0;
+        double r1 = 0, r2 = 0;
+        for (int i = 0; i < n; i++) {
+            r1 += (o[i].y - only1 * o[i].x1) * (o[i].y - only1 * o[i].x1);
+            r2 += (o[i].y - only2 * o[i].x2) * (o[i].y - only2 * o[i].x2);
+        }
+        c1 = r1 <= r2 && only1 > 0 ? only1 : 0;
+        c2 = r1 > r2 && only2 > 0 ? only2 : 0;
+    }
+    *c1_p = c1;
+    *c2_p = c2;
+}
+
 /* One training rank, so a construction runs on one owner thread and its
  * time is one core's; the extended mapping makes nearly every byte take
  * direct projection, which isolates that path from residual conversion. */
-static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, dcr_mapping_t mapping,
-                                        dcr__cal_scene_t *s)
+static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int scale, int layers, dcr__cal_scene_t *s)
 {
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.model = opt->model;
-    spec.scale = opt->scale;
-    spec.layers = opt->layers;
-    spec.mapping = mapping;
+    spec.scale = scale;
+    spec.layers = layers;
+    spec.mapping = DCR_MAPPING_EXTENDED;
     DCR_CHECK(dcr_scenario_create(&spec, &s->sc));
     s->nc = dcr_inventory_count(s->sc->inventory);
     s->ns = (size_t)s->sc->layout->nshards;
@@ -319,83 +392,113 @@ static dcr_status_t dcr__cal_run(const dcr_sim_cal_options_t *opt, dcr__cal_scen
     return DCR_OK;
 }
 
-typedef struct dcr__cal_construct {
-    double project_s_per_record, residual_s_per_byte, copy_s_per_byte;
-} dcr__cal_construct_t;
-
-/* Mode X at every rate: what is left of a construction after detection and
- * encoding is projection, per record. */
-static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
-                                     const dcr_sim_calibration_t *cal, dcr__cal_construct_t *out)
+/* Mode X constructions of one scene at the given rates: each observation is
+ * what is left after detection and encoding, against records and items. */
+static dcr_status_t dcr__cal_observe(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
+                                     const dcr_sim_calibration_t *cal, const double *rates, int nrates,
+                                     dcr__cal_obs_t *obs, dcr_constructor_t **keep_p)
 {
     dcr_construct_config_t cfg = dcr_construct_config_default();
     dcr_constructor_t *c = NULL;
     DCR_CHECK(dcr_constructor_create(s->sc->layout, &cfg, s->committed, &c));
-    double per[DCR_SIM_CAL_POINTS_MAX];
     dcr_status_t st = DCR_OK;
-    for (int i = 0; i < cal->npoints && st == DCR_OK; i++) {
+    for (int i = 0; i < nrates && st == DCR_OK; i++) {
         dcr_construct_stats_t best;
-        st = dcr__cal_candidate(s, cal->points[i].rate, opt->seed + 100 + (uint64_t)i);
+        st = dcr__cal_candidate(s, rates[i], opt->seed + 100 + (uint64_t)i);
         if (st == DCR_OK) st = dcr__cal_run(opt, s, c, &best);
         if (st != DCR_OK) break;
-        dcr_sim_cal_point_t p = cal->points[i];
+        dcr_sim_cal_point_t p = dcr_sim_cal_at(cal, rates[i]);
         double known = p.detect_s_per_byte * (double)best.compared_elements * 2 +
                        p.encode_s_per_record * (double)best.records;
-        per[i] = best.records > 0 ? (best.construction_s - known) / (double)best.records : 0;
-        DCR_LOG_INFO("calibrate: construction at %g: %.4f s, %lld records, detection+encoding %.4f s", p.rate,
-                     best.construction_s, (long long)best.records, known);
+        obs[i] = (dcr__cal_obs_t){best.construction_s - known, (double)best.records,
+                                  (double)(best.xor_items + best.overwrite_items)};
+        DCR_LOG_INFO("calibrate: construction at %g: %.4f s, %lld records, %.0f items, detection+encoding %.4f s",
+                     rates[i], best.construction_s, (long long)best.records, obs[i].x2, known);
     }
-    if (st == DCR_OK) {
-        double m = dcr__median(per, cal->npoints);
-        out->project_s_per_record = m > 0 ? m : 0;
-        double t0 = dcr_clock_s();
-        st = dcr_constructor_commit(c); /* the in-place baseline update: one copy of every tracker */
-        double bytes = (double)dcr_constructor_baseline_bytes(c);
-        out->copy_s_per_byte = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
-    }
+    if (st == DCR_OK && keep_p) *keep_p = c;
+    else dcr_constructor_destroy(c);
+    return st;
+}
+
+typedef struct dcr__cal_construct {
+    double project_s_per_record, item_s, residual_s_per_byte, copy_s_per_byte;
+} dcr__cal_construct_t;
+
+/* The in-place baseline update after a commit: one copy of every tracker. */
+static dcr_status_t dcr__cal_copy(dcr_constructor_t *c, dcr__cal_construct_t *out)
+{
+    double t0 = dcr_clock_s();
+    DCR_CHECK(dcr_constructor_commit(c));
+    double bytes = (double)dcr_constructor_baseline_bytes(c);
+    out->copy_s_per_byte = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
+    return DCR_OK;
+}
+
+/* Two scenes with different bytes per task (the model at the calibration
+ * scale, and twice as large per tensor with half the layers) separate the
+ * per-record cost of projection from the fixed cost of each task. */
+static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt, const dcr_sim_calibration_t *cal,
+                                     dcr__cal_construct_t *out)
+{
+    dcr__cal_obs_t obs[DCR_SIM_CAL_POINTS_MAX + 1];
+    double rates[DCR_SIM_CAL_POINTS_MAX], mid = cal->points[cal->npoints / 2].rate;
+    for (int i = 0; i < cal->npoints; i++) rates[i] = cal->points[i].rate;
+    dcr__cal_scene_t s;
+    memset(&s, 0, sizeof(s));
+    dcr_constructor_t *c = NULL;
+    dcr_status_t st = dcr__cal_scene_make(opt, opt->scale, opt->layers, &s);
+    if (st == DCR_OK) st = dcr__cal_observe(opt, &s, cal, rates, cal->npoints, obs, &c);
+    if (st == DCR_OK) st = dcr__cal_copy(c, out);
     dcr_constructor_destroy(c);
+    dcr__cal_scene_free(&s);
+    int big_scale = opt->scale > 1 ? opt->scale / 2 : 1, big_layers = opt->layers >= 2 ? opt->layers / 2 : opt->layers;
+    if (st == DCR_OK) st = dcr__cal_scene_make(opt, big_scale, big_layers, &s);
+    if (st == DCR_OK) st = dcr__cal_observe(opt, &s, cal, &mid, 1, obs + cal->npoints, NULL);
+    dcr__cal_scene_free(&s);
+    if (st == DCR_OK) dcr__cal_fit(obs, cal->npoints + 1, &out->project_s_per_record, &out->item_s);
     return st;
 }
 
 /* Mode F rebuilds every tensor through residual conversion: packing, one
  * placement, the comparison and overwrite records. What is left after the
  * measured stages is residual placement and conversion, per canonical byte. */
-static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
-                                      const dcr_sim_calibration_t *cal, dcr__cal_construct_t *out)
+static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, const dcr_sim_calibration_t *cal,
+                                      dcr__cal_construct_t *out)
 {
     const double rate = 0.03;
+    dcr__cal_scene_t s;
+    memset(&s, 0, sizeof(s));
     dcr_construct_config_t cfg = dcr_construct_config_default();
     cfg.mode = DCR_MODE_F;
     dcr_constructor_t *c = NULL;
-    DCR_CHECK(dcr_constructor_create(s->sc->layout, &cfg, s->committed, &c));
     dcr_construct_stats_t best;
-    dcr_status_t st = dcr__cal_candidate(s, rate, opt->seed + 200);
-    if (st == DCR_OK) st = dcr__cal_run(opt, s, c, &best);
+    dcr_status_t st = dcr__cal_scene_make(opt, opt->scale, opt->layers, &s);
+    if (st == DCR_OK) st = dcr_constructor_create(s.sc->layout, &cfg, s.committed, &c);
+    if (st == DCR_OK) st = dcr__cal_candidate(&s, rate, opt->seed + 200);
+    if (st == DCR_OK) st = dcr__cal_run(opt, &s, c, &best);
     if (st == DCR_OK) {
         dcr_sim_cal_point_t p = dcr_sim_cal_at(cal, rate);
-        double bytes = (double)dcr_inventory_bytes(s->sc->inventory);
+        double bytes = (double)dcr_inventory_bytes(s.sc->inventory);
         double known = (out->copy_s_per_byte + p.detect_s_per_byte) * bytes +
-                       (out->project_s_per_record + p.encode_s_per_record) * (double)best.records;
+                       (out->project_s_per_record + p.encode_s_per_record) * (double)best.records +
+                       out->item_s * (double)(best.xor_items + best.overwrite_items);
         double r = (best.construction_s - known) / bytes;
         out->residual_s_per_byte = r > 0 ? r : 0;
         DCR_LOG_INFO("calibrate: full conversion at %g: %.4f s, measured stages %.4f s", rate, best.construction_s,
                      known);
     }
     dcr_constructor_destroy(c);
+    dcr__cal_scene_free(&s);
     return st;
 }
 
 static dcr_status_t dcr__cal_construct(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
 {
-    dcr__cal_scene_t s;
-    memset(&s, 0, sizeof(s));
-    dcr__cal_construct_t out = {0, 0, 0};
-    dcr_status_t st = dcr__cal_scene_make(opt, DCR_MAPPING_EXTENDED, &s);
-    if (st == DCR_OK) st = dcr__cal_project(opt, &s, cal, &out);
-    if (st == DCR_OK) st = dcr__cal_residual(opt, &s, cal, &out);
-    dcr__cal_scene_free(&s);
-    if (st != DCR_OK) return st;
+    dcr__cal_construct_t out = {0, 0, 0, 0};
+    DCR_CHECK(dcr__cal_project(opt, cal, &out));
+    DCR_CHECK(dcr__cal_residual(opt, cal, &out));
     cal->project_s_per_record = out.project_s_per_record;
+    cal->construct_s_per_item = out.item_s;
     cal->residual_s_per_byte = out.residual_s_per_byte;
     cal->copy_s_per_byte = out.copy_s_per_byte;
     return DCR_OK;
@@ -403,9 +506,10 @@ static dcr_status_t dcr__cal_construct(const dcr_sim_cal_options_t *opt, dcr_sim
 
 /* ---- receiver ------------------------------------------------------------------ */
 
-/* One receiver of TP 1 (it holds every tensor): apply per record from the
- * sparse path, decode per payload byte from validate + decode + apply minus
- * apply, and the full scratch pass per resident byte from a full-pass run. */
+/* One receiver of TP 1 (it holds every tensor): apply per record and per
+ * item fitted over the rates of the sparse path, decode per payload byte
+ * from validate + decode + apply minus apply, and the full scratch pass per
+ * resident byte from a full-pass run. */
 static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
 {
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
@@ -415,7 +519,8 @@ static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_
     dcr_scenario_t *sc = NULL;
     DCR_CHECK(dcr_scenario_create(&spec, &sc));
     dcr_serve_config_t serve = dcr_serve_config_default();
-    double rates[DCR_SIM_CAL_POINTS_MAX], apply[DCR_SIM_CAL_POINTS_MAX], decode[DCR_SIM_CAL_POINTS_MAX];
+    double rates[DCR_SIM_CAL_POINTS_MAX], decode[DCR_SIM_CAL_POINTS_MAX];
+    dcr__cal_obs_t obs[DCR_SIM_CAL_POINTS_MAX];
     dcr_serve_bench_result_t res[DCR_SIM_CAL_POINTS_MAX], full;
     for (int i = 0; i < cal->npoints; i++) rates[i] = cal->points[i].rate;
     dcr_status_t st = dcr_serve_bench_apply(&sc->model, &serve, 0, false, rates, cal->npoints, opt->seed, res);
@@ -424,13 +529,16 @@ static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_
     dcr_scenario_destroy(sc);
     DCR_CHECK(st);
     for (int i = 0; i < cal->npoints; i++) {
-        apply[i] = res[i].records > 0 ? res[i].apply_s / (double)res[i].records : 0;
+        obs[i] = (dcr__cal_obs_t){res[i].apply_s, (double)res[i].records,
+                                  (double)(res[i].items_sparse + res[i].items_full)};
         double d = (res[i].ingest_s - res[i].apply_s) / (double)(res[i].payload_bytes ? res[i].payload_bytes : 1);
         decode[i] = d > 0 ? d : 0;
     }
-    cal->apply_s_per_record = dcr__median(apply, cal->npoints);
+    dcr__cal_fit(obs, cal->npoints, &cal->apply_s_per_record, &cal->apply_s_per_item);
     cal->decode_s_per_byte = dcr__median(decode, cal->npoints);
-    cal->apply_s_per_full_byte = full.resident_bytes ? full.apply_s / (double)full.resident_bytes : 0;
+    double rest = full.apply_s - cal->apply_s_per_record * (double)full.records -
+                  cal->apply_s_per_item * (double)(full.items_sparse + full.items_full);
+    cal->apply_s_per_full_byte = full.resident_bytes && rest > 0 ? rest / (double)full.resident_bytes : 0;
     return DCR_OK;
 }
 
@@ -563,15 +671,14 @@ static dcr_status_t dcr__cal_points(const dcr_sim_cal_options_t *opt, dcr_sim_ca
         if (st == DCR_OK) st = dcr__cal_codec_rate(opt, enc, &rng, rates[i], cal->bytes_per_item, &codec);
         if (st != DCR_OK) break;
         p->encode_s_per_record = codec.encode_s_per_record;
-        p->xor_bytes_per_record = codec.bpr[0][1];
-        p->overwrite_bytes_per_record = codec.bpr[0][0];
-        p->xor_strided_bytes_per_record = codec.bpr[1][1];
-        p->overwrite_strided_bytes_per_record = codec.bpr[1][0];
-        DCR_LOG_INFO("calibrate: rate %g: detect %.3g s/B, encode %.3g s/record, XOR %.3f (strided %.3f), "
-                     "overwrite %.3f (strided %.3f) B/record",
-                     p->rate, p->detect_s_per_byte, p->encode_s_per_record, p->xor_bytes_per_record,
-                     p->xor_strided_bytes_per_record, p->overwrite_bytes_per_record,
-                     p->overwrite_strided_bytes_per_record);
+        p->xor_value_bytes = codec.xor_value;
+        p->overwrite_value_bytes = codec.overwrite_value;
+        p->gap8_bytes = codec.gap8;
+        p->gap16_bytes = codec.gap16;
+        DCR_LOG_INFO("calibrate: rate %g: detect %.3g s/B, encode %.3g s/record, values %.3f (XOR) %.3f "
+                     "(overwrite), gaps %.3f (1 byte) %.3f (2 bytes) B/record",
+                     p->rate, p->detect_s_per_byte, p->encode_s_per_record, p->xor_value_bytes,
+                     p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
     }
     dcr_encoder_destroy(enc);
     return st;

@@ -79,10 +79,38 @@ void dcr_sim_workload_destroy(dcr_sim_workload_t *w)
 dcr_sim_costs_t dcr_sim_costs_at(const dcr_sim_calibration_t *cal, double rate)
 {
     dcr_sim_cal_point_t p = dcr_sim_cal_at(cal, rate);
-    dcr_sim_costs_t c = {p.detect_s_per_byte,    cal->project_s_per_record,        p.encode_s_per_record,
-                         p.xor_bytes_per_record, p.overwrite_bytes_per_record, cal->bytes_per_item,
-                         p.xor_strided_bytes_per_record, p.overwrite_strided_bytes_per_record};
+    dcr_sim_costs_t c;
+    memset(&c, 0, sizeof(c));
+    c.detect_s_per_byte = p.detect_s_per_byte;
+    c.project_s_per_record = cal->project_s_per_record;
+    c.encode_s_per_record = p.encode_s_per_record;
+    c.construct_s_per_item = cal->construct_s_per_item;
+    c.xor_value_bytes = p.xor_value_bytes;
+    c.overwrite_value_bytes = p.overwrite_value_bytes;
+    c.gap8_bytes = p.gap8_bytes;
+    c.gap16_bytes = p.gap16_bytes;
+    c.bytes_per_item = cal->bytes_per_item;
+    c.cal = cal;
     return c;
+}
+
+double dcr_sim_item_bytes(const dcr_sim_costs_t *c, const dcr_sim_unit_t *u)
+{
+    double value = (u->xor_enc ? c->xor_value_bytes : c->overwrite_value_bytes) + (double)(u->value_size - 2);
+    double bytes = c->bytes_per_item + (double)u->records * (value > 0.125 ? value : 0.125);
+    if (u->records < 2 || u->records >= u->numel) return bytes; /* a run: no gap words */
+    double span = (double)u->numel * (u->spread > 1 ? u->spread : 1);
+    double density = (double)u->records / span, gaps = (double)(u->records - 1);
+    double g8 = c->gap8_bytes, g16 = c->gap16_bytes;
+    if (c->cal) {
+        dcr_sim_cal_point_t p = dcr_sim_cal_at(c->cal, density);
+        g8 = p.gap8_bytes;
+        g16 = p.gap16_bytes;
+    }
+    /* P(one gap > 255) = (1 - density)^255; all gaps small with (1 - that)^gaps. */
+    double p_long = exp(255.0 * log1p(-(density < 1 ? density : 0.999999)));
+    double p_small = exp(gaps * log1p(-p_long));
+    return bytes + gaps * (p_small * g8 + (1 - p_small) * g16);
 }
 
 void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t bucket_target,
@@ -94,19 +122,13 @@ void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t buck
     p->costs = *costs;
 }
 
-/* The item of unit u enters the payload under construction. Bytes per
- * record were measured for 2-byte values; wider or narrower words change
- * the value part by their extra bytes. */
+/* The item of unit u enters the payload under construction. */
 static dcr_status_t dcr__pack_item(dcr_sim_packer_t *p, dcr_sim_workload_t *w, const dcr_sim_unit_t *u)
 {
-    const dcr_sim_costs_t *c = &p->costs;
-    double bpr = u->strided ? (u->xor_enc ? c->xor_strided_bytes_per_record : c->overwrite_strided_bytes_per_record)
-                            : (u->xor_enc ? c->xor_bytes_per_record : c->overwrite_bytes_per_record);
-    double per = bpr + (double)(u->value_size - 2);
     p->cur.items++;
     p->cur.records += u->records;
     p->cur.raw_value_bytes += u->records * u->value_size;
-    p->cur_bytes += p->costs.bytes_per_item + (double)u->records * (per > 0.125 ? per : 0.125);
+    p->cur_bytes += dcr_sim_item_bytes(&p->costs, u);
     DCR_CHECK(dcr__wl_reserve(w));
     if (p->on_item) p->on_item(p->ctx, u, w->npayloads);
     return DCR_OK;
@@ -151,16 +173,18 @@ dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_s
     if (u->records > 0) DCR_CHECK(dcr__pack_item(p, w, u));
     p->chunk_bytes += u->bytes;
     p->chunk_records += u->records;
+    p->chunk_tasks++;
     p->chunk_emitted |= u->records > 0;
     if (p->chunk_bytes < p->chunk_target && !last) return DCR_OK;
     double s = p->costs.detect_s_per_byte * (double)p->chunk_bytes +
-               p->costs.project_s_per_record * (double)p->chunk_records;
+               p->costs.project_s_per_record * (double)p->chunk_records +
+               p->costs.construct_s_per_item * (double)p->chunk_tasks;
     DCR_CHECK(dcr__pack_compute(o, DCR_SIM_WORK_CHUNK, p->chunk_bytes, p->chunk_records, s));
     if (p->chunk_emitted) {
         p->bucket_input += p->chunk_bytes;
         p->cur.input_bytes += p->chunk_bytes;
     }
-    p->chunk_bytes = p->chunk_records = 0;
+    p->chunk_bytes = p->chunk_records = p->chunk_tasks = 0;
     p->chunk_emitted = false;
     return p->bucket_input >= p->bucket_target ? dcr_sim_pack_flush(p, w, o) : DCR_OK;
 }
@@ -168,7 +192,8 @@ dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_s
 dcr_status_t dcr_sim_pack_residual(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o,
                                    const dcr_sim_unit_t *u)
 {
-    double s = p->costs.detect_s_per_byte * (double)u->bytes + p->costs.project_s_per_record * (double)u->records;
+    double s = p->costs.detect_s_per_byte * (double)u->bytes + p->costs.project_s_per_record * (double)u->records +
+               p->costs.construct_s_per_item;
     DCR_CHECK(dcr__pack_compute(o, DCR_SIM_WORK_RESIDUAL, u->bytes, u->records, s));
     if (u->records > 0) {
         DCR_CHECK(dcr__pack_item(p, w, u));
@@ -178,9 +203,9 @@ dcr_status_t dcr_sim_pack_residual(dcr_sim_packer_t *p, dcr_sim_workload_t *w, d
     return p->bucket_input >= p->bucket_target ? dcr_sim_pack_flush(p, w, o) : DCR_OK;
 }
 
-bool dcr_sim_task_strided(const dcr_task_t *t)
+double dcr_sim_task_spread(const dcr_task_t *t)
 {
-    int64_t lo = INT64_MAX, hi = -1;
+    int64_t lo = INT64_MAX, hi = -1, n = dcr_task_numel(t);
     for (int m = 0; m < t->nmaps; m++) {
         const dcr_box_map_t *b = &t->maps[m];
         int64_t last = b->dst_offset;
@@ -188,7 +213,7 @@ bool dcr_sim_task_strided(const dcr_task_t *t)
         if (b->dst_offset < lo) lo = b->dst_offset;
         if (last > hi) hi = last;
     }
-    return hi >= lo && hi - lo + 1 > dcr_task_numel(t);
+    return hi >= lo && n > 0 ? (double)(hi - lo + 1) / (double)n : 1.0;
 }
 
 /* ---- the builder ------------------------------------------------------------------ */
@@ -266,7 +291,7 @@ static void dcr__on_item(void *ctx, const dcr_sim_unit_t *u, int payload)
     for (int k = 0; k < b->facts.tp; k++) {
         size_t at = (size_t)k * b->facts.nc + (size_t)u->canonical;
         if (!b->facts.held[at]) continue;
-        double s = cal->apply_s_per_record * (double)u->records;
+        double s = cal->apply_s_per_item + cal->apply_s_per_record * (double)u->records;
         if (b->facts.full[at]) s += cal->apply_s_per_full_byte * full_bytes;
         b->w->apply_s[(size_t)payload * (size_t)b->w->serve_tp + (size_t)k] += s;
     }
@@ -337,11 +362,11 @@ static dcr_status_t dcr__owner_parts(dcr__builder_t *b, dcr_sim_owner_t *o, cons
     return DCR_OK;
 }
 
-static dcr_sim_unit_t dcr__unit(const dcr__builder_t *b, int canonical, int64_t bytes, int64_t records, bool xor_enc,
-                                bool strided)
+static dcr_sim_unit_t dcr__unit(const dcr__builder_t *b, int canonical, int64_t bytes, int64_t numel, int64_t records,
+                                bool xor_enc, double spread)
 {
     const dcr_tensor_desc_t *d = dcr_inventory_at(b->sc->inventory, (size_t)canonical);
-    return (dcr_sim_unit_t){bytes, records, (int)dcr_dtype_size(d->dtype), xor_enc, strided, canonical};
+    return (dcr_sim_unit_t){bytes, numel, records, (int)dcr_dtype_size(d->dtype), xor_enc, spread, canonical};
 }
 
 static dcr_status_t dcr__owner_direct(dcr__builder_t *b, dcr_sim_owner_t *o, dcr_sim_packer_t *p)
@@ -354,8 +379,8 @@ static dcr_status_t dcr__owner_direct(dcr__builder_t *b, dcr_sim_owner_t *o, dcr
         const dcr_task_t *t = &L->tasks[i];
         if (t->owner != o->rank || b->assembler[t->canonical] >= 0) continue;
         bool xor_enc = b->spec->mode == DCR_MODE_X && b->facts.xor_ok[t->canonical];
-        dcr_sim_unit_t u =
-            dcr__unit(b, t->canonical, dcr__task_bytes(b->sc, t), b->records[i], xor_enc, dcr_sim_task_strided(t));
+        dcr_sim_unit_t u = dcr__unit(b, t->canonical, dcr__task_bytes(b->sc, t), dcr_task_numel(t), b->records[i],
+                                     xor_enc, dcr_sim_task_spread(t));
         DCR_CHECK(dcr_sim_pack_task(p, b->w, o, &u, i == last));
     }
     return DCR_OK;
@@ -375,8 +400,9 @@ static dcr_status_t dcr__owner_residual(dcr__builder_t *b, dcr_sim_owner_t *o, d
     }
     for (size_t k = 0; k < b->facts.nc; k++) {
         if (b->assembler[k] != o->rank || !b->required[k]) continue;
-        int64_t bytes = (int64_t)dcr_desc_bytes(dcr_inventory_at(b->sc->inventory, k));
-        dcr_sim_unit_t u = dcr__unit(b, (int)k, bytes, b->canon_records[k], false, false);
+        const dcr_tensor_desc_t *d = dcr_inventory_at(b->sc->inventory, k);
+        dcr_sim_unit_t u = dcr__unit(b, (int)k, (int64_t)dcr_desc_bytes(d), dcr_desc_numel(d), b->canon_records[k],
+                                     false, 1.0);
         DCR_CHECK(dcr_sim_pack_residual(p, b->w, o, &u));
     }
     return DCR_OK;

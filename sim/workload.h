@@ -98,19 +98,29 @@ void dcr_sim_workload_destroy(dcr_sim_workload_t *w);
  * an assembled residual tensor. */
 typedef struct dcr_sim_unit {
     int64_t bytes;   /* source bytes of the task, or canonical bytes of the residual tensor */
+    int64_t numel;   /* its elements */
     int64_t records; /* records it emits */
     int value_size;  /* bytes of one canonical value word */
     bool xor_enc;    /* its records are XOR masks */
-    bool strided;    /* its canonical positions skip other ranks' elements */
+    double spread;   /* canonical span of its positions / numel (1: contiguous; 2: every other column) */
     int canonical;   /* inventory index (for per-rank apply costs); -1 when unknown */
 } dcr_sim_unit_t;
 
-/* Per-unit cost figures the packer turns into compute steps and payload bytes. */
+/* Per-unit cost figures the packer turns into compute steps and payload
+ * bytes. When cal is set, gap bytes are looked up at each item's own gap
+ * density (changes per canonical position spanned); otherwise the figures
+ * here hold for every item. */
 typedef struct dcr_sim_costs {
-    double detect_s_per_byte, project_s_per_record, encode_s_per_record;
-    double xor_bytes_per_record, overwrite_bytes_per_record, bytes_per_item;
-    double xor_strided_bytes_per_record, overwrite_strided_bytes_per_record;
+    double detect_s_per_byte, project_s_per_record, encode_s_per_record, construct_s_per_item;
+    double xor_value_bytes, overwrite_value_bytes, gap8_bytes, gap16_bytes, bytes_per_item;
+    const dcr_sim_calibration_t *cal;
 } dcr_sim_costs_t;
+
+/* Compressed payload bytes of one item: its metadata, one value word per
+ * record, and one gap word per record after the first, 1 byte wide with the
+ * probability that all of the item's gaps are below 256 (uniform changes:
+ * geometric gaps), else 2. */
+double dcr_sim_item_bytes(const dcr_sim_costs_t *c, const dcr_sim_unit_t *u);
 
 /* The costs at one change rate. */
 dcr_sim_costs_t dcr_sim_costs_at(const dcr_sim_calibration_t *cal, double rate);
@@ -119,7 +129,7 @@ dcr_sim_costs_t dcr_sim_costs_at(const dcr_sim_calibration_t *cal, double rate);
 typedef struct dcr_sim_packer {
     int64_t chunk_target, bucket_target;
     dcr_sim_costs_t costs;
-    int64_t chunk_bytes, chunk_records;
+    int64_t chunk_bytes, chunk_records, chunk_tasks;
     bool chunk_emitted;
     int64_t bucket_input;
     dcr_sim_payload_t cur;
@@ -145,9 +155,9 @@ dcr_status_t dcr_sim_pack_residual(dcr_sim_packer_t *p, dcr_sim_workload_t *w, d
  * final flush, and every full bucket). */
 dcr_status_t dcr_sim_pack_flush(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o);
 
-/* Whether a task's canonical positions have holes (another rank's
- * elements) between its first and last one. */
-bool dcr_sim_task_strided(const dcr_task_t *t);
+/* Canonical span of a task's positions (first to last) over its element
+ * count: 1 when contiguous, larger when it skips other ranks' elements. */
+double dcr_sim_task_spread(const dcr_task_t *t);
 
 /* Appends a step to an owner. */
 dcr_status_t dcr_sim_owner_push(dcr_sim_owner_t *o, const dcr_sim_step_t *s);

@@ -215,7 +215,10 @@ static dcr_status_t node_deliver(node_run_t *n)
         dcr_delivery_t d;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, n->node);
         dcr_status_t st = dcr_transport_recv(c->p.transport, n->node, RECV_POLL_MS, &d);
-        if (st == DCR_OK) dcr_trace_end(&span); /* only receptions, not idle polls */
+        if (st == DCR_OK)
+            dcr_trace_end(&span);
+        else
+            dcr_trace_cancel(&span); /* only receptions count, not idle polls */
         if (st == DCR_ECLOSED) return DCR_OK;
         if (st == DCR_EAGAIN) {
             if ((dcr_clock_s() - idle_since) * 1000.0 > c->cfg.stall_timeout_ms)

@@ -321,3 +321,31 @@ double dcr_dtype_load_f64(dcr_dtype_t dtype, const void *elem)
 {
     return (double)dcr_f32_from_bits(dcr__dtype_load_f32bits(dtype, elem));
 }
+
+uint64_t dcr_dtype_load_bits(dcr_dtype_t dtype, const void *elem)
+{
+    uint64_t bits = 0;
+    memcpy(&bits, elem, dcr_dtype_size(dtype));
+    return bits;
+}
+
+void dcr_dtype_store_bits(dcr_dtype_t dtype, void *elem, uint64_t bits)
+{
+    memcpy(elem, &bits, dcr_dtype_size(dtype));
+}
+
+int dcr_dtype_bits_isnan(dcr_dtype_t dtype, uint64_t b)
+{
+    switch (dtype) {
+    case DCR_DTYPE_BF16:
+        return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
+    case DCR_DTYPE_FP16:
+        return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
+    case DCR_DTYPE_FP32:
+        return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
+    case DCR_DTYPE_FP8_E4M3:
+        return (b & 0x7Fu) == 0x7Fu;
+    default:
+        return 0;
+    }
+}

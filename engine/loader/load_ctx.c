@@ -38,34 +38,6 @@ struct dcr_load_ctx {
 
 /* ---- element helpers ---- */
 
-uint64_t dcr__elem_bits(dcr_dtype_t dtype, const void *elem)
-{
-    uint64_t bits = 0;
-    memcpy(&bits, elem, dcr_dtype_size(dtype));
-    return bits;
-}
-
-void dcr__elem_store(dcr_dtype_t dtype, void *elem, uint64_t bits)
-{
-    memcpy(elem, &bits, dcr_dtype_size(dtype));
-}
-
-int dcr__bits_isnan(dcr_dtype_t dtype, uint64_t b)
-{
-    switch (dtype) {
-    case DCR_DTYPE_BF16:
-        return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
-    case DCR_DTYPE_FP16:
-        return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
-    case DCR_DTYPE_FP32:
-        return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
-    case DCR_DTYPE_FP8_E4M3:
-        return (b & 0x7Fu) == 0x7Fu;
-    default:
-        return 0;
-    }
-}
-
 static float dcr__load_f32(dcr_dtype_t dtype, const void *elem)
 {
     float f;
@@ -415,8 +387,8 @@ typedef struct dcr__walk {
 static void dcr__nan_event(dcr_load_ctx_t *ctx, dcr_dtype_t in_dtype, const void *in,
                            dcr_dtype_t out_dtype, const void *out)
 {
-    int a = dcr__bits_isnan(in_dtype, dcr__elem_bits(in_dtype, in));
-    int b = dcr__bits_isnan(out_dtype, dcr__elem_bits(out_dtype, out));
+    int a = dcr_dtype_bits_isnan(in_dtype, dcr_dtype_load_bits(in_dtype, in));
+    int b = dcr_dtype_bits_isnan(out_dtype, dcr_dtype_load_bits(out_dtype, out));
     if (!a && b) ctx->nan_created++;
     if (a && !b) ctx->nan_lost++;
 }
@@ -657,7 +629,7 @@ dcr_status_t dcr_load_skip(dcr_load_ctx_t *ctx, const char *reason)
 static void dcr__fill_elem(int64_t i, void *elem, void *arg)
 {
     const dcr_load_write_t *w = arg;
-    dcr__elem_store(w->dst.dtype, elem, w->fill_bits);
+    dcr_dtype_store_bits(w->dst.dtype, elem, w->fill_bits);
 }
 
 static dcr_status_t dcr__plain_copy(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)

@@ -30,10 +30,7 @@ dcr_status_t dcr__load_ctx_begin(dcr_load_ctx_t *ctx, const dcr_params_t *params
 void dcr__load_ctx_end(dcr_load_ctx_t *ctx);
 
 /* One element's bits as an unsigned word (little-endian host), and back. */
-uint64_t dcr__elem_bits(dcr_dtype_t dtype, const void *elem);
-void dcr__elem_store(dcr_dtype_t dtype, void *elem, uint64_t bits);
 /* Whether the word encodes NaN in dtype. */
-int dcr__bits_isnan(dcr_dtype_t dtype, uint64_t bits);
 
 /* The dtype used for byte-per-element activity maps: FP8 words are single
  * bytes and same-dtype copies move bits unchanged. */

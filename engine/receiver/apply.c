@@ -35,36 +35,6 @@ typedef enum dcr__apply_mode {
     DCR__FULL_TRACKED = 3,
 } dcr__apply_mode_t;
 
-/* ---- words ---- */
-
-uint64_t dcr__word(dcr_dtype_t dtype, const void *p)
-{
-    uint64_t bits = 0;
-    memcpy(&bits, p, dcr_dtype_size(dtype));
-    return bits;
-}
-
-void dcr__word_store(dcr_dtype_t dtype, void *p, uint64_t bits)
-{
-    memcpy(p, &bits, dcr_dtype_size(dtype));
-}
-
-bool dcr__word_isnan(dcr_dtype_t dtype, uint64_t b)
-{
-    switch (dtype) {
-    case DCR_DTYPE_BF16:
-        return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
-    case DCR_DTYPE_FP16:
-        return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
-    case DCR_DTYPE_FP32:
-        return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
-    case DCR_DTYPE_FP8_E4M3:
-        return (b & 0x7Fu) == 0x7Fu;
-    default:
-        return false;
-    }
-}
-
 uint64_t dcr__nan_word(dcr_dtype_t dtype)
 {
     switch (dtype) {
@@ -198,7 +168,7 @@ static dcr_status_t dcr__store(dcr_receiver_t *r, void *p, dcr_dtype_t dtype, ui
         m->keys[j] = key;
         m->vals[j] = bits;
     }
-    dcr__word_store(dtype, p, bits);
+    dcr_dtype_store_bits(dtype, p, bits);
     return DCR_OK;
 }
 
@@ -357,9 +327,9 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
         int64_t at = dcr__inv_map(&inv, r->cur_idx[k] - w->src.offset, w->dst.offset);
         if (at < 0) continue;
         char *p = dbase + at * (int64_t)ds;
-        uint64_t v = dcr__word(cd, r->cur_val + k * cs);
+        uint64_t v = dcr_dtype_load_bits(cd, r->cur_val + k * cs);
         if (xor)
-            dcr__word_store(dd, p, dcr__word(dd, p) ^ v);
+            dcr_dtype_store_bits(dd, p, dcr_dtype_load_bits(dd, p) ^ v);
         else
             DCR_CHECK(dcr__store(r, p, dd, dcr__convert_word(dd, cd, v)));
     }
@@ -430,7 +400,7 @@ static dcr_status_t dcr__xor_row(char *const *p, const int64_t *step, int64_t le
     }
     for (int64_t j = 0; j < len; j++) {
         char *d = p[0] + j * step[0];
-        dcr__word_store(t, d, dcr__word(t, d) ^ dcr__word(t, p[1] + j * step[1]));
+        dcr_dtype_store_bits(t, d, dcr_dtype_load_bits(t, d) ^ dcr_dtype_load_bits(t, p[1] + j * step[1]));
     }
     return DCR_OK;
 }
@@ -443,7 +413,7 @@ static dcr_status_t dcr__overwrite_row(char *const *p, const int64_t *step, int6
     const uint8_t *mask = f->mask + i0;
     for (int64_t j = 0; j < len; j++) {
         if (!mask[j]) continue;
-        uint64_t v = dcr__convert_word(dt, st, dcr__word(st, p[1] + j * step[1]));
+        uint64_t v = dcr__convert_word(dt, st, dcr_dtype_load_bits(st, p[1] + j * step[1]));
         DCR_CHECK(dcr__store(f->r, p[0] + j * step[0], dt, v));
     }
     return DCR_OK;
@@ -455,7 +425,7 @@ static dcr_status_t dcr__mask_placeholder_row(char *const *p, const int64_t *ste
     const dcr__full_t *f = arg;
     dcr_dtype_t st = f->w->src.dtype;
     for (int64_t j = 0; j < len; j++)
-        f->mask[i0 + j] = !dcr__word_isnan(st, dcr__word(st, p[0] + j * step[0]));
+        f->mask[i0 + j] = !dcr_dtype_bits_isnan(st, dcr_dtype_load_bits(st, p[0] + j * step[0]));
     return DCR_OK;
 }
 
@@ -675,10 +645,10 @@ static dcr_status_t dcr__split_nan(dcr_receiver_t *r, dcr_dtype_t dtype, const i
 {
     size_t es = dcr_dtype_size(dtype), a = 0, nans = 0;
     DCR_CHECK(dcr__bufs(r, n, es));
-    for (size_t k = 0; k < n; k++) nans += dcr__word_isnan(dtype, dcr__word(dtype, val + k * es));
+    for (size_t k = 0; k < n; k++) nans += dcr_dtype_bits_isnan(dtype, dcr_dtype_load_bits(dtype, val + k * es));
     size_t b = n - nans;
     for (size_t k = 0; k < n; k++) {
-        bool nan = dcr__word_isnan(dtype, dcr__word(dtype, val + k * es));
+        bool nan = dcr_dtype_bits_isnan(dtype, dcr_dtype_load_bits(dtype, val + k * es));
         size_t at = nan ? b++ : a++;
         r->idx_buf[at] = idx[k];
         memcpy(r->val_buf + at * es, val + k * es, es);

@@ -148,9 +148,6 @@ dcr_status_t dcr__footprint(const dcr_view_t *v,
 void dcr__note_written(dcr_receiver_t *r, size_t param, const dcr_view_t *dst);
 
 /* Element words. */
-uint64_t dcr__word(dcr_dtype_t dtype, const void *p);
-void dcr__word_store(dcr_dtype_t dtype, void *p, uint64_t bits);
-bool dcr__word_isnan(dcr_dtype_t dtype, uint64_t bits);
 uint64_t dcr__nan_word(dcr_dtype_t dtype);
 
 #endif

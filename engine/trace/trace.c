@@ -214,6 +214,14 @@ void dcr_trace_end(dcr_trace_span_t *span)
     dcr__append(&iv);
 }
 
+void dcr_trace_cancel(dcr_trace_span_t *span)
+{
+    if (!span || !span->start_ns) return;
+    if (span->nvtx) dcr__nvtx_pop();
+    span->start_ns = 0;
+    span->nvtx = false;
+}
+
 void dcr_trace_record_refit(dcr_stage_t stage, dcr_actor_t actor, int id, uint32_t refit,
                             uint64_t start_ns, uint64_t end_ns)
 {

@@ -409,6 +409,14 @@ static void test_nsys_rejects(void **state)
     write_text(text, "{\"traceEvents\":[]}");
     expect_nsys_error(text, DCR_EPARSE, "not an SQLite database");
     expect_nsys_error(tmp_path("absent.sqlite"), DCR_EIO, "cannot open");
+    /* The SQLite magic, then garbage. */
+    const char *corrupt = tmp_path("corrupt.sqlite");
+    FILE *f = fopen(corrupt, "wb");
+    assert_non_null(f);
+    fwrite("SQLite format 3", 1, 16, f);
+    for (int i = 0; i < 4096; i++) fputc(0xff, f);
+    fclose(f);
+    expect_nsys_error(corrupt, DCR_EPARSE, "unreadable SQLite database");
 
     /* SQLite, but not an export: no NVTX_EVENTS, or one without the columns. */
     const char *empty = tmp_path("empty.sqlite");

@@ -54,6 +54,13 @@ float dcr_f32_from_bits(uint32_t bits);
  * goes through FP32, which is exact for every source type here. */
 void dcr_convert(void *dst, dcr_dtype_t to, const void *src, dcr_dtype_t from, size_t n);
 
+/* One element's stored bits as an integer (zero-extended) and back: the
+ * bit-level view that comparisons, XOR masks and placeholders work on. */
+uint64_t dcr_dtype_load_bits(dcr_dtype_t dtype, const void *elem);
+void dcr_dtype_store_bits(dcr_dtype_t dtype, void *elem, uint64_t bits);
+/* Whether stored bits encode a NaN of the dtype (any payload, either sign). */
+int dcr_dtype_bits_isnan(dcr_dtype_t dtype, uint64_t bits);
+
 /* One element as double (for printing and tests). */
 double dcr_dtype_load_f64(dcr_dtype_t dtype, const void *elem);
 

@@ -92,6 +92,10 @@ dcr_trace_span_t dcr_trace_begin(dcr_stage_t stage, dcr_actor_t actor, int id);
 /* Closes the span and records its interval; a second end of the same span,
  * or the end of a disabled one, does nothing. */
 void dcr_trace_end(dcr_trace_span_t *span);
+/* Abandons the span without recording it (e.g. a receive that timed out),
+ * popping its NVTX range; every span begun must be ended or cancelled, or the
+ * NVTX range stack of the thread is left unbalanced. */
+void dcr_trace_cancel(dcr_trace_span_t *span);
 /* Records an interval measured elsewhere (e.g. the refit window), stamped with
  * the current refit number; only while recording is on. end_ns < start_ns,
  * or an out-of-range stage or actor, is dropped. No NVTX range: NVTX cannot

@@ -475,6 +475,28 @@ static void test_names_and_sizes(void **state)
     assert_true(dcr_f32_bits(dcr_f32_from_bits(0x7FA00001u)) == 0x7FA00001u);
 }
 
+/* Bit-level NaN test against the value-level one, every 8- and 16-bit
+ * pattern, and FP32 boundary patterns. */
+static void test_bits_isnan_matches_values(void **state)
+{
+    const dcr_dtype_t narrow[] = {DCR_DTYPE_BF16, DCR_DTYPE_FP16, DCR_DTYPE_FP8_E4M3};
+    for (int d = 0; d < 3; d++) {
+        uint32_t count = narrow[d] == DCR_DTYPE_FP8_E4M3 ? 256u : 65536u;
+        for (uint32_t b = 0; b < count; b++) {
+            unsigned char elem[8] = {0};
+            dcr_dtype_store_bits(narrow[d], elem, b);
+            assert_int_equal(dcr_dtype_load_bits(narrow[d], elem), b);
+            double v = dcr_dtype_load_f64(narrow[d], elem);
+            assert_int_equal(dcr_dtype_bits_isnan(narrow[d], b) != 0, v != v);
+        }
+    }
+    const uint32_t f32[] = {0x7F800000u, 0x7F800001u, 0xFFC00000u, 0x7F7FFFFFu, 0x00000001u, 0x80000000u};
+    for (int i = 0; i < 6; i++) {
+        float v = dcr_f32_from_bits(f32[i]);
+        assert_int_equal(dcr_dtype_bits_isnan(DCR_DTYPE_FP32, f32[i]) != 0, v != v);
+    }
+}
+
 int main(void)
 {
     const char *env = getenv("DCR_TEST_SEED");
@@ -482,6 +504,7 @@ int main(void)
     printf("test_dtype: random seed %llu (set DCR_TEST_SEED to repeat)\n",
            (unsigned long long)test_seed);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bits_isnan_matches_values),
         cmocka_unit_test(test_bf16_decode_and_roundtrip),
         cmocka_unit_test(test_fp16_decode_and_roundtrip),
         cmocka_unit_test(test_fp8_decode_and_roundtrip),

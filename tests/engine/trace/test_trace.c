@@ -100,6 +100,12 @@ static void test_tags_and_order(void **state)
     dcr_trace_record(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, 4, 9, 8);
     dcr_trace_record(DCR_STAGE_COUNT, DCR_ACTOR_RECEIVER, 4, 1, 2);
     dcr_trace_record(DCR_STAGE_APPLY, DCR_ACTOR_COUNT, 4, 1, 2);
+    /* A cancelled span leaves nothing, and its end then does nothing either. */
+    dcr_trace_span_t cancelled = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, 1);
+    assert_int_not_equal(cancelled.start_ns, 0);
+    dcr_trace_cancel(&cancelled);
+    dcr_trace_end(&cancelled);
+    dcr_trace_cancel(NULL);
     dcr_trace_span_t bad = dcr_trace_begin(DCR_STAGE_COUNT, DCR_ACTOR_OWNER, 0);
     assert_int_equal(bad.start_ns, 0);
     dcr_trace_end(&bad);
