@@ -23,14 +23,14 @@ typedef struct bench_opts {
 
 static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
 {
-    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:f,s:f,s:f,s:f,s:I,s:f,s:s,s:s,"
+    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:s,s:s,"
                      "s:I,s:I,s:b,s:I}",
                      "model", o->sc.model, "scale", (json_int_t)o->sc.scale, "layers", (json_int_t)o->sc.layers,
                      "train_nodes", (json_int_t)o->sc.nodes, "gpus_per_node", (json_int_t)o->sc.gpus, "tp",
                      (json_int_t)o->sc.tp, "etp", (json_int_t)o->sc.etp, "ep", (json_int_t)o->sc.ep, "pp",
                      (json_int_t)o->sc.pp, "mapping", o->sc.mapping, "rollout_nodes", (json_int_t)o->nodes,
                      "receivers_per_node", (json_int_t)o->per_node, "serve_tp", (json_int_t)o->serve_tp, "serve_ep",
-                     o->serve_ep, "transport", o->transport, "cross_gbps", c->link.cross_gbps, "flow_gbps",
+                     o->serve_ep, "transport", o->transport, "changes", o->changes, "lr", o->lr, "cross_gbps", c->link.cross_gbps, "flow_gbps",
                      c->link.flow_gbps, "local_gbps", c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout",
                      (json_int_t)o->fanout, "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup",
                      (json_int_t)o->warmup, "refits", (json_int_t)o->refits, "shuffle", o->shuffle, "seed",
@@ -148,8 +148,11 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
     DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
-    if (strcmp(o->changes, "uniform"))
-        return dcr_error_set(DCR_EUNSUPPORTED, "--changes %s: only uniform stress changes exist so far", o->changes);
+    if (strcmp(o->changes, "uniform") && strcmp(o->changes, "adamw"))
+        return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or adamw", o->changes);
+    c->adamw = !strcmp(o->changes, "adamw");
+    c->lr = o->lr;
+    if (c->adamw && !(o->lr > 0)) return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
     if (o->keep && strcmp(o->transport, "objstore"))
         return dcr_error_set(DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
     c->serve.nodes = (int)o->nodes;
@@ -233,8 +236,8 @@ int dcr_cmd_bench(int argc, char **argv)
         {"--local-gbps", DCR_ARG_DOUBLE, &o.local_gbps, 0, 1e4, "rollout-local Gbps per node", false},
         {"--latency-ms", DCR_ARG_DOUBLE, &o.latency_ms, 0, 1e4, "one-way cross-cluster latency", false},
         {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1, "uniform change rate per owned shard (default 0.03)", false},
-        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0, "uniform (default)", false},
-        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw", false},
+        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0, "uniform (default) | adamw (AdamW trajectories)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw (default 1e-6)", false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
         {"--rl", DCR_ARG_STRING, &o.rl, 0, 0, "sync | async (default sync)", false},
         {"--warmup", DCR_ARG_INT, &o.warmup, 0, 1000, "warm-up refits (default 2)", false},

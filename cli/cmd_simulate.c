@@ -155,12 +155,13 @@ typedef struct row {
 static json_t *row_json(const char *model, const row_t *w)
 {
     const dcr_sim_result_t *r = &w->r;
-    return json_pack("{s:s,s:I,s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:f,s:I,s:I,s:I,s:i,s:i}", "model", model,
+    return json_pack("{s:s,s:I,s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:i,s:i}", "model", model,
                      "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "transport", w->transport, "change_rate",
                      w->rate, "latency_s", r->latency_s, "reference_s", r->reference_s, "speedup", r->speedup,
                      "payload_bytes", (json_int_t)r->payload_bytes, "cross_bytes", (json_int_t)r->cross_bytes,
                      "construction_lb_s", r->construction_lb_s, "transport_lb_s", r->transport_lb_s,
-                     "finalization_s", r->finalization_s, "raw_value_bytes", (json_int_t)r->raw_value_bytes,
+                     "finalization_s", r->finalization_s, "construction_end_s", r->construction_end_s,
+                     "apply_end_s", r->apply_end_s, "raw_value_bytes", (json_int_t)r->raw_value_bytes,
                      "records", (json_int_t)r->records, "payloads", (json_int_t)r->payloads, "owners", r->owners,
                      "receivers", r->receivers);
 }

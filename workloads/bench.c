@@ -34,6 +34,7 @@ dcr_bench_config_t dcr_bench_config_default(void)
     cfg.link = dcr_link_config_default();
     cfg.fanout = 2;
     cfg.change_rate = 0.03;
+    cfg.lr = 1e-6;
     cfg.mode = DCR_MODE_X;
     cfg.rl = DCR_RL_SYNC;
     cfg.warmup = 2;
@@ -57,6 +58,7 @@ typedef struct bench {
     dcr_transport_t *transport;
     dcr_control_t *control;
     dcr_coord_t *coord;
+    dcr_adamw_t *adamw;
     char workdir[4096];
     bool own_workdir;
     /* request emulation */
@@ -169,6 +171,7 @@ static dcr_status_t setup(bench_t *b)
                  dcr_serve_receivers(&b->serve), b->serve.nodes);
     dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
     DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->committed));
+    if (b->cfg->adamw) DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
     DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport, b->workdir);
@@ -182,6 +185,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 static void teardown(bench_t *b)
 {
+    dcr_adamw_destroy(b->adamw);
     dcr_coord_destroy(b->coord);
     dcr_control_destroy(b->control);
     dcr_transport_destroy(b->transport);
@@ -347,8 +351,11 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
 {
     for (size_t s = 0; s < b->ns; s++) memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
     int64_t injected = 0;
-    DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate, b->cfg->seed + 1000 + (uint64_t)step,
-                                          b->candidate, b->canonical, &injected));
+    if (b->adamw)
+        DCR_CHECK(dcr_adamw_step(b->adamw, b->candidate, b->canonical, &injected));
+    else
+        DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate, b->cfg->seed + 1000 + (uint64_t)step,
+                                              b->candidate, b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);

@@ -22,6 +22,8 @@ typedef struct dcr_bench_config {
     dcr_link_config_t link;
     int fanout;                 /* relay tree */
     double change_rate;         /* uniform stress changes */
+    bool adamw;                 /* AdamW trajectories instead (dcr_adamw_t) */
+    double lr;                  /* AdamW learning rate */
     dcr_construct_mode_t mode;
     dcr_rl_mode_t rl;
     int warmup, refits;

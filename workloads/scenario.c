@@ -193,6 +193,31 @@ static void restore_task(const dcr_source_layout_t *L, const dcr_task_t *t, dcr_
     dcr_task_unpack(L, t, box, shards[t->shard]->data);
 }
 
+/* Rebuilds canonical from the owners' tasks, then re-imports: replicas and
+ * padding that no task covers follow the owners' elements. The import goes
+ * through the canonical dtype, which would round away changes of wider
+ * shards (an FP32 router) and cannot invert an FP8 export, so those tasks'
+ * owned elements are restored afterwards. */
+static dcr_status_t sync_replicas(const dcr_scenario_t *s, dcr_storage_t *const *shards, dcr_storage_t *const *canonical)
+{
+    const dcr_source_layout_t *L = s->layout;
+    for (int i = 0; i < L->ntasks; i++)
+        dcr_task_scatter(L, &L->tasks[i], shards[L->tasks[i].shard]->data, canonical[L->tasks[i].canonical]->data);
+    void **kept = calloc((size_t)L->ntasks + 1, sizeof(void *));
+    if (!kept) return dcr_error_set(DCR_ENOMEM, "replica sync");
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < L->ntasks && st == DCR_OK; i++)
+        if (task_is_cast(s, &L->tasks[i]) && !(kept[i] = save_task(L, &L->tasks[i], shards)))
+            st = dcr_error_set(DCR_ENOMEM, "replica sync");
+    if (st == DCR_OK) st = dcr_megatron_import(&s->model, &s->train, L, canonical, shards);
+    for (int i = 0; i < L->ntasks; i++) {
+        if (kept[i] && st == DCR_OK) restore_task(L, &L->tasks[i], shards, kept[i]);
+        free(kept[i]);
+    }
+    free(kept);
+    return st;
+}
+
 dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, uint64_t seed,
                                          dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
                                          int64_t *changed_p)
@@ -210,25 +235,122 @@ dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, u
         for (int m = 0; m < t->nmaps && x.remaining_pick > 0; m++) dcr_box_map_foreach_run(&t->maps[m], inject_run, &x);
         changed += k;
     }
-    /* Rebuild canonical from the owners' tasks, then re-import: replicas and
-     * padding that no task covers follow the owners' elements. The import
-     * goes through the canonical dtype, which would round away changes of
-     * wider shards (an FP32 router), so their owned elements are restored. */
-    for (int i = 0; i < L->ntasks; i++)
-        dcr_task_scatter(L, &L->tasks[i], shards[L->tasks[i].shard]->data, canonical[L->tasks[i].canonical]->data);
-    void **kept = calloc((size_t)L->ntasks + 1, sizeof(void *));
-    if (!kept) return dcr_error_set(DCR_ENOMEM, "change injection");
-    dcr_status_t st = DCR_OK;
-    for (int i = 0; i < L->ntasks && st == DCR_OK; i++)
-        if (task_is_cast(s, &L->tasks[i]) && !(kept[i] = save_task(L, &L->tasks[i], shards)))
-            st = dcr_error_set(DCR_ENOMEM, "change injection");
-    if (st == DCR_OK) st = dcr_megatron_import(&s->model, &s->train, L, canonical, shards);
-    for (int i = 0; i < L->ntasks; i++) {
-        if (kept[i] && st == DCR_OK) restore_task(L, &L->tasks[i], shards, kept[i]);
-        free(kept[i]);
+    DCR_CHECK(sync_replicas(s, shards, canonical));
+    *changed_p = changed;
+    return DCR_OK;
+}
+
+/* ---- AdamW trajectories ------------------------------------------------------ */
+
+/* Per owned element (one per unique source element): the FP32 master weight
+ * and Adam's two moments, in each task's box order. */
+typedef struct adamw_task {
+    float *master, *m, *v;
+} adamw_task_t;
+
+struct dcr_adamw {
+    const dcr_scenario_t *s;
+    double lr;
+    uint64_t seed;
+    int step;
+    adamw_task_t *tasks;
+};
+
+#define ADAM_BETA1 0.9
+#define ADAM_BETA2 0.999
+#define ADAM_EPS 1e-8
+
+dcr_status_t dcr_adamw_create(const dcr_scenario_t *s, dcr_storage_t *const *shards, double lr, uint64_t seed,
+                              dcr_adamw_t **out_p)
+{
+    if (!(lr > 0.0 && lr < 1.0)) return dcr_error_set(DCR_EINVAL, "learning rate %g is outside (0, 1)", lr);
+    const dcr_source_layout_t *L = s->layout;
+    dcr_adamw_t *a = calloc(1, sizeof(*a));
+    if (!a || !(a->tasks = calloc((size_t)L->ntasks + 1, sizeof(adamw_task_t)))) {
+        free(a);
+        return dcr_error_set(DCR_ENOMEM, "AdamW state");
     }
-    free(kept);
-    DCR_CHECK(st);
+    *a = (dcr_adamw_t){s, lr, seed, 0, a->tasks};
+    for (int i = 0; i < L->ntasks; i++) {
+        const dcr_task_t *t = &L->tasks[i];
+        size_t n = (size_t)dcr_task_numel(t);
+        dcr_dtype_t dt = L->shards[t->shard].desc.dtype;
+        adamw_task_t *x = &a->tasks[i];
+        x->master = malloc(n * sizeof(float) + 1);
+        x->m = calloc(n + 1, sizeof(float));
+        x->v = calloc(n + 1, sizeof(float));
+        unsigned char *box = malloc(n * dcr_dtype_size(dt) + 1);
+        if (!x->master || !x->m || !x->v || !box) {
+            free(box);
+            dcr_adamw_destroy(a);
+            return dcr_error_set(DCR_ENOMEM, "AdamW state of %s", t->name);
+        }
+        dcr_task_pack(L, t, shards[t->shard]->data, box);
+        dcr_convert(x->master, DCR_DTYPE_FP32, box, dt, n);
+        free(box);
+    }
+    *out_p = a;
+    return DCR_OK;
+}
+
+void dcr_adamw_destroy(dcr_adamw_t *a)
+{
+    if (!a) return;
+    for (int i = 0; a->tasks && i < a->s->layout->ntasks; i++) {
+        free(a->tasks[i].master);
+        free(a->tasks[i].m);
+        free(a->tasks[i].v);
+    }
+    free(a->tasks);
+    free(a);
+}
+
+/* One optimizer step of one task: synthetic gradients, AdamW (no weight
+ * decay, as in the seed's recipe), the stored value rounded from the master. */
+static int64_t adamw_task_step(dcr_adamw_t *a, int i, dcr_storage_t *const *shards)
+{
+    const dcr_source_layout_t *L = a->s->layout;
+    const dcr_task_t *t = &L->tasks[i];
+    adamw_task_t *x = &a->tasks[i];
+    size_t n = (size_t)dcr_task_numel(t), es = dcr_dtype_size(L->shards[t->shard].desc.dtype);
+    dcr_dtype_t dt = L->shards[t->shard].desc.dtype;
+    dcr_rng_t root, rng;
+    dcr_rng_seed(&root, a->seed + (uint64_t)a->step);
+    rng = dcr_rng_split(&root, (uint64_t)i);
+    double c1 = 1.0 - pow(ADAM_BETA1, a->step), c2 = 1.0 - pow(ADAM_BETA2, a->step);
+    unsigned char *before = malloc(n * es + 1), *after = malloc(n * es + 1);
+    if (!before || !after) {
+        free(before);
+        free(after);
+        return -1;
+    }
+    dcr_task_pack(L, t, shards[t->shard]->data, before);
+    for (size_t k = 0; k < n; k++) {
+        float g = (float)dcr_rng_normal(&rng);
+        x->m[k] = (float)(ADAM_BETA1 * x->m[k] + (1.0 - ADAM_BETA1) * g);
+        x->v[k] = (float)(ADAM_BETA2 * x->v[k] + (1.0 - ADAM_BETA2) * (double)g * g);
+        x->master[k] -= (float)(a->lr * (x->m[k] / c1) / (sqrt(x->v[k] / c2) + ADAM_EPS));
+    }
+    dcr_convert(after, dt, x->master, DCR_DTYPE_FP32, n);
+    int64_t changed = 0;
+    for (size_t k = 0; k < n; k++) changed += memcmp(before + k * es, after + k * es, es) != 0;
+    dcr_task_unpack(L, t, after, shards[t->shard]->data);
+    free(before);
+    free(after);
+    return changed;
+}
+
+dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                            int64_t *changed_p)
+{
+    a->step++;
+    int64_t changed = 0;
+    for (int i = 0; i < a->s->layout->ntasks; i++) {
+        int64_t c = adamw_task_step(a, i, shards);
+        if (c < 0) return dcr_error_set(DCR_ENOMEM, "AdamW step");
+        changed += c;
+    }
+    DCR_CHECK(sync_replicas(a->s, shards, canonical));
     *changed_p = changed;
     return DCR_OK;
 }

@@ -63,4 +63,22 @@ dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, u
                                          dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
                                          int64_t *changed_p);
 
+/* AdamW trajectories: FP32 master weights per unique source element, AdamW
+ * (betas 0.9 / 0.999, no weight decay) on synthetic standard-normal
+ * gradients, stored in the shards' dtype after every step. At lr 1e-6 on
+ * weights of about 0.02 this changes about 1% of BF16 values per step, the
+ * natural rates of the seed's Figure 2. The shards must be the ones the
+ * state was created from and stay in step with it. */
+typedef struct dcr_adamw dcr_adamw_t;
+
+dcr_status_t dcr_adamw_create(const dcr_scenario_t *s, dcr_storage_t *const *shards, double lr, uint64_t seed,
+                              dcr_adamw_t **out_p);
+/* Accepts NULL. */
+void dcr_adamw_destroy(dcr_adamw_t *a);
+/* One step applied to the shards in place (replicas kept identical);
+ * canonical receives the new canonical tensors; *changed_p the number of
+ * source elements whose stored bits changed. */
+dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                            int64_t *changed_p);
+
 #endif

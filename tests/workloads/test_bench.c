@@ -133,6 +133,18 @@ static void test_families_and_modes(void **state)
     }
 }
 
+/* AdamW trajectories through the whole refit path. */
+static void test_adamw_changes(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
+    c.adamw = true;
+    c.lr = 1e-6;
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    for (int i = 0; i < r.nrefits; i++) assert_true(r.refits[i].changed_elements > 0);
+    dcr_bench_result_free(&r);
+}
+
 static void test_bad_configs_fail_cleanly(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
@@ -156,6 +168,7 @@ int main(void)
         cmocka_unit_test(test_more_owners_than_receivers),
         cmocka_unit_test(test_more_receivers_than_owners),
         cmocka_unit_test(test_families_and_modes),
+        cmocka_unit_test(test_adamw_changes),
         cmocka_unit_test(test_bad_configs_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
