@@ -22,6 +22,8 @@ static void print_text(const dcr_sim_calibration_t *c)
                p->encode_s_per_record * 1e9, p->xor_value_bytes, p->overwrite_value_bytes, p->gap8_bytes,
                p->gap16_bytes);
     }
+    printf("\npayload size factors:");
+    for (int i = 0; i < c->nsizes; i++) printf(" %.0f B x%.3f", c->sizes[i].bytes, c->sizes[i].factor);
     printf("\nconstruction: project %.2f ns/record, %.2f us per item, residual %.4f ns/B, copy %.4f ns/B, "
            "item metadata %.1f B\n",
            c->project_s_per_record * 1e9, c->construct_s_per_item * 1e6, c->residual_s_per_byte * 1e9,
@@ -29,8 +31,10 @@ static void print_text(const dcr_sim_calibration_t *c)
     printf("receiver: decode %.4f ns/B, apply %.2f ns/record and %.2f us per item, full pass %.4f ns/B\n",
            c->decode_s_per_byte * 1e9, c->apply_s_per_record * 1e9, c->apply_s_per_item * 1e6,
            c->apply_s_per_full_byte * 1e9);
-    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms\n", c->ack_s * 1e3,
-           c->commit_s * 1e3, c->store_put_s * 1e3);
+    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms; relay hop %.3f ms + "
+           "%.3f ns/B\n",
+           c->ack_s * 1e3, c->commit_s * 1e3, c->store_put_s * 1e3, c->relay_hop_s * 1e3,
+           c->relay_hop_s_per_byte * 1e9);
 }
 
 static int run(const calibrate_opts_t *o)

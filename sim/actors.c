@@ -247,10 +247,18 @@ static void dcr__relay_take(dcr__sim_t *S, int n, int p)
     dcr__q_push(&nd->ready, p);
 }
 
+/* The hop's own work (frame copies, the digest check, queueing), on the
+ * calling actor's host. */
+static void dcr__relay_hop(const dcr__sim_t *S, double bytes)
+{
+    dcr__compute(S->w->relay_hop_s + S->w->relay_hop_s_per_byte * bytes);
+}
+
 static void dcr__relay_send(dcr__sim_t *S, int owner, int p)
 {
     double bytes = (double)S->w->payloads[p].bytes;
     dcr__move(S->owner_host[owner], S->node[0].host, bytes + DCR__RELAY_FRAME_HDR);
+    dcr__relay_hop(S, bytes);
     S->cross_bytes += (int64_t)bytes;
     dcr__relay_take(S, 0, p);
     if (S->c->ack_rtt) dcr__sleep(sg_host_get_route_latency(S->owner_host[owner], S->node[0].host));
@@ -265,6 +273,7 @@ static void dcr__forwarder(int argc, char **argv)
     for (int k = 0; k < S->total; k++) {
         int p = dcr__q_pop(&parent->kidq[a.b]);
         dcr__move(parent->host, S->node[child].host, (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
+        dcr__relay_hop(S, (double)S->w->payloads[p].bytes);
         dcr__relay_take(S, child, p);
     }
 }
@@ -435,7 +444,7 @@ static void dcr__actors(dcr__sim_t *S)
         snprintf(name, sizeof(name), "owner-%d", o);
         dcr__spawn(name, S->in_process ? S->cpu : S->owner_host[o], dcr__owner, o, 0);
         snprintf(name, sizeof(name), "sender-%d", o);
-        dcr__spawn(name, S->owner_host[o], dcr__sender, o, 0);
+        dcr__spawn(name, S->in_process ? S->cpu : S->owner_host[o], dcr__sender, o, 0);
     }
     for (int n = 0; n < S->nodes; n++) {
         snprintf(name, sizeof(name), "applier-%d", n);
@@ -446,7 +455,7 @@ static void dcr__actors(dcr__sim_t *S)
         }
         for (int k = 0; S->relay && k < S->node[n].nkids; k++) {
             snprintf(name, sizeof(name), "forwarder-%d.%d", n, k);
-            dcr__spawn(name, S->node[n].host, dcr__forwarder, n, k);
+            dcr__spawn(name, S->in_process ? S->cpu : S->node[n].host, dcr__forwarder, n, k);
         }
     }
     dcr__spawn("director", S->store, dcr__director, 0, 0);

@@ -30,6 +30,7 @@ static const dcr__cal_field_t dcr__cal_scalars[] = {
     DCR__CAL_SCALAR(apply_s_per_record),    DCR__CAL_SCALAR(apply_s_per_item),
     DCR__CAL_SCALAR(apply_s_per_full_byte), DCR__CAL_SCALAR(ack_s),
     DCR__CAL_SCALAR(commit_s),              DCR__CAL_SCALAR(store_put_s),
+    DCR__CAL_SCALAR(relay_hop_s),           DCR__CAL_SCALAR(relay_hop_s_per_byte),
 };
 #define DCR__CAL_NSCALARS (sizeof(dcr__cal_scalars) / sizeof(dcr__cal_scalars[0]))
 
@@ -93,6 +94,19 @@ dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate
     return out;
 }
 
+double dcr_sim_cal_size_factor(const dcr_sim_calibration_t *cal, double bytes)
+{
+    int n = cal->nsizes;
+    if (n <= 0) return 1.0;
+    const dcr_sim_cal_size_t *z = cal->sizes;
+    if (bytes <= z[0].bytes) return z[0].factor;
+    if (bytes >= z[n - 1].bytes) return 1.0 + (z[n - 1].factor - 1.0) * (z[n - 1].bytes / bytes);
+    int i = 1;
+    while (z[i].bytes < bytes) i++;
+    double t = log(bytes / z[i - 1].bytes) / log(z[i].bytes / z[i - 1].bytes);
+    return dcr__lerp(z[i - 1].factor, z[i].factor, t);
+}
+
 static bool dcr__cal_ok(double v)
 {
     return isfinite(v) && v >= 0;
@@ -119,9 +133,27 @@ static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
     return DCR_OK;
 }
 
+static dcr_status_t dcr__cal_check_sizes(const dcr_sim_calibration_t *cal)
+{
+    if (cal->nsizes < 0 || cal->nsizes > DCR_SIM_CAL_POINTS_MAX)
+        return dcr_error_set(DCR_EINVAL, "calibration: payload_factors has %d entries, expected 0..%d", cal->nsizes,
+                             DCR_SIM_CAL_POINTS_MAX);
+    for (int i = 0; i < cal->nsizes; i++) {
+        dcr_sim_cal_size_t z = cal->sizes[i];
+        if (!isfinite(z.bytes) || z.bytes <= 0 || (i > 0 && z.bytes <= cal->sizes[i - 1].bytes))
+            return dcr_error_set(DCR_EINVAL, "calibration: payload_factors[%d].bytes %g must be > 0 and increase", i,
+                                 z.bytes);
+        if (!isfinite(z.factor) || z.factor < 0.5 || z.factor > 10)
+            return dcr_error_set(DCR_EINVAL, "calibration: payload_factors[%d].factor %g is outside [0.5, 10]", i,
+                                 z.factor);
+    }
+    return DCR_OK;
+}
+
 dcr_status_t dcr_sim_cal_validate(const dcr_sim_calibration_t *cal)
 {
     DCR_CHECK(dcr__cal_check_points(cal));
+    DCR_CHECK(dcr__cal_check_sizes(cal));
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
         if (!dcr__cal_ok(dcr__cal_scalar_get(cal, i)))
             return dcr_error_set(DCR_EINVAL, "calibration: %s is %g, expected a finite value >= 0",
@@ -181,6 +213,33 @@ static dcr_status_t dcr__cal_parse_points(json_t *arr, const char *origin, dcr_s
     return DCR_OK;
 }
 
+static const dcr__cal_field_t dcr__cal_size_fields[] = {
+    {"bytes", offsetof(dcr_sim_cal_size_t, bytes)},
+    {"factor", offsetof(dcr_sim_cal_size_t, factor)},
+};
+
+static dcr_status_t dcr__cal_parse_sizes(json_t *arr, const char *origin, dcr_sim_calibration_t *cal)
+{
+    char where[512];
+    cal->nsizes = 0;
+    if (!arr) return DCR_OK;
+    if (!json_is_array(arr)) return dcr_error_set(DCR_EPARSE, "%s: \"payload_factors\" must be an array", origin);
+    size_t n = json_array_size(arr);
+    if (n > DCR_SIM_CAL_POINTS_MAX)
+        return dcr_error_set(DCR_EPARSE, "%s: \"payload_factors\" has %zu entries, at most %d", origin, n,
+                             DCR_SIM_CAL_POINTS_MAX);
+    for (size_t i = 0; i < n; i++) {
+        json_t *z = json_array_get(arr, i);
+        snprintf(where, sizeof(where), "%s: payload_factors[%zu]", origin, i);
+        if (!json_is_object(z)) return dcr_error_set(DCR_EPARSE, "%s must be an object", where);
+        DCR_CHECK(dcr__cal_known_keys(z, where, dcr__cal_size_fields, 2, NULL));
+        DCR_CHECK(dcr__cal_number(z, "bytes", where, &cal->sizes[i].bytes));
+        DCR_CHECK(dcr__cal_number(z, "factor", where, &cal->sizes[i].factor));
+    }
+    cal->nsizes = (int)n;
+    return DCR_OK;
+}
+
 static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
 {
     json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
@@ -202,11 +261,12 @@ static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin, dcr_
 
 static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
 {
-    static const char *const extra[] = {"format", "version", "machine", "points", "cores", NULL};
+    static const char *const extra[] = {"format", "version", "machine", "points", "payload_factors", "cores", NULL};
     if (!json_is_object(root)) return dcr_error_set(DCR_EPARSE, "%s: expected a JSON object", origin);
     DCR_CHECK(dcr__cal_known_keys(root, origin, dcr__cal_scalars, DCR__CAL_NSCALARS, extra));
     DCR_CHECK(dcr__cal_parse_header(root, origin, cal));
     DCR_CHECK(dcr__cal_parse_points(json_object_get(root, "points"), origin, cal));
+    DCR_CHECK(dcr__cal_parse_sizes(json_object_get(root, "payload_factors"), origin, cal));
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
         DCR_CHECK(dcr__cal_number(root, dcr__cal_scalars[i].key, origin, dcr__cal_scalar(cal, i)));
     dcr_status_t st = dcr_sim_cal_validate(cal);
@@ -278,6 +338,10 @@ char *dcr_sim_cal_to_json(const dcr_sim_calibration_t *cal)
     json_object_set_new(root, "machine", json_string(cal->machine));
     json_object_set_new(root, "cores", json_integer(cal->cores));
     json_object_set_new(root, "points", dcr__cal_points_json(cal));
+    json_t *sizes = json_array();
+    for (int i = 0; i < cal->nsizes; i++)
+        json_array_append_new(sizes, json_pack("{s:f,s:f}", "bytes", cal->sizes[i].bytes, "factor", cal->sizes[i].factor));
+    json_object_set_new(root, "payload_factors", sizes);
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
         json_object_set_new(root, dcr__cal_scalars[i].key, json_real(dcr__cal_scalar_get(cal, i)));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));

@@ -15,6 +15,8 @@
  *     "copy_s_per_byte": ..., "bytes_per_item": ..., "decode_s_per_byte": ...,
  *     "apply_s_per_record": ..., "apply_s_per_item": ...,
  *     "apply_s_per_full_byte": ..., "ack_s": ..., "commit_s": ..., "store_put_s": ...,
+ *     "relay_hop_s": ..., "relay_hop_s_per_byte": ...,
+ *     "payload_factors": [ {"bytes": 4096, "factor": 1.15}, ... ],   (optional)
  *     "cores": 2
  *   }
  * Per-rate figures are interpolated linearly in the rate and held constant
@@ -44,10 +46,20 @@ typedef struct dcr_sim_cal_point {
     double gap16_bytes;           /* compressed bytes of one 2-byte gap */
 } dcr_sim_cal_point_t;
 
+/* zstd compresses a small payload less well than a large one (fewer
+ * matches, tables per block): compressed bytes of a payload of `bytes`
+ * are `factor` times what the per-record figures give. */
+typedef struct dcr_sim_cal_size {
+    double bytes;
+    double factor;
+} dcr_sim_cal_size_t;
+
 typedef struct dcr_sim_calibration {
     char machine[128];
     int npoints;
     dcr_sim_cal_point_t points[DCR_SIM_CAL_POINTS_MAX];
+    int nsizes; /* 0: no size effect */
+    dcr_sim_cal_size_t sizes[DCR_SIM_CAL_POINTS_MAX];
     double project_s_per_record;  /* destination index and value of one changed element */
     double construct_s_per_item;  /* fixed cost of one task or tensor compared and itemized */
     double residual_s_per_byte;   /* residual part placement and conversion, per canonical byte */
@@ -59,11 +71,17 @@ typedef struct dcr_sim_calibration {
     double apply_s_per_full_byte; /* receiver: full scratch pass, per canonical byte */
     double ack_s, commit_s;       /* one control-plane acknowledgment / joint commit */
     double store_put_s;           /* directory object store: fsync and rename per PUT */
+    double relay_hop_s;           /* relay: one payload through one hop (frame, verify, queue, ack) */
+    double relay_hop_s_per_byte;  /* relay: the same, per payload byte */
     int cores;                    /* cores of the machine that was measured */
 } dcr_sim_calibration_t;
 
 /* Rate-dependent figures at `rate`, interpolated. */
 dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate);
+
+/* The size factor of a payload of `bytes` compressed bytes: interpolated in
+ * log(bytes), the smallest measured factor below the range, 1 above it. */
+double dcr_sim_cal_size_factor(const dcr_sim_calibration_t *cal, double bytes);
 
 /* Checks ranges and ordering; one clear DCR_EINVAL line naming the field. */
 dcr_status_t dcr_sim_cal_validate(const dcr_sim_calibration_t *cal);

@@ -10,6 +10,7 @@
 
 #include <ftw.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,70 @@ static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_en
     return st;
 }
 
+/* The same records cut into payloads of about `per` records each (items
+ * split where a payload fills): total compressed bytes without headers and
+ * item metadata, and the payload count. */
+static dcr_status_t dcr__cal_cut(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems, size_t per,
+                                 double item_bytes, double *bytes_p, int *npayloads_p)
+{
+    static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
+    double total = 0;
+    int payloads = 0;
+    size_t in_payload = 0;
+    for (int i = 0; i < nitems; i++) {
+        for (size_t at = 0; at < items[i].count;) {
+            size_t take = items[i].count - at < per - in_payload ? items[i].count - at : per - in_payload;
+            dcr_codec_item_t it = {"model.layers.0.mlp.experts.0.up_proj.weight", 2, shape, DCR_DTYPE_BF16,
+                                   DCR_ENCODING_XOR, take, items[i].idx + at, 0, items[i].xor_v + at};
+            DCR_CHECK(dcr_encoder_add(enc, &it));
+            total -= item_bytes;
+            at += take;
+            in_payload += take;
+            bool last = i == nitems - 1 && at == items[i].count;
+            if (in_payload < per && !last) continue;
+            const uint8_t *buf;
+            size_t len;
+            dcr_encode_params_t params = {1, 0, (uint64_t)payloads, DCR_CODEC_LEVEL_DEFAULT, false};
+            DCR_CHECK(dcr_encoder_finish(enc, &params, &buf, &len));
+            total += (double)len - DCR_CODEC_HEADER_SIZE;
+            payloads++;
+            in_payload = 0;
+        }
+    }
+    *bytes_p = total;
+    *npayloads_p = payloads;
+    return DCR_OK;
+}
+
+/* Payload size factors at 3%: the records of large items cut into payloads
+ * of 512 to 32768 records, against all of them in one payload. */
+static dcr_status_t dcr__cal_sizes(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc, dcr_rng_t *rng,
+                                   dcr_sim_calibration_t *cal)
+{
+    static const size_t per[] = {512, 2048, 8192, 32768};
+    int n = opt->quick ? 4 : 8;
+    dcr__cal_item_t *items = calloc((size_t)n, sizeof(*items));
+    uint16_t *w = malloc((size_t)DCR__CAL_ITEM_ROWS * DCR__CAL_ITEM_COLS * 2);
+    dcr_status_t st = items && w ? DCR_OK : dcr_error_set(DCR_ENOMEM, "calibrate: size items");
+    if (st == DCR_OK) st = dcr__cal_items(rng, 0.03, DCR__CAL_GAPS16, w, items, n);
+    double whole = 0;
+    int one = 0;
+    if (st == DCR_OK) st = dcr__cal_cut(enc, items, n, SIZE_MAX, cal->bytes_per_item, &whole, &one);
+    cal->nsizes = 0;
+    for (size_t k = 0; k < sizeof(per) / sizeof(per[0]) && st == DCR_OK; k++) {
+        double bytes = 0;
+        int payloads = 0;
+        st = dcr__cal_cut(enc, items, n, per[k], cal->bytes_per_item, &bytes, &payloads);
+        if (st == DCR_OK && whole > 0 && payloads > 0)
+            cal->sizes[cal->nsizes++] = (dcr_sim_cal_size_t){bytes / payloads, bytes / whole};
+    }
+    if (st == DCR_OK && whole > 0) cal->sizes[cal->nsizes++] = (dcr_sim_cal_size_t){whole, 1.0};
+    for (int i = 0; items && i < n; i++) dcr__cal_item_free(&items[i]);
+    free(items);
+    free(w);
+    return st;
+}
+
 /* ---- whole constructions ------------------------------------------------------ */
 
 typedef struct dcr__cal_scene {
@@ -350,13 +415,16 @@ static void dcr__cal_fit(const dcr__cal_obs_t *o, int n, double *c1_p, double *c
 /* One training rank, so a construction runs on one owner thread and its
  * time is one core's; the extended mapping makes nearly every byte take
  * direct projection, which isolates that path from residual conversion. */
-static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int scale, int layers, dcr__cal_scene_t *s)
+static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int ranks, dcr__cal_scene_t *s)
 {
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.model = opt->model;
-    spec.scale = scale;
-    spec.layers = layers;
+    spec.scale = opt->scale;
+    spec.layers = opt->layers;
     spec.mapping = DCR_MAPPING_EXTENDED;
+    /* TP over the ranks (and ETP for experts, chosen automatically) splits
+     * every tensor into strided and contiguous shards, as real layouts do. */
+    spec.train = (dcr_train_config_t){1, ranks, ranks, 0, 1, 1, 0};
     DCR_CHECK(dcr_scenario_create(&spec, &s->sc));
     s->nc = dcr_inventory_count(s->sc->inventory);
     s->ns = (size_t)s->sc->layout->nshards;
@@ -392,15 +460,19 @@ static dcr_status_t dcr__cal_run(const dcr_sim_cal_options_t *opt, dcr__cal_scen
     return DCR_OK;
 }
 
-/* Mode X constructions of one scene at the given rates: each observation is
- * what is left after detection and encoding, against records and items. */
+/* Mode X constructions of one scene at the given rates. Owners run on
+ * their own threads; with as many owners as cores and balanced ownership
+ * the cores' total time is owners x wall time (two threads on this
+ * machine's two cores were measured at full efficiency). Each observation
+ * is that time minus detection and encoding, against records and items. */
 static dcr_status_t dcr__cal_observe(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
                                      const dcr_sim_calibration_t *cal, const double *rates, int nrates,
-                                     dcr__cal_obs_t *obs, dcr_constructor_t **keep_p)
+                                     dcr__cal_obs_t *obs)
 {
     dcr_construct_config_t cfg = dcr_construct_config_default();
     dcr_constructor_t *c = NULL;
     DCR_CHECK(dcr_constructor_create(s->sc->layout, &cfg, s->committed, &c));
+    int owners = s->sc->layout->world;
     dcr_status_t st = DCR_OK;
     for (int i = 0; i < nrates && st == DCR_OK; i++) {
         dcr_construct_stats_t best;
@@ -410,13 +482,13 @@ static dcr_status_t dcr__cal_observe(const dcr_sim_cal_options_t *opt, dcr__cal_
         dcr_sim_cal_point_t p = dcr_sim_cal_at(cal, rates[i]);
         double known = p.detect_s_per_byte * (double)best.compared_elements * 2 +
                        p.encode_s_per_record * (double)best.records;
-        obs[i] = (dcr__cal_obs_t){best.construction_s - known, (double)best.records,
+        obs[i] = (dcr__cal_obs_t){owners * best.construction_s - known, (double)best.records,
                                   (double)(best.xor_items + best.overwrite_items)};
-        DCR_LOG_INFO("calibrate: construction at %g: %.4f s, %lld records, %.0f items, detection+encoding %.4f s",
-                     rates[i], best.construction_s, (long long)best.records, obs[i].x2, known);
+        DCR_LOG_INFO("calibrate: construction by %d owners at %g: %.4f s, %lld records, %.0f items, "
+                     "detection+encoding %.4f s",
+                     owners, rates[i], best.construction_s, (long long)best.records, obs[i].x2, known);
     }
-    if (st == DCR_OK && keep_p) *keep_p = c;
-    else dcr_constructor_destroy(c);
+    dcr_constructor_destroy(c);
     return st;
 }
 
@@ -424,38 +496,43 @@ typedef struct dcr__cal_construct {
     double project_s_per_record, item_s, residual_s_per_byte, copy_s_per_byte;
 } dcr__cal_construct_t;
 
-/* The in-place baseline update after a commit: one copy of every tracker. */
-static dcr_status_t dcr__cal_copy(dcr_constructor_t *c, dcr__cal_construct_t *out)
+/* The in-place baseline update after a commit: one copy of every tracker,
+ * on one thread (the constructor updates every owner in turn). */
+static dcr_status_t dcr__cal_copy(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s, dcr__cal_construct_t *out)
 {
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    dcr_constructor_t *c = NULL;
+    dcr_construct_stats_t best;
+    DCR_CHECK(dcr_constructor_create(s->sc->layout, &cfg, s->committed, &c));
+    dcr_status_t st = dcr__cal_run(opt, s, c, &best);
     double t0 = dcr_clock_s();
-    DCR_CHECK(dcr_constructor_commit(c));
+    if (st == DCR_OK) st = dcr_constructor_commit(c);
     double bytes = (double)dcr_constructor_baseline_bytes(c);
-    out->copy_s_per_byte = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
-    return DCR_OK;
+    if (st == DCR_OK) out->copy_s_per_byte = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
+    dcr_constructor_destroy(c);
+    return st;
 }
 
-/* Two scenes with different bytes per task (the model at the calibration
- * scale, and twice as large per tensor with half the layers) separate the
- * per-record cost of projection from the fixed cost of each task. */
+/* One owner, then one owner per core with each tensor split among them:
+ * the same records in twice the items (and strided shards) separate the
+ * per-record cost of projection from the fixed cost of each item. */
 static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt, const dcr_sim_calibration_t *cal,
                                      dcr__cal_construct_t *out)
 {
-    dcr__cal_obs_t obs[DCR_SIM_CAL_POINTS_MAX + 1];
-    double rates[DCR_SIM_CAL_POINTS_MAX], mid = cal->points[cal->npoints / 2].rate;
+    dcr__cal_obs_t obs[2 * DCR_SIM_CAL_POINTS_MAX];
+    double rates[DCR_SIM_CAL_POINTS_MAX];
     for (int i = 0; i < cal->npoints; i++) rates[i] = cal->points[i].rate;
+    int n = cal->npoints, ranks = cal->cores >= 2 ? 2 : 1;
     dcr__cal_scene_t s;
     memset(&s, 0, sizeof(s));
-    dcr_constructor_t *c = NULL;
-    dcr_status_t st = dcr__cal_scene_make(opt, opt->scale, opt->layers, &s);
-    if (st == DCR_OK) st = dcr__cal_observe(opt, &s, cal, rates, cal->npoints, obs, &c);
-    if (st == DCR_OK) st = dcr__cal_copy(c, out);
-    dcr_constructor_destroy(c);
+    dcr_status_t st = dcr__cal_scene_make(opt, 1, &s);
+    if (st == DCR_OK) st = dcr__cal_observe(opt, &s, cal, rates, n, obs);
     dcr__cal_scene_free(&s);
-    int big_scale = opt->scale > 1 ? opt->scale / 2 : 1, big_layers = opt->layers >= 2 ? opt->layers / 2 : opt->layers;
-    if (st == DCR_OK) st = dcr__cal_scene_make(opt, big_scale, big_layers, &s);
-    if (st == DCR_OK) st = dcr__cal_observe(opt, &s, cal, &mid, 1, obs + cal->npoints, NULL);
+    if (st == DCR_OK && ranks > 1) st = dcr__cal_scene_make(opt, ranks, &s);
+    if (st == DCR_OK && ranks > 1) st = dcr__cal_observe(opt, &s, cal, rates, n, obs + n);
+    if (st == DCR_OK && ranks > 1) st = dcr__cal_copy(opt, &s, out);
     dcr__cal_scene_free(&s);
-    if (st == DCR_OK) dcr__cal_fit(obs, cal->npoints + 1, &out->project_s_per_record, &out->item_s);
+    if (st == DCR_OK) dcr__cal_fit(obs, ranks > 1 ? 2 * n : n, &out->project_s_per_record, &out->item_s);
     return st;
 }
 
@@ -472,7 +549,7 @@ static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, const dc
     cfg.mode = DCR_MODE_F;
     dcr_constructor_t *c = NULL;
     dcr_construct_stats_t best;
-    dcr_status_t st = dcr__cal_scene_make(opt, opt->scale, opt->layers, &s);
+    dcr_status_t st = dcr__cal_scene_make(opt, 1, &s);
     if (st == DCR_OK) st = dcr_constructor_create(s.sc->layout, &cfg, s.committed, &c);
     if (st == DCR_OK) st = dcr__cal_candidate(&s, rate, opt->seed + 200);
     if (st == DCR_OK) st = dcr__cal_run(opt, &s, c, &best);
@@ -516,26 +593,29 @@ static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_
     spec.model = opt->model;
     spec.scale = opt->scale;
     spec.layers = opt->layers;
+    spec.align_extra = 2;
     dcr_scenario_t *sc = NULL;
     DCR_CHECK(dcr_scenario_create(&spec, &sc));
-    dcr_serve_config_t serve = dcr_serve_config_default();
+    dcr_serve_config_t serve = dcr_serve_config_default(), serve2 = serve;
+    serve2.tp = 2; /* a receiver that holds half of every tensor: narrowed views */
+    int n = cal->npoints;
     double rates[DCR_SIM_CAL_POINTS_MAX], decode[DCR_SIM_CAL_POINTS_MAX];
-    dcr__cal_obs_t obs[DCR_SIM_CAL_POINTS_MAX];
-    dcr_serve_bench_result_t res[DCR_SIM_CAL_POINTS_MAX], full;
-    for (int i = 0; i < cal->npoints; i++) rates[i] = cal->points[i].rate;
-    dcr_status_t st = dcr_serve_bench_apply(&sc->model, &serve, 0, false, rates, cal->npoints, opt->seed, res);
-    if (st == DCR_OK) st = dcr_serve_bench_apply(&sc->model, &serve, 0, true, rates + cal->npoints / 2, 1, opt->seed,
-                                                  &full);
+    dcr__cal_obs_t obs[DCR_SIM_CAL_POINTS_MAX + 1];
+    dcr_serve_bench_result_t res[DCR_SIM_CAL_POINTS_MAX + 1], full;
+    for (int i = 0; i < n; i++) rates[i] = cal->points[i].rate;
+    dcr_status_t st = dcr_serve_bench_apply(&sc->model, &serve, 0, false, rates, n, opt->seed, res);
+    if (st == DCR_OK) st = dcr_serve_bench_apply(&sc->model, &serve2, 0, false, rates + n / 2, 1, opt->seed, res + n);
+    if (st == DCR_OK) st = dcr_serve_bench_apply(&sc->model, &serve, 0, true, rates + n / 2, 1, opt->seed, &full);
     dcr_scenario_destroy(sc);
     DCR_CHECK(st);
-    for (int i = 0; i < cal->npoints; i++) {
+    for (int i = 0; i <= n; i++) {
         obs[i] = (dcr__cal_obs_t){res[i].apply_s, (double)res[i].records,
                                   (double)(res[i].items_sparse + res[i].items_full)};
         double d = (res[i].ingest_s - res[i].apply_s) / (double)(res[i].payload_bytes ? res[i].payload_bytes : 1);
-        decode[i] = d > 0 ? d : 0;
+        if (i < n) decode[i] = d > 0 ? d : 0;
     }
-    dcr__cal_fit(obs, cal->npoints, &cal->apply_s_per_record, &cal->apply_s_per_item);
-    cal->decode_s_per_byte = dcr__median(decode, cal->npoints);
+    dcr__cal_fit(obs, n + 1, &cal->apply_s_per_record, &cal->apply_s_per_item);
+    cal->decode_s_per_byte = dcr__median(decode, n);
     double rest = full.apply_s - cal->apply_s_per_record * (double)full.records -
                   cal->apply_s_per_item * (double)(full.items_sparse + full.items_full);
     cal->apply_s_per_full_byte = full.resident_bytes && rest > 0 ? rest / (double)full.resident_bytes : 0;
@@ -561,29 +641,33 @@ static dcr_status_t dcr__cal_tmpdir(char *dir, size_t cap)
  * coordinator does them, on a fresh SQLite control plane. */
 static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, double *ack_s, double *commit_s)
 {
-    enum { NRECV = 4 };
+    enum { NRECV = 4, ROUNDS_MAX = 16 };
     const uint32_t recv[NRECV] = {0, 1, 2, 3};
+    double acks[ROUNDS_MAX * NRECV], commits[ROUNDS_MAX];
+    if (rounds > ROUNDS_MAX) rounds = ROUNDS_MAX;
     dcr_commit_record_t rec, v0;
     DCR_CHECK(dcr_control_read(ctl, &rec));
     v0 = rec;
     v0.baseline[0] = 1;
     DCR_CHECK(dcr_control_cas(ctl, &rec, &v0));
     rec = v0;
-    double acks = 0, commits = 0;
     for (int i = 0; i < rounds; i++) {
         dcr_control_prepare_t req = {"calibrate", rec.version, recv, NRECV, 600000};
         uint64_t tau;
         DCR_CHECK(dcr_control_prepare(ctl, &req, &tau));
-        double t0 = dcr_clock_s();
-        for (int r = 0; r < NRECV; r++) DCR_CHECK(dcr_control_ack(ctl, tau, recv[r]));
-        double t1 = dcr_clock_s();
+        for (int r = 0; r < NRECV; r++) {
+            double t0 = dcr_clock_s();
+            DCR_CHECK(dcr_control_ack(ctl, tau, recv[r]));
+            acks[i * NRECV + r] = dcr_clock_s() - t0;
+        }
         uint8_t next[DCR_CONTROL_BASELINE_BYTES] = {(uint8_t)(i + 2)};
+        double t1 = dcr_clock_s();
         DCR_CHECK(dcr_control_commit(ctl, "calibrate", tau, &rec, next, &rec));
-        commits += dcr_clock_s() - t1;
-        acks += t1 - t0;
+        commits[i] = dcr_clock_s() - t1;
     }
-    *ack_s = acks / (rounds * NRECV);
-    *commit_s = commits / rounds;
+    /* Medians: a synchronous write's time varies with the disk, both ways. */
+    *ack_s = dcr__median(acks, rounds * NRECV);
+    *commit_s = dcr__median(commits, rounds);
     return DCR_OK;
 }
 
@@ -599,53 +683,113 @@ static dcr_status_t dcr__cal_control(const dcr_sim_cal_options_t *opt, const cha
     return st;
 }
 
-/* The directory object store's PUT on unlimited links: what a payload costs
- * the owner beyond moving its bytes (temporary file, fsync, rename). */
-static dcr_status_t dcr__cal_store_sends(dcr_transport_t *t, int n, double *median_p)
+/* A valid payload of about `bytes` bytes for owner 0, id `id`, attempt 1:
+ * incompressible values, so its size is what was asked. */
+static dcr_status_t dcr__cal_payload(dcr_encoder_t *enc, dcr_rng_t *rng, size_t bytes, uint64_t id,
+                                     const uint8_t **buf_p, size_t *len_p)
 {
-    dcr_encoder_t *enc = NULL;
-    DCR_CHECK(dcr_encoder_create(&enc));
-    double s[64];
-    dcr_status_t st = dcr_transport_open_attempt(t, 1);
-    for (int i = 0; i < n && st == DCR_OK; i++) {
-        int64_t shape[1] = {4096}, idx = i;
-        uint16_t v = 1;
-        dcr_codec_item_t it = {"model.norm.weight", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, 1, &idx, 0, &v};
-        dcr_encode_params_t params = {1, 0, (uint64_t)i, DCR_CODEC_LEVEL_DEFAULT, false};
-        const uint8_t *buf;
-        size_t len;
-        st = dcr_encoder_add(enc, &it);
-        if (st == DCR_OK) st = dcr_encoder_finish(enc, &params, &buf, &len);
-        double t0 = dcr_clock_s();
-        if (st == DCR_OK) st = dcr_transport_send(t, 0, (uint64_t)i, buf, len);
-        s[i] = dcr_clock_s() - t0;
-    }
-    if (st == DCR_OK) st = dcr_transport_finish(t, 0, (uint64_t)n);
-    dcr_transport_stop_and_wait(t);
-    dcr_encoder_destroy(enc);
-    if (st == DCR_OK) *median_p = dcr__median(s, n);
+    size_t n = bytes / 2 > 1 ? bytes / 2 : 1;
+    uint16_t *v = malloc(n * 2);
+    if (!v) return dcr_error_set(DCR_ENOMEM, "calibrate: payload of %zu bytes", bytes);
+    for (size_t i = 0; i < n; i++) v[i] = (uint16_t)dcr_rng_u64(rng);
+    int64_t shape[1] = {(int64_t)n};
+    dcr_codec_item_t it = {"model.norm.weight", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_OVERWRITE, n, NULL, 0, v};
+    dcr_encode_params_t params = {1, 0, id, DCR_CODEC_LEVEL_DEFAULT, false};
+    dcr_status_t st = dcr_encoder_add(enc, &it);
+    if (st == DCR_OK) st = dcr_encoder_finish(enc, &params, buf_p, len_p);
+    free(v);
     return st;
 }
 
-static dcr_status_t dcr__cal_store(const dcr_sim_cal_options_t *opt, const char *dir, dcr_sim_calibration_t *cal)
+/* Median time of each send of n payloads of `bytes` from owner 0, ids from
+ * *next_id on; a thread per rollout node drains what arrives, as the
+ * coordinator's node threads do. */
+typedef struct dcr__cal_drain {
+    dcr_transport_t *t;
+    int node;
+} dcr__cal_drain_t;
+
+static void *dcr__cal_drain_main(void *arg)
 {
-    char root[4200];
-    snprintf(root, sizeof(root), "%s/objstore", dir);
+    dcr__cal_drain_t *d = arg;
+    for (;;) {
+        dcr_delivery_t got;
+        dcr_status_t st = dcr_transport_recv(d->t, d->node, 100, &got);
+        if (st == DCR_EAGAIN) continue;
+        if (st != DCR_OK) return NULL;
+        dcr_transport_release(d->t, d->node, &got);
+    }
+}
+
+static dcr_status_t dcr__cal_sends(dcr_transport_t *t, dcr_encoder_t *enc, dcr_rng_t *rng, size_t bytes, int n,
+                                   uint64_t *next_id, double *median_p)
+{
+    double s[64];
+    if (n > 64) n = 64;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *buf;
+        size_t len;
+        uint64_t id = (*next_id)++;
+        DCR_CHECK(dcr__cal_payload(enc, rng, bytes, id, &buf, &len));
+        double t0 = dcr_clock_s();
+        DCR_CHECK(dcr_transport_send(t, 0, id, buf, len));
+        s[i] = dcr_clock_s() - t0;
+    }
+    *median_p = dcr__median(s, n);
+    return DCR_OK;
+}
+
+/* One transport with unlimited links: the directory object store's PUT
+ * (temporary file, fsync, rename), or the relay's hop from the owner to the
+ * root at two payload sizes (fixed and per-byte cost). */
+static dcr_status_t dcr__cal_transport(const dcr_sim_cal_options_t *opt, const char *name, const char *dir,
+                                       dcr_sim_calibration_t *cal)
+{
     dcr_link_config_t unlimited = {0, 0, 0, 0};
-    dcr_transport_config_t tc = {1, 1, 1, unlimited, root, 0, 0};
+    dcr_transport_config_t tc = {1, 1, 2, unlimited, dir, 0, 0};
     dcr_transport_t *t = NULL;
-    DCR_CHECK(dcr_transport_create("objstore", &tc, &t));
-    dcr_status_t st = dcr__cal_store_sends(t, opt->quick ? 8 : 32, &cal->store_put_s);
+    DCR_CHECK(dcr_transport_create(name, &tc, &t));
+    dcr_encoder_t *enc = NULL;
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, opt->seed);
+    dcr__cal_drain_t drain[2] = {{t, 0}, {t, 1}};
+    pthread_t th[2];
+    int started = 0;
+    dcr_status_t st = dcr_encoder_create(&enc);
+    if (st == DCR_OK) st = dcr_transport_open_attempt(t, 1);
+    for (int i = 0; i < 2 && st == DCR_OK; i++, started++)
+        if (pthread_create(&th[i], NULL, dcr__cal_drain_main, &drain[i])) st = dcr_error_set(DCR_ENOMEM, "calibrate: thread");
+    uint64_t id = 0;
+    int n = opt->quick ? 8 : 32;
+    double small = 0, large = 0;
+    const size_t small_b = 4096, large_b = (size_t)256 << 10;
+    if (st == DCR_OK) st = dcr__cal_sends(t, enc, &rng, small_b, n, &id, &small);
+    if (st == DCR_OK && strcmp(name, "objstore")) st = dcr__cal_sends(t, enc, &rng, large_b, n, &id, &large);
+    if (st == DCR_OK) st = dcr_transport_finish(t, 0, id);
+    dcr_transport_stop_and_wait(t); /* wakes the drains */
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     dcr_transport_destroy(t);
-    return st;
+    dcr_encoder_destroy(enc);
+    DCR_CHECK(st);
+    if (!strcmp(name, "objstore")) {
+        cal->store_put_s = small;
+    } else {
+        double per = (large - small) / (double)(large_b - small_b);
+        cal->relay_hop_s_per_byte = per > 0 ? per : 0;
+        double fixed = small - cal->relay_hop_s_per_byte * (double)small_b;
+        cal->relay_hop_s = fixed > 0 ? fixed : 0;
+    }
+    return DCR_OK;
 }
 
 static dcr_status_t dcr__cal_services(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
 {
-    char dir[4096];
+    char dir[4096], store[4200];
     DCR_CHECK(dcr__cal_tmpdir(dir, sizeof(dir)));
+    snprintf(store, sizeof(store), "%s/objstore", dir);
     dcr_status_t st = dcr__cal_control(opt, dir, cal);
-    if (st == DCR_OK) st = dcr__cal_store(opt, dir, cal);
+    if (st == DCR_OK) st = dcr__cal_transport(opt, "objstore", store, cal);
+    if (st == DCR_OK) st = dcr__cal_transport(opt, "relay", NULL, cal);
     nftw(dir, dcr__cal_rm, 16, FTW_DEPTH | FTW_PHYS);
     return st;
 }
@@ -680,6 +824,7 @@ static dcr_status_t dcr__cal_points(const dcr_sim_cal_options_t *opt, dcr_sim_ca
                      p->rate, p->detect_s_per_byte, p->encode_s_per_record, p->xor_value_bytes,
                      p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
     }
+    if (st == DCR_OK) st = dcr__cal_sizes(opt, enc, &rng, cal);
     dcr_encoder_destroy(enc);
     return st;
 }

@@ -46,7 +46,8 @@ static void dcr__hosts(const dcr_sim_cluster_t *c, FILE *out)
     for (int n = 0; n < c->train_nodes; n++)
         for (int g = 0; g < c->train_gpus; g++) {
             dcr_sim_host_train(name, sizeof(name), n, g);
-            fprintf(out, "    <host id=\"%s\" speed=\"1Gf\" core=\"1\"/>\n", name);
+            /* Two cores: the owner's constructor thread and its sender. */
+            fprintf(out, "    <host id=\"%s\" speed=\"1Gf\" core=\"2\"/>\n", name);
         }
     for (int i = 0; i < c->rollout_nodes; i++) {
         dcr_sim_host_rollout(name, sizeof(name), i);

@@ -248,10 +248,34 @@ static void dcr__fill(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, c
     r->receivers = spec->cluster.rollout_nodes * spec->cluster.rollout_gpus;
 }
 
-dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal, dcr_sim_result_t *out_p)
+static dcr_status_t dcr__check_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)
 {
-    dcr_sim_workload_t *w = NULL;
-    DCR_CHECK(dcr_sim_workload_build(spec, cal, &w));
+    const dcr_sim_cluster_t *c = &spec->cluster;
+    DCR_CHECK(dcr_sim_cluster_validate(c));
+    if (!spec->transport || (strcmp(spec->transport, "objstore") && strcmp(spec->transport, "relay")))
+        return dcr_error_set(DCR_EINVAL, "sim: transport '%s' is not objstore or relay",
+                             spec->transport ? spec->transport : "(null)");
+    if (w->world != c->train_nodes * c->train_gpus || w->train_nodes != c->train_nodes)
+        return dcr_error_set(DCR_EINVAL, "sim: the workload has %d owners on %d nodes, the cluster %d x %d", w->world,
+                             w->train_nodes, c->train_nodes, c->train_gpus);
+    for (int p = 0; p < w->npayloads; p++)
+        if (w->payloads[p].owner < 0 || w->payloads[p].owner >= w->world || w->payloads[p].bytes < 0)
+            return dcr_error_set(DCR_EINVAL, "sim: payload %d has owner %d and %lld bytes", p, w->payloads[p].owner,
+                                 (long long)w->payloads[p].bytes);
+    for (int o = 0; o < w->world; o++)
+        for (int i = 0; i < w->owners[o].nsteps; i++) {
+            const dcr_sim_step_t *s = &w->owners[o].steps[i];
+            bool bad = (s->kind == DCR_SIM_STEP_SEND_PART && (s->peer < 0 || s->peer >= w->world)) ||
+                       (s->kind == DCR_SIM_STEP_FLUSH && (s->payload < 0 || s->payload >= w->npayloads)) ||
+                       s->seconds < 0 || s->bytes < 0;
+            if (bad) return dcr_error_set(DCR_EINVAL, "sim: owner %d step %d is malformed", o, i);
+        }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, dcr_sim_result_t *out_p)
+{
+    DCR_CHECK(dcr__check_workload(spec, w));
     char *platform = NULL;
     bool tmp = false;
     dcr__sim_out_t refit, ref;
@@ -261,6 +285,14 @@ dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t
     if (st == DCR_OK) dcr__fill(spec, w, &refit, ref.reference_s, out_p);
     if (tmp) unlink(platform);
     free(platform);
+    return st;
+}
+
+dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal, dcr_sim_result_t *out_p)
+{
+    dcr_sim_workload_t *w = NULL;
+    DCR_CHECK(dcr_sim_workload_build(spec, cal, &w));
+    dcr_status_t st = dcr_sim_run_workload(spec, w, out_p);
     dcr_sim_workload_destroy(w);
     return st;
 }

@@ -116,4 +116,11 @@ typedef struct dcr_sim_result {
 dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
                          dcr_sim_result_t *out_p);
 
+/* Simulates a workload built elsewhere (by dcr_sim_workload_build, or by
+ * hand in tests and what-if studies; sim/workload.h) on spec's cluster and
+ * transport. The workload's world and train nodes must match the cluster. */
+struct dcr_sim_workload;
+dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const struct dcr_sim_workload *w,
+                                  dcr_sim_result_t *out_p);
+
 #endif

@@ -152,7 +152,8 @@ dcr_status_t dcr_sim_pack_flush(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_
     *pl = p->cur;
     pl->owner = o->rank;
     pl->id = o->npayloads++;
-    pl->bytes = DCR_CODEC_HEADER_SIZE + (int64_t)llround(p->cur_bytes);
+    double f = p->costs.cal ? dcr_sim_cal_size_factor(p->costs.cal, p->cur_bytes) : 1.0;
+    pl->bytes = DCR_CODEC_HEADER_SIZE + (int64_t)llround(p->cur_bytes * f);
     w->records += pl->records;
     w->items += pl->items;
     w->payload_bytes += pl->bytes;
@@ -528,6 +529,8 @@ dcr_status_t dcr_sim_workload_build(const dcr_sim_spec_t *spec, const dcr_sim_ca
     if (st == DCR_OK) {
         dcr__decode_costs(b.w, cal);
         dcr__finalize(b.w, &spec->cluster, cal);
+        b.w->relay_hop_s = cal->relay_hop_s;
+        b.w->relay_hop_s_per_byte = cal->relay_hop_s_per_byte;
     }
     dcr__builder_free(&b);
     dcr_scenario_destroy(sc);

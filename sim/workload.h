@@ -67,7 +67,7 @@ typedef struct dcr_sim_owner {
     int64_t tracker_bytes; /* copied by the in-place baseline update after the commit */
 } dcr_sim_owner_t;
 
-typedef struct dcr_sim_workload {
+struct dcr_sim_workload {
     int world, train_nodes;
     int serve_tp;          /* receivers' TP ranks 0..serve_tp-1 */
     int64_t checkpoint_bytes;
@@ -82,7 +82,11 @@ typedef struct dcr_sim_workload {
      * owners' in-place baseline updates (one after another in-process, in
      * parallel on a cluster). */
     double finalize_s;
-} dcr_sim_workload_t;
+    /* CPU time of one relay hop of one payload (frame, digest check,
+     * queueing, acknowledgment): fixed and per byte. */
+    double relay_hop_s, relay_hop_s_per_byte;
+};
+typedef struct dcr_sim_workload dcr_sim_workload_t;
 
 /* Builds the workload of a spec with a calibration. Uses one shape-only
  * receiver per serving TP rank (the serving loaders' prewarm) to learn which

@@ -354,3 +354,51 @@ dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards, dcr_st
     *changed_p = changed;
     return DCR_OK;
 }
+
+/* ---- edge values ---------------------------------------------------------------- */
+
+/* Bit patterns a comparison by value would get wrong: signed zeros, NaNs
+ * with payloads and either sign, infinities, the smallest subnormal. */
+static uint64_t edge_bits(dcr_dtype_t dtype, uint64_t pick, uint64_t noise)
+{
+    static const uint64_t bf16[] = {0x0000, 0x8000, 0x7FC1, 0xFF81, 0x7F80, 0x0001};
+    static const uint64_t fp16[] = {0x0000, 0x8000, 0x7E01, 0xFC01, 0x7C00, 0x0001};
+    static const uint64_t fp32[] = {0x00000000, 0x80000000, 0x7FC00001, 0xFF800001, 0x7F800000, 0x00000001};
+    static const uint64_t fp8[] = {0x00, 0x80, 0x7F, 0xFF, 0x7E, 0x01};
+    const uint64_t *table = dtype == DCR_DTYPE_BF16 ? bf16 : dtype == DCR_DTYPE_FP16 ? fp16 : dtype == DCR_DTYPE_FP32 ? fp32 : fp8;
+    uint64_t bits = table[pick % 6];
+    if ((pick % 6 == 2 || pick % 6 == 3) && dtype == DCR_DTYPE_BF16) bits |= noise & 0x3F; /* NaN payload */
+    return bits;
+}
+
+dcr_status_t dcr_scenario_inject_edges(const dcr_scenario_t *s, int per_task, uint64_t seed,
+                                       dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                                       int64_t *changed_p)
+{
+    const dcr_source_layout_t *L = s->layout;
+    dcr_rng_t root;
+    dcr_rng_seed(&root, seed);
+    int64_t changed = 0;
+    for (int i = 0; i < L->ntasks; i++) {
+        const dcr_task_t *t = &L->tasks[i];
+        if (task_is_cast(s, t)) continue; /* casts cannot carry NaN payloads bit for bit */
+        dcr_rng_t rng = dcr_rng_split(&root, (uint64_t)i);
+        dcr_dtype_t dt = L->shards[t->shard].desc.dtype;
+        size_t n = (size_t)dcr_task_numel(t), es = dcr_dtype_size(dt);
+        unsigned char *box = malloc(n * es + 1);
+        if (!box) return dcr_error_set(DCR_ENOMEM, "edge values of %s", t->name);
+        dcr_task_pack(L, t, shards[t->shard]->data, box);
+        for (int k = 0; k < per_task; k++) {
+            size_t at = (size_t)dcr_rng_below(&rng, n);
+            uint64_t before = dcr_dtype_load_bits(dt, box + at * es);
+            uint64_t bits = edge_bits(dt, dcr_rng_u64(&rng), dcr_rng_u64(&rng));
+            dcr_dtype_store_bits(dt, box + at * es, bits);
+            changed += before != bits;
+        }
+        dcr_task_unpack(L, t, box, shards[t->shard]->data);
+        free(box);
+    }
+    DCR_CHECK(sync_replicas(s, shards, canonical));
+    *changed_p = changed;
+    return DCR_OK;
+}

@@ -63,6 +63,14 @@ dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, u
                                          dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
                                          int64_t *changed_p);
 
+/* Edge values for bit-exactness checks: per_task random owned elements of
+ * every task without a cast get signed zeros, NaNs with payloads and either
+ * sign, infinities or the smallest subnormal; replicas follow. *changed_p
+ * counts elements whose bits changed. */
+dcr_status_t dcr_scenario_inject_edges(const dcr_scenario_t *s, int per_task, uint64_t seed,
+                                       dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                                       int64_t *changed_p);
+
 /* AdamW trajectories: FP32 master weights per unique source element, AdamW
  * (betas 0.9 / 0.999, no weight decay) on synthetic standard-normal
  * gradients, stored in the shards' dtype after every step. At lr 1e-6 on

@@ -5,6 +5,7 @@
 
 #include <blake2.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,8 +32,20 @@ const char *dcr_rl_mode_name(dcr_rl_mode_t mode)
 
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node)
 {
-    dcr_coord_config_t cfg = {id, DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000};
+    dcr_coord_config_t cfg = {id, DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20};
     return cfg;
+}
+
+const char *dcr_coord_step_name(dcr_coord_step_t step)
+{
+    static const char *const names[DCR_COORD_STEP_COUNT] = {"prepare", "stream", "ack", "commit", "committed"};
+    return step >= 0 && step < DCR_COORD_STEP_COUNT ? names[step] : "?";
+}
+
+const char *dcr_coord_point_name(dcr_coord_point_t point)
+{
+    static const char *const names[] = {"delivery", "apply", "acked"};
+    return point >= 0 && point <= DCR_COORD_POINT_ACKED ? names[point] : "?";
 }
 
 struct dcr_coord {
@@ -42,8 +55,16 @@ struct dcr_coord {
     int nodes;
     dcr_commit_record_t record; /* K^v as last read or committed */
     pthread_rwlock_t gate;
-    uint32_t *required;
+    uint32_t *required;         /* the live receivers when the attempt was prepared */
+    size_t nrequired;
     uint64_t *sent;             /* payloads per owner in the current attempt */
+    dcr_receiver_t **recv;      /* slot i: receiver i (replaced by a restart); caller-owned */
+    atomic_uchar *alive;        /* membership; cleared by node threads when a receiver dies */
+    atomic_uchar *touched;      /* receivers given a payload of the current transition */
+    dcr_coord_hooks_t hooks;
+    bool crashed;               /* a step hook crashed this coordinator: it does nothing more */
+    uint64_t *taus;             /* attempts of the current transition */
+    int ntaus;
 };
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -97,12 +118,19 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
     c->nodes = parties->nreceivers / cfg->receivers_per_node;
     c->required = malloc((size_t)parties->nreceivers * sizeof(uint32_t));
     c->sent = calloc((size_t)parties->world, sizeof(uint64_t));
+    c->recv = calloc((size_t)parties->nreceivers, sizeof(*c->recv));
+    c->alive = calloc((size_t)parties->nreceivers, sizeof(*c->alive));
+    c->touched = calloc((size_t)parties->nreceivers, sizeof(*c->touched));
+    c->taus = calloc((size_t)cfg->max_attempts, sizeof(uint64_t));
     pthread_rwlock_init(&c->gate, NULL);
-    if (!c->required || !c->sent) {
+    if (!c->required || !c->sent || !c->recv || !c->alive || !c->touched || !c->taus) {
         dcr_coord_destroy(c);
         return dcr_error_set(DCR_ENOMEM, "coordinator");
     }
-    for (int i = 0; i < parties->nreceivers; i++) c->required[i] = (uint32_t)i;
+    for (int i = 0; i < parties->nreceivers; i++) {
+        c->recv[i] = parties->receivers[i];
+        atomic_init(&c->alive[i], 1);
+    }
     dcr_status_t st = bind_initial(c);
     if (st != DCR_OK) {
         dcr_coord_destroy(c);
@@ -118,6 +146,10 @@ void dcr_coord_destroy(dcr_coord_t *c)
     pthread_rwlock_destroy(&c->gate);
     free(c->required);
     free(c->sent);
+    free(c->recv);
+    free((void *)c->alive);
+    free((void *)c->touched);
+    free(c->taus);
     free(c);
 }
 
@@ -146,8 +178,10 @@ typedef struct staged_payload {
 typedef struct node_run {
     dcr_coord_t *c;
     int node;
+    uint64_t tau;
     pthread_t thread;
     dcr_status_t status;
+    char why[512]; /* the node thread's error detail (details are thread-local) */
     double last_apply_end;
     /* Async RL: the compressed payloads held in host memory while requests
      * are still served at v (bounded only by the delta's size). */
@@ -181,28 +215,49 @@ static dcr_status_t stage_compressed(node_run_t *n, const dcr_delivery_t *d)
 
 static dcr_receiver_t *node_receiver(const node_run_t *n, int k)
 {
-    return n->c->p.receivers[n->node * n->c->cfg.receivers_per_node + k];
+    return n->c->recv[n->node * n->c->cfg.receivers_per_node + k];
+}
+
+/* Asks the alive hook about a live receiver; a death is recorded in the
+ * membership and fails the attempt (the retry leaves the receiver out). */
+static dcr_status_t check_alive(dcr_coord_t *c, int id, dcr_coord_point_t point, uint64_t tau)
+{
+    if (!c->hooks.alive || c->hooks.alive(c->hooks.ctx, id, point, tau)) return DCR_OK;
+    atomic_store(&c->alive[id], 0);
+    return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id, dcr_coord_point_name(point),
+                         (unsigned long long)tau);
+}
+
+static bool node_member(const node_run_t *n, int k)
+{
+    return atomic_load(&n->c->alive[n->node * n->c->cfg.receivers_per_node + k]) != 0;
 }
 
 /* Hands one delivered payload to every receiver of the node: applied at once
  * in sync RL; in async RL the compressed bytes are staged once for the node. */
 static dcr_status_t node_take(node_run_t *n, const dcr_delivery_t *d)
 {
+    int per = n->c->cfg.receivers_per_node;
+    for (int k = 0; k < per; k++)
+        if (node_member(n, k)) DCR_CHECK(check_alive(n->c, n->node * per + k, DCR_COORD_POINT_DELIVERY, n->tau));
     if (n->c->cfg.rl == DCR_RL_ASYNC) {
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_STAGING, DCR_ACTOR_NODE, n->node);
         dcr_status_t st = stage_compressed(n, d);
         dcr_trace_end(&span);
         return st;
     }
-    for (int k = 0; k < n->c->cfg.receivers_per_node; k++) {
+    for (int k = 0; k < per; k++) {
+        if (!node_member(n, k)) continue;
         dcr_ingest_t disposition;
         dcr_receiver_t *r = node_receiver(n, k);
-        int id = n->node * n->c->cfg.receivers_per_node + k;
+        int id = n->node * per + k;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
+        atomic_store(&n->c->touched[id], 1);
         dcr_status_t st = dcr_receiver_apply_payload(r, d->data, d->len, &disposition);
         dcr_trace_end(&span);
         n->last_apply_end = dcr_clock_s();
         DCR_CHECK(st);
+        DCR_CHECK(check_alive(n->c, id, DCR_COORD_POINT_APPLY, n->tau));
     }
     return DCR_OK;
 }
@@ -241,6 +296,7 @@ static void *node_main(void *arg)
 {
     node_run_t *n = arg;
     n->status = node_deliver(n);
+    if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
     return NULL;
 }
 
@@ -251,14 +307,18 @@ static void *node_apply_staged(void *arg)
     for (size_t i = 0; i < n->nstaged && n->status == DCR_OK; i++) {
         dcr_delivery_t d = {n->staged[i].data, n->staged[i].len, NULL};
         for (int k = 0; k < n->c->cfg.receivers_per_node && n->status == DCR_OK; k++) {
+            if (!node_member(n, k)) continue;
             dcr_ingest_t disposition;
-            dcr_trace_span_t span =
-                dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, n->node * n->c->cfg.receivers_per_node + k);
+            int id = n->node * n->c->cfg.receivers_per_node + k;
+            dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
+            atomic_store(&n->c->touched[id], 1);
             n->status = dcr_receiver_apply_payload(node_receiver(n, k), d.data, d.len, &disposition);
             dcr_trace_end(&span);
+            if (n->status == DCR_OK) n->status = check_alive(n->c, id, DCR_COORD_POINT_APPLY, n->tau);
         }
         n->last_apply_end = dcr_clock_s();
     }
+    if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
     free_staged(n);
     return NULL;
 }
@@ -269,16 +329,17 @@ static dcr_status_t join_nodes(node_run_t *nodes, int count, int started, double
     for (int i = 0; i < started; i++) pthread_join(nodes[i].thread, NULL);
     for (int i = 0; i < count; i++) {
         if (nodes[i].last_apply_end > *apply_end) *apply_end = nodes[i].last_apply_end;
-        if (st == DCR_OK && nodes[i].status != DCR_OK) st = nodes[i].status;
+        if (st == DCR_OK && nodes[i].status != DCR_OK) st = dcr_error_set(nodes[i].status, "%s", nodes[i].why);
     }
     return st;
 }
 
-static dcr_status_t run_nodes(dcr_coord_t *c, node_run_t *nodes, void *(*fn)(void *))
+static dcr_status_t run_nodes(dcr_coord_t *c, uint64_t tau, node_run_t *nodes, void *(*fn)(void *))
 {
     for (int i = 0; i < c->nodes; i++) {
         nodes[i].c = c;
         nodes[i].node = i;
+        nodes[i].tau = tau;
         if (pthread_create(&nodes[i].thread, NULL, fn, &nodes[i])) {
             double ignored = 0;
             join_nodes(nodes, i, i, &ignored);
@@ -312,13 +373,24 @@ static dcr_status_t flush_owners(dcr_coord_t *c)
     return DCR_OK;
 }
 
+/* The required receivers of the next attempt: the live ones. */
+static size_t collect_required(dcr_coord_t *c)
+{
+    c->nrequired = 0;
+    for (int i = 0; i < c->p.nreceivers; i++)
+        if (atomic_load(&c->alive[i])) c->required[c->nrequired++] = (uint32_t)i;
+    return c->nrequired;
+}
+
 static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
-    dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, (size_t)c->p.nreceivers,
-                                 c->cfg.deadline_ms};
+    if (collect_required(c) == 0)
+        return dcr_error_set(DCR_EFATAL, "no live receiver is left to refit");
+    dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, c->nrequired, c->cfg.deadline_ms};
     DCR_CHECK(dcr_control_prepare(c->p.control, &req, tau_p));
+    if (c->ntaus < c->cfg.max_attempts) c->taus[c->ntaus++] = *tau_p;
     DCR_CHECK(dcr_transport_open_attempt(c->p.transport, *tau_p));
-    for (int i = 0; i < c->p.nreceivers; i++) DCR_CHECK(dcr_receiver_begin_attempt(c->p.receivers[i], *tau_p));
+    for (size_t i = 0; i < c->nrequired; i++) DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
     memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
     return DCR_OK;
 }
@@ -328,7 +400,7 @@ static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t tau, bool overwrite,
                            node_run_t *nodes, dcr_refit_result_t *res)
 {
-    dcr_status_t st = run_nodes(c, nodes, node_main);
+    dcr_status_t st = run_nodes(c, tau, nodes, node_main);
     if (st != DCR_OK) return st;
     dcr_payload_sink_t sink = {sink_submit, c};
     st = dcr_constructor_run(c->p.constructor, candidate, tau, c->p.xor_allowed, overwrite, &sink, &res->construct);
@@ -342,26 +414,62 @@ static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint
 
 /* Async RL: gate closes after the last payload; in-flight requests finish
  * (the write lock waits for them); then the staged delta is applied. */
-static dcr_status_t apply_async(dcr_coord_t *c, node_run_t *nodes, bool *gate_closed, dcr_refit_result_t *res)
+static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, node_run_t *nodes, bool *gate_closed,
+                                dcr_refit_result_t *res)
 {
     if (!*gate_closed) {
         pthread_rwlock_wrlock(&c->gate);
         *gate_closed = true;
     }
     for (int i = 0; i < c->nodes; i++) nodes[i].status = DCR_OK; /* keep what each node staged */
-    DCR_CHECK(run_nodes(c, nodes, node_apply_staged));
+    DCR_CHECK(run_nodes(c, tau, nodes, node_apply_staged));
     return join_nodes(nodes, c->nodes, c->nodes, &res->apply_end);
 }
 
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
-    for (int i = 0; i < c->p.nreceivers; i++) {
+    for (size_t i = 0; i < c->nrequired; i++) {
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
         dcr_status_t st = dcr_control_ack(c->p.control, tau, c->required[i]);
         dcr_trace_end(&span);
         DCR_CHECK(st);
     }
+    /* A receiver that died after its acknowledgment fails the attempt too:
+     * every required receiver must still hold P^{v+1} when v+1 is published. */
+    for (size_t i = 0; i < c->nrequired; i++)
+        DCR_CHECK(check_alive(c, (int)c->required[i], DCR_COORD_POINT_ACKED, tau));
     return DCR_OK;
+}
+
+/* A step hook that fails is this coordinator's crash at that step. */
+static dcr_status_t step(dcr_coord_t *c, dcr_coord_step_t s, uint64_t tau)
+{
+    if (!c->hooks.step) return DCR_OK;
+    dcr_status_t st = c->hooks.step(c->hooks.ctx, s, tau);
+    if (st != DCR_OK) c->crashed = true;
+    return st;
+}
+
+/* Owners update their baselines only after the joint commit. */
+static dcr_status_t finish_commit(dcr_coord_t *c, const dcr_commit_record_t *committed, dcr_refit_result_t *res)
+{
+    res->commit_end = dcr_clock_s();
+    c->record = *committed;
+    DCR_CHECK(dcr_constructor_commit(c->p.constructor));
+    res->t1 = dcr_clock_s();
+    res->version = committed->version;
+    res->tau = committed->attempt;
+    return DCR_OK;
+}
+
+/* True when the record commits one of this transition's attempts: a commit
+ * whose reply was lost took effect. */
+static bool committed_by_us(const dcr_coord_t *c, const dcr_commit_record_t *now)
+{
+    if (now->version != c->record.version + 1) return false;
+    for (int i = 0; i < c->ntaus; i++)
+        if (now->attempt == c->taus[i]) return true;
+    return false;
 }
 
 static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res)
@@ -374,25 +482,25 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
     dcr_trace_end(&span);
     if (st != DCR_OK) {
         /* An unanswered commit may still have taken effect: the record tells. */
+        dcr_status_t failed = st;
+        char why[512];
+        snprintf(why, sizeof(why), "%s", dcr_error_line(st));
         dcr_commit_record_t now;
-        if (dcr_control_read(c->p.control, &now) != DCR_OK || now.attempt != tau) return st;
+        if (dcr_control_read(c->p.control, &now) != DCR_OK || now.attempt != tau)
+            return dcr_error_set(failed, "%s", why);
         committed = now;
     }
-    res->commit_end = dcr_clock_s();
-    c->record = committed;
-    /* Owners update their baselines only now, after the joint commit. */
-    DCR_CHECK(dcr_constructor_commit(c->p.constructor));
-    res->t1 = dcr_clock_s();
-    res->version = committed.version;
-    res->tau = tau;
-    return DCR_OK;
+    DCR_CHECK(step(c, DCR_COORD_STEP_COMMITTED, tau));
+    return finish_commit(c, &committed, res);
 }
 
 static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, bool overwrite, node_run_t *nodes,
                             bool *gate_closed, dcr_refit_result_t *res)
 {
-    uint64_t tau;
+    uint64_t tau = 0;
+    DCR_CHECK(step(c, DCR_COORD_STEP_PREPARE, 0));
     DCR_CHECK(begin_attempt(c, &tau));
+    DCR_CHECK(step(c, DCR_COORD_STEP_STREAM, tau));
     if (c->cfg.rl == DCR_RL_SYNC && !*gate_closed) {
         pthread_rwlock_wrlock(&c->gate);
         *gate_closed = true;
@@ -401,8 +509,10 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
     for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]); /* a failed attempt's staging */
     memset(nodes, 0, (size_t)c->nodes * sizeof(*nodes));
     DCR_CHECK(stream(c, candidate, tau, overwrite, nodes, res));
-    if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, nodes, gate_closed, res));
+    if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, nodes, gate_closed, res));
+    DCR_CHECK(step(c, DCR_COORD_STEP_ACK, tau));
     DCR_CHECK(acknowledge(c, tau));
+    DCR_CHECK(step(c, DCR_COORD_STEP_COMMIT, tau));
     return commit(c, tau, res);
 }
 
@@ -410,16 +520,59 @@ static void receiver_drops(const dcr_coord_t *c, dcr_refit_result_t *res)
 {
     for (int i = 0; i < c->p.nreceivers; i++) {
         dcr_receiver_stats_t s;
-        dcr_receiver_stats(c->p.receivers[i], &s);
+        dcr_receiver_stats(c->recv[i], &s);
         res->duplicates += s.duplicates;
         res->stale += s.stale + s.stale_dropped;
     }
 }
 
-dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dcr_refit_result_t *out_p)
+static void sleep_ms(int ms)
 {
-    dcr_refit_result_t res;
-    memset(&res, 0, sizeof(res));
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Whether a failed attempt may be retried: not after a crash, when no
+ * receiver is left, or when another coordinator has replaced this one. */
+static bool retryable(dcr_coord_t *c, dcr_status_t st)
+{
+    return !c->crashed && st != DCR_EFATAL && st != DCR_ECONFLICT;
+}
+
+/* A prepare or commit refused with a conflict: either a commit of ours whose
+ * reply was lost took effect (done), or another coordinator replaced us. */
+static dcr_status_t settle_conflict(dcr_coord_t *c, dcr_refit_result_t *res)
+{
+    dcr_commit_record_t now;
+    if (dcr_control_read(c->p.control, &now) == DCR_OK && committed_by_us(c, &now)) return finish_commit(c, &now, res);
+    return dcr_error_set(DCR_ECONFLICT, "coordinator %s was replaced by a newer one", c->cfg.id);
+}
+
+static int live_count(const dcr_coord_t *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->p.nreceivers; i++) n += atomic_load(&c->alive[i]) != 0;
+    return n;
+}
+
+/* After a transition that stopped for good: a receiver that took payloads
+ * of it may hold a mixture of v and v+1 that no later transition (with
+ * another candidate) can repair, so it leaves the membership until a dense
+ * refit restores it. Untouched receivers still hold P^v and keep serving. */
+static int drop_dirty(dcr_coord_t *c)
+{
+    int n = 0;
+    for (int i = 0; i < c->p.nreceivers; i++)
+        if (atomic_load(&c->touched[i]) && atomic_exchange(&c->alive[i], 0)) n++;
+    return n;
+}
+
+/* Attempts until one commits; all_overwrite makes the first one an
+ * overwrite attempt too (after a failover). */
+static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, bool all_overwrite,
+                               dcr_refit_result_t *res)
+{
+    if (c->crashed) return dcr_error_set(DCR_EFATAL, "coordinator %s has crashed; start a new one", c->cfg.id);
     dcr_trace_set_refit((uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
     node_run_t *nodes = calloc((size_t)c->nodes, sizeof(*nodes));
     if (!nodes) return dcr_error_set(DCR_ENOMEM, "rollout node state");
@@ -428,29 +581,128 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dc
     bool gate_closed = false;
     dcr_status_t st = DCR_EATTEMPT;
     char first_error[512] = "";
+    int live_before = live_count(c);
+    c->ntaus = 0;
+    for (int i = 0; i < c->p.nreceivers; i++) atomic_store(&c->touched[i], 0);
     for (int a = 0; a < c->cfg.max_attempts; a++) {
-        res.attempts = a + 1;
+        if (a > 0 && c->cfg.retry_backoff_ms > 0) sleep_ms(a * c->cfg.retry_backoff_ms);
+        res->attempts = a + 1;
         /* A retry resends the complete changed set as absolute overwrites. */
-        st = attempt(c, candidate, a > 0, nodes, &gate_closed, &res);
+        st = attempt(c, candidate, all_overwrite || a > 0, nodes, &gate_closed, res);
+        if (st == DCR_ECONFLICT && !c->crashed) st = settle_conflict(c, res);
         if (st == DCR_OK) break;
         if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", dcr_error_line(st));
         DCR_LOG_WARN("attempt %d of the transition to version %llu failed: %s", a + 1,
                      (unsigned long long)c->record.version + 1, dcr_error_line(st));
         dcr_transport_stop_and_wait(c->p.transport);
+        if (!retryable(c, st)) break;
     }
     if (gate_closed) pthread_rwlock_unlock(&c->gate);
     for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]);
     free(nodes);
     dcr_transport_counters(c->p.transport, &after);
-    if (st != DCR_OK)
-        return dcr_error_set(DCR_EFATAL, "version %llu stays committed: %d attempts failed (first: %s)",
-                             (unsigned long long)c->record.version, res.attempts, first_error);
-    res.latency_s = res.t1 - res.t0;
-    dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(res.t0 * 1e9), (uint64_t)(res.t1 * 1e9));
-    res.finalization_s = res.apply_end > 0 ? res.t1 - res.apply_end : 0.0;
-    res.payload_bytes = res.construct.payload_bytes;
-    res.cross_bytes = after.cross_bytes - before.cross_bytes;
-    receiver_drops(c, &res);
+    res->receivers_died = live_before - live_count(c);
+    if (st != DCR_OK && c->crashed)
+        return dcr_error_set(st, "coordinator %s crashed in attempt %d: %s", c->cfg.id, res->attempts, first_error);
+    if (st != DCR_OK) {
+        int dirty = st == DCR_ECONFLICT ? 0 : drop_dirty(c);
+        return dcr_error_set(st == DCR_ECONFLICT ? DCR_ECONFLICT : DCR_EFATAL,
+                             "version %llu stays committed: %d attempt%s failed (first: %s); %d receiver%s with "
+                             "partial writes left out until restored; operator intervention needed",
+                             (unsigned long long)c->record.version, res->attempts, res->attempts == 1 ? "" : "s",
+                             first_error, dirty, dirty == 1 ? "" : "s");
+    }
+    res->latency_s = res->t1 - res->t0;
+    dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(res->t0 * 1e9), (uint64_t)(res->t1 * 1e9));
+    res->finalization_s = res->apply_end > 0 ? res->t1 - res->apply_end : 0.0;
+    res->payload_bytes = res->construct.payload_bytes;
+    res->cross_bytes = after.cross_bytes - before.cross_bytes;
+    receiver_drops(c, res);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dcr_refit_result_t *out_p)
+{
+    dcr_refit_result_t res;
+    memset(&res, 0, sizeof(res));
+    DCR_CHECK(transition(c, candidate, false, &res));
     if (out_p) *out_p = res;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t from_version,
+                              dcr_refit_result_t *out_p)
+{
+    dcr_refit_result_t res;
+    memset(&res, 0, sizeof(res));
+    DCR_CHECK(dcr_control_read(c->p.control, &c->record));
+    if (c->record.version == from_version + 1) {
+        /* The crashed coordinator's commit took effect: only the owners'
+         * baseline update of that commit is left. */
+        res.t0 = dcr_clock_s();
+        DCR_CHECK(dcr_constructor_commit(c->p.constructor));
+        res.t1 = dcr_clock_s();
+        res.version = c->record.version;
+        res.tau = c->record.attempt;
+    } else if (c->record.version == from_version) {
+        DCR_CHECK(transition(c, candidate, true, &res));
+    } else {
+        return dcr_error_set(DCR_ECONFLICT, "failover: the commit record holds version %llu, not %llu or %llu",
+                             (unsigned long long)c->record.version, (unsigned long long)from_version,
+                             (unsigned long long)from_version + 1);
+    }
+    if (out_p) *out_p = res;
+    return DCR_OK;
+}
+
+/* ---- membership and hooks ---------------------------------------------------------- */
+
+void dcr_coord_set_hooks(dcr_coord_t *c, const dcr_coord_hooks_t *hooks)
+{
+    if (hooks)
+        c->hooks = *hooks;
+    else
+        memset(&c->hooks, 0, sizeof(c->hooks));
+}
+
+bool dcr_coord_receiver_alive(const dcr_coord_t *c, int receiver)
+{
+    return receiver >= 0 && receiver < c->p.nreceivers && atomic_load(&c->alive[receiver]);
+}
+
+int dcr_coord_live_receivers(const dcr_coord_t *c)
+{
+    return live_count(c);
+}
+
+dcr_receiver_t *dcr_coord_receiver(const dcr_coord_t *c, int receiver)
+{
+    return receiver >= 0 && receiver < c->p.nreceivers ? c->recv[receiver] : NULL;
+}
+
+dcr_status_t dcr_coord_receiver_kill(dcr_coord_t *c, int receiver)
+{
+    if (receiver < 0 || receiver >= c->p.nreceivers)
+        return dcr_error_set(DCR_EINVAL, "receiver %d out of range 0..%d", receiver, c->p.nreceivers - 1);
+    atomic_store(&c->alive[receiver], 0);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore, void *ctx)
+{
+    if (receiver < 0 || receiver >= c->p.nreceivers || !restore)
+        return dcr_error_set(DCR_EINVAL, "restart of receiver %d (of %d) needs a restore function", receiver,
+                             c->p.nreceivers);
+    /* The committed version, as the control plane holds it, not as this
+     * coordinator last saw it: a failover may have moved it. */
+    DCR_CHECK(dcr_control_read(c->p.control, &c->record));
+    dcr_receiver_t *r = NULL;
+    dcr_status_t st = restore(ctx, receiver, c->record.version, &r);
+    if (st != DCR_OK) {
+        dcr_error_prefix("restoring receiver %d to version %llu: ", receiver, (unsigned long long)c->record.version);
+        return st;
+    }
+    c->recv[receiver] = r;
+    atomic_store(&c->alive[receiver], 1);
     return DCR_OK;
 }

@@ -34,7 +34,7 @@ static char *slurp(const char *path, char *buf, size_t cap)
 static void run(result_t *r, const char *args)
 {
     const char *cli = getenv("DCR_CLI");
-    if (!cli) skip();
+    if (!cli) cli = DCR_CLI_PATH;
     char cmd[4096], out[64], err[64];
     snprintf(out, sizeof(out), "/tmp/dcr-cli-%d.out", (int)getpid());
     snprintf(err, sizeof(err), "/tmp/dcr-cli-%d.err", (int)getpid());
@@ -76,8 +76,8 @@ static void test_help_and_usage_errors(void **state)
     run(&r, "--help");
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "inventory"));
-    const char *commands[] = {"inventory", "construct", "table2", "payload", "bench", "microbench"};
-    for (int i = 0; i < 6; i++) {
+    const char *commands[] = {"inventory", "construct", "table2", "payload", "bench", "microbench", "verify-paths", "bounds"};
+    for (int i = 0; i < 8; i++) {
         char args[64];
         snprintf(args, sizeof(args), "%s --help", commands[i]);
         run(&r, args);
@@ -231,6 +231,25 @@ static void test_bench_json_trace_results(void **state)
     (void)r;
 }
 
+/* verify-paths: every path class of a layout exercised, no mismatch. */
+static void test_verify_paths(void **state)
+{
+    json_t *j = run_json("verify-paths --json --model llama-3.2-3b --scale 64 --layers 1 --serve-tp 2 --fp32-norms --trials 2");
+    assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
+    assert_true(json_integer_value(json_object_get(j, "cases")) == 4);
+    json_t *by = json_object_get(j, "by_path");
+    assert_true(json_integer_value(json_object_get(json_object_get(by, "xor"), "items")) > 0);
+    assert_true(json_integer_value(json_object_get(json_object_get(by, "cast"), "items")) > 0);
+    json_decref(j);
+    j = run_json("verify-paths --json --model nemotron-3-nano-30b-a3b --scale 64 --layers 6 --serve-tp 2 --serve-ep --trials 2");
+    assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
+    by = json_object_get(j, "by_path");
+    assert_true(json_integer_value(json_object_get(json_object_get(by, "transform"), "items")) > 0);
+    assert_true(json_integer_value(json_object_get(json_object_get(by, "skipped"), "items")) > 0);
+    assert_true(json_integer_value(json_object_get(json_object_get(by, "overwrite"), "items")) > 0);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -239,6 +258,7 @@ int main(void)
         cmocka_unit_test(test_construct_payloads_verify),
         cmocka_unit_test(test_construct_modes),
         cmocka_unit_test(test_bench_json_trace_results),
+        cmocka_unit_test(test_verify_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,9 +41,10 @@ typedef struct dcr_coord_config {
     int max_attempts;        /* first attempt plus overwrite retries (>= 1) */
     uint32_t deadline_ms;    /* commit deadline per attempt */
     int stall_timeout_ms;    /* a node that receives nothing this long fails the attempt */
+    int retry_backoff_ms;    /* pause before retry k is k times this (a busy control plane recovers) */
 } dcr_coord_config_t;
 
-/* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout. */
+/* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff. */
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node);
 
 typedef struct dcr_coord_parties {
@@ -69,6 +70,7 @@ typedef struct dcr_refit_result {
     int64_t payload_bytes; /* V_payload of the committed attempt */
     int64_t cross_bytes;   /* V_cross of the whole transition (retries included) */
     uint64_t duplicates, stale; /* payloads receivers dropped by rule */
+    int receivers_died; /* required receivers found dead during the transition (left out of retries) */
 } dcr_refit_result_t;
 
 typedef struct dcr_coord dcr_coord_t;
@@ -89,6 +91,73 @@ uint64_t dcr_coord_version(const dcr_coord_t *c);
  * committed and served, and the error says why (DCR_EFATAL: operator
  * intervention). */
 dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dcr_refit_result_t *out_p);
+
+/* ---- failures (DESIGN.md section 5 step 7) ------------------------------------- */
+
+/* Where a receiver's liveness is checked during an attempt. */
+typedef enum dcr_coord_point {
+    DCR_COORD_POINT_DELIVERY = 0, /* a payload reached its node, before this receiver takes it */
+    DCR_COORD_POINT_APPLY = 1,    /* after this receiver applied (or staged) a payload: partial writes */
+    DCR_COORD_POINT_ACKED = 2,    /* after its acknowledgment, before the joint commit */
+} dcr_coord_point_t;
+
+/* Protocol steps of an attempt at which a coordinator may crash. */
+typedef enum dcr_coord_step {
+    DCR_COORD_STEP_PREPARE = 0,   /* before prepare */
+    DCR_COORD_STEP_STREAM = 1,    /* prepared, before construction and delivery */
+    DCR_COORD_STEP_ACK = 2,       /* every payload applied, before the acknowledgments */
+    DCR_COORD_STEP_COMMIT = 3,    /* acknowledged, before the joint commit */
+    DCR_COORD_STEP_COMMITTED = 4, /* committed, before the owners' baseline update */
+    DCR_COORD_STEP_COUNT
+} dcr_coord_step_t;
+
+const char *dcr_coord_step_name(dcr_coord_step_t step);
+const char *dcr_coord_point_name(dcr_coord_point_t point);
+
+/* Hooks through which a crash is observed (process death has no return
+ * value in one process). Installed by harnesses and faults/, never by the
+ * engine; either slot may be NULL. */
+typedef struct dcr_coord_hooks {
+    /* False when receiver `receiver` has died at this point of attempt tau.
+     * A dead receiver fails the attempt and is left out of every later one
+     * until dcr_coord_receiver_restart. Called from rollout node threads
+     * concurrently: must be thread-safe and must not block. */
+    bool (*alive)(void *ctx, int receiver, dcr_coord_point_t point, uint64_t tau);
+    /* Called before each step of attempt tau. A non-OK return is this
+     * coordinator crashing there: it stops the attempt (stop_and_wait),
+     * retries nothing, and dcr_coord_refit returns that status; only a new
+     * coordinator (dcr_coord_resume) can go on. */
+    dcr_status_t (*step)(void *ctx, dcr_coord_step_t step, uint64_t tau);
+    void *ctx;
+} dcr_coord_hooks_t;
+
+/* Copies the hooks (NULL removes them). Call between transitions. */
+void dcr_coord_set_hooks(dcr_coord_t *c, const dcr_coord_hooks_t *hooks);
+
+/* Membership changes only between attempts: these calls are made between
+ * transitions, never during dcr_coord_refit. The required receivers of an
+ * attempt are the live ones. */
+bool dcr_coord_receiver_alive(const dcr_coord_t *c, int receiver);
+int dcr_coord_live_receivers(const dcr_coord_t *c);
+/* Marks a receiver dead (killed); its storage is no longer trusted. */
+dcr_status_t dcr_coord_receiver_kill(dcr_coord_t *c, int receiver);
+/* A (re)started receiver restores the committed version before it joins:
+ * restore builds a fresh, prewarmed receiver holding L_r(W^version) by a
+ * dense refit (the caller owns it, and keeps owning the old one). */
+typedef dcr_status_t (*dcr_coord_restore_fn)(void *ctx, int receiver, uint64_t version, dcr_receiver_t **out_p);
+dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore, void *ctx);
+/* The receiver currently in slot `receiver` (the restored one after a restart). */
+dcr_receiver_t *dcr_coord_receiver(const dcr_coord_t *c, int receiver);
+
+/* Failover: a new coordinator (new id, created after the old one crashed)
+ * finishes the transition from_version -> from_version+1 that the old one
+ * left. It reads the commit record first: if the old coordinator's commit
+ * took effect, only the owners' baseline update is left to do (res->attempts
+ * is 0); otherwise it runs the transition again, every attempt as absolute
+ * overwrites, since receivers may hold any mixture of old and new values.
+ * DCR_ECONFLICT if the record is neither from_version nor its successor. */
+dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t from_version,
+                              dcr_refit_result_t *out_p);
 
 /* The request gate, for readers that emulate requests: a reader holds it
  * while it reads receiver storage, so it sees P^v or P^{v+1}, never a mix. */

@@ -1,0 +1,91 @@
+/* Fault injection for refits (DESIGN.md sections 4 and 9): faults armed
+ * from a plan act only through the interface wrappers' interceptors (the
+ * transport's and the control plane's) and the coordinator's hooks, so no
+ * engine code path carries a test branch. Every injection is drawn from a
+ * seeded generator (dcr/rng.h), counted by kind and logged (warn level)
+ * with what it hit.
+ *
+ * An armed fault fires once, at the `nth` matching event after it was
+ * armed (0: the first), and is then spent. Matching is per kind: the
+ * operation it intercepts and, where set (>= 0), the owner, rollout node,
+ * receiver or protocol step it targets. */
+#ifndef DCR_FAULTS_H
+#define DCR_FAULTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dcr/control.h"
+#include "dcr/coord.h"
+#include "dcr/rng.h"
+#include "dcr/status.h"
+#include "dcr/transport.h"
+
+typedef enum dcr_fault_kind {
+    DCR_FAULT_DROP = 0,        /* a payload is lost on its way; the owner sees the transfer fail */
+    DCR_FAULT_DUPLICATE,       /* a payload is sent twice (the backend or the receivers drop the copy) */
+    DCR_FAULT_REORDER,         /* one owner's payload is held back so later ones overtake it */
+    DCR_FAULT_DELAY,           /* a rollout node's reception stalls for `ms` */
+    DCR_FAULT_CORRUPT,         /* one byte of a payload's compressed body is flipped in flight */
+    DCR_FAULT_TRUNCATE_OBJECT, /* objstore: a stored payload file is cut in half */
+    DCR_FAULT_REMOVE_OBJECT,   /* objstore: a stored payload file disappears */
+    DCR_FAULT_RELAY_LINK,      /* relay: an owner's connection to the root drops */
+    DCR_FAULT_CONTROL_BUSY,    /* the control plane answers `count` calls `ms` late */
+    DCR_FAULT_CONTROL_DOWN,    /* the control plane refuses `count` calls (unavailable) */
+    DCR_FAULT_COMMIT_REPLY,    /* the joint commit takes effect but its reply is lost */
+    DCR_FAULT_KILL_DELIVERY,   /* a receiver dies while payloads are delivered */
+    DCR_FAULT_KILL_APPLY,      /* a receiver dies while it applies the delta (partial writes) */
+    DCR_FAULT_KILL_ACKED,      /* a receiver dies after its acknowledgment, before the commit */
+    DCR_FAULT_COORD_CRASH,     /* the coordinator crashes at protocol step `step` */
+    DCR_FAULT_OWNER_CRASH,     /* an owner crashes before uploading a payload */
+    DCR_FAULT_KIND_COUNT
+} dcr_fault_kind_t;
+
+/* Short names ("drop", "kill_apply", ...) used in logs, CLI and JSON. */
+const char *dcr_fault_kind_name(dcr_fault_kind_t kind);
+
+typedef struct dcr_fault {
+    dcr_fault_kind_t kind;
+    int target;  /* owner (send faults), node (delay), receiver (kills); -1: any */
+    int nth;     /* fires at the nth matching event after arming (0: first) */
+    int ms;      /* delay, reorder and busy duration */
+    int count;   /* control faults: calls affected */
+    dcr_coord_step_t step; /* coordinator crash */
+} dcr_fault_t;
+
+typedef struct dcr_faults dcr_faults_t;
+
+/* seed: where random plans and random choices come from. */
+dcr_status_t dcr_faults_create(uint64_t seed, dcr_faults_t **out_p);
+/* Removes nothing it installed: detach first. Accepts NULL. */
+void dcr_faults_destroy(dcr_faults_t *f);
+
+/* Installs the interceptors on the transport (objstore_dir: its root
+ * directory, for file faults; may be NULL) and the control plane. Call while
+ * no call is in flight on either. */
+void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir, dcr_control_t *ctl);
+void dcr_faults_detach(dcr_faults_t *f);
+/* Hooks for a coordinator (alive checks and crash steps); ctx is f. */
+dcr_coord_hooks_t dcr_faults_coord_hooks(dcr_faults_t *f);
+
+/* Arms one fault (copied). At most 64 are armed at once. */
+dcr_status_t dcr_faults_arm(dcr_faults_t *f, const dcr_fault_t *fault);
+/* Drops every armed fault that has not fired (between transitions). */
+void dcr_faults_disarm(dcr_faults_t *f);
+/* Whether a fault of this kind can act on this transport ("objstore",
+ * "relay"): file faults need the object store, link faults the relay. */
+bool dcr_fault_kind_applies(dcr_fault_kind_t kind, const char *transport);
+/* A random fault of a kind that applies, drawn from f's generator, for a
+ * pipeline of `owners` owners, `nodes` rollout nodes and `receivers`
+ * receivers. Kills target a receiver for which alive[r] is true (NULL: any). */
+dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, int nodes, int receivers,
+                            const bool *alive);
+/* f's generator, for the harness's own seeded choices. */
+dcr_rng_t *dcr_faults_rng(dcr_faults_t *f);
+
+/* Faults that fired, per kind (counts[DCR_FAULT_KIND_COUNT]), since create. */
+void dcr_faults_counts(const dcr_faults_t *f, int64_t *counts);
+/* True once since a coordinator crash fired (the harness starts a new one). */
+bool dcr_faults_take_crash(dcr_faults_t *f);
+
+#endif

@@ -1,0 +1,477 @@
+/* Multi-step refit runs under injected faults, with the checks after every
+ * step: live receivers against a dense refit of the committed version, the
+ * commit record against the owners' version, the owners' baselines against
+ * the committed weights. */
+#define _XOPEN_SOURCE 700
+#include "faults/faults_run.h"
+
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+
+dcr_faults_run_config_t dcr_faults_run_config_default(void)
+{
+    dcr_faults_run_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.bench = dcr_bench_config_default();
+    cfg.bench.scenario.scale = 64;
+    cfg.bench.scenario.layers = 2;
+    cfg.bench.link = (dcr_link_config_t){0, 0, 0, 0}; /* faults, not link pacing, are under test */
+    cfg.bench.adamw = true;
+    cfg.steps = 50;
+    cfg.kill_every = 5;
+    cfg.restart_after = 5;
+    cfg.max_attempts = 4;
+    cfg.deadline_ms = 600000;
+    return cfg;
+}
+
+dcr_faults_campaign_config_t dcr_faults_campaign_config_default(void)
+{
+    dcr_faults_campaign_config_t c;
+    c.run = dcr_faults_run_config_default();
+    c.run.steps = 4;
+    c.run.kill_every = 2;
+    c.run.restart_after = 1;
+    c.run.faults_per_step = 2;
+    c.seeds = 20;
+    c.base_seed = 1;
+    return c;
+}
+
+typedef struct frun {
+    const dcr_faults_run_config_t *cfg;
+    dcr_serve_config_t serve;
+    dcr_scenario_t *sc;
+    size_t nc, ns;
+    dcr_storage_t **canonical, **committed, **candidate;
+    dcr_receiver_t **recv; /* the current receiver of every slot; owned here */
+    int nrecv;
+    int *restart_at;       /* step at which a dead receiver restarts; -1: alive */
+    uint8_t *xor_allowed;
+    dcr_constructor_t *con;
+    dcr_transport_t *transport;
+    dcr_control_t *control;
+    dcr_coord_t *coord;
+    dcr_faults_t *faults;
+    dcr_adamw_t *adamw;
+    char workdir[4096], objdir[4200];
+    bool own_workdir;
+    int incarnation; /* coordinators started so far */
+    uint64_t version; /* the version the owners' baselines hold */
+} frun_t;
+
+/* ---- setup ------------------------------------------------------------------ */
+
+static dcr_status_t make_workdir(frun_t *r)
+{
+    const char *base = r->cfg->bench.workdir;
+    const char *tmp = getenv("TMPDIR");
+    snprintf(r->workdir, sizeof(r->workdir), "%s/dcr-faults-XXXXXX", base ? base : tmp && *tmp ? tmp : "/tmp");
+    if (base) mkdir(base, 0755);
+    if (!mkdtemp(r->workdir)) return dcr_error_set(DCR_EIO, "cannot create a work directory under %s", r->workdir);
+    r->own_workdir = true;
+    return DCR_OK;
+}
+
+/* A receiver holding L_r(W^committed): a fresh one, dense-loaded and prewarmed. */
+static dcr_status_t dense_receiver(frun_t *r, int i, dcr_receiver_t **out_p)
+{
+    dcr_receiver_t *x = NULL;
+    DCR_CHECK(dcr_serve_receiver_create(&r->sc->model, r->sc->inventory, &r->serve, i, NULL, &x));
+    dcr_status_t st = dcr_receiver_load_dense_all(x, r->canonical);
+    if (st == DCR_OK) st = dcr_receiver_prewarm(x);
+    if (st != DCR_OK) {
+        dcr_receiver_destroy(x);
+        return st;
+    }
+    *out_p = x;
+    return DCR_OK;
+}
+
+static dcr_status_t export_committed(frun_t *r)
+{
+    return dcr_megatron_export(&r->sc->model, &r->sc->train, r->sc->layout, r->committed, r->canonical);
+}
+
+static dcr_status_t make_receivers(frun_t *r)
+{
+    r->nrecv = dcr_serve_receivers(&r->serve);
+    r->recv = calloc((size_t)r->nrecv, sizeof(*r->recv));
+    r->restart_at = malloc((size_t)r->nrecv * sizeof(int));
+    r->xor_allowed = calloc(r->nc + 1, 1);
+    if (!r->recv || !r->restart_at || !r->xor_allowed) return dcr_error_set(DCR_ENOMEM, "%d receivers", r->nrecv);
+    for (int i = 0; i < r->nrecv; i++) {
+        r->restart_at[i] = -1;
+        DCR_CHECK(dense_receiver(r, i, &r->recv[i]));
+    }
+    for (size_t c = 0; c < r->nc; c++)
+        r->xor_allowed[c] = r->cfg->bench.mode == DCR_MODE_X && dcr_serve_xor_allowed(r->recv, r->nrecv, c);
+    return DCR_OK;
+}
+
+/* A coordinator incarnation: a new id each time, the current receivers,
+ * and the membership the harness knows (dead receivers stay out). */
+static dcr_status_t start_coordinator(frun_t *r)
+{
+    char id[64];
+    snprintf(id, sizeof(id), "faults-%d-%d", (int)getpid(), ++r->incarnation);
+    dcr_coord_config_t cc = dcr_coord_config_default(id, r->serve.gpus_per_node);
+    cc.rl = r->cfg->bench.rl;
+    cc.max_attempts = r->cfg->max_attempts;
+    cc.deadline_ms = r->cfg->deadline_ms;
+    cc.stall_timeout_ms = 20000;
+    dcr_coord_parties_t parties = {r->con, r->sc->layout->world, r->transport, r->control, r->recv, r->nrecv,
+                                   r->xor_allowed};
+    DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
+    dcr_coord_hooks_t hooks = dcr_faults_coord_hooks(r->faults);
+    dcr_coord_set_hooks(r->coord, &hooks);
+    for (int i = 0; i < r->nrecv; i++)
+        if (r->restart_at[i] >= 0) DCR_CHECK(dcr_coord_receiver_kill(r->coord, i));
+    return DCR_OK;
+}
+
+static dcr_status_t make_parties(frun_t *r)
+{
+    const dcr_bench_config_t *b = &r->cfg->bench;
+    dcr_construct_config_t cc = dcr_construct_config_default();
+    cc.mode = b->mode;
+    cc.shuffle = b->shuffle;
+    dcr_bench_targets(b, dcr_inventory_bytes(r->sc->inventory), r->sc->layout->world, &cc.chunk_bytes,
+                      &cc.bucket_bytes);
+    DCR_CHECK(dcr_constructor_create(r->sc->layout, &cc, r->committed, &r->con));
+    snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
+    dcr_transport_config_t tc = {r->sc->train.nodes, r->sc->layout->world, r->serve.nodes, b->link, r->objdir,
+                                 b->fanout, 8};
+    DCR_CHECK(dcr_transport_create(b->transport, &tc, &r->transport));
+    char db[4200];
+    snprintf(db, sizeof(db), "%s/control.db", r->workdir);
+    dcr_control_config_t ctl = {db, 0};
+    DCR_CHECK(dcr_control_create("sqlite", &ctl, &r->control));
+    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
+    dcr_faults_attach(r->faults, r->transport, strcmp(b->transport, "objstore") ? NULL : r->objdir, r->control);
+    return start_coordinator(r);
+}
+
+static dcr_status_t setup(frun_t *r)
+{
+    const dcr_bench_config_t *b = &r->cfg->bench;
+    r->serve = b->serve;
+    dcr_scenario_spec_t spec = b->scenario;
+    spec.align_extra = r->serve.tp;
+    DCR_CHECK(dcr_scenario_create(&spec, &r->sc));
+    DCR_CHECK(dcr_serve_config_validate(&r->sc->model, &r->serve));
+    DCR_CHECK(dcr_serve_register_loaders());
+    r->nc = dcr_inventory_count(r->sc->inventory);
+    r->ns = (size_t)r->sc->layout->nshards;
+    DCR_CHECK(make_workdir(r));
+    DCR_CHECK(dcr_scenario_alloc_canonical(r->sc, &r->canonical));
+    DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->committed));
+    DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->candidate));
+    dcr_scenario_init_weights(r->sc, b->seed, r->canonical);
+    DCR_CHECK(dcr_megatron_import(&r->sc->model, &r->sc->train, r->sc->layout, r->canonical, r->committed));
+    if (b->adamw) DCR_CHECK(dcr_adamw_create(r->sc, r->committed, b->lr, b->seed + 7, &r->adamw));
+    DCR_CHECK(make_receivers(r));
+    return make_parties(r);
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static void teardown(frun_t *r)
+{
+    dcr_coord_destroy(r->coord);
+    if (r->faults) dcr_faults_detach(r->faults);
+    dcr_faults_destroy(r->faults);
+    dcr_adamw_destroy(r->adamw);
+    dcr_control_destroy(r->control);
+    dcr_transport_destroy(r->transport);
+    dcr_constructor_destroy(r->con);
+    for (int i = 0; r->recv && i < r->nrecv; i++) dcr_receiver_destroy(r->recv[i]);
+    free(r->recv);
+    free(r->restart_at);
+    free(r->xor_allowed);
+    dcr_scenario_free_tensors(r->canonical, r->nc);
+    dcr_scenario_free_tensors(r->committed, r->ns);
+    dcr_scenario_free_tensors(r->candidate, r->ns);
+    dcr_scenario_destroy(r->sc);
+    if (r->own_workdir) nftw(r->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- membership ------------------------------------------------------------------ */
+
+static dcr_status_t restore_cb(void *ctx, int i, uint64_t version, dcr_receiver_t **out_p)
+{
+    frun_t *r = ctx;
+    if (version != r->version)
+        return dcr_error_set(DCR_ECONFLICT, "the commit record holds version %" PRIu64 ", the owners %" PRIu64,
+                             version, r->version);
+    DCR_CHECK(export_committed(r));
+    return dense_receiver(r, i, out_p);
+}
+
+static dcr_status_t restart_due(frun_t *r, int step, dcr_faults_summary_t *s)
+{
+    for (int i = 0; i < r->nrecv; i++) {
+        if (r->restart_at[i] < 0 || r->restart_at[i] > step) continue;
+        DCR_CHECK(dcr_coord_receiver_restart(r->coord, i, restore_cb, r));
+        dcr_receiver_destroy(r->recv[i]);
+        r->recv[i] = dcr_coord_receiver(r->coord, i);
+        r->restart_at[i] = -1;
+        s->restores++;
+        DCR_LOG_INFO("faults: step %d: receiver %d restarted at version %" PRIu64 " by a dense refit", step + 1, i,
+                     r->version);
+    }
+    return DCR_OK;
+}
+
+/* Receivers the last transition lost: killed ones restart restart_after
+ * steps later; ones left with partial writes by a stopped transition at the
+ * next step (the operator's dense refit). */
+static void note_deaths(frun_t *r, int step, bool stopped, dcr_faults_summary_t *s)
+{
+    int after = r->cfg->restart_after > 0 ? r->cfg->restart_after : 1;
+    for (int i = 0; i < r->nrecv; i++) {
+        if (r->restart_at[i] >= 0 || dcr_coord_receiver_alive(r->coord, i)) continue;
+        r->restart_at[i] = step + (stopped ? 1 : after);
+        if (!stopped) s->kills++;
+    }
+}
+
+/* ---- one step ------------------------------------------------------------------ */
+
+static dcr_status_t arm_step(frun_t *r, int step)
+{
+    const dcr_faults_run_config_t *cfg = r->cfg;
+    bool *alive = calloc(r->nrecv > 0 ? (size_t)r->nrecv : 1, sizeof(bool));
+    if (!alive) return dcr_error_set(DCR_ENOMEM, "membership");
+    for (int i = 0; i < r->nrecv; i++) alive[i] = dcr_coord_receiver_alive(r->coord, i);
+    dcr_status_t st = DCR_OK;
+    if (cfg->kill_every > 0 && (step + 1) % cfg->kill_every == 0) {
+        /* The Figure 9 kill: a receiver chosen at random dies mid-refit. */
+        dcr_rng_t *rng = dcr_faults_rng(r->faults);
+        dcr_fault_t kill = {DCR_FAULT_KILL_DELIVERY + (int)dcr_rng_below(rng, 2), -1, 0, 0, 0, 0};
+        kill.nth = (int)dcr_rng_below(rng, 2);
+        int live = 0;
+        for (int i = 0; i < r->nrecv; i++) live += alive[i];
+        if (live > 0) {
+            int k = (int)dcr_rng_below(rng, (uint64_t)live);
+            for (int i = 0; i < r->nrecv; i++)
+                if (alive[i] && k-- == 0) kill.target = i;
+            st = dcr_faults_arm(r->faults, &kill);
+        }
+    }
+    for (int k = 0; st == DCR_OK && k < cfg->faults_per_step; k++) {
+        dcr_fault_t x = dcr_faults_draw(r->faults, cfg->bench.transport, r->sc->layout->world, r->serve.nodes,
+                                        r->nrecv, alive);
+        st = dcr_faults_arm(r->faults, &x);
+    }
+    for (int k = 0; st == DCR_OK && k < cfg->nplan; k++)
+        if (cfg->plan[k].step == step) st = dcr_faults_arm(r->faults, &cfg->plan[k].fault);
+    free(alive);
+    return st;
+}
+
+static dcr_status_t move_weights(frun_t *r, int step)
+{
+    for (size_t s = 0; s < r->ns; s++) memcpy(r->candidate[s]->data, r->committed[s]->data, r->committed[s]->bytes);
+    int64_t changed = 0;
+    if (r->adamw) return dcr_adamw_step(r->adamw, r->candidate, r->canonical, &changed);
+    return dcr_scenario_inject_uniform(r->sc, r->cfg->bench.change_rate, r->cfg->bench.seed + 1000 + (uint64_t)step,
+                                       r->candidate, r->canonical, &changed);
+}
+
+/* The transition, with a new coordinator taking over after each crash. */
+static dcr_status_t transition(frun_t *r, dcr_faults_summary_t *s)
+{
+    dcr_refit_result_t res;
+    memset(&res, 0, sizeof(res));
+    dcr_status_t st = dcr_coord_refit(r->coord, r->candidate, &res);
+    s->attempts += res.attempts;
+    while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
+        DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
+        dcr_coord_destroy(r->coord);
+        r->coord = NULL;
+        DCR_CHECK(start_coordinator(r));
+        s->failovers++;
+        memset(&res, 0, sizeof(res));
+        st = dcr_coord_resume(r->coord, r->candidate, r->version, &res);
+        s->attempts += res.attempts;
+    }
+    s->retries += res.attempts > 1 ? res.attempts - 1 : 0;
+    return st;
+}
+
+/* ---- checks ------------------------------------------------------------------ */
+
+typedef struct count_sink {
+    int64_t payloads;
+} count_sink_t;
+
+static dcr_status_t count_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+{
+    (void)owner;
+    (void)id;
+    (void)buf;
+    (void)len;
+    ((count_sink_t *)ctx)->payloads++;
+    return DCR_OK;
+}
+
+/* The owners' baselines hold the committed weights exactly when comparing
+ * the committed weights with them finds no change. */
+static dcr_status_t check_baselines(frun_t *r, bool *equal_p)
+{
+    count_sink_t cs = {0};
+    dcr_payload_sink_t sink = {count_submit, &cs};
+    dcr_construct_stats_t st;
+    DCR_CHECK(dcr_constructor_run(r->con, r->committed, UINT64_MAX >> 1, r->xor_allowed, false, &sink, &st));
+    *equal_p = st.changed_elements == 0;
+    return DCR_OK;
+}
+
+static dcr_status_t check_step(frun_t *r, int step, dcr_faults_summary_t *s)
+{
+    dcr_commit_record_t rec;
+    DCR_CHECK(dcr_control_read(r->control, &rec));
+    if (rec.version != r->version) {
+        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64 ", the owners hold %" PRIu64,
+                      step + 1, rec.version, r->version);
+        s->lost++;
+    }
+    bool base_ok = false;
+    DCR_CHECK(check_baselines(r, &base_ok));
+    if (!base_ok) {
+        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights", step + 1);
+        s->baseline_mismatches++;
+    }
+    DCR_CHECK(export_committed(r));
+    for (int rank = 0; rank < r->serve.tp; rank++) {
+        dcr_receiver_t *dense = NULL;
+        DCR_CHECK(dcr_serve_receiver_create(&r->sc->model, r->sc->inventory, &r->serve, rank, NULL, &dense));
+        dcr_status_t st = dcr_receiver_load_dense_all(dense, r->canonical);
+        for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
+            if (dcr_serve_tp_rank(&r->serve, i) != rank || !dcr_coord_receiver_alive(r->coord, i)) continue;
+            const char *param = NULL;
+            int64_t elem = -1;
+            s->checks++;
+            if (!dcr_receiver_equal(r->recv[i], dense, &param, &elem)) {
+                DCR_LOG_ERROR("faults: step %d: receiver %d differs from the dense refit at %s[%lld]", step + 1, i,
+                              param ? param : "?", (long long)elem);
+                s->mismatches++;
+            }
+        }
+        dcr_receiver_destroy(dense);
+        DCR_CHECK(st);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
+{
+    DCR_CHECK(restart_due(r, step, s));
+    DCR_CHECK(arm_step(r, step));
+    DCR_CHECK(move_weights(r, step));
+    dcr_status_t st = transition(r, s);
+    dcr_faults_disarm(r->faults); /* faults that did not fire do not leak into the checks */
+    if (st == DCR_OK) {
+        s->commits++;
+        r->version++;
+        dcr_storage_t **swap = r->committed; /* the candidate is committed */
+        r->committed = r->candidate;
+        r->candidate = swap;
+    } else if (st == DCR_EFATAL || st == DCR_ECONFLICT) {
+        /* Retries could not repair it: version v stays committed; training
+         * goes on and the next step's delta is taken from v. */
+        s->stops++;
+        DCR_LOG_WARN("faults: step %d stopped: %s", step + 1, dcr_error_line(st));
+    } else {
+        return st;
+    }
+    note_deaths(r, step, st != DCR_OK, s);
+    DCR_CHECK(check_step(r, step, s));
+    s->steps++;
+    DCR_LOG_INFO("faults: step %d: version %" PRIu64 ", %d live receivers", step + 1, r->version,
+                 dcr_coord_live_receivers(r->coord));
+    return DCR_OK;
+}
+
+dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summary_t *out_p)
+{
+    if (cfg->steps < 1 || cfg->max_attempts < 1 || cfg->kill_every < 0 || cfg->faults_per_step < 0 ||
+        cfg->deadline_ms == 0)
+        return dcr_error_set(DCR_EINVAL, "faults: %d steps, %d attempts, kill every %d, %d faults per step",
+                             cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step);
+    if (!dcr_transport_find(cfg->bench.transport))
+        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->bench.transport);
+    frun_t r;
+    memset(&r, 0, sizeof(r));
+    r.cfg = cfg;
+    dcr_faults_summary_t s;
+    memset(&s, 0, sizeof(s));
+    dcr_status_t st = setup(&r);
+    for (int i = 0; st == DCR_OK && i < cfg->steps; i++) st = one_step(&r, i, &s);
+    if (r.faults) dcr_faults_counts(r.faults, s.faults_by_kind);
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) s.faults += s.faults_by_kind[k];
+    s.version = r.version;
+    teardown(&r);
+    DCR_CHECK(st);
+    *out_p = s;
+    return DCR_OK;
+}
+
+void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t *b)
+{
+    a->steps += b->steps;
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) a->faults_by_kind[k] += b->faults_by_kind[k];
+    a->faults += b->faults;
+    a->attempts += b->attempts;
+    a->retries += b->retries;
+    a->commits += b->commits;
+    a->stops += b->stops;
+    a->failovers += b->failovers;
+    a->kills += b->kills;
+    a->restores += b->restores;
+    a->mismatches += b->mismatches;
+    a->baseline_mismatches += b->baseline_mismatches;
+    a->lost += b->lost;
+    a->checks += b->checks;
+    a->version = b->version;
+}
+
+dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg, dcr_faults_summary_t *out_p)
+{
+    if (cfg->seeds < 1) return dcr_error_set(DCR_EINVAL, "campaign needs >= 1 seed, got %d", cfg->seeds);
+    dcr_faults_summary_t total;
+    memset(&total, 0, sizeof(total));
+    for (int i = 0; i < cfg->seeds; i++) {
+        dcr_faults_run_config_t run = cfg->run;
+        run.bench.transport = i % 2 ? "relay" : "objstore";
+        run.bench.rl = (i / 2) % 2 ? DCR_RL_ASYNC : DCR_RL_SYNC;
+        run.bench.seed = cfg->base_seed + (uint64_t)i;
+        DCR_LOG_INFO("faults: campaign run %d of %d: seed %" PRIu64 ", %s, %s RL", i + 1, cfg->seeds, run.bench.seed,
+                     run.bench.transport, dcr_rl_mode_name(run.bench.rl));
+        dcr_faults_summary_t s;
+        dcr_status_t st = dcr_faults_run(&run, &s);
+        if (st != DCR_OK) {
+            dcr_error_prefix("campaign seed %" PRIu64 " (%s, %s): ", run.bench.seed, run.bench.transport,
+                             dcr_rl_mode_name(run.bench.rl));
+            return st;
+        }
+        dcr_faults_summary_add(&total, &s);
+    }
+    *out_p = total;
+    return DCR_OK;
+}

@@ -1,0 +1,501 @@
+/* HDF5 results reader. HDF5's own error stack is silenced, because its
+ * multi-line dumps would bury the one line that says what is wrong; every
+ * check below becomes one dcr error naming the file and the object. */
+#include "reports/results_read.h"
+
+#include <ctype.h>
+#include <hdf5.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define RESULTS_VERSION 1
+
+const char *const dcr_results_column_names[DCR_RESULTS_NCOLUMNS] = {
+    "latency_s",        "payload_bytes", "cross_bytes",       "raw_changed_value_bytes",
+    "changed_elements", "bit_exact",     "construction_lb_s", "transport_lb_s",
+    "finalization_s"};
+
+static const char *const string_attrs[] = {"command", "config",       "summary",
+                                           "machine", "git_revision", "time"};
+
+/* Keys of the bench configuration that cannot change a per-refit figure:
+ * paths, output choices, and the number of timed refits (a sample size). */
+static const char *const ignored_keys[] = {"workdir", "keep_payloads", "control", "trace",
+                                           "out",     "json",          "log",     "refits"};
+
+static dcr_status_t bad(const char *path, const char *obj, const char *what)
+{
+    return dcr_error_set(DCR_EPARSE, "%s: %s: %s", path, obj, what);
+}
+
+/* Reads a scalar string attribute (fixed or variable length) into a malloc'd copy. */
+static dcr_status_t read_string_attr(const char *path, const char *obj, hid_t loc, const char *name,
+                                     char **out_p)
+{
+    char what[128];
+    if (H5Aexists(loc, name) <= 0) {
+        snprintf(what, sizeof(what), "attribute '%s' is missing", name);
+        return bad(path, obj, what);
+    }
+    hid_t attr = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t type = attr < 0 ? -1 : H5Aget_type(attr);
+    hid_t space = attr < 0 ? -1 : H5Aget_space(attr);
+    dcr_status_t st = DCR_OK;
+    char *text = NULL;
+    snprintf(what, sizeof(what), "attribute '%s' is not a scalar string", name);
+    if (type < 0 || space < 0 || H5Tget_class(type) != H5T_STRING ||
+        H5Sget_simple_extent_type(space) != H5S_SCALAR) {
+        st = bad(path, obj, what);
+    } else if (H5Tis_variable_str(type) > 0) {
+        char *vl = NULL;
+        hid_t mem = H5Tcopy(H5T_C_S1);
+        H5Tset_size(mem, H5T_VARIABLE);
+        if (H5Aread(attr, mem, &vl) < 0 || !vl)
+            st = bad(path, obj, what);
+        else
+            text = strdup(vl);
+        if (vl) H5free_memory(vl);
+        H5Tclose(mem);
+    } else {
+        size_t size = H5Tget_size(type);
+        text = calloc(size + 1, 1);
+        if (text && H5Aread(attr, type, text) < 0) st = bad(path, obj, what);
+    }
+    if (st == DCR_OK && !text)
+        st = dcr_error_set(DCR_ENOMEM, "%s: %s: attribute '%s'", path, obj, name);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
+    if (st != DCR_OK) {
+        free(text);
+        return st;
+    }
+    *out_p = text;
+    return DCR_OK;
+}
+
+/* The kind of object a link leads to (H5I_GROUP, H5I_DATASET), or H5I_BADID. */
+static H5I_type_t object_kind(hid_t loc, const char *name)
+{
+    if (H5Lexists(loc, name, H5P_DEFAULT) <= 0) return H5I_BADID;
+    hid_t o = H5Oopen(loc, name, H5P_DEFAULT);
+    if (o < 0) return H5I_BADID;
+    H5I_type_t t = H5Iget_type(o);
+    H5Oclose(o);
+    return t;
+}
+
+static dcr_status_t check_version(const char *path, hid_t f)
+{
+    if (H5Aexists(f, "dcr_results_version") <= 0)
+        return bad(path, "/", "not a dcr results file (no attribute dcr_results_version)");
+    hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
+    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+    long long version = -1;
+    bool ok = H5Tget_class(type) == H5T_INTEGER && H5Sget_simple_extent_npoints(space) == 1 &&
+              H5Aread(attr, H5T_NATIVE_LLONG, &version) >= 0;
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Aclose(attr);
+    if (!ok) return bad(path, "/", "attribute dcr_results_version is not one integer");
+    if (version != RESULTS_VERSION)
+        return dcr_error_set(DCR_EPARSE, "%s: results version %lld, this dcr reads version %d",
+                             path, version, RESULTS_VERSION);
+    if (H5Lexists(f, "runs", H5P_DEFAULT) <= 0)
+        return bad(path, "/", "not a dcr results file (no group /runs)");
+    if (object_kind(f, "runs") != H5I_GROUP) return bad(path, "/runs", "is not a group");
+    return DCR_OK;
+}
+
+typedef struct name_list {
+    char **names;
+    size_t n;
+} name_list_t;
+
+static void free_names(name_list_t *l)
+{
+    for (size_t i = 0; i < l->n; i++) free(l->names[i]);
+    free(l->names);
+}
+
+/* Link names of a group in name order, through calls that exist in HDF5
+ * 1.10 and later alike (the iterate callbacks changed type in 1.12). */
+static dcr_status_t list_links(const char *path, const char *obj, hid_t g, name_list_t *l)
+{
+    H5G_info_t info;
+    if (H5Gget_info(g, &info) < 0) return bad(path, obj, "cannot list its members");
+    l->names = calloc(info.nlinks ? info.nlinks : 1, sizeof(*l->names));
+    if (!l->names) return dcr_error_set(DCR_ENOMEM, "%s: listing %s", path, obj);
+    for (hsize_t i = 0; i < info.nlinks; i++) {
+        ssize_t len =
+            H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
+        if (len < 0) return bad(path, obj, "cannot list its members");
+        l->names[l->n] = malloc((size_t)len + 1);
+        if (!l->names[l->n]) return dcr_error_set(DCR_ENOMEM, "%s: listing %s", path, obj);
+        H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, l->names[l->n], (size_t)len + 1,
+                           H5P_DEFAULT);
+        l->n++;
+    }
+    return DCR_OK;
+}
+
+static bool is_run_name(const char *s)
+{
+    if (strlen(s) != 6) return false;
+    for (int i = 0; i < 6; i++)
+        if (!isdigit((unsigned char)s[i])) return false;
+    return true;
+}
+
+/* Values of one column must be finite; bit_exact 0 or 1, the rest >= 0. */
+static dcr_status_t check_values(const char *path, const char *obj, const char *col,
+                                 const double *v, size_t n)
+{
+    bool flag = !strcmp(col, "bit_exact");
+    for (size_t i = 0; i < n; i++) {
+        char what[160];
+        if (!isfinite(v[i]) || (flag && v[i] != 0.0 && v[i] != 1.0) || (!flag && v[i] < 0)) {
+            snprintf(what, sizeof(what), "refits/%s[%zu] = %g is not %s", col, i, v[i],
+                     flag ? "0 or 1" : "a finite value >= 0");
+            return bad(path, obj, what);
+        }
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t read_column(const char *path, const char *obj, hid_t refits, const char *name,
+                                size_t *nrefits, dcr_results_stored_column_t *out)
+{
+    char what[192];
+    hid_t ds = object_kind(refits, name) == H5I_DATASET ? H5Dopen2(refits, name, H5P_DEFAULT) : -1;
+    if (ds < 0) {
+        snprintf(what, sizeof(what), "refits/%s is not a dataset", name);
+        return bad(path, obj, what);
+    }
+    hid_t type = H5Dget_type(ds), space = H5Dget_space(ds);
+    hsize_t dims[1] = {0};
+    dcr_status_t st = DCR_OK;
+    snprintf(what, sizeof(what), "refits/%s is not a 1-D floating-point dataset", name);
+    if (H5Tget_class(type) != H5T_FLOAT || H5Sget_simple_extent_ndims(space) != 1 ||
+        H5Sget_simple_extent_dims(space, dims, NULL) < 0)
+        st = bad(path, obj, what);
+    if (st == DCR_OK && *nrefits != (size_t)-1 && dims[0] != *nrefits) {
+        snprintf(what, sizeof(what), "refits/%s has %llu values, other columns %zu", name,
+                 (unsigned long long)dims[0], *nrefits);
+        st = bad(path, obj, what);
+    }
+    double *v = NULL;
+    if (st == DCR_OK) {
+        v = malloc((dims[0] ? dims[0] : 1) * sizeof(double));
+        if (!v) st = dcr_error_set(DCR_ENOMEM, "%s: %s: refits/%s", path, obj, name);
+    }
+    if (st == DCR_OK && dims[0] &&
+        H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0) {
+        snprintf(what, sizeof(what), "refits/%s cannot be read", name);
+        st = bad(path, obj, what);
+    }
+    if (st == DCR_OK) st = check_values(path, obj, name, v, dims[0]);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Dclose(ds);
+    out->name = strdup(name);
+    if (st == DCR_OK && !out->name) st = dcr_error_set(DCR_ENOMEM, "%s: %s", path, obj);
+    if (st != DCR_OK) {
+        free(v);
+        free(out->name);
+        out->name = NULL;
+        return st;
+    }
+    out->values = v;
+    *nrefits = dims[0];
+    return DCR_OK;
+}
+
+static dcr_status_t read_columns(const char *path, hid_t g, dcr_results_stored_run_t *run)
+{
+    if (H5Lexists(g, "refits", H5P_DEFAULT) <= 0)
+        return bad(path, run->name, "group refits is missing");
+    if (object_kind(g, "refits") != H5I_GROUP) return bad(path, run->name, "refits is not a group");
+    hid_t refits = H5Gopen2(g, "refits", H5P_DEFAULT);
+    if (refits < 0) return bad(path, run->name, "refits is not a group");
+    name_list_t l = {0};
+    dcr_status_t st = list_links(path, run->name, refits, &l);
+    if (st == DCR_OK && l.n) {
+        run->columns = calloc(l.n, sizeof(*run->columns));
+        if (!run->columns) st = dcr_error_set(DCR_ENOMEM, "%s: %s", path, run->name);
+    }
+    size_t nrefits = (size_t)-1;
+    for (size_t i = 0; st == DCR_OK && i < l.n; i++) {
+        st = read_column(path, run->name, refits, l.names[i], &nrefits, &run->columns[i]);
+        if (st == DCR_OK) run->ncolumns++;
+    }
+    free_names(&l);
+    H5Gclose(refits);
+    DCR_CHECK(st);
+    run->nrefits = nrefits == (size_t)-1 ? 0 : nrefits;
+    for (int c = 0; c < DCR_RESULTS_NCOLUMNS; c++) {
+        if (dcr_results_column(run, dcr_results_column_names[c])) continue;
+        char what[128];
+        snprintf(what, sizeof(what), "column refits/%s is missing", dcr_results_column_names[c]);
+        return bad(path, run->name, what);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t parse_object(const char *path, const char *obj, const char *attr,
+                                 const char *text, json_t **out_p)
+{
+    json_error_t err;
+    json_t *j = json_loads(text, 0, &err);
+    if (!j || !json_is_object(j)) {
+        char what[300];
+        snprintf(what, sizeof(what), "attribute '%s' is not a JSON object%s%s", attr, j ? "" : ": ",
+                 j ? "" : err.text);
+        json_decref(j);
+        return bad(path, obj, what);
+    }
+    *out_p = j;
+    return DCR_OK;
+}
+
+static dcr_status_t read_run(const char *path, hid_t runs, const char *name,
+                             dcr_results_stored_run_t *run)
+{
+    char obj[64];
+    snprintf(obj, sizeof(obj), "/runs/%s", name);
+    run->name = strdup(obj);
+    if (!run->name) return dcr_error_set(DCR_ENOMEM, "%s", path);
+    if (!is_run_name(name)) return bad(path, obj, "is not a run (names are six digits)");
+    if (object_kind(runs, name) != H5I_GROUP) return bad(path, obj, "is not a group");
+    hid_t g = H5Gopen2(runs, name, H5P_DEFAULT);
+    if (g < 0) return bad(path, obj, "cannot be opened");
+    char **dst[] = {&run->command, &run->config_text,  &run->summary_text,
+                    &run->machine, &run->git_revision, &run->time};
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; st == DCR_OK && i < sizeof(dst) / sizeof(dst[0]); i++)
+        st = read_string_attr(path, obj, g, string_attrs[i], dst[i]);
+    if (st == DCR_OK) st = parse_object(path, obj, "config", run->config_text, &run->config);
+    if (st == DCR_OK) st = parse_object(path, obj, "summary", run->summary_text, &run->summary);
+    if (st == DCR_OK) st = read_columns(path, g, run);
+    H5Gclose(g);
+    DCR_CHECK(st);
+    run->config_key = dcr_results_config_key(run->command, run->config);
+    if (!run->config_key) return dcr_error_set(DCR_ENOMEM, "%s: %s", path, obj);
+    return DCR_OK;
+}
+
+static dcr_status_t read_runs(const char *path, hid_t f, dcr_results_set_t *set)
+{
+    hid_t runs = H5Gopen2(f, "runs", H5P_DEFAULT);
+    if (runs < 0) return bad(path, "/runs", "cannot be opened");
+    name_list_t l = {0};
+    dcr_status_t st = list_links(path, "/runs", runs, &l);
+    if (st == DCR_OK && l.n) {
+        set->runs = calloc(l.n, sizeof(*set->runs));
+        if (!set->runs) st = dcr_error_set(DCR_ENOMEM, "%s", path);
+    }
+    for (size_t i = 0; st == DCR_OK && i < l.n; i++) {
+        set->nruns++;
+        st = read_run(path, runs, l.names[i], &set->runs[i]);
+    }
+    free_names(&l);
+    H5Gclose(runs);
+    return st;
+}
+
+dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (access(path, R_OK) != 0) return dcr_error_set(DCR_EIO, "cannot read %s", path);
+    if (H5Fis_hdf5(path) <= 0)
+        return dcr_error_set(DCR_EPARSE, "%s is not an HDF5 file (so not dcr results)", path);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return dcr_error_set(DCR_EIO, "cannot open HDF5 file %s", path);
+    dcr_results_set_t *set = calloc(1, sizeof(*set));
+    dcr_status_t st = set ? DCR_OK : dcr_error_set(DCR_ENOMEM, "%s", path);
+    if (st == DCR_OK) {
+        set->path = strdup(path);
+        if (!set->path) st = dcr_error_set(DCR_ENOMEM, "%s", path);
+    }
+    if (st == DCR_OK) st = check_version(path, f);
+    if (st == DCR_OK) st = read_runs(path, f, set);
+    H5Fclose(f);
+    if (st != DCR_OK) {
+        dcr_results_set_destroy(set);
+        return st;
+    }
+    *out_p = set;
+    return DCR_OK;
+}
+
+static void free_run(dcr_results_stored_run_t *r)
+{
+    free(r->name);
+    free(r->command);
+    free(r->config_text);
+    free(r->summary_text);
+    free(r->machine);
+    free(r->git_revision);
+    free(r->time);
+    json_decref(r->config);
+    json_decref(r->summary);
+    free(r->config_key);
+    for (size_t c = 0; r->columns && c < r->ncolumns; c++) {
+        free(r->columns[c].name);
+        free(r->columns[c].values);
+    }
+    free(r->columns);
+}
+
+void dcr_results_set_destroy(dcr_results_set_t *set)
+{
+    if (!set) return;
+    for (size_t i = 0; i < set->nruns; i++) free_run(&set->runs[i]);
+    free(set->runs);
+    free(set->path);
+    free(set);
+}
+
+const double *dcr_results_column(const dcr_results_stored_run_t *run, const char *name)
+{
+    for (size_t c = 0; c < run->ncolumns; c++)
+        if (!strcmp(run->columns[c].name, name)) return run->columns[c].values;
+    return NULL;
+}
+
+double dcr_results_summary_number(const dcr_results_stored_run_t *run, const char *key)
+{
+    json_t *v = json_object_get(run->summary, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+char *dcr_results_config_key(const char *command, const json_t *config)
+{
+    json_t *copy = json_deep_copy(config);
+    if (!copy) return NULL;
+    for (size_t i = 0; i < sizeof(ignored_keys) / sizeof(ignored_keys[0]); i++)
+        json_object_del(copy, ignored_keys[i]);
+    char *body = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(copy);
+    if (!body) return NULL;
+    size_t len = strlen(command) + strlen(body) + 2;
+    char *key = malloc(len);
+    if (key) snprintf(key, len, "%s %s", command, body);
+    free(body);
+    return key;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+dcr_results_stats_t dcr_results_stats(const double *v, size_t n)
+{
+    dcr_results_stats_t s = {0};
+    if (!n) return s;
+    double *tmp = malloc(n * sizeof(double));
+    if (!tmp) return s;
+    memcpy(tmp, v, n * sizeof(double));
+    qsort(tmp, n, sizeof(double), cmp_double);
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += tmp[i];
+    s.n = n;
+    s.min = tmp[0];
+    s.max = tmp[n - 1];
+    s.median = n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+    s.mean = sum / (double)n;
+    free(tmp);
+    return s;
+}
+
+static dcr_status_t group_add(dcr_results_group_t *g, size_t run)
+{
+    size_t *p = realloc(g->run_index, (g->nruns + 1) * sizeof(*p));
+    if (!p) return dcr_error_set(DCR_ENOMEM, "grouping runs");
+    p[g->nruns++] = run;
+    g->run_index = p;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_results_group_runs(const dcr_results_set_t *set, dcr_results_group_t **groups_p,
+                                    size_t *n_p)
+{
+    dcr_results_group_t *groups = calloc(set->nruns ? set->nruns : 1, sizeof(*groups));
+    if (!groups) return dcr_error_set(DCR_ENOMEM, "grouping runs");
+    size_t n = 0;
+    for (size_t i = 0; i < set->nruns; i++) {
+        size_t g = 0;
+        while (g < n && strcmp(groups[g].key, set->runs[i].config_key)) g++;
+        if (g == n) groups[n++].key = set->runs[i].config_key;
+        dcr_status_t st = group_add(&groups[g], i);
+        if (st != DCR_OK) {
+            dcr_results_groups_free(groups, n);
+            return st;
+        }
+    }
+    *groups_p = groups;
+    *n_p = n;
+    return DCR_OK;
+}
+
+void dcr_results_groups_free(dcr_results_group_t *groups, size_t n)
+{
+    for (size_t i = 0; groups && i < n; i++) free(groups[i].run_index);
+    free(groups);
+}
+
+dcr_status_t dcr_results_group_pool(const dcr_results_set_t *set, const dcr_results_group_t *g,
+                                    const char *column, double **v_p, size_t *n_p)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < g->nruns; i++) total += set->runs[g->run_index[i]].nrefits;
+    double *v = total ? malloc(total * sizeof(double)) : NULL;
+    if (total && !v) return dcr_error_set(DCR_ENOMEM, "pooling %s", column);
+    size_t n = 0;
+    for (size_t i = 0; i < g->nruns; i++) {
+        const dcr_results_stored_run_t *r = &set->runs[g->run_index[i]];
+        const double *col = dcr_results_column(r, column);
+        if (!col) continue;
+        memcpy(v + n, col, r->nrefits * sizeof(double));
+        n += r->nrefits;
+    }
+    *v_p = v;
+    *n_p = n;
+    return DCR_OK;
+}
+
+static const char *config_string(const json_t *config, const char *key)
+{
+    const char *s = json_string_value(json_object_get(config, key));
+    return s ? s : "?";
+}
+
+static double config_number(const json_t *config, const char *key)
+{
+    json_t *v = json_object_get(config, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+void dcr_results_change_label(const json_t *config, char *buf, size_t len)
+{
+    const char *changes = config_string(config, "changes");
+    if (!strcmp(changes, "adamw"))
+        snprintf(buf, len, "adamw lr %g", config_number(config, "lr"));
+    else
+        snprintf(buf, len, "%g%% %s", 100 * config_number(config, "change_rate"), changes);
+}
+
+void dcr_results_config_label(const json_t *config, char *buf, size_t len)
+{
+    char change[64];
+    dcr_results_change_label(config, change, sizeof(change));
+    snprintf(buf, len, "%s s%g l%g, %s, %s, %s, %s", config_string(config, "model"),
+             config_number(config, "scale"), config_number(config, "layers"),
+             config_string(config, "transport"), change, config_string(config, "mode"),
+             config_string(config, "rl"));
+}

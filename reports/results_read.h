@@ -1,0 +1,110 @@
+/* Reading the HDF5 results that workloads/results.c writes (schema version 1,
+ * described in workloads/results.h and README.md "dcr bench"), for `dcr
+ * report` and `dcr compare`.
+ *
+ * The reader validates everything it returns, so that the commands above can
+ * trust the values: the root attribute dcr_results_version (an integer, = 1),
+ * the /runs group, every run's six string attributes (config and summary
+ * must be JSON objects), and its refits/ columns (1-D floating-point
+ * datasets of one common length, every value finite, the nine documented
+ * columns present, bit_exact only 0 or 1, the others >= 0). A file that is
+ * missing, not HDF5, foreign or malformed fails with one error line naming
+ * the file, the object and what was wrong (DCR_EIO when it cannot be opened,
+ * DCR_EPARSE otherwise). Extra columns are kept, so that newer writers stay
+ * readable.
+ *
+ * Runs with the same configuration are grouped by a key that ignores the
+ * configuration keys that cannot change a measurement (paths, output and
+ * logging choices); see dcr_results_config_key. */
+#ifndef DCR_REPORTS_RESULTS_READ_H
+#define DCR_REPORTS_RESULTS_READ_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "dcr/status.h"
+
+/* The nine per-refit columns that every version-1 run carries. */
+#define DCR_RESULTS_NCOLUMNS 9
+extern const char *const dcr_results_column_names[DCR_RESULTS_NCOLUMNS];
+
+typedef struct dcr_results_stored_column {
+    char *name;
+    double *values; /* nrefits values */
+} dcr_results_stored_column_t;
+
+/* One run as stored; every string is NUL-terminated and owned by the set. */
+typedef struct dcr_results_stored_run {
+    char *name; /* the group path, "/runs/000003" */
+    char *command, *config_text, *summary_text, *machine, *git_revision, *time;
+    json_t *config, *summary; /* parsed objects, owned by the set */
+    char *config_key;         /* see dcr_results_config_key */
+    size_t nrefits, ncolumns;
+    dcr_results_stored_column_t *columns;
+} dcr_results_stored_run_t;
+
+/* Every run of one file, in group-name order. */
+typedef struct dcr_results_set {
+    char *path;
+    size_t nruns;
+    dcr_results_stored_run_t *runs;
+} dcr_results_set_t;
+
+/* Reads and validates the whole file. *out_p is set only on success; the
+ * caller frees it with dcr_results_set_destroy. A valid file with no runs is
+ * a valid, empty set. */
+dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p);
+void dcr_results_set_destroy(dcr_results_set_t *set);
+
+/* The values of a column of the run, or NULL when the run has no such
+ * column. Valid as long as the set. */
+const double *dcr_results_column(const dcr_results_stored_run_t *run, const char *name);
+
+/* A number from the run's summary (NAN when absent or not a number). */
+double dcr_results_summary_number(const dcr_results_stored_run_t *run, const char *key);
+
+/* The matching key of a run: its command and its configuration as compact
+ * JSON with sorted keys, without the keys that cannot change a per-refit
+ * figure: paths and output choices (workdir, keep_payloads, control, trace,
+ * out, json, log) and the number of timed refits (a sample size; warm-up
+ * counts are kept). Two runs measure the same thing when their keys
+ * are equal. malloc'd; NULL on allocation failure. */
+char *dcr_results_config_key(const char *command, const json_t *config);
+
+/* A one-line description of a configuration for tables and legends:
+ * "model scale/layers, transport, changes, mode, rl" in that order, e.g.
+ * "qwen3-30b-a3b s64 l2, objstore, 3% uniform, X, sync". Cut to len. */
+void dcr_results_config_label(const json_t *config, char *buf, size_t len);
+
+/* The change description of a configuration alone ("3% uniform", "adamw lr 1e-06"). */
+void dcr_results_change_label(const json_t *config, char *buf, size_t len);
+
+/* min, median (mean of the middle two for an even count) and max of n
+ * values; all zero when n == 0. */
+typedef struct dcr_results_stats {
+    size_t n;
+    double min, median, max, mean;
+} dcr_results_stats_t;
+dcr_results_stats_t dcr_results_stats(const double *v, size_t n);
+
+/* Runs of a set with the same key, in first-appearance order. run_index
+ * lists indices into set->runs. */
+typedef struct dcr_results_group {
+    const char *key; /* the first run's config_key */
+    size_t nruns;
+    size_t *run_index;
+} dcr_results_group_t;
+
+/* Groups the runs of a set by config key. *groups_p is malloc'd (free with
+ * dcr_results_groups_free). */
+dcr_status_t dcr_results_group_runs(const dcr_results_set_t *set, dcr_results_group_t **groups_p,
+                                    size_t *n_p);
+void dcr_results_groups_free(dcr_results_group_t *groups, size_t n);
+
+/* The values of one column pooled over a group's runs, malloc'd into *v_p
+ * (NULL when there are none) with their count in *n_p. */
+dcr_status_t dcr_results_group_pool(const dcr_results_set_t *set, const dcr_results_group_t *g,
+                                    const char *column, double **v_p, size_t *n_p);
+
+#endif

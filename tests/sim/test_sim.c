@@ -1,0 +1,595 @@
+/* ctest-labels: unit
+ *
+ * The SimGrid capacity planner: generated platforms, the engine's chunk and
+ * bucket rules against hand-computed packings, refits and references whose
+ * times follow from first principles (bytes, bandwidth, latency, compute),
+ * V_cross of both transports, invariants on real inventories, and the
+ * calibration file's validation. Expected values are computed here from the
+ * inputs, never copied from the simulator's output. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sim/calibrate.h"
+#include "sim/platform.h"
+#include "sim/sim.h"
+#include "sim/workload.h"
+
+/* SimGrid computes in doubles; its flow model adds nothing beyond the
+ * link figures (CM02, no TCP factors), so times agree to rounding. */
+#define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-6 * fabs(b) + 1e-9)
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+/* A calibration with round numbers (not measured): 1 ns per compared byte,
+ * 10 ns per record, 1 us per item, 2 B per XOR record, 3 B per overwrite. */
+static dcr_sim_calibration_t test_cal(void)
+{
+    dcr_sim_calibration_t c;
+    memset(&c, 0, sizeof(c));
+    snprintf(c.machine, sizeof(c.machine), "test");
+    c.npoints = 2;
+    c.points[0] = (dcr_sim_cal_point_t){0.01, 1e-9, 20e-9, 1.0, 2.0, 1.0, 1.5};
+    c.points[1] = (dcr_sim_cal_point_t){0.05, 1e-9, 20e-9, 1.0, 2.0, 0.8, 1.0};
+    c.project_s_per_record = 10e-9;
+    c.construct_s_per_item = 1e-6;
+    c.residual_s_per_byte = 1e-9;
+    c.copy_s_per_byte = 0.1e-9;
+    c.bytes_per_item = 10;
+    c.decode_s_per_byte = 2e-9;
+    c.apply_s_per_record = 5e-9;
+    c.apply_s_per_item = 1e-6;
+    c.ack_s = 1e-4;
+    c.commit_s = 2e-4;
+    c.cores = 2;
+    return c;
+}
+
+/* A cluster whose only costs are the ones a test sets. */
+static dcr_sim_cluster_t bare_cluster(int rollout_nodes)
+{
+    dcr_sim_cluster_t c = dcr_sim_cluster_default();
+    c.rollout_nodes = rollout_nodes;
+    c.cross_gbps = 8;   /* 1e9 bytes per second */
+    c.flow_gbps = 0;    /* no per-flow cap */
+    c.local_gbps = 80;  /* 1e10 bytes per second */
+    c.latency_ms = 10;
+    c.local_latency_ms = 0;
+    c.store_latency_ms = 0;
+    c.store_list_ms = 0;
+    c.store_put_ms = 0;
+    c.ack_rtt = false;
+    c.ref_object_mib = 1 << 20; /* one object per owner */
+    return c;
+}
+
+/* One owner that computes `compute` seconds, then finishes one payload of
+ * `bytes`, which every receiver applies in `apply` seconds. */
+static dcr_sim_workload_t *one_payload(int64_t bytes, double compute, double apply, double finalize)
+{
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w), DCR_OK);
+    dcr_sim_owner_t *o = &w->owners[0];
+    dcr_sim_step_t c = {DCR_SIM_STEP_COMPUTE, DCR_SIM_WORK_CHUNK, -1, -1, 0, 0, 0, compute};
+    dcr_sim_step_t f = {DCR_SIM_STEP_FLUSH, DCR_SIM_WORK_ENCODE, -1, 0, 0, bytes, 1, 0};
+    assert_int_equal(dcr_sim_owner_push(o, &c), DCR_OK);
+    assert_int_equal(dcr_sim_owner_push(o, &f), DCR_OK);
+    w->payloads = calloc(1, sizeof(*w->payloads));
+    w->apply_s = calloc(1, sizeof(double));
+    w->payloads[0] = (dcr_sim_payload_t){0, 0, bytes, 1, 1, bytes, 2};
+    w->apply_s[0] = apply;
+    w->npayloads = w->cap = 1;
+    w->payload_bytes = bytes;
+    w->checkpoint_bytes = 1000000000;
+    w->finalize_s = finalize;
+    o->npayloads = 1;
+    return w;
+}
+
+/* ---- platform ------------------------------------------------------------------ */
+
+static int count(const char *text, const char *what)
+{
+    int n = 0;
+    for (const char *p = strstr(text, what); p; p = strstr(p + 1, what)) n++;
+    return n;
+}
+
+static void test_platform_generated(void **state)
+{
+    dcr_sim_cluster_t c = dcr_sim_cluster_default();
+    c.train_nodes = 2;
+    c.train_gpus = 2;
+    c.rollout_nodes = 3;
+    c.rollout_gpus = 4;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    uint8_t pairs[16] = {0};
+    pairs[0 * 4 + 3] = 1; /* owner 0 sends parts to owner 3 (another node) */
+    pairs[1 * 4 + 0] = 1; /* owner 1 to owner 0 (same node) */
+    assert_int_equal(dcr_sim_platform_write(&c, pairs, f), DCR_OK);
+    fclose(f);
+    assert_non_null(strstr(text, "<host id=\"train-1-1\""));
+    assert_non_null(strstr(text, "<host id=\"rollout-2\" speed=\"1Gf\" core=\"4\""));
+    assert_null(strstr(text, "<host id=\"cpu\"")); /* only with shared cores */
+    assert_int_equal(count(text, "<host "), 4 + 3 + 1);
+    assert_non_null(strstr(text, "id=\"xflow\""));
+    assert_non_null(strstr(text, "sharing_policy=\"FATPIPE\""));
+    /* 4 owners to the store and to the root, the store to 3 nodes, 2 tree
+     * edges (fanout 2: 0->1, 0->2), 2 part routes. */
+    assert_int_equal(count(text, "<route "), 4 + 4 + 3 + 2 + 2);
+    assert_non_null(strstr(text, "<route src=\"train-0-0\" dst=\"train-1-1\" symmetrical=\"NO\"><link_ctn id=\"fab-out-0\"/><link_ctn id=\"fab-in-1\"/>"));
+    assert_non_null(strstr(text, "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink\"/>"));
+    assert_non_null(strstr(text, "<route src=\"rollout-0\" dst=\"rollout-2\""));
+    /* 10 Gbps is 1.25e9 bytes per second. */
+    assert_non_null(strstr(text, "<link id=\"tx-1\" bandwidth=\"1250000000Bps\""));
+    free(text);
+    assert_int_equal(dcr_sim_relay_parent(0, 2), -1);
+    assert_int_equal(dcr_sim_relay_parent(5, 2), 2);
+    assert_int_equal(dcr_sim_relay_parent(4, 3), 1);
+}
+
+static void test_cluster_validation(void **state)
+{
+    dcr_sim_cluster_t c = dcr_sim_cluster_default();
+    c.rollout_nodes = 0;
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "rollout_nodes"));
+    c = dcr_sim_cluster_default();
+    c.cross_gbps = -1;
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "cross_gbps"));
+    c = dcr_sim_cluster_default();
+    c.latency_ms = NAN;
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_EINVAL);
+    c = dcr_sim_cluster_default();
+    c.ref_object_mib = 0;
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_EINVAL);
+    c = dcr_sim_cluster_testbed();
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_OK);
+    assert_int_equal(c.train_nodes * c.train_gpus, 32);
+    assert_int_equal(c.rollout_nodes * c.rollout_gpus, 64);
+}
+
+/* ---- packing rules ----------------------------------------------------------------- */
+
+static dcr_sim_costs_t flat_costs(void)
+{
+    dcr_sim_costs_t c;
+    memset(&c, 0, sizeof(c));
+    c.detect_s_per_byte = 1e-9;
+    c.project_s_per_record = 1e-8;
+    c.encode_s_per_record = 1e-7;
+    c.construct_s_per_item = 1e-6;
+    c.xor_value_bytes = 1;
+    c.overwrite_value_bytes = 2;
+    c.gap8_bytes = 1;
+    c.gap16_bytes = 2;
+    c.bytes_per_item = 10;
+    return c;
+}
+
+static dcr_sim_unit_t unit(int64_t bytes, int64_t records)
+{
+    return (dcr_sim_unit_t){bytes, bytes / 2, records, 2, true, 1.0, -1};
+}
+
+static const dcr_sim_step_t *step(const dcr_sim_owner_t *o, int i)
+{
+    assert_true(i < o->nsteps);
+    return &o->steps[i];
+}
+
+/* Chunk target 64, bucket target 100. Tasks of 40, 30, 50, 10 bytes with
+ * 1, 0, 2, 0 records: 40 < 64, so the first chunk takes 30 more (70; it
+ * emits, bucket 70); the second gathers 50 + 10 = 60 and closes at the last
+ * task (emits, bucket 130 >= 100): one payload of both emitting tasks. */
+static void test_pack_chunks_and_buckets(void **state)
+{
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w), DCR_OK);
+    dcr_sim_owner_t *o = &w->owners[0];
+    dcr_sim_costs_t costs = flat_costs();
+    dcr_sim_packer_t p;
+    dcr_sim_packer_init(&p, 64, 100, &costs);
+    const int64_t bytes[4] = {40, 30, 50, 10}, recs[4] = {1, 0, 2, 0};
+    for (int i = 0; i < 4; i++) {
+        dcr_sim_unit_t u = unit(bytes[i], recs[i]);
+        assert_int_equal(dcr_sim_pack_task(&p, w, o, &u, i == 3), DCR_OK);
+    }
+    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK); /* nothing left: no second payload */
+    assert_int_equal(o->nsteps, 4);
+    assert_int_equal(step(o, 0)->kind, DCR_SIM_STEP_COMPUTE);
+    assert_int_equal(step(o, 0)->bytes, 70);
+    assert_int_equal(step(o, 0)->records, 1);
+    NEAR(step(o, 0)->seconds, 70e-9 + 1e-8 + 2e-6); /* detect, project, two tasks */
+    assert_int_equal(step(o, 1)->bytes, 60);
+    assert_int_equal(step(o, 1)->records, 2);
+    assert_int_equal(step(o, 2)->work, DCR_SIM_WORK_ENCODE);
+    NEAR(step(o, 2)->seconds, 3e-7);
+    assert_int_equal(step(o, 3)->kind, DCR_SIM_STEP_FLUSH);
+    assert_int_equal(step(o, 3)->payload, 0);
+    assert_int_equal(w->npayloads, 1);
+    assert_int_equal(w->payloads[0].items, 2);
+    assert_int_equal(w->payloads[0].records, 3);
+    assert_int_equal(w->payloads[0].input_bytes, 130);
+    /* Header 64; item 1: 10 + 1 value byte; item 2: 10 + 2 values + one gap.
+     * Item 2 has 2 records in 25 elements: density 0.08, P(gap > 255) =
+     * 0.92^255, so the gap is 1 byte with probability 1 - 0.92^255. */
+    double small = 1 - pow(0.92, 255);
+    double expect = 64 + 11 + 12 + small * 1 + (1 - small) * 2;
+    assert_int_equal(w->payloads[0].bytes, (int64_t)llround(expect));
+    dcr_sim_workload_destroy(w);
+}
+
+/* A chunk that emits nothing does not count toward the bucket; a task larger
+ * than the chunk target is one chunk (tensors are never split). */
+static void test_pack_silent_chunks(void **state)
+{
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w), DCR_OK);
+    dcr_sim_owner_t *o = &w->owners[0];
+    dcr_sim_costs_t costs = flat_costs();
+    dcr_sim_packer_t p;
+    dcr_sim_packer_init(&p, 64, 100, &costs);
+    dcr_sim_unit_t a = unit(70, 0), b = unit(70, 1), big = unit(1000, 5);
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &a, false), DCR_OK);
+    assert_int_equal(p.bucket_input, 0);
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &b, false), DCR_OK);
+    assert_int_equal(p.bucket_input, 70);
+    assert_int_equal(w->npayloads, 0);
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &big, true), DCR_OK); /* 70 + 1000 >= 100: flush */
+    assert_int_equal(w->npayloads, 1);
+    assert_int_equal(w->payloads[0].input_bytes, 1070);
+    assert_int_equal(w->payloads[0].records, 6);
+    /* Residual tensors count their canonical bytes when they emit. */
+    dcr_sim_unit_t r1 = unit(50, 0), r2 = unit(60, 3);
+    r2.xor_enc = false;
+    assert_int_equal(dcr_sim_pack_residual(&p, w, o, &r1), DCR_OK);
+    assert_int_equal(p.bucket_input, 0);
+    assert_int_equal(dcr_sim_pack_residual(&p, w, o, &r2), DCR_OK);
+    assert_int_equal(p.bucket_input, 60);
+    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK);
+    assert_int_equal(w->npayloads, 2);
+    assert_int_equal(w->payloads[1].items, 1);
+    assert_int_equal(w->payloads[1].owner, 0);
+    assert_int_equal(w->payloads[1].id, 1);
+    dcr_sim_workload_destroy(w);
+}
+
+static void test_item_bytes(void **state)
+{
+    dcr_sim_costs_t c = flat_costs();
+    /* One record: a run, no gap words. */
+    dcr_sim_unit_t u = {1000, 500, 1, 2, true, 1.0, -1};
+    NEAR(dcr_sim_item_bytes(&c, &u), 10 + 1);
+    /* Every element changed: a run again; overwrite values of FP32 cost 2 more. */
+    u = (dcr_sim_unit_t){4000, 1000, 1000, 4, false, 1.0, -1};
+    NEAR(dcr_sim_item_bytes(&c, &u), 10 + 1000 * 4.0);
+    /* 1% of a large contiguous shard: P(a gap > 255) is 0.99^255, and with
+     * 9999 gaps some gap is surely long: 2-byte gaps. */
+    u = (dcr_sim_unit_t){2000000, 1000000, 10000, 2, true, 1.0, -1};
+    double p_small = pow(1 - pow(0.99, 255), 9999);
+    NEAR(dcr_sim_item_bytes(&c, &u), 10 + 10000 * 1.0 + 9999 * (p_small * 1 + (1 - p_small) * 2));
+    /* A strided shard spreads the same changes over twice the span. */
+    u.spread = 2;
+    p_small = pow(1 - pow(0.995, 255), 9999);
+    NEAR(dcr_sim_item_bytes(&c, &u), 10 + 10000 * 1.0 + 9999 * (p_small * 1 + (1 - p_small) * 2));
+}
+
+/* ---- first-principles refits -------------------------------------------------------- */
+
+/* One owner, one rollout node, 8 Gbps (1e9 B/s) everywhere across the
+ * boundary, 10 ms one way. Object store: the upload takes B/1e9 + 10 ms,
+ * the download the same, then apply and finalization; the manifest (one
+ * latency after the upload) is seen before the apply ends. */
+static void test_refit_objstore_first_principles(void **state)
+{
+    const int64_t B = 50000000;
+    const double c = 0.25, a = 0.1, f = 0.05, L = 0.01;
+    dcr_sim_workload_t *w = one_payload(B, c, a, f);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(1);
+    spec.transport = "objstore";
+    dcr_sim_result_t r;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    double move = (double)B / 1e9 + L;
+    NEAR(r.latency_s, c + 2 * move + a + f);
+    NEAR(r.construction_lb_s, c);
+    NEAR(r.transport_lb_s, move);
+    NEAR(r.finalization_s, f);
+    assert_int_equal(r.payload_bytes, B);
+    assert_int_equal(r.cross_bytes, 2 * B); /* one upload, one download */
+    /* Reference: the checkpoint (1e9 B) uploaded as one object, then
+     * downloaded by the node: 2 x (1 s + 10 ms). */
+    NEAR(r.reference_s, 2 * (1.0 + L));
+    NEAR(r.speedup, r.reference_s / r.latency_s);
+    dcr_sim_workload_destroy(w);
+}
+
+/* Relay: one cross-cluster transfer (payload plus the 48-byte frame header)
+ * to the root, which is the only node; then apply and finalization. The
+ * owner's finish follows one latency after its last send; the end marker
+ * comes before the apply ends. */
+static void test_refit_relay_first_principles(void **state)
+{
+    const int64_t B = 50000000;
+    const double c = 0.25, a = 0.1, f = 0.05, L = 0.01;
+    dcr_sim_workload_t *w = one_payload(B, c, a, f);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(1);
+    spec.transport = "relay";
+    dcr_sim_result_t r;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    double move = (double)(B + 48) / 1e9 + L;
+    NEAR(r.latency_s, c + move + a + f);
+    NEAR(r.transport_lb_s, move);
+    assert_int_equal(r.cross_bytes, B);
+    /* With acknowledgments paying the way back, the send holds one more latency. */
+    spec.cluster.ack_rtt = true;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.transport_lb_s, move + L);
+    dcr_sim_workload_destroy(w);
+}
+
+/* V_cross: the object store moves the payload up once and down once per
+ * rollout node; the relay tree crosses once and forwards over local links. */
+static void test_cross_accounting(void **state)
+{
+    const int64_t B = 10000000;
+    dcr_sim_workload_t *w = one_payload(B, 0.01, 0.001, 0);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(5);
+    dcr_sim_result_t r;
+    spec.transport = "objstore";
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    assert_int_equal(r.cross_bytes, B * (1 + 5));
+    spec.transport = "relay";
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    assert_int_equal(r.cross_bytes, B);
+    /* Relay to 5 nodes, fanout 2: the deepest node (4, via 1) is two local
+     * hops of B + 48 bytes at 1e10 B/s behind the root. */
+    double move = (double)(B + 48) / 1e9 + 0.01, hop = (double)(B + 48) / 1e10;
+    NEAR(r.apply_end_s, 0.01 + move + 2 * hop + 0.001);
+    dcr_sim_workload_destroy(w);
+}
+
+/* The reference scales with checkpoint bytes and with the downloads the
+ * rollout nodes share: with a store link of 1e9 B/s (8 Gbps) every node's
+ * download shares it. */
+static void test_reference_scaling(void **state)
+{
+    dcr_sim_workload_t *w = one_payload(1000, 0, 0, 0);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(1);
+    dcr_sim_result_t r1, r2, r4;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r1), DCR_OK);
+    w->checkpoint_bytes *= 2;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r2), DCR_OK);
+    NEAR(r2.reference_s, 2 * (2.0 + 0.01));
+    spec.cluster = bare_cluster(4);
+    spec.cluster.store_gbps = 8;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r4), DCR_OK);
+    /* Upload 2 s (store link shared by nothing else), downloads 4 x 2e9 B
+     * through the 1e9 B/s store link: 8 s; one latency each way. */
+    NEAR(r4.reference_s, 2.0 + 0.01 + 8.0 + 0.01);
+    dcr_sim_workload_destroy(w);
+}
+
+/* ---- real inventories ----------------------------------------------------------------- */
+
+static dcr_sim_spec_t small_spec(const char *transport)
+{
+    dcr_sim_spec_t s = dcr_sim_spec_default();
+    s.scenario.model = "qwen3-30b-a3b";
+    s.scenario.scale = 16;
+    s.scenario.layers = 2;
+    s.scenario.train = (dcr_train_config_t){2, 2, 2, 2, 1, 1, 0};
+    s.transport = transport;
+    s.change_rate = 0.03;
+    s.chunk_bytes = 256 << 10;
+    s.bucket_bytes = 1 << 20;
+    s.cluster.train_nodes = 2;
+    s.cluster.train_gpus = 2;
+    s.cluster.rollout_nodes = 3;
+    s.cluster.rollout_gpus = 2;
+    s.cluster.cross_gbps = 0.5;
+    s.cluster.flow_gbps = 0.4;
+    return s;
+}
+
+/* The workload of a real (scaled) model: every task changes round(rate n)
+ * elements, every record lands in exactly one payload, and every owner's
+ * payloads are numbered from 0. */
+static void test_workload_real_model(void **state)
+{
+    dcr_sim_spec_t spec = small_spec("objstore");
+    dcr_sim_calibration_t cal = test_cal();
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_build(&spec, &cal, &w), DCR_OK);
+    dcr_scenario_spec_t ss = spec.scenario;
+    ss.align_extra = 2;
+    dcr_scenario_t *sc = NULL;
+    assert_int_equal(dcr_scenario_create(&ss, &sc), DCR_OK);
+    int64_t expect = 0;
+    for (int i = 0; i < sc->layout->ntasks; i++)
+        expect += llround(0.03 * (double)dcr_task_numel(&sc->layout->tasks[i]));
+    assert_int_equal(w->records, expect);
+    assert_int_equal(w->checkpoint_bytes, dcr_inventory_bytes(sc->inventory));
+    int64_t sum = 0;
+    int *next = calloc((size_t)w->world, sizeof(int));
+    for (int p = 0; p < w->npayloads; p++) {
+        sum += w->payloads[p].records;
+        assert_int_equal(w->payloads[p].id, next[w->payloads[p].owner]++);
+        assert_true(w->payloads[p].bytes > 64);
+    }
+    assert_int_equal(sum, expect);
+    for (int o = 0; o < w->world; o++) assert_int_equal(next[o], w->owners[o].npayloads);
+    free(next);
+    dcr_scenario_destroy(sc);
+    dcr_sim_workload_destroy(w);
+}
+
+/* Latency is at least each bound; doubling the cross-cluster bandwidth
+ * never slows a refit. */
+static void test_invariants(void **state)
+{
+    dcr_sim_calibration_t cal = test_cal();
+    const char *transports[2] = {"objstore", "relay"};
+    for (int t = 0; t < 2; t++) {
+        dcr_sim_spec_t spec = small_spec(transports[t]);
+        dcr_sim_result_t a, b;
+        assert_int_equal(dcr_sim_run(&spec, &cal, &a), DCR_OK);
+        assert_true(a.latency_s >= a.construction_lb_s);
+        assert_true(a.latency_s >= a.transport_lb_s);
+        assert_true(a.latency_s >= a.finalization_s);
+        assert_true(a.payloads > 0);
+        spec.cluster.cross_gbps *= 2;
+        spec.cluster.flow_gbps *= 2;
+        assert_int_equal(dcr_sim_run(&spec, &cal, &b), DCR_OK);
+        assert_true(b.latency_s <= a.latency_s * (1 + 1e-9));
+        assert_true(b.reference_s < a.reference_s);
+        assert_int_equal(b.payload_bytes, a.payload_bytes);
+    }
+}
+
+static void test_bad_specs(void **state)
+{
+    dcr_sim_calibration_t cal = test_cal();
+    dcr_sim_result_t r;
+    dcr_sim_spec_t spec = small_spec("carrier-pigeon");
+    assert_int_equal(dcr_sim_run(&spec, &cal, &r), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "carrier-pigeon"));
+    spec = small_spec("relay");
+    spec.change_rate = 1.5;
+    assert_int_equal(dcr_sim_run(&spec, &cal, &r), DCR_EINVAL);
+    spec = small_spec("relay");
+    spec.cluster.platform_xml = "/nonexistent/platform.xml";
+    assert_int_equal(dcr_sim_run(&spec, &cal, &r), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "/nonexistent/platform.xml"));
+    /* A user platform without the expected hosts: one clear line. */
+    char path[] = "/tmp/dcr-test-platform-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    const char *xml = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+                      "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"><host id=\"a\" speed=\"1Gf\"/>"
+                      "</zone></platform>\n";
+    assert_int_equal(write(fd, xml, strlen(xml)), (ssize_t)strlen(xml));
+    close(fd);
+    spec.cluster.platform_xml = path;
+    assert_int_equal(dcr_sim_run(&spec, &cal, &r), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "train-0-0"));
+    unlink(path);
+}
+
+/* ---- calibration files ------------------------------------------------------------------- */
+
+static void test_calibration_roundtrip(void **state)
+{
+    dcr_sim_calibration_t c = test_cal(), back;
+    c.nsizes = 2;
+    c.sizes[0] = (dcr_sim_cal_size_t){1000, 1.2};
+    c.sizes[1] = (dcr_sim_cal_size_t){100000, 1.0};
+    char *text = dcr_sim_cal_to_json(&c);
+    assert_non_null(text);
+    assert_int_equal(dcr_sim_cal_parse(text, "test", &back), DCR_OK);
+    free(text);
+    assert_int_equal(back.npoints, 2);
+    NEAR(back.points[1].gap8_bytes, 0.8);
+    NEAR(back.apply_s_per_item, 1e-6);
+    assert_int_equal(back.cores, 2);
+    /* Interpolation between points, held outside them. */
+    dcr_sim_cal_point_t p = dcr_sim_cal_at(&back, 0.03);
+    NEAR(p.gap8_bytes, 0.9);
+    NEAR(dcr_sim_cal_at(&back, 0.5).gap16_bytes, 1.0);
+    NEAR(dcr_sim_cal_at(&back, 0.001).gap16_bytes, 1.5);
+    /* Size factors: in log(bytes) between points. */
+    NEAR(dcr_sim_cal_size_factor(&back, 10000), 1.1);
+    NEAR(dcr_sim_cal_size_factor(&back, 10), 1.2);
+    char path[] = "/tmp/dcr-test-cal-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(dcr_sim_cal_save(&c, path), DCR_OK);
+    assert_int_equal(dcr_sim_cal_load(path, &back), DCR_OK);
+    NEAR(back.commit_s, 2e-4);
+    unlink(path);
+}
+
+/* Each bad file gets one clear error that names what is wrong. */
+static void check_bad(const char *text, dcr_status_t want, const char *needle)
+{
+    dcr_sim_calibration_t c;
+    assert_int_equal(dcr_sim_cal_parse(text, "bad.json", &c), want);
+    assert_non_null(strstr(dcr_error_detail(), needle));
+    assert_null(strchr(dcr_error_detail(), '\n'));
+}
+
+static void test_calibration_bad_files(void **state)
+{
+    dcr_sim_calibration_t good = test_cal();
+    char *text = dcr_sim_cal_to_json(&good);
+    char buf[8192];
+    check_bad("{", DCR_EPARSE, "bad.json");
+    check_bad("[]", DCR_EPARSE, "object");
+    check_bad("{\"format\": \"other\"}", DCR_EPARSE, "format");
+    /* A misspelled key, a missing key, a negative cost, rates out of order. */
+    snprintf(buf, sizeof(buf), "%s", text);
+    char *k = strstr(buf, "\"ack_s\"");
+    memcpy(k, "\"akc_s\"", 7);
+    check_bad(buf, DCR_EPARSE, "akc_s");
+    snprintf(buf, sizeof(buf), "%s", text);
+    k = strstr(buf, "\"commit_s\"");
+    memcpy(k, "\"commit \"", 9);
+    check_bad(buf, DCR_EPARSE, "commit");
+    dcr_sim_calibration_t c = good;
+    c.decode_s_per_byte = -1;
+    assert_int_equal(dcr_sim_cal_validate(&c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "decode_s_per_byte"));
+    c = good;
+    c.points[1].rate = 0.01;
+    assert_int_equal(dcr_sim_cal_validate(&c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "points[1].rate"));
+    c = good;
+    c.cores = 0;
+    assert_int_equal(dcr_sim_cal_validate(&c), DCR_EINVAL);
+    c = good;
+    c.nsizes = 2;
+    c.sizes[0] = (dcr_sim_cal_size_t){100, 1.1};
+    c.sizes[1] = (dcr_sim_cal_size_t){50, 1.0};
+    assert_int_equal(dcr_sim_cal_validate(&c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "payload_factors[1]"));
+    dcr_sim_calibration_t out;
+    assert_int_equal(dcr_sim_cal_load("/nonexistent/cal.json", &out), DCR_EIO);
+    assert_non_null(strstr(dcr_error_detail(), "/nonexistent/cal.json"));
+    free(text);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_platform_generated),
+        cmocka_unit_test(test_cluster_validation),
+        cmocka_unit_test(test_pack_chunks_and_buckets),
+        cmocka_unit_test(test_pack_silent_chunks),
+        cmocka_unit_test(test_item_bytes),
+        cmocka_unit_test(test_refit_objstore_first_principles),
+        cmocka_unit_test(test_refit_relay_first_principles),
+        cmocka_unit_test(test_cross_accounting),
+        cmocka_unit_test(test_reference_scaling),
+        cmocka_unit_test(test_workload_real_model),
+        cmocka_unit_test(test_invariants),
+        cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_calibration_roundtrip),
+        cmocka_unit_test(test_calibration_bad_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
