@@ -14,24 +14,28 @@ typedef struct calibrate_opts {
 
 static void print_text(const dcr_sim_calibration_t *c)
 {
-    printf("machine %s\n\n%-8s %12s %12s %12s %12s %10s %10s\n", c->machine, "rate", "detect_ns/B", "encode_ns/r",
-           "xor_value_B", "ovw_value_B", "gap8_B", "gap16_B");
+    printf("machine %s\n\n%-8s %12s %12s %12s %12s %10s %10s\n", c->machine, "rate", "detect_ns/B",
+           "encode_ns/r", "xor_value_B", "ovw_value_B", "gap8_B", "gap16_B");
     for (int i = 0; i < c->npoints; i++) {
         const dcr_sim_cal_point_t *p = &c->points[i];
-        printf("%-8g %12.4f %12.2f %12.3f %12.3f %10.3f %10.3f\n", p->rate, p->detect_s_per_byte * 1e9,
-               p->encode_s_per_record * 1e9, p->xor_value_bytes, p->overwrite_value_bytes, p->gap8_bytes,
-               p->gap16_bytes);
+        printf("%-8g %12.4f %12.2f %12.3f %12.3f %10.3f %10.3f\n", p->rate,
+               p->detect_s_per_byte * 1e9, p->encode_s_per_record * 1e9, p->xor_value_bytes,
+               p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
     }
     printf("\npayload size factors:");
-    for (int i = 0; i < c->nsizes; i++) printf(" %.0f B x%.3f", c->sizes[i].bytes, c->sizes[i].factor);
-    printf("\nconstruction: project %.2f ns/record, %.2f us per item, residual %.4f ns/B, copy %.4f ns/B, "
+    for (int i = 0; i < c->nsizes; i++)
+        printf(" %.0f B x%.3f", c->sizes[i].bytes, c->sizes[i].factor);
+    printf("\nconstruction: project %.2f ns/record, %.2f us per item, residual %.4f ns/B, copy "
+           "%.4f ns/B, "
            "item metadata %.1f B\n",
-           c->project_s_per_record * 1e9, c->construct_s_per_item * 1e6, c->residual_s_per_byte * 1e9,
-           c->copy_s_per_byte * 1e9, c->bytes_per_item);
-    printf("receiver: decode %.4f ns/B, apply %.2f ns/record and %.2f us per item, full pass %.4f ns/B\n",
+           c->project_s_per_record * 1e9, c->construct_s_per_item * 1e6,
+           c->residual_s_per_byte * 1e9, c->copy_s_per_byte * 1e9, c->bytes_per_item);
+    printf("receiver: decode %.4f ns/B, apply %.2f ns/record and %.2f us per item, full pass %.4f "
+           "ns/B\n",
            c->decode_s_per_byte * 1e9, c->apply_s_per_record * 1e9, c->apply_s_per_item * 1e6,
            c->apply_s_per_full_byte * 1e9);
-    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms; relay hop %.3f ms + "
+    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms; relay "
+           "hop %.3f ms + "
            "%.3f ns/B\n",
            c->ack_s * 1e3, c->commit_s * 1e3, c->store_put_s * 1e3, c->relay_hop_s * 1e3,
            c->relay_hop_s_per_byte * 1e9);
@@ -73,16 +77,21 @@ int dcr_cmd_calibrate(int argc, char **argv)
     calibrate_opts_t o = {d.model, NULL, d.scale, d.layers, (int64_t)d.seed, false, false};
     dcr_arg_t args[] = {
         {"--out", DCR_ARG_STRING, &o.out, 0, 0, "write the calibration JSON to this file", false},
-        {"--model", DCR_ARG_STRING, &o.model, 0, 0, "model of the construction and apply runs (default qwen3-30b-a3b)",
+        {"--model", DCR_ARG_STRING, &o.model, 0, 0,
+         "model of the construction and apply runs (default qwen3-30b-a3b)", false},
+        {"--scale", DCR_ARG_INT, &o.scale, 1, 1024, "divide the model's sizes by S (default 16)",
          false},
-        {"--scale", DCR_ARG_INT, &o.scale, 1, 1024, "divide the model's sizes by S (default 16)", false},
-        {"--layers", DCR_ARG_INT, &o.layers, 0, 100000, "keep the first N layers (default 8; 0: all)", false},
-        {"--quick", DCR_ARG_FLAG, &o.quick, 0, 0, "fewer rates and repetitions (a rough calibration)", false},
-        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of the synthetic weights (default 42)", false},
+        {"--layers", DCR_ARG_INT, &o.layers, 0, 100000,
+         "keep the first N layers (default 8; 0: all)", false},
+        {"--quick", DCR_ARG_FLAG, &o.quick, 0, 0,
+         "fewer rates and repetitions (a rough calibration)", false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of the synthetic weights (default 42)",
+         false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print the calibration JSON", false},
     };
-    int rc = dcr_args_parse("calibrate", "[--out FILE] [--json] [--quick] [--model M --scale S --layers N]", args,
-                            (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
+    int rc = dcr_args_parse("calibrate",
+                            "[--out FILE] [--json] [--quick] [--model M --scale S --layers N]",
+                            args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);
 }

@@ -25,7 +25,7 @@ int dcr_cmd_report(int argc, char **argv)
         {"--out", DCR_ARG_STRING, &out, 0, 0,
          "output directory, also -o DIR (created when missing)", false},
         {"--trace", DCR_ARG_STRING, &trace, 0, 0,
-         "Chrome trace of dcr bench --trace: add a timeline", false},
+         "trace of dcr bench --trace (or an nsys SQLite export): add a timeline", false},
         {"--refit", DCR_ARG_INT, &refit, 0, 4294967295.0,
          "refit of the trace to draw (default: the one of median latency)", false},
     };

@@ -14,6 +14,10 @@
  *              max(N) < min(B) or median(B) - median(N) exceeds both spreads;
  *   noise      beyond the threshold, but not beyond the noise;
  *   same       within the threshold;
+ *   minor      (construction_lb_s, transport_lb_s, finalization_s) regressed
+ *              or improved as above, but the medians moved by no more than
+ *              t * median(BASE latency_s): a part of the refit too small to
+ *              matter, which must not fail a CI job on its own;
  *   n/a        the BASE median is 0 (no ratio), or a side has no refits.
  * bit_exact must stay 1: any 0 among NEW's refits is a regression whatever
  * the threshold. raw_changed_value_bytes and changed_elements describe the
@@ -32,9 +36,10 @@ typedef enum dcr_compare_verdict {
     DCR_COMPARE_IMPROVED,
     DCR_COMPARE_REGRESSED,
     DCR_COMPARE_NA,
+    DCR_COMPARE_MINOR,
 } dcr_compare_verdict_t;
 
-/* "same", "noise", "improved", "REGRESSED", "n/a". */
+/* "same", "noise", "improved", "REGRESSED", "n/a", "minor". */
 const char *dcr_compare_verdict_name(dcr_compare_verdict_t v);
 
 /* The verdict of a lower-is-better metric, as defined above. */
@@ -43,6 +48,7 @@ dcr_compare_verdict_t dcr_compare_judge(const dcr_results_stats_t *base,
 
 typedef enum dcr_compare_kind {
     DCR_COMPARE_LOWER_BETTER, /* latency and bytes */
+    DCR_COMPARE_COMPONENT,    /* lower is better, and material only against the latency */
     DCR_COMPARE_MUST_BE_ONE,  /* bit_exact */
     DCR_COMPARE_INFO,         /* workload descriptors: shown, not judged */
 } dcr_compare_kind_t;

@@ -27,7 +27,7 @@ typedef struct rgroup {
     const json_t *config;
     const char *first_run;
     size_t nruns;
-    char label[256], change[64], fig10_series[256], payload_series[256];
+    char label[256], change[64], fig10_series[256], payload_series[256], mode_series[256];
     char *fig10_key, *payload_key; /* config keys less what the figure's axis varies */
     double checkpoint_bytes, reference_s, rate;
     bool rate_measured; /* adamw: the rate is raw changed bytes / checkpoint bytes */
@@ -40,7 +40,7 @@ typedef struct report {
     dcr_results_set_t *set;
     rgroup_t *g;
     size_t ng;
-    bool have_timeline;
+    bool have_timeline, have_fig10, have_payload_fig;
     uint32_t timeline_refit;
     dcr_bounds_t timeline_bounds;
 } report_t;
@@ -211,7 +211,9 @@ static void append_varying(const report_t *r, const rgroup_t *g, char *buf, size
         for (size_t i = 0; i < r->ng && !varies; i++)
             varies = !json_equal(v, json_object_get(r->g[i].config, k));
         if (!varies) continue;
-        char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+        /* Strings bare (mode=F), everything else as JSON (fanout=4, serve_ep=true). */
+        char *text = json_is_string(v) ? strdup(json_string_value(v))
+                                       : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
         size_t used = strlen(buf);
         if (text) snprintf(buf + used, len - used, ", %s=%s", k, text);
         free(text);
@@ -237,6 +239,12 @@ static void series_labels(const report_t *r, rgroup_t *g)
         "fanout", "cross_gbps", "flow_gbps", "local_gbps", "latency_ms",  "rl", "warmup"};
     append_varying(r, g, g->payload_series, sizeof(g->payload_series), payload_named,
                    NKEYS(payload_named), NULL, 0);
+    /* The mode table's rows: the same without the mode, which is its columns. */
+    static const char *const mode_named[] = {"mode"};
+    snprintf(g->mode_series, sizeof(g->mode_series), "%s, %.3g MB",
+             json_string_value(model) ? json_string_value(model) : "?", g->checkpoint_bytes / MB);
+    append_varying(r, g, g->mode_series, sizeof(g->mode_series), payload_named,
+                   NKEYS(payload_named), mode_named, 1);
 }
 
 static dcr_status_t pooled_stats(const report_t *r, const dcr_results_group_t *rg,
@@ -523,15 +531,13 @@ static dcr_status_t pick_refit(report_t *r, const dcr_trace_interval_t *iv, size
                                "%s: no refit %ld in the trace (it has refits %u to %u)",
                                r->o->trace_path, r->o->refit, refits[0], refits[nr - 1]);
     } else if (st == DCR_OK) {
-        /* The median: the refit with as many latencies below it as above. */
+        /* The (lower) median: the refit with (nr - 1) / 2 refits before it in
+         * latency order, ties broken by position so that exactly one qualifies. */
         for (size_t i = 0; i < nr && pick == nr; i++) {
-            size_t below = 0, above = 0;
-            for (size_t j = 0; j < nr; j++) {
+            size_t below = 0;
+            for (size_t j = 0; j < nr; j++)
                 below +=
                     b[j].latency_s < b[i].latency_s || (b[j].latency_s == b[i].latency_s && j < i);
-                above +=
-                    b[j].latency_s > b[i].latency_s || (b[j].latency_s == b[i].latency_s && j > i);
-            }
             if (below == (nr - 1) / 2) pick = i;
         }
     }
@@ -658,9 +664,12 @@ static dcr_status_t write_timeline_script(const report_t *r, const timeline_t *t
     fprintf(f,
             "set xlabel 'time since t0, the first owner starting construction (%s)'\n"
             "set xrange [0:%.9g]\nset yrange [%zu - 0.5:-0.5]\nset grid x\n"
-            "set key outside right top box\nset samples 2\nset style fill solid 0.9 noborder\n",
+            "set key outside right top box\nset samples 2\nset style fill solid 1.0 noborder\n",
             t->unit, (double)(t->t1 - t->t0) / 1e9 * t->scale, t->nrows);
-    timeline_ytics(r, t, f);
+    if (t->nrows)
+        timeline_ytics(r, t, f);
+    else
+        fprintf(f, "set yrange [0.5:-0.5]\nset ytics ('no stage intervals in this window' 0)\n");
     fprintf(f, "plot ");
     int k = 0;
     for (int s = 0; s < DCR_STAGE_COUNT; s++) {
@@ -685,7 +694,11 @@ static dcr_status_t write_timeline(report_t *r)
 {
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
-    DCR_CHECK(dcr_trace_read_chrome(r->o->trace_path, &iv, &n));
+    /* The same timeline from an Nsight Systems export, for traces taken on a GPU cluster. */
+    if (dcr_trace_file_is_sqlite(r->o->trace_path))
+        DCR_CHECK(dcr_trace_read_nsys(r->o->trace_path, &iv, &n));
+    else
+        DCR_CHECK(dcr_trace_read_chrome(r->o->trace_path, &iv, &n));
     timeline_t t = {0};
     dcr_status_t st = pick_refit(r, iv, n);
     if (st == DCR_OK) {
@@ -740,13 +753,17 @@ static void md_header(const report_t *r, FILE *f)
 
 static void md_latency(const report_t *r, FILE *f)
 {
-    fprintf(f, "## Refit latency and speedup vs checkpoint size (Figure 10 layout)\n\n"
-               "![refit latency and speedup vs checkpoint size](fig10_latency.png)\n\n"
-               "([SVG](fig10_latency.svg)) Speedup = full-checkpoint reference / median "
-               "latency; the reference is the transport-only full-checkpoint transfer over the "
-               "same emulated links.\n\n"
-               "| configuration | checkpoint (MB) | runs | refits | latency (s) | reference (s) | "
-               "speedup | bit-exact refits |\n|---|---|---|---|---|---|---|---|\n");
+    fprintf(f,
+            "## Refit latency and speedup vs checkpoint size (Figure 10 layout)\n\n"
+            "%s"
+            "Speedup = full-checkpoint reference / median "
+            "latency; the reference is the transport-only full-checkpoint transfer over the "
+            "same emulated links.\n\n"
+            "| configuration | checkpoint (MB) | runs | refits | latency (s) | reference (s) | "
+            "speedup | bit-exact refits |\n|---|---|---|---|---|---|---|---|\n",
+            r->have_fig10 ? "![refit latency and speedup vs checkpoint size](fig10_latency.png)\n\n"
+                            "([SVG](fig10_latency.svg)) "
+                          : "(No figure: no run has a checkpoint size and a latency above 0.) ");
     for (size_t i = 0; i < r->ng; i++) {
         const rgroup_t *g = &r->g[i];
         fprintf(f, "| %s | %.4g | %zu | %zu |", g->label, g->checkpoint_bytes / MB, g->nruns,
@@ -763,13 +780,16 @@ static void md_payload(const report_t *r, FILE *f)
 {
     fprintf(f,
             "## Payload bytes vs change rate\n\n"
-            "![payload bytes vs change rate](payload_vs_rate.png)\n\n([SVG](payload_vs_rate.svg)) "
+            "%s"
             "Change rate: the configured fraction of elements for uniform changes; for AdamW "
             "changes (marked *) the measured raw changed value bytes / checkpoint bytes.\n\n"
             "### Payload bytes per refit (Table 3 analog)\n\n"
             "| configuration | checkpoint (MB) | change rate | changed elements | raw changed "
             "values (MB) | payload (MB) | cross-cluster (MB) | payload / raw | payload / "
-            "checkpoint |\n|---|---|---|---|---|---|---|---|---|\n");
+            "checkpoint |\n|---|---|---|---|---|---|---|---|---|\n",
+            r->have_payload_fig ? "![payload bytes vs change "
+                                  "rate](payload_vs_rate.png)\n\n([SVG](payload_vs_rate.svg)) "
+                                : "(No figure: no run has a change rate and a payload above 0.) ");
     for (size_t i = 0; i < r->ng; i++) {
         const rgroup_t *g = &r->g[i];
         fprintf(f, "| %s | %.4g | %.3g%%%s | %.0f |", g->label, g->checkpoint_bytes / MB,
@@ -809,7 +829,7 @@ static void md_modes(const report_t *r, FILE *f)
         for (size_t j = 0; j < i && !seen; j++)
             seen = keys[i] && keys[j] && !strcmp(keys[i], keys[j]);
         if (seen || !keys[i]) continue;
-        fprintf(f, "| %s | %s |", r->g[i].payload_series, r->g[i].change);
+        fprintf(f, "| %s | %s |", r->g[i].mode_series, r->g[i].change);
         for (size_t m = 0; m < nm; m++) {
             const rgroup_t *cell = NULL;
             for (size_t j = i; j < r->ng && !cell; j++) {
@@ -918,10 +938,13 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     DCR_CHECK_GOTO(make_dir(o->out_dir), st, done);
     DCR_CHECK_GOTO(make_dir(data), st, done);
     DCR_CHECK_GOTO(build_groups(&r), st, done);
-    if (r.ng) {
-        DCR_CHECK_GOTO(write_fig10(&r), st, done);
-        DCR_CHECK_GOTO(write_payload_fig(&r), st, done);
+    /* Log axes drop points <= 0, and gnuplot fails on a plot with no point at all. */
+    for (size_t i = 0; i < r.ng; i++) {
+        r.have_fig10 |= r.g[i].checkpoint_bytes > 0 && r.g[i].lat.median > 0;
+        r.have_payload_fig |= r.g[i].rate > 0 && r.g[i].payload.median > 0;
     }
+    if (r.have_fig10) DCR_CHECK_GOTO(write_fig10(&r), st, done);
+    if (r.have_payload_fig) DCR_CHECK_GOTO(write_payload_fig(&r), st, done);
     if (o->trace_path) DCR_CHECK_GOTO(write_timeline(&r), st, done);
     st = write_markdown(&r);
 done:

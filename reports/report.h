@@ -28,7 +28,7 @@
 typedef struct dcr_report_opts {
     const char *results_path;
     const char *out_dir;
-    const char *trace_path; /* NULL: no timeline */
+    const char *trace_path; /* Chrome trace, or an nsys SQLite export; NULL: no timeline */
     long refit;             /* timeline refit; < 0: the refit of median latency in the trace */
     const char *gnuplot;    /* NULL: $DCR_GNUPLOT, else "gnuplot" on PATH */
 } dcr_report_opts_t;

@@ -142,15 +142,16 @@ static void dcr__move(sg_host_t from, sg_host_t to, double bytes)
     if (bytes > 0) sg_host_sendto(from, to, bytes);
 }
 
-static sg_actor_t dcr__spawn(const char *name, sg_host_t host, void (*fn)(int, char **), int a, int b)
+static dcr_status_t dcr__spawn(const char *name, sg_host_t host, void (*fn)(int, char **), int a,
+                               int b)
 {
     dcr__actor_arg_t *arg = malloc(sizeof(*arg));
-    if (!arg) return NULL;
+    if (!arg) return dcr_error_set(DCR_ENOMEM, "sim: actor %s", name);
     *arg = (dcr__actor_arg_t){a, b};
     sg_actor_t actor = sg_actor_init(name, host);
     sg_actor_set_data(actor, arg);
     sg_actor_start(actor, fn, 0, NULL);
-    return actor;
+    return DCR_OK;
 }
 
 static dcr__actor_arg_t dcr__self_arg(void)
@@ -272,7 +273,8 @@ static void dcr__forwarder(int argc, char **argv)
     int child = parent->kid[a.b];
     for (int k = 0; k < S->total; k++) {
         int p = dcr__q_pop(&parent->kidq[a.b]);
-        dcr__move(parent->host, S->node[child].host, (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
+        dcr__move(parent->host, S->node[child].host,
+                  (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
         dcr__relay_hop(S, (double)S->w->payloads[p].bytes);
         dcr__relay_take(S, child, p);
     }
@@ -288,8 +290,10 @@ static void dcr__sender(int argc, char **argv)
         int p = dcr__q_pop(&S->sendq[o]);
         if (p < 0) break;
         double t0 = dcr__now();
-        if (S->relay) dcr__relay_send(S, o, p);
-        else dcr__store_send(S, o, p);
+        if (S->relay)
+            dcr__relay_send(S, o, p);
+        else
+            dcr__store_send(S, o, p);
         S->transport_s[o] += dcr__now() - t0;
     }
     sg_sem_release(S->senders_done);
@@ -310,7 +314,8 @@ static void dcr__owner_part_out(dcr__sim_t *S, const dcr_sim_step_t *s)
     int64_t *bytes = malloc(sizeof(*bytes));
     if (!bytes) abort();
     *bytes = s->bytes;
-    sg_comm_t comm = sg_mailbox_put_init(sg_mailbox_by_name(S->mbox[s->peer]), bytes, (long)s->bytes);
+    sg_comm_t comm =
+        sg_mailbox_put_init(sg_mailbox_by_name(S->mbox[s->peer]), bytes, (long)s->bytes);
     sg_comm_detach(comm, NULL);
 }
 
@@ -323,11 +328,21 @@ static void dcr__owner(int argc, char **argv)
     for (int i = 0; i < ow->nsteps; i++) {
         const dcr_sim_step_t *s = &ow->steps[i];
         switch (s->kind) {
-        case DCR_SIM_STEP_COMPUTE: S->compute_s[o] += dcr__compute(s->seconds); break;
-        case DCR_SIM_STEP_BARRIER: sg_barrier_wait(S->flags); break;
-        case DCR_SIM_STEP_SEND_PART: dcr__owner_part_out(S, s); break;
-        case DCR_SIM_STEP_RECV_PARTS: dcr__owner_parts_in(S, o, s); break;
-        case DCR_SIM_STEP_FLUSH: dcr__q_push(&S->sendq[o], s->payload); break;
+        case DCR_SIM_STEP_COMPUTE:
+            S->compute_s[o] += dcr__compute(s->seconds);
+            break;
+        case DCR_SIM_STEP_BARRIER:
+            sg_barrier_wait(S->flags);
+            break;
+        case DCR_SIM_STEP_SEND_PART:
+            dcr__owner_part_out(S, s);
+            break;
+        case DCR_SIM_STEP_RECV_PARTS:
+            dcr__owner_parts_in(S, o, s);
+            break;
+        case DCR_SIM_STEP_FLUSH:
+            dcr__q_push(&S->sendq[o], s->payload);
+            break;
         }
     }
     dcr__q_push(&S->sendq[o], -1);
@@ -378,15 +393,18 @@ static dcr_status_t dcr__hosts(dcr__sim_t *S)
     for (int o = 0; o < S->world; o++) {
         dcr_sim_host_train(name, sizeof(name), o / S->c->train_gpus, o % S->c->train_gpus);
         if (!(S->owner_host[o] = sg_host_by_name(name)))
-            return dcr_error_set(DCR_EINVAL, "sim platform: no host '%s' (see sim/platform.h for the names)", name);
+            return dcr_error_set(
+                DCR_EINVAL, "sim platform: no host '%s' (see sim/platform.h for the names)", name);
     }
     for (int n = 0; n < S->nodes; n++) {
         dcr_sim_host_rollout(name, sizeof(name), n);
         if (!(S->node[n].host = sg_host_by_name(name)))
-            return dcr_error_set(DCR_EINVAL, "sim platform: no host '%s' (see sim/platform.h for the names)", name);
+            return dcr_error_set(
+                DCR_EINVAL, "sim platform: no host '%s' (see sim/platform.h for the names)", name);
     }
     if (!(S->store = sg_host_by_name("store")))
-        return dcr_error_set(DCR_EINVAL, "sim platform: no host 'store' (see sim/platform.h for the names)");
+        return dcr_error_set(DCR_EINVAL,
+                             "sim platform: no host 'store' (see sim/platform.h for the names)");
     S->cpu = NULL;
     if (S->in_process && !(S->cpu = sg_host_by_name("cpu")))
         return dcr_error_set(DCR_EINVAL, "sim platform: shared cores need a host 'cpu'");
@@ -399,14 +417,16 @@ static dcr_status_t dcr__node_init(dcr__sim_t *S, int n)
     int q = S->c->queue_payloads;
     /* Object store: prefetch slots bound what sits in the ready queue, so the
      * queue itself never blocks; relay: the ready queue is the bound. */
-    if (dcr__q_init(&nd->ready, S->relay ? q : S->total + 1)) return dcr_error_set(DCR_ENOMEM, "sim: queues");
+    if (dcr__q_init(&nd->ready, S->relay ? q : S->total + 1))
+        return dcr_error_set(DCR_ENOMEM, "sim: queues");
     nd->slots = sg_sem_init(q);
     nd->seen = malloc(((size_t)S->total + 1) * sizeof(int));
     nd->visible = malloc(((size_t)S->total + 1) * sizeof(double));
     nd->seen_items = sg_sem_init(0);
     nd->kid = calloc((size_t)S->c->fanout, sizeof(int));
     nd->kidq = calloc((size_t)S->c->fanout, sizeof(dcr__q_t));
-    if (!nd->seen || !nd->visible || !nd->kid || !nd->kidq) return dcr_error_set(DCR_ENOMEM, "sim: node %d", n);
+    if (!nd->seen || !nd->visible || !nd->kid || !nd->kidq)
+        return dcr_error_set(DCR_ENOMEM, "sim: node %d", n);
     for (int k = 0; k < S->c->fanout; k++) {
         int child = n * S->c->fanout + 1 + k;
         if (child >= S->nodes) break;
@@ -426,7 +446,8 @@ static dcr_status_t dcr__state(dcr__sim_t *S)
     if (!S->sendq || !S->mbox || !S->compute_s || !S->transport_s || !S->node)
         return dcr_error_set(DCR_ENOMEM, "sim: state of %d owners", S->world);
     for (int o = 0; o < S->world; o++) {
-        if (dcr__q_init(&S->sendq[o], S->c->owner_queue)) return dcr_error_set(DCR_ENOMEM, "sim: queues");
+        if (dcr__q_init(&S->sendq[o], S->c->owner_queue))
+            return dcr_error_set(DCR_ENOMEM, "sim: queues");
         snprintf(S->mbox[o], sizeof(S->mbox[o]), "parts-%d", o);
     }
     for (int n = 0; n < S->nodes; n++) DCR_CHECK(dcr__node_init(S, n));
@@ -437,28 +458,30 @@ static dcr_status_t dcr__state(dcr__sim_t *S)
     return DCR_OK;
 }
 
-static void dcr__actors(dcr__sim_t *S)
+static dcr_status_t dcr__actors(dcr__sim_t *S)
 {
     char name[64];
     for (int o = 0; o < S->world; o++) {
         snprintf(name, sizeof(name), "owner-%d", o);
-        dcr__spawn(name, S->in_process ? S->cpu : S->owner_host[o], dcr__owner, o, 0);
+        DCR_CHECK(dcr__spawn(name, S->in_process ? S->cpu : S->owner_host[o], dcr__owner, o, 0));
         snprintf(name, sizeof(name), "sender-%d", o);
-        dcr__spawn(name, S->in_process ? S->cpu : S->owner_host[o], dcr__sender, o, 0);
+        DCR_CHECK(dcr__spawn(name, S->in_process ? S->cpu : S->owner_host[o], dcr__sender, o, 0));
     }
     for (int n = 0; n < S->nodes; n++) {
         snprintf(name, sizeof(name), "applier-%d", n);
-        dcr__spawn(name, S->in_process ? S->cpu : S->node[n].host, dcr__applier, n, 0);
+        DCR_CHECK(dcr__spawn(name, S->in_process ? S->cpu : S->node[n].host, dcr__applier, n, 0));
         for (int f = 0; !S->relay && f < S->c->store_flows; f++) {
             snprintf(name, sizeof(name), "fetcher-%d.%d", n, f);
-            dcr__spawn(name, S->node[n].host, dcr__fetcher, n, f);
+            DCR_CHECK(dcr__spawn(name, S->node[n].host, dcr__fetcher, n, f));
         }
         for (int k = 0; S->relay && k < S->node[n].nkids; k++) {
             snprintf(name, sizeof(name), "forwarder-%d.%d", n, k);
-            dcr__spawn(name, S->in_process ? S->cpu : S->node[n].host, dcr__forwarder, n, k);
+            DCR_CHECK(
+                dcr__spawn(name, S->in_process ? S->cpu : S->node[n].host, dcr__forwarder, n, k));
         }
     }
-    dcr__spawn("director", S->store, dcr__director, 0, 0);
+    DCR_CHECK(dcr__spawn("director", S->store, dcr__director, 0, 0));
+    return DCR_OK;
 }
 
 /* SimGrid's own configuration: the flow model without the empirical TCP
@@ -466,14 +489,19 @@ static void dcr__actors(dcr__sim_t *S)
  * only its warnings on stderr. */
 static void dcr__simgrid_init(void)
 {
-    static char *argv[] = {"dcr-sim", "--log=root.thres:warning", "--cfg=network/model:CM02",
-                           "--cfg=network/TCP-gamma:0", "--cfg=network/crosstraffic:0", NULL};
+    static char *argv[] = {"dcr-sim",
+                           "--log=root.thres:warning",
+                           "--cfg=network/model:CM02",
+                           "--cfg=network/TCP-gamma:0",
+                           "--cfg=network/crosstraffic:0",
+                           NULL};
     int argc = 5;
     simgrid_init(&argc, argv);
 }
 
-static dcr_status_t dcr__begin(dcr__sim_t *S, const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
-                               const char *platform, dcr__sim_out_t *out)
+static dcr_status_t dcr__begin(dcr__sim_t *S, const dcr_sim_spec_t *spec,
+                               const dcr_sim_workload_t *w, const char *platform,
+                               dcr__sim_out_t *out)
 {
     memset(S, 0, sizeof(*S));
     S->spec = spec;
@@ -495,21 +523,23 @@ static dcr_status_t dcr__begin(dcr__sim_t *S, const dcr_sim_spec_t *spec, const 
 static void dcr__bounds(dcr__sim_t *S)
 {
     for (int o = 0; o < S->world; o++) {
-        if (S->compute_s[o] > S->out->construction_lb_s) S->out->construction_lb_s = S->compute_s[o];
+        if (S->compute_s[o] > S->out->construction_lb_s)
+            S->out->construction_lb_s = S->compute_s[o];
         if (S->transport_s[o] > S->out->transport_lb_s) S->out->transport_lb_s = S->transport_s[o];
     }
     S->out->cross_bytes = S->cross_bytes;
 }
 
-dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const char *platform,
-                            dcr__sim_out_t *out)
+dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                            const char *platform, dcr__sim_out_t *out)
 {
     dcr__sim_t *S = &dcr__S;
     DCR_CHECK(dcr__begin(S, spec, w, platform, out));
-    dcr__actors(S);
+    DCR_CHECK(dcr__actors(S));
     simgrid_run();
     if (!(out->latency_s > 0) && w->npayloads > 0)
-        return dcr_error_set(DCR_EINVAL, "sim: the refit did not finish (a deadlock in the simulated pipeline)");
+        return dcr_error_set(
+            DCR_EINVAL, "sim: the refit did not finish (a deadlock in the simulated pipeline)");
     dcr__bounds(S);
     return DCR_OK;
 }
@@ -517,10 +547,10 @@ dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t
 /* ---- the full-checkpoint reference ------------------------------------------------------ */
 
 typedef struct dcr__ref {
-    int64_t *len;   /* objects, grouped by owner */
-    int *first;     /* [world + 1]: owner o uploads objects first[o] .. first[o+1]-1 */
+    int64_t *len; /* objects, grouped by owner */
+    int *first;   /* [world + 1]: owner o uploads objects first[o] .. first[o+1]-1 */
     int nobj;
-    int *next;      /* per rollout node: next object to download */
+    int *next; /* per rollout node: next object to download */
     sg_sem_t uploaded, go;
     double end;
 } dcr__ref_t;
@@ -539,7 +569,8 @@ static dcr_status_t dcr__ref_plan(dcr__sim_t *S, dcr__ref_t *R)
     R->len = malloc((size_t)cap * sizeof(int64_t));
     R->first = calloc((size_t)S->world + 1, sizeof(int));
     R->next = calloc((size_t)S->nodes, sizeof(int));
-    if (!R->len || !R->first || !R->next) return dcr_error_set(DCR_ENOMEM, "sim reference: %lld objects", (long long)cap);
+    if (!R->len || !R->first || !R->next)
+        return dcr_error_set(DCR_ENOMEM, "sim reference: %lld objects", (long long)cap);
     for (int o = 0; o < S->world; o++) {
         int n = o / per, j = o % per;
         int64_t node_share = total / N + (n < total % N);
@@ -587,8 +618,8 @@ static void dcr__ref_download(int argc, char **argv)
     }
 }
 
-dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const char *platform,
-                                dcr__sim_out_t *out)
+dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                const char *platform, dcr__sim_out_t *out)
 {
     dcr__sim_t *S = &dcr__S;
     dcr__ref_t *R = &dcr__R;
@@ -598,14 +629,14 @@ dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_worklo
     char name[64];
     for (int o = 0; o < S->world; o++) {
         snprintf(name, sizeof(name), "ref-upload-%d", o);
-        dcr__spawn(name, S->owner_host[o], dcr__ref_upload, o, 0);
+        DCR_CHECK(dcr__spawn(name, S->owner_host[o], dcr__ref_upload, o, 0));
     }
     for (int n = 0; n < S->nodes; n++)
         for (int f = 0; f < S->c->store_flows; f++) {
             snprintf(name, sizeof(name), "ref-download-%d.%d", n, f);
-            dcr__spawn(name, S->node[n].host, dcr__ref_download, n, f);
+            DCR_CHECK(dcr__spawn(name, S->node[n].host, dcr__ref_download, n, f));
         }
-    dcr__spawn("ref-gate", S->store, dcr__ref_gate, 0, 0);
+    DCR_CHECK(dcr__spawn("ref-gate", S->store, dcr__ref_gate, 0, 0));
     simgrid_run();
     out->reference_s = R->end;
     return DCR_OK;

@@ -22,19 +22,32 @@ typedef struct dcr__cal_field {
     size_t offset;
 } dcr__cal_field_t;
 
-#define DCR__CAL_SCALAR(name) {#name, offsetof(dcr_sim_calibration_t, name)}
+#define DCR__CAL_SCALAR(name)                                                                      \
+    {                                                                                              \
+#name, offsetof(dcr_sim_calibration_t, name)                                               \
+    }
 static const dcr__cal_field_t dcr__cal_scalars[] = {
-    DCR__CAL_SCALAR(project_s_per_record),  DCR__CAL_SCALAR(construct_s_per_item),
-    DCR__CAL_SCALAR(residual_s_per_byte),   DCR__CAL_SCALAR(copy_s_per_byte),
-    DCR__CAL_SCALAR(bytes_per_item),        DCR__CAL_SCALAR(decode_s_per_byte),
-    DCR__CAL_SCALAR(apply_s_per_record),    DCR__CAL_SCALAR(apply_s_per_item),
-    DCR__CAL_SCALAR(apply_s_per_full_byte), DCR__CAL_SCALAR(ack_s),
-    DCR__CAL_SCALAR(commit_s),              DCR__CAL_SCALAR(store_put_s),
-    DCR__CAL_SCALAR(relay_hop_s),           DCR__CAL_SCALAR(relay_hop_s_per_byte),
+    DCR__CAL_SCALAR(project_s_per_record),
+    DCR__CAL_SCALAR(construct_s_per_item),
+    DCR__CAL_SCALAR(residual_s_per_byte),
+    DCR__CAL_SCALAR(copy_s_per_byte),
+    DCR__CAL_SCALAR(bytes_per_item),
+    DCR__CAL_SCALAR(decode_s_per_byte),
+    DCR__CAL_SCALAR(apply_s_per_record),
+    DCR__CAL_SCALAR(apply_s_per_item),
+    DCR__CAL_SCALAR(apply_s_per_full_byte),
+    DCR__CAL_SCALAR(ack_s),
+    DCR__CAL_SCALAR(commit_s),
+    DCR__CAL_SCALAR(store_put_s),
+    DCR__CAL_SCALAR(relay_hop_s),
+    DCR__CAL_SCALAR(relay_hop_s_per_byte),
 };
 #define DCR__CAL_NSCALARS (sizeof(dcr__cal_scalars) / sizeof(dcr__cal_scalars[0]))
 
-#define DCR__CAL_POINT(name) {#name, offsetof(dcr_sim_cal_point_t, name)}
+#define DCR__CAL_POINT(name)                                                                       \
+    {                                                                                              \
+#name, offsetof(dcr_sim_cal_point_t, name)                                                 \
+    }
 static const dcr__cal_field_t dcr__cal_point_fields[] = {
     DCR__CAL_POINT(rate),
     DCR__CAL_POINT(detect_s_per_byte),
@@ -84,11 +97,15 @@ dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate
     }
     while (i < n && cal->points[i].rate < rate) i++;
     /* Outside the measured rates the nearest point holds. */
-    const dcr_sim_cal_point_t *a = &cal->points[i < n ? i - 1 : n - 1], *b = &cal->points[i < n ? i : n - 1];
-    double t = rate <= cal->points[0].rate ? 0 : (b->rate > a->rate ? (rate - a->rate) / (b->rate - a->rate) : 1);
+    const dcr_sim_cal_point_t *a = &cal->points[i < n ? i - 1 : n - 1],
+                              *b = &cal->points[i < n ? i : n - 1];
+    double t = rate <= cal->points[0].rate
+                   ? 0
+                   : (b->rate > a->rate ? (rate - a->rate) / (b->rate - a->rate) : 1);
     if (rate <= cal->points[0].rate) b = a;
     for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++) {
-        *dcr__cal_point_field(&out, f) = dcr__lerp(dcr__cal_point_get(a, f), dcr__cal_point_get(b, f), t);
+        *dcr__cal_point_field(&out, f) =
+            dcr__lerp(dcr__cal_point_get(a, f), dcr__cal_point_get(b, f), t);
     }
     out.rate = rate;
     return out;
@@ -121,12 +138,15 @@ static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
         dcr_sim_cal_point_t p = cal->points[i];
         for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
             if (!dcr__cal_ok(dcr__cal_point_get(&p, f)))
-                return dcr_error_set(DCR_EINVAL, "calibration: points[%d].%s is %g, expected a finite value >= 0",
-                                     i, dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f));
+                return dcr_error_set(
+                    DCR_EINVAL, "calibration: points[%d].%s is %g, expected a finite value >= 0", i,
+                    dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f));
         if (p.rate <= 0 || p.rate > 1)
-            return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate is %g, expected (0, 1]", i, p.rate);
+            return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate is %g, expected (0, 1]",
+                                 i, p.rate);
         if (i > 0 && p.rate <= cal->points[i - 1].rate)
-            return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate %g does not increase", i, p.rate);
+            return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate %g does not increase", i,
+                                 p.rate);
         if (p.xor_value_bytes <= 0 || p.overwrite_value_bytes <= 0)
             return dcr_error_set(DCR_EINVAL, "calibration: points[%d]: value bytes must be > 0", i);
     }
@@ -136,16 +156,19 @@ static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
 static dcr_status_t dcr__cal_check_sizes(const dcr_sim_calibration_t *cal)
 {
     if (cal->nsizes < 0 || cal->nsizes > DCR_SIM_CAL_POINTS_MAX)
-        return dcr_error_set(DCR_EINVAL, "calibration: payload_factors has %d entries, expected 0..%d", cal->nsizes,
-                             DCR_SIM_CAL_POINTS_MAX);
+        return dcr_error_set(DCR_EINVAL,
+                             "calibration: payload_factors has %d entries, expected 0..%d",
+                             cal->nsizes, DCR_SIM_CAL_POINTS_MAX);
     for (int i = 0; i < cal->nsizes; i++) {
         dcr_sim_cal_size_t z = cal->sizes[i];
         if (!isfinite(z.bytes) || z.bytes <= 0 || (i > 0 && z.bytes <= cal->sizes[i - 1].bytes))
-            return dcr_error_set(DCR_EINVAL, "calibration: payload_factors[%d].bytes %g must be > 0 and increase", i,
-                                 z.bytes);
+            return dcr_error_set(
+                DCR_EINVAL, "calibration: payload_factors[%d].bytes %g must be > 0 and increase", i,
+                z.bytes);
         if (!isfinite(z.factor) || z.factor < 0.5 || z.factor > 10)
-            return dcr_error_set(DCR_EINVAL, "calibration: payload_factors[%d].factor %g is outside [0.5, 10]", i,
-                                 z.factor);
+            return dcr_error_set(DCR_EINVAL,
+                                 "calibration: payload_factors[%d].factor %g is outside [0.5, 10]",
+                                 i, z.factor);
     }
     return DCR_OK;
 }
@@ -177,8 +200,9 @@ static dcr_status_t dcr__cal_number(json_t *obj, const char *key, const char *wh
 
 /* Rejects keys the format does not define: a misspelled key would otherwise
  * leave a figure at its default without a word. */
-static dcr_status_t dcr__cal_known_keys(json_t *obj, const char *where, const dcr__cal_field_t *fields,
-                                        size_t n, const char *const *extra)
+static dcr_status_t dcr__cal_known_keys(json_t *obj, const char *where,
+                                        const dcr__cal_field_t *fields, size_t n,
+                                        const char *const *extra)
 {
     const char *key;
     json_t *v;
@@ -192,20 +216,23 @@ static dcr_status_t dcr__cal_known_keys(json_t *obj, const char *where, const dc
     return DCR_OK;
 }
 
-static dcr_status_t dcr__cal_parse_points(json_t *arr, const char *origin, dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_parse_points(json_t *arr, const char *origin,
+                                          dcr_sim_calibration_t *cal)
 {
     char where[512];
-    if (!json_is_array(arr)) return dcr_error_set(DCR_EPARSE, "%s: \"points\" must be an array", origin);
+    if (!json_is_array(arr))
+        return dcr_error_set(DCR_EPARSE, "%s: \"points\" must be an array", origin);
     size_t n = json_array_size(arr);
     if (n < 1 || n > DCR_SIM_CAL_POINTS_MAX)
-        return dcr_error_set(DCR_EPARSE, "%s: \"points\" has %zu entries, expected 1..%d", origin, n,
-                             DCR_SIM_CAL_POINTS_MAX);
+        return dcr_error_set(DCR_EPARSE, "%s: \"points\" has %zu entries, expected 1..%d", origin,
+                             n, DCR_SIM_CAL_POINTS_MAX);
     cal->npoints = (int)n;
     for (size_t i = 0; i < n; i++) {
         json_t *p = json_array_get(arr, i);
         snprintf(where, sizeof(where), "%s: points[%zu]", origin, i);
         if (!json_is_object(p)) return dcr_error_set(DCR_EPARSE, "%s must be an object", where);
-        DCR_CHECK(dcr__cal_known_keys(p, where, dcr__cal_point_fields, DCR__CAL_NPOINT_FIELDS, NULL));
+        DCR_CHECK(
+            dcr__cal_known_keys(p, where, dcr__cal_point_fields, DCR__CAL_NPOINT_FIELDS, NULL));
         for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
             DCR_CHECK(dcr__cal_number(p, dcr__cal_point_fields[f].key, where,
                                       dcr__cal_point_field(&cal->points[i], f)));
@@ -218,16 +245,18 @@ static const dcr__cal_field_t dcr__cal_size_fields[] = {
     {"factor", offsetof(dcr_sim_cal_size_t, factor)},
 };
 
-static dcr_status_t dcr__cal_parse_sizes(json_t *arr, const char *origin, dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_parse_sizes(json_t *arr, const char *origin,
+                                         dcr_sim_calibration_t *cal)
 {
     char where[512];
     cal->nsizes = 0;
     if (!arr) return DCR_OK;
-    if (!json_is_array(arr)) return dcr_error_set(DCR_EPARSE, "%s: \"payload_factors\" must be an array", origin);
+    if (!json_is_array(arr))
+        return dcr_error_set(DCR_EPARSE, "%s: \"payload_factors\" must be an array", origin);
     size_t n = json_array_size(arr);
     if (n > DCR_SIM_CAL_POINTS_MAX)
-        return dcr_error_set(DCR_EPARSE, "%s: \"payload_factors\" has %zu entries, at most %d", origin, n,
-                             DCR_SIM_CAL_POINTS_MAX);
+        return dcr_error_set(DCR_EPARSE, "%s: \"payload_factors\" has %zu entries, at most %d",
+                             origin, n, DCR_SIM_CAL_POINTS_MAX);
     for (size_t i = 0; i < n; i++) {
         json_t *z = json_array_get(arr, i);
         snprintf(where, sizeof(where), "%s: payload_factors[%zu]", origin, i);
@@ -240,7 +269,8 @@ static dcr_status_t dcr__cal_parse_sizes(json_t *arr, const char *origin, dcr_si
     return DCR_OK;
 }
 
-static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin,
+                                          dcr_sim_calibration_t *cal)
 {
     json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
     if (!json_is_string(format) || strcmp(json_string_value(format), DCR__CAL_FORMAT))
@@ -259,10 +289,13 @@ static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin, dcr_
     return DCR_OK;
 }
 
-static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin,
+                                        dcr_sim_calibration_t *cal)
 {
-    static const char *const extra[] = {"format", "version", "machine", "points", "payload_factors", "cores", NULL};
-    if (!json_is_object(root)) return dcr_error_set(DCR_EPARSE, "%s: expected a JSON object", origin);
+    static const char *const extra[] = {"format",          "version", "machine", "points",
+                                        "payload_factors", "cores",   NULL};
+    if (!json_is_object(root))
+        return dcr_error_set(DCR_EPARSE, "%s: expected a JSON object", origin);
     DCR_CHECK(dcr__cal_known_keys(root, origin, dcr__cal_scalars, DCR__CAL_NSCALARS, extra));
     DCR_CHECK(dcr__cal_parse_header(root, origin, cal));
     DCR_CHECK(dcr__cal_parse_points(json_object_get(root, "points"), origin, cal));
@@ -278,8 +311,7 @@ dcr_status_t dcr_sim_cal_parse(const char *text, const char *origin, dcr_sim_cal
 {
     json_error_t err;
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &err);
-    if (!root)
-        return dcr_error_set(DCR_EPARSE, "%s: line %d: %s", origin, err.line, err.text);
+    if (!root) return dcr_error_set(DCR_EPARSE, "%s: line %d: %s", origin, err.line, err.text);
     dcr_sim_calibration_t cal;
     memset(&cal, 0, sizeof(cal));
     dcr_status_t st = dcr__cal_parse_root(root, origin, &cal);
@@ -324,7 +356,8 @@ static json_t *dcr__cal_points_json(const dcr_sim_calibration_t *cal)
     for (int i = 0; i < cal->npoints; i++) {
         json_t *p = json_object();
         for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
-            json_object_set_new(p, dcr__cal_point_fields[f].key, json_real(dcr__cal_point_get(&cal->points[i], f)));
+            json_object_set_new(p, dcr__cal_point_fields[f].key,
+                                json_real(dcr__cal_point_get(&cal->points[i], f)));
         json_array_append_new(arr, p);
     }
     return arr;
@@ -340,7 +373,8 @@ char *dcr_sim_cal_to_json(const dcr_sim_calibration_t *cal)
     json_object_set_new(root, "points", dcr__cal_points_json(cal));
     json_t *sizes = json_array();
     for (int i = 0; i < cal->nsizes; i++)
-        json_array_append_new(sizes, json_pack("{s:f,s:f}", "bytes", cal->sizes[i].bytes, "factor", cal->sizes[i].factor));
+        json_array_append_new(sizes, json_pack("{s:f,s:f}", "bytes", cal->sizes[i].bytes, "factor",
+                                               cal->sizes[i].factor));
     json_object_set_new(root, "payload_factors", sizes);
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
         json_object_set_new(root, dcr__cal_scalars[i].key, json_real(dcr__cal_scalar_get(cal, i)));

@@ -71,9 +71,9 @@ typedef struct dcr_sim_calibration {
     double apply_s_per_full_byte; /* receiver: full scratch pass, per canonical byte */
     double ack_s, commit_s;       /* one control-plane acknowledgment / joint commit */
     double store_put_s;           /* directory object store: fsync and rename per PUT */
-    double relay_hop_s;           /* relay: one payload through one hop (frame, verify, queue, ack) */
-    double relay_hop_s_per_byte;  /* relay: the same, per payload byte */
-    int cores;                    /* cores of the machine that was measured */
+    double relay_hop_s; /* relay: one payload through one hop (frame, verify, queue, ack) */
+    double relay_hop_s_per_byte; /* relay: the same, per payload byte */
+    int cores;                   /* cores of the machine that was measured */
 } dcr_sim_calibration_t;
 
 /* Rate-dependent figures at `rate`, interpolated. */

@@ -45,7 +45,7 @@ dcr_sim_cal_options_t dcr_sim_cal_options_default(void)
 
 static int dcr__cal_reps(const dcr_sim_cal_options_t *opt)
 {
-    return opt->quick ? 1 : 3;
+    return opt->quick ? 1 : 5;
 }
 
 static double dcr__min(double a, double b)
@@ -97,9 +97,11 @@ static dcr_status_t dcr__cal_detect(const dcr_sim_cal_options_t *opt, double rat
         return dcr_error_set(DCR_ENOMEM, "calibrate: detection buffers of %zu elements", n);
     }
     dcr__cal_weights(rng, a, n);
-    for (size_t i = 0; i < n; i++) b[i] = dcr_rng_uniform(rng) < rate ? dcr__cal_changed(rng, a[i]) : a[i];
+    for (size_t i = 0; i < n; i++)
+        b[i] = dcr_rng_uniform(rng) < rate ? dcr__cal_changed(rng, a[i]) : a[i];
     double best = INFINITY;
-    for (int r = 0; r < dcr__cal_reps(opt) + 1; r++) { /* the first pass warms the caches and pages */
+    for (int r = 0; r < dcr__cal_reps(opt) + 1;
+         r++) { /* the first pass warms the caches and pages */
         double t0 = dcr_clock_s();
         for (size_t off = 0; off < n; off += DCR__CAL_SUBRUN) {
             size_t len = n - off < DCR__CAL_SUBRUN ? n - off : DCR__CAL_SUBRUN;
@@ -157,7 +159,8 @@ static dcr_status_t dcr__cal_item_make(dcr_rng_t *rng, double rate, dcr__cal_loc
     it->xor_v = malloc(cap * 2);
     it->new_v = malloc(cap * 2);
     it->count = 0;
-    if (!it->idx || !it->xor_v || !it->new_v) return dcr_error_set(DCR_ENOMEM, "calibrate: codec records");
+    if (!it->idx || !it->xor_v || !it->new_v)
+        return dcr_error_set(DCR_ENOMEM, "calibrate: codec records");
     dcr__cal_weights(rng, w, (size_t)n);
     int64_t i = loc == DCR__CAL_RUN ? 0 : dcr__cal_gap(rng, rate) - 1;
     size_t want = (size_t)llround(rate * (double)n);
@@ -168,38 +171,42 @@ static dcr_status_t dcr__cal_item_make(dcr_rng_t *rng, double rate, dcr__cal_loc
         it->new_v[it->count] = v;
         it->count++;
         int64_t g = 1;
-        if (loc != DCR__CAL_RUN)
-            do g = dcr__cal_gap(rng, rate);
+        if (loc != DCR__CAL_RUN) do
+                g = dcr__cal_gap(rng, rate);
             while (loc == DCR__CAL_GAPS8 && g > 255);
         i += g;
     }
-    if (loc == DCR__CAL_GAPS16 && it->count > 1 && it->idx[it->count - 1] - it->idx[it->count - 2] <= 255) {
-        if (it->idx[it->count - 2] + 300 < n) it->idx[it->count - 1] = it->idx[it->count - 2] + 300;
-        else it->count--;
+    if (loc == DCR__CAL_GAPS16 && it->count > 1 &&
+        it->idx[it->count - 1] - it->idx[it->count - 2] <= 255) {
+        if (it->idx[it->count - 2] + 300 < n)
+            it->idx[it->count - 1] = it->idx[it->count - 2] + 300;
+        else
+            it->count--;
     }
     if (loc == DCR__CAL_RUN) it->count = it->count ? it->count : 1;
     return DCR_OK;
 }
 
 /* Encodes every item into one payload (a bucket), as an owner's flush does. */
-static dcr_status_t dcr__cal_encode(dcr_encoder_t *enc, const dcr__cal_item_t *items, int n, bool xor, bool run,
-                                    double *seconds_p, size_t *len_p)
+static dcr_status_t dcr__cal_encode(dcr_encoder_t *enc, const dcr__cal_item_t *items, int n,
+                                    bool xor, bool run, double *seconds_p, size_t *len_p)
 {
     static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
     char name[96];
     double t0 = dcr_clock_s();
     for (int i = 0; i < n; i++) {
         if (items[i].count == 0) continue;
-        snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%d.up_proj.weight", i / 128, i % 128);
+        snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%d.up_proj.weight", i / 128,
+                 i % 128);
         dcr_codec_item_t it = {name,
                                2,
                                shape,
                                DCR_DTYPE_BF16,
-                               xor ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE,
+                               xor? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE,
                                items[i].count,
                                run ? NULL : items[i].idx,
                                0,
-                               xor ? (const void *)items[i].xor_v : (const void *)items[i].new_v};
+                               xor? (const void *)items[i].xor_v : (const void *)items[i].new_v};
         DCR_CHECK(dcr_encoder_add(enc, &it));
     }
     const uint8_t *buf;
@@ -217,8 +224,8 @@ static dcr_status_t dcr__cal_item_bytes(dcr_encoder_t *enc, dcr_rng_t *rng, doub
     static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
     char name[96];
     for (int i = 0; i < N; i++) {
-        snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%d.%s_proj.weight", i / 256, (i / 2) % 128,
-                 i % 2 ? "down" : "up");
+        snprintf(name, sizeof(name), "model.layers.%d.mlp.experts.%d.%s_proj.weight", i / 256,
+                 (i / 2) % 128, i % 2 ? "down" : "up");
         int64_t idx = (int64_t)dcr_rng_below(rng, DCR__CAL_ITEM_ROWS * DCR__CAL_ITEM_COLS);
         uint16_t v = (uint16_t)dcr_rng_u64(rng);
         dcr_codec_item_t it = {name, 2, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, 1, &idx, 0, &v};
@@ -240,12 +247,14 @@ typedef struct dcr__cal_codec {
 
 /* Compressed bytes per record of one item set (metadata removed), and the
  * best encode time of reps runs per record. */
-static dcr_status_t dcr__cal_codec_set(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems, bool xor,
-                                       bool run, int reps, double item_bytes, double *bpr_p, double *best_p)
+static dcr_status_t dcr__cal_codec_set(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems,
+                                       bool xor, bool run, int reps, double item_bytes,
+                                       double *bpr_p, double *best_p)
 {
     size_t records = 0, len = 0;
     for (int i = 0; i < nitems; i++) records += items[i].count;
-    if (records == 0) return dcr_error_set(DCR_EINVAL, "calibrate: the codec items drew no records");
+    if (records == 0)
+        return dcr_error_set(DCR_EINVAL, "calibrate: the codec items drew no records");
     double best = INFINITY, s = 0;
     for (int r = 0; r < reps; r++) {
         DCR_CHECK(dcr__cal_encode(enc, items, nitems, xor, run, &s, &len));
@@ -268,8 +277,9 @@ static dcr_status_t dcr__cal_items(dcr_rng_t *rng, double rate, dcr__cal_loc_t l
 
 /* Value bytes from runs (no location words), gap bytes from uniform
  * changes with 1-byte and with 2-byte gaps, minus the value bytes. */
-static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc, dcr_rng_t *rng,
-                                        double rate, double item_bytes, dcr__cal_codec_t *out)
+static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc,
+                                        dcr_rng_t *rng, double rate, double item_bytes,
+                                        dcr__cal_codec_t *out)
 {
     int n = opt->quick ? 4 : 16;
     dcr__cal_item_t *items = calloc((size_t)n, sizeof(*items));
@@ -277,8 +287,11 @@ static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_en
     dcr_status_t st = items && w ? DCR_OK : dcr_error_set(DCR_ENOMEM, "calibrate: codec items");
     double t = 0, bpr8 = 0, bpr16 = 0;
     if (st == DCR_OK) st = dcr__cal_items(rng, rate, DCR__CAL_RUN, w, items, n);
-    if (st == DCR_OK) st = dcr__cal_codec_set(enc, items, n, true, true, 1, item_bytes, &out->xor_value, &t);
-    if (st == DCR_OK) st = dcr__cal_codec_set(enc, items, n, false, true, 1, item_bytes, &out->overwrite_value, &t);
+    if (st == DCR_OK)
+        st = dcr__cal_codec_set(enc, items, n, true, true, 1, item_bytes, &out->xor_value, &t);
+    if (st == DCR_OK)
+        st = dcr__cal_codec_set(enc, items, n, false, true, 1, item_bytes, &out->overwrite_value,
+                                &t);
     if (st == DCR_OK) st = dcr__cal_items(rng, rate, DCR__CAL_GAPS8, w, items, n);
     if (st == DCR_OK) st = dcr__cal_codec_set(enc, items, n, true, false, 1, item_bytes, &bpr8, &t);
     if (st == DCR_OK) st = dcr__cal_items(rng, rate, DCR__CAL_GAPS16, w, items, n);
@@ -296,8 +309,8 @@ static dcr_status_t dcr__cal_codec_rate(const dcr_sim_cal_options_t *opt, dcr_en
 /* The same records cut into payloads of about `per` records each (items
  * split where a payload fills): total compressed bytes without headers and
  * item metadata, and the payload count. */
-static dcr_status_t dcr__cal_cut(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems, size_t per,
-                                 double item_bytes, double *bytes_p, int *npayloads_p)
+static dcr_status_t dcr__cal_cut(dcr_encoder_t *enc, const dcr__cal_item_t *items, int nitems,
+                                 size_t per, double item_bytes, double *bytes_p, int *npayloads_p)
 {
     static const int64_t shape[2] = {DCR__CAL_ITEM_ROWS, DCR__CAL_ITEM_COLS};
     double total = 0;
@@ -305,9 +318,17 @@ static dcr_status_t dcr__cal_cut(dcr_encoder_t *enc, const dcr__cal_item_t *item
     size_t in_payload = 0;
     for (int i = 0; i < nitems; i++) {
         for (size_t at = 0; at < items[i].count;) {
-            size_t take = items[i].count - at < per - in_payload ? items[i].count - at : per - in_payload;
-            dcr_codec_item_t it = {"model.layers.0.mlp.experts.0.up_proj.weight", 2, shape, DCR_DTYPE_BF16,
-                                   DCR_ENCODING_XOR, take, items[i].idx + at, 0, items[i].xor_v + at};
+            size_t take =
+                items[i].count - at < per - in_payload ? items[i].count - at : per - in_payload;
+            dcr_codec_item_t it = {"model.layers.0.mlp.experts.0.up_proj.weight",
+                                   2,
+                                   shape,
+                                   DCR_DTYPE_BF16,
+                                   DCR_ENCODING_XOR,
+                                   take,
+                                   items[i].idx + at,
+                                   0,
+                                   items[i].xor_v + at};
             DCR_CHECK(dcr_encoder_add(enc, &it));
             total -= item_bytes;
             at += take;
@@ -330,8 +351,8 @@ static dcr_status_t dcr__cal_cut(dcr_encoder_t *enc, const dcr__cal_item_t *item
 
 /* Payload size factors at 3%: the records of large items cut into payloads
  * of 512 to 32768 records, against all of them in one payload. */
-static dcr_status_t dcr__cal_sizes(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc, dcr_rng_t *rng,
-                                   dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_sizes(const dcr_sim_cal_options_t *opt, dcr_encoder_t *enc,
+                                   dcr_rng_t *rng, dcr_sim_calibration_t *cal)
 {
     static const size_t per[] = {512, 2048, 8192, 32768};
     int n = opt->quick ? 4 : 8;
@@ -415,7 +436,8 @@ static void dcr__cal_fit(const dcr__cal_obs_t *o, int n, double *c1_p, double *c
 /* One training rank, so a construction runs on one owner thread and its
  * time is one core's; the extended mapping makes nearly every byte take
  * direct projection, which isolates that path from residual conversion. */
-static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int ranks, dcr__cal_scene_t *s)
+static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int ranks,
+                                        dcr__cal_scene_t *s)
 {
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.model = opt->model;
@@ -435,25 +457,28 @@ static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int ra
     if (!s->xor_all) return dcr_error_set(DCR_ENOMEM, "calibrate: XOR policy");
     memset(s->xor_all, 1, s->nc + 1);
     dcr_scenario_init_weights(s->sc, opt->seed, s->canonical);
-    return dcr_megatron_import(&s->sc->model, &s->sc->train, s->sc->layout, s->canonical, s->committed);
+    return dcr_megatron_import(&s->sc->model, &s->sc->train, s->sc->layout, s->canonical,
+                               s->committed);
 }
 
 static dcr_status_t dcr__cal_candidate(dcr__cal_scene_t *s, double rate, uint64_t seed)
 {
-    for (size_t i = 0; i < s->ns; i++) memcpy(s->candidate[i]->data, s->committed[i]->data, s->committed[i]->bytes);
+    for (size_t i = 0; i < s->ns; i++)
+        memcpy(s->candidate[i]->data, s->committed[i]->data, s->committed[i]->bytes);
     int64_t changed;
     return dcr_scenario_inject_uniform(s->sc, rate, seed, s->candidate, s->canonical, &changed);
 }
 
 /* Best of reps runs of one construction over the same candidate. */
-static dcr_status_t dcr__cal_run(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s, dcr_constructor_t *c,
-                                 dcr_construct_stats_t *best_p)
+static dcr_status_t dcr__cal_run(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
+                                 dcr_constructor_t *c, dcr_construct_stats_t *best_p)
 {
     dcr_construct_stats_t st_best = {0};
     st_best.construction_s = INFINITY;
     for (int r = 0; r < dcr__cal_reps(opt); r++) {
         dcr_construct_stats_t st;
-        DCR_CHECK(dcr_constructor_run(c, s->candidate, (uint64_t)r + 1, s->xor_all, false, NULL, &st));
+        DCR_CHECK(
+            dcr_constructor_run(c, s->candidate, (uint64_t)r + 1, s->xor_all, false, NULL, &st));
         if (st.construction_s < st_best.construction_s) st_best = st;
     }
     *best_p = st_best;
@@ -466,8 +491,8 @@ static dcr_status_t dcr__cal_run(const dcr_sim_cal_options_t *opt, dcr__cal_scen
  * machine's two cores were measured at full efficiency). Each observation
  * is that time minus detection and encoding, against records and items. */
 static dcr_status_t dcr__cal_observe(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
-                                     const dcr_sim_calibration_t *cal, const double *rates, int nrates,
-                                     dcr__cal_obs_t *obs)
+                                     const dcr_sim_calibration_t *cal, const double *rates,
+                                     int nrates, dcr__cal_obs_t *obs)
 {
     dcr_construct_config_t cfg = dcr_construct_config_default();
     dcr_constructor_t *c = NULL;
@@ -484,21 +509,25 @@ static dcr_status_t dcr__cal_observe(const dcr_sim_cal_options_t *opt, dcr__cal_
                        p.encode_s_per_record * (double)best.records;
         obs[i] = (dcr__cal_obs_t){owners * best.construction_s - known, (double)best.records,
                                   (double)(best.xor_items + best.overwrite_items)};
-        DCR_LOG_INFO("calibrate: construction by %d owners at %g: %.4f s, %lld records, %.0f items, "
-                     "detection+encoding %.4f s",
-                     owners, rates[i], best.construction_s, (long long)best.records, obs[i].x2, known);
+        DCR_LOG_INFO(
+            "calibrate: construction by %d owners at %g: %.4f s, %lld records, %.0f items, "
+            "detection+encoding %.4f s",
+            owners, rates[i], best.construction_s, (long long)best.records, obs[i].x2, known);
     }
     dcr_constructor_destroy(c);
     return st;
 }
 
 typedef struct dcr__cal_construct {
-    double project_s_per_record, item_s, residual_s_per_byte, copy_s_per_byte;
+    double project_s_per_record, item_s, residual_s_per_byte;
+    double copy_s_per_byte;        /* multi-rank layout: strided shards, what clusters have */
+    double copy_single_s_per_byte; /* one rank: whole tensors, for the full-conversion run */
 } dcr__cal_construct_t;
 
 /* The in-place baseline update after a commit: one copy of every tracker,
  * on one thread (the constructor updates every owner in turn). */
-static dcr_status_t dcr__cal_copy(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s, dcr__cal_construct_t *out)
+static dcr_status_t dcr__cal_copy(const dcr_sim_cal_options_t *opt, dcr__cal_scene_t *s,
+                                  double *out)
 {
     dcr_construct_config_t cfg = dcr_construct_config_default();
     dcr_constructor_t *c = NULL;
@@ -508,7 +537,7 @@ static dcr_status_t dcr__cal_copy(const dcr_sim_cal_options_t *opt, dcr__cal_sce
     double t0 = dcr_clock_s();
     if (st == DCR_OK) st = dcr_constructor_commit(c);
     double bytes = (double)dcr_constructor_baseline_bytes(c);
-    if (st == DCR_OK) out->copy_s_per_byte = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
+    if (st == DCR_OK) *out = bytes > 0 ? (dcr_clock_s() - t0) / bytes : 0;
     dcr_constructor_destroy(c);
     return st;
 }
@@ -516,8 +545,8 @@ static dcr_status_t dcr__cal_copy(const dcr_sim_cal_options_t *opt, dcr__cal_sce
 /* One owner, then one owner per core with each tensor split among them:
  * the same records in twice the items (and strided shards) separate the
  * per-record cost of projection from the fixed cost of each item. */
-static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt, const dcr_sim_calibration_t *cal,
-                                     dcr__cal_construct_t *out)
+static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt,
+                                     const dcr_sim_calibration_t *cal, dcr__cal_construct_t *out)
 {
     dcr__cal_obs_t obs[2 * DCR_SIM_CAL_POINTS_MAX];
     double rates[DCR_SIM_CAL_POINTS_MAX];
@@ -527,20 +556,23 @@ static dcr_status_t dcr__cal_project(const dcr_sim_cal_options_t *opt, const dcr
     memset(&s, 0, sizeof(s));
     dcr_status_t st = dcr__cal_scene_make(opt, 1, &s);
     if (st == DCR_OK) st = dcr__cal_observe(opt, &s, cal, rates, n, obs);
+    if (st == DCR_OK) st = dcr__cal_copy(opt, &s, &out->copy_single_s_per_byte);
+    out->copy_s_per_byte = out->copy_single_s_per_byte;
     dcr__cal_scene_free(&s);
     if (st == DCR_OK && ranks > 1) st = dcr__cal_scene_make(opt, ranks, &s);
     if (st == DCR_OK && ranks > 1) st = dcr__cal_observe(opt, &s, cal, rates, n, obs + n);
-    if (st == DCR_OK && ranks > 1) st = dcr__cal_copy(opt, &s, out);
+    if (st == DCR_OK && ranks > 1) st = dcr__cal_copy(opt, &s, &out->copy_s_per_byte);
     dcr__cal_scene_free(&s);
-    if (st == DCR_OK) dcr__cal_fit(obs, ranks > 1 ? 2 * n : n, &out->project_s_per_record, &out->item_s);
+    if (st == DCR_OK)
+        dcr__cal_fit(obs, ranks > 1 ? 2 * n : n, &out->project_s_per_record, &out->item_s);
     return st;
 }
 
 /* Mode F rebuilds every tensor through residual conversion: packing, one
  * placement, the comparison and overwrite records. What is left after the
  * measured stages is residual placement and conversion, per canonical byte. */
-static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, const dcr_sim_calibration_t *cal,
-                                      dcr__cal_construct_t *out)
+static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt,
+                                      const dcr_sim_calibration_t *cal, dcr__cal_construct_t *out)
 {
     const double rate = 0.03;
     dcr__cal_scene_t s;
@@ -556,13 +588,14 @@ static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, const dc
     if (st == DCR_OK) {
         dcr_sim_cal_point_t p = dcr_sim_cal_at(cal, rate);
         double bytes = (double)dcr_inventory_bytes(s.sc->inventory);
-        double known = (out->copy_s_per_byte + p.detect_s_per_byte) * bytes +
-                       (out->project_s_per_record + p.encode_s_per_record) * (double)best.records +
-                       out->item_s * (double)(best.xor_items + best.overwrite_items);
+        /* No per-item term: a whole assembled tensor skips the per-task
+         * walk of box maps that the per-item cost of projection measures. */
+        double known = (out->copy_single_s_per_byte + p.detect_s_per_byte) * bytes +
+                       (out->project_s_per_record + p.encode_s_per_record) * (double)best.records;
         double r = (best.construction_s - known) / bytes;
         out->residual_s_per_byte = r > 0 ? r : 0;
-        DCR_LOG_INFO("calibrate: full conversion at %g: %.4f s, measured stages %.4f s", rate, best.construction_s,
-                     known);
+        DCR_LOG_INFO("calibrate: full conversion at %g: %.4f s, measured stages %.4f s", rate,
+                     best.construction_s, known);
     }
     dcr_constructor_destroy(c);
     dcr__cal_scene_free(&s);
@@ -571,7 +604,7 @@ static dcr_status_t dcr__cal_residual(const dcr_sim_cal_options_t *opt, const dc
 
 static dcr_status_t dcr__cal_construct(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
 {
-    dcr__cal_construct_t out = {0, 0, 0, 0};
+    dcr__cal_construct_t out = {0, 0, 0, 0, 0};
     DCR_CHECK(dcr__cal_project(opt, cal, &out));
     DCR_CHECK(dcr__cal_residual(opt, cal, &out));
     cal->project_s_per_record = out.project_s_per_record;
@@ -604,21 +637,26 @@ static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_
     dcr_serve_bench_result_t res[DCR_SIM_CAL_POINTS_MAX + 1], full;
     for (int i = 0; i < n; i++) rates[i] = cal->points[i].rate;
     dcr_status_t st = dcr_serve_bench_apply(&sc->model, &serve, 0, false, rates, n, opt->seed, res);
-    if (st == DCR_OK) st = dcr_serve_bench_apply(&sc->model, &serve2, 0, false, rates + n / 2, 1, opt->seed, res + n);
-    if (st == DCR_OK) st = dcr_serve_bench_apply(&sc->model, &serve, 0, true, rates + n / 2, 1, opt->seed, &full);
+    if (st == DCR_OK)
+        st = dcr_serve_bench_apply(&sc->model, &serve2, 0, false, rates + n / 2, 1, opt->seed,
+                                   res + n);
+    if (st == DCR_OK)
+        st = dcr_serve_bench_apply(&sc->model, &serve, 0, true, rates + n / 2, 1, opt->seed, &full);
     dcr_scenario_destroy(sc);
     DCR_CHECK(st);
     for (int i = 0; i <= n; i++) {
         obs[i] = (dcr__cal_obs_t){res[i].apply_s, (double)res[i].records,
                                   (double)(res[i].items_sparse + res[i].items_full)};
-        double d = (res[i].ingest_s - res[i].apply_s) / (double)(res[i].payload_bytes ? res[i].payload_bytes : 1);
+        double d = (res[i].ingest_s - res[i].apply_s) /
+                   (double)(res[i].payload_bytes ? res[i].payload_bytes : 1);
         if (i < n) decode[i] = d > 0 ? d : 0;
     }
     dcr__cal_fit(obs, n + 1, &cal->apply_s_per_record, &cal->apply_s_per_item);
     cal->decode_s_per_byte = dcr__median(decode, n);
     double rest = full.apply_s - cal->apply_s_per_record * (double)full.records -
                   cal->apply_s_per_item * (double)(full.items_sparse + full.items_full);
-    cal->apply_s_per_full_byte = full.resident_bytes && rest > 0 ? rest / (double)full.resident_bytes : 0;
+    cal->apply_s_per_full_byte =
+        full.resident_bytes && rest > 0 ? rest / (double)full.resident_bytes : 0;
     return DCR_OK;
 }
 
@@ -633,13 +671,15 @@ static dcr_status_t dcr__cal_tmpdir(char *dir, size_t cap)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, cap, "%s/dcr-calibrate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir)) return dcr_error_set(DCR_EIO, "calibrate: cannot create a temporary directory");
+    if (!mkdtemp(dir))
+        return dcr_error_set(DCR_EIO, "calibrate: cannot create a temporary directory");
     return DCR_OK;
 }
 
 /* Prepare, one acknowledgment per receiver and the joint commit, as the
  * coordinator does them, on a fresh SQLite control plane. */
-static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, double *ack_s, double *commit_s)
+static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, double *ack_s,
+                                            double *commit_s)
 {
     enum { NRECV = 4, ROUNDS_MAX = 16 };
     const uint32_t recv[NRECV] = {0, 1, 2, 3};
@@ -671,14 +711,16 @@ static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, doub
     return DCR_OK;
 }
 
-static dcr_status_t dcr__cal_control(const dcr_sim_cal_options_t *opt, const char *dir, dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_control(const dcr_sim_cal_options_t *opt, const char *dir,
+                                     dcr_sim_calibration_t *cal)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/control.db", dir);
     dcr_control_config_t cfg = {path, 0};
     dcr_control_t *ctl = NULL;
     DCR_CHECK(dcr_control_create("sqlite", &cfg, &ctl));
-    dcr_status_t st = dcr__cal_control_rounds(ctl, opt->quick ? 3 : 10, &cal->ack_s, &cal->commit_s);
+    dcr_status_t st =
+        dcr__cal_control_rounds(ctl, opt->quick ? 3 : 10, &cal->ack_s, &cal->commit_s);
     dcr_control_destroy(ctl);
     return st;
 }
@@ -693,7 +735,8 @@ static dcr_status_t dcr__cal_payload(dcr_encoder_t *enc, dcr_rng_t *rng, size_t 
     if (!v) return dcr_error_set(DCR_ENOMEM, "calibrate: payload of %zu bytes", bytes);
     for (size_t i = 0; i < n; i++) v[i] = (uint16_t)dcr_rng_u64(rng);
     int64_t shape[1] = {(int64_t)n};
-    dcr_codec_item_t it = {"model.norm.weight", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_OVERWRITE, n, NULL, 0, v};
+    dcr_codec_item_t it = {
+        "model.norm.weight", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_OVERWRITE, n, NULL, 0, v};
     dcr_encode_params_t params = {1, 0, id, DCR_CODEC_LEVEL_DEFAULT, false};
     dcr_status_t st = dcr_encoder_add(enc, &it);
     if (st == DCR_OK) st = dcr_encoder_finish(enc, &params, buf_p, len_p);
@@ -721,8 +764,8 @@ static void *dcr__cal_drain_main(void *arg)
     }
 }
 
-static dcr_status_t dcr__cal_sends(dcr_transport_t *t, dcr_encoder_t *enc, dcr_rng_t *rng, size_t bytes, int n,
-                                   uint64_t *next_id, double *median_p)
+static dcr_status_t dcr__cal_sends(dcr_transport_t *t, dcr_encoder_t *enc, dcr_rng_t *rng,
+                                   size_t bytes, int n, uint64_t *next_id, double *median_p)
 {
     double s[64];
     if (n > 64) n = 64;
@@ -742,8 +785,8 @@ static dcr_status_t dcr__cal_sends(dcr_transport_t *t, dcr_encoder_t *enc, dcr_r
 /* One transport with unlimited links: the directory object store's PUT
  * (temporary file, fsync, rename), or the relay's hop from the owner to the
  * root at two payload sizes (fixed and per-byte cost). */
-static dcr_status_t dcr__cal_transport(const dcr_sim_cal_options_t *opt, const char *name, const char *dir,
-                                       dcr_sim_calibration_t *cal)
+static dcr_status_t dcr__cal_transport(const dcr_sim_cal_options_t *opt, const char *name,
+                                       const char *dir, dcr_sim_calibration_t *cal)
 {
     dcr_link_config_t unlimited = {0, 0, 0, 0};
     dcr_transport_config_t tc = {1, 1, 2, unlimited, dir, 0, 0};
@@ -758,13 +801,15 @@ static dcr_status_t dcr__cal_transport(const dcr_sim_cal_options_t *opt, const c
     dcr_status_t st = dcr_encoder_create(&enc);
     if (st == DCR_OK) st = dcr_transport_open_attempt(t, 1);
     for (int i = 0; i < 2 && st == DCR_OK; i++, started++)
-        if (pthread_create(&th[i], NULL, dcr__cal_drain_main, &drain[i])) st = dcr_error_set(DCR_ENOMEM, "calibrate: thread");
+        if (pthread_create(&th[i], NULL, dcr__cal_drain_main, &drain[i]))
+            st = dcr_error_set(DCR_ENOMEM, "calibrate: thread");
     uint64_t id = 0;
     int n = opt->quick ? 8 : 32;
     double small = 0, large = 0;
     const size_t small_b = 4096, large_b = (size_t)256 << 10;
     if (st == DCR_OK) st = dcr__cal_sends(t, enc, &rng, small_b, n, &id, &small);
-    if (st == DCR_OK && strcmp(name, "objstore")) st = dcr__cal_sends(t, enc, &rng, large_b, n, &id, &large);
+    if (st == DCR_OK && strcmp(name, "objstore"))
+        st = dcr__cal_sends(t, enc, &rng, large_b, n, &id, &large);
     if (st == DCR_OK) st = dcr_transport_finish(t, 0, id);
     dcr_transport_stop_and_wait(t); /* wakes the drains */
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
@@ -812,17 +857,19 @@ static dcr_status_t dcr__cal_points(const dcr_sim_cal_options_t *opt, dcr_sim_ca
         memset(&codec, 0, sizeof(codec));
         p->rate = rates[i];
         st = dcr__cal_detect(opt, rates[i], &rng, &p->detect_s_per_byte);
-        if (st == DCR_OK) st = dcr__cal_codec_rate(opt, enc, &rng, rates[i], cal->bytes_per_item, &codec);
+        if (st == DCR_OK)
+            st = dcr__cal_codec_rate(opt, enc, &rng, rates[i], cal->bytes_per_item, &codec);
         if (st != DCR_OK) break;
         p->encode_s_per_record = codec.encode_s_per_record;
         p->xor_value_bytes = codec.xor_value;
         p->overwrite_value_bytes = codec.overwrite_value;
         p->gap8_bytes = codec.gap8;
         p->gap16_bytes = codec.gap16;
-        DCR_LOG_INFO("calibrate: rate %g: detect %.3g s/B, encode %.3g s/record, values %.3f (XOR) %.3f "
-                     "(overwrite), gaps %.3f (1 byte) %.3f (2 bytes) B/record",
-                     p->rate, p->detect_s_per_byte, p->encode_s_per_record, p->xor_value_bytes,
-                     p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
+        DCR_LOG_INFO(
+            "calibrate: rate %g: detect %.3g s/B, encode %.3g s/record, values %.3f (XOR) %.3f "
+            "(overwrite), gaps %.3f (1 byte) %.3f (2 bytes) B/record",
+            p->rate, p->detect_s_per_byte, p->encode_s_per_record, p->xor_value_bytes,
+            p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
     }
     if (st == DCR_OK) st = dcr__cal_sizes(opt, enc, &rng, cal);
     dcr_encoder_destroy(enc);

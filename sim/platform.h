@@ -41,10 +41,12 @@ int dcr_sim_relay_parent(int node, int fanout);
 /* Writes the generated platform of cluster c. part_pairs (world x world,
  * row = sender, may be NULL) marks which owner pairs exchange residual parts
  * and need a route. */
-dcr_status_t dcr_sim_platform_write(const dcr_sim_cluster_t *c, const uint8_t *part_pairs, FILE *out);
+dcr_status_t dcr_sim_platform_write(const dcr_sim_cluster_t *c, const uint8_t *part_pairs,
+                                    FILE *out);
 
 /* Writes it to a fresh temporary file; *path_p (malloc'd) names it. The
  * caller unlinks and frees it. */
-dcr_status_t dcr_sim_platform_tmpfile(const dcr_sim_cluster_t *c, const uint8_t *part_pairs, char **path_p);
+dcr_status_t dcr_sim_platform_tmpfile(const dcr_sim_cluster_t *c, const uint8_t *part_pairs,
+                                      char **path_p);
 
 #endif

@@ -15,13 +15,13 @@ typedef struct dcr__sim_out {
 
 /* Simulates the refit of workload w on the platform file `platform`. Must
  * run in a process where SimGrid was never initialized (a forked child). */
-dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const char *platform,
-                            dcr__sim_out_t *out);
+dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                            const char *platform, dcr__sim_out_t *out);
 
 /* Simulates the transport-only full-checkpoint reference (object store:
  * each training node uploads its share, then every rollout node downloads
  * all of it). Same process rule as dcr__sim_refit. */
-dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const char *platform,
-                                dcr__sim_out_t *out);
+dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                const char *platform, dcr__sim_out_t *out);
 
 #endif

@@ -28,10 +28,10 @@ dcr_sim_cluster_t dcr_sim_cluster_default(void)
     c.store_gbps = 0;
     c.store_latency_ms = 10;
     c.store_list_ms = 10;
-    c.store_flows = 2;  /* the engine's object store: two GETs in flight per node */
+    c.store_flows = 2; /* the engine's object store: two GETs in flight per node */
     c.fanout = 2;
     c.queue_payloads = 8;
-    c.owner_queue = 2;  /* dcr_construct_config_default's queue depth */
+    c.owner_queue = 2; /* dcr_construct_config_default's queue depth */
     c.ack_rtt = true;
     c.ref_object_mib = 8; /* the engine's reference objects */
     return c;
@@ -65,13 +65,15 @@ dcr_sim_cluster_t dcr_sim_cluster_testbed(void)
 static dcr_status_t dcr__check_rate(const char *name, double v)
 {
     if (!isfinite(v) || v < 0)
-        return dcr_error_set(DCR_EINVAL, "sim cluster: %s is %g, expected a finite value >= 0", name, v);
+        return dcr_error_set(DCR_EINVAL, "sim cluster: %s is %g, expected a finite value >= 0",
+                             name, v);
     return DCR_OK;
 }
 
 static dcr_status_t dcr__check_count(const char *name, int v, int max)
 {
-    if (v < 1 || v > max) return dcr_error_set(DCR_EINVAL, "sim cluster: %s is %d, expected 1..%d", name, v, max);
+    if (v < 1 || v > max)
+        return dcr_error_set(DCR_EINVAL, "sim cluster: %s is %d, expected 1..%d", name, v, max);
     return DCR_OK;
 }
 
@@ -86,18 +88,21 @@ dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c)
     DCR_CHECK(dcr__check_count("queue_payloads", c->queue_payloads, 1 << 20));
     DCR_CHECK(dcr__check_count("owner_queue", c->owner_queue, 1 << 20));
     if (c->shared_cores < 0 || c->shared_cores > 4096)
-        return dcr_error_set(DCR_EINVAL, "sim cluster: shared_cores is %d, expected 0..4096", c->shared_cores);
+        return dcr_error_set(DCR_EINVAL, "sim cluster: shared_cores is %d, expected 0..4096",
+                             c->shared_cores);
     const struct {
         const char *name;
         double v;
-    } rates[] = {{"cross_gbps", c->cross_gbps},         {"flow_gbps", c->flow_gbps},
-                 {"local_gbps", c->local_gbps},         {"fabric_gbps", c->fabric_gbps},
-                 {"latency_ms", c->latency_ms},         {"local_latency_ms", c->local_latency_ms},
-                 {"store_gbps", c->store_gbps},         {"store_latency_ms", c->store_latency_ms},
-                 {"store_list_ms", c->store_list_ms},   {"store_put_ms", c->store_put_ms},
+    } rates[] = {{"cross_gbps", c->cross_gbps},        {"flow_gbps", c->flow_gbps},
+                 {"local_gbps", c->local_gbps},        {"fabric_gbps", c->fabric_gbps},
+                 {"latency_ms", c->latency_ms},        {"local_latency_ms", c->local_latency_ms},
+                 {"store_gbps", c->store_gbps},        {"store_latency_ms", c->store_latency_ms},
+                 {"store_list_ms", c->store_list_ms},  {"store_put_ms", c->store_put_ms},
                  {"ref_object_mib", c->ref_object_mib}};
-    for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) DCR_CHECK(dcr__check_rate(rates[i].name, rates[i].v));
-    if (c->ref_object_mib <= 0) return dcr_error_set(DCR_EINVAL, "sim cluster: ref_object_mib must be > 0");
+    for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
+        DCR_CHECK(dcr__check_rate(rates[i].name, rates[i].v));
+    if (c->ref_object_mib <= 0)
+        return dcr_error_set(DCR_EINVAL, "sim cluster: ref_object_mib must be > 0");
     return DCR_OK;
 }
 
@@ -115,8 +120,8 @@ dcr_sim_spec_t dcr_sim_spec_default(void)
 
 /* ---- one SimGrid run in a child process ----------------------------------------- */
 
-typedef dcr_status_t (*dcr__sim_fn)(const dcr_sim_spec_t *, const dcr_sim_workload_t *, const char *,
-                                    dcr__sim_out_t *);
+typedef dcr_status_t (*dcr__sim_fn)(const dcr_sim_spec_t *, const dcr_sim_workload_t *,
+                                    const char *, dcr__sim_out_t *);
 
 /* What the child writes back: its status, figures and error detail. */
 typedef struct dcr__child_msg {
@@ -125,8 +130,8 @@ typedef struct dcr__child_msg {
     char detail[1024];
 } dcr__child_msg_t;
 
-static void dcr__child(int fd, dcr__sim_fn fn, const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
-                       const char *platform)
+static void dcr__child(int fd, dcr__sim_fn fn, const dcr_sim_spec_t *spec,
+                       const dcr_sim_workload_t *w, const char *platform)
 {
     dcr__child_msg_t msg;
     memset(&msg, 0, sizeof(msg));
@@ -152,7 +157,9 @@ static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
         ssize_t n = read(fd, p + got, sizeof(*msg) - got);
         if (n == 0) break;
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return dcr_error_set(DCR_EIO, "sim: reading the simulation's result: %s", strerror(errno));
+        if (n < 0)
+            return dcr_error_set(DCR_EIO, "sim: reading the simulation's result: %s",
+                                 strerror(errno));
         got += (size_t)n;
     }
     *got_p = got;
@@ -160,7 +167,8 @@ static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
 }
 
 static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_sim_spec_t *spec,
-                                  const dcr_sim_workload_t *w, const char *platform, dcr__sim_out_t *out)
+                                  const dcr_sim_workload_t *w, const char *platform,
+                                  dcr__sim_out_t *out)
 {
     int fds[2];
     if (pipe(fds) != 0) return dcr_error_set(DCR_EIO, "sim: pipe: %s", strerror(errno));
@@ -185,9 +193,12 @@ static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_si
     }
     DCR_CHECK(st);
     if (got != sizeof(msg))
-        return dcr_error_set(DCR_EINVAL, "sim: the %s simulation ended without a result (%s %d; SimGrid's message, "
-                             "if any, is above)", what, WIFSIGNALED(wstatus) ? "signal" : "exit status",
-                             WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : WEXITSTATUS(wstatus));
+        return dcr_error_set(
+            DCR_EINVAL,
+            "sim: the %s simulation ended without a result (%s %d; SimGrid's message, "
+            "if any, is above)",
+            what, WIFSIGNALED(wstatus) ? "signal" : "exit status",
+            WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : WEXITSTATUS(wstatus));
     if (msg.status != DCR_OK) return dcr_error_set((dcr_status_t)msg.status, "%s", msg.detail);
     *out = msg.out;
     return DCR_OK;
@@ -202,18 +213,20 @@ static uint8_t *dcr__part_pairs(const dcr_sim_workload_t *w)
     for (int o = 0; pairs && o < w->world; o++)
         for (int i = 0; i < w->owners[o].nsteps; i++) {
             const dcr_sim_step_t *s = &w->owners[o].steps[i];
-            if (s->kind == DCR_SIM_STEP_SEND_PART) pairs[(size_t)o * (size_t)w->world + (size_t)s->peer] = 1;
+            if (s->kind == DCR_SIM_STEP_SEND_PART)
+                pairs[(size_t)o * (size_t)w->world + (size_t)s->peer] = 1;
         }
     return pairs;
 }
 
-static dcr_status_t dcr__platform(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, char **path_p,
-                                  bool *tmp_p)
+static dcr_status_t dcr__platform(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                  char **path_p, bool *tmp_p)
 {
     *tmp_p = false;
     if (spec->cluster.platform_xml) {
         if (access(spec->cluster.platform_xml, R_OK) != 0)
-            return dcr_error_set(DCR_EINVAL, "sim: platform %s: %s", spec->cluster.platform_xml, strerror(errno));
+            return dcr_error_set(DCR_EINVAL, "sim: platform %s: %s", spec->cluster.platform_xml,
+                                 strerror(errno));
         *path_p = strdup(spec->cluster.platform_xml);
         return *path_p ? DCR_OK : dcr_error_set(DCR_ENOMEM, "sim: platform path");
     }
@@ -225,8 +238,8 @@ static dcr_status_t dcr__platform(const dcr_sim_spec_t *spec, const dcr_sim_work
     return st;
 }
 
-static void dcr__fill(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, const dcr__sim_out_t *refit,
-                      double reference_s, dcr_sim_result_t *r)
+static void dcr__fill(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                      const dcr__sim_out_t *refit, double reference_s, dcr_sim_result_t *r)
 {
     memset(r, 0, sizeof(*r));
     r->latency_s = refit->latency_s;
@@ -252,28 +265,33 @@ static dcr_status_t dcr__check_workload(const dcr_sim_spec_t *spec, const dcr_si
 {
     const dcr_sim_cluster_t *c = &spec->cluster;
     DCR_CHECK(dcr_sim_cluster_validate(c));
-    if (!spec->transport || (strcmp(spec->transport, "objstore") && strcmp(spec->transport, "relay")))
+    if (!spec->transport ||
+        (strcmp(spec->transport, "objstore") && strcmp(spec->transport, "relay")))
         return dcr_error_set(DCR_EINVAL, "sim: transport '%s' is not objstore or relay",
                              spec->transport ? spec->transport : "(null)");
     if (w->world != c->train_nodes * c->train_gpus || w->train_nodes != c->train_nodes)
-        return dcr_error_set(DCR_EINVAL, "sim: the workload has %d owners on %d nodes, the cluster %d x %d", w->world,
-                             w->train_nodes, c->train_nodes, c->train_gpus);
+        return dcr_error_set(DCR_EINVAL,
+                             "sim: the workload has %d owners on %d nodes, the cluster %d x %d",
+                             w->world, w->train_nodes, c->train_nodes, c->train_gpus);
     for (int p = 0; p < w->npayloads; p++)
-        if (w->payloads[p].owner < 0 || w->payloads[p].owner >= w->world || w->payloads[p].bytes < 0)
-            return dcr_error_set(DCR_EINVAL, "sim: payload %d has owner %d and %lld bytes", p, w->payloads[p].owner,
-                                 (long long)w->payloads[p].bytes);
+        if (w->payloads[p].owner < 0 || w->payloads[p].owner >= w->world ||
+            w->payloads[p].bytes < 0)
+            return dcr_error_set(DCR_EINVAL, "sim: payload %d has owner %d and %lld bytes", p,
+                                 w->payloads[p].owner, (long long)w->payloads[p].bytes);
     for (int o = 0; o < w->world; o++)
         for (int i = 0; i < w->owners[o].nsteps; i++) {
             const dcr_sim_step_t *s = &w->owners[o].steps[i];
-            bool bad = (s->kind == DCR_SIM_STEP_SEND_PART && (s->peer < 0 || s->peer >= w->world)) ||
-                       (s->kind == DCR_SIM_STEP_FLUSH && (s->payload < 0 || s->payload >= w->npayloads)) ||
-                       s->seconds < 0 || s->bytes < 0;
+            bool bad =
+                (s->kind == DCR_SIM_STEP_SEND_PART && (s->peer < 0 || s->peer >= w->world)) ||
+                (s->kind == DCR_SIM_STEP_FLUSH && (s->payload < 0 || s->payload >= w->npayloads)) ||
+                s->seconds < 0 || s->bytes < 0;
             if (bad) return dcr_error_set(DCR_EINVAL, "sim: owner %d step %d is malformed", o, i);
         }
     return DCR_OK;
 }
 
-dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w, dcr_sim_result_t *out_p)
+dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                  dcr_sim_result_t *out_p)
 {
     DCR_CHECK(dcr__check_workload(spec, w));
     char *platform = NULL;
@@ -288,7 +306,8 @@ dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_work
     return st;
 }
 
-dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal, dcr_sim_result_t *out_p)
+dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
+                         dcr_sim_result_t *out_p)
 {
     dcr_sim_workload_t *w = NULL;
     DCR_CHECK(dcr_sim_workload_build(spec, cal, &w));

@@ -35,8 +35,8 @@
 typedef struct dcr_sim_cluster {
     int train_nodes, train_gpus;     /* one owner per training GPU */
     int rollout_nodes, rollout_gpus; /* one receiver per rollout GPU */
-    double cross_gbps;       /* each node's cross-cluster link, each direction */
-    double flow_gbps;        /* cap of one cross-cluster flow (a TCP stream, one GET) */
+    double cross_gbps;               /* each node's cross-cluster link, each direction */
+    double flow_gbps;                /* cap of one cross-cluster flow (a TCP stream, one GET) */
     double local_gbps;       /* each rollout node's local link, each direction (relay hops) */
     double fabric_gbps;      /* each training node's fabric link (residual parts) */
     double latency_ms;       /* one-way cross-cluster latency, paid once per transfer */
@@ -56,8 +56,8 @@ typedef struct dcr_sim_cluster {
      * each receiver its own process, and owners update their baselines and
      * receivers acknowledge in parallel. */
     int shared_cores;
-    bool ack_rtt; /* a queueing acknowledgment waits one latency back */
-    double ref_object_mib;   /* object size of the full-checkpoint reference */
+    bool ack_rtt;             /* a queueing acknowledgment waits one latency back */
+    double ref_object_mib;    /* object size of the full-checkpoint reference */
     const char *platform_xml; /* a user's SimGrid platform instead of the generated one */
 } dcr_sim_cluster_t;
 
@@ -100,12 +100,12 @@ typedef struct dcr_sim_result {
     double transport_lb_s;    /* longest union of one sender's submit-to-ack intervals */
     double finalization_s;    /* end of the last application to t1 */
     double construction_end_s, apply_end_s;
-    double reference_s;       /* transport-only full checkpoint through the object store */
-    double speedup;           /* reference_s / latency_s */
+    double reference_s; /* transport-only full checkpoint through the object store */
+    double speedup;     /* reference_s / latency_s */
     int64_t checkpoint_bytes;
-    int64_t payload_bytes;    /* V_payload */
-    int64_t cross_bytes;      /* V_cross */
-    int64_t raw_value_bytes;  /* one value word per record, before coding */
+    int64_t payload_bytes;   /* V_payload */
+    int64_t cross_bytes;     /* V_cross */
+    int64_t raw_value_bytes; /* one value word per record, before coding */
     int64_t records, payloads, items;
     int owners, receivers;
 } dcr_sim_result_t;

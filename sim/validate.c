@@ -44,7 +44,8 @@ dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *b, const dcr_sim_
     spec.align_extra = b->serve.tp;
     dcr_scenario_t *sc = NULL;
     DCR_CHECK(dcr_scenario_create(&spec, &sc));
-    dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &s.chunk_bytes, &s.bucket_bytes);
+    dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &s.chunk_bytes,
+                      &s.bucket_bytes);
     dcr_scenario_destroy(sc);
     *out_p = s;
     return DCR_OK;
@@ -59,7 +60,8 @@ static dcr_bench_config_t dcr__short(void)
     return c;
 }
 
-void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p, const char **args_p)
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
+                             const char **args_p)
 {
     dcr_bench_config_t c = dcr__short();
     const char *name = "", *args = "";
@@ -76,7 +78,8 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 2:
         name = "qwen3-30b objstore 5%, 4 nodes, 0.1 Gbps";
-        args = "--rollout-nodes 4 --receivers-per-node 1 --serve-tp 1 --link-gbps 0.1 --flow-gbps 0.08 "
+        args = "--rollout-nodes 4 --receivers-per-node 1 --serve-tp 1 --link-gbps 0.1 --flow-gbps "
+               "0.08 "
                "--change-rate 0.05 --warmup 1 --refits 3 --no-verify";
         c.serve.nodes = 4;
         c.serve.gpus_per_node = 1;
@@ -87,9 +90,11 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 3:
         name = "qwen2.5-0.5b objstore 1%, 1x2 train, 3 nodes";
-        args = "--model qwen2.5-0.5b --scale 4 --layers 24 --train-nodes 1 --gpus-per-node 2 --tp 2 "
-               "--rollout-nodes 3 --receivers-per-node 1 --serve-tp 1 --change-rate 0.01 --warmup 1 --refits 3 "
-               "--no-verify";
+        args =
+            "--model qwen2.5-0.5b --scale 4 --layers 24 --train-nodes 1 --gpus-per-node 2 --tp 2 "
+            "--rollout-nodes 3 --receivers-per-node 1 --serve-tp 1 --change-rate 0.01 --warmup 1 "
+            "--refits 3 "
+            "--no-verify";
         c.scenario.model = "qwen2.5-0.5b";
         c.scenario.scale = 4;
         c.scenario.layers = 24;
@@ -101,7 +106,8 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 4:
         name = "nemotron-3-nano relay 3%, 3 nodes";
-        args = "--model nemotron-3-nano-30b-a3b --scale 16 --layers 8 --transport relay --rollout-nodes 3 "
+        args = "--model nemotron-3-nano-30b-a3b --scale 16 --layers 8 --transport relay "
+               "--rollout-nodes 3 "
                "--warmup 1 --refits 3 --no-verify";
         c.scenario.model = "nemotron-3-nano-30b-a3b";
         c.transport = "relay";
@@ -109,7 +115,8 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     default:
         name = "qwen3-30b relay 1%, 4 nodes x 2, 0.1 Gbps";
-        args = "--transport relay --rollout-nodes 4 --link-gbps 0.1 --flow-gbps 0.08 --change-rate 0.01 "
+        args = "--transport relay --rollout-nodes 4 --link-gbps 0.1 --flow-gbps 0.08 --change-rate "
+               "0.01 "
                "--warmup 1 --refits 3 --no-verify";
         c.transport = "relay";
         c.serve.nodes = 4;

@@ -12,24 +12,25 @@
  * links as the cluster's links, the object store as the engine's directory
  * store (no bandwidth or latency of its own, the measured PUT cost), and the
  * in-process engine on this machine's cores. */
-dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *bench, const dcr_sim_calibration_t *cal,
-                                     dcr_sim_spec_t *out_p);
+dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *bench,
+                                     const dcr_sim_calibration_t *cal, dcr_sim_spec_t *out_p);
 
 #define DCR_SIM_VALIDATION_CASES 6
 
 /* The built-in validation cases: different models, change rates,
  * transports, node counts and link rates, each a short bench run. name_p
  * gets a short label and args_p the equivalent `dcr bench` flags. */
-void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p, const char **args_p);
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
+                             const char **args_p);
 
 typedef struct dcr_sim_validation_row {
     const char *name, *args;
-    double measured_s, predicted_s;     /* mean refit latency */
+    double measured_s, predicted_s; /* mean refit latency */
     double measured_ref_s, predicted_ref_s;
     double measured_payload, predicted_payload;
-    double measured_construct_s;        /* the engine's construction time (to the last payload sent) */
-    double predicted_construct_end_s;   /* the simulated construction end */
-    double error;                       /* predicted / measured - 1 */
+    double measured_construct_s; /* the engine's construction time (to the last payload sent) */
+    double predicted_construct_end_s; /* the simulated construction end */
+    double error;                     /* predicted / measured - 1 */
 } dcr_sim_validation_row_t;
 
 /* Runs one bench configuration and its simulation. */

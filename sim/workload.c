@@ -35,17 +35,19 @@ static dcr_status_t dcr__wl_reserve(dcr_sim_workload_t *w)
     double *a = realloc(w->apply_s, (size_t)cap * (size_t)w->serve_tp * sizeof(double));
     if (a) w->apply_s = a;
     if (!p || !a) return dcr_error_set(DCR_ENOMEM, "sim workload: %d payloads", cap);
-    for (size_t i = (size_t)w->cap * (size_t)w->serve_tp; i < (size_t)cap * (size_t)w->serve_tp; i++)
+    for (size_t i = (size_t)w->cap * (size_t)w->serve_tp; i < (size_t)cap * (size_t)w->serve_tp;
+         i++)
         w->apply_s[i] = 0;
     w->cap = cap;
     return DCR_OK;
 }
 
-dcr_status_t dcr_sim_workload_create(int world, int train_nodes, int serve_tp, dcr_sim_workload_t **out_p)
+dcr_status_t dcr_sim_workload_create(int world, int train_nodes, int serve_tp,
+                                     dcr_sim_workload_t **out_p)
 {
     if (world < 1 || train_nodes < 1 || world % train_nodes || serve_tp < 1)
-        return dcr_error_set(DCR_EINVAL, "sim workload: %d owners on %d nodes, serving TP %d", world, train_nodes,
-                             serve_tp);
+        return dcr_error_set(DCR_EINVAL, "sim workload: %d owners on %d nodes, serving TP %d",
+                             world, train_nodes, serve_tp);
     dcr_sim_workload_t *w = calloc(1, sizeof(*w));
     if (!w) return dcr_error_set(DCR_ENOMEM, "sim workload");
     w->world = world;
@@ -96,7 +98,8 @@ dcr_sim_costs_t dcr_sim_costs_at(const dcr_sim_calibration_t *cal, double rate)
 
 double dcr_sim_item_bytes(const dcr_sim_costs_t *c, const dcr_sim_unit_t *u)
 {
-    double value = (u->xor_enc ? c->xor_value_bytes : c->overwrite_value_bytes) + (double)(u->value_size - 2);
+    double value =
+        (u->xor_enc ? c->xor_value_bytes : c->overwrite_value_bytes) + (double)(u->value_size - 2);
     double bytes = c->bytes_per_item + (double)u->records * (value > 0.125 ? value : 0.125);
     if (u->records < 2 || u->records >= u->numel) return bytes; /* a run: no gap words */
     double span = (double)u->numel * (u->spread > 1 ? u->spread : 1);
@@ -123,7 +126,8 @@ void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t buck
 }
 
 /* The item of unit u enters the payload under construction. */
-static dcr_status_t dcr__pack_item(dcr_sim_packer_t *p, dcr_sim_workload_t *w, const dcr_sim_unit_t *u)
+static dcr_status_t dcr__pack_item(dcr_sim_packer_t *p, dcr_sim_workload_t *w,
+                                   const dcr_sim_unit_t *u)
 {
     p->cur.items++;
     p->cur.records += u->records;
@@ -134,8 +138,8 @@ static dcr_status_t dcr__pack_item(dcr_sim_packer_t *p, dcr_sim_workload_t *w, c
     return DCR_OK;
 }
 
-static dcr_status_t dcr__pack_compute(dcr_sim_owner_t *o, dcr_sim_work_t work, int64_t bytes, int64_t records,
-                                      double seconds)
+static dcr_status_t dcr__pack_compute(dcr_sim_owner_t *o, dcr_sim_work_t work, int64_t bytes,
+                                      int64_t records, double seconds)
 {
     dcr_sim_step_t s = {DCR_SIM_STEP_COMPUTE, work, -1, -1, 0, bytes, records, seconds};
     return dcr_sim_owner_push(o, &s);
@@ -158,7 +162,8 @@ dcr_status_t dcr_sim_pack_flush(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_
     w->items += pl->items;
     w->payload_bytes += pl->bytes;
     w->raw_value_bytes += pl->raw_value_bytes;
-    dcr_sim_step_t s = {DCR_SIM_STEP_FLUSH, DCR_SIM_WORK_ENCODE, -1, w->npayloads, 0, pl->bytes, pl->records, 0};
+    dcr_sim_step_t s = {DCR_SIM_STEP_FLUSH, DCR_SIM_WORK_ENCODE, -1, w->npayloads, 0,
+                        pl->bytes,          pl->records,         0};
     w->npayloads++;
     memset(&p->cur, 0, sizeof(p->cur));
     p->cur_bytes = 0;
@@ -169,8 +174,8 @@ dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_s
                                const dcr_sim_unit_t *u, bool last)
 {
     if (u->bytes < 0 || u->records < 0 || u->value_size < 1)
-        return dcr_error_set(DCR_EINVAL, "sim workload: task of %lld bytes and %lld records", (long long)u->bytes,
-                             (long long)u->records);
+        return dcr_error_set(DCR_EINVAL, "sim workload: task of %lld bytes and %lld records",
+                             (long long)u->bytes, (long long)u->records);
     if (u->records > 0) DCR_CHECK(dcr__pack_item(p, w, u));
     p->chunk_bytes += u->bytes;
     p->chunk_records += u->records;
@@ -193,8 +198,8 @@ dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_s
 dcr_status_t dcr_sim_pack_residual(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o,
                                    const dcr_sim_unit_t *u)
 {
-    double s = p->costs.detect_s_per_byte * (double)u->bytes + p->costs.project_s_per_record * (double)u->records +
-               p->costs.construct_s_per_item;
+    double s = p->costs.detect_s_per_byte * (double)u->bytes +
+               p->costs.project_s_per_record * (double)u->records + p->costs.construct_s_per_item;
     DCR_CHECK(dcr__pack_compute(o, DCR_SIM_WORK_RESIDUAL, u->bytes, u->records, s));
     if (u->records > 0) {
         DCR_CHECK(dcr__pack_item(p, w, u));
@@ -223,9 +228,9 @@ double dcr_sim_task_spread(const dcr_task_t *t)
 typedef struct dcr__serve_facts {
     int tp;
     size_t nc;
-    uint8_t *xor_ok;  /* [nc] */
-    uint8_t *held;    /* [tp * nc]: not skipped on that rank */
-    uint8_t *full;    /* [tp * nc]: held, and the path is not views only (full scratch pass) */
+    uint8_t *xor_ok; /* [nc] */
+    uint8_t *held;   /* [tp * nc]: not skipped on that rank */
+    uint8_t *full;   /* [tp * nc]: held, and the path is not views only (full scratch pass) */
 } dcr__serve_facts_t;
 
 static void dcr__facts_free(dcr__serve_facts_t *f)
@@ -249,7 +254,8 @@ static dcr_status_t dcr__facts_rank(dcr__serve_facts_t *f, dcr_receiver_t *r, in
 
 /* One shape-only receiver per TP rank of the first instance (instances are
  * identical) runs the serving loader's prewarm. */
-static dcr_status_t dcr__facts_make(const dcr_scenario_t *sc, const dcr_serve_config_t *serve, dcr__serve_facts_t *f)
+static dcr_status_t dcr__facts_make(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                    dcr__serve_facts_t *f)
 {
     f->tp = serve->tp;
     f->nc = dcr_inventory_count(sc->inventory);
@@ -257,14 +263,17 @@ static dcr_status_t dcr__facts_make(const dcr_scenario_t *sc, const dcr_serve_co
     f->held = calloc((size_t)f->tp * f->nc + 1, 1);
     f->full = calloc((size_t)f->tp * f->nc + 1, 1);
     dcr_receiver_t **rs = calloc((size_t)f->tp, sizeof(*rs));
-    dcr_status_t st = f->xor_ok && f->held && f->full && rs ? DCR_OK : dcr_error_set(DCR_ENOMEM, "sim: serving facts");
+    dcr_status_t st = f->xor_ok && f->held && f->full && rs
+                          ? DCR_OK
+                          : dcr_error_set(DCR_ENOMEM, "sim: serving facts");
     dcr_receiver_config_t base = {.shape_only = true};
     for (int k = 0; k < f->tp && st == DCR_OK; k++) {
         st = dcr_serve_receiver_create(&sc->model, sc->inventory, serve, k, &base, &rs[k]);
         if (st == DCR_OK) st = dcr_receiver_prewarm(rs[k]);
         if (st == DCR_OK) st = dcr__facts_rank(f, rs[k], k);
     }
-    for (size_t c = 0; st == DCR_OK && c < f->nc; c++) f->xor_ok[c] = dcr_serve_xor_allowed(rs, f->tp, c);
+    for (size_t c = 0; st == DCR_OK && c < f->nc; c++)
+        f->xor_ok[c] = dcr_serve_xor_allowed(rs, f->tp, c);
     for (int k = 0; rs && k < f->tp; k++) dcr_receiver_destroy(rs[k]);
     free(rs);
     return st;
@@ -276,8 +285,8 @@ typedef struct dcr__builder {
     const dcr_scenario_t *sc;
     dcr__serve_facts_t facts;
     dcr_sim_workload_t *w;
-    int *assembler;    /* per canonical: assembling rank, or -1 (direct projection) */
-    int64_t *records;  /* per task */
+    int *assembler;   /* per canonical: assembling rank, or -1 (direct projection) */
+    int64_t *records; /* per task */
     int64_t *canon_records;
     uint8_t *required; /* per canonical: rebuilt this run */
     int *nparts;       /* per canonical: tasks that contribute parts */
@@ -288,7 +297,8 @@ static void dcr__on_item(void *ctx, const dcr_sim_unit_t *u, int payload)
 {
     dcr__builder_t *b = ctx;
     const dcr_sim_calibration_t *cal = b->cal;
-    double full_bytes = (double)dcr_desc_bytes(dcr_inventory_at(b->sc->inventory, (size_t)u->canonical));
+    double full_bytes =
+        (double)dcr_desc_bytes(dcr_inventory_at(b->sc->inventory, (size_t)u->canonical));
     for (int k = 0; k < b->facts.tp; k++) {
         size_t at = (size_t)k * b->facts.nc + (size_t)u->canonical;
         if (!b->facts.held[at]) continue;
@@ -335,7 +345,8 @@ static dcr_status_t dcr__plan(dcr__builder_t *b)
 
 /* Scan of the owner's residual parts, the flag exchange, and the parts of
  * required tensors packed and sent to their assemblers. */
-static dcr_status_t dcr__owner_parts(dcr__builder_t *b, dcr_sim_owner_t *o, const dcr_sim_costs_t *costs)
+static dcr_status_t dcr__owner_parts(dcr__builder_t *b, dcr_sim_owner_t *o,
+                                     const dcr_sim_costs_t *costs)
 {
     const dcr_source_layout_t *L = b->sc->layout;
     bool flags = b->spec->mode != DCR_MODE_F;
@@ -344,7 +355,13 @@ static dcr_status_t dcr__owner_parts(dcr__builder_t *b, dcr_sim_owner_t *o, cons
         if (L->tasks[i].owner == o->rank && b->assembler[L->tasks[i].canonical] >= 0)
             scan += dcr__task_bytes(b->sc, &L->tasks[i]);
     if (flags) {
-        dcr_sim_step_t s = {DCR_SIM_STEP_COMPUTE, DCR_SIM_WORK_FLAGS, -1, -1, 0, scan, 0,
+        dcr_sim_step_t s = {DCR_SIM_STEP_COMPUTE,
+                            DCR_SIM_WORK_FLAGS,
+                            -1,
+                            -1,
+                            0,
+                            scan,
+                            0,
                             costs->detect_s_per_byte * (double)scan};
         DCR_CHECK(dcr_sim_owner_push(o, &s));
         dcr_sim_step_t barrier = {DCR_SIM_STEP_BARRIER, DCR_SIM_WORK_FLAGS, -1, -1, 0, 0, 0, 0};
@@ -352,22 +369,37 @@ static dcr_status_t dcr__owner_parts(dcr__builder_t *b, dcr_sim_owner_t *o, cons
     }
     for (int i = 0; i < L->ntasks; i++) {
         const dcr_task_t *t = &L->tasks[i];
-        if (t->owner != o->rank || b->assembler[t->canonical] < 0 || !b->required[t->canonical]) continue;
+        if (t->owner != o->rank || b->assembler[t->canonical] < 0 || !b->required[t->canonical])
+            continue;
         int64_t bytes = dcr__task_bytes(b->sc, t);
-        dcr_sim_step_t pack = {DCR_SIM_STEP_COMPUTE, DCR_SIM_WORK_PACK, -1, -1, 0, bytes, 0,
+        dcr_sim_step_t pack = {DCR_SIM_STEP_COMPUTE,
+                               DCR_SIM_WORK_PACK,
+                               -1,
+                               -1,
+                               0,
+                               bytes,
+                               0,
                                b->cal->copy_s_per_byte * (double)bytes};
-        dcr_sim_step_t send = {DCR_SIM_STEP_SEND_PART, DCR_SIM_WORK_PACK, b->assembler[t->canonical], -1, 0, bytes, 0, 0};
+        dcr_sim_step_t send = {DCR_SIM_STEP_SEND_PART,
+                               DCR_SIM_WORK_PACK,
+                               b->assembler[t->canonical],
+                               -1,
+                               0,
+                               bytes,
+                               0,
+                               0};
         DCR_CHECK(dcr_sim_owner_push(o, &pack));
         DCR_CHECK(dcr_sim_owner_push(o, &send));
     }
     return DCR_OK;
 }
 
-static dcr_sim_unit_t dcr__unit(const dcr__builder_t *b, int canonical, int64_t bytes, int64_t numel, int64_t records,
-                                bool xor_enc, double spread)
+static dcr_sim_unit_t dcr__unit(const dcr__builder_t *b, int canonical, int64_t bytes,
+                                int64_t numel, int64_t records, bool xor_enc, double spread)
 {
     const dcr_tensor_desc_t *d = dcr_inventory_at(b->sc->inventory, (size_t)canonical);
-    return (dcr_sim_unit_t){bytes, numel, records, (int)dcr_dtype_size(d->dtype), xor_enc, spread, canonical};
+    return (dcr_sim_unit_t){bytes,   numel,  records,  (int)dcr_dtype_size(d->dtype),
+                            xor_enc, spread, canonical};
 }
 
 static dcr_status_t dcr__owner_direct(dcr__builder_t *b, dcr_sim_owner_t *o, dcr_sim_packer_t *p)
@@ -380,8 +412,8 @@ static dcr_status_t dcr__owner_direct(dcr__builder_t *b, dcr_sim_owner_t *o, dcr
         const dcr_task_t *t = &L->tasks[i];
         if (t->owner != o->rank || b->assembler[t->canonical] >= 0) continue;
         bool xor_enc = b->spec->mode == DCR_MODE_X && b->facts.xor_ok[t->canonical];
-        dcr_sim_unit_t u = dcr__unit(b, t->canonical, dcr__task_bytes(b->sc, t), dcr_task_numel(t), b->records[i],
-                                     xor_enc, dcr_sim_task_spread(t));
+        dcr_sim_unit_t u = dcr__unit(b, t->canonical, dcr__task_bytes(b->sc, t), dcr_task_numel(t),
+                                     b->records[i], xor_enc, dcr_sim_task_spread(t));
         DCR_CHECK(dcr_sim_pack_task(p, b->w, o, &u, i == last));
     }
     return DCR_OK;
@@ -395,15 +427,15 @@ static dcr_status_t dcr__owner_residual(dcr__builder_t *b, dcr_sim_owner_t *o, d
     for (size_t k = 0; k < b->facts.nc; k++)
         if (b->assembler[k] == o->rank && b->required[k]) parts += b->nparts[k];
     if (parts > 0) {
-        dcr_sim_step_t s = {DCR_SIM_STEP_RECV_PARTS, DCR_SIM_WORK_RESIDUAL, -1, -1, parts, 0, 0,
+        dcr_sim_step_t s = {DCR_SIM_STEP_RECV_PARTS,    DCR_SIM_WORK_RESIDUAL, -1, -1, parts, 0, 0,
                             b->cal->residual_s_per_byte};
         DCR_CHECK(dcr_sim_owner_push(o, &s));
     }
     for (size_t k = 0; k < b->facts.nc; k++) {
         if (b->assembler[k] != o->rank || !b->required[k]) continue;
         const dcr_tensor_desc_t *d = dcr_inventory_at(b->sc->inventory, k);
-        dcr_sim_unit_t u = dcr__unit(b, (int)k, (int64_t)dcr_desc_bytes(d), dcr_desc_numel(d), b->canon_records[k],
-                                     false, 1.0);
+        dcr_sim_unit_t u = dcr__unit(b, (int)k, (int64_t)dcr_desc_bytes(d), dcr_desc_numel(d),
+                                     b->canon_records[k], false, 1.0);
         DCR_CHECK(dcr_sim_pack_residual(p, b->w, o, &u));
     }
     return DCR_OK;
@@ -419,7 +451,8 @@ static void dcr__owner_trackers(dcr__builder_t *b, dcr_sim_owner_t *o)
 
 static void dcr__targets(const dcr_sim_spec_t *spec, int64_t *chunk_p, int64_t *bucket_p)
 {
-    size_t chunk = strcmp(spec->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
+    size_t chunk =
+        strcmp(spec->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
     *chunk_p = (int64_t)(spec->chunk_bytes ? spec->chunk_bytes : chunk);
     *bucket_p = (int64_t)(spec->bucket_bytes ? spec->bucket_bytes : DCR_BUCKET_BYTES);
 }
@@ -449,14 +482,16 @@ static void dcr__decode_costs(dcr_sim_workload_t *w, const dcr_sim_calibration_t
 {
     for (int p = 0; p < w->npayloads; p++)
         for (int k = 0; k < w->serve_tp; k++)
-            w->apply_s[(size_t)p * (size_t)w->serve_tp + (size_t)k] += cal->decode_s_per_byte * (double)w->payloads[p].bytes;
+            w->apply_s[(size_t)p * (size_t)w->serve_tp + (size_t)k] +=
+                cal->decode_s_per_byte * (double)w->payloads[p].bytes;
 }
 
 /* The coordinator's work after the last application. In-process it
  * acknowledges for every receiver and updates every owner's baseline on
  * one thread; on a cluster receivers acknowledge and owners update in
  * parallel, so the largest owner decides. */
-static void dcr__finalize(dcr_sim_workload_t *w, const dcr_sim_cluster_t *c, const dcr_sim_calibration_t *cal)
+static void dcr__finalize(dcr_sim_workload_t *w, const dcr_sim_cluster_t *c,
+                          const dcr_sim_calibration_t *cal)
 {
     bool in_process = c->shared_cores > 0;
     double update = 0;
@@ -468,7 +503,8 @@ static void dcr__finalize(dcr_sim_workload_t *w, const dcr_sim_cluster_t *c, con
     w->finalize_s = acks + cal->commit_s + update;
 }
 
-static dcr_status_t dcr__scenario(const dcr_sim_spec_t *spec, dcr_serve_config_t *serve, dcr_scenario_t **sc_p)
+static dcr_status_t dcr__scenario(const dcr_sim_spec_t *spec, dcr_serve_config_t *serve,
+                                  dcr_scenario_t **sc_p)
 {
     const dcr_sim_cluster_t *c = &spec->cluster;
     dcr_scenario_spec_t s = spec->scenario;
@@ -487,12 +523,15 @@ static dcr_status_t dcr__scenario(const dcr_sim_spec_t *spec, dcr_serve_config_t
 static dcr_status_t dcr__spec_check(const dcr_sim_spec_t *spec)
 {
     DCR_CHECK(dcr_sim_cluster_validate(&spec->cluster));
-    if (!spec->transport || (strcmp(spec->transport, "objstore") && strcmp(spec->transport, "relay")))
+    if (!spec->transport ||
+        (strcmp(spec->transport, "objstore") && strcmp(spec->transport, "relay")))
         return dcr_error_set(DCR_EINVAL, "sim: transport '%s' is not objstore or relay",
                              spec->transport ? spec->transport : "(null)");
     if (!(spec->change_rate >= 0 && spec->change_rate <= 1))
-        return dcr_error_set(DCR_EINVAL, "sim: change rate %g is outside [0, 1]", spec->change_rate);
-    if (spec->serve_tp < 0) return dcr_error_set(DCR_EINVAL, "sim: serving TP %d is negative", spec->serve_tp);
+        return dcr_error_set(DCR_EINVAL, "sim: change rate %g is outside [0, 1]",
+                             spec->change_rate);
+    if (spec->serve_tp < 0)
+        return dcr_error_set(DCR_EINVAL, "sim: serving TP %d is negative", spec->serve_tp);
     return DCR_OK;
 }
 
@@ -520,7 +559,8 @@ dcr_status_t dcr_sim_workload_build(const dcr_sim_spec_t *spec, const dcr_sim_ca
     dcr_status_t st = dcr__scenario(spec, &serve, &sc);
     b.sc = sc;
     if (st == DCR_OK) st = dcr__facts_make(sc, &serve, &b.facts);
-    if (st == DCR_OK) st = dcr_sim_workload_create(sc->layout->world, sc->train.nodes, serve.tp, &b.w);
+    if (st == DCR_OK)
+        st = dcr_sim_workload_create(sc->layout->world, sc->train.nodes, serve.tp, &b.w);
     if (st == DCR_OK) st = dcr__plan(&b);
     if (st == DCR_OK) {
         b.w->checkpoint_bytes = dcr_inventory_bytes(sc->inventory);

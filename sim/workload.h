@@ -52,8 +52,8 @@ typedef struct dcr_sim_step {
 
 typedef struct dcr_sim_payload {
     int owner;
-    int64_t id;          /* per owner, from 0 */
-    int64_t bytes;       /* compressed, header included */
+    int64_t id;    /* per owner, from 0 */
+    int64_t bytes; /* compressed, header included */
     int64_t records, items;
     int64_t input_bytes; /* chunk input counted toward its bucket */
     int64_t raw_value_bytes;
@@ -69,7 +69,7 @@ typedef struct dcr_sim_owner {
 
 struct dcr_sim_workload {
     int world, train_nodes;
-    int serve_tp;          /* receivers' TP ranks 0..serve_tp-1 */
+    int serve_tp; /* receivers' TP ranks 0..serve_tp-1 */
     int64_t checkpoint_bytes;
     dcr_sim_owner_t *owners;
     dcr_sim_payload_t *payloads;
@@ -106,8 +106,9 @@ typedef struct dcr_sim_unit {
     int64_t records; /* records it emits */
     int value_size;  /* bytes of one canonical value word */
     bool xor_enc;    /* its records are XOR masks */
-    double spread;   /* canonical span of its positions / numel (1: contiguous; 2: every other column) */
-    int canonical;   /* inventory index (for per-rank apply costs); -1 when unknown */
+    double
+        spread; /* canonical span of its positions / numel (1: contiguous; 2: every other column) */
+    int canonical; /* inventory index (for per-rank apply costs); -1 when unknown */
 } dcr_sim_unit_t;
 
 /* Per-unit cost figures the packer turns into compute steps and payload
@@ -168,6 +169,7 @@ dcr_status_t dcr_sim_owner_push(dcr_sim_owner_t *o, const dcr_sim_step_t *s);
 
 /* An empty workload for `world` owners on `train_nodes` nodes (tests build
  * owners by hand with the packer). */
-dcr_status_t dcr_sim_workload_create(int world, int train_nodes, int serve_tp, dcr_sim_workload_t **out_p);
+dcr_status_t dcr_sim_workload_create(int world, int train_nodes, int serve_tp,
+                                     dcr_sim_workload_t **out_p);
 
 #endif

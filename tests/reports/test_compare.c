@@ -31,6 +31,7 @@
 typedef struct fake_run {
     const char *config;
     double latency[NREF], payload[NREF], exact[NREF];
+    double finalization; /* 0: 0.1 s */
     size_t n;
 } fake_run_t;
 
@@ -52,12 +53,17 @@ static void append_run(const char *path, const fake_run_t *f)
         cols[5][i] = f->exact[i];
         cols[6][i] = 0.01;
         cols[7][i] = 0.5;
-        cols[8][i] = 0.1;
+        cols[8][i] = f->finalization ? f->finalization : 0.1;
     }
     dcr_results_column_t c[DCR_RESULTS_NCOLUMNS];
-    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++) c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
-    dcr_results_run_t run = {"bench", f->config, "{\"checkpoint_bytes\":1000000,\"reference_s\":2.0}", f->n,
-                             DCR_RESULTS_NCOLUMNS, c};
+    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
+        c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
+    dcr_results_run_t run = {"bench",
+                             f->config,
+                             "{\"checkpoint_bytes\":1000000,\"reference_s\":2.0}",
+                             f->n,
+                             DCR_RESULTS_NCOLUMNS,
+                             c};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
 }
@@ -88,7 +94,8 @@ static void test_round_trip(void **state)
     char path[128];
     temp_path(path, sizeof(path), "rt");
     double lat[NREF] = {1.5, 0.25, 3.0, 2.0, 1.0};
-    fake_run_t a = fake("{\"model\":\"m\",\"transport\":\"objstore\",\"workdir\":\"/x\"}", lat, NULL, 1);
+    fake_run_t a =
+        fake("{\"model\":\"m\",\"transport\":\"objstore\",\"workdir\":\"/x\"}", lat, NULL, 1);
     append_run(path, &a);
     a.config = "{\"model\":\"m\",\"transport\":\"relay\"}";
     a.n = 3;
@@ -124,7 +131,8 @@ static void expect_rejected(const char *path, dcr_status_t want, const char *nee
 {
     dcr_results_set_t *set = (dcr_results_set_t *)0x1;
     dcr_status_t st = dcr_results_read(path, &set);
-    if (st != want) fail_msg("%s: status %d, expected %d (%s)", needle, st, want, dcr_error_line(st));
+    if (st != want)
+        fail_msg("%s: status %d, expected %d (%s)", needle, st, want, dcr_error_line(st));
     assert_true(set == (dcr_results_set_t *)0x1); /* untouched on failure */
     const char *line = dcr_error_line(st);
     assert_null(strchr(line, '\n'));
@@ -237,6 +245,35 @@ static void runs_not_group(hid_t f)
     H5Sclose(space);
 }
 
+/* Other HDF5 writers (h5py by default) store variable-length strings. */
+static void vl_machine(hid_t f)
+{
+    hid_t g = H5Gopen2(f, "/runs/000000", H5P_DEFAULT);
+    H5Adelete(g, "machine");
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, H5T_VARIABLE);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(g, "machine", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    const char *value = "written elsewhere";
+    H5Awrite(a, type, &value);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Gclose(g);
+}
+
+static void test_variable_length_strings(void **state)
+{
+    char path[128];
+    temp_path(path, sizeof(path), "vl");
+    damaged(path, vl_machine);
+    dcr_results_set_t *set = NULL;
+    assert_int_equal(dcr_results_read(path, &set), DCR_OK);
+    assert_string_equal(set->runs[0].machine, "written elsewhere");
+    dcr_results_set_destroy(set);
+    unlink(path);
+}
+
 static void test_rejects_malformed(void **state)
 {
     char path[128];
@@ -312,8 +349,8 @@ static void test_judge_rule(void **state)
 
 static const double steady[NREF] = {1.00, 1.01, 1.02, 0.99, 1.00};
 
-static void write_pair(const char *base, const char *cur, const double *new_lat, const double *new_payload,
-                       double new_exact)
+static void write_pair(const char *base, const char *cur, const double *new_lat,
+                       const double *new_payload, double new_exact)
 {
     unlink(base);
     unlink(cur);
@@ -321,8 +358,8 @@ static void write_pair(const char *base, const char *cur, const double *new_lat,
     fake_run_t b = fake(cfg, steady, NULL, 1);
     append_run(base, &b);
     /* Only the number of timed refits differs: still the same configuration. */
-    fake_run_t n = fake("{\"model\":\"m\",\"transport\":\"objstore\",\"refits\":8}", new_lat, new_payload,
-                        new_exact);
+    fake_run_t n = fake("{\"model\":\"m\",\"transport\":\"objstore\",\"refits\":8}", new_lat,
+                        new_payload, new_exact);
     append_run(cur, &n);
 }
 
@@ -353,7 +390,8 @@ static void test_files_regression(void **state)
     json_t *j = json_loads(text, 0, NULL);
     assert_non_null(j);
     assert_string_equal(json_string_value(json_object_get(j, "verdict")), "regression");
-    json_t *m0 = json_array_get(json_object_get(json_array_get(json_object_get(j, "matched"), 0), "metrics"), 0);
+    json_t *m0 = json_array_get(
+        json_object_get(json_array_get(json_object_get(j, "matched"), 0), "metrics"), 0);
     assert_string_equal(json_string_value(json_object_get(m0, "name")), "latency_s");
     assert_string_equal(json_string_value(json_object_get(m0, "verdict")), "regressed");
     assert_true(json_real_value(json_object_get(json_object_get(m0, "new"), "median")) == 1.30);
@@ -399,6 +437,34 @@ static void test_files_noise_improvement_bitexact(void **state)
     unlink(cur);
 }
 
+/* A part of the refit (here finalization, constant so beyond any noise)
+ * fails the run only when it moved by more than the threshold's share of the
+ * refit latency (1 s here, so 0.1 s at 10%). */
+static void test_files_component_rule(void **state)
+{
+    char base[128], cur[128];
+    temp_path(base, sizeof(base), "base");
+    temp_path(cur, sizeof(cur), "new");
+    double fin[2] = {0.15, 0.30};
+    dcr_compare_verdict_t want[2] = {DCR_COMPARE_MINOR, DCR_COMPARE_REGRESSED};
+    for (int k = 0; k < 2; k++) {
+        unlink(base);
+        unlink(cur);
+        fake_run_t b = fake("{\"model\":\"m\"}", steady, NULL, 1);
+        append_run(base, &b);
+        fake_run_t n = b;
+        n.finalization = fin[k]; /* +50% (0.05 s), then +200% (0.2 s) */
+        append_run(cur, &n);
+        dcr_compare_t *c = compare(base, cur, 10);
+        assert_int_equal(metric(c, 0, "finalization_s")->verdict, want[k]);
+        assert_string_equal(dcr_compare_verdict_name(want[k]), k ? "REGRESSED" : "minor");
+        assert_int_equal(c->regressions, k == 1);
+        dcr_compare_destroy(c);
+    }
+    unlink(base);
+    unlink(cur);
+}
+
 static void test_files_unmatched_and_pooled(void **state)
 {
     char base[128], cur[128];
@@ -410,7 +476,8 @@ static void test_files_unmatched_and_pooled(void **state)
     fake_run_t only_base = fake("{\"model\":\"m\",\"transport\":\"relay\"}", steady, NULL, 1);
     append_run(base, &only_base);
     append_run(cur, &a);
-    fake_run_t only_new = fake("{\"model\":\"m\",\"transport\":\"objstore\",\"seed\":7}", steady, NULL, 0);
+    fake_run_t only_new =
+        fake("{\"model\":\"m\",\"transport\":\"objstore\",\"seed\":7}", steady, NULL, 0);
     append_run(cur, &only_new);
     dcr_compare_t *c = NULL;
     assert_int_equal(dcr_compare_files(base, cur, 10, &c), DCR_OK);
@@ -479,9 +546,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_variable_length_strings),
         cmocka_unit_test(test_judge_rule),
         cmocka_unit_test(test_files_regression),
         cmocka_unit_test(test_files_noise_improvement_bitexact),
+        cmocka_unit_test(test_files_component_rule),
         cmocka_unit_test(test_files_unmatched_and_pooled),
         cmocka_unit_test(test_cli_exit_status),
     };

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "sim/calibrate.h"
 #include "sim/platform.h"
@@ -25,7 +26,7 @@
 
 /* SimGrid computes in doubles; its flow model adds nothing beyond the
  * link figures (CM02, no TCP factors), so times agree to rounding. */
-#define NEAR(a, b) assert_true(fabs((a) - (b)) <= 1e-6 * fabs(b) + 1e-9)
+#define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-6 * fabs((double)(b)) + 1e-9)
 
 /* ---- helpers ------------------------------------------------------------------ */
 
@@ -58,9 +59,9 @@ static dcr_sim_cluster_t bare_cluster(int rollout_nodes)
 {
     dcr_sim_cluster_t c = dcr_sim_cluster_default();
     c.rollout_nodes = rollout_nodes;
-    c.cross_gbps = 8;   /* 1e9 bytes per second */
-    c.flow_gbps = 0;    /* no per-flow cap */
-    c.local_gbps = 80;  /* 1e10 bytes per second */
+    c.cross_gbps = 8;  /* 1e9 bytes per second */
+    c.flow_gbps = 0;   /* no per-flow cap */
+    c.local_gbps = 80; /* 1e10 bytes per second */
     c.latency_ms = 10;
     c.local_latency_ms = 0;
     c.store_latency_ms = 0;
@@ -127,8 +128,12 @@ static void test_platform_generated(void **state)
     /* 4 owners to the store and to the root, the store to 3 nodes, 2 tree
      * edges (fanout 2: 0->1, 0->2), 2 part routes. */
     assert_int_equal(count(text, "<route "), 4 + 4 + 3 + 2 + 2);
-    assert_non_null(strstr(text, "<route src=\"train-0-0\" dst=\"train-1-1\" symmetrical=\"NO\"><link_ctn id=\"fab-out-0\"/><link_ctn id=\"fab-in-1\"/>"));
-    assert_non_null(strstr(text, "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink\"/>"));
+    assert_non_null(
+        strstr(text, "<route src=\"train-0-0\" dst=\"train-1-1\" symmetrical=\"NO\"><link_ctn "
+                     "id=\"fab-out-0\"/><link_ctn id=\"fab-in-1\"/>"));
+    assert_non_null(strstr(
+        text,
+        "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink\"/>"));
     assert_non_null(strstr(text, "<route src=\"rollout-0\" dst=\"rollout-2\""));
     /* 10 Gbps is 1.25e9 bytes per second. */
     assert_non_null(strstr(text, "<link id=\"tx-1\" bandwidth=\"1250000000Bps\""));
@@ -356,9 +361,11 @@ static void test_cross_accounting(void **state)
     spec.transport = "relay";
     assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
     assert_int_equal(r.cross_bytes, B);
-    /* Relay to 5 nodes, fanout 2: the deepest node (4, via 1) is two local
-     * hops of B + 48 bytes at 1e10 B/s behind the root. */
-    double move = (double)(B + 48) / 1e9 + 0.01, hop = (double)(B + 48) / 1e10;
+    /* Relay to 5 nodes, fanout 2 (0 -> 1, 2; 1 -> 3, 4): a node forwards to
+     * its two children at once over its one local link, so each hop of
+     * B + 48 bytes takes twice B / 1e10 s, and nodes 3 and 4 are two hops
+     * behind the root. */
+    double move = (double)(B + 48) / 1e9 + 0.01, hop = 2 * (double)(B + 48) / 1e10;
     NEAR(r.apply_end_s, 0.01 + move + 2 * hop + 0.001);
     dcr_sim_workload_destroy(w);
 }
@@ -373,6 +380,7 @@ static void test_reference_scaling(void **state)
     spec.cluster = bare_cluster(1);
     dcr_sim_result_t r1, r2, r4;
     assert_int_equal(dcr_sim_run_workload(&spec, w, &r1), DCR_OK);
+    NEAR(r1.reference_s, 2 * (1.0 + 0.01));
     w->checkpoint_bytes *= 2;
     assert_int_equal(dcr_sim_run_workload(&spec, w, &r2), DCR_OK);
     NEAR(r2.reference_s, 2 * (2.0 + 0.01));
@@ -480,9 +488,10 @@ static void test_bad_specs(void **state)
     char path[] = "/tmp/dcr-test-platform-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    const char *xml = "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
-                      "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"><host id=\"a\" speed=\"1Gf\"/>"
-                      "</zone></platform>\n";
+    const char *xml =
+        "<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
+        "<platform version=\"4.1\"><zone id=\"z\" routing=\"Full\"><host id=\"a\" speed=\"1Gf\"/>"
+        "</zone></platform>\n";
     assert_int_equal(write(fd, xml, strlen(xml)), (ssize_t)strlen(xml));
     close(fd);
     spec.cluster.platform_xml = path;
@@ -546,10 +555,16 @@ static void test_calibration_bad_files(void **state)
     char *k = strstr(buf, "\"ack_s\"");
     memcpy(k, "\"akc_s\"", 7);
     check_bad(buf, DCR_EPARSE, "akc_s");
-    snprintf(buf, sizeof(buf), "%s", text);
-    k = strstr(buf, "\"commit_s\"");
-    memcpy(k, "\"commit \"", 9);
-    check_bad(buf, DCR_EPARSE, "commit");
+    json_t *root = json_loads(text, 0, NULL);
+    json_object_del(root, "commit_s");
+    char *missing = json_dumps(root, 0);
+    check_bad(missing, DCR_EPARSE, "\"commit_s\"");
+    free(missing);
+    json_object_set_new(root, "commit_s", json_string("fast"));
+    char *wrong = json_dumps(root, 0);
+    check_bad(wrong, DCR_EPARSE, "commit_s");
+    free(wrong);
+    json_decref(root);
     dcr_sim_calibration_t c = good;
     c.decode_s_per_byte = -1;
     assert_int_equal(dcr_sim_cal_validate(&c), DCR_EINVAL);

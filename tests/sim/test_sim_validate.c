@@ -1,0 +1,46 @@
+/* ctest-labels: slow
+ *
+ * The simulator against the engine on this machine: a quick calibration,
+ * one short `dcr bench` run (the embedded default, object store, 3%) and
+ * its simulated twin. The tolerance is wider than the 25% target of the
+ * full validation (dcr simulate --validate): one short run on a shared CI
+ * machine varies by +-15% between runs on its own. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "sim/calibrate.h"
+#include "sim/validate.h"
+
+static void test_validate_default_bench(void **state)
+{
+    dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
+    opt.quick = true;
+    dcr_sim_calibration_t cal;
+    assert_int_equal(dcr_sim_calibrate(&opt, &cal), DCR_OK);
+    dcr_bench_config_t cfg;
+    const char *name, *args;
+    dcr_sim_validation_case(0, &cfg, &name, &args);
+    dcr_sim_validation_row_t row;
+    assert_int_equal(dcr_sim_validate_one(&cfg, &cal, &row), DCR_OK);
+    printf("%s: measured %.3f s, predicted %.3f s (%+.1f%%); reference %.3f / %.3f s\n", name,
+           row.measured_s, row.predicted_s, 100 * row.error, row.measured_ref_s,
+           row.predicted_ref_s);
+    assert_true(fabs(row.error) < 0.5);
+    /* The reference is transport only: the simulation follows the links. */
+    assert_true(fabs(row.predicted_ref_s / row.measured_ref_s - 1) < 0.15);
+    assert_true(fabs(row.predicted_payload / row.measured_payload - 1) < 0.25);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_validate_default_bench),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
