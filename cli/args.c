@@ -15,7 +15,8 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
         const char *value = args[i].kind == DCR_ARG_FLAG     ? ""
                             : args[i].kind == DCR_ARG_STRING ? " TEXT"
                                                              : " N";
-        printf("  %s%-*s %s\n", args[i].name, (int)(22 - strlen(args[i].name)), value, args[i].help);
+        printf("  %s%-*s %s\n", args[i].name, (int)(22 - strlen(args[i].name)), value,
+               args[i].help);
     }
     printf("  %-22s %s\n", "--help", "show this help");
 }

@@ -23,18 +23,20 @@ typedef struct bench_opts {
 
 static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
 {
-    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:I,s:f,s:s,s:s,"
-                     "s:I,s:I,s:b,s:I}",
-                     "model", o->sc.model, "scale", (json_int_t)o->sc.scale, "layers", (json_int_t)o->sc.layers,
-                     "train_nodes", (json_int_t)o->sc.nodes, "gpus_per_node", (json_int_t)o->sc.gpus, "tp",
-                     (json_int_t)o->sc.tp, "etp", (json_int_t)o->sc.etp, "ep", (json_int_t)o->sc.ep, "pp",
-                     (json_int_t)o->sc.pp, "mapping", o->sc.mapping, "rollout_nodes", (json_int_t)o->nodes,
-                     "receivers_per_node", (json_int_t)o->per_node, "serve_tp", (json_int_t)o->serve_tp, "serve_ep",
-                     o->serve_ep, "transport", o->transport, "changes", o->changes, "lr", o->lr, "cross_gbps", c->link.cross_gbps, "flow_gbps",
-                     c->link.flow_gbps, "local_gbps", c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout",
-                     (json_int_t)o->fanout, "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup",
-                     (json_int_t)o->warmup, "refits", (json_int_t)o->refits, "shuffle", o->shuffle, "seed",
-                     (json_int_t)o->seed);
+    return json_pack(
+        "{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:I,"
+        "s:f,s:s,s:s,"
+        "s:I,s:I,s:b,s:I}",
+        "model", o->sc.model, "scale", (json_int_t)o->sc.scale, "layers", (json_int_t)o->sc.layers,
+        "train_nodes", (json_int_t)o->sc.nodes, "gpus_per_node", (json_int_t)o->sc.gpus, "tp",
+        (json_int_t)o->sc.tp, "etp", (json_int_t)o->sc.etp, "ep", (json_int_t)o->sc.ep, "pp",
+        (json_int_t)o->sc.pp, "mapping", o->sc.mapping, "rollout_nodes", (json_int_t)o->nodes,
+        "receivers_per_node", (json_int_t)o->per_node, "serve_tp", (json_int_t)o->serve_tp,
+        "serve_ep", o->serve_ep, "transport", o->transport, "changes", o->changes, "lr", o->lr,
+        "cross_gbps", c->link.cross_gbps, "flow_gbps", c->link.flow_gbps, "local_gbps",
+        c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout", (json_int_t)o->fanout,
+        "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup", (json_int_t)o->warmup,
+        "refits", (json_int_t)o->refits, "shuffle", o->shuffle, "seed", (json_int_t)o->seed);
 }
 
 static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
@@ -43,58 +45,69 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
     for (int i = 0; i < r->nrefits; i++) {
         const dcr_bench_refit_t *f = &r->refits[i];
         json_array_append_new(
-            refits, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}", "latency_s", f->latency_s,
-                              "construction_s", f->construction_s, "construction_lb_s", f->construction_lb_s,
-                              "transport_lb_s", f->transport_lb_s, "finalization_s", f->bound_finalization_s,
-                              "remainder_s", f->remainder_s,
-                              "payload_bytes", (json_int_t)f->payload_bytes, "cross_bytes", (json_int_t)f->cross_bytes,
-                              "raw_changed_value_bytes", (json_int_t)f->raw_changed_value_bytes, "changed_elements",
-                              (json_int_t)f->changed_elements, "records", (json_int_t)f->records, "payloads",
-                              (json_int_t)f->payloads, "attempts", f->attempts, "bit_exact", f->bit_exact, "verified",
-                              f->verified));
+            refits,
+            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}", "latency_s",
+                      f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
+                      f->construction_lb_s, "transport_lb_s", f->transport_lb_s, "finalization_s",
+                      f->bound_finalization_s, "remainder_s", f->remainder_s, "payload_bytes",
+                      (json_int_t)f->payload_bytes, "cross_bytes", (json_int_t)f->cross_bytes,
+                      "raw_changed_value_bytes", (json_int_t)f->raw_changed_value_bytes,
+                      "changed_elements", (json_int_t)f->changed_elements, "records",
+                      (json_int_t)f->records, "payloads", (json_int_t)f->payloads, "attempts",
+                      f->attempts, "bit_exact", f->bit_exact, "verified", f->verified));
     }
-    json_t *j = json_pack("{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
-                          "config", config, "construction_lb_s_mean", r->construction_lb_mean_s, "transport_lb_s_mean",
-                          r->transport_lb_mean_s, "finalization_s_mean", r->finalization_mean_s,
-                          "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "owners", r->owners, "receivers",
-                          r->receivers, "mean_latency_s", r->mean_latency_s, "reference_s", r->reference_s,
-                          "relay_reference_s", r->relay_reference_s, "speedup", r->speedup, "payload_bytes_mean",
-                          r->payload_bytes_mean, "cross_bytes_mean", r->cross_bytes_mean, "raw_changed_value_bytes_mean",
-                          r->raw_changed_value_bytes_mean, "bit_exact", r->bit_exact, "xor_tensors",
-                          (json_int_t)r->xor_tensors, "overwrite_tensors", (json_int_t)r->overwrite_tensors, "requests",
-                          (json_int_t)r->requests, "request_mismatches", (json_int_t)r->request_mismatches, "refits",
-                          refits);
+    json_t *j = json_pack(
+        "{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
+        "config", config, "construction_lb_s_mean", r->construction_lb_mean_s,
+        "transport_lb_s_mean", r->transport_lb_mean_s, "finalization_s_mean",
+        r->finalization_mean_s, "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "owners",
+        r->owners, "receivers", r->receivers, "mean_latency_s", r->mean_latency_s, "reference_s",
+        r->reference_s, "relay_reference_s", r->relay_reference_s, "speedup", r->speedup,
+        "payload_bytes_mean", r->payload_bytes_mean, "cross_bytes_mean", r->cross_bytes_mean,
+        "raw_changed_value_bytes_mean", r->raw_changed_value_bytes_mean, "bit_exact", r->bit_exact,
+        "xor_tensors", (json_int_t)r->xor_tensors, "overwrite_tensors",
+        (json_int_t)r->overwrite_tensors, "requests", (json_int_t)r->requests, "request_mismatches",
+        (json_int_t)r->request_mismatches, "refits", refits);
     return j;
 }
 
 static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
 {
-    printf("links: cross %.3g Gbps per node, flow %.3g Gbps, local %.3g Gbps, latency %.3g ms\n", c->link.cross_gbps,
-           c->link.flow_gbps, c->link.local_gbps, c->link.latency_ms);
+    printf("links: cross %.3g Gbps per node, flow %.3g Gbps, local %.3g Gbps, latency %.3g ms\n",
+           c->link.cross_gbps, c->link.flow_gbps, c->link.local_gbps, c->link.latency_ms);
     printf("checkpoint %lld bytes, %d owners, %d receivers, %zu XOR / %zu overwrite tensors\n\n",
-           (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors, r->overwrite_tensors);
-    printf("%-6s %10s %10s %10s %10s %12s %12s %14s %8s %10s\n", "refit", "latency_s", "constr_lb", "transp_lb",
-           "final_s", "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
+           (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors,
+           r->overwrite_tensors);
+    printf("%-6s %10s %10s %10s %10s %12s %12s %14s %8s %10s\n", "refit", "latency_s", "constr_lb",
+           "transp_lb", "final_s", "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
     for (int i = 0; i < r->nrefits; i++) {
         const dcr_bench_refit_t *f = &r->refits[i];
-        printf("%-6d %10.3f %10.3f %10.3f %10.3f %12lld %12lld %14lld %8d %10s\n", i + 1, f->latency_s,
-               f->construction_lb_s, f->transport_lb_s, f->bound_finalization_s, (long long)f->payload_bytes,
-               (long long)f->cross_bytes,
-               (long long)f->raw_changed_value_bytes, f->attempts, f->verified ? (f->bit_exact ? "yes" : "NO") : "-");
+        printf("%-6d %10.3f %10.3f %10.3f %10.3f %12lld %12lld %14lld %8d %10s\n", i + 1,
+               f->latency_s, f->construction_lb_s, f->transport_lb_s, f->bound_finalization_s,
+               (long long)f->payload_bytes, (long long)f->cross_bytes,
+               (long long)f->raw_changed_value_bytes, f->attempts,
+               f->verified ? (f->bit_exact ? "yes" : "NO") : "-");
     }
-    double bound = r->construction_lb_mean_s > r->transport_lb_mean_s ? r->construction_lb_mean_s : r->transport_lb_mean_s;
-    printf("\nmeans: construction bound %.3f s, transport bound %.3f s, finalization %.3f s; latency / (max bound + "
+    double bound = r->construction_lb_mean_s > r->transport_lb_mean_s ? r->construction_lb_mean_s
+                                                                      : r->transport_lb_mean_s;
+    printf("\nmeans: construction bound %.3f s, transport bound %.3f s, finalization %.3f s; "
+           "latency / (max bound + "
            "finalization) %.2f\n",
            r->construction_lb_mean_s, r->transport_lb_mean_s, r->finalization_mean_s,
-           bound + r->finalization_mean_s > 0 ? r->mean_latency_s / (bound + r->finalization_mean_s) : 0.0);
+           bound + r->finalization_mean_s > 0 ? r->mean_latency_s / (bound + r->finalization_mean_s)
+                                              : 0.0);
     printf("mean latency %.3f s, reference %.3f s", r->mean_latency_s, r->reference_s);
     if (r->relay_reference_s > 0) printf(", relay reference %.3f s", r->relay_reference_s);
-    printf(", speedup %.2fx\npayload %.0f B, cross %.0f B, raw changed values %.0f B (payload/raw %.3f), bit-exact %s\n",
+    printf(", speedup %.2fx\npayload %.0f B, cross %.0f B, raw changed values %.0f B (payload/raw "
+           "%.3f), bit-exact %s\n",
            r->speedup, r->payload_bytes_mean, r->cross_bytes_mean, r->raw_changed_value_bytes_mean,
-           r->raw_changed_value_bytes_mean > 0 ? r->payload_bytes_mean / r->raw_changed_value_bytes_mean : 0.0,
+           r->raw_changed_value_bytes_mean > 0
+               ? r->payload_bytes_mean / r->raw_changed_value_bytes_mean
+               : 0.0,
            r->bit_exact ? "yes" : "NO");
-    if (r->requests) printf("requests during refits %lld, saw a mixed policy %lld\n", (long long)r->requests,
-                            (long long)r->request_mismatches);
+    if (r->requests)
+        printf("requests during refits %lld, saw a mixed policy %lld\n", (long long)r->requests,
+               (long long)r->request_mismatches);
 }
 
 static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r, json_t *config)
@@ -113,14 +126,20 @@ static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r
         cols[7 * n + i] = r->refits[i].transport_lb_s;
         cols[8 * n + i] = r->refits[i].bound_finalization_s;
     }
-    dcr_results_column_t columns[9] = {{"latency_s", cols}, {"payload_bytes", cols + n}, {"cross_bytes", cols + 2 * n},
-                                       {"raw_changed_value_bytes", cols + 3 * n}, {"changed_elements", cols + 4 * n},
-                                       {"bit_exact", cols + 5 * n}, {"construction_lb_s", cols + 6 * n},
-                                       {"transport_lb_s", cols + 7 * n}, {"finalization_s", cols + 8 * n}};
+    dcr_results_column_t columns[9] = {{"latency_s", cols},
+                                       {"payload_bytes", cols + n},
+                                       {"cross_bytes", cols + 2 * n},
+                                       {"raw_changed_value_bytes", cols + 3 * n},
+                                       {"changed_elements", cols + 4 * n},
+                                       {"bit_exact", cols + 5 * n},
+                                       {"construction_lb_s", cols + 6 * n},
+                                       {"transport_lb_s", cols + 7 * n},
+                                       {"finalization_s", cols + 8 * n}};
     json_t *summary = result_json(r, json_incref(config));
     json_object_del(summary, "refits");
     json_object_del(summary, "config");
-    char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS), *summary_text = json_dumps(summary, JSON_COMPACT);
+    char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS),
+         *summary_text = json_dumps(summary, JSON_COMPACT);
     dcr_results_run_t run = {"bench", config_text, summary_text, n, 9, columns};
     char name[64];
     dcr_status_t st = dcr_results_append(path, &run, name, sizeof(name));
@@ -152,9 +171,11 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
         return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or adamw", o->changes);
     c->adamw = !strcmp(o->changes, "adamw");
     c->lr = o->lr;
-    if (c->adamw && !(o->lr > 0)) return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
+    if (c->adamw && !(o->lr > 0))
+        return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
     if (o->keep && strcmp(o->transport, "objstore"))
-        return dcr_error_set(DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
+        return dcr_error_set(
+            DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
     c->serve.nodes = (int)o->nodes;
     c->serve.gpus_per_node = (int)o->per_node;
     c->serve.tp = (int)o->serve_tp;
@@ -204,18 +225,35 @@ static int run(bench_opts_t *o)
     }
     json_decref(config);
     int rc = st != DCR_OK ? 1 : (r.bit_exact && !r.request_mismatches) ? 0 : 1;
-    if (st != DCR_OK) dcr_cli_report("bench", st);
-    else if (!r.bit_exact) fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
-    else if (r.request_mismatches) fprintf(stderr, "dcr bench: a request saw neither P^v nor P^{v+1}\n");
+    if (st != DCR_OK)
+        dcr_cli_report("bench", st);
+    else if (!r.bit_exact)
+        fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
+    else if (r.request_mismatches)
+        fprintf(stderr, "dcr bench: a request saw neither P^v nor P^{v+1}\n");
     dcr_bench_result_free(&r);
     return rc;
 }
 
 int dcr_cmd_bench(int argc, char **argv)
 {
-    bench_opts_t o = {.nodes = 2, .per_node = 2, .serve_tp = 2, .warmup = 2, .refits = 5, .fanout = 2, .seed = 42,
-                      .transport = "objstore", .mode = "X", .rl = "sync", .changes = "uniform", .rate = 0.03,
-                      .gbps = -1, .flow_gbps = -1, .local_gbps = -1, .latency_ms = -1, .lr = 1e-6};
+    bench_opts_t o = {.nodes = 2,
+                      .per_node = 2,
+                      .serve_tp = 2,
+                      .warmup = 2,
+                      .refits = 5,
+                      .fanout = 2,
+                      .seed = 42,
+                      .transport = "objstore",
+                      .mode = "X",
+                      .rl = "sync",
+                      .changes = "uniform",
+                      .rate = 0.03,
+                      .gbps = -1,
+                      .flow_gbps = -1,
+                      .local_gbps = -1,
+                      .latency_ms = -1,
+                      .lr = 1e-6};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
     o.sc.nodes = 2;
     o.sc.gpus = 2;
@@ -224,39 +262,62 @@ int dcr_cmd_bench(int argc, char **argv)
     enum { NOWN = 31 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
-        {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64, "receivers (GPUs) per rollout node (default 2)", false},
-        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 64, "serving tensor parallel degree (default 2)", false},
-        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "expert parallel inside serving instances", false},
-        {"--fp32-norms", DCR_ARG_FLAG, &o.fp32_norms, 0, 0, "serving variant: norms kept in FP32 (cast path)", false},
-        {"--w2-transposed", DCR_ARG_FLAG, &o.w2_t, 0, 0, "serving variant: transposed FusedMoE w2", false},
-        {"--transport", DCR_ARG_STRING, &o.transport, 0, 0, "objstore | relay (default objstore)", false},
+        {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64,
+         "receivers (GPUs) per rollout node (default 2)", false},
+        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 64,
+         "serving tensor parallel degree (default 2)", false},
+        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "expert parallel inside serving instances",
+         false},
+        {"--fp32-norms", DCR_ARG_FLAG, &o.fp32_norms, 0, 0,
+         "serving variant: norms kept in FP32 (cast path)", false},
+        {"--w2-transposed", DCR_ARG_FLAG, &o.w2_t, 0, 0, "serving variant: transposed FusedMoE w2",
+         false},
+        {"--transport", DCR_ARG_STRING, &o.transport, 0, 0, "objstore | relay (default objstore)",
+         false},
         {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},
-        {"--link-gbps", DCR_ARG_DOUBLE, &o.gbps, 0, 1e4, "cross-cluster Gbps per node (0: unlimited)", false},
+        {"--link-gbps", DCR_ARG_DOUBLE, &o.gbps, 0, 1e4,
+         "cross-cluster Gbps per node (0: unlimited)", false},
         {"--flow-gbps", DCR_ARG_DOUBLE, &o.flow_gbps, 0, 1e4, "cross-cluster Gbps per flow", false},
-        {"--local-gbps", DCR_ARG_DOUBLE, &o.local_gbps, 0, 1e4, "rollout-local Gbps per node", false},
-        {"--latency-ms", DCR_ARG_DOUBLE, &o.latency_ms, 0, 1e4, "one-way cross-cluster latency", false},
-        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1, "uniform change rate per owned shard (default 0.03)", false},
-        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0, "uniform (default) | adamw (AdamW trajectories)", false},
-        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw (default 1e-6)", false},
+        {"--local-gbps", DCR_ARG_DOUBLE, &o.local_gbps, 0, 1e4, "rollout-local Gbps per node",
+         false},
+        {"--latency-ms", DCR_ARG_DOUBLE, &o.latency_ms, 0, 1e4, "one-way cross-cluster latency",
+         false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
+         "uniform change rate per owned shard (default 0.03)", false},
+        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
+         "uniform (default) | adamw (AdamW trajectories)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw (default 1e-6)",
+         false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
         {"--rl", DCR_ARG_STRING, &o.rl, 0, 0, "sync | async (default sync)", false},
         {"--warmup", DCR_ARG_INT, &o.warmup, 0, 1000, "warm-up refits (default 2)", false},
         {"--refits", DCR_ARG_INT, &o.refits, 1, 100000, "timed refits (default 5)", false},
         {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0, "byte-plane shuffle in payloads", false},
-        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 0, 1 << 20, "chunk target in MiB (default: scaled, see README)", false},
-        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 0, 1 << 20, "bucket target in MiB (default: scaled, see README)", false},
-        {"--no-verify", DCR_ARG_FLAG, &o.no_verify, 0, 0, "skip the dense-refit comparison after timed refits", false},
-        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0, "keep the object store (payloads, manifests) in DIR", false},
-        {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0, "directory for object store and control plane (default: temp)", false},
-        {"--control", DCR_ARG_STRING, &o.control, 0, 0, "SQLite control-plane file (default: in the work dir)", false},
-        {"--trace", DCR_ARG_STRING, &o.trace, 0, 0, "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 0, 1 << 20,
+         "chunk target in MiB (default: scaled, see README)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 0, 1 << 20,
+         "bucket target in MiB (default: scaled, see README)", false},
+        {"--no-verify", DCR_ARG_FLAG, &o.no_verify, 0, 0,
+         "skip the dense-refit comparison after timed refits", false},
+        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
+         "keep the object store (payloads, manifests) in DIR", false},
+        {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0,
+         "directory for object store and control plane (default: temp)", false},
+        {"--control", DCR_ARG_STRING, &o.control, 0, 0,
+         "SQLite control-plane file (default: in the work dir)", false},
+        {"--trace", DCR_ARG_STRING, &o.trace, 0, 0,
+         "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
         {"--out", DCR_ARG_STRING, &o.out, 0, 0, "append the run to this HDF5 results file", false},
-        {"--readers", DCR_ARG_INT, &o.readers, 0, 64, "request emulation: threads reading a receiver through the gate", false},
-        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)", false},
+        {"--readers", DCR_ARG_INT, &o.readers, 0, 64,
+         "request emulation: threads reading a receiver through the gate", false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
+         false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
     dcr_cli_scenario_args(&o.sc, args + NOWN);
-    int rc = dcr_args_parse("bench", "[model and layout flags] [rollout flags] [--transport objstore|relay] [--change-rate R] [--mode X|P|F] [--rl sync|async] [--json]",
+    int rc = dcr_args_parse("bench",
+                            "[model and layout flags] [rollout flags] [--transport objstore|relay] "
+                            "[--change-rate R] [--mode X|P|F] [--rl sync|async] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);

@@ -30,10 +30,11 @@ static void print_text(const dcr_sim_calibration_t *c)
            "item metadata %.1f B\n",
            c->project_s_per_record * 1e9, c->construct_s_per_item * 1e6,
            c->residual_s_per_byte * 1e9, c->copy_s_per_byte * 1e9, c->bytes_per_item);
-    printf("receiver: decode %.4f ns/B, apply %.2f ns/record and %.2f us per item, full pass %.4f "
+    printf("receiver: decode %.2f us per payload + %.4f ns/B, apply %.2f ns/record and %.2f us per "
+           "item, full pass %.4f "
            "ns/B\n",
-           c->decode_s_per_byte * 1e9, c->apply_s_per_record * 1e9, c->apply_s_per_item * 1e6,
-           c->apply_s_per_full_byte * 1e9);
+           c->decode_s_per_payload * 1e6, c->decode_s_per_byte * 1e9, c->apply_s_per_record * 1e9,
+           c->apply_s_per_item * 1e6, c->apply_s_per_full_byte * 1e9);
     printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms; relay "
            "hop %.3f ms + "
            "%.3f ns/B\n",

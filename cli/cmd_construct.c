@@ -34,8 +34,11 @@ static json_t *stats_json(const dcr_construct_bench_result_t *r)
     json_object_set_new(j, "overwrite_items", json_integer(s->overwrite_items));
     json_object_set_new(j, "residual_tensors", json_integer(s->residual_tensors));
     json_object_set_new(j, "baseline_bytes", json_integer((json_int_t)r->baseline_bytes));
-    json_object_set_new(j, "payload_to_raw_ratio",
-                        json_real(s->raw_changed_value_bytes ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes : 0.0));
+    json_object_set_new(
+        j, "payload_to_raw_ratio",
+        json_real(s->raw_changed_value_bytes
+                      ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes
+                      : 0.0));
     return j;
 }
 
@@ -51,7 +54,8 @@ static void print_json(const construct_opts_t *o, const dcr_construct_mode_t *mo
         json_object_set_new(j, "mode", json_string(dcr_construct_mode_name(modes[0])));
     } else {
         json_t *m = json_object();
-        for (int i = 0; i < n; i++) json_object_set_new(m, dcr_construct_mode_name(modes[i]), stats_json(&res[i]));
+        for (int i = 0; i < n; i++)
+            json_object_set_new(m, dcr_construct_mode_name(modes[i]), stats_json(&res[i]));
         json_object_set_new(j, "modes", m);
     }
     json_dumpf(j, stdout, JSON_INDENT(2));
@@ -64,15 +68,19 @@ static void print_text(const construct_opts_t *o, const dcr_construct_mode_t *mo
 {
     printf("checkpoint %lld bytes, change rate %.4g, %lld source elements changed\n\n",
            (long long)res[0].checkpoint_bytes, o->rate, (long long)res[0].injected_elements);
-    printf("%-4s %12s %12s %14s %14s %12s %9s %9s %10s %8s\n", "mode", "construct_s", "changed", "raw_values_B",
-           "payload_B", "body_raw_B", "payloads", "xor_items", "ovw_items", "pay/raw");
+    printf("%-4s %12s %12s %14s %14s %12s %9s %9s %10s %8s\n", "mode", "construct_s", "changed",
+           "raw_values_B", "payload_B", "body_raw_B", "payloads", "xor_items", "ovw_items",
+           "pay/raw");
     for (int i = 0; i < n; i++) {
         const dcr_construct_stats_t *s = &res[i].stats;
-        printf("%-4s %12.3f %12lld %14lld %14lld %12lld %9lld %9lld %10lld %8.3f\n", dcr_construct_mode_name(modes[i]),
-               s->construction_s, (long long)s->changed_elements, (long long)s->raw_changed_value_bytes,
-               (long long)s->payload_bytes, (long long)s->body_raw_bytes, (long long)s->payloads,
-               (long long)s->xor_items, (long long)s->overwrite_items,
-               s->raw_changed_value_bytes ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes : 0.0);
+        printf("%-4s %12.3f %12lld %14lld %14lld %12lld %9lld %9lld %10lld %8.3f\n",
+               dcr_construct_mode_name(modes[i]), s->construction_s, (long long)s->changed_elements,
+               (long long)s->raw_changed_value_bytes, (long long)s->payload_bytes,
+               (long long)s->body_raw_bytes, (long long)s->payloads, (long long)s->xor_items,
+               (long long)s->overwrite_items,
+               s->raw_changed_value_bytes
+                   ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes
+                   : 0.0);
     }
 }
 
@@ -122,22 +130,30 @@ fail:
 
 int dcr_cmd_construct(int argc, char **argv)
 {
-    construct_opts_t o = {.mode = "X", .rate = 0.03, .chunk_mib = 64, .bucket_mib = 512, .level = 1, .seed = 42};
+    construct_opts_t o = {
+        .mode = "X", .rate = 0.03, .chunk_mib = 64, .bucket_mib = 512, .level = 1, .seed = 42};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
     dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 9] = {
-        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1, "element change rate per owned shard (default 0.03)", false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
+         "element change rate per owned shard (default 0.03)", false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F | all (default X)", false},
-        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20, "chunk target in MiB of source bytes (default 64)", false},
-        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 1.0 / 1024, 1 << 20, "bucket target in MiB of chunk input (default 512)", false},
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
+         "chunk target in MiB of source bytes (default 64)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 1.0 / 1024, 1 << 20,
+         "bucket target in MiB of chunk input (default 512)", false},
         {"--level", DCR_ARG_INT, &o.level, 1, 19, "zstd level (default 1)", false},
-        {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0, "byte-plane shuffle value and gap words before zstd", false},
-        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)", false},
-        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0, "write every payload into this existing directory", false},
+        {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0,
+         "byte-plane shuffle value and gap words before zstd", false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
+         false},
+        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
+         "write every payload into this existing directory", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
     dcr_cli_scenario_args(&o.sc, args + 9);
     int rc = dcr_args_parse("construct",
-                            "[--model M --scale S --layers N] [layout flags] [--change-rate R] [--mode X|P|F|all] [--json]",
+                            "[--model M --scale S --layers N] [layout flags] [--change-rate R] "
+                            "[--mode X|P|F|all] [--json]",
                             args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);

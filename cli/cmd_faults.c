@@ -12,7 +12,8 @@
 
 typedef struct faults_opts {
     dcr_cli_scenario_t sc;
-    int64_t steps, kill_every, restart_after, faults_per_step, seeds, seed, nodes, per_node, serve_tp, attempts;
+    int64_t steps, kill_every, restart_after, faults_per_step, seeds, seed, nodes, per_node,
+        serve_tp, attempts;
     const char *transport, *rl, *changes;
     double lr, rate;
     bool json;
@@ -22,27 +23,31 @@ static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
 {
     json_t *kinds = json_object();
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
-        json_object_set_new(kinds, dcr_fault_kind_name((dcr_fault_kind_t)k), json_integer(s->faults_by_kind[k]));
-    return json_pack("{s:s,s:i,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "command", what, "steps",
-                     s->steps, "faults_by_kind", kinds, "faults", (json_int_t)s->faults, "attempts", s->attempts,
-                     "retries", s->retries, "commits", s->commits, "stops", s->stops, "failovers", s->failovers,
-                     "kills", s->kills, "restores", s->restores, "mismatches", s->mismatches,
-                     "baseline_mismatches", s->baseline_mismatches, "lost", s->lost, "checks", s->checks,
-                     "version", (json_int_t)s->version);
+        json_object_set_new(kinds, dcr_fault_kind_name((dcr_fault_kind_t)k),
+                            json_integer(s->faults_by_kind[k]));
+    return json_pack("{s:s,s:i,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "command",
+                     what, "steps", s->steps, "faults_by_kind", kinds, "faults",
+                     (json_int_t)s->faults, "attempts", s->attempts, "retries", s->retries,
+                     "commits", s->commits, "stops", s->stops, "failovers", s->failovers, "kills",
+                     s->kills, "restores", s->restores, "mismatches", s->mismatches,
+                     "baseline_mismatches", s->baseline_mismatches, "lost", s->lost, "checks",
+                     s->checks, "version", (json_int_t)s->version);
 }
 
 static void print_text(const char *what, const dcr_faults_summary_t *s)
 {
-    printf("dcr faults %s: %d steps, version %llu committed\n\nfaults injected by kind:\n", what, s->steps,
-           (unsigned long long)s->version);
+    printf("dcr faults %s: %d steps, version %llu committed%s\n\nfaults injected by kind:\n", what,
+           s->steps, (unsigned long long)s->version, strcmp(what, "campaign") ? "" : " (last run)");
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
-        printf("  %-16s %lld\n", dcr_fault_kind_name((dcr_fault_kind_t)k), (long long)s->faults_by_kind[k]);
+        printf("  %-16s %lld\n", dcr_fault_kind_name((dcr_fault_kind_t)k),
+               (long long)s->faults_by_kind[k]);
     printf("  %-16s %lld\n\n", "total", (long long)s->faults);
-    printf("attempts %d, overwrite retries %d, commits %d, clean stops %d, coordinator failovers %d\n", s->attempts,
-           s->retries, s->commits, s->stops, s->failovers);
+    printf(
+        "attempts %d, overwrite retries %d, commits %d, clean stops %d, coordinator failovers %d\n",
+        s->attempts, s->retries, s->commits, s->stops, s->failovers);
     printf("receivers killed %d, restored by dense refit %d\n", s->kills, s->restores);
-    printf("receiver checks %d, bit mismatches %d, baseline mismatches %d, versions lost %d\n", s->checks,
-           s->mismatches, s->baseline_mismatches, s->lost);
+    printf("receiver checks %d, bit mismatches %d, baseline mismatches %d, versions lost %d\n",
+           s->checks, s->mismatches, s->baseline_mismatches, s->lost);
 }
 
 static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
@@ -72,7 +77,9 @@ static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s)
 {
     if (st != DCR_OK) {
-        dcr_cli_report(what, st);
+        char label[64];
+        snprintf(label, sizeof(label), "faults %s", what);
+        dcr_cli_report(label, st);
         return 1;
     }
     if (json) {
@@ -84,8 +91,9 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         print_text(what, s);
     }
     if (s->mismatches || s->baseline_mismatches || s->lost) {
-        fprintf(stderr, "dcr faults %s: %d bit mismatches, %d baseline mismatches, %d versions lost\n", what,
-                s->mismatches, s->baseline_mismatches, s->lost);
+        fprintf(stderr,
+                "dcr faults %s: %d bit mismatches, %d baseline mismatches, %d versions lost\n",
+                what, s->mismatches, s->baseline_mismatches, s->lost);
         return 1;
     }
     return 0;
@@ -97,19 +105,28 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
 {
     dcr_arg_t own[NOWN] = {
         {"--steps", DCR_ARG_INT, &o->steps, 1, 100000, "training steps (refits)", false},
-        {"--kill-every", DCR_ARG_INT, &o->kill_every, 0, 100000, "kill a random receiver mid-refit every N steps (0: never)", false},
-        {"--restart-after", DCR_ARG_INT, &o->restart_after, 1, 100000, "restart a killed receiver N steps later", false},
-        {"--faults-per-step", DCR_ARG_INT, &o->faults_per_step, 0, 64, "random faults armed before each step", false},
-        {"--attempts", DCR_ARG_INT, &o->attempts, 1, 100, "attempts per transition: first plus overwrite retries (default 4)", false},
-        {"--transport", DCR_ARG_STRING, &o->transport, 0, 0, "objstore | relay (default objstore)", false},
+        {"--kill-every", DCR_ARG_INT, &o->kill_every, 0, 100000,
+         "kill a random receiver mid-refit every N steps (0: never)", false},
+        {"--restart-after", DCR_ARG_INT, &o->restart_after, 1, 100000,
+         "restart a killed receiver N steps later", false},
+        {"--faults-per-step", DCR_ARG_INT, &o->faults_per_step, 0, 64,
+         "random faults armed before each step", false},
+        {"--attempts", DCR_ARG_INT, &o->attempts, 1, 100,
+         "attempts per transition: first plus overwrite retries (default 4)", false},
+        {"--transport", DCR_ARG_STRING, &o->transport, 0, 0, "objstore | relay (default objstore)",
+         false},
         {"--rl", DCR_ARG_STRING, &o->rl, 0, 0, "sync | async (default sync)", false},
         {"--changes", DCR_ARG_STRING, &o->changes, 0, 0, "adamw (default) | uniform", false},
         {"--lr", DCR_ARG_DOUBLE, &o->lr, 1e-12, 1, "AdamW learning rate (default 1e-6)", false},
-        {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1, "uniform change rate (default 0.03)", false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1, "uniform change rate (default 0.03)",
+         false},
         {"--rollout-nodes", DCR_ARG_INT, &o->nodes, 1, 64, "rollout nodes (default 2)", false},
-        {"--receivers-per-node", DCR_ARG_INT, &o->per_node, 1, 64, "receivers per rollout node (default 2)", false},
-        {"--serve-tp", DCR_ARG_INT, &o->serve_tp, 1, 64, "serving tensor parallel degree (default 2)", false},
-        {"--seed", DCR_ARG_INT, &o->seed, 0, 1e15, "seed of weights, changes and faults (campaign: the first)", false},
+        {"--receivers-per-node", DCR_ARG_INT, &o->per_node, 1, 64,
+         "receivers per rollout node (default 2)", false},
+        {"--serve-tp", DCR_ARG_INT, &o->serve_tp, 1, 64,
+         "serving tensor parallel degree (default 2)", false},
+        {"--seed", DCR_ARG_INT, &o->seed, 0, 1e15,
+         "seed of weights, changes and faults (campaign: the first)", false},
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
     };
     memcpy(a, own, sizeof(own));
@@ -118,7 +135,8 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
 static void defaults(faults_opts_t *o, const dcr_faults_run_config_t *c)
 {
     memset(o, 0, sizeof(*o));
-    dcr_cli_scenario_init(&o->sc, c->bench.scenario.model, c->bench.scenario.scale, c->bench.scenario.layers);
+    dcr_cli_scenario_init(&o->sc, c->bench.scenario.model, c->bench.scenario.scale,
+                          c->bench.scenario.layers);
     o->sc.nodes = c->bench.scenario.train.nodes;
     o->sc.gpus = c->bench.scenario.train.gpus_per_node;
     o->sc.tp = c->bench.scenario.train.tp;
@@ -147,8 +165,10 @@ static int cmd_train(int argc, char **argv)
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS];
     own_args(&o, args);
     dcr_cli_scenario_args(&o.sc, args + NOWN);
-    int rc = dcr_args_parse("faults train", "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport objstore|relay] [--json]",
-                            args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
+    int rc = dcr_args_parse(
+        "faults train",
+        "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport objstore|relay] [--json]",
+        args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
@@ -166,10 +186,13 @@ static int cmd_campaign(int argc, char **argv)
     o.seeds = cc.seeds;
     dcr_arg_t args[NOWN + 1 + DCR_CLI_SCENARIO_NARGS];
     own_args(&o, args);
-    args[NOWN] = (dcr_arg_t){"--seeds", DCR_ARG_INT, &o.seeds, 1, 100000, "runs, each with its own seed (default 20)", false};
+    args[NOWN] = (dcr_arg_t){"--seeds", DCR_ARG_INT, &o.seeds,
+                             1,         100000,      "runs, each with its own seed (default 20)",
+                             false};
     dcr_cli_scenario_args(&o.sc, args + NOWN + 1);
-    int rc = dcr_args_parse("faults campaign", "[--seeds 20] [--steps 4] [--faults-per-step 2] [--json]", args,
-                            NOWN + 1 + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
+    int rc =
+        dcr_args_parse("faults campaign", "[--seeds 20] [--steps 4] [--faults-per-step 2] [--json]",
+                       args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
@@ -186,7 +209,8 @@ int dcr_cmd_faults(int argc, char **argv)
     if (argc >= 2 && !strcmp(argv[1], "campaign")) return cmd_campaign(argc - 1, argv + 1);
     bool help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
     fprintf(help ? stdout : stderr,
-            "usage: dcr faults train [--steps 50] [--kill-every 5] [--restart-after 5] [--transport ...] [--json]\n"
+            "usage: dcr faults train [--steps 50] [--kill-every 5] [--restart-after 5] "
+            "[--transport ...] [--json]\n"
             "       dcr faults campaign [--seeds 20] [--json]\n"
             "(dcr faults train --help, dcr faults campaign --help for every option)\n");
     return help ? 0 : 2;

@@ -26,9 +26,10 @@ static void print_tensors(const dcr_inventory_t *inv)
     }
 }
 
-static void print_json(const inventory_opts_t *o, const dcr_model_config_t *m, const dcr_inventory_t *inv,
-                       const dcr_train_config_t *tc, const dcr_source_layout_t *layout,
-                       const dcr_source_stats_t *st, const dcr_serve_split_t *split)
+static void print_json(const inventory_opts_t *o, const dcr_model_config_t *m,
+                       const dcr_inventory_t *inv, const dcr_train_config_t *tc,
+                       const dcr_source_layout_t *layout, const dcr_source_stats_t *st,
+                       const dcr_serve_split_t *split)
 {
     json_t *j = json_object();
     if (split) {
@@ -67,12 +68,13 @@ static void print_json(const inventory_opts_t *o, const dcr_model_config_t *m, c
     json_decref(j);
 }
 
-static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m, const dcr_inventory_t *inv,
-                       const dcr_train_config_t *tc, const dcr_source_layout_t *layout,
-                       const dcr_source_stats_t *st, const dcr_serve_split_t *split)
+static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m,
+                       const dcr_inventory_t *inv, const dcr_train_config_t *tc,
+                       const dcr_source_layout_t *layout, const dcr_source_stats_t *st,
+                       const dcr_serve_split_t *split)
 {
-    printf("model            %s (%s), scale %lld, %d layers\n", m->name, dcr_model_family_name(m->family),
-           (long long)o->sc.scale, m->layers);
+    printf("model            %s (%s), scale %lld, %d layers\n", m->name,
+           dcr_model_family_name(m->family), (long long)o->sc.scale, m->layers);
     printf("canonical        %zu tensors, %lld params, %lld bytes\n", dcr_inventory_count(inv),
            (long long)dcr_inventory_params(inv), (long long)dcr_inventory_bytes(inv));
     printf("training layout  %d nodes x %d GPUs: tp %d, etp %d, ep %d, pp %d, dp %d; mapping %s\n",
@@ -80,13 +82,15 @@ static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m, c
     printf("source           %d shards, %d tasks\n", layout->nshards, layout->ntasks);
     printf("affine           %lld tensors, %lld items, %lld bytes\n", (long long)st->affine_tensors,
            (long long)st->affine_items, (long long)st->affine_bytes);
-    printf("residual         %lld tensors, %lld items, %lld bytes\n", (long long)st->residual_tensors,
-           (long long)st->residual_items, (long long)st->residual_bytes);
+    printf("residual         %lld tensors, %lld items, %lld bytes\n",
+           (long long)st->residual_tensors, (long long)st->residual_items,
+           (long long)st->residual_bytes);
     printf("affine share     %.2f%% of weight bytes\n", 100.0 * st->affine_byte_share);
     printf("owned elements   per rank min %lld, max %lld\n", (long long)st->owned_elements_min,
            (long long)st->owned_elements_max);
     if (split)
-        printf("serving TP %lld%s: %lld XOR items, %lld overwrite items, XOR share %.2f%% of weight bytes\n",
+        printf("serving TP %lld%s: %lld XOR items, %lld overwrite items, XOR share %.2f%% of "
+               "weight bytes\n",
                (long long)o->serve_tp, o->serve_ep ? " with EP" : "", (long long)split->xor_items,
                (long long)split->overwrite_items, 100.0 * split->xor_byte_share);
 }
@@ -108,20 +112,23 @@ static int run(inventory_opts_t *o)
     dcr_source_layout_stats(sc->layout, &st);
     dcr_serve_split_t split, *with_split = NULL;
     if (o->serve_tp > 0) {
-        /* The receivers' prewarm decides the XOR/overwrite split (shape-only probes, any model size). */
+        /* The receivers' prewarm decides the XOR/overwrite split (shape-only probes, any model
+         * size). */
         dcr_serve_config_t serve = dcr_serve_config_default();
         serve.tp = (int)o->serve_tp;
         serve.ep = o->serve_ep;
         DCR_CHECK_GOTO(dcr_serve_config_validate(&sc->model, &serve), s, fail);
         DCR_CHECK_GOTO(dcr_serve_register_loaders(), s, fail);
-        DCR_CHECK_GOTO(dcr_serve_xor_split(&sc->model, sc->inventory, sc->layout, &serve, &split), s, fail);
+        DCR_CHECK_GOTO(dcr_serve_xor_split(&sc->model, sc->inventory, sc->layout, &serve, &split),
+                       s, fail);
         with_split = &split;
     }
     if (o->json)
         print_json(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st, with_split);
     else
         print_text(o, &sc->model, sc->inventory, &sc->train, sc->layout, &st, with_split);
-    if (o->check && !o->json) printf("coverage         every canonical element produced by exactly one task\n");
+    if (o->check && !o->json)
+        printf("coverage         every canonical element produced by exactly one task\n");
     dcr_scenario_destroy(sc);
     return 0;
 fail:
@@ -135,14 +142,20 @@ int dcr_cmd_inventory(int argc, char **argv)
     inventory_opts_t o = {.json = false};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
     dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 5] = {
-        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 1024, "add the XOR/overwrite split of receivers at this serving TP", false},
-        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "serving instances use expert parallelism", false},
-        {"--list", DCR_ARG_FLAG, &o.list, 0, 0, "list every canonical tensor (name, shape, dtype)", false},
-        {"--check", DCR_ARG_FLAG, &o.check, 0, 0, "exact coverage check, one byte per element (scaled models)", false},
+        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 1024,
+         "add the XOR/overwrite split of receivers at this serving TP", false},
+        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "serving instances use expert parallelism",
+         false},
+        {"--list", DCR_ARG_FLAG, &o.list, 0, 0, "list every canonical tensor (name, shape, dtype)",
+         false},
+        {"--check", DCR_ARG_FLAG, &o.check, 0, 0,
+         "exact coverage check, one byte per element (scaled models)", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
     dcr_cli_scenario_args(&o.sc, args + 5);
-    int rc = dcr_args_parse("inventory", "[--model NAME] [--scale S] [--layers N] [layout flags] [--mapping paper|extended] [--json]",
+    int rc = dcr_args_parse("inventory",
+                            "[--model NAME] [--scale S] [--layers N] [layout flags] [--mapping "
+                            "paper|extended] [--json]",
                             args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);

@@ -43,12 +43,13 @@ static void print_payload(const char *path, const dcr_payload_t *p, size_t len)
     const dcr_payload_header_t *h = dcr_payload_get_header(p);
     printf("%s: %zu bytes, format %u, flags 0x%04x%s\n", path, len, h->version, h->flags,
            h->flags & DCR_CODEC_FLAG_SHUFFLE ? " (shuffled)" : "");
-    printf("attempt %llu, owner %u, payload %llu, %u items, body %llu raw / %llu compressed bytes\ndigest ",
+    printf("attempt %llu, owner %u, payload %llu, %u items, body %llu raw / %llu compressed "
+           "bytes\ndigest ",
            (unsigned long long)h->tau, h->owner, (unsigned long long)h->payload_id, h->item_count,
            (unsigned long long)h->raw_len, (unsigned long long)h->compressed_len);
     for (int i = 0; i < 16; i++) printf("%02x", h->digest[i]);
-    printf("\n\n%-64s %-20s %-8s %-9s %-10s %10s %12s %12s\n", "tensor", "shape", "dtype", "encoding", "locations",
-           "values", "first", "last");
+    printf("\n\n%-64s %-20s %-8s %-9s %-10s %10s %12s %12s\n", "tensor", "shape", "dtype",
+           "encoding", "locations", "values", "first", "last");
     for (size_t i = 0; i < dcr_payload_item_count(p); i++) {
         dcr_payload_item_t it;
         if (dcr_payload_item(p, i, &it) != DCR_OK) continue;
@@ -58,8 +59,9 @@ static void print_payload(const char *path, const dcr_payload_t *p, size_t len)
             snprintf(loc, sizeof(loc), "run");
         else
             snprintf(loc, sizeof(loc), "gaps u%u", 8 * it.gap_bytes);
-        printf("%-64s %-20s %-8s %-9s %-10s %10zu %12lld %12lld\n", it.name, shape, dcr_dtype_name(it.dtype),
-               dcr_encoding_name(it.encoding), loc, it.count, (long long)it.first, (long long)it.last);
+        printf("%-64s %-20s %-8s %-9s %-10s %10zu %12lld %12lld\n", it.name, shape,
+               dcr_dtype_name(it.dtype), dcr_encoding_name(it.encoding), loc, it.count,
+               (long long)it.first, (long long)it.last);
     }
 }
 

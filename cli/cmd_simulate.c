@@ -93,6 +93,9 @@ static dcr_status_t spec_from(const simulate_opts_t *o, dcr_sim_spec_t *s)
 {
     *s = dcr_sim_spec_default();
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &s->scenario));
+    dcr_model_config_t model;
+    DCR_CHECK(
+        dcr_model_load(s->scenario.model, &model)); /* a wrong name fails before any measurement */
     testbed_layout(o, &s->scenario);
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &s->mode));
     DCR_CHECK(cluster_from(o, &s->cluster));
@@ -224,22 +227,29 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
 
 /* ---- modes ------------------------------------------------------------------------ */
 
+/* Every owner pair gets a route for residual parts, so any workload runs on
+ * the written platform. */
 static int write_platform(const simulate_opts_t *o)
 {
     dcr_sim_cluster_t c;
     dcr_status_t st = cluster_from(o, &c);
+    size_t world = st == DCR_OK ? (size_t)c.train_nodes * (size_t)c.train_gpus : 0;
+    uint8_t *pairs = st == DCR_OK ? malloc(world * world + 1) : NULL;
+    if (st == DCR_OK && !pairs)
+        st = dcr_error_set(DCR_ENOMEM, "--write-platform: %zu owners", world);
+    if (pairs) memset(pairs, 1, world * world + 1);
     FILE *f = st == DCR_OK ? fopen(o->write_platform, "w") : NULL;
     if (st == DCR_OK && !f)
         st = dcr_error_set(DCR_EIO, "--write-platform %s: cannot create it", o->write_platform);
-    if (st == DCR_OK) st = dcr_sim_platform_write(&c, NULL, f);
+    if (st == DCR_OK) st = dcr_sim_platform_write(&c, pairs, f);
     if (f && fclose(f) != 0 && st == DCR_OK)
         st = dcr_error_set(DCR_EIO, "--write-platform %s", o->write_platform);
+    free(pairs);
     if (st != DCR_OK) {
         dcr_cli_report("simulate", st);
         return 1;
     }
-    printf("platform written to %s (without the training-fabric routes of residual parts)\n",
-           o->write_platform);
+    printf("platform written to %s\n", o->write_platform);
     return 0;
 }
 
@@ -290,16 +300,19 @@ static int validate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
     return 0;
 }
 
-static int simulate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
+static int simulate(const simulate_opts_t *o)
 {
     dcr_sim_spec_t spec;
+    dcr_sim_calibration_t cal;
     double rates[MAX_ROWS];
     const char *transports[2];
     int nrates = 0, ntrans = 0, n = 0;
     row_t rows[MAX_ROWS];
+    /* Every flag is checked before a calibration is measured or read. */
     dcr_status_t st = spec_from(o, &spec);
     if (st == DCR_OK) st = parse_rates(o->rates, rates, &nrates);
     if (st == DCR_OK) st = parse_transports(o->transport, transports, &ntrans);
+    if (st == DCR_OK) st = load_calibration(o, &cal);
     for (int t = 0; st == DCR_OK && t < ntrans; t++)
         for (int i = 0; st == DCR_OK && i < nrates; i++) {
             spec.transport = transports[t];
@@ -307,7 +320,7 @@ static int simulate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
             memset(&rows[n], 0, sizeof(rows[n]));
             rows[n].transport = transports[t];
             rows[n].rate = rates[i];
-            st = dcr_sim_run(&spec, cal, &rows[n].r);
+            st = dcr_sim_run(&spec, &cal, &rows[n].r);
             n++;
         }
     if (st != DCR_OK) {
@@ -315,22 +328,23 @@ static int simulate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
         return 1;
     }
     if (o->json)
-        print_json(&spec, rows, n, cal);
+        print_json(&spec, rows, n, &cal);
     else
-        print_text(&spec, rows, n, cal);
+        print_text(&spec, rows, n, &cal);
     return 0;
 }
 
 static int run(const simulate_opts_t *o)
 {
     if (o->write_platform) return write_platform(o);
+    if (!o->validate) return simulate(o);
     dcr_sim_calibration_t cal;
     dcr_status_t st = load_calibration(o, &cal);
     if (st != DCR_OK) {
         dcr_cli_report("simulate", st);
         return 1;
     }
-    return o->validate ? validate(o, &cal) : simulate(o, &cal);
+    return validate(o, &cal);
 }
 
 int dcr_cmd_simulate(int argc, char **argv)

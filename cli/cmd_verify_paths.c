@@ -16,16 +16,23 @@ int dcr_cmd_verify_paths(int argc, char **argv)
     sc.etp = 0; /* auto: TP for models with experts */
     enum { NOWN = 7 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
-        {"--serve-tp", DCR_ARG_INT, &serve_tp, 1, 64, "serving tensor parallel degree (default 1)", false},
-        {"--serve-ep", DCR_ARG_FLAG, &serve_ep, 0, 0, "expert parallel inside the serving instance", false},
-        {"--fp32-norms", DCR_ARG_FLAG, &fp32_norms, 0, 0, "serving variant: norms kept in FP32 (cast path)", false},
-        {"--w2-transposed", DCR_ARG_FLAG, &w2_t, 0, 0, "serving variant: transposed FusedMoE w2", false},
-        {"--trials", DCR_ARG_INT, &trials, 1, 100000, "random deltas to try (default 4; odd ones are overwrite retries)", false},
+        {"--serve-tp", DCR_ARG_INT, &serve_tp, 1, 64, "serving tensor parallel degree (default 1)",
+         false},
+        {"--serve-ep", DCR_ARG_FLAG, &serve_ep, 0, 0, "expert parallel inside the serving instance",
+         false},
+        {"--fp32-norms", DCR_ARG_FLAG, &fp32_norms, 0, 0,
+         "serving variant: norms kept in FP32 (cast path)", false},
+        {"--w2-transposed", DCR_ARG_FLAG, &w2_t, 0, 0, "serving variant: transposed FusedMoE w2",
+         false},
+        {"--trials", DCR_ARG_INT, &trials, 1, 100000,
+         "random deltas to try (default 4; odd ones are overwrite retries)", false},
         {"--seed", DCR_ARG_INT, &seed, 0, 1e15, "seed (default 42)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
     };
     dcr_cli_scenario_args(&sc, args + NOWN);
-    int rc = dcr_args_parse("verify-paths", "[--model M --scale S --layers N] [layout flags] [--serve-tp T] [--serve-ep] [--trials K] [--json]",
+    int rc = dcr_args_parse("verify-paths",
+                            "[--model M --scale S --layers N] [layout flags] [--serve-tp T] "
+                            "[--serve-ep] [--trials K] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     dcr_scenario_spec_t spec;
@@ -45,19 +52,21 @@ int dcr_cmd_verify_paths(int argc, char **argv)
         json_t *by = json_object();
         for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
             json_object_set_new(by, dcr_verify_path_name((dcr_verify_path_t)k),
-                                json_pack("{s:I,s:I}", "items", (json_int_t)r.items_by_path[k], "mismatches",
-                                          (json_int_t)r.mismatches_by_path[k]));
-        json_t *j = json_pack("{s:I,s:I,s:I,s:o}", "cases", (json_int_t)r.cases, "items", (json_int_t)r.items,
-                              "mismatches", (json_int_t)r.mismatches, "by_path", by);
+                                json_pack("{s:I,s:I}", "items", (json_int_t)r.items_by_path[k],
+                                          "mismatches", (json_int_t)r.mismatches_by_path[k]));
+        json_t *j =
+            json_pack("{s:I,s:I,s:I,s:o}", "cases", (json_int_t)r.cases, "items",
+                      (json_int_t)r.items, "mismatches", (json_int_t)r.mismatches, "by_path", by);
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
-        printf("%lld receiver checks, %lld items applied, %lld mismatches\n\n%-10s %10s %12s\n", (long long)r.cases,
-               (long long)r.items, (long long)r.mismatches, "path", "items", "mismatches");
+        printf("%lld receiver checks, %lld items applied, %lld mismatches\n\n%-10s %10s %12s\n",
+               (long long)r.cases, (long long)r.items, (long long)r.mismatches, "path", "items",
+               "mismatches");
         for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
-            printf("%-10s %10lld %12lld\n", dcr_verify_path_name((dcr_verify_path_t)k), (long long)r.items_by_path[k],
-                   (long long)r.mismatches_by_path[k]);
+            printf("%-10s %10lld %12lld\n", dcr_verify_path_name((dcr_verify_path_t)k),
+                   (long long)r.items_by_path[k], (long long)r.mismatches_by_path[k]);
     }
     return r.mismatches ? 1 : 0;
 }

@@ -12,23 +12,31 @@ typedef struct dcr_cli_command {
 
 static const dcr_cli_command_t commands[] = {
     {"bench", dcr_cmd_bench, "end-to-end refits vs the full-checkpoint reference (the main job)"},
-    {"faults", dcr_cmd_faults, "refits under injected faults: train (receiver kills), campaign (every kind)"},
-    {"inventory", dcr_cmd_inventory, "canonical tensors, training layout, tasks and owners of a model"},
+    {"faults", dcr_cmd_faults,
+     "refits under injected faults: train (receiver kills), campaign (every kind)"},
+    {"inventory", dcr_cmd_inventory,
+     "canonical tensors, training layout, tasks and owners of a model"},
     {"table2", dcr_cmd_table2, "the seed's Table 2: XOR vs overwrite value streams after zstd"},
-    {"construct", dcr_cmd_construct, "one delta construction on a synthetic training step (modes X/P/F)"},
-    {"verify-paths", dcr_cmd_verify_paths, "random deltas through every loader path vs dense refits"},
+    {"construct", dcr_cmd_construct,
+     "one delta construction on a synthetic training step (modes X/P/F)"},
+    {"verify-paths", dcr_cmd_verify_paths,
+     "random deltas through every loader path vs dense refits"},
     {"payload", dcr_cmd_payload, "inspect or verify a payload file"},
-    {"bounds", dcr_cmd_bounds, "per-refit lower bounds and finalization from a trace (dcr or nsys)"},
+    {"bounds", dcr_cmd_bounds,
+     "per-refit lower bounds and finalization from a trace (dcr or nsys)"},
     {"report", dcr_cmd_report, "figures (gnuplot) and report.md from a results file and a trace"},
     {"compare", dcr_cmd_compare, "regression check of two results files (exit 1 on a regression)"},
-    {"microbench", dcr_cmd_microbench, "same-run ratios of inner loops (change detection vs plain read)"},
+    {"microbench", dcr_cmd_microbench,
+     "same-run ratios of inner loops (change detection vs plain read)"},
     {"calibrate", dcr_cmd_calibrate, "measure the simulator's stage costs on this machine (JSON)"},
     {"simulate", dcr_cmd_simulate, "simulate a refit of a full-size model on a cluster (SimGrid)"},
 };
 
 static void print_usage(FILE *out)
 {
-    fprintf(out, "usage: dcr <command> [options]   (dcr <command> --help for its options)\n\ncommands:\n");
+    fprintf(
+        out,
+        "usage: dcr <command> [options]   (dcr <command> --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }

@@ -25,15 +25,16 @@ struct dcr_faults {
     dcr_transport_t *t;
     dcr_control_t *ctl;
     char dir[4096];
-    uint64_t tau;         /* the attempt the transport opened last */
+    uint64_t tau; /* the attempt the transport opened last */
     int busy_left, busy_ms, down_left;
     bool crashed;
 };
 
 static const char *const kind_names[DCR_FAULT_KIND_COUNT] = {
-    "drop",          "duplicate",    "reorder",      "delay",         "corrupt",     "truncate_object",
-    "remove_object", "relay_link",   "control_busy", "control_down",  "commit_reply", "kill_delivery",
-    "kill_apply",    "kill_acked",   "coord_crash",  "owner_crash"};
+    "drop",         "duplicate",       "reorder",       "delay",
+    "corrupt",      "truncate_object", "remove_object", "relay_link",
+    "control_busy", "control_down",    "commit_reply",  "kill_delivery",
+    "kill_apply",   "kill_acked",      "coord_crash",   "owner_crash"};
 
 const char *dcr_fault_kind_name(dcr_fault_kind_t kind)
 {
@@ -90,7 +91,8 @@ static dcr_status_t object_fault(dcr_faults_t *f, int owner, uint64_t id)
 {
     if (!f->dir[0] || id == 0) return DCR_OK;
     char path[4300];
-    snprintf(path, sizeof(path), "%s/attempt-%" PRIu64 "/payload-%d-%" PRIu64 ".dcrp", f->dir, f->tau, owner, id - 1);
+    snprintf(path, sizeof(path), "%s/attempt-%" PRIu64 "/payload-%d-%" PRIu64 ".dcrp", f->dir,
+             f->tau, owner, id - 1);
     if (access(path, F_OK) != 0) return DCR_OK;
     dcr_fault_t hit;
     if (fire(f, DCR_FAULT_TRUNCATE_OBJECT, owner, &hit)) {
@@ -99,7 +101,8 @@ static dcr_status_t object_fault(dcr_faults_t *f, int owner, uint64_t id)
         if (fp && fseek(fp, 0, SEEK_END) == 0) len = ftell(fp);
         if (fp) fclose(fp);
         int rc = truncate(path, len / 2);
-        DCR_LOG_WARN("fault truncate_object: %s cut to %ld bytes (%s)", path, len / 2, rc ? "failed" : "done");
+        DCR_LOG_WARN("fault truncate_object: %s cut to %ld bytes (%s)", path, len / 2,
+                     rc ? "failed" : "done");
     } else if (fire(f, DCR_FAULT_REMOVE_OBJECT, owner, &hit)) {
         int rc = remove(path);
         DCR_LOG_WARN("fault remove_object: %s removed (%s)", path, rc ? "failed" : "done");
@@ -107,17 +110,21 @@ static dcr_status_t object_fault(dcr_faults_t *f, int owner, uint64_t id)
     return DCR_OK;
 }
 
-static dcr_status_t send_fault(dcr_faults_t *f, int owner, uint64_t id, const uint8_t *buf, size_t len)
+static dcr_status_t send_fault(dcr_faults_t *f, int owner, uint64_t id, const uint8_t *buf,
+                               size_t len)
 {
     dcr_fault_t hit;
     if (fire(f, DCR_FAULT_OWNER_CRASH, owner, &hit)) {
-        DCR_LOG_WARN("fault owner_crash: owner %d crashed before uploading payload %" PRIu64, owner, id);
-        return dcr_error_set(DCR_ETRANSPORT, "owner %d crashed before uploading payload %" PRIu64 " (fault)", owner,
+        DCR_LOG_WARN("fault owner_crash: owner %d crashed before uploading payload %" PRIu64, owner,
+                     id);
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "owner %d crashed before uploading payload %" PRIu64 " (fault)", owner,
                              id);
     }
     if (fire(f, DCR_FAULT_DROP, owner, &hit)) {
         DCR_LOG_WARN("fault drop: payload %" PRIu64 " of owner %d lost", id, owner);
-        return dcr_error_set(DCR_ETRANSPORT, "payload %" PRIu64 " of owner %d lost in transit (fault)", id, owner);
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "payload %" PRIu64 " of owner %d lost in transit (fault)", id, owner);
     }
     if (fire(f, DCR_FAULT_RELAY_LINK, owner, &hit)) {
         DCR_LOG_WARN("fault relay_link: owner %d's connection to the relay root dropped", owner);
@@ -128,24 +135,19 @@ static dcr_status_t send_fault(dcr_faults_t *f, int owner, uint64_t id, const ui
          * view; the flipped last byte belongs to the compressed body, which
          * the digest covers, as a faulty link would change it. */
         ((uint8_t *)buf)[len - 1] ^= 0x5a;
-        DCR_LOG_WARN("fault corrupt: payload %" PRIu64 " of owner %d, last body byte flipped", id, owner);
+        DCR_LOG_WARN("fault corrupt: payload %" PRIu64 " of owner %d, last body byte flipped", id,
+                     owner);
     }
     if (fire(f, DCR_FAULT_REORDER, owner, &hit)) {
-        DCR_LOG_WARN("fault reorder: payload %" PRIu64 " of owner %d held back %d ms", id, owner, hit.ms);
+        DCR_LOG_WARN("fault reorder: payload %" PRIu64 " of owner %d held back %d ms", id, owner,
+                     hit.ms);
         sleep_ms(hit.ms);
-    }
-    if (fire(f, DCR_FAULT_DUPLICATE, owner, &hit)) {
-        /* The copy goes straight to the backend; the wrapper then sends the
-         * original, so the backend sees the same payload twice. */
-        dcr_status_t st = f->t->ops->send(f->t, owner, id, buf, len);
-        DCR_LOG_WARN("fault duplicate: payload %" PRIu64 " of owner %d sent twice (first copy: %s)", id, owner,
-                     dcr_status_str(st));
     }
     return object_fault(f, owner, id);
 }
 
-static dcr_status_t transport_intercept(void *ctx, const char *op, int endpoint, uint64_t id, const uint8_t *buf,
-                                        size_t len)
+static dcr_status_t transport_intercept(void *ctx, const char *op, int endpoint, uint64_t id,
+                                        const uint8_t *buf, size_t len)
 {
     dcr_faults_t *f = ctx;
     if (!strcmp(op, "open_attempt")) {
@@ -186,27 +188,32 @@ static dcr_status_t control_before(void *arg, dcr_control_t *c, dcr_control_op_t
     pthread_mutex_lock(&f->lock);
     bool down = f->down_left > 0;
     int busy = f->busy_left > 0 ? f->busy_ms : 0;
-    if (down) f->down_left--;
-    else if (busy) f->busy_left--;
+    if (down)
+        f->down_left--;
+    else if (busy)
+        f->busy_left--;
     pthread_mutex_unlock(&f->lock);
     if (down) return dcr_error_set(DCR_ECONTROL, "control plane unavailable (fault)");
     if (busy) sleep_ms(busy);
     return DCR_OK;
 }
 
-static dcr_status_t control_after(void *arg, dcr_control_t *c, dcr_control_op_t op, dcr_status_t status)
+static dcr_status_t control_after(void *arg, dcr_control_t *c, dcr_control_op_t op,
+                                  dcr_status_t status)
 {
     (void)c;
     dcr_faults_t *f = arg;
     dcr_fault_t hit;
-    if (op == DCR_CONTROL_OP_COMMIT && status == DCR_OK && fire(f, DCR_FAULT_COMMIT_REPLY, -1, &hit)) {
+    if (op == DCR_CONTROL_OP_COMMIT && status == DCR_OK &&
+        fire(f, DCR_FAULT_COMMIT_REPLY, -1, &hit)) {
         DCR_LOG_WARN("fault commit_reply: the joint commit took effect, its reply is lost");
         return dcr_error_set(DCR_ECONTROL, "commit reply lost (fault)");
     }
     return status;
 }
 
-void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir, dcr_control_t *ctl)
+void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir,
+                       dcr_control_t *ctl)
 {
     f->t = t;
     f->ctl = ctl;
@@ -230,8 +237,10 @@ static bool hook_alive(void *ctx, int receiver, dcr_coord_point_t point, uint64_
 {
     dcr_faults_t *f = ctx;
     dcr_fault_t hit;
-    if (!fire(f, (dcr_fault_kind_t)(DCR_FAULT_KILL_DELIVERY + (int)point), receiver, &hit)) return true;
-    DCR_LOG_WARN("fault %s: receiver %d killed in attempt %" PRIu64, dcr_fault_kind_name(hit.kind), receiver, tau);
+    if (!fire(f, (dcr_fault_kind_t)(DCR_FAULT_KILL_DELIVERY + (int)point), receiver, &hit))
+        return true;
+    DCR_LOG_WARN("fault %s: receiver %d killed in attempt %" PRIu64, dcr_fault_kind_name(hit.kind),
+                 receiver, tau);
     return false;
 }
 
@@ -245,12 +254,23 @@ static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
     pthread_mutex_unlock(&f->lock);
     DCR_LOG_WARN("fault coord_crash: the coordinator crashes at step %s of attempt %" PRIu64,
                  dcr_coord_step_name(step), tau);
-    return dcr_error_set(DCR_EFATAL, "coordinator crashed at step %s (fault)", dcr_coord_step_name(step));
+    return dcr_error_set(DCR_EFATAL, "coordinator crashed at step %s (fault)",
+                         dcr_coord_step_name(step));
+}
+
+static bool hook_redeliver(void *ctx, int node, uint64_t tau)
+{
+    dcr_faults_t *f = ctx;
+    dcr_fault_t hit;
+    if (!fire(f, DCR_FAULT_DUPLICATE, node, &hit)) return false;
+    DCR_LOG_WARN("fault duplicate: rollout node %d receives a payload of attempt %" PRIu64 " twice",
+                 node, tau);
+    return true;
 }
 
 dcr_coord_hooks_t dcr_faults_coord_hooks(dcr_faults_t *f)
 {
-    dcr_coord_hooks_t h = {hook_alive, hook_step, f};
+    dcr_coord_hooks_t h = {hook_alive, hook_step, hook_redeliver, f};
     return h;
 }
 
@@ -259,8 +279,8 @@ dcr_coord_hooks_t dcr_faults_coord_hooks(dcr_faults_t *f)
 dcr_status_t dcr_faults_arm(dcr_faults_t *f, const dcr_fault_t *fault)
 {
     if (fault->kind < 0 || fault->kind >= DCR_FAULT_KIND_COUNT)
-        return dcr_error_set(DCR_EINVAL, "fault kind %d is not one of the %d kinds", (int)fault->kind,
-                             DCR_FAULT_KIND_COUNT);
+        return dcr_error_set(DCR_EINVAL, "fault kind %d is not one of the %d kinds",
+                             (int)fault->kind, DCR_FAULT_KIND_COUNT);
     pthread_mutex_lock(&f->lock);
     bool full = f->narmed == FAULTS_MAX;
     if (!full) {
@@ -270,9 +290,10 @@ dcr_status_t dcr_faults_arm(dcr_faults_t *f, const dcr_fault_t *fault)
     }
     pthread_mutex_unlock(&f->lock);
     if (full) return dcr_error_set(DCR_EINVAL, "more than %d faults armed at once", FAULTS_MAX);
-    DCR_LOG_INFO("faults: armed %s (target %d, event %d, %d ms, %d calls, step %s)", dcr_fault_kind_name(fault->kind),
-                 fault->kind == DCR_FAULT_COORD_CRASH ? (int)fault->step : fault->target, fault->nth, fault->ms,
-                 fault->count, dcr_coord_step_name(fault->step));
+    DCR_LOG_INFO("faults: armed %s (target %d, event %d, %d ms, %d calls, step %s)",
+                 dcr_fault_kind_name(fault->kind),
+                 fault->kind == DCR_FAULT_COORD_CRASH ? (int)fault->step : fault->target,
+                 fault->nth, fault->ms, fault->count, dcr_coord_step_name(fault->step));
     return DCR_OK;
 }
 
@@ -303,8 +324,8 @@ static int pick_alive(dcr_rng_t *rng, int receivers, const bool *alive)
     return -1;
 }
 
-dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, int nodes, int receivers,
-                            const bool *alive)
+dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, int nodes,
+                            int receivers, const bool *alive)
 {
     dcr_rng_t *rng = &f->rng;
     dcr_fault_kind_t kind;
@@ -312,6 +333,7 @@ dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, 
     while (!dcr_fault_kind_applies(kind, transport));
     dcr_fault_t x = {kind, -1, 0, 0, 0, DCR_COORD_STEP_PREPARE};
     switch (kind) {
+    case DCR_FAULT_DUPLICATE:
     case DCR_FAULT_DELAY:
         x.target = (int)dcr_rng_below(rng, (uint64_t)nodes);
         x.nth = (int)dcr_rng_below(rng, 3);
@@ -323,14 +345,17 @@ dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, 
         x.count = 1 + (int)dcr_rng_below(rng, 3);
         x.ms = 10 + (int)dcr_rng_below(rng, 90);
         break;
-    case DCR_FAULT_COMMIT_REPLY: break;
+    case DCR_FAULT_COMMIT_REPLY:
+        break;
     case DCR_FAULT_KILL_DELIVERY:
     case DCR_FAULT_KILL_APPLY:
     case DCR_FAULT_KILL_ACKED:
         x.target = pick_alive(rng, receivers, alive);
         x.nth = kind == DCR_FAULT_KILL_ACKED ? 0 : (int)dcr_rng_below(rng, 3);
         break;
-    case DCR_FAULT_COORD_CRASH: x.step = (dcr_coord_step_t)dcr_rng_below(rng, DCR_COORD_STEP_COUNT); break;
+    case DCR_FAULT_COORD_CRASH:
+        x.step = (dcr_coord_step_t)dcr_rng_below(rng, DCR_COORD_STEP_COUNT);
+        break;
     default: /* payload faults on one owner's sends */
         x.target = (int)dcr_rng_below(rng, (uint64_t)owners);
         x.nth = (int)dcr_rng_below(rng, 3);

@@ -22,11 +22,11 @@
 #include "dcr/transport.h"
 
 typedef enum dcr_fault_kind {
-    DCR_FAULT_DROP = 0,        /* a payload is lost on its way; the owner sees the transfer fail */
-    DCR_FAULT_DUPLICATE,       /* a payload is sent twice (the backend or the receivers drop the copy) */
-    DCR_FAULT_REORDER,         /* one owner's payload is held back so later ones overtake it */
-    DCR_FAULT_DELAY,           /* a rollout node's reception stalls for `ms` */
-    DCR_FAULT_CORRUPT,         /* one byte of a payload's compressed body is flipped in flight */
+    DCR_FAULT_DROP = 0,  /* a payload is lost on its way; the owner sees the transfer fail */
+    DCR_FAULT_DUPLICATE, /* a rollout node gets a payload twice (its receivers drop the copy) */
+    DCR_FAULT_REORDER,   /* one owner's payload is held back so later ones overtake it */
+    DCR_FAULT_DELAY,     /* a rollout node's reception stalls for `ms` */
+    DCR_FAULT_CORRUPT,   /* one byte of a payload's compressed body is flipped in flight */
     DCR_FAULT_TRUNCATE_OBJECT, /* objstore: a stored payload file is cut in half */
     DCR_FAULT_REMOVE_OBJECT,   /* objstore: a stored payload file disappears */
     DCR_FAULT_RELAY_LINK,      /* relay: an owner's connection to the root drops */
@@ -46,10 +46,10 @@ const char *dcr_fault_kind_name(dcr_fault_kind_t kind);
 
 typedef struct dcr_fault {
     dcr_fault_kind_t kind;
-    int target;  /* owner (send faults), node (delay), receiver (kills); -1: any */
-    int nth;     /* fires at the nth matching event after arming (0: first) */
-    int ms;      /* delay, reorder and busy duration */
-    int count;   /* control faults: calls affected */
+    int target; /* owner (send faults), node (delay, duplicate), receiver (kills); -1: any */
+    int nth;    /* fires at the nth matching event after arming (0: first) */
+    int ms;     /* delay, reorder and busy duration */
+    int count;  /* control faults: calls affected */
     dcr_coord_step_t step; /* coordinator crash */
 } dcr_fault_t;
 
@@ -63,7 +63,8 @@ void dcr_faults_destroy(dcr_faults_t *f);
 /* Installs the interceptors on the transport (objstore_dir: its root
  * directory, for file faults; may be NULL) and the control plane. Call while
  * no call is in flight on either. */
-void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir, dcr_control_t *ctl);
+void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir,
+                       dcr_control_t *ctl);
 void dcr_faults_detach(dcr_faults_t *f);
 /* Hooks for a coordinator (alive checks and crash steps); ctx is f. */
 dcr_coord_hooks_t dcr_faults_coord_hooks(dcr_faults_t *f);
@@ -78,8 +79,8 @@ bool dcr_fault_kind_applies(dcr_fault_kind_t kind, const char *transport);
 /* A random fault of a kind that applies, drawn from f's generator, for a
  * pipeline of `owners` owners, `nodes` rollout nodes and `receivers`
  * receivers. Kills target a receiver for which alive[r] is true (NULL: any). */
-dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, int nodes, int receivers,
-                            const bool *alive);
+dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, int nodes,
+                            int receivers, const bool *alive);
 /* f's generator, for the harness's own seeded choices. */
 dcr_rng_t *dcr_faults_rng(dcr_faults_t *f);
 

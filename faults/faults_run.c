@@ -54,7 +54,7 @@ typedef struct frun {
     dcr_storage_t **canonical, **committed, **candidate;
     dcr_receiver_t **recv; /* the current receiver of every slot; owned here */
     int nrecv;
-    int *restart_at;       /* step at which a dead receiver restarts; -1: alive */
+    int *restart_at; /* step at which a dead receiver restarts; -1: alive */
     uint8_t *xor_allowed;
     dcr_constructor_t *con;
     dcr_transport_t *transport;
@@ -64,7 +64,7 @@ typedef struct frun {
     dcr_adamw_t *adamw;
     char workdir[4096], objdir[4200];
     bool own_workdir;
-    int incarnation; /* coordinators started so far */
+    int incarnation;  /* coordinators started so far */
     uint64_t version; /* the version the owners' baselines hold */
 } frun_t;
 
@@ -74,9 +74,13 @@ static dcr_status_t make_workdir(frun_t *r)
 {
     const char *base = r->cfg->bench.workdir;
     const char *tmp = getenv("TMPDIR");
-    snprintf(r->workdir, sizeof(r->workdir), "%s/dcr-faults-XXXXXX", base ? base : tmp && *tmp ? tmp : "/tmp");
+    snprintf(r->workdir, sizeof(r->workdir), "%s/dcr-faults-XXXXXX",
+             base          ? base
+             : tmp && *tmp ? tmp
+                           : "/tmp");
     if (base) mkdir(base, 0755);
-    if (!mkdtemp(r->workdir)) return dcr_error_set(DCR_EIO, "cannot create a work directory under %s", r->workdir);
+    if (!mkdtemp(r->workdir))
+        return dcr_error_set(DCR_EIO, "cannot create a work directory under %s", r->workdir);
     r->own_workdir = true;
     return DCR_OK;
 }
@@ -98,7 +102,8 @@ static dcr_status_t dense_receiver(frun_t *r, int i, dcr_receiver_t **out_p)
 
 static dcr_status_t export_committed(frun_t *r)
 {
-    return dcr_megatron_export(&r->sc->model, &r->sc->train, r->sc->layout, r->committed, r->canonical);
+    return dcr_megatron_export(&r->sc->model, &r->sc->train, r->sc->layout, r->committed,
+                               r->canonical);
 }
 
 static dcr_status_t make_receivers(frun_t *r)
@@ -107,13 +112,15 @@ static dcr_status_t make_receivers(frun_t *r)
     r->recv = calloc((size_t)r->nrecv, sizeof(*r->recv));
     r->restart_at = malloc((size_t)r->nrecv * sizeof(int));
     r->xor_allowed = calloc(r->nc + 1, 1);
-    if (!r->recv || !r->restart_at || !r->xor_allowed) return dcr_error_set(DCR_ENOMEM, "%d receivers", r->nrecv);
+    if (!r->recv || !r->restart_at || !r->xor_allowed)
+        return dcr_error_set(DCR_ENOMEM, "%d receivers", r->nrecv);
     for (int i = 0; i < r->nrecv; i++) {
         r->restart_at[i] = -1;
         DCR_CHECK(dense_receiver(r, i, &r->recv[i]));
     }
     for (size_t c = 0; c < r->nc; c++)
-        r->xor_allowed[c] = r->cfg->bench.mode == DCR_MODE_X && dcr_serve_xor_allowed(r->recv, r->nrecv, c);
+        r->xor_allowed[c] =
+            r->cfg->bench.mode == DCR_MODE_X && dcr_serve_xor_allowed(r->recv, r->nrecv, c);
     return DCR_OK;
 }
 
@@ -128,8 +135,8 @@ static dcr_status_t start_coordinator(frun_t *r)
     cc.max_attempts = r->cfg->max_attempts;
     cc.deadline_ms = r->cfg->deadline_ms;
     cc.stall_timeout_ms = 20000;
-    dcr_coord_parties_t parties = {r->con, r->sc->layout->world, r->transport, r->control, r->recv, r->nrecv,
-                                   r->xor_allowed};
+    dcr_coord_parties_t parties = {
+        r->con, r->sc->layout->world, r->transport, r->control, r->recv, r->nrecv, r->xor_allowed};
     DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
     dcr_coord_hooks_t hooks = dcr_faults_coord_hooks(r->faults);
     dcr_coord_set_hooks(r->coord, &hooks);
@@ -144,19 +151,20 @@ static dcr_status_t make_parties(frun_t *r)
     dcr_construct_config_t cc = dcr_construct_config_default();
     cc.mode = b->mode;
     cc.shuffle = b->shuffle;
-    dcr_bench_targets(b, dcr_inventory_bytes(r->sc->inventory), r->sc->layout->world, &cc.chunk_bytes,
-                      &cc.bucket_bytes);
+    dcr_bench_targets(b, dcr_inventory_bytes(r->sc->inventory), r->sc->layout->world,
+                      &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(r->sc->layout, &cc, r->committed, &r->con));
     snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
-    dcr_transport_config_t tc = {r->sc->train.nodes, r->sc->layout->world, r->serve.nodes, b->link, r->objdir,
-                                 b->fanout, 8};
+    dcr_transport_config_t tc = {
+        r->sc->train.nodes, r->sc->layout->world, r->serve.nodes, b->link, r->objdir, b->fanout, 8};
     DCR_CHECK(dcr_transport_create(b->transport, &tc, &r->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", r->workdir);
     dcr_control_config_t ctl = {db, 0};
     DCR_CHECK(dcr_control_create("sqlite", &ctl, &r->control));
     DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
-    dcr_faults_attach(r->faults, r->transport, strcmp(b->transport, "objstore") ? NULL : r->objdir, r->control);
+    dcr_faults_attach(r->faults, r->transport, strcmp(b->transport, "objstore") ? NULL : r->objdir,
+                      r->control);
     return start_coordinator(r);
 }
 
@@ -176,7 +184,8 @@ static dcr_status_t setup(frun_t *r)
     DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->committed));
     DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->candidate));
     dcr_scenario_init_weights(r->sc, b->seed, r->canonical);
-    DCR_CHECK(dcr_megatron_import(&r->sc->model, &r->sc->train, r->sc->layout, r->canonical, r->committed));
+    DCR_CHECK(dcr_megatron_import(&r->sc->model, &r->sc->train, r->sc->layout, r->canonical,
+                                  r->committed));
     if (b->adamw) DCR_CHECK(dcr_adamw_create(r->sc, r->committed, b->lr, b->seed + 7, &r->adamw));
     DCR_CHECK(make_receivers(r));
     return make_parties(r);
@@ -216,7 +225,8 @@ static dcr_status_t restore_cb(void *ctx, int i, uint64_t version, dcr_receiver_
 {
     frun_t *r = ctx;
     if (version != r->version)
-        return dcr_error_set(DCR_ECONFLICT, "the commit record holds version %" PRIu64 ", the owners %" PRIu64,
+        return dcr_error_set(DCR_ECONFLICT,
+                             "the commit record holds version %" PRIu64 ", the owners %" PRIu64,
                              version, r->version);
     DCR_CHECK(export_committed(r));
     return dense_receiver(r, i, out_p);
@@ -231,8 +241,9 @@ static dcr_status_t restart_due(frun_t *r, int step, dcr_faults_summary_t *s)
         r->recv[i] = dcr_coord_receiver(r->coord, i);
         r->restart_at[i] = -1;
         s->restores++;
-        DCR_LOG_INFO("faults: step %d: receiver %d restarted at version %" PRIu64 " by a dense refit", step + 1, i,
-                     r->version);
+        DCR_LOG_INFO("faults: step %d: receiver %d restarted at version %" PRIu64
+                     " by a dense refit",
+                     step + 1, i, r->version);
     }
     return DCR_OK;
 }
@@ -262,8 +273,8 @@ static dcr_status_t arm_step(frun_t *r, int step)
     if (cfg->kill_every > 0 && (step + 1) % cfg->kill_every == 0) {
         /* The Figure 9 kill: a receiver chosen at random dies mid-refit. */
         dcr_rng_t *rng = dcr_faults_rng(r->faults);
-        dcr_fault_t kill = {DCR_FAULT_KILL_DELIVERY + (int)dcr_rng_below(rng, 2), -1, 0, 0, 0, 0};
-        kill.nth = (int)dcr_rng_below(rng, 2);
+        dcr_fault_t kill = {DCR_FAULT_KILL_DELIVERY + (int)dcr_rng_below(rng, 3), -1, 0, 0, 0, 0};
+        kill.nth = kill.kind == DCR_FAULT_KILL_ACKED ? 0 : (int)dcr_rng_below(rng, 2);
         int live = 0;
         for (int i = 0; i < r->nrecv; i++) live += alive[i];
         if (live > 0) {
@@ -274,8 +285,8 @@ static dcr_status_t arm_step(frun_t *r, int step)
         }
     }
     for (int k = 0; st == DCR_OK && k < cfg->faults_per_step; k++) {
-        dcr_fault_t x = dcr_faults_draw(r->faults, cfg->bench.transport, r->sc->layout->world, r->serve.nodes,
-                                        r->nrecv, alive);
+        dcr_fault_t x = dcr_faults_draw(r->faults, cfg->bench.transport, r->sc->layout->world,
+                                        r->serve.nodes, r->nrecv, alive);
         st = dcr_faults_arm(r->faults, &x);
     }
     for (int k = 0; st == DCR_OK && k < cfg->nplan; k++)
@@ -286,31 +297,39 @@ static dcr_status_t arm_step(frun_t *r, int step)
 
 static dcr_status_t move_weights(frun_t *r, int step)
 {
-    for (size_t s = 0; s < r->ns; s++) memcpy(r->candidate[s]->data, r->committed[s]->data, r->committed[s]->bytes);
+    for (size_t s = 0; s < r->ns; s++)
+        memcpy(r->candidate[s]->data, r->committed[s]->data, r->committed[s]->bytes);
     int64_t changed = 0;
     if (r->adamw) return dcr_adamw_step(r->adamw, r->candidate, r->canonical, &changed);
-    return dcr_scenario_inject_uniform(r->sc, r->cfg->bench.change_rate, r->cfg->bench.seed + 1000 + (uint64_t)step,
-                                       r->candidate, r->canonical, &changed);
+    return dcr_scenario_inject_uniform(r->sc, r->cfg->bench.change_rate,
+                                       r->cfg->bench.seed + 1000 + (uint64_t)step, r->candidate,
+                                       r->canonical, &changed);
 }
 
 /* The transition, with a new coordinator taking over after each crash. */
-static dcr_status_t transition(frun_t *r, dcr_faults_summary_t *s)
+static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
     dcr_status_t st = dcr_coord_refit(r->coord, r->candidate, &res);
-    s->attempts += res.attempts;
+    int last = dcr_coord_last_attempts(r->coord);
+    s->attempts += last;
+    s->retries += last > 1 ? last - 1 : 0;
     while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
         DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
+        /* Receivers that died under the crashed coordinator stay dead under
+         * the new one, until their restart. */
+        note_deaths(r, step, false, s);
         dcr_coord_destroy(r->coord);
         r->coord = NULL;
         DCR_CHECK(start_coordinator(r));
         s->failovers++;
         memset(&res, 0, sizeof(res));
         st = dcr_coord_resume(r->coord, r->candidate, r->version, &res);
-        s->attempts += res.attempts;
+        last = dcr_coord_last_attempts(r->coord);
+        s->attempts += last;
+        s->retries += last; /* after a failover every attempt is an overwrite retry */
     }
-    s->retries += res.attempts > 1 ? res.attempts - 1 : 0;
     return st;
 }
 
@@ -337,7 +356,8 @@ static dcr_status_t check_baselines(frun_t *r, bool *equal_p)
     count_sink_t cs = {0};
     dcr_payload_sink_t sink = {count_submit, &cs};
     dcr_construct_stats_t st;
-    DCR_CHECK(dcr_constructor_run(r->con, r->committed, UINT64_MAX >> 1, r->xor_allowed, false, &sink, &st));
+    DCR_CHECK(dcr_constructor_run(r->con, r->committed, UINT64_MAX >> 1, r->xor_allowed, false,
+                                  &sink, &st));
     *equal_p = st.changed_elements == 0;
     return DCR_OK;
 }
@@ -347,29 +367,34 @@ static dcr_status_t check_step(frun_t *r, int step, dcr_faults_summary_t *s)
     dcr_commit_record_t rec;
     DCR_CHECK(dcr_control_read(r->control, &rec));
     if (rec.version != r->version) {
-        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64 ", the owners hold %" PRIu64,
+        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64
+                      ", the owners hold %" PRIu64,
                       step + 1, rec.version, r->version);
         s->lost++;
     }
     bool base_ok = false;
     DCR_CHECK(check_baselines(r, &base_ok));
     if (!base_ok) {
-        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights", step + 1);
+        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights",
+                      step + 1);
         s->baseline_mismatches++;
     }
     DCR_CHECK(export_committed(r));
     for (int rank = 0; rank < r->serve.tp; rank++) {
         dcr_receiver_t *dense = NULL;
-        DCR_CHECK(dcr_serve_receiver_create(&r->sc->model, r->sc->inventory, &r->serve, rank, NULL, &dense));
+        DCR_CHECK(dcr_serve_receiver_create(&r->sc->model, r->sc->inventory, &r->serve, rank, NULL,
+                                            &dense));
         dcr_status_t st = dcr_receiver_load_dense_all(dense, r->canonical);
         for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
-            if (dcr_serve_tp_rank(&r->serve, i) != rank || !dcr_coord_receiver_alive(r->coord, i)) continue;
+            if (dcr_serve_tp_rank(&r->serve, i) != rank || !dcr_coord_receiver_alive(r->coord, i))
+                continue;
             const char *param = NULL;
             int64_t elem = -1;
             s->checks++;
             if (!dcr_receiver_equal(r->recv[i], dense, &param, &elem)) {
-                DCR_LOG_ERROR("faults: step %d: receiver %d differs from the dense refit at %s[%lld]", step + 1, i,
-                              param ? param : "?", (long long)elem);
+                DCR_LOG_ERROR(
+                    "faults: step %d: receiver %d differs from the dense refit at %s[%lld]",
+                    step + 1, i, param ? param : "?", (long long)elem);
                 s->mismatches++;
             }
         }
@@ -384,7 +409,7 @@ static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
     DCR_CHECK(restart_due(r, step, s));
     DCR_CHECK(arm_step(r, step));
     DCR_CHECK(move_weights(r, step));
-    dcr_status_t st = transition(r, s);
+    dcr_status_t st = transition(r, step, s);
     dcr_faults_disarm(r->faults); /* faults that did not fire do not leak into the checks */
     if (st == DCR_OK) {
         s->commits++;
@@ -410,12 +435,14 @@ static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
 
 dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summary_t *out_p)
 {
-    if (cfg->steps < 1 || cfg->max_attempts < 1 || cfg->kill_every < 0 || cfg->faults_per_step < 0 ||
-        cfg->deadline_ms == 0)
-        return dcr_error_set(DCR_EINVAL, "faults: %d steps, %d attempts, kill every %d, %d faults per step",
+    if (cfg->steps < 1 || cfg->max_attempts < 1 || cfg->kill_every < 0 ||
+        cfg->faults_per_step < 0 || cfg->deadline_ms == 0)
+        return dcr_error_set(DCR_EINVAL,
+                             "faults: %d steps, %d attempts, kill every %d, %d faults per step",
                              cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step);
     if (!dcr_transport_find(cfg->bench.transport))
-        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->bench.transport);
+        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay",
+                             cfg->bench.transport);
     frun_t r;
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
@@ -451,9 +478,11 @@ void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t 
     a->version = b->version;
 }
 
-dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg, dcr_faults_summary_t *out_p)
+dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg,
+                                 dcr_faults_summary_t *out_p)
 {
-    if (cfg->seeds < 1) return dcr_error_set(DCR_EINVAL, "campaign needs >= 1 seed, got %d", cfg->seeds);
+    if (cfg->seeds < 1)
+        return dcr_error_set(DCR_EINVAL, "campaign needs >= 1 seed, got %d", cfg->seeds);
     dcr_faults_summary_t total;
     memset(&total, 0, sizeof(total));
     for (int i = 0; i < cfg->seeds; i++) {
@@ -461,13 +490,14 @@ dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg, dcr_fa
         run.bench.transport = i % 2 ? "relay" : "objstore";
         run.bench.rl = (i / 2) % 2 ? DCR_RL_ASYNC : DCR_RL_SYNC;
         run.bench.seed = cfg->base_seed + (uint64_t)i;
-        DCR_LOG_INFO("faults: campaign run %d of %d: seed %" PRIu64 ", %s, %s RL", i + 1, cfg->seeds, run.bench.seed,
-                     run.bench.transport, dcr_rl_mode_name(run.bench.rl));
+        DCR_LOG_INFO("faults: campaign run %d of %d: seed %" PRIu64 ", %s, %s RL", i + 1,
+                     cfg->seeds, run.bench.seed, run.bench.transport,
+                     dcr_rl_mode_name(run.bench.rl));
         dcr_faults_summary_t s;
         dcr_status_t st = dcr_faults_run(&run, &s);
         if (st != DCR_OK) {
-            dcr_error_prefix("campaign seed %" PRIu64 " (%s, %s): ", run.bench.seed, run.bench.transport,
-                             dcr_rl_mode_name(run.bench.rl));
+            dcr_error_prefix("campaign seed %" PRIu64 " (%s, %s): ", run.bench.seed,
+                             run.bench.transport, dcr_rl_mode_name(run.bench.rl));
             return st;
         }
         dcr_faults_summary_add(&total, &s);

@@ -30,12 +30,12 @@ typedef struct dcr_faults_planned {
 typedef struct dcr_faults_run_config {
     dcr_bench_config_t bench; /* pipeline; warmup, refits, verify and readers are not used */
     int steps;
-    int kill_every;      /* every kill_every steps a random live receiver dies mid-refit; 0: never */
-    int restart_after;   /* steps until a dead receiver restarts (>= 1) */
+    int kill_every;    /* every kill_every steps a random live receiver dies mid-refit; 0: never */
+    int restart_after; /* steps until a dead receiver restarts (>= 1) */
     int faults_per_step; /* random faults of every applicable kind armed before each step */
     const dcr_faults_planned_t *plan; /* fixed faults (tests), nplan entries */
     int nplan;
-    int max_attempts;    /* per coordinator: first attempt plus overwrite retries */
+    int max_attempts; /* per coordinator: first attempt plus overwrite retries */
     uint32_t deadline_ms;
 } dcr_faults_run_config_t;
 
@@ -46,19 +46,20 @@ dcr_faults_run_config_t dcr_faults_run_config_default(void);
 typedef struct dcr_faults_summary {
     int steps;
     int64_t faults_by_kind[DCR_FAULT_KIND_COUNT];
-    int64_t faults;   /* all kinds */
-    int attempts;     /* attempts over all transitions (failovers included) */
-    int retries;      /* overwrite retries */
+    int64_t faults; /* all kinds */
+    int attempts;   /* attempts over all transitions (failovers included) */
+    int retries;    /* overwrite retries */
     int commits;
-    int stops;        /* transitions stopped cleanly, version v kept */
-    int failovers;    /* coordinators replaced after a crash */
-    int kills;        /* receivers that died */
-    int restores;     /* receivers restored by a dense refit before joining */
-    int mismatches;   /* live receivers that differed from the dense refit, over all checks */
-    int baseline_mismatches; /* checks where owners' baselines differed from the committed weights */
-    int lost;         /* checks where the commit record did not name the owners' version */
-    int checks;       /* receivers compared */
-    uint64_t version; /* committed at the end */
+    int stops;      /* transitions stopped cleanly, version v kept */
+    int failovers;  /* coordinators replaced after a crash */
+    int kills;      /* receivers that died */
+    int restores;   /* receivers restored by a dense refit before joining */
+    int mismatches; /* live receivers that differed from the dense refit, over all checks */
+    int baseline_mismatches; /* checks where owners' baselines differed from the committed weights
+                              */
+    int lost;                /* checks where the commit record did not name the owners' version */
+    int checks;              /* receivers compared */
+    uint64_t version;        /* committed at the end */
 } dcr_faults_summary_t;
 
 /* Runs the steps; a bit mismatch or a lost version is reported in the
@@ -77,7 +78,8 @@ typedef struct dcr_faults_campaign_config {
 } dcr_faults_campaign_config_t;
 
 dcr_faults_campaign_config_t dcr_faults_campaign_config_default(void);
-dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg, dcr_faults_summary_t *out_p);
+dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg,
+                                 dcr_faults_summary_t *out_p);
 
 /* Adds b's figures to a (version: b's). */
 void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t *b);

@@ -109,6 +109,7 @@ typedef struct dcr__sim {
     double manifest_at;
     int64_t cross_bytes;
     dcr__sim_out_t *out;
+    bool trace; /* DCR_SIM_TRACE set: each send on stderr, to compare with an engine trace */
 } dcr__sim_t;
 
 /* The one simulation of this process; SimGrid allows one engine per process. */
@@ -295,6 +296,9 @@ static void dcr__sender(int argc, char **argv)
         else
             dcr__store_send(S, o, p);
         S->transport_s[o] += dcr__now() - t0;
+        if (S->trace)
+            fprintf(stderr, "sim: owner %d sent payload %d (%lld bytes) %.4f -> %.4f s\n", o, p,
+                    (long long)S->w->payloads[p].bytes, t0, dcr__now());
     }
     sg_sem_release(S->senders_done);
 }
@@ -513,6 +517,7 @@ static dcr_status_t dcr__begin(dcr__sim_t *S, const dcr_sim_spec_t *spec,
     S->nodes = spec->cluster.rollout_nodes;
     S->total = w->npayloads;
     S->out = out;
+    S->trace = getenv("DCR_SIM_TRACE") != NULL;
     memset(out, 0, sizeof(*out));
     dcr__simgrid_init();
     simgrid_load_platform(platform);

@@ -22,10 +22,9 @@ typedef struct dcr__cal_field {
     size_t offset;
 } dcr__cal_field_t;
 
-#define DCR__CAL_SCALAR(name)                                                                      \
-    {                                                                                              \
-#name, offsetof(dcr_sim_calibration_t, name)                                               \
-    }
+/* clang-format off */
+#define DCR__CAL_SCALAR(name) {#name, offsetof(dcr_sim_calibration_t, name)}
+/* clang-format on */
 static const dcr__cal_field_t dcr__cal_scalars[] = {
     DCR__CAL_SCALAR(project_s_per_record),
     DCR__CAL_SCALAR(construct_s_per_item),
@@ -33,6 +32,7 @@ static const dcr__cal_field_t dcr__cal_scalars[] = {
     DCR__CAL_SCALAR(copy_s_per_byte),
     DCR__CAL_SCALAR(bytes_per_item),
     DCR__CAL_SCALAR(decode_s_per_byte),
+    DCR__CAL_SCALAR(decode_s_per_payload),
     DCR__CAL_SCALAR(apply_s_per_record),
     DCR__CAL_SCALAR(apply_s_per_item),
     DCR__CAL_SCALAR(apply_s_per_full_byte),
@@ -44,10 +44,9 @@ static const dcr__cal_field_t dcr__cal_scalars[] = {
 };
 #define DCR__CAL_NSCALARS (sizeof(dcr__cal_scalars) / sizeof(dcr__cal_scalars[0]))
 
-#define DCR__CAL_POINT(name)                                                                       \
-    {                                                                                              \
-#name, offsetof(dcr_sim_cal_point_t, name)                                                 \
-    }
+/* clang-format off */
+#define DCR__CAL_POINT(name) {#name, offsetof(dcr_sim_cal_point_t, name)}
+/* clang-format on */
 static const dcr__cal_field_t dcr__cal_point_fields[] = {
     DCR__CAL_POINT(rate),
     DCR__CAL_POINT(detect_s_per_byte),

@@ -13,6 +13,7 @@
  *                  "gap8_bytes": ..., "gap16_bytes": ...}, ... ],
  *     "project_s_per_record": ..., "construct_s_per_item": ..., "residual_s_per_byte": ...,
  *     "copy_s_per_byte": ..., "bytes_per_item": ..., "decode_s_per_byte": ...,
+ *     "decode_s_per_payload": ...,
  *     "apply_s_per_record": ..., "apply_s_per_item": ...,
  *     "apply_s_per_full_byte": ..., "ack_s": ..., "commit_s": ..., "store_put_s": ...,
  *     "relay_hop_s": ..., "relay_hop_s_per_byte": ...,
@@ -66,6 +67,7 @@ typedef struct dcr_sim_calibration {
     double copy_s_per_byte;       /* packing parts and the in-place baseline update */
     double bytes_per_item;        /* compressed item metadata (name, shape, offsets) */
     double decode_s_per_byte;     /* receiver: digest, zstd, validation per payload byte */
+    double decode_s_per_payload;  /* receiver: the same, fixed per payload (header, contexts) */
     double apply_s_per_record;    /* receiver: one record through the loader (sparse apply) */
     double apply_s_per_item;      /* receiver: fixed cost of one item (lookup, loader run, views) */
     double apply_s_per_full_byte; /* receiver: full scratch pass, per canonical byte */

@@ -16,7 +16,10 @@
  *
  * SimGrid keeps one engine per process, so every run happens in a forked
  * child that hands its figures back through a pipe: callers may run any
- * number of simulations from one process (sweeps, validation, tests). */
+ * number of simulations from one process (sweeps, validation, tests).
+ * With DCR_SIM_TRACE set in the environment, every simulated payload send
+ * is printed on stderr (owner, payload, bytes, start and end), to compare
+ * with an engine trace. */
 #ifndef DCR_SIM_H
 #define DCR_SIM_H
 

@@ -19,7 +19,8 @@ static inline uint64_t testkit_seed(uint64_t fallback)
     return env ? strtoull(env, NULL, 0) : fallback;
 }
 
-static inline void testkit_load_model(const char *name, int scale, int layers, dcr_model_config_t *m)
+static inline void testkit_load_model(const char *name, int scale, int layers,
+                                      dcr_model_config_t *m)
 {
     assert_int_equal(dcr_model_load(name, m), DCR_OK);
     if (layers) assert_int_equal(dcr_model_truncate_layers(m, layers), DCR_OK);
@@ -32,7 +33,8 @@ static inline dcr_storage_t **testkit_alloc_canonical(const dcr_inventory_t *inv
     size_t n = dcr_inventory_count(inv);
     dcr_storage_t **t = calloc(n + 1, sizeof(*t));
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(dcr_storage_create(dcr_desc_bytes(dcr_inventory_at(inv, i)), &t[i]), DCR_OK);
+        assert_int_equal(dcr_storage_create(dcr_desc_bytes(dcr_inventory_at(inv, i)), &t[i]),
+                         DCR_OK);
     return t;
 }
 
@@ -41,7 +43,8 @@ static inline dcr_storage_t **testkit_alloc_shards(const dcr_source_layout_t *la
 {
     dcr_storage_t **t = calloc((size_t)layout->nshards + 1, sizeof(*t));
     for (int i = 0; i < layout->nshards; i++)
-        assert_int_equal(dcr_storage_create(dcr_desc_bytes(&layout->shards[i].desc), &t[i]), DCR_OK);
+        assert_int_equal(dcr_storage_create(dcr_desc_bytes(&layout->shards[i].desc), &t[i]),
+                         DCR_OK);
     return t;
 }
 
@@ -59,7 +62,8 @@ static inline char *testkit_cast_tensors(const dcr_source_layout_t *layout)
     char *cast = calloc(n + 1, 1);
     for (int i = 0; i < layout->ntasks; i++) {
         const dcr_task_t *t = &layout->tasks[i];
-        if (layout->shards[t->shard].desc.dtype != dcr_inventory_at(layout->inventory, (size_t)t->canonical)->dtype)
+        if (layout->shards[t->shard].desc.dtype !=
+            dcr_inventory_at(layout->inventory, (size_t)t->canonical)->dtype)
             cast[t->canonical] = 1;
     }
     for (size_t c = 0; c < n; c++)
@@ -76,7 +80,8 @@ static inline void testkit_make_finite(dcr_dtype_t dtype, unsigned char *e)
 
 /* Random bit patterns in every canonical tensor: NaN payloads, -0.0 and
  * subnormals included, except NaNs on cast paths. */
-static inline void testkit_fill_random(dcr_rng_t *rng, const dcr_source_layout_t *layout, dcr_storage_t **canonical)
+static inline void testkit_fill_random(dcr_rng_t *rng, const dcr_source_layout_t *layout,
+                                       dcr_storage_t **canonical)
 {
     char *cast = testkit_cast_tensors(layout);
     size_t n = dcr_inventory_count(layout->inventory);
@@ -85,7 +90,8 @@ static inline void testkit_fill_random(dcr_rng_t *rng, const dcr_source_layout_t
         unsigned char *p = canonical[c]->data;
         for (size_t k = 0; k < canonical[c]->bytes; k++) p[k] = (unsigned char)dcr_rng_u64(rng);
         if (!cast[c]) continue;
-        for (int64_t k = 0; k < dcr_desc_numel(d); k++) testkit_make_finite(d->dtype, p + (size_t)k * dcr_dtype_size(d->dtype));
+        for (int64_t k = 0; k < dcr_desc_numel(d); k++)
+            testkit_make_finite(d->dtype, p + (size_t)k * dcr_dtype_size(d->dtype));
     }
     free(cast);
 }

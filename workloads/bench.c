@@ -25,7 +25,8 @@ dcr_bench_config_t dcr_bench_config_default(void)
     cfg.scenario = dcr_scenario_spec_default();
     cfg.scenario.scale = 16;
     cfg.scenario.layers = 8;
-    cfg.scenario.train = (dcr_train_config_t){2, 2, 2, 0, 1, 1, 0}; /* ETP follows TP for MoE models */
+    cfg.scenario.train =
+        (dcr_train_config_t){2, 2, 2, 0, 1, 1, 0}; /* ETP follows TP for MoE models */
     cfg.serve = dcr_serve_config_default();
     cfg.serve.nodes = 2;
     cfg.serve.gpus_per_node = 2;
@@ -49,7 +50,7 @@ typedef struct bench {
     dcr_scenario_t *sc;
     dcr_serve_config_t serve;
     size_t nc, ns;
-    dcr_storage_t **canonical;            /* scratch: initial weights, then the oracle's W^{v+1} */
+    dcr_storage_t **canonical; /* scratch: initial weights, then the oracle's W^{v+1} */
     dcr_storage_t **committed, **candidate; /* training shards at v and v+1 */
     dcr_receiver_t **receivers;
     int nrecv;
@@ -66,13 +67,16 @@ typedef struct bench {
     atomic_int stop_readers;
     atomic_int epoch; /* refit in progress (1-based); readers tag observations with it */
     pthread_mutex_t seen_lock;
-    struct seen { int epoch; uint8_t digest[16]; } *seen;
+    struct seen {
+        int epoch;
+        uint8_t digest[16];
+    } * seen;
     size_t nseen, cap_seen;
     int64_t requests, mismatches;
 } bench_t;
 
-void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners, size_t *chunk_p,
-                       size_t *bucket_p)
+void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
+                       size_t *chunk_p, size_t *bucket_p)
 {
     /* The seed's 120B runs cut 482 payloads over 32 owners, about 15 each,
      * so that construction overlaps delivery; scaled checkpoints keep that
@@ -80,8 +84,10 @@ void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, 
      * leave one payload per owner and nothing to overlap. */
     size_t bucket = (size_t)(checkpoint_bytes / (owners > 0 ? owners : 1) / 12);
     if (bucket < 4096) bucket = 4096;
-    size_t chunk_seed = strcmp(cfg->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
-    size_t chunk = bucket / (DCR_BUCKET_BYTES / chunk_seed); /* the seed's chunk : bucket proportion */
+    size_t chunk_seed =
+        strcmp(cfg->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
+    size_t chunk =
+        bucket / (DCR_BUCKET_BYTES / chunk_seed); /* the seed's chunk : bucket proportion */
     *bucket_p = cfg->bucket_bytes ? cfg->bucket_bytes : bucket;
     *chunk_p = cfg->chunk_bytes ? cfg->chunk_bytes : chunk > 0 ? chunk : 1;
 }
@@ -98,7 +104,8 @@ static dcr_status_t make_workdir(bench_t *b)
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(b->workdir, sizeof(b->workdir), "%s/dcr-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(b->workdir)) return dcr_error_set(DCR_EIO, "cannot create a temporary work directory");
+    if (!mkdtemp(b->workdir))
+        return dcr_error_set(DCR_EIO, "cannot create a temporary work directory");
     b->own_workdir = true;
     return DCR_OK;
 }
@@ -109,14 +116,16 @@ static dcr_status_t make_receivers(bench_t *b)
     b->receivers = calloc((size_t)b->nrecv, sizeof(*b->receivers));
     if (!b->receivers) return dcr_error_set(DCR_ENOMEM, "%d receivers", b->nrecv);
     for (int i = 0; i < b->nrecv; i++) {
-        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, NULL, &b->receivers[i]));
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, NULL,
+                                            &b->receivers[i]));
         DCR_CHECK(dcr_receiver_load_dense_all(b->receivers[i], b->canonical));
         DCR_CHECK(dcr_receiver_prewarm(b->receivers[i]));
     }
     b->xor_allowed = calloc(b->nc + 1, 1);
     if (!b->xor_allowed) return dcr_error_set(DCR_ENOMEM, "XOR policy");
     for (size_t c = 0; c < b->nc; c++)
-        b->xor_allowed[c] = b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(b->receivers, b->nrecv, c);
+        b->xor_allowed[c] =
+            b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(b->receivers, b->nrecv, c);
     return DCR_OK;
 }
 
@@ -124,8 +133,13 @@ static dcr_status_t make_transport(bench_t *b, const char *name, dcr_transport_t
 {
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
-    dcr_transport_config_t tc = {b->sc->train.nodes, b->sc->layout->world, b->serve.nodes, b->cfg->link, dir,
-                                 b->cfg->fanout, 8};
+    dcr_transport_config_t tc = {b->sc->train.nodes,
+                                 b->sc->layout->world,
+                                 b->serve.nodes,
+                                 b->cfg->link,
+                                 dir,
+                                 b->cfg->fanout,
+                                 8};
     return dcr_transport_create(name, &tc, out_p);
 }
 
@@ -134,9 +148,10 @@ static dcr_status_t make_parties(bench_t *b)
     dcr_construct_config_t cc = dcr_construct_config_default();
     cc.mode = b->cfg->mode;
     cc.shuffle = b->cfg->shuffle;
-    dcr_bench_targets(b->cfg, dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world, &cc.chunk_bytes,
-                      &cc.bucket_bytes);
-    DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes, cc.bucket_bytes);
+    dcr_bench_targets(b->cfg, dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world,
+                      &cc.chunk_bytes, &cc.bucket_bytes);
+    DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
+                 cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->committed, &b->con));
     DCR_CHECK(make_transport(b, b->cfg->transport, &b->transport));
     char db[4200];
@@ -147,7 +162,8 @@ static dcr_status_t make_parties(bench_t *b)
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
-    dcr_coord_parties_t parties = {b->con, b->sc->layout->world, b->transport, b->control, b->receivers, b->nrecv,
+    dcr_coord_parties_t parties = {b->con,        b->sc->layout->world, b->transport,
+                                   b->control,    b->receivers,         b->nrecv,
                                    b->xor_allowed};
     return dcr_coord_create(&coc, &parties, &b->coord);
 }
@@ -166,15 +182,18 @@ static dcr_status_t setup(bench_t *b)
     DCR_CHECK(dcr_scenario_alloc_canonical(b->sc, &b->canonical));
     DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->committed));
     DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->candidate));
-    DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes", b->sc->model.name, b->nc,
-                 (long long)dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world,
-                 dcr_serve_receivers(&b->serve), b->serve.nodes);
+    DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes",
+                 b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
+                 b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
     dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
-    DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->committed));
-    if (b->cfg->adamw) DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
+    DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical,
+                                  b->committed));
+    if (b->cfg->adamw)
+        DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
-    DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport, b->workdir);
+    DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport,
+                 b->workdir);
     return make_parties(b);
 }
 
@@ -252,7 +271,8 @@ static dcr_status_t start_readers(bench_t *b)
     b->readers = calloc((size_t)b->cfg->readers, sizeof(pthread_t));
     if (!b->readers) return dcr_error_set(DCR_ENOMEM, "reader threads");
     for (int i = 0; i < b->cfg->readers; i++)
-        if (pthread_create(&b->readers[i], NULL, reader_main, b)) return dcr_error_set(DCR_ENOMEM, "reader thread");
+        if (pthread_create(&b->readers[i], NULL, reader_main, b))
+            return dcr_error_set(DCR_ENOMEM, "reader thread");
     return DCR_OK;
 }
 
@@ -272,11 +292,13 @@ static void check_requests(bench_t *b, int epoch, const uint8_t before[16], cons
     size_t keep = 0;
     for (size_t i = 0; i < b->nseen; i++) {
         if (b->seen[i].epoch != epoch) {
-            if (b->seen[i].epoch > epoch) b->seen[keep++] = b->seen[i]; /* between refits: not checked */
+            if (b->seen[i].epoch > epoch)
+                b->seen[keep++] = b->seen[i]; /* between refits: not checked */
             continue;
         }
         b->requests++;
-        if (memcmp(b->seen[i].digest, before, 16) && memcmp(b->seen[i].digest, after, 16)) b->mismatches++;
+        if (memcmp(b->seen[i].digest, before, 16) && memcmp(b->seen[i].digest, after, 16))
+            b->mismatches++;
     }
     b->nseen = keep;
     pthread_mutex_unlock(&b->seen_lock);
@@ -308,19 +330,21 @@ static dcr_status_t reference(bench_t *b, const char *transport, double *seconds
  * receiver per TP rank, since receivers of one TP rank hold the same bits. */
 static dcr_status_t verify(bench_t *b, bool *exact_p)
 {
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->candidate, b->canonical));
+    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->candidate,
+                                  b->canonical));
     *exact_p = true;
     for (int rank = 0; rank < b->serve.tp; rank++) {
         dcr_receiver_t *dense = NULL;
-        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, rank, NULL, &dense));
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, rank, NULL,
+                                            &dense));
         dcr_status_t st = dcr_receiver_load_dense_all(dense, b->canonical);
         for (int i = 0; st == DCR_OK && i < b->nrecv; i++) {
             if (dcr_serve_tp_rank(&b->serve, i) != rank) continue;
             const char *param = NULL;
             int64_t elem = -1;
             if (!dcr_receiver_equal(b->receivers[i], dense, &param, &elem)) {
-                DCR_LOG_ERROR("bench: receiver %d differs from the dense refit at %s[%lld]", i, param ? param : "?",
-                              (long long)elem);
+                DCR_LOG_ERROR("bench: receiver %d differs from the dense refit at %s[%lld]", i,
+                              param ? param : "?", (long long)elem);
                 *exact_p = false;
             }
         }
@@ -349,13 +373,15 @@ static dcr_status_t refit_bounds(uint64_t version, dcr_bench_refit_t *out)
 
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
-    for (size_t s = 0; s < b->ns; s++) memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
+    for (size_t s = 0; s < b->ns; s++)
+        memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
     int64_t injected = 0;
     if (b->adamw)
         DCR_CHECK(dcr_adamw_step(b->adamw, b->candidate, b->canonical, &injected));
     else
-        DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate, b->cfg->seed + 1000 + (uint64_t)step,
-                                              b->candidate, b->canonical, &injected));
+        DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate,
+                                              b->cfg->seed + 1000 + (uint64_t)step, b->candidate,
+                                              b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);
@@ -390,8 +416,8 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     dcr_storage_t **swap = b->committed;
     b->committed = b->candidate;
     b->candidate = swap;
-    DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up", step + 1,
-                 r.latency_s, (long long)r.payload_bytes,
+    DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up",
+                 step + 1, r.latency_s, (long long)r.payload_bytes,
                  out->verified ? (out->bit_exact ? "bit-exact" : "MISMATCH") : "not checked");
     return DCR_OK;
 }
@@ -432,9 +458,11 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
 
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
 {
-    if (cfg->warmup < 0 || cfg->refits < 1) return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
+    if (cfg->warmup < 0 || cfg->refits < 1)
+        return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
     if (cfg->scenario.fp8_layers > 0)
-        return dcr_error_set(DCR_EUNSUPPORTED, "the vLLM-like loaders do not take FP8 exports yet (--fp8-layers)");
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "the vLLM-like loaders do not take FP8 exports yet (--fp8-layers)");
     if (!dcr_transport_find(cfg->transport))
         return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->transport);
     bench_t b;

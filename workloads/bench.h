@@ -18,22 +18,22 @@
 typedef struct dcr_bench_config {
     dcr_scenario_spec_t scenario;
     dcr_serve_config_t serve;
-    const char *transport;      /* "objstore" | "relay" */
+    const char *transport; /* "objstore" | "relay" */
     dcr_link_config_t link;
-    int fanout;                 /* relay tree */
-    double change_rate;         /* uniform stress changes */
-    bool adamw;                 /* AdamW trajectories instead (dcr_adamw_t) */
-    double lr;                  /* AdamW learning rate */
+    int fanout;         /* relay tree */
+    double change_rate; /* uniform stress changes */
+    bool adamw;         /* AdamW trajectories instead (dcr_adamw_t) */
+    double lr;          /* AdamW learning rate */
     dcr_construct_mode_t mode;
     dcr_rl_mode_t rl;
     int warmup, refits;
-    bool verify;                /* dense-refit comparison after every timed refit */
-    bool shuffle;               /* byte-plane shuffle in payloads */
-    size_t chunk_bytes;         /* 0: scaled from the seed's (see dcr_bench_targets) */
-    size_t bucket_bytes;        /* 0: scaled from the seed's */
-    const char *workdir;        /* object store and control plane files; NULL: a fresh temp dir */
-    const char *control_path;   /* SQLite file; NULL: <workdir>/control.db */
-    int readers;                /* request emulation: threads reading receiver 0 through the gate */
+    bool verify;              /* dense-refit comparison after every timed refit */
+    bool shuffle;             /* byte-plane shuffle in payloads */
+    size_t chunk_bytes;       /* 0: scaled from the seed's (see dcr_bench_targets) */
+    size_t bucket_bytes;      /* 0: scaled from the seed's */
+    const char *workdir;      /* object store and control plane files; NULL: a fresh temp dir */
+    const char *control_path; /* SQLite file; NULL: <workdir>/control.db */
+    int readers;              /* request emulation: threads reading receiver 0 through the gate */
     uint64_t seed;
 } dcr_bench_config_t;
 
@@ -45,23 +45,26 @@ dcr_bench_config_t dcr_bench_config_default(void);
 
 typedef struct dcr_bench_refit {
     double latency_s, construction_s, finalization_s;
-    int64_t payload_bytes, cross_bytes, raw_changed_value_bytes, changed_elements, records, payloads;
+    int64_t payload_bytes, cross_bytes, raw_changed_value_bytes, changed_elements, records,
+        payloads;
     int attempts;
     /* From the stage trace (DESIGN.md section 8): the seed's lower bounds. */
     double construction_lb_s, transport_lb_s, bound_finalization_s, remainder_s;
-    bool bit_exact;   /* every receiver equals its dense refit (true when verify is off: not checked) */
+    bool bit_exact; /* every receiver equals its dense refit (true when verify is off: not checked)
+                     */
     bool verified;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
     int64_t checkpoint_bytes;
     int receivers, owners;
-    double reference_s;       /* object-store full-checkpoint reference */
-    double relay_reference_s; /* full checkpoint through the relay tree; 0 unless transport is relay */
+    double reference_s; /* object-store full-checkpoint reference */
+    double
+        relay_reference_s; /* full checkpoint through the relay tree; 0 unless transport is relay */
     double mean_latency_s, speedup;
     double construction_lb_mean_s, transport_lb_mean_s, finalization_mean_s;
     double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
-    bool bit_exact;           /* every verified refit was bit-exact */
+    bool bit_exact; /* every verified refit was bit-exact */
     int nrefits;
     dcr_bench_refit_t *refits; /* nrefits entries; freed by dcr_bench_result_free */
     size_t xor_tensors, overwrite_tensors;
@@ -73,8 +76,8 @@ typedef struct dcr_bench_result {
 /* Chunk and bucket targets for a checkpoint: the configured ones, or by
  * default about 12 payloads per owner (the seed's 482 payloads over 32
  * owners) with the seed's chunk-to-bucket proportion for the transport. */
-void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners, size_t *chunk_p,
-                       size_t *bucket_p);
+void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
+                       size_t *chunk_p, size_t *bucket_p);
 
 /* Runs the benchmark with the stage recorder on (dcr/trace.h), so that the
  * caller can take dcr_trace_snapshot afterwards (for --trace); progress goes

@@ -7,8 +7,9 @@
 
 #include "dcr/log.h"
 
-static dcr_status_t run_mode(const dcr_scenario_t *sc, const dcr_construct_bench_t *b, dcr_construct_mode_t mode,
-                             dcr_storage_t *const *baseline, dcr_storage_t *const *candidate, const uint8_t *xor_allowed,
+static dcr_status_t run_mode(const dcr_scenario_t *sc, const dcr_construct_bench_t *b,
+                             dcr_construct_mode_t mode, dcr_storage_t *const *baseline,
+                             dcr_storage_t *const *candidate, const uint8_t *xor_allowed,
                              dcr_construct_bench_result_t *out)
 {
     dcr_construct_config_t cfg = b->cfg;
@@ -16,8 +17,10 @@ static dcr_status_t run_mode(const dcr_scenario_t *sc, const dcr_construct_bench
     dcr_constructor_t *con;
     DCR_CHECK(dcr_constructor_create(sc->layout, &cfg, baseline, &con));
     out->baseline_bytes = dcr_constructor_baseline_bytes(con);
-    DCR_LOG_INFO("construct: mode %s, baseline %.1f MiB", dcr_construct_mode_name(mode), (double)out->baseline_bytes / (1 << 20));
-    dcr_status_t st = dcr_constructor_run(con, candidate, 1, xor_allowed, false, b->sink, &out->stats);
+    DCR_LOG_INFO("construct: mode %s, baseline %.1f MiB", dcr_construct_mode_name(mode),
+                 (double)out->baseline_bytes / (1 << 20));
+    dcr_status_t st =
+        dcr_constructor_run(con, candidate, 1, xor_allowed, false, b->sink, &out->stats);
     dcr_constructor_destroy(con);
     return st;
 }
@@ -34,11 +37,16 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
     DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &canonical), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &baseline), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &candidate), st, done);
-    DCR_LOG_INFO("construct: %zu tensors, %lld bytes: building weights", nc, (long long)dcr_inventory_bytes(sc->inventory));
+    DCR_LOG_INFO("construct: %zu tensors, %lld bytes: building weights", nc,
+                 (long long)dcr_inventory_bytes(sc->inventory));
     dcr_scenario_init_weights(sc, b->seed, canonical);
-    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canonical, baseline), st, done);
-    for (size_t s = 0; s < ns; s++) memcpy(candidate[s]->data, baseline[s]->data, baseline[s]->bytes);
-    DCR_CHECK_GOTO(dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate, canonical, &injected), st, done);
+    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canonical, baseline), st,
+                   done);
+    for (size_t s = 0; s < ns; s++)
+        memcpy(candidate[s]->data, baseline[s]->data, baseline[s]->bytes);
+    DCR_CHECK_GOTO(dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate,
+                                               canonical, &injected),
+                   st, done);
     /* Without receivers every tensor counts as XOR-eligible; residual ones still overwrite. */
     xor_allowed = malloc(nc + 1);
     if (!xor_allowed) {
@@ -50,7 +58,8 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
         memset(&results[i], 0, sizeof(results[i]));
         results[i].checkpoint_bytes = dcr_inventory_bytes(sc->inventory);
         results[i].injected_elements = injected;
-        DCR_CHECK_GOTO(run_mode(sc, b, modes[i], baseline, candidate, xor_allowed, &results[i]), st, done);
+        DCR_CHECK_GOTO(run_mode(sc, b, modes[i], baseline, candidate, xor_allowed, &results[i]), st,
+                       done);
     }
     st = DCR_OK;
 done:
@@ -65,8 +74,8 @@ static dcr_status_t dir_submit(void *ctx, int owner, uint64_t id, const uint8_t 
 {
     const dcr_dir_sink_t *d = ctx;
     char path[4096];
-    snprintf(path, sizeof(path), "%s/tau%llu-owner%d-%llu.dcrp", d->dir, (unsigned long long)d->tau, owner,
-             (unsigned long long)id);
+    snprintf(path, sizeof(path), "%s/tau%llu-owner%d-%llu.dcrp", d->dir, (unsigned long long)d->tau,
+             owner, (unsigned long long)id);
     FILE *f = fopen(path, "wb");
     if (!f) return dcr_error_set(DCR_EIO, "cannot create %s: %s", path, strerror(errno));
     size_t wrote = fwrite(buf, 1, len, f);

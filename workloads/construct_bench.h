@@ -11,9 +11,9 @@
 #include "workloads/scenario.h"
 
 typedef struct dcr_construct_bench {
-    double change_rate;          /* element change rate per task, [0, 1] */
-    uint64_t seed;               /* weights and changes */
-    dcr_construct_config_t cfg;  /* mode is overridden per run */
+    double change_rate;             /* element change rate per task, [0, 1] */
+    uint64_t seed;                  /* weights and changes */
+    dcr_construct_config_t cfg;     /* mode is overridden per run */
     const dcr_payload_sink_t *sink; /* may be NULL: payloads are only counted */
 } dcr_construct_bench_t;
 

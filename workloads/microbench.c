@@ -17,13 +17,16 @@ static uint64_t plain_read(const uint64_t *a, const uint64_t *b, size_t words)
     return acc;
 }
 
-dcr_status_t dcr_microbench_detect(size_t bytes, double rate, int repeats, dcr_detect_bench_t *out_p)
+dcr_status_t dcr_microbench_detect(size_t bytes, double rate, int repeats,
+                                   dcr_detect_bench_t *out_p)
 {
     if (bytes < 64 || rate < 0 || rate > 1 || repeats < 1)
-        return dcr_error_set(DCR_EINVAL, "detect bench needs >= 64 bytes, rate in [0, 1], repeats >= 1");
+        return dcr_error_set(DCR_EINVAL,
+                             "detect bench needs >= 64 bytes, rate in [0, 1], repeats >= 1");
     bytes &= ~(size_t)63;
     size_t n = bytes / 2;
-    if (n >= ((size_t)1 << 32)) return dcr_error_set(DCR_EINVAL, "detect bench buffers must hold < 2^32 words");
+    if (n >= ((size_t)1 << 32))
+        return dcr_error_set(DCR_EINVAL, "detect bench buffers must hold < 2^32 words");
     uint16_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
     uint32_t *out = malloc(n * sizeof(uint32_t));
     if (!a || !b || !out) {
@@ -59,7 +62,9 @@ dcr_status_t dcr_microbench_detect(size_t bytes, double rate, int repeats, dcr_d
     free(a);
     free(b);
     free(out);
-    if (r.changed != want) return dcr_error_set(DCR_EMISMATCH, "detect bench found %zu of %zu changes", r.changed, want);
+    if (r.changed != want)
+        return dcr_error_set(DCR_EMISMATCH, "detect bench found %zu of %zu changes", r.changed,
+                             want);
     *out_p = r;
     return DCR_OK;
 }

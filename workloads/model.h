@@ -18,11 +18,11 @@ typedef enum dcr_model_family {
     DCR_FAMILY_QWEN3_MOE = 0, /* "qwen3_moe" */
     DCR_FAMILY_QWEN2 = 1,     /* "qwen2": dense, q/k/v bias */
     DCR_FAMILY_LLAMA = 2,     /* "llama" */
-    DCR_FAMILY_GEMMA3 = 3,    /* "gemma3_text": four norms per layer, prefix language_model.model. */
-    DCR_FAMILY_NEMOTRON_H = 4,/* "nemotron_h": hybrid Mamba / MoE / attention */
+    DCR_FAMILY_GEMMA3 = 3, /* "gemma3_text": four norms per layer, prefix language_model.model. */
+    DCR_FAMILY_NEMOTRON_H = 4, /* "nemotron_h": hybrid Mamba / MoE / attention */
 } dcr_model_family_t;
 
-#define DCR_MODEL_NAME_MAX 64
+#define DCR_MODEL_NAME_MAX    64
 #define DCR_MODEL_PATTERN_MAX 512
 
 typedef struct dcr_model_config {

@@ -37,7 +37,8 @@ static hid_t open_results(const char *path)
         if (f < 0) return -1;
         int version = RESULTS_VERSION;
         hid_t space = H5Screate(H5S_SCALAR);
-        hid_t attr = H5Acreate2(f, "dcr_results_version", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t attr =
+            H5Acreate2(f, "dcr_results_version", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT);
         H5Awrite(attr, H5T_NATIVE_INT, &version);
         H5Aclose(attr);
         H5Sclose(space);
@@ -75,8 +76,10 @@ static herr_t write_column(hid_t group, const dcr_results_column_t *c, size_t n)
 {
     hsize_t dims[1] = {n};
     hid_t space = H5Screate_simple(1, dims, NULL);
-    hid_t ds = H5Dcreate2(group, c->name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    herr_t rc = ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, c->values);
+    hid_t ds =
+        H5Dcreate2(group, c->name, H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc =
+        ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, c->values);
     if (ds >= 0) H5Dclose(ds);
     H5Sclose(space);
     return rc;
@@ -104,18 +107,22 @@ static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, s
     rc |= write_string_attr(g, "git_revision", dcr_results_git_revision());
     rc |= write_string_attr(g, "time", when);
     hid_t refits = H5Gcreate2(g, "refits", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-    for (size_t i = 0; refits >= 0 && i < run->ncolumns; i++) rc |= write_column(refits, &run->columns[i], run->nrefits);
+    for (size_t i = 0; refits >= 0 && i < run->ncolumns; i++)
+        rc |= write_column(refits, &run->columns[i], run->nrefits);
     if (refits >= 0) H5Gclose(refits);
     H5Gclose(g);
     snprintf(name_out, name_len, "/runs/%s", name);
     return refits < 0 ? -1 : rc;
 }
 
-dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out, size_t name_len)
+dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out,
+                                size_t name_len)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = open_results(path);
-    if (f == -2) return dcr_error_set(DCR_EINVAL, "%s exists and is not a dcr results file (version %d)", path, RESULTS_VERSION);
+    if (f == -2)
+        return dcr_error_set(DCR_EINVAL, "%s exists and is not a dcr results file (version %d)",
+                             path, RESULTS_VERSION);
     if (f < 0) return dcr_error_set(DCR_EIO, "cannot open or create HDF5 results file %s", path);
     herr_t rc = write_run(f, run, name_out, name_len);
     herr_t closed = H5Fclose(f);

@@ -33,7 +33,8 @@ typedef struct dcr_results_run {
 
 /* Appends a run to the file at path (created when missing). On success the
  * run's group name ("/runs/000003") is written to name_out. */
-dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out, size_t name_len);
+dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out,
+                                size_t name_len);
 
 /* The revision this binary was built from ("unknown" outside git). */
 const char *dcr_results_git_revision(void);

@@ -9,7 +9,8 @@
 
 dcr_scenario_spec_t dcr_scenario_spec_default(void)
 {
-    dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(), DCR_MAPPING_PAPER, 1, 0};
+    dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(),
+                                DCR_MAPPING_PAPER, 1, 0};
     return spec;
 }
 
@@ -40,7 +41,8 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     DCR_CHECK_GOTO(dcr_model_load(spec->model, &s->model), st, fail);
     if (spec->layers) DCR_CHECK_GOTO(dcr_model_truncate_layers(&s->model, spec->layers), st, fail);
     if (spec->fp8_layers < 0 || spec->fp8_layers > s->model.layers) {
-        st = dcr_error_set(DCR_EINVAL, "--fp8-layers %d: the model has %d layers", spec->fp8_layers, s->model.layers);
+        st = dcr_error_set(DCR_EINVAL, "--fp8-layers %d: the model has %d layers", spec->fp8_layers,
+                           s->model.layers);
         goto fail;
     }
     s->model.fp8_layers = spec->fp8_layers;
@@ -50,7 +52,8 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     DCR_CHECK_GOTO(dcr_model_scale(&s->model, spec->scale, align), st, fail);
     DCR_CHECK_GOTO(dcr_train_config_validate(&s->model, &s->train), st, fail);
     DCR_CHECK_GOTO(dcr_model_build_inventory(&s->model, &s->inventory), st, fail);
-    DCR_CHECK_GOTO(dcr_megatron_build(&s->model, s->inventory, &s->train, s->mapping, &s->layout), st, fail);
+    DCR_CHECK_GOTO(dcr_megatron_build(&s->model, s->inventory, &s->train, s->mapping, &s->layout),
+                   st, fail);
     *out_p = s;
     return DCR_OK;
 fail:
@@ -72,7 +75,8 @@ void dcr_scenario_free_tensors(dcr_storage_t **tensors, size_t n)
     free(tensors);
 }
 
-static dcr_status_t alloc_descs(size_t n, const dcr_tensor_desc_t *(*desc)(const dcr_scenario_t *, size_t),
+static dcr_status_t alloc_descs(size_t n,
+                                const dcr_tensor_desc_t *(*desc)(const dcr_scenario_t *, size_t),
                                 const dcr_scenario_t *s, dcr_storage_t ***out_p)
 {
     dcr_storage_t **t = calloc(n + 1, sizeof(*t));
@@ -121,7 +125,8 @@ static void store(dcr_dtype_t dtype, void *elem, float v)
     dcr_convert(elem, dtype, &v, DCR_DTYPE_FP32, 1);
 }
 
-void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed, dcr_storage_t *const *canonical)
+void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed,
+                               dcr_storage_t *const *canonical)
 {
     dcr_rng_t root;
     dcr_rng_seed(&root, seed);
@@ -162,14 +167,17 @@ static void perturb(inject_ctx_t *x, unsigned char *elem)
     float next = v == 0.0f || !isfinite(v) ? (float)(1e-3 * dcr_rng_normal(&x->rng))
                                            : v * (float)(1.0 + 1e-2 * dcr_rng_normal(&x->rng));
     store(x->dtype, elem, next);
-    if (!memcmp(before, elem, x->es)) elem[0] ^= 1; /* rounding kept the bits: flip the last mantissa bit */
+    if (!memcmp(before, elem, x->es))
+        elem[0] ^= 1; /* rounding kept the bits: flip the last mantissa bit */
 }
 
 static void inject_run(int64_t src, int64_t dst, int64_t len, void *p)
 {
     inject_ctx_t *x = p;
     for (int64_t k = 0; k < len && x->remaining_pick > 0; k++, x->remaining_seen--) {
-        if ((double)dcr_rng_below(&x->rng, (uint64_t)x->remaining_seen) >= (double)x->remaining_pick) continue;
+        if ((double)dcr_rng_below(&x->rng, (uint64_t)x->remaining_seen) >=
+            (double)x->remaining_pick)
+            continue;
         perturb(x, x->shard + (size_t)(src + k) * x->es);
         x->remaining_pick--;
     }
@@ -177,18 +185,22 @@ static void inject_run(int64_t src, int64_t dst, int64_t len, void *p)
 
 static int task_is_cast(const dcr_scenario_t *s, const dcr_task_t *t)
 {
-    return s->layout->shards[t->shard].desc.dtype != dcr_inventory_at(s->inventory, (size_t)t->canonical)->dtype;
+    return s->layout->shards[t->shard].desc.dtype !=
+           dcr_inventory_at(s->inventory, (size_t)t->canonical)->dtype;
 }
 
 /* A task's shard elements in box order, or NULL when out of memory. */
-static void *save_task(const dcr_source_layout_t *L, const dcr_task_t *t, dcr_storage_t *const *shards)
+static void *save_task(const dcr_source_layout_t *L, const dcr_task_t *t,
+                       dcr_storage_t *const *shards)
 {
-    void *box = malloc((size_t)dcr_task_numel(t) * dcr_dtype_size(L->shards[t->shard].desc.dtype) + 1);
+    void *box =
+        malloc((size_t)dcr_task_numel(t) * dcr_dtype_size(L->shards[t->shard].desc.dtype) + 1);
     if (box) dcr_task_pack(L, t, shards[t->shard]->data, box);
     return box;
 }
 
-static void restore_task(const dcr_source_layout_t *L, const dcr_task_t *t, dcr_storage_t *const *shards, void *box)
+static void restore_task(const dcr_source_layout_t *L, const dcr_task_t *t,
+                         dcr_storage_t *const *shards, void *box)
 {
     dcr_task_unpack(L, t, box, shards[t->shard]->data);
 }
@@ -198,11 +210,13 @@ static void restore_task(const dcr_source_layout_t *L, const dcr_task_t *t, dcr_
  * through the canonical dtype, which would round away changes of wider
  * shards (an FP32 router) and cannot invert an FP8 export, so those tasks'
  * owned elements are restored afterwards. */
-static dcr_status_t sync_replicas(const dcr_scenario_t *s, dcr_storage_t *const *shards, dcr_storage_t *const *canonical)
+static dcr_status_t sync_replicas(const dcr_scenario_t *s, dcr_storage_t *const *shards,
+                                  dcr_storage_t *const *canonical)
 {
     const dcr_source_layout_t *L = s->layout;
     for (int i = 0; i < L->ntasks; i++)
-        dcr_task_scatter(L, &L->tasks[i], shards[L->tasks[i].shard]->data, canonical[L->tasks[i].canonical]->data);
+        dcr_task_scatter(L, &L->tasks[i], shards[L->tasks[i].shard]->data,
+                         canonical[L->tasks[i].canonical]->data);
     void **kept = calloc((size_t)L->ntasks + 1, sizeof(void *));
     if (!kept) return dcr_error_set(DCR_ENOMEM, "replica sync");
     dcr_status_t st = DCR_OK;
@@ -219,10 +233,11 @@ static dcr_status_t sync_replicas(const dcr_scenario_t *s, dcr_storage_t *const 
 }
 
 dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, uint64_t seed,
-                                         dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
-                                         int64_t *changed_p)
+                                         dcr_storage_t *const *shards,
+                                         dcr_storage_t *const *canonical, int64_t *changed_p)
 {
-    if (!(rate >= 0.0 && rate <= 1.0)) return dcr_error_set(DCR_EINVAL, "change rate %g is outside [0, 1]", rate);
+    if (!(rate >= 0.0 && rate <= 1.0))
+        return dcr_error_set(DCR_EINVAL, "change rate %g is outside [0, 1]", rate);
     const dcr_source_layout_t *L = s->layout;
     dcr_rng_t root;
     dcr_rng_seed(&root, seed);
@@ -230,9 +245,14 @@ dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, u
     for (int i = 0; i < L->ntasks; i++) {
         const dcr_task_t *t = &L->tasks[i];
         int64_t n = dcr_task_numel(t), k = llround(rate * (double)n);
-        inject_ctx_t x = {dcr_rng_split(&root, (uint64_t)i), shards[t->shard]->data,
-                          L->shards[t->shard].desc.dtype, dcr_dtype_size(L->shards[t->shard].desc.dtype), k, n};
-        for (int m = 0; m < t->nmaps && x.remaining_pick > 0; m++) dcr_box_map_foreach_run(&t->maps[m], inject_run, &x);
+        inject_ctx_t x = {dcr_rng_split(&root, (uint64_t)i),
+                          shards[t->shard]->data,
+                          L->shards[t->shard].desc.dtype,
+                          dcr_dtype_size(L->shards[t->shard].desc.dtype),
+                          k,
+                          n};
+        for (int m = 0; m < t->nmaps && x.remaining_pick > 0; m++)
+            dcr_box_map_foreach_run(&t->maps[m], inject_run, &x);
         changed += k;
     }
     DCR_CHECK(sync_replicas(s, shards, canonical));
@@ -258,12 +278,13 @@ struct dcr_adamw {
 
 #define ADAM_BETA1 0.9
 #define ADAM_BETA2 0.999
-#define ADAM_EPS 1e-8
+#define ADAM_EPS   1e-8
 
-dcr_status_t dcr_adamw_create(const dcr_scenario_t *s, dcr_storage_t *const *shards, double lr, uint64_t seed,
-                              dcr_adamw_t **out_p)
+dcr_status_t dcr_adamw_create(const dcr_scenario_t *s, dcr_storage_t *const *shards, double lr,
+                              uint64_t seed, dcr_adamw_t **out_p)
 {
-    if (!(lr > 0.0 && lr < 1.0)) return dcr_error_set(DCR_EINVAL, "learning rate %g is outside (0, 1)", lr);
+    if (!(lr > 0.0 && lr < 1.0))
+        return dcr_error_set(DCR_EINVAL, "learning rate %g is outside (0, 1)", lr);
     const dcr_source_layout_t *L = s->layout;
     dcr_adamw_t *a = calloc(1, sizeof(*a));
     if (!a || !(a->tasks = calloc((size_t)L->ntasks + 1, sizeof(adamw_task_t)))) {
@@ -340,8 +361,8 @@ static int64_t adamw_task_step(dcr_adamw_t *a, int i, dcr_storage_t *const *shar
     return changed;
 }
 
-dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
-                            int64_t *changed_p)
+dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards,
+                            dcr_storage_t *const *canonical, int64_t *changed_p)
 {
     a->step++;
     int64_t changed = 0;
@@ -363,17 +384,22 @@ static uint64_t edge_bits(dcr_dtype_t dtype, uint64_t pick, uint64_t noise)
 {
     static const uint64_t bf16[] = {0x0000, 0x8000, 0x7FC1, 0xFF81, 0x7F80, 0x0001};
     static const uint64_t fp16[] = {0x0000, 0x8000, 0x7E01, 0xFC01, 0x7C00, 0x0001};
-    static const uint64_t fp32[] = {0x00000000, 0x80000000, 0x7FC00001, 0xFF800001, 0x7F800000, 0x00000001};
+    static const uint64_t fp32[] = {0x00000000, 0x80000000, 0x7FC00001,
+                                    0xFF800001, 0x7F800000, 0x00000001};
     static const uint64_t fp8[] = {0x00, 0x80, 0x7F, 0xFF, 0x7E, 0x01};
-    const uint64_t *table = dtype == DCR_DTYPE_BF16 ? bf16 : dtype == DCR_DTYPE_FP16 ? fp16 : dtype == DCR_DTYPE_FP32 ? fp32 : fp8;
+    const uint64_t *table = dtype == DCR_DTYPE_BF16   ? bf16
+                            : dtype == DCR_DTYPE_FP16 ? fp16
+                            : dtype == DCR_DTYPE_FP32 ? fp32
+                                                      : fp8;
     uint64_t bits = table[pick % 6];
-    if ((pick % 6 == 2 || pick % 6 == 3) && dtype == DCR_DTYPE_BF16) bits |= noise & 0x3F; /* NaN payload */
+    if ((pick % 6 == 2 || pick % 6 == 3) && dtype == DCR_DTYPE_BF16)
+        bits |= noise & 0x3F; /* NaN payload */
     return bits;
 }
 
 dcr_status_t dcr_scenario_inject_edges(const dcr_scenario_t *s, int per_task, uint64_t seed,
-                                       dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
-                                       int64_t *changed_p)
+                                       dcr_storage_t *const *shards,
+                                       dcr_storage_t *const *canonical, int64_t *changed_p)
 {
     const dcr_source_layout_t *L = s->layout;
     dcr_rng_t root;

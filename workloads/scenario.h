@@ -13,13 +13,15 @@
 #include "workloads/train/megatron.h"
 
 typedef struct dcr_scenario_spec {
-    const char *model; /* built-in name or config path */
-    int scale;         /* >= 1 */
-    int layers;        /* 0: all */
+    const char *model;        /* built-in name or config path */
+    int scale;                /* >= 1 */
+    int layers;               /* 0: all */
     dcr_train_config_t train; /* etp 0: tp for models with experts, else 1 */
     dcr_mapping_t mapping;
-    int align_extra;   /* another degree scaled sizes must stay divisible by (serving TP), 1 if none */
-    int fp8_layers;    /* FP8 block-quantized o_proj export of the first N layers (dcr_model_config_t) */
+    int align_extra; /* another degree scaled sizes must stay divisible by (serving TP), 1 if none
+                      */
+    int fp8_layers;  /* FP8 block-quantized o_proj export of the first N layers (dcr_model_config_t)
+                      */
 } dcr_scenario_spec_t;
 
 /* Default model, scale 1, all layers, one rank, paper mapping. */
@@ -50,7 +52,8 @@ void dcr_scenario_free_tensors(dcr_storage_t **tensors, size_t n);
  * N(0, 0.02), norm weights around 1, biases N(0, 0.02), Mamba A_log around
  * log(1..16), rounded to each tensor's dtype. Such values compress like real
  * weights, unlike random bits. */
-void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed, dcr_storage_t *const *canonical);
+void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed,
+                               dcr_storage_t *const *canonical);
 
 /* The seed's stress changes: for every task, exactly round(rate * n) of its
  * n owned elements, chosen uniformly, get a relative change of about 1e-2
@@ -60,16 +63,16 @@ void dcr_scenario_init_weights(const dcr_scenario_t *s, uint64_t seed, dcr_stora
  * replica). `canonical` receives the new canonical tensors. Returns the
  * number of source elements changed in *changed_p. */
 dcr_status_t dcr_scenario_inject_uniform(const dcr_scenario_t *s, double rate, uint64_t seed,
-                                         dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
-                                         int64_t *changed_p);
+                                         dcr_storage_t *const *shards,
+                                         dcr_storage_t *const *canonical, int64_t *changed_p);
 
 /* Edge values for bit-exactness checks: per_task random owned elements of
  * every task without a cast get signed zeros, NaNs with payloads and either
  * sign, infinities or the smallest subnormal; replicas follow. *changed_p
  * counts elements whose bits changed. */
 dcr_status_t dcr_scenario_inject_edges(const dcr_scenario_t *s, int per_task, uint64_t seed,
-                                       dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
-                                       int64_t *changed_p);
+                                       dcr_storage_t *const *shards,
+                                       dcr_storage_t *const *canonical, int64_t *changed_p);
 
 /* AdamW trajectories: FP32 master weights per unique source element, AdamW
  * (betas 0.9 / 0.999, no weight decay) on synthetic standard-normal
@@ -79,14 +82,14 @@ dcr_status_t dcr_scenario_inject_edges(const dcr_scenario_t *s, int per_task, ui
  * state was created from and stay in step with it. */
 typedef struct dcr_adamw dcr_adamw_t;
 
-dcr_status_t dcr_adamw_create(const dcr_scenario_t *s, dcr_storage_t *const *shards, double lr, uint64_t seed,
-                              dcr_adamw_t **out_p);
+dcr_status_t dcr_adamw_create(const dcr_scenario_t *s, dcr_storage_t *const *shards, double lr,
+                              uint64_t seed, dcr_adamw_t **out_p);
 /* Accepts NULL. */
 void dcr_adamw_destroy(dcr_adamw_t *a);
 /* One step applied to the shards in place (replicas kept identical);
  * canonical receives the new canonical tensors; *changed_p the number of
  * source elements whose stored bits changed. */
-dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
-                            int64_t *changed_p);
+dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards,
+                            dcr_storage_t *const *canonical, int64_t *changed_p);
 
 #endif

@@ -34,10 +34,13 @@ static dcr_status_t keep(void *ctx, int owner, uint64_t id, const uint8_t *buf, 
         if (d) k->data = d;
         size_t *l = realloc(k->len, cap * sizeof(*l));
         if (l) k->len = l;
-        if (d && l) k->cap = cap;
-        else st = dcr_error_set(DCR_ENOMEM, "payload list");
+        if (d && l)
+            k->cap = cap;
+        else
+            st = dcr_error_set(DCR_ENOMEM, "payload list");
     }
-    if (st == DCR_OK && !(k->data[k->n] = malloc(len ? len : 1))) st = dcr_error_set(DCR_ENOMEM, "payload copy");
+    if (st == DCR_OK && !(k->data[k->n] = malloc(len ? len : 1)))
+        st = dcr_error_set(DCR_ENOMEM, "payload copy");
     if (st == DCR_OK) {
         memcpy(k->data[k->n], buf, len);
         k->len[k->n++] = len;
@@ -60,7 +63,8 @@ static dcr_verify_path_t classify(const dcr_receiver_t *r, size_t c, dcr_encodin
     dcr_path_info_t info;
     if (dcr_receiver_path(r, c, &info) != DCR_OK) return DCR_VERIFY_SKIPPED;
     if (info.cls == DCR_PATH_SKIPPED) return DCR_VERIFY_SKIPPED;
-    if (info.cls == DCR_PATH_XOR) return encoding == DCR_ENCODING_XOR ? DCR_VERIFY_XOR : DCR_VERIFY_OVERWRITE;
+    if (info.cls == DCR_PATH_XOR)
+        return encoding == DCR_ENCODING_XOR ? DCR_VERIFY_XOR : DCR_VERIFY_OVERWRITE;
     if (info.op && strstr(info.op, "cast")) return DCR_VERIFY_CAST;
     if (info.op && strstr(info.op, "map")) return DCR_VERIFY_TRANSFORM;
     return DCR_VERIFY_OVERWRITE;
@@ -108,27 +112,31 @@ static dcr_status_t apply_all(verify_state_t *v, uint64_t tau)
         DCR_CHECK(dcr_receiver_begin_attempt(v->recv[r], tau));
         for (size_t i = 0; i < v->kept.n; i++) {
             dcr_ingest_t disposition;
-            DCR_CHECK(dcr_receiver_apply_payload(v->recv[r], v->kept.data[i], v->kept.len[i], &disposition));
+            DCR_CHECK(dcr_receiver_apply_payload(v->recv[r], v->kept.data[i], v->kept.len[i],
+                                                 &disposition));
         }
     }
     return DCR_OK;
 }
 
 /* Every receiver against a fresh dense load of the candidate's canonical tensors. */
-static dcr_status_t compare_dense(verify_state_t *v, const unsigned *classes_seen, dcr_verify_result_t *res)
+static dcr_status_t compare_dense(verify_state_t *v, const unsigned *classes_seen,
+                                  dcr_verify_result_t *res)
 {
-    DCR_CHECK(dcr_megatron_export(&v->sc->model, &v->sc->train, v->sc->layout, v->candidate, v->canonical));
+    DCR_CHECK(dcr_megatron_export(&v->sc->model, &v->sc->train, v->sc->layout, v->candidate,
+                                  v->canonical));
     for (int r = 0; r < v->nrecv; r++) {
         dcr_receiver_t *dense;
-        DCR_CHECK(dcr_serve_receiver_create(&v->sc->model, v->sc->inventory, &v->serve, r, NULL, &dense));
+        DCR_CHECK(
+            dcr_serve_receiver_create(&v->sc->model, v->sc->inventory, &v->serve, r, NULL, &dense));
         dcr_status_t st = dcr_receiver_load_dense_all(dense, v->canonical);
         const char *param = NULL;
         int64_t elem = -1;
         res->cases++;
         if (st == DCR_OK && !dcr_receiver_equal(v->recv[r], dense, &param, &elem)) {
             res->mismatches++;
-            DCR_LOG_ERROR("verify-paths: receiver %d differs from its dense refit at %s[%lld]", r, param ? param : "?",
-                          (long long)elem);
+            DCR_LOG_ERROR("verify-paths: receiver %d differs from its dense refit at %s[%lld]", r,
+                          param ? param : "?", (long long)elem);
             for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
                 if (classes_seen[r] & (1u << k)) res->mismatches_by_path[k]++;
         }
@@ -138,10 +146,12 @@ static dcr_status_t compare_dense(verify_state_t *v, const unsigned *classes_see
     return DCR_OK;
 }
 
-static dcr_status_t one_trial(verify_state_t *v, dcr_rng_t *rng, int trial, dcr_verify_result_t *res)
+static dcr_status_t one_trial(verify_state_t *v, dcr_rng_t *rng, int trial,
+                              dcr_verify_result_t *res)
 {
     size_t ns = (size_t)v->sc->layout->nshards;
-    for (size_t s = 0; s < ns; s++) memcpy(v->candidate[s]->data, v->committed[s]->data, v->committed[s]->bytes);
+    for (size_t s = 0; s < ns; s++)
+        memcpy(v->candidate[s]->data, v->committed[s]->data, v->committed[s]->bytes);
     double rate = 0.001 + 0.2 * dcr_rng_uniform(rng);
     int64_t changed = 0;
     uint64_t seed = dcr_rng_u64(rng);
@@ -151,7 +161,8 @@ static dcr_status_t one_trial(verify_state_t *v, dcr_rng_t *rng, int trial, dcr_
     bool overwrite = trial % 2 == 1;
     dcr_payload_sink_t sink = {keep, &v->kept};
     keep_clear(&v->kept);
-    DCR_CHECK(dcr_constructor_run(v->con, v->candidate, (uint64_t)trial + 1, v->xor_allowed, overwrite, &sink, NULL));
+    DCR_CHECK(dcr_constructor_run(v->con, v->candidate, (uint64_t)trial + 1, v->xor_allowed,
+                                  overwrite, &sink, NULL));
     unsigned *seen = calloc((size_t)v->nrecv, sizeof(unsigned));
     if (!seen) return dcr_error_set(DCR_ENOMEM, "verify-paths");
     dcr_status_t st = count_items(v, res, seen);
@@ -175,14 +186,16 @@ static dcr_status_t setup(verify_state_t *v, uint64_t seed)
     DCR_CHECK(dcr_scenario_alloc_shards(v->sc, &v->committed));
     DCR_CHECK(dcr_scenario_alloc_shards(v->sc, &v->candidate));
     dcr_scenario_init_weights(v->sc, seed, v->canonical);
-    DCR_CHECK(dcr_megatron_import(&v->sc->model, &v->sc->train, v->sc->layout, v->canonical, v->committed));
+    DCR_CHECK(dcr_megatron_import(&v->sc->model, &v->sc->train, v->sc->layout, v->canonical,
+                                  v->committed));
     v->nrecv = dcr_serve_receivers(&v->serve);
     v->recv = calloc((size_t)v->nrecv, sizeof(*v->recv));
     size_t nc = dcr_inventory_count(v->sc->inventory);
     v->xor_allowed = calloc(nc + 1, 1);
     if (!v->recv || !v->xor_allowed) return dcr_error_set(DCR_ENOMEM, "verify-paths");
     for (int r = 0; r < v->nrecv; r++) {
-        DCR_CHECK(dcr_serve_receiver_create(&v->sc->model, v->sc->inventory, &v->serve, r, NULL, &v->recv[r]));
+        DCR_CHECK(dcr_serve_receiver_create(&v->sc->model, v->sc->inventory, &v->serve, r, NULL,
+                                            &v->recv[r]));
         DCR_CHECK(dcr_receiver_load_dense_all(v->recv[r], v->canonical));
         DCR_CHECK(dcr_receiver_prewarm(v->recv[r]));
     }
@@ -193,8 +206,8 @@ static dcr_status_t setup(verify_state_t *v, uint64_t seed)
     return dcr_constructor_create(v->sc->layout, &cfg, v->committed, &v->con);
 }
 
-dcr_status_t dcr_verify_paths(const dcr_scenario_spec_t *spec, const dcr_serve_config_t *serve, int trials,
-                              uint64_t seed, dcr_verify_result_t *out_p)
+dcr_status_t dcr_verify_paths(const dcr_scenario_spec_t *spec, const dcr_serve_config_t *serve,
+                              int trials, uint64_t seed, dcr_verify_result_t *out_p)
 {
     if (trials < 1) return dcr_error_set(DCR_EINVAL, "verify-paths needs >= 1 trial");
     dcr_scenario_spec_t sp = *spec;

@@ -38,7 +38,7 @@ typedef struct dcr_verify_result {
     int64_t mismatches_by_path[DCR_VERIFY_PATH_COUNT];
 } dcr_verify_result_t;
 
-dcr_status_t dcr_verify_paths(const dcr_scenario_spec_t *spec, const dcr_serve_config_t *serve, int trials,
-                              uint64_t seed, dcr_verify_result_t *out_p);
+dcr_status_t dcr_verify_paths(const dcr_scenario_spec_t *spec, const dcr_serve_config_t *serve,
+                              int trials, uint64_t seed, dcr_verify_result_t *out_p);
 
 #endif

@@ -14,18 +14,22 @@
 #include "dcr/trace.h"
 
 #define TAG_FLAGS 1
-#define TAG_PART 2
+#define TAG_PART  2
 /* Detection works on sub-runs of at most this many elements, which bounds the
  * per-owner index buffer and keeps indices in 32 bits. */
-#define SUBRUN_MAX ((int64_t)1 << 20)
+#define SUBRUN_MAX       ((int64_t)1 << 20)
 #define GROUP_TIMEOUT_MS 600000
 
 dcr_status_t dcr_construct_mode_parse(const char *text, dcr_construct_mode_t *out_p)
 {
-    if (!strcmp(text, "X")) *out_p = DCR_MODE_X;
-    else if (!strcmp(text, "P")) *out_p = DCR_MODE_P;
-    else if (!strcmp(text, "F")) *out_p = DCR_MODE_F;
-    else return dcr_error_set(DCR_EINVAL, "mode '%s' is not X, P or F", text);
+    if (!strcmp(text, "X"))
+        *out_p = DCR_MODE_X;
+    else if (!strcmp(text, "P"))
+        *out_p = DCR_MODE_P;
+    else if (!strcmp(text, "F"))
+        *out_p = DCR_MODE_F;
+    else
+        return dcr_error_set(DCR_EINVAL, "mode '%s' is not X, P or F", text);
     return DCR_OK;
 }
 
@@ -36,7 +40,8 @@ const char *dcr_construct_mode_name(dcr_construct_mode_t mode)
 
 dcr_construct_config_t dcr_construct_config_default(void)
 {
-    dcr_construct_config_t cfg = {DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, false, 2};
+    dcr_construct_config_t cfg = {DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, false,
+                                  2};
     return cfg;
 }
 
@@ -71,7 +76,7 @@ typedef struct owner {
     int rank;
     owned_task_t *direct; /* affine tasks projected directly */
     int ndirect;
-    owned_task_t *parts;  /* tasks whose parts go to an assembler */
+    owned_task_t *parts; /* tasks whose parts go to an assembler */
     int nparts;
     residual_slot_t *slots;
     int nslots;
@@ -93,8 +98,8 @@ struct dcr_constructor {
     dcr_construct_config_t cfg;
     int world;
     owner_t *owners;
-    int *assembler;     /* per canonical: assembling rank, or -1 (direct projection) */
-    int *slot_of;       /* per canonical: slot index in its assembler */
+    int *assembler; /* per canonical: assembling rank, or -1 (direct projection) */
+    int *slot_of;   /* per canonical: slot index in its assembler */
     size_t baseline_bytes;
     dcr_storage_t **candidate; /* of the last successful run */
     unsigned char *required;   /* per canonical: rebuilt in the last run */
@@ -135,10 +140,12 @@ static dcr_status_t plan_assembly(dcr_constructor_t *c)
     c->assembler = malloc((n + 1) * sizeof(int));
     c->slot_of = malloc((n + 1) * sizeof(int));
     c->required = calloc(n + 1, 1);
-    if (!c->assembler || !c->slot_of || !c->required) return dcr_error_set(DCR_ENOMEM, "assembly plan");
+    if (!c->assembler || !c->slot_of || !c->required)
+        return dcr_error_set(DCR_ENOMEM, "assembly plan");
     for (size_t k = 0; k < n; k++) {
         int r = c->layout->residual_owner[k];
-        if (c->cfg.mode == DCR_MODE_F && r < 0) r = (int)(dcr_hash64_str(canon(c, (int)k)->name) % (uint64_t)c->world);
+        if (c->cfg.mode == DCR_MODE_F && r < 0)
+            r = (int)(dcr_hash64_str(canon(c, (int)k)->name) % (uint64_t)c->world);
         c->assembler[k] = r;
         c->slot_of[k] = -1;
     }
@@ -185,7 +192,8 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
                 const dcr_task_t *t = &c->layout->tasks[list[i].task];
                 size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
                 list[i].tracker = malloc(bytes ? bytes : 1);
-                if (!list[i].tracker) return dcr_error_set(DCR_ENOMEM, "tracker of %s (%zu bytes)", t->name, bytes);
+                if (!list[i].tracker)
+                    return dcr_error_set(DCR_ENOMEM, "tracker of %s (%zu bytes)", t->name, bytes);
                 dcr_task_pack(c->layout, t, baseline[t->shard]->data, list[i].tracker);
                 c->baseline_bytes += bytes;
             }
@@ -196,11 +204,13 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
 
 static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t *const *baseline);
 
-dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout, const dcr_construct_config_t *cfg,
+dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
+                                    const dcr_construct_config_t *cfg,
                                     dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
 {
     if (cfg->chunk_bytes == 0 || cfg->bucket_bytes == 0 || cfg->queue_depth < 1)
-        return dcr_error_set(DCR_EINVAL, "chunk and bucket targets and queue depth must be positive");
+        return dcr_error_set(DCR_EINVAL,
+                             "chunk and bucket targets and queue depth must be positive");
     dcr_constructor_t *c = calloc(1, sizeof(*c));
     if (!c) return dcr_error_set(DCR_ENOMEM, "constructor");
     c->layout = layout;
@@ -331,7 +341,8 @@ static dcr_status_t flush_payload(owner_t *o)
     dcr_constructor_t *c = o->c;
     o->bucket_input = 0;
     if (dcr_encoder_item_count(o->enc) == 0) return DCR_OK;
-    dcr_encode_params_t params = {c->tau, (uint32_t)o->rank, o->next_payload, c->cfg.zstd_level, c->cfg.shuffle};
+    dcr_encode_params_t params = {c->tau, (uint32_t)o->rank, o->next_payload, c->cfg.zstd_level,
+                                  c->cfg.shuffle};
     const uint8_t *buf;
     size_t len;
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ZSTD, DCR_ACTOR_OWNER, o->rank);
@@ -360,7 +371,8 @@ static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding
     if (b->count == 0) return DCR_OK;
     DCR_CHECK(item_sort(b));
     const dcr_tensor_desc_t *d = canon(o->c, canonical);
-    dcr_codec_item_t item = {d->name, d->ndim, d->shape, d->dtype, encoding, b->count, b->indices, 0, b->values};
+    dcr_codec_item_t item = {d->name,  d->ndim,    d->shape, d->dtype, encoding,
+                             b->count, b->indices, 0,        b->values};
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ENCODE, DCR_ACTOR_OWNER, o->rank);
     dcr_status_t added = dcr_encoder_add(o->enc, &item);
     dcr_trace_end(&span);
@@ -404,7 +416,8 @@ static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t n
             dcr_convert(before, p->cdt, p->tracker + (p->pos + k) * p->es, p->sdt, 1);
             if (!memcmp(now, before, cs)) continue;
         }
-        for (size_t j = 0; j < cs; j++) out[j] = p->xor_mode ? (unsigned char)(now[j] ^ before[j]) : now[j];
+        for (size_t j = 0; j < cs; j++)
+            out[j] = p->xor_mode ? (unsigned char)(now[j] ^ before[j]) : now[j];
         b->indices[b->count++] = dst + (int64_t)k;
     }
 }
@@ -415,7 +428,7 @@ static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
     for (int64_t off = 0; off < len && p->st == DCR_OK; off += SUBRUN_MAX) {
         size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
         size_t nchanged = dcr_detect_changes(p->cand + (size_t)(src + off) * p->es,
-                                              p->tracker + p->pos * p->es, n, p->es, p->o->changed);
+                                             p->tracker + p->pos * p->es, n, p->es, p->o->changed);
         p->o->stats.changed_elements += (int64_t)nchanged;
         if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK)
             project_changes(p, src + off, dst + off, nchanged);
@@ -425,7 +438,8 @@ static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
 
 static dcr_encoding_t encoding_for(const dcr_constructor_t *c, int canonical)
 {
-    int xor_ok = c->cfg.mode == DCR_MODE_X && !c->all_overwrite && c->xor_allowed && c->xor_allowed[canonical];
+    int xor_ok = c->cfg.mode == DCR_MODE_X && !c->all_overwrite && c->xor_allowed &&
+                 c->xor_allowed[canonical];
     return xor_ok ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
 }
 
@@ -434,15 +448,22 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
     dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
     dcr_encoding_t enc = encoding_for(c, t->canonical);
-    project_ctx_t p = {o, c->candidate[t->shard]->data, ot->tracker, 0, shard_elem(c, t),
-                       c->layout->shards[t->shard].desc.dtype, canon(c, t->canonical)->dtype,
-                       enc == DCR_ENCODING_XOR, DCR_OK};
+    project_ctx_t p = {o,
+                       c->candidate[t->shard]->data,
+                       ot->tracker,
+                       0,
+                       shard_elem(c, t),
+                       c->layout->shards[t->shard].desc.dtype,
+                       canon(c, t->canonical)->dtype,
+                       enc == DCR_ENCODING_XOR,
+                       DCR_OK};
     o->item.count = 0;
     o->item.value_size = dcr_dtype_size(p.cdt);
     /* Detection and projection interleave per run; one span covers both
      * (both are compute intervals of the construction bound). */
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
-    for (int m = 0; m < t->nmaps && p.st == DCR_OK; m++) dcr_box_map_foreach_run(&t->maps[m], project_run, &p);
+    for (int m = 0; m < t->nmaps && p.st == DCR_OK; m++)
+        dcr_box_map_foreach_run(&t->maps[m], project_run, &p);
     dcr_trace_end(&span);
     DCR_CHECK(p.st);
     o->stats.compared_elements += dcr_task_numel(t);
@@ -486,8 +507,9 @@ static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
     count_ctx_t *a = p;
     for (int64_t off = 0; off < len; off += SUBRUN_MAX) {
         size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
-        a->changed += (int64_t)dcr_detect_changes(a->cand + (size_t)(src + off) * a->es, a->tracker + a->pos * a->es,
-                                                   n, a->es, a->o->changed);
+        a->changed +=
+            (int64_t)dcr_detect_changes(a->cand + (size_t)(src + off) * a->es,
+                                        a->tracker + a->pos * a->es, n, a->es, a->o->changed);
         a->pos += n;
     }
 }
@@ -521,9 +543,11 @@ static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t n
     if (!flags) return dcr_error_set(DCR_ENOMEM, "residual flags");
     size_t n = 0;
     for (int i = 0; i < o->nparts; i++)
-        if (task_changes(o, &o->parts[i])) flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
+        if (task_changes(o, &o->parts[i]))
+            flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
     dcr_status_t st = DCR_OK;
-    for (int r = 0; r < c->world && st == DCR_OK; r++) st = dcr_group_send(o->group, r, TAG_FLAGS, flags, n * sizeof(int32_t));
+    for (int r = 0; r < c->world && st == DCR_OK; r++)
+        st = dcr_group_send(o->group, r, TAG_FLAGS, flags, n * sizeof(int32_t));
     free(flags);
     DCR_CHECK(st);
     for (int r = 0; r < c->world; r++) {
@@ -554,7 +578,8 @@ static dcr_status_t send_parts(owner_t *o, const unsigned char *required)
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
         dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, msg + sizeof(id));
         dcr_trace_end(&span);
-        dcr_status_t st = dcr_group_send(o->group, c->assembler[t->canonical], TAG_PART, msg, sizeof(id) + bytes);
+        dcr_status_t st =
+            dcr_group_send(o->group, c->assembler[t->canonical], TAG_PART, msg, sizeof(id) + bytes);
         free(msg);
         DCR_CHECK(st);
     }
@@ -583,7 +608,8 @@ static void place_run(int64_t src, int64_t dst, int64_t len, void *p)
     for (int64_t k = 0; k < len; k++) { /* overlapping parts must agree bit for bit */
         unsigned char value[8];
         dcr_convert(value, a->cdt, in + (size_t)k * a->ses, a->sdt, 1);
-        if (cov[k] && memcmp(out + (size_t)k * a->ces, value, a->ces) && a->conflict < 0) a->conflict = dst + k;
+        if (cov[k] && memcmp(out + (size_t)k * a->ces, value, a->ces) && a->conflict < 0)
+            a->conflict = dst + k;
         memcpy(out + (size_t)k * a->ces, value, a->ces);
         cov[k] = 1;
     }
@@ -598,7 +624,8 @@ static residual_slot_t *slot_for(dcr_constructor_t *c, int canonical)
  * assembly: the canonical tensor itself, or for a converted tensor the
  * staging tensor in the shards' dtype. covered[canonical] tracks which
  * elements some part has written. */
-static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const void *box, unsigned char **covered)
+static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const void *box,
+                              unsigned char **covered)
 {
     const dcr_tensor_desc_t *d = canon(c, t->canonical);
     const dcr_conversion_t *conv = &c->layout->conversions[t->canonical];
@@ -609,12 +636,19 @@ static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const v
     if (!*buf) *buf = malloc(bytes ? bytes : 1);
     if (!covered[t->canonical]) covered[t->canonical] = calloc((size_t)dcr_desc_numel(d) + 1, 1);
     if (!*buf || !covered[t->canonical]) return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
-    place_ctx_t a = {box, *buf, covered[t->canonical], 0, shard_elem(c, t), dcr_dtype_size(target),
-                     c->layout->shards[t->shard].desc.dtype, target, -1};
+    place_ctx_t a = {box,
+                     *buf,
+                     covered[t->canonical],
+                     0,
+                     shard_elem(c, t),
+                     dcr_dtype_size(target),
+                     c->layout->shards[t->shard].desc.dtype,
+                     target,
+                     -1};
     for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], place_run, &a);
     if (a.conflict >= 0)
-        return dcr_error_set(DCR_EMISMATCH, "%s element %lld: overlapping residual parts disagree", d->name,
-                             (long long)a.conflict);
+        return dcr_error_set(DCR_EMISMATCH, "%s element %lld: overlapping residual parts disagree",
+                             d->name, (long long)a.conflict);
     return DCR_OK;
 }
 
@@ -623,31 +657,38 @@ static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg, unsigned 
 {
     dcr_constructor_t *c = o->c;
     int32_t id;
-    if (msg->len < sizeof(id)) return dcr_error_set(DCR_EINVAL, "residual part of %zu bytes", msg->len);
+    if (msg->len < sizeof(id))
+        return dcr_error_set(DCR_EINVAL, "residual part of %zu bytes", msg->len);
     memcpy(&id, msg->data, sizeof(id));
-    if (id < 0 || id >= c->layout->ntasks) return dcr_error_set(DCR_EINVAL, "residual part for task %d", id);
+    if (id < 0 || id >= c->layout->ntasks)
+        return dcr_error_set(DCR_EINVAL, "residual part for task %d", id);
     const dcr_task_t *t = &c->layout->tasks[id];
-    if (c->assembler[t->canonical] != o->rank || msg->len != sizeof(id) + (size_t)dcr_task_numel(t) * shard_elem(c, t))
-        return dcr_error_set(DCR_EINVAL, "residual part %s sent to the wrong rank or truncated", t->name);
+    if (c->assembler[t->canonical] != o->rank ||
+        msg->len != sizeof(id) + (size_t)dcr_task_numel(t) * shard_elem(c, t))
+        return dcr_error_set(DCR_EINVAL, "residual part %s sent to the wrong rank or truncated",
+                             t->name);
     return place_box(c, t, (const unsigned char *)msg->data + sizeof(id), covered);
 }
 
 /* After every part arrived: every element covered, then the conversion of a
  * converted tensor, which also writes its derived outputs (FP8 scales). */
-static dcr_status_t finish_assembly(dcr_constructor_t *c, int canonical, const unsigned char *covered)
+static dcr_status_t finish_assembly(dcr_constructor_t *c, int canonical,
+                                    const unsigned char *covered)
 {
     const dcr_tensor_desc_t *d = canon(c, canonical);
     int64_t n = dcr_desc_numel(d);
     for (int64_t k = 0; k < n; k++)
         if (!covered || !covered[k])
-            return dcr_error_set(DCR_EMISMATCH, "%s element %lld: no residual part covers it", d->name, (long long)k);
+            return dcr_error_set(DCR_EMISMATCH, "%s element %lld: no residual part covers it",
+                                 d->name, (long long)k);
     const dcr_conversion_t *conv = &c->layout->conversions[canonical];
     if (conv->kind == DCR_CONVERSION_NONE) return DCR_OK;
     residual_slot_t *slot = slot_for(c, canonical), *scale = slot_for(c, conv->scale);
     size_t bytes = dcr_desc_bytes(d), scale_bytes = dcr_desc_bytes(canon(c, conv->scale));
     if (!slot->assembled) slot->assembled = malloc(bytes ? bytes : 1);
     if (!scale->assembled) scale->assembled = malloc(scale_bytes ? scale_bytes : 1);
-    if (!slot->assembled || !scale->assembled) return dcr_error_set(DCR_ENOMEM, "converting %s", d->name);
+    if (!slot->assembled || !scale->assembled)
+        return dcr_error_set(DCR_ENOMEM, "converting %s", d->name);
     dcr_conversion_apply(c->layout, canonical, slot->staging, slot->assembled, scale->assembled);
     return DCR_OK;
 }
@@ -665,7 +706,8 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot)
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
     for (int64_t off = 0; off < n; off += SUBRUN_MAX) {
         size_t len = (size_t)(n - off < SUBRUN_MAX ? n - off : SUBRUN_MAX);
-        size_t nchanged = dcr_detect_changes(now + (size_t)off * es, before + (size_t)off * es, len, es, o->changed);
+        size_t nchanged = dcr_detect_changes(now + (size_t)off * es, before + (size_t)off * es, len,
+                                             es, o->changed);
         DCR_CHECK(item_reserve(&o->item, nchanged));
         for (size_t i = 0; i < nchanged; i++) {
             size_t at = (size_t)off + o->changed[i];
@@ -691,7 +733,8 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
     int expected = 0;
     for (int s = 0; s < o->nslots; s++)
         if (required[o->slots[s].canonical]) expected += o->slots[s].nparts;
-    unsigned char **covered = calloc(dcr_inventory_count(c->layout->inventory) + 1, sizeof(*covered));
+    unsigned char **covered =
+        calloc(dcr_inventory_count(c->layout->inventory) + 1, sizeof(*covered));
     if (!covered) return dcr_error_set(DCR_ENOMEM, "coverage maps");
     dcr_status_t st = DCR_OK;
     for (int i = 0; i < expected && st == DCR_OK; i++) {
@@ -739,7 +782,8 @@ static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t 
         free(box);
     }
     for (size_t k = 0; k < n && st == DCR_OK; k++)
-        if (c->assembler[k] >= 0 && slot_for(c, (int)k)->nparts > 0) st = finish_assembly(c, (int)k, covered[k]);
+        if (c->assembler[k] >= 0 && slot_for(c, (int)k)->nparts > 0)
+            st = finish_assembly(c, (int)k, covered[k]);
     for (size_t k = 0; k < n; k++) {
         free(covered[k]);
         if (st != DCR_OK || c->assembler[k] < 0) continue;
@@ -790,7 +834,9 @@ static void *sender_main(void *arg)
         pending_payload_t *p = item;
         if (o->sender_status == DCR_OK && sink && sink->submit) {
             o->sender_status = sink->submit(sink->ctx, o->rank, p->id, p->data, p->len);
-            if (o->sender_status != DCR_OK) dcr_error_prefix("owner %d sending payload %llu: ", o->rank, (unsigned long long)p->id);
+            if (o->sender_status != DCR_OK)
+                dcr_error_prefix("owner %d sending payload %llu: ", o->rank,
+                                 (unsigned long long)p->id);
         }
         free(p);
     }
@@ -858,14 +904,15 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
     return DCR_OK;
 }
 
-dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate, uint64_t tau,
-                                 const uint8_t *xor_allowed, bool all_overwrite,
+dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate,
+                                 uint64_t tau, const uint8_t *xor_allowed, bool all_overwrite,
                                  const dcr_payload_sink_t *sink, dcr_construct_stats_t *out_stats_p)
 {
     size_t ncanon = dcr_inventory_count(c->layout->inventory);
     for (int s = 0; s < c->layout->nshards; s++) {
         if (!candidate[s] || candidate[s]->bytes < dcr_desc_bytes(&c->layout->shards[s].desc))
-            return dcr_error_set(DCR_EINVAL, "candidate shard %s missing or too small", c->layout->shards[s].desc.name);
+            return dcr_error_set(DCR_EINVAL, "candidate shard %s missing or too small",
+                                 c->layout->shards[s].desc.name);
         c->candidate[s] = candidate[s];
     }
     c->tau = tau;

@@ -15,7 +15,9 @@ static inline unsigned equal_bytes(const unsigned char *a, const unsigned char *
 {
     __m128i x = _mm_loadu_si128((const __m128i *)(const void *)a);
     __m128i y = _mm_loadu_si128((const __m128i *)(const void *)b);
-    __m128i eq = es == 1 ? _mm_cmpeq_epi8(x, y) : es == 2 ? _mm_cmpeq_epi16(x, y) : _mm_cmpeq_epi32(x, y);
+    __m128i eq = es == 1   ? _mm_cmpeq_epi8(x, y)
+                 : es == 2 ? _mm_cmpeq_epi16(x, y)
+                           : _mm_cmpeq_epi32(x, y);
     return (unsigned)_mm_movemask_epi8(eq);
 }
 
@@ -40,7 +42,8 @@ static inline size_t store_lanes(uint32_t *out, uint32_t base, unsigned mask8)
     __m128i zero = _mm_setzero_si128(), vbase = _mm_set1_epi32((int)base);
     __m128i pos16 = _mm_unpacklo_epi8(pos8, zero);
     _mm_storeu_si128((__m128i *)(void *)out, _mm_add_epi32(_mm_unpacklo_epi16(pos16, zero), vbase));
-    _mm_storeu_si128((__m128i *)(void *)(out + 4), _mm_add_epi32(_mm_unpackhi_epi16(pos16, zero), vbase));
+    _mm_storeu_si128((__m128i *)(void *)(out + 4),
+                     _mm_add_epi32(_mm_unpackhi_epi16(pos16, zero), vbase));
     return (size_t)__builtin_popcount(mask8);
 }
 
@@ -64,7 +67,8 @@ static inline unsigned changed_lanes16(const unsigned char *a, const unsigned ch
  * common (a quarter of them) every block stores its lanes unconditionally, which
  * avoids a mispredicted branch per block. out needs 16 entries of slack
  * past the last change, so the last 64 bytes take the scalar path. */
-static size_t detect_words16(const unsigned char *a, const unsigned char *b, size_t n, uint32_t *out, size_t *done_p)
+static size_t detect_words16(const unsigned char *a, const unsigned char *b, size_t n,
+                             uint32_t *out, size_t *done_p)
 {
     size_t count = 0, i = 0, bytes = n * 2;
     int dense = 0;
@@ -89,14 +93,15 @@ static size_t detect_words16(const unsigned char *a, const unsigned char *b, siz
 /* 32 bytes per step: one compare-and-test while the words agree; with
  * changes, the set bits of the block's change mask are walked, one
  * iteration per changed element. */
-static size_t detect_sse2(const unsigned char *a, const unsigned char *b, size_t n, size_t es, uint32_t *out,
-                          size_t *done_p)
+static size_t detect_sse2(const unsigned char *a, const unsigned char *b, size_t n, size_t es,
+                          uint32_t *out, size_t *done_p)
 {
     size_t bytes = n * es, count = 0, i = 0;
     /* The lowest byte bit of each lane stands for the whole lane. */
     uint32_t lane_bits = es == 1 ? 0xFFFFFFFFu : es == 2 ? 0x55555555u : 0x11111111u;
     for (; i + 32 <= bytes; i += 32) {
-        uint32_t eq = equal_bytes(a + i, b + i, es) | (uint32_t)equal_bytes(a + i + 16, b + i + 16, es) << 16;
+        uint32_t eq =
+            equal_bytes(a + i, b + i, es) | (uint32_t)equal_bytes(a + i + 16, b + i + 16, es) << 16;
         if (eq == 0xFFFFFFFFu) continue;
         uint32_t diff = ~eq & lane_bits, base = (uint32_t)(i / es);
         while (diff) {

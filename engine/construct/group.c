@@ -137,8 +137,8 @@ static dcr_status_t inproc_recv(dcr_group_t *g, int tag, int timeout_ms, dcr_gro
             pthread_cond_wait(&box->arrived, &box->lock);
         } else if (pthread_cond_timedwait(&box->arrived, &box->lock, &deadline)) {
             pthread_mutex_unlock(&box->lock);
-            return dcr_error_set(DCR_ETIMEOUT, "rank %d waited %d ms for a tag-%d message", ep->rank,
-                                 timeout_ms, tag);
+            return dcr_error_set(DCR_ETIMEOUT, "rank %d waited %d ms for a tag-%d message",
+                                 ep->rank, timeout_ms, tag);
         }
     }
     pthread_mutex_unlock(&box->lock);

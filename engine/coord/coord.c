@@ -19,9 +19,12 @@
 
 dcr_status_t dcr_rl_mode_parse(const char *text, dcr_rl_mode_t *out_p)
 {
-    if (!strcmp(text, "sync")) *out_p = DCR_RL_SYNC;
-    else if (!strcmp(text, "async")) *out_p = DCR_RL_ASYNC;
-    else return dcr_error_set(DCR_EINVAL, "RL mode '%s' is not sync or async", text);
+    if (!strcmp(text, "sync"))
+        *out_p = DCR_RL_SYNC;
+    else if (!strcmp(text, "async"))
+        *out_p = DCR_RL_ASYNC;
+    else
+        return dcr_error_set(DCR_EINVAL, "RL mode '%s' is not sync or async", text);
     return DCR_OK;
 }
 
@@ -38,7 +41,8 @@ dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_no
 
 const char *dcr_coord_step_name(dcr_coord_step_t step)
 {
-    static const char *const names[DCR_COORD_STEP_COUNT] = {"prepare", "stream", "ack", "commit", "committed"};
+    static const char *const names[DCR_COORD_STEP_COUNT] = {"prepare", "stream", "ack", "commit",
+                                                            "committed"};
     return step >= 0 && step < DCR_COORD_STEP_COUNT ? names[step] : "?";
 }
 
@@ -55,16 +59,19 @@ struct dcr_coord {
     int nodes;
     dcr_commit_record_t record; /* K^v as last read or committed */
     pthread_rwlock_t gate;
-    uint32_t *required;         /* the live receivers when the attempt was prepared */
+    uint32_t *required; /* the live receivers when the attempt was prepared */
     size_t nrequired;
-    uint64_t *sent;             /* payloads per owner in the current attempt */
-    dcr_receiver_t **recv;      /* slot i: receiver i (replaced by a restart); caller-owned */
-    atomic_uchar *alive;        /* membership; cleared by node threads when a receiver dies */
-    atomic_uchar *touched;      /* receivers given a payload of the current transition */
+    uint64_t *sent;        /* payloads per owner in the current attempt */
+    dcr_receiver_t **recv; /* slot i: receiver i (replaced by a restart); caller-owned */
+    atomic_uchar *alive;   /* membership; cleared by node threads when a receiver dies */
+    atomic_uchar *touched; /* receivers given a payload of the current transition */
     dcr_coord_hooks_t hooks;
-    bool crashed;               /* a step hook crashed this coordinator: it does nothing more */
-    uint64_t *taus;             /* attempts of the current transition */
+    bool crashed;   /* a step hook crashed this coordinator: it does nothing more */
+    uint64_t *taus; /* attempts of the current transition */
+    pthread_mutex_t why_lock;
+    char sink_why[512]; /* the first send failure of the attempt */
     int ntaus;
+    int last_attempts;
 };
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -78,7 +85,8 @@ static bool record_is_fresh(const dcr_commit_record_t *r)
 
 /* K^{v+1} chains K^v, the attempt and the version, so a record names the
  * exact lineage of baselines it commits. */
-static void next_baseline(const dcr_commit_record_t *prev, uint64_t tau, uint8_t out[DCR_CONTROL_BASELINE_BYTES])
+static void next_baseline(const dcr_commit_record_t *prev, uint64_t tau,
+                          uint8_t out[DCR_CONTROL_BASELINE_BYTES])
 {
     uint8_t in[DCR_CONTROL_BASELINE_BYTES + 16];
     uint64_t version = prev->version + 1;
@@ -105,10 +113,12 @@ static dcr_status_t bind_initial(dcr_coord_t *c)
 dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_parties_t *parties,
                               dcr_coord_t **out_p)
 {
-    if (cfg->receivers_per_node < 1 || parties->nreceivers < 1 || parties->nreceivers % cfg->receivers_per_node ||
-        cfg->max_attempts < 1 || parties->world < 1)
-        return dcr_error_set(DCR_EINVAL, "coordinator: %d receivers in nodes of %d, %d attempts, %d owners",
-                             parties->nreceivers, cfg->receivers_per_node, cfg->max_attempts, parties->world);
+    if (cfg->receivers_per_node < 1 || parties->nreceivers < 1 ||
+        parties->nreceivers % cfg->receivers_per_node || cfg->max_attempts < 1 ||
+        parties->world < 1)
+        return dcr_error_set(
+            DCR_EINVAL, "coordinator: %d receivers in nodes of %d, %d attempts, %d owners",
+            parties->nreceivers, cfg->receivers_per_node, cfg->max_attempts, parties->world);
     dcr_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return dcr_error_set(DCR_ENOMEM, "coordinator");
     c->cfg = *cfg;
@@ -123,6 +133,7 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
     c->touched = calloc((size_t)parties->nreceivers, sizeof(*c->touched));
     c->taus = calloc((size_t)cfg->max_attempts, sizeof(uint64_t));
     pthread_rwlock_init(&c->gate, NULL);
+    pthread_mutex_init(&c->why_lock, NULL);
     if (!c->required || !c->sent || !c->recv || !c->alive || !c->touched || !c->taus) {
         dcr_coord_destroy(c);
         return dcr_error_set(DCR_ENOMEM, "coordinator");
@@ -144,6 +155,7 @@ void dcr_coord_destroy(dcr_coord_t *c)
 {
     if (!c) return;
     pthread_rwlock_destroy(&c->gate);
+    pthread_mutex_destroy(&c->why_lock);
     free(c->required);
     free(c->sent);
     free(c->recv);
@@ -156,6 +168,11 @@ void dcr_coord_destroy(dcr_coord_t *c)
 uint64_t dcr_coord_version(const dcr_coord_t *c)
 {
     return c->record.version;
+}
+
+int dcr_coord_last_attempts(const dcr_coord_t *c)
+{
+    return c->last_attempts;
 }
 
 void dcr_coord_gate_enter(dcr_coord_t *c)
@@ -202,7 +219,9 @@ static dcr_status_t stage_compressed(node_run_t *n, const dcr_delivery_t *d)
     if (n->nstaged == n->cap_staged) {
         size_t cap = n->cap_staged ? 2 * n->cap_staged : 64;
         staged_payload_t *p = realloc(n->staged, cap * sizeof(*p));
-        if (!p) return dcr_error_set(DCR_ENOMEM, "staging %zu payloads on rollout node %d", cap, n->node);
+        if (!p)
+            return dcr_error_set(DCR_ENOMEM, "staging %zu payloads on rollout node %d", cap,
+                                 n->node);
         n->staged = p;
         n->cap_staged = cap;
     }
@@ -224,8 +243,8 @@ static dcr_status_t check_alive(dcr_coord_t *c, int id, dcr_coord_point_t point,
 {
     if (!c->hooks.alive || c->hooks.alive(c->hooks.ctx, id, point, tau)) return DCR_OK;
     atomic_store(&c->alive[id], 0);
-    return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id, dcr_coord_point_name(point),
-                         (unsigned long long)tau);
+    return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id,
+                         dcr_coord_point_name(point), (unsigned long long)tau);
 }
 
 static bool node_member(const node_run_t *n, int k)
@@ -239,7 +258,8 @@ static dcr_status_t node_take(node_run_t *n, const dcr_delivery_t *d)
 {
     int per = n->c->cfg.receivers_per_node;
     for (int k = 0; k < per; k++)
-        if (node_member(n, k)) DCR_CHECK(check_alive(n->c, n->node * per + k, DCR_COORD_POINT_DELIVERY, n->tau));
+        if (node_member(n, k))
+            DCR_CHECK(check_alive(n->c, n->node * per + k, DCR_COORD_POINT_DELIVERY, n->tau));
     if (n->c->cfg.rl == DCR_RL_ASYNC) {
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_STAGING, DCR_ACTOR_NODE, n->node);
         dcr_status_t st = stage_compressed(n, d);
@@ -262,10 +282,21 @@ static dcr_status_t node_take(node_run_t *n, const dcr_delivery_t *d)
     return DCR_OK;
 }
 
+static dcr_status_t restore_error(dcr_status_t st, const char *why)
+{
+    return dcr_error_set(st, "%s", why);
+}
+
+/* Receives until the attempt's stream ends. After a failure (a receiver
+ * died, an apply failed) the node keeps draining without applying, so
+ * that back-pressure never blocks the owners of a failed attempt; the
+ * failure is returned at the end. */
 static dcr_status_t node_deliver(node_run_t *n)
 {
     dcr_coord_t *c = n->c;
     double idle_since = dcr_clock_s();
+    dcr_status_t failed = DCR_OK;
+    char why[512] = "";
     for (;;) {
         dcr_delivery_t d;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, n->node);
@@ -274,20 +305,26 @@ static dcr_status_t node_deliver(node_run_t *n)
             dcr_trace_end(&span);
         else
             dcr_trace_cancel(&span); /* only receptions count, not idle polls */
-        if (st == DCR_ECLOSED) return DCR_OK;
+        if (st == DCR_ECLOSED) return failed != DCR_OK ? restore_error(failed, why) : DCR_OK;
         if (st == DCR_EAGAIN) {
             if ((dcr_clock_s() - idle_since) * 1000.0 > c->cfg.stall_timeout_ms)
-                return dcr_error_set(DCR_ETIMEOUT, "rollout node %d received nothing for %d ms", n->node,
-                                     c->cfg.stall_timeout_ms);
+                return dcr_error_set(DCR_ETIMEOUT, "rollout node %d received nothing for %d ms",
+                                     n->node, c->cfg.stall_timeout_ms);
             continue;
         }
-        DCR_CHECK(st);
-        st = node_take(n, &d);
-        dcr_transport_release(c->p.transport, n->node, &d);
-        if (st != DCR_OK) {
-            dcr_error_prefix("rollout node %d: ", n->node);
-            return st;
+        if (st != DCR_OK) return failed != DCR_OK ? restore_error(failed, why) : st;
+        if (failed == DCR_OK) {
+            st = node_take(n, &d);
+            if (st == DCR_OK && c->hooks.redeliver &&
+                c->hooks.redeliver(c->hooks.ctx, n->node, n->tau))
+                st = node_take(n, &d);
+            if (st != DCR_OK) {
+                dcr_error_prefix("rollout node %d: ", n->node);
+                failed = st;
+                snprintf(why, sizeof(why), "%s", dcr_error_detail());
+            }
         }
+        dcr_transport_release(c->p.transport, n->node, &d);
         idle_since = dcr_clock_s();
     }
 }
@@ -312,9 +349,11 @@ static void *node_apply_staged(void *arg)
             int id = n->node * n->c->cfg.receivers_per_node + k;
             dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
             atomic_store(&n->c->touched[id], 1);
-            n->status = dcr_receiver_apply_payload(node_receiver(n, k), d.data, d.len, &disposition);
+            n->status =
+                dcr_receiver_apply_payload(node_receiver(n, k), d.data, d.len, &disposition);
             dcr_trace_end(&span);
-            if (n->status == DCR_OK) n->status = check_alive(n->c, id, DCR_COORD_POINT_APPLY, n->tau);
+            if (n->status == DCR_OK)
+                n->status = check_alive(n->c, id, DCR_COORD_POINT_APPLY, n->tau);
         }
         n->last_apply_end = dcr_clock_s();
     }
@@ -329,7 +368,8 @@ static dcr_status_t join_nodes(node_run_t *nodes, int count, int started, double
     for (int i = 0; i < started; i++) pthread_join(nodes[i].thread, NULL);
     for (int i = 0; i < count; i++) {
         if (nodes[i].last_apply_end > *apply_end) *apply_end = nodes[i].last_apply_end;
-        if (st == DCR_OK && nodes[i].status != DCR_OK) st = dcr_error_set(nodes[i].status, "%s", nodes[i].why);
+        if (st == DCR_OK && nodes[i].status != DCR_OK)
+            st = dcr_error_set(nodes[i].status, "%s", nodes[i].why);
     }
     return st;
 }
@@ -355,21 +395,30 @@ typedef struct attempt_sink {
     dcr_coord_t *c;
 } attempt_sink_t;
 
-static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf, size_t len)
+static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf,
+                                size_t len)
 {
     dcr_coord_t *c = ctx;
     /* The transport bound: submission until the queueing acknowledgment. */
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, owner);
     dcr_status_t st = dcr_transport_send(c->p.transport, owner, payload_id, buf, len);
     dcr_trace_end(&span);
-    DCR_CHECK(st);
+    if (st != DCR_OK) {
+        /* Details are thread-local: keep the first sender's for the coordinator. */
+        pthread_mutex_lock(&c->why_lock);
+        if (!c->sink_why[0])
+            snprintf(c->sink_why, sizeof(c->sink_why), "owner %d: %s", owner, dcr_error_detail());
+        pthread_mutex_unlock(&c->why_lock);
+        return st;
+    }
     c->sent[owner]++; /* one sender thread per owner: no race */
     return DCR_OK;
 }
 
 static dcr_status_t flush_owners(dcr_coord_t *c)
 {
-    for (int o = 0; o < c->p.world; o++) DCR_CHECK(dcr_transport_finish(c->p.transport, o, c->sent[o]));
+    for (int o = 0; o < c->p.world; o++)
+        DCR_CHECK(dcr_transport_finish(c->p.transport, o, c->sent[o]));
     return DCR_OK;
 }
 
@@ -386,30 +435,38 @@ static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
     if (collect_required(c) == 0)
         return dcr_error_set(DCR_EFATAL, "no live receiver is left to refit");
-    dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, c->nrequired, c->cfg.deadline_ms};
+    dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, c->nrequired,
+                                 c->cfg.deadline_ms};
     DCR_CHECK(dcr_control_prepare(c->p.control, &req, tau_p));
     if (c->ntaus < c->cfg.max_attempts) c->taus[c->ntaus++] = *tau_p;
     DCR_CHECK(dcr_transport_open_attempt(c->p.transport, *tau_p));
-    for (size_t i = 0; i < c->nrequired; i++) DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
+    for (size_t i = 0; i < c->nrequired; i++)
+        DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
     memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
     return DCR_OK;
 }
 
 /* Stream: construction feeds the transport while every node receives and
  * applies (or stages). Returns once every node holds every payload. */
-static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t tau, bool overwrite,
-                           node_run_t *nodes, dcr_refit_result_t *res)
+static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t tau,
+                           bool overwrite, node_run_t *nodes, dcr_refit_result_t *res)
 {
     dcr_status_t st = run_nodes(c, tau, nodes, node_main);
     if (st != DCR_OK) return st;
     dcr_payload_sink_t sink = {sink_submit, c};
-    st = dcr_constructor_run(c->p.constructor, candidate, tau, c->p.xor_allowed, overwrite, &sink, &res->construct);
+    c->sink_why[0] = '\0';
+    st = dcr_constructor_run(c->p.constructor, candidate, tau, c->p.xor_allowed, overwrite, &sink,
+                             &res->construct);
     res->construction_end = dcr_clock_s();
     if (st == DCR_OK) st = flush_owners(c);
+    char why[600];
+    snprintf(why, sizeof(why), "%s", c->sink_why[0] ? c->sink_why : dcr_error_detail());
     if (st != DCR_OK) dcr_transport_stop_and_wait(c->p.transport); /* wakes the nodes */
     dcr_status_t nodes_st = join_nodes(nodes, c->nodes, c->nodes, &res->apply_end);
     res->delivery_end = dcr_clock_s();
-    return st != DCR_OK ? st : nodes_st;
+    /* A receiver's death is the root cause of whatever the owners saw after it. */
+    if (nodes_st == DCR_EATTEMPT || st == DCR_OK) return nodes_st;
+    return dcr_error_set(st, "%s", why);
 }
 
 /* Async RL: gate closes after the last payload; in-flight requests finish
@@ -429,7 +486,8 @@ static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, node_run_t *nodes,
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
     for (size_t i = 0; i < c->nrequired; i++) {
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
+        dcr_trace_span_t span =
+            dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
         dcr_status_t st = dcr_control_ack(c->p.control, tau, c->required[i]);
         dcr_trace_end(&span);
         DCR_CHECK(st);
@@ -451,7 +509,8 @@ static dcr_status_t step(dcr_coord_t *c, dcr_coord_step_t s, uint64_t tau)
 }
 
 /* Owners update their baselines only after the joint commit. */
-static dcr_status_t finish_commit(dcr_coord_t *c, const dcr_commit_record_t *committed, dcr_refit_result_t *res)
+static dcr_status_t finish_commit(dcr_coord_t *c, const dcr_commit_record_t *committed,
+                                  dcr_refit_result_t *res)
 {
     res->commit_end = dcr_clock_s();
     c->record = *committed;
@@ -478,7 +537,8 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
     dcr_commit_record_t committed;
     next_baseline(&c->record, tau, next);
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0);
-    dcr_status_t st = dcr_control_commit(c->p.control, c->cfg.id, tau, &c->record, next, &committed);
+    dcr_status_t st =
+        dcr_control_commit(c->p.control, c->cfg.id, tau, &c->record, next, &committed);
     dcr_trace_end(&span);
     if (st != DCR_OK) {
         /* An unanswered commit may still have taken effect: the record tells. */
@@ -494,8 +554,8 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
     return finish_commit(c, &committed, res);
 }
 
-static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, bool overwrite, node_run_t *nodes,
-                            bool *gate_closed, dcr_refit_result_t *res)
+static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, bool overwrite,
+                            node_run_t *nodes, bool *gate_closed, dcr_refit_result_t *res)
 {
     uint64_t tau = 0;
     DCR_CHECK(step(c, DCR_COORD_STEP_PREPARE, 0));
@@ -544,7 +604,8 @@ static bool retryable(dcr_coord_t *c, dcr_status_t st)
 static dcr_status_t settle_conflict(dcr_coord_t *c, dcr_refit_result_t *res)
 {
     dcr_commit_record_t now;
-    if (dcr_control_read(c->p.control, &now) == DCR_OK && committed_by_us(c, &now)) return finish_commit(c, &now, res);
+    if (dcr_control_read(c->p.control, &now) == DCR_OK && committed_by_us(c, &now))
+        return finish_commit(c, &now, res);
     return dcr_error_set(DCR_ECONFLICT, "coordinator %s was replaced by a newer one", c->cfg.id);
 }
 
@@ -572,8 +633,10 @@ static int drop_dirty(dcr_coord_t *c)
 static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, bool all_overwrite,
                                dcr_refit_result_t *res)
 {
-    if (c->crashed) return dcr_error_set(DCR_EFATAL, "coordinator %s has crashed; start a new one", c->cfg.id);
-    dcr_trace_set_refit((uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
+    if (c->crashed)
+        return dcr_error_set(DCR_EFATAL, "coordinator %s has crashed; start a new one", c->cfg.id);
+    dcr_trace_set_refit(
+        (uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
     node_run_t *nodes = calloc((size_t)c->nodes, sizeof(*nodes));
     if (!nodes) return dcr_error_set(DCR_ENOMEM, "rollout node state");
     dcr_transport_counters_t before, after;
@@ -583,11 +646,13 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     char first_error[512] = "";
     int live_before = live_count(c);
     c->ntaus = 0;
+    c->last_attempts = 0;
     for (int i = 0; i < c->p.nreceivers; i++) atomic_store(&c->touched[i], 0);
     for (int a = 0; a < c->cfg.max_attempts; a++) {
         if (a > 0 && c->cfg.retry_backoff_ms > 0) sleep_ms(a * c->cfg.retry_backoff_ms);
         res->attempts = a + 1;
         /* A retry resends the complete changed set as absolute overwrites. */
+        c->last_attempts = a + 1;
         st = attempt(c, candidate, all_overwrite || a > 0, nodes, &gate_closed, res);
         if (st == DCR_ECONFLICT && !c->crashed) st = settle_conflict(c, res);
         if (st == DCR_OK) break;
@@ -603,17 +668,20 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     dcr_transport_counters(c->p.transport, &after);
     res->receivers_died = live_before - live_count(c);
     if (st != DCR_OK && c->crashed)
-        return dcr_error_set(st, "coordinator %s crashed in attempt %d: %s", c->cfg.id, res->attempts, first_error);
+        return dcr_error_set(st, "coordinator %s crashed in attempt %d (%s)", c->cfg.id,
+                             res->attempts, dcr_error_detail());
     if (st != DCR_OK) {
         int dirty = st == DCR_ECONFLICT ? 0 : drop_dirty(c);
-        return dcr_error_set(st == DCR_ECONFLICT ? DCR_ECONFLICT : DCR_EFATAL,
-                             "version %llu stays committed: %d attempt%s failed (first: %s); %d receiver%s with "
-                             "partial writes left out until restored; operator intervention needed",
-                             (unsigned long long)c->record.version, res->attempts, res->attempts == 1 ? "" : "s",
-                             first_error, dirty, dirty == 1 ? "" : "s");
+        return dcr_error_set(
+            st == DCR_ECONFLICT ? DCR_ECONFLICT : DCR_EFATAL,
+            "version %llu stays committed: %d attempt%s failed (first: %s); %d receiver%s with "
+            "partial writes left out until restored; operator intervention needed",
+            (unsigned long long)c->record.version, res->attempts, res->attempts == 1 ? "" : "s",
+            first_error, dirty, dirty == 1 ? "" : "s");
     }
     res->latency_s = res->t1 - res->t0;
-    dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(res->t0 * 1e9), (uint64_t)(res->t1 * 1e9));
+    dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(res->t0 * 1e9),
+                     (uint64_t)(res->t1 * 1e9));
     res->finalization_s = res->apply_end > 0 ? res->t1 - res->apply_end : 0.0;
     res->payload_bytes = res->construct.payload_bytes;
     res->cross_bytes = after.cross_bytes - before.cross_bytes;
@@ -621,7 +689,8 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     return DCR_OK;
 }
 
-dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dcr_refit_result_t *out_p)
+dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
+                             dcr_refit_result_t *out_p)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
@@ -630,8 +699,8 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dc
     return DCR_OK;
 }
 
-dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t from_version,
-                              dcr_refit_result_t *out_p)
+dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
+                              uint64_t from_version, dcr_refit_result_t *out_p)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
@@ -647,9 +716,10 @@ dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate, u
     } else if (c->record.version == from_version) {
         DCR_CHECK(transition(c, candidate, true, &res));
     } else {
-        return dcr_error_set(DCR_ECONFLICT, "failover: the commit record holds version %llu, not %llu or %llu",
-                             (unsigned long long)c->record.version, (unsigned long long)from_version,
-                             (unsigned long long)from_version + 1);
+        return dcr_error_set(
+            DCR_ECONFLICT, "failover: the commit record holds version %llu, not %llu or %llu",
+            (unsigned long long)c->record.version, (unsigned long long)from_version,
+            (unsigned long long)from_version + 1);
     }
     if (out_p) *out_p = res;
     return DCR_OK;
@@ -683,23 +753,26 @@ dcr_receiver_t *dcr_coord_receiver(const dcr_coord_t *c, int receiver)
 dcr_status_t dcr_coord_receiver_kill(dcr_coord_t *c, int receiver)
 {
     if (receiver < 0 || receiver >= c->p.nreceivers)
-        return dcr_error_set(DCR_EINVAL, "receiver %d out of range 0..%d", receiver, c->p.nreceivers - 1);
+        return dcr_error_set(DCR_EINVAL, "receiver %d out of range 0..%d", receiver,
+                             c->p.nreceivers - 1);
     atomic_store(&c->alive[receiver], 0);
     return DCR_OK;
 }
 
-dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore, void *ctx)
+dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore,
+                                        void *ctx)
 {
     if (receiver < 0 || receiver >= c->p.nreceivers || !restore)
-        return dcr_error_set(DCR_EINVAL, "restart of receiver %d (of %d) needs a restore function", receiver,
-                             c->p.nreceivers);
+        return dcr_error_set(DCR_EINVAL, "restart of receiver %d (of %d) needs a restore function",
+                             receiver, c->p.nreceivers);
     /* The committed version, as the control plane holds it, not as this
      * coordinator last saw it: a failover may have moved it. */
     DCR_CHECK(dcr_control_read(c->p.control, &c->record));
     dcr_receiver_t *r = NULL;
     dcr_status_t st = restore(ctx, receiver, c->record.version, &r);
     if (st != DCR_OK) {
-        dcr_error_prefix("restoring receiver %d to version %llu: ", receiver, (unsigned long long)c->record.version);
+        dcr_error_prefix("restoring receiver %d to version %llu: ", receiver,
+                         (unsigned long long)c->record.version);
         return st;
     }
     c->recv[receiver] = r;

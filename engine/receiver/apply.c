@@ -400,7 +400,8 @@ static dcr_status_t dcr__xor_row(char *const *p, const int64_t *step, int64_t le
     }
     for (int64_t j = 0; j < len; j++) {
         char *d = p[0] + j * step[0];
-        dcr_dtype_store_bits(t, d, dcr_dtype_load_bits(t, d) ^ dcr_dtype_load_bits(t, p[1] + j * step[1]));
+        dcr_dtype_store_bits(
+            t, d, dcr_dtype_load_bits(t, d) ^ dcr_dtype_load_bits(t, p[1] + j * step[1]));
     }
     return DCR_OK;
 }
@@ -645,7 +646,8 @@ static dcr_status_t dcr__split_nan(dcr_receiver_t *r, dcr_dtype_t dtype, const i
 {
     size_t es = dcr_dtype_size(dtype), a = 0, nans = 0;
     DCR_CHECK(dcr__bufs(r, n, es));
-    for (size_t k = 0; k < n; k++) nans += dcr_dtype_bits_isnan(dtype, dcr_dtype_load_bits(dtype, val + k * es));
+    for (size_t k = 0; k < n; k++)
+        nans += dcr_dtype_bits_isnan(dtype, dcr_dtype_load_bits(dtype, val + k * es));
     size_t b = n - nans;
     for (size_t k = 0; k < n; k++) {
         bool nan = dcr_dtype_bits_isnan(dtype, dcr_dtype_load_bits(dtype, val + k * es));

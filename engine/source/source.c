@@ -17,7 +17,8 @@ static int compare_int(const void *a, const void *b)
 dcr_status_t dcr_source_layout_create(const dcr_inventory_t *inv, int world,
                                       dcr_source_layout_t **out_p)
 {
-    if (!inv || world < 1) return dcr_error_set(DCR_EINVAL, "source layout needs an inventory and world >= 1");
+    if (!inv || world < 1)
+        return dcr_error_set(DCR_EINVAL, "source layout needs an inventory and world >= 1");
     dcr_source_layout_t *layout = calloc(1, sizeof(*layout));
     size_t n = dcr_inventory_count(inv);
     int *residual_owner = malloc((n ? n : 1) * sizeof(int));
@@ -64,25 +65,30 @@ dcr_status_t dcr_source_layout_set_conversion(dcr_source_layout_t *layout, int c
 {
     const dcr_inventory_t *inv = layout->inventory;
     int n = (int)dcr_inventory_count(inv);
-    if (canonical < 0 || canonical >= n) return dcr_error_set(DCR_EINVAL, "conversion of tensor %d", canonical);
+    if (canonical < 0 || canonical >= n)
+        return dcr_error_set(DCR_EINVAL, "conversion of tensor %d", canonical);
     const dcr_tensor_desc_t *d = dcr_inventory_at(inv, (size_t)canonical);
     if (conv->kind == DCR_CONVERSION_FP8_BLOCK) {
-        if (conv->scale < 0 || conv->scale >= n || conv->block < 1 || d->ndim != 2 || d->dtype != DCR_DTYPE_FP8_E4M3)
-            return dcr_error_set(DCR_EINVAL, "%s: FP8 block conversion needs a 2-D e4m3 tensor and a scale tensor",
-                                 d->name);
+        if (conv->scale < 0 || conv->scale >= n || conv->block < 1 || d->ndim != 2 ||
+            d->dtype != DCR_DTYPE_FP8_E4M3)
+            return dcr_error_set(
+                DCR_EINVAL, "%s: FP8 block conversion needs a 2-D e4m3 tensor and a scale tensor",
+                d->name);
         const dcr_tensor_desc_t *sd = dcr_inventory_at(inv, (size_t)conv->scale);
-        int64_t rows = (d->shape[0] + conv->block - 1) / conv->block, cols = (d->shape[1] + conv->block - 1) / conv->block;
-        if (sd->ndim != 2 || sd->dtype != DCR_DTYPE_FP32 || sd->shape[0] != rows || sd->shape[1] != cols)
-            return dcr_error_set(DCR_EINVAL, "%s: scale tensor %s must be FP32 [%lld, %lld]", d->name, sd->name,
-                                 (long long)rows, (long long)cols);
+        int64_t rows = (d->shape[0] + conv->block - 1) / conv->block,
+                cols = (d->shape[1] + conv->block - 1) / conv->block;
+        if (sd->ndim != 2 || sd->dtype != DCR_DTYPE_FP32 || sd->shape[0] != rows ||
+            sd->shape[1] != cols)
+            return dcr_error_set(DCR_EINVAL, "%s: scale tensor %s must be FP32 [%lld, %lld]",
+                                 d->name, sd->name, (long long)rows, (long long)cols);
         layout->derived_from[conv->scale] = canonical;
     }
     layout->conversions[canonical] = *conv;
     return DCR_OK;
 }
 
-void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, const void *assembled, void *out,
-                          void *out_scale)
+void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, const void *assembled,
+                          void *out, void *out_scale)
 {
     const dcr_conversion_t *conv = &layout->conversions[canonical];
     const dcr_tensor_desc_t *d = dcr_inventory_at(layout->inventory, (size_t)canonical);
@@ -99,14 +105,16 @@ void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, cons
             float amax = 0.0f, x;
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t c = c0; c < c1; c++) {
-                    dcr_convert(&x, DCR_DTYPE_FP32, in + (size_t)(r * cols + c) * es, conv->assembled_dtype, 1);
+                    dcr_convert(&x, DCR_DTYPE_FP32, in + (size_t)(r * cols + c) * es,
+                                conv->assembled_dtype, 1);
                     if (fabsf(x) > amax) amax = fabsf(x);
                 }
             float scale = amax > 0.0f ? amax / 448.0f : 1.0f;
             ((float *)out_scale)[(r0 / b) * tiles_c + c0 / b] = scale;
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t c = c0; c < c1; c++) {
-                    dcr_convert(&x, DCR_DTYPE_FP32, in + (size_t)(r * cols + c) * es, conv->assembled_dtype, 1);
+                    dcr_convert(&x, DCR_DTYPE_FP32, in + (size_t)(r * cols + c) * es,
+                                conv->assembled_dtype, 1);
                     ((uint8_t *)out)[r * cols + c] = dcr_f32_to_fp8e4m3(x / scale);
                 }
         }
@@ -135,7 +143,9 @@ dcr_status_t dcr_source_layout_add_shard(dcr_source_layout_t *layout, const char
             return dcr_error_set(DCR_EINVAL, "shard %s: holder rank %d outside world %d", name,
                                  holders[i], layout->world);
     for (int d = 0; d < ndim; d++)
-        if (shape[d] < 1) return dcr_error_set(DCR_EINVAL, "shard %s: dimension %d is %lld", name, d, (long long)shape[d]);
+        if (shape[d] < 1)
+            return dcr_error_set(DCR_EINVAL, "shard %s: dimension %d is %lld", name, d,
+                                 (long long)shape[d]);
     DCR_CHECK(grow((void **)&layout->shards, layout->nshards, sizeof(dcr_source_shard_t)));
     dcr_source_shard_t *s = &layout->shards[layout->nshards];
     memset(s, 0, sizeof(*s));
@@ -226,11 +236,13 @@ static dcr_status_t check_task_bounds(const dcr_source_layout_t *layout, const d
         int64_t src_last = box_last(m->ndim, m->shape, m->src_offset, m->src_strides);
         int64_t dst_last = box_last(m->ndim, m->shape, m->dst_offset, m->dst_strides);
         if (m->src_offset < 0 || src_last < 0 || src_last >= shard_n)
-            return dcr_error_set(DCR_ELAYOUT, "task %s: map %d reads outside its shard (%lld elements)",
-                                 t->name, i, (long long)shard_n);
+            return dcr_error_set(DCR_ELAYOUT,
+                                 "task %s: map %d reads outside its shard (%lld elements)", t->name,
+                                 i, (long long)shard_n);
         if (m->dst_offset < 0 || dst_last < 0 || dst_last >= canon_n)
-            return dcr_error_set(DCR_ELAYOUT, "task %s: map %d writes outside its canonical tensor (%lld elements)",
-                                 t->name, i, (long long)canon_n);
+            return dcr_error_set(
+                DCR_ELAYOUT, "task %s: map %d writes outside its canonical tensor (%lld elements)",
+                t->name, i, (long long)canon_n);
     }
     return DCR_OK;
 }
@@ -270,11 +282,13 @@ dcr_status_t dcr_source_layout_finish(dcr_source_layout_t *layout)
                                (long long)covered[c], (long long)dcr_desc_numel(d));
             goto cleanup;
         }
-        layout->residual_owner[c] =
-            kind[c] == DCR_TASK_RESIDUAL ? (int)(dcr_hash64_str(d->name) % (uint64_t)layout->world) : -1;
+        layout->residual_owner[c] = kind[c] == DCR_TASK_RESIDUAL
+                                        ? (int)(dcr_hash64_str(d->name) % (uint64_t)layout->world)
+                                        : -1;
     }
     for (size_t c = 0; c < n; c++) /* derived outputs live with their conversion's assembler */
-        if (layout->derived_from[c] >= 0) layout->residual_owner[c] = layout->residual_owner[layout->derived_from[c]];
+        if (layout->derived_from[c] >= 0)
+            layout->residual_owner[c] = layout->residual_owner[layout->derived_from[c]];
 cleanup:
     free(covered);
     free(kind);
@@ -325,8 +339,9 @@ static dcr_status_t check_one_canonical(const dcr_source_layout_t *layout, int c
         for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach(&t->maps[m], mark_coverage, &ctx);
         if (ctx.shard_dup >= 0) {
             free(ctx.canon_seen);
-            return dcr_error_set(DCR_ELAYOUT, "shard %s element %lld claimed by two tasks (second: %s)",
-                                 layout->shards[t->shard].desc.name, (long long)ctx.shard_dup, t->name);
+            return dcr_error_set(
+                DCR_ELAYOUT, "shard %s element %lld claimed by two tasks (second: %s)",
+                layout->shards[t->shard].desc.name, (long long)ctx.shard_dup, t->name);
         }
     }
     dcr_status_t st = DCR_OK;
@@ -370,7 +385,9 @@ dcr_status_t dcr_source_layout_check_coverage(const dcr_source_layout_t *layout)
     }
     free(fill);
     for (size_t c = 0; c < n && st == DCR_OK; c++)
-        if (layout->derived_from[c] < 0) st = check_one_canonical(layout, (int)c, shard_seen, order + start[c], start[c + 1] - start[c]);
+        if (layout->derived_from[c] < 0)
+            st = check_one_canonical(layout, (int)c, shard_seen, order + start[c],
+                                     start[c + 1] - start[c]);
 cleanup:
     if (shard_seen)
         for (int s = 0; s < layout->nshards; s++) free(shard_seen[s]);
@@ -401,7 +418,8 @@ static void task_copy(const dcr_source_layout_t *layout, const dcr_task_t *task,
 {
     dcr_dtype_t shard_dt = layout->shards[task->shard].desc.dtype;
     dcr_dtype_t canon_dt = dcr_inventory_at(layout->inventory, (size_t)task->canonical)->dtype;
-    copy_ctx_t c = {from, to, reverse ? canon_dt : shard_dt, reverse ? shard_dt : canon_dt, 0, 0, reverse};
+    copy_ctx_t c = {from, to,     reverse ? canon_dt : shard_dt, reverse ? shard_dt : canon_dt, 0,
+                    0,    reverse};
     c.from_size = dcr_dtype_size(c.from_dtype);
     c.to_size = dcr_dtype_size(c.to_dtype);
     for (int m = 0; m < task->nmaps; m++) dcr_box_map_foreach(&task->maps[m], copy_element, &c);
@@ -455,7 +473,8 @@ void dcr_source_layout_stats(const dcr_source_layout_t *layout, dcr_source_stats
 }
 
 void dcr_box_map_foreach_run(const dcr_box_map_t *map,
-                             void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx), void *ctx)
+                             void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx),
+                             void *ctx)
 {
     int last = map->ndim - 1;
     int unit = map->src_strides[last] == 1 && map->dst_strides[last] == 1;
@@ -491,18 +510,21 @@ static void pack_run(int64_t src, int64_t dst, int64_t len, void *p)
     c->pos += (size_t)len;
 }
 
-static void task_pack_dir(const dcr_source_layout_t *layout, const dcr_task_t *task, void *shard, void *box, int to_box)
+static void task_pack_dir(const dcr_source_layout_t *layout, const dcr_task_t *task, void *shard,
+                          void *box, int to_box)
 {
     pack_ctx_t c = {shard, box, dcr_dtype_size(layout->shards[task->shard].desc.dtype), 0, to_box};
     for (int m = 0; m < task->nmaps; m++) dcr_box_map_foreach_run(&task->maps[m], pack_run, &c);
 }
 
-void dcr_task_pack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *shard_data, void *box)
+void dcr_task_pack(const dcr_source_layout_t *layout, const dcr_task_t *task,
+                   const void *shard_data, void *box)
 {
     task_pack_dir(layout, task, (void *)shard_data, box, 1);
 }
 
-void dcr_task_unpack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *box, void *shard_data)
+void dcr_task_unpack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *box,
+                     void *shard_data)
 {
     task_pack_dir(layout, task, shard_data, (void *)box, 0);
 }

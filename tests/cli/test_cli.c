@@ -76,7 +76,8 @@ static void test_help_and_usage_errors(void **state)
     run(&r, "--help");
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "inventory"));
-    const char *commands[] = {"inventory", "construct", "table2", "payload", "bench", "microbench", "verify-paths", "bounds"};
+    const char *commands[] = {"inventory", "construct",  "table2",       "payload",
+                              "bench",     "microbench", "verify-paths", "bounds"};
     for (int i = 0; i < 8; i++) {
         char args[64];
         snprintf(args, sizeof(args), "%s --help", commands[i]);
@@ -105,10 +106,13 @@ static void test_inventory_matches_seed(void **state)
     for (int i = 0; i < 3; i++) {
         char args[128];
         int t = degrees[i];
-        snprintf(args, sizeof(args), "inventory --json --gpus-per-node %d --tp %d --etp %d --serve-tp %d", t, t, t, t);
+        snprintf(args, sizeof(args),
+                 "inventory --json --gpus-per-node %d --tp %d --etp %d --serve-tp %d", t, t, t, t);
         json_t *j = run_json(args);
-        const char *keys[] = {"model", "tensors", "params", "bytes", "mapping", "tp", "etp", "affine_tensors",
-                              "residual_tensors", "affine_items", "residual_items", "affine_byte_share"};
+        const char *keys[] = {"model",        "tensors",        "params",
+                              "bytes",        "mapping",        "tp",
+                              "etp",          "affine_tensors", "residual_tensors",
+                              "affine_items", "residual_items", "affine_byte_share"};
         for (int k = 0; k < 12; k++)
             if (!json_object_get(j, keys[k])) fail_msg("inventory --json lacks %s", keys[k]);
         assert_int_equal(json_integer_value(json_object_get(j, "tensors")), 18867);
@@ -116,7 +120,8 @@ static void test_inventory_matches_seed(void **state)
         assert_int_equal(json_integer_value(json_object_get(j, "residual_tensors")), 146);
         double share = json_real_value(json_object_get(j, "affine_byte_share"));
         assert_true(share > 0.962 && share < 0.964);
-        /* The seed: 18,721 / 74,161 / 148,081 XOR items of 18,867 / 74,307 / 148,227, as prewarm decides them. */
+        /* The seed: 18,721 / 74,161 / 148,081 XOR items of 18,867 / 74,307 / 148,227, as prewarm
+         * decides them. */
         assert_int_equal(json_integer_value(json_object_get(j, "xor_items")), 18480 * t + 241);
         assert_int_equal(json_integer_value(json_object_get(j, "overwrite_items")), 146);
         share = json_real_value(json_object_get(j, "xor_byte_share"));
@@ -130,10 +135,13 @@ static void test_construct_payloads_verify(void **state)
     char dir[] = "/tmp/dcr-cli-payloads-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char args[512];
-    snprintf(args, sizeof(args), "construct --json --scale 64 --layers 2 --gpus-per-node 2 --tp 2 --keep-payloads %s", dir);
+    snprintf(args, sizeof(args),
+             "construct --json --scale 64 --layers 2 --gpus-per-node 2 --tp 2 --keep-payloads %s",
+             dir);
     json_t *j = run_json(args);
-    const char *keys[] = {"construction_s", "changed_elements", "raw_changed_value_bytes", "payload_bytes",
-                          "payloads", "xor_items", "overwrite_items"};
+    const char *keys[] = {"construction_s", "changed_elements", "raw_changed_value_bytes",
+                          "payload_bytes",  "payloads",         "xor_items",
+                          "overwrite_items"};
     for (int k = 0; k < 7; k++)
         if (!json_object_get(j, keys[k])) fail_msg("construct --json lacks %s", keys[k]);
     int64_t payloads = json_integer_value(json_object_get(j, "payloads"));
@@ -173,7 +181,8 @@ static void test_construct_modes(void **state)
     json_t *j = run_json("construct --json --scale 64 --layers 2 --mode all --change-rate 0.05");
     json_t *modes = json_object_get(j, "modes");
     assert_non_null(modes);
-    json_t *x = json_object_get(modes, "X"), *p = json_object_get(modes, "P"), *f = json_object_get(modes, "F");
+    json_t *x = json_object_get(modes, "X"), *p = json_object_get(modes, "P"),
+           *f = json_object_get(modes, "F");
     assert_non_null(x);
     assert_non_null(p);
     assert_non_null(f);
@@ -194,19 +203,32 @@ static void test_bench_json_trace_results(void **state)
     char dir[] = "/tmp/dcr-cli-bench-XXXXXX";
     assert_non_null(mkdtemp(dir));
     char args[1024];
-    snprintf(args, sizeof(args),
-             "bench --json --scale 64 --layers 1 --warmup 0 --refits 2 --trace %s/t.json --out %s/r.h5", dir, dir);
+    snprintf(
+        args, sizeof(args),
+        "bench --json --scale 64 --layers 1 --warmup 0 --refits 2 --trace %s/t.json --out %s/r.h5",
+        dir, dir);
     json_t *j = run_json(args);
-    const char *keys[] = {"checkpoint_bytes", "mean_latency_s", "reference_s", "speedup", "payload_bytes_mean",
-                          "cross_bytes_mean", "raw_changed_value_bytes_mean", "bit_exact", "refits",
-                          "construction_lb_s_mean", "transport_lb_s_mean", "finalization_s_mean"};
+    const char *keys[] = {"checkpoint_bytes",
+                          "mean_latency_s",
+                          "reference_s",
+                          "speedup",
+                          "payload_bytes_mean",
+                          "cross_bytes_mean",
+                          "raw_changed_value_bytes_mean",
+                          "bit_exact",
+                          "refits",
+                          "construction_lb_s_mean",
+                          "transport_lb_s_mean",
+                          "finalization_s_mean"};
     for (int k = 0; k < 12; k++)
         if (!json_object_get(j, keys[k])) fail_msg("bench --json lacks %s", keys[k]);
     assert_true(json_is_true(json_object_get(j, "bit_exact")));
     json_t *refits = json_object_get(j, "refits");
     assert_int_equal(json_array_size(refits), 2);
-    const char *rkeys[] = {"latency_s", "payload_bytes", "cross_bytes", "raw_changed_value_bytes", "changed_elements",
-                           "bit_exact", "construction_lb_s", "transport_lb_s", "finalization_s"};
+    const char *rkeys[] = {
+        "latency_s",        "payload_bytes", "cross_bytes",       "raw_changed_value_bytes",
+        "changed_elements", "bit_exact",     "construction_lb_s", "transport_lb_s",
+        "finalization_s"};
     for (size_t i = 0; i < 2; i++) {
         json_t *r = json_array_get(refits, i);
         for (int k = 0; k < 9; k++)
@@ -214,7 +236,8 @@ static void test_bench_json_trace_results(void **state)
         double lat = json_real_value(json_object_get(r, "latency_s"));
         double clb = json_real_value(json_object_get(r, "construction_lb_s"));
         double tlb = json_real_value(json_object_get(r, "transport_lb_s"));
-        assert_true(clb > 0 && clb <= lat && tlb > 0 && tlb <= lat); /* unions clipped to the window */
+        assert_true(clb > 0 && clb <= lat && tlb > 0 &&
+                    tlb <= lat); /* unions clipped to the window */
     }
     json_decref(j);
     static result_t r;
@@ -234,14 +257,16 @@ static void test_bench_json_trace_results(void **state)
 /* verify-paths: every path class of a layout exercised, no mismatch. */
 static void test_verify_paths(void **state)
 {
-    json_t *j = run_json("verify-paths --json --model llama-3.2-3b --scale 64 --layers 1 --serve-tp 2 --fp32-norms --trials 2");
+    json_t *j = run_json("verify-paths --json --model llama-3.2-3b --scale 64 --layers 1 "
+                         "--serve-tp 2 --fp32-norms --trials 2");
     assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
     assert_true(json_integer_value(json_object_get(j, "cases")) == 4);
     json_t *by = json_object_get(j, "by_path");
     assert_true(json_integer_value(json_object_get(json_object_get(by, "xor"), "items")) > 0);
     assert_true(json_integer_value(json_object_get(json_object_get(by, "cast"), "items")) > 0);
     json_decref(j);
-    j = run_json("verify-paths --json --model nemotron-3-nano-30b-a3b --scale 64 --layers 6 --serve-tp 2 --serve-ep --trials 2");
+    j = run_json("verify-paths --json --model nemotron-3-nano-30b-a3b --scale 64 --layers 6 "
+                 "--serve-tp 2 --serve-ep --trials 2");
     assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
     by = json_object_get(j, "by_path");
     assert_true(json_integer_value(json_object_get(json_object_get(by, "transform"), "items")) > 0);

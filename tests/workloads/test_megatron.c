@@ -71,7 +71,8 @@ static void expect_layout_error(const char *model, dcr_train_config_t tc, const 
     testkit_load_model(model, 16, 4, &m);
     dcr_status_t st = dcr_train_config_validate(&m, &tc);
     assert_int_equal(st, DCR_ELAYOUT);
-    if (!strstr(dcr_error_detail(), needle)) fail_msg("'%s' does not mention '%s'", dcr_error_detail(), needle);
+    if (!strstr(dcr_error_detail(), needle))
+        fail_msg("'%s' does not mention '%s'", dcr_error_detail(), needle);
 }
 
 static void test_invalid_layouts(void **state)
@@ -123,7 +124,8 @@ static void check_layout(dcr_rng_t *rng, const dcr_model_config_t *m, const dcr_
     /* Gathered shards equal imported ones except on elements no task covers
      * (padding rows, replicated k/v groups), which import fills and tasks skip. */
     int64_t equal_shards = 0;
-    for (int s = 0; s < ns; s++) equal_shards += !memcmp(shards[s]->data, gathered[s]->data, shards[s]->bytes);
+    for (int s = 0; s < ns; s++)
+        equal_shards += !memcmp(shards[s]->data, gathered[s]->data, shards[s]->bytes);
     assert_true(equal_shards > 0);
 
     /* Every owner holds its shard; owners are stable. */
@@ -164,14 +166,21 @@ static void test_random_layouts_match_full_conversion(void **state)
         dcr_model_config_t m;
         const char *name = names[valid % nmodels]; /* every model, in turn */
         int layers = 1 + (int)dcr_rng_below(&rng, 4);
-        if (!strcmp(name, "nemotron-3-nano-30b-a3b")) layers = 6 + (int)dcr_rng_below(&rng, 3); /* reach M, E and * */
+        if (!strcmp(name, "nemotron-3-nano-30b-a3b"))
+            layers = 6 + (int)dcr_rng_below(&rng, 3); /* reach M, E and * */
         testkit_load_model(name, 64, layers, &m);
-        dcr_train_config_t tc = {1 + (int)dcr_rng_below(&rng, 2), pick(&rng, degrees, 4), pick(&rng, degrees, 4),
-                                 pick(&rng, degrees, 4), pick(&rng, degrees, 3), pick(&rng, degrees, 2), 0};
+        dcr_train_config_t tc = {1 + (int)dcr_rng_below(&rng, 2),
+                                 pick(&rng, degrees, 4),
+                                 pick(&rng, degrees, 4),
+                                 pick(&rng, degrees, 4),
+                                 pick(&rng, degrees, 3),
+                                 pick(&rng, degrees, 2),
+                                 0};
         if (dcr_train_config_validate(&m, &tc) != DCR_OK) continue;
         dcr_mapping_t mapping = dcr_rng_below(&rng, 2) ? DCR_MAPPING_EXTENDED : DCR_MAPPING_PAPER;
-        print_message("  %s layers %d nodes %d x %d tp %d etp %d ep %d pp %d dp %d %s\n", name, layers, tc.nodes,
-                      tc.gpus_per_node, tc.tp, tc.etp, tc.ep, tc.pp, tc.dp, dcr_mapping_name(mapping));
+        print_message("  %s layers %d nodes %d x %d tp %d etp %d ep %d pp %d dp %d %s\n", name,
+                      layers, tc.nodes, tc.gpus_per_node, tc.tp, tc.etp, tc.ep, tc.pp, tc.dp,
+                      dcr_mapping_name(mapping));
         check_layout(&rng, &m, &tc, mapping);
         valid++;
     }

@@ -89,7 +89,8 @@ static void test_refuses_foreign_files(void **state)
     H5Fclose(f);
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_EINVAL);
     unlink(path);
-    assert_int_equal(dcr_results_append("/nonexistent-dir/x.h5", &run, name, sizeof(name)), DCR_EIO);
+    assert_int_equal(dcr_results_append("/nonexistent-dir/x.h5", &run, name, sizeof(name)),
+                     DCR_EIO);
 }
 
 int main(void)

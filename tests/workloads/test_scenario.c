@@ -25,7 +25,8 @@ static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
 {
     count_ctx_t *c = p;
     for (int64_t k = 0; k < len; k++)
-        c->diff += memcmp(c->a + (size_t)(src + k) * c->es, c->b + (size_t)(src + k) * c->es, c->es) != 0;
+        c->diff +=
+            memcmp(c->a + (size_t)(src + k) * c->es, c->b + (size_t)(src + k) * c->es, c->es) != 0;
 }
 
 static void check_injection(const char *model, dcr_train_config_t tc, double rate)
@@ -44,7 +45,8 @@ static void check_injection(const char *model, dcr_train_config_t tc, double rat
     assert_int_equal(dcr_scenario_alloc_shards(sc, &before), DCR_OK);
     assert_int_equal(dcr_scenario_alloc_shards(sc, &after), DCR_OK);
     dcr_scenario_init_weights(sc, 42, canon);
-    assert_int_equal(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canon, before), DCR_OK);
+    assert_int_equal(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canon, before),
+                     DCR_OK);
     for (size_t s = 0; s < ns; s++) memcpy(after[s]->data, before[s]->data, before[s]->bytes);
     int64_t changed = 0, expected = 0;
     assert_int_equal(dcr_scenario_inject_uniform(sc, rate, 7, after, canon, &changed), DCR_OK);
@@ -58,7 +60,8 @@ static void check_injection(const char *model, dcr_train_config_t tc, double rat
     }
     assert_int_equal(changed, expected);
     /* Replicas and padding follow the owners: exporting reads every replica. */
-    assert_int_equal(dcr_megatron_export(&sc->model, &sc->train, sc->layout, after, exported), DCR_OK);
+    assert_int_equal(dcr_megatron_export(&sc->model, &sc->train, sc->layout, after, exported),
+                     DCR_OK);
     for (size_t c = 0; c < nc; c++) {
         const dcr_tensor_desc_t *d = dcr_inventory_at(sc->inventory, c);
         int cast = 0;
@@ -136,12 +139,14 @@ static void test_adamw_trajectory(void **state)
         assert_int_equal(dcr_adamw_step(ob, b, canon, &cb), DCR_OK);
         assert_int_equal(ca, cb);
         double rate = (double)ca / (double)owned;
-        print_message("  step %d: %.3f%% of %lld owned elements changed\n", step + 1, 100 * rate, (long long)owned);
+        print_message("  step %d: %.3f%% of %lld owned elements changed\n", step + 1, 100 * rate,
+                      (long long)owned);
         assert_true(rate > 0.002 && rate < 0.05);
         for (size_t s = 0; s < ns; s++) assert_memory_equal(a[s]->data, b[s]->data, a[s]->bytes);
     }
     /* Replicas and padding follow the owners. */
     assert_int_equal(dcr_megatron_export(&sc->model, &sc->train, sc->layout, a, exported), DCR_OK);
+    dcr_adamw_destroy(ob);
     assert_int_equal(dcr_adamw_create(sc, a, 0.0, 1, &ob), DCR_EINVAL);
     dcr_adamw_destroy(oa);
     dcr_scenario_free_tensors(canon, nc);

@@ -24,7 +24,8 @@ typedef struct walker {
 static dcr_status_t shard_view(walker_t *w, const char *name, dcr_view_t *out_p)
 {
     int64_t s = dcr_inventory_find(w->shard_index, name);
-    if (s < 0) return dcr_error_set(DCR_ENOTFOUND, "full conversion: no shard %s in the layout", name);
+    if (s < 0)
+        return dcr_error_set(DCR_ENOTFOUND, "full conversion: no shard %s in the layout", name);
     const dcr_tensor_desc_t *d = &w->layout->shards[s].desc;
     return dcr_view_contiguous(w->shards[s], d->dtype, d->ndim, d->shape, out_p);
 }
@@ -70,7 +71,8 @@ static dcr_status_t walk_whole(walker_t *w, const char *src, int layer, const ch
 
 /* Canonical split into `parts` equal slices along dim; shard p holds slice p.
  * src_fmt takes the part number. */
-static dcr_status_t walk_split_view(walker_t *w, const char *src_fmt, const dcr_view_t *canonical, int dim, int parts)
+static dcr_status_t walk_split_view(walker_t *w, const char *src_fmt, const dcr_view_t *canonical,
+                                    int dim, int parts)
 {
     dcr_view_t c = *canonical;
     int64_t len = c.shape[dim] / parts;
@@ -85,8 +87,8 @@ static dcr_status_t walk_split_view(walker_t *w, const char *src_fmt, const dcr_
     return DCR_OK;
 }
 
-static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, const char *canon, int dim,
-                               int parts)
+static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, const char *canon,
+                               int dim, int parts)
 {
     dcr_view_t c;
     DCR_CHECK(canon_view(w, layer, canon, &c));
@@ -96,10 +98,11 @@ static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, cons
 /* ---- FP8 block-quantized export (the oracle's own quantizer) ---- */
 
 #define FP8_BLOCK 128
-#define FP8_MAX 448.0f
+#define FP8_MAX   448.0f
 
 /* The largest magnitude of one tile, read from a BF16 row-major matrix. */
-static float tile_amax(const uint16_t *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+static float tile_amax(const uint16_t *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
+                       int64_t c1)
 {
     float amax = 0.0f;
     for (int64_t r = r0; r < r1; r++) {
@@ -119,21 +122,26 @@ static void fp8_quantize(const uint16_t *x, int64_t rows, int64_t cols, uint8_t 
     for (int64_t tr = 0; tr * FP8_BLOCK < rows; tr++)
         for (int64_t tc = 0; tc < tiles_c; tc++) {
             int64_t r0 = tr * FP8_BLOCK, c0 = tc * FP8_BLOCK;
-            int64_t r1 = r0 + FP8_BLOCK < rows ? r0 + FP8_BLOCK : rows, c1 = c0 + FP8_BLOCK < cols ? c0 + FP8_BLOCK : cols;
-            float amax = tile_amax(x, cols, r0, r1, c0, c1), s = amax == 0.0f ? 1.0f : amax / FP8_MAX;
+            int64_t r1 = r0 + FP8_BLOCK < rows ? r0 + FP8_BLOCK : rows,
+                    c1 = c0 + FP8_BLOCK < cols ? c0 + FP8_BLOCK : cols;
+            float amax = tile_amax(x, cols, r0, r1, c0, c1),
+                  s = amax == 0.0f ? 1.0f : amax / FP8_MAX;
             scale[tr * tiles_c + tc] = s;
             for (int64_t r = r0; r < r1; r++)
-                for (int64_t c = c0; c < c1; c++) q[r * cols + c] = dcr_f32_to_fp8e4m3(dcr_bf16_to_f32(x[r * cols + c]) / s);
+                for (int64_t c = c0; c < c1; c++)
+                    q[r * cols + c] = dcr_f32_to_fp8e4m3(dcr_bf16_to_f32(x[r * cols + c]) / s);
         }
 }
 
 /* The reverse of the import direction: x = q * s, rounded to BF16. */
-static void fp8_dequantize(const uint8_t *q, const float *scale, int64_t rows, int64_t cols, uint16_t *x)
+static void fp8_dequantize(const uint8_t *q, const float *scale, int64_t rows, int64_t cols,
+                           uint16_t *x)
 {
     int64_t tiles_c = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            x[r * cols + c] = dcr_f32_to_bf16(dcr_fp8e4m3_to_f32(q[r * cols + c]) * scale[(r / FP8_BLOCK) * tiles_c + c / FP8_BLOCK]);
+            x[r * cols + c] = dcr_f32_to_bf16(dcr_fp8e4m3_to_f32(q[r * cols + c]) *
+                                              scale[(r / FP8_BLOCK) * tiles_c + c / FP8_BLOCK]);
 }
 
 /* A row-parallel projection exported FP8: shards hold BF16; the canonical
@@ -150,7 +158,8 @@ static dcr_status_t walk_fp8_rows(walker_t *w, int layer, const char *src_rest, 
     dcr_status_t st = dcr_view_contiguous(tmp, DCR_DTYPE_BF16, 2, c.shape, &tmp_view);
     if (st == DCR_OK && !w->to_canonical)
         fp8_dequantize(dcr_view_data(&c), dcr_view_data(&sc), c.shape[0], c.shape[1], tmp->data);
-    if (st == DCR_OK) st = walk_split_view(w, layer_name(fmt, layer, src_rest), &tmp_view, 1, w->tc->tp);
+    if (st == DCR_OK)
+        st = walk_split_view(w, layer_name(fmt, layer, src_rest), &tmp_view, 1, w->tc->tp);
     if (st == DCR_OK && w->to_canonical)
         fp8_quantize(tmp->data, c.shape[0], c.shape[1], dcr_view_data(&c), dcr_view_data(&sc));
     dcr_storage_destroy(tmp);
@@ -212,14 +221,15 @@ static dcr_status_t walk_qkv(walker_t *w, int layer, const char *kind, const cha
         char with_rank[NAME];
         snprintf(with_rank, NAME, fmt, r);
         DCR_CHECK(shard_view(w, layer_name(src, layer, with_rank), &s));
-        DCR_CHECK(as_heads(&s, m->head_dim, &sh)); /* [groups_per_rank * (q_per_group + 2), hn, rest] */
+        DCR_CHECK(
+            as_heads(&s, m->head_dim, &sh)); /* [groups_per_rank * (q_per_group + 2), hn, rest] */
         for (int g = 0; g < groups_per_rank; g++) {
             int group = m->kv_heads >= tp ? r * groups_per_rank + g : r / (tp / m->kv_heads);
             int64_t base = (int64_t)g * (q_per_group + 2);
             dcr_view_t sq, cq, sk, ck, sv, cv;
             DCR_CHECK(dcr_view_narrow(&sh, 0, base, q_per_group, &sq));
-            DCR_CHECK(dcr_view_narrow(&qh, 0, (int64_t)r * heads_per_rank + (int64_t)g * q_per_group,
-                                      q_per_group, &cq));
+            DCR_CHECK(dcr_view_narrow(
+                &qh, 0, (int64_t)r * heads_per_rank + (int64_t)g * q_per_group, q_per_group, &cq));
             DCR_CHECK(dcr_view_narrow(&sh, 0, base + q_per_group, 1, &sk));
             DCR_CHECK(dcr_view_narrow(&kh, 0, group, 1, &ck));
             DCR_CHECK(dcr_view_narrow(&sh, 0, base + q_per_group + 1, 1, &sv));
@@ -278,13 +288,15 @@ static dcr_status_t walk_components(walker_t *w, int layer, const char *src_rest
     return DCR_OK;
 }
 
-static dcr_status_t walk_tp_split(walker_t *w, int layer, const char *src_rest, const char *canon, int dim)
+static dcr_status_t walk_tp_split(walker_t *w, int layer, const char *src_rest, const char *canon,
+                                  int dim)
 {
     char fmt[NAME];
     return walk_split(w, layer_name(fmt, layer, src_rest), layer, canon, dim, w->tc->tp);
 }
 
-static dcr_status_t walk_layer_whole(walker_t *w, int layer, const char *src_rest, const char *canon)
+static dcr_status_t walk_layer_whole(walker_t *w, int layer, const char *src_rest,
+                                     const char *canon)
 {
     char src[NAME];
     return walk_whole(w, layer_name(src, layer, src_rest), layer, canon);
@@ -304,7 +316,8 @@ static dcr_status_t walk_attention(walker_t *w, int i, const char *attn)
     snprintf(c, NAME, "%s.o_proj.weight", attn);
     dcr_view_t o;
     DCR_CHECK(canon_view(w, i, c, &o));
-    if (o.dtype == DCR_DTYPE_FP8_E4M3) return walk_fp8_rows(w, i, "self_attention.linear_proj.weight@tp%d", c);
+    if (o.dtype == DCR_DTYPE_FP8_E4M3)
+        return walk_fp8_rows(w, i, "self_attention.linear_proj.weight@tp%d", c);
     return walk_tp_split(w, i, "self_attention.linear_proj.weight@tp%d", c, 1);
 }
 
@@ -320,7 +333,8 @@ static dcr_status_t walk_experts(walker_t *w, int i, const char *mixer, int gate
             snprintf(down, NAME, "%s.experts.%d.down_proj.weight", mixer, global);
             snprintf(fmt, NAME, "mlp.experts.linear_fc1.weight%d@ep%d.etp%%d", j, e);
             layer_name(src, i, fmt);
-            DCR_CHECK(gated ? walk_gated(w, src, i, gate, up, etp) : walk_split(w, src, i, up, 0, etp));
+            DCR_CHECK(gated ? walk_gated(w, src, i, gate, up, etp)
+                            : walk_split(w, src, i, up, 0, etp));
             snprintf(fmt, NAME, "mlp.experts.linear_fc2.weight%d@ep%d.etp%%d", j, e);
             DCR_CHECK(walk_split(w, layer_name(src, i, fmt), i, down, 1, etp));
         }
@@ -332,10 +346,12 @@ static dcr_status_t walk_transformer_layer(walker_t *w, int i)
 {
     char fmt[NAME];
     int gemma = w->m->family == DCR_FAMILY_GEMMA3;
-    DCR_CHECK(walk_layer_whole(w, i, "self_attention.linear_qkv.layer_norm_weight", "input_layernorm.weight"));
+    DCR_CHECK(walk_layer_whole(w, i, "self_attention.linear_qkv.layer_norm_weight",
+                               "input_layernorm.weight"));
     DCR_CHECK(walk_attention(w, i, "self_attn"));
     if (w->m->family == DCR_FAMILY_QWEN3_MOE) {
-        DCR_CHECK(walk_layer_whole(w, i, "pre_mlp_layernorm.weight", "post_attention_layernorm.weight"));
+        DCR_CHECK(
+            walk_layer_whole(w, i, "pre_mlp_layernorm.weight", "post_attention_layernorm.weight"));
         DCR_CHECK(walk_layer_whole(w, i, "mlp.router.weight", "mlp.gate.weight"));
         return walk_experts(w, i, "mlp", 1);
     }
@@ -346,9 +362,10 @@ static dcr_status_t walk_transformer_layer(walker_t *w, int i)
                                    "post_feedforward_layernorm.weight"));
     }
     DCR_CHECK(walk_layer_whole(w, i, "mlp.linear_fc1.layer_norm_weight",
-                               gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"));
-    DCR_CHECK(walk_gated(w, layer_name(fmt, i, "mlp.linear_fc1.weight@tp%d"), i, "mlp.gate_proj.weight",
-                         "mlp.up_proj.weight", w->tc->tp));
+                               gemma ? "pre_feedforward_layernorm.weight"
+                                     : "post_attention_layernorm.weight"));
+    DCR_CHECK(walk_gated(w, layer_name(fmt, i, "mlp.linear_fc1.weight@tp%d"), i,
+                         "mlp.gate_proj.weight", "mlp.up_proj.weight", w->tc->tp));
     return walk_tp_split(w, i, "mlp.linear_fc2.weight@tp%d", "mlp.down_proj.weight", 1);
 }
 
@@ -357,13 +374,15 @@ static dcr_status_t walk_nemotron_layer(walker_t *w, int i)
     const dcr_model_config_t *m = w->m;
     char kind = m->pattern[i];
     if (kind == '*') {
-        DCR_CHECK(walk_layer_whole(w, i, "self_attention.linear_qkv.layer_norm_weight", "norm.weight"));
+        DCR_CHECK(
+            walk_layer_whole(w, i, "self_attention.linear_qkv.layer_norm_weight", "norm.weight"));
         return walk_attention(w, i, "mixer");
     }
     if (kind == 'E') {
         DCR_CHECK(walk_layer_whole(w, i, "pre_mlp_layernorm.weight", "norm.weight"));
         DCR_CHECK(walk_layer_whole(w, i, "mlp.router.weight", "mixer.gate.weight"));
-        DCR_CHECK(walk_layer_whole(w, i, "mlp.router.expert_bias", "mixer.gate.e_score_correction_bias"));
+        DCR_CHECK(
+            walk_layer_whole(w, i, "mlp.router.expert_bias", "mixer.gate.e_score_correction_bias"));
         DCR_CHECK(walk_experts(w, i, "mixer", 0));
         DCR_CHECK(walk_tp_split(w, i, "mlp.shared_experts.linear_fc1.weight@tp%d",
                                 "mixer.shared_experts.up_proj.weight", 0));
@@ -373,8 +392,10 @@ static dcr_status_t walk_nemotron_layer(walker_t *w, int i)
     int64_t di = (int64_t)m->mamba_heads * m->mamba_head_dim, gn = m->mamba_groups * m->mamba_state;
     int64_t in_rows[5] = {di, di, gn, gn, m->mamba_heads}, conv_rows[3] = {di, gn, gn};
     DCR_CHECK(walk_layer_whole(w, i, "mixer.in_proj.layer_norm_weight", "norm.weight"));
-    DCR_CHECK(walk_components(w, i, "mixer.in_proj.weight@tp%d", "mixer.in_proj.weight", 5, in_rows));
-    DCR_CHECK(walk_components(w, i, "mixer.conv1d.weight@tp%d", "mixer.conv1d.weight", 3, conv_rows));
+    DCR_CHECK(
+        walk_components(w, i, "mixer.in_proj.weight@tp%d", "mixer.in_proj.weight", 5, in_rows));
+    DCR_CHECK(
+        walk_components(w, i, "mixer.conv1d.weight@tp%d", "mixer.conv1d.weight", 3, conv_rows));
     DCR_CHECK(walk_components(w, i, "mixer.conv1d.bias@tp%d", "mixer.conv1d.bias", 3, conv_rows));
     DCR_CHECK(walk_tp_split(w, i, "mixer.A_log@tp%d", "mixer.A_log", 0));
     DCR_CHECK(walk_tp_split(w, i, "mixer.D@tp%d", "mixer.D", 0));
@@ -391,9 +412,10 @@ static dcr_status_t walk_model(walker_t *w)
     DCR_CHECK(walk_vocab(w, "embedding.word_embeddings.weight@tp%d", embed));
     for (int i = 0; i < w->m->layers; i++)
         DCR_CHECK(nemo ? walk_nemotron_layer(w, i) : walk_transformer_layer(w, i));
-    DCR_CHECK(walk_whole(w, nemo ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight", -1,
-                         nemo ? "norm_f.weight" : "norm.weight"));
-    if (!w->m->tied_embeddings) DCR_CHECK(walk_vocab(w, "output_layer.weight@tp%d", "lm_head.weight"));
+    DCR_CHECK(walk_whole(w, nemo ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight",
+                         -1, nemo ? "norm_f.weight" : "norm.weight"));
+    if (!w->m->tied_embeddings)
+        DCR_CHECK(walk_vocab(w, "output_layer.weight@tp%d", "lm_head.weight"));
     return DCR_OK;
 }
 
@@ -403,7 +425,13 @@ static dcr_status_t walk(const dcr_model_config_t *m, const dcr_train_config_t *
 {
     dcr_train_config_t tc = *tc_in;
     DCR_CHECK(dcr_train_config_validate(m, &tc));
-    walker_t w = {m, &tc, layout, shards, canonical, NULL, to_canonical,
+    walker_t w = {m,
+                  &tc,
+                  layout,
+                  shards,
+                  canonical,
+                  NULL,
+                  to_canonical,
                   m->family == DCR_FAMILY_GEMMA3       ? "language_model.model."
                   : m->family == DCR_FAMILY_NEMOTRON_H ? "backbone."
                                                        : "model."};
@@ -411,7 +439,8 @@ static dcr_status_t walk(const dcr_model_config_t *m, const dcr_train_config_t *
     DCR_CHECK(dcr_inventory_create(&w.shard_index));
     for (int s = 0; s < layout->nshards; s++) {
         const dcr_tensor_desc_t *d = &layout->shards[s].desc;
-        DCR_CHECK_GOTO(dcr_inventory_add(w.shard_index, d->name, d->dtype, d->ndim, d->shape), st, done);
+        DCR_CHECK_GOTO(dcr_inventory_add(w.shard_index, d->name, d->dtype, d->ndim, d->shape), st,
+                       done);
     }
     if (!to_canonical)
         for (int s = 0; s < layout->nshards; s++) memset(shards[s]->data, 0, shards[s]->bytes);

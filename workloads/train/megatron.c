@@ -14,9 +14,12 @@ dcr_train_config_t dcr_train_config_default(void)
 
 dcr_status_t dcr_mapping_parse(const char *text, dcr_mapping_t *out_p)
 {
-    if (!strcmp(text, "paper")) *out_p = DCR_MAPPING_PAPER;
-    else if (!strcmp(text, "extended")) *out_p = DCR_MAPPING_EXTENDED;
-    else return dcr_error_set(DCR_EINVAL, "mapping '%s' is not paper or extended", text);
+    if (!strcmp(text, "paper"))
+        *out_p = DCR_MAPPING_PAPER;
+    else if (!strcmp(text, "extended"))
+        *out_p = DCR_MAPPING_EXTENDED;
+    else
+        return dcr_error_set(DCR_EINVAL, "mapping '%s' is not paper or extended", text);
     return DCR_OK;
 }
 
@@ -38,18 +41,20 @@ int64_t dcr_megatron_padded_vocab(int64_t vocab, int tp)
 
 static dcr_status_t validate_degrees(const dcr_train_config_t *tc)
 {
-    REQUIRE(tc->nodes >= 1 && tc->gpus_per_node >= 1, "training nodes and GPUs per node must be >= 1");
+    REQUIRE(tc->nodes >= 1 && tc->gpus_per_node >= 1,
+            "training nodes and GPUs per node must be >= 1");
     REQUIRE(tc->tp >= 1 && tc->etp >= 1 && tc->ep >= 1 && tc->pp >= 1 && tc->dp >= 0,
             "parallel degrees must be >= 1");
     int world = tc->nodes * tc->gpus_per_node;
-    REQUIRE(world % (tc->tp * tc->pp) == 0, "tp*pp = %d does not divide the %d training ranks (nodes x GPUs)",
-            tc->tp * tc->pp, world);
+    REQUIRE(world % (tc->tp * tc->pp) == 0,
+            "tp*pp = %d does not divide the %d training ranks (nodes x GPUs)", tc->tp * tc->pp,
+            world);
     int dp = world / (tc->tp * tc->pp);
-    REQUIRE(tc->dp == 0 || tc->dp == dp, "dp %d: nodes x GPUs = %d = tp*pp*dp needs dp = %d", tc->dp,
-            world, dp);
+    REQUIRE(tc->dp == 0 || tc->dp == dp, "dp %d: nodes x GPUs = %d = tp*pp*dp needs dp = %d",
+            tc->dp, world, dp);
     REQUIRE((tc->tp * dp) % (tc->etp * tc->ep) == 0,
-            "etp*ep = %d must divide tp*dp = %d (the ranks of one pipeline stage)", tc->etp * tc->ep,
-            tc->tp * dp);
+            "etp*ep = %d must divide tp*dp = %d (the ranks of one pipeline stage)",
+            tc->etp * tc->ep, tc->tp * dp);
     return DCR_OK;
 }
 
@@ -75,8 +80,10 @@ dcr_status_t dcr_train_config_validate(const dcr_model_config_t *m, dcr_train_co
         REQUIRE(tc->ep == 1 && tc->etp == 1, "ep and etp need a model with experts");
     }
     if (m->family == DCR_FAMILY_NEMOTRON_H) {
-        REQUIRE(m->mamba_heads % tp == 0, "tp %d does not divide %d Mamba heads", tp, m->mamba_heads);
-        REQUIRE(m->mamba_groups % tp == 0, "tp %d does not divide %d Mamba groups", tp, m->mamba_groups);
+        REQUIRE(m->mamba_heads % tp == 0, "tp %d does not divide %d Mamba heads", tp,
+                m->mamba_heads);
+        REQUIRE(m->mamba_groups % tp == 0, "tp %d does not divide %d Mamba groups", tp,
+                m->mamba_groups);
     }
     tc->dp = tc->nodes * tc->gpus_per_node / (tp * tc->pp);
     return DCR_OK;
@@ -141,7 +148,8 @@ static dcr_status_t find_canonical(const builder_t *b, const char *name, int *ou
 {
     int64_t c = dcr_inventory_find(b->inv, name);
     if (c < 0)
-        return dcr_error_set(DCR_ENOTFOUND, "training layout maps to %s, which the inventory lacks", name);
+        return dcr_error_set(DCR_ENOTFOUND, "training layout maps to %s, which the inventory lacks",
+                             name);
     *out_p = (int)c;
     return DCR_OK;
 }
@@ -171,7 +179,8 @@ static dcr_box_map_t rows_map(int64_t src_row0, int64_t dst_row0, int64_t nrows,
 
 /* ngroups blocks of `rows` rows each, spaced src_stride / dst_stride rows apart. */
 static dcr_box_map_t grouped_rows_map(int64_t ngroups, int64_t src_row0, int64_t src_stride,
-                                      int64_t dst_row0, int64_t dst_stride, int64_t rows, int64_t elems)
+                                      int64_t dst_row0, int64_t dst_stride, int64_t rows,
+                                      int64_t elems)
 {
     dcr_box_map_t m = {0};
     m.ndim = 2;
@@ -206,7 +215,8 @@ static dcr_status_t add_shard(builder_t *b, const char *name, dcr_dtype_t dtype,
 {
     /* Training keeps BF16 weights; FP8 exists only in the exported checkpoint. */
     if (dtype == DCR_DTYPE_FP8_E4M3) dtype = DCR_DTYPE_BF16;
-    return dcr_source_layout_add_shard(b->layout, name, dtype, ndim, shape, b->nholders, b->holders, out_p);
+    return dcr_source_layout_add_shard(b->layout, name, dtype, ndim, shape, b->nholders, b->holders,
+                                       out_p);
 }
 
 /* Task names join canonical name, shard name and a piece tag, so that every
@@ -222,12 +232,14 @@ static dcr_status_t add_task(builder_t *b, dcr_task_kind_t kind, const char *map
     }
     snprintf(name, sizeof(name), "%s<-%s%s%s", canonical_desc(b, canonical)->name,
              b->layout->shards[shard].desc.name, piece ? "#" : "", piece ? piece : "");
-    return dcr_source_layout_add_task(b->layout, name, kind, mapping, shard, canonical, nmaps, maps);
+    return dcr_source_layout_add_task(b->layout, name, kind, mapping, shard, canonical, nmaps,
+                                      maps);
 }
 
 static dcr_task_kind_t kind_for(const builder_t *b, int affine_in_paper)
 {
-    return (affine_in_paper || b->mapping == DCR_MAPPING_EXTENDED) ? DCR_TASK_AFFINE : DCR_TASK_RESIDUAL;
+    return (affine_in_paper || b->mapping == DCR_MAPPING_EXTENDED) ? DCR_TASK_AFFINE
+                                                                   : DCR_TASK_RESIDUAL;
 }
 
 /* ---- mapping classes ---------------------------------------------------- */
@@ -242,8 +254,8 @@ static dcr_status_t map_replicated(builder_t *b, const char *src, const char *ca
     holders_stage(b, stage);
     DCR_CHECK(add_shard(b, src, src_dtype, d->ndim, d->shape, &s));
     dcr_box_map_t m = rows_map(0, 0, d->shape[0], row_elems(d));
-    return add_task(b, DCR_TASK_AFFINE, src_dtype == d->dtype ? "replicated" : "replicated_cast", s, c,
-                    NULL, 1, &m);
+    return add_task(b, DCR_TASK_AFFINE, src_dtype == d->dtype ? "replicated" : "replicated_cast", s,
+                    c, NULL, 1, &m);
 }
 
 /* Split on dim 0 over `parts` ranks; `holders_of(part)` fills b->holders. */
@@ -281,8 +293,8 @@ static dcr_status_t map_column(builder_t *b, const char *src_fmt, const char *ca
 }
 
 /* Split on dim 1 (row-parallel linear [out, in/parts]). */
-static dcr_status_t map_row(builder_t *b, const char *src_fmt, const char *canon, int stage, int parts,
-                            holders_fn holders, const int *coord, const char *mapping)
+static dcr_status_t map_row(builder_t *b, const char *src_fmt, const char *canon, int stage,
+                            int parts, holders_fn holders, const int *coord, const char *mapping)
 {
     int c = -1;
     DCR_CHECK(find_canonical(b, canon, &c));
@@ -355,8 +367,10 @@ static dcr_status_t map_qkv(builder_t *b, const char *src_fmt, const char *q, co
                                             qh * hn, qh * hn, elems);
         DCR_CHECK(add_task(b, kind, "qkv", s, cq, "q", 1, &mq));
         if (r % replicas != 0) continue;
-        dcr_box_map_t mk = grouped_rows_map(local_groups, qh * hn, block, group0 * hn, hn, hn, elems);
-        dcr_box_map_t mv = grouped_rows_map(local_groups, (qh + 1) * hn, block, group0 * hn, hn, hn, elems);
+        dcr_box_map_t mk =
+            grouped_rows_map(local_groups, qh * hn, block, group0 * hn, hn, hn, elems);
+        dcr_box_map_t mv =
+            grouped_rows_map(local_groups, (qh + 1) * hn, block, group0 * hn, hn, hn, elems);
         DCR_CHECK(add_task(b, kind, "qkv", s, ck, "k", 1, &mk));
         DCR_CHECK(add_task(b, kind, "qkv", s, cv, "v", 1, &mv));
     }
@@ -452,7 +466,6 @@ static const char *mname(char *buf, size_t len, int layer, const char *rest)
     return buf;
 }
 
-
 static dcr_status_t emit_attention(builder_t *b, int i, const char *attn)
 {
     char src[NAME], q[NAME], k[NAME], v[NAME], rest[NAME];
@@ -463,7 +476,8 @@ static dcr_status_t emit_attention(builder_t *b, int i, const char *attn)
     cname(b, k, NAME, i, rest);
     snprintf(rest, sizeof(rest), "%s.v_proj.weight", attn);
     cname(b, v, NAME, i, rest);
-    DCR_CHECK(map_qkv(b, mname(src, NAME, i, "self_attention.linear_qkv.weight@tp%d"), q, k, v, st));
+    DCR_CHECK(
+        map_qkv(b, mname(src, NAME, i, "self_attention.linear_qkv.weight@tp%d"), q, k, v, st));
     if (b->m->qkv_bias) {
         snprintf(rest, sizeof(rest), "%s.q_proj.bias", attn);
         cname(b, q, NAME, i, rest);
@@ -471,7 +485,8 @@ static dcr_status_t emit_attention(builder_t *b, int i, const char *attn)
         cname(b, k, NAME, i, rest);
         snprintf(rest, sizeof(rest), "%s.v_proj.bias", attn);
         cname(b, v, NAME, i, rest);
-        DCR_CHECK(map_qkv(b, mname(src, NAME, i, "self_attention.linear_qkv.bias@tp%d"), q, k, v, st));
+        DCR_CHECK(
+            map_qkv(b, mname(src, NAME, i, "self_attention.linear_qkv.bias@tp%d"), q, k, v, st));
     }
     if (b->m->qk_norm) {
         snprintf(rest, sizeof(rest), "%s.q_norm.weight", attn);
@@ -482,8 +497,8 @@ static dcr_status_t emit_attention(builder_t *b, int i, const char *attn)
                                  cname(b, k, NAME, i, rest), st, DCR_DTYPE_BF16));
     }
     snprintf(rest, sizeof(rest), "%s.o_proj.weight", attn);
-    DCR_CHECK(map_row(b, mname(src, NAME, i, "self_attention.linear_proj.weight@tp%d"), cname(b, q, NAME, i, rest), st,
-                      tp, holders_tp_part, NULL, "row"));
+    DCR_CHECK(map_row(b, mname(src, NAME, i, "self_attention.linear_proj.weight@tp%d"),
+                      cname(b, q, NAME, i, rest), st, tp, holders_tp_part, NULL, "row"));
     return declare_fp8_export(b, q);
 }
 
@@ -494,9 +509,11 @@ static dcr_status_t emit_dense_mlp(builder_t *b, int i)
     int st = stage_of_layer(b, i), tp = b->tc->tp;
     DCR_CHECK(map_gated(b, mname(src, NAME, i, "mlp.linear_fc1.weight@tp%d"),
                         cname(b, g, NAME, i, "mlp.gate_proj.weight"),
-                        cname(b, u, NAME, i, "mlp.up_proj.weight"), st, tp, holders_tp_part, NULL, "gated"));
+                        cname(b, u, NAME, i, "mlp.up_proj.weight"), st, tp, holders_tp_part, NULL,
+                        "gated"));
     return map_row(b, mname(src, NAME, i, "mlp.linear_fc2.weight@tp%d"),
-                   cname(b, d, NAME, i, "mlp.down_proj.weight"), st, tp, holders_tp_part, NULL, "row");
+                   cname(b, d, NAME, i, "mlp.down_proj.weight"), st, tp, holders_tp_part, NULL,
+                   "row");
 }
 
 /* Routed experts: local expert j on EP rank e is global expert e*E_local+j;
@@ -525,8 +542,8 @@ static dcr_status_t emit_experts(builder_t *b, int i, const char *mixer, int gat
             snprintf(fmt, sizeof(fmt), "mlp.experts.linear_fc2.weight%d@ep%d.etp%%d", j, e);
             mname(src, NAME, i, fmt);
             snprintf(rest, sizeof(rest), "%s.experts.%d.down_proj.weight", mixer, global);
-            DCR_CHECK(map_row(b, src, cname(b, d, NAME, i, rest), st, b->tc->etp, holders_expert_part,
-                              coord, "expert_row"));
+            DCR_CHECK(map_row(b, src, cname(b, d, NAME, i, rest), st, b->tc->etp,
+                              holders_expert_part, coord, "expert_row"));
         }
     }
     return DCR_OK;
@@ -540,7 +557,8 @@ static dcr_status_t emit_qwen3_moe_layer(builder_t *b, int i)
                              cname(b, c, NAME, i, "input_layernorm.weight"), st, DCR_DTYPE_BF16));
     DCR_CHECK(emit_attention(b, i, "self_attn"));
     DCR_CHECK(map_replicated(b, mname(src, NAME, i, "pre_mlp_layernorm.weight"),
-                             cname(b, c, NAME, i, "post_attention_layernorm.weight"), st, DCR_DTYPE_BF16));
+                             cname(b, c, NAME, i, "post_attention_layernorm.weight"), st,
+                             DCR_DTYPE_BF16));
     DCR_CHECK(map_replicated(b, mname(src, NAME, i, "mlp.router.weight"),
                              cname(b, c, NAME, i, "mlp.gate.weight"), st, DCR_DTYPE_FP32));
     return emit_experts(b, i, "mlp", 1);
@@ -554,15 +572,19 @@ static dcr_status_t emit_dense_layer(builder_t *b, int i)
                              cname(b, c, NAME, i, "input_layernorm.weight"), st, DCR_DTYPE_BF16));
     DCR_CHECK(emit_attention(b, i, "self_attn"));
     if (b->m->family == DCR_FAMILY_GEMMA3) {
-        DCR_CHECK(map_replicated(b, mname(src, NAME, i, "self_attention.linear_proj.post_layernorm.weight"),
-                                 cname(b, c, NAME, i, "post_attention_layernorm.weight"), st, DCR_DTYPE_BF16));
+        DCR_CHECK(map_replicated(
+            b, mname(src, NAME, i, "self_attention.linear_proj.post_layernorm.weight"),
+            cname(b, c, NAME, i, "post_attention_layernorm.weight"), st, DCR_DTYPE_BF16));
         DCR_CHECK(map_replicated(b, mname(src, NAME, i, "mlp.linear_fc1.layer_norm_weight"),
-                                 cname(b, c, NAME, i, "pre_feedforward_layernorm.weight"), st, DCR_DTYPE_BF16));
+                                 cname(b, c, NAME, i, "pre_feedforward_layernorm.weight"), st,
+                                 DCR_DTYPE_BF16));
         DCR_CHECK(map_replicated(b, mname(src, NAME, i, "mlp.linear_fc2.post_layernorm.weight"),
-                                 cname(b, c, NAME, i, "post_feedforward_layernorm.weight"), st, DCR_DTYPE_BF16));
+                                 cname(b, c, NAME, i, "post_feedforward_layernorm.weight"), st,
+                                 DCR_DTYPE_BF16));
     } else {
         DCR_CHECK(map_replicated(b, mname(src, NAME, i, "mlp.linear_fc1.layer_norm_weight"),
-                                 cname(b, c, NAME, i, "post_attention_layernorm.weight"), st, DCR_DTYPE_BF16));
+                                 cname(b, c, NAME, i, "post_attention_layernorm.weight"), st,
+                                 DCR_DTYPE_BF16));
     }
     return emit_dense_mlp(b, i);
 }
@@ -585,10 +607,11 @@ static dcr_status_t emit_mamba(builder_t *b, int i)
                                            {"mixer.dt_bias@tp%d", "mixer.dt_bias"},
                                            {"mixer.norm.weight@tp%d", "mixer.norm.weight"}};
     for (size_t k = 0; k < sizeof(split) / sizeof(split[0]); k++)
-        DCR_CHECK(map_column(b, mname(src, NAME, i, split[k][0]), cname(b, c, NAME, i, split[k][1]), st,
-                             tp, holders_tp_part, NULL, "column"));
+        DCR_CHECK(map_column(b, mname(src, NAME, i, split[k][0]), cname(b, c, NAME, i, split[k][1]),
+                             st, tp, holders_tp_part, NULL, "column"));
     return map_row(b, mname(src, NAME, i, "mixer.out_proj.weight@tp%d"),
-                   cname(b, c, NAME, i, "mixer.out_proj.weight"), st, tp, holders_tp_part, NULL, "row");
+                   cname(b, c, NAME, i, "mixer.out_proj.weight"), st, tp, holders_tp_part, NULL,
+                   "row");
 }
 
 static dcr_status_t emit_nemotron_moe(builder_t *b, int i)
@@ -598,7 +621,8 @@ static dcr_status_t emit_nemotron_moe(builder_t *b, int i)
     DCR_CHECK(map_replicated(b, mname(src, NAME, i, "mlp.router.weight"),
                              cname(b, c, NAME, i, "mixer.gate.weight"), st, DCR_DTYPE_FP32));
     DCR_CHECK(map_replicated(b, mname(src, NAME, i, "mlp.router.expert_bias"),
-                             cname(b, c, NAME, i, "mixer.gate.e_score_correction_bias"), st, DCR_DTYPE_FP32));
+                             cname(b, c, NAME, i, "mixer.gate.e_score_correction_bias"), st,
+                             DCR_DTYPE_FP32));
     DCR_CHECK(emit_experts(b, i, "mixer", 0));
     DCR_CHECK(map_column(b, mname(src, NAME, i, "mlp.shared_experts.linear_fc1.weight@tp%d"),
                          cname(b, c, NAME, i, "mixer.shared_experts.up_proj.weight"), st, tp,
@@ -617,8 +641,8 @@ static dcr_status_t emit_nemotron_layer(builder_t *b, int i)
     const char *norm_src = kind == 'M'   ? "mixer.in_proj.layer_norm_weight"
                            : kind == 'E' ? "pre_mlp_layernorm.weight"
                                          : "self_attention.linear_qkv.layer_norm_weight";
-    DCR_CHECK(map_replicated(b, mname(src, NAME, i, norm_src), cname(b, c, NAME, i, "norm.weight"), st,
-                             DCR_DTYPE_BF16));
+    DCR_CHECK(map_replicated(b, mname(src, NAME, i, norm_src), cname(b, c, NAME, i, "norm.weight"),
+                             st, DCR_DTYPE_BF16));
     if (kind == 'M') return emit_mamba(b, i);
     if (kind == 'E') return emit_nemotron_moe(b, i);
     return emit_attention(b, i, "mixer");
@@ -626,7 +650,9 @@ static dcr_status_t emit_nemotron_layer(builder_t *b, int i)
 
 static const char *family_prefix(dcr_model_family_t f)
 {
-    return f == DCR_FAMILY_GEMMA3 ? "language_model.model." : f == DCR_FAMILY_NEMOTRON_H ? "backbone." : "model.";
+    return f == DCR_FAMILY_GEMMA3       ? "language_model.model."
+           : f == DCR_FAMILY_NEMOTRON_H ? "backbone."
+                                        : "model.";
 }
 
 static dcr_status_t emit_model(builder_t *b)
@@ -635,18 +661,19 @@ static dcr_status_t emit_model(builder_t *b)
     int last = b->tc->pp - 1, nemo = m->family == DCR_FAMILY_NEMOTRON_H;
     char c[NAME];
     DCR_CHECK(map_vocab(b, "embedding.word_embeddings.weight@tp%d",
-                        cname(b, c, NAME, -1, nemo ? "embeddings.weight" : "embed_tokens.weight"), 0,
-                        m->tied_embeddings && last > 0));
+                        cname(b, c, NAME, -1, nemo ? "embeddings.weight" : "embed_tokens.weight"),
+                        0, m->tied_embeddings && last > 0));
     for (int i = 0; i < m->layers; i++) {
-        dcr_status_t st = nemo ? emit_nemotron_layer(b, i)
+        dcr_status_t st = nemo                                ? emit_nemotron_layer(b, i)
                           : m->family == DCR_FAMILY_QWEN3_MOE ? emit_qwen3_moe_layer(b, i)
                                                               : emit_dense_layer(b, i);
         DCR_CHECK(st);
     }
-    DCR_CHECK(map_replicated(b, nemo ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight",
-                             cname(b, c, NAME, -1, nemo ? "norm_f.weight" : "norm.weight"), last,
-                             DCR_DTYPE_BF16));
-    if (!m->tied_embeddings) DCR_CHECK(map_vocab(b, "output_layer.weight@tp%d", "lm_head.weight", last, 0));
+    DCR_CHECK(map_replicated(
+        b, nemo ? "decoder.final_norm.weight" : "decoder.final_layernorm.weight",
+        cname(b, c, NAME, -1, nemo ? "norm_f.weight" : "norm.weight"), last, DCR_DTYPE_BF16));
+    if (!m->tied_embeddings)
+        DCR_CHECK(map_vocab(b, "output_layer.weight@tp%d", "lm_head.weight", last, 0));
     return DCR_OK;
 }
 

@@ -20,7 +20,7 @@ typedef struct dcr_train_config {
     int nodes;         /* training nodes */
     int gpus_per_node; /* ranks per node */
     int tp, etp, ep, pp;
-    int dp;            /* 0: derived as nodes*gpus / (tp*pp) */
+    int dp; /* 0: derived as nodes*gpus / (tp*pp) */
 } dcr_train_config_t;
 
 /* One node of one GPU, every degree 1. */

@@ -37,16 +37,16 @@ const char *dcr_construct_mode_name(dcr_construct_mode_t mode);
 /* The seed's targets (Appendix C): chunks of 64 MiB (object storage) or
  * 256 MiB (relay tree) of source bytes, buckets of 512 MiB of chunk input. */
 #define DCR_CHUNK_BYTES_OBJSTORE ((size_t)64 << 20)
-#define DCR_CHUNK_BYTES_RELAY ((size_t)256 << 20)
-#define DCR_BUCKET_BYTES ((size_t)512 << 20)
+#define DCR_CHUNK_BYTES_RELAY    ((size_t)256 << 20)
+#define DCR_BUCKET_BYTES         ((size_t)512 << 20)
 
 typedef struct dcr_construct_config {
     dcr_construct_mode_t mode;
     size_t chunk_bytes;  /* tensors are never split, so a chunk can exceed it */
     size_t bucket_bytes; /* counts the full input of every chunk that emits records */
     int zstd_level;
-    bool shuffle;        /* byte-plane shuffle of value and gap words */
-    int queue_depth;     /* finished payloads an owner may have waiting for its sender (>= 1) */
+    bool shuffle;    /* byte-plane shuffle of value and gap words */
+    int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
 } dcr_construct_config_t;
 
 /* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, no shuffle, depth 2. */
@@ -57,7 +57,8 @@ dcr_construct_config_t dcr_construct_config_default(void);
  * valid only during the call (the sink copies or sends it). It may block for
  * back-pressure; an error fails the run. */
 typedef struct dcr_payload_sink {
-    dcr_status_t (*submit)(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf, size_t len);
+    dcr_status_t (*submit)(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf,
+                           size_t len);
     void *ctx;
 } dcr_payload_sink_t;
 
@@ -73,7 +74,7 @@ typedef struct dcr_construct_stats {
     int64_t value_bytes;             /* value buffer bytes before compression */
     int64_t payloads;
     int64_t xor_items, overwrite_items;
-    int64_t residual_tensors;        /* |U_req| rebuilt this run */
+    int64_t residual_tensors; /* |U_req| rebuilt this run */
 } dcr_construct_stats_t;
 
 typedef struct dcr_constructor dcr_constructor_t;
@@ -81,7 +82,8 @@ typedef struct dcr_constructor dcr_constructor_t;
 /* Builds trackers and residual baselines from the committed shards
  * (baseline[i] holds layout->shards[i]); the constructor copies what it keeps
  * and does not retain baseline. The layout must outlive the constructor. */
-dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout, const dcr_construct_config_t *cfg,
+dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
+                                    const dcr_construct_config_t *cfg,
                                     dcr_storage_t *const *baseline, dcr_constructor_t **out_p);
 /* Accepts NULL. */
 void dcr_constructor_destroy(dcr_constructor_t *c);
@@ -94,9 +96,10 @@ size_t dcr_constructor_baseline_bytes(const dcr_constructor_t *c);
  * tensors every receiver can take as XOR; all_overwrite forces overwrite
  * records everywhere (retries). Payload ids start at 0 per owner. The
  * candidate must stay unchanged until commit or the next run. */
-dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate, uint64_t tau,
-                                 const uint8_t *xor_allowed, bool all_overwrite,
-                                 const dcr_payload_sink_t *sink, dcr_construct_stats_t *out_stats_p);
+dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate,
+                                 uint64_t tau, const uint8_t *xor_allowed, bool all_overwrite,
+                                 const dcr_payload_sink_t *sink,
+                                 dcr_construct_stats_t *out_stats_p);
 
 /* After a joint commit: updates trackers and residual baseline in place from
  * the candidate of the last successful run. Fails if no run preceded it. */

@@ -35,13 +35,13 @@ dcr_status_t dcr_rl_mode_parse(const char *text, dcr_rl_mode_t *out_p);
 const char *dcr_rl_mode_name(dcr_rl_mode_t mode);
 
 typedef struct dcr_coord_config {
-    const char *id;          /* coordinator id, unique per coordinator run (copied) */
+    const char *id; /* coordinator id, unique per coordinator run (copied) */
     dcr_rl_mode_t rl;
-    int receivers_per_node;  /* receiver i lives on rollout node i / receivers_per_node */
-    int max_attempts;        /* first attempt plus overwrite retries (>= 1) */
-    uint32_t deadline_ms;    /* commit deadline per attempt */
-    int stall_timeout_ms;    /* a node that receives nothing this long fails the attempt */
-    int retry_backoff_ms;    /* pause before retry k is k times this (a busy control plane recovers) */
+    int receivers_per_node; /* receiver i lives on rollout node i / receivers_per_node */
+    int max_attempts;       /* first attempt plus overwrite retries (>= 1) */
+    uint32_t deadline_ms;   /* commit deadline per attempt */
+    int stall_timeout_ms;   /* a node that receives nothing this long fails the attempt */
+    int retry_backoff_ms; /* pause before retry k is k times this (a busy control plane recovers) */
 } dcr_coord_config_t;
 
 /* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff. */
@@ -49,8 +49,9 @@ dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_no
 
 typedef struct dcr_coord_parties {
     dcr_constructor_t *constructor;
-    int world;                  /* owners (training ranks) */
-    dcr_transport_t *transport; /* created for `world` owners and nreceivers / receivers_per_node nodes */
+    int world; /* owners (training ranks) */
+    dcr_transport_t
+        *transport; /* created for `world` owners and nreceivers / receivers_per_node nodes */
     dcr_control_t *control;
     dcr_receiver_t **receivers; /* prewarmed, holding the committed version */
     int nreceivers;
@@ -59,18 +60,19 @@ typedef struct dcr_coord_parties {
 
 /* Figures of one transition. Times are seconds on dcr_clock_s's axis. */
 typedef struct dcr_refit_result {
-    uint64_t version;   /* committed after the transition */
-    uint64_t tau;       /* attempt that committed */
+    uint64_t version; /* committed after the transition */
+    uint64_t tau;     /* attempt that committed */
     int attempts;
-    double t0, t1;      /* first owner starts construction; last owner finished its baseline update */
-    double latency_s;   /* t1 - t0 */
+    double t0, t1;    /* first owner starts construction; last owner finished its baseline update */
+    double latency_s; /* t1 - t0 */
     double construction_end, delivery_end, apply_end, commit_end;
-    double finalization_s; /* end of the last loader application to t1 */
+    double finalization_s;           /* end of the last loader application to t1 */
     dcr_construct_stats_t construct; /* of the committed attempt */
-    int64_t payload_bytes; /* V_payload of the committed attempt */
-    int64_t cross_bytes;   /* V_cross of the whole transition (retries included) */
-    uint64_t duplicates, stale; /* payloads receivers dropped by rule */
-    int receivers_died; /* required receivers found dead during the transition (left out of retries) */
+    int64_t payload_bytes;           /* V_payload of the committed attempt */
+    int64_t cross_bytes;             /* V_cross of the whole transition (retries included) */
+    uint64_t duplicates, stale;      /* payloads receivers dropped by rule */
+    int receivers_died; /* required receivers found dead during the transition (left out of retries)
+                         */
 } dcr_refit_result_t;
 
 typedef struct dcr_coord dcr_coord_t;
@@ -84,21 +86,26 @@ void dcr_coord_destroy(dcr_coord_t *c);
 
 /* The committed version. */
 uint64_t dcr_coord_version(const dcr_coord_t *c);
+/* Attempts the last transition made (refit or resume), also when it failed
+ * or crashed: the figure a failed call cannot return in its result. */
+int dcr_coord_last_attempts(const dcr_coord_t *c);
 
 /* One transition to the candidate weights (candidate[i] holds shard i). On
  * success every receiver holds P^{v+1}, the commit record names it, and the
  * owners' baselines are updated. When every attempt fails, version v stays
  * committed and served, and the error says why (DCR_EFATAL: operator
  * intervention). */
-dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate, dcr_refit_result_t *out_p);
+dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
+                             dcr_refit_result_t *out_p);
 
 /* ---- failures (DESIGN.md section 5 step 7) ------------------------------------- */
 
 /* Where a receiver's liveness is checked during an attempt. */
 typedef enum dcr_coord_point {
     DCR_COORD_POINT_DELIVERY = 0, /* a payload reached its node, before this receiver takes it */
-    DCR_COORD_POINT_APPLY = 1,    /* after this receiver applied (or staged) a payload: partial writes */
-    DCR_COORD_POINT_ACKED = 2,    /* after its acknowledgment, before the joint commit */
+    DCR_COORD_POINT_APPLY =
+        1, /* after this receiver applied (or staged) a payload: partial writes */
+    DCR_COORD_POINT_ACKED = 2, /* after its acknowledgment, before the joint commit */
 } dcr_coord_point_t;
 
 /* Protocol steps of an attempt at which a coordinator may crash. */
@@ -128,6 +135,10 @@ typedef struct dcr_coord_hooks {
      * retries nothing, and dcr_coord_refit returns that status; only a new
      * coordinator (dcr_coord_resume) can go on. */
     dcr_status_t (*step)(void *ctx, dcr_coord_step_t step, uint64_t tau);
+    /* True hands the payload a rollout node just received to its receivers
+     * a second time, as a redelivery after a lost acknowledgment would; the
+     * receivers drop the copy by rule (G5). Same threading as alive. */
+    bool (*redeliver)(void *ctx, int node, uint64_t tau);
     void *ctx;
 } dcr_coord_hooks_t;
 
@@ -144,8 +155,10 @@ dcr_status_t dcr_coord_receiver_kill(dcr_coord_t *c, int receiver);
 /* A (re)started receiver restores the committed version before it joins:
  * restore builds a fresh, prewarmed receiver holding L_r(W^version) by a
  * dense refit (the caller owns it, and keeps owning the old one). */
-typedef dcr_status_t (*dcr_coord_restore_fn)(void *ctx, int receiver, uint64_t version, dcr_receiver_t **out_p);
-dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore, void *ctx);
+typedef dcr_status_t (*dcr_coord_restore_fn)(void *ctx, int receiver, uint64_t version,
+                                             dcr_receiver_t **out_p);
+dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore,
+                                        void *ctx);
 /* The receiver currently in slot `receiver` (the restored one after a restart). */
 dcr_receiver_t *dcr_coord_receiver(const dcr_coord_t *c, int receiver);
 
@@ -156,8 +169,8 @@ dcr_receiver_t *dcr_coord_receiver(const dcr_coord_t *c, int receiver);
  * is 0); otherwise it runs the transition again, every attempt as absolute
  * overwrites, since receivers may hold any mixture of old and new values.
  * DCR_ECONFLICT if the record is neither from_version nor its successor. */
-dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t from_version,
-                              dcr_refit_result_t *out_p);
+dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
+                              uint64_t from_version, dcr_refit_result_t *out_p);
 
 /* The request gate, for readers that emulate requests: a reader holds it
  * while it reads receiver storage, so it sees P^v or P^{v+1}, never a mix. */

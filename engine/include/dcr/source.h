@@ -52,7 +52,7 @@ typedef struct dcr_source_shard {
 } dcr_source_shard_t;
 
 typedef struct dcr_task {
-    char *name;          /* stable identity; its hash picks the owner */
+    char *name; /* stable identity; its hash picks the owner */
     dcr_task_kind_t kind;
     const char *mapping; /* mapping class, static text: "column", "row", "qkv", ... */
     int shard;           /* index into the layout's shards */
@@ -123,8 +123,8 @@ dcr_status_t dcr_source_layout_set_conversion(dcr_source_layout_t *layout, int c
 /* Runs the conversion of canonical tensor `canonical` over its assembled
  * input (contiguous, assembled dtype): writes the canonical tensor (its own
  * dtype) and, for FP8_BLOCK, the scale tensor. */
-void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, const void *assembled, void *out,
-                          void *out_scale);
+void dcr_conversion_apply(const dcr_source_layout_t *layout, int canonical, const void *assembled,
+                          void *out, void *out_scale);
 
 /* Fixes residual owners (canonical-name hash over all ranks; a derived
  * tensor goes with the tensor it derives from) and checks what is cheap at
@@ -173,15 +173,18 @@ void dcr_source_layout_stats(const dcr_source_layout_t *layout, dcr_source_stats
 /* Copies a task's shard elements into a dense buffer in box order (the
  * order of its maps and runs), and back. Trackers and residual parts use
  * this order. */
-void dcr_task_pack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *shard_data, void *box);
-void dcr_task_unpack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *box, void *shard_data);
+void dcr_task_pack(const dcr_source_layout_t *layout, const dcr_task_t *task,
+                   const void *shard_data, void *box);
+void dcr_task_unpack(const dcr_source_layout_t *layout, const dcr_task_t *task, const void *box,
+                     void *shard_data);
 
 /* Calls fn(src, dst, len, ctx) for each run of a box map: len consecutive
  * elements starting at shard index src and canonical index dst (both with
  * unit stride), in box order. Maps whose innermost strides are not 1 yield
  * runs of length 1. The fast way to walk a task's elements. */
 void dcr_box_map_foreach_run(const dcr_box_map_t *map,
-                             void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx), void *ctx);
+                             void (*fn)(int64_t src, int64_t dst, int64_t len, void *ctx),
+                             void *ctx);
 
 /* Calls fn(src_flat, dst_flat, ctx) for every element of a box map, row-major over its shape. */
 void dcr_box_map_foreach(const dcr_box_map_t *map, void (*fn)(int64_t src, int64_t dst, void *ctx),

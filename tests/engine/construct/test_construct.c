@@ -68,8 +68,8 @@ typedef struct world {
     size_t nc, ns;
 } world_t;
 
-static void world_open(world_t *w, dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc,
-                       dcr_mapping_t mapping, int fp8_layers)
+static void world_open(world_t *w, dcr_rng_t *rng, const char *model, int layers,
+                       dcr_train_config_t tc, dcr_mapping_t mapping, int fp8_layers)
 {
     testkit_load_model(model, 64, layers, &w->m);
     w->m.fp8_layers = fp8_layers;
@@ -84,10 +84,12 @@ static void world_open(world_t *w, dcr_rng_t *rng, const char *model, int layers
     w->shards_v = testkit_alloc_shards(w->layout);
     w->shards_next = testkit_alloc_shards(w->layout);
     testkit_fill_random(rng, w->layout, w->canon_v);
-    assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_v, w->shards_v), DCR_OK);
+    assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_v, w->shards_v),
+                     DCR_OK);
     /* Canonical v is what the full conversion makes of the shards (FP8
      * exports quantize the imported BF16 again). */
-    assert_int_equal(dcr_megatron_export(&w->m, &w->tc, w->layout, w->shards_v, w->canon_v), DCR_OK);
+    assert_int_equal(dcr_megatron_export(&w->m, &w->tc, w->layout, w->shards_v, w->canon_v),
+                     DCR_OK);
 }
 
 static void world_close(world_t *w)
@@ -123,20 +125,24 @@ static void world_step(world_t *w, dcr_rng_t *rng, double rate)
         }
     }
     free(cast);
-    assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_next, w->shards_next), DCR_OK);
-    assert_int_equal(dcr_megatron_export(&w->m, &w->tc, w->layout, w->shards_next, w->canon_next), DCR_OK);
+    assert_int_equal(dcr_megatron_import(&w->m, &w->tc, w->layout, w->canon_next, w->shards_next),
+                     DCR_OK);
+    assert_int_equal(dcr_megatron_export(&w->m, &w->tc, w->layout, w->shards_next, w->canon_next),
+                     DCR_OK);
 }
 
 /* Applies every decoded record to `applied` (a copy of canonical v) and
  * counts records; fails on any record outside the changed set. */
 static int64_t apply_payloads(world_t *w, const keep_sink_t *k, uint64_t tau, int64_t *xor_items)
 {
-    for (size_t c = 0; c < w->nc; c++) memcpy(w->applied[c]->data, w->canon_v[c]->data, w->canon_v[c]->bytes);
+    for (size_t c = 0; c < w->nc; c++)
+        memcpy(w->applied[c]->data, w->canon_v[c]->data, w->canon_v[c]->bytes);
     dcr_payload_t *p;
     assert_int_equal(dcr_payload_create(&p), DCR_OK);
     int64_t records = 0;
     for (size_t i = 0; i < k->n; i++) {
-        if (dcr_payload_decode(p, k->items[i].data, k->items[i].len) != DCR_OK) fail_msg("%s", dcr_error_detail());
+        if (dcr_payload_decode(p, k->items[i].data, k->items[i].len) != DCR_OK)
+            fail_msg("%s", dcr_error_detail());
         assert_int_equal(dcr_payload_get_header(p)->tau, tau);
         for (size_t j = 0; j < dcr_payload_item_count(p); j++) {
             dcr_payload_item_t it;
@@ -155,7 +161,8 @@ static int64_t apply_payloads(world_t *w, const keep_sink_t *k, uint64_t tau, in
                 if (!memcmp(before + (size_t)idx[r] * es, after + (size_t)idx[r] * es, es))
                     fail_msg("record for unchanged element %s[%lld]", it.name, (long long)idx[r]);
                 for (size_t b = 0; b < es; b++)
-                    e[b] = it.encoding == DCR_ENCODING_XOR ? (unsigned char)(e[b] ^ val[r * es + b]) : val[r * es + b];
+                    e[b] = it.encoding == DCR_ENCODING_XOR ? (unsigned char)(e[b] ^ val[r * es + b])
+                                                           : val[r * es + b];
             }
             records += (int64_t)it.count;
             if (it.encoding == DCR_ENCODING_XOR) (*xor_items)++;
@@ -174,19 +181,21 @@ static int64_t changed_canonical(const world_t *w)
         const dcr_tensor_desc_t *d = dcr_inventory_at(w->inv, c);
         size_t es = dcr_dtype_size(d->dtype);
         for (int64_t k = 0; k < dcr_desc_numel(d); k++)
-            n += memcmp((unsigned char *)w->canon_v[c]->data + k * es, (unsigned char *)w->canon_next[c]->data + k * es, es) != 0;
+            n += memcmp((unsigned char *)w->canon_v[c]->data + k * es,
+                        (unsigned char *)w->canon_next[c]->data + k * es, es) != 0;
     }
     return n;
 }
 
 /* One refit checked against the oracle; then commit and roll v forward. */
-static void check_refit(world_t *w, dcr_constructor_t *con, uint64_t tau, const uint8_t *xor_allowed,
-                        bool all_overwrite)
+static void check_refit(world_t *w, dcr_constructor_t *con, uint64_t tau,
+                        const uint8_t *xor_allowed, bool all_overwrite)
 {
     keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
     dcr_payload_sink_t sink = {keep_submit, &k};
     dcr_construct_stats_t st;
-    if (dcr_constructor_run(con, w->shards_next, tau, xor_allowed, all_overwrite, &sink, &st) != DCR_OK)
+    if (dcr_constructor_run(con, w->shards_next, tau, xor_allowed, all_overwrite, &sink, &st) !=
+        DCR_OK)
         fail_msg("%s", dcr_error_detail());
     int64_t xor_items = 0, records = apply_payloads(w, &k, tau, &xor_items);
     /* Exactly the changed set: every changed element recorded once, nothing else. */
@@ -204,12 +213,15 @@ static void check_refit(world_t *w, dcr_constructor_t *con, uint64_t tau, const 
 static void roll_forward(world_t *w, dcr_constructor_t *con)
 {
     assert_int_equal(dcr_constructor_commit(con), DCR_OK);
-    for (size_t c = 0; c < w->nc; c++) memcpy(w->canon_v[c]->data, w->canon_next[c]->data, w->canon_v[c]->bytes);
-    for (size_t s = 0; s < w->ns; s++) memcpy(w->shards_v[s]->data, w->shards_next[s]->data, w->shards_v[s]->bytes);
+    for (size_t c = 0; c < w->nc; c++)
+        memcpy(w->canon_v[c]->data, w->canon_next[c]->data, w->canon_v[c]->bytes);
+    for (size_t s = 0; s < w->ns; s++)
+        memcpy(w->shards_v[s]->data, w->shards_next[s]->data, w->shards_v[s]->bytes);
 }
 
-static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc, dcr_mapping_t mapping,
-                     dcr_construct_mode_t mode, size_t bucket_bytes, int fp8_layers)
+static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc,
+                     dcr_mapping_t mapping, dcr_construct_mode_t mode, size_t bucket_bytes,
+                     int fp8_layers)
 {
     world_t w = {0};
     world_open(&w, rng, model, layers, tc, mapping, fp8_layers);
@@ -225,7 +237,8 @@ static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_co
     for (int step = 0; step < 3; step++) {
         world_step(&w, rng, step == 1 ? 0.0 : 0.02 + 0.05 * dcr_rng_uniform(rng));
         check_refit(&w, con, 10 * (uint64_t)step + 1, xor_allowed, false);
-        check_refit(&w, con, 10 * (uint64_t)step + 2, xor_allowed, true); /* a retry: all overwrite */
+        check_refit(&w, con, 10 * (uint64_t)step + 2, xor_allowed,
+                    true); /* a retry: all overwrite */
         roll_forward(&w, con);
     }
     free(xor_allowed);
@@ -249,24 +262,30 @@ static void test_random_layouts_against_full_conversion(void **state)
         int layers = strstr(name, "nemotron") ? 6 : 1 + (int)dcr_rng_below(&rng, 2);
         dcr_model_config_t m;
         testkit_load_model(name, 64, layers, &m);
-        dcr_train_config_t tc = {1 + (int)dcr_rng_below(&rng, 2), degrees[dcr_rng_below(&rng, 3)],
-                                 degrees[dcr_rng_below(&rng, 3)], degrees[dcr_rng_below(&rng, 3)],
-                                 degrees[dcr_rng_below(&rng, 3)], degrees[dcr_rng_below(&rng, 2)], 0};
+        dcr_train_config_t tc = {1 + (int)dcr_rng_below(&rng, 2),
+                                 degrees[dcr_rng_below(&rng, 3)],
+                                 degrees[dcr_rng_below(&rng, 3)],
+                                 degrees[dcr_rng_below(&rng, 3)],
+                                 degrees[dcr_rng_below(&rng, 3)],
+                                 degrees[dcr_rng_below(&rng, 2)],
+                                 0};
         if (dcr_train_config_validate(&m, &tc) != DCR_OK) continue;
         dcr_mapping_t mapping = dcr_rng_below(&rng, 2) ? DCR_MAPPING_EXTENDED : DCR_MAPPING_PAPER;
         dcr_construct_mode_t mode = (dcr_construct_mode_t)(valid / nmodels);
         size_t bucket = (size_t)1 << (12 + dcr_rng_below(&rng, 10));
-        print_message("  %s layers %d %dx%d tp %d etp %d ep %d pp %d %s mode %s bucket %zu\n", name, layers,
-                      tc.nodes, tc.gpus_per_node, tc.tp, tc.etp, tc.ep, tc.pp, dcr_mapping_name(mapping),
-                      dcr_construct_mode_name(mode), bucket);
-        run_case(&rng, name, layers, tc, mapping, mode, bucket, (int)dcr_rng_below(&rng, 2) * layers);
+        print_message("  %s layers %d %dx%d tp %d etp %d ep %d pp %d %s mode %s bucket %zu\n", name,
+                      layers, tc.nodes, tc.gpus_per_node, tc.tp, tc.etp, tc.ep, tc.pp,
+                      dcr_mapping_name(mapping), dcr_construct_mode_name(mode), bucket);
+        run_case(&rng, name, layers, tc, mapping, mode, bucket,
+                 (int)dcr_rng_below(&rng, 2) * layers);
         valid++;
     }
     assert_int_equal(valid, 3 * nmodels);
 }
 
 /* Commit only after a successful run; a failed sink fails the run. */
-static dcr_status_t failing_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+static dcr_status_t failing_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf,
+                                   size_t len)
 {
     return dcr_error_set(DCR_ETRANSPORT, "sink refuses");
 }
@@ -276,14 +295,16 @@ static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
     dcr_rng_t rng;
     dcr_rng_seed(&rng, 7);
     world_t w = {0};
-    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0}, DCR_MAPPING_PAPER, 0);
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0},
+               DCR_MAPPING_PAPER, 0);
     dcr_construct_config_t cfg = dcr_construct_config_default();
     dcr_constructor_t *con;
     assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
     assert_int_equal(dcr_constructor_commit(con), DCR_EINVAL);
     world_step(&w, &rng, 0.05);
     dcr_payload_sink_t bad = {failing_submit, NULL};
-    assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &bad, NULL), DCR_ETRANSPORT);
+    assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &bad, NULL),
+                     DCR_ETRANSPORT);
     assert_int_equal(dcr_constructor_commit(con), DCR_EINVAL);
     /* The baseline is untouched: a good run still yields exactly the v -> v+1 changes. */
     check_refit(&w, con, 2, NULL, false);
@@ -329,12 +350,14 @@ static void test_detect_changes_matches_naive(void **state)
             for (size_t ri = 0; ri < 5; ri++) {
                 size_t es = sizes[si], n = lengths[li];
                 unsigned char *a = malloc(n * es + 1), *b = malloc(n * es + 1);
-                uint32_t *got = malloc((n + 1) * sizeof(uint32_t)), *want = malloc((n + 1) * sizeof(uint32_t));
+                uint32_t *got = malloc((n + 1) * sizeof(uint32_t)),
+                         *want = malloc((n + 1) * sizeof(uint32_t));
                 size_t nwant = 0;
                 for (size_t k = 0; k < n * es; k++) a[k] = b[k] = (unsigned char)dcr_rng_u64(&rng);
                 for (size_t e = 0; e < n; e++) {
                     if (dcr_rng_uniform(&rng) >= rates[ri]) continue;
-                    b[e * es + dcr_rng_below(&rng, es)] ^= (unsigned char)(1u << dcr_rng_below(&rng, 8));
+                    b[e * es + dcr_rng_below(&rng, es)] ^=
+                        (unsigned char)(1u << dcr_rng_below(&rng, 8));
                     want[nwant++] = (uint32_t)e;
                 }
                 size_t ngot = dcr_detect_changes(a, b, n, es, got);
@@ -355,19 +378,21 @@ static void test_fp8_scale_dependency(void **state)
     dcr_rng_t rng;
     dcr_rng_seed(&rng, testkit_seed(0xf8));
     world_t w = {0};
-    world_open(&w, &rng, "qwen2.5-7b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0}, DCR_MAPPING_PAPER, 1);
+    world_open(&w, &rng, "qwen2.5-7b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0},
+               DCR_MAPPING_PAPER, 1);
     int64_t o = dcr_inventory_find(w.inv, "model.layers.0.self_attn.o_proj.weight");
     int64_t sc = dcr_inventory_find(w.inv, "model.layers.0.self_attn.o_proj.weight_scale_inv");
     assert_true(o >= 0 && sc >= 0);
     assert_int_equal(dcr_inventory_at(w.inv, (size_t)o)->dtype, DCR_DTYPE_FP8_E4M3);
-    assert_true(w.layout->residual_owner[o] >= 0 && w.layout->residual_owner[sc] == w.layout->residual_owner[o]);
+    assert_true(w.layout->residual_owner[o] >= 0 &&
+                w.layout->residual_owner[sc] == w.layout->residual_owner[o]);
     /* Weight-like values (random bits would make scales meaningless). */
     for (size_t s = 0; s < w.ns; s++) {
         const dcr_tensor_desc_t *d = &w.layout->shards[s].desc;
         for (int64_t k = 0; k < dcr_desc_numel(d); k++) {
             float v = (float)(0.02 * dcr_rng_normal(&rng));
-            dcr_convert((unsigned char *)w.shards_v[s]->data + (size_t)k * dcr_dtype_size(d->dtype), d->dtype, &v,
-                        DCR_DTYPE_FP32, 1);
+            dcr_convert((unsigned char *)w.shards_v[s]->data + (size_t)k * dcr_dtype_size(d->dtype),
+                        d->dtype, &v, DCR_DTYPE_FP32, 1);
         }
     }
     assert_int_equal(dcr_megatron_export(&w.m, &w.tc, w.layout, w.shards_v, w.canon_v), DCR_OK);
@@ -377,7 +402,8 @@ static void test_fp8_scale_dependency(void **state)
     dcr_constructor_t *con;
     assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
     /* Double the largest BF16 element of the first shard of o_proj: its block's amax moves. */
-    for (size_t s = 0; s < w.ns; s++) memcpy(w.shards_next[s]->data, w.shards_v[s]->data, w.shards_v[s]->bytes);
+    for (size_t s = 0; s < w.ns; s++)
+        memcpy(w.shards_next[s]->data, w.shards_v[s]->data, w.shards_v[s]->bytes);
     int shard = -1;
     for (int i = 0; i < w.layout->ntasks; i++)
         if (w.layout->tasks[i].canonical == o) shard = w.layout->tasks[i].shard;
@@ -386,7 +412,8 @@ static void test_fp8_scale_dependency(void **state)
     for (int64_t k = 0; k < n; k++)
         if (fabsf(dcr_bf16_to_f32(x[k])) > fabsf(dcr_bf16_to_f32(x[best]))) best = k;
     x[best] = dcr_f32_to_bf16(2.0f * dcr_bf16_to_f32(x[best]));
-    assert_int_equal(dcr_megatron_export(&w.m, &w.tc, w.layout, w.shards_next, w.canon_next), DCR_OK);
+    assert_int_equal(dcr_megatron_export(&w.m, &w.tc, w.layout, w.shards_next, w.canon_next),
+                     DCR_OK);
     int64_t changed = changed_canonical(&w);
     assert_true(changed > 2); /* one source change, many canonical changes */
     check_refit(&w, con, 1, NULL, false);

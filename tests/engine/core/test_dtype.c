@@ -490,7 +490,8 @@ static void test_bits_isnan_matches_values(void **state)
             assert_int_equal(dcr_dtype_bits_isnan(narrow[d], b) != 0, v != v);
         }
     }
-    const uint32_t f32[] = {0x7F800000u, 0x7F800001u, 0xFFC00000u, 0x7F7FFFFFu, 0x00000001u, 0x80000000u};
+    const uint32_t f32[] = {0x7F800000u, 0x7F800001u, 0xFFC00000u,
+                            0x7F7FFFFFu, 0x00000001u, 0x80000000u};
     for (int i = 0; i < 6; i++) {
         float v = dcr_f32_from_bits(f32[i]);
         assert_int_equal(dcr_dtype_bits_isnan(DCR_DTYPE_FP32, f32[i]) != 0, v != v);

@@ -598,7 +598,9 @@ static void check_ratio(const char *what, double measured, double expected)
     double r = measured / expected;
     print_message("%s %s: %.3f s measured, %.3f s expected, ratio %.2f\n", g_backend, what,
                   measured, expected, r);
-    if (r < 0.7 || r > 2.0) fail_msg("%s: ratio %.2f outside [0.7, 2.0]", what, r);
+    /* Below 0.7 the pacing would not limit; the wide upper bound leaves room
+     * for sanitizer builds on a loaded 2-core CI machine. */
+    if (r < 0.7 || r > 3.0) fail_msg("%s: ratio %.2f outside [0.7, 3.0]", what, r);
 }
 
 static void test_link_pacing(void **state)

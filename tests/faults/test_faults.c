@@ -1,0 +1,508 @@
+/* ctest-labels: integration
+ *
+ * Faults and recovery: every fault kind injected through the interface
+ * wrappers' interceptors and the coordinator's hooks, and recovered from
+ * with every live receiver equal to a dense refit of the committed version
+ * (or stopped cleanly with version v still committed); a replaced
+ * coordinator refused; a restarted receiver restored; commit deadlines;
+ * retries exhausted; no live receiver; a seeded campaign over every kind,
+ * both transports and both RL modes with zero mismatches and zero lost
+ * versions. Oracles are independent: dense refits through the native
+ * loader and the commit record. */
+#define _XOPEN_SOURCE 700
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "dcr/log.h"
+#include "faults/faults_run.h"
+#include "testkit.h"
+
+static dcr_faults_run_config_t small_run(const char *transport, int steps)
+{
+    dcr_faults_run_config_t c = dcr_faults_run_config_default();
+    c.bench.transport = transport;
+    c.steps = steps;
+    c.kill_every = 0;
+    return c;
+}
+
+static void assert_clean(const dcr_faults_summary_t *s)
+{
+    assert_int_equal(s->mismatches, 0);
+    assert_int_equal(s->baseline_mismatches, 0);
+    assert_int_equal(s->lost, 0);
+    assert_true(s->checks > 0);
+    /* Every step either committed or stopped cleanly with v kept. */
+    assert_int_equal(s->commits + s->stops, s->steps);
+    assert_int_equal((int)s->version, s->commits);
+}
+
+/* One fault of `kind` armed before step 1 of a 3-step run. */
+static void run_one(dcr_fault_kind_t kind, const char *transport, dcr_faults_summary_t *s)
+{
+    dcr_faults_run_config_t c = small_run(transport, 3);
+    dcr_faults_planned_t plan = {1, {kind, -1, 0, 60, 2, DCR_COORD_STEP_PREPARE}};
+    if (kind >= DCR_FAULT_KILL_DELIVERY && kind <= DCR_FAULT_KILL_ACKED) plan.fault.target = 1;
+    if (kind == DCR_FAULT_TRUNCATE_OBJECT || kind == DCR_FAULT_REMOVE_OBJECT) {
+        /* Paced links keep a stored payload waiting for its downloads. */
+        c.bench.link = (dcr_link_config_t){0.05, 0.05, 0, 0};
+        plan.fault.target = 0;
+    }
+    c.plan = &plan;
+    c.nplan = 1;
+    memset(s, 0, sizeof(*s));
+    assert_int_equal(dcr_faults_run(&c, s), DCR_OK);
+    print_message(
+        "  %-16s %-8s fired %lld, attempts %d, retries %d, commits %d, stops %d, failovers %d\n",
+        dcr_fault_kind_name(kind), transport, (long long)s->faults_by_kind[kind], s->attempts,
+        s->retries, s->commits, s->stops, s->failovers);
+    assert_clean(s);
+}
+
+static void test_each_kind(void **state)
+{
+    (void)state;
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) {
+        const char *transport =
+            dcr_fault_kind_applies((dcr_fault_kind_t)k, "objstore") ? "objstore" : "relay";
+        dcr_faults_summary_t s;
+        run_one((dcr_fault_kind_t)k, transport, &s);
+        assert_int_equal(s.faults_by_kind[k], 1);
+        /* Faults that lose or break something cost a retry (or a failover);
+         * slow ones and reorders do not. */
+        bool benign = k == DCR_FAULT_DUPLICATE || k == DCR_FAULT_REORDER || k == DCR_FAULT_DELAY ||
+                      k == DCR_FAULT_CONTROL_BUSY || k == DCR_FAULT_COMMIT_REPLY ||
+                      k == DCR_FAULT_COORD_CRASH;
+        if (!benign) assert_true(s.retries >= 1);
+        if (k == DCR_FAULT_COMMIT_REPLY)
+            assert_int_equal(s.retries, 0); /* the record said it committed */
+        if (k == DCR_FAULT_DUPLICATE)
+            assert_int_equal(s.retries, 0); /* the receivers drop the copy */
+        if (k >= DCR_FAULT_KILL_DELIVERY && k <= DCR_FAULT_KILL_ACKED) assert_int_equal(s.kills, 1);
+    }
+}
+
+static void test_payload_faults_on_relay(void **state)
+{
+    (void)state;
+    const dcr_fault_kind_t kinds[] = {DCR_FAULT_DROP, DCR_FAULT_DUPLICATE, DCR_FAULT_CORRUPT,
+                                      DCR_FAULT_OWNER_CRASH};
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        dcr_faults_summary_t s;
+        run_one(kinds[i], "relay", &s);
+        assert_int_equal(s.faults_by_kind[kinds[i]], 1);
+    }
+}
+
+/* A coordinator crash at every protocol step: a new coordinator reads the
+ * commit record and either finishes the owners' update or retries. */
+static void test_coordinator_crash_every_step(void **state)
+{
+    (void)state;
+    for (int step = 0; step < DCR_COORD_STEP_COUNT; step++) {
+        dcr_faults_run_config_t c = small_run("objstore", 2);
+        dcr_faults_planned_t plan = {1,
+                                     {DCR_FAULT_COORD_CRASH, -1, 0, 0, 0, (dcr_coord_step_t)step}};
+        c.plan = &plan;
+        c.nplan = 1;
+        dcr_faults_summary_t s;
+        assert_int_equal(dcr_faults_run(&c, &s), DCR_OK);
+        print_message("  crash at %-9s failovers %d, attempts %d, commits %d\n",
+                      dcr_coord_step_name((dcr_coord_step_t)step), s.failovers, s.attempts,
+                      s.commits);
+        assert_int_equal(s.failovers, 1);
+        assert_int_equal(s.commits, 2);
+        assert_clean(&s);
+    }
+}
+
+/* ---- a pipeline driven directly, for the coordinator's own contracts ---------- */
+
+typedef struct pipe {
+    dcr_bench_config_t cfg;
+    dcr_serve_config_t serve;
+    dcr_scenario_t *sc;
+    size_t nc, ns;
+    dcr_storage_t **canonical, **committed, **candidate;
+    dcr_receiver_t **recv;
+    int nrecv;
+    uint8_t *xor_allowed;
+    dcr_constructor_t *con;
+    dcr_transport_t *transport;
+    dcr_control_t *control;
+    char dir[256];
+    int incarnation;
+} pipe_t;
+
+static void pipe_dense(pipe_t *p, int i, dcr_receiver_t **out)
+{
+    assert_int_equal(
+        dcr_serve_receiver_create(&p->sc->model, p->sc->inventory, &p->serve, i, NULL, out),
+        DCR_OK);
+    assert_int_equal(dcr_receiver_load_dense_all(*out, p->canonical), DCR_OK);
+    assert_int_equal(dcr_receiver_prewarm(*out), DCR_OK);
+}
+
+static void pipe_open(pipe_t *p, const char *transport)
+{
+    memset(p, 0, sizeof(*p));
+    p->cfg = dcr_faults_run_config_default().bench;
+    p->cfg.transport = transport;
+    p->serve = p->cfg.serve;
+    dcr_scenario_spec_t spec = p->cfg.scenario;
+    spec.align_extra = p->serve.tp;
+    assert_int_equal(dcr_scenario_create(&spec, &p->sc), DCR_OK);
+    assert_int_equal(dcr_serve_config_validate(&p->sc->model, &p->serve), DCR_OK);
+    assert_int_equal(dcr_serve_register_loaders(), DCR_OK);
+    p->nc = dcr_inventory_count(p->sc->inventory);
+    p->ns = (size_t)p->sc->layout->nshards;
+    assert_int_equal(dcr_scenario_alloc_canonical(p->sc, &p->canonical), DCR_OK);
+    assert_int_equal(dcr_scenario_alloc_shards(p->sc, &p->committed), DCR_OK);
+    assert_int_equal(dcr_scenario_alloc_shards(p->sc, &p->candidate), DCR_OK);
+    dcr_scenario_init_weights(p->sc, 42, p->canonical);
+    assert_int_equal(dcr_megatron_import(&p->sc->model, &p->sc->train, p->sc->layout, p->canonical,
+                                         p->committed),
+                     DCR_OK);
+    p->nrecv = dcr_serve_receivers(&p->serve);
+    p->recv = calloc((size_t)p->nrecv, sizeof(*p->recv));
+    for (int i = 0; i < p->nrecv; i++) pipe_dense(p, i, &p->recv[i]);
+    p->xor_allowed = calloc(p->nc + 1, 1);
+    for (size_t c = 0; c < p->nc; c++)
+        p->xor_allowed[c] = dcr_serve_xor_allowed(p->recv, p->nrecv, c);
+    dcr_construct_config_t cc = dcr_construct_config_default();
+    dcr_bench_targets(&p->cfg, dcr_inventory_bytes(p->sc->inventory), p->sc->layout->world,
+                      &cc.chunk_bytes, &cc.bucket_bytes);
+    assert_int_equal(dcr_constructor_create(p->sc->layout, &cc, p->committed, &p->con), DCR_OK);
+    const char *tmp = getenv("TMPDIR");
+    snprintf(p->dir, sizeof(p->dir), "%s/dcr-test-faults-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    assert_non_null(mkdtemp(p->dir));
+    char path[512];
+    snprintf(path, sizeof(path), "%s/objstore", p->dir);
+    dcr_transport_config_t tc = {
+        p->sc->train.nodes, p->sc->layout->world, p->serve.nodes, p->cfg.link, path, 2, 8};
+    assert_int_equal(dcr_transport_create(transport, &tc, &p->transport), DCR_OK);
+    snprintf(path, sizeof(path), "%s/control.db", p->dir);
+    dcr_control_config_t ctl = {path, 0};
+    assert_int_equal(dcr_control_create("sqlite", &ctl, &p->control), DCR_OK);
+}
+
+static dcr_coord_t *pipe_coord(pipe_t *p, int max_attempts, uint32_t deadline_ms)
+{
+    char id[64];
+    snprintf(id, sizeof(id), "test-%d-%d", (int)getpid(), ++p->incarnation);
+    dcr_coord_config_t cc = dcr_coord_config_default(id, p->serve.gpus_per_node);
+    cc.max_attempts = max_attempts;
+    cc.deadline_ms = deadline_ms;
+    dcr_coord_parties_t parties = {
+        p->con, p->sc->layout->world, p->transport, p->control, p->recv, p->nrecv, p->xor_allowed};
+    dcr_coord_t *c = NULL;
+    assert_int_equal(dcr_coord_create(&cc, &parties, &c), DCR_OK);
+    return c;
+}
+
+/* The next training step's weights in p->candidate (uniform 3% changes). */
+static void pipe_step(pipe_t *p, uint64_t seed)
+{
+    for (size_t s = 0; s < p->ns; s++)
+        memcpy(p->candidate[s]->data, p->committed[s]->data, p->committed[s]->bytes);
+    int64_t changed = 0;
+    assert_int_equal(
+        dcr_scenario_inject_uniform(p->sc, 0.03, seed, p->candidate, p->canonical, &changed),
+        DCR_OK);
+    assert_true(changed > 0);
+}
+
+static void pipe_commit(pipe_t *p)
+{
+    dcr_storage_t **swap = p->committed;
+    p->committed = p->candidate;
+    p->candidate = swap;
+}
+
+/* Every live receiver of c against a dense refit of p->committed. */
+static void pipe_verify(pipe_t *p, dcr_coord_t *c)
+{
+    assert_int_equal(dcr_megatron_export(&p->sc->model, &p->sc->train, p->sc->layout, p->committed,
+                                         p->canonical),
+                     DCR_OK);
+    for (int i = 0; i < p->nrecv; i++) {
+        if (!dcr_coord_receiver_alive(c, i)) continue;
+        dcr_receiver_t *dense = NULL;
+        pipe_dense(p, i, &dense);
+        const char *param = NULL;
+        int64_t elem = -1;
+        bool eq = dcr_receiver_equal(dcr_coord_receiver(c, i), dense, &param, &elem);
+        if (!eq) print_message("receiver %d differs at %s[%lld]\n", i, param, (long long)elem);
+        assert_true(eq);
+        dcr_receiver_destroy(dense);
+    }
+}
+
+static uint64_t pipe_version(pipe_t *p)
+{
+    dcr_commit_record_t rec;
+    assert_int_equal(dcr_control_read(p->control, &rec), DCR_OK);
+    return rec.version;
+}
+
+static dcr_status_t pipe_restore(void *ctx, int i, uint64_t version, dcr_receiver_t **out_p)
+{
+    (void)version;
+    pipe_t *p = ctx;
+    assert_int_equal(dcr_megatron_export(&p->sc->model, &p->sc->train, p->sc->layout, p->committed,
+                                         p->canonical),
+                     DCR_OK);
+    pipe_dense(p, i, out_p);
+    return DCR_OK;
+}
+
+static void pipe_close(pipe_t *p, dcr_receiver_t **extra, int nextra)
+{
+    dcr_control_destroy(p->control);
+    dcr_transport_destroy(p->transport);
+    dcr_constructor_destroy(p->con);
+    for (int i = 0; i < p->nrecv; i++) dcr_receiver_destroy(p->recv[i]);
+    for (int i = 0; i < nextra; i++) dcr_receiver_destroy(extra[i]);
+    free(p->recv);
+    free(p->xor_allowed);
+    dcr_scenario_free_tensors(p->canonical, p->nc);
+    dcr_scenario_free_tensors(p->committed, p->ns);
+    dcr_scenario_free_tensors(p->candidate, p->ns);
+    dcr_scenario_destroy(p->sc);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p->dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_replaced_coordinator_refused(void **state)
+{
+    (void)state;
+    pipe_t p;
+    pipe_open(&p, "objstore");
+    dcr_coord_t *a = pipe_coord(&p, 3, 600000);
+    dcr_coord_t *b = pipe_coord(&p, 3, 600000); /* the failover: a new id */
+    pipe_step(&p, 1);
+    dcr_refit_result_t r;
+    assert_int_equal(dcr_coord_refit(b, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(pipe_version(&p), 1);
+    /* The replaced coordinator's prepare is refused; nothing is retried. */
+    pipe_step(&p, 2);
+    assert_int_equal(dcr_coord_refit(a, p.candidate, &r), DCR_ECONFLICT);
+    assert_non_null(strstr(dcr_error_detail(), "replaced"));
+    assert_int_equal(pipe_version(&p), 1);
+    pipe_verify(&p, b);
+    /* The active coordinator goes on. */
+    assert_int_equal(dcr_coord_refit(b, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(pipe_version(&p), 2);
+    pipe_verify(&p, b);
+    dcr_coord_destroy(a);
+    dcr_coord_destroy(b);
+    pipe_close(&p, NULL, 0);
+}
+
+static void test_restart_restores_and_no_live_stops(void **state)
+{
+    (void)state;
+    pipe_t p;
+    pipe_open(&p, "relay");
+    dcr_coord_t *c = pipe_coord(&p, 3, 600000);
+    dcr_refit_result_t r;
+    /* A dead receiver is left out of the transition... */
+    assert_int_equal(dcr_coord_receiver_kill(c, 1), DCR_OK);
+    pipe_step(&p, 11);
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(dcr_coord_live_receivers(c), p.nrecv - 1);
+    /* ...and restores the committed version by a dense refit before it joins. */
+    dcr_receiver_t *old = p.recv[1];
+    assert_int_equal(dcr_coord_receiver_restart(c, 1, pipe_restore, &p), DCR_OK);
+    p.recv[1] = dcr_coord_receiver(c, 1);
+    assert_true(dcr_coord_receiver_alive(c, 1));
+    pipe_verify(&p, c);
+    pipe_step(&p, 12);
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(pipe_version(&p), 2);
+    pipe_verify(&p, c);
+    /* No live receiver: one clear stop, version 2 stays committed. */
+    for (int i = 0; i < p.nrecv; i++) assert_int_equal(dcr_coord_receiver_kill(c, i), DCR_OK);
+    pipe_step(&p, 13);
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_EFATAL);
+    assert_non_null(strstr(dcr_error_detail(), "no live receiver"));
+    assert_non_null(strstr(dcr_error_detail(), "version 2 stays committed"));
+    assert_int_equal(pipe_version(&p), 2);
+    dcr_coord_destroy(c);
+    pipe_close(&p, &old, 1);
+}
+
+/* A commit after its deadline is refused; the retry commits in time. */
+static void test_commit_deadline(void **state)
+{
+    (void)state;
+    pipe_t p;
+    pipe_open(&p, "objstore");
+    dcr_coord_t *c = pipe_coord(&p, 3, 300);
+    dcr_faults_t *f = NULL;
+    assert_int_equal(dcr_faults_create(5, &f), DCR_OK);
+    dcr_faults_attach(f, p.transport, NULL, p.control);
+    /* A busy control plane answers the commit 400 ms late, past the 300 ms deadline. */
+    dcr_fault_t busy_commit = {DCR_FAULT_CONTROL_BUSY, -1, 0, 400, 1, DCR_COORD_STEP_PREPARE};
+    /* Calls of attempt 1: prepare, the acks of 4 receivers, then commit. */
+    busy_commit.nth = 1 + p.nrecv;
+    assert_int_equal(dcr_faults_arm(f, &busy_commit), DCR_OK);
+    pipe_step(&p, 21);
+    dcr_refit_result_t r;
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    int64_t counts[DCR_FAULT_KIND_COUNT];
+    dcr_faults_counts(f, counts);
+    assert_int_equal(counts[DCR_FAULT_CONTROL_BUSY], 1);
+    assert_int_equal(r.attempts, 2);
+    assert_int_equal(pipe_version(&p), 1);
+    pipe_verify(&p, c);
+    dcr_faults_detach(f);
+    dcr_faults_destroy(f);
+    dcr_coord_destroy(c);
+    pipe_close(&p, NULL, 0);
+}
+
+/* Retries that cannot repair: a clean stop, v kept, receivers with partial
+ * writes out until restored; then the pipeline goes on bit-exactly. */
+static void test_retries_exhausted(void **state)
+{
+    (void)state;
+    pipe_t p;
+    pipe_open(&p, "relay");
+    dcr_coord_t *c = pipe_coord(&p, 2, 600000);
+    dcr_faults_t *f = NULL;
+    assert_int_equal(dcr_faults_create(6, &f), DCR_OK);
+    dcr_faults_attach(f, p.transport, NULL, p.control);
+    /* Owner 0's second payload is lost in both attempts. */
+    dcr_fault_t drop = {DCR_FAULT_DROP, 0, 1, 0, 0, DCR_COORD_STEP_PREPARE};
+    assert_int_equal(dcr_faults_arm(f, &drop), DCR_OK);
+    drop.nth = 0;
+    assert_int_equal(dcr_faults_arm(f, &drop), DCR_OK);
+    pipe_step(&p, 31);
+    dcr_refit_result_t r;
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_EFATAL);
+    assert_non_null(strstr(dcr_error_detail(), "version 0 stays committed"));
+    assert_int_equal(pipe_version(&p), 0);
+    dcr_faults_detach(f);
+    dcr_faults_destroy(f);
+    /* Untouched receivers still hold P^0; touched ones are restored. */
+    pipe_verify(&p, c);
+    dcr_receiver_t *old[16];
+    int nold = 0;
+    for (int i = 0; i < p.nrecv; i++) {
+        if (dcr_coord_receiver_alive(c, i)) continue;
+        old[nold++] = p.recv[i];
+        assert_int_equal(dcr_coord_receiver_restart(c, i, pipe_restore, &p), DCR_OK);
+        p.recv[i] = dcr_coord_receiver(c, i);
+    }
+    pipe_step(&p, 32);
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(pipe_version(&p), 1);
+    pipe_verify(&p, c);
+    dcr_coord_destroy(c);
+    pipe_close(&p, old, nold);
+}
+
+/* A payload handed twice to a node's receivers: dropped by rule, no retry. */
+static void test_duplicate_dropped_by_receivers(void **state)
+{
+    (void)state;
+    const char *transports[] = {"objstore", "relay"};
+    for (int t = 0; t < 2; t++) {
+        pipe_t p;
+        pipe_open(&p, transports[t]);
+        dcr_coord_t *c = pipe_coord(&p, 3, 600000);
+        dcr_faults_t *f = NULL;
+        assert_int_equal(dcr_faults_create(7, &f), DCR_OK);
+        dcr_faults_attach(f, p.transport, NULL, p.control);
+        dcr_coord_hooks_t h = dcr_faults_coord_hooks(f);
+        dcr_coord_set_hooks(c, &h);
+        dcr_fault_t dup = {DCR_FAULT_DUPLICATE, 0, 1, 0, 0, DCR_COORD_STEP_PREPARE};
+        assert_int_equal(dcr_faults_arm(f, &dup), DCR_OK);
+        pipe_step(&p, 41);
+        dcr_refit_result_t r;
+        assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_OK);
+        pipe_commit(&p);
+        assert_int_equal(r.attempts, 1);
+        /* Every receiver of node 0 dropped the copy. */
+        assert_int_equal(r.duplicates, (uint64_t)p.serve.gpus_per_node);
+        pipe_verify(&p, c);
+        dcr_faults_detach(f);
+        dcr_faults_destroy(f);
+        dcr_coord_destroy(c);
+        pipe_close(&p, NULL, 0);
+    }
+}
+
+/* The Figure 9 emulation, short: kills and restarts, every step checked. */
+static void test_train_with_kills(void **state)
+{
+    (void)state;
+    dcr_faults_run_config_t c = dcr_faults_run_config_default();
+    c.steps = 8;
+    c.kill_every = 2;
+    c.restart_after = 2;
+    dcr_faults_summary_t s;
+    assert_int_equal(dcr_faults_run(&c, &s), DCR_OK);
+    print_message("  train: kills %d, restores %d, retries %d, commits %d\n", s.kills, s.restores,
+                  s.retries, s.commits);
+    assert_clean(&s);
+    assert_int_equal(s.kills, 4);
+    assert_true(s.restores >= 3);
+    assert_true(s.retries >= 4);
+    assert_int_equal(s.commits, 8);
+}
+
+/* Random interleavings of every kind over both transports and RL modes. */
+static void test_campaign(void **state)
+{
+    (void)state;
+    dcr_faults_campaign_config_t cc = dcr_faults_campaign_config_default();
+    cc.seeds = 4;
+    cc.base_seed = testkit_seed(1);
+    print_message("  campaign seeds from %llu (DCR_TEST_SEED replays)\n",
+                  (unsigned long long)cc.base_seed);
+    dcr_faults_summary_t s;
+    assert_int_equal(dcr_faults_campaign(&cc, &s), DCR_OK);
+    print_message(
+        "  campaign: faults %lld, attempts %d, retries %d, commits %d, stops %d, failovers %d\n",
+        (long long)s.faults, s.attempts, s.retries, s.commits, s.stops, s.failovers);
+    assert_int_equal(s.mismatches, 0);
+    assert_int_equal(s.baseline_mismatches, 0);
+    assert_int_equal(s.lost, 0);
+    assert_true(s.faults > 0);
+    assert_int_equal(s.commits + s.stops, s.steps);
+}
+
+int main(void)
+{
+    if (!getenv("DCR_LOG")) dcr_log_set_level(DCR_LOG_ERROR);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_kind),
+        cmocka_unit_test(test_payload_faults_on_relay),
+        cmocka_unit_test(test_coordinator_crash_every_step),
+        cmocka_unit_test(test_replaced_coordinator_refused),
+        cmocka_unit_test(test_restart_restores_and_no_live_stops),
+        cmocka_unit_test(test_commit_deadline),
+        cmocka_unit_test(test_retries_exhausted),
+        cmocka_unit_test(test_duplicate_dropped_by_receivers),
+        cmocka_unit_test(test_train_with_kills),
+        cmocka_unit_test(test_campaign),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
