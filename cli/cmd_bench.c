@@ -140,10 +140,28 @@ static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r
     json_object_del(summary, "config");
     char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS),
          *summary_text = json_dumps(summary, JSON_COMPACT);
-    dcr_results_run_t run = {"bench", config_text, summary_text, n, 9, columns};
+    dcr_results_run_t run = {"bench", config_text, summary_text, n, 9, columns, 0, NULL};
+    dcr_trace_interval_t *iv = NULL;
+    size_t niv = 0;
+    int64_t(*table)[6] = NULL;
+    if (dcr_trace_snapshot(&iv, &niv) == DCR_OK && niv > 0 &&
+        (table = malloc(niv * sizeof(*table)))) {
+        for (size_t i = 0; i < niv; i++) {
+            table[i][0] = (int64_t)iv[i].start_ns;
+            table[i][1] = (int64_t)iv[i].end_ns;
+            table[i][2] = iv[i].refit;
+            table[i][3] = iv[i].stage;
+            table[i][4] = iv[i].actor;
+            table[i][5] = iv[i].id;
+        }
+        run.nintervals = niv;
+        run.intervals = (const int64_t(*)[6])table;
+    }
+    free(iv);
     char name[64];
     dcr_status_t st = dcr_results_append(path, &run, name, sizeof(name));
     if (st == DCR_OK) DCR_LOG_INFO("bench: results appended to %s as %s", path, name);
+    free(table);
     free(config_text);
     free(summary_text);
     json_decref(summary);

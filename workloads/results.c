@@ -85,6 +85,23 @@ static herr_t write_column(hid_t group, const dcr_results_column_t *c, size_t n)
     return rc;
 }
 
+/* The stage trace as an [n, 6] int64 table; its columns are named in an attribute. */
+static herr_t write_intervals(hid_t g, const dcr_results_run_t *run)
+{
+    hsize_t dims[2] = {run->nintervals, 6};
+    hid_t space = H5Screate_simple(2, dims, NULL);
+    hid_t ds =
+        H5Dcreate2(g, "intervals", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc =
+        ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, run->intervals);
+    if (ds >= 0) {
+        rc |= write_string_attr(ds, "columns", "start_ns,end_ns,refit,stage,actor,id");
+        H5Dclose(ds);
+    }
+    H5Sclose(space);
+    return rc;
+}
+
 static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, size_t name_len)
 {
     hid_t runs = H5Gopen2(f, "runs", H5P_DEFAULT);
@@ -109,6 +126,7 @@ static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, s
     hid_t refits = H5Gcreate2(g, "refits", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     for (size_t i = 0; refits >= 0 && i < run->ncolumns; i++)
         rc |= write_column(refits, &run->columns[i], run->nrefits);
+    if (run->nintervals && run->intervals) rc |= write_intervals(g, run);
     if (refits >= 0) H5Gclose(refits);
     H5Gclose(g);
     snprintf(name_out, name_len, "/runs/%s", name);

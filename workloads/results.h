@@ -8,12 +8,16 @@
  *       (string: uname and cores), git_revision (string), time (ISO 8601
  *       UTC), summary (JSON string of the run's scalar figures)
  *       refits/<column>     1-D float64 datasets, one value per timed refit
+ *       intervals           optional int64 [n, 6] dataset of the stage trace:
+ *                           start_ns, end_ns, refit, stage, actor, id
+ *                           (dcr/trace.h numbering; attribute columns names them)
  * Appending never rewrites earlier runs; a file that is not a dcr results
  * file is refused. */
 #ifndef DCR_WORKLOADS_RESULTS_H
 #define DCR_WORKLOADS_RESULTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dcr/status.h"
 
@@ -29,6 +33,8 @@ typedef struct dcr_results_run {
     size_t nrefits;
     size_t ncolumns;
     const dcr_results_column_t *columns;
+    size_t nintervals;             /* 0: no intervals dataset */
+    const int64_t (*intervals)[6]; /* start_ns, end_ns, refit, stage, actor, id */
 } dcr_results_run_t;
 
 /* Appends a run to the file at path (created when missing). On success the

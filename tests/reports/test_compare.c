@@ -63,7 +63,9 @@ static void append_run(const char *path, const fake_run_t *f)
                              "{\"checkpoint_bytes\":1000000,\"reference_s\":2.0}",
                              f->n,
                              DCR_RESULTS_NCOLUMNS,
-                             c};
+                             c,
+                             0,
+                             NULL};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
 }

@@ -50,7 +50,7 @@ static void append(const char *config, const double *lat, double payload, double
         c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
     char summary[128];
     snprintf(summary, sizeof(summary), "{\"checkpoint_bytes\":%.0f,\"reference_s\":2.0}", ckpt);
-    dcr_results_run_t run = {"bench", config, summary, NREF, DCR_RESULTS_NCOLUMNS, c};
+    dcr_results_run_t run = {"bench", config, summary, NREF, DCR_RESULTS_NCOLUMNS, c, 0, NULL};
     char name[64];
     assert_int_equal(dcr_results_append(results, &run, name, sizeof(name)), DCR_OK);
 }

@@ -37,7 +37,8 @@ static void test_append_and_read_back(void **state)
     unlink(path);
     double lat[3] = {1.5, 2.25, 3.0}, bytes[3] = {100, 200, 300};
     dcr_results_column_t cols[2] = {{"latency_s", lat}, {"payload_bytes", bytes}};
-    dcr_results_run_t run = {"bench", "{\"model\":\"x\"}", "{\"mean\":2.25}", 3, 2, cols};
+    const int64_t iv[2][6] = {{100, 250, 1, 0, 0, 3}, {300, 900, 1, 5, 1, 2}};
+    dcr_results_run_t run = {"bench", "{\"model\":\"x\"}", "{\"mean\":2.25}", 3, 2, cols, 2, iv};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
     assert_string_equal(name, "/runs/000000");
@@ -60,6 +61,13 @@ static void test_append_and_read_back(void **state)
     assert_true(H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, back) >= 0);
     assert_true(back[0] == 1.5 && back[1] == 2.25 && back[2] == 3.0);
     H5Dclose(ds);
+    /* The stage trace table reads back as written. */
+    int64_t table[2][6];
+    ds = H5Dopen2(g, "intervals", H5P_DEFAULT);
+    assert_true(ds >= 0);
+    assert_true(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, table) >= 0);
+    assert_memory_equal(table, iv, sizeof(table));
+    H5Dclose(ds);
     H5Gclose(g);
     g = H5Gopen2(f, "/runs/000001", H5P_DEFAULT);
     ds = H5Dopen2(g, "refits/latency_s", H5P_DEFAULT);
@@ -80,7 +88,7 @@ static void test_refuses_foreign_files(void **state)
     close(fd);
     double v = 1;
     dcr_results_column_t col = {"latency_s", &v};
-    dcr_results_run_t run = {"bench", "{}", NULL, 1, 1, &col};
+    dcr_results_run_t run = {"bench", "{}", NULL, 1, 1, &col, 0, NULL};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_EINVAL);
     unlink(path);
