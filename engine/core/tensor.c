@@ -278,19 +278,13 @@ dcr_status_t dcr_view_unsqueeze(const dcr_view_t *v, int dim, dcr_view_t *out_p)
     return DCR_OK;
 }
 
-/* Whether every element a view can address lies inside its storage; views
- * from this API always do, but a hand-built one might not, and a copy must
- * not become an out-of-bounds write. */
-static dcr_status_t dcr__view_bounds_check(const char *what, const dcr_view_t *v)
+dcr_status_t dcr_view_check(const dcr_view_t *v)
 {
-    if (v->storage == NULL || (unsigned)v->dtype >= DCR_DTYPE_COUNT || v->ndim < 0 ||
-        v->ndim > DCR_MAX_DIMS) {
-        return dcr_error_set(DCR_EINVAL, "view_copy: %s view is malformed", what);
-    }
-    for (int i = 0; i < v->ndim; i++) {
-        if (v->shape[i] < 0)
-            return dcr_error_set(DCR_EINVAL, "view_copy: %s view has a negative extent", what);
-    }
+    if (v == NULL || v->storage == NULL || (unsigned)v->dtype >= DCR_DTYPE_COUNT || v->ndim < 0 ||
+        v->ndim > DCR_MAX_DIMS)
+        return dcr_error_set(DCR_EINVAL, "malformed view");
+    for (int i = 0; i < v->ndim; i++)
+        if (v->shape[i] < 0) return dcr_error_set(DCR_EINVAL, "view with a negative extent");
     if (dcr_view_numel(v) == 0) return DCR_OK;
     int64_t lo = v->offset, hi = v->offset;
     for (int i = 0; i < v->ndim; i++) {
@@ -301,13 +295,18 @@ static dcr_status_t dcr__view_bounds_check(const char *what, const dcr_view_t *v
             hi += span;
     }
     int64_t limit = (int64_t)(v->storage->bytes / dcr_dtype_size(v->dtype));
-    if (lo < 0 || hi >= limit) {
+    if (lo < 0 || hi >= limit)
         return dcr_error_set(DCR_EINVAL,
-                             "view_copy: %s view reaches elements [%lld, %lld] of a storage "
-                             "holding %lld",
-                             what, (long long)lo, (long long)hi, (long long)limit);
-    }
+                             "view reaches elements [%lld, %lld] of a storage holding %lld",
+                             (long long)lo, (long long)hi, (long long)limit);
     return DCR_OK;
+}
+
+static dcr_status_t dcr__view_bounds_check(const char *what, const dcr_view_t *v)
+{
+    dcr_status_t st = dcr_view_check(v);
+    if (st != DCR_OK) dcr_error_prefix("view_copy: %s ", what);
+    return st;
 }
 
 /* Copies one row of n elements between strided positions, converting dtype. */

@@ -281,25 +281,9 @@ dcr_status_t dcr_load_unsqueeze(dcr_load_ctx_t *ctx, const dcr_view_t *v, int di
 /* Whether every element of a view lies inside its storage. */
 static dcr_status_t dcr__bounds(const dcr_load_ctx_t *ctx, const char *op, const dcr_view_t *v)
 {
-    if (v == NULL || v->storage == NULL || (unsigned)v->dtype >= DCR_DTYPE_COUNT || v->ndim < 0 ||
-        v->ndim > DCR_MAX_DIMS)
-        return dcr_error_set(DCR_EINVAL, "load %s: %s: malformed view", ctx->name, op);
-    int64_t lo = v->offset, hi = v->offset;
-    for (int i = 0; i < v->ndim; i++) {
-        if (v->shape[i] < 0)
-            return dcr_error_set(DCR_EINVAL, "load %s: %s: negative extent", ctx->name, op);
-        if (v->shape[i] == 0) return DCR_OK;
-        int64_t span = (v->shape[i] - 1) * v->strides[i];
-        if (span < 0)
-            lo += span;
-        else
-            hi += span;
-    }
-    int64_t limit = (int64_t)(v->storage->bytes / dcr_dtype_size(v->dtype));
-    if (lo < 0 || hi >= limit)
-        return dcr_error_set(DCR_EINVAL, "load %s: %s: view reaches outside its storage", ctx->name,
-                             op);
-    return DCR_OK;
+    dcr_status_t st = dcr_view_check(v);
+    if (st != DCR_OK) dcr_error_prefix("load %s: %s: ", ctx->name, op);
+    return st;
 }
 
 /* Makes a contiguous temporary of the given shape and dtype (without data in

@@ -240,7 +240,6 @@ static void test_bench_json_trace_results(void **state)
                     tlb <= lat); /* unions clipped to the window */
     }
     json_decref(j);
-    static result_t r;
     snprintf(args, sizeof(args), "bounds %s/t.json --json", dir);
     j = run_json(args);
     assert_non_null(json_object_get(j, "refits"));
@@ -251,7 +250,6 @@ static void test_bench_json_trace_results(void **state)
     fclose(f);
     snprintf(args, sizeof(args), "rm -rf %s", dir);
     assert_int_equal(system(args), 0);
-    (void)r;
 }
 
 /* verify-paths: every path class of a layout exercised, no mismatch. */

@@ -81,6 +81,10 @@ static void test_each_kind(void **state)
         bool benign = k == DCR_FAULT_DUPLICATE || k == DCR_FAULT_REORDER || k == DCR_FAULT_DELAY ||
                       k == DCR_FAULT_CONTROL_BUSY || k == DCR_FAULT_COMMIT_REPLY ||
                       k == DCR_FAULT_COORD_CRASH;
+        /* A stored object cut or removed after every node already fetched it
+         * harms nothing: whether it costs a retry is a race, not a property.
+         * What must hold either way (bit-exact, nothing lost) assert_clean checks. */
+        benign |= k == DCR_FAULT_TRUNCATE_OBJECT || k == DCR_FAULT_REMOVE_OBJECT;
         if (!benign) assert_true(s.retries >= 1);
         if (k == DCR_FAULT_COMMIT_REPLY)
             assert_int_equal(s.retries, 0); /* the record said it committed */

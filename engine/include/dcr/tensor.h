@@ -76,6 +76,13 @@ dcr_status_t dcr_view_reshape(const dcr_view_t *v, int ndim, const int64_t *shap
 /* Inserts a dimension of size 1 at dim; same storage. */
 dcr_status_t dcr_view_unsqueeze(const dcr_view_t *v, int dim, dcr_view_t *out_p);
 
+/* Whether a view is well formed (storage, dtype, ndim, non-negative extents)
+ * and every element it can address lies inside its storage. Views from this
+ * API always pass; a hand-built one might not, and writing through it must
+ * not go out of bounds. DCR_EINVAL with the offending range otherwise
+ * (callers prefix their context with dcr_error_prefix). */
+dcr_status_t dcr_view_check(const dcr_view_t *v);
+
 /* Copies elements of src into dst (same shape; dtypes may differ, converting
  * with dcr_convert rules). Views may be strided. Not for overlapping views. */
 dcr_status_t dcr_view_copy(const dcr_view_t *dst, const dcr_view_t *src);

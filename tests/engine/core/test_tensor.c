@@ -389,9 +389,35 @@ static void test_shape_format_and_desc(void **state)
     assert_int_equal(dcr_shape_numel(0, NULL), 1);
 }
 
+/* Hand-built views: the check accepts exactly those whose every addressable
+ * element lies in the storage (bounds computed here from the strides). */
+static void test_view_check(void **state)
+{
+    dcr_storage_t *st;
+    assert_int_equal(dcr_storage_create(12 * 2, &st), DCR_OK); /* 12 BF16 elements */
+    dcr_view_t v = {st, DCR_DTYPE_BF16, 0, 2, {3, 4}, {4, 1}};
+    assert_int_equal(dcr_view_check(&v), DCR_OK); /* elements 0..11 */
+    v.offset = 1;
+    assert_int_equal(dcr_view_check(&v), DCR_EINVAL); /* last element 12 */
+    v = (dcr_view_t){st, DCR_DTYPE_BF16, 11, 1, {12}, {-1}};
+    assert_int_equal(dcr_view_check(&v), DCR_OK); /* 11 down to 0 */
+    v.shape[0] = 13;
+    assert_int_equal(dcr_view_check(&v), DCR_EINVAL); /* reaches -1 */
+    v = (dcr_view_t){st, DCR_DTYPE_BF16, 100, 2, {0, 4}, {4, 1}};
+    assert_int_equal(dcr_view_check(&v), DCR_OK); /* empty: addresses nothing */
+    v = (dcr_view_t){st, DCR_DTYPE_BF16, 0, 1, {-1}, {1}};
+    assert_int_equal(dcr_view_check(&v), DCR_EINVAL);
+    v = (dcr_view_t){st, DCR_DTYPE_FP32, 0, 1, {7}, {1}};
+    assert_int_equal(dcr_view_check(&v), DCR_EINVAL); /* 7 FP32 need 28 bytes */
+    v = (dcr_view_t){NULL, DCR_DTYPE_BF16, 0, 1, {1}, {1}};
+    assert_int_equal(dcr_view_check(&v), DCR_EINVAL);
+    dcr_storage_destroy(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_view_check),
         cmocka_unit_test(test_storage),
         cmocka_unit_test(test_contiguous),
         cmocka_unit_test(test_narrow_select),
