@@ -366,8 +366,8 @@ dcr_status_t dcr_trace_parse_message(const char *msg, dcr_trace_interval_t *out_
     if (!msg || !out_p) return dcr_error_set(DCR_EINVAL, "trace message: NULL argument");
     const char *p = msg;
     char stage_name[32], actor_name[32];
-    dcr_stage_t stage;
-    dcr_actor_t actor;
+    dcr_stage_t stage = 0;
+    dcr_actor_t actor = 0;
     long long id, refit;
     if (!dcr__parse_word(&p, ' ', stage_name, sizeof(stage_name)) ||
         dcr_stage_from_name(stage_name, &stage) != DCR_OK)

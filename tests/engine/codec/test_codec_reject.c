@@ -57,7 +57,7 @@ static uint8_t *t_base(bool shuffle, size_t *len_p)
     dcr_encode_params_t params = {
         .tau = 7, .owner = 2, .payload_id = 5, .level = 1, .shuffle = shuffle};
     const uint8_t *buf;
-    size_t len;
+    size_t len = 0;
     assert_int_equal(dcr_encoder_finish(enc, &params, &buf, &len), DCR_OK);
     uint8_t *copy = malloc(len);
     memcpy(copy, buf, len);
@@ -90,7 +90,7 @@ static void test_every_header_byte_flip(void **state)
 {
     (void)state;
     for (int sh = 0; sh < 2; sh++) {
-        size_t len;
+        size_t len = 0;
         uint8_t *base = t_base(sh, &len);
         const uint8_t masks[] = {0x01, 0x10, 0x80, 0xFF};
         for (size_t off = 0; off < T_HDR_SIZE; off++) {
@@ -137,7 +137,7 @@ static void test_every_header_byte_flip(void **state)
 static void test_every_body_byte_flip(void **state)
 {
     (void)state;
-    size_t len;
+    size_t len = 0;
     uint8_t *base = t_base(false, &len);
     for (size_t off = T_HDR_SIZE; off < len; off++) {
         base[off] ^= 0x04;
@@ -150,7 +150,7 @@ static void test_every_body_byte_flip(void **state)
 static void test_every_truncation(void **state)
 {
     (void)state;
-    size_t len;
+    size_t len = 0;
     uint8_t *base = t_base(true, &len);
     for (size_t n = 0; n < len; n++) t_expect_reject(base, n, DCR_EPAYLOAD, "payload", NULL);
     t_expect_reject(base, 10, DCR_EPAYLOAD, "truncated header", NULL);
@@ -166,7 +166,7 @@ static void test_every_truncation(void **state)
 static void test_peek(void **state)
 {
     (void)state;
-    size_t len;
+    size_t len = 0;
     uint8_t *base = t_base(true, &len);
     dcr_payload_header_t h;
     memset(&h, 0xAB, sizeof h);
@@ -207,7 +207,7 @@ typedef struct t_body {
 
 static void t_body_load(t_body_t *b, bool shuffle)
 {
-    size_t len;
+    size_t len = 0;
     uint8_t *base = t_base(shuffle, &len);
     b->raw = t_unwrap(base, len, &b->raw_len, &b->h);
     assert_non_null(b->raw);
@@ -227,7 +227,7 @@ static size_t t_item_at(int i, size_t field)
  * rejection naming the payload and `sub`. */
 static void t_rewrap_reject(const t_body_t *b, const char *sub)
 {
-    size_t len;
+    size_t len = 0;
     uint8_t *buf = t_wrap(&b->h, b->raw, b->raw_len, &len);
     assert_non_null(buf);
     t_expect_reject(buf, len, DCR_EPAYLOAD, sub, T_WHO);
@@ -250,7 +250,7 @@ static void test_unpatched_body_is_valid(void **state)
     for (int sh = 0; sh < 2; sh++) {
         t_body_t b;
         t_body_load(&b, sh);
-        size_t len;
+        size_t len = 0;
         uint8_t *buf = t_wrap(&b.h, b.raw, b.raw_len, &len);
         dcr_payload_t *p;
         assert_int_equal(dcr_payload_create(&p), DCR_OK);
@@ -406,7 +406,7 @@ static void test_bad_item_count(void **state)
     b.h.items = 3;
     b.h.version = 2;
     {
-        size_t len;
+        size_t len = 0;
         uint8_t *buf = t_wrap(&b.h, b.raw, b.raw_len, &len);
         t_expect_reject(buf, len, DCR_EPAYLOAD, "version", NULL);
         free(buf);
@@ -427,7 +427,7 @@ static void test_bad_frames(void **state)
     uint8_t *comp = malloc(cap);
     size_t clen = ZSTD_compress(comp, cap, b.raw, b.raw_len, 1);
     assert_false(ZSTD_isError(clen));
-    size_t len;
+    size_t len = 0;
     uint8_t *buf;
 
     /* Header raw length disagrees with the frame's content size. */
