@@ -15,7 +15,7 @@ int dcr_cmd_bench(int argc, char **argv);
 int dcr_cmd_faults(int argc, char **argv);
 int dcr_cmd_verify_paths(int argc, char **argv);
 int dcr_cmd_calibrate(int argc, char **argv);
-int dcr_cmd_simulate(int argc, char **argv);
+int dcr_cmd_sim(int argc, char **argv);
 int dcr_cmd_bounds(int argc, char **argv);
 int dcr_cmd_report(int argc, char **argv);
 int dcr_cmd_compare(int argc, char **argv);

@@ -29,7 +29,7 @@ static const dcr_cli_command_t commands[] = {
     {"microbench", dcr_cmd_microbench,
      "same-run ratios of inner loops (change detection vs plain read)"},
     {"calibrate", dcr_cmd_calibrate, "measure the simulator's stage costs on this machine (JSON)"},
-    {"simulate", dcr_cmd_simulate, "simulate a refit of a full-size model on a cluster (SimGrid)"},
+    {"sim", dcr_cmd_sim, "simulate a refit of a full-size model on a cluster (SimGrid)"},
 };
 
 static void print_usage(FILE *out)

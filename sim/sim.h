@@ -73,7 +73,7 @@ dcr_sim_cluster_t dcr_sim_cluster_default(void);
 /* The seed's latency testbed (reference/models.md section 6): 8 training
  * nodes x 4 GPUs, 8 rollout nodes x 8 GPUs, 5 Gbps per node and per flow
  * across regions, S3. What the seed does not give is stated in the
- * definition (sim/sim.c) and printed by `dcr simulate`. */
+ * definition (sim/sim.c) and printed by `dcr sim`. */
 dcr_sim_cluster_t dcr_sim_cluster_testbed(void);
 
 /* Checks every field (counts >= 1, rates >= 0, finite). One clear

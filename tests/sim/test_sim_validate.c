@@ -3,7 +3,7 @@
  * The simulator against the engine on this machine: a quick calibration,
  * one short `dcr bench` run (the embedded default, object store, 3%) and
  * its simulated twin. The tolerance is wider than the 25% target of the
- * full validation (dcr simulate --validate): one short run on a shared CI
+ * full validation (dcr sim --validate): one short run on a shared CI
  * machine varies by +-15% between runs on its own. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,7 +31,7 @@ static void test_validate_default_bench(void **state)
     printf("%s: measured %.3f s, predicted %.3f s (%+.1f%%); reference %.3f / %.3f s\n", name,
            row.measured_s, row.predicted_s, 100 * row.error, row.measured_ref_s,
            row.predicted_ref_s);
-    /* The latency error is a benchmark figure (BENCHMARKS.md, `dcr simulate
+    /* The latency error is a benchmark figure (BENCHMARKS.md, `dcr sim
      * --validate`), not asserted: timing on a shared machine is no test. */
     assert_true(row.measured_s > 0 && row.predicted_s > 0);
     /* The reference is transport only: the simulation follows the links. */

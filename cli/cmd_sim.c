@@ -1,4 +1,4 @@
-/* dcr simulate: a refit of a full-size model on a cluster, simulated with
+/* dcr sim: a refit of a full-size model on a cluster, simulated with
  * SimGrid (sim/), and the simulator's validation against dcr bench. */
 #include <jansson.h>
 #include <math.h>
@@ -17,7 +17,7 @@
 
 enum { MAX_ROWS = 64 };
 
-typedef struct simulate_opts {
+typedef struct sim_opts {
     dcr_cli_scenario_t sc;
     int64_t rollout_nodes, rollout_gpus, serve_tp, store_flows, fanout, queue, owner_queue,
         shared_cores;
@@ -28,9 +28,9 @@ typedef struct simulate_opts {
     double ref_object_mib, chunk_mib, bucket_mib;
     dcr_arg_t *args; /* to tell which flags were given */
     int nargs;
-} simulate_opts_t;
+} sim_opts_t;
 
-static bool seen(const simulate_opts_t *o, const char *name)
+static bool seen(const sim_opts_t *o, const char *name)
 {
     for (int i = 0; i < o->nargs; i++)
         if (!strcmp(o->args[i].name, name)) return o->args[i].seen;
@@ -39,17 +39,17 @@ static bool seen(const simulate_opts_t *o, const char *name)
 
 /* ---- configuration ------------------------------------------------------------ */
 
-static void set_if(const simulate_opts_t *o, const char *flag, double v, double *dst)
+static void set_if(const sim_opts_t *o, const char *flag, double v, double *dst)
 {
     if (seen(o, flag)) *dst = v;
 }
 
-static void set_int_if(const simulate_opts_t *o, const char *flag, int64_t v, int *dst)
+static void set_int_if(const sim_opts_t *o, const char *flag, int64_t v, int *dst)
 {
     if (seen(o, flag)) *dst = (int)v;
 }
 
-static dcr_status_t cluster_from(const simulate_opts_t *o, dcr_sim_cluster_t *c)
+static dcr_status_t cluster_from(const sim_opts_t *o, dcr_sim_cluster_t *c)
 {
     if (o->testbed && strcmp(o->testbed, "paper"))
         return dcr_error_set(DCR_EINVAL, "--testbed %s: the only testbed is 'paper'", o->testbed);
@@ -81,7 +81,7 @@ static dcr_status_t cluster_from(const simulate_opts_t *o, dcr_sim_cluster_t *c)
 
 /* The testbed's training layout when none is given: TP 4 inside each
  * 4-GPU node and, for MoE models, experts spread by EP 8 with ETP 1. */
-static void testbed_layout(const simulate_opts_t *o, dcr_scenario_spec_t *spec)
+static void testbed_layout(const sim_opts_t *o, dcr_scenario_spec_t *spec)
 {
     if (!o->testbed) return;
     if (!seen(o, "--tp")) spec->train.tp = 4;
@@ -89,7 +89,7 @@ static void testbed_layout(const simulate_opts_t *o, dcr_scenario_spec_t *spec)
     if (!seen(o, "--etp")) spec->train.etp = 1;
 }
 
-static dcr_status_t spec_from(const simulate_opts_t *o, dcr_sim_spec_t *s)
+static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
 {
     *s = dcr_sim_spec_default();
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &s->scenario));
@@ -142,11 +142,11 @@ static dcr_status_t parse_transports(const char *text, const char **t, int *n_p)
     return DCR_OK;
 }
 
-static dcr_status_t load_calibration(const simulate_opts_t *o, dcr_sim_calibration_t *cal)
+static dcr_status_t load_calibration(const sim_opts_t *o, dcr_sim_calibration_t *cal)
 {
     if (o->calibration) return dcr_sim_cal_load(o->calibration, cal);
     DCR_LOG_INFO(
-        "simulate: no --calibration file; measuring a quick one on this machine (dcr calibrate)");
+        "sim: no --calibration file; measuring a quick one on this machine (dcr calibrate)");
     dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
     opt.quick = true;
     return dcr_sim_calibrate(&opt, cal);
@@ -229,7 +229,7 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
 
 /* Every owner pair gets a route for residual parts, so any workload runs on
  * the written platform. */
-static int write_platform(const simulate_opts_t *o)
+static int write_platform(const sim_opts_t *o)
 {
     dcr_sim_cluster_t c;
     dcr_status_t st = cluster_from(o, &c);
@@ -246,14 +246,14 @@ static int write_platform(const simulate_opts_t *o)
         st = dcr_error_set(DCR_EIO, "--write-platform %s", o->write_platform);
     free(pairs);
     if (st != DCR_OK) {
-        dcr_cli_report("simulate", st);
+        dcr_cli_report("sim", st);
         return 1;
     }
     printf("platform written to %s\n", o->write_platform);
     return 0;
 }
 
-static int validate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
+static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
 {
     json_t *arr = json_array();
     if (!o->json)
@@ -269,7 +269,7 @@ static int validate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
         if (st != DCR_OK) {
             json_decref(arr);
             dcr_error_prefix("validation case '%s': ", name);
-            dcr_cli_report("simulate", st);
+            dcr_cli_report("sim", st);
             return 1;
         }
         if (o->json) {
@@ -300,7 +300,7 @@ static int validate(const simulate_opts_t *o, const dcr_sim_calibration_t *cal)
     return 0;
 }
 
-static int simulate(const simulate_opts_t *o)
+static int simulate(const sim_opts_t *o)
 {
     dcr_sim_spec_t spec;
     dcr_sim_calibration_t cal;
@@ -324,7 +324,7 @@ static int simulate(const simulate_opts_t *o)
             n++;
         }
     if (st != DCR_OK) {
-        dcr_cli_report("simulate", st);
+        dcr_cli_report("sim", st);
         return 1;
     }
     if (o->json)
@@ -334,22 +334,22 @@ static int simulate(const simulate_opts_t *o)
     return 0;
 }
 
-static int run(const simulate_opts_t *o)
+static int run(const sim_opts_t *o)
 {
     if (o->write_platform) return write_platform(o);
     if (!o->validate) return simulate(o);
     dcr_sim_calibration_t cal;
     dcr_status_t st = load_calibration(o, &cal);
     if (st != DCR_OK) {
-        dcr_cli_report("simulate", st);
+        dcr_cli_report("sim", st);
         return 1;
     }
     return validate(o, &cal);
 }
 
-int dcr_cmd_simulate(int argc, char **argv)
+int dcr_cmd_sim(int argc, char **argv)
 {
-    simulate_opts_t o;
+    sim_opts_t o;
     memset(&o, 0, sizeof(o));
     o.transport = "objstore";
     o.rates = "0.03";
@@ -423,7 +423,7 @@ int dcr_cmd_simulate(int argc, char **argv)
     o.args = args;
     o.nargs = (int)(sizeof(args) / sizeof(args[0]));
     int rc = dcr_args_parse(
-        "simulate",
+        "sim",
         "[--model M] [--train-nodes N --gpus-per-node G --tp ...] [--rollout-nodes R "
         "--rollout-gpus G] "
         "[--transport objstore|relay|both] [--change-rate R,...] [--cross-gbps B ...] "
