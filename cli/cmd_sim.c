@@ -11,6 +11,7 @@
 #include "dcr/log.h"
 #include "scenario_args.h"
 #include "sim/calibrate.h"
+#include "sim/paper.h"
 #include "sim/platform.h"
 #include "sim/sim.h"
 #include "sim/validate.h"
@@ -49,11 +50,15 @@ static void set_int_if(const sim_opts_t *o, const char *flag, int64_t v, int *ds
     if (seen(o, flag)) *dst = (int)v;
 }
 
-static dcr_status_t cluster_from(const sim_opts_t *o, dcr_sim_cluster_t *c)
+/* The preset, then the calibration's fitted cluster figures (if any), then
+ * the flags. */
+static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_t *cal,
+                                 dcr_sim_cluster_t *c)
 {
     if (o->testbed && strcmp(o->testbed, "paper"))
         return dcr_error_set(DCR_EINVAL, "--testbed %s: the only testbed is 'paper'", o->testbed);
     *c = o->testbed ? dcr_sim_cluster_testbed() : dcr_sim_cluster_default();
+    if (cal) DCR_CHECK(dcr_sim_cluster_apply_calibration(c, cal));
     set_int_if(o, "--train-nodes", o->sc.nodes, &c->train_nodes);
     set_int_if(o, "--gpus-per-node", o->sc.gpus, &c->train_gpus);
     set_int_if(o, "--rollout-nodes", o->rollout_nodes, &c->rollout_nodes);
@@ -98,7 +103,7 @@ static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
         dcr_model_load(s->scenario.model, &model)); /* a wrong name fails before any measurement */
     testbed_layout(o, &s->scenario);
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &s->mode));
-    DCR_CHECK(cluster_from(o, &s->cluster));
+    DCR_CHECK(cluster_from(o, NULL, &s->cluster));
     s->serve_tp = (int)o->serve_tp;
     s->serve_ep = o->serve_ep;
     s->chunk_bytes = (size_t)(o->chunk_mib * 1048576.0);
@@ -142,9 +147,16 @@ static dcr_status_t parse_transports(const char *text, const char **t, int *n_p)
     return DCR_OK;
 }
 
+/* --calibration FILE; on the paper testbed its fitted calibration; else a
+ * quick measurement on this machine. */
 static dcr_status_t load_calibration(const sim_opts_t *o, dcr_sim_calibration_t *cal)
 {
     if (o->calibration) return dcr_sim_cal_load(o->calibration, cal);
+    if (o->testbed) {
+        char path[4096];
+        DCR_CHECK(dcr_sim_paper_calibration_path(path, sizeof(path)));
+        return dcr_sim_cal_load(path, cal);
+    }
     DCR_LOG_INFO(
         "sim: no --calibration file; measuring a quick one on this machine (dcr calibrate)");
     dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
@@ -155,17 +167,25 @@ static dcr_status_t load_calibration(const sim_opts_t *o, dcr_sim_calibration_t 
 /* ---- output ---------------------------------------------------------------------- */
 
 typedef struct row {
+    const char *model;
+    const dcr_sim_paper_size_t *size; /* the seed's figures for this model, or NULL */
     const char *transport;
     double rate;
     dcr_sim_result_t r;
 } row_t;
 
-static json_t *row_json(const char *model, const row_t *w)
+/* [lo, hi] of a seed range, or null when the seed gives none. */
+static json_t *range_json(double lo, double hi)
+{
+    return lo == 0 && hi == 0 ? json_null() : json_pack("[f,f]", lo, hi);
+}
+
+static json_t *row_json(const row_t *w)
 {
     const dcr_sim_result_t *r = &w->r;
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s,s:I,s:s,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:i,s:i}", "model",
-        model, "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "transport", w->transport,
+        w->model, "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "transport", w->transport,
         "change_rate", w->rate, "latency_s", r->latency_s, "reference_s", r->reference_s, "speedup",
         r->speedup, "payload_bytes", (json_int_t)r->payload_bytes, "cross_bytes",
         (json_int_t)r->cross_bytes, "construction_lb_s", r->construction_lb_s, "transport_lb_s",
@@ -173,6 +193,14 @@ static json_t *row_json(const char *model, const row_t *w)
         r->construction_end_s, "apply_end_s", r->apply_end_s, "raw_value_bytes",
         (json_int_t)r->raw_value_bytes, "records", (json_int_t)r->records, "payloads",
         (json_int_t)r->payloads, "owners", r->owners, "receivers", r->receivers);
+    const dcr_sim_paper_size_t *z = w->size;
+    if (z)
+        json_object_set_new(j, "seed",
+                            json_pack("{s:s,s:f,s:b,s:o,s:o}", "size", z->label, "published_bytes",
+                                      z->published_bytes, "stand_in", z->stand_in, "latency_s",
+                                      range_json(z->latency_lo_s, z->latency_hi_s), "speedup",
+                                      range_json(z->speedup_lo, z->speedup_hi)));
+    return j;
 }
 
 static json_t *cluster_json(const dcr_sim_cluster_t *c)
@@ -187,41 +215,143 @@ static json_t *cluster_json(const dcr_sim_cluster_t *c)
         "shared_cores", c->shared_cores, "ack_rtt", c->ack_rtt, "platform", c->platform_xml);
 }
 
+/* Latency of the row with this model, transport and rate, or 0. */
+static double latency_of(const row_t *rows, int n, const char *model, const char *transport,
+                         double rate)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(rows[i].model, model) && !strcmp(rows[i].transport, transport) &&
+            fabs(rows[i].rate - rate) < 1e-12)
+            return rows[i].r.latency_s;
+    return 0;
+}
+
+/* Object-store latency over relay latency at 5% per model, beside the seed's gains. */
+static json_t *relay_gains_json(const row_t *rows, int n)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        if (strcmp(rows[i].transport, "relay") || fabs(rows[i].rate - 0.05) > 1e-12) continue;
+        double obj = latency_of(rows, n, rows[i].model, "objstore", 0.05);
+        if (!(obj > 0 && rows[i].r.latency_s > 0)) continue;
+        const dcr_sim_paper_size_t *z = rows[i].size;
+        json_t *g =
+            json_pack("{s:s,s:f}", "model", rows[i].model, "gain", obj / rows[i].r.latency_s);
+        json_object_set_new(g, "seed_gain",
+                            z && z->relay_gain_5pct > 0 ? json_real(z->relay_gain_5pct)
+                                                        : json_null());
+        json_array_append_new(arr, g);
+    }
+    return arr;
+}
+
 static void print_json(const dcr_sim_spec_t *s, const row_t *rows, int n,
                        const dcr_sim_calibration_t *cal)
 {
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(arr, row_json(s->scenario.model, &rows[i]));
-    json_t *j = json_pack("{s:o,s:o,s:s,s:s}", "rows", arr, "cluster", cluster_json(&s->cluster),
-                          "calibration", cal->machine, "mode", dcr_construct_mode_name(s->mode));
+    for (int i = 0; i < n; i++) json_array_append_new(arr, row_json(&rows[i]));
+    json_t *prov = json_array();
+    for (int i = 0; i < cal->nprovenance; i++)
+        json_array_append_new(prov, json_string(cal->provenance[i]));
+    json_t *j = json_pack("{s:o,s:o,s:s,s:o,s:s,s:o}", "rows", arr, "cluster",
+                          cluster_json(&s->cluster), "calibration", cal->machine,
+                          "calibration_provenance", prov, "mode", dcr_construct_mode_name(s->mode),
+                          "relay_over_objstore_5pct", relay_gains_json(rows, n));
     json_dumpf(j, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(j);
 }
 
-static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
-                       const dcr_sim_calibration_t *cal)
+static void print_header(const dcr_sim_spec_t *s, const dcr_sim_calibration_t *cal)
 {
     const dcr_sim_cluster_t *c = &s->cluster;
-    printf("cluster: %d x %d training, %d x %d rollout; cross %.3g Gbps per node, %.3g per flow, "
-           "latency %.3g ms; "
-           "store %s, %.3g ms per request\ncalibration: %s\n",
+    printf("cluster: %d x %d training, %d x %d rollout; cross %.4g Gbps per node, %.4g per flow, "
+           "latency %.3g ms; store %s, %.3g ms per request; mode %s\ncalibration: %s\n",
            c->train_nodes, c->train_gpus, c->rollout_nodes, c->rollout_gpus, c->cross_gbps,
            c->flow_gbps, c->latency_ms, c->store_gbps > 0 ? "limited" : "unlimited",
-           c->store_latency_ms, cal->machine);
-    if (n > 0)
-        printf("model %s, checkpoint %lld bytes, %d owners, %d receivers, mode %s\n\n",
-               s->scenario.model, (long long)rows[0].r.checkpoint_bytes, rows[0].r.owners,
-               rows[0].r.receivers, dcr_construct_mode_name(s->mode));
-    printf("%-9s %6s %10s %10s %10s %9s %14s %14s %11s %8s %8s\n", "transport", "rate", "latency_s",
-           "constr_lb", "transp_lb", "final_s", "payload_B", "cross_B", "reference_s", "speedup",
-           "payloads");
+           c->store_latency_ms, dcr_construct_mode_name(s->mode), cal->machine);
+    for (int i = 0; i < cal->nprovenance; i++) printf("  provenance: %s\n", cal->provenance[i]);
+}
+
+/* "8.3-14.5" or "-" when the seed gives no range. */
+static const char *range_text(char *buf, size_t len, double lo, double hi)
+{
+    if (lo == 0 && hi == 0) return "-";
+    snprintf(buf, len, "%.4g-%.4g", lo, hi);
+    return buf;
+}
+
+static void print_row(const row_t *w)
+{
+    const dcr_sim_result_t *r = &w->r;
+    const dcr_sim_paper_size_t *z = w->size;
+    char lat[32], spd[32];
+    double lat_pct = r->latency_s > 0 ? 100 / r->latency_s : 0;
+    printf("%-5s %-24s %8.1f %-8s %4.0f%% %9.2f %-10s %7.1fx %-9s %8.2f%% %8lld %6.0f%% %6.0f%% "
+           "%7.2f %10.1f\n",
+           z ? z->label : "-", w->model, (double)r->checkpoint_bytes / 1e9, w->transport,
+           100 * w->rate, r->latency_s,
+           z ? range_text(lat, sizeof(lat), z->latency_lo_s, z->latency_hi_s) : "-", r->speedup,
+           z ? range_text(spd, sizeof(spd), z->speedup_lo, z->speedup_hi) : "-",
+           100.0 * (double)r->payload_bytes / (double)r->checkpoint_bytes, (long long)r->payloads,
+           r->construction_lb_s * lat_pct, r->transport_lb_s * lat_pct, r->finalization_s,
+           r->reference_s);
+}
+
+/* The seed's figures over the whole sweep, beside what the rows give. */
+static void print_seed_summary(const row_t *rows, int n)
+{
+    double smin = 1e300, smax = 0, final_min = 1e300, final_max = 0;
     for (int i = 0; i < n; i++) {
         const dcr_sim_result_t *r = &rows[i].r;
-        printf("%-9s %6.3g %10.3f %10.3f %10.3f %9.3f %14lld %14lld %11.2f %7.1fx %8lld\n",
-               rows[i].transport, rows[i].rate, r->latency_s, r->construction_lb_s,
-               r->transport_lb_s, r->finalization_s, (long long)r->payload_bytes,
-               (long long)r->cross_bytes, r->reference_s, r->speedup, (long long)r->payloads);
+        smin = fmin(smin, r->speedup);
+        smax = fmax(smax, r->speedup);
+        final_min = fmin(final_min, r->finalization_s);
+        final_max = fmax(final_max, r->finalization_s);
+    }
+    printf("\nspeedup over all rows %.1f-%.1fx (seed %.0f-%.0fx); finalization %.2f-%.2f s "
+           "(seed %.1f-%.1f s)\n",
+           smin, smax, DCR_SIM_PAPER_SPEEDUP_LO, DCR_SIM_PAPER_SPEEDUP_HI, final_min, final_max,
+           DCR_SIM_PAPER_FINALIZE_LO_S, DCR_SIM_PAPER_FINALIZE_HI_S);
+    printf("seed bounds: construction %.0f-%.0f%%, transport %.0f-%.0f%% of latency (relay tree); "
+           "120B payloads %.1f-%.1f%% of the checkpoint, %d payloads\n",
+           100 * DCR_SIM_PAPER_CONSTRUCT_LB_LO, 100 * DCR_SIM_PAPER_CONSTRUCT_LB_HI,
+           100 * DCR_SIM_PAPER_TRANSPORT_LB_LO, 100 * DCR_SIM_PAPER_TRANSPORT_LB_HI,
+           100 * DCR_SIM_PAPER_120B_PAYLOAD_LO, 100 * DCR_SIM_PAPER_120B_PAYLOAD_HI,
+           DCR_SIM_PAPER_120B_PAYLOADS);
+    json_t *gains = relay_gains_json(rows, n);
+    size_t i;
+    json_t *g;
+    json_array_foreach(gains, i, g)
+    {
+        json_t *seed = json_object_get(g, "seed_gain");
+        printf("relay over object storage at 5%%, %s: %.2fx",
+               json_string_value(json_object_get(g, "model")),
+               json_real_value(json_object_get(g, "gain")));
+        if (json_is_real(seed)) printf(" (seed %.2fx)", json_real_value(seed));
+        printf("\n");
+    }
+    json_decref(gains);
+}
+
+static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
+                       const dcr_sim_calibration_t *cal, bool paper)
+{
+    print_header(s, cal);
+    printf("\n%-5s %-24s %8s %-8s %5s %9s %-10s %8s %-9s %9s %8s %7s %7s %7s %10s\n", "size",
+           "model", "ckpt_GB", "transp", "rate", "latency_s", "seed_s", "speedup", "seed_x",
+           "payload", "payloads", "constr", "transp", "final_s", "reference_s");
+    for (int i = 0; i < n; i++) print_row(&rows[i]);
+    printf("(constr, transp: the lower bounds as a share of latency)\n");
+    if (!paper) return;
+    print_seed_summary(rows, n);
+    for (int i = 0; i < n; i++) {
+        const dcr_sim_paper_size_t *z = rows[i].size;
+        bool first = i == 0 || rows[i - 1].size != z;
+        if (z && z->stand_in && first)
+            printf("%s is a stand-in: %s, a Nemotron-H-like hybrid sized to the seed's %.1f GB "
+                   "(no public config)\n",
+                   z->label, z->model, z->published_bytes / 1e9);
     }
 }
 
@@ -232,7 +362,7 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
 static int write_platform(const sim_opts_t *o)
 {
     dcr_sim_cluster_t c;
-    dcr_status_t st = cluster_from(o, &c);
+    dcr_status_t st = cluster_from(o, NULL, &c);
     size_t world = st == DCR_OK ? (size_t)c.train_nodes * (size_t)c.train_gpus : 0;
     uint8_t *pairs = st == DCR_OK ? malloc(world * world + 1) : NULL;
     if (st == DCR_OK && !pairs)
@@ -300,29 +430,70 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
     return 0;
 }
 
+/* The models of one run: --model, or on the paper testbed without one every
+ * size of the seed's sweep. */
+static int models_of(const sim_opts_t *o, const dcr_sim_spec_t *spec, const char **models)
+{
+    if (!o->testbed || seen(o, "--model")) {
+        models[0] = spec->scenario.model;
+        return 1;
+    }
+    for (int i = 0; i < DCR_SIM_PAPER_NSIZES; i++) models[i] = dcr_sim_paper_size(i)->model;
+    return DCR_SIM_PAPER_NSIZES;
+}
+
+static dcr_status_t run_rows(const sim_opts_t *o, dcr_sim_spec_t *spec,
+                             const dcr_sim_calibration_t *cal, const char *const *models,
+                             int nmodels, row_t *rows, int *n_p)
+{
+    double rates[MAX_ROWS];
+    const char *transports[2];
+    int nrates = 0, ntrans = 0, n = 0;
+    /* The paper testbed sweeps the seed's rates and both transports unless told otherwise. */
+    const char *rate_text = o->testbed && !seen(o, "--change-rate") ? "0.03,0.05" : o->rates;
+    const char *transport = o->testbed && !seen(o, "--transport") ? "both" : o->transport;
+    DCR_CHECK(parse_rates(rate_text, rates, &nrates));
+    DCR_CHECK(parse_transports(transport, transports, &ntrans));
+    if (nmodels * nrates * ntrans > MAX_ROWS)
+        return dcr_error_set(DCR_EINVAL, "sim: %d rows, at most %d", nmodels * nrates * ntrans,
+                             MAX_ROWS);
+    for (int m = 0; m < nmodels; m++) {
+        spec->scenario.model = models[m];
+        for (int t = 0; t < ntrans; t++)
+            for (int i = 0; i < nrates; i++) {
+                spec->transport = transports[t];
+                spec->change_rate = rates[i];
+                row_t *w = &rows[n++];
+                memset(w, 0, sizeof(*w));
+                w->model = models[m];
+                w->size = dcr_sim_paper_size_of(models[m]);
+                w->transport = transports[t];
+                w->rate = rates[i];
+                if (!o->json) DCR_LOG_INFO("sim: %s, %s, %g", models[m], transports[t], rates[i]);
+                DCR_CHECK(dcr_sim_run(spec, cal, &w->r));
+            }
+    }
+    *n_p = n;
+    return DCR_OK;
+}
+
 static int simulate(const sim_opts_t *o)
 {
     dcr_sim_spec_t spec;
     dcr_sim_calibration_t cal;
-    double rates[MAX_ROWS];
-    const char *transports[2];
-    int nrates = 0, ntrans = 0, n = 0;
+    const char *models[DCR_SIM_PAPER_NSIZES];
     row_t rows[MAX_ROWS];
+    int n = 0;
     /* Every flag is checked before a calibration is measured or read. */
     dcr_status_t st = spec_from(o, &spec);
-    if (st == DCR_OK) st = parse_rates(o->rates, rates, &nrates);
-    if (st == DCR_OK) st = parse_transports(o->transport, transports, &ntrans);
+    int nmodels = st == DCR_OK ? models_of(o, &spec, models) : 0;
+    for (int m = 0; st == DCR_OK && m < nmodels; m++) {
+        dcr_model_config_t model;
+        st = dcr_model_load(models[m], &model);
+    }
     if (st == DCR_OK) st = load_calibration(o, &cal);
-    for (int t = 0; st == DCR_OK && t < ntrans; t++)
-        for (int i = 0; st == DCR_OK && i < nrates; i++) {
-            spec.transport = transports[t];
-            spec.change_rate = rates[i];
-            memset(&rows[n], 0, sizeof(rows[n]));
-            rows[n].transport = transports[t];
-            rows[n].rate = rates[i];
-            st = dcr_sim_run(&spec, &cal, &rows[n].r);
-            n++;
-        }
+    if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
+    if (st == DCR_OK) st = run_rows(o, &spec, &cal, models, nmodels, rows, &n);
     if (st != DCR_OK) {
         dcr_cli_report("sim", st);
         return 1;
@@ -330,7 +501,7 @@ static int simulate(const sim_opts_t *o)
     if (o->json)
         print_json(&spec, rows, n, &cal);
     else
-        print_text(&spec, rows, n, &cal);
+        print_text(&spec, rows, n, &cal, o->testbed != NULL);
     return 0;
 }
 

@@ -2,6 +2,8 @@
  * measurements themselves are in calibrate_measure.c. */
 #include "sim/calibrate.h"
 
+#include "sim/sim.h"
+
 #include <stddef.h>
 #include <errno.h>
 #include <jansson.h>
@@ -288,17 +290,73 @@ static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin,
     return DCR_OK;
 }
 
+/* "cluster": fitted cluster figures, each key a field dcr_sim_cluster_set knows. */
+static dcr_status_t dcr__cal_parse_cluster(json_t *obj, const char *origin,
+                                           dcr_sim_calibration_t *cal)
+{
+    cal->ncluster = 0;
+    if (!obj) return DCR_OK;
+    if (!json_is_object(obj))
+        return dcr_error_set(DCR_EPARSE, "%s: \"cluster\" must be an object", origin);
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v)
+    {
+        if (cal->ncluster == DCR_SIM_CAL_NOTES_MAX)
+            return dcr_error_set(DCR_EPARSE, "%s: \"cluster\" has more than %d keys", origin,
+                                 DCR_SIM_CAL_NOTES_MAX);
+        if (!json_is_number(v))
+            return dcr_error_set(DCR_EPARSE, "%s: cluster.%s must be a number", origin, key);
+        dcr_sim_cluster_t probe = dcr_sim_cluster_default();
+        dcr_status_t st = dcr_sim_cluster_set(&probe, key, json_number_value(v));
+        if (st == DCR_OK) st = dcr_sim_cluster_validate(&probe);
+        if (st != DCR_OK) {
+            dcr_error_prefix("%s: cluster: ", origin);
+            return DCR_EPARSE;
+        }
+        dcr_sim_cal_cluster_value_t *c = &cal->cluster[cal->ncluster++];
+        snprintf(c->key, sizeof(c->key), "%s", key);
+        c->value = json_number_value(v);
+    }
+    return DCR_OK;
+}
+
+/* "provenance": one line of text per fitted figure. */
+static dcr_status_t dcr__cal_parse_provenance(json_t *arr, const char *origin,
+                                              dcr_sim_calibration_t *cal)
+{
+    cal->nprovenance = 0;
+    if (!arr) return DCR_OK;
+    if (!json_is_array(arr) || json_array_size(arr) > DCR_SIM_CAL_NOTES_MAX)
+        return dcr_error_set(DCR_EPARSE,
+                             "%s: \"provenance\" must be an array of at most %d strings", origin,
+                             DCR_SIM_CAL_NOTES_MAX);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *line = json_array_get(arr, i);
+        if (!json_is_string(line) || json_string_length(line) >= DCR_SIM_CAL_NOTE_LEN)
+            return dcr_error_set(DCR_EPARSE,
+                                 "%s: provenance[%zu] must be a string of at most %d bytes", origin,
+                                 i, DCR_SIM_CAL_NOTE_LEN - 1);
+        snprintf(cal->provenance[i], DCR_SIM_CAL_NOTE_LEN, "%s", json_string_value(line));
+    }
+    cal->nprovenance = (int)json_array_size(arr);
+    return DCR_OK;
+}
+
 static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin,
                                         dcr_sim_calibration_t *cal)
 {
-    static const char *const extra[] = {"format",          "version", "machine", "points",
-                                        "payload_factors", "cores",   NULL};
+    static const char *const extra[] = {"format",  "version",         "machine",
+                                        "points",  "payload_factors", "cores",
+                                        "cluster", "provenance",      NULL};
     if (!json_is_object(root))
         return dcr_error_set(DCR_EPARSE, "%s: expected a JSON object", origin);
     DCR_CHECK(dcr__cal_known_keys(root, origin, dcr__cal_scalars, DCR__CAL_NSCALARS, extra));
     DCR_CHECK(dcr__cal_parse_header(root, origin, cal));
     DCR_CHECK(dcr__cal_parse_points(json_object_get(root, "points"), origin, cal));
     DCR_CHECK(dcr__cal_parse_sizes(json_object_get(root, "payload_factors"), origin, cal));
+    DCR_CHECK(dcr__cal_parse_cluster(json_object_get(root, "cluster"), origin, cal));
+    DCR_CHECK(dcr__cal_parse_provenance(json_object_get(root, "provenance"), origin, cal));
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
         DCR_CHECK(dcr__cal_number(root, dcr__cal_scalars[i].key, origin, dcr__cal_scalar(cal, i)));
     dcr_status_t st = dcr_sim_cal_validate(cal);
@@ -377,6 +435,18 @@ char *dcr_sim_cal_to_json(const dcr_sim_calibration_t *cal)
     json_object_set_new(root, "payload_factors", sizes);
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
         json_object_set_new(root, dcr__cal_scalars[i].key, json_real(dcr__cal_scalar_get(cal, i)));
+    if (cal->ncluster > 0) {
+        json_t *cluster = json_object();
+        for (int i = 0; i < cal->ncluster; i++)
+            json_object_set_new(cluster, cal->cluster[i].key, json_real(cal->cluster[i].value));
+        json_object_set_new(root, "cluster", cluster);
+    }
+    if (cal->nprovenance > 0) {
+        json_t *lines = json_array();
+        for (int i = 0; i < cal->nprovenance; i++)
+            json_array_append_new(lines, json_string(cal->provenance[i]));
+        json_object_set_new(root, "provenance", lines);
+    }
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(6));
     json_decref(root);
     return text;

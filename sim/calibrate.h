@@ -18,8 +18,16 @@
  *     "apply_s_per_full_byte": ..., "ack_s": ..., "commit_s": ..., "store_put_s": ...,
  *     "relay_hop_s": ..., "relay_hop_s_per_byte": ...,
  *     "payload_factors": [ {"bytes": 4096, "factor": 1.15}, ... ],   (optional)
- *     "cores": 2
+ *     "cores": 2,
+ *     "cluster": {"cross_gbps": 2.9, ...},                             (optional)
+ *     "provenance": ["free text: which measurement or seed figure fixed what", ...]  (optional)
  *   }
+ * "cluster" holds figures of a cluster that were fitted together with the
+ * stage costs (for example the seed's testbed: effective per-node rates and
+ * per-request latency of its object store); keys are the fields of
+ * dcr_sim_cluster_t that dcr_sim_cluster_set knows, and `dcr sim` applies
+ * them over the testbed's preset before any flag. "provenance" says, one
+ * line each, where every fitted figure comes from; `dcr sim` prints it.
  * Per-rate figures are interpolated linearly in the rate and held constant
  * outside the measured range. Value bytes are for 2-byte (BF16) words;
  * wider dtypes add their extra bytes. */
@@ -32,6 +40,8 @@
 #include "dcr/status.h"
 
 #define DCR_SIM_CAL_POINTS_MAX 16
+#define DCR_SIM_CAL_NOTES_MAX  16
+#define DCR_SIM_CAL_NOTE_LEN   512
 
 /* Figures that depend on the change rate. Payload bytes are modelled per
  * record as a value word plus a location word, each at its compressed size:
@@ -55,8 +65,18 @@ typedef struct dcr_sim_cal_size {
     double factor;
 } dcr_sim_cal_size_t;
 
+/* One cluster figure fitted with the calibration ("cluster" in the JSON). */
+typedef struct dcr_sim_cal_cluster_value {
+    char key[32];
+    double value;
+} dcr_sim_cal_cluster_value_t;
+
 typedef struct dcr_sim_calibration {
     char machine[128];
+    int ncluster;
+    dcr_sim_cal_cluster_value_t cluster[DCR_SIM_CAL_NOTES_MAX];
+    int nprovenance;
+    char provenance[DCR_SIM_CAL_NOTES_MAX][DCR_SIM_CAL_NOTE_LEN];
     int npoints;
     dcr_sim_cal_point_t points[DCR_SIM_CAL_POINTS_MAX];
     int nsizes; /* 0: no size effect */

@@ -4,6 +4,7 @@
 #include "sim/sim.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,51 @@ dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c)
     if (c->ref_object_mib <= 0)
         return dcr_error_set(DCR_EINVAL, "sim cluster: ref_object_mib must be > 0");
     return DCR_OK;
+}
+
+/* The numeric fields a calibration or a user may set by name. */
+typedef struct dcr__cluster_field {
+    const char *key;
+    size_t offset;
+    bool is_int;
+} dcr__cluster_field_t;
+
+/* clang-format off */
+#define DCR__CD(name) {#name, offsetof(dcr_sim_cluster_t, name), false}
+#define DCR__CI(name) {#name, offsetof(dcr_sim_cluster_t, name), true}
+/* clang-format on */
+static const dcr__cluster_field_t dcr__cluster_fields[] = {
+    DCR__CD(cross_gbps),   DCR__CD(flow_gbps),        DCR__CD(local_gbps),
+    DCR__CD(fabric_gbps),  DCR__CD(latency_ms),       DCR__CD(local_latency_ms),
+    DCR__CD(store_gbps),   DCR__CD(store_latency_ms), DCR__CD(store_list_ms),
+    DCR__CD(store_put_ms), DCR__CD(ref_object_mib),   DCR__CI(store_flows),
+    DCR__CI(fanout),       DCR__CI(queue_payloads),   DCR__CI(owner_queue),
+};
+
+dcr_status_t dcr_sim_cluster_set(dcr_sim_cluster_t *c, const char *key, double v)
+{
+    for (size_t i = 0; i < sizeof(dcr__cluster_fields) / sizeof(dcr__cluster_fields[0]); i++) {
+        const dcr__cluster_field_t *f = &dcr__cluster_fields[i];
+        if (strcmp(key, f->key)) continue;
+        if (!f->is_int) {
+            *(double *)((char *)c + f->offset) = v;
+            return DCR_OK;
+        }
+        if (!(v == floor(v) && fabs(v) <= 1e9))
+            return dcr_error_set(DCR_EINVAL, "sim cluster: %s is %g, expected a whole number", key,
+                                 v);
+        *(int *)((char *)c + f->offset) = (int)v;
+        return DCR_OK;
+    }
+    return dcr_error_set(DCR_EINVAL, "sim cluster: no numeric field \"%s\"", key);
+}
+
+dcr_status_t dcr_sim_cluster_apply_calibration(dcr_sim_cluster_t *c,
+                                               const dcr_sim_calibration_t *cal)
+{
+    for (int i = 0; i < cal->ncluster; i++)
+        DCR_CHECK(dcr_sim_cluster_set(c, cal->cluster[i].key, cal->cluster[i].value));
+    return dcr_sim_cluster_validate(c);
 }
 
 dcr_sim_spec_t dcr_sim_spec_default(void)

@@ -80,6 +80,17 @@ dcr_sim_cluster_t dcr_sim_cluster_testbed(void);
  * DCR_EINVAL line naming the field. */
 dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c);
 
+/* Sets the numeric field `key` (its name in dcr_sim_cluster_t, e.g.
+ * "cross_gbps", "store_flows") to v. DCR_EINVAL with one line for an
+ * unknown key or a count that is not a whole number; ranges are checked by
+ * dcr_sim_cluster_validate. */
+dcr_status_t dcr_sim_cluster_set(dcr_sim_cluster_t *c, const char *key, double v);
+
+/* Applies a calibration's fitted cluster figures ("cluster" in its JSON)
+ * over c, then validates c. */
+dcr_status_t dcr_sim_cluster_apply_calibration(dcr_sim_cluster_t *c,
+                                               const dcr_sim_calibration_t *cal);
+
 /* One configuration to simulate. */
 typedef struct dcr_sim_spec {
     dcr_scenario_spec_t scenario; /* model at full size by default; training layout */

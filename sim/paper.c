@@ -1,0 +1,53 @@
+/* The seed's published figures for its latency testbed (section 8.1,
+ * Table 4, Figure 10, section 8.7), kept in one place so that `dcr sim
+ * --testbed paper` prints them beside the predictions and tests check the
+ * stand-in checkpoints against the published bytes. */
+#include "sim/paper.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Ranges the seed gives per size: 120B in Table 4 and its text, 30B and 1T
+ * in the text of Figure 10; 235B and 550B appear only in the figure. The
+ * relay gains at 5% are the seed's 1.13x (30B) and 1.36x (1T). */
+static const dcr_sim_paper_size_t dcr__paper_sizes[DCR_SIM_PAPER_NSIZES] = {
+    {"30B", "nemotron-3-nano-30b-a3b", 63.2e9, false, 8.3, 14.5, 0, 0, 1.13},
+    {"120B", "paper-120b-hybrid", 247.2e9, true, 22.6, 49.7, 15.1, 33.2, 0},
+    {"235B", "qwen3-235b-a22b", 470.2e9, false, 0, 0, 0, 0, 0},
+    {"550B", "paper-550b-hybrid", 1121e9, true, 0, 0, 0, 0, 0},
+    {"1T", "paper-1t-hybrid", 2242e9, true, 150, 300, 0, 0, 1.36},
+};
+
+const dcr_sim_paper_size_t *dcr_sim_paper_size(int i)
+{
+    return i >= 0 && i < DCR_SIM_PAPER_NSIZES ? &dcr__paper_sizes[i] : NULL;
+}
+
+const dcr_sim_paper_size_t *dcr_sim_paper_size_of(const char *model)
+{
+    for (int i = 0; model && i < DCR_SIM_PAPER_NSIZES; i++)
+        if (!strcmp(dcr__paper_sizes[i].model, model)) return &dcr__paper_sizes[i];
+    return NULL;
+}
+
+bool dcr_sim_paper_in_range(double v, double lo, double hi)
+{
+    return (lo == 0 && hi == 0) || (v >= lo && v <= hi);
+}
+
+dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len)
+{
+    const char *dir = getenv("DCR_SIM_CALIBRATIONS_DIR");
+    int n;
+    if (dir && *dir) {
+        n = snprintf(buf, len, "%s/paper-testbed.json", dir);
+    } else {
+        /* The build names the models folder of this tree; the calibrations
+         * sit beside it under sim/. */
+        n = snprintf(buf, len, "%s/../../sim/calibrations/paper-testbed.json", DCR_MODELS_DIR);
+    }
+    if (n < 0 || (size_t)n >= len)
+        return dcr_error_set(DCR_EINVAL, "sim: calibration path longer than %zu bytes", len);
+    return DCR_OK;
+}
