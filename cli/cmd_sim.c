@@ -1,10 +1,12 @@
 /* dcr sim: a refit of a full-size model on a cluster, simulated with
  * SimGrid (sim/), and the simulator's validation against dcr bench. */
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "commands.h"
@@ -12,6 +14,9 @@
 #include "scenario_args.h"
 #include "sim/calibrate.h"
 #include "sim/paper.h"
+#include "sim/plan.h"
+#include "reports/gnuplot.h"
+#include "reports/report.h"
 #include "sim/platform.h"
 #include "sim/sim.h"
 #include "sim/validate.h"
@@ -111,25 +116,32 @@ static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
     return DCR_OK;
 }
 
-/* --change-rate takes a comma-separated list. */
-static dcr_status_t parse_rates(const char *text, double *rates, int *n_p)
+/* A comma-separated list of numbers in [min, max] (whole numbers when
+ * `whole`), at most cap of them: --change-rate, and the axes of `plan`. */
+static dcr_status_t parse_list(const char *flag, const char *text, double min, double max,
+                               bool whole, double *out, int cap, int *n_p)
 {
     int n = 0;
     const char *p = text;
     while (*p) {
         char *end;
-        double r = strtod(p, &end);
-        if (end == p || !(r >= 0 && r <= 1) || (*end && *end != ','))
-            return dcr_error_set(
-                DCR_EINVAL, "--change-rate '%s': expected rates in [0, 1], comma separated", text);
-        if (n == MAX_ROWS / 2)
-            return dcr_error_set(DCR_EINVAL, "--change-rate: at most %d rates", MAX_ROWS / 2);
-        rates[n++] = r;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= min && v <= max) || (whole && v != floor(v)) ||
+            (*end && *end != ','))
+            return dcr_error_set(DCR_EINVAL, "%s '%s': expected %s in [%g, %g], comma separated",
+                                 flag, text, whole ? "whole numbers" : "numbers", min, max);
+        if (n == cap) return dcr_error_set(DCR_EINVAL, "%s: at most %d values", flag, cap);
+        out[n++] = v;
         p = *end ? end + 1 : end;
     }
-    if (n == 0) return dcr_error_set(DCR_EINVAL, "--change-rate: no rate given");
+    if (n == 0) return dcr_error_set(DCR_EINVAL, "%s: no value given", flag);
     *n_p = n;
     return DCR_OK;
+}
+
+static dcr_status_t parse_rates(const char *text, double *rates, int *n_p)
+{
+    return parse_list("--change-rate", text, 0, 1, false, rates, MAX_ROWS / 2, n_p);
 }
 
 static dcr_status_t parse_transports(const char *text, const char **t, int *n_p)
@@ -518,8 +530,168 @@ static int run(const sim_opts_t *o)
     return validate(o, &cal);
 }
 
+/* ---- dcr sim plan ------------------------------------------------------------------ */
+
+typedef struct plan_opts {
+    sim_opts_t sim; /* model, layout, calibration and the testbed base */
+    const char *nodes, *gbps, *out;
+} plan_opts_t;
+
+static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
+{
+    double v[DCR_SIM_PLAN_MAX];
+    memset(plan, 0, sizeof(*plan));
+    DCR_CHECK(
+        parse_list("--rollout-nodes", p->nodes, 1, 4096, true, v, DCR_SIM_PLAN_MAX, &plan->nnodes));
+    for (int i = 0; i < plan->nnodes; i++) plan->rollout_nodes[i] = (int)v[i];
+    DCR_CHECK(parse_list("--gbps", p->gbps, 1e-3, 1e6, false, plan->gbps, DCR_SIM_PLAN_MAX,
+                         &plan->ngbps));
+    DCR_CHECK(parse_list("--change-rate", p->sim.rates, 0, 1, false, plan->rates, DCR_SIM_PLAN_MAX,
+                         &plan->nrates));
+    return parse_transports(p->sim.transport, plan->transports, &plan->ntransports);
+}
+
+static void plan_print(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
+                       const dcr_sim_plan_row_t *rows, int n)
+{
+    print_header(spec, cal);
+    printf(
+        "\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport)\n\n",
+        spec->scenario.model, n);
+    printf("%-8s %6s %8s %5s %10s %11s %8s %10s %10s %14s\n", "transp", "nodes", "gbps", "rate",
+           "latency_s", "reference_s", "speedup", "constr_lb", "transp_lb", "cross_B");
+    for (int i = 0; i < n; i++) {
+        const dcr_sim_result_t *r = &rows[i].r;
+        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %10.2f %10.2f %14lld\n",
+               rows[i].transport, rows[i].rollout_nodes, rows[i].gbps, 100 * rows[i].rate,
+               r->latency_s, r->reference_s, r->speedup, r->construction_lb_s, r->transport_lb_s,
+               (long long)r->cross_bytes);
+    }
+}
+
+static void plan_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
+                      const dcr_sim_plan_row_t *rows, int n, const char *figure)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) {
+        row_t w = {spec->scenario.model, NULL, rows[i].transport, rows[i].rate, rows[i].r};
+        json_t *j = row_json(&w);
+        json_object_set_new(j, "rollout_nodes", json_integer(rows[i].rollout_nodes));
+        json_object_set_new(j, "gbps", json_real(rows[i].gbps));
+        json_array_append_new(arr, j);
+    }
+    json_t *j =
+        json_pack("{s:o,s:o,s:s,s:s?}", "rows", arr, "cluster", cluster_json(&spec->cluster),
+                  "calibration", cal->machine, "figure", figure);
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(j);
+}
+
+/* The figure: data and body from sim/plan.c, the PNG/SVG driver and the
+ * gnuplot run from reports/gnuplot.h. */
+static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_sim_plan_t *plan,
+                                const dcr_sim_plan_row_t *rows)
+{
+    char gnuplot[4096];
+    DCR_CHECK(dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot)));
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "-o %s: %s", dir, strerror(errno));
+    DCR_CHECK(dcr_sim_plan_write_figure(dir, model, plan, rows));
+    DCR_CHECK(dcr_gnuplot_write_driver(dir, "plan", 1400, 560));
+    return dcr_gnuplot_run(gnuplot, dir, "plan.gp");
+}
+
+static int plan_run(plan_opts_t *p)
+{
+    sim_opts_t *o = &p->sim;
+    dcr_sim_plan_t plan;
+    dcr_sim_spec_t spec;
+    dcr_sim_calibration_t cal;
+    dcr_sim_plan_row_t *rows = NULL;
+    char gnuplot[4096];
+    dcr_status_t st = plan_axes(p, &plan);
+    /* The base cluster's node count is the first of the axis (the grid sets each). */
+    o->rollout_nodes = st == DCR_OK ? plan.rollout_nodes[0] : 1;
+    if (st == DCR_OK) st = spec_from(o, &spec);
+    if (st == DCR_OK && p->out) st = dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot));
+    if (st == DCR_OK) st = load_calibration(o, &cal);
+    if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
+    if (st == DCR_OK) {
+        rows = calloc((size_t)dcr_sim_plan_count(&plan), sizeof(*rows));
+        if (!rows) st = dcr_error_set(DCR_ENOMEM, "sim plan: rows");
+    }
+    if (st == DCR_OK) st = dcr_sim_plan_run(&spec, &cal, &plan, rows);
+    if (st == DCR_OK && p->out) st = plan_figure(p->out, spec.scenario.model, &plan, rows);
+    if (st == DCR_OK && o->json)
+        plan_json(&spec, &cal, rows, dcr_sim_plan_count(&plan), p->out);
+    else if (st == DCR_OK)
+        plan_print(&spec, &cal, rows, dcr_sim_plan_count(&plan));
+    if (st == DCR_OK && p->out && !o->json)
+        printf("\nfigure: %s/plan.png and %s/plan.svg (redraw: cd %s && gnuplot plan.gp)\n", p->out,
+               p->out, p->out);
+    free(rows);
+    if (st != DCR_OK) {
+        dcr_cli_report("sim plan", st);
+        return 1;
+    }
+    return 0;
+}
+
+static int dcr_cmd_sim_plan(int argc, char **argv)
+{
+    plan_opts_t p;
+    memset(&p, 0, sizeof(p));
+    sim_opts_t *o = &p.sim;
+    o->transport = "both";
+    o->rates = "0.03,0.05";
+    o->mode = "X";
+    o->testbed = "paper";
+    p.nodes = "2,4,8,16,32";
+    p.gbps = "3.405,10";
+    dcr_cli_scenario_init(&o->sc, "nemotron-3-nano-30b-a3b", 1, 0);
+    enum { NOWN = 8 };
+    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
+        {"--rollout-nodes", DCR_ARG_STRING, &p.nodes, 0, 0,
+         "rollout node counts, comma separated (default 2,4,8,16,32)", false},
+        {"--gbps", DCR_ARG_STRING, &p.gbps, 0, 0,
+         "cross-cluster Gbps per node and per flow, comma separated (default 3.405 (the testbed's "
+         "fitted rate),10)",
+         false},
+        {"--change-rate", DCR_ARG_STRING, &o->rates, 0, 0,
+         "element change rates, comma separated (default 0.03,0.05)", false},
+        {"--transport", DCR_ARG_STRING, &o->transport, 0, 0,
+         "objstore | relay | both (default both)", false},
+        {"--calibration", DCR_ARG_STRING, &o->calibration, 0, 0,
+         "calibration JSON (default: sim/calibrations/paper-testbed.json)", false},
+        {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",
+         false},
+        {"--out", DCR_ARG_STRING, &p.out, 0, 0,
+         "also -o DIR: write plan.png, plan.svg (gnuplot) and their data there", false},
+        {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object with rows", false},
+    };
+    dcr_cli_scenario_args(&o->sc, args + NOWN);
+    o->args = args;
+    o->nargs = (int)(sizeof(args) / sizeof(args[0]));
+    /* The shared parser knows long options only; -o is the short form users expect. */
+    char *av[argc + 1];
+    for (int i = 0; i < argc; i++) av[i] = strcmp(argv[i], "-o") ? argv[i] : (char *)"--out";
+    av[argc] = NULL;
+    int rc = dcr_args_parse(
+        "sim plan",
+        "[--model M] [--rollout-nodes N,...] [--gbps G,...] [--change-rate R,...] "
+        "[--transport objstore|relay|both] [--calibration FILE] [-o DIR] [--json]\n"
+        "A capacity-planning sweep on the seed's testbed (8 x 4 training GPUs, 8 GPUs per rollout "
+        "node, its fitted calibration) over rollout nodes, link rates, change rates and "
+        "transports (default model nemotron-3-nano-30b-a3b)",
+        args, o->nargs, argc, av, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : 2;
+    return plan_run(&p);
+}
+
 int dcr_cmd_sim(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "plan")) return dcr_cmd_sim_plan(argc - 1, argv + 1);
     sim_opts_t o;
     memset(&o, 0, sizeof(o));
     o.transport = "objstore";

@@ -1,0 +1,24 @@
+/* Running gnuplot for the figures of dcr report and dcr sim plan: one
+ * driver script per figure draws its body once as PNG and once as SVG, and
+ * gnuplot runs inside the output folder with its output in gnuplot.log. */
+#ifndef DCR_REPORTS_GNUPLOT_H
+#define DCR_REPORTS_GNUPLOT_H
+
+#include <stdio.h>
+
+#include "dcr/status.h"
+
+/* Writes DIR/NAME.gp, which draws NAME.body.gp (written by the caller) as
+ * NAME.png (pngcairo when this gnuplot has it) and NAME.svg, both without
+ * enhanced text so that underscores print as themselves. */
+dcr_status_t dcr_gnuplot_write_driver(const char *dir, const char *name, int width, int height);
+
+/* Runs gnuplot (an executable path, see dcr_report_find_gnuplot) on
+ * `script` inside dir, appending its output to dir/gnuplot.log. DCR_EIO
+ * with one line naming the script and the log when gnuplot fails. */
+dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *script);
+
+/* Writes s as a gnuplot single-quoted string (quotes doubled). */
+void dcr_gnuplot_quote(FILE *f, const char *s);
+
+#endif
