@@ -89,14 +89,13 @@ static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_
     return dcr_sim_cluster_validate(c);
 }
 
-/* The testbed's training layout when none is given: TP 4 inside each
- * 4-GPU node and, for MoE models, experts spread by EP 8 with ETP 1. */
+/* The testbed's training layout (sim/paper.h) where no flag sets one. */
 static void testbed_layout(const sim_opts_t *o, dcr_scenario_spec_t *spec)
 {
     if (!o->testbed) return;
-    if (!seen(o, "--tp")) spec->train.tp = 4;
-    if (!seen(o, "--ep")) spec->train.ep = 8;
-    if (!seen(o, "--etp")) spec->train.etp = 1;
+    if (!seen(o, "--tp")) spec->train.tp = DCR_SIM_PAPER_TP;
+    if (!seen(o, "--ep")) spec->train.ep = DCR_SIM_PAPER_EP;
+    if (!seen(o, "--etp")) spec->train.etp = DCR_SIM_PAPER_ETP;
 }
 
 static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)

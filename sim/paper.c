@@ -51,3 +51,16 @@ dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len)
         return dcr_error_set(DCR_EINVAL, "sim: calibration path longer than %zu bytes", len);
     return DCR_OK;
 }
+
+dcr_sim_spec_t dcr_sim_paper_spec(const char *model, const char *transport, double rate)
+{
+    dcr_sim_spec_t s = dcr_sim_spec_default();
+    s.scenario.model = model;
+    s.scenario.train.tp = DCR_SIM_PAPER_TP;
+    s.scenario.train.ep = DCR_SIM_PAPER_EP;
+    s.scenario.train.etp = DCR_SIM_PAPER_ETP;
+    s.transport = transport;
+    s.change_rate = rate;
+    s.cluster = dcr_sim_cluster_testbed();
+    return s;
+}

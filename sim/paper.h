@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "dcr/status.h"
+#include "sim/sim.h"
 
 /* One checkpoint size of the seed's sweep and what the seed says about it.
  * A range of 0..0 means the seed gives no figure for this size. */
@@ -51,6 +52,17 @@ const dcr_sim_paper_size_t *dcr_sim_paper_size_of(const char *model);
  * if set, else sim/calibrations of this source tree, then
  * /paper-testbed.json. DCR_EINVAL when the path does not fit in buf. */
 dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len);
+
+/* The testbed's training layout (the seed gives none): TP 4 inside each
+ * 4-GPU node and, for MoE models, experts spread by EP 8 with ETP 1. */
+#define DCR_SIM_PAPER_TP  4
+#define DCR_SIM_PAPER_EP  8
+#define DCR_SIM_PAPER_ETP 1
+
+/* One row of the sweep: `model` on the testbed cluster and layout at full
+ * size, mode X, the seed's chunk and bucket targets. The caller applies a
+ * calibration's cluster figures (dcr_sim_cluster_apply_calibration). */
+dcr_sim_spec_t dcr_sim_paper_spec(const char *model, const char *transport, double rate);
 
 /* Whether v lies in [lo, hi]; always true when the seed gives no range. */
 bool dcr_sim_paper_in_range(double v, double lo, double hi);

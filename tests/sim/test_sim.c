@@ -502,6 +502,28 @@ static void test_bad_specs(void **state)
 
 /* ---- calibration files ------------------------------------------------------------------- */
 
+/* Fitted cluster figures survive a save and load, and apply over a preset. */
+static void test_calibration_cluster_roundtrip(void **state)
+{
+    dcr_sim_calibration_t c = test_cal(), back;
+    c.ncluster = 2;
+    c.cluster[0] = (dcr_sim_cal_cluster_value_t){"cross_gbps", 3.25};
+    c.cluster[1] = (dcr_sim_cal_cluster_value_t){"store_flows", 4};
+    c.nprovenance = 1;
+    snprintf(c.provenance[0], sizeof(c.provenance[0]), "cross_gbps: fitted to a test point");
+    char *text = dcr_sim_cal_to_json(&c);
+    assert_int_equal(dcr_sim_cal_parse(text, "rt.json", &back), DCR_OK);
+    free(text);
+    assert_int_equal(back.ncluster, 2);
+    assert_int_equal(back.nprovenance, 1);
+    assert_string_equal(back.provenance[0], c.provenance[0]);
+    dcr_sim_cluster_t cl = dcr_sim_cluster_testbed();
+    assert_int_equal(dcr_sim_cluster_apply_calibration(&cl, &back), DCR_OK);
+    assert_true(cl.cross_gbps == 3.25);
+    assert_int_equal(cl.store_flows, 4);
+    assert_true(cl.flow_gbps == dcr_sim_cluster_testbed().flow_gbps); /* untouched */
+}
+
 static void test_calibration_roundtrip(void **state)
 {
     dcr_sim_calibration_t c = test_cal(), back;
@@ -554,6 +576,30 @@ static void check_bad(const char *text, dcr_status_t want, const char *needle)
     assert_null(strchr(dcr_error_detail(), '\n'));
 }
 
+/* text with key set to the JSON `value`, checked to fail naming `needle`. */
+static void check_bad_with(const char *text, const char *key, const char *value, const char *needle)
+{
+    json_t *root = json_loads(text, 0, NULL);
+    json_object_set_new(root, key, json_loads(value, JSON_DECODE_ANY, NULL));
+    char *bad = json_dumps(root, 0);
+    check_bad(bad, DCR_EPARSE, needle);
+    free(bad);
+    json_decref(root);
+}
+
+/* Fitted cluster figures and provenance: unknown fields, counts that are
+ * not whole, values the cluster rejects, and text that is not text. */
+static void check_bad_cluster(const char *text)
+{
+    check_bad_with(text, "cluster", "{\"warp_gbps\": 1}", "warp_gbps");
+    check_bad_with(text, "cluster", "{\"store_flows\": 1.5}", "store_flows");
+    check_bad_with(text, "cluster", "{\"cross_gbps\": -1}", "cross_gbps");
+    check_bad_with(text, "cluster", "{\"cross_gbps\": \"fast\"}", "cluster.cross_gbps");
+    check_bad_with(text, "cluster", "[1]", "\"cluster\"");
+    check_bad_with(text, "provenance", "\"one line\"", "\"provenance\"");
+    check_bad_with(text, "provenance", "[3]", "provenance[0]");
+}
+
 static void test_calibration_bad_files(void **state)
 {
     dcr_sim_calibration_t good = test_cal();
@@ -594,6 +640,7 @@ static void test_calibration_bad_files(void **state)
     c.sizes[1] = (dcr_sim_cal_size_t){50, 1.0};
     assert_int_equal(dcr_sim_cal_validate(&c), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "payload_factors[1]"));
+    check_bad_cluster(text);
     dcr_sim_calibration_t out;
     assert_int_equal(dcr_sim_cal_load("/nonexistent/cal.json", &out), DCR_EIO);
     assert_non_null(strstr(dcr_error_detail(), "/nonexistent/cal.json"));
@@ -616,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_calibration_roundtrip),
+        cmocka_unit_test(test_calibration_cluster_roundtrip),
         cmocka_unit_test(test_calibration_bad_files),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
