@@ -90,10 +90,11 @@ static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_
 }
 
 /* The testbed's training layout (sim/paper.h) where no flag sets one. */
-static void testbed_layout(const sim_opts_t *o, dcr_scenario_spec_t *spec)
+static void testbed_layout(const sim_opts_t *o, bool moe, dcr_scenario_spec_t *spec)
 {
     if (!o->testbed) return;
     if (!seen(o, "--tp")) spec->train.tp = DCR_SIM_PAPER_TP;
+    if (!moe) return; /* expert parallelism needs experts */
     if (!seen(o, "--ep")) spec->train.ep = DCR_SIM_PAPER_EP;
     if (!seen(o, "--etp")) spec->train.etp = DCR_SIM_PAPER_ETP;
 }
@@ -105,7 +106,7 @@ static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
     dcr_model_config_t model;
     DCR_CHECK(
         dcr_model_load(s->scenario.model, &model)); /* a wrong name fails before any measurement */
-    testbed_layout(o, &s->scenario);
+    testbed_layout(o, model.experts > 0, &s->scenario);
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &s->mode));
     DCR_CHECK(cluster_from(o, NULL, &s->cluster));
     s->serve_tp = (int)o->serve_tp;
@@ -713,13 +714,17 @@ int dcr_cmd_sim(int argc, char **argv)
          "element change rates, comma separated (default 0.03)", false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
         {"--calibration", DCR_ARG_STRING, &o.calibration, 0, 0,
-         "calibration JSON (default: a quick one measured now)", false},
+         "calibration JSON (default: paper-testbed.json on --testbed paper, else a quick one "
+         "measured now)",
+         false},
         {"--platform", DCR_ARG_STRING, &o.platform, 0, 0,
          "a SimGrid platform XML instead of the generated one", false},
         {"--write-platform", DCR_ARG_STRING, &o.write_platform, 0, 0,
          "write the generated platform XML and exit", false},
         {"--testbed", DCR_ARG_STRING, &o.testbed, 0, 0,
-         "paper: the seed's latency testbed as the cluster", false},
+         "paper: the seed's testbed with its fitted calibration; without --model its five sizes x "
+         "3%,5% x both transports beside the seed's figures",
+         false},
         {"--validate", DCR_ARG_FLAG, &o.validate, 0, 0,
          "run the built-in dcr bench cases and compare (minutes)", false},
         {"--cross-gbps", DCR_ARG_DOUBLE, &o.cross, 0, 1e6,
@@ -769,7 +774,8 @@ int dcr_cmd_sim(int argc, char **argv)
         "[--model M] [--train-nodes N --gpus-per-node G --tp ...] [--rollout-nodes R "
         "--rollout-gpus G] "
         "[--transport objstore|relay|both] [--change-rate R,...] [--cross-gbps B ...] "
-        "[--calibration FILE] [--platform XML] [--testbed paper] [--validate] [--json]",
+        "[--calibration FILE] [--platform XML] [--testbed paper] [--validate] [--json]\n"
+        "       dcr sim plan --help   (a capacity-planning sweep drawn with gnuplot)",
         args, o.nargs, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);

@@ -1,0 +1,151 @@
+/* ctest-labels: integration
+ *
+ * dcr sim as a user meets it: help, one-line errors for bad input, and the
+ * JSON rows of the paper testbed and of a plan sweep with the keys the
+ * issue names. Runs the binary named by DCR_CLI (default: the built one). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+typedef struct result {
+    int rc;
+    char out[1 << 17], err[1 << 14];
+} result_t;
+
+static void slurp(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    unlink(path);
+}
+
+/* Runs `dcr <args>` with stdout and stderr captured. */
+static void run(result_t *r, const char *args)
+{
+    const char *cli = getenv("DCR_CLI");
+    if (!cli) cli = DCR_CLI_PATH;
+    char cmd[4096], out[64], err[64];
+    snprintf(out, sizeof(out), "/tmp/dcr-cli-sim-%d.out", (int)getpid());
+    snprintf(err, sizeof(err), "/tmp/dcr-cli-sim-%d.err", (int)getpid());
+    snprintf(cmd, sizeof(cmd), "%s %s >%s 2>%s", cli, args, out, err);
+    int status = system(cmd);
+    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    slurp(out, r->out, sizeof(r->out));
+    slurp(err, r->err, sizeof(r->err));
+}
+
+/* A failure is exactly one line on stderr that mentions `needle`. */
+static void expect_error(const char *args, int rc, const char *needle)
+{
+    static result_t r;
+    run(&r, args);
+    if (r.rc != rc) fail_msg("dcr %s: exit %d, expected %d (stderr: %s)", args, r.rc, rc, r.err);
+    size_t len = strlen(r.err);
+    assert_true(len > 0 && r.err[len - 1] == '\n');
+    assert_null(memchr(r.err, '\n', len - 1));
+    if (!strstr(r.err, needle)) fail_msg("dcr %s: '%s' lacks '%s'", args, r.err, needle);
+}
+
+static json_t *run_json(const char *args)
+{
+    static result_t r;
+    run(&r, args);
+    if (r.rc != 0) fail_msg("dcr %s failed: %s", args, r.err);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    if (!j) fail_msg("dcr %s: output is not JSON: %s", args, e.text);
+    return j;
+}
+
+static void test_help_and_errors(void **state)
+{
+    static result_t r;
+    run(&r, "sim --help");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "--testbed"));
+    run(&r, "sim plan --help");
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "--rollout-nodes"));
+    expect_error("simulate", 2, "simulate");
+    expect_error("sim --testbed moon", 1, "--testbed moon");
+    expect_error("sim --calibration /nonexistent/cal.json", 1, "/nonexistent/cal.json");
+    expect_error("sim --testbed paper --model no-such-model", 1, "no-such-model");
+    expect_error("sim plan --rollout-nodes 0,2", 1, "--rollout-nodes");
+    expect_error("sim plan --gbps fast", 1, "--gbps");
+    expect_error("sim plan --change-rate 2", 1, "--change-rate");
+    expect_error("sim plan --transport carrier-pigeon", 1, "carrier-pigeon");
+}
+
+static const char *const k_row_keys[] = {
+    "model",       "checkpoint_bytes", "transport",     "change_rate",       "latency_s",
+    "reference_s", "speedup",          "payload_bytes", "construction_lb_s", "transport_lb_s"};
+
+static void check_row(json_t *row)
+{
+    for (size_t i = 0; i < sizeof(k_row_keys) / sizeof(k_row_keys[0]); i++)
+        if (!json_object_get(row, k_row_keys[i])) fail_msg("row lacks \"%s\"", k_row_keys[i]);
+    double lat = json_real_value(json_object_get(row, "latency_s"));
+    double ref = json_real_value(json_object_get(row, "reference_s"));
+    assert_true(lat >= json_real_value(json_object_get(row, "construction_lb_s")));
+    assert_true(lat >= json_real_value(json_object_get(row, "transport_lb_s")));
+    assert_true(fabs(json_real_value(json_object_get(row, "speedup")) - ref / lat) < 1e-6 * ref);
+}
+
+/* One row of the paper testbed: the documented keys, the seed's 30B range
+ * beside it, and the fitted calibration's provenance. */
+static void test_paper_row_json(void **state)
+{
+    json_t *j = run_json("sim --testbed paper --model nemotron-3-nano-30b-a3b --transport relay "
+                         "--change-rate 0.03 --json");
+    json_t *rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(rows), 1);
+    json_t *row = json_array_get(rows, 0);
+    check_row(row);
+    json_t *seed = json_object_get(row, "seed");
+    assert_string_equal(json_string_value(json_object_get(seed, "size")), "30B");
+    json_t *range = json_object_get(seed, "latency_s");
+    assert_true(json_real_value(json_array_get(range, 0)) == 8.3);
+    assert_true(json_real_value(json_array_get(range, 1)) == 14.5);
+    assert_true(json_array_size(json_object_get(j, "calibration_provenance")) >= 2);
+    json_decref(j);
+}
+
+/* A plan sweep: every grid point is a row with its node count and rate. */
+static void test_plan_json(void **state)
+{
+    json_t *j = run_json("sim plan --model llama-3.2-3b --rollout-nodes 1,2 --gbps 1,2 "
+                         "--change-rate 0.03 --transport objstore --json");
+    json_t *rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(rows), 4);
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        check_row(row);
+        assert_int_equal(json_integer_value(json_object_get(row, "rollout_nodes")), 1 + (i % 2));
+        assert_true(json_real_value(json_object_get(row, "gbps")) == (double)(1 + i / 2));
+    }
+    json_decref(j);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_and_errors),
+        cmocka_unit_test(test_paper_row_json),
+        cmocka_unit_test(test_plan_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
