@@ -40,7 +40,9 @@ const char *dcr_construct_mode_name(dcr_construct_mode_t mode)
 
 dcr_construct_config_t dcr_construct_config_default(void)
 {
-    dcr_construct_config_t cfg = {DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, false,
+    /* Shuffle on: at 3-5% changes it saves 10-15% of payload bytes for no
+     * measurable construction time (dcr construct --compare-shuffle). */
+    dcr_construct_config_t cfg = {DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, true,
                                   2};
     return cfg;
 }

@@ -49,7 +49,7 @@ typedef struct dcr_construct_config {
     int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
 } dcr_construct_config_t;
 
-/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, no shuffle, depth 2. */
+/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, shuffle, depth 2. */
 dcr_construct_config_t dcr_construct_config_default(void);
 
 /* Where finished payloads go. submit is called from owner sender threads,
