@@ -63,6 +63,12 @@ typedef struct residual_slot {
      * between runs and cleared at the start of each, because a fresh map
      * per run costs a page fault per 4 KiB on top of the clearing. */
     unsigned char *covered;
+    /* The parts' element sets never change (the layout is fixed), so when
+     * the baseline assembly found that they cover every element exactly
+     * once, a run that receives each part once covers it too: such a
+     * tensor needs no map per run. Overlapping parts (replicas) keep the
+     * map, since their values must agree in every run. */
+    bool tiled;
     int nparts; /* tasks contributing to this tensor */
 } residual_slot_t;
 
@@ -91,6 +97,7 @@ typedef struct owner {
     item_buf_t item;
     unsigned char *pack; /* residual part message, reused across parts and runs */
     size_t pack_cap;
+    unsigned char *part_seen; /* per task: its part arrived in this run */
     /* per run */
     dcr_group_t *group;
     dcr_queue_t *queue;
@@ -162,7 +169,7 @@ static dcr_status_t plan_assembly(dcr_constructor_t *c)
         owner_t *o = &c->owners[c->assembler[k]];
         residual_slot_t *p = realloc(o->slots, (size_t)(o->nslots + 1) * sizeof(*p));
         if (!p) return dcr_error_set(DCR_ENOMEM, "residual slots");
-        p[o->nslots] = (residual_slot_t){(int)k, NULL, NULL, NULL, NULL, 0};
+        p[o->nslots] = (residual_slot_t){(int)k, NULL, NULL, NULL, NULL, false, 0};
         c->slot_of[k] = o->nslots++;
         o->slots = p;
     }
@@ -235,7 +242,8 @@ dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
         c->owners[r].rank = r;
         c->owners[r].c = c;
         c->owners[r].changed = malloc((size_t)SUBRUN_MAX * sizeof(uint32_t));
-        if (!c->owners[r].changed) {
+        c->owners[r].part_seen = calloc((size_t)layout->ntasks + 1, 1);
+        if (!c->owners[r].changed || !c->owners[r].part_seen) {
             st = dcr_error_set(DCR_ENOMEM, "detection buffer");
             goto fail;
         }
@@ -272,6 +280,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
             free(o->slots[s].covered);
         }
         free(o->pack);
+        free(o->part_seen);
         free(o->slots);
         free(o->changed);
         free(o->item.indices);
@@ -610,9 +619,14 @@ typedef struct place_ctx {
 static void place_run(int64_t src, int64_t dst, int64_t len, void *p)
 {
     place_ctx_t *a = p;
-    unsigned char *out = a->assembled + (size_t)dst * a->ces, *cov = a->covered + dst;
+    unsigned char *out = a->assembled + (size_t)dst * a->ces;
     const unsigned char *in = a->part + a->pos * a->ses;
     a->pos += (size_t)len;
+    if (!a->covered) { /* a tiled tensor: coverage proven at create */
+        dcr_convert(out, a->cdt, in, a->sdt, (size_t)len);
+        return;
+    }
+    unsigned char *cov = a->covered + dst;
     if (!memchr(cov, 1, (size_t)len)) { /* the common case: nothing placed here yet */
         dcr_convert(out, a->cdt, in, a->sdt, (size_t)len);
         memset(cov, 1, (size_t)len);
@@ -646,11 +660,12 @@ static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const v
     void **buf = conv->kind == DCR_CONVERSION_NONE ? &slot->assembled : &slot->staging;
     size_t bytes = (size_t)dcr_desc_numel(d) * dcr_dtype_size(target);
     if (!*buf) *buf = malloc(bytes ? bytes : 1);
-    if (!slot->covered) slot->covered = calloc((size_t)dcr_desc_numel(d) + 1, 1);
-    if (!*buf || !slot->covered) return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
+    if (!slot->tiled && !slot->covered) slot->covered = calloc((size_t)dcr_desc_numel(d) + 1, 1);
+    if (!*buf || (!slot->tiled && !slot->covered))
+        return dcr_error_set(DCR_ENOMEM, "assembling %s", d->name);
     place_ctx_t a = {box,
                      *buf,
-                     slot->covered,
+                     slot->tiled ? NULL : slot->covered,
                      0,
                      shard_elem(c, t),
                      dcr_dtype_size(target),
@@ -664,8 +679,10 @@ static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const v
     return DCR_OK;
 }
 
-/* Places one received part. */
-static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg)
+/* Places one received part: a task this rank assembles, of a required
+ * tensor, the first time in this run (what a tiled tensor's coverage rests on). */
+static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg,
+                               const unsigned char *required)
 {
     dcr_constructor_t *c = o->c;
     int32_t id;
@@ -679,6 +696,10 @@ static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg)
         msg->len != sizeof(id) + (size_t)dcr_task_numel(t) * shard_elem(c, t))
         return dcr_error_set(DCR_EINVAL, "residual part %s sent to the wrong rank or truncated",
                              t->name);
+    if (!required[t->canonical] || o->part_seen[id])
+        return dcr_error_set(DCR_EINVAL, "residual part %s not expected in this run or repeated",
+                             t->name);
+    o->part_seen[id] = 1;
     return place_box(c, t, (const unsigned char *)msg->data + sizeof(id));
 }
 
@@ -689,8 +710,8 @@ static dcr_status_t finish_assembly(dcr_constructor_t *c, int canonical)
     const dcr_tensor_desc_t *d = canon(c, canonical);
     residual_slot_t *slot = slot_for(c, canonical);
     size_t n = (size_t)dcr_desc_numel(d);
-    const unsigned char *gap = slot->covered ? memchr(slot->covered, 0, n) : slot->covered;
-    if (n && (!slot->covered || gap))
+    const unsigned char *gap = slot->covered ? memchr(slot->covered, 0, n) : NULL;
+    if (n && !slot->tiled && (!slot->covered || gap))
         return dcr_error_set(DCR_EMISMATCH, "%s element %lld: no residual part covers it", d->name,
                              (long long)(gap ? gap - slot->covered : 0));
     const dcr_conversion_t *conv = &c->layout->conversions[canonical];
@@ -743,6 +764,7 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
 {
     dcr_constructor_t *c = o->c;
     int expected = 0;
+    memset(o->part_seen, 0, (size_t)c->layout->ntasks);
     for (int s = 0; s < o->nslots; s++) {
         residual_slot_t *slot = &o->slots[s];
         if (!required[slot->canonical]) continue;
@@ -756,7 +778,7 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
         st = dcr_group_recv(o->group, TAG_PART, GROUP_TIMEOUT_MS, &msg);
         if (st != DCR_OK) break;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
-        st = place_part(o, &msg);
+        st = place_part(o, &msg, required);
         dcr_trace_end(&span);
         dcr_group_release(o->group, &msg);
     }
@@ -771,6 +793,29 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
         st = emit_residual(o, &o->slots[s]);
     }
     return st;
+}
+
+/* After the baseline assembly proved that parts cover every element: a
+ * tensor whose parts hold exactly numel elements in all has none placed
+ * twice, so it is tiled and drops its coverage map. */
+static dcr_status_t mark_tiled(dcr_constructor_t *c)
+{
+    size_t n = dcr_inventory_count(c->layout->inventory);
+    int64_t *placed = calloc(n + 1, sizeof(*placed));
+    if (!placed) return dcr_error_set(DCR_ENOMEM, "residual coverage");
+    for (int i = 0; i < c->layout->ntasks; i++)
+        placed[c->layout->tasks[i].canonical] += dcr_task_numel(&c->layout->tasks[i]);
+    for (size_t k = 0; k < n; k++) {
+        if (c->assembler[k] < 0 || slot_for(c, (int)k)->nparts == 0) continue;
+        residual_slot_t *slot = slot_for(c, (int)k);
+        slot->tiled = placed[k] == dcr_desc_numel(canon(c, (int)k));
+        if (slot->tiled) {
+            free(slot->covered);
+            slot->covered = NULL;
+        }
+    }
+    free(placed);
+    return DCR_OK;
 }
 
 /* The residual baseline R^v: every assembled tensor built from the committed
@@ -794,6 +839,7 @@ static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t 
     for (size_t k = 0; k < n && st == DCR_OK; k++)
         if (c->assembler[k] >= 0 && slot_for(c, (int)k)->nparts > 0)
             st = finish_assembly(c, (int)k);
+    if (st == DCR_OK) st = mark_tiled(c);
     for (size_t k = 0; k < n; k++) {
         if (st != DCR_OK || c->assembler[k] < 0) continue;
         residual_slot_t *slot = slot_for(c, (int)k); /* the assembled version becomes R^v */
