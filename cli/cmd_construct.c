@@ -13,14 +13,15 @@ typedef struct construct_opts {
     dcr_cli_scenario_t sc;
     const char *mode, *keep;
     double rate, chunk_mib, bucket_mib;
-    int64_t level, seed;
-    bool shuffle, json;
+    int64_t level, seed, rounds;
+    bool shuffle, no_shuffle, compare_shuffle, json;
 } construct_opts_t;
 
-static json_t *stats_json(const dcr_construct_bench_result_t *r)
+static json_t *stats_json(const dcr_construct_bench_result_t *r, const dcr_construct_stats_t *s,
+                          bool shuffle)
 {
-    const dcr_construct_stats_t *s = &r->stats;
     json_t *j = json_object();
+    json_object_set_new(j, "shuffle", json_boolean(shuffle));
     json_object_set_new(j, "construction_s", json_real(s->construction_s));
     json_object_set_new(j, "compared_elements", json_integer(s->compared_elements));
     json_object_set_new(j, "changed_elements", json_integer(s->changed_elements));
@@ -42,20 +43,31 @@ static json_t *stats_json(const dcr_construct_bench_result_t *r)
     return j;
 }
 
+/* A mode's figures, with those of the opposite shuffle setting nested when
+ * they were measured. */
+static json_t *mode_json(const construct_opts_t *o, const dcr_construct_bench_result_t *r)
+{
+    json_t *j = stats_json(r, &r->stats, !o->no_shuffle);
+    if (o->compare_shuffle)
+        json_object_set_new(j, "opposite_shuffle", stats_json(r, &r->stats_other, o->no_shuffle));
+    return j;
+}
+
 static void print_json(const construct_opts_t *o, const dcr_construct_mode_t *modes, int n,
                        const dcr_construct_bench_result_t *res)
 {
-    json_t *j = n == 1 ? stats_json(&res[0]) : json_object();
+    json_t *j = n == 1 ? mode_json(o, &res[0]) : json_object();
     json_object_set_new(j, "model", json_string(o->sc.model));
     json_object_set_new(j, "checkpoint_bytes", json_integer(res[0].checkpoint_bytes));
     json_object_set_new(j, "change_rate", json_real(o->rate));
     json_object_set_new(j, "injected_elements", json_integer(res[0].injected_elements));
+    json_object_set_new(j, "rounds", json_integer(o->rounds));
     if (n == 1) {
         json_object_set_new(j, "mode", json_string(dcr_construct_mode_name(modes[0])));
     } else {
         json_t *m = json_object();
         for (int i = 0; i < n; i++)
-            json_object_set_new(m, dcr_construct_mode_name(modes[i]), stats_json(&res[i]));
+            json_object_set_new(m, dcr_construct_mode_name(modes[i]), mode_json(o, &res[i]));
         json_object_set_new(j, "modes", m);
     }
     json_dumpf(j, stdout, JSON_INDENT(2));
@@ -63,24 +75,31 @@ static void print_json(const construct_opts_t *o, const dcr_construct_mode_t *mo
     json_decref(j);
 }
 
+static void print_row(dcr_construct_mode_t mode, const dcr_construct_stats_t *s, bool shuffle)
+{
+    printf("%-4s %7s %12.3f %12lld %14lld %14lld %12lld %9lld %9lld %10lld %8.3f\n",
+           dcr_construct_mode_name(mode), shuffle ? "on" : "off", s->construction_s,
+           (long long)s->changed_elements, (long long)s->raw_changed_value_bytes,
+           (long long)s->payload_bytes, (long long)s->body_raw_bytes, (long long)s->payloads,
+           (long long)s->xor_items, (long long)s->overwrite_items,
+           s->raw_changed_value_bytes
+               ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes
+               : 0.0);
+}
+
 static void print_text(const construct_opts_t *o, const dcr_construct_mode_t *modes, int n,
                        const dcr_construct_bench_result_t *res)
 {
-    printf("checkpoint %lld bytes, change rate %.4g, %lld source elements changed\n\n",
-           (long long)res[0].checkpoint_bytes, o->rate, (long long)res[0].injected_elements);
-    printf("%-4s %12s %12s %14s %14s %12s %9s %9s %10s %8s\n", "mode", "construct_s", "changed",
-           "raw_values_B", "payload_B", "body_raw_B", "payloads", "xor_items", "ovw_items",
-           "pay/raw");
+    printf(
+        "checkpoint %lld bytes, change rate %.4g, %lld source elements changed, best of %lld\n\n",
+        (long long)res[0].checkpoint_bytes, o->rate, (long long)res[0].injected_elements,
+        (long long)o->rounds);
+    printf("%-4s %7s %12s %12s %14s %14s %12s %9s %9s %10s %8s\n", "mode", "shuffle", "construct_s",
+           "changed", "raw_values_B", "payload_B", "body_raw_B", "payloads", "xor_items",
+           "ovw_items", "pay/raw");
     for (int i = 0; i < n; i++) {
-        const dcr_construct_stats_t *s = &res[i].stats;
-        printf("%-4s %12.3f %12lld %14lld %14lld %12lld %9lld %9lld %10lld %8.3f\n",
-               dcr_construct_mode_name(modes[i]), s->construction_s, (long long)s->changed_elements,
-               (long long)s->raw_changed_value_bytes, (long long)s->payload_bytes,
-               (long long)s->body_raw_bytes, (long long)s->payloads, (long long)s->xor_items,
-               (long long)s->overwrite_items,
-               s->raw_changed_value_bytes
-                   ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes
-                   : 0.0);
+        print_row(modes[i], &res[i].stats, !o->no_shuffle);
+        if (o->compare_shuffle) print_row(modes[i], &res[i].stats_other, o->no_shuffle);
     }
 }
 
@@ -95,8 +114,14 @@ static int run(construct_opts_t *o)
         nmodes = 1;
         DCR_CHECK_GOTO(dcr_construct_mode_parse(o->mode, &modes[0]), s, fail);
     }
-    if (o->keep && nmodes != 1) {
-        s = dcr_error_set(DCR_EINVAL, "--keep-payloads needs one mode, not --mode all");
+    if (o->shuffle && o->no_shuffle) {
+        s = dcr_error_set(DCR_EINVAL, "--shuffle and --no-shuffle contradict each other");
+        goto fail;
+    }
+    if (o->keep && (nmodes != 1 || o->rounds != 1 || o->compare_shuffle)) {
+        s = dcr_error_set(DCR_EINVAL,
+                          "--keep-payloads needs one mode and one run (no --mode all, --rounds "
+                          "or --compare-shuffle)");
         goto fail;
     }
     struct stat dir;
@@ -108,12 +133,16 @@ static int run(construct_opts_t *o)
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
     dcr_dir_sink_t dir_sink;
     dcr_dir_sink_init(&dir_sink, o->keep, 1);
-    dcr_construct_bench_t bench = {o->rate, (uint64_t)o->seed, dcr_construct_config_default(),
-                                   o->keep ? &dir_sink.sink : NULL};
+    dcr_construct_bench_t bench = {o->rate,
+                                   (uint64_t)o->seed,
+                                   dcr_construct_config_default(),
+                                   o->keep ? &dir_sink.sink : NULL,
+                                   (int)o->rounds,
+                                   o->compare_shuffle};
     bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
     bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
-    bench.cfg.shuffle = o->shuffle;
+    bench.cfg.shuffle = !o->no_shuffle;
     dcr_construct_bench_result_t res[3];
     DCR_CHECK_GOTO(dcr_construct_bench_run(sc, &bench, modes, nmodes, res), s, fail);
     if (o->json)
@@ -130,10 +159,15 @@ fail:
 
 int dcr_cmd_construct(int argc, char **argv)
 {
-    construct_opts_t o = {
-        .mode = "X", .rate = 0.03, .chunk_mib = 64, .bucket_mib = 512, .level = 1, .seed = 42};
+    construct_opts_t o = {.mode = "X",
+                          .rate = 0.03,
+                          .chunk_mib = 64,
+                          .bucket_mib = 512,
+                          .level = 1,
+                          .seed = 42,
+                          .rounds = 1};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 9] = {
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 12] = {
         {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
          "element change rate per owned shard (default 0.03)", false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F | all (default X)", false},
@@ -143,18 +177,25 @@ int dcr_cmd_construct(int argc, char **argv)
          "bucket target in MiB of chunk input (default 512)", false},
         {"--level", DCR_ARG_INT, &o.level, 1, 19, "zstd level (default 1)", false},
         {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0,
-         "byte-plane shuffle value and gap words before zstd", false},
+         "byte-plane shuffle value and gap words before zstd (the default)", false},
+        {"--no-shuffle", DCR_ARG_FLAG, &o.no_shuffle, 0, 0,
+         "compress value and gap words as they are", false},
+        {"--compare-shuffle", DCR_ARG_FLAG, &o.compare_shuffle, 0, 0,
+         "also run every mode with the opposite shuffle setting, alternating", false},
+        {"--rounds", DCR_ARG_INT, &o.rounds, 1, 100,
+         "runs per configuration, round-robin; the fastest counts (default 1)", false},
         {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
          false},
         {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
          "write every payload into this existing directory", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
-    dcr_cli_scenario_args(&o.sc, args + 9);
-    int rc = dcr_args_parse("construct",
-                            "[--model M --scale S --layers N] [layout flags] [--change-rate R] "
-                            "[--mode X|P|F|all] [--json]",
-                            args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
+    dcr_cli_scenario_args(&o.sc, args + 12);
+    int rc = dcr_args_parse(
+        "construct",
+        "[--model M --scale S --layers N] [layout flags] [--change-rate R] "
+        "[--mode X|P|F|all] [--no-shuffle] [--compare-shuffle] [--rounds N] [--json]",
+        args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);
 }

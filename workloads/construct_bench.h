@@ -15,17 +15,28 @@ typedef struct dcr_construct_bench {
     uint64_t seed;                  /* weights and changes */
     dcr_construct_config_t cfg;     /* mode is overridden per run */
     const dcr_payload_sink_t *sink; /* may be NULL: payloads are only counted */
+    /* Runs per configuration (>= 1), round-robin over all configurations so
+     * that they share the machine's state alike; the fastest run counts, so
+     * with 2 or more the first round's page faults drop out. */
+    int rounds;
+    /* Also runs every mode with the opposite of cfg.shuffle, alternating
+     * with the requested setting in every round. */
+    bool compare_shuffle;
 } dcr_construct_bench_t;
 
 typedef struct dcr_construct_bench_result {
     int64_t checkpoint_bytes;
-    int64_t injected_elements; /* source elements changed by the injection */
-    size_t baseline_bytes;     /* trackers + residual baseline of the first mode */
-    dcr_construct_stats_t stats;
+    int64_t injected_elements;         /* source elements changed by the injection */
+    size_t baseline_bytes;             /* trackers + residual baseline of the first mode */
+    dcr_construct_stats_t stats;       /* cfg.shuffle as requested */
+    dcr_construct_stats_t stats_other; /* the opposite shuffle, with compare_shuffle */
 } dcr_construct_bench_result_t;
 
 /* Runs the modes in modes[0..nmodes) on one scenario and one candidate;
- * results[i] belongs to modes[i]. Progress goes to the log at info level. */
+ * results[i] belongs to modes[i]. Constructors are built once per
+ * configuration and kept for all rounds (runs without a commit leave them
+ * unchanged), so several rounds hold several baselines at once. Progress
+ * goes to the log at info level. */
 dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_construct_bench_t *bench,
                                      const dcr_construct_mode_t *modes, int nmodes,
                                      dcr_construct_bench_result_t *results);

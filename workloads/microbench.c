@@ -44,7 +44,7 @@ dcr_status_t dcr_microbench_detect(size_t bytes, double rate, int repeats,
             b[i] ^= 1;
             left--;
         }
-    dcr_detect_bench_t r = {bytes, rate, repeats, 1e30, 1e30, 0, 0, 0};
+    dcr_detect_bench_t r = {bytes, rate, repeats, 1e30, 1e30, 0, 0, 0, dcr_detect_kernel()};
     volatile uint64_t sink = 0;
     for (int k = 0; k < repeats; k++) {
         double t = dcr_clock_s();

@@ -16,6 +16,7 @@ typedef struct dcr_detect_bench {
     double ratio;       /* detect_s / read_s; DESIGN.md wants <= 1.5 */
     double read_gbps;   /* bytes of both buffers per second */
     size_t changed;     /* positions found (== round(rate * words)) */
+    const char *kernel; /* dcr_detect_kernel(): which vector kernel ran */
 } dcr_detect_bench_t;
 
 /* Change detection vs a plain read of the same two BF16 buffers. */

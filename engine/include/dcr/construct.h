@@ -49,7 +49,7 @@ typedef struct dcr_construct_config {
     int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
 } dcr_construct_config_t;
 
-/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, no shuffle, depth 2. */
+/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, shuffle, depth 2. */
 dcr_construct_config_t dcr_construct_config_default(void);
 
 /* Where finished payloads go. submit is called from owner sender threads,
@@ -108,8 +108,12 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c);
 /* Positions k in [0, n) where the elem_size-byte words of a and b differ in
  * any bit, written ascending to out (room for n entries; n < 2^32); returns
  * how many. Compares bit patterns, never values (-0.0 vs +0.0 and NaN
- * payloads count), scanning 32 bytes per step with no per-element branch
- * while the words agree. The inner loop of every construction. */
+ * payloads count), 32 or 64 bytes per step with no per-element branch, in
+ * the widest vector kernel the CPU runs. The inner loop of every construction. */
 size_t dcr_detect_changes(const void *a, const void *b, size_t n, size_t elem_size, uint32_t *out);
+
+/* Name of the kernel dcr_detect_changes runs on this CPU ("avx512", "avx2",
+ * "sse2" or "scalar"), chosen once at first use; a static string. */
+const char *dcr_detect_kernel(void);
 
 #endif
