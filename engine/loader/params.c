@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dcr/hash.h"
+#include "dcr/storage_large.h"
 #include "loader-internal.h"
 
 struct dcr_params {
@@ -169,7 +170,7 @@ dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t d
     char *copy = strdup(name);
     if (copy == NULL) return dcr_error_set(DCR_ENOMEM, "parameter %s: allocation failed", name);
     dcr_status_t st = p->shape_only ? dcr__phantom_storage(bytes, &it->storage)
-                                    : dcr_storage_create(bytes, &it->storage);
+                                    : dcr_storage_create_large(bytes, &it->storage);
     if (st != DCR_OK) {
         free(copy);
         dcr_error_prefix("parameter %s: ", name);

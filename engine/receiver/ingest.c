@@ -142,15 +142,14 @@ dcr_status_t dcr_receiver_apply_item(dcr_receiver_t *r, const dcr_payload_t *p, 
     }
     if (it.count > r->dec_cap) {
         int64_t *idx = realloc(r->dec_idx, it.count * sizeof(*idx));
-        if (idx) r->dec_idx = idx;
-        uint8_t *val = realloc(r->dec_val, it.count * 8);
-        if (val) r->dec_val = val;
-        if (idx == NULL || val == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
+        if (idx == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
+        r->dec_idx = idx;
         r->dec_cap = it.count;
     }
     DCR_CHECK(dcr_payload_item_indices(p, i, r->dec_idx));
-    DCR_CHECK(dcr_payload_item_values(p, i, r->dec_val));
-    return dcr__apply_records(r, (size_t)c, it.encoding, r->dec_idx, r->dec_val, it.count);
+    /* Values are read in place (every apply path reads words bytewise),
+     * which saves a copy of them per item. */
+    return dcr__apply_records(r, (size_t)c, it.encoding, r->dec_idx, it.values, it.count);
 }
 
 /* Applies a validated, decoded payload of the current attempt. */

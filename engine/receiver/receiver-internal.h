@@ -102,7 +102,6 @@ struct dcr_receiver {
     uint8_t *val_buf;
     size_t buf_cap;
     int64_t *dec_idx; /* an item's records as decoded */
-    uint8_t *dec_val;
     size_t dec_cap;
 
     /* Attempt state. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dcr/clock.h"
+#include "dcr/storage_large.h"
 #include "receiver-internal.h"
 
 static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
@@ -21,7 +22,7 @@ static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
 static dcr_status_t dcr__scratch_create(dcr_receiver_t *r)
 {
     size_t bytes = dcr_inventory_max_tensor_bytes(r->inv);
-    if (!r->cfg.shape_only) return dcr_storage_create(bytes, &r->scratch);
+    if (!r->cfg.shape_only) return dcr_storage_create_large(bytes, &r->scratch);
     r->scratch = calloc(1, sizeof(*r->scratch));
     if (r->scratch == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: scratch");
     r->scratch->bytes = bytes;
