@@ -55,8 +55,7 @@ void dcr__apply_free(dcr_receiver_t *r)
 {
     for (size_t i = 0; i < r->nmasks; i++) free(r->masks[i].bits);
     free(r->masks);
-    free(r->wmap.keys);
-    free(r->wmap.vals);
+    dcr_map_free(&r->wmap);
     free(r->idx_buf);
     free(r->val_buf);
     free(r->dec_idx);
@@ -126,56 +125,19 @@ void dcr__note_written(dcr_receiver_t *r, size_t param, const dcr_view_t *dst)
 
 /* ---- overlapping overwrites must agree ---- */
 
-static dcr_status_t dcr__wmap_grow(dcr__wmap_t *m)
-{
-    size_t cap = m->cap ? 2 * m->cap : 1024;
-    uintptr_t *keys = calloc(cap, sizeof(*keys));
-    uint64_t *vals = malloc(cap * sizeof(*vals));
-    if (keys == NULL || vals == NULL) {
-        free(keys);
-        free(vals);
-        return dcr_error_set(DCR_ENOMEM, "apply: overlap map");
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == 0) continue;
-        size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull >> 7) & (cap - 1);
-        while (keys[j] != 0) j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    return DCR_OK;
-}
-
 /* Stores bits at p; with overlapping writes, a second write of the same
  * element in this call must carry the same bits. */
 static dcr_status_t dcr__store(dcr_receiver_t *r, void *p, dcr_dtype_t dtype, uint64_t bits)
 {
     if (r->cur_plan->overlap) {
-        dcr__wmap_t *m = &r->wmap;
-        if (2 * (m->len + 1) > m->cap) DCR_CHECK(dcr__wmap_grow(m));
-        uintptr_t key = (uintptr_t)p;
-        size_t j = (key * 0x9E3779B97F4A7C15ull >> 7) & (m->cap - 1);
-        while (m->keys[j] != 0 && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-        if (m->keys[j] == key && m->vals[j] != bits)
+        uint64_t *seen;
+        bool added;
+        DCR_CHECK(dcr_map_upsert(&r->wmap, (uint64_t)(uintptr_t)p, bits, &seen, &added));
+        if (!added && *seen != bits)
             return dcr__violation(r, "overlapping overwrites disagree%s%s", "", "");
-        if (m->keys[j] == 0) m->len++;
-        m->keys[j] = key;
-        m->vals[j] = bits;
     }
     dcr_dtype_store_bits(dtype, p, bits);
     return DCR_OK;
-}
-
-static void dcr__wmap_clear(dcr__wmap_t *m)
-{
-    if (m->len == 0) return;
-    memset(m->keys, 0, m->cap * sizeof(*m->keys));
-    m->len = 0;
 }
 
 /* Converts one word between dtypes like copy_ does. */
@@ -612,7 +574,7 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
     if (m != DCR__SPARSE) dcr__unscatter(r);
     if (m == DCR__FULL_TRACKED) dcr__mark_active(r, 0);
     dcr__masks_clear(r);
-    dcr__wmap_clear(&r->wmap);
+    dcr_map_clear(&r->wmap);
     if (st != DCR_OK) return st;
     if (skipped || r->cur_write != r->cur_plan->nwrites) {
         char got[32], want[32];

@@ -12,58 +12,21 @@
 
 /* ---- duplicate set ---- */
 
-void dcr__dedup_free(dcr__dedup_t *d)
+/* Payload ids are per owner, so an id may repeat across owners: the set maps
+ * id -> owner with repeated keys, and a lookup matches the owner. */
+static int dcr__owner_match(uint64_t owner, const void *arg)
 {
-    free(d->ids);
-    free(d->owners);
-    free(d->used);
-    memset(d, 0, sizeof(*d));
+    return owner == *(const uint32_t *)arg;
 }
 
-void dcr__dedup_clear(dcr__dedup_t *d)
+static bool dcr__dedup_has(const dcr_map_t *d, uint32_t owner, uint64_t id)
 {
-    if (d->used) memset(d->used, 0, d->cap);
-    d->len = 0;
+    return dcr_map_get(d, id, dcr__owner_match, &owner, NULL);
 }
 
-static size_t dcr__dedup_slot(uint32_t owner, uint64_t id, size_t cap)
+static dcr_status_t dcr__dedup_add(dcr_map_t *d, uint32_t owner, uint64_t id)
 {
-    uint64_t h = (id ^ ((uint64_t)owner << 40) ^ owner) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & (cap - 1);
-}
-
-static bool dcr__dedup_has(const dcr__dedup_t *d, uint32_t owner, uint64_t id)
-{
-    if (d->cap == 0) return false;
-    for (size_t j = dcr__dedup_slot(owner, id, d->cap); d->used[j]; j = (j + 1) & (d->cap - 1))
-        if (d->ids[j] == id && d->owners[j] == owner) return true;
-    return false;
-}
-
-static dcr_status_t dcr__dedup_add(dcr__dedup_t *d, uint32_t owner, uint64_t id)
-{
-    if (2 * (d->len + 1) > d->cap) {
-        dcr__dedup_t n = {0};
-        n.cap = d->cap ? 2 * d->cap : 256;
-        n.ids = malloc(n.cap * sizeof(*n.ids));
-        n.owners = malloc(n.cap * sizeof(*n.owners));
-        n.used = calloc(n.cap, 1);
-        if (n.ids == NULL || n.owners == NULL || n.used == NULL) {
-            dcr__dedup_free(&n);
-            return dcr_error_set(DCR_ENOMEM, "receiver: duplicate set");
-        }
-        for (size_t i = 0; i < d->cap; i++)
-            if (d->used[i]) (void)dcr__dedup_add(&n, d->owners[i], d->ids[i]);
-        dcr__dedup_free(d);
-        *d = n;
-    }
-    size_t j = dcr__dedup_slot(owner, id, d->cap);
-    while (d->used[j]) j = (j + 1) & (d->cap - 1);
-    d->used[j] = 1;
-    d->ids[j] = id;
-    d->owners[j] = owner;
-    d->len++;
-    return DCR_OK;
+    return dcr_map_add(d, id, owner);
 }
 
 /* ---- admission ---- */

@@ -79,7 +79,7 @@ void dcr_receiver_destroy(dcr_receiver_t *r)
             dcr_payload_destroy(r->groups[g].slots[s]);
     dcr_queue_destroy(r->ready_q);
     dcr_queue_destroy(r->free_q);
-    dcr__dedup_free(&r->dedup);
+    dcr_map_free(&r->dedup);
     dcr_payload_destroy(r->direct);
     free(r->wlo);
     free(r->whi);
@@ -143,7 +143,7 @@ dcr_status_t dcr_receiver_begin_attempt(dcr_receiver_t *r, uint64_t tau)
     if (r->attempt_begun && tau < r->tau)
         return dcr_error_set(DCR_EINVAL, "begin_attempt: tau %llu is older than the current %llu",
                              (unsigned long long)tau, (unsigned long long)r->tau);
-    if (!r->attempt_begun || tau != r->tau) dcr__dedup_clear(&r->dedup);
+    if (!r->attempt_begun || tau != r->tau) dcr_map_clear(&r->dedup);
     r->tau = tau;
     r->attempt_begun = true;
     r->attempt_failed = false;
