@@ -139,8 +139,8 @@ dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size
 {
     if (r == NULL || buf == NULL) return dcr_error_set(DCR_EINVAL, "apply_payload: NULL argument");
     dcr_payload_header_t hdr;
-    dcr_ingest_t disp;
-    bool admit;
+    dcr_ingest_t disp = DCR_INGEST_ACCEPTED;
+    bool admit = false;
     DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
     if (admit) {
         dcr_status_t st = dcr_payload_decode(r->direct, buf, len);
@@ -201,8 +201,8 @@ dcr_status_t dcr_receiver_ingest(dcr_receiver_t *r, const void *buf, size_t len,
 {
     if (r == NULL || buf == NULL) return dcr_error_set(DCR_EINVAL, "ingest: NULL argument");
     dcr_payload_header_t hdr;
-    dcr_ingest_t disp;
-    bool admit;
+    dcr_ingest_t disp = DCR_INGEST_ACCEPTED;
+    bool admit = false;
     DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
     if (admit) {
         DCR_CHECK(dcr__group_for_next(r, timeout_ms));
