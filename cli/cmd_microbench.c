@@ -1,13 +1,16 @@
 /* dcr microbench: same-run ratios of the engine's inner loops. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
 #include "workloads/microbench.h"
+#include "workloads/scenario.h"
+#include "workloads/serve/serve_bench.h"
 
-int dcr_cmd_microbench(int argc, char **argv)
+static int dcr__microbench_detect(int argc, char **argv)
 {
     double mib = 256;
     int64_t repeats = 5;
@@ -19,11 +22,14 @@ int dcr_cmd_microbench(int argc, char **argv)
         {"--repeats", DCR_ARG_INT, &repeats, 1, 1000, "best of N (default 5)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
     };
-    int rc = dcr_args_parse("microbench", "detect [--mib N] [--repeats N] [--json]", args, 3, argc,
-                            argv, pos, 1, &npos);
+    int rc =
+        dcr_args_parse("microbench",
+                       "detect [--mib N] [--repeats N] [--json]\n"
+                       "       dcr microbench apply [options] (see dcr microbench apply --help)",
+                       args, 3, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 1 || strcmp(pos[0], "detect")) {
-        fprintf(stderr, "dcr microbench: expected the benchmark name 'detect'\n");
+        fprintf(stderr, "dcr microbench: expected the benchmark name 'detect' or 'apply'\n");
         return 2;
     }
     const double rates[] = {0.0, 0.01, 0.03, 0.05};
@@ -57,4 +63,117 @@ int dcr_cmd_microbench(int argc, char **argv)
         json_decref(rows);
     }
     return 0;
+}
+
+enum { DCR__APPLY_RATES_MAX = 16 };
+
+/* --rates: a comma-separated list of change rates in (0, 1]. */
+static int dcr__parse_rates(const char *text, double *rates, int *n_p)
+{
+    int n = 0;
+    for (const char *p = text; *p;) {
+        char *end;
+        double r = strtod(p, &end);
+        if (end == p || !(r > 0 && r <= 1) || (*end && *end != ',') || n == DCR__APPLY_RATES_MAX) {
+            fprintf(stderr,
+                    "dcr microbench apply: --rates '%s': expected up to %d rates in (0, 1], "
+                    "comma separated\n",
+                    text, DCR__APPLY_RATES_MAX);
+            return 2;
+        }
+        rates[n++] = r;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 0) {
+        fprintf(stderr, "dcr microbench apply: --rates: no rate given\n");
+        return 2;
+    }
+    *n_p = n;
+    return 0;
+}
+
+static void dcr__apply_print(const dcr_serve_bench_result_t *res, int n, int64_t repeats, bool json)
+{
+    if (!json) {
+        printf("receiver: %.1f MB resident, best of %lld\n", (double)res[0].resident_bytes / 1e6,
+               (long long)repeats);
+        printf("%-6s %10s %10s %10s %8s %10s %10s %10s %8s\n", "rate", "records", "dense_s",
+               "apply_s", "ratio", "ingest_s", "full_s", "full_ratio", "sparse");
+        for (int i = 0; i < n; i++)
+            printf("%-6.3f %10lld %10.5f %10.5f %8.3f %10.5f %10.5f %10.3f %8lld\n", res[i].rate,
+                   (long long)res[i].records, res[i].dense_s, res[i].apply_s, res[i].ratio,
+                   res[i].ingest_s, res[i].full_apply_s, res[i].full_ratio,
+                   (long long)res[i].items_sparse);
+        return;
+    }
+    json_t *rows = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(
+            rows, json_pack("{s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I}", "rate", res[i].rate,
+                            "records", (json_int_t)res[i].records, "payload_bytes",
+                            (json_int_t)res[i].payload_bytes, "dense_s", res[i].dense_s, "apply_s",
+                            res[i].apply_s, "ratio", res[i].ratio, "ingest_s", res[i].ingest_s,
+                            "full_apply_s", res[i].full_apply_s, "full_ratio", res[i].full_ratio,
+                            "items_sparse", (json_int_t)res[i].items_sparse, "items_full",
+                            (json_int_t)res[i].items_full));
+    json_t *j =
+        json_pack("{s:s,s:I,s:I,s:o}", "bench", "apply", "resident_bytes",
+                  (json_int_t)res[0].resident_bytes, "repeats", (json_int_t)repeats, "rows", rows);
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(j);
+}
+
+static int dcr__microbench_apply(int argc, char **argv)
+{
+    const char *model = DCR_MODEL_DEFAULT, *rates_text = "0.01,0.03,0.05";
+    int64_t scale = 4, layers = 4, serve_tp = 1, repeats = 3, seed = 42;
+    bool json = false;
+    dcr_arg_t args[] = {
+        {"--model", DCR_ARG_STRING, &model, 0, 0, "built-in model name or config path", false},
+        {"--scale", DCR_ARG_INT, &scale, 1, 4096, "divide hidden sizes by S (default 4)", false},
+        {"--layers", DCR_ARG_INT, &layers, 1, 100000, "keep the first N layers (default 4)", false},
+        {"--serve-tp", DCR_ARG_INT, &serve_tp, 1, 64, "serving TP degree; receiver 0 (default 1)",
+         false},
+        {"--rates", DCR_ARG_STRING, &rates_text, 0, 0,
+         "change rates, comma separated (default 0.01,0.03,0.05)", false},
+        {"--repeats", DCR_ARG_INT, &repeats, 1, 1000, "best of N (default 3)", false},
+        {"--seed", DCR_ARG_INT, &seed, 0, 1e15, "seed (default 42)", false},
+        {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
+    };
+    int nargs = (int)(sizeof(args) / sizeof(args[0]));
+    int rc = dcr_args_parse("microbench apply",
+                            "[--model M] [--scale S] [--layers N] [--serve-tp T] [--rates R,R,..] "
+                            "[--repeats K] [--json]",
+                            args, nargs, argc, argv, NULL, 0, NULL);
+    if (rc) return rc == 1 ? 0 : 2;
+    double rates[DCR__APPLY_RATES_MAX];
+    int nrates = 0;
+    if (dcr__parse_rates(rates_text, rates, &nrates)) return 2;
+    dcr_scenario_spec_t spec = dcr_scenario_spec_default();
+    spec.model = model;
+    spec.scale = (int)scale;
+    spec.layers = (int)layers;
+    spec.align_extra = (int)serve_tp;
+    dcr_serve_config_t serve = dcr_serve_config_default();
+    serve.tp = (int)serve_tp;
+    dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};
+    dcr_serve_bench_result_t res[DCR__APPLY_RATES_MAX];
+    dcr_scenario_t *sc = NULL;
+    dcr_status_t st = dcr_scenario_create(&spec, &sc);
+    if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
+    if (st == DCR_OK) st = dcr_serve_bench_run(&sc->model, &serve, &opt, rates, nrates, res);
+    dcr_scenario_destroy(sc);
+    if (st != DCR_OK) {
+        dcr_cli_report("microbench apply", st);
+        return 1;
+    }
+    dcr__apply_print(res, nrates, repeats, json);
+    return 0;
+}
+
+int dcr_cmd_microbench(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "apply")) return dcr__microbench_apply(argc - 1, argv + 1);
+    return dcr__microbench_detect(argc, argv);
 }

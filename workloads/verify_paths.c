@@ -188,6 +188,12 @@ static dcr_status_t setup(verify_state_t *v, uint64_t seed)
     dcr_scenario_init_weights(v->sc, seed, v->canonical);
     DCR_CHECK(dcr_megatron_import(&v->sc->model, &v->sc->train, v->sc->layout, v->canonical,
                                   v->committed));
+    /* Receivers start from what the committed shards export to: the
+     * constructor's residual baseline. For most tensors that is the initial
+     * canonical value, but an FP8 export re-quantizes the BF16 masters that
+     * import made from it, which need not give back the same bits. */
+    DCR_CHECK(dcr_megatron_export(&v->sc->model, &v->sc->train, v->sc->layout, v->committed,
+                                  v->canonical));
     v->nrecv = dcr_serve_receivers(&v->serve);
     v->recv = calloc((size_t)v->nrecv, sizeof(*v->recv));
     size_t nc = dcr_inventory_count(v->sc->inventory);

@@ -1,74 +1,21 @@
-/* Resident parameters of one receiver, and the small index map the loader
- * module uses to find them by name or by storage. */
+/* Resident parameters of one receiver, found by name (hash) or by storage
+ * (address) through the core map. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dcr/hash.h"
+#include "dcr/map.h"
+#include "dcr/storage_large.h"
 #include "loader-internal.h"
 
 struct dcr_params {
     bool shape_only;
     dcr_param_t *items;
     size_t len, cap;
-    dcr__imap_t by_name;    /* hash of name -> index */
-    dcr__imap_t by_storage; /* storage address -> index */
+    dcr_map_t by_name;    /* hash of name -> index (hashes may collide) */
+    dcr_map_t by_storage; /* storage address -> index */
     size_t bytes;
 };
-
-void dcr__imap_free(dcr__imap_t *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof(*m));
-}
-
-static dcr_status_t dcr__imap_grow(dcr__imap_t *m)
-{
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    uint64_t *keys = malloc(cap * sizeof(*keys));
-    int64_t *vals = malloc(cap * sizeof(*vals));
-    if (keys == NULL || vals == NULL) {
-        free(keys);
-        free(vals);
-        return dcr_error_set(DCR_ENOMEM, "index map of %zu slots: allocation failed", cap);
-    }
-    for (size_t i = 0; i < cap; i++) vals[i] = -1;
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->vals[i] < 0) continue;
-        size_t j = dcr_hash64_mix(m->keys[i]) & (cap - 1);
-        while (vals[j] >= 0) j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    return DCR_OK;
-}
-
-dcr_status_t dcr__imap_put(dcr__imap_t *m, uint64_t key, int64_t val)
-{
-    if (2 * (m->len + 1) > m->cap) DCR_CHECK(dcr__imap_grow(m));
-    size_t j = dcr_hash64_mix(key) & (m->cap - 1);
-    while (m->vals[j] >= 0) j = (j + 1) & (m->cap - 1);
-    m->keys[j] = key;
-    m->vals[j] = val;
-    m->len++;
-    return DCR_OK;
-}
-
-int64_t dcr__imap_get(const dcr__imap_t *m, uint64_t key, int (*match)(int64_t, const void *),
-                      const void *arg)
-{
-    if (m->cap == 0) return -1;
-    size_t j = dcr_hash64_mix(key) & (m->cap - 1);
-    for (; m->vals[j] >= 0; j = (j + 1) & (m->cap - 1)) {
-        if (m->keys[j] == key && (match == NULL || match(m->vals[j], arg))) return m->vals[j];
-    }
-    return -1;
-}
 
 dcr_status_t dcr_params_create(bool shape_only, dcr_params_t **out_p)
 {
@@ -91,8 +38,8 @@ void dcr_params_destroy(dcr_params_t *p)
             dcr_storage_destroy(p->items[i].storage);
     }
     free(p->items);
-    dcr__imap_free(&p->by_name);
-    dcr__imap_free(&p->by_storage);
+    dcr_map_free(&p->by_name);
+    dcr_map_free(&p->by_storage);
     free(p);
 }
 
@@ -106,30 +53,33 @@ static dcr_status_t dcr__phantom_storage(size_t bytes, dcr_storage_t **out_p)
     return DCR_OK;
 }
 
-static int dcr__name_match(int64_t idx, const void *arg)
+typedef struct dcr__name_key {
+    const dcr_params_t *p;
+    const char *name;
+} dcr__name_key_t;
+
+static int dcr__name_match(uint64_t idx, const void *arg)
 {
-    const struct {
-        const dcr_params_t *p;
-        const char *name;
-    } *a = arg;
+    const dcr__name_key_t *a = arg;
     return strcmp(a->p->items[idx].name, a->name) == 0;
 }
 
 int64_t dcr_params_find(const dcr_params_t *p, const char *name)
 {
     if (p == NULL || name == NULL) return -1;
-    struct {
-        const dcr_params_t *p;
-        const char *name;
-    } a = {p, name};
-    return dcr__imap_get(&p->by_name, dcr_hash64_str(name), dcr__name_match, &a);
+    dcr__name_key_t a = {p, name};
+    uint64_t idx;
+    if (!dcr_map_get(&p->by_name, dcr_hash64_str(name), dcr__name_match, &a, &idx)) return -1;
+    return (int64_t)idx;
 }
 
 int64_t dcr_params_find_storage(const dcr_params_t *p, const dcr_storage_t *storage)
 {
     if (p == NULL || storage == NULL) return -1;
     /* Storage addresses are unique, so the key alone decides. */
-    return dcr__imap_get(&p->by_storage, (uint64_t)(uintptr_t)storage, NULL, NULL);
+    uint64_t idx;
+    if (!dcr_map_get(&p->by_storage, (uint64_t)(uintptr_t)storage, NULL, NULL, &idx)) return -1;
+    return (int64_t)idx;
 }
 
 static dcr_status_t dcr__params_check(const dcr_params_t *p, const char *name, dcr_dtype_t dtype,
@@ -169,7 +119,7 @@ dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t d
     char *copy = strdup(name);
     if (copy == NULL) return dcr_error_set(DCR_ENOMEM, "parameter %s: allocation failed", name);
     dcr_status_t st = p->shape_only ? dcr__phantom_storage(bytes, &it->storage)
-                                    : dcr_storage_create(bytes, &it->storage);
+                                    : dcr_storage_create_large(bytes, &it->storage);
     if (st != DCR_OK) {
         free(copy);
         dcr_error_prefix("parameter %s: ", name);
@@ -179,9 +129,8 @@ dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t d
     it->dtype = dtype;
     it->ndim = ndim;
     for (int i = 0; i < ndim; i++) it->shape[i] = shape[i];
-    st = dcr__imap_put(&p->by_name, dcr_hash64_str(name), (int64_t)p->len);
-    if (st == DCR_OK)
-        st = dcr__imap_put(&p->by_storage, (uint64_t)(uintptr_t)it->storage, (int64_t)p->len);
+    st = dcr_map_add(&p->by_name, dcr_hash64_str(name), p->len);
+    if (st == DCR_OK) st = dcr_map_add(&p->by_storage, (uint64_t)(uintptr_t)it->storage, p->len);
     if (st != DCR_OK) {
         /* A half-indexed entry must not stay findable by name. */
         free(copy);
@@ -189,9 +138,9 @@ dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t d
             free(it->storage);
         else
             dcr_storage_destroy(it->storage);
-        dcr__imap_free(&p->by_name);
+        dcr_map_free(&p->by_name);
         for (size_t i = 0; i < p->len; i++)
-            (void)dcr__imap_put(&p->by_name, dcr_hash64_str(p->items[i].name), (int64_t)i);
+            (void)dcr_map_add(&p->by_name, dcr_hash64_str(p->items[i].name), i);
         return st;
     }
     if (index_p) *index_p = p->len;

@@ -55,12 +55,10 @@ void dcr__apply_free(dcr_receiver_t *r)
 {
     for (size_t i = 0; i < r->nmasks; i++) free(r->masks[i].bits);
     free(r->masks);
-    free(r->wmap.keys);
-    free(r->wmap.vals);
+    dcr_map_free(&r->wmap);
     free(r->idx_buf);
     free(r->val_buf);
     free(r->dec_idx);
-    free(r->dec_val);
 }
 
 /* ---- violations and the plan ---- */
@@ -127,56 +125,19 @@ void dcr__note_written(dcr_receiver_t *r, size_t param, const dcr_view_t *dst)
 
 /* ---- overlapping overwrites must agree ---- */
 
-static dcr_status_t dcr__wmap_grow(dcr__wmap_t *m)
-{
-    size_t cap = m->cap ? 2 * m->cap : 1024;
-    uintptr_t *keys = calloc(cap, sizeof(*keys));
-    uint64_t *vals = malloc(cap * sizeof(*vals));
-    if (keys == NULL || vals == NULL) {
-        free(keys);
-        free(vals);
-        return dcr_error_set(DCR_ENOMEM, "apply: overlap map");
-    }
-    for (size_t i = 0; i < m->cap; i++) {
-        if (m->keys[i] == 0) continue;
-        size_t j = (m->keys[i] * 0x9E3779B97F4A7C15ull >> 7) & (cap - 1);
-        while (keys[j] != 0) j = (j + 1) & (cap - 1);
-        keys[j] = m->keys[i];
-        vals[j] = m->vals[i];
-    }
-    free(m->keys);
-    free(m->vals);
-    m->keys = keys;
-    m->vals = vals;
-    m->cap = cap;
-    return DCR_OK;
-}
-
 /* Stores bits at p; with overlapping writes, a second write of the same
  * element in this call must carry the same bits. */
 static dcr_status_t dcr__store(dcr_receiver_t *r, void *p, dcr_dtype_t dtype, uint64_t bits)
 {
     if (r->cur_plan->overlap) {
-        dcr__wmap_t *m = &r->wmap;
-        if (2 * (m->len + 1) > m->cap) DCR_CHECK(dcr__wmap_grow(m));
-        uintptr_t key = (uintptr_t)p;
-        size_t j = (key * 0x9E3779B97F4A7C15ull >> 7) & (m->cap - 1);
-        while (m->keys[j] != 0 && m->keys[j] != key) j = (j + 1) & (m->cap - 1);
-        if (m->keys[j] == key && m->vals[j] != bits)
+        uint64_t *seen;
+        bool added;
+        DCR_CHECK(dcr_map_upsert(&r->wmap, (uint64_t)(uintptr_t)p, bits, &seen, &added));
+        if (!added && *seen != bits)
             return dcr__violation(r, "overlapping overwrites disagree%s%s", "", "");
-        if (m->keys[j] == 0) m->len++;
-        m->keys[j] = key;
-        m->vals[j] = bits;
     }
     dcr_dtype_store_bits(dtype, p, bits);
     return DCR_OK;
-}
-
-static void dcr__wmap_clear(dcr__wmap_t *m)
-{
-    if (m->len == 0) return;
-    memset(m->keys, 0, m->cap * sizeof(*m->keys));
-    m->len = 0;
 }
 
 /* Converts one word between dtypes like copy_ does. */
@@ -267,26 +228,35 @@ static inline int64_t dcr__inv_map(const dcr__inv_t *v, int64_t rem, int64_t dof
 #define DCR__AHEAD 64
 
 /* The hot loop, specialised by word size: XOR or store the record words
- * into the destinations. Records outside the view are passed over. */
+ * into the destinations. Records [k, end) lie inside the source span of the
+ * view; those the view does not reach are passed over. */
 #define DCR__SPARSE_LOOP(T)                                                                        \
     static void dcr__sparse_##T(const dcr__inv_t *v, const int64_t *idx, const uint8_t *val,       \
-                                size_t k, size_t n, int64_t soff, T *dst, int64_t doff, bool xor)  \
+                                size_t k, size_t end, int64_t soff, T *dst, int64_t doff,          \
+                                bool xor)                                                          \
     {                                                                                              \
         if (v->nd == 1 && v->sstride[0] == 1) {                                                    \
             /* One run: positions map by an offset (and the destination stride). */                \
             int64_t ds = v->dstride[0];                                                            \
-            for (; k < n && idx[k] <= v->hi; k++) {                                                \
-                /* Records are sparse and irregular: fetch ahead of the hardware. */               \
-                if (k + DCR__AHEAD < n && idx[k + DCR__AHEAD] <= v->hi)                            \
-                    __builtin_prefetch(dst + doff + (idx[k + DCR__AHEAD] - soff) * ds, 1);         \
+            int64_t shift = doff - soff * ds;                                                      \
+            /* Records are sparse and irregular: fetch ahead of the hardware. */                   \
+            size_t pf = end > DCR__AHEAD ? end - DCR__AHEAD : 0;                                   \
+            for (; k < pf; k++) {                                                                  \
+                __builtin_prefetch(dst + shift + idx[k + DCR__AHEAD] * ds, 1);                     \
                 T w;                                                                               \
                 memcpy(&w, val + k * sizeof(T), sizeof(T));                                        \
-                T *p = dst + doff + (idx[k] - soff) * ds;                                          \
+                T *p = dst + shift + idx[k] * ds;                                                  \
+                *p = xor? (T)(*p ^ w) : w;                                                         \
+            }                                                                                      \
+            for (; k < end; k++) {                                                                 \
+                T w;                                                                               \
+                memcpy(&w, val + k * sizeof(T), sizeof(T));                                        \
+                T *p = dst + shift + idx[k] * ds;                                                  \
                 *p = xor? (T)(*p ^ w) : w;                                                         \
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
-        for (; k < n && idx[k] <= v->hi; k++) {                                                    \
+        for (; k < end; k++) {                                                                     \
             int64_t at = dcr__inv_map(v, idx[k] - soff, doff);                                     \
             if (at < 0) continue;                                                                  \
             T w;                                                                                   \
@@ -307,23 +277,24 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
     dcr_dtype_t cd = r->cur_dtype, dd = w->dst.dtype;
     size_t cs = dcr_dtype_size(cd), ds = dcr_dtype_size(dd);
     size_t k = dcr__lower_bound(r->cur_idx, r->cur_count, inv.lo);
+    size_t end = k + dcr__lower_bound(r->cur_idx + k, r->cur_count - k, inv.hi + 1);
     bool xor = r->cur_enc == DCR_ENCODING_XOR;
     if (cd == dd && !r->cur_plan->overlap) {
         void *base = w->dst.storage->data;
         if (cs == 2)
-            dcr__sparse_uint16_t(&inv, r->cur_idx, r->cur_val, k, r->cur_count, w->src.offset, base,
+            dcr__sparse_uint16_t(&inv, r->cur_idx, r->cur_val, k, end, w->src.offset, base,
                                  w->dst.offset, xor);
         else if (cs == 4)
-            dcr__sparse_uint32_t(&inv, r->cur_idx, r->cur_val, k, r->cur_count, w->src.offset, base,
+            dcr__sparse_uint32_t(&inv, r->cur_idx, r->cur_val, k, end, w->src.offset, base,
                                  w->dst.offset, xor);
         else
-            dcr__sparse_uint8_t(&inv, r->cur_idx, r->cur_val, k, r->cur_count, w->src.offset, base,
+            dcr__sparse_uint8_t(&inv, r->cur_idx, r->cur_val, k, end, w->src.offset, base,
                                 w->dst.offset, xor);
         return DCR_OK;
     }
     /* Converting copies and overlapping writes take the checked general path. */
     char *dbase = w->dst.storage->data;
-    for (; k < r->cur_count && r->cur_idx[k] <= inv.hi; k++) {
+    for (; k < end; k++) {
         int64_t at = dcr__inv_map(&inv, r->cur_idx[k] - w->src.offset, w->dst.offset);
         if (at < 0) continue;
         char *p = dbase + at * (int64_t)ds;
@@ -603,7 +574,7 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
     if (m != DCR__SPARSE) dcr__unscatter(r);
     if (m == DCR__FULL_TRACKED) dcr__mark_active(r, 0);
     dcr__masks_clear(r);
-    dcr__wmap_clear(&r->wmap);
+    dcr_map_clear(&r->wmap);
     if (st != DCR_OK) return st;
     if (skipped || r->cur_write != r->cur_plan->nwrites) {
         char got[32], want[32];

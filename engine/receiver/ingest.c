@@ -12,58 +12,21 @@
 
 /* ---- duplicate set ---- */
 
-void dcr__dedup_free(dcr__dedup_t *d)
+/* Payload ids are per owner, so an id may repeat across owners: the set maps
+ * id -> owner with repeated keys, and a lookup matches the owner. */
+static int dcr__owner_match(uint64_t owner, const void *arg)
 {
-    free(d->ids);
-    free(d->owners);
-    free(d->used);
-    memset(d, 0, sizeof(*d));
+    return owner == *(const uint32_t *)arg;
 }
 
-void dcr__dedup_clear(dcr__dedup_t *d)
+static bool dcr__dedup_has(const dcr_map_t *d, uint32_t owner, uint64_t id)
 {
-    if (d->used) memset(d->used, 0, d->cap);
-    d->len = 0;
+    return dcr_map_get(d, id, dcr__owner_match, &owner, NULL);
 }
 
-static size_t dcr__dedup_slot(uint32_t owner, uint64_t id, size_t cap)
+static dcr_status_t dcr__dedup_add(dcr_map_t *d, uint32_t owner, uint64_t id)
 {
-    uint64_t h = (id ^ ((uint64_t)owner << 40) ^ owner) * 0x9E3779B97F4A7C15ull;
-    return (size_t)(h >> 17) & (cap - 1);
-}
-
-static bool dcr__dedup_has(const dcr__dedup_t *d, uint32_t owner, uint64_t id)
-{
-    if (d->cap == 0) return false;
-    for (size_t j = dcr__dedup_slot(owner, id, d->cap); d->used[j]; j = (j + 1) & (d->cap - 1))
-        if (d->ids[j] == id && d->owners[j] == owner) return true;
-    return false;
-}
-
-static dcr_status_t dcr__dedup_add(dcr__dedup_t *d, uint32_t owner, uint64_t id)
-{
-    if (2 * (d->len + 1) > d->cap) {
-        dcr__dedup_t n = {0};
-        n.cap = d->cap ? 2 * d->cap : 256;
-        n.ids = malloc(n.cap * sizeof(*n.ids));
-        n.owners = malloc(n.cap * sizeof(*n.owners));
-        n.used = calloc(n.cap, 1);
-        if (n.ids == NULL || n.owners == NULL || n.used == NULL) {
-            dcr__dedup_free(&n);
-            return dcr_error_set(DCR_ENOMEM, "receiver: duplicate set");
-        }
-        for (size_t i = 0; i < d->cap; i++)
-            if (d->used[i]) (void)dcr__dedup_add(&n, d->owners[i], d->ids[i]);
-        dcr__dedup_free(d);
-        *d = n;
-    }
-    size_t j = dcr__dedup_slot(owner, id, d->cap);
-    while (d->used[j]) j = (j + 1) & (d->cap - 1);
-    d->used[j] = 1;
-    d->ids[j] = id;
-    d->owners[j] = owner;
-    d->len++;
-    return DCR_OK;
+    return dcr_map_add(d, id, owner);
 }
 
 /* ---- admission ---- */
@@ -142,15 +105,14 @@ dcr_status_t dcr_receiver_apply_item(dcr_receiver_t *r, const dcr_payload_t *p, 
     }
     if (it.count > r->dec_cap) {
         int64_t *idx = realloc(r->dec_idx, it.count * sizeof(*idx));
-        if (idx) r->dec_idx = idx;
-        uint8_t *val = realloc(r->dec_val, it.count * 8);
-        if (val) r->dec_val = val;
-        if (idx == NULL || val == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
+        if (idx == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
+        r->dec_idx = idx;
         r->dec_cap = it.count;
     }
     DCR_CHECK(dcr_payload_item_indices(p, i, r->dec_idx));
-    DCR_CHECK(dcr_payload_item_values(p, i, r->dec_val));
-    return dcr__apply_records(r, (size_t)c, it.encoding, r->dec_idx, r->dec_val, it.count);
+    /* Values are read in place (every apply path reads words bytewise),
+     * which saves a copy of them per item. */
+    return dcr__apply_records(r, (size_t)c, it.encoding, r->dec_idx, it.values, it.count);
 }
 
 /* Applies a validated, decoded payload of the current attempt. */
@@ -177,8 +139,8 @@ dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size
 {
     if (r == NULL || buf == NULL) return dcr_error_set(DCR_EINVAL, "apply_payload: NULL argument");
     dcr_payload_header_t hdr;
-    dcr_ingest_t disp;
-    bool admit;
+    dcr_ingest_t disp = DCR_INGEST_ACCEPTED;
+    bool admit = false;
     DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
     if (admit) {
         dcr_status_t st = dcr_payload_decode(r->direct, buf, len);
@@ -239,8 +201,8 @@ dcr_status_t dcr_receiver_ingest(dcr_receiver_t *r, const void *buf, size_t len,
 {
     if (r == NULL || buf == NULL) return dcr_error_set(DCR_EINVAL, "ingest: NULL argument");
     dcr_payload_header_t hdr;
-    dcr_ingest_t disp;
-    bool admit;
+    dcr_ingest_t disp = DCR_INGEST_ACCEPTED;
+    bool admit = false;
     DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
     if (admit) {
         DCR_CHECK(dcr__group_for_next(r, timeout_ms));

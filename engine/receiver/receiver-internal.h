@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 
+#include "dcr/map.h"
 #include "dcr/queue.h"
 #include "dcr/receiver.h"
 
@@ -44,27 +45,12 @@ typedef struct dcr__group {
     size_t n;
 } dcr__group_t;
 
-/* Duplicate set of one attempt: (owner, payload id) pairs. */
-typedef struct dcr__dedup {
-    uint64_t *ids;
-    uint32_t *owners;
-    uint8_t *used;
-    size_t cap, len;
-} dcr__dedup_t;
-
 /* Mask fixed at the first copy into a destination view during one call. */
 typedef struct dcr__mask {
     size_t param;
     dcr_view_t dst;
     uint8_t *bits; /* one byte per dst element, row-major over dst's shape */
 } dcr__mask_t;
-
-/* Written-element map for overlapping overwrites (address -> bits). */
-typedef struct dcr__wmap {
-    uintptr_t *keys;
-    uint64_t *vals;
-    size_t cap, len;
-} dcr__wmap_t;
 
 struct dcr_receiver {
     dcr_receiver_config_t cfg;
@@ -97,19 +83,18 @@ struct dcr_receiver {
     int cur_mode;     /* dcr__apply_mode_t of the running pass */
     dcr__mask_t *masks;
     size_t nmasks, capmasks;
-    dcr__wmap_t wmap;
+    dcr_map_t wmap;   /* overlapping overwrites: element address -> bits written */
     int64_t *idx_buf; /* NaN / non-NaN split of overwrite records */
     uint8_t *val_buf;
     size_t buf_cap;
     int64_t *dec_idx; /* an item's records as decoded */
-    uint8_t *dec_val;
     size_t dec_cap;
 
     /* Attempt state. */
     uint64_t tau;
     bool attempt_begun;
     bool attempt_failed;
-    dcr__dedup_t dedup;
+    dcr_map_t dedup;       /* payloads seen in this attempt: payload id -> owner */
     dcr_payload_t *direct; /* decode target of apply_payload */
 
     /* Staging. */
@@ -133,8 +118,6 @@ dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encodin
                                 const int64_t *idx, const void *values, size_t count);
 
 /* ingest.c */
-void dcr__dedup_free(dcr__dedup_t *d);
-void dcr__dedup_clear(dcr__dedup_t *d);
 void dcr__staging_drop(dcr_receiver_t *r);
 
 /* Footprint of a view as ascending element intervals [lo, hi) of its

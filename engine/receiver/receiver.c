@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dcr/clock.h"
+#include "dcr/storage_large.h"
 #include "receiver-internal.h"
 
 static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
@@ -21,7 +22,7 @@ static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
 static dcr_status_t dcr__scratch_create(dcr_receiver_t *r)
 {
     size_t bytes = dcr_inventory_max_tensor_bytes(r->inv);
-    if (!r->cfg.shape_only) return dcr_storage_create(bytes, &r->scratch);
+    if (!r->cfg.shape_only) return dcr_storage_create_large(bytes, &r->scratch);
     r->scratch = calloc(1, sizeof(*r->scratch));
     if (r->scratch == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: scratch");
     r->scratch->bytes = bytes;
@@ -78,7 +79,7 @@ void dcr_receiver_destroy(dcr_receiver_t *r)
             dcr_payload_destroy(r->groups[g].slots[s]);
     dcr_queue_destroy(r->ready_q);
     dcr_queue_destroy(r->free_q);
-    dcr__dedup_free(&r->dedup);
+    dcr_map_free(&r->dedup);
     dcr_payload_destroy(r->direct);
     free(r->wlo);
     free(r->whi);
@@ -142,7 +143,7 @@ dcr_status_t dcr_receiver_begin_attempt(dcr_receiver_t *r, uint64_t tau)
     if (r->attempt_begun && tau < r->tau)
         return dcr_error_set(DCR_EINVAL, "begin_attempt: tau %llu is older than the current %llu",
                              (unsigned long long)tau, (unsigned long long)r->tau);
-    if (!r->attempt_begun || tau != r->tau) dcr__dedup_clear(&r->dedup);
+    if (!r->attempt_begun || tau != r->tau) dcr_map_clear(&r->dedup);
     r->tau = tau;
     r->attempt_begun = true;
     r->attempt_failed = false;

@@ -24,10 +24,13 @@
 #include "engine/receiver/receiver_test_util.h"
 #include "testkit.h"
 #include "workloads/model.h"
+#include "workloads/serve/serve_bench.h"
 #include "workloads/serve/vllm_layout.h"
 #include "workloads/train/megatron.h"
 
-enum { VAR_FP32_NORMS = 1, VAR_W2_T = 2 };
+/* VAR_FP8: o_proj of every layer exported FP8 block-quantized, at scale 4 so
+ * that the attention width splits on 128-column quantization blocks. */
+enum { VAR_FP32_NORMS = 1, VAR_W2_T = 2, VAR_FP8 = 4 };
 
 typedef struct sworld {
     dcr_model_config_t m;
@@ -46,8 +49,9 @@ static void sworld_init(sworld_t *s, const char *model, int layers, int experts,
                         unsigned var, int nodes, bool full_pass, uint64_t seed)
 {
     memset(s, 0, sizeof(*s));
-    testkit_load_model(model, 32, layers, &s->m);
+    testkit_load_model(model, (var & VAR_FP8) ? 4 : 32, layers, &s->m);
     if (experts) s->m.experts = experts;
+    if (var & VAR_FP8) s->m.fp8_layers = s->m.layers;
     assert_int_equal(dcr_model_build_inventory(&s->m, &s->inv), DCR_OK);
     s->sc = dcr_serve_config_default();
     s->sc.nodes = nodes;
@@ -392,6 +396,81 @@ static void test_qwen3_30b_xor_items(void **state)
     dcr_inventory_destroy(inv);
 }
 
+/* FP8 block-quantized exports through the loaders (vLLM's block FP8 linear:
+ * weight and inverse scales copied as they are, split along the input on
+ * block boundaries), refit against dense refits; a TP degree that would cut
+ * a quantization block is refused at layout validation. */
+static void test_fp8_export(void **state)
+{
+    const scase_t cases[] = {
+        {"qwen3-30b-a3b", 1, 4, 1, false, VAR_FP8, 0},
+        {"qwen3-30b-a3b", 1, 4, 4, false, VAR_FP8, 0},
+        {"qwen3-30b-a3b", 1, 8, 8, true, VAR_FP8 | VAR_FP32_NORMS, 0},
+        {"llama-3.2-3b", 2, 0, 2, false, VAR_FP8, 0},
+    };
+    run_cases(cases, sizeof(cases) / sizeof(cases[0]));
+    dcr_model_config_t m;
+    testkit_load_model("qwen3-30b-a3b", 32, 1, &m);
+    m.fp8_layers = 1;
+    dcr_serve_config_t sc = dcr_serve_config_default();
+    /* 32 heads of 8 at this scale: 64 columns per rank at TP 4, 128 at TP 2. */
+    assert_int_equal(m.heads * m.head_dim, 256);
+    sc.tp = 4;
+    assert_int_equal(dcr_serve_config_validate(&m, &sc), DCR_ELAYOUT);
+    assert_non_null(strstr(dcr_error_detail(), "quantization block"));
+    sc.tp = 2;
+    sc.gpus_per_node = 0;
+    dcr_status_t st = dcr_serve_config_validate(&m, &sc);
+    if (st != DCR_OK) fail_msg("%s", dcr_error_line(st));
+}
+
+/* The apply benchmark (dcr microbench apply): its refits are checked against
+ * dense refits inside; here its record counts follow from the rate and the
+ * tensors the receiver holds (round(rate * n) changed elements each), and
+ * its figures are consistent with each other. */
+static void test_apply_bench(void **state)
+{
+    dcr_model_config_t m;
+    testkit_load_model("qwen3-30b-a3b", 32, 2, &m);
+    m.experts = 8;
+    dcr_inventory_t *inv;
+    assert_int_equal(dcr_model_build_inventory(&m, &inv), DCR_OK);
+    dcr_serve_config_t sc = dcr_serve_config_default();
+    sc.tp = sc.gpus_per_node = 2;
+    dcr_receiver_t *probe;
+    assert_int_equal(dcr_serve_receiver_create(&m, inv, &sc, 1, NULL, &probe), DCR_OK);
+    assert_int_equal(dcr_receiver_prewarm(probe), DCR_OK);
+    const double rates[] = {0.01, 0.2};
+    int64_t expect[2] = {0, 0};
+    for (size_t t = 0; t < dcr_inventory_count(inv); t++) {
+        dcr_path_info_t pi;
+        assert_int_equal(dcr_receiver_path(probe, t, &pi), DCR_OK);
+        if (pi.cls == DCR_PATH_SKIPPED) continue;
+        double n = (double)dcr_desc_numel(dcr_inventory_at(inv, t));
+        for (int i = 0; i < 2; i++) expect[i] += (int64_t)(rates[i] * n + 0.5);
+    }
+    dcr_serve_bench_options_t opt = {1, false, true, 2, testkit_seed(7)};
+    dcr_serve_bench_result_t res[2];
+    dcr_status_t st = dcr_serve_bench_run(&m, &sc, &opt, rates, 2, res);
+    if (st != DCR_OK) fail_msg("%s", dcr_error_line(st));
+    for (int i = 0; i < 2; i++) {
+        assert_true(res[i].rate == rates[i]);
+        assert_int_equal(res[i].records, expect[i]);
+        assert_int_equal(res[i].resident_bytes, dcr_params_bytes(dcr_receiver_params(probe)));
+        assert_true(res[i].dense_s > 0 && res[i].apply_s > 0 && res[i].full_apply_s > 0);
+        assert_true(res[i].ingest_s >= res[i].apply_s);
+        assert_true(res[i].ratio == res[i].apply_s / res[i].dense_s);
+        assert_true(res[i].full_ratio == res[i].full_apply_s / res[i].dense_s);
+        assert_true(res[i].items_sparse > 0 && res[i].payload_bytes > 0);
+    }
+    const double bad = 1.5;
+    assert_int_equal(dcr_serve_bench_run(&m, &sc, &opt, &bad, 1, res), DCR_EINVAL);
+    opt.repeats = 0;
+    assert_int_equal(dcr_serve_bench_run(&m, &sc, &opt, rates, 1, res), DCR_EINVAL);
+    dcr_receiver_destroy(probe);
+    dcr_inventory_destroy(inv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -402,6 +481,8 @@ int main(void)
         cmocka_unit_test(test_dense_families),
         cmocka_unit_test(test_nemotron_h),
         cmocka_unit_test(test_qwen3_30b_xor_items),
+        cmocka_unit_test(test_fp8_export),
+        cmocka_unit_test(test_apply_bench),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,9 +3,11 @@
  * receiver of a serving layout is dense-loaded with random bits, prewarmed,
  * and then refit at each rate from records of the bitwise diff (uniform
  * positions, XOR where its path allows, overwrite elsewhere), encoded into
- * payloads. Timing covers only the receiver: the dense load, and the apply of
- * decoded items (plus, separately, validate + decode + apply). Every refit is
- * checked bit-exact against a fresh dense load outside the timed parts. */
+ * payloads. Timing covers only the receiver: a dense reload of the version it
+ * holds, and the apply of decoded items (plus, separately, validate + decode
+ * + apply), alternated in one process and kept as the best of the repeats.
+ * Every refit is checked bit-exact against a fresh dense load outside the
+ * timed parts. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,10 +20,11 @@ typedef struct dcr__bench {
     const dcr_model_config_t *m;
     const dcr_inventory_t *inv;
     const dcr_serve_config_t *sc;
-    int receiver;
-    dcr_receiver_config_t base;
-    dcr_storage_t **w;
+    const dcr_serve_bench_options_t *opt;
+    dcr_storage_t **w; /* the version the receivers hold */
     dcr_rng_t rng;
+    dcr_receiver_t *r;    /* measured */
+    dcr_receiver_t *full; /* compare_full: the seed's full pass */
 } dcr__bench_t;
 
 static void dcr__tensors_free(dcr_storage_t **t, size_t n)
@@ -182,14 +185,14 @@ static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_
     return st;
 }
 
-static dcr_status_t dcr__fresh(dcr__bench_t *b, dcr_storage_t **w, dcr_receiver_t **out_p,
-                               double *seconds_p)
+/* A receiver of the layout holding version w (dense-loaded, not timed). */
+static dcr_status_t dcr__fresh(const dcr__bench_t *b, bool full_pass, dcr_storage_t **w,
+                               dcr_receiver_t **out_p)
 {
+    dcr_receiver_config_t base = {.full_pass = full_pass};
     dcr_receiver_t *r;
-    DCR_CHECK(dcr_serve_receiver_create(b->m, b->inv, b->sc, b->receiver, &b->base, &r));
-    double t0 = dcr_clock_s();
+    DCR_CHECK(dcr_serve_receiver_create(b->m, b->inv, b->sc, b->opt->receiver, &base, &r));
     dcr_status_t st = dcr_receiver_load_dense_all(r, w);
-    if (seconds_p) *seconds_p = dcr_clock_s() - t0;
     if (st != DCR_OK) {
         dcr_receiver_destroy(r);
         return st;
@@ -198,84 +201,144 @@ static dcr_status_t dcr__fresh(dcr__bench_t *b, dcr_storage_t **w, dcr_receiver_
     return DCR_OK;
 }
 
-/* One rate: new version, payloads, timed apply, oracle check. */
-static dcr_status_t dcr__bench_rate(dcr__bench_t *b, dcr_receiver_t *r, double rate, uint64_t tau,
+/* Applies the payloads to r as attempt tau: the apply time from the
+ * receiver's statistics, the wall time of the whole ingest, and how the
+ * items ran. */
+static dcr_status_t dcr__apply_timed(dcr_receiver_t *r, const dcr__payloads_t *ps, uint64_t tau,
+                                     double *apply_s, double *ingest_s, dcr_receiver_stats_t *delta)
+{
+    DCR_CHECK(dcr_receiver_begin_attempt(r, tau));
+    dcr_receiver_stats_t s0, s1;
+    dcr_receiver_stats(r, &s0);
+    double t0 = dcr_clock_s();
+    for (size_t i = 0; i < ps->n; i++)
+        DCR_CHECK(dcr_receiver_apply_payload(r, ps->buf[i], ps->len[i], NULL));
+    *ingest_s = dcr_clock_s() - t0;
+    dcr_receiver_stats(r, &s1);
+    *apply_s = s1.apply_s - s0.apply_s;
+    delta->items_sparse = s1.items_sparse - s0.items_sparse;
+    delta->items_full = s1.items_full - s0.items_full;
+    return DCR_OK;
+}
+
+/* The oracle: r must equal a fresh dense load of version n, bit for bit. */
+static dcr_status_t dcr__check(const dcr__bench_t *b, const dcr_receiver_t *r,
+                               const dcr_receiver_t *fresh, double rate, const char *which)
+{
+    const char *param = NULL;
+    int64_t elem = -1;
+    if (dcr_receiver_equal(r, fresh, &param, &elem)) return DCR_OK;
+    return dcr_error_set(DCR_EMISMATCH,
+                         "bench: rate %g: %s receiver: %s[%lld] differs from the dense refit", rate,
+                         which, param, (long long)elem);
+}
+
+static void dcr__keep_best(double *best, double s, bool first)
+{
+    if (first || s < *best) *best = s;
+}
+
+/* One repeat of one rate: dense reload, new version, payloads, timed
+ * applies, oracle checks. The receivers then hold the new version. */
+static dcr_status_t dcr__bench_rate(dcr__bench_t *b, double rate, uint64_t tau, bool first,
                                     dcr_serve_bench_result_t *res)
 {
     size_t nt = dcr_inventory_count(b->inv);
+    double t0 = dcr_clock_s();
+    DCR_CHECK(dcr_receiver_load_dense_all(b->r, b->w));
+    dcr__keep_best(&res->dense_s, dcr_clock_s() - t0, first);
     dcr_storage_t **n;
     DCR_CHECK(dcr__tensors(b->inv, &n));
     dcr__payloads_t ps = {0};
     dcr_status_t st = DCR_OK;
     for (size_t t = 0; st == DCR_OK && t < nt; t++)
         st = dcr__mutate(&b->rng, dcr_inventory_at(b->inv, t), b->w[t]->data, n[t]->data, rate);
-    if (st == DCR_OK) st = dcr__encode(b, r, n, tau, &ps, &res->records);
-    if (st == DCR_OK) st = dcr_receiver_begin_attempt(r, tau);
-    dcr_receiver_stats_t s0, s1;
-    dcr_receiver_stats(r, &s0);
-    double t0 = dcr_clock_s();
-    for (size_t i = 0; st == DCR_OK && i < ps.n; i++)
-        st = dcr_receiver_apply_payload(r, ps.buf[i], ps.len[i], NULL);
-    res->ingest_s = dcr_clock_s() - t0;
-    dcr_receiver_stats(r, &s1);
-    res->apply_s = s1.apply_s - s0.apply_s;
-    res->payload_bytes = ps.bytes;
-    res->items_sparse = (int64_t)(s1.items_sparse - s0.items_sparse);
-    res->items_full = (int64_t)(s1.items_full - s0.items_full);
+    if (st == DCR_OK) st = dcr__encode(b, b->r, n, tau, &ps, &res->records);
+    double apply_s = 0, ingest_s = 0, full_s = 0, full_ingest_s = 0;
+    dcr_receiver_stats_t d = {0}, dfull = {0};
+    if (st == DCR_OK) st = dcr__apply_timed(b->r, &ps, tau, &apply_s, &ingest_s, &d);
+    if (st == DCR_OK && b->full)
+        st = dcr__apply_timed(b->full, &ps, tau, &full_s, &full_ingest_s, &dfull);
     dcr_receiver_t *fresh = NULL;
-    if (st == DCR_OK) st = dcr__fresh(b, n, &fresh, NULL);
-    const char *param = NULL;
-    int64_t elem = -1;
-    if (st == DCR_OK && !dcr_receiver_equal(r, fresh, &param, &elem))
-        st = dcr_error_set(DCR_EMISMATCH, "bench: rate %g: %s[%lld] differs from the dense refit",
-                           rate, param, (long long)elem);
+    if (st == DCR_OK) st = dcr__fresh(b, false, n, &fresh);
+    if (st == DCR_OK) st = dcr__check(b, b->r, fresh, rate, "measured");
+    if (st == DCR_OK && b->full) st = dcr__check(b, b->full, fresh, rate, "full-pass");
     dcr_receiver_destroy(fresh);
+    res->payload_bytes = ps.bytes;
     dcr__payloads_free(&ps);
     if (st != DCR_OK) {
         dcr__tensors_free(n, nt);
         return st;
     }
+    dcr__keep_best(&res->apply_s, apply_s, first);
+    dcr__keep_best(&res->ingest_s, ingest_s, first);
+    dcr__keep_best(&res->full_apply_s, full_s, first);
+    res->items_sparse = (int64_t)d.items_sparse;
+    res->items_full = (int64_t)d.items_full;
     dcr__tensors_free(b->w, nt);
     b->w = n;
     return DCR_OK;
+}
+
+/* Random weights, the measured receiver (and the comparison one) dense
+ * loaded and prewarmed. */
+static dcr_status_t dcr__bench_setup(dcr__bench_t *b)
+{
+    DCR_CHECK(dcr__tensors(b->inv, &b->w));
+    for (size_t t = 0; t < dcr_inventory_count(b->inv); t++)
+        dcr__random_fill(&b->rng, dcr_inventory_at(b->inv, t), b->w[t]->data);
+    DCR_CHECK(dcr__fresh(b, b->opt->full_pass, b->w, &b->r));
+    DCR_CHECK(dcr_receiver_prewarm(b->r));
+    if (!b->opt->compare_full) return DCR_OK;
+    DCR_CHECK(dcr__fresh(b, true, b->w, &b->full));
+    return dcr_receiver_prewarm(b->full);
+}
+
+static void dcr__ratios(const dcr_receiver_t *r, dcr_serve_bench_result_t *res)
+{
+    res->ratio = res->dense_s > 0 ? res->apply_s / res->dense_s : 0;
+    res->full_ratio = res->dense_s > 0 ? res->full_apply_s / res->dense_s : 0;
+    res->resident_bytes = dcr_params_bytes(dcr_receiver_params(r));
+}
+
+dcr_status_t dcr_serve_bench_run(const dcr_model_config_t *model, const dcr_serve_config_t *sc,
+                                 const dcr_serve_bench_options_t *opt, const double *rates,
+                                 int nrates, dcr_serve_bench_result_t *out)
+{
+    if (model == NULL || sc == NULL || opt == NULL || rates == NULL || out == NULL || nrates < 1)
+        return dcr_error_set(DCR_EINVAL, "bench apply: NULL argument or no rate");
+    if (opt->repeats < 1) return dcr_error_set(DCR_EINVAL, "bench apply: repeats must be >= 1");
+    for (int i = 0; i < nrates; i++)
+        if (!(rates[i] > 0 && rates[i] <= 1))
+            return dcr_error_set(DCR_EINVAL, "bench apply: rate %g outside (0, 1]", rates[i]);
+    dcr_inventory_t *inv;
+    DCR_CHECK(dcr_model_build_inventory(model, &inv));
+    dcr__bench_t b = {.m = model, .inv = inv, .sc = sc, .opt = opt};
+    dcr_rng_seed(&b.rng, opt->seed);
+    dcr_serve_bench_result_t *res = calloc((size_t)nrates, sizeof(*res));
+    dcr_status_t st = res ? dcr__bench_setup(&b) : dcr_error_set(DCR_ENOMEM, "bench apply");
+    uint64_t tau = 1;
+    for (int rep = 0; st == DCR_OK && rep < opt->repeats; rep++)
+        for (int i = 0; st == DCR_OK && i < nrates; i++) {
+            res[i].rate = rates[i];
+            st = dcr__bench_rate(&b, rates[i], tau++, rep == 0, &res[i]);
+        }
+    for (int i = 0; st == DCR_OK && i < nrates; i++) {
+        dcr__ratios(b.r, &res[i]);
+        out[i] = res[i];
+    }
+    free(res);
+    dcr_receiver_destroy(b.full);
+    dcr_receiver_destroy(b.r);
+    dcr__tensors_free(b.w, dcr_inventory_count(inv));
+    dcr_inventory_destroy(inv);
+    return st;
 }
 
 dcr_status_t dcr_serve_bench_apply(const dcr_model_config_t *model, const dcr_serve_config_t *sc,
                                    int receiver, bool full_pass, const double *rates, int nrates,
                                    uint64_t seed, dcr_serve_bench_result_t *out)
 {
-    if (model == NULL || sc == NULL || rates == NULL || out == NULL || nrates < 1)
-        return dcr_error_set(DCR_EINVAL, "bench apply: NULL argument or no rate");
-    dcr_inventory_t *inv;
-    DCR_CHECK(dcr_model_build_inventory(model, &inv));
-    dcr__bench_t b = {.m = model, .inv = inv, .sc = sc, .receiver = receiver};
-    b.base.full_pass = full_pass;
-    dcr_rng_seed(&b.rng, seed);
-    size_t nt = dcr_inventory_count(inv);
-    dcr_receiver_t *r = NULL;
-    double dense_s = 0;
-    dcr_status_t st = dcr__tensors(inv, &b.w);
-    for (size_t t = 0; st == DCR_OK && t < nt; t++)
-        dcr__random_fill(&b.rng, dcr_inventory_at(inv, t), b.w[t]->data);
-    /* The dense figure is the best of three loads into fresh receivers, as
-     * the apply figures are single runs on a warm receiver. */
-    for (int rep = 0; st == DCR_OK && rep < 3; rep++) {
-        double s = 0;
-        dcr_receiver_destroy(r);
-        r = NULL;
-        st = dcr__fresh(&b, b.w, &r, &s);
-        if (rep == 0 || s < dense_s) dense_s = s;
-    }
-    if (st == DCR_OK) st = dcr_receiver_prewarm(r);
-    for (int i = 0; st == DCR_OK && i < nrates; i++) {
-        dcr_serve_bench_result_t res = {.rate = rates[i], .dense_s = dense_s};
-        st = dcr__bench_rate(&b, r, rates[i], (uint64_t)i + 1, &res);
-        res.ratio = dense_s > 0 ? res.apply_s / dense_s : 0;
-        res.resident_bytes = dcr_params_bytes(dcr_receiver_params(r));
-        if (st == DCR_OK) out[i] = res;
-    }
-    dcr_receiver_destroy(r);
-    dcr__tensors_free(b.w, nt);
-    dcr_inventory_destroy(inv);
-    return st;
+    dcr_serve_bench_options_t opt = {receiver, full_pass, false, 1, seed};
+    return dcr_serve_bench_run(model, sc, &opt, rates, nrates, out);
 }

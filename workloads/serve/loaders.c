@@ -167,13 +167,29 @@ dcr_status_t dcr__load_expert(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const c
 
 /* ---- declarations ---- */
 
-dcr_status_t dcr__decl_attention(const dcr__vllm_t *s, dcr_params_t *p, const char *lp, bool bias,
-                                 bool o_bias, bool qk_norm)
+/* vLLM's block-quantized FP8 linear (row parallel): the e4m3 weight and its
+ * FP32 inverse scales, one per 128 x 128 block, both split along the input
+ * dimension on block boundaries (dcr_serve_config_validate holds tp to it). */
+static dcr_status_t dcr__decl_fp8_linear(dcr_params_t *p, const char *lp, const char *name,
+                                         int64_t rows, int64_t cols)
+{
+    const int64_t b = DCR__FP8_BLOCK;
+    char scale[DCR__SERVE_NAME_MAX];
+    DCR_CHECK(dcr__name(scale, "%s_scale_inv", name));
+    DCR_CHECK(dcr__decl(p, lp, name, DCR_DTYPE_FP8_E4M3, 2, rows, cols, 0));
+    return dcr__decl(p, lp, scale, DCR_DTYPE_FP32, 2, (rows + b - 1) / b, (cols + b - 1) / b, 0);
+}
+
+dcr_status_t dcr__decl_attention(const dcr__vllm_t *s, dcr_params_t *p, const char *lp, int layer,
+                                 bool bias, bool o_bias, bool qk_norm)
 {
     int64_t hd = s->m.head_dim, h = s->m.hidden, rows = (s->nh_l + 2 * s->kv_l) * hd;
     DCR_CHECK(dcr__decl(p, lp, "qkv_proj.weight", DCR_DTYPE_BF16, 2, rows, h, 0));
     if (bias) DCR_CHECK(dcr__decl(p, lp, "qkv_proj.bias", DCR_DTYPE_BF16, 1, rows, 0, 0));
-    DCR_CHECK(dcr__decl(p, lp, "o_proj.weight", DCR_DTYPE_BF16, 2, h, s->nh_l * hd, 0));
+    if (layer < s->m.fp8_layers)
+        DCR_CHECK(dcr__decl_fp8_linear(p, lp, "o_proj.weight", h, s->nh_l * hd));
+    else
+        DCR_CHECK(dcr__decl(p, lp, "o_proj.weight", DCR_DTYPE_BF16, 2, h, s->nh_l * hd, 0));
     if (o_bias) DCR_CHECK(dcr__decl(p, lp, "o_proj.bias", DCR_DTYPE_BF16, 1, h, 0, 0));
     if (qk_norm) {
         DCR_CHECK(dcr__decl(p, lp, "q_norm.weight", s->norm_dtype, 1, hd, 0, 0));
@@ -249,7 +265,7 @@ static dcr_status_t dcr__decoder_layer_declare(const dcr__vllm_t *s, dcr_params_
     for (int i = 0; i < nnorms; i++)
         DCR_CHECK(dcr__decl(p, lp, dcr__norms[i], s->norm_dtype, 1, h, 0, 0));
     DCR_CHECK(dcr__name(sub, "%sself_attn.", lp));
-    DCR_CHECK(dcr__decl_attention(s, p, sub, m->qkv_bias,
+    DCR_CHECK(dcr__decl_attention(s, p, sub, l, m->qkv_bias,
                                   m->qkv_bias && m->family != DCR_FAMILY_QWEN2, m->qk_norm));
     if (m->family == DCR_FAMILY_QWEN3_MOE) {
         DCR_CHECK(dcr__decl(p, lp, "mlp.gate.weight", DCR_DTYPE_BF16, 2, m->experts, h, 0));
@@ -294,7 +310,10 @@ static dcr_status_t dcr__decoder_attention(const dcr__vllm_t *s, dcr_load_ctx_t 
         return dcr__load_qkv(s, ctx, param, r[0], w);
     }
     DCR_CHECK(dcr__name(param, "%sself_attn.%s", lp, r));
-    if (strcmp(r, "o_proj.weight") == 0) return dcr__load_cols(s, ctx, param, w);
+    /* o_proj is row parallel: its weight, and an FP8 export's block scales
+     * (copied as they are, like the FP8 weight), split along the input. */
+    if (strcmp(r, "o_proj.weight") == 0 || strcmp(r, "o_proj.weight_scale_inv") == 0)
+        return dcr__load_cols(s, ctx, param, w);
     /* o_proj.bias (row-parallel bias) and the q/k norms are replicated. */
     return dcr__load_whole(ctx, param, w);
 }

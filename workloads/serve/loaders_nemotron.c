@@ -61,7 +61,7 @@ dcr_status_t dcr__nemotron_declare(const dcr__vllm_t *s, dcr_params_t *p)
         else if (kind == 'E')
             DCR_CHECK(dcr__declare_moe(s, p, mp));
         else
-            DCR_CHECK(dcr__decl_attention(s, p, mp, false, false, false));
+            DCR_CHECK(dcr__decl_attention(s, p, mp, l, false, false, false));
     }
     DCR_CHECK(dcr__decl(p, s->prefix, "norm_f.weight", s->norm_dtype, 1, h, 0, 0));
     if (!s->m.tied_embeddings)

@@ -8,6 +8,10 @@
 
 #define DCR__SERVE_NAME_MAX 256
 
+/* Rows and columns of one FP8 quantization block of the block-quantized
+ * export (a weight_scale_inv entry covers one block). */
+#define DCR__FP8_BLOCK 128
+
 /* One rank's view of the model under its layout. */
 typedef struct dcr__vllm {
     dcr_model_config_t m;
@@ -52,9 +56,10 @@ dcr_status_t dcr__load_vocab(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const ch
 dcr_status_t dcr__load_expert(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const char *prefix,
                               int expert, int part, const char *tail, const dcr_view_t *w);
 
-/* Parameters common to attention mixers / experts / vocab. */
-dcr_status_t dcr__decl_attention(const dcr__vllm_t *s, dcr_params_t *p, const char *lp, bool bias,
-                                 bool o_bias, bool qk_norm);
+/* Parameters common to attention mixers / experts / vocab. Layer `layer`'s
+ * o_proj is FP8 with block scales when the model exports it so. */
+dcr_status_t dcr__decl_attention(const dcr__vllm_t *s, dcr_params_t *p, const char *lp, int layer,
+                                 bool bias, bool o_bias, bool qk_norm);
 dcr_status_t dcr__decl_experts(const dcr__vllm_t *s, dcr_params_t *p, const char *ep, int parts);
 
 /* Fills the rank's geometry from a loader config. */

@@ -12,21 +12,43 @@
 
 typedef struct dcr_serve_bench_result {
     double rate;           /* fraction of every tensor's elements changed */
-    int64_t records;       /* records this receiver's items carried */
-    size_t payload_bytes;  /* encoded payload bytes */
+    int64_t records;       /* records this receiver's items carried (last repeat) */
+    size_t payload_bytes;  /* encoded payload bytes (last repeat) */
     size_t resident_bytes; /* the receiver's resident parameters */
-    double dense_s;        /* dense load of every canonical tensor through the loader (best of 3) */
-    double apply_s;        /* apply of the decoded items (receiver stats.apply_s) */
-    double ingest_s;       /* validate + decode + apply, wall time */
-    double ratio;          /* apply_s / dense_s */
+    /* Dense reload of every canonical tensor through the loader into the
+     * warm receiver (every resident byte written, as a full reload would). */
+    double dense_s;
+    double apply_s;  /* apply of the decoded items (receiver stats.apply_s) */
+    double ingest_s; /* validate + decode + apply, wall time */
+    double ratio;    /* apply_s / dense_s */
     int64_t items_sparse, items_full;
+    /* compare_full only: the seed's full pass (scratch + loader over whole
+     * tensors) on a second receiver, same payloads; else 0. */
+    double full_apply_s;
+    double full_ratio; /* full_apply_s / dense_s */
 } dcr_serve_bench_result_t;
 
-/* Dense-loads receiver `receiver` of the layout with random weights, prewarms
- * it, then refits it once per rate (consecutively), checking each refit
- * bit-exact against a fresh dense load (outside the timings). full_pass turns
- * sparse apply off (the seed's receivers). out[i] gets rate i's figures.
- * Memory: about four copies of the model's canonical bytes. */
+typedef struct dcr_serve_bench_options {
+    int receiver;      /* which receiver of the layout */
+    bool full_pass;    /* the measured receiver runs the seed's full pass */
+    bool compare_full; /* also time a full-pass receiver on the same payloads */
+    int repeats;       /* >= 1; every time figure is the best of this many */
+    uint64_t seed;
+} dcr_serve_bench_options_t;
+
+/* Dense-loads the receiver with random weights and prewarms it, then per
+ * repeat and per rate (rates inner): times a dense reload of the current
+ * version into it, refits it to a new version with that rate of changes,
+ * times the apply (and the full-pass receiver's, when asked), and checks
+ * every refit bit-exact against a fresh dense load (outside the timings).
+ * The timed parts alternate in one process, so their ratios share the
+ * machine's state. out[i] gets rate i's figures, each the best over the
+ * repeats. Memory: about five copies of the receiver's bytes. */
+dcr_status_t dcr_serve_bench_run(const dcr_model_config_t *model, const dcr_serve_config_t *sc,
+                                 const dcr_serve_bench_options_t *opt, const double *rates,
+                                 int nrates, dcr_serve_bench_result_t *out);
+
+/* One repeat without comparison (dcr_serve_bench_run with those options). */
 dcr_status_t dcr_serve_bench_apply(const dcr_model_config_t *model, const dcr_serve_config_t *sc,
                                    int receiver, bool full_pass, const double *rates, int nrates,
                                    uint64_t seed, dcr_serve_bench_result_t *out);

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "workloads/serve/vllm_layout.h"
+#include "workloads/serve/serve-internal.h"
 
 dcr_serve_config_t dcr_serve_config_default(void)
 {
@@ -51,6 +51,18 @@ static dcr_status_t dcr__validate_attention(const dcr_model_config_t *m, int tp)
     return DCR_OK;
 }
 
+/* An FP8 block-quantized o_proj splits along its input on block boundaries
+ * (vLLM refuses partitions that cut a quantization block). */
+static dcr_status_t dcr__validate_fp8(const dcr_model_config_t *m, int tp)
+{
+    int64_t part = (int64_t)m->heads * m->head_dim / tp;
+    if (m->fp8_layers == 0 || tp == 1 || part % DCR__FP8_BLOCK == 0) return DCR_OK;
+    return dcr_error_set(DCR_ELAYOUT,
+                         "model %s: serving tp %d splits the FP8 o_proj input into %lld "
+                         "columns, not a multiple of the %d-column quantization block",
+                         m->name, tp, (long long)part, DCR__FP8_BLOCK);
+}
+
 static bool dcr__has_attention(const dcr_model_config_t *m)
 {
     return m->family != DCR_FAMILY_NEMOTRON_H || strchr(m->pattern, '*') != NULL;
@@ -60,6 +72,7 @@ static dcr_status_t dcr__validate_model(const dcr_model_config_t *m, const dcr_s
 {
     int tp = sc->tp;
     if (dcr__has_attention(m)) DCR_CHECK(dcr__validate_attention(m, tp));
+    if (dcr__has_attention(m)) DCR_CHECK(dcr__validate_fp8(m, tp));
     if (m->intermediate)
         DCR_CHECK(dcr__divides(m->name, "the intermediate size", m->intermediate, tp));
     if (m->shared_intermediate)
