@@ -400,7 +400,14 @@ dcr_results_stats_t dcr_results_stats(const double *v, size_t n)
     if (!n) return s;
     double *tmp = malloc(n * sizeof(double));
     if (!tmp) return s;
-    memcpy(tmp, v, n * sizeof(double));
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(v[i])) tmp[kept++] = v[i];
+    n = kept;
+    if (!n) {
+        free(tmp);
+        return s;
+    }
     qsort(tmp, n, sizeof(double), cmp_double);
     double sum = 0;
     for (size_t i = 0; i < n; i++) sum += tmp[i];
