@@ -319,6 +319,30 @@ static void test_rejects_malformed(void **state)
     unlink(path);
 }
 
+/* Bounds of refits run with the recorder off are stored as NaN (dcr bench
+ * --trace-overhead): read back as NaN, where a NaN latency is refused. */
+static void unmeasured_bounds(hid_t f)
+{
+    double v[NREF] = {0.5, NAN, NAN, 0.5, 0.5};
+    replace_column(f, "transport_lb_s", H5T_IEEE_F64LE, v, NREF);
+    replace_column(f, "construction_lb_s", H5T_IEEE_F64LE, v, NREF);
+    replace_column(f, "finalization_s", H5T_IEEE_F64LE, v, NREF);
+}
+static void test_unmeasured_bounds(void **state)
+{
+    char path[128];
+    temp_path(path, sizeof(path), "gaps");
+    damaged(path, unmeasured_bounds);
+    dcr_results_set_t *set = NULL;
+    assert_int_equal(dcr_results_read(path, &set), DCR_OK);
+    const double *t = dcr_results_column(&set->runs[0], "transport_lb_s");
+    assert_true(t[0] == 0.5 && isnan(t[1]) && isnan(t[2]));
+    dcr_results_stats_t st = dcr_results_stats(t, NREF);
+    assert_true(st.n == 3 && st.mean == 0.5);
+    dcr_results_set_destroy(set);
+    unlink(path);
+}
+
 /* ---- verdicts ---- */
 
 static dcr_results_stats_t st3(double a, double b, double c)
@@ -554,6 +578,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_unmeasured_bounds),
         cmocka_unit_test(test_variable_length_strings),
         cmocka_unit_test(test_judge_rule),
         cmocka_unit_test(test_files_regression),
