@@ -28,7 +28,8 @@
  * malformed, and a malformed manifest fails the attempt on every reader.
  *
  * Readers (rollout nodes) never share memory with the training side: each
- * node has OBJ_FLOWS download threads that poll the attempt's prefix, fetch
+ * node has OBJ_FLOWS download threads that list the attempt's prefix (when
+ * the directory notifies a publication, else by polling), fetch
  * visible payloads through the emulated link, verify them (header, digest,
  * tau, owner and id against the name) and queue them for recv, in discovery
  * order. Before the manifest exists a node trusts a verified object whose
@@ -49,6 +50,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -65,7 +69,10 @@
  * are bandwidth-bound either way: the node's rate is shared by all flows. */
 #define OBJ_FLOWS 8
 /* Listing interval: from 1 ms right after something new appeared, doubling
- * to 8 ms while nothing changes (a LIST per node every 8 ms when idle). */
+ * to 8 ms while nothing changes (a LIST per node every 8 ms when idle). Where
+ * the directory can notify (inotify), a node lists as soon as an object is
+ * published, as an S3 client would on the bucket's event notifications, and
+ * the interval only backs that up. */
 #define OBJ_POLL_MIN_NS 1000000ull
 #define OBJ_POLL_MAX_NS 8000000ull
 /* How long a listed payload may stay missing or corrupt after the manifest
@@ -134,6 +141,7 @@ typedef struct obj_node {
     size_t rcount, rcap;
     size_t fetching;
     bool listing;
+    bool changed; /* the watcher saw an object published since the last listing began */
     uint64_t next_list_ns, poll_ns;
     bool have_manifest;
     uint64_t manifest_ns;
@@ -142,6 +150,10 @@ typedef struct obj_node {
     char errmsg[512];
     pthread_t th[OBJ_FLOWS];
     int nth;
+    /* Change notification: -1 where the directory cannot notify (polling only). */
+    int notify_fd, notify_wd, quit_fd;
+    pthread_t watcher;
+    bool have_watcher;
 } obj_node_t;
 
 typedef struct objstore {
@@ -510,6 +522,20 @@ static bool obj_done(const obj_node_t *nd)
     return nd->have_manifest && nd->handed_listed == nd->listed;
 }
 
+/* Points the node's change notification at its open attempt's prefix (or at
+ * nothing). The prefix exists: open_attempt creates it before nodes open. A
+ * watch that cannot be added leaves the node polling. */
+static void obj_watch(obj_node_t *nd, bool open)
+{
+    if (nd->notify_fd < 0) return;
+    if (nd->notify_wd >= 0) inotify_rm_watch(nd->notify_fd, nd->notify_wd);
+    nd->notify_wd = -1;
+    if (!open) return;
+    char dir[PATH_MAX];
+    obj_attempt_dir(nd->s, nd->tau, dir, sizeof dir);
+    nd->notify_wd = inotify_add_watch(nd->notify_fd, dir, IN_MOVED_TO);
+}
+
 /* Drops everything of the node's current attempt and opens `tau` (open) or
  * nothing. Queued payloads of the old attempt are counted as dropped. */
 static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
@@ -528,6 +554,7 @@ static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
     nd->open = open;
     nd->poll_ns = OBJ_POLL_MIN_NS;
     nd->next_list_ns = 0;
+    obj_watch(nd, open);
     pthread_cond_broadcast(&nd->work_cv);
     pthread_cond_broadcast(&nd->recv_cv);
     pthread_mutex_unlock(&nd->mu);
@@ -924,6 +951,7 @@ static void obj_list_locked(obj_node_t *nd)
     uint64_t gen0 = atomic_load(&nd->gen), tau = nd->tau;
     bool need_manifest = !nd->have_manifest;
     nd->listing = true;
+    nd->changed = false; /* a publication from now on needs another listing */
     pthread_mutex_unlock(&nd->mu);
     obj_listing_t L = {0};
     obj_scan(nd->s, tau, need_manifest, &L);
@@ -975,7 +1003,7 @@ static void *obj_worker(void *arg)
             continue;
         }
         uint64_t now = dcr_clock_ns();
-        if (!nd->listing && now >= nd->next_list_ns) {
+        if (!nd->listing && (nd->changed || now >= nd->next_list_ns)) {
             obj_list_locked(nd);
             continue;
         }
@@ -985,12 +1013,65 @@ static void *obj_worker(void *arg)
     return NULL;
 }
 
+/* Turns the directory's notifications into listings: the download threads
+ * wait on a condition variable, which cannot also wait on a descriptor. */
+static void *obj_watcher(void *arg)
+{
+    obj_node_t *nd = arg;
+    struct pollfd p[2] = {{.fd = nd->notify_fd, .events = POLLIN},
+                          {.fd = nd->quit_fd, .events = POLLIN}};
+    _Alignas(struct inotify_event) char events[4096];
+    for (;;) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+        if (p[1].revents != 0) break;
+        if (p[0].revents == 0) continue;
+        while (read(nd->notify_fd, events, sizeof events) > 0) {
+        }
+        pthread_mutex_lock(&nd->mu);
+        nd->changed = true;
+        pthread_cond_broadcast(&nd->work_cv);
+        pthread_mutex_unlock(&nd->mu);
+    }
+    return NULL;
+}
+
+/* Starts the node's change notification; without it the node only polls. */
+static void obj_notify_init(obj_node_t *nd)
+{
+    nd->notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    nd->quit_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (nd->notify_fd >= 0 && nd->quit_fd >= 0 &&
+        pthread_create(&nd->watcher, NULL, obj_watcher, nd) == 0) {
+        nd->have_watcher = true;
+        return;
+    }
+    DCR_LOG_DEBUG("objstore: node %d lists by polling only (no change notification)", nd->idx);
+    if (nd->notify_fd >= 0) close(nd->notify_fd);
+    if (nd->quit_fd >= 0) close(nd->quit_fd);
+    nd->notify_fd = nd->quit_fd = -1;
+}
+
+static void obj_notify_fini(obj_node_t *nd)
+{
+    if (nd->have_watcher) {
+        uint64_t one = 1;
+        ssize_t w = write(nd->quit_fd, &one, sizeof one); /* a fresh eventfd takes it */
+        (void)w;
+        pthread_join(nd->watcher, NULL);
+        nd->have_watcher = false;
+    }
+    if (nd->notify_fd >= 0) close(nd->notify_fd);
+    if (nd->quit_fd >= 0) close(nd->quit_fd);
+    nd->notify_fd = nd->quit_fd = -1;
+}
+
 /* ---- rollout side: setup ------------------------------------------------ */
 
 static dcr_status_t obj_node_init(objstore_t *s, obj_node_t *nd, int idx)
 {
     nd->s = s;
     nd->idx = idx;
+    nd->notify_fd = nd->notify_wd = nd->quit_fd = -1;
     nd->rcap = s->base.cfg.queue_payloads;
     nd->ready = calloc(nd->rcap, sizeof *nd->ready);
     if (nd->ready == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: node %d queue", idx);
@@ -1001,6 +1082,7 @@ static dcr_status_t obj_node_init(objstore_t *s, obj_node_t *nd, int idx)
     pthread_cond_init(&nd->work_cv, &attr);
     pthread_cond_init(&nd->recv_cv, &attr);
     pthread_condattr_destroy(&attr);
+    obj_notify_init(nd);
     for (int i = 0; i < OBJ_FLOWS; i++) {
         if (pthread_create(&nd->th[i], NULL, obj_worker, nd) != 0) {
             return dcr_error_set(DCR_ENOMEM, "objstore: cannot start download thread of node %d",
@@ -1020,6 +1102,7 @@ static void obj_node_fini(obj_node_t *nd)
     pthread_cond_broadcast(&nd->work_cv);
     pthread_mutex_unlock(&nd->mu);
     for (int i = 0; i < nd->nth; i++) pthread_join(nd->th[i], NULL);
+    obj_notify_fini(nd);
     for (size_t i = 0; i < nd->rcount; i++) free(nd->ready[i]);
     free(nd->ready);
     free(nd->e);
