@@ -1,5 +1,6 @@
 /* dcr bench: end-to-end refits, the reference, speedup, bit-exactness. */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,7 @@
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
-    bool serve_ep, no_verify, json, shuffle, fp32_norms, w2_t;
+    bool serve_ep, no_verify, json, shuffle, fp32_norms, w2_t, trace_overhead;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
@@ -39,23 +40,44 @@ static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
         "refits", (json_int_t)o->refits, "shuffle", o->shuffle, "seed", (json_int_t)o->seed);
 }
 
+/* A figure from the trace: null for a refit that was not recorded. */
+static json_t *traced_real(const dcr_bench_refit_t *f, double v)
+{
+    return f->traced ? json_real(v) : json_null();
+}
+
+/* The recorder's cost (--trace-overhead): the same-run latency ratio, and
+ * the cost of the recorded spans as if every one sat on the critical path. */
+static json_t *overhead_json(const dcr_bench_result_t *r)
+{
+    double on = r->overhead.latency_on_s, off = r->overhead.latency_off_s;
+    double spans_s = r->overhead.intervals_per_refit * r->overhead.span_ns * 1e-9;
+    return json_pack(
+        "{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "refits_on", r->overhead.refits_on, "refits_off",
+        r->overhead.refits_off, "mean_latency_on_s", on, "mean_latency_off_s", off, "latency_ratio",
+        off > 0 ? on / off : 0.0, "span_ns", r->overhead.span_ns, "intervals_per_refit",
+        r->overhead.intervals_per_refit, "span_cost_share_of_latency", on > 0 ? spans_s / on : 0.0);
+}
+
+static json_t *refit_json(const dcr_bench_refit_t *f)
+{
+    return json_pack(
+        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I}", "latency_s",
+        f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
+        traced_real(f, f->construction_lb_s), "transport_lb_s", traced_real(f, f->transport_lb_s),
+        "finalization_s", traced_real(f, f->bound_finalization_s), "remainder_s",
+        traced_real(f, f->remainder_s), "payload_bytes", (json_int_t)f->payload_bytes,
+        "cross_bytes", (json_int_t)f->cross_bytes, "raw_changed_value_bytes",
+        (json_int_t)f->raw_changed_value_bytes, "changed_elements", (json_int_t)f->changed_elements,
+        "records", (json_int_t)f->records, "payloads", (json_int_t)f->payloads, "attempts",
+        f->attempts, "bit_exact", f->bit_exact, "verified", f->verified, "traced", f->traced,
+        "intervals", (json_int_t)f->intervals);
+}
+
 static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
 {
     json_t *refits = json_array();
-    for (int i = 0; i < r->nrefits; i++) {
-        const dcr_bench_refit_t *f = &r->refits[i];
-        json_array_append_new(
-            refits,
-            json_pack("{s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b}", "latency_s",
-                      f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
-                      f->construction_lb_s, "transport_lb_s", f->transport_lb_s, "finalization_s",
-                      f->bound_finalization_s, "remainder_s", f->remainder_s, "payload_bytes",
-                      (json_int_t)f->payload_bytes, "cross_bytes", (json_int_t)f->cross_bytes,
-                      "raw_changed_value_bytes", (json_int_t)f->raw_changed_value_bytes,
-                      "changed_elements", (json_int_t)f->changed_elements, "records",
-                      (json_int_t)f->records, "payloads", (json_int_t)f->payloads, "attempts",
-                      f->attempts, "bit_exact", f->bit_exact, "verified", f->verified));
-    }
+    for (int i = 0; i < r->nrefits; i++) json_array_append_new(refits, refit_json(&r->refits[i]));
     json_t *j = json_pack(
         "{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
         "config", config, "construction_lb_s_mean", r->construction_lb_mean_s,
@@ -68,6 +90,7 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
         "xor_tensors", (json_int_t)r->xor_tensors, "overwrite_tensors",
         (json_int_t)r->overwrite_tensors, "requests", (json_int_t)r->requests, "request_mismatches",
         (json_int_t)r->request_mismatches, "refits", refits);
+    if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
     return j;
 }
 
@@ -82,20 +105,37 @@ static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
            "transp_lb", "final_s", "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
     for (int i = 0; i < r->nrefits; i++) {
         const dcr_bench_refit_t *f = &r->refits[i];
-        printf("%-6d %10.3f %10.3f %10.3f %10.3f %12lld %12lld %14lld %8d %10s\n", i + 1,
-               f->latency_s, f->construction_lb_s, f->transport_lb_s, f->bound_finalization_s,
+        char bounds[40] = "         -          -          -";
+        if (f->traced)
+            snprintf(bounds, sizeof(bounds), "%10.3f %10.3f %10.3f", f->construction_lb_s,
+                     f->transport_lb_s, f->bound_finalization_s);
+        printf("%-6d %10.3f %s %12lld %12lld %14lld %8d %10s\n", i + 1, f->latency_s, bounds,
                (long long)f->payload_bytes, (long long)f->cross_bytes,
                (long long)f->raw_changed_value_bytes, f->attempts,
                f->verified ? (f->bit_exact ? "yes" : "NO") : "-");
     }
+    /* The bounds exist for the recorded refits only: compare them with those. */
+    bool overhead = r->overhead.refits_off > 0;
+    double latency = overhead ? r->overhead.latency_on_s : r->mean_latency_s;
     double bound = r->construction_lb_mean_s > r->transport_lb_mean_s ? r->construction_lb_mean_s
                                                                       : r->transport_lb_mean_s;
-    printf("\nmeans: construction bound %.3f s, transport bound %.3f s, finalization %.3f s; "
-           "latency / (max bound + "
-           "finalization) %.2f\n",
-           r->construction_lb_mean_s, r->transport_lb_mean_s, r->finalization_mean_s,
-           bound + r->finalization_mean_s > 0 ? r->mean_latency_s / (bound + r->finalization_mean_s)
-                                              : 0.0);
+    printf("\nmeans%s: construction bound %.3f s, transport bound %.3f s, finalization %.3f s; "
+           "latency / (max bound + finalization) %.2f\n",
+           overhead ? " of the recorded refits" : "", r->construction_lb_mean_s,
+           r->transport_lb_mean_s, r->finalization_mean_s,
+           bound + r->finalization_mean_s > 0 ? latency / (bound + r->finalization_mean_s) : 0.0);
+    if (overhead)
+        printf("recorder: mean latency %.4f s recorded (%d refits), %.4f s not (%d), ratio %.4f; "
+               "one span %.0f ns x %.0f intervals per refit = %.3f%% of the latency\n",
+               r->overhead.latency_on_s, r->overhead.refits_on, r->overhead.latency_off_s,
+               r->overhead.refits_off,
+               r->overhead.latency_off_s > 0 ? r->overhead.latency_on_s / r->overhead.latency_off_s
+                                             : 0.0,
+               r->overhead.span_ns, r->overhead.intervals_per_refit,
+               r->overhead.latency_on_s > 0
+                   ? 100.0 * r->overhead.intervals_per_refit * r->overhead.span_ns * 1e-9 /
+                         r->overhead.latency_on_s
+                   : 0.0);
     printf("mean latency %.3f s, reference %.3f s", r->mean_latency_s, r->reference_s);
     if (r->relay_reference_s > 0) printf(", relay reference %.3f s", r->relay_reference_s);
     printf(", speedup %.2fx\npayload %.0f B, cross %.0f B, raw changed values %.0f B (payload/raw "
@@ -122,9 +162,11 @@ static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r
         cols[3 * n + i] = (double)r->refits[i].raw_changed_value_bytes;
         cols[4 * n + i] = (double)r->refits[i].changed_elements;
         cols[5 * n + i] = r->refits[i].bit_exact ? 1.0 : 0.0;
-        cols[6 * n + i] = r->refits[i].construction_lb_s;
-        cols[7 * n + i] = r->refits[i].transport_lb_s;
-        cols[8 * n + i] = r->refits[i].bound_finalization_s;
+        /* NaN marks a bound that was not measured (--trace-overhead). */
+        bool traced = r->refits[i].traced;
+        cols[6 * n + i] = traced ? r->refits[i].construction_lb_s : NAN;
+        cols[7 * n + i] = traced ? r->refits[i].transport_lb_s : NAN;
+        cols[8 * n + i] = traced ? r->refits[i].bound_finalization_s : NAN;
     }
     dcr_results_column_t columns[9] = {{"latency_s", cols},
                                        {"payload_bytes", cols + n},
@@ -217,6 +259,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     c->control_path = o->control;
     c->seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
+    c->trace_overhead = o->trace_overhead;
     return DCR_OK;
 }
 
@@ -277,7 +320,7 @@ int dcr_cmd_bench(int argc, char **argv)
     o.sc.gpus = 2;
     o.sc.tp = 2;
     o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
-    enum { NOWN = 31 };
+    enum { NOWN = 32 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
         {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64,
@@ -325,6 +368,8 @@ int dcr_cmd_bench(int argc, char **argv)
          "SQLite control-plane file (default: in the work dir)", false},
         {"--trace", DCR_ARG_STRING, &o.trace, 0, 0,
          "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
+        {"--trace-overhead", DCR_ARG_FLAG, &o.trace_overhead, 0, 0,
+         "alternate timed refits with the recorder on and off; report its cost", false},
         {"--out", DCR_ARG_STRING, &o.out, 0, 0, "append the run to this HDF5 results file", false},
         {"--readers", DCR_ARG_INT, &o.readers, 0, 64,
          "request emulation: threads reading a receiver through the gate", false},

@@ -813,7 +813,8 @@ static void md_bounds(const report_t *r, FILE *f)
     fprintf(f,
             "## Lower bounds and finalization\n\nPer refit from the recorder: the construction "
             "bound (longest union of one owner's compute intervals), the transport bound "
-            "(longest union of one endpoint's send intervals), finalization (last apply to "
+            "(longest union of one endpoint's transport intervals: its sends and, on the object "
+            "store, the rollout nodes' downloads of its payloads), finalization (last apply to "
             "t1). The last column is mean latency / (max(mean bounds) + mean finalization).\n\n"
             "| configuration | latency (s) | construction bound (s) | transport bound (s) | "
             "finalization (s) | latency / (bound + finalization) |\n|---|---|---|---|---|---|\n");

@@ -80,8 +80,10 @@ void dcr_results_config_label(const json_t *config, char *buf, size_t len);
 /* The change description of a configuration alone ("3% uniform", "adamw lr 1e-06"). */
 void dcr_results_change_label(const json_t *config, char *buf, size_t len);
 
-/* min, median (mean of the middle two for an even count) and max of n
- * values; all zero when n == 0. */
+/* min, median (mean of the middle two for an even count), max and mean of
+ * the n values, leaving out NaN (a figure that was not measured, such as the
+ * bounds of a refit run with the recorder off); n counts the values kept, and
+ * everything is zero when none is left. */
 typedef struct dcr_results_stats {
     size_t n;
     double min, median, max, mean;

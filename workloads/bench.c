@@ -362,17 +362,27 @@ static dcr_status_t refit_bounds(uint64_t version, dcr_bench_refit_t *out)
     DCR_CHECK(dcr_trace_snapshot(&iv, &n));
     dcr_bounds_t bounds;
     dcr_status_t st = dcr_bounds_compute(iv, n, (uint32_t)version, &bounds);
+    for (size_t i = 0; i < n; i++) out->intervals += iv[i].refit == (uint32_t)version;
     free(iv);
     DCR_CHECK(st);
     out->construction_lb_s = bounds.construction_lb_s;
     out->transport_lb_s = bounds.transport_lb_s;
     out->bound_finalization_s = bounds.finalization_s;
     out->remainder_s = bounds.remainder_s;
+    out->traced = true;
     return DCR_OK;
+}
+
+/* Whether timed refit i is recorded: every one, or with trace_overhead the
+ * pattern on, off, off, on (repeated), which cancels a linear drift. */
+static bool refit_traced(const dcr_bench_config_t *cfg, int i)
+{
+    return !cfg->trace_overhead || i % 4 == 0 || i % 4 == 3;
 }
 
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
+    bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
     for (size_t s = 0; s < b->ns; s++)
         memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
     int64_t injected = 0;
@@ -386,7 +396,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     if (b->readers) receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);
     dcr_refit_result_t r;
+    dcr_trace_enable(traced);
     dcr_status_t st = dcr_coord_refit(b->coord, b->candidate, &r);
+    dcr_trace_enable(true);
     if (b->readers) {
         /* Observations tagged with this refit were made before, during or
          * just after it: each must be P^v or P^{v+1}. */
@@ -407,7 +419,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->payloads = r.construct.payloads;
     out->attempts = r.attempts;
     out->bit_exact = true;
-    DCR_CHECK(refit_bounds(r.version, out));
+    if (traced) DCR_CHECK(refit_bounds(r.version, out));
     if (timed && b->cfg->verify) {
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
@@ -422,11 +434,31 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     return DCR_OK;
 }
 
+/* Mean latency and intervals of the refits recorded (on) or not. */
+static void summarize_overhead(dcr_bench_result_t *res)
+{
+    double lat[2] = {0, 0}, intervals = 0;
+    int count[2] = {0, 0};
+    for (int i = 0; i < res->nrefits; i++) {
+        int on = res->refits[i].traced;
+        lat[on] += res->refits[i].latency_s;
+        count[on]++;
+        intervals += (double)res->refits[i].intervals;
+    }
+    res->overhead.refits_on = count[1];
+    res->overhead.refits_off = count[0];
+    res->overhead.latency_on_s = count[1] ? lat[1] / count[1] : 0;
+    res->overhead.latency_off_s = count[0] ? lat[0] / count[0] : 0;
+    res->overhead.intervals_per_refit = count[1] ? intervals / count[1] : 0;
+}
+
 static void summarize(const bench_t *b, dcr_bench_result_t *res)
 {
     double lat = 0, pay = 0, cross = 0, raw = 0, clb = 0, tlb = 0, fin = 0;
+    int traced = 0;
     res->bit_exact = true;
     for (int i = 0; i < res->nrefits; i++) {
+        traced += res->refits[i].traced;
         clb += res->refits[i].construction_lb_s;
         tlb += res->refits[i].transport_lb_s;
         fin += res->refits[i].bound_finalization_s;
@@ -436,11 +468,12 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
         raw += (double)res->refits[i].raw_changed_value_bytes;
         res->bit_exact &= res->refits[i].bit_exact;
     }
-    int n = res->nrefits > 0 ? res->nrefits : 1;
+    int n = res->nrefits > 0 ? res->nrefits : 1, nt = traced > 0 ? traced : 1;
     res->mean_latency_s = lat / n;
-    res->construction_lb_mean_s = clb / n;
-    res->transport_lb_mean_s = tlb / n;
-    res->finalization_mean_s = fin / n;
+    res->construction_lb_mean_s = clb / nt;
+    res->transport_lb_mean_s = tlb / nt;
+    res->finalization_mean_s = fin / nt;
+    summarize_overhead(res);
     res->payload_bytes_mean = pay / n;
     res->cross_bytes_mean = cross / n;
     res->raw_changed_value_bytes_mean = raw / n;
@@ -456,10 +489,31 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     }
 }
 
+/* Nanoseconds one span (begin and end) costs this thread with recording on;
+ * leaves the recorder reset. */
+static double span_cost_ns(void)
+{
+    enum { SPANS = 200000 };
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    uint64_t t0 = dcr_clock_ns();
+    for (int i = 0; i < SPANS; i++) {
+        dcr_trace_span_t s = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, 0);
+        dcr_trace_end(&s);
+    }
+    uint64_t t1 = dcr_clock_ns();
+    dcr_trace_reset();
+    return (double)(t1 - t0) / SPANS;
+}
+
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
 {
     if (cfg->warmup < 0 || cfg->refits < 1)
         return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
+    if (cfg->trace_overhead && cfg->refits < 4)
+        return dcr_error_set(DCR_EINVAL,
+                             "--trace-overhead needs at least 4 timed refits (--refits), got %d",
+                             cfg->refits);
     if (cfg->scenario.fp8_layers > 0)
         return dcr_error_set(DCR_EUNSUPPORTED,
                              "the vLLM-like loaders do not take FP8 exports yet (--fp8-layers)");
@@ -472,6 +526,7 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
     dcr_trace_enable(true);
     dcr_bench_result_t res;
     memset(&res, 0, sizeof(res));
+    if (cfg->trace_overhead) res.overhead.span_ns = span_cost_ns();
     dcr_status_t st = setup(&b);
     if (st == DCR_OK) {
         DCR_LOG_INFO("bench: full-checkpoint reference over the object store");

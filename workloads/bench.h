@@ -35,6 +35,11 @@ typedef struct dcr_bench_config {
     const char *control_path; /* SQLite file; NULL: <workdir>/control.db */
     int readers;              /* request emulation: threads reading receiver 0 through the gate */
     uint64_t seed;
+    /* Measures the recorder's cost in one run: timed refits alternate with
+     * the recorder on and off in the order on, off, off, on (repeated), so
+     * that a drift of the machine weighs on both sides alike. Needs at least
+     * 4 timed refits; bounds exist only for the recorded ones. */
+    bool trace_overhead;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -48,8 +53,11 @@ typedef struct dcr_bench_refit {
     int64_t payload_bytes, cross_bytes, raw_changed_value_bytes, changed_elements, records,
         payloads;
     int attempts;
-    /* From the stage trace (DESIGN.md section 8): the seed's lower bounds. */
+    /* From the stage trace (DESIGN.md section 8): the seed's lower bounds;
+     * 0 when the refit was not traced. */
     double construction_lb_s, transport_lb_s, bound_finalization_s, remainder_s;
+    bool traced;       /* the recorder was on during the refit */
+    int64_t intervals; /* intervals recorded for the refit (tagged with its number) */
     bool bit_exact; /* every receiver equals its dense refit (true when verify is off: not checked)
                      */
     bool verified;
@@ -71,6 +79,14 @@ typedef struct dcr_bench_result {
     /* Request emulation: reads of receiver 0 made through the request gate
      * while refits ran, and those that saw neither P^v nor P^{v+1}. */
     int64_t requests, request_mismatches;
+    /* With trace_overhead: mean latency of the recorded and of the other
+     * timed refits, how many of each, the measured cost of one span (begin
+     * and end) on this machine, and the mean intervals per recorded refit.
+     * The bound means above cover the recorded refits only. */
+    struct {
+        int refits_on, refits_off;
+        double latency_on_s, latency_off_s, span_ns, intervals_per_refit;
+    } overhead;
 } dcr_bench_result_t;
 
 /* Chunk and bucket targets for a checkpoint: the configured ones, or by

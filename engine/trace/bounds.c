@@ -1,7 +1,21 @@
 /* Lower bounds of one refit (DESIGN.md section 8, the seed's section 8.7 and
  * appendix C): every interval is clipped to the refit's window [t0, t1],
  * empty intersections are dropped, and each bound is the longest union of one
- * actor's intervals, so concurrent work on one owner or endpoint counts once. */
+ * actor's intervals, so concurrent work on one owner or endpoint counts once.
+ *
+ * A transport interval runs from payload submission until the rollout node
+ * has queued the payload (the seed: until the sending endpoint receives the
+ * rollout node's queueing acknowledgment). On the relay tree the owner's
+ * send returns exactly then, so its send interval (DCR_STAGE_SEND) is the
+ * whole interval. On the object store there is no acknowledgment to wait
+ * for: send returns once the upload is stored, and each rollout node then
+ * downloads the payload on its own. The upload (DCR_STAGE_SEND) and each
+ * node's download of that payload, from the GET's start until the node
+ * queued it (DCR_STAGE_FETCH, tagged with the sending endpoint), together
+ * cover submission to queueing except the time the object waited to be
+ * listed or for a free download slot, which is left out so that no wait on
+ * the receiving side is counted. Neither part includes staging or
+ * application: a node queues a payload before recv hands it on. */
 #include <stdlib.h>
 
 #include "dcr/trace.h"
@@ -20,7 +34,8 @@ typedef struct dcr__filter {
     bool by_id;
 } dcr__filter_t;
 
-#define DCR__BIT(stage) (1u << (stage))
+#define DCR__BIT(stage)       (1u << (stage))
+#define DCR__TRANSPORT_STAGES (DCR__BIT(DCR_STAGE_SEND) | DCR__BIT(DCR_STAGE_FETCH))
 #define DCR__COMPUTE_STAGES                                                                        \
     (DCR__BIT(DCR_STAGE_COMPARE) | DCR__BIT(DCR_STAGE_PROJECT) | DCR__BIT(DCR_STAGE_RESIDUAL) |    \
      DCR__BIT(DCR_STAGE_ENCODE) | DCR__BIT(DCR_STAGE_ZSTD))
@@ -144,7 +159,7 @@ dcr_status_t dcr_bounds_compute(const dcr_trace_interval_t *iv, size_t n, uint32
     size_t k = dcr__collect(iv, n, (dcr__filter_t){DCR__COMPUTE_STAGES, DCR_ACTOR_OWNER, true}, t0,
                             t1, segs);
     uint64_t construction = dcr__longest_union(segs, k, &b.busiest_owner);
-    k = dcr__collect(iv, n, (dcr__filter_t){DCR__BIT(DCR_STAGE_SEND), DCR_ACTOR_ENDPOINT, true}, t0,
+    k = dcr__collect(iv, n, (dcr__filter_t){DCR__TRANSPORT_STAGES, DCR_ACTOR_ENDPOINT, true}, t0,
                      t1, segs);
     uint64_t transport = dcr__longest_union(segs, k, &b.busiest_endpoint);
 

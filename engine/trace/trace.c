@@ -45,7 +45,7 @@ static _Thread_local uint64_t dcr__tl_generation;
 
 static const char *const dcr__stage_names[DCR_STAGE_COUNT] = {
     "compare", "project", "residual", "encode", "zstd",     "send",  "recv",  "staging",
-    "apply",   "sync",    "ack",      "commit", "baseline", "refit", "check",
+    "apply",   "sync",    "ack",      "commit", "baseline", "refit", "check", "fetch",
 };
 static const char *const dcr__actor_names[DCR_ACTOR_COUNT] = {"owner", "endpoint", "node",
                                                               "receiver", "coord"};

@@ -9,8 +9,14 @@
  *   attempt-<tau>/.tmp-*                      uploads in progress (never read)
  *   reference-<pid>-<n>/ref-<owner>-<k>.bin   the reference's dummy checkpoint
  * One flat prefix per attempt, so one listing (readdir, S3 LIST) sees it all.
- * Every object is published by temporary file, fsync, rename and directory
- * fsync: a visible name always holds complete bytes.
+ * Every object is published by temporary file and rename: a visible name
+ * always holds complete bytes, because readers see a name only once rename
+ * has published it, whole. Objects are not fsynced: an object lives only for
+ * its attempt, and after a crash of this machine the attempt fails anyway and
+ * its retry resends every record; what must survive is the control plane's
+ * commit record. The per-request cost of a real store's durable PUT is the
+ * emulated link's latency (link.c), so an fsync would only add this disk's
+ * flush time (milliseconds per object here) on top of it.
  *
  * The manifest is text, one record per line, each ending in '\n':
  *   dcr-manifest 1
@@ -22,7 +28,8 @@
  * malformed, and a malformed manifest fails the attempt on every reader.
  *
  * Readers (rollout nodes) never share memory with the training side: each
- * node has OBJ_FLOWS download threads that poll the attempt's prefix, fetch
+ * node has OBJ_FLOWS download threads that list the attempt's prefix (when
+ * the directory notifies a publication, else by polling), fetch
  * visible payloads through the emulated link, verify them (header, digest,
  * tau, owner and id against the name) and queue them for recv, in discovery
  * order. Before the manifest exists a node trusts a verified object whose
@@ -43,17 +50,29 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/trace.h"
 
 /* Parallel downloads per rollout node, as an S3 client keeps several GETs in
- * flight: with the per-flow cap below the node's rate, two flows fill it. */
-#define OBJ_FLOWS 2
+ * flight. Each GET waits out the link's one-way latency (5 ms by default)
+ * before its first byte, while one payload of our scaled runs moves in about
+ * a millisecond, so a node needs about (latency + transfer) / transfer flows
+ * to keep its link busy; with two it sat idle most of the time and its
+ * downloads, not the uploads, set the pace. Large objects (the reference's)
+ * are bandwidth-bound either way: the node's rate is shared by all flows. */
+#define OBJ_FLOWS 8
 /* Listing interval: from 1 ms right after something new appeared, doubling
- * to 8 ms while nothing changes (a LIST per node every 8 ms when idle). */
+ * to 8 ms while nothing changes (a LIST per node every 8 ms when idle). Where
+ * the directory can notify (inotify), a node lists as soon as an object is
+ * published, as an S3 client would on the bucket's event notifications, and
+ * the interval only backs that up. */
 #define OBJ_POLL_MIN_NS 1000000ull
 #define OBJ_POLL_MAX_NS 8000000ull
 /* How long a listed payload may stay missing or corrupt after the manifest
@@ -122,6 +141,7 @@ typedef struct obj_node {
     size_t rcount, rcap;
     size_t fetching;
     bool listing;
+    bool changed; /* the watcher saw an object published since the last listing began */
     uint64_t next_list_ns, poll_ns;
     bool have_manifest;
     uint64_t manifest_ns;
@@ -130,6 +150,10 @@ typedef struct obj_node {
     char errmsg[512];
     pthread_t th[OBJ_FLOWS];
     int nth;
+    /* Change notification: -1 where the directory cannot notify (polling only). */
+    int notify_fd, notify_wd, quit_fd;
+    pthread_t watcher;
+    bool have_watcher;
 } obj_node_t;
 
 typedef struct objstore {
@@ -198,22 +222,8 @@ static void obj_remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static dcr_status_t obj_fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || fsync(fd) != 0) {
-        dcr_status_t st =
-            dcr_error_set(DCR_EIO, "objstore: fsync of directory %s: %s", dir, strerror(errno));
-        if (fd >= 0) close(fd);
-        return st;
-    }
-    close(fd);
-    return DCR_OK;
-}
-
 /* Writes buf[0, len) to a new temporary file in dir, paced by flow (NULL:
- * unpaced), and fsyncs it. *tmp_p receives its path; the caller renames or
- * unlinks it. */
+ * unpaced). tmp receives its path; the caller renames or unlinks it. */
 static dcr_status_t obj_write_tmp(objstore_t *s, const char *dir, const char *name,
                                   const uint8_t *buf, size_t len, dcr__flow_t *flow, char *tmp,
                                   size_t cap)
@@ -238,10 +248,9 @@ static dcr_status_t obj_write_tmp(objstore_t *s, const char *dir, const char *na
         else
             off += (size_t)w;
     }
-    if (st == DCR_OK && fsync(fd) != 0) {
-        st = dcr_error_set(DCR_EIO, "objstore: fsync of %s: %s", tmp, strerror(errno));
+    if (close(fd) != 0 && st == DCR_OK) {
+        st = dcr_error_set(DCR_EIO, "objstore: closing %s: %s", tmp, strerror(errno));
     }
-    close(fd);
     if (st != DCR_OK) unlink(tmp);
     return st;
 }
@@ -513,6 +522,20 @@ static bool obj_done(const obj_node_t *nd)
     return nd->have_manifest && nd->handed_listed == nd->listed;
 }
 
+/* Points the node's change notification at its open attempt's prefix (or at
+ * nothing). The prefix exists: open_attempt creates it before nodes open. A
+ * watch that cannot be added leaves the node polling. */
+static void obj_watch(obj_node_t *nd, bool open)
+{
+    if (nd->notify_fd < 0) return;
+    if (nd->notify_wd >= 0) inotify_rm_watch(nd->notify_fd, nd->notify_wd);
+    nd->notify_wd = -1;
+    if (!open) return;
+    char dir[PATH_MAX];
+    obj_attempt_dir(nd->s, nd->tau, dir, sizeof dir);
+    nd->notify_wd = inotify_add_watch(nd->notify_fd, dir, IN_MOVED_TO);
+}
+
 /* Drops everything of the node's current attempt and opens `tau` (open) or
  * nothing. Queued payloads of the old attempt are counted as dropped. */
 static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
@@ -531,6 +554,7 @@ static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
     nd->open = open;
     nd->poll_ns = OBJ_POLL_MIN_NS;
     nd->next_list_ns = 0;
+    obj_watch(nd, open);
     pthread_cond_broadcast(&nd->work_cv);
     pthread_cond_broadcast(&nd->recv_cv);
     pthread_mutex_unlock(&nd->mu);
@@ -683,15 +707,22 @@ static void obj_fetch_locked(obj_node_t *nd, obj_entry_t *e)
     e->state = OBJ_FETCHING;
     nd->fetching++;
     pthread_mutex_unlock(&nd->mu);
+    /* The second half of the sending endpoint's transport interval (see
+     * trace/bounds.c): recorded only when the payload ends up queued. */
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_FETCH, DCR_ACTOR_ENDPOINT, (int)f.owner);
     obj_fetch_run(nd, &f);
     pthread_mutex_lock(&nd->mu);
     nd->fetching--;
     pthread_cond_broadcast(&nd->work_cv);
-    if (atomic_load(&nd->gen) != f.gen0) {
-        free(f.blob);
-        return;
+    bool queued = false;
+    if (atomic_load(&nd->gen) == f.gen0) {
+        obj_fetch_apply(nd, obj_find(nd, f.owner, f.id), &f);
+        queued = f.kind == FETCH_OK;
     }
-    obj_fetch_apply(nd, obj_find(nd, f.owner, f.id), &f);
+    if (queued)
+        dcr_trace_end(&span);
+    else
+        dcr_trace_cancel(&span);
     free(f.blob);
 }
 
@@ -920,6 +951,7 @@ static void obj_list_locked(obj_node_t *nd)
     uint64_t gen0 = atomic_load(&nd->gen), tau = nd->tau;
     bool need_manifest = !nd->have_manifest;
     nd->listing = true;
+    nd->changed = false; /* a publication from now on needs another listing */
     pthread_mutex_unlock(&nd->mu);
     obj_listing_t L = {0};
     obj_scan(nd->s, tau, need_manifest, &L);
@@ -971,7 +1003,7 @@ static void *obj_worker(void *arg)
             continue;
         }
         uint64_t now = dcr_clock_ns();
-        if (!nd->listing && now >= nd->next_list_ns) {
+        if (!nd->listing && (nd->changed || now >= nd->next_list_ns)) {
             obj_list_locked(nd);
             continue;
         }
@@ -981,12 +1013,65 @@ static void *obj_worker(void *arg)
     return NULL;
 }
 
+/* Turns the directory's notifications into listings: the download threads
+ * wait on a condition variable, which cannot also wait on a descriptor. */
+static void *obj_watcher(void *arg)
+{
+    obj_node_t *nd = arg;
+    struct pollfd p[2] = {{.fd = nd->notify_fd, .events = POLLIN},
+                          {.fd = nd->quit_fd, .events = POLLIN}};
+    _Alignas(struct inotify_event) char events[4096];
+    for (;;) {
+        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+        if (p[1].revents != 0) break;
+        if (p[0].revents == 0) continue;
+        while (read(nd->notify_fd, events, sizeof events) > 0) {
+        }
+        pthread_mutex_lock(&nd->mu);
+        nd->changed = true;
+        pthread_cond_broadcast(&nd->work_cv);
+        pthread_mutex_unlock(&nd->mu);
+    }
+    return NULL;
+}
+
+/* Starts the node's change notification; without it the node only polls. */
+static void obj_notify_init(obj_node_t *nd)
+{
+    nd->notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    nd->quit_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (nd->notify_fd >= 0 && nd->quit_fd >= 0 &&
+        pthread_create(&nd->watcher, NULL, obj_watcher, nd) == 0) {
+        nd->have_watcher = true;
+        return;
+    }
+    DCR_LOG_DEBUG("objstore: node %d lists by polling only (no change notification)", nd->idx);
+    if (nd->notify_fd >= 0) close(nd->notify_fd);
+    if (nd->quit_fd >= 0) close(nd->quit_fd);
+    nd->notify_fd = nd->quit_fd = -1;
+}
+
+static void obj_notify_fini(obj_node_t *nd)
+{
+    if (nd->have_watcher) {
+        uint64_t one = 1;
+        ssize_t w = write(nd->quit_fd, &one, sizeof one); /* a fresh eventfd takes it */
+        (void)w;
+        pthread_join(nd->watcher, NULL);
+        nd->have_watcher = false;
+    }
+    if (nd->notify_fd >= 0) close(nd->notify_fd);
+    if (nd->quit_fd >= 0) close(nd->quit_fd);
+    nd->notify_fd = nd->quit_fd = -1;
+}
+
 /* ---- rollout side: setup ------------------------------------------------ */
 
 static dcr_status_t obj_node_init(objstore_t *s, obj_node_t *nd, int idx)
 {
     nd->s = s;
     nd->idx = idx;
+    nd->notify_fd = nd->notify_wd = nd->quit_fd = -1;
     nd->rcap = s->base.cfg.queue_payloads;
     nd->ready = calloc(nd->rcap, sizeof *nd->ready);
     if (nd->ready == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: node %d queue", idx);
@@ -997,6 +1082,7 @@ static dcr_status_t obj_node_init(objstore_t *s, obj_node_t *nd, int idx)
     pthread_cond_init(&nd->work_cv, &attr);
     pthread_cond_init(&nd->recv_cv, &attr);
     pthread_condattr_destroy(&attr);
+    obj_notify_init(nd);
     for (int i = 0; i < OBJ_FLOWS; i++) {
         if (pthread_create(&nd->th[i], NULL, obj_worker, nd) != 0) {
             return dcr_error_set(DCR_ENOMEM, "objstore: cannot start download thread of node %d",
@@ -1016,6 +1102,7 @@ static void obj_node_fini(obj_node_t *nd)
     pthread_cond_broadcast(&nd->work_cv);
     pthread_mutex_unlock(&nd->mu);
     for (int i = 0; i < nd->nth; i++) pthread_join(nd->th[i], NULL);
+    obj_notify_fini(nd);
     for (size_t i = 0; i < nd->rcount; i++) free(nd->ready[i]);
     free(nd->ready);
     free(nd->e);
@@ -1092,7 +1179,6 @@ static dcr_status_t obj_send(dcr_transport_t *t, int owner, uint64_t payload_id,
     obj_inflight_done(s);
     pthread_mutex_unlock(&s->mu);
     if (st != DCR_OK) return st;
-    DCR_CHECK(obj_fsync_dir(dir));
     atomic_fetch_add(&s->base.count.payload_bytes, (int_fast64_t)len);
     atomic_fetch_add(&s->base.count.cross_bytes, (int_fast64_t)len);
     return DCR_OK;
@@ -1119,7 +1205,6 @@ static dcr_status_t obj_write_manifest(objstore_t *s, uint64_t tau, uint64_t gen
     if (st == DCR_OK) st = obj_rename(tmp, dir, "MANIFEST");
     obj_inflight_done(s);
     pthread_mutex_unlock(&s->mu);
-    if (st == DCR_OK) st = obj_fsync_dir(dir);
     return st;
 }
 

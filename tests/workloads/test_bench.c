@@ -5,7 +5,9 @@
  * reverse, several model families: every receiver must equal its dense refit
  * after every refit, requests through the gate must see P^v or P^{v+1} only,
  * and cross-cluster bytes must follow the transport's rule (object store:
- * one upload plus one download per rollout node; relay: once across). */
+ * one upload plus one download per rollout node; relay: once across). Every
+ * recorded refit's lower bounds lie within its latency, as the seed's
+ * definitions require. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include <math.h>
 
 #include "workloads/bench.h"
 
@@ -29,6 +33,20 @@ static dcr_bench_config_t small(const char *model, int layers)
     return c;
 }
 
+/* The window's ends go through nanosecond integers for the trace: allow that rounding. */
+#define WINDOW_ROUNDING_S 1e-6
+
+static void assert_bounds_within_latency(const dcr_bench_refit_t *f)
+{
+    if (!f->traced) return;
+    assert_true(f->intervals > 0);
+    assert_true(f->transport_lb_s > 0 && f->construction_lb_s > 0);
+    assert_true(f->construction_lb_s <= f->latency_s + WINDOW_ROUNDING_S);
+    assert_true(f->transport_lb_s <= f->latency_s + WINDOW_ROUNDING_S);
+    assert_true(f->bound_finalization_s >= 0 &&
+                f->bound_finalization_s <= f->latency_s + WINDOW_ROUNDING_S);
+}
+
 static void run_ok(const dcr_bench_config_t *c, dcr_bench_result_t *r)
 {
     if (dcr_bench_run(c, r) != DCR_OK) fail_msg("%s", dcr_error_detail());
@@ -38,6 +56,7 @@ static void run_ok(const dcr_bench_config_t *c, dcr_bench_result_t *r)
         assert_true(r->refits[i].verified && r->refits[i].bit_exact);
         assert_true(r->refits[i].payload_bytes > 0);
         assert_int_equal(r->refits[i].attempts, 1);
+        assert_bounds_within_latency(&r->refits[i]);
     }
     assert_int_equal(r->request_mismatches, 0);
     assert_true(r->reference_s > 0 && r->mean_latency_s > 0);
@@ -145,6 +164,33 @@ static void test_adamw_changes(void **state)
     dcr_bench_result_free(&r);
 }
 
+/* --trace-overhead: the recorder is on for timed refits 1 and 4, off for 2
+ * and 3; bounds and intervals exist for the recorded ones only, and the two
+ * mean latencies are those of the refits each side holds. */
+static void test_trace_overhead_alternates(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
+    c.refits = 4;
+    c.trace_overhead = true;
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    const bool want[4] = {true, false, false, true};
+    double on = 0, off = 0;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(r.refits[i].traced, want[i]);
+        if (!want[i]) assert_true(r.refits[i].intervals == 0 && r.refits[i].transport_lb_s == 0);
+        *(want[i] ? &on : &off) += r.refits[i].latency_s / 2;
+    }
+    assert_int_equal(r.overhead.refits_on, 2);
+    assert_int_equal(r.overhead.refits_off, 2);
+    assert_true(fabs(r.overhead.latency_on_s - on) < 1e-12);
+    assert_true(fabs(r.overhead.latency_off_s - off) < 1e-12);
+    assert_true(r.overhead.span_ns > 0 && r.overhead.intervals_per_refit > 0);
+    dcr_bench_result_free(&r);
+    c.refits = 3;
+    assert_int_equal(dcr_bench_run(&c, &r), DCR_EINVAL);
+}
+
 static void test_bad_configs_fail_cleanly(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
@@ -169,6 +215,7 @@ int main(void)
         cmocka_unit_test(test_more_receivers_than_owners),
         cmocka_unit_test(test_families_and_modes),
         cmocka_unit_test(test_adamw_changes),
+        cmocka_unit_test(test_trace_overhead_alternates),
         cmocka_unit_test(test_bad_configs_fail_cleanly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

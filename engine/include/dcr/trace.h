@@ -41,6 +41,9 @@ typedef enum dcr_stage {
     DCR_STAGE_BASELINE, /* owners' in-place baseline update */
     DCR_STAGE_REFIT,    /* the whole timed window [t0, t1] (coordinator) */
     DCR_STAGE_CHECK,    /* post-apply check inside the window: not part of the latency */
+    /* transport, appended so that stage numbers saved before it (HDF5) keep their meaning */
+    DCR_STAGE_FETCH, /* object store: a rollout node's download of one endpoint's payload,
+                        from the GET's start until the node queued the verified payload */
     DCR_STAGE_COUNT
 } dcr_stage_t;
 
@@ -138,8 +141,9 @@ dcr_status_t dcr_trace_parse_message(const char *msg, dcr_trace_interval_t *out_
 typedef struct dcr_bounds {
     double construction_lb_s; /* longest union of one owner's compute intervals (compare,
                                  project, residual, encode, zstd on DCR_ACTOR_OWNER) */
-    double transport_lb_s;    /* longest union of one endpoint's send intervals
-                                 (DCR_STAGE_SEND on DCR_ACTOR_ENDPOINT) */
+    double transport_lb_s;    /* longest union of one endpoint's transport intervals
+                                 (DCR_STAGE_SEND and DCR_STAGE_FETCH on DCR_ACTOR_ENDPOINT):
+                                 see bounds.c for why the object store's downloads count */
     double finalization_s;    /* end of the last apply interval to t1, less check time in
                                  between; 0 when nothing was applied in the window */
     double latency_s;         /* t1 - t0 less the union of check intervals (DCR_STAGE_CHECK) */

@@ -91,6 +91,29 @@ static void test_hand_case(void **state)
     assert_memory_equal(&r, &b, sizeof(b));
 }
 
+/* The object store: an endpoint's transport intervals are its uploads (send)
+ * and the rollout nodes' downloads of its payloads (fetch), counted once
+ * where they overlap. Window [0, 1000]. Endpoint 0: send [100,200], fetches
+ * [210,300] and [250,330] by two nodes: 100 + 120 = 220. Endpoint 1: send
+ * [0,150] = 150. Fetch intervals on a node are not an endpoint's. Transport
+ * = 220 (endpoint 0); by sends alone it would be 150 (endpoint 1). */
+static void test_fetch_extends_send(void **state)
+{
+    (void)state;
+    const dcr_trace_interval_t iv[] = {
+        IV(0, 1000, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IV(100, 200, DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, 0),
+        IV(210, 300, DCR_STAGE_FETCH, DCR_ACTOR_ENDPOINT, 0),
+        IV(250, 330, DCR_STAGE_FETCH, DCR_ACTOR_ENDPOINT, 0),
+        IV(0, 150, DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, 1),
+        IV(0, 1000, DCR_STAGE_FETCH, DCR_ACTOR_NODE, 1),
+    };
+    dcr_bounds_t b;
+    assert_int_equal(dcr_bounds_compute(iv, sizeof(iv) / sizeof(iv[0]), 0, &b), DCR_OK);
+    assert_seconds(b.transport_lb_s, 220);
+    assert_int_equal(b.busiest_endpoint, 0);
+}
+
 /* Post-apply checks are not latency: checks [1850,1900] and [1880,1950]
  * cover 100 after the last apply (1800), [1050,1100] 50 before it. Latency
  * 1000 - 150 = 850, finalization 200 - 100 = 100, remainder 850 - 500 = 350. */
@@ -227,7 +250,8 @@ static int64_t brute_union(const dcr_trace_interval_t *iv, size_t n, bool owner,
     memset(mark, 0, sizeof(mark));
     for (size_t i = 0; i < n; i++) {
         bool take = owner ? iv[i].actor == DCR_ACTOR_OWNER && iv[i].stage <= DCR_STAGE_ZSTD
-                          : iv[i].actor == DCR_ACTOR_ENDPOINT && iv[i].stage == DCR_STAGE_SEND;
+                          : iv[i].actor == DCR_ACTOR_ENDPOINT &&
+                                (iv[i].stage == DCR_STAGE_SEND || iv[i].stage == DCR_STAGE_FETCH);
         if (!take || iv[i].id != id) continue;
         for (uint64_t t = iv[i].start_ns; t < iv[i].end_ns; t++)
             if (t >= T0 && t < T0 + SPAN) mark[t - T0] = 1;
@@ -243,8 +267,9 @@ static void random_trace(dcr_rng_t *rng, dcr_trace_interval_t *iv, size_t n)
     for (size_t i = 1; i < n; i++) {
         uint64_t s = dcr_rng_below(rng, SPAN + 2 * T0);
         uint64_t e = s + dcr_rng_below(rng, 150);
-        uint16_t stage = (uint16_t)dcr_rng_below(rng, DCR_STAGE_APPLY + 1);
+        uint16_t stage = (uint16_t)dcr_rng_below(rng, DCR_STAGE_APPLY + 2);
         if (stage == DCR_STAGE_APPLY) stage = DCR_STAGE_RECV;
+        if (stage == DCR_STAGE_APPLY + 1) stage = DCR_STAGE_FETCH;
         uint16_t actor = (uint16_t)dcr_rng_below(rng, 3);
         iv[i] = (dcr_trace_interval_t){s, e, 0, stage, actor, (int32_t)dcr_rng_below(rng, ACTORS)};
     }
@@ -285,6 +310,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_case),
+        cmocka_unit_test(test_fetch_extends_send),
         cmocka_unit_test(test_checks_excluded),
         cmocka_unit_test(test_windows_by_time),
         cmocka_unit_test(test_ties_and_errors),

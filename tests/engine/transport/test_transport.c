@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
+#include "dcr/trace.h"
 #include "transport/transport-internal.h"
 #include "transport_test_util.h"
 
@@ -122,6 +123,43 @@ static void run_attempt(dcr_transport_t *t, uint64_t tau, int world, int nodes, 
     tp_free_set(per, flat, world, k);
     free(owners);
     free(nd);
+}
+
+/* ---- trace intervals ----------------------------------------------------------- */
+
+/* The object store's half of the transport bound (trace/bounds.c): one fetch
+ * interval per payload and rollout node, tagged with the payload's sending
+ * endpoint, inside the attempt. The relay tree records none: its send
+ * already lasts until the rollout node's queueing acknowledgment. */
+static void test_fetch_intervals(void **state)
+{
+    (void)state;
+    int world = 4, nodes = 3, k = 3;
+    dcr_transport_config_t c = tp_config(g_dir, 2, world, nodes);
+    dcr_transport_t *t = tp_create(g_backend, &c);
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    uint64_t before = dcr_clock_ns();
+    int64_t v;
+    run_attempt(t, 3, world, nodes, k, 0, &v);
+    uint64_t after = dcr_clock_ns();
+    dcr_trace_enable(false);
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    assert_int_equal(dcr_trace_snapshot(&iv, &n), DCR_OK);
+    int per_owner[4] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].stage != DCR_STAGE_FETCH) continue;
+        assert_int_equal(iv[i].actor, DCR_ACTOR_ENDPOINT);
+        assert_true(iv[i].id >= 0 && iv[i].id < world);
+        assert_true(before <= iv[i].start_ns && iv[i].start_ns <= iv[i].end_ns &&
+                    iv[i].end_ns <= after);
+        per_owner[iv[i].id]++;
+    }
+    for (int o = 0; o < world; o++) assert_int_equal(per_owner[o], is_objstore() ? k * nodes : 0);
+    free(iv);
+    dcr_trace_reset();
+    dcr_transport_destroy(t);
 }
 
 /* ---- configuration and registry ------------------------------------------ */
@@ -849,6 +887,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_link_pacing, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_reference, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_relay_lost_connection, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_fetch_intervals, fx_setup, fx_teardown),
     };
     const struct CMUnitTest objstore[] = {
         cmocka_unit_test(test_manifest_parse),
