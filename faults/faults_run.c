@@ -507,7 +507,12 @@ static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
     for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
     dcr_coord_destroy(r->coord);
     r->coord = NULL;
-    dcr_status_t st = start_coordinator(r);
+    /* The supervisor starts another one while the control plane is unavailable. */
+    dcr_status_t st = DCR_ECONTROL;
+    for (int tries = 0; tries < 4 && st == DCR_ECONTROL; tries++) {
+        if (tries > 0) usleep(50000);
+        st = start_coordinator(r);
+    }
     for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
         if (dcr_coord_receiver_alive(r->coord, i) == held[i]) continue;
         DCR_LOG_ERROR("faults: step %d: after the failover receiver %d is %s, it was %s", step + 1,

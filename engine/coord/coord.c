@@ -795,12 +795,24 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
     return DCR_OK;
 }
 
+/* A new coordinator's first read: an unavailable control plane gets the
+ * same backoff as a retried attempt before the failover gives up. */
+static dcr_status_t read_record_patiently(dcr_coord_t *c)
+{
+    dcr_status_t st = DCR_ECONTROL;
+    for (int a = 0; a < c->cfg.max_attempts && st == DCR_ECONTROL; a++) {
+        if (a > 0) sleep_ms(a * c->cfg.retry_backoff_ms);
+        st = dcr_control_read(c->p.control, &c->record);
+    }
+    return st;
+}
+
 dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
                               uint64_t from_version, dcr_refit_result_t *out_p)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
-    DCR_CHECK(dcr_control_read(c->p.control, &c->record));
+    DCR_CHECK(read_record_patiently(c));
     if (c->record.version == from_version + 1) {
         /* The crashed coordinator's commit took effect: only the owners'
          * baseline update of that commit is left, and the gates it left

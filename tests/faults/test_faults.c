@@ -142,6 +142,26 @@ static void test_coordinator_crash_every_step(void **state)
     }
 }
 
+/* A coordinator crashes while the control plane is down: its successor
+ * starts once the control plane answers again and finishes the transition. */
+static void test_failover_while_control_plane_down(void **state)
+{
+    (void)state;
+    dcr_faults_run_config_t c = small_run("objstore", 2);
+    dcr_faults_planned_t plan[] = {
+        {1, {DCR_FAULT_COORD_CRASH, -1, 0, 0, 0, DCR_COORD_STEP_PREPARE}},
+        {1, {DCR_FAULT_CONTROL_DOWN, -1, 0, 0, 2, DCR_COORD_STEP_PREPARE}},
+    };
+    c.plan = plan;
+    c.nplan = 2;
+    dcr_faults_summary_t s;
+    assert_int_equal(dcr_faults_run(&c, &s), DCR_OK);
+    assert_int_equal(s.faults_by_kind[DCR_FAULT_CONTROL_DOWN], 1);
+    assert_int_equal(s.failovers, 1);
+    assert_int_equal(s.commits, 2);
+    assert_clean(&s);
+}
+
 /* ---- a pipeline driven directly, for the coordinator's own contracts ---------- */
 
 typedef struct pipe {
@@ -667,6 +687,7 @@ int main(void)
         cmocka_unit_test(test_each_kind),
         cmocka_unit_test(test_payload_faults_on_relay),
         cmocka_unit_test(test_coordinator_crash_every_step),
+        cmocka_unit_test(test_failover_while_control_plane_down),
         cmocka_unit_test(test_crash_keeps_mixed_receivers_gated),
         cmocka_unit_test(test_broken_gate_is_caught),
         cmocka_unit_test(test_membership_survives_failover),
