@@ -616,6 +616,63 @@ static void test_membership_survives_failover(void **state)
     pipe_close(&p, &old, 1);
 }
 
+/* A coordinator crashes after its receivers applied the delta; its
+ * successor's retry fails for good. The receivers hold the crashed one's
+ * partial writes, not P^v: they leave the membership with their gates
+ * closed (also for the next coordinator), and rejoin by a dense refit. */
+static void test_stop_after_failover_keeps_mixed_receivers_out(void **state)
+{
+    (void)state;
+    pipe_t p;
+    pipe_open(&p, "relay");
+    dcr_gate_t *gate = NULL;
+    assert_int_equal(dcr_gate_create(p.nrecv, &gate), DCR_OK);
+    dcr_coord_t *a = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
+    dcr_faults_t *f = NULL;
+    assert_int_equal(dcr_faults_create(10, &f), DCR_OK);
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(f);
+    dcr_coord_set_hooks(a, &h);
+    dcr_fault_t crash = {DCR_FAULT_COORD_CRASH, -1, 0, 0, 0, DCR_COORD_STEP_ACK};
+    assert_int_equal(dcr_faults_arm(f, &crash), DCR_OK);
+    pipe_step(&p, 71);
+    dcr_refit_result_t r;
+    assert_int_not_equal(dcr_coord_refit(a, p.candidate, &r), DCR_OK);
+    assert_true(dcr_faults_take_crash(f));
+    dcr_coord_destroy(a);
+    /* The successor has one attempt, and owner 0's first payload is lost. */
+    dcr_faults_attach(f, p.transport, NULL, p.control);
+    dcr_fault_t drop = {DCR_FAULT_DROP, 0, 0, 0, 0, DCR_COORD_STEP_PREPARE};
+    assert_int_equal(dcr_faults_arm(f, &drop), DCR_OK);
+    dcr_coord_t *b = pipe_coord_gated(&p, 1, 600000, DCR_RL_SYNC, gate);
+    assert_int_equal(dcr_coord_resume(b, p.candidate, 0, &r), DCR_EFATAL);
+    dcr_faults_detach(f);
+    assert_int_equal(pipe_version(&p), 0);
+    dcr_coord_t *c = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
+    dcr_receiver_t *old[16];
+    int nold = 0;
+    for (int i = 0; i < p.nrecv; i++) {
+        assert_true(dcr_gate_dirty(gate, i));
+        assert_false(dcr_gate_is_open(gate, i));
+        assert_false(dcr_coord_receiver_alive(b, i));
+        assert_false(dcr_coord_receiver_alive(c, i));
+        old[nold++] = p.recv[i];
+        assert_int_equal(dcr_coord_receiver_restart(c, i, pipe_restore, &p), DCR_OK);
+        p.recv[i] = dcr_coord_receiver(c, i);
+        assert_true(dcr_gate_is_open(gate, i));
+    }
+    pipe_verify(&p, c);
+    pipe_step(&p, 72);
+    assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(pipe_version(&p), 1);
+    pipe_verify(&p, c);
+    dcr_coord_destroy(b);
+    dcr_coord_destroy(c);
+    dcr_faults_destroy(f);
+    dcr_gate_destroy(gate);
+    pipe_close(&p, old, nold);
+}
+
 /* The gate check can fail: a hook that opens a receiver's gate in the
  * middle of its apply (vouching falsely) is caught by the readers, in both
  * RL modes; the same runs without it see no violation. */
@@ -691,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_crash_keeps_mixed_receivers_gated),
         cmocka_unit_test(test_broken_gate_is_caught),
         cmocka_unit_test(test_membership_survives_failover),
+        cmocka_unit_test(test_stop_after_failover_keeps_mixed_receivers_out),
         cmocka_unit_test(test_replaced_coordinator_refused),
         cmocka_unit_test(test_restart_restores_and_no_live_stops),
         cmocka_unit_test(test_commit_deadline),
