@@ -657,8 +657,10 @@ dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summa
         cfg->faults_per_step < 0 || cfg->deadline_ms == 0 || cfg->readers < 0 ||
         (cfg->break_gate && cfg->readers < 1))
         return dcr_error_set(DCR_EINVAL,
-                             "faults: %d steps, %d attempts, kill every %d, %d faults per step",
-                             cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step);
+                             "faults: %d steps, %d attempts, kill every %d, %d faults per step, "
+                             "%d readers%s: expected >= 1 step and attempt, no negative count",
+                             cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step,
+                             cfg->readers, cfg->break_gate ? " (break_gate needs one)" : "");
     if (!dcr_transport_find(cfg->bench.transport))
         return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay",
                              cfg->bench.transport);
