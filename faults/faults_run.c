@@ -502,7 +502,7 @@ static dcr_status_t move_weights(frun_t *r, int step)
  * when it crashed) must be what its successor reads from the control plane. */
 static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
 {
-    bool *held = calloc((size_t)r->nrecv, sizeof(bool));
+    bool *held = calloc(r->nrecv > 0 ? (size_t)r->nrecv : 1, sizeof(bool));
     if (!held) return dcr_error_set(DCR_ENOMEM, "membership");
     for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
     dcr_coord_destroy(r->coord);

@@ -64,6 +64,7 @@ dcr_status_t dcr_readers_start(const dcr_readers_config_t *cfg, dcr_readers_t **
                              cfg->threads, cfg->nslots, (void *)cfg->gate);
     dcr_readers_t *p = calloc(1, sizeof(*p));
     if (!p) return dcr_error_set(DCR_ENOMEM, "readers");
+    atomic_init(&p->stop, 0);
     p->cfg = *cfg;
     p->cfg.nslots = cfg->slots ? cfg->nslots : dcr_gate_slots(cfg->gate);
     p->slots = malloc((size_t)p->cfg.nslots * sizeof(int));
@@ -74,11 +75,11 @@ dcr_status_t dcr_readers_start(const dcr_readers_config_t *cfg, dcr_readers_t **
     }
     for (int i = 0; i < p->cfg.nslots; i++) p->slots[i] = cfg->slots ? cfg->slots[i] : i;
     p->cfg.slots = p->slots;
-    atomic_init(&p->stop, 0);
     for (; p->started < cfg->threads; p->started++)
         if (pthread_create(&p->threads[p->started], NULL, reader_main, p)) {
-            dcr_readers_stop(p);
-            return dcr_error_set(DCR_ENOMEM, "reader thread %d", p->started);
+            int failed = p->started;
+            dcr_readers_stop(p); /* joins the ones already running */
+            return dcr_error_set(DCR_ENOMEM, "reader thread %d of %d", failed, cfg->threads);
         }
     *out_p = p;
     return DCR_OK;
