@@ -13,7 +13,7 @@
 typedef struct faults_opts {
     dcr_cli_scenario_t sc;
     int64_t steps, kill_every, restart_after, faults_per_step, seeds, seed, nodes, per_node,
-        serve_tp, attempts;
+        serve_tp, attempts, readers;
     const char *transport, *rl, *changes;
     double lr, rate;
     bool json;
@@ -25,13 +25,20 @@ static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
         json_object_set_new(kinds, dcr_fault_kind_name((dcr_fault_kind_t)k),
                             json_integer(s->faults_by_kind[k]));
-    return json_pack("{s:s,s:i,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "command",
-                     what, "steps", s->steps, "faults_by_kind", kinds, "faults",
-                     (json_int_t)s->faults, "attempts", s->attempts, "retries", s->retries,
-                     "commits", s->commits, "stops", s->stops, "failovers", s->failovers, "kills",
-                     s->kills, "restores", s->restores, "mismatches", s->mismatches,
-                     "baseline_mismatches", s->baseline_mismatches, "lost", s->lost, "checks",
-                     s->checks, "version", (json_int_t)s->version);
+    json_t *j =
+        json_pack("{s:s,s:i,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "command",
+                  what, "steps", s->steps, "faults_by_kind", kinds, "faults", (json_int_t)s->faults,
+                  "attempts", s->attempts, "retries", s->retries, "commits", s->commits, "stops",
+                  s->stops, "failovers", s->failovers, "kills", s->kills, "restores", s->restores,
+                  "mismatches", s->mismatches, "baseline_mismatches", s->baseline_mismatches,
+                  "lost", s->lost, "checks", s->checks, "version", (json_int_t)s->version);
+    json_t *props = json_pack("{s:I,s:I,s:i,s:i,s:i}", "gate_reads", (json_int_t)s->gate_reads,
+                              "gate_violations", (json_int_t)s->gate_violations, "commit_checks",
+                              s->commit_checks, "commit_violations", s->commit_violations,
+                              "membership_mismatches", s->membership_mismatches);
+    json_object_update(j, props);
+    json_decref(props);
+    return j;
 }
 
 static void print_text(const char *what, const dcr_faults_summary_t *s)
@@ -48,6 +55,11 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
     printf("receivers killed %d, restored by dense refit %d\n", s->kills, s->restores);
     printf("receiver checks %d, bit mismatches %d, baseline mismatches %d, versions lost %d\n",
            s->checks, s->mismatches, s->baseline_mismatches, s->lost);
+    printf("requests through the gate %lld, saw a mixed state %lld\n", (long long)s->gate_reads,
+           (long long)s->gate_violations);
+    printf("receivers checked before a joint commit %d, not holding P^{v+1} %d\n", s->commit_checks,
+           s->commit_violations);
+    printf("membership differed after a failover %d\n", s->membership_mismatches);
 }
 
 static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
@@ -71,6 +83,7 @@ static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
     c->restart_after = (int)o->restart_after;
     c->faults_per_step = (int)o->faults_per_step;
     c->max_attempts = (int)o->attempts;
+    c->readers = (int)o->readers;
     return DCR_OK;
 }
 
@@ -90,16 +103,20 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
     } else {
         print_text(what, s);
     }
-    if (s->mismatches || s->baseline_mismatches || s->lost) {
+    if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
+        s->commit_violations || s->membership_mismatches) {
         fprintf(stderr,
-                "dcr faults %s: %d bit mismatches, %d baseline mismatches, %d versions lost\n",
-                what, s->mismatches, s->baseline_mismatches, s->lost);
+                "dcr faults %s: %d bit mismatches, %d baseline mismatches, %d versions lost, %lld "
+                "mixed reads through the gate, %d premature commit checks, %d membership "
+                "mismatches\n",
+                what, s->mismatches, s->baseline_mismatches, s->lost, (long long)s->gate_violations,
+                s->commit_violations, s->membership_mismatches);
         return 1;
     }
     return 0;
 }
 
-enum { NOWN = 15 };
+enum { NOWN = 16 };
 
 static void own_args(faults_opts_t *o, dcr_arg_t *a)
 {
@@ -127,6 +144,8 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
          "serving tensor parallel degree (default 2)", false},
         {"--seed", DCR_ARG_INT, &o->seed, 0, 1e15,
          "seed of weights, changes and faults (campaign: the first)", false},
+        {"--readers", DCR_ARG_INT, &o->readers, 0, 64,
+         "request threads reading every receiver through its gate (default 1; 0: none)", false},
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
     };
     memcpy(a, own, sizeof(own));
@@ -146,6 +165,7 @@ static void defaults(faults_opts_t *o, const dcr_faults_run_config_t *c)
     o->restart_after = c->restart_after;
     o->faults_per_step = c->faults_per_step;
     o->attempts = c->max_attempts;
+    o->readers = c->readers;
     o->transport = c->bench.transport;
     o->rl = "sync";
     o->changes = "adamw";

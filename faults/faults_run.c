@@ -7,6 +7,7 @@
 
 #include <ftw.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "workloads/readers.h"
 
 dcr_faults_run_config_t dcr_faults_run_config_default(void)
 {
@@ -30,6 +32,7 @@ dcr_faults_run_config_t dcr_faults_run_config_default(void)
     cfg.restart_after = 5;
     cfg.max_attempts = 4;
     cfg.deadline_ms = 600000;
+    cfg.readers = 1;
     return cfg;
 }
 
@@ -66,6 +69,17 @@ typedef struct frun {
     bool own_workdir;
     int incarnation;  /* coordinators started so far */
     uint64_t version; /* the version the owners' baselines hold */
+    dcr_gate_t *gate; /* the receivers' request gates: they outlive coordinators */
+    dcr_readers_t *readers;
+    /* What a request may read, per TP rank: digests of dense refits of the
+     * committed version (cur) and of the candidate (next); gen changes with
+     * them, and a read that spans a change is not judged. */
+    pthread_mutex_t expect_lock;
+    uint8_t (*cur)[DCR_READ_DIGEST_BYTES], (*next)[DCR_READ_DIGEST_BYTES];
+    uint64_t gen;
+    int64_t gate_reads, gate_violations; /* under expect_lock */
+    int commit_checks, commit_violations;
+    bool gate_broken; /* break_gate did its damage */
 } frun_t;
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -124,8 +138,180 @@ static dcr_status_t make_receivers(frun_t *r)
     return DCR_OK;
 }
 
-/* A coordinator incarnation: a new id each time, the current receivers,
- * and the membership the harness knows (dead receivers stay out). */
+/* ---- what requests may see ------------------------------------------------------- */
+
+/* Per TP rank, the digest of a dense refit of `shards`: the oracle of what
+ * every receiver of that rank holds at that version. */
+static dcr_status_t dense_digests(frun_t *r, dcr_storage_t **shards,
+                                  uint8_t (*out)[DCR_READ_DIGEST_BYTES])
+{
+    DCR_CHECK(
+        dcr_megatron_export(&r->sc->model, &r->sc->train, r->sc->layout, shards, r->canonical));
+    for (int rank = 0; rank < r->serve.tp; rank++) {
+        dcr_receiver_t *dense = NULL;
+        DCR_CHECK(dcr_serve_receiver_create(&r->sc->model, r->sc->inventory, &r->serve, rank, NULL,
+                                            &dense));
+        dcr_status_t st = dcr_receiver_load_dense_all(dense, r->canonical);
+        if (st == DCR_OK) dcr_receiver_digest(dense, out[rank]);
+        dcr_receiver_destroy(dense);
+        DCR_CHECK(st);
+    }
+    return DCR_OK;
+}
+
+static size_t digests_bytes(const frun_t *r)
+{
+    return (size_t)r->serve.tp * DCR_READ_DIGEST_BYTES;
+}
+
+/* Before a transition: requests may see P^v or the candidate's P^{v+1}. */
+static dcr_status_t expect_candidate(frun_t *r)
+{
+    uint8_t(*next)[DCR_READ_DIGEST_BYTES] = malloc(digests_bytes(r));
+    if (!next) return dcr_error_set(DCR_ENOMEM, "digests");
+    dcr_status_t st = dense_digests(r, r->candidate, next);
+    if (st == DCR_OK) {
+        pthread_mutex_lock(&r->expect_lock);
+        memcpy(r->next, next, digests_bytes(r));
+        r->gen++;
+        pthread_mutex_unlock(&r->expect_lock);
+    }
+    free(next);
+    return st;
+}
+
+/* After a commit: P^{v+1} is the committed version. */
+static void expect_committed(frun_t *r)
+{
+    pthread_mutex_lock(&r->expect_lock);
+    memcpy(r->cur, r->next, digests_bytes(r));
+    r->gen++;
+    pthread_mutex_unlock(&r->expect_lock);
+}
+
+static dcr_status_t make_expectations(frun_t *r)
+{
+    r->cur = malloc(digests_bytes(r));
+    r->next = malloc(digests_bytes(r));
+    if (!r->cur || !r->next) return dcr_error_set(DCR_ENOMEM, "digests");
+    DCR_CHECK(dense_digests(r, r->committed, r->cur));
+    memcpy(r->next, r->cur, digests_bytes(r));
+    return DCR_OK;
+}
+
+/* Whether digest d of receiver `slot` is P^v or P^{v+1}; expect_lock held. */
+static bool expected(const frun_t *r, int slot, const uint8_t *d)
+{
+    int rank = dcr_serve_tp_rank(&r->serve, slot);
+    return !memcmp(d, r->cur[rank], DCR_READ_DIGEST_BYTES) ||
+           !memcmp(d, r->next[rank], DCR_READ_DIGEST_BYTES);
+}
+
+static uint64_t reader_gen(void *ctx, int slot)
+{
+    (void)slot;
+    frun_t *r = ctx;
+    pthread_mutex_lock(&r->expect_lock);
+    uint64_t gen = r->gen;
+    pthread_mutex_unlock(&r->expect_lock);
+    return gen;
+}
+
+static void reader_seen(void *ctx, int slot, uint64_t gen, const uint8_t *d)
+{
+    frun_t *r = ctx;
+    pthread_mutex_lock(&r->expect_lock);
+    if (gen == r->gen) {
+        r->gate_reads++;
+        if (!expected(r, slot, d) && r->gate_violations++ == 0)
+            DCR_LOG_ERROR("faults: a request read receiver %d through its gate in a mixed state "
+                          "(neither P^v nor P^{v+1})",
+                          slot);
+    }
+    pthread_mutex_unlock(&r->expect_lock);
+}
+
+static dcr_status_t start_readers(frun_t *r)
+{
+    if (r->cfg->readers <= 0) return DCR_OK;
+    dcr_readers_config_t rc = {r->gate, r->cfg->readers, NULL, 0, 1000, reader_gen, reader_seen, r};
+    return dcr_readers_start(&rc, &r->readers);
+}
+
+/* ---- the coordinator's hooks: the injector's, plus the harness's checks ----------- */
+
+static bool holds_expected(frun_t *r, int slot, bool next_only)
+{
+    uint8_t d[DCR_READ_DIGEST_BYTES];
+    dcr_receiver_digest(dcr_coord_receiver(r->coord, slot), d);
+    int rank = dcr_serve_tp_rank(&r->serve, slot);
+    pthread_mutex_lock(&r->expect_lock);
+    bool ok = next_only ? !memcmp(d, r->next[rank], DCR_READ_DIGEST_BYTES) : expected(r, slot, d);
+    pthread_mutex_unlock(&r->expect_lock);
+    return ok;
+}
+
+/* break_gate: once receiver `slot` holds a mix, its gate opens as if a
+ * commit had vouched for it, and the hook waits for a reader to notice. */
+static void break_gate(frun_t *r, int slot, uint64_t tau)
+{
+    if (holds_expected(r, slot, false)) return;
+    pthread_mutex_lock(&r->expect_lock);
+    bool first = !r->gate_broken;
+    r->gate_broken = true;
+    pthread_mutex_unlock(&r->expect_lock);
+    if (!first) return;
+    DCR_LOG_WARN("faults: break_gate: receiver %d's gate opens in the middle of its apply", slot);
+    dcr_gate_open(r->gate, slot, tau, true);
+    for (int waited = 0; waited < 10000; waited += 5) {
+        pthread_mutex_lock(&r->expect_lock);
+        int64_t seen = r->gate_violations;
+        pthread_mutex_unlock(&r->expect_lock);
+        if (seen > 0) break;
+        usleep(5000);
+    }
+}
+
+static bool run_alive(void *ctx, int slot, dcr_coord_point_t point, uint64_t tau)
+{
+    frun_t *r = ctx;
+    if (r->cfg->break_gate && point == DCR_COORD_POINT_APPLY) break_gate(r, slot, tau);
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
+    return h.alive(h.ctx, slot, point, tau);
+}
+
+/* Right before the joint commit every required receiver (every live one:
+ * deaths fail the attempt before this step) must hold P^{v+1}. */
+static void check_before_commit(frun_t *r)
+{
+    for (int i = 0; i < r->nrecv; i++) {
+        if (!dcr_coord_receiver_alive(r->coord, i)) continue;
+        r->commit_checks++;
+        if (holds_expected(r, i, true)) continue;
+        r->commit_violations++;
+        DCR_LOG_ERROR("faults: the joint commit is about to happen while receiver %d does not "
+                      "hold P^{v+1}",
+                      i);
+    }
+}
+
+static dcr_status_t run_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
+{
+    frun_t *r = ctx;
+    if (step == DCR_COORD_STEP_COMMIT) check_before_commit(r);
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
+    return h.step(h.ctx, step, tau);
+}
+
+static bool run_redeliver(void *ctx, int node, uint64_t tau)
+{
+    frun_t *r = ctx;
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
+    return h.redeliver(h.ctx, node, tau);
+}
+
+/* A coordinator incarnation: a new id each time, the current receivers and
+ * gates; it reads the membership from the control plane. */
 static dcr_status_t start_coordinator(frun_t *r)
 {
     char id[64];
@@ -136,12 +322,11 @@ static dcr_status_t start_coordinator(frun_t *r)
     cc.deadline_ms = r->cfg->deadline_ms;
     cc.stall_timeout_ms = 20000;
     dcr_coord_parties_t parties = {
-        r->con, r->sc->layout->world, r->transport, r->control, r->recv, r->nrecv, r->xor_allowed};
+        r->con,   r->sc->layout->world, r->transport, r->control, r->recv,
+        r->nrecv, r->xor_allowed,       r->gate};
     DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
-    dcr_coord_hooks_t hooks = dcr_faults_coord_hooks(r->faults);
+    dcr_coord_hooks_t hooks = {run_alive, run_step, run_redeliver, r};
     dcr_coord_set_hooks(r->coord, &hooks);
-    for (int i = 0; i < r->nrecv; i++)
-        if (r->restart_at[i] >= 0) DCR_CHECK(dcr_coord_receiver_kill(r->coord, i));
     return DCR_OK;
 }
 
@@ -188,7 +373,10 @@ static dcr_status_t setup(frun_t *r)
                                   r->committed));
     if (b->adamw) DCR_CHECK(dcr_adamw_create(r->sc, r->committed, b->lr, b->seed + 7, &r->adamw));
     DCR_CHECK(make_receivers(r));
-    return make_parties(r);
+    DCR_CHECK(make_expectations(r));
+    DCR_CHECK(dcr_gate_create(r->nrecv, &r->gate));
+    DCR_CHECK(make_parties(r));
+    return start_readers(r);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -201,7 +389,11 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 
 static void teardown(frun_t *r)
 {
+    dcr_readers_stop(r->readers);
     dcr_coord_destroy(r->coord);
+    dcr_gate_destroy(r->gate);
+    free(r->cur);
+    free(r->next);
     if (r->faults) dcr_faults_detach(r->faults);
     dcr_faults_destroy(r->faults);
     dcr_adamw_destroy(r->adamw);
@@ -306,6 +498,32 @@ static dcr_status_t move_weights(frun_t *r, int step)
                                        r->canonical, &changed);
 }
 
+/* A failover: the crashed coordinator's membership (held[], what it knew
+ * when it crashed) must be what its successor reads from the control plane. */
+static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
+{
+    bool *held = calloc(r->nrecv > 0 ? (size_t)r->nrecv : 1, sizeof(bool));
+    if (!held) return dcr_error_set(DCR_ENOMEM, "membership");
+    for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
+    dcr_coord_destroy(r->coord);
+    r->coord = NULL;
+    /* The supervisor starts another one while the control plane is unavailable. */
+    dcr_status_t st = DCR_ECONTROL;
+    for (int tries = 0; tries < 4 && st == DCR_ECONTROL; tries++) {
+        if (tries > 0) usleep(50000);
+        st = start_coordinator(r);
+    }
+    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
+        if (dcr_coord_receiver_alive(r->coord, i) == held[i]) continue;
+        DCR_LOG_ERROR("faults: step %d: after the failover receiver %d is %s, it was %s", step + 1,
+                      i, held[i] ? "out" : "in", held[i] ? "in" : "out");
+        s->membership_mismatches++;
+        break;
+    }
+    free(held);
+    return st;
+}
+
 /* The transition, with a new coordinator taking over after each crash. */
 static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
 {
@@ -317,12 +535,10 @@ static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
     s->retries += last > 1 ? last - 1 : 0;
     while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
         DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
-        /* Receivers that died under the crashed coordinator stay dead under
-         * the new one, until their restart. */
+        /* Receivers that died under the crashed coordinator are due for a
+         * restart; the new one reads them out of the recorded membership. */
         note_deaths(r, step, false, s);
-        dcr_coord_destroy(r->coord);
-        r->coord = NULL;
-        DCR_CHECK(start_coordinator(r));
+        DCR_CHECK(fail_over(r, step, s));
         s->failovers++;
         memset(&res, 0, sizeof(res));
         st = dcr_coord_resume(r->coord, r->candidate, r->version, &res);
@@ -409,11 +625,13 @@ static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
     DCR_CHECK(restart_due(r, step, s));
     DCR_CHECK(arm_step(r, step));
     DCR_CHECK(move_weights(r, step));
+    DCR_CHECK(expect_candidate(r));
     dcr_status_t st = transition(r, step, s);
     dcr_faults_disarm(r->faults); /* faults that did not fire do not leak into the checks */
     if (st == DCR_OK) {
         s->commits++;
         r->version++;
+        expect_committed(r);
         dcr_storage_t **swap = r->committed; /* the candidate is committed */
         r->committed = r->candidate;
         r->candidate = swap;
@@ -436,16 +654,20 @@ static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
 dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summary_t *out_p)
 {
     if (cfg->steps < 1 || cfg->max_attempts < 1 || cfg->kill_every < 0 ||
-        cfg->faults_per_step < 0 || cfg->deadline_ms == 0)
+        cfg->faults_per_step < 0 || cfg->deadline_ms == 0 || cfg->readers < 0 ||
+        (cfg->break_gate && cfg->readers < 1))
         return dcr_error_set(DCR_EINVAL,
-                             "faults: %d steps, %d attempts, kill every %d, %d faults per step",
-                             cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step);
+                             "faults: %d steps, %d attempts, kill every %d, %d faults per step, "
+                             "%d readers%s: expected >= 1 step and attempt, no negative count",
+                             cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step,
+                             cfg->readers, cfg->break_gate ? " (break_gate needs one)" : "");
     if (!dcr_transport_find(cfg->bench.transport))
         return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay",
                              cfg->bench.transport);
     frun_t r;
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
+    pthread_mutex_init(&r.expect_lock, NULL);
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
     dcr_status_t st = setup(&r);
@@ -454,6 +676,11 @@ dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summa
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) s.faults += s.faults_by_kind[k];
     s.version = r.version;
     teardown(&r);
+    pthread_mutex_destroy(&r.expect_lock);
+    s.gate_reads = r.gate_reads;
+    s.gate_violations = r.gate_violations;
+    s.commit_checks = r.commit_checks;
+    s.commit_violations = r.commit_violations;
     DCR_CHECK(st);
     *out_p = s;
     return DCR_OK;
@@ -475,6 +702,11 @@ void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t 
     a->baseline_mismatches += b->baseline_mismatches;
     a->lost += b->lost;
     a->checks += b->checks;
+    a->gate_reads += b->gate_reads;
+    a->gate_violations += b->gate_violations;
+    a->commit_checks += b->commit_checks;
+    a->commit_violations += b->commit_violations;
+    a->membership_mismatches += b->membership_mismatches;
     a->version = b->version;
 }
 

@@ -11,7 +11,14 @@
  * and the next step goes on from the committed version. After every step
  * every live receiver is compared bit for bit with a dense refit of the
  * committed version, the commit record with the version the owners'
- * baselines hold, and the baselines with the committed weights. */
+ * baselines hold, and the baselines with the committed weights.
+ *
+ * Throughout, reader threads emulate requests: they read every receiver
+ * through its request gate, and each read must equal a dense refit of the
+ * committed version P^v or of the candidate P^{v+1} (by digest), never a
+ * mix. Right before every joint commit, every live (required) receiver must
+ * hold P^{v+1}. After a failover the new coordinator must read the same
+ * membership from the control plane as the crashed one held. */
 #ifndef DCR_FAULTS_RUN_H
 #define DCR_FAULTS_RUN_H
 
@@ -37,10 +44,16 @@ typedef struct dcr_faults_run_config {
     int nplan;
     int max_attempts; /* per coordinator: first attempt plus overwrite retries */
     uint32_t deadline_ms;
+    int readers; /* request emulation threads reading every receiver through its gate; 0: none */
+    /* A test of the gate check itself, never of the engine: a hook opens a
+     * receiver's gate, vouching falsely, once it holds a mix in the middle
+     * of an apply, and waits (up to 10 s) for a reader to see it. */
+    bool break_gate;
 } dcr_faults_run_config_t;
 
 /* The Figure 9 emulation's defaults on a small pipeline: 50 steps, AdamW
- * changes, a kill every 5 steps, restart 5 steps later, unlimited links. */
+ * changes, a kill every 5 steps, restart 5 steps later, unlimited links,
+ * one reader. */
 dcr_faults_run_config_t dcr_faults_run_config_default(void);
 
 typedef struct dcr_faults_summary {
@@ -55,11 +68,16 @@ typedef struct dcr_faults_summary {
     int kills;      /* receivers that died */
     int restores;   /* receivers restored by a dense refit before joining */
     int mismatches; /* live receivers that differed from the dense refit, over all checks */
-    int baseline_mismatches; /* checks where owners' baselines differed from the committed weights
-                              */
-    int lost;                /* checks where the commit record did not name the owners' version */
-    int checks;              /* receivers compared */
-    uint64_t version;        /* committed at the end */
+    int baseline_mismatches;   /* checks where owners' baselines differed from the committed weights
+                                */
+    int lost;                  /* checks where the commit record did not name the owners' version */
+    int checks;                /* receivers compared */
+    int64_t gate_reads;        /* requests that read a receiver through its gate */
+    int64_t gate_violations;   /* reads that saw neither P^v nor P^{v+1} */
+    int commit_checks;         /* required receivers checked right before a joint commit */
+    int commit_violations;     /* of those, receivers not holding P^{v+1} */
+    int membership_mismatches; /* failovers after which the new coordinator's membership differed */
+    uint64_t version;          /* committed at the end */
 } dcr_faults_summary_t;
 
 /* Runs the steps; a bit mismatch or a lost version is reported in the

@@ -10,13 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <blake2.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/trace.h"
+#include "workloads/readers.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
 {
@@ -63,8 +63,7 @@ typedef struct bench {
     char workdir[4096];
     bool own_workdir;
     /* request emulation */
-    pthread_t *readers;
-    atomic_int stop_readers;
+    dcr_readers_t *readers;
     atomic_int epoch; /* refit in progress (1-based); readers tag observations with it */
     pthread_mutex_t seen_lock;
     struct seen {
@@ -162,9 +161,9 @@ static dcr_status_t make_parties(bench_t *b)
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
-    dcr_coord_parties_t parties = {b->con,        b->sc->layout->world, b->transport,
-                                   b->control,    b->receivers,         b->nrecv,
-                                   b->xor_allowed};
+    dcr_coord_parties_t parties = {
+        b->con,   b->sc->layout->world, b->transport, b->control, b->receivers,
+        b->nrecv, b->xor_allowed,       NULL};
     return dcr_coord_create(&coc, &parties, &b->coord);
 }
 
@@ -221,66 +220,54 @@ static void teardown(bench_t *b)
 
 /* ---- request emulation -------------------------------------------------------- */
 
-/* Digest of every resident byte of a receiver: what a request would read. */
-static void receiver_digest(const dcr_receiver_t *r, uint8_t out[16])
+/* Requests tag what they read with the refit in progress. */
+static uint64_t reader_epoch(void *ctx, int slot)
 {
-    const dcr_params_t *ps = dcr_receiver_params(r);
-    blake2b_state st;
-    blake2b_init(&st, 16);
-    for (size_t i = 0; i < dcr_params_count(ps); i++) {
-        const dcr_param_t *p = dcr_params_at(ps, i);
-        blake2b_update(&st, p->storage->data, p->storage->bytes);
-    }
-    blake2b_final(&st, out, 16);
+    (void)slot;
+    return (uint64_t)atomic_load(&((bench_t *)ctx)->epoch);
 }
 
-/* A reader serves requests: it enters the gate, reads receiver 0 whole, and
- * records what it saw; the gate must only ever let it see P^v or P^{v+1}. */
-static void *reader_main(void *arg)
+/* A request read receiver 0 through the gate; the gate must only ever let
+ * it see P^v or P^{v+1}. */
+static void reader_seen(void *ctx, int slot, uint64_t epoch, const uint8_t d[16])
 {
-    bench_t *b = arg;
-    while (!atomic_load(&b->stop_readers)) {
-        uint8_t d[16];
-        dcr_coord_gate_enter(b->coord);
-        int epoch = atomic_load(&b->epoch);
-        receiver_digest(b->receivers[0], d);
-        dcr_coord_gate_leave(b->coord);
-        pthread_mutex_lock(&b->seen_lock);
-        if (b->nseen == b->cap_seen) {
-            size_t cap = b->cap_seen ? 2 * b->cap_seen : 256;
-            void *p = realloc(b->seen, cap * sizeof(*b->seen));
-            if (p) {
-                b->seen = p;
-                b->cap_seen = cap;
-            }
+    (void)slot;
+    bench_t *b = ctx;
+    pthread_mutex_lock(&b->seen_lock);
+    if (b->nseen == b->cap_seen) {
+        size_t cap = b->cap_seen ? 2 * b->cap_seen : 256;
+        void *p = realloc(b->seen, cap * sizeof(*b->seen));
+        if (p) {
+            b->seen = p;
+            b->cap_seen = cap;
         }
-        if (b->nseen < b->cap_seen) {
-            b->seen[b->nseen].epoch = epoch;
-            memcpy(b->seen[b->nseen++].digest, d, 16);
-        }
-        pthread_mutex_unlock(&b->seen_lock);
-        usleep(500);
     }
-    return NULL;
+    if (b->nseen < b->cap_seen) {
+        b->seen[b->nseen].epoch = (int)epoch;
+        memcpy(b->seen[b->nseen++].digest, d, 16);
+    }
+    pthread_mutex_unlock(&b->seen_lock);
 }
 
 static dcr_status_t start_readers(bench_t *b)
 {
     pthread_mutex_init(&b->seen_lock, NULL);
     if (b->cfg->readers <= 0) return DCR_OK;
-    b->readers = calloc((size_t)b->cfg->readers, sizeof(pthread_t));
-    if (!b->readers) return dcr_error_set(DCR_ENOMEM, "reader threads");
-    for (int i = 0; i < b->cfg->readers; i++)
-        if (pthread_create(&b->readers[i], NULL, reader_main, b))
-            return dcr_error_set(DCR_ENOMEM, "reader thread");
-    return DCR_OK;
+    static const int receiver0 = 0;
+    dcr_readers_config_t rc = {dcr_coord_gate(b->coord),
+                               b->cfg->readers,
+                               &receiver0,
+                               1,
+                               500,
+                               reader_epoch,
+                               reader_seen,
+                               b};
+    return dcr_readers_start(&rc, &b->readers);
 }
 
 static void stop_readers(bench_t *b)
 {
-    atomic_store(&b->stop_readers, 1);
-    for (int i = 0; b->readers && i < b->cfg->readers; i++) pthread_join(b->readers[i], NULL);
-    free(b->readers);
+    dcr_readers_stop(b->readers);
     b->readers = NULL;
 }
 
@@ -393,7 +380,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
                                               b->cfg->seed + 1000 + (uint64_t)step, b->candidate,
                                               b->canonical, &injected));
     uint8_t before[16], after[16];
-    if (b->readers) receiver_digest(b->receivers[0], before);
+    if (b->readers) dcr_receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);
     dcr_refit_result_t r;
     dcr_trace_enable(traced);
@@ -403,7 +390,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
         /* Observations tagged with this refit were made before, during or
          * just after it: each must be P^v or P^{v+1}. */
         atomic_store(&b->epoch, 0);
-        receiver_digest(b->receivers[0], after);
+        dcr_receiver_digest(b->receivers[0], after);
         check_requests(b, step + 1, before, after);
     }
     DCR_CHECK(st);

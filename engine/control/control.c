@@ -188,13 +188,15 @@ static int dcr__cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Required receivers must be distinct: a duplicate would make "every required
- * receiver acknowledged" ambiguous between backends. */
-static dcr_status_t dcr__check_receivers(const uint32_t *receivers, size_t n)
+/* Required receivers and members must be distinct: a duplicate would make
+ * "every required receiver acknowledged" ambiguous between backends. */
+static dcr_status_t dcr__check_receivers(const uint32_t *receivers, size_t n, size_t min,
+                                         const char *what)
 {
-    if (receivers == NULL || n == 0 || n > DCR_CONTROL_RECEIVERS_MAX) {
-        return dcr_error_set(DCR_EINVAL, "control prepare: %zu required receivers: expected 1..%u",
-                             n, DCR_CONTROL_RECEIVERS_MAX);
+    if (n == 0 && min == 0) return DCR_OK;
+    if (receivers == NULL || n < min || n > DCR_CONTROL_RECEIVERS_MAX) {
+        return dcr_error_set(DCR_EINVAL, "control %s: %zu receivers: expected %zu..%u", what, n,
+                             min, DCR_CONTROL_RECEIVERS_MAX);
     }
     uint32_t *sorted = malloc(n * sizeof *sorted);
     if (sorted == NULL) return dcr_error_set(DCR_ENOMEM, "control prepare: allocation failed");
@@ -203,7 +205,7 @@ static dcr_status_t dcr__check_receivers(const uint32_t *receivers, size_t n)
     dcr_status_t st = DCR_OK;
     for (size_t i = 1; i < n && st == DCR_OK; i++) {
         if (sorted[i] == sorted[i - 1]) {
-            st = dcr_error_set(DCR_EINVAL, "control prepare: receiver %u is listed twice",
+            st = dcr_error_set(DCR_EINVAL, "control %s: receiver %u is listed twice", what,
                                sorted[i]);
         }
     }
@@ -225,7 +227,7 @@ dcr_status_t dcr_control_prepare(dcr_control_t *c, const dcr_control_prepare_t *
                              "version below 2^63-1 and a deadline > 0",
                              (unsigned long long)req->from_version, req->deadline_ms);
     }
-    DCR_CHECK(dcr__check_receivers(req->receivers, req->n_receivers));
+    DCR_CHECK(dcr__check_receivers(req->receivers, req->n_receivers, 1, "prepare"));
     DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_PREPARE));
     uint64_t tau = 0;
     dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_PREPARE, c->ops->prepare(c->impl, req, &tau));
@@ -245,14 +247,25 @@ dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_att
     return st;
 }
 
-/* Shared by required and acks: the backend fills a private buffer so the
- * caller's stays untouched unless the whole call succeeds. */
+static dcr_status_t dcr__list_call(dcr_control_t *c, dcr_control_op_t op, uint64_t tau,
+                                   uint32_t *out, size_t cap, size_t *n_p)
+{
+    if (op == DCR_CONTROL_OP_ACKS) return c->ops->acks(c->impl, tau, out, cap, n_p);
+    if (op == DCR_CONTROL_OP_REQUIRED) return c->ops->required(c->impl, tau, out, cap, n_p);
+    return c->ops->membership_get(c->impl, out, cap, n_p);
+}
+
+/* Shared by required, acks (of attempt tau) and membership_get (tau unused):
+ * the backend fills a private buffer so the caller's stays untouched unless
+ * the whole call succeeds. */
 static dcr_status_t dcr__list(dcr_control_t *c, dcr_control_op_t op, uint64_t tau, uint32_t *out,
                               size_t cap, size_t *n_p)
 {
-    const char *what = op == DCR_CONTROL_OP_ACKS ? "acks" : "required";
+    const char *what = op == DCR_CONTROL_OP_ACKS       ? "acks"
+                       : op == DCR_CONTROL_OP_REQUIRED ? "required"
+                                                       : "membership_get";
     DCR_CHECK(dcr__check_handle(c, what));
-    DCR_CHECK(dcr__check_tau(tau, what));
+    if (op != DCR_CONTROL_OP_MEMBERSHIP_GET) DCR_CHECK(dcr__check_tau(tau, what));
     if (n_p == NULL || (out == NULL && cap > 0)) {
         return dcr_error_set(DCR_EINVAL, "control %s: n_p is NULL, or out is NULL with cap %zu",
                              what, cap);
@@ -265,11 +278,7 @@ static dcr_status_t dcr__list(dcr_control_t *c, dcr_control_op_t op, uint64_t ta
     }
     dcr_status_t st = dcr__before(c, op);
     size_t n = 0;
-    if (st == DCR_OK) {
-        st = op == DCR_CONTROL_OP_ACKS ? c->ops->acks(c->impl, tau, tmp, tmp_cap, &n)
-                                       : c->ops->required(c->impl, tau, tmp, tmp_cap, &n);
-        st = dcr__after(c, op, st);
-    }
+    if (st == DCR_OK) st = dcr__after(c, op, dcr__list_call(c, op, tau, tmp, tmp_cap, &n));
     if (st == DCR_OK) {
         if (tmp_cap > 0) memcpy(out, tmp, (n < tmp_cap ? n : tmp_cap) * sizeof *tmp);
         *n_p = n;
@@ -356,4 +365,20 @@ dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **
     *data_p = data;
     *len_p = len;
     return DCR_OK;
+}
+
+dcr_status_t dcr_control_membership_put(dcr_control_t *c, const char *coordinator,
+                                        const uint32_t *members, size_t n)
+{
+    DCR_CHECK(dcr__check_handle(c, "membership_put"));
+    DCR_CHECK(dcr__check_id(coordinator, "membership_put"));
+    DCR_CHECK(dcr__check_receivers(members, n, 0, "membership_put"));
+    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_MEMBERSHIP_PUT));
+    return dcr__after(c, DCR_CONTROL_OP_MEMBERSHIP_PUT,
+                      c->ops->membership_put(c->impl, coordinator, members, n));
+}
+
+dcr_status_t dcr_control_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
+{
+    return dcr__list(c, DCR_CONTROL_OP_MEMBERSHIP_GET, 0, out, cap, n_p);
 }

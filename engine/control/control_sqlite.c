@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DCR__SQ_SCHEMA_VERSION 1
+#define DCR__SQ_SCHEMA_VERSION 2
 /* PRAGMA application_id marks the file as ours: "dcr1" as a big-endian word. */
 #define DCR__SQ_APP_ID          1684238897
 #define DCR__SQ_DEFAULT_TIMEOUT 5000
@@ -53,8 +53,15 @@ static const char dcr__sq_schema[] =
     " PRIMARY KEY(tau, receiver)) WITHOUT ROWID;"
     "CREATE TABLE dcr_report(receiver INTEGER PRIMARY KEY, body BLOB NOT NULL);"
     "PRAGMA application_id = " DCR__SQ_XSTR(DCR__SQ_APP_ID) ";"
-                                                            "PRAGMA user_version = " DCR__SQ_XSTR(
-                                                                DCR__SQ_SCHEMA_VERSION) ";";
+                                                            "PRAGMA user_version = 1;";
+
+/* Version 2 adds the receiver membership: one row saying who recorded it
+ * last (its absence: never recorded) and one row per member. */
+static const char dcr__sq_schema_v2[] =
+    "CREATE TABLE dcr_membership(id INTEGER PRIMARY KEY, coordinator TEXT NOT NULL,"
+    " changed_ns INTEGER NOT NULL, n_members INTEGER NOT NULL);"
+    "CREATE TABLE dcr_member(receiver INTEGER PRIMARY KEY);"
+    "PRAGMA user_version = 2;";
 
 /* ---- errors and statements ---------------------------------------------- */
 
@@ -267,16 +274,11 @@ static dcr_status_t dcr__sq_load_latest_as(dcr__sq_t *s, uint64_t tau, dcr_contr
     return DCR_OK;
 }
 
-/* Receivers of one attempt from table (dcr_required or dcr_ack), ascending. */
-static dcr_status_t dcr__sq_load_receivers(dcr__sq_t *s, const char *table, uint64_t tau,
+/* Steps a bound statement whose rows are receiver ids (column 0 of `field`)
+ * and finalizes it: min(cap, n) of them to out, n to *n_p. */
+static dcr_status_t dcr__sq_step_receivers(dcr__sq_t *s, sqlite3_stmt *stmt, const char *field,
                                            uint32_t *out, size_t cap, size_t *n_p)
 {
-    char sql[128], field[64];
-    snprintf(sql, sizeof sql, "SELECT receiver FROM %s WHERE tau = ?1 ORDER BY receiver", table);
-    snprintf(field, sizeof field, "%s.receiver", table);
-    sqlite3_stmt *stmt;
-    DCR_CHECK(dcr__sq_stmt(s, sql, &stmt));
-    sqlite3_bind_int64(stmt, 1, (int64_t)tau);
     dcr_status_t st = DCR_OK;
     size_t n = 0;
     int rc = SQLITE_DONE;
@@ -290,6 +292,19 @@ static dcr_status_t dcr__sq_load_receivers(dcr__sq_t *s, const char *table, uint
     sqlite3_finalize(stmt);
     if (st == DCR_OK) *n_p = n;
     return st;
+}
+
+/* Receivers of one attempt from table (dcr_required or dcr_ack), ascending. */
+static dcr_status_t dcr__sq_load_receivers(dcr__sq_t *s, const char *table, uint64_t tau,
+                                           uint32_t *out, size_t cap, size_t *n_p)
+{
+    char sql[128], field[64];
+    snprintf(sql, sizeof sql, "SELECT receiver FROM %s WHERE tau = ?1 ORDER BY receiver", table);
+    snprintf(field, sizeof field, "%s.receiver", table);
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, sql, &stmt));
+    sqlite3_bind_int64(stmt, 1, (int64_t)tau);
+    return dcr__sq_step_receivers(s, stmt, field, out, cap, n_p);
 }
 
 /* ---- open and close -------------------------------------------------------- */
@@ -319,7 +334,14 @@ static dcr_status_t dcr__sq_init_body(dcr__sq_t *s, void *ctx)
     DCR_CHECK(dcr__sq_pragma_int(s, "PRAGMA user_version", &version));
     DCR_CHECK(dcr__sq_pragma_int(s, "SELECT count(*) FROM sqlite_master", &tables));
     if (app == 0 && version == 0 && tables == 0) {
-        return dcr__sq_exec(s, dcr__sq_schema, "create schema");
+        DCR_CHECK(dcr__sq_exec(s, dcr__sq_schema, "create schema"));
+        app = DCR__SQ_APP_ID;
+        version = 1;
+    }
+    if (app == DCR__SQ_APP_ID && version == 1) {
+        /* Files of version 1 (no membership) gain it in place. */
+        DCR_CHECK(dcr__sq_exec(s, dcr__sq_schema_v2, "add the membership to the schema"));
+        version = 2;
     }
     if (app != DCR__SQ_APP_ID) {
         return dcr_error_set(DCR_ECONTROL,
@@ -876,6 +898,94 @@ static dcr_status_t dcr__sq_report_get(void *impl, uint32_t receiver, void **dat
     return DCR_OK;
 }
 
+typedef struct dcr__sq_membership_ctx {
+    const char *coordinator;
+    const uint32_t *members;
+    size_t n;
+    uint32_t *out;
+    size_t cap;
+} dcr__sq_membership_ctx_t;
+
+static dcr_status_t dcr__sq_membership_put_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_membership_ctx_t *x = ctx;
+    dcr_control_attempt_t latest;
+    bool have_latest = false;
+    DCR_CHECK(dcr__sq_load_attempt(s, 0, &latest, &have_latest));
+    DCR_CHECK(dcr__sq_check_active(s, x->coordinator, &latest, have_latest));
+    DCR_CHECK(dcr__sq_exec(s, "DELETE FROM dcr_member", "clear membership"));
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "INSERT INTO dcr_member VALUES(?1)", &stmt));
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; i < x->n && st == DCR_OK; i++) {
+        sqlite3_reset(stmt);
+        sqlite3_bind_int64(stmt, 1, x->members[i]);
+        if (sqlite3_step(stmt) != SQLITE_DONE) st = dcr__sq_fail(s, "insert member");
+    }
+    sqlite3_finalize(stmt);
+    DCR_CHECK(st);
+    DCR_CHECK(
+        dcr__sq_stmt(s, "INSERT OR REPLACE INTO dcr_membership VALUES(1, ?1, ?2, ?3)", &stmt));
+    sqlite3_bind_text(stmt, 1, x->coordinator, -1, SQLITE_TRANSIENT);
+    sqlite3_bind_int64(stmt, 2, dcr__control_now_ns());
+    sqlite3_bind_int64(stmt, 3, (int64_t)x->n);
+    return dcr__sq_run(s, stmt, "write membership");
+}
+
+static dcr_status_t dcr__sq_membership_put(void *impl, const char *coordinator,
+                                           const uint32_t *members, size_t n)
+{
+    dcr__sq_membership_ctx_t x = {coordinator, members, n, NULL, 0};
+    return dcr__sq_txn(impl, true, dcr__sq_membership_put_body, &x);
+}
+
+/* The recorded member count; *found_p false when none was ever recorded. */
+static dcr_status_t dcr__sq_membership_count(dcr__sq_t *s, int64_t *count_p, bool *found_p)
+{
+    sqlite3_stmt *stmt;
+    DCR_CHECK(dcr__sq_stmt(s, "SELECT n_members FROM dcr_membership WHERE id = 1", &stmt));
+    int rc = sqlite3_step(stmt);
+    dcr_status_t st = DCR_OK;
+    if (rc == SQLITE_ROW) {
+        st = dcr__sq_int(s, stmt, 0, 0, DCR_CONTROL_RECEIVERS_MAX, "dcr_membership.n_members",
+                         count_p);
+    } else if (rc != SQLITE_DONE) {
+        st = dcr__sq_fail(s, "read membership");
+    }
+    sqlite3_finalize(stmt);
+    if (st == DCR_OK) *found_p = rc == SQLITE_ROW;
+    return st;
+}
+
+/* Members must agree with the recorded count, as lists agree with their attempt. */
+static dcr_status_t dcr__sq_membership_get_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_membership_ctx_t *x = ctx;
+    int64_t count = 0;
+    bool found = false;
+    DCR_CHECK(dcr__sq_membership_count(s, &count, &found));
+    if (!found) return dcr_error_set(DCR_ENOTFOUND, "%s: no membership was recorded yet", s->path);
+    sqlite3_stmt *stmt;
+    size_t n = 0;
+    DCR_CHECK(dcr__sq_stmt(s, "SELECT receiver FROM dcr_member ORDER BY receiver", &stmt));
+    DCR_CHECK(dcr__sq_step_receivers(s, stmt, "dcr_member.receiver", x->out, x->cap, &n));
+    if ((int64_t)n != count) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "%lld rows, found %zu", (long long)count, n);
+        return dcr__sq_malformed(s, "dcr_member", expected);
+    }
+    x->n = n;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+{
+    dcr__sq_membership_ctx_t x = {NULL, NULL, 0, out, cap};
+    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_membership_get_body, &x));
+    *n_p = x.n;
+    return DCR_OK;
+}
+
 const dcr_control_ops_t dcr__control_sqlite_ops = {
     .name = "sqlite",
     .open = dcr__sq_open,
@@ -890,4 +1000,6 @@ const dcr_control_ops_t dcr__control_sqlite_ops = {
     .commit = dcr__sq_commit,
     .report_put = dcr__sq_report_put,
     .report_get = dcr__sq_report_get,
+    .membership_put = dcr__sq_membership_put,
+    .membership_get = dcr__sq_membership_get,
 };

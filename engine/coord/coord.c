@@ -58,13 +58,15 @@ struct dcr_coord {
     dcr_coord_parties_t p;
     int nodes;
     dcr_commit_record_t record; /* K^v as last read or committed */
-    pthread_rwlock_t gate;
-    uint32_t *required; /* the live receivers when the attempt was prepared */
+    dcr_gate_t *gate;           /* the receivers' request gates */
+    bool own_gate;              /* made here because the parties brought none */
+    uint32_t *required;         /* the live receivers when the attempt was prepared */
     size_t nrequired;
     uint64_t *sent;        /* payloads per owner in the current attempt */
     dcr_receiver_t **recv; /* slot i: receiver i (replaced by a restart); caller-owned */
     atomic_uchar *alive;   /* membership; cleared by node threads when a receiver dies */
-    atomic_uchar *touched; /* receivers given a payload of the current transition */
+    /* The membership changed since the control plane last recorded it. */
+    atomic_bool membership_pending;
     dcr_coord_hooks_t hooks;
     bool crashed;   /* a step hook crashed this coordinator: it does nothing more */
     uint64_t *taus; /* attempts of the current transition */
@@ -110,6 +112,81 @@ static dcr_status_t bind_initial(dcr_coord_t *c)
     return DCR_OK;
 }
 
+/* The parties' gates, or private ones; every slot is bound to its receiver. */
+static dcr_status_t use_gate(dcr_coord_t *c, const dcr_coord_parties_t *parties)
+{
+    c->gate = parties->gate;
+    if (!c->gate) {
+        DCR_CHECK(dcr_gate_create(parties->nreceivers, &c->gate));
+        c->own_gate = true;
+    } else if (dcr_gate_slots(c->gate) != parties->nreceivers) {
+        return dcr_error_set(DCR_EINVAL, "coordinator: a request gate of %d slots for %d receivers",
+                             dcr_gate_slots(c->gate), parties->nreceivers);
+    }
+    for (int i = 0; i < parties->nreceivers; i++) {
+        c->recv[i] = parties->receivers[i];
+        atomic_init(&c->alive[i], 1);
+        dcr_gate_bind(c->gate, i, c->recv[i]);
+    }
+    return DCR_OK;
+}
+
+/* ---- membership, recorded in the control plane ------------------------------------ */
+
+/* Writes the live receivers as the membership; on failure the change stays
+ * pending and the next attempt writes it before its prepare. */
+static dcr_status_t record_membership(dcr_coord_t *c)
+{
+    uint32_t *members = malloc((size_t)c->p.nreceivers * sizeof(uint32_t));
+    if (!members) return dcr_error_set(DCR_ENOMEM, "membership of %d", c->p.nreceivers);
+    size_t n = 0;
+    for (int i = 0; i < c->p.nreceivers; i++)
+        if (atomic_load(&c->alive[i])) members[n++] = (uint32_t)i;
+    atomic_store(&c->membership_pending, true);
+    dcr_status_t st = dcr_control_membership_put(c->p.control, c->cfg.id, members, n);
+    if (st == DCR_OK) atomic_store(&c->membership_pending, false);
+    free(members);
+    return st;
+}
+
+/* Between attempts: a death seen during the attempt reaches the control
+ * plane before anything else happens, so no later crash can lose it. */
+static void flush_membership(dcr_coord_t *c)
+{
+    if (!atomic_load(&c->membership_pending)) return;
+    dcr_status_t st = record_membership(c);
+    if (st != DCR_OK)
+        DCR_LOG_WARN("membership not recorded yet (the next attempt retries): %s",
+                     dcr_error_line(st));
+}
+
+/* The membership the control plane holds (a predecessor's, after a
+ * failover); a fresh control plane gets every receiver. Receivers out of it
+ * serve nothing until restored. */
+static dcr_status_t load_membership(dcr_coord_t *c)
+{
+    int n = c->p.nreceivers;
+    uint32_t *members = malloc((size_t)n * sizeof(uint32_t));
+    if (!members) return dcr_error_set(DCR_ENOMEM, "membership of %d", n);
+    size_t count = 0;
+    dcr_status_t st = dcr_control_membership_get(c->p.control, members, (size_t)n, &count);
+    if (st == DCR_ENOTFOUND) {
+        free(members);
+        return record_membership(c);
+    }
+    if (st == DCR_OK && (count > (size_t)n || (count > 0 && members[count - 1] >= (uint32_t)n)))
+        st = dcr_error_set(DCR_ECONTROL,
+                           "the recorded membership names receivers beyond the %d of this "
+                           "coordinator",
+                           n);
+    for (int i = 0; st == DCR_OK && i < n; i++) atomic_store(&c->alive[i], 0);
+    for (size_t k = 0; st == DCR_OK && k < count; k++) atomic_store(&c->alive[members[k]], 1);
+    for (int i = 0; st == DCR_OK && i < n; i++)
+        if (!atomic_load(&c->alive[i])) dcr_gate_close(c->gate, i, 0);
+    free(members);
+    return st;
+}
+
 dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_parties_t *parties,
                               dcr_coord_t **out_p)
 {
@@ -130,19 +207,15 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
     c->sent = calloc((size_t)parties->world, sizeof(uint64_t));
     c->recv = calloc((size_t)parties->nreceivers, sizeof(*c->recv));
     c->alive = calloc((size_t)parties->nreceivers, sizeof(*c->alive));
-    c->touched = calloc((size_t)parties->nreceivers, sizeof(*c->touched));
     c->taus = calloc((size_t)cfg->max_attempts, sizeof(uint64_t));
-    pthread_rwlock_init(&c->gate, NULL);
     pthread_mutex_init(&c->why_lock, NULL);
-    if (!c->required || !c->sent || !c->recv || !c->alive || !c->touched || !c->taus) {
+    if (!c->required || !c->sent || !c->recv || !c->alive || !c->taus) {
         dcr_coord_destroy(c);
         return dcr_error_set(DCR_ENOMEM, "coordinator");
     }
-    for (int i = 0; i < parties->nreceivers; i++) {
-        c->recv[i] = parties->receivers[i];
-        atomic_init(&c->alive[i], 1);
-    }
-    dcr_status_t st = bind_initial(c);
+    dcr_status_t st = use_gate(c, parties);
+    if (st == DCR_OK) st = bind_initial(c);
+    if (st == DCR_OK) st = load_membership(c);
     if (st != DCR_OK) {
         dcr_coord_destroy(c);
         return st;
@@ -154,13 +227,12 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
 void dcr_coord_destroy(dcr_coord_t *c)
 {
     if (!c) return;
-    pthread_rwlock_destroy(&c->gate);
+    if (c->own_gate) dcr_gate_destroy(c->gate);
     pthread_mutex_destroy(&c->why_lock);
     free(c->required);
     free(c->sent);
     free(c->recv);
     free((void *)c->alive);
-    free((void *)c->touched);
     free(c->taus);
     free(c);
 }
@@ -175,14 +247,9 @@ int dcr_coord_last_attempts(const dcr_coord_t *c)
     return c->last_attempts;
 }
 
-void dcr_coord_gate_enter(dcr_coord_t *c)
+dcr_gate_t *dcr_coord_gate(const dcr_coord_t *c)
 {
-    pthread_rwlock_rdlock(&c->gate);
-}
-
-void dcr_coord_gate_leave(dcr_coord_t *c)
-{
-    pthread_rwlock_unlock(&c->gate);
+    return c->gate;
 }
 
 /* ---- rollout nodes -------------------------------------------------------------- */
@@ -238,11 +305,14 @@ static dcr_receiver_t *node_receiver(const node_run_t *n, int k)
 }
 
 /* Asks the alive hook about a live receiver; a death is recorded in the
- * membership and fails the attempt (the retry leaves the receiver out). */
+ * membership and fails the attempt (the retry leaves the receiver out). A
+ * dead receiver serves nothing: its gate closes until a restore. */
 static dcr_status_t check_alive(dcr_coord_t *c, int id, dcr_coord_point_t point, uint64_t tau)
 {
     if (!c->hooks.alive || c->hooks.alive(c->hooks.ctx, id, point, tau)) return DCR_OK;
     atomic_store(&c->alive[id], 0);
+    atomic_store(&c->membership_pending, true);
+    dcr_gate_close(c->gate, id, 0);
     return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id,
                          dcr_coord_point_name(point), (unsigned long long)tau);
 }
@@ -272,7 +342,7 @@ static dcr_status_t node_take(node_run_t *n, const dcr_delivery_t *d)
         dcr_receiver_t *r = node_receiver(n, k);
         int id = n->node * per + k;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
-        atomic_store(&n->c->touched[id], 1);
+        dcr_gate_mark_dirty(n->c->gate, id);
         dcr_status_t st = dcr_receiver_apply_payload(r, d->data, d->len, &disposition);
         dcr_trace_end(&span);
         n->last_apply_end = dcr_clock_s();
@@ -348,7 +418,7 @@ static void *node_apply_staged(void *arg)
             dcr_ingest_t disposition;
             int id = n->node * n->c->cfg.receivers_per_node + k;
             dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
-            atomic_store(&n->c->touched[id], 1);
+            dcr_gate_mark_dirty(n->c->gate, id);
             n->status =
                 dcr_receiver_apply_payload(node_receiver(n, k), d.data, d.len, &disposition);
             dcr_trace_end(&span);
@@ -439,6 +509,7 @@ static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
                                  c->cfg.deadline_ms};
     DCR_CHECK(dcr_control_prepare(c->p.control, &req, tau_p));
     if (c->ntaus < c->cfg.max_attempts) c->taus[c->ntaus++] = *tau_p;
+    dcr_gate_announce(c->gate, *tau_p); /* gate operations of older attempts are void now */
     DCR_CHECK(dcr_transport_open_attempt(c->p.transport, *tau_p));
     for (size_t i = 0; i < c->nrequired; i++)
         DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
@@ -469,15 +540,19 @@ static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint
     return dcr_error_set(st, "%s", why);
 }
 
-/* Async RL: gate closes after the last payload; in-flight requests finish
- * (the write lock waits for them); then the staged delta is applied. */
-static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, node_run_t *nodes, bool *gate_closed,
+/* Closes the gates of the attempt's required receivers; each close waits
+ * for the requests in flight on its receiver. */
+static void close_gates(dcr_coord_t *c, uint64_t tau)
+{
+    for (size_t i = 0; i < c->nrequired; i++) dcr_gate_close(c->gate, (int)c->required[i], tau);
+}
+
+/* Async RL: gate closes after the last payload; in-flight requests finish;
+ * then the staged delta is applied. */
+static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, node_run_t *nodes,
                                 dcr_refit_result_t *res)
 {
-    if (!*gate_closed) {
-        pthread_rwlock_wrlock(&c->gate);
-        *gate_closed = true;
-    }
+    close_gates(c, tau);
     for (int i = 0; i < c->nodes; i++) nodes[i].status = DCR_OK; /* keep what each node staged */
     DCR_CHECK(run_nodes(c, tau, nodes, node_apply_staged));
     return join_nodes(nodes, c->nodes, c->nodes, &res->apply_end);
@@ -555,21 +630,19 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
 }
 
 static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, bool overwrite,
-                            node_run_t *nodes, bool *gate_closed, dcr_refit_result_t *res)
+                            node_run_t *nodes, dcr_refit_result_t *res)
 {
     uint64_t tau = 0;
+    if (atomic_load(&c->membership_pending)) DCR_CHECK(record_membership(c));
     DCR_CHECK(step(c, DCR_COORD_STEP_PREPARE, 0));
     DCR_CHECK(begin_attempt(c, &tau));
     DCR_CHECK(step(c, DCR_COORD_STEP_STREAM, tau));
-    if (c->cfg.rl == DCR_RL_SYNC && !*gate_closed) {
-        pthread_rwlock_wrlock(&c->gate);
-        *gate_closed = true;
-    }
+    if (c->cfg.rl == DCR_RL_SYNC) close_gates(c, tau);
     if (res->t0 == 0.0) res->t0 = dcr_clock_s();
     for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]); /* a failed attempt's staging */
     memset(nodes, 0, (size_t)c->nodes * sizeof(*nodes));
     DCR_CHECK(stream(c, candidate, tau, overwrite, nodes, res));
-    if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, nodes, gate_closed, res));
+    if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, nodes, res));
     DCR_CHECK(step(c, DCR_COORD_STEP_ACK, tau));
     DCR_CHECK(acknowledge(c, tau));
     DCR_CHECK(step(c, DCR_COORD_STEP_COMMIT, tau));
@@ -616,16 +689,35 @@ static int live_count(const dcr_coord_t *c)
     return n;
 }
 
+/* The tau gate operations at the end of this transition carry: its last
+ * attempt's, or 0 (between attempts) when none was prepared. */
+static uint64_t last_tau(const dcr_coord_t *c)
+{
+    return c->ntaus > 0 ? c->taus[c->ntaus - 1] : 0;
+}
+
 /* After a transition that stopped for good: a receiver that took payloads
- * of it may hold a mixture of v and v+1 that no later transition (with
- * another candidate) can repair, so it leaves the membership until a dense
- * refit restores it. Untouched receivers still hold P^v and keep serving. */
+ * (of this coordinator or of a crashed one) may hold a mixture of v and v+1
+ * that no later transition (with another candidate) can repair, so it
+ * leaves the membership, its gate closed, until a dense refit restores it.
+ * Untouched receivers still hold P^v and serve again. */
 static int drop_dirty(dcr_coord_t *c)
 {
     int n = 0;
-    for (int i = 0; i < c->p.nreceivers; i++)
-        if (atomic_load(&c->touched[i]) && atomic_exchange(&c->alive[i], 0)) n++;
+    for (int i = 0; i < c->p.nreceivers; i++) {
+        if (!atomic_load(&c->alive[i])) continue;
+        if (dcr_gate_open(c->gate, i, last_tau(c), false)) continue;
+        if (dcr_gate_dirty(c->gate, i) && atomic_exchange(&c->alive[i], 0)) n++;
+    }
+    if (n > 0) atomic_store(&c->membership_pending, true);
     return n;
+}
+
+/* The joint commit vouches for every required receiver: all hold P^{v+1}. */
+static void open_committed(dcr_coord_t *c, uint64_t tau)
+{
+    for (size_t i = 0; i < c->nrequired; i++)
+        dcr_gate_open(c->gate, (int)c->required[i], tau, true);
 }
 
 /* Attempts until one commits; all_overwrite makes the first one an
@@ -641,28 +733,31 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     if (!nodes) return dcr_error_set(DCR_ENOMEM, "rollout node state");
     dcr_transport_counters_t before, after;
     dcr_transport_counters(c->p.transport, &before);
-    bool gate_closed = false;
     dcr_status_t st = DCR_EATTEMPT;
     char first_error[512] = "";
     int live_before = live_count(c);
     c->ntaus = 0;
     c->last_attempts = 0;
-    for (int i = 0; i < c->p.nreceivers; i++) atomic_store(&c->touched[i], 0);
     for (int a = 0; a < c->cfg.max_attempts; a++) {
         if (a > 0 && c->cfg.retry_backoff_ms > 0) sleep_ms(a * c->cfg.retry_backoff_ms);
         res->attempts = a + 1;
         /* A retry resends the complete changed set as absolute overwrites. */
         c->last_attempts = a + 1;
-        st = attempt(c, candidate, all_overwrite || a > 0, nodes, &gate_closed, res);
+        st = attempt(c, candidate, all_overwrite || a > 0, nodes, res);
         if (st == DCR_ECONFLICT && !c->crashed) st = settle_conflict(c, res);
         if (st == DCR_OK) break;
         if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", dcr_error_line(st));
         DCR_LOG_WARN("attempt %d of the transition to version %llu failed: %s", a + 1,
                      (unsigned long long)c->record.version + 1, dcr_error_line(st));
         dcr_transport_stop_and_wait(c->p.transport);
+        if (c->crashed) break;
+        flush_membership(c);
         if (!retryable(c, st)) break;
     }
-    if (gate_closed) pthread_rwlock_unlock(&c->gate);
+    /* A crashed coordinator does nothing more: what it closed stays closed
+     * until a new coordinator commits or restores. A replaced one's gate
+     * operations are void. */
+    if (st == DCR_OK) open_committed(c, res->tau);
     for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]);
     free(nodes);
     dcr_transport_counters(c->p.transport, &after);
@@ -672,6 +767,7 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
                              res->attempts, dcr_error_detail());
     if (st != DCR_OK) {
         int dirty = st == DCR_ECONFLICT ? 0 : drop_dirty(c);
+        if (st != DCR_ECONFLICT) flush_membership(c);
         return dcr_error_set(
             st == DCR_ECONFLICT ? DCR_ECONFLICT : DCR_EFATAL,
             "version %llu stays committed: %d attempt%s failed (first: %s); %d receiver%s with "
@@ -699,17 +795,34 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
     return DCR_OK;
 }
 
+/* A new coordinator's first read: an unavailable control plane gets the
+ * same backoff as a retried attempt before the failover gives up. */
+static dcr_status_t read_record_patiently(dcr_coord_t *c)
+{
+    dcr_status_t st = DCR_ECONTROL;
+    for (int a = 0; a < c->cfg.max_attempts && st == DCR_ECONTROL; a++) {
+        if (a > 0) sleep_ms(a * c->cfg.retry_backoff_ms);
+        st = dcr_control_read(c->p.control, &c->record);
+    }
+    return st;
+}
+
 dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
                               uint64_t from_version, dcr_refit_result_t *out_p)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
-    DCR_CHECK(dcr_control_read(c->p.control, &c->record));
+    DCR_CHECK(read_record_patiently(c));
     if (c->record.version == from_version + 1) {
         /* The crashed coordinator's commit took effect: only the owners'
-         * baseline update of that commit is left. */
+         * baseline update of that commit is left, and the gates it left
+         * closed reopen. Its attempt required every live member (a death
+         * fails an attempt before its commit, and membership changes only
+         * between attempts), so the commit vouches for each of them. */
         res.t0 = dcr_clock_s();
         DCR_CHECK(dcr_constructor_commit(c->p.constructor));
+        for (int i = 0; i < c->p.nreceivers; i++)
+            if (atomic_load(&c->alive[i])) dcr_gate_open(c->gate, i, c->record.attempt, true);
         res.t1 = dcr_clock_s();
         res.version = c->record.version;
         res.tau = c->record.attempt;
@@ -756,7 +869,15 @@ dcr_status_t dcr_coord_receiver_kill(dcr_coord_t *c, int receiver)
         return dcr_error_set(DCR_EINVAL, "receiver %d out of range 0..%d", receiver,
                              c->p.nreceivers - 1);
     atomic_store(&c->alive[receiver], 0);
-    return DCR_OK;
+    dcr_status_t st = record_membership(c);
+    if (st == DCR_ECONFLICT) {
+        /* A replaced coordinator changes nothing, neither membership nor gates. */
+        atomic_store(&c->alive[receiver], 1);
+        atomic_store(&c->membership_pending, false);
+        return st;
+    }
+    dcr_gate_close(c->gate, receiver, 0); /* dead, whether recorded yet or not */
+    return st;
 }
 
 dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore,
@@ -775,7 +896,20 @@ dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_
                          (unsigned long long)c->record.version);
         return st;
     }
+    /* The gate stayed closed since the death; the restored receiver serves
+     * the committed version from now on. */
+    dcr_gate_close(c->gate, receiver, 0);
     c->recv[receiver] = r;
+    dcr_gate_bind(c->gate, receiver, r);
+    /* It joins once the control plane has recorded it; until then it stays
+     * out (the caller finds it in the slot either way). */
     atomic_store(&c->alive[receiver], 1);
+    st = record_membership(c);
+    if (st != DCR_OK) {
+        atomic_store(&c->alive[receiver], 0);
+        atomic_store(&c->membership_pending, false); /* the recorded membership is unchanged */
+        return st;
+    }
+    dcr_gate_open(c->gate, receiver, 0, true);
     return DCR_OK;
 }

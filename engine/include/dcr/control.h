@@ -20,6 +20,12 @@
  *      and every required receiver has acknowledged tau. Version v stays
  *      committed through every failure until this succeeds.
  *
+ * The control plane also holds the receiver membership, which the active
+ * coordinator changes only between attempts (a receiver leaves when it dies
+ * or holds writes no retry can repair, and joins after restoring the
+ * committed version by a dense refit), so that a new coordinator after a
+ * failover starts from the membership its predecessor left.
+ *
  * Receivers also leave their prewarm report (an opaque blob, e.g. the
  * per-tensor XOR/overwrite classification) under their receiver id, for the
  * coordinator to read during setup.
@@ -138,6 +144,13 @@ typedef struct dcr_control_ops {
     /* Sets *data_p to a malloc'd copy of receiver's report (caller frees) and
      * *len_p to its length; DCR_ENOTFOUND if the receiver left none. */
     dcr_status_t (*report_get)(void *impl, uint32_t receiver, void **data_p, size_t *len_p);
+    /* Replaces the membership with members[0..n) (distinct, n may be 0)
+     * atomically: DCR_ECONFLICT if coordinator was replaced, as for prepare. */
+    dcr_status_t (*membership_put)(void *impl, const char *coordinator, const uint32_t *members,
+                                   size_t n);
+    /* Like required, for the members; DCR_ENOTFOUND if no membership was
+     * ever recorded. */
+    dcr_status_t (*membership_get)(void *impl, uint32_t *out, size_t cap, size_t *n_p);
 } dcr_control_ops_t;
 
 typedef struct dcr_control dcr_control_t;
@@ -154,6 +167,8 @@ typedef enum dcr_control_op {
     DCR_CONTROL_OP_COMMIT,
     DCR_CONTROL_OP_REPORT_PUT,
     DCR_CONTROL_OP_REPORT_GET,
+    DCR_CONTROL_OP_MEMBERSHIP_PUT,
+    DCR_CONTROL_OP_MEMBERSHIP_GET,
 } dcr_control_op_t;
 
 /* A hook around every wrapper call, installed from outside the engine (the
@@ -260,6 +275,17 @@ dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const v
  * receiver has not reported. */
 dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
                                     size_t *len_p);
+
+/* Records the receiver membership: members[0..n) in any order, distinct, n
+ * may be 0 (every receiver is out), at most DCR_CONTROL_RECEIVERS_MAX. Only the active coordinator
+ * may change it, between attempts: refused with DCR_ECONFLICT if coordinator was replaced (another
+ * coordinator prepared after this one's last prepare). */
+dcr_status_t dcr_control_membership_put(dcr_control_t *c, const char *coordinator,
+                                        const uint32_t *members, size_t n);
+
+/* The recorded members in ascending order, like dcr_control_required;
+ * DCR_ENOTFOUND if none was ever recorded (a fresh control plane). */
+dcr_status_t dcr_control_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p);
 
 #ifdef __cplusplus
 }

@@ -47,6 +47,8 @@ typedef struct dcr_coord_config {
 /* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff. */
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node);
 
+typedef struct dcr_gate dcr_gate_t;
+
 typedef struct dcr_coord_parties {
     dcr_constructor_t *constructor;
     int world; /* owners (training ranks) */
@@ -56,6 +58,11 @@ typedef struct dcr_coord_parties {
     dcr_receiver_t **receivers; /* prewarmed, holding the committed version */
     int nreceivers;
     const uint8_t *xor_allowed; /* per canonical tensor: XOR on every receiver's path */
+    /* The receivers' request gates, shared by every coordinator of the
+     * rollout cluster (one slot per receiver; the coordinator binds its
+     * receivers to them); NULL: the coordinator makes its own. Caller-owned,
+     * must outlive the coordinator. */
+    dcr_gate_t *gate;
 } dcr_coord_parties_t;
 
 /* Figures of one transition. Times are seconds on dcr_clock_s's axis. */
@@ -147,14 +154,22 @@ void dcr_coord_set_hooks(dcr_coord_t *c, const dcr_coord_hooks_t *hooks);
 
 /* Membership changes only between attempts: these calls are made between
  * transitions, never during dcr_coord_refit. The required receivers of an
- * attempt are the live ones. */
+ * attempt are the live ones. Every change (these calls, and deaths seen
+ * during an attempt, before the next one starts) is recorded in the control
+ * plane, where a coordinator reads it when it is created: a new coordinator
+ * after a failover starts from its predecessor's membership, and a fresh
+ * control plane gets every receiver. A replaced coordinator's changes are
+ * refused (DCR_ECONFLICT). */
 bool dcr_coord_receiver_alive(const dcr_coord_t *c, int receiver);
 int dcr_coord_live_receivers(const dcr_coord_t *c);
-/* Marks a receiver dead (killed); its storage is no longer trusted. */
+/* Marks a receiver dead (killed); its storage is no longer trusted and its
+ * gate closes. An error says the control plane did not record it (yet). */
 dcr_status_t dcr_coord_receiver_kill(dcr_coord_t *c, int receiver);
 /* A (re)started receiver restores the committed version before it joins:
  * restore builds a fresh, prewarmed receiver holding L_r(W^version) by a
- * dense refit (the caller owns it, and keeps owning the old one). */
+ * dense refit (the caller owns it, and keeps owning the old one). It joins
+ * (and its gate opens) once the control plane recorded it; on an error after
+ * the restore it sits in the slot, out of the membership. */
 typedef dcr_status_t (*dcr_coord_restore_fn)(void *ctx, int receiver, uint64_t version,
                                              dcr_receiver_t **out_p);
 dcr_status_t dcr_coord_receiver_restart(dcr_coord_t *c, int receiver, dcr_coord_restore_fn restore,
@@ -172,9 +187,56 @@ dcr_receiver_t *dcr_coord_receiver(const dcr_coord_t *c, int receiver);
 dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
                               uint64_t from_version, dcr_refit_result_t *out_p);
 
-/* The request gate, for readers that emulate requests: a reader holds it
- * while it reads receiver storage, so it sees P^v or P^{v+1}, never a mix. */
-void dcr_coord_gate_enter(dcr_coord_t *c);
-void dcr_coord_gate_leave(dcr_coord_t *c);
+/* ---- the request gate (DESIGN.md section 5 steps 5 and 7) -------------------------------
+ *
+ * One gate per receiver slot, on the rollout side: it outlives coordinators,
+ * so a crashed coordinator leaves closed what it closed, and only a later
+ * coordinator's commit, or a restore by dense refit, reopens a receiver that
+ * may hold a mixture of v and v+1. Requests (readers) enter a slot's gate
+ * and read the receiver bound to it while they hold it; closing waits for
+ * the readers inside to leave, so a reader sees P^v or P^{v+1}, never a mix.
+ *
+ * Gate operations of an attempt carry its tau: once a later attempt has
+ * been announced, operations of older ones are ignored (a replaced
+ * coordinator cannot reopen anything). tau 0 marks a membership change
+ * between attempts (a kill, a restore), which no attempt races.
+ *
+ * A slot is dirty from the first payload a receiver applies until a commit
+ * or a restore vouches for its state; an open that does not vouch leaves a
+ * dirty slot closed. Every call is thread-safe. */
+/* `slots` gates, all open and clean, with no receiver bound. */
+dcr_status_t dcr_gate_create(int slots, dcr_gate_t **out_p);
+/* Accepts NULL. No reader may be inside. */
+void dcr_gate_destroy(dcr_gate_t *g);
+int dcr_gate_slots(const dcr_gate_t *g);
+
+/* Readers: waits up to timeout_ms (< 0: for ever, 0: not at all) for the
+ * slot's gate to be open, and returns the receiver bound to it, which stays
+ * valid and unchanged until dcr_gate_leave; NULL when the gate stayed
+ * closed, no receiver is bound, or slot is out of range. */
+dcr_receiver_t *dcr_gate_enter(dcr_gate_t *g, int slot, int timeout_ms);
+void dcr_gate_leave(dcr_gate_t *g, int slot);
+
+/* The coordinator's side. announce raises the latest attempt the gates
+ * know (never lowers it). */
+void dcr_gate_announce(dcr_gate_t *g, uint64_t tau);
+/* Closes the slot and waits until no reader is inside; false (and nothing
+ * done) for an attempt older than the latest announced one. */
+bool dcr_gate_close(dcr_gate_t *g, int slot, uint64_t tau);
+/* Opens the slot. verified: the caller knows the receiver holds a committed
+ * version (after the joint commit or a restore), which clears the dirty
+ * mark; otherwise a dirty slot stays closed. False when the slot stays
+ * closed (dirty, or tau older than the latest announced attempt). */
+bool dcr_gate_open(dcr_gate_t *g, int slot, uint64_t tau, bool verified);
+/* Marks the slot's receiver as holding writes of an uncommitted attempt. */
+void dcr_gate_mark_dirty(dcr_gate_t *g, int slot);
+bool dcr_gate_dirty(const dcr_gate_t *g, int slot);
+bool dcr_gate_is_open(const dcr_gate_t *g, int slot);
+/* Binds the receiver that serves the slot; only while the slot is closed
+ * (a restart), or before any reader uses the gate. */
+void dcr_gate_bind(dcr_gate_t *g, int slot, dcr_receiver_t *r);
+
+/* The coordinator's gates: parties->gate, or its own when that was NULL. */
+dcr_gate_t *dcr_coord_gate(const dcr_coord_t *c);
 
 #endif

@@ -613,6 +613,62 @@ static void test_concurrent_cas_processes(void **state)
     assert_record_is(fx->c, &want);
 }
 
+/* ---- conformance: membership ------------------------------------------------------------ */
+
+static void assert_members(dcr_control_t *c, const uint32_t *want, size_t n)
+{
+    uint32_t got[8];
+    size_t count = 99;
+    assert_status(dcr_control_membership_get(c, got, 8, &count), DCR_OK);
+    assert_int_equal(count, n);
+    for (size_t i = 0; i < n && i < 8; i++) assert_int_equal(got[i], want[i]);
+}
+
+/* Membership is recorded whole, read back sorted, may be empty, survives a
+ * reopen (a new coordinator's view), and a replaced coordinator cannot
+ * change it. */
+static void test_membership(void **state)
+{
+    fixture_t *fx = *state;
+    uint32_t out[4] = {0};
+    size_t n = 77;
+    assert_status(dcr_control_membership_get(fx->c, out, 4, &n), DCR_ENOTFOUND);
+    assert_int_equal(n, 77);
+    assert_status(dcr_control_membership_put(fx->c, "old", k_receivers, 3), DCR_OK);
+    const uint32_t sorted[] = {3, 7, 9};
+    assert_members(fx->c, sorted, 3);
+    /* A short buffer gets the first members and the full count. */
+    assert_status(dcr_control_membership_get(fx->c, out, 1, &n), DCR_OK);
+    assert_true(n == 3 && out[0] == 3);
+    /* Receiver 7 dies: it leaves. Then every receiver is out. */
+    const uint32_t left[] = {9, 3};
+    assert_status(dcr_control_membership_put(fx->c, "old", left, 2), DCR_OK);
+    const uint32_t left_sorted[] = {3, 9};
+    assert_members(fx->c, left_sorted, 2);
+    assert_status(dcr_control_membership_put(fx->c, "old", NULL, 0), DCR_OK);
+    assert_members(fx->c, NULL, 0);
+    assert_status(dcr_control_membership_put(fx->c, "old", left, 2), DCR_OK);
+    dcr_control_destroy(fx->c);
+    fx->c = open_handle(fx, 0);
+    assert_members(fx->c, left_sorted, 2);
+    /* A new coordinator prepares: the old one is fenced off. */
+    bootstrap(fx->c);
+    uint64_t tau = 0;
+    assert_status(prepare(fx->c, "old", 0, left, 2, 10000, &tau), DCR_OK);
+    assert_status(prepare(fx->c, "new", 0, left, 2, 10000, &tau), DCR_OK);
+    assert_status(dcr_control_membership_put(fx->c, "old", k_receivers, 3), DCR_ECONFLICT);
+    assert_members(fx->c, left_sorted, 2);
+    assert_status(dcr_control_membership_put(fx->c, "new", k_receivers, 3), DCR_OK);
+    assert_members(fx->c, sorted, 3);
+    /* Bad input changes nothing. */
+    const uint32_t dup[] = {4, 5, 4};
+    assert_status(dcr_control_membership_put(fx->c, "new", dup, 3), DCR_EINVAL);
+    assert_status(dcr_control_membership_put(fx->c, "new", NULL, 2), DCR_EINVAL);
+    assert_status(dcr_control_membership_put(fx->c, "bad id", k_receivers, 3), DCR_EINVAL);
+    assert_status(dcr_control_membership_get(fx->c, NULL, 2, &n), DCR_EINVAL);
+    assert_members(fx->c, sorted, 3);
+}
+
 /* ---- conformance: durability, interceptor, arguments ------------------------------------ */
 
 static void test_reopen_preserves_state(void **state)
@@ -829,6 +885,19 @@ static void test_sqlite_foreign_files(void **state)
     dcr_control_t *c = NULL;
     dcr_control_config_t cfg = {fx->address, 0};
 
+    /* A file of schema version 1 (before membership) gains it when opened. */
+    raw_exec(fx->address, "DROP TABLE dcr_member; DROP TABLE dcr_membership; "
+                          "PRAGMA user_version = 1");
+    assert_status(dcr_control_create("sqlite", &cfg, &c), DCR_OK);
+    uint32_t members[2];
+    size_t n = 0;
+    assert_status(dcr_control_membership_get(c, members, 2, &n), DCR_ENOTFOUND);
+    assert_status(dcr_control_membership_put(c, "coord", k_receivers, 2), DCR_OK);
+    assert_status(dcr_control_membership_get(c, members, 2, &n), DCR_OK);
+    assert_true(n == 2 && members[0] == 3 && members[1] == 9);
+    dcr_control_destroy(c);
+    c = NULL;
+
     raw_exec(fx->address, "PRAGMA user_version = 99");
     assert_status(dcr_control_create("sqlite", &cfg, &c), DCR_ECONTROL);
     assert_non_null(strstr(dcr_error_detail(), "schema version 99"));
@@ -881,6 +950,13 @@ static const corruption_t k_corruptions[] = {
     {"INSERT INTO dcr_ack SELECT max(tau), 50 FROM dcr_attempt", DCR_CONTROL_OP_ACKS, "dcr_ack"},
     {"UPDATE dcr_report SET body = 42", DCR_CONTROL_OP_REPORT_GET, "dcr_report.body"},
     {"UPDATE dcr_report SET body = 'text'", DCR_CONTROL_OP_REPORT_GET, "dcr_report.body"},
+    {"UPDATE dcr_member SET receiver = -4 WHERE receiver = 3", DCR_CONTROL_OP_MEMBERSHIP_GET,
+     "dcr_member.receiver"},
+    {"DELETE FROM dcr_member WHERE receiver = 3", DCR_CONTROL_OP_MEMBERSHIP_GET, "dcr_member"},
+    {"UPDATE dcr_membership SET n_members = 'x'", DCR_CONTROL_OP_MEMBERSHIP_GET,
+     "dcr_membership.n_members"},
+    {"UPDATE dcr_attempt SET coordinator = 'has space'", DCR_CONTROL_OP_MEMBERSHIP_PUT,
+     "dcr_attempt.coordinator"},
 };
 
 static dcr_status_t run_op(dcr_control_t *c, dcr_control_op_t op, uint64_t tau,
@@ -917,6 +993,10 @@ static dcr_status_t run_op(dcr_control_t *c, dcr_control_op_t op, uint64_t tau,
         free(data);
         return st;
     }
+    case DCR_CONTROL_OP_MEMBERSHIP_PUT:
+        return dcr_control_membership_put(c, "coord", k_receivers, 3);
+    case DCR_CONTROL_OP_MEMBERSHIP_GET:
+        return dcr_control_membership_get(c, list, 8, &n);
     }
     return DCR_EINVAL;
 }
@@ -937,6 +1017,7 @@ static void test_sqlite_malformed_rows(void **state)
         assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau), DCR_OK);
         ack_all(fx->c, tau, k_receivers, 3);
         assert_status(dcr_control_report_put(fx->c, 3, "report", 6), DCR_OK);
+        assert_status(dcr_control_membership_put(fx->c, "coord", k_receivers, 3), DCR_OK);
 
         raw_exec(fx->address, k->sql);
         dcr_error_clear();
@@ -970,6 +1051,7 @@ int main(void)
         CASE(test_concurrent_prepare_and_commit_threads),
         CASE(test_concurrent_cas_processes),
         CASE(test_reopen_preserves_state),
+        CASE(test_membership),
         CASE(test_interceptor),
         CASE(test_invalid_arguments),
     };
