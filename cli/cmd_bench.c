@@ -17,7 +17,7 @@
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
-    bool serve_ep, no_verify, json, shuffle, fp32_norms, w2_t, trace_overhead;
+    bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
@@ -37,7 +37,7 @@ static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
         "cross_gbps", c->link.cross_gbps, "flow_gbps", c->link.flow_gbps, "local_gbps",
         c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout", (json_int_t)o->fanout,
         "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup", (json_int_t)o->warmup,
-        "refits", (json_int_t)o->refits, "shuffle", o->shuffle, "seed", (json_int_t)o->seed);
+        "refits", (json_int_t)o->refits, "shuffle", !o->no_shuffle, "seed", (json_int_t)o->seed);
 }
 
 /* A figure from the trace: null for a refit that was not recorded. */
@@ -252,7 +252,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     c->warmup = (int)o->warmup;
     c->refits = (int)o->refits;
     c->verify = !o->no_verify;
-    c->shuffle = o->shuffle;
+    c->shuffle = !o->no_shuffle;
     c->chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
     c->bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     c->workdir = o->keep ? o->keep : o->workdir;
@@ -353,7 +353,8 @@ int dcr_cmd_bench(int argc, char **argv)
         {"--rl", DCR_ARG_STRING, &o.rl, 0, 0, "sync | async (default sync)", false},
         {"--warmup", DCR_ARG_INT, &o.warmup, 0, 1000, "warm-up refits (default 2)", false},
         {"--refits", DCR_ARG_INT, &o.refits, 1, 100000, "timed refits (default 5)", false},
-        {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0, "byte-plane shuffle in payloads", false},
+        {"--no-shuffle", DCR_ARG_FLAG, &o.no_shuffle, 0, 0,
+         "payloads without the byte-plane shuffle (on by default)", false},
         {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 0, 1 << 20,
          "chunk target in MiB (default: scaled, see README)", false},
         {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 0, 1 << 20,

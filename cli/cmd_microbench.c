@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "dcr/construct.h"
 #include "workloads/microbench.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/serve_bench.h"
@@ -34,8 +35,10 @@ static int dcr__microbench_detect(int argc, char **argv)
     }
     const double rates[] = {0.0, 0.01, 0.03, 0.05};
     json_t *rows = json_array();
-    if (!json)
+    if (!json) {
+        printf("kernel: %s\n", dcr_detect_kernel());
         printf("%-8s %12s %12s %10s %12s\n", "rate", "read_s", "detect_s", "ratio", "read_GB/s");
+    }
     for (int i = 0; i < 4; i++) {
         dcr_detect_bench_t r;
         dcr_status_t st =
@@ -54,8 +57,8 @@ static int dcr__microbench_detect(int argc, char **argv)
                                               r.read_gbps, "changed", (json_int_t)r.changed));
     }
     if (json) {
-        json_t *j = json_pack("{s:s,s:I,s:o}", "bench", "detect", "bytes",
-                              (json_int_t)(mib * (1 << 20)), "rows", rows);
+        json_t *j = json_pack("{s:s,s:s,s:I,s:o}", "bench", "detect", "kernel", dcr_detect_kernel(),
+                              "bytes", (json_int_t)(mib * (1 << 20)), "rows", rows);
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);

@@ -748,7 +748,7 @@ int dcr_cmd_sim(int argc, char **argv)
         {"--store-put-ms", DCR_ARG_DOUBLE, &o.store_put, 0, 1e5,
          "owner-side cost of one PUT after its bytes", false},
         {"--store-flows", DCR_ARG_INT, &o.store_flows, 1, 64,
-         "concurrent downloads per rollout node (default 2)", false},
+         "concurrent downloads per rollout node (default 8)", false},
         {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},
         {"--queue", DCR_ARG_INT, &o.queue, 1, 1 << 20,
          "relay hop queue and store prefetch, payloads (default 8)", false},

@@ -29,7 +29,7 @@ dcr_sim_cluster_t dcr_sim_cluster_default(void)
     c.store_gbps = 0;
     c.store_latency_ms = 10;
     c.store_list_ms = 10;
-    c.store_flows = 2; /* the engine's object store: two GETs in flight per node */
+    c.store_flows = 8; /* the engine's object store (OBJ_FLOWS): eight GETs in flight per node */
     c.fanout = 2;
     c.queue_payloads = 8;
     c.owner_queue = 2; /* dcr_construct_config_default's queue depth */
@@ -60,6 +60,7 @@ dcr_sim_cluster_t dcr_sim_cluster_testbed(void)
     c.store_latency_ms = 20;
     c.store_list_ms = 20;
     c.ref_object_mib = 64;
+    c.store_flows = 2; /* a stated assumption of the paper calibration (paper-testbed.json) */
     return c;
 }
 

@@ -164,6 +164,18 @@ static void test_adamw_changes(void **state)
     dcr_bench_result_free(&r);
 }
 
+/* An FP8 block-quantized o_proj export (a scale dependency: one source change
+ * can move a whole block) refits bit-exactly through the serving loaders. */
+static void test_fp8_export(void **state)
+{
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
+    c.scenario.scale = 16; /* o_proj spans whole 128 x 128 blocks */
+    c.scenario.fp8_layers = 1;
+    dcr_bench_result_t r;
+    run_ok(&c, &r);
+    dcr_bench_result_free(&r);
+}
+
 /* --trace-overhead: the recorder is on for timed refits 1 and 4, off for 2
  * and 3; bounds and intervals exist for the recorded ones only, and the two
  * mean latencies are those of the refits each side holds. */
@@ -215,6 +227,7 @@ int main(void)
         cmocka_unit_test(test_more_receivers_than_owners),
         cmocka_unit_test(test_families_and_modes),
         cmocka_unit_test(test_adamw_changes),
+        cmocka_unit_test(test_fp8_export),
         cmocka_unit_test(test_trace_overhead_alternates),
         cmocka_unit_test(test_bad_configs_fail_cleanly),
     };
