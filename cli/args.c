@@ -112,3 +112,26 @@ void dcr_cli_report(const char *command, int status)
 {
     fprintf(stderr, "dcr %s: %s\n", command, dcr_error_line((dcr_status_t)status));
 }
+
+/* A comma-separated list of numbers in [min, max] (whole numbers when
+ * `whole`), at most cap of them: --change-rate, and the axes of `plan`. */
+int dcr_args_parse_list(const char *flag, const char *text, double min, double max, bool whole,
+                        double *out, int cap, int *n_p)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= min && v <= max) || (whole && v != floor(v)) ||
+            (*end && *end != ','))
+            return dcr_error_set(DCR_EINVAL, "%s '%s': expected %s in [%g, %g], comma separated",
+                                 flag, text, whole ? "whole numbers" : "numbers", min, max);
+        if (n == cap) return dcr_error_set(DCR_EINVAL, "%s: at most %d values", flag, cap);
+        out[n++] = v;
+        p = *end ? end + 1 : end;
+    }
+    if (n == 0) return dcr_error_set(DCR_EINVAL, "%s: no value given", flag);
+    *n_p = n;
+    return DCR_OK;
+}

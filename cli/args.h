@@ -30,6 +30,12 @@ typedef struct dcr_arg {
 int dcr_args_parse(const char *command, const char *usage, dcr_arg_t *args, int nargs, int argc,
                    char **argv, const char **positional, int max_positional, int *npositional_p);
 
+/* A comma-separated list of numbers in [min, max] (whole numbers when
+ * `whole`), at most cap of them, into out[0..*n_p). Returns DCR_OK or
+ * DCR_EINVAL with one error line naming `flag` (dcr_cli_report prints it). */
+int dcr_args_parse_list(const char *flag, const char *text, double min, double max, bool whole,
+                        double *out, int cap, int *n_p);
+
 /* Prints "dcr <command>: <status line>" for the current thread's error. */
 void dcr_cli_report(const char *command, int status);
 

@@ -70,31 +70,6 @@ static int dcr__microbench_detect(int argc, char **argv)
 
 enum { DCR__APPLY_RATES_MAX = 16 };
 
-/* --rates: a comma-separated list of change rates in (0, 1]. */
-static int dcr__parse_rates(const char *text, double *rates, int *n_p)
-{
-    int n = 0;
-    for (const char *p = text; *p;) {
-        char *end;
-        double r = strtod(p, &end);
-        if (end == p || !(r > 0 && r <= 1) || (*end && *end != ',') || n == DCR__APPLY_RATES_MAX) {
-            fprintf(stderr,
-                    "dcr microbench apply: --rates '%s': expected up to %d rates in (0, 1], "
-                    "comma separated\n",
-                    text, DCR__APPLY_RATES_MAX);
-            return 2;
-        }
-        rates[n++] = r;
-        p = *end ? end + 1 : end;
-    }
-    if (n == 0) {
-        fprintf(stderr, "dcr microbench apply: --rates: no rate given\n");
-        return 2;
-    }
-    *n_p = n;
-    return 0;
-}
-
 static void dcr__apply_print(const dcr_serve_bench_result_t *res, int n, int64_t repeats, bool json)
 {
     if (!json) {
@@ -152,7 +127,12 @@ static int dcr__microbench_apply(int argc, char **argv)
     if (rc) return rc == 1 ? 0 : 2;
     double rates[DCR__APPLY_RATES_MAX];
     int nrates = 0;
-    if (dcr__parse_rates(rates_text, rates, &nrates)) return 2;
+    int st_rates = dcr_args_parse_list("--rates", rates_text, 1e-6, 1, false, rates,
+                                       DCR__APPLY_RATES_MAX, &nrates);
+    if (st_rates != DCR_OK) {
+        dcr_cli_report("microbench apply", st_rates);
+        return 2;
+    }
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.model = model;
     spec.scale = (int)scale;

@@ -116,32 +116,9 @@ static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
     return DCR_OK;
 }
 
-/* A comma-separated list of numbers in [min, max] (whole numbers when
- * `whole`), at most cap of them: --change-rate, and the axes of `plan`. */
-static dcr_status_t parse_list(const char *flag, const char *text, double min, double max,
-                               bool whole, double *out, int cap, int *n_p)
-{
-    int n = 0;
-    const char *p = text;
-    while (*p) {
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v >= min && v <= max) || (whole && v != floor(v)) ||
-            (*end && *end != ','))
-            return dcr_error_set(DCR_EINVAL, "%s '%s': expected %s in [%g, %g], comma separated",
-                                 flag, text, whole ? "whole numbers" : "numbers", min, max);
-        if (n == cap) return dcr_error_set(DCR_EINVAL, "%s: at most %d values", flag, cap);
-        out[n++] = v;
-        p = *end ? end + 1 : end;
-    }
-    if (n == 0) return dcr_error_set(DCR_EINVAL, "%s: no value given", flag);
-    *n_p = n;
-    return DCR_OK;
-}
-
 static dcr_status_t parse_rates(const char *text, double *rates, int *n_p)
 {
-    return parse_list("--change-rate", text, 0, 1, false, rates, MAX_ROWS / 2, n_p);
+    return dcr_args_parse_list("--change-rate", text, 0, 1, false, rates, MAX_ROWS / 2, n_p);
 }
 
 static dcr_status_t parse_transports(const char *text, const char **t, int *n_p)
@@ -541,13 +518,13 @@ static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
 {
     double v[DCR_SIM_PLAN_MAX];
     memset(plan, 0, sizeof(*plan));
-    DCR_CHECK(
-        parse_list("--rollout-nodes", p->nodes, 1, 4096, true, v, DCR_SIM_PLAN_MAX, &plan->nnodes));
+    DCR_CHECK(dcr_args_parse_list("--rollout-nodes", p->nodes, 1, 4096, true, v, DCR_SIM_PLAN_MAX,
+                                  &plan->nnodes));
     for (int i = 0; i < plan->nnodes; i++) plan->rollout_nodes[i] = (int)v[i];
-    DCR_CHECK(parse_list("--gbps", p->gbps, 1e-3, 1e6, false, plan->gbps, DCR_SIM_PLAN_MAX,
-                         &plan->ngbps));
-    DCR_CHECK(parse_list("--change-rate", p->sim.rates, 0, 1, false, plan->rates, DCR_SIM_PLAN_MAX,
-                         &plan->nrates));
+    DCR_CHECK(dcr_args_parse_list("--gbps", p->gbps, 1e-3, 1e6, false, plan->gbps, DCR_SIM_PLAN_MAX,
+                                  &plan->ngbps));
+    DCR_CHECK(dcr_args_parse_list("--change-rate", p->sim.rates, 0, 1, false, plan->rates,
+                                  DCR_SIM_PLAN_MAX, &plan->nrates));
     return parse_transports(p->sim.transport, plan->transports, &plan->ntransports);
 }
 

@@ -16,59 +16,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-typedef struct result {
-    int rc;
-    char out[1 << 16], err[1 << 12];
-} result_t;
-
-static char *slurp(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    size_t n = f ? fread(buf, 1, cap - 1, f) : 0;
-    if (f) fclose(f);
-    buf[n] = '\0';
-    return buf;
-}
-
-/* Runs `dcr <args>` with stdout and stderr captured in files. */
-static void run(result_t *r, const char *args)
-{
-    const char *cli = getenv("DCR_CLI");
-    if (!cli) cli = DCR_CLI_PATH;
-    char cmd[4096], out[64], err[64];
-    snprintf(out, sizeof(out), "/tmp/dcr-cli-%d.out", (int)getpid());
-    snprintf(err, sizeof(err), "/tmp/dcr-cli-%d.err", (int)getpid());
-    snprintf(cmd, sizeof(cmd), "%s %s >%s 2>%s", cli, args, out, err);
-    int status = system(cmd);
-    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    slurp(out, r->out, sizeof(r->out));
-    slurp(err, r->err, sizeof(r->err));
-    unlink(out);
-    unlink(err);
-}
-
-/* A failure is exactly one line on stderr, mentioning `needle`. */
-static void expect_error(const char *args, int rc, const char *needle)
-{
-    static result_t r;
-    run(&r, args);
-    if (r.rc != rc) fail_msg("dcr %s: exit %d, expected %d (stderr: %s)", args, r.rc, rc, r.err);
-    size_t len = strlen(r.err);
-    assert_true(len > 0 && r.err[len - 1] == '\n');
-    assert_null(memchr(r.err, '\n', len - 1));
-    if (!strstr(r.err, needle)) fail_msg("dcr %s: '%s' lacks '%s'", args, r.err, needle);
-}
-
-static json_t *run_json(const char *args)
-{
-    static result_t r;
-    run(&r, args);
-    if (r.rc != 0) fail_msg("dcr %s failed: %s", args, r.err);
-    json_error_t e;
-    json_t *j = json_loads(r.out, 0, &e);
-    if (!j) fail_msg("dcr %s: output is not JSON: %s", args, e.text);
-    return j;
-}
+#include "cli_run.h"
 
 static void test_help_and_usage_errors(void **state)
 {
@@ -76,9 +24,10 @@ static void test_help_and_usage_errors(void **state)
     run(&r, "--help");
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "inventory"));
-    const char *commands[] = {"inventory", "construct",  "table2",       "payload",
-                              "bench",     "microbench", "verify-paths", "bounds"};
-    for (int i = 0; i < 8; i++) {
+    const char *commands[] = {"inventory", "construct",  "table2",           "payload",
+                              "bench",     "microbench", "microbench apply", "verify-paths",
+                              "bounds",    "sim",        "sim plan",         "faults"};
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         char args[64];
         snprintf(args, sizeof(args), "%s --help", commands[i]);
         run(&r, args);
@@ -97,6 +46,10 @@ static void test_help_and_usage_errors(void **state)
     expect_error("construct --mode Q", 1, "mode");
     expect_error("payload verify /nonexistent/file", 1, "/nonexistent/file");
     expect_error("payload", 2, "inspect");
+    expect_error("construct --shuffle --no-shuffle", 1, "contradict");
+    expect_error("construct --rounds 0", 2, "--rounds");
+    expect_error("microbench apply --rates 0,2", 2, "--rates");
+    expect_error("microbench frobnicate", 2, "apply");
 }
 
 /* The seed's Table D.2: 18,480t + 241 affine items at TP = ETP = t. */
