@@ -480,6 +480,11 @@ static int simulate(const sim_opts_t *o)
         dcr_model_config_t model;
         st = dcr_model_load(models[m], &model);
     }
+    double rates[MAX_ROWS];
+    const char *transports[2];
+    int nrates, ntrans;
+    if (st == DCR_OK) st = parse_rates(o->rates, rates, &nrates);
+    if (st == DCR_OK) st = parse_transports(o->transport, transports, &ntrans);
     if (st == DCR_OK) st = load_calibration(o, &cal);
     if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
     if (st == DCR_OK) st = run_rows(o, &spec, &cal, models, nmodels, rows, &n);

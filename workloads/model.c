@@ -532,8 +532,9 @@ static dcr_status_t dcr__emit_attention(dcr_inventory_t *inv, const dcr_model_co
     if (layer < cfg->fp8_layers) {
         /* FP8 block-quantized export: e4m3 weight and FP32 inverse scales per 128 x 128 block. */
         DCR_CHECK(dcr__emit(inv, p, "o_proj.weight", DCR_DTYPE_FP8_E4M3, 2, h, q, 0));
-        DCR_CHECK(dcr__emit(inv, p, "o_proj.weight_scale_inv", DCR_DTYPE_FP32, 2, (h + 127) / 128,
-                            (q + 127) / 128, 0));
+        DCR_CHECK(dcr__emit(inv, p, "o_proj.weight_scale_inv", DCR_DTYPE_FP32, 2,
+                            (h + DCR_FP8_BLOCK - 1) / DCR_FP8_BLOCK,
+                            (q + DCR_FP8_BLOCK - 1) / DCR_FP8_BLOCK, 0));
     } else {
         DCR_CHECK(dcr__emit(inv, p, "o_proj.weight", DCR__BF16, 2, h, q, 0));
     }

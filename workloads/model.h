@@ -58,6 +58,10 @@ typedef struct dcr_model_config {
     int fp8_layers;
 } dcr_model_config_t;
 
+/* The tile edge of the FP8 block-quantized export (128 x 128, as DeepSeek-V3
+ * and vLLM's block FP8 checkpoints use). */
+#define DCR_FP8_BLOCK 128
+
 /* Loads a built-in config by name (workloads/models/<name>.json) or, when
  * `name_or_path` contains '/' or ends in ".json", the file at that path.
  * An unknown name lists the built-in ones; a malformed file names the key. */

@@ -36,6 +36,9 @@ static void test_help_and_errors(void **state)
     expect_error("sim plan --gbps fast", 1, "--gbps");
     expect_error("sim plan --change-rate 2", 1, "--change-rate");
     expect_error("sim plan --transport carrier-pigeon", 1, "carrier-pigeon");
+    /* Checked before a calibration is measured (that takes seconds). */
+    expect_error("sim --change-rate 3", 1, "--change-rate");
+    expect_error("sim --transport carrier-pigeon", 1, "carrier-pigeon");
 }
 
 static const char *const k_row_keys[] = {

@@ -34,8 +34,13 @@ static void test_validate_default_bench(void **state)
     /* The latency error is a benchmark figure (BENCHMARKS.md, `dcr sim
      * --validate`), not asserted: timing on a shared machine is no test. */
     assert_true(row.measured_s > 0 && row.predicted_s > 0);
-    /* The reference is transport only: the simulation follows the links. */
-    assert_true(fabs(row.predicted_ref_s / row.measured_ref_s - 1) < 0.15);
+    /* The reference is transport only: the simulation follows the links. It
+     * is predicted within 2% on a quiet machine; a machine busy with other
+     * jobs stretched the measured one by 31% once. The test allows 5% either
+     * way, and a measurement up to 1 / 0.7 slower (CPU contention can delay
+     * the emulated links, never speed them up). */
+    assert_true(row.predicted_ref_s / row.measured_ref_s > 0.7 &&
+                row.predicted_ref_s / row.measured_ref_s < 1.05);
     assert_true(fabs(row.predicted_payload / row.measured_payload - 1) < 0.25);
 }
 

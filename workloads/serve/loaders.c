@@ -173,7 +173,7 @@ dcr_status_t dcr__load_expert(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const c
 static dcr_status_t dcr__decl_fp8_linear(dcr_params_t *p, const char *lp, const char *name,
                                          int64_t rows, int64_t cols)
 {
-    const int64_t b = DCR__FP8_BLOCK;
+    const int64_t b = DCR_FP8_BLOCK;
     char scale[DCR__SERVE_NAME_MAX];
     DCR_CHECK(dcr__name(scale, "%s_scale_inv", name));
     DCR_CHECK(dcr__decl(p, lp, name, DCR_DTYPE_FP8_E4M3, 2, rows, cols, 0));

@@ -8,10 +8,6 @@
 
 #define DCR__SERVE_NAME_MAX 256
 
-/* Rows and columns of one FP8 quantization block of the block-quantized
- * export (a weight_scale_inv entry covers one block). */
-#define DCR__FP8_BLOCK 128
-
 /* One rank's view of the model under its layout. */
 typedef struct dcr__vllm {
     dcr_model_config_t m;

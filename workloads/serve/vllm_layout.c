@@ -56,11 +56,11 @@ static dcr_status_t dcr__validate_attention(const dcr_model_config_t *m, int tp)
 static dcr_status_t dcr__validate_fp8(const dcr_model_config_t *m, int tp)
 {
     int64_t part = (int64_t)m->heads * m->head_dim / tp;
-    if (m->fp8_layers == 0 || tp == 1 || part % DCR__FP8_BLOCK == 0) return DCR_OK;
+    if (m->fp8_layers == 0 || tp == 1 || part % DCR_FP8_BLOCK == 0) return DCR_OK;
     return dcr_error_set(DCR_ELAYOUT,
                          "model %s: serving tp %d splits the FP8 o_proj input into %lld "
                          "columns, not a multiple of the %d-column quantization block",
-                         m->name, tp, (long long)part, DCR__FP8_BLOCK);
+                         m->name, tp, (long long)part, DCR_FP8_BLOCK);
 }
 
 static bool dcr__has_attention(const dcr_model_config_t *m)

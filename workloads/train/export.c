@@ -97,8 +97,7 @@ static dcr_status_t walk_split(walker_t *w, const char *src_fmt, int layer, cons
 
 /* ---- FP8 block-quantized export (the oracle's own quantizer) ---- */
 
-#define FP8_BLOCK 128
-#define FP8_MAX   448.0f
+#define FP8_MAX 448.0f
 
 /* The largest magnitude of one tile, read from a BF16 row-major matrix. */
 static float tile_amax(const uint16_t *x, int64_t cols, int64_t r0, int64_t r1, int64_t c0,
@@ -118,12 +117,12 @@ static float tile_amax(const uint16_t *x, int64_t cols, int64_t r0, int64_t r1, 
 /* BF16 [rows, cols] -> e4m3 weight and FP32 inverse scale per tile. */
 static void fp8_quantize(const uint16_t *x, int64_t rows, int64_t cols, uint8_t *q, float *scale)
 {
-    int64_t tiles_c = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
-    for (int64_t tr = 0; tr * FP8_BLOCK < rows; tr++)
+    int64_t tiles_c = (cols + DCR_FP8_BLOCK - 1) / DCR_FP8_BLOCK;
+    for (int64_t tr = 0; tr * DCR_FP8_BLOCK < rows; tr++)
         for (int64_t tc = 0; tc < tiles_c; tc++) {
-            int64_t r0 = tr * FP8_BLOCK, c0 = tc * FP8_BLOCK;
-            int64_t r1 = r0 + FP8_BLOCK < rows ? r0 + FP8_BLOCK : rows,
-                    c1 = c0 + FP8_BLOCK < cols ? c0 + FP8_BLOCK : cols;
+            int64_t r0 = tr * DCR_FP8_BLOCK, c0 = tc * DCR_FP8_BLOCK;
+            int64_t r1 = r0 + DCR_FP8_BLOCK < rows ? r0 + DCR_FP8_BLOCK : rows,
+                    c1 = c0 + DCR_FP8_BLOCK < cols ? c0 + DCR_FP8_BLOCK : cols;
             float amax = tile_amax(x, cols, r0, r1, c0, c1),
                   s = amax == 0.0f ? 1.0f : amax / FP8_MAX;
             scale[tr * tiles_c + tc] = s;
@@ -137,11 +136,12 @@ static void fp8_quantize(const uint16_t *x, int64_t rows, int64_t cols, uint8_t 
 static void fp8_dequantize(const uint8_t *q, const float *scale, int64_t rows, int64_t cols,
                            uint16_t *x)
 {
-    int64_t tiles_c = (cols + FP8_BLOCK - 1) / FP8_BLOCK;
+    int64_t tiles_c = (cols + DCR_FP8_BLOCK - 1) / DCR_FP8_BLOCK;
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++)
-            x[r * cols + c] = dcr_f32_to_bf16(dcr_fp8e4m3_to_f32(q[r * cols + c]) *
-                                              scale[(r / FP8_BLOCK) * tiles_c + c / FP8_BLOCK]);
+            x[r * cols + c] =
+                dcr_f32_to_bf16(dcr_fp8e4m3_to_f32(q[r * cols + c]) *
+                                scale[(r / DCR_FP8_BLOCK) * tiles_c + c / DCR_FP8_BLOCK]);
 }
 
 /* A row-parallel projection exported FP8: shards hold BF16; the canonical

@@ -443,7 +443,7 @@ static dcr_status_t declare_fp8_export(builder_t *b, const char *canon)
     char name[NAME];
     snprintf(name, sizeof(name), "%s_scale_inv", canon);
     DCR_CHECK(find_canonical(b, name, &scale));
-    dcr_conversion_t conv = {DCR_CONVERSION_FP8_BLOCK, 128, scale, DCR_DTYPE_BF16};
+    dcr_conversion_t conv = {DCR_CONVERSION_FP8_BLOCK, DCR_FP8_BLOCK, scale, DCR_DTYPE_BF16};
     return dcr_source_layout_set_conversion(b->layout, c, &conv);
 }
 
