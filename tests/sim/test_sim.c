@@ -23,36 +23,13 @@
 #include "sim/platform.h"
 #include "sim/sim.h"
 #include "sim/workload.h"
+#include "sim_test_cal.h"
 
 /* SimGrid computes in doubles; its flow model adds nothing beyond the
  * link figures (CM02, no TCP factors), so times agree to rounding. */
 #define NEAR(a, b) assert_true(fabs((double)(a) - (double)(b)) <= 1e-6 * fabs((double)(b)) + 1e-9)
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-/* A calibration with round numbers (not measured): 1 ns per compared byte,
- * 10 ns per record, 1 us per item, 2 B per XOR record, 3 B per overwrite. */
-static dcr_sim_calibration_t test_cal(void)
-{
-    dcr_sim_calibration_t c;
-    memset(&c, 0, sizeof(c));
-    snprintf(c.machine, sizeof(c.machine), "test");
-    c.npoints = 2;
-    c.points[0] = (dcr_sim_cal_point_t){0.01, 1e-9, 20e-9, 1.0, 2.0, 1.0, 1.5};
-    c.points[1] = (dcr_sim_cal_point_t){0.05, 1e-9, 20e-9, 1.0, 2.0, 0.8, 1.0};
-    c.project_s_per_record = 10e-9;
-    c.construct_s_per_item = 1e-6;
-    c.residual_s_per_byte = 1e-9;
-    c.copy_s_per_byte = 0.1e-9;
-    c.bytes_per_item = 10;
-    c.decode_s_per_byte = 2e-9;
-    c.apply_s_per_record = 5e-9;
-    c.apply_s_per_item = 1e-6;
-    c.ack_s = 1e-4;
-    c.commit_s = 2e-4;
-    c.cores = 2;
-    return c;
-}
 
 /* A cluster whose only costs are the ones a test sets. */
 static dcr_sim_cluster_t bare_cluster(int rollout_nodes)

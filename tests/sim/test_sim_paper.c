@@ -26,6 +26,7 @@
 #include "sim/plan.h"
 #include "sim/sim.h"
 #include "workloads/model.h"
+#include "sim_test_cal.h"
 
 static bool ends_with(const char *s, const char *tail)
 {
@@ -104,25 +105,6 @@ static void test_paper_calibration_file(void **state)
 
 /* ---- dcr sim plan ---------------------------------------------------------------- */
 
-static dcr_sim_calibration_t plan_cal(void)
-{
-    dcr_sim_calibration_t c;
-    memset(&c, 0, sizeof(c));
-    snprintf(c.machine, sizeof(c.machine), "test");
-    c.npoints = 1;
-    c.points[0] = (dcr_sim_cal_point_t){0.03, 1e-9, 20e-9, 1.0, 2.0, 1.0, 1.5};
-    c.project_s_per_record = 10e-9;
-    c.construct_s_per_item = 1e-6;
-    c.copy_s_per_byte = 0.1e-9;
-    c.bytes_per_item = 10;
-    c.decode_s_per_byte = 2e-9;
-    c.apply_s_per_item = 1e-6;
-    c.ack_s = 1e-4;
-    c.commit_s = 2e-4;
-    c.cores = 2;
-    return c;
-}
-
 static dcr_sim_spec_t plan_spec(void)
 {
     dcr_sim_spec_t s = dcr_sim_spec_default();
@@ -193,7 +175,7 @@ static void check_plan_rows(const dcr_sim_plan_t *p, const dcr_sim_plan_row_t *r
 static void test_plan_sweep(void **state)
 {
     dcr_sim_spec_t spec = plan_spec();
-    dcr_sim_calibration_t cal = plan_cal();
+    dcr_sim_calibration_t cal = test_cal();
     dcr_sim_plan_t plan = small_plan();
     int n = dcr_sim_plan_count(&plan);
     assert_int_equal(n, 12);
