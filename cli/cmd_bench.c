@@ -90,6 +90,10 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
         "xor_tensors", (json_int_t)r->xor_tensors, "overwrite_tensors",
         (json_int_t)r->overwrite_tensors, "requests", (json_int_t)r->requests, "request_mismatches",
         (json_int_t)r->request_mismatches, "refits", refits);
+    json_object_set_new(j, "cpu_s_mean",
+                        json_pack("{s:f,s:f,s:f}", "owners", r->cpu_mean_s[DCR_THREAD_OWNER],
+                                  "nodes", r->cpu_mean_s[DCR_THREAD_NODE], "transport",
+                                  r->cpu_mean_s[DCR_THREAD_TRANSPORT]));
     if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
     return j;
 }
@@ -124,6 +128,9 @@ static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
            overhead ? " of the recorded refits" : "", r->construction_lb_mean_s,
            r->transport_lb_mean_s, r->finalization_mean_s,
            bound + r->finalization_mean_s > 0 ? latency / (bound + r->finalization_mean_s) : 0.0);
+    printf("CPU per refit: owners %.3f s, rollout nodes %.3f s, transport %.3f s\n",
+           r->cpu_mean_s[DCR_THREAD_OWNER], r->cpu_mean_s[DCR_THREAD_NODE],
+           r->cpu_mean_s[DCR_THREAD_TRANSPORT]);
     if (overhead)
         printf("recorder: mean latency %.4f s recorded (%d refits), %.4f s not (%d), ratio %.4f; "
                "one span %.0f ns x %.0f intervals per refit = %.3f%% of the latency\n",

@@ -401,11 +401,25 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
                                "predicted_payload_bytes", row.predicted_payload,
                                "measured_construction_s", row.measured_construct_s,
                                "predicted_construction_end_s", row.predicted_construct_end_s));
+            json_t *last = json_array_get(arr, json_array_size(arr) - 1);
+            json_object_update_new(
+                last, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "measured_construction_lb_s",
+                                row.measured_construction_lb_s, "predicted_construction_lb_s",
+                                row.predicted_construction_lb_s, "measured_transport_lb_s",
+                                row.measured_transport_lb_s, "predicted_transport_lb_s",
+                                row.predicted_transport_lb_s, "measured_finalization_s",
+                                row.measured_finalization_s, "predicted_finalization_s",
+                                row.predicted_finalization_s));
             continue;
         }
-        printf("%-44s %10.3f %10.3f %+6.1f%% %9.3f %9.3f %11.0f %11.0f\n    dcr bench %s\n", name,
-               row.measured_s, row.predicted_s, 100 * row.error, row.measured_ref_s,
-               row.predicted_ref_s, row.measured_payload, row.predicted_payload, args);
+        printf("%-44s %10.3f %10.3f %+6.1f%% %9.3f %9.3f %11.0f %11.0f\n", name, row.measured_s,
+               row.predicted_s, 100 * row.error, row.measured_ref_s, row.predicted_ref_s,
+               row.measured_payload, row.predicted_payload);
+        printf("    measured / predicted: construction LB %.3f / %.3f s, transport LB %.3f / %.3f "
+               "s, finalization %.3f / %.3f s\n    dcr bench %s\n",
+               row.measured_construction_lb_s, row.predicted_construction_lb_s,
+               row.measured_transport_lb_s, row.predicted_transport_lb_s,
+               row.measured_finalization_s, row.predicted_finalization_s, args);
         fflush(stdout);
     }
     if (o->json) {

@@ -55,7 +55,7 @@ static dcr_bench_config_t dcr__short(void)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
     c.warmup = 1;
-    c.refits = 3;
+    c.refits = 5;
     c.verify = false;
     return c;
 }
@@ -68,11 +68,11 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
     switch (i) {
     case 0:
         name = "qwen3-30b objstore 3%";
-        args = "--warmup 1 --refits 3 --no-verify";
+        args = "--warmup 1 --refits 5 --no-verify";
         break;
     case 1:
         name = "qwen3-30b relay 5%";
-        args = "--transport relay --change-rate 0.05 --warmup 1 --refits 3 --no-verify";
+        args = "--transport relay --change-rate 0.05 --warmup 1 --refits 5 --no-verify";
         c.transport = "relay";
         c.change_rate = 0.05;
         break;
@@ -80,7 +80,7 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         name = "qwen3-30b objstore 5%, 4 nodes, 0.1 Gbps";
         args = "--rollout-nodes 4 --receivers-per-node 1 --serve-tp 1 --link-gbps 0.1 --flow-gbps "
                "0.08 "
-               "--change-rate 0.05 --warmup 1 --refits 3 --no-verify";
+               "--change-rate 0.05 --warmup 1 --refits 5 --no-verify";
         c.serve.nodes = 4;
         c.serve.gpus_per_node = 1;
         c.serve.tp = 1;
@@ -93,7 +93,7 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         args =
             "--model qwen2.5-0.5b --scale 4 --layers 24 --train-nodes 1 --gpus-per-node 2 --tp 2 "
             "--rollout-nodes 3 --receivers-per-node 1 --serve-tp 1 --change-rate 0.01 --warmup 1 "
-            "--refits 3 "
+            "--refits 5 "
             "--no-verify";
         c.scenario.model = "qwen2.5-0.5b";
         c.scenario.scale = 4;
@@ -108,7 +108,7 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         name = "nemotron-3-nano relay 3%, 3 nodes";
         args = "--model nemotron-3-nano-30b-a3b --scale 16 --layers 8 --transport relay "
                "--rollout-nodes 3 "
-               "--warmup 1 --refits 3 --no-verify";
+               "--warmup 1 --refits 5 --no-verify";
         c.scenario.model = "nemotron-3-nano-30b-a3b";
         c.transport = "relay";
         c.serve.nodes = 3;
@@ -117,7 +117,7 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         name = "qwen3-30b relay 1%, 4 nodes x 2, 0.1 Gbps";
         args = "--transport relay --rollout-nodes 4 --link-gbps 0.1 --flow-gbps 0.08 --change-rate "
                "0.01 "
-               "--warmup 1 --refits 3 --no-verify";
+               "--warmup 1 --refits 5 --no-verify";
         c.transport = "relay";
         c.serve.nodes = 4;
         c.link.cross_gbps = 0.1;
@@ -156,6 +156,12 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
     row.predicted_payload = (double)sim.payload_bytes;
     row.measured_construct_s = dcr__mean_construct(&r);
     row.predicted_construct_end_s = sim.construction_end_s;
+    row.measured_construction_lb_s = r.construction_lb_mean_s;
+    row.predicted_construction_lb_s = sim.construction_lb_s;
+    row.measured_transport_lb_s = r.transport_lb_mean_s;
+    row.predicted_transport_lb_s = sim.transport_lb_s;
+    row.measured_finalization_s = r.finalization_mean_s;
+    row.predicted_finalization_s = sim.finalization_s;
     row.error = r.mean_latency_s > 0 ? sim.latency_s / r.mean_latency_s - 1 : 0;
     dcr_bench_result_free(&r);
     *out_p = row;

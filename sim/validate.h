@@ -30,7 +30,14 @@ typedef struct dcr_sim_validation_row {
     double measured_payload, predicted_payload;
     double measured_construct_s; /* the engine's construction time (to the last payload sent) */
     double predicted_construct_end_s; /* the simulated construction end */
-    double error;                     /* predicted / measured - 1 */
+    /* The latency's parts, means over the timed refits vs the simulation:
+     * construction and transport lower bounds, finalization (last apply to
+     * the end of the joint commit). A miss in the latency shows here where
+     * it comes from. */
+    double measured_construction_lb_s, predicted_construction_lb_s;
+    double measured_transport_lb_s, predicted_transport_lb_s;
+    double measured_finalization_s, predicted_finalization_s;
+    double error; /* predicted / measured - 1 */
 } dcr_sim_validation_row_t;
 
 /* Runs one bench configuration and its simulation. */

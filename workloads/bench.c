@@ -389,9 +389,12 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     if (b->readers) dcr_receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);
     dcr_refit_result_t r;
+    double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
+    dcr_thread_cpu(cpu0);
     dcr_trace_enable(traced);
     dcr_status_t st = dcr_coord_refit(b->coord, b->candidate, &r);
     dcr_trace_enable(true);
+    dcr_thread_cpu(cpu1);
     if (b->readers) {
         /* Observations tagged with this refit were made before, during or
          * just after it: each must be P^v or P^{v+1}. */
@@ -412,6 +415,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->payloads = r.construct.payloads;
     out->attempts = r.attempts;
     out->bit_exact = true;
+    for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
     if (traced) DCR_CHECK(refit_bounds(r.version, out));
     if (timed && b->cfg->verify) {
         DCR_CHECK(verify(b, &out->bit_exact));
@@ -460,6 +464,8 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
         cross += (double)res->refits[i].cross_bytes;
         raw += (double)res->refits[i].raw_changed_value_bytes;
         res->bit_exact &= res->refits[i].bit_exact;
+        for (int k = 0; k < DCR_THREAD_ROLES; k++)
+            res->cpu_mean_s[k] += res->refits[i].cpu_s[k] / res->nrefits;
     }
     int n = res->nrefits > 0 ? res->nrefits : 1, nt = traced > 0 ? traced : 1;
     res->mean_latency_s = lat / n;

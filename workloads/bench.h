@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dcr/thread.h"
 #include "dcr/construct.h"
 #include "dcr/coord.h"
 #include "dcr/transport.h"
@@ -61,6 +62,11 @@ typedef struct dcr_bench_refit {
     bool bit_exact; /* every receiver equals its dense refit (true when verify is off: not checked)
                      */
     bool verified;
+    /* CPU seconds the engine's threads of each role spent in the refit
+     * (dcr/thread.h): owners, rollout nodes, transport. Counted when a
+     * thread ends, so a relay tree's threads land in the refit that tore
+     * the tree down; means over many refits are what to read. */
+    double cpu_s[DCR_THREAD_ROLES];
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
@@ -71,6 +77,7 @@ typedef struct dcr_bench_result {
         relay_reference_s; /* full checkpoint through the relay tree; 0 unless transport is relay */
     double mean_latency_s, speedup;
     double construction_lb_mean_s, transport_lb_mean_s, finalization_mean_s;
+    double cpu_mean_s[DCR_THREAD_ROLES]; /* CPU per refit by thread role (dcr/thread.h) */
     double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
     bool bit_exact; /* every verified refit was bit-exact */
     int nrefits;

@@ -11,6 +11,7 @@
 #include "dcr/group.h"
 #include "dcr/hash.h"
 #include "dcr/queue.h"
+#include "dcr/thread.h"
 #include "dcr/trace.h"
 
 #define TAG_FLAGS 1
@@ -123,6 +124,12 @@ struct dcr_constructor {
     const uint8_t *xor_allowed;
     bool all_overwrite;
     const dcr_payload_sink_t *sink;
+    /* Threads of a run start only once all of them exist (1), or leave
+     * without working when one could not be created (-1): an owner that
+     * never started would leave the others waiting in group collectives. */
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_cv;
+    int gate;
 };
 
 static size_t shard_elem(const dcr_constructor_t *c, const dcr_task_t *t)
@@ -231,6 +238,8 @@ dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
     c->layout = layout;
     c->cfg = *cfg;
     c->world = layout->world;
+    pthread_mutex_init(&c->gate_mu, NULL);
+    pthread_cond_init(&c->gate_cv, NULL);
     dcr_status_t st;
     c->owners = calloc((size_t)c->world, sizeof(owner_t));
     c->candidate = calloc((size_t)layout->nshards + 1, sizeof(*c->candidate));
@@ -288,6 +297,8 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         dcr_encoder_destroy(o->enc);
     }
     free(c->owners);
+    pthread_mutex_destroy(&c->gate_mu);
+    pthread_cond_destroy(&c->gate_cv);
     free(c->assembler);
     free(c->slot_of);
     free(c->required);
@@ -867,9 +878,31 @@ static dcr_status_t owner_run(owner_t *o, unsigned char *required)
     return flush_payload(o);
 }
 
+/* Waits at the start gate; true when the run goes ahead. */
+static bool start_gate_wait(dcr_constructor_t *c)
+{
+    pthread_mutex_lock(&c->gate_mu);
+    while (c->gate == 0) pthread_cond_wait(&c->gate_cv, &c->gate_mu);
+    bool go = c->gate > 0;
+    pthread_mutex_unlock(&c->gate_mu);
+    return go;
+}
+
+static void start_gate_open(dcr_constructor_t *c, int state)
+{
+    pthread_mutex_lock(&c->gate_mu);
+    c->gate = state;
+    pthread_cond_broadcast(&c->gate_cv);
+    pthread_mutex_unlock(&c->gate_mu);
+}
+
 static void *owner_main(void *arg)
 {
     owner_run_ctx_t *r = arg;
+    if (!start_gate_wait(r->o->c)) {
+        dcr_queue_close(r->o->queue);
+        return NULL;
+    }
     r->o->status = owner_run(r->o, r->required);
     if (r->o->status != DCR_OK) dcr_error_prefix("owner %d: ", r->o->rank);
     dcr_queue_close(r->o->queue);
@@ -976,15 +1009,26 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     run_threads_t rt = {0};
     double t0 = dcr_clock_s();
     dcr_status_t st = start_run(c, &rt, ncanon);
-    int started = 0;
-    for (int r = 0; st == DCR_OK && r < c->world; r++, started++) {
-        pthread_create(&rt.senders[r], NULL, sender_main, &c->owners[r]);
-        pthread_create(&rt.owners[r], NULL, owner_main, &rt.ctx[r]);
+    int owners = 0, senders = 0;
+    c->gate = 0;
+    for (int r = 0; st == DCR_OK && r < c->world; r++) {
+        if (dcr_thread_start(&rt.senders[r], DCR_THREAD_TRANSPORT, sender_main, &c->owners[r],
+                             "dcr-send-%d", r))
+            break;
+        senders++;
+        if (dcr_thread_start(&rt.owners[r], DCR_THREAD_OWNER, owner_main, &rt.ctx[r],
+                             "dcr-owner-%d", r))
+            break;
+        owners++;
     }
-    for (int r = 0; r < started; r++) {
-        pthread_join(rt.owners[r], NULL);
-        pthread_join(rt.senders[r], NULL);
+    if (st == DCR_OK && owners < c->world) {
+        st =
+            dcr_error_set(DCR_ENOMEM, "construction: cannot start the threads of owner %d", owners);
+        for (int r = owners; r < senders; r++) dcr_queue_close(c->owners[r].queue);
     }
+    start_gate_open(c, st == DCR_OK ? 1 : -1);
+    for (int r = 0; r < owners; r++) pthread_join(rt.owners[r], NULL);
+    for (int r = 0; r < senders; r++) pthread_join(rt.senders[r], NULL);
     dcr_construct_stats_t sum = {0};
     sum.construction_s = dcr_clock_s() - t0;
     for (int r = 0; st == DCR_OK && r < c->world; r++) {

@@ -2,6 +2,7 @@
  * application threads per rollout node, acknowledgments, joint commit,
  * baseline update, overwrite retries. */
 #include "dcr/coord.h"
+#include "dcr/thread.h"
 
 #include <blake2.h>
 #include <pthread.h>
@@ -450,7 +451,7 @@ static dcr_status_t run_nodes(dcr_coord_t *c, uint64_t tau, node_run_t *nodes, v
         nodes[i].c = c;
         nodes[i].node = i;
         nodes[i].tau = tau;
-        if (pthread_create(&nodes[i].thread, NULL, fn, &nodes[i])) {
+        if (dcr_thread_start(&nodes[i].thread, DCR_THREAD_NODE, fn, &nodes[i], "dcr-node-%d", i)) {
             double ignored = 0;
             join_nodes(nodes, i, i, &ignored);
             return dcr_error_set(DCR_ENOMEM, "starting rollout node threads");

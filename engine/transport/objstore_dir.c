@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "dcr/clock.h"
+#include "dcr/thread.h"
 #include "dcr/log.h"
 #include "dcr/trace.h"
 
@@ -1041,7 +1042,8 @@ static void obj_notify_init(obj_node_t *nd)
     nd->notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     nd->quit_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (nd->notify_fd >= 0 && nd->quit_fd >= 0 &&
-        pthread_create(&nd->watcher, NULL, obj_watcher, nd) == 0) {
+        dcr_thread_start(&nd->watcher, DCR_THREAD_TRANSPORT, obj_watcher, nd, "dcr-list-%d",
+                         nd->idx) == 0) {
         nd->have_watcher = true;
         return;
     }
@@ -1084,7 +1086,8 @@ static dcr_status_t obj_node_init(objstore_t *s, obj_node_t *nd, int idx)
     pthread_condattr_destroy(&attr);
     obj_notify_init(nd);
     for (int i = 0; i < OBJ_FLOWS; i++) {
-        if (pthread_create(&nd->th[i], NULL, obj_worker, nd) != 0) {
+        if (dcr_thread_start(&nd->th[i], DCR_THREAD_TRANSPORT, obj_worker, nd, "dcr-get-%d-%d", idx,
+                             i) != 0) {
             return dcr_error_set(DCR_ENOMEM, "objstore: cannot start download thread of node %d",
                                  idx);
         }

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "dcr/clock.h"
+#include "dcr/thread.h"
 #include "dcr/log.h"
 #include "dcr/queue.h"
 
@@ -760,17 +761,21 @@ static dcr_status_t relay_tree_start(relay_tree_t *T)
     for (int i = 0; i < T->nnodes; i++) {
         relay_tnode_t *nd = &T->nodes[i];
         for (int k = 0; k < nd->nkids; k++) {
-            if (pthread_create(&nd->kids[k].th, NULL, relay_forwarder, &nd->kids[k]) != 0)
+            if (dcr_thread_start(&nd->kids[k].th, DCR_THREAD_TRANSPORT, relay_forwarder,
+                                 &nd->kids[k], "dcr-fwd-%d-%d", i, nd->kids[k].node) != 0)
                 goto fail;
             nd->kids[k].started = true;
         }
         if (i > 0) {
-            if (pthread_create(&nd->reader, NULL, relay_node_reader, nd) != 0) goto fail;
+            if (dcr_thread_start(&nd->reader, DCR_THREAD_TRANSPORT, relay_node_reader, nd,
+                                 "dcr-relay-%d", i) != 0)
+                goto fail;
             nd->started = true;
         }
     }
     for (int i = 0; i < T->nowners; i++) {
-        if (pthread_create(&T->owners[i].th, NULL, relay_owner_reader, &T->owners[i]) != 0)
+        if (dcr_thread_start(&T->owners[i].th, DCR_THREAD_TRANSPORT, relay_owner_reader,
+                             &T->owners[i], "dcr-root-in-%d", i) != 0)
             goto fail;
         T->owners[i].started = true;
     }

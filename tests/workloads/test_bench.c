@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <unistd.h>
 
 #include "workloads/bench.h"
 
@@ -47,6 +48,19 @@ static void assert_bounds_within_latency(const dcr_bench_refit_t *f)
                 f->bound_finalization_s <= f->latency_s + WINDOW_ROUNDING_S);
 }
 
+/* Every refit compares on its owners and applies on its nodes, whose
+ * threads start and end inside the refit: they spent CPU, and no more
+ * than the machine's cores had during the latency. */
+static void assert_cpu_within_latency(const dcr_bench_refit_t *f)
+{
+    double cores = (double)sysconf(_SC_NPROCESSORS_ONLN);
+    double inside = f->cpu_s[DCR_THREAD_OWNER] + f->cpu_s[DCR_THREAD_NODE];
+    assert_true(f->cpu_s[DCR_THREAD_OWNER] > 0 && f->cpu_s[DCR_THREAD_NODE] > 0);
+    if (inside > cores * f->latency_s + 0.005)
+        fail_msg("owners and nodes spent %.4f s of CPU in a %.4f s refit on %.0f cores", inside,
+                 f->latency_s, cores);
+}
+
 static void run_ok(const dcr_bench_config_t *c, dcr_bench_result_t *r)
 {
     if (dcr_bench_run(c, r) != DCR_OK) fail_msg("%s", dcr_error_detail());
@@ -57,6 +71,7 @@ static void run_ok(const dcr_bench_config_t *c, dcr_bench_result_t *r)
         assert_true(r->refits[i].payload_bytes > 0);
         assert_int_equal(r->refits[i].attempts, 1);
         assert_bounds_within_latency(&r->refits[i]);
+        assert_cpu_within_latency(&r->refits[i]);
     }
     assert_int_equal(r->request_mismatches, 0);
     assert_true(r->reference_s > 0 && r->mean_latency_s > 0);
