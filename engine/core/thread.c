@@ -16,12 +16,17 @@ typedef struct dcr__start {
     void *(*fn)(void *);
     void *arg;
     dcr_thread_role_t role;
+    char name[16];
 } dcr__start_t;
 
 static void *dcr__trampoline(void *p)
 {
     dcr__start_t s = *(dcr__start_t *)p;
     free(p);
+    /* Named by itself before it runs fn: a name the creator set after
+     * pthread_create could come late. A name is a diagnostic, never a
+     * reason to fail. */
+    (void)pthread_setname_np(pthread_self(), s.name);
     void *ret = s.fn(s.arg);
     struct timespec ts;
     if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
@@ -35,19 +40,14 @@ int dcr_thread_start(pthread_t *t, dcr_thread_role_t role, void *(*fn)(void *), 
 {
     dcr__start_t *s = malloc(sizeof(*s));
     if (s == NULL) return ENOMEM;
-    *s = (dcr__start_t){fn, arg, role < DCR_THREAD_ROLES ? role : DCR_THREAD_TRANSPORT};
-    int e = pthread_create(t, NULL, dcr__trampoline, s);
-    if (e != 0) {
-        free(s);
-        return e;
-    }
-    char name[16];
+    *s = (dcr__start_t){fn, arg, role < DCR_THREAD_ROLES ? role : DCR_THREAD_TRANSPORT, ""};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(name, sizeof(name), fmt, ap);
+    vsnprintf(s->name, sizeof(s->name), fmt, ap);
     va_end(ap);
-    (void)pthread_setname_np(*t, name); /* a name is a diagnostic, never a reason to fail */
-    return 0;
+    int e = pthread_create(t, NULL, dcr__trampoline, s);
+    if (e != 0) free(s);
+    return e;
 }
 
 void dcr_thread_cpu(double out[DCR_THREAD_ROLES])

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "dcr/clock.h"
@@ -132,13 +133,67 @@ bool dcr__flow_cancelled(const dcr__flow_t *f)
     return f->gen != NULL && atomic_load(f->gen) != f->gen0;
 }
 
-/* Reserves n bytes on b no earlier than not_before; returns the end time. */
-static uint64_t dcr__bucket_reserve(dcr__bucket_t *b, size_t n, uint64_t not_before)
+/* Drops bookings that ended before `before`: no flow books that far back. */
+static void dcr__bucket_forget(dcr__bucket_t *b, uint64_t before)
 {
+    int k = 0;
+    while (k < b->nbooked && b->hi[k] < before) k++;
+    if (k == 0) return;
+    b->nbooked -= k;
+    memmove(b->lo, b->lo + k, (size_t)b->nbooked * sizeof(b->lo[0]));
+    memmove(b->hi, b->hi + k, (size_t)b->nbooked * sizeof(b->hi[0]));
+}
+
+/* Books [t, t + d) at slot i (the calendar stays sorted and disjoint);
+ * touching neighbours merge. A full calendar books after its last interval
+ * instead: later, never overlapping. Returns the end of the booking. */
+static uint64_t dcr__bucket_book(dcr__bucket_t *b, int i, uint64_t t, uint64_t d)
+{
+    int n = b->nbooked;
+    bool joins_prev = i > 0 && b->hi[i - 1] == t, joins_next = i < n && b->lo[i] == t + d;
+    if (joins_prev && joins_next) { /* fills a gap exactly: two intervals become one */
+        b->hi[i - 1] = b->hi[i];
+        b->nbooked--;
+        memmove(b->lo + i, b->lo + i + 1, (size_t)(n - i - 1) * sizeof(b->lo[0]));
+        memmove(b->hi + i, b->hi + i + 1, (size_t)(n - i - 1) * sizeof(b->hi[0]));
+        return t + d;
+    }
+    if (joins_prev) {
+        b->hi[i - 1] = t + d;
+        return t + d;
+    }
+    if (joins_next) {
+        b->lo[i] = t;
+        return t + d;
+    }
+    if (n == DCR__BUCKET_SLOTS) {
+        if (t < b->hi[n - 1]) t = b->hi[n - 1];
+        b->hi[n - 1] = t + d;
+        return t + d;
+    }
+    memmove(b->lo + i + 1, b->lo + i, (size_t)(n - i) * sizeof(b->lo[0]));
+    memmove(b->hi + i + 1, b->hi + i, (size_t)(n - i) * sizeof(b->hi[0]));
+    b->lo[i] = t;
+    b->hi[i] = t + d;
+    b->nbooked++;
+    return t + d;
+}
+
+/* Books n bytes on b in the earliest free interval at or after not_before;
+ * returns its end. */
+static uint64_t dcr__bucket_reserve(dcr__bucket_t *b, size_t n, uint64_t not_before, uint64_t now)
+{
+    uint64_t d = (uint64_t)((double)n * b->ns_per_byte);
     pthread_mutex_lock(&b->mu);
-    uint64_t start = b->next_ns > not_before ? b->next_ns : not_before;
-    b->next_ns = start + (uint64_t)((double)n * b->ns_per_byte);
-    uint64_t end = b->next_ns;
+    dcr__bucket_forget(b, now > DCR__LINK_SLACK_NS ? now - DCR__LINK_SLACK_NS : 0);
+    uint64_t t = not_before;
+    int i = 0;
+    for (; i < b->nbooked; i++) {
+        if (b->hi[i] <= t) continue;
+        if (b->lo[i] >= t + d) break;
+        t = b->hi[i];
+    }
+    uint64_t end = dcr__bucket_book(b, i, t, d);
     pthread_mutex_unlock(&b->mu);
     return end;
 }
@@ -171,7 +226,7 @@ dcr_status_t dcr__flow_pace(dcr__flow_t *f, size_t n)
     f->latency_ns = 0;
     uint64_t end = start + (uint64_t)((double)n * f->ns_per_byte);
     for (int i = 0; i < f->nvia; i++) {
-        uint64_t e = dcr__bucket_reserve(f->via[i], n, start);
+        uint64_t e = dcr__bucket_reserve(f->via[i], n, start, now);
         if (e > end) end = e;
     }
     f->next_ns = end;

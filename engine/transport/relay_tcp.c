@@ -220,7 +220,10 @@ static const char *relay_err_str(int e)
 }
 
 /* Writes one frame, pacing header and payload through flow (NULL: unpaced).
- * ECANCELED when the flow was cancelled. */
+ * The header goes with the first chunk in one pacing step: paced alone, its
+ * few bytes would book the links a latency ahead, and every other flow's
+ * bytes that arrive meanwhile would queue behind that booking. ECANCELED
+ * when the flow was cancelled. */
 static int relay_frame_write(int fd, const relay_frame_t *f, const uint8_t *payload,
                              dcr__flow_t *flow)
 {
@@ -232,14 +235,16 @@ static int relay_frame_write(int fd, const relay_frame_t *f, const uint8_t *payl
     relay_put(h + 24, f->a, 8);
     relay_put(h + 32, f->b, 8);
     relay_put(h + 40, f->len, 8);
-    if (flow != NULL && dcr__flow_pace(flow, RELAY_HDR) != DCR_OK) return ECANCELED;
-    int e = relay_write_all(fd, h, RELAY_HDR);
-    for (size_t off = 0; e == 0 && off < f->len;) {
+    int e = 0;
+    size_t off = 0, hdr = RELAY_HDR;
+    do {
         size_t n = f->len - off < DCR__LINK_CHUNK ? (size_t)f->len - off : DCR__LINK_CHUNK;
-        if (flow != NULL && dcr__flow_pace(flow, n) != DCR_OK) return ECANCELED;
-        e = relay_write_all(fd, payload + off, n);
+        if (flow != NULL && dcr__flow_pace(flow, hdr + n) != DCR_OK) return ECANCELED;
+        if (hdr > 0) e = relay_write_all(fd, h, RELAY_HDR);
+        if (e == 0 && n > 0) e = relay_write_all(fd, payload + off, n);
         off += n;
-    }
+        hdr = 0;
+    } while (e == 0 && off < f->len);
     return e;
 }
 

@@ -25,15 +25,22 @@
 
 /* ---- link emulation (link.c) ------------------------------------------- */
 
+/* Booked intervals one link keeps (older ones are dropped as time passes). */
+#define DCR__BUCKET_SLOTS 64
+
 /* One direction of one node's link: a rate shared by every flow through it.
- * Pacing is by virtual time: a transfer of n bytes reserves the interval
- * [max(next_ns, start), + n / rate) and its sender sleeps until the end, so
- * concurrent flows share the rate in chunk-sized turns and an idle link banks
- * no credit (no burst beyond one chunk). */
+ * Pacing is by virtual time: a transfer of n bytes books the earliest free
+ * interval of n / rate at or after its start and its sender sleeps until
+ * the end, so concurrent flows share the rate in chunk-sized turns and an
+ * idle link banks no credit (no burst beyond one chunk). Bookings are kept
+ * as a calendar, not a single "free again" time: a flow's first chunk is
+ * booked a latency ahead (when its bytes arrive), and another flow's bytes
+ * that arrive before then must still find the link free. */
 typedef struct dcr__bucket {
     pthread_mutex_t mu;
     double ns_per_byte; /* 0: unlimited */
-    uint64_t next_ns;   /* when the link is free again */
+    int nbooked;
+    uint64_t lo[DCR__BUCKET_SLOTS], hi[DCR__BUCKET_SLOTS]; /* sorted, disjoint */
 } dcr__bucket_t;
 
 /* Every emulated link of one transport: the same objects serve the refit and
