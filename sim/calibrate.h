@@ -105,6 +105,10 @@ dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate
  * log(bytes), the smallest measured factor below the range, 1 above it. */
 double dcr_sim_cal_size_factor(const dcr_sim_calibration_t *cal, double bytes);
 
+/* The median of v[0, n) (sorted in place); 0 when n <= 0. Timings here are
+ * medians: on a shared machine noise only ever adds time, now and then a lot. */
+double dcr_sim_median(double *v, int n);
+
 /* Checks ranges and ordering; one clear DCR_EINVAL line naming the field. */
 dcr_status_t dcr_sim_cal_validate(const dcr_sim_calibration_t *cal);
 

@@ -59,8 +59,9 @@ static int dcr__cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static double dcr__median(double *v, int n)
+double dcr_sim_median(double *v, int n)
 {
+    if (n <= 0) return 0;
     qsort(v, (size_t)n, sizeof(double), dcr__cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
@@ -652,7 +653,7 @@ static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_
         if (i < n) decode[i] = d > 0 ? d : 0;
     }
     dcr__cal_fit(obs, n + 1, &cal->apply_s_per_record, &cal->apply_s_per_item);
-    cal->decode_s_per_byte = dcr__median(decode, n);
+    cal->decode_s_per_byte = dcr_sim_median(decode, n);
     double rest = full.apply_s - cal->apply_s_per_record * (double)full.records -
                   cal->apply_s_per_item * (double)(full.items_sparse + full.items_full);
     cal->apply_s_per_full_byte =
@@ -706,8 +707,8 @@ static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, doub
         commits[i] = dcr_clock_s() - t1;
     }
     /* Medians: a synchronous write's time varies with the disk, both ways. */
-    *ack_s = dcr__median(acks, rounds * NRECV);
-    *commit_s = dcr__median(commits, rounds);
+    *ack_s = dcr_sim_median(acks, rounds * NRECV);
+    *commit_s = dcr_sim_median(commits, rounds);
     return DCR_OK;
 }
 
@@ -778,7 +779,7 @@ static dcr_status_t dcr__cal_sends(dcr_transport_t *t, dcr_encoder_t *enc, dcr_r
         DCR_CHECK(dcr_transport_send(t, 0, id, buf, len));
         s[i] = dcr_clock_s() - t0;
     }
-    *median_p = dcr__median(s, n);
+    *median_p = dcr_sim_median(s, n);
     return DCR_OK;
 }
 
@@ -848,7 +849,7 @@ static dcr_status_t dcr__cal_decode_fixed(const dcr_sim_cal_options_t *opt,
         st = dcr_payload_decode(p, buf, len);
         s[i] = dcr_clock_s() - t0;
     }
-    if (st == DCR_OK) cal->decode_s_per_payload = dcr__median(s, N);
+    if (st == DCR_OK) cal->decode_s_per_payload = dcr_sim_median(s, N);
     dcr_payload_destroy(p);
     dcr_encoder_destroy(enc);
     return st;

@@ -25,7 +25,7 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
 
 typedef struct dcr_sim_validation_row {
     const char *name, *args;
-    double measured_s, predicted_s; /* mean refit latency */
+    double measured_s, predicted_s; /* refit latency: median of the timed refits, simulated */
     double measured_ref_s, predicted_ref_s;
     double measured_payload, predicted_payload;
     double measured_construct_s; /* the engine's construction time (to the last payload sent) */
