@@ -462,6 +462,8 @@ static void test_apply_bench(void **state)
         assert_true(res[i].ratio == res[i].apply_s / res[i].dense_s);
         assert_true(res[i].full_ratio == res[i].full_apply_s / res[i].dense_s);
         assert_true(res[i].items_sparse > 0 && res[i].payload_bytes > 0);
+        /* The floor loop ran (and rebuilt the new version, or the run failed). */
+        assert_true(res[i].floor_s > 0 && res[i].floor_ratio == res[i].floor_s / res[i].dense_s);
     }
     const double bad = 1.5;
     assert_int_equal(dcr_serve_bench_run(&m, &sc, &opt, &bad, 1, res), DCR_EINVAL);

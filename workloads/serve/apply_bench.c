@@ -14,6 +14,7 @@
 #include "dcr/clock.h"
 #include "dcr/codec.h"
 #include "dcr/rng.h"
+#include "dcr/storage_large.h"
 #include "workloads/serve/serve_bench.h"
 
 typedef struct dcr__bench {
@@ -25,6 +26,8 @@ typedef struct dcr__bench {
     dcr_rng_t rng;
     dcr_receiver_t *r;    /* measured */
     dcr_receiver_t *full; /* compare_full: the seed's full pass */
+    dcr_storage_t *flat;  /* the floor loop's target: every canonical tensor, back to back */
+    size_t *flat_at;      /* per tensor: its byte offset in flat */
 } dcr__bench_t;
 
 static void dcr__tensors_free(dcr_storage_t **t, size_t n)
@@ -109,6 +112,119 @@ static size_t dcr__diff(const dcr_tensor_desc_t *d, const void *old, const void 
     return c;
 }
 
+/* The records of every tensor, kept for the floor loop. */
+typedef struct dcr__records {
+    size_t nt;
+    size_t *count;
+    int64_t **idx;
+    uint8_t **val;
+    bool *xor_enc;
+} dcr__records_t;
+
+static void dcr__records_free(dcr__records_t *r)
+{
+    for (size_t t = 0; r->idx && t < r->nt; t++) {
+        free(r->idx[t]);
+        free(r->val[t]);
+    }
+    free(r->count);
+    free(r->idx);
+    free(r->val);
+    free(r->xor_enc);
+    memset(r, 0, sizeof(*r));
+}
+
+static dcr_status_t dcr__records_init(dcr__records_t *r, size_t nt)
+{
+    r->nt = nt;
+    r->count = calloc(nt + 1, sizeof(*r->count));
+    r->idx = calloc(nt + 1, sizeof(*r->idx));
+    r->val = calloc(nt + 1, sizeof(*r->val));
+    r->xor_enc = calloc(nt + 1, sizeof(*r->xor_enc));
+    if (!r->count || !r->idx || !r->val || !r->xor_enc) {
+        dcr__records_free(r);
+        return dcr_error_set(DCR_ENOMEM, "bench: records of %zu tensors", nt);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__records_keep(dcr__records_t *r, size_t t, const int64_t *idx,
+                                      const uint8_t *val, size_t c, size_t es, bool xor_enc)
+{
+    r->idx[t] = malloc(c * sizeof(*idx));
+    r->val[t] = malloc(c * es);
+    if (!r->idx[t] || !r->val[t]) return dcr_error_set(DCR_ENOMEM, "bench: records");
+    memcpy(r->idx[t], idx, c * sizeof(*idx));
+    memcpy(r->val[t], val, c * es);
+    r->count[t] = c;
+    r->xor_enc[t] = xor_enc;
+    return DCR_OK;
+}
+
+/* Records ahead of the current one whose destination is prefetched, as the
+ * receiver's own sparse loop does. */
+#define DCR__FLOOR_AHEAD 64
+
+#define DCR__FLOOR_LOOP(T)                                                                         \
+    do {                                                                                           \
+        T *d = data;                                                                               \
+        for (size_t k = 0; k < c; k++) {                                                           \
+            if (k + DCR__FLOOR_AHEAD < c) __builtin_prefetch(d + idx[k + DCR__FLOOR_AHEAD], 1);    \
+            T w;                                                                                   \
+            memcpy(&w, val + k * sizeof(T), sizeof(T));                                            \
+            d[idx[k]] = xor_enc ? (T)(d[idx[k]] ^ w) : w;                                          \
+        }                                                                                          \
+    } while (0)
+
+/* The bare loop: every record of one tensor into data. */
+static void dcr__floor_tensor(void *data, size_t es, const int64_t *idx, const uint8_t *val,
+                              size_t c, bool xor_enc)
+{
+    if (es == 2)
+        DCR__FLOOR_LOOP(uint16_t);
+    else if (es == 4)
+        DCR__FLOOR_LOOP(uint32_t);
+    else
+        DCR__FLOOR_LOOP(uint8_t);
+}
+
+/* Times the floor loop over the held version's bytes, then checks that it
+ * made them the new version n (the records are the whole diff). */
+static dcr_status_t dcr__floor_timed(const dcr__bench_t *b, const dcr__records_t *r,
+                                     dcr_storage_t **n, double *floor_s)
+{
+    char *flat = b->flat->data;
+    for (size_t t = 0; t < r->nt; t++)
+        if (r->count[t]) memcpy(flat + b->flat_at[t], b->w[t]->data, b->w[t]->bytes);
+    double t0 = dcr_clock_s();
+    for (size_t t = 0; t < r->nt; t++)
+        if (r->count[t])
+            dcr__floor_tensor(flat + b->flat_at[t],
+                              dcr_dtype_size(dcr_inventory_at(b->inv, t)->dtype), r->idx[t],
+                              r->val[t], r->count[t], r->xor_enc[t]);
+    *floor_s = dcr_clock_s() - t0;
+    for (size_t t = 0; t < r->nt; t++)
+        if (r->count[t] && memcmp(flat + b->flat_at[t], n[t]->data, n[t]->bytes))
+            return dcr_error_set(DCR_EMISMATCH, "bench: the floor loop did not rebuild %s",
+                                 dcr_inventory_at(b->inv, t)->name);
+    return DCR_OK;
+}
+
+/* The floor's buffer, touched once so that no page fault lands in the timing. */
+static dcr_status_t dcr__flat_create(dcr__bench_t *b)
+{
+    size_t nt = dcr_inventory_count(b->inv), total = 0;
+    b->flat_at = calloc(nt + 1, sizeof(*b->flat_at));
+    if (b->flat_at == NULL) return dcr_error_set(DCR_ENOMEM, "bench: floor offsets");
+    for (size_t t = 0; t < nt; t++) {
+        b->flat_at[t] = total;
+        total += dcr_desc_bytes(dcr_inventory_at(b->inv, t));
+    }
+    DCR_CHECK(dcr_storage_create_large(total ? total : 1, &b->flat));
+    memset(b->flat->data, 0x3c, total);
+    return DCR_OK;
+}
+
 typedef struct dcr__payloads {
     uint8_t **buf;
     size_t *len;
@@ -150,7 +266,7 @@ static dcr_status_t dcr__payloads_take(dcr__payloads_t *p, dcr_encoder_t *e, uin
 /* Encodes the diff of every tensor the receiver holds into payloads of
  * about 64 MiB of records each. */
 static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_t **n, uint64_t tau,
-                                dcr__payloads_t *out, int64_t *records_p)
+                                dcr__payloads_t *out, dcr__records_t *kept, int64_t *records_p)
 {
     size_t nt = dcr_inventory_count(b->inv);
     size_t most = 1;
@@ -172,6 +288,9 @@ static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_
         size_t c = dcr__diff(d, b->w[t]->data, n[t]->data, enc, idx, val);
         if (c == 0) continue;
         records += (int64_t)c;
+        st = dcr__records_keep(kept, t, idx, val, c, dcr_dtype_size(d->dtype),
+                               enc == DCR_ENCODING_XOR);
+        if (st != DCR_OK) break;
         dcr_codec_item_t it = {d->name, d->ndim, d->shape, d->dtype, enc, c, idx, 0, val};
         st = dcr_encoder_add(e, &it);
         if (st == DCR_OK && dcr_encoder_raw_len(e) > ((size_t)64 << 20))
@@ -250,15 +369,19 @@ static dcr_status_t dcr__bench_rate(dcr__bench_t *b, double rate, uint64_t tau, 
     dcr_storage_t **n;
     DCR_CHECK(dcr__tensors(b->inv, &n));
     dcr__payloads_t ps = {0};
-    dcr_status_t st = DCR_OK;
+    dcr__records_t kept = {0};
+    dcr_status_t st = dcr__records_init(&kept, nt);
     for (size_t t = 0; st == DCR_OK && t < nt; t++)
         st = dcr__mutate(&b->rng, dcr_inventory_at(b->inv, t), b->w[t]->data, n[t]->data, rate);
-    if (st == DCR_OK) st = dcr__encode(b, b->r, n, tau, &ps, &res->records);
+    if (st == DCR_OK) st = dcr__encode(b, b->r, n, tau, &ps, &kept, &res->records);
     double apply_s = 0, ingest_s = 0, full_s = 0, full_ingest_s = 0;
     dcr_receiver_stats_t d = {0}, dfull = {0};
     if (st == DCR_OK) st = dcr__apply_timed(b->r, &ps, tau, &apply_s, &ingest_s, &d);
     if (st == DCR_OK && b->full)
         st = dcr__apply_timed(b->full, &ps, tau, &full_s, &full_ingest_s, &dfull);
+    double floor_s = 0;
+    if (st == DCR_OK) st = dcr__floor_timed(b, &kept, n, &floor_s);
+    dcr__records_free(&kept);
     dcr_receiver_t *fresh = NULL;
     if (st == DCR_OK) st = dcr__fresh(b, false, n, &fresh);
     if (st == DCR_OK) st = dcr__check(b, b->r, fresh, rate, "measured");
@@ -273,6 +396,7 @@ static dcr_status_t dcr__bench_rate(dcr__bench_t *b, double rate, uint64_t tau, 
     dcr__keep_best(&res->apply_s, apply_s, first);
     dcr__keep_best(&res->ingest_s, ingest_s, first);
     dcr__keep_best(&res->full_apply_s, full_s, first);
+    dcr__keep_best(&res->floor_s, floor_s, first);
     res->items_sparse = (int64_t)d.items_sparse;
     res->items_full = (int64_t)d.items_full;
     dcr__tensors_free(b->w, nt);
@@ -289,6 +413,7 @@ static dcr_status_t dcr__bench_setup(dcr__bench_t *b)
         dcr__random_fill(&b->rng, dcr_inventory_at(b->inv, t), b->w[t]->data);
     DCR_CHECK(dcr__fresh(b, b->opt->full_pass, b->w, &b->r));
     DCR_CHECK(dcr_receiver_prewarm(b->r));
+    DCR_CHECK(dcr__flat_create(b));
     if (!b->opt->compare_full) return DCR_OK;
     DCR_CHECK(dcr__fresh(b, true, b->w, &b->full));
     return dcr_receiver_prewarm(b->full);
@@ -298,6 +423,7 @@ static void dcr__ratios(const dcr_receiver_t *r, dcr_serve_bench_result_t *res)
 {
     res->ratio = res->dense_s > 0 ? res->apply_s / res->dense_s : 0;
     res->full_ratio = res->dense_s > 0 ? res->full_apply_s / res->dense_s : 0;
+    res->floor_ratio = res->dense_s > 0 ? res->floor_s / res->dense_s : 0;
     res->resident_bytes = dcr_params_bytes(dcr_receiver_params(r));
 }
 
@@ -330,6 +456,8 @@ dcr_status_t dcr_serve_bench_run(const dcr_model_config_t *model, const dcr_serv
     free(res);
     dcr_receiver_destroy(b.full);
     dcr_receiver_destroy(b.r);
+    dcr_storage_destroy(b.flat);
+    free(b.flat_at);
     dcr__tensors_free(b.w, dcr_inventory_count(inv));
     dcr_inventory_destroy(inv);
     return st;

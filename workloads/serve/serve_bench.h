@@ -26,6 +26,12 @@ typedef struct dcr_serve_bench_result {
      * tensors) on a second receiver, same payloads; else 0. */
     double full_apply_s;
     double full_ratio; /* full_apply_s / dense_s */
+    /* The memory floor of any apply on this machine: the same records
+     * written by a bare prefetching loop (XOR or store, no decode, loader or
+     * checks) into one huge-page buffer of the canonical tensors' bytes,
+     * each tensor's records at their canonical positions. */
+    double floor_s;
+    double floor_ratio; /* floor_s / dense_s */
 } dcr_serve_bench_result_t;
 
 typedef struct dcr_serve_bench_options {
