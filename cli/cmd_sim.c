@@ -393,23 +393,20 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
         }
         if (o->json) {
             json_array_append_new(
-                arr, json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "case", name,
-                               "bench_args", args, "measured_s", row.measured_s, "predicted_s",
-                               row.predicted_s, "error", row.error, "measured_reference_s",
-                               row.measured_ref_s, "predicted_reference_s", row.predicted_ref_s,
-                               "measured_payload_bytes", row.measured_payload,
-                               "predicted_payload_bytes", row.predicted_payload,
-                               "measured_construction_s", row.measured_construct_s,
-                               "predicted_construction_end_s", row.predicted_construct_end_s));
-            json_t *last = json_array_get(arr, json_array_size(arr) - 1);
-            json_object_update_new(
-                last, json_pack("{s:f,s:f,s:f,s:f,s:f,s:f}", "measured_construction_lb_s",
-                                row.measured_construction_lb_s, "predicted_construction_lb_s",
-                                row.predicted_construction_lb_s, "measured_transport_lb_s",
-                                row.measured_transport_lb_s, "predicted_transport_lb_s",
-                                row.predicted_transport_lb_s, "measured_finalization_s",
-                                row.measured_finalization_s, "predicted_finalization_s",
-                                row.predicted_finalization_s));
+                arr, json_pack(
+                         "{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+                         "case", name, "bench_args", args, "measured_s", row.measured_s,
+                         "predicted_s", row.predicted_s, "error", row.error, "measured_reference_s",
+                         row.measured_ref_s, "predicted_reference_s", row.predicted_ref_s,
+                         "measured_payload_bytes", row.measured_payload, "predicted_payload_bytes",
+                         row.predicted_payload, "measured_construction_s", row.measured_construct_s,
+                         "predicted_construction_end_s", row.predicted_construct_end_s,
+                         "measured_construction_lb_s", row.measured_construction_lb_s,
+                         "predicted_construction_lb_s", row.predicted_construction_lb_s,
+                         "measured_transport_lb_s", row.measured_transport_lb_s,
+                         "predicted_transport_lb_s", row.predicted_transport_lb_s,
+                         "measured_finalization_s", row.measured_finalization_s,
+                         "predicted_finalization_s", row.predicted_finalization_s));
             continue;
         }
         printf("%-44s %10.3f %10.3f %+6.1f%% %9.3f %9.3f %11.0f %11.0f\n", name, row.measured_s,

@@ -1,6 +1,7 @@
 /* The simulator against the engine: bench runs and their simulated twins. */
 #include "sim/validate.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "dcr/log.h"
@@ -134,12 +135,14 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
 /* The median refit latency: on a shared machine an occasional refit stalls
  * (a slow fsync of the commit, a late timer) and would pull a mean of a few
  * refits far from the typical one. */
-static double dcr__median_latency(const dcr_bench_result_t *r)
+static dcr_status_t dcr__median_latency(const dcr_bench_result_t *r, double *out_p)
 {
-    double v[64];
-    int n = r->nrefits < 64 ? r->nrefits : 64;
-    for (int i = 0; i < n; i++) v[i] = r->refits[i].latency_s;
-    return dcr_sim_median(v, n);
+    double *v = malloc((size_t)(r->nrefits > 0 ? r->nrefits : 1) * sizeof(*v));
+    if (v == NULL) return dcr_error_set(DCR_ENOMEM, "validation: %d refit latencies", r->nrefits);
+    for (int i = 0; i < r->nrefits; i++) v[i] = r->refits[i].latency_s;
+    *out_p = dcr_sim_median(v, r->nrefits);
+    free(v);
+    return DCR_OK;
 }
 
 static double dcr__mean_construct(const dcr_bench_result_t *r)
@@ -160,7 +163,11 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
     DCR_CHECK(dcr_bench_run(bench, &r));
     dcr_sim_validation_row_t row;
     memset(&row, 0, sizeof(row));
-    row.measured_s = dcr__median_latency(&r);
+    dcr_status_t st = dcr__median_latency(&r, &row.measured_s);
+    if (st != DCR_OK) {
+        dcr_bench_result_free(&r);
+        return st;
+    }
     row.predicted_s = sim.latency_s;
     row.measured_ref_s = r.reference_s;
     row.predicted_ref_s = sim.reference_s;

@@ -9,9 +9,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "dcr/thread.h"
 #include "dcr/construct.h"
 #include "dcr/coord.h"
+#include "dcr/thread.h"
 #include "dcr/transport.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/vllm_layout.h"

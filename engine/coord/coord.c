@@ -2,7 +2,6 @@
  * application threads per rollout node, acknowledgments, joint commit,
  * baseline update, overwrite retries. */
 #include "dcr/coord.h"
-#include "dcr/thread.h"
 
 #include <blake2.h>
 #include <pthread.h>
@@ -14,6 +13,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/thread.h"
 #include "dcr/trace.h"
 
 #define RECV_POLL_MS 50

@@ -57,8 +57,8 @@
 #include <unistd.h>
 
 #include "dcr/clock.h"
-#include "dcr/thread.h"
 #include "dcr/log.h"
+#include "dcr/thread.h"
 #include "dcr/trace.h"
 
 /* Parallel downloads per rollout node, as an S3 client keeps several GETs in
@@ -1462,7 +1462,9 @@ static dcr_status_t obj_ref_run(obj_ref_t *r, void *(*fn)(void *), obj_ref_arg_t
     pthread_t *th = calloc((size_t)n, sizeof *th);
     if (th == NULL) return dcr_error_set(DCR_ENOMEM, "objstore reference: %d threads", n);
     int started = 0;
-    while (started < n && pthread_create(&th[started], NULL, fn, &args[started]) == 0) started++;
+    while (started < n && dcr_thread_start(&th[started], DCR_THREAD_TRANSPORT, fn, &args[started],
+                                           "dcr-ref-%d", started) == 0)
+        started++;
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     free(th);
     if (started < n)

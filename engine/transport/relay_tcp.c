@@ -45,9 +45,9 @@
 #include <unistd.h>
 
 #include "dcr/clock.h"
-#include "dcr/thread.h"
 #include "dcr/log.h"
 #include "dcr/queue.h"
+#include "dcr/thread.h"
 
 #define RELAY_MAGIC    0x46524344u /* "DCRF" */
 #define RELAY_HDR      48
@@ -1043,7 +1043,8 @@ static dcr_status_t relay_ref_run(relay_tree_t *T, relay_ref_arg_t *args, pthrea
 {
     int started = 0;
     while (started < T->nowners &&
-           pthread_create(&th[started], NULL, relay_ref_owner, &args[started]) == 0) {
+           dcr_thread_start(&th[started], DCR_THREAD_TRANSPORT, relay_ref_owner, &args[started],
+                            "dcr-ref-%d", started) == 0) {
         started++;
     }
     dcr_status_t st = started == T->nowners

@@ -45,11 +45,13 @@ typedef struct dcr_serve_bench_options {
 /* Dense-loads the receiver with random weights and prewarms it, then per
  * repeat and per rate (rates inner): times a dense reload of the current
  * version into it, refits it to a new version with that rate of changes,
- * times the apply (and the full-pass receiver's, when asked), and checks
+ * times the apply (and the full-pass receiver's, when asked) and the floor
+ * loop over the same records (checked to rebuild the new version), and checks
  * every refit bit-exact against a fresh dense load (outside the timings).
  * The timed parts alternate in one process, so their ratios share the
  * machine's state. out[i] gets rate i's figures, each the best over the
- * repeats. Memory: about five copies of the receiver's bytes. */
+ * repeats. Memory: about six copies of the receiver's bytes (one is the
+ * floor loop's buffer). */
 dcr_status_t dcr_serve_bench_run(const dcr_model_config_t *model, const dcr_serve_config_t *sc,
                                  const dcr_serve_bench_options_t *opt, const double *rates,
                                  int nrates, dcr_serve_bench_result_t *out);

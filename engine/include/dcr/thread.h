@@ -1,7 +1,6 @@
 /* Engine threads: named, so that ps -L, top -H, perf (--sort comm) and gdb
  * say what each one does, and accounted, so that a run can tell how much
- * CPU each role of a refit spent (dcr bench reports it per refit, and
- * dcr calibrate compares it with the simulator's model). */
+ * CPU each role of a refit spent (dcr bench reports it per refit). */
 #ifndef DCR_THREAD_H
 #define DCR_THREAD_H
 

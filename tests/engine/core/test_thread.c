@@ -1,6 +1,6 @@
 /* ctest-labels: unit */
-/* Engine threads: the name a thread gets, the CPU its role is charged once
- * it ends (and not before), and the errno a failed start returns. */
+/* Engine threads: the name a thread gets, fn's return value, and the CPU
+ * its role is charged once it ends (and never the caller's). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>

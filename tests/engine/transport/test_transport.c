@@ -15,10 +15,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <stdatomic.h>
-#include <sched.h>
 
 #include "dcr/trace.h"
 #include "transport/transport-internal.h"
