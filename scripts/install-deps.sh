@@ -15,7 +15,16 @@ packages=(
   libsimgrid-dev   # sim/: the capacity planner
   gnuplot-nox      # reports/: figures
   clang            # libFuzzer targets
+  openmpi-bin libopenmpi-dev  # owner ranks as an MPI job, the "mpi" group backend
+  libcurl4-openssl-dev        # S3 object store (SigV4) and etcd's v3 JSON gateway
+  etcd-server                 # tests start etcd on loopback
 )
+# Node.js and npm run s3rver, the S3 test server (installed project-locally
+# below). A machine may already carry them from another source (NodeSource's
+# nodejs bundles npm and conflicts with Debian's npm package), so the Debian
+# packages are added only for a command that is missing.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -24,12 +33,22 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# s3rver, an S3-compatible test server, goes into the project-local (git-ignored)
+# folder .deps/s3rver at a pinned version; tests find it at
+# .deps/s3rver/node_modules/.bin/s3rver. Never installed globally.
+s3rver_version=3.7.1
+s3rver_dir="$(cd "$(dirname "$0")/.." && pwd)/.deps/s3rver"
+if [ ! -x "$s3rver_dir/node_modules/.bin/s3rver" ]; then
+  echo "install-deps: installing s3rver@$s3rver_version into .deps/s3rver"
+  mkdir -p "$s3rver_dir"
+  npm install --prefix "$s3rver_dir" --no-audit --no-fund --silent "s3rver@$s3rver_version"
+fi
