@@ -19,14 +19,15 @@
  * blocks until the destination's thread has taken the bytes in (for large
  * messages, the transfer itself); the destination's memory is the bound.
  *
- * The thread polls with MPI_Improbe and sleeps between empty polls (growing
- * to POLL_MAX_US) instead of blocking in MPI_Mprobe: Open MPI's blocking
- * calls spin a core, which on a shared host would take it from the owners'
- * construction. The price is up to POLL_MAX_US of added latency after an idle
- * period. Order: MPI does not let messages of one sender overtake each other
- * on one communicator when one receive (here any-source any-tag) could match
- * both, and the thread queues them in the order it matched them, so each
- * (src, tag) pair stays in send order. */
+ * The thread polls with MPI_Improbe instead of blocking in MPI_Mprobe: Open
+ * MPI's blocking calls spin a core for as long as they wait, which on a
+ * shared host would take it from the owners' construction. For SPIN_MS after
+ * a message it polls yielding the core (a stream or a reply is likely close
+ * behind), then sleeps between polls, growing to POLL_MAX_US. The price is
+ * up to POLL_MAX_US of added latency after an idle period. Order: MPI does not let messages of one
+ * sender overtake each other on one communicator when one receive (here any-source any-tag) could
+ * match both, and the thread queues them in the order it matched them, so each (src, tag) pair
+ * stays in send order. */
 #include "group-internal.h"
 
 #include <limits.h>
@@ -34,12 +35,14 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "dcr/log.h"
 
 #define POLL_MAX_US 500
+#define SPIN_MS     0.2 /* how long the receiving thread polls without sleeping */
 /* How long destroy waits for the other ranks to destroy theirs. */
 #define DESTROY_WAIT_MS 60000
 
@@ -101,6 +104,7 @@ static void *mpi_receive_main(void *arg)
 {
     mpi_endpoint_t *ep = arg;
     long idle_us = 0;
+    double last_ms = now_ms(); /* when a message last arrived */
     bool failed = false;
     while (!atomic_load(&ep->stop)) {
         int found = 0, count = 0;
@@ -113,11 +117,20 @@ static void *mpi_receive_main(void *arg)
             break;
         }
         if (!found) {
-            idle_us = idle_us ? (idle_us * 2 > POLL_MAX_US ? POLL_MAX_US : idle_us * 2) : 2;
+            /* Shortly after a message the next one is likely close behind
+             * (a stream, a reply): keep polling, yielding the core. Then
+             * sleep, starting at the shortest sleep Linux grants (its
+             * default timer slack is 50 us) and growing to POLL_MAX_US. */
+            if (now_ms() - last_ms < SPIN_MS) {
+                sched_yield();
+                continue;
+            }
+            idle_us = idle_us ? (idle_us * 2 > POLL_MAX_US ? POLL_MAX_US : idle_us * 2) : 50;
             sleep_us(idle_us);
             continue;
         }
         idle_us = 0;
+        last_ms = now_ms();
         MPI_Get_count(&status, MPI_BYTE, &count);
         void *data = failed ? NULL : malloc(count > 0 ? (size_t)count : 1);
         if (!data) {
