@@ -37,6 +37,9 @@ void dcr__group_mbox_fini(dcr__group_mbox_t *box);
 /* Appends a message whose data (malloc'd, len bytes) the box takes over;
  * DCR_ENOMEM (data then still the caller's). */
 dcr_status_t dcr__group_mbox_put(dcr__group_mbox_t *box, int src, int tag, void *data, size_t len);
+/* The release slot of a backend whose messages come from a mailbox: frees
+ * the data a put handed over. */
+void dcr__group_mbox_release(dcr_group_t *g, dcr_group_msg_t *msg);
 /* Marks the box failed with status and detail and wakes every waiter; only
  * the first failure is kept. */
 void dcr__group_mbox_fail(dcr__group_mbox_t *box, dcr_status_t status, const char *detail);

@@ -50,6 +50,12 @@ dcr_status_t dcr__group_mbox_put(dcr__group_mbox_t *box, int src, int tag, void 
     return DCR_OK;
 }
 
+void dcr__group_mbox_release(dcr_group_t *g, dcr_group_msg_t *msg)
+{
+    free(msg->data);
+    msg->data = NULL;
+}
+
 void dcr__group_mbox_fail(dcr__group_mbox_t *box, dcr_status_t status, const char *detail)
 {
     pthread_mutex_lock(&box->lock);

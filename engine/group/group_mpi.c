@@ -190,12 +190,6 @@ static dcr_status_t mpi_recv(dcr_group_t *g, int tag, int timeout_ms, dcr_group_
     return dcr__group_mbox_take(&ep->box, ep->rank, tag, timeout_ms, out_p);
 }
 
-static void mpi_release(dcr_group_t *g, dcr_group_msg_t *msg)
-{
-    free(msg->data);
-    msg->data = NULL;
-}
-
 /* Waits for every rank to reach destroy while this rank's receiving thread
  * still runs: every send to this rank has then been taken in, so no peer is
  * left blocked in MPI_Send when the thread stops. Bounded, so a peer that
@@ -300,6 +294,6 @@ const dcr_group_ops_t dcr__group_mpi_ops = {
     .size = mpi_size,
     .send = mpi_send,
     .recv = mpi_recv,
-    .release = mpi_release,
+    .release = dcr__group_mbox_release,
     .destroy = mpi_destroy,
 };

@@ -154,6 +154,17 @@ static void run_ranks(body_fn body)
 
 /* ---- bodies -------------------------------------------------------------- */
 
+/* recv with the suite's timeout, for loops that cannot return at once:
+ * reports a failure on stderr and returns 0. */
+static int recv_logged(dcr_group_t *g, int tag, dcr_group_msg_t *m)
+{
+    dcr_status_t st = dcr_group_recv(g, tag, WAIT_MS, m);
+    if (st != DCR_OK)
+        fprintf(stderr, "%s rank %d: recv tag %d: %s\n", g_backend, dcr_group_rank(g), tag,
+                dcr_error_line(st));
+    return st == DCR_OK;
+}
+
 /* Every rank sends a tag-11 and a tag-12 message to every rank (itself
  * included), then takes the tag-12 ones first: recv matches the tag, not the
  * arrival order, and takes from any source. A zero-length message travels too. */
@@ -289,9 +300,7 @@ static int body_many_small(dcr_group_t *g)
     int bad = 0;
     for (int k = 0; k < N && !bad; k++) {
         dcr_group_msg_t m;
-        dcr_status_t st = dcr_group_recv(g, 51, WAIT_MS, &m);
-        if (st != DCR_OK) {
-            fprintf(stderr, "rank %d: message %d: %s\n", me, k, dcr_error_line(st));
+        if (!recv_logged(g, 51, &m)) {
             bad = 1;
             break;
         }
@@ -348,9 +357,7 @@ static void *share_thread(void *arg)
     /* Each thread takes an equal share of what arrives at this endpoint. */
     for (int k = 0; k < size * T_MSGS && !fail; k++) {
         dcr_group_msg_t m;
-        dcr_status_t st = dcr_group_recv(g, 61, WAIT_MS, &m);
-        if (st != DCR_OK) {
-            fprintf(stderr, "rank %d thread %d: %s\n", me, t, dcr_error_line(st));
+        if (!recv_logged(g, 61, &m)) {
             fail = 1;
             break;
         }
@@ -434,45 +441,25 @@ static int body_bad_arguments(dcr_group_t *g)
     return 0;
 }
 
-static void test_tags_any_source(void **state)
-{
-    run_ranks(body_tags_any_source);
-}
+/* test_<name> runs body_<name> on every rank. */
+#define RANK_TEST(name)                                                                            \
+    static void test_##name(void **state)                                                          \
+    {                                                                                              \
+        run_ranks(body_##name);                                                                    \
+    }
+
+RANK_TEST(tags_any_source)
+RANK_TEST(timeouts)
+RANK_TEST(large)
+RANK_TEST(many_small)
+RANK_TEST(threads_share_endpoint)
+RANK_TEST(release_destroy)
+RANK_TEST(bad_arguments)
 
 static void test_order_per_pair(void **state)
 {
     if (!props()->ordered_per_pair) skip();
     run_ranks(body_order_per_pair);
-}
-
-static void test_timeouts(void **state)
-{
-    run_ranks(body_timeouts);
-}
-
-static void test_large(void **state)
-{
-    run_ranks(body_large);
-}
-
-static void test_many_small(void **state)
-{
-    run_ranks(body_many_small);
-}
-
-static void test_threads_share_endpoint(void **state)
-{
-    run_ranks(body_threads_share_endpoint);
-}
-
-static void test_release_destroy(void **state)
-{
-    run_ranks(body_release_destroy);
-}
-
-static void test_bad_arguments(void **state)
-{
-    run_ranks(body_bad_arguments);
 }
 
 /* One endpoint per process for a cross-process backend, size of them for an
