@@ -737,7 +737,7 @@ static dcr_status_t dcr__et_parse_address(const char *address, dcr__et_t *e)
     }
     const char *prefix = slash != NULL ? slash + 1 : "";
     size_t plen = strlen(prefix);
-    if (plen > 0 && prefix[plen - 1] == '/') plen--; /* one trailing slash is harmless */
+    if (plen > 1 && prefix[plen - 1] == '/') plen--; /* one trailing slash is harmless */
     if (plen == 0) {
         prefix = DCR__ET_DEFAULT_PREFIX;
         plen = strlen(prefix);
