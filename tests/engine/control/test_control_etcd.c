@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli/cli_run.h"
 #include "dcr/control.h"
 #include "engine/control/etcd_server.h"
 
@@ -582,6 +583,47 @@ static void test_large_reports(void **state)
     dcr_control_destroy(c);
 }
 
+/* ---- the command line -------------------------------------------------------------------------
+ */
+
+/* --control etcd://... selects this backend in dcr bench and dcr faults; each
+ * run writes under its own namespace of the prefix; bad URLs and a missing
+ * server are one line. */
+static void test_cli_on_etcd(void **state)
+{
+    (void)state;
+    setenv("DCR_LOG", "error", 1); /* the error contract is about stderr's one line */
+    expect_error("bench --control etcd://127.0.0.1:0 --layers 2", 2,
+                 "--control etcd://127.0.0.1:0");
+    expect_error("bench --control 'etcd://127.0.0.1:2379/a b' --layers 2", 2, "etcd://HOST:PORT");
+    expect_error("faults campaign --control /tmp/control.db", 2, "etcd://HOST:PORT");
+    char args[512], where[64];
+    int port = etcd_server_free_port();
+    snprintf(where, sizeof where, "127.0.0.1:%d", port);
+    snprintf(args, sizeof args, "bench --control etcd://%s --layers 2 --warmup 0 --refits 1",
+             where);
+    expect_error(args, 1, where);
+
+    snprintf(args, sizeof args,
+             "bench --control etcd://%s/cli-bench --layers 2 --warmup 1 --refits 2 --json",
+             g_etcd.hostport);
+    json_t *j = run_json(args);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_decref(j);
+    /* One run's namespace: schema, record, latest, an attempt, acks... */
+    assert_true(raw_count(&g_etcd, "cli-bench/bench-", NULL) >= 5);
+
+    snprintf(args, sizeof args,
+             "faults train --control etcd://%s/cli-faults --layers 2 --steps 3 --json",
+             g_etcd.hostport);
+    j = run_json(args);
+    assert_int_equal(json_integer_value(json_object_get(j, "mismatches")), 0);
+    assert_int_equal(json_integer_value(json_object_get(j, "lost")), 0);
+    assert_true(json_integer_value(json_object_get(j, "commits")) >= 1);
+    json_decref(j);
+    assert_true(raw_count(&g_etcd, "cli-faults/faults-", NULL) >= 5);
+}
+
 int main(void)
 {
     if (!etcd_server_start(&g_etcd)) {
@@ -593,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_hung_server),       cmocka_unit_test(test_restart_keeps_state),
         cmocka_unit_test(test_malformed_values),  cmocka_unit_test(test_not_an_etcd),
         cmocka_unit_test(test_coordinator_lease), cmocka_unit_test(test_large_reports),
+        cmocka_unit_test(test_cli_on_etcd),
     };
     int failed = cmocka_run_group_tests_name("control etcd", tests, NULL, NULL);
     etcd_server_stop(&g_etcd);
