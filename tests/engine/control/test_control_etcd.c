@@ -537,6 +537,25 @@ static void test_coordinator_lease(void **state)
     assert_non_null(ttl);
     assert_true(atoi(ttl) > 0 && atoi(ttl) <= 10);
     json_decref(j);
+    /* Past a third of its TTL the next change of the coordinator refreshes it. */
+    struct timespec pause = {3, 600000000L};
+    nanosleep(&pause, NULL);
+    assert_status(dcr_control_membership_put(c, "coord-1", k_receivers, 3), DCR_OK);
+    long long same = 0;
+    assert_int_equal(raw_count(&g_etcd, "lease/alive/", &same), 1);
+    assert_true(same == lease);
+    j = raw_post(&g_etcd, "/v3/lease/timetolive", body);
+    assert_true(atoi(json_string_value(json_object_get(j, "TTL"))) >= 9);
+    json_decref(j);
+    /* A lease that expired (here: revoked behind the handle's back) is
+     * replaced by a fresh one at the next refresh, and the key comes back. */
+    json_decref(raw_post(&g_etcd, "/v3/lease/revoke", body));
+    assert_int_equal(raw_count(&g_etcd, "lease/alive/", NULL), 0);
+    nanosleep(&pause, NULL);
+    assert_status(dcr_control_membership_put(c, "coord-1", k_receivers, 2), DCR_OK);
+    long long fresh = 0;
+    assert_int_equal(raw_count(&g_etcd, "lease/alive/", &fresh), 1);
+    assert_true(fresh != 0 && fresh != lease);
     /* Closing the handle revokes it, and the liveness key goes with it. */
     dcr_control_destroy(c);
     assert_int_equal(raw_count(&g_etcd, "lease/alive/", NULL), 0);
