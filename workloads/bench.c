@@ -258,7 +258,7 @@ static dcr_status_t setup(bench_t *b)
         DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
-    DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport,
+    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport,
                  b->workdir);
     return make_parties(b);
 }

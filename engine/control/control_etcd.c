@@ -550,6 +550,19 @@ static dcr_status_t dcr__et_snapshot(dcr__et_t *e, const char *const *keys, cons
     return st;
 }
 
+/* Reads the one key prefix+suffix (a value of at most max bytes), taking
+ * the handle's turn. */
+static dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, const char *what,
+                                dcr__et_kv_t *kv, bool *found_p)
+{
+    char key[DCR__ET_KEY_MAX];
+    const char *keys[] = {dcr__et_key(e, key, "%s", suffix)};
+    pthread_mutex_lock(&e->mu);
+    dcr_status_t st = dcr__et_snapshot(e, keys, &max, 1, what, kv, found_p);
+    pthread_mutex_unlock(&e->mu);
+    return st;
+}
+
 /* ---- values ---------------------------------------------------------------------------- */
 
 static void dcr__et_encode_record(const dcr_commit_record_t *r, uint8_t out[DCR__ET_RECORD_BYTES])
@@ -564,10 +577,7 @@ static void dcr__et_encode_record(const dcr_commit_record_t *r, uint8_t out[DCR_
 static dcr_status_t dcr__et_decode_record(dcr__et_t *e, const dcr__et_kv_t *kv, bool found,
                                           dcr_commit_record_t *r)
 {
-    if (!found)
-        return dcr__et_malformed(e, "record",
-                                 "the key "
-                                 "P/record, found none");
+    if (!found) return dcr__et_malformed(e, "record", "its key, found none");
     const uint8_t *p = kv->value;
     if (kv->len != DCR__ET_RECORD_BYTES || memcmp(p, dcr__et_tag_record, DCR__ET_TAG_BYTES) != 0) {
         return dcr__et_malformed(e, kv->key, "a 64-byte commit record tagged dcrrec1");
@@ -974,17 +984,11 @@ static dcr_status_t dcr__et_loop(dcr__et_t *e, const char *what, dcr__et_step_fn
 static dcr_status_t dcr__et_read(void *impl, dcr_commit_record_t *rec_p)
 {
     dcr__et_t *e = impl;
-    char key[DCR__ET_KEY_MAX];
-    const char *keys[] = {dcr__et_key(e, key, "record")};
-    size_t max[] = {DCR__ET_RECORD_BYTES};
     dcr__et_kv_t kv;
     bool found = false;
-    pthread_mutex_lock(&e->mu);
-    dcr_status_t st = dcr__et_snapshot(e, keys, max, 1, "read the record", &kv, &found);
-    pthread_mutex_unlock(&e->mu);
-    DCR_CHECK(st);
+    DCR_CHECK(dcr__et_get(e, "record", DCR__ET_RECORD_BYTES, "read the record", &kv, &found));
     dcr_commit_record_t rec;
-    st = dcr__et_decode_record(e, &kv, found, &rec);
+    dcr_status_t st = dcr__et_decode_record(e, &kv, found, &rec);
     free(kv.value);
     if (st == DCR_OK) *rec_p = rec;
     return st;
@@ -1740,15 +1744,12 @@ static dcr_status_t dcr__et_membership_put(void *impl, const char *coordinator,
 static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
 {
     dcr__et_t *e = impl;
-    char key[DCR__ET_KEY_MAX];
-    const char *keys[] = {dcr__et_key(e, key, "membership")};
-    size_t max[] = {DCR__ET_MEMBER_FIXED + (size_t)DCR_CONTROL_RECEIVERS_MAX * 4};
     dcr__et_kv_t kv;
     bool found = false;
-    pthread_mutex_lock(&e->mu);
-    dcr_status_t st = dcr__et_snapshot(e, keys, max, 1, "read the membership", &kv, &found);
-    pthread_mutex_unlock(&e->mu);
-    DCR_CHECK(st);
+    DCR_CHECK(dcr__et_get(e, "membership",
+                          DCR__ET_MEMBER_FIXED + (size_t)DCR_CONTROL_RECEIVERS_MAX * 4,
+                          "read the membership", &kv, &found));
+    dcr_status_t st = DCR_OK;
     if (!found) return dcr_error_set(DCR_ENOTFOUND, "%s: no membership was recorded yet", e->where);
     const uint8_t *p = kv.value;
     uint32_t n = kv.len >= DCR__ET_MEMBER_FIXED ? dcr__et_get32(p + 16 + DCR_CONTROL_ID_MAX) : 0;

@@ -22,16 +22,8 @@
 
 #include "cli/cli_run.h"
 #include "dcr/control.h"
+#include "engine/control/control_test_util.h"
 #include "engine/control/etcd_server.h"
-
-#define assert_status(expr, want)                                                                  \
-    do {                                                                                           \
-        dcr_status_t st__ = (expr);                                                                \
-        if (st__ != (want)) {                                                                      \
-            fail_msg("%s: got %s (%s), want %s", #expr, dcr_status_str(st__), dcr_error_detail(),  \
-                     dcr_status_str(want));                                                        \
-        }                                                                                          \
-    } while (0)
 
 #define assert_detail_has(text)                                                                    \
     do {                                                                                           \
@@ -67,26 +59,11 @@ static dcr_control_t *open_at(const etcd_server_t *s, const char *prefix, int ti
     return c;
 }
 
-static void baseline_of(uint8_t out[DCR_CONTROL_BASELINE_BYTES], unsigned k)
+/* Prepares with a deadline no test here reaches. */
+static dcr_status_t prepare_long(dcr_control_t *c, const char *coordinator, uint64_t from,
+                                 const uint32_t *receivers, size_t n, uint64_t *tau_p)
 {
-    for (unsigned i = 0; i < DCR_CONTROL_BASELINE_BYTES; i++) out[i] = (uint8_t)(k * 31 + i + 1);
-}
-
-static dcr_commit_record_t bootstrap(dcr_control_t *c)
-{
-    dcr_commit_record_t empty, rec = {0};
-    assert_status(dcr_control_read(c, &empty), DCR_OK);
-    baseline_of(rec.baseline, 0);
-    rec.committed_ns = 1;
-    assert_status(dcr_control_cas(c, &empty, &rec), DCR_OK);
-    return rec;
-}
-
-static dcr_status_t prepare(dcr_control_t *c, const char *coordinator, uint64_t from,
-                            const uint32_t *receivers, size_t n, uint64_t *tau_p)
-{
-    dcr_control_prepare_t req = {coordinator, from, receivers, n, 60000};
-    return dcr_control_prepare(c, &req, tau_p);
+    return prepare(c, coordinator, from, receivers, n, 60000, tau_p);
 }
 
 static const uint32_t k_receivers[] = {2, 5, 11};
@@ -266,7 +243,7 @@ static void test_killed_mid_attempt(void **state)
     uint64_t tau = 0;
     uint8_t base1[DCR_CONTROL_BASELINE_BYTES];
     baseline_of(base1, 1);
-    assert_status(prepare(c, "coord", 0, k_receivers, 3, &tau), DCR_OK);
+    assert_status(prepare_long(c, "coord", 0, k_receivers, 3, &tau), DCR_OK);
     assert_status(dcr_control_ack(c, tau, 2), DCR_OK);
     assert_status(dcr_control_ack(c, tau, 5), DCR_OK);
 
@@ -333,8 +310,8 @@ static void test_restart_keeps_state(void **state)
     uint64_t tau = 0, tau2 = 0;
     uint8_t base1[DCR_CONTROL_BASELINE_BYTES];
     baseline_of(base1, 1);
-    assert_status(prepare(c, "old", 0, k_receivers, 3, &tau), DCR_OK);
-    assert_status(prepare(c, "new", 0, k_receivers, 3, &tau), DCR_OK);
+    assert_status(prepare_long(c, "old", 0, k_receivers, 3, &tau), DCR_OK);
+    assert_status(prepare_long(c, "new", 0, k_receivers, 3, &tau), DCR_OK);
     for (int i = 0; i < 3; i++) assert_status(dcr_control_ack(c, tau, k_receivers[i]), DCR_OK);
     assert_status(dcr_control_commit(c, "new", tau, &k0, base1, &k1), DCR_OK);
     assert_status(dcr_control_report_put(c, 5, "prewarm", 7), DCR_OK);
@@ -354,8 +331,8 @@ static void test_restart_keeps_state(void **state)
     uint32_t members[4];
     assert_status(dcr_control_membership_get(c, members, 4, &len), DCR_OK);
     assert_true(len == 2 && members[0] == 2 && members[1] == 5);
-    assert_status(prepare(c, "old", 1, k_receivers, 3, &tau2), DCR_ECONFLICT);
-    assert_status(prepare(c, "new", 1, k_receivers, 3, &tau2), DCR_OK);
+    assert_status(prepare_long(c, "old", 1, k_receivers, 3, &tau2), DCR_ECONFLICT);
+    assert_status(prepare_long(c, "new", 1, k_receivers, 3, &tau2), DCR_OK);
     assert_true(tau2 > tau);
     dcr_control_destroy(c);
     etcd_server_stop(&s);
@@ -369,7 +346,7 @@ static void test_malformed_values(void **state)
     dcr_control_t *c = open_at(&g_etcd, "bad", 2000);
     dcr_commit_record_t k0 = bootstrap(c), rec;
     uint64_t tau = 0;
-    assert_status(prepare(c, "coord", 0, k_receivers, 3, &tau), DCR_OK);
+    assert_status(prepare_long(c, "coord", 0, k_receivers, 3, &tau), DCR_OK);
     assert_status(dcr_control_ack(c, tau, 5), DCR_OK);
     assert_status(dcr_control_report_put(c, 5, "prewarm", 7), DCR_OK);
     assert_status(dcr_control_membership_put(c, "coord", k_receivers, 3), DCR_OK);
@@ -525,7 +502,7 @@ static void test_coordinator_lease(void **state)
     bootstrap(c);
     uint64_t tau = 0;
     assert_int_equal(raw_count(&g_etcd, "lease/alive/", NULL), 0);
-    assert_status(prepare(c, "coord-1", 0, k_receivers, 3, &tau), DCR_OK);
+    assert_status(prepare_long(c, "coord-1", 0, k_receivers, 3, &tau), DCR_OK);
     long long lease = 0;
     assert_int_equal(raw_count(&g_etcd, "lease/alive/", &lease), 1);
     assert_true(lease != 0);
