@@ -1301,7 +1301,7 @@ static dcr_status_t dcr__et_list(dcr__et_t *e, bool acks_list, uint64_t tau, uin
     DCR_CHECK(st);
     const uint32_t *list = acks_list ? acks : a.required;
     size_t n = acks_list ? n_acks : a.info.n_required;
-    memcpy(out, list, (n < cap ? n : cap) * sizeof *out);
+    if (cap > 0 && n > 0) memcpy(out, list, (n < cap ? n : cap) * sizeof *out);
     *n_p = n;
     free(acks);
     free(a.required);
@@ -1763,7 +1763,7 @@ static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap
                                                  "receivers");
     }
     if (st == DCR_OK) {
-        memcpy(out, members, (n < cap ? n : cap) * sizeof *out);
+        if (cap > 0 && n > 0) memcpy(out, members, (n < cap ? n : cap) * sizeof *out);
         *n_p = n;
     }
     free(members);
