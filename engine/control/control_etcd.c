@@ -51,9 +51,11 @@
  * Why it never trusts the server: every response is bounded, parsed and
  * checked (JSON shape, base64, value tags and lengths, ranges); anything else
  * is one DCR_ECONTROL line naming the address and the key. Unreachable or
- * slow servers fail each call after the configured timeout with the address
- * in the line; nothing is retried blindly, because a request whose reply was
- * lost may have taken effect (the caller reads the record to find out). */
+ * slow servers fail each call within the configured timeout (all requests of
+ * a call share it; only a report in parts gives each part the whole timeout)
+ * with the address in the line; nothing is retried blindly, because a
+ * request whose reply was lost may have taken effect (the caller reads the
+ * record to find out). TLS and etcd authentication are not supported. */
 #include "control-internal.h"
 
 #include <curl/curl.h>
@@ -102,6 +104,9 @@ typedef struct dcr__et {
     char where[DCR__ET_HOST_MAX + DCR__ET_PREFIX_MAX + 32]; /* "etcd HOST:PORT/PREFIX" */
     char prefix[DCR__ET_PREFIX_MAX + 2];                    /* "PREFIX/" */
     int timeout_ms;
+    /* When the running call must have its answer (CLOCK_MONOTONIC ms): every
+     * request of one call shares the call's timeout. */
+    int64_t deadline_ms;
     char errbuf[CURL_ERROR_SIZE];
     /* The response being received. */
     char *body;
@@ -112,6 +117,25 @@ typedef struct dcr__et {
     int64_t lease_refreshed_ns;
     char lease_owner[DCR_CONTROL_ID_MAX];
 } dcr__et_t;
+
+static int64_t dcr__et_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Takes the handle's turn for one call and starts the call's clock. */
+static void dcr__et_begin(dcr__et_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
+}
+
+static void dcr__et_end(dcr__et_t *e)
+{
+    pthread_mutex_unlock(&e->mu);
+}
 
 /* ---- errors ------------------------------------------------------------------ */
 
@@ -335,6 +359,14 @@ static dcr_status_t dcr__et_post(dcr__et_t *e, const char *path, json_t *req, co
     if (text == NULL) {
         return dcr_error_set(DCR_ENOMEM, "%s: %s: building the request failed", e->where, what);
     }
+    int64_t left = e->deadline_ms - dcr__et_mono_ms();
+    if (left < 1) {
+        free(text);
+        return dcr_error_set(DCR_ECONTROL, "%s: %s: no answer within %d ms", e->where, what,
+                             e->timeout_ms);
+    }
+    curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)left);
+    curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
     char url[sizeof e->base_url + 64];
     snprintf(url, sizeof url, "%s%s", e->base_url, path);
     e->body_len = 0;
@@ -557,9 +589,9 @@ static dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, co
 {
     char key[DCR__ET_KEY_MAX];
     const char *keys[] = {dcr__et_key(e, key, "%s", suffix)};
-    pthread_mutex_lock(&e->mu);
+    dcr__et_begin(e);
     dcr_status_t st = dcr__et_snapshot(e, keys, &max, 1, what, kv, found_p);
-    pthread_mutex_unlock(&e->mu);
+    dcr__et_end(e);
     return st;
 }
 
@@ -784,7 +816,11 @@ static void dcr__et_close(void *impl)
     dcr__et_t *e = impl;
     if (e == NULL) return;
     /* Best effort: the liveness key goes at once instead of at the TTL. */
-    if (e->lease_id != 0 && e->curl != NULL) (void)dcr__et_lease_revoke(e);
+    if (e->lease_id != 0 && e->curl != NULL) {
+        /* Closing must not wait long for a server that is gone. */
+        e->deadline_ms = dcr__et_mono_ms() + (e->timeout_ms < 1000 ? e->timeout_ms : 1000);
+        (void)dcr__et_lease_revoke(e);
+    }
     if (e->curl != NULL) curl_easy_cleanup(e->curl);
     pthread_mutex_destroy(&e->mu);
     free(e->body);
@@ -857,12 +893,11 @@ static dcr_status_t dcr__et_open(const dcr_control_config_t *cfg, void **impl_p)
     curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, dcr__et_write);
     curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, e);
     curl_easy_setopt(e->curl, CURLOPT_ERRORBUFFER, e->errbuf);
-    curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
-    curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)e->timeout_ms);
     /* Signals are not thread-safe; timeouts then rely on the threaded resolver. */
     curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e->curl, CURLOPT_PROTOCOLS_STR, "http");
     curl_easy_setopt(e->curl, CURLOPT_TCP_NODELAY, 1L);
+    e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
     st = dcr__et_init(e);
     if (st != DCR_OK) {
         dcr__et_close(e);
@@ -954,18 +989,14 @@ typedef dcr_status_t (*dcr__et_step_fn)(dcr__et_t *e, void *ctx, bool *done_p);
 
 static dcr_status_t dcr__et_loop(dcr__et_t *e, const char *what, dcr__et_step_fn step, void *ctx)
 {
-    pthread_mutex_lock(&e->mu);
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    unsigned seed = (unsigned)t0.tv_nsec ^ (unsigned)getpid();
+    dcr__et_begin(e);
+    unsigned seed = (unsigned)e->deadline_ms ^ (unsigned)getpid();
     dcr_status_t st = DCR_OK;
     for (unsigned round = 0;; round++) {
         bool done = false;
         st = step(e, ctx, &done);
         if (st != DCR_OK || done) break;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
-        if (ms > e->timeout_ms) {
+        if (dcr__et_mono_ms() >= e->deadline_ms) {
             st = dcr_error_set(DCR_ECONTROL, "%s: %s: still contended after %u tries in %d ms",
                                e->where, what, round + 1, e->timeout_ms);
             break;
@@ -974,7 +1005,7 @@ static dcr_status_t dcr__et_loop(dcr__et_t *e, const char *what, dcr__et_step_fn
         struct timespec pause = {0, (long)(100000 + (rand_r(&seed) % 1000) * 1000)};
         nanosleep(&pause, NULL);
     }
-    pthread_mutex_unlock(&e->mu);
+    dcr__et_end(e);
     return st;
 }
 
@@ -1017,9 +1048,9 @@ static dcr_status_t dcr__et_cas(void *impl, const dcr_commit_record_t *expected,
     json_t *ok = json_pack("[o]", dcr__et_op_put(key, next, sizeof next, 0));
     json_t *fail = json_pack("[o]", dcr__et_op_range(key, NULL, false));
     dcr__et_txn_t t;
-    pthread_mutex_lock(&e->mu);
+    dcr__et_begin(e);
     dcr_status_t st = dcr__et_txn(e, cmp, ok, fail, "compare-and-set the record", &t);
-    pthread_mutex_unlock(&e->mu);
+    dcr__et_end(e);
     DCR_CHECK(st);
     if (!t.succeeded) {
         json_t *r;
@@ -1280,9 +1311,9 @@ static dcr_status_t dcr__et_attempt(void *impl, uint64_t tau, dcr_control_attemp
 {
     dcr__et_t *e = impl;
     dcr__et_attempt_t a;
-    pthread_mutex_lock(&e->mu);
+    dcr__et_begin(e);
     dcr_status_t st = dcr__et_load_attempt(e, tau, false, &a, NULL, NULL);
-    pthread_mutex_unlock(&e->mu);
+    dcr__et_end(e);
     DCR_CHECK(st);
     *info_p = a.info;
     free(a.required);
@@ -1295,9 +1326,9 @@ static dcr_status_t dcr__et_list(dcr__et_t *e, bool acks_list, uint64_t tau, uin
     dcr__et_attempt_t a;
     uint32_t *acks = NULL;
     size_t n_acks = 0;
-    pthread_mutex_lock(&e->mu);
+    dcr__et_begin(e);
     dcr_status_t st = dcr__et_load_attempt(e, tau, acks_list, &a, &acks, &n_acks);
-    pthread_mutex_unlock(&e->mu);
+    dcr__et_end(e);
     DCR_CHECK(st);
     const uint32_t *list = acks_list ? acks : a.required;
     size_t n = acks_list ? n_acks : a.info.n_required;
@@ -1531,6 +1562,8 @@ static dcr_status_t dcr__et_report_chunks(dcr__et_t *e, const dcr__et_report_ctx
                     i);
         size_t off = (size_t)i * DCR__ET_CHUNK;
         size_t n = x->len - off < DCR__ET_CHUNK ? x->len - off : DCR__ET_CHUNK;
+        /* Each part has the whole timeout: a 64 MiB report is 128 requests. */
+        e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
         DCR_CHECK(dcr__et_put_plain(e, key, x->data + off, n, "write a prewarm report part"));
     }
     return DCR_OK;
@@ -1661,6 +1694,7 @@ static dcr_status_t dcr__et_report_get_locked(dcr__et_t *e, uint32_t receiver, v
     for (uint32_t i = 0; i < n_chunks && st == DCR_OK; i++) {
         size_t off = (size_t)i * DCR__ET_CHUNK;
         size_t want = len - off < DCR__ET_CHUNK ? len - off : DCR__ET_CHUNK;
+        e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms; /* as for writing */
         st = dcr__et_report_part(e, receiver, gen, i, rev, data + off, want);
     }
     free(kv.value);
@@ -1676,9 +1710,9 @@ static dcr_status_t dcr__et_report_get_locked(dcr__et_t *e, uint32_t receiver, v
 static dcr_status_t dcr__et_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
 {
     dcr__et_t *e = impl;
-    pthread_mutex_lock(&e->mu);
+    dcr__et_begin(e);
     dcr_status_t st = dcr__et_report_get_locked(e, receiver, data_p, len_p);
-    pthread_mutex_unlock(&e->mu);
+    dcr__et_end(e);
     return st;
 }
 
