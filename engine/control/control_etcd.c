@@ -59,6 +59,7 @@
 #include "control-internal.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -428,8 +429,9 @@ static bool dcr__et_jget_int(json_t *obj, const char *name, int64_t *out_p)
     const char *s = json_string_value(v);
     if (s == NULL || s[0] == '\0' || strlen(s) > 20) return false;
     char *end = NULL;
+    errno = 0;
     long long x = strtoll(s, &end, 10);
-    if (*end != '\0' || (s[0] != '-' && (s[0] < '0' || s[0] > '9'))) return false;
+    if (*end != '\0' || errno != 0 || (s[0] != '-' && (s[0] < '0' || s[0] > '9'))) return false;
     *out_p = x;
     return true;
 }
@@ -1231,6 +1233,21 @@ static dcr_status_t dcr__et_not_found(dcr__et_t *e, uint64_t tau)
                          (unsigned long long)tau);
 }
 
+/* Exactly 8 lowercase hex digits (how keys name receivers) into *out_p. */
+static bool dcr__et_hex8(const char *s, uint32_t *out_p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return false;
+        v = v * 16 + (uint32_t)d;
+    }
+    if (s[8] != '\0') return false;
+    *out_p = v;
+    return true;
+}
+
 /* Attempt tau (0: the latest) and, if acks_too, its acknowledgments, in one
  * snapshot. */
 static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_too,
@@ -1278,19 +1295,17 @@ static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_t
             dcr__et_kv_t ack;
             st = dcr__et_parse_kv(e, json_array_get(kvs, i), 0, &ack);
             free(ack.value);
-            char *end = NULL;
-            unsigned long v = 0;
-            if (st == DCR_OK && strlen(ack.key) == plen + 8 && strncmp(ack.key, kack, plen) == 0) {
-                v = strtoul(ack.key + plen, &end, 16);
-            }
-            if (st == DCR_OK && (end == NULL || *end != '\0' ||
-                                 !dcr__et_contains(a->required, a->info.n_required, (uint32_t)v) ||
-                                 (i > 0 && (uint32_t)v <= acks[i - 1]))) {
+            uint32_t v = 0;
+            bool ok = st == DCR_OK && strncmp(ack.key, kack, plen) == 0 &&
+                      dcr__et_hex8(ack.key + plen, &v) &&
+                      dcr__et_contains(a->required, a->info.n_required, v) &&
+                      (i == 0 || v > acks[i - 1]);
+            if (st == DCR_OK && !ok) {
                 st = dcr__et_malformed(e, kack,
                                        "acknowledgment keys ending in a required receiver "
-                                       "as 8 hex digits");
+                                       "as 8 hex digits, ascending");
             }
-            if (st == DCR_OK) acks[i] = (uint32_t)v;
+            if (st == DCR_OK) acks[i] = v;
         }
         if (st == DCR_OK) {
             *acks_p = acks;
