@@ -113,6 +113,13 @@ typedef struct dcr__et {
     char *body;
     size_t body_len, body_cap;
     bool body_too_large;
+    /* The latest attempt as this handle last read it (cache_tau 0: none), so
+     * that an acknowledgment is one txn: its compare on P/latest's mod
+     * revision proves the copy still current. */
+    uint64_t cache_tau;
+    int64_t cache_mod;
+    uint32_t *cache_required;
+    uint32_t cache_n;
     /* The coordinator lease (0: none yet). */
     int64_t lease_id;
     int64_t lease_refreshed_ns;
@@ -825,6 +832,7 @@ static void dcr__et_close(void *impl)
     }
     if (e->curl != NULL) curl_easy_cleanup(e->curl);
     pthread_mutex_destroy(&e->mu);
+    free(e->cache_required);
     free(e->body);
     free(e);
 }
@@ -1383,28 +1391,45 @@ typedef struct dcr__et_ack_ctx {
     uint32_t receiver;
 } dcr__et_ack_ctx_t;
 
-static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
+/* Reads the latest attempt into the handle's copy; an error if tau is not it. */
+static dcr_status_t dcr__et_cache_latest(dcr__et_t *e, uint64_t tau)
 {
-    dcr__et_ack_ctx_t *x = ctx;
     dcr__et_state_t s;
     DCR_CHECK(dcr__et_load_state(e, NULL, "acknowledge", &s));
-    dcr_status_t st = dcr__et_check_latest(e, x->tau, &s);
-    if (st == DCR_OK &&
-        !dcr__et_contains(s.latest.required, s.latest.info.n_required, x->receiver)) {
-        st = dcr_error_set(DCR_EINVAL, "%s: receiver %u is not a required receiver of attempt %llu",
-                           e->where, x->receiver, (unsigned long long)x->tau);
-    }
+    dcr_status_t st = dcr__et_check_latest(e, tau, &s);
     if (st == DCR_OK) {
-        char kack[DCR__ET_KEY_MAX];
-        dcr__et_key(e, kack, "ack/%016llx/%08x", (unsigned long long)x->tau, x->receiver);
-        json_t *ok = json_pack("[o]", dcr__et_op_put(kack, "", 0, 0));
-        dcr__et_txn_t t;
-        st = dcr__et_txn(e, dcr__et_state_compares(e, NULL, &s), ok, NULL, "acknowledge", &t);
-        *done_p = st == DCR_OK && t.succeeded;
-        if (st == DCR_OK) dcr__et_txn_free(&t);
+        free(e->cache_required);
+        e->cache_tau = s.latest.info.tau;
+        e->cache_mod = s.latest_mod;
+        e->cache_n = s.latest.info.n_required;
+        e->cache_required = s.latest.required;
+        s.latest.required = NULL;
     }
     dcr__et_state_free(&s);
     return st;
+}
+
+static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_ack_ctx_t *x = ctx;
+    if (e->cache_tau != x->tau) DCR_CHECK(dcr__et_cache_latest(e, x->tau));
+    if (!dcr__et_contains(e->cache_required, e->cache_n, x->receiver)) {
+        return dcr_error_set(DCR_EINVAL,
+                             "%s: receiver %u is not a required receiver of attempt %llu", e->where,
+                             x->receiver, (unsigned long long)x->tau);
+    }
+    char klatest[DCR__ET_KEY_MAX], kack[DCR__ET_KEY_MAX];
+    dcr__et_key(e, klatest, "latest");
+    dcr__et_key(e, kack, "ack/%016llx/%08x", (unsigned long long)x->tau, x->receiver);
+    json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(klatest, "MOD", e->cache_mod));
+    json_t *ok = json_pack("[o]", dcr__et_op_put(kack, "", 0, 0));
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "acknowledge", &t));
+    *done_p = t.succeeded;
+    dcr__et_txn_free(&t);
+    /* A newer attempt (or a stale copy): read again, which decides. */
+    if (!*done_p) e->cache_tau = 0;
+    return DCR_OK;
 }
 
 static dcr_status_t dcr__et_ack(void *impl, uint64_t tau, uint32_t receiver)
