@@ -136,17 +136,19 @@ dcr_status_t dcr_bench_control_check(const char *flag, const char *address)
     return DCR_OK;
 }
 
-dcr_status_t dcr_bench_control_open(const char *address, const char *default_path,
-                                    const char *run, dcr_control_t **out_p)
+dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
+                                    dcr_control_t **out_p)
 {
     dcr_control_config_t cfg = {address ? address : default_path, 0};
     if (!dcr_bench_control_is_etcd(address)) return dcr_control_create("sqlite", &cfg, out_p);
+    if (run == NULL) return dcr_control_create("etcd", &cfg, out_p);
     char url[1024];
     size_t n = strlen(address);
     while (n > sizeof dcr__etcd_scheme - 1 && address[n - 1] == '/') n--;
     bool has_prefix = memchr(address + sizeof dcr__etcd_scheme - 1, '/',
                              n - (sizeof dcr__etcd_scheme - 1)) != NULL;
-    int len = snprintf(url, sizeof url, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
+    int len =
+        snprintf(url, sizeof url, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
     if (len < 0 || (size_t)len >= sizeof url)
         return dcr_error_set(DCR_EINVAL, "control plane address %.200s: too long", address);
     cfg.address = url;
@@ -258,8 +260,7 @@ static dcr_status_t setup(bench_t *b)
         DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
-    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport,
-                 b->workdir);
+    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport, b->workdir);
     return make_parties(b);
 }
 

@@ -117,9 +117,11 @@ dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
 /* Opens the control plane of one harness run. Every run starts from an empty
  * control plane, so an etcd URL gets the fresh namespace PREFIX/<run>
  * (PREFIX "dcr" when the URL names none; run unique to the run, e.g.
- * bench-<pid>-<ns>); a file path (NULL: default_path) is opened as SQLite. */
-dcr_status_t dcr_bench_control_open(const char *address, const char *default_path,
-                                    const char *run, dcr_control_t **out_p);
+ * bench-<pid>-<ns>), or with run NULL the URL as given (processes of one run
+ * that share a control plane); a file path (NULL: default_path) is opened as
+ * SQLite. */
+dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
+                                    dcr_control_t **out_p);
 
 /* Runs the benchmark with the stage recorder on (dcr/trace.h), so that the
  * caller can take dcr_trace_snapshot afterwards (for --trace); progress goes

@@ -24,6 +24,7 @@
 #include "dcr/control.h"
 #include "engine/control/control_test_util.h"
 #include "engine/control/etcd_server.h"
+#include "workloads/bench.h"
 
 #define assert_detail_has(text)                                                                    \
     do {                                                                                           \
@@ -621,6 +622,31 @@ static void test_cli_on_etcd(void **state)
     assert_true(raw_count(&g_etcd, "cli-faults/faults-", NULL) >= 5);
 }
 
+/* The harnesses' opener: a run name becomes a namespace under the prefix
+ * (under "dcr" when the URL has none); without one the URL is used as given. */
+static void test_harness_namespaces(void **state)
+{
+    (void)state;
+    char url[128];
+    dcr_control_t *c = NULL;
+    snprintf(url, sizeof url, "etcd://%s/ns-a/", g_etcd.hostport);
+    assert_status(dcr_bench_control_open(url, "/nonexistent/unused.db", "run-1", &c), DCR_OK);
+    dcr_control_destroy(c);
+    assert_int_equal(raw_count(&g_etcd, "ns-a/run-1/", NULL), 2); /* schema and record */
+    assert_status(dcr_bench_control_open(url, NULL, NULL, &c), DCR_OK);
+    dcr_control_destroy(c);
+    assert_int_equal(raw_count(&g_etcd, "ns-a/", NULL), 4);
+    snprintf(url, sizeof url, "etcd://%s", g_etcd.hostport);
+    long before = raw_count(&g_etcd, "dcr/run-2/", NULL);
+    assert_status(dcr_bench_control_open(url, NULL, "run-2", &c), DCR_OK);
+    dcr_control_destroy(c);
+    assert_int_equal(raw_count(&g_etcd, "dcr/run-2/", NULL) - before, 2);
+    assert_status(dcr_bench_control_check("--control", url), DCR_OK);
+    assert_status(dcr_bench_control_check("--control", "/tmp/control.db"), DCR_OK);
+    assert_status(dcr_bench_control_check("--control", "etcd://h:1/a//b"), DCR_EINVAL);
+    assert_status(dcr_bench_control_check("--control", "etcd://[::1]:2379/x"), DCR_OK);
+}
+
 int main(void)
 {
     if (!etcd_server_start(&g_etcd)) {
@@ -628,11 +654,11 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_addresses),         cmocka_unit_test(test_killed_mid_attempt),
-        cmocka_unit_test(test_hung_server),       cmocka_unit_test(test_restart_keeps_state),
-        cmocka_unit_test(test_malformed_values),  cmocka_unit_test(test_not_an_etcd),
-        cmocka_unit_test(test_coordinator_lease), cmocka_unit_test(test_large_reports),
-        cmocka_unit_test(test_cli_on_etcd),
+        cmocka_unit_test(test_addresses),          cmocka_unit_test(test_killed_mid_attempt),
+        cmocka_unit_test(test_hung_server),        cmocka_unit_test(test_restart_keeps_state),
+        cmocka_unit_test(test_malformed_values),   cmocka_unit_test(test_not_an_etcd),
+        cmocka_unit_test(test_coordinator_lease),  cmocka_unit_test(test_large_reports),
+        cmocka_unit_test(test_harness_namespaces), cmocka_unit_test(test_cli_on_etcd),
     };
     int failed = cmocka_run_group_tests_name("control etcd", tests, NULL, NULL);
     etcd_server_stop(&g_etcd);
