@@ -274,7 +274,12 @@ static int run(bench_opts_t *o)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
-    dcr_status_t st = fill_config(o, &c);
+    dcr_status_t st = o->control ? dcr_bench_control_check("--control", o->control) : DCR_OK;
+    if (st != DCR_OK) {
+        dcr_cli_report("bench", st);
+        return 2;
+    }
+    st = fill_config(o, &c);
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
     if (st != DCR_OK) {
         dcr_cli_report("bench", st);
@@ -373,7 +378,9 @@ int dcr_cmd_bench(int argc, char **argv)
         {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0,
          "directory for object store and control plane (default: temp)", false},
         {"--control", DCR_ARG_STRING, &o.control, 0, 0,
-         "SQLite control-plane file (default: in the work dir)", false},
+         "SQLite control-plane FILE, or etcd://HOST:PORT[/PREFIX] for an etcd cluster (each run "
+         "under PREFIX/bench-<pid>-<ns>; default: a file in the work dir)",
+         false},
         {"--trace", DCR_ARG_STRING, &o.trace, 0, 0,
          "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
         {"--trace-overhead", DCR_ARG_FLAG, &o.trace_overhead, 0, 0,

@@ -14,7 +14,7 @@ typedef struct faults_opts {
     dcr_cli_scenario_t sc;
     int64_t steps, kill_every, restart_after, faults_per_step, seeds, seed, nodes, per_node,
         serve_tp, attempts, readers;
-    const char *transport, *rl, *changes;
+    const char *transport, *rl, *changes, *control;
     double lr, rate;
     bool json;
 } faults_opts_t;
@@ -70,6 +70,7 @@ static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
         return dcr_error_set(DCR_EINVAL, "--transport %s is not objstore or relay", o->transport);
     if (strcmp(o->changes, "uniform") && strcmp(o->changes, "adamw"))
         return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or adamw", o->changes);
+    c->bench.control_path = o->control;
     c->bench.transport = o->transport;
     c->bench.adamw = !strcmp(o->changes, "adamw");
     c->bench.lr = o->lr;
@@ -85,6 +86,24 @@ static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
     c->max_attempts = (int)o->attempts;
     c->readers = (int)o->readers;
     return DCR_OK;
+}
+
+/* A usage error (exit 2) before any work: --control must be an etcd URL,
+ * since every run of a campaign needs a fresh control plane. */
+static int check_control(const char *what, const faults_opts_t *o)
+{
+    if (!o->control) return 0;
+    dcr_status_t st = dcr_bench_control_is_etcd(o->control)
+                          ? dcr_bench_control_check("--control", o->control)
+                          : dcr_error_set(DCR_EINVAL,
+                                          "--control %s: expected etcd://HOST:PORT[/PREFIX] (every "
+                                          "run makes its own SQLite file otherwise)",
+                                          o->control);
+    if (st == DCR_OK) return 0;
+    char label[64];
+    snprintf(label, sizeof(label), "faults %s", what);
+    dcr_cli_report(label, st);
+    return 2;
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s)
@@ -116,7 +135,7 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
     return 0;
 }
 
-enum { NOWN = 16 };
+enum { NOWN = 17 };
 
 static void own_args(faults_opts_t *o, dcr_arg_t *a)
 {
@@ -130,6 +149,10 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
          "random faults armed before each step", false},
         {"--attempts", DCR_ARG_INT, &o->attempts, 1, 100,
          "attempts per transition: first plus overwrite retries (default 4)", false},
+        {"--control", DCR_ARG_STRING, &o->control, 0, 0,
+         "etcd://HOST:PORT[/PREFIX]: run on an etcd cluster, each run under PREFIX/faults-<pid>-"
+         "<seed>-<ns> (default: a SQLite file per run in its work dir)",
+         false},
         {"--transport", DCR_ARG_STRING, &o->transport, 0, 0, "objstore | relay (default objstore)",
          false},
         {"--rl", DCR_ARG_STRING, &o->rl, 0, 0, "sync | async (default sync)", false},
@@ -190,6 +213,7 @@ static int cmd_train(int argc, char **argv)
         "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport objstore|relay] [--json]",
         args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    if (check_control("train", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
     dcr_status_t st = fill(&o, &c);
@@ -214,6 +238,7 @@ static int cmd_campaign(int argc, char **argv)
         dcr_args_parse("faults campaign", "[--seeds 20] [--steps 4] [--faults-per-step 2] [--json]",
                        args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    if (check_control("campaign", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
     dcr_status_t st = fill(&o, &cc.run);

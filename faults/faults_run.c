@@ -345,8 +345,13 @@ static dcr_status_t make_parties(frun_t *r)
     DCR_CHECK(dcr_transport_create(b->transport, &tc, &r->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", r->workdir);
-    dcr_control_config_t ctl = {db, 0};
-    DCR_CHECK(dcr_control_create("sqlite", &ctl, &r->control));
+    char run[96];
+    snprintf(run, sizeof(run), "faults-%d-%llu-%llu", (int)getpid(), (unsigned long long)b->seed,
+             (unsigned long long)dcr_clock_ns());
+    /* Only an etcd URL is shared by the runs (each in its namespace); a
+     * SQLite control plane is always this run's own file. */
+    const char *url = dcr_bench_control_is_etcd(b->control_path) ? b->control_path : NULL;
+    DCR_CHECK(dcr_bench_control_open(url, db, run, &r->control));
     DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
     dcr_faults_attach(r->faults, r->transport, strcmp(b->transport, "objstore") ? NULL : r->objdir,
                       r->control);

@@ -3,6 +3,7 @@
 #define _XOPEN_SOURCE 700
 #include "workloads/bench.h"
 
+#include <ctype.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,69 @@ void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, 
     *chunk_p = cfg->chunk_bytes ? cfg->chunk_bytes : chunk > 0 ? chunk : 1;
 }
 
+/* ---- control plane ------------------------------------------------------- */
+
+static const char dcr__etcd_scheme[] = "etcd://";
+
+bool dcr_bench_control_is_etcd(const char *address)
+{
+    return address != NULL && strncmp(address, dcr__etcd_scheme, sizeof dcr__etcd_scheme - 1) == 0;
+}
+
+dcr_status_t dcr_bench_control_check(const char *flag, const char *address)
+{
+    if (address == NULL || address[0] == '\0')
+        return dcr_error_set(DCR_EINVAL, "%s: expected a SQLite file or etcd://HOST:PORT[/PREFIX]",
+                             flag);
+    if (!dcr_bench_control_is_etcd(address)) {
+        if (strstr(address, "://") != NULL)
+            return dcr_error_set(DCR_EINVAL,
+                                 "%s %s: unknown scheme (expected etcd://HOST:PORT[/PREFIX] or a "
+                                 "SQLite file path)",
+                                 flag, address);
+        return DCR_OK;
+    }
+    const char *host = address + sizeof dcr__etcd_scheme - 1;
+    const char *slash = strchr(host, '/');
+    size_t hp_len = slash ? (size_t)(slash - host) : strlen(host);
+    const char *colon = memrchr(host, ':', hp_len);
+    size_t digits = colon ? hp_len - (size_t)(colon - host) - 1 : 0;
+    long port = 0;
+    for (size_t i = 0; colon && i < digits && i < 6; i++)
+        port = colon[1 + i] >= '0' && colon[1 + i] <= '9' ? port * 10 + (colon[1 + i] - '0') : -1;
+    bool ok = colon && colon > host && digits >= 1 && digits <= 5 && port >= 1 && port <= 65535;
+    for (const char *c = slash; ok && c && *c; c++) {
+        bool seg = *c == '/' ? c[1] != '/' : (isalnum((unsigned char)*c) || strchr("._~-", *c));
+        ok = seg;
+    }
+    if (!ok)
+        return dcr_error_set(DCR_EINVAL,
+                             "%s %s: expected etcd://HOST:PORT[/PREFIX] (port 1..65535, prefix of "
+                             "[A-Za-z0-9._~-] segments)",
+                             flag, address);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
+                                    dcr_control_t **out_p)
+{
+    dcr_control_config_t cfg = {address ? address : default_path, 0};
+    if (!dcr_bench_control_is_etcd(address)) return dcr_control_create("sqlite", &cfg, out_p);
+    if (run == NULL) return dcr_control_create("etcd", &cfg, out_p);
+    char url[1024];
+    size_t n = strlen(address);
+    while (n > sizeof dcr__etcd_scheme - 1 && address[n - 1] == '/') n--;
+    bool has_prefix = memchr(address + sizeof dcr__etcd_scheme - 1, '/',
+                             n - (sizeof dcr__etcd_scheme - 1)) != NULL;
+    int len =
+        snprintf(url, sizeof url, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
+    if (len < 0 || (size_t)len >= sizeof url)
+        return dcr_error_set(DCR_EINVAL, "control plane address %.200s: too long", address);
+    cfg.address = url;
+    DCR_LOG_INFO("control plane: %s", url);
+    return dcr_control_create("etcd", &cfg, out_p);
+}
+
 /* ---- setup ---------------------------------------------------------------- */
 
 static dcr_status_t make_workdir(bench_t *b)
@@ -156,10 +220,9 @@ static dcr_status_t make_parties(bench_t *b)
     DCR_CHECK(make_transport(b, b->cfg->transport, &b->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", b->workdir);
-    dcr_control_config_t ctl = {b->cfg->control_path ? b->cfg->control_path : db, 0};
-    DCR_CHECK(dcr_control_create("sqlite", &ctl, &b->control));
     char id[64];
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
+    DCR_CHECK(dcr_bench_control_open(b->cfg->control_path, db, id, &b->control));
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
     dcr_coord_parties_t parties = {
@@ -197,8 +260,7 @@ static dcr_status_t setup(bench_t *b)
         DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
-    DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport,
-                 b->workdir);
+    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport, b->workdir);
     return make_parties(b);
 }
 

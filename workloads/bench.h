@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "dcr/construct.h"
+#include "dcr/control.h"
 #include "dcr/coord.h"
 #include "dcr/thread.h"
 #include "dcr/transport.h"
@@ -33,7 +34,8 @@ typedef struct dcr_bench_config {
     size_t chunk_bytes;       /* 0: scaled from the seed's (see dcr_bench_targets) */
     size_t bucket_bytes;      /* 0: scaled from the seed's */
     const char *workdir;      /* object store and control plane files; NULL: a fresh temp dir */
-    const char *control_path; /* SQLite file; NULL: <workdir>/control.db */
+    const char *control_path; /* SQLite file or etcd://HOST:PORT[/PREFIX] (see
+                                 dcr_bench_control_open); NULL: <workdir>/control.db */
     int readers;              /* request emulation: threads reading receiver 0 through the gate */
     uint64_t seed;
     /* Measures the recorder's cost in one run: timed refits alternate with
@@ -101,6 +103,25 @@ typedef struct dcr_bench_result {
  * owners) with the seed's chunk-to-bucket proportion for the transport. */
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
                        size_t *chunk_p, size_t *bucket_p);
+
+/* Control-plane addresses of the harnesses (--control): etcd://HOST:PORT[/PREFIX]
+ * selects the etcd backend; anything else is a SQLite file path. True for the
+ * former. */
+bool dcr_bench_control_is_etcd(const char *address);
+
+/* Checks a --control value before any work is done: DCR_EINVAL with one line
+ * naming flag for an empty value or an etcd URL that is not of the form
+ * etcd://HOST:PORT[/PREFIX] (the backend checks it again when it opens). */
+dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
+
+/* Opens the control plane of one harness run. Every run starts from an empty
+ * control plane, so an etcd URL gets the fresh namespace PREFIX/<run>
+ * (PREFIX "dcr" when the URL names none; run unique to the run, e.g.
+ * bench-<pid>-<ns>), or with run NULL the URL as given (processes of one run
+ * that share a control plane); a file path (NULL: default_path) is opened as
+ * SQLite. */
+dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
+                                    dcr_control_t **out_p);
 
 /* Runs the benchmark with the stage recorder on (dcr/trace.h), so that the
  * caller can take dcr_trace_snapshot afterwards (for --trace); progress goes

@@ -9,6 +9,7 @@
 
 /* Built-in backends, listed in the registry of control.c. */
 extern const dcr_control_ops_t dcr__control_sqlite_ops;
+extern const dcr_control_ops_t dcr__control_etcd_ops;
 
 /* True if id is a usable coordinator id: 1..DCR_CONTROL_ID_MAX-1 printable
  * ASCII characters. Backends also apply it to ids they read back. */

@@ -10,9 +10,10 @@
 #include <string.h>
 #include <time.h>
 
-/* Adding a backend (etcd) is one line here. */
+/* Adding a backend is one line here. */
 static const dcr_control_ops_t *const dcr__control_backends[] = {
     &dcr__control_sqlite_ops,
+    &dcr__control_etcd_ops,
 };
 #define DCR__N_BACKENDS (sizeof dcr__control_backends / sizeof dcr__control_backends[0])
 
@@ -71,8 +72,8 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
         if (strcmp(dcr__control_backends[i]->name, name) == 0) ops = dcr__control_backends[i];
     }
     if (ops == NULL) {
-        return dcr_error_set(DCR_ENOTFOUND, "control plane backend '%s' does not exist (known: %s)",
-                             name, dcr__control_backends[0]->name);
+        return dcr_error_set(
+            DCR_ENOTFOUND, "control plane backend '%s' does not exist (known: sqlite, etcd)", name);
     }
     dcr_control_t *c = calloc(1, sizeof *c);
     if (c == NULL) return dcr_error_set(DCR_ENOMEM, "control plane handle: allocation failed");

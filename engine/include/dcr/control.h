@@ -30,7 +30,9 @@
  * per-tensor XOR/overwrite classification) under their receiver id, for the
  * coordinator to read during setup.
  *
- * A backend is a dcr_control_ops_t found by name ("sqlite"); callers only use
+ * A backend is a dcr_control_ops_t found by name ("sqlite": one file for the
+ * processes of one host; "etcd": an etcd v3 cluster shared across hosts, see
+ * engine/control/control_etcd.c for its keys); callers only use
  * the dcr_control_* wrappers below, never a backend's slots. Backends may be
  * shared by several processes: every state change is atomic, so racing
  * prepares, acks, commits and compare-and-sets see one serial order. */
@@ -94,10 +96,13 @@ typedef struct dcr_control_attempt {
 /* Where the creator points a backend. */
 typedef struct dcr_control_config {
     /* Backend address: for "sqlite" a database file path (created if absent;
-     * ":memory:" and "" are refused because other processes could not see it). */
+     * ":memory:" and "" are refused because other processes could not see it);
+     * for "etcd" etcd://HOST:PORT[/PREFIX], every key under PREFIX/ (default
+     * "dcr"), which no one else may write. */
     const char *address;
     /* How long one call may wait for a busy control plane before failing with
-     * DCR_ECONTROL; 0 selects 5000 ms. */
+     * DCR_ECONTROL; 0 selects 5000 ms. For etcd: the limit of each HTTP request
+     * (connect included) and of the re-reads after lost compares. */
     int timeout_ms;
 } dcr_control_config_t;
 

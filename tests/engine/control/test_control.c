@@ -1,13 +1,15 @@
-/* ctest-labels: unit */
+/* ctest-labels: unit integration */
 /* The control-plane conformance suite, run against every registered backend
  * (each gets a fresh, empty store per test), then the SQLite backend's own
  * checks: addresses, WAL, busy timeout, and malformed files and rows.
  *
- * A backend other than sqlite needs a server; it runs when the environment
- * names one in DCR_CONTROL_TEST_ADDRESS_<name> (the suite appends a unique
- * suffix per test, which must select a fresh namespace) and is skipped
- * otherwise. Expected values come from the protocol's rules (DESIGN.md
- * section 5 and the seed's joint commit), never from running the code. */
+ * What store a backend gets follows from the addresses it accepts, never from
+ * its name: a backend that opens a file path gets a fresh file in a temporary
+ * directory; one that opens an etcd:// URL gets a fresh prefix on a real etcd
+ * this test starts (etcd_server.h) and stops. If etcd cannot start, or a
+ * backend accepts neither, the suite fails. Expected values come from the
+ * protocol's rules (DESIGN.md section 5 and the seed's joint commit), never
+ * from running the code. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -27,10 +29,16 @@
 #include <unistd.h>
 
 #include "dcr/control.h"
+#include "engine/control/control_test_util.h"
+#include "engine/control/etcd_server.h"
 
 /* ---- fixtures --------------------------------------------------------------- */
 
 static const char *g_backend; /* backend the running group tests */
+/* What the running backend opens: a file path, or a URL of g_etcd. */
+typedef enum store_kind { STORE_FILE, STORE_ETCD } store_kind_t;
+static store_kind_t g_kind;
+static etcd_server_t g_etcd;
 
 typedef struct fixture {
     char dir[PATH_MAX];     /* temporary directory of a file backend; "" otherwise */
@@ -39,24 +47,25 @@ typedef struct fixture {
 } fixture_t;
 
 /* A fresh, empty store for one test; false if this backend has no test server. */
-static bool fixture_address(fixture_t *fx)
+static bool fixture_address_of(fixture_t *fx, store_kind_t kind)
 {
     static unsigned serial;
-    if (strcmp(g_backend, "sqlite") == 0) {
+    if (kind == STORE_FILE) {
         const char *tmp = getenv("TMPDIR");
         snprintf(fx->dir, sizeof fx->dir, "%s/dcr-control-XXXXXX", tmp ? tmp : "/tmp");
         if (mkdtemp(fx->dir) == NULL) return false;
         snprintf(fx->address, sizeof fx->address, "%s/control.db", fx->dir);
         return true;
     }
-    char var[128];
-    snprintf(var, sizeof var, "DCR_CONTROL_TEST_ADDRESS_%s", g_backend);
-    const char *base = getenv(var);
-    if (base == NULL) return false;
     fx->dir[0] = '\0';
-    snprintf(fx->address, sizeof fx->address, "%s/dcr-test-%d-%u-%lld", base, (int)getpid(),
-             serial++, (long long)time(NULL));
+    snprintf(fx->address, sizeof fx->address, "etcd://%s/dcr-test/%d-%u", g_etcd.hostport,
+             (int)getpid(), serial++);
     return true;
+}
+
+static bool fixture_address(fixture_t *fx)
+{
+    return fixture_address_of(fx, g_kind);
 }
 
 static void fixture_remove_files(fixture_t *fx)
@@ -99,39 +108,6 @@ static int teardown(void **state)
 }
 
 /* ---- helpers ----------------------------------------------------------------- */
-
-static void baseline_of(uint8_t out[DCR_CONTROL_BASELINE_BYTES], unsigned k)
-{
-    for (unsigned i = 0; i < DCR_CONTROL_BASELINE_BYTES; i++) out[i] = (uint8_t)(k * 31 + i + 1);
-}
-
-#define assert_status(expr, want)                                                                  \
-    do {                                                                                           \
-        dcr_status_t st__ = (expr);                                                                \
-        if (st__ != (want)) {                                                                      \
-            fail_msg("%s: got %s (%s), want %s", #expr, dcr_status_str(st__), dcr_error_detail(),  \
-                     dcr_status_str(want));                                                        \
-        }                                                                                          \
-    } while (0)
-
-/* Binds version 0 to baseline K^0, as the harness does after the dense load. */
-static dcr_commit_record_t bootstrap(dcr_control_t *c)
-{
-    dcr_commit_record_t empty, rec = {0};
-    assert_status(dcr_control_read(c, &empty), DCR_OK);
-    baseline_of(rec.baseline, 0);
-    rec.committed_ns = 1;
-    assert_status(dcr_control_cas(c, &empty, &rec), DCR_OK);
-    return rec;
-}
-
-static dcr_status_t prepare(dcr_control_t *c, const char *coordinator, uint64_t from,
-                            const uint32_t *receivers, size_t n, uint32_t deadline_ms,
-                            uint64_t *tau_p)
-{
-    dcr_control_prepare_t req = {coordinator, from, receivers, n, deadline_ms};
-    return dcr_control_prepare(c, &req, tau_p);
-}
 
 static void ack_all(dcr_control_t *c, uint64_t tau, const uint32_t *receivers, size_t n)
 {
@@ -1034,6 +1010,26 @@ static void test_sqlite_malformed_rows(void **state)
 
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
+/* Sets g_kind to the kind of store g_backend opens; false if none. */
+static bool probe_kind(void)
+{
+    const store_kind_t kinds[] = {STORE_FILE, STORE_ETCD};
+    for (size_t k = 0; k < 2; k++) {
+        fixture_t probe = {0};
+        if (!fixture_address_of(&probe, kinds[k])) continue;
+        dcr_control_config_t cfg = {probe.address, 2000};
+        dcr_control_t *c = NULL;
+        dcr_status_t st = dcr_control_create(g_backend, &cfg, &c);
+        dcr_control_destroy(c);
+        fixture_remove_files(&probe);
+        if (st == DCR_OK) {
+            g_kind = kinds[k];
+            return true;
+        }
+    }
+    return false;
+}
+
 int main(void)
 {
     const struct CMUnitTest conformance[] = {
@@ -1063,19 +1059,25 @@ int main(void)
     };
     int failed = 0;
     assert_true(dcr_control_backend_count() >= 1);
+    if (!etcd_server_start(&g_etcd)) {
+        fprintf(stderr, "FAILED: cannot start etcd for the control-plane conformance suite\n");
+        return 1;
+    }
     for (size_t i = 0; i < dcr_control_backend_count(); i++) {
         g_backend = dcr_control_backend_name(i);
-        fixture_t probe = {0};
-        if (!fixture_address(&probe)) {
-            printf("[  SKIPPED ] control backend %s: no test address\n", g_backend);
+        if (!probe_kind()) {
+            fprintf(stderr, "FAILED: control backend %s opens neither a file nor an etcd URL\n",
+                    g_backend);
+            failed++;
             continue;
         }
-        fixture_remove_files(&probe);
         char name[64];
         snprintf(name, sizeof name, "control conformance: %s", g_backend);
         failed += cmocka_run_group_tests_name(name, conformance, NULL, NULL);
     }
+    etcd_server_stop(&g_etcd);
     g_backend = "sqlite";
+    g_kind = STORE_FILE;
     failed += cmocka_run_group_tests_name("control sqlite", sqlite_only, NULL, NULL);
     return failed;
 }

@@ -1,0 +1,1864 @@
+/* The etcd control-plane backend: the control plane of a cluster, one etcd
+ * (v3) reached through its JSON gateway over HTTP with libcurl, shared by
+ * every process on every host of a run.
+ *
+ * Address: etcd://HOST:PORT[/PREFIX] (HOST a name, an IPv4 address or an
+ * [IPv6] address; PREFIX of [A-Za-z0-9._~-] segments joined by '/', default
+ * "dcr"). Everything this backend writes lies under "PREFIX/"; two runs must
+ * use prefixes that do not nest. Keys (values are this file's binary
+ * encodings, little-endian, each starting with an 8-byte tag):
+ *
+ *   P/schema                      "dcr-control-etcd 1", written once at open
+ *   P/record                      the commit record K^v (64 bytes)
+ *   P/latest                      the latest attempt, as P/attempt/<tau>; the
+ *                                 attempt counter: every prepare compares its
+ *                                 mod revision, so tau strictly increases
+ *   P/attempt/<tau:016x>          an attempt and its sorted required receivers
+ *   P/ack/<tau:016x>/<r:08x>      receiver r acknowledged tau (empty value)
+ *   P/coordinator/<id>            id prepared once; replaced ones stay fenced
+ *   P/alive/<id>                  bound to the coordinator's lease (below)
+ *   P/membership                  the receiver membership, sorted
+ *   P/report/<r:08x>              receiver r's prewarm report: its header and,
+ *                                 up to 512 KiB, its bytes
+ *   P/report-chunk/<r:08x>/<gen:016x>/<i:08x>  the 512 KiB parts of a larger
+ *                                 one (etcd refuses requests over ~1.5 MiB)
+ *
+ * Why every state change is atomic: each one reads what it depends on in one
+ * snapshot (a read-only txn), decides, and then writes in one txn whose
+ * compares check that what it read is unchanged (the record's value, the mod
+ * revision of P/latest, a coordinator key's absence); a lost compare re-reads
+ * and decides again, until the timeout. The joint commit is one txn comparing
+ * P/record to K^v (value and mod revision) and P/latest's mod revision to the
+ * snapshot's: together they prove that tau is still the latest attempt and
+ * the record still K^v at the moment the new record is written. The
+ * acknowledgments are read after that snapshot, not compared one by one in
+ * the txn (etcd caps a txn at 128 operations): acks of the latest attempt are
+ * only ever added, and only the prune inside a successful commit (which
+ * changes P/record) removes any, so "all present when read" plus "record and
+ * latest unchanged since before" means all present at the commit. The deadline is checked against
+ * this process's wall clock just before the txn is sent, as the SQLite backend checks it inside its
+ * transaction (the seed assumes synchronized clocks).
+ *
+ * The lease: a coordinator's handle grants one lease (10 s) at its first
+ * prepare and binds P/alive/<id> to it in every prepare, commit and
+ * membership change, refreshing it when a third of its time has passed and
+ * revoking it at close. The key is the coordinator's liveness as etcd sees
+ * it: it disappears within 10 s of the coordinator's process dying or losing
+ * the etcd, so an operator or a supervisor watching P/alive/ knows when to
+ * start a replacement coordinator. It fences nothing: fencing is the
+ * coordinator keys' job, and a new coordinator may always prepare.
+ *
+ * Why it never trusts the server: every response is bounded, parsed and
+ * checked (JSON shape, base64, value tags and lengths, ranges); anything else
+ * is one DCR_ECONTROL line naming the address and the key. Unreachable or
+ * slow servers fail each call within the configured timeout (all requests of
+ * a call share it; only a report in parts gives each part the whole timeout)
+ * with the address in the line; nothing is retried blindly, because a
+ * request whose reply was lost may have taken effect (the caller reads the
+ * record to find out). TLS and etcd authentication are not supported. */
+#include "control-internal.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DCR__ET_DEFAULT_TIMEOUT 5000
+#define DCR__ET_DEFAULT_PREFIX  "dcr"
+#define DCR__ET_SCHEMA          "dcr-control-etcd 1"
+#define DCR__ET_PREFIX_MAX      200
+#define DCR__ET_HOST_MAX        256
+#define DCR__ET_KEY_MAX         (DCR__ET_PREFIX_MAX + 128)
+/* Reports up to this size are stored inline in their header key; larger ones
+ * in parts of this size (base64 grows them to ~700 KB, under etcd's default
+ * 1.5 MiB request limit). */
+#define DCR__ET_CHUNK       (512u * 1024u)
+#define DCR__ET_CHUNKS_MAX  ((DCR_CONTROL_REPORT_MAX + DCR__ET_CHUNK - 1) / DCR__ET_CHUNK)
+#define DCR__ET_LEASE_TTL_S 10
+/* No response we ask for can be larger than a full acknowledgment listing or
+ * a base64 report part; this bounds what a broken server can make us hold. */
+#define DCR__ET_RESPONSE_MAX (32u << 20)
+#define DCR__ET_TAG_BYTES    8
+
+/* Fixed-size parts of the encodings (after the tag). */
+#define DCR__ET_RECORD_BYTES  (DCR__ET_TAG_BYTES + 24 + DCR_CONTROL_BASELINE_BYTES)
+#define DCR__ET_ATTEMPT_FIXED (DCR__ET_TAG_BYTES + 36 + DCR_CONTROL_ID_MAX)
+#define DCR__ET_MEMBER_FIXED  (DCR__ET_TAG_BYTES + 12 + DCR_CONTROL_ID_MAX)
+#define DCR__ET_REPORT_FIXED  (DCR__ET_TAG_BYTES + 20)
+
+static const char dcr__et_tag_record[DCR__ET_TAG_BYTES] = "dcrrec1";
+static const char dcr__et_tag_attempt[DCR__ET_TAG_BYTES] = "dcratt1";
+static const char dcr__et_tag_member[DCR__ET_TAG_BYTES] = "dcrmem1";
+static const char dcr__et_tag_report[DCR__ET_TAG_BYTES] = "dcrrep1";
+
+typedef struct dcr__et {
+    CURL *curl;
+    /* One curl handle carries one request at a time, and the lease fields
+     * change under it: threads sharing a handle take turns per call. */
+    pthread_mutex_t mu;
+    char base_url[DCR__ET_HOST_MAX + 32];                   /* http://HOST:PORT */
+    char where[DCR__ET_HOST_MAX + DCR__ET_PREFIX_MAX + 32]; /* "etcd HOST:PORT/PREFIX" */
+    char prefix[DCR__ET_PREFIX_MAX + 2];                    /* "PREFIX/" */
+    int timeout_ms;
+    /* When the running call must have its answer (CLOCK_MONOTONIC ms): every
+     * request of one call shares the call's timeout. */
+    int64_t deadline_ms;
+    char errbuf[CURL_ERROR_SIZE];
+    /* The response being received. */
+    char *body;
+    size_t body_len, body_cap;
+    bool body_too_large;
+    /* The latest attempt as this handle last read it (cache_tau 0: none), so
+     * that an acknowledgment is one txn: its compare on P/latest's mod
+     * revision proves the copy still current. */
+    uint64_t cache_tau;
+    int64_t cache_mod;
+    uint32_t *cache_required;
+    uint32_t cache_n;
+    /* The coordinator lease (0: none yet). */
+    int64_t lease_id;
+    int64_t lease_refreshed_ns;
+    char lease_owner[DCR_CONTROL_ID_MAX];
+} dcr__et_t;
+
+static int64_t dcr__et_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Takes the handle's turn for one call and starts the call's clock. */
+static void dcr__et_begin(dcr__et_t *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
+}
+
+static void dcr__et_end(dcr__et_t *e)
+{
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+
+static dcr_status_t dcr__et_malformed(dcr__et_t *e, const char *what, const char *expected)
+{
+    return dcr_error_set(DCR_ECONTROL, "%s: malformed %s: expected %s", e->where, what, expected);
+}
+
+/* ---- little-endian encodings --------------------------------------------------- */
+
+static void dcr__et_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void dcr__et_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t dcr__et_get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static uint32_t dcr__et_get32(const uint8_t *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* ---- base64 (standard alphabet, padded: what the gateway's bytes fields use) ---- */
+
+static const char dcr__et_b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* A malloc'd NUL-terminated encoding of data[0..n), or NULL without memory. */
+static char *dcr__et_b64_encode(const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    char *out = malloc((n + 2) / 3 * 4 + 1);
+    if (out == NULL) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < n) v |= p[i + 2];
+        out[o++] = dcr__et_b64[(v >> 18) & 63];
+        out[o++] = dcr__et_b64[(v >> 12) & 63];
+        out[o++] = i + 1 < n ? dcr__et_b64[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < n ? dcr__et_b64[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int dcr__et_b64_value(char c)
+{
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* Decodes padded base64 of at most max bytes into a malloc'd buffer (NULL for
+ * an empty string). false if s is not such base64 or memory ran out. */
+static bool dcr__et_b64_decode(const char *s, size_t len, size_t max, uint8_t **out_p, size_t *n_p)
+{
+    *out_p = NULL;
+    *n_p = 0;
+    if (len == 0) return true;
+    if (len % 4 != 0) return false;
+    size_t pad = (s[len - 1] == '=') + (len >= 2 && s[len - 2] == '=');
+    size_t n = len / 4 * 3 - pad;
+    if (n > max) return false;
+    uint8_t *out = malloc(n + 3);
+    if (out == NULL) return false;
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = 0;
+        for (size_t j = 0; j < 4; j++) {
+            int d = dcr__et_b64_value(s[i + j]);
+            bool padding = s[i + j] == '=' && i + 4 == len && j >= 4 - pad;
+            if (d < 0 && !padding) {
+                free(out);
+                return false;
+            }
+            v = (v << 6) | (uint32_t)(d < 0 ? 0 : d);
+        }
+        out[o++] = (uint8_t)(v >> 16);
+        out[o++] = (uint8_t)(v >> 8);
+        out[o++] = (uint8_t)v;
+    }
+    *out_p = out;
+    *n_p = n;
+    return true;
+}
+
+/* ---- keys --------------------------------------------------------------------- */
+
+/* prefix + formatted suffix into buf (always fits: suffixes are short). */
+static const char *dcr__et_key(const dcr__et_t *e, char buf[DCR__ET_KEY_MAX], const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static const char *dcr__et_key(const dcr__et_t *e, char buf[DCR__ET_KEY_MAX], const char *fmt, ...)
+{
+    int n = snprintf(buf, DCR__ET_KEY_MAX, "%s", e->prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, (size_t)(DCR__ET_KEY_MAX - n), fmt, ap);
+    va_end(ap);
+    return buf;
+}
+
+/* ---- JSON request pieces ---------------------------------------------------------- */
+
+/* A JSON string holding the base64 of data[0..n); NULL without memory. */
+static json_t *dcr__et_jb64(const void *data, size_t n)
+{
+    char *s = dcr__et_b64_encode(data, n);
+    json_t *j = s != NULL ? json_string(s) : NULL;
+    free(s);
+    return j;
+}
+
+static json_t *dcr__et_jkey(const char *key)
+{
+    return dcr__et_jb64(key, strlen(key));
+}
+
+static json_t *dcr__et_jint(int64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%lld", (long long)v);
+    return json_string(buf);
+}
+
+/* {"request_range": {"key": K[, "range_end": E][, "keys_only": true]}} */
+static json_t *dcr__et_op_range(const char *key, const char *end, bool keys_only)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "key", dcr__et_jkey(key));
+    if (end != NULL) json_object_set_new(r, "range_end", dcr__et_jkey(end));
+    if (keys_only) json_object_set_new(r, "keys_only", json_true());
+    return json_pack("{s:o}", "request_range", r);
+}
+
+static json_t *dcr__et_op_put(const char *key, const void *value, size_t n, int64_t lease)
+{
+    json_t *r = json_object();
+    json_object_set_new(r, "key", dcr__et_jkey(key));
+    json_object_set_new(r, "value", dcr__et_jb64(value, n));
+    if (lease != 0) json_object_set_new(r, "lease", dcr__et_jint(lease));
+    return json_pack("{s:o}", "request_put", r);
+}
+
+static json_t *dcr__et_op_delete(const char *key, const char *end)
+{
+    return json_pack("{s:{s:o,s:o}}", "request_delete_range", "key", dcr__et_jkey(key), "range_end",
+                     dcr__et_jkey(end));
+}
+
+/* A compare of key's target ("VALUE", "MOD" or "CREATE") for equality. */
+static json_t *dcr__et_cmp_value(const char *key, const void *value, size_t n)
+{
+    return json_pack("{s:s,s:s,s:o,s:o}", "target", "VALUE", "result", "EQUAL", "key",
+                     dcr__et_jkey(key), "value", dcr__et_jb64(value, n));
+}
+
+static json_t *dcr__et_cmp_rev(const char *key, const char *target, int64_t rev)
+{
+    const char *field = strcmp(target, "MOD") == 0 ? "mod_revision" : "create_revision";
+    return json_pack("{s:s,s:s,s:o,s:o}", "target", target, "result", "EQUAL", "key",
+                     dcr__et_jkey(key), field, dcr__et_jint(rev));
+}
+
+/* The end of the range of keys starting with prefix: its last byte + 1
+ * (every prefix here ends in '/', which becomes '0'). */
+static void dcr__et_prefix_end(const char *prefix, char end[DCR__ET_KEY_MAX])
+{
+    snprintf(end, DCR__ET_KEY_MAX, "%s", prefix);
+    size_t n = strlen(end);
+    end[n - 1]++;
+}
+
+/* ---- HTTP --------------------------------------------------------------------------- */
+
+static size_t dcr__et_write(char *data, size_t size, size_t nmemb, void *arg)
+{
+    dcr__et_t *e = arg;
+    size_t n = size * nmemb;
+    if (e->body_len + n > DCR__ET_RESPONSE_MAX) {
+        e->body_too_large = true;
+        return 0; /* aborts the transfer */
+    }
+    if (e->body_len + n + 1 > e->body_cap) {
+        size_t cap = e->body_cap ? e->body_cap : 4096;
+        while (cap < e->body_len + n + 1) cap *= 2;
+        char *grown = realloc(e->body, cap);
+        if (grown == NULL) return 0;
+        e->body = grown;
+        e->body_cap = cap;
+    }
+    memcpy(e->body + e->body_len, data, n);
+    e->body_len += n;
+    return n;
+}
+
+/* POSTs req (consumed) to path and parses the 200 response into *resp_p.
+ * Every failure is one DCR_ECONTROL line naming the address and `what`. */
+static dcr_status_t dcr__et_post(dcr__et_t *e, const char *path, json_t *req, const char *what,
+                                 json_t **resp_p)
+{
+    char *text = req != NULL ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (text == NULL) {
+        return dcr_error_set(DCR_ENOMEM, "%s: %s: building the request failed", e->where, what);
+    }
+    int64_t left = e->deadline_ms - dcr__et_mono_ms();
+    if (left < 1) {
+        free(text);
+        return dcr_error_set(DCR_ECONTROL, "%s: %s: no answer within %d ms", e->where, what,
+                             e->timeout_ms);
+    }
+    curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)left);
+    curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
+    char url[sizeof e->base_url + 64];
+    snprintf(url, sizeof url, "%s%s", e->base_url, path);
+    e->body_len = 0;
+    e->body_too_large = false;
+    e->errbuf[0] = '\0';
+    curl_easy_setopt(e->curl, CURLOPT_URL, url);
+    curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(e->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
+    CURLcode rc = curl_easy_perform(e->curl);
+    free(text);
+    if (e->body_too_large) {
+        return dcr_error_set(DCR_ECONTROL, "%s: %s: response larger than %u bytes", e->where, what,
+                             DCR__ET_RESPONSE_MAX);
+    }
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+        return dcr_error_set(DCR_ECONTROL, "%s: %s: no answer within %d ms", e->where, what,
+                             e->timeout_ms);
+    }
+    if (rc != CURLE_OK) {
+        return dcr_error_set(DCR_ECONTROL, "%s: %s: %s", e->where, what,
+                             e->errbuf[0] ? e->errbuf : curl_easy_strerror(rc));
+    }
+    long code = 0;
+    curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &code);
+    json_error_t jerr;
+    json_t *resp = json_loadb(e->body ? e->body : "", e->body_len, 0, &jerr);
+    if (code != 200) {
+        const char *msg = resp != NULL ? json_string_value(json_object_get(resp, "message")) : NULL;
+        dcr_status_t st = dcr_error_set(DCR_ECONTROL, "%s: %s: HTTP %ld: %.200s", e->where, what,
+                                        code, msg != NULL ? msg : "(no etcd error message)");
+        json_decref(resp);
+        return st;
+    }
+    if (resp == NULL || !json_is_object(resp)) {
+        json_decref(resp);
+        return dcr_error_set(DCR_ECONTROL,
+                             "%s: %s: malformed response: expected a JSON object (%s)", e->where,
+                             what, resp == NULL ? jerr.text : "another JSON value");
+    }
+    *resp_p = resp;
+    return DCR_OK;
+}
+
+/* ---- JSON response pieces ----------------------------------------------------------- */
+
+/* An int64 field the gateway writes as a decimal string (or, leniently, a
+ * number); absent means 0, as proto3 JSON omits zero values. */
+static bool dcr__et_jget_int(json_t *obj, const char *name, int64_t *out_p)
+{
+    json_t *v = json_object_get(obj, name);
+    if (v == NULL) {
+        *out_p = 0;
+        return true;
+    }
+    if (json_is_integer(v)) {
+        *out_p = json_integer_value(v);
+        return true;
+    }
+    const char *s = json_string_value(v);
+    if (s == NULL || s[0] == '\0' || strlen(s) > 20) return false;
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (*end != '\0' || errno != 0 || (s[0] != '-' && (s[0] < '0' || s[0] > '9'))) return false;
+    *out_p = x;
+    return true;
+}
+
+/* One key-value as the range response holds it; value is malloc'd. */
+typedef struct dcr__et_kv {
+    char key[DCR__ET_KEY_MAX];
+    uint8_t *value;
+    size_t len;
+    int64_t create_rev, mod_rev, lease;
+} dcr__et_kv_t;
+
+static dcr_status_t dcr__et_parse_kv(dcr__et_t *e, json_t *j, size_t max, dcr__et_kv_t *kv)
+{
+    memset(kv, 0, sizeof *kv);
+    json_t *jk = json_object_get(j, "key"), *jv = json_object_get(j, "value");
+    uint8_t *key = NULL;
+    size_t key_len = 0;
+    if (!json_is_object(j) || !json_is_string(jk) || (jv != NULL && !json_is_string(jv)) ||
+        !dcr__et_b64_decode(json_string_value(jk), json_string_length(jk), DCR__ET_KEY_MAX - 1,
+                            &key, &key_len) ||
+        !dcr__et_jget_int(j, "create_revision", &kv->create_rev) ||
+        !dcr__et_jget_int(j, "mod_revision", &kv->mod_rev) ||
+        !dcr__et_jget_int(j, "lease", &kv->lease)) {
+        free(key);
+        return dcr__et_malformed(e, "key-value in a range response",
+                                 "base64 key and value and decimal revisions");
+    }
+    if (key_len > 0) memcpy(kv->key, key, key_len);
+    kv->key[key_len] = '\0';
+    free(key);
+    if (memchr(kv->key, '\0', key_len) != NULL) {
+        return dcr__et_malformed(e, "key in a range response", "a key without NUL bytes");
+    }
+    if (jv != NULL && !dcr__et_b64_decode(json_string_value(jv), json_string_length(jv), max,
+                                          &kv->value, &kv->len)) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "a base64 value of at most %zu bytes", max);
+        return dcr__et_malformed(e, kv->key, expected);
+    }
+    return DCR_OK;
+}
+
+/* The kvs array of a range response; NULL when absent, which jansson's
+ * array calls treat as empty. */
+static dcr_status_t dcr__et_kvs(dcr__et_t *e, json_t *range, json_t **kvs_p)
+{
+    json_t *kvs = json_object_get(range, "kvs");
+    if (!json_is_object(range) || (kvs != NULL && !json_is_array(kvs))) {
+        return dcr__et_malformed(e, "range response", "an object with a kvs array");
+    }
+    *kvs_p = kvs;
+    return DCR_OK;
+}
+
+/* The single key of a range response: *found_p false when absent. */
+static dcr_status_t dcr__et_one(dcr__et_t *e, json_t *range, size_t max, dcr__et_kv_t *kv,
+                                bool *found_p)
+{
+    json_t *kvs;
+    DCR_CHECK(dcr__et_kvs(e, range, &kvs));
+    if (json_array_size(kvs) > 1) {
+        return dcr__et_malformed(e, "range response", "at most one key-value");
+    }
+    *found_p = json_array_size(kvs) == 1;
+    if (!*found_p) {
+        memset(kv, 0, sizeof *kv);
+        return DCR_OK;
+    }
+    return dcr__et_parse_kv(e, json_array_get(kvs, 0), max, kv);
+}
+
+/* ---- transactions ------------------------------------------------------------------- */
+
+/* A txn's outcome: whether the compares held, and its responses. */
+typedef struct dcr__et_txn {
+    json_t *resp;
+    json_t *responses;
+    bool succeeded;
+    int64_t revision;
+} dcr__et_txn_t;
+
+static void dcr__et_txn_free(dcr__et_txn_t *t)
+{
+    json_decref(t->resp);
+    memset(t, 0, sizeof *t);
+}
+
+/* Runs a txn (arrays consumed; any may be NULL). */
+static dcr_status_t dcr__et_txn(dcr__et_t *e, json_t *compare, json_t *success, json_t *failure,
+                                const char *what, dcr__et_txn_t *t)
+{
+    memset(t, 0, sizeof *t);
+    json_t *req = json_object();
+    if (compare != NULL) json_object_set_new(req, "compare", compare);
+    if (success != NULL) json_object_set_new(req, "success", success);
+    if (failure != NULL) json_object_set_new(req, "failure", failure);
+    DCR_CHECK(dcr__et_post(e, "/v3/kv/txn", req, what, &t->resp));
+    json_t *succ = json_object_get(t->resp, "succeeded");
+    json_t *responses = json_object_get(t->resp, "responses");
+    if ((succ != NULL && !json_is_boolean(succ)) ||
+        (responses != NULL && !json_is_array(responses)) ||
+        !dcr__et_jget_int(json_object_get(t->resp, "header"), "revision", &t->revision)) {
+        dcr__et_txn_free(t);
+        return dcr__et_malformed(e, "txn response", "succeeded, responses and a header revision");
+    }
+    t->responses = responses;
+    t->succeeded = json_is_true(succ);
+    return DCR_OK;
+}
+
+/* Response i of a txn, which must be of the given kind ("response_range"). */
+static dcr_status_t dcr__et_txn_response(dcr__et_t *e, const dcr__et_txn_t *t, size_t i,
+                                         const char *kind, json_t **out_p)
+{
+    json_t *r = json_object_get(json_array_get(t->responses, i), kind);
+    if (r == NULL) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "%s as response %zu", kind, i);
+        return dcr__et_malformed(e, "txn response", expected);
+    }
+    *out_p = r;
+    return DCR_OK;
+}
+
+static void dcr__et_kvs_free(dcr__et_kv_t *kvs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) free(kvs[i].value);
+}
+
+/* Reads keys[0..n) in one snapshot (a txn with only ranges) into kvs, each
+ * value at most max[i] bytes; found[i] tells whether key i exists. */
+static dcr_status_t dcr__et_snapshot(dcr__et_t *e, const char *const *keys, const size_t *max,
+                                     size_t n, const char *what, dcr__et_kv_t *kvs, bool *found)
+{
+    json_t *ops = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(ops, dcr__et_op_range(keys[i], NULL, false));
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, NULL, ops, NULL, what, &t));
+    dcr_status_t st = DCR_OK;
+    memset(kvs, 0, n * sizeof *kvs);
+    for (size_t i = 0; i < n && st == DCR_OK; i++) {
+        json_t *r;
+        st = dcr__et_txn_response(e, &t, i, "response_range", &r);
+        if (st == DCR_OK) st = dcr__et_one(e, r, max[i], &kvs[i], &found[i]);
+    }
+    dcr__et_txn_free(&t);
+    if (st != DCR_OK) dcr__et_kvs_free(kvs, n);
+    return st;
+}
+
+/* Reads the one key prefix+suffix (a value of at most max bytes), taking
+ * the handle's turn. */
+static dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, const char *what,
+                                dcr__et_kv_t *kv, bool *found_p)
+{
+    char key[DCR__ET_KEY_MAX];
+    const char *keys[] = {dcr__et_key(e, key, "%s", suffix)};
+    dcr__et_begin(e);
+    dcr_status_t st = dcr__et_snapshot(e, keys, &max, 1, what, kv, found_p);
+    dcr__et_end(e);
+    return st;
+}
+
+/* ---- values ---------------------------------------------------------------------------- */
+
+static void dcr__et_encode_record(const dcr_commit_record_t *r, uint8_t out[DCR__ET_RECORD_BYTES])
+{
+    memcpy(out, dcr__et_tag_record, DCR__ET_TAG_BYTES);
+    dcr__et_put64(out + 8, r->version);
+    dcr__et_put64(out + 16, r->attempt);
+    dcr__et_put64(out + 24, (uint64_t)r->committed_ns);
+    memcpy(out + 32, r->baseline, DCR_CONTROL_BASELINE_BYTES);
+}
+
+static dcr_status_t dcr__et_decode_record(dcr__et_t *e, const dcr__et_kv_t *kv, bool found,
+                                          dcr_commit_record_t *r)
+{
+    if (!found) return dcr__et_malformed(e, "record", "its key, found none");
+    const uint8_t *p = kv->value;
+    if (kv->len != DCR__ET_RECORD_BYTES || memcmp(p, dcr__et_tag_record, DCR__ET_TAG_BYTES) != 0) {
+        return dcr__et_malformed(e, kv->key, "a 64-byte commit record tagged dcrrec1");
+    }
+    r->version = dcr__et_get64(p + 8);
+    r->attempt = dcr__et_get64(p + 16);
+    r->committed_ns = (int64_t)dcr__et_get64(p + 24);
+    memcpy(r->baseline, p + 32, DCR_CONTROL_BASELINE_BYTES);
+    if (r->version > DCR_CONTROL_VALUE_MAX || r->attempt > DCR_CONTROL_VALUE_MAX ||
+        r->committed_ns < 0) {
+        return dcr__et_malformed(e, kv->key, "version, attempt and time in [0, 2^63)");
+    }
+    return DCR_OK;
+}
+
+/* An attempt with its sorted required receivers (malloc'd). */
+typedef struct dcr__et_attempt {
+    dcr_control_attempt_t info;
+    uint32_t *required;
+} dcr__et_attempt_t;
+
+static uint8_t *dcr__et_encode_attempt(const dcr_control_attempt_t *a, const uint32_t *sorted,
+                                       size_t *len_p)
+{
+    size_t len = DCR__ET_ATTEMPT_FIXED + (size_t)a->n_required * 4;
+    uint8_t *p = calloc(1, len);
+    if (p == NULL) return NULL;
+    memcpy(p, dcr__et_tag_attempt, DCR__ET_TAG_BYTES);
+    dcr__et_put64(p + 8, a->tau);
+    dcr__et_put64(p + 16, a->from_version);
+    dcr__et_put64(p + 24, (uint64_t)a->prepared_ns);
+    dcr__et_put64(p + 32, (uint64_t)a->deadline_ns);
+    dcr__et_put32(p + 40, a->n_required);
+    memcpy(p + 44, a->coordinator, strlen(a->coordinator));
+    for (uint32_t i = 0; i < a->n_required; i++) {
+        dcr__et_put32(p + DCR__ET_ATTEMPT_FIXED + 4 * (size_t)i, sorted[i]);
+    }
+    *len_p = len;
+    return p;
+}
+
+/* Sorted, distinct u32s at p: what every list value holds. */
+static bool dcr__et_sorted_u32(const uint8_t *p, size_t n, uint32_t *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        out[i] = dcr__et_get32(p + 4 * i);
+        if (i > 0 && out[i] <= out[i - 1]) return false;
+    }
+    return true;
+}
+
+static dcr_status_t dcr__et_decode_attempt(dcr__et_t *e, const dcr__et_kv_t *kv,
+                                           dcr__et_attempt_t *a)
+{
+    const uint8_t *p = kv->value;
+    memset(a, 0, sizeof *a);
+    if (kv->len < DCR__ET_ATTEMPT_FIXED || memcmp(p, dcr__et_tag_attempt, DCR__ET_TAG_BYTES) != 0) {
+        return dcr__et_malformed(e, kv->key, "an attempt tagged dcratt1");
+    }
+    dcr_control_attempt_t *i = &a->info;
+    i->tau = dcr__et_get64(p + 8);
+    i->from_version = dcr__et_get64(p + 16);
+    i->prepared_ns = (int64_t)dcr__et_get64(p + 24);
+    i->deadline_ns = (int64_t)dcr__et_get64(p + 32);
+    i->n_required = dcr__et_get32(p + 40);
+    memcpy(i->coordinator, p + 44, DCR_CONTROL_ID_MAX);
+    if (i->tau == 0 || i->tau > DCR_CONTROL_VALUE_MAX || i->from_version > DCR_CONTROL_VALUE_MAX ||
+        i->prepared_ns < 0 || i->deadline_ns < i->prepared_ns || i->n_required == 0 ||
+        i->n_required > DCR_CONTROL_RECEIVERS_MAX ||
+        i->coordinator[DCR_CONTROL_ID_MAX - 1] != '\0' || !dcr__control_id_valid(i->coordinator) ||
+        kv->len != DCR__ET_ATTEMPT_FIXED + (size_t)i->n_required * 4) {
+        return dcr__et_malformed(e, kv->key,
+                                 "tau > 0, a deadline after the prepare, 1..65536 receivers and a "
+                                 "coordinator id of 1..63 printable characters");
+    }
+    a->required = malloc((size_t)i->n_required * sizeof *a->required);
+    if (a->required == NULL) return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+    if (!dcr__et_sorted_u32(p + DCR__ET_ATTEMPT_FIXED, i->n_required, a->required)) {
+        free(a->required);
+        a->required = NULL;
+        return dcr__et_malformed(e, kv->key, "required receivers in ascending order");
+    }
+    return DCR_OK;
+}
+
+static bool dcr__et_contains(const uint32_t *sorted, size_t n, uint32_t x)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (sorted[mid] == x) return true;
+        if (sorted[mid] < x) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return false;
+}
+
+static int dcr__et_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A malloc'd ascending copy of list[0..n) (NULL when n is 0). */
+static dcr_status_t dcr__et_sorted_copy(dcr__et_t *e, const uint32_t *list, size_t n,
+                                        uint32_t **out_p)
+{
+    *out_p = NULL;
+    if (n == 0) return DCR_OK;
+    uint32_t *s = malloc(n * sizeof *s);
+    if (s == NULL) return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+    memcpy(s, list, n * sizeof *s);
+    qsort(s, n, sizeof *s, dcr__et_cmp_u32);
+    *out_p = s;
+    return DCR_OK;
+}
+
+/* ---- address ----------------------------------------------------------------------------- */
+
+static bool dcr__et_prefix_char(char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '~' || c == '-';
+}
+
+static dcr_status_t dcr__et_bad_address(const char *address, const char *why)
+{
+    return dcr_error_set(DCR_EINVAL,
+                         "control plane address '%.300s': %s (expected etcd://HOST:PORT[/PREFIX])",
+                         address, why);
+}
+
+/* Splits etcd://HOST:PORT[/PREFIX] into e's base URL, prefix and name. */
+static dcr_status_t dcr__et_parse_address(const char *address, dcr__et_t *e)
+{
+    static const char scheme[] = "etcd://";
+    if (address == NULL) return dcr__et_bad_address("(null)", "no address");
+    if (strncmp(address, scheme, sizeof scheme - 1) != 0) {
+        return dcr__et_bad_address(address, "not an etcd:// URL");
+    }
+    const char *host = address + sizeof scheme - 1;
+    const char *slash = strchr(host, '/');
+    size_t hostport_len = slash != NULL ? (size_t)(slash - host) : strlen(host);
+    if (hostport_len == 0 || hostport_len >= DCR__ET_HOST_MAX) {
+        return dcr__et_bad_address(address, "no HOST:PORT, or one too long");
+    }
+    char hp[DCR__ET_HOST_MAX];
+    memcpy(hp, host, hostport_len);
+    hp[hostport_len] = '\0';
+    char *colon = strrchr(hp, ':');
+    if (colon == NULL || colon == hp || (hp[0] == '[' && colon[-1] != ']')) {
+        return dcr__et_bad_address(address, "no :PORT after the host");
+    }
+    char *end = NULL;
+    long port = strtol(colon + 1, &end, 10);
+    if (colon[1] < '0' || colon[1] > '9' || *end != '\0' || port < 1 || port > 65535) {
+        return dcr__et_bad_address(address, "the port must be a number in 1..65535");
+    }
+    for (char *c = hp; c < colon; c++) {
+        bool ok =
+            dcr__et_prefix_char(*c) || (hp[0] == '[' && (*c == ':' || *c == '[' || *c == ']'));
+        if (!ok)
+            return dcr__et_bad_address(address, "the host has a character outside [A-Za-z0-9.-]");
+    }
+    const char *prefix = slash != NULL ? slash + 1 : "";
+    size_t plen = strlen(prefix);
+    if (plen > 1 && prefix[plen - 1] == '/') plen--; /* one trailing slash is harmless */
+    if (plen == 0) {
+        prefix = DCR__ET_DEFAULT_PREFIX;
+        plen = strlen(prefix);
+    }
+    if (plen > DCR__ET_PREFIX_MAX) return dcr__et_bad_address(address, "the prefix is too long");
+    for (size_t i = 0; i < plen; i++) {
+        bool seg_start = i == 0 || prefix[i - 1] == '/';
+        if (prefix[i] == '/' ? seg_start : !dcr__et_prefix_char(prefix[i])) {
+            return dcr__et_bad_address(address,
+                                       "the prefix must be segments of [A-Za-z0-9._~-] joined by "
+                                       "single '/'");
+        }
+    }
+    snprintf(e->base_url, sizeof e->base_url, "http://%s", hp);
+    snprintf(e->prefix, sizeof e->prefix, "%.*s/", (int)plen, prefix);
+    snprintf(e->where, sizeof e->where, "etcd %s/%.*s", hp, (int)plen, prefix);
+    return DCR_OK;
+}
+
+/* ---- open and close ------------------------------------------------------------------------- */
+
+static pthread_once_t dcr__et_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode dcr__et_curl_init_rc;
+
+static void dcr__et_curl_init(void)
+{
+    dcr__et_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e);
+
+static void dcr__et_close(void *impl)
+{
+    dcr__et_t *e = impl;
+    if (e == NULL) return;
+    /* Best effort: the liveness key goes at once instead of at the TTL. */
+    if (e->lease_id != 0 && e->curl != NULL) {
+        /* Closing must not wait long for a server that is gone. */
+        e->deadline_ms = dcr__et_mono_ms() + (e->timeout_ms < 1000 ? e->timeout_ms : 1000);
+        (void)dcr__et_lease_revoke(e);
+    }
+    if (e->curl != NULL) curl_easy_cleanup(e->curl);
+    pthread_mutex_destroy(&e->mu);
+    free(e->cache_required);
+    free(e->body);
+    free(e);
+}
+
+/* Creates the schema marker and the empty record once (racing opens create
+ * them once: the txn compares the marker's absence), or checks that the
+ * prefix holds a dcr control plane of this version. */
+static dcr_status_t dcr__et_init(dcr__et_t *e)
+{
+    char kschema[DCR__ET_KEY_MAX], krecord[DCR__ET_KEY_MAX];
+    dcr__et_key(e, kschema, "schema");
+    dcr__et_key(e, krecord, "record");
+    uint8_t rec[DCR__ET_RECORD_BYTES];
+    dcr_commit_record_t empty;
+    memset(&empty, 0, sizeof empty);
+    dcr__et_encode_record(&empty, rec);
+    json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(kschema, "CREATE", 0));
+    json_t *ok =
+        json_pack("[o,o]", dcr__et_op_put(kschema, DCR__ET_SCHEMA, strlen(DCR__ET_SCHEMA), 0),
+                  dcr__et_op_put(krecord, rec, sizeof rec, 0));
+    json_t *fail = json_pack("[o]", dcr__et_op_range(kschema, NULL, false));
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, fail, "open", &t));
+    dcr_status_t st = DCR_OK;
+    if (!t.succeeded) {
+        json_t *r;
+        dcr__et_kv_t kv;
+        bool found = false;
+        st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
+        if (st == DCR_OK) st = dcr__et_one(e, r, 256, &kv, &found);
+        if (st == DCR_OK) {
+            if (!found || kv.len != strlen(DCR__ET_SCHEMA) ||
+                memcmp(kv.value, DCR__ET_SCHEMA, kv.len) != 0) {
+                st = dcr_error_set(DCR_ECONTROL,
+                                   "%s: %s holds '%.*s', not \"" DCR__ET_SCHEMA
+                                   "\": not a dcr control plane this build reads",
+                                   e->where, kschema, kv.len <= 64 ? (int)kv.len : 64,
+                                   kv.value != NULL ? (const char *)kv.value : "");
+            }
+            free(kv.value);
+        }
+    }
+    dcr__et_txn_free(&t);
+    return st;
+}
+
+static dcr_status_t dcr__et_open(const dcr_control_config_t *cfg, void **impl_p)
+{
+    dcr__et_t *e = calloc(1, sizeof *e);
+    if (e == NULL) return dcr_error_set(DCR_ENOMEM, "etcd control plane: allocation failed");
+    dcr_status_t st = dcr__et_parse_address(cfg->address, e);
+    if (st != DCR_OK) {
+        free(e);
+        return st;
+    }
+    if (pthread_mutex_init(&e->mu, NULL) != 0) {
+        free(e);
+        return dcr_error_set(DCR_ENOMEM, "%s: mutex initialization failed", cfg->address);
+    }
+    e->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DCR__ET_DEFAULT_TIMEOUT;
+    pthread_once(&dcr__et_curl_once, dcr__et_curl_init);
+    if (dcr__et_curl_init_rc != CURLE_OK || (e->curl = curl_easy_init()) == NULL) {
+        dcr__et_close(e);
+        return dcr_error_set(DCR_ECONTROL, "%s: libcurl initialization failed", cfg->address);
+    }
+    static const struct curl_slist json_header = {(char *)"Content-Type: application/json", NULL};
+    curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, &json_header);
+    curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, dcr__et_write);
+    curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, e);
+    curl_easy_setopt(e->curl, CURLOPT_ERRORBUFFER, e->errbuf);
+    /* Signals are not thread-safe; timeouts then rely on the threaded resolver. */
+    curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e->curl, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(e->curl, CURLOPT_TCP_NODELAY, 1L);
+    e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
+    st = dcr__et_init(e);
+    if (st != DCR_OK) {
+        dcr__et_close(e);
+        return st;
+    }
+    *impl_p = e;
+    return DCR_OK;
+}
+
+/* ---- the coordinator lease --------------------------------------------------------------------
+ */
+
+static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e)
+{
+    json_t *resp = NULL;
+    dcr_status_t st =
+        dcr__et_post(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", dcr__et_jint(e->lease_id)),
+                     "revoke the coordinator lease", &resp);
+    json_decref(resp);
+    e->lease_id = 0;
+    return st;
+}
+
+static dcr_status_t dcr__et_lease_grant(dcr__et_t *e)
+{
+    json_t *resp = NULL;
+    DCR_CHECK(dcr__et_post(e, "/v3/lease/grant",
+                           json_pack("{s:o}", "TTL", dcr__et_jint(DCR__ET_LEASE_TTL_S)),
+                           "grant the coordinator lease", &resp));
+    int64_t id = 0, ttl = 0;
+    bool ok = dcr__et_jget_int(resp, "ID", &id) && dcr__et_jget_int(resp, "TTL", &ttl) && id != 0 &&
+              ttl > 0;
+    json_decref(resp);
+    if (!ok) return dcr__et_malformed(e, "lease grant response", "a lease ID and a positive TTL");
+    e->lease_id = id;
+    e->lease_refreshed_ns = dcr__control_now_ns();
+    return DCR_OK;
+}
+
+/* The lease P/alive/<coordinator> is bound to, granted or refreshed as
+ * needed; an expired one (the coordinator was cut off for its whole TTL) is
+ * replaced by a fresh one. */
+static dcr_status_t dcr__et_lease_for(dcr__et_t *e, const char *coordinator, int64_t *lease_p)
+{
+    int64_t now = dcr__control_now_ns();
+    if (e->lease_id != 0 && strcmp(e->lease_owner, coordinator) != 0) {
+        (void)dcr__et_lease_revoke(e); /* the handle now serves another coordinator */
+    }
+    if (e->lease_id != 0 && now - e->lease_refreshed_ns > DCR__ET_LEASE_TTL_S * 1000000000LL / 3) {
+        json_t *resp = NULL;
+        DCR_CHECK(dcr__et_post(e, "/v3/lease/keepalive",
+                               json_pack("{s:o}", "ID", dcr__et_jint(e->lease_id)),
+                               "refresh the coordinator lease", &resp));
+        int64_t ttl = 0;
+        bool ok = dcr__et_jget_int(json_object_get(resp, "result"), "TTL", &ttl);
+        json_decref(resp);
+        if (!ok) return dcr__et_malformed(e, "lease keepalive response", "a result with a TTL");
+        if (ttl > 0) {
+            e->lease_refreshed_ns = now;
+        } else {
+            e->lease_id = 0;
+        }
+    }
+    if (e->lease_id == 0) {
+        DCR_CHECK(dcr__et_lease_grant(e));
+        snprintf(e->lease_owner, sizeof e->lease_owner, "%s", coordinator);
+    }
+    *lease_p = e->lease_id;
+    return DCR_OK;
+}
+
+/* The put of P/alive/<coordinator> that state changes of a coordinator carry. */
+static dcr_status_t dcr__et_alive_op(dcr__et_t *e, const char *coordinator, json_t **op_p)
+{
+    int64_t lease = 0;
+    DCR_CHECK(dcr__et_lease_for(e, coordinator, &lease));
+    char key[DCR__ET_KEY_MAX];
+    dcr__et_key(e, key, "alive/%s", coordinator);
+    *op_p = dcr__et_op_put(key, coordinator, strlen(coordinator), lease);
+    return DCR_OK;
+}
+
+/* ---- the retry loop of read-decide-txn operations
+ * ------------------------------------------------ */
+
+/* A step reads a snapshot, decides, and runs its txn: DCR_OK with *done false
+ * when the txn's compares failed (something changed: read again). */
+typedef dcr_status_t (*dcr__et_step_fn)(dcr__et_t *e, void *ctx, bool *done_p);
+
+static dcr_status_t dcr__et_loop(dcr__et_t *e, const char *what, dcr__et_step_fn step, void *ctx)
+{
+    dcr__et_begin(e);
+    unsigned seed = (unsigned)e->deadline_ms ^ (unsigned)getpid();
+    dcr_status_t st = DCR_OK;
+    for (unsigned round = 0;; round++) {
+        bool done = false;
+        st = step(e, ctx, &done);
+        if (st != DCR_OK || done) break;
+        if (dcr__et_mono_ms() >= e->deadline_ms) {
+            st = dcr_error_set(DCR_ECONTROL, "%s: %s: still contended after %u tries in %d ms",
+                               e->where, what, round + 1, e->timeout_ms);
+            break;
+        }
+        /* Racers that lost to each other spread out before the next try. */
+        struct timespec pause = {0, (long)(100000 + (rand_r(&seed) % 1000) * 1000)};
+        nanosleep(&pause, NULL);
+    }
+    dcr__et_end(e);
+    return st;
+}
+
+/* ---- the commit record ------------------------------------------------------------------------
+ */
+
+static dcr_status_t dcr__et_read(void *impl, dcr_commit_record_t *rec_p)
+{
+    dcr__et_t *e = impl;
+    dcr__et_kv_t kv;
+    bool found = false;
+    DCR_CHECK(dcr__et_get(e, "record", DCR__ET_RECORD_BYTES, "read the record", &kv, &found));
+    dcr_commit_record_t rec;
+    dcr_status_t st = dcr__et_decode_record(e, &kv, found, &rec);
+    free(kv.value);
+    if (st == DCR_OK) *rec_p = rec;
+    return st;
+}
+
+static dcr_status_t dcr__et_record_changed(dcr__et_t *e, const dcr_commit_record_t *now)
+{
+    return dcr_error_set(DCR_ECONFLICT,
+                         "%s: the commit record changed (now version %llu, committed by attempt "
+                         "%llu)",
+                         e->where, (unsigned long long)now->version,
+                         (unsigned long long)now->attempt);
+}
+
+static dcr_status_t dcr__et_cas(void *impl, const dcr_commit_record_t *expected,
+                                const dcr_commit_record_t *desired)
+{
+    dcr__et_t *e = impl;
+    char key[DCR__ET_KEY_MAX];
+    dcr__et_key(e, key, "record");
+    uint8_t want[DCR__ET_RECORD_BYTES], next[DCR__ET_RECORD_BYTES];
+    dcr__et_encode_record(expected, want);
+    dcr__et_encode_record(desired, next);
+    /* The encoding is canonical, so comparing values compares every field. */
+    json_t *cmp = json_pack("[o]", dcr__et_cmp_value(key, want, sizeof want));
+    json_t *ok = json_pack("[o]", dcr__et_op_put(key, next, sizeof next, 0));
+    json_t *fail = json_pack("[o]", dcr__et_op_range(key, NULL, false));
+    dcr__et_txn_t t;
+    dcr__et_begin(e);
+    dcr_status_t st = dcr__et_txn(e, cmp, ok, fail, "compare-and-set the record", &t);
+    dcr__et_end(e);
+    DCR_CHECK(st);
+    if (!t.succeeded) {
+        json_t *r;
+        dcr__et_kv_t kv = {0};
+        bool found = false;
+        dcr_commit_record_t cur;
+        st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
+        if (st == DCR_OK) st = dcr__et_one(e, r, DCR__ET_RECORD_BYTES, &kv, &found);
+        if (st == DCR_OK) st = dcr__et_decode_record(e, &kv, found, &cur);
+        if (st == DCR_OK) st = dcr__et_record_changed(e, &cur);
+        free(kv.value);
+    }
+    dcr__et_txn_free(&t);
+    return st;
+}
+
+/* ---- attempts -----------------------------------------------------------------------------------
+ */
+
+/* What prepare, ack, commit and membership_put read: the record, the latest
+ * attempt and whether the coordinator ever prepared. */
+typedef struct dcr__et_state {
+    dcr__et_kv_t kv[3];
+    bool found[3];
+    dcr_commit_record_t rec;
+    bool have_latest;
+    dcr__et_attempt_t latest;
+    int64_t latest_mod;
+    bool coordinator_known;
+} dcr__et_state_t;
+
+static void dcr__et_state_free(dcr__et_state_t *s)
+{
+    dcr__et_kvs_free(s->kv, 3);
+    free(s->latest.required);
+    memset(s, 0, sizeof *s);
+}
+
+static const size_t dcr__et_attempt_max =
+    DCR__ET_ATTEMPT_FIXED + (size_t)DCR_CONTROL_RECEIVERS_MAX * 4;
+
+static dcr_status_t dcr__et_load_state(dcr__et_t *e, const char *coordinator, const char *what,
+                                       dcr__et_state_t *s)
+{
+    memset(s, 0, sizeof *s);
+    char krec[DCR__ET_KEY_MAX], klatest[DCR__ET_KEY_MAX], kcoord[DCR__ET_KEY_MAX];
+    const char *keys[] = {dcr__et_key(e, krec, "record"), dcr__et_key(e, klatest, "latest"),
+                          dcr__et_key(e, kcoord, "coordinator/%s", coordinator ? coordinator : "")};
+    size_t max[] = {DCR__ET_RECORD_BYTES, dcr__et_attempt_max, 0};
+    DCR_CHECK(dcr__et_snapshot(e, keys, max, coordinator ? 3 : 2, what, s->kv, s->found));
+    dcr_status_t st = dcr__et_decode_record(e, &s->kv[0], s->found[0], &s->rec);
+    s->have_latest = s->found[1];
+    s->latest_mod = s->kv[1].mod_rev;
+    if (st == DCR_OK && s->have_latest) st = dcr__et_decode_attempt(e, &s->kv[1], &s->latest);
+    s->coordinator_known = coordinator != NULL && s->found[2];
+    if (st != DCR_OK) dcr__et_state_free(s);
+    return st;
+}
+
+/* A coordinator is replaced once another one prepared after it; it stays
+ * refused forever, which is why ids must be unique per incarnation. */
+static dcr_status_t dcr__et_check_active(dcr__et_t *e, const char *coordinator,
+                                         const dcr__et_state_t *s)
+{
+    if (!s->have_latest || strcmp(s->latest.info.coordinator, coordinator) == 0 ||
+        !s->coordinator_known) {
+        return DCR_OK;
+    }
+    return dcr_error_set(DCR_ECONFLICT,
+                         "%s: coordinator %s was replaced by coordinator %s "
+                         "(attempt %llu)",
+                         e->where, coordinator, s->latest.info.coordinator,
+                         (unsigned long long)s->latest.info.tau);
+}
+
+/* The compares that make a state change conditional on what s saw of the
+ * latest attempt and of the coordinator's key. */
+static json_t *dcr__et_state_compares(dcr__et_t *e, const char *coordinator,
+                                      const dcr__et_state_t *s)
+{
+    char klatest[DCR__ET_KEY_MAX], kcoord[DCR__ET_KEY_MAX];
+    json_t *cmp = json_array();
+    json_array_append_new(cmp,
+                          dcr__et_cmp_rev(dcr__et_key(e, klatest, "latest"), "MOD", s->latest_mod));
+    if (coordinator != NULL && !s->coordinator_known) {
+        json_array_append_new(
+            cmp,
+            dcr__et_cmp_rev(dcr__et_key(e, kcoord, "coordinator/%s", coordinator), "CREATE", 0));
+    }
+    return cmp;
+}
+
+typedef struct dcr__et_prepare_ctx {
+    const dcr_control_prepare_t *req;
+    uint32_t *sorted;
+    uint64_t tau;
+} dcr__et_prepare_ctx_t;
+
+static dcr_status_t dcr__et_prepare_txn(dcr__et_t *e, dcr__et_prepare_ctx_t *x,
+                                        const dcr__et_state_t *s, bool *done_p)
+{
+    const dcr_control_prepare_t *req = x->req;
+    dcr_control_attempt_t a;
+    memset(&a, 0, sizeof a);
+    /* Above every tau this store has seen, including one a repair CAS wrote. */
+    uint64_t top = s->rec.attempt;
+    if (s->have_latest && s->latest.info.tau > top) top = s->latest.info.tau;
+    if (top >= DCR_CONTROL_VALUE_MAX) {
+        return dcr_error_set(DCR_ECONTROL, "%s: attempt ids are exhausted", e->where);
+    }
+    a.tau = top + 1;
+    snprintf(a.coordinator, sizeof a.coordinator, "%s", req->coordinator);
+    a.from_version = req->from_version;
+    a.prepared_ns = dcr__control_now_ns();
+    a.deadline_ns = a.prepared_ns + (int64_t)req->deadline_ms * 1000000;
+    a.n_required = (uint32_t)req->n_receivers;
+    size_t len = 0;
+    uint8_t *value = dcr__et_encode_attempt(&a, x->sorted, &len);
+    if (value == NULL) return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+    json_t *alive = NULL;
+    dcr_status_t st = dcr__et_alive_op(e, req->coordinator, &alive);
+    if (st != DCR_OK) {
+        free(value);
+        return st;
+    }
+    char krec[DCR__ET_KEY_MAX], klatest[DCR__ET_KEY_MAX], katt[DCR__ET_KEY_MAX],
+        kcoord[DCR__ET_KEY_MAX];
+    json_t *cmp = dcr__et_state_compares(e, req->coordinator, s);
+    json_array_append_new(cmp,
+                          dcr__et_cmp_rev(dcr__et_key(e, krec, "record"), "MOD", s->kv[0].mod_rev));
+    json_t *ok = json_pack(
+        "[o,o,o,o]", dcr__et_op_put(dcr__et_key(e, klatest, "latest"), value, len, 0),
+        dcr__et_op_put(dcr__et_key(e, katt, "attempt/%016llx", (unsigned long long)a.tau), value,
+                       len, 0),
+        dcr__et_op_put(dcr__et_key(e, kcoord, "coordinator/%s", req->coordinator), "", 0, 0),
+        alive);
+    free(value);
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "prepare", &t));
+    *done_p = t.succeeded;
+    dcr__et_txn_free(&t);
+    if (*done_p) x->tau = a.tau;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_prepare_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_prepare_ctx_t *x = ctx;
+    dcr__et_state_t s;
+    DCR_CHECK(dcr__et_load_state(e, x->req->coordinator, "prepare", &s));
+    dcr_status_t st = dcr__et_check_active(e, x->req->coordinator, &s);
+    if (st == DCR_OK && s.rec.version != x->req->from_version) {
+        st = dcr_error_set(DCR_ECONFLICT,
+                           "%s: prepare for version %llu, but version %llu is "
+                           "committed",
+                           e->where, (unsigned long long)x->req->from_version,
+                           (unsigned long long)s.rec.version);
+    }
+    if (st == DCR_OK) st = dcr__et_prepare_txn(e, x, &s, done_p);
+    dcr__et_state_free(&s);
+    return st;
+}
+
+static dcr_status_t dcr__et_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+{
+    dcr__et_t *e = impl;
+    dcr__et_prepare_ctx_t x = {req, NULL, 0};
+    DCR_CHECK(dcr__et_sorted_copy(e, req->receivers, req->n_receivers, &x.sorted));
+    dcr_status_t st = dcr__et_loop(e, "prepare", dcr__et_prepare_step, &x);
+    free(x.sorted);
+    if (st == DCR_OK) *tau_p = x.tau;
+    return st;
+}
+
+static dcr_status_t dcr__et_not_found(dcr__et_t *e, uint64_t tau)
+{
+    return dcr_error_set(DCR_ENOTFOUND, "%s: attempt %llu does not exist", e->where,
+                         (unsigned long long)tau);
+}
+
+/* Exactly 8 lowercase hex digits (how keys name receivers) into *out_p. */
+static bool dcr__et_hex8(const char *s, uint32_t *out_p)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return false;
+        v = v * 16 + (uint32_t)d;
+    }
+    if (s[8] != '\0') return false;
+    *out_p = v;
+    return true;
+}
+
+/* Attempt tau (0: the latest) and, if acks_too, its acknowledgments, in one
+ * snapshot. */
+static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_too,
+                                         dcr__et_attempt_t *a, uint32_t **acks_p, size_t *n_acks_p)
+{
+    char katt[DCR__ET_KEY_MAX], kack[DCR__ET_KEY_MAX], kend[DCR__ET_KEY_MAX];
+    memset(a, 0, sizeof *a);
+    if (tau == 0) {
+        dcr__et_key(e, katt, "latest");
+    } else {
+        dcr__et_key(e, katt, "attempt/%016llx", (unsigned long long)tau);
+    }
+    dcr__et_key(e, kack, "ack/%016llx/", (unsigned long long)tau);
+    dcr__et_prefix_end(kack, kend);
+    json_t *ops = json_array();
+    json_array_append_new(ops, dcr__et_op_range(katt, NULL, false));
+    if (acks_too) json_array_append_new(ops, dcr__et_op_range(kack, kend, true));
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, NULL, ops, NULL, "read an attempt", &t));
+    json_t *r;
+    dcr__et_kv_t kv = {0};
+    bool found = false;
+    dcr_status_t st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
+    if (st == DCR_OK) st = dcr__et_one(e, r, dcr__et_attempt_max, &kv, &found);
+    if (st == DCR_OK && !found) {
+        st = tau == 0 ? dcr_error_set(DCR_ENOTFOUND, "%s: no attempt was prepared yet", e->where)
+                      : dcr__et_not_found(e, tau);
+    }
+    if (st == DCR_OK) st = dcr__et_decode_attempt(e, &kv, a);
+    if (st == DCR_OK && tau != 0 && a->info.tau != tau) {
+        st = dcr__et_malformed(e, kv.key, "the attempt its key names");
+    }
+    free(kv.value);
+    json_t *kvs = NULL;
+    if (st == DCR_OK && acks_too) {
+        st = dcr__et_txn_response(e, &t, 1, "response_range", &r);
+        if (st == DCR_OK) st = dcr__et_kvs(e, r, &kvs);
+    }
+    if (st == DCR_OK && acks_too) {
+        size_t n = json_array_size(kvs);
+        uint32_t *acks = malloc((n ? n : 1) * sizeof *acks);
+        if (acks == NULL) st = dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+        size_t plen = strlen(kack);
+        for (size_t i = 0; i < n && st == DCR_OK; i++) {
+            dcr__et_kv_t ack;
+            st = dcr__et_parse_kv(e, json_array_get(kvs, i), 0, &ack);
+            free(ack.value);
+            uint32_t v = 0;
+            bool ok = st == DCR_OK && strncmp(ack.key, kack, plen) == 0 &&
+                      dcr__et_hex8(ack.key + plen, &v) &&
+                      dcr__et_contains(a->required, a->info.n_required, v) &&
+                      (i == 0 || v > acks[i - 1]);
+            if (st == DCR_OK && !ok) {
+                st = dcr__et_malformed(e, kack,
+                                       "acknowledgment keys ending in a required receiver "
+                                       "as 8 hex digits, ascending");
+            }
+            if (st == DCR_OK) acks[i] = v;
+        }
+        if (st == DCR_OK) {
+            *acks_p = acks;
+            *n_acks_p = n;
+        } else {
+            free(acks);
+        }
+    }
+    if (st != DCR_OK) {
+        free(a->required);
+        a->required = NULL;
+    }
+    dcr__et_txn_free(&t);
+    return st;
+}
+
+static dcr_status_t dcr__et_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+{
+    dcr__et_t *e = impl;
+    dcr__et_attempt_t a;
+    dcr__et_begin(e);
+    dcr_status_t st = dcr__et_load_attempt(e, tau, false, &a, NULL, NULL);
+    dcr__et_end(e);
+    DCR_CHECK(st);
+    *info_p = a.info;
+    free(a.required);
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_list(dcr__et_t *e, bool acks_list, uint64_t tau, uint32_t *out,
+                                 size_t cap, size_t *n_p)
+{
+    dcr__et_attempt_t a;
+    uint32_t *acks = NULL;
+    size_t n_acks = 0;
+    dcr__et_begin(e);
+    dcr_status_t st = dcr__et_load_attempt(e, tau, acks_list, &a, &acks, &n_acks);
+    dcr__et_end(e);
+    DCR_CHECK(st);
+    const uint32_t *list = acks_list ? acks : a.required;
+    size_t n = acks_list ? n_acks : a.info.n_required;
+    if (cap > 0 && n > 0) memcpy(out, list, (n < cap ? n : cap) * sizeof *out);
+    *n_p = n;
+    free(acks);
+    free(a.required);
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_required(void *impl, uint64_t tau, uint32_t *out, size_t cap,
+                                     size_t *n_p)
+{
+    return dcr__et_list(impl, false, tau, out, cap, n_p);
+}
+
+static dcr_status_t dcr__et_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+{
+    return dcr__et_list(impl, true, tau, out, cap, n_p);
+}
+
+/* Only the latest attempt may be acknowledged or committed. */
+static dcr_status_t dcr__et_check_latest(dcr__et_t *e, uint64_t tau, const dcr__et_state_t *s)
+{
+    if (!s->have_latest || tau > s->latest.info.tau) return dcr__et_not_found(e, tau);
+    if (tau < s->latest.info.tau) {
+        return dcr_error_set(DCR_ECONFLICT,
+                             "%s: attempt %llu was replaced by attempt %llu of coordinator %s",
+                             e->where, (unsigned long long)tau,
+                             (unsigned long long)s->latest.info.tau, s->latest.info.coordinator);
+    }
+    return DCR_OK;
+}
+
+typedef struct dcr__et_ack_ctx {
+    uint64_t tau;
+    uint32_t receiver;
+} dcr__et_ack_ctx_t;
+
+/* Reads the latest attempt into the handle's copy; an error if tau is not it. */
+static dcr_status_t dcr__et_cache_latest(dcr__et_t *e, uint64_t tau)
+{
+    dcr__et_state_t s;
+    DCR_CHECK(dcr__et_load_state(e, NULL, "acknowledge", &s));
+    dcr_status_t st = dcr__et_check_latest(e, tau, &s);
+    if (st == DCR_OK) {
+        free(e->cache_required);
+        e->cache_tau = s.latest.info.tau;
+        e->cache_mod = s.latest_mod;
+        e->cache_n = s.latest.info.n_required;
+        e->cache_required = s.latest.required;
+        s.latest.required = NULL;
+    }
+    dcr__et_state_free(&s);
+    return st;
+}
+
+static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_ack_ctx_t *x = ctx;
+    if (e->cache_tau != x->tau) DCR_CHECK(dcr__et_cache_latest(e, x->tau));
+    if (!dcr__et_contains(e->cache_required, e->cache_n, x->receiver)) {
+        return dcr_error_set(DCR_EINVAL,
+                             "%s: receiver %u is not a required receiver of attempt %llu", e->where,
+                             x->receiver, (unsigned long long)x->tau);
+    }
+    char klatest[DCR__ET_KEY_MAX], kack[DCR__ET_KEY_MAX];
+    dcr__et_key(e, klatest, "latest");
+    dcr__et_key(e, kack, "ack/%016llx/%08x", (unsigned long long)x->tau, x->receiver);
+    json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(klatest, "MOD", e->cache_mod));
+    json_t *ok = json_pack("[o]", dcr__et_op_put(kack, "", 0, 0));
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "acknowledge", &t));
+    *done_p = t.succeeded;
+    dcr__et_txn_free(&t);
+    /* A newer attempt (or a stale copy): read again, which decides. */
+    if (!*done_p) e->cache_tau = 0;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_ack(void *impl, uint64_t tau, uint32_t receiver)
+{
+    dcr__et_ack_ctx_t x = {tau, receiver};
+    return dcr__et_loop(impl, "acknowledge", dcr__et_ack_step, &x);
+}
+
+typedef struct dcr__et_commit_ctx {
+    const char *coordinator;
+    uint64_t tau;
+    const dcr_commit_record_t *expected;
+    const uint8_t *baseline;
+    dcr_commit_record_t rec;
+} dcr__et_commit_ctx_t;
+
+/* Fencing first (a replaced coordinator learns that before anything else),
+ * then the compare-and-set condition, the deadline, and the acknowledgments,
+ * in the SQLite backend's order so both answer a failure alike. */
+static dcr_status_t dcr__et_commit_check(dcr__et_t *e, dcr__et_commit_ctx_t *x,
+                                         const dcr__et_state_t *s, int64_t now)
+{
+    const dcr_control_attempt_t *a = &s->latest.info;
+    DCR_CHECK(dcr__et_check_latest(e, x->tau, s));
+    if (strcmp(a->coordinator, x->coordinator) != 0) {
+        return dcr_error_set(DCR_ECONFLICT, "%s: attempt %llu belongs to coordinator %s, not %s",
+                             e->where, (unsigned long long)x->tau, a->coordinator, x->coordinator);
+    }
+    if (!dcr_commit_record_equal(&s->rec, x->expected)) return dcr__et_record_changed(e, &s->rec);
+    if (a->from_version != s->rec.version) {
+        return dcr_error_set(DCR_ECONFLICT,
+                             "%s: attempt %llu was prepared for version %llu, but version %llu is "
+                             "committed",
+                             e->where, (unsigned long long)x->tau,
+                             (unsigned long long)a->from_version,
+                             (unsigned long long)s->rec.version);
+    }
+    if (now > a->deadline_ns) {
+        return dcr_error_set(DCR_ETIMEOUT, "%s: attempt %llu missed its commit deadline by %.3f s",
+                             e->where, (unsigned long long)x->tau,
+                             (double)(now - a->deadline_ns) / 1e9);
+    }
+    return DCR_OK;
+}
+
+/* Every required receiver acknowledged: acks is a sorted subset of required. */
+static dcr_status_t dcr__et_check_acked(dcr__et_t *e, uint64_t tau, const dcr__et_attempt_t *a,
+                                        const uint32_t *acks, size_t n_acks)
+{
+    if (n_acks == a->info.n_required) return DCR_OK;
+    size_t j = 0;
+    uint32_t first = 0;
+    for (size_t i = 0; i < a->info.n_required; i++) {
+        if (j < n_acks && acks[j] == a->required[i]) {
+            j++;
+        } else {
+            first = a->required[i];
+            break;
+        }
+    }
+    return dcr_error_set(DCR_EATTEMPT,
+                         "%s: attempt %llu cannot commit: receiver %u and %zu other(s) have not "
+                         "acknowledged it",
+                         e->where, (unsigned long long)tau, first,
+                         (size_t)a->info.n_required - n_acks - 1);
+}
+
+static dcr_status_t dcr__et_commit_txn(dcr__et_t *e, dcr__et_commit_ctx_t *x,
+                                       const dcr__et_state_t *s, int64_t now, bool *done_p)
+{
+    dcr_commit_record_t rec;
+    rec.version = s->rec.version + 1;
+    memcpy(rec.baseline, x->baseline, DCR_CONTROL_BASELINE_BYTES);
+    rec.attempt = x->tau;
+    rec.committed_ns = now;
+    uint8_t want[DCR__ET_RECORD_BYTES], next[DCR__ET_RECORD_BYTES];
+    dcr__et_encode_record(x->expected, want);
+    dcr__et_encode_record(&rec, next);
+    json_t *alive = NULL;
+    DCR_CHECK(dcr__et_alive_op(e, x->coordinator, &alive));
+    char krec[DCR__ET_KEY_MAX], katt0[DCR__ET_KEY_MAX], katt[DCR__ET_KEY_MAX],
+        kack0[DCR__ET_KEY_MAX], kack[DCR__ET_KEY_MAX];
+    json_t *cmp = dcr__et_state_compares(e, NULL, s);
+    json_array_append_new(cmp,
+                          dcr__et_cmp_value(dcr__et_key(e, krec, "record"), want, sizeof want));
+    json_array_append_new(cmp, dcr__et_cmp_rev(krec, "MOD", s->kv[0].mod_rev));
+    /* Nothing older than the committed attempt can ever count again. */
+    json_t *ok = json_pack(
+        "[o,o,o,o]", dcr__et_op_put(krec, next, sizeof next, 0),
+        dcr__et_op_delete(dcr__et_key(e, katt0, "attempt/"),
+                          dcr__et_key(e, katt, "attempt/%016llx", (unsigned long long)x->tau)),
+        dcr__et_op_delete(dcr__et_key(e, kack0, "ack/"),
+                          dcr__et_key(e, kack, "ack/%016llx/", (unsigned long long)x->tau)),
+        alive);
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "commit", &t));
+    *done_p = t.succeeded;
+    dcr__et_txn_free(&t);
+    if (*done_p) x->rec = rec;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_commit_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_commit_ctx_t *x = ctx;
+    dcr__et_state_t s;
+    DCR_CHECK(dcr__et_load_state(e, NULL, "commit", &s));
+    int64_t now = dcr__control_now_ns();
+    dcr_status_t st = dcr__et_commit_check(e, x, &s, now);
+    /* The acknowledgments are read after the snapshot: see the file comment
+     * for why acks present then are present at the txn. */
+    dcr__et_attempt_t a = {0};
+    uint32_t *acks = NULL;
+    size_t n_acks = 0;
+    if (st == DCR_OK) st = dcr__et_load_attempt(e, x->tau, true, &a, &acks, &n_acks);
+    if (st == DCR_OK) st = dcr__et_check_acked(e, x->tau, &a, acks, n_acks);
+    if (st == DCR_OK) st = dcr__et_commit_txn(e, x, &s, now, done_p);
+    free(acks);
+    free(a.required);
+    dcr__et_state_free(&s);
+    return st;
+}
+
+static dcr_status_t dcr__et_commit(void *impl, const char *coordinator, uint64_t tau,
+                                   const dcr_commit_record_t *expected,
+                                   const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                                   dcr_commit_record_t *rec_p)
+{
+    dcr__et_commit_ctx_t x = {coordinator, tau, expected, baseline, {0}};
+    DCR_CHECK(dcr__et_loop(impl, "commit", dcr__et_commit_step, &x));
+    *rec_p = x.rec;
+    return DCR_OK;
+}
+
+/* ---- prewarm reports ----------------------------------------------------------------------------
+ */
+
+typedef struct dcr__et_report_ctx {
+    uint32_t receiver;
+    const uint8_t *data;
+    size_t len;
+} dcr__et_report_ctx_t;
+
+static uint64_t dcr__et_new_gen(void)
+{
+    static _Atomic uint64_t counter;
+    uint64_t g = (uint64_t)dcr__control_now_ns() ^ ((uint64_t)getpid() << 40) ^
+                 (++counter * 0x9e3779b97f4a7c15ull);
+    return g != 0 ? g : 1;
+}
+
+static dcr_status_t dcr__et_put_plain(dcr__et_t *e, const char *key, const void *value, size_t n,
+                                      const char *what)
+{
+    dcr__et_txn_t t;
+    DCR_CHECK(
+        dcr__et_txn(e, NULL, json_pack("[o]", dcr__et_op_put(key, value, n, 0)), NULL, what, &t));
+    dcr__et_txn_free(&t);
+    return DCR_OK;
+}
+
+/* Writes the parts of a large report under generation gen, before the
+ * header that names them. */
+static dcr_status_t dcr__et_report_chunks(dcr__et_t *e, const dcr__et_report_ctx_t *x, uint64_t gen,
+                                          uint32_t n_chunks)
+{
+    for (uint32_t i = 0; i < n_chunks; i++) {
+        char key[DCR__ET_KEY_MAX];
+        dcr__et_key(e, key, "report-chunk/%08x/%016llx/%08x", x->receiver, (unsigned long long)gen,
+                    i);
+        size_t off = (size_t)i * DCR__ET_CHUNK;
+        size_t n = x->len - off < DCR__ET_CHUNK ? x->len - off : DCR__ET_CHUNK;
+        /* Each part has the whole timeout: a 64 MiB report is 128 requests. */
+        e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
+        DCR_CHECK(dcr__et_put_plain(e, key, x->data + off, n, "write a prewarm report part"));
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_report_ctx_t *x = ctx;
+    char khead[DCR__ET_KEY_MAX], kbase[DCR__ET_KEY_MAX], kmine[DCR__ET_KEY_MAX],
+        kmine_end[DCR__ET_KEY_MAX], kbase_end[DCR__ET_KEY_MAX];
+    const char *keys[] = {dcr__et_key(e, khead, "report/%08x", x->receiver)};
+    size_t max[] = {DCR__ET_REPORT_FIXED + DCR__ET_CHUNK};
+    dcr__et_kv_t kv;
+    bool found = false;
+    DCR_CHECK(dcr__et_snapshot(e, keys, max, 1, "write a prewarm report", &kv, &found));
+    int64_t head_mod = kv.mod_rev;
+    free(kv.value);
+    bool inline_data = x->len <= DCR__ET_CHUNK;
+    uint32_t n_chunks = inline_data ? 0 : (uint32_t)((x->len + DCR__ET_CHUNK - 1) / DCR__ET_CHUNK);
+    uint64_t gen = dcr__et_new_gen();
+    if (!inline_data) DCR_CHECK(dcr__et_report_chunks(e, x, gen, n_chunks));
+    size_t hlen = DCR__ET_REPORT_FIXED + (inline_data ? x->len : 0);
+    uint8_t *head = malloc(hlen);
+    if (head == NULL) return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+    memcpy(head, dcr__et_tag_report, DCR__ET_TAG_BYTES);
+    dcr__et_put64(head + 8, x->len);
+    dcr__et_put64(head + 16, gen);
+    dcr__et_put32(head + 24, n_chunks);
+    if (inline_data && x->len > 0) memcpy(head + DCR__ET_REPORT_FIXED, x->data, x->len);
+    /* The header switches to the new parts and every other generation's
+     * parts go, in one txn that only succeeds if no other writer replaced
+     * the header meanwhile (whose parts this would otherwise delete). */
+    dcr__et_key(e, kbase, "report-chunk/%08x/", x->receiver);
+    dcr__et_key(e, kmine, "report-chunk/%08x/%016llx/", x->receiver, (unsigned long long)gen);
+    dcr__et_prefix_end(kmine, kmine_end);
+    dcr__et_prefix_end(kbase, kbase_end);
+    json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(khead, "MOD", head_mod));
+    json_t *ok =
+        json_pack("[o,o,o]", dcr__et_op_put(khead, head, hlen, 0), dcr__et_op_delete(kbase, kmine),
+                  dcr__et_op_delete(kmine_end, kbase_end));
+    free(head);
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "write a prewarm report", &t));
+    *done_p = t.succeeded;
+    dcr__et_txn_free(&t);
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+{
+    dcr__et_report_ctx_t x = {receiver, data, len};
+    return dcr__et_loop(impl, "write a prewarm report", dcr__et_report_put_step, &x);
+}
+
+/* Part i of a report as it was at revision rev: exactly want bytes. */
+static dcr_status_t dcr__et_report_part(dcr__et_t *e, uint32_t receiver, uint64_t gen, uint32_t i,
+                                        int64_t rev, uint8_t *out, size_t want)
+{
+    char key[DCR__ET_KEY_MAX];
+    dcr__et_key(e, key, "report-chunk/%08x/%016llx/%08x", receiver, (unsigned long long)gen, i);
+    json_t *req = json_pack("{s:o,s:o}", "key", dcr__et_jkey(key), "revision", dcr__et_jint(rev));
+    json_t *resp = NULL;
+    DCR_CHECK(dcr__et_post(e, "/v3/kv/range", req, "read a prewarm report part", &resp));
+    dcr__et_kv_t kv;
+    bool found = false;
+    dcr_status_t st = dcr__et_one(e, resp, DCR__ET_CHUNK, &kv, &found);
+    json_decref(resp);
+    DCR_CHECK(st);
+    if (!found || kv.len != want || strcmp(kv.key, key) != 0) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "a part of %zu bytes, found %s", want,
+                 found ? "another size" : "none");
+        st = dcr__et_malformed(e, key, expected);
+    } else if (want > 0) {
+        memcpy(out, kv.value, want);
+    }
+    free(kv.value);
+    return st;
+}
+
+static dcr_status_t dcr__et_report_get_locked(dcr__et_t *e, uint32_t receiver, void **data_p,
+                                              size_t *len_p)
+{
+    char khead[DCR__ET_KEY_MAX];
+    dcr__et_key(e, khead, "report/%08x", receiver);
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, NULL, json_pack("[o]", dcr__et_op_range(khead, NULL, false)), NULL,
+                          "read a prewarm report", &t));
+    json_t *r;
+    dcr__et_kv_t kv = {0};
+    bool found = false;
+    int64_t rev = t.revision;
+    dcr_status_t st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
+    if (st == DCR_OK) st = dcr__et_one(e, r, DCR__ET_REPORT_FIXED + DCR__ET_CHUNK, &kv, &found);
+    dcr__et_txn_free(&t);
+    if (st == DCR_OK && !found) {
+        st = dcr_error_set(DCR_ENOTFOUND, "%s: receiver %u has no prewarm report", e->where,
+                           receiver);
+    }
+    uint64_t len = 0, gen = 0;
+    uint32_t n_chunks = 0;
+    if (st == DCR_OK) {
+        const uint8_t *p = kv.value;
+        bool ok =
+            kv.len >= DCR__ET_REPORT_FIXED && memcmp(p, dcr__et_tag_report, DCR__ET_TAG_BYTES) == 0;
+        if (ok) {
+            len = dcr__et_get64(p + 8);
+            gen = dcr__et_get64(p + 16);
+            n_chunks = dcr__et_get32(p + 24);
+            ok = len <= DCR_CONTROL_REPORT_MAX &&
+                 (n_chunks == 0 ? kv.len == DCR__ET_REPORT_FIXED + len
+                                : kv.len == DCR__ET_REPORT_FIXED && len > DCR__ET_CHUNK &&
+                                      n_chunks == (len + DCR__ET_CHUNK - 1) / DCR__ET_CHUNK);
+        }
+        if (!ok) {
+            st = dcr__et_malformed(e, kv.key,
+                                   "a report header tagged dcrrep1 of at most 64 MiB whose parts "
+                                   "add up to its length");
+        }
+    }
+    uint8_t *data = NULL;
+    if (st == DCR_OK && len > 0 && (data = malloc(len)) == NULL) {
+        st = dcr_error_set(DCR_ENOMEM, "%s: report of %llu bytes: allocation failed", e->where,
+                           (unsigned long long)len);
+    }
+    if (st == DCR_OK && n_chunks == 0 && len > 0)
+        memcpy(data, kv.value + DCR__ET_REPORT_FIXED, len);
+    for (uint32_t i = 0; i < n_chunks && st == DCR_OK; i++) {
+        size_t off = (size_t)i * DCR__ET_CHUNK;
+        size_t want = len - off < DCR__ET_CHUNK ? len - off : DCR__ET_CHUNK;
+        e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms; /* as for writing */
+        st = dcr__et_report_part(e, receiver, gen, i, rev, data + off, want);
+    }
+    free(kv.value);
+    if (st != DCR_OK) {
+        free(data);
+        return st;
+    }
+    *data_p = data;
+    *len_p = (size_t)len;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+{
+    dcr__et_t *e = impl;
+    dcr__et_begin(e);
+    dcr_status_t st = dcr__et_report_get_locked(e, receiver, data_p, len_p);
+    dcr__et_end(e);
+    return st;
+}
+
+/* ---- membership
+ * ------------------------------------------------------------------------------------ */
+
+typedef struct dcr__et_membership_ctx {
+    const char *coordinator;
+    const uint32_t *sorted;
+    size_t n;
+} dcr__et_membership_ctx_t;
+
+static dcr_status_t dcr__et_membership_put_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_membership_ctx_t *x = ctx;
+    dcr__et_state_t s;
+    DCR_CHECK(dcr__et_load_state(e, x->coordinator, "record the membership", &s));
+    dcr_status_t st = dcr__et_check_active(e, x->coordinator, &s);
+    json_t *alive = NULL;
+    if (st == DCR_OK) st = dcr__et_alive_op(e, x->coordinator, &alive);
+    size_t len = DCR__ET_MEMBER_FIXED + x->n * 4;
+    uint8_t *value = st == DCR_OK ? calloc(1, len) : NULL;
+    if (st == DCR_OK && value == NULL) {
+        json_decref(alive);
+        st = dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+    }
+    if (st == DCR_OK) {
+        memcpy(value, dcr__et_tag_member, DCR__ET_TAG_BYTES);
+        memcpy(value + 8, x->coordinator, strlen(x->coordinator));
+        dcr__et_put64(value + 8 + DCR_CONTROL_ID_MAX, (uint64_t)dcr__control_now_ns());
+        dcr__et_put32(value + 16 + DCR_CONTROL_ID_MAX, (uint32_t)x->n);
+        for (size_t i = 0; i < x->n; i++)
+            dcr__et_put32(value + DCR__ET_MEMBER_FIXED + 4 * i, x->sorted[i]);
+        char key[DCR__ET_KEY_MAX];
+        json_t *ok = json_pack(
+            "[o,o]", dcr__et_op_put(dcr__et_key(e, key, "membership"), value, len, 0), alive);
+        free(value);
+        dcr__et_txn_t t;
+        st = dcr__et_txn(e, dcr__et_state_compares(e, x->coordinator, &s), ok, NULL,
+                         "record the membership", &t);
+        if (st == DCR_OK) {
+            *done_p = t.succeeded;
+            dcr__et_txn_free(&t);
+        }
+    }
+    dcr__et_state_free(&s);
+    return st;
+}
+
+static dcr_status_t dcr__et_membership_put(void *impl, const char *coordinator,
+                                           const uint32_t *members, size_t n)
+{
+    dcr__et_t *e = impl;
+    dcr__et_membership_ctx_t x = {coordinator, NULL, n};
+    uint32_t *sorted = NULL;
+    DCR_CHECK(dcr__et_sorted_copy(e, members, n, &sorted));
+    x.sorted = sorted;
+    dcr_status_t st = dcr__et_loop(e, "record the membership", dcr__et_membership_put_step, &x);
+    free(sorted);
+    return st;
+}
+
+static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+{
+    dcr__et_t *e = impl;
+    dcr__et_kv_t kv;
+    bool found = false;
+    DCR_CHECK(dcr__et_get(e, "membership",
+                          DCR__ET_MEMBER_FIXED + (size_t)DCR_CONTROL_RECEIVERS_MAX * 4,
+                          "read the membership", &kv, &found));
+    dcr_status_t st = DCR_OK;
+    if (!found) return dcr_error_set(DCR_ENOTFOUND, "%s: no membership was recorded yet", e->where);
+    const uint8_t *p = kv.value;
+    uint32_t n = kv.len >= DCR__ET_MEMBER_FIXED ? dcr__et_get32(p + 16 + DCR_CONTROL_ID_MAX) : 0;
+    uint32_t *members = malloc(((size_t)n + 1) * sizeof *members);
+    if (kv.len < DCR__ET_MEMBER_FIXED || memcmp(p, dcr__et_tag_member, DCR__ET_TAG_BYTES) != 0 ||
+        n > DCR_CONTROL_RECEIVERS_MAX || kv.len != DCR__ET_MEMBER_FIXED + (size_t)n * 4 ||
+        members == NULL || !dcr__et_sorted_u32(p + DCR__ET_MEMBER_FIXED, n, members)) {
+        st = members == NULL ? dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where)
+                             : dcr__et_malformed(e, kv.key,
+                                                 "a membership tagged dcrmem1 of ascending "
+                                                 "receivers");
+    }
+    if (st == DCR_OK) {
+        if (cap > 0 && n > 0) memcpy(out, members, (n < cap ? n : cap) * sizeof *out);
+        *n_p = n;
+    }
+    free(members);
+    free(kv.value);
+    return st;
+}
+
+const dcr_control_ops_t dcr__control_etcd_ops = {
+    .name = "etcd",
+    .open = dcr__et_open,
+    .close = dcr__et_close,
+    .read = dcr__et_read,
+    .cas = dcr__et_cas,
+    .prepare = dcr__et_prepare,
+    .attempt = dcr__et_attempt,
+    .required = dcr__et_required,
+    .ack = dcr__et_ack,
+    .acks = dcr__et_acks,
+    .commit = dcr__et_commit,
+    .report_put = dcr__et_report_put,
+    .report_get = dcr__et_report_get,
+    .membership_put = dcr__et_membership_put,
+    .membership_get = dcr__et_membership_get,
+};
