@@ -135,27 +135,6 @@ static void test_unbounded_inputs(void **state)
     t_refused("verify", path, NULL, NULL, "truncated header: 6 bytes");
 }
 
-/* An RLE-block zstd frame of raw_len zero bytes (RFC 8878): 4 bytes per
- * 128 KiB block, so 8 GiB fits in 256 KiB. */
-static uint8_t *t_rle_frame(uint64_t raw_len, size_t *len_p)
-{
-    const uint64_t block = 128 << 10;
-    uint64_t nblocks = (raw_len + block - 1) / block;
-    uint8_t *f = malloc(13 + 4 * (size_t)nblocks);
-    t_put(f, 0xFD2FB528u, 4);
-    f[4] = 0xE0; /* 8-byte content size, single segment */
-    t_put(f + 5, raw_len, 8);
-    size_t n = 13;
-    for (uint64_t b = 0; b < nblocks; b++) {
-        uint64_t size = b + 1 < nblocks ? block : raw_len - b * block;
-        t_put(f + n, (b + 1 == nblocks) | (1u << 1) | (size << 3), 3);
-        f[n + 3] = 0;
-        n += 4;
-    }
-    *len_p = n;
-    return f;
-}
-
 static void test_declared_8gib_body(void **state)
 {
     (void)state;
@@ -193,21 +172,8 @@ static void test_declared_8gib_body(void **state)
  * keyed with key when it is not NULL. */
 static uint8_t *t_example(const uint8_t *key, size_t *len_p)
 {
-    uint8_t raw[127] = {0};
-    t_put(raw + 0, 2, 8);
-    t_put(raw + 8, 1, 8);
-    t_put(raw + 16, 4, 8);
-    uint8_t *e = raw + T_BODY_HDR;
-    t_put(e + T_I_COUNT, 2, 8);
-    t_put(e + T_I_FIRST, 1, 8);
-    t_put(e + T_I_DIMS, 4, 8);
-    t_put(e + T_I_NAME_LEN, 1, 2);
-    e[T_I_NDIM] = 1;
-    e[T_I_ENC] = 1;
-    e[T_I_LOCTYPE] = 1;
-    e[T_I_GAPB] = 1;
-    const uint8_t tail[7] = {'w', 0, 2, 0x80, 0x3F, 0x00, 0xC0};
-    memcpy(raw + 120, tail, 7);
+    uint8_t raw[127];
+    t_example_body(raw, false);
     t_hdr_t h = {.version = 1, .flags = key ? 2 : 0, .tau = 7, .id = 5, .owner = 2, .items = 1};
     uint8_t *buf = t_wrap(&h, raw, sizeof raw, len_p);
     if (key) {

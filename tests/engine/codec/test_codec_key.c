@@ -67,41 +67,13 @@ static dcr_payload_key_t t_key(uint8_t base)
     return k;
 }
 
-/* FORMAT.md section 7's payload, signed with key 00..1f. */
-static uint8_t *t_signed_example(const dcr_payload_key_t *key, size_t *len_p)
-{
-    dcr_encoder_t *enc;
-    assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
-    dcr_encoder_set_key(enc, key);
-    int64_t shape[1] = {4};
-    const int64_t idx[2] = {1, 3};
-    const uint16_t vals[2] = {0x3F80, 0xC000};
-    dcr_codec_item_t c = {.name = "w",
-                          .ndim = 1,
-                          .shape = shape,
-                          .dtype = DCR_DTYPE_BF16,
-                          .encoding = DCR_ENCODING_OVERWRITE,
-                          .count = 2,
-                          .indices = idx,
-                          .values = vals};
-    assert_int_equal(dcr_encoder_add(enc, &c), DCR_OK);
-    dcr_encode_params_t params = {.tau = 7, .owner = 2, .payload_id = 5, .level = 1};
-    const uint8_t *buf;
-    size_t len;
-    assert_int_equal(dcr_encoder_finish(enc, &params, &buf, &len), DCR_OK);
-    uint8_t *copy = malloc(len);
-    memcpy(copy, buf, len);
-    dcr_encoder_destroy(enc);
-    *len_p = len;
-    return copy;
-}
-
 static void test_keyed_digest_known_answer(void **state)
 {
     (void)state;
     dcr_payload_key_t key = t_key(0);
-    size_t len;
-    uint8_t *buf = t_signed_example(&key, &len);
+    size_t len = 0;
+    uint8_t *buf = t_encode_example(&key, false, &len);
+    assert_non_null(buf);
     assert_int_equal(t_get(buf + T_H_FLAGS, 2), 0x0002);
     /* Covered bytes: header [0, 48) then the compressed body (FORMAT.md 1.1). */
     uint8_t *cat = malloc(len);
@@ -154,9 +126,9 @@ static void test_key_policies(void **state)
 {
     (void)state;
     dcr_payload_key_t key = t_key(0), other = t_key(1), none = {0};
-    size_t klen, ulen;
-    uint8_t *keyed = t_signed_example(&key, &klen);
-    uint8_t *unkeyed = t_signed_example(NULL, &ulen);
+    size_t klen = 0, ulen = 0;
+    uint8_t *keyed = t_encode_example(&key, false, &klen);
+    uint8_t *unkeyed = t_encode_example(NULL, false, &ulen);
     dcr_payload_header_t h;
     /* Accepted: each kind under its own configuration. */
     dcr_payload_policy_t kp = {.key = &key}, np = {.key = &none};
