@@ -112,6 +112,16 @@ dcr_status_t dcr_payload_header_parse(const void *hdr, size_t len,
     return DCR_OK;
 }
 
+/* Compares digests in time independent of where they differ: a keyed
+ * digest is a MAC, and an early exit would tell a forger how many leading
+ * bytes of a guess were right. */
+static bool dcr__digest_equal(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t diff = 0;
+    for (int i = 0; i < DCR__DIGEST_SIZE; i++) diff |= (uint8_t)(a[i] ^ b[i]);
+    return diff == 0;
+}
+
 /* The keying rule (FORMAT.md section 1.1) and then the digest. */
 static dcr_status_t dcr__digest_check(const uint8_t *buf, const dcr_payload_header_t *h,
                                       const dcr_payload_key_t *key, const char *who)
@@ -130,7 +140,7 @@ static dcr_status_t dcr__digest_check(const uint8_t *buf, const dcr_payload_head
                              who);
     uint8_t digest[DCR__DIGEST_SIZE];
     dcr__digest(buf, buf + DCR_CODEC_HEADER_SIZE, (size_t)h->compressed_len, key, digest);
-    if (memcmp(digest, h->digest, DCR__DIGEST_SIZE) != 0) {
+    if (!dcr__digest_equal(digest, h->digest)) {
         if (keyed)
             return dcr_error_set(DCR_EDIGEST,
                                  "%s: keyed BLAKE2b-128 digest does not match under this payload "
