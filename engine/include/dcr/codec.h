@@ -44,9 +44,10 @@ extern "C" {
 #define DCR_CODEC_KEY_SIZE 32
 /* Largest raw body the format allows (FORMAT.md section 6). */
 #define DCR_CODEC_RAW_MAX ((uint64_t)1 << 40)
-/* Most raw bytes one compressed byte of a zstd frame can produce: a 4-byte
- * RLE block (3-byte block header and the byte) regenerates at most one
- * 128 KiB block, so raw length <= 32768 x compressed length for any frame. */
+/* Most raw bytes one compressed byte of a zstd frame can produce: a block
+ * regenerates at most 128 KiB and takes at least 4 bytes when it
+ * regenerates anything (3-byte header, then an RLE byte or a literals
+ * header), so raw length <= 32768 x compressed length for any frame. */
 #define DCR_CODEC_MAX_RATIO 32768u
 /* Longest tensor name in bytes, without the terminating NUL. */
 #define DCR_CODEC_NAME_MAX 1023
