@@ -19,12 +19,13 @@ typedef struct bench_opts {
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
+    const char *payload_key;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
 
 static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
 {
-    return json_pack(
+    json_t *j = json_pack(
         "{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:I,"
         "s:f,s:s,s:s,"
         "s:I,s:I,s:b,s:I}",
@@ -38,6 +39,9 @@ static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
         c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout", (json_int_t)o->fanout,
         "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup", (json_int_t)o->warmup,
         "refits", (json_int_t)o->refits, "shuffle", !o->no_shuffle, "seed", (json_int_t)o->seed);
+    /* Whether payloads were signed; the key itself never leaves the process. */
+    if (j) json_object_set_new(j, "payload_keyed", json_boolean(c->payload_key.set));
+    return j;
 }
 
 /* A figure from the trace: null for a refit that was not recorded. */
@@ -95,6 +99,8 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
                                   "nodes", r->cpu_mean_s[DCR_THREAD_NODE], "transport",
                                   r->cpu_mean_s[DCR_THREAD_TRANSPORT]));
     if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
+    json_object_set_new(j, "payloads_rejected", json_integer(r->payloads_rejected));
+    json_object_set_new(j, "payloads_unauthenticated", json_integer(r->payloads_unauthenticated));
     return j;
 }
 
@@ -155,6 +161,10 @@ static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
     if (r->requests)
         printf("requests during refits %lld, saw a mixed policy %lld\n", (long long)r->requests,
                (long long)r->request_mismatches);
+    if (c->payload_key.set || r->payloads_rejected)
+        printf("payloads %s; refused %lld, of which unauthenticated %lld\n",
+               c->payload_key.set ? "signed with the payload key" : "unkeyed",
+               (long long)r->payloads_rejected, (long long)r->payloads_unauthenticated);
 }
 
 static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r, json_t *config)
@@ -267,6 +277,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     c->seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
     c->trace_overhead = o->trace_overhead;
+    DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     return DCR_OK;
 }
 
@@ -332,7 +343,7 @@ int dcr_cmd_bench(int argc, char **argv)
     o.sc.gpus = 2;
     o.sc.tp = 2;
     o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
-    enum { NOWN = 32 };
+    enum { NOWN = 33 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
         {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64,
@@ -391,6 +402,8 @@ int dcr_cmd_bench(int argc, char **argv)
         {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
          false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
+        {"--payload-key", DCR_ARG_STRING, &o.payload_key, 0, 0,
+         "sign and verify payloads with the 32-byte key in FILE (keyed BLAKE2b-128)", false},
     };
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int rc = dcr_args_parse("bench",

@@ -1,5 +1,7 @@
 #include "scenario_args.h"
 
+#include <stdio.h>
+
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
     *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0};
@@ -41,5 +43,19 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
     spec.train = (dcr_train_config_t){(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp,
                                       (int)o->ep,    (int)o->pp,   (int)o->dp};
     *out_p = spec;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_payload_key(const char *command, const char *path, dcr_payload_key_t *out_p)
+{
+    dcr_payload_key_t key = {0};
+    bool shared = false;
+    if (path != NULL) DCR_CHECK(dcr_payload_key_load(path, &key, &shared));
+    if (shared)
+        fprintf(stderr,
+                "dcr %s: warning: payload key %s is readable by group or others; anyone who "
+                "reads it can sign payloads (chmod 600 it)\n",
+                command, path);
+    *out_p = key;
     return DCR_OK;
 }

@@ -5,6 +5,7 @@
 #define DCR_CLI_SCENARIO_ARGS_H
 
 #include "args.h"
+#include "dcr/codec.h"
 #include "workloads/scenario.h"
 
 typedef struct dcr_cli_scenario {
@@ -20,5 +21,12 @@ void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t sca
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args);
 /* Turns parsed flags into a spec (fails on an unknown mapping). */
 dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spec_t *out_p);
+
+/* --payload-key FILE, for the commands that sign or verify payloads: loads
+ * the key into *out_p (an unset key when path is NULL) and warns on stderr,
+ * in one "dcr COMMAND: warning: ..." line, when the file is readable by
+ * group or others. Errors (one line naming the file): see
+ * dcr_payload_key_load. */
+dcr_status_t dcr_cli_payload_key(const char *command, const char *path, dcr_payload_key_t *out_p);
 
 #endif

@@ -182,6 +182,7 @@ static dcr_status_t make_receivers(bench_t *b)
     for (int i = 0; i < b->nrecv; i++) {
         DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, NULL,
                                             &b->receivers[i]));
+        dcr_receiver_set_payload_key(b->receivers[i], &b->cfg->payload_key);
         DCR_CHECK(dcr_receiver_load_dense_all(b->receivers[i], b->canonical));
         DCR_CHECK(dcr_receiver_prewarm(b->receivers[i]));
     }
@@ -204,7 +205,9 @@ static dcr_status_t make_transport(bench_t *b, const char *name, dcr_transport_t
                                  dir,
                                  b->cfg->fanout,
                                  8};
-    return dcr_transport_create(name, &tc, out_p);
+    DCR_CHECK(dcr_transport_create(name, &tc, out_p));
+    dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
+    return DCR_OK;
 }
 
 static dcr_status_t make_parties(bench_t *b)
@@ -212,6 +215,7 @@ static dcr_status_t make_parties(bench_t *b)
     dcr_construct_config_t cc = dcr_construct_config_default();
     cc.mode = b->cfg->mode;
     cc.shuffle = b->cfg->shuffle;
+    cc.payload_key = b->cfg->payload_key;
     dcr_bench_targets(b->cfg, dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world,
                       &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
@@ -544,6 +548,15 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     res->requests = b->requests;
     res->request_mismatches = b->mismatches;
     res->owners = b->sc->layout->world;
+    for (int i = 0; i < b->nrecv; i++) {
+        dcr_receiver_stats_t rs;
+        dcr_receiver_stats(b->receivers[i], &rs);
+        res->payloads_rejected += (int64_t)rs.rejected;
+        res->payloads_unauthenticated += (int64_t)rs.unauthenticated;
+    }
+    dcr_transport_counters_t tcount;
+    dcr_transport_counters(b->transport, &tcount);
+    res->payloads_rejected += tcount.rejected;
     for (size_t c = 0; c < b->nc; c++) {
         res->xor_tensors += b->xor_allowed[c] != 0;
         res->overwrite_tensors += b->xor_allowed[c] == 0;

@@ -43,6 +43,9 @@ typedef struct dcr_bench_config {
      * that a drift of the machine weighs on both sides alike. Needs at least
      * 4 timed refits; bounds exist only for the recorded ones. */
     bool trace_overhead;
+    /* Unset: plain digests. Set: owners sign every payload with it, and the
+     * transport and every receiver accept only payloads signed with it. */
+    dcr_payload_key_t payload_key;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -88,6 +91,11 @@ typedef struct dcr_bench_result {
     /* Request emulation: reads of receiver 0 made through the request gate
      * while refits ran, and those that saw neither P^v nor P^{v+1}. */
     int64_t requests, request_mismatches;
+    /* Payloads refused over the run: by the transport where they entered the
+     * rollout cluster plus by the receivers, and of those the receivers'
+     * authentication failures (receiver stats.unauthenticated). 0 in a
+     * healthy run. */
+    int64_t payloads_rejected, payloads_unauthenticated;
     /* With trace_overhead: mean latency of the recorded and of the other
      * timed refits, how many of each, the measured cost of one span (begin
      * and end) on this machine, and the mean intervals per recorded refit.

@@ -49,7 +49,7 @@
 #define DCR__I_RESERVED_SIZE  5
 
 /* Bounds that keep every size computation far from overflow. */
-#define DCR__RAW_MAX   ((uint64_t)1 << 40)
+#define DCR__RAW_MAX   DCR_CODEC_RAW_MAX
 #define DCR__NUMEL_MAX ((int64_t)1 << 62)
 
 static inline void dcr__st16(uint8_t *p, uint16_t v)
@@ -131,17 +131,23 @@ bool dcr__gaps_check(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int6
 void dcr__gaps_expand(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int64_t first,
                       int64_t *dst);
 
-/* Digest (payload_header.c): BLAKE2b-128 of header[0, 48) then body. */
+/* Digest (payload_header.c): BLAKE2b-128 of header[0, 48) then body, keyed
+ * with key when it is set (NULL or unset: plain). */
 void dcr__digest(const uint8_t *header, const uint8_t *body, size_t body_len,
-                 uint8_t out[DCR__DIGEST_SIZE]);
+                 const dcr_payload_key_t *key, uint8_t out[DCR__DIGEST_SIZE]);
 
-/* Parses and checks the fixed header (FORMAT.md header rules 1-4, and 5 when
- * verify_digest). Sets the error detail on failure. */
+/* ZSTD_COMPRESSBOUND(raw) computed in 64 bits. */
+uint64_t dcr__compress_bound(uint64_t raw);
+
+/* Parses and checks the fixed header (FORMAT.md header rules 1-4, and 5-6
+ * when verify_digest) under policy (NULL: the zeroed one). Sets the error
+ * detail on failure. */
 dcr_status_t dcr__header_check(const uint8_t *buf, size_t len, bool verify_digest,
-                               dcr_payload_header_t *out_p);
+                               const dcr_payload_policy_t *policy, dcr_payload_header_t *out_p);
 
-/* Writes the header for h into out[0, 64), digest included, given the
- * compressed body that follows it. */
-void dcr__header_write(uint8_t *out, const dcr_payload_header_t *h, const uint8_t *body);
+/* Writes the header for h into out[0, 64), digest included (keyed with key
+ * when set), given the compressed body that follows it. */
+void dcr__header_write(uint8_t *out, const dcr_payload_header_t *h, const uint8_t *body,
+                       const dcr_payload_key_t *key);
 
 #endif

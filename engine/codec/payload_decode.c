@@ -90,9 +90,16 @@ static dcr_status_t dcr__decompress(dcr_payload_t *p, const dcr__dec_ctx_t *c,
                                     const dcr_payload_header_t *h, const uint8_t *src)
 {
     size_t clen = (size_t)h->compressed_len;
+    /* A skippable frame (magic 0x184D2A50..5F) carries no content; the body
+     * must be exactly one ordinary frame (FORMAT.md section 1, rule 7). */
+    if (clen >= 4 && (dcr__ld32(src) & 0xFFFFFFF0u) == 0x184D2A50u)
+        return dcr__fail(c, DCR_EPAYLOAD, "body is a zstd skippable frame, not a data frame");
     unsigned long long fcs = ZSTD_getFrameContentSize(src, clen);
     if (fcs == ZSTD_CONTENTSIZE_ERROR)
         return dcr__fail(c, DCR_EPAYLOAD, "body is not a zstd frame");
+    if (ZSTD_getDictID_fromFrame(src, clen) != 0)
+        return dcr__fail(c, DCR_EPAYLOAD, "zstd frame names dictionary %u; payloads use none",
+                         ZSTD_getDictID_fromFrame(src, clen));
     if (fcs == ZSTD_CONTENTSIZE_UNKNOWN)
         return dcr__fail(c, DCR_EPAYLOAD, "zstd frame does not declare its content size");
     if (fcs != h->raw_len)
@@ -102,6 +109,10 @@ static dcr_status_t dcr__decompress(dcr_payload_t *p, const dcr__dec_ctx_t *c,
     size_t frame = ZSTD_findFrameCompressedSize(src, clen);
     if (ZSTD_isError(frame) || frame != clen)
         return dcr__fail(c, DCR_EPAYLOAD, "body is not exactly one zstd frame of %zu bytes", clen);
+    /* The header check bounded raw_len by the caller's budget and by the
+     * compressed length's largest expansion, so this allocation is what the
+     * caller agreed to; one-shot decompression into exactly raw_len bytes
+     * cannot write past it and needs no window buffer of its own. */
     size_t raw_len = (size_t)h->raw_len;
     DCR_CHECK(dcr__buf_reserve(&p->body, raw_len));
     size_t n = ZSTD_decompressDCtx(p->dctx, p->body.data, raw_len, src, clen);
@@ -132,6 +143,12 @@ static dcr_status_t dcr__layout_read(dcr_payload_t *p, const dcr__dec_ctx_t *c, 
     l->names_len = dcr__ld64(b + 0);
     l->locs_len = dcr__ld64(b + 8);
     l->vals_len = dcr__ld64(b + 16);
+    /* Name offsets are u32: a names section any longer could not be tiled. */
+    if (l->names_len > UINT32_MAX)
+        return dcr__fail(c, DCR_EPAYLOAD,
+                         "names section of %" PRIu64 " bytes exceeds 2^32 - 1, the most a u32 "
+                         "name offset can tile",
+                         l->names_len);
     if (l->names_len > rest || l->locs_len > rest - l->names_len ||
         l->vals_len != rest - l->names_len - l->locs_len)
         return dcr__fail(c, DCR_EPAYLOAD,
@@ -347,11 +364,17 @@ static dcr_status_t dcr__indices_check(dcr_payload_t *p, dcr__dec_ctx_t *c, uint
 
 dcr_status_t dcr_payload_decode(dcr_payload_t *p, const void *buf, size_t len)
 {
+    return dcr_payload_decode_with(p, buf, len, NULL);
+}
+
+dcr_status_t dcr_payload_decode_with(dcr_payload_t *p, const void *buf, size_t len,
+                                     const dcr_payload_policy_t *policy)
+{
     if (p == NULL) return dcr_error_set(DCR_EINVAL, "dcr_payload_decode: payload handle is NULL");
     p->valid = false;
     p->nitems = 0;
     dcr_payload_header_t h;
-    DCR_CHECK(dcr__header_check(buf, len, true, &h));
+    DCR_CHECK(dcr__header_check(buf, len, true, policy, &h));
     dcr__dec_ctx_t c = {.item = DCR__NO_ITEM, .name = NULL};
     snprintf(c.who, sizeof c.who, "payload (tau %" PRIu64 ", owner %" PRIu32 ", id %" PRIu64 ")",
              h.tau, h.owner, h.payload_id);

@@ -35,6 +35,7 @@ struct dcr_encoder {
     dcr__buf_t raw; /* the assembled body */
     dcr__buf_t out; /* header + compressed body, handed to the caller */
     ZSTD_CCtx *cctx;
+    dcr_payload_key_t key; /* unset: plain digest */
 };
 
 dcr_status_t dcr_encoder_create(dcr_encoder_t **out_p)
@@ -61,6 +62,9 @@ void dcr_encoder_destroy(dcr_encoder_t *enc)
     dcr__buf_free(&enc->locs);
     dcr__buf_free(&enc->names);
     free(enc->items);
+    /* The key is a secret: do not leave it in freed memory. */
+    memset(&enc->key, 0, sizeof enc->key);
+    __asm__ __volatile__("" : : "r"(&enc->key) : "memory");
     free(enc);
 }
 
@@ -74,6 +78,15 @@ size_t dcr_encoder_raw_len(const dcr_encoder_t *enc)
     if (enc == NULL) return 0;
     return DCR__BODY_HEADER_SIZE + DCR__ITEM_SIZE * enc->nitems + enc->names.len + enc->locs.len +
            enc->vals.len;
+}
+
+void dcr_encoder_set_key(dcr_encoder_t *enc, const dcr_payload_key_t *key)
+{
+    if (enc == NULL) return;
+    if (key != NULL && key->set)
+        enc->key = *key;
+    else
+        memset(&enc->key, 0, sizeof enc->key);
 }
 
 void dcr_encoder_reset(dcr_encoder_t *enc)
@@ -295,7 +308,8 @@ dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *p
 
     dcr_payload_header_t h = {
         .version = DCR_CODEC_VERSION,
-        .flags = params->shuffle ? DCR_CODEC_FLAG_SHUFFLE : 0,
+        .flags = (uint16_t)((params->shuffle ? DCR_CODEC_FLAG_SHUFFLE : 0) |
+                            (enc->key.set ? DCR_CODEC_FLAG_KEYED : 0)),
         .tau = params->tau,
         .payload_id = params->payload_id,
         .owner = params->owner,
@@ -303,7 +317,7 @@ dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *p
         .raw_len = raw_len,
         .compressed_len = clen,
     };
-    dcr__header_write(enc->out.data, &h, body);
+    dcr__header_write(enc->out.data, &h, body, &enc->key);
     enc->out.len = DCR_CODEC_HEADER_SIZE + clen;
     dcr_encoder_reset(enc);
     *buf_p = enc->out.data;

@@ -31,6 +31,27 @@ static dcr_status_t dcr__dedup_add(dcr_map_t *d, uint32_t owner, uint64_t id)
 
 /* ---- admission ---- */
 
+void dcr_receiver_set_payload_key(dcr_receiver_t *r, const dcr_payload_key_t *key)
+{
+    if (r == NULL) return;
+    if (key != NULL && key->set) {
+        r->key = *key;
+        r->policy.key = &r->key;
+    } else {
+        memset(&r->key, 0, sizeof r->key);
+        r->policy.key = NULL;
+    }
+}
+
+/* Counts a refused payload; an authentication failure also in its own
+ * counter, so a forgery shows apart from corruption. */
+static dcr_status_t dcr__refuse(dcr_receiver_t *r, dcr_status_t st, const void *buf, size_t len)
+{
+    r->stats.rejected++;
+    if (dcr_payload_auth_failure(st, buf, len, r->policy.key)) r->stats.unauthenticated++;
+    return st;
+}
+
 /* Header check and disposition; *admit_p is true when the payload is new
  * for the current attempt. */
 static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,
@@ -38,11 +59,8 @@ static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,
 {
     if (r->plans == NULL || !r->prewarmed)
         return dcr_error_set(DCR_EINVAL, "receiver: payload before a successful prewarm");
-    dcr_status_t st = dcr_payload_peek(buf, len, true, hdr);
-    if (st != DCR_OK) {
-        r->stats.rejected++;
-        return st;
-    }
+    dcr_status_t st = dcr_payload_verify(buf, len, &r->policy, hdr);
+    if (st != DCR_OK) return dcr__refuse(r, st, buf, len);
     r->stats.payloads_in++;
     *admit_p = false;
     if (!r->attempt_begun || hdr->tau > r->tau) {
@@ -143,11 +161,8 @@ dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size
     bool admit = false;
     DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
     if (admit) {
-        dcr_status_t st = dcr_payload_decode(r->direct, buf, len);
-        if (st != DCR_OK) {
-            r->stats.rejected++;
-            return st;
-        }
+        dcr_status_t st = dcr_payload_decode_with(r->direct, buf, len, &r->policy);
+        if (st != DCR_OK) return dcr__refuse(r, st, buf, len);
         /* Recorded before applying: a retransmission after a failure must
          * not XOR the same masks in twice. */
         DCR_CHECK(dcr__dedup_add(&r->dedup, hdr.owner, hdr.payload_id));
@@ -208,11 +223,8 @@ dcr_status_t dcr_receiver_ingest(dcr_receiver_t *r, const void *buf, size_t len,
         DCR_CHECK(dcr__group_for_next(r, timeout_ms));
         dcr__group_t *g = r->assembling;
         if (g->slots[g->n] == NULL) DCR_CHECK(dcr_payload_create(&g->slots[g->n]));
-        dcr_status_t st = dcr_payload_decode(g->slots[g->n], buf, len);
-        if (st != DCR_OK) {
-            r->stats.rejected++;
-            return st;
-        }
+        dcr_status_t st = dcr_payload_decode_with(g->slots[g->n], buf, len, &r->policy);
+        if (st != DCR_OK) return dcr__refuse(r, st, buf, len);
         DCR_CHECK(dcr__dedup_add(&r->dedup, hdr.owner, hdr.payload_id));
         g->n++;
         atomic_fetch_add(&r->staged, 1);

@@ -107,6 +107,10 @@ struct dcr_receiver {
     int64_t *wlo, *whi;
 
     dcr_receiver_stats_t stats;
+    /* Payload acceptance (dcr_receiver_set_payload_key): policy.key points at
+     * key once a key is set, else NULL (unkeyed payloads only). */
+    dcr_payload_key_t key;
+    dcr_payload_policy_t policy;
 };
 
 /* prewarm.c */

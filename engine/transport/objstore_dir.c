@@ -594,7 +594,8 @@ static void obj_verify(obj_node_t *nd, obj_fetch_t *f)
 {
     dcr_payload_header_t h;
     char why[OBJ_WHY];
-    if (dcr_payload_peek(f->blob->data, f->blob->len, true, &h) != DCR_OK) {
+    if (dcr_payload_verify(f->blob->data, f->blob->len, &nd->s->base.pub.payload_policy, &h) !=
+        DCR_OK) {
         snprintf(why, sizeof why, "corrupt (%s)", dcr_error_detail());
         obj_fetch_fail(f, FETCH_BAD, why);
     } else if (h.tau != f->tau) {

@@ -508,7 +508,8 @@ static dcr_status_t relay_verify(const relay_tree_t *T, const relay_frame_t *f,
                                  const relay_buf_t *b, bool digest)
 {
     dcr_payload_header_t h;
-    DCR_CHECK(dcr_payload_peek(b->data, b->len, digest, &h));
+    DCR_CHECK(digest ? dcr_payload_verify(b->data, b->len, &T->r->base.pub.payload_policy, &h)
+                     : dcr_payload_peek(b->data, b->len, false, &h));
     if (h.tau != T->tau) {
         return dcr_error_set(DCR_ECLOSED,
                              "payload of attempt %" PRIu64 " dropped: attempt %" PRIu64 " is open",

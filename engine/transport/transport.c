@@ -305,6 +305,7 @@ dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t
     t->ops = ops;
     t->intercept = NULL;
     t->intercept_ctx = NULL;
+    dcr_transport_set_payload_key(t, NULL);
     *out_p = t;
     return DCR_OK;
 }
@@ -399,4 +400,16 @@ void dcr_transport_set_interceptor(dcr_transport_t *t, dcr_transport_interceptor
     if (t == NULL) return;
     t->intercept = fn;
     t->intercept_ctx = fn != NULL ? ctx : NULL;
+}
+
+void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key)
+{
+    if (t == NULL) return;
+    memset(&t->payload_policy, 0, sizeof t->payload_policy);
+    if (key != NULL && key->set) {
+        t->payload_key = *key;
+        t->payload_policy.key = &t->payload_key;
+    } else {
+        memset(&t->payload_key, 0, sizeof t->payload_key);
+    }
 }

@@ -37,6 +37,18 @@ extern "C" {
 #define DCR_CODEC_HEADER_SIZE 64
 /* Header flag: value and gap words were byte-plane shuffled before zstd. */
 #define DCR_CODEC_FLAG_SHUFFLE 0x0001u
+/* Header flag: the digest is keyed BLAKE2b-128 (a MAC under the shared
+ * payload key) instead of the plain one (FORMAT.md section 1.1). */
+#define DCR_CODEC_FLAG_KEYED 0x0002u
+/* Bytes of a payload key. */
+#define DCR_CODEC_KEY_SIZE 32
+/* Largest raw body the format allows (FORMAT.md section 6). */
+#define DCR_CODEC_RAW_MAX ((uint64_t)1 << 40)
+/* Most raw bytes one compressed byte of a zstd frame can produce: a block
+ * regenerates at most 128 KiB and takes at least 4 bytes when it
+ * regenerates anything (3-byte header, then an RLE byte or a literals
+ * header), so raw length <= 32768 x compressed length for any frame. */
+#define DCR_CODEC_MAX_RATIO 32768u
 /* Longest tensor name in bytes, without the terminating NUL. */
 #define DCR_CODEC_NAME_MAX 1023
 /* zstd level used when the caller has no measured reason for another. */
@@ -67,8 +79,35 @@ typedef struct dcr_payload_header {
     uint32_t item_count;     /* items in the body */
     uint64_t raw_len;        /* body bytes after decompression */
     uint64_t compressed_len; /* body bytes as stored after the header */
-    uint8_t digest[16];      /* BLAKE2b-128 of header bytes [0, 48) followed by the body */
+    uint8_t digest[16];      /* BLAKE2b-128 of header bytes [0, 48) followed by the body,
+                                keyed when flags has DCR_CODEC_FLAG_KEYED */
 } dcr_payload_header_t;
+
+/* A payload key shared by owners and receivers. A zeroed struct is "no key":
+ * payloads are written unkeyed and only unkeyed payloads are accepted. */
+typedef struct dcr_payload_key {
+    bool set; /* bytes holds a key */
+    uint8_t bytes[DCR_CODEC_KEY_SIZE];
+} dcr_payload_key_t;
+
+/* Reads a key file of exactly DCR_CODEC_KEY_SIZE bytes into *out_p (reading
+ * at most one byte more, so a device or a huge file is refused at once).
+ * *shared_p (may be NULL) is set true when the file is readable by group or
+ * others, for the caller to warn about. Errors: DCR_EIO naming the path and
+ * the reason, DCR_EINVAL naming the path and its size when it is not 32
+ * bytes. *out_p is written only on success. */
+dcr_status_t dcr_payload_key_load(const char *path, dcr_payload_key_t *out_p, bool *shared_p);
+
+/* What a reader accepts beyond the format's own rules. A NULL policy is the
+ * zeroed one: no key, the format's raw length limit. */
+typedef struct dcr_payload_policy {
+    /* NULL or unset: only unkeyed payloads are accepted (a keyed one cannot
+     * be verified). Set: only payloads keyed with this key are accepted. */
+    const dcr_payload_key_t *key;
+    /* Largest raw body the caller lets the decoder allocate, checked against
+     * the header before any allocation; 0 means DCR_CODEC_RAW_MAX. */
+    uint64_t max_raw;
+} dcr_payload_policy_t;
 
 /* Short text for an encoding ("xor", "overwrite"); "invalid" when out of range. */
 const char *dcr_encoding_name(dcr_encoding_t encoding);
@@ -114,6 +153,12 @@ dcr_status_t dcr_encoder_create(dcr_encoder_t **out_p);
 /* Frees the encoder and every buffer it handed out; accepts NULL. */
 void dcr_encoder_destroy(dcr_encoder_t *enc);
 
+/* Sets the key every later payload of enc is signed with (copied): keyed
+ * digest and DCR_CODEC_FLAG_KEYED. NULL or an unset key goes back to the
+ * plain digest. The key lives on the encoder rather than in the per-payload
+ * params because an owner signs every payload with the same key. */
+void dcr_encoder_set_key(dcr_encoder_t *enc, const dcr_payload_key_t *key);
+
 /* Appends one item to the payload under construction. Validates the item
  * (name, ndim, shape, dtype, encoding, count >= 1, indices strictly increasing
  * and below numel) and returns DCR_EINVAL naming the tensor and the field
@@ -148,13 +193,45 @@ dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *p
 /* Decoding                                                                 */
 /* ------------------------------------------------------------------------ */
 
+/* Parses the 64-byte header at hdr alone (FORMAT.md header rules 1-3:
+ * magic, version, flags, raw length against the item count, the format's
+ * and the policy's limits, and the compressed length against the raw one),
+ * without the body. Lets a file or network reader bound what it reads
+ * before reading the body: after success, compressed_len bytes follow, at
+ * most ZSTD_COMPRESSBOUND(policy's max_raw). Nothing is verified: the
+ * fields are untrusted. Errors: DCR_EPAYLOAD (field named in the detail).
+ * *out_p is written only on success. */
+dcr_status_t dcr_payload_header_parse(const void *hdr, size_t len,
+                                      const dcr_payload_policy_t *policy,
+                                      dcr_payload_header_t *out_p);
+
+/* Checks the fixed header of buf[0, len) and its digest under policy
+ * (FORMAT.md header rules 1-6): a hash of the compressed bytes, no
+ * decompression. This is the check every place that admits payloads from
+ * across a trust boundary calls. Errors: DCR_EPAYLOAD (field named in the
+ * detail); DCR_EDIGEST for a digest that does not match, and for a payload
+ * whose keying does not fit the policy (keyed with no key configured, or
+ * unkeyed with one), with a detail saying which (see
+ * dcr_payload_auth_failure). *out_p is written only on success. */
+dcr_status_t dcr_payload_verify(const void *buf, size_t len, const dcr_payload_policy_t *policy,
+                                dcr_payload_header_t *out_p);
+
+/* True when st, returned by dcr_payload_verify or a decode of buf[0, len)
+ * under a policy with key `key` (NULL: none), is an authentication failure:
+ * the payload was refused for its keying or its keyed digest (forged,
+ * unkeyed, keyed differently, or keyed with no key here), as opposed to a
+ * plain corrupt one. Receivers count the two apart. */
+bool dcr_payload_auth_failure(dcr_status_t st, const void *buf, size_t len,
+                              const dcr_payload_key_t *key);
+
 /* Reads and checks only the fixed header of buf[0, len): magic, version,
- * flags, the lengths against len, and with verify_digest also the digest (a
- * hash of the compressed bytes, no decompression). Lets a receiver drop a
- * duplicate (tau, owner, payload_id) cheaply. Without verify_digest the
- * returned fields are unauthenticated and must not be trusted for anything
- * that cannot be undone. Errors: DCR_EPAYLOAD (field named in the detail),
- * DCR_EDIGEST. *out_p is written only on success. */
+ * flags, the lengths against len, and with verify_digest also the digest
+ * under the zeroed policy (dcr_payload_verify with NULL: a keyed payload
+ * fails). Lets a receiver drop a duplicate (tau, owner, payload_id)
+ * cheaply. Without verify_digest the returned fields are unauthenticated
+ * and must not be trusted for anything that cannot be undone. Errors:
+ * DCR_EPAYLOAD (field named in the detail), DCR_EDIGEST. *out_p is written
+ * only on success. */
 dcr_status_t dcr_payload_peek(const void *buf, size_t len, bool verify_digest,
                               dcr_payload_header_t *out_p);
 
@@ -199,6 +276,13 @@ void dcr_payload_destroy(dcr_payload_t *p);
  * readable), the item and the field; DCR_ENOMEM. After an error p holds no
  * payload (item count 0), never a partly validated one. */
 dcr_status_t dcr_payload_decode(dcr_payload_t *p, const void *buf, size_t len);
+
+/* dcr_payload_decode under policy (NULL: as dcr_payload_decode): the key
+ * decides which digests are accepted, and max_raw bounds the body the
+ * decoder allocates before it allocates it. Errors as dcr_payload_decode;
+ * an authentication failure is DCR_EDIGEST (dcr_payload_auth_failure). */
+dcr_status_t dcr_payload_decode_with(dcr_payload_t *p, const void *buf, size_t len,
+                                     const dcr_payload_policy_t *policy);
 
 /* Header of the payload p holds; NULL when it holds none. */
 const dcr_payload_header_t *dcr_payload_get_header(const dcr_payload_t *p);

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/codec.h"
 #include "dcr/source.h"
 #include "dcr/status.h"
 #include "dcr/tensor.h"
@@ -47,6 +48,7 @@ typedef struct dcr_construct_config {
     int zstd_level;
     bool shuffle;    /* byte-plane shuffle of value and gap words */
     int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
+    dcr_payload_key_t payload_key; /* unset: plain digests; set: every payload is keyed */
 } dcr_construct_config_t;
 
 /* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, shuffle, depth 2. */

@@ -177,6 +177,9 @@ dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expecte
 typedef struct dcr_receiver_stats {
     /* ingest side */
     uint64_t payloads_in, duplicates, stale, foreign, rejected;
+    /* Of rejected: payloads refused for their keying or keyed digest
+     * (forged, unkeyed under a key, keyed differently, keyed with no key). */
+    uint64_t unauthenticated;
     /* apply side */
     uint64_t payloads_applied, stale_dropped;
     uint64_t items_applied, items_skipped;
@@ -186,6 +189,13 @@ typedef struct dcr_receiver_stats {
 } dcr_receiver_stats_t;
 
 void dcr_receiver_stats(const dcr_receiver_t *r, dcr_receiver_stats_t *out_p);
+
+/* Sets the payload key this receiver verifies with (copied): from then on it
+ * accepts only payloads keyed with it, and counts the others in
+ * stats.unauthenticated (and stats.rejected). NULL or an unset key: only
+ * unkeyed payloads are accepted, and keyed ones are refused as unverifiable.
+ * Call before the first payload arrives (not concurrently with ingest). */
+void dcr_receiver_set_payload_key(dcr_receiver_t *r, const dcr_payload_key_t *key);
 
 /* Compares the resident bytes of two receivers with the same parameters.
  * Returns true when equal; otherwise, when not NULL, *param_p names the first

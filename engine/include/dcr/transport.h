@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/codec.h"
 #include "dcr/status.h"
 
 /* Emulated links (the same limits serve the refit and the reference). A
@@ -142,7 +143,19 @@ struct dcr_transport {
     const dcr_transport_ops_t *ops;
     dcr_transport_interceptor_t intercept;
     void *intercept_ctx;
+    /* What the places where payloads enter the rollout cluster accept
+     * (objstore: every download; relay: the root), passed to
+     * dcr_payload_verify. Set by dcr_transport_set_payload_key;
+     * payload_policy.key points at payload_key once a key is set. */
+    dcr_payload_key_t payload_key;
+    dcr_payload_policy_t payload_policy;
 };
+
+/* Sets the payload key the transport verifies arriving payloads with
+ * (copied): keyed payloads under another key, unkeyed ones and forgeries
+ * are refused and counted as rejected. NULL or an unset key: only unkeyed
+ * payloads are accepted. Call after create and before the first attempt. */
+void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key);
 
 /* Backends by name: "objstore", "relay". NULL when unknown. */
 const dcr_transport_ops_t *dcr_transport_find(const char *name);

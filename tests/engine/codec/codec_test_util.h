@@ -6,6 +6,7 @@
 
 #include <blake2.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +131,91 @@ static inline uint8_t *t_unwrap(const uint8_t *buf, size_t len, size_t *raw_len_
     }
     *raw_len_p = raw_len;
     return raw;
+}
+
+/* The example body, byte by byte from FORMAT.md; values shuffled or not. */
+static inline size_t t_example_body(uint8_t *raw, bool shuffled)
+{
+    memset(raw, 0, 127);
+    t_put(raw + 0, 2, 8);  /* N */
+    t_put(raw + 8, 1, 8);  /* L */
+    t_put(raw + 16, 4, 8); /* V */
+    uint8_t *e = raw + T_BODY_HDR;
+    t_put(e + T_I_COUNT, 2, 8);
+    t_put(e + T_I_FIRST, 1, 8);
+    t_put(e + T_I_LOC_OFF, 0, 8);
+    t_put(e + T_I_VAL_OFF, 0, 8);
+    t_put(e + T_I_DIMS, 4, 8);
+    t_put(e + T_I_NAME_OFF, 0, 4);
+    t_put(e + T_I_NAME_LEN, 1, 2);
+    e[T_I_NDIM] = 1;
+    e[T_I_DTYPE] = 0;
+    e[T_I_ENC] = 1;
+    e[T_I_LOCTYPE] = 1;
+    e[T_I_GAPB] = 1;
+    uint8_t *s = raw + T_BODY_HDR + T_ITEM_SIZE;
+    s[0] = 'w';
+    s[1] = 0;
+    s[2] = 2; /* gap 3 - 1 */
+    const uint8_t plain[4] = {0x80, 0x3F, 0x00, 0xC0};
+    const uint8_t planes[4] = {0x80, 0x00, 0x3F, 0xC0}; /* low bytes, then high bytes */
+    memcpy(s + 3, shuffled ? planes : plain, 4);
+    return 127;
+}
+
+/* Section 7's records through dcr's encoder (tau 7, owner 2, payload id 5,
+ * level 1), keyed with key when it is set, shuffled or not. Returns a
+ * malloc'd copy, NULL on failure. */
+static inline uint8_t *t_encode_example(const dcr_payload_key_t *key, bool shuffle, size_t *len_p)
+{
+    dcr_encoder_t *enc;
+    if (dcr_encoder_create(&enc) != DCR_OK) return NULL;
+    dcr_encoder_set_key(enc, key);
+    int64_t shape[1] = {4};
+    const int64_t idx[2] = {1, 3};
+    const uint16_t vals[2] = {0x3F80, 0xC000};
+    dcr_codec_item_t c = {.name = "w",
+                          .ndim = 1,
+                          .shape = shape,
+                          .dtype = DCR_DTYPE_BF16,
+                          .encoding = DCR_ENCODING_OVERWRITE,
+                          .count = 2,
+                          .indices = idx,
+                          .values = vals};
+    dcr_encode_params_t params = {
+        .tau = 7, .owner = 2, .payload_id = 5, .level = 1, .shuffle = shuffle};
+    const uint8_t *buf;
+    size_t len;
+    uint8_t *copy = NULL;
+    if (dcr_encoder_add(enc, &c) == DCR_OK &&
+        dcr_encoder_finish(enc, &params, &buf, &len) == DCR_OK && (copy = malloc(len))) {
+        memcpy(copy, buf, len);
+        *len_p = len;
+    }
+    dcr_encoder_destroy(enc);
+    return copy;
+}
+
+/* A zstd frame made by hand (RFC 8878) of raw_len zero bytes in RLE blocks
+ * of 128 KiB, 4 bytes each, with an 8-byte content size: 8 GiB fits in
+ * 256 KiB. Returns a malloc'd frame; *len_p its size. */
+static inline uint8_t *t_rle_frame(uint64_t raw_len, size_t *len_p)
+{
+    const uint64_t block = 128 << 10;
+    uint64_t nblocks = (raw_len + block - 1) / block;
+    uint8_t *f = malloc(13 + 4 * (size_t)nblocks);
+    t_put(f, 0xFD2FB528u, 4);
+    f[4] = 0xE0; /* 8-byte content size, single segment */
+    t_put(f + 5, raw_len, 8);
+    size_t n = 13;
+    for (uint64_t b = 0; b < nblocks; b++) {
+        uint64_t size = b + 1 < nblocks ? block : raw_len - b * block;
+        t_put(f + n, (b + 1 == nblocks) | (1u << 1) | (size << 3), 3);
+        f[n + 3] = 0;
+        n += 4;
+    }
+    *len_p = n;
+    return f;
 }
 
 /* Seed for property tests: DCR_TEST_SEED when set, else the clock; always

@@ -7,6 +7,7 @@
  * every resident byte is compared with a fresh dense load. */
 #include <math.h>
 #include <pthread.h>
+#include <blake2.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -575,6 +576,90 @@ static void test_bad_items_rejected_whole(void **state)
     world_free(&wd);
 }
 
+/* ---- payload keys ---- */
+
+/* Re-signs an unkeyed payload as FORMAT.md section 1.1 says, with libb2
+ * called directly: keyed flag set, keyed BLAKE2b-128 over header [0, 48)
+ * and the compressed body. The codec is not involved. */
+static uint8_t *resign(const uint8_t *buf, size_t len, const uint8_t *key)
+{
+    uint8_t *out = malloc(len);
+    memcpy(out, buf, len);
+    out[6] |= 0x02;
+    uint8_t *cat = malloc(len);
+    memcpy(cat, out, 48);
+    memcpy(cat + 48, out + 64, len - 64);
+    blake2b(out + 48, cat, key, 16, len - 16, key ? 32 : 0);
+    free(cat);
+    return out;
+}
+
+static void test_payload_key(void **state)
+{
+    world_t wd;
+    assert_int_equal(world_init(&wd, 0, NULL, 31), DCR_OK);
+    dcr_storage_t **n = world_next(&wd, 0.3);
+    rt_payloads_t ps = {0};
+    rt_encode_refit(wd.inv, wd.w, n, wd.enc, 1, 2, 3, &wd.rng, &ps);
+    dcr_payload_key_t key = {.set = true}, other = {.set = true};
+    for (int i = 0; i < 32; i++) {
+        key.bytes[i] = (uint8_t)(0x80 + i);
+        other.bytes[i] = (uint8_t)(0x80 + i + (i == 31));
+    }
+    dcr_receiver_set_payload_key(wd.r[0], &key);
+    for (int k = 0; k < 2; k++) assert_int_equal(dcr_receiver_begin_attempt(wd.r[k], 1), DCR_OK);
+    /* Rank 0 has the key: unkeyed, keyed differently and forged payloads
+     * are refused and counted, and nothing of them lands. */
+    uint64_t refused = 0;
+    for (size_t i = 0; i < ps.n; i++) {
+        uint8_t *wrong = resign(ps.buf[i], ps.len[i], other.bytes);
+        uint8_t *forged = resign(ps.buf[i], ps.len[i], NULL); /* keyed flag, plain digest */
+        const uint8_t *bad[3] = {ps.buf[i], wrong, forged};
+        for (int b = 0; b < 3; b++) {
+            dcr_status_t st = b == 0 && i == 0
+                                  ? dcr_receiver_ingest(wd.r[0], bad[b], ps.len[i], 0, NULL)
+                                  : dcr_receiver_apply_payload(wd.r[0], bad[b], ps.len[i], NULL);
+            assert_int_equal(st, DCR_EDIGEST);
+            refused++;
+        }
+        free(wrong);
+        free(forged);
+    }
+    dcr_receiver_stats_t st;
+    dcr_receiver_stats(wd.r[0], &st);
+    assert_int_equal(st.unauthenticated, refused);
+    assert_int_equal(st.rejected, refused);
+    assert_int_equal(st.payloads_applied, 0);
+    assert_int_equal(dcr_receiver_staged(wd.r[0]), 0);
+    /* Properly signed payloads apply. */
+    for (size_t i = 0; i < ps.n; i++) {
+        uint8_t *good = resign(ps.buf[i], ps.len[i], key.bytes);
+        dcr_ingest_t disp;
+        assert_int_equal(dcr_receiver_apply_payload(wd.r[0], good, ps.len[i], &disp), DCR_OK);
+        assert_int_equal(disp, DCR_INGEST_ACCEPTED);
+        /* Rank 1 has no key: it cannot verify a keyed payload and says so. */
+        assert_int_equal(dcr_receiver_apply_payload(wd.r[1], good, ps.len[i], NULL), DCR_EDIGEST);
+        assert_non_null(strstr(dcr_error_detail(), "no payload key"));
+        free(good);
+    }
+    dcr_receiver_stats(wd.r[1], &st);
+    assert_int_equal(st.unauthenticated, ps.n);
+    /* Rank 1 takes the unkeyed ones; a corrupt one is rejected, not unauthenticated. */
+    uint8_t *corrupt = malloc(ps.len[0]);
+    memcpy(corrupt, ps.buf[0], ps.len[0]);
+    corrupt[ps.len[0] - 1] ^= 1;
+    assert_int_equal(dcr_receiver_apply_payload(wd.r[1], corrupt, ps.len[0], NULL), DCR_EDIGEST);
+    free(corrupt);
+    dcr_receiver_stats(wd.r[1], &st);
+    assert_int_equal(st.unauthenticated, ps.n);
+    assert_int_equal(st.rejected, ps.n + 1);
+    apply_all(&wd, &ps, 1);
+    world_assert_dense(&wd, n);
+    rt_payloads_free(&ps);
+    rt_tensors_free(n, wd.inv);
+    world_free(&wd);
+}
+
 /* ---- deduplication and attempts ---- */
 
 static void test_duplicate_and_stale(void **state)
@@ -822,6 +907,7 @@ int main(void)
         cmocka_unit_test(test_staging_backpressure),
         cmocka_unit_test(test_staging_threads),
         cmocka_unit_test(test_post_apply_check),
+        cmocka_unit_test(test_payload_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
