@@ -9,12 +9,13 @@
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
+#include "workloads/change_profile.h"
 #include "workloads/ckpt_diff.h"
 #include "workloads/construct_bench.h"
 
 typedef struct diff_opts {
     dcr_cli_scenario_t sc;
-    const char *paths[2], *keep;
+    const char *paths[2], *keep, *profile;
     double chunk_mib, bucket_mib;
     int64_t level;
     bool json, no_class_payloads;
@@ -159,6 +160,12 @@ static int run(diff_opts_t *o)
     opt.class_payloads = !o->no_class_payloads;
     dcr_diff_result_t r;
     DCR_CHECK_GOTO(dcr_ckpt_diff(sc, o->paths[0], o->paths[1], &opt, &r), s, fail);
+    if (o->profile) {
+        dcr_change_profile_t prof;
+        dcr_change_profile_from_diff(&r, sc->model.name, &prof);
+        DCR_CHECK_GOTO(dcr_change_profile_write(&prof, o->profile, o->paths[0], o->paths[1]), s,
+                       fail);
+    }
     if (o->json)
         print_json(o, sc, &r);
     else
@@ -175,7 +182,7 @@ int dcr_cmd_diff(int argc, char **argv)
 {
     diff_opts_t o = {.chunk_mib = 64, .bucket_mib = 512, .level = 1};
     dcr_cli_scenario_init(&o.sc, NULL, 1, 0);
-    enum { NOWN = 6 };
+    enum { NOWN = 7 };
     dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + NOWN] = {
         {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
          "chunk target in MiB of source bytes (default 64)", false},
@@ -188,13 +195,15 @@ int dcr_cmd_diff(int argc, char **argv)
         {"--no-class-payloads", DCR_ARG_FLAG, &o.no_class_payloads, 0, 0,
          "construct the whole checkpoint only, not every changed class alone", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
+        {"--profile", DCR_ARG_STRING, &o.profile, 0, 0,
+         "write the measured change profile (per class rate and clustering) to this file", false},
     };
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int npos = 0;
     int rc =
         dcr_args_parse("diff",
                        "OLD NEW [--model M (default: OLD's config.json)] [layout flags] "
-                       "[--keep-payloads DIR] [--json]",
+                       "[--keep-payloads DIR] [--profile OUT.json] [--json]",
                        args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, o.paths, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 2) {

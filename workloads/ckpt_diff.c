@@ -122,8 +122,7 @@ static bool dcr__compare_tensor(dcr__cmp_t *cmp, const dcr_tensor_desc_t *d, con
     return changed > 0;
 }
 
-/* Length of the "...experts.<e>." prefix of a routed expert's name, or 0. */
-static size_t dcr__expert_key(const char *name)
+size_t dcr_tensor_expert_key(const char *name)
 {
     const char *e = strstr(name, ".experts.");
     if (e == NULL) return 0;
@@ -151,7 +150,7 @@ static void dcr__expert_close(dcr__expert_walk_t *w, dcr_diff_figures_t *f)
 static void dcr__expert_step(dcr__expert_walk_t *w, const char *name, bool changed,
                              dcr_diff_figures_t *f)
 {
-    size_t len = dcr__expert_key(name);
+    size_t len = dcr_tensor_expert_key(name);
     if (len == 0) return;
     if (w->key == NULL || w->len != len || strncmp(w->key, name, len) != 0) {
         dcr__expert_close(w, f);

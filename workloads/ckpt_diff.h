@@ -42,6 +42,9 @@ typedef enum dcr_tensor_class {
 const char *dcr_tensor_class_name(dcr_tensor_class_t cls);
 /* The class of a canonical tensor name. */
 dcr_tensor_class_t dcr_tensor_class_of(const char *name);
+/* Length of the "...experts.<e>." prefix that names one (layer, routed
+ * expert) in a tensor name, or 0 when the name is not a routed expert's. */
+size_t dcr_tensor_expert_key(const char *name);
 
 /* Figures of one class (or of the whole checkpoint). Element figures come
  * from the canonical comparison; records, raw value bytes and payloads from

@@ -17,6 +17,7 @@
 #include <jansson.h>
 
 #include "cli/cli_run.h"
+#include "workloads/change_profile.h"
 #include "workloads/ckpt_diff.h"
 #include "workloads/safetensors.h"
 
@@ -172,6 +173,37 @@ static void test_diff_qwen(void **state)
     assert_int_equal(r.extra_tensors, 0);
     assert_int_equal(r.run_x.records, r.total.changed_elements);
     dcr_scenario_destroy(sc);
+
+    /* --profile writes the measured per-class statistics of the same diff. */
+    char prof[600];
+    snprintf(prof, sizeof(prof), "%s/qwen/profile.json", tmp_dir);
+    snprintf(args, sizeof(args), "diff %s %s --json --profile %s", old_dir, new_dir, prof);
+    json_t *j0 = run_json(args);
+    json_error_t jerr;
+    json_t *pj = json_load_file(prof, 0, &jerr);
+    assert_non_null(pj);
+    assert_string_equal(json_string_value(json_object_get(pj, "format")), "dcr-change-profile");
+    const char *key;
+    json_t *value;
+    json_object_foreach(json_object_get(j0, "classes"), key, value)
+    {
+        json_t *pc = json_object_get(json_object_get(pj, "classes"), key);
+        assert_non_null(pc);
+        static const char *const same[] = {"change_rate", "changed_row_share"};
+        for (int k = 0; k < 2; k++)
+            assert_true(json_real_value(json_object_get(pc, same[k])) ==
+                        json_real_value(json_object_get(value, same[k])));
+        double runs = (double)geti(value, "runs");
+        double want_run = runs > 0 ? (double)geti(value, "changed_elements") / runs : 1.0;
+        assert_true(json_real_value(json_object_get(pc, "mean_run_length")) == want_run);
+    }
+    assert_true(
+        json_real_value(json_object_get(json_object_get(json_object_get(pj, "classes"), "experts"),
+                                        "expert_share")) == 2.0 / 8.0);
+    dcr_change_profile_t loaded;
+    assert_int_equal(dcr_change_profile_load(prof, &loaded), DCR_OK);
+    json_decref(pj);
+    json_decref(j0);
 
     /* The command, model from OLD's config.json, in two layouts and both mappings. */
     static const char *const layouts[] = {"", "--gpus-per-node 2 --tp 2 --mapping extended",
