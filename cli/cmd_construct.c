@@ -11,7 +11,7 @@
 
 typedef struct construct_opts {
     dcr_cli_scenario_t sc;
-    const char *mode, *keep, *changes;
+    const char *mode, *keep, *changes, *init;
     double rate, chunk_mib, bucket_mib;
     int64_t level, seed, rounds;
     bool shuffle, no_shuffle, compare_shuffle, json;
@@ -148,7 +148,8 @@ static int run(construct_opts_t *o)
                                    o->keep ? &dir_sink.sink : NULL,
                                    (int)o->rounds,
                                    o->compare_shuffle,
-                                   replay ? &profile : NULL};
+                                   replay ? &profile : NULL,
+                                   o->init};
     bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
     bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
@@ -178,11 +179,13 @@ int dcr_cmd_construct(int argc, char **argv)
                           .rounds = 1,
                           .changes = "uniform"};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 13] = {
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 14] = {
         {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
          "element change rate per owned shard (default 0.03)", false},
         {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
          "uniform (--change-rate) | profile:FILE (replay a dcr diff --profile)", false},
+        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
+         "start from this safetensors checkpoint's values (leading blocks when scaled)", false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F | all (default X)", false},
         {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
          "chunk target in MiB of source bytes (default 64)", false},
@@ -203,7 +206,7 @@ int dcr_cmd_construct(int argc, char **argv)
          "write every payload into this existing directory", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
-    dcr_cli_scenario_args(&o.sc, args + 13);
+    dcr_cli_scenario_args(&o.sc, args + 14);
     int rc = dcr_args_parse(
         "construct",
         "[--model M --scale S --layers N] [layout flags] [--change-rate R] "

@@ -26,6 +26,9 @@ typedef struct dcr_construct_bench {
     /* When not NULL, changes replay this measured profile instead of the
      * uniform change_rate (injected_elements then counts canonical elements). */
     const dcr_change_profile_t *profile;
+    /* Safetensors checkpoint whose values start the weights (see
+     * dcr_ckpt_init_canonical); NULL: synthetic weights from the seed. */
+    const char *init;
 } dcr_construct_bench_t;
 
 typedef struct dcr_construct_bench_result {
