@@ -15,15 +15,16 @@
 
 typedef struct diff_opts {
     dcr_cli_scenario_t sc;
-    const char *paths[2], *keep, *profile;
-    double chunk_mib, bucket_mib;
-    int64_t level;
+    const char *paths[2], *keep, *profile, *init, *changes;
+    double chunk_mib, bucket_mib, rate, lr;
+    int64_t level, seed;
     bool json, no_class_payloads;
     char model_path[4096];
+    char step_label[256]; /* NEW of a --init run */
 } diff_opts_t;
 
-/* Without --model: the config.json beside OLD (in OLD when it is a
- * directory, else in the directory of the file). */
+/* Without --model: the config.json beside OLD (or the --init checkpoint):
+ * in it when it is a directory, else in the directory of the file. */
 static dcr_status_t default_model(diff_opts_t *o)
 {
     const char *old = o->paths[0];
@@ -137,6 +138,25 @@ static void print_text(const diff_opts_t *o, const dcr_scenario_t *sc, const dcr
     print_row("total", &r->total);
 }
 
+/* --changes uniform | adamw | profile:FILE of a --init run. */
+static dcr_status_t step_of(const diff_opts_t *o, dcr_diff_step_t *step,
+                            dcr_change_profile_t *replay)
+{
+    *step = (dcr_diff_step_t){DCR_DIFF_STEP_UNIFORM, o->rate, o->lr, NULL, (uint64_t)o->seed};
+    if (strncmp(o->changes, "profile:", 8) == 0) {
+        DCR_CHECK(dcr_change_profile_load(o->changes + 8, replay));
+        step->kind = DCR_DIFF_STEP_PROFILE;
+        step->profile = replay;
+    } else if (strcmp(o->changes, "adamw") == 0) {
+        if (!(o->lr > 0)) return dcr_error_set(DCR_EINVAL, "--lr must be positive for adamw");
+        step->kind = DCR_DIFF_STEP_ADAMW;
+    } else if (strcmp(o->changes, "uniform") != 0) {
+        return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform, adamw or profile:FILE",
+                             o->changes);
+    }
+    return DCR_OK;
+}
+
 static int run(diff_opts_t *o)
 {
     dcr_scenario_t *sc = NULL;
@@ -159,7 +179,14 @@ static int run(diff_opts_t *o)
     opt.sink = o->keep ? &sink.sink : NULL;
     opt.class_payloads = !o->no_class_payloads;
     dcr_diff_result_t r;
-    DCR_CHECK_GOTO(dcr_ckpt_diff(sc, o->paths[0], o->paths[1], &opt, &r), s, fail);
+    if (o->init) {
+        dcr_diff_step_t step;
+        dcr_change_profile_t replay;
+        DCR_CHECK_GOTO(step_of(o, &step, &replay), s, fail);
+        DCR_CHECK_GOTO(dcr_ckpt_diff_step(sc, o->init, &step, &opt, &r), s, fail);
+    } else {
+        DCR_CHECK_GOTO(dcr_ckpt_diff(sc, o->paths[0], o->paths[1], &opt, &r), s, fail);
+    }
     if (o->profile) {
         dcr_change_profile_t prof;
         dcr_change_profile_from_diff(&r, sc->model.name, &prof);
@@ -180,9 +207,15 @@ fail:
 
 int dcr_cmd_diff(int argc, char **argv)
 {
-    diff_opts_t o = {.chunk_mib = 64, .bucket_mib = 512, .level = 1};
+    diff_opts_t o = {.chunk_mib = 64,
+                     .bucket_mib = 512,
+                     .level = 1,
+                     .changes = "uniform",
+                     .rate = 0.03,
+                     .lr = 1e-6,
+                     .seed = 42};
     dcr_cli_scenario_init(&o.sc, NULL, 1, 0);
-    enum { NOWN = 7 };
+    enum { NOWN = 12, NSTEP = 5 };
     dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + NOWN] = {
         {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
          "chunk target in MiB of source bytes (default 64)", false},
@@ -197,19 +230,46 @@ int dcr_cmd_diff(int argc, char **argv)
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
         {"--profile", DCR_ARG_STRING, &o.profile, 0, 0,
          "write the measured change profile (per class rate and clustering) to this file", false},
+        /* The synthetic step of --init; the last NSTEP entries, refused without --init. */
+        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
+         "instead of OLD NEW: this checkpoint against one synthetic step on it", false},
+        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
+         "step of --init: uniform (default) | adamw | profile:FILE", false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
+         "uniform step of --init: change rate per owned shard (default 0.03)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "adamw step of --init: learning rate (default 1e-6)",
+         false},
+        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of the --init step (default 42)", false},
     };
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int npos = 0;
     int rc =
         dcr_args_parse("diff",
-                       "OLD NEW [--model M (default: OLD's config.json)] [layout flags] "
+                       "OLD NEW | --init CKPT [--changes uniform|adamw|profile:FILE] "
+                       "[--model M (default: the config.json beside OLD)] [layout flags] "
                        "[--keep-payloads DIR] [--profile OUT.json] [--json]",
                        args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, o.paths, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
-    if (npos != 2) {
+    if (o.init && npos != 0) {
+        fprintf(stderr, "dcr diff: --init CKPT takes no OLD NEW (got %d paths)\n", npos);
+        return 2;
+    }
+    if (!o.init && npos != 2) {
         fprintf(stderr,
                 "dcr diff: expected two checkpoints OLD NEW (got %d; see dcr diff --help)\n", npos);
         return 2;
+    }
+    if (o.init) {
+        /* OLD is the checkpoint, NEW its synthetic step (named in the output). */
+        snprintf(o.step_label, sizeof(o.step_label), "%s step", o.changes);
+        o.paths[0] = o.init;
+        o.paths[1] = o.step_label;
+    }
+    for (int i = NOWN - NSTEP + 1; !o.init && i < NOWN; i++) {
+        if (args[i].seen) {
+            fprintf(stderr, "dcr diff: %s needs --init CKPT\n", args[i].name);
+            return 2;
+        }
     }
     return run(&o);
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "dcr/log.h"
+#include "workloads/change_profile.h"
+#include "workloads/ckpt_init.h"
 #include "workloads/safetensors.h"
 
 static const char *const dcr__class_names[DCR_CLASS_COUNT] = {
@@ -250,7 +252,8 @@ typedef struct dcr__runs {
     const dcr_scenario_t *sc;
     const dcr_diff_options_t *opt;
     dcr_storage_t **baseline, **candidate, **mixed;
-    dcr__side_t *old, *new;
+    dcr_storage_t *const *old, *const *new; /* canonical tensors of both sides */
+    size_t n;
     const uint8_t *cls;
     uint8_t *xor_allowed;
 } dcr__runs_t;
@@ -259,9 +262,8 @@ typedef struct dcr__runs {
  * OLD elsewhere. */
 static dcr_status_t dcr__candidate(dcr__runs_t *w, int only)
 {
-    for (size_t c = 0; c < w->old->n; c++)
-        w->mixed[c] =
-            only == DCR_CLASS_COUNT || w->cls[c] == only ? w->new->tensors[c] : w->old->tensors[c];
+    for (size_t c = 0; c < w->n; c++)
+        w->mixed[c] = only == DCR_CLASS_COUNT || w->cls[c] == only ? w->new[c] : w->old[c];
     return dcr_megatron_import(&w->sc->model, &w->sc->train, w->sc->layout, w->mixed, w->candidate);
 }
 
@@ -312,7 +314,7 @@ static dcr_status_t dcr__runs_mode(dcr__runs_t *w, dcr_construct_mode_t mode, dc
 
 static dcr_status_t dcr__construct(dcr__runs_t *w, dcr_diff_result_t *r)
 {
-    size_t nc = w->old->n, ns = (size_t)w->sc->layout->nshards;
+    size_t nc = w->n, ns = (size_t)w->sc->layout->nshards;
     dcr_status_t st;
     w->mixed = calloc(nc + 1, sizeof(*w->mixed));
     w->xor_allowed = malloc(nc + 1);
@@ -325,9 +327,9 @@ static dcr_status_t dcr__construct(dcr__runs_t *w, dcr_diff_result_t *r)
     memset(w->xor_allowed, 1, nc + 1);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(w->sc, &w->baseline), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(w->sc, &w->candidate), st, done);
-    DCR_CHECK_GOTO(dcr_megatron_import(&w->sc->model, &w->sc->train, w->sc->layout, w->old->tensors,
-                                       w->baseline),
-                   st, done);
+    DCR_CHECK_GOTO(
+        dcr_megatron_import(&w->sc->model, &w->sc->train, w->sc->layout, w->old, w->baseline), st,
+        done);
     DCR_CHECK_GOTO(dcr__runs_mode(w, DCR_MODE_X, r), st, done);
     st = dcr__runs_mode(w, DCR_MODE_P, r);
 done:
@@ -335,6 +337,26 @@ done:
     dcr_scenario_free_tensors(w->candidate, w->candidate ? ns : 0);
     free(w->mixed);
     free(w->xor_allowed);
+    return st;
+}
+
+/* Comparison and construction of two sets of canonical tensors. */
+static dcr_status_t dcr__diff_tensors(const dcr_scenario_t *sc, dcr_storage_t *const *old,
+                                      dcr_storage_t *const *new, const dcr_diff_options_t *opt,
+                                      dcr_diff_result_t *r)
+{
+    size_t nc = dcr_inventory_count(sc->inventory);
+    uint8_t *cls = malloc(nc + 1);
+    if (!cls) return dcr_error_set(DCR_ENOMEM, "diff: class table");
+    for (size_t c = 0; c < nc; c++)
+        cls[c] = (uint8_t)dcr_tensor_class_of(dcr_inventory_at(sc->inventory, c)->name);
+    dcr_status_t st = dcr__compare(sc, old, new, cls, r);
+    for (int k = 0; k < DCR_CLASS_COUNT; k++) dcr__add(&r->total, &r->classes[k]);
+    DCR_LOG_INFO("diff: %lld of %lld elements changed; constructing",
+                 (long long)r->total.changed_elements, (long long)r->total.elements);
+    dcr__runs_t w = {.sc = sc, .opt = opt, .old = old, .new = new, .n = nc, .cls = cls};
+    if (st == DCR_OK) st = dcr__construct(&w, r);
+    free(cls);
     return st;
 }
 
@@ -346,27 +368,62 @@ dcr_status_t dcr_ckpt_diff(const dcr_scenario_t *sc, const char *old_path, const
     dcr_diff_result_t r;
     memset(&r, 0, sizeof(r));
     dcr__side_t old = {0}, new = {0};
-    size_t nc = dcr_inventory_count(sc->inventory), extra_old = 0;
-    uint8_t *cls = malloc(nc + 1);
+    size_t extra_old = 0;
     dcr_status_t st;
-    if (!cls) {
-        st = dcr_error_set(DCR_ENOMEM, "diff: class table");
-        goto done;
-    }
-    for (size_t c = 0; c < nc; c++)
-        cls[c] = (uint8_t)dcr_tensor_class_of(dcr_inventory_at(sc->inventory, c)->name);
     DCR_CHECK_GOTO(dcr__side_open(sc, old_path, &old, &extra_old), st, done);
     DCR_CHECK_GOTO(dcr__side_open(sc, new_path, &new, &r.extra_tensors), st, done);
-    DCR_CHECK_GOTO(dcr__compare(sc, old.tensors, new.tensors, cls, &r), st, done);
-    for (int k = 0; k < DCR_CLASS_COUNT; k++) dcr__add(&r.total, &r.classes[k]);
-    DCR_LOG_INFO("diff: %lld of %lld elements changed; constructing",
-                 (long long)r.total.changed_elements, (long long)r.total.elements);
-    dcr__runs_t w = {.sc = sc, .opt = opt, .old = &old, .new = &new, .cls = cls};
-    DCR_CHECK_GOTO(dcr__construct(&w, &r), st, done);
+    DCR_CHECK_GOTO(dcr__diff_tensors(sc, old.tensors, new.tensors, opt, &r), st, done);
     *out_p = r;
 done:
     dcr__side_close(&old);
     dcr__side_close(&new);
-    free(cls);
+    return st;
+}
+
+/* NEW = one synthetic step on the shards imported from OLD. */
+static dcr_status_t dcr__step(const dcr_scenario_t *sc, const dcr_diff_step_t *step,
+                              dcr_storage_t *const *old, dcr_storage_t *const *shards,
+                              dcr_storage_t *const *new, int64_t *changed_p)
+{
+    DCR_CHECK(dcr_megatron_import(&sc->model, &sc->train, sc->layout, old, shards));
+    if (step->kind == DCR_DIFF_STEP_PROFILE)
+        return dcr_change_profile_inject(sc, step->profile, step->seed, shards, new, changed_p);
+    if (step->kind == DCR_DIFF_STEP_UNIFORM)
+        return dcr_scenario_inject_uniform(sc, step->rate, step->seed, shards, new, changed_p);
+    dcr_adamw_t *a = NULL;
+    DCR_CHECK(dcr_adamw_create(sc, shards, step->lr, step->seed, &a));
+    dcr_status_t st = dcr_adamw_step(a, shards, new, changed_p);
+    dcr_adamw_destroy(a);
+    return st;
+}
+
+dcr_status_t dcr_ckpt_diff_step(const dcr_scenario_t *sc, const char *init_path,
+                                const dcr_diff_step_t *step, const dcr_diff_options_t *opt,
+                                dcr_diff_result_t *out_p)
+{
+    if (!sc || !init_path || !step || !opt || !out_p)
+        return dcr_error_set(DCR_EINVAL, "diff: NULL argument");
+    dcr_diff_result_t r;
+    memset(&r, 0, sizeof(r));
+    size_t nc = dcr_inventory_count(sc->inventory), ns = (size_t)sc->layout->nshards;
+    dcr_storage_t **old = NULL, **new = NULL, **shards = NULL;
+    int64_t injected = 0;
+    dcr_status_t st;
+    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &old), st, done);
+    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &new), st, done);
+    DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &shards), st, done);
+    DCR_CHECK_GOTO(dcr_ckpt_init_canonical(sc, init_path, old), st, done);
+    DCR_CHECK_GOTO(dcr__step(sc, step, old, shards, new, &injected), st, done);
+    /* OLD is what the training shards export to (an FP8 export
+     * re-quantizes), so that only the step's changes show. */
+    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, old, shards), st, done);
+    DCR_CHECK_GOTO(dcr_megatron_export(&sc->model, &sc->train, sc->layout, shards, old), st, done);
+    DCR_LOG_INFO("diff: synthetic step changed %lld elements", (long long)injected);
+    DCR_CHECK_GOTO(dcr__diff_tensors(sc, old, new, opt, &r), st, done);
+    *out_p = r;
+done:
+    dcr_scenario_free_tensors(old, old ? nc : 0);
+    dcr_scenario_free_tensors(new, new ? nc : 0);
+    dcr_scenario_free_tensors(shards, shards ? ns : 0);
     return st;
 }

@@ -87,6 +87,30 @@ dcr_diff_options_t dcr_diff_options_default(void);
 dcr_status_t dcr_ckpt_diff(const dcr_scenario_t *sc, const char *old_path, const char *new_path,
                            const dcr_diff_options_t *opt, dcr_diff_result_t *out_p);
 
+/* A synthetic step for `dcr diff --init CKPT --changes ...`: what one
+ * stress, AdamW or profile step does to real weights. */
+typedef enum dcr_diff_step_kind {
+    DCR_DIFF_STEP_UNIFORM = 0, /* dcr_scenario_inject_uniform at rate */
+    DCR_DIFF_STEP_ADAMW,       /* one dcr_adamw_step at lr */
+    DCR_DIFF_STEP_PROFILE,     /* dcr_change_profile_inject of profile */
+} dcr_diff_step_kind_t;
+
+struct dcr_change_profile;
+
+typedef struct dcr_diff_step {
+    dcr_diff_step_kind_t kind;
+    double rate, lr;
+    const struct dcr_change_profile *profile;
+    uint64_t seed;
+} dcr_diff_step_t;
+
+/* Like dcr_ckpt_diff, with OLD the export of the training shards imported
+ * from the checkpoint at init_path (leading blocks of a scaled model, see
+ * dcr_ckpt_init_canonical) and NEW the same after one synthetic step. */
+dcr_status_t dcr_ckpt_diff_step(const dcr_scenario_t *sc, const char *init_path,
+                                const dcr_diff_step_t *step, const dcr_diff_options_t *opt,
+                                dcr_diff_result_t *out_p);
+
 /* Derived figures of one class, 0 where the denominator is 0. */
 double dcr_diff_change_rate(const dcr_diff_figures_t *f);
 double dcr_diff_payload_ratio(const dcr_diff_figures_t *f); /* payload X / raw changed values */

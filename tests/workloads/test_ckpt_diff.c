@@ -4,6 +4,7 @@
  * counted here from the placed changes: elements, rows, runs, experts, and
  * the constructor's records (one per changed canonical element whatever the
  * layout). Runs the library and the dcr binary. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -243,6 +244,43 @@ static void test_diff_self(void **state)
     json_decref(j);
 }
 
+/* --init: the checkpoint against one synthetic step on it. The uniform step
+ * changes round(R n) elements of every task, and the tasks partition the
+ * canonical elements at TP 1, so the total is within half an element per
+ * task of R x elements. */
+static void test_diff_init(void **state)
+{
+    (void)state;
+    char old_dir[512], new_dir[512], args[2048];
+    dcr_scenario_t *sc = write_pair("init", qwen_cfg, NULL, 0, old_dir, new_dir, sizeof(old_dir));
+    double rate = 0.01, n = (double)dcr_inventory_params(sc->inventory);
+    int ntasks = sc->layout->ntasks;
+    dcr_scenario_destroy(sc);
+    snprintf(args, sizeof(args), "diff --init %s --change-rate 0.01 --json", old_dir);
+    json_t *j = run_json(args);
+    int64_t changed = geti(j, "changed_elements");
+    print_message("  uniform step: %lld changed, %d tasks, want %.1f\n", (long long)changed, ntasks,
+                  rate * n);
+    assert_true(fabs((double)changed - rate * n) <= 0.5 * ntasks);
+    assert_int_equal(geti(j, "records"), changed);
+    assert_string_equal(json_string_value(json_object_get(j, "new")), "uniform step");
+    json_decref(j);
+    snprintf(args, sizeof(args), "diff --init %s --change-rate 0 --json", old_dir);
+    j = run_json(args);
+    assert_int_equal(geti(j, "changed_elements"), 0);
+    assert_int_equal(geti(j, "payload_bytes"), 0);
+    json_decref(j);
+    snprintf(args, sizeof(args), "diff --init %s --changes adamw --lr 1e-6 --json", old_dir);
+    j = run_json(args);
+    assert_true(geti(j, "changed_elements") > 0);
+    assert_int_equal(geti(j, "records"), geti(j, "changed_elements"));
+    json_decref(j);
+    snprintf(args, sizeof(args), "diff %s %s --lr 1", old_dir, new_dir);
+    expect_error(args, 2, "--lr needs --init");
+    snprintf(args, sizeof(args), "diff --init %s --changes sgd", old_dir);
+    expect_error(args, 1, "--changes sgd");
+}
+
 static const change_t nemo_changes[] = {
     {"backbone.layers.0.mixer.in_proj.weight", "mamba", 64 * 40, 5},
     {"backbone.layers.0.mixer.A_log", "mamba", 2, 2}, /* FP32 */
@@ -357,7 +395,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_classes),     cmocka_unit_test(test_diff_qwen),
         cmocka_unit_test(test_diff_self),   cmocka_unit_test(test_diff_nemotron),
-        cmocka_unit_test(test_diff_errors),
+        cmocka_unit_test(test_diff_errors), cmocka_unit_test(test_diff_init),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
