@@ -159,6 +159,19 @@ dcr_status_t dcr_change_profile_load(const char *path, dcr_change_profile_t *out
     return st;
 }
 
+double dcr_change_profile_rate(const dcr_change_profile_t *p, const dcr_inventory_t *inv)
+{
+    double changed = 0, total = 0;
+    for (size_t c = 0; c < dcr_inventory_count(inv); c++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(inv, c);
+        const dcr_class_profile_t *cp = &p->classes[dcr_tensor_class_of(d->name)];
+        double n = (double)dcr_desc_numel(d);
+        total += n;
+        if (cp->present) changed += cp->change_rate * n;
+    }
+    return total > 0 ? changed / total : 0.0;
+}
+
 /* ---- replay ---- */
 
 /* A relative step of about 1e-2 (a zero becomes a small value); if rounding

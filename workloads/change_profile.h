@@ -53,6 +53,11 @@ dcr_status_t dcr_change_profile_write(const dcr_change_profile_t *p, const char 
  * key on any violation of the schema. */
 dcr_status_t dcr_change_profile_load(const char *path, dcr_change_profile_t *out_p);
 
+/* The profile's overall change rate on a model: class rates weighted by the
+ * model's elements per class (classes the profile does not list count as
+ * unchanged). What a simulator that models one rate can take from it. */
+double dcr_change_profile_rate(const dcr_change_profile_t *p, const dcr_inventory_t *inv);
+
 /* Draws changes with the profile's statistics into the export of shards
  * (written to canonical first) and brings the shards in step by importing
  * them; canonical then holds the export of the new shards. Rows

@@ -293,6 +293,45 @@ static void test_replay(void **state)
     dcr_scenario_destroy(sc);
 }
 
+/* dcr sim takes the profile's overall rate on its model: for Qwen3-30B-A3B
+ * an experts-only profile at rate r gives r x expert parameters / all
+ * parameters (48 x 128 x 3 x 768 x 2048 of 30,532,122,624, models.md), and a
+ * profile with every class at r gives r. */
+static void test_sim_rate(void **state)
+{
+    (void)state;
+    char path[512], args[1024];
+    snprintf(path, sizeof(path), "%s/sim.json", tmp_dir);
+    write_text(path, HEAD "\"classes\": {\"experts\": {\"change_rate\": 0.04, "
+                          "\"changed_row_share\": 0.3, \"mean_run_length\": 1.5, "
+                          "\"expert_share\": 0.5}}}");
+    snprintf(args, sizeof(args),
+             "sim --model qwen3-30b-a3b --testbed paper --transport objstore --changes "
+             "profile:%s --json",
+             path);
+    json_t *j = run_json(args);
+    json_t *rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(rows), 1);
+    double got = json_real_value(json_object_get(json_array_get(rows, 0), "change_rate"));
+    double want = 0.04 * (48.0 * 128 * 3 * 768 * 2048) / 30532122624.0;
+    print_message("  sim rate %.15g, want %.15g\n", got, want);
+    assert_true(fabs(got - want) < 1e-12);
+    json_decref(j);
+
+    dcr_change_profile_t p;
+    memset(&p, 0, sizeof(p));
+    for (int k = 0; k < DCR_CLASS_COUNT; k++)
+        p.classes[k] = (dcr_class_profile_t){true, 0.025, 0.5, 1, 1, 0};
+    dcr_model_config_t cfg;
+    dcr_inventory_t *inv = NULL;
+    assert_int_equal(dcr_model_load("nemotron-3-nano-30b-a3b", &cfg), DCR_OK);
+    assert_int_equal(dcr_model_build_inventory(&cfg, &inv), DCR_OK);
+    assert_true(fabs(dcr_change_profile_rate(&p, inv) - 0.025) < 1e-12);
+    dcr_inventory_destroy(inv);
+    snprintf(args, sizeof(args), "sim --model qwen3-30b-a3b --changes %s", path);
+    expect_error(args, 1, "expected profile:FILE");
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -314,6 +353,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_replay),
+        cmocka_unit_test(test_sim_rate),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
