@@ -21,8 +21,7 @@
 
 #include "cli/cli_run.h"
 #include "workloads/change_profile.h"
-
-static char tmp_dir[256];
+#include "workloads/tmp_dir.h"
 
 static void write_text(const char *path, const char *text)
 {
@@ -332,21 +331,6 @@ static void test_sim_rate(void **state)
     expect_error(args, 1, "expected profile:FILE");
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/dcr_test_change_profile_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,5 +339,5 @@ int main(void)
         cmocka_unit_test(test_replay),
         cmocka_unit_test(test_sim_rate),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmp_dir_setup, tmp_dir_teardown);
 }

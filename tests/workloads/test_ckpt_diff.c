@@ -21,8 +21,7 @@
 #include "workloads/change_profile.h"
 #include "workloads/ckpt_diff.h"
 #include "workloads/safetensors.h"
-
-static char tmp_dir[256];
+#include "workloads/tmp_dir.h"
 
 /* Tiny models with every tensor class: Qwen3 MoE (attention, experts,
  * router, norms, embeddings) and a Nemotron-H hybrid (Mamba with FP32
@@ -375,21 +374,6 @@ static void test_classes(void **state)
     }
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/dcr_test_ckpt_diff_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,5 +381,5 @@ int main(void)
         cmocka_unit_test(test_diff_self),   cmocka_unit_test(test_diff_nemotron),
         cmocka_unit_test(test_diff_errors), cmocka_unit_test(test_diff_init),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmp_dir_setup, tmp_dir_teardown);
 }

@@ -18,8 +18,9 @@
 #include "cli/cli_run.h"
 #include "workloads/ckpt_init.h"
 #include "workloads/safetensors.h"
+#include "workloads/tmp_dir.h"
 
-static char tmp_dir[256], ckpt_dir[512];
+static char ckpt_dir[512];
 
 static const char *const config =
     "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 3, "
@@ -181,19 +182,9 @@ static void test_commands(void **state)
 
 static int setup(void **state)
 {
-    (void)state;
-    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/dcr_test_ckpt_init_XXXXXX");
-    if (!mkdtemp(tmp_dir)) return -1;
+    if (tmp_dir_setup(state) != 0) return -1;
     write_checkpoint();
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
 }
 
 int main(void)
@@ -203,5 +194,5 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_commands),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tmp_dir_teardown);
 }

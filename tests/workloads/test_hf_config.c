@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "workloads/model.h"
+#include "workloads/tmp_dir.h"
 
 #define HF_DIR DCR_SOURCE_DIR "/tests/workloads/hf_configs/"
 
@@ -82,8 +83,6 @@ static void test_real_configs(void **state)
         dcr_inventory_destroy(want);
     }
 }
-
-static char tmp_dir[256];
 
 /* Writes text to <tmp>/<dir>/config.json and loads the directory. */
 static dcr_status_t load_text(const char *dir, const char *text, dcr_model_config_t *cfg)
@@ -175,21 +174,6 @@ static void test_gemma_defaults(void **state)
     assert_true(cfg.qk_norm);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/dcr_test_hf_config_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -197,5 +181,5 @@ int main(void)
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gemma_defaults),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmp_dir_setup, tmp_dir_teardown);
 }

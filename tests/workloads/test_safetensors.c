@@ -19,8 +19,7 @@
 #include "dcr/rng.h"
 #include "workloads/model.h"
 #include "workloads/safetensors.h"
-
-static char tmp_dir[256];
+#include "workloads/tmp_dir.h"
 
 /* A small inventory of every supported dtype and rank, with random bytes. */
 typedef struct fixture {
@@ -407,21 +406,6 @@ static void test_bad_index(void **state)
     fixture_free(&f);
 }
 
-static int setup(void **state)
-{
-    (void)state;
-    snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/dcr_test_safetensors_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,5 +413,5 @@ int main(void)
         cmocka_unit_test(test_inventory_check), cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_bad_index),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tmp_dir_setup, tmp_dir_teardown);
 }
