@@ -24,7 +24,7 @@ static dcr_status_t dcr__init_source(const dcr_checkpoint_t *ck, const dcr_tenso
         return dcr_error_set(DCR_EPARSE,
                              "--init %s: tensor \"%s\" is %s %s, which does not hold the model's "
                              "%s %s (same dtype and rank, no smaller dimension)",
-                             dcr_checkpoint_path(ck), d->name, dcr_st_dtype_name(t->dtype), have,
+                             dcr_checkpoint_path(ck), d->name, t->dtype_name, have,
                              dcr_st_dtype_name(d->dtype), want);
     }
     *out_p = t;

@@ -18,14 +18,22 @@
 #define DCR__ST_PATH_MAX  4096
 #define DCR__ST_FILES_MAX 100000
 
+/* Every dtype of the format with its element size; the first four are the
+ * ones dcr holds (DCR_DTYPE_COUNT marks the others, which a checkpoint may
+ * carry in tensors the model does not use). */
 static const struct {
     const char *name;
     dcr_dtype_t dtype;
+    unsigned size;
 } dcr__st_dtypes[] = {
-    {"BF16", DCR_DTYPE_BF16},
-    {"F16", DCR_DTYPE_FP16},
-    {"F32", DCR_DTYPE_FP32},
-    {"F8_E4M3", DCR_DTYPE_FP8_E4M3},
+    {"BF16", DCR_DTYPE_BF16, 2},     {"F16", DCR_DTYPE_FP16, 2},
+    {"F32", DCR_DTYPE_FP32, 4},      {"F8_E4M3", DCR_DTYPE_FP8_E4M3, 1},
+    {"F64", DCR_DTYPE_COUNT, 8},     {"I64", DCR_DTYPE_COUNT, 8},
+    {"U64", DCR_DTYPE_COUNT, 8},     {"I32", DCR_DTYPE_COUNT, 4},
+    {"U32", DCR_DTYPE_COUNT, 4},     {"I16", DCR_DTYPE_COUNT, 2},
+    {"U16", DCR_DTYPE_COUNT, 2},     {"I8", DCR_DTYPE_COUNT, 1},
+    {"U8", DCR_DTYPE_COUNT, 1},      {"BOOL", DCR_DTYPE_COUNT, 1},
+    {"F8_E5M2", DCR_DTYPE_COUNT, 1},
 };
 
 #define DCR__ST_DTYPE_COUNT (sizeof(dcr__st_dtypes) / sizeof(dcr__st_dtypes[0]))
@@ -61,7 +69,7 @@ static bool dcr__st_uint(json_t *v, uint64_t *out_p)
 }
 
 static dcr_status_t dcr__st_dtype(const char *origin, const char *name, json_t *v,
-                                  dcr_dtype_t *out_p)
+                                  dcr_st_tensor_t *t)
 {
     const char *s = json_string_value(v);
     if (s == NULL) {
@@ -70,13 +78,15 @@ static dcr_status_t dcr__st_dtype(const char *origin, const char *name, json_t *
     }
     for (size_t i = 0; i < DCR__ST_DTYPE_COUNT; i++) {
         if (strcmp(s, dcr__st_dtypes[i].name) == 0) {
-            *out_p = dcr__st_dtypes[i].dtype;
+            t->dtype = dcr__st_dtypes[i].dtype;
+            t->dtype_name = dcr__st_dtypes[i].name;
+            t->elem_size = dcr__st_dtypes[i].size;
             return DCR_OK;
         }
     }
     return dcr_error_set(DCR_EPARSE,
-                         "safetensors %s: tensor \"%s\": dtype \"%.32s\" is not supported "
-                         "(expected BF16, F16, F32 or F8_E4M3)",
+                         "safetensors %s: tensor \"%s\": unknown dtype \"%.32s\" (expected BF16, "
+                         "F16, F32, F8_E4M3 or another safetensors dtype)",
                          origin, name, s);
 }
 
@@ -91,7 +101,7 @@ static dcr_status_t dcr__st_shape(const char *origin, dcr_st_tensor_t *t, json_t
                              "most %d non-negative integers",
                              origin, t->name, DCR_MAX_DIMS);
     }
-    uint64_t bytes = dcr_dtype_size(t->dtype);
+    uint64_t bytes = t->elem_size;
     t->ndim = (int)ndim;
     for (size_t d = 0; d < ndim; d++) {
         uint64_t dim = 0;
@@ -117,7 +127,7 @@ static dcr_status_t dcr__st_tensor(const char *origin, const char *name, json_t 
     }
     t->name = strdup(name);
     if (t->name == NULL) return dcr_error_set(DCR_ENOMEM, "safetensors %s: out of memory", origin);
-    DCR_CHECK(dcr__st_dtype(origin, name, json_object_get(v, "dtype"), &t->dtype));
+    DCR_CHECK(dcr__st_dtype(origin, name, json_object_get(v, "dtype"), t));
     uint64_t bytes = 0;
     DCR_CHECK(dcr__st_shape(origin, t, json_object_get(v, "shape"), &bytes));
     json_t *off = json_object_get(v, "data_offsets");
@@ -139,7 +149,7 @@ static dcr_status_t dcr__st_tensor(const char *origin, const char *name, json_t 
         return dcr_error_set(DCR_EPARSE,
                              "safetensors %s: tensor \"%s\": data_offsets span %" PRIu64
                              " bytes but shape x %s needs %" PRIu64,
-                             origin, name, t->end - t->begin, dcr_st_dtype_name(t->dtype), bytes);
+                             origin, name, t->end - t->begin, t->dtype_name, bytes);
     }
     return DCR_OK;
 }
@@ -739,9 +749,8 @@ dcr_status_t dcr_checkpoint_check_inventory(const dcr_checkpoint_t *ck, const dc
             return dcr_error_set(DCR_EPARSE,
                                  "checkpoint %s: tensor \"%s\" in %s is %s %s (the model expects "
                                  "%s %s)",
-                                 ck->path, d->name, ck->files[t->file].path,
-                                 dcr_st_dtype_name(t->dtype), have, dcr_st_dtype_name(d->dtype),
-                                 want);
+                                 ck->path, d->name, ck->files[t->file].path, t->dtype_name, have,
+                                 dcr_st_dtype_name(d->dtype), want);
         }
     }
     /* Inventory names are unique and all found, so the rest are extras. */

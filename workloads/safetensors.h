@@ -10,12 +10,14 @@
  *
  * The reader refuses anything a loader could misread, each problem as one
  * error line naming the file and the tensor: a header length past the file
- * or over 100 MB (the reference limit), malformed JSON, a duplicate name, a
- * dtype other than BF16, F16, F32 or F8_E4M3, offsets outside the data
+ * or over 100 MB (the reference limit), malformed JSON, a duplicate name, an
+ * unknown dtype name, offsets outside the data
  * section, tensors that overlap or leave gaps (the data section must be
  * exactly the tensors, back to back), a byte size other than shape x dtype.
  * dcr_checkpoint_check_inventory() then requires every tensor of a canonical
- * inventory with its shape and dtype. */
+ * inventory with its shape and dtype; dcr holds BF16, F16, F32 and F8_E4M3,
+ * and tensors of the format's other dtypes (I64, F64, ...) are parsed and
+ * checked like the rest but can only be tensors the model does not use. */
 #ifndef DCR_WORKLOADS_SAFETENSORS_H
 #define DCR_WORKLOADS_SAFETENSORS_H
 
@@ -36,15 +38,17 @@
  * what the file gives: read it with memcpy or byte-wise. */
 typedef struct dcr_st_tensor {
     char *name;
-    dcr_dtype_t dtype;
-    int ndim; /* 0 for a scalar */
+    dcr_dtype_t dtype;      /* DCR_DTYPE_COUNT for a dtype dcr does not hold (I64, F64, ...) */
+    const char *dtype_name; /* as in the file ("BF16", "I64", ...), static */
+    unsigned elem_size;     /* bytes per element */
+    int ndim;               /* 0 for a scalar */
     int64_t shape[DCR_MAX_DIMS];
     uint64_t begin, end; /* data_offsets, relative to the data section */
     const uint8_t *data; /* end - begin bytes */
     int file;            /* index of the file in its checkpoint (0 for one file) */
 } dcr_st_tensor_t;
 
-/* The safetensors name of a dtype ("BF16", "F16", "F32", "F8_E4M3"). */
+/* The safetensors name of a dcr dtype ("BF16", "F16", "F32", "F8_E4M3"). */
 const char *dcr_st_dtype_name(dcr_dtype_t dtype);
 
 /* Parses and validates a whole file image buf[0..size). On success

@@ -17,7 +17,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (dcr_st_parse(data, size, "fuzz", &t, &n, &meta) != DCR_OK) return 0;
     uint64_t at = 0, sum = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t bytes = dcr_dtype_size(t[i].dtype);
+        uint64_t bytes = t[i].elem_size;
+        if (t[i].dtype != DCR_DTYPE_COUNT && dcr_dtype_size(t[i].dtype) != bytes) abort();
         for (int d = 0; d < t[i].ndim; d++) bytes *= (uint64_t)t[i].shape[d];
         if (t[i].begin != at || t[i].end - t[i].begin != bytes) abort();
         for (uint64_t k = 0; k < bytes; k++) sum += t[i].data[k];
