@@ -87,16 +87,16 @@ typedef struct dcr__cmp {
 
 /* Compares one tensor; adds elements, changes, rows and runs to f.
  * Returns whether any bit changed. */
-static bool dcr__compare_tensor(dcr__cmp_t *cmp, const dcr_tensor_desc_t *d, const uint8_t *old,
-                                const uint8_t *new, dcr_diff_figures_t *f)
+static bool dcr__compare_tensor(dcr__cmp_t *cmp, const dcr_tensor_desc_t *d, const uint8_t *base,
+                                const uint8_t *cand, dcr_diff_figures_t *f)
 {
     size_t es = dcr_dtype_size(d->dtype), n = (size_t)dcr_desc_numel(d);
     size_t row = d->ndim >= 2 ? (size_t)d->shape[d->ndim - 1] : n;
-    bool aligned = (uintptr_t)old % es == 0 && (uintptr_t) new % es == 0;
+    bool aligned = (uintptr_t)base % es == 0 && (uintptr_t)cand % es == 0;
     int64_t changed = 0, last = -2, last_row = -1;
     for (size_t start = 0; start < n; start += DCR__DIFF_CHUNK) {
         size_t len = n - start < DCR__DIFF_CHUNK ? n - start : DCR__DIFF_CHUNK;
-        const void *a = old + start * es, *b = new + start *es;
+        const void *a = base + start * es, *b = cand + start * es;
         if (!aligned) {
             memcpy(cmp->a, a, len * es);
             memcpy(cmp->b, b, len * es);
@@ -168,8 +168,8 @@ static void dcr__add(dcr_diff_figures_t *to, const dcr_diff_figures_t *from)
     for (size_t i = 0; i < sizeof(*to) / sizeof(int64_t); i++) t[i] += s[i];
 }
 
-static dcr_status_t dcr__compare(const dcr_scenario_t *sc, dcr_storage_t *const *old,
-                                 dcr_storage_t *const *new, const uint8_t *cls,
+static dcr_status_t dcr__compare(const dcr_scenario_t *sc, dcr_storage_t *const *base,
+                                 dcr_storage_t *const *cand, const uint8_t *cls,
                                  dcr_diff_result_t *r)
 {
     dcr__cmp_t cmp = {malloc(DCR__DIFF_CHUNK * sizeof(uint32_t)), malloc(DCR__DIFF_CHUNK * 4),
@@ -185,7 +185,7 @@ static dcr_status_t dcr__compare(const dcr_scenario_t *sc, dcr_storage_t *const 
     for (size_t c = 0; c < nc; c++) {
         const dcr_tensor_desc_t *d = dcr_inventory_at(sc->inventory, c);
         dcr_diff_figures_t *f = &r->classes[cls[c]];
-        bool changed = dcr__compare_tensor(&cmp, d, old[c]->data, new[c]->data, f);
+        bool changed = dcr__compare_tensor(&cmp, d, base[c]->data, cand[c]->data, f);
         if (cls[c] == DCR_CLASS_EXPERTS) dcr__expert_step(&walk, d->name, changed, f);
     }
     dcr__expert_close(&walk, &r->classes[DCR_CLASS_EXPERTS]);
@@ -252,7 +252,7 @@ typedef struct dcr__runs {
     const dcr_scenario_t *sc;
     const dcr_diff_options_t *opt;
     dcr_storage_t **baseline, **candidate, **mixed;
-    dcr_storage_t *const *old, *const *new; /* canonical tensors of both sides */
+    dcr_storage_t *const *base, *const *cand; /* canonical tensors of both sides */
     size_t n;
     const uint8_t *cls;
     uint8_t *xor_allowed;
@@ -263,7 +263,7 @@ typedef struct dcr__runs {
 static dcr_status_t dcr__candidate(dcr__runs_t *w, int only)
 {
     for (size_t c = 0; c < w->n; c++)
-        w->mixed[c] = only == DCR_CLASS_COUNT || w->cls[c] == only ? w->new[c] : w->old[c];
+        w->mixed[c] = only == DCR_CLASS_COUNT || w->cls[c] == only ? w->cand[c] : w->base[c];
     return dcr_megatron_import(&w->sc->model, &w->sc->train, w->sc->layout, w->mixed, w->candidate);
 }
 
@@ -328,7 +328,7 @@ static dcr_status_t dcr__construct(dcr__runs_t *w, dcr_diff_result_t *r)
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(w->sc, &w->baseline), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(w->sc, &w->candidate), st, done);
     DCR_CHECK_GOTO(
-        dcr_megatron_import(&w->sc->model, &w->sc->train, w->sc->layout, w->old, w->baseline), st,
+        dcr_megatron_import(&w->sc->model, &w->sc->train, w->sc->layout, w->base, w->baseline), st,
         done);
     DCR_CHECK_GOTO(dcr__runs_mode(w, DCR_MODE_X, r), st, done);
     st = dcr__runs_mode(w, DCR_MODE_P, r);
@@ -341,8 +341,8 @@ done:
 }
 
 /* Comparison and construction of two sets of canonical tensors. */
-static dcr_status_t dcr__diff_tensors(const dcr_scenario_t *sc, dcr_storage_t *const *old,
-                                      dcr_storage_t *const *new, const dcr_diff_options_t *opt,
+static dcr_status_t dcr__diff_tensors(const dcr_scenario_t *sc, dcr_storage_t *const *base,
+                                      dcr_storage_t *const *cand, const dcr_diff_options_t *opt,
                                       dcr_diff_result_t *r)
 {
     size_t nc = dcr_inventory_count(sc->inventory);
@@ -350,11 +350,11 @@ static dcr_status_t dcr__diff_tensors(const dcr_scenario_t *sc, dcr_storage_t *c
     if (!cls) return dcr_error_set(DCR_ENOMEM, "diff: class table");
     for (size_t c = 0; c < nc; c++)
         cls[c] = (uint8_t)dcr_tensor_class_of(dcr_inventory_at(sc->inventory, c)->name);
-    dcr_status_t st = dcr__compare(sc, old, new, cls, r);
+    dcr_status_t st = dcr__compare(sc, base, cand, cls, r);
     for (int k = 0; k < DCR_CLASS_COUNT; k++) dcr__add(&r->total, &r->classes[k]);
     DCR_LOG_INFO("diff: %lld of %lld elements changed; constructing",
                  (long long)r->total.changed_elements, (long long)r->total.elements);
-    dcr__runs_t w = {.sc = sc, .opt = opt, .old = old, .new = new, .n = nc, .cls = cls};
+    dcr__runs_t w = {.sc = sc, .opt = opt, .base = base, .cand = cand, .n = nc, .cls = cls};
     if (st == DCR_OK) st = dcr__construct(&w, r);
     free(cls);
     return st;
@@ -367,32 +367,32 @@ dcr_status_t dcr_ckpt_diff(const dcr_scenario_t *sc, const char *old_path, const
         return dcr_error_set(DCR_EINVAL, "diff: NULL argument");
     dcr_diff_result_t r;
     memset(&r, 0, sizeof(r));
-    dcr__side_t old = {0}, new = {0};
+    dcr__side_t base = {0}, cand = {0};
     size_t extra_old = 0;
     dcr_status_t st;
-    DCR_CHECK_GOTO(dcr__side_open(sc, old_path, &old, &extra_old), st, done);
-    DCR_CHECK_GOTO(dcr__side_open(sc, new_path, &new, &r.extra_tensors), st, done);
-    DCR_CHECK_GOTO(dcr__diff_tensors(sc, old.tensors, new.tensors, opt, &r), st, done);
+    DCR_CHECK_GOTO(dcr__side_open(sc, old_path, &base, &extra_old), st, done);
+    DCR_CHECK_GOTO(dcr__side_open(sc, new_path, &cand, &r.extra_tensors), st, done);
+    DCR_CHECK_GOTO(dcr__diff_tensors(sc, base.tensors, cand.tensors, opt, &r), st, done);
     *out_p = r;
 done:
-    dcr__side_close(&old);
-    dcr__side_close(&new);
+    dcr__side_close(&base);
+    dcr__side_close(&cand);
     return st;
 }
 
 /* NEW = one synthetic step on the shards imported from OLD. */
 static dcr_status_t dcr__step(const dcr_scenario_t *sc, const dcr_diff_step_t *step,
-                              dcr_storage_t *const *old, dcr_storage_t *const *shards,
-                              dcr_storage_t *const *new, int64_t *changed_p)
+                              dcr_storage_t *const *base, dcr_storage_t *const *shards,
+                              dcr_storage_t *const *cand, int64_t *changed_p)
 {
-    DCR_CHECK(dcr_megatron_import(&sc->model, &sc->train, sc->layout, old, shards));
+    DCR_CHECK(dcr_megatron_import(&sc->model, &sc->train, sc->layout, base, shards));
     if (step->kind == DCR_DIFF_STEP_PROFILE)
-        return dcr_change_profile_inject(sc, step->profile, step->seed, shards, new, changed_p);
+        return dcr_change_profile_inject(sc, step->profile, step->seed, shards, cand, changed_p);
     if (step->kind == DCR_DIFF_STEP_UNIFORM)
-        return dcr_scenario_inject_uniform(sc, step->rate, step->seed, shards, new, changed_p);
+        return dcr_scenario_inject_uniform(sc, step->rate, step->seed, shards, cand, changed_p);
     dcr_adamw_t *a = NULL;
     DCR_CHECK(dcr_adamw_create(sc, shards, step->lr, step->seed, &a));
-    dcr_status_t st = dcr_adamw_step(a, shards, new, changed_p);
+    dcr_status_t st = dcr_adamw_step(a, shards, cand, changed_p);
     dcr_adamw_destroy(a);
     return st;
 }
@@ -406,24 +406,24 @@ dcr_status_t dcr_ckpt_diff_step(const dcr_scenario_t *sc, const char *init_path,
     dcr_diff_result_t r;
     memset(&r, 0, sizeof(r));
     size_t nc = dcr_inventory_count(sc->inventory), ns = (size_t)sc->layout->nshards;
-    dcr_storage_t **old = NULL, **new = NULL, **shards = NULL;
+    dcr_storage_t **base = NULL, **cand = NULL, **shards = NULL;
     int64_t injected = 0;
     dcr_status_t st;
-    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &old), st, done);
-    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &new), st, done);
+    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &base), st, done);
+    DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &cand), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &shards), st, done);
-    DCR_CHECK_GOTO(dcr_ckpt_init_canonical(sc, init_path, old), st, done);
-    DCR_CHECK_GOTO(dcr__step(sc, step, old, shards, new, &injected), st, done);
+    DCR_CHECK_GOTO(dcr_ckpt_init_canonical(sc, init_path, base), st, done);
+    DCR_CHECK_GOTO(dcr__step(sc, step, base, shards, cand, &injected), st, done);
     /* OLD is what the training shards export to (an FP8 export
      * re-quantizes), so that only the step's changes show. */
-    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, old, shards), st, done);
-    DCR_CHECK_GOTO(dcr_megatron_export(&sc->model, &sc->train, sc->layout, shards, old), st, done);
+    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, base, shards), st, done);
+    DCR_CHECK_GOTO(dcr_megatron_export(&sc->model, &sc->train, sc->layout, shards, base), st, done);
     DCR_LOG_INFO("diff: synthetic step changed %lld elements", (long long)injected);
-    DCR_CHECK_GOTO(dcr__diff_tensors(sc, old, new, opt, &r), st, done);
+    DCR_CHECK_GOTO(dcr__diff_tensors(sc, base, cand, opt, &r), st, done);
     *out_p = r;
 done:
-    dcr_scenario_free_tensors(old, old ? nc : 0);
-    dcr_scenario_free_tensors(new, new ? nc : 0);
+    dcr_scenario_free_tensors(base, base ? nc : 0);
+    dcr_scenario_free_tensors(cand, cand ? nc : 0);
     dcr_scenario_free_tensors(shards, shards ? ns : 0);
     return st;
 }
