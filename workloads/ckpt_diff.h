@@ -83,7 +83,8 @@ dcr_diff_options_t dcr_diff_options_default(void);
  * directory, see dcr_checkpoint_open) of the scenario's model, whose every
  * tensor both must hold with the inventory's shape and dtype. Holds both
  * checkpoints mapped, two copies of the training shards and the
- * constructor's baseline (about three times the model). */
+ * constructor's state (trackers, residual baselines, rebuilt residual
+ * tensors): 5 to 8 times the checkpoint bytes in a measured case. */
 dcr_status_t dcr_ckpt_diff(const dcr_scenario_t *sc, const char *old_path, const char *new_path,
                            const dcr_diff_options_t *opt, dcr_diff_result_t *out_p);
 
