@@ -18,7 +18,7 @@ typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead;
-    const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
+    const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
@@ -41,6 +41,8 @@ static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
         "refits", (json_int_t)o->refits, "shuffle", !o->no_shuffle, "seed", (json_int_t)o->seed);
     /* Whether payloads were signed; the key itself never leaves the process. */
     if (j) json_object_set_new(j, "payload_keyed", json_boolean(c->payload_key.set));
+    /* The checkpoint the weights started from, or null for synthetic weights. */
+    if (j) json_object_set_new(j, "init", o->init ? json_string(o->init) : json_null());
     return j;
 }
 
@@ -266,6 +268,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     if (o->latency_ms >= 0) c->link.latency_ms = o->latency_ms;
     c->fanout = (int)o->fanout;
     c->change_rate = o->rate;
+    c->init = o->init;
     c->warmup = (int)o->warmup;
     c->refits = (int)o->refits;
     c->verify = !o->no_verify;
@@ -368,6 +371,8 @@ int dcr_cmd_bench(int argc, char **argv)
          false},
         {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
          "uniform change rate per owned shard (default 0.03)", false},
+        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
+         "start from this safetensors checkpoint's values (leading blocks when scaled)", false},
         {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
          "uniform (default) | adamw (AdamW trajectories)", false},
         {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw (default 1e-6)",

@@ -11,7 +11,7 @@
 
 typedef struct construct_opts {
     dcr_cli_scenario_t sc;
-    const char *mode, *keep;
+    const char *mode, *keep, *changes, *init;
     double rate, chunk_mib, bucket_mib;
     int64_t level, seed, rounds;
     bool shuffle, no_shuffle, compare_shuffle, json;
@@ -60,6 +60,7 @@ static void print_json(const construct_opts_t *o, const dcr_construct_mode_t *mo
     json_object_set_new(j, "model", json_string(o->sc.model));
     json_object_set_new(j, "checkpoint_bytes", json_integer(res[0].checkpoint_bytes));
     json_object_set_new(j, "change_rate", json_real(o->rate));
+    json_object_set_new(j, "changes", json_string(o->changes));
     json_object_set_new(j, "injected_elements", json_integer(res[0].injected_elements));
     json_object_set_new(j, "rounds", json_integer(o->rounds));
     if (n == 1) {
@@ -129,6 +130,14 @@ static int run(construct_opts_t *o)
         s = dcr_error_set(DCR_EINVAL, "--keep-payloads %s is not an existing directory", o->keep);
         goto fail;
     }
+    /* --changes uniform (the --change-rate stress changes) or profile:FILE. */
+    dcr_change_profile_t profile;
+    bool replay = strncmp(o->changes, "profile:", 8) == 0;
+    if (!replay && strcmp(o->changes, "uniform") != 0) {
+        s = dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or profile:FILE", o->changes);
+        goto fail;
+    }
+    if (replay) DCR_CHECK_GOTO(dcr_change_profile_load(o->changes + 8, &profile), s, fail);
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
     dcr_dir_sink_t dir_sink;
@@ -138,7 +147,9 @@ static int run(construct_opts_t *o)
                                    dcr_construct_config_default(),
                                    o->keep ? &dir_sink.sink : NULL,
                                    (int)o->rounds,
-                                   o->compare_shuffle};
+                                   o->compare_shuffle,
+                                   replay ? &profile : NULL,
+                                   o->init};
     bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
     bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
@@ -165,11 +176,16 @@ int dcr_cmd_construct(int argc, char **argv)
                           .bucket_mib = 512,
                           .level = 1,
                           .seed = 42,
-                          .rounds = 1};
+                          .rounds = 1,
+                          .changes = "uniform"};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 12] = {
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 14] = {
         {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
          "element change rate per owned shard (default 0.03)", false},
+        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
+         "uniform (--change-rate) | profile:FILE (replay a dcr diff --profile)", false},
+        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
+         "start from this safetensors checkpoint's values (leading blocks when scaled)", false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F | all (default X)", false},
         {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
          "chunk target in MiB of source bytes (default 64)", false},
@@ -190,7 +206,7 @@ int dcr_cmd_construct(int argc, char **argv)
          "write every payload into this existing directory", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
-    dcr_cli_scenario_args(&o.sc, args + 12);
+    dcr_cli_scenario_args(&o.sc, args + 14);
     int rc = dcr_args_parse(
         "construct",
         "[--model M --scale S --layers N] [layout flags] [--change-rate R] "

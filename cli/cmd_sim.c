@@ -20,6 +20,7 @@
 #include "sim/platform.h"
 #include "sim/sim.h"
 #include "sim/validate.h"
+#include "workloads/change_profile.h"
 
 enum { MAX_ROWS = 64 };
 
@@ -29,6 +30,7 @@ typedef struct sim_opts {
         shared_cores;
     bool serve_ep, json, validate, no_ack_rtt;
     const char *transport, *rates, *mode, *calibration, *platform, *write_platform, *testbed;
+    const char *changes; /* profile:FILE, or NULL */
     double cross, flow, local, fabric, latency, local_latency, store_gbps, store_latency,
         store_list, store_put;
     double ref_object_mib, chunk_mib, bucket_mib;
@@ -442,6 +444,24 @@ static int models_of(const sim_opts_t *o, const dcr_sim_spec_t *spec, const char
     return DCR_SIM_PAPER_NSIZES;
 }
 
+/* --changes profile:FILE: the profile's element-weighted rate on this model
+ * (the simulator models one rate; the profile's clustering is not used). */
+static dcr_status_t profile_rate(const sim_opts_t *o, const char *model, double *rate_p)
+{
+    if (strncmp(o->changes, "profile:", 8) != 0 || seen(o, "--change-rate"))
+        return dcr_error_set(DCR_EINVAL, "--changes %s: expected profile:FILE and no --change-rate",
+                             o->changes);
+    dcr_change_profile_t p;
+    dcr_model_config_t cfg;
+    dcr_inventory_t *inv = NULL;
+    DCR_CHECK(dcr_change_profile_load(o->changes + 8, &p));
+    DCR_CHECK(dcr_model_load(model, &cfg));
+    DCR_CHECK(dcr_model_build_inventory(&cfg, &inv));
+    *rate_p = dcr_change_profile_rate(&p, inv);
+    dcr_inventory_destroy(inv);
+    return DCR_OK;
+}
+
 static dcr_status_t run_rows(const sim_opts_t *o, dcr_sim_spec_t *spec,
                              const dcr_sim_calibration_t *cal, const char *const *models,
                              int nmodels, row_t *rows, int *n_p)
@@ -459,6 +479,10 @@ static dcr_status_t run_rows(const sim_opts_t *o, dcr_sim_spec_t *spec,
                              MAX_ROWS);
     for (int m = 0; m < nmodels; m++) {
         spec->scenario.model = models[m];
+        if (o->changes) {
+            DCR_CHECK(profile_rate(o, models[m], &rates[0]));
+            nrates = 1;
+        }
         for (int t = 0; t < ntrans; t++)
             for (int i = 0; i < nrates; i++) {
                 spec->transport = transports[t];
@@ -490,6 +514,8 @@ static int simulate(const sim_opts_t *o)
     for (int m = 0; st == DCR_OK && m < nmodels; m++) {
         dcr_model_config_t model;
         st = dcr_model_load(models[m], &model);
+        double rate = 0;
+        if (st == DCR_OK && o->changes) st = profile_rate(o, models[m], &rate);
     }
     double rates[MAX_ROWS];
     const char *transports[2];
@@ -691,7 +717,7 @@ int dcr_cmd_sim(int argc, char **argv)
     o.rates = "0.03";
     o.mode = "X";
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
-    enum { NOWN = 32 };
+    enum { NOWN = 33 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.rollout_nodes, 1, 4096,
          "rollout nodes (default 1; testbed 8)", false},
@@ -705,6 +731,9 @@ int dcr_cmd_sim(int argc, char **argv)
          "objstore | relay | both (default objstore)", false},
         {"--change-rate", DCR_ARG_STRING, &o.rates, 0, 0,
          "element change rates, comma separated (default 0.03)", false},
+        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
+         "profile:FILE: the model's overall rate of a dcr diff --profile (not --change-rate)",
+         false},
         {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
         {"--calibration", DCR_ARG_STRING, &o.calibration, 0, 0,
          "calibration JSON (default: paper-testbed.json on --testbed paper, else a quick one "

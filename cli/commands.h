@@ -19,5 +19,6 @@ int dcr_cmd_sim(int argc, char **argv);
 int dcr_cmd_bounds(int argc, char **argv);
 int dcr_cmd_report(int argc, char **argv);
 int dcr_cmd_compare(int argc, char **argv);
+int dcr_cmd_diff(int argc, char **argv);
 
 #endif

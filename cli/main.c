@@ -30,6 +30,7 @@ static const dcr_cli_command_t commands[] = {
      "same-run ratios of inner loops (change detection vs plain read)"},
     {"calibrate", dcr_cmd_calibrate, "measure the simulator's stage costs on this machine (JSON)"},
     {"sim", dcr_cmd_sim, "simulate a refit of a full-size model on a cluster (SimGrid)"},
+    {"diff", dcr_cmd_diff, "what changed between two safetensors checkpoints, per tensor class"},
 };
 
 static void print_usage(FILE *out)

@@ -17,6 +17,7 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/trace.h"
+#include "workloads/ckpt_init.h"
 #include "workloads/readers.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
@@ -252,7 +253,10 @@ static dcr_status_t setup(bench_t *b)
     DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes",
                  b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
                  b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
-    dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
+    if (b->cfg->init)
+        DCR_CHECK(dcr_ckpt_init_canonical(b->sc, b->cfg->init, b->canonical));
+    else
+        dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
     DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical,
                                   b->committed));
     /* The committed canonical version is the export of the training shards:

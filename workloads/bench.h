@@ -38,6 +38,9 @@ typedef struct dcr_bench_config {
                                  dcr_bench_control_open); NULL: <workdir>/control.db */
     int readers;              /* request emulation: threads reading receiver 0 through the gate */
     uint64_t seed;
+    /* Safetensors checkpoint whose values start the weights (leading blocks
+     * of a scaled model, see dcr_ckpt_init_canonical); NULL: synthetic. */
+    const char *init;
     /* Measures the recorder's cost in one run: timed refits alternate with
      * the recorder on and off in the order on, off, off, on (repeated), so
      * that a drift of the machine weighs on both sides alike. Needs at least

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dcr/log.h"
+#include "workloads/ckpt_init.h"
 
 /* One configuration of the comparison: a mode with one shuffle setting. */
 typedef struct bench_config {
@@ -89,16 +90,23 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
     DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &canonical), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &baseline), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &candidate), st, done);
-    DCR_LOG_INFO("construct: %zu tensors, %lld bytes: building weights", nc,
-                 (long long)dcr_inventory_bytes(sc->inventory));
-    dcr_scenario_init_weights(sc, b->seed, canonical);
+    /* A checkpoint that cannot start the weights fails before any progress line. */
+    if (b->init) DCR_CHECK_GOTO(dcr_ckpt_init_canonical(sc, b->init, canonical), st, done);
+    DCR_LOG_INFO("construct: %zu tensors, %lld bytes: %s", nc,
+                 (long long)dcr_inventory_bytes(sc->inventory),
+                 b->init ? "weights from the checkpoint" : "building weights");
+    if (!b->init) dcr_scenario_init_weights(sc, b->seed, canonical);
     DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canonical, baseline), st,
                    done);
     for (size_t s = 0; s < ns; s++)
         memcpy(candidate[s]->data, baseline[s]->data, baseline[s]->bytes);
-    DCR_CHECK_GOTO(dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate,
-                                               canonical, &injected),
-                   st, done);
+    if (b->profile)
+        st =
+            dcr_change_profile_inject(sc, b->profile, b->seed + 1, candidate, canonical, &injected);
+    else
+        st = dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate, canonical,
+                                         &injected);
+    if (st != DCR_OK) goto done;
     /* Without receivers every tensor counts as XOR-eligible; residual ones still overwrite. */
     xor_allowed = malloc(nc + 1);
     if (!xor_allowed) {

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "dcr/construct.h"
+#include "workloads/change_profile.h"
 #include "workloads/scenario.h"
 
 typedef struct dcr_construct_bench {
@@ -22,6 +23,12 @@ typedef struct dcr_construct_bench {
     /* Also runs every mode with the opposite of cfg.shuffle, alternating
      * with the requested setting in every round. */
     bool compare_shuffle;
+    /* When not NULL, changes replay this measured profile instead of the
+     * uniform change_rate (injected_elements then counts canonical elements). */
+    const dcr_change_profile_t *profile;
+    /* Safetensors checkpoint whose values start the weights (see
+     * dcr_ckpt_init_canonical); NULL: synthetic weights from the seed. */
+    const char *init;
 } dcr_construct_bench_t;
 
 typedef struct dcr_construct_bench_result {

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "workloads/hf_config.h"
+
 #ifndef DCR_MODELS_DIR
 #define DCR_MODELS_DIR "workloads/models"
 #endif
@@ -356,11 +358,15 @@ dcr_status_t dcr_model_parse(const char *json_text, const char *origin, dcr_mode
     if (!json_is_object(root)) {
         st = dcr_error_set(DCR_EPARSE, "model config %s: top level must be a JSON object", origin);
     } else {
-        dcr__json_src_t src = {root, origin};
+        /* A Hugging Face config.json may nest its text tower or rely on class defaults. */
+        json_t *flat = NULL;
+        st = dcr_hf_config_normalize(root, origin, &flat);
+        dcr__json_src_t src = {flat, origin};
         dcr_model_config_t cfg;
         memset(&cfg, 0, sizeof(cfg));
-        st = dcr__parse_root(&src, &cfg);
+        if (st == DCR_OK) st = dcr__parse_root(&src, &cfg);
         if (st == DCR_OK) *out_p = cfg;
+        json_decref(flat);
     }
     json_decref(root);
     return st;
@@ -394,8 +400,10 @@ static dcr_status_t dcr__read_file(const char *path, char **text_p)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__load_path(const char *path, dcr_model_config_t *out_p)
+static dcr_status_t dcr__load_path(const char *given, dcr_model_config_t *out_p)
 {
+    char path[4096]; /* a directory names its config.json */
+    DCR_CHECK(dcr_hf_config_path(given, path, sizeof(path)));
     char *text = NULL;
     DCR_CHECK(dcr__read_file(path, &text));
     dcr_status_t st = dcr_model_parse(text, path, out_p);

@@ -46,7 +46,12 @@ static void test_compare_shuffle_rounds(void **state)
     dcr_payload_sink_t sink = {count_flags, &f};
     for (int requested = 0; requested < 2; requested++) {
         f.shuffled = f.plain = 0;
-        dcr_construct_bench_t b = {0.05, 7, dcr_construct_config_default(), &sink, 3, true};
+        dcr_construct_bench_t b = {.change_rate = 0.05,
+                                   .seed = 7,
+                                   .cfg = dcr_construct_config_default(),
+                                   .sink = &sink,
+                                   .rounds = 3,
+                                   .compare_shuffle = true};
         b.cfg.shuffle = requested;
         b.cfg.bucket_bytes = 1 << 16; /* several payloads per owner */
         const dcr_construct_mode_t modes[] = {DCR_MODE_X, DCR_MODE_F};
