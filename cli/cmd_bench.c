@@ -346,7 +346,7 @@ int dcr_cmd_bench(int argc, char **argv)
     o.sc.gpus = 2;
     o.sc.tp = 2;
     o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
-    enum { NOWN = 33 };
+    enum { NOWN = 34 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
         {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64,
