@@ -2,7 +2,7 @@
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
-    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0};
+    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
 }
 
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
@@ -12,7 +12,7 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
          false},
         {"--scale", DCR_ARG_INT, &o->scale, 1, 4096,
          "divide hidden, intermediate, head_dim and vocab by S", false},
-        {"--layers", DCR_ARG_INT, &o->layers, 1, 100000, "keep the first N layers", false},
+        {"--layers", DCR_ARG_INT, &o->layers, 0, 100000, "keep the first N layers (0: all)", false},
         {"--train-nodes", DCR_ARG_INT, &o->nodes, 1, 100000, "training nodes (default 1)", false},
         {"--gpus-per-node", DCR_ARG_INT, &o->gpus, 1, 1024, "training GPUs per node (default 1)",
          false},
@@ -28,6 +28,7 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
          "export o_proj of the first N layers FP8 block-quantized", false},
     };
     for (int i = 0; i < DCR_CLI_SCENARIO_NARGS; i++) args[i] = table[i];
+    o->args = args;
 }
 
 dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spec_t *out_p)
@@ -37,6 +38,7 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
     spec.model = o->model;
     spec.scale = (int)o->scale;
     spec.layers = (int)o->layers;
+    spec.layers_is_default = o->args && !dcr_args_seen(o->args, DCR_CLI_SCENARIO_NARGS, "--layers");
     spec.fp8_layers = (int)o->fp8_layers;
     spec.train = (dcr_train_config_t){(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp,
                                       (int)o->ep,    (int)o->pp,   (int)o->dp};

@@ -10,6 +10,7 @@
 typedef struct dcr_cli_scenario {
     const char *model, *mapping;
     int64_t scale, layers, nodes, gpus, tp, etp, ep, pp, dp, fp8_layers;
+    const dcr_arg_t *args; /* where dcr_cli_scenario_args put the entries (their `seen`) */
 } dcr_cli_scenario_t;
 
 #define DCR_CLI_SCENARIO_NARGS 12
