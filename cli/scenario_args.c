@@ -1,5 +1,11 @@
 #include "scenario_args.h"
 
+#include <stdio.h>
+#include <string.h>
+
+#include "dcr/outpath.h"
+#include "workloads/workdir.h"
+
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
     *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
@@ -43,5 +49,61 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
     spec.train = (dcr_train_config_t){(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp,
                                       (int)o->ep,    (int)o->pp,   (int)o->dp};
     *out_p = spec;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
+                                       const dcr_serve_config_t *serve)
+{
+    dcr_scenario_t *sc = NULL;
+    dcr_scenario_spec_t s = *spec;
+    if (serve) s.align_extra = serve->tp;
+    DCR_CHECK(dcr_scenario_create(&s, &sc));
+    dcr_serve_config_t copy;
+    dcr_status_t st = DCR_OK;
+    if (serve) {
+        copy = *serve;
+        st = dcr_serve_config_validate(&sc->model, &copy);
+    }
+    dcr_scenario_destroy(sc);
+    return st;
+}
+
+dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes)
+{
+    bool adamw = !strcmp(changes, "adamw");
+    if (!adamw && strcmp(changes, "uniform"))
+        return dcr_error_set(DCR_EINVAL, "--changes %s: expected uniform or adamw", changes);
+    if (!adamw && dcr_args_seen(args, nargs, "--lr"))
+        return dcr_error_set(DCR_EINVAL, "--lr applies to --changes adamw only");
+    if (adamw && dcr_args_seen(args, nargs, "--change-rate"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--change-rate applies to --changes uniform only (AdamW's change "
+                             "rate follows from --lr)");
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
+                                 const char *workdir, const char *control)
+{
+    if (keep && workdir)
+        return dcr_error_set(DCR_EINVAL,
+                             "--keep-payloads and --workdir both name the work folder; give one");
+    if (out) DCR_CHECK(dcr_outpath_check("--out", out));
+    if (trace) DCR_CHECK(dcr_outpath_check("--trace", trace));
+    if (out && trace && !strcmp(out, trace))
+        return dcr_error_set(DCR_EINVAL, "--out and --trace name the same file %s", out);
+    if (keep) DCR_CHECK(dcr_workdir_check("--keep-payloads", keep));
+    if (workdir) DCR_CHECK(dcr_workdir_check("--workdir", workdir));
+    if (control) {
+        /* SQLite writes PATH-journal (or -wal and -shm) beside the file. */
+        static const char *const side[] = {"", "-journal", "-wal", "-shm"};
+        for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+            char path[4200];
+            if (snprintf(path, sizeof(path), "%s%s", control, side[i]) >= (int)sizeof(path))
+                return dcr_error_set(DCR_EINVAL, "--control: path too long");
+            DCR_CHECK(dcr_outpath_check("--control", path));
+        }
+    }
     return DCR_OK;
 }

@@ -6,6 +6,7 @@
 
 #include "args.h"
 #include "workloads/scenario.h"
+#include "workloads/serve/vllm_layout.h"
 
 typedef struct dcr_cli_scenario {
     const char *model, *mapping;
@@ -21,5 +22,24 @@ void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t sca
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args);
 /* Turns parsed flags into a spec (fails on an unknown mapping). */
 dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spec_t *out_p);
+
+/* Builds the scenario once and drops it, so that a model, layer count or
+ * layout the run could not use is a usage error before the run starts; with
+ * serve, checks the serving layout against the model too. */
+dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
+                                       const dcr_serve_config_t *serve);
+
+/* The change flags of bench and faults: --changes is uniform or adamw,
+ * --lr applies to adamw only and --change-rate to uniform only (AdamW's
+ * change rate follows from the learning rate). DCR_EINVAL naming the flag. */
+dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes);
+
+/* The output and work paths of bench and faults, checked before the run:
+ * --out and --trace under the output-path rule (dcr/outpath.h), --workdir
+ * and --keep-payloads dcr's (workloads/workdir.h) and not both, --control a
+ * regular file or a new name (and its SQLite -journal, -wal, -shm too).
+ * NULL paths are skipped. */
+dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
+                                 const char *workdir, const char *control);
 
 #endif

@@ -27,7 +27,7 @@ dcr_status_t dcr_gnuplot_write_driver(const char *dir, const char *name, int wid
             name, width, height, width, height, name, name, width, height, name, name);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    if (bad) return dcr_error_set(DCR_EIO, "writing %s failed", path);
+    if (bad) return dcr_error_set(DCR_EIO, "writing %s failed: %s", path, strerror(errno));
     return DCR_OK;
 }
 

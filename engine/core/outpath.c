@@ -47,6 +47,7 @@ static const char *dcr__kind(mode_t m)
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
     if (S_ISSOCK(m)) return "a socket";
+    if (S_ISREG(m)) return "a regular file";
     return "not a regular file";
 }
 
