@@ -78,6 +78,17 @@ static dcr_status_t dcr__split(const char *what, const char *path, char *dir, si
     return DCR_OK;
 }
 
+/* "dir/name" in a new allocation. */
+static dcr_status_t dcr__join(const char *what, const char *dir, const char *name, char **out_p)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (!p) return dcr_error_set(DCR_ENOMEM, "%s %s", what, dir);
+    snprintf(p, n, "%s/%s", dir, name);
+    *out_p = p;
+    return DCR_OK;
+}
+
 static int dcr__open_dir(const char *dir)
 {
     return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -358,14 +369,7 @@ dcr_status_t dcr_outfile_open(const char *what, const char *path, unsigned flags
             s = dcr_error_set(DCR_EIO, "%s: cannot create a file in %s: %s", what, dir,
                               strerror(errno));
     }
-    if (s == DCR_OK) {
-        size_t n = strlen(dir) + strlen(f->tmp) + 2;
-        f->tmp_path = malloc(n);
-        if (!f->tmp_path)
-            s = dcr_error_set(DCR_ENOMEM, "%s %s", what, path);
-        else
-            snprintf(f->tmp_path, n, "%s/%s", dir, f->tmp);
-    }
+    if (s == DCR_OK) s = dcr__join(what, dir, f->tmp, &f->tmp_path);
     if (s == DCR_OK && exists && (flags & DCR_OUTFILE_KEEP)) s = dcr__copy_target(f, what);
     if (s != DCR_OK) {
         dcr_outfile_abort(f);
@@ -463,14 +467,7 @@ dcr_status_t dcr_outdir_open(const char *what, const char *dir, dcr_outdir_t **o
             s = dcr_error_set(DCR_EIO, "%s %s: cannot create a staging folder: %s", what, dir,
                               strerror(errno));
     }
-    if (s == DCR_OK) {
-        size_t n = strlen(dir) + strlen(d->stage) + 2;
-        d->stage_path = malloc(n);
-        if (!d->stage_path)
-            s = dcr_error_set(DCR_ENOMEM, "%s %s", what, dir);
-        else
-            snprintf(d->stage_path, n, "%s/%s", dir, d->stage);
-    }
+    if (s == DCR_OK) s = dcr__join(what, dir, d->stage, &d->stage_path);
     if (s != DCR_OK) {
         dcr_outdir_abort(d);
         return s;
