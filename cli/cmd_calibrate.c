@@ -6,7 +6,6 @@
 #include "commands.h"
 #include "dcr/outpath.h"
 #include "sim/calibrate.h"
-#include "workloads/interrupt.h"
 
 typedef struct calibrate_opts {
     const char *model, *out;
@@ -51,7 +50,6 @@ static int run(const calibrate_opts_t *o)
         int rc = dcr_cli_check("calibrate", dcr_outpath_check("--out", o->out));
         if (rc) return rc;
     }
-    dcr_interrupt_install();
     dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
     opt.model = o->model;
     opt.scale = (int)o->scale;

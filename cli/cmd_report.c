@@ -6,7 +6,6 @@
 #include "commands.h"
 #include "dcr/outpath.h"
 #include "reports/report.h"
-#include "workloads/interrupt.h"
 
 static const char usage[] =
     "RESULTS.h5 -o|--out DIR [--trace TRACE.json [--refit N]]\n"
@@ -51,7 +50,6 @@ int dcr_cmd_report(int argc, char **argv)
     if (rc) return rc;
     dcr_report_opts_t o = {
         .results_path = pos[0], .out_dir = out, .trace_path = trace, .refit = (long)refit};
-    dcr_interrupt_install();
     dcr_status_t st = dcr_report_write(&o);
     if (st != DCR_OK) return dcr_cli_fail("report", st);
     printf("wrote %s/report.md\n", out);

@@ -211,8 +211,20 @@ static void test_work_folders_are_dcrs_only(void **state)
     if (r.rc != 0) fail_msg("%s: %s", args, r.err);
     snprintf(marker, sizeof(marker), "%s/.dcr-workdir", keep);
     assert_int_equal(kind_of(marker), S_IFREG);
+    /* What a killed run leaves (a temporary payload, a reference copy) is
+     * removed by the next run, since the marker's run is not alive. */
+    char left[500];
+    snprintf(left, sizeof(left), "%s/reference-1-1", keep);
+    assert_int_equal(mkdir(left, 0755), 0);
+    snprintf(left, sizeof(left), "%s/reference-1-1/ref-0-0.bin", keep);
+    write_text(left, "x");
+    snprintf(left, sizeof(left), "%s/.tmp-payload-1", keep);
+    write_text(left, "x");
     run(&r, args);
     if (r.rc != 0) fail_msg("second %s: %s", args, r.err);
+    assert_int_equal(access(left, F_OK), -1);
+    snprintf(left, sizeof(left), "%s/reference-1-1", keep);
+    assert_int_equal(access(left, F_OK), -1);
     /* A marker dcr did not write is refused. */
     write_text(marker, "forged\n");
     expect_error(args, 2, "not a marker dcr wrote");
