@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,9 +36,13 @@ dcr_status_t dcr_gnuplot_write_driver(const char *dir, const char *name, int wid
 dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *script)
 {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return dcr_error_set(DCR_EIO, "fork for gnuplot: %s", strerror(errno));
     if (pid == 0) {
+        /* gnuplot dies with dcr (the setting survives exec); checked after
+         * setting it, since the parent may already be gone. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(126);
         if (chdir(dir) != 0) _exit(126);
         int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
