@@ -16,8 +16,14 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
         const char *value = args[i].kind == DCR_ARG_FLAG     ? ""
                             : args[i].kind == DCR_ARG_STRING ? " TEXT"
                                                              : " N";
-        printf("  %s%-*s %s\n", args[i].name, (int)(22 - strlen(args[i].name)), value,
+        printf("  %s%-*s %s", args[i].name, (int)(22 - strlen(args[i].name)), value,
                args[i].help);
+        /* The accepted range, from the shared table where the flag has one. */
+        double lo = args[i].min, hi = args[i].max;
+        dcr_args_limit(args[i].name, &lo, &hi);
+        if (args[i].kind == DCR_ARG_INT || args[i].kind == DCR_ARG_DOUBLE)
+            printf(" [%g, %g]", lo, hi);
+        printf("\n");
     }
     printf("  %-22s %s\n", "--help", "show this help");
 }

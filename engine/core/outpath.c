@@ -144,6 +144,7 @@ static int dcr__create_temp(int dirfd, const char *prefix, const char *tag, bool
 static dcr_status_t dcr__probe(const char *what, const char *dir, int dirfd)
 {
     char name[NAME_MAX + 1];
+    dcr_outpath_sweep(dir, DCR__PROBE_TAG); /* a probe of a writer killed mid-check */
     int fd = dcr__create_temp(dirfd, "", DCR__PROBE_TAG, false, name, sizeof(name));
     if (fd < 0)
         return dcr_error_set(DCR_EIO, "%s: cannot create files in %s: %s", what, dir,
