@@ -365,6 +365,42 @@ static void test_faults_count_kills(void **state)
     json_decref(j);
 }
 
+/* bounds refuses a trace whose refit window was stretched to 2^63-1 ns
+ * instead of reporting a latency of 9.2e9 s. */
+static void test_bounds_refuses_implausible_trace(void **state)
+{
+    char trace[300], bad[300];
+    path_in(trace, sizeof(trace), "b.json");
+    path_in(bad, sizeof(bad), "b-bad.json");
+    snprintf(args, sizeof(args), "bench --scale 64 --layers 1 --warmup 0 --refits 1 --trace %s",
+             trace);
+    static result_t r;
+    run(&r, args);
+    if (r.rc != 0) fail_msg("%s: %s", args, r.err);
+    snprintf(args, sizeof(args), "bounds %s", trace);
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    json_error_t e;
+    json_t *j = json_load_file(trace, 0, &e);
+    assert_non_null(j);
+    json_t *ev;
+    size_t i;
+    bool stretched = false;
+    json_array_foreach(json_object_get(j, "traceEvents"), i, ev)
+    {
+        json_t *a = json_object_get(ev, "args");
+        const char *stage = json_string_value(json_object_get(a, "stage"));
+        if (stretched || !stage || strcmp(stage, "refit")) continue;
+        json_object_set_new(a, "end_ns", json_integer(INT64_MAX));
+        stretched = true;
+    }
+    assert_true(stretched);
+    assert_int_equal(json_dump_file(j, bad, 0), 0);
+    json_decref(j);
+    snprintf(args, sizeof(args), "bounds %s", bad);
+    expect_error(args, 1, "refit window ends");
+}
+
 /* ---- signals ------------------------------------------------------------------ */
 
 static pid_t spawn(const char *const *argv)
@@ -541,6 +577,7 @@ int main(void)
         cmocka_unit_test(test_default_layers_is_a_cap),
         cmocka_unit_test(test_untrusted_names_escaped),
         cmocka_unit_test(test_faults_count_kills),
+        cmocka_unit_test(test_bounds_refuses_implausible_trace),
         cmocka_unit_test(test_signals_remove_temp_folders),
         cmocka_unit_test(test_next_run_sweeps_dead_runs),
         cmocka_unit_test(test_sim_child_dies_with_parent),
