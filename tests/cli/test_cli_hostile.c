@@ -30,15 +30,14 @@
 #include <unistd.h>
 
 #include "cli_run.h"
+#include "testfiles.h"
 
 static char dir[256]; /* private TMPDIR of this test */
 static char args[4096];
 
 static int setup(void **state)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/dcr-test-hostile-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(dir)) return -1;
+    if (!testfiles_tmpdir(dir, sizeof(dir), "hostile")) return -1;
     /* Every dcr this test starts makes its temporary folders here. */
     return setenv("TMPDIR", dir, 1);
 }
@@ -55,42 +54,29 @@ static void path_in(char *buf, size_t cap, const char *name)
     snprintf(buf, cap, "%s/%s", dir, name);
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static void assert_text(const char *path, const char *text)
-{
-    static char buf[4096];
-    slurp(path, buf, sizeof(buf));
-    assert_string_equal(buf, text);
-}
-
-/* Entries of folder d whose names start with prefix. */
 static int count_prefix(const char *d, const char *prefix)
 {
-    DIR *dd = opendir(d);
-    assert_non_null(dd);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(dd));)
-        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
-    closedir(dd);
+    int n = testfiles_count(d, prefix);
+    assert_true(n >= 0);
     return n;
 }
 
 static int count_entries(const char *d)
 {
-    DIR *dd = opendir(d);
-    if (!dd) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(dd));)
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(dd);
-    return n;
+    return testfiles_count(d, "");
+}
+
+/* A two-layer Qwen2 config named `name` (JSON string body) at path. */
+static void write_model(const char *path, const char *name)
+{
+    char text[1024];
+    snprintf(text, sizeof(text),
+             "{\"name\": \"%s\", \"family\": \"qwen2\", \"hidden_size\": 896,"
+             " \"intermediate_size\": 4864, \"num_hidden_layers\": 2,"
+             " \"num_attention_heads\": 14, \"num_key_value_heads\": 2,"
+             " \"head_dim\": 64, \"vocab_size\": 151936, \"tie_word_embeddings\": true}",
+             name);
+    testfiles_put(path, text);
 }
 
 static mode_t kind_of(const char *path)
@@ -110,7 +96,7 @@ static void test_output_paths_refuse_special_files(void **state)
     path_in(fifo, sizeof(fifo), "fifo");
     assert_int_equal(mkfifo(fifo, 0644), 0);
     path_in(outside, sizeof(outside), "outside.txt");
-    write_text(outside, "precious\n");
+    testfiles_put(outside, "precious\n");
     path_in(link, sizeof(link), "link.json");
     assert_int_equal(symlink(outside, link), 0);
 
@@ -137,7 +123,7 @@ static void test_output_paths_refuse_special_files(void **state)
     assert_int_equal(minor(st.st_rdev), 7);
     assert_int_equal(kind_of(fifo), S_IFIFO);
     assert_int_equal(kind_of(link), S_IFLNK);
-    assert_text(outside, "precious\n");
+    testfiles_assert_text(outside, "precious\n");
     assert_int_equal(count_prefix(dir, "full-"), 0); /* no -journal beside the device */
     assert_int_equal(count_prefix(dir, ".full"), 0);
     assert_int_equal(count_prefix(dir, ".fifo"), 0);
@@ -167,7 +153,7 @@ static void test_regular_outputs_written(void **state)
     char trace[300], out[300];
     path_in(trace, sizeof(trace), "t.json");
     path_in(out, sizeof(out), "r.h5");
-    write_text(trace, "old");
+    testfiles_put(trace, "old");
     snprintf(args, sizeof(args),
              "bench --scale 64 --layers 1 --warmup 0 --refits 1 --trace %s --out %s", trace, out);
     static result_t r;
@@ -193,13 +179,13 @@ static void test_work_folders_are_dcrs_only(void **state)
     path_in(user, sizeof(user), "mine");
     assert_int_equal(mkdir(user, 0755), 0);
     snprintf(file, sizeof(file), "%s/notes.txt", user);
-    write_text(file, "mine\n");
+    testfiles_put(file, "mine\n");
     const char *tiny = "--scale 64 --layers 1 --warmup 0 --refits 1";
     snprintf(args, sizeof(args), "bench %s --keep-payloads %s", tiny, user);
     expect_error(args, 2, "no .dcr-workdir marker");
     snprintf(args, sizeof(args), "bench %s --workdir %s", tiny, user);
     expect_error(args, 2, "--workdir");
-    assert_text(file, "mine\n");
+    testfiles_assert_text(file, "mine\n");
     assert_int_equal(count_entries(user), 1);
     snprintf(args, sizeof(args), "bench %s --keep-payloads %s/a --workdir %s/b", tiny, dir, dir);
     expect_error(args, 2, "give one");
@@ -217,16 +203,16 @@ static void test_work_folders_are_dcrs_only(void **state)
     snprintf(left, sizeof(left), "%s/reference-1-1", keep);
     assert_int_equal(mkdir(left, 0755), 0);
     snprintf(left, sizeof(left), "%s/reference-1-1/ref-0-0.bin", keep);
-    write_text(left, "x");
+    testfiles_put(left, "x");
     snprintf(left, sizeof(left), "%s/.tmp-payload-1", keep);
-    write_text(left, "x");
+    testfiles_put(left, "x");
     run(&r, args);
     if (r.rc != 0) fail_msg("second %s: %s", args, r.err);
     assert_int_equal(access(left, F_OK), -1);
     snprintf(left, sizeof(left), "%s/reference-1-1", keep);
     assert_int_equal(access(left, F_OK), -1);
     /* A marker dcr did not write is refused. */
-    write_text(marker, "forged\n");
+    testfiles_put(marker, "forged\n");
     expect_error(args, 2, "not a marker dcr wrote");
 }
 
@@ -308,10 +294,7 @@ static void test_default_layers_is_a_cap(void **state)
 {
     char model[300];
     path_in(model, sizeof(model), "two-layers.json");
-    write_text(model, "{\"name\": \"two-layers\", \"family\": \"qwen2\", \"hidden_size\": 896,"
-                      " \"intermediate_size\": 4864, \"num_hidden_layers\": 2,"
-                      " \"num_attention_heads\": 14, \"num_key_value_heads\": 2,"
-                      " \"head_dim\": 64, \"vocab_size\": 151936, \"tie_word_embeddings\": true}");
+    write_model(model, "two-layers");
     static result_t r;
     snprintf(args, sizeof(args), "construct --json --model %s --scale 16", model);
     run(&r, args);
@@ -325,11 +308,7 @@ static void test_untrusted_names_escaped(void **state)
 {
     char model[300];
     path_in(model, sizeof(model), "evil.json");
-    write_text(model, "{\"name\": \"evil\\u001b[2J\\nsecond line\", \"family\": \"qwen2\","
-                      " \"hidden_size\": 896, \"intermediate_size\": 4864,"
-                      " \"num_hidden_layers\": 2, \"num_attention_heads\": 14,"
-                      " \"num_key_value_heads\": 2, \"head_dim\": 64, \"vocab_size\": 151936,"
-                      " \"tie_word_embeddings\": true}");
+    write_model(model, "evil\\u001b[2J\\nsecond line");
     static result_t r;
     snprintf(args, sizeof(args), "inventory --model %s --layers 5", model);
     run(&r, args);
@@ -478,10 +457,10 @@ static void test_next_run_sweeps_dead_runs(void **state)
     assert_int_equal(mkdir(live, 0700), 0);
     snprintf(m, sizeof(m), "%s/.dcr-workdir", stale);
     snprintf(args, sizeof(args), "dcr work folder pid %d\n", (int)dead);
-    write_text(m, args);
+    testfiles_put(m, args);
     snprintf(m, sizeof(m), "%s/.dcr-workdir", live);
     snprintf(args, sizeof(args), "dcr work folder pid %d\n", (int)getpid());
-    write_text(m, args);
+    testfiles_put(m, args);
     static result_t r;
     run(&r, "bench --scale 64 --layers 1 --warmup 0 --refits 1");
     if (r.rc != 0) fail_msg("bench: %s", r.err);

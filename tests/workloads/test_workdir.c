@@ -18,29 +18,20 @@
 #include <unistd.h>
 
 #include "dcr/outpath.h"
+#include "testfiles.h"
 #include "workloads/workdir.h"
 
 static char root[256];
 
 static int setup(void **state)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof(root), "%s/dcr-test-workdir-XXXXXX", t && *t ? t : "/tmp");
-    if (!mkdtemp(root)) return -1;
+    if (!testfiles_tmpdir(root, sizeof(root), "workdir")) return -1;
     return setenv("TMPDIR", root, 1);
 }
 
 static int teardown(void **state)
 {
     return dcr_outpath_remove_tree(root);
-}
-
-static void put(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
 }
 
 static long dead_pid(void)
@@ -56,7 +47,7 @@ static void marker(const char *dir, long pid)
     char path[512], text[64];
     snprintf(path, sizeof(path), "%s/" DCR_WORKDIR_MARKER, dir);
     snprintf(text, sizeof(text), "dcr work folder pid %ld\n", pid);
-    put(path, text);
+    testfiles_put(path, text);
 }
 
 static void test_check_refuses_what_is_not_dcrs(void **state)
@@ -68,7 +59,7 @@ static void test_check_refuses_what_is_not_dcrs(void **state)
     assert_int_equal(mkdir(d, 0755), 0);
     assert_int_equal(dcr_workdir_check("--workdir", d), DCR_OK); /* empty */
     snprintf(f, sizeof(f), "%s/user.txt", d);
-    put(f, "mine");
+    testfiles_put(f, "mine");
     assert_int_equal(dcr_workdir_check("--keep-payloads", d), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "--keep-payloads"));
     /* A marker of a dead run makes the folder dcr's; of a live one, busy. */
@@ -79,7 +70,7 @@ static void test_check_refuses_what_is_not_dcrs(void **state)
     assert_non_null(strstr(dcr_error_detail(), "in use"));
     char m[400];
     snprintf(m, sizeof(m), "%s/" DCR_WORKDIR_MARKER, d);
-    put(m, "something else");
+    testfiles_put(m, "something else");
     assert_int_equal(dcr_workdir_check("--workdir", d), DCR_EINVAL);
     char link[300];
     snprintf(link, sizeof(link), "%s/link", root);
@@ -109,7 +100,7 @@ static void test_open_marks_and_resets_dead_runs_folders(void **state)
     /* What a killed run left is removed by the next run. */
     marker(d, dead_pid());
     snprintf(f, sizeof(f), "%s/.tmp-payload-1", d);
-    put(f, "x");
+    testfiles_put(f, "x");
     assert_int_equal(dcr_workdir_open("--workdir", d, "dcr-bench", &w), DCR_OK);
     assert_int_equal(access(f, F_OK), -1);
 }

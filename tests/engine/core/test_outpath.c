@@ -25,14 +25,13 @@
 #include <unistd.h>
 
 #include "dcr/outpath.h"
+#include "testfiles.h"
 
 static char root[256];
 
 static int setup(void **state)
 {
-    const char *t = getenv("TMPDIR");
-    snprintf(root, sizeof(root), "%s/dcr-test-outpath-XXXXXX", t && *t ? t : "/tmp");
-    return mkdtemp(root) ? 0 : -1;
+    return testfiles_tmpdir(root, sizeof(root), "outpath") ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -45,37 +44,10 @@ static void path_of(char *buf, size_t cap, const char *name)
     snprintf(buf, cap, "%s/%s", root, name);
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
-static void assert_content(const char *path, const char *text)
-{
-    char buf[256] = {0};
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    assert_string_equal(buf, text);
-}
-
-/* Number of entries in root other than . and .. */
+/* Entries in dir other than . and .. */
 static int entries(const char *dir)
 {
-    char cmd[512];
-    int n = 0;
-    FILE *p;
-    snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", dir);
-    p = popen(cmd, "r");
-    assert_non_null(p);
-    assert_int_equal(fscanf(p, "%d", &n), 1);
-    pclose(p);
-    return n;
+    return testfiles_count(dir, "");
 }
 
 static void expect_refused(const char *path, const char *kind)
@@ -132,11 +104,11 @@ static void test_never_follows_symlinks(void **state)
 {
     char outside[512], link[512], dlink[512];
     path_of(outside, sizeof(outside), "outside.txt");
-    write_text(outside, "precious\n");
+    testfiles_put(outside, "precious\n");
     path_of(link, sizeof(link), "link.json");
     assert_int_equal(symlink(outside, link), 0);
     expect_refused(link, "symbolic link");
-    assert_content(outside, "precious\n");
+    testfiles_assert_text(outside, "precious\n");
     struct stat st;
     assert_int_equal(lstat(link, &st), 0);
     assert_true(S_ISLNK(st.st_mode));
@@ -156,9 +128,9 @@ static void test_writes_and_replaces_regular_files(void **state)
     assert_int_equal(dcr_outpath_check("--trace", path), DCR_OK);
     assert_int_equal(access(path, F_OK), -1); /* the check leaves nothing */
     assert_int_equal(dcr_outpath_write("--trace", path, "one\n", 4), DCR_OK);
-    assert_content(path, "one\n");
+    testfiles_assert_text(path, "one\n");
     assert_int_equal(dcr_outpath_write("--trace", path, "two\n", 4), DCR_OK);
-    assert_content(path, "two\n");
+    testfiles_assert_text(path, "two\n");
     /* Mode 0644 less the umask. */
     mode_t old = umask(077);
     assert_int_equal(dcr_outpath_write("--trace", path, "three\n", 6), DCR_OK);
@@ -170,9 +142,9 @@ static void test_writes_and_replaces_regular_files(void **state)
     dcr_outfile_t *f = NULL;
     assert_int_equal(dcr_outfile_open("--out", path, DCR_OUTFILE_KEEP, &f), DCR_OK);
     assert_int_equal(write(dcr_outfile_fd(f), "four\n", 5), 5);
-    assert_content(path, "three\n"); /* untouched until commit */
+    testfiles_assert_text(path, "three\n"); /* untouched until commit */
     assert_int_equal(dcr_outfile_commit(f), DCR_OK);
-    assert_content(path, "three\nfour\n");
+    testfiles_assert_text(path, "three\nfour\n");
     /* Abort leaves the target and no temporary file. */
     int before = entries(root);
     assert_int_equal(dcr_outfile_open("--out", path, 0, &f), DCR_OK);
@@ -180,7 +152,7 @@ static void test_writes_and_replaces_regular_files(void **state)
     assert_int_equal(write(dcr_outfile_fd(f), "five\n", 5), 5);
     dcr_outfile_abort(f);
     assert_int_equal(entries(root), before);
-    assert_content(path, "three\nfour\n");
+    testfiles_assert_text(path, "three\nfour\n");
     dcr_outfile_abort(NULL);
 }
 
@@ -212,7 +184,7 @@ static void test_unwritable_folder_fails_at_check(void **state)
     assert_non_null(strstr(dcr_error_detail(), "missing"));
     char file[512];
     path_of(file, sizeof(file), "plain");
-    write_text(file, "x");
+    testfiles_put(file, "x");
     snprintf(path, sizeof(path), "%s/x.h5", file);
     assert_int_equal(dcr_outpath_check("--out", path), DCR_EIO);
     assert_int_equal(dcr_outpath_check("--out", ""), DCR_EINVAL);
@@ -227,14 +199,14 @@ static void test_outdir_stages_and_commits(void **state)
     snprintf(file, sizeof(file), "%s/data", dcr_outdir_stage(d));
     assert_int_equal(mkdir(file, 0755), 0);
     snprintf(file, sizeof(file), "%s/data/a.dat", dcr_outdir_stage(d));
-    write_text(file, "a\n");
+    testfiles_put(file, "a\n");
     snprintf(file, sizeof(file), "%s/report.md", dcr_outdir_stage(d));
-    write_text(file, "r\n");
+    testfiles_put(file, "r\n");
     assert_int_equal(dcr_outdir_commit(d), DCR_OK);
     snprintf(file, sizeof(file), "%s/data/a.dat", dir);
-    assert_content(file, "a\n");
+    testfiles_assert_text(file, "a\n");
     snprintf(file, sizeof(file), "%s/report.md", dir);
-    assert_content(file, "r\n");
+    testfiles_assert_text(file, "r\n");
     assert_int_equal(entries(dir), 2);
 
     /* A FIFO under one name: nothing is moved, the FIFO stays. */
@@ -242,24 +214,24 @@ static void test_outdir_stages_and_commits(void **state)
     assert_int_equal(mkfifo(fifo, 0644), 0);
     assert_int_equal(dcr_outdir_open("-o", dir, &d), DCR_OK);
     snprintf(file, sizeof(file), "%s/report.md", dcr_outdir_stage(d));
-    write_text(file, "new\n");
+    testfiles_put(file, "new\n");
     snprintf(file, sizeof(file), "%s/fig.svg", dcr_outdir_stage(d));
-    write_text(file, "svg\n");
+    testfiles_put(file, "svg\n");
     assert_int_equal(dcr_outdir_commit(d), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "fig.svg"));
     snprintf(file, sizeof(file), "%s/report.md", dir);
-    assert_content(file, "r\n");
+    testfiles_assert_text(file, "r\n");
     assert_int_equal(entries(dir), 3);
 
     /* Abort leaves nothing of the run. */
     assert_int_equal(dcr_outdir_open("-o", dir, &d), DCR_OK);
     snprintf(file, sizeof(file), "%s/partial.dat", dcr_outdir_stage(d));
-    write_text(file, "p\n");
+    testfiles_put(file, "p\n");
     dcr_outdir_abort(d);
     assert_int_equal(entries(dir), 3);
     char plain[512];
     path_of(plain, sizeof(plain), "plainfile");
-    write_text(plain, "x");
+    testfiles_put(plain, "x");
     assert_int_equal(dcr_outdir_check("-o", plain), DCR_EINVAL);
 }
 
@@ -274,13 +246,13 @@ static void test_sweeps_dead_writers(void **state)
     if (child == 0) _exit(0);
     assert_int_equal(waitpid(child, NULL, 0), child);
     snprintf(dead, sizeof(dead), "%s/.r.h5.dcr-tmp-%d-abcdef", dir, (int)child);
-    write_text(dead, "old");
+    testfiles_put(dead, "old");
     snprintf(live, sizeof(live), "%s/.r.h5.dcr-tmp-%d-abcdef", dir, (int)getpid());
-    write_text(live, "mine");
+    testfiles_put(live, "mine");
     snprintf(path, sizeof(path), "%s/.dcr-stage-%d-zzzzzz", dir, (int)child);
     assert_int_equal(mkdir(path, 0700), 0);
     snprintf(path, sizeof(path), "%s/.dcr-stage-%d-zzzzzz/x", dir, (int)child);
-    write_text(path, "x");
+    testfiles_put(path, "x");
     snprintf(path, sizeof(path), "%s/r.h5", dir);
     assert_int_equal(dcr_outpath_write("--out", path, "r", 1), DCR_OK);
     assert_int_equal(access(dead, F_OK), -1);
@@ -299,18 +271,18 @@ static void test_remove_tree_keeps_link_targets(void **state)
     path_of(keep, sizeof(keep), "keep");
     assert_int_equal(mkdir(keep, 0755), 0);
     snprintf(keepfile, sizeof(keepfile), "%s/precious", keep);
-    write_text(keepfile, "p");
+    testfiles_put(keepfile, "p");
     path_of(tree, sizeof(tree), "tree");
     assert_int_equal(mkdir(tree, 0755), 0);
     snprintf(p, sizeof(p), "%s/sub", tree);
     assert_int_equal(mkdir(p, 0755), 0);
     snprintf(p, sizeof(p), "%s/sub/f", tree);
-    write_text(p, "f");
+    testfiles_put(p, "f");
     snprintf(p, sizeof(p), "%s/sub/dirlink", tree);
     assert_int_equal(symlink(keep, p), 0);
     assert_int_equal(dcr_outpath_remove_tree(tree), 0);
     assert_int_equal(access(tree, F_OK), -1);
-    assert_content(keepfile, "p");
+    testfiles_assert_text(keepfile, "p");
 }
 
 int main(void)
