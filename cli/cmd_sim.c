@@ -615,6 +615,7 @@ static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_si
     if (st == DCR_OK) st = dcr_gnuplot_run(gnuplot, stage, "plan.gp");
     dcr_interrupt_cleanup_remove(stage);
     if (st != DCR_OK) {
+        st = dcr_gnuplot_keep_log(st, stage, dir);
         dcr_outdir_abort(out);
         return st;
     }

@@ -920,7 +920,10 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     st = dcr_outdir_commit(out);
     out = NULL;
 done:
-    if (out) dcr_interrupt_cleanup_remove(r.dir);
+    if (out) {
+        dcr_interrupt_cleanup_remove(r.dir);
+        st = dcr_gnuplot_keep_log(st, r.dir, o->out_dir);
+    }
     dcr_outdir_abort(out);
     report_free(&r);
     return st;
