@@ -252,6 +252,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, const dcr_arg_t *args, in
                              "--trace-overhead needs at least 4 timed refits (--refits), got %lld",
                              (long long)o->refits);
     DCR_CHECK(dcr_cli_paths_check(o->out, o->trace, o->keep, o->workdir, o->control));
+    if (o->out) DCR_CHECK(dcr_results_check("--out", o->out));
     c->serve.nodes = (int)o->nodes;
     c->serve.gpus_per_node = (int)o->per_node;
     c->serve.tp = (int)o->serve_tp;

@@ -3,6 +3,7 @@
 #include "workloads/results.h"
 
 #include <hdf5.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -136,6 +137,29 @@ static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, s
     H5Gclose(g);
     snprintf(name_out, name_len, "/runs/%s", name);
     return refits < 0 ? -1 : rc;
+}
+
+dcr_status_t dcr_results_check(const char *flag, const char *path)
+{
+    DCR_CHECK(dcr_outpath_check(flag, path));
+    struct stat st;
+    if (lstat(path, &st) != 0 || st.st_size == 0) return DCR_OK; /* a new file */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    bool ok = H5Fis_hdf5(path) > 0;
+    hid_t f = ok ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    int version = 0;
+    ok = f >= 0 && H5Aexists(f, "dcr_results_version") > 0 && H5Lexists(f, "runs", H5P_DEFAULT) > 0;
+    if (ok) {
+        hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
+        ok =
+            attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 && version == RESULTS_VERSION;
+        if (attr >= 0) H5Aclose(attr);
+    }
+    if (f >= 0) H5Fclose(f);
+    if (!ok)
+        return dcr_error_set(DCR_EINVAL, "%s %s: exists and is not a dcr results file (version %d)",
+                             flag, path, RESULTS_VERSION);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out,

@@ -140,6 +140,17 @@ static void test_unwritable_output_fails_first(void **state)
     assert_string_equal(r.out, "");
     assert_non_null(strstr(r.err, "/nonexistent"));
     assert_non_null(strstr(r.err, "No such file or directory"));
+    /* A file that is not a results file: refused before the run, kept. */
+    char foreign[300];
+    path_in(foreign, sizeof(foreign), "foreign.h5");
+    testfiles_put(foreign, "my notes\n");
+    snprintf(args, sizeof(args), "bench --scale 64 --layers 1 --warmup 0 --refits 1 --out %s",
+             foreign);
+    run(&r, args);
+    assert_int_equal(r.rc, 2);
+    assert_string_equal(r.out, "");
+    assert_non_null(strstr(r.err, "not a dcr results file"));
+    testfiles_assert_text(foreign, "my notes\n");
     run(&r, "calibrate --out /nonexistent/cal.json");
     assert_int_equal(r.rc, 1);
     assert_string_equal(r.out, "");
