@@ -390,6 +390,18 @@ const char *dcr_outfile_tmp_path(const dcr_outfile_t *f)
     return f->tmp_path;
 }
 
+/* Renames tmp to the new name base, failing with EEXIST when base exists.
+ * File systems without RENAME_NOREPLACE get a hard link, which never
+ * replaces either, and the temporary name is then removed. */
+static int dcr__rename_new(int dirfd, const char *tmp, const char *base)
+{
+    if (renameat2(dirfd, tmp, dirfd, base, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return -1;
+    if (linkat(dirfd, tmp, dirfd, base, 0) != 0) return -1;
+    unlinkat(dirfd, tmp, 0);
+    return 0;
+}
+
 dcr_status_t dcr_outfile_commit(dcr_outfile_t *f)
 {
     dcr_status_t s = DCR_OK;
@@ -405,7 +417,7 @@ dcr_status_t dcr_outfile_commit(dcr_outfile_t *f)
         /* A new name is taken only while it is still new, so a link or FIFO
          * planted after the check is never replaced. */
         int rc = exists ? renameat(f->dirfd, f->tmp, f->dirfd, f->base)
-                        : renameat2(f->dirfd, f->tmp, f->dirfd, f->base, RENAME_NOREPLACE);
+                        : dcr__rename_new(f->dirfd, f->tmp, f->base);
         if (rc == 0) {
             f->tmp[0] = '\0';
             break;
