@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dcr/status.h"
+#include "workloads/interrupt.h"
 
 static void print_help(const char *command, const char *usage, const dcr_arg_t *args, int nargs)
 {
@@ -15,10 +16,94 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
         const char *value = args[i].kind == DCR_ARG_FLAG     ? ""
                             : args[i].kind == DCR_ARG_STRING ? " TEXT"
                                                              : " N";
-        printf("  %s%-*s %s\n", args[i].name, (int)(22 - strlen(args[i].name)), value,
+        printf("  %s%-*s %s", args[i].name, (int)(22 - strlen(args[i].name)), value,
                args[i].help);
+        /* The accepted range, from the shared table where the flag has one. */
+        double lo = args[i].min, hi = args[i].max;
+        dcr_args_limit(args[i].name, &lo, &hi);
+        if (args[i].kind == DCR_ARG_INT || args[i].kind == DCR_ARG_DOUBLE)
+            printf(" [%g, %g]", lo, hi);
+        printf("\n");
     }
     printf("  %-22s %s\n", "--help", "show this help");
+}
+
+/* One limit per flag across commands: a flag named here gets these bounds
+ * in every command that takes it, whatever the command's own table says, so
+ * `--rollout-nodes 2000` is accepted or refused the same way everywhere.
+ * Commands that simulate and commands that emulate share them; what a run
+ * can afford is the memory budget's business, not the flag's. */
+static const struct dcr__limit {
+    const char *name;
+    double min, max;
+} dcr__limits[] = {
+    {"--scale", 1, 4096},
+    {"--layers", 0, 100000}, /* 0: all layers */
+    {"--fp8-layers", 0, 100000},
+    {"--rollout-nodes", 1, 4096},
+    {"--receivers-per-node", 1, 64},
+    {"--serve-tp", 1, 64},
+    {"--fanout", 1, 64},
+    {"--readers", 0, 64},
+    {"--change-rate", 0, 1},
+    {"--lr", 1e-12, 1},
+    {"--chunk-mib", 0, 1 << 20}, /* 0: the command's default */
+    {"--bucket-mib", 0, 1 << 20},
+    {"--level", -7, 22}, /* zstd's range */
+    {"--link-gbps", 0, 1e6},
+    {"--cross-gbps", 0, 1e6},
+    {"--flow-gbps", 0, 1e6},
+    {"--local-gbps", 0, 1e6},
+    {"--store-gbps", 0, 1e6},
+    {"--fabric-gbps", 0, 1e6},
+    {"--latency-ms", 0, 1e5},
+    {"--local-latency-ms", 0, 1e5},
+    {"--store-latency-ms", 0, 1e5},
+    {"--seed", 0, 1e15},
+    {"--repeats", 1, 1000},
+};
+
+bool dcr_args_limit(const char *name, double *min_p, double *max_p)
+{
+    for (size_t i = 0; i < sizeof(dcr__limits) / sizeof(dcr__limits[0]); i++)
+        if (!strcmp(dcr__limits[i].name, name)) {
+            *min_p = dcr__limits[i].min;
+            *max_p = dcr__limits[i].max;
+            return true;
+        }
+    return false;
+}
+
+/* Plain decimal only: an optional '-', digits, and for a real number an
+ * optional fraction and exponent. No spaces, no '+', no hex, no inf or nan:
+ * strtod alone would take "0x10" as 16 and " 5" as 5. */
+bool dcr_args_decimal(const char *s, bool whole, size_t *len_p)
+{
+    const char *p = s;
+    if (*p == '-') p++;
+    const char *digits = p;
+    while (*p >= '0' && *p <= '9') p++;
+    bool any = p > digits;
+    if (!whole && *p == '.') {
+        p++;
+        const char *frac = p;
+        while (*p >= '0' && *p <= '9') p++;
+        any = any || p > frac;
+    }
+    if (!any) return false;
+    if (!whole && (*p == 'e' || *p == 'E')) {
+        const char *q = p + 1;
+        if (*q == '-' || *q == '+') q++;
+        const char *exp = q;
+        while (*q >= '0' && *q <= '9') q++;
+        if (q == exp) return false;
+        p = q;
+    }
+    if (len_p)
+        *len_p = (size_t)(p - s);
+    else if (*p)
+        return false;
+    return true;
 }
 
 static int parse_value(const char *command, dcr_arg_t *arg, const char *text)
@@ -29,12 +114,18 @@ static int parse_value(const char *command, dcr_arg_t *arg, const char *text)
         *(const char **)arg->target = text;
         return 0;
     }
-    double v = (arg->kind == DCR_ARG_INT) ? (double)strtoll(text, &end, 10) : strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || isnan(v)) {
+    bool whole = arg->kind == DCR_ARG_INT;
+    double v = 0;
+    if (dcr_args_decimal(text, whole, NULL))
+        v = whole ? (double)strtoll(text, &end, 10) : strtod(text, &end);
+    if (!end || *end != '\0' || errno == ERANGE || !isfinite(v)) {
+        char safe[128];
         fprintf(stderr, "dcr %s: %s expects %s, got '%s'\n", command, arg->name,
-                arg->kind == DCR_ARG_INT ? "an integer" : "a number", text);
+                whole ? "a decimal integer" : "a decimal number",
+                dcr_escape(safe, sizeof(safe), text));
         return 2;
     }
+    dcr_args_limit(arg->name, &arg->min, &arg->max);
     if (v < arg->min || v > arg->max) {
         fprintf(stderr, "dcr %s: %s must be in [%g, %g], got %s\n", command, arg->name, arg->min,
                 arg->max, text);
@@ -113,6 +204,34 @@ void dcr_cli_report(const char *command, int status)
     fprintf(stderr, "dcr %s: %s\n", command, dcr_error_line((dcr_status_t)status));
 }
 
+int dcr_cli_fail(const char *command, int status)
+{
+    dcr_cli_report(command, status);
+    if (status == DCR_EINTR && dcr_interrupt_signal())
+        return dcr_interrupt_exit_status(dcr_interrupt_signal());
+    return 1;
+}
+
+int dcr_cli_usage(const char *command, int status)
+{
+    dcr_cli_report(command, status);
+    return 2;
+}
+
+int dcr_cli_check(const char *command, int status)
+{
+    if (status == DCR_OK) return 0;
+    return status == DCR_EINVAL || status == DCR_ELAYOUT ? dcr_cli_usage(command, status)
+                                                         : dcr_cli_fail(command, status);
+}
+
+bool dcr_args_seen(const dcr_arg_t *args, int nargs, const char *name)
+{
+    for (int i = 0; i < nargs; i++)
+        if (!strcmp(args[i].name, name)) return args[i].seen;
+    return false;
+}
+
 /* A comma-separated list of numbers in [min, max] (whole numbers when
  * `whole`), at most cap of them: --change-rate, and the axes of `plan`. */
 int dcr_args_parse_list(const char *flag, const char *text, double min, double max, bool whole,
@@ -121,8 +240,11 @@ int dcr_args_parse_list(const char *flag, const char *text, double min, double m
     int n = 0;
     const char *p = text;
     while (*p) {
-        char *end;
-        double v = strtod(p, &end);
+        size_t len = 0;
+        char *end = (char *)p;
+        double v = NAN;
+        if (dcr_args_decimal(p, false, &len)) v = strtod(p, &end);
+        if (end != p + len) end = (char *)p;
         if (end == p || !(v >= min && v <= max) || (whole && v != floor(v)) ||
             (*end && *end != ','))
             return dcr_error_set(DCR_EINVAL, "%s '%s': expected %s in [%g, %g], comma separated",

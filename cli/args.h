@@ -5,6 +5,7 @@
 #define DCR_CLI_ARGS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum dcr_arg_kind {
@@ -38,5 +39,29 @@ int dcr_args_parse_list(const char *flag, const char *text, double min, double m
 
 /* Prints "dcr <command>: <status line>" for the current thread's error. */
 void dcr_cli_report(const char *command, int status);
+
+/* Prints the error line of a run that failed and returns its exit status:
+ * 128 + the signal for a run stopped by a signal (DCR_EINTR), else 1. */
+int dcr_cli_fail(const char *command, int status);
+
+/* Prints the error line of a usage error and returns 2. */
+int dcr_cli_usage(const char *command, int status);
+
+/* For errors found while validating flags, before the run: 0 for DCR_OK;
+ * 2 (usage) for an invalid value or layout (DCR_EINVAL, DCR_ELAYOUT); 1 for
+ * anything else (a config file that cannot be read). Prints the line. */
+int dcr_cli_check(const char *command, int status);
+
+/* Whether the flag `name` was given (the parser's `seen`). */
+bool dcr_args_seen(const dcr_arg_t *args, int nargs, const char *name);
+
+/* The shared bounds of a flag (one limit per flag across commands); false
+ * when the flag has none and the command's own bounds apply. */
+bool dcr_args_limit(const char *name, double *min_p, double *max_p);
+
+/* Whether s is a plain decimal number (whole: an integer): optional '-',
+ * digits, for a real optional fraction and exponent; nothing else. With
+ * len_p, s may continue after the number and *len_p gets its length. */
+bool dcr_args_decimal(const char *s, bool whole, size_t *len_p);
 
 #endif

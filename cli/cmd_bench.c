@@ -10,6 +10,7 @@
 #include "dcr/log.h"
 #include "scenario_args.h"
 #include "workloads/bench.h"
+#include "workloads/interrupt.h"
 #include "workloads/results.h"
 #include "reports/trace_io.h"
 #include "dcr/trace.h"
@@ -241,20 +242,29 @@ static dcr_status_t write_trace(const char *path)
     return st;
 }
 
-static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
+/* Every flag, the layout and every path, before the run: what fails here
+ * is a usage error (or an unwritable place) found in the first second. */
+static dcr_status_t fill_config(const bench_opts_t *o, const dcr_arg_t *args, int nargs,
+                                dcr_bench_config_t *c)
 {
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
     DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
-    if (strcmp(o->changes, "uniform") && strcmp(o->changes, "adamw"))
-        return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or adamw", o->changes);
+    if (!dcr_transport_find(o->transport))
+        return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
+                             o->transport);
+    DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes));
     c->adamw = !strcmp(o->changes, "adamw");
     c->lr = o->lr;
-    if (c->adamw && !(o->lr > 0))
-        return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
     if (o->keep && strcmp(o->transport, "objstore"))
         return dcr_error_set(
             DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
+    if (o->trace_overhead && o->refits < 4)
+        return dcr_error_set(DCR_EINVAL,
+                             "--trace-overhead needs at least 4 timed refits (--refits), got %lld",
+                             (long long)o->refits);
+    DCR_CHECK(dcr_cli_paths_check(o->out, o->trace, o->keep, o->workdir, o->control));
+    if (o->out) DCR_CHECK(dcr_results_check("--out", o->out));
     c->serve.nodes = (int)o->nodes;
     c->serve.gpus_per_node = (int)o->per_node;
     c->serve.tp = (int)o->serve_tp;
@@ -276,29 +286,25 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     c->chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
     c->bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     c->workdir = o->keep ? o->keep : o->workdir;
+    c->workdir_flag = o->keep ? "--keep-payloads" : "--workdir";
     c->control_path = o->control;
     c->seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
     c->trace_overhead = o->trace_overhead;
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
-    return DCR_OK;
+    if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
+    return dcr_cli_scenario_validate(&c->scenario, &c->serve);
 }
 
-static int run(bench_opts_t *o)
+static int run(bench_opts_t *o, const dcr_arg_t *args, int nargs)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
-    dcr_status_t st = o->control ? dcr_bench_control_check("--control", o->control) : DCR_OK;
-    if (st != DCR_OK) {
-        dcr_cli_report("bench", st);
-        return 2;
-    }
-    st = fill_config(o, &c);
-    if (st == DCR_OK) st = dcr_bench_run(&c, &r);
-    if (st != DCR_OK) {
-        dcr_cli_report("bench", st);
-        return 1;
-    }
+    int rc = dcr_cli_check("bench", fill_config(o, args, nargs, &c));
+    if (rc) return rc;
+    dcr_interrupt_install();
+    dcr_status_t st = dcr_bench_run(&c, &r);
+    if (st != DCR_OK) return dcr_cli_fail("bench", st);
     json_t *config = config_json(o, &c);
     if (o->trace) st = write_trace(o->trace);
     if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
@@ -311,13 +317,16 @@ static int run(bench_opts_t *o)
         print_text(&c, &r);
     }
     json_decref(config);
-    int rc = st != DCR_OK ? 1 : (r.bit_exact && !r.request_mismatches) ? 0 : 1;
-    if (st != DCR_OK)
-        dcr_cli_report("bench", st);
-    else if (!r.bit_exact)
+    rc = 0;
+    if (st != DCR_OK) {
+        rc = dcr_cli_fail("bench", st);
+    } else if (!r.bit_exact) {
         fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
-    else if (r.request_mismatches)
+        rc = 1;
+    } else if (r.request_mismatches) {
         fprintf(stderr, "dcr bench: a request saw neither P^v nor P^{v+1}\n");
+        rc = 1;
+    }
     dcr_bench_result_free(&r);
     return rc;
 }
@@ -416,5 +425,5 @@ int dcr_cmd_bench(int argc, char **argv)
                             "[--change-rate R] [--mode X|P|F] [--rl sync|async] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
-    return run(&o);
+    return run(&o, args, NOWN + DCR_CLI_SCENARIO_NARGS);
 }

@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/trace.h"
+#include "reports/trace_check.h"
 #include "reports/trace_io.h"
 
 typedef struct bounds_run {
@@ -116,6 +117,13 @@ int dcr_cmd_bounds(int argc, char **argv)
         DCR_CHECK_GOTO(dcr_trace_read_nsys(path, &iv, &n), s, fail);
     else
         DCR_CHECK_GOTO(dcr_trace_read_chrome(path, &iv, &n), s, fail);
+    /* A trace that cannot be a recording (a stage outside every refit window,
+     * a window stretched to the end of time) is refused, not bounded. */
+    s = dcr_trace_check_windows(iv, n, DCR_TRACE_WINDOW_TOLERANCE_NS);
+    if (s != DCR_OK) {
+        dcr_error_prefix("%s: ", path);
+        goto fail;
+    }
     DCR_CHECK_GOTO(compute_all(path, iv, n, &r), s, fail);
     if (json)
         print_json(path, sqlite ? "nsys" : "chrome", &r);

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "dcr/outpath.h"
 #include "sim/calibrate.h"
 
 typedef struct calibrate_opts {
@@ -44,6 +45,11 @@ static void print_text(const dcr_sim_calibration_t *c)
 
 static int run(const calibrate_opts_t *o)
 {
+    /* An unwritable --out fails now, not after minutes of measuring. */
+    if (o->out) {
+        int rc = dcr_cli_check("calibrate", dcr_outpath_check("--out", o->out));
+        if (rc) return rc;
+    }
     dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
     opt.model = o->model;
     opt.scale = (int)o->scale;
@@ -53,10 +59,7 @@ static int run(const calibrate_opts_t *o)
     dcr_sim_calibration_t cal;
     dcr_status_t st = dcr_sim_calibrate(&opt, &cal);
     if (st == DCR_OK && o->out) st = dcr_sim_cal_save(&cal, o->out);
-    if (st != DCR_OK) {
-        dcr_cli_report("calibrate", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("calibrate", st);
     if (o->json) {
         char *text = dcr_sim_cal_to_json(&cal);
         if (!text) {

@@ -46,10 +46,7 @@ int dcr_cmd_compare(int argc, char **argv)
     }
     dcr_compare_t *c = NULL;
     dcr_status_t st = dcr_compare_files(pos[0], pos[1], threshold, &c);
-    if (st != DCR_OK) {
-        dcr_cli_report("compare", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("compare", st);
     size_t unmatched_new = 0;
     for (size_t g = 0; g < c->nnew_groups; g++) unmatched_new += !c->new_matched[g];
     if (json) {

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "scenario_args.h"
 #include "workloads/construct_bench.h"
+#include "workloads/workdir.h"
 
 typedef struct construct_opts {
     dcr_cli_scenario_t sc;
@@ -111,6 +112,7 @@ static int run(construct_opts_t *o)
     dcr_scenario_spec_t spec;
     dcr_scenario_t *sc = NULL;
     dcr_status_t s;
+    bool usage = true;
     if (strcmp(o->mode, "all")) {
         nmodes = 1;
         DCR_CHECK_GOTO(dcr_construct_mode_parse(o->mode, &modes[0]), s, fail);
@@ -125,11 +127,7 @@ static int run(construct_opts_t *o)
                           "or --compare-shuffle)");
         goto fail;
     }
-    struct stat dir;
-    if (o->keep && (stat(o->keep, &dir) != 0 || !S_ISDIR(dir.st_mode))) {
-        s = dcr_error_set(DCR_EINVAL, "--keep-payloads %s is not an existing directory", o->keep);
-        goto fail;
-    }
+    if (o->keep) DCR_CHECK_GOTO(dcr_workdir_check("--keep-payloads", o->keep), s, fail);
     /* --changes uniform (the --change-rate stress changes) or profile:FILE. */
     dcr_change_profile_t profile;
     bool replay = strncmp(o->changes, "profile:", 8) == 0;
@@ -140,6 +138,10 @@ static int run(construct_opts_t *o)
     if (replay) DCR_CHECK_GOTO(dcr_change_profile_load(o->changes + 8, &profile), s, fail);
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
+    /* Flags and layout are valid: what fails from here on is the run. */
+    usage = false;
+    dcr_workdir_t keep = {{0}, false};
+    if (o->keep) DCR_CHECK_GOTO(dcr_workdir_open("--keep-payloads", o->keep, NULL, &keep), s, fail);
     dcr_dir_sink_t dir_sink;
     dcr_dir_sink_init(&dir_sink, o->keep, 1);
     dcr_construct_bench_t bench = {o->rate,
@@ -150,8 +152,9 @@ static int run(construct_opts_t *o)
                                    o->compare_shuffle,
                                    replay ? &profile : NULL,
                                    o->init};
-    bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
-    bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
+    /* 0 MiB is the shared flag table's "default" (cli/args.c). */
+    bench.cfg.chunk_bytes = (size_t)((o->chunk_mib > 0 ? o->chunk_mib : 64) * (1 << 20));
+    bench.cfg.bucket_bytes = (size_t)((o->bucket_mib > 0 ? o->bucket_mib : 512) * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
     bench.cfg.shuffle = !o->no_shuffle;
     dcr_construct_bench_result_t res[3];
@@ -163,9 +166,8 @@ static int run(construct_opts_t *o)
     dcr_scenario_destroy(sc);
     return 0;
 fail:
-    dcr_cli_report("construct", s);
     dcr_scenario_destroy(sc);
-    return 1;
+    return usage ? dcr_cli_check("construct", s) : dcr_cli_fail("construct", s);
 }
 
 int dcr_cmd_construct(int argc, char **argv)
@@ -203,7 +205,7 @@ int dcr_cmd_construct(int argc, char **argv)
         {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
          false},
         {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
-         "write every payload into this existing directory", false},
+         "write every payload into DIR (new, empty, or dcr's: see README)", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
     };
     dcr_cli_scenario_args(&o.sc, args + 14);

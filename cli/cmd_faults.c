@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "faults/faults_run.h"
 #include "scenario_args.h"
+#include "workloads/interrupt.h"
 
 typedef struct faults_opts {
     dcr_cli_scenario_t sc;
@@ -62,14 +63,18 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
     printf("membership differed after a failover %d\n", s->membership_mismatches);
 }
 
-static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
+/* Every flag and the layout, before the run (usage errors exit 2). */
+static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int nargs,
+                         dcr_faults_run_config_t *c)
 {
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->bench.scenario));
     DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->bench.rl));
     if (!dcr_transport_find(o->transport))
-        return dcr_error_set(DCR_EINVAL, "--transport %s is not objstore or relay", o->transport);
-    if (strcmp(o->changes, "uniform") && strcmp(o->changes, "adamw"))
-        return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or adamw", o->changes);
+        return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
+                             o->transport);
+    DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes));
+    if (dcr_args_seen(args, nargs, "--restart-after") && o->kill_every == 0)
+        return dcr_error_set(DCR_EINVAL, "--restart-after applies only with --kill-every N > 0");
     c->bench.control_path = o->control;
     c->bench.transport = o->transport;
     c->bench.adamw = !strcmp(o->changes, "adamw");
@@ -85,7 +90,7 @@ static dcr_status_t fill(const faults_opts_t *o, dcr_faults_run_config_t *c)
     c->faults_per_step = (int)o->faults_per_step;
     c->max_attempts = (int)o->attempts;
     c->readers = (int)o->readers;
-    return DCR_OK;
+    return dcr_cli_scenario_validate(&c->bench.scenario, &c->bench.serve);
 }
 
 /* A usage error (exit 2) before any work: --control must be an etcd URL,
@@ -111,8 +116,7 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
     if (st != DCR_OK) {
         char label[64];
         snprintf(label, sizeof(label), "faults %s", what);
-        dcr_cli_report(label, st);
-        return 1;
+        return dcr_cli_fail(label, st);
     }
     if (json) {
         json_t *j = summary_json(what, s);
@@ -216,8 +220,10 @@ static int cmd_train(int argc, char **argv)
     if (check_control("train", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
-    dcr_status_t st = fill(&o, &c);
-    if (st == DCR_OK) st = dcr_faults_run(&c, &s);
+    rc = dcr_cli_check("faults train", fill(&o, args, NOWN + DCR_CLI_SCENARIO_NARGS, &c));
+    if (rc) return rc;
+    dcr_interrupt_install();
+    dcr_status_t st = dcr_faults_run(&c, &s);
     return finish("train", o.json, st, &s);
 }
 
@@ -241,10 +247,13 @@ static int cmd_campaign(int argc, char **argv)
     if (check_control("campaign", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
-    dcr_status_t st = fill(&o, &cc.run);
+    rc = dcr_cli_check("faults campaign",
+                       fill(&o, args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS, &cc.run));
+    if (rc) return rc;
     cc.seeds = (int)o.seeds;
     cc.base_seed = (uint64_t)o.seed;
-    if (st == DCR_OK) st = dcr_faults_campaign(&cc, &s);
+    dcr_interrupt_install();
+    dcr_status_t st = dcr_faults_campaign(&cc, &s);
     return finish("campaign", o.json, st, &s);
 }
 

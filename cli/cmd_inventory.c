@@ -20,9 +20,11 @@ static void print_tensors(const dcr_inventory_t *inv)
 {
     for (size_t i = 0; i < dcr_inventory_count(inv); i++) {
         const dcr_tensor_desc_t *d = dcr_inventory_at(inv, i);
-        char shape[128];
+        char shape[128], name[1024];
         dcr_shape_format(d->ndim, d->shape, shape, sizeof(shape));
-        printf("%-72s %-20s %s\n", d->name, shape, dcr_dtype_name(d->dtype));
+        /* Names come from a user's config: printed escaped. */
+        printf("%-72s %-20s %s\n", dcr_escape(name, sizeof(name), d->name), shape,
+               dcr_dtype_name(d->dtype));
     }
 }
 
@@ -73,8 +75,10 @@ static void print_text(const inventory_opts_t *o, const dcr_model_config_t *m,
                        const dcr_source_layout_t *layout, const dcr_source_stats_t *st,
                        const dcr_serve_split_t *split)
 {
-    printf("model            %s (%s), scale %lld, %d layers\n", m->name,
-           dcr_model_family_name(m->family), (long long)o->sc.scale, m->layers);
+    char name[4 * sizeof(m->name)];
+    printf("model            %s (%s), scale %lld, %d layers\n",
+           dcr_escape(name, sizeof(name), m->name), dcr_model_family_name(m->family),
+           (long long)o->sc.scale, m->layers);
     printf("canonical        %zu tensors, %lld params, %lld bytes\n", dcr_inventory_count(inv),
            (long long)dcr_inventory_params(inv), (long long)dcr_inventory_bytes(inv));
     printf("training layout  %d nodes x %d GPUs: tp %d, etp %d, ep %d, pp %d, dp %d; mapping %s\n",
@@ -100,6 +104,7 @@ static int run(inventory_opts_t *o)
     dcr_scenario_spec_t spec;
     dcr_scenario_t *sc = NULL;
     dcr_status_t s;
+    bool usage = true; /* until the flags and the layout are found valid */
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
     if (o->list) {
@@ -107,6 +112,7 @@ static int run(inventory_opts_t *o)
         dcr_scenario_destroy(sc);
         return 0;
     }
+    usage = false;
     if (o->check) DCR_CHECK_GOTO(dcr_source_layout_check_coverage(sc->layout), s, fail);
     dcr_source_stats_t st;
     dcr_source_layout_stats(sc->layout, &st);
@@ -117,7 +123,9 @@ static int run(inventory_opts_t *o)
         dcr_serve_config_t serve = dcr_serve_config_default();
         serve.tp = (int)o->serve_tp;
         serve.ep = o->serve_ep;
+        usage = true;
         DCR_CHECK_GOTO(dcr_serve_config_validate(&sc->model, &serve), s, fail);
+        usage = false;
         DCR_CHECK_GOTO(dcr_serve_register_loaders(), s, fail);
         DCR_CHECK_GOTO(dcr_serve_xor_split(&sc->model, sc->inventory, sc->layout, &serve, &split),
                        s, fail);
@@ -132,9 +140,8 @@ static int run(inventory_opts_t *o)
     dcr_scenario_destroy(sc);
     return 0;
 fail:
-    dcr_cli_report("inventory", s);
     dcr_scenario_destroy(sc);
-    return 1;
+    return usage ? dcr_cli_check("inventory", s) : dcr_cli_fail("inventory", s);
 }
 
 int dcr_cmd_inventory(int argc, char **argv)

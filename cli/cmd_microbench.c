@@ -44,9 +44,8 @@ static int dcr__microbench_detect(int argc, char **argv)
         dcr_status_t st =
             dcr_microbench_detect((size_t)(mib * (1 << 20)), rates[i], (int)repeats, &r);
         if (st != DCR_OK) {
-            dcr_cli_report("microbench", st);
             json_decref(rows);
-            return 1;
+            return dcr_cli_fail("microbench", st);
         }
         if (!json)
             printf("%-8.2f %12.5f %12.5f %10.3f %12.2f\n", r.change_rate, r.read_s, r.detect_s,
@@ -149,12 +148,13 @@ static int dcr__microbench_apply(int argc, char **argv)
     dcr_scenario_t *sc = NULL;
     dcr_status_t st = dcr_scenario_create(&spec, &sc);
     if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
-    if (st == DCR_OK) st = dcr_serve_bench_run(&sc->model, &serve, &opt, rates, nrates, res);
-    dcr_scenario_destroy(sc);
     if (st != DCR_OK) {
-        dcr_cli_report("microbench apply", st);
-        return 1;
+        dcr_scenario_destroy(sc);
+        return dcr_cli_check("microbench apply", st); /* model, layers, serving layout */
     }
+    st = dcr_serve_bench_run(&sc->model, &serve, &opt, rates, nrates, res);
+    dcr_scenario_destroy(sc);
+    if (st != DCR_OK) return dcr_cli_fail("microbench apply", st);
     dcr__apply_print(res, nrates, repeats, json);
     return 0;
 }

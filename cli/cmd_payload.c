@@ -99,9 +99,12 @@ static void print_payload(const char *path, const dcr_payload_t *p, size_t len)
             snprintf(loc, sizeof(loc), "run");
         else
             snprintf(loc, sizeof(loc), "gaps u%u", 8 * it.gap_bytes);
-        printf("%-64s %-20s %-8s %-9s %-10s %10zu %12lld %12lld\n", it.name, shape,
-               dcr_dtype_name(it.dtype), dcr_encoding_name(it.encoding), loc, it.count,
-               (long long)it.first, (long long)it.last);
+        /* Item names come from the file: printed escaped. */
+        char name[1024];
+        printf("%-64s %-20s %-8s %-9s %-10s %10zu %12lld %12lld\n",
+               dcr_escape(name, sizeof(name), it.name), shape, dcr_dtype_name(it.dtype),
+               dcr_encoding_name(it.encoding), loc, it.count, (long long)it.first,
+               (long long)it.last);
     }
 }
 
@@ -147,7 +150,9 @@ int dcr_cmd_payload(int argc, char **argv)
     free(buf);
     return 0;
 fail:
-    fprintf(stderr, "dcr payload: %s: %s\n", pos[1], dcr_error_line(s));
+    char safe[1024];
+    fprintf(stderr, "dcr payload: %s: %s\n", dcr_escape(safe, sizeof(safe), pos[1]),
+            dcr_error_line(s));
     dcr_payload_destroy(p);
     free(buf);
     return 1;

@@ -4,6 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "dcr/outpath.h"
 #include "reports/report.h"
 
 static const char usage[] =
@@ -45,13 +46,12 @@ int dcr_cmd_report(int argc, char **argv)
         fprintf(stderr, "dcr report: --refit needs --trace\n");
         return 2;
     }
+    rc = dcr_cli_check("report", dcr_outdir_check("-o", out));
+    if (rc) return rc;
     dcr_report_opts_t o = {
         .results_path = pos[0], .out_dir = out, .trace_path = trace, .refit = (long)refit};
     dcr_status_t st = dcr_report_write(&o);
-    if (st != DCR_OK) {
-        dcr_cli_report("report", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("report", st);
     printf("wrote %s/report.md\n", out);
     return 0;
 }

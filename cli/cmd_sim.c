@@ -7,10 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
 #include "dcr/log.h"
+#include "dcr/outpath.h"
 #include "scenario_args.h"
 #include "sim/calibrate.h"
 #include "sim/paper.h"
@@ -21,6 +23,7 @@
 #include "sim/sim.h"
 #include "sim/validate.h"
 #include "workloads/change_profile.h"
+#include "workloads/interrupt.h"
 
 enum { MAX_ROWS = 64 };
 
@@ -354,22 +357,32 @@ static int write_platform(const sim_opts_t *o)
 {
     dcr_sim_cluster_t c;
     dcr_status_t st = cluster_from(o, NULL, &c);
-    size_t world = st == DCR_OK ? (size_t)c.train_nodes * (size_t)c.train_gpus : 0;
-    uint8_t *pairs = st == DCR_OK ? malloc(world * world + 1) : NULL;
-    if (st == DCR_OK && !pairs)
-        st = dcr_error_set(DCR_ENOMEM, "--write-platform: %zu owners", world);
+    if (st == DCR_OK) st = dcr_outpath_check("--write-platform", o->write_platform);
+    if (st != DCR_OK) return dcr_cli_check("sim", st);
+    size_t world = (size_t)c.train_nodes * (size_t)c.train_gpus;
+    uint8_t *pairs = malloc(world * world + 1);
+    if (!pairs) st = dcr_error_set(DCR_ENOMEM, "--write-platform: %zu owners", world);
     if (pairs) memset(pairs, 1, world * world + 1);
-    FILE *f = st == DCR_OK ? fopen(o->write_platform, "w") : NULL;
-    if (st == DCR_OK && !f)
-        st = dcr_error_set(DCR_EIO, "--write-platform %s: cannot create it", o->write_platform);
+    /* The output-path rule (dcr/outpath.h): written beside, renamed over a
+     * regular file or a new name only. */
+    dcr_outfile_t *of = NULL;
+    if (st == DCR_OK) st = dcr_outfile_open("--write-platform", o->write_platform, 0, &of);
+    int fd = of ? dup(dcr_outfile_fd(of)) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (st == DCR_OK && !f) {
+        st = dcr_error_set(DCR_EIO, "--write-platform %s: %s", o->write_platform, strerror(errno));
+        if (fd >= 0) close(fd);
+    }
     if (st == DCR_OK) st = dcr_sim_platform_write(&c, pairs, f);
     if (f && fclose(f) != 0 && st == DCR_OK)
-        st = dcr_error_set(DCR_EIO, "--write-platform %s", o->write_platform);
-    free(pairs);
-    if (st != DCR_OK) {
-        dcr_cli_report("sim", st);
-        return 1;
+        st = dcr_error_set(DCR_EIO, "--write-platform %s: %s", o->write_platform, strerror(errno));
+    if (st == DCR_OK) {
+        st = dcr_outfile_commit(of);
+        of = NULL;
     }
+    dcr_outfile_abort(of);
+    free(pairs);
+    if (st != DCR_OK) return dcr_cli_fail("sim", st);
     printf("platform written to %s\n", o->write_platform);
     return 0;
 }
@@ -390,8 +403,7 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
         if (st != DCR_OK) {
             json_decref(arr);
             dcr_error_prefix("validation case '%s': ", name);
-            dcr_cli_report("sim", st);
-            return 1;
+            return dcr_cli_fail("sim", st);
         }
         if (o->json) {
             json_array_append_new(
@@ -512,8 +524,17 @@ static int simulate(const sim_opts_t *o)
     dcr_status_t st = spec_from(o, &spec);
     int nmodels = st == DCR_OK ? models_of(o, &spec, models) : 0;
     for (int m = 0; st == DCR_OK && m < nmodels; m++) {
-        dcr_model_config_t model;
-        st = dcr_model_load(models[m], &model);
+        /* Model, layers and layout, as sim/workload.c will build them. */
+        dcr_scenario_spec_t one = spec.scenario;
+        one.model = models[m];
+        one.train.nodes = spec.cluster.train_nodes;
+        one.train.gpus_per_node = spec.cluster.train_gpus;
+        dcr_serve_config_t serve = dcr_serve_config_default();
+        serve.nodes = spec.cluster.rollout_nodes;
+        serve.gpus_per_node = spec.cluster.rollout_gpus;
+        serve.tp = spec.serve_tp > 0 ? spec.serve_tp : spec.cluster.rollout_gpus;
+        serve.ep = spec.serve_ep;
+        st = dcr_cli_scenario_validate(&one, &serve);
         double rate = 0;
         if (st == DCR_OK && o->changes) st = profile_rate(o, models[m], &rate);
     }
@@ -522,13 +543,11 @@ static int simulate(const sim_opts_t *o)
     int nrates, ntrans;
     if (st == DCR_OK) st = parse_rates(o->rates, rates, &nrates);
     if (st == DCR_OK) st = parse_transports(o->transport, transports, &ntrans);
-    if (st == DCR_OK) st = load_calibration(o, &cal);
+    if (st != DCR_OK) return dcr_cli_check("sim", st);
+    st = load_calibration(o, &cal);
     if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
     if (st == DCR_OK) st = run_rows(o, &spec, &cal, models, nmodels, rows, &n);
-    if (st != DCR_OK) {
-        dcr_cli_report("sim", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("sim", st);
     if (o->json)
         print_json(&spec, rows, n, &cal);
     else
@@ -542,10 +561,7 @@ static int run(const sim_opts_t *o)
     if (!o->validate) return simulate(o);
     dcr_sim_calibration_t cal;
     dcr_status_t st = load_calibration(o, &cal);
-    if (st != DCR_OK) {
-        dcr_cli_report("sim", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("sim", st);
     return validate(o, &cal);
 }
 
@@ -614,11 +630,22 @@ static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_si
 {
     char gnuplot[4096];
     DCR_CHECK(dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot)));
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return dcr_error_set(DCR_EIO, "-o %s: %s", dir, strerror(errno));
-    DCR_CHECK(dcr_sim_plan_write_figure(dir, model, plan, rows));
-    DCR_CHECK(dcr_gnuplot_write_driver(dir, "plan", 1400, 560));
-    return dcr_gnuplot_run(gnuplot, dir, "plan.gp");
+    /* Staged and moved in whole (dcr/outpath.h): a failed plan leaves no
+     * partial figure or .dat file in DIR. */
+    dcr_outdir_t *out = NULL;
+    DCR_CHECK(dcr_outdir_open("-o", dir, &out));
+    const char *stage = dcr_outdir_stage(out);
+    dcr_interrupt_cleanup_add(stage);
+    dcr_status_t st = dcr_sim_plan_write_figure(stage, model, plan, rows);
+    if (st == DCR_OK) st = dcr_gnuplot_write_driver(stage, "plan", 1400, 560);
+    if (st == DCR_OK) st = dcr_gnuplot_run(gnuplot, stage, "plan.gp");
+    dcr_interrupt_cleanup_remove(stage);
+    if (st != DCR_OK) {
+        st = dcr_gnuplot_keep_log(st, stage, dir);
+        dcr_outdir_abort(out);
+        return st;
+    }
+    return dcr_outdir_commit(out);
 }
 
 static int plan_run(plan_opts_t *p)
@@ -633,7 +660,9 @@ static int plan_run(plan_opts_t *p)
     /* The base cluster's node count is the first of the axis (the grid sets each). */
     o->rollout_nodes = st == DCR_OK ? plan.rollout_nodes[0] : 1;
     if (st == DCR_OK) st = spec_from(o, &spec);
-    if (st == DCR_OK && p->out) st = dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot));
+    if (st == DCR_OK && p->out) st = dcr_outdir_check("-o", p->out);
+    if (st != DCR_OK) return dcr_cli_check("sim plan", st);
+    if (p->out) st = dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot));
     if (st == DCR_OK) st = load_calibration(o, &cal);
     if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
     if (st == DCR_OK) {
@@ -650,10 +679,7 @@ static int plan_run(plan_opts_t *p)
         printf("\nfigure: %s/plan.png and %s/plan.svg (redraw: cd %s && gnuplot plan.gp)\n", p->out,
                p->out, p->out);
     free(rows);
-    if (st != DCR_OK) {
-        dcr_cli_report("sim plan", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("sim plan", st);
     return 0;
 }
 
@@ -705,6 +731,7 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
         "transports (default model nemotron-3-nano-30b-a3b)",
         args, o->nargs, argc, av, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    dcr_interrupt_install();
     return plan_run(&p);
 }
 
@@ -800,5 +827,6 @@ int dcr_cmd_sim(int argc, char **argv)
         "       dcr sim plan --help   (a capacity-planning sweep drawn with gnuplot)",
         args, o.nargs, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    dcr_interrupt_install();
     return run(&o);
 }

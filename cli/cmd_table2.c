@@ -75,10 +75,7 @@ int dcr_cmd_table2(int argc, char **argv)
     params.progress = true;
     dcr_table2_result_t res;
     dcr_status_t st = dcr_table2_run(&params, &res);
-    if (st != DCR_OK) {
-        dcr_cli_report("table2", st);
-        return 1;
-    }
+    if (st != DCR_OK) return dcr_cli_fail("table2", st);
     if (json) return print_json(&res);
     print_table(&res);
     return 0;

@@ -43,11 +43,10 @@ int dcr_cmd_verify_paths(int argc, char **argv)
     serve.w2_transposed = w2_t;
     dcr_verify_result_t r;
     dcr_status_t st = dcr_cli_scenario_spec(&sc, &spec);
-    if (st == DCR_OK) st = dcr_verify_paths(&spec, &serve, (int)trials, (uint64_t)seed, &r);
-    if (st != DCR_OK) {
-        dcr_cli_report("verify-paths", st);
-        return 1;
-    }
+    if (st == DCR_OK) st = dcr_cli_scenario_validate(&spec, &serve);
+    if (st != DCR_OK) return dcr_cli_check("verify-paths", st);
+    st = dcr_verify_paths(&spec, &serve, (int)trials, (uint64_t)seed, &r);
+    if (st != DCR_OK) return dcr_cli_fail("verify-paths", st);
     if (json) {
         json_t *by = json_object();
         for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)

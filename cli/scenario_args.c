@@ -1,10 +1,14 @@
 #include "scenario_args.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "dcr/outpath.h"
+#include "workloads/workdir.h"
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
-    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0};
+    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
 }
 
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
@@ -14,7 +18,7 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
          false},
         {"--scale", DCR_ARG_INT, &o->scale, 1, 4096,
          "divide hidden, intermediate, head_dim and vocab by S", false},
-        {"--layers", DCR_ARG_INT, &o->layers, 1, 100000, "keep the first N layers", false},
+        {"--layers", DCR_ARG_INT, &o->layers, 0, 100000, "keep the first N layers (0: all)", false},
         {"--train-nodes", DCR_ARG_INT, &o->nodes, 1, 100000, "training nodes (default 1)", false},
         {"--gpus-per-node", DCR_ARG_INT, &o->gpus, 1, 1024, "training GPUs per node (default 1)",
          false},
@@ -30,6 +34,7 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
          "export o_proj of the first N layers FP8 block-quantized", false},
     };
     for (int i = 0; i < DCR_CLI_SCENARIO_NARGS; i++) args[i] = table[i];
+    o->args = args;
 }
 
 dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spec_t *out_p)
@@ -39,6 +44,7 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
     spec.model = o->model;
     spec.scale = (int)o->scale;
     spec.layers = (int)o->layers;
+    spec.layers_is_default = o->args && !dcr_args_seen(o->args, DCR_CLI_SCENARIO_NARGS, "--layers");
     spec.fp8_layers = (int)o->fp8_layers;
     spec.train = (dcr_train_config_t){(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp,
                                       (int)o->ep,    (int)o->pp,   (int)o->dp};
@@ -57,5 +63,62 @@ dcr_status_t dcr_cli_payload_key(const char *command, const char *path, dcr_payl
                 "reads it can sign payloads (chmod 600 it)\n",
                 command, path);
     *out_p = key;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
+                                       const dcr_serve_config_t *serve)
+{
+    dcr_scenario_t *sc = NULL;
+    dcr_scenario_spec_t s = *spec;
+    if (serve) s.align_extra = serve->tp;
+    DCR_CHECK(dcr_scenario_create(&s, &sc));
+    dcr_serve_config_t copy;
+    dcr_status_t st = DCR_OK;
+    if (serve) {
+        copy = *serve;
+        st = dcr_serve_config_validate(&sc->model, &copy);
+    }
+    dcr_scenario_destroy(sc);
+    return st;
+}
+
+dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes)
+{
+    bool adamw = !strcmp(changes, "adamw");
+    if (!adamw && strcmp(changes, "uniform"))
+        return dcr_error_set(DCR_EINVAL, "--changes %s: expected uniform or adamw", changes);
+    if (!adamw && dcr_args_seen(args, nargs, "--lr"))
+        return dcr_error_set(DCR_EINVAL, "--lr applies to --changes adamw only");
+    if (adamw && dcr_args_seen(args, nargs, "--change-rate"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--change-rate applies to --changes uniform only (AdamW's change "
+                             "rate follows from --lr)");
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
+                                 const char *workdir, const char *control)
+{
+    if (keep && workdir)
+        return dcr_error_set(DCR_EINVAL,
+                             "--keep-payloads and --workdir both name the work folder; give one");
+    if (out) DCR_CHECK(dcr_outpath_check("--out", out));
+    if (trace) DCR_CHECK(dcr_outpath_check("--trace", trace));
+    if (out && trace && !strcmp(out, trace))
+        return dcr_error_set(DCR_EINVAL, "--out and --trace name the same file %s", out);
+    if (keep) DCR_CHECK(dcr_workdir_check("--keep-payloads", keep));
+    if (workdir) DCR_CHECK(dcr_workdir_check("--workdir", workdir));
+    if (control && strncmp(control, "etcd://", 7) != 0) {
+        /* SQLite writes PATH-journal (or -wal and -shm) beside the file; an
+         * etcd URL names no local file. */
+        static const char *const side[] = {"", "-journal", "-wal", "-shm"};
+        for (size_t i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+            char path[4200];
+            if (snprintf(path, sizeof(path), "%s%s", control, side[i]) >= (int)sizeof(path))
+                return dcr_error_set(DCR_EINVAL, "--control: path too long");
+            DCR_CHECK(dcr_outpath_check("--control", path));
+        }
+    }
     return DCR_OK;
 }

@@ -7,10 +7,12 @@
 #include "args.h"
 #include "dcr/codec.h"
 #include "workloads/scenario.h"
+#include "workloads/serve/vllm_layout.h"
 
 typedef struct dcr_cli_scenario {
     const char *model, *mapping;
     int64_t scale, layers, nodes, gpus, tp, etp, ep, pp, dp, fp8_layers;
+    const dcr_arg_t *args; /* where dcr_cli_scenario_args put the entries (their `seen`) */
 } dcr_cli_scenario_t;
 
 #define DCR_CLI_SCENARIO_NARGS 12
@@ -28,5 +30,23 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
  * group or others. Errors (one line naming the file): see
  * dcr_payload_key_load. */
 dcr_status_t dcr_cli_payload_key(const char *command, const char *path, dcr_payload_key_t *out_p);
+/* Builds the scenario once and drops it, so that a model, layer count or
+ * layout the run could not use is a usage error before the run starts; with
+ * serve, checks the serving layout against the model too. */
+dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
+                                       const dcr_serve_config_t *serve);
+
+/* The change flags of bench and faults: --changes is uniform or adamw,
+ * --lr applies to adamw only and --change-rate to uniform only (AdamW's
+ * change rate follows from the learning rate). DCR_EINVAL naming the flag. */
+dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes);
+
+/* The output and work paths of bench and faults, checked before the run:
+ * --out and --trace under the output-path rule (dcr/outpath.h), --workdir
+ * and --keep-payloads dcr's (workloads/workdir.h) and not both, --control a
+ * regular file or a new name (and its SQLite -journal, -wal, -shm too).
+ * NULL paths are skipped. */
+dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
+                                 const char *workdir, const char *control);
 
 #endif

@@ -5,7 +5,6 @@
 #define _XOPEN_SOURCE 700
 #include "faults/faults_run.h"
 
-#include <ftw.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -16,7 +15,9 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "workloads/interrupt.h"
 #include "workloads/readers.h"
+#include "workloads/workdir.h"
 
 dcr_faults_run_config_t dcr_faults_run_config_default(void)
 {
@@ -65,8 +66,9 @@ typedef struct frun {
     dcr_coord_t *coord;
     dcr_faults_t *faults;
     dcr_adamw_t *adamw;
-    char workdir[4096], objdir[4200];
-    bool own_workdir;
+    dcr_workdir_t wd; /* workloads/workdir.h */
+    const char *workdir;
+    char objdir[4200];
     int incarnation;  /* coordinators started so far */
     uint64_t version; /* the version the owners' baselines hold */
     dcr_gate_t *gate; /* the receivers' request gates: they outlive coordinators */
@@ -86,16 +88,10 @@ typedef struct frun {
 
 static dcr_status_t make_workdir(frun_t *r)
 {
-    const char *base = r->cfg->bench.workdir;
-    const char *tmp = getenv("TMPDIR");
-    snprintf(r->workdir, sizeof(r->workdir), "%s/dcr-faults-XXXXXX",
-             base          ? base
-             : tmp && *tmp ? tmp
-                           : "/tmp");
-    if (base) mkdir(base, 0755);
-    if (!mkdtemp(r->workdir))
-        return dcr_error_set(DCR_EIO, "cannot create a work directory under %s", r->workdir);
-    r->own_workdir = true;
+    /* A temporary folder under TMPDIR (swept of dead runs' ones), or the
+     * folder the caller named when it is dcr's (workloads/workdir.h). */
+    DCR_CHECK(dcr_workdir_open("--workdir", r->cfg->bench.workdir, "dcr-faults", &r->wd));
+    r->workdir = r->wd.path;
     return DCR_OK;
 }
 
@@ -384,14 +380,6 @@ static dcr_status_t setup(frun_t *r)
     return start_readers(r);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void teardown(frun_t *r)
 {
     dcr_readers_stop(r->readers);
@@ -413,7 +401,7 @@ static void teardown(frun_t *r)
     dcr_scenario_free_tensors(r->committed, r->ns);
     dcr_scenario_free_tensors(r->candidate, r->ns);
     dcr_scenario_destroy(r->sc);
-    if (r->own_workdir) nftw(r->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    dcr_workdir_close(&r->wd);
 }
 
 /* ---- membership ------------------------------------------------------------------ */
@@ -447,15 +435,24 @@ static dcr_status_t restart_due(frun_t *r, int step, dcr_faults_summary_t *s)
 
 /* Receivers the last transition lost: killed ones restart restart_after
  * steps later; ones left with partial writes by a stopped transition at the
- * next step (the operator's dense refit). */
-static void note_deaths(frun_t *r, int step, bool stopped, dcr_faults_summary_t *s)
+ * next step (the operator's dense refit). Kills are counted where they fire
+ * (kills_fired), since a stopped transition loses killed receivers too. */
+static void note_deaths(frun_t *r, int step, bool stopped)
 {
     int after = r->cfg->restart_after > 0 ? r->cfg->restart_after : 1;
     for (int i = 0; i < r->nrecv; i++) {
         if (r->restart_at[i] >= 0 || dcr_coord_receiver_alive(r->coord, i)) continue;
         r->restart_at[i] = step + (stopped ? 1 : after);
-        if (!stopped) s->kills++;
     }
+}
+
+/* Receiver kills that have fired since the injector was created. */
+static int64_t kills_fired(const frun_t *r)
+{
+    int64_t counts[DCR_FAULT_KIND_COUNT] = {0};
+    if (r->faults) dcr_faults_counts(r->faults, counts);
+    return counts[DCR_FAULT_KILL_DELIVERY] + counts[DCR_FAULT_KILL_APPLY] +
+           counts[DCR_FAULT_KILL_ACKED];
 }
 
 /* ---- one step ------------------------------------------------------------------ */
@@ -542,7 +539,7 @@ static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
         DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
         /* Receivers that died under the crashed coordinator are due for a
          * restart; the new one reads them out of the recorded membership. */
-        note_deaths(r, step, false, s);
+        note_deaths(r, step, false);
         DCR_CHECK(fail_over(r, step, s));
         s->failovers++;
         memset(&res, 0, sizeof(res));
@@ -631,7 +628,9 @@ static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
     DCR_CHECK(arm_step(r, step));
     DCR_CHECK(move_weights(r, step));
     DCR_CHECK(expect_candidate(r));
+    int64_t kills_before = kills_fired(r);
     dcr_status_t st = transition(r, step, s);
+    s->kills += (int)(kills_fired(r) - kills_before);
     dcr_faults_disarm(r->faults); /* faults that did not fire do not leak into the checks */
     if (st == DCR_OK) {
         s->commits++;
@@ -648,7 +647,7 @@ static dcr_status_t one_step(frun_t *r, int step, dcr_faults_summary_t *s)
     } else {
         return st;
     }
-    note_deaths(r, step, st != DCR_OK, s);
+    note_deaths(r, step, st != DCR_OK);
     DCR_CHECK(check_step(r, step, s));
     s->steps++;
     DCR_LOG_INFO("faults: step %d: version %" PRIu64 ", %d live receivers", step + 1, r->version,
@@ -676,7 +675,11 @@ dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summa
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
     dcr_status_t st = setup(&r);
-    for (int i = 0; st == DCR_OK && i < cfg->steps; i++) st = one_step(&r, i, &s);
+    for (int i = 0; st == DCR_OK && i < cfg->steps; i++) {
+        /* Between steps is the safe point for a stop signal. */
+        st = dcr_interrupt_check("faults");
+        if (st == DCR_OK) st = one_step(&r, i, &s);
+    }
     if (r.faults) dcr_faults_counts(r.faults, s.faults_by_kind);
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) s.faults += s.faults_by_kind[k];
     s.version = r.version;

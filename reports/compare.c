@@ -169,8 +169,11 @@ static const json_t *group_config(const dcr_results_set_t *set, const dcr_result
 
 static void print_runs(FILE *out, const dcr_results_set_t *set, const dcr_results_group_t *g)
 {
-    for (size_t i = 0; i < g->nruns; i++)
-        fprintf(out, "%s%s", i ? "," : "", set->runs[g->run_index[i]].name);
+    for (size_t i = 0; i < g->nruns; i++) {
+        char name[256]; /* run names come from the file */
+        fprintf(out, "%s%s", i ? "," : "",
+                dcr_escape(name, sizeof(name), set->runs[g->run_index[i]].name));
+    }
 }
 
 static void print_ratio(FILE *out, double r)

@@ -5,8 +5,12 @@
 #include <fcntl.h>
 #include <stdbool.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "dcr/outpath.h"
 
 dcr_status_t dcr_gnuplot_write_driver(const char *dir, const char *name, int width, int height)
 {
@@ -27,16 +31,20 @@ dcr_status_t dcr_gnuplot_write_driver(const char *dir, const char *name, int wid
             name, width, height, width, height, name, name, width, height, name, name);
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    if (bad) return dcr_error_set(DCR_EIO, "writing %s failed", path);
+    if (bad) return dcr_error_set(DCR_EIO, "writing %s failed: %s", path, strerror(errno));
     return DCR_OK;
 }
 
 dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *script)
 {
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return dcr_error_set(DCR_EIO, "fork for gnuplot: %s", strerror(errno));
     if (pid == 0) {
+        /* gnuplot dies with dcr (the setting survives exec); checked after
+         * setting it, since the parent may already be gone. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(126);
         if (chdir(dir) != 0) _exit(126);
         int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) {
@@ -52,9 +60,28 @@ dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *s
         if (errno != EINTR)
             return dcr_error_set(DCR_EIO, "waiting for gnuplot: %s", strerror(errno));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return dcr_error_set(DCR_EIO, "gnuplot failed on %s/%s (status %d; see %s/gnuplot.log)",
-                             dir, script, WIFEXITED(status) ? WEXITSTATUS(status) : -1, dir);
+        return dcr_error_set(DCR_EIO, "gnuplot failed on %s (status %d)", script,
+                             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return DCR_OK;
+}
+
+dcr_status_t dcr_gnuplot_keep_log(dcr_status_t st, const char *stage, const char *out_dir)
+{
+    char src[4096], dst[4096];
+    snprintf(src, sizeof(src), "%s/gnuplot.log", stage);
+    snprintf(dst, sizeof(dst), "%s/gnuplot.log", out_dir);
+    int fd = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return st;
+    char buf[1 << 16]; /* gnuplot's complaints; a longer log is cut */
+    ssize_t n = read(fd, buf, sizeof(buf));
+    close(fd);
+    if (n < 0) return st;
+    /* Keep the failure's own line: writing the log must not replace it. */
+    char line[512];
+    snprintf(line, sizeof(line), "%s", dcr_error_detail());
+    if (dcr_outpath_write("gnuplot log", dst, buf, (size_t)n) != DCR_OK)
+        return dcr_error_set(st, "%s", line);
+    return dcr_error_set(st, "%s; gnuplot's output is in %s", line, dst);
 }
 
 void dcr_gnuplot_quote(FILE *f, const char *s)

@@ -15,8 +15,14 @@ dcr_status_t dcr_gnuplot_write_driver(const char *dir, const char *name, int wid
 
 /* Runs gnuplot (an executable path, see dcr_report_find_gnuplot) on
  * `script` inside dir, appending its output to dir/gnuplot.log. DCR_EIO
- * with one line naming the script and the log when gnuplot fails. */
+ * with one line naming the script when gnuplot fails. */
 dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *script);
+
+/* For a run staged in `stage` (dcr/outpath.h) that failed with st: keeps
+ * stage/gnuplot.log, when there is one, as out_dir/gnuplot.log (under the
+ * output-path rule), since the staging folder is about to be removed, and
+ * adds its path to the error line. Returns st. */
+dcr_status_t dcr_gnuplot_keep_log(dcr_status_t st, const char *stage, const char *out_dir);
 
 /* Writes s as a gnuplot single-quoted string (quotes doubled). */
 void dcr_gnuplot_quote(FILE *f, const char *s);

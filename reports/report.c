@@ -18,9 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dcr/outpath.h"
 #include "dcr/trace.h"
 #include "reports/results_read.h"
 #include "reports/trace_io.h"
+#include "workloads/interrupt.h"
 
 #define MB 1e6
 
@@ -38,6 +40,7 @@ typedef struct rgroup {
 
 typedef struct report {
     const dcr_report_opts_t *o;
+    const char *dir; /* the staging folder every file is written to (dcr/outpath.h) */
     char gnuplot[4096];
     dcr_results_set_t *set;
     rgroup_t *g;
@@ -88,13 +91,13 @@ dcr_status_t dcr_report_find_gnuplot(const char *explicit_path, char *buf, size_
 /* Runs gnuplot on a script inside the output folder, its output appended to gnuplot.log. */
 static dcr_status_t run_gnuplot(const report_t *r, const char *script)
 {
-    return dcr_gnuplot_run(r->gnuplot, r->o->out_dir, script);
+    return dcr_gnuplot_run(r->gnuplot, r->dir, script);
 }
 
 static FILE *open_out(const report_t *r, const char *name)
 {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/%s", r->o->out_dir, name);
+    snprintf(path, sizeof(path), "%s/%s", r->dir, name);
     FILE *f = fopen(path, "w");
     if (!f) dcr_error_set(DCR_EIO, "cannot write %s: %s", path, strerror(errno));
     return f;
@@ -104,7 +107,9 @@ static dcr_status_t close_out(const report_t *r, FILE *f, const char *name)
 {
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    if (bad) return dcr_error_set(DCR_EIO, "writing %s/%s failed", r->o->out_dir, name);
+    if (bad)
+        return dcr_error_set(DCR_EIO, "report %s/%s: write failed: %s", r->o->out_dir, name,
+                             strerror(errno));
     return DCR_OK;
 }
 
@@ -117,7 +122,7 @@ static void gp_quote(FILE *f, const char *s)
 /* The driver script: PNG and SVG of NAME.body.gp (reports/gnuplot.h). */
 static dcr_status_t write_driver(const report_t *r, const char *name, int width, int height)
 {
-    return dcr_gnuplot_write_driver(r->o->out_dir, name, width, height);
+    return dcr_gnuplot_write_driver(r->dir, name, width, height);
 }
 
 static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
@@ -892,9 +897,14 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     DCR_CHECK(dcr_report_find_gnuplot(o->gnuplot, r.gnuplot, sizeof(r.gnuplot)));
     dcr_status_t st;
     char data[4096];
-    snprintf(data, sizeof(data), "%s/data", o->out_dir);
+    dcr_outdir_t *out = NULL;
     DCR_CHECK_GOTO(dcr_results_read(o->results_path, &r.set), st, done);
-    DCR_CHECK_GOTO(make_dir(o->out_dir), st, done);
+    /* Every file goes to a staging folder first and moves into the output
+     * folder only when all are written: a failed report leaves none. */
+    DCR_CHECK_GOTO(dcr_outdir_open("report", o->out_dir, &out), st, done);
+    r.dir = dcr_outdir_stage(out);
+    dcr_interrupt_cleanup_add(r.dir);
+    snprintf(data, sizeof(data), "%s/data", r.dir);
     DCR_CHECK_GOTO(make_dir(data), st, done);
     DCR_CHECK_GOTO(build_groups(&r), st, done);
     /* Log axes drop points <= 0, and gnuplot fails on a plot with no point at all. */
@@ -905,8 +915,16 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     if (r.have_fig10) DCR_CHECK_GOTO(write_fig10(&r), st, done);
     if (r.have_payload_fig) DCR_CHECK_GOTO(write_payload_fig(&r), st, done);
     if (o->trace_path) DCR_CHECK_GOTO(write_timeline(&r), st, done);
-    st = write_markdown(&r);
+    DCR_CHECK_GOTO(write_markdown(&r), st, done);
+    dcr_interrupt_cleanup_remove(r.dir);
+    st = dcr_outdir_commit(out);
+    out = NULL;
 done:
+    if (out) {
+        dcr_interrupt_cleanup_remove(r.dir);
+        st = dcr_gnuplot_keep_log(st, r.dir, o->out_dir);
+    }
+    dcr_outdir_abort(out);
     report_free(&r);
     return st;
 }

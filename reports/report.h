@@ -1,8 +1,11 @@
 /* `dcr report`: figures (gnuplot, PNG and SVG) and a Markdown report from a
  * results file, and optionally a timeline of one refit from a trace.
  *
- * Written into the output folder (created when missing; existing files of
- * the same names are replaced):
+ * Written into the output folder (created when missing; existing regular
+ * files of the same names are replaced, anything else under those names is
+ * refused). Every file is made in a staging folder inside it first and moved
+ * in only when all are complete (dcr/outpath.h): a failed report leaves
+ * nothing but, when gnuplot failed, gnuplot.log.
  *   report.md                  tables and the figures embedded
  *   fig10_latency.{png,svg}    refit latency and speedup vs checkpoint size,
  *                              one line per transport and change (the seed's

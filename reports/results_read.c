@@ -4,6 +4,7 @@
 #include "reports/results_read.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -319,11 +320,13 @@ static dcr_status_t read_runs(const char *path, hid_t f, dcr_results_set_t *set)
 dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (access(path, R_OK) != 0) return dcr_error_set(DCR_EIO, "cannot read %s", path);
+    if (access(path, R_OK) != 0)
+        return dcr_error_set(DCR_EIO, "cannot read %s: %s", path, strerror(errno));
     if (H5Fis_hdf5(path) <= 0)
         return dcr_error_set(DCR_EPARSE, "%s is not an HDF5 file (so not dcr results)", path);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return dcr_error_set(DCR_EIO, "cannot open HDF5 file %s", path);
+    if (f < 0)
+        return dcr_error_set(DCR_EIO, "cannot open %s: not an HDF5 file HDF5 can read", path);
     dcr_results_set_t *set = calloc(1, sizeof(*set));
     dcr_status_t st = set ? DCR_OK : dcr_error_set(DCR_ENOMEM, "%s", path);
     if (st == DCR_OK) {
@@ -509,10 +512,12 @@ void dcr_results_change_label(const json_t *config, char *buf, size_t len)
 
 void dcr_results_config_label(const json_t *config, char *buf, size_t len)
 {
-    char change[64];
+    char change[64], raw[1024];
     dcr_results_change_label(config, change, sizeof(change));
-    snprintf(buf, len, "%s s%g l%g, %s, %s, %s, %s", config_string(config, "model"),
+    snprintf(raw, sizeof(raw), "%s s%g l%g, %s, %s, %s, %s", config_string(config, "model"),
              config_number(config, "scale"), config_number(config, "layers"),
              config_string(config, "transport"), change, config_string(config, "mode"),
              config_string(config, "rl"));
+    /* The strings come from a results file: escaped, since labels are printed. */
+    dcr_escape(buf, len, raw);
 }

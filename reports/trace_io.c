@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dcr/outpath.h"
+
 /* ---- Chrome trace: writer ---- */
 
 /* Chrome's pid 0 is shown as a nameless process in some viewers; start at 1. */
@@ -119,19 +121,28 @@ dcr_status_t dcr_trace_write_chrome(const char *path, const dcr_trace_interval_t
 {
     if (!path || (!iv && n)) return dcr_error_set(DCR_EINVAL, "trace write: NULL argument");
     DCR_CHECK(dcr__check_writable(iv, n));
-    char tmp[4096];
-    if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof(tmp))
-        return dcr_error_set(DCR_EINVAL, "trace path too long: %s", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) return dcr_error_set(DCR_EIO, "cannot create %s: %s", tmp, strerror(errno));
+    /* The output-path rule (dcr/outpath.h): a temporary file beside the
+     * target, renamed only over a regular file or a new name. */
+    dcr_outfile_t *of = NULL;
+    DCR_CHECK(dcr_outfile_open("trace", path, 0, &of));
+    int fd = dup(dcr_outfile_fd(of));
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        dcr_status_t s = dcr_error_set(DCR_EIO, "trace %s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        dcr_outfile_abort(of);
+        return s;
+    }
     dcr_status_t s = dcr__write_chrome_file(f, iv, n);
     int werr = ferror(f);
     if (fclose(f) != 0) werr = 1;
-    if (s == DCR_OK && werr) s = dcr_error_set(DCR_EIO, "writing %s failed", tmp);
-    if (s == DCR_OK && rename(tmp, path) != 0)
-        s = dcr_error_set(DCR_EIO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-    if (s != DCR_OK) unlink(tmp);
-    return s;
+    if (s == DCR_OK && werr)
+        s = dcr_error_set(DCR_EIO, "trace %s: write failed: %s", path, strerror(errno));
+    if (s != DCR_OK) {
+        dcr_outfile_abort(of);
+        return s;
+    }
+    return dcr_outfile_commit(of);
 }
 
 /* ---- Chrome trace: reader ---- */

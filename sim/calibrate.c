@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dcr/outpath.h"
+
 #define DCR__CAL_FORMAT  "dcr-calibration"
 #define DCR__CAL_VERSION 1
 /* A calibration file is a few kilobytes; anything far larger is not one. */
@@ -456,20 +458,10 @@ dcr_status_t dcr_sim_cal_save(const dcr_sim_calibration_t *cal, const char *path
 {
     char *text = dcr_sim_cal_to_json(cal);
     if (!text) return dcr_error_set(DCR_ENOMEM, "calibration JSON");
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "wb");
-    dcr_status_t st = DCR_OK;
-    if (!f) {
-        st = dcr_error_set(DCR_EIO, "calibration %s: %s", tmp, strerror(errno));
-    } else {
-        bool ok = fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-        ok = (fclose(f) == 0) && ok;
-        if (!ok || rename(tmp, path) != 0) {
-            st = dcr_error_set(DCR_EIO, "calibration %s: %s", path, strerror(errno));
-            unlink(tmp);
-        }
-    }
+    /* The output-path rule (dcr/outpath.h); the text ends in a newline. */
+    size_t len = strlen(text);
+    text[len] = '\n';
+    dcr_status_t st = dcr_outpath_write("calibration", path, text, len + 1);
     free(text);
     return st;
 }

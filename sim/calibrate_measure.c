@@ -8,7 +8,6 @@
 #define _XOPEN_SOURCE 700
 #include "sim/calibrate.h"
 
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +26,7 @@
 #include "dcr/transport.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/serve_bench.h"
+#include "workloads/workdir.h"
 
 /* Change rates of the per-rate figures: around the seed's 3% and 5% stress
  * cases and the 0.6-1.2% of real training steps. */
@@ -663,20 +663,6 @@ static dcr_status_t dcr__cal_receiver(const dcr_sim_cal_options_t *opt, dcr_sim_
 
 /* ---- control plane and object store ------------------------------------------------ */
 
-static int dcr__cal_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
-static dcr_status_t dcr__cal_tmpdir(char *dir, size_t cap)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/dcr-calibrate-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
-        return dcr_error_set(DCR_EIO, "calibrate: cannot create a temporary directory");
-    return DCR_OK;
-}
-
 /* Prepare, one acknowledgment per receiver and the joint commit, as the
  * coordinator does them, on a fresh SQLite control plane. */
 static dcr_status_t dcr__cal_control_rounds(dcr_control_t *ctl, int rounds, double *ack_s,
@@ -857,13 +843,16 @@ static dcr_status_t dcr__cal_decode_fixed(const dcr_sim_cal_options_t *opt,
 
 static dcr_status_t dcr__cal_services(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
 {
-    char dir[4096], store[4200];
-    DCR_CHECK(dcr__cal_tmpdir(dir, sizeof(dir)));
-    snprintf(store, sizeof(store), "%s/objstore", dir);
-    dcr_status_t st = dcr__cal_control(opt, dir, cal);
+    char store[4200];
+    /* A marked temporary folder (workloads/workdir.h): removed on a stop
+     * signal, and by the next run when this one is killed. */
+    dcr_workdir_t wd;
+    DCR_CHECK(dcr_workdir_open("calibrate", NULL, "dcr-calibrate", &wd));
+    snprintf(store, sizeof(store), "%s/objstore", wd.path);
+    dcr_status_t st = dcr__cal_control(opt, wd.path, cal);
     if (st == DCR_OK) st = dcr__cal_transport(opt, "objstore", store, cal);
     if (st == DCR_OK) st = dcr__cal_transport(opt, "relay", NULL, cal);
-    nftw(dir, dcr__cal_rm, 16, FTW_DEPTH | FTW_PHYS);
+    dcr_workdir_close(&wd);
     return st;
 }
 

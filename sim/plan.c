@@ -84,7 +84,7 @@ static dcr_status_t dcr__plan_data(const char *dir, const dcr_sim_plan_t *plan,
     }
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    return bad ? dcr_error_set(DCR_EIO, "writing %s failed", path) : DCR_OK;
+    return bad ? dcr_error_set(DCR_EIO, "writing %s failed: %s", path, strerror(errno)) : DCR_OK;
 }
 
 /* One panel: `column` of every block against rollout nodes. */
@@ -133,5 +133,5 @@ dcr_status_t dcr_sim_plan_write_figure(const char *dir, const char *model,
     fprintf(f, "unset multiplot\n");
     bool bad = ferror(f) != 0;
     if (fclose(f) != 0) bad = true;
-    return bad ? dcr_error_set(DCR_EIO, "writing %s failed", path) : DCR_OK;
+    return bad ? dcr_error_set(DCR_EIO, "writing %s failed: %s", path, strerror(errno)) : DCR_OK;
 }

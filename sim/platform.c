@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dcr/outpath.h"
+
 void dcr_sim_host_train(char *buf, size_t cap, int node, int gpu)
 {
     snprintf(buf, cap, "train-%d-%d", node, gpu);
@@ -156,7 +158,8 @@ dcr_status_t dcr_sim_platform_write(const dcr_sim_cluster_t *c, const uint8_t *p
     dcr__tree_routes(c, out);
     dcr__part_routes(c, part_pairs, out);
     fprintf(out, "  </zone>\n</platform>\n");
-    if (ferror(out)) return dcr_error_set(DCR_EIO, "sim platform: write failed");
+    if (ferror(out))
+        return dcr_error_set(DCR_EIO, "sim platform: write failed: %s", strerror(errno));
     return DCR_OK;
 }
 
@@ -164,8 +167,11 @@ dcr_status_t dcr_sim_platform_tmpfile(const dcr_sim_cluster_t *c, const uint8_t 
                                       char **path_p)
 {
     const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
     char path[4096];
-    snprintf(path, sizeof(path), "%s/dcr-platform-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    /* The pid in the name lets the next run remove a killed run's file. */
+    dcr_outpath_sweep(tmp, "dcr-platform-");
+    snprintf(path, sizeof(path), "%s/dcr-platform-%ld-XXXXXX", tmp, (long)getpid());
     int fd = mkstemp(path);
     if (fd < 0) return dcr_error_set(DCR_EIO, "sim platform: %s: %s", path, strerror(errno));
     FILE *f = fdopen(fd, "w");

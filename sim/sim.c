@@ -9,11 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sim/platform.h"
 #include "sim/sim-internal.h"
+#include "workloads/interrupt.h"
 
 dcr_sim_cluster_t dcr_sim_cluster_default(void)
 {
@@ -196,11 +200,20 @@ static void dcr__child(int fd, dcr__sim_fn fn, const dcr_sim_spec_t *spec,
     _exit(0);
 }
 
+/* Reads the child's result, waking for a stop signal (workloads/interrupt.h):
+ * DCR_EINTR then, and the caller kills the child. */
 static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
 {
     char *p = (char *)msg;
     size_t got = 0;
     while (got < sizeof(*msg)) {
+        struct pollfd pf[2] = {{fd, POLLIN, 0}, {dcr_interrupt_fd(), POLLIN, 0}};
+        int np = pf[1].fd >= 0 ? 2 : 1;
+        if (dcr_interrupted()) return dcr_interrupt_check("sim");
+        if (poll(pf, (nfds_t)np, 1000) < 0 && errno != EINTR)
+            return dcr_error_set(DCR_EIO, "sim: waiting for the simulation: %s", strerror(errno));
+        if (dcr_interrupted()) return dcr_interrupt_check("sim");
+        if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
         ssize_t n = read(fd, p + got, sizeof(*msg) - got);
         if (n == 0) break;
         if (n < 0 && errno == EINTR) continue;
@@ -220,6 +233,7 @@ static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_si
     int fds[2];
     if (pipe(fds) != 0) return dcr_error_set(DCR_EIO, "sim: pipe: %s", strerror(errno));
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]);
@@ -227,6 +241,14 @@ static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_si
         return dcr_error_set(DCR_EIO, "sim: fork: %s", strerror(errno));
     }
     if (pid == 0) {
+        /* The child dies with its parent, even by SIGKILL, so a killed dcr
+         * sim leaves no simulation running; the parent may have died before
+         * the request took effect, hence the check after it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+        /* The parent handles stop signals; the child just dies with it. */
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
         close(fds[0]);
         dcr__child(fds[1], fn, spec, w, platform);
     }
@@ -235,6 +257,7 @@ static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_si
     size_t got = 0;
     dcr_status_t st = dcr__read_msg(fds[0], &msg, &got);
     close(fds[0]);
+    if (st == DCR_EINTR) kill(pid, SIGKILL);
     int wstatus = 0;
     while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
@@ -282,6 +305,7 @@ static dcr_status_t dcr__platform(const dcr_sim_spec_t *spec, const dcr_sim_work
     dcr_status_t st = dcr_sim_platform_tmpfile(&spec->cluster, pairs, path_p);
     free(pairs);
     *tmp_p = st == DCR_OK;
+    if (*tmp_p) dcr_interrupt_cleanup_add(*path_p);
     return st;
 }
 
@@ -348,7 +372,10 @@ dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_work
     if (st == DCR_OK) st = dcr__fork_run(dcr__sim_refit, "refit", spec, w, platform, &refit);
     if (st == DCR_OK) st = dcr__fork_run(dcr__sim_reference, "reference", spec, w, platform, &ref);
     if (st == DCR_OK) dcr__fill(spec, w, &refit, ref.reference_s, out_p);
-    if (tmp) unlink(platform);
+    if (tmp) {
+        dcr_interrupt_cleanup_remove(platform);
+        unlink(platform);
+    }
     free(platform);
     return st;
 }

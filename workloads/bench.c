@@ -4,7 +4,6 @@
 #include "workloads/bench.h"
 
 #include <ctype.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +17,9 @@
 #include "dcr/log.h"
 #include "dcr/trace.h"
 #include "workloads/ckpt_init.h"
+#include "workloads/interrupt.h"
 #include "workloads/readers.h"
+#include "workloads/workdir.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
 {
@@ -63,8 +64,8 @@ typedef struct bench {
     dcr_control_t *control;
     dcr_coord_t *coord;
     dcr_adamw_t *adamw;
-    char workdir[4096];
-    bool own_workdir;
+    dcr_workdir_t wd; /* workloads/workdir.h */
+    const char *workdir;
     /* request emulation */
     dcr_readers_t *readers;
     atomic_int epoch; /* refit in progress (1-based); readers tag observations with it */
@@ -161,17 +162,9 @@ dcr_status_t dcr_bench_control_open(const char *address, const char *default_pat
 
 static dcr_status_t make_workdir(bench_t *b)
 {
-    if (b->cfg->workdir) {
-        snprintf(b->workdir, sizeof(b->workdir), "%s", b->cfg->workdir);
-        if (mkdir(b->workdir, 0755) != 0 && access(b->workdir, W_OK) != 0)
-            return dcr_error_set(DCR_EIO, "work directory %s is not writable", b->workdir);
-        return DCR_OK;
-    }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(b->workdir, sizeof(b->workdir), "%s/dcr-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(b->workdir))
-        return dcr_error_set(DCR_EIO, "cannot create a temporary work directory");
-    b->own_workdir = true;
+    DCR_CHECK(dcr_workdir_open(b->cfg->workdir_flag ? b->cfg->workdir_flag : "--workdir",
+                               b->cfg->workdir, "dcr-bench", &b->wd));
+    b->workdir = b->wd.path;
     return DCR_OK;
 }
 
@@ -272,11 +265,6 @@ static dcr_status_t setup(bench_t *b)
     return make_parties(b);
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    return remove(path);
-}
-
 static void teardown(bench_t *b)
 {
     dcr_adamw_destroy(b->adamw);
@@ -291,7 +279,7 @@ static void teardown(bench_t *b)
     dcr_scenario_free_tensors(b->committed, b->ns);
     dcr_scenario_free_tensors(b->candidate, b->ns);
     dcr_scenario_destroy(b->sc);
-    if (b->own_workdir) nftw(b->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    dcr_workdir_close(&b->wd);
 }
 
 /* ---- request emulation -------------------------------------------------------- */
@@ -603,10 +591,12 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
     memset(&res, 0, sizeof(res));
     if (cfg->trace_overhead) res.overhead.span_ns = span_cost_ns();
     dcr_status_t st = setup(&b);
+    if (st == DCR_OK) st = dcr_interrupt_check("bench");
     if (st == DCR_OK) {
         DCR_LOG_INFO("bench: full-checkpoint reference over the object store");
         st = reference(&b, "objstore", &res.reference_s);
     }
+    if (st == DCR_OK) st = dcr_interrupt_check("bench");
     if (st == DCR_OK && !strcmp(cfg->transport, "relay")) {
         DCR_LOG_INFO("bench: full-checkpoint reference through the relay tree");
         st = reference(&b, "relay", &res.relay_reference_s);
@@ -617,6 +607,9 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
     for (int i = 0; st == DCR_OK && i < cfg->warmup + cfg->refits; i++) {
         dcr_bench_refit_t warm;
         bool timed = i >= cfg->warmup;
+        /* Between refits is the safe point for a stop signal. */
+        st = dcr_interrupt_check("bench");
+        if (st != DCR_OK) break;
         st = one_refit(&b, i, timed, timed ? &res.refits[i - cfg->warmup] : &warm);
         if (st == DCR_OK && timed) res.nrefits++;
     }

@@ -7,6 +7,7 @@
 
 #include "dcr/log.h"
 #include "workloads/ckpt_init.h"
+#include "dcr/outpath.h"
 
 /* One configuration of the comparison: a mode with one shuffle setting. */
 typedef struct bench_config {
@@ -134,12 +135,7 @@ static dcr_status_t dir_submit(void *ctx, int owner, uint64_t id, const uint8_t 
     char path[4096];
     snprintf(path, sizeof(path), "%s/tau%llu-owner%d-%llu.dcrp", d->dir, (unsigned long long)d->tau,
              owner, (unsigned long long)id);
-    FILE *f = fopen(path, "wb");
-    if (!f) return dcr_error_set(DCR_EIO, "cannot create %s: %s", path, strerror(errno));
-    size_t wrote = fwrite(buf, 1, len, f);
-    int closed = fclose(f);
-    if (wrote != len || closed != 0) return dcr_error_set(DCR_EIO, "writing %s failed", path);
-    return DCR_OK;
+    return dcr_outpath_write("payload", path, buf, len);
 }
 
 void dcr_dir_sink_init(dcr_dir_sink_t *d, const char *dir, uint64_t tau)

@@ -486,7 +486,7 @@ dcr_status_t dcr_model_truncate_layers(dcr_model_config_t *cfg, int n)
 {
     if (cfg == NULL) return dcr_error_set(DCR_EINVAL, "model layers: NULL config");
     if (n < 1 || n > cfg->layers) {
-        return dcr_error_set(DCR_EINVAL, "model %s: --layers %d out of range (expected 1..%d)",
+        return dcr_error_set(DCR_EINVAL, "model %s: layers %d out of range (it has 1..%d)",
                              cfg->name, n, cfg->layers);
     }
     cfg->layers = n;

@@ -3,11 +3,15 @@
 #include "workloads/results.h"
 
 #include <hdf5.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "dcr/outpath.h"
 
 #define RESULTS_VERSION 1
 
@@ -29,11 +33,13 @@ static herr_t write_string_attr(hid_t obj, const char *name, const char *value)
     return rc;
 }
 
-/* Opens an existing results file (checking its version) or creates one. */
+/* Opens an existing results file (checking its version) or creates one:
+ * `path` is the output-path rule's temporary copy, empty for a new file. */
 static hid_t open_results(const char *path)
 {
-    if (access(path, F_OK) != 0) {
-        hid_t f = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_size == 0) {
+        hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         if (f < 0) return -1;
         int version = RESULTS_VERSION;
         hid_t space = H5Screate(H5S_SCALAR);
@@ -133,17 +139,55 @@ static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, s
     return refits < 0 ? -1 : rc;
 }
 
+dcr_status_t dcr_results_check(const char *flag, const char *path)
+{
+    DCR_CHECK(dcr_outpath_check(flag, path));
+    struct stat st;
+    if (lstat(path, &st) != 0 || st.st_size == 0) return DCR_OK; /* a new file */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    bool ok = H5Fis_hdf5(path) > 0;
+    hid_t f = ok ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    int version = 0;
+    ok = f >= 0 && H5Aexists(f, "dcr_results_version") > 0 && H5Lexists(f, "runs", H5P_DEFAULT) > 0;
+    if (ok) {
+        hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
+        ok =
+            attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 && version == RESULTS_VERSION;
+        if (attr >= 0) H5Aclose(attr);
+    }
+    if (f >= 0) H5Fclose(f);
+    if (!ok)
+        return dcr_error_set(DCR_EINVAL, "%s %s: exists and is not a dcr results file (version %d)",
+                             flag, path, RESULTS_VERSION);
+    return DCR_OK;
+}
+
 dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out,
                                 size_t name_len)
 {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = open_results(path);
+    /* The output-path rule (dcr/outpath.h): the run is appended to a copy
+     * beside the file, which replaces it only when complete, so a failed or
+     * interrupted append leaves the earlier runs as they were. */
+    dcr_outfile_t *of = NULL;
+    DCR_CHECK(dcr_outfile_open("results", path, DCR_OUTFILE_KEEP, &of));
+    hid_t f = open_results(dcr_outfile_tmp_path(of));
+    dcr_status_t st = DCR_OK;
     if (f == -2)
-        return dcr_error_set(DCR_EINVAL, "%s exists and is not a dcr results file (version %d)",
-                             path, RESULTS_VERSION);
-    if (f < 0) return dcr_error_set(DCR_EIO, "cannot open or create HDF5 results file %s", path);
-    herr_t rc = write_run(f, run, name_out, name_len);
-    herr_t closed = H5Fclose(f);
-    if (rc < 0 || closed < 0) return dcr_error_set(DCR_EIO, "writing a run into %s failed", path);
-    return DCR_OK;
+        st = dcr_error_set(DCR_EINVAL,
+                           "results %s: exists and is not a dcr results file (version %d)", path,
+                           RESULTS_VERSION);
+    else if (f < 0)
+        st = dcr_error_set(DCR_EIO, "results %s: HDF5 cannot open or create it", path);
+    if (st == DCR_OK) {
+        herr_t rc = write_run(f, run, name_out, name_len);
+        herr_t closed = H5Fclose(f);
+        if (rc < 0 || closed < 0)
+            st = dcr_error_set(DCR_EIO, "results %s: HDF5 failed writing a run (disk full?)", path);
+    }
+    if (st != DCR_OK) {
+        dcr_outfile_abort(of);
+        return st;
+    }
+    return dcr_outfile_commit(of);
 }

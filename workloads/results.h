@@ -37,8 +37,16 @@ typedef struct dcr_results_run {
     const int64_t (*intervals)[6]; /* start_ns, end_ns, refit, stage, actor, id */
 } dcr_results_run_t;
 
-/* Appends a run to the file at path (created when missing). On success the
- * run's group name ("/runs/000003") is written to name_out. */
+/* Checks, before a run, that dcr_results_append could append to path: the
+ * output-path rule (dcr/outpath.h, `flag` names it in the error), and an
+ * existing non-empty file must be a dcr results file of this version
+ * (DCR_EINVAL otherwise), so a wrong --out fails before the run, not after. */
+dcr_status_t dcr_results_check(const char *flag, const char *path);
+
+/* Appends a run to the file at path (created when missing; an empty file
+ * counts as missing), under the output-path rule: the run is appended to a
+ * copy that replaces the file only when complete. On success the run's
+ * group name ("/runs/000003") is written to name_out. */
 dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, char *name_out,
                                 size_t name_len);
 

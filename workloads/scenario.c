@@ -10,7 +10,7 @@
 dcr_scenario_spec_t dcr_scenario_spec_default(void)
 {
     dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(),
-                                DCR_MAPPING_PAPER, 1, 0};
+                                DCR_MAPPING_PAPER, 1, 0, false};
     return spec;
 }
 
@@ -39,7 +39,10 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     s->train = spec->train;
     s->mapping = spec->mapping;
     DCR_CHECK_GOTO(dcr_model_load(spec->model, &s->model), st, fail);
-    if (spec->layers) DCR_CHECK_GOTO(dcr_model_truncate_layers(&s->model, spec->layers), st, fail);
+    /* A command's default layer count is a cap: a smaller model keeps its
+     * layers, and no error names a --layers the user never gave. */
+    if (spec->layers && !(spec->layers_is_default && spec->layers >= s->model.layers))
+        DCR_CHECK_GOTO(dcr_model_truncate_layers(&s->model, spec->layers), st, fail);
     if (spec->fp8_layers < 0 || spec->fp8_layers > s->model.layers) {
         st = dcr_error_set(DCR_EINVAL, "--fp8-layers %d: the model has %d layers", spec->fp8_layers,
                            s->model.layers);

@@ -5,6 +5,7 @@
 #ifndef DCR_WORKLOADS_SCENARIO_H
 #define DCR_WORKLOADS_SCENARIO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "dcr/source.h"
@@ -22,6 +23,7 @@ typedef struct dcr_scenario_spec {
                       */
     int fp8_layers;  /* FP8 block-quantized o_proj export of the first N layers (dcr_model_config_t)
                       */
+    bool layers_is_default; /* layers is a command's default, not the user's: a cap */
 } dcr_scenario_spec_t;
 
 /* Default model, scale 1, all layers, one rank, paper mapping. */

@@ -1,5 +1,6 @@
 /* Leveled logging to stderr, one fprintf per line so concurrent lines never interleave. */
 #include "dcr/log.h"
+#include "dcr/status.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -65,6 +66,9 @@ void dcr_log(dcr_log_level_t level, const char *fmt, ...)
     int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     size_t len = n < 0 ? 0 : ((size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
-    const char *nl = (len > 0 && msg[len - 1] == '\n') ? "" : "\n";
-    fprintf(stderr, "dcr: %s: %s%s", dcr__log_names[idx], msg, nl);
+    if (len > 0 && msg[len - 1] == '\n') msg[len - 1] = '\0';
+    /* Messages quote names from files and peers: escaped, so a line stays one
+     * line and a terminal escape stays text (dcr_escape). */
+    char safe[sizeof msg];
+    fprintf(stderr, "dcr: %s: %s\n", dcr__log_names[idx], dcr_escape(safe, sizeof safe, msg));
 }

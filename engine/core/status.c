@@ -1,6 +1,7 @@
 /* Status texts and the thread-local detail message behind the one clear error line. */
 #include "dcr/status.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,8 @@ const char *dcr_status_str(dcr_status_t status)
         return "out of memory";
     case DCR_EUNSUPPORTED:
         return "unsupported";
+    case DCR_EINTR:
+        return "interrupted";
     case DCR_EPAYLOAD:
         return "invalid payload";
     case DCR_EDIGEST:
@@ -120,12 +123,34 @@ void dcr_error_clear(void)
     dcr__detail[0] = '\0';
 }
 
+char *dcr_escape(char *dst, size_t cap, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    for (const unsigned char *s = (const unsigned char *)src; src && *s; s++) {
+        bool plain = *s >= 0x20 && *s < 0x7f;
+        size_t need = plain ? 1 : 4;
+        if (n + need >= cap) break;
+        if (plain) {
+            dst[n++] = (char)*s;
+        } else {
+            dst[n++] = '\\';
+            dst[n++] = 'x';
+            dst[n++] = hex[*s >> 4];
+            dst[n++] = hex[*s & 15];
+        }
+    }
+    dst[n] = '\0';
+    return dst;
+}
+
 const char *dcr_error_line(dcr_status_t status)
 {
     size_t n = dcr__append(dcr__line, sizeof dcr__line, 0, dcr_status_str(status));
     if (dcr__detail[0] != '\0') {
+        char safe[DCR__LINE_MAX];
         n = dcr__append(dcr__line, sizeof dcr__line, n, ": ");
-        dcr__append(dcr__line, sizeof dcr__line, n, dcr__detail);
+        dcr__append(dcr__line, sizeof dcr__line, n, dcr_escape(safe, sizeof safe, dcr__detail));
     }
     return dcr__line;
 }

@@ -29,16 +29,23 @@ static void test_help_and_errors(void **state)
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "--rollout-nodes"));
     expect_error("simulate", 2, "simulate");
-    expect_error("sim --testbed moon", 1, "--testbed moon");
+    expect_error("sim --testbed moon", 2, "--testbed moon");
     expect_error("sim --calibration /nonexistent/cal.json", 1, "/nonexistent/cal.json");
     expect_error("sim --testbed paper --model no-such-model", 1, "no-such-model");
-    expect_error("sim plan --rollout-nodes 0,2", 1, "--rollout-nodes");
-    expect_error("sim plan --gbps fast", 1, "--gbps");
-    expect_error("sim plan --change-rate 2", 1, "--change-rate");
-    expect_error("sim plan --transport carrier-pigeon", 1, "carrier-pigeon");
+    expect_error("sim plan --rollout-nodes 0,2", 2, "--rollout-nodes");
+    expect_error("sim plan --gbps fast", 2, "--gbps");
+    expect_error("sim plan --change-rate 2", 2, "--change-rate");
+    expect_error("sim plan --transport carrier-pigeon", 2, "carrier-pigeon");
     /* Checked before a calibration is measured (that takes seconds). */
-    expect_error("sim --change-rate 3", 1, "--change-rate");
-    expect_error("sim --transport carrier-pigeon", 1, "carrier-pigeon");
+    expect_error("sim --change-rate 3", 2, "--change-rate");
+    expect_error("sim --transport carrier-pigeon", 2, "carrier-pigeon");
+    /* Usage errors exit 2 whatever finds them (issue 15). */
+    expect_error("sim --change-rate 2", 2, "--change-rate");
+    expect_error("sim --tp 3", 2, "tp");
+    expect_error("sim --layers 100000", 2, "layers 100000");
+    expect_error("sim --mode Z", 2, "mode");
+    expect_error("sim --latency-ms 0x10", 2, "decimal");
+    expect_error("sim plan -o /proc/version", 2, "-o /proc/version");
 }
 
 static const char *const k_row_keys[] = {

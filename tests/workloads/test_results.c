@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,13 +91,27 @@ static void test_refuses_foreign_files(void **state)
     dcr_results_column_t col = {"latency_s", &v};
     dcr_results_run_t run = {"bench", "{}", NULL, 1, 1, &col, 0, NULL};
     char name[64];
+    assert_int_equal(dcr_results_check("--out", path), DCR_EINVAL);
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_EINVAL);
+    char text[16] = {0};
+    fd = open(path, O_RDONLY);
+    assert_int_equal(read(fd, text, sizeof(text) - 1), 8);
+    close(fd);
+    assert_string_equal(text, "not hdf5"); /* refused and untouched */
     unlink(path);
     /* An HDF5 file that is not ours is refused too. */
     hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     H5Fclose(f);
+    assert_int_equal(dcr_results_check("--out", path), DCR_EINVAL);
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_EINVAL);
     unlink(path);
+    /* A new name and a results file pass the check; the check writes nothing. */
+    assert_int_equal(dcr_results_check("--out", path), DCR_OK);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
+    assert_int_equal(dcr_results_check("--out", path), DCR_OK);
+    unlink(path);
+    assert_int_equal(dcr_results_check("--out", "/nonexistent-dir/x.h5"), DCR_EIO);
     assert_int_equal(dcr_results_append("/nonexistent-dir/x.h5", &run, name, sizeof(name)),
                      DCR_EIO);
 }

@@ -9,6 +9,7 @@
 #define DCR_STATUS_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +25,7 @@ typedef enum dcr_status {
     DCR_EIO = -5,          /* file system or OS call failed */
     DCR_ENOMEM = -6,       /* allocation failed */
     DCR_EUNSUPPORTED = -7, /* valid request this build or path cannot do */
+    DCR_EINTR = -8,        /* stopped by a signal (SIGINT, SIGTERM, SIGHUP) */
     /* payload: bytes received from a peer */
     DCR_EPAYLOAD = -20, /* payload failed validation */
     DCR_EDIGEST = -21,  /* payload digest mismatch */
@@ -62,8 +64,17 @@ const char *dcr_error_detail(void);
 /* Clears the calling thread's detail message. */
 void dcr_error_clear(void);
 
-/* "<status text>: <detail>" in a thread-local buffer, valid until the next call. */
+/* "<status text>: <detail>" in a thread-local buffer, valid until the next
+ * call; the detail is escaped with dcr_escape, since it may quote names read
+ * from files or peers. */
 const char *dcr_error_line(dcr_status_t status);
+
+/* Copies src into dst (capacity cap > 0; always terminated, cut to fit on a
+ * whole escape) writing every control character, DEL and byte >= 0x80 as
+ * \xNN, so that an untrusted name (a tensor name from a config, an HDF5
+ * string, a payload item) cannot move the terminal's cursor or forge a
+ * second line when printed. Returns dst. */
+char *dcr_escape(char *dst, size_t cap, const char *src);
 
 /* Evaluates expr once; returns its status from the enclosing function on failure. */
 #define DCR_CHECK(expr)                                                                            \

@@ -66,6 +66,8 @@ static void log_some(void)
     DCR_LOG_DEBUG("hidden %d", 1);
     DCR_LOG_WARN("already terminated\n");
     DCR_LOG_ERROR("bad");
+    /* A name from a file cannot forge a line or reach the terminal raw. */
+    DCR_LOG_WARN("tensor %s", "x\ndcr: error: forged\x1b[2J");
 }
 
 static void test_log_format_and_filter(void **state)
@@ -74,7 +76,8 @@ static void test_log_format_and_filter(void **state)
     char *text = capture_stderr(log_some);
     assert_string_equal(text, "dcr: info: refit 3 done\n"
                               "dcr: warn: already terminated\n"
-                              "dcr: error: bad\n");
+                              "dcr: error: bad\n"
+                              "dcr: warn: tensor x\\x0adcr: error: forged\\x1b[2J\n");
     free(text);
 }
 

@@ -16,7 +16,7 @@ static const dcr_status_t all_codes[] = {
     DCR_OK,       DCR_EINVAL,       DCR_ENOTFOUND, DCR_EPARSE,    DCR_ELAYOUT,   DCR_EIO,
     DCR_ENOMEM,   DCR_EUNSUPPORTED, DCR_EPAYLOAD,  DCR_EDIGEST,   DCR_ECODEC,    DCR_ETRANSPORT,
     DCR_ETIMEOUT, DCR_EAGAIN,       DCR_ECLOSED,   DCR_ERECEIVER, DCR_EMISMATCH, DCR_ECONFLICT,
-    DCR_ECONTROL, DCR_EATTEMPT,     DCR_EFATAL,
+    DCR_ECONTROL, DCR_EATTEMPT,     DCR_EFATAL,    DCR_EINTR,
 };
 #define N_CODES (sizeof all_codes / sizeof all_codes[0])
 
@@ -140,6 +140,21 @@ static void test_check_macros(void **state)
     assert_int_equal(cleaned, 1);
 }
 
+/* Untrusted names print as one harmless line: control characters, DEL and
+ * bytes >= 0x80 become \xNN; truncation never splits an escape. */
+static void test_escape(void **state)
+{
+    (void)state;
+    char buf[64];
+    assert_string_equal(dcr_escape(buf, sizeof buf, "layers.0.q_proj"), "layers.0.q_proj");
+    assert_string_equal(dcr_escape(buf, sizeof buf, "a\nb\x1b[2Jc\x7f\xc3\xa9"),
+                        "a\\x0ab\\x1b[2Jc\\x7f\\xc3\\xa9");
+    assert_string_equal(dcr_escape(buf, 6, "ab\ncd"), "ab");
+    assert_string_equal(dcr_escape(buf, sizeof buf, NULL), "");
+    dcr_error_set(DCR_EPARSE, "tensor 'x\ry'");
+    assert_string_equal(dcr_error_line(DCR_EPARSE), "parse error: tensor 'x\\x0dy'");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +165,7 @@ int main(void)
         cmocka_unit_test(test_error_long_detail_truncated),
         cmocka_unit_test(test_error_thread_local),
         cmocka_unit_test(test_check_macros),
+        cmocka_unit_test(test_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,56 @@
+/* Files and folders for tests that write into a private temporary folder
+ * (header-only: each test is one translation unit). Include after
+ * <cmocka.h>. */
+#ifndef DCR_TESTFILES_H
+#define DCR_TESTFILES_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A fresh folder TMPDIR/dcr-test-TAG-XXXXXX into buf; false on failure. */
+static inline int testfiles_tmpdir(char *buf, size_t cap, const char *tag)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(buf, cap, "%s/dcr-test-%s-XXXXXX", t && *t ? t : "/tmp", tag);
+    return mkdtemp(buf) != NULL;
+}
+
+/* Writes text to path (created or truncated). */
+static inline void testfiles_put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The whole of path is text. */
+static inline void testfiles_assert_text(const char *path, const char *text)
+{
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    assert_string_equal(buf, text);
+}
+
+/* Entries of dir whose names start with prefix ("" for all), . and ..
+ * excluded; -1 when dir cannot be read. */
+static inline int testfiles_count(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") &&
+            !strncmp(e->d_name, prefix, strlen(prefix)))
+            n++;
+    closedir(d);
+    return n;
+}
+
+#endif
