@@ -284,7 +284,7 @@ static void test_replay(void **state)
     assert_true(fabs((double)reported - want_all) <= 5 * sqrt(var_all));
     json_decref(j);
     expect_error("construct --changes profile:/nonexistent.json", 1, "nonexistent.json");
-    expect_error("construct --changes sparse", 1, "--changes sparse");
+    expect_error("construct --changes sparse", 2, "--changes sparse");
 
     dcr_scenario_free_tensors(before, nc);
     dcr_scenario_free_tensors(after, nc);
@@ -328,7 +328,7 @@ static void test_sim_rate(void **state)
     assert_true(fabs(dcr_change_profile_rate(&p, inv) - 0.025) < 1e-12);
     dcr_inventory_destroy(inv);
     snprintf(args, sizeof(args), "sim --model qwen3-30b-a3b --changes %s", path);
-    expect_error(args, 1, "expected profile:FILE");
+    expect_error(args, 2, "expected profile:FILE");
 }
 
 int main(void)
