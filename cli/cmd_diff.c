@@ -10,6 +10,8 @@
 #include "commands.h"
 #include "scenario_args.h"
 #include "workloads/change_profile.h"
+#include "workloads/workdir.h"
+#include "dcr/outpath.h"
 #include "workloads/ckpt_diff.h"
 #include "workloads/construct_bench.h"
 
@@ -161,11 +163,8 @@ static int run(diff_opts_t *o)
 {
     dcr_scenario_t *sc = NULL;
     dcr_status_t s;
-    struct stat dir;
-    if (o->keep && (stat(o->keep, &dir) != 0 || !S_ISDIR(dir.st_mode))) {
-        s = dcr_error_set(DCR_EINVAL, "--keep-payloads %s is not an existing directory", o->keep);
-        goto fail;
-    }
+    if (o->keep) DCR_CHECK_GOTO(dcr_workdir_check("--keep-payloads", o->keep), s, fail);
+    if (o->profile) DCR_CHECK_GOTO(dcr_outpath_check("--profile", o->profile), s, fail);
     if (!o->sc.model) DCR_CHECK_GOTO(default_model(o), s, fail);
     dcr_scenario_spec_t spec;
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);

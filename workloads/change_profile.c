@@ -4,9 +4,12 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
+
+#include "dcr/outpath.h"
 
 #include "dcr/rng.h"
 
@@ -49,10 +52,13 @@ dcr_status_t dcr_change_profile_write(const dcr_change_profile_t *p, const char 
                              DCR__PROFILE_VERSION, "model", p->model, "classes", classes);
     if (root && old_path) json_object_set_new(root, "old", json_string(old_path));
     if (root && new_path) json_object_set_new(root, "new", json_string(new_path));
-    int rc = root ? json_dump_file(root, path, JSON_INDENT(2)) : -1;
+    char *text = root ? json_dumps(root, JSON_INDENT(2)) : NULL;
     json_decref(root);
-    if (rc != 0) return dcr_error_set(DCR_EIO, "change profile %s: write failed", path);
-    return DCR_OK;
+    if (!text) return dcr_error_set(DCR_ENOMEM, "change profile %s: encoding failed", path);
+    /* The output-path rule (dcr/outpath.h): never through a device, FIFO or symlink. */
+    dcr_status_t st = dcr_outpath_write("change profile", path, text, strlen(text));
+    free(text);
+    return st;
 }
 
 /* ---- loading ---- */

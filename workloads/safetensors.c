@@ -1,6 +1,8 @@
 /* safetensors reader (memory-mapped, validating) and writer. */
 #include "workloads/safetensors.h"
 
+#include "dcr/outpath.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -351,20 +353,29 @@ dcr_status_t dcr_st_write_file(const char *path, const dcr_st_entry_t *entries, 
     }
     char *header = NULL;
     DCR_CHECK(dcr__st_header_json(path, entries, n, metadata, &header));
-    FILE *f = fopen(path, "wb");
-    if (f == NULL) {
-        int err = errno;
-        free(header);
-        return dcr_error_set(DCR_EIO, "safetensors %s: cannot create: %s", path, strerror(err));
+    /* The output-path rule (dcr/outpath.h): a temporary file renamed over a
+     * regular file or a new name only. */
+    dcr_outfile_t *out = NULL;
+    dcr_status_t st = dcr_outfile_open("safetensors", path, 0, &out);
+    int fd = st == DCR_OK ? dup(dcr_outfile_fd(out)) : -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (st == DCR_OK && f == NULL) {
+        if (fd >= 0) close(fd);
+        st = dcr_error_set(DCR_EIO, "safetensors %s: cannot write: %s", path, strerror(errno));
     }
-    dcr_status_t st = dcr__st_write_body(f, header, entries, n);
+    if (st == DCR_OK) {
+        st = dcr__st_write_body(f, header, entries, n);
+        if (fclose(f) != 0 && st == DCR_OK)
+            st = dcr_error_set(DCR_EIO, "safetensors %s: write failed: %s", path, strerror(errno));
+        else if (st != DCR_OK)
+            st = dcr_error_set(DCR_EIO, "safetensors %s: write failed", path);
+    }
     free(header);
-    if (fclose(f) != 0) st = DCR_EIO;
     if (st != DCR_OK) {
-        unlink(path);
-        return dcr_error_set(DCR_EIO, "safetensors %s: write failed", path);
+        dcr_outfile_abort(out);
+        return st;
     }
-    return DCR_OK;
+    return dcr_outfile_commit(out);
 }
 
 static dcr_status_t dcr__st_join(char *buf, size_t len, const char *dir, const char *leaf)
