@@ -41,6 +41,10 @@ typedef struct dcr_bench_config {
      * that a drift of the machine weighs on both sides alike. Needs at least
      * 4 timed refits; bounds exist only for the recorded ones. */
     bool trace_overhead;
+    /* Object store of the objstore transport (dcr/objstore.h): NULL, a
+     * directory in the work dir; else a store URL (dir:PATH, s3://BUCKET/PREFIX). */
+    const char *store;
+    const char *s3_endpoint; /* for s3:// stores: http[s]://HOST[:PORT] */
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
