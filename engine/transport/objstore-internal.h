@@ -31,8 +31,14 @@ char *dcr__manifest_text(uint64_t tau, const dcr__ledger_entry_t *e, size_t n, s
 
 /* ---- S3 helpers (objstore_s3_util.c), exposed for tests ---------------- */
 
-/* MD5 of buf[0, len) as 32 lowercase hex digits and a NUL. */
+extern const dcr_objstore_ops_t dcr__objstore_s3_ops;
+
+/* MD5 of buf[0, len): raw, and as 32 lowercase hex digits and a NUL. */
+void dcr__md5(const uint8_t *buf, size_t len, uint8_t out[16]);
 void dcr__md5_hex(const uint8_t *buf, size_t len, char out[33]);
+/* The ETag S3 gives a multipart object: the MD5 of its parts' raw MD5s in
+ * hex, '-', the number of parts. */
+void dcr__md5_multipart_etag(const uint8_t (*parts)[16], size_t n, char *out, size_t cap);
 /* One parsed ListObjectsV2 response page. Keys are XML-unescaped and bounded;
  * DCR_ETRANSPORT on anything malformed (what and where). */
 dcr_status_t dcr__s3_parse_list(const char *xml, size_t len, dcr_objstore_page_t *page);

@@ -10,6 +10,7 @@
 
 static const dcr_objstore_ops_t *const dcr__objstore_backends[] = {
     &dcr__objstore_dir_ops,
+    &dcr__objstore_s3_ops,
 };
 #define DCR__N_STORES (sizeof dcr__objstore_backends / sizeof dcr__objstore_backends[0])
 

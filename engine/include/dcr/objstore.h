@@ -92,7 +92,8 @@ typedef struct dcr_objstore_ops {
     /* Opens the store cfg->url names (the location must exist or be
      * creatable: a directory is created, an S3 bucket must exist). */
     dcr_status_t (*create)(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p);
-    /* Stores buf[0, len) under key, whole and atomically. */
+    /* Stores buf[0, len) under key, whole and atomically. A put that fails
+     * leaves the key absent or holding a whole earlier version. */
     dcr_status_t (*put)(dcr_objstore_t *s, const char *key, const uint8_t *buf, size_t len,
                         const dcr_objstore_pace_t *pace);
     /* Reads bytes [off, off + len) of key into dst (len == UINT64_MAX: from
