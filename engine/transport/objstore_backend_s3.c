@@ -678,6 +678,11 @@ static dcr_status_t s3_list(dcr_objstore_t *o, const char *prefix, const char *s
         dcr_objstore_entry_t *e = &page->entries[i];
         if (strncmp(e->key, s->prefix, plen) != 0 || !dcr_objstore_key_ok(e->key + plen)) continue;
         memmove(e->key, e->key + plen, strlen(e->key + plen) + 1);
+        /* The version is the ETag and the size: a service that lists an
+         * object while its bytes still arrive (s3rver) changes one of them. */
+        char v[DCR_OBJSTORE_VERSION_MAX];
+        snprintf(v, sizeof v, "%.50s/%" PRIu64, e->version, e->size);
+        memcpy(e->version, v, sizeof v);
         if (k != i) page->entries[k] = *e;
         k++;
     }

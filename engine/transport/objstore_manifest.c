@@ -13,7 +13,8 @@
  *   payload <owner> <id> <bytes> <BLAKE2b-128 digest, 32 lowercase hex digits>   (n lines)
  *   end
  * Decimal numbers have no sign and no leading zeros; anything else is
- * malformed, and a malformed manifest fails the attempt on every reader. */
+ * malformed, and a malformed manifest fails the attempt on every reader
+ * (once it stayed malformed OBJ_LISTED_WAIT_MS, objstore_transport.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

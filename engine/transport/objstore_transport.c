@@ -130,6 +130,7 @@ typedef struct obj_node {
     uint64_t next_list_ns, poll_ns;
     bool have_manifest;
     uint64_t manifest_ns;
+    uint64_t mbad_ns; /* when the manifest was first found unreadable; 0: not yet */
     size_t listed, handed_listed;
     dcr_status_t err;
     char errmsg[512];
@@ -259,6 +260,7 @@ static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
     nd->rcount = 0;
     nd->n = 0;
     nd->have_manifest = false;
+    nd->mbad_ns = 0;
     nd->listed = nd->handed_listed = 0;
     nd->err = DCR_OK;
     nd->errmsg[0] = '\0';
@@ -506,6 +508,10 @@ static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listin
     uint64_t msize = DCR__MANIFEST_MAX_BYTES;
     for (size_t i = 0; i < n; i++) {
         const char *name = L->all[i].key + plen;
+        /* An empty object is neither a payload nor a manifest: a store that
+         * lists a key before its bytes arrive (s3rver; never S3 or the dir
+         * store) shows it so for a moment. Not there yet, not rejected. */
+        if (L->all[i].size == 0) continue;
         uint32_t owner;
         uint64_t id;
         if (dcr__obj_parse_payload_name(name, &owner, &id)) {
@@ -617,9 +623,16 @@ static bool obj_merge(obj_node_t *nd, const obj_listing_t *L)
             progress = true;
         }
     }
-    if (L->manifest && L->merr != DCR_OK)
-        obj_fail(nd, L->merr, L->merrmsg);
-    else if (L->manifest && !nd->have_manifest) {
+    if (L->manifest && L->merr != DCR_OK) {
+        /* Failed only once it stays unreadable OBJ_LISTED_WAIT_MS: a store
+         * that shows an object before its last byte is stored (s3rver does;
+         * S3 and the dir store never) gives a cut manifest for a moment, and
+         * a cut manifest is always malformed (its "end" line is last). */
+        uint64_t now = dcr_clock_ns();
+        if (nd->mbad_ns == 0) nd->mbad_ns = now;
+        if (now >= nd->mbad_ns + (uint64_t)OBJ_LISTED_WAIT_MS * 1000000ull)
+            obj_fail(nd, L->merr, L->merrmsg);
+    } else if (L->manifest && !nd->have_manifest) {
         obj_apply_manifest(nd, L);
         progress = true;
     }
