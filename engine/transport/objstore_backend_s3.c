@@ -280,9 +280,15 @@ static s3_verdict_t s3_try(s3store_t *s, s3_req_t *r, dcr_status_t *st_p, char *
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
     curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
     curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)s->timeout_ms);
+    /* A request times out when it cannot connect, or when no byte moves
+     * for timeout_ms (in whole seconds, as libcurl counts): not on a total,
+     * which a large object on a slow emulated link would exceed while it
+     * progresses. */
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
                      (long)(s->timeout_ms < 10000 ? s->timeout_ms : 10000));
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
+                     (long)(s->timeout_ms < 1000 ? 1 : s->timeout_ms / 1000));
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s3_write_cb);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s3_header_cb);

@@ -34,7 +34,8 @@
 typedef struct dcr_objstore_config {
     const char *url;         /* "PATH", "dir:PATH" or "s3://BUCKET[/PREFIX]" */
     const char *s3_endpoint; /* s3: "http[s]://HOST[:PORT]" (path-style requests) */
-    int timeout_ms;          /* s3: one request's limit, connect included (0: 60000) */
+    int timeout_ms;          /* s3: a request fails when it cannot connect or no byte moves for this
+                                long (whole seconds, at least 1; 0: 60000) */
     int retries;             /* s3: further tries after a 5xx, timeout or reset (0: 4; -1: none) */
     uint64_t multipart_threshold; /* s3: puts above it go in parts (0: 16 MiB) */
     uint64_t part_bytes;          /* s3: part size of multipart puts (0: 8 MiB; >= 5 MiB) */
