@@ -68,7 +68,10 @@
 /* How long the change watcher waits per call before it looks at the node's
  * attempt again (and notices a quit). */
 #define OBJ_WATCH_MS 50
-#define OBJ_WHY      192
+/* How long listings of a node's attempt may keep failing (each already
+ * retried by the store) before the attempt fails on that node. */
+#define OBJ_LIST_FAIL_MS 5000
+#define OBJ_WHY          192
 
 typedef enum obj_state {
     OBJ_PENDING,  /* visible (or listed), not fetched yet */
@@ -131,6 +134,7 @@ typedef struct obj_node {
     bool have_manifest;
     uint64_t manifest_ns;
     uint64_t mbad_ns; /* when the manifest was first found unreadable; 0: not yet */
+    uint64_t lbad_ns; /* when listings began to fail; 0: the last one succeeded */
     size_t listed, handed_listed;
     dcr_status_t err;
     char errmsg[512];
@@ -260,7 +264,7 @@ static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
     nd->rcount = 0;
     nd->n = 0;
     nd->have_manifest = false;
-    nd->mbad_ns = 0;
+    nd->mbad_ns = nd->lbad_ns = 0;
     nd->listed = nd->handed_listed = 0;
     nd->err = DCR_OK;
     nd->errmsg[0] = '\0';
@@ -449,6 +453,8 @@ typedef struct obj_name {
 } obj_name_t;
 
 typedef struct obj_listing {
+    bool ok;                   /* the listing succeeded: merge it */
+    char err[512];             /* else why not */
     dcr_objstore_entry_t *all; /* the store's listing */
     obj_name_t *v;             /* its payloads */
     size_t n;
@@ -499,11 +505,16 @@ static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listin
     dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
     size_t plen = strlen(prefix), n = 0;
     if (dcr_objstore_list_all(s->store, prefix, &L->all, &n) != DCR_OK) {
-        DCR_LOG_DEBUG("objstore: listing %s of %s: %s", prefix, s->base.dir, dcr_error_detail());
+        snprintf(L->err, sizeof L->err, "%s", dcr_error_detail());
+        DCR_LOG_DEBUG("objstore: listing %s of %s: %s", prefix, s->base.dir, L->err);
         return; /* the next listing tries again */
     }
     L->v = calloc(n ? n : 1, sizeof *L->v);
-    if (L->v == NULL) return; /* seen on a later listing */
+    if (L->v == NULL) {
+        snprintf(L->err, sizeof L->err, "out of memory for %zu names", n);
+        return;
+    }
+    L->ok = true;
     bool listed_manifest = false;
     uint64_t msize = DCR__MANIFEST_MAX_BYTES;
     for (size_t i = 0; i < n; i++) {
@@ -678,7 +689,21 @@ static void obj_list_locked(obj_node_t *nd)
     obj_scan(nd->s, tau, need_manifest, &L);
     pthread_mutex_lock(&nd->mu);
     nd->listing = false;
-    if (atomic_load(&nd->gen) == gen0) {
+    if (atomic_load(&nd->gen) == gen0 && !L.ok) {
+        /* A failed listing says nothing about what exists: nothing is
+         * merged. One that keeps failing fails the attempt, with its cause. */
+        uint64_t now = dcr_clock_ns();
+        if (nd->lbad_ns == 0) nd->lbad_ns = now;
+        if (now >= nd->lbad_ns + (uint64_t)OBJ_LIST_FAIL_MS * 1000000ull) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "objstore: rollout node %d: listing failed for %d ms: %s",
+                     nd->idx, OBJ_LIST_FAIL_MS, L.err);
+            obj_fail(nd, DCR_ETRANSPORT, msg);
+        }
+        nd->poll_ns = OBJ_POLL_MAX_NS;
+        nd->next_list_ns = now + nd->poll_ns;
+    } else if (atomic_load(&nd->gen) == gen0) {
+        nd->lbad_ns = 0;
         bool progress = obj_merge(nd, &L);
         nd->poll_ns = progress
                           ? OBJ_POLL_MIN_NS

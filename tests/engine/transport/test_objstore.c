@@ -523,6 +523,40 @@ static void test_s3_put_etag(void **state)
     fake_http_stop(&f);
 }
 
+/* The objstore transport on a store that stops answering mid-attempt: the
+ * rollout node's recv fails with the listing's cause in one line, after the
+ * bounded wait (5 s of failing listings), instead of hanging. */
+static void test_s3_transport_store_fails(void **state)
+{
+    (void)state;
+    fake_answer_t a[] = {
+        {list_empty, sizeof list_empty - 1, 0}, /* create: the bucket exists */
+        {list_empty, sizeof list_empty - 1, 0}, /* open_attempt: nothing left of tau 1 */
+        {"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 0,
+         0},
+    };
+    fake_http_t f;
+    fake_http_start(&f, a, 3);
+    tp_s3_endpoint = f.endpoint;
+    dcr_transport_config_t c = tp_config("s3://bucket/pre", 1, 1, 1);
+    dcr_transport_t *t = tp_create("objstore", &c);
+    assert_int_equal(dcr_transport_open_attempt(t, 1), DCR_OK);
+    double t0 = dcr_clock_s();
+    dcr_delivery_t d;
+    dcr_status_t st;
+    while ((st = dcr_transport_recv(t, 0, 1000, &d)) == DCR_EAGAIN && dcr_clock_s() - t0 < 30) {
+    }
+    double s = dcr_clock_s() - t0;
+    const char *line = dcr_error_detail();
+    if (st != DCR_ETRANSPORT || !strstr(line, "listing failed") || !strstr(line, "HTTP 503") ||
+        strchr(line, '\n'))
+        fail_msg("recv: %s after %.1f s; expected the listing's failure", dcr_error_line(st), s);
+    assert_true(s >= 4.5 && s < 20);
+    dcr_transport_destroy(t);
+    tp_s3_endpoint = NULL;
+    fake_http_stop(&f);
+}
+
 /* ---- parsing ------------------------------------------------------------------ */
 
 static void test_md5_known_answers(void **state)
@@ -603,9 +637,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wait_change, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
-        cmocka_unit_test(test_urls_and_credentials), cmocka_unit_test(test_s3_retry_500),
-        cmocka_unit_test(test_s3_bad_answers),       cmocka_unit_test(test_s3_put_etag),
-        cmocka_unit_test(test_md5_known_answers),    cmocka_unit_test(test_list_xml),
+        cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
+        cmocka_unit_test(test_s3_bad_answers),           cmocka_unit_test(test_s3_put_etag),
+        cmocka_unit_test(test_md5_known_answers),        cmocka_unit_test(test_list_xml),
+        cmocka_unit_test(test_s3_transport_store_fails),
     };
     s3rver_start(&g_s3, "dcr-test");
     int failed = 0;
