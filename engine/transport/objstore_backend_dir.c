@@ -114,11 +114,17 @@ static dcr_status_t dir_put(dcr_objstore_t *o, const char *key, const uint8_t *b
     size_t dl;
     dir_path(s, key, path, sizeof path, &dl);
     path[dl] = '\0';
-    DCR_CHECK(dir_mkdirs(path));
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d-%u", path, path + dl + 1, (int)getpid(),
              atomic_fetch_add(&s->seq, 1));
+    int fd = -1;
+    /* A delete of the directory's last key removes the directory (dir_del):
+     * one that runs between mkdirs and open makes open fail; again. */
+    for (int i = 0; i < 3 && fd < 0; i++) {
+        DCR_CHECK(dir_mkdirs(path));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != ENOENT) break;
+    }
     path[dl] = '/';
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
         return dcr_error_set(DCR_EIO, "object store dir: cannot create %s: %s", tmp,
                              strerror(errno));

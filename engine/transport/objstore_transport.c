@@ -908,7 +908,7 @@ static dcr_status_t obj_send(dcr_transport_t *t, int owner, uint64_t payload_id,
      * is taken back before stop_and_wait returns (it waits for inflight), so
      * after it returns nothing of the attempt stays published. */
     pthread_mutex_lock(&s->mu);
-    if (st == DCR_OK && atomic_load(&s->gen) != gen0) {
+    if (atomic_load(&s->gen) != gen0) {
         st = dcr_error_set(DCR_ECLOSED,
                            "objstore: owner %d payload %" PRIu64 " not stored: attempt %" PRIu64
                            " was stopped",
