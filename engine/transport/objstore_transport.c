@@ -164,6 +164,10 @@ typedef struct objstore {
 
 /* ---- store access ------------------------------------------------------- */
 
+/* Stores pace in pieces of at most DCR_OBJSTORE_PACE_CHUNK bytes, which
+ * dcr__flow_pace takes as one booking when it is at most a link chunk. */
+_Static_assert(DCR_OBJSTORE_PACE_CHUNK <= DCR__LINK_CHUNK, "pacing pieces above a link chunk");
+
 /* Pacing hook of the store's transfers: one emulated flow. */
 static dcr_status_t obj_pace(void *ctx, size_t n)
 {
