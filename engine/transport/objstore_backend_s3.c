@@ -263,8 +263,10 @@ static s3_verdict_t s3_try(s3store_t *s, s3_req_t *r, dcr_status_t *st_p, char *
     r->abort_st = DCR_OK;
     struct curl_slist *hd = NULL;
     char range[96];
+    /* Every header set here is signed (libcurl 7.88 signs the user's
+     * headers): so only headers that are sent, never a removal like
+     * "Expect:", which it would sign though it sends none. */
     hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
-    hd = curl_slist_append(hd, "Expect:"); /* no 100-continue round trip before bodies */
     if (r->range && r->len == UINT64_MAX) {
         snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-", r->off);
         hd = curl_slist_append(hd, range);

@@ -34,6 +34,7 @@ typedef struct fake_http {
     atomic_bool quit;
     char endpoint[64];
     char last_request[2048]; /* first line of the latest request */
+    char last_head[8192];    /* request line and headers of the latest request */
 } fake_http_t;
 
 /* Reads one request (headers and a Content-Length body) from c. */
@@ -49,6 +50,7 @@ static inline void fake__read_request(fake_http_t *f, int c)
         buf[n] = '\0';
         end = strstr(buf, "\r\n\r\n");
     }
+    if (end != NULL) snprintf(f->last_head, sizeof f->last_head, "%.*s", (int)(end + 2 - buf), buf);
     char *nl = strstr(buf, "\r\n");
     if (nl != NULL) snprintf(f->last_request, sizeof f->last_request, "%.*s", (int)(nl - buf), buf);
     const char *cl = strcasestr(buf, "\r\nContent-Length:");

@@ -557,6 +557,64 @@ static void test_s3_transport_store_fails(void **state)
     fake_http_stop(&f);
 }
 
+/* What libcurl's SigV4 signing put on the wire, checked as far as it can be
+ * without recomputing the signature (s3rver verifies none): the scheme and
+ * the credential scope name the key id, the region and s3, and every header
+ * named in SignedHeaders is one the request carries (a signed header that is
+ * not sent makes S3 refuse the signature). */
+static void check_signed(const char *head)
+{
+    const char *auth = strcasestr(head, "\r\nAuthorization: AWS4-HMAC-SHA256 Credential=S3RVER/");
+    if (auth == NULL) fail_msg("no SigV4 Authorization header in:\n%s", head);
+    const char *eol = strstr(auth + 2, "\r\n");
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)(eol - auth - 2), auth + 2);
+    assert_non_null(strstr(line, "/us-east-1/s3/aws4_request"));
+    assert_non_null(strstr(line, "Signature="));
+    const char *sh = strstr(line, "SignedHeaders=");
+    assert_non_null(sh);
+    sh += strlen("SignedHeaders=");
+    char names[512];
+    snprintf(names, sizeof names, "%.*s", (int)strcspn(sh, ","), sh);
+    assert_non_null(strstr(names, "host"));
+    assert_non_null(strstr(names, "x-amz-date"));
+    assert_non_null(strstr(names, "x-amz-content-sha256"));
+    for (char *save = NULL, *n = strtok_r(names, ";", &save); n; n = strtok_r(NULL, ";", &save)) {
+        char want[128];
+        snprintf(want, sizeof want, "\r\n%s:", n);
+        if (strcasestr(head, want) == NULL)
+            fail_msg("header '%s' is signed but not sent:\n%s", n, head);
+    }
+}
+
+static void test_s3_signed_requests(void **state)
+{
+    (void)state;
+    fake_answer_t a[] = {
+        {list_empty, sizeof list_empty - 1, 0},
+        {"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nETag: \"" HELLO_MD5
+         "\"\r\nConnection: close\r\n\r\n",
+         0, 0},
+        {"HTTP/1.1 206 Partial Content\r\nContent-Length: 3\r\nContent-Range: bytes 1-3/5\r\n"
+         "ETag: \"" HELLO_MD5 "\"\r\nConnection: close\r\n\r\nell",
+         0, 0},
+    };
+    fake_http_t f;
+    fake_http_start(&f, a, 3);
+    dcr_objstore_t *s = open_fake(&f, 2000, 0);
+    check_signed(f.last_head); /* the listing */
+    assert_non_null(strstr(f.last_request, "GET /bucket?list-type=2&max-keys=1&prefix=pre%2F "));
+    assert_int_equal(dcr_objstore_put(s, "k", (const uint8_t *)"hello", 5, NULL), DCR_OK);
+    check_signed(f.last_head);
+    uint8_t b[3];
+    assert_int_equal(dcr_objstore_get_range(s, "k", 1, 3, b, NULL), DCR_OK);
+    assert_memory_equal(b, "ell", 3);
+    check_signed(f.last_head);
+    assert_non_null(strcasestr(f.last_head, "\r\nRange: bytes=1-3\r\n"));
+    dcr_objstore_destroy(s);
+    fake_http_stop(&f);
+}
+
 /* ---- parsing ------------------------------------------------------------------ */
 
 static void test_md5_known_answers(void **state)
@@ -640,7 +698,7 @@ int main(void)
         cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
         cmocka_unit_test(test_s3_bad_answers),           cmocka_unit_test(test_s3_put_etag),
         cmocka_unit_test(test_md5_known_answers),        cmocka_unit_test(test_list_xml),
-        cmocka_unit_test(test_s3_transport_store_fails),
+        cmocka_unit_test(test_s3_transport_store_fails), cmocka_unit_test(test_s3_signed_requests),
     };
     s3rver_start(&g_s3, "dcr-test");
     int failed = 0;
