@@ -437,7 +437,8 @@ int dcr_cmd_bench(int argc, char **argv)
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int rc = dcr_args_parse("bench",
                             "[model and layout flags] [rollout flags] [--transport objstore|relay] "
-                            "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] [--mode X|P|F] [--rl sync|async] [--json]",
+                            "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
+                            "[--mode X|P|F] [--rl sync|async] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o);
