@@ -8,6 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/log.h"
+#include "dcr/objstore.h"
 #include "scenario_args.h"
 #include "workloads/bench.h"
 #include "workloads/interrupt.h"
@@ -20,7 +21,7 @@ typedef struct bench_opts {
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
-    const char *payload_key;
+    const char *payload_key, *store, *s3_endpoint;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
 
@@ -291,13 +292,52 @@ static dcr_status_t fill_config(const bench_opts_t *o, const dcr_arg_t *args, in
     c->seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
     c->trace_overhead = o->trace_overhead;
+    c->store = o->store;
+    c->s3_endpoint = o->s3_endpoint;
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);
 }
 
+/* --store and --s3-endpoint: usage errors, checked before anything runs. */
+static dcr_status_t check_store(const bench_opts_t *o)
+{
+    if (o->s3_endpoint && !o->store)
+        return dcr_error_set(DCR_EINVAL, "--s3-endpoint needs --store s3://BUCKET/PREFIX");
+    if (!o->store) return DCR_OK;
+    if (strcmp(o->transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL, "--store needs --transport objstore (not %s)",
+                             o->transport);
+    if (o->keep)
+        return dcr_error_set(DCR_EINVAL,
+                             "--store and --keep-payloads both name the store; give one");
+    const dcr_objstore_ops_t *ops = dcr_objstore_for_url(o->store);
+    if (ops == NULL) {
+        dcr_error_prefix("--store: ");
+        return DCR_EINVAL;
+    }
+    bool s3 = !strcmp(ops->name, "s3");
+    if (s3 && !o->s3_endpoint)
+        return dcr_error_set(DCR_EINVAL,
+                             "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
+                             "service; requests are path-style ENDPOINT/BUCKET/KEY)",
+                             o->store);
+    if (!s3 && o->s3_endpoint)
+        return dcr_error_set(DCR_EINVAL, "--s3-endpoint is for s3:// stores, not %s", o->store);
+    if (s3 && strncmp(o->s3_endpoint, "http://", 7) && strncmp(o->s3_endpoint, "https://", 8))
+        return dcr_error_set(DCR_EINVAL,
+                             "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
+                             o->s3_endpoint);
+    return DCR_OK;
+}
+
 static int run(bench_opts_t *o, const dcr_arg_t *args, int nargs)
 {
+    dcr_status_t sst = check_store(o);
+    if (sst != DCR_OK) {
+        dcr_cli_report("bench", sst);
+        return 2;
+    }
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
     int rc = dcr_cli_check("bench", fill_config(o, args, nargs, &c));
@@ -306,6 +346,7 @@ static int run(bench_opts_t *o, const dcr_arg_t *args, int nargs)
     dcr_status_t st = dcr_bench_run(&c, &r);
     if (st != DCR_OK) return dcr_cli_fail("bench", st);
     json_t *config = config_json(o, &c);
+    if (o->store) json_object_set_new(config, "store", json_string(o->store));
     if (o->trace) st = write_trace(o->trace);
     if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
     if (o->json) {
@@ -355,8 +396,8 @@ int dcr_cmd_bench(int argc, char **argv)
     o.sc.gpus = 2;
     o.sc.tp = 2;
     o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
-    enum { NOWN = 34 };
-    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
+    /* The command's own flags; the shared ones follow them in args. */
+    const dcr_arg_t own[] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
         {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64,
          "receivers (GPUs) per rollout node (default 2)", false},
@@ -402,6 +443,13 @@ int dcr_cmd_bench(int argc, char **argv)
          "keep the object store (payloads, manifests) in DIR", false},
         {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0,
          "directory for object store and control plane (default: temp)", false},
+        {"--store", DCR_ARG_STRING, &o.store, 0, 0,
+         "object store: dir:PATH or s3://BUCKET/PREFIX (default: a directory in the work dir)",
+         false},
+        {"--s3-endpoint", DCR_ARG_STRING, &o.s3_endpoint, 0, 0,
+         "S3 service of an s3:// store, http[s]://HOST[:PORT]; credentials from AWS_ACCESS_KEY_ID, "
+         "AWS_SECRET_ACCESS_KEY, AWS_REGION",
+         false},
         {"--control", DCR_ARG_STRING, &o.control, 0, 0,
          "SQLite control-plane FILE, or etcd://HOST:PORT[/PREFIX] for an etcd cluster (each run "
          "under PREFIX/bench-<pid>-<ns>; default: a file in the work dir)",
@@ -419,10 +467,14 @@ int dcr_cmd_bench(int argc, char **argv)
         {"--payload-key", DCR_ARG_STRING, &o.payload_key, 0, 0,
          "sign and verify payloads with the 32-byte key in FILE (keyed BLAKE2b-128)", false},
     };
+    enum { NOWN = sizeof own / sizeof own[0] };
+    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS];
+    memcpy(args, own, sizeof own);
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int rc = dcr_args_parse("bench",
                             "[model and layout flags] [rollout flags] [--transport objstore|relay] "
-                            "[--change-rate R] [--mode X|P|F] [--rl sync|async] [--json]",
+                            "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
+                            "[--mode X|P|F] [--rl sync|async] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o, args, NOWN + DCR_CLI_SCENARIO_NARGS);

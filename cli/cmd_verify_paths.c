@@ -1,6 +1,7 @@
 /* dcr verify-paths: random deltas through every loader path, checked against dense refits. */
 #include <jansson.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "args.h"
 #include "commands.h"
@@ -14,8 +15,8 @@ int dcr_cmd_verify_paths(int argc, char **argv)
     bool serve_ep = false, json = false, fp32_norms = false, w2_t = false;
     dcr_cli_scenario_init(&sc, DCR_MODEL_DEFAULT, 32, 2);
     sc.etp = 0; /* auto: TP for models with experts */
-    enum { NOWN = 7 };
-    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
+    /* The command's own flags; the shared ones follow them in args. */
+    const dcr_arg_t own[] = {
         {"--serve-tp", DCR_ARG_INT, &serve_tp, 1, 64, "serving tensor parallel degree (default 1)",
          false},
         {"--serve-ep", DCR_ARG_FLAG, &serve_ep, 0, 0, "expert parallel inside the serving instance",
@@ -29,6 +30,9 @@ int dcr_cmd_verify_paths(int argc, char **argv)
         {"--seed", DCR_ARG_INT, &seed, 0, 1e15, "seed (default 42)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
     };
+    enum { NOWN = sizeof own / sizeof own[0] };
+    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS];
+    memcpy(args, own, sizeof own);
     dcr_cli_scenario_args(&sc, args + NOWN);
     int rc = dcr_args_parse("verify-paths",
                             "[--model M --scale S --layers N] [layout flags] [--serve-tp T] "

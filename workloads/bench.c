@@ -192,13 +192,15 @@ static dcr_status_t make_transport(bench_t *b, const char *name, dcr_transport_t
 {
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
+    bool store = b->cfg->store != NULL && strcmp(name, "objstore") == 0;
     dcr_transport_config_t tc = {b->sc->train.nodes,
                                  b->sc->layout->world,
                                  b->serve.nodes,
                                  b->cfg->link,
-                                 dir,
+                                 store ? b->cfg->store : dir,
                                  b->cfg->fanout,
-                                 8};
+                                 8,
+                                 store ? b->cfg->s3_endpoint : NULL};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
     return DCR_OK;

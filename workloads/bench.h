@@ -50,6 +50,10 @@ typedef struct dcr_bench_config {
     /* Unset: plain digests. Set: owners sign every payload with it, and the
      * transport and every receiver accept only payloads signed with it. */
     dcr_payload_key_t payload_key;
+    /* Object store of the objstore transport (dcr/objstore.h): NULL, a
+     * directory in the work dir; else a store URL (dir:PATH, s3://BUCKET/PREFIX). */
+    const char *store;
+    const char *s3_endpoint; /* for s3:// stores: http[s]://HOST[:PORT] */
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on

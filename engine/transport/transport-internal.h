@@ -1,5 +1,5 @@
 /* Shared by the transport wrappers (transport.c), link emulation (link.c) and
- * the built-in backends (objstore_dir.c, relay_tcp.c); not part of the public
+ * the built-in backends (objstore_transport.c, relay_tcp.c); not part of the public
  * interface. Tests may include it to reach the few test hooks at the end. */
 #ifndef DCR_TRANSPORT_INTERNAL_H
 #define DCR_TRANSPORT_INTERNAL_H
@@ -108,6 +108,7 @@ typedef struct dcr__tbase {
     dcr_transport_t pub;        /* first: the wrappers' header */
     dcr_transport_config_t cfg; /* validated copy, defaults filled; cfg.dir points at dir */
     char *dir;                  /* owned copy of cfg->dir; NULL when none was given */
+    char *s3_endpoint;          /* owned copy of cfg->s3_endpoint, or NULL */
     dcr__links_t *links;
     dcr__counters_t count;
 } dcr__tbase_t;
@@ -168,7 +169,7 @@ bool dcr__sleep_until(uint64_t deadline_ns, const atomic_uint_fast64_t *gen, uin
 extern const dcr_transport_ops_t dcr__transport_objstore_ops;
 extern const dcr_transport_ops_t dcr__transport_relay_ops;
 
-/* The object store's manifest (format in objstore_dir.c). Parses text[0, len)
+/* The object store's manifest (format in objstore_manifest.c). Parses text[0, len)
  * of the manifest at `path` (named in errors) for attempt tau of a transport
  * with `world` owners. On success *entries_p (malloc'd, caller frees) and
  * *n_p hold the listed payloads. Errors: DCR_ETRANSPORT naming the path, the

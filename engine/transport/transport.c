@@ -11,7 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Adding a backend (S3) is one line here. */
+/* Adding a transport is one line here (object stores, S3 among them, are
+ * registered in objstore.c and reached through the "objstore" transport). */
 static const dcr_transport_ops_t *const dcr__transport_backends[] = {
     &dcr__transport_objstore_ops,
     &dcr__transport_relay_ops,
@@ -88,8 +89,8 @@ static dcr_status_t dcr__check_config(const char *name, const dcr_transport_conf
                              cfg->queue_payloads, (size_t)1 << 20, DCR__TRANSPORT_QUEUE_DEFAULT);
     }
     if (strcmp(name, "objstore") == 0 && (cfg->dir == NULL || cfg->dir[0] == '\0')) {
-        return dcr_error_set(DCR_EINVAL,
-                             "transport objstore: dir (the store's root directory) is required");
+        return dcr_error_set(DCR_EINVAL, "transport objstore: dir (the store: a directory or "
+                                         "s3://BUCKET/PREFIX) is required");
     }
     *out_p = *cfg;
     if (out_p->fanout == 0) out_p->fanout = DCR__TRANSPORT_FANOUT_DEFAULT;
@@ -103,10 +104,16 @@ dcr_status_t dcr__tbase_init(dcr__tbase_t *b, const dcr_transport_config_t *cfg)
 {
     b->cfg = *cfg;
     b->cfg.dir = NULL;
+    b->cfg.s3_endpoint = NULL;
     if (cfg->dir != NULL) {
         b->dir = strdup(cfg->dir);
         if (b->dir == NULL) return dcr_error_set(DCR_ENOMEM, "transport: copying dir");
         b->cfg.dir = b->dir;
+    }
+    if (cfg->s3_endpoint != NULL) {
+        b->s3_endpoint = strdup(cfg->s3_endpoint);
+        if (b->s3_endpoint == NULL) return dcr_error_set(DCR_ENOMEM, "transport: copying endpoint");
+        b->cfg.s3_endpoint = b->s3_endpoint;
     }
     return dcr__links_create(&cfg->link, cfg->train_nodes, cfg->rollout_nodes, &b->links);
 }
@@ -117,6 +124,8 @@ void dcr__tbase_fini(dcr__tbase_t *b)
     b->links = NULL;
     free(b->dir);
     b->dir = NULL;
+    free(b->s3_endpoint);
+    b->s3_endpoint = NULL;
 }
 
 void dcr__tbase_counters(dcr__tbase_t *b, dcr_transport_counters_t *out_p)

@@ -225,7 +225,7 @@ static void pipe_open(pipe_t *p, const char *transport)
     char path[512];
     snprintf(path, sizeof(path), "%s/objstore", p->dir);
     dcr_transport_config_t tc = {
-        p->sc->train.nodes, p->sc->layout->world, p->serve.nodes, p->cfg.link, path, 2, 8};
+        p->sc->train.nodes, p->sc->layout->world, p->serve.nodes, p->cfg.link, path, 2, 8, NULL};
     assert_int_equal(dcr_transport_create(transport, &tc, &p->transport), DCR_OK);
     snprintf(path, sizeof(path), "%s/control.db", p->dir);
     dcr_control_config_t ctl = {path, 0};

@@ -4,10 +4,10 @@
  * byte that crosses the cluster boundary is counted.
  *
  * Backends fill dcr_transport_ops_t and are created by name ("objstore":
- * a directory standing in for object storage; "relay": a TCP relay tree on
- * loopback). Callers use only the dcr_transport_* wrappers in
- * transport/transport.c, which also host the optional interceptor that
- * faults/ installs from outside.
+ * object storage, a directory or an S3-compatible service chosen by the
+ * store URL in dir; "relay": a TCP relay tree on loopback). Callers use only the dcr_transport_*
+ * wrappers in transport/transport.c, which also host the optional interceptor that faults/ installs
+ * from outside.
  *
  * One transport instance serves one refit pipeline: `world` owner endpoints
  * (training ranks, grouped into training nodes) and `nodes` rollout node
@@ -39,10 +39,13 @@ typedef struct dcr_transport_config {
     int world;         /* owner endpoints (training ranks): a multiple of train_nodes */
     int rollout_nodes; /* receiving endpoints (>= 1) */
     dcr_link_config_t link;
-    const char *dir;       /* objstore: root directory (created if missing; copied at create) */
-    int fanout;            /* relay: children per tree node (>= 1; 0: 2) */
-    size_t queue_payloads; /* relay: per-hop bounded queue; objstore: payloads each rollout
-                              node prefetches ahead of recv (>= 1; 0: 8) */
+    const char *dir;         /* objstore: the store (copied at create): a directory (created
+                                if missing) or a store URL, "dir:PATH" or "s3://BUCKET/PREFIX"
+                                (dcr/objstore.h) */
+    int fanout;              /* relay: children per tree node (>= 1; 0: 2) */
+    size_t queue_payloads;   /* relay: per-hop bounded queue; objstore: payloads each rollout
+                                node prefetches ahead of recv (>= 1; 0: 8) */
+    const char *s3_endpoint; /* objstore on s3://: "http[s]://HOST[:PORT]" (copied at create) */
 } dcr_transport_config_t;
 
 /* Accounting since creation, of attempts only (reference() traffic is not

@@ -20,7 +20,12 @@
 #include "dcr/clock.h"
 #include "dcr/codec.h"
 #include "dcr/rng.h"
+#include "dcr/objstore.h"
 #include "dcr/transport.h"
+
+/* The S3 endpoint tp_config puts into configurations (tests over an s3://
+ * store set it; NULL otherwise). */
+static const char *tp_s3_endpoint;
 
 /* ---- payloads ------------------------------------------------------------ */
 
@@ -110,7 +115,8 @@ static inline dcr_transport_config_t tp_config(const char *dir, int train_nodes,
                                 .link = {0, 0, 0, 0},
                                 .dir = dir,
                                 .fanout = 2,
-                                .queue_payloads = 4};
+                                .queue_payloads = 4,
+                                .s3_endpoint = tp_s3_endpoint};
     return c;
 }
 

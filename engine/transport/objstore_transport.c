@@ -1,59 +1,38 @@
-/* The object-storage transport on a directory, standing in for S3: owners
- * upload each payload once, and every rollout node downloads every payload on
- * its own, so each download crosses the cluster boundary again
+/* The object-storage transport, written once against the object-store
+ * table (dcr/objstore.h) for every store a URL names (a directory, S3):
+ * owners upload each payload once, and every rollout node downloads every
+ * payload on its own, so each download crosses the cluster boundary again
  * (V_cross = upload + nodes x download, the seed's (1 + N_node) V_payload).
+ * Keys and the manifest format are in objstore_manifest.c. The store makes
+ * every put atomic (a visible key holds complete bytes); the emulated links
+ * (link.c) pace the bytes of every put and get as they move, and add the
+ * per-request latency a real store's durable PUT costs.
  *
- * Layout under the root directory:
- *   attempt-<tau>/payload-<owner>-<id>.dcrp   one payload, as the codec wrote it
- *   attempt-<tau>/MANIFEST                    written last, by the last owner's finish
- *   attempt-<tau>/.tmp-*                      uploads in progress (never read)
- *   reference-<pid>-<n>/ref-<owner>-<k>.bin   the reference's dummy checkpoint
- * One flat prefix per attempt, so one listing (readdir, S3 LIST) sees it all.
- * Every object is published by temporary file and rename: a visible name
- * always holds complete bytes, because readers see a name only once rename
- * has published it, whole. Objects are not fsynced: an object lives only for
- * its attempt, and after a crash of this machine the attempt fails anyway and
- * its retry resends every record; what must survive is the control plane's
- * commit record. The per-request cost of a real store's durable PUT is the
- * emulated link's latency (link.c), so an fsync would only add this disk's
- * flush time (milliseconds per object here) on top of it.
- *
- * The manifest is text, one record per line, each ending in '\n':
- *   dcr-manifest 1
- *   tau <tau>
- *   payloads <n>
- *   payload <owner> <id> <bytes> <BLAKE2b-128 digest, 32 lowercase hex digits>   (n lines)
- *   end
- * Decimal numbers have no sign and no leading zeros; anything else is
- * malformed, and a malformed manifest fails the attempt on every reader.
+ * The manifest is written last, by the last owner's finish, after every
+ * payload it lists was stored.
  *
  * Readers (rollout nodes) never share memory with the training side: each
- * node has OBJ_FLOWS download threads that list the attempt's prefix (when
- * the directory notifies a publication, else by polling), fetch
- * visible payloads through the emulated link, verify them (header, digest,
- * tau, owner and id against the name) and queue them for recv, in discovery
- * order. Before the manifest exists a node trusts a verified object whose
- * header matches its name and the open attempt, which lets sync RL apply
- * payloads as they arrive (owners publish nothing that the manifest will not
- * list); once the manifest exists only listed objects with the listed length
- * and digest are delivered. An unlisted object is dropped and counted; one
- * already delivered fails the attempt on that node. A listed object that is
- * missing or corrupt OBJ_LISTED_WAIT_MS after the manifest appeared fails the
+ * node has OBJ_FLOWS download threads (GETs in flight) that list the
+ * attempt's prefix (when the store notifies a change, else by polling),
+ * fetch visible payloads through the emulated link, verify them (header,
+ * digest, tau, owner and id against the name) and queue them for recv, in
+ * discovery order, up to queue_payloads ahead of recv (prefetch). Before
+ * the manifest exists a node trusts a verified object whose header matches
+ * its name and the open attempt, which lets sync RL apply payloads as they
+ * arrive (owners publish nothing that the manifest will not list); once the
+ * manifest exists only listed objects with the listed length and digest are
+ * delivered. An unlisted object is dropped and counted; one already
+ * delivered fails the attempt on that node. A listed object that is missing
+ * or corrupt OBJ_LISTED_WAIT_MS after the manifest appeared fails the
  * attempt with DCR_ETRANSPORT naming it, so no reader hangs on it. */
-#include "transport-internal.h"
+#include "transport/objstore-internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dcr/clock.h"
@@ -83,10 +62,16 @@
 /* Reference objects: a checkpoint share is uploaded as objects of this size,
  * as a checkpoint is saved as many files. */
 #define OBJ_REF_OBJECT ((size_t)8 << 20)
-/* Bounds on a manifest, against a malformed one asking for unbounded memory. */
-#define OBJ_MANIFEST_MAX_BYTES   ((size_t)64 << 20)
-#define OBJ_MANIFEST_MAX_ENTRIES ((uint64_t)1 << 22)
-#define OBJ_WHY                  192
+/* Reference downloads fetch parts of this size in parallel where the store
+ * serves byte ranges, as an S3 client splits a large GET. */
+#define OBJ_REF_PART ((size_t)1 << 20)
+/* How long the change watcher waits per call before it looks at the node's
+ * attempt again (and notices a quit). */
+#define OBJ_WATCH_MS 50
+/* How long listings of a node's attempt may keep failing (each already
+ * retried by the store) before the attempt fails on that node. */
+#define OBJ_LIST_FAIL_MS 5000
+#define OBJ_WHY          192
 
 typedef enum obj_state {
     OBJ_PENDING,  /* visible (or listed), not fetched yet */
@@ -109,7 +94,9 @@ typedef struct obj_entry {
     uint8_t want_digest[16];
     uint64_t got_len; /* what was delivered (READY, HANDED) */
     uint8_t got_digest[16];
-    ino_t bad_ino; /* the version that failed, so it is not fetched again */
+    uint64_t size;                              /* in the latest listing */
+    char version[DCR_OBJSTORE_VERSION_MAX];     /* in the latest listing */
+    char bad_version[DCR_OBJSTORE_VERSION_MAX]; /* the version that failed: not fetched again */
     char why[OBJ_WHY];
 } obj_entry_t;
 
@@ -119,7 +106,7 @@ typedef struct obj_blob {
     uint64_t id;
     uint8_t digest[16];
     size_t len;
-    uint8_t data[];
+    uint8_t *data; /* malloc'd by the store's get */
 } obj_blob_t;
 
 struct objstore;
@@ -146,328 +133,75 @@ typedef struct obj_node {
     uint64_t next_list_ns, poll_ns;
     bool have_manifest;
     uint64_t manifest_ns;
+    uint64_t mbad_ns; /* when the manifest was first found unreadable; 0: not yet */
+    uint64_t lbad_ns; /* when listings began to fail; 0: the last one succeeded */
     size_t listed, handed_listed;
     dcr_status_t err;
     char errmsg[512];
     pthread_t th[OBJ_FLOWS];
     int nth;
-    /* Change notification: -1 where the directory cannot notify (polling only). */
-    int notify_fd, notify_wd, quit_fd;
+    /* Change notification, where the store offers it (else polling only). */
     pthread_t watcher;
     bool have_watcher;
 } obj_node_t;
 
 typedef struct objstore {
     dcr__tbase_t base;
+    dcr_objstore_t *store;
     /* training side */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* inflight reached 0 */
     atomic_uint_fast64_t gen;
     bool open;
-    bool have_dir; /* attempt-<tau> was created by us */
+    bool have_prefix; /* attempt-<tau>/ may hold objects of ours */
     uint64_t tau, last_tau;
     int inflight;
     dcr__ledger_t ledger;
-    atomic_uint seq; /* temporary and reference names */
+    atomic_uint seq; /* reference names */
     /* rollout side */
     obj_node_t *nodes;
 } objstore_t;
 
-/* ---- files -------------------------------------------------------------- */
+/* ---- store access ------------------------------------------------------- */
 
-static void obj_attempt_dir(const objstore_t *s, uint64_t tau, char *out, size_t cap)
-{
-    snprintf(out, cap, "%s/attempt-%" PRIu64, s->base.dir, tau);
-}
+/* Stores pace in pieces of at most DCR_OBJSTORE_PACE_CHUNK bytes, which
+ * dcr__flow_pace takes as one booking when it is at most a link chunk. */
+_Static_assert(DCR_OBJSTORE_PACE_CHUNK <= DCR__LINK_CHUNK, "pacing pieces above a link chunk");
 
-static void obj_payload_name(uint32_t owner, uint64_t id, char *out, size_t cap)
+/* Pacing hook of the store's transfers: one emulated flow. */
+static dcr_status_t obj_pace(void *ctx, size_t n)
 {
-    snprintf(out, cap, "payload-%" PRIu32 "-%" PRIu64 ".dcrp", owner, id);
-}
-
-static dcr_status_t obj_mkdirs(const char *path)
-{
-    char buf[PATH_MAX];
-    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-        return dcr_error_set(DCR_EINVAL, "objstore: path too long: %s", path);
-    }
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            return dcr_error_set(DCR_EIO, "objstore: cannot create directory %s: %s", buf,
-                                 strerror(errno));
-        }
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        return dcr_error_set(DCR_EIO, "objstore: %s is not a directory", path);
-    }
+    if (dcr__flow_pace(ctx, n) != DCR_OK)
+        return dcr_error_set(DCR_ECLOSED, "objstore: transfer stopped: the attempt was stopped");
     return DCR_OK;
 }
 
-/* Removes every entry of the flat directory `dir`, then dir itself. */
-static void obj_remove_dir(const char *dir)
+/* "<attempt prefix><name>" into out. */
+static void obj_key(uint64_t tau, const char *name, char *out, size_t cap)
 {
-    DIR *d = opendir(dir);
-    if (d == NULL) return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        unlinkat(dirfd(d), de->d_name, 0);
-    }
-    closedir(d);
-    rmdir(dir);
+    char prefix[64];
+    dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+    snprintf(out, cap, "%s%s", prefix, name);
 }
 
-/* Writes buf[0, len) to a new temporary file in dir, paced by flow (NULL:
- * unpaced). tmp receives its path; the caller renames or unlinks it. */
-static dcr_status_t obj_write_tmp(objstore_t *s, const char *dir, const char *name,
-                                  const uint8_t *buf, size_t len, dcr__flow_t *flow, char *tmp,
-                                  size_t cap)
+/* Removes every object of attempt tau's prefix; failures are logged (a
+ * later attempt ignores leftovers of another tau anyway). */
+static void obj_remove_attempt(objstore_t *s, uint64_t tau)
 {
-    snprintf(tmp, cap, "%s/.tmp-%s-%d-%u", dir, name, (int)getpid(), atomic_fetch_add(&s->seq, 1));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        return dcr_error_set(DCR_EIO, "objstore: cannot create %s: %s", tmp, strerror(errno));
-    }
-    dcr_status_t st = DCR_OK;
-    for (size_t off = 0; off < len && st == DCR_OK;) {
-        size_t n = len - off < DCR__LINK_CHUNK ? len - off : DCR__LINK_CHUNK;
-        if (flow != NULL && dcr__flow_pace(flow, n) != DCR_OK) {
-            st = dcr_error_set(DCR_ECLOSED,
-                               "objstore: upload of %s stopped: the attempt was stopped", name);
-            break;
-        }
-        ssize_t w = write(fd, buf + off, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            st = dcr_error_set(DCR_EIO, "objstore: writing %s: %s", tmp, strerror(errno));
-        else
-            off += (size_t)w;
-    }
-    if (close(fd) != 0 && st == DCR_OK) {
-        st = dcr_error_set(DCR_EIO, "objstore: closing %s: %s", tmp, strerror(errno));
-    }
-    if (st != DCR_OK) unlink(tmp);
-    return st;
-}
-
-static dcr_status_t obj_rename(const char *tmp, const char *dir, const char *name)
-{
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (rename(tmp, path) != 0) {
-        dcr_status_t st =
-            dcr_error_set(DCR_EIO, "objstore: publishing %s: %s", path, strerror(errno));
-        unlink(tmp);
-        return st;
-    }
-    return DCR_OK;
-}
-
-/* Reads the file `path` of `len` bytes through flow into dst (NULL: into a
- * scratch chunk, for the reference). DCR_ECLOSED when the flow is cancelled. */
-static dcr_status_t obj_read_paced(int fd, const char *path, uint8_t *dst, size_t len,
-                                   dcr__flow_t *flow)
-{
-    uint8_t scratch[4096];
-    for (size_t off = 0; off < len;) {
-        size_t n = len - off < DCR__LINK_CHUNK ? len - off : DCR__LINK_CHUNK;
-        if (dcr__flow_pace(flow, n) != DCR_OK) {
-            return dcr_error_set(DCR_ECLOSED, "objstore: download of %s stopped", path);
-        }
-        for (size_t done = 0; done < n;) {
-            size_t k = n - done;
-            uint8_t *to = dst != NULL ? dst + off + done : scratch;
-            if (dst == NULL && k > sizeof scratch) k = sizeof scratch;
-            ssize_t r = pread(fd, to, k, (off_t)(off + done));
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-                return dcr_error_set(DCR_EIO, "objstore: reading %s at byte %zu: %s", path,
-                                     off + done, r == 0 ? "file shrank" : strerror(errno));
-            }
-            done += (size_t)r;
-        }
-        off += n;
-    }
-    return DCR_OK;
-}
-
-/* ---- manifest ----------------------------------------------------------- */
-
-static bool mf_lit(const char **p, const char *end, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(end - *p) < n || memcmp(*p, lit, n) != 0) return false;
-    *p += n;
-    return true;
-}
-
-static bool mf_u64(const char **p, const char *end, uint64_t *v)
-{
-    const char *q = *p;
-    uint64_t x = 0;
-    while (q < end && *q >= '0' && *q <= '9') {
-        uint64_t d = (uint64_t)(*q - '0');
-        if (x > (UINT64_MAX - d) / 10) return false;
-        x = x * 10 + d;
-        q++;
-    }
-    size_t n = (size_t)(q - *p);
-    if (n == 0 || (n > 1 && **p == '0')) return false;
-    *p = q;
-    *v = x;
-    return true;
-}
-
-static bool mf_hex16(const char **p, const char *end, uint8_t out[16])
-{
-    if (end - *p < 32) return false;
-    for (int i = 0; i < 32; i++) {
-        char c = (*p)[i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (v < 0) return false;
-        if (i % 2 == 0)
-            out[i / 2] = (uint8_t)(v << 4);
-        else
-            out[i / 2] |= (uint8_t)v;
-    }
-    *p += 32;
-    return true;
-}
-
-/* The next line [*p, *eol) without its '\n'; false when no '\n' remains. */
-static bool mf_line(const char *p, const char *end, const char **eol)
-{
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
-    if (nl == NULL) return false;
-    *eol = nl;
-    return true;
-}
-
-static int mf_cmp(const void *a, const void *b)
-{
-    const dcr__ledger_entry_t *x = a, *y = b;
-    if (x->owner != y->owner) return x->owner < y->owner ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-static dcr_status_t mf_bad(const char *path, size_t line, const char *what)
-{
-    return dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s line %zu: expected %s", path, line,
-                         what);
-}
-
-/* One "payload <owner> <id> <bytes> <digest>" line into *e. */
-static bool mf_entry(const char *p, const char *eol, int world, dcr__ledger_entry_t *e)
-{
-    uint64_t owner, id, len;
-    if (!mf_lit(&p, eol, "payload ") || !mf_u64(&p, eol, &owner) || !mf_lit(&p, eol, " ") ||
-        !mf_u64(&p, eol, &id) || !mf_lit(&p, eol, " ") || !mf_u64(&p, eol, &len) ||
-        !mf_lit(&p, eol, " ") || !mf_hex16(&p, eol, e->digest) || p != eol) {
-        return false;
-    }
-    if (owner >= (uint64_t)world || len < DCR_CODEC_HEADER_SIZE ||
-        len > DCR__TRANSPORT_PAYLOAD_MAX) {
-        return false;
-    }
-    e->owner = (uint32_t)owner;
-    e->id = id;
-    e->len = len;
-    return true;
-}
-
-dcr_status_t dcr__manifest_parse(const char *text, size_t len, const char *path, uint64_t tau,
-                                 int world, dcr__ledger_entry_t **entries_p, size_t *n_p)
-{
-    const char *p = text, *end = text + len, *eol;
-    uint64_t v, n;
-    if (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "dcr-manifest 1") || p != eol) {
-        return mf_bad(path, 1, "'dcr-manifest 1'");
-    }
-    p = eol + 1;
-    if (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "tau ") || !mf_u64(&p, eol, &v) || p != eol) {
-        return mf_bad(path, 2, "'tau <attempt id>'");
-    }
-    if (v != tau) {
-        return dcr_error_set(DCR_ETRANSPORT,
-                             "objstore: manifest %s line 2: tau %" PRIu64 ", expected %" PRIu64
-                             " (the attempt it is stored under)",
-                             path, v, tau);
-    }
-    p = eol + 1;
-    if (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "payloads ") || !mf_u64(&p, eol, &n) ||
-        p != eol || n > OBJ_MANIFEST_MAX_ENTRIES) {
-        return mf_bad(path, 3, "'payloads <count>' with a count of at most 4194304");
-    }
-    p = eol + 1;
-    dcr__ledger_entry_t *e = calloc(n ? n : 1, sizeof *e);
-    if (e == NULL)
-        return dcr_error_set(DCR_ENOMEM, "objstore: manifest %s: %" PRIu64 " entries", path, n);
-    dcr_status_t st = DCR_OK;
-    for (uint64_t i = 0; i < n && st == DCR_OK; i++) {
-        if (!mf_line(p, end, &eol) || !mf_entry(p, eol, world, &e[i])) {
-            st = mf_bad(path, (size_t)i + 4,
-                        "'payload <owner below world> <id> <bytes, at least 64> <32 hex digits>'");
-        }
-        p = eol + 1;
-    }
-    if (st == DCR_OK &&
-        (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "end") || p != eol || eol + 1 != end)) {
-        st = mf_bad(path, (size_t)n + 4, "'end' as the last line");
-    }
-    if (st == DCR_OK && n > 1) {
-        dcr__ledger_entry_t *sorted = malloc(n * sizeof *sorted);
-        if (sorted == NULL)
-            st = dcr_error_set(DCR_ENOMEM, "objstore: manifest %s", path);
-        else {
-            memcpy(sorted, e, n * sizeof *sorted);
-            qsort(sorted, n, sizeof *sorted, mf_cmp);
-            for (uint64_t i = 1; i < n && st == DCR_OK; i++) {
-                if (mf_cmp(&sorted[i - 1], &sorted[i]) == 0) {
-                    st = dcr_error_set(DCR_ETRANSPORT,
-                                       "objstore: manifest %s lists owner %" PRIu32
-                                       " payload %" PRIu64 " twice; expected each payload once",
-                                       path, sorted[i].owner, sorted[i].id);
-                }
-            }
-            free(sorted);
-        }
-    }
-    if (st != DCR_OK) {
-        free(e);
-        return st;
-    }
-    *entries_p = e;
-    *n_p = (size_t)n;
-    return DCR_OK;
-}
-
-/* The manifest text for the ledger's entries; malloc'd, *len_p bytes. */
-static char *obj_manifest_text(uint64_t tau, const dcr__ledger_entry_t *e, size_t n, size_t *len_p)
-{
-    size_t cap = 128 + n * 128;
-    char *text = malloc(cap);
-    if (text == NULL) return NULL;
-    size_t k =
-        (size_t)snprintf(text, cap, "dcr-manifest 1\ntau %" PRIu64 "\npayloads %zu\n", tau, n);
-    for (size_t i = 0; i < n; i++) {
-        k += (size_t)snprintf(text + k, cap - k, "payload %" PRIu32 " %" PRIu64 " %" PRIu64 " ",
-                              e[i].owner, e[i].id, e[i].len);
-        for (int j = 0; j < 16; j++)
-            k += (size_t)snprintf(text + k, cap - k, "%02x", e[i].digest[j]);
-        text[k++] = '\n';
-    }
-    k += (size_t)snprintf(text + k, cap - k, "end\n");
-    *len_p = k;
-    return text;
+    char prefix[64];
+    dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+    if (dcr_objstore_delete_prefix(s->store, prefix) != DCR_OK)
+        DCR_LOG_WARN("objstore: removing %s of %s: %s", prefix, s->base.dir, dcr_error_detail());
 }
 
 /* ---- rollout side: entries and the ready queue (node lock held) --------- */
+
+static void obj_blob_free(obj_blob_t *b)
+{
+    if (b == NULL) return;
+    free(b->data);
+    free(b);
+}
 
 static obj_entry_t *obj_find(obj_node_t *nd, uint32_t owner, uint64_t id)
 {
@@ -511,7 +245,7 @@ static void obj_unready(obj_node_t *nd, const obj_entry_t *e)
 {
     for (size_t i = 0; i < nd->rcount; i++) {
         if (nd->ready[i]->owner != e->owner || nd->ready[i]->id != e->id) continue;
-        free(nd->ready[i]);
+        obj_blob_free(nd->ready[i]);
         memmove(&nd->ready[i], &nd->ready[i + 1], (nd->rcount - i - 1) * sizeof *nd->ready);
         nd->rcount--;
         return;
@@ -523,31 +257,18 @@ static bool obj_done(const obj_node_t *nd)
     return nd->have_manifest && nd->handed_listed == nd->listed;
 }
 
-/* Points the node's change notification at its open attempt's prefix (or at
- * nothing). The prefix exists: open_attempt creates it before nodes open. A
- * watch that cannot be added leaves the node polling. */
-static void obj_watch(obj_node_t *nd, bool open)
-{
-    if (nd->notify_fd < 0) return;
-    if (nd->notify_wd >= 0) inotify_rm_watch(nd->notify_fd, nd->notify_wd);
-    nd->notify_wd = -1;
-    if (!open) return;
-    char dir[PATH_MAX];
-    obj_attempt_dir(nd->s, nd->tau, dir, sizeof dir);
-    nd->notify_wd = inotify_add_watch(nd->notify_fd, dir, IN_MOVED_TO);
-}
-
 /* Drops everything of the node's current attempt and opens `tau` (open) or
  * nothing. Queued payloads of the old attempt are counted as dropped. */
 static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
 {
     pthread_mutex_lock(&nd->mu);
     atomic_fetch_add(&nd->gen, 1);
-    for (size_t i = 0; i < nd->rcount; i++) free(nd->ready[i]);
+    for (size_t i = 0; i < nd->rcount; i++) obj_blob_free(nd->ready[i]);
     atomic_fetch_add(&nd->s->base.count.dropped_stale, (int_fast64_t)nd->rcount);
     nd->rcount = 0;
     nd->n = 0;
     nd->have_manifest = false;
+    nd->mbad_ns = nd->lbad_ns = 0;
     nd->listed = nd->handed_listed = 0;
     nd->err = DCR_OK;
     nd->errmsg[0] = '\0';
@@ -555,7 +276,6 @@ static void obj_node_reset(obj_node_t *nd, uint64_t tau, bool open)
     nd->open = open;
     nd->poll_ns = OBJ_POLL_MIN_NS;
     nd->next_list_ns = 0;
-    obj_watch(nd, open);
     pthread_cond_broadcast(&nd->work_cv);
     pthread_cond_broadcast(&nd->recv_cv);
     pthread_mutex_unlock(&nd->mu);
@@ -573,11 +293,12 @@ typedef struct obj_fetch {
     bool listed;
     uint64_t want_len;
     uint8_t want_digest[16];
+    uint64_t size; /* in the listing that found it */
+    char version[DCR_OBJSTORE_VERSION_MAX];
     uint64_t gen0;
     /* outcome */
     obj_fetch_kind_t kind;
     obj_blob_t *blob;
-    ino_t ino;
     char why[OBJ_WHY];
 } obj_fetch_t;
 
@@ -585,7 +306,7 @@ static void obj_fetch_fail(obj_fetch_t *f, obj_fetch_kind_t kind, const char *wh
 {
     f->kind = kind;
     snprintf(f->why, sizeof f->why, "%s", why);
-    free(f->blob);
+    obj_blob_free(f->blob);
     f->blob = NULL;
 }
 
@@ -618,43 +339,40 @@ static void obj_verify(obj_node_t *nd, obj_fetch_t *f)
 static void obj_fetch_run(obj_node_t *nd, obj_fetch_t *f)
 {
     objstore_t *s = nd->s;
-    char dir[PATH_MAX], name[64], path[PATH_MAX + 64], why[OBJ_WHY];
+    char name[64], key[128], why[OBJ_WHY];
     if (f->owner >= (uint32_t)s->base.cfg.world) {
         return obj_fetch_fail(f, FETCH_BAD, "foreign (owner out of range)");
     }
-    obj_attempt_dir(s, f->tau, dir, sizeof dir);
-    obj_payload_name(f->owner, f->id, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(why, sizeof why, "missing (%s)", strerror(errno));
-        return obj_fetch_fail(f, errno == ENOENT ? FETCH_GONE : FETCH_BAD, why);
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) st.st_size = 0;
-    f->ino = st.st_ino;
-    uint64_t size = (uint64_t)st.st_size;
+    dcr__obj_payload_name(f->owner, f->id, name, sizeof name);
+    obj_key(f->tau, name, key, sizeof key);
+    /* The listing's size bounds what is fetched; the manifest's must agree. */
+    uint64_t size = f->size;
     if (size < DCR_CODEC_HEADER_SIZE || size > DCR__TRANSPORT_PAYLOAD_MAX ||
         (f->listed && size != f->want_len)) {
-        close(fd);
         snprintf(why, sizeof why,
                  "truncated or oversized (%" PRIu64 " bytes, expected %s%" PRIu64 ")", size,
                  f->listed ? "" : "at least ", f->listed ? f->want_len : DCR_CODEC_HEADER_SIZE);
         return obj_fetch_fail(f, FETCH_BAD, why);
     }
-    f->blob = malloc(sizeof *f->blob + size);
-    if (f->blob == NULL) {
-        close(fd);
-        return obj_fetch_fail(f, FETCH_BAD, "not downloaded (out of memory)");
-    }
-    f->blob->len = (size_t)size;
+    f->blob = calloc(1, sizeof *f->blob);
+    if (f->blob == NULL) return obj_fetch_fail(f, FETCH_BAD, "not downloaded (out of memory)");
     dcr__flow_t flow;
     dcr__flow_cross(&flow, s->base.links, -1, nd->idx, &nd->gen, f->gen0);
-    dcr_status_t rst = obj_read_paced(fd, path, f->blob->data, (size_t)size, &flow);
-    close(fd);
+    dcr_objstore_pace_t pace = {obj_pace, &flow};
+    dcr_status_t rst =
+        dcr_objstore_get(s->store, key, (size_t)size, &pace, &f->blob->data, &f->blob->len);
     if (rst == DCR_ECLOSED) return obj_fetch_fail(f, FETCH_ABORT, "aborted");
+    if (rst == DCR_ENOTFOUND) {
+        snprintf(why, sizeof why, "missing (%s)", dcr_error_detail());
+        return obj_fetch_fail(f, FETCH_GONE, why);
+    }
     atomic_fetch_add(&s->base.count.cross_bytes, (int_fast64_t)size);
     if (rst != DCR_OK) return obj_fetch_fail(f, FETCH_BAD, dcr_error_detail());
+    if (f->blob->len != size) {
+        snprintf(why, sizeof why, "truncated (%zu bytes, listed with %" PRIu64 ")", f->blob->len,
+                 size);
+        return obj_fetch_fail(f, FETCH_BAD, why);
+    }
     obj_verify(nd, f);
 }
 
@@ -687,7 +405,7 @@ static void obj_fetch_apply(obj_node_t *nd, obj_entry_t *e, obj_fetch_t *f)
     case FETCH_STALE:
     case FETCH_BAD:
         e->state = nd->have_manifest && !e->listed ? OBJ_UNLISTED : OBJ_BAD;
-        e->bad_ino = f->ino;
+        memcpy(e->bad_version, f->version, sizeof e->bad_version);
         obj_count(nd, e, f->kind == FETCH_STALE ? &c->dropped_stale : &c->rejected);
         DCR_LOG_DEBUG("objstore: node %d: payload %" PRIu32 "-%" PRIu64 " not delivered: %s",
                       nd->idx, e->owner, e->id, f->why);
@@ -704,8 +422,10 @@ static void obj_fetch_locked(obj_node_t *nd, obj_entry_t *e)
                      .id = e->id,
                      .listed = e->listed,
                      .want_len = e->want_len,
+                     .size = e->size,
                      .gen0 = atomic_load(&nd->gen)};
     memcpy(f.want_digest, e->want_digest, 16);
+    memcpy(f.version, e->version, sizeof f.version);
     e->state = OBJ_FETCHING;
     nd->fetching++;
     pthread_mutex_unlock(&nd->mu);
@@ -725,7 +445,7 @@ static void obj_fetch_locked(obj_node_t *nd, obj_entry_t *e)
         dcr_trace_end(&span);
     else
         dcr_trace_cancel(&span);
-    free(f.blob);
+    obj_blob_free(f.blob);
 }
 
 /* ---- rollout side: listing ---------------------------------------------- */
@@ -733,12 +453,16 @@ static void obj_fetch_locked(obj_node_t *nd, obj_entry_t *e)
 typedef struct obj_name {
     uint32_t owner;
     uint64_t id;
-    ino_t ino;
+    uint64_t size;
+    const char *version; /* into the listing's entries */
 } obj_name_t;
 
 typedef struct obj_listing {
-    obj_name_t *v;
-    size_t n, cap;
+    bool ok;                   /* the listing succeeded: merge it */
+    char err[512];             /* else why not */
+    dcr_objstore_entry_t *all; /* the store's listing */
+    obj_name_t *v;             /* its payloads */
+    size_t n;
     bool manifest; /* parsed below */
     dcr__ledger_entry_t *m;
     size_t mn;
@@ -746,53 +470,33 @@ typedef struct obj_listing {
     char merrmsg[512];
 } obj_listing_t;
 
-/* "payload-<owner>-<id>.dcrp" exactly as obj_payload_name writes it. */
-static bool obj_parse_name(const char *s, uint32_t *owner, uint64_t *id)
+static void obj_manifest_path(objstore_t *s, uint64_t tau, char *out, size_t cap)
 {
-    const char *p = s, *end = s + strlen(s);
-    uint64_t o, i;
-    if (!mf_lit(&p, end, "payload-") || !mf_u64(&p, end, &o) || !mf_lit(&p, end, "-") ||
-        !mf_u64(&p, end, &i) || !mf_lit(&p, end, ".dcrp") || p != end || o > UINT32_MAX) {
-        return false;
-    }
-    *owner = (uint32_t)o;
-    *id = i;
-    return true;
+    char key[128];
+    obj_key(tau, "MANIFEST", key, sizeof key);
+    snprintf(out, cap, "%s/%s", s->base.dir, key);
 }
 
-static void obj_listing_add(obj_listing_t *L, uint32_t owner, uint64_t id, ino_t ino)
+static void obj_read_manifest(objstore_t *s, uint64_t tau, uint64_t size, obj_listing_t *L)
 {
-    if (L->n == L->cap) {
-        size_t cap = L->cap ? 2 * L->cap : 64;
-        obj_name_t *v = realloc(L->v, cap * sizeof *v);
-        if (v == NULL) return; /* seen on a later listing */
-        L->v = v;
-        L->cap = cap;
-    }
-    L->v[L->n++] = (obj_name_t){owner, id, ino};
-}
-
-static void obj_read_manifest(objstore_t *s, const char *dir, uint64_t tau, obj_listing_t *L)
-{
-    char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/MANIFEST", dir);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct stat st;
-    char *text = NULL;
-    dcr_status_t err = DCR_OK;
-    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size > OBJ_MANIFEST_MAX_BYTES) {
-        err = dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s: unreadable or above %zu bytes",
-                            path, OBJ_MANIFEST_MAX_BYTES);
-    } else if ((text = malloc((size_t)st.st_size + 1)) == NULL) {
-        err = dcr_error_set(DCR_ENOMEM, "objstore: manifest %s", path);
-    } else if (pread(fd, text, (size_t)st.st_size, 0) != (ssize_t)st.st_size) {
-        err = dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s: short read", path);
+    char key[128], path[PATH_MAX + 128];
+    obj_key(tau, "MANIFEST", key, sizeof key);
+    obj_manifest_path(s, tau, path, sizeof path);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    dcr_status_t err = dcr_objstore_get(s->store, key, size, NULL, &text, &len);
+    if (err == DCR_ENOTFOUND) return;
+    if (err == DCR_EINVAL) {
+        err = dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s: above %" PRIu64 " bytes", path,
+                            size);
+    } else if (err != DCR_OK) {
+        /* Unreadable now (a store error): the next listing tries again. */
+        DCR_LOG_DEBUG("objstore: manifest %s not read: %s", path, dcr_error_detail());
+        return;
     } else {
-        err = dcr__manifest_parse(text, (size_t)st.st_size, path, tau, s->base.cfg.world, &L->m,
+        err = dcr__manifest_parse((const char *)text, len, path, tau, s->base.cfg.world, &L->m,
                                   &L->mn);
     }
-    close(fd);
     free(text);
     L->manifest = true;
     L->merr = err;
@@ -802,20 +506,42 @@ static void obj_read_manifest(objstore_t *s, const char *dir, uint64_t tau, obj_
 /* One LIST of the attempt's prefix, plus the manifest when still needed. */
 static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listing_t *L)
 {
-    char dir[PATH_MAX];
-    obj_attempt_dir(s, tau, dir, sizeof dir);
-    DIR *d = opendir(dir);
-    if (d == NULL) return;
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
+    char prefix[64];
+    dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+    size_t plen = strlen(prefix), n = 0;
+    if (dcr_objstore_list_all(s->store, prefix, &L->all, &n) != DCR_OK) {
+        snprintf(L->err, sizeof L->err, "%s", dcr_error_detail());
+        DCR_LOG_DEBUG("objstore: listing %s of %s: %s", prefix, s->base.dir, L->err);
+        return; /* the next listing tries again */
+    }
+    L->v = calloc(n ? n : 1, sizeof *L->v);
+    if (L->v == NULL) {
+        snprintf(L->err, sizeof L->err, "out of memory for %zu names", n);
+        return;
+    }
+    L->ok = true;
+    bool listed_manifest = false;
+    uint64_t msize = DCR__MANIFEST_MAX_BYTES;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = L->all[i].key + plen;
+        /* An empty object is neither a payload nor a manifest: a store that
+         * lists a key before its bytes arrive (s3rver; never S3 or the dir
+         * store) shows it so for a moment. Not there yet, not rejected. */
+        if (L->all[i].size == 0) continue;
         uint32_t owner;
         uint64_t id;
-        if (obj_parse_name(de->d_name, &owner, &id)) obj_listing_add(L, owner, id, de->d_ino);
+        if (dcr__obj_parse_payload_name(name, &owner, &id)) {
+            L->v[L->n++] = (obj_name_t){owner, id, L->all[i].size, L->all[i].version};
+        } else if (strcmp(name, "MANIFEST") == 0) {
+            listed_manifest = true;
+            if (L->all[i].size < msize) msize = L->all[i].size;
+        }
     }
-    closedir(d);
     /* Read after the listing: every payload is stored before the manifest, so
-     * a manifest seen now lists only objects that are already visible. */
-    if (need_manifest) obj_read_manifest(s, dir, tau, L);
+     * a manifest seen now lists only objects that are already visible. A
+     * store whose listings lag behind its puts is asked for it directly. */
+    if (need_manifest && (listed_manifest || !dcr_objstore_props(s->store)->consistent_list))
+        obj_read_manifest(s, tau, listed_manifest ? msize : DCR__MANIFEST_MAX_BYTES, L);
 }
 
 static void obj_apply_unlisted(obj_node_t *nd, obj_entry_t *e, const char *mpath)
@@ -862,9 +588,8 @@ static void obj_mismatch(obj_node_t *nd, obj_entry_t *e, const char *mpath)
 /* Binds the node's entries to the manifest's list. */
 static void obj_apply_manifest(obj_node_t *nd, const obj_listing_t *L)
 {
-    char dir[PATH_MAX], mpath[PATH_MAX + 16];
-    obj_attempt_dir(nd->s, nd->tau, dir, sizeof dir);
-    snprintf(mpath, sizeof mpath, "%s/MANIFEST", dir);
+    char mpath[PATH_MAX + 128];
+    obj_manifest_path(nd->s, nd->tau, mpath, sizeof mpath);
     for (size_t i = 0; i < nd->n; i++) nd->e[i].listed = false;
     for (size_t i = 0; i < L->mn; i++) {
         const dcr__ledger_entry_t *m = &L->m[i];
@@ -906,14 +631,24 @@ static bool obj_merge(obj_node_t *nd, const obj_listing_t *L)
             progress = true;
         }
         e->seen = true;
-        if (e->state == OBJ_GONE || (e->state == OBJ_BAD && e->bad_ino != L->v[i].ino)) {
+        e->size = L->v[i].size;
+        snprintf(e->version, sizeof e->version, "%s", L->v[i].version);
+        if (e->state == OBJ_GONE ||
+            (e->state == OBJ_BAD && strcmp(e->bad_version, e->version) != 0)) {
             e->state = OBJ_PENDING; /* appeared, or replaced by a new version */
             progress = true;
         }
     }
-    if (L->manifest && L->merr != DCR_OK)
-        obj_fail(nd, L->merr, L->merrmsg);
-    else if (L->manifest && !nd->have_manifest) {
+    if (L->manifest && L->merr != DCR_OK) {
+        /* Failed only once it stays unreadable OBJ_LISTED_WAIT_MS: a store
+         * that shows an object before its last byte is stored (s3rver does;
+         * S3 and the dir store never) gives a cut manifest for a moment, and
+         * a cut manifest is always malformed (its "end" line is last). */
+        uint64_t now = dcr_clock_ns();
+        if (nd->mbad_ns == 0) nd->mbad_ns = now;
+        if (now >= nd->mbad_ns + (uint64_t)OBJ_LISTED_WAIT_MS * 1000000ull)
+            obj_fail(nd, L->merr, L->merrmsg);
+    } else if (L->manifest && !nd->have_manifest) {
         obj_apply_manifest(nd, L);
         progress = true;
     }
@@ -934,14 +669,14 @@ static void obj_check_deadline(obj_node_t *nd)
     for (size_t i = 0; i < nd->n; i++) {
         obj_entry_t *e = &nd->e[i];
         if (!e->listed || (e->state != OBJ_BAD && e->state != OBJ_GONE)) continue;
-        char dir[PATH_MAX], name[64], msg[PATH_MAX + 512];
-        obj_attempt_dir(nd->s, nd->tau, dir, sizeof dir);
-        obj_payload_name(e->owner, e->id, name, sizeof name);
+        char name[64], key[128], msg[PATH_MAX + 512];
+        dcr__obj_payload_name(e->owner, e->id, name, sizeof name);
+        obj_key(nd->tau, name, key, sizeof key);
         snprintf(
             msg, sizeof msg,
             "objstore: rollout node %d: payload %s/%s listed in the manifest is %s %d ms after "
             "the manifest appeared",
-            nd->idx, dir, name, e->why[0] ? e->why : "missing", OBJ_LISTED_WAIT_MS);
+            nd->idx, nd->s->base.dir, key, e->why[0] ? e->why : "missing", OBJ_LISTED_WAIT_MS);
         obj_fail(nd, DCR_ETRANSPORT, msg);
         return;
     }
@@ -959,7 +694,21 @@ static void obj_list_locked(obj_node_t *nd)
     obj_scan(nd->s, tau, need_manifest, &L);
     pthread_mutex_lock(&nd->mu);
     nd->listing = false;
-    if (atomic_load(&nd->gen) == gen0) {
+    if (atomic_load(&nd->gen) == gen0 && !L.ok) {
+        /* A failed listing says nothing about what exists: nothing is
+         * merged. One that keeps failing fails the attempt, with its cause. */
+        uint64_t now = dcr_clock_ns();
+        if (nd->lbad_ns == 0) nd->lbad_ns = now;
+        if (now >= nd->lbad_ns + (uint64_t)OBJ_LIST_FAIL_MS * 1000000ull) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "objstore: rollout node %d: listing failed for %d ms: %s",
+                     nd->idx, OBJ_LIST_FAIL_MS, L.err);
+            obj_fail(nd, DCR_ETRANSPORT, msg);
+        }
+        nd->poll_ns = OBJ_POLL_MAX_NS;
+        nd->next_list_ns = now + nd->poll_ns;
+    } else if (atomic_load(&nd->gen) == gen0) {
+        nd->lbad_ns = 0;
         bool progress = obj_merge(nd, &L);
         nd->poll_ns = progress
                           ? OBJ_POLL_MIN_NS
@@ -969,6 +718,7 @@ static void obj_list_locked(obj_node_t *nd)
         pthread_cond_broadcast(&nd->work_cv);
         pthread_cond_broadcast(&nd->recv_cv);
     }
+    free(L.all);
     free(L.v);
     free(L.m);
 }
@@ -1015,20 +765,25 @@ static void *obj_worker(void *arg)
     return NULL;
 }
 
-/* Turns the directory's notifications into listings: the download threads
- * wait on a condition variable, which cannot also wait on a descriptor. */
+/* Turns the store's change notifications into listings: the download
+ * threads wait on a condition variable, which cannot also wait on the
+ * store. Each wait is bounded, so a quit or a new attempt is seen soon. */
 static void *obj_watcher(void *arg)
 {
     obj_node_t *nd = arg;
-    struct pollfd p[2] = {{.fd = nd->notify_fd, .events = POLLIN},
-                          {.fd = nd->quit_fd, .events = POLLIN}};
-    _Alignas(struct inotify_event) char events[4096];
     for (;;) {
-        if (poll(p, 2, -1) < 0 && errno != EINTR) break;
-        if (p[1].revents != 0) break;
-        if (p[0].revents == 0) continue;
-        while (read(nd->notify_fd, events, sizeof events) > 0) {
+        pthread_mutex_lock(&nd->mu);
+        bool quit = nd->quit, open = nd->open;
+        uint64_t tau = nd->tau;
+        pthread_mutex_unlock(&nd->mu);
+        if (quit) break;
+        char prefix[64];
+        dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+        if (!open) {
+            usleep(OBJ_WATCH_MS * 1000);
+            continue;
         }
+        if (dcr_objstore_wait_change(nd->s->store, prefix, OBJ_WATCH_MS) != DCR_OK) continue;
         pthread_mutex_lock(&nd->mu);
         nd->changed = true;
         pthread_cond_broadcast(&nd->work_cv);
@@ -1037,35 +792,25 @@ static void *obj_watcher(void *arg)
     return NULL;
 }
 
-/* Starts the node's change notification; without it the node only polls. */
+/* Starts the node's change notification where the store offers it;
+ * without it the node only polls. */
 static void obj_notify_init(obj_node_t *nd)
 {
-    nd->notify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    nd->quit_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (nd->notify_fd >= 0 && nd->quit_fd >= 0 &&
-        dcr_thread_start(&nd->watcher, DCR_THREAD_TRANSPORT, obj_watcher, nd, "dcr-list-%d",
+    if (!dcr_objstore_props(nd->s->store)->change_notify) return;
+    if (dcr_thread_start(&nd->watcher, DCR_THREAD_TRANSPORT, obj_watcher, nd, "dcr-list-%d",
                          nd->idx) == 0) {
         nd->have_watcher = true;
         return;
     }
-    DCR_LOG_DEBUG("objstore: node %d lists by polling only (no change notification)", nd->idx);
-    if (nd->notify_fd >= 0) close(nd->notify_fd);
-    if (nd->quit_fd >= 0) close(nd->quit_fd);
-    nd->notify_fd = nd->quit_fd = -1;
+    DCR_LOG_DEBUG("objstore: node %d lists by polling only (no watcher thread)", nd->idx);
 }
 
+/* Called after quit was set. */
 static void obj_notify_fini(obj_node_t *nd)
 {
-    if (nd->have_watcher) {
-        uint64_t one = 1;
-        ssize_t w = write(nd->quit_fd, &one, sizeof one); /* a fresh eventfd takes it */
-        (void)w;
-        pthread_join(nd->watcher, NULL);
-        nd->have_watcher = false;
-    }
-    if (nd->notify_fd >= 0) close(nd->notify_fd);
-    if (nd->quit_fd >= 0) close(nd->quit_fd);
-    nd->notify_fd = nd->quit_fd = -1;
+    if (!nd->have_watcher) return;
+    pthread_join(nd->watcher, NULL);
+    nd->have_watcher = false;
 }
 
 /* ---- rollout side: setup ------------------------------------------------ */
@@ -1074,7 +819,6 @@ static dcr_status_t obj_node_init(objstore_t *s, obj_node_t *nd, int idx)
 {
     nd->s = s;
     nd->idx = idx;
-    nd->notify_fd = nd->notify_wd = nd->quit_fd = -1;
     nd->rcap = s->base.cfg.queue_payloads;
     nd->ready = calloc(nd->rcap, sizeof *nd->ready);
     if (nd->ready == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: node %d queue", idx);
@@ -1107,7 +851,7 @@ static void obj_node_fini(obj_node_t *nd)
     pthread_mutex_unlock(&nd->mu);
     for (int i = 0; i < nd->nth; i++) pthread_join(nd->th[i], NULL);
     obj_notify_fini(nd);
-    for (size_t i = 0; i < nd->rcount; i++) free(nd->ready[i]);
+    for (size_t i = 0; i < nd->rcount; i++) obj_blob_free(nd->ready[i]);
     free(nd->ready);
     free(nd->e);
     pthread_cond_destroy(&nd->work_cv);
@@ -1156,29 +900,27 @@ static dcr_status_t obj_send(dcr_transport_t *t, int owner, uint64_t payload_id,
     s->inflight++;
     pthread_mutex_unlock(&s->mu);
 
-    char dir[PATH_MAX], name[64], tmp[PATH_MAX + 128];
-    obj_attempt_dir(s, tau, dir, sizeof dir);
-    obj_payload_name((uint32_t)owner, payload_id, name, sizeof name);
+    char name[64], key[128];
+    dcr__obj_payload_name((uint32_t)owner, payload_id, name, sizeof name);
+    obj_key(tau, name, key, sizeof key);
     dcr__flow_t flow;
     dcr__flow_cross(&flow, s->base.links, dcr__tbase_train_node(&s->base, owner), -1, &s->gen,
                     gen0);
-    st = obj_write_tmp(s, dir, name, buf, len, &flow, tmp, sizeof tmp);
+    dcr_objstore_pace_t pace = {obj_pace, &flow};
+    st = dcr_objstore_put(s->store, key, buf, len, &pace);
 
-    /* Publish under the lock, so stop_and_wait cannot return between the
-     * check and the rename: after it returns, nothing of the attempt appears. */
+    /* A put is its publication; one that completed after stop_and_wait began
+     * is taken back before stop_and_wait returns (it waits for inflight), so
+     * after it returns nothing of the attempt stays published. */
     pthread_mutex_lock(&s->mu);
-    if (st == DCR_OK && atomic_load(&s->gen) != gen0) {
-        unlink(tmp);
+    if (atomic_load(&s->gen) != gen0) {
         st = dcr_error_set(DCR_ECLOSED,
                            "objstore: owner %d payload %" PRIu64 " not stored: attempt %" PRIu64
                            " was stopped",
                            owner, payload_id, tau);
-    }
-    if (st == DCR_OK) st = obj_rename(tmp, dir, name);
-    if (st == DCR_OK && (st = dcr__ledger_add(&s->ledger, owner, &h, len)) != DCR_OK) {
-        char path[PATH_MAX + 64];
-        snprintf(path, sizeof path, "%s/%s", dir, name);
-        unlink(path);
+        dcr_objstore_delete(s->store, key);
+    } else if (st == DCR_OK && (st = dcr__ledger_add(&s->ledger, owner, &h, len)) != DCR_OK) {
+        dcr_objstore_delete(s->store, key);
     }
     obj_inflight_done(s);
     pthread_mutex_unlock(&s->mu);
@@ -1193,20 +935,18 @@ static dcr_status_t obj_write_manifest(objstore_t *s, uint64_t tau, uint64_t gen
                                        const dcr__ledger_entry_t *e, size_t n)
 {
     size_t len;
-    char *text = obj_manifest_text(tau, e, n, &len);
+    char *text = dcr__manifest_text(tau, e, n, &len);
     if (text == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: manifest of %zu payloads", n);
-    char dir[PATH_MAX], tmp[PATH_MAX + 128];
-    obj_attempt_dir(s, tau, dir, sizeof dir);
-    dcr_status_t st =
-        obj_write_tmp(s, dir, "MANIFEST", (const uint8_t *)text, len, NULL, tmp, sizeof tmp);
+    char key[128];
+    obj_key(tau, "MANIFEST", key, sizeof key);
+    dcr_status_t st = dcr_objstore_put(s->store, key, (const uint8_t *)text, len, NULL);
     free(text);
     pthread_mutex_lock(&s->mu);
     if (st == DCR_OK && atomic_load(&s->gen) != gen0) {
-        unlink(tmp);
+        dcr_objstore_delete(s->store, key);
         st = dcr_error_set(DCR_ECLOSED,
                            "objstore: manifest of attempt %" PRIu64 " not stored: stopped", tau);
     }
-    if (st == DCR_OK) st = obj_rename(tmp, dir, "MANIFEST");
     obj_inflight_done(s);
     pthread_mutex_unlock(&s->mu);
     return st;
@@ -1259,17 +999,13 @@ static dcr_status_t obj_open_attempt(dcr_transport_t *t, uint64_t tau)
     obj_train_stop(s);
     for (int i = 0; i < s->base.cfg.rollout_nodes; i++) obj_node_reset(&s->nodes[i], 0, false);
 
-    char dir[PATH_MAX];
-    if (s->have_dir) {
+    if (s->have_prefix) {
         /* The replaced attempt can no longer publish or deliver anything. */
-        obj_attempt_dir(s, s->tau, dir, sizeof dir);
-        obj_remove_dir(dir);
-        s->have_dir = false;
+        obj_remove_attempt(s, s->tau);
+        s->have_prefix = false;
     }
-    obj_attempt_dir(s, tau, dir, sizeof dir);
-    obj_remove_dir(dir); /* leftovers of an earlier run that used the same tau */
-    DCR_CHECK(obj_mkdirs(dir));
-    s->have_dir = true;
+    obj_remove_attempt(s, tau); /* leftovers of an earlier run that used the same tau */
+    s->have_prefix = true;
 
     pthread_mutex_lock(&s->mu);
     s->tau = tau;
@@ -1363,7 +1099,7 @@ static dcr_status_t obj_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_d
 
 static void obj_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
 {
-    free(d->handle);
+    obj_blob_free(d->handle);
 }
 
 /* ---- reference ---------------------------------------------------------- */
@@ -1374,16 +1110,26 @@ typedef struct obj_ref_obj {
     size_t len;
 } obj_ref_obj_t;
 
+/* One download work item: part `part` of object `obj`. */
+typedef struct obj_ref_part {
+    size_t obj;
+    uint64_t off;
+    size_t len;
+} obj_ref_part_t;
+
 typedef struct obj_ref {
     objstore_t *s;
-    char dir[PATH_MAX];
+    char prefix[64];
     obj_ref_obj_t *objs;
     size_t nobjs;
+    obj_ref_part_t *parts;
+    size_t nparts;
+    size_t part_max;
     const uint8_t *pattern;
     pthread_mutex_t mu;
     dcr_status_t st;
     char msg[512];
-    atomic_size_t *next; /* [rollout_nodes] next object each node downloads */
+    atomic_size_t *next; /* [rollout_nodes] next part each node downloads */
 } obj_ref_t;
 
 typedef struct obj_ref_arg {
@@ -1396,14 +1142,14 @@ static void obj_ref_fail(obj_ref_t *r, dcr_status_t st)
     pthread_mutex_lock(&r->mu);
     if (r->st == DCR_OK) {
         r->st = st;
-        snprintf(r->msg, sizeof r->msg, "%s", dcr_error_detail());
+        snprintf(r->msg, sizeof r->msg, "objstore reference: %s", dcr_error_detail());
     }
     pthread_mutex_unlock(&r->mu);
 }
 
-static void obj_ref_name(const obj_ref_obj_t *o, char *out, size_t cap)
+static void obj_ref_key(const obj_ref_t *r, const obj_ref_obj_t *o, char *out, size_t cap)
 {
-    snprintf(out, cap, "ref-%d-%d.bin", o->owner, o->k);
+    snprintf(out, cap, "%sref-%d-%d.bin", r->prefix, o->owner, o->k);
 }
 
 static void *obj_ref_upload(void *arg)
@@ -1413,13 +1159,12 @@ static void *obj_ref_upload(void *arg)
     int node = dcr__tbase_train_node(&r->s->base, a->who);
     for (size_t i = 0; i < r->nobjs; i++) {
         if (r->objs[i].owner != a->who) continue;
-        char name[64], tmp[PATH_MAX + 128];
-        obj_ref_name(&r->objs[i], name, sizeof name);
+        char key[128];
+        obj_ref_key(r, &r->objs[i], key, sizeof key);
         dcr__flow_t flow;
         dcr__flow_cross(&flow, r->s->base.links, node, -1, NULL, 0);
-        dcr_status_t st =
-            obj_write_tmp(r->s, r->dir, name, r->pattern, r->objs[i].len, &flow, tmp, sizeof tmp);
-        if (st == DCR_OK) st = obj_rename(tmp, r->dir, name);
+        dcr_objstore_pace_t pace = {obj_pace, &flow};
+        dcr_status_t st = dcr_objstore_put(r->s->store, key, r->pattern, r->objs[i].len, &pace);
         if (st != DCR_OK) {
             obj_ref_fail(r, st);
             return NULL;
@@ -1428,33 +1173,36 @@ static void *obj_ref_upload(void *arg)
     return NULL;
 }
 
-static dcr_status_t obj_ref_get(obj_ref_t *r, int node, const obj_ref_obj_t *o)
-{
-    char name[64], path[PATH_MAX + 64];
-    obj_ref_name(o, name, sizeof name);
-    snprintf(path, sizeof path, "%s/%s", r->dir, name);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return dcr_error_set(DCR_EIO, "objstore reference: %s: %s", path, strerror(errno));
-    dcr__flow_t flow;
-    dcr__flow_cross(&flow, r->s->base.links, -1, node, NULL, 0);
-    dcr_status_t st = obj_read_paced(fd, path, NULL, o->len, &flow);
-    close(fd);
-    return st;
-}
-
 static void *obj_ref_download(void *arg)
 {
     obj_ref_arg_t *a = arg;
     obj_ref_t *r = a->r;
+    uint8_t *buf = malloc(r->part_max);
+    if (buf == NULL) {
+        obj_ref_fail(r, dcr_error_set(DCR_ENOMEM, "%zu bytes of download buffer", r->part_max));
+        return NULL;
+    }
     for (;;) {
         size_t i = atomic_fetch_add(&r->next[a->who], 1);
-        if (i >= r->nobjs) return NULL;
-        dcr_status_t st = obj_ref_get(r, a->who, &r->objs[i]);
+        if (i >= r->nparts) break;
+        const obj_ref_part_t *p = &r->parts[i];
+        char key[128];
+        obj_ref_key(r, &r->objs[p->obj], key, sizeof key);
+        dcr__flow_t flow;
+        dcr__flow_cross(&flow, r->s->base.links, -1, a->who, NULL, 0);
+        dcr_objstore_pace_t pace = {obj_pace, &flow};
+        dcr_status_t st = dcr_objstore_get_range(r->s->store, key, p->off, p->len, buf, &pace);
+        if (st == DCR_OK && memcmp(buf, r->pattern + p->off, p->len) != 0)
+            st =
+                dcr_error_set(DCR_ETRANSPORT, "%s bytes [%" PRIu64 ", +%zu) differ from the upload",
+                              key, p->off, p->len);
         if (st != DCR_OK) {
             obj_ref_fail(r, st);
-            return NULL;
+            break;
         }
     }
+    free(buf);
+    return NULL;
 }
 
 /* Runs fn on n threads with args[i] and joins them. */
@@ -1475,7 +1223,8 @@ static dcr_status_t obj_ref_run(obj_ref_t *r, void *(*fn)(void *), obj_ref_arg_t
 }
 
 /* Splits each training node's share among its owners, in objects of at most
- * OBJ_REF_OBJECT bytes. */
+ * OBJ_REF_OBJECT bytes; downloads fetch them in parts of OBJ_REF_PART bytes
+ * where the store serves ranges, else whole. */
 static dcr_status_t obj_ref_plan(obj_ref_t *r, const int64_t *per_node_bytes)
 {
     const dcr_transport_config_t *c = &r->s->base.cfg;
@@ -1494,6 +1243,18 @@ static dcr_status_t obj_ref_plan(obj_ref_t *r, const int64_t *per_node_bytes)
                 r->objs[r->nobjs++] = (obj_ref_obj_t){i * per + j, k, n};
                 share -= n;
             }
+        }
+    }
+    r->part_max = dcr_objstore_props(r->s->store)->ranged_get ? OBJ_REF_PART : OBJ_REF_OBJECT;
+    size_t nparts = 0;
+    for (size_t i = 0; i < r->nobjs; i++)
+        nparts += (r->objs[i].len + r->part_max - 1) / r->part_max;
+    r->parts = calloc(nparts ? nparts : 1, sizeof *r->parts);
+    if (r->parts == NULL) return dcr_error_set(DCR_ENOMEM, "objstore reference: %zu parts", nparts);
+    for (size_t i = 0; i < r->nobjs; i++) {
+        for (size_t off = 0; off < r->objs[i].len; off += r->part_max) {
+            size_t n = r->objs[i].len - off < r->part_max ? r->objs[i].len - off : r->part_max;
+            r->parts[r->nparts++] = (obj_ref_part_t){i, off, n};
         }
     }
     return DCR_OK;
@@ -1523,7 +1284,7 @@ static dcr_status_t obj_reference(dcr_transport_t *t, const int64_t *per_node_by
     objstore_t *s = (objstore_t *)t;
     obj_ref_t r = {.s = s};
     pthread_mutex_init(&r.mu, NULL);
-    snprintf(r.dir, sizeof r.dir, "%s/reference-%d-%u", s->base.dir, (int)getpid(),
+    snprintf(r.prefix, sizeof r.prefix, "reference-%d-%u/", (int)getpid(),
              atomic_fetch_add(&s->seq, 1));
     uint8_t *pattern = malloc(OBJ_REF_OBJECT);
     r.next = calloc((size_t)s->base.cfg.rollout_nodes, sizeof *r.next);
@@ -1533,10 +1294,12 @@ static dcr_status_t obj_reference(dcr_transport_t *t, const int64_t *per_node_by
         r.pattern = pattern;
         st = obj_ref_plan(&r, per_node_bytes);
     }
-    if (st == DCR_OK) st = obj_mkdirs(r.dir);
     if (st == DCR_OK) st = obj_ref_transfer(&r, seconds_p);
-    obj_remove_dir(r.dir);
+    if (dcr_objstore_delete_prefix(s->store, r.prefix) != DCR_OK)
+        DCR_LOG_WARN("objstore reference: removing %s of %s: %s", r.prefix, s->base.dir,
+                     dcr_error_detail());
     free(r.objs);
+    free(r.parts);
     free(r.next);
     free(pattern);
     pthread_mutex_destroy(&r.mu);
@@ -1557,11 +1320,8 @@ static void obj_destroy(dcr_transport_t *t)
     for (int i = 0; s->nodes != NULL && i < s->base.cfg.rollout_nodes; i++)
         obj_node_fini(&s->nodes[i]);
     free(s->nodes);
-    if (s->have_dir) {
-        char dir[PATH_MAX];
-        obj_attempt_dir(s, s->tau, dir, sizeof dir);
-        obj_remove_dir(dir);
-    }
+    if (s->have_prefix) obj_remove_attempt(s, s->tau);
+    dcr_objstore_destroy(s->store);
     dcr__ledger_fini(&s->ledger);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
@@ -1579,7 +1339,8 @@ static dcr_status_t obj_create(const dcr_transport_config_t *cfg, dcr_transport_
     dcr_status_t st;
     DCR_CHECK_GOTO(dcr__tbase_init(&s->base, cfg), st, fail);
     DCR_CHECK_GOTO(dcr__ledger_init(&s->ledger, cfg->world), st, fail);
-    DCR_CHECK_GOTO(obj_mkdirs(s->base.dir), st, fail);
+    dcr_objstore_config_t oc = {.url = cfg->dir, .s3_endpoint = cfg->s3_endpoint};
+    DCR_CHECK_GOTO(dcr_objstore_create(&oc, &s->store), st, fail);
     s->nodes = calloc((size_t)cfg->rollout_nodes, sizeof *s->nodes);
     if (s->nodes == NULL) {
         st = dcr_error_set(DCR_ENOMEM, "objstore: %d rollout nodes", cfg->rollout_nodes);

@@ -1,0 +1,165 @@
+/* Object stores: flat key spaces of immutable objects, the storage under the
+ * "objstore" transport (transport/objstore_transport.c speaks its protocol
+ * once, against this table, for every store).
+ *
+ * A backend fills dcr_objstore_ops_t and says in its properties what it
+ * guarantees; callers branch on properties, never on names. A store is named
+ * by a URL: a plain path or "dir:PATH" (a local directory, "dir"), or
+ * "s3://BUCKET/PREFIX" with an endpoint (an S3-compatible service over HTTP,
+ * "s3"). Callers use only the dcr_objstore_* wrappers (transport/objstore.c),
+ * which check arguments once for every backend before any slot runs.
+ *
+ * Keys are relative to the store's root or prefix: 1..DCR_OBJSTORE_KEY_MAX
+ * bytes of [A-Za-z0-9._-] and '/', not starting with '/' or '.', without
+ * "//" or a component starting with '.'. Objects are written whole: a key is
+ * either absent or holds every byte of one put (a reader never sees a partial
+ * object), and a put on an existing key replaces it whole. */
+#ifndef DCR_OBJSTORE_H
+#define DCR_OBJSTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcr/status.h"
+
+/* Version of dcr_objstore_ops_t: a backend built against another version is
+ * refused by the registry. */
+#define DCR_OBJSTORE_OPS_VERSION 1
+#define DCR_OBJSTORE_KEY_MAX     512
+/* Version tags (dir: inode and size; S3: the ETag) fit in this many bytes. */
+#define DCR_OBJSTORE_VERSION_MAX 80
+
+/* Where a store lives and how to reach it. Strings are copied at create. */
+typedef struct dcr_objstore_config {
+    const char *url;         /* "PATH", "dir:PATH" or "s3://BUCKET[/PREFIX]" */
+    const char *s3_endpoint; /* s3: "http[s]://HOST[:PORT]" (path-style requests) */
+    int timeout_ms;          /* s3: a request fails when it cannot connect or no byte moves for this
+                                long (whole seconds, at least 1; 0: 60000) */
+    int retries;             /* s3: further tries after a 5xx, timeout or reset (0: 4; -1: none) */
+    uint64_t multipart_threshold; /* s3: puts above it go in parts (0: 16 MiB) */
+    uint64_t part_bytes;          /* s3: part size of multipart puts (0: 8 MiB; >= 5 MiB) */
+} dcr_objstore_config_t;
+
+/* What a backend guarantees; callers adapt to these, never to its name. */
+typedef struct dcr_objstore_props {
+    /* wait_change returns soon after a put or delete under the prefix;
+     * without it, wait_change only sleeps and callers poll by listing. */
+    bool change_notify;
+    /* A completed put is in every later listing, and a completed delete is
+     * in none (read-after-write for listings too). */
+    bool consistent_list;
+    /* get accepts a byte range (partial reads of large objects). */
+    bool ranged_get;
+} dcr_objstore_props_t;
+
+/* Pacing hook for the bytes of one transfer: called before each piece of at
+ * most DCR_OBJSTORE_PACE_CHUNK bytes moves (put: leaves the caller; get:
+ * has arrived), in order, again for bytes a retry moves. A non-OK return
+ * aborts the transfer, which then returns that status. NULL: unpaced. */
+typedef struct dcr_objstore_pace {
+    dcr_status_t (*fn)(void *ctx, size_t n);
+    void *ctx;
+} dcr_objstore_pace_t;
+#define DCR_OBJSTORE_PACE_CHUNK ((size_t)64 << 10)
+
+/* One object of a listing. */
+typedef struct dcr_objstore_entry {
+    char key[DCR_OBJSTORE_KEY_MAX + 1];
+    uint64_t size;
+    /* Changes whenever the key is put again (dir: inode and size; S3: ETag). */
+    char version[DCR_OBJSTORE_VERSION_MAX];
+} dcr_objstore_entry_t;
+
+/* One page of a listing: keys in ascending byte order. */
+typedef struct dcr_objstore_page {
+    dcr_objstore_entry_t *entries; /* malloc'd; dcr_objstore_page_free */
+    size_t n;
+    /* Where the next page starts; "" when this was the last page. */
+    char next[DCR_OBJSTORE_KEY_MAX + 1024];
+} dcr_objstore_page_t;
+
+typedef struct dcr_objstore dcr_objstore_t;
+
+/* Backend slots. The wrappers check the handle, keys, ranges and
+ * out-parameters first. Every slot but destroy is thread-safe: transfers of
+ * different threads run in parallel. */
+typedef struct dcr_objstore_ops {
+    uint32_t version; /* DCR_OBJSTORE_OPS_VERSION */
+    const char *name; /* "dir", "s3" */
+    dcr_objstore_props_t props;
+    /* True when this backend serves `url` (its scheme). */
+    bool (*claims)(const char *url);
+    /* Opens the store cfg->url names (the location must exist or be
+     * creatable: a directory is created, an S3 bucket must exist). */
+    dcr_status_t (*create)(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p);
+    /* Stores buf[0, len) under key, whole and atomically. A put that fails
+     * leaves the key absent or holding a whole earlier version. */
+    dcr_status_t (*put)(dcr_objstore_t *s, const char *key, const uint8_t *buf, size_t len,
+                        const dcr_objstore_pace_t *pace);
+    /* Reads bytes [off, off + len) of key into dst (len == UINT64_MAX: from
+     * off to the end, then *got_p tells how many, at most cap). The object
+     * must hold them all: a shorter body is an error, never data.
+     * DCR_ENOTFOUND when the key is absent; DCR_EINVAL when the object holds
+     * more than cap bytes from off. */
+    dcr_status_t (*get)(dcr_objstore_t *s, const char *key, uint64_t off, uint64_t len,
+                        uint8_t *dst, size_t cap, size_t *got_p, const dcr_objstore_pace_t *pace);
+    /* The page of keys starting with prefix from `start` ("" or a page's
+     * next), at most max_keys entries (>= 1). */
+    dcr_status_t (*list)(dcr_objstore_t *s, const char *prefix, const char *start, size_t max_keys,
+                         dcr_objstore_page_t *page);
+    /* Removes key; an absent key is not an error. */
+    dcr_status_t (*del)(dcr_objstore_t *s, const char *key);
+    /* Returns DCR_OK once something under prefix may have changed since the
+     * call began, or DCR_EAGAIN after timeout_ms (>= 0). Without
+     * props.change_notify it sleeps timeout_ms and returns DCR_EAGAIN. */
+    dcr_status_t (*wait_change)(dcr_objstore_t *s, const char *prefix, int timeout_ms);
+    void (*destroy)(dcr_objstore_t *s);
+} dcr_objstore_ops_t;
+
+/* Every backend handle starts with this header. */
+struct dcr_objstore {
+    const dcr_objstore_ops_t *ops;
+};
+
+/* Backends by name ("dir", "s3"); NULL when unknown. */
+const dcr_objstore_ops_t *dcr_objstore_find(const char *name);
+/* Backends compiled into libdcr, in a fixed order (conformance tests). */
+size_t dcr_objstore_backend_count(void);
+const dcr_objstore_ops_t *dcr_objstore_backend(size_t i);
+/* The backend serving url; NULL (with the error detail set) when none. */
+const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url);
+
+/* Opens the store cfg->url names, through the backend claiming its scheme.
+ * Errors are one line naming the URL and what was expected (a missing
+ * credential variable, an unreachable endpoint, a missing bucket). */
+dcr_status_t dcr_objstore_create(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p);
+dcr_status_t dcr_objstore_put(dcr_objstore_t *s, const char *key, const uint8_t *buf, size_t len,
+                              const dcr_objstore_pace_t *pace);
+/* The whole object into a malloc'd buffer (*data_p, *len_p; freed by the
+ * caller) when it holds at most max_bytes. */
+dcr_status_t dcr_objstore_get(dcr_objstore_t *s, const char *key, size_t max_bytes,
+                              const dcr_objstore_pace_t *pace, uint8_t **data_p, size_t *len_p);
+/* Exactly bytes [off, off + len) of key into dst. */
+dcr_status_t dcr_objstore_get_range(dcr_objstore_t *s, const char *key, uint64_t off, size_t len,
+                                    uint8_t *dst, const dcr_objstore_pace_t *pace);
+dcr_status_t dcr_objstore_list(dcr_objstore_t *s, const char *prefix, const char *start,
+                               size_t max_keys, dcr_objstore_page_t *page);
+/* Every key under prefix, all pages joined (*entries_p malloc'd). */
+dcr_status_t dcr_objstore_list_all(dcr_objstore_t *s, const char *prefix,
+                                   dcr_objstore_entry_t **entries_p, size_t *n_p);
+void dcr_objstore_page_free(dcr_objstore_page_t *page);
+dcr_status_t dcr_objstore_delete(dcr_objstore_t *s, const char *key);
+/* Deletes every key under prefix. */
+dcr_status_t dcr_objstore_delete_prefix(dcr_objstore_t *s, const char *prefix);
+dcr_status_t dcr_objstore_wait_change(dcr_objstore_t *s, const char *prefix, int timeout_ms);
+const dcr_objstore_props_t *dcr_objstore_props(const dcr_objstore_t *s);
+/* The backend's name; NULL for NULL. */
+const char *dcr_objstore_name(const dcr_objstore_t *s);
+/* Accepts NULL. */
+void dcr_objstore_destroy(dcr_objstore_t *s);
+
+/* True when key follows the key rules above. */
+bool dcr_objstore_key_ok(const char *key);
+
+#endif
