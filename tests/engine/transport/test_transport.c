@@ -63,19 +63,9 @@ static dcr_transport_counters_t counters(dcr_transport_t *t)
     return c;
 }
 
-/* Writes bytes as object `name` of attempt tau into the test's store, as a
- * foreign writer would (a whole put, as every store makes it). */
 static void put_object(uint64_t tau, const char *name, const void *buf, size_t len)
 {
-    dcr_objstore_config_t oc = {.url = g_dir, .s3_endpoint = tp_s3_endpoint};
-    dcr_objstore_t *s = NULL;
-    dcr_status_t st = dcr_objstore_create(&oc, &s);
-    if (st != DCR_OK) fail_msg("store %s: %s", g_dir, dcr_error_line(st));
-    char key[256];
-    snprintf(key, sizeof key, "attempt-%" PRIu64 "/%s", tau, name);
-    st = dcr_objstore_put(s, key, buf, len, NULL);
-    if (st != DCR_OK) fail_msg("put %s: %s", key, dcr_error_line(st));
-    dcr_objstore_destroy(s);
+    tp_put_object(g_dir, tau, name, buf, len);
 }
 
 /* Polls until *counter(t) reaches want, up to 3 s. */

@@ -110,14 +110,7 @@ static void test_relay_root(void **state)
 
 static void put_object(uint64_t tau, const char *name, const tp_payload_t *p)
 {
-    char path[PATH_MAX + 64], tmp[PATH_MAX + 64];
-    snprintf(path, sizeof path, "%s/attempt-%" PRIu64 "/%s", g_dir, tau, name);
-    snprintf(tmp, sizeof tmp, "%s/attempt-%" PRIu64 "/.tmp-test", g_dir, tau);
-    FILE *f = fopen(tmp, "wb");
-    assert_non_null(f);
-    assert_int_equal(fwrite(p->buf, 1, p->len, f), p->len);
-    assert_int_equal(fclose(f), 0);
-    assert_int_equal(rename(tmp, path), 0);
+    tp_put_object(g_dir, tau, name, p->buf, p->len);
 }
 
 static void test_objstore_readers(void **state)

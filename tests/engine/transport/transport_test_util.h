@@ -120,6 +120,22 @@ static inline dcr_transport_config_t tp_config(const char *dir, int train_nodes,
     return c;
 }
 
+/* Writes bytes as object `name` of attempt tau into the store at `url`, as a
+ * foreign writer would (a whole put, as every store makes it). */
+static inline void tp_put_object(const char *url, uint64_t tau, const char *name, const void *buf,
+                                 size_t len)
+{
+    dcr_objstore_config_t oc = {.url = url, .s3_endpoint = tp_s3_endpoint};
+    dcr_objstore_t *s = NULL;
+    dcr_status_t st = dcr_objstore_create(&oc, &s);
+    if (st != DCR_OK) fail_msg("store %s: %s", url, dcr_error_line(st));
+    char key[256];
+    snprintf(key, sizeof key, "attempt-%" PRIu64 "/%s", tau, name);
+    st = dcr_objstore_put(s, key, buf, len, NULL);
+    if (st != DCR_OK) fail_msg("put %s: %s", key, dcr_error_line(st));
+    dcr_objstore_destroy(s);
+}
+
 static inline dcr_transport_t *tp_create(const char *backend, const dcr_transport_config_t *c)
 {
     dcr_transport_t *t = NULL;
