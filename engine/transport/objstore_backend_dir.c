@@ -157,7 +157,7 @@ static dcr_status_t dir_get(dcr_objstore_t *o, const char *key, uint64_t off, ui
     dirstore_t *s = (dirstore_t *)o;
     char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
     dir_path(s, key, path, sizeof path, NULL);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* never a planted link */
     if (fd < 0) {
         return dcr_error_set(errno == ENOENT ? DCR_ENOTFOUND : DCR_EIO, "object store dir: %s: %s",
                              path, strerror(errno));
