@@ -62,7 +62,7 @@ static json_t *overhead_json(const dcr_bench_result_t *r)
 static json_t *refit_json(const dcr_bench_refit_t *f)
 {
     return json_pack(
-        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I}", "latency_s",
+        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I,s:f,s:I}", "latency_s",
         f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
         traced_real(f, f->construction_lb_s), "transport_lb_s", traced_real(f, f->transport_lb_s),
         "finalization_s", traced_real(f, f->bound_finalization_s), "remainder_s",
@@ -71,7 +71,8 @@ static json_t *refit_json(const dcr_bench_refit_t *f)
         (json_int_t)f->raw_changed_value_bytes, "changed_elements", (json_int_t)f->changed_elements,
         "records", (json_int_t)f->records, "payloads", (json_int_t)f->payloads, "attempts",
         f->attempts, "bit_exact", f->bit_exact, "verified", f->verified, "traced", f->traced,
-        "intervals", (json_int_t)f->intervals);
+        "intervals", (json_int_t)f->intervals, "wall_s", f->wall_s, "rss_bytes",
+        (json_int_t)f->rss_bytes);
 }
 
 static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
@@ -267,6 +268,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     c->seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
     c->trace_overhead = o->trace_overhead;
+    c->keep_trace = o->trace || o->out;
     return DCR_OK;
 }
 

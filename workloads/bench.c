@@ -16,6 +16,7 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/trace.h"
+#include "workloads/budget.h"
 #include "workloads/readers.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
@@ -348,11 +349,13 @@ static dcr_status_t verify(bench_t *b, bool *exact_p)
 }
 
 /* The lower bounds of the refit that built `version`, from the recorder. */
-static dcr_status_t refit_bounds(uint64_t version, dcr_bench_refit_t *out)
+static dcr_status_t refit_bounds(uint64_t version, uint64_t since_ns, dcr_bench_refit_t *out)
 {
+    /* Only what ended after the step began can touch its window: the cost of
+     * the copy and the sort stays that of one refit however long the run. */
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
-    DCR_CHECK(dcr_trace_snapshot(&iv, &n));
+    DCR_CHECK(dcr_trace_snapshot_since(since_ns, &iv, &n));
     dcr_bounds_t bounds;
     dcr_status_t st = dcr_bounds_compute(iv, n, (uint32_t)version, &bounds);
     for (size_t i = 0; i < n; i++) out->intervals += iv[i].refit == (uint32_t)version;
@@ -376,6 +379,7 @@ static bool refit_traced(const dcr_bench_config_t *cfg, int i)
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
+    uint64_t wall0 = dcr_clock_ns();
     for (size_t s = 0; s < b->ns; s++)
         memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
     int64_t injected = 0;
@@ -416,7 +420,8 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->attempts = r.attempts;
     out->bit_exact = true;
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
-    if (traced) DCR_CHECK(refit_bounds(r.version, out));
+    if (traced) DCR_CHECK(refit_bounds(r.version, wall0, out));
+    if (!b->cfg->keep_trace) dcr_trace_discard_before(dcr_clock_ns());
     if (timed && b->cfg->verify) {
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
@@ -425,6 +430,8 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     dcr_storage_t **swap = b->committed;
     b->committed = b->candidate;
     b->candidate = swap;
+    out->wall_s = (double)(dcr_clock_ns() - wall0) * 1e-9;
+    out->rss_bytes = dcr_rss_bytes();
     DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up",
                  step + 1, r.latency_s, (long long)r.payload_bytes,
                  out->verified ? (out->bit_exact ? "bit-exact" : "MISMATCH") : "not checked");

@@ -41,6 +41,10 @@ typedef struct dcr_bench_config {
      * that a drift of the machine weighs on both sides alike. Needs at least
      * 4 timed refits; bounds exist only for the recorded ones. */
     bool trace_overhead;
+    /* Keep every recorded interval for dcr_trace_snapshot after the run
+     * (--trace, --out). Otherwise each refit's intervals are freed once its
+     * bounds are computed, so that a long run does not grow. */
+    bool keep_trace;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -67,6 +71,11 @@ typedef struct dcr_bench_refit {
      * thread ends, so a relay tree's threads land in the refit that tore
      * the tree down; means over many refits are what to read. */
     double cpu_s[DCR_THREAD_ROLES];
+    /* Flatness over long runs: the whole step's wall time (change injection,
+     * refit, bounds, verification: everything the run spends per refit, not
+     * only the timed window), and the process's resident bytes after it. */
+    double wall_s;
+    int64_t rss_bytes;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
@@ -102,8 +111,9 @@ typedef struct dcr_bench_result {
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
                        size_t *chunk_p, size_t *bucket_p);
 
-/* Runs the benchmark with the stage recorder on (dcr/trace.h), so that the
- * caller can take dcr_trace_snapshot afterwards (for --trace); progress goes
+/* Runs the benchmark with the stage recorder on (dcr/trace.h); with
+ * keep_trace the caller can take dcr_trace_snapshot afterwards (for --trace);
+ * progress goes
  * to the log (info). A bit mismatch is
  * reported in the result (bit_exact false), not as an error. */
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);

@@ -114,6 +114,18 @@ void dcr_trace_record_refit(dcr_stage_t stage, dcr_actor_t actor, int id, uint32
  * none. Safe while other threads record: an interval being written at that
  * moment is either wholly in the copy or not in it. */
 dcr_status_t dcr_trace_snapshot(dcr_trace_interval_t **out_p, size_t *n_p);
+/* As dcr_trace_snapshot, limited to the intervals that end at or after
+ * since_ns; its cost follows those intervals, not the whole recording (the
+ * bench takes one per refit, so a long run stays flat). */
+dcr_status_t dcr_trace_snapshot_since(uint64_t since_ns, dcr_trace_interval_t **out_p,
+                                      size_t *n_p);
+/* Frees recorded intervals that ended before before_ns, as far as this can be
+ * done while other threads record: those in buffers whose thread filled them
+ * or has ended; a live thread's current buffer (at most 1024 intervals) is
+ * kept. A caller that needs no full trace calls it after each refit so that
+ * a long run holds no more than one refit's intervals. Safe while other
+ * threads record; a later snapshot may still hold some older intervals. */
+void dcr_trace_discard_before(uint64_t before_ns);
 /* Drops every recorded interval and frees the buffers. Must not run while
  * another thread records (call it between runs, when the threads that record
  * are idle or joined); threads record again afterwards as usual. A span open
