@@ -62,8 +62,8 @@ static json_t *overhead_json(const dcr_bench_result_t *r)
 static json_t *refit_json(const dcr_bench_refit_t *f)
 {
     return json_pack(
-        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I,s:f,s:I}", "latency_s",
-        f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
+        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I,s:f,s:I}",
+        "latency_s", f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
         traced_real(f, f->construction_lb_s), "transport_lb_s", traced_real(f, f->transport_lb_s),
         "finalization_s", traced_real(f, f->bound_finalization_s), "remainder_s",
         traced_real(f, f->remainder_s), "payload_bytes", (json_int_t)f->payload_bytes,
@@ -95,6 +95,8 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
                         json_pack("{s:f,s:f,s:f}", "owners", r->cpu_mean_s[DCR_THREAD_OWNER],
                                   "nodes", r->cpu_mean_s[DCR_THREAD_NODE], "transport",
                                   r->cpu_mean_s[DCR_THREAD_TRANSPORT]));
+    json_object_set_new(j, "memory_estimate_bytes", json_integer(r->memory_estimate_bytes));
+    json_object_set_new(j, "peak_rss_bytes", json_integer(r->peak_rss_bytes));
     if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
     return j;
 }

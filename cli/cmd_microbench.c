@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/construct.h"
+#include "workloads/budget.h"
 #include "workloads/microbench.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/serve_bench.h"
@@ -108,7 +109,7 @@ static void dcr__apply_print(const dcr_serve_bench_result_t *res, int n, int64_t
 
 static int dcr__microbench_apply(int argc, char **argv)
 {
-    const char *model = DCR_MODEL_DEFAULT, *rates_text = "0.01,0.03,0.05";
+    const char *model = DCR_MODEL_DEFAULT, *rates_text = "0.01,0.03,0.05", *max_memory = NULL;
     int64_t scale = 4, layers = 4, serve_tp = 1, repeats = 3, seed = 42;
     bool json = false;
     dcr_arg_t args[] = {
@@ -122,6 +123,8 @@ static int dcr__microbench_apply(int argc, char **argv)
         {"--repeats", DCR_ARG_INT, &repeats, 1, 1000, "best of N (default 3)", false},
         {"--seed", DCR_ARG_INT, &seed, 0, 1e15, "seed (default 42)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
+        {"--max-memory", DCR_ARG_STRING, &max_memory, 0, 0,
+         "memory budget, e.g. 8G (default: 50% of physical memory)", false},
     };
     int nargs = (int)(sizeof(args) / sizeof(args[0]));
     int rc = dcr_args_parse("microbench apply",
@@ -142,6 +145,10 @@ static int dcr__microbench_apply(int argc, char **argv)
     spec.scale = (int)scale;
     spec.layers = (int)layers;
     spec.align_extra = (int)serve_tp;
+    if (max_memory && dcr_size_parse("--max-memory", max_memory, &spec.max_memory) != DCR_OK) {
+        dcr_cli_report("microbench apply", DCR_EINVAL);
+        return 2;
+    }
     dcr_serve_config_t serve = dcr_serve_config_default();
     serve.tp = (int)serve_tp;
     dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};
@@ -149,6 +156,15 @@ static int dcr__microbench_apply(int argc, char **argv)
     dcr_scenario_t *sc = NULL;
     dcr_status_t st = dcr_scenario_create(&spec, &sc);
     if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
+    /* The bench holds the old and new canonical tensors and the floor's flat
+     * copy, receiver 0 and the dense reload's receiver. */
+    if (st == DCR_OK)
+        st = dcr_scenario_check_memory(sc, "microbench apply",
+                                       &(dcr_run_shape_t){.canonical_copies = 3,
+                                                          .receivers = 1,
+                                                          .serve_tp = (int)serve_tp,
+                                                          .verifiers = 1,
+                                                          .transient = true});
     if (st == DCR_OK) st = dcr_serve_bench_run(&sc->model, &serve, &opt, rates, nrates, res);
     dcr_scenario_destroy(sc);
     if (st != DCR_OK) {

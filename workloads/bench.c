@@ -74,6 +74,7 @@ typedef struct bench {
     } * seen;
     size_t nseen, cap_seen;
     int64_t requests, mismatches;
+    int64_t memory_estimate;
 } bench_t;
 
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
@@ -179,6 +180,19 @@ static dcr_status_t setup(bench_t *b)
     DCR_CHECK(dcr_serve_register_loaders());
     b->nc = dcr_inventory_count(b->sc->inventory);
     b->ns = (size_t)b->sc->layout->nshards;
+    dcr_run_shape_t shape = {.canonical_copies = 1,
+                             .shard_copies = 2, /* committed and candidate */
+                             /* mode F keeps whole committed tensors instead */
+                             .trackers = true,
+                             .receivers = dcr_serve_receivers(&b->serve),
+                             .serve_tp = b->serve.tp,
+                             .verifiers = b->cfg->verify ? 1 : 0, /* one dense receiver at a time */
+                             .adamw = b->cfg->adamw,
+                             .transient = true};
+    dcr_memory_estimate_t est;
+    dcr_scenario_estimate(b->sc, &shape, &est);
+    b->memory_estimate = dcr_memory_estimate_total(&est);
+    DCR_CHECK(dcr_memory_check("bench", &est, b->sc->max_memory));
     DCR_CHECK(make_workdir(b));
     DCR_CHECK(dcr_scenario_alloc_canonical(b->sc, &b->canonical));
     DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->committed));
@@ -489,6 +503,8 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     res->requests = b->requests;
     res->request_mismatches = b->mismatches;
     res->owners = b->sc->layout->world;
+    res->memory_estimate_bytes = b->memory_estimate;
+    res->peak_rss_bytes = dcr_peak_rss_bytes();
     for (size_t c = 0; c < b->nc; c++) {
         res->xor_tensors += b->xor_allowed[c] != 0;
         res->overwrite_tensors += b->xor_allowed[c] == 0;

@@ -99,6 +99,9 @@ typedef struct dcr_bench_result {
      * timed refits, how many of each, the measured cost of one span (begin
      * and end) on this machine, and the mean intervals per recorded refit.
      * The bound means above cover the recorded refits only. */
+    /* The peak the bench estimated before allocating (workloads/budget.h)
+     * and the process's peak resident bytes at the end (ru_maxrss). */
+    int64_t memory_estimate_bytes, peak_rss_bytes;
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;
