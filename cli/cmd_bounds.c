@@ -69,20 +69,20 @@ static void print_text(const char *path, const char *source, const bounds_run_t 
     print_row("mean", &r->mean, false);
 }
 
-/* Bounds of every refit that has a window in the trace. */
-static dcr_status_t compute_all(const char *path, const dcr_trace_interval_t *iv, size_t n,
+/* Bounds of every refit that has a window in the trace, once the trace
+ * passed the window check (sorts iv by start). */
+static dcr_status_t compute_all(const char *path, dcr_trace_interval_t *iv, size_t n,
                                 bounds_run_t *r)
 {
     DCR_CHECK(dcr_bounds_refits(iv, n, &r->refits, &r->n));
     if (!r->n) return dcr_error_set(DCR_ENOTFOUND, "%s: no refit window in the trace", path);
     r->b = calloc(r->n, sizeof(*r->b));
     if (!r->b) return dcr_error_set(DCR_ENOMEM, "bounds of %zu refits", r->n);
-    for (size_t i = 0; i < r->n; i++) {
-        dcr_status_t s = dcr_bounds_compute(iv, n, r->refits[i], &r->b[i]);
-        if (s != DCR_OK) {
-            dcr_error_prefix("%s: ", path);
-            return s;
-        }
+    dcr_status_t s = dcr_bounds_compute_all(iv, n, r->refits, r->n, r->b);
+    if (s == DCR_OK) s = dcr_bounds_check_windows(iv, n, DCR_BOUNDS_TOLERANCE_NS);
+    if (s != DCR_OK) {
+        dcr_error_prefix("%s: ", path);
+        return s;
     }
     dcr_bounds_mean(r->b, r->n, &r->mean);
     return DCR_OK;
