@@ -53,7 +53,10 @@ typedef struct bench {
     dcr_serve_config_t serve;
     size_t nc, ns;
     dcr_storage_t **canonical; /* scratch: initial weights, then the oracle's W^{v+1} */
-    dcr_storage_t **committed, **candidate; /* training shards at v and v+1 */
+    /* The training shards: version v between refits; each step changes them
+     * in place into v+1 and refits from them. One set is enough because the
+     * owners compare against their own trackers, never against these. */
+    dcr_storage_t **shards;
     dcr_receiver_t **receivers;
     int nrecv;
     uint8_t *xor_allowed;
@@ -154,7 +157,7 @@ static dcr_status_t make_parties(bench_t *b)
                       &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
                  cc.bucket_bytes);
-    DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->committed, &b->con));
+    DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
     DCR_CHECK(make_transport(b, b->cfg->transport, &b->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", b->workdir);
@@ -181,7 +184,7 @@ static dcr_status_t setup(bench_t *b)
     b->nc = dcr_inventory_count(b->sc->inventory);
     b->ns = (size_t)b->sc->layout->nshards;
     dcr_run_shape_t shape = {.canonical_copies = 1,
-                             .shard_copies = 2, /* committed and candidate */
+                             .shard_copies = 1, /* changed in place */
                              /* mode F keeps whole committed tensors instead */
                              .trackers = true,
                              .receivers = dcr_serve_receivers(&b->serve),
@@ -195,21 +198,20 @@ static dcr_status_t setup(bench_t *b)
     DCR_CHECK(dcr_memory_check("bench", &est, b->sc->max_memory));
     DCR_CHECK(make_workdir(b));
     DCR_CHECK(dcr_scenario_alloc_canonical(b->sc, &b->canonical));
-    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->committed));
-    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->candidate));
+    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->shards));
     DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes",
                  b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
                  b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
     dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
     DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical,
-                                  b->committed));
+                                  b->shards));
     /* The committed canonical version is the export of the training shards:
      * an FP8 export re-quantizes the imported masters, so the initial weights
      * themselves are not what a full reload would load. */
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->committed,
+    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards,
                                   b->canonical));
     if (b->cfg->adamw)
-        DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
+        DCR_CHECK(dcr_adamw_create(b->sc, b->shards, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
     DCR_LOG_INFO("bench: baselines, %s transport, control plane in %s", b->cfg->transport,
@@ -233,8 +235,7 @@ static void teardown(bench_t *b)
     free(b->receivers);
     free(b->xor_allowed);
     dcr_scenario_free_tensors(b->canonical, b->nc);
-    dcr_scenario_free_tensors(b->committed, b->ns);
-    dcr_scenario_free_tensors(b->candidate, b->ns);
+    dcr_scenario_free_tensors(b->shards, b->ns);
     dcr_scenario_destroy(b->sc);
     if (b->own_workdir) nftw(b->workdir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
@@ -338,7 +339,7 @@ static dcr_status_t reference(bench_t *b, const char *transport, double *seconds
  * receiver per TP rank, since receivers of one TP rank hold the same bits. */
 static dcr_status_t verify(bench_t *b, bool *exact_p)
 {
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->candidate,
+    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards,
                                   b->canonical));
     *exact_p = true;
     for (int rank = 0; rank < b->serve.tp; rank++) {
@@ -394,14 +395,12 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
 {
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
     uint64_t wall0 = dcr_clock_ns();
-    for (size_t s = 0; s < b->ns; s++)
-        memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
     int64_t injected = 0;
     if (b->adamw)
-        DCR_CHECK(dcr_adamw_step(b->adamw, b->candidate, b->canonical, &injected));
+        DCR_CHECK(dcr_adamw_step(b->adamw, b->shards, b->canonical, &injected));
     else
         DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate,
-                                              b->cfg->seed + 1000 + (uint64_t)step, b->candidate,
+                                              b->cfg->seed + 1000 + (uint64_t)step, b->shards,
                                               b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) dcr_receiver_digest(b->receivers[0], before);
@@ -410,7 +409,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
     dcr_thread_cpu(cpu0);
     dcr_trace_enable(traced);
-    dcr_status_t st = dcr_coord_refit(b->coord, b->candidate, &r);
+    dcr_status_t st = dcr_coord_refit(b->coord, b->shards, &r);
     dcr_trace_enable(true);
     dcr_thread_cpu(cpu1);
     if (b->readers) {
@@ -440,10 +439,6 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
     }
-    /* The candidate is committed: it becomes the baseline of the next step. */
-    dcr_storage_t **swap = b->committed;
-    b->committed = b->candidate;
-    b->candidate = swap;
     out->wall_s = (double)(dcr_clock_ns() - wall0) * 1e-9;
     out->rss_bytes = dcr_rss_bytes();
     DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up",
