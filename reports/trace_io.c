@@ -294,34 +294,46 @@ static dcr_status_t dcr__take_event(dcr__scan_t *sc, size_t idx, json_t *ev)
     return DCR_OK;
 }
 
+/* Consumes `c` (after blanks) if it is next; the caller's loop then goes on. */
+static bool dcr__eat(dcr__scan_t *sc, char c)
+{
+    dcr__skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != c) return false;
+    sc->p++;
+    dcr__skip_ws(sc);
+    return true;
+}
+
+/* After a member of a container closed by `close`: *more_p true past a ',',
+ * false past `close`; anything else is malformed (`expected` says what). */
+static dcr_status_t dcr__after_member(dcr__scan_t *sc, char close, const char *expected,
+                                      bool *more_p)
+{
+    if (dcr__eat(sc, ',')) {
+        *more_p = true;
+        return DCR_OK;
+    }
+    if (dcr__eat(sc, close)) {
+        *more_p = false;
+        return DCR_OK;
+    }
+    return dcr__malformed(sc, sc->p < sc->end ? expected : "unexpected end of file");
+}
+
 /* The events array, from its '['. */
 static dcr_status_t dcr__events(dcr__scan_t *sc)
 {
     sc->p++;
-    dcr__skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == ']') {
-        sc->p++;
-        return DCR_OK;
-    }
-    for (size_t idx = 0;; idx++) {
+    bool more = !dcr__eat(sc, ']');
+    for (size_t idx = 0; more; idx++) {
         json_t *ev = NULL;
         DCR_CHECK(dcr__value(sc, (long long)idx, &ev));
         dcr_status_t s = dcr__take_event(sc, idx, ev);
         json_decref(ev);
         DCR_CHECK(s);
-        dcr__skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == ',') {
-            sc->p++;
-            dcr__skip_ws(sc);
-            continue;
-        }
-        if (sc->p < sc->end && *sc->p == ']') {
-            sc->p++;
-            return DCR_OK;
-        }
-        return dcr__malformed(sc, sc->p < sc->end ? "expected ',' or ']' after an event"
-                                                  : "unexpected end of file");
+        DCR_CHECK(dcr__after_member(sc, ']', "expected ',' or ']' after an event", &more));
     }
+    return DCR_OK;
 }
 
 /* The root object, from its '{': traceEvents is streamed, every other value
@@ -329,22 +341,15 @@ static dcr_status_t dcr__events(dcr__scan_t *sc)
 static dcr_status_t dcr__root_object(dcr__scan_t *sc)
 {
     sc->p++;
-    dcr__skip_ws(sc);
-    if (sc->p < sc->end && *sc->p == '}') {
-        sc->p++;
-        return DCR_OK;
-    }
-    for (;;) {
+    bool more = !dcr__eat(sc, '}');
+    while (more) {
         json_t *key = NULL;
         DCR_CHECK(dcr__value(sc, -1, &key));
         bool is_string = json_is_string(key);
         bool events = is_string && !strcmp(json_string_value(key), "traceEvents");
         json_decref(key);
         if (!is_string) return dcr__malformed(sc, "expected a string key");
-        dcr__skip_ws(sc);
-        if (sc->p >= sc->end || *sc->p != ':') return dcr__malformed(sc, "expected ':'");
-        sc->p++;
-        dcr__skip_ws(sc);
+        if (!dcr__eat(sc, ':')) return dcr__malformed(sc, "expected ':'");
         if (events && sc->events_seen) return dcr__malformed(sc, "duplicate key traceEvents");
         if (events && (sc->p >= sc->end || *sc->p != '['))
             return dcr_error_set(
@@ -357,19 +362,9 @@ static dcr_status_t dcr__root_object(dcr__scan_t *sc)
             DCR_CHECK(dcr__value(sc, -1, &v));
             json_decref(v);
         }
-        dcr__skip_ws(sc);
-        if (sc->p < sc->end && *sc->p == ',') {
-            sc->p++;
-            dcr__skip_ws(sc);
-            continue;
-        }
-        if (sc->p < sc->end && *sc->p == '}') {
-            sc->p++;
-            return DCR_OK;
-        }
-        return dcr__malformed(sc, sc->p < sc->end ? "expected ',' or '}' in the root object"
-                                                  : "unexpected end of file");
+        DCR_CHECK(dcr__after_member(sc, '}', "expected ',' or '}' in the root object", &more));
     }
+    return DCR_OK;
 }
 
 static dcr_status_t dcr__chrome_scan(dcr__scan_t *sc)
