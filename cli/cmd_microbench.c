@@ -17,22 +17,40 @@ static int dcr__microbench_detect(int argc, char **argv)
     double mib = 256;
     int64_t repeats = 5;
     bool json = false;
-    const char *pos[1];
+    const char *pos[1], *max_memory = NULL;
     int npos = 0;
     dcr_arg_t args[] = {
         {"--mib", DCR_ARG_DOUBLE, &mib, 1, 8192, "buffer size in MiB (default 256)", false},
         {"--repeats", DCR_ARG_INT, &repeats, 1, 1000, "best of N (default 5)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
+        {"--max-memory", DCR_ARG_STRING, &max_memory, 0, 0,
+         "memory budget, e.g. 8G (default: 50% of physical memory)", false},
     };
     int rc =
         dcr_args_parse("microbench",
-                       "detect [--mib N] [--repeats N] [--json]\n"
+                       "detect [--mib N] [--repeats N] [--max-memory SIZE] [--json]\n"
                        "       dcr microbench apply [options] (see dcr microbench apply --help)",
-                       args, 3, argc, argv, pos, 1, &npos);
+                       args, 4, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 1 || strcmp(pos[0], "detect")) {
         fprintf(stderr, "dcr microbench: expected the benchmark name 'detect' or 'apply'\n");
         return 2;
+    }
+    /* Two buffers of --mib and a 4-byte index per 2-byte element. */
+    int64_t budget = 0;
+    dcr_memory_estimate_t est = {0};
+    est.checkpoint = (int64_t)(mib * (1 << 20));
+    est.process = dcr_rss_bytes();
+    est.transient = 4 * est.checkpoint;
+    dcr_status_t bst = max_memory ? dcr_size_parse("--max-memory", max_memory, &budget) : DCR_OK;
+    if (bst != DCR_OK) {
+        dcr_cli_report("microbench", bst);
+        return 2;
+    }
+    bst = dcr_memory_check("microbench detect", &est, budget);
+    if (bst != DCR_OK) {
+        dcr_cli_report("microbench", bst);
+        return 1;
     }
     const double rates[] = {0.0, 0.01, 0.03, 0.05};
     json_t *rows = json_array();
