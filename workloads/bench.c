@@ -203,13 +203,13 @@ static dcr_status_t setup(bench_t *b)
                  b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
                  b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
     dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
-    DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical,
-                                  b->shards));
+    DCR_CHECK(
+        dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->shards));
     /* The committed canonical version is the export of the training shards:
      * an FP8 export re-quantizes the imported masters, so the initial weights
      * themselves are not what a full reload would load. */
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards,
-                                  b->canonical));
+    DCR_CHECK(
+        dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
     if (b->cfg->adamw)
         DCR_CHECK(dcr_adamw_create(b->sc, b->shards, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
@@ -339,8 +339,8 @@ static dcr_status_t reference(bench_t *b, const char *transport, double *seconds
  * receiver per TP rank, since receivers of one TP rank hold the same bits. */
 static dcr_status_t verify(bench_t *b, bool *exact_p)
 {
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards,
-                                  b->canonical));
+    DCR_CHECK(
+        dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
     *exact_p = true;
     for (int rank = 0; rank < b->serve.tp; rank++) {
         dcr_receiver_t *dense = NULL;

@@ -117,8 +117,7 @@ dcr_status_t dcr_trace_snapshot(dcr_trace_interval_t **out_p, size_t *n_p);
 /* As dcr_trace_snapshot, limited to the intervals that end at or after
  * since_ns; its cost follows those intervals, not the whole recording (the
  * bench takes one per refit, so a long run stays flat). */
-dcr_status_t dcr_trace_snapshot_since(uint64_t since_ns, dcr_trace_interval_t **out_p,
-                                      size_t *n_p);
+dcr_status_t dcr_trace_snapshot_since(uint64_t since_ns, dcr_trace_interval_t **out_p, size_t *n_p);
 /* Frees recorded intervals that ended before before_ns, as far as this can be
  * done while other threads record: those in buffers whose thread filled them
  * or has ended; a live thread's current buffer (at most 1024 intervals) is
