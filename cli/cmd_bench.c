@@ -70,8 +70,8 @@ static json_t *overhead_json(const dcr_bench_result_t *r)
 static json_t *refit_json(const dcr_bench_refit_t *f)
 {
     return json_pack(
-        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I}", "latency_s",
-        f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
+        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I,s:f,s:I}",
+        "latency_s", f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
         traced_real(f, f->construction_lb_s), "transport_lb_s", traced_real(f, f->transport_lb_s),
         "finalization_s", traced_real(f, f->bound_finalization_s), "remainder_s",
         traced_real(f, f->remainder_s), "payload_bytes", (json_int_t)f->payload_bytes,
@@ -79,7 +79,8 @@ static json_t *refit_json(const dcr_bench_refit_t *f)
         (json_int_t)f->raw_changed_value_bytes, "changed_elements", (json_int_t)f->changed_elements,
         "records", (json_int_t)f->records, "payloads", (json_int_t)f->payloads, "attempts",
         f->attempts, "bit_exact", f->bit_exact, "verified", f->verified, "traced", f->traced,
-        "intervals", (json_int_t)f->intervals);
+        "intervals", (json_int_t)f->intervals, "wall_s", f->wall_s, "rss_bytes",
+        (json_int_t)f->rss_bytes);
 }
 
 static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
@@ -102,6 +103,8 @@ static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
                         json_pack("{s:f,s:f,s:f}", "owners", r->cpu_mean_s[DCR_THREAD_OWNER],
                                   "nodes", r->cpu_mean_s[DCR_THREAD_NODE], "transport",
                                   r->cpu_mean_s[DCR_THREAD_TRANSPORT]));
+    json_object_set_new(j, "memory_estimate_bytes", json_integer(r->memory_estimate_bytes));
+    json_object_set_new(j, "peak_rss_bytes", json_integer(r->peak_rss_bytes));
     if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
     json_object_set_new(j, "payloads_rejected", json_integer(r->payloads_rejected));
     json_object_set_new(j, "payloads_unauthenticated", json_integer(r->payloads_unauthenticated));
@@ -294,6 +297,7 @@ static dcr_status_t fill_config(const bench_opts_t *o, const dcr_arg_t *args, in
     c->trace_overhead = o->trace_overhead;
     c->store = o->store;
     c->s3_endpoint = o->s3_endpoint;
+    c->keep_trace = o->trace || o->out;
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);

@@ -7,7 +7,6 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/trace.h"
-#include "reports/trace_check.h"
 #include "reports/trace_io.h"
 
 typedef struct bounds_run {
@@ -70,20 +69,21 @@ static void print_text(const char *path, const char *source, const bounds_run_t 
     print_row("mean", &r->mean, false);
 }
 
-/* Bounds of every refit that has a window in the trace. */
-static dcr_status_t compute_all(const char *path, const dcr_trace_interval_t *iv, size_t n,
+/* Bounds of every refit that has a window in the trace (sorts iv by
+ * start). A trace that cannot be a recording (a stage outside every refit
+ * window, a window stretched to the end of time) is refused, not bounded. */
+static dcr_status_t compute_all(const char *path, dcr_trace_interval_t *iv, size_t n,
                                 bounds_run_t *r)
 {
     DCR_CHECK(dcr_bounds_refits(iv, n, &r->refits, &r->n));
     if (!r->n) return dcr_error_set(DCR_ENOTFOUND, "%s: no refit window in the trace", path);
     r->b = calloc(r->n, sizeof(*r->b));
     if (!r->b) return dcr_error_set(DCR_ENOMEM, "bounds of %zu refits", r->n);
-    for (size_t i = 0; i < r->n; i++) {
-        dcr_status_t s = dcr_bounds_compute(iv, n, r->refits[i], &r->b[i]);
-        if (s != DCR_OK) {
-            dcr_error_prefix("%s: ", path);
-            return s;
-        }
+    dcr_status_t s = dcr_bounds_compute_all(iv, n, r->refits, r->n, r->b);
+    if (s == DCR_OK) s = dcr_bounds_check_windows(iv, n, DCR_BOUNDS_TOLERANCE_NS);
+    if (s != DCR_OK) {
+        dcr_error_prefix("%s: ", path);
+        return s;
     }
     dcr_bounds_mean(r->b, r->n, &r->mean);
     return DCR_OK;
@@ -117,13 +117,6 @@ int dcr_cmd_bounds(int argc, char **argv)
         DCR_CHECK_GOTO(dcr_trace_read_nsys(path, &iv, &n), s, fail);
     else
         DCR_CHECK_GOTO(dcr_trace_read_chrome(path, &iv, &n), s, fail);
-    /* A trace that cannot be a recording (a stage outside every refit window,
-     * a window stretched to the end of time) is refused, not bounded. */
-    s = dcr_trace_check_windows(iv, n, DCR_TRACE_WINDOW_TOLERANCE_NS);
-    if (s != DCR_OK) {
-        dcr_error_prefix("%s: ", path);
-        goto fail;
-    }
     DCR_CHECK_GOTO(compute_all(path, iv, n, &r), s, fail);
     if (json)
         print_json(path, sqlite ? "nsys" : "chrome", &r);

@@ -7,6 +7,7 @@
 #include "scenario_args.h"
 #include "commands.h"
 #include "dcr/source.h"
+#include "workloads/budget.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
@@ -113,7 +114,13 @@ static int run(inventory_opts_t *o)
         return 0;
     }
     usage = false;
-    if (o->check) DCR_CHECK_GOTO(dcr_source_layout_check_coverage(sc->layout), s, fail);
+    if (o->check) {
+        /* The coverage check marks every shard element once (one byte each). */
+        DCR_CHECK_GOTO(
+            dcr_scenario_check_memory(sc, "inventory --check", &(dcr_run_shape_t){.map_bytes = 1}),
+            s, fail);
+        DCR_CHECK_GOTO(dcr_source_layout_check_coverage(sc->layout), s, fail);
+    }
     dcr_source_stats_t st;
     dcr_source_layout_stats(sc->layout, &st);
     dcr_serve_split_t split, *with_split = NULL;

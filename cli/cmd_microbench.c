@@ -7,6 +7,7 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/construct.h"
+#include "workloads/budget.h"
 #include "workloads/microbench.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/serve_bench.h"
@@ -16,22 +17,40 @@ static int dcr__microbench_detect(int argc, char **argv)
     double mib = 256;
     int64_t repeats = 5;
     bool json = false;
-    const char *pos[1];
+    const char *pos[1], *max_memory = NULL;
     int npos = 0;
     dcr_arg_t args[] = {
         {"--mib", DCR_ARG_DOUBLE, &mib, 1, 8192, "buffer size in MiB (default 256)", false},
         {"--repeats", DCR_ARG_INT, &repeats, 1, 1000, "best of N (default 5)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
+        {"--max-memory", DCR_ARG_STRING, &max_memory, 0, 0,
+         "memory budget, e.g. 8G (default: 50% of physical memory)", false},
     };
     int rc =
         dcr_args_parse("microbench",
-                       "detect [--mib N] [--repeats N] [--json]\n"
+                       "detect [--mib N] [--repeats N] [--max-memory SIZE] [--json]\n"
                        "       dcr microbench apply [options] (see dcr microbench apply --help)",
-                       args, 3, argc, argv, pos, 1, &npos);
+                       args, 4, argc, argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 1 || strcmp(pos[0], "detect")) {
         fprintf(stderr, "dcr microbench: expected the benchmark name 'detect' or 'apply'\n");
         return 2;
+    }
+    /* Two buffers of --mib and a 4-byte index per 2-byte element. */
+    int64_t budget = 0;
+    dcr_memory_estimate_t est = {0};
+    est.checkpoint = (int64_t)(mib * (1 << 20));
+    est.process = dcr_rss_bytes();
+    est.transient = 4 * est.checkpoint;
+    dcr_status_t bst = max_memory ? dcr_size_parse("--max-memory", max_memory, &budget) : DCR_OK;
+    if (bst != DCR_OK) {
+        dcr_cli_report("microbench", bst);
+        return 2;
+    }
+    bst = dcr_memory_check("microbench detect", &est, budget);
+    if (bst != DCR_OK) {
+        dcr_cli_report("microbench", bst);
+        return 1;
     }
     const double rates[] = {0.0, 0.01, 0.03, 0.05};
     json_t *rows = json_array();
@@ -107,7 +126,7 @@ static void dcr__apply_print(const dcr_serve_bench_result_t *res, int n, int64_t
 
 static int dcr__microbench_apply(int argc, char **argv)
 {
-    const char *model = DCR_MODEL_DEFAULT, *rates_text = "0.01,0.03,0.05";
+    const char *model = DCR_MODEL_DEFAULT, *rates_text = "0.01,0.03,0.05", *max_memory = NULL;
     int64_t scale = 4, layers = 4, serve_tp = 1, repeats = 3, seed = 42;
     bool json = false;
     dcr_arg_t args[] = {
@@ -121,6 +140,8 @@ static int dcr__microbench_apply(int argc, char **argv)
         {"--repeats", DCR_ARG_INT, &repeats, 1, 1000, "best of N (default 3)", false},
         {"--seed", DCR_ARG_INT, &seed, 0, 1e15, "seed (default 42)", false},
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
+        {"--max-memory", DCR_ARG_STRING, &max_memory, 0, 0,
+         "memory budget, e.g. 8G (default: 50% of physical memory)", false},
     };
     int nargs = (int)(sizeof(args) / sizeof(args[0]));
     int rc = dcr_args_parse("microbench apply",
@@ -141,6 +162,10 @@ static int dcr__microbench_apply(int argc, char **argv)
     spec.scale = (int)scale;
     spec.layers = (int)layers;
     spec.align_extra = (int)serve_tp;
+    if (max_memory && dcr_size_parse("--max-memory", max_memory, &spec.max_memory) != DCR_OK) {
+        dcr_cli_report("microbench apply", DCR_EINVAL);
+        return 2;
+    }
     dcr_serve_config_t serve = dcr_serve_config_default();
     serve.tp = (int)serve_tp;
     dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};
@@ -148,6 +173,15 @@ static int dcr__microbench_apply(int argc, char **argv)
     dcr_scenario_t *sc = NULL;
     dcr_status_t st = dcr_scenario_create(&spec, &sc);
     if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
+    /* The bench holds the old and new canonical tensors and the floor's flat
+     * copy, receiver 0 and the dense reload's receiver. */
+    if (st == DCR_OK)
+        st = dcr_scenario_check_memory(sc, "microbench apply",
+                                       &(dcr_run_shape_t){.canonical_copies = 3,
+                                                          .receivers = 1,
+                                                          .serve_tp = (int)serve_tp,
+                                                          .verifiers = 1,
+                                                          .transient = true});
     if (st != DCR_OK) {
         dcr_scenario_destroy(sc);
         return dcr_cli_check("microbench apply", st); /* model, layers, serving layout */

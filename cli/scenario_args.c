@@ -4,11 +4,12 @@
 #include <string.h>
 
 #include "dcr/outpath.h"
+#include "workloads/budget.h"
 #include "workloads/workdir.h"
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
-    *o = (dcr_cli_scenario_t){model, "paper", scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
+    *o = (dcr_cli_scenario_t){model, "paper", NULL, scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
 }
 
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
@@ -32,6 +33,9 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
          "paper | extended mapping classes (default paper)", false},
         {"--fp8-layers", DCR_ARG_INT, &o->fp8_layers, 0, 100000,
          "export o_proj of the first N layers FP8 block-quantized", false},
+        {"--max-memory", DCR_ARG_STRING, &o->max_memory, 0, 0,
+         "memory budget, e.g. 8G (default: 50% of physical memory); larger runs are refused",
+         false},
     };
     for (int i = 0; i < DCR_CLI_SCENARIO_NARGS; i++) args[i] = table[i];
     o->args = args;
@@ -46,6 +50,7 @@ dcr_status_t dcr_cli_scenario_spec(const dcr_cli_scenario_t *o, dcr_scenario_spe
     spec.layers = (int)o->layers;
     spec.layers_is_default = o->args && !dcr_args_seen(o->args, DCR_CLI_SCENARIO_NARGS, "--layers");
     spec.fp8_layers = (int)o->fp8_layers;
+    if (o->max_memory) DCR_CHECK(dcr_size_parse("--max-memory", o->max_memory, &spec.max_memory));
     spec.train = (dcr_train_config_t){(int)o->nodes, (int)o->gpus, (int)o->tp, (int)o->etp,
                                       (int)o->ep,    (int)o->pp,   (int)o->dp};
     *out_p = spec;

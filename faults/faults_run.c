@@ -17,6 +17,7 @@
 #include "dcr/log.h"
 #include "workloads/interrupt.h"
 #include "workloads/readers.h"
+#include "workloads/budget.h"
 #include "workloads/workdir.h"
 
 dcr_faults_run_config_t dcr_faults_run_config_default(void)
@@ -371,6 +372,16 @@ static dcr_status_t setup(frun_t *r)
     DCR_CHECK(dcr_serve_register_loaders());
     r->nc = dcr_inventory_count(r->sc->inventory);
     r->ns = (size_t)r->sc->layout->nshards;
+    DCR_CHECK(
+        dcr_scenario_check_memory(r->sc, "faults",
+                                  &(dcr_run_shape_t){.canonical_copies = 1,
+                                                     .shard_copies = 2,
+                                                     .trackers = b->mode != DCR_MODE_F,
+                                                     .receivers = dcr_serve_receivers(&r->serve),
+                                                     .serve_tp = r->serve.tp,
+                                                     .verifiers = 1,
+                                                     .adamw = b->adamw,
+                                                     .transient = true}));
     DCR_CHECK(make_workdir(r));
     DCR_CHECK(dcr_scenario_alloc_canonical(r->sc, &r->canonical));
     DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->committed));

@@ -2,6 +2,7 @@
 #include "reports/trace_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dcr/outpath.h"
@@ -203,54 +206,269 @@ static bool dcr__is_dcr_event(json_t *ev)
     return ph && cat && !strcmp(ph, "X") && !strcmp(cat, "dcr");
 }
 
-static dcr_status_t dcr__chrome_events(const char *path, json_t *events,
-                                       dcr_trace_interval_t **iv_p, size_t *n_p)
+/* The reader walks the file's skeleton itself (the root object or array and
+ * the traceEvents array) and hands each event, and every other root value,
+ * to jansson on its own: every byte is still checked as JSON, but memory
+ * holds one event's tree at a time instead of the whole file's, which for a
+ * million events was 2.25 GB and 42 s of allocator work. */
+typedef struct dcr__scan {
+    const char *path;
+    const char *p, *end;
+    dcr_trace_interval_t *iv;
+    size_t n, cap;
+    bool events_seen;
+} dcr__scan_t;
+
+static void dcr__skip_ws(dcr__scan_t *sc)
 {
-    size_t total = json_array_size(events), n = 0;
-    dcr_trace_interval_t *iv = total ? malloc(total * sizeof(*iv)) : NULL;
-    if (total && !iv) return dcr_error_set(DCR_ENOMEM, "%s: %zu events", path, total);
-    for (size_t i = 0; i < total; i++) {
-        json_t *ev = json_array_get(events, i);
-        if (!json_is_object(ev)) {
-            free(iv);
-            return dcr_error_set(DCR_EPARSE, "%s: event %zu is not an object", path, i);
+    while (sc->p < sc->end && (*sc->p == ' ' || *sc->p == '\t' || *sc->p == '\n' || *sc->p == '\r'))
+        sc->p++;
+}
+
+static dcr_status_t dcr__malformed(const dcr__scan_t *sc, const char *what)
+{
+    return dcr_error_set(DCR_EPARSE, "%s: not a JSON trace: %s", sc->path, what);
+}
+
+/* Advances past one JSON value's text (strings, nesting and escapes taken
+ * into account, not validated: jansson does that) and returns its start. */
+static dcr_status_t dcr__value_span(dcr__scan_t *sc, const char **start_p, size_t *len_p)
+{
+    const char *p = sc->p, *start = p;
+    if (p >= sc->end) return dcr__malformed(sc, "unexpected end of file");
+    if (*p == '{' || *p == '[' || *p == '"') {
+        size_t depth = 0;
+        bool in_string = false;
+        for (; p < sc->end; p++) {
+            char c = *p;
+            if (in_string) {
+                if (c == '\\')
+                    p++;
+                else if (c == '"')
+                    in_string = false;
+                if (!in_string && depth == 0) break; /* a lone string ends here */
+                continue;
+            }
+            if (c == '"')
+                in_string = true;
+            else if (c == '{' || c == '[')
+                depth++;
+            else if ((c == '}' || c == ']') && --depth == 0)
+                break;
         }
-        if (!dcr__is_dcr_event(ev)) continue;
-        dcr_status_t s = dcr__chrome_event(path, i, ev, &iv[n]);
-        if (s != DCR_OK) {
-            free(iv);
-            return s;
+        if (p >= sc->end) return dcr__malformed(sc, "unexpected end of file");
+        p++;
+    } else {
+        while (p < sc->end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' &&
+               *p != '\t' && *p != '\r')
+            p++;
+        if (p == start) return dcr__malformed(sc, "expected a value");
+    }
+    sc->p = p;
+    *start_p = start;
+    *len_p = (size_t)(p - start);
+    return DCR_OK;
+}
+
+/* Parses the next value with jansson; event >= 0 names it in errors. */
+static dcr_status_t dcr__value(dcr__scan_t *sc, long long event, json_t **out_p)
+{
+    const char *start = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr__value_span(sc, &start, &len));
+    json_error_t jerr;
+    json_t *v = json_loadb(start, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+    if (!v) {
+        if (event >= 0)
+            return dcr_error_set(DCR_EPARSE, "%s: event %lld: not a JSON trace: %s", sc->path,
+                                 event, jerr.text);
+        return dcr__malformed(sc, jerr.text);
+    }
+    *out_p = v;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__take_event(dcr__scan_t *sc, size_t idx, json_t *ev)
+{
+    if (!json_is_object(ev))
+        return dcr_error_set(DCR_EPARSE, "%s: event %zu is not an object", sc->path, idx);
+    if (!dcr__is_dcr_event(ev)) return DCR_OK;
+    if (sc->n == sc->cap) {
+        size_t cap = sc->cap ? 2 * sc->cap : 4096;
+        dcr_trace_interval_t *p = realloc(sc->iv, cap * sizeof(*p));
+        if (!p) return dcr_error_set(DCR_ENOMEM, "%s: %zu events", sc->path, cap);
+        sc->iv = p;
+        sc->cap = cap;
+    }
+    DCR_CHECK(dcr__chrome_event(sc->path, idx, ev, &sc->iv[sc->n]));
+    sc->n++;
+    return DCR_OK;
+}
+
+/* Consumes `c` (after blanks) if it is next; the caller's loop then goes on. */
+static bool dcr__eat(dcr__scan_t *sc, char c)
+{
+    dcr__skip_ws(sc);
+    if (sc->p >= sc->end || *sc->p != c) return false;
+    sc->p++;
+    dcr__skip_ws(sc);
+    return true;
+}
+
+/* After a member of a container closed by `close`: *more_p true past a ',',
+ * false past `close`; anything else is malformed (`expected` says what). */
+static dcr_status_t dcr__after_member(dcr__scan_t *sc, char close, const char *expected,
+                                      bool *more_p)
+{
+    if (dcr__eat(sc, ',')) {
+        *more_p = true;
+        return DCR_OK;
+    }
+    if (dcr__eat(sc, close)) {
+        *more_p = false;
+        return DCR_OK;
+    }
+    return dcr__malformed(sc, sc->p < sc->end ? expected : "unexpected end of file");
+}
+
+/* The events array, from its '['. */
+static dcr_status_t dcr__events(dcr__scan_t *sc)
+{
+    sc->p++;
+    bool more = !dcr__eat(sc, ']');
+    for (size_t idx = 0; more; idx++) {
+        json_t *ev = NULL;
+        DCR_CHECK(dcr__value(sc, (long long)idx, &ev));
+        dcr_status_t s = dcr__take_event(sc, idx, ev);
+        json_decref(ev);
+        DCR_CHECK(s);
+        DCR_CHECK(dcr__after_member(sc, ']', "expected ',' or ']' after an event", &more));
+    }
+    return DCR_OK;
+}
+
+/* The root object, from its '{': traceEvents is streamed, every other value
+ * is checked and dropped. */
+static dcr_status_t dcr__root_object(dcr__scan_t *sc)
+{
+    sc->p++;
+    bool more = !dcr__eat(sc, '}');
+    while (more) {
+        json_t *key = NULL;
+        DCR_CHECK(dcr__value(sc, -1, &key));
+        bool is_string = json_is_string(key);
+        bool events = is_string && !strcmp(json_string_value(key), "traceEvents");
+        json_decref(key);
+        if (!is_string) return dcr__malformed(sc, "expected a string key");
+        if (!dcr__eat(sc, ':')) return dcr__malformed(sc, "expected ':'");
+        if (events && sc->events_seen) return dcr__malformed(sc, "duplicate key traceEvents");
+        if (events && (sc->p >= sc->end || *sc->p != '['))
+            return dcr_error_set(
+                DCR_EPARSE, "%s: expected a traceEvents array (Chrome trace format)", sc->path);
+        if (events) {
+            sc->events_seen = true;
+            DCR_CHECK(dcr__events(sc));
+        } else {
+            json_t *v = NULL;
+            DCR_CHECK(dcr__value(sc, -1, &v));
+            json_decref(v);
         }
-        n++;
+        DCR_CHECK(dcr__after_member(sc, '}', "expected ',' or '}' in the root object", &more));
     }
-    if (!n) {
-        free(iv);
-        iv = NULL;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__chrome_scan(dcr__scan_t *sc)
+{
+    dcr__skip_ws(sc);
+    if (sc->p >= sc->end) return dcr__malformed(sc, "empty file");
+    if (*sc->p == '[') {
+        sc->events_seen = true;
+        DCR_CHECK(dcr__events(sc));
+    } else if (*sc->p == '{') {
+        DCR_CHECK(dcr__root_object(sc));
+    } else {
+        return dcr__malformed(sc, "expected an object or an array");
     }
-    *iv_p = iv;
-    *n_p = n;
+    dcr__skip_ws(sc);
+    if (sc->p != sc->end) return dcr__malformed(sc, "text after the root value");
+    if (!sc->events_seen)
+        return dcr_error_set(DCR_EPARSE, "%s: expected a traceEvents array (Chrome trace format)",
+                             sc->path);
+    return DCR_OK;
+}
+
+/* The whole file: mapped when it is a regular file, read otherwise. */
+static dcr_status_t dcr__file_text(const char *path, char **text_p, size_t *len_p, bool *mapped_p)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+            return dcr_error_set(DCR_EIO, "cannot map %s: %s", path, strerror(errno));
+        (void)madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
+        *text_p = m;
+        *len_p = (size_t)st.st_size;
+        *mapped_p = true;
+        return DCR_OK;
+    }
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len == cap) {
+            cap = cap ? 2 * cap : 1 << 16;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                close(fd);
+                return dcr_error_set(DCR_ENOMEM, "reading %s", path);
+            }
+            buf = p;
+        }
+        ssize_t got = read(fd, buf + len, cap - len);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(buf);
+            close(fd);
+            return dcr_error_set(DCR_EIO, "cannot read %s: %s", path, strerror(e));
+        }
+        if (got == 0) break;
+        len += (size_t)got;
+    }
+    close(fd);
+    *text_p = buf;
+    *len_p = len;
+    *mapped_p = false;
     return DCR_OK;
 }
 
 dcr_status_t dcr_trace_read_chrome(const char *path, dcr_trace_interval_t **iv_p, size_t *n_p)
 {
     if (!path || !iv_p || !n_p) return dcr_error_set(DCR_EINVAL, "trace read: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
-    json_error_t jerr;
-    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
-    fclose(f);
-    if (!root)
-        return dcr_error_set(DCR_EPARSE, "%s:%d:%d: not a JSON trace: %s", path, jerr.line,
-                             jerr.column, jerr.text);
-    json_t *events = json_is_array(root) ? root : json_object_get(root, "traceEvents");
-    dcr_status_t s;
-    if (!json_is_array(events))
-        s = dcr_error_set(DCR_EPARSE, "%s: expected a traceEvents array (Chrome trace format)",
-                          path);
+    char *text = NULL;
+    size_t len = 0;
+    bool mapped = false;
+    DCR_CHECK(dcr__file_text(path, &text, &len, &mapped));
+    dcr__scan_t sc = {path, text, text + len, NULL, 0, 0, false};
+    dcr_status_t s = dcr__chrome_scan(&sc);
+    if (mapped)
+        munmap(text, len);
     else
-        s = dcr__chrome_events(path, events, iv_p, n_p);
-    json_decref(root);
+        free(text);
+    if (s != DCR_OK) { /* the outputs stay untouched */
+        free(sc.iv);
+        return s;
+    }
+    if (!sc.n) {
+        free(sc.iv);
+        sc.iv = NULL;
+    }
+    *iv_p = sc.iv;
+    *n_p = sc.n;
     return s;
 }
 

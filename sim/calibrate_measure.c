@@ -26,6 +26,7 @@
 #include "dcr/transport.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/serve_bench.h"
+#include "workloads/budget.h"
 #include "workloads/workdir.h"
 
 /* Change rates of the per-rate figures: around the seed's 3% and 5% stress
@@ -451,6 +452,10 @@ static dcr_status_t dcr__cal_scene_make(const dcr_sim_cal_options_t *opt, int ra
     DCR_CHECK(dcr_scenario_create(&spec, &s->sc));
     s->nc = dcr_inventory_count(s->sc->inventory);
     s->ns = (size_t)s->sc->layout->nshards;
+    DCR_CHECK(dcr_scenario_check_memory(
+        s->sc, "calibrate",
+        &(dcr_run_shape_t){
+            .canonical_copies = 1, .shard_copies = 2, .trackers = true, .transient = true}));
     DCR_CHECK(dcr_scenario_alloc_canonical(s->sc, &s->canonical));
     DCR_CHECK(dcr_scenario_alloc_shards(s->sc, &s->committed));
     DCR_CHECK(dcr_scenario_alloc_shards(s->sc, &s->candidate));

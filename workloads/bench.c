@@ -16,6 +16,7 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/trace.h"
+#include "workloads/budget.h"
 #include "workloads/ckpt_init.h"
 #include "workloads/interrupt.h"
 #include "workloads/readers.h"
@@ -55,7 +56,10 @@ typedef struct bench {
     dcr_serve_config_t serve;
     size_t nc, ns;
     dcr_storage_t **canonical; /* scratch: initial weights, then the oracle's W^{v+1} */
-    dcr_storage_t **committed, **candidate; /* training shards at v and v+1 */
+    /* The training shards: version v between refits; each step changes them
+     * in place into v+1 and refits from them. One set is enough because the
+     * owners compare against their own trackers, never against these. */
+    dcr_storage_t **shards;
     dcr_receiver_t **receivers;
     int nrecv;
     uint8_t *xor_allowed;
@@ -76,6 +80,7 @@ typedef struct bench {
     } * seen;
     size_t nseen, cap_seen;
     int64_t requests, mismatches;
+    int64_t memory_estimate;
 } bench_t;
 
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
@@ -216,7 +221,7 @@ static dcr_status_t make_parties(bench_t *b)
                       &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
                  cc.bucket_bytes);
-    DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->committed, &b->con));
+    DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
     DCR_CHECK(make_transport(b, b->cfg->transport, &b->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", b->workdir);
@@ -241,10 +246,22 @@ static dcr_status_t setup(bench_t *b)
     DCR_CHECK(dcr_serve_register_loaders());
     b->nc = dcr_inventory_count(b->sc->inventory);
     b->ns = (size_t)b->sc->layout->nshards;
+    dcr_run_shape_t shape = {.canonical_copies = 1,
+                             .shard_copies = 1, /* changed in place */
+                             /* mode F keeps whole committed tensors instead */
+                             .trackers = true,
+                             .receivers = dcr_serve_receivers(&b->serve),
+                             .serve_tp = b->serve.tp,
+                             .verifiers = b->cfg->verify ? 1 : 0, /* one dense receiver at a time */
+                             .adamw = b->cfg->adamw,
+                             .transient = true};
+    dcr_memory_estimate_t est;
+    dcr_scenario_estimate(b->sc, &shape, &est);
+    b->memory_estimate = dcr_memory_estimate_total(&est);
+    DCR_CHECK(dcr_memory_check("bench", &est, b->sc->max_memory));
     DCR_CHECK(make_workdir(b));
     DCR_CHECK(dcr_scenario_alloc_canonical(b->sc, &b->canonical));
-    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->committed));
-    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->candidate));
+    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->shards));
     DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes",
                  b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
                  b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
@@ -252,15 +269,15 @@ static dcr_status_t setup(bench_t *b)
         DCR_CHECK(dcr_ckpt_init_canonical(b->sc, b->cfg->init, b->canonical));
     else
         dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
-    DCR_CHECK(dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical,
-                                  b->committed));
+    DCR_CHECK(
+        dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->shards));
     /* The committed canonical version is the export of the training shards:
      * an FP8 export re-quantizes the imported masters, so the initial weights
      * themselves are not what a full reload would load. */
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->committed,
-                                  b->canonical));
+    DCR_CHECK(
+        dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
     if (b->cfg->adamw)
-        DCR_CHECK(dcr_adamw_create(b->sc, b->committed, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
+        DCR_CHECK(dcr_adamw_create(b->sc, b->shards, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
     DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport, b->workdir);
@@ -278,8 +295,7 @@ static void teardown(bench_t *b)
     free(b->receivers);
     free(b->xor_allowed);
     dcr_scenario_free_tensors(b->canonical, b->nc);
-    dcr_scenario_free_tensors(b->committed, b->ns);
-    dcr_scenario_free_tensors(b->candidate, b->ns);
+    dcr_scenario_free_tensors(b->shards, b->ns);
     dcr_scenario_destroy(b->sc);
     dcr_workdir_close(&b->wd);
 }
@@ -383,8 +399,8 @@ static dcr_status_t reference(bench_t *b, const char *transport, double *seconds
  * receiver per TP rank, since receivers of one TP rank hold the same bits. */
 static dcr_status_t verify(bench_t *b, bool *exact_p)
 {
-    DCR_CHECK(dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->candidate,
-                                  b->canonical));
+    DCR_CHECK(
+        dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
     *exact_p = true;
     for (int rank = 0; rank < b->serve.tp; rank++) {
         dcr_receiver_t *dense = NULL;
@@ -408,11 +424,13 @@ static dcr_status_t verify(bench_t *b, bool *exact_p)
 }
 
 /* The lower bounds of the refit that built `version`, from the recorder. */
-static dcr_status_t refit_bounds(uint64_t version, dcr_bench_refit_t *out)
+static dcr_status_t refit_bounds(uint64_t version, uint64_t since_ns, dcr_bench_refit_t *out)
 {
+    /* Only what ended after the step began can touch its window: the cost of
+     * the copy and the sort stays that of one refit however long the run. */
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
-    DCR_CHECK(dcr_trace_snapshot(&iv, &n));
+    DCR_CHECK(dcr_trace_snapshot_since(since_ns, &iv, &n));
     dcr_bounds_t bounds;
     dcr_status_t st = dcr_bounds_compute(iv, n, (uint32_t)version, &bounds);
     for (size_t i = 0; i < n; i++) out->intervals += iv[i].refit == (uint32_t)version;
@@ -436,14 +454,13 @@ static bool refit_traced(const dcr_bench_config_t *cfg, int i)
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
-    for (size_t s = 0; s < b->ns; s++)
-        memcpy(b->candidate[s]->data, b->committed[s]->data, b->committed[s]->bytes);
+    uint64_t wall0 = dcr_clock_ns();
     int64_t injected = 0;
     if (b->adamw)
-        DCR_CHECK(dcr_adamw_step(b->adamw, b->candidate, b->canonical, &injected));
+        DCR_CHECK(dcr_adamw_step(b->adamw, b->shards, b->canonical, &injected));
     else
         DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate,
-                                              b->cfg->seed + 1000 + (uint64_t)step, b->candidate,
+                                              b->cfg->seed + 1000 + (uint64_t)step, b->shards,
                                               b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) dcr_receiver_digest(b->receivers[0], before);
@@ -452,7 +469,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
     dcr_thread_cpu(cpu0);
     dcr_trace_enable(traced);
-    dcr_status_t st = dcr_coord_refit(b->coord, b->candidate, &r);
+    dcr_status_t st = dcr_coord_refit(b->coord, b->shards, &r);
     dcr_trace_enable(true);
     dcr_thread_cpu(cpu1);
     if (b->readers) {
@@ -476,15 +493,14 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->attempts = r.attempts;
     out->bit_exact = true;
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
-    if (traced) DCR_CHECK(refit_bounds(r.version, out));
+    if (traced) DCR_CHECK(refit_bounds(r.version, wall0, out));
+    if (!b->cfg->keep_trace) dcr_trace_discard_before(dcr_clock_ns());
     if (timed && b->cfg->verify) {
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
     }
-    /* The candidate is committed: it becomes the baseline of the next step. */
-    dcr_storage_t **swap = b->committed;
-    b->committed = b->candidate;
-    b->candidate = swap;
+    out->wall_s = (double)(dcr_clock_ns() - wall0) * 1e-9;
+    out->rss_bytes = dcr_rss_bytes();
     DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up",
                  step + 1, r.latency_s, (long long)r.payload_bytes,
                  out->verified ? (out->bit_exact ? "bit-exact" : "MISMATCH") : "not checked");
@@ -551,6 +567,8 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     dcr_transport_counters_t tcount;
     dcr_transport_counters(b->transport, &tcount);
     res->payloads_rejected += tcount.rejected;
+    res->memory_estimate_bytes = b->memory_estimate;
+    res->peak_rss_bytes = dcr_peak_rss_bytes();
     for (size_t c = 0; c < b->nc; c++) {
         res->xor_tensors += b->xor_allowed[c] != 0;
         res->overwrite_tensors += b->xor_allowed[c] == 0;

@@ -54,6 +54,10 @@ typedef struct dcr_bench_config {
      * directory in the work dir; else a store URL (dir:PATH, s3://BUCKET/PREFIX). */
     const char *store;
     const char *s3_endpoint; /* for s3:// stores: http[s]://HOST[:PORT] */
+    /* Keep every recorded interval for dcr_trace_snapshot after the run
+     * (--trace, --out). Otherwise each refit's intervals are freed once its
+     * bounds are computed, so that a long run does not grow. */
+    bool keep_trace;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -80,6 +84,11 @@ typedef struct dcr_bench_refit {
      * thread ends, so a relay tree's threads land in the refit that tore
      * the tree down; means over many refits are what to read. */
     double cpu_s[DCR_THREAD_ROLES];
+    /* Flatness over long runs: the whole step's wall time (change injection,
+     * refit, bounds, verification: everything the run spends per refit, not
+     * only the timed window), and the process's resident bytes after it. */
+    double wall_s;
+    int64_t rss_bytes;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
@@ -108,6 +117,9 @@ typedef struct dcr_bench_result {
      * timed refits, how many of each, the measured cost of one span (begin
      * and end) on this machine, and the mean intervals per recorded refit.
      * The bound means above cover the recorded refits only. */
+    /* The peak the bench estimated before allocating (workloads/budget.h)
+     * and the process's peak resident bytes at the end (ru_maxrss). */
+    int64_t memory_estimate_bytes, peak_rss_bytes;
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;
@@ -139,10 +151,10 @@ dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
 dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
                                     dcr_control_t **out_p);
 
-/* Runs the benchmark with the stage recorder on (dcr/trace.h), so that the
- * caller can take dcr_trace_snapshot afterwards (for --trace); progress goes
- * to the log (info). A bit mismatch is
- * reported in the result (bit_exact false), not as an error. */
+/* Runs the benchmark with the stage recorder on (dcr/trace.h); with
+ * keep_trace the caller can take dcr_trace_snapshot afterwards (for --trace).
+ * Progress goes to the log (info). A bit mismatch is reported in the result
+ * (bit_exact false), not as an error. */
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);
 void dcr_bench_result_free(dcr_bench_result_t *r);
 

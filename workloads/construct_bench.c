@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dcr/log.h"
+#include "workloads/budget.h"
 #include "workloads/ckpt_init.h"
 #include "dcr/outpath.h"
 
@@ -88,6 +89,12 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
     uint8_t *xor_allowed = NULL;
     int64_t injected = 0;
     dcr_status_t st;
+    DCR_CHECK_GOTO(dcr_scenario_check_memory(sc, "construct",
+                                             &(dcr_run_shape_t){.canonical_copies = 1,
+                                                                .shard_copies = 2,
+                                                                .trackers = true,
+                                                                .transient = true}),
+                   st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &canonical), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &baseline), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &candidate), st, done);

@@ -6,11 +6,12 @@
 #include <string.h>
 
 #include "dcr/rng.h"
+#include "workloads/budget.h"
 
 dcr_scenario_spec_t dcr_scenario_spec_default(void)
 {
     dcr_scenario_spec_t spec = {DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(),
-                                DCR_MAPPING_PAPER, 1, 0, false};
+                                DCR_MAPPING_PAPER, 1, 0, false, 0};
     return spec;
 }
 
@@ -29,6 +30,23 @@ static int lcm(int a, int b)
     return a / gcd(a, b) * b;
 }
 
+/* The source layout's metadata before it is built: every rank holds at most
+ * one shard of each tensor, and each holder costs a 4-byte entry; shards and
+ * tasks themselves a few hundred bytes per tensor and model-parallel slice
+ * (measured: 25013 shards and 37493 tasks of the full Qwen3-30B-A3B take
+ * about 22 MB). */
+static dcr_status_t check_layout_memory(const dcr_scenario_t *s, int64_t world)
+{
+    int64_t tensors = (int64_t)dcr_inventory_count(s->inventory);
+    int64_t slices = (int64_t)s->train.tp * s->train.pp * s->train.ep * s->train.etp;
+    if (slices > world) slices = world;
+    dcr_memory_estimate_t e = {0};
+    e.checkpoint = dcr_inventory_bytes(s->inventory);
+    e.process = dcr_rss_bytes();
+    e.shards = tensors * world * 4 + tensors * slices * 1024;
+    return dcr_memory_check("source layout", &e, s->max_memory);
+}
+
 dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t **out_p)
 {
     if (spec->scale < 1 || spec->layers < 0 || spec->align_extra < 1)
@@ -38,6 +56,17 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     dcr_status_t st;
     s->train = spec->train;
     s->mapping = spec->mapping;
+    s->max_memory = spec->max_memory > 0 ? spec->max_memory : dcr_memory_budget_default();
+    /* In 64 bits: nodes x GPUs overflows an int long before it is refused. */
+    int64_t world = (int64_t)spec->train.nodes * spec->train.gpus_per_node;
+    if (world > DCR_SCENARIO_WORLD_MAX) {
+        st = dcr_error_set(DCR_EINVAL,
+                           "--train-nodes %d x --gpus-per-node %d = %lld training ranks: at most "
+                           "%d",
+                           spec->train.nodes, spec->train.gpus_per_node, (long long)world,
+                           DCR_SCENARIO_WORLD_MAX);
+        goto fail;
+    }
     DCR_CHECK_GOTO(dcr_model_load(spec->model, &s->model), st, fail);
     /* A command's default layer count is a cap: a smaller model keeps its
      * layers, and no error names a --layers the user never gave. */
@@ -55,6 +84,7 @@ dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t
     DCR_CHECK_GOTO(dcr_model_scale(&s->model, spec->scale, align), st, fail);
     DCR_CHECK_GOTO(dcr_train_config_validate(&s->model, &s->train), st, fail);
     DCR_CHECK_GOTO(dcr_model_build_inventory(&s->model, &s->inventory), st, fail);
+    DCR_CHECK_GOTO(check_layout_memory(s, world), st, fail);
     DCR_CHECK_GOTO(dcr_megatron_build(&s->model, s->inventory, &s->train, s->mapping, &s->layout),
                    st, fail);
     *out_p = s;

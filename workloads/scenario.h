@@ -24,6 +24,7 @@ typedef struct dcr_scenario_spec {
     int fp8_layers;  /* FP8 block-quantized o_proj export of the first N layers (dcr_model_config_t)
                       */
     bool layers_is_default; /* layers is a command's default, not the user's: a cap */
+    int64_t max_memory; /* memory budget in bytes (workloads/budget.h); 0: the default share */
 } dcr_scenario_spec_t;
 
 /* Default model, scale 1, all layers, one rank, paper mapping. */
@@ -35,11 +36,18 @@ typedef struct dcr_scenario {
     dcr_mapping_t mapping;
     dcr_inventory_t *inventory;
     dcr_source_layout_t *layout;
+    int64_t max_memory; /* the budget runs over this scenario check against (resolved) */
 } dcr_scenario_t;
+
+/* Training ranks a scenario may have: the transports' limit. */
+#define DCR_SCENARIO_WORLD_MAX 65536
 
 /* Loads, truncates and scales the model (sizes rounded to multiples of 8 and
  * of every parallel degree given), validates the layout, builds inventory and
- * source layout. One clear error on any failure. */
+ * source layout. One clear error on any failure. Before building the source
+ * layout it refuses more than DCR_SCENARIO_WORLD_MAX ranks, and a layout
+ * whose metadata alone (holder lists: about 4 bytes per tensor and rank)
+ * would exceed the memory budget. */
 dcr_status_t dcr_scenario_create(const dcr_scenario_spec_t *spec, dcr_scenario_t **out_p);
 /* Accepts NULL. */
 void dcr_scenario_destroy(dcr_scenario_t *s);

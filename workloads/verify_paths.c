@@ -8,6 +8,7 @@
 #include "dcr/construct.h"
 #include "dcr/log.h"
 #include "dcr/rng.h"
+#include "workloads/budget.h"
 
 const char *dcr_verify_path_name(dcr_verify_path_t p)
 {
@@ -182,6 +183,15 @@ static dcr_status_t one_trial(verify_state_t *v, dcr_rng_t *rng, int trial,
 static dcr_status_t setup(verify_state_t *v, uint64_t seed)
 {
     DCR_CHECK(dcr_serve_register_loaders());
+    DCR_CHECK(
+        dcr_scenario_check_memory(v->sc, "verify-paths",
+                                  &(dcr_run_shape_t){.canonical_copies = 1,
+                                                     .shard_copies = 2,
+                                                     .trackers = true,
+                                                     .receivers = dcr_serve_receivers(&v->serve),
+                                                     .serve_tp = v->serve.tp,
+                                                     .verifiers = 1,
+                                                     .transient = true}));
     DCR_CHECK(dcr_scenario_alloc_canonical(v->sc, &v->canonical));
     DCR_CHECK(dcr_scenario_alloc_shards(v->sc, &v->committed));
     DCR_CHECK(dcr_scenario_alloc_shards(v->sc, &v->candidate));

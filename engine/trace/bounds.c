@@ -16,6 +16,7 @@
  * listed or for a free download slot, which is left out so that no wait on
  * the receiving side is counted. Neither part includes staging or
  * application: a node queues a payload before recv hands it on. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "dcr/trace.h"
@@ -230,4 +231,218 @@ void dcr_bounds_mean(const dcr_bounds_t *b, size_t n, dcr_bounds_t *out_p)
     }
     m.busiest_owner = m.busiest_endpoint = -1;
     *out_p = m;
+}
+
+/* ---- whole traces ---- */
+
+static int dcr__start_cmp(const void *pa, const void *pb)
+{
+    const dcr_trace_interval_t *a = pa, *b = pb;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns ? -1 : 1;
+    return 0;
+}
+
+/* First index in iv (sorted by start) whose start is >= t, or > t with after. */
+static size_t dcr__first_start(const dcr_trace_interval_t *iv, size_t n, uint64_t t, bool after)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (iv[mid].start_ns < t || (after && iv[mid].start_ns == t))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+typedef struct dcr__window {
+    uint32_t refit;
+    uint64_t t0, t1;
+} dcr__window_t;
+
+static int dcr__window_cmp(const void *pa, const void *pb)
+{
+    const dcr__window_t *a = pa, *b = pb;
+    if (a->refit != b->refit) return a->refit < b->refit ? -1 : 1;
+    if (a->t0 != b->t0) return a->t0 < b->t0 ? -1 : 1;
+    return 0;
+}
+
+/* Every window interval, sorted by refit then start; *n_p of them. */
+static dcr_status_t dcr__windows(const dcr_trace_interval_t *iv, size_t n, dcr__window_t **out_p,
+                                 size_t *n_p)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += iv[i].stage == DCR_STAGE_REFIT;
+    dcr__window_t *w = malloc((k ? k : 1) * sizeof(*w));
+    if (!w) return dcr_error_set(DCR_ENOMEM, "bounds: %zu refit windows", k);
+    k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (iv[i].stage == DCR_STAGE_REFIT)
+            w[k++] = (dcr__window_t){iv[i].refit, iv[i].start_ns, iv[i].end_ns};
+    if (k > 1) qsort(w, k, sizeof(*w), dcr__window_cmp);
+    *out_p = w;
+    *n_p = k;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bounds_compute_all(dcr_trace_interval_t *iv, size_t n, const uint32_t *refits,
+                                    size_t n_refits, dcr_bounds_t *out_p)
+{
+    if ((!iv && n) || (!refits && n_refits) || (!out_p && n_refits))
+        return dcr_error_set(DCR_EINVAL, "bounds: NULL argument");
+    if (n > 1) qsort(iv, n, sizeof(*iv), dcr__start_cmp);
+    /* An interval that reaches a window starts at most this long before it. */
+    uint64_t longest = 0;
+    for (size_t i = 0; i < n; i++)
+        if (iv[i].end_ns - iv[i].start_ns > longest) longest = iv[i].end_ns - iv[i].start_ns;
+    dcr__window_t *w = NULL;
+    size_t nw = 0;
+    DCR_CHECK(dcr__windows(iv, n, &w, &nw));
+    dcr_status_t st = DCR_OK;
+    for (size_t r = 0; st == DCR_OK && r < n_refits; r++) {
+        size_t at = 0, lo = nw;
+        while (at < lo) { /* first window of this refit */
+            size_t mid = at + (lo - at) / 2;
+            if (w[mid].refit < refits[r])
+                at = mid + 1;
+            else
+                lo = mid;
+        }
+        size_t count = 0;
+        while (at + count < nw && w[at + count].refit == refits[r]) count++;
+        if (count != 1) { /* dcr_bounds_compute gives the error */
+            st = dcr_bounds_compute(iv, n, refits[r], &out_p[r]);
+            if (st == DCR_OK) st = dcr_error_set(DCR_EINVAL, "refit %u: window lookup", refits[r]);
+            break;
+        }
+        uint64_t t0 = w[at].t0, t1 = w[at].t1;
+        size_t first = dcr__first_start(iv, n, t0 > longest ? t0 - longest : 0, false);
+        size_t end = dcr__first_start(iv, n, t1, true);
+        st = dcr_bounds_compute(iv + first, end - first, refits[r], &out_p[r]);
+    }
+    free(w);
+    return st;
+}
+
+/* "compare owner=3 refit=7 [s, e] ns": an interval as an error line names it. */
+static void dcr__describe(const dcr_trace_interval_t *iv, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s %s=%d refit=%u [%llu, %llu] ns", dcr_stage_name(iv->stage),
+             dcr_actor_name(iv->actor), (int)iv->id, (unsigned)iv->refit,
+             (unsigned long long)iv->start_ns, (unsigned long long)iv->end_ns);
+}
+
+static int dcr__span_cmp(const void *pa, const void *pb)
+{
+    const dcr__window_t *a = pa, *b = pb;
+    if (a->t0 != b->t0) return a->t0 < b->t0 ? -1 : 1;
+    return 0;
+}
+
+/* Windows widened by the tolerance and merged, sorted by start. */
+static size_t dcr__hull(const dcr__window_t *w, size_t nw, uint64_t tol, dcr__window_t *hull)
+{
+    size_t nh = 0;
+    for (size_t k = 0; k < nw; k++) {
+        uint64_t a = w[k].t0 > tol ? w[k].t0 - tol : 0;
+        uint64_t b = w[k].t1 < UINT64_MAX - tol ? w[k].t1 + tol : UINT64_MAX;
+        if (nh && a <= hull[nh - 1].t1) {
+            if (b > hull[nh - 1].t1) hull[nh - 1].t1 = b;
+        } else {
+            hull[nh++] = (dcr__window_t){0, a, b};
+        }
+    }
+    return nh;
+}
+
+/* The first interval that no widened window holds, or n. */
+static size_t dcr__outside(const dcr_trace_interval_t *iv, size_t n, const dcr__window_t *hull,
+                           size_t nh, uint64_t *gap_p)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (iv[i].stage == DCR_STAGE_REFIT) continue;
+        size_t lo = 0, hi = nh; /* the last widened window starting at or before it */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (hull[mid].t0 <= iv[i].start_ns)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0) {
+            *gap_p = hull[0].t0 - iv[i].start_ns;
+            return i;
+        }
+        if (iv[i].end_ns > hull[lo - 1].t1) {
+            *gap_p = iv[i].end_ns - hull[lo - 1].t1;
+            return i;
+        }
+    }
+    return n;
+}
+
+dcr_status_t dcr_bounds_check_windows(const dcr_trace_interval_t *iv, size_t n,
+                                      uint64_t tolerance_ns)
+{
+    if (!iv && n) return dcr_error_set(DCR_EINVAL, "bounds: NULL argument");
+    for (size_t i = 1; i < n; i++)
+        if (iv[i].start_ns < iv[i - 1].start_ns)
+            return dcr_error_set(DCR_EINVAL, "bounds: intervals not sorted by start");
+    dcr__window_t *w = NULL;
+    size_t nw = 0;
+    DCR_CHECK(dcr__windows(iv, n, &w, &nw));
+    if (!nw) {
+        free(w);
+        return DCR_OK; /* nothing to check against; the caller reports no window */
+    }
+    qsort(w, nw, sizeof(*w), dcr__span_cmp);
+    /* prefix[i]: the latest end among the stage intervals iv[0..i). */
+    uint64_t *prefix = malloc((n + 1) * sizeof(*prefix));
+    dcr__window_t *hull = malloc(nw * sizeof(*hull));
+    dcr_status_t st = DCR_OK;
+    char what[160];
+    if (!prefix || !hull) {
+        st = dcr_error_set(DCR_ENOMEM, "bounds: checking %zu intervals", n);
+        goto done;
+    }
+    prefix[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        prefix[i + 1] =
+            iv[i].stage != DCR_STAGE_REFIT && iv[i].end_ns > prefix[i] ? iv[i].end_ns : prefix[i];
+    uint64_t gap = 0;
+    size_t nh = dcr__hull(w, nw, tolerance_ns, hull);
+    size_t bad = dcr__outside(iv, n, hull, nh, &gap);
+    if (bad < n) {
+        dcr__describe(&iv[bad], what, sizeof(what));
+        st = dcr_error_set(DCR_EINVAL,
+                           "interval %s lies %.3g s outside every refit window (tolerance %.3g s)",
+                           what, (double)(gap + tolerance_ns) * 1e-9, (double)tolerance_ns * 1e-9);
+        goto done;
+    }
+    /* A window's work: the stage intervals starting before its end; the
+     * latest of their ends must reach into it, and reach its end. */
+    for (size_t k = 0; k < nw; k++) {
+        uint64_t last = prefix[dcr__first_start(iv, n, w[k].t1, false)];
+        dcr_trace_interval_t win = {w[k].t0,         w[k].t1,         w[k].refit,
+                                    DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0};
+        dcr__describe(&win, what, sizeof(what));
+        if (last <= w[k].t0 && w[k].t1 > w[k].t0) {
+            st = dcr_error_set(DCR_EINVAL, "window %s holds no stage interval", what);
+            break;
+        }
+        if (w[k].t1 > last && w[k].t1 - last > tolerance_ns) {
+            st = dcr_error_set(DCR_EINVAL,
+                               "window %s ends %.3g s after the last interval inside it "
+                               "(tolerance %.3g s)",
+                               what, (double)(w[k].t1 - last) * 1e-9, (double)tolerance_ns * 1e-9);
+            break;
+        }
+    }
+done:
+    free(w);
+    free(prefix);
+    free(hull);
+    return st;
 }

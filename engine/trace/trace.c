@@ -23,14 +23,23 @@
 #include <nvtx3/nvToolsExt.h>
 #endif
 
-/* 32 KiB per chunk: small enough that a thread recording a handful of spans
- * costs little, large enough that the mutex is taken once per 1024 spans. */
-#define DCR__TRACE_CHUNK 1024
+/* A thread's first chunk holds 64 intervals and each next one twice the
+ * last, up to 1024 (32 KiB): the engine starts threads for every refit, each
+ * recording a handful of spans, and a fixed 32 KiB per thread made a long run
+ * grow by about 0.4 MB per refit; a busy thread still takes the mutex once
+ * per 1024 spans. */
+#define DCR__TRACE_CHUNK_MIN 64
+#define DCR__TRACE_CHUNK_MAX 1024
 
 typedef struct dcr__trace_chunk {
-    _Atomic size_t count; /* intervals published; written only by the owner thread */
+    _Atomic size_t count;     /* intervals published; written only by the owner thread */
+    _Atomic uint64_t max_end; /* latest end among them; stored before count */
+    /* Set once its owner will never touch it again (it filled up or the
+     * thread ended): only then may dcr_trace_discard_before free it. */
+    atomic_bool retired;
+    size_t cap;
     struct dcr__trace_chunk *next;
-    dcr_trace_interval_t iv[DCR__TRACE_CHUNK];
+    dcr_trace_interval_t iv[];
 } dcr__trace_chunk_t;
 
 static atomic_bool dcr__enabled;
@@ -39,9 +48,13 @@ static _Atomic uint64_t dcr__generation = 1;
 static _Atomic uint64_t dcr__dropped;
 static pthread_mutex_t dcr__lock = PTHREAD_MUTEX_INITIALIZER;
 static dcr__trace_chunk_t *dcr__chunks; /* guarded by dcr__lock */
+/* Its destructor retires the chunk of a thread that ends. */
+static pthread_key_t dcr__exit_key;
+static pthread_once_t dcr__exit_once = PTHREAD_ONCE_INIT;
 
 static _Thread_local dcr__trace_chunk_t *dcr__tl_chunk;
 static _Thread_local uint64_t dcr__tl_generation;
+static _Thread_local size_t dcr__tl_next_cap;
 
 static const char *const dcr__stage_names[DCR_STAGE_COUNT] = {
     "compare", "project", "residual", "encode", "zstd",     "send",  "recv",  "staging",
@@ -151,19 +164,43 @@ uint32_t dcr_trace_refit(void)
 
 /* ---- recording ---- */
 
+/* A thread that ends retires its chunk, unless a reset freed it already
+ * (the generation moved on); the check and the store happen under the lock
+ * that reset takes, so the chunk cannot go in between. */
+static void dcr__thread_exit(void *chunk)
+{
+    pthread_mutex_lock(&dcr__lock);
+    if (dcr__tl_generation == atomic_load_explicit(&dcr__generation, memory_order_acquire))
+        atomic_store_explicit(&((dcr__trace_chunk_t *)chunk)->retired, true, memory_order_release);
+    pthread_mutex_unlock(&dcr__lock);
+}
+
+static void dcr__exit_key_create(void)
+{
+    (void)pthread_key_create(&dcr__exit_key, dcr__thread_exit);
+}
+
 /* A fresh chunk for the calling thread, linked into the global list. NULL
  * when memory runs out: the interval is then counted as dropped. */
 static dcr__trace_chunk_t *dcr__chunk_new(uint64_t generation)
 {
-    dcr__trace_chunk_t *c = malloc(sizeof(*c));
+    if (dcr__tl_generation != generation) dcr__tl_next_cap = 0; /* a reset: start small */
+    size_t cap = dcr__tl_next_cap ? dcr__tl_next_cap : DCR__TRACE_CHUNK_MIN;
+    dcr__trace_chunk_t *c = malloc(sizeof(*c) + cap * sizeof(c->iv[0]));
     if (!c) return NULL;
     atomic_init(&c->count, 0);
+    atomic_init(&c->max_end, 0);
+    atomic_init(&c->retired, false);
+    c->cap = cap;
+    pthread_once(&dcr__exit_once, dcr__exit_key_create);
     pthread_mutex_lock(&dcr__lock);
     c->next = dcr__chunks;
     dcr__chunks = c;
     pthread_mutex_unlock(&dcr__lock);
     dcr__tl_chunk = c;
     dcr__tl_generation = generation;
+    dcr__tl_next_cap = cap * 2 < DCR__TRACE_CHUNK_MAX ? cap * 2 : DCR__TRACE_CHUNK_MAX;
+    (void)pthread_setspecific(dcr__exit_key, c);
     return c;
 }
 
@@ -171,18 +208,25 @@ static void dcr__append(const dcr_trace_interval_t *iv)
 {
     uint64_t generation = atomic_load_explicit(&dcr__generation, memory_order_acquire);
     dcr__trace_chunk_t *c = dcr__tl_generation == generation ? dcr__tl_chunk : NULL;
-    /* Only this thread stores the count, so a relaxed load reads its own last store. */
-    size_t k = c ? atomic_load_explicit(&c->count, memory_order_relaxed) : DCR__TRACE_CHUNK;
-    if (k == DCR__TRACE_CHUNK) {
+    if (!c) {
         c = dcr__chunk_new(generation);
         if (!c) {
             atomic_fetch_add_explicit(&dcr__dropped, 1, memory_order_relaxed);
             return;
         }
-        k = 0;
     }
+    /* Only this thread stores the count, so a relaxed load reads its own last store. */
+    size_t k = atomic_load_explicit(&c->count, memory_order_relaxed);
     c->iv[k] = *iv;
+    if (iv->end_ns > atomic_load_explicit(&c->max_end, memory_order_relaxed))
+        atomic_store_explicit(&c->max_end, iv->end_ns, memory_order_relaxed);
     atomic_store_explicit(&c->count, k + 1, memory_order_release);
+    if (k + 1 == c->cap) {
+        /* Full: this thread never touches it again, so it may be freed. */
+        dcr__tl_chunk = NULL;
+        (void)pthread_setspecific(dcr__exit_key, NULL);
+        atomic_store_explicit(&c->retired, true, memory_order_release);
+    }
 }
 
 static bool dcr__tags_valid(dcr_stage_t stage, dcr_actor_t actor)
@@ -256,18 +300,21 @@ static int dcr__interval_cmp(const void *pa, const void *pb)
     return 0;
 }
 
-/* Copies what every chunk has published; called with the lock held, so the
- * list cannot change. Counts still grow, so each is loaded once and exactly
- * that many intervals are copied: a thread's older chunks are full, so the
- * copy holds a prefix of what each thread recorded. */
-static dcr_status_t dcr__collect(dcr_trace_interval_t **out_p, size_t *n_p)
+/* Copies what every chunk has published that ended at or after since_ns;
+ * called with the lock held, so the list cannot change. Counts still grow, so
+ * each is loaded once and exactly that many intervals are looked at: a
+ * thread's older chunks are full, so the copy holds a prefix of what each
+ * thread recorded. A chunk whose latest end is older is skipped whole, which
+ * keeps a snapshot of the last refit as cheap late in a long run as early. */
+static dcr_status_t dcr__collect(uint64_t since_ns, dcr_trace_interval_t **out_p, size_t *n_p)
 {
     dcr_trace_interval_t *all = NULL;
     size_t n = 0, cap = 0;
     for (dcr__trace_chunk_t *c = dcr__chunks; c; c = c->next) {
         size_t k = atomic_load_explicit(&c->count, memory_order_acquire);
+        if (!k || atomic_load_explicit(&c->max_end, memory_order_relaxed) < since_ns) continue;
         if (n + k > cap) {
-            size_t grow = cap ? 2 * cap : 4 * DCR__TRACE_CHUNK;
+            size_t grow = cap ? 2 * cap : 4 * DCR__TRACE_CHUNK_MAX;
             while (grow < n + k) grow *= 2;
             dcr_trace_interval_t *p = realloc(all, grow * sizeof(*all));
             if (!p) {
@@ -277,21 +324,21 @@ static dcr_status_t dcr__collect(dcr_trace_interval_t **out_p, size_t *n_p)
             all = p;
             cap = grow;
         }
-        memcpy(all + n, c->iv, k * sizeof(*all));
-        n += k;
+        for (size_t i = 0; i < k; i++)
+            if (c->iv[i].end_ns >= since_ns) all[n++] = c->iv[i];
     }
     *out_p = all;
     *n_p = n;
     return DCR_OK;
 }
 
-dcr_status_t dcr_trace_snapshot(dcr_trace_interval_t **out_p, size_t *n_p)
+dcr_status_t dcr_trace_snapshot_since(uint64_t since_ns, dcr_trace_interval_t **out_p, size_t *n_p)
 {
     if (!out_p || !n_p) return dcr_error_set(DCR_EINVAL, "trace snapshot: NULL output");
     dcr_trace_interval_t *all = NULL;
     size_t n = 0;
     pthread_mutex_lock(&dcr__lock);
-    dcr_status_t s = dcr__collect(&all, &n);
+    dcr_status_t s = dcr__collect(since_ns, &all, &n);
     pthread_mutex_unlock(&dcr__lock);
     if (s != DCR_OK) return s;
     if (n > 1) qsort(all, n, sizeof(*all), dcr__interval_cmp);
@@ -302,6 +349,34 @@ dcr_status_t dcr_trace_snapshot(dcr_trace_interval_t **out_p, size_t *n_p)
     *out_p = all;
     *n_p = n;
     return DCR_OK;
+}
+
+dcr_status_t dcr_trace_snapshot(dcr_trace_interval_t **out_p, size_t *n_p)
+{
+    return dcr_trace_snapshot_since(0, out_p, n_p);
+}
+
+void dcr_trace_discard_before(uint64_t before_ns)
+{
+    dcr__trace_chunk_t *gone = NULL;
+    pthread_mutex_lock(&dcr__lock);
+    for (dcr__trace_chunk_t **pc = &dcr__chunks; *pc;) {
+        dcr__trace_chunk_t *c = *pc;
+        if (atomic_load_explicit(&c->retired, memory_order_acquire) &&
+            atomic_load_explicit(&c->max_end, memory_order_relaxed) < before_ns) {
+            *pc = c->next;
+            c->next = gone;
+            gone = c;
+        } else {
+            pc = &c->next;
+        }
+    }
+    pthread_mutex_unlock(&dcr__lock);
+    while (gone) {
+        dcr__trace_chunk_t *next = gone->next;
+        free(gone);
+        gone = next;
+    }
 }
 
 void dcr_trace_reset(void)

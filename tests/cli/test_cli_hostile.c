@@ -388,7 +388,7 @@ static void test_bounds_refuses_implausible_trace(void **state)
     assert_int_equal(json_dump_file(j, bad, 0), 0);
     json_decref(j);
     snprintf(args, sizeof(args), "bounds %s", bad);
-    expect_error(args, 1, "refit window ends");
+    expect_error(args, 1, "after the last interval inside it");
 }
 
 /* ---- signals ------------------------------------------------------------------ */

@@ -114,6 +114,17 @@ void dcr_trace_record_refit(dcr_stage_t stage, dcr_actor_t actor, int id, uint32
  * none. Safe while other threads record: an interval being written at that
  * moment is either wholly in the copy or not in it. */
 dcr_status_t dcr_trace_snapshot(dcr_trace_interval_t **out_p, size_t *n_p);
+/* As dcr_trace_snapshot, limited to the intervals that end at or after
+ * since_ns; its cost follows those intervals, not the whole recording (the
+ * bench takes one per refit, so a long run stays flat). */
+dcr_status_t dcr_trace_snapshot_since(uint64_t since_ns, dcr_trace_interval_t **out_p, size_t *n_p);
+/* Frees recorded intervals that ended before before_ns, as far as this can be
+ * done while other threads record: those in buffers whose thread filled them
+ * or has ended; a live thread's current buffer (at most 1024 intervals) is
+ * kept. A caller that needs no full trace calls it after each refit so that
+ * a long run holds no more than one refit's intervals. Safe while other
+ * threads record; a later snapshot may still hold some older intervals. */
+void dcr_trace_discard_before(uint64_t before_ns);
 /* Drops every recorded interval and frees the buffers. Must not run while
  * another thread records (call it between runs, when the threads that record
  * are idle or joined); threads record again afterwards as usual. A span open
@@ -166,6 +177,31 @@ dcr_status_t dcr_bounds_compute(const dcr_trace_interval_t *iv, size_t n, uint32
  * a malloc'd array the caller frees (*refits_p NULL when none). */
 dcr_status_t dcr_bounds_refits(const dcr_trace_interval_t *iv, size_t n, uint32_t **refits_p,
                                size_t *n_p);
+
+/* As dcr_bounds_compute for every refit that has a window (refits and out_p
+ * as dcr_bounds_refits returns them and n_refits entries of bounds): sorts
+ * iv by start in place, then takes each window's figures from the intervals
+ * that can reach it, so a trace of a million intervals over hundreds of
+ * refits costs a sort rather than refits x intervals. Same results and
+ * errors as calling dcr_bounds_compute per refit. */
+dcr_status_t dcr_bounds_compute_all(dcr_trace_interval_t *iv, size_t n, const uint32_t *refits,
+                                    size_t n_refits, dcr_bounds_t *out_p);
+
+/* How far (ns) an interval may reach outside every refit window, and a
+ * window's end past the last work inside it, before a trace is refused: the
+ * slack of a refit tag set a little late and of clocks read on different
+ * threads, far below anything a user would read as a latency. */
+#define DCR_BOUNDS_TOLERANCE_NS 1000000000ull
+
+/* Refuses a trace whose figures would be nonsense (DCR_EINVAL, one line
+ * naming the interval): an interval that lies outside every refit window by
+ * more than tolerance_ns, or a window that ends more than tolerance_ns after
+ * the last stage interval that starts before its end (nothing timed it
+ * there), or one with no stage interval inside at all. iv must be sorted by
+ * start (dcr_bounds_compute_all leaves it so); a trace without windows
+ * passes (the caller reports that). */
+dcr_status_t dcr_bounds_check_windows(const dcr_trace_interval_t *iv, size_t n,
+                                      uint64_t tolerance_ns);
 
 /* Field-wise means of n bounds, as the seed averages per-refit figures;
  * busiest_* are -1 (a mean has no single busiest actor). n == 0 gives zeros. */

@@ -306,6 +306,130 @@ static void test_random_against_brute_force(void **state)
     }
 }
 
+/* dcr_bounds_compute_all against dcr_bounds_compute refit by refit (the
+ * oracle checked above) on random traces of several windows, some intervals
+ * reaching over window edges, in random order. */
+static void test_compute_all_matches_per_refit(void **state)
+{
+    (void)state;
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, 0xa11);
+    enum { N = 400, WINDOWS = 6 };
+    for (int round = 0; round < 50; round++) {
+        dcr_trace_interval_t iv[N], copy[N];
+        for (int w = 0; w < WINDOWS; w++)
+            iv[w] = (dcr_trace_interval_t)IVR(1000 * (w + 1), 1000 * (w + 1) + 600, (uint32_t)w + 1,
+                                              DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0);
+        for (int i = WINDOWS; i < N; i++) {
+            uint64_t s = dcr_rng_below(&rng, 1000 * (WINDOWS + 1));
+            uint64_t e = s + dcr_rng_below(&rng, round % 5 == 0 ? 3000 : 200);
+            uint16_t stage = (uint16_t)dcr_rng_below(&rng, DCR_STAGE_REFIT);
+            iv[i] = (dcr_trace_interval_t){s,
+                                           e,
+                                           (uint32_t)dcr_rng_below(&rng, WINDOWS + 1),
+                                           stage,
+                                           (uint16_t)dcr_rng_below(&rng, 3),
+                                           (int32_t)dcr_rng_below(&rng, ACTORS)};
+        }
+        for (int i = N - 1; i > 0; i--) { /* shuffle */
+            int j = (int)dcr_rng_below(&rng, (uint64_t)i + 1);
+            dcr_trace_interval_t t = iv[i];
+            iv[i] = iv[j];
+            iv[j] = t;
+        }
+        memcpy(copy, iv, sizeof(iv));
+        uint32_t *refits = NULL;
+        size_t nr = 0;
+        assert_int_equal(dcr_bounds_refits(iv, N, &refits, &nr), DCR_OK);
+        assert_int_equal(nr, WINDOWS);
+        dcr_bounds_t all[WINDOWS];
+        assert_int_equal(dcr_bounds_compute_all(copy, N, refits, nr, all), DCR_OK);
+        for (size_t k = 1; k < N; k++) assert_true(copy[k - 1].start_ns <= copy[k].start_ns);
+        for (size_t r = 0; r < nr; r++) {
+            dcr_bounds_t one;
+            assert_int_equal(dcr_bounds_compute(iv, N, refits[r], &one), DCR_OK);
+            assert_memory_equal(&one, &all[r], sizeof(one));
+        }
+        free(refits);
+    }
+    /* The same errors: two windows for one refit, a window missing. */
+    dcr_trace_interval_t two[] = {IVR(0, 10, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+                                  IVR(20, 30, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0)};
+    const uint32_t one_refit = 1, missing = 9;
+    dcr_bounds_t b;
+    assert_int_equal(dcr_bounds_compute_all(two, 2, &one_refit, 1, &b), DCR_EINVAL);
+    assert_int_equal(dcr_bounds_compute_all(two, 2, &missing, 1, &b), DCR_ENOTFOUND);
+}
+
+#define SEC 1000000000ull
+
+/* Sorted by start, as the check requires. */
+static dcr_status_t check_sorted(dcr_trace_interval_t *iv, size_t n)
+{
+    uint32_t *refits = NULL;
+    size_t nr = 0;
+    assert_int_equal(dcr_bounds_refits(iv, n, &refits, &nr), DCR_OK);
+    dcr_bounds_t b[8];
+    assert_true(nr <= 8);
+    dcr_status_t st = dcr_bounds_compute_all(iv, n, refits, nr, b);
+    free(refits);
+    if (st != DCR_OK) return st;
+    return dcr_bounds_check_windows(iv, n, DCR_BOUNDS_TOLERANCE_NS);
+}
+
+/* Intervals outside every window by more than the tolerance, and windows
+ * that run on past their work, are refused with one line naming them. */
+static void test_check_windows(void **state)
+{
+    (void)state;
+    const uint64_t T = 100 * SEC;
+    /* Within the tolerance on both sides: accepted. */
+    dcr_trace_interval_t ok[] = {
+        IVR(T, T + SEC, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IVR(T - SEC / 2, T + SEC / 2, 1, DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, 0),
+        IVR(T + SEC / 2, T + SEC + SEC / 2, 1, DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0),
+    };
+    assert_int_equal(check_sorted(ok, 3), DCR_OK);
+    /* The reproduction: an interval ending at 2^63 - 1 ns. */
+    dcr_trace_interval_t far[] = {
+        IVR(T, T + SEC, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IVR(T, T + SEC, 1, DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0),
+        IVR(T + SEC / 2, INT64_MAX, 1, DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, 3),
+    };
+    assert_int_equal(check_sorted(far, 3), DCR_EINVAL);
+    const char *d = dcr_error_detail();
+    if (!strstr(d, "send endpoint=3 refit=1") || !strstr(d, "9223372036854775807") ||
+        !strstr(d, "outside every refit window") || strchr(d, '\n'))
+        fail_msg("detail: %s", d);
+    /* 1.5 s before the window: refused. */
+    dcr_trace_interval_t early[] = {
+        IVR(T - SEC - SEC / 2, T - SEC - SEC / 4, 1, DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, 1),
+        IVR(T, T + SEC, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IVR(T, T + SEC, 1, DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0),
+    };
+    assert_int_equal(check_sorted(early, 3), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "apply receiver=1"));
+    /* The window itself ends at 2^63 - 1: it ran on long after its work. */
+    dcr_trace_interval_t window[] = {
+        IVR(T, INT64_MAX, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IVR(T, T + SEC, 1, DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0),
+    };
+    assert_int_equal(check_sorted(window, 2), DCR_EINVAL);
+    d = dcr_error_detail();
+    if (!strstr(d, "window refit") || !strstr(d, "after the last interval")) fail_msg("%s", d);
+    /* A window with nothing in it. */
+    dcr_trace_interval_t empty[] = {
+        IVR(T, T + SEC, 1, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IVR(T, T + SEC, 2, DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0),
+        IVR(T + 10 * SEC, T + 11 * SEC, 2, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+        IVR(T + 10 * SEC, T + 11 * SEC, 2, DCR_STAGE_COMMIT, DCR_ACTOR_COORD, 0),
+        IVR(T + 20 * SEC, T + 21 * SEC, 3, DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0),
+    };
+    assert_int_equal(check_sorted(empty, 5), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "refit=3"));
+    assert_non_null(strstr(dcr_error_detail(), "holds no stage interval"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -317,6 +441,8 @@ int main(void)
         cmocka_unit_test(test_negative_remainder_reported),
         cmocka_unit_test(test_mean),
         cmocka_unit_test(test_random_against_brute_force),
+        cmocka_unit_test(test_compute_all_matches_per_refit),
+        cmocka_unit_test(test_check_windows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dcr/clock.h"
 #include "dcr/trace.h"
@@ -276,6 +277,100 @@ static void test_reset(void **state)
     free(iv);
 }
 
+/* snapshot_since copies only the intervals ending at or after its time. */
+static void test_snapshot_since(void **state)
+{
+    (void)state;
+    dcr_trace_enable(true);
+    for (int i = 1; i <= 10; i++)
+        dcr_trace_record(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, i, 0, (uint64_t)(10 * i));
+    size_t n = 0;
+    dcr_trace_interval_t *iv = NULL;
+    assert_int_equal(dcr_trace_snapshot_since(55, &iv, &n), DCR_OK);
+    assert_int_equal(n, 5);
+    for (size_t k = 0; k < n; k++) assert_true(iv[k].end_ns >= 60);
+    free(iv);
+    assert_int_equal(dcr_trace_snapshot_since(101, &iv, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    assert_null(iv);
+    free(snapshot(&n));
+    assert_int_equal(n, 10);
+}
+
+enum { DISCARD_SPANS = 300, LIVE_ID = 7 };
+
+typedef struct discard_worker {
+    int id;
+    atomic_bool *release; /* NULL: end at once */
+} discard_worker_t;
+
+static void *record_then_wait(void *arg)
+{
+    discard_worker_t *w = arg;
+    for (int i = 0; i < DISCARD_SPANS; i++)
+        dcr_trace_record(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, w->id, (uint64_t)i, (uint64_t)i + 1);
+    while (w->release && !atomic_load(w->release)) usleep(1000);
+    return NULL;
+}
+
+/* discard_before frees what threads that ended or filled their buffers
+ * recorded, while a live thread keeps its current buffer and records on. */
+static void test_discard_before(void **state)
+{
+    (void)state;
+    dcr_trace_enable(true);
+    for (int i = 0; i < 3; i++) dcr_trace_record(DCR_STAGE_ACK, DCR_ACTOR_COORD, -1, 1, 5);
+    pthread_t th[THREADS], live;
+    discard_worker_t w[THREADS];
+    for (int t = 0; t < THREADS; t++) {
+        w[t] = (discard_worker_t){t, NULL};
+        assert_int_equal(pthread_create(&th[t], NULL, record_then_wait, &w[t]), 0);
+    }
+    for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
+    atomic_bool release = false;
+    discard_worker_t lw = {LIVE_ID, &release};
+    assert_int_equal(pthread_create(&live, NULL, record_then_wait, &lw), 0);
+    size_t n = 0;
+    /* Wait until the live thread recorded everything. */
+    for (;;) {
+        free(snapshot(&n));
+        if (n == 3 + (THREADS + 1) * DISCARD_SPANS) break;
+        usleep(1000);
+    }
+    /* Nothing ended before time 1. */
+    dcr_trace_discard_before(1);
+    free(snapshot(&n));
+    assert_int_equal(n, 3 + (THREADS + 1) * DISCARD_SPANS);
+    dcr_trace_discard_before(1000);
+    dcr_trace_interval_t *iv = snapshot(&n);
+    size_t mine = 0, live_kept = 0;
+    uint64_t live_first_end = UINT64_MAX;
+    for (size_t k = 0; k < n; k++) {
+        if (iv[k].id == -1) mine++;
+        assert_true(iv[k].id == -1 || iv[k].id == LIVE_ID);
+        if (iv[k].id == LIVE_ID) {
+            live_kept++;
+            if (iv[k].end_ns < live_first_end) live_first_end = iv[k].end_ns;
+        }
+    }
+    free(iv);
+    /* This thread's current buffer stays; of the live thread only its
+     * current buffer, the latest intervals it recorded. */
+    assert_int_equal(mine, 3);
+    assert_true(live_kept > 0 && live_kept < DISCARD_SPANS);
+    assert_int_equal(live_first_end, (uint64_t)(DISCARD_SPANS - live_kept + 1));
+    atomic_store(&release, true);
+    pthread_join(live, NULL);
+    dcr_trace_discard_before(1000);
+    free(snapshot(&n));
+    assert_int_equal(n, 3);
+    /* Recording goes on as before. */
+    dcr_trace_record(DCR_STAGE_ACK, DCR_ACTOR_COORD, -1, 1, 5000);
+    dcr_trace_discard_before(1000);
+    free(snapshot(&n));
+    assert_int_equal(n, 4);
+}
+
 static void test_message_format(void **state)
 {
     (void)state;
@@ -366,6 +461,8 @@ int main(void)
         cmocka_unit_test_setup(test_threads_each_span_once, setup),
         cmocka_unit_test_setup(test_snapshot_while_recording, setup),
         cmocka_unit_test_setup(test_reset, setup),
+        cmocka_unit_test_setup(test_snapshot_since, setup),
+        cmocka_unit_test_setup(test_discard_before, setup),
         cmocka_unit_test_setup(test_message_format, setup),
         cmocka_unit_test_setup(test_span_overhead, setup),
     };

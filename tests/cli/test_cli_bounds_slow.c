@@ -1,0 +1,137 @@
+/* ctest-labels: slow
+ *
+ * dcr bounds on a generated trace of a million intervals (250 refits of
+ * 4000): it must finish within BIG_TRACE_S with a bounded resident set and
+ * the figures the generator implies; and a trace with an interval ending at
+ * 2^63 - 1 ns is refused with one line naming that interval (exit 1). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_run.h"
+
+#define REFITS      250
+#define PER_REFIT   4000 /* the window and 3999 compare intervals */
+#define SLOT_NS     100000
+#define SPAN_NS     50000
+#define WINDOW_NS   500000000ull
+#define BIG_TRACE_S 10.0
+#define MAX_RSS     (1024.0 * 1024 * 1024)
+
+static void write_event(FILE *f, bool *first, uint64_t s, uint64_t e, unsigned refit,
+                        const char *stage, const char *actor, int id)
+{
+    fprintf(f,
+            "%s{\"ph\":\"X\",\"cat\":\"dcr\",\"name\":\"%s\",\"pid\":1,\"tid\":%d,\"ts\":0,"
+            "\"dur\":0,\"args\":{\"refit\":%u,\"stage\":\"%s\",\"actor\":\"%s\",\"id\":%d,"
+            "\"start_ns\":%llu,\"end_ns\":%llu}}",
+            *first ? "" : ",\n", stage, id, refit, stage, actor, id, (unsigned long long)s,
+            (unsigned long long)e);
+    *first = false;
+}
+
+/* Refit r's window starts at r seconds and lasts WINDOW_NS; interval j of it
+ * is a compare of owner j % 8 in slot j, none overlapping. Owners 0..6 get
+ * 500 intervals, owner 7 499: the construction bound is 500 x SPAN_NS on
+ * owner 0, the latency WINDOW_NS. */
+static void write_trace(const char *path, bool poison)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"format\":\"dcr-trace\"},\n"
+               "\"traceEvents\":[\n");
+    bool first = true;
+    int refits = poison ? 2 : REFITS;
+    for (int r = 1; r <= refits; r++) {
+        uint64_t t0 = (uint64_t)r * 1000000000ull;
+        write_event(f, &first, t0, t0 + WINDOW_NS, (unsigned)r, "refit", "coord", 0);
+        for (int j = 0; j < PER_REFIT - 1; j++)
+            write_event(f, &first, t0 + (uint64_t)j * SLOT_NS, t0 + (uint64_t)j * SLOT_NS + SPAN_NS,
+                        (unsigned)r, "compare", "owner", j % 8);
+    }
+    if (poison) write_event(f, &first, 1500000000ull, INT64_MAX, 1, "send", "endpoint", 3);
+    fprintf(f, "\n]}\n");
+    assert_int_equal(fclose(f), 0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void test_million_intervals(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dcr-bounds-big-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], args[256];
+    snprintf(path, sizeof(path), "%s/big.json", dir);
+    write_trace(path, false);
+    snprintf(args, sizeof(args), "bounds %s --json", path);
+    static result_t r;
+    double t0 = now_s();
+    run(&r, args);
+    double took = now_s() - t0;
+    struct rusage ru;
+    assert_int_equal(getrusage(RUSAGE_CHILDREN, &ru), 0);
+    double rss = (double)ru.ru_maxrss * 1024;
+    unlink(path);
+    rmdir(dir);
+    print_message("dcr bounds on %d intervals: %.2f s, peak RSS %.0f MiB\n", REFITS * PER_REFIT,
+                  took, rss / (1 << 20));
+    if (r.rc != 0) fail_msg("exit %d: %s", r.rc, r.err);
+    json_error_t jerr;
+    json_t *j = json_loads(r.out, 0, &jerr);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(j, "refits")), REFITS);
+    json_t *means = json_object_get(j, "means");
+    assert_true(fabs(json_real_value(json_object_get(means, "latency_s")) - WINDOW_NS * 1e-9) <
+                1e-9);
+    assert_true(fabs(json_real_value(json_object_get(means, "construction_lb_s")) -
+                     500 * SPAN_NS * 1e-9) < 1e-9);
+    json_t *first = json_array_get(json_object_get(j, "refits"), 0);
+    assert_int_equal(json_integer_value(json_object_get(first, "busiest_owner")), 0);
+    json_decref(j);
+    if (took > BIG_TRACE_S) fail_msg("took %.2f s (limit %.0f s)", took, BIG_TRACE_S);
+    if (rss > MAX_RSS)
+        fail_msg("peak RSS %.0f MiB (limit %.0f MiB)", rss / (1 << 20), MAX_RSS / (1 << 20));
+}
+
+static void test_interval_at_int64_max_refused(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dcr-bounds-far-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], args[256];
+    snprintf(path, sizeof(path), "%s/far.json", dir);
+    write_trace(path, true);
+    snprintf(args, sizeof(args), "bounds %s", path);
+    expect_error(args, 1, "send endpoint=3 refit=1 [1500000000, 9223372036854775807] ns lies");
+    unlink(path);
+    rmdir(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_interval_at_int64_max_refused),
+        cmocka_unit_test(test_million_intervals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
