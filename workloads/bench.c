@@ -421,6 +421,8 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
     }
+    if (timed && b->cfg->after_refit)
+        DCR_CHECK(b->cfg->after_refit(b->cfg->after_refit_ctx, r.version, b->receivers, b->nrecv));
     /* The candidate is committed: it becomes the baseline of the next step. */
     dcr_storage_t **swap = b->committed;
     b->committed = b->candidate;

@@ -41,6 +41,13 @@ typedef struct dcr_bench_config {
      * that a drift of the machine weighs on both sides alike. Needs at least
      * 4 timed refits; bounds exist only for the recorded ones. */
     bool trace_overhead;
+    /* Called after every timed refit, outside the window and after the
+     * dense-refit comparison, with the committed version and the receivers
+     * (e.g. a digest verifier in tests); NULL: none. A non-OK status stops
+     * the run with that error. */
+    dcr_status_t (*after_refit)(void *ctx, uint64_t version, dcr_receiver_t *const *receivers,
+                                int n);
+    void *after_refit_ctx;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
