@@ -18,6 +18,7 @@
 #include "dcr/construct.h"
 #include "dcr/control.h"
 #include "dcr/receiver.h"
+#include "dcr/rollout_node.h"
 #include "dcr/status.h"
 #include "dcr/transport.h"
 
@@ -107,14 +108,6 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
 
 /* ---- failures (DESIGN.md section 5 step 7) ------------------------------------- */
 
-/* Where a receiver's liveness is checked during an attempt. */
-typedef enum dcr_coord_point {
-    DCR_COORD_POINT_DELIVERY = 0, /* a payload reached its node, before this receiver takes it */
-    DCR_COORD_POINT_APPLY =
-        1, /* after this receiver applied (or staged) a payload: partial writes */
-    DCR_COORD_POINT_ACKED = 2, /* after its acknowledgment, before the joint commit */
-} dcr_coord_point_t;
-
 /* Protocol steps of an attempt at which a coordinator may crash. */
 typedef enum dcr_coord_step {
     DCR_COORD_STEP_PREPARE = 0,   /* before prepare */
@@ -126,7 +119,6 @@ typedef enum dcr_coord_step {
 } dcr_coord_step_t;
 
 const char *dcr_coord_step_name(dcr_coord_step_t step);
-const char *dcr_coord_point_name(dcr_coord_point_t point);
 
 /* Hooks through which a crash is observed (process death has no return
  * value in one process). Installed by harnesses and faults/, never by the
