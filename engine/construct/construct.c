@@ -976,7 +976,8 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
     rt->group = calloc((size_t)w, sizeof(dcr_group_t *));
     if (!rt->owners || !rt->senders || !rt->ctx || !rt->required || !rt->group)
         return dcr_error_set(DCR_ENOMEM, "run state for %d owners", w);
-    DCR_CHECK(dcr_group_create_inproc(w, rt->group));
+    int created = 0;
+    DCR_CHECK(dcr_group_create("inproc", w, rt->group, &created));
     for (int r = 0; r < w; r++) {
         owner_t *o = &c->owners[r];
         memset(&o->stats, 0, sizeof(o->stats));

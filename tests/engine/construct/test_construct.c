@@ -316,7 +316,8 @@ static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
 static void test_group_inproc_messages(void **state)
 {
     dcr_group_t *g[3];
-    assert_int_equal(dcr_group_create_inproc(3, g), DCR_OK);
+    int n = 0;
+    assert_int_equal(dcr_group_create("inproc", 3, g, &n), DCR_OK);
     assert_int_equal(dcr_group_send(g[0], 2, 5, "ab", 2), DCR_OK);
     assert_int_equal(dcr_group_send(g[1], 2, 6, "xyz", 3), DCR_OK);
     assert_int_equal(dcr_group_send(g[0], 2, 5, "cd", 2), DCR_OK);
