@@ -33,7 +33,8 @@ const char *dcr_rl_mode_name(dcr_rl_mode_t mode)
 
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node)
 {
-    dcr_coord_config_t cfg = {id, DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20};
+    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20,
+                              false, 60000};
     return cfg;
 }
 
@@ -121,7 +122,7 @@ static dcr_status_t make_nodes(dcr_coord_t *c)
     for (int i = 0; i < c->nodes; i++) {
         int per = c->cfg.receivers_per_node;
         dcr_rollout_node_config_t nc = {
-            i, i * per, per, c->cfg.rl == DCR_RL_ASYNC, c->cfg.stall_timeout_ms, 0};
+            i, i * per, per, c->cfg.rl == DCR_RL_ASYNC, c->cfg.stall_timeout_ms, 0, 0};
         DCR_CHECK(dcr_rollout_node_create(&nc, &env, c->p.transport, &c->node[i]));
     }
     return DCR_OK;
@@ -160,7 +161,7 @@ static dcr_status_t run_nodes(dcr_coord_t *c, uint64_t tau, bool apply)
 
 static void discard_staged(dcr_coord_t *c)
 {
-    for (int i = 0; i < c->nodes; i++) dcr_rollout_node_discard(c->node[i]);
+    for (int i = 0; c->node && i < c->nodes; i++) dcr_rollout_node_discard(c->node[i]);
 }
 
 /* ---- setup ------------------------------------------------------------------ */
@@ -211,7 +212,7 @@ static dcr_status_t use_gate(dcr_coord_t *c, const dcr_coord_parties_t *parties)
                              dcr_gate_slots(c->gate), parties->nreceivers);
     }
     for (int i = 0; i < parties->nreceivers; i++) {
-        c->recv[i] = parties->receivers[i];
+        c->recv[i] = parties->receivers ? parties->receivers[i] : NULL;
         atomic_init(&c->alive[i], 1);
         dcr_gate_bind(c->gate, i, c->recv[i]);
     }
@@ -283,6 +284,9 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         return dcr_error_set(
             DCR_EINVAL, "coordinator: %d receivers in nodes of %d, %d attempts, %d owners",
             parties->nreceivers, cfg->receivers_per_node, cfg->max_attempts, parties->world);
+    if (cfg->remote_nodes && cfg->rl != DCR_RL_SYNC)
+        return dcr_error_set(DCR_EINVAL,
+                             "coordinator: rollout nodes as processes run sync RL only");
     dcr_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return dcr_error_set(DCR_ENOMEM, "coordinator");
     c->cfg = *cfg;
@@ -301,7 +305,7 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         return dcr_error_set(DCR_ENOMEM, "coordinator");
     }
     dcr_status_t st = use_gate(c, parties);
-    if (st == DCR_OK) st = make_nodes(c);
+    if (st == DCR_OK && !cfg->remote_nodes) st = make_nodes(c);
     if (st == DCR_OK) st = bind_initial(c);
     if (st == DCR_OK) st = load_membership(c);
     if (st != DCR_OK) {
@@ -384,6 +388,69 @@ static size_t collect_required(dcr_coord_t *c)
     return c->nrequired;
 }
 
+/* ---- rollout nodes as processes -------------------------------------------------- */
+
+#define NODE_POLL_NS 500000L /* between reads of the nodes' reports */
+
+static const char *phase_name(dcr_node_phase_t p)
+{
+    static const char *const names[] = {"ready", "joined", "done", "failed", "gone"};
+    return (unsigned)p <= DCR_NODE_GONE ? names[p] : "?";
+}
+
+/* Waits until every node of a required receiver reports `phase` for tau
+ * (DONE: *apply_end_p gets the last apply's end across them). A node that
+ * reports FAILED fails the attempt with its line; one that stays behind
+ * longer than the join (or stall) timeout fails it naming the node. */
+static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t phase,
+                               double *apply_end_p)
+{
+    int per = c->cfg.receivers_per_node;
+    int limit_ms = phase == DCR_NODE_JOINED ? c->cfg.join_timeout_ms : c->cfg.stall_timeout_ms;
+    double t0 = dcr_clock_s();
+    for (size_t i = 0; i < c->nrequired; i++) {
+        int node = (int)c->required[i] / per;
+        if (i > 0 && (int)c->required[i - 1] / per == node) continue; /* one report per node */
+        for (;;) {
+            dcr_node_report_t r;
+            dcr_status_t st = dcr_node_report_get(c->p.control, node, &r);
+            if (st == DCR_OK && r.phase == DCR_NODE_GONE)
+                return dcr_error_set(DCR_EATTEMPT, "rollout node %d is gone: %s", node, r.why);
+            if (st == DCR_OK && r.tau == tau && r.phase == DCR_NODE_FAILED)
+                return dcr_error_set(DCR_EATTEMPT, "rollout node %d failed attempt %llu: %s", node,
+                                     (unsigned long long)tau, r.why);
+            if (st == DCR_OK && r.tau == tau && r.phase >= phase) {
+                if (apply_end_p && r.apply_end > *apply_end_p) *apply_end_p = r.apply_end;
+                break;
+            }
+            if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
+            if ((dcr_clock_s() - t0) * 1000.0 > limit_ms)
+                return dcr_error_set(
+                    DCR_ETIMEOUT,
+                    "rollout node %d did not report %s for attempt %llu within %d ms (last "
+                    "report: %s)",
+                    node, phase_name(phase), (unsigned long long)tau, limit_ms,
+                    st == DCR_OK ? phase_name(r.phase) : "none");
+            struct timespec ts = {0, NODE_POLL_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return DCR_OK;
+}
+
+/* Remote nodes: their downloads as their reports count them. Uploads are
+ * this handle's payload bytes: its own rollout side (the transport always
+ * has one) is nobody's, and what it prefetches crosses nothing real. */
+static int64_t remote_cross_bytes(dcr_coord_t *c)
+{
+    int64_t sum = 0;
+    for (int n = 0; c->cfg.remote_nodes && n < c->nodes; n++) {
+        dcr_node_report_t r;
+        if (dcr_node_report_get(c->p.control, n, &r) == DCR_OK) sum += r.cross_bytes;
+    }
+    return sum;
+}
+
 static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
     if (collect_required(c) == 0)
@@ -394,9 +461,12 @@ static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
     if (c->ntaus < c->cfg.max_attempts) c->taus[c->ntaus++] = *tau_p;
     dcr_gate_announce(c->gate, *tau_p); /* gate operations of older attempts are void now */
     DCR_CHECK(dcr_transport_open_attempt(c->p.transport, *tau_p));
+    memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
+    /* Node processes begin the attempt themselves; nothing may be sent
+     * before each has opened it on its transport handle. */
+    if (c->cfg.remote_nodes) return wait_nodes(c, *tau_p, DCR_NODE_JOINED, NULL);
     for (size_t i = 0; i < c->nrequired; i++)
         DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
-    memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
     return DCR_OK;
 }
 
@@ -405,7 +475,7 @@ static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t tau,
                            bool overwrite, dcr_refit_result_t *res)
 {
-    dcr_status_t st = run_nodes(c, tau, false);
+    dcr_status_t st = c->cfg.remote_nodes ? DCR_OK : run_nodes(c, tau, false);
     if (st != DCR_OK) return st;
     dcr_payload_sink_t sink = {sink_submit, c};
     c->sink_why[0] = '\0';
@@ -416,7 +486,11 @@ static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint
     char why[600];
     snprintf(why, sizeof(why), "%s", c->sink_why[0] ? c->sink_why : dcr_error_detail());
     if (st != DCR_OK) dcr_transport_stop_and_wait(c->p.transport); /* wakes the nodes */
-    dcr_status_t nodes_st = join_nodes(c, c->nodes, &res->apply_end);
+    dcr_status_t nodes_st = DCR_OK;
+    if (!c->cfg.remote_nodes)
+        nodes_st = join_nodes(c, c->nodes, &res->apply_end);
+    else if (st == DCR_OK)
+        nodes_st = wait_nodes(c, tau, DCR_NODE_DONE, &res->apply_end);
     res->delivery_end = dcr_clock_s();
     /* A receiver's death is the root cause of whatever the owners saw after it. */
     if (nodes_st == DCR_EATTEMPT || st == DCR_OK) return nodes_st;
@@ -441,6 +515,7 @@ static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t
 
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
+    if (c->cfg.remote_nodes) return DCR_OK; /* each node process acknowledged its receivers */
     for (size_t i = 0; i < c->nrequired; i++) {
         dcr_trace_span_t span =
             dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
@@ -531,6 +606,7 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
 
 static void receiver_drops(const dcr_coord_t *c, dcr_refit_result_t *res)
 {
+    if (c->cfg.remote_nodes) return; /* counted in the node processes */
     for (int i = 0; i < c->p.nreceivers; i++) {
         dcr_receiver_stats_t s;
         dcr_receiver_stats(c->recv[i], &s);
@@ -611,6 +687,7 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
         (uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
     dcr_transport_counters_t before, after;
     dcr_transport_counters(c->p.transport, &before);
+    int64_t nodes_before = remote_cross_bytes(c);
     dcr_status_t st = DCR_EATTEMPT;
     char first_error[512] = "";
     int live_before = live_count(c);
@@ -658,6 +735,9 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     res->finalization_s = res->apply_end > 0 ? res->t1 - res->apply_end : 0.0;
     res->payload_bytes = res->construct.payload_bytes;
     res->cross_bytes = after.cross_bytes - before.cross_bytes;
+    if (c->cfg.remote_nodes)
+        res->cross_bytes =
+            after.payload_bytes - before.payload_bytes + remote_cross_bytes(c) - nodes_before;
     receiver_drops(c, res);
     return DCR_OK;
 }

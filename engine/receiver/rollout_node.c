@@ -3,6 +3,7 @@
 #include "dcr/rollout_node.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,7 @@ struct dcr_rollout_node {
     /* The thread of start_deliver / start_apply. */
     pthread_t thread;
     bool running;
+    atomic_bool finished;
     bool apply_step; /* the thread runs apply_staged, not deliver */
     uint64_t tau;
     dcr_status_t status;
@@ -47,7 +49,8 @@ dcr_status_t dcr_rollout_node_create(const dcr_rollout_node_config_t *cfg,
                                      dcr_rollout_node_t **out_p)
 {
     if (cfg == NULL || env == NULL || transport == NULL || out_p == NULL || env->receiver == NULL ||
-        env->member == NULL || cfg->receivers < 1 || cfg->node < 0 || cfg->first_receiver < 0)
+        env->member == NULL || cfg->receivers < 1 || cfg->node < 0 || cfg->first_receiver < 0 ||
+        cfg->transport_base < 0 || cfg->transport_base > cfg->node)
         return dcr_error_set(DCR_EINVAL, "rollout node: a transport, an environment with receiver "
                                          "and member, and >= 1 receiver are required");
     dcr_rollout_node_t *n = calloc(1, sizeof(*n));
@@ -163,7 +166,8 @@ dcr_status_t dcr_rollout_node_deliver(dcr_rollout_node_t *n, uint64_t tau)
     for (;;) {
         dcr_delivery_t d;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, n->cfg.node);
-        dcr_status_t st = dcr_transport_recv(n->transport, n->cfg.node, n->cfg.poll_ms, &d);
+        dcr_status_t st = dcr_transport_recv(n->transport, n->cfg.node - n->cfg.transport_base,
+                                             n->cfg.poll_ms, &d);
         if (st == DCR_OK)
             dcr_trace_end(&span);
         else
@@ -186,7 +190,7 @@ dcr_status_t dcr_rollout_node_deliver(dcr_rollout_node_t *n, uint64_t tau)
                 snprintf(why, sizeof(why), "%s", dcr_error_detail());
             }
         }
-        dcr_transport_release(n->transport, n->cfg.node, &d);
+        dcr_transport_release(n->transport, n->cfg.node - n->cfg.transport_base, &d);
         idle_since = dcr_clock_s();
     }
 }
@@ -212,6 +216,7 @@ static void *node_thread(void *arg)
     n->status = n->apply_step ? dcr_rollout_node_apply_staged(n, n->tau)
                               : dcr_rollout_node_deliver(n, n->tau);
     if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
+    atomic_store(&n->finished, true);
     return NULL;
 }
 
@@ -223,6 +228,7 @@ static dcr_status_t start(dcr_rollout_node_t *n, uint64_t tau, bool apply_step)
     n->apply_step = apply_step;
     n->status = DCR_OK;
     n->why[0] = '\0';
+    atomic_store(&n->finished, false);
     if (dcr_thread_start(&n->thread, DCR_THREAD_NODE, node_thread, n, "dcr-node-%d", n->cfg.node))
         return dcr_error_set(DCR_ENOMEM, "starting the thread of rollout node %d", n->cfg.node);
     n->running = true;
@@ -245,4 +251,85 @@ dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n)
     pthread_join(n->thread, NULL);
     n->running = false;
     return n->status == DCR_OK ? DCR_OK : failed_with(n->status, n->why);
+}
+
+/* ---- the state report of a rollout-node process ---- */
+
+#define NODE_REPORT_MAGIC 0x31504e52u /* "RNP1" */
+#define NODE_REPORT_BYTES (4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 256)
+
+static uint8_t *put_u(uint8_t *p, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
+    return p + bytes;
+}
+
+static const uint8_t *get_u(const uint8_t *p, uint64_t *v, int bytes)
+{
+    *v = 0;
+    for (int i = 0; i < bytes; i++) *v |= (uint64_t)p[i] << (8 * i);
+    return p + bytes;
+}
+
+dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t *r)
+{
+    uint8_t buf[NODE_REPORT_BYTES], *p = buf;
+    uint64_t apply, cpu;
+    memcpy(&apply, &r->apply_end, 8);
+    memcpy(&cpu, &r->cpu_s, 8);
+    p = put_u(p, NODE_REPORT_MAGIC, 4);
+    p = put_u(p, r->node, 4);
+    p = put_u(p, (uint32_t)r->phase, 4);
+    p = put_u(p, r->tau, 8);
+    p = put_u(p, r->version, 8);
+    p = put_u(p, (uint32_t)r->pid, 4);
+    p = put_u(p, apply, 8);
+    p = put_u(p, (uint64_t)r->cross_bytes, 8);
+    p = put_u(p, cpu, 8);
+    memset(p, 0, 256);
+    snprintf((char *)p, 256, "%s", r->why);
+    return dcr_control_report_put(control, DCR_NODE_REPORT_ID(r->node), buf, sizeof(buf));
+}
+
+dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p)
+{
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_control_report_get(control, DCR_NODE_REPORT_ID(node), &data, &len));
+    const uint8_t *p = data;
+    uint64_t magic = 0, v;
+    if (len == NODE_REPORT_BYTES) p = get_u(p, &magic, 4);
+    if (len != NODE_REPORT_BYTES || magic != NODE_REPORT_MAGIC) {
+        free(data);
+        return dcr_error_set(DCR_ECONTROL,
+                             "rollout node %d: a state report of %zu bytes, expected "
+                             "%d starting with RNP1",
+                             node, len, NODE_REPORT_BYTES);
+    }
+    dcr_node_report_t r;
+    memset(&r, 0, sizeof(r));
+    p = get_u(p, &v, 4);
+    r.node = (uint32_t)v;
+    p = get_u(p, &v, 4);
+    r.phase = (dcr_node_phase_t)v;
+    p = get_u(p, &r.tau, 8);
+    p = get_u(p, &r.version, 8);
+    p = get_u(p, &v, 4);
+    r.pid = (int32_t)(uint32_t)v;
+    p = get_u(p, &v, 8);
+    memcpy(&r.apply_end, &v, 8);
+    p = get_u(p, &v, 8);
+    r.cross_bytes = (int64_t)v;
+    p = get_u(p, &v, 8);
+    memcpy(&r.cpu_s, &v, 8);
+    memcpy(r.why, p, 255);
+    r.why[255] = '\0';
+    free(data);
+    *out_p = r;
+    return DCR_OK;
+}
+
+bool dcr_rollout_node_finished(dcr_rollout_node_t *n)
+{
+    return !n->running || atomic_load(&n->finished);
 }
