@@ -18,6 +18,7 @@
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "workloads/readers.h"
+#include "workloads/roles/roles.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
 {
@@ -491,6 +492,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
     /* Node processes: their whole CPU between the refit's ends, as they report it. */
     if (b->cfg->processes) out->cpu_s[DCR_THREAD_NODE] = nodes_cpu(b) - nodes_cpu0;
+    /* Node processes' intervals join this process's trace (one host, one clock). */
+    if (traced && b->cfg->processes)
+        DCR_CHECK(dcr_role_trace_import(b->workdir, b->serve.nodes, r.tau));
     if (traced) DCR_CHECK(refit_bounds(r.version, out));
     if (timed && b->cfg->verify && !b->cfg->processes) {
         DCR_CHECK(verify(b, &out->bit_exact));

@@ -464,7 +464,10 @@ static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
     memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
     /* Node processes begin the attempt themselves; nothing may be sent
      * before each has opened it on its transport handle. */
-    if (c->cfg.remote_nodes) return wait_nodes(c, *tau_p, DCR_NODE_JOINED, NULL);
+    if (c->cfg.remote_nodes) {
+        DCR_CHECK(dcr_coord_report_opened(c->p.control, *tau_p));
+        return wait_nodes(c, *tau_p, DCR_NODE_JOINED, NULL);
+    }
     for (size_t i = 0; i < c->nrequired; i++)
         DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
     return DCR_OK;

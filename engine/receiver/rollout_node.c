@@ -333,3 +333,24 @@ bool dcr_rollout_node_finished(dcr_rollout_node_t *n)
 {
     return !n->running || atomic_load(&n->finished);
 }
+
+dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau)
+{
+    uint8_t buf[8];
+    put_u(buf, tau, 8);
+    return dcr_control_report_put(control, DCR_COORD_REPORT_ID, buf, sizeof(buf));
+}
+
+dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p)
+{
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_control_report_get(control, DCR_COORD_REPORT_ID, &data, &len));
+    dcr_status_t st = DCR_OK;
+    if (len == 8)
+        get_u(data, tau_p, 8);
+    else
+        st = dcr_error_set(DCR_ECONTROL, "the coordinator's report has %zu bytes, expected 8", len);
+    free(data);
+    return st;
+}

@@ -13,12 +13,14 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
+#include "dcr/trace.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
 #include "workloads/serve/vllm_layout.h"
 
 #define IDLE_POLL_NS    500000L  /* waiting for an attempt or a commit */
 #define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
+#define TURN_TIMEOUT_MS 30000    /* waiting for the handles before this one to open */
 
 void dcr_role_control_path(const char *workdir, char *out, size_t cap)
 {
@@ -28,6 +30,27 @@ void dcr_role_control_path(const char *workdir, char *out, size_t cap)
 void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/objstore-objstore", workdir);
+}
+
+void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+}
+
+dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
+{
+    for (int n = 0; n < nodes; n++) {
+        char path[4300];
+        dcr_role_trace_path(workdir, n, tau, path, sizeof(path));
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        dcr_trace_interval_t iv;
+        while (fread(&iv, sizeof(iv), 1, f) == 1)
+            dcr_trace_record_refit((dcr_stage_t)iv.stage, (dcr_actor_t)iv.actor, iv.id, iv.refit,
+                                   iv.start_ns, iv.end_ns);
+        fclose(f);
+    }
+    return DCR_OK;
 }
 
 void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
@@ -148,13 +171,33 @@ static dcr_status_t write_file(const char *path, const uint8_t *buf, size_t len)
     return DCR_OK;
 }
 
+static dcr_status_t make_dir(const char *workdir, const char *name)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
+    return DCR_OK;
+}
+
+/* The attempt's stage intervals, for the launcher's one trace. */
+static dcr_status_t write_trace(node_proc_t *p, uint64_t tau)
+{
+    DCR_CHECK(make_dir(p->cfg->workdir, "trace"));
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_trace_snapshot(&iv, &n));
+    char path[4300];
+    dcr_role_trace_path(p->cfg->workdir, p->cfg->node, tau, path, sizeof(path));
+    dcr_status_t st = write_file(path, (const uint8_t *)iv, n * sizeof(*iv));
+    free(iv);
+    return st;
+}
+
 /* After a commit: every receiver's digests, for the verifier. */
 static dcr_status_t write_digests(node_proc_t *p)
 {
-    char dir[4200];
-    snprintf(dir, sizeof(dir), "%s/digests", p->cfg->workdir);
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
-        return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
+    DCR_CHECK(make_dir(p->cfg->workdir, "digests"));
     for (int k = 0; k < p->per; k++) {
         dcr_param_digests_t d;
         DCR_CHECK(dcr_receiver_digests(p->recv[k], &d));
@@ -200,6 +243,36 @@ static bool superseded(node_proc_t *p, uint64_t tau)
     return dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau;
 }
 
+/* The object store's open_attempt clears the attempt's prefix: handles
+ * must open one after the other (README, transport changes), the
+ * coordinator's first, then the taking-part nodes in order. */
+static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau, const uint8_t *before)
+{
+    double t0 = dcr_clock_s();
+    for (int j = -1; j < p->cfg->node; j++) {
+        if (j >= 0 && !before[j]) continue;
+        for (;;) {
+            uint64_t opened = 0;
+            dcr_node_report_t r;
+            bool ready = j < 0 ? dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau
+                               : dcr_node_report_get(p->control, j, &r) == DCR_OK &&
+                                     (r.tau > tau || r.phase == DCR_NODE_GONE ||
+                                      (r.tau == tau && r.phase != DCR_NODE_READY));
+            if (ready) break;
+            if ((dcr_clock_s() - t0) * 1000.0 > TURN_TIMEOUT_MS)
+                return dcr_error_set(DCR_ETIMEOUT,
+                                     "rollout node %d: %s did not open attempt %llu within %d ms",
+                                     p->cfg->node, j < 0 ? "the coordinator" : "an earlier node",
+                                     (unsigned long long)tau, TURN_TIMEOUT_MS);
+            if (superseded(p, tau))
+                return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
+                                     (unsigned long long)tau);
+            nap(IDLE_POLL_NS);
+        }
+    }
+    return DCR_OK;
+}
+
 /* Takes part in attempt a: join, deliver and apply, acknowledge. */
 static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
                               volatile sig_atomic_t *stop)
@@ -211,6 +284,10 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     size_t n = 0;
     dcr_status_t st = dcr_control_required(p->control, a->tau, req, a->n_required, &n);
     int members = 0;
+    /* Nodes before this one that take part: they open the attempt first. */
+    uint8_t *req_nodes = calloc((size_t)p->cfg->node + 1, 1);
+    for (size_t i = 0; req_nodes && st == DCR_OK && i < n && i < a->n_required; i++)
+        if ((int)req[i] / p->per < p->cfg->node) req_nodes[req[i] / (uint32_t)p->per] = 1;
     memset(p->member, 0, (size_t)p->per);
     for (size_t i = 0; st == DCR_OK && i < n && i < a->n_required; i++)
         if ((int)req[i] >= p->first && (int)req[i] < p->first + p->per) {
@@ -218,10 +295,25 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
             members++;
         }
     free(req);
-    if (st != DCR_OK || members == 0) return st;
+    if (!req_nodes && st == DCR_OK) st = dcr_error_set(DCR_ENOMEM, "node table");
+    if (st != DCR_OK || members == 0) {
+        free(req_nodes);
+        return st;
+    }
     p->done = 0;
+    /* This attempt's intervals only, tagged with the version it builds. */
+    dcr_trace_reset();
+    dcr_trace_set_refit((uint32_t)(a->from_version + 1));
     for (int k = 0; k < p->per; k++)
         if (p->member[k]) DCR_CHECK(dcr_receiver_begin_attempt(p->recv[k], a->tau));
+    st = wait_turn(p, a->tau, req_nodes);
+    free(req_nodes);
+    if (st != DCR_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", dcr_error_line(st));
+        if (st == DCR_EATTEMPT) return DCR_OK; /* replaced: the loop takes the next one */
+        return st == DCR_ETIMEOUT ? report(p, DCR_NODE_FAILED, a->tau, why) : st;
+    }
     DCR_CHECK(dcr_transport_open_attempt(p->transport, a->tau));
     DCR_CHECK(report(p, DCR_NODE_JOINED, a->tau, NULL));
     DCR_CHECK(dcr_rollout_node_start_deliver(p->rt, a->tau));
@@ -248,6 +340,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
         return report(p, DCR_NODE_FAILED, a->tau, why);
     }
     p->done = a->tau;
+    DCR_CHECK(write_trace(p, a->tau));
     return report(p, DCR_NODE_DONE, a->tau, NULL);
 }
 
@@ -286,6 +379,7 @@ static dcr_status_t open_patiently(node_proc_t *p, dcr_commit_record_t *rec)
 
 static dcr_status_t node_setup(node_proc_t *p)
 {
+    dcr_trace_enable(true);
     DCR_CHECK(dcr_role_world_create(p->cfg->run, &p->world));
     const dcr_serve_config_t *sv = &p->world->serve;
     if (p->cfg->node < 0 || p->cfg->node >= sv->nodes)

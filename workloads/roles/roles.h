@@ -27,6 +27,7 @@
  *   control.db            the SQLite control plane (etcd across hosts)
  *   objstore-objstore/    the object store (S3 across hosts)
  *   digests/v<V>-r<R>.dcrd  receiver R's parameter digests at version V
+ *   trace/n<I>-t<TAU>.bin   node I's stage intervals of attempt TAU
  *
  * Protocol between coordinator and rollout-node processes, all through the
  * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
@@ -53,8 +54,9 @@
  *   the commit record names from+1.
  *
  * Clocks: t0 and t1 are taken where the owners run (today the coordinator's
- * process); a node's apply end is CLOCK_MONOTONIC, shared by every process
- * of one host. Across hosts the offset of each host's clock to the
+ * process); a node's apply end and its trace intervals are on
+ * CLOCK_MONOTONIC, shared by every process of one host, so the launcher
+ * merges them into its own trace as they are. Across hosts the offset of each host's clock to the
  * coordinator's must be measured (e.g. NTP-style ping through the control
  * plane) and subtracted; not done yet.
  *
@@ -84,6 +86,14 @@ void dcr_role_control_path(const char *workdir, char *out, size_t cap);
 void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap);
 void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
                           size_t cap);
+
+/* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
+ * array in this host's layout, written before the node reports DONE). */
+void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
+/* Records the intervals every node process wrote for attempt tau into this
+ * process's recorder (one clock: CLOCK_MONOTONIC of one host), so that one
+ * trace and the bounds cover every process. A missing file is skipped. */
+dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
 
 /* The control plane of the run (SQLite in the run directory, or
  * cfg->control_path), opened by this process. */

@@ -113,6 +113,15 @@ bool dcr_rollout_node_finished(dcr_rollout_node_t *n);
  * (DCR_CONTROL_RECEIVERS_MAX), so no backend needs a new slot. */
 #define DCR_NODE_REPORT_BASE  0x80000000u
 #define DCR_NODE_REPORT_ID(n) (DCR_NODE_REPORT_BASE + (uint32_t)(n))
+/* The coordinator's report: the attempt it last opened on its transport
+ * handle (8 bytes, little-endian). Until the transport can join an attempt
+ * without clearing its prefix, handles open an attempt one after the other:
+ * the coordinator first, then the nodes in order (README, transport). */
+#define DCR_COORD_REPORT_ID 0xFFFFFFFFu
+
+/* Writes / reads the coordinator's report (DCR_ENOTFOUND before the first). */
+dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau);
+dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p);
 
 typedef enum dcr_node_phase {
     DCR_NODE_READY = 0,  /* holds the committed version `version`, waits for an attempt */
