@@ -131,7 +131,9 @@ static void test_verifier_names_a_difference(void **state)
     assert_non_null(strstr(r.out, "version 2 bit-exact yes\nversion 3 bit-exact yes\n"));
     snprintf(from, sizeof(from), "%s/digests/v2-r3.dcrd", dir);
     snprintf(to, sizeof(to), "%s/digests/v3-r3.dcrd", dir);
-    assert_int_equal(rename(from, to), 0);
+    char cp[1024];
+    snprintf(cp, sizeof(cp), "cp -- %s %s", from, to);
+    assert_int_equal(system(cp), 0);
     run(&r, args);
     assert_int_equal(r.rc, 1);
     assert_non_null(strstr(r.out, "version 3 bit-exact no"));
