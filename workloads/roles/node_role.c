@@ -18,7 +18,7 @@
 #include "workloads/roles/world.h"
 #include "workloads/serve/vllm_layout.h"
 
-#define IDLE_POLL_NS    500000L  /* waiting for an attempt or a commit */
+#define IDLE_POLL_NS    2000000L /* waiting for an attempt or a commit (outside the window) */
 #define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
 #define TURN_TIMEOUT_MS 30000    /* waiting for the handles before this one to open */
 
