@@ -18,7 +18,8 @@
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
-    bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes;
+    bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
+        restart_nodes;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
 } bench_opts_t;
@@ -280,7 +281,8 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
  * configuration each role process gets. */
 static bool launcher_only(const char *arg, bool *takes_value)
 {
-    static const char *const flags[] = {"--processes", "--json", "--trace-overhead"};
+    static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
+                                        "--restart-nodes"};
     static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
@@ -314,12 +316,13 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     return st;
 }
 
-static json_t *processes_json(const dcr_bench_result_t *r)
+static json_t *processes_json(const dcr_bench_result_t *r, int restarts)
 {
     /* The owners and the coordinator share this process for now (owners as
      * an MPI job come with the "mpi" group backend). */
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
-                     "rollout_nodes", r->node_processes, "coordinator", 1, "verifier", 1, "shared",
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
+                     "rollout_nodes", r->node_processes, "coordinator", 1, "verifier", 1,
+                     "node_restarts", restarts, "shared",
                      "owners and coordinator in the launching process");
 }
 
@@ -330,8 +333,12 @@ static int run(bench_opts_t *o, int argc, char **argv)
     dcr_role_launcher_t *launcher = NULL;
     dcr_status_t st = fill_config(o, &c);
     if (st == DCR_OK && o->processes) st = make_launcher(argc, argv, &c, &launcher);
-    if (launcher) c.processes = dcr_role_launcher_hooks(launcher);
+    if (launcher) {
+        c.processes = dcr_role_launcher_hooks(launcher);
+        dcr_role_launcher_set_restart(launcher, o->restart_nodes);
+    }
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
+    int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
     dcr_role_launcher_destroy(launcher);
     if (st != DCR_OK) {
         dcr_cli_report("bench", st);
@@ -342,16 +349,16 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
-        if (r.node_processes) json_object_set_new(j, "processes", processes_json(&r));
+        if (r.node_processes) json_object_set_new(j, "processes", processes_json(&r, restarts));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
         print_text(&c, &r);
         if (r.node_processes)
-            printf("processes: %d rollout-node processes, a verifier process; owners (%d threads) "
-                   "and the coordinator in this process\n",
-                   r.node_processes, r.owners);
+            printf("processes: %d rollout-node processes (%d restarted), a verifier process; "
+                   "owners (%d threads) and the coordinator in this process\n",
+                   r.node_processes, restarts, r.owners);
     }
     json_decref(config);
     int rc = st != DCR_OK ? 1 : (r.bit_exact && !r.request_mismatches) ? 0 : 1;
@@ -488,10 +495,19 @@ int dcr_cmd_bench(int argc, char **argv)
                            "rollout nodes and the verifier as processes of this host (objstore, "
                            "sync RL; owners and coordinator stay in this process)",
                            false};
+    dcr_arg_t restart = {"--restart-nodes",
+                         DCR_ARG_FLAG,
+                         &o.restart_nodes,
+                         0,
+                         0,
+                         "--processes: restart a rollout-node process that dies (it restores the "
+                         "committed version by a dense refit before it joins)",
+                         false};
+    dcr_arg_t own[2] = {processes, restart};
     int rc = parse_opts(&o, "bench",
                         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
                         "[--change-rate R] [--mode X|P|F] [--rl sync|async] [--processes] [--json]",
-                        &processes, 1, argc, argv);
+                        own, 2, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o, argc, argv);
 }

@@ -394,8 +394,8 @@ static size_t collect_required(dcr_coord_t *c)
 
 static const char *phase_name(dcr_node_phase_t p)
 {
-    static const char *const names[] = {"ready", "joined", "done", "failed", "gone"};
-    return (unsigned)p <= DCR_NODE_GONE ? names[p] : "?";
+    static const char *const names[] = {"ready", "joined", "done", "failed", "gone", "restarting"};
+    return (unsigned)p <= DCR_NODE_RESTARTING ? names[p] : "?";
 }
 
 /* Waits until every node of a required receiver reports `phase` for tau
@@ -414,8 +414,13 @@ static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t ph
         for (;;) {
             dcr_node_report_t r;
             dcr_status_t st = dcr_node_report_get(c->p.control, node, &r);
-            if (st == DCR_OK && r.phase == DCR_NODE_GONE)
+            if (st == DCR_OK && (r.phase == DCR_NODE_GONE || r.phase == DCR_NODE_RESTARTING))
                 return dcr_error_set(DCR_EATTEMPT, "rollout node %d is gone: %s", node, r.why);
+            /* READY for tau or later after it joined: a new process (a
+             * restart) that holds the committed version, not tau's writes. */
+            if (st == DCR_OK && phase == DCR_NODE_DONE && r.phase == DCR_NODE_READY && r.tau >= tau)
+                return dcr_error_set(DCR_EATTEMPT, "rollout node %d restarted during attempt %llu",
+                                     node, (unsigned long long)tau);
             if (st == DCR_OK && r.tau == tau && r.phase == DCR_NODE_FAILED)
                 return dcr_error_set(DCR_EATTEMPT, "rollout node %d failed attempt %llu: %s", node,
                                      (unsigned long long)tau, r.why);
@@ -451,10 +456,56 @@ static int64_t remote_cross_bytes(dcr_coord_t *c)
     return sum;
 }
 
+/* Before an attempt: a node of a live receiver that is restarting is back
+ * (its new process restored the committed version), so that membership
+ * stays fixed during the attempt. A node gone for good fails the attempt
+ * in wait_nodes at once. */
+static dcr_status_t wait_present(dcr_coord_t *c)
+{
+    int per = c->cfg.receivers_per_node;
+    double t0 = dcr_clock_s();
+    for (int node = 0; node < c->nodes; node++) {
+        bool needed = false;
+        for (int k = 0; k < per; k++) needed |= atomic_load(&c->alive[node * per + k]) != 0;
+        for (;;) {
+            dcr_node_report_t r;
+            dcr_status_t st = dcr_node_report_get(c->p.control, node, &r);
+            if (!needed || (st == DCR_OK && r.phase != DCR_NODE_RESTARTING)) break;
+            if ((dcr_clock_s() - t0) * 1000.0 > c->cfg.join_timeout_ms)
+                return dcr_error_set(
+                    DCR_EATTEMPT, "rollout node %d has no process (%s) after %d ms", node,
+                    st == DCR_OK ? r.why : "it never reported", c->cfg.join_timeout_ms);
+            struct timespec ts = {0, NODE_POLL_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return DCR_OK;
+}
+
+/* After the nodes' acknowledgments: each of them must still hold P^{v+1}
+ * when v+1 is published; a node that died or restarted since fails the
+ * attempt, as a receiver death after its acknowledgment does in one process. */
+static dcr_status_t nodes_still_done(dcr_coord_t *c, uint64_t tau)
+{
+    int per = c->cfg.receivers_per_node;
+    for (size_t i = 0; i < c->nrequired; i++) {
+        int node = (int)c->required[i] / per;
+        dcr_node_report_t r;
+        if (dcr_node_report_get(c->p.control, node, &r) != DCR_OK || r.tau != tau ||
+            r.phase != DCR_NODE_DONE)
+            return dcr_error_set(DCR_EATTEMPT,
+                                 "rollout node %d is no longer done with attempt "
+                                 "%llu before the commit",
+                                 node, (unsigned long long)tau);
+    }
+    return DCR_OK;
+}
+
 static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
     if (collect_required(c) == 0)
         return dcr_error_set(DCR_EFATAL, "no live receiver is left to refit");
+    if (c->cfg.remote_nodes) DCR_CHECK(wait_present(c));
     dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, c->nrequired,
                                  c->cfg.deadline_ms};
     DCR_CHECK(dcr_control_prepare(c->p.control, &req, tau_p));
@@ -518,7 +569,8 @@ static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t
 
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
-    if (c->cfg.remote_nodes) return DCR_OK; /* each node process acknowledged its receivers */
+    /* Each node process acknowledged its receivers. */
+    if (c->cfg.remote_nodes) return nodes_still_done(c, tau);
     for (size_t i = 0; i < c->nrequired; i++) {
         dcr_trace_span_t span =
             dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);

@@ -159,8 +159,8 @@ static pid_t start(const char *args, const char *err_path)
     if (pid == 0) {
         char cmd[2048];
         const char *cli = getenv("DCR_CLI");
-        snprintf(cmd, sizeof(cmd), "exec %s %s >/dev/null 2>%s", cli ? cli : DCR_CLI_PATH, args,
-                 err_path);
+        snprintf(cmd, sizeof(cmd), "exec %s %s %s 2>%s", cli ? cli : DCR_CLI_PATH, args,
+                 strchr(args, '>') ? "" : ">/dev/null", err_path);
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
@@ -238,6 +238,42 @@ static void test_node_death_fails_the_run(void **state)
     unlink(err);
 }
 
+/* With --restart-nodes a killed node comes back as a new process that
+ * restores the committed version by a dense refit; the run goes on and every
+ * timed refit stays bit-exact by the verifier. */
+static void test_node_restart_keeps_the_run(void **state)
+{
+    char err[400], out[400], args[600], text[1 << 16];
+    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+    snprintf(out, sizeof(out), "%s/stdout", g_tmp);
+    snprintf(args, sizeof(args),
+             "bench --processes --restart-nodes " SMALL " --warmup 0 --refits 10 --json >%s", out);
+    pid_t pid = start(args, err);
+    wait_for_commit();
+    pid_t node = 0;
+    processes_with(g_tmp, "--node 1", &node);
+    assert_true(node > 0);
+    kill(node, SIGKILL);
+    int status = wait_exit(pid, 90000);
+    slurp(err, text, sizeof(text));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("run failed: %s", text);
+    assert_non_null(strstr(text, "rollout-node 1 restarted as pid"));
+    json_error_t e;
+    json_t *j = json_load_file(out, 0, &e);
+    if (!j) fail_msg("not JSON: %s", e.text);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    assert_int_equal(json_integer_value(json_object_get(p, "node_restarts")), 1);
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 10);
+    for (size_t i = 0; i < 10; i++)
+        assert_true(json_is_true(json_object_get(json_array_get(refits, i), "verified")));
+    json_decref(j);
+    unlink(out);
+    assert_nothing_left();
+    unlink(err);
+}
+
 static void test_role_usage_errors(void **state)
 {
     expect_error("rollout-node --workdir /nonexistent", 2, "--node");
@@ -255,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_verifier_names_a_difference),
         cmocka_unit_test(test_sigterm_leaves_nothing),
         cmocka_unit_test(test_node_death_fails_the_run),
+        cmocka_unit_test(test_node_restart_keeps_the_run),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -47,6 +47,8 @@ struct dcr_role_launcher {
     pthread_t monitor;
     bool monitoring;
     atomic_bool stopping;
+    bool restart;
+    atomic_int restarts;
     pthread_mutex_t lock; /* waitpid of node children */
 };
 
@@ -109,7 +111,9 @@ static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const 
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
         dup2(err[1], 2);
-        if (out_fd_p) dup2(out[1], 1);
+        /* Our stdout carries the results (--json): a role writes only to
+         * its own pipe. */
+        dup2(out_fd_p ? out[1] : err[1], 1);
         execv(l->exe, argv);
         static const char msg[] = "dcr: cannot execute the dcr binary for a role\n";
         ssize_t ignored = write(2, msg, sizeof(msg) - 1);
@@ -161,6 +165,11 @@ static dcr_status_t start_janitor(dcr_role_launcher_t *l)
         /* stdin is the pipe: EOF when the launcher has ended, however. The
          * children die with it (PDEATHSIG); then the directory goes. */
         dup2(fds[0], 0);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1); /* holds no pipe of ours open after we end */
+            dup2(null, 2);
+        }
         /* A terminal's ^C or a timeout signals the whole process group: the
          * janitor leaves it and ignores them (ignored stays ignored across
          * exec), so that it outlives whatever ended the launcher. */
@@ -188,7 +197,8 @@ static dcr_status_t start_janitor(dcr_role_launcher_t *l)
 
 /* A node process died while the run needed it: say so in the control plane
  * on its behalf, so that the coordinator fails the attempt at once. */
-static void report_gone(dcr_role_launcher_t *l, dcr_control_t *control, int node, const child_t *c)
+static void report_gone(dcr_role_launcher_t *l, dcr_control_t *control, int node, const child_t *c,
+                        bool restarting)
 {
     char how[64];
     describe_exit(c->status, how, sizeof(how));
@@ -197,12 +207,39 @@ static void report_gone(dcr_role_launcher_t *l, dcr_control_t *control, int node
     dcr_node_report_t r;
     memset(&r, 0, sizeof(r));
     r.node = (uint32_t)node;
-    r.phase = DCR_NODE_GONE;
+    r.phase = restarting ? DCR_NODE_RESTARTING : DCR_NODE_GONE;
     r.pid = (int32_t)c->pid;
     snprintf(r.why, sizeof(r.why), "process %d %s", (int)c->pid, how);
     dcr_control_attempt_t a;
     if (dcr_control_attempt(control, 0, &a) == DCR_OK) r.tau = a.tau;
     dcr_node_report_put(control, &r);
+}
+
+static dcr_status_t spawn_node(dcr_role_launcher_t *l, int i)
+{
+    char node[16], role[48];
+    snprintf(node, sizeof(node), "%d", i);
+    snprintf(role, sizeof(role), "rollout-node %d", i);
+    char *head[] = {"rollout-node", "--node", node, "--workdir", l->workdir};
+    return spawn(l, role, head, 5, &l->nodes[i], NULL);
+}
+
+/* A new process in the dead one's place. It is a child of the monitor
+ * thread: PR_SET_PDEATHSIG follows the thread that forked, so it dies when
+ * the monitor ends (at stop), as the others die with the launcher. */
+static void restart_node(dcr_role_launcher_t *l, int i)
+{
+    child_finish(&l->nodes[i]);
+    pthread_mutex_lock(&l->lock);
+    dcr_status_t st = spawn_node(l, i);
+    pthread_mutex_unlock(&l->lock);
+    if (st != DCR_OK) {
+        DCR_LOG_ERROR("restarting rollout-node %d: %s", i, dcr_error_detail());
+        l->nodes[i].reaped = true;
+        return;
+    }
+    atomic_fetch_add(&l->restarts, 1);
+    DCR_LOG_WARN("rollout-node %d restarted as pid %d", i, (int)l->nodes[i].pid);
 }
 
 static void *monitor_main(void *arg)
@@ -217,7 +254,9 @@ static void *monitor_main(void *arg)
             bool died = !c->reaped && waitpid(c->pid, &c->status, WNOHANG) == c->pid;
             if (died) c->reaped = true;
             pthread_mutex_unlock(&l->lock);
-            if (died && !atomic_load(&l->stopping)) report_gone(l, control, i, c);
+            if (!died || atomic_load(&l->stopping)) continue;
+            report_gone(l, control, i, c, l->restart);
+            if (l->restart) restart_node(l, i);
         }
         nap_ns(MONITOR_POLL_NS);
     }
@@ -242,7 +281,10 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
             dcr_node_report_t r;
             if (dcr_node_report_get(control, i, &r) == DCR_OK && r.pid == (int32_t)l->nodes[i].pid)
                 break;
-            if (l->nodes[i].reaped || t * 10 > READY_TIMEOUT_MS) {
+            pthread_mutex_lock(&l->lock);
+            bool dead = l->nodes[i].reaped;
+            pthread_mutex_unlock(&l->lock);
+            if (dead || t * 10 > READY_TIMEOUT_MS) {
                 st = dcr_error_set(DCR_ETIMEOUT,
                                    "rollout-node %d (pid %d) did not report ready within %d ms", i,
                                    (int)l->nodes[i].pid, READY_TIMEOUT_MS);
@@ -264,11 +306,7 @@ static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
     l->nodes = calloc((size_t)l->nnodes, sizeof(child_t));
     if (!l->nodes) return dcr_error_set(DCR_ENOMEM, "%d rollout-node processes", l->nnodes);
     for (int i = 0; i < l->nnodes; i++) {
-        char node[16], role[48];
-        snprintf(node, sizeof(node), "%d", i);
-        snprintf(role, sizeof(role), "rollout-node %d", i);
-        char *head[] = {"rollout-node", "--node", node, "--workdir", l->workdir};
-        dcr_status_t st = spawn(l, role, head, 5, &l->nodes[i], NULL);
+        dcr_status_t st = spawn_node(l, i);
         if (st != DCR_OK) {
             l->nnodes = i;
             stop_nodes(l);
@@ -386,6 +424,16 @@ void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
     free(l->args);
     pthread_mutex_destroy(&l->lock);
     free(l);
+}
+
+void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on)
+{
+    l->restart = on;
+}
+
+int dcr_role_launcher_restarts(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->restarts);
 }
 
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l)

@@ -24,6 +24,14 @@ dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const
 /* Stops every child still running (SIGTERM, then SIGKILL after 5 s);
  * accepts NULL. */
 void dcr_role_launcher_destroy(dcr_role_launcher_t *l);
+/* Restart a rollout-node process that dies (a new process: it restores the
+ * committed version by a dense refit and joins the attempts prepared after
+ * it is ready; the coordinator waits for it before the next attempt). Off
+ * by default: a death fails the run. Call before the run. */
+void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on);
+/* Rollout-node processes restarted so far. */
+int dcr_role_launcher_restarts(const dcr_role_launcher_t *l);
+
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
 

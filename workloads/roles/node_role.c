@@ -256,7 +256,7 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau, const uint8_t *befor
             dcr_node_report_t r;
             bool ready = j < 0 ? dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau
                                : dcr_node_report_get(p->control, j, &r) == DCR_OK &&
-                                     (r.tau > tau || r.phase == DCR_NODE_GONE ||
+                                     (r.tau > tau || r.phase >= DCR_NODE_GONE ||
                                       (r.tau == tau && r.phase != DCR_NODE_READY));
             if (ready) break;
             if ((dcr_clock_s() - t0) * 1000.0 > TURN_TIMEOUT_MS)
@@ -401,6 +401,11 @@ static dcr_status_t node_setup(node_proc_t *p)
     dcr_rollout_node_config_t nc = {p->cfg->node, p->first, p->per, false, 120000, 0, p->cfg->node};
     dcr_rollout_node_env_t env = {env_receiver, env_member, NULL, NULL, NULL, p};
     DCR_CHECK(dcr_rollout_node_create(&nc, &env, p->transport, &p->rt));
+    /* A restarted node may have died between a commit and its digests:
+     * what it restored is what it holds at that version. */
+    char path[4300];
+    dcr_role_digest_path(p->cfg->workdir, p->version, p->first, path, sizeof(path));
+    if (p->version > 0 && access(path, F_OK) != 0) DCR_CHECK(write_digests(p));
     return report(p, DCR_NODE_READY, p->seen, NULL);
 }
 

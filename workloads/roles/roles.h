@@ -9,11 +9,11 @@
  *     and its link, as a vLLM node shares its host; a node's death is one
  *     failure domain). Never part of an MPI job: one node's death takes no
  *     other process with it.
- *   - the coordinator with the owners: today one process (`dcr bench
- *     --processes` itself), the owners as threads with the in-process group
- *     backend. Next: `mpirun -np P dcr owner` ranks over the "mpi" group
- *     backend and `dcr coordinator` as its own process (see "owners as
- *     processes" below).
+ *   - the coordinator with the owners: today one process (the launcher,
+ *     `dcr bench --processes` itself), the owners as threads with the
+ *     in-process group backend. Next: `mpirun -np P dcr owner` ranks over
+ *     the "mpi" group backend and `dcr coordinator` as its own process (see
+ *     "Owners as processes" below).
  *   - the verifier: `dcr verify-digests [run flags]`, a process that shares
  *     no state with the refit: it rebuilds the seeded world, replays it to
  *     each committed version, digests a dense refit and compares it with the
@@ -32,33 +32,56 @@
  * Protocol between coordinator and rollout-node processes, all through the
  * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
  *   1. a node process restores the committed version (dense refit from its
- *      own world), reports READY with that version;
+ *      own world) and reports READY with that version; it takes part only
+ *      in attempts prepared after that (a late joiner must not join a
+ *      stream half sent), so the launcher starts refits once every node is
+ *      READY;
  *   2. the coordinator prepares tau (control plane), opens tau on its own
- *      transport handle and waits until every node with a required receiver
- *      reports JOINED for tau (join timeout: one line naming the node);
- *   3. a node learns of tau by polling the latest attempt (0.5 ms), takes
- *      part when its from_version is the version it holds and it has a
- *      required receiver, begins tau on its receivers, opens tau on its own
- *      transport handle, reports JOINED, delivers and applies;
- *   4. the node acknowledges each required receiver (dcr_control_ack) and
- *      reports DONE (with its last apply's end on CLOCK_MONOTONIC, its
- *      download bytes and its CPU), or FAILED with the error line;
+ *      transport handle, says so (DCR_COORD_REPORT_ID) and waits until every
+ *      node with a required receiver reports JOINED for tau (join timeout:
+ *      one line naming the node); only then do the owners stream;
+ *   3. a node learns of tau by polling the latest attempt (every 2 ms),
+ *      takes part when its from_version is the version it holds and it has
+ *      a required receiver, begins tau on its receivers, waits for its turn
+ *      (the coordinator's handle, then the nodes before it, have opened tau:
+ *      the object store's open clears the attempt's prefix), opens tau on
+ *      its own handle, reports JOINED, delivers and applies;
+ *   4. the node acknowledges each required receiver (dcr_control_ack),
+ *      writes its stage intervals and reports DONE (with its last apply's
+ *      end on CLOCK_MONOTONIC, its download bytes and its CPU), or FAILED
+ *      with the error line; a node process that dies is reported GONE by
+ *      whoever started it (the launcher), which fails the attempt at once;
  *   5. the coordinator commits; a node learns of the commit by polling the
  *      commit record (version from+1 with attempt tau), writes its digests
  *      and reports READY at the new version. A newer attempt instead means
  *      tau failed: the node stops its delivery and joins the retry (whose
- *      records are all overwrites).
- *   Owners learn of attempts from the latest attempt and its from_version
- *   in the same way: an attempt for a from_version they have already seen
- *   an attempt for is a retry (all overwrite); owners update trackers when
- *   the commit record names from+1.
+ *      records are all overwrites). A commit made without the node (it was
+ *      not required) makes it restore the new version by a dense refit.
  *
- * Clocks: t0 and t1 are taken where the owners run (today the coordinator's
- * process); a node's apply end and its trace intervals are on
- * CLOCK_MONOTONIC, shared by every process of one host, so the launcher
- * merges them into its own trace as they are. Across hosts the offset of each host's clock to the
- * coordinator's must be measured (e.g. NTP-style ping through the control
- * plane) and subtracted; not done yet.
+ * Owners as processes (designed, not built: it needs the "mpi" group
+ * backend and transport change 2 of the README). Each rank of `mpirun -np P
+ * dcr owner [run flags]` builds its own world (its shards only), joins the
+ * group over MPI_COMM_WORLD, and runs the same loop as a node: it learns of
+ * attempt tau from the latest attempt; an attempt for a from_version it has
+ * already seen an attempt for is a retry, sent as all overwrites (the
+ * first attempt a rank sees for a version may use XOR: a coordinator that
+ * crashed before any owner saw its attempt sent nothing); it opens tau on
+ * its handle after the coordinator's, constructs, sends, finishes, and
+ * reports (rank 0 for the job, after a group barrier) its construction
+ * figures and t0 under a reserved id; when the commit record names from+1
+ * with an attempt it took part in, each rank updates its tracker and
+ * baseline, and rank 0 reports t1 (the job's last update, by a group
+ * reduction). `dcr coordinator` then holds no constructor: it prepares,
+ * waits for the nodes and the owners, commits, and reads t0/t1 from the
+ * owners' report; a new coordinator process after a crash resumes from the
+ * commit record and the latest attempt, as dcr_coord_resume does.
+ *
+ * Clocks: t0 and t1 are taken where the owners run (today the launcher);
+ * a node's apply end and its trace intervals are on CLOCK_MONOTONIC, shared
+ * by every process of one host, so the launcher merges them into its own
+ * trace as they are. Across hosts the offset of each host's clock to the
+ * coordinator's must be measured (e.g. an NTP-style exchange through the
+ * control plane) and subtracted; not done yet.
  *
  * Endpoints: the object store needs none beyond its directory or bucket;
  * the relay root's address would go into the root node's report (a field
@@ -66,10 +89,10 @@
  * across processes yet (its tree lives in one transport handle).
  *
  * Transport across processes (objstore): every process opens its own
- * handle over the same directory with rollout_nodes 1; a node process uses
- * its endpoint 0. What the transport itself still lacks is listed in the
- * README (per-process endpoint subsets, per-owner completion markers, an
- * open_attempt that joins instead of clearing the attempt's prefix). */
+ * handle over the same directory, a node process with rollout_nodes 1 (its
+ * endpoint 0). What the transport itself still lacks is listed in the
+ * README (an open that joins an attempt without clearing it, per-owner
+ * completion markers, per-process endpoint subsets). */
 #ifndef DCR_WORKLOADS_ROLES_H
 #define DCR_WORKLOADS_ROLES_H
 

@@ -124,12 +124,14 @@ dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau);
 dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p);
 
 typedef enum dcr_node_phase {
-    DCR_NODE_READY = 0,  /* holds the committed version `version`, waits for an attempt */
-    DCR_NODE_JOINED = 1, /* began attempt tau on its receivers and opened it on its transport */
-    DCR_NODE_DONE = 2,   /* every payload of tau applied; its receivers acknowledged tau */
-    DCR_NODE_FAILED = 3, /* attempt tau failed here; why says how */
-    DCR_NODE_GONE = 4,   /* the process died (written by whoever saw it): every attempt that
-                            needs the node fails until it reports again */
+    DCR_NODE_READY = 0,      /* holds the committed version `version`, waits for an attempt */
+    DCR_NODE_JOINED = 1,     /* began attempt tau on its receivers and opened it on its transport */
+    DCR_NODE_DONE = 2,       /* every payload of tau applied; its receivers acknowledged tau */
+    DCR_NODE_FAILED = 3,     /* attempt tau failed here; why says how */
+    DCR_NODE_GONE = 4,       /* the process died (written by whoever saw it): every attempt that
+                                needs the node fails until it reports again */
+    DCR_NODE_RESTARTING = 5, /* the process died and a new one is starting: the attempt fails,
+                                the next one waits for the new process (join timeout) */
 } dcr_node_phase_t;
 
 typedef struct dcr_node_report {
