@@ -48,12 +48,6 @@ static dcr_status_t inproc_recv(dcr_group_t *g, int tag, int timeout_ms, dcr_gro
     return dcr__group_mbox_take(&ep->shared->boxes[ep->rank], ep->rank, tag, timeout_ms, out_p);
 }
 
-static void inproc_release(dcr_group_t *g, dcr_group_msg_t *msg)
-{
-    free(msg->data);
-    msg->data = NULL;
-}
-
 static void free_shared(inproc_shared_t *sh)
 {
     for (int r = 0; r < sh->size; r++) dcr__group_mbox_fini(&sh->boxes[r]);
@@ -110,6 +104,6 @@ const dcr_group_ops_t dcr__group_inproc_ops = {
     .size = inproc_size,
     .send = inproc_send,
     .recv = inproc_recv,
-    .release = inproc_release,
+    .release = dcr__group_mbox_release,
     .destroy = inproc_destroy,
 };

@@ -50,6 +50,12 @@ dcr_status_t dcr__group_mbox_put(dcr__group_mbox_t *box, int src, int tag, void 
     return DCR_OK;
 }
 
+void dcr__group_mbox_release(dcr_group_t *g, dcr_group_msg_t *msg)
+{
+    free(msg->data);
+    msg->data = NULL;
+}
+
 void dcr__group_mbox_fail(dcr__group_mbox_t *box, dcr_status_t status, const char *detail)
 {
     pthread_mutex_lock(&box->lock);
@@ -91,13 +97,10 @@ dcr_status_t dcr__group_mbox_take(dcr__group_mbox_t *box, int rank, int tag, int
         }
     }
     pthread_mutex_lock(&box->lock);
-    dcr__group_mbox_item_t *m;
-    while (!(m = take_tagged(box, tag))) {
-        if (box->failed != DCR_OK) {
-            dcr_status_t st = dcr_error_set(box->failed, "%s", box->failed_detail);
-            pthread_mutex_unlock(&box->lock);
-            return st;
-        }
+    dcr__group_mbox_item_t *m = NULL;
+    /* A failed box may have lost any message, so it answers every take
+     * with the failure, also when a message of the tag is queued. */
+    while (box->failed == DCR_OK && !(m = take_tagged(box, tag))) {
         if (timeout_ms < 0) {
             pthread_cond_wait(&box->arrived, &box->lock);
         } else if (pthread_cond_timedwait(&box->arrived, &box->lock, &deadline)) {
@@ -105,6 +108,11 @@ dcr_status_t dcr__group_mbox_take(dcr__group_mbox_t *box, int rank, int tag, int
             return dcr_error_set(DCR_ETIMEOUT, "group rank %d waited %d ms for a tag-%d message",
                                  rank, timeout_ms, tag);
         }
+    }
+    if (box->failed != DCR_OK) {
+        dcr_status_t st = dcr_error_set(box->failed, "%s", box->failed_detail);
+        pthread_mutex_unlock(&box->lock);
+        return st;
     }
     pthread_mutex_unlock(&box->lock);
     *out_p = m->msg;

@@ -6,9 +6,12 @@
  *             all the endpoints;
  *   "mpi":    (only when libdcr was built with MPI, DCR_HAVE_MPI) one
  *             endpoint per process of an MPI job, ranks are MPI_COMM_WORLD
- *             ranks. The process that owns the job calls MPI_Init_thread
- *             with MPI_THREAD_MULTIPLE before creating the endpoint and
- *             MPI_Finalize after destroying it; the engine never does.
+ *             ranks, messages travel on a duplicate of MPI_COMM_WORLD. The
+ *             process that owns the job calls MPI_Init_thread with
+ *             MPI_THREAD_MULTIPLE before creating the endpoint and
+ *             MPI_Finalize after destroying it; the engine never does. Each
+ *             endpoint runs a thread that takes messages in as they arrive,
+ *             so sends complete without the destination calling recv.
  * Callers use only the dcr_group_* wrappers (engine/group/group.c), which
  * validate arguments once for every backend and are where tracing and fault
  * injection hook in. */

@@ -28,12 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef DCR_HAVE_MPI
 #include <mpi.h>
 #endif
 
 #include "dcr/group.h"
+#include "group/group-internal.h"
 
 #define INPROC_RANKS  4 /* in-process group size: the same as the largest mpirun */
 #define MAX_ENDPOINTS 16
@@ -151,6 +153,17 @@ static void run_ranks(body_fn body)
 }
 
 /* ---- bodies -------------------------------------------------------------- */
+
+/* recv with the suite's timeout, for loops that cannot return at once:
+ * reports a failure on stderr and returns 0. */
+static int recv_logged(dcr_group_t *g, int tag, dcr_group_msg_t *m)
+{
+    dcr_status_t st = dcr_group_recv(g, tag, WAIT_MS, m);
+    if (st != DCR_OK)
+        fprintf(stderr, "%s rank %d: recv tag %d: %s\n", g_backend, dcr_group_rank(g), tag,
+                dcr_error_line(st));
+    return st == DCR_OK;
+}
 
 /* Every rank sends a tag-11 and a tag-12 message to every rank (itself
  * included), then takes the tag-12 ones first: recv matches the tag, not the
@@ -287,9 +300,7 @@ static int body_many_small(dcr_group_t *g)
     int bad = 0;
     for (int k = 0; k < N && !bad; k++) {
         dcr_group_msg_t m;
-        dcr_status_t st = dcr_group_recv(g, 51, WAIT_MS, &m);
-        if (st != DCR_OK) {
-            fprintf(stderr, "rank %d: message %d: %s\n", me, k, dcr_error_line(st));
+        if (!recv_logged(g, 51, &m)) {
             bad = 1;
             break;
         }
@@ -346,9 +357,7 @@ static void *share_thread(void *arg)
     /* Each thread takes an equal share of what arrives at this endpoint. */
     for (int k = 0; k < size * T_MSGS && !fail; k++) {
         dcr_group_msg_t m;
-        dcr_status_t st = dcr_group_recv(g, 61, WAIT_MS, &m);
-        if (st != DCR_OK) {
-            fprintf(stderr, "rank %d thread %d: %s\n", me, t, dcr_error_line(st));
+        if (!recv_logged(g, 61, &m)) {
             fail = 1;
             break;
         }
@@ -432,45 +441,25 @@ static int body_bad_arguments(dcr_group_t *g)
     return 0;
 }
 
-static void test_tags_any_source(void **state)
-{
-    run_ranks(body_tags_any_source);
-}
+/* test_<name> runs body_<name> on every rank. */
+#define RANK_TEST(name)                                                                            \
+    static void test_##name(void **state)                                                          \
+    {                                                                                              \
+        run_ranks(body_##name);                                                                    \
+    }
+
+RANK_TEST(tags_any_source)
+RANK_TEST(timeouts)
+RANK_TEST(large)
+RANK_TEST(many_small)
+RANK_TEST(threads_share_endpoint)
+RANK_TEST(release_destroy)
+RANK_TEST(bad_arguments)
 
 static void test_order_per_pair(void **state)
 {
     if (!props()->ordered_per_pair) skip();
     run_ranks(body_order_per_pair);
-}
-
-static void test_timeouts(void **state)
-{
-    run_ranks(body_timeouts);
-}
-
-static void test_large(void **state)
-{
-    run_ranks(body_large);
-}
-
-static void test_many_small(void **state)
-{
-    run_ranks(body_many_small);
-}
-
-static void test_threads_share_endpoint(void **state)
-{
-    run_ranks(body_threads_share_endpoint);
-}
-
-static void test_release_destroy(void **state)
-{
-    run_ranks(body_release_destroy);
-}
-
-static void test_bad_arguments(void **state)
-{
-    run_ranks(body_bad_arguments);
 }
 
 /* One endpoint per process for a cross-process backend, size of them for an
@@ -516,7 +505,7 @@ static int run_suite(const char *backend)
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }
 
-/* ---- registry (plain launch only) --------------------------------------- */
+/* ---- registry and mailbox (plain launch only) ---------------------------- */
 
 static void test_registry(void **state)
 {
@@ -564,13 +553,53 @@ static void test_cross_process_outside_job(void **state)
     assert_int_equal(count, -1);
 }
 
-static int run_registry(void)
+/* The backends' shared mailbox: once a backend fails it (its receiving
+ * thread lost a message), every take reports the failure, also for a tag
+ * whose message is queued, and a taker waiting without limit wakes up. */
+typedef struct taker {
+    dcr__group_mbox_t *box;
+    dcr_status_t st;
+} taker_t;
+
+static void *take_forever(void *arg)
+{
+    taker_t *t = arg;
+    dcr_group_msg_t m;
+    t->st = dcr__group_mbox_take(t->box, 0, 2, -1, &m);
+    return NULL;
+}
+
+static void test_mailbox_failure(void **state)
+{
+    dcr__group_mbox_t box;
+    dcr__group_mbox_init(&box);
+    void *data = malloc(4);
+    assert_non_null(data);
+    assert_int_equal(dcr__group_mbox_put(&box, 1, 1, data, 4), DCR_OK);
+    taker_t t = {&box, DCR_OK};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, take_forever, &t), 0);
+    struct timespec pause = {0, 50 * 1000000L};
+    nanosleep(&pause, NULL);
+    dcr__group_mbox_fail(&box, DCR_ETRANSPORT, "rank 0 lost a message");
+    dcr__group_mbox_fail(&box, DCR_ENOMEM, "second failure"); /* the first one stays */
+    pthread_join(th, NULL);
+    assert_int_equal(t.st, DCR_ETRANSPORT);
+    dcr_group_msg_t m = {0};
+    assert_int_equal(dcr__group_mbox_take(&box, 0, 1, 0, &m), DCR_ETRANSPORT);
+    assert_string_equal(dcr_error_detail(), "rank 0 lost a message");
+    assert_null(m.data);
+    dcr__group_mbox_fini(&box); /* frees the queued message */
+}
+
+static int run_local_checks(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry),
         cmocka_unit_test(test_cross_process_outside_job),
+        cmocka_unit_test(test_mailbox_failure),
     };
-    return cmocka_run_group_tests_name("group registry", tests, NULL, NULL);
+    return cmocka_run_group_tests_name("group registry and mailbox", tests, NULL, NULL);
 }
 
 /* Runs the suite on every registered backend whose kind fits this launch. */
@@ -586,18 +615,74 @@ static int run_backends(int cross_process)
 }
 
 #ifdef DCR_HAVE_MPI
+/* A job initialized below MPI_THREAD_MULTIPLE: every cross-process backend
+ * refuses to create, naming the level it got (the receiving thread needs
+ * MULTIPLE). */
+static void test_thread_level_refused(void **state)
+{
+    for (size_t i = 0; i < dcr_group_backend_count(); i++) {
+        const dcr_group_ops_t *ops = dcr_group_find(dcr_group_backend_name(i));
+        if (!ops->props.cross_process) continue;
+        dcr_group_t *g[1];
+        int count = -1;
+        assert_int_equal(dcr_group_create(ops->name, 0, g, &count), DCR_EINVAL);
+        assert_non_null(strstr(dcr_error_detail(), "MPI_THREAD_SERIALIZED"));
+        assert_int_equal(count, -1);
+    }
+}
+
 static int run_under_mpi(void)
 {
     int provided = 0, rank = 0;
-    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    /* test_group_mpi_thread_level asks for a level the backends refuse. */
+    const char *level = getenv("DCR_TEST_GROUP_MPI_LEVEL");
+    int serialized = level && strcmp(level, "serialized") == 0;
+    if (MPI_Init_thread(NULL, NULL, serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE,
+                        &provided) != MPI_SUCCESS) {
         fprintf(stderr, "test_group: MPI_Init_thread failed\n");
         return 1;
     }
+    if (serialized) {
+        int failed = 1;
+        if (provided == MPI_THREAD_SERIALIZED) {
+            const struct CMUnitTest tests[] = {cmocka_unit_test(test_thread_level_refused)};
+            failed = cmocka_run_group_tests_name("group mpi thread level", tests, NULL, NULL);
+        } else {
+            fprintf(stderr, "test_group: asked for MPI_THREAD_SERIALIZED, got level %d\n",
+                    provided);
+        }
+        MPI_Finalize();
+        return failed ? 1 : 0;
+    }
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_mpi_world);
-    /* One report is enough; failures of every rank still reach stderr. */
-    if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;
+    /* One report is enough: the other ranks' cmocka output (both streams)
+     * goes to a temporary file that reaches stderr only when they failed. */
+    FILE *quiet = NULL;
+    int err_fd = -1;
+    if (rank != 0) {
+        fflush(stdout);
+        fflush(stderr);
+        quiet = tmpfile();
+        err_fd = dup(STDERR_FILENO);
+        if (!quiet || err_fd < 0 || dup2(fileno(quiet), STDOUT_FILENO) < 0 ||
+            dup2(fileno(quiet), STDERR_FILENO) < 0) {
+            fprintf(stderr, "test_group: rank %d: cannot redirect its output\n", rank);
+            return 1;
+        }
+    }
     int failed = run_backends(1);
+    if (quiet) {
+        fflush(stdout);
+        fflush(stderr);
+        dup2(err_fd, STDERR_FILENO);
+        if (failed) {
+            char line[512];
+            rewind(quiet);
+            while (fgets(line, sizeof line, quiet)) fprintf(stderr, "rank %d: %s", rank, line);
+        }
+        fclose(quiet);
+    }
     if (failed) fprintf(stderr, "test_group: rank %d: %d test(s) failed\n", rank, failed);
     MPI_Finalize();
     return failed ? 1 : 0;
@@ -610,7 +695,7 @@ int main(void)
     /* mpirun (OpenMPI) and other PMIx launchers put these in every rank. */
     if (getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK")) return run_under_mpi();
 #endif
-    int failed = run_registry();
+    int failed = run_local_checks();
     failed += run_backends(0);
     return failed ? 1 : 0;
 }
