@@ -17,7 +17,7 @@
 
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
-    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
+    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
         restart_nodes;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace;
@@ -283,7 +283,8 @@ static bool launcher_only(const char *arg, bool *takes_value)
 {
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes"};
-    static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads"};
+    static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads",
+                                         "--sigkill-every"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -316,13 +317,13 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     return st;
 }
 
-static json_t *processes_json(const dcr_bench_result_t *r, int restarts)
+static json_t *processes_json(const dcr_bench_result_t *r, int restarts, int sigkills)
 {
     /* The owners and the coordinator share this process for now (owners as
      * an MPI job come with the "mpi" group backend). */
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
                      "rollout_nodes", r->node_processes, "coordinator", 1, "verifier", 1,
-                     "node_restarts", restarts, "shared",
+                     "node_restarts", restarts, "sigkills", sigkills, "shared",
                      "owners and coordinator in the launching process");
 }
 
@@ -336,9 +337,11 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (launcher) {
         c.processes = dcr_role_launcher_hooks(launcher);
         dcr_role_launcher_set_restart(launcher, o->restart_nodes);
+        dcr_role_launcher_set_kills(launcher, (int)o->sigkill_every);
     }
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
     int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
+    int sigkills = launcher ? dcr_role_launcher_sigkills(launcher) : 0;
     dcr_role_launcher_destroy(launcher);
     if (st != DCR_OK) {
         dcr_cli_report("bench", st);
@@ -349,16 +352,17 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
-        if (r.node_processes) json_object_set_new(j, "processes", processes_json(&r, restarts));
+        if (r.node_processes)
+            json_object_set_new(j, "processes", processes_json(&r, restarts, sigkills));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
         print_text(&c, &r);
         if (r.node_processes)
-            printf("processes: %d rollout-node processes (%d restarted), a verifier process; "
-                   "owners (%d threads) and the coordinator in this process\n",
-                   r.node_processes, restarts, r.owners);
+            printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
+                   "process; owners (%d threads) and the coordinator in this process\n",
+                   r.node_processes, sigkills, restarts, r.owners);
     }
     json_decref(config);
     int rc = st != DCR_OK ? 1 : (r.bit_exact && !r.request_mismatches) ? 0 : 1;
@@ -503,11 +507,19 @@ int dcr_cmd_bench(int argc, char **argv)
                          "--processes: restart a rollout-node process that dies (it restores the "
                          "committed version by a dense refit before it joins)",
                          false};
-    dcr_arg_t own[2] = {processes, restart};
+    dcr_arg_t kills = {"--sigkill-every",
+                       DCR_ARG_INT,
+                       &o.sigkill_every,
+                       0,
+                       1000000,
+                       "--processes: SIGKILL a rollout-node process after every N-th commit, "
+                       "nodes and points (joined, done) in turn; implies --restart-nodes",
+                       false};
+    dcr_arg_t own[3] = {processes, restart, kills};
     int rc = parse_opts(&o, "bench",
                         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
                         "[--change-rate R] [--mode X|P|F] [--rl sync|async] [--processes] [--json]",
-                        own, 2, argc, argv);
+                        own, 3, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o, argc, argv);
 }

@@ -75,7 +75,8 @@ typedef struct bench {
     } * seen;
     size_t nseen, cap_seen;
     int64_t requests, mismatches;
-    bool started; /* rollout-node processes were started */
+    bool started;                   /* rollout-node processes were started */
+    dcr_node_totals_t *node_totals; /* their CPU over the run, across restarts */
 } bench_t;
 
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
@@ -202,6 +203,8 @@ static dcr_status_t make_parties(bench_t *b)
     DCR_CHECK(dcr_coord_create(&coc, &parties, &b->coord));
     /* The control plane holds version 0 now: node processes restore it. */
     if (b->cfg->processes) {
+        b->node_totals = calloc((size_t)b->serve.nodes, sizeof(*b->node_totals));
+        if (!b->node_totals) return dcr_error_set(DCR_ENOMEM, "node totals");
         DCR_LOG_INFO("bench: starting %d rollout-node processes", b->serve.nodes);
         DCR_CHECK(b->cfg->processes->start(b->cfg->processes->ctx, b->workdir, b->own_workdir));
         b->started = true;
@@ -251,6 +254,7 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
 static void teardown(bench_t *b)
 {
     if (b->started) b->cfg->processes->stop(b->cfg->processes->ctx);
+    free(b->node_totals);
     dcr_adamw_destroy(b->adamw);
     dcr_coord_destroy(b->coord);
     dcr_control_destroy(b->control);
@@ -419,9 +423,11 @@ static bool refit_traced(const dcr_bench_config_t *cfg, int i)
 static double nodes_cpu(bench_t *b)
 {
     double sum = 0;
-    for (int n = 0; b->cfg->processes && n < b->serve.nodes; n++) {
+    for (int n = 0; b->node_totals && n < b->serve.nodes; n++) {
         dcr_node_report_t r;
-        if (dcr_node_report_get(b->control, n, &r) == DCR_OK) sum += r.cpu_s;
+        if (dcr_node_report_get(b->control, n, &r) == DCR_OK)
+            dcr_node_totals_update(&b->node_totals[n], &r);
+        sum += b->node_totals[n].cpu_base + b->node_totals[n].cpu_last;
     }
     return sum;
 }

@@ -68,6 +68,7 @@ struct dcr_coord {
     int ntaus;
     int last_attempts;
     dcr_rollout_node_t **node; /* the rollout nodes' runtime, one per node */
+    dcr_node_totals_t *totals; /* remote: each node process's counters over the run */
 };
 
 /* ---- rollout nodes -------------------------------------------------------------- */
@@ -306,6 +307,9 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
     }
     dcr_status_t st = use_gate(c, parties);
     if (st == DCR_OK && !cfg->remote_nodes) st = make_nodes(c);
+    if (st == DCR_OK && cfg->remote_nodes &&
+        !(c->totals = calloc((size_t)c->nodes, sizeof(*c->totals))))
+        st = dcr_error_set(DCR_ENOMEM, "node totals");
     if (st == DCR_OK) st = bind_initial(c);
     if (st == DCR_OK) st = load_membership(c);
     if (st != DCR_OK) {
@@ -321,6 +325,7 @@ void dcr_coord_destroy(dcr_coord_t *c)
     if (!c) return;
     for (int i = 0; c->node && i < c->nodes; i++) dcr_rollout_node_destroy(c->node[i]);
     free(c->node);
+    free(c->totals);
     if (c->own_gate) dcr_gate_destroy(c->gate);
     pthread_mutex_destroy(&c->why_lock);
     free(c->required);
@@ -449,9 +454,11 @@ static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t ph
 static int64_t remote_cross_bytes(dcr_coord_t *c)
 {
     int64_t sum = 0;
-    for (int n = 0; c->cfg.remote_nodes && n < c->nodes; n++) {
+    for (int n = 0; c->totals && n < c->nodes; n++) {
         dcr_node_report_t r;
-        if (dcr_node_report_get(c->p.control, n, &r) == DCR_OK) sum += r.cross_bytes;
+        if (dcr_node_report_get(c->p.control, n, &r) == DCR_OK)
+            dcr_node_totals_update(&c->totals[n], &r);
+        sum += c->totals[n].cross_base + c->totals[n].cross_last;
     }
     return sum;
 }

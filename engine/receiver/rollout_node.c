@@ -354,3 +354,16 @@ dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p)
     free(data);
     return st;
 }
+
+void dcr_node_totals_update(dcr_node_totals_t *t, const dcr_node_report_t *r)
+{
+    /* Written on a dead process's behalf: no counters in it. */
+    if (r->phase == DCR_NODE_GONE || r->phase == DCR_NODE_RESTARTING) return;
+    if (r->pid != t->pid) {
+        t->cross_base += t->cross_last;
+        t->cpu_base += t->cpu_last;
+        t->pid = r->pid;
+    }
+    t->cross_last = r->cross_bytes;
+    t->cpu_last = r->cpu_s;
+}

@@ -274,6 +274,33 @@ static void test_node_restart_keeps_the_run(void **state)
     unlink(err);
 }
 
+/* Real SIGKILLs at the nodes' "joined" and "done" points, in turn, with
+ * restarts: every version is committed (one per refit), and every timed
+ * refit is bit-exact by the verifier process. */
+static void test_sigkills_with_restarts(void **state)
+{
+    json_t *j = run_json("bench --processes --sigkill-every 2 " SMALL " --warmup 0 --refits 8 "
+                         "--json");
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    json_int_t kills = json_integer_value(json_object_get(p, "sigkills"));
+    assert_true(kills >= 2);
+    assert_int_equal(json_integer_value(json_object_get(p, "node_restarts")), kills);
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 8);
+    int retried = 0;
+    for (size_t i = 0; i < 8; i++) {
+        json_t *f = json_array_get(refits, i);
+        assert_true(json_is_true(json_object_get(f, "verified")));
+        assert_true(json_is_true(json_object_get(f, "bit_exact")));
+        retried += json_integer_value(json_object_get(f, "attempts")) > 1;
+    }
+    /* A kill at "joined" always fails its attempt (its node never finishes). */
+    assert_true(retried >= 1);
+    json_decref(j);
+    assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
+}
+
 static void test_role_usage_errors(void **state)
 {
     expect_error("rollout-node --workdir /nonexistent", 2, "--node");
@@ -292,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_sigterm_leaves_nothing),
         cmocka_unit_test(test_node_death_fails_the_run),
         cmocka_unit_test(test_node_restart_keeps_the_run),
+        cmocka_unit_test(test_sigkills_with_restarts),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

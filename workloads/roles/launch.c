@@ -21,7 +21,8 @@
 
 #define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
 #define MONITOR_POLL_NS  20000000L
-#define READY_TIMEOUT_MS 120000 /* a node's world, dense load and prewarm */
+#define KILL_POLL_NS     2000000L /* watching reports for a kill point */
+#define READY_TIMEOUT_MS 120000   /* a node's world, dense load and prewarm */
 
 typedef struct child {
     pid_t pid;
@@ -49,6 +50,12 @@ struct dcr_role_launcher {
     atomic_bool stopping;
     bool restart;
     atomic_int restarts;
+    /* Real kills (--sigkill-every): see maybe_kill. */
+    int kill_every;
+    atomic_int sigkills;
+    bool armed;
+    int kill_node, kill_point;
+    uint64_t kill_version, armed_tau;
     pthread_mutex_t lock; /* waitpid of node children */
 };
 
@@ -242,6 +249,43 @@ static void restart_node(dcr_role_launcher_t *l, int i)
     DCR_LOG_WARN("rollout-node %d restarted as pid %d", i, (int)l->nodes[i].pid);
 }
 
+/* Real kills: after every kill_every-th committed version the next node in
+ * turn gets SIGKILL at the next point in turn, as this thread sees its
+ * reports (every 2 ms): "joined" (it began the next attempt on its
+ * receivers and opened it; delivery starts once every node has) or "done"
+ * (its receivers applied every payload and acknowledged; the joint commit
+ * may or may not have happened yet). The restart brings it back. */
+static void maybe_kill(dcr_role_launcher_t *l, dcr_control_t *control)
+{
+    static const char *const points[] = {"joined", "done"};
+    if (!l->armed) {
+        dcr_commit_record_t rec;
+        if (dcr_control_read(control, &rec) != DCR_OK || rec.version == 0 ||
+            rec.version % (uint64_t)l->kill_every || rec.version == l->kill_version)
+            return;
+        int k = atomic_load(&l->sigkills);
+        l->kill_version = rec.version;
+        l->armed_tau = rec.attempt;
+        l->kill_node = k % l->nnodes;
+        l->kill_point = (k / l->nnodes) % 2;
+        l->armed = true;
+        return;
+    }
+    dcr_node_report_t r;
+    if (dcr_node_report_get(control, l->kill_node, &r) != DCR_OK) return;
+    pthread_mutex_lock(&l->lock);
+    child_t *c = &l->nodes[l->kill_node];
+    bool hit = !c->reaped && r.pid == (int32_t)c->pid && r.tau > l->armed_tau &&
+               r.phase == (l->kill_point ? DCR_NODE_DONE : DCR_NODE_JOINED);
+    if (hit) kill(c->pid, SIGKILL);
+    pthread_mutex_unlock(&l->lock);
+    if (!hit) return;
+    atomic_fetch_add(&l->sigkills, 1);
+    l->armed = false;
+    DCR_LOG_WARN("SIGKILL to rollout-node %d (pid %d) at %s of attempt %llu", l->kill_node,
+                 (int)r.pid, points[l->kill_point], (unsigned long long)r.tau);
+}
+
 static void *monitor_main(void *arg)
 {
     dcr_role_launcher_t *l = arg;
@@ -258,7 +302,8 @@ static void *monitor_main(void *arg)
             report_gone(l, control, i, c, l->restart);
             if (l->restart) restart_node(l, i);
         }
-        nap_ns(MONITOR_POLL_NS);
+        if (l->kill_every > 0 && control) maybe_kill(l, control);
+        nap_ns(l->kill_every > 0 ? KILL_POLL_NS : MONITOR_POLL_NS);
     }
     dcr_control_destroy(control);
     return NULL;
@@ -429,6 +474,17 @@ void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
 void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on)
 {
     l->restart = on;
+}
+
+void dcr_role_launcher_set_kills(dcr_role_launcher_t *l, int every)
+{
+    l->kill_every = every > 0 ? every : 0;
+    if (l->kill_every) l->restart = true;
+}
+
+int dcr_role_launcher_sigkills(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->sigkills);
 }
 
 int dcr_role_launcher_restarts(const dcr_role_launcher_t *l)

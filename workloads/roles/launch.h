@@ -32,6 +32,15 @@ void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on);
 /* Rollout-node processes restarted so far. */
 int dcr_role_launcher_restarts(const dcr_role_launcher_t *l);
 
+/* Real kills: after every `every`-th committed version, SIGKILL to the next
+ * rollout-node process in turn at the next point in turn ("joined": it
+ * began the next attempt, delivery about to start; "done": it applied and
+ * acknowledged, before or around the commit), as seen from its reports.
+ * Implies restarts. 0: none. Call before the run. */
+void dcr_role_launcher_set_kills(dcr_role_launcher_t *l, int every);
+/* SIGKILLs sent so far. */
+int dcr_role_launcher_sigkills(const dcr_role_launcher_t *l);
+
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
 

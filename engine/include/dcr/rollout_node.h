@@ -153,6 +153,19 @@ dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t
  * malformed one. */
 dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p);
 
+/* A node's counters over the run, across restarts: each process counts
+ * from 0, so what the previous process last reported is banked when the pid
+ * changes (bytes or CPU it spent after its last report are not seen). */
+typedef struct dcr_node_totals {
+    int32_t pid;
+    int64_t cross_base, cross_last;
+    double cpu_base, cpu_last;
+} dcr_node_totals_t;
+
+/* Folds report r into t (zero-initialized before the first); GONE and
+ * RESTARTING reports, written for a dead process, carry no counters. */
+void dcr_node_totals_update(dcr_node_totals_t *t, const dcr_node_report_t *r);
+
 #ifdef __cplusplus
 }
 #endif
