@@ -74,18 +74,6 @@ dcr_status_t dcr_receiver_digests(const dcr_receiver_t *r, dcr_param_digests_t *
     return DCR_OK;
 }
 
-static void put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_le(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 dcr_status_t dcr_param_digests_encode(const dcr_param_digests_t *d, uint8_t **buf_p, size_t *len_p)
 {
     if (d == NULL || buf_p == NULL || len_p == NULL)
@@ -104,11 +92,11 @@ dcr_status_t dcr_param_digests_encode(const dcr_param_digests_t *d, uint8_t **bu
     uint8_t *p = buf;
     memcpy(p, digests_magic, sizeof(digests_magic));
     p += sizeof(digests_magic);
-    put_le(p, d->count, 4);
+    dcr__put_le(p, d->count, 4);
     p += 4;
     for (size_t i = 0; i < d->count; i++) {
         size_t nl = strlen(d->names[i]);
-        put_le(p, nl, 2);
+        dcr__put_le(p, nl, 2);
         memcpy(p + 2, d->names[i], nl);
         memcpy(p + 2 + nl, d->digests[i], DCR_PARAM_DIGEST_BYTES);
         p += 2 + nl + DCR_PARAM_DIGEST_BYTES;
@@ -136,7 +124,8 @@ dcr_status_t dcr_param_digests_decode(const uint8_t *buf, size_t len, dcr_param_
                              "parameter digests: the trailing checksum of %zu bytes "
                              "does not match",
                              len);
-    uint64_t count = get_le(buf + sizeof(digests_magic), 4);
+    uint64_t count;
+    dcr__get_le(buf + sizeof(digests_magic), &count, 4);
     size_t end = len - DIGESTS_TRAILER, at = head;
     /* Each entry takes at least 2 + digest bytes: bound count before allocating. */
     if (count > (end - head) / (2 + DCR_PARAM_DIGEST_BYTES))
@@ -146,7 +135,9 @@ dcr_status_t dcr_param_digests_decode(const uint8_t *buf, size_t len, dcr_param_
     DCR_CHECK(digests_alloc((size_t)count, &d));
     dcr_status_t st = DCR_OK;
     for (size_t i = 0; i < d.count && st == DCR_OK; i++) {
-        size_t nl = at + 2 <= end ? (size_t)get_le(buf + at, 2) : SIZE_MAX;
+        uint64_t v = SIZE_MAX;
+        if (at + 2 <= end) dcr__get_le(buf + at, &v, 2);
+        size_t nl = (size_t)v;
         if (nl == SIZE_MAX || at + 2 + nl + DCR_PARAM_DIGEST_BYTES > end) {
             st = dcr_error_set(DCR_EPAYLOAD, "parameter digests: entry %zu runs past the end", i);
             break;

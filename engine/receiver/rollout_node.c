@@ -11,6 +11,7 @@
 #include "dcr/clock.h"
 #include "dcr/thread.h"
 #include "dcr/trace.h"
+#include "receiver-internal.h"
 
 #define DEFAULT_POLL_MS 50
 
@@ -258,34 +259,21 @@ dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n)
 #define NODE_REPORT_MAGIC 0x31504e52u /* "RNP1" */
 #define NODE_REPORT_BYTES (4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 256)
 
-static uint8_t *put_u(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-    return p + bytes;
-}
-
-static const uint8_t *get_u(const uint8_t *p, uint64_t *v, int bytes)
-{
-    *v = 0;
-    for (int i = 0; i < bytes; i++) *v |= (uint64_t)p[i] << (8 * i);
-    return p + bytes;
-}
-
 dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t *r)
 {
     uint8_t buf[NODE_REPORT_BYTES], *p = buf;
     uint64_t apply, cpu;
     memcpy(&apply, &r->apply_end, 8);
     memcpy(&cpu, &r->cpu_s, 8);
-    p = put_u(p, NODE_REPORT_MAGIC, 4);
-    p = put_u(p, r->node, 4);
-    p = put_u(p, (uint32_t)r->phase, 4);
-    p = put_u(p, r->tau, 8);
-    p = put_u(p, r->version, 8);
-    p = put_u(p, (uint32_t)r->pid, 4);
-    p = put_u(p, apply, 8);
-    p = put_u(p, (uint64_t)r->cross_bytes, 8);
-    p = put_u(p, cpu, 8);
+    p = dcr__put_le(p, NODE_REPORT_MAGIC, 4);
+    p = dcr__put_le(p, r->node, 4);
+    p = dcr__put_le(p, (uint32_t)r->phase, 4);
+    p = dcr__put_le(p, r->tau, 8);
+    p = dcr__put_le(p, r->version, 8);
+    p = dcr__put_le(p, (uint32_t)r->pid, 4);
+    p = dcr__put_le(p, apply, 8);
+    p = dcr__put_le(p, (uint64_t)r->cross_bytes, 8);
+    p = dcr__put_le(p, cpu, 8);
     memset(p, 0, 256);
     snprintf((char *)p, 256, "%s", r->why);
     return dcr_control_report_put(control, DCR_NODE_REPORT_ID(r->node), buf, sizeof(buf));
@@ -298,7 +286,7 @@ dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_repo
     DCR_CHECK(dcr_control_report_get(control, DCR_NODE_REPORT_ID(node), &data, &len));
     const uint8_t *p = data;
     uint64_t magic = 0, v;
-    if (len == NODE_REPORT_BYTES) p = get_u(p, &magic, 4);
+    if (len == NODE_REPORT_BYTES) p = dcr__get_le(p, &magic, 4);
     if (len != NODE_REPORT_BYTES || magic != NODE_REPORT_MAGIC) {
         free(data);
         return dcr_error_set(DCR_ECONTROL,
@@ -308,19 +296,19 @@ dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_repo
     }
     dcr_node_report_t r;
     memset(&r, 0, sizeof(r));
-    p = get_u(p, &v, 4);
+    p = dcr__get_le(p, &v, 4);
     r.node = (uint32_t)v;
-    p = get_u(p, &v, 4);
+    p = dcr__get_le(p, &v, 4);
     r.phase = (dcr_node_phase_t)v;
-    p = get_u(p, &r.tau, 8);
-    p = get_u(p, &r.version, 8);
-    p = get_u(p, &v, 4);
+    p = dcr__get_le(p, &r.tau, 8);
+    p = dcr__get_le(p, &r.version, 8);
+    p = dcr__get_le(p, &v, 4);
     r.pid = (int32_t)(uint32_t)v;
-    p = get_u(p, &v, 8);
+    p = dcr__get_le(p, &v, 8);
     memcpy(&r.apply_end, &v, 8);
-    p = get_u(p, &v, 8);
+    p = dcr__get_le(p, &v, 8);
     r.cross_bytes = (int64_t)v;
-    p = get_u(p, &v, 8);
+    p = dcr__get_le(p, &v, 8);
     memcpy(&r.cpu_s, &v, 8);
     memcpy(r.why, p, 255);
     r.why[255] = '\0';
@@ -337,7 +325,7 @@ bool dcr_rollout_node_finished(dcr_rollout_node_t *n)
 dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau)
 {
     uint8_t buf[8];
-    put_u(buf, tau, 8);
+    dcr__put_le(buf, tau, 8);
     return dcr_control_report_put(control, DCR_COORD_REPORT_ID, buf, sizeof(buf));
 }
 
@@ -348,7 +336,7 @@ dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p)
     DCR_CHECK(dcr_control_report_get(control, DCR_COORD_REPORT_ID, &data, &len));
     dcr_status_t st = DCR_OK;
     if (len == 8)
-        get_u(data, tau_p, 8);
+        dcr__get_le(data, tau_p, 8);
     else
         st = dcr_error_set(DCR_ECONTROL, "the coordinator's report has %zu bytes, expected 8", len);
     free(data);

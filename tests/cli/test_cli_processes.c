@@ -216,16 +216,23 @@ static void test_sigterm_leaves_nothing(void **state)
     unlink(err);
 }
 
-static void test_node_death_fails_the_run(void **state)
+/* Starts a run and SIGKILLs its rollout-node 1 once a version committed. */
+static pid_t start_and_kill_node_1(const char *args, const char *err_path)
 {
-    char err[400], text[8192];
-    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
-    pid_t pid = start("bench --processes " SMALL " --warmup 0 --refits 1000", err);
+    pid_t pid = start(args, err_path);
     wait_for_commit();
     pid_t node = 0;
     processes_with(g_tmp, "--node 1", &node);
     assert_true(node > 0);
     kill(node, SIGKILL);
+    return pid;
+}
+
+static void test_node_death_fails_the_run(void **state)
+{
+    char err[400], text[8192];
+    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+    pid_t pid = start_and_kill_node_1("bench --processes " SMALL " --warmup 0 --refits 1000", err);
     int status = wait_exit(pid, 30000);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 1);
@@ -248,12 +255,7 @@ static void test_node_restart_keeps_the_run(void **state)
     snprintf(out, sizeof(out), "%s/stdout", g_tmp);
     snprintf(args, sizeof(args),
              "bench --processes --restart-nodes " SMALL " --warmup 0 --refits 10 --json >%s", out);
-    pid_t pid = start(args, err);
-    wait_for_commit();
-    pid_t node = 0;
-    processes_with(g_tmp, "--node 1", &node);
-    assert_true(node > 0);
-    kill(node, SIGKILL);
+    pid_t pid = start_and_kill_node_1(args, err);
     int status = wait_exit(pid, 90000);
     slurp(err, text, sizeof(text));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("run failed: %s", text);
