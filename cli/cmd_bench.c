@@ -13,16 +13,22 @@
 #include "workloads/bench.h"
 #include "workloads/interrupt.h"
 #include "workloads/results.h"
+#include "workloads/roles/launch.h"
 #include "reports/trace_io.h"
 #include "dcr/trace.h"
 
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
-    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers;
-    bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead;
+    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
+    bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
+        restart_nodes;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key, *store, *s3_endpoint;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
+    /* The parsed flag table (their `seen`), for checks that depend on which
+     * flags the user gave. */
+    dcr_arg_t args[64];
+    int nargs;
 } bench_opts_t;
 
 static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
@@ -246,20 +252,59 @@ static dcr_status_t write_trace(const char *path)
     return st;
 }
 
+/* --store and --s3-endpoint: usage errors, checked before anything runs. */
+static dcr_status_t check_store(const bench_opts_t *o)
+{
+    if (o->s3_endpoint && !o->store)
+        return dcr_error_set(DCR_EINVAL, "--s3-endpoint needs --store s3://BUCKET/PREFIX");
+    if (!o->store) return DCR_OK;
+    if (strcmp(o->transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL, "--store needs --transport objstore (not %s)",
+                             o->transport);
+    if (o->keep)
+        return dcr_error_set(DCR_EINVAL,
+                             "--store and --keep-payloads both name the store; give one");
+    const dcr_objstore_ops_t *ops = dcr_objstore_for_url(o->store);
+    if (ops == NULL) {
+        dcr_error_prefix("--store: ");
+        return DCR_EINVAL;
+    }
+    bool s3 = !strcmp(ops->name, "s3");
+    if (s3 && !o->s3_endpoint)
+        return dcr_error_set(DCR_EINVAL,
+                             "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
+                             "service; requests are path-style ENDPOINT/BUCKET/KEY)",
+                             o->store);
+    if (!s3 && o->s3_endpoint)
+        return dcr_error_set(DCR_EINVAL, "--s3-endpoint is for s3:// stores, not %s", o->store);
+    if (s3 && strncmp(o->s3_endpoint, "http://", 7) && strncmp(o->s3_endpoint, "https://", 8))
+        return dcr_error_set(DCR_EINVAL,
+                             "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
+                             o->s3_endpoint);
+    return DCR_OK;
+}
+
 /* Every flag, the layout and every path, before the run: what fails here
  * is a usage error (or an unwritable place) found in the first second. */
-static dcr_status_t fill_config(const bench_opts_t *o, const dcr_arg_t *args, int nargs,
-                                dcr_bench_config_t *c)
+static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
 {
+    DCR_CHECK(check_store(o));
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
     DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
     if (!dcr_transport_find(o->transport))
         return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
                              o->transport);
-    DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes));
+    DCR_CHECK(dcr_cli_changes_check(o->args, o->nargs, o->changes));
     c->adamw = !strcmp(o->changes, "adamw");
     c->lr = o->lr;
+    if (c->adamw && !(o->lr > 0))
+        return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
+    if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync") || o->readers))
+        return dcr_error_set(DCR_EINVAL,
+                             "--processes needs --transport objstore and --rl sync, "
+                             "without --readers (got %s, %s, %lld readers)",
+                             o->transport, o->rl, (long long)o->readers);
     if (o->keep && strcmp(o->transport, "objstore"))
         return dcr_error_set(
             DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
@@ -303,51 +348,74 @@ static dcr_status_t fill_config(const bench_opts_t *o, const dcr_arg_t *args, in
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);
 }
 
-/* --store and --s3-endpoint: usage errors, checked before anything runs. */
-static dcr_status_t check_store(const bench_opts_t *o)
+/* Flags only the launcher of --processes reads; every other flag is the run
+ * configuration each role process gets. */
+static bool launcher_only(const char *arg, bool *takes_value)
 {
-    if (o->s3_endpoint && !o->store)
-        return dcr_error_set(DCR_EINVAL, "--s3-endpoint needs --store s3://BUCKET/PREFIX");
-    if (!o->store) return DCR_OK;
-    if (strcmp(o->transport, "objstore"))
-        return dcr_error_set(DCR_EINVAL, "--store needs --transport objstore (not %s)",
-                             o->transport);
-    if (o->keep)
-        return dcr_error_set(DCR_EINVAL,
-                             "--store and --keep-payloads both name the store; give one");
-    const dcr_objstore_ops_t *ops = dcr_objstore_for_url(o->store);
-    if (ops == NULL) {
-        dcr_error_prefix("--store: ");
-        return DCR_EINVAL;
+    static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
+                                        "--restart-nodes"};
+    static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads",
+                                         "--sigkill-every"};
+    *takes_value = false;
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if (!strcmp(arg, flags[i])) return true;
+    for (size_t i = 0; i < sizeof(valued) / sizeof(valued[0]); i++) {
+        size_t n = strlen(valued[i]);
+        if (!strncmp(arg, valued[i], n) && (arg[n] == '\0' || arg[n] == '=')) {
+            *takes_value = arg[n] == '\0';
+            return true;
+        }
     }
-    bool s3 = !strcmp(ops->name, "s3");
-    if (s3 && !o->s3_endpoint)
-        return dcr_error_set(DCR_EINVAL,
-                             "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
-                             "service; requests are path-style ENDPOINT/BUCKET/KEY)",
-                             o->store);
-    if (!s3 && o->s3_endpoint)
-        return dcr_error_set(DCR_EINVAL, "--s3-endpoint is for s3:// stores, not %s", o->store);
-    if (s3 && strncmp(o->s3_endpoint, "http://", 7) && strncmp(o->s3_endpoint, "https://", 8))
-        return dcr_error_set(DCR_EINVAL,
-                             "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
-                             o->s3_endpoint);
-    return DCR_OK;
+    return false;
 }
 
-static int run(bench_opts_t *o, const dcr_arg_t *args, int nargs)
+/* --processes: the roles as processes of this host (workloads/roles/). */
+static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_t *c,
+                                  dcr_role_launcher_t **out_p)
 {
-    dcr_status_t sst = check_store(o);
-    if (sst != DCR_OK) {
-        dcr_cli_report("bench", sst);
-        return 2;
+    char **fwd = calloc((size_t)argc + 1, sizeof(char *));
+    if (!fwd) return dcr_error_set(DCR_ENOMEM, "role arguments");
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        bool value;
+        if (launcher_only(argv[i], &value))
+            i += value;
+        else
+            fwd[n++] = argv[i];
     }
+    dcr_status_t st = dcr_role_launcher_create(c, fwd, n, out_p);
+    free(fwd);
+    return st;
+}
+
+static json_t *processes_json(const dcr_bench_result_t *r, int restarts, int sigkills)
+{
+    /* The owners and the coordinator share this process for now (owners as
+     * an MPI job come with the "mpi" group backend). */
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
+                     "rollout_nodes", r->node_processes, "coordinator", 1, "verifier", 1,
+                     "node_restarts", restarts, "sigkills", sigkills, "shared",
+                     "owners and coordinator in the launching process");
+}
+
+static int run(bench_opts_t *o, int argc, char **argv)
+{
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
-    int rc = dcr_cli_check("bench", fill_config(o, args, nargs, &c));
+    int rc = dcr_cli_check("bench", fill_config(o, &c));
     if (rc) return rc;
+    dcr_role_launcher_t *launcher = NULL;
+    dcr_status_t st = o->processes ? make_launcher(argc, argv, &c, &launcher) : DCR_OK;
+    if (launcher) {
+        c.processes = dcr_role_launcher_hooks(launcher);
+        dcr_role_launcher_set_restart(launcher, o->restart_nodes);
+        dcr_role_launcher_set_kills(launcher, (int)o->sigkill_every);
+    }
     dcr_interrupt_install();
-    dcr_status_t st = dcr_bench_run(&c, &r);
+    if (st == DCR_OK) st = dcr_bench_run(&c, &r);
+    int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
+    int sigkills = launcher ? dcr_role_launcher_sigkills(launcher) : 0;
+    dcr_role_launcher_destroy(launcher);
     if (st != DCR_OK) return dcr_cli_fail("bench", st);
     json_t *config = config_json(o, &c);
     if (o->store) json_object_set_new(config, "store", json_string(o->store));
@@ -355,11 +423,17 @@ static int run(bench_opts_t *o, const dcr_arg_t *args, int nargs)
     if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
+        if (r.node_processes)
+            json_object_set_new(j, "processes", processes_json(&r, restarts, sigkills));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
         print_text(&c, &r);
+        if (r.node_processes)
+            printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
+                   "process; owners (%d threads) and the coordinator in this process\n",
+                   r.node_processes, sigkills, restarts, r.owners);
     }
     json_decref(config);
     rc = 0;
@@ -376,110 +450,162 @@ static int run(bench_opts_t *o, const dcr_arg_t *args, int nargs)
     return rc;
 }
 
-int dcr_cmd_bench(int argc, char **argv)
+/* Parses the run flags (and `extra`, a role's own) into *o; returns like
+ * dcr_args_parse. */
+static int parse_opts(bench_opts_t *o, const char *command, const char *usage, dcr_arg_t *extra,
+                      int nextra, int argc, char **argv)
 {
-    bench_opts_t o = {.nodes = 2,
-                      .per_node = 2,
-                      .serve_tp = 2,
-                      .warmup = 2,
-                      .refits = 5,
-                      .fanout = 2,
-                      .seed = 42,
-                      .transport = "objstore",
-                      .mode = "X",
-                      .rl = "sync",
-                      .changes = "uniform",
-                      .rate = 0.03,
-                      .gbps = -1,
-                      .flow_gbps = -1,
-                      .local_gbps = -1,
-                      .latency_ms = -1,
-                      .lr = 1e-6};
-    dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
-    o.sc.nodes = 2;
-    o.sc.gpus = 2;
-    o.sc.tp = 2;
-    o.sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
+    *o = (bench_opts_t){.nodes = 2,
+                        .per_node = 2,
+                        .serve_tp = 2,
+                        .warmup = 2,
+                        .refits = 5,
+                        .fanout = 2,
+                        .seed = 42,
+                        .transport = "objstore",
+                        .mode = "X",
+                        .rl = "sync",
+                        .changes = "uniform",
+                        .rate = 0.03,
+                        .gbps = -1,
+                        .flow_gbps = -1,
+                        .local_gbps = -1,
+                        .latency_ms = -1,
+                        .lr = 1e-6};
+    dcr_cli_scenario_init(&o->sc, DCR_MODEL_DEFAULT, 16, 8);
+    o->sc.nodes = 2;
+    o->sc.gpus = 2;
+    o->sc.tp = 2;
+    o->sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
     /* The command's own flags; the shared ones follow them in args. */
     const dcr_arg_t own[] = {
-        {"--rollout-nodes", DCR_ARG_INT, &o.nodes, 1, 1024, "rollout nodes (default 2)", false},
-        {"--receivers-per-node", DCR_ARG_INT, &o.per_node, 1, 64,
+        {"--rollout-nodes", DCR_ARG_INT, &o->nodes, 1, 1024, "rollout nodes (default 2)", false},
+        {"--receivers-per-node", DCR_ARG_INT, &o->per_node, 1, 64,
          "receivers (GPUs) per rollout node (default 2)", false},
-        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 64,
+        {"--serve-tp", DCR_ARG_INT, &o->serve_tp, 1, 64,
          "serving tensor parallel degree (default 2)", false},
-        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "expert parallel inside serving instances",
+        {"--serve-ep", DCR_ARG_FLAG, &o->serve_ep, 0, 0, "expert parallel inside serving instances",
          false},
-        {"--fp32-norms", DCR_ARG_FLAG, &o.fp32_norms, 0, 0,
+        {"--fp32-norms", DCR_ARG_FLAG, &o->fp32_norms, 0, 0,
          "serving variant: norms kept in FP32 (cast path)", false},
-        {"--w2-transposed", DCR_ARG_FLAG, &o.w2_t, 0, 0, "serving variant: transposed FusedMoE w2",
+        {"--w2-transposed", DCR_ARG_FLAG, &o->w2_t, 0, 0, "serving variant: transposed FusedMoE w2",
          false},
-        {"--transport", DCR_ARG_STRING, &o.transport, 0, 0, "objstore | relay (default objstore)",
+        {"--transport", DCR_ARG_STRING, &o->transport, 0, 0, "objstore | relay (default objstore)",
          false},
-        {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},
-        {"--link-gbps", DCR_ARG_DOUBLE, &o.gbps, 0, 1e4,
+        {"--fanout", DCR_ARG_INT, &o->fanout, 1, 64, "relay tree fan-out (default 2)", false},
+        {"--link-gbps", DCR_ARG_DOUBLE, &o->gbps, 0, 1e4,
          "cross-cluster Gbps per node (0: unlimited)", false},
-        {"--flow-gbps", DCR_ARG_DOUBLE, &o.flow_gbps, 0, 1e4, "cross-cluster Gbps per flow", false},
-        {"--local-gbps", DCR_ARG_DOUBLE, &o.local_gbps, 0, 1e4, "rollout-local Gbps per node",
+        {"--flow-gbps", DCR_ARG_DOUBLE, &o->flow_gbps, 0, 1e4, "cross-cluster Gbps per flow",
          false},
-        {"--latency-ms", DCR_ARG_DOUBLE, &o.latency_ms, 0, 1e4, "one-way cross-cluster latency",
+        {"--local-gbps", DCR_ARG_DOUBLE, &o->local_gbps, 0, 1e4, "rollout-local Gbps per node",
          false},
-        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
+        {"--latency-ms", DCR_ARG_DOUBLE, &o->latency_ms, 0, 1e4, "one-way cross-cluster latency",
+         false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1,
          "uniform change rate per owned shard (default 0.03)", false},
-        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
+        {"--init", DCR_ARG_STRING, &o->init, 0, 0,
          "start from this safetensors checkpoint's values (leading blocks when scaled)", false},
-        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
+        {"--changes", DCR_ARG_STRING, &o->changes, 0, 0,
          "uniform (default) | adamw (AdamW trajectories)", false},
-        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "learning rate of --changes adamw (default 1e-6)",
+        {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 1, "learning rate of --changes adamw (default 1e-6)",
          false},
-        {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
-        {"--rl", DCR_ARG_STRING, &o.rl, 0, 0, "sync | async (default sync)", false},
-        {"--warmup", DCR_ARG_INT, &o.warmup, 0, 1000, "warm-up refits (default 2)", false},
-        {"--refits", DCR_ARG_INT, &o.refits, 1, 100000, "timed refits (default 5)", false},
-        {"--no-shuffle", DCR_ARG_FLAG, &o.no_shuffle, 0, 0,
+        {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",
+         false},
+        {"--rl", DCR_ARG_STRING, &o->rl, 0, 0, "sync | async (default sync)", false},
+        {"--warmup", DCR_ARG_INT, &o->warmup, 0, 1000, "warm-up refits (default 2)", false},
+        {"--refits", DCR_ARG_INT, &o->refits, 1, 100000, "timed refits (default 5)", false},
+        {"--no-shuffle", DCR_ARG_FLAG, &o->no_shuffle, 0, 0,
          "payloads without the byte-plane shuffle (on by default)", false},
-        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 0, 1 << 20,
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o->chunk_mib, 0, 1 << 20,
          "chunk target in MiB (default: scaled, see README)", false},
-        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 0, 1 << 20,
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o->bucket_mib, 0, 1 << 20,
          "bucket target in MiB (default: scaled, see README)", false},
-        {"--no-verify", DCR_ARG_FLAG, &o.no_verify, 0, 0,
+        {"--no-verify", DCR_ARG_FLAG, &o->no_verify, 0, 0,
          "skip the dense-refit comparison after timed refits", false},
-        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
+        {"--keep-payloads", DCR_ARG_STRING, &o->keep, 0, 0,
          "keep the object store (payloads, manifests) in DIR", false},
-        {"--workdir", DCR_ARG_STRING, &o.workdir, 0, 0,
+        {"--workdir", DCR_ARG_STRING, &o->workdir, 0, 0,
          "directory for object store and control plane (default: temp)", false},
-        {"--store", DCR_ARG_STRING, &o.store, 0, 0,
+        {"--store", DCR_ARG_STRING, &o->store, 0, 0,
          "object store: dir:PATH or s3://BUCKET/PREFIX (default: a directory in the work dir)",
          false},
-        {"--s3-endpoint", DCR_ARG_STRING, &o.s3_endpoint, 0, 0,
+        {"--s3-endpoint", DCR_ARG_STRING, &o->s3_endpoint, 0, 0,
          "S3 service of an s3:// store, http[s]://HOST[:PORT]; credentials from AWS_ACCESS_KEY_ID, "
          "AWS_SECRET_ACCESS_KEY, AWS_REGION",
          false},
-        {"--control", DCR_ARG_STRING, &o.control, 0, 0,
+        {"--control", DCR_ARG_STRING, &o->control, 0, 0,
          "SQLite control-plane FILE, or etcd://HOST:PORT[/PREFIX] for an etcd cluster (each run "
          "under PREFIX/bench-<pid>-<ns>; default: a file in the work dir)",
          false},
-        {"--trace", DCR_ARG_STRING, &o.trace, 0, 0,
+        {"--trace", DCR_ARG_STRING, &o->trace, 0, 0,
          "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
-        {"--trace-overhead", DCR_ARG_FLAG, &o.trace_overhead, 0, 0,
+        {"--trace-overhead", DCR_ARG_FLAG, &o->trace_overhead, 0, 0,
          "alternate timed refits with the recorder on and off; report its cost", false},
-        {"--out", DCR_ARG_STRING, &o.out, 0, 0, "append the run to this HDF5 results file", false},
-        {"--readers", DCR_ARG_INT, &o.readers, 0, 64,
+        {"--out", DCR_ARG_STRING, &o->out, 0, 0, "append the run to this HDF5 results file", false},
+        {"--readers", DCR_ARG_INT, &o->readers, 0, 64,
          "request emulation: threads reading a receiver through the gate", false},
-        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
+        {"--seed", DCR_ARG_INT, &o->seed, 0, 1e15, "seed of weights and changes (default 42)",
          false},
-        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
-        {"--payload-key", DCR_ARG_STRING, &o.payload_key, 0, 0,
+        {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
+        {"--payload-key", DCR_ARG_STRING, &o->payload_key, 0, 0,
          "sign and verify payloads with the 32-byte key in FILE (keyed BLAKE2b-128)", false},
     };
     enum { NOWN = sizeof own / sizeof own[0] };
-    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS];
-    memcpy(args, own, sizeof own);
-    dcr_cli_scenario_args(&o.sc, args + NOWN);
-    int rc = dcr_args_parse("bench",
-                            "[model and layout flags] [rollout flags] [--transport objstore|relay] "
-                            "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
-                            "[--mode X|P|F] [--rl sync|async] [--json]",
-                            args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
+    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 8 <= sizeof(o->args) / sizeof(o->args[0]),
+                   "bench_opts_t.args too small");
+    memcpy(o->args, own, sizeof own);
+    int n = NOWN;
+    dcr_cli_scenario_args(&o->sc, o->args + n);
+    n += DCR_CLI_SCENARIO_NARGS;
+    for (int i = 0; i < nextra && n < (int)(sizeof(o->args) / sizeof(o->args[0])); i++)
+        o->args[n++] = extra[i];
+    o->nargs = n;
+    return dcr_args_parse(command, usage, o->args, n, argc, argv, NULL, 0, NULL);
+}
+
+int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra, int nextra,
+                       int argc, char **argv, dcr_bench_config_t *cfg)
+{
+    static bench_opts_t o; /* flags point into it; one parse per process */
+    int rc = parse_opts(&o, command, usage, extra, nextra, argc, argv);
+    if (rc) return rc;
+    *cfg = dcr_bench_config_default();
+    return dcr_cli_check(command, fill_config(&o, cfg));
+}
+
+int dcr_cmd_bench(int argc, char **argv)
+{
+    bench_opts_t o;
+    dcr_arg_t processes = {"--processes",
+                           DCR_ARG_FLAG,
+                           &o.processes,
+                           0,
+                           0,
+                           "rollout nodes and the verifier as processes of this host (objstore, "
+                           "sync RL; owners and coordinator stay in this process)",
+                           false};
+    dcr_arg_t restart = {"--restart-nodes",
+                         DCR_ARG_FLAG,
+                         &o.restart_nodes,
+                         0,
+                         0,
+                         "--processes: restart a rollout-node process that dies (it restores the "
+                         "committed version by a dense refit before it joins)",
+                         false};
+    dcr_arg_t kills = {"--sigkill-every",
+                       DCR_ARG_INT,
+                       &o.sigkill_every,
+                       0,
+                       1000000,
+                       "--processes: SIGKILL a rollout-node process after every N-th commit, "
+                       "nodes and points (joined, done) in turn; implies --restart-nodes",
+                       false};
+    dcr_arg_t own[3] = {processes, restart, kills};
+    int rc = parse_opts(&o, "bench",
+                        "[model and layout flags] [rollout flags] [--transport objstore|relay] "
+                        "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
+                        "[--mode X|P|F] [--rl sync|async] [--processes] [--json]",
+                        own, 3, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
-    return run(&o, args, NOWN + DCR_CLI_SCENARIO_NARGS);
+    return run(&o, argc, argv);
 }

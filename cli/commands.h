@@ -20,5 +20,16 @@ int dcr_cmd_bounds(int argc, char **argv);
 int dcr_cmd_report(int argc, char **argv);
 int dcr_cmd_compare(int argc, char **argv);
 int dcr_cmd_diff(int argc, char **argv);
+int dcr_cmd_rollout_node(int argc, char **argv);
+int dcr_cmd_verify_digests(int argc, char **argv);
+
+/* The run configuration of a multi-process refit: the flags of dcr bench
+ * (every role parses the same ones) plus a role's own `extra`, into *cfg.
+ * Returns like dcr_args_parse (0 ok, 1 help printed, 2 usage error
+ * printed). Once per process: the flags point into static storage. */
+struct dcr_arg;
+struct dcr_bench_config;
+int dcr_cli_run_config(const char *command, const char *usage, struct dcr_arg *extra, int nextra,
+                       int argc, char **argv, struct dcr_bench_config *cfg);
 
 #endif

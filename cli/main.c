@@ -31,6 +31,10 @@ static const dcr_cli_command_t commands[] = {
     {"calibrate", dcr_cmd_calibrate, "measure the simulator's stage costs on this machine (JSON)"},
     {"sim", dcr_cmd_sim, "simulate a refit of a full-size model on a cluster (SimGrid)"},
     {"diff", dcr_cmd_diff, "what changed between two safetensors checkpoints, per tensor class"},
+    {"rollout-node", dcr_cmd_rollout_node,
+     "one rollout node as a process (a role of dcr bench --processes)"},
+    {"verify-digests", dcr_cmd_verify_digests,
+     "check rollout-node digests against dense refits (a role of dcr bench --processes)"},
 };
 
 static void print_usage(FILE *out)

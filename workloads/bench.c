@@ -15,11 +15,13 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "workloads/budget.h"
 #include "workloads/ckpt_init.h"
 #include "workloads/interrupt.h"
 #include "workloads/readers.h"
+#include "workloads/roles/roles.h"
 #include "workloads/workdir.h"
 
 dcr_bench_config_t dcr_bench_config_default(void)
@@ -81,6 +83,8 @@ typedef struct bench {
     size_t nseen, cap_seen;
     int64_t requests, mismatches;
     int64_t memory_estimate;
+    bool started;                   /* rollout-node processes were started */
+    dcr_node_totals_t *node_totals; /* their CPU over the run, across restarts */
 } bench_t;
 
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
@@ -173,8 +177,34 @@ static dcr_status_t make_workdir(bench_t *b)
     return DCR_OK;
 }
 
+/* Rollout nodes as processes: their receivers live there; the XOR policy
+ * comes from a probe of every slot's loader here (shape only, no data). */
+static dcr_status_t make_policy_remote(bench_t *b)
+{
+    b->nrecv = dcr_serve_receivers(&b->serve);
+    dcr_receiver_t **probe = calloc((size_t)b->nrecv, sizeof(*probe));
+    b->xor_allowed = calloc(b->nc + 1, 1);
+    if (!probe || !b->xor_allowed) {
+        free(probe);
+        return dcr_error_set(DCR_ENOMEM, "XOR policy");
+    }
+    dcr_receiver_config_t base = {.shape_only = true};
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; st == DCR_OK && i < b->nrecv; i++) {
+        st = dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, &base,
+                                       &probe[i]);
+        if (st == DCR_OK) st = dcr_receiver_prewarm(probe[i]);
+    }
+    for (size_t c = 0; st == DCR_OK && c < b->nc; c++)
+        b->xor_allowed[c] = b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, b->nrecv, c);
+    for (int i = 0; i < b->nrecv; i++) dcr_receiver_destroy(probe[i]);
+    free(probe);
+    return st;
+}
+
 static dcr_status_t make_receivers(bench_t *b)
 {
+    if (b->cfg->processes) return make_policy_remote(b);
     b->nrecv = dcr_serve_receivers(&b->serve);
     b->receivers = calloc((size_t)b->nrecv, sizeof(*b->receivers));
     if (!b->receivers) return dcr_error_set(DCR_ENOMEM, "%d receivers", b->nrecv);
@@ -193,14 +223,17 @@ static dcr_status_t make_receivers(bench_t *b)
     return DCR_OK;
 }
 
-static dcr_status_t make_transport(bench_t *b, const char *name, dcr_transport_t **out_p)
+/* rollout_nodes: the endpoints this handle serves (one, unused, when the
+ * nodes are processes with handles of their own). */
+static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nodes,
+                                   dcr_transport_t **out_p)
 {
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
     bool store = b->cfg->store != NULL && strcmp(name, "objstore") == 0;
     dcr_transport_config_t tc = {b->sc->train.nodes,
                                  b->sc->layout->world,
-                                 b->serve.nodes,
+                                 rollout_nodes,
                                  b->cfg->link,
                                  store ? b->cfg->store : dir,
                                  b->cfg->fanout,
@@ -222,7 +255,8 @@ static dcr_status_t make_parties(bench_t *b)
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
                  cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
-    DCR_CHECK(make_transport(b, b->cfg->transport, &b->transport));
+    DCR_CHECK(make_transport(b, b->cfg->transport, b->cfg->processes ? 1 : b->serve.nodes,
+                             &b->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", b->workdir);
     char id[64];
@@ -230,10 +264,20 @@ static dcr_status_t make_parties(bench_t *b)
     DCR_CHECK(dcr_bench_control_open(b->cfg->control_path, db, id, &b->control));
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
+    coc.remote_nodes = b->cfg->processes != NULL;
     dcr_coord_parties_t parties = {
         b->con,   b->sc->layout->world, b->transport, b->control, b->receivers,
         b->nrecv, b->xor_allowed,       NULL};
-    return dcr_coord_create(&coc, &parties, &b->coord);
+    DCR_CHECK(dcr_coord_create(&coc, &parties, &b->coord));
+    /* The control plane holds version 0 now: node processes restore it. */
+    if (b->cfg->processes) {
+        b->node_totals = calloc((size_t)b->serve.nodes, sizeof(*b->node_totals));
+        if (!b->node_totals) return dcr_error_set(DCR_ENOMEM, "node totals");
+        DCR_LOG_INFO("bench: starting %d rollout-node processes", b->serve.nodes);
+        DCR_CHECK(b->cfg->processes->start(b->cfg->processes->ctx, b->workdir, b->wd.temp));
+        b->started = true;
+    }
+    return DCR_OK;
 }
 
 static dcr_status_t setup(bench_t *b)
@@ -286,6 +330,8 @@ static dcr_status_t setup(bench_t *b)
 
 static void teardown(bench_t *b)
 {
+    if (b->started) b->cfg->processes->stop(b->cfg->processes->ctx);
+    free(b->node_totals);
     dcr_adamw_destroy(b->adamw);
     dcr_coord_destroy(b->coord);
     dcr_control_destroy(b->control);
@@ -386,7 +432,7 @@ static dcr_status_t reference(bench_t *b, const char *transport, double *seconds
     if (!share) return dcr_error_set(DCR_ENOMEM, "reference shares");
     for (int i = 0; i < nodes; i++) share[i] = total / nodes + (i < total % nodes);
     dcr_transport_t *t = NULL;
-    dcr_status_t st = make_transport(b, transport, &t);
+    dcr_status_t st = make_transport(b, transport, b->serve.nodes, &t);
     if (st == DCR_OK) st = dcr_transport_reference(t, share, seconds_p);
     dcr_transport_destroy(t);
     free(share);
@@ -451,6 +497,39 @@ static bool refit_traced(const dcr_bench_config_t *cfg, int i)
     return !cfg->trace_overhead || i % 4 == 0 || i % 4 == 3;
 }
 
+/* CPU seconds the rollout-node processes reported so far (0 in one process). */
+static double nodes_cpu(bench_t *b)
+{
+    double sum = 0;
+    for (int n = 0; b->node_totals && n < b->serve.nodes; n++) {
+        dcr_node_report_t r;
+        if (dcr_node_report_get(b->control, n, &r) == DCR_OK)
+            dcr_node_totals_update(&b->node_totals[n], &r);
+        sum += b->node_totals[n].cpu_base + b->node_totals[n].cpu_last;
+    }
+    return sum;
+}
+
+/* Node processes: the verifier process checks every timed refit's version
+ * (refit i of the run commits version i + 1). */
+static dcr_status_t verify_processes(bench_t *b, dcr_bench_result_t *res)
+{
+    if (!b->cfg->verify || res->nrefits == 0) return DCR_OK;
+    uint64_t first = (uint64_t)b->cfg->warmup + 1, last = first + (uint64_t)res->nrefits - 1;
+    bool *ok = calloc((size_t)res->nrefits, sizeof(bool));
+    if (!ok) return dcr_error_set(DCR_ENOMEM, "verification table");
+    DCR_LOG_INFO("bench: verifier process for versions %llu..%llu", (unsigned long long)first,
+                 (unsigned long long)last);
+    dcr_status_t st =
+        b->cfg->processes->verify(b->cfg->processes->ctx, b->workdir, first, last, ok);
+    for (int i = 0; st == DCR_OK && i < res->nrefits; i++) {
+        res->refits[i].verified = true;
+        res->refits[i].bit_exact = ok[i];
+    }
+    free(ok);
+    return st;
+}
+
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
@@ -468,6 +547,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     dcr_refit_result_t r;
     double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
     dcr_thread_cpu(cpu0);
+    double nodes_cpu0 = nodes_cpu(b);
     dcr_trace_enable(traced);
     dcr_status_t st = dcr_coord_refit(b->coord, b->shards, &r);
     dcr_trace_enable(true);
@@ -493,12 +573,19 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->attempts = r.attempts;
     out->bit_exact = true;
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
+    /* Node processes: their whole CPU between the refit's ends, as they report it. */
+    if (b->cfg->processes) out->cpu_s[DCR_THREAD_NODE] = nodes_cpu(b) - nodes_cpu0;
+    /* Node processes' intervals join this process's trace (one host, one clock). */
+    if (traced && b->cfg->processes)
+        DCR_CHECK(dcr_role_trace_import(b->workdir, b->serve.nodes, r.tau));
     if (traced) DCR_CHECK(refit_bounds(r.version, wall0, out));
     if (!b->cfg->keep_trace) dcr_trace_discard_before(dcr_clock_ns());
-    if (timed && b->cfg->verify) {
+    if (timed && b->cfg->verify && !b->cfg->processes) {
         DCR_CHECK(verify(b, &out->bit_exact));
         out->verified = true;
     }
+    if (timed && b->cfg->after_refit)
+        DCR_CHECK(b->cfg->after_refit(b->cfg->after_refit_ctx, r.version, b->receivers, b->nrecv));
     out->wall_s = (double)(dcr_clock_ns() - wall0) * 1e-9;
     out->rss_bytes = dcr_rss_bytes();
     DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up",
@@ -600,6 +687,9 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
         return dcr_error_set(DCR_EINVAL,
                              "--trace-overhead needs at least 4 timed refits (--refits), got %d",
                              cfg->refits);
+    if (cfg->processes && (cfg->readers > 0 || cfg->rl != DCR_RL_SYNC))
+        return dcr_error_set(DCR_EINVAL, "--processes runs sync RL without --readers (request "
+                                         "emulation reads receivers in this process)");
     if (!dcr_transport_find(cfg->transport))
         return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->transport);
     bench_t b;
@@ -634,7 +724,9 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
         if (st == DCR_OK && timed) res.nrefits++;
     }
     stop_readers(&b);
+    if (st == DCR_OK && cfg->processes) st = verify_processes(&b, &res);
     if (st == DCR_OK) summarize(&b, &res);
+    res.node_processes = cfg->processes ? b.serve.nodes : 0;
     teardown(&b);
     free(b.seen);
     pthread_mutex_destroy(&b.seen_lock);

@@ -17,6 +17,20 @@
 #include "workloads/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
+/* Rollout nodes as processes (dcr bench --processes; workloads/roles/roles.h):
+ * the bench keeps the owners and the coordinator in this process, the
+ * launcher's callbacks start one process per rollout node once the control
+ * plane holds version 0, check versions first..last through a verifier
+ * process after the timed refits (ok[v - first]), and stop the processes. */
+typedef struct dcr_bench_processes {
+    /* temporary: the bench made workdir and removes it; whatever kills this
+     * process, it must not outlive it either. */
+    dcr_status_t (*start)(void *ctx, const char *workdir, bool temporary);
+    dcr_status_t (*verify)(void *ctx, const char *workdir, uint64_t first, uint64_t last, bool *ok);
+    void (*stop)(void *ctx);
+    void *ctx;
+} dcr_bench_processes_t;
+
 typedef struct dcr_bench_config {
     dcr_scenario_spec_t scenario;
     dcr_serve_config_t serve;
@@ -58,6 +72,15 @@ typedef struct dcr_bench_config {
      * (--trace, --out). Otherwise each refit's intervals are freed once its
      * bounds are computed, so that a long run does not grow. */
     bool keep_trace;
+    /* Called after every timed refit, outside the window and after the
+     * dense-refit comparison, with the committed version and the receivers
+     * (e.g. a digest verifier in tests); NULL: none. A non-OK status stops
+     * the run with that error. */
+    dcr_status_t (*after_refit)(void *ctx, uint64_t version, dcr_receiver_t *const *receivers,
+                                int n);
+    void *after_refit_ctx;
+    /* NULL: every role in this process (threads). */
+    const dcr_bench_processes_t *processes;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -101,7 +124,8 @@ typedef struct dcr_bench_result {
     double construction_lb_mean_s, transport_lb_mean_s, finalization_mean_s;
     double cpu_mean_s[DCR_THREAD_ROLES]; /* CPU per refit by thread role (dcr/thread.h) */
     double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
-    bool bit_exact; /* every verified refit was bit-exact */
+    bool bit_exact;     /* every verified refit was bit-exact */
+    int node_processes; /* rollout nodes run as processes of their own (0: threads) */
     int nrefits;
     dcr_bench_refit_t *refits; /* nrefits entries; freed by dcr_bench_result_free */
     size_t xor_tensors, overwrite_tensors;

@@ -1,6 +1,6 @@
-/* The coordinator of one transition at a time: attempts, delivery and
- * application threads per rollout node, acknowledgments, joint commit,
- * baseline update, overwrite retries. */
+/* The coordinator of one transition at a time: attempts, the rollout nodes'
+ * delivery and application (dcr/rollout_node.h, on threads of this process),
+ * acknowledgments, joint commit, baseline update, overwrite retries. */
 #include "dcr/coord.h"
 
 #include <blake2.h>
@@ -13,10 +13,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
-#include "dcr/thread.h"
 #include "dcr/trace.h"
-
-#define RECV_POLL_MS 50
 
 dcr_status_t dcr_rl_mode_parse(const char *text, dcr_rl_mode_t *out_p)
 {
@@ -36,7 +33,8 @@ const char *dcr_rl_mode_name(dcr_rl_mode_t mode)
 
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node)
 {
-    dcr_coord_config_t cfg = {id, DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20};
+    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20,
+                              false, 60000};
     return cfg;
 }
 
@@ -45,12 +43,6 @@ const char *dcr_coord_step_name(dcr_coord_step_t step)
     static const char *const names[DCR_COORD_STEP_COUNT] = {"prepare", "stream", "ack", "commit",
                                                             "committed"};
     return step >= 0 && step < DCR_COORD_STEP_COUNT ? names[step] : "?";
-}
-
-const char *dcr_coord_point_name(dcr_coord_point_t point)
-{
-    static const char *const names[] = {"delivery", "apply", "acked"};
-    return point >= 0 && point <= DCR_COORD_POINT_ACKED ? names[point] : "?";
 }
 
 struct dcr_coord {
@@ -75,7 +67,103 @@ struct dcr_coord {
     char sink_why[512]; /* the first send failure of the attempt */
     int ntaus;
     int last_attempts;
+    dcr_rollout_node_t **node; /* the rollout nodes' runtime, one per node */
+    dcr_node_totals_t *totals; /* remote: each node process's counters over the run */
 };
+
+/* ---- rollout nodes -------------------------------------------------------------- */
+
+/* The rollout nodes run as threads of this process (dcr/rollout_node.h);
+ * their receivers, membership and gates are the coordinator's. */
+
+/* Asks the alive hook about a live receiver; a death is recorded in the
+ * membership and fails the attempt (the retry leaves the receiver out). A
+ * dead receiver serves nothing: its gate closes until a restore. */
+static dcr_status_t check_alive(dcr_coord_t *c, int id, dcr_coord_point_t point, uint64_t tau)
+{
+    if (!c->hooks.alive || c->hooks.alive(c->hooks.ctx, id, point, tau)) return DCR_OK;
+    atomic_store(&c->alive[id], 0);
+    atomic_store(&c->membership_pending, true);
+    dcr_gate_close(c->gate, id, 0);
+    return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id,
+                         dcr_coord_point_name(point), (unsigned long long)tau);
+}
+
+static dcr_receiver_t *env_receiver(void *ctx, int id)
+{
+    return ((dcr_coord_t *)ctx)->recv[id];
+}
+
+static bool env_member(void *ctx, int id)
+{
+    return atomic_load(&((dcr_coord_t *)ctx)->alive[id]) != 0;
+}
+
+static dcr_status_t env_alive(void *ctx, int id, dcr_coord_point_t point, uint64_t tau)
+{
+    return check_alive(ctx, id, point, tau);
+}
+
+static void env_dirty(void *ctx, int id)
+{
+    dcr_gate_mark_dirty(((dcr_coord_t *)ctx)->gate, id);
+}
+
+static bool env_redeliver(void *ctx, int node, uint64_t tau)
+{
+    dcr_coord_t *c = ctx;
+    return c->hooks.redeliver && c->hooks.redeliver(c->hooks.ctx, node, tau);
+}
+
+static dcr_status_t make_nodes(dcr_coord_t *c)
+{
+    c->node = calloc((size_t)c->nodes, sizeof(*c->node));
+    if (!c->node) return dcr_error_set(DCR_ENOMEM, "%d rollout nodes", c->nodes);
+    dcr_rollout_node_env_t env = {env_receiver, env_member, env_alive, env_dirty, env_redeliver, c};
+    for (int i = 0; i < c->nodes; i++) {
+        int per = c->cfg.receivers_per_node;
+        dcr_rollout_node_config_t nc = {
+            i, i * per, per, c->cfg.rl == DCR_RL_ASYNC, c->cfg.stall_timeout_ms, 0, 0};
+        DCR_CHECK(dcr_rollout_node_create(&nc, &env, c->p.transport, &c->node[i]));
+    }
+    return DCR_OK;
+}
+
+/* Waits for the nodes' threads; the first failure, and the end of the last
+ * loader application, in *apply_end. */
+static dcr_status_t join_nodes(dcr_coord_t *c, int started, double *apply_end)
+{
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < started; i++) {
+        dcr_status_t s = dcr_rollout_node_join(c->node[i]);
+        if (st == DCR_OK) st = s;
+        double end = dcr_rollout_node_last_apply_end(c->node[i]);
+        if (end > *apply_end) *apply_end = end;
+    }
+    return st;
+}
+
+/* One step (deliver, or apply what was staged) on every node's thread. */
+static dcr_status_t run_nodes(dcr_coord_t *c, uint64_t tau, bool apply)
+{
+    for (int i = 0; i < c->nodes; i++) {
+        dcr_status_t st = apply ? dcr_rollout_node_start_apply(c->node[i], tau)
+                                : dcr_rollout_node_start_deliver(c->node[i], tau);
+        if (st != DCR_OK) {
+            char why[512];
+            snprintf(why, sizeof(why), "%s", dcr_error_detail());
+            double ignored = 0;
+            join_nodes(c, i, &ignored);
+            return dcr_error_set(st, "%s", why);
+        }
+    }
+    return DCR_OK;
+}
+
+static void discard_staged(dcr_coord_t *c)
+{
+    for (int i = 0; c->node && i < c->nodes; i++) dcr_rollout_node_discard(c->node[i]);
+}
 
 /* ---- setup ------------------------------------------------------------------ */
 
@@ -125,7 +213,7 @@ static dcr_status_t use_gate(dcr_coord_t *c, const dcr_coord_parties_t *parties)
                              dcr_gate_slots(c->gate), parties->nreceivers);
     }
     for (int i = 0; i < parties->nreceivers; i++) {
-        c->recv[i] = parties->receivers[i];
+        c->recv[i] = parties->receivers ? parties->receivers[i] : NULL;
         atomic_init(&c->alive[i], 1);
         dcr_gate_bind(c->gate, i, c->recv[i]);
     }
@@ -197,6 +285,9 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         return dcr_error_set(
             DCR_EINVAL, "coordinator: %d receivers in nodes of %d, %d attempts, %d owners",
             parties->nreceivers, cfg->receivers_per_node, cfg->max_attempts, parties->world);
+    if (cfg->remote_nodes && cfg->rl != DCR_RL_SYNC)
+        return dcr_error_set(DCR_EINVAL,
+                             "coordinator: rollout nodes as processes run sync RL only");
     dcr_coord_t *c = calloc(1, sizeof(*c));
     if (!c) return dcr_error_set(DCR_ENOMEM, "coordinator");
     c->cfg = *cfg;
@@ -215,6 +306,10 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         return dcr_error_set(DCR_ENOMEM, "coordinator");
     }
     dcr_status_t st = use_gate(c, parties);
+    if (st == DCR_OK && !cfg->remote_nodes) st = make_nodes(c);
+    if (st == DCR_OK && cfg->remote_nodes &&
+        !(c->totals = calloc((size_t)c->nodes, sizeof(*c->totals))))
+        st = dcr_error_set(DCR_ENOMEM, "node totals");
     if (st == DCR_OK) st = bind_initial(c);
     if (st == DCR_OK) st = load_membership(c);
     if (st != DCR_OK) {
@@ -228,6 +323,9 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
 void dcr_coord_destroy(dcr_coord_t *c)
 {
     if (!c) return;
+    for (int i = 0; c->node && i < c->nodes; i++) dcr_rollout_node_destroy(c->node[i]);
+    free(c->node);
+    free(c->totals);
     if (c->own_gate) dcr_gate_destroy(c->gate);
     pthread_mutex_destroy(&c->why_lock);
     free(c->required);
@@ -251,213 +349,6 @@ int dcr_coord_last_attempts(const dcr_coord_t *c)
 dcr_gate_t *dcr_coord_gate(const dcr_coord_t *c)
 {
     return c->gate;
-}
-
-/* ---- rollout nodes -------------------------------------------------------------- */
-
-typedef struct staged_payload {
-    uint8_t *data;
-    size_t len;
-} staged_payload_t;
-
-typedef struct node_run {
-    dcr_coord_t *c;
-    int node;
-    uint64_t tau;
-    pthread_t thread;
-    dcr_status_t status;
-    char why[512]; /* the node thread's error detail (details are thread-local) */
-    double last_apply_end;
-    /* Async RL: the compressed payloads held in host memory while requests
-     * are still served at v (bounded only by the delta's size). */
-    staged_payload_t *staged;
-    size_t nstaged, cap_staged;
-} node_run_t;
-
-static void free_staged(node_run_t *n)
-{
-    for (size_t i = 0; i < n->nstaged; i++) free(n->staged[i].data);
-    free(n->staged);
-    n->staged = NULL;
-    n->nstaged = n->cap_staged = 0;
-}
-
-static dcr_status_t stage_compressed(node_run_t *n, const dcr_delivery_t *d)
-{
-    if (n->nstaged == n->cap_staged) {
-        size_t cap = n->cap_staged ? 2 * n->cap_staged : 64;
-        staged_payload_t *p = realloc(n->staged, cap * sizeof(*p));
-        if (!p)
-            return dcr_error_set(DCR_ENOMEM, "staging %zu payloads on rollout node %d", cap,
-                                 n->node);
-        n->staged = p;
-        n->cap_staged = cap;
-    }
-    uint8_t *copy = malloc(d->len ? d->len : 1);
-    if (!copy) return dcr_error_set(DCR_ENOMEM, "staging a payload of %zu bytes", d->len);
-    memcpy(copy, d->data, d->len);
-    n->staged[n->nstaged++] = (staged_payload_t){copy, d->len};
-    return DCR_OK;
-}
-
-static dcr_receiver_t *node_receiver(const node_run_t *n, int k)
-{
-    return n->c->recv[n->node * n->c->cfg.receivers_per_node + k];
-}
-
-/* Asks the alive hook about a live receiver; a death is recorded in the
- * membership and fails the attempt (the retry leaves the receiver out). A
- * dead receiver serves nothing: its gate closes until a restore. */
-static dcr_status_t check_alive(dcr_coord_t *c, int id, dcr_coord_point_t point, uint64_t tau)
-{
-    if (!c->hooks.alive || c->hooks.alive(c->hooks.ctx, id, point, tau)) return DCR_OK;
-    atomic_store(&c->alive[id], 0);
-    atomic_store(&c->membership_pending, true);
-    dcr_gate_close(c->gate, id, 0);
-    return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id,
-                         dcr_coord_point_name(point), (unsigned long long)tau);
-}
-
-static bool node_member(const node_run_t *n, int k)
-{
-    return atomic_load(&n->c->alive[n->node * n->c->cfg.receivers_per_node + k]) != 0;
-}
-
-/* Hands one delivered payload to every receiver of the node: applied at once
- * in sync RL; in async RL the compressed bytes are staged once for the node. */
-static dcr_status_t node_take(node_run_t *n, const dcr_delivery_t *d)
-{
-    int per = n->c->cfg.receivers_per_node;
-    for (int k = 0; k < per; k++)
-        if (node_member(n, k))
-            DCR_CHECK(check_alive(n->c, n->node * per + k, DCR_COORD_POINT_DELIVERY, n->tau));
-    if (n->c->cfg.rl == DCR_RL_ASYNC) {
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_STAGING, DCR_ACTOR_NODE, n->node);
-        dcr_status_t st = stage_compressed(n, d);
-        dcr_trace_end(&span);
-        return st;
-    }
-    for (int k = 0; k < per; k++) {
-        if (!node_member(n, k)) continue;
-        dcr_ingest_t disposition;
-        dcr_receiver_t *r = node_receiver(n, k);
-        int id = n->node * per + k;
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
-        dcr_gate_mark_dirty(n->c->gate, id);
-        dcr_status_t st = dcr_receiver_apply_payload(r, d->data, d->len, &disposition);
-        dcr_trace_end(&span);
-        n->last_apply_end = dcr_clock_s();
-        DCR_CHECK(st);
-        DCR_CHECK(check_alive(n->c, id, DCR_COORD_POINT_APPLY, n->tau));
-    }
-    return DCR_OK;
-}
-
-static dcr_status_t restore_error(dcr_status_t st, const char *why)
-{
-    return dcr_error_set(st, "%s", why);
-}
-
-/* Receives until the attempt's stream ends. After a failure (a receiver
- * died, an apply failed) the node keeps draining without applying, so
- * that back-pressure never blocks the owners of a failed attempt; the
- * failure is returned at the end. */
-static dcr_status_t node_deliver(node_run_t *n)
-{
-    dcr_coord_t *c = n->c;
-    double idle_since = dcr_clock_s();
-    dcr_status_t failed = DCR_OK;
-    char why[512] = "";
-    for (;;) {
-        dcr_delivery_t d;
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, n->node);
-        dcr_status_t st = dcr_transport_recv(c->p.transport, n->node, RECV_POLL_MS, &d);
-        if (st == DCR_OK)
-            dcr_trace_end(&span);
-        else
-            dcr_trace_cancel(&span); /* only receptions count, not idle polls */
-        if (st == DCR_ECLOSED) return failed != DCR_OK ? restore_error(failed, why) : DCR_OK;
-        if (st == DCR_EAGAIN) {
-            if ((dcr_clock_s() - idle_since) * 1000.0 > c->cfg.stall_timeout_ms)
-                return dcr_error_set(DCR_ETIMEOUT, "rollout node %d received nothing for %d ms",
-                                     n->node, c->cfg.stall_timeout_ms);
-            continue;
-        }
-        if (st != DCR_OK) return failed != DCR_OK ? restore_error(failed, why) : st;
-        if (failed == DCR_OK) {
-            st = node_take(n, &d);
-            if (st == DCR_OK && c->hooks.redeliver &&
-                c->hooks.redeliver(c->hooks.ctx, n->node, n->tau))
-                st = node_take(n, &d);
-            if (st != DCR_OK) {
-                dcr_error_prefix("rollout node %d: ", n->node);
-                failed = st;
-                snprintf(why, sizeof(why), "%s", dcr_error_detail());
-            }
-        }
-        dcr_transport_release(c->p.transport, n->node, &d);
-        idle_since = dcr_clock_s();
-    }
-}
-
-static void *node_main(void *arg)
-{
-    node_run_t *n = arg;
-    n->status = node_deliver(n);
-    if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
-    return NULL;
-}
-
-/* Async RL: the node's staged delta applied by each of its receivers, after the gate closed. */
-static void *node_apply_staged(void *arg)
-{
-    node_run_t *n = arg;
-    for (size_t i = 0; i < n->nstaged && n->status == DCR_OK; i++) {
-        dcr_delivery_t d = {n->staged[i].data, n->staged[i].len, NULL};
-        for (int k = 0; k < n->c->cfg.receivers_per_node && n->status == DCR_OK; k++) {
-            if (!node_member(n, k)) continue;
-            dcr_ingest_t disposition;
-            int id = n->node * n->c->cfg.receivers_per_node + k;
-            dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
-            dcr_gate_mark_dirty(n->c->gate, id);
-            n->status =
-                dcr_receiver_apply_payload(node_receiver(n, k), d.data, d.len, &disposition);
-            dcr_trace_end(&span);
-            if (n->status == DCR_OK)
-                n->status = check_alive(n->c, id, DCR_COORD_POINT_APPLY, n->tau);
-        }
-        n->last_apply_end = dcr_clock_s();
-    }
-    if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
-    free_staged(n);
-    return NULL;
-}
-
-static dcr_status_t join_nodes(node_run_t *nodes, int count, int started, double *apply_end)
-{
-    dcr_status_t st = DCR_OK;
-    for (int i = 0; i < started; i++) pthread_join(nodes[i].thread, NULL);
-    for (int i = 0; i < count; i++) {
-        if (nodes[i].last_apply_end > *apply_end) *apply_end = nodes[i].last_apply_end;
-        if (st == DCR_OK && nodes[i].status != DCR_OK)
-            st = dcr_error_set(nodes[i].status, "%s", nodes[i].why);
-    }
-    return st;
-}
-
-static dcr_status_t run_nodes(dcr_coord_t *c, uint64_t tau, node_run_t *nodes, void *(*fn)(void *))
-{
-    for (int i = 0; i < c->nodes; i++) {
-        nodes[i].c = c;
-        nodes[i].node = i;
-        nodes[i].tau = tau;
-        if (dcr_thread_start(&nodes[i].thread, DCR_THREAD_NODE, fn, &nodes[i], "dcr-node-%d", i)) {
-            double ignored = 0;
-            join_nodes(nodes, i, i, &ignored);
-            return dcr_error_set(DCR_ENOMEM, "starting rollout node threads");
-        }
-    }
-    return DCR_OK;
 }
 
 /* ---- one attempt -------------------------------------------------------------------- */
@@ -502,28 +393,150 @@ static size_t collect_required(dcr_coord_t *c)
     return c->nrequired;
 }
 
+/* ---- rollout nodes as processes -------------------------------------------------- */
+
+#define NODE_POLL_NS 500000L /* between reads of the nodes' reports */
+
+static const char *phase_name(dcr_node_phase_t p)
+{
+    static const char *const names[] = {"ready", "joined", "done", "failed", "gone", "restarting"};
+    return (unsigned)p <= DCR_NODE_RESTARTING ? names[p] : "?";
+}
+
+/* Waits until every node of a required receiver reports `phase` for tau
+ * (DONE: *apply_end_p gets the last apply's end across them). A node that
+ * reports FAILED fails the attempt with its line; one that stays behind
+ * longer than the join (or stall) timeout fails it naming the node. */
+static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t phase,
+                               double *apply_end_p)
+{
+    int per = c->cfg.receivers_per_node;
+    int limit_ms = phase == DCR_NODE_JOINED ? c->cfg.join_timeout_ms : c->cfg.stall_timeout_ms;
+    double t0 = dcr_clock_s();
+    for (size_t i = 0; i < c->nrequired; i++) {
+        int node = (int)c->required[i] / per;
+        if (i > 0 && (int)c->required[i - 1] / per == node) continue; /* one report per node */
+        for (;;) {
+            dcr_node_report_t r;
+            dcr_status_t st = dcr_node_report_get(c->p.control, node, &r);
+            if (st == DCR_OK && (r.phase == DCR_NODE_GONE || r.phase == DCR_NODE_RESTARTING))
+                return dcr_error_set(DCR_EATTEMPT, "rollout node %d is gone: %s", node, r.why);
+            /* READY for tau or later after it joined: a new process (a
+             * restart) that holds the committed version, not tau's writes. */
+            if (st == DCR_OK && phase == DCR_NODE_DONE && r.phase == DCR_NODE_READY && r.tau >= tau)
+                return dcr_error_set(DCR_EATTEMPT, "rollout node %d restarted during attempt %llu",
+                                     node, (unsigned long long)tau);
+            if (st == DCR_OK && r.tau == tau && r.phase == DCR_NODE_FAILED)
+                return dcr_error_set(DCR_EATTEMPT, "rollout node %d failed attempt %llu: %s", node,
+                                     (unsigned long long)tau, r.why);
+            if (st == DCR_OK && r.tau == tau && r.phase >= phase) {
+                if (apply_end_p && r.apply_end > *apply_end_p) *apply_end_p = r.apply_end;
+                break;
+            }
+            if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
+            if ((dcr_clock_s() - t0) * 1000.0 > limit_ms)
+                return dcr_error_set(
+                    DCR_ETIMEOUT,
+                    "rollout node %d did not report %s for attempt %llu within %d ms (last "
+                    "report: %s)",
+                    node, phase_name(phase), (unsigned long long)tau, limit_ms,
+                    st == DCR_OK ? phase_name(r.phase) : "none");
+            struct timespec ts = {0, NODE_POLL_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return DCR_OK;
+}
+
+/* Remote nodes: their downloads as their reports count them. Uploads are
+ * this handle's payload bytes: its own rollout side (the transport always
+ * has one) is nobody's, and what it prefetches crosses nothing real. */
+static int64_t remote_cross_bytes(dcr_coord_t *c)
+{
+    int64_t sum = 0;
+    for (int n = 0; c->totals && n < c->nodes; n++) {
+        dcr_node_report_t r;
+        if (dcr_node_report_get(c->p.control, n, &r) == DCR_OK)
+            dcr_node_totals_update(&c->totals[n], &r);
+        sum += c->totals[n].cross_base + c->totals[n].cross_last;
+    }
+    return sum;
+}
+
+/* Before an attempt: a node of a live receiver that is restarting is back
+ * (its new process restored the committed version), so that membership
+ * stays fixed during the attempt. A node gone for good fails the attempt
+ * in wait_nodes at once. */
+static dcr_status_t wait_present(dcr_coord_t *c)
+{
+    int per = c->cfg.receivers_per_node;
+    double t0 = dcr_clock_s();
+    for (int node = 0; node < c->nodes; node++) {
+        bool needed = false;
+        for (int k = 0; k < per; k++) needed |= atomic_load(&c->alive[node * per + k]) != 0;
+        for (;;) {
+            dcr_node_report_t r;
+            dcr_status_t st = dcr_node_report_get(c->p.control, node, &r);
+            if (!needed || (st == DCR_OK && r.phase != DCR_NODE_RESTARTING)) break;
+            if ((dcr_clock_s() - t0) * 1000.0 > c->cfg.join_timeout_ms)
+                return dcr_error_set(
+                    DCR_EATTEMPT, "rollout node %d has no process (%s) after %d ms", node,
+                    st == DCR_OK ? r.why : "it never reported", c->cfg.join_timeout_ms);
+            struct timespec ts = {0, NODE_POLL_NS};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return DCR_OK;
+}
+
+/* After the nodes' acknowledgments: each of them must still hold P^{v+1}
+ * when v+1 is published; a node that died or restarted since fails the
+ * attempt, as a receiver death after its acknowledgment does in one process. */
+static dcr_status_t nodes_still_done(dcr_coord_t *c, uint64_t tau)
+{
+    int per = c->cfg.receivers_per_node;
+    for (size_t i = 0; i < c->nrequired; i++) {
+        int node = (int)c->required[i] / per;
+        dcr_node_report_t r;
+        if (dcr_node_report_get(c->p.control, node, &r) != DCR_OK || r.tau != tau ||
+            r.phase != DCR_NODE_DONE)
+            return dcr_error_set(DCR_EATTEMPT,
+                                 "rollout node %d is no longer done with attempt "
+                                 "%llu before the commit",
+                                 node, (unsigned long long)tau);
+    }
+    return DCR_OK;
+}
+
 static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
     if (collect_required(c) == 0)
         return dcr_error_set(DCR_EFATAL, "no live receiver is left to refit");
+    if (c->cfg.remote_nodes) DCR_CHECK(wait_present(c));
     dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, c->nrequired,
                                  c->cfg.deadline_ms};
     DCR_CHECK(dcr_control_prepare(c->p.control, &req, tau_p));
     if (c->ntaus < c->cfg.max_attempts) c->taus[c->ntaus++] = *tau_p;
     dcr_gate_announce(c->gate, *tau_p); /* gate operations of older attempts are void now */
     DCR_CHECK(dcr_transport_open_attempt(c->p.transport, *tau_p));
+    memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
+    /* Node processes begin the attempt themselves; nothing may be sent
+     * before each has opened it on its transport handle. */
+    if (c->cfg.remote_nodes) {
+        DCR_CHECK(dcr_coord_report_opened(c->p.control, *tau_p));
+        return wait_nodes(c, *tau_p, DCR_NODE_JOINED, NULL);
+    }
     for (size_t i = 0; i < c->nrequired; i++)
         DCR_CHECK(dcr_receiver_begin_attempt(c->recv[c->required[i]], *tau_p));
-    memset(c->sent, 0, (size_t)c->p.world * sizeof(uint64_t));
     return DCR_OK;
 }
 
 /* Stream: construction feeds the transport while every node receives and
  * applies (or stages). Returns once every node holds every payload. */
 static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint64_t tau,
-                           bool overwrite, node_run_t *nodes, dcr_refit_result_t *res)
+                           bool overwrite, dcr_refit_result_t *res)
 {
-    dcr_status_t st = run_nodes(c, tau, nodes, node_main);
+    dcr_status_t st = c->cfg.remote_nodes ? DCR_OK : run_nodes(c, tau, false);
     if (st != DCR_OK) return st;
     dcr_payload_sink_t sink = {sink_submit, c};
     c->sink_why[0] = '\0';
@@ -534,7 +547,11 @@ static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint
     char why[600];
     snprintf(why, sizeof(why), "%s", c->sink_why[0] ? c->sink_why : dcr_error_detail());
     if (st != DCR_OK) dcr_transport_stop_and_wait(c->p.transport); /* wakes the nodes */
-    dcr_status_t nodes_st = join_nodes(nodes, c->nodes, c->nodes, &res->apply_end);
+    dcr_status_t nodes_st = DCR_OK;
+    if (!c->cfg.remote_nodes)
+        nodes_st = join_nodes(c, c->nodes, &res->apply_end);
+    else if (st == DCR_OK)
+        nodes_st = wait_nodes(c, tau, DCR_NODE_DONE, &res->apply_end);
     res->delivery_end = dcr_clock_s();
     /* A receiver's death is the root cause of whatever the owners saw after it. */
     if (nodes_st == DCR_EATTEMPT || st == DCR_OK) return nodes_st;
@@ -550,17 +567,17 @@ static void close_gates(dcr_coord_t *c, uint64_t tau)
 
 /* Async RL: gate closes after the last payload; in-flight requests finish;
  * then the staged delta is applied. */
-static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, node_run_t *nodes,
-                                dcr_refit_result_t *res)
+static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res)
 {
     close_gates(c, tau);
-    for (int i = 0; i < c->nodes; i++) nodes[i].status = DCR_OK; /* keep what each node staged */
-    DCR_CHECK(run_nodes(c, tau, nodes, node_apply_staged));
-    return join_nodes(nodes, c->nodes, c->nodes, &res->apply_end);
+    DCR_CHECK(run_nodes(c, tau, true));
+    return join_nodes(c, c->nodes, &res->apply_end);
 }
 
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
+    /* Each node process acknowledged its receivers. */
+    if (c->cfg.remote_nodes) return nodes_still_done(c, tau);
     for (size_t i = 0; i < c->nrequired; i++) {
         dcr_trace_span_t span =
             dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
@@ -631,7 +648,7 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
 }
 
 static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, bool overwrite,
-                            node_run_t *nodes, dcr_refit_result_t *res)
+                            dcr_refit_result_t *res)
 {
     uint64_t tau = 0;
     if (atomic_load(&c->membership_pending)) DCR_CHECK(record_membership(c));
@@ -640,10 +657,9 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
     DCR_CHECK(step(c, DCR_COORD_STEP_STREAM, tau));
     if (c->cfg.rl == DCR_RL_SYNC) close_gates(c, tau);
     if (res->t0 == 0.0) res->t0 = dcr_clock_s();
-    for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]); /* a failed attempt's staging */
-    memset(nodes, 0, (size_t)c->nodes * sizeof(*nodes));
-    DCR_CHECK(stream(c, candidate, tau, overwrite, nodes, res));
-    if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, nodes, res));
+    discard_staged(c); /* a failed attempt's staging */
+    DCR_CHECK(stream(c, candidate, tau, overwrite, res));
+    if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, res));
     DCR_CHECK(step(c, DCR_COORD_STEP_ACK, tau));
     DCR_CHECK(acknowledge(c, tau));
     DCR_CHECK(step(c, DCR_COORD_STEP_COMMIT, tau));
@@ -652,6 +668,7 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
 
 static void receiver_drops(const dcr_coord_t *c, dcr_refit_result_t *res)
 {
+    if (c->cfg.remote_nodes) return; /* counted in the node processes */
     for (int i = 0; i < c->p.nreceivers; i++) {
         dcr_receiver_stats_t s;
         dcr_receiver_stats(c->recv[i], &s);
@@ -730,10 +747,9 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
         return dcr_error_set(DCR_EFATAL, "coordinator %s has crashed; start a new one", c->cfg.id);
     dcr_trace_set_refit(
         (uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
-    node_run_t *nodes = calloc((size_t)c->nodes, sizeof(*nodes));
-    if (!nodes) return dcr_error_set(DCR_ENOMEM, "rollout node state");
     dcr_transport_counters_t before, after;
     dcr_transport_counters(c->p.transport, &before);
+    int64_t nodes_before = remote_cross_bytes(c);
     dcr_status_t st = DCR_EATTEMPT;
     char first_error[512] = "";
     int live_before = live_count(c);
@@ -744,7 +760,7 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
         res->attempts = a + 1;
         /* A retry resends the complete changed set as absolute overwrites. */
         c->last_attempts = a + 1;
-        st = attempt(c, candidate, all_overwrite || a > 0, nodes, res);
+        st = attempt(c, candidate, all_overwrite || a > 0, res);
         if (st == DCR_ECONFLICT && !c->crashed) st = settle_conflict(c, res);
         if (st == DCR_OK) break;
         if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", dcr_error_line(st));
@@ -759,8 +775,7 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
      * until a new coordinator commits or restores. A replaced one's gate
      * operations are void. */
     if (st == DCR_OK) open_committed(c, res->tau);
-    for (int i = 0; i < c->nodes; i++) free_staged(&nodes[i]);
-    free(nodes);
+    discard_staged(c);
     dcr_transport_counters(c->p.transport, &after);
     res->receivers_died = live_before - live_count(c);
     if (st != DCR_OK && c->crashed)
@@ -782,6 +797,9 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     res->finalization_s = res->apply_end > 0 ? res->t1 - res->apply_end : 0.0;
     res->payload_bytes = res->construct.payload_bytes;
     res->cross_bytes = after.cross_bytes - before.cross_bytes;
+    if (c->cfg.remote_nodes)
+        res->cross_bytes =
+            after.payload_bytes - before.payload_bytes + remote_cross_bytes(c) - nodes_before;
     receiver_drops(c, res);
     return DCR_OK;
 }

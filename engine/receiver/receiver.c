@@ -181,7 +181,14 @@ bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const 
     }
     for (size_t i = 0; i < dcr_params_count(a->params); i++) {
         const dcr_param_t *x = dcr_params_at(a->params, i), *y = dcr_params_at(b->params, i);
-        if (x->storage->data == NULL || y->storage->data == NULL) continue;
+        if (x->storage->bytes == 0) continue;
+        /* A side without data (shape-only) holds no bits to vouch for: it
+         * is a difference, never a pass. */
+        if (x->storage->data == NULL || y->storage->data == NULL) {
+            if (param_p) *param_p = x->name;
+            if (elem_p) *elem_p = -1;
+            return false;
+        }
         if (memcmp(x->storage->data, y->storage->data, x->storage->bytes) == 0) continue;
         size_t es = dcr_dtype_size(x->dtype), at = 0;
         const char *p = x->storage->data, *q = y->storage->data;

@@ -18,6 +18,7 @@
 #include "dcr/construct.h"
 #include "dcr/control.h"
 #include "dcr/receiver.h"
+#include "dcr/rollout_node.h"
 #include "dcr/status.h"
 #include "dcr/transport.h"
 
@@ -42,9 +43,21 @@ typedef struct dcr_coord_config {
     uint32_t deadline_ms;   /* commit deadline per attempt */
     int stall_timeout_ms;   /* a node that receives nothing this long fails the attempt */
     int retry_backoff_ms; /* pause before retry k is k times this (a busy control plane recovers) */
+    /* The rollout nodes are processes of their own (DESIGN.md section 11):
+     * the coordinator runs no node and touches no receiver. Each node
+     * process learns of an attempt from the control plane, begins it on its
+     * receivers, opens it on its own transport handle, reports JOINED
+     * (dcr_node_report_t), applies, acknowledges its receivers itself and
+     * reports DONE or FAILED. The coordinator opens the attempt on its own
+     * transport handle, waits until every node of a required receiver
+     * joined, then lets the owners stream, and waits for DONE. Sync RL only;
+     * parties->receivers may be NULL; hooks other than step do not apply. */
+    bool remote_nodes;
+    int join_timeout_ms; /* remote: a node that has not joined an attempt this long fails it */
 } dcr_coord_config_t;
 
-/* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff. */
+/* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff,
+ * rollout nodes in this process (a join timeout of 1 min when remote). */
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node);
 
 typedef struct dcr_gate dcr_gate_t;
@@ -107,14 +120,6 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
 
 /* ---- failures (DESIGN.md section 5 step 7) ------------------------------------- */
 
-/* Where a receiver's liveness is checked during an attempt. */
-typedef enum dcr_coord_point {
-    DCR_COORD_POINT_DELIVERY = 0, /* a payload reached its node, before this receiver takes it */
-    DCR_COORD_POINT_APPLY =
-        1, /* after this receiver applied (or staged) a payload: partial writes */
-    DCR_COORD_POINT_ACKED = 2, /* after its acknowledgment, before the joint commit */
-} dcr_coord_point_t;
-
 /* Protocol steps of an attempt at which a coordinator may crash. */
 typedef enum dcr_coord_step {
     DCR_COORD_STEP_PREPARE = 0,   /* before prepare */
@@ -126,7 +131,6 @@ typedef enum dcr_coord_step {
 } dcr_coord_step_t;
 
 const char *dcr_coord_step_name(dcr_coord_step_t step);
-const char *dcr_coord_point_name(dcr_coord_point_t point);
 
 /* Hooks through which a crash is observed (process death has no return
  * value in one process). Installed by harnesses and faults/, never by the

@@ -197,11 +197,46 @@ void dcr_receiver_stats(const dcr_receiver_t *r, dcr_receiver_stats_t *out_p);
  * Call before the first payload arrives (not concurrently with ingest). */
 void dcr_receiver_set_payload_key(dcr_receiver_t *r, const dcr_payload_key_t *key);
 
-/* Compares the resident bytes of two receivers with the same parameters.
- * Returns true when equal; otherwise, when not NULL, *param_p names the first
- * differing parameter and *elem_p the first differing element. */
+/* Compares the resident bytes of two receivers with the same parameters,
+ * every byte of every parameter. Returns true when equal; otherwise, when not
+ * NULL, *param_p names the first differing parameter and *elem_p the first
+ * differing element. A parameter without data on either side (a shape-only
+ * receiver) is a difference (*elem_p -1), never skipped; so are different
+ * parameter sets (*param_p "(different parameter sets)"). */
 bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const char **param_p,
                         int64_t *elem_p);
+
+/* ---- digests: bit-exactness across processes (DESIGN.md section 11) ---- */
+
+/* Bytes of one parameter's digest (BLAKE2b-256). */
+#define DCR_PARAM_DIGEST_BYTES 32
+
+/* One digest per resident parameter, in the loader's declaration order
+ * (which is the same for every receiver of one loader configuration). */
+typedef struct dcr_param_digests {
+    size_t count;
+    char **names;                               /* owned copies */
+    uint8_t (*digests)[DCR_PARAM_DIGEST_BYTES]; /* BLAKE2b-256 of every byte */
+} dcr_param_digests_t;
+
+/* The digest of every byte of every resident parameter into *out_p (free with
+ * dcr_param_digests_free). DCR_EINVAL for a receiver without data
+ * (shape-only): nothing is skipped. Call while nothing applies. */
+dcr_status_t dcr_receiver_digests(const dcr_receiver_t *r, dcr_param_digests_t *out_p);
+/* Frees what digests, decode or a caller filled in and zeroes *d; accepts
+ * NULL and a zeroed struct. */
+void dcr_param_digests_free(dcr_param_digests_t *d);
+/* Wire form (magic, names, digests, a BLAKE2b checksum of the whole) for a
+ * file or a control-plane report; *buf_p is malloc'd, the caller frees it. */
+dcr_status_t dcr_param_digests_encode(const dcr_param_digests_t *d, uint8_t **buf_p, size_t *len_p);
+/* Parses the wire form; DCR_EPAYLOAD for a malformed one, DCR_EDIGEST for a
+ * damaged one. Never reads past len. */
+dcr_status_t dcr_param_digests_decode(const uint8_t *buf, size_t len, dcr_param_digests_t *out_p);
+/* DCR_OK when actual has the same parameters (names, order) and digests as
+ * expected; otherwise DCR_EMISMATCH naming `who` (e.g. "receiver 3") and the
+ * first differing parameter. */
+dcr_status_t dcr_param_digests_compare(const dcr_param_digests_t *expected,
+                                       const dcr_param_digests_t *actual, const char *who);
 
 #ifdef __cplusplus
 }

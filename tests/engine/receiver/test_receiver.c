@@ -5,6 +5,7 @@
  * elementwise map, cat, skip) and every way a loader can break the rules.
  * Records come from the bitwise canonical diff, payloads from the codec, and
  * every resident byte is compared with a fresh dense load. */
+#include <blake2.h>
 #include <math.h>
 #include <pthread.h>
 #include <blake2.h>
@@ -893,6 +894,138 @@ static void test_post_apply_check(void **state)
     world_free(&wd);
 }
 
+/* ---- the in-process oracle itself ---- */
+
+/* Flips one bit of parameter i at byte `at` and expects dcr_receiver_equal
+ * to name the parameter and the element that byte belongs to. */
+static void expect_bit_caught(dcr_receiver_t *r, dcr_receiver_t *fresh, size_t i, size_t at,
+                              int bit)
+{
+    const dcr_param_t *p = dcr_params_at(dcr_receiver_params(r), i);
+    uint8_t *bytes = p->storage->data;
+    bytes[at] ^= (uint8_t)(1u << bit);
+    const char *param = NULL;
+    int64_t elem = -2;
+    assert_false(dcr_receiver_equal(r, fresh, &param, &elem));
+    assert_string_equal(param, p->name);
+    assert_int_equal(elem, (int64_t)(at / dcr_dtype_size(p->dtype)));
+    /* Symmetric: the other side is compared byte for byte too. */
+    assert_false(dcr_receiver_equal(fresh, r, NULL, NULL));
+    bytes[at] ^= (uint8_t)(1u << bit);
+    assert_true(dcr_receiver_equal(r, fresh, NULL, NULL));
+}
+
+static void test_equal_strict(void **state)
+{
+    world_t wd;
+    assert_int_equal(world_init(&wd, V_FP32_B, NULL, 61), DCR_OK);
+    dcr_receiver_t *r = wd.r[0];
+    dcr_receiver_t *fresh = toy_receiver(&wd, 0);
+    assert_int_equal(dcr_receiver_load_dense_all(fresh, wd.w), DCR_OK);
+    assert_true(dcr_receiver_equal(r, fresh, NULL, NULL));
+    /* Every parameter, its first and last byte, every bit of them, and a
+     * random interior byte. */
+    const dcr_params_t *ps = dcr_receiver_params(r);
+    assert_true(dcr_params_count(ps) >= 6);
+    for (size_t i = 0; i < dcr_params_count(ps); i++) {
+        size_t bytes = dcr_params_at(ps, i)->storage->bytes;
+        assert_true(bytes > 2);
+        for (int bit = 0; bit < 8; bit++) {
+            expect_bit_caught(r, fresh, i, 0, bit);
+            expect_bit_caught(r, fresh, i, bytes - 1, bit);
+        }
+        expect_bit_caught(r, fresh, i, 1 + dcr_rng_below(&wd.rng, bytes - 2), 3);
+    }
+    /* A side without data is a difference, not a pass. */
+    toy_cfg_t c = {0, wd.v};
+    dcr_receiver_config_t rc = {
+        .loader = "toy", .loader_config = &c, .inventory = wd.inv, .shape_only = true};
+    dcr_receiver_t *hollow = NULL;
+    assert_int_equal(dcr_receiver_create(&rc, &hollow), DCR_OK);
+    const char *param = NULL;
+    int64_t elem = 0;
+    assert_false(dcr_receiver_equal(r, hollow, &param, &elem));
+    assert_string_equal(param, dcr_params_at(ps, 0)->name);
+    assert_int_equal(elem, -1);
+    assert_false(dcr_receiver_equal(hollow, r, NULL, NULL));
+    assert_false(dcr_receiver_equal(hollow, hollow, NULL, NULL));
+    /* Receivers of other ranks hold other parameters or bytes. */
+    assert_false(dcr_receiver_equal(wd.r[0], wd.r[1], NULL, NULL));
+    dcr_receiver_destroy(hollow);
+    dcr_receiver_destroy(fresh);
+    world_free(&wd);
+}
+
+/* ---- digests across processes ---- */
+
+static void test_param_digests(void **state)
+{
+    world_t wd;
+    assert_int_equal(world_init(&wd, V_FP32_B, NULL, 71), DCR_OK);
+    world_refit(&wd, 0.2, false);
+    dcr_receiver_t *r = wd.r[0];
+    dcr_receiver_t *fresh = toy_receiver(&wd, 0);
+    assert_int_equal(dcr_receiver_load_dense_all(fresh, wd.w), DCR_OK);
+    dcr_param_digests_t want, got, wire;
+    assert_int_equal(dcr_receiver_digests(fresh, &want), DCR_OK);
+    assert_int_equal(dcr_receiver_digests(r, &got), DCR_OK);
+    const dcr_params_t *ps = dcr_receiver_params(r);
+    assert_int_equal(want.count, dcr_params_count(ps));
+    /* Each digest is BLAKE2b-256 of the parameter's bytes, computed here
+     * independently. */
+    for (size_t i = 0; i < want.count; i++) {
+        const dcr_param_t *p = dcr_params_at(dcr_receiver_params(fresh), i);
+        uint8_t d[32];
+        blake2b(d, p->storage->data, NULL, 32, p->storage->bytes, 0);
+        assert_string_equal(want.names[i], p->name);
+        assert_memory_equal(want.digests[i], d, 32);
+    }
+    assert_int_equal(dcr_param_digests_compare(&want, &got, "receiver 0"), DCR_OK);
+    /* Through the wire form and back. */
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(dcr_param_digests_encode(&got, &buf, &len), DCR_OK);
+    assert_int_equal(dcr_param_digests_decode(buf, len, &wire), DCR_OK);
+    assert_int_equal(dcr_param_digests_compare(&want, &wire, "receiver 0"), DCR_OK);
+    dcr_param_digests_free(&wire);
+    /* Damage and truncation are refused, never read as digests. */
+    buf[len / 2] ^= 1;
+    assert_int_equal(dcr_param_digests_decode(buf, len, &wire), DCR_EDIGEST);
+    buf[len / 2] ^= 1;
+    assert_int_not_equal(dcr_param_digests_decode(buf, len - 1, &wire), DCR_OK);
+    assert_int_not_equal(dcr_param_digests_decode(buf, 10, &wire), DCR_OK);
+    free(buf);
+    dcr_param_digests_free(&got);
+    /* One flipped bit in any parameter is named. */
+    for (size_t i = 0; i < dcr_params_count(ps); i++) {
+        const dcr_param_t *p = dcr_params_at(ps, i);
+        size_t at = dcr_rng_below(&wd.rng, p->storage->bytes);
+        ((uint8_t *)p->storage->data)[at] ^= 0x40;
+        assert_int_equal(dcr_receiver_digests(r, &got), DCR_OK);
+        assert_int_equal(dcr_param_digests_compare(&want, &got, "receiver 0"), DCR_EMISMATCH);
+        char expect[128];
+        snprintf(expect, sizeof(expect), "receiver 0: parameter %s differs", p->name);
+        assert_non_null(strstr(dcr_error_detail(), expect));
+        dcr_param_digests_free(&got);
+        ((uint8_t *)p->storage->data)[at] ^= 0x40;
+    }
+    /* Another rank's parameters are another set; a receiver without data has none. */
+    dcr_param_digests_t other;
+    assert_int_equal(dcr_receiver_digests(wd.r[1], &other), DCR_OK);
+    assert_int_equal(dcr_param_digests_compare(&want, &other, "receiver 1"), DCR_EMISMATCH);
+    dcr_param_digests_free(&other);
+    toy_cfg_t c = {0, wd.v};
+    dcr_receiver_config_t rc = {
+        .loader = "toy", .loader_config = &c, .inventory = wd.inv, .shape_only = true};
+    dcr_receiver_t *hollow = NULL;
+    assert_int_equal(dcr_receiver_create(&rc, &hollow), DCR_OK);
+    assert_int_equal(dcr_receiver_digests(hollow, &other), DCR_EINVAL);
+    dcr_receiver_destroy(hollow);
+    dcr_param_digests_free(&want);
+    dcr_receiver_destroy(fresh);
+    world_free(&wd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -908,6 +1041,8 @@ int main(void)
         cmocka_unit_test(test_staging_threads),
         cmocka_unit_test(test_post_apply_check),
         cmocka_unit_test(test_payload_key),
+        cmocka_unit_test(test_equal_strict),
+        cmocka_unit_test(test_param_digests),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

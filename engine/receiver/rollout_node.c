@@ -1,0 +1,357 @@
+/* A rollout node's runtime: delivery, staging and application of one
+ * attempt's payloads by the node's receivers. */
+#include "dcr/rollout_node.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/clock.h"
+#include "dcr/thread.h"
+#include "dcr/trace.h"
+#include "receiver-internal.h"
+
+#define DEFAULT_POLL_MS 50
+
+const char *dcr_coord_point_name(dcr_coord_point_t point)
+{
+    static const char *const names[] = {"delivery", "apply", "acked"};
+    return point >= 0 && point <= DCR_COORD_POINT_ACKED ? names[point] : "?";
+}
+
+typedef struct staged_payload {
+    uint8_t *data;
+    size_t len;
+} staged_payload_t;
+
+struct dcr_rollout_node {
+    dcr_rollout_node_config_t cfg;
+    dcr_rollout_node_env_t env;
+    dcr_transport_t *transport;
+    double last_apply_end;
+    /* Async RL: the compressed payloads held in host memory while requests
+     * are still served at v (bounded only by the delta's size). */
+    staged_payload_t *staged;
+    size_t nstaged, cap_staged;
+    /* The thread of start_deliver / start_apply. */
+    pthread_t thread;
+    bool running;
+    atomic_bool finished;
+    bool apply_step; /* the thread runs apply_staged, not deliver */
+    uint64_t tau;
+    dcr_status_t status;
+    char why[512]; /* the thread's error detail (details are thread-local) */
+};
+
+dcr_status_t dcr_rollout_node_create(const dcr_rollout_node_config_t *cfg,
+                                     const dcr_rollout_node_env_t *env, dcr_transport_t *transport,
+                                     dcr_rollout_node_t **out_p)
+{
+    if (cfg == NULL || env == NULL || transport == NULL || out_p == NULL || env->receiver == NULL ||
+        env->member == NULL || cfg->receivers < 1 || cfg->node < 0 || cfg->first_receiver < 0 ||
+        cfg->transport_base < 0 || cfg->transport_base > cfg->node)
+        return dcr_error_set(DCR_EINVAL, "rollout node: a transport, an environment with receiver "
+                                         "and member, and >= 1 receiver are required");
+    dcr_rollout_node_t *n = calloc(1, sizeof(*n));
+    if (n == NULL) return dcr_error_set(DCR_ENOMEM, "rollout node %d", cfg->node);
+    n->cfg = *cfg;
+    if (n->cfg.poll_ms <= 0) n->cfg.poll_ms = DEFAULT_POLL_MS;
+    n->env = *env;
+    n->transport = transport;
+    *out_p = n;
+    return DCR_OK;
+}
+
+void dcr_rollout_node_discard(dcr_rollout_node_t *n)
+{
+    for (size_t i = 0; i < n->nstaged; i++) free(n->staged[i].data);
+    free(n->staged);
+    n->staged = NULL;
+    n->nstaged = n->cap_staged = 0;
+}
+
+void dcr_rollout_node_destroy(dcr_rollout_node_t *n)
+{
+    if (n == NULL) return;
+    if (n->running) dcr_rollout_node_join(n);
+    dcr_rollout_node_discard(n);
+    free(n);
+}
+
+size_t dcr_rollout_node_staged(const dcr_rollout_node_t *n)
+{
+    return n->nstaged;
+}
+
+double dcr_rollout_node_last_apply_end(const dcr_rollout_node_t *n)
+{
+    return n->last_apply_end;
+}
+
+static dcr_status_t stage_compressed(dcr_rollout_node_t *n, const dcr_delivery_t *d)
+{
+    if (n->nstaged == n->cap_staged) {
+        size_t cap = n->cap_staged ? 2 * n->cap_staged : 64;
+        staged_payload_t *p = realloc(n->staged, cap * sizeof(*p));
+        if (!p)
+            return dcr_error_set(DCR_ENOMEM, "staging %zu payloads on rollout node %d", cap,
+                                 n->cfg.node);
+        n->staged = p;
+        n->cap_staged = cap;
+    }
+    uint8_t *copy = malloc(d->len ? d->len : 1);
+    if (!copy) return dcr_error_set(DCR_ENOMEM, "staging a payload of %zu bytes", d->len);
+    memcpy(copy, d->data, d->len);
+    n->staged[n->nstaged++] = (staged_payload_t){copy, d->len};
+    return DCR_OK;
+}
+
+static bool member(const dcr_rollout_node_t *n, int id)
+{
+    return n->env.member(n->env.ctx, id);
+}
+
+static dcr_status_t alive(const dcr_rollout_node_t *n, int id, dcr_coord_point_t point,
+                          uint64_t tau)
+{
+    return n->env.alive ? n->env.alive(n->env.ctx, id, point, tau) : DCR_OK;
+}
+
+/* One payload applied by member receiver id. */
+static dcr_status_t apply_one(dcr_rollout_node_t *n, int id, const uint8_t *data, size_t len,
+                              uint64_t tau)
+{
+    dcr_ingest_t disposition;
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_APPLY, DCR_ACTOR_RECEIVER, id);
+    if (n->env.dirty) n->env.dirty(n->env.ctx, id);
+    dcr_status_t st =
+        dcr_receiver_apply_payload(n->env.receiver(n->env.ctx, id), data, len, &disposition);
+    dcr_trace_end(&span);
+    n->last_apply_end = dcr_clock_s();
+    DCR_CHECK(st);
+    return alive(n, id, DCR_COORD_POINT_APPLY, tau);
+}
+
+/* Hands one delivered payload to every receiver of the node: applied at once
+ * in sync RL; in async RL the compressed bytes are staged once for the node. */
+static dcr_status_t take(dcr_rollout_node_t *n, const dcr_delivery_t *d, uint64_t tau)
+{
+    int first = n->cfg.first_receiver, end = first + n->cfg.receivers;
+    for (int id = first; id < end; id++)
+        if (member(n, id)) DCR_CHECK(alive(n, id, DCR_COORD_POINT_DELIVERY, tau));
+    if (n->cfg.stage) {
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_STAGING, DCR_ACTOR_NODE, n->cfg.node);
+        dcr_status_t st = stage_compressed(n, d);
+        dcr_trace_end(&span);
+        return st;
+    }
+    for (int id = first; id < end; id++)
+        if (member(n, id)) DCR_CHECK(apply_one(n, id, d->data, d->len, tau));
+    return DCR_OK;
+}
+
+static dcr_status_t failed_with(dcr_status_t st, const char *why)
+{
+    return dcr_error_set(st, "%s", why);
+}
+
+dcr_status_t dcr_rollout_node_deliver(dcr_rollout_node_t *n, uint64_t tau)
+{
+    dcr_rollout_node_discard(n); /* a failed attempt's staging */
+    n->last_apply_end = 0;
+    double idle_since = dcr_clock_s();
+    dcr_status_t failed = DCR_OK;
+    char why[512] = "";
+    for (;;) {
+        dcr_delivery_t d;
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RECV, DCR_ACTOR_NODE, n->cfg.node);
+        dcr_status_t st = dcr_transport_recv(n->transport, n->cfg.node - n->cfg.transport_base,
+                                             n->cfg.poll_ms, &d);
+        if (st == DCR_OK)
+            dcr_trace_end(&span);
+        else
+            dcr_trace_cancel(&span); /* only receptions count, not idle polls */
+        if (st == DCR_ECLOSED) return failed != DCR_OK ? failed_with(failed, why) : DCR_OK;
+        if (st == DCR_EAGAIN) {
+            if ((dcr_clock_s() - idle_since) * 1000.0 > n->cfg.stall_timeout_ms)
+                return dcr_error_set(DCR_ETIMEOUT, "rollout node %d received nothing for %d ms",
+                                     n->cfg.node, n->cfg.stall_timeout_ms);
+            continue;
+        }
+        if (st != DCR_OK) return failed != DCR_OK ? failed_with(failed, why) : st;
+        if (failed == DCR_OK) {
+            st = take(n, &d, tau);
+            if (st == DCR_OK && n->env.redeliver && n->env.redeliver(n->env.ctx, n->cfg.node, tau))
+                st = take(n, &d, tau);
+            if (st != DCR_OK) {
+                dcr_error_prefix("rollout node %d: ", n->cfg.node);
+                failed = st;
+                snprintf(why, sizeof(why), "%s", dcr_error_detail());
+            }
+        }
+        dcr_transport_release(n->transport, n->cfg.node - n->cfg.transport_base, &d);
+        idle_since = dcr_clock_s();
+    }
+}
+
+dcr_status_t dcr_rollout_node_apply_staged(dcr_rollout_node_t *n, uint64_t tau)
+{
+    dcr_status_t st = DCR_OK;
+    int first = n->cfg.first_receiver, end = first + n->cfg.receivers;
+    for (size_t i = 0; i < n->nstaged && st == DCR_OK; i++)
+        for (int id = first; id < end && st == DCR_OK; id++)
+            if (member(n, id)) st = apply_one(n, id, n->staged[i].data, n->staged[i].len, tau);
+    char why[512] = "";
+    if (st != DCR_OK) snprintf(why, sizeof(why), "%s", dcr_error_detail());
+    dcr_rollout_node_discard(n);
+    return st == DCR_OK ? DCR_OK : failed_with(st, why);
+}
+
+/* ---- on a thread of its own ---- */
+
+static void *node_thread(void *arg)
+{
+    dcr_rollout_node_t *n = arg;
+    n->status = n->apply_step ? dcr_rollout_node_apply_staged(n, n->tau)
+                              : dcr_rollout_node_deliver(n, n->tau);
+    if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
+    atomic_store(&n->finished, true);
+    return NULL;
+}
+
+static dcr_status_t start(dcr_rollout_node_t *n, uint64_t tau, bool apply_step)
+{
+    if (n->running)
+        return dcr_error_set(DCR_EINVAL, "rollout node %d: a step is still running", n->cfg.node);
+    n->tau = tau;
+    n->apply_step = apply_step;
+    n->status = DCR_OK;
+    n->why[0] = '\0';
+    atomic_store(&n->finished, false);
+    if (dcr_thread_start(&n->thread, DCR_THREAD_NODE, node_thread, n, "dcr-node-%d", n->cfg.node))
+        return dcr_error_set(DCR_ENOMEM, "starting the thread of rollout node %d", n->cfg.node);
+    n->running = true;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_rollout_node_start_deliver(dcr_rollout_node_t *n, uint64_t tau)
+{
+    return start(n, tau, false);
+}
+
+dcr_status_t dcr_rollout_node_start_apply(dcr_rollout_node_t *n, uint64_t tau)
+{
+    return start(n, tau, true);
+}
+
+dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n)
+{
+    if (!n->running) return DCR_OK;
+    pthread_join(n->thread, NULL);
+    n->running = false;
+    return n->status == DCR_OK ? DCR_OK : failed_with(n->status, n->why);
+}
+
+/* ---- the state report of a rollout-node process ---- */
+
+#define NODE_REPORT_MAGIC 0x31504e52u /* "RNP1" */
+#define NODE_REPORT_BYTES (4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 256)
+
+dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t *r)
+{
+    uint8_t buf[NODE_REPORT_BYTES], *p = buf;
+    uint64_t apply, cpu;
+    memcpy(&apply, &r->apply_end, 8);
+    memcpy(&cpu, &r->cpu_s, 8);
+    p = dcr__put_le(p, NODE_REPORT_MAGIC, 4);
+    p = dcr__put_le(p, r->node, 4);
+    p = dcr__put_le(p, (uint32_t)r->phase, 4);
+    p = dcr__put_le(p, r->tau, 8);
+    p = dcr__put_le(p, r->version, 8);
+    p = dcr__put_le(p, (uint32_t)r->pid, 4);
+    p = dcr__put_le(p, apply, 8);
+    p = dcr__put_le(p, (uint64_t)r->cross_bytes, 8);
+    p = dcr__put_le(p, cpu, 8);
+    memset(p, 0, 256);
+    snprintf((char *)p, 256, "%s", r->why);
+    return dcr_control_report_put(control, DCR_NODE_REPORT_ID(r->node), buf, sizeof(buf));
+}
+
+dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p)
+{
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_control_report_get(control, DCR_NODE_REPORT_ID(node), &data, &len));
+    const uint8_t *p = data;
+    uint64_t magic = 0, v;
+    if (len == NODE_REPORT_BYTES) p = dcr__get_le(p, &magic, 4);
+    if (len != NODE_REPORT_BYTES || magic != NODE_REPORT_MAGIC) {
+        free(data);
+        return dcr_error_set(DCR_ECONTROL,
+                             "rollout node %d: a state report of %zu bytes, expected "
+                             "%d starting with RNP1",
+                             node, len, NODE_REPORT_BYTES);
+    }
+    dcr_node_report_t r;
+    memset(&r, 0, sizeof(r));
+    p = dcr__get_le(p, &v, 4);
+    r.node = (uint32_t)v;
+    p = dcr__get_le(p, &v, 4);
+    r.phase = (dcr_node_phase_t)v;
+    p = dcr__get_le(p, &r.tau, 8);
+    p = dcr__get_le(p, &r.version, 8);
+    p = dcr__get_le(p, &v, 4);
+    r.pid = (int32_t)(uint32_t)v;
+    p = dcr__get_le(p, &v, 8);
+    memcpy(&r.apply_end, &v, 8);
+    p = dcr__get_le(p, &v, 8);
+    r.cross_bytes = (int64_t)v;
+    p = dcr__get_le(p, &v, 8);
+    memcpy(&r.cpu_s, &v, 8);
+    memcpy(r.why, p, 255);
+    r.why[255] = '\0';
+    free(data);
+    *out_p = r;
+    return DCR_OK;
+}
+
+bool dcr_rollout_node_finished(dcr_rollout_node_t *n)
+{
+    return !n->running || atomic_load(&n->finished);
+}
+
+dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau)
+{
+    uint8_t buf[8];
+    dcr__put_le(buf, tau, 8);
+    return dcr_control_report_put(control, DCR_COORD_REPORT_ID, buf, sizeof(buf));
+}
+
+dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p)
+{
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_control_report_get(control, DCR_COORD_REPORT_ID, &data, &len));
+    dcr_status_t st = DCR_OK;
+    if (len == 8)
+        dcr__get_le(data, tau_p, 8);
+    else
+        st = dcr_error_set(DCR_ECONTROL, "the coordinator's report has %zu bytes, expected 8", len);
+    free(data);
+    return st;
+}
+
+void dcr_node_totals_update(dcr_node_totals_t *t, const dcr_node_report_t *r)
+{
+    /* Written on a dead process's behalf: no counters in it. */
+    if (r->phase == DCR_NODE_GONE || r->phase == DCR_NODE_RESTARTING) return;
+    if (r->pid != t->pid) {
+        t->cross_base += t->cross_last;
+        t->cpu_base += t->cpu_last;
+        t->pid = r->pid;
+    }
+    t->cross_last = r->cross_bytes;
+    t->cpu_last = r->cpu_s;
+}

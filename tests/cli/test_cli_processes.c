@@ -1,0 +1,327 @@
+/* ctest-labels: integration
+ *
+ * dcr bench --processes: rollout nodes and the verifier as processes of this
+ * host. Every timed refit is bit-exact by the verifier process; the object
+ * store's cross bytes follow its rule (one upload plus one download per
+ * rollout-node process, each counted by the process that moved them); a
+ * swapped digests file is named by version, receiver and parameter; a
+ * SIGTERM to the launcher or a SIGKILL to a rollout-node process leaves no
+ * process and no run directory behind, and a node's death fails the run at
+ * once with one line naming the node. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "cli_run.h"
+
+#define SMALL "--scale 64 --layers 2 --seed 7"
+
+static char g_tmp[256]; /* this test's TMPDIR: the launcher's run directories go there */
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* Processes whose command line mentions `needle` (our TMPDIR: every role of
+ * a run gets the run directory in its arguments); the pid of one that also
+ * mentions `also` (may be NULL) in *pid_p. */
+static char g_seen[8192]; /* the command line of the last process found */
+
+static int processes_with(const char *needle, const char *also, pid_t *pid_p)
+{
+    DIR *d = opendir("/proc");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], buf[8192];
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "rb");
+        size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f) fclose(f);
+        for (size_t i = 0; i + 1 < len; i++)
+            if (buf[i] == '\0') buf[i] = ' ';
+        buf[len] = '\0';
+        if (!strstr(buf, needle)) continue;
+        n++;
+        snprintf(g_seen, sizeof(g_seen), "%s: %s", e->d_name, buf);
+        if (also && strstr(buf, also) && pid_p) *pid_p = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static int setup(void **state)
+{
+    snprintf(g_tmp, sizeof(g_tmp), "/tmp/dcr-procs-test-%d", (int)getpid());
+    mkdir(g_tmp, 0755);
+    setenv("TMPDIR", g_tmp, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf -- %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void test_bench_processes_bit_exact(void **state)
+{
+    json_t *j = run_json("bench --processes " SMALL " --warmup 1 --refits 3 --json");
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    assert_int_equal(json_integer_value(json_object_get(p, "rollout_nodes")), 2);
+    assert_int_equal(json_integer_value(json_object_get(p, "verifier")), 1);
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 3);
+    for (size_t i = 0; i < 3; i++) {
+        json_t *f = json_array_get(refits, i);
+        assert_true(json_is_true(json_object_get(f, "verified")));
+        assert_true(json_is_true(json_object_get(f, "bit_exact")));
+        json_int_t pay = json_integer_value(json_object_get(f, "payload_bytes"));
+        assert_true(pay > 0);
+        /* Object store: one upload, one download by each of 2 node processes. */
+        assert_int_equal(json_integer_value(json_object_get(f, "cross_bytes")), 3 * pay);
+    }
+    assert_true(json_real_value(json_object_get(j, "speedup")) > 0);
+    json_decref(j);
+    /* Nothing left: no role process, no run directory. */
+    assert_int_equal(processes_with(g_tmp, NULL, NULL), 0);
+    assert_int_equal(entries(g_tmp), 0);
+}
+
+/* The verifier compares every receiver with its own dense refit: a node's
+ * digests of another version are named. */
+static void test_verifier_names_a_difference(void **state)
+{
+    char dir[300], args[1024], from[400], to[400];
+    snprintf(dir, sizeof(dir), "%s/kept", g_tmp);
+    snprintf(args, sizeof(args), "bench --processes " SMALL " --warmup 1 --refits 2 --workdir %s",
+             dir);
+    static result_t r;
+    run(&r, args);
+    if (r.rc != 0) fail_msg("dcr %s: %s", args, r.err);
+    snprintf(args, sizeof(args), "verify-digests " SMALL " --workdir %s --first 2 --last 3", dir);
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "version 2 bit-exact yes\nversion 3 bit-exact yes\n"));
+    snprintf(from, sizeof(from), "%s/digests/v2-r3.dcrd", dir);
+    snprintf(to, sizeof(to), "%s/digests/v3-r3.dcrd", dir);
+    char cp[1024];
+    snprintf(cp, sizeof(cp), "cp -- %s %s", from, to);
+    assert_int_equal(system(cp), 0);
+    run(&r, args);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "version 3 bit-exact no"));
+    assert_non_null(strstr(r.err, "version 3, receiver 3: parameter "));
+    assert_non_null(strstr(r.err, "differs from the dense refit"));
+    /* Another seed is another run: every version differs. */
+    snprintf(args, sizeof(args),
+             "verify-digests --scale 64 --layers 2 --seed 8 --workdir %s --first 2 --last 2 "
+             "--wait-ms 0",
+             dir);
+    run(&r, args);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.out, "version 2 bit-exact no"));
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf -- %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Starts `dcr <args>` in the background with stdout and stderr to files. */
+static pid_t start(const char *args, const char *err_path)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        char cmd[2048];
+        const char *cli = getenv("DCR_CLI");
+        snprintf(cmd, sizeof(cmd), "exec %s %s %s 2>%s", cli ? cli : DCR_CLI_PATH, args,
+                 strchr(args, '>') ? "" : ">/dev/null", err_path);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits until the run has committed a version (a digests file exists). */
+static void wait_for_commit(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "ls %s/dcr-bench-*/digests/v1-r0.dcrd >/dev/null 2>&1", g_tmp);
+    for (int i = 0; i < 600 && system(cmd) != 0; i++) nap_ms(50);
+    assert_int_equal(system(cmd), 0);
+}
+
+static int wait_exit(pid_t pid, int limit_ms)
+{
+    int status = 0;
+    for (int t = 0; t < limit_ms / 20; t++) {
+        if (waitpid(pid, &status, WNOHANG) == pid) return status;
+        nap_ms(20);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fail_msg("dcr did not end within %d ms", limit_ms);
+    return status;
+}
+
+static void assert_nothing_left(void)
+{
+    /* Node processes die with the launcher; the janitor removes the run
+     * directory half a second after it. */
+    int procs = 1, files = 1;
+    for (int t = 0; t < 100 && (procs || files); t++) {
+        nap_ms(50);
+        procs = processes_with(g_tmp, "dcr-bench-", NULL);
+        files = entries(g_tmp) - 1; /* the stderr file of the run */
+    }
+    if (procs) fail_msg("a role outlived the run: %s", g_seen);
+    if (files) fail_msg("%d files left in %s", files, g_tmp);
+}
+
+static void test_sigterm_leaves_nothing(void **state)
+{
+    char err[400];
+    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+    pid_t pid = start("bench --processes " SMALL " --warmup 0 --refits 1000", err);
+    wait_for_commit();
+    assert_true(processes_with(g_tmp, "rollout-node", NULL) >= 2);
+    kill(pid, SIGTERM);
+    wait_exit(pid, 10000);
+    assert_nothing_left();
+    unlink(err);
+}
+
+/* Starts a run and SIGKILLs its rollout-node 1 once a version committed. */
+static pid_t start_and_kill_node_1(const char *args, const char *err_path)
+{
+    pid_t pid = start(args, err_path);
+    wait_for_commit();
+    pid_t node = 0;
+    processes_with(g_tmp, "--node 1", &node);
+    assert_true(node > 0);
+    kill(node, SIGKILL);
+    return pid;
+}
+
+static void test_node_death_fails_the_run(void **state)
+{
+    char err[400], text[8192];
+    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+    pid_t pid = start_and_kill_node_1("bench --processes " SMALL " --warmup 0 --refits 1000", err);
+    int status = wait_exit(pid, 30000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    slurp(err, text, sizeof(text));
+    if (!strstr(text, "rollout-node 1 (pid") || !strstr(text, "killed by signal 9"))
+        fail_msg("stderr does not name the dead node: %s", text);
+    const char *last = strstr(text, "dcr bench: ");
+    if (!last || !strstr(last, "rollout node 1 is gone")) fail_msg("final line: %s", text);
+    assert_nothing_left();
+    unlink(err);
+}
+
+/* With --restart-nodes a killed node comes back as a new process that
+ * restores the committed version by a dense refit; the run goes on and every
+ * timed refit stays bit-exact by the verifier. */
+static void test_node_restart_keeps_the_run(void **state)
+{
+    char err[400], out[400], args[600], text[1 << 16];
+    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+    snprintf(out, sizeof(out), "%s/stdout", g_tmp);
+    snprintf(args, sizeof(args),
+             "bench --processes --restart-nodes " SMALL " --warmup 0 --refits 10 --json >%s", out);
+    pid_t pid = start_and_kill_node_1(args, err);
+    int status = wait_exit(pid, 90000);
+    slurp(err, text, sizeof(text));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("run failed: %s", text);
+    assert_non_null(strstr(text, "rollout-node 1 restarted as pid"));
+    json_error_t e;
+    json_t *j = json_load_file(out, 0, &e);
+    if (!j) fail_msg("not JSON: %s", e.text);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    assert_int_equal(json_integer_value(json_object_get(p, "node_restarts")), 1);
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 10);
+    for (size_t i = 0; i < 10; i++)
+        assert_true(json_is_true(json_object_get(json_array_get(refits, i), "verified")));
+    json_decref(j);
+    unlink(out);
+    assert_nothing_left();
+    unlink(err);
+}
+
+/* Real SIGKILLs at the nodes' "joined" and "done" points, in turn, with
+ * restarts: every version is committed (one per refit), and every timed
+ * refit is bit-exact by the verifier process. */
+static void test_sigkills_with_restarts(void **state)
+{
+    json_t *j = run_json("bench --processes --sigkill-every 2 " SMALL " --warmup 0 --refits 8 "
+                         "--json");
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    json_int_t kills = json_integer_value(json_object_get(p, "sigkills"));
+    assert_true(kills >= 2);
+    assert_int_equal(json_integer_value(json_object_get(p, "node_restarts")), kills);
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 8);
+    int retried = 0;
+    for (size_t i = 0; i < 8; i++) {
+        json_t *f = json_array_get(refits, i);
+        assert_true(json_is_true(json_object_get(f, "verified")));
+        assert_true(json_is_true(json_object_get(f, "bit_exact")));
+        retried += json_integer_value(json_object_get(f, "attempts")) > 1;
+    }
+    /* A kill at "joined" always fails its attempt (its node never finishes). */
+    assert_true(retried >= 1);
+    json_decref(j);
+    assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
+}
+
+static void test_role_usage_errors(void **state)
+{
+    expect_error("rollout-node --workdir /nonexistent", 2, "--node");
+    expect_error("rollout-node --node 1", 2, "--workdir");
+    expect_error("verify-digests --workdir /nonexistent --first 3 --last 2", 2, "--last");
+    expect_error("bench --processes --transport relay " SMALL, 1, "objstore");
+    expect_error("bench --processes --rl async " SMALL, 1, "--rl sync");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_role_usage_errors),
+        cmocka_unit_test(test_bench_processes_bit_exact),
+        cmocka_unit_test(test_verifier_names_a_difference),
+        cmocka_unit_test(test_sigterm_leaves_nothing),
+        cmocka_unit_test(test_node_death_fails_the_run),
+        cmocka_unit_test(test_node_restart_keeps_the_run),
+        cmocka_unit_test(test_sigkills_with_restarts),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,498 @@
+/* Child processes of dcr bench --processes: rollout nodes, the verifier,
+ * the janitor of a temporary run directory. */
+#include "workloads/roles/launch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dcr/log.h"
+#include "dcr/rollout_node.h"
+#include "workloads/roles/roles.h"
+
+#define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
+#define MONITOR_POLL_NS  20000000L
+#define KILL_POLL_NS     2000000L /* watching reports for a kill point */
+#define READY_TIMEOUT_MS 120000   /* a node's world, dense load and prewarm */
+
+typedef struct child {
+    pid_t pid;
+    char role[48];
+    int err_fd;         /* read end of its stderr */
+    pthread_t prefixer; /* copies err_fd to our stderr, prefixed */
+    bool prefixing;
+    bool reaped;
+    int status;
+} child_t;
+
+struct dcr_role_launcher {
+    const dcr_bench_config_t *run;
+    char exe[4096];
+    char **args; /* the run flags */
+    int nargs;
+    char workdir[4096];
+    dcr_bench_processes_t hooks;
+    child_t *nodes;
+    int nnodes;
+    pid_t janitor;
+    int janitor_fd; /* write end: its EOF is our end */
+    pthread_t monitor;
+    bool monitoring;
+    atomic_bool stopping;
+    bool restart;
+    atomic_int restarts;
+    /* Real kills (--sigkill-every): see maybe_kill. */
+    int kill_every;
+    atomic_int sigkills;
+    bool armed;
+    int kill_node, kill_point;
+    uint64_t kill_version, armed_tau;
+    pthread_mutex_t lock; /* waitpid of node children */
+};
+
+static void nap_ns(long ns)
+{
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- stderr, prefixed ---- */
+
+static void *prefix_main(void *arg)
+{
+    child_t *c = arg;
+    char buf[4096], line[8192];
+    size_t used = 0;
+    ssize_t n;
+    while ((n = read(c->err_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+        for (ssize_t i = 0; i < n; i++) {
+            if (used < sizeof(line) - 1) line[used++] = buf[i];
+            if (buf[i] != '\n' && used < sizeof(line) - 1) continue;
+            line[used] = '\0';
+            fprintf(stderr, "[%s] %s%s", c->role, line, line[used - 1] == '\n' ? "" : "\n");
+            used = 0;
+        }
+    }
+    if (used > 0) {
+        line[used] = '\0';
+        fprintf(stderr, "[%s] %s\n", c->role, line);
+    }
+    return NULL;
+}
+
+/* ---- spawning ---- */
+
+/* Starts `exe <argv...> <run flags>`; its stderr goes through a prefixer,
+ * its stdout to *out_fd_p when not NULL (else ours). It dies with us. */
+static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const *head, int nhead,
+                          child_t *c, int *out_fd_p)
+{
+    int nargv = 1 + nhead + l->nargs + 1;
+    char **argv = calloc((size_t)nargv, sizeof(char *));
+    int err[2] = {-1, -1}, out[2] = {-1, -1};
+    if (!argv) return dcr_error_set(DCR_ENOMEM, "arguments of %s", role);
+    argv[0] = l->exe;
+    for (int i = 0; i < nhead; i++) argv[1 + i] = head[i];
+    for (int i = 0; i < l->nargs; i++) argv[1 + nhead + i] = l->args[i];
+    if (pipe2(err, O_CLOEXEC) != 0 || (out_fd_p && pipe2(out, O_CLOEXEC) != 0)) {
+        free(argv);
+        for (int i = 0; i < 2; i++) {
+            if (err[i] >= 0) close(err[i]);
+            if (out[i] >= 0) close(out[i]);
+        }
+        return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Only async-signal-safe calls until exec. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
+        dup2(err[1], 2);
+        /* Our stdout carries the results (--json): a role writes only to
+         * its own pipe. */
+        dup2(out_fd_p ? out[1] : err[1], 1);
+        execv(l->exe, argv);
+        static const char msg[] = "dcr: cannot execute the dcr binary for a role\n";
+        ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+        (void)ignored;
+        _exit(127);
+    }
+    free(argv);
+    close(err[1]);
+    if (out_fd_p) close(out[1]);
+    if (pid < 0) {
+        close(err[0]);
+        if (out_fd_p) close(out[0]);
+        return dcr_error_set(DCR_EIO, "cannot start %s: %s", role, strerror(errno));
+    }
+    memset(c, 0, sizeof(*c));
+    c->pid = pid;
+    snprintf(c->role, sizeof(c->role), "%s", role);
+    c->err_fd = err[0];
+    c->prefixing = pthread_create(&c->prefixer, NULL, prefix_main, c) == 0;
+    if (out_fd_p) *out_fd_p = out[0];
+    return DCR_OK;
+}
+
+static void child_finish(child_t *c)
+{
+    if (c->prefixing) pthread_join(c->prefixer, NULL);
+    c->prefixing = false;
+    if (c->err_fd >= 0) close(c->err_fd);
+    c->err_fd = -1;
+}
+
+static void describe_exit(int status, char *out, size_t cap)
+{
+    if (WIFSIGNALED(status))
+        snprintf(out, cap, "killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+}
+
+/* ---- the janitor: removes a temporary run directory once we are gone ---- */
+
+static dcr_status_t start_janitor(dcr_role_launcher_t *l)
+{
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0)
+        return dcr_error_set(DCR_EIO, "janitor pipe: %s", strerror(errno));
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* stdin is the pipe: EOF when the launcher has ended, however. The
+         * children die with it (PDEATHSIG); then the directory goes. */
+        dup2(fds[0], 0);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1); /* holds no pipe of ours open after we end */
+            dup2(null, 2);
+        }
+        /* A terminal's ^C or a timeout signals the whole process group: the
+         * janitor leaves it and ignores them (ignored stays ignored across
+         * exec), so that it outlives whatever ended the launcher. */
+        setsid();
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
+        signal(SIGQUIT, SIG_IGN);
+        char *argv[] = {"sh", "-c", "cat >/dev/null; sleep 0.5; rm -rf -- \"$0\"", l->workdir,
+                        NULL};
+        execv("/bin/sh", argv);
+        _exit(127);
+    }
+    close(fds[0]);
+    if (pid < 0) {
+        close(fds[1]);
+        return dcr_error_set(DCR_EIO, "cannot start the janitor: %s", strerror(errno));
+    }
+    l->janitor = pid;
+    l->janitor_fd = fds[1];
+    return DCR_OK;
+}
+
+/* ---- watching the node processes ---- */
+
+/* A node process died while the run needed it: say so in the control plane
+ * on its behalf, so that the coordinator fails the attempt at once. */
+static void report_gone(dcr_role_launcher_t *l, dcr_control_t *control, int node, const child_t *c,
+                        bool restarting)
+{
+    char how[64];
+    describe_exit(c->status, how, sizeof(how));
+    DCR_LOG_ERROR("rollout-node %d (pid %d) %s", node, (int)c->pid, how);
+    if (!control) return;
+    dcr_node_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.node = (uint32_t)node;
+    r.phase = restarting ? DCR_NODE_RESTARTING : DCR_NODE_GONE;
+    r.pid = (int32_t)c->pid;
+    snprintf(r.why, sizeof(r.why), "process %d %s", (int)c->pid, how);
+    dcr_control_attempt_t a;
+    if (dcr_control_attempt(control, 0, &a) == DCR_OK) r.tau = a.tau;
+    dcr_node_report_put(control, &r);
+}
+
+static dcr_status_t spawn_node(dcr_role_launcher_t *l, int i)
+{
+    char node[16], role[48];
+    snprintf(node, sizeof(node), "%d", i);
+    snprintf(role, sizeof(role), "rollout-node %d", i);
+    char *head[] = {"rollout-node", "--node", node, "--workdir", l->workdir};
+    return spawn(l, role, head, 5, &l->nodes[i], NULL);
+}
+
+/* A new process in the dead one's place. It is a child of the monitor
+ * thread: PR_SET_PDEATHSIG follows the thread that forked, so it dies when
+ * the monitor ends (at stop), as the others die with the launcher. */
+static void restart_node(dcr_role_launcher_t *l, int i)
+{
+    child_finish(&l->nodes[i]);
+    pthread_mutex_lock(&l->lock);
+    dcr_status_t st = spawn_node(l, i);
+    pthread_mutex_unlock(&l->lock);
+    if (st != DCR_OK) {
+        DCR_LOG_ERROR("restarting rollout-node %d: %s", i, dcr_error_detail());
+        l->nodes[i].reaped = true;
+        return;
+    }
+    atomic_fetch_add(&l->restarts, 1);
+    DCR_LOG_WARN("rollout-node %d restarted as pid %d", i, (int)l->nodes[i].pid);
+}
+
+/* Real kills: after every kill_every-th committed version the next node in
+ * turn gets SIGKILL at the next point in turn, as this thread sees its
+ * reports (every 2 ms): "joined" (it began the next attempt on its
+ * receivers and opened it; delivery starts once every node has) or "done"
+ * (its receivers applied every payload and acknowledged; the joint commit
+ * may or may not have happened yet). The restart brings it back. */
+static void maybe_kill(dcr_role_launcher_t *l, dcr_control_t *control)
+{
+    static const char *const points[] = {"joined", "done"};
+    if (!l->armed) {
+        dcr_commit_record_t rec;
+        if (dcr_control_read(control, &rec) != DCR_OK || rec.version == 0 ||
+            rec.version % (uint64_t)l->kill_every || rec.version == l->kill_version)
+            return;
+        int k = atomic_load(&l->sigkills);
+        l->kill_version = rec.version;
+        l->armed_tau = rec.attempt;
+        l->kill_node = k % l->nnodes;
+        l->kill_point = (k / l->nnodes) % 2;
+        l->armed = true;
+        return;
+    }
+    dcr_node_report_t r;
+    if (dcr_node_report_get(control, l->kill_node, &r) != DCR_OK) return;
+    pthread_mutex_lock(&l->lock);
+    child_t *c = &l->nodes[l->kill_node];
+    bool hit = !c->reaped && r.pid == (int32_t)c->pid && r.tau > l->armed_tau &&
+               r.phase == (l->kill_point ? DCR_NODE_DONE : DCR_NODE_JOINED);
+    if (hit) kill(c->pid, SIGKILL);
+    pthread_mutex_unlock(&l->lock);
+    if (!hit) return;
+    atomic_fetch_add(&l->sigkills, 1);
+    l->armed = false;
+    DCR_LOG_WARN("SIGKILL to rollout-node %d (pid %d) at %s of attempt %llu", l->kill_node,
+                 (int)r.pid, points[l->kill_point], (unsigned long long)r.tau);
+}
+
+static void *monitor_main(void *arg)
+{
+    dcr_role_launcher_t *l = arg;
+    dcr_control_t *control = NULL;
+    if (dcr_role_control_open(l->run, l->workdir, &control) != DCR_OK) control = NULL;
+    while (!atomic_load(&l->stopping)) {
+        for (int i = 0; i < l->nnodes; i++) {
+            child_t *c = &l->nodes[i];
+            pthread_mutex_lock(&l->lock);
+            bool died = !c->reaped && waitpid(c->pid, &c->status, WNOHANG) == c->pid;
+            if (died) c->reaped = true;
+            pthread_mutex_unlock(&l->lock);
+            if (!died || atomic_load(&l->stopping)) continue;
+            report_gone(l, control, i, c, l->restart);
+            if (l->restart) restart_node(l, i);
+        }
+        if (l->kill_every > 0 && control) maybe_kill(l, control);
+        nap_ns(l->kill_every > 0 ? KILL_POLL_NS : MONITOR_POLL_NS);
+    }
+    dcr_control_destroy(control);
+    return NULL;
+}
+
+/* ---- the hooks ---- */
+
+static void stop_nodes(void *ctx);
+
+/* A node joins only attempts prepared after its start (a late joiner must
+ * not join a stream half sent): the first refit waits for every node's
+ * first report. */
+static dcr_status_t wait_ready(dcr_role_launcher_t *l)
+{
+    dcr_control_t *control = NULL;
+    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; st == DCR_OK && i < l->nnodes; i++) {
+        for (int t = 0;; t++) {
+            dcr_node_report_t r;
+            if (dcr_node_report_get(control, i, &r) == DCR_OK && r.pid == (int32_t)l->nodes[i].pid)
+                break;
+            pthread_mutex_lock(&l->lock);
+            bool dead = l->nodes[i].reaped;
+            pthread_mutex_unlock(&l->lock);
+            if (dead || t * 10 > READY_TIMEOUT_MS) {
+                st = dcr_error_set(DCR_ETIMEOUT,
+                                   "rollout-node %d (pid %d) did not report ready within %d ms", i,
+                                   (int)l->nodes[i].pid, READY_TIMEOUT_MS);
+                break;
+            }
+            nap_ns(10000000L);
+        }
+    }
+    dcr_control_destroy(control);
+    return st;
+}
+
+static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
+{
+    dcr_role_launcher_t *l = ctx;
+    snprintf(l->workdir, sizeof(l->workdir), "%s", workdir);
+    if (temporary) DCR_CHECK(start_janitor(l));
+    l->nnodes = l->run->serve.nodes;
+    l->nodes = calloc((size_t)l->nnodes, sizeof(child_t));
+    if (!l->nodes) return dcr_error_set(DCR_ENOMEM, "%d rollout-node processes", l->nnodes);
+    for (int i = 0; i < l->nnodes; i++) {
+        dcr_status_t st = spawn_node(l, i);
+        if (st != DCR_OK) {
+            l->nnodes = i;
+            stop_nodes(l);
+            return st;
+        }
+    }
+    l->monitoring = pthread_create(&l->monitor, NULL, monitor_main, l) == 0;
+    return wait_ready(l);
+}
+
+static void stop_nodes(void *ctx)
+{
+    dcr_role_launcher_t *l = ctx;
+    atomic_store(&l->stopping, true);
+    if (l->monitoring) pthread_join(l->monitor, NULL);
+    l->monitoring = false;
+    for (int i = 0; i < l->nnodes; i++)
+        if (!l->nodes[i].reaped) kill(l->nodes[i].pid, SIGTERM);
+    for (int i = 0; i < l->nnodes; i++) {
+        child_t *c = &l->nodes[i];
+        for (int t = 0; !c->reaped && t < STOP_GRACE_MS / 10; t++) {
+            if (waitpid(c->pid, &c->status, WNOHANG) == c->pid)
+                c->reaped = true;
+            else
+                nap_ns(10000000L);
+        }
+        if (!c->reaped) {
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, &c->status, 0);
+            c->reaped = true;
+        }
+        child_finish(c);
+    }
+    free(l->nodes);
+    l->nodes = NULL;
+    l->nnodes = 0;
+}
+
+/* The verifier process prints "version <v> bit-exact yes|no" per version. */
+static dcr_status_t verify_versions(void *ctx, const char *workdir, uint64_t first, uint64_t last,
+                                    bool *ok)
+{
+    dcr_role_launcher_t *l = ctx;
+    char a[32], b[32];
+    snprintf(a, sizeof(a), "%llu", (unsigned long long)first);
+    snprintf(b, sizeof(b), "%llu", (unsigned long long)last);
+    char *head[] = {"verify-digests", "--workdir", (char *)workdir, "--first", a, "--last", b};
+    child_t c;
+    int out = -1;
+    DCR_CHECK(spawn(l, "verifier", head, 7, &c, &out));
+    FILE *f = fdopen(out, "r");
+    char line[256];
+    size_t seen = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        unsigned long long v;
+        char yes[8];
+        if (sscanf(line, "version %llu bit-exact %7s", &v, yes) == 2 && v >= first && v <= last) {
+            ok[v - first] = !strcmp(yes, "yes");
+            seen++;
+        }
+    }
+    if (f)
+        fclose(f);
+    else
+        close(out);
+    waitpid(c.pid, &c.status, 0);
+    child_finish(&c);
+    bool clean = WIFEXITED(c.status) && WEXITSTATUS(c.status) <= 1;
+    if (!clean || seen != last - first + 1) {
+        char how[64];
+        describe_exit(c.status, how, sizeof(how));
+        return dcr_error_set(DCR_EIO, "the verifier process %s after %zu of %llu versions", how,
+                             seen, (unsigned long long)(last - first + 1));
+    }
+    return DCR_OK;
+}
+
+/* ---- lifetime ---- */
+
+dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const *run_args,
+                                      int nargs, dcr_role_launcher_t **out_p)
+{
+    dcr_role_launcher_t *l = calloc(1, sizeof(*l));
+    if (!l) return dcr_error_set(DCR_ENOMEM, "launcher");
+    l->run = run;
+    l->janitor_fd = -1;
+    pthread_mutex_init(&l->lock, NULL);
+    ssize_t n = readlink("/proc/self/exe", l->exe, sizeof(l->exe) - 1);
+    l->args = calloc((size_t)nargs + 1, sizeof(char *));
+    if (n <= 0 || !l->args) {
+        dcr_role_launcher_destroy(l);
+        return dcr_error_set(DCR_EIO, "cannot find this executable (/proc/self/exe)");
+    }
+    l->exe[n] = '\0';
+    for (int i = 0; i < nargs; i++) {
+        l->args[i] = strdup(run_args[i]);
+        if (!l->args[i]) {
+            dcr_role_launcher_destroy(l);
+            return dcr_error_set(DCR_ENOMEM, "launcher arguments");
+        }
+        l->nargs = i + 1;
+    }
+    l->hooks = (dcr_bench_processes_t){start_nodes, verify_versions, stop_nodes, l};
+    *out_p = l;
+    return DCR_OK;
+}
+
+void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
+{
+    if (!l) return;
+    if (l->nodes) stop_nodes(l);
+    if (l->janitor_fd >= 0) close(l->janitor_fd); /* the janitor finds nothing left to do */
+    if (l->janitor > 0) waitpid(l->janitor, NULL, 0);
+    for (int i = 0; i < l->nargs; i++) free(l->args[i]);
+    free(l->args);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on)
+{
+    l->restart = on;
+}
+
+void dcr_role_launcher_set_kills(dcr_role_launcher_t *l, int every)
+{
+    l->kill_every = every > 0 ? every : 0;
+    if (l->kill_every) l->restart = true;
+}
+
+int dcr_role_launcher_sigkills(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->sigkills);
+}
+
+int dcr_role_launcher_restarts(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->restarts);
+}
+
+const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l)
+{
+    return &l->hooks;
+}

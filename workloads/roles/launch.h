@@ -1,0 +1,47 @@
+/* Starting the roles of a multi-process refit on this host (dcr bench
+ * --processes): one child process per rollout node and a verifier child,
+ * each running this executable with the run's flags (workloads/roles/roles.h).
+ *
+ * No child outlives the launcher: each dies with it (PR_SET_PDEATHSIG,
+ * SIGKILL), also when the launcher is killed; a janitor process removes a
+ * temporary run directory after the launcher is gone, however it ended.
+ * Each child's stderr reaches ours line by line, prefixed with its role
+ * ("[rollout-node 1] ..."). A rollout-node child that dies during the run
+ * is reported as FAILED in the control plane on its behalf, so that the
+ * coordinator fails the attempt at once instead of waiting for a timeout. */
+#ifndef DCR_WORKLOADS_ROLES_LAUNCH_H
+#define DCR_WORKLOADS_ROLES_LAUNCH_H
+
+#include "workloads/bench.h"
+
+typedef struct dcr_role_launcher dcr_role_launcher_t;
+
+/* run_args[0..nargs): the run flags every role gets (the bench's own flags
+ * minus those only the launcher reads); copied. `run` is the parsed
+ * configuration (borrowed; it must outlive the launcher). */
+dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const *run_args,
+                                      int nargs, dcr_role_launcher_t **out_p);
+/* Stops every child still running (SIGTERM, then SIGKILL after 5 s);
+ * accepts NULL. */
+void dcr_role_launcher_destroy(dcr_role_launcher_t *l);
+/* Restart a rollout-node process that dies (a new process: it restores the
+ * committed version by a dense refit and joins the attempts prepared after
+ * it is ready; the coordinator waits for it before the next attempt). Off
+ * by default: a death fails the run. Call before the run. */
+void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on);
+/* Rollout-node processes restarted so far. */
+int dcr_role_launcher_restarts(const dcr_role_launcher_t *l);
+
+/* Real kills: after every `every`-th committed version, SIGKILL to the next
+ * rollout-node process in turn at the next point in turn ("joined": it
+ * began the next attempt, delivery about to start; "done": it applied and
+ * acknowledged, before or around the commit), as seen from its reports.
+ * Implies restarts. 0: none. Call before the run. */
+void dcr_role_launcher_set_kills(dcr_role_launcher_t *l, int every);
+/* SIGKILLs sent so far. */
+int dcr_role_launcher_sigkills(const dcr_role_launcher_t *l);
+
+/* The hooks dcr_bench_run calls (valid while the launcher lives). */
+const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
+
+#endif

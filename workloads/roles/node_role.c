@@ -1,0 +1,442 @@
+/* A rollout-node process: its receivers, its own transport handle, and the
+ * control-plane protocol of workloads/roles/roles.h. */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+#include "dcr/rollout_node.h"
+#include "dcr/trace.h"
+#include "workloads/roles/roles.h"
+#include "workloads/roles/world.h"
+#include "workloads/serve/vllm_layout.h"
+
+#define IDLE_POLL_NS    2000000L /* waiting for an attempt or a commit (outside the window) */
+#define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
+#define TURN_TIMEOUT_MS 30000    /* waiting for the handles before this one to open */
+
+void dcr_role_control_path(const char *workdir, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/control.db", workdir);
+}
+
+void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/objstore-objstore", workdir);
+}
+
+void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+}
+
+dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
+{
+    for (int n = 0; n < nodes; n++) {
+        char path[4300];
+        dcr_role_trace_path(workdir, n, tau, path, sizeof(path));
+        FILE *f = fopen(path, "rb");
+        if (!f) continue;
+        dcr_trace_interval_t iv;
+        while (fread(&iv, sizeof(iv), 1, f) == 1)
+            dcr_trace_record_refit((dcr_stage_t)iv.stage, (dcr_actor_t)iv.actor, iv.id, iv.refit,
+                                   iv.start_ns, iv.end_ns);
+        fclose(f);
+    }
+    return DCR_OK;
+}
+
+void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
+                          size_t cap)
+{
+    snprintf(out, cap, "%s/digests/v%llu-r%d.dcrd", workdir, (unsigned long long)version, receiver);
+}
+
+dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
+                                   dcr_control_t **out_p)
+{
+    char path[4200];
+    dcr_role_control_path(workdir, path, sizeof(path));
+    dcr_control_config_t cc = {cfg->control_path ? cfg->control_path : path, 0};
+    return dcr_control_create("sqlite", &cc, out_p);
+}
+
+dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
+                                     int train_nodes, int world, int rollout_nodes,
+                                     dcr_transport_t **out_p)
+{
+    if (strcmp(cfg->transport, "objstore"))
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "--transport %s across processes: only objstore (the relay tree "
+                             "lives in one process)",
+                             cfg->transport);
+    char dir[4200];
+    dcr_role_objstore_dir(workdir, dir, sizeof(dir));
+    /* The same store (and payload key) as every other process of the run. */
+    dcr_transport_config_t tc = {.train_nodes = train_nodes,
+                                 .world = world,
+                                 .rollout_nodes = rollout_nodes,
+                                 .link = cfg->link,
+                                 .dir = cfg->store ? cfg->store : dir,
+                                 .fanout = cfg->fanout,
+                                 .queue_payloads = 8,
+                                 .s3_endpoint = cfg->store ? cfg->s3_endpoint : NULL};
+    DCR_CHECK(dcr_transport_create("objstore", &tc, out_p));
+    dcr_transport_set_payload_key(*out_p, &cfg->payload_key);
+    return DCR_OK;
+}
+
+typedef struct node_proc {
+    const dcr_role_node_config_t *cfg;
+    dcr_role_world_t *world;
+    dcr_control_t *control;
+    dcr_transport_t *transport;
+    dcr_rollout_node_t *rt;
+    dcr_receiver_t **recv;
+    uint8_t *member; /* per receiver of the node: required by the current attempt */
+    int first, per;
+    uint64_t version; /* what the receivers hold, committed */
+    uint64_t seen;    /* the latest attempt looked at */
+    uint64_t done;    /* the attempt applied and acknowledged, awaiting its commit; 0: none */
+} node_proc_t;
+
+static dcr_receiver_t *env_receiver(void *ctx, int id)
+{
+    node_proc_t *p = ctx;
+    return p->recv[id - p->first];
+}
+
+static bool env_member(void *ctx, int id)
+{
+    node_proc_t *p = ctx;
+    return p->member[id - p->first] != 0;
+}
+
+static void nap(long ns)
+{
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
+static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why)
+{
+    dcr_node_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.node = (uint32_t)p->cfg->node;
+    r.phase = phase;
+    r.tau = tau;
+    r.version = p->version;
+    r.pid = (int32_t)getpid();
+    r.apply_end = dcr_rollout_node_last_apply_end(p->rt);
+    dcr_transport_counters_t tc;
+    dcr_transport_counters(p->transport, &tc);
+    r.cross_bytes = tc.cross_bytes;
+    r.cpu_s = cpu_seconds();
+    snprintf(r.why, sizeof(r.why), "%s", why ? why : "");
+    return dcr_node_report_put(p->control, &r);
+}
+
+/* Dense refit of the committed version into fresh receivers (the restore a
+ * new or lagging node does before it joins). */
+static dcr_status_t restore(node_proc_t *p, uint64_t version)
+{
+    DCR_CHECK(dcr_role_world_advance(p->world, version));
+    for (int k = 0; k < p->per; k++) {
+        dcr_receiver_t *r = NULL;
+        DCR_CHECK(dcr_role_world_receiver(p->world, p->first + k, &r));
+        dcr_receiver_destroy(p->recv[k]);
+        p->recv[k] = r;
+    }
+    p->version = version;
+    return DCR_OK;
+}
+
+static dcr_status_t write_file(const char *path, const uint8_t *buf, size_t len)
+{
+    char tmp[4300];
+    snprintf(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return dcr_error_set(DCR_EIO, "cannot create %s: %s", tmp, strerror(errno));
+    bool ok = fwrite(buf, 1, len, f) == len;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return dcr_error_set(DCR_EIO, "cannot write %s", path);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t make_dir(const char *workdir, const char *name)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/%s", workdir, name);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
+    return DCR_OK;
+}
+
+/* The attempt's stage intervals, for the launcher's one trace. */
+static dcr_status_t write_trace(node_proc_t *p, uint64_t tau)
+{
+    DCR_CHECK(make_dir(p->cfg->workdir, "trace"));
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_trace_snapshot(&iv, &n));
+    char path[4300];
+    dcr_role_trace_path(p->cfg->workdir, p->cfg->node, tau, path, sizeof(path));
+    dcr_status_t st = write_file(path, (const uint8_t *)iv, n * sizeof(*iv));
+    free(iv);
+    return st;
+}
+
+/* After a commit: every receiver's digests, for the verifier. */
+static dcr_status_t write_digests(node_proc_t *p)
+{
+    DCR_CHECK(make_dir(p->cfg->workdir, "digests"));
+    for (int k = 0; k < p->per; k++) {
+        dcr_param_digests_t d;
+        DCR_CHECK(dcr_receiver_digests(p->recv[k], &d));
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        dcr_status_t st = dcr_param_digests_encode(&d, &buf, &len);
+        dcr_param_digests_free(&d);
+        char path[4300];
+        dcr_role_digest_path(p->cfg->workdir, p->version, p->first + k, path, sizeof(path));
+        if (st == DCR_OK) st = write_file(path, buf, len);
+        free(buf);
+        DCR_CHECK(st);
+    }
+    return DCR_OK;
+}
+
+/* The commit record moved: our attempt committed (digests, READY), or the
+ * run went on without this node (restore by dense refit). */
+static dcr_status_t follow_record(node_proc_t *p)
+{
+    dcr_commit_record_t rec;
+    if (dcr_control_read(p->control, &rec) != DCR_OK || rec.version <= p->version) return DCR_OK;
+    if (p->done && rec.attempt == p->done && rec.version == p->version + 1) {
+        p->version = rec.version;
+        p->done = 0;
+        DCR_CHECK(write_digests(p));
+        DCR_LOG_INFO("rollout node %d: version %llu committed", p->cfg->node,
+                     (unsigned long long)p->version);
+    } else {
+        DCR_LOG_WARN("rollout node %d: version %llu committed without it; restoring by dense "
+                     "refit",
+                     p->cfg->node, (unsigned long long)rec.version);
+        p->done = 0;
+        DCR_CHECK(restore(p, rec.version));
+    }
+    return report(p, DCR_NODE_READY, rec.attempt, NULL);
+}
+
+/* Whether a newer attempt than tau has been prepared. */
+static bool superseded(node_proc_t *p, uint64_t tau)
+{
+    dcr_control_attempt_t a;
+    return dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau;
+}
+
+/* The object store's open_attempt clears the attempt's prefix: handles
+ * must open one after the other (README, transport changes), the
+ * coordinator's first, then the taking-part nodes in order. */
+static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau, const uint8_t *before)
+{
+    double t0 = dcr_clock_s();
+    for (int j = -1; j < p->cfg->node; j++) {
+        if (j >= 0 && !before[j]) continue;
+        for (;;) {
+            uint64_t opened = 0;
+            dcr_node_report_t r;
+            bool ready = j < 0 ? dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau
+                               : dcr_node_report_get(p->control, j, &r) == DCR_OK &&
+                                     (r.tau > tau || r.phase >= DCR_NODE_GONE ||
+                                      (r.tau == tau && r.phase != DCR_NODE_READY));
+            if (ready) break;
+            if ((dcr_clock_s() - t0) * 1000.0 > TURN_TIMEOUT_MS)
+                return dcr_error_set(DCR_ETIMEOUT,
+                                     "rollout node %d: %s did not open attempt %llu within %d ms",
+                                     p->cfg->node, j < 0 ? "the coordinator" : "an earlier node",
+                                     (unsigned long long)tau, TURN_TIMEOUT_MS);
+            if (superseded(p, tau))
+                return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
+                                     (unsigned long long)tau);
+            nap(IDLE_POLL_NS);
+        }
+    }
+    return DCR_OK;
+}
+
+/* Takes part in attempt a: join, deliver and apply, acknowledge. */
+static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
+                              volatile sig_atomic_t *stop)
+{
+    uint32_t *req = malloc((a->n_required ? a->n_required : 1) * sizeof(uint32_t));
+    if (!req)
+        return dcr_error_set(DCR_ENOMEM, "required receivers of attempt %llu",
+                             (unsigned long long)a->tau);
+    size_t n = 0;
+    dcr_status_t st = dcr_control_required(p->control, a->tau, req, a->n_required, &n);
+    int members = 0;
+    /* Nodes before this one that take part: they open the attempt first. */
+    uint8_t *req_nodes = calloc((size_t)p->cfg->node + 1, 1);
+    for (size_t i = 0; req_nodes && st == DCR_OK && i < n && i < a->n_required; i++)
+        if ((int)req[i] / p->per < p->cfg->node) req_nodes[req[i] / (uint32_t)p->per] = 1;
+    memset(p->member, 0, (size_t)p->per);
+    for (size_t i = 0; st == DCR_OK && i < n && i < a->n_required; i++)
+        if ((int)req[i] >= p->first && (int)req[i] < p->first + p->per) {
+            p->member[req[i] - (uint32_t)p->first] = 1;
+            members++;
+        }
+    free(req);
+    if (!req_nodes && st == DCR_OK) st = dcr_error_set(DCR_ENOMEM, "node table");
+    if (st != DCR_OK || members == 0) {
+        free(req_nodes);
+        return st;
+    }
+    p->done = 0;
+    /* This attempt's intervals only, tagged with the version it builds. */
+    dcr_trace_reset();
+    dcr_trace_set_refit((uint32_t)(a->from_version + 1));
+    for (int k = 0; k < p->per; k++)
+        if (p->member[k]) DCR_CHECK(dcr_receiver_begin_attempt(p->recv[k], a->tau));
+    st = wait_turn(p, a->tau, req_nodes);
+    free(req_nodes);
+    if (st != DCR_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", dcr_error_line(st));
+        if (st == DCR_EATTEMPT) return DCR_OK; /* replaced: the loop takes the next one */
+        return st == DCR_ETIMEOUT ? report(p, DCR_NODE_FAILED, a->tau, why) : st;
+    }
+    DCR_CHECK(dcr_transport_open_attempt(p->transport, a->tau));
+    DCR_CHECK(report(p, DCR_NODE_JOINED, a->tau, NULL));
+    DCR_CHECK(dcr_rollout_node_start_deliver(p->rt, a->tau));
+    bool cancelled = false;
+    while (!dcr_rollout_node_finished(p->rt)) {
+        if (*stop || superseded(p, a->tau)) {
+            /* The attempt was replaced: its writes must stop here too. */
+            cancelled = true;
+            dcr_transport_stop_and_wait(p->transport);
+            break;
+        }
+        nap(DELIVER_POLL_NS);
+    }
+    st = dcr_rollout_node_join(p->rt);
+    if (cancelled) return DCR_OK;
+    if (st == DCR_OK)
+        for (int k = 0; k < p->per && st == DCR_OK; k++)
+            if (p->member[k]) st = dcr_control_ack(p->control, a->tau, (uint32_t)(p->first + k));
+    if (st != DCR_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", dcr_error_line(st));
+        DCR_LOG_WARN("rollout node %d: attempt %llu failed: %s", p->cfg->node,
+                     (unsigned long long)a->tau, why);
+        return report(p, DCR_NODE_FAILED, a->tau, why);
+    }
+    p->done = a->tau;
+    DCR_CHECK(write_trace(p, a->tau));
+    return report(p, DCR_NODE_DONE, a->tau, NULL);
+}
+
+static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
+{
+    while (!*stop) {
+        DCR_CHECK(follow_record(p));
+        dcr_control_attempt_t a;
+        dcr_status_t st = dcr_control_attempt(p->control, 0, &a);
+        if (st == DCR_OK && a.tau > p->seen) {
+            p->seen = a.tau;
+            if (a.from_version == p->version) DCR_CHECK(take_part(p, &a, stop));
+            continue;
+        }
+        if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
+        nap(IDLE_POLL_NS);
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t open_patiently(node_proc_t *p, dcr_commit_record_t *rec)
+{
+    double t0 = dcr_clock_s();
+    dcr_status_t st;
+    for (;;) {
+        st = p->control ? DCR_OK : dcr_role_control_open(p->cfg->run, p->cfg->workdir, &p->control);
+        if (st == DCR_OK) st = dcr_control_read(p->control, rec);
+        if (st == DCR_OK || (dcr_clock_s() - t0) * 1000.0 > p->cfg->ready_timeout_ms) break;
+        nap(50000000L);
+    }
+    if (st != DCR_OK)
+        dcr_error_prefix("rollout node %d: the control plane in %s stayed unreachable for %d ms: ",
+                         p->cfg->node, p->cfg->workdir, p->cfg->ready_timeout_ms);
+    return st;
+}
+
+static dcr_status_t node_setup(node_proc_t *p)
+{
+    dcr_trace_enable(true);
+    DCR_CHECK(dcr_role_world_create(p->cfg->run, &p->world));
+    const dcr_serve_config_t *sv = &p->world->serve;
+    if (p->cfg->node < 0 || p->cfg->node >= sv->nodes)
+        return dcr_error_set(DCR_EINVAL, "--node %d: the run has rollout nodes 0..%d", p->cfg->node,
+                             sv->nodes - 1);
+    p->per = sv->gpus_per_node;
+    p->first = p->cfg->node * p->per;
+    p->recv = calloc((size_t)p->per, sizeof(*p->recv));
+    p->member = calloc((size_t)p->per, 1);
+    if (!p->recv || !p->member) return dcr_error_set(DCR_ENOMEM, "rollout node receivers");
+    dcr_commit_record_t rec;
+    DCR_CHECK(open_patiently(p, &rec));
+    DCR_CHECK(restore(p, rec.version));
+    dcr_control_attempt_t a;
+    if (dcr_control_attempt(p->control, 0, &a) == DCR_OK) p->seen = a.tau; /* joins later ones */
+    const dcr_scenario_t *sc = p->world->sc;
+    DCR_CHECK(dcr_role_transport_open(p->cfg->run, p->cfg->workdir, sc->train.nodes,
+                                      sc->layout->world, 1, &p->transport));
+    dcr_rollout_node_config_t nc = {p->cfg->node, p->first, p->per, false, 120000, 0, p->cfg->node};
+    dcr_rollout_node_env_t env = {env_receiver, env_member, NULL, NULL, NULL, p};
+    DCR_CHECK(dcr_rollout_node_create(&nc, &env, p->transport, &p->rt));
+    /* A restarted node may have died between a commit and its digests:
+     * what it restored is what it holds at that version. */
+    char path[4300];
+    dcr_role_digest_path(p->cfg->workdir, p->version, p->first, path, sizeof(path));
+    if (p->version > 0 && access(path, F_OK) != 0) DCR_CHECK(write_digests(p));
+    return report(p, DCR_NODE_READY, p->seen, NULL);
+}
+
+dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
+                                       volatile sig_atomic_t *stop)
+{
+    node_proc_t p;
+    memset(&p, 0, sizeof(p));
+    p.cfg = cfg;
+    dcr_status_t st = node_setup(&p);
+    if (st == DCR_OK) {
+        DCR_LOG_INFO("rollout node %d: receivers %d..%d hold version %llu", cfg->node, p.first,
+                     p.first + p.per - 1, (unsigned long long)p.version);
+        st = node_loop(&p, stop);
+    }
+    dcr_rollout_node_destroy(p.rt);
+    dcr_transport_destroy(p.transport);
+    for (int k = 0; p.recv && k < p.per; k++) dcr_receiver_destroy(p.recv[k]);
+    free(p.recv);
+    free(p.member);
+    dcr_control_destroy(p.control);
+    dcr_role_world_destroy(p.world);
+    return st;
+}

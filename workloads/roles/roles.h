@@ -1,0 +1,152 @@
+/* The roles of a multi-process refit on one host (DESIGN.md section 11) and
+ * what they share: nothing but the transport, the control plane and the run
+ * configuration.
+ *
+ * Roles and who starts them:
+ *   - `dcr rollout-node --node i [run flags]`: one process per rollout
+ *     node, holding that node's receivers (one process per node, not per
+ *     receiver: receivers of a node share the node's downloads, its staging
+ *     and its link, as a vLLM node shares its host; a node's death is one
+ *     failure domain). Never part of an MPI job: one node's death takes no
+ *     other process with it.
+ *   - the coordinator with the owners: today one process (the launcher,
+ *     `dcr bench --processes` itself), the owners as threads with the
+ *     in-process group backend. Next: `mpirun -np P dcr owner` ranks over
+ *     the "mpi" group backend and `dcr coordinator` as its own process (see
+ *     "Owners as processes" below).
+ *   - the verifier: `dcr verify-digests [run flags]`, a process that shares
+ *     no state with the refit: it rebuilds the seeded world, replays it to
+ *     each committed version, digests a dense refit and compares it with the
+ *     digests every rollout-node process wrote.
+ *
+ * The run configuration is the set of `dcr bench` flags: every role parses
+ * the same flags and rebuilds the seeded model, layouts and weights itself
+ * (dcr_role_world_t), so nothing but the flags and a run directory is
+ * handed over. The run directory (--workdir) holds, on one host or a shared
+ * file system:
+ *   control.db            the SQLite control plane (etcd across hosts)
+ *   objstore-objstore/    the object store (S3 across hosts)
+ *   digests/v<V>-r<R>.dcrd  receiver R's parameter digests at version V
+ *   trace/n<I>-t<TAU>.bin   node I's stage intervals of attempt TAU
+ *
+ * Protocol between coordinator and rollout-node processes, all through the
+ * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
+ *   1. a node process restores the committed version (dense refit from its
+ *      own world) and reports READY with that version; it takes part only
+ *      in attempts prepared after that (a late joiner must not join a
+ *      stream half sent), so the launcher starts refits once every node is
+ *      READY;
+ *   2. the coordinator prepares tau (control plane), opens tau on its own
+ *      transport handle, says so (DCR_COORD_REPORT_ID) and waits until every
+ *      node with a required receiver reports JOINED for tau (join timeout:
+ *      one line naming the node); only then do the owners stream;
+ *   3. a node learns of tau by polling the latest attempt (every 2 ms),
+ *      takes part when its from_version is the version it holds and it has
+ *      a required receiver, begins tau on its receivers, waits for its turn
+ *      (the coordinator's handle, then the nodes before it, have opened tau:
+ *      the object store's open clears the attempt's prefix), opens tau on
+ *      its own handle, reports JOINED, delivers and applies;
+ *   4. the node acknowledges each required receiver (dcr_control_ack),
+ *      writes its stage intervals and reports DONE (with its last apply's
+ *      end on CLOCK_MONOTONIC, its download bytes and its CPU), or FAILED
+ *      with the error line; a node process that dies is reported GONE by
+ *      whoever started it (the launcher), which fails the attempt at once;
+ *   5. the coordinator commits; a node learns of the commit by polling the
+ *      commit record (version from+1 with attempt tau), writes its digests
+ *      and reports READY at the new version. A newer attempt instead means
+ *      tau failed: the node stops its delivery and joins the retry (whose
+ *      records are all overwrites). A commit made without the node (it was
+ *      not required) makes it restore the new version by a dense refit.
+ *
+ * Owners as processes (designed, not built: it needs the "mpi" group
+ * backend and transport change 2 of the README). Each rank of `mpirun -np P
+ * dcr owner [run flags]` builds its own world (its shards only), joins the
+ * group over MPI_COMM_WORLD, and runs the same loop as a node: it learns of
+ * attempt tau from the latest attempt; an attempt for a from_version it has
+ * already seen an attempt for is a retry, sent as all overwrites (the
+ * first attempt a rank sees for a version may use XOR: a coordinator that
+ * crashed before any owner saw its attempt sent nothing); it opens tau on
+ * its handle after the coordinator's, constructs, sends, finishes, and
+ * reports (rank 0 for the job, after a group barrier) its construction
+ * figures and t0 under a reserved id; when the commit record names from+1
+ * with an attempt it took part in, each rank updates its tracker and
+ * baseline, and rank 0 reports t1 (the job's last update, by a group
+ * reduction). `dcr coordinator` then holds no constructor: it prepares,
+ * waits for the nodes and the owners, commits, and reads t0/t1 from the
+ * owners' report; a new coordinator process after a crash resumes from the
+ * commit record and the latest attempt, as dcr_coord_resume does.
+ *
+ * Clocks: t0 and t1 are taken where the owners run (today the launcher);
+ * a node's apply end and its trace intervals are on CLOCK_MONOTONIC, shared
+ * by every process of one host, so the launcher merges them into its own
+ * trace as they are. Across hosts the offset of each host's clock to the
+ * coordinator's must be measured (e.g. an NTP-style exchange through the
+ * control plane) and subtracted; not done yet.
+ *
+ * Endpoints: the object store needs none beyond its directory or bucket;
+ * the relay root's address would go into the root node's report (a field
+ * of dcr_node_report_t) for owners to read; the relay is not supported
+ * across processes yet (its tree lives in one transport handle).
+ *
+ * Transport across processes (objstore): every process opens its own
+ * handle over the same directory, a node process with rollout_nodes 1 (its
+ * endpoint 0). What the transport itself still lacks is listed in the
+ * README (an open that joins an attempt without clearing it, per-owner
+ * completion markers, per-process endpoint subsets). */
+#ifndef DCR_WORKLOADS_ROLES_H
+#define DCR_WORKLOADS_ROLES_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dcr/control.h"
+#include "dcr/transport.h"
+#include "workloads/bench.h"
+
+/* Paths in the run directory (see above); snprintf-style into out. */
+void dcr_role_control_path(const char *workdir, char *out, size_t cap);
+void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap);
+void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
+                          size_t cap);
+
+/* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
+ * array in this host's layout, written before the node reports DONE). */
+void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
+/* Records the intervals every node process wrote for attempt tau into this
+ * process's recorder (one clock: CLOCK_MONOTONIC of one host), so that one
+ * trace and the bounds cover every process. A missing file is skipped. */
+dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
+
+/* The control plane of the run (SQLite in the run directory, or
+ * cfg->control_path), opened by this process. */
+dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
+                                   dcr_control_t **out_p);
+/* This process's object-store handle over the run's directory, with
+ * `rollout_nodes` endpoints (1 for a node process). */
+dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
+                                     int train_nodes, int world, int rollout_nodes,
+                                     dcr_transport_t **out_p);
+
+/* A rollout-node process's main loop (steps 1 and 3-5 above) until *stop
+ * becomes non-zero (a signal) or the control plane stays unreachable for
+ * ready_timeout_ms. */
+typedef struct dcr_role_node_config {
+    const dcr_bench_config_t *run;
+    const char *workdir;
+    int node;
+    int ready_timeout_ms;
+} dcr_role_node_config_t;
+
+dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
+                                       volatile sig_atomic_t *stop);
+
+/* The verifier: for each version first..last and every receiver, waits up
+ * to wait_ms for the digests file, and compares it with a dense refit of
+ * that version in a world of its own. ok[v - first] is set per version;
+ * the first mismatch's line goes to the log. DCR_OK unless the verifier
+ * itself failed (a missing file is a failed version, not an error). */
+dcr_status_t dcr_role_verify_digests(const dcr_bench_config_t *run, const char *workdir,
+                                     uint64_t first, uint64_t last, int wait_ms, bool *ok);
+
+#endif
