@@ -29,6 +29,9 @@ typedef struct bench_opts {
      * flags the user gave. */
     dcr_arg_t args[64];
     int nargs;
+    /* A role process of a --processes run: its --workdir is the launcher's
+     * run folder (held by the launcher's marker), not a folder to claim. */
+    bool role;
 } bench_opts_t;
 
 static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
@@ -312,7 +315,8 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
         return dcr_error_set(DCR_EINVAL,
                              "--trace-overhead needs at least 4 timed refits (--refits), got %lld",
                              (long long)o->refits);
-    DCR_CHECK(dcr_cli_paths_check(o->out, o->trace, o->keep, o->workdir, o->control));
+    DCR_CHECK(
+        dcr_cli_paths_check(o->out, o->trace, o->keep, o->role ? NULL : o->workdir, o->control));
     if (o->out) DCR_CHECK(dcr_results_check("--out", o->out));
     c->serve.nodes = (int)o->nodes;
     c->serve.gpus_per_node = (int)o->per_node;
@@ -569,6 +573,7 @@ int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra,
     static bench_opts_t o; /* flags point into it; one parse per process */
     int rc = parse_opts(&o, command, usage, extra, nextra, argc, argv);
     if (rc) return rc;
+    o.role = true;
     *cfg = dcr_bench_config_default();
     return dcr_cli_check(command, fill_config(&o, cfg));
 }

@@ -645,7 +645,10 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     res->requests = b->requests;
     res->request_mismatches = b->mismatches;
     res->owners = b->sc->layout->world;
-    for (int i = 0; i < b->nrecv; i++) {
+    /* With --processes the receivers live in the rollout-node processes; their
+     * refusals are not gathered here (yet). */
+    for (int i = 0; b->receivers && i < b->nrecv; i++) {
+        if (!b->receivers[i]) continue;
         dcr_receiver_stats_t rs;
         dcr_receiver_stats(b->receivers[i], &rs);
         res->payloads_rejected += (int64_t)rs.rejected;

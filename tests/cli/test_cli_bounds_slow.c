@@ -31,6 +31,13 @@
 #define WINDOW_NS   500000000ull
 #define BIG_TRACE_S 10.0
 #define MAX_RSS     (1024.0 * 1024 * 1024)
+/* A sanitized build's dcr is several times slower and larger: there the
+ * figures are printed and the results checked, but not held to the limits. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LIMITS_HOLD 0
+#else
+#define LIMITS_HOLD 1
+#endif
 
 static void write_event(FILE *f, bool *first, uint64_t s, uint64_t e, unsigned refit,
                         const char *stage, const char *actor, int id)
@@ -108,8 +115,9 @@ static void test_million_intervals(void **state)
     json_t *first = json_array_get(json_object_get(j, "refits"), 0);
     assert_int_equal(json_integer_value(json_object_get(first, "busiest_owner")), 0);
     json_decref(j);
-    if (took > BIG_TRACE_S) fail_msg("took %.2f s (limit %.0f s)", took, BIG_TRACE_S);
-    if (rss > MAX_RSS)
+    if (LIMITS_HOLD && took > BIG_TRACE_S)
+        fail_msg("took %.2f s (limit %.0f s)", took, BIG_TRACE_S);
+    if (LIMITS_HOLD && rss > MAX_RSS)
         fail_msg("peak RSS %.0f MiB (limit %.0f MiB)", rss / (1 << 20), MAX_RSS / (1 << 20));
 }
 

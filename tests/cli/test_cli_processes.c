@@ -308,8 +308,8 @@ static void test_role_usage_errors(void **state)
     expect_error("rollout-node --workdir /nonexistent", 2, "--node");
     expect_error("rollout-node --node 1", 2, "--workdir");
     expect_error("verify-digests --workdir /nonexistent --first 3 --last 2", 2, "--last");
-    expect_error("bench --processes --transport relay " SMALL, 1, "objstore");
-    expect_error("bench --processes --rl async " SMALL, 1, "--rl sync");
+    expect_error("bench --processes --transport relay " SMALL, 2, "objstore");
+    expect_error("bench --processes --rl async " SMALL, 2, "--rl sync");
 }
 
 int main(void)

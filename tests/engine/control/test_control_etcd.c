@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -278,6 +279,36 @@ static void test_killed_mid_attempt(void **state)
     etcd_server_stop(&s);
 }
 
+/* Waits until every thread of pid is stopped: kill(SIGSTOP) only queues the
+ * stop, and a thread still running on the other core (a loaded machine) can
+ * answer one more request. */
+static void wait_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    for (int i = 0; i < 200; i++) {
+        DIR *d = opendir(path);
+        assert_non_null(d);
+        bool all = true;
+        struct dirent *e;
+        while (all && (e = readdir(d)) != NULL) {
+            if (e->d_name[0] == '.') continue;
+            char stat[600];
+            snprintf(stat, sizeof stat, "%s/%s/stat", path, e->d_name);
+            FILE *f = fopen(stat, "r");
+            size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+            if (f) fclose(f);
+            buf[n] = '\0';
+            const char *close_paren = strrchr(buf, ')');
+            all = close_paren != NULL && close_paren[1] == ' ' && close_paren[2] == 'T';
+        }
+        closedir(d);
+        if (all) return;
+        usleep(5000);
+    }
+    fail_msg("etcd (pid %d) did not stop within 1 s", (int)pid);
+}
+
 /* A server that accepts but never answers (stopped): calls fail after about
  * the timeout, never hang, and work again once it continues. */
 static void test_hung_server(void **state)
@@ -287,6 +318,7 @@ static void test_hung_server(void **state)
     dcr_commit_record_t rec;
     assert_status(dcr_control_read(c, &rec), DCR_OK);
     kill(g_etcd.pid, SIGSTOP);
+    wait_stopped(g_etcd.pid);
     double t0 = now_s();
     dcr_status_t st = dcr_control_read(c, &rec);
     double waited = now_s() - t0;
