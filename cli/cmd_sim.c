@@ -32,7 +32,7 @@ typedef struct sim_opts {
     const char *transport, *rates, *mode, *calibration, *platform, *write_platform, *testbed;
     const char *changes; /* profile:FILE, or NULL */
     double cross, flow, local, fabric, latency, local_latency, store_gbps, store_latency,
-        store_list, store_put;
+        store_list, store_put, relay_gbps, startup_ms;
     double ref_object_mib, chunk_mib, bucket_mib;
     dcr_arg_t *args; /* to tell which flags were given */
     int nargs;
@@ -85,6 +85,8 @@ static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_
     set_if(o, "--store-latency-ms", o->store_latency, &c->store_latency_ms);
     set_if(o, "--store-list-ms", o->store_list, &c->store_list_ms);
     set_if(o, "--store-put-ms", o->store_put, &c->store_put_ms);
+    set_if(o, "--relay-gbps", o->relay_gbps, &c->relay_gbps);
+    set_if(o, "--startup-ms", o->startup_ms, &c->startup_ms);
     set_if(o, "--ref-object-mib", o->ref_object_mib, &c->ref_object_mib);
     if (o->no_ack_rtt) c->ack_rtt = false;
     c->platform_xml = o->platform;
@@ -184,6 +186,13 @@ static json_t *row_json(const row_t *w)
         r->construction_end_s, "apply_end_s", r->apply_end_s, "raw_value_bytes",
         (json_int_t)r->raw_value_bytes, "records", (json_int_t)r->records, "payloads",
         (json_int_t)r->payloads, "owners", r->owners, "receivers", r->receivers);
+    dcr_sim_shares_t sh = dcr_sim_result_shares(r);
+    json_object_set_new(j, "construction_lb_share", json_real(sh.construction));
+    json_object_set_new(j, "transport_lb_share", json_real(sh.transport));
+    json_object_set_new(j, "finalization_share", json_real(sh.finalization));
+    json_object_set_new(j, "gap_s", json_real(sh.gap_s));
+    json_object_set_new(j, "staging_max_payloads", json_integer(r->staging_max));
+    json_object_set_new(j, "staging_cap_payloads", json_integer(r->staging_cap));
     const dcr_sim_paper_size_t *z = w->size;
     if (z)
         json_object_set_new(j, "seed",
@@ -196,7 +205,7 @@ static json_t *row_json(const row_t *w)
 
 static json_t *cluster_json(const dcr_sim_cluster_t *c)
 {
-    return json_pack(
+    json_t *j = json_pack(
         "{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i,s:i,s:i,s:b,s:s?}", "train_nodes",
         c->train_nodes, "train_gpus", c->train_gpus, "rollout_nodes", c->rollout_nodes,
         "rollout_gpus", c->rollout_gpus, "cross_gbps", c->cross_gbps, "flow_gbps", c->flow_gbps,
@@ -204,6 +213,10 @@ static json_t *cluster_json(const dcr_sim_cluster_t *c)
         "store_latency_ms", c->store_latency_ms, "store_list_ms", c->store_list_ms,
         "ref_object_mib", c->ref_object_mib, "store_flows", c->store_flows, "fanout", c->fanout,
         "shared_cores", c->shared_cores, "ack_rtt", c->ack_rtt, "platform", c->platform_xml);
+    json_object_set_new(j, "relay_gbps", json_real(c->relay_gbps));
+    json_object_set_new(j, "startup_ms", json_real(c->startup_ms));
+    json_object_set_new(j, "staging_payloads", json_integer(c->staging_payloads));
+    return j;
 }
 
 /* Latency of the row with this model, transport and rate, or 0. */
@@ -279,14 +292,49 @@ static void print_row(const row_t *w)
     char lat[32], spd[32];
     double lat_pct = r->latency_s > 0 ? 100 / r->latency_s : 0;
     printf("%-5s %-24s %8.1f %-8s %4.0f%% %9.2f %-10s %7.1fx %-9s %8.2f%% %8lld %6.0f%% %6.0f%% "
-           "%7.2f %10.1f\n",
+           "%7.2f %6.2f %4d/%-3d %10.1f\n",
            z ? z->label : "-", w->model, (double)r->checkpoint_bytes / 1e9, w->transport,
            100 * w->rate, r->latency_s,
            z ? range_text(lat, sizeof(lat), z->latency_lo_s, z->latency_hi_s) : "-", r->speedup,
            z ? range_text(spd, sizeof(spd), z->speedup_lo, z->speedup_hi) : "-",
            100.0 * (double)r->payload_bytes / (double)r->checkpoint_bytes, (long long)r->payloads,
            r->construction_lb_s * lat_pct, r->transport_lb_s * lat_pct, r->finalization_s,
-           r->reference_s);
+           dcr_sim_result_shares(r).gap_s, r->staging_max, r->staging_cap, r->reference_s);
+}
+
+/* The seed's relay-trace figures (section 8.7, Appendix C) beside the
+ * relay rows: bound shares, the gap above them, and whether any staging
+ * queue filled. */
+static void print_relay_traces(const row_t *rows, int n)
+{
+    double c0 = 1e300, c1 = 0, t0 = 1e300, t1 = 0, g0 = 1e300, g1 = 0;
+    int nrelay = 0, filled = 0, inside = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(rows[i].transport, "relay")) continue;
+        dcr_sim_shares_t s = dcr_sim_result_shares(&rows[i].r);
+        nrelay++;
+        c0 = fmin(c0, s.construction);
+        c1 = fmax(c1, s.construction);
+        t0 = fmin(t0, s.transport);
+        t1 = fmax(t1, s.transport);
+        g0 = fmin(g0, s.gap_s);
+        g1 = fmax(g1, s.gap_s);
+        filled += rows[i].r.staging_max >= rows[i].r.staging_cap;
+        inside += s.transport >= DCR_SIM_PAPER_TRANSPORT_LB_LO &&
+                  s.transport <= DCR_SIM_PAPER_TRANSPORT_LB_HI &&
+                  s.construction >= DCR_SIM_PAPER_CONSTRUCT_LB_LO &&
+                  s.construction <= DCR_SIM_PAPER_CONSTRUCT_LB_HI;
+    }
+    if (nrelay == 0) return;
+    printf("relay rows: transport bound %.0f-%.0f%% of latency (seed %.0f-%.0f%%), construction "
+           "%.0f-%.0f%% (seed %.0f-%.0f%%), %d of %d rows inside both\n",
+           100 * t0, 100 * t1, 100 * DCR_SIM_PAPER_TRANSPORT_LB_LO,
+           100 * DCR_SIM_PAPER_TRANSPORT_LB_HI, 100 * c0, 100 * c1,
+           100 * DCR_SIM_PAPER_CONSTRUCT_LB_LO, 100 * DCR_SIM_PAPER_CONSTRUCT_LB_HI, inside,
+           nrelay);
+    printf("relay rows: latency above the larger bound plus finalization %.2f-%.2f s (seed "
+           "%.1f-%.1f s); staging queue filled in %d of %d rows (seed: never)\n",
+           g0, g1, DCR_SIM_PAPER_GAP_LO_S, DCR_SIM_PAPER_GAP_HI_S, filled, nrelay);
 }
 
 /* The seed's figures over the whole sweep, beside what the rows give. */
@@ -310,6 +358,7 @@ static void print_seed_summary(const row_t *rows, int n)
            100 * DCR_SIM_PAPER_TRANSPORT_LB_LO, 100 * DCR_SIM_PAPER_TRANSPORT_LB_HI,
            100 * DCR_SIM_PAPER_120B_PAYLOAD_LO, 100 * DCR_SIM_PAPER_120B_PAYLOAD_HI,
            DCR_SIM_PAPER_120B_PAYLOADS);
+    print_relay_traces(rows, n);
     json_t *gains = relay_gains_json(rows, n);
     size_t i;
     json_t *g;
@@ -329,11 +378,13 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
                        const dcr_sim_calibration_t *cal, bool paper)
 {
     print_header(s, cal);
-    printf("\n%-5s %-24s %8s %-8s %5s %9s %-10s %8s %-9s %9s %8s %7s %7s %7s %10s\n", "size",
-           "model", "ckpt_GB", "transp", "rate", "latency_s", "seed_s", "speedup", "seed_x",
-           "payload", "payloads", "constr", "transp", "final_s", "reference_s");
+    printf("\n%-5s %-24s %8s %-8s %5s %9s %-10s %8s %-9s %9s %8s %7s %7s %7s %6s %8s %10s\n",
+           "size", "model", "ckpt_GB", "transp", "rate", "latency_s", "seed_s", "speedup", "seed_x",
+           "payload", "payloads", "constr", "transp", "final_s", "gap_s", "staging", "reference_s");
     for (int i = 0; i < n; i++) print_row(&rows[i]);
-    printf("(constr, transp: the lower bounds as a share of latency)\n");
+    printf("(constr, transp: the lower bounds as a share of latency; gap_s: latency above the "
+           "larger bound plus finalization; staging: most payloads a rollout node held / its "
+           "queue)\n");
     if (!paper) return;
     print_seed_summary(rows, n);
     for (int i = 0; i < n; i++) {
@@ -717,7 +768,7 @@ int dcr_cmd_sim(int argc, char **argv)
     o.rates = "0.03";
     o.mode = "X";
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
-    enum { NOWN = 33 };
+    enum { NOWN = 35 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.rollout_nodes, 1, 4096,
          "rollout nodes (default 1; testbed 8)", false},
@@ -769,6 +820,10 @@ int dcr_cmd_sim(int argc, char **argv)
          "delay before a listing sees a new object", false},
         {"--store-put-ms", DCR_ARG_DOUBLE, &o.store_put, 0, 1e5,
          "owner-side cost of one PUT after its bytes", false},
+        {"--relay-gbps", DCR_ARG_DOUBLE, &o.relay_gbps, 0, 1e6,
+         "relay root's ingress over all owners' streams (0: only its node link)", false},
+        {"--startup-ms", DCR_ARG_DOUBLE, &o.startup_ms, 0, 1e7,
+         "time from t0 until senders can submit (default 0)", false},
         {"--store-flows", DCR_ARG_INT, &o.store_flows, 1, 64,
          "concurrent downloads per rollout node (default 8)", false},
         {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},

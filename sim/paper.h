@@ -44,6 +44,8 @@ const dcr_sim_paper_size_t *dcr_sim_paper_size_of(const char *model);
 #define DCR_SIM_PAPER_CONSTRUCT_LB_HI 0.45
 #define DCR_SIM_PAPER_FINALIZE_LO_S   0.2
 #define DCR_SIM_PAPER_FINALIZE_HI_S   1.7
+#define DCR_SIM_PAPER_GAP_LO_S        1.8 /* latency above the larger bound + finalization */
+#define DCR_SIM_PAPER_GAP_HI_S        9.2
 #define DCR_SIM_PAPER_120B_PAYLOAD_LO 0.024 /* payload / checkpoint bytes at 120B */
 #define DCR_SIM_PAPER_120B_PAYLOAD_HI 0.038
 #define DCR_SIM_PAPER_120B_PAYLOADS   482 /* payloads across 32 owners at 120B */

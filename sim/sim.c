@@ -61,6 +61,9 @@ dcr_sim_cluster_t dcr_sim_cluster_testbed(void)
     c.store_list_ms = 20;
     c.ref_object_mib = 64;
     c.store_flows = 2; /* a stated assumption of the paper calibration (paper-testbed.json) */
+    /* The seed's receivers hold 32 resident groups of at most 8 decoded
+     * payloads plus one group under assembly: 264 payload slots. */
+    c.staging_payloads = 264;
     return c;
 }
 
@@ -89,18 +92,22 @@ dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c)
     DCR_CHECK(dcr__check_count("fanout", c->fanout, 64));
     DCR_CHECK(dcr__check_count("queue_payloads", c->queue_payloads, 1 << 20));
     DCR_CHECK(dcr__check_count("owner_queue", c->owner_queue, 1 << 20));
+    if (c->staging_payloads < 0 || c->staging_payloads > (1 << 20))
+        return dcr_error_set(DCR_EINVAL, "sim cluster: staging_payloads is %d, expected 0..%d",
+                             c->staging_payloads, 1 << 20);
     if (c->shared_cores < 0 || c->shared_cores > 4096)
         return dcr_error_set(DCR_EINVAL, "sim cluster: shared_cores is %d, expected 0..4096",
                              c->shared_cores);
     const struct {
         const char *name;
         double v;
-    } rates[] = {{"cross_gbps", c->cross_gbps},        {"flow_gbps", c->flow_gbps},
-                 {"local_gbps", c->local_gbps},        {"fabric_gbps", c->fabric_gbps},
-                 {"latency_ms", c->latency_ms},        {"local_latency_ms", c->local_latency_ms},
-                 {"store_gbps", c->store_gbps},        {"store_latency_ms", c->store_latency_ms},
-                 {"store_list_ms", c->store_list_ms},  {"store_put_ms", c->store_put_ms},
-                 {"ref_object_mib", c->ref_object_mib}};
+    } rates[] = {{"cross_gbps", c->cross_gbps},         {"flow_gbps", c->flow_gbps},
+                 {"local_gbps", c->local_gbps},         {"fabric_gbps", c->fabric_gbps},
+                 {"latency_ms", c->latency_ms},         {"local_latency_ms", c->local_latency_ms},
+                 {"store_gbps", c->store_gbps},         {"store_latency_ms", c->store_latency_ms},
+                 {"store_list_ms", c->store_list_ms},   {"store_put_ms", c->store_put_ms},
+                 {"ref_object_mib", c->ref_object_mib}, {"relay_gbps", c->relay_gbps},
+                 {"startup_ms", c->startup_ms}};
     for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
         DCR_CHECK(dcr__check_rate(rates[i].name, rates[i].v));
     if (c->ref_object_mib <= 0)
@@ -125,6 +132,7 @@ static const dcr__cluster_field_t dcr__cluster_fields[] = {
     DCR__CD(store_gbps),   DCR__CD(store_latency_ms), DCR__CD(store_list_ms),
     DCR__CD(store_put_ms), DCR__CD(ref_object_mib),   DCR__CI(store_flows),
     DCR__CI(fanout),       DCR__CI(queue_payloads),   DCR__CI(owner_queue),
+    DCR__CD(relay_gbps),   DCR__CD(startup_ms),       DCR__CI(staging_payloads),
 };
 
 dcr_status_t dcr_sim_cluster_set(dcr_sim_cluster_t *c, const char *key, double v)
@@ -306,6 +314,19 @@ static void dcr__fill(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
     r->items = w->items;
     r->owners = w->world;
     r->receivers = spec->cluster.rollout_nodes * spec->cluster.rollout_gpus;
+    r->staging_max = refit->staging_max;
+    r->staging_cap = refit->staging_cap;
+}
+
+dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r)
+{
+    dcr_sim_shares_t s = {0, 0, 0, 0};
+    if (!(r->latency_s > 0)) return s;
+    s.construction = r->construction_lb_s / r->latency_s;
+    s.transport = r->transport_lb_s / r->latency_s;
+    s.finalization = r->finalization_s / r->latency_s;
+    s.gap_s = r->latency_s - fmax(r->construction_lb_s, r->transport_lb_s) - r->finalization_s;
+    return s;
 }
 
 static dcr_status_t dcr__check_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)

@@ -48,10 +48,18 @@ typedef struct dcr_sim_cluster {
     double store_latency_ms; /* per request (PUT, GET), on top of latency_ms */
     double store_list_ms;    /* mean delay before a rollout node's listing sees a new object */
     double store_put_ms;     /* per PUT on the owner after its bytes moved (fsync, rename) */
-    int store_flows;         /* concurrent downloads per rollout node */
-    int fanout;              /* relay tree children per node */
-    int queue_payloads;      /* relay per-hop queue; object store prefetch per node */
-    int owner_queue;         /* finished payloads an owner may have waiting for its sender */
+    /* Effective ingress of the relay root over all owners' streams together,
+     * on top of its node link (0: only the node link). A fitted figure where
+     * the relay's TCP streams reach less than the object store's GETs. */
+    double relay_gbps;
+    /* Time from t0 until senders can submit (connections, gates): owners
+     * construct meanwhile, and no transport interval counts it. */
+    double startup_ms;
+    int store_flows;      /* concurrent downloads per rollout node */
+    int fanout;           /* relay tree children per node */
+    int queue_payloads;   /* relay per-hop queue; object store prefetch per node */
+    int staging_payloads; /* relay: payloads a node stages for its receivers (0: queue_payloads) */
+    int owner_queue;      /* finished payloads an owner may have waiting for its sender */
     /* > 0: the in-process engine (dcr bench) on one machine with this many
      * cores: every owner and receiver computes there, a node's receivers
      * apply a payload one after another, and acknowledgments and baseline
@@ -122,7 +130,19 @@ typedef struct dcr_sim_result {
     int64_t raw_value_bytes; /* one value word per record, before coding */
     int64_t records, payloads, items;
     int owners, receivers;
+    /* Most payloads any rollout node held for its receivers at once, and
+     * what it may hold (queue_payloads): equal means the staging queue
+     * filled and back-pressure reached the transport. */
+    int staging_max, staging_cap;
 } dcr_sim_result_t;
+
+/* Shares of latency the lower bounds cover, finalization's share, and the
+ * time latency exceeds the larger bound plus finalization (the seed's
+ * "startup, drain, and stage handoffs"); 0 when latency is 0. */
+typedef struct dcr_sim_shares {
+    double construction, transport, finalization, gap_s;
+} dcr_sim_shares_t;
+dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r);
 
 /* Builds the workload of `spec` with `cal` and simulates the refit and the
  * reference (two SimGrid runs, each in a forked child). SimGrid's own

@@ -483,7 +483,7 @@ static void dcr__decode_costs(dcr_sim_workload_t *w, const dcr_sim_calibration_t
     for (int p = 0; p < w->npayloads; p++)
         for (int k = 0; k < w->serve_tp; k++)
             w->apply_s[(size_t)p * (size_t)w->serve_tp + (size_t)k] +=
-                cal->decode_s_per_byte * (double)w->payloads[p].bytes;
+                cal->decode_s_per_byte * (double)w->payloads[p].bytes + cal->decode_s_per_payload;
 }
 
 /* The coordinator's work after the last application. In-process it
