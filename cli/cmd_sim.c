@@ -605,6 +605,7 @@ static int run(const sim_opts_t *o)
 typedef struct plan_opts {
     sim_opts_t sim; /* model, layout, calibration and the testbed base */
     const char *nodes, *gbps, *out;
+    bool no_sensitivity;
 } plan_opts_t;
 
 static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
@@ -618,6 +619,7 @@ static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
                                   &plan->ngbps));
     DCR_CHECK(dcr_args_parse_list("--change-rate", p->sim.rates, 0, 1, false, plan->rates,
                                   DCR_SIM_PLAN_MAX, &plan->nrates));
+    plan->sensitivity = !p->no_sensitivity;
     return parse_transports(p->sim.transport, plan->transports, &plan->ntransports);
 }
 
@@ -628,15 +630,29 @@ static void plan_print(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *
     printf(
         "\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport)\n\n",
         spec->scenario.model, n);
-    printf("%-8s %6s %8s %5s %10s %11s %8s %10s %10s %14s\n", "transp", "nodes", "gbps", "rate",
-           "latency_s", "reference_s", "speedup", "constr_lb", "transp_lb", "cross_B");
+    printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %9s %9s %9s %14s\n", "transp", "nodes",
+           "gbps", "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "final",
+           "2x_bw", "2x_roll", "2x_owner", "cross_B");
     for (int i = 0; i < n; i++) {
         const dcr_sim_result_t *r = &rows[i].r;
-        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %10.2f %10.2f %14lld\n",
+        dcr_sim_shares_t sh = dcr_sim_result_shares(r);
+        char d[3][16];
+        const double dv[3] = {rows[i].d.bandwidth_s, rows[i].d.rollout_s, rows[i].d.owner_s};
+        for (int k = 0; k < 3; k++) {
+            if (rows[i].has_sensitivity && r->latency_s > 0)
+                snprintf(d[k], sizeof(d[k]), "%+.1f%%", 100 * dv[k] / r->latency_s);
+            else
+                snprintf(d[k], sizeof(d[k]), "-");
+        }
+        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %6.0f%% %6.0f%% %6.1f%% %9s %9s %9s "
+               "%14lld\n",
                rows[i].transport, rows[i].rollout_nodes, rows[i].gbps, 100 * rows[i].rate,
-               r->latency_s, r->reference_s, r->speedup, r->construction_lb_s, r->transport_lb_s,
-               (long long)r->cross_bytes);
+               r->latency_s, r->reference_s, r->speedup, 100 * sh.construction, 100 * sh.transport,
+               100 * sh.finalization, d[0], d[1], d[2], (long long)r->cross_bytes);
     }
+    printf("\n(constr, transp, final: share of latency each stage bounds; 2x_bw, 2x_roll, "
+           "2x_owner: latency change when the cross-cluster bandwidth, the rollout side's speed "
+           "or the owners' speed doubles -- the largest cut is what to buy)\n");
 }
 
 static void plan_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
@@ -648,6 +664,12 @@ static void plan_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *c
         json_t *j = row_json(&w);
         json_object_set_new(j, "rollout_nodes", json_integer(rows[i].rollout_nodes));
         json_object_set_new(j, "gbps", json_real(rows[i].gbps));
+        if (rows[i].has_sensitivity)
+            json_object_set_new(j, "latency_change_s",
+                                json_pack("{s:f,s:f,s:f}", "double_bandwidth",
+                                          rows[i].d.bandwidth_s, "double_rollout_speed",
+                                          rows[i].d.rollout_s, "double_owner_speed",
+                                          rows[i].d.owner_s));
         json_array_append_new(arr, j);
     }
     json_t *j =
@@ -720,7 +742,7 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
     p.nodes = "2,4,8,16,32";
     p.gbps = "3.405,10";
     dcr_cli_scenario_init(&o->sc, "nemotron-3-nano-30b-a3b", 1, 0);
-    enum { NOWN = 8 };
+    enum { NOWN = 9 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_STRING, &p.nodes, 0, 0,
          "rollout node counts, comma separated (default 2,4,8,16,32)", false},
@@ -739,6 +761,8 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
         {"--out", DCR_ARG_STRING, &p.out, 0, 0,
          "also -o DIR: write plan.png, plan.svg (gnuplot) and their data there", false},
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object with rows", false},
+        {"--no-sensitivity", DCR_ARG_FLAG, &p.no_sensitivity, 0, 0,
+         "skip the three what-if refits per row (2x bandwidth, rollout, owner speed)", false},
     };
     dcr_cli_scenario_args(&o->sc, args + NOWN);
     o->args = args;

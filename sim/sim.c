@@ -367,7 +367,9 @@ dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_work
     dcr__sim_out_t refit, ref;
     dcr_status_t st = dcr__platform(spec, w, &platform, &tmp);
     if (st == DCR_OK) st = dcr__fork_run(dcr__sim_refit, "refit", spec, w, platform, &refit);
-    if (st == DCR_OK) st = dcr__fork_run(dcr__sim_reference, "reference", spec, w, platform, &ref);
+    memset(&ref, 0, sizeof(ref));
+    if (st == DCR_OK && !spec->no_reference)
+        st = dcr__fork_run(dcr__sim_reference, "reference", spec, w, platform, &ref);
     if (st == DCR_OK) dcr__fill(spec, w, &refit, ref.reference_s, out_p);
     if (tmp) unlink(platform);
     free(platform);

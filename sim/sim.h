@@ -109,6 +109,7 @@ typedef struct dcr_sim_spec {
     dcr_construct_mode_t mode;
     size_t chunk_bytes;  /* 0: the seed's target for the transport */
     size_t bucket_bytes; /* 0: the seed's 512 MiB */
+    bool no_reference;   /* skip the full-checkpoint reference (reference_s, speedup 0) */
     dcr_sim_cluster_t cluster;
 } dcr_sim_spec_t;
 

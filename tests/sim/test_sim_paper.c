@@ -193,6 +193,38 @@ static void test_plan_sweep(void **state)
     assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, NULL), DCR_EINVAL);
 }
 
+/* Transport-bound settings (a slow link, fast test costs): twice the
+ * bandwidth cuts latency by at least a third on both transports, as the
+ * seed's traffic formulas imply when transfer time dominates; twice the
+ * rollout or owner speed never slows a refit by more than noise of the
+ * discrete pipeline (1%), and moves it far less than the bandwidth does. */
+static void test_plan_sensitivity(void **state)
+{
+    dcr_sim_spec_t spec = plan_spec();
+    dcr_sim_calibration_t cal = test_cal();
+    dcr_sim_plan_t plan = small_plan();
+    plan.nnodes = 1;
+    plan.rollout_nodes[0] = 2;
+    plan.ngbps = 1;
+    plan.gbps[0] = 0.02;
+    plan.sensitivity = true;
+    dcr_sim_plan_row_t rows[2];
+    assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, rows), DCR_OK);
+    for (int t = 0; t < 2; t++) {
+        const dcr_sim_plan_row_t *r = &rows[t];
+        dcr_sim_shares_t sh = dcr_sim_result_shares(&r->r);
+        print_message("%s: %.3f s, transport %.0f%%; 2x bandwidth %+.3f s, rollout %+.3f s, "
+                      "owner %+.3f s\n",
+                      r->transport, r->r.latency_s, 100 * sh.transport, r->d.bandwidth_s,
+                      r->d.rollout_s, r->d.owner_s);
+        assert_true(r->has_sensitivity);
+        assert_true(r->d.bandwidth_s <= -r->r.latency_s / 3);
+        assert_true(r->d.rollout_s <= 0.01 * r->r.latency_s);
+        assert_true(r->d.owner_s <= 0.01 * r->r.latency_s);
+        assert_true(r->d.rollout_s > r->d.bandwidth_s && r->d.owner_s > r->d.bandwidth_s);
+    }
+}
+
 static int count_lines_with(const char *path, const char *what)
 {
     FILE *f = fopen(path, "r");
@@ -266,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_ultra_stand_in_shape),
         cmocka_unit_test(test_paper_calibration_file),
         cmocka_unit_test(test_plan_sweep),
+        cmocka_unit_test(test_plan_sensitivity),
         cmocka_unit_test(test_plan_figure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

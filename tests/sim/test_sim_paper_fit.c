@@ -13,11 +13,13 @@
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "sim/calibrate.h"
 #include "sim/paper.h"
+#include "sim/plan.h"
 #include "sim/sim.h"
 
 static void run_paper(const char *model, const char *transport, double rate, dcr_sim_result_t *out)
@@ -92,13 +94,51 @@ static void test_fit_30b_relay_gain(void **state)
     assert_true(fabs(gain / z->relay_gain_5pct - 1) < 0.02);
 }
 
+/* The issue's planner question on the fitted testbed: 30B on 8 rollout
+ * nodes at 3%, object store, at 3.405, 10 and 25 Gbps per node. A faster
+ * network must give a lower latency (the refit waits on the network), and
+ * on the relay tree at the testbed's rate doubling the bandwidth must cut
+ * latency by at least a third (its transport bound is most of it). */
+static void test_plan_faster_network(void **state)
+{
+    char path[4096];
+    assert_int_equal(dcr_sim_paper_calibration_path(path, sizeof(path)), DCR_OK);
+    dcr_sim_calibration_t cal;
+    assert_int_equal(dcr_sim_cal_load(path, &cal), DCR_OK);
+    dcr_sim_spec_t spec = dcr_sim_paper_spec(dcr_sim_paper_size(0)->model, "objstore", 0.03);
+    assert_int_equal(dcr_sim_cluster_apply_calibration(&spec.cluster, &cal), DCR_OK);
+    dcr_sim_plan_t plan;
+    memset(&plan, 0, sizeof(plan));
+    plan.nnodes = 1;
+    plan.rollout_nodes[0] = 8;
+    plan.ngbps = 3;
+    plan.gbps[0] = 3.405;
+    plan.gbps[1] = 10;
+    plan.gbps[2] = 25;
+    plan.nrates = 1;
+    plan.rates[0] = 0.03;
+    plan.ntransports = 2;
+    plan.transports[0] = "objstore";
+    plan.transports[1] = "relay";
+    plan.sensitivity = true;
+    dcr_sim_plan_row_t rows[6];
+    assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, rows), DCR_OK);
+    for (int i = 0; i < 6; i++)
+        print_message("%s %g Gbps: %.2f s, 2x bandwidth %+.2f s\n", rows[i].transport, rows[i].gbps,
+                      rows[i].r.latency_s, rows[i].d.bandwidth_s);
+    for (int t = 0; t < 2; t++) {
+        assert_true(rows[3 * t + 1].r.latency_s < 0.9 * rows[3 * t].r.latency_s);
+        assert_true(rows[3 * t + 2].r.latency_s < rows[3 * t + 1].r.latency_s);
+    }
+    assert_true(rows[3].d.bandwidth_s <= -rows[3].r.latency_s / 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fit_120b_reference),
-        cmocka_unit_test(test_fit_30b_relay),
-        cmocka_unit_test(test_fit_30b_relay_gain),
-        cmocka_unit_test(test_relay_traces),
+        cmocka_unit_test(test_fit_120b_reference),  cmocka_unit_test(test_fit_30b_relay),
+        cmocka_unit_test(test_fit_30b_relay_gain),  cmocka_unit_test(test_relay_traces),
+        cmocka_unit_test(test_plan_faster_network),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
