@@ -62,10 +62,15 @@ static void set_int_if(const sim_opts_t *o, const char *flag, int64_t v, int *ds
 static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_t *cal,
                                  dcr_sim_cluster_t *c)
 {
-    if (o->testbed && strcmp(o->testbed, "paper"))
-        return dcr_error_set(DCR_EINVAL, "--testbed %s: the only testbed is 'paper'", o->testbed);
-    *c = o->testbed ? dcr_sim_cluster_testbed() : dcr_sim_cluster_default();
-    if (cal) DCR_CHECK(dcr_sim_cluster_apply_calibration(c, cal));
+    if (o->testbed && strcmp(o->testbed, "paper") && strcmp(o->testbed, "nemo-rl"))
+        return dcr_error_set(DCR_EINVAL, "--testbed %s: expected paper or nemo-rl", o->testbed);
+    bool nemo = o->testbed && !strcmp(o->testbed, "nemo-rl");
+    *c = nemo         ? dcr_sim_cluster_nemo_rl()
+         : o->testbed ? dcr_sim_cluster_testbed()
+                      : dcr_sim_cluster_default();
+    /* The paper calibration's cluster figures describe the seed's testbed;
+     * on nemo-rl only its stage costs apply unless a file is given. */
+    if (cal && (!nemo || o->calibration)) DCR_CHECK(dcr_sim_cluster_apply_calibration(c, cal));
     set_int_if(o, "--train-nodes", o->sc.nodes, &c->train_nodes);
     set_int_if(o, "--gpus-per-node", o->sc.gpus, &c->train_gpus);
     set_int_if(o, "--rollout-nodes", o->rollout_nodes, &c->rollout_nodes);
@@ -397,6 +402,25 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
     }
 }
 
+/* NeMo-RL's published refits beside the rows, and what the preset guesses. */
+static void print_nemo_rl(const row_t *rows, int n)
+{
+    printf("\nNeMo-RL (docs/design-docs/sparse-delta-refit.md in NVIDIA-NeMo/RL), 247.2 GB:\n");
+    for (int i = 0; i < n; i++) {
+        double pub = dcr_sim_nemo_rl_latency(rows[i].transport, rows[i].rate);
+        if (pub > 0 && !strcmp(rows[i].model, DCR_SIM_NEMO_RL_MODEL))
+            printf("  %-8s %2.0f%%: simulated %6.2f s, published %6.3f s (%+.0f%%)\n",
+                   rows[i].transport, 100 * rows[i].rate, rows[i].r.latency_s, pub,
+                   100 * (rows[i].r.latency_s / pub - 1));
+    }
+    printf("stated by the document: 32 producers, S3 with 64 MiB parts and a 10 Gbps target, a "
+           "balanced binary relay tree, 32 x 8 (+8) staged payloads, 512 MiB buckets\n"
+           "guesses: 8 x 4 producers and 8 x 8 H100 receivers, 10 Gbps as each node's rate, 30 ms "
+           "one way, 20 ms per S3 request, 8 downloads per node, one relay root (the document "
+           "assigns producers to several), stage costs of paper-testbed.json (its owners do not "
+           "run Megatron Bridge's full export, which the document says every refit pays)\n");
+}
+
 /* ---- modes ------------------------------------------------------------------------ */
 
 /* Every owner pair gets a route for residual parts, so any workload runs on
@@ -491,6 +515,10 @@ static int models_of(const sim_opts_t *o, const dcr_sim_spec_t *spec, const char
         models[0] = spec->scenario.model;
         return 1;
     }
+    if (!strcmp(o->testbed, "nemo-rl")) {
+        models[0] = DCR_SIM_NEMO_RL_MODEL;
+        return 1;
+    }
     for (int i = 0; i < DCR_SIM_PAPER_NSIZES; i++) models[i] = dcr_sim_paper_size(i)->model;
     return DCR_SIM_PAPER_NSIZES;
 }
@@ -541,7 +569,9 @@ static dcr_status_t run_rows(const sim_opts_t *o, dcr_sim_spec_t *spec,
                 row_t *w = &rows[n++];
                 memset(w, 0, sizeof(*w));
                 w->model = models[m];
-                w->size = dcr_sim_paper_size_of(models[m]);
+                /* NeMo-RL's figures are printed apart; the seed's ranges are for its testbed. */
+                bool nemo = o->testbed && !strcmp(o->testbed, "nemo-rl");
+                w->size = nemo ? NULL : dcr_sim_paper_size_of(models[m]);
                 w->transport = transports[t];
                 w->rate = rates[i];
                 if (!o->json) DCR_LOG_INFO("sim: %s, %s, %g", models[m], transports[t], rates[i]);
@@ -583,7 +613,8 @@ static int simulate(const sim_opts_t *o)
     if (o->json)
         print_json(&spec, rows, n, &cal);
     else
-        print_text(&spec, rows, n, &cal, o->testbed != NULL);
+        print_text(&spec, rows, n, &cal, o->testbed != NULL && !strcmp(o->testbed, "paper"));
+    if (!o->json && o->testbed && !strcmp(o->testbed, "nemo-rl")) print_nemo_rl(rows, n);
     return 0;
 }
 
@@ -820,7 +851,8 @@ int dcr_cmd_sim(int argc, char **argv)
          "write the generated platform XML and exit", false},
         {"--testbed", DCR_ARG_STRING, &o.testbed, 0, 0,
          "paper: the seed's testbed with its fitted calibration; without --model its five sizes x "
-         "3%,5% x both transports beside the seed's figures",
+         "3%,5% x both transports beside the seed's figures; nemo-rl: NeMo-RL's published "
+         "cluster (guesses stated) beside its 247.2 GB refits",
          false},
         {"--validate", DCR_ARG_FLAG, &o.validate, 0, 0,
          "run the built-in dcr bench cases and compare (minutes)", false},

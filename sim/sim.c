@@ -67,6 +67,26 @@ dcr_sim_cluster_t dcr_sim_cluster_testbed(void)
     return c;
 }
 
+dcr_sim_cluster_t dcr_sim_cluster_nemo_rl(void)
+{
+    dcr_sim_cluster_t c = dcr_sim_cluster_testbed();
+    /* Stated by the document: 32 producers (8 x 4 is a guess of the split),
+     * a balanced binary tree, 32 batches of 8 payloads plus the partial
+     * one per receiver, 64 MiB multipart parts. */
+    c.fanout = 2;
+    c.staging_payloads = 264;
+    c.ref_object_mib = 64;
+    /* Guesses: the S3 client's 10 Gbps throughput target as each node's
+     * rate and per-flow cap; rollout nodes as the seed's (8 x 8 H100);
+     * 30 ms one way, 20 ms per S3 request and listing; 8 downloads per
+     * node; no extra relay-root cap, no startup. */
+    c.cross_gbps = c.flow_gbps = 10;
+    c.store_flows = 8;
+    c.relay_gbps = 0;
+    c.startup_ms = 0;
+    return c;
+}
+
 static dcr_status_t dcr__check_rate(const char *name, double v)
 {
     if (!isfinite(v) || v < 0)

@@ -84,6 +84,15 @@ dcr_sim_cluster_t dcr_sim_cluster_default(void);
  * definition (sim/sim.c) and printed by `dcr sim`. */
 dcr_sim_cluster_t dcr_sim_cluster_testbed(void);
 
+/* NeMo-RL's remote sparse refit cluster, as far as its design document
+ * (docs/design-docs/sparse-delta-refit.md in NVIDIA-NeMo/RL) states it: 32
+ * producers, S3 with 64 MiB parts and a 10 Gbps throughput target, a
+ * balanced binary relay tree, 32 x 8 + 8 staged payloads per receiver.
+ * Guesses, stated in the definition (sim/sim.c) and printed by `dcr sim
+ * --testbed nemo-rl`: the node counts, that 10 Gbps is each node's rate,
+ * latencies, downloads per node. */
+dcr_sim_cluster_t dcr_sim_cluster_nemo_rl(void);
+
 /* Checks every field (counts >= 1, rates >= 0, finite). One clear
  * DCR_EINVAL line naming the field. */
 dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c);

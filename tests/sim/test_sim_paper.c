@@ -103,6 +103,27 @@ static void test_paper_calibration_file(void **state)
     assert_int_equal(dcr_sim_paper_calibration_path(small, sizeof(small)), DCR_EINVAL);
 }
 
+/* NeMo-RL's published refits as its design document gives them, and the
+ * preset's stated figures (32 producers, binary tree, 264 staged payloads,
+ * 64 MiB parts, the 10 Gbps S3 target). */
+static void test_nemo_rl_preset(void **state)
+{
+    assert_true(dcr_sim_nemo_rl_latency("objstore", 0.03) == 20.234);
+    assert_true(dcr_sim_nemo_rl_latency("objstore", 0.05) == 25.790);
+    assert_true(dcr_sim_nemo_rl_latency("relay", 0.03) == 24.095);
+    assert_true(dcr_sim_nemo_rl_latency("relay", 0.05) == 33.776);
+    assert_true(dcr_sim_nemo_rl_latency("relay", 0.01) == 0);
+    assert_true(dcr_sim_nemo_rl_latency(NULL, 0.03) == 0);
+    dcr_sim_cluster_t c = dcr_sim_cluster_nemo_rl();
+    assert_int_equal(c.train_nodes * c.train_gpus, 32);
+    assert_int_equal(c.fanout, 2);
+    assert_int_equal(c.staging_payloads, 32 * 8 + 8);
+    assert_true(c.ref_object_mib == 64 && c.cross_gbps == 10);
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_OK);
+    /* The 247.2 GB checkpoint is the seed's 120B size. */
+    assert_true(fabs(dcr_sim_paper_size_of(DCR_SIM_NEMO_RL_MODEL)->published_bytes - 247.2e9) < 1);
+}
+
 /* ---- dcr sim plan ---------------------------------------------------------------- */
 
 static dcr_sim_spec_t plan_spec(void)
@@ -297,6 +318,7 @@ int main(void)
         cmocka_unit_test(test_sizes_match_published_bytes),
         cmocka_unit_test(test_ultra_stand_in_shape),
         cmocka_unit_test(test_paper_calibration_file),
+        cmocka_unit_test(test_nemo_rl_preset),
         cmocka_unit_test(test_plan_sweep),
         cmocka_unit_test(test_plan_sensitivity),
         cmocka_unit_test(test_plan_figure),
