@@ -254,11 +254,21 @@ static json_t *relay_gains_json(const row_t *rows, int n)
     return arr;
 }
 
+/* nemo: each row also carries NeMo-RL's published latency for it (or null). */
 static void print_json(const dcr_sim_spec_t *s, const row_t *rows, int n,
-                       const dcr_sim_calibration_t *cal)
+                       const dcr_sim_calibration_t *cal, bool nemo)
 {
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(arr, row_json(&rows[i]));
+    for (int i = 0; i < n; i++) {
+        json_t *j = row_json(&rows[i]);
+        double pub = dcr_sim_nemo_rl_latency(rows[i].transport, rows[i].rate);
+        if (nemo)
+            json_object_set_new(j, "nemo_rl_published_s",
+                                pub > 0 && !strcmp(rows[i].model, DCR_SIM_NEMO_RL_MODEL)
+                                    ? json_real(pub)
+                                    : json_null());
+        json_array_append_new(arr, j);
+    }
     json_t *prov = json_array();
     for (int i = 0; i < cal->nprovenance; i++)
         json_array_append_new(prov, json_string(cal->provenance[i]));
@@ -342,6 +352,41 @@ static void print_relay_traces(const row_t *rows, int n)
            g0, g1, DCR_SIM_PAPER_GAP_LO_S, DCR_SIM_PAPER_GAP_HI_S, filled, nrelay);
 }
 
+/* The row of this size label, transport and rate, or NULL. */
+static const row_t *row_of(const row_t *rows, int n, const char *label, const char *transport,
+                           double rate)
+{
+    for (int i = 0; i < n; i++)
+        if (rows[i].size && !strcmp(rows[i].size->label, label) &&
+            !strcmp(rows[i].transport, transport) && fabs(rows[i].rate - rate) < 1e-12)
+            return &rows[i];
+    return NULL;
+}
+
+/* The figures paper-testbed.json was fitted or set to, beside their
+ * targets (its provenance says which seed figure fixed each). */
+static void print_fitted(const row_t *rows, int n)
+{
+    const row_t *ref = row_of(rows, n, "120B", "objstore", 0.03);
+    const row_t *r30 = row_of(rows, n, "30B", "relay", 0.03);
+    const row_t *o5 = row_of(rows, n, "30B", "objstore", 0.05);
+    const row_t *r5 = row_of(rows, n, "30B", "relay", 0.05);
+    const row_t *t1 = row_of(rows, n, "1T", "relay", 0.03);
+    printf("fitted figures (target):");
+    if (ref) printf(" 120B reference %.1f s (%.1f s);", ref->r.reference_s, 22.6 * 33.2);
+    if (r30)
+        printf(" 30B relay 3%% %.2f s (%.1f s), its gap %.2f s (%.1f s);", r30->r.latency_s,
+               r30->size->latency_lo_s, dcr_sim_result_shares(&r30->r).gap_s,
+               DCR_SIM_PAPER_GAP_LO_S);
+    if (o5 && r5 && r5->r.latency_s > 0)
+        printf(" 30B relay gain at 5%% %.3fx (%.2fx);", o5->r.latency_s / r5->r.latency_s,
+               r5->size->relay_gain_5pct);
+    if (t1)
+        printf(" 1T finalization %.2f s (%.1f s)", t1->r.finalization_s,
+               DCR_SIM_PAPER_FINALIZE_HI_S);
+    printf("\n");
+}
+
 /* The seed's figures over the whole sweep, beside what the rows give. */
 static void print_seed_summary(const row_t *rows, int n)
 {
@@ -364,6 +409,7 @@ static void print_seed_summary(const row_t *rows, int n)
            100 * DCR_SIM_PAPER_120B_PAYLOAD_LO, 100 * DCR_SIM_PAPER_120B_PAYLOAD_HI,
            DCR_SIM_PAPER_120B_PAYLOADS);
     print_relay_traces(rows, n);
+    print_fitted(rows, n);
     json_t *gains = relay_gains_json(rows, n);
     size_t i;
     json_t *g;
@@ -611,7 +657,7 @@ static int simulate(const sim_opts_t *o)
         return 1;
     }
     if (o->json)
-        print_json(&spec, rows, n, &cal);
+        print_json(&spec, rows, n, &cal, o->testbed && !strcmp(o->testbed, "nemo-rl"));
     else
         print_text(&spec, rows, n, &cal, o->testbed != NULL && !strcmp(o->testbed, "paper"));
     if (!o->json && o->testbed && !strcmp(o->testbed, "nemo-rl")) print_nemo_rl(rows, n);
