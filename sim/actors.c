@@ -560,8 +560,9 @@ static void dcr__bounds(dcr__sim_t *S)
     }
     S->out->cross_bytes = S->cross_bytes;
     /* The staging queue: payloads a node holds for its receivers. On the
-     * relay tree its capacity is the hop queue; the object store's is
-     * its prefetch slots (the ready queue itself never blocks there). */
+     * relay tree its capacity is staging_payloads (else the hop queue);
+     * the object store's is its prefetch slots (the ready queue itself
+     * never blocks there). */
     for (int n = 0; n < S->nodes; n++)
         if (S->node[n].ready.max > S->out->staging_max) S->out->staging_max = S->node[n].ready.max;
     S->out->staging_cap = dcr__staging_cap(S);

@@ -50,7 +50,8 @@ typedef struct dcr_sim_cluster {
     double store_put_ms;     /* per PUT on the owner after its bytes moved (fsync, rename) */
     /* Effective ingress of the relay root over all owners' streams together,
      * on top of its node link (0: only the node link). A fitted figure where
-     * the relay's TCP streams reach less than the object store's GETs. */
+     * the relay's TCP streams reach less than the object store's GETs.
+     * The generated platform's `relay-in` link; a --platform XML sets its own. */
     double relay_gbps;
     /* Time from t0 until senders can submit (connections, gates): owners
      * construct meanwhile, and no transport interval counts it. */
