@@ -817,14 +817,14 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
     o->mode = "X";
     o->testbed = "paper";
     p.nodes = "2,4,8,16,32";
-    p.gbps = "3.405,10";
+    p.gbps = "3.846,10";
     dcr_cli_scenario_init(&o->sc, "nemotron-3-nano-30b-a3b", 1, 0);
     enum { NOWN = 9 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_STRING, &p.nodes, 0, 0,
          "rollout node counts, comma separated (default 2,4,8,16,32)", false},
         {"--gbps", DCR_ARG_STRING, &p.gbps, 0, 0,
-         "cross-cluster Gbps per node and per flow, comma separated (default 3.405 (the testbed's "
+         "cross-cluster Gbps per node and per flow, comma separated (default 3.846 (the testbed's "
          "fitted rate),10)",
          false},
         {"--change-rate", DCR_ARG_STRING, &o->rates, 0, 0,
