@@ -195,6 +195,8 @@ static json_t *row_json(const row_t *w)
     json_object_set_new(j, "construction_lb_share", json_real(sh.construction));
     json_object_set_new(j, "transport_lb_share", json_real(sh.transport));
     json_object_set_new(j, "finalization_share", json_real(sh.finalization));
+    json_object_set_new(j, "receive_lb_s", json_real(r->receive_lb_s));
+    json_object_set_new(j, "receive_lb_share", json_real(sh.receive));
     json_object_set_new(j, "gap_s", json_real(sh.gap_s));
     json_object_set_new(j, "staging_max_payloads", json_integer(r->staging_max));
     json_object_set_new(j, "staging_cap_payloads", json_integer(r->staging_cap));
@@ -707,9 +709,9 @@ static void plan_print(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *
     printf(
         "\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport)\n\n",
         spec->scenario.model, n);
-    printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %9s %9s %9s %14s\n", "transp", "nodes",
-           "gbps", "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "final",
-           "2x_bw", "2x_roll", "2x_owner", "cross_B");
+    printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %7s %9s %9s %9s %14s\n", "transp", "nodes",
+           "gbps", "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "recv",
+           "final", "2x_bw", "2x_roll", "2x_owner", "cross_B");
     for (int i = 0; i < n; i++) {
         const dcr_sim_result_t *r = &rows[i].r;
         dcr_sim_shares_t sh = dcr_sim_result_shares(r);
@@ -721,13 +723,16 @@ static void plan_print(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *
             else
                 snprintf(d[k], sizeof(d[k]), "-");
         }
-        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %6.0f%% %6.0f%% %6.1f%% %9s %9s %9s "
-               "%14lld\n",
+        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %6.0f%% %6.0f%% %6.0f%% %6.1f%% %9s "
+               "%9s %9s %14lld\n",
                rows[i].transport, rows[i].rollout_nodes, rows[i].gbps, 100 * rows[i].rate,
                r->latency_s, r->reference_s, r->speedup, 100 * sh.construction, 100 * sh.transport,
-               100 * sh.finalization, d[0], d[1], d[2], (long long)r->cross_bytes);
+               100 * sh.receive, 100 * sh.finalization, d[0], d[1], d[2],
+               (long long)r->cross_bytes);
     }
-    printf("\n(constr, transp, final: share of latency each stage bounds; 2x_bw, 2x_roll, "
+    printf("\n(constr, transp, recv, final: share of latency each stage bounds -- owners' "
+           "compute, senders' submit-to-ack, the busiest rollout node's arrivals, finalization; "
+           "2x_bw, 2x_roll, "
            "2x_owner: latency change when the cross-cluster bandwidth, the rollout side's speed "
            "or the owners' speed doubles -- the largest cut is what to buy)\n");
 }

@@ -93,6 +93,10 @@ typedef struct dcr__node {
     sg_sem_t seen_items, slots;
     int claimed;
     double last_apply;
+    /* Union of the times with a payload arriving (downloads or hops in):
+     * active transfers, when the current busy span began, and its total. */
+    int arriving;
+    double arriving_since, receive_s;
 } dcr__node_t;
 
 typedef struct dcr__sim {
@@ -180,6 +184,15 @@ static dcr__actor_arg_t dcr__self_arg(void)
     return a;
 }
 
+/* Moves `bytes` from `from` into rollout node nd, counting the node's
+ * receive span (overlapping transfers once). */
+static void dcr__move_in(dcr__node_t *nd, sg_host_t from, double bytes)
+{
+    if (nd->arriving++ == 0) nd->arriving_since = dcr__now();
+    dcr__move(from, nd->host, bytes);
+    if (--nd->arriving == 0) nd->receive_s += dcr__now() - nd->arriving_since;
+}
+
 /* ---- receivers ------------------------------------------------------------------- */
 
 /* What a node's receivers spend on one payload: in-process they apply it
@@ -250,7 +263,7 @@ static void dcr__fetcher(int argc, char **argv)
         int p = nd->seen[i];
         if (nd->visible[i] > dcr__now()) sg_actor_sleep_until(nd->visible[i]);
         double bytes = (double)S->w->payloads[p].bytes;
-        dcr__move(S->store, nd->host, bytes);
+        dcr__move_in(nd, S->store, bytes);
         S->cross_bytes += (int64_t)bytes;
         dcr__q_push(&nd->ready, p);
     }
@@ -277,7 +290,7 @@ static void dcr__relay_hop(const dcr__sim_t *S, int node, double bytes)
 static void dcr__relay_send(dcr__sim_t *S, int owner, int p)
 {
     double bytes = (double)S->w->payloads[p].bytes;
-    dcr__move(S->owner_host[owner], S->node[0].host, bytes + DCR__RELAY_FRAME_HDR);
+    dcr__move_in(&S->node[0], S->owner_host[owner], bytes + DCR__RELAY_FRAME_HDR);
     dcr__relay_hop(S, 0, bytes);
     S->cross_bytes += (int64_t)bytes;
     dcr__relay_take(S, 0, p);
@@ -292,8 +305,8 @@ static void dcr__forwarder(int argc, char **argv)
     int child = parent->kid[a.b];
     for (int k = 0; k < S->total; k++) {
         int p = dcr__q_pop(&parent->kidq[a.b]);
-        dcr__move(parent->host, S->node[child].host,
-                  (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
+        dcr__move_in(&S->node[child], parent->host,
+                     (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
         dcr__relay_hop(S, child, (double)S->w->payloads[p].bytes);
         dcr__relay_take(S, child, p);
     }
@@ -563,8 +576,11 @@ static void dcr__bounds(dcr__sim_t *S)
      * relay tree its capacity is staging_payloads (else the hop queue);
      * the object store's is its prefetch slots (the ready queue itself
      * never blocks there). */
-    for (int n = 0; n < S->nodes; n++)
+    for (int n = 0; n < S->nodes; n++) {
         if (S->node[n].ready.max > S->out->staging_max) S->out->staging_max = S->node[n].ready.max;
+        if (S->node[n].receive_s > S->out->receive_lb_s)
+            S->out->receive_lb_s = S->node[n].receive_s;
+    }
     S->out->staging_cap = dcr__staging_cap(S);
 }
 

@@ -12,6 +12,7 @@ typedef struct dcr__sim_out {
     double reference_s;
     int64_t cross_bytes;
     int staging_max, staging_cap;
+    double receive_lb_s;
 } dcr__sim_out_t;
 
 /* Simulates the refit of workload w on the platform file `platform`. Must

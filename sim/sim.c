@@ -336,15 +336,17 @@ static void dcr__fill(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
     r->receivers = spec->cluster.rollout_nodes * spec->cluster.rollout_gpus;
     r->staging_max = refit->staging_max;
     r->staging_cap = refit->staging_cap;
+    r->receive_lb_s = refit->receive_lb_s;
 }
 
 dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r)
 {
-    dcr_sim_shares_t s = {0, 0, 0, 0};
+    dcr_sim_shares_t s = {0, 0, 0, 0, 0};
     if (!(r->latency_s > 0)) return s;
     s.construction = r->construction_lb_s / r->latency_s;
     s.transport = r->transport_lb_s / r->latency_s;
     s.finalization = r->finalization_s / r->latency_s;
+    s.receive = r->receive_lb_s / r->latency_s;
     s.gap_s = r->latency_s - fmax(r->construction_lb_s, r->transport_lb_s) - r->finalization_s;
     return s;
 }

@@ -145,6 +145,10 @@ typedef struct dcr_sim_result {
      * what it may hold (queue_payloads): equal means the staging queue
      * filled and back-pressure reached the transport. */
     int staging_max, staging_cap;
+    /* Longest union, on one rollout node, of the times a payload was
+     * arriving (object-store downloads, relay hops in): the delivery side's
+     * bound, which the seed's transport bound (sender side) does not see. */
+    double receive_lb_s;
 } dcr_sim_result_t;
 
 /* Shares of latency the lower bounds cover, finalization's share, and the
@@ -152,6 +156,7 @@ typedef struct dcr_sim_result {
  * "startup, drain, and stage handoffs"); 0 when latency is 0. */
 typedef struct dcr_sim_shares {
     double construction, transport, finalization, gap_s;
+    double receive; /* receive_lb_s / latency */
 } dcr_sim_shares_t;
 dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r);
 

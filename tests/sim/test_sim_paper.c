@@ -179,6 +179,7 @@ static void check_plan_rows(const dcr_sim_plan_t *p, const dcr_sim_plan_row_t *r
                 assert_true(r->gbps == p->gbps[g]);
                 assert_true(r->r.latency_s >= r->r.construction_lb_s);
                 assert_true(r->r.latency_s >= r->r.transport_lb_s);
+                assert_true(r->r.receive_lb_s > 0 && r->r.latency_s >= r->r.receive_lb_s);
                 /* The seed's V_cross: each node downloads every payload once
                  * after one upload, or the payloads cross once to the root. */
                 int64_t expect =
@@ -239,6 +240,8 @@ static void test_plan_sensitivity(void **state)
                       r->transport, r->r.latency_s, 100 * sh.transport, r->d.bandwidth_s,
                       r->d.rollout_s, r->d.owner_s);
         assert_true(r->has_sensitivity);
+        /* Transport-bound: the busiest rollout node receives most of the time. */
+        assert_true(sh.receive > 0.5 && sh.receive <= 1);
         assert_true(r->d.bandwidth_s <= -r->r.latency_s / 3);
         assert_true(r->d.rollout_s <= 0.01 * r->r.latency_s);
         assert_true(r->d.owner_s <= 0.01 * r->r.latency_s);
