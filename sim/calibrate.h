@@ -21,7 +21,12 @@
  *     "cores": 2,
  *     "cluster": {"cross_gbps": 2.9, ...},                             (optional)
  *     "provenance": ["free text: which measurement or seed figure fixed what", ...]  (optional)
+ *     "rollout_gpu": {"zstd_gbps_per_core": ..., ...},     (optional; see dcr_sim_rollout_gpu_t)
+ *     "rollout_measured": {"decode_s_per_byte": ..., ...}  (optional, with rollout_gpu)
  *   }
+ * With "rollout_gpu" the seven rollout figures (decode_s_per_byte ...
+ * relay_hop_s_per_byte) are derived from it and may not appear at the top
+ * level; measured ones go in "rollout_measured".
  * "cluster" holds figures of a cluster that were fitted together with the
  * stage costs (for example the seed's testbed: effective per-node rates and
  * per-request latency of its object store); keys are the fields of
