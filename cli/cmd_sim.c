@@ -35,7 +35,7 @@ typedef struct sim_opts {
     const char *transport, *rates, *mode, *calibration, *platform, *write_platform, *testbed;
     const char *changes; /* profile:FILE, or NULL */
     double cross, flow, local, fabric, latency, local_latency, store_gbps, store_latency,
-        store_list, store_put;
+        store_list, store_put, relay_gbps, startup_ms;
     double ref_object_mib, chunk_mib, bucket_mib;
     dcr_arg_t *args; /* to tell which flags were given */
     int nargs;
@@ -65,10 +65,15 @@ static void set_int_if(const sim_opts_t *o, const char *flag, int64_t v, int *ds
 static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_t *cal,
                                  dcr_sim_cluster_t *c)
 {
-    if (o->testbed && strcmp(o->testbed, "paper"))
-        return dcr_error_set(DCR_EINVAL, "--testbed %s: the only testbed is 'paper'", o->testbed);
-    *c = o->testbed ? dcr_sim_cluster_testbed() : dcr_sim_cluster_default();
-    if (cal) DCR_CHECK(dcr_sim_cluster_apply_calibration(c, cal));
+    if (o->testbed && strcmp(o->testbed, "paper") && strcmp(o->testbed, "nemo-rl"))
+        return dcr_error_set(DCR_EINVAL, "--testbed %s: expected paper or nemo-rl", o->testbed);
+    bool nemo = o->testbed && !strcmp(o->testbed, "nemo-rl");
+    *c = nemo         ? dcr_sim_cluster_nemo_rl()
+         : o->testbed ? dcr_sim_cluster_testbed()
+                      : dcr_sim_cluster_default();
+    /* The paper calibration's cluster figures describe the seed's testbed;
+     * on nemo-rl only its stage costs apply unless a file is given. */
+    if (cal && (!nemo || o->calibration)) DCR_CHECK(dcr_sim_cluster_apply_calibration(c, cal));
     set_int_if(o, "--train-nodes", o->sc.nodes, &c->train_nodes);
     set_int_if(o, "--gpus-per-node", o->sc.gpus, &c->train_gpus);
     set_int_if(o, "--rollout-nodes", o->rollout_nodes, &c->rollout_nodes);
@@ -88,6 +93,8 @@ static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_
     set_if(o, "--store-latency-ms", o->store_latency, &c->store_latency_ms);
     set_if(o, "--store-list-ms", o->store_list, &c->store_list_ms);
     set_if(o, "--store-put-ms", o->store_put, &c->store_put_ms);
+    set_if(o, "--relay-gbps", o->relay_gbps, &c->relay_gbps);
+    set_if(o, "--startup-ms", o->startup_ms, &c->startup_ms);
     set_if(o, "--ref-object-mib", o->ref_object_mib, &c->ref_object_mib);
     if (o->no_ack_rtt) c->ack_rtt = false;
     c->platform_xml = o->platform;
@@ -187,6 +194,15 @@ static json_t *row_json(const row_t *w)
         r->construction_end_s, "apply_end_s", r->apply_end_s, "raw_value_bytes",
         (json_int_t)r->raw_value_bytes, "records", (json_int_t)r->records, "payloads",
         (json_int_t)r->payloads, "owners", r->owners, "receivers", r->receivers);
+    dcr_sim_shares_t sh = dcr_sim_result_shares(r);
+    json_object_set_new(j, "construction_lb_share", json_real(sh.construction));
+    json_object_set_new(j, "transport_lb_share", json_real(sh.transport));
+    json_object_set_new(j, "finalization_share", json_real(sh.finalization));
+    json_object_set_new(j, "receive_lb_s", json_real(r->receive_lb_s));
+    json_object_set_new(j, "receive_lb_share", json_real(sh.receive));
+    json_object_set_new(j, "gap_s", json_real(sh.gap_s));
+    json_object_set_new(j, "staging_max_payloads", json_integer(r->staging_max));
+    json_object_set_new(j, "staging_cap_payloads", json_integer(r->staging_cap));
     const dcr_sim_paper_size_t *z = w->size;
     if (z)
         json_object_set_new(j, "seed",
@@ -199,7 +215,7 @@ static json_t *row_json(const row_t *w)
 
 static json_t *cluster_json(const dcr_sim_cluster_t *c)
 {
-    return json_pack(
+    json_t *j = json_pack(
         "{s:i,s:i,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:i,s:i,s:i,s:b,s:s?}", "train_nodes",
         c->train_nodes, "train_gpus", c->train_gpus, "rollout_nodes", c->rollout_nodes,
         "rollout_gpus", c->rollout_gpus, "cross_gbps", c->cross_gbps, "flow_gbps", c->flow_gbps,
@@ -207,6 +223,10 @@ static json_t *cluster_json(const dcr_sim_cluster_t *c)
         "store_latency_ms", c->store_latency_ms, "store_list_ms", c->store_list_ms,
         "ref_object_mib", c->ref_object_mib, "store_flows", c->store_flows, "fanout", c->fanout,
         "shared_cores", c->shared_cores, "ack_rtt", c->ack_rtt, "platform", c->platform_xml);
+    json_object_set_new(j, "relay_gbps", json_real(c->relay_gbps));
+    json_object_set_new(j, "startup_ms", json_real(c->startup_ms));
+    json_object_set_new(j, "staging_payloads", json_integer(c->staging_payloads));
+    return j;
 }
 
 /* Latency of the row with this model, transport and rate, or 0. */
@@ -239,11 +259,21 @@ static json_t *relay_gains_json(const row_t *rows, int n)
     return arr;
 }
 
+/* nemo: each row also carries NeMo-RL's published latency for it (or null). */
 static void print_json(const dcr_sim_spec_t *s, const row_t *rows, int n,
-                       const dcr_sim_calibration_t *cal)
+                       const dcr_sim_calibration_t *cal, bool nemo)
 {
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) json_array_append_new(arr, row_json(&rows[i]));
+    for (int i = 0; i < n; i++) {
+        json_t *j = row_json(&rows[i]);
+        double pub = dcr_sim_nemo_rl_latency(rows[i].transport, rows[i].rate);
+        if (nemo)
+            json_object_set_new(j, "nemo_rl_published_s",
+                                pub > 0 && !strcmp(rows[i].model, DCR_SIM_NEMO_RL_MODEL)
+                                    ? json_real(pub)
+                                    : json_null());
+        json_array_append_new(arr, j);
+    }
     json_t *prov = json_array();
     for (int i = 0; i < cal->nprovenance; i++)
         json_array_append_new(prov, json_string(cal->provenance[i]));
@@ -282,14 +312,84 @@ static void print_row(const row_t *w)
     char lat[32], spd[32];
     double lat_pct = r->latency_s > 0 ? 100 / r->latency_s : 0;
     printf("%-5s %-24s %8.1f %-8s %4.0f%% %9.2f %-10s %7.1fx %-9s %8.2f%% %8lld %6.0f%% %6.0f%% "
-           "%7.2f %10.1f\n",
+           "%7.2f %6.2f %4d/%-3d %10.1f\n",
            z ? z->label : "-", w->model, (double)r->checkpoint_bytes / 1e9, w->transport,
            100 * w->rate, r->latency_s,
            z ? range_text(lat, sizeof(lat), z->latency_lo_s, z->latency_hi_s) : "-", r->speedup,
            z ? range_text(spd, sizeof(spd), z->speedup_lo, z->speedup_hi) : "-",
            100.0 * (double)r->payload_bytes / (double)r->checkpoint_bytes, (long long)r->payloads,
            r->construction_lb_s * lat_pct, r->transport_lb_s * lat_pct, r->finalization_s,
-           r->reference_s);
+           dcr_sim_result_shares(r).gap_s, r->staging_max, r->staging_cap, r->reference_s);
+}
+
+/* The seed's relay-trace figures (section 8.7, Appendix C) beside the
+ * relay rows: bound shares, the gap above them, and whether any staging
+ * queue filled. */
+static void print_relay_traces(const row_t *rows, int n)
+{
+    double c0 = 1e300, c1 = 0, t0 = 1e300, t1 = 0, g0 = 1e300, g1 = 0;
+    int nrelay = 0, filled = 0, inside = 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(rows[i].transport, "relay")) continue;
+        dcr_sim_shares_t s = dcr_sim_result_shares(&rows[i].r);
+        nrelay++;
+        c0 = fmin(c0, s.construction);
+        c1 = fmax(c1, s.construction);
+        t0 = fmin(t0, s.transport);
+        t1 = fmax(t1, s.transport);
+        g0 = fmin(g0, s.gap_s);
+        g1 = fmax(g1, s.gap_s);
+        filled += rows[i].r.staging_max >= rows[i].r.staging_cap;
+        inside += s.transport >= DCR_SIM_PAPER_TRANSPORT_LB_LO &&
+                  s.transport <= DCR_SIM_PAPER_TRANSPORT_LB_HI &&
+                  s.construction >= DCR_SIM_PAPER_CONSTRUCT_LB_LO &&
+                  s.construction <= DCR_SIM_PAPER_CONSTRUCT_LB_HI;
+    }
+    if (nrelay == 0) return;
+    printf("relay rows: transport bound %.0f-%.0f%% of latency (seed %.0f-%.0f%%), construction "
+           "%.0f-%.0f%% (seed %.0f-%.0f%%), %d of %d rows inside both\n",
+           100 * t0, 100 * t1, 100 * DCR_SIM_PAPER_TRANSPORT_LB_LO,
+           100 * DCR_SIM_PAPER_TRANSPORT_LB_HI, 100 * c0, 100 * c1,
+           100 * DCR_SIM_PAPER_CONSTRUCT_LB_LO, 100 * DCR_SIM_PAPER_CONSTRUCT_LB_HI, inside,
+           nrelay);
+    printf("relay rows: latency above the larger bound plus finalization %.2f-%.2f s (seed "
+           "%.1f-%.1f s); staging queue filled in %d of %d rows (seed: never)\n",
+           g0, g1, DCR_SIM_PAPER_GAP_LO_S, DCR_SIM_PAPER_GAP_HI_S, filled, nrelay);
+}
+
+/* The row of this size label, transport and rate, or NULL. */
+static const row_t *row_of(const row_t *rows, int n, const char *label, const char *transport,
+                           double rate)
+{
+    for (int i = 0; i < n; i++)
+        if (rows[i].size && !strcmp(rows[i].size->label, label) &&
+            !strcmp(rows[i].transport, transport) && fabs(rows[i].rate - rate) < 1e-12)
+            return &rows[i];
+    return NULL;
+}
+
+/* The figures paper-testbed.json was fitted or set to, beside their
+ * targets (its provenance says which seed figure fixed each). */
+static void print_fitted(const row_t *rows, int n)
+{
+    const row_t *ref = row_of(rows, n, "120B", "objstore", 0.03);
+    const row_t *r30 = row_of(rows, n, "30B", "relay", 0.03);
+    const row_t *o5 = row_of(rows, n, "30B", "objstore", 0.05);
+    const row_t *r5 = row_of(rows, n, "30B", "relay", 0.05);
+    const row_t *t1 = row_of(rows, n, "1T", "relay", 0.03);
+    printf("fitted figures (target):");
+    if (ref) printf(" 120B reference %.1f s (%.1f s);", ref->r.reference_s, 22.6 * 33.2);
+    if (r30)
+        printf(" 30B relay 3%% %.2f s (%.1f s), its gap %.2f s (%.1f s);", r30->r.latency_s,
+               r30->size->latency_lo_s, dcr_sim_result_shares(&r30->r).gap_s,
+               DCR_SIM_PAPER_GAP_LO_S);
+    if (o5 && r5 && r5->r.latency_s > 0)
+        printf(" 30B relay gain at 5%% %.3fx (%.2fx);", o5->r.latency_s / r5->r.latency_s,
+               r5->size->relay_gain_5pct);
+    if (t1)
+        printf(" 1T finalization %.2f s (%.1f s)", t1->r.finalization_s,
+               DCR_SIM_PAPER_FINALIZE_HI_S);
+    printf("\n");
 }
 
 /* The seed's figures over the whole sweep, beside what the rows give. */
@@ -313,6 +413,8 @@ static void print_seed_summary(const row_t *rows, int n)
            100 * DCR_SIM_PAPER_TRANSPORT_LB_LO, 100 * DCR_SIM_PAPER_TRANSPORT_LB_HI,
            100 * DCR_SIM_PAPER_120B_PAYLOAD_LO, 100 * DCR_SIM_PAPER_120B_PAYLOAD_HI,
            DCR_SIM_PAPER_120B_PAYLOADS);
+    print_relay_traces(rows, n);
+    print_fitted(rows, n);
     json_t *gains = relay_gains_json(rows, n);
     size_t i;
     json_t *g;
@@ -332,11 +434,13 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
                        const dcr_sim_calibration_t *cal, bool paper)
 {
     print_header(s, cal);
-    printf("\n%-5s %-24s %8s %-8s %5s %9s %-10s %8s %-9s %9s %8s %7s %7s %7s %10s\n", "size",
-           "model", "ckpt_GB", "transp", "rate", "latency_s", "seed_s", "speedup", "seed_x",
-           "payload", "payloads", "constr", "transp", "final_s", "reference_s");
+    printf("\n%-5s %-24s %8s %-8s %5s %9s %-10s %8s %-9s %9s %8s %7s %7s %7s %6s %8s %10s\n",
+           "size", "model", "ckpt_GB", "transp", "rate", "latency_s", "seed_s", "speedup", "seed_x",
+           "payload", "payloads", "constr", "transp", "final_s", "gap_s", "staging", "reference_s");
     for (int i = 0; i < n; i++) print_row(&rows[i]);
-    printf("(constr, transp: the lower bounds as a share of latency)\n");
+    printf("(constr, transp: the lower bounds as a share of latency; gap_s: latency above the "
+           "larger bound plus finalization; staging: most payloads a rollout node held / its "
+           "queue)\n");
     if (!paper) return;
     print_seed_summary(rows, n);
     for (int i = 0; i < n; i++) {
@@ -347,6 +451,25 @@ static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
                    "(no public config)\n",
                    z->label, z->model, z->published_bytes / 1e9);
     }
+}
+
+/* NeMo-RL's published refits beside the rows, and what the preset guesses. */
+static void print_nemo_rl(const row_t *rows, int n)
+{
+    printf("\nNeMo-RL (docs/design-docs/sparse-delta-refit.md in NVIDIA-NeMo/RL), 247.2 GB:\n");
+    for (int i = 0; i < n; i++) {
+        double pub = dcr_sim_nemo_rl_latency(rows[i].transport, rows[i].rate);
+        if (pub > 0 && !strcmp(rows[i].model, DCR_SIM_NEMO_RL_MODEL))
+            printf("  %-8s %2.0f%%: simulated %6.2f s, published %6.3f s (%+.0f%%)\n",
+                   rows[i].transport, 100 * rows[i].rate, rows[i].r.latency_s, pub,
+                   100 * (rows[i].r.latency_s / pub - 1));
+    }
+    printf("stated by the document: 32 producers, S3 with 64 MiB parts and a 10 Gbps target, a "
+           "balanced binary relay tree, 32 x 8 (+8) staged payloads, 512 MiB buckets\n"
+           "guesses: 8 x 4 producers and 8 x 8 H100 receivers, 10 Gbps as each node's rate, 30 ms "
+           "one way, 20 ms per S3 request, 8 downloads per node, one relay root (the document "
+           "assigns producers to several), stage costs of paper-testbed.json (its owners do not "
+           "run Megatron Bridge's full export, which the document says every refit pays)\n");
 }
 
 /* ---- modes ------------------------------------------------------------------------ */
@@ -452,6 +575,10 @@ static int models_of(const sim_opts_t *o, const dcr_sim_spec_t *spec, const char
         models[0] = spec->scenario.model;
         return 1;
     }
+    if (!strcmp(o->testbed, "nemo-rl")) {
+        models[0] = DCR_SIM_NEMO_RL_MODEL;
+        return 1;
+    }
     for (int i = 0; i < DCR_SIM_PAPER_NSIZES; i++) models[i] = dcr_sim_paper_size(i)->model;
     return DCR_SIM_PAPER_NSIZES;
 }
@@ -502,7 +629,9 @@ static dcr_status_t run_rows(const sim_opts_t *o, dcr_sim_spec_t *spec,
                 row_t *w = &rows[n++];
                 memset(w, 0, sizeof(*w));
                 w->model = models[m];
-                w->size = dcr_sim_paper_size_of(models[m]);
+                /* NeMo-RL's figures are printed apart; the seed's ranges are for its testbed. */
+                bool nemo = o->testbed && !strcmp(o->testbed, "nemo-rl");
+                w->size = nemo ? NULL : dcr_sim_paper_size_of(models[m]);
                 w->transport = transports[t];
                 w->rate = rates[i];
                 if (!o->json) DCR_LOG_INFO("sim: %s, %s, %g", models[m], transports[t], rates[i]);
@@ -549,9 +678,10 @@ static int simulate(const sim_opts_t *o)
     if (st == DCR_OK) st = run_rows(o, &spec, &cal, models, nmodels, rows, &n);
     if (st != DCR_OK) return dcr_cli_fail("sim", st);
     if (o->json)
-        print_json(&spec, rows, n, &cal);
+        print_json(&spec, rows, n, &cal, o->testbed && !strcmp(o->testbed, "nemo-rl"));
     else
-        print_text(&spec, rows, n, &cal, o->testbed != NULL);
+        print_text(&spec, rows, n, &cal, o->testbed != NULL && !strcmp(o->testbed, "paper"));
+    if (!o->json && o->testbed && !strcmp(o->testbed, "nemo-rl")) print_nemo_rl(rows, n);
     return 0;
 }
 
@@ -570,6 +700,7 @@ static int run(const sim_opts_t *o)
 typedef struct plan_opts {
     sim_opts_t sim; /* model, layout, calibration and the testbed base */
     const char *nodes, *gbps, *out;
+    bool no_sensitivity;
 } plan_opts_t;
 
 static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
@@ -583,6 +714,7 @@ static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
                                   &plan->ngbps));
     DCR_CHECK(dcr_args_parse_list("--change-rate", p->sim.rates, 0, 1, false, plan->rates,
                                   DCR_SIM_PLAN_MAX, &plan->nrates));
+    plan->sensitivity = !p->no_sensitivity;
     return parse_transports(p->sim.transport, plan->transports, &plan->ntransports);
 }
 
@@ -593,15 +725,32 @@ static void plan_print(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *
     printf(
         "\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport)\n\n",
         spec->scenario.model, n);
-    printf("%-8s %6s %8s %5s %10s %11s %8s %10s %10s %14s\n", "transp", "nodes", "gbps", "rate",
-           "latency_s", "reference_s", "speedup", "constr_lb", "transp_lb", "cross_B");
+    printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %7s %9s %9s %9s %14s\n", "transp", "nodes",
+           "gbps", "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "recv",
+           "final", "2x_bw", "2x_roll", "2x_owner", "cross_B");
     for (int i = 0; i < n; i++) {
         const dcr_sim_result_t *r = &rows[i].r;
-        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %10.2f %10.2f %14lld\n",
+        dcr_sim_shares_t sh = dcr_sim_result_shares(r);
+        char d[3][16];
+        const double dv[3] = {rows[i].d.bandwidth_s, rows[i].d.rollout_s, rows[i].d.owner_s};
+        for (int k = 0; k < 3; k++) {
+            if (rows[i].has_sensitivity && r->latency_s > 0)
+                snprintf(d[k], sizeof(d[k]), "%+.1f%%", 100 * dv[k] / r->latency_s);
+            else
+                snprintf(d[k], sizeof(d[k]), "-");
+        }
+        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %6.0f%% %6.0f%% %6.0f%% %6.1f%% %9s "
+               "%9s %9s %14lld\n",
                rows[i].transport, rows[i].rollout_nodes, rows[i].gbps, 100 * rows[i].rate,
-               r->latency_s, r->reference_s, r->speedup, r->construction_lb_s, r->transport_lb_s,
+               r->latency_s, r->reference_s, r->speedup, 100 * sh.construction, 100 * sh.transport,
+               100 * sh.receive, 100 * sh.finalization, d[0], d[1], d[2],
                (long long)r->cross_bytes);
     }
+    printf("\n(constr, transp, recv, final: share of latency each stage bounds -- owners' "
+           "compute, senders' submit-to-ack, the busiest rollout node's arrivals, finalization; "
+           "2x_bw, 2x_roll, "
+           "2x_owner: latency change when the cross-cluster bandwidth, the rollout side's speed "
+           "or the owners' speed doubles -- the largest cut is what to buy)\n");
 }
 
 static void plan_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
@@ -613,6 +762,12 @@ static void plan_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *c
         json_t *j = row_json(&w);
         json_object_set_new(j, "rollout_nodes", json_integer(rows[i].rollout_nodes));
         json_object_set_new(j, "gbps", json_real(rows[i].gbps));
+        if (rows[i].has_sensitivity)
+            json_object_set_new(j, "latency_change_s",
+                                json_pack("{s:f,s:f,s:f}", "double_bandwidth",
+                                          rows[i].d.bandwidth_s, "double_rollout_speed",
+                                          rows[i].d.rollout_s, "double_owner_speed",
+                                          rows[i].d.owner_s));
         json_array_append_new(arr, j);
     }
     json_t *j =
@@ -693,14 +848,14 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
     o->mode = "X";
     o->testbed = "paper";
     p.nodes = "2,4,8,16,32";
-    p.gbps = "3.405,10";
+    p.gbps = "3.846,10";
     dcr_cli_scenario_init(&o->sc, "nemotron-3-nano-30b-a3b", 1, 0);
-    enum { NOWN = 8 };
+    enum { NOWN = 9 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_STRING, &p.nodes, 0, 0,
          "rollout node counts, comma separated (default 2,4,8,16,32)", false},
         {"--gbps", DCR_ARG_STRING, &p.gbps, 0, 0,
-         "cross-cluster Gbps per node and per flow, comma separated (default 3.405 (the testbed's "
+         "cross-cluster Gbps per node and per flow, comma separated (default 3.846 (the testbed's "
          "fitted rate),10)",
          false},
         {"--change-rate", DCR_ARG_STRING, &o->rates, 0, 0,
@@ -714,6 +869,8 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
         {"--out", DCR_ARG_STRING, &p.out, 0, 0,
          "also -o DIR: write plan.png, plan.svg (gnuplot) and their data there", false},
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object with rows", false},
+        {"--no-sensitivity", DCR_ARG_FLAG, &p.no_sensitivity, 0, 0,
+         "skip the three what-if refits per row (2x bandwidth, rollout, owner speed)", false},
     };
     dcr_cli_scenario_args(&o->sc, args + NOWN);
     o->args = args;
@@ -744,7 +901,7 @@ int dcr_cmd_sim(int argc, char **argv)
     o.rates = "0.03";
     o.mode = "X";
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
-    enum { NOWN = 33 };
+    enum { NOWN = 35 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.rollout_nodes, 1, 4096,
          "rollout nodes (default 1; testbed 8)", false},
@@ -772,7 +929,8 @@ int dcr_cmd_sim(int argc, char **argv)
          "write the generated platform XML and exit", false},
         {"--testbed", DCR_ARG_STRING, &o.testbed, 0, 0,
          "paper: the seed's testbed with its fitted calibration; without --model its five sizes x "
-         "3%,5% x both transports beside the seed's figures",
+         "3%,5% x both transports beside the seed's figures; nemo-rl: NeMo-RL's published "
+         "cluster (guesses stated) beside its 247.2 GB refits",
          false},
         {"--validate", DCR_ARG_FLAG, &o.validate, 0, 0,
          "run the built-in dcr bench cases and compare (minutes)", false},
@@ -796,6 +954,10 @@ int dcr_cmd_sim(int argc, char **argv)
          "delay before a listing sees a new object", false},
         {"--store-put-ms", DCR_ARG_DOUBLE, &o.store_put, 0, 1e5,
          "owner-side cost of one PUT after its bytes", false},
+        {"--relay-gbps", DCR_ARG_DOUBLE, &o.relay_gbps, 0, 1e6,
+         "relay root's ingress over all owners' streams (0: only its node link)", false},
+        {"--startup-ms", DCR_ARG_DOUBLE, &o.startup_ms, 0, 1e7,
+         "time from t0 until senders can submit (default 0)", false},
         {"--store-flows", DCR_ARG_INT, &o.store_flows, 1, 64,
          "concurrent downloads per rollout node (default 8)", false},
         {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},

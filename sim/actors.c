@@ -44,6 +44,7 @@
 
 typedef struct dcr__q {
     int cap, head, count;
+    int max; /* the most it ever held */
     int *v;
     sg_sem_t items, slots;
 } dcr__q_t;
@@ -51,7 +52,7 @@ typedef struct dcr__q {
 static int dcr__q_init(dcr__q_t *q, int cap)
 {
     q->cap = cap;
-    q->head = q->count = 0;
+    q->head = q->count = q->max = 0;
     q->v = malloc((size_t)cap * sizeof(int));
     q->items = sg_sem_init(0);
     q->slots = sg_sem_init(cap);
@@ -63,6 +64,7 @@ static void dcr__q_push(dcr__q_t *q, int x)
     sg_sem_acquire(q->slots);
     q->v[(q->head + q->count) % q->cap] = x;
     q->count++;
+    if (q->count > q->max) q->max = q->count;
     sg_sem_release(q->items);
 }
 
@@ -91,6 +93,10 @@ typedef struct dcr__node {
     sg_sem_t seen_items, slots;
     int claimed;
     double last_apply;
+    /* Union of the times with a payload arriving (downloads or hops in):
+     * active transfers, when the current busy span began, and its total. */
+    int arriving;
+    double arriving_since, receive_s;
 } dcr__node_t;
 
 typedef struct dcr__sim {
@@ -178,6 +184,15 @@ static dcr__actor_arg_t dcr__self_arg(void)
     return a;
 }
 
+/* Moves `bytes` from `from` into rollout node nd, counting the node's
+ * receive span (overlapping transfers once). */
+static void dcr__move_in(dcr__node_t *nd, sg_host_t from, double bytes)
+{
+    if (nd->arriving++ == 0) nd->arriving_since = dcr__now();
+    dcr__move(from, nd->host, bytes);
+    if (--nd->arriving == 0) nd->receive_s += dcr__now() - nd->arriving_since;
+}
+
 /* ---- receivers ------------------------------------------------------------------- */
 
 /* What a node's receivers spend on one payload: in-process they apply it
@@ -248,7 +263,7 @@ static void dcr__fetcher(int argc, char **argv)
         int p = nd->seen[i];
         if (nd->visible[i] > dcr__now()) sg_actor_sleep_until(nd->visible[i]);
         double bytes = (double)S->w->payloads[p].bytes;
-        dcr__move(S->store, nd->host, bytes);
+        dcr__move_in(nd, S->store, bytes);
         S->cross_bytes += (int64_t)bytes;
         dcr__q_push(&nd->ready, p);
     }
@@ -275,7 +290,7 @@ static void dcr__relay_hop(const dcr__sim_t *S, int node, double bytes)
 static void dcr__relay_send(dcr__sim_t *S, int owner, int p)
 {
     double bytes = (double)S->w->payloads[p].bytes;
-    dcr__move(S->owner_host[owner], S->node[0].host, bytes + DCR__RELAY_FRAME_HDR);
+    dcr__move_in(&S->node[0], S->owner_host[owner], bytes + DCR__RELAY_FRAME_HDR);
     dcr__relay_hop(S, 0, bytes);
     S->cross_bytes += (int64_t)bytes;
     dcr__relay_take(S, 0, p);
@@ -290,8 +305,8 @@ static void dcr__forwarder(int argc, char **argv)
     int child = parent->kid[a.b];
     for (int k = 0; k < S->total; k++) {
         int p = dcr__q_pop(&parent->kidq[a.b]);
-        dcr__move(parent->host, S->node[child].host,
-                  (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
+        dcr__move_in(&S->node[child], parent->host,
+                     (double)S->w->payloads[p].bytes + DCR__RELAY_FRAME_HDR);
         dcr__relay_hop(S, child, (double)S->w->payloads[p].bytes);
         dcr__relay_take(S, child, p);
     }
@@ -303,6 +318,7 @@ static void dcr__sender(int argc, char **argv)
 {
     dcr__sim_t *S = &dcr__S;
     int o = dcr__self_arg().a;
+    dcr__sleep(S->c->startup_ms / 1e3);
     for (;;) {
         int p = dcr__q_pop(&S->sendq[o]);
         if (p < 0) break;
@@ -431,13 +447,20 @@ static dcr_status_t dcr__hosts(dcr__sim_t *S)
     return DCR_OK;
 }
 
+/* Relay: payloads a node stages for its receivers; object store: its
+ * prefetch slots. */
+static int dcr__staging_cap(const dcr__sim_t *S)
+{
+    return S->relay && S->c->staging_payloads > 0 ? S->c->staging_payloads : S->c->queue_payloads;
+}
+
 static dcr_status_t dcr__node_init(dcr__sim_t *S, int n)
 {
     dcr__node_t *nd = &S->node[n];
     int q = S->c->queue_payloads;
     /* Object store: prefetch slots bound what sits in the ready queue, so the
      * queue itself never blocks; relay: the ready queue is the bound. */
-    if (dcr__q_init(&nd->ready, S->relay ? q : S->total + 1))
+    if (dcr__q_init(&nd->ready, S->relay ? dcr__staging_cap(S) : S->total + 1))
         return dcr_error_set(DCR_ENOMEM, "sim: queues");
     nd->slots = sg_sem_init(q);
     nd->seen = malloc(((size_t)S->total + 1) * sizeof(int));
@@ -549,6 +572,16 @@ static void dcr__bounds(dcr__sim_t *S)
         if (S->transport_s[o] > S->out->transport_lb_s) S->out->transport_lb_s = S->transport_s[o];
     }
     S->out->cross_bytes = S->cross_bytes;
+    /* The staging queue: payloads a node holds for its receivers. On the
+     * relay tree its capacity is staging_payloads (else the hop queue);
+     * the object store's is its prefetch slots (the ready queue itself
+     * never blocks there). */
+    for (int n = 0; n < S->nodes; n++) {
+        if (S->node[n].ready.max > S->out->staging_max) S->out->staging_max = S->node[n].ready.max;
+        if (S->node[n].receive_s > S->out->receive_lb_s)
+            S->out->receive_lb_s = S->node[n].receive_s;
+    }
+    S->out->staging_cap = dcr__staging_cap(S);
 }
 
 dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,

@@ -48,6 +48,67 @@ static const dcr__cal_field_t dcr__cal_scalars[] = {
 };
 #define DCR__CAL_NSCALARS (sizeof(dcr__cal_scalars) / sizeof(dcr__cal_scalars[0]))
 
+const char *const dcr_sim_rollout_keys[DCR_SIM_ROLLOUT_NKEYS] = {
+    "decode_s_per_byte",     "decode_s_per_payload", "apply_s_per_record",  "apply_s_per_item",
+    "apply_s_per_full_byte", "relay_hop_s",          "relay_hop_s_per_byte"};
+
+/* Bit of a rollout figure in rollout_measured, or -1 for an owner-side one. */
+static int dcr__rollout_bit(const char *key)
+{
+    for (int i = 0; i < DCR_SIM_ROLLOUT_NKEYS; i++)
+        if (!strcmp(dcr_sim_rollout_keys[i], key)) return i;
+    return -1;
+}
+
+/* clang-format off */
+#define DCR__GPU(name) {#name, offsetof(dcr_sim_rollout_gpu_t, name)}
+/* clang-format on */
+static const dcr__cal_field_t dcr__gpu_fields[] = {
+    DCR__GPU(zstd_gbps_per_core), DCR__GPU(digest_gbps_per_core),
+    DCR__GPU(expansion),          DCR__GPU(cores_per_receiver),
+    DCR__GPU(h2d_gbps),           DCR__GPU(h2d_bytes_per_record),
+    DCR__GPU(hbm_gbps),           DCR__GPU(rmw_bytes_per_record),
+    DCR__GPU(loader_s_per_item),  DCR__GPU(payload_s),
+    DCR__GPU(relay_hop_s),        DCR__GPU(relay_gbps_per_core),
+};
+#define DCR__NGPU (sizeof(dcr__gpu_fields) / sizeof(dcr__gpu_fields[0]))
+
+static double *dcr__gpu_field(dcr_sim_rollout_gpu_t *g, size_t i)
+{
+    return (double *)((char *)g + dcr__gpu_fields[i].offset);
+}
+
+dcr_status_t dcr_sim_rollout_gpu_costs(const dcr_sim_rollout_gpu_t *g, dcr_sim_calibration_t *cal)
+{
+    dcr_sim_rollout_gpu_t c = *g;
+    for (size_t i = 0; i < DCR__NGPU; i++) {
+        double v = *dcr__gpu_field(&c, i);
+        if (!(isfinite(v) && v > 0))
+            return dcr_error_set(DCR_EINVAL, "calibration: rollout_gpu.%s is %g, expected > 0",
+                                 dcr__gpu_fields[i].key, v);
+    }
+    const double G = 1e9;
+    double derived[DCR_SIM_ROLLOUT_NKEYS] = {
+        (1 / (c.digest_gbps_per_core * G) + c.expansion / (c.zstd_gbps_per_core * G)) /
+            c.cores_per_receiver,
+        c.payload_s,
+        c.h2d_bytes_per_record / (c.h2d_gbps * G) + c.rmw_bytes_per_record / (c.hbm_gbps * G),
+        c.loader_s_per_item,
+        2 / (c.hbm_gbps * G),
+        c.relay_hop_s,
+        1 / (c.relay_gbps_per_core * G),
+    };
+    double *dst[DCR_SIM_ROLLOUT_NKEYS] = {&cal->decode_s_per_byte,     &cal->decode_s_per_payload,
+                                          &cal->apply_s_per_record,    &cal->apply_s_per_item,
+                                          &cal->apply_s_per_full_byte, &cal->relay_hop_s,
+                                          &cal->relay_hop_s_per_byte};
+    for (int i = 0; i < DCR_SIM_ROLLOUT_NKEYS; i++)
+        if (!(cal->rollout_measured & (1u << i))) *dst[i] = derived[i];
+    cal->has_rollout_gpu = true;
+    cal->rollout_gpu = c;
+    return DCR_OK;
+}
+
 /* clang-format off */
 #define DCR__CAL_POINT(name) {#name, offsetof(dcr_sim_cal_point_t, name)}
 /* clang-format on */
@@ -345,12 +406,51 @@ static dcr_status_t dcr__cal_parse_provenance(json_t *arr, const char *origin,
     return DCR_OK;
 }
 
+/* "rollout_gpu" (every key) and "rollout_measured" (rollout figures that
+ * replace derived ones). Sets has_rollout_gpu when present. */
+static dcr_status_t dcr__cal_parse_gpu(json_t *root, const char *origin, dcr_sim_calibration_t *cal)
+{
+    json_t *gpu = json_object_get(root, "rollout_gpu");
+    json_t *meas = json_object_get(root, "rollout_measured");
+    if (!gpu && !meas) return DCR_OK;
+    if (!json_is_object(gpu))
+        return dcr_error_set(DCR_EPARSE, "%s: \"rollout_gpu\" must be an object%s", origin,
+                             gpu ? "" : " (rollout_measured replaces its derived figures)");
+    char where[600];
+    snprintf(where, sizeof(where), "%s: rollout_gpu", origin);
+    DCR_CHECK(dcr__cal_known_keys(gpu, where, dcr__gpu_fields, DCR__NGPU, NULL));
+    dcr_sim_rollout_gpu_t g;
+    for (size_t i = 0; i < DCR__NGPU; i++)
+        DCR_CHECK(dcr__cal_number(gpu, dcr__gpu_fields[i].key, where, dcr__gpu_field(&g, i)));
+    if (meas && !json_is_object(meas))
+        return dcr_error_set(DCR_EPARSE, "%s: \"rollout_measured\" must be an object", origin);
+    const char *key;
+    json_t *v;
+    json_object_foreach(meas, key, v)
+    {
+        int bit = dcr__rollout_bit(key);
+        if (bit < 0 || !json_is_number(v))
+            return dcr_error_set(DCR_EPARSE,
+                                 "%s: rollout_measured.%s: expected a number for one of the "
+                                 "rollout figures (decode_s_per_byte ... relay_hop_s_per_byte)",
+                                 origin, key);
+        for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
+            if (!strcmp(dcr__cal_scalars[i].key, key))
+                *dcr__cal_scalar(cal, i) = json_number_value(v);
+        cal->rollout_measured |= 1u << bit;
+    }
+    dcr_status_t st = dcr_sim_rollout_gpu_costs(&g, cal);
+    if (st != DCR_OK) dcr_error_prefix("%s: ", origin);
+    return st == DCR_OK ? DCR_OK : DCR_EPARSE;
+}
+
 static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin,
                                         dcr_sim_calibration_t *cal)
 {
-    static const char *const extra[] = {"format",  "version",         "machine",
-                                        "points",  "payload_factors", "cores",
-                                        "cluster", "provenance",      NULL};
+    static const char *const extra[] = {
+        "format", "version", "machine",    "points",      "payload_factors",
+        "cores",  "cluster", "provenance", "rollout_gpu", "rollout_measured",
+        NULL};
     if (!json_is_object(root))
         return dcr_error_set(DCR_EPARSE, "%s: expected a JSON object", origin);
     DCR_CHECK(dcr__cal_known_keys(root, origin, dcr__cal_scalars, DCR__CAL_NSCALARS, extra));
@@ -359,8 +459,19 @@ static dcr_status_t dcr__cal_parse_root(json_t *root, const char *origin,
     DCR_CHECK(dcr__cal_parse_sizes(json_object_get(root, "payload_factors"), origin, cal));
     DCR_CHECK(dcr__cal_parse_cluster(json_object_get(root, "cluster"), origin, cal));
     DCR_CHECK(dcr__cal_parse_provenance(json_object_get(root, "provenance"), origin, cal));
-    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
-        DCR_CHECK(dcr__cal_number(root, dcr__cal_scalars[i].key, origin, dcr__cal_scalar(cal, i)));
+    DCR_CHECK(dcr__cal_parse_gpu(root, origin, cal));
+    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++) {
+        const char *key = dcr__cal_scalars[i].key;
+        if (cal->has_rollout_gpu && dcr__rollout_bit(key) >= 0) {
+            if (json_object_get(root, key))
+                return dcr_error_set(DCR_EPARSE,
+                                     "%s: \"%s\" is derived from rollout_gpu; a measured value "
+                                     "goes in rollout_measured",
+                                     origin, key);
+            continue;
+        }
+        DCR_CHECK(dcr__cal_number(root, key, origin, dcr__cal_scalar(cal, i)));
+    }
     dcr_status_t st = dcr_sim_cal_validate(cal);
     if (st != DCR_OK) dcr_error_prefix("%s: ", origin);
     return st;
@@ -435,8 +546,25 @@ char *dcr_sim_cal_to_json(const dcr_sim_calibration_t *cal)
         json_array_append_new(sizes, json_pack("{s:f,s:f}", "bytes", cal->sizes[i].bytes, "factor",
                                                cal->sizes[i].factor));
     json_object_set_new(root, "payload_factors", sizes);
-    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
-        json_object_set_new(root, dcr__cal_scalars[i].key, json_real(dcr__cal_scalar_get(cal, i)));
+    json_t *meas = json_object();
+    for (size_t i = 0; i < DCR__CAL_NSCALARS; i++) {
+        int bit = dcr__rollout_bit(dcr__cal_scalars[i].key);
+        json_t *to = root;
+        if (cal->has_rollout_gpu && bit >= 0) {
+            if (!(cal->rollout_measured & (1u << bit))) continue; /* derived on load */
+            to = meas;
+        }
+        json_object_set_new(to, dcr__cal_scalars[i].key, json_real(dcr__cal_scalar_get(cal, i)));
+    }
+    if (cal->has_rollout_gpu) {
+        json_t *gpu = json_object();
+        dcr_sim_rollout_gpu_t g = cal->rollout_gpu;
+        for (size_t i = 0; i < DCR__NGPU; i++)
+            json_object_set_new(gpu, dcr__gpu_fields[i].key, json_real(*dcr__gpu_field(&g, i)));
+        json_object_set_new(root, "rollout_gpu", gpu);
+        if (json_object_size(meas) > 0) json_object_set(root, "rollout_measured", meas);
+    }
+    json_decref(meas);
     if (cal->ncluster > 0) {
         json_t *cluster = json_object();
         for (int i = 0; i < cal->ncluster; i++)

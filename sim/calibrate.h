@@ -21,7 +21,12 @@
  *     "cores": 2,
  *     "cluster": {"cross_gbps": 2.9, ...},                             (optional)
  *     "provenance": ["free text: which measurement or seed figure fixed what", ...]  (optional)
+ *     "rollout_gpu": {"zstd_gbps_per_core": ..., ...},     (optional; see dcr_sim_rollout_gpu_t)
+ *     "rollout_measured": {"decode_s_per_byte": ..., ...}  (optional, with rollout_gpu)
  *   }
+ * With "rollout_gpu" the seven rollout figures (decode_s_per_byte ...
+ * relay_hop_s_per_byte) are derived from it and may not appear at the top
+ * level; measured ones go in "rollout_measured".
  * "cluster" holds figures of a cluster that were fitted together with the
  * stage costs (for example the seed's testbed: effective per-node rates and
  * per-request latency of its object store); keys are the fields of
@@ -71,8 +76,39 @@ typedef struct dcr_sim_cal_cluster_value {
     double value;
 } dcr_sim_cal_cluster_value_t;
 
+/* Rollout-side costs of GPU receivers from first principles ("rollout_gpu"
+ * in the JSON, every key required, each > 0): what a node's host cores,
+ * its PCIe link and the GPU's memory can do, each figure with its source
+ * in the calibration's provenance. dcr_sim_rollout_gpu_costs turns them
+ * into the receiver and relay figures of a calibration. Measured GPU costs
+ * (`dcr calibrate --device cuda`) go in "rollout_measured" instead: an
+ * object holding any of the seven rollout figures, which replace the
+ * derived ones key by key. */
+typedef struct dcr_sim_rollout_gpu {
+    double zstd_gbps_per_core;   /* zstd decode, decompressed GB/s (1e9 B/s) per host core */
+    double digest_gbps_per_core; /* BLAKE2b over the compressed payload, GB/s per core */
+    double expansion;            /* decompressed bytes per compressed payload byte */
+    double cores_per_receiver;   /* host cores decoding for one GPU receiver */
+    double h2d_gbps;             /* pinned host-to-device copy, GB/s */
+    double h2d_bytes_per_record; /* bytes copied to the GPU per record (position, value) */
+    double hbm_gbps;             /* the GPU's memory bandwidth, GB/s */
+    double rmw_bytes_per_record; /* HBM bytes a scattered record reads and writes (sectors) */
+    double loader_s_per_item;    /* loader dispatch, lookup and kernel launches per item */
+    double payload_s;            /* fixed per payload: header, zstd context, stream sync */
+    double relay_hop_s;          /* relay: fixed host work of one hop (frame, queue, ack) */
+    double relay_gbps_per_core;  /* relay: per-byte host work of one hop (digest, copy), GB/s */
+} dcr_sim_rollout_gpu_t;
+
+/* Rollout figures a calibration can hold in "rollout_measured" (bit i of
+ * dcr_sim_calibration_t.rollout_measured is key i of this list). */
+#define DCR_SIM_ROLLOUT_NKEYS 7
+extern const char *const dcr_sim_rollout_keys[DCR_SIM_ROLLOUT_NKEYS];
+
 typedef struct dcr_sim_calibration {
     char machine[128];
+    bool has_rollout_gpu; /* rollout figures derived from rollout_gpu */
+    dcr_sim_rollout_gpu_t rollout_gpu;
+    unsigned rollout_measured; /* rollout figures that measurements replaced (bits) */
     int ncluster;
     dcr_sim_cal_cluster_value_t cluster[DCR_SIM_CAL_NOTES_MAX];
     int nprovenance;
@@ -97,6 +133,18 @@ typedef struct dcr_sim_calibration {
     double relay_hop_s_per_byte; /* relay: the same, per payload byte */
     int cores;                   /* cores of the machine that was measured */
 } dcr_sim_calibration_t;
+
+/* Sets the seven rollout figures of cal from first principles:
+ *   decode_s_per_byte    = (1/digest + expansion/zstd) / cores_per_receiver
+ *   decode_s_per_payload = payload_s
+ *   apply_s_per_record   = h2d_bytes_per_record/h2d + rmw_bytes_per_record/hbm
+ *   apply_s_per_item     = loader_s_per_item
+ *   apply_s_per_full_byte= 2/hbm (a full scratch pass reads and writes each byte)
+ *   relay_hop_s          = relay_hop_s, relay_hop_s_per_byte = 1/relay_gbps_per_core
+ * (rates in bytes per second), except those whose bit is set in
+ * cal->rollout_measured. DCR_EINVAL with one line when a figure is not
+ * finite and > 0. */
+dcr_status_t dcr_sim_rollout_gpu_costs(const dcr_sim_rollout_gpu_t *g, dcr_sim_calibration_t *cal);
 
 /* Rate-dependent figures at `rate`, interpolated. */
 dcr_sim_cal_point_t dcr_sim_cal_at(const dcr_sim_calibration_t *cal, double rate);

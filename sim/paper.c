@@ -4,6 +4,7 @@
  * stand-in checkpoints against the published bytes. */
 #include "sim/paper.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,21 @@ const dcr_sim_paper_size_t *dcr_sim_paper_size_of(const char *model)
     for (int i = 0; model && i < DCR_SIM_PAPER_NSIZES; i++)
         if (!strcmp(dcr__paper_sizes[i].model, model)) return &dcr__paper_sizes[i];
     return NULL;
+}
+
+double dcr_sim_nemo_rl_latency(const char *transport, double rate)
+{
+    static const struct {
+        const char *transport;
+        double rate, latency_s;
+    } figs[] = {{"objstore", 0.03, 20.234},
+                {"objstore", 0.05, 25.790},
+                {"relay", 0.03, 24.095},
+                {"relay", 0.05, 33.776}};
+    for (size_t i = 0; transport && i < sizeof(figs) / sizeof(figs[0]); i++)
+        if (!strcmp(figs[i].transport, transport) && fabs(figs[i].rate - rate) < 1e-9)
+            return figs[i].latency_s;
+    return 0;
 }
 
 bool dcr_sim_paper_in_range(double v, double lo, double hi)

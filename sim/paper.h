@@ -44,9 +44,18 @@ const dcr_sim_paper_size_t *dcr_sim_paper_size_of(const char *model);
 #define DCR_SIM_PAPER_CONSTRUCT_LB_HI 0.45
 #define DCR_SIM_PAPER_FINALIZE_LO_S   0.2
 #define DCR_SIM_PAPER_FINALIZE_HI_S   1.7
+#define DCR_SIM_PAPER_GAP_LO_S        1.8 /* latency above the larger bound + finalization */
+#define DCR_SIM_PAPER_GAP_HI_S        9.2
 #define DCR_SIM_PAPER_120B_PAYLOAD_LO 0.024 /* payload / checkpoint bytes at 120B */
 #define DCR_SIM_PAPER_120B_PAYLOAD_HI 0.038
 #define DCR_SIM_PAPER_120B_PAYLOADS   482 /* payloads across 32 owners at 120B */
+
+/* NeMo-RL's published refits of a 247.2 GB checkpoint (the seed's 120B
+ * size) in docs/design-docs/sparse-delta-refit.md: S3 20.234 s at 3% and
+ * 25.790 s at 5%, its ZeroMQ relay tree 24.095 s and 33.776 s. The
+ * latency for a transport ("objstore" or "relay") and rate, 0 where none. */
+#define DCR_SIM_NEMO_RL_MODEL "paper-120b-hybrid"
+double dcr_sim_nemo_rl_latency(const char *transport, double rate);
 
 /* The fitted calibration of the seed's testbed: $DCR_SIM_CALIBRATIONS_DIR
  * if set, else sim/calibrations of this source tree, then

@@ -22,13 +22,49 @@ static dcr_status_t dcr__plan_check(const dcr_sim_plan_t *plan)
     return DCR_OK;
 }
 
+/* Latency of spec on w with the workload scaled by (owner, rollout), then restored. */
+static dcr_status_t dcr__scaled_latency(const dcr_sim_spec_t *spec, dcr_sim_workload_t *w,
+                                        double owner, double rollout, double *lat_p)
+{
+    dcr_sim_result_t r;
+    DCR_CHECK(dcr_sim_workload_scale(w, owner, rollout));
+    dcr_status_t st = dcr_sim_run_workload(spec, w, &r);
+    DCR_CHECK(dcr_sim_workload_scale(w, 1 / owner, 1 / rollout));
+    DCR_CHECK(st);
+    *lat_p = r.latency_s;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_sim_sensitivity(const dcr_sim_spec_t *spec, dcr_sim_workload_t *w,
+                                 double base_latency_s, dcr_sim_sensitivity_t *out_p)
+{
+    dcr_sim_spec_t s = *spec;
+    s.no_reference = true;
+    dcr_sim_spec_t fast = s;
+    fast.cluster.cross_gbps *= 2;
+    fast.cluster.flow_gbps *= 2;
+    fast.cluster.relay_gbps *= 2;
+    double bw, rollout, owner;
+    DCR_CHECK(dcr__scaled_latency(&fast, w, 1, 1, &bw));
+    DCR_CHECK(dcr__scaled_latency(&s, w, 1, 0.5, &rollout));
+    DCR_CHECK(dcr__scaled_latency(&s, w, 0.5, 1, &owner));
+    out_p->bandwidth_s = bw - base_latency_s;
+    out_p->rollout_s = rollout - base_latency_s;
+    out_p->owner_s = owner - base_latency_s;
+    return DCR_OK;
+}
+
 /* Every link rate of one workload (transport, change rate, node count). */
-static dcr_status_t dcr__plan_links(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+static dcr_status_t dcr__plan_links(const dcr_sim_spec_t *spec, dcr_sim_workload_t *w,
                                     const dcr_sim_plan_t *plan, int t, int r, int k,
                                     dcr_sim_plan_row_t *rows)
 {
     for (int g = 0; g < plan->ngbps; g++) {
         dcr_sim_spec_t s = *spec;
+        /* A fitted relay-root ingress is a fraction of the node rate it was
+         * fitted with; it keeps that fraction at every rate of the grid. */
+        if (s.cluster.relay_gbps > 0 && s.cluster.cross_gbps > 0)
+            s.cluster.relay_gbps *= plan->gbps[g] / s.cluster.cross_gbps;
         s.cluster.cross_gbps = s.cluster.flow_gbps = plan->gbps[g];
         int at = ((t * plan->nrates + r) * plan->ngbps + g) * plan->nnodes + k;
         dcr_sim_plan_row_t *row = &rows[at];
@@ -38,6 +74,9 @@ static dcr_status_t dcr__plan_links(const dcr_sim_spec_t *spec, const dcr_sim_wo
         row->rate = plan->rates[r];
         row->transport = plan->transports[t];
         DCR_CHECK(dcr_sim_run_workload(&s, w, &row->r));
+        if (!plan->sensitivity) continue;
+        DCR_CHECK(dcr_sim_sensitivity(&s, w, row->r.latency_s, &row->d));
+        row->has_sensitivity = true;
     }
     return DCR_OK;
 }

@@ -84,6 +84,9 @@ static void dcr__links(const dcr_sim_cluster_t *c, FILE *out)
      * per-flow cap, not a shared pipe. */
     dcr__link(out, "xflow", c->flow_gbps, c->latency_ms, "FATPIPE");
     dcr__link(out, "store", c->store_gbps, c->store_latency_ms, NULL);
+    /* Only owners' streams to the relay root cross it; the reference's
+     * downloads to node 0 do not. */
+    dcr__link(out, "relay-in", c->relay_gbps, 0, NULL);
     dcr__link(out, "nvlink", 0, 0, "FATPIPE");
 }
 
@@ -94,9 +97,9 @@ static void dcr__cross_routes(const dcr_sim_cluster_t *c, FILE *out)
         snprintf(tx, sizeof(tx), "tx-%d", n);
         for (int g = 0; g < c->train_gpus; g++) {
             dcr_sim_host_train(t, sizeof(t), n, g);
-            const char *up[] = {tx, "xflow", "store"}, *root[] = {tx, "xflow", rx0};
+            const char *up[] = {tx, "xflow", "store"}, *root[] = {tx, "xflow", rx0, "relay-in"};
             dcr__route(out, t, "store", up, 3);
-            dcr__route(out, t, "rollout-0", root, 3);
+            dcr__route(out, t, "rollout-0", root, 4);
         }
     }
     for (int i = 0; i < c->rollout_nodes; i++) {

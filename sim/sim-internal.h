@@ -11,6 +11,8 @@ typedef struct dcr__sim_out {
     double construction_end_s, apply_end_s;
     double reference_s;
     int64_t cross_bytes;
+    int staging_max, staging_cap;
+    double receive_lb_s;
 } dcr__sim_out_t;
 
 /* Simulates the refit of workload w on the platform file `platform`. Must

@@ -65,6 +65,29 @@ dcr_sim_cluster_t dcr_sim_cluster_testbed(void)
     c.store_list_ms = 20;
     c.ref_object_mib = 64;
     c.store_flows = 2; /* a stated assumption of the paper calibration (paper-testbed.json) */
+    /* The seed's receivers hold 32 resident groups of at most 8 decoded
+     * payloads plus one group under assembly: 264 payload slots. */
+    c.staging_payloads = 264;
+    return c;
+}
+
+dcr_sim_cluster_t dcr_sim_cluster_nemo_rl(void)
+{
+    dcr_sim_cluster_t c = dcr_sim_cluster_testbed();
+    /* Stated by the document: 32 producers (8 x 4 is a guess of the split),
+     * a balanced binary tree, 32 batches of 8 payloads plus the partial
+     * one per receiver, 64 MiB multipart parts. */
+    c.fanout = 2;
+    c.staging_payloads = 264;
+    c.ref_object_mib = 64;
+    /* Guesses: the S3 client's 10 Gbps throughput target as each node's
+     * rate and per-flow cap; rollout nodes as the seed's (8 x 8 H100);
+     * 30 ms one way, 20 ms per S3 request and listing; 8 downloads per
+     * node; no extra relay-root cap, no startup. */
+    c.cross_gbps = c.flow_gbps = 10;
+    c.store_flows = 8;
+    c.relay_gbps = 0;
+    c.startup_ms = 0;
     return c;
 }
 
@@ -93,18 +116,22 @@ dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c)
     DCR_CHECK(dcr__check_count("fanout", c->fanout, 64));
     DCR_CHECK(dcr__check_count("queue_payloads", c->queue_payloads, 1 << 20));
     DCR_CHECK(dcr__check_count("owner_queue", c->owner_queue, 1 << 20));
+    if (c->staging_payloads < 0 || c->staging_payloads > (1 << 20))
+        return dcr_error_set(DCR_EINVAL, "sim cluster: staging_payloads is %d, expected 0..%d",
+                             c->staging_payloads, 1 << 20);
     if (c->shared_cores < 0 || c->shared_cores > 4096)
         return dcr_error_set(DCR_EINVAL, "sim cluster: shared_cores is %d, expected 0..4096",
                              c->shared_cores);
     const struct {
         const char *name;
         double v;
-    } rates[] = {{"cross_gbps", c->cross_gbps},        {"flow_gbps", c->flow_gbps},
-                 {"local_gbps", c->local_gbps},        {"fabric_gbps", c->fabric_gbps},
-                 {"latency_ms", c->latency_ms},        {"local_latency_ms", c->local_latency_ms},
-                 {"store_gbps", c->store_gbps},        {"store_latency_ms", c->store_latency_ms},
-                 {"store_list_ms", c->store_list_ms},  {"store_put_ms", c->store_put_ms},
-                 {"ref_object_mib", c->ref_object_mib}};
+    } rates[] = {{"cross_gbps", c->cross_gbps},         {"flow_gbps", c->flow_gbps},
+                 {"local_gbps", c->local_gbps},         {"fabric_gbps", c->fabric_gbps},
+                 {"latency_ms", c->latency_ms},         {"local_latency_ms", c->local_latency_ms},
+                 {"store_gbps", c->store_gbps},         {"store_latency_ms", c->store_latency_ms},
+                 {"store_list_ms", c->store_list_ms},   {"store_put_ms", c->store_put_ms},
+                 {"ref_object_mib", c->ref_object_mib}, {"relay_gbps", c->relay_gbps},
+                 {"startup_ms", c->startup_ms}};
     for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
         DCR_CHECK(dcr__check_rate(rates[i].name, rates[i].v));
     if (c->ref_object_mib <= 0)
@@ -129,6 +156,7 @@ static const dcr__cluster_field_t dcr__cluster_fields[] = {
     DCR__CD(store_gbps),   DCR__CD(store_latency_ms), DCR__CD(store_list_ms),
     DCR__CD(store_put_ms), DCR__CD(ref_object_mib),   DCR__CI(store_flows),
     DCR__CI(fanout),       DCR__CI(queue_payloads),   DCR__CI(owner_queue),
+    DCR__CD(relay_gbps),   DCR__CD(startup_ms),       DCR__CI(staging_payloads),
 };
 
 dcr_status_t dcr_sim_cluster_set(dcr_sim_cluster_t *c, const char *key, double v)
@@ -330,6 +358,21 @@ static void dcr__fill(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
     r->items = w->items;
     r->owners = w->world;
     r->receivers = spec->cluster.rollout_nodes * spec->cluster.rollout_gpus;
+    r->staging_max = refit->staging_max;
+    r->staging_cap = refit->staging_cap;
+    r->receive_lb_s = refit->receive_lb_s;
+}
+
+dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r)
+{
+    dcr_sim_shares_t s = {0, 0, 0, 0, 0};
+    if (!(r->latency_s > 0)) return s;
+    s.construction = r->construction_lb_s / r->latency_s;
+    s.transport = r->transport_lb_s / r->latency_s;
+    s.finalization = r->finalization_s / r->latency_s;
+    s.receive = r->receive_lb_s / r->latency_s;
+    s.gap_s = r->latency_s - fmax(r->construction_lb_s, r->transport_lb_s) - r->finalization_s;
+    return s;
 }
 
 static dcr_status_t dcr__check_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)
@@ -370,7 +413,9 @@ dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_work
     dcr__sim_out_t refit, ref;
     dcr_status_t st = dcr__platform(spec, w, &platform, &tmp);
     if (st == DCR_OK) st = dcr__fork_run(dcr__sim_refit, "refit", spec, w, platform, &refit);
-    if (st == DCR_OK) st = dcr__fork_run(dcr__sim_reference, "reference", spec, w, platform, &ref);
+    memset(&ref, 0, sizeof(ref));
+    if (st == DCR_OK && !spec->no_reference)
+        st = dcr__fork_run(dcr__sim_reference, "reference", spec, w, platform, &ref);
     if (st == DCR_OK) dcr__fill(spec, w, &refit, ref.reference_s, out_p);
     if (tmp) {
         dcr_interrupt_cleanup_remove(platform);

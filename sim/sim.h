@@ -48,10 +48,19 @@ typedef struct dcr_sim_cluster {
     double store_latency_ms; /* per request (PUT, GET), on top of latency_ms */
     double store_list_ms;    /* mean delay before a rollout node's listing sees a new object */
     double store_put_ms;     /* per PUT on the owner after its bytes moved (fsync, rename) */
-    int store_flows;         /* concurrent downloads per rollout node */
-    int fanout;              /* relay tree children per node */
-    int queue_payloads;      /* relay per-hop queue; object store prefetch per node */
-    int owner_queue;         /* finished payloads an owner may have waiting for its sender */
+    /* Effective ingress of the relay root over all owners' streams together,
+     * on top of its node link (0: only the node link). A fitted figure where
+     * the relay's TCP streams reach less than the object store's GETs.
+     * The generated platform's `relay-in` link; a --platform XML sets its own. */
+    double relay_gbps;
+    /* Time from t0 until senders can submit (connections, gates): owners
+     * construct meanwhile, and no transport interval counts it. */
+    double startup_ms;
+    int store_flows;      /* concurrent downloads per rollout node */
+    int fanout;           /* relay tree children per node */
+    int queue_payloads;   /* relay per-hop queue; object store prefetch per node */
+    int staging_payloads; /* relay: payloads a node stages for its receivers (0: queue_payloads) */
+    int owner_queue;      /* finished payloads an owner may have waiting for its sender */
     /* > 0: the in-process engine (dcr bench) on one machine with this many
      * cores: every owner and receiver computes there, a node's receivers
      * apply a payload one after another, and acknowledgments and baseline
@@ -75,6 +84,15 @@ dcr_sim_cluster_t dcr_sim_cluster_default(void);
  * across regions, S3. What the seed does not give is stated in the
  * definition (sim/sim.c) and printed by `dcr sim`. */
 dcr_sim_cluster_t dcr_sim_cluster_testbed(void);
+
+/* NeMo-RL's remote sparse refit cluster, as far as its design document
+ * (docs/design-docs/sparse-delta-refit.md in NVIDIA-NeMo/RL) states it: 32
+ * producers, S3 with 64 MiB parts and a 10 Gbps throughput target, a
+ * balanced binary relay tree, 32 x 8 + 8 staged payloads per receiver.
+ * Guesses, stated in the definition (sim/sim.c) and printed by `dcr sim
+ * --testbed nemo-rl`: the node counts, that 10 Gbps is each node's rate,
+ * latencies, downloads per node. */
+dcr_sim_cluster_t dcr_sim_cluster_nemo_rl(void);
 
 /* Checks every field (counts >= 1, rates >= 0, finite). One clear
  * DCR_EINVAL line naming the field. */
@@ -101,6 +119,7 @@ typedef struct dcr_sim_spec {
     dcr_construct_mode_t mode;
     size_t chunk_bytes;  /* 0: the seed's target for the transport */
     size_t bucket_bytes; /* 0: the seed's 512 MiB */
+    bool no_reference;   /* skip the full-checkpoint reference (reference_s, speedup 0) */
     dcr_sim_cluster_t cluster;
 } dcr_sim_spec_t;
 
@@ -122,7 +141,24 @@ typedef struct dcr_sim_result {
     int64_t raw_value_bytes; /* one value word per record, before coding */
     int64_t records, payloads, items;
     int owners, receivers;
+    /* Most payloads any rollout node held for its receivers at once, and
+     * what it may hold (queue_payloads): equal means the staging queue
+     * filled and back-pressure reached the transport. */
+    int staging_max, staging_cap;
+    /* Longest union, on one rollout node, of the times a payload was
+     * arriving (object-store downloads, relay hops in): the delivery side's
+     * bound, which the seed's transport bound (sender side) does not see. */
+    double receive_lb_s;
 } dcr_sim_result_t;
+
+/* Shares of latency the lower bounds cover, finalization's share, and the
+ * time latency exceeds the larger bound plus finalization (the seed's
+ * "startup, drain, and stage handoffs"); 0 when latency is 0. */
+typedef struct dcr_sim_shares {
+    double construction, transport, finalization, gap_s;
+    double receive; /* receive_lb_s / latency */
+} dcr_sim_shares_t;
+dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r);
 
 /* Builds the workload of `spec` with `cal` and simulates the refit and the
  * reference (two SimGrid runs, each in a forked child). SimGrid's own

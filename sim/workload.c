@@ -76,6 +76,24 @@ void dcr_sim_workload_destroy(dcr_sim_workload_t *w)
     free(w);
 }
 
+dcr_status_t dcr_sim_workload_scale(dcr_sim_workload_t *w, double owner, double rollout)
+{
+    if (!(isfinite(owner) && owner > 0 && isfinite(rollout) && rollout > 0))
+        return dcr_error_set(DCR_EINVAL, "sim workload: scale factors %g, %g, expected > 0", owner,
+                             rollout);
+    for (int r = 0; r < w->world; r++)
+        for (int i = 0; i < w->owners[r].nsteps; i++) {
+            dcr_sim_step_t *s = &w->owners[r].steps[i];
+            if (s->kind == DCR_SIM_STEP_COMPUTE || s->kind == DCR_SIM_STEP_RECV_PARTS)
+                s->seconds *= owner;
+        }
+    for (size_t i = 0; i < (size_t)w->npayloads * (size_t)w->serve_tp; i++)
+        w->apply_s[i] *= rollout;
+    w->relay_hop_s *= rollout;
+    w->relay_hop_s_per_byte *= rollout;
+    return DCR_OK;
+}
+
 /* ---- packing ------------------------------------------------------------------ */
 
 dcr_sim_costs_t dcr_sim_costs_at(const dcr_sim_calibration_t *cal, double rate)
@@ -483,7 +501,7 @@ static void dcr__decode_costs(dcr_sim_workload_t *w, const dcr_sim_calibration_t
     for (int p = 0; p < w->npayloads; p++)
         for (int k = 0; k < w->serve_tp; k++)
             w->apply_s[(size_t)p * (size_t)w->serve_tp + (size_t)k] +=
-                cal->decode_s_per_byte * (double)w->payloads[p].bytes;
+                cal->decode_s_per_byte * (double)w->payloads[p].bytes + cal->decode_s_per_payload;
 }
 
 /* The coordinator's work after the last application. In-process it

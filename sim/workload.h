@@ -164,6 +164,13 @@ dcr_status_t dcr_sim_pack_flush(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_
  * count: 1 when contiguous, larger when it skips other ranks' elements. */
 double dcr_sim_task_spread(const dcr_task_t *t);
 
+/* Multiplies every owner's compute (steps and the per-byte placement of
+ * residual parts) by `owner`, and every receiver's decode and apply and
+ * every relay hop's work by `rollout` (what-if studies: 0.5 is twice as
+ * fast). Factors must be finite and > 0; a power of two and its inverse
+ * restore the workload exactly. */
+dcr_status_t dcr_sim_workload_scale(dcr_sim_workload_t *w, double owner, double rollout);
+
 /* Appends a step to an owner. */
 dcr_status_t dcr_sim_owner_push(dcr_sim_owner_t *o, const dcr_sim_step_t *s);
 

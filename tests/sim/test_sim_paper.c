@@ -103,6 +103,27 @@ static void test_paper_calibration_file(void **state)
     assert_int_equal(dcr_sim_paper_calibration_path(small, sizeof(small)), DCR_EINVAL);
 }
 
+/* NeMo-RL's published refits as its design document gives them, and the
+ * preset's stated figures (32 producers, binary tree, 264 staged payloads,
+ * 64 MiB parts, the 10 Gbps S3 target). */
+static void test_nemo_rl_preset(void **state)
+{
+    assert_true(dcr_sim_nemo_rl_latency("objstore", 0.03) == 20.234);
+    assert_true(dcr_sim_nemo_rl_latency("objstore", 0.05) == 25.790);
+    assert_true(dcr_sim_nemo_rl_latency("relay", 0.03) == 24.095);
+    assert_true(dcr_sim_nemo_rl_latency("relay", 0.05) == 33.776);
+    assert_true(dcr_sim_nemo_rl_latency("relay", 0.01) == 0);
+    assert_true(dcr_sim_nemo_rl_latency(NULL, 0.03) == 0);
+    dcr_sim_cluster_t c = dcr_sim_cluster_nemo_rl();
+    assert_int_equal(c.train_nodes * c.train_gpus, 32);
+    assert_int_equal(c.fanout, 2);
+    assert_int_equal(c.staging_payloads, 32 * 8 + 8);
+    assert_true(c.ref_object_mib == 64 && c.cross_gbps == 10);
+    assert_int_equal(dcr_sim_cluster_validate(&c), DCR_OK);
+    /* The 247.2 GB checkpoint is the seed's 120B size. */
+    assert_true(fabs(dcr_sim_paper_size_of(DCR_SIM_NEMO_RL_MODEL)->published_bytes - 247.2e9) < 1);
+}
+
 /* ---- dcr sim plan ---------------------------------------------------------------- */
 
 static dcr_sim_spec_t plan_spec(void)
@@ -158,6 +179,7 @@ static void check_plan_rows(const dcr_sim_plan_t *p, const dcr_sim_plan_row_t *r
                 assert_true(r->gbps == p->gbps[g]);
                 assert_true(r->r.latency_s >= r->r.construction_lb_s);
                 assert_true(r->r.latency_s >= r->r.transport_lb_s);
+                assert_true(r->r.receive_lb_s > 0 && r->r.latency_s >= r->r.receive_lb_s);
                 /* The seed's V_cross: each node downloads every payload once
                  * after one upload, or the payloads cross once to the root. */
                 int64_t expect =
@@ -191,6 +213,40 @@ static void test_plan_sweep(void **state)
     free(rows);
     plan.nnodes = 0;
     assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, NULL), DCR_EINVAL);
+}
+
+/* Transport-bound settings (a slow link, fast test costs): twice the
+ * bandwidth cuts latency by at least a third on both transports, as the
+ * seed's traffic formulas imply when transfer time dominates; twice the
+ * rollout or owner speed never slows a refit by more than noise of the
+ * discrete pipeline (1%), and moves it far less than the bandwidth does. */
+static void test_plan_sensitivity(void **state)
+{
+    dcr_sim_spec_t spec = plan_spec();
+    dcr_sim_calibration_t cal = test_cal();
+    dcr_sim_plan_t plan = small_plan();
+    plan.nnodes = 1;
+    plan.rollout_nodes[0] = 2;
+    plan.ngbps = 1;
+    plan.gbps[0] = 0.02;
+    plan.sensitivity = true;
+    dcr_sim_plan_row_t rows[2];
+    assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, rows), DCR_OK);
+    for (int t = 0; t < 2; t++) {
+        const dcr_sim_plan_row_t *r = &rows[t];
+        dcr_sim_shares_t sh = dcr_sim_result_shares(&r->r);
+        print_message("%s: %.3f s, transport %.0f%%; 2x bandwidth %+.3f s, rollout %+.3f s, "
+                      "owner %+.3f s\n",
+                      r->transport, r->r.latency_s, 100 * sh.transport, r->d.bandwidth_s,
+                      r->d.rollout_s, r->d.owner_s);
+        assert_true(r->has_sensitivity);
+        /* Transport-bound: the busiest rollout node receives most of the time. */
+        assert_true(sh.receive > 0.5 && sh.receive <= 1);
+        assert_true(r->d.bandwidth_s <= -r->r.latency_s / 3);
+        assert_true(r->d.rollout_s <= 0.01 * r->r.latency_s);
+        assert_true(r->d.owner_s <= 0.01 * r->r.latency_s);
+        assert_true(r->d.rollout_s > r->d.bandwidth_s && r->d.owner_s > r->d.bandwidth_s);
+    }
 }
 
 static int count_lines_with(const char *path, const char *what)
@@ -265,7 +321,9 @@ int main(void)
         cmocka_unit_test(test_sizes_match_published_bytes),
         cmocka_unit_test(test_ultra_stand_in_shape),
         cmocka_unit_test(test_paper_calibration_file),
+        cmocka_unit_test(test_nemo_rl_preset),
         cmocka_unit_test(test_plan_sweep),
+        cmocka_unit_test(test_plan_sensitivity),
         cmocka_unit_test(test_plan_figure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
