@@ -158,19 +158,19 @@ netem_args() { # LATENCY_MS [extra netem args]
 # bench) but receives with the same latency. Filter priorities: 1 loss
 # (fault netem), 100..264 partitions (host_pref), 500 the local class.
 shape_host() {
-    local h=$1 ns port cl cross local
+    local h=$1 ns port cl cross loc
     ns=$(host_ns "$h")
     port=$h
     cl=$(host_cluster "$h")
-    cross=$LINK_GBPS local=$LOCAL_GBPS
-    [[ $h == svc ]] && cross=0 local=0
+    cross=$LINK_GBPS loc=$LOCAL_GBPS
+    [[ $h == svc ]] && cross=0 loc=0
     local side
     for side in host switch; do
         local run=(ip netns exec "$ns" tc) dev=eth0 match=dst
         [[ $side == switch ]] && run=(ip netns exec "$SW" tc) dev=$port match=src
         "${run[@]}" qdisc replace dev "$dev" root handle 1: htb default 10
         htb_class "${run[@]}" "$dev" 1:10 "$cross"
-        htb_class "${run[@]}" "$dev" 1:20 "$local"
+        htb_class "${run[@]}" "$dev" 1:20 "$loc"
         htb_class "${run[@]}" "$dev" 1:30 0
         "${run[@]}" qdisc add dev "$dev" parent 1:30 handle 30: pfifo limit 0
         "${run[@]}" filter add dev "$dev" parent 1: protocol ip prio 500 u32 \
@@ -286,8 +286,7 @@ teardown() {
         ip netns del "$ns" 2>/dev/null || true
         rm -rf "/etc/netns/$ns"
     done
-    local d
-    for d in "$STATE_ROOT"/"${pfx%-}"; do [[ -d $d ]] && rm -rf "$d"; done
+    rm -rf "${STATE_ROOT:?}/${pfx%-}"
     return 0
 }
 
@@ -323,6 +322,7 @@ cmd_up() {
     TRAIN=$train ROLLOUT=$rollout LINK_GBPS=$link FLOW_GBPS=$flow LOCAL_GBPS=$local_g
     LATENCY_MS=$lat SERVICES=$services
     # From here on any failure or signal removes what was built.
+    # shellcheck disable=SC2154 # rc is assigned inside the trap
     trap 'rc=$?; trap - EXIT INT TERM; teardown "$PFX"; exit $rc' EXIT
     trap 'exit 130' INT TERM
     mkdir -p "$STATE"
@@ -485,7 +485,7 @@ cmd_measure() {
     load_config
     testbed_complete || die "testbed $ID is incomplete; run down, then up"
     echo "testbed $ID: measured rates (timed TCP transfer, last 80% of the bytes; tolerance 15%)"
-    local h peer
+    local h
     # Cross-cluster, per host, both directions against the unshaped services
     # host: sending is capped by the link and the per-flow cap, receiving by the link.
     for h in $(all_hosts); do
