@@ -275,9 +275,40 @@ static void test_down_leaves_nothing(void **state)
     assert_int_equal(TB("down --id %d", g_id), 0);
 }
 
+/* A failure after the namespaces exist (here: no s3rver) removes what up
+ * built, through its trap; a run killed mid-way (no trap runs) leaves
+ * namespaces that down finds by prefix, and a later up starts clean. Uses its
+ * own id so the main testbed is untouched. */
+static void test_failed_and_killed_up_leave_nothing(void **state)
+{
+    (void)state;
+    int id = g_id + 16;
+    char pfx[32];
+    snprintf(pfx, sizeof(pfx), "dcrtb-%d-", id);
+    int rc =
+        sh("DCR_S3RVER=/nonexistent/s3rver bash %s up --id %d --train 1 --rollout 1", g_script, id);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(g_out, "s3rver not found"));
+    assert_int_equal(sh("ip netns list"), 0);
+    assert_null(strstr(g_out, pfx));
+    /* SIGKILL while building: no trap, leftovers stay. */
+    sh("bash %s up --id %d --train 3 --rollout 3 --no-services >/dev/null 2>&1 & pid=$!; "
+       "for i in $(seq 100); do ip netns list | grep -q '^%st1' && break; sleep 0.05; done; "
+       "kill -KILL $pid; wait $pid",
+       g_script, id, pfx);
+    assert_int_equal(sh("ip netns list"), 0);
+    assert_non_null(strstr(g_out, pfx)); /* the crash left namespaces */
+    assert_int_equal(sh("bash %s status --id %d", g_script, id), 1);
+    assert_int_equal(sh("bash %s down --id %d", g_script, id), 0);
+    assert_int_equal(sh("ip netns list"), 0);
+    assert_null(strstr(g_out, pfx));
+    assert_int_equal(sh("ls /etc/netns 2>/dev/null | grep -c '^%s' || true", pfx), 0);
+    assert_int_equal(atoi(g_out), 0);
+}
+
 int main(void)
 {
-    g_id = 40 + (int)(getpid() % 16);
+    g_id = 20 + (int)(getpid() % 16); /* and g_id + 16: both within 0..55 */
     snprintf(g_script, sizeof(g_script), "%s/scripts/testbed.sh", DCR_SOURCE_DIR);
     if (geteuid() != 0) {
         printf("SKIPPED: the testbed needs root (network namespaces, tc)\n");
@@ -297,6 +328,7 @@ int main(void)
         cmocka_unit_test(test_fault_partition_and_heal),
         cmocka_unit_test(test_fault_link_down_comes_back),
         cmocka_unit_test(test_fault_loss_then_clear),
+        cmocka_unit_test(test_failed_and_killed_up_leave_nothing),
         cmocka_unit_test(test_down_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
