@@ -79,6 +79,13 @@ need_root() {
     command -v ip >/dev/null && command -v tc >/dev/null || die "ip and tc (iproute2) are required"
 }
 
+# lock_testbeds: one up or down at a time on this machine (a lock on the
+# state root directory itself, so no lock file is left behind).
+lock_testbeds() {
+    exec 9<"$STATE_ROOT"
+    flock -w 120 9 || die "another testbed up/down has held the lock on $STATE_ROOT for 120 s"
+}
+
 # ---- names ------------------------------------------------------------------
 
 ID=0
@@ -251,14 +258,15 @@ start_services() {
     s3=${DCR_S3RVER:-$REPO_DIR/.deps/s3rver/node_modules/.bin/s3rver}
     [[ -x /usr/bin/etcd ]] || die "etcd not found at /usr/bin/etcd (Debian package etcd-server)"
     [[ -x $s3 ]] || die "s3rver not found at $s3; run: bash scripts/install-deps.sh (or --no-services)"
+    # 9<&-: the services must not inherit the up/down lock.
     mkdir -p "$STATE/etcd" "$STATE/s3"
     ip netns exec "$ns" setsid /usr/bin/etcd --name dcrtb --data-dir "$STATE/etcd" \
         --listen-client-urls "http://$ip:2379" --advertise-client-urls "http://$ip:2379" \
         --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
-        --initial-cluster "dcrtb=http://$ip:2380" </dev/null >"$STATE/etcd.log" 2>&1 &
+        --initial-cluster "dcrtb=http://$ip:2380" </dev/null >"$STATE/etcd.log" 2>&1 9<&- &
     echo $! >"$STATE/etcd.pid"
     ip netns exec "$ns" setsid "$s3" -d "$STATE/s3" -a "$ip" -p 4568 -s \
-        </dev/null >"$STATE/s3rver.log" 2>&1 &
+        </dev/null >"$STATE/s3rver.log" 2>&1 9<&- &
     echo $! >"$STATE/s3rver.pid"
     wait_port "$ns" "$ip" 2379 etcd
     wait_port "$ns" "$ip" 4568 s3rver
@@ -282,10 +290,8 @@ teardown() {
         sleep 0.1
     done
     [[ -n ${pids// /} ]] && kill -KILL $pids 2>/dev/null || true
-    for ns in $nss; do
-        ip netns del "$ns" 2>/dev/null || true
-        rm -rf "/etc/netns/$ns"
-    done
+    for ns in $nss; do ip netns del "$ns" 2>/dev/null || true; done
+    rm -rf /etc/netns/"$pfx"*
     rm -rf "${STATE_ROOT:?}/${pfx%-}"
     return 0
 }
@@ -306,6 +312,7 @@ cmd_up() {
         esac
     done
     need_root
+    lock_testbeds
     local want
     want=$(printf 'TRAIN=%s\nROLLOUT=%s\nLINK_GBPS=%s\nFLOW_GBPS=%s\nLOCAL_GBPS=%s\nLATENCY_MS=%s\nSERVICES=%s\n' \
         "$train" "$rollout" "$link" "$flow" "$local_g" "$lat" "$services")
@@ -373,6 +380,7 @@ cmd_down() {
         esac
     done
     need_root
+    lock_testbeds
     if ((all)); then
         local p
         for p in $(ip netns list | awk '{print $1}' | sed -n 's/^\(dcrtb-[0-9]*-\).*/\1/p' | sort -u); do
@@ -431,8 +439,10 @@ xfer_tool() {
 }
 
 # probe FROM TO GBPS: one timed transfer FROM -> TO, sized for ~1.5 s at the
-# expected rate. Prints "FROM->TO measured Mbit/s, configured, ok|OFF".
+# expected rate. Prints "FROM -> TO measured Mbit/s configured C ok|OFF", or
+# with --json one object per line (collected into an array by cmd_measure).
 PROBE_FAIL=0
+JSON=0
 probe() {
     local from=$1 to=$2 gbps=$3 bin bytes out mbit port=5201
     bin=$(xfer_tool)
@@ -447,16 +457,68 @@ probe() {
     wait "$rpid" || die "probe $from->$to: receiver failed: $(cat "$STATE/probe.err")"
     out=$(cat "$STATE/probe.out")
     mbit=${out##* }
-    if awk -v g="$gbps" 'BEGIN { exit !(g == 0) }'; then
-        printf '  %-4s -> %-4s %10.1f Mbit/s  (unlimited)\n' "$from" "$to" "$mbit"
-        return 0
+    local conf ok verdict
+    conf=$(awk -v g="$gbps" 'BEGIN { print g * 1000 }')
+    if ! is_positive "$gbps"; then
+        ok=true verdict="(unlimited)"
+    else
+        verdict=$(awk -v m="$mbit" -v e="$conf" 'BEGIN { d = (m - e) / e;
+            printf "%s %+.1f%%", ((d <= 0.15 && d >= -0.15) ? "ok" : "OFF"), d * 100 }')
+        ok=false
+        [[ $verdict == ok* ]] && ok=true
     fi
-    local verdict
-    verdict=$(awk -v m="$mbit" -v g="$gbps" 'BEGIN { e = g * 1000; d = (m - e) / e; if (d < 0) d = -d;
-        printf "%s %+.1f%%", (d <= 0.15 ? "ok" : "OFF"), (m - e) / e * 100 }')
-    printf '  %-4s -> %-4s %10.1f Mbit/s  configured %10.1f  %s\n' "$from" "$to" "$mbit" \
-        "$(awk -v g="$gbps" 'BEGIN { print g * 1000 }')" "$verdict"
-    [[ $verdict == ok* ]] || PROBE_FAIL=1
+    $ok || PROBE_FAIL=1
+    if ((JSON)); then
+        printf '{"from": "%s", "to": "%s", "measured_mbit": %s, "configured_mbit": %s, "ok": %s}\n' \
+            "$from" "$to" "$mbit" "$(is_positive "$gbps" && echo "$conf" || echo null)" "$ok"
+    elif is_positive "$gbps"; then
+        printf '  %-4s -> %-4s %10.1f Mbit/s  configured %10.1f  %s\n' "$from" "$to" "$mbit" "$conf" "$verdict"
+    else
+        printf '  %-4s -> %-4s %10.1f Mbit/s  %s\n' "$from" "$to" "$mbit" "$verdict"
+    fi
+}
+
+min_rate() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) print b; else if (b == 0 || a < b) print a; else print b }'; }
+
+# measure [--id N] [--json]: every shaped link, both ways; exit 1 when one is
+# more than 15% off its setting. --json: one array of
+# {from, to, measured_mbit, configured_mbit (null: unlimited), ok}.
+cmd_measure() {
+    while (($#)); do
+        case $1 in
+        --id) set_id "${2-}"; shift 2 ;;
+        --json) JSON=1; shift ;;
+        *) usage_die "measure: unknown option '$1' (expected --id N, --json)" ;;
+        esac
+    done
+    need_root
+    load_config
+    testbed_complete || die "testbed $ID is incomplete; run down, then up"
+    local pairs=() h i
+    # Cross-cluster, per host, both directions against the unshaped services
+    # host: sending is capped by the link and the per-flow cap, receiving by the link.
+    for h in $(all_hosts); do
+        pairs+=("$h svc $(min_rate "$LINK_GBPS" "$FLOW_GBPS")" "svc $h $LINK_GBPS")
+    done
+    # Inside a cluster: the local rate.
+    ((TRAIN > 1)) && pairs+=("t0 t1 $LOCAL_GBPS")
+    ((ROLLOUT > 1)) && pairs+=("r0 r1 $LOCAL_GBPS")
+    if ((JSON)); then
+        echo "["
+        for ((i = 0; i < ${#pairs[@]}; i++)); do
+            # shellcheck disable=SC2086 # "FROM TO GBPS"
+            probe ${pairs[i]} >"$STATE/probe.json" # not $(...): PROBE_FAIL must reach here
+            printf '  %s%s\n' "$(cat "$STATE/probe.json")" "$( ((i + 1 < ${#pairs[@]})) && echo ,)"
+        done
+        echo "]"
+    else
+        echo "testbed $ID: measured rates (timed TCP transfer, last 80% of the bytes; tolerance 15%)"
+        for i in "${pairs[@]}"; do
+            # shellcheck disable=SC2086
+            probe $i
+        done
+    fi
+    ((PROBE_FAIL == 0)) || die "testbed $ID: a link is off its configured rate by more than 15%"
 }
 
 # reach FROM TO: whether a 64 KiB TCP transfer FROM -> TO completes within
@@ -475,27 +537,6 @@ cmd_reach() {
     ip netns exec "$(host_ns "$1")" timeout 3 "$bin" send "$(host_ip "$2")" 5202 65536 2>/dev/null && ok=1
     wait "$rpid" 2>/dev/null || ok=0
     if ((ok)); then echo "$PROG: $1 -> $2 reachable"; else echo "$PROG: $1 -> $2 unreachable"; return 1; fi
-}
-
-min_rate() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) print b; else if (b == 0 || a < b) print a; else print b }'; }
-
-cmd_measure() {
-    parse_id_only "$@"
-    need_root
-    load_config
-    testbed_complete || die "testbed $ID is incomplete; run down, then up"
-    echo "testbed $ID: measured rates (timed TCP transfer, last 80% of the bytes; tolerance 15%)"
-    local h
-    # Cross-cluster, per host, both directions against the unshaped services
-    # host: sending is capped by the link and the per-flow cap, receiving by the link.
-    for h in $(all_hosts); do
-        probe "$h" svc "$(min_rate "$LINK_GBPS" "$FLOW_GBPS")"
-        probe svc "$h" "$LINK_GBPS"
-    done
-    # Inside a cluster: the local rate.
-    ((TRAIN > 1)) && probe t0 t1 "$LOCAL_GBPS"
-    ((ROLLOUT > 1)) && probe r0 r1 "$LOCAL_GBPS"
-    ((PROBE_FAIL == 0)) || die "testbed $ID: a link is off its configured rate by more than 15%"
 }
 
 # ---- mpirun -------------------------------------------------------------------

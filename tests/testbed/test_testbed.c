@@ -151,6 +151,29 @@ static void test_measured_rates_match_settings(void **state)
     assert_int_equal(lines, 2 * 4 + 2); /* each host both ways, one pair per cluster */
 }
 
+/* The check is not vacuous: a link shaped below its setting (t0's receive
+ * class at 60 Mbit/s while the testbed says 100) is reported OFF, exit 1. */
+static void test_measure_flags_a_slow_link(void **state)
+{
+    (void)state;
+    const char *cls = "ip netns exec dcrtb-%d-sw tc class change dev t0 parent 1: classid 1:10 "
+                      "htb rate %s burst 98304 cburst 98304 quantum 200000";
+    assert_int_equal(sh(cls, g_id, "60mbit"), 0);
+    int rc = TB("measure --id %d --json", g_id);
+    static char out[sizeof(g_out)];
+    memcpy(out, g_out, sizeof(out));
+    assert_int_equal(sh(cls, g_id, "100mbit"), 0); /* restored before any check can fail */
+    printf("%s", out);
+    assert_int_equal(rc, 1);
+    const char *line = strstr(out, "{\"from\": \"svc\", \"to\": \"t0\"");
+    assert_non_null(line);
+    const char *eol = strchr(line, '}');
+    assert_non_null(eol);
+    assert_non_null(strstr(line, "\"ok\": false"));
+    assert_true(strstr(line, "\"ok\": false") < eol);
+    assert_non_null(strstr(out, "off its configured rate"));
+}
+
 static void test_mpi_group_across_training_hosts(void **state)
 {
     (void)state;
@@ -324,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_up_is_idempotent_and_status_lists_hosts),
         cmocka_unit_test(test_reachability_only_within),
         cmocka_unit_test(test_measured_rates_match_settings),
+        cmocka_unit_test(test_measure_flags_a_slow_link),
         cmocka_unit_test(test_mpi_group_across_training_hosts),
         cmocka_unit_test(test_fault_partition_and_heal),
         cmocka_unit_test(test_fault_link_down_comes_back),
