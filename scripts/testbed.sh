@@ -30,9 +30,9 @@ usage: scripts/testbed.sh COMMAND [options]
 
   up        build the testbed (idempotent: an identical one already up is kept)
   down      remove it, and whatever a crashed run left (found by name prefix)
-  status    what exists: hosts, addresses, qdiscs, services
+  status    what exists: hosts, addresses, qdiscs, services (--json for a harness)
   measure   timed TCP transfers over every shaped link; fails when one is off
-            its configured rate by more than 15%
+            its configured rate by more than 15% (--json: one array)
   hostfile  an mpirun hostfile of the training hosts
   mpirun    -np K [mpirun args] -- PROG ARGS: run PROG under mpirun across the
             training hosts (launch agent scripts/testbed-agent.sh)
@@ -405,25 +405,54 @@ parse_id_only() { # options: --id N only
     done
 }
 
+# status [--id N] [--json]: what exists. --json is what a harness reads:
+# {id, subnet, link_gbps, flow_gbps, local_gbps, latency_ms,
+#  hosts: [{name, role, netns, ip}], control (etcd://, for --control), s3 (null
+#  with --no-services)}.
 cmd_status() {
-    parse_id_only "$@"
+    local json=0
+    while (($#)); do
+        case $1 in
+        --id) set_id "${2-}"; shift 2 ;;
+        --json) json=1; shift ;;
+        *) usage_die "status: unknown option '$1' (expected --id N, --json)" ;;
+        esac
+    done
     need_root
     if [[ ! -f $STATE/config ]]; then
         local left
         left=$(ip netns list | awk '{print $1}' | grep "^$PFX" || true)
-        [[ -z $left ]] && { echo "$PROG: testbed $ID is down"; return 0; }
-        die "testbed $ID: namespaces left without state ($(echo $left)); run: scripts/testbed.sh down --id $ID"
+        [[ -n $left ]] && die "testbed $ID: namespaces left without state ($(echo $left)); run: scripts/testbed.sh down --id $ID"
+        ((json)) && { echo "null"; return 0; }
+        echo "$PROG: testbed $ID is down"
+        return 0
     fi
     load_config
     testbed_complete || die "testbed $ID is incomplete (a namespace or service is gone); run down, then up"
+    local h role sep=""
+    if ((json)); then
+        printf '{"id": %d, "subnet": "%s.0.0/16", "link_gbps": %s, "flow_gbps": %s, "local_gbps": %s, "latency_ms": %s,\n  "hosts": [' \
+            "$ID" "$NET" "$LINK_GBPS" "$FLOW_GBPS" "$LOCAL_GBPS" "$LATENCY_MS"
+        for h in svc $(all_hosts); do
+            case $h in svc) role=services ;; t*) role=training ;; *) role=rollout ;; esac
+            printf '%s\n    {"name": "%s", "role": "%s", "netns": "%s", "ip": "%s"}' "$sep" "$h" "$role" \
+                "$(host_ns "$h")" "$(host_ip "$h")"
+            sep=,
+        done
+        if ((SERVICES)); then
+            printf '],\n  "control": "etcd://%s:2379", "s3": "http://%s:4568"}\n' "$(host_ip svc)" "$(host_ip svc)"
+        else
+            printf '],\n  "control": null, "s3": null}\n'
+        fi
+        return 0
+    fi
     echo "testbed $ID: link ${LINK_GBPS} Gbps, flow ${FLOW_GBPS}, local ${LOCAL_GBPS}, latency ${LATENCY_MS} ms"
-    local h
     for h in svc $(all_hosts); do
         printf '  %-4s %-14s %-12s %s\n' "$h" "$(host_ns "$h")" "$(host_ip "$h")" \
             "$(ip netns exec "$(host_ns "$h")" tc qdisc show dev eth0 | awk '{print $2}' | sort | uniq | tr '\n' ' ')"
     done
     if ((SERVICES)); then
-        echo "  etcd   http://$(host_ip svc):2379 (pid $(cat "$STATE/etcd.pid"))"
+        echo "  etcd   etcd://$(host_ip svc):2379 (pid $(cat "$STATE/etcd.pid"))"
         echo "  s3rver http://$(host_ip svc):4568 (pid $(cat "$STATE/s3rver.pid"))"
     fi
 }

@@ -128,6 +128,38 @@ static void test_reachability_only_within(void **state)
     assert_null(strstr(g_out, "dcrtb"));
 }
 
+/* The services answer from inside the testbed: etcd's health and s3rver's
+ * bucket listing over the links. */
+static void test_services_answer_inside(void **state)
+{
+    (void)state;
+    assert_int_equal(
+        TB("exec --id %d t0 curl -s -m 5 http://10.%d.0.2:2379/health", g_id, 200 + g_id), 0);
+    assert_non_null(strstr(g_out, "\"health\":\"true\""));
+    assert_int_equal(TB("exec --id %d r1 curl -s -m 5 -o /dev/null -w %%{http_code} "
+                        "http://10.%d.0.2:4568/",
+                        g_id, 200 + g_id),
+                     0);
+    assert_string_equal(g_out, "200");
+}
+
+/* One refit whose control plane is the testbed's etcd, reached from a rollout
+ * host across its shaped link (dcr bench in one process there: the
+ * multi-process deployment across hosts is not built yet). */
+static void test_refit_with_control_plane_on_services_host(void **state)
+{
+    (void)state;
+    const char *cli = getenv("DCR_CLI") ? getenv("DCR_CLI") : DCR_CLI_PATH;
+    int rc = TB("exec --id %d r0 %s bench --control etcd://10.%d.0.2:2379/tbtest --warmup 0 "
+                "--refits 1 --rollout-nodes 1 --receivers-per-node 1 --serve-tp 1",
+                g_id, cli, 200 + g_id);
+    if (rc != 0) fail_msg("dcr bench in r0 against the testbed's etcd: exit %d\n%s", rc, g_out);
+    char ctl[64];
+    snprintf(ctl, sizeof(ctl), "control plane: etcd://10.%d.0.2:2379/tbtest/", 200 + g_id);
+    assert_non_null(strstr(g_out, ctl));
+    assert_non_null(strstr(g_out, "bit-exact yes"));
+}
+
 /* Every probe line "A -> B M Mbit/s configured C ..." within 15% of the
  * setting the test itself chose (100 Mbit/s across clusters, 200 inside). */
 static void test_measured_rates_match_settings(void **state)
@@ -346,6 +378,8 @@ int main(void)
         cmocka_unit_test(test_bad_input_is_one_line),
         cmocka_unit_test(test_up_is_idempotent_and_status_lists_hosts),
         cmocka_unit_test(test_reachability_only_within),
+        cmocka_unit_test(test_services_answer_inside),
+        cmocka_unit_test(test_refit_with_control_plane_on_services_host),
         cmocka_unit_test(test_measured_rates_match_settings),
         cmocka_unit_test(test_measure_flags_a_slow_link),
         cmocka_unit_test(test_mpi_group_across_training_hosts),
