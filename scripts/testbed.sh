@@ -371,17 +371,10 @@ testbed_complete() {
 }
 
 cmd_down() {
-    local all=0
-    while (($#)); do
-        case $1 in
-        --id) set_id "${2-}"; shift 2 ;;
-        --all) all=1; shift ;;
-        *) usage_die "down: unknown option '$1' (see --help)" ;;
-        esac
-    done
+    parse_opts "--all" "$@"
     need_root
     lock_testbeds
-    if ((all)); then
+    if ((OPT_all)); then
         local p
         for p in $(ip netns list | awk '{print $1}' | sed -n 's/^\(dcrtb-[0-9]*-\).*/\1/p' | sort -u); do
             teardown "$p"
@@ -396,12 +389,22 @@ cmd_down() {
 
 # ---- status / measure -------------------------------------------------------
 
-parse_id_only() { # options: --id N only
+# parse_opts "FLAGS" ARGS...: --id N and the listed flags (--all, --json), each
+# setting OPT_<name>=1; anything else is a usage error.
+OPT_all=0 OPT_json=0
+parse_opts() {
+    local allowed=$1
+    shift
     while (($#)); do
-        case $1 in
-        --id) set_id "${2-}"; shift 2 ;;
-        *) usage_die "$CMD: unknown option '$1' (see --help)" ;;
-        esac
+        if [[ $1 == --id ]]; then
+            set_id "${2-}"
+            shift 2
+        elif [[ -n $allowed && " $allowed " == *" $1 "* ]]; then
+            printf -v "OPT_${1#--}" 1
+            shift
+        else
+            usage_die "$CMD: unknown option '$1' (expected --id N${allowed:+ or ${allowed// /, }})"
+        fi
     done
 }
 
@@ -410,14 +413,8 @@ parse_id_only() { # options: --id N only
 #  hosts: [{name, role, netns, ip}], control (etcd://, for --control), s3 (null
 #  with --no-services)}.
 cmd_status() {
-    local json=0
-    while (($#)); do
-        case $1 in
-        --id) set_id "${2-}"; shift 2 ;;
-        --json) json=1; shift ;;
-        *) usage_die "status: unknown option '$1' (expected --id N, --json)" ;;
-        esac
-    done
+    parse_opts "--json" "$@"
+    local json=$OPT_json
     need_root
     if [[ ! -f $STATE/config ]]; then
         local left
@@ -513,13 +510,8 @@ min_rate() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == 0) print b; else if (b ==
 # more than 15% off its setting. --json: one array of
 # {from, to, measured_mbit, configured_mbit (null: unlimited), ok}.
 cmd_measure() {
-    while (($#)); do
-        case $1 in
-        --id) set_id "${2-}"; shift 2 ;;
-        --json) JSON=1; shift ;;
-        *) usage_die "measure: unknown option '$1' (expected --id N, --json)" ;;
-        esac
-    done
+    parse_opts "--json" "$@"
+    JSON=$OPT_json
     need_root
     load_config
     testbed_complete || die "testbed $ID is incomplete; run down, then up"
@@ -571,7 +563,7 @@ cmd_reach() {
 # ---- mpirun -------------------------------------------------------------------
 
 cmd_hostfile() {
-    parse_id_only "$@"
+    parse_opts "" "$@"
     load_config
     local i
     for ((i = 0; i < TRAIN; i++)); do echo "$(host_ns "t$i") slots=1"; done
