@@ -332,6 +332,10 @@ cmd_up() {
     # shellcheck disable=SC2154 # rc is assigned inside the trap
     trap 'rc=$?; trap - EXIT INT TERM; teardown "$PFX"; exit $rc' EXIT
     trap 'exit 130' INT TERM
+    # A failing ip/tc command (its own message above) ends up with one line
+    # naming the step, exit 1; set -E carries the trap into functions.
+    set -E
+    trap 'echo "$PROG: up failed at: $BASH_COMMAND" >&2; exit 1' ERR
     mkdir -p "$STATE"
     ip netns add "$SW" 2>/dev/null || die "cannot create network namespace $SW (ip netns add failed: no CAP_SYS_ADMIN or no netns support?)"
     ip -n "$SW" link set lo up
@@ -348,7 +352,7 @@ cmd_up() {
     for h in $(all_hosts); do add_host "$h"; done
     ((services)) && start_services
     echo "$want" >"$STATE/config"
-    trap - EXIT INT TERM
+    trap - EXIT INT TERM ERR
     echo "$PROG: testbed $ID up: $train training + $rollout rollout hosts + svc on $NET.0.0/16" \
         "(link ${link} Gbps, flow ${flow}, local ${local_g}, latency ${lat} ms)"
 }
