@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -58,6 +59,25 @@ static void capture(const char *cmd, char *dst, size_t cap)
 {
     sh("%s", cmd);
     snprintf(dst, cap, "%s", g_out);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Bytes an htb class of a bridge port has sent (what that host received). */
+static uint64_t class_bytes(const char *port, const char *classid)
+{
+    assert_int_equal(
+        sh("ip netns exec dcrtb-%d-sw tc -s class show dev %s classid %s", g_id, port, classid), 0);
+    const char *s = strstr(g_out, "Sent ");
+    assert_non_null(s);
+    unsigned long long b = 0;
+    assert_int_equal(sscanf(s, "Sent %llu", &b), 1);
+    return (uint64_t)b;
 }
 
 static void teardown_now(void)
@@ -222,9 +242,22 @@ static void test_mpi_group_across_training_hosts(void **state)
     snprintf(a1, sizeof(a1), "10.%d.1.2/", 200 + g_id);
     assert_non_null(strstr(g_out, a0));
     assert_non_null(strstr(g_out, a1));
+    uint64_t before = class_bytes("t1", "1:20");
+    double t0 = now_s();
     int rc = TB("mpirun --id %d -np 2 -x ASAN_OPTIONS=detect_leaks=0 -- %s/test_group", g_id, dir);
+    double secs = now_s() - t0;
     if (rc != 0) fail_msg("test_group under mpirun across t0, t1: exit %d\n%s", rc, g_out);
     assert_non_null(strstr(g_out, "PASSED"));
+    /* Its 64 MiB ring message from t0 went through t1's shaped local class,
+     * so the run cannot be shorter than 64 MiB at 200 Mbit/s. */
+    uint64_t moved = class_bytes("t1", "1:20") - before;
+    if (moved < (64u << 20))
+        fail_msg("t1's local class carried %llu bytes, expected >= 64 MiB",
+                 (unsigned long long)moved);
+    double floor_s = (double)(64u << 20) * 8 / (LOCAL_MBIT * 1e6);
+    if (secs < floor_s) fail_msg("mpirun took %.2f s, under the shaper's %.2f s", secs, floor_s);
+    printf("test_group across t0, t1: %.2f s, t1 received %.1f MiB on its local class\n", secs,
+           (double)moved / (1 << 20));
 }
 
 static void test_fault_partition_and_heal(void **state)
