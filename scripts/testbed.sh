@@ -423,7 +423,7 @@ cmd_status() {
     if [[ ! -f $STATE/config ]]; then
         local left
         left=$(ip netns list | awk '{print $1}' | grep "^$PFX" || true)
-        [[ -n $left ]] && die "testbed $ID: namespaces left without state ($(echo $left)); run: scripts/testbed.sh down --id $ID"
+        [[ -n $left ]] && die "testbed $ID: namespaces left without state (${left//$'\n'/ }); run: scripts/testbed.sh down --id $ID"
         ((json)) && { echo "null"; return 0; }
         echo "$PROG: testbed $ID is down"
         return 0
