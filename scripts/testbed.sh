@@ -292,6 +292,7 @@ teardown() {
     [[ -n ${pids// /} ]] && kill -KILL $pids 2>/dev/null || true
     for ns in $nss; do ip netns del "$ns" 2>/dev/null || true; done
     rm -rf /etc/netns/"$pfx"*
+    rmdir /etc/netns 2>/dev/null || true # only when empty: ours, or meaningless
     rm -rf "${STATE_ROOT:?}/${pfx%-}"
     return 0
 }
