@@ -1,0 +1,357 @@
+/* The "cuda" device: resident storage in the memory of one GPU, staging in
+ * page-locked host memory, each stream a CUDA stream, every operation a
+ * kernel (or a runtime copy) queued on it.
+ *
+ * The kernels add only what a CPU cannot run: the launch, the barriers and
+ * the warp vote. The per-thread work is in dcr/device_kernels.h, which the
+ * CPU harness of the tests runs over every (block, thread) of the same
+ * launch configuration; keep it that way, so the tests that run without a
+ * GPU keep covering these kernels' logic.
+ *
+ * A runtime error names the call and the operation in one line
+ * (DCR_EIO); the caller fails its attempt. */
+#include <cuda_runtime.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dcr/device_kernels.h"
+#include "device-internal.h"
+
+struct dcr_device_stream {
+    cudaStream_t stream;
+};
+
+#define DCR__FULL_MASK 0xFFFFFFFFu
+
+/* Turns a runtime error into the one error line. */
+static dcr_status_t dcr__cuda_fail(cudaError_t e, const char *call, const char *op)
+{
+    return dcr_error_set(DCR_EIO, "device cuda: %s in %s failed: %s (%s)", call, op,
+                         cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+#define DCR__CUDA(call, op)                                                                        \
+    do {                                                                                           \
+        cudaError_t dcr__e = (call);                                                               \
+        if (dcr__e != cudaSuccess) return dcr__cuda_fail(dcr__e, #call, (op));                     \
+    } while (0)
+
+/* A launch reports configuration errors only through cudaGetLastError. */
+#define DCR__LAUNCHED(op) DCR__CUDA(cudaGetLastError(), (op))
+
+/* ---- kernels ---- */
+
+/* Changed elements per block (ballot per round, warp counts summed). */
+__global__ void dcr__k_detect_count(const void *cand, const void *tracker, size_t n, unsigned es,
+                                    uint32_t *counts)
+{
+    __shared__ uint32_t warp_total[DCR_DK_WARPS];
+    unsigned t = threadIdx.x, w = t / DCR_DK_WARP, lane = t % DCR_DK_WARP;
+    size_t b = blockIdx.x;
+    uint32_t mine = 0;
+    for (unsigned j = 0; j < DCR_DK_ITEMS; j++) {
+        uint32_t ballot =
+            __ballot_sync(DCR__FULL_MASK, dcr_dk_detect_pred(cand, tracker, n, es, b, j, t));
+        mine += dcr_dk_warp_count(ballot);
+    }
+    if (lane == 0) warp_total[w] = mine;
+    __syncthreads();
+    if (t == 0) {
+        unsigned total = 0;
+        dcr_dk_warp_offset(warp_total, DCR_DK_WARPS, &total);
+        counts[b] = total;
+    }
+}
+
+/* Exclusive prefix of the block counts and the total, one block. */
+__global__ void dcr__k_detect_scan(const uint32_t *counts, uint32_t *offsets, size_t nb,
+                                   uint32_t *total)
+{
+    __shared__ uint32_t partial[DCR_DK_SCAN_THREADS];
+    unsigned t = threadIdx.x;
+    partial[t] = dcr_dk_scan_partial(counts, nb, t);
+    __syncthreads();
+    if (t == 0) *total = dcr_dk_scan_partials(partial);
+    __syncthreads();
+    dcr_dk_scan_write(counts, offsets, nb, t, partial[t]);
+}
+
+/* The compacted indices, in increasing order. */
+__global__ void dcr__k_detect_write(const void *cand, const void *tracker, size_t n, unsigned es,
+                                    const uint32_t *offsets, uint32_t *idx)
+{
+    __shared__ uint32_t warp_counts[DCR_DK_WARPS];
+    unsigned t = threadIdx.x, w = t / DCR_DK_WARP, lane = t % DCR_DK_WARP;
+    size_t b = blockIdx.x, before = 0;
+    for (unsigned j = 0; j < DCR_DK_ITEMS; j++) {
+        int pred = dcr_dk_detect_pred(cand, tracker, n, es, b, j, t);
+        uint32_t ballot = __ballot_sync(DCR__FULL_MASK, pred);
+        if (lane == 0) warp_counts[w] = dcr_dk_warp_count(ballot);
+        __syncthreads();
+        unsigned round_total = 0;
+        unsigned woff = dcr_dk_warp_offset(warp_counts, w, &round_total);
+        if (pred)
+            idx[dcr_dk_out_pos(offsets[b], before, woff, ballot, t)] =
+                (uint32_t)dcr_dk_detect_elem(b, j, t);
+        before += round_total;
+        __syncthreads(); /* warp_counts is rewritten next round */
+    }
+}
+
+__global__ void dcr__k_track(void *tracker, const void *cand, unsigned es, const uint32_t *idx,
+                             size_t count)
+{
+    dcr_dk_track(tracker, cand, es, idx, count, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+__global__ void dcr__k_scatter(void *dst, unsigned es, const int64_t *idx, const void *val,
+                               size_t count, int xor_op)
+{
+    dcr_dk_scatter(dst, es, idx, val, count, xor_op, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+__global__ void dcr__k_combine(void *dst, const void *src, unsigned es, int dtype, size_t n,
+                               int xor_op)
+{
+    dcr_dk_combine(dst, src, es, dtype, n, xor_op, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+__global__ void dcr__k_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,
+                             uint32_t base_word)
+{
+    dcr_dk_reset(scratch, es, idx, count, base_word, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+__global__ void dcr__k_fill(void *dst, unsigned es, uint32_t word, size_t n)
+{
+    dcr_dk_fill(dst, es, word, n, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
+/* ---- backend ---- */
+
+static int dcr__cuda_count(void)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* "no device" is an answer, not a sticky error */
+        return 0;
+    }
+    return n;
+}
+
+/* Every call of a device runs on its GPU; the runtime's current device is
+ * per thread, so each entry point sets it. */
+#define DCR__ON(d, op) DCR__CUDA(cudaSetDevice((d)->ordinal), (op))
+
+static dcr_status_t dcr__cuda_open(int ordinal, dcr_device_t **out_p)
+{
+    if (ordinal < 0 || ordinal >= dcr__cuda_count())
+        return dcr_error_set(DCR_ENOTFOUND, "device cuda: no GPU %d", ordinal);
+    DCR__CUDA(cudaSetDevice(ordinal), "open");
+    DCR__CUDA(cudaFree(0), "open"); /* creates the context now, not in a timed window */
+    dcr_device_t *d = (dcr_device_t *)calloc(1, sizeof(*d));
+    if (d == NULL) return dcr_error_set(DCR_ENOMEM, "device cuda: open");
+    d->ops = &dcr__device_cuda_ops;
+    d->ordinal = ordinal;
+    *out_p = d;
+    return DCR_OK;
+}
+
+static void dcr__cuda_close(dcr_device_t *d)
+{
+    if (cudaSetDevice(d->ordinal) == cudaSuccess) (void)cudaDeviceSynchronize();
+    free(d);
+}
+
+static dcr_status_t dcr__cuda_alloc(dcr_device_t *d, size_t bytes, void **out_p)
+{
+    void *p = NULL;
+    DCR__ON(d, "alloc");
+    cudaError_t e = cudaMalloc(&p, bytes);
+    if (e != cudaSuccess) {
+        return dcr_error_set(DCR_ENOMEM, "device cuda: cudaMalloc of %zu bytes: %s", bytes,
+                             cudaGetErrorString(e));
+    }
+    /* Zeroed like the cpu place, so a fresh buffer reads the same on both. */
+    e = cudaMemset(p, 0, bytes);
+    if (e != cudaSuccess) {
+        cudaFree(p);
+        return dcr__cuda_fail(e, "cudaMemset", "alloc");
+    }
+    *out_p = p;
+    return DCR_OK;
+}
+
+static void dcr__cuda_free(dcr_device_t *d, void *p)
+{
+    if (cudaSetDevice(d->ordinal) == cudaSuccess) (void)cudaFree(p);
+}
+
+static dcr_status_t dcr__cuda_host_alloc(dcr_device_t *d, size_t bytes, void **out_p)
+{
+    void *p = NULL;
+    DCR__ON(d, "host_alloc");
+    cudaError_t e = cudaMallocHost(&p, bytes);
+    if (e != cudaSuccess) {
+        return dcr_error_set(DCR_ENOMEM, "device cuda: cudaMallocHost of %zu bytes: %s", bytes,
+                             cudaGetErrorString(e));
+    }
+    *out_p = p;
+    return DCR_OK;
+}
+
+static void dcr__cuda_host_free(dcr_device_t *d, void *p)
+{
+    (void)d;
+    (void)cudaFreeHost(p);
+}
+
+static dcr_status_t dcr__cuda_stream_create(dcr_device_t *d, dcr_device_stream_t **out_p)
+{
+    DCR__ON(d, "stream_create");
+    dcr_device_stream_t *s = (dcr_device_stream_t *)calloc(1, sizeof(*s));
+    if (s == NULL) return dcr_error_set(DCR_ENOMEM, "device cuda: stream");
+    /* Non-blocking: a receiver's stream must not wait for the legacy default
+     * stream that other code (or a library) may use. */
+    cudaError_t e = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (e != cudaSuccess) {
+        free(s);
+        return dcr__cuda_fail(e, "cudaStreamCreateWithFlags", "stream_create");
+    }
+    *out_p = s;
+    return DCR_OK;
+}
+
+static void dcr__cuda_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s)
+{
+    if (cudaSetDevice(d->ordinal) == cudaSuccess) {
+        (void)cudaStreamSynchronize(s->stream);
+        (void)cudaStreamDestroy(s->stream);
+    }
+    free(s);
+}
+
+static dcr_status_t dcr__cuda_sync(dcr_device_t *d, dcr_device_stream_t *s)
+{
+    DCR__ON(d, "sync");
+    DCR__CUDA(cudaStreamSynchronize(s->stream), "sync");
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_copy(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
+                                   const void *src, size_t bytes, dcr_device_copy_kind_t kind)
+{
+    static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                           cudaMemcpyDeviceToDevice};
+    DCR__ON(d, "copy");
+    DCR__CUDA(cudaMemcpyAsync(dst, src, bytes, kinds[kind], s->stream), "copy");
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_fill(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
+                                   uint32_t word, size_t n)
+{
+    DCR__ON(d, "fill");
+    dcr__k_fill<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, s->stream>>>(dst, (unsigned)es, word,
+                                                                            n);
+    DCR__LAUNCHED("fill");
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_detect(dcr_device_t *d, dcr_device_stream_t *s, const void *cand,
+                                     const void *tracker, size_t n, size_t es, uint32_t *idx,
+                                     void *work, size_t *count_p)
+{
+    size_t nb = dcr_dk_detect_blocks(n);
+    uint32_t *counts = (uint32_t *)work, *offsets = counts + nb, *total = offsets + nb;
+    uint32_t host_total = 0;
+    DCR__ON(d, "detect");
+    dcr__k_detect_count<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(cand, tracker, n,
+                                                                      (unsigned)es, counts);
+    DCR__LAUNCHED("detect (count kernel)");
+    dcr__k_detect_scan<<<1, DCR_DK_SCAN_THREADS, 0, s->stream>>>(counts, offsets, nb, total);
+    DCR__LAUNCHED("detect (scan kernel)");
+    dcr__k_detect_write<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(cand, tracker, n,
+                                                                      (unsigned)es, offsets, idx);
+    DCR__LAUNCHED("detect (write kernel)");
+    DCR__CUDA(
+        cudaMemcpyAsync(&host_total, total, sizeof host_total, cudaMemcpyDeviceToHost, s->stream),
+        "detect");
+    DCR__CUDA(cudaStreamSynchronize(s->stream), "detect");
+    *count_p = host_total;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_track(dcr_device_t *d, dcr_device_stream_t *s, void *tracker,
+                                    const void *cand, size_t es, const uint32_t *idx, size_t count)
+{
+    DCR__ON(d, "track");
+    dcr__k_track<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, s->stream>>>(
+        tracker, cand, (unsigned)es, idx, count);
+    DCR__LAUNCHED("track");
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
+                                      const int64_t *idx, const void *val, size_t count,
+                                      dcr_device_op_t op)
+{
+    DCR__ON(d, "scatter");
+    dcr__k_scatter<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, s->stream>>>(
+        dst, (unsigned)es, idx, val, count, op == DCR_DEVICE_XOR);
+    DCR__LAUNCHED("scatter");
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
+                                      const void *src, size_t n, dcr_dtype_t dtype,
+                                      dcr_device_op_t op)
+{
+    DCR__ON(d, "combine");
+    dcr__k_combine<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, s->stream>>>(
+        dst, src, dcr_dk_dtype_size((int)dtype), (int)dtype, n, op == DCR_DEVICE_XOR);
+    DCR__LAUNCHED("combine");
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__cuda_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scratch,
+                                    size_t es, const int64_t *idx, size_t count, uint32_t base_word)
+{
+    DCR__ON(d, "reset");
+    dcr__k_reset<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, s->stream>>>(
+        scratch, (unsigned)es, idx, count, base_word);
+    DCR__LAUNCHED("reset");
+    return DCR_OK;
+}
+
+static dcr_device_ops_t dcr__cuda_ops_init(void)
+{
+    /* C++ before C++20 has no designated initializers: fill by name here. */
+    dcr_device_ops_t o = {};
+    o.version = DCR_DEVICE_OPS_VERSION;
+    o.name = "cuda";
+    o.props.host_addressable = false;
+    o.props.asynchronous = true;
+    o.props.pinned_staging = true;
+    o.count = dcr__cuda_count;
+    o.open = dcr__cuda_open;
+    o.close = dcr__cuda_close;
+    o.alloc = dcr__cuda_alloc;
+    o.free = dcr__cuda_free;
+    o.host_alloc = dcr__cuda_host_alloc;
+    o.host_free = dcr__cuda_host_free;
+    o.stream_create = dcr__cuda_stream_create;
+    o.stream_destroy = dcr__cuda_stream_destroy;
+    o.sync = dcr__cuda_sync;
+    o.copy = dcr__cuda_copy;
+    o.fill = dcr__cuda_fill;
+    o.detect = dcr__cuda_detect;
+    o.track = dcr__cuda_track;
+    o.scatter = dcr__cuda_scatter;
+    o.combine = dcr__cuda_combine;
+    o.reset = dcr__cuda_reset;
+    return o;
+}
+
+extern "C" const dcr_device_ops_t dcr__device_cuda_ops = dcr__cuda_ops_init();
