@@ -325,33 +325,27 @@ static dcr_status_t dcr__cuda_reset(dcr_device_t *d, dcr_device_stream_t *s, voi
     return DCR_OK;
 }
 
-static dcr_device_ops_t dcr__cuda_ops_init(void)
-{
-    /* C++ before C++20 has no designated initializers: fill by name here. */
-    dcr_device_ops_t o = {};
-    o.version = DCR_DEVICE_OPS_VERSION;
-    o.name = "cuda";
-    o.props.host_addressable = false;
-    o.props.asynchronous = true;
-    o.props.pinned_staging = true;
-    o.count = dcr__cuda_count;
-    o.open = dcr__cuda_open;
-    o.close = dcr__cuda_close;
-    o.alloc = dcr__cuda_alloc;
-    o.free = dcr__cuda_free;
-    o.host_alloc = dcr__cuda_host_alloc;
-    o.host_free = dcr__cuda_host_free;
-    o.stream_create = dcr__cuda_stream_create;
-    o.stream_destroy = dcr__cuda_stream_destroy;
-    o.sync = dcr__cuda_sync;
-    o.copy = dcr__cuda_copy;
-    o.fill = dcr__cuda_fill;
-    o.detect = dcr__cuda_detect;
-    o.track = dcr__cuda_track;
-    o.scatter = dcr__cuda_scatter;
-    o.combine = dcr__cuda_combine;
-    o.reset = dcr__cuda_reset;
-    return o;
-}
-
-extern "C" const dcr_device_ops_t dcr__device_cuda_ops = dcr__cuda_ops_init();
+/* Positional, so the table is constant-initialized (no static constructor
+ * runs before main): the order is the slots' order in dcr/device.h. */
+extern "C" const dcr_device_ops_t dcr__device_cuda_ops = {
+    DCR_DEVICE_OPS_VERSION,
+    "cuda",
+    {/* host_addressable */ false, /* asynchronous */ true, /* pinned_staging */ true},
+    dcr__cuda_count,
+    dcr__cuda_open,
+    dcr__cuda_close,
+    dcr__cuda_alloc,
+    dcr__cuda_free,
+    dcr__cuda_host_alloc,
+    dcr__cuda_host_free,
+    dcr__cuda_stream_create,
+    dcr__cuda_stream_destroy,
+    dcr__cuda_sync,
+    dcr__cuda_copy,
+    dcr__cuda_fill,
+    dcr__cuda_detect,
+    dcr__cuda_track,
+    dcr__cuda_scatter,
+    dcr__cuda_combine,
+    dcr__cuda_reset,
+};
