@@ -88,8 +88,9 @@ const dcr_device_ops_t *dcr_device_backend(const dcr_device_t *d)
 
 size_t dcr_device_detect_workspace(size_t n)
 {
-    /* Block counts, block offsets, the total (see device_cuda.cu). */
-    return (2 * dcr_dk_detect_blocks(n) + 1) * sizeof(uint32_t);
+    /* Kept warp votes, block counts, block offsets, the total (see
+     * dcr__cuda_detect). */
+    return (dcr_dk_vote_words(n) + 2 * dcr_dk_detect_blocks(n) + 1) * sizeof(uint32_t);
 }
 
 /* ---- NVTX ---- */

@@ -42,17 +42,20 @@ static dcr_status_t dcr__cuda_fail(cudaError_t e, const char *call, const char *
 
 /* ---- kernels ---- */
 
-/* Changed elements per block (ballot per round, warp counts summed). */
+/* Changed elements per block; every warp's vote of every round is kept,
+ * so the write kernel never reads the data again. */
 __global__ void dcr__k_detect_count(const void *cand, const void *tracker, size_t n, unsigned es,
-                                    uint32_t *counts)
+                                    uint32_t *counts, uint32_t *votes)
 {
     __shared__ uint32_t warp_total[DCR_DK_WARPS];
     unsigned t = threadIdx.x, w = t / DCR_DK_WARP, lane = t % DCR_DK_WARP;
     size_t b = blockIdx.x;
     uint32_t mine = 0;
+#pragma unroll
     for (unsigned j = 0; j < DCR_DK_ITEMS; j++) {
         uint32_t ballot =
             __ballot_sync(DCR__FULL_MASK, dcr_dk_detect_pred(cand, tracker, n, es, b, j, t));
+        if (lane == 0) votes[dcr_dk_vote_slot(b, j, w)] = ballot;
         mine += dcr_dk_warp_count(ballot);
     }
     if (lane == 0) warp_total[w] = mine;
@@ -77,21 +80,19 @@ __global__ void dcr__k_detect_scan(const uint32_t *counts, uint32_t *offsets, si
     dcr_dk_scan_write(counts, offsets, nb, t, partial[t]);
 }
 
-/* The compacted indices, in increasing order. */
-__global__ void dcr__k_detect_write(const void *cand, const void *tracker, size_t n, unsigned es,
-                                    const uint32_t *offsets, uint32_t *idx)
+/* The compacted indices, in increasing order, from the kept votes. */
+__global__ void dcr__k_detect_write(const uint32_t *votes, const uint32_t *offsets, uint32_t *idx)
 {
     __shared__ uint32_t warp_counts[DCR_DK_WARPS];
     unsigned t = threadIdx.x, w = t / DCR_DK_WARP, lane = t % DCR_DK_WARP;
     size_t b = blockIdx.x, before = 0;
     for (unsigned j = 0; j < DCR_DK_ITEMS; j++) {
-        int pred = dcr_dk_detect_pred(cand, tracker, n, es, b, j, t);
-        uint32_t ballot = __ballot_sync(DCR__FULL_MASK, pred);
+        uint32_t ballot = votes[dcr_dk_vote_slot(b, j, w)];
         if (lane == 0) warp_counts[w] = dcr_dk_warp_count(ballot);
         __syncthreads();
         unsigned round_total = 0;
         unsigned woff = dcr_dk_warp_offset(warp_counts, w, &round_total);
-        if (pred)
+        if (dcr_dk_vote_bit(ballot, lane))
             idx[dcr_dk_out_pos(offsets[b], before, woff, ballot, t)] =
                 (uint32_t)dcr_dk_detect_elem(b, j, t);
         before += round_total;
@@ -264,16 +265,18 @@ static dcr_status_t dcr__cuda_detect(dcr_device_t *d, dcr_device_stream_t *s, co
                                      void *work, size_t *count_p)
 {
     size_t nb = dcr_dk_detect_blocks(n);
-    uint32_t *counts = (uint32_t *)work, *offsets = counts + nb, *total = offsets + nb;
+    /* Workspace layout (dcr_device_detect_workspace): votes, block counts,
+     * block offsets, the total. */
+    uint32_t *votes = (uint32_t *)work, *counts = votes + dcr_dk_vote_words(n);
+    uint32_t *offsets = counts + nb, *total = offsets + nb;
     uint32_t host_total = 0;
     DCR__ON(d, "detect");
     dcr__k_detect_count<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(cand, tracker, n,
-                                                                      (unsigned)es, counts);
+                                                                      (unsigned)es, counts, votes);
     DCR__LAUNCHED("detect (count kernel)");
     dcr__k_detect_scan<<<1, DCR_DK_SCAN_THREADS, 0, s->stream>>>(counts, offsets, nb, total);
     DCR__LAUNCHED("detect (scan kernel)");
-    dcr__k_detect_write<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(cand, tracker, n,
-                                                                      (unsigned)es, offsets, idx);
+    dcr__k_detect_write<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(votes, offsets, idx);
     DCR__LAUNCHED("detect (write kernel)");
     DCR__CUDA(
         cudaMemcpyAsync(&host_total, total, sizeof host_total, cudaMemcpyDeviceToHost, s->stream),

@@ -15,9 +15,10 @@
  *    [b * DCR_DK_TILE, (b + 1) * DCR_DK_TILE); in round j (0..DCR_DK_ITEMS)
  *    thread t looks at element b * DCR_DK_TILE + j * DCR_DK_BLOCK + t, so a
  *    round's loads are coalesced and the output stays in increasing order.
- *    Three kernels: count (changed elements per block), scan (one block of
- *    DCR_DK_SCAN_THREADS threads: exclusive prefix of the block counts and
- *    the total) and write (the compacted indices).
+ *    Three kernels: count (compares, and keeps every warp's vote of every
+ *    round: one bit per element, so the data is read once), scan (one block
+ *    of DCR_DK_SCAN_THREADS threads: exclusive prefix of the block counts
+ *    and the total) and write (the compacted indices, from the kept votes).
  *  - elementwise kernels (tracker update, scatter, combine, reset): one
  *    element or record per thread, DCR_DK_BLOCK threads per block. */
 #ifndef DCR_DEVICE_KERNELS_H
@@ -117,6 +118,25 @@ DCR_DK_FN int dcr_dk_detect_pred(const void *cand, const void *tracker, size_t n
 {
     size_t i = dcr_dk_detect_elem(block, j, t);
     return i < n && dcr_dk_changed(cand, tracker, i, es);
+}
+
+/* Where the count kernel keeps warp w's vote of round j in block b, and
+ * the votes' words for n elements (one bit per element, rounded up to
+ * whole tiles). */
+DCR_DK_FN size_t dcr_dk_vote_slot(size_t block, unsigned j, unsigned w)
+{
+    return (block * DCR_DK_ITEMS + j) * DCR_DK_WARPS + w;
+}
+
+DCR_DK_FN size_t dcr_dk_vote_words(size_t n)
+{
+    return dcr_dk_detect_blocks(n) * DCR_DK_ITEMS * DCR_DK_WARPS;
+}
+
+/* A lane's own predicate, read back from its warp's kept vote. */
+DCR_DK_FN int dcr_dk_vote_bit(uint32_t ballot, unsigned lane)
+{
+    return (int)((ballot >> lane) & 1u);
 }
 
 /* Changed elements of one warp in one round, from its vote. */

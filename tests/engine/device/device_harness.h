@@ -15,9 +15,10 @@
 
 #include "dcr/device_kernels.h"
 
-/* dcr__k_detect_count over all blocks. */
+/* dcr__k_detect_count over all blocks: the vote of each warp is
+ * assembled from its 32 lanes' predicates before any lane reads it. */
 static inline void harness_detect_count(const void *cand, const void *tracker, size_t n,
-                                        unsigned es, uint32_t *counts)
+                                        unsigned es, uint32_t *counts, uint32_t *votes)
 {
     for (size_t b = 0; b < dcr_dk_detect_blocks(n); b++) {
         uint32_t warp_total[DCR_DK_WARPS], mine[DCR_DK_BLOCK] = {0};
@@ -27,8 +28,10 @@ static inline void harness_detect_count(const void *cand, const void *tracker, s
                 for (unsigned lane = 0; lane < DCR_DK_WARP; lane++)
                     if (dcr_dk_detect_pred(cand, tracker, n, es, b, j, w * DCR_DK_WARP + lane))
                         ballot |= 1u << lane;
-                for (unsigned lane = 0; lane < DCR_DK_WARP; lane++)
+                for (unsigned lane = 0; lane < DCR_DK_WARP; lane++) {
+                    if (lane == 0) votes[dcr_dk_vote_slot(b, j, w)] = ballot;
                     mine[w * DCR_DK_WARP + lane] += dcr_dk_warp_count(ballot);
+                }
             }
         }
         for (unsigned t = 0; t < DCR_DK_BLOCK; t++)
@@ -54,28 +57,25 @@ static inline uint32_t harness_detect_scan(const uint32_t *counts, uint32_t *off
     return total;
 }
 
-/* dcr__k_detect_write over all blocks. */
-static inline void harness_detect_write(const void *cand, const void *tracker, size_t n,
-                                        unsigned es, const uint32_t *offsets, uint32_t *idx)
+/* dcr__k_detect_write over all blocks (nb of them), from the kept votes. */
+static inline void harness_detect_write(const uint32_t *votes, size_t nb, const uint32_t *offsets,
+                                        uint32_t *idx)
 {
-    for (size_t b = 0; b < dcr_dk_detect_blocks(n); b++) {
+    for (size_t b = 0; b < nb; b++) {
         size_t before[DCR_DK_BLOCK] = {0};
         for (unsigned j = 0; j < DCR_DK_ITEMS; j++) {
-            int pred[DCR_DK_BLOCK];
-            uint32_t ballot[DCR_DK_WARPS] = {0}, warp_counts[DCR_DK_WARPS];
+            uint32_t ballot[DCR_DK_BLOCK], warp_counts[DCR_DK_WARPS];
             for (unsigned t = 0; t < DCR_DK_BLOCK; t++) {
-                pred[t] = dcr_dk_detect_pred(cand, tracker, n, es, b, j, t);
-                if (pred[t]) ballot[t / DCR_DK_WARP] |= 1u << (t % DCR_DK_WARP);
-            }
-            for (unsigned t = 0; t < DCR_DK_BLOCK; t++)
+                ballot[t] = votes[dcr_dk_vote_slot(b, j, t / DCR_DK_WARP)];
                 if (t % DCR_DK_WARP == 0)
-                    warp_counts[t / DCR_DK_WARP] = dcr_dk_warp_count(ballot[t / DCR_DK_WARP]);
+                    warp_counts[t / DCR_DK_WARP] = dcr_dk_warp_count(ballot[t]);
+            }
             /* __syncthreads(); */
             for (unsigned t = 0; t < DCR_DK_BLOCK; t++) {
-                unsigned w = t / DCR_DK_WARP, round_total = 0;
-                unsigned woff = dcr_dk_warp_offset(warp_counts, w, &round_total);
-                if (pred[t])
-                    idx[dcr_dk_out_pos(offsets[b], before[t], woff, ballot[w], t)] =
+                unsigned round_total = 0;
+                unsigned woff = dcr_dk_warp_offset(warp_counts, t / DCR_DK_WARP, &round_total);
+                if (dcr_dk_vote_bit(ballot[t], t % DCR_DK_WARP))
+                    idx[dcr_dk_out_pos(offsets[b], before[t], woff, ballot[t], t)] =
                         (uint32_t)dcr_dk_detect_elem(b, j, t);
                 before[t] += round_total;
             }
@@ -91,11 +91,13 @@ static inline size_t harness_detect(const void *cand, const void *tracker, size_
 {
     size_t nb = dcr_dk_detect_blocks(n);
     uint32_t *counts = calloc(nb + 1, sizeof(*counts)), *offsets = calloc(nb + 1, sizeof(*offsets));
-    harness_detect_count(cand, tracker, n, es, counts);
+    uint32_t *votes = calloc(dcr_dk_vote_words(n) + 1, sizeof(*votes));
+    harness_detect_count(cand, tracker, n, es, counts, votes);
     uint32_t total = harness_detect_scan(counts, offsets, nb);
-    harness_detect_write(cand, tracker, n, es, offsets, idx);
+    harness_detect_write(votes, nb, offsets, idx);
     free(counts);
     free(offsets);
+    free(votes);
     return total;
 }
 
