@@ -260,16 +260,21 @@ dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *d
 }
 
 dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
-                                size_t n, dcr_dtype_t dtype, dcr_device_op_t op)
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_dtype_t dtype, dcr_device_op_t op)
 {
     DCR_CHECK(dcr__need(d, "combine",
-                        s != NULL && (unsigned)dtype < DCR_DTYPE_COUNT &&
-                            (n == 0 || (dst && src)) &&
+                        s != NULL && region != NULL && (unsigned)dtype < DCR_DTYPE_COUNT &&
                             (op == DCR_DEVICE_XOR || op == DCR_DEVICE_OVERWRITE),
-                        "a stream, a known dtype, buffers and op XOR or OVERWRITE"));
-    if (n == 0) return DCR_OK;
+                        "a stream, a region, a known dtype and op XOR or OVERWRITE"));
+    DCR_CHECK(dcr__need(d, "combine", region->rows >= 0 && region->cols >= 0,
+                        "a region of non-negative extents"));
+    DCR_CHECK(dcr__need(d, "combine", op == DCR_DEVICE_OVERWRITE || active == NULL,
+                        "no activity map with XOR"));
+    if (region->rows == 0 || region->cols == 0) return DCR_OK;
+    DCR_CHECK(dcr__need(d, "combine", dst && src, "buffers for a non-empty region"));
     DCR__DEVICE_RANGE(d, op == DCR_DEVICE_XOR ? "combine_xor" : "combine_overwrite",
-                      d->ops->combine(d, s, dst, src, n, dtype, op));
+                      d->ops->combine(d, s, dst, src, region, active, dtype, op));
 }
 
 dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,

@@ -112,10 +112,11 @@ __global__ void dcr__k_scatter(void *dst, unsigned es, const int64_t *idx, const
     dcr_dk_scatter(dst, es, idx, val, count, xor_op, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
-__global__ void dcr__k_combine(void *dst, const void *src, unsigned es, int dtype, size_t n,
-                               int xor_op)
+__global__ void dcr__k_combine(void *dst, const void *src, unsigned es, int dtype,
+                               dcr_device_region_t region, const uint8_t *active, int xor_op)
 {
-    dcr_dk_combine(dst, src, es, dtype, n, xor_op, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+    dcr_dk_combine(dst, src, es, dtype, region, active, xor_op,
+                   (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
 __global__ void dcr__k_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,
@@ -308,12 +309,13 @@ static dcr_status_t dcr__cuda_scatter(dcr_device_t *d, dcr_device_stream_t *s, v
 }
 
 static dcr_status_t dcr__cuda_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
-                                      const void *src, size_t n, dcr_dtype_t dtype,
-                                      dcr_device_op_t op)
+                                      const void *src, const dcr_device_region_t *region,
+                                      const uint8_t *active, dcr_dtype_t dtype, dcr_device_op_t op)
 {
+    size_t n = (size_t)(region->rows * region->cols);
     DCR__ON(d, "combine");
     dcr__k_combine<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, s->stream>>>(
-        dst, src, dcr_dk_dtype_size((int)dtype), (int)dtype, n, op == DCR_DEVICE_XOR);
+        dst, src, dcr_dk_dtype_size((int)dtype), (int)dtype, *region, active, op == DCR_DEVICE_XOR);
     DCR__LAUNCHED("combine");
     return DCR_OK;
 }

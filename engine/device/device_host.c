@@ -105,12 +105,13 @@ static dcr_status_t dcr__cpu_scatter(dcr_device_t *d, dcr_device_stream_t *s, vo
 }
 
 static dcr_status_t dcr__cpu_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
-                                     const void *src, size_t n, dcr_dtype_t dtype,
-                                     dcr_device_op_t op)
+                                     const void *src, const dcr_device_region_t *region,
+                                     const uint8_t *active, dcr_dtype_t dtype, dcr_device_op_t op)
 {
     unsigned es = dcr_dk_dtype_size((int)dtype);
+    size_t n = (size_t)(region->rows * region->cols);
     for (size_t i = 0; i < n; i++)
-        dcr_dk_combine(dst, src, es, (int)dtype, n, op == DCR_DEVICE_XOR, i);
+        dcr_dk_combine(dst, src, es, (int)dtype, *region, active, op == DCR_DEVICE_XOR, i);
     return DCR_OK;
 }
 

@@ -36,6 +36,7 @@
 extern "C" {
 #endif
 
+#include "dcr/device_kernels.h"
 #include "dcr/dtype.h"
 #include "dcr/status.h"
 
@@ -134,11 +135,15 @@ typedef struct dcr_device_ops {
      * (XOR) or = val[k] (OVERWRITE). idx entries distinct. */
     dcr_status_t (*scatter)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                             const int64_t *idx, const void *val, size_t count, dcr_device_op_t op);
-    /* Full pass over n elements of a scratch-shaped source: dst ^= src
-     * (XOR), or dst = src where src is not a NaN of dtype (OVERWRITE with
-     * the NaN placeholder). */
+    /* Full pass over a region (dcr/device_kernels.h): dst ^= src (XOR;
+     * active must be NULL), or dst = src where src is not a NaN of dtype
+     * (OVERWRITE with the NaN placeholder, active NULL) or where active[i]
+     * is set (OVERWRITE in the tracked pass; active is a device buffer of
+     * rows * cols bytes, row-major over the region). region is host memory,
+     * read before the call returns. */
     dcr_status_t (*combine)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
-                            size_t n, dcr_dtype_t dtype, dcr_device_op_t op);
+                            const dcr_device_region_t *region, const uint8_t *active,
+                            dcr_dtype_t dtype, dcr_device_op_t op);
     /* scratch[idx[k]] = base_word for k < count: the touched positions go
      * back to the scratch base pattern. */
     dcr_status_t (*reset)(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
@@ -178,9 +183,17 @@ const dcr_device_ops_t *dcr_device_backend(const dcr_device_t *d);
 /* Bytes of workspace dcr_device_detect needs for n elements. */
 size_t dcr_device_detect_workspace(size_t n);
 
+/* The contiguous region of n elements. */
+static inline dcr_device_region_t dcr_device_region_flat(size_t n)
+{
+    dcr_device_region_t r = {1, (int64_t)n, (int64_t)n, 1, (int64_t)n, 1};
+    return r;
+}
+
 /* Wrappers: see the slots above. They return DCR_EINVAL for NULL handles,
  * NULL buffers with a non-zero count, element sizes other than 1, 2, 4, and
- * n above UINT32_MAX for detect (indices are 32-bit, as in chunks). A zero
+ * n above UINT32_MAX for detect (indices are 32-bit, as in chunks), a
+ * region with negative extents or active with XOR. A zero
  * count returns DCR_OK without calling the backend. free, host_free and
  * stream_destroy accept NULL. */
 dcr_status_t dcr_device_alloc(dcr_device_t *d, size_t bytes, void **out_p);
@@ -203,7 +216,8 @@ dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *d
                                 const int64_t *idx, const void *val, size_t count,
                                 dcr_device_op_t op);
 dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
-                                size_t n, dcr_dtype_t dtype, dcr_device_op_t op);
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_dtype_t dtype, dcr_device_op_t op);
 dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
                               const int64_t *idx, size_t count, uint32_t base_word);
 

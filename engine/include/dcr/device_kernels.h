@@ -69,15 +69,26 @@ DCR_DK_FN size_t dcr_dk_blocks(size_t n)
     return (n + DCR_DK_BLOCK - 1) / DCR_DK_BLOCK;
 }
 
+/* A 2-D strided region of elements, visited row-major over rows x cols;
+ * strides count elements (negative ones allowed) from the pointers the
+ * operation receives. A contiguous range of n is 1 x n with column strides
+ * 1 (dcr_device_region_flat); a loader's copy between views of up to two
+ * non-mergeable dimensions is one region. */
+typedef struct dcr_device_region {
+    int64_t rows, cols;
+    int64_t dst_row, dst_col;
+    int64_t src_row, src_col;
+} dcr_device_region_t;
+
 /* Element i of a buffer of es-byte words, widened. */
-DCR_DK_FN uint32_t dcr_dk_load(const void *p, size_t i, unsigned es)
+DCR_DK_FN uint32_t dcr_dk_load(const void *p, int64_t i, unsigned es)
 {
     if (es == 2) return ((const uint16_t *)p)[i];
     if (es == 4) return ((const uint32_t *)p)[i];
     return ((const uint8_t *)p)[i];
 }
 
-DCR_DK_FN void dcr_dk_store(void *p, size_t i, unsigned es, uint32_t w)
+DCR_DK_FN void dcr_dk_store(void *p, int64_t i, unsigned es, uint32_t w)
 {
     if (es == 2)
         ((uint16_t *)p)[i] = (uint16_t)w;
@@ -90,7 +101,7 @@ DCR_DK_FN void dcr_dk_store(void *p, size_t i, unsigned es, uint32_t w)
 /* Whether the stored bits of element i differ (never a float compare). */
 DCR_DK_FN int dcr_dk_changed(const void *a, const void *b, size_t i, unsigned es)
 {
-    return dcr_dk_load(a, i, es) != dcr_dk_load(b, i, es);
+    return dcr_dk_load(a, (int64_t)i, es) != dcr_dk_load(b, (int64_t)i, es);
 }
 
 DCR_DK_FN unsigned dcr_dk_popc(uint32_t x)
@@ -259,24 +270,28 @@ DCR_DK_FN void dcr_dk_scatter(void *dst, unsigned es, const int64_t *idx, const 
                               size_t count, int xor_op, size_t k)
 {
     if (k >= count) return;
-    size_t i = (size_t)idx[k];
-    uint32_t w = dcr_dk_load(val, k, es);
+    int64_t i = idx[k];
+    uint32_t w = dcr_dk_load(val, (int64_t)k, es);
     dcr_dk_store(dst, i, es, xor_op ? dcr_dk_load(dst, i, es) ^ w : w);
 }
 
-/* Element i of a full pass over a scratch-shaped source: XOR applies the
+/* Element i (row-major) of a full pass over a region: XOR applies the
  * source word (0 where no record landed); overwrite takes the source word
- * where it is not a NaN, the placeholder of positions no record touched
- * (which is why NaN-valued records cannot take this path). */
-DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype, size_t n,
-                              int xor_op, size_t i)
+ * where active is NULL and it is not a NaN (the placeholder of positions no
+ * record touched, which is why NaN-valued records cannot take this path),
+ * or where active[i] is set (the tracked pass, whose activity map the
+ * loader carried through its ops). */
+DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype,
+                              dcr_device_region_t r, const uint8_t *active, int xor_op, size_t i)
 {
-    if (i >= n) return;
-    uint32_t s = dcr_dk_load(src, i, es);
+    if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return;
+    int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
+    int64_t di = row * r.dst_row + col * r.dst_col, si = row * r.src_row + col * r.src_col;
+    uint32_t s = dcr_dk_load(src, si, es);
     if (xor_op)
-        dcr_dk_store(dst, i, es, dcr_dk_load(dst, i, es) ^ s);
-    else if (!dcr_dk_isnan(dtype, s))
-        dcr_dk_store(dst, i, es, s);
+        dcr_dk_store(dst, di, es, dcr_dk_load(dst, di, es) ^ s);
+    else if (active ? active[i] != 0 : !dcr_dk_isnan(dtype, s))
+        dcr_dk_store(dst, di, es, s);
 }
 
 /* Restores scratch at record k's position to the base word (0 after XOR,
@@ -285,13 +300,13 @@ DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype
 DCR_DK_FN void dcr_dk_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,
                             uint32_t base_word, size_t k)
 {
-    if (k < count) dcr_dk_store(scratch, (size_t)idx[k], es, base_word);
+    if (k < count) dcr_dk_store(scratch, idx[k], es, base_word);
 }
 
 /* Element i of a fill with one word (scratch base patterns). */
 DCR_DK_FN void dcr_dk_fill(void *dst, unsigned es, uint32_t word, size_t n, size_t i)
 {
-    if (i < n) dcr_dk_store(dst, i, es, word);
+    if (i < n) dcr_dk_store(dst, (int64_t)i, es, word);
 }
 
 #endif

@@ -125,10 +125,12 @@ static inline void harness_scatter(void *dst, unsigned es, const int64_t *idx, c
     HARNESS_ELEMENTWISE(count, k, dcr_dk_scatter(dst, es, idx, val, count, xor_op, k));
 }
 
-static inline void harness_combine(void *dst, const void *src, int dtype, size_t n, int xor_op)
+static inline void harness_combine(void *dst, const void *src, int dtype, dcr_device_region_t r,
+                                   const uint8_t *active, int xor_op)
 {
     unsigned es = dcr_dk_dtype_size(dtype);
-    HARNESS_ELEMENTWISE(n, i, dcr_dk_combine(dst, src, es, dtype, n, xor_op, i));
+    size_t n = (size_t)(r.rows * r.cols);
+    HARNESS_ELEMENTWISE(n, i, dcr_dk_combine(dst, src, es, dtype, r, active, xor_op, i));
 }
 
 static inline void harness_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,

@@ -136,6 +136,46 @@ static void oracle_placeholder(dcr_dtype_t dt, void *dst, size_t n, const int64_
     (void)n;
 }
 
+/* A full pass over a region, element by element in row-major order. */
+static void oracle_combine(dcr_dtype_t dt, char *dst, const char *src, dcr_device_region_t r,
+                           const uint8_t *active, bool xor_op)
+{
+    int64_t es = (int64_t)dcr_dtype_size(dt);
+    for (int64_t row = 0; row < r.rows; row++)
+        for (int64_t col = 0; col < r.cols; col++) {
+            char *p = dst + (row * r.dst_row + col * r.dst_col) * es;
+            uint64_t v = dcr_dtype_load_bits(dt, src + (row * r.src_row + col * r.src_col) * es);
+            bool take = active ? active[row * r.cols + col] != 0 : !dcr_dtype_bits_isnan(dt, v);
+            if (xor_op)
+                dcr_dtype_store_bits(dt, p, dcr_dtype_load_bits(dt, p) ^ v);
+            else if (take)
+                dcr_dtype_store_bits(dt, p, v);
+        }
+}
+
+/* Region cases: a transposed destination (a loader's .t() view) and a
+ * destination whose columns run backwards, over shapes around the block. */
+typedef struct suite_region_case {
+    dcr_device_region_t r;
+    int64_t origin; /* element of the destination buffer the region starts at */
+    size_t elems;   /* elements of either buffer */
+} suite_region_case_t;
+
+static const int64_t suite_shapes[][2] = {{0, 5}, {1, 1}, {3, 1}, {37, 53}, {64, 256}, {5, 300}};
+#define SUITE_NSHAPES (sizeof suite_shapes / sizeof suite_shapes[0])
+
+static suite_region_case_t suite_region(size_t shape, int flip)
+{
+    int64_t rows = suite_shapes[shape][0], cols = suite_shapes[shape][1];
+    suite_region_case_t c = {{rows, cols, 1, rows, cols, 1}, 0, (size_t)(rows * cols)};
+    if (flip) {
+        c.r.dst_row = cols;
+        c.r.dst_col = -1;
+        c.origin = cols - 1;
+    }
+    return c;
+}
+
 /* Whether every word of buf[0..n) is w. */
 static bool suite_all_words(dcr_dtype_t dt, const void *buf, size_t n, uint64_t w)
 {
@@ -292,7 +332,9 @@ static void conf_apply(dcr_device_t *d)
                         assert_int_equal(dcr_device_scatter(d, s, scratch, es, didx, dval, count,
                                                             DCR_DEVICE_OVERWRITE),
                                          DCR_OK);
-                        assert_int_equal(dcr_device_combine(d, s, dst, scratch, n, dt, op), DCR_OK);
+                        dcr_device_region_t flat = dcr_device_region_flat(n);
+                        assert_int_equal(
+                            dcr_device_combine(d, s, dst, scratch, &flat, NULL, dt, op), DCR_OK);
                         assert_int_equal(
                             dcr_device_reset(d, s, scratch, es, didx, count, base_word), DCR_OK);
                         suite_down(d, s, back, scratch, bytes);
@@ -319,6 +361,53 @@ static void conf_apply(dcr_device_t *d)
     dcr_device_stream_destroy(d, s);
 }
 
+/* Full passes over strided regions, the three rules (XOR, placeholder,
+ * activity map), against oracle_combine. */
+static void conf_combine_regions(dcr_device_t *d)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ 0xC0);
+    dcr_device_stream_t *s = NULL;
+    assert_int_equal(dcr_device_stream_create(d, &s), DCR_OK);
+    for (size_t di = 0; di < SUITE_NDTYPES; di++)
+        for (size_t sh = 0; sh < SUITE_NSHAPES; sh++)
+            for (int flip = 0; flip < 2; flip++)
+                for (int rule = 0; rule < 3; rule++) {
+                    dcr_dtype_t dt = suite_dtypes[di];
+                    suite_region_case_t c = suite_region(sh, flip);
+                    size_t es = dcr_dtype_size(dt), bytes = c.elems * es;
+                    char *dst = malloc(bytes + 1), *src = malloc(bytes + 1);
+                    char *want = malloc(bytes + 1), *got = malloc(bytes + 1);
+                    uint8_t *active = malloc(c.elems + 1);
+                    suite_gen_pair(&rng, dt, c.elems, 0.5, dst, src);
+                    for (size_t i = 0; i < c.elems; i++) active[i] = dcr_rng_below(&rng, 2) ? 3 : 0;
+                    memcpy(want, dst, bytes);
+                    const uint8_t *act = rule == 2 ? active : NULL;
+                    oracle_combine(dt, want + c.origin * (int64_t)es, src, c.r, act, rule == 0);
+                    void *ddst = suite_up(d, s, dst, bytes), *dsrc = suite_up(d, s, src, bytes);
+                    void *dact = suite_up(d, s, active, c.elems);
+                    assert_int_equal(
+                        dcr_device_combine(d, s, (char *)ddst + c.origin * (int64_t)es, dsrc, &c.r,
+                                           rule == 2 ? dact : NULL, dt,
+                                           rule == 0 ? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE),
+                        DCR_OK);
+                    suite_down(d, s, got, ddst, bytes);
+                    if (bytes && memcmp(got, want, bytes))
+                        fail_msg("seed %llu: combine %s %lldx%lld flip=%d rule=%d differs",
+                                 (unsigned long long)g_seed, dcr_dtype_name(dt),
+                                 (long long)c.r.rows, (long long)c.r.cols, flip, rule);
+                    dcr_device_free(d, ddst);
+                    dcr_device_free(d, dsrc);
+                    dcr_device_free(d, dact);
+                    free(dst);
+                    free(src);
+                    free(want);
+                    free(got);
+                    free(active);
+                }
+    dcr_device_stream_destroy(d, s);
+}
+
 /* Bad arguments are refused by the wrappers, for every backend alike. */
 static void conf_errors(dcr_device_t *d)
 {
@@ -333,9 +422,17 @@ static void conf_errors(dcr_device_t *d)
     assert_int_equal(dcr_device_detect(d, s, buf, buf, 4, 8, buf, buf, &count), DCR_EINVAL);
     assert_int_equal(dcr_device_detect(d, NULL, buf, buf, 4, 2, buf, buf, &count), DCR_EINVAL);
     assert_int_equal(dcr_device_scatter(d, s, NULL, 2, buf, buf, 1, DCR_DEVICE_XOR), DCR_EINVAL);
-    assert_int_equal(dcr_device_combine(d, s, buf, buf, 4, DCR_DTYPE_COUNT, DCR_DEVICE_XOR),
+    dcr_device_region_t r4 = dcr_device_region_flat(4), neg = {-1, 4, 4, 1, 4, 1};
+    assert_int_equal(dcr_device_combine(d, s, buf, buf, &r4, NULL, DCR_DTYPE_COUNT, DCR_DEVICE_XOR),
                      DCR_EINVAL);
-    assert_int_equal(dcr_device_combine(d, s, buf, buf, 4, DCR_DTYPE_BF16, (dcr_device_op_t)7),
+    assert_int_equal(
+        dcr_device_combine(d, s, buf, buf, &r4, NULL, DCR_DTYPE_BF16, (dcr_device_op_t)7),
+        DCR_EINVAL);
+    assert_int_equal(dcr_device_combine(d, s, buf, buf, &neg, NULL, DCR_DTYPE_BF16, DCR_DEVICE_XOR),
+                     DCR_EINVAL);
+    assert_int_equal(dcr_device_combine(d, s, buf, buf, &r4, buf, DCR_DTYPE_BF16, DCR_DEVICE_XOR),
+                     DCR_EINVAL);
+    assert_int_equal(dcr_device_combine(d, s, buf, buf, NULL, NULL, DCR_DTYPE_BF16, DCR_DEVICE_XOR),
                      DCR_EINVAL);
     /* Empty inputs are no-ops that succeed, NULL buffers allowed. */
     count = 99;

@@ -190,7 +190,7 @@ static void test_harness_apply(void **state)
                         oracle_placeholder(dt, want, n, idx, val, count);
                     harness_fill(scratch, (unsigned)es, base_word, n);
                     harness_scatter(scratch, (unsigned)es, idx, val, count, 0);
-                    harness_combine(got, scratch, (int)dt, n, xor_op);
+                    harness_combine(got, scratch, (int)dt, dcr_device_region_flat(n), NULL, xor_op);
                     harness_reset(scratch, (unsigned)es, idx, count, base_word);
                     if (bytes && memcmp(got, want, bytes))
                         fail_msg("seed %llu: harness full %s %s n=%zu rate=%g differs",
@@ -210,6 +210,40 @@ static void test_harness_apply(void **state)
                 free(scratch);
                 free(idx);
             }
+}
+
+/* The combine kernel over strided regions under the harness. */
+static void test_harness_combine_regions(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ 0xC1);
+    for (size_t di = 0; di < SUITE_NDTYPES; di++)
+        for (size_t sh = 0; sh < SUITE_NSHAPES; sh++)
+            for (int flip = 0; flip < 2; flip++)
+                for (int rule = 0; rule < 3; rule++) {
+                    dcr_dtype_t dt = suite_dtypes[di];
+                    suite_region_case_t c = suite_region(sh, flip);
+                    size_t es = dcr_dtype_size(dt), bytes = c.elems * es;
+                    char *src = malloc(bytes + 1), *want = malloc(bytes + 1);
+                    char *got = malloc(bytes + 1);
+                    uint8_t *active = malloc(c.elems + 1);
+                    suite_gen_pair(&rng, dt, c.elems, 0.5, got, src);
+                    for (size_t i = 0; i < c.elems; i++)
+                        active[i] = (uint8_t)dcr_rng_below(&rng, 2);
+                    memcpy(want, got, bytes);
+                    const uint8_t *act = rule == 2 ? active : NULL;
+                    oracle_combine(dt, want + c.origin * (int64_t)es, src, c.r, act, rule == 0);
+                    harness_combine(got + c.origin * (int64_t)es, src, (int)dt, c.r, act,
+                                    rule == 0);
+                    if (bytes && memcmp(got, want, bytes))
+                        fail_msg("seed %llu: harness combine %s %lldx%lld flip=%d rule=%d differs",
+                                 (unsigned long long)g_seed, dcr_dtype_name(dt),
+                                 (long long)c.r.rows, (long long)c.r.cols, flip, rule);
+                    free(src);
+                    free(want);
+                    free(got);
+                    free(active);
+                }
 }
 
 /* ---- conformance, "cpu" backend ---- */
@@ -243,6 +277,11 @@ static void test_cpu_apply(void **state)
     conf_apply(*state);
 }
 
+static void test_cpu_combine_regions(void **state)
+{
+    conf_combine_regions(*state);
+}
+
 static void test_cpu_errors(void **state)
 {
     conf_errors(*state);
@@ -260,9 +299,11 @@ int main(void)
         cmocka_unit_test(test_harness_detect_many_blocks),
         cmocka_unit_test(test_harness_detect_each_position),
         cmocka_unit_test(test_harness_apply),
+        cmocka_unit_test(test_harness_combine_regions),
         cmocka_unit_test_setup_teardown(test_cpu_memory, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_detect, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_apply, open_cpu, close_dev),
+        cmocka_unit_test_setup_teardown(test_cpu_combine_regions, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_errors, open_cpu, close_dev),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

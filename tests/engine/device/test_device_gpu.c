@@ -50,6 +50,11 @@ static void test_cuda_apply(void **state)
     conf_apply(*state);
 }
 
+static void test_cuda_combine_regions(void **state)
+{
+    conf_combine_regions(*state);
+}
+
 static void test_cuda_errors(void **state)
 {
     conf_errors(*state);
@@ -170,6 +175,7 @@ static int bench(void)
         OK(dcr_device_alloc(d, count * es + 8, &dval));
         OK(dcr_device_alloc(d, bytes, &scratch));
         double t_sparse, t_full, t_dense;
+        dcr_device_region_t flat = dcr_device_region_flat(n);
         BENCH_BEST(t_dense, {
             OK(dcr_device_copy(d, s, dc, hc, bytes, DCR_DEVICE_H2D));
             OK(dcr_device_sync(d, s));
@@ -186,7 +192,7 @@ static int bench(void)
             OK(dcr_device_copy(d, s, didx64, hidx, count * sizeof(int64_t), DCR_DEVICE_H2D));
             OK(dcr_device_copy(d, s, dval, hval, count * es, DCR_DEVICE_H2D));
             OK(dcr_device_scatter(d, s, scratch, es, didx64, dval, count, DCR_DEVICE_OVERWRITE));
-            OK(dcr_device_combine(d, s, dc, scratch, n, DCR_DTYPE_BF16, DCR_DEVICE_XOR));
+            OK(dcr_device_combine(d, s, dc, scratch, &flat, NULL, DCR_DTYPE_BF16, DCR_DEVICE_XOR));
             OK(dcr_device_reset(d, s, scratch, es, didx64, count, 0));
             OK(dcr_device_sync(d, s));
         });
@@ -231,6 +237,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_cuda_memory, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_detect, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_apply, open_cuda, close_dev),
+        cmocka_unit_test_setup_teardown(test_cuda_combine_regions, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_errors, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_large_chunk, open_cuda, close_dev),
     };
