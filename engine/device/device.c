@@ -3,6 +3,8 @@
  * a slot can trust them) and pushes an NVTX range (domain "dcr") around the
  * operation, so an Nsight Systems trace of a GPU run shows each device stage
  * next to the engine's own stage ranges. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -96,23 +98,28 @@ size_t dcr_device_detect_workspace(size_t n)
 /* ---- NVTX ---- */
 
 #ifdef DCR_HAVE_NVTX
-static nvtxDomainHandle_t dcr__device_domain(void)
+/* NULL when no tool is attached (nvtx3 then hands out no domain), which is
+ * how a range knows that pushing is pointless. nvtx3 returns one handle per
+ * name, so these ranges share domain "dcr" with engine/trace's. */
+static _Atomic(nvtxDomainHandle_t) dcr__device_domain;
+static pthread_once_t dcr__device_domain_once = PTHREAD_ONCE_INIT;
+
+static void dcr__device_domain_create(void)
 {
-    /* nvtx3 returns the same handle for the same name, so these ranges share
-     * domain "dcr" with engine/trace's; the first call is cheap to repeat. */
-    static _Thread_local nvtxDomainHandle_t domain;
-    if (domain == NULL) domain = nvtxDomainCreateA("dcr");
-    return domain;
+    atomic_store(&dcr__device_domain, nvtxDomainCreateA("dcr"));
 }
 #endif
 
-static void dcr__range_push(const dcr_device_t *d, const char *op)
+/* Pushes the range of one operation; returns whether one was pushed. */
+static bool dcr__range_push(const dcr_device_stream_t *s, dcr_stage_t stage)
 {
 #ifdef DCR_HAVE_NVTX
-    nvtxDomainHandle_t domain = dcr__device_domain();
-    if (domain == NULL) return;
-    char msg[64];
-    snprintf(msg, sizeof msg, "device.%s %s", op, d->ops->name);
+    if (!dcr_trace_enabled()) return false;
+    pthread_once(&dcr__device_domain_once, dcr__device_domain_create);
+    nvtxDomainHandle_t domain = atomic_load_explicit(&dcr__device_domain, memory_order_relaxed);
+    if (domain == NULL) return false;
+    char msg[96];
+    dcr_trace_format_message(msg, sizeof msg, stage, s->actor, s->id, dcr_trace_refit());
     nvtxEventAttributes_t a;
     memset(&a, 0, sizeof a);
     a.version = NVTX_VERSION;
@@ -120,26 +127,29 @@ static void dcr__range_push(const dcr_device_t *d, const char *op)
     a.messageType = NVTX_MESSAGE_TYPE_ASCII;
     a.message.ascii = msg;
     nvtxDomainRangePushEx(domain, &a);
+    return true;
 #else
-    (void)d;
-    (void)op;
+    (void)s;
+    (void)stage;
+    return false;
 #endif
 }
 
-static void dcr__range_pop(void)
+static void dcr__range_pop(bool pushed)
 {
 #ifdef DCR_HAVE_NVTX
-    nvtxDomainHandle_t domain = dcr__device_domain();
-    if (domain != NULL) nvtxDomainRangePop(domain);
+    if (pushed) nvtxDomainRangePop(atomic_load_explicit(&dcr__device_domain, memory_order_relaxed));
+#else
+    (void)pushed;
 #endif
 }
 
-/* Runs one backend call inside an NVTX range named for the operation. */
-#define DCR__DEVICE_RANGE(d, op, call)                                                             \
+/* Runs one backend call inside the stage's NVTX range. */
+#define DCR__DEVICE_RANGE(s, stage, call)                                                          \
     do {                                                                                           \
-        dcr__range_push((d), (op));                                                                \
+        bool dcr__pushed = dcr__range_push((s), (stage));                                          \
         dcr_status_t dcr__rst = (call);                                                            \
-        dcr__range_pop();                                                                          \
+        dcr__range_pop(dcr__pushed);                                                               \
         return dcr__rst;                                                                           \
     } while (0)
 
@@ -182,10 +192,17 @@ void dcr_device_host_free(dcr_device_t *d, void *p)
     if (d && p) d->ops->host_free(d, p);
 }
 
-dcr_status_t dcr_device_stream_create(dcr_device_t *d, dcr_device_stream_t **out_p)
+dcr_status_t dcr_device_stream_create(dcr_device_t *d, dcr_actor_t actor, int id,
+                                      dcr_device_stream_t **out_p)
 {
-    DCR_CHECK(dcr__need(d, "stream_create", out_p != NULL, "out_p required"));
-    return d->ops->stream_create(d, out_p);
+    DCR_CHECK(dcr__need(d, "stream_create", out_p != NULL && (unsigned)actor < DCR_ACTOR_COUNT,
+                        "out_p and a known actor required"));
+    dcr_device_stream_t *s = NULL;
+    DCR_CHECK(d->ops->stream_create(d, &s));
+    s->actor = actor;
+    s->id = id;
+    *out_p = s;
+    return DCR_OK;
 }
 
 void dcr_device_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s)
@@ -196,7 +213,7 @@ void dcr_device_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s)
 dcr_status_t dcr_device_sync(dcr_device_t *d, dcr_device_stream_t *s)
 {
     DCR_CHECK(dcr__need(d, "sync", s != NULL, "a stream is required"));
-    DCR__DEVICE_RANGE(d, "sync", d->ops->sync(d, s));
+    DCR__DEVICE_RANGE(s, DCR_STAGE_SYNC, d->ops->sync(d, s));
 }
 
 dcr_status_t dcr_device_copy(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
@@ -207,8 +224,8 @@ dcr_status_t dcr_device_copy(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
     DCR_CHECK(dcr__need(d, "copy", kind >= DCR_DEVICE_H2D && kind <= DCR_DEVICE_D2D,
                         "kind H2D, D2H or D2D"));
     if (bytes == 0) return DCR_OK;
-    static const char *const names[] = {"copy_h2d", "copy_d2h", "copy_d2d"};
-    DCR__DEVICE_RANGE(d, names[kind], d->ops->copy(d, s, dst, src, bytes, kind));
+    DCR__DEVICE_RANGE(s, s->actor == DCR_ACTOR_OWNER ? DCR_STAGE_COMPARE : DCR_STAGE_APPLY,
+                      d->ops->copy(d, s, dst, src, bytes, kind));
 }
 
 dcr_status_t dcr_device_fill(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
@@ -217,7 +234,7 @@ dcr_status_t dcr_device_fill(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
     DCR_CHECK(dcr__need(d, "fill", s != NULL && (n == 0 || dst) && dcr__es_ok(es),
                         "a stream, a buffer and element size 1, 2 or 4"));
     if (n == 0) return DCR_OK;
-    DCR__DEVICE_RANGE(d, "fill", d->ops->fill(d, s, dst, es, word, n));
+    DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY, d->ops->fill(d, s, dst, es, word, n));
 }
 
 dcr_status_t dcr_device_detect(dcr_device_t *d, dcr_device_stream_t *s, const void *cand,
@@ -233,7 +250,8 @@ dcr_status_t dcr_device_detect(dcr_device_t *d, dcr_device_stream_t *s, const vo
         *count_p = 0;
         return DCR_OK;
     }
-    DCR__DEVICE_RANGE(d, "detect", d->ops->detect(d, s, cand, tracker, n, es, idx, work, count_p));
+    DCR__DEVICE_RANGE(s, DCR_STAGE_COMPARE,
+                      d->ops->detect(d, s, cand, tracker, n, es, idx, work, count_p));
 }
 
 dcr_status_t dcr_device_track(dcr_device_t *d, dcr_device_stream_t *s, void *tracker,
@@ -243,7 +261,7 @@ dcr_status_t dcr_device_track(dcr_device_t *d, dcr_device_stream_t *s, void *tra
                         s != NULL && dcr__es_ok(es) && (count == 0 || (tracker && cand && idx)),
                         "a stream, element size 1, 2 or 4, and buffers"));
     if (count == 0) return DCR_OK;
-    DCR__DEVICE_RANGE(d, "track", d->ops->track(d, s, tracker, cand, es, idx, count));
+    DCR__DEVICE_RANGE(s, DCR_STAGE_BASELINE, d->ops->track(d, s, tracker, cand, es, idx, count));
 }
 
 dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
@@ -255,8 +273,7 @@ dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *d
                             (op == DCR_DEVICE_XOR || op == DCR_DEVICE_OVERWRITE),
                         "a stream, element size 1, 2 or 4, buffers and op XOR or OVERWRITE"));
     if (count == 0) return DCR_OK;
-    DCR__DEVICE_RANGE(d, op == DCR_DEVICE_XOR ? "scatter_xor" : "scatter_overwrite",
-                      d->ops->scatter(d, s, dst, es, idx, val, count, op));
+    DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY, d->ops->scatter(d, s, dst, es, idx, val, count, op));
 }
 
 dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
@@ -273,7 +290,7 @@ dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *d
                         "no activity map with XOR"));
     if (region->rows == 0 || region->cols == 0) return DCR_OK;
     DCR_CHECK(dcr__need(d, "combine", dst && src, "buffers for a non-empty region"));
-    DCR__DEVICE_RANGE(d, op == DCR_DEVICE_XOR ? "combine_xor" : "combine_overwrite",
+    DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY,
                       d->ops->combine(d, s, dst, src, region, active, dtype, op));
 }
 
@@ -283,5 +300,5 @@ dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scr
     DCR_CHECK(dcr__need(d, "reset", s != NULL && dcr__es_ok(es) && (count == 0 || (scratch && idx)),
                         "a stream, element size 1, 2 or 4, and buffers"));
     if (count == 0) return DCR_OK;
-    DCR__DEVICE_RANGE(d, "reset", d->ops->reset(d, s, scratch, es, idx, count, base_word));
+    DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY, d->ops->reset(d, s, scratch, es, idx, count, base_word));
 }

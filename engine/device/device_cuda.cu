@@ -18,9 +18,16 @@
 #include "dcr/device_kernels.h"
 #include "device-internal.h"
 
-struct dcr_device_stream {
+/* The public header first (dcr/device.h), then the CUDA stream. */
+typedef struct dcr__cuda_stream {
+    dcr_device_stream_t base;
     cudaStream_t stream;
-};
+} dcr__cuda_stream_t;
+
+static cudaStream_t dcr__stream(dcr_device_stream_t *s)
+{
+    return ((dcr__cuda_stream_t *)s)->stream;
+}
 
 #define DCR__FULL_MASK 0xFFFFFFFFu
 
@@ -212,7 +219,7 @@ static void dcr__cuda_host_free(dcr_device_t *d, void *p)
 static dcr_status_t dcr__cuda_stream_create(dcr_device_t *d, dcr_device_stream_t **out_p)
 {
     DCR__ON(d, "stream_create");
-    dcr_device_stream_t *s = (dcr_device_stream_t *)calloc(1, sizeof(*s));
+    dcr__cuda_stream_t *s = (dcr__cuda_stream_t *)calloc(1, sizeof(*s));
     if (s == NULL) return dcr_error_set(DCR_ENOMEM, "device cuda: stream");
     /* Non-blocking: a receiver's stream must not wait for the legacy default
      * stream that other code (or a library) may use. */
@@ -221,15 +228,15 @@ static dcr_status_t dcr__cuda_stream_create(dcr_device_t *d, dcr_device_stream_t
         free(s);
         return dcr__cuda_fail(e, "cudaStreamCreateWithFlags", "stream_create");
     }
-    *out_p = s;
+    *out_p = &s->base;
     return DCR_OK;
 }
 
 static void dcr__cuda_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s)
 {
     if (cudaSetDevice(d->ordinal) == cudaSuccess) {
-        (void)cudaStreamSynchronize(s->stream);
-        (void)cudaStreamDestroy(s->stream);
+        (void)cudaStreamSynchronize(dcr__stream(s));
+        (void)cudaStreamDestroy(dcr__stream(s));
     }
     free(s);
 }
@@ -237,7 +244,7 @@ static void dcr__cuda_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s)
 static dcr_status_t dcr__cuda_sync(dcr_device_t *d, dcr_device_stream_t *s)
 {
     DCR__ON(d, "sync");
-    DCR__CUDA(cudaStreamSynchronize(s->stream), "sync");
+    DCR__CUDA(cudaStreamSynchronize(dcr__stream(s)), "sync");
     return DCR_OK;
 }
 
@@ -247,7 +254,7 @@ static dcr_status_t dcr__cuda_copy(dcr_device_t *d, dcr_device_stream_t *s, void
     static const cudaMemcpyKind kinds[] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                            cudaMemcpyDeviceToDevice};
     DCR__ON(d, "copy");
-    DCR__CUDA(cudaMemcpyAsync(dst, src, bytes, kinds[kind], s->stream), "copy");
+    DCR__CUDA(cudaMemcpyAsync(dst, src, bytes, kinds[kind], dcr__stream(s)), "copy");
     return DCR_OK;
 }
 
@@ -255,8 +262,8 @@ static dcr_status_t dcr__cuda_fill(dcr_device_t *d, dcr_device_stream_t *s, void
                                    uint32_t word, size_t n)
 {
     DCR__ON(d, "fill");
-    dcr__k_fill<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, s->stream>>>(dst, (unsigned)es, word,
-                                                                            n);
+    dcr__k_fill<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(dst, (unsigned)es,
+                                                                                 word, n);
     DCR__LAUNCHED("fill");
     return DCR_OK;
 }
@@ -272,17 +279,17 @@ static dcr_status_t dcr__cuda_detect(dcr_device_t *d, dcr_device_stream_t *s, co
     uint32_t *offsets = counts + nb, *total = offsets + nb;
     uint32_t host_total = 0;
     DCR__ON(d, "detect");
-    dcr__k_detect_count<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(cand, tracker, n,
-                                                                      (unsigned)es, counts, votes);
+    dcr__k_detect_count<<<(unsigned)nb, DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
+        cand, tracker, n, (unsigned)es, counts, votes);
     DCR__LAUNCHED("detect (count kernel)");
-    dcr__k_detect_scan<<<1, DCR_DK_SCAN_THREADS, 0, s->stream>>>(counts, offsets, nb, total);
+    dcr__k_detect_scan<<<1, DCR_DK_SCAN_THREADS, 0, dcr__stream(s)>>>(counts, offsets, nb, total);
     DCR__LAUNCHED("detect (scan kernel)");
-    dcr__k_detect_write<<<(unsigned)nb, DCR_DK_BLOCK, 0, s->stream>>>(votes, offsets, idx);
+    dcr__k_detect_write<<<(unsigned)nb, DCR_DK_BLOCK, 0, dcr__stream(s)>>>(votes, offsets, idx);
     DCR__LAUNCHED("detect (write kernel)");
-    DCR__CUDA(
-        cudaMemcpyAsync(&host_total, total, sizeof host_total, cudaMemcpyDeviceToHost, s->stream),
-        "detect");
-    DCR__CUDA(cudaStreamSynchronize(s->stream), "detect");
+    DCR__CUDA(cudaMemcpyAsync(&host_total, total, sizeof host_total, cudaMemcpyDeviceToHost,
+                              dcr__stream(s)),
+              "detect");
+    DCR__CUDA(cudaStreamSynchronize(dcr__stream(s)), "detect");
     *count_p = host_total;
     return DCR_OK;
 }
@@ -291,7 +298,7 @@ static dcr_status_t dcr__cuda_track(dcr_device_t *d, dcr_device_stream_t *s, voi
                                     const void *cand, size_t es, const uint32_t *idx, size_t count)
 {
     DCR__ON(d, "track");
-    dcr__k_track<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, s->stream>>>(
+    dcr__k_track<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
         tracker, cand, (unsigned)es, idx, count);
     DCR__LAUNCHED("track");
     return DCR_OK;
@@ -302,7 +309,7 @@ static dcr_status_t dcr__cuda_scatter(dcr_device_t *d, dcr_device_stream_t *s, v
                                       dcr_device_op_t op)
 {
     DCR__ON(d, "scatter");
-    dcr__k_scatter<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, s->stream>>>(
+    dcr__k_scatter<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
         dst, (unsigned)es, idx, val, count, op == DCR_DEVICE_XOR);
     DCR__LAUNCHED("scatter");
     return DCR_OK;
@@ -314,7 +321,7 @@ static dcr_status_t dcr__cuda_combine(dcr_device_t *d, dcr_device_stream_t *s, v
 {
     size_t n = (size_t)(region->rows * region->cols);
     DCR__ON(d, "combine");
-    dcr__k_combine<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, s->stream>>>(
+    dcr__k_combine<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
         dst, src, dcr_dk_dtype_size((int)dtype), (int)dtype, *region, active, op == DCR_DEVICE_XOR);
     DCR__LAUNCHED("combine");
     return DCR_OK;
@@ -324,7 +331,7 @@ static dcr_status_t dcr__cuda_reset(dcr_device_t *d, dcr_device_stream_t *s, voi
                                     size_t es, const int64_t *idx, size_t count, uint32_t base_word)
 {
     DCR__ON(d, "reset");
-    dcr__k_reset<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, s->stream>>>(
+    dcr__k_reset<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
         scratch, (unsigned)es, idx, count, base_word);
     DCR__LAUNCHED("reset");
     return DCR_OK;

@@ -9,12 +9,6 @@
 #include "dcr/device_kernels.h"
 #include "device-internal.h"
 
-/* A stream orders nothing here (every operation completes before it
- * returns); it exists so callers hold one handle shape for both places. */
-struct dcr_device_stream {
-    int unused;
-};
-
 static int dcr__cpu_count(void)
 {
     return 1;
@@ -48,6 +42,9 @@ static void dcr__cpu_free(dcr_device_t *d, void *p)
     free(p);
 }
 
+/* A stream orders nothing here (every operation completes before it
+ * returns): it is only the header, so callers hold one handle shape for both
+ * places. */
 static dcr_status_t dcr__cpu_stream_create(dcr_device_t *d, dcr_device_stream_t **out_p)
 {
     dcr_device_stream_t *s = calloc(1, sizeof(*s));

@@ -21,8 +21,16 @@
  * they already are; callers must not rely on it: props.asynchronous).
  *
  * Callers use only the dcr_device_* wrappers (engine/device/device.c): they
- * validate arguments once for every backend and push an NVTX range (domain
- * "dcr", message "device.<op> <backend>") around each operation. A failed
+ * validate arguments once for every backend and, while tracing is on and a
+ * tool is attached, push an NVTX range in domain "dcr" around each
+ * operation, in the engine's message format ("apply receiver=3 refit=7",
+ * dcr_trace_format_message) with the stream's actor and id: detect is
+ * compare, track is baseline, sync is sync, copies are compare on an
+ * owner's stream and apply elsewhere, the rest is apply. So `dcr bounds
+ * --nsys` parses a GPU run, Nsight attributes each kernel to the stage that
+ * queued it, and the ranges nest inside the engine's own ranges of the same
+ * stage (bounds take unions, so they count once). They are NVTX only, never
+ * recorded intervals. A failed
  * operation leaves the destination buffer in an unspecified state: the
  * caller fails its attempt, it never commits it (DESIGN.md section 5.7). */
 #ifndef DCR_DEVICE_H
@@ -39,9 +47,9 @@ extern "C" {
 #include "dcr/device_kernels.h"
 #include "dcr/dtype.h"
 #include "dcr/status.h"
+#include "dcr/trace.h"
 
 typedef struct dcr_device dcr_device_t;
-/* An ordered queue of operations on one device; opaque, backend-defined. */
 typedef struct dcr_device_stream dcr_device_stream_t;
 
 /* Direction of a copy: H = host memory (staging or ordinary), D = a buffer
@@ -150,6 +158,14 @@ typedef struct dcr_device_ops {
                           const int64_t *idx, size_t count, uint32_t base_word);
 } dcr_device_ops_t;
 
+/* An ordered queue of operations on one device, tagged with the actor it
+ * works for (the trace ranges' tag). Every backend's stream starts with this
+ * header; the wrapper sets it after the backend's stream_create. */
+struct dcr_device_stream {
+    dcr_actor_t actor;
+    int id;
+};
+
 /* Every device starts with this header; open sets it. */
 struct dcr_device {
     const dcr_device_ops_t *ops;
@@ -200,7 +216,10 @@ dcr_status_t dcr_device_alloc(dcr_device_t *d, size_t bytes, void **out_p);
 void dcr_device_free(dcr_device_t *d, void *p);
 dcr_status_t dcr_device_host_alloc(dcr_device_t *d, size_t bytes, void **out_p);
 void dcr_device_host_free(dcr_device_t *d, void *p);
-dcr_status_t dcr_device_stream_create(dcr_device_t *d, dcr_device_stream_t **out_p);
+/* A stream for one actor (DCR_ACTOR_RECEIVER / DCR_ACTOR_OWNER and its id):
+ * one per receiver and per owner, so their copies and kernels overlap. */
+dcr_status_t dcr_device_stream_create(dcr_device_t *d, dcr_actor_t actor, int id,
+                                      dcr_device_stream_t **out_p);
 void dcr_device_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s);
 dcr_status_t dcr_device_sync(dcr_device_t *d, dcr_device_stream_t *s);
 dcr_status_t dcr_device_copy(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,

@@ -208,8 +208,8 @@ static void suite_down(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const
 static void conf_memory(dcr_device_t *d)
 {
     dcr_device_stream_t *s1 = NULL, *s2 = NULL;
-    assert_int_equal(dcr_device_stream_create(d, &s1), DCR_OK);
-    assert_int_equal(dcr_device_stream_create(d, &s2), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_OWNER, 1, &s1), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 2, &s2), DCR_OK);
     size_t bytes = 100003;
     void *stage_p = NULL;
     unsigned char *back = malloc(bytes);
@@ -248,7 +248,7 @@ static void conf_detect(dcr_device_t *d)
     dcr_rng_t rng;
     dcr_rng_seed(&rng, g_seed ^ 0xD1);
     dcr_device_stream_t *s = NULL;
-    assert_int_equal(dcr_device_stream_create(d, &s), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     for (size_t di = 0; di < SUITE_NDTYPES; di++)
         for (size_t si = 0; si < SUITE_NSIZES; si++)
             for (size_t ri = 0; ri < SUITE_NRATES; ri++) {
@@ -297,7 +297,7 @@ static void conf_apply(dcr_device_t *d)
     dcr_rng_t rng;
     dcr_rng_seed(&rng, g_seed ^ 0xA9);
     dcr_device_stream_t *s = NULL;
-    assert_int_equal(dcr_device_stream_create(d, &s), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     for (size_t di = 0; di < SUITE_NDTYPES; di++)
         for (size_t si = 0; si < SUITE_NSIZES; si++)
             for (size_t ri = 0; ri < SUITE_NRATES; ri++)
@@ -368,7 +368,7 @@ static void conf_combine_regions(dcr_device_t *d)
     dcr_rng_t rng;
     dcr_rng_seed(&rng, g_seed ^ 0xC0);
     dcr_device_stream_t *s = NULL;
-    assert_int_equal(dcr_device_stream_create(d, &s), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     for (size_t di = 0; di < SUITE_NDTYPES; di++)
         for (size_t sh = 0; sh < SUITE_NSHAPES; sh++)
             for (int flip = 0; flip < 2; flip++)
@@ -412,10 +412,14 @@ static void conf_combine_regions(dcr_device_t *d)
 static void conf_errors(dcr_device_t *d)
 {
     dcr_device_stream_t *s = NULL;
-    assert_int_equal(dcr_device_stream_create(d, &s), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     void *buf = NULL, *p = NULL;
     size_t count = 0;
     assert_int_equal(dcr_device_alloc(d, 64, &buf), DCR_OK);
+    dcr_device_stream_t *bad = NULL;
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_COUNT, 0, &bad), DCR_EINVAL);
+    assert_null(bad);
+    assert_int_equal(s->actor, DCR_ACTOR_RECEIVER); /* the trace tag the wrapper set */
     assert_int_equal(dcr_device_alloc(d, 0, &p), DCR_EINVAL);
     assert_null(p);
     assert_int_equal(dcr_device_fill(d, s, buf, 3, 0, 4), DCR_EINVAL);

@@ -77,7 +77,7 @@ static void test_cuda_large_chunk(void **state)
     assert_int_equal(nharn, nwant);
     assert_memory_equal(harn, want, nwant * 4);
     dcr_device_stream_t *s = NULL;
-    assert_int_equal(dcr_device_stream_create(d, &s), DCR_OK);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     void *dc = suite_up(d, s, cand, bytes), *dt = suite_up(d, s, tr, bytes);
     void *didx = suite_up(d, s, NULL, n * 4),
          *work = suite_up(d, s, NULL, dcr_device_detect_workspace(n));
@@ -128,7 +128,7 @@ static int bench(void)
     dcr_device_t *d = NULL;
     dcr_device_stream_t *s = NULL;
     OK(dcr_device_open("cuda", &d));
-    OK(dcr_device_stream_create(d, &s));
+    OK(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s));
     dcr_rng_t rng;
     dcr_rng_seed(&rng, g_seed);
     /* Detection: one 256 MiB BF16 chunk (the relay-tree target) per side. */
