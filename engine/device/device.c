@@ -264,6 +264,16 @@ dcr_status_t dcr_device_track(dcr_device_t *d, dcr_device_stream_t *s, void *tra
     DCR__DEVICE_RANGE(s, DCR_STAGE_BASELINE, d->ops->track(d, s, tracker, cand, es, idx, count));
 }
 
+dcr_status_t dcr_device_gather(dcr_device_t *d, dcr_device_stream_t *s, void *vals, const void *src,
+                               size_t es, const uint32_t *idx, size_t count)
+{
+    DCR_CHECK(dcr__need(d, "gather",
+                        s != NULL && dcr__es_ok(es) && (count == 0 || (vals && src && idx)),
+                        "a stream, element size 1, 2 or 4, and buffers"));
+    if (count == 0) return DCR_OK;
+    DCR__DEVICE_RANGE(s, DCR_STAGE_PROJECT, d->ops->gather(d, s, vals, src, es, idx, count));
+}
+
 dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                                 const int64_t *idx, const void *val, size_t count,
                                 dcr_device_op_t op)

@@ -113,6 +113,12 @@ __global__ void dcr__k_track(void *tracker, const void *cand, unsigned es, const
     dcr_dk_track(tracker, cand, es, idx, count, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
+__global__ void dcr__k_gather(void *vals, const void *src, unsigned es, const uint32_t *idx,
+                              size_t count)
+{
+    dcr_dk_gather(vals, src, es, idx, count, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+}
+
 __global__ void dcr__k_scatter(void *dst, unsigned es, const int64_t *idx, const void *val,
                                size_t count, int xor_op)
 {
@@ -304,6 +310,16 @@ static dcr_status_t dcr__cuda_track(dcr_device_t *d, dcr_device_stream_t *s, voi
     return DCR_OK;
 }
 
+static dcr_status_t dcr__cuda_gather(dcr_device_t *d, dcr_device_stream_t *s, void *vals,
+                                     const void *src, size_t es, const uint32_t *idx, size_t count)
+{
+    DCR__ON(d, "gather");
+    dcr__k_gather<<<(unsigned)dcr_dk_blocks(count), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
+        vals, src, (unsigned)es, idx, count);
+    DCR__LAUNCHED("gather");
+    return DCR_OK;
+}
+
 static dcr_status_t dcr__cuda_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                                       const int64_t *idx, const void *val, size_t count,
                                       dcr_device_op_t op)
@@ -357,6 +373,7 @@ extern "C" const dcr_device_ops_t dcr__device_cuda_ops = {
     dcr__cuda_fill,
     dcr__cuda_detect,
     dcr__cuda_track,
+    dcr__cuda_gather,
     dcr__cuda_scatter,
     dcr__cuda_combine,
     dcr__cuda_reset,

@@ -92,6 +92,13 @@ static dcr_status_t dcr__cpu_track(dcr_device_t *d, dcr_device_stream_t *s, void
     return DCR_OK;
 }
 
+static dcr_status_t dcr__cpu_gather(dcr_device_t *d, dcr_device_stream_t *s, void *vals,
+                                    const void *src, size_t es, const uint32_t *idx, size_t count)
+{
+    for (size_t k = 0; k < count; k++) dcr_dk_gather(vals, src, (unsigned)es, idx, count, k);
+    return DCR_OK;
+}
+
 static dcr_status_t dcr__cpu_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                                      const int64_t *idx, const void *val, size_t count,
                                      dcr_device_op_t op)
@@ -139,6 +146,7 @@ const dcr_device_ops_t dcr__device_cpu_ops = {
     .fill = dcr__cpu_fill,
     .detect = dcr__cpu_detect,
     .track = dcr__cpu_track,
+    .gather = dcr__cpu_gather,
     .scatter = dcr__cpu_scatter,
     .combine = dcr__cpu_combine,
     .reset = dcr__cpu_reset,

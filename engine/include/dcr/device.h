@@ -25,7 +25,7 @@
  * tool is attached, push an NVTX range in domain "dcr" around each
  * operation, in the engine's message format ("apply receiver=3 refit=7",
  * dcr_trace_format_message) with the stream's actor and id: detect is
- * compare, track is baseline, sync is sync, copies are compare on an
+ * compare, gather is project, track is baseline, sync is sync, copies are compare on an
  * owner's stream and apply elsewhere, the rest is apply. So `dcr bounds
  * --nsys` parses a GPU run, Nsight attributes each kernel to the stage that
  * queued it, and the ranges nest inside the engine's own ranges of the same
@@ -139,6 +139,10 @@ typedef struct dcr_device_ops {
     /* Tracker update at commit: tracker[idx[k]] = cand[idx[k]], k < count. */
     dcr_status_t (*track)(dcr_device_t *d, dcr_device_stream_t *s, void *tracker, const void *cand,
                           size_t es, const uint32_t *idx, size_t count);
+    /* The changed elements' words for projection: vals[k] = src[idx[k]],
+     * k < count (vals a device buffer; copy it down with copy). */
+    dcr_status_t (*gather)(dcr_device_t *d, dcr_device_stream_t *s, void *vals, const void *src,
+                           size_t es, const uint32_t *idx, size_t count);
     /* Records into storage or scratch: for k < count, dst[idx[k]] ^= val[k]
      * (XOR) or = val[k] (OVERWRITE). idx entries distinct. */
     dcr_status_t (*scatter)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
@@ -231,6 +235,8 @@ dcr_status_t dcr_device_detect(dcr_device_t *d, dcr_device_stream_t *s, const vo
                                size_t *count_p);
 dcr_status_t dcr_device_track(dcr_device_t *d, dcr_device_stream_t *s, void *tracker,
                               const void *cand, size_t es, const uint32_t *idx, size_t count);
+dcr_status_t dcr_device_gather(dcr_device_t *d, dcr_device_stream_t *s, void *vals, const void *src,
+                               size_t es, const uint32_t *idx, size_t count);
 dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                                 const int64_t *idx, const void *val, size_t count,
                                 dcr_device_op_t op);

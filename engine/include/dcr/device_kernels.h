@@ -19,7 +19,7 @@
  *    round: one bit per element, so the data is read once), scan (one block
  *    of DCR_DK_SCAN_THREADS threads: exclusive prefix of the block counts
  *    and the total) and write (the compacted indices, from the kept votes).
- *  - elementwise kernels (tracker update, scatter, combine, reset): one
+ *  - elementwise kernels (tracker update, gather, scatter, combine, reset): one
  *    element or record per thread, DCR_DK_BLOCK threads per block. */
 #ifndef DCR_DEVICE_KERNELS_H
 #define DCR_DEVICE_KERNELS_H
@@ -225,6 +225,14 @@ DCR_DK_FN void dcr_dk_track(void *tracker, const void *cand, unsigned es, const 
                             size_t count, size_t k)
 {
     if (k < count) dcr_dk_store(tracker, idx[k], es, dcr_dk_load(cand, idx[k], es));
+}
+
+/* The candidate words of the changed elements, for projection on the
+ * host: vals[k] = src[idx[k]]. */
+DCR_DK_FN void dcr_dk_gather(void *vals, const void *src, unsigned es, const uint32_t *idx,
+                             size_t count, size_t k)
+{
+    if (k < count) dcr_dk_store(vals, (int64_t)k, es, dcr_dk_load(src, idx[k], es));
 }
 
 /* ---- apply ---- */

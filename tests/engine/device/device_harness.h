@@ -119,6 +119,12 @@ static inline void harness_track(void *tracker, const void *cand, unsigned es, c
     HARNESS_ELEMENTWISE(count, k, dcr_dk_track(tracker, cand, es, idx, count, k));
 }
 
+static inline void harness_gather(void *vals, const void *src, unsigned es, const uint32_t *idx,
+                                  size_t count)
+{
+    HARNESS_ELEMENTWISE(count, k, dcr_dk_gather(vals, src, es, idx, count, k));
+}
+
 static inline void harness_scatter(void *dst, unsigned es, const int64_t *idx, const void *val,
                                    size_t count, int xor_op)
 {

@@ -272,6 +272,15 @@ static void conf_detect(dcr_device_t *d)
                              ngot, nwant);
                 suite_down(d, s, got, didx, ngot * sizeof(uint32_t));
                 if (ngot) assert_memory_equal(got, want, ngot * sizeof(uint32_t));
+                /* Projection input: the candidate's words at the changed indices. */
+                void *dvals = suite_up(d, s, NULL, ngot * es + 1);
+                char *vals = malloc(ngot * es + 1);
+                assert_int_equal(dcr_device_gather(d, s, dvals, dc, es, didx, ngot), DCR_OK);
+                suite_down(d, s, vals, dvals, ngot * es);
+                for (size_t k = 0; k < ngot; k++)
+                    assert_memory_equal(vals + k * es, cand + (size_t)want[k] * es, es);
+                dcr_device_free(d, dvals);
+                free(vals);
                 /* Commit: the tracker takes the candidate's bits everywhere. */
                 assert_int_equal(dcr_device_track(d, s, dtr, dc, es, didx, ngot), DCR_OK);
                 suite_down(d, s, back, dtr, bytes);
@@ -445,6 +454,8 @@ static void conf_errors(dcr_device_t *d)
     assert_int_equal(dcr_device_scatter(d, s, NULL, 2, NULL, NULL, 0, DCR_DEVICE_XOR), DCR_OK);
     assert_int_equal(dcr_device_reset(d, s, NULL, 2, NULL, 0, 0), DCR_OK);
     assert_int_equal(dcr_device_track(d, s, NULL, NULL, 2, NULL, 0), DCR_OK);
+    assert_int_equal(dcr_device_gather(d, s, NULL, NULL, 2, NULL, 0), DCR_OK);
+    assert_int_equal(dcr_device_gather(d, s, NULL, buf, 2, buf, 1), DCR_EINVAL);
     assert_int_equal(dcr_device_copy(d, s, NULL, NULL, 0, DCR_DEVICE_D2D), DCR_OK);
     dcr_device_free(d, buf);
     dcr_device_free(d, NULL);

@@ -109,6 +109,12 @@ static void harness_detect_case(dcr_rng_t *rng, dcr_dtype_t dt, size_t n, double
         fail_msg("seed %llu: harness detect %s n=%zu rate=%g: %zu changes (CPU path %zu), or the "
                  "indices differ",
                  (unsigned long long)g_seed, dcr_dtype_name(dt), n, rate, ngot, nwant);
+    /* The gathered values are the candidate's words at the changed indices. */
+    char *vals = malloc(ngot * es + 1);
+    harness_gather(vals, cand, (unsigned)es, got, ngot);
+    for (size_t k = 0; k < ngot; k++)
+        assert_memory_equal(vals + k * es, cand + (size_t)got[k] * es, es);
+    free(vals);
     /* The tracker update makes the tracker the candidate, bit for bit. */
     harness_track(tr, cand, (unsigned)es, got, ngot);
     if (n) assert_memory_equal(tr, cand, n * es);
