@@ -370,14 +370,19 @@ static void conf_apply(dcr_device_t *d)
     dcr_device_stream_destroy(d, s);
 }
 
+/* Runs one full pass over a region in place on host buffers: dst is the
+ * whole destination buffer (the region starts at c->origin), act NULL or
+ * the activity map. */
+typedef void (*suite_combine_fn)(void *arg, dcr_dtype_t dt, char *dst, const char *src,
+                                 const suite_region_case_t *c, const uint8_t *act, bool xor_op);
+
 /* Full passes over strided regions, the three rules (XOR, placeholder,
- * activity map), against oracle_combine. */
-static void conf_combine_regions(dcr_device_t *d)
+ * activity map), every dtype, each run by fn and compared with
+ * oracle_combine. */
+static void suite_combine_regions(uint64_t salt, suite_combine_fn fn, void *arg)
 {
     dcr_rng_t rng;
-    dcr_rng_seed(&rng, g_seed ^ 0xC0);
-    dcr_device_stream_t *s = NULL;
-    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
+    dcr_rng_seed(&rng, g_seed ^ salt);
     for (size_t di = 0; di < SUITE_NDTYPES; di++)
         for (size_t sh = 0; sh < SUITE_NSHAPES; sh++)
             for (int flip = 0; flip < 2; flip++)
@@ -385,36 +390,50 @@ static void conf_combine_regions(dcr_device_t *d)
                     dcr_dtype_t dt = suite_dtypes[di];
                     suite_region_case_t c = suite_region(sh, flip);
                     size_t es = dcr_dtype_size(dt), bytes = c.elems * es;
-                    char *dst = malloc(bytes + 1), *src = malloc(bytes + 1);
-                    char *want = malloc(bytes + 1), *got = malloc(bytes + 1);
+                    char *src = malloc(bytes + 1), *want = malloc(bytes + 1);
+                    char *got = malloc(bytes + 1);
                     uint8_t *active = malloc(c.elems + 1);
-                    suite_gen_pair(&rng, dt, c.elems, 0.5, dst, src);
-                    for (size_t i = 0; i < c.elems; i++) active[i] = dcr_rng_below(&rng, 2) ? 3 : 0;
-                    memcpy(want, dst, bytes);
+                    suite_gen_pair(&rng, dt, c.elems, 0.5, got, src);
+                    for (size_t i = 0; i < c.elems; i++) /* any non-zero byte is active */
+                        active[i] = dcr_rng_below(&rng, 2) ? (uint8_t)(1 + i % 255) : 0;
+                    memcpy(want, got, bytes);
                     const uint8_t *act = rule == 2 ? active : NULL;
                     oracle_combine(dt, want + c.origin * (int64_t)es, src, c.r, act, rule == 0);
-                    void *ddst = suite_up(d, s, dst, bytes), *dsrc = suite_up(d, s, src, bytes);
-                    void *dact = suite_up(d, s, active, c.elems);
-                    assert_int_equal(
-                        dcr_device_combine(d, s, (char *)ddst + c.origin * (int64_t)es, dsrc, &c.r,
-                                           rule == 2 ? dact : NULL, dt,
-                                           rule == 0 ? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE),
-                        DCR_OK);
-                    suite_down(d, s, got, ddst, bytes);
+                    fn(arg, dt, got, src, &c, act, rule == 0);
                     if (bytes && memcmp(got, want, bytes))
                         fail_msg("seed %llu: combine %s %lldx%lld flip=%d rule=%d differs",
                                  (unsigned long long)g_seed, dcr_dtype_name(dt),
                                  (long long)c.r.rows, (long long)c.r.cols, flip, rule);
-                    dcr_device_free(d, ddst);
-                    dcr_device_free(d, dsrc);
-                    dcr_device_free(d, dact);
-                    free(dst);
                     free(src);
                     free(want);
                     free(got);
                     free(active);
                 }
+}
+
+/* suite_combine_fn through a device: up, combine, down. */
+static void suite_combine_on_device(void *arg, dcr_dtype_t dt, char *dst, const char *src,
+                                    const suite_region_case_t *c, const uint8_t *act, bool xor_op)
+{
+    dcr_device_t *d = arg;
+    dcr_device_stream_t *s = NULL;
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
+    size_t es = dcr_dtype_size(dt), bytes = c->elems * es;
+    void *ddst = suite_up(d, s, dst, bytes), *dsrc = suite_up(d, s, src, bytes);
+    void *dact = act ? suite_up(d, s, act, c->elems) : NULL;
+    assert_int_equal(dcr_device_combine(d, s, (char *)ddst + c->origin * (int64_t)es, dsrc, &c->r,
+                                        dact, dt, xor_op ? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE),
+                     DCR_OK);
+    suite_down(d, s, dst, ddst, bytes);
+    dcr_device_free(d, ddst);
+    dcr_device_free(d, dsrc);
+    dcr_device_free(d, dact);
     dcr_device_stream_destroy(d, s);
+}
+
+static void conf_combine_regions(dcr_device_t *d)
+{
+    suite_combine_regions(0xC0, suite_combine_on_device, d);
 }
 
 /* Bad arguments are refused by the wrappers, for every backend alike. */

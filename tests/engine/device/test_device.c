@@ -219,37 +219,16 @@ static void test_harness_apply(void **state)
 }
 
 /* The combine kernel over strided regions under the harness. */
+static void combine_on_harness(void *arg, dcr_dtype_t dt, char *dst, const char *src,
+                               const suite_region_case_t *c, const uint8_t *act, bool xor_op)
+{
+    size_t es = dcr_dtype_size(dt);
+    harness_combine(dst + c->origin * (int64_t)es, src, (int)dt, c->r, act, xor_op);
+}
+
 static void test_harness_combine_regions(void **state)
 {
-    dcr_rng_t rng;
-    dcr_rng_seed(&rng, g_seed ^ 0xC1);
-    for (size_t di = 0; di < SUITE_NDTYPES; di++)
-        for (size_t sh = 0; sh < SUITE_NSHAPES; sh++)
-            for (int flip = 0; flip < 2; flip++)
-                for (int rule = 0; rule < 3; rule++) {
-                    dcr_dtype_t dt = suite_dtypes[di];
-                    suite_region_case_t c = suite_region(sh, flip);
-                    size_t es = dcr_dtype_size(dt), bytes = c.elems * es;
-                    char *src = malloc(bytes + 1), *want = malloc(bytes + 1);
-                    char *got = malloc(bytes + 1);
-                    uint8_t *active = malloc(c.elems + 1);
-                    suite_gen_pair(&rng, dt, c.elems, 0.5, got, src);
-                    for (size_t i = 0; i < c.elems; i++)
-                        active[i] = (uint8_t)dcr_rng_below(&rng, 2);
-                    memcpy(want, got, bytes);
-                    const uint8_t *act = rule == 2 ? active : NULL;
-                    oracle_combine(dt, want + c.origin * (int64_t)es, src, c.r, act, rule == 0);
-                    harness_combine(got + c.origin * (int64_t)es, src, (int)dt, c.r, act,
-                                    rule == 0);
-                    if (bytes && memcmp(got, want, bytes))
-                        fail_msg("seed %llu: harness combine %s %lldx%lld flip=%d rule=%d differs",
-                                 (unsigned long long)g_seed, dcr_dtype_name(dt),
-                                 (long long)c.r.rows, (long long)c.r.cols, flip, rule);
-                    free(src);
-                    free(want);
-                    free(got);
-                    free(active);
-                }
+    suite_combine_regions(0xC1, combine_on_harness, NULL);
 }
 
 /* ---- conformance, "cpu" backend ---- */
