@@ -30,17 +30,24 @@ log="$build/device-check"
 note() { summary+=("$1"); echo "== $1"; }
 fail() { note "FAIL $1"; failed=1; }
 elapsed() { echo $(($(date +%s) - start)); }
+# Every step's timeout is its own cap or what is left of the 8 minutes
+# (470 s, keeping 10 s for the summary), whichever is less.
+limit=${DCR_DEVICE_CHECK_BUDGET:-470}
+cap() {
+    local left=$((limit - $(elapsed)))
+    [ "$left" -lt "$1" ] && echo $((left > 1 ? left : 1)) || echo "$1"
+}
 
 gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)
 note "GPU: ${gpu:-none found by nvidia-smi}"
 
 # 1. Configure and build (the device tests depend on the CLI, so it builds too).
-if ! timeout 150 cmake -S . -B "$build" -DDCR_WERROR=ON -DDCR_WITH_CUDA=ON \
+if ! timeout "$(cap 150)" cmake -S . -B "$build" -DDCR_WERROR=ON -DDCR_WITH_CUDA=ON \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$log.configure.log" 2>&1; then
     fail "configure (see $log.configure.log): $(grep -m1 -i error "$log.configure.log")"
 elif ! grep -q "dcr: CUDA ON" "$log.configure.log"; then
     fail "configure: CMake found no CUDA compiler ($(grep -m1 'dcr: CUDA' "$log.configure.log"))"
-elif ! timeout 300 cmake --build "$build" -j "$jobs" --target test_device test_device_gpu \
+elif ! timeout "$(cap 300)" cmake --build "$build" -j "$jobs" --target test_device test_device_gpu \
         >"$log.build.log" 2>&1; then
     fail "build (see $log.build.log): $(grep -m1 -E 'error' "$log.build.log")"
 else
@@ -49,14 +56,14 @@ fi
 
 # 2. Tests. On a GPU machine the GPU suite must run: a skip is a failure here.
 if [ -x "$build/test_device" ]; then
-    if timeout 120 "$build/test_device" >"$log.test_device.log" 2>&1; then
+    if timeout "$(cap 120)" "$build/test_device" >"$log.test_device.log" 2>&1; then
         note "PASS test_device (CPU harness of every kernel, cpu backend)"
     else
         fail "test_device: $(grep -m1 -E 'ERROR|FAIL' "$log.test_device.log")"
     fi
 fi
 if [ -x "$build/test_device_gpu" ]; then
-    timeout 180 "$build/test_device_gpu" >"$log.test_device_gpu.log" 2>&1
+    timeout "$(cap 180)" "$build/test_device_gpu" >"$log.test_device_gpu.log" 2>&1
     rc=$?
     case $rc in
     0) note "PASS test_device_gpu (cuda backend against the CPU path and the harness)" ;;
@@ -66,7 +73,7 @@ if [ -x "$build/test_device_gpu" ]; then
     # 3. Kernel timings (ratios, one run; no pass/fail on time).
     if [ $rc -eq 77 ]; then
         note "SKIP kernel timings: no GPU"
-    elif timeout 150 "$build/test_device_gpu" --bench >"$log.bench.log" 2>&1; then
+    elif timeout "$(cap 150)" "$build/test_device_gpu" --bench >"$log.bench.log" 2>&1; then
         while IFS= read -r line; do note "$line"; done < <(grep -E '^(detect|apply)' "$log.bench.log")
     else
         fail "test_device_gpu --bench: $(tail -1 "$log.bench.log")"
@@ -78,7 +85,7 @@ probe() {
     local what=$1
     shift
     local out rc
-    out=$(timeout 45 "$build/dcr" "$@" 2>&1)
+    out=$(timeout "$(cap 45)" "$build/dcr" "$@" 2>&1)
     rc=$?
     if [ $rc -eq 0 ]; then
         note "PASS $what: $(echo "$out" | tail -1)"
