@@ -1,8 +1,8 @@
 /* Where resident storage lives: host memory or CUDA device memory, behind
  * one interface. Resident parameters, scratch, trackers and residual
  * baselines are buffers of a dcr_device_t; change detection, tracker update
- * and record application run as device operations on a stream, so the
- * receiver and the constructor keep one code path for both places.
+ * and record application run as device operations on a stream, so that the
+ * receiver and the constructor can keep one code path for both places.
  *
  * Backends fill a versioned dcr_device_ops_t and are found by name:
  *   "cpu":  buffers are ordinary host memory, operations run synchronously
@@ -24,15 +24,19 @@
  * validate arguments once for every backend and, while tracing is on and a
  * tool is attached, push an NVTX range in domain "dcr" around each
  * operation, in the engine's message format ("apply receiver=3 refit=7",
- * dcr_trace_format_message) with the stream's actor and id: detect is
- * compare, gather is project, track is baseline, sync is sync, copies are compare on an
- * owner's stream and apply elsewhere, the rest is apply. So `dcr bounds
- * --nsys` parses a GPU run, Nsight attributes each kernel to the stage that
- * queued it, and the ranges nest inside the engine's own ranges of the same
- * stage (bounds take unions, so they count once). They are NVTX only, never
- * recorded intervals. A failed
- * operation leaves the destination buffer in an unspecified state: the
- * caller fails its attempt, it never commits it (DESIGN.md section 5.7). */
+ * dcr_trace_format_message) with the stream's actor and id. Detect is
+ * compare, gather is project, track is baseline, sync is sync, copies are
+ * compare on an owner's stream and apply elsewhere, the rest is apply. So
+ * `dcr bounds --nsys` parses a GPU run, Nsight attributes each kernel to
+ * the stage that queued it, and the ranges nest inside the engine's own
+ * ranges of the same stage (bounds take unions, so they count once). They
+ * are NVTX only, never recorded intervals.
+ *
+ * A failed operation leaves its destination buffer in an unspecified state:
+ * the caller fails its attempt and never commits it (DESIGN.md section 5).
+ *
+ * Not wired yet: engine/device/WIRING.md lists the edits that put the
+ * receiver, the constructor and the CLI on this interface. */
 #ifndef DCR_DEVICE_H
 #define DCR_DEVICE_H
 
