@@ -21,8 +21,9 @@
 static int open_cuda(void **state)
 {
     dcr_device_t *d = NULL;
-    if (dcr_device_open("cuda", &d) != DCR_OK) {
-        fprintf(stderr, "%s\n", dcr_error_line(DCR_ENOTFOUND));
+    dcr_status_t st = dcr_device_open("cuda", &d);
+    if (st != DCR_OK) {
+        fprintf(stderr, "%s\n", dcr_error_line(st));
         return -1;
     }
     *state = d;
