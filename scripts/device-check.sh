@@ -47,7 +47,7 @@ if ! timeout "$(cap 150)" cmake -S . -B "$build" -DDCR_WERROR=ON -DDCR_WITH_CUDA
     fail "configure (see $log.configure.log): $(grep -m1 -i error "$log.configure.log")"
 elif ! grep -q "dcr: CUDA ON" "$log.configure.log"; then
     fail "configure: CMake found no CUDA compiler ($(grep -m1 'dcr: CUDA' "$log.configure.log"))"
-elif ! timeout "$(cap 300)" cmake --build "$build" -j "$jobs" --target test_device test_device_gpu \
+elif ! timeout "$(cap 300)" cmake --build "$build" -j "$jobs" --target test_device test_device_gpu test_device_nvtx \
         >"$log.build.log" 2>&1; then
     fail "build (see $log.build.log): $(grep -m1 -E 'error' "$log.build.log")"
 else
@@ -60,6 +60,13 @@ if [ -x "$build/test_device" ]; then
         note "PASS test_device (CPU harness of every kernel, cpu backend)"
     else
         fail "test_device: $(grep -m1 -E 'ERROR|FAIL' "$log.test_device.log")"
+    fi
+fi
+if [ -x "$build/test_device_nvtx" ]; then
+    if timeout "$(cap 60)" "$build/test_device_nvtx" >"$log.test_device_nvtx.log" 2>&1; then
+        note "PASS test_device_nvtx (device NVTX ranges in the engine's tag format)"
+    else
+        fail "test_device_nvtx: $(grep -m1 -E 'ERROR|FAIL|SKIPPED' "$log.test_device_nvtx.log")"
     fi
 fi
 if [ -x "$build/test_device_gpu" ]; then
