@@ -14,6 +14,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dcr/device_kernels.h"
 #include "device-internal.h"
@@ -31,11 +32,13 @@ static cudaStream_t dcr__stream(dcr_device_stream_t *s)
 
 #define DCR__FULL_MASK 0xFFFFFFFFu
 
-/* Turns a runtime error into the one error line. */
+/* Turns a runtime error into the one error line, naming the runtime call
+ * (the stringified call up to its argument list) and the operation. */
 static dcr_status_t dcr__cuda_fail(cudaError_t e, const char *call, const char *op)
 {
-    return dcr_error_set(DCR_EIO, "device cuda: %s in %s failed: %s (%s)", call, op,
-                         cudaGetErrorString(e), cudaGetErrorName(e));
+    return dcr_error_set(DCR_EIO, "device cuda: %.*s in %s failed: %s (%s)",
+                         (int)strcspn(call, "("), call, op, cudaGetErrorString(e),
+                         cudaGetErrorName(e));
 }
 
 #define DCR__CUDA(call, op)                                                                        \
