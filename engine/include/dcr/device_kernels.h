@@ -1,0 +1,320 @@
+/* The per-thread work of the device kernels, shared by the CUDA kernels
+ * (engine/device/device_cuda.cu) and by the CPU harness that runs the same
+ * functions over every (block, thread) index of the same launch
+ * configuration (tests/engine/device/device_harness.h). Keeping the work in
+ * one header is what lets the kernels' logic be tested on machines without a
+ * GPU: the CUDA file adds only the launch, the barriers and the warp vote.
+ *
+ * Everything here is plain C that also compiles as CUDA C++: no allocation,
+ * no library calls, fixed-width words. Element sizes are 1, 2 or 4 bytes
+ * (FP8, BF16/FP16, FP32) and values are handled as stored bit patterns, so
+ * -0.0 and +0.0 differ and NaN payloads count, like the CPU path.
+ *
+ * Launch configuration (both sides use these constants):
+ *  - detect: blocks of DCR_DK_BLOCK threads, block b covers elements
+ *    [b * DCR_DK_TILE, (b + 1) * DCR_DK_TILE); in round j (0..DCR_DK_ITEMS)
+ *    thread t looks at element b * DCR_DK_TILE + j * DCR_DK_BLOCK + t, so a
+ *    round's loads are coalesced and the output stays in increasing order.
+ *    Three kernels: count (compares, and keeps every warp's vote of every
+ *    round: one bit per element, so the data is read once), scan (one block
+ *    of DCR_DK_SCAN_THREADS threads: exclusive prefix of the block counts
+ *    and the total) and write (the compacted indices, from the kept votes).
+ *  - elementwise kernels (tracker update, gather, scatter, combine, reset): one
+ *    element or record per thread, DCR_DK_BLOCK threads per block. */
+#ifndef DCR_DEVICE_KERNELS_H
+#define DCR_DEVICE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define DCR_DK_FN static __host__ __device__ __forceinline__
+#else
+#define DCR_DK_FN static inline
+#endif
+
+#define DCR_DK_BLOCK        256 /* threads per block */
+#define DCR_DK_WARP         32  /* threads per warp (fixed on every CUDA GPU) */
+#define DCR_DK_WARPS        (DCR_DK_BLOCK / DCR_DK_WARP)
+#define DCR_DK_ITEMS        8 /* detect rounds per block */
+#define DCR_DK_TILE         (DCR_DK_BLOCK * DCR_DK_ITEMS)
+#define DCR_DK_SCAN_THREADS 1024 /* threads of the one scan block */
+
+/* Dtype codes the combine kernel needs for the NaN placeholder; the values
+ * are those of dcr_dtype_t (dcr/dtype.h), repeated so this header has no
+ * dependency a kernel cannot compile. */
+#define DCR_DK_BF16     0
+#define DCR_DK_FP16     1
+#define DCR_DK_FP32     2
+#define DCR_DK_FP8_E4M3 3
+
+/* Bytes per element of a dtype code (0 for an unknown code). */
+DCR_DK_FN unsigned dcr_dk_dtype_size(int dtype)
+{
+    return dtype == DCR_DK_FP32       ? 4u
+           : dtype == DCR_DK_FP8_E4M3 ? 1u
+           : dtype >= 0 && dtype < 2  ? 2u
+                                      : 0u;
+}
+
+/* Blocks of the detect kernels for n elements (0 for n == 0). */
+DCR_DK_FN size_t dcr_dk_detect_blocks(size_t n)
+{
+    return (n + DCR_DK_TILE - 1) / DCR_DK_TILE;
+}
+
+/* Blocks of an elementwise kernel over n items. */
+DCR_DK_FN size_t dcr_dk_blocks(size_t n)
+{
+    return (n + DCR_DK_BLOCK - 1) / DCR_DK_BLOCK;
+}
+
+/* A 2-D strided region of elements, visited row-major over rows x cols;
+ * strides count elements (negative ones allowed) from the pointers the
+ * operation receives. A contiguous range of n is 1 x n with column strides
+ * 1 (dcr_device_region_flat); a loader's copy between views of up to two
+ * non-mergeable dimensions is one region. */
+typedef struct dcr_device_region {
+    int64_t rows, cols;
+    int64_t dst_row, dst_col;
+    int64_t src_row, src_col;
+} dcr_device_region_t;
+
+/* Element i of a buffer of es-byte words, widened. */
+DCR_DK_FN uint32_t dcr_dk_load(const void *p, int64_t i, unsigned es)
+{
+    if (es == 2) return ((const uint16_t *)p)[i];
+    if (es == 4) return ((const uint32_t *)p)[i];
+    return ((const uint8_t *)p)[i];
+}
+
+DCR_DK_FN void dcr_dk_store(void *p, int64_t i, unsigned es, uint32_t w)
+{
+    if (es == 2)
+        ((uint16_t *)p)[i] = (uint16_t)w;
+    else if (es == 4)
+        ((uint32_t *)p)[i] = w;
+    else
+        ((uint8_t *)p)[i] = (uint8_t)w;
+}
+
+/* Whether the stored bits of element i differ (never a float compare). */
+DCR_DK_FN int dcr_dk_changed(const void *a, const void *b, size_t i, unsigned es)
+{
+    return dcr_dk_load(a, (int64_t)i, es) != dcr_dk_load(b, (int64_t)i, es);
+}
+
+DCR_DK_FN unsigned dcr_dk_popc(uint32_t x)
+{
+#ifdef __CUDA_ARCH__
+    return (unsigned)__popc(x);
+#else
+    return (unsigned)__builtin_popcount(x);
+#endif
+}
+
+/* ---- detect ---- */
+
+/* The element thread t of block b looks at in round j. */
+DCR_DK_FN size_t dcr_dk_detect_elem(size_t block, unsigned j, unsigned t)
+{
+    return block * DCR_DK_TILE + (size_t)j * DCR_DK_BLOCK + t;
+}
+
+/* The predicate thread t of block b votes in round j: its element exists
+ * and changed. Every thread of the block votes, in range or not, since the
+ * warp vote needs every lane. */
+DCR_DK_FN int dcr_dk_detect_pred(const void *cand, const void *tracker, size_t n, unsigned es,
+                                 size_t block, unsigned j, unsigned t)
+{
+    size_t i = dcr_dk_detect_elem(block, j, t);
+    return i < n && dcr_dk_changed(cand, tracker, i, es);
+}
+
+/* Where the count kernel keeps warp w's vote of round j in block b, and
+ * the votes' words for n elements (one bit per element, rounded up to
+ * whole tiles). */
+DCR_DK_FN size_t dcr_dk_vote_slot(size_t block, unsigned j, unsigned w)
+{
+    return (block * DCR_DK_ITEMS + j) * DCR_DK_WARPS + w;
+}
+
+DCR_DK_FN size_t dcr_dk_vote_words(size_t n)
+{
+    return dcr_dk_detect_blocks(n) * DCR_DK_ITEMS * DCR_DK_WARPS;
+}
+
+/* A lane's own predicate, read back from its warp's kept vote. */
+DCR_DK_FN int dcr_dk_vote_bit(uint32_t ballot, unsigned lane)
+{
+    return (int)((ballot >> lane) & 1u);
+}
+
+/* Changed elements of one warp in one round, from its vote. */
+DCR_DK_FN unsigned dcr_dk_warp_count(uint32_t ballot)
+{
+    return dcr_dk_popc(ballot);
+}
+
+/* A lane's place among its warp's changed lanes: the set votes below it. */
+DCR_DK_FN unsigned dcr_dk_lane_rank(uint32_t ballot, unsigned lane)
+{
+    return dcr_dk_popc(ballot & ((1u << lane) - 1u));
+}
+
+/* Offset of warp w's changed elements within the round, from the per-warp
+ * counts (each thread computes it itself: DCR_DK_WARPS adds, no barrier);
+ * *round_total_p gets the round's count. */
+DCR_DK_FN unsigned dcr_dk_warp_offset(const uint32_t *warp_counts, unsigned w,
+                                      unsigned *round_total_p)
+{
+    unsigned off = 0, total = 0;
+    for (unsigned k = 0; k < DCR_DK_WARPS; k++) {
+        if (k < w) off += warp_counts[k];
+        total += warp_counts[k];
+    }
+    *round_total_p = total;
+    return off;
+}
+
+/* Where a changed element of thread t goes: the block's offset, the rounds
+ * before this one, the warps before it, the lanes before it. */
+DCR_DK_FN size_t dcr_dk_out_pos(size_t block_offset, size_t rounds_before, unsigned warp_offset,
+                                uint32_t ballot, unsigned t)
+{
+    return block_offset + rounds_before + warp_offset + dcr_dk_lane_rank(ballot, t % DCR_DK_WARP);
+}
+
+/* Scan, phase 1: thread t's sum of its segment of the nb block counts. */
+DCR_DK_FN uint32_t dcr_dk_scan_partial(const uint32_t *counts, size_t nb, unsigned t)
+{
+    size_t seg = (nb + DCR_DK_SCAN_THREADS - 1) / DCR_DK_SCAN_THREADS;
+    uint32_t s = 0;
+    for (size_t k = (size_t)t * seg; k < (size_t)(t + 1) * seg && k < nb; k++) s += counts[k];
+    return s;
+}
+
+/* Scan, phase 2 (thread 0 only): exclusive prefix of the partial sums in
+ * place; returns the total. */
+DCR_DK_FN uint32_t dcr_dk_scan_partials(uint32_t *partial)
+{
+    uint32_t run = 0;
+    for (unsigned t = 0; t < DCR_DK_SCAN_THREADS; t++) {
+        uint32_t v = partial[t];
+        partial[t] = run;
+        run += v;
+    }
+    return run;
+}
+
+/* Scan, phase 3: thread t writes the exclusive prefix of its segment,
+ * starting from its partial prefix. */
+DCR_DK_FN void dcr_dk_scan_write(const uint32_t *counts, uint32_t *offsets, size_t nb, unsigned t,
+                                 uint32_t prefix)
+{
+    size_t seg = (nb + DCR_DK_SCAN_THREADS - 1) / DCR_DK_SCAN_THREADS;
+    for (size_t k = (size_t)t * seg; k < (size_t)(t + 1) * seg && k < nb; k++) {
+        offsets[k] = prefix;
+        prefix += counts[k];
+    }
+}
+
+/* Tracker update after the commit: record k's element takes the
+ * candidate's bits. */
+DCR_DK_FN void dcr_dk_track(void *tracker, const void *cand, unsigned es, const uint32_t *idx,
+                            size_t count, size_t k)
+{
+    if (k < count) dcr_dk_store(tracker, idx[k], es, dcr_dk_load(cand, idx[k], es));
+}
+
+/* The candidate words of the changed elements, for projection on the
+ * host: vals[k] = src[idx[k]]. */
+DCR_DK_FN void dcr_dk_gather(void *vals, const void *src, unsigned es, const uint32_t *idx,
+                             size_t count, size_t k)
+{
+    if (k < count) dcr_dk_store(vals, (int64_t)k, es, dcr_dk_load(src, idx[k], es));
+}
+
+/* ---- apply ---- */
+
+/* The quiet NaN a placeholder-filled scratch holds (the bits the receiver's
+ * CPU path uses), and whether bits are a NaN of the dtype. */
+DCR_DK_FN uint32_t dcr_dk_nan_word(int dtype)
+{
+    switch (dtype) {
+    case DCR_DK_BF16:
+        return 0x7FC0u;
+    case DCR_DK_FP16:
+        return 0x7E00u;
+    case DCR_DK_FP32:
+        return 0x7FC00000u;
+    case DCR_DK_FP8_E4M3:
+        return 0x7Fu;
+    default:
+        return 0;
+    }
+}
+
+DCR_DK_FN int dcr_dk_isnan(int dtype, uint32_t b)
+{
+    switch (dtype) {
+    case DCR_DK_BF16:
+        return (b & 0x7F80u) == 0x7F80u && (b & 0x7Fu) != 0;
+    case DCR_DK_FP16:
+        return (b & 0x7C00u) == 0x7C00u && (b & 0x3FFu) != 0;
+    case DCR_DK_FP32:
+        return (b & 0x7F800000u) == 0x7F800000u && (b & 0x7FFFFFu) != 0;
+    case DCR_DK_FP8_E4M3:
+        return (b & 0x7Fu) == 0x7Fu;
+    default:
+        return 0;
+    }
+}
+
+/* Record k scattered into dst: XOR masks into the word, overwrites replace
+ * it. Record indices of one call are distinct (an item's are strictly
+ * increasing), so threads never write the same word. */
+DCR_DK_FN void dcr_dk_scatter(void *dst, unsigned es, const int64_t *idx, const void *val,
+                              size_t count, int xor_op, size_t k)
+{
+    if (k >= count) return;
+    int64_t i = idx[k];
+    uint32_t w = dcr_dk_load(val, (int64_t)k, es);
+    dcr_dk_store(dst, i, es, xor_op ? dcr_dk_load(dst, i, es) ^ w : w);
+}
+
+/* Element i (row-major) of a full pass over a region: XOR applies the
+ * source word (0 where no record landed); overwrite takes the source word
+ * where active is NULL and it is not a NaN (the placeholder of positions no
+ * record touched, which is why NaN-valued records cannot take this path),
+ * or where active[i] is set (the tracked pass, whose activity map the
+ * loader carried through its ops). */
+DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype,
+                              dcr_device_region_t r, const uint8_t *active, int xor_op, size_t i)
+{
+    if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return;
+    int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
+    int64_t di = row * r.dst_row + col * r.dst_col, si = row * r.src_row + col * r.src_col;
+    uint32_t s = dcr_dk_load(src, si, es);
+    if (xor_op)
+        dcr_dk_store(dst, di, es, dcr_dk_load(dst, di, es) ^ s);
+    else if (active ? active[i] != 0 : !dcr_dk_isnan(dtype, s))
+        dcr_dk_store(dst, di, es, s);
+}
+
+/* Restores scratch at record k's position to the base word (0 after XOR,
+ * the placeholder NaN after overwrite), so the next item finds scratch
+ * clean without a full refill. */
+DCR_DK_FN void dcr_dk_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,
+                            uint32_t base_word, size_t k)
+{
+    if (k < count) dcr_dk_store(scratch, idx[k], es, base_word);
+}
+
+/* Element i of a fill with one word (scratch base patterns). */
+DCR_DK_FN void dcr_dk_fill(void *dst, unsigned es, uint32_t word, size_t n, size_t i)
+{
+    if (i < n) dcr_dk_store(dst, (int64_t)i, es, word);
+}
+
+#endif
