@@ -11,6 +11,7 @@
 #include "dcr/objstore.h"
 #include "scenario_args.h"
 #include "workloads/bench.h"
+#include "workloads/change_profile.h"
 #include "workloads/interrupt.h"
 #include "workloads/results.h"
 #include "workloads/roles/launch.h"
@@ -29,6 +30,7 @@ typedef struct bench_opts {
      * flags the user gave. */
     dcr_arg_t args[64];
     int nargs;
+    dcr_change_profile_t profile; /* --changes profile:FILE, loaded */
     /* A role process of a --processes run: its --workdir is the launcher's
      * run folder (held by the launcher's marker), not a folder to claim. */
     bool role;
@@ -289,7 +291,7 @@ static dcr_status_t check_store(const bench_opts_t *o)
 
 /* Every flag, the layout and every path, before the run: what fails here
  * is a usage error (or an unwritable place) found in the first second. */
-static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
+static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
 {
     DCR_CHECK(check_store(o));
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
@@ -298,8 +300,12 @@ static dcr_status_t fill_config(const bench_opts_t *o, dcr_bench_config_t *c)
     if (!dcr_transport_find(o->transport))
         return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
                              o->transport);
-    DCR_CHECK(dcr_cli_changes_check(o->args, o->nargs, o->changes));
+    DCR_CHECK(dcr_cli_changes_check(o->args, o->nargs, o->changes, true));
     c->adamw = !strcmp(o->changes, "adamw");
+    if (!strncmp(o->changes, "profile:", 8)) {
+        DCR_CHECK(dcr_change_profile_load(o->changes + 8, &o->profile));
+        c->profile = &o->profile;
+    }
     c->lr = o->lr;
     if (c->adamw && !(o->lr > 0))
         return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
@@ -510,7 +516,9 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
         {"--init", DCR_ARG_STRING, &o->init, 0, 0,
          "start from this safetensors checkpoint's values (leading blocks when scaled)", false},
         {"--changes", DCR_ARG_STRING, &o->changes, 0, 0,
-         "uniform (default) | adamw (AdamW trajectories)", false},
+         "uniform (default) | adamw (AdamW trajectories) | profile:FILE (a measured change "
+         "profile of dcr diff --profile, replayed)",
+         false},
         {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 1, "learning rate of --changes adamw (default 1e-6)",
          false},
         {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",

@@ -72,7 +72,7 @@ static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int narg
     if (!dcr_transport_find(o->transport))
         return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
                              o->transport);
-    DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes));
+    DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes, false));
     if (dcr_args_seen(args, nargs, "--restart-after") && o->kill_every == 0)
         return dcr_error_set(DCR_EINVAL, "--restart-after applies only with --kill-every N > 0");
     c->bench.control_path = o->control;

@@ -88,11 +88,18 @@ dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
     return st;
 }
 
-dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes)
+dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes,
+                                   bool profiles)
 {
     bool adamw = !strcmp(changes, "adamw");
-    if (!adamw && strcmp(changes, "uniform"))
-        return dcr_error_set(DCR_EINVAL, "--changes %s: expected uniform or adamw", changes);
+    bool profile = profiles && !strncmp(changes, "profile:", 8);
+    if (!adamw && !profile && strcmp(changes, "uniform"))
+        return dcr_error_set(DCR_EINVAL, "--changes %s: expected uniform, adamw%s", changes,
+                             profiles ? " or profile:FILE" : "");
+    if (profile && dcr_args_seen(args, nargs, "--change-rate"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--change-rate applies to --changes uniform only (a profile's "
+                             "rates are its own)");
     if (!adamw && dcr_args_seen(args, nargs, "--lr"))
         return dcr_error_set(DCR_EINVAL, "--lr applies to --changes adamw only");
     if (adamw && dcr_args_seen(args, nargs, "--change-rate"))

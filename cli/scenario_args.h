@@ -39,10 +39,13 @@ dcr_status_t dcr_cli_payload_key(const char *command, const char *path, dcr_payl
 dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
                                        const dcr_serve_config_t *serve);
 
-/* The change flags of bench and faults: --changes is uniform or adamw,
- * --lr applies to adamw only and --change-rate to uniform only (AdamW's
- * change rate follows from the learning rate). DCR_EINVAL naming the flag. */
-dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes);
+/* The change flags of bench and faults: --changes is uniform or adamw (or,
+ * with profiles, profile:FILE, a measured change profile replayed: see
+ * workloads/change_profile.h), --lr applies to adamw only and --change-rate
+ * to uniform only (AdamW's change rate follows from the learning rate, a
+ * profile's from the profile). DCR_EINVAL naming the flag. */
+dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes,
+                                   bool profiles);
 
 /* The output and work paths of bench and faults, checked before the run:
  * --out and --trace under the output-path rule (dcr/outpath.h), --workdir

@@ -39,6 +39,10 @@ typedef struct dcr_bench_config {
     int fanout;         /* relay tree */
     double change_rate; /* uniform stress changes */
     bool adamw;         /* AdamW trajectories instead (dcr_adamw_t) */
+    /* A measured change profile replayed instead (per-class rates with row,
+     * run and expert clustering; workloads/change_profile.h); NULL: none.
+     * Borrowed for the run. */
+    const struct dcr_change_profile *profile;
     double lr;          /* AdamW learning rate */
     dcr_construct_mode_t mode;
     dcr_rl_mode_t rl;

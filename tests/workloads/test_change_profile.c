@@ -283,6 +283,28 @@ static void test_replay(void **state)
     assert_int_equal(json_integer_value(json_object_get(j, "injected_elements")), reported);
     assert_true(fabs((double)reported - want_all) <= 5 * sqrt(var_all));
     json_decref(j);
+    /* dcr bench replays it too, every timed refit bit-exact, each refit's
+     * changes within the same sampling error (one training rank: source =
+     * canonical). */
+    snprintf(args, sizeof(args),
+             "bench --model qwen3-30b-a3b --scale 16 --layers 2 --train-nodes 1 --gpus-per-node 1 "
+             "--tp 1 --rollout-nodes 1 --receivers-per-node 1 --serve-tp 1 --warmup 0 --refits 2 "
+             "--changes profile:%s --json",
+             path);
+    j = run_json(args);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *refit;
+    size_t ri;
+    json_array_foreach(json_object_get(j, "refits"), ri, refit)
+    {
+        int64_t changed = json_integer_value(json_object_get(refit, "changed_elements"));
+        print_message("  bench replay, refit %zu: %lld changed\n", ri, (long long)changed);
+        assert_true(fabs((double)changed - want_all) <= 5 * sqrt(var_all));
+    }
+    assert_int_equal(json_array_size(json_object_get(j, "refits")), 2);
+    json_decref(j);
+    snprintf(args, sizeof(args), "bench --changes profile:%s --change-rate 0.1", path);
+    expect_error(args, 2, "--change-rate applies to --changes uniform only");
     expect_error("construct --changes profile:/nonexistent.json", 1, "nonexistent.json");
     expect_error("construct --changes sparse", 2, "--changes sparse");
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "workloads/change_profile.h"
 #include "workloads/ckpt_init.h"
 #include "workloads/serve/vllm_layout.h"
 #include "workloads/train/megatron.h"
@@ -73,11 +74,14 @@ dcr_status_t dcr_role_world_step(dcr_role_world_t *w, dcr_storage_t *const *cand
     int64_t injected = 0;
     /* The injections rebuild the canonical tensors too; the export below
      * replaces them with what a dense reload loads. */
+    uint64_t seed = w->cfg.seed + 1000 + w->version;
     if (w->adamw)
         DCR_CHECK(dcr_adamw_step(w->adamw, candidate, w->canonical, &injected));
+    else if (w->cfg.profile)
+        DCR_CHECK(dcr_change_profile_inject(w->sc, w->cfg.profile, seed, candidate, w->canonical,
+                                            &injected));
     else
-        DCR_CHECK(dcr_scenario_inject_uniform(w->sc, w->cfg.change_rate,
-                                              w->cfg.seed + 1000 + w->version, candidate,
+        DCR_CHECK(dcr_scenario_inject_uniform(w->sc, w->cfg.change_rate, seed, candidate,
                                               w->canonical, &injected));
     for (size_t s = 0; s < w->ns; s++)
         memcpy(w->shards[s]->data, candidate[s]->data, w->shards[s]->bytes);
