@@ -346,6 +346,7 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     c->workdir = o->keep ? o->keep : o->workdir;
     c->workdir_flag = o->keep ? "--keep-payloads" : "--workdir";
+    c->keep_payloads = o->keep != NULL;
     c->control_path = o->control;
     c->seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
@@ -535,7 +536,8 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
         {"--no-verify", DCR_ARG_FLAG, &o->no_verify, 0, 0,
          "skip the dense-refit comparison after timed refits", false},
         {"--keep-payloads", DCR_ARG_STRING, &o->keep, 0, 0,
-         "keep the object store (payloads, manifests) in DIR", false},
+         "keep the object store in DIR: the last attempt's payloads and manifest stay there",
+         false},
         {"--workdir", DCR_ARG_STRING, &o->workdir, 0, 0,
          "directory for object store and control plane (default: temp)", false},
         {"--store", DCR_ARG_STRING, &o->store, 0, 0,

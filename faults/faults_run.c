@@ -337,14 +337,13 @@ static dcr_status_t make_parties(frun_t *r)
                       &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(r->sc->layout, &cc, r->committed, &r->con));
     snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
-    dcr_transport_config_t tc = {r->sc->train.nodes,
-                                 r->sc->layout->world,
-                                 r->serve.nodes,
-                                 b->link,
-                                 r->objdir,
-                                 b->fanout,
-                                 8,
-                                 NULL};
+    dcr_transport_config_t tc = {.train_nodes = r->sc->train.nodes,
+                                 .world = r->sc->layout->world,
+                                 .rollout_nodes = r->serve.nodes,
+                                 .link = b->link,
+                                 .dir = r->objdir,
+                                 .fanout = b->fanout,
+                                 .queue_payloads = 8};
     DCR_CHECK(dcr_transport_create(b->transport, &tc, &r->transport));
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", r->workdir);

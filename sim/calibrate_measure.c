@@ -781,7 +781,8 @@ static dcr_status_t dcr__cal_transport(const dcr_sim_cal_options_t *opt, const c
                                        const char *dir, dcr_sim_calibration_t *cal)
 {
     dcr_link_config_t unlimited = {0, 0, 0, 0};
-    dcr_transport_config_t tc = {1, 1, 2, unlimited, dir, 0, 0, NULL};
+    dcr_transport_config_t tc = {
+        .train_nodes = 1, .world = 1, .rollout_nodes = 2, .link = unlimited, .dir = dir};
     dcr_transport_t *t = NULL;
     DCR_CHECK(dcr_transport_create(name, &tc, &t));
     dcr_encoder_t *enc = NULL;

@@ -232,14 +232,15 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
     bool store = b->cfg->store != NULL && strcmp(name, "objstore") == 0;
-    dcr_transport_config_t tc = {b->sc->train.nodes,
-                                 b->sc->layout->world,
-                                 rollout_nodes,
-                                 b->cfg->link,
-                                 store ? b->cfg->store : dir,
-                                 b->cfg->fanout,
-                                 8,
-                                 store ? b->cfg->s3_endpoint : NULL};
+    dcr_transport_config_t tc = {.train_nodes = b->sc->train.nodes,
+                                 .world = b->sc->layout->world,
+                                 .rollout_nodes = rollout_nodes,
+                                 .link = b->cfg->link,
+                                 .dir = store ? b->cfg->store : dir,
+                                 .fanout = b->cfg->fanout,
+                                 .queue_payloads = 8,
+                                 .s3_endpoint = store ? b->cfg->s3_endpoint : NULL,
+                                 .keep_objects = b->cfg->keep_payloads};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
     return DCR_OK;

@@ -53,6 +53,7 @@ typedef struct dcr_bench_config {
     size_t bucket_bytes;      /* 0: scaled from the seed's */
     const char *workdir;      /* object store and control plane files; NULL: a fresh temp dir */
     const char *workdir_flag; /* the flag that named workdir, for error lines; NULL: --workdir */
+    bool keep_payloads;       /* the object store's last attempt stays in workdir (--keep-payloads) */
     const char *control_path; /* SQLite file or etcd://HOST:PORT[/PREFIX] (see
                                  dcr_bench_control_open); NULL: <workdir>/control.db */
     int readers;              /* request emulation: threads reading receiver 0 through the gate */

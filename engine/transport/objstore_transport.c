@@ -1320,7 +1320,7 @@ static void obj_destroy(dcr_transport_t *t)
     for (int i = 0; s->nodes != NULL && i < s->base.cfg.rollout_nodes; i++)
         obj_node_fini(&s->nodes[i]);
     free(s->nodes);
-    if (s->have_prefix) obj_remove_attempt(s, s->tau);
+    if (s->have_prefix && !s->base.cfg.keep_objects) obj_remove_attempt(s, s->tau);
     dcr_objstore_destroy(s->store);
     dcr__ledger_fini(&s->ledger);
     pthread_cond_destroy(&s->cv);

@@ -129,6 +129,33 @@ static void test_construct_payloads_verify(void **state)
     assert_int_equal(system(args), 0);
 }
 
+/* dcr bench --keep-payloads DIR keeps what it promises: after the run the
+ * store in DIR holds the last attempt's manifest and payloads, and each of
+ * them verifies as a payload of that attempt. */
+static void test_bench_keeps_payloads(void **state)
+{
+    char dir[] = "/tmp/dcr-cli-kept-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char args[512];
+    snprintf(args, sizeof(args),
+             "bench --json --scale 64 --layers 1 --warmup 0 --refits 2 --keep-payloads %s", dir);
+    json_t *j = run_json(args);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_decref(j);
+    /* Two refits, one attempt each: attempt 2 is the last. */
+    char path[700];
+    snprintf(path, sizeof(path), "%s/objstore-objstore/attempt-2/MANIFEST", dir);
+    assert_int_equal(access(path, R_OK), 0);
+    snprintf(path, sizeof(path), "%s/objstore-objstore/attempt-2/payload-0-0.dcrp", dir);
+    static result_t r;
+    snprintf(args, sizeof(args), "payload inspect %s", path);
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "attempt 2, owner 0, payload 0"));
+    snprintf(args, sizeof(args), "rm -rf %s", dir);
+    assert_int_equal(system(args), 0);
+}
+
 static void test_construct_modes(void **state)
 {
     json_t *j = run_json("construct --json --scale 64 --layers 2 --mode all --change-rate 0.05");
@@ -232,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_help_and_usage_errors),
         cmocka_unit_test(test_inventory_matches_seed),
         cmocka_unit_test(test_construct_payloads_verify),
+        cmocka_unit_test(test_bench_keeps_payloads),
         cmocka_unit_test(test_construct_modes),
         cmocka_unit_test(test_bench_json_trace_results),
         cmocka_unit_test(test_verify_paths),

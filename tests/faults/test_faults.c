@@ -224,8 +224,13 @@ static void pipe_open(pipe_t *p, const char *transport)
     assert_non_null(mkdtemp(p->dir));
     char path[512];
     snprintf(path, sizeof(path), "%s/objstore", p->dir);
-    dcr_transport_config_t tc = {
-        p->sc->train.nodes, p->sc->layout->world, p->serve.nodes, p->cfg.link, path, 2, 8, NULL};
+    dcr_transport_config_t tc = {.train_nodes = p->sc->train.nodes,
+                                 .world = p->sc->layout->world,
+                                 .rollout_nodes = p->serve.nodes,
+                                 .link = p->cfg.link,
+                                 .dir = path,
+                                 .fanout = 2,
+                                 .queue_payloads = 8};
     assert_int_equal(dcr_transport_create(transport, &tc, &p->transport), DCR_OK);
     snprintf(path, sizeof(path), "%s/control.db", p->dir);
     dcr_control_config_t ctl = {path, 0};

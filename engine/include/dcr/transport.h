@@ -46,6 +46,10 @@ typedef struct dcr_transport_config {
     size_t queue_payloads;   /* relay: per-hop bounded queue; objstore: payloads each rollout
                                 node prefetches ahead of recv (>= 1; 0: 8) */
     const char *s3_endpoint; /* objstore on s3://: "http[s]://HOST[:PORT]" (copied at create) */
+    /* objstore: destroy leaves the last attempt's objects (payloads and
+     * manifest) in the store for the user to inspect, instead of deleting
+     * them; older attempts are still removed as new ones open. */
+    bool keep_objects;
 } dcr_transport_config_t;
 
 /* Accounting since creation, of attempts only (reference() traffic is not
