@@ -23,6 +23,14 @@ enum { REFITS = 300, WINDOW = 50 };
 /* Limits of the issue that asked for flat runs (issue 15). */
 #define MAX_WALL_RATIO       1.3
 #define MAX_RSS_GROWTH_BYTES (50.0 * 1024)
+/* AddressSanitizer holds freed memory in a quarantine (256 MB by default)
+ * that fills over the run: resident-set growth there is not the program's.
+ * Its wall-time ratio still holds. */
+#if defined(__SANITIZE_ADDRESS__)
+#define RSS_LIMIT_HOLDS 0
+#else
+#define RSS_LIMIT_HOLDS 1
+#endif
 
 static int cmp_double(const void *pa, const void *pb)
 {
@@ -74,14 +82,15 @@ static void test_long_run_is_flat(void **state)
            WINDOW, first, WINDOW, last, last / first, mean_wall(&r, 0),
            mean_wall(&r, REFITS - WINDOW), (long long)r.refits[WINDOW - 1].rss_bytes,
            (long long)r.refits[REFITS - 1].rss_bytes, growth);
-    assert_true(first > 0 && r.refits[0].rss_bytes > 0);
+    bool measured = first > 0 && r.refits[0].rss_bytes > 0;
+    dcr_bench_result_free(&r); /* before any failure, which leaves the function */
+    assert_true(measured);
     if (last > MAX_WALL_RATIO * first)
         fail_msg("the last %d refits took %.3fx the first %d (limit %.1fx)", WINDOW, last / first,
                  WINDOW, MAX_WALL_RATIO);
-    if (growth > MAX_RSS_GROWTH_BYTES)
+    if (RSS_LIMIT_HOLDS && growth > MAX_RSS_GROWTH_BYTES)
         fail_msg("resident set grew %.0f bytes per refit (limit %.0f)", growth,
                  MAX_RSS_GROWTH_BYTES);
-    dcr_bench_result_free(&r);
 }
 
 int main(void)
