@@ -148,23 +148,32 @@ dcr_status_t dcr_bench_control_check(const char *flag, const char *address)
     return DCR_OK;
 }
 
+dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap)
+{
+    int len;
+    if (run == NULL) {
+        len = snprintf(url, cap, "%s", address);
+    } else {
+        size_t n = strlen(address);
+        while (n > sizeof dcr__etcd_scheme - 1 && address[n - 1] == '/') n--;
+        bool has_prefix = memchr(address + sizeof dcr__etcd_scheme - 1, '/',
+                                 n - (sizeof dcr__etcd_scheme - 1)) != NULL;
+        len = snprintf(url, cap, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
+    }
+    if (len < 0 || (size_t)len >= cap)
+        return dcr_error_set(DCR_EINVAL, "control plane address %.200s: too long", address);
+    return DCR_OK;
+}
+
 dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
                                     dcr_control_t **out_p)
 {
     dcr_control_config_t cfg = {address ? address : default_path, 0};
     if (!dcr_bench_control_is_etcd(address)) return dcr_control_create("sqlite", &cfg, out_p);
-    if (run == NULL) return dcr_control_create("etcd", &cfg, out_p);
     char url[1024];
-    size_t n = strlen(address);
-    while (n > sizeof dcr__etcd_scheme - 1 && address[n - 1] == '/') n--;
-    bool has_prefix = memchr(address + sizeof dcr__etcd_scheme - 1, '/',
-                             n - (sizeof dcr__etcd_scheme - 1)) != NULL;
-    int len =
-        snprintf(url, sizeof url, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
-    if (len < 0 || (size_t)len >= sizeof url)
-        return dcr_error_set(DCR_EINVAL, "control plane address %.200s: too long", address);
+    DCR_CHECK(dcr_bench_control_url(address, run, url, sizeof url));
     cfg.address = url;
-    DCR_LOG_INFO("control plane: %s", url);
+    if (run != NULL) DCR_LOG_INFO("control plane: %s", url);
     return dcr_control_create("etcd", &cfg, out_p);
 }
 
@@ -264,6 +273,12 @@ static dcr_status_t make_parties(bench_t *b)
     char id[64];
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
     DCR_CHECK(dcr_bench_control_open(b->cfg->control_path, db, id, &b->control));
+    if (b->cfg->processes && dcr_bench_control_is_etcd(b->cfg->control_path)) {
+        /* The role processes join this run's etcd namespace, not a fresh one. */
+        char url[1024];
+        DCR_CHECK(dcr_bench_control_url(b->cfg->control_path, id, url, sizeof url));
+        DCR_CHECK(dcr_role_control_url_write(b->workdir, url));
+    }
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
     coc.remote_nodes = b->cfg->processes != NULL;

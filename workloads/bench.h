@@ -171,6 +171,11 @@ bool dcr_bench_control_is_etcd(const char *address);
  * etcd://HOST:PORT[/PREFIX] (the backend checks it again when it opens). */
 dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
 
+/* The etcd URL a run's control plane lives at: address with the namespace
+ * PREFIX/<run> appended (PREFIX "dcr" when address names none), or address
+ * itself for run NULL. DCR_EINVAL when it does not fit cap. */
+dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap);
+
 /* Opens the control plane of one harness run. Every run starts from an empty
  * control plane, so an etcd URL gets the fresh namespace PREFIX/<run>
  * (PREFIX "dcr" when the URL names none; run unique to the run, e.g.

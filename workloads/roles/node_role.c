@@ -63,9 +63,34 @@ dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *wo
                                    dcr_control_t **out_p)
 {
     char path[4200];
+    if (dcr_bench_control_is_etcd(cfg->control_path)) {
+        char url[1024];
+        snprintf(path, sizeof(path), "%s/control.url", workdir);
+        FILE *f = fopen(path, "r");
+        size_t n = f ? fread(url, 1, sizeof(url) - 1, f) : 0;
+        if (f) fclose(f);
+        if (n == 0 || n == sizeof(url) - 1 || memchr(url, '\n', n) != NULL)
+            return dcr_error_set(DCR_ECONTROL,
+                                 "the run's etcd namespace in %s is missing or "
+                                 "malformed",
+                                 path);
+        url[n] = '\0';
+        return dcr_bench_control_open(url, NULL, NULL, out_p);
+    }
     dcr_role_control_path(workdir, path, sizeof(path));
     dcr_control_config_t cc = {cfg->control_path ? cfg->control_path : path, 0};
     return dcr_control_create("sqlite", &cc, out_p);
+}
+
+dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/control.url", workdir);
+    FILE *f = fopen(path, "w");
+    bool ok = f && fputs(url, f) >= 0;
+    if (f && fclose(f) != 0) ok = false;
+    if (!ok) return dcr_error_set(DCR_EIO, "writing %s: %s", path, strerror(errno));
+    return DCR_OK;
 }
 
 dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,

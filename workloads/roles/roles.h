@@ -118,8 +118,13 @@ void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out,
  * trace and the bounds cover every process. A missing file is skipped. */
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
 
+/* The etcd namespace of a --processes run (etcd://HOST:PORT/PREFIX/<run>),
+ * which the launcher writes into the run directory for the role processes. */
+dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url);
+
 /* The control plane of the run (SQLite in the run directory, or
- * cfg->control_path), opened by this process. */
+ * cfg->control_path; for an etcd address, the launcher's namespace read from
+ * the run directory), opened by this process. */
 dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p);
 /* This process's object-store handle over the run's directory, with

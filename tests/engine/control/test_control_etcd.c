@@ -643,6 +643,19 @@ static void test_cli_on_etcd(void **state)
     /* One run's namespace: schema, record, latest, an attempt, acks... */
     assert_true(raw_count(&g_etcd, "cli-bench/bench-", NULL) >= 5);
 
+    /* With rollout nodes as processes, they join the launcher's namespace
+     * (and the verifier process confirms every node bit for bit). */
+    snprintf(args, sizeof args,
+             "bench --processes --control etcd://%s/cli-procs --scale 64 --layers 2 --warmup 1 "
+             "--refits 2 --json",
+             g_etcd.hostport);
+    j = run_json(args);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "processes"), "rollout_nodes")), 2);
+    json_decref(j);
+    assert_true(raw_count(&g_etcd, "cli-procs/bench-", NULL) >= 5);
+
     snprintf(args, sizeof args,
              "faults train --control etcd://%s/cli-faults --layers 2 --steps 3 --json",
              g_etcd.hostport);
