@@ -16,8 +16,7 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
         const char *value = args[i].kind == DCR_ARG_FLAG     ? ""
                             : args[i].kind == DCR_ARG_STRING ? " TEXT"
                                                              : " N";
-        printf("  %s%-*s %s", args[i].name, (int)(22 - strlen(args[i].name)), value,
-               args[i].help);
+        printf("  %s%-*s %s", args[i].name, (int)(22 - strlen(args[i].name)), value, args[i].help);
         /* The accepted range, from the shared table where the flag has one. */
         double lo = args[i].min, hi = args[i].max;
         dcr_args_limit(args[i].name, &lo, &hi);

@@ -534,15 +534,17 @@ static dcr_status_t dcr__actors(dcr__sim_t *S)
  * stderr at every switch, which breaks the one-line error contract). */
 static void dcr__simgrid_init(void)
 {
-    static char *argv[] = {"dcr-sim",
-                           "--log=root.thres:warning",
-                           "--cfg=network/model:CM02",
-                           "--cfg=network/TCP-gamma:0",
-                           "--cfg=network/crosstraffic:0",
+    static char *argv[] = {
+        "dcr-sim",
+        "--log=root.thres:warning",
+        "--cfg=network/model:CM02",
+        "--cfg=network/TCP-gamma:0",
+        "--cfg=network/crosstraffic:0",
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-                           "--cfg=contexts/factory:thread",
+        "--cfg=contexts/factory:thread",
 #endif
-                           NULL};
+        NULL
+    };
     int argc = (int)(sizeof(argv) / sizeof(argv[0])) - 1;
     simgrid_init(&argc, argv);
 }

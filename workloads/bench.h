@@ -43,7 +43,7 @@ typedef struct dcr_bench_config {
      * run and expert clustering; workloads/change_profile.h); NULL: none.
      * Borrowed for the run. */
     const struct dcr_change_profile *profile;
-    double lr;          /* AdamW learning rate */
+    double lr; /* AdamW learning rate */
     dcr_construct_mode_t mode;
     dcr_rl_mode_t rl;
     int warmup, refits;
@@ -53,7 +53,7 @@ typedef struct dcr_bench_config {
     size_t bucket_bytes;      /* 0: scaled from the seed's */
     const char *workdir;      /* object store and control plane files; NULL: a fresh temp dir */
     const char *workdir_flag; /* the flag that named workdir, for error lines; NULL: --workdir */
-    bool keep_payloads;       /* the object store's last attempt stays in workdir (--keep-payloads) */
+    bool keep_payloads; /* the object store's last attempt stays in workdir (--keep-payloads) */
     const char *control_path; /* SQLite file or etcd://HOST:PORT[/PREFIX] (see
                                  dcr_bench_control_open); NULL: <workdir>/control.db */
     int readers;              /* request emulation: threads reading receiver 0 through the gate */

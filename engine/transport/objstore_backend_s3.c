@@ -477,7 +477,6 @@ static s3_verdict_t s3_check_get(s3_req_t *r, void *ctx, char *why, size_t cap)
 
 /* ---- slots ------------------------------------------------------------------ */
 
-
 /* Paces a PUT body's bytes before the request starts, then sends them at
  * once: an S3 object becomes visible only when its upload completes, and
  * pacing up front keeps that true of test servers that show a key while its
