@@ -107,8 +107,7 @@ static int check_control(const char *what, const faults_opts_t *o)
     if (st == DCR_OK) return 0;
     char label[64];
     snprintf(label, sizeof(label), "faults %s", what);
-    dcr_cli_report(label, st);
-    return 2;
+    return dcr_cli_usage(label, st);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s)

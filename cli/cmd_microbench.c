@@ -43,15 +43,9 @@ static int dcr__microbench_detect(int argc, char **argv)
     est.process = dcr_rss_bytes();
     est.transient = 4 * est.checkpoint;
     dcr_status_t bst = max_memory ? dcr_size_parse("--max-memory", max_memory, &budget) : DCR_OK;
-    if (bst != DCR_OK) {
-        dcr_cli_report("microbench", bst);
-        return 2;
-    }
+    if (bst != DCR_OK) return dcr_cli_usage("microbench", bst);
     bst = dcr_memory_check("microbench detect", &est, budget);
-    if (bst != DCR_OK) {
-        dcr_cli_report("microbench", bst);
-        return 1;
-    }
+    if (bst != DCR_OK) return dcr_cli_fail("microbench", bst);
     const double rates[] = {0.0, 0.01, 0.03, 0.05};
     json_t *rows = json_array();
     if (!json) {
@@ -153,19 +147,14 @@ static int dcr__microbench_apply(int argc, char **argv)
     int nrates = 0;
     int st_rates = dcr_args_parse_list("--rates", rates_text, 1e-6, 1, false, rates,
                                        DCR__APPLY_RATES_MAX, &nrates);
-    if (st_rates != DCR_OK) {
-        dcr_cli_report("microbench apply", st_rates);
-        return 2;
-    }
+    if (st_rates != DCR_OK) return dcr_cli_usage("microbench apply", st_rates);
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.model = model;
     spec.scale = (int)scale;
     spec.layers = (int)layers;
     spec.align_extra = (int)serve_tp;
-    if (max_memory && dcr_size_parse("--max-memory", max_memory, &spec.max_memory) != DCR_OK) {
-        dcr_cli_report("microbench apply", DCR_EINVAL);
-        return 2;
-    }
+    if (max_memory && dcr_size_parse("--max-memory", max_memory, &spec.max_memory) != DCR_OK)
+        return dcr_cli_usage("microbench apply", DCR_EINVAL);
     dcr_serve_config_t serve = dcr_serve_config_default();
     serve.tp = (int)serve_tp;
     dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};

@@ -22,7 +22,6 @@
 #include "dcr/trace.h"
 #include "reports/results_read.h"
 #include "reports/trace_io.h"
-#include "workloads/interrupt.h"
 
 #define MB 1e6
 
@@ -903,7 +902,6 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
      * folder only when all are written: a failed report leaves none. */
     DCR_CHECK_GOTO(dcr_outdir_open("report", o->out_dir, &out), st, done);
     r.dir = dcr_outdir_stage(out);
-    dcr_interrupt_cleanup_add(r.dir);
     snprintf(data, sizeof(data), "%s/data", r.dir);
     DCR_CHECK_GOTO(make_dir(data), st, done);
     DCR_CHECK_GOTO(build_groups(&r), st, done);
@@ -916,12 +914,10 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     if (r.have_payload_fig) DCR_CHECK_GOTO(write_payload_fig(&r), st, done);
     if (o->trace_path) DCR_CHECK_GOTO(write_timeline(&r), st, done);
     DCR_CHECK_GOTO(write_markdown(&r), st, done);
-    dcr_interrupt_cleanup_remove(r.dir);
     st = dcr_outdir_commit(out);
     out = NULL;
 done:
     if (out) {
-        dcr_interrupt_cleanup_remove(r.dir);
         st = dcr_gnuplot_keep_log(st, r.dir, o->out_dir);
     }
     dcr_outdir_abort(out);

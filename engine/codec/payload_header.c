@@ -34,7 +34,8 @@ void dcr__header_write(uint8_t *out, const dcr_payload_header_t *h, const uint8_
     dcr__digest(out, body, (size_t)h->compressed_len, key, out + DCR__H_DIGEST);
 }
 
-uint64_t dcr__compress_bound(uint64_t raw)
+/* ZSTD_COMPRESSBOUND(raw) computed in 64 bits. */
+static uint64_t dcr__compress_bound(uint64_t raw)
 {
     /* ZSTD_COMPRESSBOUND's formula, in 64 bits so that it holds for any
      * declared length up to DCR_CODEC_RAW_MAX. */

@@ -68,6 +68,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dcr/clock.h"
+
 #define DCR__ET_DEFAULT_TIMEOUT 5000
 #define DCR__ET_DEFAULT_PREFIX  "dcr"
 #define DCR__ET_SCHEMA          "dcr-control-etcd 1"
@@ -128,9 +130,7 @@ typedef struct dcr__et {
 
 static int64_t dcr__et_mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(dcr_clock_ns() / 1000000);
 }
 
 /* Takes the handle's turn for one call and starts the call's clock. */
@@ -943,7 +943,7 @@ static dcr_status_t dcr__et_lease_grant(dcr__et_t *e)
     json_decref(resp);
     if (!ok) return dcr__et_malformed(e, "lease grant response", "a lease ID and a positive TTL");
     e->lease_id = id;
-    e->lease_refreshed_ns = dcr__control_now_ns();
+    e->lease_refreshed_ns = (int64_t)dcr_clock_ns(); /* a local interval: monotonic */
     return DCR_OK;
 }
 
@@ -952,7 +952,7 @@ static dcr_status_t dcr__et_lease_grant(dcr__et_t *e)
  * replaced by a fresh one. */
 static dcr_status_t dcr__et_lease_for(dcr__et_t *e, const char *coordinator, int64_t *lease_p)
 {
-    int64_t now = dcr__control_now_ns();
+    int64_t now = (int64_t)dcr_clock_ns();
     if (e->lease_id != 0 && strcmp(e->lease_owner, coordinator) != 0) {
         (void)dcr__et_lease_revoke(e); /* the handle now serves another coordinator */
     }

@@ -497,6 +497,8 @@ static dcr_status_t nodes_still_done(dcr_coord_t *c, uint64_t tau)
     int per = c->cfg.receivers_per_node;
     for (size_t i = 0; i < c->nrequired; i++) {
         int node = (int)c->required[i] / per;
+        /* required is ascending: each node's report is read once. */
+        if (i > 0 && (int)c->required[i - 1] / per == node) continue;
         dcr_node_report_t r;
         if (dcr_node_report_get(c->p.control, node, &r) != DCR_OK || r.tau != tau ||
             r.phase != DCR_NODE_DONE)

@@ -80,11 +80,6 @@ void dcr_rollout_node_destroy(dcr_rollout_node_t *n)
     free(n);
 }
 
-size_t dcr_rollout_node_staged(const dcr_rollout_node_t *n)
-{
-    return n->nstaged;
-}
-
 double dcr_rollout_node_last_apply_end(const dcr_rollout_node_t *n)
 {
     return n->last_apply_end;
@@ -203,10 +198,8 @@ dcr_status_t dcr_rollout_node_apply_staged(dcr_rollout_node_t *n, uint64_t tau)
     for (size_t i = 0; i < n->nstaged && st == DCR_OK; i++)
         for (int id = first; id < end && st == DCR_OK; id++)
             if (member(n, id)) st = apply_one(n, id, n->staged[i].data, n->staged[i].len, tau);
-    char why[512] = "";
-    if (st != DCR_OK) snprintf(why, sizeof(why), "%s", dcr_error_detail());
-    dcr_rollout_node_discard(n);
-    return st == DCR_OK ? DCR_OK : failed_with(st, why);
+    dcr_rollout_node_discard(n); /* frees only: the error detail stays */
+    return st;
 }
 
 /* ---- on a thread of its own ---- */

@@ -127,15 +127,7 @@ static size_t s3_read_cb(char *buf, size_t size, size_t nitems, void *arg)
     s3_req_t *r = arg;
     size_t n = size * nitems;
     if (n > r->body_len - r->sent) n = r->body_len - r->sent;
-    if (n > DCR_OBJSTORE_PACE_CHUNK) n = DCR_OBJSTORE_PACE_CHUNK;
-    if (n > 0 && r->pace != NULL) {
-        dcr_status_t st = r->pace->fn(r->pace->ctx, n);
-        if (st != DCR_OK) {
-            r->abort_st = st;
-            snprintf(r->abort_msg, sizeof r->abort_msg, "%s", dcr_error_detail());
-            return CURL_READFUNC_ABORT;
-        }
-    }
+    /* Unpaced: a put's bytes were paced before the request (s3_pace_upfront). */
     memcpy(buf, r->body + r->sent, n);
     r->sent += n;
     return n;

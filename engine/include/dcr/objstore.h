@@ -53,10 +53,12 @@ typedef struct dcr_objstore_props {
     bool ranged_get;
 } dcr_objstore_props_t;
 
-/* Pacing hook for the bytes of one transfer: called before each piece of at
- * most DCR_OBJSTORE_PACE_CHUNK bytes moves (put: leaves the caller; get:
- * has arrived), in order, again for bytes a retry moves. A non-OK return
- * aborts the transfer, which then returns that status. NULL: unpaced. */
+/* Pacing hook for the bytes of one transfer: called for each piece of at
+ * most DCR_OBJSTORE_PACE_CHUNK bytes, in order (put: before the piece leaves
+ * the caller, or for the whole body before a request that then sends at
+ * once; get: when the piece has arrived, again for bytes a retry moves). A
+ * non-OK return aborts the transfer, which then returns that status. NULL:
+ * unpaced. */
 typedef struct dcr_objstore_pace {
     dcr_status_t (*fn)(void *ctx, size_t n);
     void *ctx;

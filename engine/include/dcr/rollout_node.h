@@ -89,8 +89,6 @@ dcr_status_t dcr_rollout_node_deliver(dcr_rollout_node_t *n, uint64_t tau);
 dcr_status_t dcr_rollout_node_apply_staged(dcr_rollout_node_t *n, uint64_t tau);
 /* Drops staged payloads (a failed attempt's). */
 void dcr_rollout_node_discard(dcr_rollout_node_t *n);
-/* Payloads staged now. */
-size_t dcr_rollout_node_staged(const dcr_rollout_node_t *n);
 /* dcr_clock_s of the end of the node's last loader application (0: none
  * since create). */
 double dcr_rollout_node_last_apply_end(const dcr_rollout_node_t *n);

@@ -8,7 +8,6 @@
 #include <blake2.h>
 #include <math.h>
 #include <pthread.h>
-#include <blake2.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
