@@ -269,7 +269,7 @@ static dcr_status_t make_parties(bench_t *b)
     DCR_CHECK(make_transport(b, b->cfg->transport, b->cfg->processes ? 1 : b->serve.nodes,
                              &b->transport));
     char db[4200];
-    snprintf(db, sizeof(db), "%s/control.db", b->workdir);
+    dcr_role_control_path(b->workdir, db, sizeof(db)); /* where the role processes look too */
     char id[64];
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
     DCR_CHECK(dcr_bench_control_open(b->cfg->control_path, db, id, &b->control));

@@ -382,10 +382,9 @@ done:
 
 /* NEW = one synthetic step on the shards imported from OLD. */
 static dcr_status_t dcr__step(const dcr_scenario_t *sc, const dcr_diff_step_t *step,
-                              dcr_storage_t *const *base, dcr_storage_t *const *shards,
-                              dcr_storage_t *const *cand, int64_t *changed_p)
+                              dcr_storage_t *const *shards, dcr_storage_t *const *cand,
+                              int64_t *changed_p)
 {
-    DCR_CHECK(dcr_megatron_import(&sc->model, &sc->train, sc->layout, base, shards));
     if (step->kind == DCR_DIFF_STEP_PROFILE)
         return dcr_change_profile_inject(sc, step->profile, step->seed, shards, cand, changed_p);
     if (step->kind == DCR_DIFF_STEP_UNIFORM)
@@ -413,11 +412,11 @@ dcr_status_t dcr_ckpt_diff_step(const dcr_scenario_t *sc, const char *init_path,
     DCR_CHECK_GOTO(dcr_scenario_alloc_canonical(sc, &cand), st, done);
     DCR_CHECK_GOTO(dcr_scenario_alloc_shards(sc, &shards), st, done);
     DCR_CHECK_GOTO(dcr_ckpt_init_canonical(sc, init_path, base), st, done);
-    DCR_CHECK_GOTO(dcr__step(sc, step, base, shards, cand, &injected), st, done);
+    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, base, shards), st, done);
     /* OLD is what the training shards export to (an FP8 export
      * re-quantizes), so that only the step's changes show. */
-    DCR_CHECK_GOTO(dcr_megatron_import(&sc->model, &sc->train, sc->layout, base, shards), st, done);
     DCR_CHECK_GOTO(dcr_megatron_export(&sc->model, &sc->train, sc->layout, shards, base), st, done);
+    DCR_CHECK_GOTO(dcr__step(sc, step, shards, cand, &injected), st, done);
     DCR_LOG_INFO("diff: synthetic step changed %lld elements", (long long)injected);
     DCR_CHECK_GOTO(dcr__diff_tensors(sc, base, cand, opt, &r), st, done);
     *out_p = r;

@@ -709,11 +709,6 @@ size_t dcr_checkpoint_count(const dcr_checkpoint_t *ck)
     return ck->n;
 }
 
-const dcr_st_tensor_t *dcr_checkpoint_at(const dcr_checkpoint_t *ck, size_t i)
-{
-    return i < ck->n ? ck->by_name[i] : NULL;
-}
-
 const dcr_st_tensor_t *dcr_checkpoint_find(const dcr_checkpoint_t *ck, const char *name)
 {
     size_t lo = 0, hi = ck->n;

@@ -95,9 +95,8 @@ dcr_status_t dcr_checkpoint_open(const char *path, dcr_checkpoint_t **out_p);
 /* Unmaps and frees; accepts NULL. */
 void dcr_checkpoint_close(dcr_checkpoint_t *ck);
 
-/* Tensors in name order; valid while the checkpoint is open. */
+/* How many tensors the checkpoint holds. */
 size_t dcr_checkpoint_count(const dcr_checkpoint_t *ck);
-const dcr_st_tensor_t *dcr_checkpoint_at(const dcr_checkpoint_t *ck, size_t i);
 /* The tensor of that name, or NULL. O(log n). */
 const dcr_st_tensor_t *dcr_checkpoint_find(const dcr_checkpoint_t *ck, const char *name);
 /* Path of file i (the one given to open for a single file). */

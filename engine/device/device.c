@@ -3,16 +3,11 @@
  * a slot can trust them) and pushes an NVTX range (domain "dcr") around the
  * operation, so an Nsight Systems trace of a GPU run shows each device stage
  * next to the engine's own stage ranges. */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
-#ifdef DCR_HAVE_NVTX
-#include <nvtx3/nvToolsExt.h>
-#endif
-
 #include "dcr/device_kernels.h"
+#include "dcr/trace.h"
 #include "device-internal.h"
 
 /* Adding a backend is one line here (and one in device-internal.h). */
@@ -97,59 +92,15 @@ size_t dcr_device_detect_workspace(size_t n)
 
 /* ---- NVTX ---- */
 
-#ifdef DCR_HAVE_NVTX
-/* NULL when no tool is attached (nvtx3 then hands out no domain), which is
- * how a range knows that pushing is pointless. nvtx3 returns one handle per
- * name, so these ranges share domain "dcr" with engine/trace's. */
-static _Atomic(nvtxDomainHandle_t) dcr__device_domain;
-static pthread_once_t dcr__device_domain_once = PTHREAD_ONCE_INIT;
-
-static void dcr__device_domain_create(void)
-{
-    atomic_store(&dcr__device_domain, nvtxDomainCreateA("dcr"));
-}
-#endif
-
-/* Pushes the range of one operation; returns whether one was pushed. */
-static bool dcr__range_push(const dcr_device_stream_t *s, dcr_stage_t stage)
-{
-#ifdef DCR_HAVE_NVTX
-    if (!dcr_trace_enabled()) return false;
-    pthread_once(&dcr__device_domain_once, dcr__device_domain_create);
-    nvtxDomainHandle_t domain = atomic_load_explicit(&dcr__device_domain, memory_order_relaxed);
-    if (domain == NULL) return false;
-    char msg[96];
-    dcr_trace_format_message(msg, sizeof msg, stage, s->actor, s->id, dcr_trace_refit());
-    nvtxEventAttributes_t a;
-    memset(&a, 0, sizeof a);
-    a.version = NVTX_VERSION;
-    a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-    a.messageType = NVTX_MESSAGE_TYPE_ASCII;
-    a.message.ascii = msg;
-    nvtxDomainRangePushEx(domain, &a);
-    return true;
-#else
-    (void)s;
-    (void)stage;
-    return false;
-#endif
-}
-
-static void dcr__range_pop(bool pushed)
-{
-#ifdef DCR_HAVE_NVTX
-    if (pushed) nvtxDomainRangePop(atomic_load_explicit(&dcr__device_domain, memory_order_relaxed));
-#else
-    (void)pushed;
-#endif
-}
-
-/* Runs one backend call inside the stage's NVTX range. */
+/* Runs one backend call inside the stage's NVTX range (domain "dcr", pushed
+ * by engine/trace only while tracing is on). The span is cancelled, not
+ * ended: the device operation's caller records the stage's interval, so the
+ * range adds none of its own. */
 #define DCR__DEVICE_RANGE(s, stage, call)                                                          \
     do {                                                                                           \
-        bool dcr__pushed = dcr__range_push((s), (stage));                                          \
+        dcr_trace_span_t dcr__span = dcr_trace_begin((stage), (s)->actor, (s)->id);                \
         dcr_status_t dcr__rst = (call);                                                            \
-        dcr__range_pop(dcr__pushed);                                                               \
+        dcr_trace_cancel(&dcr__span);                                                              \
         return dcr__rst;                                                                           \
     } while (0)
 

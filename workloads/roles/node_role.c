@@ -12,6 +12,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/outpath.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "workloads/roles/roles.h"
@@ -78,19 +79,15 @@ dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *wo
         return dcr_bench_control_open(url, NULL, NULL, out_p);
     }
     dcr_role_control_path(workdir, path, sizeof(path));
-    dcr_control_config_t cc = {cfg->control_path ? cfg->control_path : path, 0};
-    return dcr_control_create("sqlite", &cc, out_p);
+    return dcr_bench_control_open(cfg->control_path, path, NULL, out_p);
 }
 
 dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url)
 {
     char path[4200];
     snprintf(path, sizeof(path), "%s/control.url", workdir);
-    FILE *f = fopen(path, "w");
-    bool ok = f && fputs(url, f) >= 0;
-    if (f && fclose(f) != 0) ok = false;
-    if (!ok) return dcr_error_set(DCR_EIO, "writing %s: %s", path, strerror(errno));
-    return DCR_OK;
+    /* Whole or not at all: a role process reads it while it may be written. */
+    return dcr_outpath_write("control.url", path, url, strlen(url));
 }
 
 dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,

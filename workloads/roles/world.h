@@ -35,11 +35,6 @@ dcr_status_t dcr_role_world_create(const dcr_bench_config_t *cfg, dcr_role_world
 /* Accepts NULL. */
 void dcr_role_world_destroy(dcr_role_world_t *w);
 
-/* Step w->version of the run: fills `candidate` (shards from
- * dcr_scenario_alloc_shards) with the candidate of the transition to
- * w->version + 1, and moves the world to that version. An owner keeps the
- * candidate for retries of the same transition. */
-dcr_status_t dcr_role_world_step(dcr_role_world_t *w, dcr_storage_t *const *candidate);
 /* Moves the world forward to `version` by replaying the steps in between;
  * DCR_EINVAL for a version behind it (replays only go forward). */
 dcr_status_t dcr_role_world_advance(dcr_role_world_t *w, uint64_t version);
