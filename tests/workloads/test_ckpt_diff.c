@@ -189,6 +189,14 @@ static void test_diff_qwen(void **state)
     {
         json_t *pc = json_object_get(json_object_get(pj, "classes"), key);
         assert_non_null(pc);
+        /* The command's figures are the library's, checked above against the
+         * placed changes; the profile's rate is their quotient. */
+        int cls = 0;
+        while (cls < DCR_CLASS_COUNT && strcmp(dcr_tensor_class_name(cls), key)) cls++;
+        assert_true(cls < DCR_CLASS_COUNT);
+        assert_int_equal(geti(value, "changed_elements"), r.classes[cls].changed_elements);
+        assert_true(json_real_value(json_object_get(pc, "change_rate")) ==
+                    (double)r.classes[cls].changed_elements / (double)r.classes[cls].elements);
         static const char *const same[] = {"change_rate", "changed_row_share"};
         for (int k = 0; k < 2; k++)
             assert_true(json_real_value(json_object_get(pc, same[k])) ==
