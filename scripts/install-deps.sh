@@ -18,6 +18,7 @@ packages=(
   openmpi-bin libopenmpi-dev  # owner ranks as an MPI job, the "mpi" group backend
   libcurl4-openssl-dev        # S3 object store (SigV4) and etcd's v3 JSON gateway
   etcd-server                 # tests start etcd on loopback
+  iproute2                    # ip and tc: the network-namespace testbed (scripts/testbed.sh)
 )
 # Node.js and npm run s3rver, the S3 test server (installed project-locally
 # below). A machine may already carry them from another source (NodeSource's
