@@ -402,8 +402,14 @@ int main(void)
         printf("SKIPPED: the testbed needs root (network namespaces, tc)\n");
         return SKIP_CODE;
     }
-    if (sh("ip netns add dcrtb-%d-probe && ip netns del dcrtb-%d-probe", g_id, g_id) != 0) {
-        printf("SKIPPED: cannot create a network namespace here: %s", g_out);
+    /* Entering one matters too: ip netns exec remounts / and /sys, which a
+     * chroot whose / is no mount point refuses. */
+    int probe = sh("ip netns add dcrtb-%d-probe && ip netns exec dcrtb-%d-probe true", g_id, g_id);
+    char why[sizeof(g_out)];
+    snprintf(why, sizeof(why), "%s", g_out);
+    sh("ip netns del dcrtb-%d-probe 2>/dev/null; true", g_id);
+    if (probe != 0) {
+        printf("SKIPPED: cannot create and enter a network namespace here: %s", why);
         return SKIP_CODE;
     }
     atexit(teardown_now); /* also when a test aborts the run */
