@@ -18,6 +18,7 @@ typedef struct faults_opts {
     const char *transport, *rl, *changes, *control;
     double lr, rate;
     bool json;
+    bool processes, corrupt_digest; /* --processes (faults/faults_run.h) */
 } faults_opts_t;
 
 static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
@@ -61,6 +62,127 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
     printf("receivers checked before a joint commit %d, not holding P^{v+1} %d\n", s->commit_checks,
            s->commit_violations);
     printf("membership differed after a failover %d\n", s->membership_mismatches);
+}
+
+/* ---- --processes: rollout nodes as processes, real kills ---- */
+
+enum { NPROC = 2 };
+
+static void processes_args(faults_opts_t *o, dcr_arg_t *a)
+{
+    a[0] = (dcr_arg_t){"--processes",
+                       DCR_ARG_FLAG,
+                       &o->processes,
+                       0,
+                       0,
+                       "rollout nodes and the verifier as processes of this host; --kill-every N: "
+                       "a SIGKILL to a rollout-node process every N steps, at delivery, apply or "
+                       "after the ack (objstore, sync RL)",
+                       false};
+    a[1] = (dcr_arg_t){"--corrupt-digest",
+                       DCR_ARG_FLAG,
+                       &o->corrupt_digest,
+                       0,
+                       0,
+                       "--processes, a test of the verifier: flip one byte of one receiver's "
+                       "digests before it runs (the run must then fail)",
+                       false};
+}
+
+/* The run flags every role process parses (dcr bench's), from this
+ * command's resolved options, so that every process rebuilds the same world;
+ * static: the parsed configuration points into them. */
+typedef struct role_args {
+    char *argv[80];
+    char num[40][40];
+    int n, nnum;
+} role_args_t;
+
+static void ra_str(role_args_t *a, const char *flag, const char *value)
+{
+    a->argv[a->n++] = (char *)flag;
+    a->argv[a->n++] = (char *)value;
+}
+
+static void ra_num(role_args_t *a, const char *flag, const char *fmt, double v)
+{
+    if (!strcmp(fmt, "%lld"))
+        snprintf(a->num[a->nnum], sizeof(a->num[0]), fmt, (long long)v);
+    else
+        snprintf(a->num[a->nnum], sizeof(a->num[0]), fmt, v);
+    ra_str(a, flag, a->num[a->nnum++]);
+}
+
+static void role_args(const faults_opts_t *o, role_args_t *a)
+{
+    a->n = a->nnum = 0;
+    a->argv[a->n++] = "faults";
+    const dcr_cli_scenario_t *sc = &o->sc;
+    ra_str(a, "--model", sc->model);
+    ra_str(a, "--mapping", sc->mapping);
+    if (sc->max_memory) ra_str(a, "--max-memory", sc->max_memory);
+    const char *ints[] = {"--scale", "--layers",    "--train-nodes", "--gpus-per-node",
+                          "--tp",    "--etp",       "--ep",          "--pp",
+                          "--dp",    "--fp8-layers"};
+    const int64_t vals[] = {sc->scale, sc->layers, sc->nodes, sc->gpus, sc->tp,
+                            sc->etp,   sc->ep,     sc->pp,    sc->dp,   sc->fp8_layers};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        if (vals[i] > 0) ra_num(a, ints[i], "%lld", (double)vals[i]);
+    ra_num(a, "--rollout-nodes", "%lld", (double)o->nodes);
+    ra_num(a, "--receivers-per-node", "%lld", (double)o->per_node);
+    ra_num(a, "--serve-tp", "%lld", (double)o->serve_tp);
+    ra_str(a, "--transport", o->transport);
+    ra_str(a, "--rl", o->rl);
+    ra_str(a, "--changes", o->changes);
+    if (!strcmp(o->changes, "adamw"))
+        ra_num(a, "--lr", "%.17g", o->lr);
+    else
+        ra_num(a, "--change-rate", "%.17g", o->rate);
+    /* Unpaced links, as dcr faults runs them (faults, not pacing, are under test). */
+    const char *links[] = {"--link-gbps", "--flow-gbps", "--local-gbps", "--latency-ms"};
+    for (int i = 0; i < 4; i++) ra_str(a, links[i], "0");
+    ra_num(a, "--seed", "%lld", (double)o->seed);
+    if (o->control) ra_str(a, "--control", o->control);
+}
+
+static json_t *processes_json(const dcr_faults_processes_summary_t *p)
+{
+    json_t *points = json_object();
+    for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
+        json_object_set_new(points, dcr_faults_kill_point_name((dcr_faults_kill_point_t)k),
+                            json_integer(p->sigkills_by_point[k]));
+    return json_pack("{s:i,s:o,s:i,s:i,s:{s:i,s:i,s:i}}", "sigkills", p->sigkills,
+                     "sigkills_by_point", points, "kills_drawn", p->kills_drawn, "restarts",
+                     p->restarts, "processes", "rollout_nodes", p->node_processes, "verifier", 1,
+                     "coordinator", 0);
+}
+
+static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
+                  const dcr_faults_processes_summary_t *p);
+
+/* Runs `what` (train, campaign) with --processes: the role flags parsed as
+ * the role processes parse them become the run's configuration. */
+static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_run_config_t *c,
+                         int seeds)
+{
+    static role_args_t ra;
+    role_args(o, &ra);
+    char label[64];
+    snprintf(label, sizeof(label), "faults %s", what);
+    dcr_faults_processes_config_t pc;
+    memset(&pc, 0, sizeof(pc));
+    pc.run = *c;
+    int rc = dcr_cli_run_config(label, "", NULL, 0, ra.n, ra.argv, &pc.run.bench);
+    if (rc) return 2;
+    pc.run_args = ra.argv + 1;
+    pc.nargs = ra.n - 1;
+    pc.corrupt_digest = o->corrupt_digest;
+    dcr_faults_processes_summary_t p;
+    memset(&p, 0, sizeof(p));
+    dcr_interrupt_install();
+    dcr_status_t st = seeds > 0 ? dcr_faults_processes_campaign(&pc, seeds, (uint64_t)o->seed, &p)
+                                : dcr_faults_processes_run(&pc, &p);
+    return finish(what, o->json, st, &p.s, &p);
 }
 
 /* Every flag and the layout, before the run (usage errors exit 2). */
@@ -110,7 +232,31 @@ static int check_control(const char *what, const faults_opts_t *o)
     return dcr_cli_usage(label, st);
 }
 
-static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s)
+/* Usage errors of --processes (exit 2): what it cannot run, and the flags
+ * that only a run with processes reads or only a thread run reads. */
+static int check_processes(const char *what, const faults_opts_t *o, const dcr_arg_t *args,
+                           int nargs)
+{
+    dcr_status_t st = DCR_OK;
+    if (!o->processes && o->corrupt_digest)
+        st = dcr_error_set(DCR_EINVAL, "--corrupt-digest applies only with --processes");
+    else if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync")))
+        st = dcr_error_set(DCR_EINVAL,
+                           "--processes needs --transport objstore and --rl sync (got %s, %s)",
+                           o->transport, o->rl);
+    else if (o->processes && (dcr_args_seen(args, nargs, "--readers") ||
+                              dcr_args_seen(args, nargs, "--restart-after")))
+        st = dcr_error_set(DCR_EINVAL,
+                           "--processes: --readers and --restart-after do not apply (no request "
+                           "threads across processes; a killed node process restarts at once)");
+    if (st == DCR_OK) return 0;
+    char label[64];
+    snprintf(label, sizeof(label), "faults %s", what);
+    return dcr_cli_usage(label, st);
+}
+
+static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
+                  const dcr_faults_processes_summary_t *p)
 {
     if (st != DCR_OK) {
         char label[64];
@@ -119,11 +265,22 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
     }
     if (json) {
         json_t *j = summary_json(what, s);
+        if (p) {
+            json_t *extra = processes_json(p);
+            json_object_update(j, extra);
+            json_decref(extra);
+        }
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
         print_text(what, s);
+        if (p)
+            printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d "
+                   "drawn), processes restarted %d\n",
+                   p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
+                   p->sigkills_by_point[DCR_FAULTS_KILL_APPLY],
+                   p->sigkills_by_point[DCR_FAULTS_KILL_ACKED], p->kills_drawn, p->restarts);
     }
     if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
         s->commit_violations || s->membership_mismatches) {
@@ -208,22 +365,25 @@ static int cmd_train(int argc, char **argv)
     dcr_faults_run_config_t c = dcr_faults_run_config_default();
     faults_opts_t o;
     defaults(&o, &c);
-    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS];
+    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS + NPROC];
     own_args(&o, args);
     dcr_cli_scenario_args(&o.sc, args + NOWN);
-    int rc = dcr_args_parse(
-        "faults train",
-        "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport objstore|relay] [--json]",
-        args, NOWN + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
+    processes_args(&o, args + NOWN + DCR_CLI_SCENARIO_NARGS);
+    int rc = dcr_args_parse("faults train",
+                            "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport "
+                            "objstore|relay] [--processes] [--json]",
+                            args, NOWN + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     if (check_control("train", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
     rc = dcr_cli_check("faults train", fill(&o, args, NOWN + DCR_CLI_SCENARIO_NARGS, &c));
+    if (rc == 0) rc = check_processes("train", &o, args, NOWN + DCR_CLI_SCENARIO_NARGS + NPROC);
     if (rc) return rc;
+    if (o.processes) return run_processes("train", &o, &c, 0);
     dcr_interrupt_install();
     dcr_status_t st = dcr_faults_run(&c, &s);
-    return finish("train", o.json, st, &s);
+    return finish("train", o.json, st, &s, NULL);
 }
 
 static int cmd_campaign(int argc, char **argv)
@@ -233,27 +393,31 @@ static int cmd_campaign(int argc, char **argv)
     defaults(&o, &cc.run);
     o.seed = (int64_t)cc.base_seed;
     o.seeds = cc.seeds;
-    dcr_arg_t args[NOWN + 1 + DCR_CLI_SCENARIO_NARGS];
+    dcr_arg_t args[NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC];
     own_args(&o, args);
     args[NOWN] = (dcr_arg_t){"--seeds", DCR_ARG_INT, &o.seeds,
                              1,         100000,      "runs, each with its own seed (default 20)",
                              false};
     dcr_cli_scenario_args(&o.sc, args + NOWN + 1);
-    int rc =
-        dcr_args_parse("faults campaign", "[--seeds 20] [--steps 4] [--faults-per-step 2] [--json]",
-                       args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS, argc, argv, NULL, 0, NULL);
+    processes_args(&o, args + NOWN + 1 + DCR_CLI_SCENARIO_NARGS);
+    int rc = dcr_args_parse(
+        "faults campaign", "[--seeds 20] [--steps 4] [--faults-per-step 2] [--processes] [--json]",
+        args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     if (check_control("campaign", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
     rc = dcr_cli_check("faults campaign",
                        fill(&o, args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS, &cc.run));
+    if (rc == 0)
+        rc = check_processes("campaign", &o, args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC);
     if (rc) return rc;
     cc.seeds = (int)o.seeds;
     cc.base_seed = (uint64_t)o.seed;
+    if (o.processes) return run_processes("campaign", &o, &cc.run, cc.seeds);
     dcr_interrupt_install();
     dcr_status_t st = dcr_faults_campaign(&cc, &s);
-    return finish("campaign", o.json, st, &s);
+    return finish("campaign", o.json, st, &s, NULL);
 }
 
 int dcr_cmd_faults(int argc, char **argv)

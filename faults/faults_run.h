@@ -102,4 +102,98 @@ dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg,
 /* Adds b's figures to a (version: b's). */
 void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t *b);
 
+/* ---- processes: real kills (dcr faults train|campaign --processes) ----------------
+ *
+ * The same steps with the rollout nodes as processes of this host
+ * (workloads/roles/launch.h: `dcr rollout-node` children, restarted when
+ * they die, and a `dcr verify-digests` verifier process); the owners and the
+ * coordinator stay in this process. The owners' weights are the seeded
+ * world's (workloads/roles/world.h), which every role rebuilds from the run
+ * flags, so version v is the same everywhere: a transition that stops is
+ * taken up again at the next step with the same candidate, as overwrites
+ * (dcr_coord_resume), since node processes that took part may hold a mix.
+ *
+ * Every kill_every steps one kill is drawn from the seed: a point and a
+ * rollout node; it stays armed until it fires (a later attempt if the node
+ * raced past the point). Points:
+ *   delivery: the node reported JOINED for an attempt and the owners have
+ *             published at least one payload of it (it is downloading);
+ *   apply:    the node marked its first apply of the attempt (roles.h
+ *             apply markers) and has not reported DONE: partial writes;
+ *   acked:    at the coordinator's ACK step (every node acknowledged and
+ *             reported DONE; the commit record has not moved), the node is
+ *             killed and the step waits until its death is reported, so the
+ *             coordinator's check fails the attempt and retries;
+ *   coordinator: a coordinator-process kill with failover to a new process.
+ *             Needs `dcr coordinator` and a launcher API to kill and replace
+ *             it, which do not exist yet: drawing it is DCR_EUNSUPPORTED.
+ * A killed node is restarted by the launcher; the new process restores the
+ * committed version by a dense refit before it joins.
+ *
+ * Faults that reach a processes run are those acting in this process: on
+ * the owners' sends and the object store's files (drop, reorder, corrupt,
+ * truncate_object, remove_object, owner_crash), on the coordinator's
+ * control-plane handle (control_busy, control_down, commit_reply), and the
+ * in-process coordinator's crash with failover to a new coordinator object
+ * (coord_crash). Those acting inside a node (duplicate, delay) or on the
+ * relay (relay_link) cannot, and simulated receiver kills are replaced by
+ * the real ones. After the last step the verifier process compares every
+ * receiver's digests of every committed version with a dense refit. */
+typedef enum dcr_faults_kill_point {
+    DCR_FAULTS_KILL_DELIVERY = 0,
+    DCR_FAULTS_KILL_APPLY,
+    DCR_FAULTS_KILL_ACKED,
+    DCR_FAULTS_KILL_COORDINATOR,
+    DCR_FAULTS_KILL_POINTS
+} dcr_faults_kill_point_t;
+
+/* "delivery", "apply", "acked", "coordinator". */
+const char *dcr_faults_kill_point_name(dcr_faults_kill_point_t point);
+
+/* Whether a fault of this kind can act on a processes run (see above). */
+bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind);
+
+typedef struct dcr_faults_processes_config {
+    /* run.bench: the run configuration as the role processes parse it from
+     * run_args (objstore, sync RL; bench.seed is replaced per campaign run,
+     * with the --seed value in the role arguments); run.kill_every: a real
+     * kill every N steps (0: none); faults_per_step and plan as in a thread
+     * run (kinds that cannot reach processes are refused); steps,
+     * max_attempts and deadline_ms as there; readers, restart_after and
+     * break_gate are not used. */
+    dcr_faults_run_config_t run;
+    char *const *run_args; /* the run flags every role process gets, with --seed N among them */
+    int nargs;
+    bool coordinator_kills; /* draw coordinator-process kills too: DCR_EUNSUPPORTED (not built) */
+    /* A test of the verifier, never of the engine: one byte of receiver 0's
+     * digests of version 1 is flipped before the verifier runs, which must
+     * then report a mismatch. */
+    bool corrupt_digest;
+} dcr_faults_processes_config_t;
+
+typedef struct dcr_faults_processes_summary {
+    /* kills and restores count receivers (those of the killed node
+     * processes); mismatches: committed versions the verifier found not
+     * bit-exact on some receiver; checks: receivers' digests files compared
+     * (versions x receivers); lost: checks where the commit record did not
+     * name the owners' version, plus the last step's version when it never
+     * committed; the gate and commit checks are 0 (no readers across
+     * processes). */
+    dcr_faults_summary_t s;
+    int sigkills; /* SIGKILLs sent to rollout-node processes */
+    int sigkills_by_point[DCR_FAULTS_KILL_POINTS];
+    int kills_drawn; /* kills armed; those that never fired were still armed at the end */
+    int restarts;    /* node processes started in a dead one's place */
+    int node_processes;
+} dcr_faults_processes_summary_t;
+
+dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
+                                      dcr_faults_processes_summary_t *out_p);
+
+/* `seeds` processes runs, run i with seed base_seed + i (objstore, sync RL:
+ * what a processes run supports); the summary adds up the runs. */
+dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *cfg, int seeds,
+                                           uint64_t base_seed,
+                                           dcr_faults_processes_summary_t *out_p);
+
 #endif

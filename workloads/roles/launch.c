@@ -31,6 +31,7 @@ typedef struct child {
     pthread_t prefixer; /* copies err_fd to our stderr, prefixed */
     bool prefixing;
     bool reaped;
+    bool gone_reported; /* the monitor reported its death in the control plane */
     int status;
 } child_t;
 
@@ -300,6 +301,9 @@ static void *monitor_main(void *arg)
             pthread_mutex_unlock(&l->lock);
             if (!died || atomic_load(&l->stopping)) continue;
             report_gone(l, control, i, c, l->restart);
+            pthread_mutex_lock(&l->lock);
+            c->gone_reported = true;
+            pthread_mutex_unlock(&l->lock);
             if (l->restart) restart_node(l, i);
         }
         if (l->kill_every > 0 && control) maybe_kill(l, control);
@@ -495,4 +499,38 @@ int dcr_role_launcher_restarts(const dcr_role_launcher_t *l)
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l)
 {
     return &l->hooks;
+}
+
+/* ---- kills aimed by a harness (dcr faults --processes) ---- */
+
+int dcr_role_launcher_node_pid(dcr_role_launcher_t *l, int node)
+{
+    if (node < 0 || node >= l->nnodes) return 0;
+    pthread_mutex_lock(&l->lock);
+    int pid = l->nodes[node].reaped ? 0 : (int)l->nodes[node].pid;
+    pthread_mutex_unlock(&l->lock);
+    return pid;
+}
+
+bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int wait_ms)
+{
+    if (node < 0 || node >= l->nnodes || pid <= 0) return false;
+    pthread_mutex_lock(&l->lock);
+    child_t *c = &l->nodes[node];
+    /* Under the lock the monitor can neither reap nor replace it: the pid
+     * is still our child's, never a recycled one. */
+    bool hit = !c->reaped && c->pid == (pid_t)pid && kill(c->pid, SIGKILL) == 0;
+    pthread_mutex_unlock(&l->lock);
+    if (!hit) return false;
+    atomic_fetch_add(&l->sigkills, 1);
+    /* The death is known to the coordinator once the monitor reported it
+     * (GONE or RESTARTING); a restart replaces the child's entry. */
+    for (int waited = 0; waited < wait_ms; waited++) {
+        pthread_mutex_lock(&l->lock);
+        bool seen = c->pid != (pid_t)pid || c->gone_reported;
+        pthread_mutex_unlock(&l->lock);
+        if (seen) break;
+        nap_ns(1000000L);
+    }
+    return true;
 }

@@ -41,6 +41,18 @@ void dcr_role_launcher_set_kills(dcr_role_launcher_t *l, int every);
 /* SIGKILLs sent so far. */
 int dcr_role_launcher_sigkills(const dcr_role_launcher_t *l);
 
+/* Kills aimed by a harness (dcr faults --processes), beside the schedule
+ * above: the pid of rollout-node `node`'s running process (0: none now, e.g.
+ * between a death and its restart). */
+int dcr_role_launcher_node_pid(dcr_role_launcher_t *l, int node);
+/* SIGKILL to rollout-node `node` if its running process is still `pid` (a
+ * kill aimed at a process that has died or been replaced meanwhile is not
+ * sent), counted in dcr_role_launcher_sigkills. With wait_ms > 0 it returns
+ * once the death is reported in the control plane on the node's behalf
+ * (GONE, or RESTARTING when restarts are on), or after wait_ms. True when
+ * the signal was sent. Thread-safe against the launcher's monitor. */
+bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int wait_ms);
+
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
 

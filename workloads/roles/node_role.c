@@ -33,6 +33,16 @@ void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap)
     snprintf(out, cap, "%s/objstore-objstore", workdir);
 }
 
+void dcr_role_kill_points_dir(const char *workdir, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/kill-points", workdir);
+}
+
+void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/kill-points/apply-n%d-t%llu", workdir, node, (unsigned long long)tau);
+}
+
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
@@ -127,6 +137,10 @@ typedef struct node_proc {
     uint64_t version; /* what the receivers hold, committed */
     uint64_t seen;    /* the latest attempt looked at */
     uint64_t done;    /* the attempt applied and acknowledged, awaiting its commit; 0: none */
+    /* Apply markers (roles.h): on when kill-points/ existed at setup; the
+     * attempt being delivered and the last one marked (node thread only). */
+    bool mark_applies;
+    uint64_t delivering, marked;
 } node_proc_t;
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -139,6 +153,20 @@ static bool env_member(void *ctx, int id)
 {
     node_proc_t *p = ctx;
     return p->member[id - p->first] != 0;
+}
+
+/* The first apply of the attempt being delivered begins: the marker a
+ * harness aims an apply kill by (roles.h). */
+static void env_dirty(void *ctx, int id)
+{
+    (void)id;
+    node_proc_t *p = ctx;
+    if (!p->mark_applies || p->marked == p->delivering) return;
+    p->marked = p->delivering;
+    char path[4300];
+    dcr_role_apply_marker_path(p->cfg->workdir, p->cfg->node, p->delivering, path, sizeof(path));
+    FILE *f = fopen(path, "w");
+    if (f) fclose(f);
 }
 
 static void nap(long ns)
@@ -348,6 +376,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     }
     DCR_CHECK(dcr_transport_open_attempt(p->transport, a->tau));
     DCR_CHECK(report(p, DCR_NODE_JOINED, a->tau, NULL));
+    p->delivering = a->tau; /* before the node thread starts: it reads it */
     DCR_CHECK(dcr_rollout_node_start_deliver(p->rt, a->tau));
     bool cancelled = false;
     while (!dcr_rollout_node_finished(p->rt)) {
@@ -431,7 +460,10 @@ static dcr_status_t node_setup(node_proc_t *p)
     DCR_CHECK(dcr_role_transport_open(p->cfg->run, p->cfg->workdir, sc->train.nodes,
                                       sc->layout->world, 1, &p->transport));
     dcr_rollout_node_config_t nc = {p->cfg->node, p->first, p->per, false, 120000, 0, p->cfg->node};
-    dcr_rollout_node_env_t env = {env_receiver, env_member, NULL, NULL, NULL, p};
+    char marks[4200];
+    dcr_role_kill_points_dir(p->cfg->workdir, marks, sizeof(marks));
+    p->mark_applies = access(marks, F_OK) == 0;
+    dcr_rollout_node_env_t env = {env_receiver, env_member, NULL, env_dirty, NULL, p};
     DCR_CHECK(dcr_rollout_node_create(&nc, &env, p->transport, &p->rt));
     /* A restarted node may have died between a commit and its digests:
      * what it restored is what it holds at that version. */

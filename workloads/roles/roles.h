@@ -110,6 +110,15 @@ void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap);
 void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
                           size_t cap);
 
+/* Apply markers for a harness that aims kills (dcr faults --processes):
+ * when the run directory holds kill-points/ as a node process starts, the
+ * node creates kill-points/apply-n<I>-t<TAU> (empty) when its first apply
+ * of attempt TAU begins, so that a SIGKILL can be aimed into the apply. A
+ * file, not a node phase: it changes nothing the coordinator or the other
+ * nodes read, and costs nothing in runs without the folder. */
+void dcr_role_kill_points_dir(const char *workdir, char *out, size_t cap);
+void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
+
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
  * array in this host's layout, written before the node reports DONE). */
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);

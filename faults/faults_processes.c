@@ -1,0 +1,673 @@
+/* dcr faults train|campaign --processes: refits with the rollout nodes as
+ * processes of this host, real SIGKILLs aimed at points of the refit, the
+ * restarted processes restoring by dense refit, and a verifier process
+ * comparing every committed version (faults/faults_run.h). */
+#define _XOPEN_SOURCE 700
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+#include "dcr/rollout_node.h"
+#include "faults/faults_run.h"
+#include "workloads/interrupt.h"
+#include "workloads/roles/launch.h"
+#include "workloads/roles/roles.h"
+#include "workloads/roles/world.h"
+#include "workloads/serve/vllm_layout.h"
+#include "workloads/workdir.h"
+
+#define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node */
+#define ACKED_WAIT_MS  10000    /* an acked kill waits this long for the death to be reported */
+#define DIGEST_WAIT_MS 10000    /* corrupt_digest: for version 1's first digests file */
+
+const char *dcr_faults_kill_point_name(dcr_faults_kill_point_t point)
+{
+    static const char *const names[DCR_FAULTS_KILL_POINTS] = {"delivery", "apply", "acked",
+                                                              "coordinator"};
+    return point >= 0 && point < DCR_FAULTS_KILL_POINTS ? names[point] : "?";
+}
+
+bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind)
+{
+    switch (kind) {
+    case DCR_FAULT_DROP:
+    case DCR_FAULT_REORDER:
+    case DCR_FAULT_CORRUPT:
+    case DCR_FAULT_TRUNCATE_OBJECT:
+    case DCR_FAULT_REMOVE_OBJECT:
+    case DCR_FAULT_OWNER_CRASH:
+    case DCR_FAULT_CONTROL_BUSY:
+    case DCR_FAULT_CONTROL_DOWN:
+    case DCR_FAULT_COMMIT_REPLY:
+    case DCR_FAULT_COORD_CRASH:
+        return true;
+    default: /* inside a node process, on the relay, or a simulated receiver death */
+        return false;
+    }
+}
+
+/* The kill armed now (under kill_lock). */
+typedef struct aimed {
+    bool armed;
+    dcr_faults_kill_point_t point;
+    int node;
+    uint64_t after_tau; /* only attempts prepared after arming count */
+    uint64_t seen_tau;  /* delivery: the attempt whose JOINED the watcher saw first */
+    int64_t bytes0;     /* delivery: the owners' payload bytes then */
+} aimed_t;
+
+typedef struct prun {
+    const dcr_faults_processes_config_t *cfg;
+    const dcr_bench_config_t *b;
+    dcr_role_world_t *world; /* the owners' weights: world->shards hold world->version */
+    int nrecv, nodes;
+    uint8_t *xor_allowed;
+    dcr_constructor_t *con;
+    dcr_transport_t *transport;
+    dcr_control_t *control;
+    dcr_coord_t *coord;
+    dcr_faults_t *faults;
+    dcr_role_launcher_t *launcher;
+    bool started; /* node processes */
+    dcr_workdir_t wd;
+    char objdir[4200], id[96];
+    int incarnation;
+    uint64_t version; /* committed, as the owners' baselines hold it */
+    bool resume;      /* the last transition stopped: the next one is all overwrites */
+    /* kills */
+    pthread_mutex_t kill_lock;
+    aimed_t aim;
+    int by_point[DCR_FAULTS_KILL_POINTS];
+    int drawn;
+    dcr_control_t *watch_control; /* the watcher's own handle: faults act on the coordinator's */
+    pthread_t watcher;
+    bool watching;
+    atomic_bool watch_stop;
+} prun_t;
+
+static void nap_ns(long ns)
+{
+    struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- kills ------------------------------------------------------------------ */
+
+/* Sends the armed kill to its node's process `pid`; the arm is spent when
+ * the signal went out. */
+static void fire(prun_t *r, const aimed_t *k, int pid, uint64_t tau, int wait_ms)
+{
+    if (!dcr_role_launcher_kill_node(r->launcher, k->node, pid, wait_ms)) return;
+    pthread_mutex_lock(&r->kill_lock);
+    r->aim.armed = false;
+    r->by_point[k->point]++;
+    pthread_mutex_unlock(&r->kill_lock);
+    DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64, k->node,
+                 pid, dcr_faults_kill_point_name(k->point), tau);
+}
+
+/* The watcher's look at a delivery or apply kill's node. */
+static void watch_once(prun_t *r)
+{
+    pthread_mutex_lock(&r->kill_lock);
+    aimed_t k = r->aim;
+    pthread_mutex_unlock(&r->kill_lock);
+    if (!k.armed || k.point > DCR_FAULTS_KILL_APPLY) return;
+    int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
+    dcr_node_report_t rep;
+    if (pid <= 0 || dcr_node_report_get(r->watch_control, k.node, &rep) != DCR_OK ||
+        rep.pid != (int32_t)pid || rep.phase != DCR_NODE_JOINED || rep.tau <= k.after_tau)
+        return;
+    if (k.point == DCR_FAULTS_KILL_DELIVERY) {
+        /* Mid-delivery: the owners have published a payload of this attempt
+         * since the node joined it. */
+        dcr_transport_counters_t tc;
+        dcr_transport_counters(r->transport, &tc);
+        if (k.seen_tau != rep.tau) {
+            pthread_mutex_lock(&r->kill_lock);
+            r->aim.seen_tau = rep.tau;
+            r->aim.bytes0 = tc.payload_bytes;
+            pthread_mutex_unlock(&r->kill_lock);
+            return;
+        }
+        if (tc.payload_bytes <= k.bytes0) return;
+    } else {
+        char path[4300];
+        dcr_role_apply_marker_path(r->wd.path, k.node, rep.tau, path, sizeof(path));
+        if (access(path, F_OK) != 0) return;
+    }
+    fire(r, &k, pid, rep.tau, 0);
+}
+
+static void *watch_main(void *arg)
+{
+    prun_t *r = arg;
+    while (!atomic_load(&r->watch_stop)) {
+        watch_once(r);
+        nap_ns(WATCH_POLL_NS);
+    }
+    return NULL;
+}
+
+/* Every kill_every steps a kill drawn from the seed, unless one is still armed. */
+static void arm_kill(prun_t *r, int step)
+{
+    int every = r->cfg->run.kill_every;
+    if (every <= 0 || (step + 1) % every) return;
+    pthread_mutex_lock(&r->kill_lock);
+    bool busy = r->aim.armed;
+    pthread_mutex_unlock(&r->kill_lock);
+    if (busy) return;
+    dcr_rng_t *rng = dcr_faults_rng(r->faults);
+    aimed_t k = {true,
+                 (dcr_faults_kill_point_t)dcr_rng_below(rng, DCR_FAULTS_KILL_ACKED + 1),
+                 (int)dcr_rng_below(rng, (uint64_t)r->nodes),
+                 0,
+                 0,
+                 0};
+    dcr_control_attempt_t a;
+    if (dcr_control_attempt(r->control, 0, &a) == DCR_OK) k.after_tau = a.tau;
+    pthread_mutex_lock(&r->kill_lock);
+    r->aim = k;
+    r->drawn++;
+    pthread_mutex_unlock(&r->kill_lock);
+    DCR_LOG_INFO("faults: step %d: a SIGKILL to rollout-node %d armed at %s", step + 1, k.node,
+                 dcr_faults_kill_point_name(k.point));
+}
+
+/* ---- the coordinator's hooks: the acked kill, then the injector's -------------- */
+
+static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
+{
+    prun_t *r = ctx;
+    if (step == DCR_COORD_STEP_ACK) {
+        pthread_mutex_lock(&r->kill_lock);
+        aimed_t k = r->aim;
+        pthread_mutex_unlock(&r->kill_lock);
+        /* Every node acknowledged and reported DONE; the commit record has
+         * not moved. The step returns once the death is reported, so that
+         * the coordinator's check before the commit sees it. */
+        if (k.armed && k.point == DCR_FAULTS_KILL_ACKED && tau > k.after_tau) {
+            int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
+            if (pid > 0) fire(r, &k, pid, tau, ACKED_WAIT_MS);
+        }
+    }
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
+    return h.step(h.ctx, step, tau);
+}
+
+static bool hook_alive(void *ctx, int receiver, dcr_coord_point_t point, uint64_t tau)
+{
+    prun_t *r = ctx;
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
+    return h.alive(h.ctx, receiver, point, tau);
+}
+
+static bool hook_redeliver(void *ctx, int node, uint64_t tau)
+{
+    prun_t *r = ctx;
+    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
+    return h.redeliver(h.ctx, node, tau);
+}
+
+/* ---- setup ------------------------------------------------------------------ */
+
+/* The XOR policy from a probe of every slot's loader (shape only): the
+ * receivers themselves live in the node processes. */
+static dcr_status_t make_policy(prun_t *r)
+{
+    const dcr_scenario_t *sc = r->world->sc;
+    size_t nc = r->world->nc;
+    r->xor_allowed = calloc(nc + 1, 1);
+    dcr_receiver_t **probe = calloc((size_t)r->nrecv, sizeof(*probe));
+    dcr_status_t st = r->xor_allowed && probe ? DCR_OK : dcr_error_set(DCR_ENOMEM, "XOR policy");
+    dcr_receiver_config_t base = {.shape_only = true};
+    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
+        st = dcr_serve_receiver_create(&sc->model, sc->inventory, &r->world->serve, i, &base,
+                                       &probe[i]);
+        if (st == DCR_OK) st = dcr_receiver_prewarm(probe[i]);
+    }
+    for (size_t c = 0; st == DCR_OK && c < nc; c++)
+        r->xor_allowed[c] = r->b->mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, r->nrecv, c);
+    for (int i = 0; probe && i < r->nrecv; i++) dcr_receiver_destroy(probe[i]);
+    free(probe);
+    return st;
+}
+
+static dcr_status_t start_coordinator(prun_t *r)
+{
+    char id[128];
+    snprintf(id, sizeof(id), "%s-c%d", r->id, ++r->incarnation);
+    dcr_coord_config_t cc = dcr_coord_config_default(id, r->world->serve.gpus_per_node);
+    cc.rl = DCR_RL_SYNC;
+    cc.remote_nodes = true;
+    cc.max_attempts = r->cfg->run.max_attempts;
+    cc.deadline_ms = r->cfg->run.deadline_ms;
+    dcr_coord_parties_t parties = {r->con,         r->world->sc->layout->world,
+                                   r->transport,   r->control,
+                                   NULL,           r->nrecv,
+                                   r->xor_allowed, NULL};
+    DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
+    dcr_coord_hooks_t hooks = {hook_alive, hook_step, hook_redeliver, r};
+    dcr_coord_set_hooks(r->coord, &hooks);
+    return DCR_OK;
+}
+
+static dcr_status_t make_parties(prun_t *r)
+{
+    const dcr_bench_config_t *b = r->b;
+    const dcr_scenario_t *sc = r->world->sc;
+    dcr_construct_config_t cc = dcr_construct_config_default();
+    cc.mode = b->mode;
+    cc.shuffle = b->shuffle;
+    cc.payload_key = b->payload_key;
+    dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
+                      &cc.bucket_bytes);
+    DCR_CHECK(dcr_constructor_create(sc->layout, &cc, r->world->shards, &r->con));
+    /* The owners' handle over the store the node processes open too. */
+    DCR_CHECK(dcr_role_transport_open(b, r->wd.path, sc->train.nodes, sc->layout->world, 1,
+                                      &r->transport));
+    char db[4200];
+    dcr_role_control_path(r->wd.path, db, sizeof(db));
+    DCR_CHECK(dcr_bench_control_open(b->control_path, db, r->id, &r->control));
+    if (dcr_bench_control_is_etcd(b->control_path)) {
+        char url[1024];
+        DCR_CHECK(dcr_bench_control_url(b->control_path, r->id, url, sizeof(url)));
+        DCR_CHECK(dcr_role_control_url_write(r->wd.path, url));
+    }
+    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
+    dcr_role_objstore_dir(r->wd.path, r->objdir, sizeof(r->objdir));
+    dcr_faults_attach(r->faults, r->transport, b->store ? NULL : r->objdir, r->control);
+    return start_coordinator(r);
+}
+
+/* The node processes (after the control plane holds version 0), with the
+ * apply markers on, and the watcher. */
+static dcr_status_t start_nodes(prun_t *r)
+{
+    char marks[4200];
+    dcr_role_kill_points_dir(r->wd.path, marks, sizeof(marks));
+    if (mkdir(marks, 0755) != 0)
+        return dcr_error_set(DCR_EIO, "cannot create %s: %s", marks, strerror(errno));
+    DCR_CHECK(dcr_role_launcher_create(r->b, r->cfg->run_args, r->cfg->nargs, &r->launcher));
+    dcr_role_launcher_set_restart(r->launcher, true);
+    const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
+    r->started = true;
+    DCR_CHECK(h->start(h->ctx, r->wd.path, r->wd.temp));
+    DCR_CHECK(dcr_role_control_open(r->b, r->wd.path, &r->watch_control));
+    r->watching = pthread_create(&r->watcher, NULL, watch_main, r) == 0;
+    if (!r->watching) return dcr_error_set(DCR_EIO, "cannot start the kill watcher thread");
+    return DCR_OK;
+}
+
+static dcr_status_t setup(prun_t *r)
+{
+    snprintf(r->id, sizeof(r->id), "faults-%d-%" PRIu64 "-%llu", (int)getpid(), r->b->seed,
+             (unsigned long long)dcr_clock_ns());
+    DCR_CHECK(dcr_role_world_create(r->b, &r->world));
+    r->nodes = r->world->serve.nodes;
+    r->nrecv = dcr_serve_receivers(&r->world->serve);
+    DCR_CHECK(dcr_workdir_open(r->b->workdir_flag ? r->b->workdir_flag : "--workdir", r->b->workdir,
+                               "dcr-faults", &r->wd));
+    DCR_CHECK(make_policy(r));
+    DCR_CHECK(make_parties(r));
+    return start_nodes(r);
+}
+
+static void stop_watcher(prun_t *r)
+{
+    atomic_store(&r->watch_stop, true);
+    if (r->watching) pthread_join(r->watcher, NULL);
+    r->watching = false;
+}
+
+static void teardown(prun_t *r)
+{
+    stop_watcher(r);
+    if (r->started) {
+        const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
+        h->stop(h->ctx);
+    }
+    dcr_control_destroy(r->watch_control);
+    dcr_coord_destroy(r->coord);
+    if (r->faults) dcr_faults_detach(r->faults);
+    dcr_faults_destroy(r->faults);
+    dcr_control_destroy(r->control);
+    dcr_transport_destroy(r->transport);
+    dcr_constructor_destroy(r->con);
+    dcr_role_launcher_destroy(r->launcher);
+    free(r->xor_allowed);
+    dcr_role_world_destroy(r->world);
+    dcr_workdir_close(&r->wd);
+}
+
+/* ---- one step ------------------------------------------------------------------ */
+
+static dcr_status_t arm_faults(prun_t *r, int step)
+{
+    const dcr_faults_run_config_t *run = &r->cfg->run;
+    for (int k = 0; k < run->faults_per_step; k++) {
+        dcr_fault_t x;
+        do
+            x = dcr_faults_draw(r->faults, "objstore", r->world->sc->layout->world, r->nodes,
+                                r->nrecv, NULL);
+        while (!dcr_fault_kind_reaches_processes(x.kind));
+        DCR_CHECK(dcr_faults_arm(r->faults, &x));
+    }
+    for (int k = 0; k < run->nplan; k++)
+        if (run->plan[k].step == step) DCR_CHECK(dcr_faults_arm(r->faults, &run->plan[k].fault));
+    return DCR_OK;
+}
+
+/* A crashed coordinator (object) is replaced by a new one, which must read
+ * the membership its predecessor held. */
+static dcr_status_t fail_over(prun_t *r, int step, dcr_faults_summary_t *s)
+{
+    bool *held = calloc((size_t)r->nrecv, sizeof(bool));
+    if (!held) return dcr_error_set(DCR_ENOMEM, "membership");
+    for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
+    dcr_coord_destroy(r->coord);
+    r->coord = NULL;
+    dcr_status_t st = DCR_ECONTROL;
+    for (int tries = 0; tries < 4 && st == DCR_ECONTROL; tries++) {
+        if (tries > 0) nap_ns(50000000L);
+        st = start_coordinator(r);
+    }
+    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
+        if (dcr_coord_receiver_alive(r->coord, i) == held[i]) continue;
+        DCR_LOG_ERROR("faults: step %d: after the failover receiver %d is %s, it was %s", step + 1,
+                      i, held[i] ? "out" : "in", held[i] ? "in" : "out");
+        s->membership_mismatches++;
+        break;
+    }
+    free(held);
+    return st;
+}
+
+static dcr_status_t transition(prun_t *r, int step, dcr_faults_summary_t *s)
+{
+    dcr_storage_t *const *candidate = r->world->shards;
+    dcr_refit_result_t res;
+    memset(&res, 0, sizeof(res));
+    dcr_status_t st = r->resume ? dcr_coord_resume(r->coord, candidate, r->version, &res)
+                                : dcr_coord_refit(r->coord, candidate, &res);
+    int last = dcr_coord_last_attempts(r->coord);
+    s->attempts += last;
+    s->retries += r->resume ? last : last > 1 ? last - 1 : 0;
+    while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
+        DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
+        DCR_CHECK(fail_over(r, step, s));
+        s->failovers++;
+        memset(&res, 0, sizeof(res));
+        st = dcr_coord_resume(r->coord, candidate, r->version, &res);
+        last = dcr_coord_last_attempts(r->coord);
+        s->attempts += last;
+        s->retries += last; /* after a failover every attempt is an overwrite retry */
+    }
+    return st;
+}
+
+static dcr_status_t count_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+{
+    (void)owner;
+    (void)id;
+    (void)buf;
+    (void)len;
+    ++*(int64_t *)ctx;
+    return DCR_OK;
+}
+
+/* The commit record names the owners' version; after a commit, the owners'
+ * baselines hold the committed weights (comparing finds no change). */
+static dcr_status_t check_step(prun_t *r, int step, dcr_faults_summary_t *s)
+{
+    dcr_commit_record_t rec;
+    DCR_CHECK(dcr_control_read(r->control, &rec));
+    if (rec.version != r->version) {
+        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64
+                      ", the owners hold %" PRIu64,
+                      step + 1, rec.version, r->version);
+        s->lost++;
+    }
+    if (r->world->version != r->version) return DCR_OK; /* stopped: the candidate stays */
+    int64_t payloads = 0;
+    dcr_payload_sink_t sink = {count_submit, &payloads};
+    dcr_construct_stats_t cs;
+    DCR_CHECK(dcr_constructor_run(r->con, r->world->shards, UINT64_MAX >> 1, r->xor_allowed, false,
+                                  &sink, &cs));
+    if (cs.changed_elements != 0) {
+        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights",
+                      step + 1);
+        s->baseline_mismatches++;
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t one_step(prun_t *r, int step, dcr_faults_summary_t *s)
+{
+    arm_kill(r, step);
+    DCR_CHECK(arm_faults(r, step));
+    /* The candidate is the world's next version; after a stop it is still there. */
+    DCR_CHECK(dcr_role_world_advance(r->world, r->version + 1));
+    dcr_status_t st = transition(r, step, s);
+    dcr_faults_disarm(r->faults);
+    if (st == DCR_OK) {
+        s->commits++;
+        r->version++;
+        r->resume = false;
+    } else if (st == DCR_EFATAL || st == DCR_ECONFLICT) {
+        s->stops++;
+        r->resume = true;
+        DCR_LOG_WARN("faults: step %d stopped: %s", step + 1, dcr_error_line(st));
+        if (st == DCR_ECONFLICT) {
+            /* Replaced by a newer coordinator: only a new one goes on. */
+            DCR_CHECK(fail_over(r, step, s));
+        }
+    } else {
+        return st;
+    }
+    DCR_CHECK(check_step(r, step, s));
+    s->steps++;
+    DCR_LOG_INFO("faults: step %d: version %" PRIu64 " committed", step + 1, r->version);
+    return DCR_OK;
+}
+
+/* ---- the verifier ------------------------------------------------------------------ */
+
+/* corrupt_digest: a well-formed digests file of receiver 0 at version 1
+ * whose middle parameter's digest differs in one bit, so that the
+ * verifier's comparison itself (not a checksum) must catch it. */
+static dcr_status_t corrupt_digest(prun_t *r)
+{
+    char path[4300];
+    dcr_role_digest_path(r->wd.path, 1, 0, path, sizeof(path));
+    for (int waited = 0; access(path, F_OK) != 0 && waited < DIGEST_WAIT_MS; waited += 10)
+        nap_ns(10000000L);
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL, *out = NULL;
+    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (len > 0 && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)len);
+    bool read_ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
+    if (f) fclose(f);
+    dcr_param_digests_t d;
+    memset(&d, 0, sizeof(d));
+    dcr_status_t st = read_ok ? dcr_param_digests_decode(buf, (size_t)len, &d)
+                              : dcr_error_set(DCR_EIO, "corrupt_digest: cannot read %s", path);
+    size_t outlen = 0;
+    if (st == DCR_OK && d.count == 0)
+        st = dcr_error_set(DCR_EINVAL, "corrupt_digest: %s lists no parameter", path);
+    if (st == DCR_OK) {
+        d.digests[d.count / 2][0] ^= 0x01;
+        st = dcr_param_digests_encode(&d, &out, &outlen);
+    }
+    f = st == DCR_OK ? fopen(path, "wb") : NULL;
+    if (st == DCR_OK && (!f || fwrite(out, 1, outlen, f) != outlen))
+        st = dcr_error_set(DCR_EIO, "corrupt_digest: cannot rewrite %s", path);
+    if (f && fclose(f) != 0 && st == DCR_OK)
+        st = dcr_error_set(DCR_EIO, "corrupt_digest: cannot rewrite %s", path);
+    if (st == DCR_OK)
+        DCR_LOG_WARN("faults: corrupt_digest: %s: one bit of %s's digest flipped", path,
+                     d.names[d.count / 2]);
+    dcr_param_digests_free(&d);
+    free(buf);
+    free(out);
+    return st;
+}
+
+static dcr_status_t verify(prun_t *r, dcr_faults_summary_t *s)
+{
+    if (r->version == 0) return DCR_OK;
+    if (r->cfg->corrupt_digest) DCR_CHECK(corrupt_digest(r));
+    bool *ok = calloc((size_t)r->version, sizeof(bool));
+    if (!ok) return dcr_error_set(DCR_ENOMEM, "%" PRIu64 " versions", r->version);
+    const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
+    dcr_status_t st = h->verify(h->ctx, r->wd.path, 1, r->version, ok);
+    for (uint64_t v = 0; st == DCR_OK && v < r->version; v++) {
+        s->checks += r->nrecv;
+        if (ok[v]) continue;
+        s->mismatches++;
+        DCR_LOG_ERROR("faults: the verifier found version %" PRIu64 " not bit-exact", v + 1);
+    }
+    free(ok);
+    return st;
+}
+
+/* ---- runs ------------------------------------------------------------------ */
+
+static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
+{
+    const dcr_faults_run_config_t *run = &cfg->run;
+    if (run->steps < 1 || run->max_attempts < 1 || run->kill_every < 0 ||
+        run->faults_per_step < 0 || run->deadline_ms == 0)
+        return dcr_error_set(DCR_EINVAL,
+                             "faults --processes: %d steps, %d attempts, kill every %d, %d faults "
+                             "per step: expected >= 1 step and attempt, no negative count",
+                             run->steps, run->max_attempts, run->kill_every, run->faults_per_step);
+    if (cfg->coordinator_kills)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "coordinator-process kills need the coordinator as its own process "
+                             "(dcr coordinator) and a launcher API to kill and replace it; not "
+                             "built yet");
+    if (strcmp(run->bench.transport, "objstore") || run->bench.rl != DCR_RL_SYNC)
+        return dcr_error_set(DCR_EINVAL,
+                             "faults --processes needs --transport objstore and --rl sync (got "
+                             "%s, %s): the relay tree lives in one process",
+                             run->bench.transport, dcr_rl_mode_name(run->bench.rl));
+    for (int k = 0; k < run->nplan; k++)
+        if (!dcr_fault_kind_reaches_processes(run->plan[k].fault.kind))
+            return dcr_error_set(DCR_EINVAL, "fault %s cannot reach a processes run",
+                                 dcr_fault_kind_name(run->plan[k].fault.kind));
+    return DCR_OK;
+}
+
+dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
+                                      dcr_faults_processes_summary_t *out_p)
+{
+    DCR_CHECK(check_config(cfg));
+    prun_t r;
+    memset(&r, 0, sizeof(r));
+    r.cfg = cfg;
+    r.b = &cfg->run.bench;
+    pthread_mutex_init(&r.kill_lock, NULL);
+    dcr_faults_processes_summary_t out;
+    memset(&out, 0, sizeof(out));
+    dcr_faults_summary_t *s = &out.s;
+    dcr_status_t st = setup(&r);
+    int step = 0;
+    for (; st == DCR_OK && step < cfg->run.steps; step++) {
+        st = dcr_interrupt_check("faults");
+        if (st == DCR_OK) st = one_step(&r, step, s);
+    }
+    stop_watcher(&r); /* no kill after the last step */
+    if (st == DCR_OK && r.world->version != r.version) {
+        DCR_LOG_ERROR("faults: version %" PRIu64 " of the last step never committed",
+                      r.world->version);
+        s->lost++;
+    }
+    if (st == DCR_OK) st = verify(&r, s);
+    if (r.faults) dcr_faults_counts(r.faults, s->faults_by_kind);
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) s->faults += s->faults_by_kind[k];
+    s->version = r.version;
+    if (r.launcher) {
+        out.sigkills = dcr_role_launcher_sigkills(r.launcher);
+        out.restarts = dcr_role_launcher_restarts(r.launcher);
+    }
+    int per = r.world ? r.world->serve.gpus_per_node : 0;
+    memcpy(out.sigkills_by_point, r.by_point, sizeof(r.by_point));
+    out.kills_drawn = r.drawn;
+    out.node_processes = r.nodes;
+    s->kills = out.sigkills * per;
+    s->restores = out.restarts * per;
+    teardown(&r);
+    pthread_mutex_destroy(&r.kill_lock);
+    DCR_CHECK(st);
+    *out_p = out;
+    return DCR_OK;
+}
+
+/* The role arguments with --seed's value replaced (or --seed appended). */
+static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed, int *n_p)
+{
+    char **a = calloc((size_t)cfg->nargs + 2, sizeof(char *));
+    if (!a) return NULL;
+    int n = 0;
+    bool set = false;
+    for (int i = 0; i < cfg->nargs; i++) {
+        a[n++] = cfg->run_args[i];
+        if (!strcmp(cfg->run_args[i], "--seed") && i + 1 < cfg->nargs) {
+            a[n++] = (char *)seed;
+            set = true;
+            i++;
+        }
+    }
+    if (!set) {
+        a[n++] = "--seed";
+        a[n++] = (char *)seed;
+    }
+    *n_p = n;
+    return a;
+}
+
+dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *cfg, int seeds,
+                                           uint64_t base_seed,
+                                           dcr_faults_processes_summary_t *out_p)
+{
+    if (seeds < 1) return dcr_error_set(DCR_EINVAL, "campaign needs >= 1 seed, got %d", seeds);
+    dcr_faults_processes_summary_t total;
+    memset(&total, 0, sizeof(total));
+    for (int i = 0; i < seeds; i++) {
+        dcr_faults_processes_config_t run = *cfg;
+        run.run.bench.seed = base_seed + (uint64_t)i;
+        char seed[32];
+        snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
+        char **args = args_with_seed(cfg, seed, &run.nargs);
+        if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
+        run.run_args = args;
+        DCR_LOG_INFO("faults: processes campaign run %d of %d: seed %s", i + 1, seeds, seed);
+        dcr_faults_processes_summary_t s;
+        dcr_status_t st = dcr_faults_processes_run(&run, &s);
+        free(args);
+        if (st != DCR_OK) {
+            dcr_error_prefix("campaign seed %s (processes): ", seed);
+            return st;
+        }
+        dcr_faults_summary_add(&total.s, &s.s);
+        total.sigkills += s.sigkills;
+        for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
+            total.sigkills_by_point[k] += s.sigkills_by_point[k];
+        total.kills_drawn += s.kills_drawn;
+        total.restarts += s.restarts;
+        total.node_processes = s.node_processes;
+    }
+    *out_p = total;
+    return DCR_OK;
+}
