@@ -175,10 +175,10 @@ typedef struct dcr_faults_processes_summary {
     /* kills and restores count receivers (those of the killed node
      * processes); mismatches: committed versions the verifier found not
      * bit-exact on some receiver; checks: receivers' digests files compared
-     * (versions x receivers); lost: checks where the commit record did not
-     * name the owners' version, plus the last step's version when it never
-     * committed; the gate and commit checks are 0 (no readers across
-     * processes). */
+     * (versions x receivers); lost: steps after which the commit record did
+     * not name the version the owners hold (a stopped step keeps v, and its
+     * candidate is taken up again by the next step: no version is skipped);
+     * the gate and commit checks are 0 (no readers across processes). */
     dcr_faults_summary_t s;
     int sigkills; /* SIGKILLs sent to rollout-node processes */
     int sigkills_by_point[DCR_FAULTS_KILL_POINTS];

@@ -1,0 +1,218 @@
+/* ctest-labels: integration
+ *
+ * dcr faults train|campaign --processes: rollout nodes as processes of this
+ * host, SIGKILLed at delivery, apply and after the ack; each killed node is
+ * restarted as a new process that restores the committed version by a dense
+ * refit. The oracle is the verifier process: it shares nothing with the
+ * refit, rebuilds the seeded world from the run flags, and compares every
+ * receiver's per-parameter digests of every committed version with a dense
+ * refit of that version. A digests file with one flipped bit must fail the
+ * run, so the check can fail. No process or run directory is left behind. */
+#define _XOPEN_SOURCE 700
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "../cli/cli_run.h"
+
+#define SMALL "--scale 64 --layers 2"
+
+static char g_tmp[256]; /* this test's TMPDIR: the runs' directories go there */
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_tmp, sizeof(g_tmp), "/tmp/dcr-faults-procs-test-%d", (int)getpid());
+    mkdir(g_tmp, 0755);
+    setenv("TMPDIR", g_tmp, 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "rm -rf -- %s", g_tmp);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Entries of TMPDIR (a run directory left behind) and processes whose
+ * command line names it (a role left running), after the janitor's grace. */
+static void assert_nothing_left(void)
+{
+    for (int waited = 0; waited < 3000; waited += 100) {
+        DIR *d = opendir(g_tmp);
+        int n = 0;
+        for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+        if (d) closedir(d);
+        if (n == 0) break;
+        if (waited + 100 >= 3000) fail_msg("%d entries left in %s", n, g_tmp);
+        usleep(100000);
+    }
+    DIR *p = opendir("/proc");
+    for (struct dirent *e; p && (e = readdir(p));) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char path[300], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+        FILE *f = fopen(path, "rb");
+        size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        if (f) fclose(f);
+        for (size_t i = 0; i + 1 < len; i++)
+            if (buf[i] == '\0') buf[i] = ' ';
+        buf[len] = '\0';
+        if (strstr(buf, g_tmp)) fail_msg("process %s still runs: %s", e->d_name, buf);
+    }
+    if (p) closedir(p);
+}
+
+static json_int_t num(const json_t *j, const char *key)
+{
+    const json_t *v = json_object_get(j, key);
+    if (!json_is_integer(v)) fail_msg("JSON lacks integer '%s'", key);
+    return json_integer_value(v);
+}
+
+/* The summary keys of dcr faults train, all present, and what every run
+ * must show: nothing lost, nothing different from the dense refits. */
+static void assert_clean(const json_t *j, int steps, int receivers)
+{
+    static const char *const keys[] = {"steps",
+                                       "faults",
+                                       "attempts",
+                                       "retries",
+                                       "commits",
+                                       "stops",
+                                       "failovers",
+                                       "kills",
+                                       "restores",
+                                       "mismatches",
+                                       "baseline_mismatches",
+                                       "lost",
+                                       "checks",
+                                       "version",
+                                       "gate_reads",
+                                       "gate_violations",
+                                       "commit_checks",
+                                       "commit_violations",
+                                       "membership_mismatches"};
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) (void)num(j, keys[i]);
+    assert_non_null(json_object_get(j, "faults_by_kind"));
+    assert_int_equal(num(j, "steps"), steps);
+    assert_int_equal(num(j, "mismatches"), 0);
+    assert_int_equal(num(j, "baseline_mismatches"), 0);
+    assert_int_equal(num(j, "lost"), 0);
+    assert_int_equal(num(j, "membership_mismatches"), 0);
+    /* The verifier compared every receiver at every committed version. */
+    assert_int_equal(num(j, "checks"), (json_int_t)receivers * (num(j, "commits")));
+}
+
+/* One SIGKILL a step: at least 9 of receiver-side processes, at each of the
+ * three points; each one restarted; every version committed and every
+ * receiver of every version equal to the verifier's dense refit. */
+static void test_sigkills_at_every_point(void **state)
+{
+    (void)state;
+    json_t *j = run_json("faults train --processes " SMALL " --seed 3 --steps 12 --kill-every 1 "
+                         "--json");
+    assert_clean(j, 12, 4);
+    assert_int_equal(num(j, "commits"), 12);
+    assert_int_equal(num(j, "version"), 12);
+    json_int_t kills = num(j, "sigkills"), drawn = num(j, "kills_drawn");
+    assert_int_equal(drawn, 12);
+    /* A kill that missed its point stays armed for the next attempt: only
+     * the last one drawn may still be armed at the end. */
+    assert_true(kills >= 9 && kills >= drawn - 1);
+    json_t *points = json_object_get(j, "sigkills_by_point");
+    json_int_t sum = 0;
+    /* Seed 3 draws every point; each fires (armed until it does). */
+    for (int k = 0; k < 3; k++) {
+        static const char *const names[] = {"delivery", "apply", "acked"};
+        json_int_t n = num(points, names[k]);
+        if (n < 1) fail_msg("no SIGKILL at %s", names[k]);
+        sum += n;
+    }
+    assert_int_equal(num(points, "coordinator"), 0);
+    assert_int_equal(sum, kills);
+    assert_int_equal(num(j, "restarts"), kills);
+    /* Kills and restores count receivers: 2 per rollout-node process. */
+    assert_int_equal(num(j, "kills"), 2 * kills);
+    assert_int_equal(num(j, "restores"), 2 * kills);
+    /* Each kill failed its attempt; the retry committed. */
+    assert_true(num(j, "retries") >= kills - 1);
+    const json_t *p = json_object_get(j, "processes");
+    assert_int_equal(num(p, "rollout_nodes"), 2);
+    assert_int_equal(num(p, "verifier"), 1);
+    json_decref(j);
+    assert_nothing_left();
+}
+
+/* One flipped bit in one receiver's digests of version 1 (a well-formed
+ * file): the verifier names it and the run fails. */
+static void test_corrupt_digest_is_a_mismatch(void **state)
+{
+    (void)state;
+    static result_t r;
+    run(&r, "faults train --processes " SMALL " --seed 4 --steps 3 --kill-every 2 "
+            "--corrupt-digest --json");
+    assert_int_equal(r.rc, 1);
+    json_error_t e;
+    json_t *j = json_loads(r.out, 0, &e);
+    if (!j) fail_msg("no JSON on stdout: %s", e.text);
+    assert_int_equal(num(j, "mismatches"), 1);
+    assert_int_equal(num(j, "lost"), 0);
+    json_decref(j);
+    assert_non_null(strstr(r.err, "version 1, receiver 0: parameter "));
+    assert_non_null(strstr(r.err, "1 bit mismatches"));
+    assert_nothing_left();
+}
+
+/* Process kills with the faults that reach a processes run; those acting
+ * inside a node, on the relay, or simulating a receiver's death are never
+ * drawn. */
+static void test_campaign_with_processes(void **state)
+{
+    (void)state;
+    json_t *j = run_json("faults campaign --processes " SMALL " --seeds 2 --steps 4 "
+                         "--faults-per-step 2 --kill-every 2 --seed 11 --json");
+    assert_clean(j, 8, 4);
+    assert_int_equal(num(j, "kills_drawn"), 4);
+    assert_true(num(j, "sigkills") >= 3);
+    assert_true(num(j, "faults") > 0 && num(j, "faults") <= 16); /* armed; those that fired */
+    const json_t *kinds = json_object_get(j, "faults_by_kind");
+    static const char *const never[] = {"duplicate",     "delay",      "relay_link",
+                                        "kill_delivery", "kill_apply", "kill_acked"};
+    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
+        assert_int_equal(num(kinds, never[i]), 0);
+    json_decref(j);
+    assert_nothing_left();
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    expect_error("faults train --processes --transport relay " SMALL, 2, "objstore");
+    expect_error("faults train --processes --rl async " SMALL, 2, "--rl sync");
+    expect_error("faults train --corrupt-digest " SMALL, 2, "--processes");
+    expect_error("faults campaign --processes --readers 2 " SMALL, 2, "--readers");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_sigkills_at_every_point),
+        cmocka_unit_test(test_corrupt_digest_is_a_mismatch),
+        cmocka_unit_test(test_campaign_with_processes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
