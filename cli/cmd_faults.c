@@ -84,7 +84,7 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        &o->corrupt_digest,
                        0,
                        0,
-                       "--processes, a test of the verifier: flip one byte of one receiver's "
+                       "--processes, a test of the verifier: flip one bit of one receiver's "
                        "digests before it runs (the run must then fail)",
                        false};
 }

@@ -368,29 +368,15 @@ static dcr_status_t arm_faults(prun_t *r, int step)
     return DCR_OK;
 }
 
-/* A crashed coordinator (object) is replaced by a new one, which must read
- * the membership its predecessor held. */
+static dcr_status_t start_coordinator_cb(void *ctx)
+{
+    return start_coordinator(ctx);
+}
+
+/* A crashed coordinator (object) is replaced by a new one. */
 static dcr_status_t fail_over(prun_t *r, int step, dcr_faults_summary_t *s)
 {
-    bool *held = calloc((size_t)r->nrecv, sizeof(bool));
-    if (!held) return dcr_error_set(DCR_ENOMEM, "membership");
-    for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
-    dcr_coord_destroy(r->coord);
-    r->coord = NULL;
-    dcr_status_t st = DCR_ECONTROL;
-    for (int tries = 0; tries < 4 && st == DCR_ECONTROL; tries++) {
-        if (tries > 0) nap_ns(50000000L);
-        st = start_coordinator(r);
-    }
-    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
-        if (dcr_coord_receiver_alive(r->coord, i) == held[i]) continue;
-        DCR_LOG_ERROR("faults: step %d: after the failover receiver %d is %s, it was %s", step + 1,
-                      i, held[i] ? "out" : "in", held[i] ? "in" : "out");
-        s->membership_mismatches++;
-        break;
-    }
-    free(held);
-    return st;
+    return dcr_faults_fail_over(&r->coord, r->nrecv, start_coordinator_cb, r, step, s);
 }
 
 static dcr_status_t transition(prun_t *r, int step, dcr_faults_summary_t *s)
@@ -416,42 +402,6 @@ static dcr_status_t transition(prun_t *r, int step, dcr_faults_summary_t *s)
     return st;
 }
 
-static dcr_status_t count_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
-{
-    (void)owner;
-    (void)id;
-    (void)buf;
-    (void)len;
-    ++*(int64_t *)ctx;
-    return DCR_OK;
-}
-
-/* The commit record names the owners' version; after a commit, the owners'
- * baselines hold the committed weights (comparing finds no change). */
-static dcr_status_t check_step(prun_t *r, int step, dcr_faults_summary_t *s)
-{
-    dcr_commit_record_t rec;
-    DCR_CHECK(dcr_control_read(r->control, &rec));
-    if (rec.version != r->version) {
-        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64
-                      ", the owners hold %" PRIu64,
-                      step + 1, rec.version, r->version);
-        s->lost++;
-    }
-    if (r->world->version != r->version) return DCR_OK; /* stopped: the candidate stays */
-    int64_t payloads = 0;
-    dcr_payload_sink_t sink = {count_submit, &payloads};
-    dcr_construct_stats_t cs;
-    DCR_CHECK(dcr_constructor_run(r->con, r->world->shards, UINT64_MAX >> 1, r->xor_allowed, false,
-                                  &sink, &cs));
-    if (cs.changed_elements != 0) {
-        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights",
-                      step + 1);
-        s->baseline_mismatches++;
-    }
-    return DCR_OK;
-}
-
 static dcr_status_t one_step(prun_t *r, int step, dcr_faults_summary_t *s)
 {
     arm_kill(r, step);
@@ -475,7 +425,11 @@ static dcr_status_t one_step(prun_t *r, int step, dcr_faults_summary_t *s)
     } else {
         return st;
     }
-    DCR_CHECK(check_step(r, step, s));
+    /* After a stop the world holds the candidate, not the committed weights. */
+    bool at_committed = r->world->version == r->version;
+    DCR_CHECK(dcr_faults_check_owners(r->control, r->version, r->con,
+                                      at_committed ? r->world->shards : NULL, r->xor_allowed, step,
+                                      s));
     s->steps++;
     DCR_LOG_INFO("faults: step %d: version %" PRIu64 " committed", step + 1, r->version);
     return DCR_OK;

@@ -516,23 +516,28 @@ static dcr_status_t move_weights(frun_t *r, int step)
                                        r->canonical, &changed);
 }
 
-/* A failover: the crashed coordinator's membership (held[], what it knew
- * when it crashed) must be what its successor reads from the control plane. */
-static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
+static dcr_status_t start_coordinator_cb(void *ctx)
 {
-    bool *held = calloc(r->nrecv > 0 ? (size_t)r->nrecv : 1, sizeof(bool));
+    return start_coordinator(ctx);
+}
+
+dcr_status_t dcr_faults_fail_over(dcr_coord_t **coord_p, int nrecv,
+                                  dcr_status_t (*start)(void *ctx), void *ctx, int step,
+                                  dcr_faults_summary_t *s)
+{
+    bool *held = calloc(nrecv > 0 ? (size_t)nrecv : 1, sizeof(bool));
     if (!held) return dcr_error_set(DCR_ENOMEM, "membership");
-    for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
-    dcr_coord_destroy(r->coord);
-    r->coord = NULL;
+    for (int i = 0; i < nrecv; i++) held[i] = dcr_coord_receiver_alive(*coord_p, i);
+    dcr_coord_destroy(*coord_p);
+    *coord_p = NULL;
     /* The supervisor starts another one while the control plane is unavailable. */
     dcr_status_t st = DCR_ECONTROL;
     for (int tries = 0; tries < 4 && st == DCR_ECONTROL; tries++) {
         if (tries > 0) usleep(50000);
-        st = start_coordinator(r);
+        st = start(ctx);
     }
-    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
-        if (dcr_coord_receiver_alive(r->coord, i) == held[i]) continue;
+    for (int i = 0; st == DCR_OK && i < nrecv; i++) {
+        if (dcr_coord_receiver_alive(*coord_p, i) == held[i]) continue;
         DCR_LOG_ERROR("faults: step %d: after the failover receiver %d is %s, it was %s", step + 1,
                       i, held[i] ? "out" : "in", held[i] ? "in" : "out");
         s->membership_mismatches++;
@@ -540,6 +545,11 @@ static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
     }
     free(held);
     return st;
+}
+
+static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
+{
+    return dcr_faults_fail_over(&r->coord, r->nrecv, start_coordinator_cb, r, step, s);
 }
 
 /* The transition, with a new coordinator taking over after each crash. */
@@ -569,50 +579,47 @@ static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
 
 /* ---- checks ------------------------------------------------------------------ */
 
-typedef struct count_sink {
-    int64_t payloads;
-} count_sink_t;
-
 static dcr_status_t count_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
 {
     (void)owner;
     (void)id;
     (void)buf;
     (void)len;
-    ((count_sink_t *)ctx)->payloads++;
+    ++*(int64_t *)ctx;
     return DCR_OK;
 }
 
-/* The owners' baselines hold the committed weights exactly when comparing
- * the committed weights with them finds no change. */
-static dcr_status_t check_baselines(frun_t *r, bool *equal_p)
+dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
+                                     dcr_constructor_t *con, dcr_storage_t *const *committed,
+                                     const uint8_t *xor_allowed, int step, dcr_faults_summary_t *s)
 {
-    count_sink_t cs = {0};
-    dcr_payload_sink_t sink = {count_submit, &cs};
+    dcr_commit_record_t rec;
+    DCR_CHECK(dcr_control_read(control, &rec));
+    if (rec.version != version) {
+        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64
+                      ", the owners hold %" PRIu64,
+                      step + 1, rec.version, version);
+        s->lost++;
+    }
+    if (!committed) return DCR_OK;
+    /* The baselines hold the committed weights exactly when comparing the
+     * committed weights with them finds no change. */
+    int64_t payloads = 0;
+    dcr_payload_sink_t sink = {count_submit, &payloads};
     dcr_construct_stats_t st;
-    DCR_CHECK(dcr_constructor_run(r->con, r->committed, UINT64_MAX >> 1, r->xor_allowed, false,
-                                  &sink, &st));
-    *equal_p = st.changed_elements == 0;
+    DCR_CHECK(dcr_constructor_run(con, committed, UINT64_MAX >> 1, xor_allowed, false, &sink, &st));
+    if (st.changed_elements != 0) {
+        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights",
+                      step + 1);
+        s->baseline_mismatches++;
+    }
     return DCR_OK;
 }
 
 static dcr_status_t check_step(frun_t *r, int step, dcr_faults_summary_t *s)
 {
-    dcr_commit_record_t rec;
-    DCR_CHECK(dcr_control_read(r->control, &rec));
-    if (rec.version != r->version) {
-        DCR_LOG_ERROR("faults: step %d: the commit record names version %" PRIu64
-                      ", the owners hold %" PRIu64,
-                      step + 1, rec.version, r->version);
-        s->lost++;
-    }
-    bool base_ok = false;
-    DCR_CHECK(check_baselines(r, &base_ok));
-    if (!base_ok) {
-        DCR_LOG_ERROR("faults: step %d: the owners' baselines differ from the committed weights",
-                      step + 1);
-        s->baseline_mismatches++;
-    }
+    DCR_CHECK(dcr_faults_check_owners(r->control, r->version, r->con, r->committed, r->xor_allowed,
+                                      step, s));
     DCR_CHECK(export_committed(r));
     for (int rank = 0; rank < r->serve.tp; rank++) {
         dcr_receiver_t *dense = NULL;

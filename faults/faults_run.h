@@ -102,6 +102,24 @@ dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg,
 /* Adds b's figures to a (version: b's). */
 void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t *b);
 
+/* ---- shared by the thread and processes runs ---------------------------------------- */
+
+/* A failover: the crashed *coord_p is destroyed and start(ctx) makes its
+ * successor in *coord_p (retried while the control plane is unavailable);
+ * the membership the crashed one held must be what the new one reads from
+ * the control plane, else s->membership_mismatches counts it. */
+dcr_status_t dcr_faults_fail_over(dcr_coord_t **coord_p, int nrecv,
+                                  dcr_status_t (*start)(void *ctx), void *ctx, int step,
+                                  dcr_faults_summary_t *s);
+
+/* After a step: the commit record must name `version` (else s->lost) and
+ * the owners' baselines must hold `committed`, the weights of that version
+ * (else s->baseline_mismatches; NULL: not checked, the weights are not at
+ * hand); `step` (0-based) for the log. */
+dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
+                                     dcr_constructor_t *con, dcr_storage_t *const *committed,
+                                     const uint8_t *xor_allowed, int step, dcr_faults_summary_t *s);
+
 /* ---- processes: real kills (dcr faults train|campaign --processes) ----------------
  *
  * The same steps with the rollout nodes as processes of this host
@@ -165,9 +183,10 @@ typedef struct dcr_faults_processes_config {
     char *const *run_args; /* the run flags every role process gets, with --seed N among them */
     int nargs;
     bool coordinator_kills; /* draw coordinator-process kills too: DCR_EUNSUPPORTED (not built) */
-    /* A test of the verifier, never of the engine: one byte of receiver 0's
-     * digests of version 1 is flipped before the verifier runs, which must
-     * then report a mismatch. */
+    /* A test of the verifier, never of the engine: receiver 0's digests
+     * file of version 1 is rewritten, well-formed, with one bit of one
+     * parameter's digest flipped before the verifier runs, which must then
+     * report that version (and name the parameter). */
     bool corrupt_digest;
 } dcr_faults_processes_config_t;
 
