@@ -205,20 +205,6 @@ static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
     return h.step(h.ctx, step, tau);
 }
 
-static bool hook_alive(void *ctx, int receiver, dcr_coord_point_t point, uint64_t tau)
-{
-    prun_t *r = ctx;
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.alive(h.ctx, receiver, point, tau);
-}
-
-static bool hook_redeliver(void *ctx, int node, uint64_t tau)
-{
-    prun_t *r = ctx;
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.redeliver(h.ctx, node, tau);
-}
-
 /* ---- setup ------------------------------------------------------------------ */
 
 /* The XOR policy from a probe of every slot's loader (shape only): the
@@ -257,7 +243,9 @@ static dcr_status_t start_coordinator(prun_t *r)
                                    NULL,           r->nrecv,
                                    r->xor_allowed, NULL};
     DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
-    dcr_coord_hooks_t hooks = {hook_alive, hook_step, hook_redeliver, r};
+    /* The receivers' hooks (alive, redeliver) act inside node threads, which
+     * run in the node processes here: only the step hook can act. */
+    dcr_coord_hooks_t hooks = {NULL, hook_step, NULL, r};
     dcr_coord_set_hooks(r->coord, &hooks);
     return DCR_OK;
 }

@@ -145,6 +145,14 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  *   coordinator: a coordinator-process kill with failover to a new process.
  *             Needs `dcr coordinator` and a launcher API to kill and replace
  *             it, which do not exist yet: drawing it is DCR_EUNSUPPORTED.
+ *             Planned as one more case of the watcher: armed with a protocol
+ *             step drawn from the seed, it fires when the control plane shows
+ *             that step (latest attempt newer than the arm: prepared; every
+ *             node DONE with the record unmoved: before the commit; record
+ *             moved: committed), and the launcher replaces the process,
+ *             which resumes from the record (dcr_coord_resume). With the
+ *             coordinator out of this process the acked kill moves from the
+ *             step hook to the watcher too (every node DONE, record unmoved).
  * A killed node is restarted by the launcher; the new process restores the
  * committed version by a dense refit before it joins.
  *
