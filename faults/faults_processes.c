@@ -26,7 +26,7 @@
 #include "workloads/workdir.h"
 
 #define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node */
-#define ACKED_WAIT_MS  10000    /* an acked kill waits this long for the death to be reported */
+#define REPORT_WAIT_MS 10000    /* a kill waits this long for the death to be reported */
 #define DIGEST_WAIT_MS 10000    /* corrupt_digest: for version 1's first digests file */
 
 const char *dcr_faults_kill_point_name(dcr_faults_kill_point_t point)
@@ -86,6 +86,7 @@ typedef struct prun {
     /* kills */
     pthread_mutex_t kill_lock;
     aimed_t aim;
+    uint64_t acked_tau; /* the last attempt whose ACK step the coordinator entered */
     int by_point[DCR_FAULTS_KILL_POINTS];
     int drawn;
     dcr_control_t *watch_control; /* the watcher's own handle: faults act on the coordinator's */
@@ -102,17 +103,26 @@ static void nap_ns(long ns)
 
 /* ---- kills ------------------------------------------------------------------ */
 
-/* Sends the armed kill to its node's process `pid`; the arm is spent when
- * the signal went out. */
-static void fire(prun_t *r, const aimed_t *k, int pid, uint64_t tau, int wait_ms)
+/* Sends the armed kill to its node's process `pid` and returns once the
+ * death is reported in the control plane; the arm is spent when the signal
+ * went out. All under kill_lock, which the coordinator's ACK step takes
+ * too: a watcher's kill is reported before the coordinator checks that
+ * every node is still done, and one the watcher would send after that
+ * check (between it and the commit) is not sent. */
+static void fire(prun_t *r, const aimed_t *k, int pid, uint64_t tau, bool watcher)
 {
-    if (!dcr_role_launcher_kill_node(r->launcher, k->node, pid, wait_ms)) return;
     pthread_mutex_lock(&r->kill_lock);
-    r->aim.armed = false;
-    r->by_point[k->point]++;
+    bool late = watcher && tau <= r->acked_tau;
+    bool sent = !late && r->aim.armed &&
+                dcr_role_launcher_kill_node(r->launcher, k->node, pid, REPORT_WAIT_MS);
+    if (sent) {
+        r->aim.armed = false;
+        r->by_point[k->point]++;
+    }
     pthread_mutex_unlock(&r->kill_lock);
-    DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64, k->node,
-                 pid, dcr_faults_kill_point_name(k->point), tau);
+    if (sent)
+        DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64,
+                     k->node, pid, dcr_faults_kill_point_name(k->point), tau);
 }
 
 /* The watcher's look at a delivery or apply kill's node. */
@@ -145,7 +155,7 @@ static void watch_once(prun_t *r)
         dcr_role_apply_marker_path(r->wd.path, k.node, rep.tau, path, sizeof(path));
         if (access(path, F_OK) != 0) return;
     }
-    fire(r, &k, pid, rep.tau, 0);
+    fire(r, &k, pid, rep.tau, true);
 }
 
 static void *watch_main(void *arg)
@@ -168,12 +178,9 @@ static void arm_kill(prun_t *r, int step)
     pthread_mutex_unlock(&r->kill_lock);
     if (busy) return;
     dcr_rng_t *rng = dcr_faults_rng(r->faults);
-    aimed_t k = {true,
-                 (dcr_faults_kill_point_t)dcr_rng_below(rng, DCR_FAULTS_KILL_ACKED + 1),
-                 (int)dcr_rng_below(rng, (uint64_t)r->nodes),
-                 0,
-                 0,
-                 0};
+    aimed_t k = {.armed = true};
+    k.point = (dcr_faults_kill_point_t)dcr_rng_below(rng, DCR_FAULTS_KILL_ACKED + 1);
+    k.node = (int)dcr_rng_below(rng, (uint64_t)r->nodes);
     dcr_control_attempt_t a;
     if (dcr_control_attempt(r->control, 0, &a) == DCR_OK) k.after_tau = a.tau;
     pthread_mutex_lock(&r->kill_lock);
@@ -191,6 +198,7 @@ static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
     prun_t *r = ctx;
     if (step == DCR_COORD_STEP_ACK) {
         pthread_mutex_lock(&r->kill_lock);
+        r->acked_tau = tau;
         aimed_t k = r->aim;
         pthread_mutex_unlock(&r->kill_lock);
         /* Every node acknowledged and reported DONE; the commit record has
@@ -198,7 +206,7 @@ static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
          * the coordinator's check before the commit sees it. */
         if (k.armed && k.point == DCR_FAULTS_KILL_ACKED && tau > k.after_tau) {
             int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
-            if (pid > 0) fire(r, &k, pid, tau, ACKED_WAIT_MS);
+            if (pid > 0) fire(r, &k, pid, tau, false);
         }
     }
     dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
