@@ -104,12 +104,16 @@ static void ra_str(role_args_t *a, const char *flag, const char *value)
     a->argv[a->n++] = (char *)value;
 }
 
-static void ra_num(role_args_t *a, const char *flag, const char *fmt, double v)
+static void ra_int(role_args_t *a, const char *flag, int64_t v)
 {
-    if (!strcmp(fmt, "%lld"))
-        snprintf(a->num[a->nnum], sizeof(a->num[0]), fmt, (long long)v);
-    else
-        snprintf(a->num[a->nnum], sizeof(a->num[0]), fmt, v);
+    snprintf(a->num[a->nnum], sizeof(a->num[0]), "%lld", (long long)v);
+    ra_str(a, flag, a->num[a->nnum++]);
+}
+
+/* %.17g: the value every role parses back is this one, bit for bit. */
+static void ra_real(role_args_t *a, const char *flag, double v)
+{
+    snprintf(a->num[a->nnum], sizeof(a->num[0]), "%.17g", v);
     ra_str(a, flag, a->num[a->nnum++]);
 }
 
@@ -127,21 +131,21 @@ static void role_args(const faults_opts_t *o, role_args_t *a)
     const int64_t vals[] = {sc->scale, sc->layers, sc->nodes, sc->gpus, sc->tp,
                             sc->etp,   sc->ep,     sc->pp,    sc->dp,   sc->fp8_layers};
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
-        if (vals[i] > 0) ra_num(a, ints[i], "%lld", (double)vals[i]);
-    ra_num(a, "--rollout-nodes", "%lld", (double)o->nodes);
-    ra_num(a, "--receivers-per-node", "%lld", (double)o->per_node);
-    ra_num(a, "--serve-tp", "%lld", (double)o->serve_tp);
+        if (vals[i] > 0) ra_int(a, ints[i], vals[i]);
+    ra_int(a, "--rollout-nodes", o->nodes);
+    ra_int(a, "--receivers-per-node", o->per_node);
+    ra_int(a, "--serve-tp", o->serve_tp);
     ra_str(a, "--transport", o->transport);
     ra_str(a, "--rl", o->rl);
     ra_str(a, "--changes", o->changes);
     if (!strcmp(o->changes, "adamw"))
-        ra_num(a, "--lr", "%.17g", o->lr);
+        ra_real(a, "--lr", o->lr);
     else
-        ra_num(a, "--change-rate", "%.17g", o->rate);
+        ra_real(a, "--change-rate", o->rate);
     /* Unpaced links, as dcr faults runs them (faults, not pacing, are under test). */
     const char *links[] = {"--link-gbps", "--flow-gbps", "--local-gbps", "--latency-ms"};
     for (int i = 0; i < 4; i++) ra_str(a, links[i], "0");
-    ra_num(a, "--seed", "%lld", (double)o->seed);
+    ra_int(a, "--seed", o->seed);
     if (o->control) ra_str(a, "--control", o->control);
 }
 
