@@ -377,25 +377,8 @@ static dcr_status_t fail_over(prun_t *r, int step, dcr_faults_summary_t *s)
 
 static dcr_status_t transition(prun_t *r, int step, dcr_faults_summary_t *s)
 {
-    dcr_storage_t *const *candidate = r->world->shards;
-    dcr_refit_result_t res;
-    memset(&res, 0, sizeof(res));
-    dcr_status_t st = r->resume ? dcr_coord_resume(r->coord, candidate, r->version, &res)
-                                : dcr_coord_refit(r->coord, candidate, &res);
-    int last = dcr_coord_last_attempts(r->coord);
-    s->attempts += last;
-    s->retries += r->resume ? last : last > 1 ? last - 1 : 0;
-    while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
-        DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
-        DCR_CHECK(fail_over(r, step, s));
-        s->failovers++;
-        memset(&res, 0, sizeof(res));
-        st = dcr_coord_resume(r->coord, candidate, r->version, &res);
-        last = dcr_coord_last_attempts(r->coord);
-        s->attempts += last;
-        s->retries += last; /* after a failover every attempt is an overwrite retry */
-    }
-    return st;
+    dcr_faults_coordinators_t c = {&r->coord, r->nrecv, r->faults, start_coordinator_cb, NULL, r};
+    return dcr_faults_transition(&c, r->world->shards, r->version, r->resume, step, s);
 }
 
 static dcr_status_t one_step(prun_t *r, int step, dcr_faults_summary_t *s)

@@ -547,34 +547,43 @@ dcr_status_t dcr_faults_fail_over(dcr_coord_t **coord_p, int nrecv,
     return st;
 }
 
-static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
-{
-    return dcr_faults_fail_over(&r->coord, r->nrecv, start_coordinator_cb, r, step, s);
-}
-
-/* The transition, with a new coordinator taking over after each crash. */
-static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
+dcr_status_t dcr_faults_transition(const dcr_faults_coordinators_t *c,
+                                   dcr_storage_t *const *candidate, uint64_t version,
+                                   bool overwrite, int step, dcr_faults_summary_t *s)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
-    dcr_status_t st = dcr_coord_refit(r->coord, r->candidate, &res);
-    int last = dcr_coord_last_attempts(r->coord);
+    dcr_status_t st = overwrite ? dcr_coord_resume(*c->coord_p, candidate, version, &res)
+                                : dcr_coord_refit(*c->coord_p, candidate, &res);
+    int last = dcr_coord_last_attempts(*c->coord_p);
     s->attempts += last;
-    s->retries += last > 1 ? last - 1 : 0;
-    while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
+    s->retries += overwrite ? last : last > 1 ? last - 1 : 0;
+    while (st != DCR_OK && dcr_faults_take_crash(c->faults)) {
         DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
-        /* Receivers that died under the crashed coordinator are due for a
-         * restart; the new one reads them out of the recorded membership. */
-        note_deaths(r, step, false);
-        DCR_CHECK(fail_over(r, step, s));
+        if (c->crashed) c->crashed(c->ctx, step);
+        DCR_CHECK(dcr_faults_fail_over(c->coord_p, c->nrecv, c->start, c->ctx, step, s));
         s->failovers++;
         memset(&res, 0, sizeof(res));
-        st = dcr_coord_resume(r->coord, r->candidate, r->version, &res);
-        last = dcr_coord_last_attempts(r->coord);
+        st = dcr_coord_resume(*c->coord_p, candidate, version, &res);
+        last = dcr_coord_last_attempts(*c->coord_p);
         s->attempts += last;
         s->retries += last; /* after a failover every attempt is an overwrite retry */
     }
     return st;
+}
+
+/* Receivers that died under a crashed coordinator are due for a restart;
+ * the new one reads them out of the recorded membership. */
+static void crashed_cb(void *ctx, int step)
+{
+    note_deaths(ctx, step, false);
+}
+
+static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
+{
+    dcr_faults_coordinators_t c = {&r->coord,  r->nrecv, r->faults, start_coordinator_cb,
+                                   crashed_cb, r};
+    return dcr_faults_transition(&c, r->candidate, r->version, false, step, s);
 }
 
 /* ---- checks ------------------------------------------------------------------ */
