@@ -88,7 +88,8 @@ typedef struct prun {
     aimed_t aim;
     uint64_t acked_tau; /* the last attempt whose ACK step the coordinator entered */
     int by_point[DCR_FAULTS_KILL_POINTS];
-    int drawn;
+    aimed_t *kills; /* the schedule: nkills, due so far, the next to arm */
+    int nkills, due, next;
     dcr_control_t *watch_control; /* the watcher's own handle: faults act on the coordinator's */
     pthread_t watcher;
     bool watching;
@@ -168,24 +169,39 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* Every kill_every steps a kill drawn from the seed, unless one is still armed. */
+/* The kill schedule, drawn from the seed before the first step so that it
+ * does not depend on timing: one kill (point, node) every kill_every steps. */
+static dcr_status_t draw_kills(prun_t *r)
+{
+    int every = r->cfg->run.kill_every;
+    r->nkills = every > 0 ? r->cfg->run.steps / every : 0;
+    r->kills = calloc(r->nkills > 0 ? (size_t)r->nkills : 1, sizeof(aimed_t));
+    if (!r->kills) return dcr_error_set(DCR_ENOMEM, "%d kills", r->nkills);
+    dcr_rng_t *rng = dcr_faults_rng(r->faults);
+    for (int i = 0; i < r->nkills; i++) {
+        r->kills[i].armed = true;
+        r->kills[i].point = (dcr_faults_kill_point_t)dcr_rng_below(rng, DCR_FAULTS_KILL_ACKED + 1);
+        r->kills[i].node = (int)dcr_rng_below(rng, (uint64_t)r->nodes);
+    }
+    return DCR_OK;
+}
+
+/* A kill falls due every kill_every steps; the next due one is armed once
+ * the one before has fired (it stays armed across attempts and steps until
+ * it does), for attempts prepared from now on. */
 static void arm_kill(prun_t *r, int step)
 {
     int every = r->cfg->run.kill_every;
-    if (every <= 0 || (step + 1) % every) return;
+    if (every > 0 && (step + 1) % every == 0 && r->due < r->nkills) r->due++;
     pthread_mutex_lock(&r->kill_lock);
     bool busy = r->aim.armed;
     pthread_mutex_unlock(&r->kill_lock);
-    if (busy) return;
-    dcr_rng_t *rng = dcr_faults_rng(r->faults);
-    aimed_t k = {.armed = true};
-    k.point = (dcr_faults_kill_point_t)dcr_rng_below(rng, DCR_FAULTS_KILL_ACKED + 1);
-    k.node = (int)dcr_rng_below(rng, (uint64_t)r->nodes);
+    if (busy || r->next >= r->due) return;
+    aimed_t k = r->kills[r->next++];
     dcr_control_attempt_t a;
     if (dcr_control_attempt(r->control, 0, &a) == DCR_OK) k.after_tau = a.tau;
     pthread_mutex_lock(&r->kill_lock);
     r->aim = k;
-    r->drawn++;
     pthread_mutex_unlock(&r->kill_lock);
     DCR_LOG_INFO("faults: step %d: a SIGKILL to rollout-node %d armed at %s", step + 1, k.node,
                  dcr_faults_kill_point_name(k.point));
@@ -316,6 +332,7 @@ static dcr_status_t setup(prun_t *r)
                                "dcr-faults", &r->wd));
     DCR_CHECK(make_policy(r));
     DCR_CHECK(make_parties(r));
+    DCR_CHECK(draw_kills(r));
     return start_nodes(r);
 }
 
@@ -342,6 +359,7 @@ static void teardown(prun_t *r)
     dcr_constructor_destroy(r->con);
     dcr_role_launcher_destroy(r->launcher);
     free(r->xor_allowed);
+    free(r->kills);
     dcr_role_world_destroy(r->world);
     dcr_workdir_close(&r->wd);
 }
@@ -537,7 +555,7 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     }
     int per = r.world ? r.world->serve.gpus_per_node : 0;
     memcpy(out.sigkills_by_point, r.by_point, sizeof(r.by_point));
-    out.kills_drawn = r.drawn;
+    out.kills_drawn = r.due;
     out.node_processes = r.nodes;
     s->kills = out.sigkills * per;
     s->restores = out.restarts * per;

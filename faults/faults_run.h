@@ -152,9 +152,10 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  * taken up again at the next step with the same candidate, as overwrites
  * (dcr_coord_resume), since node processes that took part may hold a mix.
  *
- * Every kill_every steps one kill is drawn from the seed: a point and a
- * rollout node; it stays armed until it fires (a later attempt if the node
- * raced past the point). Points:
+ * Every kill_every steps one kill falls due, its point and rollout node
+ * drawn from the seed before the first step (the schedule does not depend
+ * on timing); it is armed once the one before has fired, and stays armed
+ * until it fires (a later attempt if the node raced past the point). Points:
  *   delivery: the node reported JOINED for an attempt and the owners have
  *             published at least one payload of it (it is downloading);
  *   apply:    the node marked its first apply of the attempt (roles.h
@@ -230,7 +231,8 @@ typedef struct dcr_faults_processes_summary {
     dcr_faults_summary_t s;
     int sigkills; /* SIGKILLs sent to rollout-node processes */
     int sigkills_by_point[DCR_FAULTS_KILL_POINTS];
-    int kills_drawn; /* kills armed; those that never fired were still armed at the end */
+    int kills_drawn; /* kills that fell due (the schedule is drawn from the seed up front);
+                        those that never fired were still armed or queued at the end */
     int restarts;    /* node processes started in a dead one's place */
     int node_processes;
 } dcr_faults_processes_summary_t;

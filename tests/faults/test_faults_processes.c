@@ -134,7 +134,8 @@ static void test_sigkills_at_every_point(void **state)
     assert_true(kills >= 9 && kills >= drawn - 1);
     json_t *points = json_object_get(j, "sigkills_by_point");
     json_int_t sum = 0;
-    /* Seed 3 draws every point; each fires (armed until it does). */
+    /* The schedule of seed 3 (drawn up front) has every point; each kill
+     * stays armed until it fires. */
     for (int k = 0; k < 3; k++) {
         static const char *const names[] = {"delivery", "apply", "acked"};
         json_int_t n = num(points, names[k]);
