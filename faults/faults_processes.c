@@ -308,7 +308,7 @@ static dcr_status_t start_nodes(prun_t *r)
 {
     char marks[4200];
     dcr_role_kill_points_dir(r->wd.path, marks, sizeof(marks));
-    if (mkdir(marks, 0755) != 0)
+    if (mkdir(marks, 0755) != 0 && errno != EEXIST)
         return dcr_error_set(DCR_EIO, "cannot create %s: %s", marks, strerror(errno));
     DCR_CHECK(dcr_role_launcher_create(r->b, r->cfg->run_args, r->cfg->nargs, &r->launcher));
     dcr_role_launcher_set_restart(r->launcher, true);
