@@ -369,6 +369,7 @@ static dcr_status_t make_parties(frun_t *r)
     bool etcd = dcr_bench_control_is_etcd(b->control_path);
     if (st == DCR_OK && etcd) st = dcr_bench_control_url(b->control_path, run, url, sizeof(url));
     if (etcd) ctl.address = url;
+    if (st == DCR_OK && etcd) DCR_LOG_INFO("control plane: %s", url);
     if (st == DCR_OK)
         st = dcr_control_create(etcd ? "faulty:etcd" : "faulty:sqlite", &ctl, &r->control);
     dcr_faults_unbind(r->faults);

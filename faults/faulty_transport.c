@@ -69,8 +69,9 @@ static dcr_status_t faulty_open_attempt(dcr_transport_t *t, uint64_t tau)
     return dcr_transport_open_attempt(ft(t)->inner, tau);
 }
 
-/* The faults of one owner's send, in the order the interceptor of old
- * matched them, so that the same seeds give the same faults. */
+/* The faults of one owner's send, matched in the order the engine's
+ * transport interceptor matched them before this backend replaced it, so
+ * that the same seeds give the same faults. */
 static dcr_status_t faulty_send(dcr_transport_t *t, int owner, uint64_t id, const uint8_t *buf,
                                 size_t len)
 {

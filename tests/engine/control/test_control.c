@@ -645,7 +645,7 @@ static void test_membership(void **state)
     assert_members(fx->c, sorted, 3);
 }
 
-/* ---- conformance: durability, interceptor, arguments ------------------------------------ */
+/* ---- conformance: durability, a wrapping backend, arguments ---------------------------- */
 
 static void test_reopen_preserves_state(void **state)
 {

@@ -2,7 +2,7 @@
  *
  * The loader API: resident parameters, the registry, the load context's
  * views, new-storage ops, provenance, activity tracking, NaN watching, the
- * hook table and the interceptor. Expected values come from first
+ * hook table and a loader that wraps another. Expected values come from first
  * principles (element positions, IEEE bit patterns). */
 #include <math.h>
 #include <setjmp.h>
