@@ -78,11 +78,18 @@ dcr_status_t dcr_control_register(const dcr_control_ops_t *o)
         return dcr_error_set(DCR_EINVAL, "control_register: a backend needs a name, open (or "
                                          "open_as), close and every call slot");
     }
-    const dcr_control_ops_t *have = dcr__find(o->name);
-    if (have == o) return DCR_OK;
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&dcr__registry_lock);
-    if (have != NULL) {
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_control_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_BACKENDS + dcr__n_registered && have == NULL; i++) {
+        const dcr_control_ops_t *x =
+            i < DCR__N_BACKENDS ? dcr__control_backends[i] : dcr__registered[i - DCR__N_BACKENDS];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
         st = dcr_error_set(DCR_EINVAL, "control plane backend %s is already registered", o->name);
     } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
         st = dcr_error_set(DCR_EINVAL, "control plane backend %s: registry full (%d backends)",

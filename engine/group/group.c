@@ -68,11 +68,18 @@ dcr_status_t dcr_group_register(const dcr_group_ops_t *o)
                              "create (or create_as) and every other slot",
                              DCR_GROUP_OPS_VERSION);
     }
-    const dcr_group_ops_t *have = dcr_group_find(o->name);
-    if (have == o) return DCR_OK;
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&dcr__registry_lock);
-    if (have != NULL) {
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_group_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_BACKENDS + dcr__n_registered && have == NULL; i++) {
+        const dcr_group_ops_t *x =
+            i < DCR__N_BACKENDS ? dcr__group_backends[i] : dcr__registered[i - DCR__N_BACKENDS];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
         st = dcr_error_set(DCR_EINVAL, "group backend %s is already registered", o->name);
     } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
         st = dcr_error_set(DCR_EINVAL, "group backend %s: registry full (%d backends)", o->name,

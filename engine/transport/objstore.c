@@ -61,11 +61,18 @@ dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *o)
                              "claims and create (or their _as forms) and every slot",
                              DCR_OBJSTORE_OPS_VERSION);
     }
-    const dcr_objstore_ops_t *have = dcr_objstore_find(o->name);
-    if (have == o) return DCR_OK;
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&dcr__registry_lock);
-    if (have != NULL) {
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_objstore_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_STORES + dcr__n_registered && have == NULL; i++) {
+        const dcr_objstore_ops_t *x =
+            i < DCR__N_STORES ? dcr__objstore_backends[i] : dcr__registered[i - DCR__N_STORES];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
         st = dcr_error_set(DCR_EINVAL, "object store %s is already registered", o->name);
     } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
         st = dcr_error_set(DCR_EINVAL, "object store %s: registry full (%d backends)", o->name,

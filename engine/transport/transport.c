@@ -70,11 +70,18 @@ dcr_status_t dcr_transport_register(const dcr_transport_ops_t *o)
         return dcr_error_set(DCR_EINVAL, "transport_register: a backend needs a name, create (or "
                                          "create_as) and every other slot but payload_key_changed");
     }
-    const dcr_transport_ops_t *have = dcr_transport_find(o->name);
-    if (have == o) return DCR_OK;
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&dcr__registry_lock);
-    if (have != NULL) {
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_transport_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_BUILTIN + dcr__n_registered && have == NULL; i++) {
+        const dcr_transport_ops_t *x =
+            i < DCR__N_BUILTIN ? dcr__transport_builtin[i] : dcr__registered[i - DCR__N_BUILTIN];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
         st = dcr_error_set(DCR_EINVAL, "transport %s is already registered", o->name);
     } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
         st = dcr_error_set(DCR_EINVAL, "transport %s: registry full (%d backends)", o->name,
