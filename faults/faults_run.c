@@ -341,9 +341,11 @@ static dcr_status_t make_parties(frun_t *r)
              (unsigned long long)dcr_clock_ns());
     /* A store the user named is shared by runs: each keeps its objects
      * under its own prefix there. */
-    if (b->store && !strcmp(b->transport, "objstore"))
-        snprintf(r->objdir, sizeof(r->objdir), "%s/%s", b->store, run);
-    else
+    if (b->store && !strcmp(b->transport, "objstore")) {
+        size_t n = strlen(b->store);
+        while (n > 1 && b->store[n - 1] == '/') n--; /* "s3://B/P/": no empty component */
+        snprintf(r->objdir, sizeof(r->objdir), "%.*s/%s", (int)n, b->store, run);
+    } else
         snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
     /* Faults act through backends that wrap the real ones (faults.h): the
      * injector is bound while they are created. */

@@ -116,7 +116,7 @@ static void test_cli_campaign(void **state)
     (void)state;
     char args[1024];
     snprintf(args, sizeof(args),
-             "faults campaign --seeds 2 --steps 3 --faults-per-step 2 --store s3://%s/campaign "
+             "faults campaign --seeds 2 --steps 3 --faults-per-step 2 --store s3://%s/campaign/ "
              "--s3-endpoint %s --control %s --json",
              g_s3.bucket, g_s3.endpoint, g_control);
     json_t *j = run_json(args);
