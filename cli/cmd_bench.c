@@ -8,7 +8,6 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/log.h"
-#include "dcr/objstore.h"
 #include "scenario_args.h"
 #include "workloads/bench.h"
 #include "workloads/change_profile.h"
@@ -260,33 +259,13 @@ static dcr_status_t write_trace(const char *path)
 /* --store and --s3-endpoint: usage errors, checked before anything runs. */
 static dcr_status_t check_store(const bench_opts_t *o)
 {
-    if (o->s3_endpoint && !o->store)
-        return dcr_error_set(DCR_EINVAL, "--s3-endpoint needs --store s3://BUCKET/PREFIX");
-    if (!o->store) return DCR_OK;
-    if (strcmp(o->transport, "objstore"))
+    if (o->store && strcmp(o->transport, "objstore"))
         return dcr_error_set(DCR_EINVAL, "--store needs --transport objstore (not %s)",
                              o->transport);
-    if (o->keep)
+    if (o->store && o->keep)
         return dcr_error_set(DCR_EINVAL,
                              "--store and --keep-payloads both name the store; give one");
-    const dcr_objstore_ops_t *ops = dcr_objstore_for_url(o->store);
-    if (ops == NULL) {
-        dcr_error_prefix("--store: ");
-        return DCR_EINVAL;
-    }
-    bool s3 = !strcmp(ops->name, "s3");
-    if (s3 && !o->s3_endpoint)
-        return dcr_error_set(DCR_EINVAL,
-                             "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
-                             "service; requests are path-style ENDPOINT/BUCKET/KEY)",
-                             o->store);
-    if (!s3 && o->s3_endpoint)
-        return dcr_error_set(DCR_EINVAL, "--s3-endpoint is for s3:// stores, not %s", o->store);
-    if (s3 && strncmp(o->s3_endpoint, "http://", 7) && strncmp(o->s3_endpoint, "https://", 8))
-        return dcr_error_set(DCR_EINVAL,
-                             "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
-                             o->s3_endpoint);
-    return DCR_OK;
+    return dcr_cli_store_check(o->store, o->s3_endpoint);
 }
 
 /* Every flag, the layout and every path, before the run: what fails here

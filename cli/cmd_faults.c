@@ -15,7 +15,7 @@ typedef struct faults_opts {
     dcr_cli_scenario_t sc;
     int64_t steps, kill_every, restart_after, faults_per_step, seeds, seed, nodes, per_node,
         serve_tp, attempts, readers;
-    const char *transport, *rl, *changes, *control;
+    const char *transport, *rl, *changes, *control, *store, *s3_endpoint;
     double lr, rate;
     bool json;
     bool processes, corrupt_digest; /* --processes (faults/faults_run.h) */
@@ -202,6 +202,8 @@ static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int narg
     if (dcr_args_seen(args, nargs, "--restart-after") && o->kill_every == 0)
         return dcr_error_set(DCR_EINVAL, "--restart-after applies only with --kill-every N > 0");
     c->bench.control_path = o->control;
+    c->bench.store = o->store;
+    c->bench.s3_endpoint = o->s3_endpoint;
     c->bench.transport = o->transport;
     c->bench.adamw = !strcmp(o->changes, "adamw");
     c->bench.lr = o->lr;
@@ -220,16 +222,22 @@ static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int narg
 }
 
 /* A usage error (exit 2) before any work: --control must be an etcd URL,
- * since every run of a campaign needs a fresh control plane. */
+ * since every run of a campaign needs a fresh control plane; --store and
+ * --s3-endpoint as bench takes them (a campaign uses the store in its
+ * objstore runs; train needs --transport objstore for it). */
 static int check_control(const char *what, const faults_opts_t *o)
 {
-    if (!o->control) return 0;
-    dcr_status_t st = dcr_bench_control_is_etcd(o->control)
-                          ? dcr_bench_control_check("--control", o->control)
-                          : dcr_error_set(DCR_EINVAL,
-                                          "--control %s: expected etcd://HOST:PORT[/PREFIX] (every "
-                                          "run makes its own SQLite file otherwise)",
-                                          o->control);
+    dcr_status_t st = DCR_OK;
+    if (o->control)
+        st = dcr_bench_control_is_etcd(o->control)
+                 ? dcr_bench_control_check("--control", o->control)
+                 : dcr_error_set(DCR_EINVAL,
+                                 "--control %s: expected etcd://HOST:PORT[/PREFIX] (every "
+                                 "run makes its own SQLite file otherwise)",
+                                 o->control);
+    if (st == DCR_OK && o->store && !strcmp(what, "train") && strcmp(o->transport, "objstore"))
+        st = dcr_error_set(DCR_EINVAL, "--store needs --transport objstore (not %s)", o->transport);
+    if (st == DCR_OK) st = dcr_cli_store_check(o->store, o->s3_endpoint);
     if (st == DCR_OK) return 0;
     char label[64];
     snprintf(label, sizeof(label), "faults %s", what);
@@ -299,7 +307,7 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
     return 0;
 }
 
-enum { NOWN = 17 };
+enum { NOWN = 19 };
 
 static void own_args(faults_opts_t *o, dcr_arg_t *a)
 {
@@ -318,6 +326,14 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
          "<seed>-<ns> (default: a SQLite file per run in its work dir)",
          false},
         {"--transport", DCR_ARG_STRING, &o->transport, 0, 0, "objstore | relay (default objstore)",
+         false},
+        {"--store", DCR_ARG_STRING, &o->store, 0, 0,
+         "object store of the objstore runs: dir:PATH or s3://BUCKET/PREFIX, each run under "
+         "PREFIX/faults-<pid>-<seed>-<ns> (default: a directory in the run's work dir)",
+         false},
+        {"--s3-endpoint", DCR_ARG_STRING, &o->s3_endpoint, 0, 0,
+         "S3 service of an s3:// store, http[s]://HOST[:PORT]; credentials from AWS_ACCESS_KEY_ID, "
+         "AWS_SECRET_ACCESS_KEY, AWS_REGION",
          false},
         {"--rl", DCR_ARG_STRING, &o->rl, 0, 0, "sync | async (default sync)", false},
         {"--changes", DCR_ARG_STRING, &o->changes, 0, 0, "adamw (default) | uniform", false},
@@ -375,7 +391,8 @@ static int cmd_train(int argc, char **argv)
     processes_args(&o, args + NOWN + DCR_CLI_SCENARIO_NARGS);
     int rc = dcr_args_parse("faults train",
                             "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport "
-                            "objstore|relay] [--processes] [--json]",
+                            "objstore|relay] [--store s3://BUCKET/PREFIX --s3-endpoint URL] "
+                            "[--control etcd://HOST:PORT] [--processes] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     if (check_control("train", &o)) return 2;
@@ -404,9 +421,12 @@ static int cmd_campaign(int argc, char **argv)
                              false};
     dcr_cli_scenario_args(&o.sc, args + NOWN + 1);
     processes_args(&o, args + NOWN + 1 + DCR_CLI_SCENARIO_NARGS);
-    int rc = dcr_args_parse(
-        "faults campaign", "[--seeds 20] [--steps 4] [--faults-per-step 2] [--processes] [--json]",
-        args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
+    int rc = dcr_args_parse("faults campaign",
+                            "[--seeds 20] [--steps 4] [--faults-per-step 2] [--store "
+                            "s3://BUCKET/PREFIX --s3-endpoint URL] [--control etcd://HOST:PORT] "
+                            "[--processes] [--json]",
+                            args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0,
+                            NULL);
     if (rc) return rc == 1 ? 0 : 2;
     if (check_control("campaign", &o)) return 2;
     dcr_faults_summary_t s;

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dcr/objstore.h"
 #include "dcr/outpath.h"
 #include "workloads/bench.h"
 #include "workloads/budget.h"
@@ -133,5 +134,30 @@ dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char 
             DCR_CHECK(dcr_outpath_check("--control", path));
         }
     }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
+{
+    if (s3_endpoint && !store)
+        return dcr_error_set(DCR_EINVAL, "--s3-endpoint needs --store s3://BUCKET/PREFIX");
+    if (!store) return DCR_OK;
+    const dcr_objstore_ops_t *ops = dcr_objstore_for_url(store);
+    if (ops == NULL) {
+        dcr_error_prefix("--store: ");
+        return DCR_EINVAL;
+    }
+    bool s3 = !strcmp(ops->name, "s3");
+    if (s3 && !s3_endpoint)
+        return dcr_error_set(DCR_EINVAL,
+                             "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
+                             "service; requests are path-style ENDPOINT/BUCKET/KEY)",
+                             store);
+    if (!s3 && s3_endpoint)
+        return dcr_error_set(DCR_EINVAL, "--s3-endpoint is for s3:// stores, not %s", store);
+    if (s3 && strncmp(s3_endpoint, "http://", 7) && strncmp(s3_endpoint, "https://", 8))
+        return dcr_error_set(DCR_EINVAL,
+                             "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
+                             s3_endpoint);
     return DCR_OK;
 }

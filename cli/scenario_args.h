@@ -55,4 +55,10 @@ dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char 
 dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
                                  const char *workdir, const char *control);
 
+/* --store and --s3-endpoint of bench and faults, before anything runs
+ * (usage errors, one line each): an endpoint only with a store, a store URL
+ * some object store claims, an endpoint exactly for s3:// stores, and an
+ * http:// or https:// one. Both NULL: nothing to check. */
+dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint);
+
 #endif

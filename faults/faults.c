@@ -1,5 +1,6 @@
-/* Injectors: the transport interceptor, the control-plane interceptor and
- * the coordinator hooks, matching armed faults against the events they see. */
+/* The injector: armed faults, matched against the events the faulty
+ * backends (faulty_*.c) and the coordinator hooks see; the binding through
+ * which a faulty backend finds its injector when it is created. */
 #define _POSIX_C_SOURCE 200809L
 #include "faults/faults.h"
 
@@ -9,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "dcr/log.h"
+#include "faults/faulty_internal.h"
 
 #define FAULTS_MAX 64
 
@@ -22,10 +23,6 @@ struct dcr_faults {
     int seen[FAULTS_MAX]; /* matching events so far */
     int narmed;
     int64_t counts[DCR_FAULT_KIND_COUNT];
-    dcr_transport_t *t;
-    dcr_control_t *ctl;
-    char dir[4096];
-    uint64_t tau; /* the attempt the transport opened last */
     int busy_left, busy_ms, down_left;
     bool crashed;
 };
@@ -54,20 +51,63 @@ dcr_status_t dcr_faults_create(uint64_t seed, dcr_faults_t **out_p)
 void dcr_faults_destroy(dcr_faults_t *f)
 {
     if (!f) return;
+    dcr_faults_unbind(f);
     pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
-static void sleep_ms(int ms)
+/* ---- binding ------------------------------------------------------------------ */
+
+/* The injector faulty backends take at create: a process-wide slot, so that
+ * a backend created by name deep inside another (the object store inside
+ * the objstore transport) finds it too; guarded, and read only at create. */
+static pthread_mutex_t bound_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_faults_t *bound;
+
+dcr_status_t dcr_faults_register(void)
+{
+    DCR_CHECK(dcr__faulty_objstore_register());
+    DCR_CHECK(dcr__faulty_transport_register());
+    return dcr__faulty_control_register();
+}
+
+dcr_status_t dcr_faults_bind(dcr_faults_t *f)
+{
+    if (!f) return dcr_error_set(DCR_EINVAL, "faults_bind: no injector");
+    DCR_CHECK(dcr_faults_register());
+    pthread_mutex_lock(&bound_lock);
+    bool taken = bound != NULL && bound != f;
+    if (!taken) bound = f;
+    pthread_mutex_unlock(&bound_lock);
+    if (taken)
+        return dcr_error_set(DCR_EINVAL, "faults_bind: another injector is bound; unbind it first");
+    return DCR_OK;
+}
+
+void dcr_faults_unbind(dcr_faults_t *f)
+{
+    pthread_mutex_lock(&bound_lock);
+    if (bound == f) bound = NULL;
+    pthread_mutex_unlock(&bound_lock);
+}
+
+dcr_faults_t *dcr__faults_bound(void)
+{
+    pthread_mutex_lock(&bound_lock);
+    dcr_faults_t *f = bound;
+    pthread_mutex_unlock(&bound_lock);
+    return f;
+}
+
+void dcr__faults_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
 
-/* Consumes one matching event of `kind` at `target`; true (and the fault in
- * *out) when an armed fault fires on it. */
-static bool fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out)
+bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out)
 {
+    if (!f) return false;
     bool hit = false;
     pthread_mutex_lock(&f->lock);
     for (int i = 0; i < f->narmed && !hit; i++) {
@@ -84,101 +124,18 @@ static bool fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t
     return hit;
 }
 
-/* ---- transport -------------------------------------------------------------- */
-
-/* File faults act on a payload the owner stored earlier in this attempt. */
-static dcr_status_t object_fault(dcr_faults_t *f, int owner, uint64_t id)
-{
-    if (!f->dir[0] || id == 0) return DCR_OK;
-    char path[4300];
-    snprintf(path, sizeof(path), "%s/attempt-%" PRIu64 "/payload-%d-%" PRIu64 ".dcrp", f->dir,
-             f->tau, owner, id - 1);
-    if (access(path, F_OK) != 0) return DCR_OK;
-    dcr_fault_t hit;
-    if (fire(f, DCR_FAULT_TRUNCATE_OBJECT, owner, &hit)) {
-        FILE *fp = fopen(path, "rb");
-        long len = 0;
-        if (fp && fseek(fp, 0, SEEK_END) == 0) len = ftell(fp);
-        if (fp) fclose(fp);
-        int rc = truncate(path, len / 2);
-        DCR_LOG_WARN("fault truncate_object: %s cut to %ld bytes (%s)", path, len / 2,
-                     rc ? "failed" : "done");
-    } else if (fire(f, DCR_FAULT_REMOVE_OBJECT, owner, &hit)) {
-        int rc = remove(path);
-        DCR_LOG_WARN("fault remove_object: %s removed (%s)", path, rc ? "failed" : "done");
-    }
-    return DCR_OK;
-}
-
-static dcr_status_t send_fault(dcr_faults_t *f, int owner, uint64_t id, const uint8_t *buf,
-                               size_t len)
-{
-    dcr_fault_t hit;
-    if (fire(f, DCR_FAULT_OWNER_CRASH, owner, &hit)) {
-        DCR_LOG_WARN("fault owner_crash: owner %d crashed before uploading payload %" PRIu64, owner,
-                     id);
-        return dcr_error_set(DCR_ETRANSPORT,
-                             "owner %d crashed before uploading payload %" PRIu64 " (fault)", owner,
-                             id);
-    }
-    if (fire(f, DCR_FAULT_DROP, owner, &hit)) {
-        DCR_LOG_WARN("fault drop: payload %" PRIu64 " of owner %d lost", id, owner);
-        return dcr_error_set(DCR_ETRANSPORT,
-                             "payload %" PRIu64 " of owner %d lost in transit (fault)", id, owner);
-    }
-    if (fire(f, DCR_FAULT_RELAY_LINK, owner, &hit)) {
-        DCR_LOG_WARN("fault relay_link: owner %d's connection to the relay root dropped", owner);
-        return dcr_error_set(DCR_ETRANSPORT, "owner %d: relay connection lost (fault)", owner);
-    }
-    if (len > 0 && fire(f, DCR_FAULT_CORRUPT, owner, &hit)) {
-        /* The bytes are the sink's own buffer, writable behind the const
-         * view; the flipped last byte belongs to the compressed body, which
-         * the digest covers, as a faulty link would change it. */
-        ((uint8_t *)buf)[len - 1] ^= 0x5a;
-        DCR_LOG_WARN("fault corrupt: payload %" PRIu64 " of owner %d, last body byte flipped", id,
-                     owner);
-    }
-    if (fire(f, DCR_FAULT_REORDER, owner, &hit)) {
-        DCR_LOG_WARN("fault reorder: payload %" PRIu64 " of owner %d held back %d ms", id, owner,
-                     hit.ms);
-        sleep_ms(hit.ms);
-    }
-    return object_fault(f, owner, id);
-}
-
-static dcr_status_t transport_intercept(void *ctx, const char *op, int endpoint, uint64_t id,
-                                        const uint8_t *buf, size_t len)
-{
-    dcr_faults_t *f = ctx;
-    if (!strcmp(op, "open_attempt")) {
-        pthread_mutex_lock(&f->lock);
-        f->tau = id;
-        pthread_mutex_unlock(&f->lock);
-        return DCR_OK;
-    }
-    if (!strcmp(op, "send")) return send_fault(f, endpoint, id, buf, len);
-    dcr_fault_t hit;
-    if (!strcmp(op, "recv") && fire(f, DCR_FAULT_DELAY, endpoint, &hit)) {
-        DCR_LOG_WARN("fault delay: rollout node %d stalls %d ms", endpoint, hit.ms);
-        sleep_ms(hit.ms);
-    }
-    return DCR_OK;
-}
-
 /* ---- control plane ------------------------------------------------------------ */
 
-static dcr_status_t control_before(void *arg, dcr_control_t *c, dcr_control_op_t op)
+dcr_status_t dcr__faults_control_call(dcr_faults_t *f)
 {
-    (void)c;
-    (void)op;
-    dcr_faults_t *f = arg;
+    if (!f) return DCR_OK;
     dcr_fault_t hit;
-    if (fire(f, DCR_FAULT_CONTROL_DOWN, -1, &hit)) {
+    if (dcr__faults_fire(f, DCR_FAULT_CONTROL_DOWN, -1, &hit)) {
         DCR_LOG_WARN("fault control_down: the control plane refuses the next %d calls", hit.count);
         pthread_mutex_lock(&f->lock);
         f->down_left = hit.count;
         pthread_mutex_unlock(&f->lock);
-    } else if (fire(f, DCR_FAULT_CONTROL_BUSY, -1, &hit)) {
+    } else if (dcr__faults_fire(f, DCR_FAULT_CONTROL_BUSY, -1, &hit)) {
         DCR_LOG_WARN("fault control_busy: the next %d calls answer %d ms late", hit.count, hit.ms);
         pthread_mutex_lock(&f->lock);
         f->busy_left = hit.count;
@@ -194,41 +151,8 @@ static dcr_status_t control_before(void *arg, dcr_control_t *c, dcr_control_op_t
         f->busy_left--;
     pthread_mutex_unlock(&f->lock);
     if (down) return dcr_error_set(DCR_ECONTROL, "control plane unavailable (fault)");
-    if (busy) sleep_ms(busy);
+    if (busy) dcr__faults_sleep_ms(busy);
     return DCR_OK;
-}
-
-static dcr_status_t control_after(void *arg, dcr_control_t *c, dcr_control_op_t op,
-                                  dcr_status_t status)
-{
-    (void)c;
-    dcr_faults_t *f = arg;
-    dcr_fault_t hit;
-    if (op == DCR_CONTROL_OP_COMMIT && status == DCR_OK &&
-        fire(f, DCR_FAULT_COMMIT_REPLY, -1, &hit)) {
-        DCR_LOG_WARN("fault commit_reply: the joint commit took effect, its reply is lost");
-        return dcr_error_set(DCR_ECONTROL, "commit reply lost (fault)");
-    }
-    return status;
-}
-
-void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir,
-                       dcr_control_t *ctl)
-{
-    f->t = t;
-    f->ctl = ctl;
-    snprintf(f->dir, sizeof(f->dir), "%s", objstore_dir ? objstore_dir : "");
-    if (t) dcr_transport_set_interceptor(t, transport_intercept, f);
-    dcr_control_interceptor_t icpt = {control_before, control_after, f};
-    if (ctl) dcr_control_set_interceptor(ctl, &icpt);
-}
-
-void dcr_faults_detach(dcr_faults_t *f)
-{
-    if (f->t) dcr_transport_set_interceptor(f->t, NULL, NULL);
-    if (f->ctl) dcr_control_set_interceptor(f->ctl, NULL);
-    f->t = NULL;
-    f->ctl = NULL;
 }
 
 /* ---- coordinator ------------------------------------------------------------- */
@@ -237,7 +161,8 @@ static bool hook_alive(void *ctx, int receiver, dcr_coord_point_t point, uint64_
 {
     dcr_faults_t *f = ctx;
     dcr_fault_t hit;
-    if (!fire(f, (dcr_fault_kind_t)(DCR_FAULT_KILL_DELIVERY + (int)point), receiver, &hit))
+    if (!dcr__faults_fire(f, (dcr_fault_kind_t)(DCR_FAULT_KILL_DELIVERY + (int)point), receiver,
+                          &hit))
         return true;
     DCR_LOG_WARN("fault %s: receiver %d killed in attempt %" PRIu64, dcr_fault_kind_name(hit.kind),
                  receiver, tau);
@@ -248,7 +173,7 @@ static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
 {
     dcr_faults_t *f = ctx;
     dcr_fault_t hit;
-    if (!fire(f, DCR_FAULT_COORD_CRASH, (int)step, &hit)) return DCR_OK;
+    if (!dcr__faults_fire(f, DCR_FAULT_COORD_CRASH, (int)step, &hit)) return DCR_OK;
     pthread_mutex_lock(&f->lock);
     f->crashed = true;
     pthread_mutex_unlock(&f->lock);
@@ -262,7 +187,7 @@ static bool hook_redeliver(void *ctx, int node, uint64_t tau)
 {
     dcr_faults_t *f = ctx;
     dcr_fault_t hit;
-    if (!fire(f, DCR_FAULT_DUPLICATE, node, &hit)) return false;
+    if (!dcr__faults_fire(f, DCR_FAULT_DUPLICATE, node, &hit)) return false;
     DCR_LOG_WARN("fault duplicate: rollout node %d receives a payload of attempt %" PRIu64 " twice",
                  node, tau);
     return true;

@@ -1,9 +1,21 @@
 /* Fault injection for refits (DESIGN.md sections 4 and 9): faults armed
- * from a plan act only through the interface wrappers' interceptors (the
- * transport's and the control plane's) and the coordinator's hooks, so no
- * engine code path carries a test branch. Every injection is drawn from a
- * seeded generator (dcr/rng.h), counted by kind and logged (warn level)
- * with what it hit.
+ * from a plan act through backends that wrap the real ones, as SQLite's
+ * test VFS wraps its parent VFS ("faulty:<name>" transports, object stores
+ * and control planes, registered with the engine's registries by
+ * dcr_faults_register), and through the coordinator's hooks, so no engine
+ * code path carries a test branch. Every injection is drawn from a seeded
+ * generator (dcr/rng.h), counted by kind and logged (warn level) with what
+ * it hit.
+ *
+ * A faulty backend is created by name like any other:
+ *   "faulty:objstore", "faulty:relay"   transports; "faulty:objstore" keeps
+ *                                       its payloads in "faulty:<store URL>"
+ *   "faulty:<store URL>"                object stores ("faulty:s3://B/P",
+ *                                       "faulty:/tmp/x"): the object faults
+ *   "faulty:sqlite", "faulty:etcd"      control planes
+ * It injects the faults of the injector bound (dcr_faults_bind) when it was
+ * created, for its whole life; created with none bound, it passes every
+ * call through.
  *
  * An armed fault fires once, at the `nth` matching event after it was
  * armed (0: the first), and is then spent. Matching is per kind: the
@@ -27,8 +39,8 @@ typedef enum dcr_fault_kind {
     DCR_FAULT_REORDER,   /* one owner's payload is held back so later ones overtake it */
     DCR_FAULT_DELAY,     /* a rollout node's reception stalls for `ms` */
     DCR_FAULT_CORRUPT,   /* one byte of a payload's compressed body is flipped in flight */
-    DCR_FAULT_TRUNCATE_OBJECT, /* objstore: a stored payload file is cut in half */
-    DCR_FAULT_REMOVE_OBJECT,   /* objstore: a stored payload file disappears */
+    DCR_FAULT_TRUNCATE_OBJECT, /* objstore: a payload object is stored cut in half */
+    DCR_FAULT_REMOVE_OBJECT,   /* objstore: a payload object disappears as it is stored */
     DCR_FAULT_RELAY_LINK,      /* relay: an owner's connection to the root drops */
     DCR_FAULT_CONTROL_BUSY,    /* the control plane answers `count` calls `ms` late */
     DCR_FAULT_CONTROL_DOWN,    /* the control plane refuses `count` calls (unavailable) */
@@ -57,15 +69,22 @@ typedef struct dcr_faults dcr_faults_t;
 
 /* seed: where random plans and random choices come from. */
 dcr_status_t dcr_faults_create(uint64_t seed, dcr_faults_t **out_p);
-/* Removes nothing it installed: detach first. Accepts NULL. */
+/* Destroy the backends created while f was bound first; unbinds f. Accepts
+ * NULL. */
 void dcr_faults_destroy(dcr_faults_t *f);
 
-/* Installs the interceptors on the transport (objstore_dir: its root
- * directory, for file faults; may be NULL) and the control plane. Call while
- * no call is in flight on either. */
-void dcr_faults_attach(dcr_faults_t *f, dcr_transport_t *t, const char *objstore_dir,
-                       dcr_control_t *ctl);
-void dcr_faults_detach(dcr_faults_t *f);
+/* Registers the faulty:<name> transport, object-store and control-plane
+ * backends for every backend of those registries that is not itself faulty.
+ * Idempotent and thread-safe; call before creating a faulty backend. */
+dcr_status_t dcr_faults_register(void);
+/* Makes f the injector of every faulty:<name> backend created from now on
+ * until dcr_faults_unbind(f); each keeps it for its life, so f must outlive
+ * the backends created meanwhile. One injector at a time per process:
+ * DCR_EINVAL while another is bound. Also registers (dcr_faults_register). */
+dcr_status_t dcr_faults_bind(dcr_faults_t *f);
+/* Ends f's binding (backends already created keep injecting f's faults).
+ * A no-op when f is not the bound injector. */
+void dcr_faults_unbind(dcr_faults_t *f);
 /* Hooks for a coordinator (alive checks and crash steps); ctx is f. */
 dcr_coord_hooks_t dcr_faults_coord_hooks(dcr_faults_t *f);
 

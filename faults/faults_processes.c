@@ -79,7 +79,7 @@ typedef struct prun {
     dcr_role_launcher_t *launcher;
     bool started; /* node processes */
     dcr_workdir_t wd;
-    char objdir[4200], id[96];
+    char id[96];
     int incarnation;
     uint64_t version; /* committed, as the owners' baselines hold it */
     bool resume;      /* the last transition stopped: the next one is all overwrites */
@@ -285,20 +285,24 @@ static dcr_status_t make_parties(prun_t *r)
     dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
                       &cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(sc->layout, &cc, r->world->shards, &r->con));
-    /* The owners' handle over the store the node processes open too. */
-    DCR_CHECK(dcr_role_transport_open(b, r->wd.path, sc->train.nodes, sc->layout->world, 1,
-                                      &r->transport));
+    /* The owners' handle over the store the node processes open too, and
+     * the coordinator's control plane, both wrapped by faulty backends
+     * (faults.h): the faults of this process act there. */
+    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
+    DCR_CHECK(dcr_faults_bind(r->faults));
     char db[4200];
     dcr_role_control_path(r->wd.path, db, sizeof(db));
-    DCR_CHECK(dcr_bench_control_open(b->control_path, db, r->id, &r->control));
+    dcr_status_t st = dcr_role_transport_open_named(
+        "faulty:objstore", b, r->wd.path, sc->train.nodes, sc->layout->world, 1, &r->transport);
+    if (st == DCR_OK)
+        st = dcr_bench_control_open_as("faulty:", b->control_path, db, r->id, &r->control);
+    dcr_faults_unbind(r->faults);
+    DCR_CHECK(st);
     if (dcr_bench_control_is_etcd(b->control_path)) {
         char url[1024];
         DCR_CHECK(dcr_bench_control_url(b->control_path, r->id, url, sizeof(url)));
         DCR_CHECK(dcr_role_control_url_write(r->wd.path, url));
     }
-    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
-    dcr_role_objstore_dir(r->wd.path, r->objdir, sizeof(r->objdir));
-    dcr_faults_attach(r->faults, r->transport, b->store ? NULL : r->objdir, r->control);
     return start_coordinator(r);
 }
 
@@ -352,10 +356,9 @@ static void teardown(prun_t *r)
     }
     dcr_control_destroy(r->watch_control);
     dcr_coord_destroy(r->coord);
-    if (r->faults) dcr_faults_detach(r->faults);
-    dcr_faults_destroy(r->faults);
     dcr_control_destroy(r->control);
     dcr_transport_destroy(r->transport);
+    dcr_faults_destroy(r->faults); /* after the backends that inject its faults */
     dcr_constructor_destroy(r->con);
     dcr_role_launcher_destroy(r->launcher);
     free(r->xor_allowed);

@@ -336,27 +336,46 @@ static dcr_status_t make_parties(frun_t *r)
     dcr_bench_targets(b, dcr_inventory_bytes(r->sc->inventory), r->sc->layout->world,
                       &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(r->sc->layout, &cc, r->committed, &r->con));
-    snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
+    char run[96];
+    snprintf(run, sizeof(run), "faults-%d-%llu-%llu", (int)getpid(), (unsigned long long)b->seed,
+             (unsigned long long)dcr_clock_ns());
+    /* A store the user named is shared by runs: each keeps its objects
+     * under its own prefix there. */
+    if (b->store && !strcmp(b->transport, "objstore")) {
+        size_t n = strlen(b->store);
+        while (n > 1 && b->store[n - 1] == '/') n--; /* "s3://B/P/": no empty component */
+        snprintf(r->objdir, sizeof(r->objdir), "%.*s/%s", (int)n, b->store, run);
+    } else
+        snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
+    /* Faults act through backends that wrap the real ones (faults.h): the
+     * injector is bound while they are created. */
+    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
+    DCR_CHECK(dcr_faults_bind(r->faults));
+    char name[64];
+    snprintf(name, sizeof(name), "faulty:%s", b->transport);
     dcr_transport_config_t tc = {.train_nodes = r->sc->train.nodes,
                                  .world = r->sc->layout->world,
                                  .rollout_nodes = r->serve.nodes,
                                  .link = b->link,
                                  .dir = r->objdir,
                                  .fanout = b->fanout,
-                                 .queue_payloads = 8};
-    DCR_CHECK(dcr_transport_create(b->transport, &tc, &r->transport));
+                                 .queue_payloads = 8,
+                                 .s3_endpoint = b->store ? b->s3_endpoint : NULL};
+    dcr_status_t st = dcr_transport_create(name, &tc, &r->transport);
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", r->workdir);
-    char run[96];
-    snprintf(run, sizeof(run), "faults-%d-%llu-%llu", (int)getpid(), (unsigned long long)b->seed,
-             (unsigned long long)dcr_clock_ns());
     /* Only an etcd URL is shared by the runs (each in its namespace); a
      * SQLite control plane is always this run's own file. */
-    const char *url = dcr_bench_control_is_etcd(b->control_path) ? b->control_path : NULL;
-    DCR_CHECK(dcr_bench_control_open(url, db, run, &r->control));
-    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
-    dcr_faults_attach(r->faults, r->transport, strcmp(b->transport, "objstore") ? NULL : r->objdir,
-                      r->control);
+    dcr_control_config_t ctl = {db, 0};
+    char url[1024];
+    bool etcd = dcr_bench_control_is_etcd(b->control_path);
+    if (st == DCR_OK && etcd) st = dcr_bench_control_url(b->control_path, run, url, sizeof(url));
+    if (etcd) ctl.address = url;
+    if (st == DCR_OK && etcd) DCR_LOG_INFO("control plane: %s", url);
+    if (st == DCR_OK)
+        st = dcr_control_create(etcd ? "faulty:etcd" : "faulty:sqlite", &ctl, &r->control);
+    dcr_faults_unbind(r->faults);
+    DCR_CHECK(st);
     return start_coordinator(r);
 }
 
@@ -403,11 +422,10 @@ static void teardown(frun_t *r)
     dcr_gate_destroy(r->gate);
     free(r->cur);
     free(r->next);
-    if (r->faults) dcr_faults_detach(r->faults);
-    dcr_faults_destroy(r->faults);
     dcr_adamw_destroy(r->adamw);
     dcr_control_destroy(r->control);
     dcr_transport_destroy(r->transport);
+    dcr_faults_destroy(r->faults); /* after the backends that inject its faults */
     dcr_constructor_destroy(r->con);
     for (int i = 0; r->recv && i < r->nrecv; i++) dcr_receiver_destroy(r->recv[i]);
     free(r->recv);

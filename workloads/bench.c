@@ -168,13 +168,23 @@ dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *u
 dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
                                     dcr_control_t **out_p)
 {
+    return dcr_bench_control_open_as("", address, default_path, run, out_p);
+}
+
+dcr_status_t dcr_bench_control_open_as(const char *prefix, const char *address,
+                                       const char *default_path, const char *run,
+                                       dcr_control_t **out_p)
+{
     dcr_control_config_t cfg = {address ? address : default_path, 0};
-    if (!dcr_bench_control_is_etcd(address)) return dcr_control_create("sqlite", &cfg, out_p);
+    bool etcd = dcr_bench_control_is_etcd(address);
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", prefix, etcd ? "etcd" : "sqlite");
+    if (!etcd) return dcr_control_create(name, &cfg, out_p);
     char url[1024];
     DCR_CHECK(dcr_bench_control_url(address, run, url, sizeof url));
     cfg.address = url;
     if (run != NULL) DCR_LOG_INFO("control plane: %s", url);
-    return dcr_control_create("etcd", &cfg, out_p);
+    return dcr_control_create(name, &cfg, out_p);
 }
 
 /* ---- setup ---------------------------------------------------------------- */

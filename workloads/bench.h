@@ -184,6 +184,11 @@ dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *u
  * SQLite. */
 dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
                                     dcr_control_t **out_p);
+/* The same over the backends named prefix + "sqlite" / prefix + "etcd"
+ * (prefix "faulty:" for a faults run, "" for the real ones). */
+dcr_status_t dcr_bench_control_open_as(const char *prefix, const char *address,
+                                       const char *default_path, const char *run,
+                                       dcr_control_t **out_p);
 
 /* Runs the benchmark with the stage recorder on (dcr/trace.h); with
  * keep_trace the caller can take dcr_trace_snapshot afterwards (for --trace).

@@ -1,11 +1,11 @@
 /* The control-plane registry and wrappers. Every call from the engine passes
- * through one wrapper here, which validates arguments once for all backends,
- * runs the optional interceptor (fault injection installs it from outside the
- * engine), and copies results to the caller only when the final status is
- * DCR_OK, so a lost reply injected after the backend still leaves the caller's
- * out-parameters untouched. */
+ * through one wrapper here, which validates arguments once for all backends
+ * and copies results to the caller only when the backend returned DCR_OK, so
+ * a failed call (a lost reply that a wrapping fault-injection backend
+ * reports, among them) leaves the caller's out-parameters untouched. */
 #include "control-internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,21 +16,89 @@ static const dcr_control_ops_t *const dcr__control_backends[] = {
     &dcr__control_etcd_ops,
 };
 #define DCR__N_BACKENDS (sizeof dcr__control_backends / sizeof dcr__control_backends[0])
+/* Backends registered at run time (dcr_control_register): appended, never
+ * removed, so a table found once stays valid. */
+#define DCR__N_REGISTERED_MAX 64
+static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static const dcr_control_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
+static size_t dcr__n_registered;
+
+/* The list calls dcr__list serves. */
+typedef enum dcr__list_op {
+    DCR__LIST_REQUIRED,
+    DCR__LIST_ACKS,
+    DCR__LIST_MEMBERSHIP,
+} dcr__list_op_t;
 
 struct dcr_control {
     const dcr_control_ops_t *ops;
     void *impl;
-    dcr_control_interceptor_t icpt;
 };
+
+/* Backend i of the whole registry; NULL past its end. */
+static const dcr_control_ops_t *dcr__backend_at(size_t i)
+{
+    if (i < DCR__N_BACKENDS) return dcr__control_backends[i];
+    pthread_mutex_lock(&dcr__registry_lock);
+    const dcr_control_ops_t *ops =
+        i - DCR__N_BACKENDS < dcr__n_registered ? dcr__registered[i - DCR__N_BACKENDS] : NULL;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return ops;
+}
+
+static const dcr_control_ops_t *dcr__find(const char *name)
+{
+    const dcr_control_ops_t *ops = NULL;
+    for (size_t i = 0; (ops = dcr__backend_at(i)) != NULL; i++)
+        if (strcmp(ops->name, name) == 0) return ops;
+    return NULL;
+}
 
 size_t dcr_control_backend_count(void)
 {
-    return DCR__N_BACKENDS;
+    pthread_mutex_lock(&dcr__registry_lock);
+    size_t n = DCR__N_BACKENDS + dcr__n_registered;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return n;
 }
 
 const char *dcr_control_backend_name(size_t i)
 {
-    return i < DCR__N_BACKENDS ? dcr__control_backends[i]->name : NULL;
+    const dcr_control_ops_t *ops = dcr__backend_at(i);
+    return ops != NULL ? ops->name : NULL;
+}
+
+dcr_status_t dcr_control_register(const dcr_control_ops_t *o)
+{
+    if (o == NULL || o->name == NULL || o->name[0] == '\0' ||
+        (o->open == NULL && o->open_as == NULL) || o->close == NULL || o->read == NULL ||
+        o->cas == NULL || o->prepare == NULL || o->attempt == NULL || o->required == NULL ||
+        o->ack == NULL || o->acks == NULL || o->commit == NULL || o->report_put == NULL ||
+        o->report_get == NULL || o->membership_put == NULL || o->membership_get == NULL) {
+        return dcr_error_set(DCR_EINVAL, "control_register: a backend needs a name, open (or "
+                                         "open_as), close and every call slot");
+    }
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&dcr__registry_lock);
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_control_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_BACKENDS + dcr__n_registered && have == NULL; i++) {
+        const dcr_control_ops_t *x =
+            i < DCR__N_BACKENDS ? dcr__control_backends[i] : dcr__registered[i - DCR__N_BACKENDS];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
+        st = dcr_error_set(DCR_EINVAL, "control plane backend %s is already registered", o->name);
+    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
+        st = dcr_error_set(DCR_EINVAL, "control plane backend %s: registry full (%d backends)",
+                           o->name, DCR__N_REGISTERED_MAX);
+    } else {
+        dcr__registered[dcr__n_registered++] = o;
+    }
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return st;
 }
 
 bool dcr__control_id_valid(const char *id)
@@ -67,17 +135,15 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
         return dcr_error_set(DCR_EINVAL, "control plane timeout %d ms: expected >= 0",
                              cfg->timeout_ms);
     }
-    const dcr_control_ops_t *ops = NULL;
-    for (size_t i = 0; i < DCR__N_BACKENDS; i++) {
-        if (strcmp(dcr__control_backends[i]->name, name) == 0) ops = dcr__control_backends[i];
-    }
+    const dcr_control_ops_t *ops = dcr__find(name);
     if (ops == NULL) {
         return dcr_error_set(
             DCR_ENOTFOUND, "control plane backend '%s' does not exist (known: sqlite, etcd)", name);
     }
     dcr_control_t *c = calloc(1, sizeof *c);
     if (c == NULL) return dcr_error_set(DCR_ENOMEM, "control plane handle: allocation failed");
-    dcr_status_t st = ops->open(cfg, &c->impl);
+    dcr_status_t st =
+        ops->open_as != NULL ? ops->open_as(ops, cfg, &c->impl) : ops->open(cfg, &c->impl);
     if (st != DCR_OK) {
         free(c);
         return st;
@@ -97,30 +163,6 @@ void dcr_control_destroy(dcr_control_t *c)
 const char *dcr_control_name(const dcr_control_t *c)
 {
     return c->ops->name;
-}
-
-void dcr_control_set_interceptor(dcr_control_t *c, const dcr_control_interceptor_t *icpt)
-{
-    if (icpt == NULL) {
-        memset(&c->icpt, 0, sizeof c->icpt);
-    } else {
-        c->icpt = *icpt;
-    }
-}
-
-static dcr_status_t dcr__before(dcr_control_t *c, dcr_control_op_t op)
-{
-    return c->icpt.before != NULL ? c->icpt.before(c->icpt.arg, c, op) : DCR_OK;
-}
-
-/* The interceptor may turn success into failure (a lost reply) or change a
- * failure's code, but never turn a failure into success: the out-parameters
- * would then hold nothing. */
-static dcr_status_t dcr__after(dcr_control_t *c, dcr_control_op_t op, dcr_status_t st)
-{
-    if (c->icpt.after == NULL) return st;
-    dcr_status_t seen = c->icpt.after(c->icpt.arg, c, op, st);
-    return (st != DCR_OK && seen == DCR_OK) ? st : seen;
 }
 
 static dcr_status_t dcr__check_handle(const dcr_control_t *c, const char *what)
@@ -166,9 +208,8 @@ dcr_status_t dcr_control_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
 {
     DCR_CHECK(dcr__check_handle(c, "read"));
     if (rec_p == NULL) return dcr_error_set(DCR_EINVAL, "control read: rec_p is NULL");
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_READ));
     dcr_commit_record_t rec;
-    dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_READ, c->ops->read(c->impl, &rec));
+    dcr_status_t st = c->ops->read(c->impl, &rec);
     if (st == DCR_OK) *rec_p = rec;
     return st;
 }
@@ -179,8 +220,7 @@ dcr_status_t dcr_control_cas(dcr_control_t *c, const dcr_commit_record_t *expect
     DCR_CHECK(dcr__check_handle(c, "cas"));
     DCR_CHECK(dcr__check_record(expected, "expected"));
     DCR_CHECK(dcr__check_record(desired, "desired"));
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_CAS));
-    return dcr__after(c, DCR_CONTROL_OP_CAS, c->ops->cas(c->impl, expected, desired));
+    return c->ops->cas(c->impl, expected, desired);
 }
 
 static int dcr__cmp_u32(const void *a, const void *b)
@@ -229,9 +269,8 @@ dcr_status_t dcr_control_prepare(dcr_control_t *c, const dcr_control_prepare_t *
                              (unsigned long long)req->from_version, req->deadline_ms);
     }
     DCR_CHECK(dcr__check_receivers(req->receivers, req->n_receivers, 1, "prepare"));
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_PREPARE));
     uint64_t tau = 0;
-    dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_PREPARE, c->ops->prepare(c->impl, req, &tau));
+    dcr_status_t st = c->ops->prepare(c->impl, req, &tau);
     if (st == DCR_OK) *tau_p = tau;
     return st;
 }
@@ -241,32 +280,31 @@ dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_att
     DCR_CHECK(dcr__check_handle(c, "attempt"));
     if (info_p == NULL) return dcr_error_set(DCR_EINVAL, "control attempt: info_p is NULL");
     if (tau != 0) DCR_CHECK(dcr__check_tau(tau, "attempt"));
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_ATTEMPT));
     dcr_control_attempt_t info;
-    dcr_status_t st = dcr__after(c, DCR_CONTROL_OP_ATTEMPT, c->ops->attempt(c->impl, tau, &info));
+    dcr_status_t st = c->ops->attempt(c->impl, tau, &info);
     if (st == DCR_OK) *info_p = info;
     return st;
 }
 
-static dcr_status_t dcr__list_call(dcr_control_t *c, dcr_control_op_t op, uint64_t tau,
-                                   uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t dcr__list_call(dcr_control_t *c, dcr__list_op_t op, uint64_t tau, uint32_t *out,
+                                   size_t cap, size_t *n_p)
 {
-    if (op == DCR_CONTROL_OP_ACKS) return c->ops->acks(c->impl, tau, out, cap, n_p);
-    if (op == DCR_CONTROL_OP_REQUIRED) return c->ops->required(c->impl, tau, out, cap, n_p);
+    if (op == DCR__LIST_ACKS) return c->ops->acks(c->impl, tau, out, cap, n_p);
+    if (op == DCR__LIST_REQUIRED) return c->ops->required(c->impl, tau, out, cap, n_p);
     return c->ops->membership_get(c->impl, out, cap, n_p);
 }
 
 /* Shared by required, acks (of attempt tau) and membership_get (tau unused):
  * the backend fills a private buffer so the caller's stays untouched unless
  * the whole call succeeds. */
-static dcr_status_t dcr__list(dcr_control_t *c, dcr_control_op_t op, uint64_t tau, uint32_t *out,
+static dcr_status_t dcr__list(dcr_control_t *c, dcr__list_op_t op, uint64_t tau, uint32_t *out,
                               size_t cap, size_t *n_p)
 {
-    const char *what = op == DCR_CONTROL_OP_ACKS       ? "acks"
-                       : op == DCR_CONTROL_OP_REQUIRED ? "required"
-                                                       : "membership_get";
+    const char *what = op == DCR__LIST_ACKS       ? "acks"
+                       : op == DCR__LIST_REQUIRED ? "required"
+                                                  : "membership_get";
     DCR_CHECK(dcr__check_handle(c, what));
-    if (op != DCR_CONTROL_OP_MEMBERSHIP_GET) DCR_CHECK(dcr__check_tau(tau, what));
+    if (op != DCR__LIST_MEMBERSHIP) DCR_CHECK(dcr__check_tau(tau, what));
     if (n_p == NULL || (out == NULL && cap > 0)) {
         return dcr_error_set(DCR_EINVAL, "control %s: n_p is NULL, or out is NULL with cap %zu",
                              what, cap);
@@ -277,9 +315,8 @@ static dcr_status_t dcr__list(dcr_control_t *c, dcr_control_op_t op, uint64_t ta
     if (tmp_cap > 0 && tmp == NULL) {
         return dcr_error_set(DCR_ENOMEM, "control %s: allocation failed", what);
     }
-    dcr_status_t st = dcr__before(c, op);
     size_t n = 0;
-    if (st == DCR_OK) st = dcr__after(c, op, dcr__list_call(c, op, tau, tmp, tmp_cap, &n));
+    dcr_status_t st = dcr__list_call(c, op, tau, tmp, tmp_cap, &n);
     if (st == DCR_OK) {
         if (tmp_cap > 0) memcpy(out, tmp, (n < tmp_cap ? n : tmp_cap) * sizeof *tmp);
         *n_p = n;
@@ -291,21 +328,20 @@ static dcr_status_t dcr__list(dcr_control_t *c, dcr_control_op_t op, uint64_t ta
 dcr_status_t dcr_control_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
                                   size_t *n_p)
 {
-    return dcr__list(c, DCR_CONTROL_OP_REQUIRED, tau, out, cap, n_p);
+    return dcr__list(c, DCR__LIST_REQUIRED, tau, out, cap, n_p);
 }
 
 dcr_status_t dcr_control_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
                               size_t *n_p)
 {
-    return dcr__list(c, DCR_CONTROL_OP_ACKS, tau, out, cap, n_p);
+    return dcr__list(c, DCR__LIST_ACKS, tau, out, cap, n_p);
 }
 
 dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
     DCR_CHECK(dcr__check_handle(c, "ack"));
     DCR_CHECK(dcr__check_tau(tau, "ack"));
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_ACK));
-    return dcr__after(c, DCR_CONTROL_OP_ACK, c->ops->ack(c->impl, tau, receiver));
+    return c->ops->ack(c->impl, tau, receiver);
 }
 
 dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
@@ -324,10 +360,8 @@ dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint6
         return dcr_error_set(DCR_EINVAL, "control commit: version %llu cannot be incremented",
                              (unsigned long long)expected->version);
     }
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_COMMIT));
     dcr_commit_record_t rec;
     dcr_status_t st = c->ops->commit(c->impl, coordinator, tau, expected, baseline, &rec);
-    st = dcr__after(c, DCR_CONTROL_OP_COMMIT, st);
     if (st == DCR_OK) *rec_p = rec;
     return st;
 }
@@ -342,9 +376,7 @@ dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const v
                              "and at most %u bytes",
                              receiver, len, DCR_CONTROL_REPORT_MAX);
     }
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_REPORT_PUT));
-    return dcr__after(c, DCR_CONTROL_OP_REPORT_PUT,
-                      c->ops->report_put(c->impl, receiver, data, len));
+    return c->ops->report_put(c->impl, receiver, data, len);
 }
 
 dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
@@ -354,11 +386,9 @@ dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **
     if (data_p == NULL || len_p == NULL) {
         return dcr_error_set(DCR_EINVAL, "control report_get: data_p and len_p are required");
     }
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_REPORT_GET));
     void *data = NULL;
     size_t len = 0;
     dcr_status_t st = c->ops->report_get(c->impl, receiver, &data, &len);
-    st = dcr__after(c, DCR_CONTROL_OP_REPORT_GET, st);
     if (st != DCR_OK) {
         free(data);
         return st;
@@ -374,12 +404,10 @@ dcr_status_t dcr_control_membership_put(dcr_control_t *c, const char *coordinato
     DCR_CHECK(dcr__check_handle(c, "membership_put"));
     DCR_CHECK(dcr__check_id(coordinator, "membership_put"));
     DCR_CHECK(dcr__check_receivers(members, n, 0, "membership_put"));
-    DCR_CHECK(dcr__before(c, DCR_CONTROL_OP_MEMBERSHIP_PUT));
-    return dcr__after(c, DCR_CONTROL_OP_MEMBERSHIP_PUT,
-                      c->ops->membership_put(c->impl, coordinator, members, n));
+    return c->ops->membership_put(c->impl, coordinator, members, n);
 }
 
 dcr_status_t dcr_control_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
 {
-    return dcr__list(c, DCR_CONTROL_OP_MEMBERSHIP_GET, 0, out, cap, n_p);
+    return dcr__list(c, DCR__LIST_MEMBERSHIP, 0, out, cap, n_p);
 }

@@ -1,9 +1,11 @@
 /* The group registry and wrappers. Every call from the engine reaches a
  * backend through one wrapper here: it validates arguments once for all
- * backends (so a slot can trust them), and it is the one place where tracing
- * and a fault-injecting backend that wraps another would hook in. */
+ * backends (so a slot can trust them). Backends registered from outside the
+ * engine (faults/'s "faulty:<name>", which wraps another) join the built-in
+ * ones in the registry. */
 #include "group-internal.h"
 
+#include <pthread.h>
 #include <string.h>
 
 /* Adding a backend is one line here (and one in group-internal.h). */
@@ -15,22 +17,78 @@ static const dcr_group_ops_t *const dcr__group_backends[] = {
 };
 #define DCR__N_BACKENDS (sizeof dcr__group_backends / sizeof dcr__group_backends[0])
 
+/* Backends registered at run time (dcr_group_register): appended, never
+ * removed, so a table found once stays valid. */
+#define DCR__N_REGISTERED_MAX 64
+static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static const dcr_group_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
+static size_t dcr__n_registered;
+
+/* Backend i of the whole registry; NULL past its end. */
+static const dcr_group_ops_t *dcr__backend_at(size_t i)
+{
+    if (i < DCR__N_BACKENDS) return dcr__group_backends[i];
+    pthread_mutex_lock(&dcr__registry_lock);
+    const dcr_group_ops_t *ops =
+        i - DCR__N_BACKENDS < dcr__n_registered ? dcr__registered[i - DCR__N_BACKENDS] : NULL;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return ops;
+}
+
 size_t dcr_group_backend_count(void)
 {
-    return DCR__N_BACKENDS;
+    pthread_mutex_lock(&dcr__registry_lock);
+    size_t n = DCR__N_BACKENDS + dcr__n_registered;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return n;
 }
 
 const char *dcr_group_backend_name(size_t i)
 {
-    return i < DCR__N_BACKENDS ? dcr__group_backends[i]->name : NULL;
+    const dcr_group_ops_t *ops = dcr__backend_at(i);
+    return ops != NULL ? ops->name : NULL;
 }
 
 const dcr_group_ops_t *dcr_group_find(const char *name)
 {
-    for (size_t i = 0; name != NULL && i < DCR__N_BACKENDS; i++) {
-        if (strcmp(dcr__group_backends[i]->name, name) == 0) return dcr__group_backends[i];
+    const dcr_group_ops_t *ops = NULL;
+    for (size_t i = 0; name != NULL && (ops = dcr__backend_at(i)) != NULL; i++) {
+        if (strcmp(ops->name, name) == 0) return ops;
     }
     return NULL;
+}
+
+dcr_status_t dcr_group_register(const dcr_group_ops_t *o)
+{
+    if (o == NULL || o->version != DCR_GROUP_OPS_VERSION || o->name == NULL || o->name[0] == '\0' ||
+        (o->create == NULL && o->create_as == NULL) || o->rank == NULL || o->size == NULL ||
+        o->send == NULL || o->recv == NULL || o->release == NULL || o->destroy == NULL) {
+        return dcr_error_set(DCR_EINVAL,
+                             "group_register: a backend needs version %d, a name, "
+                             "create (or create_as) and every other slot",
+                             DCR_GROUP_OPS_VERSION);
+    }
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&dcr__registry_lock);
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_group_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_BACKENDS + dcr__n_registered && have == NULL; i++) {
+        const dcr_group_ops_t *x =
+            i < DCR__N_BACKENDS ? dcr__group_backends[i] : dcr__registered[i - DCR__N_BACKENDS];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
+        st = dcr_error_set(DCR_EINVAL, "group backend %s is already registered", o->name);
+    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
+        st = dcr_error_set(DCR_EINVAL, "group backend %s: registry full (%d backends)", o->name,
+                           DCR__N_REGISTERED_MAX);
+    } else {
+        dcr__registered[dcr__n_registered++] = o;
+    }
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return st;
 }
 
 dcr_status_t dcr_group_create(const char *backend, int size, dcr_group_t **endpoints, int *count_p)
@@ -57,7 +115,8 @@ dcr_status_t dcr_group_create(const char *backend, int size, dcr_group_t **endpo
                              ops->props.cross_process ? ">= 0" : ">= 1");
     }
     int count = 0;
-    DCR_CHECK(ops->create(size, endpoints, &count));
+    DCR_CHECK(ops->create_as != NULL ? ops->create_as(ops, size, endpoints, &count)
+                                     : ops->create(size, endpoints, &count));
     *count_p = count;
     return DCR_OK;
 }

@@ -1,6 +1,7 @@
 /* The loader registry and the wrappers through which the engine calls a
- * backend (DESIGN.md section 4): create, destroy and load. The load wrapper
- * is where the optional interceptor hooks in. */
+ * backend (DESIGN.md section 4): create, destroy and load. A loader that
+ * fails or delays loads (a test's) is a registered backend of its own that
+ * calls another's slots, as every backend is reached only through here. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,9 +13,6 @@
 static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static const dcr_loader_ops_t *dcr__registry[DCR__LOADERS_MAX];
 static size_t dcr__registry_len;
-
-static dcr_loader_interceptor_fn dcr__interceptor;
-static void *dcr__interceptor_arg;
 
 struct dcr_loader {
     const dcr_loader_ops_t *ops;
@@ -98,27 +96,13 @@ dcr_params_t *dcr_loader_params(dcr_loader_t *loader)
     return loader->params;
 }
 
-static dcr_status_t dcr__loader_call(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
-                                     const dcr_view_t *tensor)
-{
-    return loader->ops->load(loader->state, ctx, name, tensor);
-}
-
 dcr_status_t dcr_loader_load(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
                              const dcr_view_t *tensor)
 {
     if (loader == NULL || ctx == NULL || name == NULL || tensor == NULL)
         return dcr_error_set(DCR_EINVAL, "loader_load: NULL argument");
     DCR_CHECK(dcr__load_ctx_begin(ctx, loader->params, name, tensor));
-    dcr_status_t st = dcr__interceptor ? dcr__interceptor(dcr__interceptor_arg, loader, ctx, name,
-                                                          tensor, dcr__loader_call)
-                                       : dcr__loader_call(loader, ctx, name, tensor);
+    dcr_status_t st = loader->ops->load(loader->state, ctx, name, tensor);
     dcr__load_ctx_end(ctx);
     return st;
-}
-
-void dcr_loader_set_interceptor(dcr_loader_interceptor_fn fn, void *arg)
-{
-    dcr__interceptor = fn;
-    dcr__interceptor_arg = arg;
 }

@@ -3,6 +3,7 @@
  * so a backend can trust what reaches it. */
 #include "dcr/objstore.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,23 +14,80 @@ static const dcr_objstore_ops_t *const dcr__objstore_backends[] = {
     &dcr__objstore_s3_ops,
 };
 #define DCR__N_STORES (sizeof dcr__objstore_backends / sizeof dcr__objstore_backends[0])
+/* Backends registered at run time (dcr_objstore_register): appended, never
+ * removed, so a table found once stays valid. */
+#define DCR__N_REGISTERED_MAX 64
+static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static const dcr_objstore_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
+static size_t dcr__n_registered;
 
 size_t dcr_objstore_backend_count(void)
 {
-    return DCR__N_STORES;
+    pthread_mutex_lock(&dcr__registry_lock);
+    size_t n = DCR__N_STORES + dcr__n_registered;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return n;
 }
 
+/* Registered backends come first in the claiming order (see for_url), but
+ * after the built-in ones in this numbering, which conformance tests use. */
 const dcr_objstore_ops_t *dcr_objstore_backend(size_t i)
 {
-    return i < DCR__N_STORES ? dcr__objstore_backends[i] : NULL;
+    if (i < DCR__N_STORES) return dcr__objstore_backends[i];
+    pthread_mutex_lock(&dcr__registry_lock);
+    const dcr_objstore_ops_t *o =
+        i - DCR__N_STORES < dcr__n_registered ? dcr__registered[i - DCR__N_STORES] : NULL;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return o;
 }
 
 const dcr_objstore_ops_t *dcr_objstore_find(const char *name)
 {
-    for (size_t i = 0; name != NULL && i < DCR__N_STORES; i++) {
-        if (strcmp(dcr__objstore_backends[i]->name, name) == 0) return dcr__objstore_backends[i];
+    const dcr_objstore_ops_t *o = NULL;
+    for (size_t i = 0; name != NULL && (o = dcr_objstore_backend(i)) != NULL; i++) {
+        if (strcmp(o->name, name) == 0) return o;
     }
     return NULL;
+}
+
+dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *o)
+{
+    if (o == NULL || o->version != DCR_OBJSTORE_OPS_VERSION || o->name == NULL ||
+        o->name[0] == '\0' || (o->claims == NULL && o->claims_as == NULL) ||
+        (o->create == NULL && o->create_as == NULL) || o->put == NULL || o->get == NULL ||
+        o->list == NULL || o->del == NULL || o->wait_change == NULL || o->destroy == NULL) {
+        return dcr_error_set(DCR_EINVAL,
+                             "objstore_register: a backend needs version %d, a name, "
+                             "claims and create (or their _as forms) and every slot",
+                             DCR_OBJSTORE_OPS_VERSION);
+    }
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&dcr__registry_lock);
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_objstore_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_STORES + dcr__n_registered && have == NULL; i++) {
+        const dcr_objstore_ops_t *x =
+            i < DCR__N_STORES ? dcr__objstore_backends[i] : dcr__registered[i - DCR__N_STORES];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
+        st = dcr_error_set(DCR_EINVAL, "object store %s is already registered", o->name);
+    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
+        st = dcr_error_set(DCR_EINVAL, "object store %s: registry full (%d backends)", o->name,
+                           DCR__N_REGISTERED_MAX);
+    } else {
+        dcr__registered[dcr__n_registered++] = o;
+    }
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return st;
+}
+
+static bool dcr__claims(const dcr_objstore_ops_t *o, const char *url)
+{
+    if (o == NULL || o->version != DCR_OBJSTORE_OPS_VERSION) return false;
+    return o->claims_as != NULL ? o->claims_as(o, url) : o->claims(url);
 }
 
 const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url)
@@ -39,9 +97,15 @@ const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url)
                                   "dir:PATH or s3://BUCKET/PREFIX");
         return NULL;
     }
+    /* Registered schemes first: the built-in "dir" claims any string
+     * without "://", "faulty:s3://..." among them. */
+    size_t n = dcr_objstore_backend_count();
+    for (size_t i = DCR__N_STORES; i < n; i++) {
+        const dcr_objstore_ops_t *o = dcr_objstore_backend(i);
+        if (dcr__claims(o, url)) return o;
+    }
     for (size_t i = 0; i < DCR__N_STORES; i++) {
-        const dcr_objstore_ops_t *o = dcr__objstore_backends[i];
-        if (o->version == DCR_OBJSTORE_OPS_VERSION && o->claims(url)) return o;
+        if (dcr__claims(dcr__objstore_backends[i], url)) return dcr__objstore_backends[i];
     }
     dcr_error_set(DCR_EINVAL,
                   "object store '%s': unknown scheme; expected a directory path, dir:PATH or "
@@ -106,7 +170,7 @@ dcr_status_t dcr_objstore_create(const dcr_objstore_config_t *cfg, dcr_objstore_
                              cfg->url, cfg->timeout_ms, cfg->retries);
     }
     dcr_objstore_t *s = NULL;
-    DCR_CHECK(o->create(cfg, &s));
+    DCR_CHECK(o->create_as != NULL ? o->create_as(o, cfg, &s) : o->create(cfg, &s));
     s->ops = o;
     *out_p = s;
     return DCR_OK;

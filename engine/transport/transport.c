@@ -1,40 +1,96 @@
 /* The transport registry and wrappers. Every call from the engine passes one
- * wrapper here, which validates arguments once for all backends, runs the
- * optional interceptor (fault injection installs it from outside the engine)
- * before the backend, and only then calls the backend's slot. Also the
+ * wrapper here, which validates arguments once for all backends and only
+ * then calls the backend's slot (fault injection is a backend of its own,
+ * registered from outside the engine, that wraps another). Also the
  * pieces both built-in backends share: the common handle part, the send-side
  * payload check and the training side's ledger of an attempt. */
 #include "transport-internal.h"
 
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Adding a transport is one line here (object stores, S3 among them, are
  * registered in objstore.c and reached through the "objstore" transport). */
-static const dcr_transport_ops_t *const dcr__transport_backends[] = {
+static const dcr_transport_ops_t *const dcr__transport_builtin[] = {
     &dcr__transport_objstore_ops,
     &dcr__transport_relay_ops,
 };
-#define DCR__N_BACKENDS (sizeof dcr__transport_backends / sizeof dcr__transport_backends[0])
+#define DCR__N_BUILTIN (sizeof dcr__transport_builtin / sizeof dcr__transport_builtin[0])
+/* Backends registered at run time (dcr_transport_register): appended,
+ * never removed, so a table found once stays valid. */
+#define DCR__N_REGISTERED_MAX 64
+static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static const dcr_transport_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
+static size_t dcr__n_registered;
+
+/* Backend i of the whole registry; NULL past its end. */
+static const dcr_transport_ops_t *dcr__backend_at(size_t i)
+{
+    if (i < DCR__N_BUILTIN) return dcr__transport_builtin[i];
+    pthread_mutex_lock(&dcr__registry_lock);
+    const dcr_transport_ops_t *ops =
+        i - DCR__N_BUILTIN < dcr__n_registered ? dcr__registered[i - DCR__N_BUILTIN] : NULL;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return ops;
+}
 
 size_t dcr_transport_backend_count(void)
 {
-    return DCR__N_BACKENDS;
+    pthread_mutex_lock(&dcr__registry_lock);
+    size_t n = DCR__N_BUILTIN + dcr__n_registered;
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return n;
 }
 
 const char *dcr_transport_backend_name(size_t i)
 {
-    return i < DCR__N_BACKENDS ? dcr__transport_backends[i]->name : NULL;
+    const dcr_transport_ops_t *ops = dcr__backend_at(i);
+    return ops != NULL ? ops->name : NULL;
 }
 
 const dcr_transport_ops_t *dcr_transport_find(const char *name)
 {
-    for (size_t i = 0; name != NULL && i < DCR__N_BACKENDS; i++) {
-        if (strcmp(dcr__transport_backends[i]->name, name) == 0) return dcr__transport_backends[i];
+    const dcr_transport_ops_t *ops = NULL;
+    for (size_t i = 0; name != NULL && (ops = dcr__backend_at(i)) != NULL; i++) {
+        if (strcmp(ops->name, name) == 0) return ops;
     }
     return NULL;
+}
+
+dcr_status_t dcr_transport_register(const dcr_transport_ops_t *o)
+{
+    if (o == NULL || o->name == NULL || o->name[0] == '\0' ||
+        (o->create == NULL && o->create_as == NULL) || o->open_attempt == NULL || o->send == NULL ||
+        o->finish == NULL || o->recv == NULL || o->release == NULL || o->stop_and_wait == NULL ||
+        o->reference == NULL || o->counters == NULL || o->destroy == NULL) {
+        return dcr_error_set(DCR_EINVAL, "transport_register: a backend needs a name, create (or "
+                                         "create_as) and every other slot but payload_key_changed");
+    }
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&dcr__registry_lock);
+    /* Looked up under the lock: two threads registering one name race. */
+    const dcr_transport_ops_t *have = NULL;
+    for (size_t i = 0; i < DCR__N_BUILTIN + dcr__n_registered && have == NULL; i++) {
+        const dcr_transport_ops_t *x =
+            i < DCR__N_BUILTIN ? dcr__transport_builtin[i] : dcr__registered[i - DCR__N_BUILTIN];
+        if (strcmp(x->name, o->name) == 0) have = x;
+    }
+    if (have == o) {
+        /* the same table again: nothing to do */
+    } else if (have != NULL) {
+        st = dcr_error_set(DCR_EINVAL, "transport %s is already registered", o->name);
+    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
+        st = dcr_error_set(DCR_EINVAL, "transport %s: registry full (%d backends)", o->name,
+                           DCR__N_REGISTERED_MAX);
+    } else {
+        dcr__registered[dcr__n_registered++] = o;
+    }
+    pthread_mutex_unlock(&dcr__registry_lock);
+    return st;
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -262,22 +318,10 @@ dcr_status_t dcr__ledger_finish(dcr__ledger_t *l, uint64_t tau, int owner, uint6
 
 /* ---- wrappers ----------------------------------------------------------- */
 
-static const dcr__tbase_t *dcr__base(const dcr_transport_t *t)
-{
-    return (const dcr__tbase_t *)t;
-}
-
-static dcr_status_t dcr__intercept(dcr_transport_t *t, const char *op, int endpoint, uint64_t id,
-                                   const uint8_t *buf, size_t len)
-{
-    if (t->intercept == NULL) return DCR_OK;
-    return t->intercept(t->intercept_ctx, op, endpoint, id, buf, len);
-}
-
 static dcr_status_t dcr__check_owner(const dcr_transport_t *t, const char *op, int owner)
 {
     if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport %s: t is NULL", op);
-    int world = dcr__base(t)->cfg.world;
+    int world = t->world;
     if (owner < 0 || owner >= world) {
         return dcr_error_set(DCR_EINVAL, "transport %s: owner %d out of range 0..%d", op, owner,
                              world - 1);
@@ -288,7 +332,7 @@ static dcr_status_t dcr__check_owner(const dcr_transport_t *t, const char *op, i
 static dcr_status_t dcr__check_node(const dcr_transport_t *t, const char *op, int node)
 {
     if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport %s: t is NULL", op);
-    int nodes = dcr__base(t)->cfg.rollout_nodes;
+    int nodes = t->rollout_nodes;
     if (node < 0 || node >= nodes) {
         return dcr_error_set(DCR_EINVAL, "transport %s: rollout node %d out of range 0..%d", op,
                              node, nodes - 1);
@@ -304,16 +348,22 @@ dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t
     }
     const dcr_transport_ops_t *ops = dcr_transport_find(name);
     if (ops == NULL) {
-        return dcr_error_set(DCR_ENOTFOUND,
-                             "transport '%s' does not exist (known: objstore, relay)", name);
+        char known[512] = "";
+        const char *n = NULL;
+        for (size_t i = 0, at = 0; (n = dcr_transport_backend_name(i)) != NULL && at < sizeof known;
+             i++)
+            at += (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "", n);
+        return dcr_error_set(DCR_ENOTFOUND, "transport '%s' does not exist (known: %s)", name,
+                             known);
     }
     dcr_transport_config_t c;
     DCR_CHECK(dcr__check_config(name, cfg, &c));
     dcr_transport_t *t = NULL;
-    DCR_CHECK(ops->create(&c, &t));
+    DCR_CHECK(ops->create_as != NULL ? ops->create_as(ops, &c, &t) : ops->create(&c, &t));
     t->ops = ops;
-    t->intercept = NULL;
-    t->intercept_ctx = NULL;
+    t->train_nodes = c.train_nodes;
+    t->world = c.world;
+    t->rollout_nodes = c.rollout_nodes;
     dcr_transport_set_payload_key(t, NULL);
     *out_p = t;
     return DCR_OK;
@@ -324,7 +374,6 @@ dcr_status_t dcr_transport_open_attempt(dcr_transport_t *t, uint64_t tau)
     if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport open_attempt: t is NULL");
     if (tau == 0)
         return dcr_error_set(DCR_EINVAL, "transport open_attempt: tau 0 is not an attempt id");
-    DCR_CHECK(dcr__intercept(t, "open_attempt", -1, tau, NULL, 0));
     return t->ops->open_attempt(t, tau);
 }
 
@@ -334,14 +383,12 @@ dcr_status_t dcr_transport_send(dcr_transport_t *t, int owner, uint64_t payload_
     DCR_CHECK(dcr__check_owner(t, "send", owner));
     if (buf == NULL)
         return dcr_error_set(DCR_EINVAL, "transport send: owner %d: buf is NULL", owner);
-    DCR_CHECK(dcr__intercept(t, "send", owner, payload_id, buf, len));
     return t->ops->send(t, owner, payload_id, buf, len);
 }
 
 dcr_status_t dcr_transport_finish(dcr_transport_t *t, int owner, uint64_t npayloads)
 {
     DCR_CHECK(dcr__check_owner(t, "finish", owner));
-    DCR_CHECK(dcr__intercept(t, "finish", owner, npayloads, NULL, 0));
     return t->ops->finish(t, owner, npayloads);
 }
 
@@ -350,7 +397,6 @@ dcr_status_t dcr_transport_recv(dcr_transport_t *t, int node, int timeout_ms, dc
     DCR_CHECK(dcr__check_node(t, "recv", node));
     if (out_p == NULL)
         return dcr_error_set(DCR_EINVAL, "transport recv: node %d: out_p is NULL", node);
-    DCR_CHECK(dcr__intercept(t, "recv", node, 0, NULL, 0));
     return t->ops->recv(t, node, timeout_ms, out_p);
 }
 
@@ -364,7 +410,6 @@ void dcr_transport_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
 dcr_status_t dcr_transport_stop_and_wait(dcr_transport_t *t)
 {
     if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport stop_and_wait: t is NULL");
-    DCR_CHECK(dcr__intercept(t, "stop_and_wait", -1, 0, NULL, 0));
     return t->ops->stop_and_wait(t);
 }
 
@@ -375,7 +420,7 @@ dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node
         return dcr_error_set(DCR_EINVAL,
                              "transport reference: t, per_node_bytes and seconds_p are required");
     }
-    for (int i = 0; i < dcr__base(t)->cfg.train_nodes; i++) {
+    for (int i = 0; i < t->train_nodes; i++) {
         if (per_node_bytes[i] < 0) {
             return dcr_error_set(DCR_EINVAL,
                                  "transport reference: training node %d has %" PRId64
@@ -383,7 +428,6 @@ dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node
                                  i, per_node_bytes[i]);
         }
     }
-    DCR_CHECK(dcr__intercept(t, "reference", -1, 0, NULL, 0));
     return t->ops->reference(t, per_node_bytes, seconds_p);
 }
 
@@ -404,13 +448,6 @@ const char *dcr_transport_name(const dcr_transport_t *t)
     return t == NULL ? NULL : t->ops->name;
 }
 
-void dcr_transport_set_interceptor(dcr_transport_t *t, dcr_transport_interceptor_t fn, void *ctx)
-{
-    if (t == NULL) return;
-    t->intercept = fn;
-    t->intercept_ctx = fn != NULL ? ctx : NULL;
-}
-
 void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key)
 {
     if (t == NULL) return;
@@ -421,4 +458,5 @@ void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *
     } else {
         memset(&t->payload_key, 0, sizeof t->payload_key);
     }
+    if (t->ops->payload_key_changed != NULL) t->ops->payload_key_changed(t, key);
 }

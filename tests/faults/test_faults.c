@@ -1,7 +1,7 @@
 /* ctest-labels: integration
  *
- * Faults and recovery: every fault kind injected through the interface
- * wrappers' interceptors and the coordinator's hooks, and recovered from
+ * Faults and recovery: every fault kind injected through backends that wrap
+ * the real ones (faulty:<name>) and the coordinator's hooks, and recovered from
  * with every live receiver equal to a dense refit of the committed version
  * (or stopped cleanly with version v still committed); a replaced
  * coordinator refused; a restarted receiver restored; commit deadlines;
@@ -65,11 +65,8 @@ static void run_one(dcr_fault_kind_t kind, const char *transport, dcr_faults_sum
     dcr_faults_run_config_t c = small_run(transport, 3);
     dcr_faults_planned_t plan = {1, {kind, -1, 0, 60, 2, DCR_COORD_STEP_PREPARE}};
     if (kind >= DCR_FAULT_KILL_DELIVERY && kind <= DCR_FAULT_KILL_ACKED) plan.fault.target = 1;
-    if (kind == DCR_FAULT_TRUNCATE_OBJECT || kind == DCR_FAULT_REMOVE_OBJECT) {
-        /* Paced links keep a stored payload waiting for its downloads. */
-        c.bench.link = (dcr_link_config_t){0.05, 0.05, 0, 0};
-        plan.fault.target = 0;
-    }
+    if (kind == DCR_FAULT_TRUNCATE_OBJECT || kind == DCR_FAULT_REMOVE_OBJECT)
+        plan.fault.target = 0; /* an owner that stores a payload in every attempt */
     c.plan = &plan;
     c.nplan = 1;
     memset(s, 0, sizeof(*s));
@@ -95,10 +92,8 @@ static void test_each_kind(void **state)
         bool benign = k == DCR_FAULT_DUPLICATE || k == DCR_FAULT_REORDER || k == DCR_FAULT_DELAY ||
                       k == DCR_FAULT_CONTROL_BUSY || k == DCR_FAULT_COMMIT_REPLY ||
                       k == DCR_FAULT_COORD_CRASH;
-        /* A stored object cut or removed after every node already fetched it
-         * harms nothing: whether it costs a retry is a race, not a property.
-         * What must hold either way (bit-exact, nothing lost) assert_clean checks. */
-        benign |= k == DCR_FAULT_TRUNCATE_OBJECT || k == DCR_FAULT_REMOVE_OBJECT;
+        /* A payload object is damaged as it is stored (the faulty store
+         * wraps the real one), before any node can fetch it: never benign. */
         if (!benign) assert_true(s.retries >= 1);
         if (k == DCR_FAULT_COMMIT_REPLY)
             assert_int_equal(s.retries, 0); /* the record said it committed */
@@ -189,7 +184,9 @@ static void pipe_dense(pipe_t *p, int i, dcr_receiver_t **out)
     assert_int_equal(dcr_receiver_prewarm(*out), DCR_OK);
 }
 
-static void pipe_open(pipe_t *p, const char *transport)
+/* f: the injector of the pipeline's faulty transport and control plane
+ * ("faulty:<transport>", "faulty:sqlite"); NULL: the real ones. */
+static void pipe_open_faulty(pipe_t *p, const char *transport, dcr_faults_t *f)
 {
     memset(p, 0, sizeof(*p));
     p->cfg = dcr_faults_run_config_default().bench;
@@ -231,10 +228,19 @@ static void pipe_open(pipe_t *p, const char *transport)
                                  .dir = path,
                                  .fanout = 2,
                                  .queue_payloads = 8};
-    assert_int_equal(dcr_transport_create(transport, &tc, &p->transport), DCR_OK);
+    char name[64];
+    snprintf(name, sizeof(name), "%s%s", f ? "faulty:" : "", transport);
+    if (f) assert_int_equal(dcr_faults_bind(f), DCR_OK);
+    assert_int_equal(dcr_transport_create(name, &tc, &p->transport), DCR_OK);
     snprintf(path, sizeof(path), "%s/control.db", p->dir);
     dcr_control_config_t ctl = {path, 0};
-    assert_int_equal(dcr_control_create("sqlite", &ctl, &p->control), DCR_OK);
+    assert_int_equal(dcr_control_create(f ? "faulty:sqlite" : "sqlite", &ctl, &p->control), DCR_OK);
+    dcr_faults_unbind(f);
+}
+
+static void pipe_open(pipe_t *p, const char *transport)
+{
+    pipe_open_faulty(p, transport, NULL);
 }
 
 /* A coordinator with a new id over the pipeline's receivers and gates
@@ -407,14 +413,13 @@ static void test_restart_restores_and_no_live_stops(void **state)
 static void test_commit_deadline(void **state)
 {
     (void)state;
+    dcr_faults_t *f = NULL;
+    assert_int_equal(dcr_faults_create(5, &f), DCR_OK);
     pipe_t p;
-    pipe_open(&p, "objstore");
+    pipe_open_faulty(&p, "objstore", f);
     /* Wide margins: the retry must commit within the deadline even under
      * sanitizers on a loaded 2-core CI machine. */
     dcr_coord_t *c = pipe_coord(&p, 3, 2000);
-    dcr_faults_t *f = NULL;
-    assert_int_equal(dcr_faults_create(5, &f), DCR_OK);
-    dcr_faults_attach(f, p.transport, NULL, p.control);
     /* A busy control plane answers the commit 2600 ms late, past the 2000 ms deadline. */
     dcr_fault_t busy_commit = {DCR_FAULT_CONTROL_BUSY, -1, 0, 2600, 1, DCR_COORD_STEP_PREPARE};
     /* Calls of attempt 1: prepare, the acks of 4 receivers, then commit. */
@@ -430,10 +435,9 @@ static void test_commit_deadline(void **state)
     assert_int_equal(r.attempts, 2);
     assert_int_equal(pipe_version(&p), 1);
     pipe_verify(&p, c);
-    dcr_faults_detach(f);
-    dcr_faults_destroy(f);
     dcr_coord_destroy(c);
     pipe_close(&p, NULL, 0);
+    dcr_faults_destroy(f);
 }
 
 /* Retries that cannot repair: a clean stop, v kept, receivers with partial
@@ -441,12 +445,11 @@ static void test_commit_deadline(void **state)
 static void test_retries_exhausted(void **state)
 {
     (void)state;
-    pipe_t p;
-    pipe_open(&p, "relay");
-    dcr_coord_t *c = pipe_coord(&p, 2, 600000);
     dcr_faults_t *f = NULL;
     assert_int_equal(dcr_faults_create(6, &f), DCR_OK);
-    dcr_faults_attach(f, p.transport, NULL, p.control);
+    pipe_t p;
+    pipe_open_faulty(&p, "relay", f);
+    dcr_coord_t *c = pipe_coord(&p, 2, 600000);
     /* Owner 0's second payload is lost in both attempts. */
     dcr_fault_t drop = {DCR_FAULT_DROP, 0, 1, 0, 0, DCR_COORD_STEP_PREPARE};
     assert_int_equal(dcr_faults_arm(f, &drop), DCR_OK);
@@ -457,8 +460,7 @@ static void test_retries_exhausted(void **state)
     assert_int_equal(dcr_coord_refit(c, p.candidate, &r), DCR_EFATAL);
     assert_non_null(strstr(dcr_error_detail(), "version 0 stays committed"));
     assert_int_equal(pipe_version(&p), 0);
-    dcr_faults_detach(f);
-    dcr_faults_destroy(f);
+    dcr_faults_disarm(f);
     /* Untouched receivers still hold P^0; touched ones are restored. */
     pipe_verify(&p, c);
     dcr_receiver_t *old[16];
@@ -476,6 +478,7 @@ static void test_retries_exhausted(void **state)
     pipe_verify(&p, c);
     dcr_coord_destroy(c);
     pipe_close(&p, old, nold);
+    dcr_faults_destroy(f);
 }
 
 /* A payload handed twice to a node's receivers: dropped by rule, no retry. */
@@ -484,12 +487,11 @@ static void test_duplicate_dropped_by_receivers(void **state)
     (void)state;
     const char *transports[] = {"objstore", "relay"};
     for (int t = 0; t < 2; t++) {
-        pipe_t p;
-        pipe_open(&p, transports[t]);
-        dcr_coord_t *c = pipe_coord(&p, 3, 600000);
         dcr_faults_t *f = NULL;
         assert_int_equal(dcr_faults_create(7, &f), DCR_OK);
-        dcr_faults_attach(f, p.transport, NULL, p.control);
+        pipe_t p;
+        pipe_open_faulty(&p, transports[t], f);
+        dcr_coord_t *c = pipe_coord(&p, 3, 600000);
         dcr_coord_hooks_t h = dcr_faults_coord_hooks(f);
         dcr_coord_set_hooks(c, &h);
         dcr_fault_t dup = {DCR_FAULT_DUPLICATE, 0, 1, 0, 0, DCR_COORD_STEP_PREPARE};
@@ -502,10 +504,9 @@ static void test_duplicate_dropped_by_receivers(void **state)
         /* Every receiver of node 0 dropped the copy. */
         assert_int_equal(r.duplicates, (uint64_t)p.serve.gpus_per_node);
         pipe_verify(&p, c);
-        dcr_faults_detach(f);
-        dcr_faults_destroy(f);
         dcr_coord_destroy(c);
         pipe_close(&p, NULL, 0);
+        dcr_faults_destroy(f);
     }
 }
 
@@ -628,13 +629,13 @@ static void test_membership_survives_failover(void **state)
 static void test_stop_after_failover_keeps_mixed_receivers_out(void **state)
 {
     (void)state;
+    dcr_faults_t *f = NULL;
+    assert_int_equal(dcr_faults_create(10, &f), DCR_OK);
     pipe_t p;
-    pipe_open(&p, "relay");
+    pipe_open_faulty(&p, "relay", f);
     dcr_gate_t *gate = NULL;
     assert_int_equal(dcr_gate_create(p.nrecv, &gate), DCR_OK);
     dcr_coord_t *a = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
-    dcr_faults_t *f = NULL;
-    assert_int_equal(dcr_faults_create(10, &f), DCR_OK);
     dcr_coord_hooks_t h = dcr_faults_coord_hooks(f);
     dcr_coord_set_hooks(a, &h);
     dcr_fault_t crash = {DCR_FAULT_COORD_CRASH, -1, 0, 0, 0, DCR_COORD_STEP_ACK};
@@ -645,12 +646,11 @@ static void test_stop_after_failover_keeps_mixed_receivers_out(void **state)
     assert_true(dcr_faults_take_crash(f));
     dcr_coord_destroy(a);
     /* The successor has one attempt, and owner 0's first payload is lost. */
-    dcr_faults_attach(f, p.transport, NULL, p.control);
     dcr_fault_t drop = {DCR_FAULT_DROP, 0, 0, 0, 0, DCR_COORD_STEP_PREPARE};
     assert_int_equal(dcr_faults_arm(f, &drop), DCR_OK);
     dcr_coord_t *b = pipe_coord_gated(&p, 1, 600000, DCR_RL_SYNC, gate);
     assert_int_equal(dcr_coord_resume(b, p.candidate, 0, &r), DCR_EFATAL);
-    dcr_faults_detach(f);
+    dcr_faults_disarm(f);
     assert_int_equal(pipe_version(&p), 0);
     dcr_coord_t *c = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
     dcr_receiver_t *old[16];
@@ -673,9 +673,9 @@ static void test_stop_after_failover_keeps_mixed_receivers_out(void **state)
     pipe_verify(&p, c);
     dcr_coord_destroy(b);
     dcr_coord_destroy(c);
-    dcr_faults_destroy(f);
     dcr_gate_destroy(gate);
     pipe_close(&p, old, nold);
+    dcr_faults_destroy(f);
 }
 
 /* The gate check can fail: a hook that opens a receiver's gate in the

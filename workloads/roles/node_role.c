@@ -104,6 +104,14 @@ dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *
                                      int train_nodes, int world, int rollout_nodes,
                                      dcr_transport_t **out_p)
 {
+    return dcr_role_transport_open_named("objstore", cfg, workdir, train_nodes, world,
+                                         rollout_nodes, out_p);
+}
+
+dcr_status_t dcr_role_transport_open_named(const char *backend, const dcr_bench_config_t *cfg,
+                                           const char *workdir, int train_nodes, int world,
+                                           int rollout_nodes, dcr_transport_t **out_p)
+{
     if (strcmp(cfg->transport, "objstore"))
         return dcr_error_set(DCR_EUNSUPPORTED,
                              "--transport %s across processes: only objstore (the relay tree "
@@ -120,7 +128,7 @@ dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *
                                  .fanout = cfg->fanout,
                                  .queue_payloads = 8,
                                  .s3_endpoint = cfg->store ? cfg->s3_endpoint : NULL};
-    DCR_CHECK(dcr_transport_create("objstore", &tc, out_p));
+    DCR_CHECK(dcr_transport_create(backend, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &cfg->payload_key);
     return DCR_OK;
 }

@@ -141,6 +141,11 @@ dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *wo
 dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
                                      int train_nodes, int world, int rollout_nodes,
                                      dcr_transport_t **out_p);
+/* The same over the transport backend `backend` (an objstore transport, e.g.
+ * "faulty:objstore" for a faults run). */
+dcr_status_t dcr_role_transport_open_named(const char *backend, const dcr_bench_config_t *cfg,
+                                           const char *workdir, int train_nodes, int world,
+                                           int rollout_nodes, dcr_transport_t **out_p);
 
 /* A rollout-node process's main loop (steps 1 and 3-5 above) until *stop
  * becomes non-zero (a signal) or the control plane stays unreachable for

@@ -32,7 +32,9 @@
  *
  * A backend is a dcr_control_ops_t found by name ("sqlite": one file for the
  * processes of one host; "etcd": an etcd v3 cluster shared across hosts, see
- * engine/control/control_etcd.c for its keys); callers only use
+ * engine/control/control_etcd.c for its keys; or one registered from outside
+ * the engine with dcr_control_register, such as faults/'s "faulty:<name>",
+ * which wraps another backend); callers only use
  * the dcr_control_* wrappers below, never a backend's slots. Backends may be
  * shared by several processes: every state change is atomic, so racing
  * prepares, acks, commits and compare-and-sets see one serial order. */
@@ -156,42 +158,24 @@ typedef struct dcr_control_ops {
     /* Like required, for the members; DCR_ENOTFOUND if no membership was
      * ever recorded. */
     dcr_status_t (*membership_get)(void *impl, uint32_t *out, size_t cap, size_t *n_p);
+    /* Optional, for backends registered at run time under several names (a
+     * wrapping backend serves "faulty:sqlite" and "faulty:etcd" with one
+     * function): when set, the wrapper calls it instead of open, with the
+     * table it found the name in, whose name says which backend to wrap. */
+    dcr_status_t (*open_as)(const struct dcr_control_ops *self, const dcr_control_config_t *cfg,
+                            void **impl_p);
 } dcr_control_ops_t;
 
 typedef struct dcr_control dcr_control_t;
 
-/* The operations, as an interceptor sees them. */
-typedef enum dcr_control_op {
-    DCR_CONTROL_OP_READ,
-    DCR_CONTROL_OP_CAS,
-    DCR_CONTROL_OP_PREPARE,
-    DCR_CONTROL_OP_ATTEMPT,
-    DCR_CONTROL_OP_REQUIRED,
-    DCR_CONTROL_OP_ACK,
-    DCR_CONTROL_OP_ACKS,
-    DCR_CONTROL_OP_COMMIT,
-    DCR_CONTROL_OP_REPORT_PUT,
-    DCR_CONTROL_OP_REPORT_GET,
-    DCR_CONTROL_OP_MEMBERSHIP_PUT,
-    DCR_CONTROL_OP_MEMBERSHIP_GET,
-} dcr_control_op_t;
-
-/* A hook around every wrapper call, installed from outside the engine (the
- * fault injector). before runs first: a non-OK result is returned to the
- * caller without reaching the backend (an unavailable or busy control plane);
- * sleeping in it delays the call. after runs once the backend returned status
- * and returns what the caller sees: turning DCR_OK into an error models a lost
- * reply (the change took effect, the caller does not know). Either pointer may
- * be NULL. A hook that fails a call sets the detail with dcr_error_set. Both
- * run on the calling thread, must be thread-safe if the handle is shared, and
- * must not call back into c (the call would be intercepted again). */
-typedef struct dcr_control_interceptor {
-    dcr_status_t (*before)(void *arg, dcr_control_t *c, dcr_control_op_t op);
-    dcr_status_t (*after)(void *arg, dcr_control_t *c, dcr_control_op_t op, dcr_status_t status);
-    void *arg;
-} dcr_control_interceptor_t;
-
-/* Registry: backends compiled into libdcr, in a fixed order. */
+/* Adds a backend from outside the engine (the table is borrowed and must
+ * stay valid for the process). It needs a name, close, every call slot, and
+ * open or open_as. Registering the same table again is a no-op; another
+ * table under a taken name, or a full registry (64), is DCR_EINVAL.
+ * Thread-safe. */
+dcr_status_t dcr_control_register(const dcr_control_ops_t *ops);
+/* Registry: backends compiled into libdcr in a fixed order, then those
+ * registered, in registration order. */
 size_t dcr_control_backend_count(void);
 /* Name of backend i (< count), or NULL. */
 const char *dcr_control_backend_name(size_t i);
@@ -207,10 +191,6 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
 void dcr_control_destroy(dcr_control_t *c);
 /* The backend's name; valid while c lives. */
 const char *dcr_control_name(const dcr_control_t *c);
-/* Installs (or with NULL removes) the interceptor; the struct is copied. Call
- * while no other call on c is in flight. */
-void dcr_control_set_interceptor(dcr_control_t *c, const dcr_control_interceptor_t *icpt);
-
 /* True if every field of a and b is equal. */
 bool dcr_commit_record_equal(const dcr_commit_record_t *a, const dcr_commit_record_t *b);
 

@@ -12,9 +12,10 @@
  *             MPI_Finalize after destroying it; the engine never does. Each
  *             endpoint runs a thread that takes messages in as they arrive,
  *             so sends complete without the destination calling recv.
- * Callers use only the dcr_group_* wrappers (engine/group/group.c), which
- * validate arguments once for every backend and are where tracing and fault
- * injection hook in. */
+ * Backends registered at run time (dcr_group_register) join them: faults/
+ * adds "faulty:<name>", which wraps another backend's endpoints. Callers use
+ * only the dcr_group_* wrappers (engine/group/group.c), which validate
+ * arguments once for every backend. */
 #ifndef DCR_GROUP_H
 #define DCR_GROUP_H
 
@@ -52,7 +53,7 @@ typedef struct dcr_group_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_GROUP_OPS_VERSION 1
+#define DCR_GROUP_OPS_VERSION 2
 
 /* A backend. Slots receive arguments the wrappers have already validated
  * (non-NULL, ranks in 0..size-1, tags in 0..props.max_tag, len at most
@@ -96,6 +97,13 @@ typedef struct dcr_group_ops {
      * endpoint) and must come after every message sent to this endpoint was
      * received, since a peer's send may otherwise wait forever. */
     void (*destroy)(dcr_group_t *g);
+    /* Optional, for backends registered at run time under several names (a
+     * wrapping backend per backend it wraps, sharing code): when set, the
+     * wrapper calls it instead of create, with the table it found the name
+     * in, whose name says which backend to wrap; props must then describe
+     * what the wrapped backend guarantees. */
+    dcr_status_t (*create_as)(const struct dcr_group_ops *self, int size, dcr_group_t **endpoints,
+                              int *count_p);
 } dcr_group_ops_t;
 
 /* Every endpoint starts with this header; create sets it and the wrappers
@@ -104,8 +112,15 @@ struct dcr_group {
     const dcr_group_ops_t *ops;
 };
 
+/* Adds a backend from outside the engine (the table is borrowed and must
+ * stay valid for the process). It needs version DCR_GROUP_OPS_VERSION, a
+ * name, create or create_as, and every other slot. Registering the same
+ * table again is a no-op; another table under a taken name, or a full
+ * registry (64), is DCR_EINVAL. Thread-safe. */
+dcr_status_t dcr_group_register(const dcr_group_ops_t *ops);
 /* Registry: the backends compiled into libdcr, in a fixed order ("inproc",
- * then "mpi" when built with MPI). Conformance tests loop over them. */
+ * then "mpi" when built with MPI), then those registered. Conformance tests
+ * loop over them. */
 size_t dcr_group_backend_count(void);
 /* Name of backend i (< count), or NULL. */
 const char *dcr_group_backend_name(size_t i);

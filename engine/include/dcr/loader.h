@@ -269,15 +269,6 @@ dcr_params_t *dcr_loader_params(dcr_loader_t *loader);
 dcr_status_t dcr_loader_load(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
                              const dcr_view_t *tensor);
 
-/* Optional interceptor around every dcr_loader_load (faults/ installs one to
- * fail or delay loads). It may return an error instead of calling next.
- * Pass NULL to remove. Not thread-safe against concurrent loads. */
-typedef dcr_status_t (*dcr_loader_interceptor_fn)(
-    void *arg, dcr_loader_t *loader, dcr_load_ctx_t *ctx, const char *name,
-    const dcr_view_t *tensor,
-    dcr_status_t (*next)(dcr_loader_t *, dcr_load_ctx_t *, const char *, const dcr_view_t *));
-void dcr_loader_set_interceptor(dcr_loader_interceptor_fn fn, void *arg);
-
 #ifdef __cplusplus
 }
 #endif

@@ -6,8 +6,11 @@
  * guarantees; callers branch on properties, never on names. A store is named
  * by a URL: a plain path or "dir:PATH" (a local directory, "dir"), or
  * "s3://BUCKET/PREFIX" with an endpoint (an S3-compatible service over HTTP,
- * "s3"). Callers use only the dcr_objstore_* wrappers (transport/objstore.c),
- * which check arguments once for every backend before any slot runs.
+ * "s3"). Backends registered at run time (dcr_objstore_register) claim
+ * their own schemes: faults/ adds "faulty:<URL>", a store that wraps the one
+ * URL names and damages what it stores. Callers use only the dcr_objstore_*
+ * wrappers (transport/objstore.c), which check arguments once for every
+ * backend before any slot runs.
  *
  * Keys are relative to the store's root or prefix: 1..DCR_OBJSTORE_KEY_MAX
  * bytes of [A-Za-z0-9._-] and '/', not starting with '/' or '.', without
@@ -25,7 +28,7 @@
 
 /* Version of dcr_objstore_ops_t: a backend built against another version is
  * refused by the registry. */
-#define DCR_OBJSTORE_OPS_VERSION 1
+#define DCR_OBJSTORE_OPS_VERSION 2
 #define DCR_OBJSTORE_KEY_MAX     512
 /* Version tags (dir: inode and size; S3: the ETag) fit in this many bytes. */
 #define DCR_OBJSTORE_VERSION_MAX 80
@@ -117,6 +120,13 @@ typedef struct dcr_objstore_ops {
      * props.change_notify it sleeps timeout_ms and returns DCR_EAGAIN. */
     dcr_status_t (*wait_change)(dcr_objstore_t *s, const char *prefix, int timeout_ms);
     void (*destroy)(dcr_objstore_t *s);
+    /* Optional, for backends registered at run time as several tables that
+     * share code (a wrapping backend per backend it wraps): when set, the
+     * wrappers call these instead of claims and create, with the table
+     * itself, whose name says which backend it wraps. */
+    bool (*claims_as)(const struct dcr_objstore_ops *self, const char *url);
+    dcr_status_t (*create_as)(const struct dcr_objstore_ops *self, const dcr_objstore_config_t *cfg,
+                              dcr_objstore_t **out_p);
 } dcr_objstore_ops_t;
 
 /* Every backend handle starts with this header. */
@@ -124,9 +134,19 @@ struct dcr_objstore {
     const dcr_objstore_ops_t *ops;
 };
 
-/* Backends by name ("dir", "s3"); NULL when unknown. */
+/* Backends by name ("dir", "s3", and those registered); NULL when unknown. */
 const dcr_objstore_ops_t *dcr_objstore_find(const char *name);
-/* Backends compiled into libdcr, in a fixed order (conformance tests). */
+/* Adds a backend from outside the engine (the table is borrowed and must
+ * stay valid for the process). It needs version DCR_OBJSTORE_OPS_VERSION, a
+ * name, claims and create (or claims_as and create_as) and every other
+ * slot. Registered backends are asked before the
+ * built-in ones whether they claim a URL (the "dir" backend claims any
+ * string without "://"). Registering the same table again is a no-op;
+ * another table under a taken name, or a full registry (64), is
+ * DCR_EINVAL. Thread-safe. */
+dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *ops);
+/* Backends compiled into libdcr in a fixed order, then those registered
+ * (conformance tests). */
 size_t dcr_objstore_backend_count(void);
 const dcr_objstore_ops_t *dcr_objstore_backend(size_t i);
 /* The backend serving url; NULL (with the error detail set) when none. */

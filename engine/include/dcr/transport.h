@@ -5,9 +5,11 @@
  *
  * Backends fill dcr_transport_ops_t and are created by name ("objstore":
  * object storage, a directory or an S3-compatible service chosen by the
- * store URL in dir; "relay": a TCP relay tree on loopback). Callers use only the dcr_transport_*
- * wrappers in transport/transport.c, which also host the optional interceptor that faults/ installs
- * from outside.
+ * store URL in dir; "relay": a TCP relay tree on loopback), or registered at
+ * run time from outside the engine (dcr_transport_register: faults/ adds
+ * "faulty:<name>" backends that wrap the real ones, as SQLite's test VFS
+ * wraps its parent VFS). Callers use only the dcr_transport_* wrappers in
+ * transport/transport.c.
  *
  * One transport instance serves one refit pipeline: `world` owner endpoints
  * (training ranks, grouped into training nodes) and `nodes` rollout node
@@ -138,18 +140,25 @@ typedef struct dcr_transport_ops {
     dcr_status_t (*reference)(dcr_transport_t *t, const int64_t *per_node_bytes, double *seconds_p);
     void (*counters)(dcr_transport_t *t, dcr_transport_counters_t *out_p);
     void (*destroy)(dcr_transport_t *t);
+    /* Optional, for backends registered at run time under several names (a
+     * wrapping backend serves "faulty:objstore" and "faulty:relay" with one
+     * function): when set, the wrapper calls it instead of create, with the
+     * table it found the name in, whose name says which backend to wrap. */
+    dcr_status_t (*create_as)(const struct dcr_transport_ops *self,
+                              const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
+    /* Optional: called by dcr_transport_set_payload_key after the header's
+     * payload_key and payload_policy changed; a wrapping backend passes the
+     * key on to the backend it wraps. Built-in backends read the header. */
+    void (*payload_key_changed)(dcr_transport_t *t, const dcr_payload_key_t *key);
 } dcr_transport_ops_t;
 
-typedef dcr_status_t (*dcr_transport_interceptor_t)(void *ctx, const char *op, int endpoint,
-                                                    uint64_t payload_id, const uint8_t *buf,
-                                                    size_t len);
-
-/* Every backend's handle starts with this header; the wrappers own the
- * interceptor fields. */
+/* Every backend's handle starts with this header; the wrappers fill it
+ * after create. */
 struct dcr_transport {
     const dcr_transport_ops_t *ops;
-    dcr_transport_interceptor_t intercept;
-    void *intercept_ctx;
+    /* The validated configuration's sizes, for the wrappers' range checks
+     * (a backend registered from outside the engine has no other header). */
+    int train_nodes, world, rollout_nodes;
     /* What the places where payloads enter the rollout cluster accept
      * (objstore: every download; relay: the root), passed to
      * dcr_payload_verify. Set by dcr_transport_set_payload_key;
@@ -164,10 +173,17 @@ struct dcr_transport {
  * payloads are accepted. Call after create and before the first attempt. */
 void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key);
 
-/* Backends by name: "objstore", "relay". NULL when unknown. */
+/* Backends by name: "objstore", "relay", and those registered. NULL when
+ * unknown. */
 const dcr_transport_ops_t *dcr_transport_find(const char *name);
-/* Registry: backends compiled into libdcr, in a fixed order (conformance
- * tests loop over them). */
+/* Adds a backend from outside the engine (the table is borrowed and must
+ * stay valid for the process). It needs a name, open_attempt, send, finish,
+ * recv, release, stop_and_wait, reference, counters, destroy, and create or
+ * create_as. Registering the same table again is a no-op; another table
+ * under a taken name, or a full registry (64), is DCR_EINVAL. Thread-safe. */
+dcr_status_t dcr_transport_register(const dcr_transport_ops_t *ops);
+/* Registry: backends compiled into libdcr in a fixed order, then those
+ * registered, in registration order (conformance tests loop over them). */
 size_t dcr_transport_backend_count(void);
 /* Name of backend i (< count), or NULL. */
 const char *dcr_transport_backend_name(size_t i);
@@ -195,17 +211,5 @@ void dcr_transport_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
 void dcr_transport_destroy(dcr_transport_t *t);
 /* The backend's name ("objstore", "relay"); NULL for NULL. */
 const char *dcr_transport_name(const dcr_transport_t *t);
-
-/* Interceptor for fault injection (installed by faults/, never by engine/):
- * called by the wrappers before the backend with the operation's name and
- * arguments; a non-OK return is returned instead of calling the backend (it
- * should set the detail with dcr_error_set); sleeping in it delays the call.
- * ops and arguments: "open_attempt" (endpoint -1, payload_id = tau), "send"
- * (owner, payload id, buf, len), "finish" (owner, payload_id = npayloads),
- * "recv" (node), "stop_and_wait" and "reference" (endpoint -1); buf is NULL
- * and len 0 where the operation has no bytes. release, counters and destroy
- * are not intercepted. Install or remove it while no call is in flight.
- * NULL removes it. */
-void dcr_transport_set_interceptor(dcr_transport_t *t, dcr_transport_interceptor_t fn, void *ctx);
 
 #endif

@@ -1,0 +1,184 @@
+/* "faulty:<name>" control planes: each wraps the control plane <name>
+ * (opened by name at the same address) and injects the control faults of
+ * the injector bound when it was opened: every call may find the control
+ * plane down (refused) or busy (answered late), and a joint commit that
+ * took effect may lose its reply (commit_reply). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/log.h"
+#include "faults/faulty_internal.h"
+
+typedef struct faulty_control {
+    dcr_control_t *inner;
+    dcr_faults_t *f; /* NULL: every call passes through */
+} faulty_control_t;
+
+/* Every call but close first meets the injector's control faults. */
+#define ENTER(impl)                                                                                \
+    faulty_control_t *x = (impl);                                                                  \
+    DCR_CHECK(dcr__faults_control_call(x->f))
+
+static dcr_status_t faulty_open_as(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                   void **impl_p)
+{
+    faulty_control_t *x = calloc(1, sizeof(*x));
+    if (!x) return dcr_error_set(DCR_ENOMEM, "control plane %s", self->name);
+    x->f = dcr__faults_bound();
+    dcr_status_t st = dcr_control_create(self->name + DCR__FAULTY_PREFIX_LEN, cfg, &x->inner);
+    if (st != DCR_OK) {
+        free(x);
+        dcr_error_prefix("%s: ", self->name);
+        return st;
+    }
+    *impl_p = x;
+    return DCR_OK;
+}
+
+static void faulty_close(void *impl)
+{
+    faulty_control_t *x = impl;
+    if (!x) return;
+    dcr_control_destroy(x->inner);
+    free(x);
+}
+
+static dcr_status_t faulty_read(void *impl, dcr_commit_record_t *rec_p)
+{
+    ENTER(impl);
+    return dcr_control_read(x->inner, rec_p);
+}
+
+static dcr_status_t faulty_cas(void *impl, const dcr_commit_record_t *expected,
+                               const dcr_commit_record_t *desired)
+{
+    ENTER(impl);
+    return dcr_control_cas(x->inner, expected, desired);
+}
+
+static dcr_status_t faulty_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+{
+    ENTER(impl);
+    return dcr_control_prepare(x->inner, req, tau_p);
+}
+
+static dcr_status_t faulty_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+{
+    ENTER(impl);
+    return dcr_control_attempt(x->inner, tau, info_p);
+}
+
+static dcr_status_t faulty_required(void *impl, uint64_t tau, uint32_t *out, size_t cap,
+                                    size_t *n_p)
+{
+    ENTER(impl);
+    return dcr_control_required(x->inner, tau, out, cap, n_p);
+}
+
+static dcr_status_t faulty_ack(void *impl, uint64_t tau, uint32_t receiver)
+{
+    ENTER(impl);
+    return dcr_control_ack(x->inner, tau, receiver);
+}
+
+static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+{
+    ENTER(impl);
+    return dcr_control_acks(x->inner, tau, out, cap, n_p);
+}
+
+/* A commit that took effect may lose its reply: the caller sees an error
+ * (and, through the wrapper, its out-parameter untouched) and must read the
+ * record to learn that it committed. */
+static dcr_status_t faulty_commit(void *impl, const char *coordinator, uint64_t tau,
+                                  const dcr_commit_record_t *expected,
+                                  const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                                  dcr_commit_record_t *rec_p)
+{
+    ENTER(impl);
+    DCR_CHECK(dcr_control_commit(x->inner, coordinator, tau, expected, baseline, rec_p));
+    dcr_fault_t hit;
+    if (dcr__faults_fire(x->f, DCR_FAULT_COMMIT_REPLY, -1, &hit)) {
+        DCR_LOG_WARN("fault commit_reply: the joint commit took effect, its reply is lost");
+        return dcr_error_set(DCR_ECONTROL, "commit reply lost (fault)");
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t faulty_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+{
+    ENTER(impl);
+    return dcr_control_report_put(x->inner, receiver, data, len);
+}
+
+static dcr_status_t faulty_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+{
+    ENTER(impl);
+    return dcr_control_report_get(x->inner, receiver, data_p, len_p);
+}
+
+static dcr_status_t faulty_membership_put(void *impl, const char *coordinator,
+                                          const uint32_t *members, size_t n)
+{
+    ENTER(impl);
+    return dcr_control_membership_put(x->inner, coordinator, members, n);
+}
+
+static dcr_status_t faulty_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+{
+    ENTER(impl);
+    return dcr_control_membership_get(x->inner, out, cap, n_p);
+}
+
+/* One table per wrapped backend; the registry borrows them for the process. */
+#define FAULTY_MAX 16
+static dcr_control_ops_t tables[FAULTY_MAX];
+static char names[FAULTY_MAX][64];
+static int ntables;
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+dcr_status_t dcr__faulty_control_register(void)
+{
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&tables_lock);
+    const char *name = NULL;
+    for (size_t i = 0; st == DCR_OK && (name = dcr_control_backend_name(i)) != NULL; i++) {
+        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
+        char want[64];
+        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
+        bool have = false;
+        for (size_t k = 0; dcr_control_backend_name(k) != NULL; k++)
+            have |= !strcmp(dcr_control_backend_name(k), want);
+        if (have) continue;
+        if (ntables == FAULTY_MAX) {
+            st = dcr_error_set(DCR_EINVAL, "faults: more than %d control planes to wrap",
+                               FAULTY_MAX);
+            break;
+        }
+        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
+        tables[ntables] = (dcr_control_ops_t){
+            .name = names[ntables],
+            .open_as = faulty_open_as,
+            .close = faulty_close,
+            .read = faulty_read,
+            .cas = faulty_cas,
+            .prepare = faulty_prepare,
+            .attempt = faulty_attempt,
+            .required = faulty_required,
+            .ack = faulty_ack,
+            .acks = faulty_acks,
+            .commit = faulty_commit,
+            .report_put = faulty_report_put,
+            .report_get = faulty_report_get,
+            .membership_put = faulty_membership_put,
+            .membership_get = faulty_membership_get,
+        };
+        st = dcr_control_register(&tables[ntables]);
+        if (st == DCR_OK) ntables++;
+    }
+    pthread_mutex_unlock(&tables_lock);
+    return st;
+}

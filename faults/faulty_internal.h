@@ -1,0 +1,37 @@
+/* Shared by the injector (faults.c) and the faulty backends that carry its
+ * faults into the engine (faulty_transport.c, faulty_objstore.c,
+ * faulty_control.c); not part of faults/'s public interface. */
+#ifndef DCR_FAULTY_INTERNAL_H
+#define DCR_FAULTY_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "dcr/status.h"
+#include "faults/faults.h"
+
+/* Name prefix of every faulty backend ("faulty:objstore", "faulty:s3://B/P"). */
+#define DCR__FAULTY_PREFIX     "faulty:"
+#define DCR__FAULTY_PREFIX_LEN 7
+
+/* The injector bound now (dcr_faults_bind), or NULL: a faulty backend takes
+ * it once, at create. */
+dcr_faults_t *dcr__faults_bound(void);
+
+/* Consumes one matching event of `kind` at `target`; true (and the fault in
+ * *out) when an armed fault fires on it. f may be NULL (never fires). */
+bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out);
+
+/* One call reaching the control plane: fires control_down and
+ * control_busy, and answers DCR_ECONTROL while the control plane is down,
+ * or sleeps while it is busy. */
+dcr_status_t dcr__faults_control_call(dcr_faults_t *f);
+
+void dcr__faults_sleep_ms(int ms);
+
+/* Registration of each family of faulty backends: one table per backend of
+ * the engine's registry that is not faulty itself. */
+dcr_status_t dcr__faulty_transport_register(void);
+dcr_status_t dcr__faulty_objstore_register(void);
+dcr_status_t dcr__faulty_control_register(void);
+
+#endif

@@ -1,0 +1,208 @@
+/* "faulty:<name>" transports: each wraps the transport <name> (created by
+ * name, with the same configuration) and injects the payload faults of the
+ * injector bound when it was created: an owner crashing before an upload, a
+ * payload lost in transit, a relay connection dropping, a body byte flipped
+ * in flight, a payload held back (reorder), a rollout node's reception
+ * stalling (delay). "faulty:objstore" keeps its payloads in the faulty
+ * object store over the configured one ("faulty:<store URL>",
+ * faulty_objstore.c), where the stored-object faults act. */
+#define _POSIX_C_SOURCE 200809L
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/log.h"
+#include "faults/faulty_internal.h"
+
+typedef struct faulty_transport {
+    dcr_transport_t pub; /* first: the wrappers' header */
+    dcr_transport_t *inner;
+    dcr_faults_t *f; /* NULL: every call passes through */
+} faulty_transport_t;
+
+static faulty_transport_t *ft(dcr_transport_t *t)
+{
+    return (faulty_transport_t *)t;
+}
+
+/* The wrapped backend's name: the table's name without the prefix. */
+static const char *parent_name(const dcr_transport_ops_t *self)
+{
+    return self->name + DCR__FAULTY_PREFIX_LEN;
+}
+
+static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
+                                     const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
+{
+    faulty_transport_t *x = calloc(1, sizeof(*x));
+    if (!x) return dcr_error_set(DCR_ENOMEM, "transport %s", self->name);
+    x->f = dcr__faults_bound();
+    dcr_transport_config_t c = *cfg;
+    char *store = NULL;
+    if (cfg->dir && cfg->dir[0] && strncmp(cfg->dir, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) {
+        /* The store under an object-store transport is faulty too (a
+         * transport without a store ignores dir). */
+        size_t n = strlen(cfg->dir) + DCR__FAULTY_PREFIX_LEN + 1;
+        store = malloc(n);
+        if (!store) {
+            free(x);
+            return dcr_error_set(DCR_ENOMEM, "transport %s: store name", self->name);
+        }
+        snprintf(store, n, "%s%s", DCR__FAULTY_PREFIX, cfg->dir);
+        c.dir = store;
+    }
+    dcr_status_t st = dcr_transport_create(parent_name(self), &c, &x->inner);
+    free(store); /* the transport copied it */
+    if (st != DCR_OK) {
+        free(x);
+        dcr_error_prefix("%s: ", self->name);
+        return st;
+    }
+    *out_p = &x->pub;
+    return DCR_OK;
+}
+
+static dcr_status_t faulty_open_attempt(dcr_transport_t *t, uint64_t tau)
+{
+    return dcr_transport_open_attempt(ft(t)->inner, tau);
+}
+
+/* The faults of one owner's send, matched in the order the engine's
+ * transport interceptor matched them before this backend replaced it, so
+ * that the same seeds give the same faults. */
+static dcr_status_t faulty_send(dcr_transport_t *t, int owner, uint64_t id, const uint8_t *buf,
+                                size_t len)
+{
+    faulty_transport_t *x = ft(t);
+    dcr_fault_t hit;
+    if (dcr__faults_fire(x->f, DCR_FAULT_OWNER_CRASH, owner, &hit)) {
+        DCR_LOG_WARN("fault owner_crash: owner %d crashed before uploading payload %" PRIu64, owner,
+                     id);
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "owner %d crashed before uploading payload %" PRIu64 " (fault)", owner,
+                             id);
+    }
+    if (dcr__faults_fire(x->f, DCR_FAULT_DROP, owner, &hit)) {
+        DCR_LOG_WARN("fault drop: payload %" PRIu64 " of owner %d lost", id, owner);
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "payload %" PRIu64 " of owner %d lost in transit (fault)", id, owner);
+    }
+    if (dcr__faults_fire(x->f, DCR_FAULT_RELAY_LINK, owner, &hit)) {
+        DCR_LOG_WARN("fault relay_link: owner %d's connection to the relay root dropped", owner);
+        return dcr_error_set(DCR_ETRANSPORT, "owner %d: relay connection lost (fault)", owner);
+    }
+    uint8_t *flipped = NULL;
+    if (len > 0 && dcr__faults_fire(x->f, DCR_FAULT_CORRUPT, owner, &hit)) {
+        /* The last byte belongs to the compressed body, which the digest
+         * covers, as a faulty link would change it; the owner's bytes stay
+         * as they were. */
+        flipped = malloc(len);
+        if (!flipped) return dcr_error_set(DCR_ENOMEM, "corrupt fault: %zu bytes", len);
+        memcpy(flipped, buf, len);
+        flipped[len - 1] ^= 0x5a;
+        buf = flipped;
+        DCR_LOG_WARN("fault corrupt: payload %" PRIu64 " of owner %d, last body byte flipped", id,
+                     owner);
+    }
+    if (dcr__faults_fire(x->f, DCR_FAULT_REORDER, owner, &hit)) {
+        DCR_LOG_WARN("fault reorder: payload %" PRIu64 " of owner %d held back %d ms", id, owner,
+                     hit.ms);
+        dcr__faults_sleep_ms(hit.ms);
+    }
+    dcr_status_t st = dcr_transport_send(x->inner, owner, id, buf, len);
+    free(flipped);
+    return st;
+}
+
+static dcr_status_t faulty_finish(dcr_transport_t *t, int owner, uint64_t npayloads)
+{
+    return dcr_transport_finish(ft(t)->inner, owner, npayloads);
+}
+
+static dcr_status_t faulty_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p)
+{
+    faulty_transport_t *x = ft(t);
+    dcr_fault_t hit;
+    if (dcr__faults_fire(x->f, DCR_FAULT_DELAY, node, &hit)) {
+        DCR_LOG_WARN("fault delay: rollout node %d stalls %d ms", node, hit.ms);
+        dcr__faults_sleep_ms(hit.ms);
+    }
+    return dcr_transport_recv(x->inner, node, timeout_ms, out_p);
+}
+
+static void faulty_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
+{
+    dcr_transport_release(ft(t)->inner, node, d);
+}
+
+static dcr_status_t faulty_stop_and_wait(dcr_transport_t *t)
+{
+    return dcr_transport_stop_and_wait(ft(t)->inner);
+}
+
+static dcr_status_t faulty_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
+                                     double *seconds_p)
+{
+    return dcr_transport_reference(ft(t)->inner, per_node_bytes, seconds_p);
+}
+
+static void faulty_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
+{
+    dcr_transport_counters(ft(t)->inner, out_p);
+}
+
+static void faulty_destroy(dcr_transport_t *t)
+{
+    dcr_transport_destroy(ft(t)->inner);
+    free(t);
+}
+
+static void faulty_payload_key_changed(dcr_transport_t *t, const dcr_payload_key_t *key)
+{
+    dcr_transport_set_payload_key(ft(t)->inner, key);
+}
+
+/* One table per wrapped backend; the registry borrows them for the process. */
+#define FAULTY_MAX 16
+static dcr_transport_ops_t tables[FAULTY_MAX];
+static char names[FAULTY_MAX][64];
+static int ntables;
+static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+
+dcr_status_t dcr__faulty_transport_register(void)
+{
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&tables_lock);
+    const char *name = NULL;
+    for (size_t i = 0; st == DCR_OK && (name = dcr_transport_backend_name(i)) != NULL; i++) {
+        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
+        char want[64];
+        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
+        if (dcr_transport_find(want)) continue;
+        if (ntables == FAULTY_MAX) {
+            st = dcr_error_set(DCR_EINVAL, "faults: more than %d transports to wrap", FAULTY_MAX);
+            break;
+        }
+        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
+        tables[ntables] = (dcr_transport_ops_t){
+            .name = names[ntables],
+            .open_attempt = faulty_open_attempt,
+            .send = faulty_send,
+            .finish = faulty_finish,
+            .recv = faulty_recv,
+            .release = faulty_release,
+            .stop_and_wait = faulty_stop_and_wait,
+            .reference = faulty_reference,
+            .counters = faulty_counters,
+            .destroy = faulty_destroy,
+            .create_as = faulty_create_as,
+            .payload_key_changed = faulty_payload_key_changed,
+        };
+        st = dcr_transport_register(&tables[ntables]);
+        if (st == DCR_OK) ntables++;
+    }
+    pthread_mutex_unlock(&tables_lock);
+    return st;
+}
