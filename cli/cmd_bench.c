@@ -21,6 +21,7 @@
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
+    int64_t retain; /* --retain K (dcr_cli_retain) */
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
         restart_nodes;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
@@ -354,6 +355,7 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->store = o->store;
     c->s3_endpoint = o->s3_endpoint;
     c->keep_trace = o->trace || o->out;
+    DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes, &c->retain));
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);
@@ -563,6 +565,10 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
         {"--payload-key", DCR_ARG_STRING, &o->payload_key, 0, 0,
          "sign and verify payloads with the 32-byte key in FILE (keyed BLAKE2b-128)", false},
+        {"--retain", DCR_ARG_INT, &o->retain, 1, 1000000,
+         "keep the payloads of the last K committed versions for replay (default 8 with "
+         "--processes, else none)",
+         false},
     };
     enum { NOWN = sizeof own / sizeof own[0] };
     _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 8 <= sizeof(o->args) / sizeof(o->args[0]),

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dcr/outpath.h"
+#include "dcr/retain.h"
 #include "workloads/bench.h"
 #include "workloads/budget.h"
 #include "workloads/workdir.h"
@@ -133,5 +134,24 @@ dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char 
             DCR_CHECK(dcr_outpath_check("--control", path));
         }
     }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const char *transport,
+                            bool processes, int *out_p)
+{
+    if (!dcr_args_seen(args, nargs, "--retain")) {
+        *out_p = processes && !strcmp(transport, "objstore") ? DCR_RETAIN_DEFAULT : 0;
+        return DCR_OK;
+    }
+    if (strcmp(transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--retain needs --transport objstore (got %s; the relay root keeps "
+                             "no window yet)",
+                             transport);
+    if (k < 1 || k > 1000000)
+        return dcr_error_set(DCR_EINVAL, "--retain %lld: expected 1..1000000 versions",
+                             (long long)k);
+    *out_p = (int)k;
     return DCR_OK;
 }

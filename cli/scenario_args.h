@@ -55,4 +55,12 @@ dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char 
 dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
                                  const char *workdir, const char *control);
 
+/* --retain K (dcr/retain.h): the versions whose payloads stay in the object
+ * store for replay. Given, it must be at least 1 and needs the objstore
+ * transport; not given, it is DCR_RETAIN_DEFAULT for runs whose rollout
+ * nodes are processes (they restart) and 0 otherwise. DCR_EINVAL naming
+ * the flag. */
+dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const char *transport,
+                            bool processes, int *out_p);
+
 #endif

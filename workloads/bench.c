@@ -15,6 +15,8 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/objstore.h"
+#include "dcr/retain.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "workloads/budget.h"
@@ -86,6 +88,7 @@ typedef struct bench {
     int64_t memory_estimate;
     bool started;                   /* rollout-node processes were started */
     dcr_node_totals_t *node_totals; /* their CPU over the run, across restarts */
+    dcr_objstore_t *retain_store;   /* the transport's store, for retention; NULL: none */
 } bench_t;
 
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
@@ -252,6 +255,12 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
                                  .keep_objects = b->cfg->keep_payloads};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
+    if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0) {
+        /* Its own handle on the transport's store: retention copies what
+         * the transport wrote (dcr/retain.h). */
+        dcr_objstore_config_t oc = {.url = tc.dir, .s3_endpoint = tc.s3_endpoint};
+        DCR_CHECK(dcr_objstore_create(&oc, &b->retain_store));
+    }
     return DCR_OK;
 }
 
@@ -351,6 +360,7 @@ static void teardown(bench_t *b)
     free(b->node_totals);
     dcr_adamw_destroy(b->adamw);
     dcr_coord_destroy(b->coord);
+    dcr_objstore_destroy(b->retain_store);
     dcr_control_destroy(b->control);
     dcr_transport_destroy(b->transport);
     dcr_constructor_destroy(b->con);
@@ -581,6 +591,17 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     }
     DCR_CHECK(st);
     memset(out, 0, sizeof(*out));
+    /* The commit record is durable: keep the version's payloads before the
+     * next attempt opens and clears them (after the window, never in it). */
+    if (b->retain_store) {
+        dcr_retain_stats_t rs;
+        DCR_CHECK(dcr_retain_commit(b->retain_store, r.tau, r.version, b->cfg->retain, &rs));
+        out->retain_bytes = (int64_t)rs.bytes;
+        out->retain_s = rs.seconds;
+        DCR_LOG_INFO("bench: retained version %llu: %llu payloads, %llu bytes in %.3f s",
+                     (unsigned long long)r.version, (unsigned long long)rs.payloads,
+                     (unsigned long long)rs.bytes, rs.seconds);
+    }
     out->latency_s = r.latency_s;
     out->construction_s = r.construct.construction_s;
     out->finalization_s = r.finalization_s;

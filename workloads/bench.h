@@ -86,6 +86,9 @@ typedef struct dcr_bench_config {
     void *after_refit_ctx;
     /* NULL: every role in this process (threads). */
     const dcr_bench_processes_t *processes;
+    /* Committed versions whose payloads stay in the object store for replay
+     * (dcr/retain.h, --retain); 0: none. Objstore transport only. */
+    int retain;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -117,6 +120,10 @@ typedef struct dcr_bench_refit {
      * only the timed window), and the process's resident bytes after it. */
     double wall_s;
     int64_t rss_bytes;
+    /* Retention after the commit (outside latency_s, inside wall_s): bytes
+     * copied to versions/ and the seconds it took; 0 without --retain. */
+    int64_t retain_bytes;
+    double retain_s;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
