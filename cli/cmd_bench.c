@@ -411,6 +411,20 @@ static json_t *processes_json(const dcr_bench_result_t *r, int restarts, int sig
                      "owners and coordinator in the launching process");
 }
 
+/* Receiver restores by kind (workloads/roles/restore.h), with the bytes
+ * each kind moved and what dense refits of the same receivers move. */
+static json_t *restores_json(const dcr_bench_result_t *r)
+{
+    static const char *const kinds[4] = {"clean", "replay", "repair", "dense"};
+    json_t *j = json_object();
+    for (int k = 0; j && k < 4; k++)
+        json_object_set_new(j, kinds[k],
+                            json_pack("{s:I,s:I,s:I}", "count", (json_int_t)r->restores_by_kind[k],
+                                      "bytes", (json_int_t)r->restore_bytes[k], "dense_bytes",
+                                      (json_int_t)r->restore_dense_bytes[k]));
+    return j;
+}
+
 static int run(bench_opts_t *o, int argc, char **argv)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
@@ -438,6 +452,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
         json_t *j = result_json(&r, json_incref(config));
         if (r.node_processes)
             json_object_set_new(j, "processes", processes_json(&r, restarts, sigkills));
+        if (r.node_processes) json_object_set_new(j, "restores_by_kind", restores_json(&r));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
@@ -447,6 +462,15 @@ static int run(bench_opts_t *o, int argc, char **argv)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
                    r.node_processes, sigkills, restarts, r.owners);
+        if (r.node_processes)
+            printf("restores: %llu clean, %llu replay, %llu repair, %llu dense; replay moved "
+                   "%llu bytes where dense refits move %llu\n",
+                   (unsigned long long)r.restores_by_kind[0],
+                   (unsigned long long)r.restores_by_kind[1],
+                   (unsigned long long)r.restores_by_kind[2],
+                   (unsigned long long)r.restores_by_kind[3],
+                   (unsigned long long)r.restore_bytes[1],
+                   (unsigned long long)r.restore_dense_bytes[1]);
     }
     json_decref(config);
     rc = 0;

@@ -24,6 +24,7 @@
 #include "workloads/ckpt_init.h"
 #include "workloads/interrupt.h"
 #include "workloads/readers.h"
+#include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
 #include "workloads/workdir.h"
 
@@ -769,6 +770,11 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
     }
     stop_readers(&b);
     if (st == DCR_OK && cfg->processes) st = verify_processes(&b, &res);
+    /* A node restarted after the last commit may still be restoring: its
+     * line may come too late for these totals. */
+    if (st == DCR_OK && cfg->processes)
+        st = dcr_restore_totals(b.workdir, res.restores_by_kind, res.restore_bytes,
+                                res.restore_dense_bytes);
     if (st == DCR_OK) summarize(&b, &res);
     res.node_processes = cfg->processes ? b.serve.nodes : 0;
     teardown(&b);

@@ -156,6 +156,10 @@ typedef struct dcr_bench_result {
     /* The peak the bench estimated before allocating (workloads/budget.h)
      * and the process's peak resident bytes at the end (ru_maxrss). */
     int64_t memory_estimate_bytes, peak_rss_bytes;
+    /* Rollout-node processes: receiver restores over the run by kind, in
+     * the order clean, replay, repair, dense (workloads/roles/restore.h),
+     * the bytes they moved and what dense refits would have moved. */
+    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;

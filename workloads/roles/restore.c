@@ -366,6 +366,9 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
             rec->bytes = rec->dense_bytes;
         }
         rec->seconds = (double)(dcr_clock_ns() - t0[k]) * 1e-9;
+        /* Version 0 from nothing is the run's initial dense load (setup),
+         * not a restore. */
+        if (version == 0 && rec->held == HELD_NONE) continue;
         DCR_CHECK(record(R, rec));
     }
     return dcr_restorer_committed(R, recv, version);

@@ -56,7 +56,9 @@ dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int
                                 uint64_t to, dcr_replay_stats_t *stats_p);
 
 /* One receiver's restore, as logged and written to
- * <workdir>/restores/n<node>.txt (one line each). */
+ * <workdir>/restores/n<node>.txt (one line each). A fresh run's initial
+ * dense load (version 0 into receivers that hold nothing) is setup, not a
+ * restore: it is neither written nor counted. */
 typedef struct dcr_restore_record {
     int receiver;
     dcr_restore_kind_t kind;
