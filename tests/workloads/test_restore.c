@@ -20,6 +20,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
+
+#include "cli/cli_run.h"
 
 #include "dcr/objstore.h"
 #include "dcr/resident.h"
@@ -309,12 +312,57 @@ static void test_restorer_classifies(void **state)
     dcr_role_world_destroy(w);
 }
 
+static json_int_t kind_field(json_t *kinds, const char *kind, const char *field)
+{
+    return json_integer_value(json_object_get(json_object_get(kinds, kind), field));
+}
+
+/* The whole path across processes: rollout-node processes killed by SIGKILL
+ * and restarted restore from their resident files by clean rejoin or by
+ * replay (a kill mid-save would be dense), the verifier process finds every
+ * timed refit bit-exact, and the results count the restores by kind. */
+static void test_processes_restore_without_reload(void **state)
+{
+    (void)state;
+    result_t *r = malloc(sizeof *r);
+    assert_non_null(r);
+    run(r, "bench --processes --sigkill-every 2 --scale 64 --layers 2 --seed 7 --warmup 0 "
+           "--refits 8 --json");
+    if (r->rc != 0) fail_msg("dcr bench: rc %d: %s", r->rc, r->err);
+    json_error_t err;
+    json_t *j = json_loads(r->out, 0, &err);
+    if (!j) fail_msg("not JSON: %s", err.text);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_int_t kills =
+        json_integer_value(json_object_get(json_object_get(j, "processes"), "sigkills"));
+    assert_true(kills >= 2);
+    json_t *k = json_object_get(j, "restores_by_kind");
+    assert_non_null(k);
+    json_int_t clean = kind_field(k, "clean", "count"), replay = kind_field(k, "replay", "count");
+    json_int_t dense = kind_field(k, "dense", "count");
+    assert_int_equal(kind_field(k, "repair", "count"), 0);
+    /* Each restart restores the node's two receivers; one restarted after
+     * the last commit may not have written its lines when the run ends. */
+    json_int_t all = clean + replay + dense;
+    assert_true(all >= 2 * (kills - 1) && all <= 2 * kills);
+    assert_true(clean + replay >= 2);
+    assert_int_equal(kind_field(k, "clean", "bytes"), 0);
+    /* One version behind at 3% changes: far below a dense refit. */
+    if (replay > 0)
+        assert_true(kind_field(k, "replay", "bytes") * 5 < kind_field(k, "replay", "dense_bytes"));
+    print_message("restores: %lld clean, %lld replay, %lld dense after %lld kills\n",
+                  (long long)clean, (long long)replay, (long long)dense, (long long)kills);
+    json_decref(j);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_equals_dense_refit),
         cmocka_unit_test(test_gap_or_bad_payload_writes_nothing),
         cmocka_unit_test(test_restorer_classifies),
+        cmocka_unit_test(test_processes_restore_without_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
@@ -18,6 +19,10 @@
 #include "workloads/roles/roles.h"
 
 #define HELD_NONE UINT64_MAX
+/* How long a restore waits for the newest committed version to be retained:
+ * the committing process copies it right after the commit record is
+ * durable, so a node that read the record may arrive first. */
+#define RETAIN_WAIT_MS 3000
 
 const char *dcr_restore_kind_name(dcr_restore_kind_t k)
 {
@@ -289,6 +294,22 @@ static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
     return DCR_OK;
 }
 
+/* Waits until version's VERSION manifest is readable or RETAIN_WAIT_MS
+ * passed (then the replay finds the gap and says so). */
+static void await_retained(dcr_objstore_t *s, uint64_t version)
+{
+    uint64_t t0 = dcr_clock_ns();
+    for (;;) {
+        dcr_retain_manifest_t m;
+        dcr_status_t st = dcr_retain_manifest_read(s, version, &m);
+        dcr_retain_manifest_free(&m);
+        if (st != DCR_ENOTFOUND || dcr_clock_ns() - t0 > (uint64_t)RETAIN_WAIT_MS * 1000000u)
+            return;
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Replays receivers ks[0, n) of recv, which hold u, to version. */
 static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n, uint64_t u,
                          uint64_t version, dcr_restore_record_t *recs)
@@ -296,6 +317,7 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     dcr_receiver_t *group[64];
     for (int i = 0; i < n; i++) group[i] = recv[ks[i]];
     dcr_replay_stats_t st = {0};
+    if (R->store) await_retained(R->store, version);
     dcr_status_t rs = R->store ? dcr_restore_replay(R->store, group, n, u, version, &st)
                                : dcr_error_set(DCR_EUNSUPPORTED, "no object store to replay from");
     for (int i = 0; i < n; i++) {
