@@ -98,7 +98,16 @@ static json_t *refit_json(const dcr_bench_refit_t *f)
 static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
 {
     json_t *refits = json_array();
-    for (int i = 0; i < r->nrefits; i++) json_array_append_new(refits, refit_json(&r->refits[i]));
+    for (int i = 0; i < r->nrefits; i++) {
+        json_t *f = refit_json(&r->refits[i]);
+        /* Retention of the version (--retain): copied after the commit. */
+        if (f)
+            json_object_set_new(
+                f, "retain",
+                json_pack("{s:I,s:f,s:f}", "bytes", (json_int_t)r->refits[i].retain_bytes, "s",
+                          r->refits[i].retain_s, "wait_s", r->refits[i].retain_wait_s));
+        json_array_append_new(refits, f);
+    }
     json_t *j = json_pack(
         "{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
         "config", config, "construction_lb_s_mean", r->construction_lb_mean_s,

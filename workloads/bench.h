@@ -120,10 +120,12 @@ typedef struct dcr_bench_refit {
      * only the timed window), and the process's resident bytes after it. */
     double wall_s;
     int64_t rss_bytes;
-    /* Retention after the commit (outside latency_s, inside wall_s): bytes
-     * copied to versions/ and the seconds it took; 0 without --retain. */
+    /* Retention of the committed version (dcr/retain.h; 0 without
+     * --retain): bytes copied to versions/ and the seconds the copy took,
+     * in the background while the next step's changes are made, and how
+     * long the next refit (or the run's end) waited for it. */
     int64_t retain_bytes;
-    double retain_s;
+    double retain_s, retain_wait_s;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
