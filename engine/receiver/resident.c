@@ -32,6 +32,7 @@ struct dcr_resident {
     int fd;
     uint8_t *map;
     size_t map_len;
+    uint64_t identity;
     uint64_t layout, bytes; /* of the receiver it was opened for */
 };
 
@@ -50,9 +51,9 @@ const char *dcr_resident_state_name(dcr_resident_state_t s)
     return "?";
 }
 
-static uint64_t layout_of(const dcr_params_t *p, uint64_t *bytes_p)
+static uint64_t layout_of(const dcr_params_t *p, uint64_t identity, uint64_t *bytes_p)
 {
-    uint64_t h = dcr_hash64_str("dcr-resident-layout");
+    uint64_t h = dcr_hash64_mix(dcr_hash64_str("dcr-resident-layout") ^ identity);
     uint64_t bytes = 0;
     for (size_t i = 0; i < dcr_params_count(p); i++) {
         const dcr_param_t *x = dcr_params_at(p, i);
@@ -92,7 +93,8 @@ static dcr_status_t res_map(dcr_resident_t *f)
     return DCR_OK;
 }
 
-dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, dcr_resident_t **out_p)
+dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, uint64_t identity,
+                               dcr_resident_t **out_p)
 {
     if (path == NULL || r == NULL || out_p == NULL)
         return dcr_error_set(DCR_EINVAL, "resident file: NULL argument");
@@ -104,7 +106,8 @@ dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, dcr_re
     if (f == NULL) return dcr_error_set(DCR_ENOMEM, "resident file %s", path);
     f->fd = -1;
     f->path = strdup(path);
-    f->layout = layout_of(p, &f->bytes);
+    f->identity = identity;
+    f->layout = layout_of(p, identity, &f->bytes);
     dcr_status_t st = f->path ? DCR_OK : dcr_error_set(DCR_ENOMEM, "resident file %s", path);
     if (st == DCR_OK) {
         f->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -149,7 +152,7 @@ dcr_status_t dcr_resident_save(dcr_resident_t *f, const dcr_receiver_t *r, uint6
     if (f == NULL || r == NULL) return dcr_error_set(DCR_EINVAL, "resident save: NULL argument");
     const dcr_params_t *p = dcr_receiver_params(r);
     uint64_t bytes = 0;
-    if (layout_of(p, &bytes) != f->layout || bytes != f->bytes)
+    if (layout_of(p, f->identity, &bytes) != f->layout || bytes != f->bytes)
         return dcr_error_set(DCR_EINVAL,
                              "resident file %s: the receiver's parameters differ from those it "
                              "was opened for",
@@ -188,7 +191,7 @@ dcr_status_t dcr_resident_load(const dcr_resident_t *f, dcr_receiver_t *r)
                              dcr_resident_state_name(dcr_resident_state(f, NULL)));
     const dcr_params_t *p = dcr_receiver_params(r);
     uint64_t bytes = 0;
-    if (layout_of(p, &bytes) != f->layout || bytes != f->bytes)
+    if (layout_of(p, f->identity, &bytes) != f->layout || bytes != f->bytes)
         return dcr_error_set(DCR_EINVAL, "resident file %s: another receiver layout", f->path);
     const uint8_t *src = f->map + RES_HEADER;
     for (size_t i = 0; i < dcr_params_count(p); i++) {

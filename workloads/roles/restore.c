@@ -192,7 +192,7 @@ static dcr_status_t resident_file(dcr_restorer_t *R, int k, const dcr_receiver_t
         if (mkdir(dir, 0700) != 0 && errno != EEXIST)
             return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
         resident_path(R, k, path, sizeof path);
-        DCR_CHECK(dcr_resident_open(path, r, &R->resident[k]));
+        DCR_CHECK(dcr_resident_open(path, r, (uint64_t)(R->cfg.first + k), &R->resident[k]));
     }
     *out_p = R->resident[k];
     return DCR_OK;

@@ -36,12 +36,15 @@ const char *dcr_resident_state_name(dcr_resident_state_t s);
 typedef struct dcr_resident dcr_resident_t;
 
 /* Opens (or creates, sized for r's parameters) the resident file at path
- * and maps it shared. An existing file of another size or layout is kept
- * as it is and reads as DCR_RESIDENT_FOREIGN until the next save, which
- * resizes it. r must have data (not shape-only): DCR_EINVAL. DCR_EIO with
- * the path and the system's reason when the file cannot be opened, sized or
- * mapped. */
-dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, dcr_resident_t **out_p);
+ * and maps it shared. identity names what the bytes belong to (e.g. the
+ * receiver's slot: ranks of one layout have the same parameter names and
+ * sizes); with the layout it must match for the file to read as clean. An
+ * existing file of another size, layout or identity is kept as it is and
+ * reads as DCR_RESIDENT_FOREIGN until the next save, which resizes it. r
+ * must have data (not shape-only): DCR_EINVAL. DCR_EIO with the path and
+ * the system's reason when the file cannot be opened, sized or mapped. */
+dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, uint64_t identity,
+                               dcr_resident_t **out_p);
 /* Unmaps and closes; the file stays. Accepts NULL. */
 void dcr_resident_close(dcr_resident_t *f);
 
