@@ -644,7 +644,8 @@ int dcr_cmd_bench(int argc, char **argv)
                          0,
                          0,
                          "--processes: restart a rollout-node process that dies (it restores the "
-                         "committed version by a dense refit before it joins)",
+                         "committed version, by replay of retained versions where it can, before "
+                         "it joins)",
                          false};
     dcr_arg_t kills = {"--sigkill-every",
                        DCR_ARG_INT,
