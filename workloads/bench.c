@@ -275,6 +275,9 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
          * the transport wrote (dcr/retain.h). */
         dcr_objstore_config_t oc = {.url = tc.dir, .s3_endpoint = tc.s3_endpoint};
         DCR_CHECK(dcr_objstore_create(&oc, &b->retain_store));
+        /* Versions an earlier run left in a shared store are not this
+         * run's: nothing may replay them. */
+        DCR_CHECK(dcr_retain_clear(b->retain_store));
     }
     return DCR_OK;
 }

@@ -331,6 +331,12 @@ dcr_status_t dcr_retain_list(dcr_objstore_t *s, uint64_t **versions_p, size_t *n
     return versions_in_store(s, true, versions_p, n_p);
 }
 
+dcr_status_t dcr_retain_clear(dcr_objstore_t *s)
+{
+    if (s == NULL) return dcr_error_set(DCR_EINVAL, "retain: NULL store");
+    return dcr_objstore_delete_prefix(s, RETAIN_ROOT);
+}
+
 /* Deletes every version below `below`: its VERSION first (so that no reader
  * trusts a version while its payloads go), then the rest. */
 static dcr_status_t prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)

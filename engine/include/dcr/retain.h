@@ -91,6 +91,10 @@ void dcr_retain_manifest_free(dcr_retain_manifest_t *m);
 dcr_status_t dcr_retain_payload_get(dcr_objstore_t *s, const dcr_retain_manifest_t *m, size_t i,
                                     uint8_t **buf_p, size_t *len_p);
 
+/* Deletes every retained version (a run starting on a store that an
+ * earlier run used: its versions are not this run's). */
+dcr_status_t dcr_retain_clear(dcr_objstore_t *s);
+
 /* The retained versions, ascending (those with a VERSION manifest);
  * *versions_p malloc'd (the caller frees it; NULL when none). */
 dcr_status_t dcr_retain_list(dcr_objstore_t *s, uint64_t **versions_p, size_t *n_p);

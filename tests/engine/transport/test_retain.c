@@ -162,6 +162,11 @@ static void window_keeps_the_last_k(void **state)
     }
     /* Three versions of two payloads and a VERSION each. */
     assert_int_equal(keys_under("versions/"), 9);
+    /* A new run on this store starts with none; attempts stay. */
+    size_t attempts = keys_under("attempt-");
+    assert_int_equal(dcr_retain_clear(g_store), DCR_OK);
+    assert_int_equal(keys_under("versions/"), 0);
+    assert_int_equal(keys_under("attempt-"), attempts);
 }
 
 static void tampered_and_truncated_payloads_are_refused(void **state)
