@@ -88,7 +88,11 @@ void dcr_restorer_destroy(dcr_restorer_t *R);
 /* Brings recv[0, per) to `version`. recv[k] NULL: a fresh process, whose
  * resident file (if any) says what it holds; otherwise an in-memory
  * receiver holding `held`. Receivers may be replaced (the old ones are
- * destroyed). On DCR_OK every receiver holds `version`, checked. */
+ * destroyed). Before a replay it waits up to 3 s for `version` itself to be
+ * retained (the committing process copies it just after the commit record
+ * is durable, which is when a node may read it). On DCR_OK every receiver
+ * holds `version`: checked against the oracle unless it was refitted
+ * densely. Blocks; call while nothing applies to the receivers. */
 dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
                                   uint64_t version);
 
