@@ -427,10 +427,11 @@ static json_t *restores_json(const dcr_bench_result_t *r)
     static const char *const kinds[4] = {"clean", "replay", "repair", "dense"};
     json_t *j = json_object();
     for (int k = 0; j && k < 4; k++)
-        json_object_set_new(j, kinds[k],
-                            json_pack("{s:I,s:I,s:I}", "count", (json_int_t)r->restores_by_kind[k],
-                                      "bytes", (json_int_t)r->restore_bytes[k], "dense_bytes",
-                                      (json_int_t)r->restore_dense_bytes[k]));
+        json_object_set_new(
+            j, kinds[k],
+            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)r->restores_by_kind[k], "bytes",
+                      (json_int_t)r->restore_bytes[k], "dense_bytes",
+                      (json_int_t)r->restore_dense_bytes[k], "seconds", r->restore_s[k]));
     return j;
 }
 

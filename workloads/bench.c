@@ -837,7 +837,7 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
      * line may come too late for these totals. */
     if (st == DCR_OK && cfg->processes)
         st = dcr_restore_totals(b.workdir, res.restores_by_kind, res.restore_bytes,
-                                res.restore_dense_bytes);
+                                res.restore_dense_bytes, res.restore_s);
     if (st == DCR_OK) summarize(&b, &res);
     res.node_processes = cfg->processes ? b.serve.nodes : 0;
     teardown(&b);

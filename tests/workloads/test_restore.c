@@ -300,7 +300,10 @@ static void test_restorer_classifies(void **state)
 
     /* The run's totals, from every restorer's lines. */
     uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
-    assert_int_equal(dcr_restore_totals(g_workdir, tc, tb, td), DCR_OK);
+    double ts[DCR_RESTORE_KINDS];
+    assert_int_equal(dcr_restore_totals(g_workdir, tc, tb, td, ts), DCR_OK);
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) assert_true(ts[k] >= 0);
+    assert_true(ts[DCR_RESTORE_REPLAY] > 0);
     assert_int_equal(tc[DCR_RESTORE_CLEAN], 3 * (uint64_t)g_per - 2);
     assert_int_equal(tc[DCR_RESTORE_REPLAY], (uint64_t)g_per);
     assert_int_equal(tc[DCR_RESTORE_DENSE], (uint64_t)g_per + 2);

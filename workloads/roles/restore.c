@@ -421,9 +421,13 @@ void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KI
 
 dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
                                 uint64_t bytes[DCR_RESTORE_KINDS],
-                                uint64_t dense_bytes[DCR_RESTORE_KINDS])
+                                uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                                double seconds[DCR_RESTORE_KINDS])
 {
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++) counts[k] = bytes[k] = dense_bytes[k] = 0;
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+        counts[k] = bytes[k] = dense_bytes[k] = 0;
+        if (seconds) seconds[k] = 0;
+    }
     char dir[4200];
     snprintf(dir, sizeof dir, "%s/restores", workdir);
     DIR *d = opendir(dir);
@@ -457,6 +461,7 @@ dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE
             counts[k]++;
             bytes[k] += b;
             dense_bytes[k] += dense;
+            if (seconds) seconds[k] += s;
         }
         fclose(f);
     }

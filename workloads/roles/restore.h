@@ -106,10 +106,12 @@ void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KI
                          uint64_t bytes[DCR_RESTORE_KINDS]);
 
 /* Sums the lines of <workdir>/restores/ (every node, every process) into
- * counts, bytes and dense_bytes (per kind); a missing folder is all zeros.
- * DCR_EPARSE naming the file and line for a malformed line. */
+ * counts, bytes, dense_bytes and seconds (per kind; seconds may be NULL); a
+ * missing folder is all zeros. DCR_EPARSE naming the file and line for a
+ * malformed line. */
 dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
                                 uint64_t bytes[DCR_RESTORE_KINDS],
-                                uint64_t dense_bytes[DCR_RESTORE_KINDS]);
+                                uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                                double seconds[DCR_RESTORE_KINDS]);
 
 #endif
