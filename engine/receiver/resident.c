@@ -183,6 +183,14 @@ dcr_status_t dcr_resident_save(dcr_resident_t *f, const dcr_receiver_t *r, uint6
     return DCR_OK;
 }
 
+void dcr_resident_mark_dirty(dcr_resident_t *f)
+{
+    if (f == NULL || f->map == NULL) return;
+    res_header_t *h = (res_header_t *)f->map;
+    if (memcmp(h->magic, RES_MAGIC, sizeof h->magic) != 0) return;
+    __atomic_store_n(&h->state, (uint64_t)DCR_RESIDENT_DIRTY, __ATOMIC_RELEASE);
+}
+
 dcr_status_t dcr_resident_load(const dcr_resident_t *f, dcr_receiver_t *r)
 {
     if (f == NULL || r == NULL) return dcr_error_set(DCR_EINVAL, "resident load: NULL argument");

@@ -57,6 +57,12 @@ dcr_resident_state_t dcr_resident_state(const dcr_resident_t *f, uint64_t *versi
  * layout) the file was opened for. Call while nothing applies to r. */
 dcr_status_t dcr_resident_save(dcr_resident_t *f, const dcr_receiver_t *r, uint64_t version);
 
+/* Marks the file dirty (its bytes belong to no version), as a save does
+ * before its first byte: for a caller about to change the bytes in place,
+ * and for a harness that plays an interrupted save. The next save clears
+ * it. A file never saved stays absent. */
+void dcr_resident_mark_dirty(dcr_resident_t *f);
+
 /* Copies the file's bytes into r's resident parameters; DCR_EINVAL unless
  * the file is clean. The caller checks the result (digests against an
  * oracle) before it serves from r. */
