@@ -20,6 +20,7 @@
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
+    int64_t retain; /* --retain K (dcr_cli_retain) */
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
         restart_nodes;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
@@ -96,7 +97,16 @@ static json_t *refit_json(const dcr_bench_refit_t *f)
 static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
 {
     json_t *refits = json_array();
-    for (int i = 0; i < r->nrefits; i++) json_array_append_new(refits, refit_json(&r->refits[i]));
+    for (int i = 0; i < r->nrefits; i++) {
+        json_t *f = refit_json(&r->refits[i]);
+        /* Retention of the version (--retain): copied after the commit. */
+        if (f)
+            json_object_set_new(
+                f, "retain",
+                json_pack("{s:I,s:f,s:f}", "bytes", (json_int_t)r->refits[i].retain_bytes, "s",
+                          r->refits[i].retain_s, "wait_s", r->refits[i].retain_wait_s));
+        json_array_append_new(refits, f);
+    }
     json_t *j = json_pack(
         "{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
         "config", config, "construction_lb_s_mean", r->construction_lb_mean_s,
@@ -333,6 +343,7 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->store = o->store;
     c->s3_endpoint = o->s3_endpoint;
     c->keep_trace = o->trace || o->out;
+    DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes, &c->retain));
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);
@@ -388,6 +399,21 @@ static json_t *processes_json(const dcr_bench_result_t *r, int restarts, int sig
                      "owners and coordinator in the launching process");
 }
 
+/* Receiver restores by kind (workloads/roles/restore.h), with the bytes
+ * each kind moved and what dense refits of the same receivers move. */
+static json_t *restores_json(const dcr_bench_result_t *r)
+{
+    static const char *const kinds[4] = {"clean", "replay", "repair", "dense"};
+    json_t *j = json_object();
+    for (int k = 0; j && k < 4; k++)
+        json_object_set_new(
+            j, kinds[k],
+            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)r->restores_by_kind[k], "bytes",
+                      (json_int_t)r->restore_bytes[k], "dense_bytes",
+                      (json_int_t)r->restore_dense_bytes[k], "seconds", r->restore_s[k]));
+    return j;
+}
+
 static int run(bench_opts_t *o, int argc, char **argv)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
@@ -415,6 +441,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
         json_t *j = result_json(&r, json_incref(config));
         if (r.node_processes)
             json_object_set_new(j, "processes", processes_json(&r, restarts, sigkills));
+        if (r.node_processes) json_object_set_new(j, "restores_by_kind", restores_json(&r));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
@@ -424,6 +451,15 @@ static int run(bench_opts_t *o, int argc, char **argv)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
                    r.node_processes, sigkills, restarts, r.owners);
+        if (r.node_processes)
+            printf("restores: %llu clean, %llu replay, %llu repair, %llu dense; replay moved "
+                   "%llu bytes where dense refits move %llu\n",
+                   (unsigned long long)r.restores_by_kind[0],
+                   (unsigned long long)r.restores_by_kind[1],
+                   (unsigned long long)r.restores_by_kind[2],
+                   (unsigned long long)r.restores_by_kind[3],
+                   (unsigned long long)r.restore_bytes[1],
+                   (unsigned long long)r.restore_dense_bytes[1]);
     }
     json_decref(config);
     rc = 0;
@@ -542,6 +578,10 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
         {"--payload-key", DCR_ARG_STRING, &o->payload_key, 0, 0,
          "sign and verify payloads with the 32-byte key in FILE (keyed BLAKE2b-128)", false},
+        {"--retain", DCR_ARG_INT, &o->retain, 1, 1000000,
+         "keep the payloads of the last K committed versions for replay (default 8 with "
+         "--processes, else none)",
+         false},
     };
     enum { NOWN = sizeof own / sizeof own[0] };
     _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 8 <= sizeof(o->args) / sizeof(o->args[0]),
@@ -584,7 +624,8 @@ int dcr_cmd_bench(int argc, char **argv)
                          0,
                          0,
                          "--processes: restart a rollout-node process that dies (it restores the "
-                         "committed version by a dense refit before it joins)",
+                         "committed version, by replay of retained versions where it can, before "
+                         "it joins)",
                          false};
     dcr_arg_t kills = {"--sigkill-every",
                        DCR_ARG_INT,

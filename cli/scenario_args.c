@@ -5,6 +5,7 @@
 
 #include "dcr/objstore.h"
 #include "dcr/outpath.h"
+#include "dcr/retain.h"
 #include "workloads/bench.h"
 #include "workloads/budget.h"
 #include "workloads/workdir.h"
@@ -159,5 +160,24 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
         return dcr_error_set(DCR_EINVAL,
                              "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
                              s3_endpoint);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const char *transport,
+                            bool processes, int *out_p)
+{
+    if (!dcr_args_seen(args, nargs, "--retain")) {
+        *out_p = processes && !strcmp(transport, "objstore") ? DCR_RETAIN_DEFAULT : 0;
+        return DCR_OK;
+    }
+    if (strcmp(transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--retain needs --transport objstore (got %s; the relay root keeps "
+                             "no window yet)",
+                             transport);
+    if (k < 1 || k > 1000000)
+        return dcr_error_set(DCR_EINVAL, "--retain %lld: expected 1..1000000 versions",
+                             (long long)k);
+    *out_p = (int)k;
     return DCR_OK;
 }

@@ -86,6 +86,9 @@ typedef struct dcr_bench_config {
     void *after_refit_ctx;
     /* NULL: every role in this process (threads). */
     const dcr_bench_processes_t *processes;
+    /* Committed versions whose payloads stay in the object store for replay
+     * (dcr/retain.h, --retain); 0: none. Objstore transport only. */
+    int retain;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
@@ -117,6 +120,12 @@ typedef struct dcr_bench_refit {
      * only the timed window), and the process's resident bytes after it. */
     double wall_s;
     int64_t rss_bytes;
+    /* Retention of the committed version (dcr/retain.h; 0 without
+     * --retain): bytes copied to versions/ and the seconds the copy took,
+     * in the background while the next step's changes are made, and how
+     * long the next refit (or the run's end) waited for it. */
+    int64_t retain_bytes;
+    double retain_s, retain_wait_s;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
@@ -149,6 +158,12 @@ typedef struct dcr_bench_result {
     /* The peak the bench estimated before allocating (workloads/budget.h)
      * and the process's peak resident bytes at the end (ru_maxrss). */
     int64_t memory_estimate_bytes, peak_rss_bytes;
+    /* Rollout-node processes: receiver restores over the run by kind, in
+     * the order clean, replay, repair, dense (workloads/roles/restore.h),
+     * the bytes they moved, what dense refits would have moved, and their
+     * seconds (each receiver's, from its classification to its check). */
+    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
+    double restore_s[4];
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;

@@ -15,6 +15,7 @@
 #include "dcr/outpath.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
+#include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
 #include "workloads/serve/vllm_layout.h"
@@ -149,6 +150,7 @@ typedef struct node_proc {
      * attempt being delivered and the last one marked (node thread only). */
     bool mark_applies;
     uint64_t delivering, marked;
+    dcr_restorer_t *restorer; /* restores by kind, resident files (restore.h) */
 } node_proc_t;
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -209,17 +211,17 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
     return dcr_node_report_put(p->control, &r);
 }
 
-/* Dense refit of the committed version into fresh receivers (the restore a
- * new or lagging node does before it joins). */
+/* The committed version into the receivers before a new or lagging node
+ * joins: at once when they hold it clean, by replay of the retained versions
+ * when they hold an older one clean, else by a dense refit (restore.h). */
 static dcr_status_t restore(node_proc_t *p, uint64_t version)
 {
-    DCR_CHECK(dcr_role_world_advance(p->world, version));
-    for (int k = 0; k < p->per; k++) {
-        dcr_receiver_t *r = NULL;
-        DCR_CHECK(dcr_role_world_receiver(p->world, p->first + k, &r));
-        dcr_receiver_destroy(p->recv[k]);
-        p->recv[k] = r;
+    if (!p->restorer) {
+        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir, p->cfg->node, p->first,
+                                    p->per,      true};
+        DCR_CHECK(dcr_restorer_create(&rc, &p->restorer));
     }
+    DCR_CHECK(dcr_restorer_restore(p->restorer, p->recv, p->version, version));
     p->version = version;
     return DCR_OK;
 }
@@ -291,13 +293,13 @@ static dcr_status_t follow_record(node_proc_t *p)
     if (p->done && rec.attempt == p->done && rec.version == p->version + 1) {
         p->version = rec.version;
         p->done = 0;
+        DCR_CHECK(dcr_restorer_committed(p->restorer, p->recv, p->version));
         DCR_CHECK(write_digests(p));
         DCR_LOG_INFO("rollout node %d: version %llu committed", p->cfg->node,
                      (unsigned long long)p->version);
     } else {
-        DCR_LOG_WARN("rollout node %d: version %llu committed without it; restoring by dense "
-                     "refit",
-                     p->cfg->node, (unsigned long long)rec.version);
+        DCR_LOG_WARN("rollout node %d: version %llu committed without it; restoring", p->cfg->node,
+                     (unsigned long long)rec.version);
         p->done = 0;
         DCR_CHECK(restore(p, rec.version));
     }
@@ -494,6 +496,7 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
         st = node_loop(&p, stop);
     }
     dcr_rollout_node_destroy(p.rt);
+    dcr_restorer_destroy(p.restorer);
     dcr_transport_destroy(p.transport);
     for (int k = 0; p.recv && k < p.per; k++) dcr_receiver_destroy(p.recv[k]);
     free(p.recv);

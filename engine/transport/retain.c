@@ -1,0 +1,455 @@
+/* Retention of committed payloads (dcr/retain.h): a copy of the committed
+ * attempt's listed payloads under versions/v<V>/, a VERSION manifest written
+ * last, and pruning of versions that fell out of the window. Written against
+ * the object-store wrappers only (dcr/objstore.h), so it works over every
+ * store; a dir store offers no server-side copy, so a copy is a get and a
+ * put. */
+#include "dcr/retain.h"
+
+#include <blake2.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+#include "transport/objstore-internal.h"
+
+#define RETAIN_ROOT         "versions/"
+#define RETAIN_MANIFEST     "VERSION"
+#define RETAIN_MANIFEST_MAX ((size_t)64 << 20)
+/* A payload is one encoded bucket; no bucket comes near this. */
+#define RETAIN_PAYLOAD_MAX ((size_t)4 << 30)
+
+static void version_prefix(uint64_t version, char *out, size_t cap)
+{
+    snprintf(out, cap, RETAIN_ROOT "v%" PRIu64 "/", version);
+}
+
+static void version_key(uint64_t version, const char *name, char *out, size_t cap)
+{
+    char prefix[64];
+    version_prefix(version, prefix, sizeof prefix);
+    snprintf(out, cap, "%s%s", prefix, name);
+}
+
+static void digest_of(const uint8_t *buf, size_t len, uint8_t out[DCR_RETAIN_DIGEST_BYTES])
+{
+    blake2b(out, buf, NULL, DCR_RETAIN_DIGEST_BYTES, len, 0);
+}
+
+/* ---- VERSION text -------------------------------------------------------- */
+
+/* Appends to a growing text; false when out of memory. */
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+} text_t;
+
+__attribute__((format(printf, 2, 3))) static bool text_add(text_t *t, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf ? t->buf + t->len : NULL, t->buf ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (n < 0) return false;
+        if (t->buf && t->len + (size_t)n < t->cap) {
+            t->len += (size_t)n;
+            return true;
+        }
+        size_t cap = t->cap ? t->cap * 2 : 4096;
+        while (cap < t->len + (size_t)n + 1) cap *= 2;
+        char *b = realloc(t->buf, cap);
+        if (!b) return false;
+        t->buf = b;
+        t->cap = cap;
+    }
+}
+
+static char *manifest_text(const dcr_retain_manifest_t *m, size_t *len_p)
+{
+    text_t t = {0};
+    bool ok = text_add(
+        &t, "dcr-version 1\nversion %" PRIu64 "\nfrom %" PRIu64 "\ntau %" PRIu64 "\npayloads %zu\n",
+        m->version, m->from, m->tau, m->n);
+    for (size_t i = 0; ok && i < m->n; i++) {
+        char hex[2 * DCR_RETAIN_DIGEST_BYTES + 1];
+        for (int k = 0; k < DCR_RETAIN_DIGEST_BYTES; k++)
+            snprintf(hex + 2 * k, 3, "%02x", m->entries[i].digest[k]);
+        ok = text_add(&t, "payload %s %" PRIu64 " %s\n", m->entries[i].name, m->entries[i].bytes,
+                      hex);
+    }
+    ok = ok && text_add(&t, "end\n");
+    if (!ok) {
+        free(t.buf);
+        return NULL;
+    }
+    *len_p = t.len;
+    return t.buf;
+}
+
+typedef struct cursor {
+    const char *p, *end;
+} cursor_t;
+
+static bool cur_lit(cursor_t *c, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0) return false;
+    c->p += n;
+    return true;
+}
+
+static bool cur_u64(cursor_t *c, uint64_t *v)
+{
+    const char *q = c->p;
+    uint64_t x = 0;
+    while (q < c->end && *q >= '0' && *q <= '9') {
+        uint64_t d = (uint64_t)(*q - '0');
+        if (x > (UINT64_MAX - d) / 10) return false;
+        x = x * 10 + d;
+        q++;
+    }
+    size_t n = (size_t)(q - c->p);
+    if (n == 0 || (n > 1 && *c->p == '0')) return false;
+    c->p = q;
+    *v = x;
+    return true;
+}
+
+/* "<lit><decimal>\n" */
+static bool cur_field(cursor_t *c, const char *lit, uint64_t *v)
+{
+    return cur_lit(c, lit) && cur_u64(c, v) && cur_lit(c, "\n");
+}
+
+/* A payload name: a key component of [A-Za-z0-9._-], not starting with '.'. */
+static bool cur_name(cursor_t *c, char *out)
+{
+    size_t n = 0;
+    while (c->p + n < c->end && n <= DCR_RETAIN_NAME_MAX) {
+        char ch = c->p[n];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+        if (!ok) break;
+        n++;
+    }
+    if (n == 0 || n > DCR_RETAIN_NAME_MAX || c->p[0] == '.' ||
+        strncmp(c->p, RETAIN_MANIFEST, n) == 0)
+        return false;
+    memcpy(out, c->p, n);
+    out[n] = '\0';
+    c->p += n;
+    return true;
+}
+
+static bool cur_hex(cursor_t *c, uint8_t *out, int bytes)
+{
+    if (c->end - c->p < 2 * bytes) return false;
+    for (int i = 0; i < 2 * bytes; i++) {
+        char ch = c->p[i];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+        if (v < 0) return false;
+        if (i % 2 == 0)
+            out[i / 2] = (uint8_t)(v << 4);
+        else
+            out[i / 2] |= (uint8_t)v;
+    }
+    c->p += 2 * bytes;
+    return true;
+}
+
+/* The 1-based line number of c->p, for error lines. */
+static size_t line_of(const char *text, const cursor_t *c)
+{
+    size_t line = 1;
+    for (const char *q = text; q < c->p; q++) line += *q == '\n';
+    return line;
+}
+
+dcr_status_t dcr_retain_manifest_parse(const char *text, size_t len, const char *where,
+                                       dcr_retain_manifest_t *out_p)
+{
+    if (text == NULL || where == NULL || out_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "retain manifest: NULL argument");
+    memset(out_p, 0, sizeof(*out_p));
+    cursor_t c = {text, text + len};
+    dcr_retain_manifest_t m = {0};
+    uint64_t n = 0;
+    const char *expected = "'dcr-version 1'";
+    bool ok = cur_lit(&c, "dcr-version 1\n");
+    if (ok) expected = "'version <decimal>'";
+    ok = ok && cur_field(&c, "version ", &m.version);
+    if (ok) expected = "'from <version - 1>'";
+    ok = ok && cur_field(&c, "from ", &m.from) && m.version >= 1 && m.from == m.version - 1;
+    if (ok) expected = "'tau <decimal>'";
+    ok = ok && cur_field(&c, "tau ", &m.tau);
+    if (ok) expected = "'payloads <decimal>'";
+    /* Every entry takes more than 64 bytes of text: a count the text cannot
+     * hold is malformed, never an allocation. */
+    ok = ok && cur_field(&c, "payloads ", &n) && n <= len / 64;
+    if (ok && n > 0) {
+        m.entries = calloc((size_t)n, sizeof(*m.entries));
+        if (!m.entries) return dcr_error_set(DCR_ENOMEM, "%s: %" PRIu64 " entries", where, n);
+    }
+    if (ok) expected = "'payload <name> <bytes> <64 hex digits>'";
+    for (uint64_t i = 0; ok && i < n; i++) {
+        dcr_retain_entry_t *e = &m.entries[i];
+        ok = cur_lit(&c, "payload ") && cur_name(&c, e->name) && cur_lit(&c, " ") &&
+             cur_u64(&c, &e->bytes) && cur_lit(&c, " ") &&
+             cur_hex(&c, e->digest, DCR_RETAIN_DIGEST_BYTES) && cur_lit(&c, "\n");
+        for (uint64_t j = 0; ok && j < i; j++)
+            if (strcmp(m.entries[j].name, e->name) == 0) ok = false;
+    }
+    if (ok) expected = "'end' and nothing after it";
+    ok = ok && cur_lit(&c, "end\n") && c.p == c.end;
+    if (!ok) {
+        size_t line = line_of(text, &c);
+        free(m.entries);
+        return dcr_error_set(DCR_ETRANSPORT, "retained version manifest %s: line %zu: expected %s",
+                             where, line, expected);
+    }
+    m.n = (size_t)n;
+    *out_p = m;
+    return DCR_OK;
+}
+
+void dcr_retain_manifest_free(dcr_retain_manifest_t *m)
+{
+    if (m == NULL) return;
+    free(m->entries);
+    memset(m, 0, sizeof(*m));
+}
+
+dcr_status_t dcr_retain_manifest_read(dcr_objstore_t *s, uint64_t version,
+                                      dcr_retain_manifest_t *out_p)
+{
+    if (s == NULL || out_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "retain: NULL store or manifest");
+    char key[128];
+    version_key(version, RETAIN_MANIFEST, key, sizeof key);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_objstore_get(s, key, RETAIN_MANIFEST_MAX, NULL, &text, &len));
+    dcr_status_t st = dcr_retain_manifest_parse((const char *)text, len, key, out_p);
+    free(text);
+    if (st == DCR_OK && out_p->version != version) {
+        dcr_retain_manifest_free(out_p);
+        return dcr_error_set(DCR_ETRANSPORT, "retained version manifest %s names version %" PRIu64,
+                             key, out_p->version);
+    }
+    return st;
+}
+
+dcr_status_t dcr_retain_payload_get(dcr_objstore_t *s, const dcr_retain_manifest_t *m, size_t i,
+                                    uint8_t **buf_p, size_t *len_p)
+{
+    if (s == NULL || m == NULL || i >= m->n || buf_p == NULL || len_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "retain: bad payload request");
+    const dcr_retain_entry_t *e = &m->entries[i];
+    char key[256];
+    version_key(m->version, e->name, key, sizeof key);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    /* One byte more than listed: a longer object is found, never cut. */
+    DCR_CHECK(dcr_objstore_get(s, key, e->bytes < RETAIN_PAYLOAD_MAX ? e->bytes + 1 : e->bytes,
+                               NULL, &buf, &len));
+    uint8_t d[DCR_RETAIN_DIGEST_BYTES];
+    digest_of(buf, len, d);
+    if (len != e->bytes || memcmp(d, e->digest, sizeof d) != 0) {
+        free(buf);
+        return dcr_error_set(DCR_EDIGEST,
+                             "retained payload %s: %zu bytes or its digest differ from version "
+                             "%" PRIu64 "'s manifest (%" PRIu64 " bytes)",
+                             key, len, m->version, e->bytes);
+    }
+    *buf_p = buf;
+    *len_p = len;
+    return DCR_OK;
+}
+
+/* ---- listing and pruning -------------------------------------------------- */
+
+/* The version a key under versions/ belongs to; false for a foreign key. */
+static bool key_version(const char *key, uint64_t *v, bool *manifest_p)
+{
+    size_t root = strlen(RETAIN_ROOT);
+    if (strncmp(key, RETAIN_ROOT, root) != 0 || key[root] != 'v') return false;
+    cursor_t c = {key + root + 1, key + strlen(key)};
+    if (!cur_u64(&c, v) || !cur_lit(&c, "/")) return false;
+    *manifest_p = strcmp(c.p, RETAIN_MANIFEST) == 0;
+    return true;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Every version with at least one key (manifest_only: with a VERSION). */
+static dcr_status_t versions_in_store(dcr_objstore_t *s, bool manifest_only, uint64_t **out_p,
+                                      size_t *n_p)
+{
+    dcr_objstore_entry_t *all = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_objstore_list_all(s, RETAIN_ROOT, &all, &n));
+    uint64_t *v = malloc((n ? n : 1) * sizeof(*v));
+    if (!v) {
+        free(all);
+        return dcr_error_set(DCR_ENOMEM, "retain: %zu keys", n);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t ver;
+        bool manifest;
+        if (!key_version(all[i].key, &ver, &manifest) || (manifest_only && !manifest)) continue;
+        if (k == 0 || v[k - 1] != ver) v[k++] = ver;
+    }
+    free(all);
+    /* Keys sort as text (v10 before v9): sort, then drop repeats. */
+    qsort(v, k, sizeof(*v), cmp_u64);
+    size_t u = 0;
+    for (size_t i = 0; i < k; i++)
+        if (u == 0 || v[u - 1] != v[i]) v[u++] = v[i];
+    if (u == 0) {
+        free(v);
+        v = NULL;
+    }
+    *out_p = v;
+    *n_p = u;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_retain_list(dcr_objstore_t *s, uint64_t **versions_p, size_t *n_p)
+{
+    if (s == NULL || versions_p == NULL || n_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "retain: NULL argument");
+    return versions_in_store(s, true, versions_p, n_p);
+}
+
+dcr_status_t dcr_retain_clear(dcr_objstore_t *s)
+{
+    if (s == NULL) return dcr_error_set(DCR_EINVAL, "retain: NULL store");
+    return dcr_objstore_delete_prefix(s, RETAIN_ROOT);
+}
+
+/* Deletes every version below `below`: its VERSION first (so that no reader
+ * trusts a version while its payloads go), then the rest. */
+static dcr_status_t prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)
+{
+    uint64_t *v = NULL;
+    size_t n = 0;
+    DCR_CHECK(versions_in_store(s, false, &v, &n));
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; i < n && v[i] < below && st == DCR_OK; i++) {
+        char key[128], prefix[64];
+        version_key(v[i], RETAIN_MANIFEST, key, sizeof key);
+        version_prefix(v[i], prefix, sizeof prefix);
+        st = dcr_objstore_delete(s, key);
+        if (st == DCR_OK) st = dcr_objstore_delete_prefix(s, prefix);
+        if (st == DCR_OK) (*pruned_p)++;
+    }
+    free(v);
+    return st;
+}
+
+/* ---- the copy at commit --------------------------------------------------- */
+
+/* Reads attempt tau's transport manifest into entries of m. */
+static dcr_status_t read_attempt(dcr_objstore_t *s, uint64_t tau, int world, char *mkey,
+                                 size_t mkey_cap, dcr__ledger_entry_t **e_p, size_t *n_p)
+{
+    char prefix[64];
+    dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+    snprintf(mkey, mkey_cap, "%sMANIFEST", prefix);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    dcr_status_t st = dcr_objstore_get(s, mkey, DCR__MANIFEST_MAX_BYTES, NULL, &text, &len);
+    if (st == DCR_ENOTFOUND)
+        return dcr_error_set(DCR_ENOTFOUND,
+                             "retain: attempt %" PRIu64 " has no manifest %s (already cleared by "
+                             "a later attempt, or not an objstore run?)",
+                             tau, mkey);
+    DCR_CHECK(st);
+    st = dcr__manifest_parse((const char *)text, len, mkey, tau, world, e_p, n_p);
+    free(text);
+    return st;
+}
+
+/* Copies the listed payloads, filling m's entries. */
+static dcr_status_t copy_payloads(dcr_objstore_t *s, uint64_t tau, const dcr__ledger_entry_t *le,
+                                  dcr_retain_manifest_t *m, dcr_retain_stats_t *stats)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        dcr_retain_entry_t *e = &m->entries[i];
+        dcr__obj_payload_name(le[i].owner, le[i].id, e->name, sizeof e->name);
+        char from[256], to[256], prefix[64];
+        dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+        snprintf(from, sizeof from, "%s%s", prefix, e->name);
+        version_key(m->version, e->name, to, sizeof to);
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        DCR_CHECK(dcr_objstore_get(s, from, (size_t)le[i].len + 1, NULL, &buf, &len));
+        if (len != le[i].len) {
+            free(buf);
+            return dcr_error_set(DCR_ETRANSPORT,
+                                 "retain: %s holds %zu bytes, its attempt's manifest lists "
+                                 "%" PRIu64,
+                                 from, len, le[i].len);
+        }
+        e->bytes = len;
+        digest_of(buf, len, e->digest);
+        dcr_status_t st = dcr_objstore_put(s, to, buf, len, NULL);
+        free(buf);
+        DCR_CHECK(st);
+        stats->payloads++;
+        stats->bytes += len;
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_retain_commit(dcr_objstore_t *s, uint64_t tau, uint64_t version, int keep,
+                               dcr_retain_stats_t *stats_p)
+{
+    if (s == NULL || keep < 1 || version < 1)
+        return dcr_error_set(DCR_EINVAL,
+                             "retain: store %p, version %" PRIu64 ", keep %d (expected a store, "
+                             "version >= 1, keep >= 1)",
+                             (void *)s, version, keep);
+    uint64_t t0 = dcr_clock_ns();
+    dcr_retain_stats_t stats = {0};
+    char mkey[128];
+    dcr__ledger_entry_t *le = NULL;
+    size_t n = 0;
+    /* Owners are bounded by the manifest's own checks; the payloads' headers
+     * are checked again by every receiver that replays them. */
+    DCR_CHECK(read_attempt(s, tau, INT32_MAX, mkey, sizeof mkey, &le, &n));
+    dcr_retain_manifest_t m = {.version = version, .from = version - 1, .tau = tau, .n = n};
+    m.entries = calloc(n ? n : 1, sizeof(*m.entries));
+    dcr_status_t st = m.entries ? DCR_OK : dcr_error_set(DCR_ENOMEM, "retain: %zu entries", n);
+    /* A rerun of this version (a replaced coordinator) rewrites it whole. */
+    char key[128];
+    version_key(version, RETAIN_MANIFEST, key, sizeof key);
+    if (st == DCR_OK) st = dcr_objstore_delete(s, key);
+    if (st == DCR_OK) st = copy_payloads(s, tau, le, &m, &stats);
+    free(le);
+    size_t len = 0;
+    char *text = st == DCR_OK ? manifest_text(&m, &len) : NULL;
+    if (st == DCR_OK && !text) st = dcr_error_set(DCR_ENOMEM, "retain: manifest of %zu entries", n);
+    if (st == DCR_OK) st = dcr_objstore_put(s, key, (const uint8_t *)text, len, NULL);
+    free(text);
+    dcr_retain_manifest_free(&m);
+    if (st == DCR_OK && version >= (uint64_t)keep)
+        st = prune(s, version - (uint64_t)keep + 1, &stats.pruned);
+    stats.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
+    if (st == DCR_OK)
+        DCR_LOG_DEBUG("retain: version %" PRIu64 " (attempt %" PRIu64 "): %" PRIu64
+                      " payloads, %" PRIu64 " bytes in %.3f s; %" PRIu64 " pruned",
+                      version, tau, stats.payloads, stats.bytes, stats.seconds, stats.pruned);
+    if (stats_p) *stats_p = stats;
+    return st;
+}

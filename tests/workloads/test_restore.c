@@ -1,0 +1,368 @@
+/* ctest-labels: integration
+ *
+ * Recovery without a full reload (workloads/roles/restore.h): an in-process
+ * bench over the object store retains its committed versions; receivers
+ * dense-loaded with an older version by the role world (the oracle, which
+ * shares nothing with the refit) replay the retained versions and must then
+ * equal, byte for byte, receivers dense-loaded with the newest version. A
+ * gap in the chain or a tampered payload leaves the receivers untouched.
+ * The node's restorer classifies receivers from resident files and from
+ * memory (clean, replay, dense) and its counts and byte figures are checked
+ * against what the store lists. Bytes moved for 1, 3 and 8 versions behind
+ * are printed against a dense refit's (DCR_RESTORE_SCALE and
+ * DCR_RESTORE_LAYERS change the model shape for a measurement). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "cli/cli_run.h"
+
+#include "dcr/objstore.h"
+#include "dcr/resident.h"
+#include "dcr/retain.h"
+#include "tmp_dir.h"
+#include "workloads/bench.h"
+#include "workloads/roles/restore.h"
+#include "workloads/roles/roles.h"
+#include "workloads/roles/world.h"
+
+#define LAST 9 /* versions committed by the bench */
+
+static dcr_bench_config_t g_cfg;
+static char g_workdir[300];
+static dcr_objstore_t *g_store;
+static int g_per;
+
+static int env_int(const char *name, int dflt)
+{
+    const char *v = getenv(name);
+    return v && atoi(v) > 0 ? atoi(v) : dflt;
+}
+
+static int group_setup(void **state)
+{
+    if (tmp_dir_setup(state)) return -1;
+    g_cfg = dcr_bench_config_default();
+    g_cfg.scenario.scale = env_int("DCR_RESTORE_SCALE", 64);
+    g_cfg.scenario.layers = env_int("DCR_RESTORE_LAYERS", 2);
+    g_cfg.warmup = 0;
+    g_cfg.refits = LAST;
+    g_cfg.verify = false; /* the replays below are checked against the oracle */
+    g_cfg.retain = 8;
+    snprintf(g_workdir, sizeof g_workdir, "%s/run", tmp_dir);
+    g_cfg.workdir = g_workdir;
+    dcr_bench_result_t r;
+    if (dcr_bench_run(&g_cfg, &r) != DCR_OK) {
+        fprintf(stderr, "bench: %s\n", dcr_error_detail());
+        return -1;
+    }
+    for (int i = 0; i < r.nrefits; i++)
+        if (r.refits[i].retain_bytes != r.refits[i].payload_bytes) {
+            fprintf(stderr, "refit %d retained %lld bytes of %lld\n", i,
+                    (long long)r.refits[i].retain_bytes, (long long)r.refits[i].payload_bytes);
+            return -1;
+        }
+    dcr_bench_result_free(&r);
+    char dir[400];
+    dcr_role_objstore_dir(g_workdir, dir, sizeof dir);
+    dcr_objstore_config_t oc = {.url = dir};
+    if (dcr_objstore_create(&oc, &g_store) != DCR_OK) return -1;
+    g_per = g_cfg.serve.gpus_per_node;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    dcr_objstore_destroy(g_store);
+    return tmp_dir_teardown(state);
+}
+
+/* Node 0's receivers, dense-loaded by world w at version v. */
+static void dense_receivers(dcr_role_world_t *w, uint64_t v, dcr_receiver_t **r)
+{
+    assert_int_equal(dcr_role_world_advance(w, v), DCR_OK);
+    for (int k = 0; k < g_per; k++) assert_int_equal(dcr_role_world_receiver(w, k, &r[k]), DCR_OK);
+}
+
+static void assert_equal_to(dcr_receiver_t *const *got, dcr_receiver_t *const *want,
+                            const char *what)
+{
+    for (int k = 0; k < g_per; k++) {
+        const char *param = NULL;
+        int64_t elem = 0;
+        if (!dcr_receiver_equal(got[k], want[k], &param, &elem))
+            fail_msg("%s: receiver %d differs at %s[%lld]", what, k, param, (long long)elem);
+    }
+}
+
+static void destroy_all(dcr_receiver_t **r)
+{
+    for (int k = 0; k < g_per; k++) {
+        dcr_receiver_destroy(r[k]);
+        r[k] = NULL;
+    }
+}
+
+/* Payload bytes the store lists for versions from+1..to (the VERSION
+ * manifests aside), summed from the listing, not the manifests. */
+static uint64_t listed_bytes(uint64_t from, uint64_t to)
+{
+    uint64_t sum = 0;
+    for (uint64_t v = from + 1; v <= to; v++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "versions/v%llu/", (unsigned long long)v);
+        dcr_objstore_entry_t *e = NULL;
+        size_t n = 0;
+        assert_int_equal(dcr_objstore_list_all(g_store, prefix, &e, &n), DCR_OK);
+        assert_true(n > 1);
+        for (size_t i = 0; i < n; i++)
+            if (!strstr(e[i].key, "/VERSION")) sum += e[i].size;
+        free(e);
+    }
+    return sum;
+}
+
+static void test_replay_equals_dense_refit(void **state)
+{
+    (void)state;
+    /* The oracle's world outlives its receivers (they borrow its inventory). */
+    dcr_role_world_t *ow = NULL, *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    dcr_receiver_t *want[8] = {0};
+    dense_receivers(ow, LAST, want);
+    int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
+    static const int behind[] = {1, 3, 8};
+    for (size_t i = 0; i < sizeof behind / sizeof behind[0]; i++) {
+        uint64_t from = LAST - (uint64_t)behind[i];
+        assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+        dcr_receiver_t *r[8] = {0};
+        dense_receivers(w, from, r);
+        dcr_replay_stats_t st;
+        if (dcr_restore_replay(g_store, r, g_per, from, LAST, &st) != DCR_OK)
+            fail_msg("replay %llu..%d: %s", (unsigned long long)from + 1, LAST, dcr_error_detail());
+        assert_equal_to(r, want, "after replay");
+        assert_int_equal(st.versions, (uint64_t)behind[i]);
+        assert_int_equal(st.bytes, listed_bytes(from, LAST));
+        print_message("replay %d behind: %llu payloads, %llu bytes vs dense %lld (%.1f%%)\n",
+                      behind[i], (unsigned long long)st.payloads, (unsigned long long)st.bytes,
+                      (long long)dense, 100.0 * (double)st.bytes / (double)dense);
+        destroy_all(r);
+        dcr_role_world_destroy(w);
+    }
+    destroy_all(want);
+    dcr_role_world_destroy(ow);
+}
+
+/* Removes key or flips a bit of it, expects the replay 3..LAST to fail with
+ * `expect` without writing, then puts the key back. */
+static void with_damage(const char *key, bool remove, dcr_status_t expect)
+{
+    uint8_t *keep = NULL;
+    size_t len = 0;
+    assert_int_equal(dcr_objstore_get(g_store, key, 1 << 26, NULL, &keep, &len), DCR_OK);
+    if (remove) {
+        assert_int_equal(dcr_objstore_delete(g_store, key), DCR_OK);
+    } else {
+        uint8_t *bad = malloc(len);
+        memcpy(bad, keep, len);
+        bad[len - 1] ^= 0x40;
+        assert_int_equal(dcr_objstore_put(g_store, key, bad, len, NULL), DCR_OK);
+        free(bad);
+    }
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_receiver_t *r[8] = {0}, *before[8] = {0};
+    dense_receivers(w, 3, r);
+    dense_receivers(w, 3, before);
+    assert_int_equal(dcr_restore_replay(g_store, r, g_per, 3, LAST, NULL), expect);
+    /* Nothing was written: the receivers still hold version 3. */
+    assert_equal_to(r, before, "after a refused replay");
+    destroy_all(r);
+    destroy_all(before);
+    dcr_role_world_destroy(w);
+    assert_int_equal(dcr_objstore_put(g_store, key, keep, len, NULL), DCR_OK);
+    free(keep);
+}
+
+static void test_gap_or_bad_payload_writes_nothing(void **state)
+{
+    (void)state;
+    /* A version missing from the chain. */
+    with_damage("versions/v6/VERSION", true, DCR_ENOTFOUND);
+    /* A payload of the last version tampered with. */
+    dcr_retain_manifest_t m;
+    assert_int_equal(dcr_retain_manifest_read(g_store, LAST, &m), DCR_OK);
+    assert_true(m.n > 0);
+    char key[256];
+    snprintf(key, sizeof key, "versions/v%d/%s", LAST, m.entries[m.n - 1].name);
+    dcr_retain_manifest_free(&m);
+    with_damage(key, false, DCR_EDIGEST);
+    /* Beyond the window: version 1 was pruned when version 9 committed. */
+    assert_int_equal(dcr_retain_manifest_read(g_store, 1, &m), DCR_ENOTFOUND);
+}
+
+static dcr_restorer_t *restorer(dcr_role_world_t *w)
+{
+    dcr_restorer_config_t rc = {&g_cfg, w, g_workdir, 0, 0, g_per, true};
+    dcr_restorer_t *R = NULL;
+    assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
+    return R;
+}
+
+static void expect_counts(dcr_restorer_t *R, uint64_t clean, uint64_t replay, uint64_t dense)
+{
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[DCR_RESTORE_CLEAN], clean);
+    assert_int_equal(c[DCR_RESTORE_REPLAY], replay);
+    assert_int_equal(c[DCR_RESTORE_REPAIR], 0);
+    assert_int_equal(c[DCR_RESTORE_DENSE], dense);
+}
+
+static void test_restorer_classifies(void **state)
+{
+    (void)state;
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_role_world_t *ow = NULL; /* the oracle's own world for the final comparisons */
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    dcr_receiver_t *want[8] = {0};
+    dense_receivers(ow, LAST, want);
+    int64_t ckpt = dcr_inventory_bytes(w->sc->inventory);
+
+    /* A fresh process, no resident files: dense; files saved at version 6. */
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = restorer(w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, 6), DCR_OK);
+    expect_counts(R, 0, 0, (uint64_t)g_per);
+    dcr_restorer_destroy(R);
+    destroy_all(r); /* the process dies */
+
+    /* Its successor holds version 6 clean from the files: replay 7..9. */
+    R = restorer(w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, LAST), DCR_OK);
+    expect_counts(R, 0, (uint64_t)g_per, 0);
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(b[DCR_RESTORE_REPLAY], (uint64_t)g_per * listed_bytes(6, LAST));
+    assert_equal_to(r, want, "restored by replay");
+    dcr_restorer_destroy(R);
+    destroy_all(r);
+
+    /* The next one holds version 9 clean: rejoins at once. */
+    R = restorer(w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, LAST), DCR_OK);
+    expect_counts(R, (uint64_t)g_per, 0, 0);
+    assert_equal_to(r, want, "clean");
+    /* In memory: a payload reached receiver 0 after its clean point
+     * (version 9's own, applied again to version 9: bytes of no version):
+     * dirty, hence dense. */
+    dcr_retain_manifest_t m;
+    assert_int_equal(dcr_retain_manifest_read(g_store, LAST, &m), DCR_OK);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(dcr_retain_payload_get(g_store, &m, 0, &buf, &len), DCR_OK);
+    assert_int_equal(dcr_receiver_begin_attempt(r[0], m.tau), DCR_OK);
+    dcr_ingest_t d;
+    assert_int_equal(dcr_receiver_apply_payload(r[0], buf, len, &d), DCR_OK);
+    free(buf);
+    dcr_retain_manifest_free(&m);
+    /* Receiver 0 now holds neither 9 nor anything else known. */
+    assert_int_equal(dcr_restorer_restore(R, r, LAST, LAST), DCR_OK);
+    expect_counts(R, (uint64_t)g_per + (uint64_t)g_per - 1, 0, 1);
+    assert_equal_to(r, want, "after a dense refit of the dirty one");
+    dcr_restorer_destroy(R);
+    destroy_all(r);
+
+    /* A save interrupted mid-copy: receiver 1's file says dirty. */
+    char path[400];
+    snprintf(path, sizeof path, "%s/resident/r1.dcrs", g_workdir);
+    dcr_resident_t *f = NULL;
+    assert_int_equal(dcr_resident_open(path, want[1], 1, &f), DCR_OK);
+    dcr_resident_mark_dirty(f);
+    dcr_resident_close(f);
+    R = restorer(w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, LAST), DCR_OK);
+    expect_counts(R, (uint64_t)g_per - 1, 0, 1);
+    assert_equal_to(r, want, "after a dense refit of the interrupted one");
+    dcr_restorer_destroy(R);
+    destroy_all(r);
+
+    /* The run's totals, from every restorer's lines. */
+    uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
+    double ts[DCR_RESTORE_KINDS];
+    assert_int_equal(dcr_restore_totals(g_workdir, tc, tb, td, ts), DCR_OK);
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) assert_true(ts[k] >= 0);
+    assert_true(ts[DCR_RESTORE_REPLAY] > 0);
+    assert_int_equal(tc[DCR_RESTORE_CLEAN], 3 * (uint64_t)g_per - 2);
+    assert_int_equal(tc[DCR_RESTORE_REPLAY], (uint64_t)g_per);
+    assert_int_equal(tc[DCR_RESTORE_DENSE], (uint64_t)g_per + 2);
+    assert_int_equal(tb[DCR_RESTORE_DENSE], ((uint64_t)g_per + 2) * (uint64_t)ckpt);
+    assert_int_equal(tb[DCR_RESTORE_CLEAN], 0);
+    assert_int_equal(td[DCR_RESTORE_REPLAY], (uint64_t)g_per * (uint64_t)ckpt);
+    destroy_all(want);
+    dcr_role_world_destroy(ow);
+    dcr_role_world_destroy(w);
+}
+
+static json_int_t kind_field(json_t *kinds, const char *kind, const char *field)
+{
+    return json_integer_value(json_object_get(json_object_get(kinds, kind), field));
+}
+
+/* The whole path across processes: rollout-node processes killed by SIGKILL
+ * and restarted restore from their resident files by clean rejoin or by
+ * replay (a kill mid-save would be dense), the verifier process finds every
+ * timed refit bit-exact, and the results count the restores by kind. */
+static void test_processes_restore_without_reload(void **state)
+{
+    (void)state;
+    result_t *r = malloc(sizeof *r);
+    assert_non_null(r);
+    run(r, "bench --processes --sigkill-every 2 --scale 64 --layers 2 --seed 7 --warmup 0 "
+           "--refits 8 --json");
+    if (r->rc != 0) fail_msg("dcr bench: rc %d: %s", r->rc, r->err);
+    json_error_t err;
+    json_t *j = json_loads(r->out, 0, &err);
+    if (!j) fail_msg("not JSON: %s", err.text);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_int_t kills =
+        json_integer_value(json_object_get(json_object_get(j, "processes"), "sigkills"));
+    assert_true(kills >= 2);
+    json_t *k = json_object_get(j, "restores_by_kind");
+    assert_non_null(k);
+    json_int_t clean = kind_field(k, "clean", "count"), replay = kind_field(k, "replay", "count");
+    json_int_t dense = kind_field(k, "dense", "count");
+    assert_int_equal(kind_field(k, "repair", "count"), 0);
+    /* Each restart restores the node's two receivers; one restarted after
+     * the last commit may not have written its lines when the run ends. */
+    json_int_t all = clean + replay + dense;
+    assert_true(all >= 2 * (kills - 1) && all <= 2 * kills);
+    assert_true(clean + replay >= 2);
+    assert_int_equal(kind_field(k, "clean", "bytes"), 0);
+    /* One version behind at 3% changes: far below a dense refit. */
+    if (replay > 0)
+        assert_true(kind_field(k, "replay", "bytes") * 5 < kind_field(k, "replay", "dense_bytes"));
+    print_message("restores: %lld clean, %lld replay, %lld dense after %lld kills\n",
+                  (long long)clean, (long long)replay, (long long)dense, (long long)kills);
+    json_decref(j);
+    free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_replay_equals_dense_refit),
+        cmocka_unit_test(test_gap_or_bad_payload_writes_nothing),
+        cmocka_unit_test(test_restorer_classifies),
+        cmocka_unit_test(test_processes_restore_without_reload),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

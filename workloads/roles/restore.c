@@ -1,0 +1,470 @@
+/* Restore of a rollout node's receivers: classification, replay of retained
+ * versions, resident files, the oracle check (workloads/roles/restore.h). */
+#define _XOPEN_SOURCE 700
+#include "workloads/roles/restore.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+#include "dcr/resident.h"
+#include "dcr/retain.h"
+#include "workloads/roles/roles.h"
+
+#define HELD_NONE UINT64_MAX
+/* How long a restore waits for the newest committed version to be retained:
+ * the committing process copies it right after the commit record is
+ * durable, so a node that read the record may arrive first. */
+#define RETAIN_WAIT_MS 3000
+
+const char *dcr_restore_kind_name(dcr_restore_kind_t k)
+{
+    static const char *const names[DCR_RESTORE_KINDS] = {"clean", "replay", "repair", "dense"};
+    return (unsigned)k < DCR_RESTORE_KINDS ? names[k] : "?";
+}
+
+/* ---- replay ----------------------------------------------------------------- */
+
+typedef struct replay_version {
+    dcr_retain_manifest_t m;
+    uint8_t **buf;
+    size_t *len;
+} replay_version_t;
+
+static void replay_free(replay_version_t *rv, uint64_t n)
+{
+    for (uint64_t i = 0; rv && i < n; i++) {
+        for (size_t j = 0; rv[i].buf && j < rv[i].m.n; j++) free(rv[i].buf[j]);
+        free(rv[i].buf);
+        free(rv[i].len);
+        dcr_retain_manifest_free(&rv[i].m);
+    }
+    free(rv);
+}
+
+/* Every manifest and payload of from+1..to, checked, before any write. */
+static dcr_status_t replay_fetch(dcr_objstore_t *s, uint64_t from, uint64_t to,
+                                 replay_version_t *rv, dcr_replay_stats_t *st)
+{
+    uint64_t tau = 0;
+    for (uint64_t v = from + 1; v <= to; v++) {
+        replay_version_t *x = &rv[v - from - 1];
+        dcr_status_t rs = dcr_retain_manifest_read(s, v, &x->m);
+        if (rs == DCR_ENOTFOUND)
+            return dcr_error_set(DCR_ENOTFOUND,
+                                 "replay %" PRIu64 "..%" PRIu64 ": gap: version %" PRIu64
+                                 " is not retained",
+                                 from + 1, to, v);
+        DCR_CHECK(rs);
+        /* The parser ties from to version - 1; attempts only grow. */
+        if (x->m.tau <= tau)
+            return dcr_error_set(DCR_ETRANSPORT,
+                                 "replay: version %" PRIu64 " came from attempt %" PRIu64
+                                 ", not after version %" PRIu64 "'s attempt %" PRIu64,
+                                 v, x->m.tau, v - 1, tau);
+        tau = x->m.tau;
+        x->buf = calloc(x->m.n ? x->m.n : 1, sizeof(*x->buf));
+        x->len = calloc(x->m.n ? x->m.n : 1, sizeof(*x->len));
+        if (!x->buf || !x->len) return dcr_error_set(DCR_ENOMEM, "replay of version %" PRIu64, v);
+        for (size_t j = 0; j < x->m.n; j++) {
+            DCR_CHECK(dcr_retain_payload_get(s, &x->m, j, &x->buf[j], &x->len[j]));
+            st->payloads++;
+            st->bytes += x->len[j];
+        }
+        st->versions++;
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t replay_apply(dcr_receiver_t *const *r, int n, const replay_version_t *x)
+{
+    for (int k = 0; k < n; k++) {
+        DCR_CHECK(dcr_receiver_begin_attempt(r[k], x->m.tau));
+        for (size_t j = 0; j < x->m.n; j++) {
+            dcr_ingest_t d;
+            DCR_CHECK(dcr_receiver_apply_payload(r[k], x->buf[j], x->len[j], &d));
+            if (d != DCR_INGEST_ACCEPTED)
+                return dcr_error_set(DCR_EPAYLOAD,
+                                     "replay: retained payload %s of version %" PRIu64
+                                     " was not accepted (disposition %d)",
+                                     x->m.entries[j].name, x->m.version, (int)d);
+        }
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
+                                uint64_t to, dcr_replay_stats_t *stats_p)
+{
+    if (s == NULL || (r == NULL && n > 0) || n < 0 || to < from)
+        return dcr_error_set(DCR_EINVAL,
+                             "replay: bad arguments (versions %" PRIu64 "..%" PRIu64 ")", from, to);
+    uint64_t t0 = dcr_clock_ns();
+    dcr_replay_stats_t st = {0};
+    uint64_t nv = to - from;
+    replay_version_t *rv = calloc(nv ? nv : 1, sizeof(*rv));
+    dcr_status_t rs = rv ? DCR_OK : dcr_error_set(DCR_ENOMEM, "replay of %" PRIu64 " versions", nv);
+    if (rs == DCR_OK) rs = replay_fetch(s, from, to, rv, &st);
+    for (uint64_t i = 0; rs == DCR_OK && i < nv; i++) rs = replay_apply(r, n, &rv[i]);
+    replay_free(rv, nv);
+    st.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
+    if (stats_p) *stats_p = st;
+    return rs;
+}
+
+/* ---- the node's restorer ------------------------------------------------------ */
+
+struct dcr_restorer {
+    dcr_restorer_config_t cfg;
+    dcr_objstore_t *store;     /* retained versions; NULL: none reachable */
+    dcr_resident_t **resident; /* per receiver; NULL entries until first used */
+    uint64_t *clean_in;        /* payloads_in at the receiver's last clean point */
+    bool *clean_known;
+    uint64_t counts[DCR_RESTORE_KINDS], bytes[DCR_RESTORE_KINDS];
+    uint64_t dense_bytes; /* the checkpoint */
+};
+
+dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_t **out_p)
+{
+    if (cfg == NULL || cfg->world == NULL || cfg->workdir == NULL || cfg->per < 1 || !out_p)
+        return dcr_error_set(DCR_EINVAL, "restorer: bad configuration");
+    dcr_restorer_t *R = calloc(1, sizeof(*R));
+    if (R == NULL) return dcr_error_set(DCR_ENOMEM, "restorer");
+    R->cfg = *cfg;
+    R->resident = calloc((size_t)cfg->per, sizeof(*R->resident));
+    R->clean_in = calloc((size_t)cfg->per, sizeof(*R->clean_in));
+    R->clean_known = calloc((size_t)cfg->per, sizeof(*R->clean_known));
+    R->dense_bytes = (uint64_t)dcr_inventory_bytes(cfg->world->sc->inventory);
+    if (!R->resident || !R->clean_in || !R->clean_known) {
+        dcr_restorer_destroy(R);
+        return dcr_error_set(DCR_ENOMEM, "restorer");
+    }
+    /* The store the run's transport uses; without it every restore is dense. */
+    char dir[4200];
+    dcr_role_objstore_dir(cfg->workdir, dir, sizeof dir);
+    const dcr_bench_config_t *run = cfg->run;
+    dcr_objstore_config_t oc = {.url = run && run->store ? run->store : dir,
+                                .s3_endpoint = run && run->store ? run->s3_endpoint : NULL};
+    if (run && strcmp(run->transport, "objstore") == 0 &&
+        dcr_objstore_create(&oc, &R->store) != DCR_OK)
+        DCR_LOG_WARN("rollout node %d: no replay (store %s: %s)", cfg->node, oc.url,
+                     dcr_error_detail());
+    *out_p = R;
+    return DCR_OK;
+}
+
+void dcr_restorer_destroy(dcr_restorer_t *R)
+{
+    if (R == NULL) return;
+    for (int k = 0; R->resident && k < R->cfg.per; k++) dcr_resident_close(R->resident[k]);
+    free(R->resident);
+    free(R->clean_in);
+    free(R->clean_known);
+    dcr_objstore_destroy(R->store);
+    free(R);
+}
+
+static uint64_t payloads_in(const dcr_receiver_t *r)
+{
+    dcr_receiver_stats_t s;
+    dcr_receiver_stats(r, &s);
+    return s.payloads_in;
+}
+
+static void resident_path(const dcr_restorer_t *R, int k, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/resident/r%d.dcrs", R->cfg.workdir, R->cfg.first + k);
+}
+
+static dcr_status_t resident_file(dcr_restorer_t *R, int k, const dcr_receiver_t *r,
+                                  dcr_resident_t **out_p)
+{
+    if (!R->resident[k]) {
+        char dir[4200], path[4300];
+        snprintf(dir, sizeof dir, "%s/resident", R->cfg.workdir);
+        if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+            return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
+        resident_path(R, k, path, sizeof path);
+        DCR_CHECK(dcr_resident_open(path, r, (uint64_t)(R->cfg.first + k), &R->resident[k]));
+    }
+    *out_p = R->resident[k];
+    return DCR_OK;
+}
+
+/* A receiver of slot id with the run's loader, key and prewarm, but no
+ * weights: what a resident file fills. */
+static dcr_status_t bare_receiver(dcr_role_world_t *w, int id, dcr_receiver_t **out_p)
+{
+    dcr_receiver_t *r = NULL;
+    DCR_CHECK(dcr_serve_receiver_create(&w->sc->model, w->sc->inventory, &w->serve, id, NULL, &r));
+    dcr_receiver_set_payload_key(r, &w->cfg.payload_key);
+    dcr_status_t st = dcr_receiver_prewarm(r);
+    if (st != DCR_OK) {
+        dcr_receiver_destroy(r);
+        return st;
+    }
+    *out_p = r;
+    return DCR_OK;
+}
+
+/* What receiver k holds: *held_p a clean version, or HELD_NONE with *why. */
+static void probe(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held, uint64_t *held_p,
+                  char *why, size_t cap)
+{
+    *held_p = HELD_NONE;
+    if (recv[k]) {
+        if (R->clean_known[k] && payloads_in(recv[k]) == R->clean_in[k])
+            *held_p = held;
+        else
+            snprintf(why, cap, "dirty: payloads reached it after its last clean point");
+        return;
+    }
+    if (!R->cfg.resident) {
+        snprintf(why, cap, "a fresh process without resident state");
+        return;
+    }
+    /* A fresh process: its predecessor's resident file. */
+    dcr_receiver_t *r = NULL;
+    dcr_resident_t *f = NULL;
+    dcr_status_t st = bare_receiver(R->cfg.world, R->cfg.first + k, &r);
+    if (st == DCR_OK) st = resident_file(R, k, r, &f);
+    uint64_t u = 0;
+    dcr_resident_state_t rs = st == DCR_OK ? dcr_resident_state(f, &u) : DCR_RESIDENT_ABSENT;
+    if (st == DCR_OK && rs == DCR_RESIDENT_CLEAN) st = dcr_resident_load(f, r);
+    if (st != DCR_OK)
+        snprintf(why, cap, "resident file unreadable: %s", dcr_error_detail());
+    else if (rs != DCR_RESIDENT_CLEAN)
+        snprintf(why, cap, "resident file %s%s", dcr_resident_state_name(rs),
+                 rs == DCR_RESIDENT_DIRTY ? " (repair is not built yet)" : "");
+    if (st == DCR_OK && rs == DCR_RESIDENT_CLEAN) {
+        recv[k] = r;
+        *held_p = u;
+    } else {
+        dcr_receiver_destroy(r);
+    }
+}
+
+/* Receiver k's digests against a dense refit of version in the world. */
+static dcr_status_t check(dcr_restorer_t *R, const dcr_receiver_t *r, int k, uint64_t version)
+{
+    dcr_param_digests_t want = {0}, got = {0};
+    char who[64];
+    snprintf(who, sizeof who, "receiver %d at version %" PRIu64, R->cfg.first + k, version);
+    dcr_status_t st =
+        dcr_role_world_expected_digests(R->cfg.world, version, R->cfg.first + k, &want);
+    if (st == DCR_OK) st = dcr_receiver_digests(r, &got);
+    if (st == DCR_OK) st = dcr_param_digests_compare(&want, &got, who);
+    dcr_param_digests_free(&want);
+    dcr_param_digests_free(&got);
+    return st;
+}
+
+static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
+{
+    R->counts[rec->kind]++;
+    R->bytes[rec->kind] += rec->bytes;
+    char held[32];
+    if (rec->held == HELD_NONE)
+        snprintf(held, sizeof held, "-");
+    else
+        snprintf(held, sizeof held, "%" PRIu64, rec->held);
+    DCR_LOG_INFO("rollout node %d: receiver %d restore %s: held %s, now %" PRIu64 ", %" PRIu64
+                 " bytes moved (dense %" PRIu64 "), %.3f s%s%s",
+                 R->cfg.node, rec->receiver, dcr_restore_kind_name(rec->kind), held, rec->version,
+                 rec->bytes, rec->dense_bytes, rec->seconds, rec->why[0] ? ": " : "", rec->why);
+    char dir[4200], path[4300];
+    snprintf(dir, sizeof dir, "%s/restores", R->cfg.workdir);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/n%d.txt", dir, R->cfg.node);
+    /* One short line per append: whole lines even across restarts. */
+    FILE *f = fopen(path, "a");
+    if (!f) return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
+    fprintf(f, "%s %d %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %.6f\n",
+            dcr_restore_kind_name(rec->kind), rec->receiver, held, rec->version, rec->bytes,
+            rec->dense_bytes, rec->seconds);
+    if (fclose(f) != 0) return dcr_error_set(DCR_EIO, "cannot write %s", path);
+    return DCR_OK;
+}
+
+/* Waits until version's VERSION manifest is readable or RETAIN_WAIT_MS
+ * passed (then the replay finds the gap and says so). */
+static void await_retained(dcr_objstore_t *s, uint64_t version)
+{
+    uint64_t t0 = dcr_clock_ns();
+    for (;;) {
+        dcr_retain_manifest_t m;
+        dcr_status_t st = dcr_retain_manifest_read(s, version, &m);
+        dcr_retain_manifest_free(&m);
+        if (st != DCR_ENOTFOUND || dcr_clock_ns() - t0 > (uint64_t)RETAIN_WAIT_MS * 1000000u)
+            return;
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Replays receivers ks[0, n) of recv, which hold u, to version. */
+static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n, uint64_t u,
+                         uint64_t version, dcr_restore_record_t *recs)
+{
+    dcr_receiver_t *group[64];
+    for (int i = 0; i < n; i++) group[i] = recv[ks[i]];
+    dcr_replay_stats_t st = {0};
+    if (R->store) await_retained(R->store, version);
+    dcr_status_t rs = R->store ? dcr_restore_replay(R->store, group, n, u, version, &st)
+                               : dcr_error_set(DCR_EUNSUPPORTED, "no object store to replay from");
+    for (int i = 0; i < n; i++) {
+        dcr_restore_record_t *rec = &recs[ks[i]];
+        rec->bytes = st.bytes; /* one download serves every receiver of the node */
+        dcr_status_t cs = rs == DCR_OK ? check(R, recv[ks[i]], ks[i], version) : rs;
+        if (cs != DCR_OK) {
+            rec->kind = DCR_RESTORE_DENSE;
+            snprintf(rec->why, sizeof rec->why, "replay %" PRIu64 "..%" PRIu64 " failed: %s", u + 1,
+                     version, dcr_error_detail());
+        }
+    }
+}
+
+dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
+                                  uint64_t version)
+{
+    int per = R->cfg.per;
+    if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
+    dcr_restore_record_t recs[64];
+    uint64_t t0[64];
+    memset(recs, 0, sizeof recs);
+    for (int k = 0; k < per; k++) {
+        dcr_restore_record_t *rec = &recs[k];
+        t0[k] = dcr_clock_ns();
+        rec->receiver = R->cfg.first + k;
+        rec->version = version;
+        rec->dense_bytes = R->dense_bytes;
+        probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
+        if (rec->held == version) {
+            rec->kind = DCR_RESTORE_CLEAN;
+            dcr_status_t st = check(R, recv[k], k, version);
+            if (st != DCR_OK) {
+                rec->kind = DCR_RESTORE_DENSE;
+                snprintf(rec->why, sizeof rec->why, "clean copy failed its check: %s",
+                         dcr_error_detail());
+            }
+        } else if (rec->held < version) {
+            rec->kind = DCR_RESTORE_REPLAY;
+        } else {
+            rec->kind = DCR_RESTORE_DENSE;
+            if (rec->held != HELD_NONE)
+                snprintf(rec->why, sizeof rec->why, "holds version %" PRIu64 ", ahead of %" PRIu64,
+                         rec->held, version);
+        }
+    }
+    /* Replays, one download per distinct held version. */
+    bool replayed[64] = {false};
+    for (int k = 0; k < per; k++) {
+        if (recs[k].kind != DCR_RESTORE_REPLAY || replayed[k]) continue;
+        int ks[64], n = 0;
+        for (int j = k; j < per; j++)
+            if (recs[j].kind == DCR_RESTORE_REPLAY && recs[j].held == recs[k].held) {
+                ks[n++] = j;
+                replayed[j] = true;
+            }
+        replay_group(R, recv, ks, n, recs[k].held, version, recs);
+    }
+    /* Dense refits for the rest. */
+    for (int k = 0; k < per; k++) {
+        dcr_restore_record_t *rec = &recs[k];
+        if (rec->kind == DCR_RESTORE_DENSE) {
+            DCR_CHECK(dcr_role_world_advance(R->cfg.world, version));
+            dcr_receiver_t *r = NULL;
+            DCR_CHECK(dcr_role_world_receiver(R->cfg.world, rec->receiver, &r));
+            dcr_receiver_destroy(recv[k]);
+            recv[k] = r;
+            rec->bytes = rec->dense_bytes;
+        }
+        rec->seconds = (double)(dcr_clock_ns() - t0[k]) * 1e-9;
+        /* Version 0 from nothing is the run's initial dense load (setup),
+         * not a restore. */
+        if (version == 0 && rec->held == HELD_NONE) continue;
+        DCR_CHECK(record(R, rec));
+    }
+    return dcr_restorer_committed(R, recv, version);
+}
+
+dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
+                                    uint64_t version)
+{
+    for (int k = 0; k < R->cfg.per; k++) {
+        R->clean_in[k] = payloads_in(recv[k]);
+        R->clean_known[k] = true;
+        if (!R->cfg.resident) continue;
+        dcr_resident_t *f = NULL;
+        DCR_CHECK(resident_file(R, k, recv[k], &f));
+        DCR_CHECK(dcr_resident_save(f, recv[k], version));
+    }
+    return DCR_OK;
+}
+
+void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KINDS],
+                         uint64_t bytes[DCR_RESTORE_KINDS])
+{
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+        counts[k] = R ? R->counts[k] : 0;
+        bytes[k] = R ? R->bytes[k] : 0;
+    }
+}
+
+dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
+                                uint64_t bytes[DCR_RESTORE_KINDS],
+                                uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                                double seconds[DCR_RESTORE_KINDS])
+{
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+        counts[k] = bytes[k] = dense_bytes[k] = 0;
+        if (seconds) seconds[k] = 0;
+    }
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/restores", workdir);
+    DIR *d = opendir(dir);
+    if (!d) return DCR_OK;
+    dcr_status_t st = DCR_OK;
+    struct dirent *e;
+    while (st == DCR_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[4500];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char line[512];
+        for (int ln = 1; st == DCR_OK && fgets(line, sizeof line, f); ln++) {
+            char kind[16], held[32];
+            int recv;
+            uint64_t version, b, dense;
+            double s;
+            int k = DCR_RESTORE_KINDS;
+            if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf", kind, &recv,
+                       held, &version, &b, &dense, &s) == 7)
+                for (k = 0; k < DCR_RESTORE_KINDS; k++)
+                    if (!strcmp(kind, dcr_restore_kind_name((dcr_restore_kind_t)k))) break;
+            if (k == DCR_RESTORE_KINDS) {
+                st = dcr_error_set(DCR_EPARSE,
+                                   "%s: line %d: expected '<kind> <receiver> <held> <version> "
+                                   "<bytes> <dense bytes> <seconds>'",
+                                   path, ln);
+                break;
+            }
+            counts[k]++;
+            bytes[k] += b;
+            dense_bytes[k] += dense;
+            if (seconds) seconds[k] += s;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return st;
+}

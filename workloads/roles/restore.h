@@ -1,0 +1,117 @@
+/* Restoring a rollout node's receivers to the committed version without a
+ * full reload where it can (issue 19; DESIGN.md sections 5 and 11).
+ *
+ * Each receiver is classified, said in the log, and counted by kind:
+ *   clean   holds the committed version v, clean: rejoins at once;
+ *   replay  holds u < v, clean: replays the retained versions u+1..v
+ *           (dcr/retain.h) through its own apply path;
+ *   repair  dirty (died or failed mid-apply): the complete overwrite records
+ *           of the attempt it died in, then replay. NOT BUILT YET: a dirty
+ *           receiver is restored densely, and counted as dense;
+ *   dense   dirty, unknown, ahead of v, or behind the retention window (or
+ *           a replay or a check failed): a dense refit, as before.
+ * A receiver that did not take the dense path rejoins only after its
+ * digests equal a dense refit of v (the oracle: the run's seeded world,
+ * workloads/roles/world.h); otherwise it is restored densely.
+ *
+ * Where a node's receivers came from: in memory (a live node the run went
+ * on without; clean when no payload reached it since its last clean point),
+ * or a fresh process's resident files (dcr/resident.h), saved at every
+ * commit under <workdir>/resident/. */
+#ifndef DCR_WORKLOADS_ROLES_RESTORE_H
+#define DCR_WORKLOADS_ROLES_RESTORE_H
+
+#include <stdint.h>
+
+#include "dcr/objstore.h"
+#include "dcr/receiver.h"
+#include "workloads/roles/world.h"
+
+typedef enum dcr_restore_kind {
+    DCR_RESTORE_CLEAN = 0,
+    DCR_RESTORE_REPLAY = 1,
+    DCR_RESTORE_REPAIR = 2,
+    DCR_RESTORE_DENSE = 3,
+    DCR_RESTORE_KINDS = 4,
+} dcr_restore_kind_t;
+
+/* "clean", "replay", "repair", "dense". */
+const char *dcr_restore_kind_name(dcr_restore_kind_t k);
+
+/* What one replay moved. */
+typedef struct dcr_replay_stats {
+    uint64_t versions, payloads;
+    uint64_t bytes; /* payload bytes downloaded (once for all receivers given) */
+    double seconds;
+} dcr_replay_stats_t;
+
+/* Replays retained versions from+1..to into r[0, n), which must all hold
+ * version `from`, clean. Every VERSION manifest is read and the chain
+ * checked, and every payload downloaded and checked against its digest,
+ * before the first write: a missing version (DCR_ENOTFOUND, "gap"), a
+ * broken chain or a bad payload fails with the receivers untouched. A
+ * failure while applying (a payload refused or not accepted) leaves them
+ * dirty: the caller must restore them densely. stats_p may be NULL. */
+dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
+                                uint64_t to, dcr_replay_stats_t *stats_p);
+
+/* One receiver's restore, as logged and written to
+ * <workdir>/restores/n<node>.txt (one line each). A fresh run's initial
+ * dense load (version 0 into receivers that hold nothing) is setup, not a
+ * restore: it is neither written nor counted. */
+typedef struct dcr_restore_record {
+    int receiver;
+    dcr_restore_kind_t kind;
+    uint64_t held; /* the version it held (clean) or UINT64_MAX (dirty or unknown) */
+    uint64_t version;
+    uint64_t bytes;       /* moved over the network for this restore */
+    uint64_t dense_bytes; /* what a dense refit moves (the whole checkpoint) */
+    double seconds;
+    char why[160]; /* why not clean or replay; "" otherwise */
+} dcr_restore_record_t;
+
+typedef struct dcr_restorer_config {
+    const dcr_bench_config_t *run;
+    dcr_role_world_t *world; /* borrowed; advanced to the restored version */
+    const char *workdir;
+    int node, first, per;
+    /* Keep resident files under <workdir>/resident/ (saved at every commit). */
+    bool resident;
+} dcr_restorer_config_t;
+
+typedef struct dcr_restorer dcr_restorer_t;
+
+dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_t **out_p);
+/* Accepts NULL. */
+void dcr_restorer_destroy(dcr_restorer_t *R);
+
+/* Brings recv[0, per) to `version`. recv[k] NULL: a fresh process, whose
+ * resident file (if any) says what it holds; otherwise an in-memory
+ * receiver holding `held`. Receivers may be replaced (the old ones are
+ * destroyed). Before a replay it waits up to 3 s for `version` itself to be
+ * retained (the committing process copies it just after the commit record
+ * is durable, which is when a node may read it). On DCR_OK every receiver
+ * holds `version`: checked against the oracle unless it was refitted
+ * densely. Blocks; call while nothing applies to the receivers. */
+dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
+                                  uint64_t version);
+
+/* After the commit of `version` that recv[0, per) took part in: their
+ * clean point, and their resident files. */
+dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
+                                    uint64_t version);
+
+/* Restores by kind so far, and the bytes they moved, in this process. */
+void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KINDS],
+                         uint64_t bytes[DCR_RESTORE_KINDS]);
+
+/* Sums the lines of <workdir>/restores/ (every node, every process) into
+ * counts, bytes, dense_bytes and seconds (per kind; seconds may be NULL); a
+ * missing folder is all zeros. DCR_EPARSE naming the file and line for a
+ * malformed line. */
+dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
+                                uint64_t bytes[DCR_RESTORE_KINDS],
+                                uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                                double seconds[DCR_RESTORE_KINDS]);
+
+#endif
