@@ -591,6 +591,24 @@ static dcr_status_t dcr__et_snapshot(dcr__et_t *e, const char *const *keys, cons
     return st;
 }
 
+/* The mod revision of key (0 when absent), read keys only: a caller that
+ * only compares against it later need not download the value. */
+static dcr_status_t dcr__et_mod_rev(dcr__et_t *e, const char *key, const char *what, int64_t *mod_p)
+{
+    dcr__et_txn_t t;
+    DCR_CHECK(
+        dcr__et_txn(e, NULL, json_pack("[o]", dcr__et_op_range(key, NULL, true)), NULL, what, &t));
+    json_t *r;
+    dcr__et_kv_t kv = {0};
+    bool found = false;
+    dcr_status_t st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
+    if (st == DCR_OK) st = dcr__et_one(e, r, 0, &kv, &found);
+    if (st == DCR_OK) *mod_p = found ? kv.mod_rev : 0;
+    free(kv.value);
+    dcr__et_txn_free(&t);
+    return st;
+}
+
 /* Reads the one key prefix+suffix (a value of at most max bytes), taking
  * the handle's turn. */
 static dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, const char *what,
@@ -1256,6 +1274,52 @@ static bool dcr__et_hex8(const char *s, uint32_t *out_p)
     return true;
 }
 
+/* The acknowledgments of attempt a from the ack range response r (keys
+ * only) whose keys start with kack, checked against a's required receivers,
+ * into a malloc'd sorted array. */
+static dcr_status_t dcr__et_parse_acks(dcr__et_t *e, const char *kack, json_t *r,
+                                       const dcr__et_attempt_t *a, uint32_t **acks_p,
+                                       size_t *n_acks_p)
+{
+    json_t *kvs = NULL;
+    DCR_CHECK(dcr__et_kvs(e, r, &kvs));
+    size_t n = json_array_size(kvs);
+    uint32_t *acks = malloc((n ? n : 1) * sizeof *acks);
+    dcr_status_t st = DCR_OK;
+    if (acks == NULL) st = dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
+    size_t plen = strlen(kack);
+    for (size_t i = 0; i < n && st == DCR_OK; i++) {
+        dcr__et_kv_t ack;
+        st = dcr__et_parse_kv(e, json_array_get(kvs, i), 0, &ack);
+        free(ack.value);
+        uint32_t v = 0;
+        bool ok =
+            st == DCR_OK && strncmp(ack.key, kack, plen) == 0 && dcr__et_hex8(ack.key + plen, &v) &&
+            dcr__et_contains(a->required, a->info.n_required, v) && (i == 0 || v > acks[i - 1]);
+        if (st == DCR_OK && !ok) {
+            st = dcr__et_malformed(e, kack,
+                                   "acknowledgment keys ending in a required receiver "
+                                   "as 8 hex digits, ascending");
+        }
+        if (st == DCR_OK) acks[i] = v;
+    }
+    if (st == DCR_OK) {
+        *acks_p = acks;
+        *n_acks_p = n;
+    } else {
+        free(acks);
+    }
+    return st;
+}
+
+/* The ack key prefix of attempt tau and the end of its range. */
+static void dcr__et_ack_range(dcr__et_t *e, uint64_t tau, char kack[DCR__ET_KEY_MAX],
+                              char kend[DCR__ET_KEY_MAX])
+{
+    dcr__et_key(e, kack, "ack/%016llx/", (unsigned long long)tau);
+    dcr__et_prefix_end(kack, kend);
+}
+
 /* Attempt tau (0: the latest) and, if acks_too, its acknowledgments, in one
  * snapshot. */
 static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_too,
@@ -1268,8 +1332,7 @@ static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_t
     } else {
         dcr__et_key(e, katt, "attempt/%016llx", (unsigned long long)tau);
     }
-    dcr__et_key(e, kack, "ack/%016llx/", (unsigned long long)tau);
-    dcr__et_prefix_end(kack, kend);
+    dcr__et_ack_range(e, tau, kack, kend);
     json_t *ops = json_array();
     json_array_append_new(ops, dcr__et_op_range(katt, NULL, false));
     if (acks_too) json_array_append_new(ops, dcr__et_op_range(kack, kend, true));
@@ -1289,43 +1352,31 @@ static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_t
         st = dcr__et_malformed(e, kv.key, "the attempt its key names");
     }
     free(kv.value);
-    json_t *kvs = NULL;
     if (st == DCR_OK && acks_too) {
         st = dcr__et_txn_response(e, &t, 1, "response_range", &r);
-        if (st == DCR_OK) st = dcr__et_kvs(e, r, &kvs);
-    }
-    if (st == DCR_OK && acks_too) {
-        size_t n = json_array_size(kvs);
-        uint32_t *acks = malloc((n ? n : 1) * sizeof *acks);
-        if (acks == NULL) st = dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
-        size_t plen = strlen(kack);
-        for (size_t i = 0; i < n && st == DCR_OK; i++) {
-            dcr__et_kv_t ack;
-            st = dcr__et_parse_kv(e, json_array_get(kvs, i), 0, &ack);
-            free(ack.value);
-            uint32_t v = 0;
-            bool ok = st == DCR_OK && strncmp(ack.key, kack, plen) == 0 &&
-                      dcr__et_hex8(ack.key + plen, &v) &&
-                      dcr__et_contains(a->required, a->info.n_required, v) &&
-                      (i == 0 || v > acks[i - 1]);
-            if (st == DCR_OK && !ok) {
-                st = dcr__et_malformed(e, kack,
-                                       "acknowledgment keys ending in a required receiver "
-                                       "as 8 hex digits, ascending");
-            }
-            if (st == DCR_OK) acks[i] = v;
-        }
-        if (st == DCR_OK) {
-            *acks_p = acks;
-            *n_acks_p = n;
-        } else {
-            free(acks);
-        }
+        if (st == DCR_OK) st = dcr__et_parse_acks(e, kack, r, a, acks_p, n_acks_p);
     }
     if (st != DCR_OK) {
         free(a->required);
         a->required = NULL;
     }
+    dcr__et_txn_free(&t);
+    return st;
+}
+
+/* Only the acknowledgments of attempt a, whose record the caller has already
+ * read (keys only: an ack's value is empty). */
+static dcr_status_t dcr__et_load_acks(dcr__et_t *e, const dcr__et_attempt_t *a, uint32_t **acks_p,
+                                      size_t *n_acks_p)
+{
+    char kack[DCR__ET_KEY_MAX], kend[DCR__ET_KEY_MAX];
+    dcr__et_ack_range(e, a->info.tau, kack, kend);
+    dcr__et_txn_t t;
+    DCR_CHECK(dcr__et_txn(e, NULL, json_pack("[o]", dcr__et_op_range(kack, kend, true)), NULL,
+                          "read the acknowledgments", &t));
+    json_t *r;
+    dcr_status_t st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
+    if (st == DCR_OK) st = dcr__et_parse_acks(e, kack, r, a, acks_p, n_acks_p);
     dcr__et_txn_free(&t);
     return st;
 }
@@ -1540,15 +1591,15 @@ static dcr_status_t dcr__et_commit_step(dcr__et_t *e, void *ctx, bool *done_p)
     int64_t now = dcr__control_now_ns();
     dcr_status_t st = dcr__et_commit_check(e, x, &s, now);
     /* The acknowledgments are read after the snapshot: see the file comment
-     * for why acks present then are present at the txn. */
-    dcr__et_attempt_t a = {0};
+     * for why acks present then are present at the txn. The attempt itself
+     * is the snapshot's P/latest (commit_check made sure it is tau), so only
+     * the ack keys are read. */
     uint32_t *acks = NULL;
     size_t n_acks = 0;
-    if (st == DCR_OK) st = dcr__et_load_attempt(e, x->tau, true, &a, &acks, &n_acks);
-    if (st == DCR_OK) st = dcr__et_check_acked(e, x->tau, &a, acks, n_acks);
+    if (st == DCR_OK) st = dcr__et_load_acks(e, &s.latest, &acks, &n_acks);
+    if (st == DCR_OK) st = dcr__et_check_acked(e, x->tau, &s.latest, acks, n_acks);
     if (st == DCR_OK) st = dcr__et_commit_txn(e, x, &s, now, done_p);
     free(acks);
-    free(a.required);
     dcr__et_state_free(&s);
     return st;
 }
@@ -1614,13 +1665,11 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
     dcr__et_report_ctx_t *x = ctx;
     char khead[DCR__ET_KEY_MAX], kbase[DCR__ET_KEY_MAX], kmine[DCR__ET_KEY_MAX],
         kmine_end[DCR__ET_KEY_MAX], kbase_end[DCR__ET_KEY_MAX];
-    const char *keys[] = {dcr__et_key(e, khead, "report/%08x", x->receiver)};
-    size_t max[] = {DCR__ET_REPORT_FIXED + DCR__ET_CHUNK};
-    dcr__et_kv_t kv;
-    bool found = false;
-    DCR_CHECK(dcr__et_snapshot(e, keys, max, 1, "write a prewarm report", &kv, &found));
-    int64_t head_mod = kv.mod_rev;
-    free(kv.value);
+    /* Only the header's mod revision is needed (the txn compares it), not
+     * its up to 512 KiB of inline report. */
+    int64_t head_mod = 0;
+    DCR_CHECK(dcr__et_mod_rev(e, dcr__et_key(e, khead, "report/%08x", x->receiver),
+                              "write a prewarm report", &head_mod));
     bool inline_data = x->len <= DCR__ET_CHUNK;
     uint32_t n_chunks = inline_data ? 0 : (uint32_t)((x->len + DCR__ET_CHUNK - 1) / DCR__ET_CHUNK);
     uint64_t gen = dcr__et_new_gen();
