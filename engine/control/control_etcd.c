@@ -1053,15 +1053,6 @@ static dcr_status_t dcr__et_read(void *impl, dcr_commit_record_t *rec_p)
     return st;
 }
 
-static dcr_status_t dcr__et_record_changed(dcr__et_t *e, const dcr_commit_record_t *now)
-{
-    return dcr_error_set(DCR_ECONFLICT,
-                         "%s: the commit record changed (now version %llu, committed by attempt "
-                         "%llu)",
-                         e->where, (unsigned long long)now->version,
-                         (unsigned long long)now->attempt);
-}
-
 static dcr_status_t dcr__et_cas(void *impl, const dcr_commit_record_t *expected,
                                 const dcr_commit_record_t *desired)
 {
@@ -1088,7 +1079,7 @@ static dcr_status_t dcr__et_cas(void *impl, const dcr_commit_record_t *expected,
         st = dcr__et_txn_response(e, &t, 0, "response_range", &r);
         if (st == DCR_OK) st = dcr__et_one(e, r, DCR__ET_RECORD_BYTES, &kv, &found);
         if (st == DCR_OK) st = dcr__et_decode_record(e, &kv, found, &cur);
-        if (st == DCR_OK) st = dcr__et_record_changed(e, &cur);
+        if (st == DCR_OK) st = dcr__control_record_changed(e->where, &cur);
         free(kv.value);
     }
     dcr__et_txn_free(&t);
@@ -1497,33 +1488,14 @@ typedef struct dcr__et_commit_ctx {
     dcr_commit_record_t rec;
 } dcr__et_commit_ctx_t;
 
-/* Fencing first (a replaced coordinator learns that before anything else),
- * then the compare-and-set condition, the deadline, and the acknowledgments,
- * in the SQLite backend's order so both answer a failure alike. */
+/* tau must be the latest attempt; then the checks every backend makes
+ * (control.c), before the acknowledgments. */
 static dcr_status_t dcr__et_commit_check(dcr__et_t *e, dcr__et_commit_ctx_t *x,
                                          const dcr__et_state_t *s, int64_t now)
 {
-    const dcr_control_attempt_t *a = &s->latest.info;
     DCR_CHECK(dcr__et_check_latest(e, x->tau, s));
-    if (strcmp(a->coordinator, x->coordinator) != 0) {
-        return dcr_error_set(DCR_ECONFLICT, "%s: attempt %llu belongs to coordinator %s, not %s",
-                             e->where, (unsigned long long)x->tau, a->coordinator, x->coordinator);
-    }
-    if (!dcr_commit_record_equal(&s->rec, x->expected)) return dcr__et_record_changed(e, &s->rec);
-    if (a->from_version != s->rec.version) {
-        return dcr_error_set(DCR_ECONFLICT,
-                             "%s: attempt %llu was prepared for version %llu, but version %llu is "
-                             "committed",
-                             e->where, (unsigned long long)x->tau,
-                             (unsigned long long)a->from_version,
-                             (unsigned long long)s->rec.version);
-    }
-    if (now > a->deadline_ns) {
-        return dcr_error_set(DCR_ETIMEOUT, "%s: attempt %llu missed its commit deadline by %.3f s",
-                             e->where, (unsigned long long)x->tau,
-                             (double)(now - a->deadline_ns) / 1e9);
-    }
-    return DCR_OK;
+    return dcr__control_commit_check(e->where, x->coordinator, x->tau, &s->latest.info, x->expected,
+                                     &s->rec, now);
 }
 
 /* Every required receiver acknowledged: acks is a sorted subset of required. */
