@@ -552,15 +552,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
     uint64_t wall0 = dcr_clock_ns();
     int64_t injected = 0;
-    uint64_t seed = b->cfg->seed + 1000 + (uint64_t)step;
-    if (b->adamw)
-        DCR_CHECK(dcr_adamw_step(b->adamw, b->shards, b->canonical, &injected));
-    else if (b->cfg->profile)
-        DCR_CHECK(dcr_change_profile_inject(b->sc, b->cfg->profile, seed, b->shards, b->canonical,
-                                            &injected));
-    else
-        DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate, seed, b->shards,
-                                              b->canonical, &injected));
+    DCR_CHECK(dcr_scenario_step(b->sc, b->adamw, b->cfg->profile, b->cfg->change_rate,
+                                dcr_scenario_step_seed(b->cfg->seed, (uint64_t)step), b->shards,
+                                b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) dcr_receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);

@@ -108,13 +108,9 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
                    done);
     for (size_t s = 0; s < ns; s++)
         memcpy(candidate[s]->data, baseline[s]->data, baseline[s]->bytes);
-    if (b->profile)
-        st =
-            dcr_change_profile_inject(sc, b->profile, b->seed + 1, candidate, canonical, &injected);
-    else
-        st = dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate, canonical,
-                                         &injected);
-    if (st != DCR_OK) goto done;
+    DCR_CHECK_GOTO(dcr_scenario_step(sc, NULL, b->profile, b->change_rate, b->seed + 1, candidate,
+                                     canonical, &injected),
+                   st, done);
     /* Without receivers every tensor counts as XOR-eligible; residual ones still overwrite. */
     xor_allowed = malloc(nc + 1);
     if (!xor_allowed) {
