@@ -57,6 +57,7 @@
  * request whose reply was lost may have taken effect (the caller reads the
  * record to find out). TLS and etcd authentication are not supported. */
 #include "control-internal.h"
+#include "core/endian-internal.h"
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -150,32 +151,6 @@ static void dcr__et_end(dcr__et_t *e)
 static dcr_status_t dcr__et_malformed(dcr__et_t *e, const char *what, const char *expected)
 {
     return dcr_error_set(DCR_ECONTROL, "%s: malformed %s: expected %s", e->where, what, expected);
-}
-
-/* ---- little-endian encodings --------------------------------------------------- */
-
-static void dcr__et_put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void dcr__et_put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t dcr__et_get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
-
-static uint32_t dcr__et_get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
 }
 
 /* ---- base64 (standard alphabet, padded: what the gateway's bytes fields use) ---- */
@@ -627,9 +602,9 @@ static dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, co
 static void dcr__et_encode_record(const dcr_commit_record_t *r, uint8_t out[DCR__ET_RECORD_BYTES])
 {
     memcpy(out, dcr__et_tag_record, DCR__ET_TAG_BYTES);
-    dcr__et_put64(out + 8, r->version);
-    dcr__et_put64(out + 16, r->attempt);
-    dcr__et_put64(out + 24, (uint64_t)r->committed_ns);
+    dcr__put_le(out + 8, r->version, 8);
+    dcr__put_le(out + 16, r->attempt, 8);
+    dcr__put_le(out + 24, (uint64_t)r->committed_ns, 8);
     memcpy(out + 32, r->baseline, DCR_CONTROL_BASELINE_BYTES);
 }
 
@@ -641,9 +616,9 @@ static dcr_status_t dcr__et_decode_record(dcr__et_t *e, const dcr__et_kv_t *kv, 
     if (kv->len != DCR__ET_RECORD_BYTES || memcmp(p, dcr__et_tag_record, DCR__ET_TAG_BYTES) != 0) {
         return dcr__et_malformed(e, kv->key, "a 64-byte commit record tagged dcrrec1");
     }
-    r->version = dcr__et_get64(p + 8);
-    r->attempt = dcr__et_get64(p + 16);
-    r->committed_ns = (int64_t)dcr__et_get64(p + 24);
+    r->version = dcr__le(p + 8, 8);
+    r->attempt = dcr__le(p + 16, 8);
+    r->committed_ns = (int64_t)dcr__le(p + 24, 8);
     memcpy(r->baseline, p + 32, DCR_CONTROL_BASELINE_BYTES);
     if (r->version > DCR_CONTROL_VALUE_MAX || r->attempt > DCR_CONTROL_VALUE_MAX ||
         r->committed_ns < 0) {
@@ -665,14 +640,14 @@ static uint8_t *dcr__et_encode_attempt(const dcr_control_attempt_t *a, const uin
     uint8_t *p = calloc(1, len);
     if (p == NULL) return NULL;
     memcpy(p, dcr__et_tag_attempt, DCR__ET_TAG_BYTES);
-    dcr__et_put64(p + 8, a->tau);
-    dcr__et_put64(p + 16, a->from_version);
-    dcr__et_put64(p + 24, (uint64_t)a->prepared_ns);
-    dcr__et_put64(p + 32, (uint64_t)a->deadline_ns);
-    dcr__et_put32(p + 40, a->n_required);
+    dcr__put_le(p + 8, a->tau, 8);
+    dcr__put_le(p + 16, a->from_version, 8);
+    dcr__put_le(p + 24, (uint64_t)a->prepared_ns, 8);
+    dcr__put_le(p + 32, (uint64_t)a->deadline_ns, 8);
+    dcr__put_le(p + 40, a->n_required, 4);
     memcpy(p + 44, a->coordinator, strlen(a->coordinator));
     for (uint32_t i = 0; i < a->n_required; i++) {
-        dcr__et_put32(p + DCR__ET_ATTEMPT_FIXED + 4 * (size_t)i, sorted[i]);
+        dcr__put_le(p + DCR__ET_ATTEMPT_FIXED + 4 * (size_t)i, sorted[i], 4);
     }
     *len_p = len;
     return p;
@@ -682,7 +657,7 @@ static uint8_t *dcr__et_encode_attempt(const dcr_control_attempt_t *a, const uin
 static bool dcr__et_sorted_u32(const uint8_t *p, size_t n, uint32_t *out)
 {
     for (size_t i = 0; i < n; i++) {
-        out[i] = dcr__et_get32(p + 4 * i);
+        out[i] = (uint32_t)dcr__le(p + 4 * i, 4);
         if (i > 0 && out[i] <= out[i - 1]) return false;
     }
     return true;
@@ -697,11 +672,11 @@ static dcr_status_t dcr__et_decode_attempt(dcr__et_t *e, const dcr__et_kv_t *kv,
         return dcr__et_malformed(e, kv->key, "an attempt tagged dcratt1");
     }
     dcr_control_attempt_t *i = &a->info;
-    i->tau = dcr__et_get64(p + 8);
-    i->from_version = dcr__et_get64(p + 16);
-    i->prepared_ns = (int64_t)dcr__et_get64(p + 24);
-    i->deadline_ns = (int64_t)dcr__et_get64(p + 32);
-    i->n_required = dcr__et_get32(p + 40);
+    i->tau = dcr__le(p + 8, 8);
+    i->from_version = dcr__le(p + 16, 8);
+    i->prepared_ns = (int64_t)dcr__le(p + 24, 8);
+    i->deadline_ns = (int64_t)dcr__le(p + 32, 8);
+    i->n_required = (uint32_t)dcr__le(p + 40, 4);
     memcpy(i->coordinator, p + 44, DCR_CONTROL_ID_MAX);
     if (i->tau == 0 || i->tau > DCR_CONTROL_VALUE_MAX || i->from_version > DCR_CONTROL_VALUE_MAX ||
         i->prepared_ns < 0 || i->deadline_ns < i->prepared_ns || i->n_required == 0 ||
@@ -1650,9 +1625,9 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
     uint8_t *head = malloc(hlen);
     if (head == NULL) return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", e->where);
     memcpy(head, dcr__et_tag_report, DCR__ET_TAG_BYTES);
-    dcr__et_put64(head + 8, x->len);
-    dcr__et_put64(head + 16, gen);
-    dcr__et_put32(head + 24, n_chunks);
+    dcr__put_le(head + 8, x->len, 8);
+    dcr__put_le(head + 16, gen, 8);
+    dcr__put_le(head + 24, n_chunks, 4);
     if (inline_data && x->len > 0) memcpy(head + DCR__ET_REPORT_FIXED, x->data, x->len);
     /* The header switches to the new parts and every other generation's
      * parts go, in one txn that only succeeds if no other writer replaced
@@ -1731,9 +1706,9 @@ static dcr_status_t dcr__et_report_get_locked(dcr__et_t *e, uint32_t receiver, v
         bool ok =
             kv.len >= DCR__ET_REPORT_FIXED && memcmp(p, dcr__et_tag_report, DCR__ET_TAG_BYTES) == 0;
         if (ok) {
-            len = dcr__et_get64(p + 8);
-            gen = dcr__et_get64(p + 16);
-            n_chunks = dcr__et_get32(p + 24);
+            len = dcr__le(p + 8, 8);
+            gen = dcr__le(p + 16, 8);
+            n_chunks = (uint32_t)dcr__le(p + 24, 4);
             ok = len <= DCR_CONTROL_REPORT_MAX &&
                  (n_chunks == 0 ? kv.len == DCR__ET_REPORT_FIXED + len
                                 : kv.len == DCR__ET_REPORT_FIXED && len > DCR__ET_CHUNK &&
@@ -1803,10 +1778,10 @@ static dcr_status_t dcr__et_membership_put_step(dcr__et_t *e, void *ctx, bool *d
     if (st == DCR_OK) {
         memcpy(value, dcr__et_tag_member, DCR__ET_TAG_BYTES);
         memcpy(value + 8, x->coordinator, strlen(x->coordinator));
-        dcr__et_put64(value + 8 + DCR_CONTROL_ID_MAX, (uint64_t)dcr__control_now_ns());
-        dcr__et_put32(value + 16 + DCR_CONTROL_ID_MAX, (uint32_t)x->n);
+        dcr__put_le(value + 8 + DCR_CONTROL_ID_MAX, (uint64_t)dcr__control_now_ns(), 8);
+        dcr__put_le(value + 16 + DCR_CONTROL_ID_MAX, (uint32_t)x->n, 4);
         for (size_t i = 0; i < x->n; i++)
-            dcr__et_put32(value + DCR__ET_MEMBER_FIXED + 4 * i, x->sorted[i]);
+            dcr__put_le(value + DCR__ET_MEMBER_FIXED + 4 * i, x->sorted[i], 4);
         char key[DCR__ET_KEY_MAX];
         json_t *ok = json_pack(
             "[o,o]", dcr__et_op_put(dcr__et_key(e, key, "membership"), value, len, 0), alive);
@@ -1847,7 +1822,8 @@ static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap
     dcr_status_t st = DCR_OK;
     if (!found) return dcr_error_set(DCR_ENOTFOUND, "%s: no membership was recorded yet", e->where);
     const uint8_t *p = kv.value;
-    uint32_t n = kv.len >= DCR__ET_MEMBER_FIXED ? dcr__et_get32(p + 16 + DCR_CONTROL_ID_MAX) : 0;
+    uint32_t n =
+        kv.len >= DCR__ET_MEMBER_FIXED ? (uint32_t)dcr__le(p + 16 + DCR_CONTROL_ID_MAX, 4) : 0;
     uint32_t *members = malloc(((size_t)n + 1) * sizeof *members);
     if (kv.len < DCR__ET_MEMBER_FIXED || memcmp(p, dcr__et_tag_member, DCR__ET_TAG_BYTES) != 0 ||
         n > DCR_CONTROL_RECEIVERS_MAX || kv.len != DCR__ET_MEMBER_FIXED + (size_t)n * 4 ||
