@@ -152,9 +152,9 @@ static int run(construct_opts_t *o)
                                    o->compare_shuffle,
                                    replay ? &profile : NULL,
                                    o->init};
-    /* 0 MiB is the shared flag table's "default" (cli/args.c). */
-    bench.cfg.chunk_bytes = (size_t)((o->chunk_mib > 0 ? o->chunk_mib : 64) * (1 << 20));
-    bench.cfg.bucket_bytes = (size_t)((o->bucket_mib > 0 ? o->bucket_mib : 512) * (1 << 20));
+    /* Both are at least 1/1024 MiB (the parser holds them to this command's bounds). */
+    bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
+    bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
     bench.cfg.shuffle = !o->no_shuffle;
     dcr_construct_bench_result_t res[3];
