@@ -182,6 +182,26 @@ static void test_regular_outputs_written(void **state)
     assert_int_equal(count_prefix(dir, ".r.h5"), 0);
 }
 
+/* A --control FILE reused after a run holds that run's commit record: the
+ * next run is refused before any work (exit 2, one line), since its
+ * receivers would start at version 0 against a plane at version N. */
+static void test_reused_control_refused(void **state)
+{
+    char db[300], fresh[300];
+    path_in(db, sizeof(db), "control-reused.db");
+    path_in(fresh, sizeof(fresh), "control-fresh.db");
+    const char *tiny = "--scale 64 --layers 1 --warmup 0 --refits 1";
+    static result_t r;
+    snprintf(args, sizeof(args), "bench %s --control %s", tiny, db);
+    run(&r, args);
+    if (r.rc != 0) fail_msg("%s: %s", args, r.err);
+    expect_error(args, 2, "already holds an earlier run's commit record (version 1,");
+    expect_error(args, 2, db);
+    snprintf(args, sizeof(args), "bench %s --control %s", tiny, fresh);
+    run(&r, args);
+    if (r.rc != 0) fail_msg("%s: %s", args, r.err);
+}
+
 /* ---- work folders ------------------------------------------------------------- */
 
 static void test_work_folders_are_dcrs_only(void **state)
@@ -605,6 +625,7 @@ int main(void)
         cmocka_unit_test(test_numbers_are_decimal_only),
         cmocka_unit_test(test_one_limit_per_flag),
         cmocka_unit_test(test_command_bounds_win),
+        cmocka_unit_test(test_reused_control_refused),
         cmocka_unit_test(test_default_layers_is_a_cap),
         cmocka_unit_test(test_untrusted_names_escaped),
         cmocka_unit_test(test_faults_count_kills),
