@@ -482,8 +482,8 @@ static dcr_status_t pick_refit(report_t *r, dcr_trace_interval_t *iv, size_t n)
     if (!nr)
         return dcr_error_set(DCR_ENOTFOUND, "%s: no refit window in the trace", r->o->trace_path);
     dcr_bounds_t *b = calloc(nr, sizeof(*b));
-    dcr_status_t st = b ? dcr_bounds_compute_all(iv, n, refits, nr, b)
-                        : dcr_error_set(DCR_ENOMEM, "bounds");
+    dcr_status_t st =
+        b ? dcr_bounds_compute_all(iv, n, refits, nr, b) : dcr_error_set(DCR_ENOMEM, "bounds");
     size_t pick = nr;
     if (st == DCR_OK && r->o->refit >= 0) {
         for (size_t i = 0; i < nr; i++)
