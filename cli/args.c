@@ -9,6 +9,8 @@
 #include "dcr/status.h"
 #include "workloads/interrupt.h"
 
+static void dcr__bounds(const dcr_arg_t *arg, double *lo_p, double *hi_p);
+
 static void print_help(const char *command, const char *usage, const dcr_arg_t *args, int nargs)
 {
     printf("usage: dcr %s %s\n\noptions:\n", command, usage);
@@ -17,9 +19,9 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
                             : args[i].kind == DCR_ARG_STRING ? " TEXT"
                                                              : " N";
         printf("  %s%-*s %s", args[i].name, (int)(22 - strlen(args[i].name)), value, args[i].help);
-        /* The accepted range, from the shared table where the flag has one. */
-        double lo = args[i].min, hi = args[i].max;
-        dcr_args_limit(args[i].name, &lo, &hi);
+        /* The accepted range: what the parser enforces. */
+        double lo, hi;
+        dcr__bounds(&args[i], &lo, &hi);
         if (args[i].kind == DCR_ARG_INT || args[i].kind == DCR_ARG_DOUBLE)
             printf(" [%g, %g]", lo, hi);
         printf("\n");
@@ -27,11 +29,12 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
     printf("  %-22s %s\n", "--help", "show this help");
 }
 
-/* One limit per flag across commands: a flag named here gets these bounds
- * in every command that takes it, whatever the command's own table says, so
- * `--rollout-nodes 2000` is accepted or refused the same way everywhere.
- * Commands that simulate and commands that emulate share them; what a run
- * can afford is the memory budget's business, not the flag's. */
+/* The outer limit of a flag across commands: no command accepts a value
+ * outside these, so `--rollout-nodes 5000` is refused everywhere. A
+ * command's own bounds narrow them and win (dcr__bounds): `dcr diff
+ * --chunk-mib 0` is refused by the parser because diff has no 0 default,
+ * while bench, whose 0 means "scaled", accepts it. What a run can afford
+ * is the memory budget's business, not the flag's. */
 static const struct dcr__limit {
     const char *name;
     double min, max;
@@ -71,6 +74,21 @@ bool dcr_args_limit(const char *name, double *min_p, double *max_p)
             return true;
         }
     return false;
+}
+
+/* The range a command's numeric flag accepts: its own bounds within the
+ * shared limit (a command with no bounds of its own, min == max == 0, gets
+ * the shared limit whole). */
+static void dcr__bounds(const dcr_arg_t *arg, double *lo_p, double *hi_p)
+{
+    double lo = arg->min, hi = arg->max, slo, shi;
+    bool own = !(lo == 0 && hi == 0);
+    if (dcr_args_limit(arg->name, &slo, &shi)) {
+        lo = own && lo > slo ? lo : slo;
+        hi = own && hi < shi ? hi : shi;
+    }
+    *lo_p = lo;
+    *hi_p = hi;
 }
 
 /* Plain decimal only: an optional '-', digits, and for a real number an
@@ -124,10 +142,11 @@ static int parse_value(const char *command, dcr_arg_t *arg, const char *text)
                 dcr_escape(safe, sizeof(safe), text));
         return 2;
     }
-    dcr_args_limit(arg->name, &arg->min, &arg->max);
-    if (v < arg->min || v > arg->max) {
-        fprintf(stderr, "dcr %s: %s must be in [%g, %g], got %s\n", command, arg->name, arg->min,
-                arg->max, text);
+    double lo, hi;
+    dcr__bounds(arg, &lo, &hi);
+    if (v < lo || v > hi) {
+        fprintf(stderr, "dcr %s: %s must be in [%g, %g], got %s\n", command, arg->name, lo, hi,
+                text);
         return 2;
     }
     if (arg->kind == DCR_ARG_INT)

@@ -346,6 +346,8 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes, &c->retain));
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
+    /* The launching run only: role processes join the plane it bootstrapped. */
+    if (o->control && !o->role) DCR_CHECK(dcr_bench_control_fresh("--control", o->control));
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);
 }
 

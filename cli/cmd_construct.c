@@ -113,6 +113,8 @@ static int run(construct_opts_t *o)
     dcr_scenario_t *sc = NULL;
     dcr_status_t s;
     bool usage = true;
+    dcr_dir_sink_t dir_sink;
+    dcr_dir_sink_init(&dir_sink, o->keep, 1);
     if (strcmp(o->mode, "all")) {
         nmodes = 1;
         DCR_CHECK_GOTO(dcr_construct_mode_parse(o->mode, &modes[0]), s, fail);
@@ -142,8 +144,6 @@ static int run(construct_opts_t *o)
     usage = false;
     dcr_workdir_t keep = {{0}, false};
     if (o->keep) DCR_CHECK_GOTO(dcr_workdir_open("--keep-payloads", o->keep, NULL, &keep), s, fail);
-    dcr_dir_sink_t dir_sink;
-    dcr_dir_sink_init(&dir_sink, o->keep, 1);
     dcr_construct_bench_t bench = {o->rate,
                                    (uint64_t)o->seed,
                                    dcr_construct_config_default(),
@@ -152,13 +152,16 @@ static int run(construct_opts_t *o)
                                    o->compare_shuffle,
                                    replay ? &profile : NULL,
                                    o->init};
-    /* 0 MiB is the shared flag table's "default" (cli/args.c). */
-    bench.cfg.chunk_bytes = (size_t)((o->chunk_mib > 0 ? o->chunk_mib : 64) * (1 << 20));
-    bench.cfg.bucket_bytes = (size_t)((o->bucket_mib > 0 ? o->bucket_mib : 512) * (1 << 20));
+    /* Both are at least 1/1024 MiB (the parser holds them to this command's bounds). */
+    bench.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
+    bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
     bench.cfg.shuffle = !o->no_shuffle;
     dcr_construct_bench_result_t res[3];
     DCR_CHECK_GOTO(dcr_construct_bench_run(sc, &bench, modes, nmodes, res), s, fail);
+    /* The kept payloads are written after the timed run, not inside it. */
+    if (o->keep) DCR_CHECK_GOTO(dcr_dir_sink_flush(&dir_sink, NULL), s, fail);
+    dcr_dir_sink_fini(&dir_sink);
     if (o->json)
         print_json(o, modes, nmodes, res);
     else
@@ -166,6 +169,7 @@ static int run(construct_opts_t *o)
     dcr_scenario_destroy(sc);
     return 0;
 fail:
+    dcr_dir_sink_fini(&dir_sink);
     dcr_scenario_destroy(sc);
     return usage ? dcr_cli_check("construct", s) : dcr_cli_fail("construct", s);
 }

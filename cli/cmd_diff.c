@@ -163,14 +163,14 @@ static int run(diff_opts_t *o)
 {
     dcr_scenario_t *sc = NULL;
     dcr_status_t s;
+    dcr_dir_sink_t sink;
+    dcr_dir_sink_init(&sink, o->keep, 1);
     if (o->keep) DCR_CHECK_GOTO(dcr_workdir_check("--keep-payloads", o->keep), s, fail);
     if (o->profile) DCR_CHECK_GOTO(dcr_outpath_check("--profile", o->profile), s, fail);
     if (!o->sc.model) DCR_CHECK_GOTO(default_model(o), s, fail);
     dcr_scenario_spec_t spec;
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
-    dcr_dir_sink_t sink;
-    dcr_dir_sink_init(&sink, o->keep, 1);
     dcr_diff_options_t opt = dcr_diff_options_default();
     opt.cfg.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
     opt.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
@@ -186,6 +186,9 @@ static int run(diff_opts_t *o)
     } else {
         DCR_CHECK_GOTO(dcr_ckpt_diff(sc, o->paths[0], o->paths[1], &opt, &r), s, fail);
     }
+    /* The sink held the payloads through the timed construction. */
+    if (o->keep) DCR_CHECK_GOTO(dcr_dir_sink_flush(&sink, NULL), s, fail);
+    dcr_dir_sink_fini(&sink);
     if (o->profile) {
         dcr_change_profile_t prof;
         dcr_change_profile_from_diff(&r, sc->model.name, &prof);
@@ -200,6 +203,7 @@ static int run(diff_opts_t *o)
     return 0;
 fail:
     dcr_cli_report("diff", s);
+    dcr_dir_sink_fini(&sink);
     dcr_scenario_destroy(sc);
     return 1;
 }

@@ -472,8 +472,9 @@ static bool in_window(const dcr_trace_interval_t *v, uint64_t t0, uint64_t t1)
     return v->stage != DCR_STAGE_REFIT && v->end_ns > t0 && v->start_ns < t1;
 }
 
-/* The refit to draw: the one asked for, else the one of median latency. */
-static dcr_status_t pick_refit(report_t *r, const dcr_trace_interval_t *iv, size_t n)
+/* The refit to draw: the one asked for, else the one of median latency.
+ * Sorts iv by start (dcr_bounds_compute_all: one sort, not refits x n). */
+static dcr_status_t pick_refit(report_t *r, dcr_trace_interval_t *iv, size_t n)
 {
     uint32_t *refits = NULL;
     size_t nr = 0;
@@ -481,9 +482,8 @@ static dcr_status_t pick_refit(report_t *r, const dcr_trace_interval_t *iv, size
     if (!nr)
         return dcr_error_set(DCR_ENOTFOUND, "%s: no refit window in the trace", r->o->trace_path);
     dcr_bounds_t *b = calloc(nr, sizeof(*b));
-    dcr_status_t st = b ? DCR_OK : dcr_error_set(DCR_ENOMEM, "bounds");
-    for (size_t i = 0; st == DCR_OK && i < nr; i++)
-        st = dcr_bounds_compute(iv, n, refits[i], &b[i]);
+    dcr_status_t st =
+        b ? dcr_bounds_compute_all(iv, n, refits, nr, b) : dcr_error_set(DCR_ENOMEM, "bounds");
     size_t pick = nr;
     if (st == DCR_OK && r->o->refit >= 0) {
         for (size_t i = 0; i < nr; i++)

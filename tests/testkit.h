@@ -3,6 +3,8 @@
 #ifndef DCR_TESTKIT_H
 #define DCR_TESTKIT_H
 
+#include <blake2.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,22 @@
 #include "dcr/source.h"
 #include "workloads/model.h"
 #include "workloads/train/megatron.h"
+
+/* A payload's digest as FORMAT.md section 1.1 defines it, by libb2's
+ * one-shot call on a concatenated copy (a different path from the codec's
+ * streaming one): BLAKE2b-128 over header[0, 48) then the body_len bytes
+ * of body, keyed with the 32-byte key when key is not NULL. out may point
+ * into header (the digest field): header is copied first. */
+static inline void t_digest(const uint8_t *header, const uint8_t *body, size_t body_len,
+                            const uint8_t *key, uint8_t out[16])
+{
+    uint8_t *cat = malloc(48 + body_len + 1);
+    if (cat == NULL) abort();
+    memcpy(cat, header, 48);
+    if (body_len) memcpy(cat + 48, body, body_len);
+    blake2b(out, cat, key, 16, 48 + body_len, key ? 32 : 0);
+    free(cat);
+}
 
 /* The seed of a property test: DCR_TEST_SEED when set (to replay), else the default. */
 static inline uint64_t testkit_seed(uint64_t fallback)

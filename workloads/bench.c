@@ -166,6 +166,29 @@ dcr_status_t dcr_bench_control_check(const char *flag, const char *address)
     return DCR_OK;
 }
 
+dcr_status_t dcr_bench_control_fresh(const char *flag, const char *address)
+{
+    struct stat sb;
+    if (address == NULL || dcr_bench_control_is_etcd(address) || stat(address, &sb) != 0)
+        return DCR_OK; /* absent: the run creates it empty (an unusable path fails at open) */
+    dcr_control_config_t cfg = {address, 0};
+    dcr_control_t *c = NULL;
+    DCR_CHECK(dcr_control_create("sqlite", &cfg, &c));
+    dcr_commit_record_t rec, empty;
+    memset(&empty, 0, sizeof empty);
+    dcr_status_t st = dcr_control_read(c, &rec);
+    dcr_control_destroy(c);
+    DCR_CHECK(st);
+    if (!dcr_commit_record_equal(&rec, &empty))
+        return dcr_error_set(DCR_EINVAL,
+                             "%s %s: already holds an earlier run's commit record (version %llu, "
+                             "attempt %llu); a run starts its receivers at version 0 and needs an "
+                             "empty control plane: give a new file or remove this one",
+                             flag, address, (unsigned long long)rec.version,
+                             (unsigned long long)rec.attempt);
+    return DCR_OK;
+}
+
 dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap)
 {
     int len;
@@ -640,15 +663,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
     uint64_t wall0 = dcr_clock_ns();
     int64_t injected = 0;
-    uint64_t seed = b->cfg->seed + 1000 + (uint64_t)step;
-    if (b->adamw)
-        DCR_CHECK(dcr_adamw_step(b->adamw, b->shards, b->canonical, &injected));
-    else if (b->cfg->profile)
-        DCR_CHECK(dcr_change_profile_inject(b->sc, b->cfg->profile, seed, b->shards, b->canonical,
-                                            &injected));
-    else
-        DCR_CHECK(dcr_scenario_inject_uniform(b->sc, b->cfg->change_rate, seed, b->shards,
-                                              b->canonical, &injected));
+    DCR_CHECK(dcr_scenario_step(b->sc, b->adamw, b->cfg->profile, b->cfg->change_rate,
+                                dcr_scenario_step_seed(b->cfg->seed, (uint64_t)step), b->shards,
+                                b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) dcr_receiver_digest(b->receivers[0], before);
     atomic_store(&b->epoch, step + 1);

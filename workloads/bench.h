@@ -186,6 +186,17 @@ bool dcr_bench_control_is_etcd(const char *address);
  * etcd://HOST:PORT[/PREFIX] (the backend checks it again when it opens). */
 dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
 
+/* Refuses, before a run, a SQLite control plane (a --control FILE that
+ * exists) holding any commit record but the empty initial one: a run starts
+ * its receivers at version 0, and carrying on from an earlier run's
+ * committed version N would hand them deltas against weights they never
+ * had. DCR_EINVAL with one line naming flag, the path and the version
+ * found; errors opening or reading the file as the SQLite backend's. An
+ * absent file and an etcd URL (each run gets a fresh namespace) pass. Only
+ * the process that starts a run checks: its role processes join the
+ * plane it bootstrapped. */
+dcr_status_t dcr_bench_control_fresh(const char *flag, const char *address);
+
 /* The etcd URL a run's control plane lives at: address with the namespace
  * PREFIX/<run> appended (PREFIX "dcr" when address names none), or address
  * itself for run NULL. DCR_EINVAL when it does not fit cap. */

@@ -385,13 +385,11 @@ static dcr_status_t dcr__step(const dcr_scenario_t *sc, const dcr_diff_step_t *s
                               dcr_storage_t *const *shards, dcr_storage_t *const *cand,
                               int64_t *changed_p)
 {
-    if (step->kind == DCR_DIFF_STEP_PROFILE)
-        return dcr_change_profile_inject(sc, step->profile, step->seed, shards, cand, changed_p);
-    if (step->kind == DCR_DIFF_STEP_UNIFORM)
-        return dcr_scenario_inject_uniform(sc, step->rate, step->seed, shards, cand, changed_p);
     dcr_adamw_t *a = NULL;
-    DCR_CHECK(dcr_adamw_create(sc, shards, step->lr, step->seed, &a));
-    dcr_status_t st = dcr_adamw_step(a, shards, cand, changed_p);
+    if (step->kind == DCR_DIFF_STEP_ADAMW)
+        DCR_CHECK(dcr_adamw_create(sc, shards, step->lr, step->seed, &a));
+    const struct dcr_change_profile *p = step->kind == DCR_DIFF_STEP_PROFILE ? step->profile : NULL;
+    dcr_status_t st = dcr_scenario_step(sc, a, p, step->rate, step->seed, shards, cand, changed_p);
     dcr_adamw_destroy(a);
     return st;
 }

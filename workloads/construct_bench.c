@@ -108,13 +108,9 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
                    done);
     for (size_t s = 0; s < ns; s++)
         memcpy(candidate[s]->data, baseline[s]->data, baseline[s]->bytes);
-    if (b->profile)
-        st =
-            dcr_change_profile_inject(sc, b->profile, b->seed + 1, candidate, canonical, &injected);
-    else
-        st = dcr_scenario_inject_uniform(sc, b->change_rate, b->seed + 1, candidate, canonical,
-                                         &injected);
-    if (st != DCR_OK) goto done;
+    DCR_CHECK_GOTO(dcr_scenario_step(sc, NULL, b->profile, b->change_rate, b->seed + 1, candidate,
+                                     canonical, &injected),
+                   st, done);
     /* Without receivers every tensor counts as XOR-eligible; residual ones still overwrite. */
     xor_allowed = malloc(nc + 1);
     if (!xor_allowed) {
@@ -136,19 +132,81 @@ done:
     return st;
 }
 
+typedef struct dcr_dir_sink_kept {
+    int owner;
+    uint64_t id;
+    uint8_t *buf;
+    size_t len;
+} dcr_dir_sink_kept_t;
+
+/* Timed path: a copy under a lock, no file system call. */
 static dcr_status_t dir_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
 {
-    const dcr_dir_sink_t *d = ctx;
-    char path[4096];
-    snprintf(path, sizeof(path), "%s/tau%llu-owner%d-%llu.dcrp", d->dir, (unsigned long long)d->tau,
-             owner, (unsigned long long)id);
-    return dcr_outpath_write("payload", path, buf, len);
+    dcr_dir_sink_t *d = ctx;
+    uint8_t *copy = malloc(len ? len : 1);
+    pthread_mutex_lock(&d->lock);
+    if (copy && d->nkept == d->cap) {
+        size_t cap = d->cap ? 2 * d->cap : 64;
+        dcr_dir_sink_kept_t *k = realloc(d->kept, cap * sizeof(*k));
+        if (k) {
+            d->kept = k;
+            d->cap = cap;
+        }
+    }
+    dcr_status_t st = DCR_OK;
+    if (!copy || d->nkept == d->cap) {
+        st = dcr_error_set(DCR_ENOMEM, "--keep-payloads: holding payload %llu of owner %d",
+                           (unsigned long long)id, owner);
+        d->held_status = st;
+        free(copy);
+    } else {
+        memcpy(copy, buf, len);
+        d->kept[d->nkept++] = (dcr_dir_sink_kept_t){owner, id, copy, len};
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
 }
 
 void dcr_dir_sink_init(dcr_dir_sink_t *d, const char *dir, uint64_t tau)
 {
+    memset(d, 0, sizeof(*d));
     d->dir = dir;
     d->tau = tau;
     d->sink.submit = dir_submit;
     d->sink.ctx = d;
+    pthread_mutex_init(&d->lock, NULL);
+}
+
+static void dir_sink_forget(dcr_dir_sink_t *d)
+{
+    for (size_t i = 0; i < d->nkept; i++) free(d->kept[i].buf);
+    d->nkept = 0;
+}
+
+dcr_status_t dcr_dir_sink_flush(dcr_dir_sink_t *d, size_t *written_p)
+{
+    size_t written = 0;
+    dcr_status_t st = d->held_status;
+    for (size_t i = 0; st == DCR_OK && i < d->nkept; i++) {
+        const dcr_dir_sink_kept_t *k = &d->kept[i];
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/tau%llu-owner%d-%llu.dcrp", d->dir,
+                 (unsigned long long)d->tau, k->owner, (unsigned long long)k->id);
+        st = dcr_outpath_write("payload", path, k->buf, k->len);
+        if (st == DCR_OK) written++;
+    }
+    dir_sink_forget(d);
+    d->held_status = DCR_OK;
+    if (written_p) *written_p = written;
+    return st;
+}
+
+void dcr_dir_sink_fini(dcr_dir_sink_t *d)
+{
+    if (d == NULL) return;
+    dir_sink_forget(d);
+    free(d->kept);
+    d->kept = NULL;
+    d->cap = 0;
+    pthread_mutex_destroy(&d->lock);
 }

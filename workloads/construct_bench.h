@@ -5,6 +5,7 @@
 #ifndef DCR_WORKLOADS_CONSTRUCT_BENCH_H
 #define DCR_WORKLOADS_CONSTRUCT_BENCH_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "dcr/construct.h"
@@ -48,14 +49,33 @@ dcr_status_t dcr_construct_bench_run(const dcr_scenario_t *sc, const dcr_constru
                                      const dcr_construct_mode_t *modes, int nmodes,
                                      dcr_construct_bench_result_t *results);
 
-/* A sink that writes each payload to DIR/tau<T>-owner<O>-<ID>.dcrp (the
- * directory must exist). Keeps the count of files written. */
+/* A sink for payloads kept as files DIR/tau<T>-owner<O>-<ID>.dcrp (the
+ * directory must exist). submit only copies the payload into memory: it runs
+ * inside the timed sender threads, where a file create, folder sweep and
+ * fsync per payload would be timed as construction. The files are written by
+ * dcr_dir_sink_flush once the timing is over, so the kept payloads are held
+ * in memory until then (their compressed size, not the checkpoint's). */
 typedef struct dcr_dir_sink {
     const char *dir;
     uint64_t tau;
     dcr_payload_sink_t sink;
+    pthread_mutex_t lock; /* submit runs concurrently across owners */
+    struct dcr_dir_sink_kept *kept;
+    size_t nkept, cap;
+    dcr_status_t held_status; /* a copy that failed (DCR_ENOMEM); reported by flush */
 } dcr_dir_sink_t;
 
+/* Makes d an empty sink writing to dir (borrowed) with attempt tau. */
 void dcr_dir_sink_init(dcr_dir_sink_t *d, const char *dir, uint64_t tau);
+
+/* Writes every payload held, in submit order, and forgets them; *written_p
+ * (may be NULL) gets how many files it wrote. Errors: a failed copy in
+ * submit (DCR_ENOMEM), or the first file that cannot be written (DCR_EIO,
+ * the path named); the held payloads are forgotten either way. */
+dcr_status_t dcr_dir_sink_flush(dcr_dir_sink_t *d, size_t *written_p);
+
+/* Forgets the held payloads without writing them and releases d's
+ * resources (a failed run keeps no partial set of files); accepts NULL. */
+void dcr_dir_sink_fini(dcr_dir_sink_t *d);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "dcr/rng.h"
 #include "workloads/budget.h"
+#include "workloads/change_profile.h"
 
 dcr_scenario_spec_t dcr_scenario_spec_default(void)
 {
@@ -460,4 +461,19 @@ dcr_status_t dcr_scenario_inject_edges(const dcr_scenario_t *s, int per_task, ui
     DCR_CHECK(sync_replicas(s, shards, canonical));
     *changed_p = changed;
     return DCR_OK;
+}
+
+dcr_status_t dcr_scenario_step(const dcr_scenario_t *s, dcr_adamw_t *adamw,
+                               const struct dcr_change_profile *profile, double rate, uint64_t seed,
+                               dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                               int64_t *changed_p)
+{
+    if (adamw) return dcr_adamw_step(adamw, shards, canonical, changed_p);
+    if (profile) return dcr_change_profile_inject(s, profile, seed, shards, canonical, changed_p);
+    return dcr_scenario_inject_uniform(s, rate, seed, shards, canonical, changed_p);
+}
+
+uint64_t dcr_scenario_step_seed(uint64_t seed, uint64_t step)
+{
+    return seed + 1000 + step;
 }

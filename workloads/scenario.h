@@ -102,4 +102,22 @@ void dcr_adamw_destroy(dcr_adamw_t *a);
 dcr_status_t dcr_adamw_step(dcr_adamw_t *a, dcr_storage_t *const *shards,
                             dcr_storage_t *const *canonical, int64_t *changed_p);
 
+struct dcr_change_profile;
+
+/* One training step's changes, chosen alike by every runner (dcr bench, the
+ * role world, dcr diff --init): an AdamW step when adamw is set, else the
+ * profile's replay (dcr_change_profile_inject) when profile is set, else
+ * uniform stress changes at rate. seed draws the profile's or the uniform
+ * changes (AdamW draws from its own state). Shards change in place;
+ * canonical receives the new canonical tensors, *changed_p the count. */
+dcr_status_t dcr_scenario_step(const dcr_scenario_t *s, dcr_adamw_t *adamw,
+                               const struct dcr_change_profile *profile, double rate, uint64_t seed,
+                               dcr_storage_t *const *shards, dcr_storage_t *const *canonical,
+                               int64_t *changed_p);
+
+/* The change seed of step `step` of a run seeded with seed (the weights
+ * take seed, AdamW seed + 7): a process replaying the run draws the same
+ * changes as dcr bench did. */
+uint64_t dcr_scenario_step_seed(uint64_t seed, uint64_t step);
+
 #endif

@@ -367,14 +367,16 @@ dcr_status_t dcr_payload_decode(dcr_payload_t *p, const void *buf, size_t len)
     return dcr_payload_decode_with(p, buf, len, NULL);
 }
 
-dcr_status_t dcr_payload_decode_with(dcr_payload_t *p, const void *buf, size_t len,
-                                     const dcr_payload_policy_t *policy)
+/* The decode behind both entries; verify_digest false only where the caller
+ * has verified the digest of these same bytes under the same policy. */
+static dcr_status_t dcr__decode(dcr_payload_t *p, const void *buf, size_t len,
+                                const dcr_payload_policy_t *policy, bool verify_digest)
 {
     if (p == NULL) return dcr_error_set(DCR_EINVAL, "dcr_payload_decode: payload handle is NULL");
     p->valid = false;
     p->nitems = 0;
     dcr_payload_header_t h;
-    DCR_CHECK(dcr__header_check(buf, len, true, policy, &h));
+    DCR_CHECK(dcr__header_check(buf, len, verify_digest, policy, &h));
     dcr__dec_ctx_t c = {.item = DCR__NO_ITEM, .name = NULL};
     snprintf(c.who, sizeof c.who, "payload (tau %" PRIu64 ", owner %" PRIu32 ", id %" PRIu64 ")",
              h.tau, h.owner, h.payload_id);
@@ -386,6 +388,18 @@ dcr_status_t dcr_payload_decode_with(dcr_payload_t *p, const void *buf, size_t l
     p->nitems = h.item_count;
     p->valid = true;
     return DCR_OK;
+}
+
+dcr_status_t dcr_payload_decode_with(dcr_payload_t *p, const void *buf, size_t len,
+                                     const dcr_payload_policy_t *policy)
+{
+    return dcr__decode(p, buf, len, policy, true);
+}
+
+dcr_status_t dcr_payload_decode_admitted(dcr_payload_t *p, const void *buf, size_t len,
+                                         const dcr_payload_policy_t *policy)
+{
+    return dcr__decode(p, buf, len, policy, false);
 }
 
 const dcr_payload_header_t *dcr_payload_get_header(const dcr_payload_t *p)

@@ -125,6 +125,35 @@ bool dcr_commit_record_equal(const dcr_commit_record_t *a, const dcr_commit_reco
            memcmp(a->baseline, b->baseline, DCR_CONTROL_BASELINE_BYTES) == 0;
 }
 
+dcr_status_t dcr__control_record_changed(const char *where, const dcr_commit_record_t *now)
+{
+    return dcr_error_set(DCR_ECONFLICT,
+                         "%s: the commit record changed (now version %llu, committed by attempt "
+                         "%llu)",
+                         where, (unsigned long long)now->version, (unsigned long long)now->attempt);
+}
+
+dcr_status_t dcr__control_commit_check(const char *where, const char *coordinator, uint64_t tau,
+                                       const dcr_control_attempt_t *a,
+                                       const dcr_commit_record_t *expected,
+                                       const dcr_commit_record_t *cur, int64_t now)
+{
+    if (strcmp(a->coordinator, coordinator) != 0)
+        return dcr_error_set(DCR_ECONFLICT, "%s: attempt %llu belongs to coordinator %s, not %s",
+                             where, (unsigned long long)tau, a->coordinator, coordinator);
+    if (!dcr_commit_record_equal(cur, expected)) return dcr__control_record_changed(where, cur);
+    if (a->from_version != cur->version)
+        return dcr_error_set(DCR_ECONFLICT,
+                             "%s: attempt %llu was prepared for version %llu, but version %llu is "
+                             "committed",
+                             where, (unsigned long long)tau, (unsigned long long)a->from_version,
+                             (unsigned long long)cur->version);
+    if (now > a->deadline_ns)
+        return dcr_error_set(DCR_ETIMEOUT, "%s: attempt %llu missed its commit deadline by %.3f s",
+                             where, (unsigned long long)tau, (double)(now - a->deadline_ns) / 1e9);
+    return DCR_OK;
+}
+
 dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cfg,
                                 dcr_control_t **out_p)
 {

@@ -450,15 +450,6 @@ static dcr_status_t dcr__sq_store_record(dcr__sq_t *s, const dcr_commit_record_t
     return dcr__sq_run(s, stmt, "write commit record");
 }
 
-static dcr_status_t dcr__sq_record_changed(dcr__sq_t *s, const dcr_commit_record_t *now)
-{
-    return dcr_error_set(DCR_ECONFLICT,
-                         "%s: the commit record changed (now version %llu, "
-                         "committed by attempt %llu)",
-                         s->path, (unsigned long long)now->version,
-                         (unsigned long long)now->attempt);
-}
-
 typedef struct dcr__sq_cas_ctx {
     const dcr_commit_record_t *expected;
     const dcr_commit_record_t *desired;
@@ -469,7 +460,8 @@ static dcr_status_t dcr__sq_cas_body(dcr__sq_t *s, void *ctx)
     dcr__sq_cas_ctx_t *x = ctx;
     dcr_commit_record_t cur;
     DCR_CHECK(dcr__sq_load_record(s, &cur));
-    if (!dcr_commit_record_equal(&cur, x->expected)) return dcr__sq_record_changed(s, &cur);
+    if (!dcr_commit_record_equal(&cur, x->expected))
+        return dcr__control_record_changed(s->path, &cur);
     return dcr__sq_store_record(s, x->desired);
 }
 
@@ -762,29 +754,12 @@ static dcr_status_t dcr__sq_prune(dcr__sq_t *s, uint64_t tau)
     return DCR_OK;
 }
 
-/* Fencing first (a replaced coordinator learns that before anything else),
- * then the compare-and-set condition, the deadline, and the acknowledgments. */
+/* The checks every backend makes (control.c), then the acknowledgments. */
 static dcr_status_t dcr__sq_commit_check(dcr__sq_t *s, dcr__sq_commit_ctx_t *x,
                                          const dcr_control_attempt_t *a,
                                          const dcr_commit_record_t *cur, int64_t now)
 {
-    if (strcmp(a->coordinator, x->coordinator) != 0) {
-        return dcr_error_set(DCR_ECONFLICT, "%s: attempt %llu belongs to coordinator %s, not %s",
-                             s->path, (unsigned long long)x->tau, a->coordinator, x->coordinator);
-    }
-    if (!dcr_commit_record_equal(cur, x->expected)) return dcr__sq_record_changed(s, cur);
-    if (a->from_version != cur->version) {
-        return dcr_error_set(DCR_ECONFLICT,
-                             "%s: attempt %llu was prepared for version %llu, but "
-                             "version %llu is committed",
-                             s->path, (unsigned long long)x->tau,
-                             (unsigned long long)a->from_version, (unsigned long long)cur->version);
-    }
-    if (now > a->deadline_ns) {
-        return dcr_error_set(DCR_ETIMEOUT, "%s: attempt %llu missed its commit deadline by %.3f s",
-                             s->path, (unsigned long long)x->tau,
-                             (double)(now - a->deadline_ns) / 1e9);
-    }
+    DCR_CHECK(dcr__control_commit_check(s->path, x->coordinator, x->tau, a, x->expected, cur, now));
     return dcr__sq_check_acked(s, x->tau);
 }
 

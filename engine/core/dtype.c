@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core-internal.h"
+#include "endian-internal.h"
 
 #define DCR__F32_SIGN  0x80000000u
 #define DCR__F32_EXP   0x7F800000u
@@ -214,24 +215,10 @@ uint8_t dcr_f32_to_fp8e4m3(float value)
     return (uint8_t)(sign | code);
 }
 
-/* Little-endian word access that tolerates any alignment; compilers turn
- * these into single loads and stores on little-endian hosts. */
-static uint32_t dcr__load_le(const unsigned char *p, size_t size)
-{
-    uint32_t v = 0;
-    for (size_t i = 0; i < size; i++) v |= (uint32_t)p[i] << (8 * i);
-    return v;
-}
-
-static void dcr__store_le(unsigned char *p, size_t size, uint32_t v)
-{
-    for (size_t i = 0; i < size; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
 /* One element of `dtype` at p, as FP32 bits (exact for every type here). */
 uint32_t dcr__dtype_load_f32bits(dcr_dtype_t dtype, const void *p)
 {
-    uint32_t w = dcr__load_le(p, dcr_dtype_size(dtype));
+    uint32_t w = (uint32_t)dcr__le(p, (int)dcr_dtype_size(dtype));
     switch (dtype) {
     case DCR_DTYPE_BF16:
         return w << 16;
@@ -268,7 +255,7 @@ void dcr__dtype_store_f32bits(dcr_dtype_t dtype, void *p, uint32_t f32bits)
     case DCR_DTYPE_COUNT:
         return;
     }
-    dcr__store_le(p, dcr_dtype_size(dtype), w);
+    dcr__put_le(p, w, (int)dcr_dtype_size(dtype));
 }
 
 static void dcr__convert_bf16_to_f32(uint32_t *dst, const uint16_t *src, size_t n)

@@ -161,7 +161,8 @@ dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size
     bool admit = false;
     DCR_CHECK(dcr__admit(r, buf, len, &hdr, &disp, &admit));
     if (admit) {
-        dcr_status_t st = dcr_payload_decode_with(r->direct, buf, len, &r->policy);
+        /* dcr__admit verified the digest of buf under r->policy: not again. */
+        dcr_status_t st = dcr_payload_decode_admitted(r->direct, buf, len, &r->policy);
         if (st != DCR_OK) return dcr__refuse(r, st, buf, len);
         /* Recorded before applying: a retransmission after a failure must
          * not XOR the same masks in twice. */
@@ -223,7 +224,8 @@ dcr_status_t dcr_receiver_ingest(dcr_receiver_t *r, const void *buf, size_t len,
         DCR_CHECK(dcr__group_for_next(r, timeout_ms));
         dcr__group_t *g = r->assembling;
         if (g->slots[g->n] == NULL) DCR_CHECK(dcr_payload_create(&g->slots[g->n]));
-        dcr_status_t st = dcr_payload_decode_with(g->slots[g->n], buf, len, &r->policy);
+        /* Digest verified by dcr__admit on this buf under r->policy. */
+        dcr_status_t st = dcr_payload_decode_admitted(g->slots[g->n], buf, len, &r->policy);
         if (st != DCR_OK) return dcr__refuse(r, st, buf, len);
         DCR_CHECK(dcr__dedup_add(&r->dedup, hdr.owner, hdr.payload_id));
         g->n++;

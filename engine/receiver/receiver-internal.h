@@ -8,6 +8,7 @@
 
 #include <stdatomic.h>
 
+#include "core/endian-internal.h"
 #include "dcr/map.h"
 #include "dcr/queue.h"
 #include "dcr/receiver.h"
@@ -136,21 +137,5 @@ void dcr__note_written(dcr_receiver_t *r, size_t param, const dcr_view_t *dst);
 
 /* Element words. */
 uint64_t dcr__nan_word(dcr_dtype_t dtype);
-
-/* Little-endian fields of the receiver side's wire records (parameter
- * digests, node state reports): writes / reads `bytes` bytes and returns
- * the position after them. */
-static inline uint8_t *dcr__put_le(uint8_t *p, uint64_t v, int bytes)
-{
-    for (int i = 0; i < bytes; i++) p[i] = (uint8_t)(v >> (8 * i));
-    return p + bytes;
-}
-
-static inline const uint8_t *dcr__get_le(const uint8_t *p, uint64_t *v, int bytes)
-{
-    *v = 0;
-    for (int i = 0; i < bytes; i++) *v |= (uint64_t)p[i] << (8 * i);
-    return p + bytes;
-}
 
 #endif

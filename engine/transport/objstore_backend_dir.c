@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +28,24 @@
 
 #include "transport/objstore-internal.h"
 
+/* One waiting thread's inotify watch, kept armed from one wait_change to
+ * the next while the thread waits on the same prefix: arming costs three
+ * system calls, and a change that lands between two calls stays queued. */
+typedef struct dir_watch {
+    pthread_t owner;
+    char prefix[DCR_OBJSTORE_KEY_MAX + 1];
+    int fd;         /* -1: not armed */
+    bool on_target; /* watching the prefix's own directory, not an ancestor */
+    bool stale;     /* the watched directory went away (IN_IGNORED) */
+} dir_watch_t;
+
 typedef struct dirstore {
     dcr_objstore_t pub;
     char *root;
-    atomic_uint seq; /* temporary names */
+    atomic_uint seq;          /* temporary names */
+    pthread_mutex_t watch_mu; /* guards the table, not the watches */
+    dir_watch_t **watches;    /* one per thread that waited; freed at destroy */
+    size_t nwatches, capwatches;
 } dirstore_t;
 
 static bool dir_claims(const char *url)
@@ -84,6 +99,7 @@ static dcr_status_t dir_create(const dcr_objstore_config_t *cfg, dcr_objstore_t 
         free(s);
         return st;
     }
+    pthread_mutex_init(&s->watch_mu, NULL);
     *out_p = &s->pub;
     return DCR_OK;
 }
@@ -91,6 +107,12 @@ static dcr_status_t dir_create(const dcr_objstore_config_t *cfg, dcr_objstore_t 
 static void dir_destroy(dcr_objstore_t *o)
 {
     dirstore_t *s = (dirstore_t *)o;
+    for (size_t i = 0; i < s->nwatches; i++) {
+        if (s->watches[i]->fd >= 0) close(s->watches[i]->fd);
+        free(s->watches[i]);
+    }
+    free(s->watches);
+    pthread_mutex_destroy(&s->watch_mu);
     free(s->root);
     free(s);
 }
@@ -116,13 +138,14 @@ static dcr_status_t dir_put(dcr_objstore_t *o, const char *key, const uint8_t *b
     path[dl] = '\0';
     snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d-%u", path, path + dl + 1, (int)getpid(),
              atomic_fetch_add(&s->seq, 1));
-    int fd = -1;
-    /* A delete of the directory's last key removes the directory (dir_del):
-     * one that runs between mkdirs and open makes open fail; again. */
-    for (int i = 0; i < 3 && fd < 0; i++) {
+    /* The directory usually exists (earlier keys of the attempt): the
+     * folders are made only when the open says they are missing. A delete
+     * of the directory's last key removes the directory (dir_del): one that
+     * runs between mkdirs and open makes open fail; again. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    for (int i = 0; i < 3 && fd < 0 && errno == ENOENT; i++) {
         DCR_CHECK(dir_mkdirs(path));
         fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        if (fd < 0 && errno != ENOENT) break;
     }
     path[dl] = '/';
     if (fd < 0) {
@@ -212,9 +235,11 @@ typedef struct dir_walk {
     dcr_status_t st;
 } dir_walk_t;
 
-/* Adds the files under ROOT/rel (rel "" or ending in '/') whose keys begin
- * with the prefix and sort after start; recurses into directories that can
- * hold such keys. */
+/* Adds the names under ROOT/rel (rel "" or ending in '/') whose keys begin
+ * with the prefix and sort after start, without their sizes: a page stats
+ * only the entries it returns (dir_list). Recurses into directories that
+ * can hold such keys; the file type comes from readdir where the file
+ * system gives it. */
 static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
 {
     char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
@@ -230,15 +255,22 @@ static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
         size_t klen = strlen(key);
         /* A key can still match once it is at least as long as the prefix. */
         if (strncmp(key, w->prefix, klen < plen ? klen : plen) != 0) continue;
-        struct stat sb;
-        if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        if (S_ISDIR(sb.st_mode)) {
+        unsigned char type = de->d_type;
+        if (type == DT_UNKNOWN) {
+            struct stat sb;
+            if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) != 0) continue;
+            type = S_ISDIR(sb.st_mode) ? DT_DIR : S_ISREG(sb.st_mode) ? DT_REG : DT_UNKNOWN;
+        }
+        if (type == DT_DIR) {
             key[klen] = '/';
             key[klen + 1] = '\0';
-            if (klen + 1 <= DCR_OBJSTORE_KEY_MAX) dir_walk(s, w, key);
+            /* Every key in it starts with key: none sorts after a start
+             * whose first klen + 1 bytes already sort after key. */
+            bool after = w->start[0] == '\0' || strncmp(w->start, key, klen + 1) <= 0;
+            if (after && klen + 1 <= DCR_OBJSTORE_KEY_MAX) dir_walk(s, w, key);
             continue;
         }
-        if (!S_ISREG(sb.st_mode) || klen < plen || !dcr_objstore_key_ok(key)) continue;
+        if (type != DT_REG || klen < plen || !dcr_objstore_key_ok(key)) continue;
         if (w->start[0] != '\0' && strcmp(key, w->start) <= 0) continue;
         if (w->n == w->cap) {
             size_t cap = w->cap ? 2 * w->cap : 64;
@@ -250,11 +282,7 @@ static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
             w->v = v;
             w->cap = cap;
         }
-        dcr_objstore_entry_t *e = &w->v[w->n++];
-        memcpy(e->key, key, klen + 1);
-        e->size = (uint64_t)sb.st_size;
-        snprintf(e->version, sizeof e->version, "%ju-%jd-%ld", (uintmax_t)sb.st_ino,
-                 (intmax_t)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+        memcpy(w->v[w->n++].key, key, klen + 1);
     }
     closedir(d);
 }
@@ -262,6 +290,20 @@ static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
 static int dir_entry_cmp(const void *a, const void *b)
 {
     return strcmp(((const dcr_objstore_entry_t *)a)->key, ((const dcr_objstore_entry_t *)b)->key);
+}
+
+/* Size and version of ROOT/e->key; false when it is no longer a regular
+ * file (removed or replaced since the readdir). */
+static bool dir_stat_entry(const dirstore_t *s, dcr_objstore_entry_t *e)
+{
+    char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
+    dir_path(s, e->key, path, sizeof path, NULL);
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return false;
+    e->size = (uint64_t)sb.st_size;
+    snprintf(e->version, sizeof e->version, "%ju-%jd-%ld", (uintmax_t)sb.st_ino,
+             (intmax_t)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+    return true;
 }
 
 static dcr_status_t dir_list(dcr_objstore_t *o, const char *prefix, const char *start,
@@ -283,13 +325,15 @@ static dcr_status_t dir_list(dcr_objstore_t *o, const char *prefix, const char *
         return w.st;
     }
     if (w.n > 1) qsort(w.v, w.n, sizeof *w.v, dir_entry_cmp);
+    /* Stat in key order until the page is full; a key removed since the
+     * readdir is dropped, as a listing a moment later would not show it. */
+    size_t kept = 0, i = 0;
+    for (; i < w.n && kept < max_keys; i++)
+        if (dir_stat_entry(s, &w.v[i]) && kept++ != i) w.v[kept - 1] = w.v[i];
     page->next[0] = '\0';
-    if (w.n > max_keys) {
-        w.n = max_keys;
-        snprintf(page->next, sizeof page->next, "%s", w.v[max_keys - 1].key);
-    }
+    if (i < w.n && kept > 0) snprintf(page->next, sizeof page->next, "%s", w.v[kept - 1].key);
     page->entries = w.v;
-    page->n = w.n;
+    page->n = kept;
     return DCR_OK;
 }
 
@@ -314,38 +358,97 @@ static dcr_status_t dir_del(dcr_objstore_t *o, const char *key)
     return DCR_OK;
 }
 
-/* Watches the directory holding the prefix's keys for publications
- * (rename) and removals; while it does not exist yet, its nearest existing
- * ancestor for the creation. A change between two calls is not seen:
- * callers back notification up with a bounded listing interval. */
-static dcr_status_t dir_wait_change(dcr_objstore_t *o, const char *prefix, int timeout_ms)
+/* The calling thread's watch (created unarmed at its first wait); NULL when
+ * out of memory. Each is used by its owner thread only, so only the table
+ * is locked. */
+static dir_watch_t *dir_watch_of_thread(dirstore_t *s)
 {
-    dirstore_t *s = (dirstore_t *)o;
+    pthread_t self = pthread_self();
+    dir_watch_t *w = NULL;
+    pthread_mutex_lock(&s->watch_mu);
+    for (size_t i = 0; i < s->nwatches && w == NULL; i++)
+        if (pthread_equal(s->watches[i]->owner, self)) w = s->watches[i];
+    if (w == NULL && s->nwatches == s->capwatches) {
+        size_t cap = s->capwatches ? 2 * s->capwatches : 8;
+        dir_watch_t **v = realloc(s->watches, cap * sizeof *v);
+        if (v != NULL) {
+            s->watches = v;
+            s->capwatches = cap;
+        }
+    }
+    if (w == NULL && s->nwatches < s->capwatches && (w = calloc(1, sizeof *w)) != NULL) {
+        w->owner = self;
+        w->fd = -1;
+        s->watches[s->nwatches++] = w;
+    }
+    pthread_mutex_unlock(&s->watch_mu);
+    return w;
+}
+
+/* Arms w on the directory holding the prefix's keys for publications
+ * (rename) and removals; while it does not exist yet, on its nearest
+ * existing ancestor for the creation (on_target false: the next wait arms
+ * again, to move down once the directory exists). */
+static void dir_watch_arm(const dirstore_t *s, dir_watch_t *w, const char *prefix)
+{
+    if (w->fd >= 0) close(w->fd);
+    snprintf(w->prefix, sizeof w->prefix, "%s", prefix);
+    w->on_target = false;
+    w->stale = false;
     char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
     snprintf(path, sizeof path, "%s/%s", s->root, prefix);
     size_t rootlen = strlen(s->root);
-    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     bool watching = false;
     uint32_t mask = IN_MOVED_TO | IN_DELETE; /* not IN_CREATE: uploads in progress */
-    for (char *slash = strrchr(path, '/'); fd >= 0 && slash != NULL; mask = IN_CREATE) {
+    for (char *slash = strrchr(path, '/'); w->fd >= 0 && slash != NULL; mask = IN_CREATE) {
         *slash = '\0';
-        if (inotify_add_watch(fd, path, mask) >= 0) {
+        if (inotify_add_watch(w->fd, path, mask) >= 0) {
             watching = true;
             break;
         }
         if ((size_t)(slash - path) <= rootlen) break;
         slash = strrchr(path, '/');
     }
-    if (!watching) {
-        if (fd >= 0) close(fd);
+    w->on_target = watching && mask != IN_CREATE;
+    if (!watching && w->fd >= 0) {
+        close(w->fd);
+        w->fd = -1;
+    }
+}
+
+/* Empties w's event queue; an IN_IGNORED (the watched directory was removed,
+ * as dir_del does to an emptied one) makes the next wait arm again. */
+static void dir_watch_drain(dir_watch_t *w)
+{
+    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    ssize_t n;
+    while ((n = read(w->fd, buf, sizeof buf)) > 0) {
+        for (char *p = buf; p < buf + n;) {
+            const struct inotify_event *ev = (const struct inotify_event *)p;
+            if (ev->mask & (IN_IGNORED | IN_DELETE_SELF)) w->stale = true;
+            p += sizeof *ev + ev->len;
+        }
+    }
+}
+
+/* The calling thread's watch stays armed between calls on the same prefix,
+ * so a change made between two calls wakes the second at once. */
+static dcr_status_t dir_wait_change(dcr_objstore_t *o, const char *prefix, int timeout_ms)
+{
+    dirstore_t *s = (dirstore_t *)o;
+    dir_watch_t *w = dir_watch_of_thread(s);
+    if (w != NULL && (w->fd < 0 || !w->on_target || w->stale || strcmp(w->prefix, prefix) != 0))
+        dir_watch_arm(s, w, prefix);
+    if (w == NULL || w->fd < 0) {
         usleep((useconds_t)timeout_ms * 1000);
         return DCR_EAGAIN;
     }
-    struct pollfd p = {.fd = fd, .events = POLLIN};
+    struct pollfd p = {.fd = w->fd, .events = POLLIN};
     int r;
     while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
     }
-    close(fd);
+    if (r > 0) dir_watch_drain(w);
     return r > 0 ? DCR_OK : DCR_EAGAIN;
 }
 

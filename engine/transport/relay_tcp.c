@@ -30,6 +30,7 @@
  * then len bytes. DATA (a = owner, b = payload id, payload bytes), FIN (a =
  * payloads the owner sent), END (end of attempt), REF (reference bytes), ACK,
  * NACK (code = dcr_status_t, message bytes). */
+#include "core/endian-internal.h"
 #include "transport-internal.h"
 
 #include <arpa/inet.h>
@@ -172,18 +173,6 @@ typedef struct relay {
 
 /* ---- sockets ------------------------------------------------------------ */
 
-static void relay_put(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t relay_get(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* 0, or an errno value. */
 static int relay_write_all(int fd, const uint8_t *p, size_t n)
 {
@@ -228,13 +217,13 @@ static int relay_frame_write(int fd, const relay_frame_t *f, const uint8_t *payl
                              dcr__flow_t *flow)
 {
     uint8_t h[RELAY_HDR] = {0};
-    relay_put(h, RELAY_MAGIC, 4);
-    relay_put(h + 4, f->type, 4);
-    relay_put(h + 8, (uint32_t)f->code, 4);
-    relay_put(h + 16, f->tau, 8);
-    relay_put(h + 24, f->a, 8);
-    relay_put(h + 32, f->b, 8);
-    relay_put(h + 40, f->len, 8);
+    dcr__put_le(h, RELAY_MAGIC, 4);
+    dcr__put_le(h + 4, f->type, 4);
+    dcr__put_le(h + 8, (uint32_t)f->code, 4);
+    dcr__put_le(h + 16, f->tau, 8);
+    dcr__put_le(h + 24, f->a, 8);
+    dcr__put_le(h + 32, f->b, 8);
+    dcr__put_le(h + 40, f->len, 8);
     int e = 0;
     size_t off = 0, hdr = RELAY_HDR;
     do {
@@ -253,13 +242,13 @@ static int relay_frame_read(int fd, relay_frame_t *f)
     uint8_t h[RELAY_HDR];
     int e = relay_read_all(fd, h, RELAY_HDR);
     if (e != 0) return e;
-    if (relay_get(h, 4) != RELAY_MAGIC) return RELAY_PROTO;
-    f->type = (uint32_t)relay_get(h + 4, 4);
-    f->code = (int32_t)(uint32_t)relay_get(h + 8, 4);
-    f->tau = relay_get(h + 16, 8);
-    f->a = relay_get(h + 24, 8);
-    f->b = relay_get(h + 32, 8);
-    f->len = relay_get(h + 40, 8);
+    if (dcr__le(h, 4) != RELAY_MAGIC) return RELAY_PROTO;
+    f->type = (uint32_t)dcr__le(h + 4, 4);
+    f->code = (int32_t)(uint32_t)dcr__le(h + 8, 4);
+    f->tau = dcr__le(h + 16, 8);
+    f->a = dcr__le(h + 24, 8);
+    f->b = dcr__le(h + 32, 8);
+    f->len = dcr__le(h + 40, 8);
     if (f->type < F_DATA || f->type > F_REF || f->len > DCR__TRANSPORT_PAYLOAD_MAX)
         return RELAY_PROTO;
     return 0;

@@ -176,13 +176,7 @@ static uint8_t *t_example(const uint8_t *key, size_t *len_p)
     t_example_body(raw, false);
     t_hdr_t h = {.version = 1, .flags = key ? 2 : 0, .tau = 7, .id = 5, .owner = 2, .items = 1};
     uint8_t *buf = t_wrap(&h, raw, sizeof raw, len_p);
-    if (key) {
-        uint8_t *cat = malloc(*len_p);
-        memcpy(cat, buf, 48);
-        memcpy(cat + 48, buf + T_HDR_SIZE, *len_p - T_HDR_SIZE);
-        blake2b(buf + T_H_DIGEST, cat, key, 16, *len_p - 16, 32);
-        free(cat);
-    }
+    if (key) t_digest(buf, buf + T_HDR_SIZE, *len_p - T_HDR_SIZE, key, buf + T_H_DIGEST);
     return buf;
 }
 

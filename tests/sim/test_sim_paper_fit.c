@@ -95,7 +95,9 @@ static void test_fit_30b_relay_gain(void **state)
 }
 
 /* The issue's planner question on the fitted testbed: 30B on 8 rollout
- * nodes at 3%, object store, at 3.405, 10 and 25 Gbps per node. A faster
+ * nodes at 3%, object store, at the testbed's fitted per-node rate (the
+ * calibration file's cross_gbps, read here, never copied), 10 and 25 Gbps
+ * per node. A faster
  * network must give a lower latency (the refit waits on the network), and
  * on the relay tree at the testbed's rate doubling the bandwidth must cut
  * latency by at least a third (its transport bound is most of it). */
@@ -112,7 +114,10 @@ static void test_plan_faster_network(void **state)
     plan.nnodes = 1;
     plan.rollout_nodes[0] = 8;
     plan.ngbps = 3;
-    plan.gbps[0] = 3.405;
+    /* The fitted testbed rate, as the calibration applied it. */
+    double testbed_gbps = spec.cluster.cross_gbps;
+    assert_true(testbed_gbps > 1 && testbed_gbps < 10); /* below the next plan row */
+    plan.gbps[0] = testbed_gbps;
     plan.gbps[1] = 10;
     plan.gbps[2] = 25;
     plan.nrates = 1;
@@ -123,6 +128,7 @@ static void test_plan_faster_network(void **state)
     plan.sensitivity = true;
     dcr_sim_plan_row_t rows[6];
     assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, rows), DCR_OK);
+    for (int i = 0; i < 6; i++) assert_true(rows[i].gbps == plan.gbps[i % 3]);
     for (int i = 0; i < 6; i++)
         print_message("%s %g Gbps: %.2f s, 2x bandwidth %+.2f s\n", rows[i].transport, rows[i].gbps,
                       rows[i].r.latency_s, rows[i].d.bandwidth_s);

@@ -18,8 +18,10 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include "dcr/control.h"
 #include "workloads/bench.h"
 
 static dcr_bench_config_t small(const char *model, int layers)
@@ -233,6 +235,43 @@ static void test_bad_configs_fail_cleanly(void **state)
     assert_int_equal(dcr_bench_run(&c, &r), DCR_EINVAL);
 }
 
+/* A --control FILE is fresh while absent or holding only the empty
+ * initial record; once any record is bound (here version 3 of attempt 9,
+ * written through the control API, not by a bench) it is refused with one
+ * line naming the flag, the file and the version. */
+static void test_control_fresh(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dcr-control-fresh-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/control.db", dir);
+    assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_OK); /* absent */
+    dcr_control_config_t cfg = {path, 0};
+    dcr_control_t *c = NULL;
+    assert_int_equal(dcr_control_create("sqlite", &cfg, &c), DCR_OK);
+    assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_OK); /* empty */
+    dcr_commit_record_t empty, rec;
+    memset(&empty, 0, sizeof empty);
+    memset(&rec, 0, sizeof rec);
+    rec.version = 3;
+    rec.attempt = 9;
+    rec.committed_ns = 1;
+    assert_int_equal(dcr_control_cas(c, &empty, &rec), DCR_OK);
+    dcr_control_destroy(c);
+    assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_EINVAL);
+    const char *d = dcr_error_detail();
+    assert_non_null(strstr(d, "--control"));
+    assert_non_null(strstr(d, path));
+    assert_non_null(strstr(d, "version 3, attempt 9"));
+    assert_null(strchr(d, '\n'));
+    /* An etcd URL names a fresh namespace per run: nothing to refuse. */
+    assert_int_equal(dcr_bench_control_fresh("--control", "etcd://127.0.0.1:1/x"), DCR_OK);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +284,7 @@ int main(void)
         cmocka_unit_test(test_fp8_export),
         cmocka_unit_test(test_trace_overhead_alternates),
         cmocka_unit_test(test_bad_configs_fail_cleanly),
+        cmocka_unit_test(test_control_fresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

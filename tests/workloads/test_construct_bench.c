@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -77,10 +81,85 @@ static void test_compare_shuffle_rounds(void **state)
     dcr_scenario_destroy(sc);
 }
 
+/* Reads path whole into buf (cap bytes); the length, or -1 when absent. */
+static long slurp(const char *path, uint8_t *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return (long)n;
+}
+
+typedef struct submit_arg {
+    dcr_dir_sink_t *d;
+    int owner;
+} submit_arg_t;
+
+/* One owner's sender: three payloads whose bytes name owner and id. */
+static void *submit_three(void *arg)
+{
+    submit_arg_t *a = arg;
+    for (uint64_t id = 0; id < 3; id++) {
+        uint8_t buf[5] = {'P', (uint8_t)a->owner, (uint8_t)id, 0xA5, 0x5A};
+        if (a->d->sink.submit(a->d->sink.ctx, a->owner, id, buf, sizeof buf) != DCR_OK)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+/* The --keep-payloads sink touches no file while the senders run (the
+ * timed window), then writes each payload, byte for byte, at flush. */
+static void test_dir_sink_writes_after_flush(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dcr-dir-sink-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    dcr_dir_sink_t d;
+    dcr_dir_sink_init(&d, dir, 9);
+    pthread_t th[2];
+    submit_arg_t args[2] = {{&d, 0}, {&d, 1}};
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, submit_three, &args[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        void *rv;
+        pthread_join(th[i], &rv);
+        assert_null(rv);
+    }
+    char path[512];
+    uint8_t got[64];
+    snprintf(path, sizeof(path), "%s/tau9-owner1-2.dcrp", dir);
+    assert_int_equal(slurp(path, got, sizeof got), -1); /* nothing written yet */
+    size_t written = 0;
+    assert_int_equal(dcr_dir_sink_flush(&d, &written), DCR_OK);
+    assert_int_equal(written, 6);
+    for (int owner = 0; owner < 2; owner++)
+        for (int id = 0; id < 3; id++) {
+            snprintf(path, sizeof(path), "%s/tau9-owner%d-%d.dcrp", dir, owner, id);
+            const uint8_t want[5] = {'P', (uint8_t)owner, (uint8_t)id, 0xA5, 0x5A};
+            assert_int_equal(slurp(path, got, sizeof got), 5);
+            assert_memory_equal(got, want, 5);
+            unlink(path);
+        }
+    /* Flushed payloads are forgotten: a second flush writes nothing. */
+    assert_int_equal(dcr_dir_sink_flush(&d, &written), DCR_OK);
+    assert_int_equal(written, 0);
+    /* A folder that is gone fails the flush with its path. */
+    assert_int_equal(rmdir(dir), 0);
+    uint8_t one = 1;
+    assert_int_equal(d.sink.submit(d.sink.ctx, 0, 7, &one, 1), DCR_OK);
+    assert_int_not_equal(dcr_dir_sink_flush(&d, &written), DCR_OK);
+    assert_non_null(strstr(dcr_error_detail(), "tau9-owner0-7.dcrp"));
+    assert_int_equal(written, 0);
+    dcr_dir_sink_fini(&d);
+    dcr_dir_sink_fini(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_compare_shuffle_rounds),
+        cmocka_unit_test(test_dir_sink_writes_after_flush),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -156,12 +156,55 @@ static void test_adamw_trajectory(void **state)
     dcr_scenario_destroy(sc);
 }
 
+/* dcr_scenario_step takes the same changes as the call it chooses: uniform
+ * without AdamW or profile, AdamW whenever a state is given. */
+static void test_scenario_step_choice(void **state)
+{
+    (void)state;
+    dcr_scenario_spec_t spec = dcr_scenario_spec_default();
+    spec.scale = 64;
+    spec.layers = 2;
+    dcr_scenario_t *sc;
+    assert_int_equal(dcr_scenario_create(&spec, &sc), DCR_OK);
+    size_t nc = dcr_inventory_count(sc->inventory), ns = (size_t)sc->layout->nshards;
+    dcr_storage_t **canon, **a, **b;
+    assert_int_equal(dcr_scenario_alloc_canonical(sc, &canon), DCR_OK);
+    assert_int_equal(dcr_scenario_alloc_shards(sc, &a), DCR_OK);
+    assert_int_equal(dcr_scenario_alloc_shards(sc, &b), DCR_OK);
+    dcr_scenario_init_weights(sc, 5, canon);
+    assert_int_equal(dcr_megatron_import(&sc->model, &sc->train, sc->layout, canon, a), DCR_OK);
+    for (size_t s = 0; s < ns; s++) memcpy(b[s]->data, a[s]->data, a[s]->bytes);
+    int64_t ca = 0, cb = 0;
+    uint64_t seed = dcr_scenario_step_seed(42, 5);
+    assert_int_equal(seed, 42 + 1000 + 5);
+    assert_int_equal(dcr_scenario_step(sc, NULL, NULL, 0.02, seed, a, canon, &ca), DCR_OK);
+    assert_int_equal(dcr_scenario_inject_uniform(sc, 0.02, seed, b, canon, &cb), DCR_OK);
+    assert_true(ca > 0);
+    assert_int_equal(ca, cb);
+    for (size_t s = 0; s < ns; s++) assert_memory_equal(a[s]->data, b[s]->data, a[s]->bytes);
+    dcr_adamw_t *oa, *ob;
+    assert_int_equal(dcr_adamw_create(sc, a, 1e-6, 9, &oa), DCR_OK);
+    assert_int_equal(dcr_adamw_create(sc, b, 1e-6, 9, &ob), DCR_OK);
+    /* AdamW wins over the rate (and over a profile: the same branch order). */
+    assert_int_equal(dcr_scenario_step(sc, oa, NULL, 0.5, seed, a, canon, &ca), DCR_OK);
+    assert_int_equal(dcr_adamw_step(ob, b, canon, &cb), DCR_OK);
+    assert_int_equal(ca, cb);
+    for (size_t s = 0; s < ns; s++) assert_memory_equal(a[s]->data, b[s]->data, a[s]->bytes);
+    dcr_adamw_destroy(oa);
+    dcr_adamw_destroy(ob);
+    dcr_scenario_free_tensors(canon, nc);
+    dcr_scenario_free_tensors(a, ns);
+    dcr_scenario_free_tensors(b, ns);
+    dcr_scenario_destroy(sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uniform_injection),
         cmocka_unit_test(test_scenario_errors),
         cmocka_unit_test(test_adamw_trajectory),
+        cmocka_unit_test(test_scenario_step_choice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,15 +75,9 @@ static dcr_status_t world_step(dcr_role_world_t *w)
     int64_t injected = 0;
     /* The injections rebuild the canonical tensors too; the export below
      * replaces them with what a dense reload loads. */
-    uint64_t seed = w->cfg.seed + 1000 + w->version;
-    if (w->adamw)
-        DCR_CHECK(dcr_adamw_step(w->adamw, shards, w->canonical, &injected));
-    else if (w->cfg.profile)
-        DCR_CHECK(dcr_change_profile_inject(w->sc, w->cfg.profile, seed, shards, w->canonical,
-                                            &injected));
-    else
-        DCR_CHECK(dcr_scenario_inject_uniform(w->sc, w->cfg.change_rate, seed, shards, w->canonical,
-                                              &injected));
+    DCR_CHECK(dcr_scenario_step(w->sc, w->adamw, w->cfg.profile, w->cfg.change_rate,
+                                dcr_scenario_step_seed(w->cfg.seed, w->version), shards,
+                                w->canonical, &injected));
     w->version++;
     return export_canonical(w);
 }

@@ -196,6 +196,65 @@ static void test_peek(void **state)
     free(base);
 }
 
+/* The admitted decode skips the digest and nothing else: the caller has
+ * verified these bytes with dcr_payload_verify. */
+static void test_decode_admitted(void **state)
+{
+    (void)state;
+    size_t len = 0;
+    uint8_t *base = t_base(true, &len);
+    dcr_payload_t *full, *adm;
+    assert_int_equal(dcr_payload_create(&full), DCR_OK);
+    assert_int_equal(dcr_payload_create(&adm), DCR_OK);
+    dcr_payload_header_t vh;
+    assert_int_equal(dcr_payload_verify(base, len, NULL, &vh), DCR_OK);
+    assert_int_equal(dcr_payload_decode_with(full, base, len, NULL), DCR_OK);
+    assert_int_equal(dcr_payload_decode_admitted(adm, base, len, NULL), DCR_OK);
+    const dcr_payload_header_t *ah = dcr_payload_get_header(adm);
+    assert_non_null(ah);
+    assert_int_equal(ah->tau, vh.tau);
+    assert_int_equal(ah->owner, vh.owner);
+    assert_int_equal(ah->payload_id, vh.payload_id);
+    assert_int_equal(ah->raw_len, vh.raw_len);
+    assert_memory_equal(ah->digest, vh.digest, 16);
+    assert_int_equal(dcr_payload_item_count(adm), 3);
+    for (size_t i = 0; i < 3; i++) {
+        dcr_payload_item_t a, b;
+        assert_int_equal(dcr_payload_item(full, i, &a), DCR_OK);
+        assert_int_equal(dcr_payload_item(adm, i, &b), DCR_OK);
+        assert_string_equal(a.name, b.name);
+        assert_int_equal(a.count, b.count);
+        assert_int_equal(a.first, b.first);
+        assert_int_equal(a.last, b.last);
+        assert_memory_equal(a.values, b.values, a.count * dcr_dtype_size(a.dtype));
+    }
+    /* A wrong digest: the full decode refuses it, the admitted one does not
+     * look (which is why only an admitting caller may use it). */
+    base[T_H_DIGEST] ^= 1;
+    assert_int_equal(dcr_payload_decode_with(full, base, len, NULL), DCR_EDIGEST);
+    assert_int_equal(dcr_payload_decode_admitted(adm, base, len, NULL), DCR_OK);
+    base[T_H_DIGEST] ^= 1;
+    /* Every other header rule still holds. */
+    const size_t offs[] = {0, T_H_VERSION, T_H_FLAGS + 1, T_H_COMP, T_H_RAW + 6};
+    for (size_t k = 0; k < sizeof offs / sizeof offs[0]; k++) {
+        base[offs[k]] ^= 1;
+        assert_int_equal(dcr_payload_decode_admitted(adm, base, len, NULL), DCR_EPAYLOAD);
+        assert_int_equal(dcr_payload_item_count(adm), 0);
+        base[offs[k]] ^= 1;
+    }
+    for (size_t n = 0; n < len; n++)
+        assert_int_equal(dcr_payload_decode_admitted(adm, base, n, NULL), DCR_EPAYLOAD);
+    /* A raw length one short of the body: the body checks run too (the
+     * digest would hide this from a full decode). */
+    t_put(base + T_H_RAW, t_get(base + T_H_RAW, 8) - 1, 8);
+    assert_int_equal(dcr_payload_decode_admitted(adm, base, len, NULL), DCR_EPAYLOAD);
+    assert_null(dcr_payload_get_header(adm));
+    assert_int_equal(dcr_payload_decode_admitted(NULL, base, len, NULL), DCR_EINVAL);
+    dcr_payload_destroy(full);
+    dcr_payload_destroy(adm);
+    free(base);
+}
+
 /* ---- body: patched and rewrapped ---------------------------------------- */
 
 typedef struct t_body {
@@ -485,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_every_body_byte_flip),
         cmocka_unit_test(test_every_truncation),
         cmocka_unit_test(test_peek),
+        cmocka_unit_test(test_decode_admitted),
         cmocka_unit_test(test_unpatched_body_is_valid),
         cmocka_unit_test(test_bad_body_header),
         cmocka_unit_test(test_bad_item_fields),

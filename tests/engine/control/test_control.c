@@ -247,6 +247,8 @@ static void test_replaced_coordinator_refused(void **state)
     /* Nor may anyone commit the new attempt under another name. */
     ack_all(fx->c, tau_b, k_receivers, 3);
     assert_status(dcr_control_commit(fx->c, "old", tau_b, &k0, k1, &out), DCR_ECONFLICT);
+    /* Every backend answers with the same checks in the same order (control.c). */
+    assert_non_null(strstr(dcr_error_detail(), "belongs to coordinator new, not old"));
     assert_status(dcr_control_commit(fx->c, "new", tau_b, &k0, k1, &out), DCR_OK);
     assert_true(out.version == 1 && out.attempt == tau_b);
     assert_memory_equal(out.baseline, k1, sizeof k1);
@@ -271,6 +273,7 @@ static void test_commit_publishes_next_version(void **state)
     dcr_commit_record_t wrong = k0;
     wrong.version = 7;
     assert_status(dcr_control_commit(fx->c, "coord", tau, &wrong, base1, &k1), DCR_ECONFLICT);
+    assert_non_null(strstr(dcr_error_detail(), "the commit record changed (now version 0,"));
     assert_status(dcr_control_commit(fx->c, "coord", tau, &k0, base1, &k1), DCR_OK);
     assert_true(k1.version == 1 && k1.attempt == tau);
     assert_true(k1.committed_ns >= info.prepared_ns && k1.committed_ns <= info.deadline_ns);
@@ -281,6 +284,7 @@ static void test_commit_publishes_next_version(void **state)
     dcr_commit_record_t again;
     assert_status(dcr_control_commit(fx->c, "coord", tau, &k0, base1, &again), DCR_ECONFLICT);
     assert_status(dcr_control_commit(fx->c, "coord", tau, &k1, base1, &again), DCR_ECONFLICT);
+    assert_non_null(strstr(dcr_error_detail(), "was prepared for version 0, but version 1 is"));
     assert_record_is(fx->c, &k1);
 }
 
@@ -369,6 +373,7 @@ static void test_deadline_expiry(void **state)
     ack_all(fx->c, tau, k_receivers, 3);
     sleep_ms(80);
     assert_status(dcr_control_commit(fx->c, "coord", tau, &k0, base1, &rec), DCR_ETIMEOUT);
+    assert_non_null(strstr(dcr_error_detail(), "missed its commit deadline by"));
     assert_record_is(fx->c, &k0);
     /* The retry gets a fresh deadline. */
     assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau), DCR_OK);

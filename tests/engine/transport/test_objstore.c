@@ -21,6 +21,7 @@
 
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <sys/stat.h>
 
 #include "dcr/clock.h"
 #include "dcr/objstore.h"
@@ -325,6 +326,95 @@ static void test_wait_change(void **state)
         assert_int_equal(n, 1);
         free(all);
     }
+    dcr_objstore_destroy(s);
+}
+
+/* Keys in nested folders, listed one per page: a page that starts inside
+ * one folder goes on into the next and skips none. */
+static void test_list_nested_pages(void **state)
+{
+    (void)state;
+    dcr_objstore_t *s = open_store();
+    const char *keys[] = {"n/2/x", "n/1/y", "n/1/x", "n/3", "n/10/z"};
+    const char *want[] = {"n/1/x", "n/1/y", "n/10/z", "n/2/x", "n/3"}; /* byte order */
+    for (size_t i = 0; i < 5; i++) put_ok(s, keys[i], (const uint8_t *)"abc", i + 1);
+    char start[sizeof((dcr_objstore_page_t *)0)->next] = "";
+    size_t seen = 0;
+    do {
+        dcr_objstore_page_t page;
+        assert_int_equal(dcr_objstore_list(s, "n/", start, 1, &page), DCR_OK);
+        assert_true(page.n <= 1);
+        if (page.n == 1) {
+            assert_true(seen < 5);
+            assert_string_equal(page.entries[0].key, want[seen]);
+            size_t idx = 0;
+            while (strcmp(keys[idx], want[seen]) != 0) idx++;
+            assert_int_equal(page.entries[0].size, idx + 1);
+            seen++;
+        }
+        memcpy(start, page.next, sizeof start);
+        dcr_objstore_page_free(&page);
+    } while (start[0] != '\0');
+    assert_int_equal(seen, 5);
+    dcr_objstore_destroy(s);
+}
+
+/* ---- dir backend ------------------------------------------------------------- */
+
+static void wait_quiet(dcr_objstore_t *s, const char *prefix)
+{
+    for (int i = 0; i < 20 && dcr_objstore_wait_change(s, prefix, 50) == DCR_OK; i++) {
+    }
+    assert_int_equal(dcr_objstore_wait_change(s, prefix, 50), DCR_EAGAIN);
+}
+
+/* The watch stays armed between calls: a put made while nobody waits wakes
+ * the next wait at once (a fresh watch would sleep the whole 3 s). After
+ * the folder is emptied (and removed) the next put still wakes a wait. */
+static void test_dir_wait_between_calls(void **state)
+{
+    (void)state;
+    dcr_objstore_t *s = open_store();
+    put_ok(s, "w/first", (const uint8_t *)"x", 1);
+    wait_quiet(s, "w/");
+    put_ok(s, "w/second", (const uint8_t *)"y", 1);
+    double t0 = dcr_clock_s();
+    assert_int_equal(dcr_objstore_wait_change(s, "w/", 3000), DCR_OK);
+    assert_true(dcr_clock_s() - t0 < 1.0);
+    wait_quiet(s, "w/");
+    assert_int_equal(dcr_objstore_delete(s, "w/first"), DCR_OK);
+    assert_int_equal(dcr_objstore_delete(s, "w/second"), DCR_OK); /* removes w/ */
+    wait_quiet(s, "w/");
+    later_put_t l = {s, 150};
+    pthread_t th;
+    t0 = dcr_clock_s();
+    assert_int_equal(pthread_create(&th, NULL, put_later, &l), 0);
+    dcr_status_t st = dcr_objstore_wait_change(s, "w/", 3000);
+    double dt = dcr_clock_s() - t0;
+    pthread_join(th, NULL);
+    assert_int_equal(st, DCR_OK);
+    assert_true(dt >= 0.1 && dt < 1.5);
+    dcr_objstore_destroy(s);
+}
+
+/* A put into a folder that an emptying delete removed makes it again. */
+static void test_dir_put_after_folder_removed(void **state)
+{
+    (void)state;
+    dcr_objstore_t *s = open_store();
+    put_ok(s, "f/g/a", (const uint8_t *)"1", 1);
+    assert_int_equal(dcr_objstore_delete(s, "f/g/a"), DCR_OK);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/store/f", g_tmp);
+    struct stat sb;
+    assert_int_not_equal(stat(path, &sb), 0); /* the emptied folders are gone */
+    put_ok(s, "f/g/b", (const uint8_t *)"22", 2);
+    uint8_t *got = NULL;
+    size_t n = 0;
+    assert_int_equal(dcr_objstore_get(s, "f/g/b", 4, NULL, &got, &n), DCR_OK);
+    assert_int_equal(n, 2);
+    assert_memory_equal(got, "22", 2);
+    free(got);
     dcr_objstore_destroy(s);
 }
 
@@ -903,6 +993,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_keys_checked, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_large_and_paced, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_wait_change, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_list_nested_pages, fx_setup, fx_teardown),
+    };
+    const struct CMUnitTest dir_only[] = {
+        cmocka_unit_test_setup_teardown(test_dir_wait_between_calls, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_put_after_folder_removed, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
         cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
@@ -917,6 +1012,9 @@ int main(void)
         g_ops = dcr_objstore_backend(i);
         failed += _cmocka_run_group_tests(g_ops->name, conformance,
                                           sizeof conformance / sizeof conformance[0], NULL, NULL);
+        if (strcmp(g_ops->name, "dir") == 0)
+            failed += _cmocka_run_group_tests("dir", dir_only, sizeof dir_only / sizeof dir_only[0],
+                                              NULL, NULL);
     }
     failed += cmocka_run_group_tests_name("s3-errors", s3, NULL, NULL);
     s3rver_stop(&g_s3);

@@ -13,6 +13,7 @@
 
 #include <blake2.h>
 
+#include "testkit.h"
 #include "transport_test_util.h"
 
 static char g_dir[PATH_MAX];
@@ -26,12 +27,7 @@ static uint8_t g_key[32], g_other[32];
 static void sign(tp_payload_t *p, const uint8_t *key)
 {
     p->buf[6] |= 0x02;
-    uint8_t *cat = malloc(p->len);
-    assert_non_null(cat);
-    memcpy(cat, p->buf, 48);
-    memcpy(cat + 48, p->buf + 64, p->len - 64);
-    blake2b(p->buf + 48, cat, key, 16, p->len - 16, key ? 32 : 0);
-    free(cat);
+    t_digest(p->buf, p->buf + 64, p->len - 64, key, p->buf + 48);
 }
 
 static dcr_transport_t *keyed_transport(const char *backend, int nodes)
