@@ -158,6 +158,7 @@ static int run(construct_opts_t *o)
     bench.cfg.bucket_bytes = (size_t)((o->bucket_mib > 0 ? o->bucket_mib : 512) * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
     bench.cfg.shuffle = !o->no_shuffle;
+    bench.cfg.device = o->device;
     dcr_construct_bench_result_t res[3];
     DCR_CHECK_GOTO(dcr_construct_bench_run(sc, &bench, modes, nmodes, res), s, fail);
     if (o->json)
@@ -217,6 +218,9 @@ int dcr_cmd_construct(int argc, char **argv)
                             "[--device cpu|cuda|auto] [--json]",
                             args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
-    if ((rc = dcr_cli_device_host_only("construct", o.device))) return rc;
+    /* A device this build or machine lacks is a usage error, before the run. */
+    dcr_device_t *dev = NULL;
+    if ((rc = dcr_cli_device_open("construct", o.device ? o.device : "cpu", &dev))) return rc;
+    dcr_device_close(dev);
     return run(&o);
 }
