@@ -14,6 +14,7 @@
 #include "dcr/queue.h"
 #include "dcr/thread.h"
 #include "dcr/trace.h"
+#include "construct-internal.h"
 
 #define TAG_FLAGS 1
 #define TAG_PART  2
@@ -255,9 +256,12 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
 
 /* The constructor's device, one stream and detection workspace per owner,
  * and on a device the host cannot address the per-owner sub-run buffers. */
-static dcr_status_t open_device(dcr_constructor_t *c)
+static dcr_status_t open_device(dcr_constructor_t *c, const dcr_device_ops_t *ops)
 {
-    DCR_CHECK(dcr_device_open(c->cfg.device ? c->cfg.device : "cpu", &c->dev));
+    if (ops)
+        DCR_CHECK(ops->open(0, &c->dev));
+    else
+        DCR_CHECK(dcr_device_open(c->cfg.device ? c->cfg.device : "cpu", &c->dev));
     c->dev_host = dcr_device_backend(c->dev)->props.host_addressable;
     size_t words = (size_t)SUBRUN_MAX * sizeof(uint32_t); /* elements are at most 4 bytes */
     for (int r = 0; r < c->world; r++) {
@@ -312,6 +316,14 @@ dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
                                     const dcr_construct_config_t *cfg,
                                     dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
 {
+    return dcr__constructor_create_on(NULL, layout, cfg, baseline, out_p);
+}
+
+dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
+                                        const dcr_source_layout_t *layout,
+                                        const dcr_construct_config_t *cfg,
+                                        dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
+{
     if (cfg->chunk_bytes == 0 || cfg->bucket_bytes == 0 || cfg->queue_depth < 1)
         return dcr_error_set(DCR_EINVAL,
                              "chunk and bucket targets and queue depth must be positive");
@@ -343,7 +355,7 @@ dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
     }
     DCR_CHECK_GOTO(plan_assembly(c), st, fail);
     DCR_CHECK_GOTO(assign_tasks(c), st, fail);
-    DCR_CHECK_GOTO(open_device(c), st, fail);
+    DCR_CHECK_GOTO(open_device(c, ops), st, fail);
     DCR_CHECK_GOTO(build_trackers(c, baseline), st, fail);
     DCR_CHECK_GOTO(build_residual_baseline(c, baseline), st, fail);
     *out_p = c;
