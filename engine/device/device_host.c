@@ -4,6 +4,7 @@
  * per-element functions the CUDA kernels run (dcr/device_kernels.h). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "dcr/construct.h"
 #include "dcr/device_kernels.h"
@@ -30,18 +31,28 @@ static void dcr__cpu_close(dcr_device_t *d)
     free(d);
 }
 
-/* Resident storage and scratch are large and touched sparsely: buffers of
- * a large page or more are large-page aligned and advised for huge pages,
- * like the receiver's scratch before the device module (one TLB entry per
- * 2 MiB keeps scattered records from missing the TLB); free() releases
- * either kind. */
+/* Resident storage, scratch and trackers are large and touched sparsely:
+ * a buffer of a large page or more starts on a large page and is advised
+ * for huge pages, like the receiver's scratch before the device module (one
+ * TLB entry per 2 MiB keeps scattered records from missing the TLB). Its
+ * size is not rounded up: the tail stays in ordinary pages rather than
+ * costing up to a large page per buffer (thousands of trackers). */
 static dcr_status_t dcr__cpu_alloc(dcr_device_t *d, size_t bytes, void **out_p)
 {
-    dcr_storage_t *s = NULL;
-    if (dcr_storage_create_large(bytes, &s) != DCR_OK)
-        return dcr_error_set(DCR_ENOMEM, "device cpu: alloc of %zu bytes", bytes);
-    *out_p = s->data;
-    free(s); /* the handle only: the buffer is the caller's now */
+    void *p = NULL;
+    if (bytes < DCR_LARGE_PAGE) {
+        if (posix_memalign(&p, 64, bytes) != 0) p = NULL;
+    } else if (posix_memalign(&p, DCR_LARGE_PAGE, bytes) != 0) {
+        p = NULL;
+    }
+    if (p == NULL) return dcr_error_set(DCR_ENOMEM, "device cpu: alloc of %zu bytes", bytes);
+#ifdef MADV_HUGEPAGE
+    /* Before the first touch, so that the zeroing faults in huge pages; a
+     * refusal (no THP support) leaves ordinary pages. */
+    if (bytes >= DCR_LARGE_PAGE) (void)madvise(p, bytes, MADV_HUGEPAGE);
+#endif
+    memset(p, 0, bytes);
+    *out_p = p;
     return DCR_OK;
 }
 
