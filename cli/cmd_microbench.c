@@ -116,7 +116,10 @@ static int dcr__microbench_detect(int argc, char **argv)
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
         {"--max-memory", DCR_ARG_STRING, &max_memory, 0, 0,
          "memory budget, e.g. 8G (default: 50% of physical memory)", false},
-        dcr_cli_device_arg(&device),
+        {"--device", DCR_ARG_STRING, &device, 0, 0,
+         "cpu | cuda | auto: time the device module's detect on it against a device-to-device "
+         "copy (without the flag: the CPU kernel against a plain read)",
+         false},
     };
     int rc =
         dcr_args_parse("microbench",
@@ -231,7 +234,10 @@ static int dcr__microbench_apply(int argc, char **argv)
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object", false},
         {"--max-memory", DCR_ARG_STRING, &max_memory, 0, 0,
          "memory budget, e.g. 8G (default: 50% of physical memory)", false},
-        dcr_cli_device_arg(&device),
+        {"--device", DCR_ARG_STRING, &device, 0, 0,
+         "cpu | cuda | auto: time the device module's record application on it against a dense "
+         "host-to-device reload (without the flag: a receiver's apply)",
+         false},
     };
     int nargs = (int)(sizeof(args) / sizeof(args[0]));
     int rc = dcr_args_parse("microbench apply",
