@@ -357,8 +357,9 @@ static bool launcher_only(const char *arg, bool *takes_value)
 {
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes"};
-    static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads",
-                                         "--sigkill-every"};
+    /* --device: checked here; role processes' receivers take the default. */
+    static const char *const valued[] = {"--out",           "--trace",         "--workdir",
+                                         "--keep-payloads", "--sigkill-every", "--device"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -637,12 +638,15 @@ int dcr_cmd_bench(int argc, char **argv)
                        "--processes: SIGKILL a rollout-node process after every N-th commit, "
                        "nodes and points (joined, done) in turn; implies --restart-nodes",
                        false};
-    dcr_arg_t own[3] = {processes, restart, kills};
-    int rc = parse_opts(&o, "bench",
-                        "[model and layout flags] [rollout flags] [--transport objstore|relay] "
-                        "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
-                        "[--mode X|P|F] [--rl sync|async] [--processes] [--json]",
-                        own, 3, argc, argv);
+    const char *device = NULL;
+    dcr_arg_t own[4] = {processes, restart, kills, dcr_cli_device_arg(&device)};
+    int rc = parse_opts(
+        &o, "bench",
+        "[model and layout flags] [rollout flags] [--transport objstore|relay] "
+        "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
+        "[--mode X|P|F] [--rl sync|async] [--processes] [--device cpu|cuda|auto] [--json]",
+        own, 4, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
+    if ((rc = dcr_cli_device_host_only("bench", device))) return rc;
     return run(&o, argc, argv);
 }

@@ -16,6 +16,7 @@ typedef struct construct_opts {
     double rate, chunk_mib, bucket_mib;
     int64_t level, seed, rounds;
     bool shuffle, no_shuffle, compare_shuffle, json;
+    const char *device; /* --device; NULL: cpu */
 } construct_opts_t;
 
 static json_t *stats_json(const dcr_construct_bench_result_t *r, const dcr_construct_stats_t *s,
@@ -157,6 +158,7 @@ static int run(construct_opts_t *o)
     bench.cfg.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
     bench.cfg.zstd_level = (int)o->level;
     bench.cfg.shuffle = !o->no_shuffle;
+    bench.cfg.device = o->device;
     dcr_construct_bench_result_t res[3];
     DCR_CHECK_GOTO(dcr_construct_bench_run(sc, &bench, modes, nmodes, res), s, fail);
     /* The kept payloads are written after the timed run, not inside it. */
@@ -185,7 +187,7 @@ int dcr_cmd_construct(int argc, char **argv)
                           .rounds = 1,
                           .changes = "uniform"};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 16, 8);
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 14] = {
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 15] = {
         {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
          "element change rate per owned shard (default 0.03)", false},
         {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
@@ -211,13 +213,18 @@ int dcr_cmd_construct(int argc, char **argv)
         {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
          "write every payload into DIR (new, empty, or dcr's: see README)", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
+        dcr_cli_device_arg(&o.device),
     };
-    dcr_cli_scenario_args(&o.sc, args + 14);
-    int rc = dcr_args_parse(
-        "construct",
-        "[--model M --scale S --layers N] [layout flags] [--change-rate R] "
-        "[--mode X|P|F|all] [--no-shuffle] [--compare-shuffle] [--rounds N] [--json]",
-        args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
+    dcr_cli_scenario_args(&o.sc, args + 15);
+    int rc = dcr_args_parse("construct",
+                            "[--model M --scale S --layers N] [layout flags] [--change-rate R] "
+                            "[--mode X|P|F|all] [--no-shuffle] [--compare-shuffle] [--rounds N] "
+                            "[--device cpu|cuda|auto] [--json]",
+                            args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    /* A device this build or machine lacks is a usage error, before the run. */
+    dcr_device_t *dev = NULL;
+    if ((rc = dcr_cli_device_open("construct", o.device ? o.device : "cpu", &dev))) return rc;
+    dcr_device_close(dev);
     return run(&o);
 }

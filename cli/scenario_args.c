@@ -181,3 +181,43 @@ dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const c
     *out_p = (int)k;
     return DCR_OK;
 }
+
+dcr_arg_t dcr_cli_device_arg(const char **name)
+{
+    return (dcr_arg_t){"--device",
+                       DCR_ARG_STRING,
+                       name,
+                       0,
+                       0,
+                       "cpu | cuda | auto: where resident storage and device stages live (default "
+                       "cpu; auto: cuda when a GPU is found)",
+                       false};
+}
+
+int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **out_p)
+{
+    if (!dcr_device_name_valid(name))
+        return dcr_cli_usage(
+            command, dcr_error_set(DCR_EINVAL, "--device %s: expected cpu, cuda or auto", name));
+    dcr_status_t st = dcr_device_open(name, out_p);
+    if (st == DCR_EUNSUPPORTED || st == DCR_ENOTFOUND) return dcr_cli_usage(command, st);
+    return st == DCR_OK ? 0 : dcr_cli_fail(command, st);
+}
+
+int dcr_cli_device_host_only(const char *command, const char *name)
+{
+    dcr_device_t *dev = NULL;
+    int rc = dcr_cli_device_open(command, name ? name : "cpu", &dev);
+    if (rc) return rc;
+    const dcr_device_ops_t *ops = dcr_device_backend(dev);
+    bool host = ops->props.host_addressable;
+    const char *place = ops->name;
+    dcr_device_close(dev);
+    if (host) return 0;
+    return dcr_cli_usage(command,
+                         dcr_error_set(DCR_EUNSUPPORTED,
+                                       "--device %s: %s keeps resident storage in host memory (the "
+                                       "loader's tensor ops run on the host; device %s needs "
+                                       "their device versions, engine/device/WIRING.md)",
+                                       name, command, place));
+}

@@ -7,6 +7,7 @@
 
 #include "args.h"
 #include "dcr/codec.h"
+#include "dcr/device.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
@@ -67,5 +68,20 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint);
  * the flag. */
 dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const char *transport,
                             bool processes, int *out_p);
+/* --device cpu|cuda|auto, the place of resident storage and device stages
+ * (engine/device): the flag entry for a command's table, writing the name
+ * to *name (the caller's default is "cpu"). */
+dcr_arg_t dcr_cli_device_arg(const char **name);
+/* Checks and opens --device: returns 0 with the device in *out_p (close it
+ * with dcr_device_close); 2 after one line for a name that is not cpu, cuda
+ * or auto, or a place this build or machine lacks (cuda without a GPU); 1
+ * after one line when the runtime refuses the device. */
+int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **out_p);
+/* For commands whose receivers keep resident storage in host memory (the
+ * loader's tensor ops run on the host): opens --device like
+ * dcr_cli_device_open and accepts it only when the host can address its
+ * buffers (cpu, or auto without a GPU); otherwise 2 after one line. NULL
+ * is "cpu". */
+int dcr_cli_device_host_only(const char *command, const char *name);
 
 #endif

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "dcr/device.h"
 #include "dcr/status.h"
 
 typedef struct dcr_detect_bench {
@@ -22,5 +23,39 @@ typedef struct dcr_detect_bench {
 /* Change detection vs a plain read of the same two BF16 buffers. */
 dcr_status_t dcr_microbench_detect(size_t bytes, double change_rate, int repeats,
                                    dcr_detect_bench_t *out_p);
+
+/* The device module's stages on one device (engine/device), each against
+ * the plain transfer of the same bytes on that device. */
+typedef struct dcr_device_detect_bench {
+    size_t bytes;       /* per buffer (BF16 words) */
+    double change_rate; /* fraction of words that differ */
+    int repeats;        /* best of */
+    double copy_s;      /* device-to-device copy of one buffer (reads and writes `bytes`) */
+    double detect_s;    /* dcr_device_detect over candidate and tracker */
+    double ratio;       /* detect_s / copy_s; the target is <= 1.5 */
+    double copy_gbps;   /* bytes moved by the copy (read + write) per second */
+    size_t changed;     /* positions found (== round(rate * words)) */
+} dcr_device_detect_bench_t;
+
+/* Change detection vs a device-to-device copy of the same bytes. */
+dcr_status_t dcr_microbench_device_detect(dcr_device_t *dev, size_t bytes, double change_rate,
+                                          int repeats, dcr_device_detect_bench_t *out_p);
+
+typedef struct dcr_device_apply_bench {
+    size_t bytes;    /* the resident tensor (BF16 words) */
+    double rate;     /* fraction of words with a record */
+    size_t records;  /* distinct positions, increasing */
+    int repeats;     /* best of */
+    double dense_s;  /* host-to-device reload of the whole tensor from staging */
+    double sparse_s; /* records up from staging (indices, words), then scatter XOR */
+    double full_s;   /* records scattered into zeroed scratch, combine XOR, reset */
+    double ratio;    /* sparse_s / dense_s; the target at 1% is <= 0.1 */
+    double full_ratio;
+} dcr_device_apply_bench_t;
+
+/* Record application at `rate` vs a dense reload of the same tensor; the
+ * result is checked against the XOR of the records on the host. */
+dcr_status_t dcr_microbench_device_apply(dcr_device_t *dev, size_t bytes, double rate, int repeats,
+                                         dcr_device_apply_bench_t *out_p);
 
 #endif

@@ -8,6 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/construct.h"
+#include "dcr/device.h"
+
 typedef enum dcr__detect_kernel {
     DCR__DETECT_SCALAR = 0, /* memcmp per element: the reference and the tail */
     DCR__DETECT_SSE2 = 1,   /* 16-byte compares, table-driven extraction */
@@ -25,5 +28,14 @@ const char *dcr__detect_kernel_name(dcr__detect_kernel_t kernel);
  * contract otherwise. */
 size_t dcr__detect_changes_with(dcr__detect_kernel_t kernel, const void *a, const void *b, size_t n,
                                 size_t elem_size, uint32_t *out);
+
+/* dcr_constructor_create on device 0 of the given backend instead of
+ * cfg->device: lets tests run the path of a device the host cannot address
+ * (staging, copies up, gathers down) on a host-memory table whose props say
+ * so. NULL ops: cfg->device, as dcr_constructor_create. */
+dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
+                                        const dcr_source_layout_t *layout,
+                                        const dcr_construct_config_t *cfg,
+                                        dcr_storage_t *const *baseline, dcr_constructor_t **out_p);
 
 #endif

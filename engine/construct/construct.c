@@ -8,11 +8,13 @@
 
 #include "dcr/clock.h"
 #include "dcr/codec.h"
+#include "dcr/device.h"
 #include "dcr/group.h"
 #include "dcr/hash.h"
 #include "dcr/queue.h"
 #include "dcr/thread.h"
 #include "dcr/trace.h"
+#include "construct-internal.h"
 
 #define TAG_FLAGS 1
 #define TAG_PART  2
@@ -44,7 +46,7 @@ dcr_construct_config_t dcr_construct_config_default(void)
     /* Shuffle on: at 3-5% changes it saves 10-15% of payload bytes for no
      * measurable construction time (dcr construct --compare-shuffle). */
     dcr_construct_config_t cfg = {
-        DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, true, 2, {0}};
+        DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, true, 2, {0}, NULL};
     return cfg;
 }
 
@@ -95,6 +97,14 @@ typedef struct owner {
     int nslots;
     dcr_encoder_t *enc;
     uint32_t *changed; /* SUBRUN_MAX detection output */
+    /* This owner's stream on the constructor's device. On a device the host
+     * cannot address: a sub-run of candidate words, the detection output
+     * and workspace, and the changed words of candidate and tracker
+     * gathered there (d_now, d_before) and brought down (now, before). */
+    dcr_device_stream_t *stream;
+    void *d_cand, *d_work, *d_now, *d_before;
+    uint32_t *d_idx;
+    unsigned char *now, *before;
     item_buf_t item;
     unsigned char *pack; /* residual part message, reused across parts and runs */
     size_t pack_cap;
@@ -112,6 +122,8 @@ typedef struct owner {
 struct dcr_constructor {
     const dcr_source_layout_t *layout;
     dcr_construct_config_t cfg;
+    dcr_device_t *dev; /* trackers and detection (engine/device) */
+    bool dev_host;     /* its buffers are host memory: compare in place */
     int world;
     owner_t *owners;
     int *assembler; /* per canonical: assembling rank, or -1 (direct projection) */
@@ -200,8 +212,28 @@ static dcr_status_t assign_tasks(dcr_constructor_t *c)
     return DCR_OK;
 }
 
-/* Trackers hold the committed shard values of owned tasks; mode F compares
- * whole canonical tensors instead and keeps none. */
+/* Packs task t of `shards` (box-map order) into its tracker: in place on a
+ * device the host can address, else through host staging and a copy up. */
+static dcr_status_t pack_tracker(dcr_constructor_t *c, owner_t *o, const dcr_task_t *t,
+                                 const void *shard, void *tracker)
+{
+    if (c->dev_host) {
+        dcr_task_pack(c->layout, t, shard, tracker);
+        return DCR_OK;
+    }
+    size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
+    void *stage = NULL;
+    DCR_CHECK(dcr_device_host_alloc(c->dev, bytes ? bytes : 1, &stage));
+    dcr_task_pack(c->layout, t, shard, stage);
+    dcr_status_t st = dcr_device_copy(c->dev, o->stream, tracker, stage, bytes, DCR_DEVICE_H2D);
+    if (st == DCR_OK) st = dcr_device_sync(c->dev, o->stream);
+    dcr_device_host_free(c->dev, stage);
+    return st;
+}
+
+/* Trackers hold the committed shard values of owned tasks, in the
+ * constructor's device memory; mode F compares whole canonical tensors
+ * instead and keeps none. */
 static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *baseline)
 {
     if (c->cfg.mode == DCR_MODE_F) return DCR_OK;
@@ -213,14 +245,68 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
             for (int i = 0; i < n; i++) {
                 const dcr_task_t *t = &c->layout->tasks[list[i].task];
                 size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
-                list[i].tracker = malloc(bytes ? bytes : 1);
-                if (!list[i].tracker)
-                    return dcr_error_set(DCR_ENOMEM, "tracker of %s (%zu bytes)", t->name, bytes);
-                dcr_task_pack(c->layout, t, baseline[t->shard]->data, list[i].tracker);
+                DCR_CHECK(dcr_device_alloc(c->dev, bytes ? bytes : 1, &list[i].tracker));
+                DCR_CHECK(pack_tracker(c, o, t, baseline[t->shard]->data, list[i].tracker));
                 c->baseline_bytes += bytes;
             }
         }
     }
+    return DCR_OK;
+}
+
+/* The constructor's device, one stream and detection workspace per owner,
+ * and on a device the host cannot address the per-owner sub-run buffers. */
+static dcr_status_t open_device(dcr_constructor_t *c, const dcr_device_ops_t *ops)
+{
+    if (ops)
+        DCR_CHECK(ops->open(0, &c->dev));
+    else
+        DCR_CHECK(dcr_device_open(c->cfg.device ? c->cfg.device : "cpu", &c->dev));
+    c->dev_host = dcr_device_backend(c->dev)->props.host_addressable;
+    size_t words = (size_t)SUBRUN_MAX * sizeof(uint32_t); /* elements are at most 4 bytes */
+    for (int r = 0; r < c->world; r++) {
+        owner_t *o = &c->owners[r];
+        DCR_CHECK(dcr_device_stream_create(c->dev, DCR_ACTOR_OWNER, r, &o->stream));
+        DCR_CHECK(dcr_device_alloc(c->dev, dcr_device_detect_workspace(SUBRUN_MAX), &o->d_work));
+        if (c->dev_host) continue;
+        DCR_CHECK(dcr_device_alloc(c->dev, words, &o->d_cand));
+        DCR_CHECK(dcr_device_alloc(c->dev, words, (void **)&o->d_idx));
+        DCR_CHECK(dcr_device_alloc(c->dev, words, &o->d_now));
+        DCR_CHECK(dcr_device_alloc(c->dev, words, &o->d_before));
+        DCR_CHECK(dcr_device_host_alloc(c->dev, words, (void **)&o->now));
+        DCR_CHECK(dcr_device_host_alloc(c->dev, words, (void **)&o->before));
+    }
+    return DCR_OK;
+}
+
+/* The changed positions of n candidate elements at cand (host memory)
+ * against the tracker words at tracker (device memory) into o->changed;
+ * their number in *count_p. In place on a device the host can address;
+ * otherwise the sub-run goes up, and with `words` the changed words of
+ * both sides come down into o->now and o->before for projection. */
+static dcr_status_t owner_detect(owner_t *o, const unsigned char *cand,
+                                 const unsigned char *tracker, size_t n, size_t es, bool words,
+                                 size_t *count_p)
+{
+    dcr_device_t *d = o->c->dev;
+    if (o->c->dev_host)
+        return dcr_device_detect(d, o->stream, cand, tracker, n, es, o->changed, o->d_work,
+                                 count_p);
+    size_t count = 0;
+    DCR_CHECK(dcr_device_copy(d, o->stream, o->d_cand, cand, n * es, DCR_DEVICE_H2D));
+    DCR_CHECK(
+        dcr_device_detect(d, o->stream, o->d_cand, tracker, n, es, o->d_idx, o->d_work, &count));
+    DCR_CHECK(dcr_device_copy(d, o->stream, o->changed, o->d_idx, count * sizeof(uint32_t),
+                              DCR_DEVICE_D2H));
+    if (words) {
+        DCR_CHECK(dcr_device_gather(d, o->stream, o->d_now, o->d_cand, es, o->d_idx, count));
+        DCR_CHECK(dcr_device_gather(d, o->stream, o->d_before, tracker, es, o->d_idx, count));
+        DCR_CHECK(dcr_device_copy(d, o->stream, o->now, o->d_now, count * es, DCR_DEVICE_D2H));
+        DCR_CHECK(
+            dcr_device_copy(d, o->stream, o->before, o->d_before, count * es, DCR_DEVICE_D2H));
+    }
+    DCR_CHECK(dcr_device_sync(d, o->stream));
+    *count_p = count;
     return DCR_OK;
 }
 
@@ -229,6 +315,14 @@ static dcr_status_t build_residual_baseline(dcr_constructor_t *c, dcr_storage_t 
 dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
                                     const dcr_construct_config_t *cfg,
                                     dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
+{
+    return dcr__constructor_create_on(NULL, layout, cfg, baseline, out_p);
+}
+
+dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
+                                        const dcr_source_layout_t *layout,
+                                        const dcr_construct_config_t *cfg,
+                                        dcr_storage_t *const *baseline, dcr_constructor_t **out_p)
 {
     if (cfg->chunk_bytes == 0 || cfg->bucket_bytes == 0 || cfg->queue_depth < 1)
         return dcr_error_set(DCR_EINVAL,
@@ -261,6 +355,7 @@ dcr_status_t dcr_constructor_create(const dcr_source_layout_t *layout,
     }
     DCR_CHECK_GOTO(plan_assembly(c), st, fail);
     DCR_CHECK_GOTO(assign_tasks(c), st, fail);
+    DCR_CHECK_GOTO(open_device(c, ops), st, fail);
     DCR_CHECK_GOTO(build_trackers(c, baseline), st, fail);
     DCR_CHECK_GOTO(build_residual_baseline(c, baseline), st, fail);
     *out_p = c;
@@ -270,9 +365,9 @@ fail:
     return st;
 }
 
-static void free_owned(owned_task_t *list, int n)
+static void free_owned(dcr_device_t *dev, owned_task_t *list, int n)
 {
-    for (int i = 0; i < n; i++) free(list[i].tracker);
+    for (int i = 0; i < n; i++) dcr_device_free(dev, list[i].tracker);
     free(list);
 }
 
@@ -281,8 +376,16 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
     if (!c) return;
     for (int r = 0; c->owners && r < c->world; r++) {
         owner_t *o = &c->owners[r];
-        free_owned(o->direct, o->ndirect);
-        free_owned(o->parts, o->nparts);
+        free_owned(c->dev, o->direct, o->ndirect);
+        free_owned(c->dev, o->parts, o->nparts);
+        dcr_device_free(c->dev, o->d_cand);
+        dcr_device_free(c->dev, o->d_idx);
+        dcr_device_free(c->dev, o->d_work);
+        dcr_device_free(c->dev, o->d_now);
+        dcr_device_free(c->dev, o->d_before);
+        dcr_device_host_free(c->dev, o->now);
+        dcr_device_host_free(c->dev, o->before);
+        dcr_device_stream_destroy(c->dev, o->stream);
         for (int s = 0; s < o->nslots; s++) {
             free(o->slots[s].baseline);
             free(o->slots[s].assembled);
@@ -298,6 +401,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         dcr_encoder_destroy(o->enc);
     }
     free(c->owners);
+    dcr_device_close(c->dev);
     pthread_mutex_destroy(&c->gate_mu);
     pthread_cond_destroy(&c->gate_cv);
     free(c->assembler);
@@ -438,13 +542,18 @@ static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t n
     item_buf_t *b = &p->o->item;
     size_t cs = b->value_size;
     int cast = p->sdt != p->cdt;
+    /* The changed words: in place, or as the device brought them down. */
+    bool host = p->o->c->dev_host;
     for (size_t i = 0; i < nchanged; i++) {
         size_t k = p->o->changed[i];
         unsigned char now[8], before[8];
         unsigned char *out = b->values + b->count * cs;
-        dcr_convert(now, p->cdt, p->cand + ((size_t)src + k) * p->es, p->sdt, 1);
+        dcr_convert(now, p->cdt, host ? p->cand + ((size_t)src + k) * p->es : p->o->now + i * p->es,
+                    p->sdt, 1);
         if (p->xor_mode || cast) {
-            dcr_convert(before, p->cdt, p->tracker + (p->pos + k) * p->es, p->sdt, 1);
+            dcr_convert(before, p->cdt,
+                        host ? p->tracker + (p->pos + k) * p->es : p->o->before + i * p->es, p->sdt,
+                        1);
             if (!memcmp(now, before, cs)) continue;
         }
         for (size_t j = 0; j < cs; j++)
@@ -457,9 +566,10 @@ static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
 {
     project_ctx_t *p = ctx;
     for (int64_t off = 0; off < len && p->st == DCR_OK; off += SUBRUN_MAX) {
-        size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
-        size_t nchanged = dcr_detect_changes(p->cand + (size_t)(src + off) * p->es,
-                                             p->tracker + p->pos * p->es, n, p->es, p->o->changed);
+        size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX), nchanged = 0;
+        p->st = owner_detect(p->o, p->cand + (size_t)(src + off) * p->es,
+                             p->tracker + p->pos * p->es, n, p->es, true, &nchanged);
+        if (p->st != DCR_OK) return;
         p->o->stats.changed_elements += (int64_t)nchanged;
         if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK)
             project_changes(p, src + off, dst + off, nchanged);
@@ -531,33 +641,37 @@ typedef struct count_ctx {
     const unsigned char *cand, *tracker;
     size_t es, pos;
     int64_t changed;
+    dcr_status_t st;
 } count_ctx_t;
 
 static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
 {
     count_ctx_t *a = p;
-    for (int64_t off = 0; off < len; off += SUBRUN_MAX) {
-        size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX);
-        a->changed +=
-            (int64_t)dcr_detect_changes(a->cand + (size_t)(src + off) * a->es,
-                                        a->tracker + a->pos * a->es, n, a->es, a->o->changed);
+    for (int64_t off = 0; off < len && a->st == DCR_OK; off += SUBRUN_MAX) {
+        size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX), k = 0;
+        a->st = owner_detect(a->o, a->cand + (size_t)(src + off) * a->es,
+                             a->tracker + a->pos * a->es, n, a->es, false, &k);
+        a->changed += (int64_t)k;
         a->pos += n;
     }
 }
 
 /* Source elements of a residual task whose bits changed: nonzero raises the
  * task's residual flag. Counted in full so N_chg covers residual tasks too. */
-static int64_t task_changes(owner_t *o, const owned_task_t *ot)
+static dcr_status_t task_changes(owner_t *o, const owned_task_t *ot, int64_t *changed_p)
 {
     const dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
-    count_ctx_t a = {o, c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0};
+    count_ctx_t a = {o, c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0, DCR_OK};
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
-    for (int m = 0; m < t->nmaps; m++) dcr_box_map_foreach_run(&t->maps[m], count_run, &a);
+    for (int m = 0; m < t->nmaps && a.st == DCR_OK; m++)
+        dcr_box_map_foreach_run(&t->maps[m], count_run, &a);
     dcr_trace_end(&span);
+    DCR_CHECK(a.st);
     o->stats.compared_elements += dcr_task_numel(t);
     o->stats.changed_elements += a.changed;
-    return a.changed;
+    *changed_p = a.changed;
+    return DCR_OK;
 }
 
 /* Every rank tells every rank which residual tensors its owned tasks flag;
@@ -573,9 +687,14 @@ static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t n
     int32_t *flags = malloc(((size_t)o->nparts + 1) * sizeof(int32_t));
     if (!flags) return dcr_error_set(DCR_ENOMEM, "residual flags");
     size_t n = 0;
-    for (int i = 0; i < o->nparts; i++)
-        if (task_changes(o, &o->parts[i]))
-            flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
+    /* A failed comparison still takes part in the exchange (the other
+     * owners wait for every rank's flags) and fails the run after it. */
+    dcr_status_t dst = DCR_OK;
+    for (int i = 0; i < o->nparts && dst == DCR_OK; i++) {
+        int64_t changed = 0;
+        dst = task_changes(o, &o->parts[i], &changed);
+        if (dst == DCR_OK && changed) flags[n++] = c->layout->tasks[o->parts[i].task].canonical;
+    }
     dcr_status_t st = DCR_OK;
     for (int r = 0; r < c->world && st == DCR_OK; r++)
         st = dcr_group_send(o->group, r, TAG_FLAGS, flags, n * sizeof(int32_t));
@@ -591,7 +710,7 @@ static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t n
     }
     for (size_t k = 0; k < ncanon; k++) /* a conversion's derived outputs follow its input */
         if (c->layout->derived_from[k] >= 0) required[k] = required[c->layout->derived_from[k]];
-    return DCR_OK;
+    return dst;
 }
 
 /* Converts and sends this owner's parts of required tensors to their assemblers. */
@@ -1051,16 +1170,20 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
 {
     if (c->layout->nshards > 0 && !c->candidate[0])
         return dcr_error_set(DCR_EINVAL, "baseline update without a successful construction run");
-    for (int r = 0; r < c->world; r++) {
+    /* A tracker upload that fails (a device error) leaves B^v partly
+     * updated: the error is returned and the constructor must be rebuilt
+     * from the committed shards. */
+    dcr_status_t st = DCR_OK;
+    for (int r = 0; r < c->world && st == DCR_OK; r++) {
         owner_t *o = &c->owners[r];
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, r);
         for (int pass = 0; pass < 2; pass++) {
             owned_task_t *list = pass ? o->parts : o->direct;
             int n = pass ? o->nparts : o->ndirect;
-            for (int i = 0; list && i < n; i++) {
+            for (int i = 0; list && i < n && st == DCR_OK; i++) {
                 if (!list[i].tracker) continue;
                 const dcr_task_t *t = &c->layout->tasks[list[i].task];
-                dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, list[i].tracker);
+                st = pack_tracker(c, o, t, c->candidate[t->shard]->data, list[i].tracker);
             }
         }
         for (int s = 0; s < o->nslots; s++) {
@@ -1073,5 +1196,5 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
         dcr_trace_end(&span);
     }
     c->candidate[0] = NULL;
-    return DCR_OK;
+    return st;
 }

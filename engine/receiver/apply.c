@@ -59,6 +59,8 @@ void dcr__apply_free(dcr_receiver_t *r)
     free(r->idx_buf);
     free(r->val_buf);
     free(r->dec_idx);
+    free(r->map_idx);
+    free(r->map_val);
 }
 
 /* ---- violations and the plan ---- */
@@ -224,49 +226,46 @@ static inline int64_t dcr__inv_map(const dcr__inv_t *v, int64_t rem, int64_t dof
     return rem == 0 ? doff : -1;
 }
 
-/* Records ahead of the current one whose destination is prefetched. */
-#define DCR__AHEAD 64
+static dcr_status_t dcr__map_reserve(dcr_receiver_t *r, size_t n)
+{
+    if (n <= r->map_cap) return DCR_OK;
+    int64_t *idx = realloc(r->map_idx, n * sizeof(*idx));
+    if (idx) r->map_idx = idx;
+    uint8_t *val = realloc(r->map_val, n * sizeof(uint32_t));
+    if (val) r->map_val = val;
+    if (idx == NULL || val == NULL) return dcr_error_set(DCR_ENOMEM, "apply: destination buffers");
+    r->map_cap = n;
+    return DCR_OK;
+}
 
-/* The hot loop, specialised by word size: XOR or store the record words
- * into the destinations. Records [k, end) lie inside the source span of the
- * view; those the view does not reach are passed over. */
-#define DCR__SPARSE_LOOP(T)                                                                        \
-    static void dcr__sparse_##T(const dcr__inv_t *v, const int64_t *idx, const uint8_t *val,       \
-                                size_t k, size_t end, int64_t soff, T *dst, int64_t doff,          \
-                                bool xor)                                                          \
-    {                                                                                              \
-        if (v->nd == 1 && v->sstride[0] == 1) {                                                    \
-            /* One run: positions map by an offset (and the destination stride). */                \
-            int64_t ds = v->dstride[0];                                                            \
-            int64_t shift = doff - soff * ds;                                                      \
-            /* Records are sparse and irregular: fetch ahead of the hardware. */                   \
-            size_t pf = end > DCR__AHEAD ? end - DCR__AHEAD : 0;                                   \
-            for (; k < pf; k++) {                                                                  \
-                __builtin_prefetch(dst + shift + idx[k + DCR__AHEAD] * ds, 1);                     \
-                T w;                                                                               \
-                memcpy(&w, val + k * sizeof(T), sizeof(T));                                        \
-                T *p = dst + shift + idx[k] * ds;                                                  \
-                *p = xor? (T)(*p ^ w) : w;                                                         \
-            }                                                                                      \
-            for (; k < end; k++) {                                                                 \
-                T w;                                                                               \
-                memcpy(&w, val + k * sizeof(T), sizeof(T));                                        \
-                T *p = dst + shift + idx[k] * ds;                                                  \
-                *p = xor? (T)(*p ^ w) : w;                                                         \
-            }                                                                                      \
-            return;                                                                                \
-        }                                                                                          \
-        for (; k < end; k++) {                                                                     \
-            int64_t at = dcr__inv_map(v, idx[k] - soff, doff);                                     \
-            if (at < 0) continue;                                                                  \
-            T w;                                                                                   \
-            memcpy(&w, val + k * sizeof(T), sizeof(T));                                            \
-            dst[at] = xor? (T)(dst[at] ^ w) : w;                                                   \
-        }                                                                                          \
+/* Records [k, end) (inside the source span of the view) into resident
+ * storage through the device's scatter. When the copy is one contiguous run
+ * on both sides the record indices, shifted, are the destinations, so they
+ * go as they are; otherwise the destinations of the records the view reaches
+ * are computed here (O(records)) and scattered with their words. */
+static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_t *w,
+                                        const dcr__inv_t *v, size_t k, size_t end,
+                                        dcr_device_op_t op)
+{
+    size_t es = dcr_dtype_size(r->cur_dtype);
+    char *base = w->dst.storage->data;
+    if (v->nd == 1 && v->sstride[0] == 1 && v->dstride[0] == 1) {
+        /* Record index i lands at element i + shift of the destination. */
+        int64_t shift = w->dst.offset - w->src.offset;
+        return dcr_device_scatter(r->dev, r->stream, base + shift * (int64_t)es, es, r->cur_idx + k,
+                                  r->cur_val + k * es, end - k, op);
     }
-DCR__SPARSE_LOOP(uint16_t)
-DCR__SPARSE_LOOP(uint32_t)
-DCR__SPARSE_LOOP(uint8_t)
+    DCR_CHECK(dcr__map_reserve(r, end - k));
+    size_t m = 0;
+    for (; k < end; k++) {
+        int64_t at = dcr__inv_map(v, r->cur_idx[k] - w->src.offset, w->dst.offset);
+        if (at < 0) continue;
+        r->map_idx[m] = at;
+        memcpy(r->map_val + m * es, r->cur_val + k * es, es);
+        m++;
+    }
+    return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
+}
 
 static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
 {
@@ -279,19 +278,8 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
     size_t k = dcr__lower_bound(r->cur_idx, r->cur_count, inv.lo);
     size_t end = k + dcr__lower_bound(r->cur_idx + k, r->cur_count - k, inv.hi + 1);
     bool xor = r->cur_enc == DCR_ENCODING_XOR;
-    if (cd == dd && !r->cur_plan->overlap) {
-        void *base = w->dst.storage->data;
-        if (cs == 2)
-            dcr__sparse_uint16_t(&inv, r->cur_idx, r->cur_val, k, end, w->src.offset, base,
-                                 w->dst.offset, xor);
-        else if (cs == 4)
-            dcr__sparse_uint32_t(&inv, r->cur_idx, r->cur_val, k, end, w->src.offset, base,
-                                 w->dst.offset, xor);
-        else
-            dcr__sparse_uint8_t(&inv, r->cur_idx, r->cur_val, k, end, w->src.offset, base,
-                                w->dst.offset, xor);
-        return DCR_OK;
-    }
+    if (cd == dd && !r->cur_plan->overlap)
+        return dcr__sparse_scatter(r, w, &inv, k, end, xor? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE);
     /* Converting copies and overlapping writes take the checked general path. */
     char *dbase = w->dst.storage->data;
     for (; k < end; k++) {
@@ -348,34 +336,6 @@ typedef struct dcr__full {
     const dcr_load_write_t *w;
     uint8_t *mask;
 } dcr__full_t;
-
-/* dst ^= src over a row; the common contiguous 16- and 32-bit rows get a
- * loop the compiler can vectorise. */
-static dcr_status_t dcr__xor_row(char *const *p, const int64_t *step, int64_t len, int64_t i0,
-                                 void *arg)
-{
-    const dcr__full_t *f = arg;
-    dcr_dtype_t t = f->w->dst.dtype;
-    size_t es = dcr_dtype_size(t);
-    if (es == 2 && step[0] == 2 && step[1] == 2) {
-        uint16_t *d = (uint16_t *)p[0];
-        const uint16_t *s = (const uint16_t *)p[1];
-        for (int64_t j = 0; j < len; j++) d[j] ^= s[j];
-        return DCR_OK;
-    }
-    if (es == 4 && step[0] == 4 && step[1] == 4) {
-        uint32_t *d = (uint32_t *)p[0];
-        const uint32_t *s = (const uint32_t *)p[1];
-        for (int64_t j = 0; j < len; j++) d[j] ^= s[j];
-        return DCR_OK;
-    }
-    for (int64_t j = 0; j < len; j++) {
-        char *d = p[0] + j * step[0];
-        dcr_dtype_store_bits(
-            t, d, dcr_dtype_load_bits(t, d) ^ dcr_dtype_load_bits(t, p[1] + j * step[1]));
-    }
-    return DCR_OK;
-}
 
 static dcr_status_t dcr__overwrite_row(char *const *p, const int64_t *step, int64_t len, int64_t i0,
                                        void *arg)
@@ -450,6 +410,78 @@ static void dcr__masks_clear(dcr_receiver_t *r)
     r->nmasks = 0;
 }
 
+/* A copy between two same-shape views as regions of at most two dimensions
+ * (dcr/device_kernels.h): extent-1 dimensions dropped, neighbours merged
+ * where both views continue each other, in the views' own order, so the
+ * regions visit elements in row-major order over the shape (the order of the
+ * masks). */
+typedef struct dcr__dims {
+    int nd;
+    int64_t shape[DCR_MAX_DIMS], dst[DCR_MAX_DIMS], src[DCR_MAX_DIMS];
+} dcr__dims_t;
+
+static void dcr__dims_build(const dcr_view_t *dv, const dcr_view_t *sv, dcr__dims_t *m)
+{
+    m->nd = 0;
+    for (int i = 0; i < dv->ndim; i++) {
+        if (dv->shape[i] == 1) continue;
+        int k = m->nd - 1;
+        if (k >= 0 && m->dst[k] == dv->shape[i] * dv->strides[i] &&
+            m->src[k] == dv->shape[i] * sv->strides[i]) {
+            m->shape[k] *= dv->shape[i];
+            m->dst[k] = dv->strides[i];
+            m->src[k] = sv->strides[i];
+            continue;
+        }
+        m->shape[++k] = dv->shape[i];
+        m->dst[k] = dv->strides[i];
+        m->src[k] = sv->strides[i];
+        m->nd = k + 1;
+    }
+}
+
+/* The full-pass work of one copy_ on the receiver's device: dst ^= src
+ * (XOR) or dst = src where the mask is set (the mask is the activity map,
+ * row-major over dst's shape). One combine per region; dimensions beyond
+ * two loop here over the outer ones. */
+static dcr_status_t dcr__combine_copy(dcr_receiver_t *r, const dcr_load_write_t *w,
+                                      const uint8_t *mask, dcr_device_op_t op)
+{
+    dcr__dims_t m;
+    dcr__dims_build(&w->dst, &w->src, &m);
+    int64_t es = (int64_t)dcr_dtype_size(w->dst.dtype);
+    int outer = m.nd > 2 ? m.nd - 2 : 0;
+    dcr_device_region_t reg = {1, 1, 0, 1, 0, 1};
+    if (m.nd >= 1) {
+        reg.cols = m.shape[m.nd - 1];
+        reg.dst_col = m.dst[m.nd - 1];
+        reg.src_col = m.src[m.nd - 1];
+    }
+    if (m.nd >= 2) {
+        reg.rows = m.shape[m.nd - 2];
+        reg.dst_row = m.dst[m.nd - 2];
+        reg.src_row = m.src[m.nd - 2];
+    }
+    if (dcr_view_numel(&w->dst) == 0) return DCR_OK;
+    char *dbase = (char *)w->dst.storage->data, *sbase = (char *)w->src.storage->data;
+    int64_t idx[DCR_MAX_DIMS] = {0}, doff = w->dst.offset, soff = w->src.offset,
+            per = reg.rows * reg.cols;
+    for (int64_t j = 0;; j++) {
+        DCR_CHECK(dcr_device_combine(r->dev, r->stream, dbase + doff * es, sbase + soff * es, &reg,
+                                     mask ? mask + j * per : NULL, w->dst.dtype, op));
+        int d = outer - 1;
+        for (; d >= 0; d--) {
+            doff += m.dst[d];
+            soff += m.src[d];
+            if (++idx[d] < m.shape[d]) break;
+            doff -= m.shape[d] * m.dst[d];
+            soff -= m.shape[d] * m.src[d];
+            idx[d] = 0;
+        }
+        if (d < 0) return DCR_OK;
+    }
+}
+
 static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
 {
     dcr__full_t f = {r, w, NULL};
@@ -458,9 +490,13 @@ static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
         if (w->origin.source != DCR_LOAD_SRC_INPUT || w->src.dtype != w->dst.dtype)
             return dcr__violation(r, "XOR copy_ whose source is %s%s",
                                   w->origin.op[0] ? w->origin.op : "converted", "");
-        return dcr__walk_rows(2, v, dcr__xor_row, &f);
+        return dcr__combine_copy(r, w, NULL, DCR_DEVICE_XOR);
     }
     DCR_CHECK(dcr__mask_for(r, w, &f.mask));
+    /* Converting copies and overlapping writes (whose bits must agree) keep
+     * the checked host path. */
+    if (w->src.dtype == w->dst.dtype && !r->cur_plan->overlap)
+        return dcr__combine_copy(r, w, f.mask, DCR_DEVICE_OVERWRITE);
     return dcr__walk_rows(2, v, dcr__overwrite_row, &f);
 }
 
@@ -484,47 +520,52 @@ static const dcr_load_hooks_t dcr__apply_hooks = {dcr__apply_copy, dcr__apply_fi
 
 /* ---- scratch ---- */
 
-/* Restores bytes [b0, b1) of scratch to its base pattern. */
-static void dcr__scratch_reset_bytes(dcr_receiver_t *r, size_t b0, size_t b1)
-{
-    char *s = r->scratch->data;
-    if (r->base == DCR__BASE_ZERO) {
-        memset(s + b0, 0, b1 - b0);
-    } else if (r->base == DCR__BASE_NAN) {
-        uint64_t w = dcr__nan_word(r->base_dtype);
-        size_t bs = dcr_dtype_size(r->base_dtype);
-        for (size_t b = b0; b < b1; b++) s[b] = (char)(w >> (8 * (b % bs)));
-    }
-}
-
-/* Makes scratch [0, bytes) hold the base pattern, refilling only when the
+/* Makes scratch [0, bytes) hold the base pattern (0, or the NaN
+ * placeholder of dtype repeated), refilling on the device only when the
  * pattern or extent it holds does not cover the request. */
-static void dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_dtype_t dtype, size_t bytes)
+static dcr_status_t dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_dtype_t dtype,
+                                      size_t bytes)
 {
     if (r->base == base && (base == DCR__BASE_ZERO || r->base_dtype == dtype) &&
         r->base_bytes >= bytes)
-        return;
+        return DCR_OK;
+    /* Unknown contents until the fill succeeds. */
+    r->base = DCR__BASE_NONE;
+    size_t es = base == DCR__BASE_ZERO ? 1 : dcr_dtype_size(dtype);
+    uint32_t word = base == DCR__BASE_ZERO ? 0 : (uint32_t)dcr__nan_word(dtype);
+    DCR_CHECK(dcr_device_fill(r->dev, r->stream, r->scratch->data, es, word, bytes / es));
     r->base = base;
     r->base_dtype = dtype;
     r->base_bytes = bytes;
-    dcr__scratch_reset_bytes(r, 0, bytes);
+    return DCR_OK;
 }
 
-static void dcr__scatter(dcr_receiver_t *r)
+/* The current records' values into scratch. */
+static dcr_status_t dcr__scatter(dcr_receiver_t *r)
 {
-    size_t es = dcr_dtype_size(r->cur_dtype);
-    char *s = r->scratch->data;
-    for (size_t k = 0; k < r->cur_count; k++)
-        memcpy(s + (size_t)r->cur_idx[k] * es, r->cur_val + k * es, es);
+    return dcr_device_scatter(r->dev, r->stream, r->scratch->data, dcr_dtype_size(r->cur_dtype),
+                              r->cur_idx, r->cur_val, r->cur_count, DCR_DEVICE_OVERWRITE);
 }
 
-static void dcr__unscatter(dcr_receiver_t *r)
+/* Puts the positions the current records touched back to the base pattern
+ * (those inside the extent it covers; records are in increasing index
+ * order). A NaN pattern of another word size than the records' cannot be
+ * restored one word per record: scratch is then marked unknown and the next
+ * pass that needs a base refills it. */
+static dcr_status_t dcr__unscatter(dcr_receiver_t *r)
 {
     size_t es = dcr_dtype_size(r->cur_dtype);
-    for (size_t k = 0; k < r->cur_count; k++) {
-        size_t b = (size_t)r->cur_idx[k] * es;
-        if (b < r->base_bytes) dcr__scratch_reset_bytes(r, b, b + es);
+    if (r->base == DCR__BASE_NONE) return DCR_OK;
+    if (r->base == DCR__BASE_NAN && dcr_dtype_size(r->base_dtype) != es) {
+        r->base = DCR__BASE_NONE;
+        return DCR_OK;
     }
+    size_t n = dcr__lower_bound(r->cur_idx, r->cur_count, (int64_t)((r->base_bytes + es - 1) / es));
+    uint32_t word = r->base == DCR__BASE_ZERO ? 0 : (uint32_t)dcr__nan_word(r->base_dtype);
+    dcr_status_t st =
+        dcr_device_reset(r->dev, r->stream, r->scratch->data, es, r->cur_idx, n, word);
+    if (st != DCR_OK) r->base = DCR__BASE_NONE;
+    return st;
 }
 
 static dcr_status_t dcr__active_ready(dcr_receiver_t *r)
@@ -535,13 +576,20 @@ static dcr_status_t dcr__active_ready(dcr_receiver_t *r)
         size_t n = (size_t)dcr_desc_numel(dcr_inventory_at(r->inv, i));
         if (n > most) most = n;
     }
-    return dcr_storage_create(most, &r->scratch_active);
+    return dcr__device_storage(r, most, &r->scratch_active);
 }
 
-static void dcr__mark_active(dcr_receiver_t *r, uint8_t on)
+/* Sets (1) or clears (0) the activity map at the current records. */
+static dcr_status_t dcr__mark_active(dcr_receiver_t *r, uint8_t on)
 {
-    uint8_t *a = r->scratch_active->data;
-    for (size_t k = 0; k < r->cur_count; k++) a[r->cur_idx[k]] = on;
+    if (on == 0)
+        return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx,
+                                r->cur_count, 0);
+    /* One byte 1 per record: scatter a run of ones. */
+    DCR_CHECK(dcr__map_reserve(r, r->cur_count));
+    memset(r->map_val, 1, r->cur_count);
+    return dcr_device_scatter(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx, r->map_val,
+                              r->cur_count, DCR_DEVICE_OVERWRITE);
 }
 
 /* ---- passes ---- */
@@ -559,9 +607,9 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
         DCR_CHECK(
             dcr_view_contiguous(r->scratch_active, DCR_DTYPE_FP8_E4M3, d->ndim, d->shape, &act));
         mode.track = true;
-        dcr__mark_active(r, 1);
+        DCR_CHECK(dcr__mark_active(r, 1));
     }
-    if (m != DCR__SPARSE) dcr__scatter(r);
+    if (m != DCR__SPARSE) DCR_CHECK(dcr__scatter(r));
     r->cur_mode = (int)m;
     r->cur_write = 0;
     dcr_load_ctx_set_mode(r->ctx, mode);
@@ -571,11 +619,14 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
     bool skipped = dcr_load_ctx_skipped(r->ctx);
     dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
     dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){0});
-    if (m != DCR__SPARSE) dcr__unscatter(r);
-    if (m == DCR__FULL_TRACKED) dcr__mark_active(r, 0);
+    /* Scratch and the activity map go back to their base even when the
+     * pass failed; the first error is the one reported. */
+    dcr_status_t cst = m != DCR__SPARSE ? dcr__unscatter(r) : DCR_OK;
+    if (m == DCR__FULL_TRACKED && cst == DCR_OK) cst = dcr__mark_active(r, 0);
     dcr__masks_clear(r);
     dcr_map_clear(&r->wmap);
     if (st != DCR_OK) return st;
+    if (cst != DCR_OK) return cst;
     if (skipped || r->cur_write != r->cur_plan->nwrites) {
         char got[32], want[32];
         snprintf(got, sizeof(got), "%zu", r->cur_write);
@@ -643,7 +694,7 @@ static dcr_status_t dcr__overwrite_full(dcr_receiver_t *r, const dcr_tensor_desc
     if (!tracked_all) {
         DCR_CHECK(dcr__split_nan(r, d->dtype, idx, val, n, &a));
         if (a > 0) {
-            dcr__scratch_base(r, DCR__BASE_NAN, d->dtype, dcr_desc_bytes(d));
+            DCR_CHECK(dcr__scratch_base(r, DCR__BASE_NAN, d->dtype, dcr_desc_bytes(d)));
             dcr__records(r, r->idx_buf, r->val_buf, a);
             DCR_CHECK(dcr__pass(r, d, DCR__FULL_PLACEHOLDER));
             int64_t created, lost;
@@ -679,7 +730,7 @@ static dcr_status_t dcr__apply_plan(dcr_receiver_t *r, size_t c, dcr_encoding_t 
     }
     r->stats.items_full++;
     if (enc == DCR_ENCODING_XOR) {
-        dcr__scratch_base(r, DCR__BASE_ZERO, d->dtype, dcr_desc_bytes(d));
+        DCR_CHECK(dcr__scratch_base(r, DCR__BASE_ZERO, d->dtype, dcr_desc_bytes(d)));
         dcr__records(r, idx, val, n);
         return dcr__pass(r, d, DCR__FULL_XOR);
     }
@@ -707,6 +758,10 @@ dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
     r->cur_plan = pl;
     r->cur_name = name;
     dcr_status_t st = dcr__apply_plan(r, c, enc, idx, values, count);
+    /* The item's device work completes (or reports its error) before the
+     * item counts as applied, so nothing acknowledges a half-applied item. */
+    dcr_status_t sst = dcr_device_sync(r->dev, r->stream);
+    if (st == DCR_OK) st = sst;
     r->cur_plan = NULL;
     r->stats.apply_s += dcr_clock_s() - t0;
     if (st != DCR_OK) return st;

@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "core/endian-internal.h"
+#include "dcr/device.h"
 #include "dcr/map.h"
 #include "dcr/queue.h"
 #include "dcr/receiver.h"
@@ -60,7 +61,13 @@ struct dcr_receiver {
     dcr_params_t *params;
     dcr_load_ctx_t *ctx;
 
-    /* Scratch for the largest canonical tensor and its activity map. */
+    /* The place of scratch, the activity map and record application, and
+     * this receiver's stream on it (engine/device). */
+    dcr_device_t *dev;
+    dcr_device_stream_t *stream;
+
+    /* Scratch for the largest canonical tensor and its activity map: handles
+     * over buffers of dev (dcr__device_storage), data NULL when shape-only. */
     dcr_storage_t *scratch;
     dcr_storage_t *scratch_active; /* allocated on first tracked pass */
     dcr__base_t base;
@@ -90,6 +97,9 @@ struct dcr_receiver {
     size_t buf_cap;
     int64_t *dec_idx; /* an item's records as decoded */
     size_t dec_cap;
+    int64_t *map_idx; /* sparse: destinations of the records a copy_ reaches */
+    uint8_t *map_val; /* and their words */
+    size_t map_cap;
 
     /* Attempt state. */
     uint64_t tau;
@@ -116,6 +126,11 @@ struct dcr_receiver {
 
 /* prewarm.c */
 void dcr__plans_free(dcr_receiver_t *r);
+
+/* receiver.c: a storage handle over a buffer of the receiver's device
+ * (zeroed), and its release (NULL: nothing). */
+dcr_status_t dcr__device_storage(dcr_receiver_t *r, size_t bytes, dcr_storage_t **out_p);
+void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s);
 
 /* apply.c */
 void dcr__apply_free(dcr_receiver_t *r);

@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "dcr/clock.h"
-#include "dcr/storage_large.h"
 #include "receiver-internal.h"
 
 static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
@@ -17,12 +16,49 @@ static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
     return DCR_OK;
 }
 
+dcr_status_t dcr__device_storage(dcr_receiver_t *r, size_t bytes, dcr_storage_t **out_p)
+{
+    dcr_storage_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: storage handle");
+    dcr_status_t st = dcr_device_alloc(r->dev, bytes ? bytes : 1, &s->data);
+    if (st != DCR_OK) {
+        free(s);
+        return st;
+    }
+    s->bytes = bytes;
+    *out_p = s;
+    return DCR_OK;
+}
+
+void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s)
+{
+    if (s == NULL) return;
+    dcr_device_free(r->dev, s->data);
+    free(s);
+}
+
+/* The receiver's device and stream. The loader writes resident storage and
+ * reads scratch through host pointers, so a place the host cannot address
+ * (cuda) is refused until the loader's tensor ops have device versions
+ * (engine/device/WIRING.md). */
+static dcr_status_t dcr__device_create(dcr_receiver_t *r)
+{
+    const char *name = r->cfg.device ? r->cfg.device : "cpu";
+    DCR_CHECK(dcr_device_open(name, &r->dev));
+    if (!dcr_device_backend(r->dev)->props.host_addressable)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "receiver --device %s: the loader's tensor ops run on host memory, "
+                             "so resident storage cannot live on device %s yet (use --device cpu)",
+                             name, dcr_device_backend(r->dev)->name);
+    return dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, 0, &r->stream);
+}
+
 /* Scratch sized for the largest canonical tensor; without data for a
  * shape-only receiver (the probe only needs its size). */
 static dcr_status_t dcr__scratch_create(dcr_receiver_t *r)
 {
     size_t bytes = dcr_inventory_max_tensor_bytes(r->inv);
-    if (!r->cfg.shape_only) return dcr_storage_create_large(bytes, &r->scratch);
+    if (!r->cfg.shape_only) return dcr__device_storage(r, bytes, &r->scratch);
     r->scratch = calloc(1, sizeof(*r->scratch));
     if (r->scratch == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: scratch");
     r->scratch->bytes = bytes;
@@ -44,6 +80,7 @@ static dcr_status_t dcr__receiver_init(dcr_receiver_t *r)
         dcr_loader_create(r->cfg.loader, r->cfg.loader_config, r->cfg.shape_only, &r->loader));
     r->params = dcr_loader_params(r->loader);
     DCR_CHECK(dcr_load_ctx_create(r->params, &r->ctx));
+    DCR_CHECK(dcr__device_create(r));
     DCR_CHECK(dcr__scratch_create(r));
     DCR_CHECK(dcr_payload_create(&r->direct));
     size_t np = dcr_params_count(r->params);
@@ -85,11 +122,11 @@ void dcr_receiver_destroy(dcr_receiver_t *r)
     free(r->whi);
     dcr__apply_free(r);
     dcr__plans_free(r);
-    if (r->scratch && r->scratch->data == NULL)
-        free(r->scratch);
-    else
-        dcr_storage_destroy(r->scratch);
-    dcr_storage_destroy(r->scratch_active);
+    /* A shape-only scratch is a bare handle; the device frees NULL data. */
+    dcr__device_storage_free(r, r->scratch);
+    dcr__device_storage_free(r, r->scratch_active);
+    dcr_device_stream_destroy(r->dev, r->stream);
+    dcr_device_close(r->dev);
     dcr_load_ctx_destroy(r->ctx);
     dcr_loader_destroy(r->loader);
     free(r);

@@ -49,6 +49,11 @@ typedef struct dcr_construct_config {
     bool shuffle;    /* byte-plane shuffle of value and gap words */
     int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
     dcr_payload_key_t payload_key; /* unset: plain digests; set: every payload is keyed */
+    /* Where owners keep trackers and compare (engine/device): NULL or "cpu",
+     * "cuda", "auto". Candidates stay in host memory; on a device the host
+     * cannot address each compared run goes up and only the changed words
+     * come back for projection. */
+    const char *device;
 } dcr_construct_config_t;
 
 /* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, shuffle, depth 2. */

@@ -89,6 +89,11 @@ typedef struct dcr_receiver_config {
     dcr_mask_mode_t mask;
     /* Keep the written regions of the current attempt for dcr_receiver_check. */
     bool track_written;
+    /* Where scratch, the activity map and the record application live
+     * (engine/device): NULL or "cpu", "cuda" or "auto". The loader's tensor
+     * ops run on host memory, so only a device whose buffers the host can
+     * address is accepted; another fails create with DCR_EUNSUPPORTED. */
+    const char *device;
 } dcr_receiver_config_t;
 
 typedef struct dcr_receiver dcr_receiver_t;
