@@ -302,6 +302,9 @@ static dcr_status_t follow_record(node_proc_t *p)
                      (unsigned long long)rec.version);
         p->done = 0;
         DCR_CHECK(restore(p, rec.version));
+        /* The verifier expects every receiver's digests of every committed
+         * version, also of one this node restored instead of applying. */
+        DCR_CHECK(write_digests(p));
     }
     return report(p, DCR_NODE_READY, rec.attempt, NULL);
 }
