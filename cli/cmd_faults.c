@@ -256,6 +256,10 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
         st = dcr_error_set(DCR_EINVAL,
                            "--processes needs --transport objstore and --rl sync (got %s, %s)",
                            o->transport, o->rl);
+    else if (o->processes && (o->store || o->s3_endpoint))
+        st = dcr_error_set(DCR_EINVAL,
+                           "--processes: --store and --s3-endpoint do not apply yet (the node "
+                           "processes use the run directory's store)");
     else if (o->processes && (dcr_args_seen(args, nargs, "--readers") ||
                               dcr_args_seen(args, nargs, "--restart-after")))
         st = dcr_error_set(DCR_EINVAL,
@@ -421,12 +425,12 @@ static int cmd_campaign(int argc, char **argv)
                              false};
     dcr_cli_scenario_args(&o.sc, args + NOWN + 1);
     processes_args(&o, args + NOWN + 1 + DCR_CLI_SCENARIO_NARGS);
-    int rc = dcr_args_parse("faults campaign",
-                            "[--seeds 20] [--steps 4] [--faults-per-step 2] [--store "
-                            "s3://BUCKET/PREFIX --s3-endpoint URL] [--control etcd://HOST:PORT] "
-                            "[--processes] [--json]",
-                            args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0,
-                            NULL);
+    int rc =
+        dcr_args_parse("faults campaign",
+                       "[--seeds 20] [--steps 4] [--faults-per-step 2] [--store "
+                       "s3://BUCKET/PREFIX --s3-endpoint URL] [--control etcd://HOST:PORT] "
+                       "[--processes] [--json]",
+                       args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     if (check_control("campaign", &o)) return 2;
     dcr_faults_summary_t s;

@@ -19,15 +19,20 @@ static void on_signal(int sig)
 int dcr_cmd_rollout_node(int argc, char **argv)
 {
     int64_t node = -1, ready_ms = 60000;
+    bool resident = false;
     dcr_arg_t extra[] = {
         {"--node", DCR_ARG_INT, &node, 0, 1023, "this process's rollout node (required)", false},
         {"--ready-timeout-ms", DCR_ARG_INT, &ready_ms, 1, 3600000,
          "how long to wait for the control plane (default 60000)", false},
+        {"--resident", DCR_ARG_FLAG, &resident, 0, 0,
+         "keep resident files under the run directory, saved at every commit, so that a "
+         "restarted process rejoins clean or by replay (the launcher sets it with restarts)",
+         false},
     };
     dcr_bench_config_t cfg;
     int rc =
         dcr_cli_run_config("rollout-node", "--node I --workdir DIR [the run's dcr bench flags]",
-                           extra, 2, argc, argv, &cfg);
+                           extra, 3, argc, argv, &cfg);
     if (rc) return rc == 1 ? 0 : 2;
     if (node < 0 || !cfg.workdir) {
         fprintf(stderr,
@@ -39,7 +44,7 @@ int dcr_cmd_rollout_node(int argc, char **argv)
     sa.sa_handler = on_signal;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
-    dcr_role_node_config_t nc = {&cfg, cfg.workdir, (int)node, (int)ready_ms};
+    dcr_role_node_config_t nc = {&cfg, cfg.workdir, (int)node, (int)ready_ms, resident};
     dcr_status_t st = dcr_role_rollout_node_run(&nc, &g_stop);
     if (st != DCR_OK) {
         dcr_cli_report("rollout-node", st);

@@ -444,18 +444,10 @@ static dcr_status_t corrupt_digest(prun_t *r)
 {
     char path[4300];
     dcr_role_digest_path(r->wd.path, 1, 0, path, sizeof(path));
-    for (int waited = 0; access(path, F_OK) != 0 && waited < DIGEST_WAIT_MS; waited += 10)
-        nap_ns(10000000L);
-    FILE *f = fopen(path, "rb");
-    uint8_t *buf = NULL, *out = NULL;
-    long len = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (len > 0 && fseek(f, 0, SEEK_SET) == 0) buf = malloc((size_t)len);
-    bool read_ok = buf && fread(buf, 1, (size_t)len, f) == (size_t)len;
-    if (f) fclose(f);
+    uint8_t *out = NULL;
     dcr_param_digests_t d;
     memset(&d, 0, sizeof(d));
-    dcr_status_t st = read_ok ? dcr_param_digests_decode(buf, (size_t)len, &d)
-                              : dcr_error_set(DCR_EIO, "corrupt_digest: cannot read %s", path);
+    dcr_status_t st = dcr_role_read_digests(path, DIGEST_WAIT_MS, &d);
     size_t outlen = 0;
     if (st == DCR_OK && d.count == 0)
         st = dcr_error_set(DCR_EINVAL, "corrupt_digest: %s lists no parameter", path);
@@ -463,7 +455,7 @@ static dcr_status_t corrupt_digest(prun_t *r)
         d.digests[d.count / 2][0] ^= 0x01;
         st = dcr_param_digests_encode(&d, &out, &outlen);
     }
-    f = st == DCR_OK ? fopen(path, "wb") : NULL;
+    FILE *f = st == DCR_OK ? fopen(path, "wb") : NULL;
     if (st == DCR_OK && (!f || fwrite(out, 1, outlen, f) != outlen))
         st = dcr_error_set(DCR_EIO, "corrupt_digest: cannot rewrite %s", path);
     if (f && fclose(f) != 0 && st == DCR_OK)
@@ -472,7 +464,6 @@ static dcr_status_t corrupt_digest(prun_t *r)
         DCR_LOG_WARN("faults: corrupt_digest: %s: one bit of %s's digest flipped", path,
                      d.names[d.count / 2]);
     dcr_param_digests_free(&d);
-    free(buf);
     free(out);
     return st;
 }

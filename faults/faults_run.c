@@ -366,14 +366,8 @@ static dcr_status_t make_parties(frun_t *r)
     snprintf(db, sizeof(db), "%s/control.db", r->workdir);
     /* Only an etcd URL is shared by the runs (each in its namespace); a
      * SQLite control plane is always this run's own file. */
-    dcr_control_config_t ctl = {db, 0};
-    char url[1024];
-    bool etcd = dcr_bench_control_is_etcd(b->control_path);
-    if (st == DCR_OK && etcd) st = dcr_bench_control_url(b->control_path, run, url, sizeof(url));
-    if (etcd) ctl.address = url;
-    if (st == DCR_OK && etcd) DCR_LOG_INFO("control plane: %s", url);
-    if (st == DCR_OK)
-        st = dcr_control_create(etcd ? "faulty:etcd" : "faulty:sqlite", &ctl, &r->control);
+    const char *etcd = dcr_bench_control_is_etcd(b->control_path) ? b->control_path : NULL;
+    if (st == DCR_OK) st = dcr_bench_control_open_as("faulty:", etcd, db, run, &r->control);
     dcr_faults_unbind(r->faults);
     DCR_CHECK(st);
     return start_coordinator(r);

@@ -582,14 +582,8 @@ static dcr_status_t dcr__active_ready(dcr_receiver_t *r)
 /* Sets (1) or clears (0) the activity map at the current records. */
 static dcr_status_t dcr__mark_active(dcr_receiver_t *r, uint8_t on)
 {
-    if (on == 0)
-        return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx,
-                                r->cur_count, 0);
-    /* One byte 1 per record: scatter a run of ones. */
-    DCR_CHECK(dcr__map_reserve(r, r->cur_count));
-    memset(r->map_val, 1, r->cur_count);
-    return dcr_device_scatter(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx, r->map_val,
-                              r->cur_count, DCR_DEVICE_OVERWRITE);
+    return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx,
+                            r->cur_count, on);
 }
 
 /* ---- passes ---- */

@@ -138,7 +138,7 @@ static bool cur_name(cursor_t *c, char *out)
         n++;
     }
     if (n == 0 || n > DCR_RETAIN_NAME_MAX || c->p[0] == '.' ||
-        strncmp(c->p, RETAIN_MANIFEST, n) == 0)
+        (n == sizeof RETAIN_MANIFEST - 1 && memcmp(c->p, RETAIN_MANIFEST, n) == 0))
         return false;
     memcpy(out, c->p, n);
     out[n] = '\0';
@@ -237,9 +237,10 @@ dcr_status_t dcr_retain_manifest_read(dcr_objstore_t *s, uint64_t version,
     dcr_status_t st = dcr_retain_manifest_parse((const char *)text, len, key, out_p);
     free(text);
     if (st == DCR_OK && out_p->version != version) {
+        uint64_t named = out_p->version;
         dcr_retain_manifest_free(out_p);
         return dcr_error_set(DCR_ETRANSPORT, "retained version manifest %s names version %" PRIu64,
-                             key, out_p->version);
+                             key, named);
     }
     return st;
 }
@@ -307,7 +308,7 @@ static dcr_status_t versions_in_store(dcr_objstore_t *s, bool manifest_only, uin
         uint64_t ver;
         bool manifest;
         if (!key_version(all[i].key, &ver, &manifest) || (manifest_only && !manifest)) continue;
-        if (k == 0 || v[k - 1] != ver) v[k++] = ver;
+        v[k++] = ver;
     }
     free(all);
     /* Keys sort as text (v10 before v9): sort, then drop repeats. */

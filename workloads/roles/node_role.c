@@ -217,8 +217,8 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
 static dcr_status_t restore(node_proc_t *p, uint64_t version)
 {
     if (!p->restorer) {
-        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir, p->cfg->node, p->first,
-                                    p->per,      true};
+        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir, p->cfg->node,
+                                    p->first,    p->per,   p->cfg->resident};
         DCR_CHECK(dcr_restorer_create(&rc, &p->restorer));
     }
     DCR_CHECK(dcr_restorer_restore(p->restorer, p->recv, p->version, version));

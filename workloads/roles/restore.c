@@ -317,6 +317,7 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     dcr_receiver_t *group[64];
     for (int i = 0; i < n; i++) group[i] = recv[ks[i]];
     dcr_replay_stats_t st = {0};
+    uint64_t t0 = dcr_clock_ns();
     if (R->store) await_retained(R->store, version);
     dcr_status_t rs = R->store ? dcr_restore_replay(R->store, group, n, u, version, &st)
                                : dcr_error_set(DCR_EUNSUPPORTED, "no object store to replay from");
@@ -324,6 +325,7 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
         dcr_restore_record_t *rec = &recs[ks[i]];
         rec->bytes = st.bytes; /* one download serves every receiver of the node */
         dcr_status_t cs = rs == DCR_OK ? check(R, recv[ks[i]], ks[i], version) : rs;
+        rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9; /* the shared download, its check */
         if (cs != DCR_OK) {
             rec->kind = DCR_RESTORE_DENSE;
             snprintf(rec->why, sizeof rec->why, "replay %" PRIu64 "..%" PRIu64 " failed: %s", u + 1,
@@ -338,11 +340,10 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
     int per = R->cfg.per;
     if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
     dcr_restore_record_t recs[64];
-    uint64_t t0[64];
     memset(recs, 0, sizeof recs);
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
-        t0[k] = dcr_clock_ns();
+        uint64_t t0 = dcr_clock_ns();
         rec->receiver = R->cfg.first + k;
         rec->version = version;
         rec->dense_bytes = R->dense_bytes;
@@ -350,6 +351,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
         if (rec->held == version) {
             rec->kind = DCR_RESTORE_CLEAN;
             dcr_status_t st = check(R, recv[k], k, version);
+            rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
             if (st != DCR_OK) {
                 rec->kind = DCR_RESTORE_DENSE;
                 snprintf(rec->why, sizeof rec->why, "clean copy failed its check: %s",
@@ -380,14 +382,15 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
         if (rec->kind == DCR_RESTORE_DENSE) {
+            uint64_t t0 = dcr_clock_ns();
             DCR_CHECK(dcr_role_world_advance(R->cfg.world, version));
             dcr_receiver_t *r = NULL;
             DCR_CHECK(dcr_role_world_receiver(R->cfg.world, rec->receiver, &r));
             dcr_receiver_destroy(recv[k]);
             recv[k] = r;
             rec->bytes = rec->dense_bytes;
+            rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
         }
-        rec->seconds = (double)(dcr_clock_ns() - t0[k]) * 1e-9;
         /* Version 0 from nothing is the run's initial dense load (setup),
          * not a restore. */
         if (version == 0 && rec->held == HELD_NONE) continue;

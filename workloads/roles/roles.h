@@ -155,10 +155,17 @@ typedef struct dcr_role_node_config {
     const char *workdir;
     int node;
     int ready_timeout_ms;
+    /* Keep resident files (restore.h) so that a restarted process rejoins
+     * clean or by replay; off: a restart is a dense refit. */
+    bool resident;
 } dcr_role_node_config_t;
 
 dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
                                        volatile sig_atomic_t *stop);
+
+/* Reads a digests file (dcr_role_digest_path), waiting up to wait_ms for it
+ * to appear (DCR_ENOTFOUND after that). */
+dcr_status_t dcr_role_read_digests(const char *path, int wait_ms, dcr_param_digests_t *out_p);
 
 /* The verifier: for each version first..last and every receiver, waits up
  * to wait_ms for the digests file, and compares it with a dense refit of

@@ -17,7 +17,7 @@
 
 /* Reads a digests file once it exists (a node writes it by rename, whole),
  * waiting up to wait_ms. */
-static dcr_status_t read_digests(const char *path, int wait_ms, dcr_param_digests_t *out_p)
+dcr_status_t dcr_role_read_digests(const char *path, int wait_ms, dcr_param_digests_t *out_p)
 {
     double t0 = dcr_clock_s();
     FILE *f;
@@ -68,7 +68,7 @@ dcr_status_t dcr_role_verify_digests(const dcr_bench_config_t *run, const char *
             dcr_role_digest_path(workdir, v, r, path, sizeof(path));
             snprintf(who, sizeof(who), "version %llu, receiver %d", (unsigned long long)v, r);
             dcr_param_digests_t got;
-            dcr_status_t cmp = read_digests(path, wait_ms, &got);
+            dcr_status_t cmp = dcr_role_read_digests(path, wait_ms, &got);
             if (cmp == DCR_OK) {
                 cmp = dcr_param_digests_compare(&want[rank], &got, who);
                 dcr_param_digests_free(&got);

@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define DCR_DK_FN static __host__ __device__ __forceinline__
@@ -81,21 +82,52 @@ typedef struct dcr_device_region {
 } dcr_device_region_t;
 
 /* Element i of a buffer of es-byte words, widened. */
+/* Word i of a buffer of es-byte words. On the host the buffer may be
+ * unaligned (payload values are packed without padding: dcr/codec.h), so
+ * the word is copied bytewise, which compilers turn into one plain load or
+ * store; device buffers are aligned (cudaMalloc, staged copies). */
 DCR_DK_FN uint32_t dcr_dk_load(const void *p, int64_t i, unsigned es)
 {
+#ifdef __CUDA_ARCH__
     if (es == 2) return ((const uint16_t *)p)[i];
     if (es == 4) return ((const uint32_t *)p)[i];
     return ((const uint8_t *)p)[i];
+#else
+    const unsigned char *b = (const unsigned char *)p + i * (int64_t)es;
+    if (es == 2) {
+        uint16_t w;
+        memcpy(&w, b, 2);
+        return w;
+    }
+    if (es == 4) {
+        uint32_t w;
+        memcpy(&w, b, 4);
+        return w;
+    }
+    return b[0];
+#endif
 }
 
 DCR_DK_FN void dcr_dk_store(void *p, int64_t i, unsigned es, uint32_t w)
 {
+#ifdef __CUDA_ARCH__
     if (es == 2)
         ((uint16_t *)p)[i] = (uint16_t)w;
     else if (es == 4)
         ((uint32_t *)p)[i] = w;
     else
         ((uint8_t *)p)[i] = (uint8_t)w;
+#else
+    unsigned char *b = (unsigned char *)p + i * (int64_t)es;
+    if (es == 2) {
+        uint16_t h = (uint16_t)w;
+        memcpy(b, &h, 2);
+    } else if (es == 4) {
+        memcpy(b, &w, 4);
+    } else {
+        b[0] = (unsigned char)w;
+    }
+#endif
 }
 
 /* Whether the stored bits of element i differ (never a float compare). */
