@@ -22,7 +22,7 @@ typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
-        restart_nodes;
+        restart_nodes, owner_threads;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key, *store, *s3_endpoint;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
@@ -364,7 +364,7 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
 static bool launcher_only(const char *arg, bool *takes_value)
 {
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
-                                        "--restart-nodes"};
+                                        "--restart-nodes", "--owner-threads"};
     static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads",
                                          "--sigkill-every"};
     *takes_value = false;
@@ -399,14 +399,17 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     return st;
 }
 
-static json_t *processes_json(const dcr_bench_result_t *r, int restarts, int sigkills)
+static json_t *processes_json(const dcr_bench_result_t *r, int owner_procs, int restarts,
+                              int sigkills)
 {
-    /* The owners and the coordinator share this process for now (owners as
-     * an MPI job come with the "mpi" group backend). */
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
-                     "rollout_nodes", r->node_processes, "coordinator", 1, "verifier", 1,
-                     "node_restarts", restarts, "sigkills", sigkills, "shared",
-                     "owners and coordinator in the launching process");
+    /* owners: processes (an MPI job), or 1 when they are threads of the
+     * launching process, which always holds the coordinator. */
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", owner_procs ? owner_procs : 1,
+                     "owner_threads", owner_procs ? 0 : r->owners, "rollout_nodes",
+                     r->node_processes, "coordinator", 1, "verifier", 1, "node_restarts",
+                     restarts, "sigkills", sigkills, "shared",
+                     owner_procs ? "the coordinator in the launching process"
+                                 : "owners and coordinator in the launching process");
 }
 
 static int run(bench_opts_t *o, int argc, char **argv)
@@ -421,7 +424,11 @@ static int run(bench_opts_t *o, int argc, char **argv)
         c.processes = dcr_role_launcher_hooks(launcher);
         dcr_role_launcher_set_restart(launcher, o->restart_nodes);
         dcr_role_launcher_set_kills(launcher, (int)o->sigkill_every);
+#ifdef DCR_HAVE_MPI
+        dcr_role_launcher_set_owners(launcher, !o->owner_threads);
+#endif
     }
+    int owner_procs = launcher ? dcr_role_launcher_owner_processes(launcher) : 0;
     dcr_interrupt_install();
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
     int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
@@ -435,13 +442,18 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
         if (r.node_processes)
-            json_object_set_new(j, "processes", processes_json(&r, restarts, sigkills));
+            json_object_set_new(j, "processes",
+                                processes_json(&r, owner_procs, restarts, sigkills));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
         print_text(&c, &r);
-        if (r.node_processes)
+        if (r.node_processes && owner_procs)
+            printf("processes: %d owner processes (mpirun), %d rollout-node processes (%d "
+                   "SIGKILLs, %d restarts), a verifier process; the coordinator in this process\n",
+                   owner_procs, r.node_processes, sigkills, restarts);
+        else if (r.node_processes)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
                    r.node_processes, sigkills, restarts, r.owners);
@@ -596,9 +608,20 @@ int dcr_cmd_bench(int argc, char **argv)
                            &o.processes,
                            0,
                            0,
-                           "rollout nodes and the verifier as processes of this host (objstore, "
-                           "sync RL; owners and coordinator stay in this process)",
+                           "every role as processes of this host (objstore, sync RL): the owners "
+                           "as an MPI job (mpirun -np <training ranks> dcr owner; as root with "
+                           "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 set for "
+                           "the job), one process per rollout node, a verifier; the coordinator "
+                           "stays in this process",
                            false};
+    dcr_arg_t owner_threads = {"--owner-threads",
+                               DCR_ARG_FLAG,
+                               &o.owner_threads,
+                               0,
+                               0,
+                               "--processes: the owners as threads of this process instead of an "
+                               "MPI job (the only way in a build without MPI)",
+                               false};
     dcr_arg_t restart = {"--restart-nodes",
                          DCR_ARG_FLAG,
                          &o.restart_nodes,
@@ -615,12 +638,12 @@ int dcr_cmd_bench(int argc, char **argv)
                        "--processes: SIGKILL a rollout-node process after every N-th commit, "
                        "nodes and points (joined, done) in turn; implies --restart-nodes",
                        false};
-    dcr_arg_t own[3] = {processes, restart, kills};
+    dcr_arg_t own[4] = {processes, restart, kills, owner_threads};
     int rc = parse_opts(&o, "bench",
                         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
                         "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
                         "[--mode X|P|F] [--rl sync|async] [--processes] [--json]",
-                        own, 3, argc, argv);
+                        own, 4, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o, argc, argv);
 }

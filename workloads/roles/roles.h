@@ -128,10 +128,21 @@ dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url);
 dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p);
 /* This process's object-store handle over the run's directory, with
- * `rollout_nodes` endpoints (1 for a node process). */
+ * `rollout_nodes` endpoints (1 for a node process), joining every attempt
+ * (the coordinator's handle is the one that clears). */
 dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
                                      int train_nodes, int world, int rollout_nodes,
                                      dcr_transport_t **out_p);
+/* The same with the handle's part of the run spelled out (dcr/transport.h):
+ * an owner process joins, serves its owners and no rollout endpoint. */
+typedef struct dcr_role_handle {
+    bool join;
+    int owner_first, owner_count; /* owner_count 0: every owner */
+    bool send_only;
+} dcr_role_handle_t;
+dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
+                                        int train_nodes, int world, int rollout_nodes,
+                                        const dcr_role_handle_t *as, dcr_transport_t **out_p);
 
 /* A rollout-node process's main loop (steps 1 and 3-5 above) until *stop
  * becomes non-zero (a signal) or the control plane stays unreachable for
@@ -145,6 +156,22 @@ typedef struct dcr_role_node_config {
 
 dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
                                        volatile sig_atomic_t *stop);
+
+/* An owner rank of `mpirun -np P dcr owner` ("Owners as processes" above;
+ * workloads/roles/owner_role.c): group is this process's endpoint of a
+ * group with one rank per owner of the run's training layout (the "mpi"
+ * backend over MPI_COMM_WORLD; the caller initialised MPI). Runs until
+ * *stop becomes non-zero, or the control plane stays unreachable for
+ * ready_timeout_ms at start. */
+typedef struct dcr_group dcr_group_t;
+typedef struct dcr_role_owner_config {
+    const dcr_bench_config_t *run;
+    const char *workdir;
+    dcr_group_t *group;
+    int ready_timeout_ms;
+} dcr_role_owner_config_t;
+
+dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig_atomic_t *stop);
 
 /* The verifier: for each version first..last and every receiver, waits up
  * to wait_ms for the digests file, and compares it with a dense refit of
