@@ -20,7 +20,8 @@
 
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
-    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
+    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every,
+        coord_kill_every;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
         restart_nodes, owner_threads;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
@@ -366,7 +367,7 @@ static bool launcher_only(const char *arg, bool *takes_value)
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes", "--owner-threads"};
     static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads",
-                                         "--sigkill-every"};
+                                         "--sigkill-every", "--kill-coordinator-every"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -399,8 +400,21 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     return st;
 }
 
+static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs, int restarts,
+                                   int sigkills);
+
 static json_t *processes_json(const dcr_bench_result_t *r, int owner_procs, int restarts,
-                              int sigkills)
+                              int sigkills, int coord_kills, int coord_restarts)
+{
+    json_t *j = processes_json_base(r, owner_procs, restarts, sigkills);
+    json_object_set_new(j, "coordinator_process", json_boolean(owner_procs > 0));
+    json_object_set_new(j, "coordinator_kills", json_integer(coord_kills));
+    json_object_set_new(j, "coordinator_restarts", json_integer(coord_restarts));
+    return j;
+}
+
+static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs, int restarts,
+                                   int sigkills)
 {
     /* owners: processes (an MPI job), or 1 when they are threads of the
      * launching process, which always holds the coordinator. */
@@ -408,7 +422,8 @@ static json_t *processes_json(const dcr_bench_result_t *r, int owner_procs, int 
                      "owner_threads", owner_procs ? 0 : r->owners, "rollout_nodes",
                      r->node_processes, "coordinator", 1, "verifier", 1, "node_restarts",
                      restarts, "sigkills", sigkills, "shared",
-                     owner_procs ? "the coordinator in the launching process"
+                     owner_procs ? "nothing: owners (mpirun), coordinator, nodes and verifier are "
+                                   "processes"
                                  : "owners and coordinator in the launching process");
 }
 
@@ -427,12 +442,15 @@ static int run(bench_opts_t *o, int argc, char **argv)
 #ifdef DCR_HAVE_MPI
         dcr_role_launcher_set_owners(launcher, !o->owner_threads);
 #endif
+        dcr_role_launcher_set_coordinator_kills(launcher, (int)o->coord_kill_every);
     }
     int owner_procs = launcher ? dcr_role_launcher_owner_processes(launcher) : 0;
     dcr_interrupt_install();
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
     int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
     int sigkills = launcher ? dcr_role_launcher_sigkills(launcher) : 0;
+    int coord_kills = launcher ? dcr_role_launcher_coordinator_kills(launcher) : 0;
+    int coord_restarts = launcher ? dcr_role_launcher_coordinator_restarts(launcher) : 0;
     dcr_role_launcher_destroy(launcher);
     if (st != DCR_OK) return dcr_cli_fail("bench", st);
     json_t *config = config_json(o, &c);
@@ -443,7 +461,8 @@ static int run(bench_opts_t *o, int argc, char **argv)
         json_t *j = result_json(&r, json_incref(config));
         if (r.node_processes)
             json_object_set_new(j, "processes",
-                                processes_json(&r, owner_procs, restarts, sigkills));
+                                processes_json(&r, owner_procs, restarts, sigkills, coord_kills,
+                                               coord_restarts));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
@@ -451,8 +470,9 @@ static int run(bench_opts_t *o, int argc, char **argv)
         print_text(&c, &r);
         if (r.node_processes && owner_procs)
             printf("processes: %d owner processes (mpirun), %d rollout-node processes (%d "
-                   "SIGKILLs, %d restarts), a verifier process; the coordinator in this process\n",
-                   owner_procs, r.node_processes, sigkills, restarts);
+                   "SIGKILLs, %d restarts), a coordinator process (%d SIGKILLs, %d resumed by a "
+                   "new process), a verifier process\n",
+                   owner_procs, r.node_processes, sigkills, restarts, coord_kills, coord_restarts);
         else if (r.node_processes)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
@@ -611,9 +631,18 @@ int dcr_cmd_bench(int argc, char **argv)
                            "every role as processes of this host (objstore, sync RL): the owners "
                            "as an MPI job (mpirun -np <training ranks> dcr owner; as root with "
                            "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 set for "
-                           "the job), one process per rollout node, a verifier; the coordinator "
-                           "stays in this process",
+                           "the job), a coordinator process, one process per rollout node, a "
+                           "verifier",
                            false};
+    dcr_arg_t coord_kills = {"--kill-coordinator-every",
+                             DCR_ARG_INT,
+                             &o.coord_kill_every,
+                             0,
+                             1000000,
+                             "--processes: SIGKILL the coordinator process in every N-th "
+                             "transition (after it opened the attempt, or once the owners sent, "
+                             "in turn); a new coordinator process resumes it",
+                             false};
     dcr_arg_t owner_threads = {"--owner-threads",
                                DCR_ARG_FLAG,
                                &o.owner_threads,
@@ -638,12 +667,12 @@ int dcr_cmd_bench(int argc, char **argv)
                        "--processes: SIGKILL a rollout-node process after every N-th commit, "
                        "nodes and points (joined, done) in turn; implies --restart-nodes",
                        false};
-    dcr_arg_t own[4] = {processes, restart, kills, owner_threads};
+    dcr_arg_t own[5] = {processes, restart, kills, owner_threads, coord_kills};
     int rc = parse_opts(&o, "bench",
                         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
                         "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
                         "[--mode X|P|F] [--rl sync|async] [--processes] [--json]",
-                        own, 4, argc, argv);
+                        own, 5, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     return run(&o, argc, argv);
 }

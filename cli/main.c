@@ -31,6 +31,8 @@ static const dcr_cli_command_t commands[] = {
     {"calibrate", dcr_cmd_calibrate, "measure the simulator's stage costs on this machine (JSON)"},
     {"sim", dcr_cmd_sim, "simulate a refit of a full-size model on a cluster (SimGrid)"},
     {"diff", dcr_cmd_diff, "what changed between two safetensors checkpoints, per tensor class"},
+    {"coordinator", dcr_cmd_coordinator,
+     "the coordinator of a multi-process run (a role of dcr bench --processes)"},
     {"owner", dcr_cmd_owner,
      "one owner rank of the training cluster (mpirun -np P dcr owner; a role of dcr bench --processes)"},
     {"rollout-node", dcr_cmd_rollout_node,

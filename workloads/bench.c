@@ -592,7 +592,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     dcr_thread_cpu(cpu0);
     double nodes_cpu0 = nodes_cpu(b);
     dcr_trace_enable(traced);
-    dcr_status_t st = dcr_coord_refit(b->coord, b->shards, &r);
+    const dcr_bench_processes_t *procs = b->cfg->processes;
+    dcr_status_t st = procs && procs->refit ? procs->refit(procs->ctx, &r)
+                                            : dcr_coord_refit(b->coord, b->shards, &r);
     dcr_trace_enable(true);
     dcr_thread_cpu(cpu1);
     if (b->readers) {

@@ -32,6 +32,9 @@ typedef struct dcr_bench_processes {
     /* The owners are processes too (an MPI job the launcher starts): the
      * coordinator of this process runs in remote-owners mode (dcr/coord.h). */
     bool owners;
+    /* One transition by the coordinator process (with the owners as
+     * processes); NULL: by the coordinator of this process. */
+    dcr_status_t (*refit)(void *ctx, dcr_refit_result_t *out);
 } dcr_bench_processes_t;
 
 typedef struct dcr_bench_config {

@@ -18,6 +18,7 @@
 #include "dcr/coord.h"
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
+#include "dcr/trace.h"
 #include "workloads/roles/roles.h"
 
 #define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
@@ -62,6 +63,14 @@ struct dcr_role_launcher {
     bool owner_job;
     child_t owners;
     bool owners_started;
+    /* The coordinator process (with the owner job): requests on coord_in,
+     * answers on coord_out (see refit_remote). */
+    child_t coord;
+    bool coord_started;
+    FILE *coord_in, *coord_out;
+    int coord_every; /* dcr_role_launcher_set_coordinator_kills */
+    int refits;      /* transitions the coordinator processes finished */
+    atomic_int coord_kills, coord_restarts;
 };
 
 extern char **environ;
@@ -103,10 +112,13 @@ static void *prefix_main(void *arg)
 /* `pre[0..npre)` (a launcher such as mpirun, found on PATH, run with
  * `env` as its environment) in front of it when npre > 0; the child gets
  * `deathsig` when we die. */
-static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *const *pre,
-                               int npre, char *const *env, int deathsig, char *const *head,
-                               int nhead, child_t *c, int *out_fd_p)
+static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *const *pre, int npre,
+                               char *const *env, int deathsig, char *const *head, int nhead,
+                               child_t *c, int *in_fd_p, int *out_fd_p)
 {
+    int in[2] = {-1, -1};
+    if (in_fd_p && pipe2(in, O_CLOEXEC) != 0)
+        return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
     int nargv = npre + 1 + nhead + l->nargs + 1;
     char **argv = calloc((size_t)nargv, sizeof(char *));
     int err[2] = {-1, -1}, out[2] = {-1, -1};
@@ -120,6 +132,7 @@ static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *c
         for (int i = 0; i < 2; i++) {
             if (err[i] >= 0) close(err[i]);
             if (out[i] >= 0) close(out[i]);
+            if (in[i] >= 0) close(in[i]);
         }
         return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
     }
@@ -130,6 +143,7 @@ static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *c
         prctl(PR_SET_PDEATHSIG, deathsig);
         if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
         dup2(err[1], 2);
+        if (in_fd_p) dup2(in[0], 0);
         /* Our stdout carries the results (--json): a role writes only to
          * its own pipe. */
         dup2(out_fd_p ? out[1] : err[1], 1);
@@ -145,9 +159,11 @@ static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *c
     free(argv);
     close(err[1]);
     if (out_fd_p) close(out[1]);
+    if (in_fd_p) close(in[0]);
     if (pid < 0) {
         close(err[0]);
         if (out_fd_p) close(out[0]);
+        if (in_fd_p) close(in[1]);
         return dcr_error_set(DCR_EIO, "cannot start %s: %s", role, strerror(errno));
     }
     memset(c, 0, sizeof(*c));
@@ -156,13 +172,14 @@ static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *c
     c->err_fd = err[0];
     c->prefixing = pthread_create(&c->prefixer, NULL, prefix_main, c) == 0;
     if (out_fd_p) *out_fd_p = out[0];
+    if (in_fd_p) *in_fd_p = in[1];
     return DCR_OK;
 }
 
 static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const *head, int nhead,
                           child_t *c, int *out_fd_p)
 {
-    return spawn_with(l, role, NULL, 0, NULL, SIGKILL, head, nhead, c, out_fd_p);
+    return spawn_with(l, role, NULL, 0, NULL, SIGKILL, head, nhead, c, NULL, out_fd_p);
 }
 
 static void child_finish(child_t *c)
@@ -241,8 +258,18 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
 {
     char np[16];
     snprintf(np, sizeof(np), "%d", owner_ranks(l));
-    char *pre[] = {"mpirun", "-np", np, "--oversubscribe", "--bind-to", "none", "--tag-output",
-                   "--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism",
+    char *pre[] = {"mpirun",
+                   "-np",
+                   np,
+                   "--oversubscribe",
+                   "--bind-to",
+                   "none",
+                   "--tag-output",
+                   "--mca",
+                   "btl",
+                   "self,vader",
+                   "--mca",
+                   "btl_vader_single_copy_mechanism",
                    "none"};
     char *head[] = {"owner", "--workdir", l->workdir};
     size_t n = 0;
@@ -256,7 +283,7 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
     }
     pthread_mutex_lock(&l->lock);
     dcr_status_t st = spawn_with(l, "owners", pre, (int)(sizeof(pre) / sizeof(pre[0])), env,
-                                 SIGTERM, head, 3, &l->owners, NULL);
+                                 SIGTERM, head, 3, &l->owners, NULL, NULL);
     pthread_mutex_unlock(&l->lock);
     free(env);
     if (st == DCR_OK) l->owners_started = true;
@@ -413,6 +440,119 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+/* ---- the coordinator process ---- */
+
+static dcr_status_t spawn_coordinator(dcr_role_launcher_t *l)
+{
+    char *head[] = {"coordinator", "--workdir", l->workdir};
+    int in = -1, out = -1;
+    /* A request to a coordinator that just died must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+    DCR_CHECK(spawn_with(l, "coordinator", NULL, 0, NULL, SIGKILL, head, 3, &l->coord, &in, &out));
+    l->coord_in = fdopen(in, "w");
+    l->coord_out = fdopen(out, "r");
+    l->coord_started = true;
+    if (!l->coord_in || !l->coord_out)
+        return dcr_error_set(DCR_ENOMEM, "the coordinator process's pipes");
+    return DCR_OK;
+}
+
+static void stop_coordinator(dcr_role_launcher_t *l)
+{
+    if (!l->coord_started) return;
+    if (l->coord_in) fclose(l->coord_in); /* its end of requests: it exits */
+    l->coord_in = NULL;
+    stop_child(&l->coord);
+    if (l->coord_out) fclose(l->coord_out);
+    l->coord_out = NULL;
+    l->coord_started = false;
+}
+
+/* Waits until the coordinator process reached kill point `point` of the
+ * attempt after `tau0` ("opened": it opened the attempt on its handle, the
+ * owners and nodes are about to stream; "sent": the owners reported every
+ * payload sent, it waits for the nodes), then SIGKILLs it. Gives up after
+ * 30 s (the transition was over before the point). */
+static void kill_coordinator_at(dcr_role_launcher_t *l, dcr_control_t *control, uint64_t tau0,
+                                int point)
+{
+    static const char *const points[] = {"opened", "sent"};
+    for (int t = 0; t < 30000 / 2; t++) {
+        uint64_t opened = 0;
+        dcr_owners_report_t r;
+        bool hit = point == 0 ? dcr_coord_opened(control, &opened) == DCR_OK && opened > tau0
+                              : dcr_owners_report_get(control, &r) == DCR_OK &&
+                                    r.phase == DCR_OWNERS_SENT && r.tau > tau0;
+        if (hit) {
+            kill(l->coord.pid, SIGKILL);
+            atomic_fetch_add(&l->coord_kills, 1);
+            DCR_LOG_WARN("SIGKILL to the coordinator (pid %d) at %s of the attempt after %llu",
+                         (int)l->coord.pid, points[point], (unsigned long long)tau0);
+            return;
+        }
+        nap_ns(KILL_POLL_NS);
+    }
+}
+
+/* One transition through the coordinator process. If it dies (a kill, a
+ * crash), a new process resumes the transition from the commit record and
+ * the latest attempt, as often as it takes up to 5 times. */
+static dcr_status_t refit_remote(void *ctx, dcr_refit_result_t *out)
+{
+    dcr_role_launcher_t *l = ctx;
+    dcr_control_t *control = NULL;
+    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    dcr_commit_record_t rec;
+    dcr_control_attempt_t a;
+    dcr_status_t st = dcr_control_read(control, &rec);
+    uint64_t from = rec.version, tau0 = 0;
+    if (dcr_control_attempt(control, 0, &a) == DCR_OK) tau0 = a.tau;
+    bool resume = false, kill_now = l->coord_every > 0 && (l->refits + 1) % l->coord_every == 0;
+    for (int tries = 0; st == DCR_OK; tries++) {
+        if (!l->coord_started && (st = spawn_coordinator(l)) != DCR_OK) break;
+        if (resume)
+            fprintf(l->coord_in, "resume %llu\n", (unsigned long long)from);
+        else
+            fprintf(l->coord_in, "refit\n");
+        fflush(l->coord_in);
+        if (kill_now) {
+            kill_coordinator_at(l, control, tau0, atomic_load(&l->coord_kills) % 2);
+            kill_now = false;
+        }
+        char line[2048];
+        if (fgets(line, sizeof(line), l->coord_out)) {
+            st = dcr_role_refit_result_parse(line, out);
+            if (st != DCR_OK) break;
+            l->refits++;
+            /* The seed's window, on this host's one clock, into our trace. */
+            dcr_trace_set_refit((uint32_t)out->version);
+            dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(out->t0 * 1e9),
+                             (uint64_t)(out->t1 * 1e9));
+            break;
+        }
+        /* The coordinator process ended without an answer. */
+        waitpid(l->coord.pid, &l->coord.status, 0);
+        l->coord.reaped = true;
+        char how[64];
+        describe_exit(l->coord.status, how, sizeof(how));
+        stop_coordinator(l);
+        if (l->coord_every == 0 || tries >= 5) {
+            st = dcr_error_set(DCR_EATTEMPT,
+                               "the coordinator process (pid %d) %s during the "
+                               "transition from version %llu",
+                               (int)l->coord.pid, how, (unsigned long long)from);
+            break;
+        }
+        DCR_LOG_WARN("the coordinator process (pid %d) %s; a new one resumes the transition from "
+                     "version %llu",
+                     (int)l->coord.pid, how, (unsigned long long)from);
+        atomic_fetch_add(&l->coord_restarts, 1);
+        resume = true;
+    }
+    dcr_control_destroy(control);
+    return st;
+}
+
 /* ---- the hooks ---- */
 
 static void stop_nodes(void *ctx);
@@ -478,6 +618,7 @@ static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
     }
     if (l->owner_job) {
         dcr_status_t st = spawn_owners(l);
+        if (st == DCR_OK) st = spawn_coordinator(l);
         if (st != DCR_OK) {
             stop_nodes(l);
             return st;
@@ -500,6 +641,7 @@ static void stop_nodes(void *ctx)
     for (int i = 0; i < l->nnodes; i++) stop_child(&l->nodes[i]);
     if (l->owners_started) stop_child(&l->owners);
     l->owners_started = false;
+    stop_coordinator(l);
     free(l->nodes);
     l->nodes = NULL;
     l->nnodes = 0;
@@ -569,7 +711,7 @@ dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const
         }
         l->nargs = i + 1;
     }
-    l->hooks = (dcr_bench_processes_t){start_nodes, verify_versions, stop_nodes, l, false};
+    l->hooks = (dcr_bench_processes_t){start_nodes, verify_versions, stop_nodes, l, false, NULL};
     *out_p = l;
     return DCR_OK;
 }
@@ -590,6 +732,22 @@ void dcr_role_launcher_set_owners(dcr_role_launcher_t *l, bool on)
 {
     l->owner_job = on;
     l->hooks.owners = on;
+    l->hooks.refit = on ? refit_remote : NULL;
+}
+
+void dcr_role_launcher_set_coordinator_kills(dcr_role_launcher_t *l, int every)
+{
+    l->coord_every = every > 0 ? every : 0;
+}
+
+int dcr_role_launcher_coordinator_kills(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->coord_kills);
+}
+
+int dcr_role_launcher_coordinator_restarts(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->coord_restarts);
 }
 
 int dcr_role_launcher_owner_processes(const dcr_role_launcher_t *l)

@@ -34,6 +34,19 @@ void dcr_role_launcher_set_owners(dcr_role_launcher_t *l, bool on);
 /* Owner processes of the run (0: owners are threads of the launcher). */
 int dcr_role_launcher_owner_processes(const dcr_role_launcher_t *l);
 
+/* With the owner job, the coordinator is a process too (`dcr coordinator`,
+ * one transition per request). Coordinator kills: before every `every`-th
+ * transition the coordinator process gets SIGKILL at the next point in
+ * turn ("opened": it opened the attempt; "sent": the owners sent every
+ * payload, it waits for the nodes); a new coordinator process resumes the
+ * transition from the control plane (dcr_coord_resume). 0: none; a
+ * coordinator that dies on its own then fails the run. Call before the run. */
+void dcr_role_launcher_set_coordinator_kills(dcr_role_launcher_t *l, int every);
+/* SIGKILLs sent to coordinator processes, and coordinator processes that
+ * resumed a transition, so far. */
+int dcr_role_launcher_coordinator_kills(const dcr_role_launcher_t *l);
+int dcr_role_launcher_coordinator_restarts(const dcr_role_launcher_t *l);
+
 /* Restart a rollout-node process that dies (a new process: it restores the
  * committed version by a dense refit and joins the attempts prepared after
  * it is ready; the coordinator waits for it before the next attempt). Off

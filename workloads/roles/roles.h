@@ -99,6 +99,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dcr/control.h"
 #include "dcr/transport.h"
@@ -172,6 +173,28 @@ typedef struct dcr_role_owner_config {
 } dcr_role_owner_config_t;
 
 dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig_atomic_t *stop);
+
+/* The coordinator as its own process (`dcr coordinator`; coord_role.c):
+ * holds no constructor and no receiver, only the control plane and the
+ * run's clearing transport handle (every other handle joins), and runs in
+ * remote-nodes and remote-owners mode (dcr/coord.h). It serves requests,
+ * one line each on `in`: "refit" runs the next transition, "resume FROM"
+ * finishes the transition FROM -> FROM+1 a crashed coordinator left
+ * (dcr_coord_resume); each is answered with one line on `out`, a result
+ * (dcr_role_refit_result_format) or "error <status> <line>". Returns at
+ * the end of `in`. */
+typedef struct dcr_role_coord_config {
+    const dcr_bench_config_t *run;
+    const char *workdir;
+} dcr_role_coord_config_t;
+
+dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *in, FILE *out);
+/* A transition's figures as the coordinator process's answer line ("ok
+ * ...\n", doubles exact); snprintf's return. */
+int dcr_role_refit_result_format(const dcr_refit_result_t *r, char *out, size_t cap);
+/* Parses an answer line: DCR_OK with *out_p, or the error it names (one
+ * line), or DCR_EIO for a malformed line. */
+dcr_status_t dcr_role_refit_result_parse(const char *line, dcr_refit_result_t *out_p);
 
 /* The verifier: for each version first..last and every receiver, waits up
  * to wait_ms for the digests file, and compares it with a dense refit of
