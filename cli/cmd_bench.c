@@ -366,7 +366,8 @@ static bool launcher_only(const char *arg, bool *takes_value)
 {
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes", "--owner-threads"};
-    static const char *const valued[] = {"--out", "--trace", "--workdir", "--keep-payloads",
+    static const char *const valued[] = {"--out",           "--trace",
+                                         "--workdir",       "--keep-payloads",
                                          "--sigkill-every", "--kill-coordinator-every"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
@@ -420,8 +421,8 @@ static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs,
      * launching process, which always holds the coordinator. */
     return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", owner_procs ? owner_procs : 1,
                      "owner_threads", owner_procs ? 0 : r->owners, "rollout_nodes",
-                     r->node_processes, "coordinator", 1, "verifier", 1, "node_restarts",
-                     restarts, "sigkills", sigkills, "shared",
+                     r->node_processes, "coordinator", 1, "verifier", 1, "node_restarts", restarts,
+                     "sigkills", sigkills, "shared",
                      owner_procs ? "nothing: owners (mpirun), coordinator, nodes and verifier are "
                                    "processes"
                                  : "owners and coordinator in the launching process");
@@ -460,9 +461,9 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
         if (r.node_processes)
-            json_object_set_new(j, "processes",
-                                processes_json(&r, owner_procs, restarts, sigkills, coord_kills,
-                                               coord_restarts));
+            json_object_set_new(
+                j, "processes",
+                processes_json(&r, owner_procs, restarts, sigkills, coord_kills, coord_restarts));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);

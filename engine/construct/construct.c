@@ -121,7 +121,7 @@ struct dcr_constructor {
     /* An owner process's endpoint (dcr_constructor_set_group): only owner
      * rank(ext) runs here; NULL: every owner, an "inproc" group per run. */
     dcr_group_t *ext;
-    unsigned char *required;   /* per canonical: rebuilt in the last run */
+    unsigned char *required; /* per canonical: rebuilt in the last run */
     /* per run */
     uint64_t tau;
     const uint8_t *xor_allowed;

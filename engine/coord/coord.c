@@ -34,8 +34,8 @@ const char *dcr_rl_mode_name(dcr_rl_mode_t mode)
 
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node)
 {
-    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20,
-                              false, 60000,       false};
+    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20, false,
+                              60000, false};
     return cfg;
 }
 
@@ -521,8 +521,14 @@ static dcr_status_t nodes_still_done(dcr_coord_t *c, uint64_t tau)
 
 /* One line: phase, tau, t0, construction_end, t1 (hex floats: exact),
  * the construction figures, then why. */
-#define OWNERS_REPORT_PUT "dcr-owners 1 %u %" PRIu64 " %a %a %a %a" " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " "
-#define OWNERS_REPORT_GET "dcr-owners 1 %u %" SCNu64 " %la %la %la %la" " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " "
+#define OWNERS_REPORT_PUT                                                                          \
+    "dcr-owners 1 %u %" PRIu64 " %a %a %a %a"                                                      \
+    " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64            \
+    " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " "
+#define OWNERS_REPORT_GET                                                                          \
+    "dcr-owners 1 %u %" SCNu64 " %la %la %la %la"                                                  \
+    " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64            \
+    " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " "
 
 dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_report_t *r)
 {
@@ -530,9 +536,9 @@ dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_repo
     char buf[1024];
     int n = snprintf(buf, sizeof(buf), OWNERS_REPORT_PUT "%s", (unsigned)r->phase, r->tau, r->t0,
                      r->construction_end, r->t1, k->construction_s, k->compared_elements,
-                     k->changed_elements, k->records, k->raw_changed_value_bytes,
-                     k->payload_bytes, k->body_raw_bytes, k->value_bytes, k->payloads,
-                     k->xor_items, k->overwrite_items, k->residual_tensors, r->why);
+                     k->changed_elements, k->records, k->raw_changed_value_bytes, k->payload_bytes,
+                     k->body_raw_bytes, k->value_bytes, k->payloads, k->xor_items,
+                     k->overwrite_items, k->residual_tensors, r->why);
     for (char *q = buf; *q; q++)
         if (*q == '\n') *q = ' '; /* one line */
     return dcr_control_report_put(control, DCR_OWNERS_REPORT_ID, buf,
@@ -554,11 +560,11 @@ dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *
     dcr_construct_stats_t *k = &r.construct;
     unsigned phase = 0;
     int used = -1;
-    int got = sscanf(buf, OWNERS_REPORT_GET "%n", &phase, &r.tau, &r.t0, &r.construction_end,
-                     &r.t1, &k->construction_s, &k->compared_elements, &k->changed_elements,
-                     &k->records, &k->raw_changed_value_bytes, &k->payload_bytes,
-                     &k->body_raw_bytes, &k->value_bytes, &k->payloads, &k->xor_items,
-                     &k->overwrite_items, &k->residual_tensors, &used);
+    int got =
+        sscanf(buf, OWNERS_REPORT_GET "%n", &phase, &r.tau, &r.t0, &r.construction_end, &r.t1,
+               &k->construction_s, &k->compared_elements, &k->changed_elements, &k->records,
+               &k->raw_changed_value_bytes, &k->payload_bytes, &k->body_raw_bytes, &k->value_bytes,
+               &k->payloads, &k->xor_items, &k->overwrite_items, &k->residual_tensors, &used);
     if (got != 17 || used < 0 || phase < DCR_OWNERS_SENT || phase > DCR_OWNERS_READY)
         return dcr_error_set(DCR_ECONTROL,
                              "the owners' report is malformed (%zu bytes); expected a "
@@ -580,7 +586,8 @@ static dcr_status_t wait_owners(dcr_coord_t *c, uint64_t tau, dcr_owners_phase_t
     for (;;) {
         dcr_owners_report_t r;
         dcr_status_t st = dcr_owners_report_get(c->p.control, &r);
-        if (st == DCR_OK && r.tau == tau && r.phase == DCR_OWNERS_FAILED)
+        /* A tau above this one: the owner job is gone (its launcher said so). */
+        if (st == DCR_OK && r.tau >= tau && r.phase == DCR_OWNERS_FAILED)
             return dcr_error_set(DCR_EATTEMPT, "the owners failed attempt %llu: %s",
                                  (unsigned long long)tau, r.why);
         if (st == DCR_OK && r.tau == tau && r.phase == phase) {

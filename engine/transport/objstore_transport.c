@@ -161,7 +161,7 @@ typedef struct objstore {
     uint64_t tau, last_tau;
     int inflight;
     dcr__ledger_t ledger;
-    atomic_uint seq; /* reference names */
+    atomic_uint seq;        /* reference names */
     char manifest_name[48]; /* "MANIFEST", or this handle's part (owner subset) */
     /* rollout side */
     obj_node_t *nodes;
@@ -1474,8 +1474,7 @@ static dcr_status_t obj_create(const dcr_transport_config_t *cfg, dcr_transport_
         st = dcr_error_set(DCR_ENOMEM, "objstore: %d rollout nodes", cfg->rollout_nodes);
         goto fail;
     }
-    for (int i = 0; i < s->nnodes; i++)
-        DCR_CHECK_GOTO(obj_node_init(s, &s->nodes[i], i), st, fail);
+    for (int i = 0; i < s->nnodes; i++) DCR_CHECK_GOTO(obj_node_init(s, &s->nodes[i], i), st, fail);
     *out_p = &s->base.pub;
     return DCR_OK;
 fail:

@@ -301,7 +301,8 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
                                  "within %d ms",
                                  p->cfg->node, (unsigned long long)tau, TURN_TIMEOUT_MS);
         if (superseded(p, tau))
-            return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced", (unsigned long long)tau);
+            return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
+                                 (unsigned long long)tau);
         nap(IDLE_POLL_NS);
     }
 }

@@ -9,11 +9,13 @@
  *     and its link, as a vLLM node shares its host; a node's death is one
  *     failure domain). Never part of an MPI job: one node's death takes no
  *     other process with it.
- *   - the coordinator with the owners: today one process (the launcher,
- *     `dcr bench --processes` itself), the owners as threads with the
- *     in-process group backend. Next: `mpirun -np P dcr owner` ranks over
- *     the "mpi" group backend and `dcr coordinator` as its own process (see
- *     "Owners as processes" below).
+ *   - the owners: `mpirun -np P dcr owner`, one rank per owner over the
+ *     "mpi" group backend (see "Owners as processes" below); with
+ *     `dcr bench --processes --owner-threads` they stay threads of the
+ *     launcher instead, with the coordinator.
+ *   - the coordinator: `dcr coordinator`, its own process, one transition
+ *     per request on its stdin (the launcher's); a new process resumes
+ *     after a crash.
  *   - the verifier: `dcr verify-digests [run flags]`, a process that shares
  *     no state with the refit: it rebuilds the seeded world, replays it to
  *     each committed version, digests a dense refit and compares it with the
@@ -37,15 +39,18 @@
  *      stream half sent), so the launcher starts refits once every node is
  *      READY;
  *   2. the coordinator prepares tau (control plane), opens tau on its own
- *      transport handle, says so (DCR_COORD_REPORT_ID) and waits until every
- *      node with a required receiver reports JOINED for tau (join timeout:
- *      one line naming the node); only then do the owners stream;
+ *      transport handle (the run's clearing handle), says so
+ *      (DCR_COORD_REPORT_ID) and waits until every node with a required
+ *      receiver reports JOINED for tau (join timeout: one line naming the
+ *      node); owner processes stream once the coordinator opened (every
+ *      other handle joins the attempt without clearing it, so a node that
+ *      joins late still finds every payload); owners in the launcher
+ *      stream after the nodes joined;
  *   3. a node learns of tau by polling the latest attempt (every 2 ms),
  *      takes part when its from_version is the version it holds and it has
- *      a required receiver, begins tau on its receivers, waits for its turn
- *      (the coordinator's handle, then the nodes before it, have opened tau:
- *      the object store's open clears the attempt's prefix), opens tau on
- *      its own handle, reports JOINED, delivers and applies;
+ *      a required receiver, begins tau on its receivers, waits until the
+ *      coordinator opened tau, joins tau on its own handle, reports
+ *      JOINED, delivers and applies;
  *   4. the node acknowledges each required receiver (dcr_control_ack),
  *      writes its stage intervals and reports DONE (with its last apply's
  *      end on CLOCK_MONOTONIC, its download bytes and its CPU), or FAILED
@@ -58,25 +63,28 @@
  *      records are all overwrites). A commit made without the node (it was
  *      not required) makes it restore the new version by a dense refit.
  *
- * Owners as processes (designed, not built: it needs the "mpi" group
- * backend and transport change 2 of the README). Each rank of `mpirun -np P
- * dcr owner [run flags]` builds its own world (its shards only), joins the
- * group over MPI_COMM_WORLD, and runs the same loop as a node: it learns of
- * attempt tau from the latest attempt; an attempt for a from_version it has
- * already seen an attempt for is a retry, sent as all overwrites (the
- * first attempt a rank sees for a version may use XOR: a coordinator that
- * crashed before any owner saw its attempt sent nothing); it opens tau on
- * its handle after the coordinator's, constructs, sends, finishes, and
- * reports (rank 0 for the job, after a group barrier) its construction
- * figures and t0 under a reserved id; when the commit record names from+1
- * with an attempt it took part in, each rank updates its tracker and
- * baseline, and rank 0 reports t1 (the job's last update, by a group
- * reduction). `dcr coordinator` then holds no constructor: it prepares,
- * waits for the nodes and the owners, commits, and reads t0/t1 from the
- * owners' report; a new coordinator process after a crash resumes from the
- * commit record and the latest attempt, as dcr_coord_resume does.
+ * Owners as processes (owner_role.c). Each rank of `mpirun -np P dcr owner
+ * [run flags]` builds its own world (every shard of the seeded world: the
+ * constructor runs only its rank's owner), joins the group over
+ * MPI_COMM_WORLD, and follows the control plane through rank 0, which
+ * orders every rank over the group so that all run the same attempt: it
+ * learns of attempt tau from the latest attempt; an attempt for a
+ * from_version it has already seen an attempt for is a retry, sent as all
+ * overwrites (the first attempt the job sees for a version may use XOR: a
+ * coordinator that crashed before any owner saw its attempt sent nothing);
+ * each rank joins tau on its handle after the coordinator opened it,
+ * constructs, sends, finishes (its manifest part), and rank 0 reports for
+ * the job (DCR_OWNERS_REPORT_ID, after every rank answered) the summed
+ * construction figures and t0 (SENT); when the commit record names from+1
+ * with the attempt it sent, each rank updates its tracker and baseline,
+ * and rank 0 reports t1 (the last rank's end; COMMITTED). `dcr coordinator`
+ * holds no constructor: it prepares, waits for the nodes and the owners,
+ * commits, and reads t0/t1 from the owners' report; a new coordinator
+ * process after a crash resumes from the commit record and the latest
+ * attempt (dcr_coord_resume).
  *
- * Clocks: t0 and t1 are taken where the owners run (today the launcher);
+ * Clocks: t0 and t1 are taken where the owners run (rank 0 takes the
+ * earliest start and the latest end its ranks report);
  * a node's apply end and its trace intervals are on CLOCK_MONOTONIC, shared
  * by every process of one host, so the launcher merges them into its own
  * trace as they are. Across hosts the offset of each host's clock to the
@@ -89,10 +97,10 @@
  * across processes yet (its tree lives in one transport handle).
  *
  * Transport across processes (objstore): every process opens its own
- * handle over the same directory, a node process with rollout_nodes 1 (its
- * endpoint 0). What the transport itself still lacks is listed in the
- * README (an open that joins an attempt without clearing it, per-owner
- * completion markers, per-process endpoint subsets). */
+ * handle over the same store (dcr/transport.h: join, owner subsets,
+ * send_only): the coordinator's clears, every other joins; a node process
+ * serves rollout endpoint 0 only (rollout_nodes 1), an owner process its
+ * rank's owner and no rollout endpoint. */
 #ifndef DCR_WORKLOADS_ROLES_H
 #define DCR_WORKLOADS_ROLES_H
 

@@ -76,7 +76,9 @@ typedef struct dcr_coord_config {
 
 typedef enum dcr_owners_phase {
     DCR_OWNERS_SENT = 1,      /* every owner sent and finished attempt tau */
-    DCR_OWNERS_FAILED = 2,    /* attempt tau failed on an owner; why says how */
+    DCR_OWNERS_FAILED = 2,    /* attempt tau failed on an owner; why says how. With a tau
+                                 above every attempt (DCR_CONTROL_VALUE_MAX): the owner job
+                                 is gone, every attempt fails until it reports again */
     DCR_OWNERS_COMMITTED = 3, /* every owner updated its baseline to the commit of tau */
     DCR_OWNERS_READY = 4,     /* the job started: every rank holds the committed version and
                                  takes part in attempts prepared from now on (tau 0) */
