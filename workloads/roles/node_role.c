@@ -35,15 +35,20 @@ void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap)
 
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+    if (node >= 0)
+        snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+    else
+        snprintf(out, cap, "%s/trace/o%d-t%llu.bin", workdir, -1 - node, (unsigned long long)tau);
 }
 
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
 {
-    for (int n = 0; n < nodes; n++) {
+    /* Nodes 0..nodes-1, then owner ranks 0, 1, ... until one left none. */
+    for (int n = 0; n < nodes || n - nodes < DCR_ROLE_OWNERS_MAX; n++) {
         char path[4300];
-        dcr_role_trace_path(workdir, n, tau, path, sizeof(path));
+        dcr_role_trace_path(workdir, n < nodes ? n : -1 - (n - nodes), tau, path, sizeof(path));
         FILE *f = fopen(path, "rb");
+        if (!f && n >= nodes) break;
         if (!f) continue;
         dcr_trace_interval_t iv;
         while (fread(&iv, sizeof(iv), 1, f) == 1)
@@ -224,15 +229,14 @@ static dcr_status_t make_dir(const char *workdir, const char *name)
     return DCR_OK;
 }
 
-/* The attempt's stage intervals, for the launcher's one trace. */
-static dcr_status_t write_trace(node_proc_t *p, uint64_t tau)
+dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau)
 {
-    DCR_CHECK(make_dir(p->cfg->workdir, "trace"));
+    DCR_CHECK(make_dir(workdir, "trace"));
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
     DCR_CHECK(dcr_trace_snapshot(&iv, &n));
     char path[4300];
-    dcr_role_trace_path(p->cfg->workdir, p->cfg->node, tau, path, sizeof(path));
+    dcr_role_trace_path(workdir, who, tau, path, sizeof(path));
     dcr_status_t st = write_file(path, (const uint8_t *)iv, n * sizeof(*iv));
     free(iv);
     return st;
@@ -365,7 +369,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
         return report(p, DCR_NODE_FAILED, a->tau, why);
     }
     p->done = a->tau;
-    DCR_CHECK(write_trace(p, a->tau));
+    DCR_CHECK(dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau));
     return report(p, DCR_NODE_DONE, a->tau, NULL);
 }
 

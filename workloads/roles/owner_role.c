@@ -22,6 +22,7 @@
 #include "dcr/group.h"
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
+#include "dcr/trace.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
 
@@ -153,7 +154,11 @@ static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const
                                 size_t len)
 {
     owner_proc_t *p = ctx;
-    DCR_CHECK(dcr_transport_send(p->transport, owner, payload_id, buf, len));
+    /* The transport bound: submission until the queueing acknowledgment. */
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, owner);
+    dcr_status_t st = dcr_transport_send(p->transport, owner, payload_id, buf, len);
+    dcr_trace_end(&span);
+    DCR_CHECK(st);
     p->sent++; /* one sender thread: this rank's owner */
     return DCR_OK;
 }
@@ -173,6 +178,9 @@ static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
     /* The candidate: version from+1 (a retry finds the world there already). */
     DCR_CHECK(dcr_role_world_advance(p->world, o->from_version + 1));
     DCR_CHECK(dcr_transport_open_attempt(p->transport, o->tau));
+    /* This attempt's intervals only, tagged with the version it builds. */
+    dcr_trace_reset();
+    dcr_trace_set_refit((uint32_t)(o->from_version + 1));
     p->sent = 0;
     out->start = dcr_clock_s();
     dcr_payload_sink_t sink = {sink_submit, p};
@@ -181,7 +189,7 @@ static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
     out->end = dcr_clock_s();
     DCR_CHECK(dcr_transport_finish(p->transport, p->rank, p->sent));
     p->part = o->tau;
-    return DCR_OK;
+    return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
 }
 
 static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
@@ -191,7 +199,7 @@ static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
     out->end = dcr_clock_s();
     p->version = o->version;
     p->part = 0;
-    return DCR_OK;
+    return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
 }
 
 /* A version committed without these owners (a coordinator that moved on):
@@ -306,6 +314,7 @@ static dcr_status_t open_control(owner_proc_t *p, dcr_commit_record_t *rec)
 /* Every rank starts from the committed version rank 0 read. */
 static dcr_status_t owner_setup(owner_proc_t *p)
 {
+    dcr_trace_enable(true);
     p->rank = dcr_group_rank(p->g);
     p->size = dcr_group_size(p->g);
     p->last_from = UINT64_MAX;

@@ -120,11 +120,19 @@ void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, c
                           size_t cap);
 
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
- * array in this host's layout, written before the node reports DONE). */
+ * array in this host's layout, written before the node reports DONE);
+ * node -1 - r: owner rank r's (written before the owners report SENT, and
+ * again with the baseline update before COMMITTED). */
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
-/* Records the intervals every node process wrote for attempt tau into this
- * process's recorder (one clock: CLOCK_MONOTONIC of one host), so that one
- * trace and the bounds cover every process. A missing file is skipped. */
+/* Writes this process's recorded intervals as `who`'s file of attempt tau
+ * (who as in dcr_role_trace_path). */
+dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau);
+/* Records the intervals every node process and owner rank wrote for
+ * attempt tau into this process's recorder (one clock: CLOCK_MONOTONIC of
+ * one host), so that one trace and the bounds cover every process. A
+ * missing node file is skipped; owner files are read from rank 0 up to the
+ * first missing one (at most DCR_ROLE_OWNERS_MAX). */
+#define DCR_ROLE_OWNERS_MAX 4096
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
 
 /* The etcd namespace of a --processes run (etcd://HOST:PORT/PREFIX/<run>),
