@@ -550,6 +550,16 @@ static double nodes_cpu(bench_t *b)
     return sum;
 }
 
+/* CPU seconds the owner processes reported so far (0 with owners here). */
+static double owners_cpu(bench_t *b)
+{
+    dcr_owners_report_t r;
+    if (!b->cfg->processes || !b->cfg->processes->owners ||
+        dcr_owners_report_get(b->control, &r) != DCR_OK)
+        return 0;
+    return r.cpu_s;
+}
+
 /* Node processes: the verifier process checks every timed refit's version
  * (refit i of the run commits version i + 1). */
 static dcr_status_t verify_processes(bench_t *b, dcr_bench_result_t *res)
@@ -590,7 +600,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     dcr_refit_result_t r;
     double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
     dcr_thread_cpu(cpu0);
-    double nodes_cpu0 = nodes_cpu(b);
+    double nodes_cpu0 = nodes_cpu(b), owners_cpu0 = owners_cpu(b);
     dcr_trace_enable(traced);
     const dcr_bench_processes_t *procs = b->cfg->processes;
     dcr_status_t st = procs && procs->refit ? procs->refit(procs->ctx, &r)
@@ -620,6 +630,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
     /* Node processes: their whole CPU between the refit's ends, as they report it. */
     if (b->cfg->processes) out->cpu_s[DCR_THREAD_NODE] = nodes_cpu(b) - nodes_cpu0;
+    /* Owner processes: their whole CPU between their reports before and after. */
+    if (b->cfg->processes && b->cfg->processes->owners)
+        out->cpu_s[DCR_THREAD_OWNER] = owners_cpu(b) - owners_cpu0;
     /* Node processes' intervals join this process's trace (one host, one clock). */
     if (traced && b->cfg->processes)
         DCR_CHECK(dcr_role_trace_import(b->workdir, b->serve.nodes, r.tau));

@@ -195,6 +195,7 @@ static void test_owners_report(void **state)
     r.t0 = 10.25;
     r.construction_end = 10.5 + 1e-7;
     r.t1 = 11.0;
+    r.cpu_s = 3.75 + 1e-9;
     r.construct.payloads = 44;
     r.construct.records = 123456789012345;
     snprintf(r.why, sizeof(r.why), "owner 2: transport closed");
@@ -203,6 +204,7 @@ static void test_owners_report(void **state)
     assert_int_equal(got.phase, DCR_OWNERS_FAILED);
     assert_int_equal(got.tau, 9);
     assert_true(got.t0 == r.t0 && got.construction_end == r.construction_end && got.t1 == r.t1);
+    assert_true(got.cpu_s == r.cpu_s);
     assert_memory_equal(&got.construct, &r.construct, sizeof(r.construct));
     assert_string_equal(got.why, r.why);
     assert_int_equal(dcr_control_report_put(c, DCR_OWNERS_REPORT_ID, "dcr-owners 1 7", 14), DCR_OK);

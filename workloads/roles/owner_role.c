@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "dcr/clock.h"
@@ -51,6 +52,7 @@ typedef struct outcome {
     int32_t status;
     int32_t pad;
     double start, end;
+    double cpu_s; /* this rank's process since it started */
     dcr_construct_stats_t stats;
     char why[256];
 } outcome_t;
@@ -75,6 +77,14 @@ static void nap(long ns)
 {
     struct timespec ts = {0, ns};
     nanosleep(&ts, NULL);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
 }
 
 /* ---- rank 0: what next --------------------------------------------------- */
@@ -222,6 +232,7 @@ static dcr_status_t gather(owner_proc_t *p, const order_t *o, const outcome_t *m
     r.t0 = mine->start;
     r.construction_end = r.t1 = mine->end;
     r.construct = mine->stats;
+    r.cpu_s = mine->cpu_s;
     int failed = mine->status != DCR_OK ? 0 : -1;
     snprintf(r.why, sizeof(r.why), "owner 0: %s", mine->why);
     for (int k = 1; k < p->size; k++) {
@@ -237,6 +248,7 @@ static dcr_status_t gather(owner_proc_t *p, const order_t *o, const outcome_t *m
             failed = src;
             snprintf(r.why, sizeof(r.why), "owner %d: %s", src, u.why);
         }
+        r.cpu_s += u.cpu_s;
         if (u.start < r.t0) r.t0 = u.start;
         if (u.end > r.construction_end) r.construction_end = r.t1 = u.end;
         dcr_construct_stats_t *s = &r.construct;
@@ -281,6 +293,7 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
         memset(&u, 0, sizeof(u));
         dcr_status_t st = o.kind == ORDER_ATTEMPT ? take_part(p, &o, &u) : commit(p, &o, &u);
         u.status = (int32_t)st;
+        u.cpu_s = cpu_seconds();
         if (st != DCR_OK) {
             snprintf(u.why, sizeof(u.why), "%s", dcr_error_line(st));
             /* A stopped attempt's sends must end here too. */

@@ -91,6 +91,7 @@ typedef struct dcr_owners_report {
     double construction_end; /* every owner submitted its last payload */
     double t1;               /* COMMITTED: the last owner finished its baseline update */
     dcr_construct_stats_t construct; /* summed over owners (construction_s: the slowest) */
+    double cpu_s; /* CPU seconds of every rank's process since it started, summed */
     char why[256];
 } dcr_owners_report_t;
 
