@@ -14,15 +14,17 @@
 #include "workloads/interrupt.h"
 #include "workloads/results.h"
 #include "workloads/roles/launch.h"
+#include "workloads/roles/restore.h"
 #include "reports/trace_io.h"
 #include "dcr/trace.h"
 
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
-    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every;
+    int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every,
+        coord_kill_every;
     int64_t retain; /* --retain K (dcr_cli_retain) */
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
-        restart_nodes;
+        restart_nodes, owner_threads;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key, *store, *s3_endpoint;
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
@@ -356,10 +358,12 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
 static bool launcher_only(const char *arg, bool *takes_value)
 {
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
-                                        "--restart-nodes"};
+                                        "--restart-nodes", "--owner-threads"};
     /* --device: checked here; role processes' receivers take the default. */
-    static const char *const valued[] = {"--out",           "--trace",         "--workdir",
-                                         "--keep-payloads", "--sigkill-every", "--device"};
+    static const char *const valued[] = {"--out",           "--trace",
+                                         "--workdir",       "--keep-payloads",
+                                         "--sigkill-every", "--kill-coordinator-every",
+                                         "--device"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -392,25 +396,41 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     return st;
 }
 
-static json_t *processes_json(const dcr_bench_result_t *r, int restarts, int sigkills)
+static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs, int restarts,
+                                   int sigkills);
+
+static json_t *processes_json(const dcr_bench_result_t *r, int owner_procs, int restarts,
+                              int sigkills, int coord_kills, int coord_restarts)
 {
-    /* The owners and the coordinator share this process for now (owners as
-     * an MPI job come with the "mpi" group backend). */
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", 1, "owner_threads", r->owners,
-                     "rollout_nodes", r->node_processes, "coordinator", 1, "verifier", 1,
-                     "node_restarts", restarts, "sigkills", sigkills, "shared",
-                     "owners and coordinator in the launching process");
+    json_t *j = processes_json_base(r, owner_procs, restarts, sigkills);
+    json_object_set_new(j, "coordinator_process", json_boolean(owner_procs > 0));
+    json_object_set_new(j, "coordinator_kills", json_integer(coord_kills));
+    json_object_set_new(j, "coordinator_restarts", json_integer(coord_restarts));
+    return j;
+}
+
+static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs, int restarts,
+                                   int sigkills)
+{
+    /* owners: processes (an MPI job), or 1 when they are threads of the
+     * launching process, which always holds the coordinator. */
+    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", owner_procs ? owner_procs : 1,
+                     "owner_threads", owner_procs ? 0 : r->owners, "rollout_nodes",
+                     r->node_processes, "coordinator", 1, "verifier", 1, "node_restarts", restarts,
+                     "sigkills", sigkills, "shared",
+                     owner_procs ? "nothing: owners (mpirun), coordinator, nodes and verifier are "
+                                   "processes"
+                                 : "owners and coordinator in the launching process");
 }
 
 /* Receiver restores by kind (workloads/roles/restore.h), with the bytes
  * each kind moved and what dense refits of the same receivers move. */
 static json_t *restores_json(const dcr_bench_result_t *r)
 {
-    static const char *const kinds[4] = {"clean", "replay", "repair", "dense"};
     json_t *j = json_object();
-    for (int k = 0; j && k < 4; k++)
+    for (int k = 0; j && k < DCR_RESTORE_KINDS; k++)
         json_object_set_new(
-            j, kinds[k],
+            j, dcr_restore_kind_name((dcr_restore_kind_t)k),
             json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)r->restores_by_kind[k], "bytes",
                       (json_int_t)r->restore_bytes[k], "dense_bytes",
                       (json_int_t)r->restore_dense_bytes[k], "seconds", r->restore_s[k]));
@@ -429,11 +449,18 @@ static int run(bench_opts_t *o, int argc, char **argv)
         c.processes = dcr_role_launcher_hooks(launcher);
         dcr_role_launcher_set_restart(launcher, o->restart_nodes);
         dcr_role_launcher_set_kills(launcher, (int)o->sigkill_every);
+#ifdef DCR_HAVE_MPI
+        dcr_role_launcher_set_owners(launcher, !o->owner_threads);
+#endif
+        dcr_role_launcher_set_coordinator_kills(launcher, (int)o->coord_kill_every);
     }
+    int owner_procs = launcher ? dcr_role_launcher_owner_processes(launcher) : 0;
     dcr_interrupt_install();
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
     int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
     int sigkills = launcher ? dcr_role_launcher_sigkills(launcher) : 0;
+    int coord_kills = launcher ? dcr_role_launcher_coordinator_kills(launcher) : 0;
+    int coord_restarts = launcher ? dcr_role_launcher_coordinator_restarts(launcher) : 0;
     dcr_role_launcher_destroy(launcher);
     if (st != DCR_OK) return dcr_cli_fail("bench", st);
     json_t *config = config_json(o, &c);
@@ -443,14 +470,21 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (o->json) {
         json_t *j = result_json(&r, json_incref(config));
         if (r.node_processes)
-            json_object_set_new(j, "processes", processes_json(&r, restarts, sigkills));
+            json_object_set_new(
+                j, "processes",
+                processes_json(&r, owner_procs, restarts, sigkills, coord_kills, coord_restarts));
         if (r.node_processes) json_object_set_new(j, "restores_by_kind", restores_json(&r));
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
     } else {
         print_text(&c, &r);
-        if (r.node_processes)
+        if (r.node_processes && owner_procs)
+            printf("processes: %d owner processes (mpirun), %d rollout-node processes (%d "
+                   "SIGKILLs, %d restarts), a coordinator process (%d SIGKILLs, %d resumed by a "
+                   "new process), a verifier process\n",
+                   owner_procs, r.node_processes, sigkills, restarts, coord_kills, coord_restarts);
+        else if (r.node_processes)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
                    r.node_processes, sigkills, restarts, r.owners);
@@ -618,9 +652,29 @@ int dcr_cmd_bench(int argc, char **argv)
                            &o.processes,
                            0,
                            0,
-                           "rollout nodes and the verifier as processes of this host (objstore, "
-                           "sync RL; owners and coordinator stay in this process)",
+                           "every role as processes of this host (objstore, sync RL): the owners "
+                           "as an MPI job (mpirun -np <training ranks> dcr owner; as root with "
+                           "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 set for "
+                           "the job), a coordinator process, one process per rollout node, a "
+                           "verifier",
                            false};
+    dcr_arg_t coord_kills = {"--kill-coordinator-every",
+                             DCR_ARG_INT,
+                             &o.coord_kill_every,
+                             0,
+                             1000000,
+                             "--processes: SIGKILL the coordinator process in every N-th "
+                             "transition (after it opened the attempt, or once the owners sent, "
+                             "in turn); a new coordinator process resumes it",
+                             false};
+    dcr_arg_t owner_threads = {"--owner-threads",
+                               DCR_ARG_FLAG,
+                               &o.owner_threads,
+                               0,
+                               0,
+                               "--processes: the owners as threads of this process instead of an "
+                               "MPI job (the only way in a build without MPI)",
+                               false};
     dcr_arg_t restart = {"--restart-nodes",
                          DCR_ARG_FLAG,
                          &o.restart_nodes,
@@ -639,13 +693,14 @@ int dcr_cmd_bench(int argc, char **argv)
                        "nodes and points (joined, done) in turn; implies --restart-nodes",
                        false};
     const char *device = NULL;
-    dcr_arg_t own[4] = {processes, restart, kills, dcr_cli_device_arg(&device)};
+    dcr_arg_t own[6] = {processes,     restart,     kills,
+                        owner_threads, coord_kills, dcr_cli_device_arg(&device)};
     int rc = parse_opts(
         &o, "bench",
         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
         "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
         "[--mode X|P|F] [--rl sync|async] [--processes] [--device cpu|cuda|auto] [--json]",
-        own, 4, argc, argv);
+        own, 6, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = dcr_cli_device_host_only("bench", device))) return rc;
     return run(&o, argc, argv);

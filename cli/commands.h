@@ -21,6 +21,8 @@ int dcr_cmd_report(int argc, char **argv);
 int dcr_cmd_compare(int argc, char **argv);
 int dcr_cmd_diff(int argc, char **argv);
 int dcr_cmd_rollout_node(int argc, char **argv);
+int dcr_cmd_owner(int argc, char **argv);
+int dcr_cmd_coordinator(int argc, char **argv);
 int dcr_cmd_verify_digests(int argc, char **argv);
 
 /* The run configuration of a multi-process refit: the flags of dcr bench

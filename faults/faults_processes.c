@@ -292,8 +292,10 @@ static dcr_status_t make_parties(prun_t *r)
     DCR_CHECK(dcr_faults_bind(r->faults));
     char db[4200];
     dcr_role_control_path(r->wd.path, db, sizeof(db));
-    dcr_status_t st = dcr_role_transport_open_named(
-        "faulty:objstore", b, r->wd.path, sc->train.nodes, sc->layout->world, 1, &r->transport);
+    /* The run's clearing handle (this process is the coordinator). */
+    dcr_role_handle_t as = {.backend = "faulty:objstore"};
+    dcr_status_t st = dcr_role_transport_open_as(b, r->wd.path, sc->train.nodes, sc->layout->world,
+                                                 1, &as, &r->transport);
     if (st == DCR_OK)
         st = dcr_bench_control_open_as("faulty:", b->control_path, db, r->id, &r->control);
     dcr_faults_unbind(r->faults);

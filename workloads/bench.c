@@ -28,6 +28,9 @@
 #include "workloads/roles/roles.h"
 #include "workloads/workdir.h"
 
+_Static_assert(DCR_RESTORE_KINDS == 4,
+               "dcr_bench_result_t sizes its restore arrays for four kinds");
+
 dcr_bench_config_t dcr_bench_config_default(void)
 {
     dcr_bench_config_t cfg;
@@ -238,29 +241,42 @@ static dcr_status_t make_workdir(bench_t *b)
     return DCR_OK;
 }
 
-/* Rollout nodes as processes: their receivers live there; the XOR policy
- * comes from a probe of every slot's loader here (shape only, no data). */
-static dcr_status_t make_policy_remote(bench_t *b)
+dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                  dcr_construct_mode_t mode, uint8_t **out_p)
 {
-    b->nrecv = dcr_serve_receivers(&b->serve);
-    dcr_receiver_t **probe = calloc((size_t)b->nrecv, sizeof(*probe));
-    b->xor_allowed = calloc(b->nc + 1, 1);
-    if (!probe || !b->xor_allowed) {
+    int nrecv = dcr_serve_receivers(serve);
+    size_t nc = dcr_inventory_count(sc->inventory);
+    dcr_receiver_t **probe = calloc((size_t)nrecv, sizeof(*probe));
+    uint8_t *xor_allowed = calloc(nc + 1, 1);
+    if (!probe || !xor_allowed) {
         free(probe);
+        free(xor_allowed);
         return dcr_error_set(DCR_ENOMEM, "XOR policy");
     }
     dcr_receiver_config_t base = {.shape_only = true};
     dcr_status_t st = DCR_OK;
-    for (int i = 0; st == DCR_OK && i < b->nrecv; i++) {
-        st = dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, &base,
-                                       &probe[i]);
+    for (int i = 0; st == DCR_OK && i < nrecv; i++) {
+        st = dcr_serve_receiver_create(&sc->model, sc->inventory, serve, i, &base, &probe[i]);
         if (st == DCR_OK) st = dcr_receiver_prewarm(probe[i]);
     }
-    for (size_t c = 0; st == DCR_OK && c < b->nc; c++)
-        b->xor_allowed[c] = b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, b->nrecv, c);
-    for (int i = 0; i < b->nrecv; i++) dcr_receiver_destroy(probe[i]);
+    for (size_t c = 0; st == DCR_OK && c < nc; c++)
+        xor_allowed[c] = mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, nrecv, c);
+    for (int i = 0; i < nrecv; i++) dcr_receiver_destroy(probe[i]);
     free(probe);
-    return st;
+    if (st != DCR_OK) {
+        free(xor_allowed);
+        return st;
+    }
+    *out_p = xor_allowed;
+    return DCR_OK;
+}
+
+/* Rollout nodes as processes: their receivers live there; the XOR policy
+ * comes from shape-only probes of every receiver's layout. */
+static dcr_status_t make_policy_remote(bench_t *b)
+{
+    b->nrecv = dcr_serve_receivers(&b->serve);
+    return dcr_bench_xor_policy(b->sc, &b->serve, b->cfg->mode, &b->xor_allowed);
 }
 
 static dcr_status_t make_receivers(bench_t *b)
@@ -300,7 +316,9 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
                                  .fanout = b->cfg->fanout,
                                  .queue_payloads = 8,
                                  .s3_endpoint = store ? b->cfg->s3_endpoint : NULL,
-                                 .keep_objects = b->cfg->keep_payloads};
+                                 .keep_objects = b->cfg->keep_payloads,
+                                 /* processes: the clearing handle, read by nobody */
+                                 .send_only = b->cfg->processes != NULL};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
     if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0) {
@@ -315,14 +333,21 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
     return DCR_OK;
 }
 
-static dcr_status_t make_parties(bench_t *b)
+dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
+                                                  const dcr_scenario_t *sc)
 {
     dcr_construct_config_t cc = dcr_construct_config_default();
-    cc.mode = b->cfg->mode;
-    cc.shuffle = b->cfg->shuffle;
-    cc.payload_key = b->cfg->payload_key;
-    dcr_bench_targets(b->cfg, dcr_inventory_bytes(b->sc->inventory), b->sc->layout->world,
-                      &cc.chunk_bytes, &cc.bucket_bytes);
+    cc.mode = cfg->mode;
+    cc.shuffle = cfg->shuffle;
+    cc.payload_key = cfg->payload_key;
+    dcr_bench_targets(cfg, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
+                      &cc.bucket_bytes);
+    return cc;
+}
+
+static dcr_status_t make_parties(bench_t *b)
+{
+    dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
                  cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
@@ -342,6 +367,7 @@ static dcr_status_t make_parties(bench_t *b)
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
     coc.remote_nodes = b->cfg->processes != NULL;
+    coc.remote_owners = b->cfg->processes && b->cfg->processes->owners;
     dcr_coord_parties_t parties = {
         b->con,   b->sc->layout->world, b->transport, b->control, b->receivers,
         b->nrecv, b->xor_allowed,       NULL};
@@ -588,6 +614,16 @@ static double nodes_cpu(bench_t *b)
     return sum;
 }
 
+/* CPU seconds the owner processes reported so far (0 with owners here). */
+static double owners_cpu(bench_t *b)
+{
+    dcr_owners_report_t r;
+    if (!b->cfg->processes || !b->cfg->processes->owners ||
+        dcr_owners_report_get(b->control, &r) != DCR_OK)
+        return 0;
+    return r.cpu_s;
+}
+
 /* Node processes: the verifier process checks every timed refit's version
  * (refit i of the run commits version i + 1). */
 static dcr_status_t verify_processes(bench_t *b, dcr_bench_result_t *res)
@@ -672,11 +708,13 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     dcr_refit_result_t r;
     double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
     dcr_thread_cpu(cpu0);
-    double nodes_cpu0 = nodes_cpu(b);
+    double nodes_cpu0 = nodes_cpu(b), owners_cpu0 = owners_cpu(b);
     /* The next attempt clears the last committed one's payloads. */
     DCR_CHECK(retain_join(b));
     dcr_trace_enable(traced);
-    dcr_status_t st = dcr_coord_refit(b->coord, b->shards, &r);
+    const dcr_bench_processes_t *procs = b->cfg->processes;
+    dcr_status_t st = procs && procs->refit ? procs->refit(procs->ctx, &r)
+                                            : dcr_coord_refit(b->coord, b->shards, &r);
     dcr_trace_enable(true);
     dcr_thread_cpu(cpu1);
     if (b->readers) {
@@ -705,6 +743,9 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
     /* Node processes: their whole CPU between the refit's ends, as they report it. */
     if (b->cfg->processes) out->cpu_s[DCR_THREAD_NODE] = nodes_cpu(b) - nodes_cpu0;
+    /* Owner processes: their whole CPU between their reports before and after. */
+    if (b->cfg->processes && b->cfg->processes->owners)
+        out->cpu_s[DCR_THREAD_OWNER] = owners_cpu(b) - owners_cpu0;
     /* Node processes' intervals join this process's trace (one host, one clock). */
     if (traced && b->cfg->processes)
         DCR_CHECK(dcr_role_trace_import(b->workdir, b->serve.nodes, r.tau));

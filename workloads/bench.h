@@ -29,6 +29,12 @@ typedef struct dcr_bench_processes {
     dcr_status_t (*verify)(void *ctx, const char *workdir, uint64_t first, uint64_t last, bool *ok);
     void (*stop)(void *ctx);
     void *ctx;
+    /* The owners are processes too (an MPI job the launcher starts): the
+     * coordinator of this process runs in remote-owners mode (dcr/coord.h). */
+    bool owners;
+    /* One transition by the coordinator process (with the owners as
+     * processes); NULL: by the coordinator of this process. */
+    dcr_status_t (*refit)(void *ctx, dcr_refit_result_t *out);
 } dcr_bench_processes_t;
 
 typedef struct dcr_bench_config {
@@ -162,6 +168,7 @@ typedef struct dcr_bench_result {
      * the order clean, replay, repair, dense (workloads/roles/restore.h),
      * the bytes they moved, what dense refits would have moved, and their
      * seconds (each receiver's, from its classification to its check). */
+    /* indexed by dcr_restore_kind_t (workloads/roles/restore.h; bench.c checks the count) */
     uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
     double restore_s[4];
     struct {
@@ -170,6 +177,14 @@ typedef struct dcr_bench_result {
     } overhead;
 } dcr_bench_result_t;
 
+/* The constructor configuration of a run (mode, shuffle, key, chunk and
+ * bucket targets), the same in dcr bench and in every owner process. */
+dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
+                                                  const dcr_scenario_t *sc);
+/* Per canonical tensor of sc: XOR on every receiver's path of the serving
+ * layout (mode X only), from shape-only probes; malloc'd into *out_p. */
+dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                  dcr_construct_mode_t mode, uint8_t **out_p);
 /* Chunk and bucket targets for a checkpoint: the configured ones, or by
  * default about 12 payloads per owner (the seed's 482 payloads over 32
  * owners) with the seed's chunk-to-bucket proportion for the transport. */

@@ -130,7 +130,10 @@ struct dcr_constructor {
     int *slot_of;   /* per canonical: slot index in its assembler */
     size_t baseline_bytes;
     dcr_storage_t **candidate; /* of the last successful run */
-    unsigned char *required;   /* per canonical: rebuilt in the last run */
+    /* An owner process's endpoint (dcr_constructor_set_group): only owner
+     * rank(ext) runs here; NULL: every owner, an "inproc" group per run. */
+    dcr_group_t *ext;
+    unsigned char *required; /* per canonical: rebuilt in the last run */
     /* per run */
     uint64_t tau;
     const uint8_t *xor_allowed;
@@ -1077,13 +1080,19 @@ static void free_run(run_threads_t *rt, dcr_constructor_t *c)
     for (int r = 0; c->owners && r < c->world; r++) {
         dcr_queue_destroy(c->owners[r].queue);
         c->owners[r].queue = NULL;
-        if (rt->group) dcr_group_destroy(rt->group[r]);
+        if (rt->group && !c->ext) dcr_group_destroy(rt->group[r]);
     }
     free(rt->owners);
     free(rt->senders);
     free(rt->ctx);
     free(rt->required);
     free(rt->group);
+}
+
+/* Whether owner r runs in this process. */
+static bool is_local(const dcr_constructor_t *c, int r)
+{
+    return c->ext == NULL || r == dcr_group_rank(c->ext);
 }
 
 static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t ncanon)
@@ -1097,8 +1106,12 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
     if (!rt->owners || !rt->senders || !rt->ctx || !rt->required || !rt->group)
         return dcr_error_set(DCR_ENOMEM, "run state for %d owners", w);
     int created = 0;
-    DCR_CHECK(dcr_group_create("inproc", w, rt->group, &created));
+    if (c->ext)
+        rt->group[dcr_group_rank(c->ext)] = c->ext;
+    else
+        DCR_CHECK(dcr_group_create("inproc", w, rt->group, &created));
     for (int r = 0; r < w; r++) {
+        if (!is_local(c, r)) continue;
         owner_t *o = &c->owners[r];
         memset(&o->stats, 0, sizeof(o->stats));
         o->group = rt->group[r];
@@ -1131,8 +1144,10 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     double t0 = dcr_clock_s();
     dcr_status_t st = start_run(c, &rt, ncanon);
     int owners = 0, senders = 0;
+    /* The owners of this process: [base, base + local). */
+    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
     c->gate = 0;
-    for (int r = 0; st == DCR_OK && r < c->world; r++) {
+    for (int r = base; st == DCR_OK && r < base + local; r++) {
         if (dcr_thread_start(&rt.senders[r], DCR_THREAD_TRANSPORT, sender_main, &c->owners[r],
                              "dcr-send-%d", r))
             break;
@@ -1142,21 +1157,22 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
             break;
         owners++;
     }
-    if (st == DCR_OK && owners < c->world) {
-        st =
-            dcr_error_set(DCR_ENOMEM, "construction: cannot start the threads of owner %d", owners);
-        for (int r = owners; r < senders; r++) dcr_queue_close(c->owners[r].queue);
+    if (st == DCR_OK && owners < local) {
+        st = dcr_error_set(DCR_ENOMEM, "construction: cannot start the threads of owner %d",
+                           base + owners);
+        for (int r = base + owners; r < base + senders; r++) dcr_queue_close(c->owners[r].queue);
     }
     start_gate_open(c, st == DCR_OK ? 1 : -1);
-    for (int r = 0; r < owners; r++) pthread_join(rt.owners[r], NULL);
-    for (int r = 0; r < senders; r++) pthread_join(rt.senders[r], NULL);
+    for (int r = base; r < base + owners; r++) pthread_join(rt.owners[r], NULL);
+    for (int r = base; r < base + senders; r++) pthread_join(rt.senders[r], NULL);
     dcr_construct_stats_t sum = {0};
     sum.construction_s = dcr_clock_s() - t0;
-    for (int r = 0; st == DCR_OK && r < c->world; r++) {
+    for (int r = base; st == DCR_OK && r < base + local; r++) {
         st = c->owners[r].status != DCR_OK ? c->owners[r].status : c->owners[r].sender_status;
         add_stats(&sum, &c->owners[r].stats);
     }
-    if (st == DCR_OK) memcpy(c->required, rt.required, ncanon);
+    /* U_req is the same on every rank: this process's first owner's copy. */
+    if (st == DCR_OK) memcpy(c->required, rt.required + (size_t)base * (ncanon + 1), ncanon);
     free_run(&rt, c);
     if (st != DCR_OK) {
         c->candidate[0] = NULL; /* no commit from a failed run */
@@ -1175,6 +1191,7 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
      * from the committed shards. */
     dcr_status_t st = DCR_OK;
     for (int r = 0; r < c->world && st == DCR_OK; r++) {
+        if (!is_local(c, r)) continue;
         owner_t *o = &c->owners[r];
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, r);
         for (int pass = 0; pass < 2; pass++) {
@@ -1197,4 +1214,16 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
     }
     c->candidate[0] = NULL;
     return st;
+}
+
+dcr_status_t dcr_constructor_set_group(dcr_constructor_t *c, dcr_group_t *g)
+{
+    if (!c) return dcr_error_set(DCR_EINVAL, "constructor_set_group: c is NULL");
+    if (g && dcr_group_size(g) != c->world)
+        return dcr_error_set(DCR_EINVAL,
+                             "constructor_set_group: a group of %d ranks for %d owners; expected "
+                             "one rank per owner",
+                             dcr_group_size(g), c->world);
+    c->ext = g;
+    return DCR_OK;
 }

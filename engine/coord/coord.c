@@ -4,6 +4,7 @@
 #include "dcr/coord.h"
 
 #include <blake2.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -33,8 +34,8 @@ const char *dcr_rl_mode_name(dcr_rl_mode_t mode)
 
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node)
 {
-    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20,
-                              false, 60000};
+    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20, false,
+                              60000, false};
     return cfg;
 }
 
@@ -50,6 +51,7 @@ struct dcr_coord {
     char id[DCR_CONTROL_ID_MAX];
     dcr_coord_parties_t p;
     int nodes;
+    int64_t owner_uploads; /* remote owners: payload bytes their reports counted (V_payload sent) */
     dcr_commit_record_t record; /* K^v as last read or committed */
     dcr_gate_t *gate;           /* the receivers' request gates */
     bool own_gate;              /* made here because the parties brought none */
@@ -285,6 +287,11 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         return dcr_error_set(
             DCR_EINVAL, "coordinator: %d receivers in nodes of %d, %d attempts, %d owners",
             parties->nreceivers, cfg->receivers_per_node, cfg->max_attempts, parties->world);
+    if (cfg->remote_owners && !cfg->remote_nodes)
+        return dcr_error_set(DCR_EINVAL, "coordinator: owners as processes need rollout nodes as "
+                                         "processes (remote_nodes)");
+    if (!cfg->remote_owners && !parties->constructor)
+        return dcr_error_set(DCR_EINVAL, "coordinator: no constructor for owners in this process");
     if (cfg->remote_nodes && cfg->rl != DCR_RL_SYNC)
         return dcr_error_set(DCR_EINVAL,
                              "coordinator: rollout nodes as processes run sync RL only");
@@ -429,7 +436,7 @@ static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t ph
             if (st == DCR_OK && r.tau == tau && r.phase == DCR_NODE_FAILED)
                 return dcr_error_set(DCR_EATTEMPT, "rollout node %d failed attempt %llu: %s", node,
                                      (unsigned long long)tau, r.why);
-            if (st == DCR_OK && r.tau == tau && r.phase >= phase) {
+            if (st == DCR_OK && r.tau == tau && r.phase == phase) {
                 if (apply_end_p && r.apply_end > *apply_end_p) *apply_end_p = r.apply_end;
                 break;
             }
@@ -510,6 +517,107 @@ static dcr_status_t nodes_still_done(dcr_coord_t *c, uint64_t tau)
     return DCR_OK;
 }
 
+/* ---- owners as processes ---------------------------------------------------------- */
+
+/* One line: phase, tau, t0, construction_end, t1, cpu_s (hex floats: exact),
+ * the construction figures, then why. */
+#define OWNERS_REPORT_PUT                                                                          \
+    "dcr-owners 1 %u %" PRIu64 " %a %a %a %a %a"                                                   \
+    " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64            \
+    " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " "
+#define OWNERS_REPORT_GET                                                                          \
+    "dcr-owners 1 %u %" SCNu64 " %la %la %la %la %la"                                              \
+    " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64            \
+    " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " "
+
+dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_report_t *r)
+{
+    const dcr_construct_stats_t *k = &r->construct;
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf), OWNERS_REPORT_PUT "%s", (unsigned)r->phase, r->tau, r->t0,
+                     r->construction_end, r->t1, r->cpu_s, k->construction_s, k->compared_elements,
+                     k->changed_elements, k->records, k->raw_changed_value_bytes, k->payload_bytes,
+                     k->body_raw_bytes, k->value_bytes, k->payloads, k->xor_items,
+                     k->overwrite_items, k->residual_tensors, r->why);
+    for (char *q = buf; *q; q++)
+        if (*q == '\n') *q = ' '; /* one line */
+    return dcr_control_report_put(control, DCR_OWNERS_REPORT_ID, buf,
+                                  (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1));
+}
+
+dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *out_p)
+{
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_control_report_get(control, DCR_OWNERS_REPORT_ID, &data, &len));
+    char buf[1024];
+    size_t n = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+    memcpy(buf, data, n);
+    buf[n] = '\0';
+    free(data);
+    dcr_owners_report_t r;
+    memset(&r, 0, sizeof(r));
+    dcr_construct_stats_t *k = &r.construct;
+    unsigned phase = 0;
+    int used = -1;
+    int got = sscanf(buf, OWNERS_REPORT_GET "%n", &phase, &r.tau, &r.t0, &r.construction_end, &r.t1,
+                     &r.cpu_s, &k->construction_s, &k->compared_elements, &k->changed_elements,
+                     &k->records, &k->raw_changed_value_bytes, &k->payload_bytes,
+                     &k->body_raw_bytes, &k->value_bytes, &k->payloads, &k->xor_items,
+                     &k->overwrite_items, &k->residual_tensors, &used);
+    if (got != 18 || used < 0 || phase < DCR_OWNERS_SENT || phase > DCR_OWNERS_READY)
+        return dcr_error_set(DCR_ECONTROL,
+                             "the owners' report is malformed (%zu bytes); expected a "
+                             "'dcr-owners 1' line",
+                             len);
+    r.phase = (dcr_owners_phase_t)phase;
+    snprintf(r.why, sizeof(r.why), "%s", buf + used);
+    *out_p = r;
+    return DCR_OK;
+}
+
+/* Waits for the owners' report of `phase` for tau; FAILED for tau fails the
+ * attempt with their line, silence beyond the stall timeout names what was
+ * awaited. */
+static dcr_status_t wait_owners(dcr_coord_t *c, uint64_t tau, dcr_owners_phase_t phase,
+                                dcr_owners_report_t *out_p)
+{
+    double t0 = dcr_clock_s();
+    for (;;) {
+        dcr_owners_report_t r;
+        dcr_status_t st = dcr_owners_report_get(c->p.control, &r);
+        /* A tau above this one: the owner job is gone (its launcher said so). */
+        if (st == DCR_OK && r.tau >= tau && r.phase == DCR_OWNERS_FAILED)
+            return dcr_error_set(DCR_EATTEMPT, "the owners failed attempt %llu: %s",
+                                 (unsigned long long)tau, r.why);
+        if (st == DCR_OK && r.tau == tau && r.phase == phase) {
+            *out_p = r;
+            return DCR_OK;
+        }
+        if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
+        if ((dcr_clock_s() - t0) * 1000.0 > c->cfg.stall_timeout_ms)
+            return dcr_error_set(DCR_ETIMEOUT,
+                                 "the owners did not report %s for attempt %llu within %d ms",
+                                 phase == DCR_OWNERS_SENT ? "sent" : "committed",
+                                 (unsigned long long)tau, c->cfg.stall_timeout_ms);
+        struct timespec ts = {0, NODE_POLL_NS};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The owners' side of an attempt when they are processes: their report
+ * replaces the construction run. */
+static dcr_status_t remote_construct(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res)
+{
+    dcr_owners_report_t r;
+    DCR_CHECK(wait_owners(c, tau, DCR_OWNERS_SENT, &r));
+    c->owner_uploads += r.construct.payload_bytes; /* each payload is uploaded once */
+    res->construct = r.construct;
+    if (res->t0 == 0.0) res->t0 = r.t0;
+    res->construction_end = r.construction_end;
+    return DCR_OK;
+}
+
 static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
     if (collect_required(c) == 0)
@@ -542,10 +650,14 @@ static dcr_status_t stream(dcr_coord_t *c, dcr_storage_t *const *candidate, uint
     if (st != DCR_OK) return st;
     dcr_payload_sink_t sink = {sink_submit, c};
     c->sink_why[0] = '\0';
-    st = dcr_constructor_run(c->p.constructor, candidate, tau, c->p.xor_allowed, overwrite, &sink,
-                             &res->construct);
-    res->construction_end = dcr_clock_s();
-    if (st == DCR_OK) st = flush_owners(c);
+    if (c->cfg.remote_owners) {
+        st = remote_construct(c, tau, res);
+    } else {
+        st = dcr_constructor_run(c->p.constructor, candidate, tau, c->p.xor_allowed, overwrite,
+                                 &sink, &res->construct);
+        res->construction_end = dcr_clock_s();
+        if (st == DCR_OK) st = flush_owners(c);
+    }
     char why[600];
     snprintf(why, sizeof(why), "%s", c->sink_why[0] ? c->sink_why : dcr_error_detail());
     if (st != DCR_OK) dcr_transport_stop_and_wait(c->p.transport); /* wakes the nodes */
@@ -603,12 +715,32 @@ static dcr_status_t step(dcr_coord_t *c, dcr_coord_step_t s, uint64_t tau)
     return st;
 }
 
+/* Owner processes update their baselines when they see the commit record;
+ * t1 is theirs. The commit stands whatever happens here: owners that never
+ * report leave t1 at the coordinator's time, with a warning. */
+static dcr_status_t owners_committed(dcr_coord_t *c, const dcr_commit_record_t *committed,
+                                     dcr_refit_result_t *res)
+{
+    dcr_owners_report_t r;
+    res->version = committed->version;
+    res->tau = committed->attempt;
+    if (wait_owners(c, committed->attempt, DCR_OWNERS_COMMITTED, &r) == DCR_OK) {
+        res->t1 = r.t1;
+        return DCR_OK;
+    }
+    DCR_LOG_WARN("version %llu committed, but %s", (unsigned long long)committed->version,
+                 dcr_error_detail());
+    res->t1 = dcr_clock_s();
+    return DCR_OK;
+}
+
 /* Owners update their baselines only after the joint commit. */
 static dcr_status_t finish_commit(dcr_coord_t *c, const dcr_commit_record_t *committed,
                                   dcr_refit_result_t *res)
 {
     res->commit_end = dcr_clock_s();
     c->record = *committed;
+    if (c->cfg.remote_owners) return owners_committed(c, committed, res);
     DCR_CHECK(dcr_constructor_commit(c->p.constructor));
     res->t1 = dcr_clock_s();
     res->version = committed->version;
@@ -658,7 +790,7 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
     DCR_CHECK(begin_attempt(c, &tau));
     DCR_CHECK(step(c, DCR_COORD_STEP_STREAM, tau));
     if (c->cfg.rl == DCR_RL_SYNC) close_gates(c, tau);
-    if (res->t0 == 0.0) res->t0 = dcr_clock_s();
+    if (res->t0 == 0.0 && !c->cfg.remote_owners) res->t0 = dcr_clock_s();
     discard_staged(c); /* a failed attempt's staging */
     DCR_CHECK(stream(c, candidate, tau, overwrite, res));
     if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, res));
@@ -751,7 +883,7 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
         (uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
     dcr_transport_counters_t before, after;
     dcr_transport_counters(c->p.transport, &before);
-    int64_t nodes_before = remote_cross_bytes(c);
+    int64_t nodes_before = remote_cross_bytes(c), uploads_before = c->owner_uploads;
     dcr_status_t st = DCR_EATTEMPT;
     char first_error[512] = "";
     int live_before = live_count(c);
@@ -800,8 +932,9 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
     res->payload_bytes = res->construct.payload_bytes;
     res->cross_bytes = after.cross_bytes - before.cross_bytes;
     if (c->cfg.remote_nodes)
-        res->cross_bytes =
-            after.payload_bytes - before.payload_bytes + remote_cross_bytes(c) - nodes_before;
+        res->cross_bytes = (c->cfg.remote_owners ? c->owner_uploads - uploads_before
+                                                 : after.payload_bytes - before.payload_bytes) +
+                           remote_cross_bytes(c) - nodes_before;
     receiver_drops(c, res);
     return DCR_OK;
 }
@@ -841,10 +974,13 @@ dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
          * fails an attempt before its commit, and membership changes only
          * between attempts), so the commit vouches for each of them. */
         res.t0 = dcr_clock_s();
-        DCR_CHECK(dcr_constructor_commit(c->p.constructor));
+        if (c->cfg.remote_owners)
+            DCR_CHECK(owners_committed(c, &c->record, &res));
+        else
+            DCR_CHECK(dcr_constructor_commit(c->p.constructor));
         for (int i = 0; i < c->p.nreceivers; i++)
             if (atomic_load(&c->alive[i])) dcr_gate_open(c->gate, i, c->record.attempt, true);
-        res.t1 = dcr_clock_s();
+        if (!c->cfg.remote_owners) res.t1 = dcr_clock_s();
         res.version = c->record.version;
         res.tau = c->record.attempt;
     } else if (c->record.version == from_version) {

@@ -22,6 +22,12 @@ void dcr__obj_attempt_prefix(uint64_t tau, char *out, size_t cap);
 void dcr__obj_payload_name(uint32_t owner, uint64_t id, char *out, size_t cap);
 /* Parses a payload name as dcr__obj_payload_name writes it, exactly. */
 bool dcr__obj_parse_payload_name(const char *s, uint32_t *owner, uint64_t *id);
+/* Name of the manifest part of owners [first, first + count)
+ * ("MANIFEST-<first>-<count>"), under its attempt's prefix. */
+void dcr__obj_manifest_part_name(int first, int count, char *out, size_t cap);
+/* Parses a part name as dcr__obj_manifest_part_name writes it, exactly, for
+ * a non-empty range inside [0, world). */
+bool dcr__obj_parse_manifest_part_name(const char *s, int world, int *first, int *count);
 /* The manifest text for entries e[0, n) of attempt tau; malloc'd, *len_p bytes;
  * NULL when out of memory. */
 char *dcr__manifest_text(uint64_t tau, const dcr__ledger_entry_t *e, size_t n, size_t *len_p);

@@ -3,6 +3,9 @@
  * Keys (relative to the store's root or prefix):
  *   attempt-<tau>/payload-<owner>-<id>.dcrp   one payload, as the codec wrote it
  *   attempt-<tau>/MANIFEST                    written last, by the last owner's finish
+ *   attempt-<tau>/MANIFEST-<first>-<count>    a manifest part: the completion marker of a
+ *                                             handle serving owners [first, first + count)
+ *                                             (an owner process), listing their payloads only
  *   reference-<pid>-<n>/ref-<owner>-<k>.bin   the reference's dummy checkpoint
  * One flat prefix per attempt, so one listing sees it all.
  *
@@ -12,6 +15,9 @@
  *   payloads <n>
  *   payload <owner> <id> <bytes> <BLAKE2b-128 digest, 32 lowercase hex digits>   (n lines)
  *   end
+ * A part has the same format. Readers take the whole manifest, or else the
+ * parts once they cover every owner of [0, world) exactly once, as one
+ * manifest (the union of their entries).
  * Decimal numbers have no sign and no leading zeros; anything else is
  * malformed, and a malformed manifest fails the attempt on every reader
  * (once it stayed malformed OBJ_LISTED_WAIT_MS, objstore_transport.c). */
@@ -212,5 +218,24 @@ bool dcr__obj_parse_payload_name(const char *s, uint32_t *owner, uint64_t *id)
     }
     *owner = (uint32_t)o;
     *id = i;
+    return true;
+}
+
+void dcr__obj_manifest_part_name(int first, int count, char *out, size_t cap)
+{
+    snprintf(out, cap, "MANIFEST-%d-%d", first, count);
+}
+
+bool dcr__obj_parse_manifest_part_name(const char *s, int world, int *first, int *count)
+{
+    const char *p = s, *end = s + strlen(s);
+    uint64_t f, n;
+    if (!mf_lit(&p, end, "MANIFEST-") || !mf_u64(&p, end, &f) || !mf_lit(&p, end, "-") ||
+        !mf_u64(&p, end, &n) || p != end || n == 0 || f >= (uint64_t)world ||
+        n > (uint64_t)world - f) {
+        return false;
+    }
+    *first = (int)f;
+    *count = (int)n;
     return true;
 }

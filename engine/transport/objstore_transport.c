@@ -9,7 +9,11 @@
  * per-request latency a real store's durable PUT costs.
  *
  * The manifest is written last, by the last owner's finish, after every
- * payload it lists was stored.
+ * payload it lists was stored. Across processes (dcr/transport.h: join,
+ * owner subsets, send_only) each handle of owners writes its owners'
+ * manifest part once all of them finished, and readers complete the
+ * attempt once the parts cover every owner: the union of the parts is the
+ * manifest, and each part, like the whole one, follows its payloads.
  *
  * Readers (rollout nodes) never share memory with the training side: each
  * node has OBJ_FLOWS download threads (GETs in flight) that list the
@@ -157,9 +161,11 @@ typedef struct objstore {
     uint64_t tau, last_tau;
     int inflight;
     dcr__ledger_t ledger;
-    atomic_uint seq; /* reference names */
+    atomic_uint seq;        /* reference names */
+    char manifest_name[48]; /* "MANIFEST", or this handle's part (owner subset) */
     /* rollout side */
     obj_node_t *nodes;
+    int nnodes; /* rollout_nodes, or 0 for a send_only handle */
 } objstore_t;
 
 /* ---- store access ------------------------------------------------------- */
@@ -477,30 +483,112 @@ static void obj_manifest_path(objstore_t *s, uint64_t tau, char *out, size_t cap
     snprintf(out, cap, "%s/%s", s->base.dir, key);
 }
 
-static void obj_read_manifest(objstore_t *s, uint64_t tau, uint64_t size, obj_listing_t *L)
+/* A manifest object of attempt tau as the store lists it: the whole
+ * manifest (count 0) or the part of owners [first, first + count). */
+typedef struct obj_mpart {
+    int first, count;
+    uint64_t size;
+} obj_mpart_t;
+
+static void obj_manifest_fail(obj_listing_t *L, dcr_status_t err)
 {
-    char key[128], path[PATH_MAX + 128];
-    obj_key(tau, "MANIFEST", key, sizeof key);
-    obj_manifest_path(s, tau, path, sizeof path);
-    uint8_t *text = NULL;
-    size_t len = 0;
-    dcr_status_t err = dcr_objstore_get(s->store, key, size, NULL, &text, &len);
-    if (err == DCR_ENOTFOUND) return;
-    if (err == DCR_EINVAL) {
-        err = dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s: above %" PRIu64 " bytes", path,
-                            size);
-    } else if (err != DCR_OK) {
-        /* Unreadable now (a store error): the next listing tries again. */
-        DCR_LOG_DEBUG("objstore: manifest %s not read: %s", path, dcr_error_detail());
-        return;
-    } else {
-        err = dcr__manifest_parse((const char *)text, len, path, tau, s->base.cfg.world, &L->m,
-                                  &L->mn);
-    }
-    free(text);
     L->manifest = true;
     L->merr = err;
-    if (err != DCR_OK) snprintf(L->merrmsg, sizeof L->merrmsg, "%s", dcr_error_detail());
+    snprintf(L->merrmsg, sizeof L->merrmsg, "%s", dcr_error_detail());
+}
+
+/* Reads one manifest object and appends its entries to L->m; false when it
+ * is not readable now (the next listing tries again). A malformed one, or a
+ * part listing an owner outside its range, fails the manifest. */
+static bool obj_read_part(objstore_t *s, uint64_t tau, const obj_mpart_t *mp, obj_listing_t *L)
+{
+    char name[48], key[128], path[PATH_MAX + 128];
+    if (mp->count == 0)
+        snprintf(name, sizeof name, "MANIFEST");
+    else
+        dcr__obj_manifest_part_name(mp->first, mp->count, name, sizeof name);
+    obj_key(tau, name, key, sizeof key);
+    snprintf(path, sizeof path, "%s/%s", s->base.dir, key);
+    uint8_t *text = NULL;
+    size_t len = 0;
+    dcr_status_t err = dcr_objstore_get(s->store, key, mp->size, NULL, &text, &len);
+    if (err == DCR_ENOTFOUND) return false;
+    if (err != DCR_OK && err != DCR_EINVAL) {
+        /* Unreadable now (a store error): the next listing tries again. */
+        DCR_LOG_DEBUG("objstore: manifest %s not read: %s", path, dcr_error_detail());
+        return false;
+    }
+    dcr__ledger_entry_t *m = NULL;
+    size_t mn = 0;
+    if (err == DCR_EINVAL)
+        err = dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s: above %" PRIu64 " bytes", path,
+                            mp->size);
+    else
+        err = dcr__manifest_parse((const char *)text, len, path, tau, s->base.cfg.world, &m, &mn);
+    free(text);
+    int lo = mp->count ? mp->first : 0, hi = mp->count ? mp->first + mp->count : INT_MAX;
+    for (size_t i = 0; err == DCR_OK && i < mn; i++) {
+        if ((int)m[i].owner < lo || (int)m[i].owner >= hi)
+            err = dcr_error_set(DCR_ETRANSPORT,
+                                "objstore: manifest %s lists owner %" PRIu32
+                                ", expected owners %d..%d only",
+                                path, m[i].owner, lo, hi - 1);
+    }
+    dcr__ledger_entry_t *all = NULL;
+    if (err == DCR_OK && (all = realloc(L->m, (L->mn + mn + 1) * sizeof *all)) == NULL)
+        err = dcr_error_set(DCR_ENOMEM, "objstore: manifest %s: %zu entries", path, mn);
+    if (err != DCR_OK) {
+        free(m);
+        obj_manifest_fail(L, err);
+        return true;
+    }
+    L->m = all;
+    if (mn > 0) memcpy(L->m + L->mn, m, mn * sizeof *m);
+    L->mn += mn;
+    free(m);
+    L->manifest = true;
+    return true;
+}
+
+/* The parts of a listing, when they cover every owner exactly once: read
+ * them all as one manifest. Two parts naming one owner fail the manifest. */
+static void obj_read_parts(objstore_t *s, uint64_t tau, const obj_mpart_t *parts, size_t n,
+                           obj_listing_t *L)
+{
+    int world = s->base.cfg.world;
+    const obj_mpart_t **by = calloc((size_t)world, sizeof *by);
+    if (by == NULL) return; /* the next listing tries again */
+    int covered = 0;
+    for (size_t i = 0; i < n; i++) {
+        for (int o = parts[i].first; o < parts[i].first + parts[i].count; o++) {
+            if (by[o] != NULL) {
+                obj_manifest_fail(
+                    L, dcr_error_set(DCR_ETRANSPORT,
+                                     "objstore: attempt %" PRIu64
+                                     ": manifest parts MANIFEST-%d-%d and MANIFEST-%d-%d both "
+                                     "cover owner %d; expected each owner in one part",
+                                     tau, by[o]->first, by[o]->count, parts[i].first,
+                                     parts[i].count, o));
+                free(by);
+                return;
+            }
+            by[o] = &parts[i];
+            covered++;
+        }
+    }
+    free(by);
+    if (covered < world) return; /* not every owner finished yet */
+    for (size_t i = 0; i < n; i++) {
+        if (!obj_read_part(s, tau, &parts[i], L)) {
+            /* A part not readable now: the whole manifest waits for the next listing. */
+            free(L->m);
+            L->m = NULL;
+            L->mn = 0;
+            L->manifest = false;
+            return;
+        }
+        if (L->merr != DCR_OK) return;
+    }
 }
 
 /* One LIST of the attempt's prefix, plus the manifest when still needed. */
@@ -515,13 +603,16 @@ static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listin
         return; /* the next listing tries again */
     }
     L->v = calloc(n ? n : 1, sizeof *L->v);
-    if (L->v == NULL) {
+    obj_mpart_t *parts = calloc(n ? n : 1, sizeof *parts);
+    if (L->v == NULL || parts == NULL) {
+        free(parts);
         snprintf(L->err, sizeof L->err, "out of memory for %zu names", n);
         return;
     }
     L->ok = true;
     bool listed_manifest = false;
     uint64_t msize = DCR__MANIFEST_MAX_BYTES;
+    size_t nparts = 0;
     for (size_t i = 0; i < n; i++) {
         const char *name = L->all[i].key + plen;
         /* An empty object is neither a payload nor a manifest: a store that
@@ -530,18 +621,29 @@ static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listin
         if (L->all[i].size == 0) continue;
         uint32_t owner;
         uint64_t id;
+        int first, count;
+        uint64_t size =
+            L->all[i].size < DCR__MANIFEST_MAX_BYTES ? L->all[i].size : DCR__MANIFEST_MAX_BYTES;
         if (dcr__obj_parse_payload_name(name, &owner, &id)) {
             L->v[L->n++] = (obj_name_t){owner, id, L->all[i].size, L->all[i].version};
         } else if (strcmp(name, "MANIFEST") == 0) {
             listed_manifest = true;
-            if (L->all[i].size < msize) msize = L->all[i].size;
+            if (size < msize) msize = size;
+        } else if (dcr__obj_parse_manifest_part_name(name, s->base.cfg.world, &first, &count)) {
+            parts[nparts++] = (obj_mpart_t){first, count, size};
         }
     }
-    /* Read after the listing: every payload is stored before the manifest, so
-     * a manifest seen now lists only objects that are already visible. A
-     * store whose listings lag behind its puts is asked for it directly. */
-    if (need_manifest && (listed_manifest || !dcr_objstore_props(s->store)->consistent_list))
-        obj_read_manifest(s, tau, listed_manifest ? msize : DCR__MANIFEST_MAX_BYTES, L);
+    /* Read after the listing: every payload is stored before the manifest
+     * (or its part), so a manifest seen now lists only objects that are
+     * already visible. A store whose listings lag behind its puts is asked
+     * for the whole manifest directly; parts are found by listing. */
+    if (need_manifest && (listed_manifest || !dcr_objstore_props(s->store)->consistent_list)) {
+        obj_mpart_t whole = {0, 0, listed_manifest ? msize : DCR__MANIFEST_MAX_BYTES};
+        obj_read_part(s, tau, &whole, L);
+    } else if (need_manifest && nparts > 0) {
+        obj_read_parts(s, tau, parts, nparts, L);
+    }
+    free(parts);
 }
 
 static void obj_apply_unlisted(obj_node_t *nd, obj_entry_t *e, const char *mpath)
@@ -938,7 +1040,7 @@ static dcr_status_t obj_write_manifest(objstore_t *s, uint64_t tau, uint64_t gen
     char *text = dcr__manifest_text(tau, e, n, &len);
     if (text == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: manifest of %zu payloads", n);
     char key[128];
-    obj_key(tau, "MANIFEST", key, sizeof key);
+    obj_key(tau, s->manifest_name, key, sizeof key);
     dcr_status_t st = dcr_objstore_put(s->store, key, (const uint8_t *)text, len, NULL);
     free(text);
     pthread_mutex_lock(&s->mu);
@@ -983,6 +1085,19 @@ static dcr_status_t obj_finish(dcr_transport_t *t, int owner, uint64_t npayloads
 
 /* ---- attempts ----------------------------------------------------------- */
 
+/* Owners other processes serve count as finished from the start, so that
+ * the last of this handle's owners to finish writes its manifest part. */
+static void obj_ledger_skip_foreign(objstore_t *s)
+{
+    const dcr_transport_config_t *c = &s->base.cfg;
+    if (c->owner_count == 0) return;
+    for (int o = 0; o < c->world; o++) {
+        if (o >= c->owner_first && o < c->owner_first + c->owner_count) continue;
+        s->ledger.finished[o] = true;
+        s->ledger.nfinished++;
+    }
+}
+
 static dcr_status_t obj_open_attempt(dcr_transport_t *t, uint64_t tau)
 {
     objstore_t *s = (objstore_t *)t;
@@ -997,22 +1112,28 @@ static dcr_status_t obj_open_attempt(dcr_transport_t *t, uint64_t tau)
     s->last_tau = tau;
     pthread_mutex_unlock(&s->mu);
     obj_train_stop(s);
-    for (int i = 0; i < s->base.cfg.rollout_nodes; i++) obj_node_reset(&s->nodes[i], 0, false);
+    for (int i = 0; i < s->nnodes; i++) obj_node_reset(&s->nodes[i], 0, false);
 
-    if (s->have_prefix) {
-        /* The replaced attempt can no longer publish or deliver anything. */
-        obj_remove_attempt(s, s->tau);
-        s->have_prefix = false;
+    if (s->base.cfg.join) {
+        /* The clearing handle opened tau before us and removes the
+         * replaced attempt's objects itself (dcr/transport.h). */
+    } else {
+        if (s->have_prefix) {
+            /* The replaced attempt can no longer publish or deliver anything. */
+            obj_remove_attempt(s, s->tau);
+            s->have_prefix = false;
+        }
+        obj_remove_attempt(s, tau); /* leftovers of an earlier run that used the same tau */
     }
-    obj_remove_attempt(s, tau); /* leftovers of an earlier run that used the same tau */
     s->have_prefix = true;
 
     pthread_mutex_lock(&s->mu);
     s->tau = tau;
     dcr__ledger_reset(&s->ledger);
+    obj_ledger_skip_foreign(s);
     s->open = true;
     pthread_mutex_unlock(&s->mu);
-    for (int i = 0; i < s->base.cfg.rollout_nodes; i++) obj_node_reset(&s->nodes[i], tau, true);
+    for (int i = 0; i < s->nnodes; i++) obj_node_reset(&s->nodes[i], tau, true);
     return DCR_OK;
 }
 
@@ -1020,7 +1141,7 @@ static dcr_status_t obj_stop_and_wait(dcr_transport_t *t)
 {
     objstore_t *s = (objstore_t *)t;
     obj_train_stop(s);
-    for (int i = 0; i < s->base.cfg.rollout_nodes; i++) {
+    for (int i = 0; i < s->nnodes; i++) {
         obj_node_t *nd = &s->nodes[i];
         pthread_mutex_lock(&nd->mu);
         uint64_t tau = nd->tau;
@@ -1317,10 +1438,11 @@ static void obj_destroy(dcr_transport_t *t)
 {
     objstore_t *s = (objstore_t *)t;
     if (s->nodes != NULL) obj_train_stop(s);
-    for (int i = 0; s->nodes != NULL && i < s->base.cfg.rollout_nodes; i++)
-        obj_node_fini(&s->nodes[i]);
+    for (int i = 0; s->nodes != NULL && i < s->nnodes; i++) obj_node_fini(&s->nodes[i]);
     free(s->nodes);
-    if (s->have_prefix && !s->base.cfg.keep_objects) obj_remove_attempt(s, s->tau);
+    /* A joining handle leaves clearing to the clearing one. */
+    if (s->have_prefix && !s->base.cfg.keep_objects && !s->base.cfg.join)
+        obj_remove_attempt(s, s->tau);
     dcr_objstore_destroy(s->store);
     dcr__ledger_fini(&s->ledger);
     pthread_cond_destroy(&s->cv);
@@ -1341,13 +1463,18 @@ static dcr_status_t obj_create(const dcr_transport_config_t *cfg, dcr_transport_
     DCR_CHECK_GOTO(dcr__ledger_init(&s->ledger, cfg->world), st, fail);
     dcr_objstore_config_t oc = {.url = cfg->dir, .s3_endpoint = cfg->s3_endpoint};
     DCR_CHECK_GOTO(dcr_objstore_create(&oc, &s->store), st, fail);
-    s->nodes = calloc((size_t)cfg->rollout_nodes, sizeof *s->nodes);
+    if (cfg->owner_count > 0 && cfg->owner_count < cfg->world)
+        dcr__obj_manifest_part_name(cfg->owner_first, cfg->owner_count, s->manifest_name,
+                                    sizeof s->manifest_name);
+    else
+        snprintf(s->manifest_name, sizeof s->manifest_name, "MANIFEST");
+    s->nnodes = cfg->send_only ? 0 : cfg->rollout_nodes;
+    s->nodes = calloc((size_t)(s->nnodes ? s->nnodes : 1), sizeof *s->nodes);
     if (s->nodes == NULL) {
         st = dcr_error_set(DCR_ENOMEM, "objstore: %d rollout nodes", cfg->rollout_nodes);
         goto fail;
     }
-    for (int i = 0; i < cfg->rollout_nodes; i++)
-        DCR_CHECK_GOTO(obj_node_init(s, &s->nodes[i], i), st, fail);
+    for (int i = 0; i < s->nnodes; i++) DCR_CHECK_GOTO(obj_node_init(s, &s->nodes[i], i), st, fail);
     *out_p = &s->base.pub;
     return DCR_OK;
 fail:

@@ -148,6 +148,19 @@ static dcr_status_t dcr__check_config(const char *name, const dcr_transport_conf
         return dcr_error_set(DCR_EINVAL, "transport objstore: dir (the store: a directory or "
                                          "s3://BUCKET/PREFIX) is required");
     }
+    if (cfg->owner_count < 0 || cfg->owner_first < 0 || cfg->owner_first > cfg->world ||
+        cfg->owner_count > cfg->world - cfg->owner_first) {
+        return dcr_error_set(DCR_EINVAL,
+                             "transport owners [%d, +%d): expected a range of [0, world %d)",
+                             cfg->owner_first, cfg->owner_count, cfg->world);
+    }
+    bool split = cfg->join || cfg->send_only || cfg->owner_count > 0;
+    if (split && strcmp(name, "objstore") != 0) {
+        return dcr_error_set(DCR_EINVAL,
+                             "transport %s: join, owner subsets and send_only are "
+                             "objstore only (the relay tree lives in one handle)",
+                             name);
+    }
     *out_p = *cfg;
     if (out_p->fanout == 0) out_p->fanout = DCR__TRANSPORT_FANOUT_DEFAULT;
     if (out_p->queue_payloads == 0) out_p->queue_payloads = DCR__TRANSPORT_QUEUE_DEFAULT;
@@ -326,6 +339,10 @@ static dcr_status_t dcr__check_owner(const dcr_transport_t *t, const char *op, i
         return dcr_error_set(DCR_EINVAL, "transport %s: owner %d out of range 0..%d", op, owner,
                              world - 1);
     }
+    if (t->owner_count > 0 && (owner < t->owner_first || owner >= t->owner_first + t->owner_count))
+        return dcr_error_set(DCR_EINVAL,
+                             "transport %s: owner %d is not served by this handle (owners %d..%d)",
+                             op, owner, t->owner_first, t->owner_first + t->owner_count - 1);
     return DCR_OK;
 }
 
@@ -333,6 +350,8 @@ static dcr_status_t dcr__check_node(const dcr_transport_t *t, const char *op, in
 {
     if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport %s: t is NULL", op);
     int nodes = t->rollout_nodes;
+    if (t->send_only)
+        return dcr_error_set(DCR_EINVAL, "transport %s: this handle serves no rollout node", op);
     if (node < 0 || node >= nodes) {
         return dcr_error_set(DCR_EINVAL, "transport %s: rollout node %d out of range 0..%d", op,
                              node, nodes - 1);
@@ -364,6 +383,9 @@ dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t
     t->train_nodes = c.train_nodes;
     t->world = c.world;
     t->rollout_nodes = c.rollout_nodes;
+    t->owner_first = c.owner_first;
+    t->owner_count = c.owner_count;
+    t->send_only = c.send_only;
     dcr_transport_set_payload_key(t, NULL);
     *out_p = t;
     return DCR_OK;

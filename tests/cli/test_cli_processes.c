@@ -51,20 +51,27 @@ static int entries(const char *dir)
  * mentions `also` (may be NULL) in *pid_p. */
 static char g_seen[8192]; /* the command line of the last process found */
 
+/* Process pid's command line, arguments separated by spaces ("" when gone). */
+static void read_cmdline(const char *pid, char *buf, size_t cap)
+{
+    char path[300];
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", pid);
+    FILE *f = fopen(path, "rb");
+    size_t len = f ? fread(buf, 1, cap - 1, f) : 0;
+    if (f) fclose(f);
+    for (size_t i = 0; i + 1 < len; i++)
+        if (buf[i] == '\0') buf[i] = ' ';
+    buf[len] = '\0';
+}
+
 static int processes_with(const char *needle, const char *also, pid_t *pid_p)
 {
     DIR *d = opendir("/proc");
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[300], buf[8192];
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(path, "rb");
-        size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f) fclose(f);
-        for (size_t i = 0; i + 1 < len; i++)
-            if (buf[i] == '\0') buf[i] = ' ';
-        buf[len] = '\0';
+        char buf[8192];
+        read_cmdline(e->d_name, buf, sizeof(buf));
         if (!strstr(buf, needle)) continue;
         n++;
         snprintf(g_seen, sizeof(g_seen), "%s: %s", e->d_name, buf);
@@ -89,6 +96,19 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* The run's n refits, each checked by the verifier process and bit-exact. */
+static json_t *verified_refits(json_t *j, size_t n)
+{
+    json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), n);
+    for (size_t i = 0; i < n; i++) {
+        json_t *f = json_array_get(refits, i);
+        assert_true(json_is_true(json_object_get(f, "verified")));
+        assert_true(json_is_true(json_object_get(f, "bit_exact")));
+    }
+    return refits;
+}
+
 static void test_bench_processes_bit_exact(void **state)
 {
     json_t *j = run_json("bench --processes " SMALL " --warmup 1 --refits 3 --json");
@@ -96,12 +116,14 @@ static void test_bench_processes_bit_exact(void **state)
     json_t *p = json_object_get(j, "processes");
     assert_int_equal(json_integer_value(json_object_get(p, "rollout_nodes")), 2);
     assert_int_equal(json_integer_value(json_object_get(p, "verifier")), 1);
-    json_t *refits = json_object_get(j, "refits");
-    assert_int_equal(json_array_size(refits), 3);
+    /* The embedded default's training layout: 2 nodes x 2 GPUs, one owner
+     * process (an MPI rank) each; the coordinator a process of its own. */
+    assert_int_equal(json_integer_value(json_object_get(p, "owners")), 4);
+    assert_int_equal(json_integer_value(json_object_get(p, "coordinator")), 1);
+    assert_true(json_is_true(json_object_get(p, "coordinator_process")));
+    json_t *refits = verified_refits(j, 3);
     for (size_t i = 0; i < 3; i++) {
         json_t *f = json_array_get(refits, i);
-        assert_true(json_is_true(json_object_get(f, "verified")));
-        assert_true(json_is_true(json_object_get(f, "bit_exact")));
         json_int_t pay = json_integer_value(json_object_get(f, "payload_bytes"));
         assert_true(pay > 0);
         /* Object store: one upload, one download by each of 2 node processes. */
@@ -189,7 +211,9 @@ static int wait_exit(pid_t pid, int limit_ms)
     return status;
 }
 
-static void assert_nothing_left(void)
+/* Waits up to 5 s for every role of the run and its directory to be gone;
+ * `kept` files of the test's own stay in g_tmp. */
+static void assert_nothing_left_but(int kept)
 {
     /* Node processes die with the launcher; the janitor removes the run
      * directory half a second after it. */
@@ -197,10 +221,15 @@ static void assert_nothing_left(void)
     for (int t = 0; t < 100 && (procs || files); t++) {
         nap_ms(50);
         procs = processes_with(g_tmp, "dcr-bench-", NULL);
-        files = entries(g_tmp) - 1; /* the stderr file of the run */
+        files = entries(g_tmp) - kept;
     }
     if (procs) fail_msg("a role outlived the run: %s", g_seen);
     if (files) fail_msg("%d files left in %s", files, g_tmp);
+}
+
+static void assert_nothing_left(void)
+{
+    assert_nothing_left_but(1); /* the stderr file of the run */
 }
 
 static void test_sigterm_leaves_nothing(void **state)
@@ -258,7 +287,9 @@ static void test_node_restart_keeps_the_run(void **state)
     pid_t pid = start_and_kill_node_1(args, err);
     int status = wait_exit(pid, 90000);
     slurp(err, text, sizeof(text));
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("run failed: %s", text);
+    size_t len = strlen(text); /* the end of stderr says why */
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("run failed: ...%s", text + (len > 1500 ? len - 1500 : 0));
     assert_non_null(strstr(text, "rollout-node 1 restarted as pid"));
     json_error_t e;
     json_t *j = json_load_file(out, 0, &e);
@@ -303,8 +334,79 @@ static void test_sigkills_with_restarts(void **state)
     assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
 }
 
+/* The coordinator process SIGKILLed in every second transition, at
+ * "opened" and "sent" in turn: a new coordinator process resumes each
+ * transition, every version is committed (the verifier finds the digests of
+ * every timed refit's version: none lost) and bit-exact. */
+static void test_coordinator_kills_fail_over(void **state)
+{
+    json_t *j = run_json("bench --processes --kill-coordinator-every 2 " SMALL
+                         " --warmup 0 --refits 4 --json");
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    json_int_t kills = json_integer_value(json_object_get(p, "coordinator_kills"));
+    assert_int_equal(kills, 2);
+    assert_int_equal(json_integer_value(json_object_get(p, "coordinator_restarts")), kills);
+    verified_refits(j, 4);
+    json_decref(j);
+    assert_nothing_left_but(0);
+}
+
+/* The pid of an owner rank of the run (a `dcr owner` process, not mpirun). */
+static pid_t owner_rank(void)
+{
+    DIR *d = opendir("/proc");
+    pid_t found = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && !found;) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        char buf[8192];
+        read_cmdline(e->d_name, buf, sizeof(buf));
+        if (!strncmp(buf, "mpirun ", 7)) continue; /* the job's launcher, not a rank */
+        if (strstr(buf, g_tmp) && strstr(buf, " owner --workdir")) found = (pid_t)atoi(e->d_name);
+    }
+    if (d) closedir(d);
+    return found;
+}
+
+/* An owner rank's death ends the MPI job; the run fails at once with one
+ * line naming the owner job, and nothing is left behind. */
+static void test_owner_death_fails_the_run(void **state)
+{
+    char err[400], text[1 << 15];
+    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+    pid_t pid = start("bench --processes " SMALL " --warmup 0 --refits 1000", err);
+    wait_for_commit();
+    pid_t owner = owner_rank();
+    assert_true(owner > 0);
+    kill(owner, SIGKILL);
+    int status = wait_exit(pid, 60000);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 1);
+    slurp(err, text, sizeof(text));
+    const char *last = strstr(text, "dcr bench: ");
+    if (!last || !strstr(last, "owner")) fail_msg("final line: %s", text);
+    assert_nothing_left();
+    unlink(err);
+}
+
+/* The owners as threads of the launcher (--owner-threads) still refit
+ * bit-exactly with the coordinator in the launcher. */
+static void test_owner_threads(void **state)
+{
+    json_t *j =
+        run_json("bench --processes --owner-threads " SMALL " --warmup 0 --refits 2 --json");
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    assert_int_equal(json_integer_value(json_object_get(p, "owners")), 1);
+    assert_int_equal(json_integer_value(json_object_get(p, "owner_threads")), 4);
+    assert_true(json_is_false(json_object_get(p, "coordinator_process")));
+    json_decref(j);
+}
+
 static void test_role_usage_errors(void **state)
 {
+    expect_error("owner --seed 7", 2, "--workdir");
+    expect_error("coordinator --seed 7", 2, "--workdir");
     expect_error("rollout-node --workdir /nonexistent", 2, "--node");
     expect_error("rollout-node --node 1", 2, "--workdir");
     expect_error("verify-digests --workdir /nonexistent --first 3 --last 2", 2, "--last");
@@ -322,6 +424,9 @@ int main(void)
         cmocka_unit_test(test_node_death_fails_the_run),
         cmocka_unit_test(test_node_restart_keeps_the_run),
         cmocka_unit_test(test_sigkills_with_restarts),
+        cmocka_unit_test(test_coordinator_kills_fail_over),
+        cmocka_unit_test(test_owner_death_fails_the_run),
+        cmocka_unit_test(test_owner_threads),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,11 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "workloads/bench.h"
+#include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
 
 typedef struct verify_ctx {
@@ -120,9 +123,103 @@ static void test_world_versions(void **state)
     dcr_role_world_destroy(b);
 }
 
+/* The coordinator process's answer line carries every figure exactly
+ * (doubles as hex floats), and an error answer comes back as its status
+ * with its line. Expected values are the ones written. */
+static void test_refit_result_line(void **state)
+{
+    (void)state;
+    dcr_refit_result_t r;
+    memset(&r, 0, sizeof(r));
+    r.version = 7;
+    r.tau = 12;
+    r.attempts = 2;
+    r.t0 = 1234.000000123;
+    r.t1 = 1234.1 + 1e-9;
+    r.latency_s = r.t1 - r.t0;
+    r.construction_end = 1234.05;
+    r.delivery_end = 1234.07;
+    r.apply_end = 1234.08;
+    r.commit_end = 1234.09;
+    r.finalization_s = 0.02;
+    r.payload_bytes = 61087;
+    r.cross_bytes = 3 * 61087;
+    r.duplicates = 1;
+    r.stale = 2;
+    r.receivers_died = 0;
+    r.construct.construction_s = 0.0985;
+    r.construct.compared_elements = 1 << 20;
+    r.construct.changed_elements = 31000;
+    r.construct.records = 18155;
+    r.construct.raw_changed_value_bytes = 36310;
+    r.construct.payload_bytes = 61087;
+    r.construct.body_raw_bytes = 90000;
+    r.construct.value_bytes = 36310;
+    r.construct.payloads = 40;
+    r.construct.xor_items = 30;
+    r.construct.overwrite_items = 10;
+    r.construct.residual_tensors = 3;
+    char line[2048];
+    assert_true(dcr_role_refit_result_format(&r, line, sizeof(line)) > 0);
+    dcr_refit_result_t got;
+    assert_int_equal(dcr_role_refit_result_parse(line, &got), DCR_OK);
+    assert_memory_equal(&got.construct, &r.construct, sizeof(r.construct));
+    assert_true(got.t0 == r.t0 && got.t1 == r.t1 && got.latency_s == r.latency_s);
+    assert_true(got.construction_end == r.construction_end && got.apply_end == r.apply_end);
+    assert_true(got.finalization_s == r.finalization_s && got.commit_end == r.commit_end);
+    assert_int_equal(got.version, 7);
+    assert_int_equal(got.tau, 12);
+    assert_int_equal(got.attempts, 2);
+    assert_int_equal(got.cross_bytes, 3 * 61087);
+    assert_int_equal(got.stale, 2);
+    assert_int_equal(dcr_role_refit_result_parse("error 13 rollout node 1 is gone\n", &got), 13);
+    assert_non_null(strstr(dcr_error_detail(), "rollout node 1 is gone"));
+    assert_int_equal(dcr_role_refit_result_parse("ok 1 2\n", &got), DCR_EIO);
+}
+
+/* The owners' report survives the control plane exactly (SQLite here),
+ * why included; a malformed one is refused. */
+static void test_owners_report(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dcr-roles-XXXXXX", db[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(db, sizeof(db), "%s/control.db", dir);
+    dcr_control_t *c = NULL;
+    assert_int_equal(dcr_bench_control_open(NULL, db, NULL, &c), DCR_OK);
+    dcr_owners_report_t r, got;
+    assert_int_equal(dcr_owners_report_get(c, &got), DCR_ENOTFOUND);
+    memset(&r, 0, sizeof(r));
+    r.phase = DCR_OWNERS_FAILED;
+    r.tau = 9;
+    r.t0 = 10.25;
+    r.construction_end = 10.5 + 1e-7;
+    r.t1 = 11.0;
+    r.cpu_s = 3.75 + 1e-9;
+    r.construct.payloads = 44;
+    r.construct.records = 123456789012345;
+    snprintf(r.why, sizeof(r.why), "owner 2: transport closed");
+    assert_int_equal(dcr_owners_report_put(c, &r), DCR_OK);
+    assert_int_equal(dcr_owners_report_get(c, &got), DCR_OK);
+    assert_int_equal(got.phase, DCR_OWNERS_FAILED);
+    assert_int_equal(got.tau, 9);
+    assert_true(got.t0 == r.t0 && got.construction_end == r.construction_end && got.t1 == r.t1);
+    assert_true(got.cpu_s == r.cpu_s);
+    assert_memory_equal(&got.construct, &r.construct, sizeof(r.construct));
+    assert_string_equal(got.why, r.why);
+    assert_int_equal(dcr_control_report_put(c, DCR_OWNERS_REPORT_ID, "dcr-owners 1 7", 14), DCR_OK);
+    assert_int_equal(dcr_owners_report_get(c, &got), DCR_ECONTROL);
+    dcr_control_destroy(c);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf -- %s", dir); /* the database and its journal */
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refit_result_line),
+        cmocka_unit_test(test_owners_report),
         cmocka_unit_test(test_world_versions),
         cmocka_unit_test(test_digests_after_uniform_refits),
         cmocka_unit_test(test_digests_after_adamw_refits),

@@ -15,8 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dcr/coord.h"
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
+#include "dcr/trace.h"
 #include "workloads/roles/roles.h"
 
 #define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
@@ -58,7 +60,21 @@ struct dcr_role_launcher {
     int kill_node, kill_point;
     uint64_t kill_version, armed_tau;
     pthread_mutex_t lock; /* waitpid of node children */
+    /* Owners as an MPI job (dcr_role_launcher_set_owners): mpirun's child. */
+    bool owner_job;
+    child_t owners;
+    bool owners_started;
+    /* The coordinator process (with the owner job): requests on coord_in,
+     * answers on coord_out (see refit_remote). */
+    child_t coord;
+    bool coord_started;
+    FILE *coord_in, *coord_out;
+    int coord_every; /* dcr_role_launcher_set_coordinator_kills */
+    int refits;      /* transitions the coordinator processes finished */
+    atomic_int coord_kills, coord_restarts;
 };
+
+extern char **environ;
 
 static void nap_ns(long ns)
 {
@@ -94,21 +110,30 @@ static void *prefix_main(void *arg)
 
 /* Starts `exe <argv...> <run flags>`; its stderr goes through a prefixer,
  * its stdout to *out_fd_p when not NULL (else ours). It dies with us. */
-static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const *head, int nhead,
-                          child_t *c, int *out_fd_p)
+/* `pre[0..npre)` (a launcher such as mpirun, found on PATH, run with
+ * `env` as its environment) in front of it when npre > 0; the child gets
+ * `deathsig` when we die. */
+static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *const *pre, int npre,
+                               char *const *env, int deathsig, char *const *head, int nhead,
+                               child_t *c, int *in_fd_p, int *out_fd_p)
 {
-    int nargv = 1 + nhead + l->nargs + 1;
+    int in[2] = {-1, -1};
+    if (in_fd_p && pipe2(in, O_CLOEXEC) != 0)
+        return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
+    int nargv = npre + 1 + nhead + l->nargs + 1;
     char **argv = calloc((size_t)nargv, sizeof(char *));
     int err[2] = {-1, -1}, out[2] = {-1, -1};
     if (!argv) return dcr_error_set(DCR_ENOMEM, "arguments of %s", role);
-    argv[0] = l->exe;
-    for (int i = 0; i < nhead; i++) argv[1 + i] = head[i];
-    for (int i = 0; i < l->nargs; i++) argv[1 + nhead + i] = l->args[i];
+    for (int i = 0; i < npre; i++) argv[i] = pre[i];
+    argv[npre] = l->exe;
+    for (int i = 0; i < nhead; i++) argv[npre + 1 + i] = head[i];
+    for (int i = 0; i < l->nargs; i++) argv[npre + 1 + nhead + i] = l->args[i];
     if (pipe2(err, O_CLOEXEC) != 0 || (out_fd_p && pipe2(out, O_CLOEXEC) != 0)) {
         free(argv);
         for (int i = 0; i < 2; i++) {
             if (err[i] >= 0) close(err[i]);
             if (out[i] >= 0) close(out[i]);
+            if (in[i] >= 0) close(in[i]);
         }
         return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
     }
@@ -116,13 +141,17 @@ static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const 
     pid_t pid = fork();
     if (pid == 0) {
         /* Only async-signal-safe calls until exec. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        prctl(PR_SET_PDEATHSIG, deathsig);
         if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
         dup2(err[1], 2);
+        if (in_fd_p) dup2(in[0], 0);
         /* Our stdout carries the results (--json): a role writes only to
          * its own pipe. */
         dup2(out_fd_p ? out[1] : err[1], 1);
-        execv(l->exe, argv);
+        if (npre > 0)
+            execvpe(argv[0], argv, env);
+        else
+            execv(l->exe, argv);
         static const char msg[] = "dcr: cannot execute the dcr binary for a role\n";
         ssize_t ignored = write(2, msg, sizeof(msg) - 1);
         (void)ignored;
@@ -131,9 +160,11 @@ static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const 
     free(argv);
     close(err[1]);
     if (out_fd_p) close(out[1]);
+    if (in_fd_p) close(in[0]);
     if (pid < 0) {
         close(err[0]);
         if (out_fd_p) close(out[0]);
+        if (in_fd_p) close(in[1]);
         return dcr_error_set(DCR_EIO, "cannot start %s: %s", role, strerror(errno));
     }
     memset(c, 0, sizeof(*c));
@@ -142,7 +173,14 @@ static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const 
     c->err_fd = err[0];
     c->prefixing = pthread_create(&c->prefixer, NULL, prefix_main, c) == 0;
     if (out_fd_p) *out_fd_p = out[0];
+    if (in_fd_p) *in_fd_p = in[1];
     return DCR_OK;
+}
+
+static dcr_status_t spawn(dcr_role_launcher_t *l, const char *role, char *const *head, int nhead,
+                          child_t *c, int *out_fd_p)
+{
+    return spawn_with(l, role, NULL, 0, NULL, SIGKILL, head, nhead, c, NULL, out_fd_p);
 }
 
 static void child_finish(child_t *c)
@@ -199,6 +237,91 @@ static dcr_status_t start_janitor(dcr_role_launcher_t *l)
     l->janitor = pid;
     l->janitor_fd = fds[1];
     return DCR_OK;
+}
+
+/* ---- the owners: an MPI job ---- */
+
+/* The run's training ranks: one owner process each. */
+static int owner_ranks(const dcr_role_launcher_t *l)
+{
+    const dcr_train_config_t *t = &l->run->scenario.train;
+    return t->nodes * t->gpus_per_node;
+}
+
+/* `mpirun -np P dcr owner --workdir W <run flags>` on this host: shared
+ * memory between the ranks (btl self,vader; no single-copy mechanism, which
+ * needs ptrace rights containers often lack), no core binding and
+ * oversubscription allowed (the ranks share this host with every other
+ * role), each rank's lines tagged by mpirun with its rank. As root, mpirun
+ * refuses to start without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM): set for the
+ * job only. mpirun gets SIGTERM when we die, on which it ends its ranks. */
+static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
+{
+    char np[16];
+    snprintf(np, sizeof(np), "%d", owner_ranks(l));
+    char *pre[] = {"mpirun",
+                   "-np",
+                   np,
+                   "--oversubscribe",
+                   "--bind-to",
+                   "none",
+                   "--tag-output",
+                   "--mca",
+                   "btl",
+                   "self,vader",
+                   "--mca",
+                   "btl_vader_single_copy_mechanism",
+                   "none"};
+    char *head[] = {"owner", "--workdir", l->workdir};
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 3, sizeof(char *));
+    if (!env) return dcr_error_set(DCR_ENOMEM, "environment of the owner job");
+    memcpy(env, environ, n * sizeof(char *));
+    if (geteuid() == 0) {
+        env[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+        env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    }
+    pthread_mutex_lock(&l->lock);
+    dcr_status_t st = spawn_with(l, "owners", pre, (int)(sizeof(pre) / sizeof(pre[0])), env,
+                                 SIGTERM, head, 3, &l->owners, NULL, NULL);
+    pthread_mutex_unlock(&l->lock);
+    free(env);
+    if (st == DCR_OK) l->owners_started = true;
+    return st;
+}
+
+/* The owner job ended during the run: say so in the control plane for it
+ * (FAILED with a tau above every attempt), so that the coordinator fails
+ * at once instead of waiting out its stall timeout. */
+static void report_owners_gone(dcr_role_launcher_t *l, dcr_control_t *control)
+{
+    char how[64];
+    describe_exit(l->owners.status, how, sizeof(how));
+    DCR_LOG_ERROR("the owner job (mpirun, pid %d) %s", (int)l->owners.pid, how);
+    if (!control) return;
+    dcr_owners_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.phase = DCR_OWNERS_FAILED;
+    r.tau = DCR_CONTROL_VALUE_MAX;
+    snprintf(r.why, sizeof(r.why), "the owner job (mpirun, pid %d) %s", (int)l->owners.pid, how);
+    dcr_owners_report_put(control, &r);
+}
+
+static void stop_child(child_t *c)
+{
+    for (int t = 0; !c->reaped && t < STOP_GRACE_MS / 10; t++) {
+        if (waitpid(c->pid, &c->status, WNOHANG) == c->pid)
+            c->reaped = true;
+        else
+            nap_ns(10000000L);
+    }
+    if (!c->reaped) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &c->status, 0);
+        c->reaped = true;
+    }
+    child_finish(c);
 }
 
 /* ---- watching the node processes ---- */
@@ -308,11 +431,132 @@ static void *monitor_main(void *arg)
             pthread_mutex_unlock(&l->lock);
             if (l->restart) restart_node(l, i);
         }
+        if (l->owners_started) {
+            pthread_mutex_lock(&l->lock);
+            child_t *c = &l->owners;
+            bool died = !c->reaped && waitpid(c->pid, &c->status, WNOHANG) == c->pid;
+            if (died) c->reaped = true;
+            pthread_mutex_unlock(&l->lock);
+            if (died && !atomic_load(&l->stopping)) report_owners_gone(l, control);
+        }
         if (l->kill_every > 0 && control) maybe_kill(l, control);
         nap_ns(l->kill_every > 0 ? KILL_POLL_NS : MONITOR_POLL_NS);
     }
     dcr_control_destroy(control);
     return NULL;
+}
+
+/* ---- the coordinator process ---- */
+
+static dcr_status_t spawn_coordinator(dcr_role_launcher_t *l)
+{
+    char *head[] = {"coordinator", "--workdir", l->workdir};
+    int in = -1, out = -1;
+    /* A request to a coordinator that just died must not kill us. */
+    signal(SIGPIPE, SIG_IGN);
+    DCR_CHECK(spawn_with(l, "coordinator", NULL, 0, NULL, SIGKILL, head, 3, &l->coord, &in, &out));
+    l->coord_in = fdopen(in, "w");
+    l->coord_out = fdopen(out, "r");
+    l->coord_started = true;
+    if (!l->coord_in || !l->coord_out)
+        return dcr_error_set(DCR_ENOMEM, "the coordinator process's pipes");
+    return DCR_OK;
+}
+
+static void stop_coordinator(dcr_role_launcher_t *l)
+{
+    if (!l->coord_started) return;
+    if (l->coord_in) fclose(l->coord_in); /* its end of requests: it exits */
+    l->coord_in = NULL;
+    stop_child(&l->coord);
+    if (l->coord_out) fclose(l->coord_out);
+    l->coord_out = NULL;
+    l->coord_started = false;
+}
+
+/* Waits until the coordinator process reached kill point `point` of the
+ * attempt after `tau0` ("opened": it opened the attempt on its handle, the
+ * owners and nodes are about to stream; "sent": the owners reported every
+ * payload sent, it waits for the nodes), then SIGKILLs it. Gives up after
+ * 30 s (the transition was over before the point). */
+static void kill_coordinator_at(dcr_role_launcher_t *l, dcr_control_t *control, uint64_t tau0,
+                                int point)
+{
+    static const char *const points[] = {"opened", "sent"};
+    for (int t = 0; t < 30000 / 2; t++) {
+        uint64_t opened = 0;
+        dcr_owners_report_t r;
+        bool hit = point == 0 ? dcr_coord_opened(control, &opened) == DCR_OK && opened > tau0
+                              : dcr_owners_report_get(control, &r) == DCR_OK &&
+                                    r.phase == DCR_OWNERS_SENT && r.tau > tau0;
+        if (hit) {
+            kill(l->coord.pid, SIGKILL);
+            atomic_fetch_add(&l->coord_kills, 1);
+            DCR_LOG_WARN("SIGKILL to the coordinator (pid %d) at %s of the attempt after %llu",
+                         (int)l->coord.pid, points[point], (unsigned long long)tau0);
+            return;
+        }
+        nap_ns(KILL_POLL_NS);
+    }
+}
+
+/* One transition through the coordinator process. If it dies (a kill, a
+ * crash), a new process resumes the transition from the commit record and
+ * the latest attempt, as often as it takes up to 5 times. */
+static dcr_status_t refit_remote(void *ctx, dcr_refit_result_t *out)
+{
+    dcr_role_launcher_t *l = ctx;
+    dcr_control_t *control = NULL;
+    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    dcr_commit_record_t rec;
+    dcr_control_attempt_t a;
+    dcr_status_t st = dcr_control_read(control, &rec);
+    uint64_t from = rec.version, tau0 = 0;
+    if (dcr_control_attempt(control, 0, &a) == DCR_OK) tau0 = a.tau;
+    bool resume = false, kill_now = l->coord_every > 0 && (l->refits + 1) % l->coord_every == 0;
+    for (int tries = 0; st == DCR_OK; tries++) {
+        if (!l->coord_started && (st = spawn_coordinator(l)) != DCR_OK) break;
+        if (resume)
+            fprintf(l->coord_in, "resume %llu\n", (unsigned long long)from);
+        else
+            fprintf(l->coord_in, "refit\n");
+        fflush(l->coord_in);
+        if (kill_now) {
+            kill_coordinator_at(l, control, tau0, atomic_load(&l->coord_kills) % 2);
+            kill_now = false;
+        }
+        char line[2048];
+        if (fgets(line, sizeof(line), l->coord_out)) {
+            st = dcr_role_refit_result_parse(line, out);
+            if (st != DCR_OK) break;
+            l->refits++;
+            /* The seed's window, on this host's one clock, into our trace. */
+            dcr_trace_set_refit((uint32_t)out->version);
+            dcr_trace_record(DCR_STAGE_REFIT, DCR_ACTOR_COORD, 0, (uint64_t)(out->t0 * 1e9),
+                             (uint64_t)(out->t1 * 1e9));
+            break;
+        }
+        /* The coordinator process ended without an answer. */
+        waitpid(l->coord.pid, &l->coord.status, 0);
+        l->coord.reaped = true;
+        char how[64];
+        describe_exit(l->coord.status, how, sizeof(how));
+        stop_coordinator(l);
+        if (l->coord_every == 0 || tries >= 5) {
+            st = dcr_error_set(DCR_EATTEMPT,
+                               "the coordinator process (pid %d) %s during the "
+                               "transition from version %llu",
+                               (int)l->coord.pid, how, (unsigned long long)from);
+            break;
+        }
+        DCR_LOG_WARN("the coordinator process (pid %d) %s; a new one resumes the transition from "
+                     "version %llu",
+                     (int)l->coord.pid, how, (unsigned long long)from);
+        atomic_fetch_add(&l->coord_restarts, 1);
+        resume = true;
+    }
+    dcr_control_destroy(control);
+    return st;
 }
 
 /* ---- the hooks ---- */
@@ -344,6 +588,20 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
             nap_ns(10000000L);
         }
     }
+    for (int t = 0; st == DCR_OK && l->owners_started; t++) {
+        dcr_owners_report_t r;
+        if (dcr_owners_report_get(control, &r) == DCR_OK && r.phase == DCR_OWNERS_READY) break;
+        pthread_mutex_lock(&l->lock);
+        bool dead = l->owners.reaped;
+        pthread_mutex_unlock(&l->lock);
+        if (dead || t * 10 > READY_TIMEOUT_MS)
+            st = dcr_error_set(DCR_ETIMEOUT,
+                               "the owner job (mpirun -np %d, pid %d) did not report ready "
+                               "within %d ms%s",
+                               owner_ranks(l), (int)l->owners.pid, READY_TIMEOUT_MS,
+                               dead ? " (it ended; see its lines above)" : "");
+        nap_ns(10000000L);
+    }
     dcr_control_destroy(control);
     return st;
 }
@@ -364,6 +622,14 @@ static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
             return st;
         }
     }
+    if (l->owner_job) {
+        dcr_status_t st = spawn_owners(l);
+        if (st == DCR_OK) st = spawn_coordinator(l);
+        if (st != DCR_OK) {
+            stop_nodes(l);
+            return st;
+        }
+    }
     l->monitoring = pthread_create(&l->monitor, NULL, monitor_main, l) == 0;
     return wait_ready(l);
 }
@@ -376,21 +642,12 @@ static void stop_nodes(void *ctx)
     l->monitoring = false;
     for (int i = 0; i < l->nnodes; i++)
         if (!l->nodes[i].reaped) kill(l->nodes[i].pid, SIGTERM);
-    for (int i = 0; i < l->nnodes; i++) {
-        child_t *c = &l->nodes[i];
-        for (int t = 0; !c->reaped && t < STOP_GRACE_MS / 10; t++) {
-            if (waitpid(c->pid, &c->status, WNOHANG) == c->pid)
-                c->reaped = true;
-            else
-                nap_ns(10000000L);
-        }
-        if (!c->reaped) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, &c->status, 0);
-            c->reaped = true;
-        }
-        child_finish(c);
-    }
+    /* mpirun forwards SIGTERM to its ranks and waits for them. */
+    if (l->owners_started && !l->owners.reaped) kill(l->owners.pid, SIGTERM);
+    for (int i = 0; i < l->nnodes; i++) stop_child(&l->nodes[i]);
+    if (l->owners_started) stop_child(&l->owners);
+    l->owners_started = false;
+    stop_coordinator(l);
     free(l->nodes);
     l->nodes = NULL;
     l->nnodes = 0;
@@ -460,7 +717,7 @@ dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const
         }
         l->nargs = i + 1;
     }
-    l->hooks = (dcr_bench_processes_t){start_nodes, verify_versions, stop_nodes, l};
+    l->hooks = (dcr_bench_processes_t){start_nodes, verify_versions, stop_nodes, l, false, NULL};
     *out_p = l;
     return DCR_OK;
 }
@@ -475,6 +732,33 @@ void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
     free(l->args);
     pthread_mutex_destroy(&l->lock);
     free(l);
+}
+
+void dcr_role_launcher_set_owners(dcr_role_launcher_t *l, bool on)
+{
+    l->owner_job = on;
+    l->hooks.owners = on;
+    l->hooks.refit = on ? refit_remote : NULL;
+}
+
+void dcr_role_launcher_set_coordinator_kills(dcr_role_launcher_t *l, int every)
+{
+    l->coord_every = every > 0 ? every : 0;
+}
+
+int dcr_role_launcher_coordinator_kills(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->coord_kills);
+}
+
+int dcr_role_launcher_coordinator_restarts(const dcr_role_launcher_t *l)
+{
+    return atomic_load(&((dcr_role_launcher_t *)l)->coord_restarts);
+}
+
+int dcr_role_launcher_owner_processes(const dcr_role_launcher_t *l)
+{
+    return l->owner_job ? owner_ranks(l) : 0;
 }
 
 void dcr_role_launcher_set_restart(dcr_role_launcher_t *l, bool on)

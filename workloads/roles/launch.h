@@ -24,6 +24,29 @@ dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const
 /* Stops every child still running (SIGTERM, then SIGKILL after 5 s);
  * accepts NULL. */
 void dcr_role_launcher_destroy(dcr_role_launcher_t *l);
+/* The owners as an MPI job of this host, `mpirun -np P dcr owner` with P
+ * the run's training ranks (workloads/roles/roles.h), instead of threads of
+ * the launching process; the launching process's coordinator then runs in
+ * remote-owners mode (dcr/coord.h). mpirun must be on PATH; as root the
+ * job gets OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1.
+ * The job dying fails the run at once. Off by default. Call before the run. */
+void dcr_role_launcher_set_owners(dcr_role_launcher_t *l, bool on);
+/* Owner processes of the run (0: owners are threads of the launcher). */
+int dcr_role_launcher_owner_processes(const dcr_role_launcher_t *l);
+
+/* With the owner job, the coordinator is a process too (`dcr coordinator`,
+ * one transition per request). Coordinator kills: before every `every`-th
+ * transition the coordinator process gets SIGKILL at the next point in
+ * turn ("opened": it opened the attempt; "sent": the owners sent every
+ * payload, it waits for the nodes); a new coordinator process resumes the
+ * transition from the control plane (dcr_coord_resume). 0: none; a
+ * coordinator that dies on its own then fails the run. Call before the run. */
+void dcr_role_launcher_set_coordinator_kills(dcr_role_launcher_t *l, int every);
+/* SIGKILLs sent to coordinator processes, and coordinator processes that
+ * resumed a transition, so far. */
+int dcr_role_launcher_coordinator_kills(const dcr_role_launcher_t *l);
+int dcr_role_launcher_coordinator_restarts(const dcr_role_launcher_t *l);
+
 /* Restart a rollout-node process that dies (a new process: it restores the
  * committed version by a dense refit and joins the attempts prepared after
  * it is ready; the coordinator waits for it before the next attempt). Off

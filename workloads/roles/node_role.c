@@ -46,15 +46,20 @@ void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, cha
 
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+    if (node >= 0)
+        snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+    else
+        snprintf(out, cap, "%s/trace/o%d-t%llu.bin", workdir, -1 - node, (unsigned long long)tau);
 }
 
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
 {
-    for (int n = 0; n < nodes; n++) {
+    /* Nodes 0..nodes-1, then owner ranks 0, 1, ... until one left none. */
+    for (int n = 0; n < nodes || n - nodes < DCR_ROLE_OWNERS_MAX; n++) {
         char path[4300];
-        dcr_role_trace_path(workdir, n, tau, path, sizeof(path));
+        dcr_role_trace_path(workdir, n < nodes ? n : -1 - (n - nodes), tau, path, sizeof(path));
         FILE *f = fopen(path, "rb");
+        if (!f && n >= nodes) break;
         if (!f) continue;
         dcr_trace_interval_t iv;
         while (fread(&iv, sizeof(iv), 1, f) == 1)
@@ -105,13 +110,13 @@ dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *
                                      int train_nodes, int world, int rollout_nodes,
                                      dcr_transport_t **out_p)
 {
-    return dcr_role_transport_open_named("objstore", cfg, workdir, train_nodes, world,
-                                         rollout_nodes, out_p);
+    dcr_role_handle_t as = {.join = true};
+    return dcr_role_transport_open_as(cfg, workdir, train_nodes, world, rollout_nodes, &as, out_p);
 }
 
-dcr_status_t dcr_role_transport_open_named(const char *backend, const dcr_bench_config_t *cfg,
-                                           const char *workdir, int train_nodes, int world,
-                                           int rollout_nodes, dcr_transport_t **out_p)
+dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
+                                        int train_nodes, int world, int rollout_nodes,
+                                        const dcr_role_handle_t *as, dcr_transport_t **out_p)
 {
     if (strcmp(cfg->transport, "objstore"))
         return dcr_error_set(DCR_EUNSUPPORTED,
@@ -128,8 +133,12 @@ dcr_status_t dcr_role_transport_open_named(const char *backend, const dcr_bench_
                                  .dir = cfg->store ? cfg->store : dir,
                                  .fanout = cfg->fanout,
                                  .queue_payloads = 8,
-                                 .s3_endpoint = cfg->store ? cfg->s3_endpoint : NULL};
-    DCR_CHECK(dcr_transport_create(backend, &tc, out_p));
+                                 .s3_endpoint = cfg->store ? cfg->s3_endpoint : NULL,
+                                 .join = as->join,
+                                 .owner_first = as->owner_first,
+                                 .owner_count = as->owner_count,
+                                 .send_only = as->send_only};
+    DCR_CHECK(dcr_transport_create(as->backend ? as->backend : "objstore", &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &cfg->payload_key);
     return DCR_OK;
 }
@@ -250,15 +259,14 @@ static dcr_status_t make_dir(const char *workdir, const char *name)
     return DCR_OK;
 }
 
-/* The attempt's stage intervals, for the launcher's one trace. */
-static dcr_status_t write_trace(node_proc_t *p, uint64_t tau)
+dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau)
 {
-    DCR_CHECK(make_dir(p->cfg->workdir, "trace"));
+    DCR_CHECK(make_dir(workdir, "trace"));
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
     DCR_CHECK(dcr_trace_snapshot(&iv, &n));
     char path[4300];
-    dcr_role_trace_path(p->cfg->workdir, p->cfg->node, tau, path, sizeof(path));
+    dcr_role_trace_path(workdir, who, tau, path, sizeof(path));
     dcr_status_t st = write_file(path, (const uint8_t *)iv, n * sizeof(*iv));
     free(iv);
     return st;
@@ -316,34 +324,24 @@ static bool superseded(node_proc_t *p, uint64_t tau)
     return dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau;
 }
 
-/* The object store's open_attempt clears the attempt's prefix: handles
- * must open one after the other (README, transport changes), the
- * coordinator's first, then the taking-part nodes in order. */
-static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau, const uint8_t *before)
+/* Every handle of a role process joins the attempt (dcr/transport.h): it
+ * opens tau once the coordinator's clearing handle has. */
+static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
 {
     double t0 = dcr_clock_s();
-    for (int j = -1; j < p->cfg->node; j++) {
-        if (j >= 0 && !before[j]) continue;
-        for (;;) {
-            uint64_t opened = 0;
-            dcr_node_report_t r;
-            bool ready = j < 0 ? dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau
-                               : dcr_node_report_get(p->control, j, &r) == DCR_OK &&
-                                     (r.tau > tau || r.phase >= DCR_NODE_GONE ||
-                                      (r.tau == tau && r.phase != DCR_NODE_READY));
-            if (ready) break;
-            if ((dcr_clock_s() - t0) * 1000.0 > TURN_TIMEOUT_MS)
-                return dcr_error_set(DCR_ETIMEOUT,
-                                     "rollout node %d: %s did not open attempt %llu within %d ms",
-                                     p->cfg->node, j < 0 ? "the coordinator" : "an earlier node",
-                                     (unsigned long long)tau, TURN_TIMEOUT_MS);
-            if (superseded(p, tau))
-                return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
-                                     (unsigned long long)tau);
-            nap(IDLE_POLL_NS);
-        }
+    for (;;) {
+        uint64_t opened = 0;
+        if (dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau) return DCR_OK;
+        if ((dcr_clock_s() - t0) * 1000.0 > TURN_TIMEOUT_MS)
+            return dcr_error_set(DCR_ETIMEOUT,
+                                 "rollout node %d: the coordinator did not open attempt %llu "
+                                 "within %d ms",
+                                 p->cfg->node, (unsigned long long)tau, TURN_TIMEOUT_MS);
+        if (superseded(p, tau))
+            return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
+                                 (unsigned long long)tau);
+        nap(IDLE_POLL_NS);
     }
-    return DCR_OK;
 }
 
 /* Takes part in attempt a: join, deliver and apply, acknowledge. */
@@ -357,10 +355,6 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     size_t n = 0;
     dcr_status_t st = dcr_control_required(p->control, a->tau, req, a->n_required, &n);
     int members = 0;
-    /* Nodes before this one that take part: they open the attempt first. */
-    uint8_t *req_nodes = calloc((size_t)p->cfg->node + 1, 1);
-    for (size_t i = 0; req_nodes && st == DCR_OK && i < n && i < a->n_required; i++)
-        if ((int)req[i] / p->per < p->cfg->node) req_nodes[req[i] / (uint32_t)p->per] = 1;
     memset(p->member, 0, (size_t)p->per);
     for (size_t i = 0; st == DCR_OK && i < n && i < a->n_required; i++)
         if ((int)req[i] >= p->first && (int)req[i] < p->first + p->per) {
@@ -368,19 +362,14 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
             members++;
         }
     free(req);
-    if (!req_nodes && st == DCR_OK) st = dcr_error_set(DCR_ENOMEM, "node table");
-    if (st != DCR_OK || members == 0) {
-        free(req_nodes);
-        return st;
-    }
+    if (st != DCR_OK || members == 0) return st;
     p->done = 0;
     /* This attempt's intervals only, tagged with the version it builds. */
     dcr_trace_reset();
     dcr_trace_set_refit((uint32_t)(a->from_version + 1));
     for (int k = 0; k < p->per; k++)
         if (p->member[k]) DCR_CHECK(dcr_receiver_begin_attempt(p->recv[k], a->tau));
-    st = wait_turn(p, a->tau, req_nodes);
-    free(req_nodes);
+    st = wait_turn(p, a->tau);
     if (st != DCR_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", dcr_error_line(st));
@@ -414,7 +403,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
         return report(p, DCR_NODE_FAILED, a->tau, why);
     }
     p->done = a->tau;
-    DCR_CHECK(write_trace(p, a->tau));
+    DCR_CHECK(dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau));
     return report(p, DCR_NODE_DONE, a->tau, NULL);
 }
 

@@ -9,11 +9,13 @@
  *     and its link, as a vLLM node shares its host; a node's death is one
  *     failure domain). Never part of an MPI job: one node's death takes no
  *     other process with it.
- *   - the coordinator with the owners: today one process (the launcher,
- *     `dcr bench --processes` itself), the owners as threads with the
- *     in-process group backend. Next: `mpirun -np P dcr owner` ranks over
- *     the "mpi" group backend and `dcr coordinator` as its own process (see
- *     "Owners as processes" below).
+ *   - the owners: `mpirun -np P dcr owner`, one rank per owner over the
+ *     "mpi" group backend (see "Owners as processes" below); with
+ *     `dcr bench --processes --owner-threads` they stay threads of the
+ *     launcher instead, with the coordinator.
+ *   - the coordinator: `dcr coordinator`, its own process, one transition
+ *     per request on its stdin (the launcher's); a new process resumes
+ *     after a crash.
  *   - the verifier: `dcr verify-digests [run flags]`, a process that shares
  *     no state with the refit: it rebuilds the seeded world, replays it to
  *     each committed version, digests a dense refit and compares it with the
@@ -37,15 +39,18 @@
  *      stream half sent), so the launcher starts refits once every node is
  *      READY;
  *   2. the coordinator prepares tau (control plane), opens tau on its own
- *      transport handle, says so (DCR_COORD_REPORT_ID) and waits until every
- *      node with a required receiver reports JOINED for tau (join timeout:
- *      one line naming the node); only then do the owners stream;
+ *      transport handle (the run's clearing handle), says so
+ *      (DCR_COORD_REPORT_ID) and waits until every node with a required
+ *      receiver reports JOINED for tau (join timeout: one line naming the
+ *      node); owner processes stream once the coordinator opened (every
+ *      other handle joins the attempt without clearing it, so a node that
+ *      joins late still finds every payload); owners in the launcher
+ *      stream after the nodes joined;
  *   3. a node learns of tau by polling the latest attempt (every 2 ms),
  *      takes part when its from_version is the version it holds and it has
- *      a required receiver, begins tau on its receivers, waits for its turn
- *      (the coordinator's handle, then the nodes before it, have opened tau:
- *      the object store's open clears the attempt's prefix), opens tau on
- *      its own handle, reports JOINED, delivers and applies;
+ *      a required receiver, begins tau on its receivers, waits until the
+ *      coordinator opened tau, joins tau on its own handle, reports
+ *      JOINED, delivers and applies;
  *   4. the node acknowledges each required receiver (dcr_control_ack),
  *      writes its stage intervals and reports DONE (with its last apply's
  *      end on CLOCK_MONOTONIC, its download bytes and its CPU), or FAILED
@@ -58,25 +63,28 @@
  *      records are all overwrites). A commit made without the node (it was
  *      not required) makes it restore the new version by a dense refit.
  *
- * Owners as processes (designed, not built: it needs the "mpi" group
- * backend and transport change 2 of the README). Each rank of `mpirun -np P
- * dcr owner [run flags]` builds its own world (its shards only), joins the
- * group over MPI_COMM_WORLD, and runs the same loop as a node: it learns of
- * attempt tau from the latest attempt; an attempt for a from_version it has
- * already seen an attempt for is a retry, sent as all overwrites (the
- * first attempt a rank sees for a version may use XOR: a coordinator that
- * crashed before any owner saw its attempt sent nothing); it opens tau on
- * its handle after the coordinator's, constructs, sends, finishes, and
- * reports (rank 0 for the job, after a group barrier) its construction
- * figures and t0 under a reserved id; when the commit record names from+1
- * with an attempt it took part in, each rank updates its tracker and
- * baseline, and rank 0 reports t1 (the job's last update, by a group
- * reduction). `dcr coordinator` then holds no constructor: it prepares,
- * waits for the nodes and the owners, commits, and reads t0/t1 from the
- * owners' report; a new coordinator process after a crash resumes from the
- * commit record and the latest attempt, as dcr_coord_resume does.
+ * Owners as processes (owner_role.c). Each rank of `mpirun -np P dcr owner
+ * [run flags]` builds its own world (every shard of the seeded world: the
+ * constructor runs only its rank's owner), joins the group over
+ * MPI_COMM_WORLD, and follows the control plane through rank 0, which
+ * orders every rank over the group so that all run the same attempt: it
+ * learns of attempt tau from the latest attempt; an attempt for a
+ * from_version it has already seen an attempt for is a retry, sent as all
+ * overwrites (the first attempt the job sees for a version may use XOR: a
+ * coordinator that crashed before any owner saw its attempt sent nothing);
+ * each rank joins tau on its handle after the coordinator opened it,
+ * constructs, sends, finishes (its manifest part), and rank 0 reports for
+ * the job (DCR_OWNERS_REPORT_ID, after every rank answered) the summed
+ * construction figures and t0 (SENT); when the commit record names from+1
+ * with the attempt it sent, each rank updates its tracker and baseline,
+ * and rank 0 reports t1 (the last rank's end; COMMITTED). `dcr coordinator`
+ * holds no constructor: it prepares, waits for the nodes and the owners,
+ * commits, and reads t0/t1 from the owners' report; a new coordinator
+ * process after a crash resumes from the commit record and the latest
+ * attempt (dcr_coord_resume).
  *
- * Clocks: t0 and t1 are taken where the owners run (today the launcher);
+ * Clocks: t0 and t1 are taken where the owners run (rank 0 takes the
+ * earliest start and the latest end its ranks report);
  * a node's apply end and its trace intervals are on CLOCK_MONOTONIC, shared
  * by every process of one host, so the launcher merges them into its own
  * trace as they are. Across hosts the offset of each host's clock to the
@@ -89,16 +97,17 @@
  * across processes yet (its tree lives in one transport handle).
  *
  * Transport across processes (objstore): every process opens its own
- * handle over the same directory, a node process with rollout_nodes 1 (its
- * endpoint 0). What the transport itself still lacks is listed in the
- * README (an open that joins an attempt without clearing it, per-owner
- * completion markers, per-process endpoint subsets). */
+ * handle over the same store (dcr/transport.h: join, owner subsets,
+ * send_only): the coordinator's clears, every other joins; a node process
+ * serves rollout endpoint 0 only (rollout_nodes 1), an owner process its
+ * rank's owner and no rollout endpoint. */
 #ifndef DCR_WORKLOADS_ROLES_H
 #define DCR_WORKLOADS_ROLES_H
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dcr/control.h"
 #include "dcr/transport.h"
@@ -120,11 +129,19 @@ void dcr_role_kill_points_dir(const char *workdir, char *out, size_t cap);
 void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
 
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
- * array in this host's layout, written before the node reports DONE). */
+ * array in this host's layout, written before the node reports DONE);
+ * node -1 - r: owner rank r's (written before the owners report SENT, and
+ * again with the baseline update before COMMITTED). */
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
-/* Records the intervals every node process wrote for attempt tau into this
- * process's recorder (one clock: CLOCK_MONOTONIC of one host), so that one
- * trace and the bounds cover every process. A missing file is skipped. */
+/* Writes this process's recorded intervals as `who`'s file of attempt tau
+ * (who as in dcr_role_trace_path). */
+dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau);
+/* Records the intervals every node process and owner rank wrote for
+ * attempt tau into this process's recorder (one clock: CLOCK_MONOTONIC of
+ * one host), so that one trace and the bounds cover every process. A
+ * missing node file is skipped; owner files are read from rank 0 up to the
+ * first missing one (at most DCR_ROLE_OWNERS_MAX). */
+#define DCR_ROLE_OWNERS_MAX 4096
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
 
 /* The etcd namespace of a --processes run (etcd://HOST:PORT/PREFIX/<run>),
@@ -137,15 +154,24 @@ dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url);
 dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p);
 /* This process's object-store handle over the run's directory, with
- * `rollout_nodes` endpoints (1 for a node process). */
+ * `rollout_nodes` endpoints (1 for a node process), joining every attempt
+ * (the coordinator's handle is the one that clears). */
 dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
                                      int train_nodes, int world, int rollout_nodes,
                                      dcr_transport_t **out_p);
-/* The same over the transport backend `backend` (an objstore transport, e.g.
- * "faulty:objstore" for a faults run). */
-dcr_status_t dcr_role_transport_open_named(const char *backend, const dcr_bench_config_t *cfg,
-                                           const char *workdir, int train_nodes, int world,
-                                           int rollout_nodes, dcr_transport_t **out_p);
+/* The same with the handle's part of the run spelled out (dcr/transport.h):
+ * an owner process joins, serves its owners and no rollout endpoint. */
+typedef struct dcr_role_handle {
+    bool join;
+    int owner_first, owner_count; /* owner_count 0: every owner */
+    bool send_only;
+    /* An objstore transport backend ("faulty:objstore" for a faults run);
+     * NULL: "objstore". */
+    const char *backend;
+} dcr_role_handle_t;
+dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
+                                        int train_nodes, int world, int rollout_nodes,
+                                        const dcr_role_handle_t *as, dcr_transport_t **out_p);
 
 /* A rollout-node process's main loop (steps 1 and 3-5 above) until *stop
  * becomes non-zero (a signal) or the control plane stays unreachable for
@@ -166,6 +192,44 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
 /* Reads a digests file (dcr_role_digest_path), waiting up to wait_ms for it
  * to appear (DCR_ENOTFOUND after that). */
 dcr_status_t dcr_role_read_digests(const char *path, int wait_ms, dcr_param_digests_t *out_p);
+
+/* An owner rank of `mpirun -np P dcr owner` ("Owners as processes" above;
+ * workloads/roles/owner_role.c): group is this process's endpoint of a
+ * group with one rank per owner of the run's training layout (the "mpi"
+ * backend over MPI_COMM_WORLD; the caller initialised MPI). Runs until
+ * *stop becomes non-zero, or the control plane stays unreachable for
+ * ready_timeout_ms at start. */
+typedef struct dcr_group dcr_group_t;
+typedef struct dcr_role_owner_config {
+    const dcr_bench_config_t *run;
+    const char *workdir;
+    dcr_group_t *group;
+    int ready_timeout_ms;
+} dcr_role_owner_config_t;
+
+dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig_atomic_t *stop);
+
+/* The coordinator as its own process (`dcr coordinator`; coord_role.c):
+ * holds no constructor and no receiver, only the control plane and the
+ * run's clearing transport handle (every other handle joins), and runs in
+ * remote-nodes and remote-owners mode (dcr/coord.h). It serves requests,
+ * one line each on `in`: "refit" runs the next transition, "resume FROM"
+ * finishes the transition FROM -> FROM+1 a crashed coordinator left
+ * (dcr_coord_resume); each is answered with one line on `out`, a result
+ * (dcr_role_refit_result_format) or "error <status> <line>". Returns at
+ * the end of `in`. */
+typedef struct dcr_role_coord_config {
+    const dcr_bench_config_t *run;
+    const char *workdir;
+} dcr_role_coord_config_t;
+
+dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *in, FILE *out);
+/* A transition's figures as the coordinator process's answer line ("ok
+ * ...\n", doubles exact); snprintf's return. */
+int dcr_role_refit_result_format(const dcr_refit_result_t *r, char *out, size_t cap);
+/* Parses an answer line: DCR_OK with *out_p, or the error it names (one
+ * line), or DCR_EIO for a malformed line. */
+dcr_status_t dcr_role_refit_result_parse(const char *line, dcr_refit_result_t *out_p);
 
 /* The verifier: for each version first..last and every receiver, waits up
  * to wait_ms for the digests file, and compares it with a dense refit of

@@ -108,6 +108,17 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
                                  const dcr_payload_sink_t *sink,
                                  dcr_construct_stats_t *out_stats_p);
 
+/* An owner process of a multi-process training job (DESIGN.md section 11):
+ * from now on runs and commits of c cover only owner dcr_group_rank(g), its
+ * exchanges with the other owners going through g, a borrowed endpoint of a
+ * group with one rank per owner (an "mpi" endpoint); every rank calls run
+ * with the same tau, candidate version and flags. Statistics are this
+ * owner's. NULL returns to every owner in this process (an "inproc" group
+ * per run). DCR_EINVAL when g's size is not the layout's world. Call
+ * between runs. */
+typedef struct dcr_group dcr_group_t;
+dcr_status_t dcr_constructor_set_group(dcr_constructor_t *c, dcr_group_t *g);
+
 /* After a joint commit: updates trackers and residual baseline in place from
  * the candidate of the last successful run. Fails if no run preceded it. */
 dcr_status_t dcr_constructor_commit(dcr_constructor_t *c);

@@ -52,6 +52,33 @@ typedef struct dcr_transport_config {
      * manifest) in the store for the user to inspect, instead of deleting
      * them; older attempts are still removed as new ones open. */
     bool keep_objects;
+    /* objstore across processes (DESIGN.md section 11; workloads/roles/roles.h).
+     * Every process of a run opens its own handle over the same store.
+     *
+     * join: open_attempt joins attempt tau without clearing anything: neither
+     * tau's prefix nor the previous attempt's is removed, and destroy leaves
+     * the store alone. Exactly one handle per run opens without join (the
+     * coordinator's, the clearing handle) and owns clearing: its open of tau
+     * must complete before any joining handle opens tau (the coordinator says
+     * so through the control plane), and it removes the replaced attempt's
+     * objects when it opens the next one.
+     *
+     * owner_first, owner_count: the owners this handle serves, [owner_first,
+     * owner_first + owner_count) of [0, world) (an owner process's ranks);
+     * owner_count 0: every owner. send and finish refuse other owners
+     * (DCR_EINVAL). Once all of its owners finished, the handle writes its
+     * owners' completion marker, a manifest part listing their payloads
+     * (objstore_manifest.c); readers complete the attempt once the parts of
+     * all `world` owners are present. A handle serving every owner writes
+     * the one whole manifest, as in one process.
+     *
+     * send_only: the handle serves no rollout endpoint (an owner's or the
+     * coordinator's): no download threads, recv is DCR_EINVAL;
+     * rollout_nodes still sizes the links. The relay supports none of
+     * these (it refuses them at create). */
+    bool join;
+    int owner_first, owner_count;
+    bool send_only;
 } dcr_transport_config_t;
 
 /* Accounting since creation, of attempts only (reference() traffic is not
@@ -159,6 +186,8 @@ struct dcr_transport {
     /* The validated configuration's sizes, for the wrappers' range checks
      * (a backend registered from outside the engine has no other header). */
     int train_nodes, world, rollout_nodes;
+    int owner_first, owner_count; /* the owners this handle serves (count 0: all) */
+    bool send_only;               /* serves no rollout node */
     /* What the places where payloads enter the rollout cluster accept
      * (objstore: every download; relay: the root), passed to
      * dcr_payload_verify. Set by dcr_transport_set_payload_key;

@@ -1025,6 +1025,130 @@ static void test_unlisted_payload(void **state)
     dcr_transport_destroy(t);
 }
 
+/* ---- handles in separate processes ------------------------------------------ */
+
+/* Sends owner o's payloads through t and finishes it. */
+static void send_owner(dcr_transport_t *t, int o, tp_payload_t *p, int k)
+{
+    for (int j = 0; j < k; j++)
+        assert_int_equal(dcr_transport_send(t, o, p[j].id, p[j].buf, p[j].len), DCR_OK);
+    assert_int_equal(dcr_transport_finish(t, o, (uint64_t)k), DCR_OK);
+}
+
+/* Four handles over one store, as the processes of a run hold them: the
+ * coordinator's (clearing, send_only), two owner processes' (joining,
+ * owners 0..1 and 2..3, send_only) and a rollout node's (joining). A
+ * joining open keeps what is already there; the node completes the attempt
+ * only once both owner processes wrote their manifest parts; the
+ * coordinator's next open removes the attempt. */
+static void test_split_handles(void **state)
+{
+    (void)state;
+    int world = 4, k = 3;
+    dcr_transport_config_t cc = tp_config(g_dir, 2, world, 1);
+    cc.send_only = true;
+    dcr_transport_config_t ac = cc, bc = cc, rc = tp_config(g_dir, 2, world, 1);
+    ac.join = bc.join = rc.join = true;
+    ac.owner_first = 0;
+    ac.owner_count = 2;
+    bc.owner_first = 2;
+    bc.owner_count = 2;
+    dcr_transport_t *coord = tp_create("objstore", &cc), *a = tp_create("objstore", &ac),
+                    *b = tp_create("objstore", &bc), *r = tp_create("objstore", &rc);
+    dcr_transport_config_t bad = ac;
+    bad.owner_count = 3;
+    bad.owner_first = 2;
+    dcr_transport_t *none = NULL;
+    assert_int_equal(dcr_transport_create("objstore", &bad, &none), DCR_EINVAL);
+    assert_int_equal(dcr_transport_create("relay", &ac, &none), DCR_EINVAL);
+
+    tp_payload_t *flat;
+    tp_payload_t **per = tp_make_set(5, world, k, 40, 0, &flat);
+    assert_int_equal(dcr_transport_open_attempt(coord, 5), DCR_OK);
+    assert_int_equal(dcr_transport_open_attempt(a, 5), DCR_OK);
+    send_owner(a, 0, per[0], k);
+    /* Owners of another process, and reading, are refused by this handle. */
+    assert_int_equal(dcr_transport_send(a, 2, 1, per[2][0].buf, per[2][0].len), DCR_EINVAL);
+    dcr_delivery_t d;
+    assert_int_equal(dcr_transport_recv(a, 0, 0, &d), DCR_EINVAL);
+    send_owner(a, 1, per[1], k);
+    /* Joins after owners 0..1 finished: their payloads and part stay. */
+    assert_int_equal(dcr_transport_open_attempt(r, 5), DCR_OK);
+    tp_node_t nd = {.t = r, .node = 0};
+    for (int i = 0; i < 2 * k; i++) {
+        while (dcr_transport_recv(r, 0, 2000, &d) == DCR_EAGAIN) {
+        }
+        dcr_payload_header_t h;
+        assert_int_equal(dcr_payload_peek(d.data, d.len, true, &h), DCR_OK);
+        assert_true(h.owner < 2);
+        if (nd.n == nd.cap) {
+            nd.cap = nd.cap ? 2 * nd.cap : 16;
+            nd.got = realloc(nd.got, nd.cap * sizeof *nd.got);
+        }
+        nd.got[nd.n] = (tp_got_t){h.tau, h.owner, h.payload_id, malloc(d.len), d.len};
+        memcpy(nd.got[nd.n++].buf, d.data, d.len);
+        dcr_transport_release(r, 0, &d);
+    }
+    /* Owners 2..3 have not finished: the attempt is not complete. */
+    assert_int_equal(dcr_transport_recv(r, 0, 100, &d), DCR_EAGAIN);
+    assert_int_equal(dcr_transport_open_attempt(b, 5), DCR_OK);
+    send_owner(b, 2, per[2], k);
+    send_owner(b, 3, per[3], k);
+    dcr_transport_destroy(a); /* a joining handle leaves the attempt in place */
+    a = NULL;
+    tp_node_t rest = {.t = r, .node = 0};
+    tp_node_main(&rest);
+    assert_int_equal(rest.end, DCR_ECLOSED);
+    for (size_t i = 0; i < rest.n; i++) {
+        if (nd.n == nd.cap) {
+            nd.cap = 2 * nd.cap;
+            nd.got = realloc(nd.got, nd.cap * sizeof *nd.got);
+        }
+        nd.got[nd.n++] = rest.got[i];
+    }
+    free(rest.got);
+    tp_check_exactly_once(&nd, flat, (size_t)(world * k));
+    int64_t v = tp_sum_len(flat, (size_t)(world * k)), va = 0;
+    for (int j = 0; j < 2 * k; j++) va += (int64_t)flat[j].len;
+    assert_int_equal(counters(b).payload_bytes, v - va); /* each handle counts its owners */
+    assert_int_equal(counters(coord).payload_bytes, 0);
+    assert_int_equal(counters(r).cross_bytes, v); /* the node's downloads only */
+    tp_node_free(&nd);
+
+    /* The clearing handle's next open removes the replaced attempt. */
+    assert_int_equal(dcr_transport_open_attempt(coord, 6), DCR_OK);
+    dcr_objstore_config_t oc = {.url = g_dir, .s3_endpoint = tp_s3_endpoint};
+    dcr_objstore_t *s = NULL;
+    assert_int_equal(dcr_objstore_create(&oc, &s), DCR_OK);
+    dcr_objstore_entry_t *e = NULL;
+    size_t ne = 0;
+    assert_int_equal(dcr_objstore_list_all(s, "attempt-5/", &e, &ne), DCR_OK);
+    assert_int_equal(ne, 0);
+    free(e);
+    dcr_objstore_destroy(s);
+    tp_free_set(per, flat, world, k);
+    dcr_transport_destroy(r);
+    dcr_transport_destroy(b);
+    dcr_transport_destroy(coord);
+}
+
+/* Two manifest parts that both cover an owner fail the attempt, naming them. */
+static void test_manifest_parts_overlap(void **state)
+{
+    (void)state;
+    dcr_transport_config_t c = tp_config(g_dir, 1, 2, 3);
+    c.join = true;
+    dcr_transport_t *t = tp_create("objstore", &c);
+    assert_int_equal(dcr_transport_open_attempt(t, 9), DCR_OK);
+    static const char empty[] = "dcr-manifest 1\ntau 9\npayloads 0\nend\n";
+    /* The smaller first: alone it covers too little, so every listing after
+     * the second put sees both. */
+    put_object(9, "MANIFEST-1-1", empty, strlen(empty));
+    put_object(9, "MANIFEST-0-2", empty, strlen(empty));
+    expect_failed(t, "both cover owner 1");
+    dcr_transport_destroy(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest conformance[] = {
@@ -1054,6 +1178,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_manifest_malformed_fails, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_manifest_missing_payload, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unlisted_payload, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_split_handles, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_manifest_parts_overlap, fx_setup, fx_teardown),
     };
     int failed = 0;
     /* The backends there are now: test_wrapping_backend adds its own. */
