@@ -360,24 +360,67 @@ static dcr_status_t prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)
 
 /* ---- the copy at commit --------------------------------------------------- */
 
-/* Reads attempt tau's transport manifest into entries of m. */
+/* Parses one manifest object of attempt tau and appends its entries. */
+static dcr_status_t read_manifest_object(dcr_objstore_t *s, const char *key, uint64_t tau,
+                                         int world, dcr__ledger_entry_t **e_p, size_t *n_p)
+{
+    uint8_t *text = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_objstore_get(s, key, DCR__MANIFEST_MAX_BYTES, NULL, &text, &len));
+    dcr__ledger_entry_t *e = NULL;
+    size_t n = 0;
+    dcr_status_t st = dcr__manifest_parse((const char *)text, len, key, tau, world, &e, &n);
+    free(text);
+    DCR_CHECK(st);
+    dcr__ledger_entry_t *all = realloc(*e_p, (*n_p + n ? *n_p + n : 1) * sizeof(*all));
+    if (all == NULL) {
+        free(e);
+        return dcr_error_set(DCR_ENOMEM, "retain: %zu manifest entries", *n_p + n);
+    }
+    if (n) memcpy(all + *n_p, e, n * sizeof(*e));
+    free(e);
+    *e_p = all;
+    *n_p += n;
+    return DCR_OK;
+}
+
+/* Reads attempt tau's transport manifest into entries: the one MANIFEST a
+ * handle serving every owner writes, or the parts owner processes write
+ * (MANIFEST-<first>-<count>; a committed attempt's parts cover every owner
+ * once: its readers checked that before the commit). */
 static dcr_status_t read_attempt(dcr_objstore_t *s, uint64_t tau, int world, char *mkey,
                                  size_t mkey_cap, dcr__ledger_entry_t **e_p, size_t *n_p)
 {
     char prefix[64];
     dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
     snprintf(mkey, mkey_cap, "%sMANIFEST", prefix);
-    uint8_t *text = NULL;
-    size_t len = 0;
-    dcr_status_t st = dcr_objstore_get(s, mkey, DCR__MANIFEST_MAX_BYTES, NULL, &text, &len);
-    if (st == DCR_ENOTFOUND)
-        return dcr_error_set(DCR_ENOTFOUND,
-                             "retain: attempt %" PRIu64 " has no manifest %s (already cleared by "
-                             "a later attempt, or not an objstore run?)",
-                             tau, mkey);
-    DCR_CHECK(st);
-    st = dcr__manifest_parse((const char *)text, len, mkey, tau, world, e_p, n_p);
-    free(text);
+    *e_p = NULL;
+    *n_p = 0;
+    dcr_status_t st = read_manifest_object(s, mkey, tau, world, e_p, n_p);
+    if (st != DCR_ENOTFOUND) return st;
+    dcr_objstore_entry_t *keys = NULL;
+    size_t nkeys = 0, parts = 0;
+    DCR_CHECK(dcr_objstore_list_all(s, prefix, &keys, &nkeys));
+    st = DCR_OK;
+    for (size_t i = 0; i < nkeys && st == DCR_OK; i++) {
+        int first, count;
+        if (strncmp(keys[i].key, prefix, strlen(prefix)) != 0 ||
+            !dcr__obj_parse_manifest_part_name(keys[i].key + strlen(prefix), world, &first, &count))
+            continue;
+        st = read_manifest_object(s, keys[i].key, tau, world, e_p, n_p);
+        parts++;
+    }
+    free(keys);
+    if (st == DCR_OK && parts == 0)
+        st = dcr_error_set(DCR_ENOTFOUND,
+                           "retain: attempt %" PRIu64 " has no manifest %s nor manifest parts "
+                           "(already cleared by a later attempt, or not an objstore run?)",
+                           tau, mkey);
+    if (st != DCR_OK) {
+        free(*e_p);
+        *e_p = NULL;
+        *n_p = 0;
+    }
     return st;
 }
 
