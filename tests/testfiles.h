@@ -9,12 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A fresh folder TMPDIR/dcr-test-TAG-XXXXXX into buf; false on failure. */
+#include "dcr/outpath.h"
+
+/* A fresh folder TMPDIR/dcr-test-TAG-XXXXXX into buf; false on failure.
+ * The one way tests make a temporary folder (testfiles_rmtree removes it). */
 static inline int testfiles_tmpdir(char *buf, size_t cap, const char *tag)
 {
     const char *t = getenv("TMPDIR");
     snprintf(buf, cap, "%s/dcr-test-%s-XXXXXX", t && *t ? t : "/tmp", tag);
     return mkdtemp(buf) != NULL;
+}
+
+/* Removes dir and everything under it (links, never their targets); 0 or
+ * -1. An empty name is nothing to remove, so a teardown may run before its
+ * setup made the folder. */
+static inline int testfiles_rmtree(const char *dir)
+{
+    return dir[0] == '\0' ? 0 : dcr_outpath_remove_tree(dir);
 }
 
 /* Writes text to path (created or truncated). */
