@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testfiles.h"
+
 #include "dcr/log.h"
 #include "dcr/status.h"
 
@@ -144,27 +146,6 @@ static void test_check_macros(void **state)
     assert_int_equal(cleaned, 1);
 }
 
-/* Runs fn with stderr in a temporary file; returns its text (caller frees). */
-static char *capture_stderr(void (*fn)(void))
-{
-    fflush(stderr);
-    int saved = dup(2);
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    dup2(fileno(tmp), 2);
-    fn();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    fseek(tmp, 0, SEEK_END);
-    long len = ftell(tmp);
-    rewind(tmp);
-    char *text = calloc((size_t)len + 1, 1);
-    assert_int_equal(fread(text, 1, (size_t)len, tmp), (size_t)len);
-    fclose(tmp);
-    return text;
-}
-
 static int g_calls, g_cleaned;
 static int g_check_line, g_goto_line; /* the lines of the macros below */
 
@@ -199,7 +180,7 @@ static void test_check_traces_at_debug(void **state)
     (void)state;
     dcr_log_level_t was = dcr_log_get_level();
     dcr_log_set_level(DCR_LOG_DEBUG);
-    char *text = capture_stderr(run_traced);
+    char *text = testfiles_capture_stderr(run_traced);
     char want[256];
     snprintf(want, sizeof want, "%s:%d: fails(&g_calls) failed: not found: missing", __FILE__,
              g_check_line);
@@ -209,7 +190,7 @@ static void test_check_traces_at_debug(void **state)
     if (!strstr(text, want)) fail_msg("'%s' lacks '%s'", text, want);
     free(text);
     dcr_log_set_level(DCR_LOG_INFO);
-    text = capture_stderr(run_traced);
+    text = testfiles_capture_stderr(run_traced);
     assert_string_equal(text, "");
     free(text);
     dcr_log_set_level(was);
