@@ -199,36 +199,31 @@ static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
 static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r, json_t *config)
 {
     size_t n = (size_t)r->nrefits;
-    double *cols = calloc(9 * (n ? n : 1), sizeof(double));
+    double *cols = calloc(DCR_RESULTS_NCOLUMNS * (n ? n : 1), sizeof(double));
     if (!cols) return dcr_error_set(DCR_ENOMEM, "results columns");
     for (size_t i = 0; i < n; i++) {
-        cols[0 * n + i] = r->refits[i].latency_s;
-        cols[1 * n + i] = (double)r->refits[i].payload_bytes;
-        cols[2 * n + i] = (double)r->refits[i].cross_bytes;
-        cols[3 * n + i] = (double)r->refits[i].raw_changed_value_bytes;
-        cols[4 * n + i] = (double)r->refits[i].changed_elements;
-        cols[5 * n + i] = r->refits[i].bit_exact ? 1.0 : 0.0;
+        const dcr_bench_refit_t *f = &r->refits[i];
+        cols[DCR_RESULTS_LATENCY_S * n + i] = f->latency_s;
+        cols[DCR_RESULTS_PAYLOAD_BYTES * n + i] = (double)f->payload_bytes;
+        cols[DCR_RESULTS_CROSS_BYTES * n + i] = (double)f->cross_bytes;
+        cols[DCR_RESULTS_RAW_CHANGED_VALUE_BYTES * n + i] = (double)f->raw_changed_value_bytes;
+        cols[DCR_RESULTS_CHANGED_ELEMENTS * n + i] = (double)f->changed_elements;
+        cols[DCR_RESULTS_BIT_EXACT * n + i] = f->bit_exact ? 1.0 : 0.0;
         /* NaN marks a bound that was not measured (--trace-overhead). */
-        bool traced = r->refits[i].traced;
-        cols[6 * n + i] = traced ? r->refits[i].construction_lb_s : NAN;
-        cols[7 * n + i] = traced ? r->refits[i].transport_lb_s : NAN;
-        cols[8 * n + i] = traced ? r->refits[i].bound_finalization_s : NAN;
+        cols[DCR_RESULTS_CONSTRUCTION_LB_S * n + i] = f->traced ? f->construction_lb_s : NAN;
+        cols[DCR_RESULTS_TRANSPORT_LB_S * n + i] = f->traced ? f->transport_lb_s : NAN;
+        cols[DCR_RESULTS_FINALIZATION_S * n + i] = f->traced ? f->bound_finalization_s : NAN;
     }
-    dcr_results_column_t columns[9] = {{"latency_s", cols},
-                                       {"payload_bytes", cols + n},
-                                       {"cross_bytes", cols + 2 * n},
-                                       {"raw_changed_value_bytes", cols + 3 * n},
-                                       {"changed_elements", cols + 4 * n},
-                                       {"bit_exact", cols + 5 * n},
-                                       {"construction_lb_s", cols + 6 * n},
-                                       {"transport_lb_s", cols + 7 * n},
-                                       {"finalization_s", cols + 8 * n}};
+    dcr_results_column_t columns[DCR_RESULTS_NCOLUMNS];
+    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
+        columns[k] = (dcr_results_column_t){dcr_results_column_names[k], cols + (size_t)k * n};
     json_t *summary = result_json(r, json_incref(config));
     json_object_del(summary, "refits");
     json_object_del(summary, "config");
     char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS),
          *summary_text = json_dumps(summary, JSON_COMPACT);
-    dcr_results_run_t run = {"bench", config_text, summary_text, n, 9, columns, 0, NULL};
+    dcr_results_run_t run = {"bench", config_text, summary_text, n, DCR_RESULTS_NCOLUMNS,
+                             columns, 0,           NULL};
     dcr_trace_interval_t *iv = NULL;
     size_t niv = 0;
     int64_t(*table)[6] = NULL;

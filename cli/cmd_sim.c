@@ -21,6 +21,7 @@
 #include "reports/report.h"
 #include "sim/platform.h"
 #include "sim/sim.h"
+#include "sim/sweep.h"
 #include "sim/validate.h"
 #include "workloads/change_profile.h"
 #include "workloads/interrupt.h"
@@ -167,13 +168,7 @@ static dcr_status_t load_calibration(const sim_opts_t *o, dcr_sim_calibration_t 
 
 /* ---- output ---------------------------------------------------------------------- */
 
-typedef struct row {
-    const char *model;
-    const dcr_sim_paper_size_t *size; /* the seed's figures for this model, or NULL */
-    const char *transport;
-    double rate;
-    dcr_sim_result_t r;
-} row_t;
+typedef dcr_sim_row_t row_t;
 
 /* [lo, hi] of a seed range, or null when the seed gives none. */
 static json_t *range_json(double lo, double hi)
@@ -229,37 +224,21 @@ static json_t *cluster_json(const dcr_sim_cluster_t *c)
     return j;
 }
 
-/* Latency of the row with this model, transport and rate, or 0. */
-static double latency_of(const row_t *rows, int n, const char *model, const char *transport,
-                         double rate)
-{
-    for (int i = 0; i < n; i++)
-        if (!strcmp(rows[i].model, model) && !strcmp(rows[i].transport, transport) &&
-            fabs(rows[i].rate - rate) < 1e-12)
-            return rows[i].r.latency_s;
-    return 0;
-}
-
 /* Object-store latency over relay latency at 5% per model, beside the seed's gains. */
 static json_t *relay_gains_json(const row_t *rows, int n)
 {
+    dcr_sim_relay_gain_t gains[MAX_ROWS];
+    int ng = dcr_sim_relay_gains(rows, n, 0.05, gains, MAX_ROWS);
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) {
-        if (strcmp(rows[i].transport, "relay") || fabs(rows[i].rate - 0.05) > 1e-12) continue;
-        double obj = latency_of(rows, n, rows[i].model, "objstore", 0.05);
-        if (!(obj > 0 && rows[i].r.latency_s > 0)) continue;
-        const dcr_sim_paper_size_t *z = rows[i].size;
-        json_t *g =
-            json_pack("{s:s,s:f}", "model", rows[i].model, "gain", obj / rows[i].r.latency_s);
+    for (int i = 0; i < ng; i++) {
+        json_t *g = json_pack("{s:s,s:f}", "model", gains[i].model, "gain", gains[i].gain);
         json_object_set_new(g, "seed_gain",
-                            z && z->relay_gain_5pct > 0 ? json_real(z->relay_gain_5pct)
-                                                        : json_null());
+                            gains[i].seed_gain > 0 ? json_real(gains[i].seed_gain) : json_null());
         json_array_append_new(arr, g);
     }
     return arr;
 }
 
-/* nemo: each row also carries NeMo-RL's published latency for it (or null). */
 static void print_json(const dcr_sim_spec_t *s, const row_t *rows, int n,
                        const dcr_sim_calibration_t *cal, bool nemo)
 {
@@ -415,19 +394,13 @@ static void print_seed_summary(const row_t *rows, int n)
            DCR_SIM_PAPER_120B_PAYLOADS);
     print_relay_traces(rows, n);
     print_fitted(rows, n);
-    json_t *gains = relay_gains_json(rows, n);
-    size_t i;
-    json_t *g;
-    json_array_foreach(gains, i, g)
-    {
-        json_t *seed = json_object_get(g, "seed_gain");
-        printf("relay over object storage at 5%%, %s: %.2fx",
-               json_string_value(json_object_get(g, "model")),
-               json_real_value(json_object_get(g, "gain")));
-        if (json_is_real(seed)) printf(" (seed %.2fx)", json_real_value(seed));
+    dcr_sim_relay_gain_t gains[MAX_ROWS];
+    int ng = dcr_sim_relay_gains(rows, n, 0.05, gains, MAX_ROWS);
+    for (int i = 0; i < ng; i++) {
+        printf("relay over object storage at 5%%, %s: %.2fx", gains[i].model, gains[i].gain);
+        if (gains[i].seed_gain > 0) printf(" (seed %.2fx)", gains[i].seed_gain);
         printf("\n");
     }
-    json_decref(gains);
 }
 
 static void print_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
@@ -601,45 +574,26 @@ static dcr_status_t profile_rate(const sim_opts_t *o, const char *model, double 
     return DCR_OK;
 }
 
-static dcr_status_t run_rows(const sim_opts_t *o, dcr_sim_spec_t *spec,
-                             const dcr_sim_calibration_t *cal, const char *const *models,
-                             int nmodels, row_t *rows, int *n_p)
+/* The sweep the flags ask for; rates and transports live in the caller's
+ * arrays. The paper testbed sweeps the seed's rates and both transports
+ * unless told otherwise; a change profile gives one rate per model. */
+static dcr_status_t sweep_of(const sim_opts_t *o, const char *const *models, int nmodels,
+                             const double *model_rates, double *rates, const char **transports,
+                             dcr_sim_sweep_t *sw)
 {
-    double rates[MAX_ROWS];
-    const char *transports[2];
-    int nrates = 0, ntrans = 0, n = 0;
-    /* The paper testbed sweeps the seed's rates and both transports unless told otherwise. */
     const char *rate_text = o->testbed && !seen(o, "--change-rate") ? "0.03,0.05" : o->rates;
     const char *transport = o->testbed && !seen(o, "--transport") ? "both" : o->transport;
-    DCR_CHECK(parse_rates(rate_text, rates, &nrates));
-    DCR_CHECK(parse_transports(transport, transports, &ntrans));
-    if (nmodels * nrates * ntrans > MAX_ROWS)
-        return dcr_error_set(DCR_EINVAL, "sim: %d rows, at most %d", nmodels * nrates * ntrans,
-                             MAX_ROWS);
-    for (int m = 0; m < nmodels; m++) {
-        spec->scenario.model = models[m];
-        if (o->changes) {
-            DCR_CHECK(profile_rate(o, models[m], &rates[0]));
-            nrates = 1;
-        }
-        for (int t = 0; t < ntrans; t++)
-            for (int i = 0; i < nrates; i++) {
-                spec->transport = transports[t];
-                spec->change_rate = rates[i];
-                row_t *w = &rows[n++];
-                memset(w, 0, sizeof(*w));
-                w->model = models[m];
-                /* NeMo-RL's figures are printed apart; the seed's ranges are for its testbed. */
-                bool nemo = o->testbed && !strcmp(o->testbed, "nemo-rl");
-                w->size = nemo ? NULL : dcr_sim_paper_size_of(models[m]);
-                w->transport = transports[t];
-                w->rate = rates[i];
-                if (!o->json) DCR_LOG_INFO("sim: %s, %s, %g", models[m], transports[t], rates[i]);
-                DCR_CHECK(dcr_sim_run(spec, cal, &w->r));
-            }
-    }
-    *n_p = n;
-    return DCR_OK;
+    *sw =
+        (dcr_sim_sweep_t){.models = models,
+                          .nmodels = nmodels,
+                          .transports = transports,
+                          .rates = rates,
+                          .model_rates = o->changes ? model_rates : NULL,
+                          /* NeMo-RL's figures are printed apart; the seed's are for its testbed. */
+                          .seed_figures = !(o->testbed && !strcmp(o->testbed, "nemo-rl")),
+                          .quiet = o->json};
+    DCR_CHECK(parse_rates(rate_text, rates, &sw->nrates));
+    return parse_transports(transport, transports, &sw->ntransports);
 }
 
 static int simulate(const sim_opts_t *o)
@@ -647,6 +601,7 @@ static int simulate(const sim_opts_t *o)
     dcr_sim_spec_t spec;
     dcr_sim_calibration_t cal;
     const char *models[DCR_SIM_PAPER_NSIZES];
+    double model_rates[DCR_SIM_PAPER_NSIZES] = {0};
     row_t rows[MAX_ROWS];
     int n = 0;
     /* Every flag is checked before a calibration is measured or read. */
@@ -664,8 +619,7 @@ static int simulate(const sim_opts_t *o)
         serve.tp = spec.serve_tp > 0 ? spec.serve_tp : spec.cluster.rollout_gpus;
         serve.ep = spec.serve_ep;
         st = dcr_cli_scenario_validate(&one, &serve);
-        double rate = 0;
-        if (st == DCR_OK && o->changes) st = profile_rate(o, models[m], &rate);
+        if (st == DCR_OK && o->changes) st = profile_rate(o, models[m], &model_rates[m]);
     }
     double rates[MAX_ROWS];
     const char *transports[2];
@@ -675,7 +629,12 @@ static int simulate(const sim_opts_t *o)
     if (st != DCR_OK) return dcr_cli_check("sim", st);
     st = load_calibration(o, &cal);
     if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
-    if (st == DCR_OK) st = run_rows(o, &spec, &cal, models, nmodels, rows, &n);
+    dcr_sim_sweep_t sw;
+    double sweep_rates[MAX_ROWS];
+    const char *sweep_transports[2];
+    if (st == DCR_OK)
+        st = sweep_of(o, models, nmodels, model_rates, sweep_rates, sweep_transports, &sw);
+    if (st == DCR_OK) st = dcr_sim_sweep_run(&sw, &spec, &cal, rows, MAX_ROWS, &n);
     if (st != DCR_OK) return dcr_cli_fail("sim", st);
     if (o->json)
         print_json(&spec, rows, n, &cal, o->testbed && !strcmp(o->testbed, "nemo-rl"));

@@ -292,25 +292,54 @@ static dcr_status_t build_groups(report_t *r)
 typedef struct series {
     const char *key, *label;
     size_t n;
-    size_t idx[256];
+    size_t *idx; /* its groups, in the set's pool */
 } series_t;
 
-static size_t build_series(const report_t *r, bool payload, series_t *s, size_t max)
+/* Every group in exactly one series (so at most r->ng series, and a series
+ * holds at most r->ng groups: nothing is left out, however many runs). */
+typedef struct series_set {
+    series_t *s;
+    size_t ns;
+    size_t *pool, *of; /* pool: the series' group indices; of: each group's series */
+} series_set_t;
+
+static void series_free(series_set_t *set)
 {
+    free(set->s);
+    free(set->pool);
+    free(set->of);
+}
+
+static dcr_status_t build_series(const report_t *r, bool payload, series_set_t *set)
+{
+    size_t ng = r->ng ? r->ng : 1;
+    *set = (series_set_t){calloc(ng, sizeof(series_t)), 0, calloc(ng, sizeof(size_t)),
+                          calloc(ng, sizeof(size_t))};
+    if (!set->s || !set->pool || !set->of) {
+        series_free(set);
+        return dcr_error_set(DCR_ENOMEM, "figure data for %zu groups", r->ng);
+    }
+    series_t *s = set->s;
     size_t ns = 0;
     for (size_t i = 0; i < r->ng; i++) {
         const rgroup_t *g = &r->g[i];
         const char *key = payload ? g->payload_key : g->fig10_key;
         size_t k = 0;
         while (k < ns && strcmp(s[k].key, key)) k++;
-        if (k == max) continue;
         if (k == ns) {
             s[ns].key = key;
-            s[ns].label = payload ? g->payload_series : g->fig10_series;
-            s[ns++].n = 0;
+            s[ns++].label = payload ? g->payload_series : g->fig10_series;
         }
-        if (s[k].n < NKEYS(s[k].idx)) s[k].idx[s[k].n++] = i;
+        s[k].n++;
+        set->of[i] = k;
     }
+    size_t at = 0;
+    for (size_t k = 0; k < ns; k++) {
+        s[k].idx = set->pool + at;
+        at += s[k].n;
+        s[k].n = 0;
+    }
+    for (size_t i = 0; i < r->ng; i++) s[set->of[i]].idx[s[set->of[i]].n++] = i;
     /* Insertion sort along x: checkpoint size, or change rate. */
     for (size_t k = 0; k < ns; k++)
         for (size_t a = 1; a < s[k].n; a++)
@@ -323,7 +352,8 @@ static size_t build_series(const report_t *r, bool payload, series_t *s, size_t 
                 s[k].idx[b] = s[k].idx[b - 1];
                 s[k].idx[b - 1] = t;
             }
-    return ns;
+    set->ns = ns;
+    return DCR_OK;
 }
 
 /* ---- Figure 10 layout ---- */
@@ -350,9 +380,10 @@ static dcr_status_t write_fig10_data(const report_t *r, const series_t *s, size_
 
 static dcr_status_t write_fig10(const report_t *r)
 {
-    series_t *s = calloc(64, sizeof(*s));
-    if (!s) return dcr_error_set(DCR_ENOMEM, "figure data");
-    size_t ns = build_series(r, false, s, 64);
+    series_set_t set;
+    DCR_CHECK(build_series(r, false, &set));
+    const series_t *s = set.s;
+    size_t ns = set.ns;
     dcr_status_t st = write_fig10_data(r, s, ns);
     FILE *f = st == DCR_OK ? open_out(r, "fig10_latency.body.gp") : NULL;
     if (st == DCR_OK && !f) st = DCR_EIO;
@@ -389,7 +420,7 @@ static dcr_status_t write_fig10(const report_t *r)
         fprintf(f, "\nunset multiplot\n");
         st = close_out(r, f, "fig10_latency.body.gp");
     }
-    free(s);
+    series_free(&set);
     DCR_CHECK(st);
     DCR_CHECK(write_driver(r, "fig10_latency", 1400, 600));
     return run_gnuplot(r, "fig10_latency.gp");
@@ -418,9 +449,10 @@ static dcr_status_t write_payload_data(const report_t *r, const series_t *s, siz
 
 static dcr_status_t write_payload_fig(const report_t *r)
 {
-    series_t *s = calloc(64, sizeof(*s));
-    if (!s) return dcr_error_set(DCR_ENOMEM, "figure data");
-    size_t ns = build_series(r, true, s, 64);
+    series_set_t set;
+    DCR_CHECK(build_series(r, true, &set));
+    const series_t *s = set.s;
+    size_t ns = set.ns;
     dcr_status_t st = write_payload_data(r, s, ns);
     FILE *f = st == DCR_OK ? open_out(r, "payload_vs_rate.body.gp") : NULL;
     if (st == DCR_OK && !f) st = DCR_EIO;
@@ -447,7 +479,7 @@ static dcr_status_t write_payload_fig(const report_t *r)
                    "(dashed)'\n");
         st = close_out(r, f, "payload_vs_rate.body.gp");
     }
-    free(s);
+    series_free(&set);
     DCR_CHECK(st);
     DCR_CHECK(write_driver(r, "payload_vs_rate", 1000, 650));
     return run_gnuplot(r, "payload_vs_rate.gp");

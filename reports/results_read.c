@@ -12,16 +12,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define RESULTS_VERSION 1
-
-const char *const dcr_results_column_names[DCR_RESULTS_NCOLUMNS] = {
-    "latency_s",        "payload_bytes", "cross_bytes",       "raw_changed_value_bytes",
-    "changed_elements", "bit_exact",     "construction_lb_s", "transport_lb_s",
-    "finalization_s"};
-
-static const char *const string_attrs[] = {"command", "config",       "summary",
-                                           "machine", "git_revision", "time"};
-
 /* Keys of the bench configuration that cannot change a per-refit figure:
  * paths, output choices, and the number of timed refits (a sample size). */
 static const char *const ignored_keys[] = {"workdir", "keep_payloads", "control", "trace",
@@ -91,9 +81,9 @@ static H5I_type_t object_kind(hid_t loc, const char *name)
 
 static dcr_status_t check_version(const char *path, hid_t f)
 {
-    if (H5Aexists(f, "dcr_results_version") <= 0)
+    if (H5Aexists(f, DCR_RESULTS_VERSION_ATTR) <= 0)
         return bad(path, "/", "not a dcr results file (no attribute dcr_results_version)");
-    hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
+    hid_t attr = H5Aopen(f, DCR_RESULTS_VERSION_ATTR, H5P_DEFAULT);
     hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
     long long version = -1;
     bool ok = H5Tget_class(type) == H5T_INTEGER && H5Sget_simple_extent_npoints(space) == 1 &&
@@ -102,12 +92,12 @@ static dcr_status_t check_version(const char *path, hid_t f)
     H5Tclose(type);
     H5Aclose(attr);
     if (!ok) return bad(path, "/", "attribute dcr_results_version is not one integer");
-    if (version != RESULTS_VERSION)
+    if (version != DCR_RESULTS_VERSION)
         return dcr_error_set(DCR_EPARSE, "%s: results version %lld, this dcr reads version %d",
-                             path, version, RESULTS_VERSION);
-    if (H5Lexists(f, "runs", H5P_DEFAULT) <= 0)
+                             path, version, DCR_RESULTS_VERSION);
+    if (H5Lexists(f, DCR_RESULTS_RUNS, H5P_DEFAULT) <= 0)
         return bad(path, "/", "not a dcr results file (no group /runs)");
-    if (object_kind(f, "runs") != H5I_GROUP) return bad(path, "/runs", "is not a group");
+    if (object_kind(f, DCR_RESULTS_RUNS) != H5I_GROUP) return bad(path, "/runs", "is not a group");
     return DCR_OK;
 }
 
@@ -227,10 +217,11 @@ static dcr_status_t read_column(const char *path, const char *obj, hid_t refits,
 
 static dcr_status_t read_columns(const char *path, hid_t g, dcr_results_stored_run_t *run)
 {
-    if (H5Lexists(g, "refits", H5P_DEFAULT) <= 0)
+    if (H5Lexists(g, DCR_RESULTS_REFITS, H5P_DEFAULT) <= 0)
         return bad(path, run->name, "group refits is missing");
-    if (object_kind(g, "refits") != H5I_GROUP) return bad(path, run->name, "refits is not a group");
-    hid_t refits = H5Gopen2(g, "refits", H5P_DEFAULT);
+    if (object_kind(g, DCR_RESULTS_REFITS) != H5I_GROUP)
+        return bad(path, run->name, "refits is not a group");
+    hid_t refits = H5Gopen2(g, DCR_RESULTS_REFITS, H5P_DEFAULT);
     if (refits < 0) return bad(path, run->name, "refits is not a group");
     name_list_t l = {0};
     dcr_status_t st = list_links(path, run->name, refits, &l);
@@ -283,11 +274,17 @@ static dcr_status_t read_run(const char *path, hid_t runs, const char *name,
     if (object_kind(runs, name) != H5I_GROUP) return bad(path, obj, "is not a group");
     hid_t g = H5Gopen2(runs, name, H5P_DEFAULT);
     if (g < 0) return bad(path, obj, "cannot be opened");
-    char **dst[] = {&run->command, &run->config_text,  &run->summary_text,
-                    &run->machine, &run->git_revision, &run->time};
+    char **dst[DCR_RESULTS_NATTRS] = {
+        [DCR_RESULTS_ATTR_COMMAND] = &run->command,
+        [DCR_RESULTS_ATTR_CONFIG] = &run->config_text,
+        [DCR_RESULTS_ATTR_SUMMARY] = &run->summary_text,
+        [DCR_RESULTS_ATTR_MACHINE] = &run->machine,
+        [DCR_RESULTS_ATTR_GIT_REVISION] = &run->git_revision,
+        [DCR_RESULTS_ATTR_TIME] = &run->time,
+    };
     dcr_status_t st = DCR_OK;
-    for (size_t i = 0; st == DCR_OK && i < sizeof(dst) / sizeof(dst[0]); i++)
-        st = read_string_attr(path, obj, g, string_attrs[i], dst[i]);
+    for (int i = 0; st == DCR_OK && i < DCR_RESULTS_NATTRS; i++)
+        st = read_string_attr(path, obj, g, dcr_results_attr_names[i], dst[i]);
     if (st == DCR_OK) st = parse_object(path, obj, "config", run->config_text, &run->config);
     if (st == DCR_OK) st = parse_object(path, obj, "summary", run->summary_text, &run->summary);
     if (st == DCR_OK) st = read_columns(path, g, run);
@@ -300,7 +297,7 @@ static dcr_status_t read_run(const char *path, hid_t runs, const char *name,
 
 static dcr_status_t read_runs(const char *path, hid_t f, dcr_results_set_t *set)
 {
-    hid_t runs = H5Gopen2(f, "runs", H5P_DEFAULT);
+    hid_t runs = H5Gopen2(f, DCR_RESULTS_RUNS, H5P_DEFAULT);
     if (runs < 0) return bad(path, "/runs", "cannot be opened");
     name_list_t l = {0};
     dcr_status_t st = list_links(path, "/runs", runs, &l);

@@ -24,10 +24,10 @@
 #include <jansson.h>
 
 #include "dcr/status.h"
+#include "workloads/results.h"
 
-/* The nine per-refit columns that every version-1 run carries. */
-#define DCR_RESULTS_NCOLUMNS 9
-extern const char *const dcr_results_column_names[DCR_RESULTS_NCOLUMNS];
+/* The schema (names, version, the columns every run carries) is defined
+ * once, in workloads/results.h, beside its writer. */
 
 typedef struct dcr_results_stored_column {
     char *name;

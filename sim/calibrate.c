@@ -2,7 +2,7 @@
  * measurements themselves are in calibrate_measure.c. */
 #include "sim/calibrate.h"
 
-#include "sim/sim.h"
+#include "sim/cluster.h"
 
 #include <stddef.h>
 #include <errno.h>

@@ -47,11 +47,6 @@ double dcr_sim_nemo_rl_latency(const char *transport, double rate)
     return 0;
 }
 
-bool dcr_sim_paper_in_range(double v, double lo, double hi)
-{
-    return (lo == 0 && hi == 0) || (v >= lo && v <= hi);
-}
-
 dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len)
 {
     const char *dir = getenv("DCR_SIM_CALIBRATIONS_DIR");

@@ -74,7 +74,4 @@ dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len);
  * calibration's cluster figures (dcr_sim_cluster_apply_calibration). */
 dcr_sim_spec_t dcr_sim_paper_spec(const char *model, const char *transport, double rate);
 
-/* Whether v lies in [lo, hi]; always true when the seed gives no range. */
-bool dcr_sim_paper_in_range(double v, double lo, double hi);
-
 #endif

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "sim/sim.h"
+#include "sim/cluster.h"
 
 /* The bandwidth that stands for "unlimited" (bytes per second). */
 #define DCR_SIM_UNLIMITED_BPS 1e15

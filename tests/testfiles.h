@@ -8,13 +8,47 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* A fresh folder TMPDIR/dcr-test-TAG-XXXXXX into buf; false on failure. */
+#include "dcr/outpath.h"
+
+/* A fresh folder TMPDIR/dcr-test-TAG-XXXXXX into buf; false on failure.
+ * The one way tests make a temporary folder (testfiles_rmtree removes it). */
 static inline int testfiles_tmpdir(char *buf, size_t cap, const char *tag)
 {
     const char *t = getenv("TMPDIR");
     snprintf(buf, cap, "%s/dcr-test-%s-XXXXXX", t && *t ? t : "/tmp", tag);
     return mkdtemp(buf) != NULL;
+}
+
+/* Removes dir and everything under it (links, never their targets); 0 or
+ * -1. An empty name is nothing to remove, so a teardown may run before its
+ * setup made the folder. */
+static inline int testfiles_rmtree(const char *dir)
+{
+    return dir[0] == '\0' ? 0 : dcr_outpath_remove_tree(dir);
+}
+
+/* Runs fn with stderr (fd 2) in a temporary file; returns what fn wrote
+ * there (malloc'd, the caller frees). */
+static inline char *testfiles_capture_stderr(void (*fn)(void))
+{
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *tmp = tmpfile();
+    assert_non_null(tmp);
+    dup2(fileno(tmp), 2);
+    fn();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fseek(tmp, 0, SEEK_END);
+    long len = ftell(tmp);
+    rewind(tmp);
+    char *text = calloc((size_t)len + 1, 1);
+    assert_int_equal(fread(text, 1, (size_t)len, tmp), (size_t)len);
+    fclose(tmp);
+    return text;
 }
 
 /* Writes text to path (created or truncated). */

@@ -13,7 +13,23 @@
 
 #include "dcr/outpath.h"
 
-#define RESULTS_VERSION 1
+const char *const dcr_results_column_names[DCR_RESULTS_NCOLUMNS] = {
+    [DCR_RESULTS_LATENCY_S] = "latency_s",
+    [DCR_RESULTS_PAYLOAD_BYTES] = "payload_bytes",
+    [DCR_RESULTS_CROSS_BYTES] = "cross_bytes",
+    [DCR_RESULTS_RAW_CHANGED_VALUE_BYTES] = "raw_changed_value_bytes",
+    [DCR_RESULTS_CHANGED_ELEMENTS] = "changed_elements",
+    [DCR_RESULTS_BIT_EXACT] = "bit_exact",
+    [DCR_RESULTS_CONSTRUCTION_LB_S] = "construction_lb_s",
+    [DCR_RESULTS_TRANSPORT_LB_S] = "transport_lb_s",
+    [DCR_RESULTS_FINALIZATION_S] = "finalization_s",
+};
+
+const char *const dcr_results_attr_names[DCR_RESULTS_NATTRS] = {
+    [DCR_RESULTS_ATTR_COMMAND] = "command",           [DCR_RESULTS_ATTR_CONFIG] = "config",
+    [DCR_RESULTS_ATTR_SUMMARY] = "summary",           [DCR_RESULTS_ATTR_MACHINE] = "machine",
+    [DCR_RESULTS_ATTR_GIT_REVISION] = "git_revision", [DCR_RESULTS_ATTR_TIME] = "time",
+};
 
 const char *dcr_results_git_revision(void)
 {
@@ -41,14 +57,14 @@ static hid_t open_results(const char *path)
     if (stat(path, &st) == 0 && st.st_size == 0) {
         hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
         if (f < 0) return -1;
-        int version = RESULTS_VERSION;
+        int version = DCR_RESULTS_VERSION;
         hid_t space = H5Screate(H5S_SCALAR);
-        hid_t attr =
-            H5Acreate2(f, "dcr_results_version", H5T_NATIVE_INT, space, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t attr = H5Acreate2(f, DCR_RESULTS_VERSION_ATTR, H5T_NATIVE_INT, space, H5P_DEFAULT,
+                                H5P_DEFAULT);
         H5Awrite(attr, H5T_NATIVE_INT, &version);
         H5Aclose(attr);
         H5Sclose(space);
-        hid_t runs = H5Gcreate2(f, "runs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        hid_t runs = H5Gcreate2(f, DCR_RESULTS_RUNS, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
         H5Gclose(runs);
         return f;
     }
@@ -56,14 +72,15 @@ static hid_t open_results(const char *path)
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return -1;
     int version = 0;
-    if (H5Aexists(f, "dcr_results_version") <= 0 || H5Lexists(f, "runs", H5P_DEFAULT) <= 0) {
+    if (H5Aexists(f, DCR_RESULTS_VERSION_ATTR) <= 0 ||
+        H5Lexists(f, DCR_RESULTS_RUNS, H5P_DEFAULT) <= 0) {
         H5Fclose(f);
         return -2;
     }
-    hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
+    hid_t attr = H5Aopen(f, DCR_RESULTS_VERSION_ATTR, H5P_DEFAULT);
     H5Aread(attr, H5T_NATIVE_INT, &version);
     H5Aclose(attr);
-    if (version != RESULTS_VERSION) {
+    if (version != DCR_RESULTS_VERSION) {
         H5Fclose(f);
         return -2;
     }
@@ -96,12 +113,12 @@ static herr_t write_intervals(hid_t g, const dcr_results_run_t *run)
 {
     hsize_t dims[2] = {run->nintervals, 6};
     hid_t space = H5Screate_simple(2, dims, NULL);
-    hid_t ds =
-        H5Dcreate2(g, "intervals", H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ds = H5Dcreate2(g, DCR_RESULTS_INTERVALS, H5T_STD_I64LE, space, H5P_DEFAULT, H5P_DEFAULT,
+                          H5P_DEFAULT);
     herr_t rc =
         ds < 0 ? -1 : H5Dwrite(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, run->intervals);
     if (ds >= 0) {
-        rc |= write_string_attr(ds, "columns", "start_ns,end_ns,refit,stage,actor,id");
+        rc |= write_string_attr(ds, "columns", DCR_RESULTS_INTERVAL_COLUMNS);
         H5Dclose(ds);
     }
     H5Sclose(space);
@@ -110,7 +127,7 @@ static herr_t write_intervals(hid_t g, const dcr_results_run_t *run)
 
 static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, size_t name_len)
 {
-    hid_t runs = H5Gopen2(f, "runs", H5P_DEFAULT);
+    hid_t runs = H5Gopen2(f, DCR_RESULTS_RUNS, H5P_DEFAULT);
     if (runs < 0) return -1;
     H5G_info_t info;
     H5Gget_info(runs, &info);
@@ -122,14 +139,18 @@ static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, s
     time_t now = time(NULL);
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
     machine_text(machine, sizeof(machine));
+    const char *attrs[DCR_RESULTS_NATTRS] = {
+        [DCR_RESULTS_ATTR_COMMAND] = run->command,
+        [DCR_RESULTS_ATTR_CONFIG] = run->config_json,
+        [DCR_RESULTS_ATTR_SUMMARY] = run->summary_json ? run->summary_json : "{}",
+        [DCR_RESULTS_ATTR_MACHINE] = machine,
+        [DCR_RESULTS_ATTR_GIT_REVISION] = dcr_results_git_revision(),
+        [DCR_RESULTS_ATTR_TIME] = when,
+    };
     herr_t rc = 0;
-    rc |= write_string_attr(g, "command", run->command);
-    rc |= write_string_attr(g, "config", run->config_json);
-    rc |= write_string_attr(g, "summary", run->summary_json ? run->summary_json : "{}");
-    rc |= write_string_attr(g, "machine", machine);
-    rc |= write_string_attr(g, "git_revision", dcr_results_git_revision());
-    rc |= write_string_attr(g, "time", when);
-    hid_t refits = H5Gcreate2(g, "refits", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    for (int k = 0; k < DCR_RESULTS_NATTRS; k++)
+        rc |= write_string_attr(g, dcr_results_attr_names[k], attrs[k]);
+    hid_t refits = H5Gcreate2(g, DCR_RESULTS_REFITS, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     for (size_t i = 0; refits >= 0 && i < run->ncolumns; i++)
         rc |= write_column(refits, &run->columns[i], run->nrefits);
     if (run->nintervals && run->intervals) rc |= write_intervals(g, run);
@@ -152,13 +173,13 @@ dcr_status_t dcr_results_check(const char *flag, const char *path)
     if (ok) {
         hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
         ok =
-            attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 && version == RESULTS_VERSION;
+            attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 && version == DCR_RESULTS_VERSION;
         if (attr >= 0) H5Aclose(attr);
     }
     if (f >= 0) H5Fclose(f);
     if (!ok)
         return dcr_error_set(DCR_EINVAL, "%s %s: exists and is not a dcr results file (version %d)",
-                             flag, path, RESULTS_VERSION);
+                             flag, path, DCR_RESULTS_VERSION);
     return DCR_OK;
 }
 
@@ -176,7 +197,7 @@ dcr_status_t dcr_results_append(const char *path, const dcr_results_run_t *run, 
     if (f == -2)
         st = dcr_error_set(DCR_EINVAL,
                            "results %s: exists and is not a dcr results file (version %d)", path,
-                           RESULTS_VERSION);
+                           DCR_RESULTS_VERSION);
     else if (f < 0)
         st = dcr_error_set(DCR_EIO, "results %s: HDF5 cannot open or create it", path);
     if (st == DCR_OK) {

@@ -21,6 +21,43 @@
 
 #include "dcr/status.h"
 
+/* The schema's names, the one definition the writer (workloads/results.c,
+ * filled by `dcr bench`) and the reader (reports/results_read.c) share. */
+#define DCR_RESULTS_VERSION          1
+#define DCR_RESULTS_VERSION_ATTR     "dcr_results_version"
+#define DCR_RESULTS_RUNS             "runs"
+#define DCR_RESULTS_REFITS           "refits"
+#define DCR_RESULTS_INTERVALS        "intervals"
+#define DCR_RESULTS_INTERVAL_COLUMNS "start_ns,end_ns,refit,stage,actor,id"
+
+/* The per-refit columns every version-1 run carries, in this order:
+ * dcr_results_column_names[DCR_RESULTS_LATENCY_S] is "latency_s". */
+typedef enum dcr_results_col {
+    DCR_RESULTS_LATENCY_S,
+    DCR_RESULTS_PAYLOAD_BYTES,
+    DCR_RESULTS_CROSS_BYTES,
+    DCR_RESULTS_RAW_CHANGED_VALUE_BYTES,
+    DCR_RESULTS_CHANGED_ELEMENTS,
+    DCR_RESULTS_BIT_EXACT,         /* 1 or 0 */
+    DCR_RESULTS_CONSTRUCTION_LB_S, /* NaN where not traced */
+    DCR_RESULTS_TRANSPORT_LB_S,    /* NaN where not traced */
+    DCR_RESULTS_FINALIZATION_S,    /* NaN where not traced */
+    DCR_RESULTS_NCOLUMNS
+} dcr_results_col_t;
+extern const char *const dcr_results_column_names[DCR_RESULTS_NCOLUMNS];
+
+/* The string attributes of every run group, in this order. */
+typedef enum dcr_results_attr {
+    DCR_RESULTS_ATTR_COMMAND,
+    DCR_RESULTS_ATTR_CONFIG,
+    DCR_RESULTS_ATTR_SUMMARY,
+    DCR_RESULTS_ATTR_MACHINE,
+    DCR_RESULTS_ATTR_GIT_REVISION,
+    DCR_RESULTS_ATTR_TIME,
+    DCR_RESULTS_NATTRS
+} dcr_results_attr_t;
+extern const char *const dcr_results_attr_names[DCR_RESULTS_NATTRS];
+
 typedef struct dcr_results_column {
     const char *name;     /* e.g. "latency_s" */
     const double *values; /* nrefits values */

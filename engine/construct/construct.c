@@ -115,6 +115,7 @@ typedef struct owner {
     uint64_t next_payload;
     size_t bucket_input;
     dcr_status_t status, sender_status;
+    dcr_error_t err; /* owner_run's failure with its detail, read after the join */
     dcr_construct_stats_t stats;
     struct dcr_constructor *c;
 } owner_t;
@@ -1028,6 +1029,7 @@ static void *owner_main(void *arg)
     }
     r->o->status = owner_run(r->o, r->required);
     if (r->o->status != DCR_OK) dcr_error_prefix("owner %d: ", r->o->rank);
+    dcr_error_save(&r->o->err, r->o->status);
     dcr_queue_close(r->o->queue);
     return NULL;
 }
@@ -1168,7 +1170,8 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     dcr_construct_stats_t sum = {0};
     sum.construction_s = dcr_clock_s() - t0;
     for (int r = base; st == DCR_OK && r < base + local; r++) {
-        st = c->owners[r].status != DCR_OK ? c->owners[r].status : c->owners[r].sender_status;
+        st = c->owners[r].status != DCR_OK ? dcr_error_restore(&c->owners[r].err)
+                                           : c->owners[r].sender_status;
         add_stats(&sum, &c->owners[r].stats);
     }
     /* U_req is the same on every rank: this process's first owner's copy. */

@@ -1,13 +1,14 @@
 /* Status texts and the thread-local detail message behind the one clear error line. */
 #include "dcr/status.h"
 
+#include "dcr/log.h"
+
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Long enough for a name, a path and an expectation; longer details are cut,
- * which is better than failing while reporting a failure. */
-#define DCR__DETAIL_MAX 512
+/* Long enough for a name, a path and an expectation (status.h). */
+#define DCR__DETAIL_MAX DCR_ERROR_DETAIL_MAX
 #define DCR__LINE_MAX   (DCR__DETAIL_MAX + 64)
 
 static _Thread_local char dcr__detail[DCR__DETAIL_MAX];
@@ -121,6 +122,28 @@ const char *dcr_error_detail(void)
 void dcr_error_clear(void)
 {
     dcr__detail[0] = '\0';
+}
+
+dcr_status_t dcr_error_save(dcr_error_t *e, dcr_status_t status)
+{
+    e->status = status;
+    e->detail[0] = '\0';
+    if (status != DCR_OK) dcr__append(e->detail, sizeof e->detail, 0, dcr__detail);
+    return status;
+}
+
+dcr_status_t dcr_error_restore(const dcr_error_t *e)
+{
+    if (e->status == DCR_OK) return DCR_OK;
+    return dcr_error_set(e->status, "%s", e->detail);
+}
+
+void dcr_error_trace(dcr_status_t status, const char *file, int line, const char *expr)
+{
+    if (dcr_log_get_level() < DCR_LOG_DEBUG) return;
+    char safe[DCR__LINE_MAX];
+    dcr_log(DCR_LOG_DEBUG, "%s:%d: %s failed: %s: %s", file, line, expr, dcr_status_str(status),
+            dcr_escape(safe, sizeof safe, dcr__detail));
 }
 
 char *dcr_escape(char *dst, size_t cap, const char *src)

@@ -35,19 +35,58 @@ static void *dcr__trampoline(void *p)
     return ret;
 }
 
-int dcr_thread_start(pthread_t *t, dcr_thread_role_t role, void *(*fn)(void *), void *arg,
-                     const char *fmt, ...)
+static int dcr__vstart(pthread_t *t, dcr_thread_role_t role, void *(*fn)(void *), void *arg,
+                       const char *fmt, va_list ap)
 {
     dcr__start_t *s = malloc(sizeof(*s));
     if (s == NULL) return ENOMEM;
     *s = (dcr__start_t){fn, arg, role < DCR_THREAD_ROLES ? role : DCR_THREAD_TRANSPORT, ""};
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(s->name, sizeof(s->name), fmt, ap);
-    va_end(ap);
     int e = pthread_create(t, NULL, dcr__trampoline, s);
     if (e != 0) free(s);
     return e;
+}
+
+int dcr_thread_start(pthread_t *t, dcr_thread_role_t role, void *(*fn)(void *), void *arg,
+                     const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int e = dcr__vstart(t, role, fn, arg, fmt, ap);
+    va_end(ap);
+    return e;
+}
+
+/* The body of a dcr_thread_t: its result, detail included, saved where the
+ * joiner reads it once pthread_join has ordered the two. */
+static void *dcr__status_main(void *p)
+{
+    dcr_thread_t *t = p;
+    dcr_error_save(&t->err, t->fn(t->arg));
+    return NULL;
+}
+
+int dcr_thread_run(dcr_thread_t *t, dcr_thread_role_t role, dcr_status_t (*fn)(void *arg),
+                   void *arg, const char *fmt, ...)
+{
+    t->fn = fn;
+    t->arg = arg;
+    t->err.status = DCR_OK;
+    t->err.detail[0] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    int e = dcr__vstart(&t->id, role, dcr__status_main, t, fmt, ap);
+    va_end(ap);
+    t->started = e == 0;
+    return e;
+}
+
+dcr_status_t dcr_thread_join(dcr_thread_t *t)
+{
+    if (!t->started) return DCR_OK;
+    pthread_join(t->id, NULL);
+    t->started = false;
+    return dcr_error_restore(&t->err);
 }
 
 void dcr_thread_cpu(double out[DCR_THREAD_ROLES])

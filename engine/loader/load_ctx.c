@@ -228,12 +228,6 @@ dcr_status_t dcr_load_param(dcr_load_ctx_t *ctx, const char *name, dcr_view_t *o
     return dcr_params_view(ctx->params, (size_t)i, out_p);
 }
 
-const dcr_param_t *dcr_load_param_info(dcr_load_ctx_t *ctx, const char *name)
-{
-    int64_t i = dcr_params_find(ctx->params, name);
-    return i < 0 ? NULL : dcr_params_at(ctx->params, (size_t)i);
-}
-
 /* View errors name the tensor being loaded. */
 static dcr_status_t dcr__view_result(dcr_load_ctx_t *ctx, dcr_status_t st)
 {
@@ -260,13 +254,6 @@ dcr_status_t dcr_load_transpose(dcr_load_ctx_t *ctx, const dcr_view_t *v, int di
 {
     DCR_CHECK(dcr__need_call(ctx, "transpose"));
     return dcr__view_result(ctx, dcr_view_transpose(v, dim0, dim1, out_p));
-}
-
-dcr_status_t dcr_load_reshape(dcr_load_ctx_t *ctx, const dcr_view_t *v, int ndim,
-                              const int64_t *shape, dcr_view_t *out_p)
-{
-    DCR_CHECK(dcr__need_call(ctx, "reshape"));
-    return dcr__view_result(ctx, dcr_view_reshape(v, ndim, shape, out_p));
 }
 
 dcr_status_t dcr_load_unsqueeze(dcr_load_ctx_t *ctx, const dcr_view_t *v, int dim,

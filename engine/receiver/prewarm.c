@@ -13,22 +13,6 @@
 
 #include "receiver-internal.h"
 
-const char *dcr_path_class_name(dcr_path_class_t cls)
-{
-    switch (cls) {
-    case DCR_PATH_SKIPPED:
-        return "skipped";
-    case DCR_PATH_XOR:
-        return "xor";
-    case DCR_PATH_OVERWRITE:
-        return "overwrite";
-    case DCR_PATH_UNSUPPORTED:
-        return "unsupported";
-    default:
-        return "invalid";
-    }
-}
-
 void dcr__plans_free(dcr_receiver_t *r)
 {
     if (r->plans == NULL) return;

@@ -36,13 +36,11 @@ struct dcr_rollout_node {
     staged_payload_t *staged;
     size_t nstaged, cap_staged;
     /* The thread of start_deliver / start_apply. */
-    pthread_t thread;
+    dcr_thread_t thread; /* carries the step's status and detail to the join */
     bool running;
     atomic_bool finished;
     bool apply_step; /* the thread runs apply_staged, not deliver */
     uint64_t tau;
-    dcr_status_t status;
-    char why[512]; /* the thread's error detail (details are thread-local) */
 };
 
 dcr_status_t dcr_rollout_node_create(const dcr_rollout_node_config_t *cfg,
@@ -204,14 +202,13 @@ dcr_status_t dcr_rollout_node_apply_staged(dcr_rollout_node_t *n, uint64_t tau)
 
 /* ---- on a thread of its own ---- */
 
-static void *node_thread(void *arg)
+static dcr_status_t node_thread(void *arg)
 {
     dcr_rollout_node_t *n = arg;
-    n->status = n->apply_step ? dcr_rollout_node_apply_staged(n, n->tau)
-                              : dcr_rollout_node_deliver(n, n->tau);
-    if (n->status != DCR_OK) snprintf(n->why, sizeof(n->why), "%s", dcr_error_detail());
+    dcr_status_t st = n->apply_step ? dcr_rollout_node_apply_staged(n, n->tau)
+                                    : dcr_rollout_node_deliver(n, n->tau);
     atomic_store(&n->finished, true);
-    return NULL;
+    return st;
 }
 
 static dcr_status_t start(dcr_rollout_node_t *n, uint64_t tau, bool apply_step)
@@ -220,10 +217,8 @@ static dcr_status_t start(dcr_rollout_node_t *n, uint64_t tau, bool apply_step)
         return dcr_error_set(DCR_EINVAL, "rollout node %d: a step is still running", n->cfg.node);
     n->tau = tau;
     n->apply_step = apply_step;
-    n->status = DCR_OK;
-    n->why[0] = '\0';
     atomic_store(&n->finished, false);
-    if (dcr_thread_start(&n->thread, DCR_THREAD_NODE, node_thread, n, "dcr-node-%d", n->cfg.node))
+    if (dcr_thread_run(&n->thread, DCR_THREAD_NODE, node_thread, n, "dcr-node-%d", n->cfg.node))
         return dcr_error_set(DCR_ENOMEM, "starting the thread of rollout node %d", n->cfg.node);
     n->running = true;
     return DCR_OK;
@@ -242,9 +237,8 @@ dcr_status_t dcr_rollout_node_start_apply(dcr_rollout_node_t *n, uint64_t tau)
 dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n)
 {
     if (!n->running) return DCR_OK;
-    pthread_join(n->thread, NULL);
     n->running = false;
-    return n->status == DCR_OK ? DCR_OK : failed_with(n->status, n->why);
+    return dcr_thread_join(&n->thread);
 }
 
 /* ---- the state report of a rollout-node process ---- */

@@ -157,11 +157,6 @@ void dcr_trace_set_refit(uint32_t refit)
     atomic_store_explicit(&dcr__refit, refit, memory_order_relaxed);
 }
 
-uint32_t dcr_trace_refit(void)
-{
-    return atomic_load_explicit(&dcr__refit, memory_order_relaxed);
-}
-
 /* ---- recording ---- */
 
 /* A thread that ends retires its chunk, unless a reset freed it already

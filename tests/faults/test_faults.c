@@ -745,6 +745,7 @@ static void test_campaign(void **state)
 int main(void)
 {
     if (!getenv("DCR_LOG")) dcr_log_set_level(DCR_LOG_ERROR);
+    if (getenv("DCR_TEST_FILTER")) cmocka_set_test_filter(getenv("DCR_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_each_kind),
         cmocka_unit_test(test_payload_faults_on_relay),

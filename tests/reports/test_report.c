@@ -31,7 +31,8 @@
 
 static char dir[128], results[160], trace[160];
 
-static void append(const char *config, const double *lat, double payload, double ckpt)
+static void append(const char *path, const char *config, const double *lat, double payload,
+                   double ckpt)
 {
     double cols[DCR_RESULTS_NCOLUMNS][NREF];
     for (int i = 0; i < NREF; i++) {
@@ -52,7 +53,7 @@ static void append(const char *config, const double *lat, double payload, double
     snprintf(summary, sizeof(summary), "{\"checkpoint_bytes\":%.0f,\"reference_s\":2.0}", ckpt);
     dcr_results_run_t run = {"bench", config, summary, NREF, DCR_RESULTS_NCOLUMNS, c, 0, NULL};
     char name[64];
-    assert_int_equal(dcr_results_append(results, &run, name, sizeof(name)), DCR_OK);
+    assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
 }
 
 static void make_results(void)
@@ -70,10 +71,10 @@ static void make_results(void)
         for (int r = 0; r < 2; r++)
             for (int sc = 0; sc < 2; sc++) {
                 snprintf(cfg, sizeof(cfg), fmt, sc ? 16 : 64, transports[t], rates[r], "X");
-                append(cfg, sc ? lat : fast, 1e6 * (r + 1) * (sc ? 4 : 1), sc ? 4e8 : 1e8);
+                append(results, cfg, sc ? lat : fast, 1e6 * (r + 1) * (sc ? 4 : 1), sc ? 4e8 : 1e8);
             }
     snprintf(cfg, sizeof(cfg), fmt, 16, "objstore", 0.03, "F");
-    append(cfg, lat, 9e6, 4e8);
+    append(results, cfg, lat, 9e6, 4e8);
 }
 
 static dcr_trace_interval_t iv(uint32_t refit, dcr_stage_t stage, dcr_actor_t actor, int id,
@@ -217,6 +218,51 @@ static void test_report_files_and_tables(void **state)
     assert_int_equal(lines, 7);
 }
 
+/* Lines of text that start with prefix. */
+static int count_lines(const char *text, const char *prefix)
+{
+    int n = 0;
+    size_t len = strlen(prefix);
+    for (const char *p = text; *p; p++)
+        if ((p == text || p[-1] == '\n') && !strncmp(p, prefix, len)) n++;
+    return n;
+}
+
+/* Runs that differ only in their seed are a series each in both figures:
+ * 70 of them (once there was room for 64, and the rest went silently) give
+ * 70 series of one point each. */
+static void test_report_many_series(void **state)
+{
+    if (!have_gnuplot()) skip();
+    enum { NSERIES = 70 };
+    char many[192];
+    snprintf(many, sizeof(many), "%s-many.h5", dir);
+    unlink(many);
+    static const double lat[NREF] = {5, 1, 4, 2, 3};
+    for (int k = 0; k < NSERIES; k++) {
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg),
+                 "{\"model\":\"toy_model\",\"scale\":16,\"layers\":2,\"transport\":"
+                 "\"relay\",\"changes\":\"uniform\",\"change_rate\":0.01,\"lr\":1e-6,"
+                 "\"mode\":\"X\",\"rl\":\"sync\",\"seed\":%d,\"refits\":5}",
+                 k + 1);
+        append(many, cfg, lat, 1e6, 4e8);
+    }
+    dcr_report_opts_t o = {.results_path = many, .out_dir = dir, .refit = -1};
+    expect_ok(&o);
+    const char *dat = slurp("data/fig10_latency.dat");
+    assert_int_equal(count_lines(dat, "# series "), NSERIES);
+    assert_int_equal(count_lines(dat, "400 "), NSERIES); /* one point each, at 400 MB */
+    dat = slurp("data/payload_vs_rate.dat");
+    assert_int_equal(count_lines(dat, "# series "), NSERIES);
+    assert_int_equal(count_lines(dat, "1 "), NSERIES); /* one point each, at 1% */
+    const char *gp = slurp("payload_vs_rate.body.gp");
+    char last[64];
+    snprintf(last, sizeof(last), "index %d ", NSERIES - 1);
+    assert_non_null(strstr(gp, last));
+    unlink(many);
+}
+
 static void test_report_failures(void **state)
 {
     dcr_report_opts_t o = {
@@ -267,6 +313,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_report_files_and_tables, remove_dir),
+        cmocka_unit_test_teardown(test_report_many_series, remove_dir),
         cmocka_unit_test_teardown(test_report_failures, remove_dir),
         cmocka_unit_test_teardown(test_cli, remove_dir),
     };

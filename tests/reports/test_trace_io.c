@@ -21,25 +21,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "testfiles.h"
+
 #include "dcr/rng.h"
 #include "dcr/trace.h"
 #include "reports/trace_io.h"
 
-static char dir[64];
+static char dir[256];
 
 static int make_dir(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/dcr-trace-io-XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
+    return testfiles_tmpdir(dir, sizeof(dir), "trace-io") ? 0 : -1;
 }
 
 static int remove_dir(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    return system(cmd);
+    return testfiles_rmtree(dir);
 }
 
 static const char *tmp_path(const char *name)

@@ -22,6 +22,7 @@
 #include "sim/calibrate.h"
 #include "sim/platform.h"
 #include "sim/sim.h"
+#include "sim/sweep.h"
 #include "sim/workload.h"
 #include "sim_test_cal.h"
 
@@ -624,6 +625,47 @@ static void test_calibration_bad_files(void **state)
     free(text);
 }
 
+/* The relay's gain is object-store latency over relay latency of the same
+ * model and rate; rows without a partner give none; the seed's figure comes
+ * with a model the seed sized. A sweep larger than the rows' room fails
+ * before it simulates anything. */
+static void test_sweep_relay_gains(void **state)
+{
+    (void)state;
+    const dcr_sim_paper_size_t *z = dcr_sim_paper_size(0);
+    dcr_sim_row_t rows[5] = {
+        {z->model, z, "objstore", 0.05, {.latency_s = 6.0}},
+        {z->model, z, "relay", 0.05, {.latency_s = 2.0}},
+        {z->model, z, "relay", 0.03, {.latency_s = 1.0}}, /* no object-store row at 3% */
+        {"other", NULL, "relay", 0.05, {.latency_s = 4.0}},
+        {"other", NULL, "objstore", 0.05, {.latency_s = 5.0}},
+    };
+    assert_true(dcr_sim_rows_latency(rows, 5, "other", "objstore", 0.05) == 5.0);
+    assert_true(dcr_sim_rows_latency(rows, 5, "other", "objstore", 0.03) == 0.0);
+    dcr_sim_relay_gain_t g[4];
+    assert_int_equal(dcr_sim_relay_gains(rows, 5, 0.05, g, 4), 2);
+    assert_string_equal(g[0].model, z->model);
+    assert_true(fabs(g[0].gain - 3.0) < 1e-12);
+    assert_true(g[0].seed_gain == z->relay_gain_5pct);
+    assert_string_equal(g[1].model, "other");
+    assert_true(fabs(g[1].gain - 1.25) < 1e-12);
+    assert_true(g[1].seed_gain == 0);
+    assert_int_equal(dcr_sim_relay_gains(rows, 5, 0.05, g, 1), 1); /* at most cap */
+
+    const char *models[] = {"qwen3-30b-a3b", "qwen2.5-7b"}, *transports[] = {"objstore", "relay"};
+    double rates[] = {0.01, 0.03, 0.05};
+    dcr_sim_sweep_t sw = {models, 2, transports, 2, rates, 3, NULL, false, true};
+    assert_int_equal(dcr_sim_sweep_rows(&sw), 12);
+    double per_model[] = {0.02, 0.04};
+    sw.model_rates = per_model;
+    assert_int_equal(dcr_sim_sweep_rows(&sw), 4);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    dcr_sim_calibration_t cal = test_cal();
+    int n = -1;
+    assert_int_equal(dcr_sim_sweep_run(&sw, &spec, &cal, rows, 3, &n), DCR_EINVAL);
+    assert_int_equal(n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -642,6 +684,7 @@ int main(void)
         cmocka_unit_test(test_calibration_roundtrip),
         cmocka_unit_test(test_calibration_cluster_roundtrip),
         cmocka_unit_test(test_calibration_bad_files),
+        cmocka_unit_test(test_sweep_relay_gains),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "reports/gnuplot.h"
 #include "reports/report.h"
 #include "sim/calibrate.h"
@@ -280,8 +282,8 @@ static void test_plan_figure(void **state)
         rows[i].r.latency_s = 1 + i;
         rows[i].r.speedup = 10 + i;
     }
-    char dir[] = "/tmp/dcr-plan-test-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "plan"));
     assert_int_equal(dcr_sim_plan_write_figure(dir, "qwen3-30b-a3b", &plan, rows), DCR_OK);
     char dat[4200], body[4200];
     snprintf(dat, sizeof(dat), "%s/plan.dat", dir);

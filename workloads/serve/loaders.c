@@ -1,5 +1,6 @@
-/* vLLM-like native loaders: the shared weight_loader pieces, the decoder
- * families (qwen3_moe, qwen2, llama, gemma3_text) and the registry entries.
+/* vLLM-like native loaders: the shared weight_loader pieces and the decoder
+ * families (qwen3_moe, qwen2, llama, gemma3_text); families.c registers
+ * them.
  * Written only against dcr/loader.h: names resolve to resident parameters,
  * values move through views, casts and the hooked copy_/fill_. */
 #include <stdarg.h>
@@ -207,15 +208,8 @@ dcr_status_t dcr__decl_experts(const dcr__vllm_t *s, dcr_params_t *p, const char
     return dcr__decl(p, ep, "w2_weight", DCR_DTYPE_BF16, 3, s->e_count, h, il);
 }
 
-static const char *dcr__prefix_of(dcr_model_family_t f)
-{
-    if (f == DCR_FAMILY_GEMMA3) return "language_model.model.";
-    if (f == DCR_FAMILY_NEMOTRON_H) return "backbone.";
-    return "model.";
-}
-
 dcr_status_t dcr__vllm_init(const dcr_serve_loader_config_t *lc, dcr_model_family_t family,
-                            dcr__vllm_t *s)
+                            const char *prefix, dcr__vllm_t *s)
 {
     if (lc == NULL || lc->model == NULL)
         return dcr_error_set(DCR_EINVAL, "vllm loader: no model in the loader config");
@@ -231,7 +225,7 @@ dcr_status_t dcr__vllm_init(const dcr_serve_loader_config_t *lc, dcr_model_famil
     s->rank = lc->tp_rank;
     if (s->rank < 0 || s->rank >= s->tp)
         return dcr_error_set(DCR_EINVAL, "vllm loader: tp rank %d outside [0, %d)", s->rank, s->tp);
-    snprintf(s->prefix, sizeof(s->prefix), "%s", dcr__prefix_of(family));
+    snprintf(s->prefix, sizeof(s->prefix), "%s", prefix);
     snprintf(s->layers, sizeof(s->layers), "%slayers.", s->prefix);
     s->norm_dtype = s->sc.fp32_norms ? DCR_DTYPE_FP32 : DCR_DTYPE_BF16;
     s->vrows = dcr_serve_padded_vocab(s->m.vocab) / s->tp;
@@ -282,7 +276,7 @@ static const char *dcr__lm_head(const dcr__vllm_t *s)
     return s->m.family == DCR_FAMILY_GEMMA3 ? "language_model.lm_head.weight" : "lm_head.weight";
 }
 
-static dcr_status_t dcr__decoder_declare(const dcr__vllm_t *s, dcr_params_t *p)
+dcr_status_t dcr__decoder_declare(const dcr__vllm_t *s, dcr_params_t *p)
 {
     int64_t h = s->m.hidden;
     DCR_CHECK(dcr__decl(p, s->prefix, "embed_tokens.weight", DCR_DTYPE_BF16, 2, s->vrows, h, 0));
@@ -341,8 +335,8 @@ static dcr_status_t dcr__decoder_mlp(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, 
     return dcr__load_cols(s, ctx, param, w);
 }
 
-static dcr_status_t dcr__decoder_load(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const char *name,
-                                      const dcr_view_t *w)
+dcr_status_t dcr__decoder_load(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const char *name,
+                               const dcr_view_t *w)
 {
     char lp[DCR__SERVE_NAME_MAX];
     int l;
@@ -366,72 +360,4 @@ static dcr_status_t dcr__decoder_load(const dcr__vllm_t *s, dcr_load_ctx_t *ctx,
     }
     return dcr_error_set(DCR_ENOTFOUND, "vllm.%s: no parameter for tensor %s",
                          dcr_model_family_name(s->m.family), name);
-}
-
-/* ---- backend tables ---- */
-
-static dcr_status_t dcr__create(const void *config, dcr_params_t *p, void **state_p,
-                                dcr_model_family_t family)
-{
-    dcr__vllm_t *s = malloc(sizeof(*s));
-    if (s == NULL) return dcr_error_set(DCR_ENOMEM, "vllm loader: state");
-    dcr_status_t st = dcr__vllm_init(config, family, s);
-    if (st == DCR_OK)
-        st = family == DCR_FAMILY_NEMOTRON_H ? dcr__nemotron_declare(s, p)
-                                             : dcr__decoder_declare(s, p);
-    if (st != DCR_OK) {
-        free(s);
-        return st;
-    }
-    *state_p = s;
-    return DCR_OK;
-}
-
-static void dcr__destroy(void *state)
-{
-    free(state);
-}
-
-static dcr_status_t dcr__load(void *state, dcr_load_ctx_t *ctx, const char *name,
-                              const dcr_view_t *tensor)
-{
-    const dcr__vllm_t *s = state;
-    if (s->m.family == DCR_FAMILY_NEMOTRON_H) return dcr__nemotron_load(s, ctx, name, tensor);
-    return dcr__decoder_load(s, ctx, name, tensor);
-}
-
-#define DCR__FAMILY_CREATE(fn, fam)                                                                \
-    static dcr_status_t fn(const void *config, dcr_params_t *p, void **state_p)                    \
-    {                                                                                              \
-        return dcr__create(config, p, state_p, fam);                                               \
-    }
-DCR__FAMILY_CREATE(dcr__create_qwen3_moe, DCR_FAMILY_QWEN3_MOE)
-DCR__FAMILY_CREATE(dcr__create_qwen2, DCR_FAMILY_QWEN2)
-DCR__FAMILY_CREATE(dcr__create_llama, DCR_FAMILY_LLAMA)
-DCR__FAMILY_CREATE(dcr__create_gemma3, DCR_FAMILY_GEMMA3)
-DCR__FAMILY_CREATE(dcr__create_nemotron_h, DCR_FAMILY_NEMOTRON_H)
-
-static const dcr_loader_ops_t dcr__ops[] = {
-    {"vllm.qwen3_moe", dcr__create_qwen3_moe, dcr__destroy, dcr__load},
-    {"vllm.qwen2", dcr__create_qwen2, dcr__destroy, dcr__load},
-    {"vllm.llama", dcr__create_llama, dcr__destroy, dcr__load},
-    {"vllm.gemma3_text", dcr__create_gemma3, dcr__destroy, dcr__load},
-    {"vllm.nemotron_h", dcr__create_nemotron_h, dcr__destroy, dcr__load},
-};
-static const dcr_model_family_t dcr__ops_family[] = {DCR_FAMILY_QWEN3_MOE, DCR_FAMILY_QWEN2,
-                                                     DCR_FAMILY_LLAMA, DCR_FAMILY_GEMMA3,
-                                                     DCR_FAMILY_NEMOTRON_H};
-
-dcr_status_t dcr_serve_register_loaders(void)
-{
-    for (size_t i = 0; i < sizeof(dcr__ops) / sizeof(dcr__ops[0]); i++)
-        DCR_CHECK(dcr_loader_register(&dcr__ops[i]));
-    return DCR_OK;
-}
-
-const char *dcr_serve_loader_name(dcr_model_family_t family)
-{
-    for (size_t i = 0; i < sizeof(dcr__ops) / sizeof(dcr__ops[0]); i++)
-        if (dcr__ops_family[i] == family) return dcr__ops[i].name;
-    return NULL;
 }

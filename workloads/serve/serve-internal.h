@@ -58,9 +58,22 @@ dcr_status_t dcr__decl_attention(const dcr__vllm_t *s, dcr_params_t *p, const ch
                                  bool bias, bool o_bias, bool qk_norm);
 dcr_status_t dcr__decl_experts(const dcr__vllm_t *s, dcr_params_t *p, const char *ep, int parts);
 
-/* Fills the rank's geometry from a loader config. */
+/* Fills the rank's geometry from a loader config of a `family` model whose
+ * checkpoint names start with prefix ("model.", "backbone.", ...). */
 dcr_status_t dcr__vllm_init(const dcr_serve_loader_config_t *lc, dcr_model_family_t family,
-                            dcr__vllm_t *s);
+                            const char *prefix, dcr__vllm_t *s);
+
+/* A family's two halves of a loader: declare the rank's parameters, and
+ * load one checkpoint tensor into them. families.c lists which family
+ * uses which. */
+typedef dcr_status_t (*dcr__family_declare_fn)(const dcr__vllm_t *s, dcr_params_t *p);
+typedef dcr_status_t (*dcr__family_load_fn)(const dcr__vllm_t *s, dcr_load_ctx_t *ctx,
+                                            const char *name, const dcr_view_t *w);
+
+/* Decoder-only transformers (loaders.c). */
+dcr_status_t dcr__decoder_declare(const dcr__vllm_t *s, dcr_params_t *p);
+dcr_status_t dcr__decoder_load(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const char *name,
+                               const dcr_view_t *w);
 
 /* Nemotron-H (loaders_nemotron.c). */
 dcr_status_t dcr__nemotron_declare(const dcr__vllm_t *s, dcr_params_t *p);

@@ -178,8 +178,6 @@ dcr_load_origin_t dcr_load_ctx_origin(const dcr_load_ctx_t *ctx, const dcr_view_
 
 /* View of resident parameter `name`. DCR_ENOTFOUND names the parameter. */
 dcr_status_t dcr_load_param(dcr_load_ctx_t *ctx, const char *name, dcr_view_t *out_p);
-/* Parameter metadata by name, or NULL (for loaders that branch on dtype). */
-const dcr_param_t *dcr_load_param_info(dcr_load_ctx_t *ctx, const char *name);
 
 /* Storage-sharing views (the core view functions, checked). */
 dcr_status_t dcr_load_narrow(dcr_load_ctx_t *ctx, const dcr_view_t *v, int dim, int64_t start,
@@ -188,8 +186,6 @@ dcr_status_t dcr_load_select(dcr_load_ctx_t *ctx, const dcr_view_t *v, int dim, 
                              dcr_view_t *out_p);
 dcr_status_t dcr_load_transpose(dcr_load_ctx_t *ctx, const dcr_view_t *v, int dim0, int dim1,
                                 dcr_view_t *out_p);
-dcr_status_t dcr_load_reshape(dcr_load_ctx_t *ctx, const dcr_view_t *v, int ndim,
-                              const int64_t *shape, dcr_view_t *out_p);
 dcr_status_t dcr_load_unsqueeze(dcr_load_ctx_t *ctx, const dcr_view_t *v, int dim,
                                 dcr_view_t *out_p);
 

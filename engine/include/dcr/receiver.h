@@ -56,9 +56,6 @@ typedef enum dcr_path_class {
     DCR_PATH_COUNT
 } dcr_path_class_t;
 
-/* "skipped", "xor", "overwrite", "unsupported". */
-const char *dcr_path_class_name(dcr_path_class_t cls);
-
 typedef struct dcr_path_info {
     dcr_path_class_t cls;
     bool views_only;       /* every copy_ reads a view of the tensor: sparse apply possible */

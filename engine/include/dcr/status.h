@@ -76,18 +76,56 @@ const char *dcr_error_line(dcr_status_t status);
  * second line when printed. Returns dst. */
 char *dcr_escape(char *dst, size_t cap, const char *src);
 
-/* Evaluates expr once; returns its status from the enclosing function on failure. */
+/* Most bytes of a detail message kept, terminator included; longer details
+ * are cut, which is better than failing while reporting a failure. */
+#define DCR_ERROR_DETAIL_MAX 512
+
+/* A failure as a value: its code and its detail, so that it can cross from
+ * the thread that saw it to the one that reports it (details are
+ * thread-local). A thread's function saves its result into one the joiner
+ * owns; after pthread_join (which orders the two), the joiner restores it.
+ * Zero-initialized it holds DCR_OK and no detail. */
+typedef struct dcr_error {
+    dcr_status_t status;
+    char detail[DCR_ERROR_DETAIL_MAX];
+} dcr_error_t;
+
+/* Stores status and, when it is a failure, the calling thread's current
+ * detail in *e (DCR_OK stores an empty detail). Returns status. */
+dcr_status_t dcr_error_save(dcr_error_t *e, dcr_status_t status);
+
+/* Makes *e the calling thread's failure: its detail becomes the current one
+ * (when e holds a failure) and its status is returned, so a joiner reads
+ * `return dcr_error_restore(&worker->err);`. A saved DCR_OK returns DCR_OK
+ * and leaves the current detail alone. */
+dcr_status_t dcr_error_restore(const dcr_error_t *e);
+
+/* Notes at debug level (DCR_LOG=debug) that the failure `status` of expr
+ * was forwarded at file:line, with the current detail: zstd's
+ * FORWARD_IF_ERROR trail, one line per frame a failure climbs through.
+ * Costs nothing on success, a level check per frame on failure. */
+void dcr_error_trace(dcr_status_t status, const char *file, int line, const char *expr);
+
+/* Evaluates expr once; returns its status from the enclosing function on
+ * failure, leaving a debug-level trace line of where (dcr_error_trace). */
 #define DCR_CHECK(expr)                                                                            \
     do {                                                                                           \
         dcr_status_t dcr__st = (expr);                                                             \
-        if (dcr__st != DCR_OK) return dcr__st;                                                     \
+        if (dcr__st != DCR_OK) {                                                                   \
+            dcr_error_trace(dcr__st, __FILE__, __LINE__, #expr);                                   \
+            return dcr__st;                                                                        \
+        }                                                                                          \
     } while (0)
 
-/* Evaluates expr once; on failure stores the status in `st` and jumps to label. */
+/* Evaluates expr once; on failure stores the status in `st`, leaves the same
+ * trace line as DCR_CHECK and jumps to label. */
 #define DCR_CHECK_GOTO(expr, st, label)                                                            \
     do {                                                                                           \
         (st) = (expr);                                                                             \
-        if ((st) != DCR_OK) goto label;                                                            \
+        if ((st) != DCR_OK) {                                                                      \
+            dcr_error_trace((st), __FILE__, __LINE__, #expr);                                      \
+            goto label;                                                                            \
+        }                                                                                          \
     } while (0)
 
 #ifdef __cplusplus

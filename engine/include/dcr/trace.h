@@ -87,7 +87,6 @@ void dcr_trace_enable(bool on);
 bool dcr_trace_enabled(void);
 /* The refit number stamped on spans that begin from now on. Thread-safe. */
 void dcr_trace_set_refit(uint32_t refit);
-uint32_t dcr_trace_refit(void);
 
 /* Opens a span of stage on actor `id`. Out-of-range stage or actor gives a
  * disabled span. */

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "testfiles.h"
+
 #include "dcr/log.h"
 
 static void test_log_level_parse(void **state)
@@ -38,27 +40,6 @@ static void test_log_env_level(void **state)
     assert_int_equal(dcr_log_get_level(), DCR_LOG_DEBUG);
 }
 
-/* Runs fn with stderr redirected into a temporary file; returns its text. */
-static char *capture_stderr(void (*fn)(void))
-{
-    fflush(stderr);
-    int saved = dup(2);
-    FILE *tmp = tmpfile();
-    assert_non_null(tmp);
-    dup2(fileno(tmp), 2);
-    fn();
-    fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    fseek(tmp, 0, SEEK_END);
-    long len = ftell(tmp);
-    rewind(tmp);
-    char *text = calloc((size_t)len + 1, 1);
-    assert_int_equal(fread(text, 1, (size_t)len, tmp), (size_t)len);
-    fclose(tmp);
-    return text;
-}
-
 static void log_some(void)
 {
     dcr_log_set_level(DCR_LOG_INFO);
@@ -73,7 +54,7 @@ static void log_some(void)
 static void test_log_format_and_filter(void **state)
 {
     (void)state;
-    char *text = capture_stderr(log_some);
+    char *text = testfiles_capture_stderr(log_some);
     assert_string_equal(text, "dcr: info: refit 3 done\n"
                               "dcr: warn: already terminated\n"
                               "dcr: error: bad\n"
@@ -103,7 +84,7 @@ static void log_threads(void)
 static void test_log_threads_whole_lines(void **state)
 {
     (void)state;
-    char *text = capture_stderr(log_threads);
+    char *text = testfiles_capture_stderr(log_threads);
     int lines = 0;
     for (char *save = NULL, *line = strtok_r(text, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {

@@ -1,5 +1,6 @@
 /* ctest-labels: unit */
-/* Status texts, the thread-local detail message and the one error line. */
+/* Status texts, the thread-local detail message, the one error line, the
+ * debug trace of the forwarding macros and errors carried across a join. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -8,8 +9,13 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "testfiles.h"
+
+#include "dcr/log.h"
 #include "dcr/status.h"
 
 static const dcr_status_t all_codes[] = {
@@ -140,6 +146,101 @@ static void test_check_macros(void **state)
     assert_int_equal(cleaned, 1);
 }
 
+static int g_calls, g_cleaned;
+static int g_check_line, g_goto_line; /* the lines of the macros below */
+
+static dcr_status_t traced_check(void)
+{
+    g_check_line = __LINE__ + 1;
+    DCR_CHECK(fails(&g_calls));
+    return DCR_OK;
+}
+
+static dcr_status_t traced_goto(void)
+{
+    dcr_status_t st = DCR_OK;
+    g_goto_line = __LINE__ + 1;
+    DCR_CHECK_GOTO(fails(&g_calls), st, cleanup);
+    return DCR_OK;
+cleanup:
+    g_cleaned++;
+    return st;
+}
+
+static void run_traced(void)
+{
+    assert_int_equal(traced_check(), DCR_ENOTFOUND);
+    assert_int_equal(traced_goto(), DCR_ENOTFOUND);
+}
+
+/* At debug level each forwarding macro leaves one line with its file, line,
+ * expression, status and detail; above it, nothing. */
+static void test_check_traces_at_debug(void **state)
+{
+    (void)state;
+    dcr_log_level_t was = dcr_log_get_level();
+    dcr_log_set_level(DCR_LOG_DEBUG);
+    char *text = testfiles_capture_stderr(run_traced);
+    char want[256];
+    snprintf(want, sizeof want, "%s:%d: fails(&g_calls) failed: not found: missing", __FILE__,
+             g_check_line);
+    if (!strstr(text, want)) fail_msg("'%s' lacks '%s'", text, want);
+    snprintf(want, sizeof want, "%s:%d: fails(&g_calls) failed: not found: missing", __FILE__,
+             g_goto_line);
+    if (!strstr(text, want)) fail_msg("'%s' lacks '%s'", text, want);
+    free(text);
+    dcr_log_set_level(DCR_LOG_INFO);
+    text = testfiles_capture_stderr(run_traced);
+    assert_string_equal(text, "");
+    free(text);
+    dcr_log_set_level(was);
+    assert_int_equal(g_calls, 4);
+    assert_int_equal(g_cleaned, 2);
+}
+
+typedef struct carried {
+    dcr_error_t err;
+} carried_t;
+
+static void *failing_thread(void *arg)
+{
+    carried_t *c = arg;
+    dcr_error_save(&c->err, dcr_error_set(DCR_EDIGEST, "payload %d: digest", 3));
+    return NULL;
+}
+
+/* A detail set on one thread reaches the joiner through a saved error, and
+ * a saved success leaves the joiner's own detail alone. */
+static void test_error_save_restore_across_join(void **state)
+{
+    (void)state;
+    dcr_error_clear();
+    carried_t c;
+    memset(&c, 0xA5, sizeof c); /* save must not rely on a cleared slot */
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, failing_thread, &c), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_string_equal(dcr_error_detail(), ""); /* details are thread-local */
+    assert_int_equal(dcr_error_restore(&c.err), DCR_EDIGEST);
+    assert_string_equal(dcr_error_detail(), "payload 3: digest");
+
+    dcr_error_t ok;
+    assert_int_equal(dcr_error_save(&ok, DCR_OK), DCR_OK);
+    assert_string_equal(ok.detail, ""); /* the stale detail above is not a failure's */
+    dcr_error_set(DCR_EINVAL, "mine");
+    assert_int_equal(dcr_error_restore(&ok), DCR_OK);
+    assert_string_equal(dcr_error_detail(), "mine");
+
+    /* A detail of the full length survives, cut to fit, still terminated. */
+    char big[DCR_ERROR_DETAIL_MAX * 2];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    dcr_error_set(DCR_EIO, "%s", big);
+    dcr_error_t e;
+    dcr_error_save(&e, DCR_EIO);
+    assert_int_equal(strlen(e.detail), DCR_ERROR_DETAIL_MAX - 1);
+}
+
 /* Untrusted names print as one harmless line: control characters, DEL and
  * bytes >= 0x80 become \xNN; truncation never splits an escape. */
 static void test_escape(void **state)
@@ -165,6 +266,8 @@ int main(void)
         cmocka_unit_test(test_error_long_detail_truncated),
         cmocka_unit_test(test_error_thread_local),
         cmocka_unit_test(test_check_macros),
+        cmocka_unit_test(test_check_traces_at_debug),
+        cmocka_unit_test(test_error_save_restore_across_join),
         cmocka_unit_test(test_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
