@@ -235,6 +235,12 @@ typedef struct dcr_faults_processes_summary {
                         those that never fired were still armed or queued at the end */
     int restarts;    /* node processes started in a dead one's place */
     int node_processes;
+    /* Receiver restores by kind in the order clean, replay, repair, dense
+     * (workloads/roles/restore.h), summed from the run's restore records:
+     * how many, the bytes each kind moved, what dense refits of the same
+     * receivers move, and the seconds they took. */
+    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
+    double restore_s[4];
 } dcr_faults_processes_summary_t;
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,

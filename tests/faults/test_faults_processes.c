@@ -114,6 +114,39 @@ static void assert_clean(const json_t *j, int steps)
     assert_int_equal(num(j, "membership_mismatches"), 0);
 }
 
+/* restores_by_kind, as dcr bench --processes reports it: every kind with
+ * count, bytes, dense_bytes and seconds; at least `least` restores in all
+ * (every restarted receiver restores once, more when the run went on
+ * without it or it held writes of an attempt that did not commit). Each
+ * restore's dense_bytes is the whole checkpoint, the same for all; a clean
+ * restore moves nothing, a replay less than a dense refit, a dense one all. */
+static void assert_restores(const json_t *j, json_int_t least)
+{
+    static const char *const kinds[] = {"clean", "replay", "repair", "dense"};
+    const json_t *by = json_object_get(j, "restores_by_kind");
+    assert_non_null(by);
+    json_int_t n = 0, dense_each = 0;
+    for (int k = 0; k < 4; k++) {
+        const json_t *x = json_object_get(by, kinds[k]);
+        assert_non_null(x);
+        json_int_t c = num(x, "count"), b = num(x, "bytes"), d = num(x, "dense_bytes");
+        assert_true(json_is_real(json_object_get(x, "seconds")));
+        n += c;
+        if (c == 0) {
+            assert_int_equal(b + d, 0);
+            continue;
+        }
+        assert_int_equal(d % c, 0);
+        if (dense_each == 0) dense_each = d / c;
+        assert_int_equal(d / c, dense_each);
+        if (k == 0) assert_int_equal(b, 0);
+        if (k == 1) assert_true(b < d);
+        if (k == 3) assert_int_equal(b, d);
+    }
+    assert_true(n >= least);
+    assert_true(dense_each > 0);
+}
+
 /* One SIGKILL a step: at least 9 of receiver-side processes, at each of the
  * three points; each one restarted; every version committed and every
  * receiver of every version equal to the verifier's dense refit. */
@@ -153,6 +186,7 @@ static void test_sigkills_at_every_point(void **state)
     const json_t *p = json_object_get(j, "processes");
     assert_int_equal(num(p, "rollout_nodes"), 2);
     assert_int_equal(num(p, "verifier"), 1);
+    assert_restores(j, num(j, "restores"));
     json_decref(j);
     assert_nothing_left();
 }
