@@ -164,10 +164,15 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
             json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)p->restores_by_kind[k], "bytes",
                       (json_int_t)p->restore_bytes[k], "dense_bytes",
                       (json_int_t)p->restore_dense_bytes[k], "seconds", p->restore_s[k]));
-    return json_pack("{s:i,s:o,s:i,s:i,s:{s:i,s:i,s:i},s:o}", "sigkills", p->sigkills,
+    /* Why: a restarted process, a live node left behind, or one holding
+     * writes of an attempt that did not commit (workloads/roles/restore.h). */
+    json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],
+                               "behind", (json_int_t)p->restores_by_cause[1], "dirty",
+                               (json_int_t)p->restores_by_cause[2]);
+    return json_pack("{s:i,s:o,s:i,s:i,s:{s:i,s:i,s:i},s:o,s:o}", "sigkills", p->sigkills,
                      "sigkills_by_point", points, "kills_drawn", p->kills_drawn, "restarts",
                      p->restarts, "processes", "rollout_nodes", p->node_processes, "verifier", 1,
-                     "coordinator", 0, "restores_by_kind", restores);
+                     "coordinator", 0, "restores_by_kind", restores, "restores_by_cause", causes);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,

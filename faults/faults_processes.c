@@ -596,6 +596,7 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     if (st == DCR_OK && r.wd.path[0])
         st = dcr_restore_totals(r.wd.path, out.restores_by_kind, out.restore_bytes,
                                 out.restore_dense_bytes, out.restore_s);
+    if (st == DCR_OK && r.wd.path[0]) st = dcr_restore_causes(r.wd.path, out.restores_by_cause);
     teardown(&r);
     pthread_mutex_destroy(&r.kill_lock);
     DCR_CHECK(st);
@@ -661,6 +662,8 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
             total.restore_dense_bytes[k] += s.restore_dense_bytes[k];
             total.restore_s[k] += s.restore_s[k];
         }
+        for (int c = 0; c < DCR_RESTORE_CAUSES; c++)
+            total.restores_by_cause[c] += s.restores_by_cause[c];
         total.node_processes = s.node_processes;
     }
     *out_p = total;

@@ -241,6 +241,10 @@ typedef struct dcr_faults_processes_summary {
      * receivers move, and the seconds they took. */
     uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
     double restore_s[4];
+    /* The same restores by cause, in the order start (a restarted process),
+     * behind (a live node the run committed without), dirty (a live node
+     * holding writes of an attempt that did not commit). */
+    uint64_t restores_by_cause[3];
 } dcr_faults_processes_summary_t;
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,

@@ -191,6 +191,43 @@ static void test_sigkills_at_every_point(void **state)
     assert_nothing_left();
 }
 
+/* A transition that stops after node writes: with one attempt per step, a
+ * SIGKILL after every node acknowledged (all writes applied) makes the
+ * coordinator give up, leaving the surviving node's receivers holding the
+ * stopped attempt's writes. Each such node must restore its committed
+ * version before the next attempt (restores_by_cause "dirty": without the
+ * node-side fix none is made), from its resident copy (a clean restore that
+ * moves nothing), and every committed version stays bit-exact. The kill
+ * schedule of seed 3 is drawn up front and holds an acked kill. */
+static void test_stopped_attempt_leaves_no_dirty_node(void **state)
+{
+    (void)state;
+    json_t *j = run_json("faults train --processes " SMALL " --seed 3 --steps 6 --kill-every 2 "
+                         "--attempts 1 --json");
+    assert_clean(j, 6);
+    json_int_t kills = num(j, "sigkills");
+    json_int_t acked = num(json_object_get(j, "sigkills_by_point"), "acked");
+    assert_true(acked >= 1);
+    /* Every kill lands before its attempt's commit; with one attempt the
+     * step stops, and the next takes the same candidate up again. */
+    assert_int_equal(num(j, "stops"), kills);
+    assert_int_equal(num(j, "commits"), 6 - kills);
+    assert_int_equal(num(j, "version"), 6 - kills);
+    const json_t *causes = json_object_get(j, "restores_by_cause");
+    assert_non_null(causes);
+    json_int_t dirty = num(causes, "dirty");
+    /* The survivor of each acked kill (2 receivers) at least; a delivery
+     * or apply kill's survivor only when a payload reached it first. */
+    assert_true(dirty >= 2 * acked);
+    assert_int_equal(dirty % 2, 0);
+    const json_t *clean = json_object_get(json_object_get(j, "restores_by_kind"), "clean");
+    assert_true(num(clean, "count") >= dirty);
+    assert_int_equal(num(clean, "bytes"), 0);
+    assert_restores(j, dirty);
+    json_decref(j);
+    assert_nothing_left();
+}
+
 /* One flipped bit in one receiver's digests of version 1 (a well-formed
  * file): the verifier names it and the run fails. */
 static void test_corrupt_digest_is_a_mismatch(void **state)
@@ -246,6 +283,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_sigkills_at_every_point),
+        cmocka_unit_test(test_stopped_attempt_leaves_no_dirty_node),
         cmocka_unit_test(test_corrupt_digest_is_a_mismatch),
         cmocka_unit_test(test_campaign_with_processes),
     };
