@@ -501,6 +501,10 @@ static dcr_status_t node_setup(node_proc_t *p)
     char path[4300];
     dcr_role_digest_path(p->cfg->workdir, p->version, p->first, path, sizeof(path));
     if (p->version > 0 && access(path, F_OK) != 0) DCR_CHECK(write_digests(p));
+    /* The request gate across processes (restore.h): a process reports
+     * READY only here, after every receiver was restored and checked. */
+    DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore", p->cfg->node,
+                 (int)getpid(), (unsigned long long)p->version);
     return report(p, DCR_NODE_READY, p->seen, NULL);
 }
 

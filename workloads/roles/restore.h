@@ -17,7 +17,22 @@
  * Where a node's receivers came from: in memory (a live node the run went
  * on without; clean when no payload reached it since its last clean point),
  * or a fresh process's resident files (dcr/resident.h), saved at every
- * commit under <workdir>/resident/. */
+ * commit under <workdir>/resident/. A dirty receiver in memory (it holds
+ * writes of an attempt that did not commit) is replaced by its resident
+ * copy of the last commit when there is one, else refitted densely; a
+ * rollout node restores such receivers before it takes part in any later
+ * attempt (cause "dirty" below).
+ *
+ * The request gate across processes: a receiver killed mid-apply never
+ * serves before it is restored, because its process is gone and a
+ * rollout-node process reports READY (the phase that lets it serve and
+ * join) only at the end of its setup, after dcr_restorer_restore brought
+ * every receiver to the committed version and compared the digests of each
+ * one that was not refitted densely with a dense refit (the oracle); a
+ * failed check makes it dense. A live node whose attempt did not commit
+ * stays DONE or FAILED, not READY, until the next commit or its restore
+ * before the next attempt. tests/faults/test_faults_processes.c checks the
+ * order (each restarted process's READY after its restore records). */
 #ifndef DCR_WORKLOADS_ROLES_RESTORE_H
 #define DCR_WORKLOADS_ROLES_RESTORE_H
 
