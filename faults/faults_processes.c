@@ -1,7 +1,8 @@
 /* dcr faults train|campaign --processes: refits with the rollout nodes as
  * processes of this host, real SIGKILLs aimed at points of the refit, the
- * restarted processes restoring by dense refit, and a verifier process
- * comparing every committed version (faults/faults_run.h). */
+ * restarted processes restoring from their resident files or the retained
+ * versions (else by dense refit), and a verifier process comparing every
+ * committed version (faults/faults_run.h). */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <inttypes.h>

@@ -175,8 +175,10 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  *             which resumes from the record (dcr_coord_resume). With the
  *             coordinator out of this process the acked kill moves from the
  *             step hook to the watcher too (every node DONE, record unmoved).
- * A killed node is restarted by the launcher; the new process restores the
- * committed version by a dense refit before it joins.
+ * A killed node is restarted by the launcher (with --resident); the new
+ * process restores the committed version before it joins: from its resident
+ * files, by replay of the versions this run retains after each commit
+ * (--retain K, default 8), else by a dense refit (workloads/roles/restore.h).
  *
  * Faults that reach a processes run are those acting in this process: on
  * the owners' sends and the object store's files (drop, reorder, corrupt,
