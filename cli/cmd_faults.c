@@ -155,10 +155,24 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
         json_object_set_new(points, dcr_faults_kill_point_name((dcr_faults_kill_point_t)k),
                             json_integer(p->sigkills_by_point[k]));
-    return json_pack("{s:i,s:o,s:i,s:i,s:{s:i,s:i,s:i}}", "sigkills", p->sigkills,
+    /* Restores by kind, the shape of dcr bench --processes' "restores_by_kind". */
+    static const char *const kinds[4] = {"clean", "replay", "repair", "dense"};
+    json_t *restores = json_object();
+    for (int k = 0; restores && k < 4; k++)
+        json_object_set_new(
+            restores, kinds[k],
+            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)p->restores_by_kind[k], "bytes",
+                      (json_int_t)p->restore_bytes[k], "dense_bytes",
+                      (json_int_t)p->restore_dense_bytes[k], "seconds", p->restore_s[k]));
+    /* Why: a restarted process, a live node left behind, or one holding
+     * writes of an attempt that did not commit (workloads/roles/restore.h). */
+    json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],
+                               "behind", (json_int_t)p->restores_by_cause[1], "dirty",
+                               (json_int_t)p->restores_by_cause[2]);
+    return json_pack("{s:i,s:o,s:i,s:i,s:{s:i,s:i,s:i},s:o,s:o}", "sigkills", p->sigkills,
                      "sigkills_by_point", points, "kills_drawn", p->kills_drawn, "restarts",
                      p->restarts, "processes", "rollout_nodes", p->node_processes, "verifier", 1,
-                     "coordinator", 0);
+                     "coordinator", 0, "restores_by_kind", restores, "restores_by_cause", causes);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
@@ -297,6 +311,17 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
                    p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
                    p->sigkills_by_point[DCR_FAULTS_KILL_APPLY],
                    p->sigkills_by_point[DCR_FAULTS_KILL_ACKED], p->kills_drawn, p->restarts);
+        if (p)
+            printf("receiver restores: clean %llu, replay %llu, repair %llu, dense %llu; bytes "
+                   "moved %llu (dense refits of the same receivers: %llu)\n",
+                   (unsigned long long)p->restores_by_kind[0],
+                   (unsigned long long)p->restores_by_kind[1],
+                   (unsigned long long)p->restores_by_kind[2],
+                   (unsigned long long)p->restores_by_kind[3],
+                   (unsigned long long)(p->restore_bytes[0] + p->restore_bytes[1] +
+                                        p->restore_bytes[2] + p->restore_bytes[3]),
+                   (unsigned long long)(p->restore_dense_bytes[0] + p->restore_dense_bytes[1] +
+                                        p->restore_dense_bytes[2] + p->restore_dense_bytes[3]));
     }
     if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
         s->commit_violations || s->membership_mismatches) {

@@ -1,7 +1,8 @@
 /* dcr faults train|campaign --processes: refits with the rollout nodes as
  * processes of this host, real SIGKILLs aimed at points of the refit, the
- * restarted processes restoring by dense refit, and a verifier process
- * comparing every committed version (faults/faults_run.h). */
+ * restarted processes restoring from their resident files or the retained
+ * versions (else by dense refit), and a verifier process comparing every
+ * committed version (faults/faults_run.h). */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
 #include <inttypes.h>
@@ -19,6 +20,8 @@
 #include "dcr/rollout_node.h"
 #include "faults/faults_run.h"
 #include "workloads/interrupt.h"
+#include "workloads/retainer.h"
+#include "workloads/roles/restore.h"
 #include "workloads/roles/launch.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
@@ -81,8 +84,9 @@ typedef struct prun {
     dcr_workdir_t wd;
     char id[96];
     int incarnation;
-    uint64_t version; /* committed, as the owners' baselines hold it */
-    bool resume;      /* the last transition stopped: the next one is all overwrites */
+    uint64_t version;         /* committed, as the owners' baselines hold it */
+    bool resume;              /* the last transition stopped: the next one is all overwrites */
+    dcr_retainer_t *retainer; /* committed versions kept for replay (--retain K) */
     /* kills */
     pthread_mutex_t kill_lock;
     aimed_t aim;
@@ -300,6 +304,13 @@ static dcr_status_t make_parties(prun_t *r)
         st = dcr_bench_control_open_as("faulty:", b->control_path, db, r->id, &r->control);
     dcr_faults_unbind(r->faults);
     DCR_CHECK(st);
+    /* Retention as dcr bench runs it (workloads/retainer.h), on the store's
+     * own files rather than through the faulty backend: a restarted or
+     * lagging node replays what it keeps (workloads/roles/restore.h). */
+    char dir[4200];
+    dcr_role_objstore_dir(r->wd.path, dir, sizeof(dir));
+    DCR_CHECK(dcr_retainer_create(dir, NULL, b->retain > 0 ? b->retain : DCR_RETAIN_DEFAULT,
+                                  &r->retainer));
     if (dcr_bench_control_is_etcd(b->control_path)) {
         char url[1024];
         DCR_CHECK(dcr_bench_control_url(b->control_path, r->id, url, sizeof(url)));
@@ -363,6 +374,7 @@ static void teardown(prun_t *r)
     dcr_faults_destroy(r->faults); /* after the backends that inject its faults */
     dcr_constructor_destroy(r->con);
     dcr_role_launcher_destroy(r->launcher);
+    dcr_retainer_destroy(r->retainer);
     free(r->xor_allowed);
     free(r->kills);
     dcr_role_world_destroy(r->world);
@@ -404,18 +416,45 @@ static dcr_status_t transition(prun_t *r, int step, dcr_faults_summary_t *s)
     return dcr_faults_transition(&c, r->world->shards, r->version, r->resume, step, s);
 }
 
+/* Waits for the last commit's retention. A version the store's faults left
+ * unretainable (a payload removed or truncated after it was applied) is a
+ * gap: a node behind it restores densely, which the run must survive. */
+static void retain_join(prun_t *r)
+{
+    dcr_status_t st = dcr_retainer_join(r->retainer, NULL, NULL, NULL);
+    if (st != DCR_OK)
+        DCR_LOG_WARN("faults: %s; a node behind it restores densely", dcr_error_line(st));
+}
+
+/* The transition committed: keep its payloads under versions/ (the next
+ * attempt's open clears its prefix, so this is joined before then). */
+static dcr_status_t retain_start(prun_t *r)
+{
+    dcr_commit_record_t rec;
+    dcr_status_t st = dcr_control_read(r->control, &rec);
+    if (st != DCR_OK) {
+        DCR_LOG_WARN("faults: version %" PRIu64 " not retained (the record: %s)", r->version,
+                     dcr_error_line(st));
+        return DCR_OK;
+    }
+    if (rec.version != r->version) return DCR_OK; /* a later record: not this commit's */
+    return dcr_retainer_start(r->retainer, rec.attempt, rec.version);
+}
+
 static dcr_status_t one_step(prun_t *r, int step, dcr_faults_summary_t *s)
 {
     arm_kill(r, step);
     DCR_CHECK(arm_faults(r, step));
     /* The candidate is the world's next version; after a stop it is still there. */
     DCR_CHECK(dcr_role_world_advance(r->world, r->version + 1));
+    retain_join(r);
     dcr_status_t st = transition(r, step, s);
     dcr_faults_disarm(r->faults);
     if (st == DCR_OK) {
         s->commits++;
         r->version++;
         r->resume = false;
+        DCR_CHECK(retain_start(r));
     } else if (st == DCR_EFATAL || st == DCR_ECONFLICT) {
         s->stops++;
         r->resume = true;
@@ -535,6 +574,7 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
         if (st == DCR_OK) st = one_step(&r, step, s);
     }
     stop_watcher(&r); /* no kill after the last step */
+    if (r.retainer) retain_join(&r);
     /* A last step that stopped cleanly is a stop, as in a thread run: the
      * record still names the owners' version, and a next step would take
      * the same candidate up again. */
@@ -555,6 +595,11 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     out.node_processes = r.nodes;
     s->kills = out.sigkills * per;
     s->restores = out.restarts * per;
+    /* Every node process's restore records, restarted ones' included. */
+    if (st == DCR_OK && r.wd.path[0])
+        st = dcr_restore_totals(r.wd.path, out.restores_by_kind, out.restore_bytes,
+                                out.restore_dense_bytes, out.restore_s);
+    if (st == DCR_OK && r.wd.path[0]) st = dcr_restore_causes(r.wd.path, out.restores_by_cause);
     teardown(&r);
     pthread_mutex_destroy(&r.kill_lock);
     DCR_CHECK(st);
@@ -614,6 +659,14 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
             total.sigkills_by_point[k] += s.sigkills_by_point[k];
         total.kills_drawn += s.kills_drawn;
         total.restarts += s.restarts;
+        for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+            total.restores_by_kind[k] += s.restores_by_kind[k];
+            total.restore_bytes[k] += s.restore_bytes[k];
+            total.restore_dense_bytes[k] += s.restore_dense_bytes[k];
+            total.restore_s[k] += s.restore_s[k];
+        }
+        for (int c = 0; c < DCR_RESTORE_CAUSES; c++)
+            total.restores_by_cause[c] += s.restores_by_cause[c];
         total.node_processes = s.node_processes;
     }
     *out_p = total;

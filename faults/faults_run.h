@@ -175,8 +175,10 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  *             which resumes from the record (dcr_coord_resume). With the
  *             coordinator out of this process the acked kill moves from the
  *             step hook to the watcher too (every node DONE, record unmoved).
- * A killed node is restarted by the launcher; the new process restores the
- * committed version by a dense refit before it joins.
+ * A killed node is restarted by the launcher (with --resident); the new
+ * process restores the committed version before it joins: from its resident
+ * files, by replay of the versions this run retains after each commit
+ * (--retain K, default 8), else by a dense refit (workloads/roles/restore.h).
  *
  * Faults that reach a processes run are those acting in this process: on
  * the owners' sends and the object store's files (drop, reorder, corrupt,
@@ -235,6 +237,16 @@ typedef struct dcr_faults_processes_summary {
                         those that never fired were still armed or queued at the end */
     int restarts;    /* node processes started in a dead one's place */
     int node_processes;
+    /* Receiver restores by kind in the order clean, replay, repair, dense
+     * (workloads/roles/restore.h), summed from the run's restore records:
+     * how many, the bytes each kind moved, what dense refits of the same
+     * receivers move, and the seconds they took. */
+    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
+    double restore_s[4];
+    /* The same restores by cause, in the order start (a restarted process),
+     * behind (a live node the run committed without), dirty (a live node
+     * holding writes of an attempt that did not commit). */
+    uint64_t restores_by_cause[3];
 } dcr_faults_processes_summary_t;
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,

@@ -24,6 +24,7 @@
 #include "workloads/ckpt_init.h"
 #include "workloads/interrupt.h"
 #include "workloads/readers.h"
+#include "workloads/retainer.h"
 #include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
 #include "workloads/workdir.h"
@@ -92,21 +93,11 @@ typedef struct bench {
     int64_t memory_estimate;
     bool started;                   /* rollout-node processes were started */
     dcr_node_totals_t *node_totals; /* their CPU over the run, across restarts */
-    dcr_objstore_t *retain_store;   /* the transport's store, for retention; NULL: none */
-    /* Retention of the last commit, running while the next step's changes
-     * are made; joined before the next attempt opens (which clears the
-     * committed attempt's payloads) and before the run ends. */
-    struct retain_job {
-        pthread_t thread;
-        bool running;
-        uint64_t tau, version;
-        int keep;
-        dcr_objstore_t *store;
-        dcr_bench_refit_t *out; /* the timed refit that committed; NULL: a warm-up */
-        dcr_retain_stats_t stats;
-        dcr_status_t st;
-        char err[512];
-    } retain;
+    /* Retention of the last commit (workloads/retainer.h); NULL: none. Its
+     * cost goes to retain_out, the timed refit that committed (NULL: a
+     * warm-up). */
+    dcr_retainer_t *retainer;
+    dcr_bench_refit_t *retain_out;
 } bench_t;
 
 void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
@@ -324,11 +315,7 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
     if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0) {
         /* Its own handle on the transport's store: retention copies what
          * the transport wrote (dcr/retain.h). */
-        dcr_objstore_config_t oc = {.url = tc.dir, .s3_endpoint = tc.s3_endpoint};
-        DCR_CHECK(dcr_objstore_create(&oc, &b->retain_store));
-        /* Versions an earlier run left in a shared store are not this
-         * run's: nothing may replay them. */
-        DCR_CHECK(dcr_retain_clear(b->retain_store));
+        DCR_CHECK(dcr_retainer_create(tc.dir, tc.s3_endpoint, b->cfg->retain, &b->retainer));
     }
     return DCR_OK;
 }
@@ -437,7 +424,7 @@ static void teardown(bench_t *b)
     free(b->node_totals);
     dcr_adamw_destroy(b->adamw);
     dcr_coord_destroy(b->coord);
-    dcr_objstore_destroy(b->retain_store);
+    dcr_retainer_destroy(b->retainer);
     dcr_control_destroy(b->control);
     dcr_transport_destroy(b->transport);
     dcr_constructor_destroy(b->con);
@@ -644,35 +631,21 @@ static dcr_status_t verify_processes(bench_t *b, dcr_bench_result_t *res)
     return st;
 }
 
-static void *retain_main(void *arg)
-{
-    struct retain_job *j = arg;
-    j->st = dcr_retain_commit(j->store, j->tau, j->version, j->keep, &j->stats);
-    if (j->st != DCR_OK) snprintf(j->err, sizeof j->err, "%s", dcr_error_detail());
-    return NULL;
-}
-
 /* Waits for the running retention (if any); its cost goes to the refit
  * that committed, with the time this wait blocked. */
 static dcr_status_t retain_join(bench_t *b)
 {
-    struct retain_job *j = &b->retain;
-    if (!j->running) return DCR_OK;
-    uint64_t t0 = dcr_clock_ns();
-    pthread_join(j->thread, NULL);
-    j->running = false;
-    if (j->st != DCR_OK)
-        return dcr_error_set(j->st, "retaining version %llu: %s", (unsigned long long)j->version,
-                             j->err);
-    DCR_LOG_INFO(
-        "bench: retained version %llu: %llu payloads, %llu bytes in %.3f s (%.3f s waited)",
-        (unsigned long long)j->version, (unsigned long long)j->stats.payloads,
-        (unsigned long long)j->stats.bytes, j->stats.seconds, (double)(dcr_clock_ns() - t0) * 1e-9);
-    if (j->out) {
-        j->out->retain_bytes = (int64_t)j->stats.bytes;
-        j->out->retain_s = j->stats.seconds;
-        j->out->retain_wait_s = (double)(dcr_clock_ns() - t0) * 1e-9;
+    if (!b->retainer) return DCR_OK;
+    dcr_retain_stats_t stats;
+    double wait_s = 0;
+    bool ran = false;
+    DCR_CHECK(dcr_retainer_join(b->retainer, &stats, &wait_s, &ran));
+    if (ran && b->retain_out) {
+        b->retain_out->retain_bytes = (int64_t)stats.bytes;
+        b->retain_out->retain_s = stats.seconds;
+        b->retain_out->retain_wait_s = wait_s;
     }
+    b->retain_out = NULL;
     return DCR_OK;
 }
 
@@ -681,17 +654,8 @@ static dcr_status_t retain_join(bench_t *b)
 static dcr_status_t retain_start(bench_t *b, const dcr_refit_result_t *r, dcr_bench_refit_t *out)
 {
     DCR_CHECK(retain_join(b));
-    struct retain_job *j = &b->retain;
-    *j = (struct retain_job){.tau = r->tau,
-                             .version = r->version,
-                             .keep = b->cfg->retain,
-                             .store = b->retain_store,
-                             .out = out};
-    if (pthread_create(&j->thread, NULL, retain_main, j) != 0)
-        return dcr_error_set(DCR_ENOMEM, "retention thread for version %llu",
-                             (unsigned long long)r->version);
-    j->running = true;
-    return DCR_OK;
+    b->retain_out = out;
+    return dcr_retainer_start(b->retainer, r->tau, r->version);
 }
 
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
@@ -728,7 +692,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     memset(out, 0, sizeof(*out));
     /* The commit record is durable: keep the version's payloads before the
      * next attempt opens and clears them (after the window, never in it). */
-    if (b->retain_store) DCR_CHECK(retain_start(b, &r, timed ? out : NULL));
+    if (b->retainer) DCR_CHECK(retain_start(b, &r, timed ? out : NULL));
     out->latency_s = r.latency_s;
     out->construction_s = r.construct.construction_s;
     out->finalization_s = r.finalization_s;

@@ -114,6 +114,39 @@ static void assert_clean(const json_t *j, int steps)
     assert_int_equal(num(j, "membership_mismatches"), 0);
 }
 
+/* restores_by_kind, as dcr bench --processes reports it: every kind with
+ * count, bytes, dense_bytes and seconds; at least `least` restores in all
+ * (every restarted receiver restores once, more when the run went on
+ * without it or it held writes of an attempt that did not commit). Each
+ * restore's dense_bytes is the whole checkpoint, the same for all; a clean
+ * restore moves nothing, a replay less than a dense refit, a dense one all. */
+static void assert_restores(const json_t *j, json_int_t least)
+{
+    static const char *const kinds[] = {"clean", "replay", "repair", "dense"};
+    const json_t *by = json_object_get(j, "restores_by_kind");
+    assert_non_null(by);
+    json_int_t n = 0, dense_each = 0;
+    for (int k = 0; k < 4; k++) {
+        const json_t *x = json_object_get(by, kinds[k]);
+        assert_non_null(x);
+        json_int_t c = num(x, "count"), b = num(x, "bytes"), d = num(x, "dense_bytes");
+        assert_true(json_is_real(json_object_get(x, "seconds")));
+        n += c;
+        if (c == 0) {
+            assert_int_equal(b + d, 0);
+            continue;
+        }
+        assert_int_equal(d % c, 0);
+        if (dense_each == 0) dense_each = d / c;
+        assert_int_equal(d / c, dense_each);
+        if (k == 0) assert_int_equal(b, 0);
+        if (k == 1) assert_true(b < d);
+        if (k == 3) assert_int_equal(b, d);
+    }
+    assert_true(n >= least);
+    assert_true(dense_each > 0);
+}
+
 /* One SIGKILL a step: at least 9 of receiver-side processes, at each of the
  * three points; each one restarted; every version committed and every
  * receiver of every version equal to the verifier's dense refit. */
@@ -153,7 +186,89 @@ static void test_sigkills_at_every_point(void **state)
     const json_t *p = json_object_get(j, "processes");
     assert_int_equal(num(p, "rollout_nodes"), 2);
     assert_int_equal(num(p, "verifier"), 1);
+    assert_restores(j, num(j, "restores"));
     json_decref(j);
+    assert_nothing_left();
+}
+
+/* A transition that stops after node writes: with one attempt per step, a
+ * SIGKILL after every node acknowledged (all writes applied) makes the
+ * coordinator give up, leaving the surviving node's receivers holding the
+ * stopped attempt's writes. Each such node must restore its committed
+ * version before the next attempt (restores_by_cause "dirty": without the
+ * node-side fix none is made), from its resident copy (a clean restore that
+ * moves nothing), and every committed version stays bit-exact. The kill
+ * schedule of seed 3 is drawn up front and holds an acked kill. */
+static void test_stopped_attempt_leaves_no_dirty_node(void **state)
+{
+    (void)state;
+    json_t *j = run_json("faults train --processes " SMALL " --seed 3 --steps 6 --kill-every 2 "
+                         "--attempts 1 --json");
+    assert_clean(j, 6);
+    json_int_t kills = num(j, "sigkills");
+    json_int_t acked = num(json_object_get(j, "sigkills_by_point"), "acked");
+    assert_true(acked >= 1);
+    /* Every kill lands before its attempt's commit; with one attempt the
+     * step stops, and the next takes the same candidate up again. */
+    assert_int_equal(num(j, "stops"), kills);
+    assert_int_equal(num(j, "commits"), 6 - kills);
+    assert_int_equal(num(j, "version"), 6 - kills);
+    const json_t *causes = json_object_get(j, "restores_by_cause");
+    assert_non_null(causes);
+    json_int_t dirty = num(causes, "dirty");
+    /* The survivor of each acked kill (2 receivers) at least; a delivery
+     * or apply kill's survivor only when a payload reached it first. */
+    assert_true(dirty >= 2 * acked);
+    assert_int_equal(dirty % 2, 0);
+    const json_t *clean = json_object_get(json_object_get(j, "restores_by_kind"), "clean");
+    assert_true(num(clean, "count") >= dirty);
+    assert_int_equal(num(clean, "bytes"), 0);
+    assert_restores(j, dirty);
+    json_decref(j);
+    assert_nothing_left();
+}
+
+/* The request gate across processes: a restarted node process reports READY
+ * (and may serve) only after it restored and checked every receiver. Each
+ * process's log is one ordered stream: for every node, each READY of a
+ * process after the first (a restart) must come after that process's
+ * restore lines, one per receiver (cause "start"), with no READY between. */
+static void test_restarted_node_ready_after_restore(void **state)
+{
+    (void)state;
+    const char *cli = getenv("DCR_CLI");
+    if (!cli) cli = DCR_CLI_PATH;
+    char log[300], cmd[1200];
+    snprintf(log, sizeof log, "%s/ready.log", g_tmp);
+    snprintf(cmd, sizeof cmd,
+             "%s faults train --processes " SMALL " --seed 3 --steps 5 --kill-every 1 "
+             "--json >/dev/null 2>%s",
+             cli, log);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    int readies[2] = {0, 0}, restored[2] = {0, 0}, restarts = 0;
+    char line[2048];
+    while (fgets(line, sizeof line, f)) {
+        int n = -1;
+        if (sscanf(line, "[rollout-node %d]", &n) != 1 || n < 0 || n > 1) {
+            restarts += strstr(line, " restarted as pid ") != NULL;
+            continue;
+        }
+        if (strstr(line, " restore ") && strstr(line, "(start)")) restored[n]++;
+        if (!strstr(line, "READY at version")) continue;
+        /* The first process of a node loads version 0: setup, no record. */
+        if (readies[n]++ > 0 && restored[n] != 2)
+            fail_msg("rollout node %d: READY after %d of its 2 receivers' restores: %s", n,
+                     restored[n], line);
+        restored[n] = 0;
+    }
+    fclose(f);
+    unlink(log);
+    assert_true(restarts >= 3);
+    /* Every restart that got as far as READY was checked above; all but
+     * perhaps the last one (killed at the last step) got there. */
+    assert_true(readies[0] + readies[1] >= 2 + restarts - 1);
     assert_nothing_left();
 }
 
@@ -212,6 +327,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_sigkills_at_every_point),
+        cmocka_unit_test(test_stopped_attempt_leaves_no_dirty_node),
+        cmocka_unit_test(test_restarted_node_ready_after_restore),
         cmocka_unit_test(test_corrupt_digest_is_a_mismatch),
         cmocka_unit_test(test_campaign_with_processes),
     };

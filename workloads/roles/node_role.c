@@ -407,6 +407,21 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     return report(p, DCR_NODE_DONE, a->tau, NULL);
 }
 
+/* Before taking part in attempt tau: receivers that hold writes of an
+ * attempt that did not commit (it failed, was replaced, or the coordinator
+ * gave up) are restored to the committed version first (restore.h, cause
+ * dirty). The engine drops such writes through gate dirty marks that node
+ * processes never set; without this an XOR attempt from the same version
+ * would apply its deltas over them. */
+static dcr_status_t clean_before(node_proc_t *p, uint64_t tau)
+{
+    if (!dcr_restorer_dirty(p->restorer, p->recv)) return DCR_OK;
+    DCR_LOG_WARN("rollout node %d: receivers hold writes of an attempt that did not commit; "
+                 "restoring version %llu before attempt %llu",
+                 p->cfg->node, (unsigned long long)p->version, (unsigned long long)tau);
+    return restore(p, p->version);
+}
+
 static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
 {
     while (!*stop) {
@@ -415,7 +430,10 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
         dcr_status_t st = dcr_control_attempt(p->control, 0, &a);
         if (st == DCR_OK && a.tau > p->seen) {
             p->seen = a.tau;
-            if (a.from_version == p->version) DCR_CHECK(take_part(p, &a, stop));
+            if (a.from_version == p->version) {
+                DCR_CHECK(clean_before(p, a.tau));
+                DCR_CHECK(take_part(p, &a, stop));
+            }
             continue;
         }
         if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
@@ -472,6 +490,10 @@ static dcr_status_t node_setup(node_proc_t *p)
     char path[4300];
     dcr_role_digest_path(p->cfg->workdir, p->version, p->first, path, sizeof(path));
     if (p->version > 0 && access(path, F_OK) != 0) DCR_CHECK(write_digests(p));
+    /* The request gate across processes (restore.h): a process reports
+     * READY only here, after every receiver was restored and checked. */
+    DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore", p->cfg->node,
+                 (int)getpid(), (unsigned long long)p->version);
     return report(p, DCR_NODE_READY, p->seen, NULL);
 }
 

@@ -30,6 +30,12 @@ const char *dcr_restore_kind_name(dcr_restore_kind_t k)
     return (unsigned)k < DCR_RESTORE_KINDS ? names[k] : "?";
 }
 
+const char *dcr_restore_cause_name(dcr_restore_cause_t c)
+{
+    static const char *const names[DCR_RESTORE_CAUSES] = {"start", "behind", "dirty"};
+    return (unsigned)c < DCR_RESTORE_CAUSES ? names[c] : "?";
+}
+
 /* ---- replay ----------------------------------------------------------------- */
 
 typedef struct replay_version {
@@ -220,17 +226,20 @@ static void probe(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held
 {
     *held_p = HELD_NONE;
     if (recv[k]) {
-        if (R->clean_known[k] && payloads_in(recv[k]) == R->clean_in[k])
+        if (R->clean_known[k] && payloads_in(recv[k]) == R->clean_in[k]) {
             *held_p = held;
-        else
-            snprintf(why, cap, "dirty: payloads reached it after its last clean point");
-        return;
-    }
-    if (!R->cfg.resident) {
+            return;
+        }
+        snprintf(why, cap, "dirty: payloads reached it after its last clean point");
+        if (!R->cfg.resident) return;
+        /* Its copy saved at the last commit stands in for it. */
+        dcr_receiver_destroy(recv[k]);
+        recv[k] = NULL;
+    } else if (!R->cfg.resident) {
         snprintf(why, cap, "a fresh process without resident state");
         return;
     }
-    /* A fresh process: its predecessor's resident file. */
+    /* A fresh process's (or a dirty receiver's) resident file. */
     dcr_receiver_t *r = NULL;
     dcr_resident_t *f = NULL;
     dcr_status_t st = bare_receiver(R->cfg.world, R->cfg.first + k, &r);
@@ -243,6 +252,8 @@ static void probe(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held
     else if (rs != DCR_RESIDENT_CLEAN)
         snprintf(why, cap, "resident file %s%s", dcr_resident_state_name(rs),
                  rs == DCR_RESIDENT_DIRTY ? " (repair is not built yet)" : "");
+    else if (why[0])
+        snprintf(why, cap, "dirty in memory: its resident copy of version %" PRIu64 " instead", u);
     if (st == DCR_OK && rs == DCR_RESIDENT_CLEAN) {
         recv[k] = r;
         *held_p = u;
@@ -276,9 +287,10 @@ static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
     else
         snprintf(held, sizeof held, "%" PRIu64, rec->held);
     DCR_LOG_INFO("rollout node %d: receiver %d restore %s: held %s, now %" PRIu64 ", %" PRIu64
-                 " bytes moved (dense %" PRIu64 "), %.3f s%s%s",
+                 " bytes moved (dense %" PRIu64 "), %.3f s (%s)%s%s",
                  R->cfg.node, rec->receiver, dcr_restore_kind_name(rec->kind), held, rec->version,
-                 rec->bytes, rec->dense_bytes, rec->seconds, rec->why[0] ? ": " : "", rec->why);
+                 rec->bytes, rec->dense_bytes, rec->seconds, dcr_restore_cause_name(rec->cause),
+                 rec->why[0] ? ": " : "", rec->why);
     char dir[4200], path[4300];
     snprintf(dir, sizeof dir, "%s/restores", R->cfg.workdir);
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
@@ -287,9 +299,9 @@ static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
     /* One short line per append: whole lines even across restarts. */
     FILE *f = fopen(path, "a");
     if (!f) return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
-    fprintf(f, "%s %d %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %.6f\n",
+    fprintf(f, "%s %d %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %.6f %s\n",
             dcr_restore_kind_name(rec->kind), rec->receiver, held, rec->version, rec->bytes,
-            rec->dense_bytes, rec->seconds);
+            rec->dense_bytes, rec->seconds, dcr_restore_cause_name(rec->cause));
     if (fclose(f) != 0) return dcr_error_set(DCR_EIO, "cannot write %s", path);
     return DCR_OK;
 }
@@ -341,14 +353,23 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
     if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
     dcr_restore_record_t recs[64];
     memset(recs, 0, sizeof recs);
+    bool untouched[64] = {false};
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
         uint64_t t0 = dcr_clock_ns();
         rec->receiver = R->cfg.first + k;
         rec->version = version;
         rec->dense_bytes = R->dense_bytes;
+        rec->cause = !recv[k]         ? DCR_RESTORE_START
+                     : version > held ? DCR_RESTORE_BEHIND
+                                      : DCR_RESTORE_DIRTY;
+        bool live = recv[k] != NULL;
         probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
-        if (rec->held == version) {
+        if (live && rec->held == version && !rec->why[0]) {
+            /* In memory, clean at the version asked: nothing to restore. */
+            rec->kind = DCR_RESTORE_CLEAN;
+            untouched[k] = true;
+        } else if (rec->held == version) {
             rec->kind = DCR_RESTORE_CLEAN;
             dcr_status_t st = check(R, recv[k], k, version);
             rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
@@ -393,7 +414,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
         }
         /* Version 0 from nothing is the run's initial dense load (setup),
          * not a restore. */
-        if (version == 0 && rec->held == HELD_NONE) continue;
+        if ((version == 0 && rec->held == HELD_NONE) || untouched[k]) continue;
         DCR_CHECK(record(R, rec));
     }
     return dcr_restorer_committed(R, recv, version);
@@ -413,6 +434,13 @@ dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *re
     return DCR_OK;
 }
 
+bool dcr_restorer_dirty(const dcr_restorer_t *R, dcr_receiver_t *const *recv)
+{
+    for (int k = 0; k < R->cfg.per; k++)
+        if (!R->clean_known[k] || payloads_in(recv[k]) != R->clean_in[k]) return true;
+    return false;
+}
+
 void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KINDS],
                          uint64_t bytes[DCR_RESTORE_KINDS])
 {
@@ -422,11 +450,20 @@ void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KI
     }
 }
 
-dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
+/* The restore records of workdir summed by kind (counts, bytes,
+ * dense_bytes, seconds: each may be NULL) and by cause (causes may be
+ * NULL). */
+static dcr_status_t sum_records(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
                                 uint64_t bytes[DCR_RESTORE_KINDS],
                                 uint64_t dense_bytes[DCR_RESTORE_KINDS],
-                                double seconds[DCR_RESTORE_KINDS])
+                                double seconds[DCR_RESTORE_KINDS],
+                                uint64_t causes[DCR_RESTORE_CAUSES])
 {
+    uint64_t c0[DCR_RESTORE_KINDS], b0[DCR_RESTORE_KINDS], d0[DCR_RESTORE_KINDS];
+    if (!counts) counts = c0;
+    if (!bytes) bytes = b0;
+    if (!dense_bytes) dense_bytes = d0;
+    for (int c = 0; causes && c < DCR_RESTORE_CAUSES; c++) causes[c] = 0;
     for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
         counts[k] = bytes[k] = dense_bytes[k] = 0;
         if (seconds) seconds[k] = 0;
@@ -445,19 +482,23 @@ dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE
         if (!f) continue;
         char line[512];
         for (int ln = 1; st == DCR_OK && fgets(line, sizeof line, f); ln++) {
-            char kind[16], held[32];
+            char kind[16], held[32], cause[16] = "";
             int recv;
             uint64_t version, b, dense;
             double s;
             int k = DCR_RESTORE_KINDS;
-            if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf", kind, &recv,
-                       held, &version, &b, &dense, &s) == 7)
+            int c = DCR_RESTORE_CAUSES;
+            if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf %15s", kind,
+                       &recv, held, &version, &b, &dense, &s, cause) == 8)
+                for (c = 0; c < DCR_RESTORE_CAUSES; c++)
+                    if (!strcmp(cause, dcr_restore_cause_name((dcr_restore_cause_t)c))) break;
+            if (c < DCR_RESTORE_CAUSES)
                 for (k = 0; k < DCR_RESTORE_KINDS; k++)
                     if (!strcmp(kind, dcr_restore_kind_name((dcr_restore_kind_t)k))) break;
             if (k == DCR_RESTORE_KINDS) {
                 st = dcr_error_set(DCR_EPARSE,
                                    "%s: line %d: expected '<kind> <receiver> <held> <version> "
-                                   "<bytes> <dense bytes> <seconds>'",
+                                   "<bytes> <dense bytes> <seconds> <cause>'",
                                    path, ln);
                 break;
             }
@@ -465,9 +506,23 @@ dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE
             bytes[k] += b;
             dense_bytes[k] += dense;
             if (seconds) seconds[k] += s;
+            if (causes) causes[c]++;
         }
         fclose(f);
     }
     closedir(d);
     return st;
+}
+
+dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE_KINDS],
+                                uint64_t bytes[DCR_RESTORE_KINDS],
+                                uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                                double seconds[DCR_RESTORE_KINDS])
+{
+    return sum_records(workdir, counts, bytes, dense_bytes, seconds, NULL);
+}
+
+dcr_status_t dcr_restore_causes(const char *workdir, uint64_t counts[DCR_RESTORE_CAUSES])
+{
+    return sum_records(workdir, NULL, NULL, NULL, NULL, counts);
 }

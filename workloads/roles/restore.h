@@ -17,7 +17,22 @@
  * Where a node's receivers came from: in memory (a live node the run went
  * on without; clean when no payload reached it since its last clean point),
  * or a fresh process's resident files (dcr/resident.h), saved at every
- * commit under <workdir>/resident/. */
+ * commit under <workdir>/resident/. A dirty receiver in memory (it holds
+ * writes of an attempt that did not commit) is replaced by its resident
+ * copy of the last commit when there is one, else refitted densely; a
+ * rollout node restores such receivers before it takes part in any later
+ * attempt (cause "dirty" below).
+ *
+ * The request gate across processes: a receiver killed mid-apply never
+ * serves before it is restored, because its process is gone and a
+ * rollout-node process reports READY (the phase that lets it serve and
+ * join) only at the end of its setup, after dcr_restorer_restore brought
+ * every receiver to the committed version and compared the digests of each
+ * one that was not refitted densely with a dense refit (the oracle); a
+ * failed check makes it dense. A live node whose attempt did not commit
+ * stays DONE or FAILED, not READY, until the next commit or its restore
+ * before the next attempt. tests/faults/test_faults_processes.c checks the
+ * order (each restarted process's READY after its restore records). */
 #ifndef DCR_WORKLOADS_ROLES_RESTORE_H
 #define DCR_WORKLOADS_ROLES_RESTORE_H
 
@@ -37,6 +52,26 @@ typedef enum dcr_restore_kind {
 
 /* "clean", "replay", "repair", "dense". */
 const char *dcr_restore_kind_name(dcr_restore_kind_t k);
+
+/* Why a receiver was restored (the record's last word):
+ *   start   a fresh process (a restarted node);
+ *   behind  a live node the run committed a newer version without;
+ *   dirty   a live node whose receivers hold writes of an attempt that did
+ *           not commit (failed, replaced, or the coordinator gave up): it
+ *           restores its committed version before it takes part in any
+ *           later attempt, since a later XOR attempt from the same version
+ *           would apply its deltas over the stray writes (the engine's
+ *           drop_dirty relies on gate dirty marks node processes never
+ *           set). */
+typedef enum dcr_restore_cause {
+    DCR_RESTORE_START = 0,
+    DCR_RESTORE_BEHIND = 1,
+    DCR_RESTORE_DIRTY = 2,
+    DCR_RESTORE_CAUSES = 3,
+} dcr_restore_cause_t;
+
+/* "start", "behind", "dirty". */
+const char *dcr_restore_cause_name(dcr_restore_cause_t c);
 
 /* What one replay moved. */
 typedef struct dcr_replay_stats {
@@ -67,6 +102,7 @@ typedef struct dcr_restore_record {
     uint64_t bytes;       /* moved over the network for this restore */
     uint64_t dense_bytes; /* what a dense refit moves (the whole checkpoint) */
     double seconds;
+    dcr_restore_cause_t cause;
     char why[160]; /* why not clean or replay; "" otherwise */
 } dcr_restore_record_t;
 
@@ -87,7 +123,11 @@ void dcr_restorer_destroy(dcr_restorer_t *R);
 
 /* Brings recv[0, per) to `version`. recv[k] NULL: a fresh process, whose
  * resident file (if any) says what it holds; otherwise an in-memory
- * receiver holding `held`. Receivers may be replaced (the old ones are
+ * receiver holding `held`, or dirty (payloads reached it after its last
+ * clean point): then its resident copy of the last commit stands in for it
+ * when there is one (a clean restore moving nothing, or a replay from
+ * there), else it is restored densely. An in-memory receiver clean at
+ * `version` is left as it is, and not recorded. Receivers may be replaced (the old ones are
  * destroyed). Before a replay it waits up to 3 s for `version` itself to be
  * retained (the committing process copies it just after the commit record
  * is durable, which is when a node may read it). On DCR_OK every receiver
@@ -101,6 +141,11 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
 dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
                                     uint64_t version);
 
+/* Whether some receiver of recv[0, per) took payloads after its last clean
+ * point (a restore or a commit it took part in): it holds writes of an
+ * attempt that did not commit, and must be restored before the next one. */
+bool dcr_restorer_dirty(const dcr_restorer_t *R, dcr_receiver_t *const *recv);
+
 /* Restores by kind so far, and the bytes they moved, in this process. */
 void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KINDS],
                          uint64_t bytes[DCR_RESTORE_KINDS]);
@@ -113,5 +158,9 @@ dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE
                                 uint64_t bytes[DCR_RESTORE_KINDS],
                                 uint64_t dense_bytes[DCR_RESTORE_KINDS],
                                 double seconds[DCR_RESTORE_KINDS]);
+
+/* Sums the lines of <workdir>/restores/ by cause (dcr_restore_cause_t); a
+ * missing folder is all zeros; errors as dcr_restore_totals. */
+dcr_status_t dcr_restore_causes(const char *workdir, uint64_t counts[DCR_RESTORE_CAUSES]);
 
 #endif
