@@ -422,14 +422,8 @@ static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs,
  * each kind moved and what dense refits of the same receivers move. */
 static json_t *restores_json(const dcr_bench_result_t *r)
 {
-    json_t *j = json_object();
-    for (int k = 0; j && k < DCR_RESTORE_KINDS; k++)
-        json_object_set_new(
-            j, dcr_restore_kind_name((dcr_restore_kind_t)k),
-            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)r->restores_by_kind[k], "bytes",
-                      (json_int_t)r->restore_bytes[k], "dense_bytes",
-                      (json_int_t)r->restore_dense_bytes[k], "seconds", r->restore_s[k]));
-    return j;
+    return dcr_cli_restores_json(r->restores_by_kind, r->restore_bytes, r->restore_dense_bytes,
+                                 r->restore_s);
 }
 
 static int run(bench_opts_t *o, int argc, char **argv)

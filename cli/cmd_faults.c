@@ -156,14 +156,8 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
         json_object_set_new(points, dcr_faults_kill_point_name((dcr_faults_kill_point_t)k),
                             json_integer(p->sigkills_by_point[k]));
     /* Restores by kind, the shape of dcr bench --processes' "restores_by_kind". */
-    static const char *const kinds[4] = {"clean", "replay", "repair", "dense"};
-    json_t *restores = json_object();
-    for (int k = 0; restores && k < 4; k++)
-        json_object_set_new(
-            restores, kinds[k],
-            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)p->restores_by_kind[k], "bytes",
-                      (json_int_t)p->restore_bytes[k], "dense_bytes",
-                      (json_int_t)p->restore_dense_bytes[k], "seconds", p->restore_s[k]));
+    json_t *restores = dcr_cli_restores_json(p->restores_by_kind, p->restore_bytes,
+                                             p->restore_dense_bytes, p->restore_s);
     /* Why: a restarted process, a live node left behind, or one holding
      * writes of an attempt that did not commit (workloads/roles/restore.h). */
     json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],

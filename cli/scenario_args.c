@@ -1,5 +1,6 @@
 #include "scenario_args.h"
 
+#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "dcr/retain.h"
 #include "workloads/bench.h"
 #include "workloads/budget.h"
+#include "workloads/roles/restore.h"
 #include "workloads/workdir.h"
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
@@ -220,4 +222,16 @@ int dcr_cli_device_host_only(const char *command, const char *name)
                                        "loader's tensor ops run on the host; device %s needs "
                                        "their device versions, engine/device/WIRING.md)",
                                        name, command, place));
+}
+
+json_t *dcr_cli_restores_json(const uint64_t count[4], const uint64_t bytes[4],
+                              const uint64_t dense_bytes[4], const double seconds[4])
+{
+    json_t *j = json_object();
+    for (int k = 0; j && k < DCR_RESTORE_KINDS; k++)
+        json_object_set_new(j, dcr_restore_kind_name((dcr_restore_kind_t)k),
+                            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)count[k], "bytes",
+                                      (json_int_t)bytes[k], "dense_bytes",
+                                      (json_int_t)dense_bytes[k], "seconds", seconds[k]));
+    return j;
 }

@@ -84,4 +84,12 @@ int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **ou
  * is "cpu". */
 int dcr_cli_device_host_only(const char *command, const char *name);
 
+/* Restores by kind as JSON (dcr bench --processes and dcr faults
+ * --processes print the same shape): {"<kind>": {"count", "bytes",
+ * "dense_bytes", "seconds"}} per dcr_restore_kind_t (workloads/roles/
+ * restore.h). A new reference; NULL on allocation failure. */
+struct json_t;
+struct json_t *dcr_cli_restores_json(const uint64_t count[4], const uint64_t bytes[4],
+                                     const uint64_t dense_bytes[4], const double seconds[4]);
+
 #endif
