@@ -380,11 +380,10 @@ static bool launcher_only(const char *arg, bool *takes_value)
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes", "--owner-threads"};
     /* --device: checked here; role processes' receivers take the default. */
-    static const char *const valued[] = {"--out",           "--trace",
-                                         "--workdir",       "--keep-payloads",
-                                         "--sigkill-every", "--kill-coordinator-every",
-                                         "--device",        "--testbed",
-                                         "--testbed-id"};
+    static const char *const valued[] = {
+        "--out",           "--trace",         "--workdir",
+        "--keep-payloads", "--sigkill-every", "--kill-coordinator-every",
+        "--device",        "--testbed",       "--testbed-id"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -557,16 +556,16 @@ static int run(bench_opts_t *o, int argc, char **argv)
         dcr_interrupt_install();
         st = testbed_start(o, &c, &tb, &tb_links);
     }
-    char *tb_args[] = {"--store",      (char *)c.store,
+    char *tb_args[] = {"--store",       (char *)c.store,
                        "--s3-endpoint", (char *)c.s3_endpoint,
-                       "--control",    (char *)c.control_path,
-                       "--link-gbps",  "0",
-                       "--flow-gbps",  "0",
-                       "--local-gbps", "0",
-                       "--latency-ms", "0"};
+                       "--control",     (char *)c.control_path,
+                       "--link-gbps",   "0",
+                       "--flow-gbps",   "0",
+                       "--local-gbps",  "0",
+                       "--latency-ms",  "0"};
     if (st == DCR_OK && o->processes)
-        st = make_launcher(argc, argv, &c, tb_args, tb ? (int)(sizeof(tb_args) / sizeof(*tb_args)) : 0,
-                           &launcher);
+        st = make_launcher(argc, argv, &c, tb_args,
+                           tb ? (int)(sizeof(tb_args) / sizeof(*tb_args)) : 0, &launcher);
     if (st == DCR_OK && tb) st = dcr_testbed_place_roles(tb, launcher, (int)o->sc.gpus);
     if (launcher) {
         c.processes = dcr_role_launcher_hooks(launcher);
@@ -844,8 +843,9 @@ int dcr_cmd_bench(int argc, char **argv)
                             "10.(200+id).0.0/16; default 0)",
                             false};
     const char *device = NULL;
-    dcr_arg_t own[8] = {processes,   restart,     kills,   owner_threads, coord_kills,
-                        dcr_cli_device_arg(&device), testbed, testbed_id};
+    dcr_arg_t own[8] = {processes,     restart,     kills,
+                        owner_threads, coord_kills, dcr_cli_device_arg(&device),
+                        testbed,       testbed_id};
     int rc = parse_opts(
         &o, "bench",
         "[model and layout flags] [rollout flags] [--transport objstore|relay] "

@@ -37,6 +37,13 @@ typedef struct child {
     int status;
 } child_t;
 
+/* argv[0..n) in front of the command line of the process named `role`. */
+struct role_prefix {
+    char role[48];
+    char **argv;
+    int n;
+};
+
 struct dcr_role_launcher {
     const dcr_bench_config_t *run;
     char exe[4096];
@@ -74,11 +81,7 @@ struct dcr_role_launcher {
     atomic_int coord_kills, coord_restarts;
     /* Spawn prefixes by role name (dcr_role_launcher_set_prefix) and the
      * owner job's transport arguments (dcr_role_launcher_set_mpirun_args). */
-    struct role_prefix {
-        char role[48];
-        char **argv;
-        int n;
-    } *prefixes;
+    struct role_prefix *prefixes;
     int nprefixes;
     char **mpi_args; /* NULL: the one-host shared-memory arguments */
     int nmpi_args;
@@ -310,8 +313,8 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
         env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
     }
     pthread_mutex_lock(&l->lock);
-    dcr_status_t st = spawn_with(l, "owners", pre, NBASE + nnet, env, SIGTERM, head, 3, &l->owners,
-                                 NULL, NULL);
+    dcr_status_t st =
+        spawn_with(l, "owners", pre, NBASE + nnet, env, SIGTERM, head, 3, &l->owners, NULL, NULL);
     free(pre);
     pthread_mutex_unlock(&l->lock);
     free(env);
