@@ -166,6 +166,9 @@ static dcr_status_t read_status(dcr_testbed_t *t)
 dcr_status_t dcr_testbed_up(const dcr_testbed_config_t *cfg, dcr_testbed_t **out_p)
 {
     *out_p = NULL;
+    if (geteuid() != 0)
+        return dcr_error_set(DCR_EINVAL, "--testbed needs root (network namespaces and tc need "
+                                         "CAP_NET_ADMIN)");
     dcr_testbed_t *t = calloc(1, sizeof(*t));
     if (!t) return dcr_error_set(DCR_ENOMEM, "testbed");
     t->cfg = *cfg;
@@ -195,8 +198,12 @@ dcr_status_t dcr_testbed_up(const dcr_testbed_config_t *cfg, dcr_testbed_t **out
     DCR_LOG_INFO("testbed: %s up --id %s (%s + %s hosts, link %s Gbps, local %s Gbps)", t->script,
                  t->id, train, rollout, link, local);
     int rc = run_script(t, args, NULL);
-    t->up = true; /* a failed up removes itself; down is harmless then */
+    /* A failed up removes what it built itself; a down now could remove a
+     * testbed another run holds under this id (up refuses other settings). */
+    t->up = rc == 0;
     if (rc != 0) {
+        if (t->watcher_fd >= 0 && write(t->watcher_fd, "d", 1) != 1)
+            DCR_LOG_WARN("testbed: watcher pipe: %s", strerror(errno));
         dcr_testbed_destroy(t);
         return dcr_error_set(DCR_EIO, "%s up --id %d failed (exit %d; its line above)",
                              "scripts/testbed.sh", cfg->id, rc);
