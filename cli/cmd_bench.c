@@ -15,6 +15,7 @@
 #include "workloads/results.h"
 #include "workloads/roles/launch.h"
 #include "workloads/roles/restore.h"
+#include "workloads/roles/testbed.h"
 #include "reports/trace_io.h"
 #include "dcr/trace.h"
 
@@ -23,6 +24,10 @@ typedef struct bench_opts {
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every,
         coord_kill_every;
     int64_t retain; /* --retain K (dcr_cli_retain) */
+    /* --testbed netns [--testbed-id N]: the --processes roles across the
+     * hosts of scripts/testbed.sh (workloads/roles/testbed.h). */
+    const char *testbed;
+    int64_t testbed_id;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
         restart_nodes, owner_threads;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
@@ -348,6 +353,21 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     return dcr_cli_scenario_validate(&c->scenario, &c->serve);
 }
 
+/* Whether arg is one of the valued flags names[0..n), as `--flag VALUE`
+ * (*takes_value: the value is the next argument) or `--flag=VALUE`. */
+static bool valued_flag(const char *arg, const char *const *names, size_t n, bool *takes_value)
+{
+    *takes_value = false;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(names[i]);
+        if (!strncmp(arg, names[i], len) && (arg[len] == '\0' || arg[len] == '=')) {
+            *takes_value = arg[len] == '\0';
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Flags only the launcher of --processes reads; every other flag is the run
  * configuration each role process gets. */
 static bool launcher_only(const char *arg, bool *takes_value)
@@ -355,37 +375,40 @@ static bool launcher_only(const char *arg, bool *takes_value)
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes", "--owner-threads"};
     /* --device: checked here; role processes' receivers take the default. */
-    static const char *const valued[] = {"--out",           "--trace",
-                                         "--workdir",       "--keep-payloads",
-                                         "--sigkill-every", "--kill-coordinator-every",
-                                         "--device"};
+    static const char *const valued[] = {
+        "--out",           "--trace",         "--workdir",
+        "--keep-payloads", "--sigkill-every", "--kill-coordinator-every",
+        "--device",        "--testbed",       "--testbed-id"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
-    for (size_t i = 0; i < sizeof(valued) / sizeof(valued[0]); i++) {
-        size_t n = strlen(valued[i]);
-        if (!strncmp(arg, valued[i], n) && (arg[n] == '\0' || arg[n] == '=')) {
-            *takes_value = arg[n] == '\0';
-            return true;
-        }
-    }
-    return false;
+    return valued_flag(arg, valued, sizeof(valued) / sizeof(valued[0]), takes_value);
+}
+
+/* With --testbed the links are the kernel's: the role processes get these
+ * flags as 0 (no in-process pacing) instead of the user's. */
+static bool testbed_replaced(const char *arg, bool *takes_value)
+{
+    static const char *const valued[] = {"--link-gbps", "--flow-gbps", "--local-gbps",
+                                         "--latency-ms"};
+    return valued_flag(arg, valued, sizeof(valued) / sizeof(valued[0]), takes_value);
 }
 
 /* --processes: the roles as processes of this host (workloads/roles/). */
 static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_t *c,
-                                  dcr_role_launcher_t **out_p)
+                                  char *const *extra, int nextra, dcr_role_launcher_t **out_p)
 {
-    char **fwd = calloc((size_t)argc + 1, sizeof(char *));
+    char **fwd = calloc((size_t)argc + (size_t)nextra + 1, sizeof(char *));
     if (!fwd) return dcr_error_set(DCR_ENOMEM, "role arguments");
     int n = 0;
     for (int i = 1; i < argc; i++) {
         bool value;
-        if (launcher_only(argv[i], &value))
+        if (launcher_only(argv[i], &value) || (nextra > 0 && testbed_replaced(argv[i], &value)))
             i += value;
         else
             fwd[n++] = argv[i];
     }
+    for (int i = 0; i < nextra; i++) fwd[n++] = extra[i];
     dcr_status_t st = dcr_role_launcher_create(c, fwd, n, out_p);
     free(fwd);
     return st;
@@ -426,14 +449,113 @@ static json_t *restores_json(const dcr_bench_result_t *r)
                                  r->restore_s);
 }
 
+/* --testbed netns: usage errors, before anything runs. It implies
+ * --processes. */
+static dcr_status_t testbed_check(bench_opts_t *o)
+{
+    if (!o->testbed) {
+        if (dcr_args_seen(o->args, o->nargs, "--testbed-id"))
+            return dcr_error_set(DCR_EINVAL, "--testbed-id needs --testbed netns");
+        return DCR_OK;
+    }
+    if (strcmp(o->testbed, "netns"))
+        return dcr_error_set(DCR_EINVAL, "--testbed %s: expected netns", o->testbed);
+#ifndef DCR_HAVE_MPI
+    return dcr_error_set(DCR_EINVAL, "--testbed needs a build with MPI (the owners are an MPI job "
+                                     "across the training hosts)");
+#endif
+    if (o->store || o->s3_endpoint || o->control || o->keep || o->owner_threads)
+        return dcr_error_set(DCR_EINVAL,
+                             "--testbed brings its own store and control plane (s3rver and etcd on "
+                             "its services host) and runs the owners by mpirun: drop --store, "
+                             "--s3-endpoint, --control, --keep-payloads and --owner-threads");
+    if (o->sc.nodes > 64 || o->nodes > 64)
+        return dcr_error_set(DCR_EINVAL,
+                             "--testbed: one host per node, at most 64 training and 64 rollout "
+                             "hosts (got --train-nodes %lld, --rollout-nodes %lld)",
+                             (long long)o->sc.nodes, (long long)o->nodes);
+    o->processes = true;
+    return DCR_OK;
+}
+
+/* --testbed netns: one testbed host per training node (its GPUs are the MPI
+ * slots) and per rollout node, shaped as the bench's links; measured; this
+ * process moves to the services host, and the run's store and control
+ * plane are the testbed's. The per-flow cap and the latency need netem and
+ * fq in the kernel: unless given, they are 0 here (and in the in-process
+ * reference, so that it describes the same links). */
+static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
+                                  dcr_testbed_t **tb_p, json_t **links_p)
+{
+    if (!dcr_args_seen(o->args, o->nargs, "--flow-gbps")) c->link.flow_gbps = 0;
+    if (!dcr_args_seen(o->args, o->nargs, "--latency-ms")) c->link.latency_ms = 0;
+    dcr_testbed_config_t tc = {.id = (int)o->testbed_id,
+                               .train_hosts = (int)o->sc.nodes,
+                               .rollout_hosts = (int)o->nodes,
+                               .link_gbps = c->link.cross_gbps,
+                               .local_gbps = c->link.local_gbps,
+                               .flow_gbps = c->link.flow_gbps,
+                               .latency_ms = c->link.latency_ms};
+    DCR_CHECK(dcr_testbed_up(&tc, tb_p));
+    DCR_CHECK(dcr_testbed_measure(*tb_p, links_p));
+    DCR_CHECK(dcr_testbed_enter_services(*tb_p));
+    c->store = dcr_testbed_store(*tb_p);
+    c->s3_endpoint = dcr_testbed_s3_endpoint(*tb_p);
+    c->control_path = dcr_testbed_control(*tb_p);
+    return DCR_OK;
+}
+
+/* The testbed's endpoints and each shaped link's measured rate (the
+ * "testbed" object of the JSON output). */
+static void print_testbed(const json_t *tb)
+{
+    printf("testbed %lld: control %s, s3 %s; measured links (timed TCP transfer):\n",
+           (long long)json_integer_value(json_object_get(tb, "id")),
+           json_string_value(json_object_get(tb, "control")),
+           json_string_value(json_object_get(tb, "s3")));
+    size_t i;
+    const json_t *l;
+    json_array_foreach(json_object_get(tb, "links"), i, l)
+    {
+        const json_t *conf = json_object_get(l, "configured_mbit");
+        char setting[48] = "unlimited";
+        if (json_is_number(conf))
+            snprintf(setting, sizeof(setting), "configured %.1f", json_number_value(conf));
+        printf("  %-4s -> %-4s %10.1f Mbit/s  %s%s\n",
+               json_string_value(json_object_get(l, "from")),
+               json_string_value(json_object_get(l, "to")),
+               json_number_value(json_object_get(l, "measured_mbit")), setting,
+               json_is_true(json_object_get(l, "ok")) ? "" : "  OFF by more than 15%");
+    }
+}
+
 static int run(bench_opts_t *o, int argc, char **argv)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
-    int rc = dcr_cli_check("bench", fill_config(o, &c));
+    int rc = dcr_cli_check("bench", testbed_check(o));
+    if (rc) return rc;
+    rc = dcr_cli_check("bench", fill_config(o, &c));
     if (rc) return rc;
     dcr_role_launcher_t *launcher = NULL;
-    dcr_status_t st = o->processes ? make_launcher(argc, argv, &c, &launcher) : DCR_OK;
+    dcr_testbed_t *tb = NULL;
+    json_t *tb_links = NULL;
+    dcr_status_t st = DCR_OK;
+    if (o->testbed) {
+        dcr_interrupt_install();
+        st = testbed_start(o, &c, &tb, &tb_links);
+    }
+    char *tb_args[] = {"--store",       (char *)c.store,
+                       "--s3-endpoint", (char *)c.s3_endpoint,
+                       "--control",     (char *)c.control_path,
+                       "--link-gbps",   "0",
+                       "--flow-gbps",   "0",
+                       "--local-gbps",  "0",
+                       "--latency-ms",  "0"};
+    if (st == DCR_OK && o->processes)
+        st = make_launcher(argc, argv, &c, tb_args,
+                           tb ? (int)(sizeof(tb_args) / sizeof(*tb_args)) : 0, &launcher);
+    if (st == DCR_OK && tb) st = dcr_testbed_place_roles(tb, launcher, (int)o->sc.gpus);
     if (launcher) {
         c.processes = dcr_role_launcher_hooks(launcher);
         dcr_role_launcher_set_restart(launcher, o->restart_nodes);
@@ -451,7 +573,14 @@ static int run(bench_opts_t *o, int argc, char **argv)
     int coord_kills = launcher ? dcr_role_launcher_coordinator_kills(launcher) : 0;
     int coord_restarts = launcher ? dcr_role_launcher_coordinator_restarts(launcher) : 0;
     dcr_role_launcher_destroy(launcher);
-    if (st != DCR_OK) return dcr_cli_fail("bench", st);
+    json_t *tb_json = tb && tb_links ? dcr_testbed_json(tb) : NULL;
+    if (tb_json) json_object_set(tb_json, "links", tb_links);
+    json_decref(tb_links);
+    dcr_testbed_destroy(tb);
+    if (st != DCR_OK) {
+        json_decref(tb_json);
+        return dcr_cli_fail("bench", st);
+    }
     json_t *config = config_json(o, &c);
     if (o->store) json_object_set_new(config, "store", json_string(o->store));
     if (o->trace) st = write_trace(o->trace);
@@ -463,6 +592,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
                 j, "processes",
                 processes_json(&r, owner_procs, restarts, sigkills, coord_kills, coord_restarts));
         if (r.node_processes) json_object_set_new(j, "restores_by_kind", restores_json(&r));
+        if (tb_json) json_object_set(j, "testbed", tb_json);
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
         json_decref(j);
@@ -486,7 +616,9 @@ static int run(bench_opts_t *o, int argc, char **argv)
                    (unsigned long long)r.restores_by_kind[3],
                    (unsigned long long)r.restore_bytes[1],
                    (unsigned long long)r.restore_dense_bytes[1]);
+        if (tb_json) print_testbed(tb_json);
     }
+    json_decref(tb_json);
     json_decref(config);
     rc = 0;
     if (st != DCR_OK) {
@@ -681,15 +813,35 @@ int dcr_cmd_bench(int argc, char **argv)
                        "--processes: SIGKILL a rollout-node process after every N-th commit, "
                        "nodes and points (joined, done) in turn; implies --restart-nodes",
                        false};
+    dcr_arg_t testbed = {"--testbed",
+                         DCR_ARG_STRING,
+                         &o.testbed,
+                         0,
+                         0,
+                         "netns: --processes across a network-namespace testbed of this machine "
+                         "(scripts/testbed.sh; root): one host per training node (owners by "
+                         "mpirun) and per rollout node, the kernel shaping --link-gbps and "
+                         "--local-gbps, etcd and s3rver on its services host",
+                         false};
+    dcr_arg_t testbed_id = {"--testbed-id",
+                            DCR_ARG_INT,
+                            &o.testbed_id,
+                            0,
+                            55,
+                            "--testbed: the testbed's id (namespaces dcrtb-<id>-*, subnet "
+                            "10.(200+id).0.0/16; default 0)",
+                            false};
     const char *device = NULL;
-    dcr_arg_t own[6] = {processes,     restart,     kills,
-                        owner_threads, coord_kills, dcr_cli_device_arg(&device)};
+    dcr_arg_t own[8] = {processes,     restart,     kills,
+                        owner_threads, coord_kills, dcr_cli_device_arg(&device),
+                        testbed,       testbed_id};
     int rc = parse_opts(
         &o, "bench",
         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
         "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
-        "[--mode X|P|F] [--rl sync|async] [--processes] [--device cpu|cuda|auto] [--json]",
-        own, 6, argc, argv);
+        "[--mode X|P|F] [--rl sync|async] [--processes | --testbed netns] [--device cpu|cuda|auto] "
+        "[--json]",
+        own, 8, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = dcr_cli_device_host_only("bench", device))) return rc;
     return run(&o, argc, argv);

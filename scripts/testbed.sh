@@ -33,7 +33,7 @@ usage: scripts/testbed.sh COMMAND [options]
   status    what exists: hosts, addresses, qdiscs, services (--json for a harness)
   measure   timed TCP transfers over every shaped link; fails when one is off
             its configured rate by more than 15% (--json: one array)
-  hostfile  an mpirun hostfile of the training hosts
+  hostfile  an mpirun hostfile of the training hosts ([--slots K], default 1)
   mpirun    -np K [mpirun args] -- PROG ARGS: run PROG under mpirun across the
             training hosts (launch agent scripts/testbed-agent.sh)
   exec      HOST CMD...: run CMD inside host HOST (t0, r1, svc)
@@ -265,8 +265,11 @@ start_services() {
         --listen-peer-urls "http://$ip:2380" --initial-advertise-peer-urls "http://$ip:2380" \
         --initial-cluster "dcrtb=http://$ip:2380" </dev/null >"$STATE/etcd.log" 2>&1 9<&- &
     echo $! >"$STATE/etcd.pid"
-    ip netns exec "$ns" setsid "$s3" -d "$STATE/s3" -a "$ip" -p 4568 -s \
-        </dev/null >"$STATE/s3rver.log" 2>&1 9<&- &
+    # Bucket "dcr" for dcr bench --testbed (--store s3://dcr/...). s3rver 3.7
+    # makes listing continuation tokens with DES, which Node 17+ offers only
+    # through the legacy provider: without it a second listing page answers 500.
+    ip netns exec "$ns" env NODE_OPTIONS=--openssl-legacy-provider setsid "$s3" -d "$STATE/s3" \
+        -a "$ip" -p 4568 -s --configure-bucket dcr </dev/null >"$STATE/s3rver.log" 2>&1 9<&- &
     echo $! >"$STATE/s3rver.pid"
     wait_port "$ns" "$ip" 2379 etcd
     wait_port "$ns" "$ip" 4568 s3rver
@@ -567,11 +570,18 @@ cmd_reach() {
 
 # ---- mpirun -------------------------------------------------------------------
 
+# hostfile [--id N] [--slots K]: one line per training host, K slots each
+# (default 1; dcr bench --testbed gives its GPUs per training node).
 cmd_hostfile() {
-    parse_opts "" "$@"
+    local slots=1 a=()
+    while (($#)); do
+        if [[ $1 == --slots ]]; then check_int --slots "${2-}" 1 1024; slots=$((10#$2)); shift 2
+        else a+=("$1"); shift; fi
+    done
+    parse_opts "" "${a[@]}"
     load_config
     local i
-    for ((i = 0; i < TRAIN; i++)); do echo "$(host_ns "t$i") slots=1"; done
+    for ((i = 0; i < TRAIN; i++)); do echo "$(host_ns "t$i") slots=$slots"; done
 }
 
 # mpirun [--id N] [mpirun options] -- PROG ARGS: mpirun itself runs in t0 (its

@@ -37,6 +37,13 @@ typedef struct child {
     int status;
 } child_t;
 
+/* argv[0..n) in front of the command line of the process named `role`. */
+struct role_prefix {
+    char role[48];
+    char **argv;
+    int n;
+};
+
 struct dcr_role_launcher {
     const dcr_bench_config_t *run;
     char exe[4096];
@@ -72,6 +79,12 @@ struct dcr_role_launcher {
     int coord_every; /* dcr_role_launcher_set_coordinator_kills */
     int refits;      /* transitions the coordinator processes finished */
     atomic_int coord_kills, coord_restarts;
+    /* Spawn prefixes by role name (dcr_role_launcher_set_prefix) and the
+     * owner job's transport arguments (dcr_role_launcher_set_mpirun_args). */
+    struct role_prefix *prefixes;
+    int nprefixes;
+    char **mpi_args; /* NULL: the one-host shared-memory arguments */
+    int nmpi_args;
 };
 
 extern char **environ;
@@ -108,6 +121,13 @@ static void *prefix_main(void *arg)
 
 /* ---- spawning ---- */
 
+static const struct role_prefix *find_prefix(const dcr_role_launcher_t *l, const char *role)
+{
+    for (int i = 0; i < l->nprefixes; i++)
+        if (!strcmp(l->prefixes[i].role, role)) return &l->prefixes[i];
+    return NULL;
+}
+
 /* Starts `exe <argv...> <run flags>`; its stderr goes through a prefixer,
  * its stdout to *out_fd_p when not NULL (else ours). It dies with us. */
 /* `pre[0..npre)` (a launcher such as mpirun, found on PATH, run with
@@ -120,14 +140,24 @@ static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *c
     int in[2] = {-1, -1};
     if (in_fd_p && pipe2(in, O_CLOEXEC) != 0)
         return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
-    int nargv = npre + 1 + nhead + l->nargs + 1;
+    /* The role's spawn prefix (e.g. `ip netns exec NS`) goes first; it must
+     * exec the rest in place, so that the pid and PR_SET_PDEATHSIG are the
+     * role's own. */
+    const struct role_prefix *rp = find_prefix(l, role);
+    int nfix = rp ? rp->n : 0;
+    int nargv = nfix + npre + 1 + nhead + l->nargs + 1;
     char **argv = calloc((size_t)nargv, sizeof(char *));
     int err[2] = {-1, -1}, out[2] = {-1, -1};
     if (!argv) return dcr_error_set(DCR_ENOMEM, "arguments of %s", role);
+    for (int i = 0; i < nfix; i++) argv[i] = rp->argv[i];
+    argv += nfix;
     for (int i = 0; i < npre; i++) argv[i] = pre[i];
     argv[npre] = l->exe;
     for (int i = 0; i < nhead; i++) argv[npre + 1 + i] = head[i];
     for (int i = 0; i < l->nargs; i++) argv[npre + 1 + nhead + i] = l->args[i];
+    argv -= nfix;
+    npre += nfix;
+    if (!env) env = environ;
     if (pipe2(err, O_CLOEXEC) != 0 || (out_fd_p && pipe2(out, O_CLOEXEC) != 0)) {
         free(argv);
         for (int i = 0; i < 2; i++) {
@@ -259,32 +289,33 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
 {
     char np[16];
     snprintf(np, sizeof(np), "%d", owner_ranks(l));
-    char *pre[] = {"mpirun",
-                   "-np",
-                   np,
-                   "--oversubscribe",
-                   "--bind-to",
-                   "none",
-                   "--tag-output",
-                   "--mca",
-                   "btl",
-                   "self,vader",
-                   "--mca",
-                   "btl_vader_single_copy_mechanism",
-                   "none"};
+    char *one_host[] = {"--mca", "btl", "self,vader", "--mca", "btl_vader_single_copy_mechanism",
+                        "none"};
+    char *const *net = l->mpi_args ? l->mpi_args : one_host;
+    int nnet = l->mpi_args ? l->nmpi_args : (int)(sizeof(one_host) / sizeof(one_host[0]));
+    char *base[] = {"mpirun", "-np", np, "--oversubscribe", "--bind-to", "none", "--tag-output"};
+    enum { NBASE = sizeof(base) / sizeof(base[0]) };
+    char **pre = calloc((size_t)(NBASE + nnet), sizeof(char *));
+    if (!pre) return dcr_error_set(DCR_ENOMEM, "arguments of the owner job");
+    memcpy(pre, base, sizeof(base));
+    for (int i = 0; i < nnet; i++) pre[NBASE + i] = net[i];
     char *head[] = {"owner", "--workdir", l->workdir};
     size_t n = 0;
     while (environ[n]) n++;
     char **env = calloc(n + 3, sizeof(char *));
-    if (!env) return dcr_error_set(DCR_ENOMEM, "environment of the owner job");
+    if (!env) {
+        free(pre);
+        return dcr_error_set(DCR_ENOMEM, "environment of the owner job");
+    }
     memcpy(env, environ, n * sizeof(char *));
     if (geteuid() == 0) {
         env[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
         env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
     }
     pthread_mutex_lock(&l->lock);
-    dcr_status_t st = spawn_with(l, "owners", pre, (int)(sizeof(pre) / sizeof(pre[0])), env,
-                                 SIGTERM, head, 3, &l->owners, NULL, NULL);
+    dcr_status_t st =
+        spawn_with(l, "owners", pre, NBASE + nnet, env, SIGTERM, head, 3, &l->owners, NULL, NULL);
+    free(pre);
     pthread_mutex_unlock(&l->lock);
     free(env);
     if (st == DCR_OK) l->owners_started = true;
@@ -722,6 +753,54 @@ dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const
     return DCR_OK;
 }
 
+static void free_argv(char **v, int n)
+{
+    for (int i = 0; v && i < n; i++) free(v[i]);
+    free(v);
+}
+
+/* A copy of v[0..n), NULL-terminated; NULL when out of memory. */
+static char **copy_argv(char *const *v, int n)
+{
+    char **c = calloc((size_t)n + 1, sizeof(char *));
+    for (int i = 0; c && i < n; i++)
+        if (!(c[i] = strdup(v[i]))) {
+            free_argv(c, i);
+            return NULL;
+        }
+    return c;
+}
+
+dcr_status_t dcr_role_launcher_set_prefix(dcr_role_launcher_t *l, const char *role,
+                                          char *const *argv, int n)
+{
+    if (strlen(role) >= sizeof(l->prefixes[0].role))
+        return dcr_error_set(DCR_EINVAL, "spawn prefix: role name '%s' too long", role);
+    struct role_prefix *rp = (struct role_prefix *)find_prefix(l, role);
+    if (!rp) {
+        struct role_prefix *grown =
+            realloc(l->prefixes, (size_t)(l->nprefixes + 1) * sizeof(*grown));
+        if (!grown) return dcr_error_set(DCR_ENOMEM, "spawn prefix of %s", role);
+        l->prefixes = grown;
+        rp = &l->prefixes[l->nprefixes++];
+        snprintf(rp->role, sizeof(rp->role), "%s", role);
+    } else {
+        free_argv(rp->argv, rp->n);
+    }
+    rp->argv = n > 0 ? copy_argv(argv, n) : NULL;
+    rp->n = rp->argv ? n : 0;
+    if (n > 0 && !rp->argv) return dcr_error_set(DCR_ENOMEM, "spawn prefix of %s", role);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_role_launcher_set_mpirun_args(dcr_role_launcher_t *l, char *const *args, int n)
+{
+    free_argv(l->mpi_args, l->nmpi_args);
+    l->mpi_args = copy_argv(args, n);
+    l->nmpi_args = l->mpi_args ? n : 0;
+    return l->mpi_args ? DCR_OK : dcr_error_set(DCR_ENOMEM, "mpirun arguments");
+}
+
 void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
 {
     if (!l) return;
@@ -730,6 +809,9 @@ void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
     if (l->janitor > 0) waitpid(l->janitor, NULL, 0);
     for (int i = 0; i < l->nargs; i++) free(l->args[i]);
     free(l->args);
+    for (int i = 0; i < l->nprefixes; i++) free_argv(l->prefixes[i].argv, l->prefixes[i].n);
+    free(l->prefixes);
+    free_argv(l->mpi_args, l->nmpi_args);
     pthread_mutex_destroy(&l->lock);
     free(l);
 }

@@ -76,6 +76,23 @@ int dcr_role_launcher_node_pid(dcr_role_launcher_t *l, int node);
  * the signal was sent. Thread-safe against the launcher's monitor. */
 bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int wait_ms);
 
+/* A spawn prefix for one role: argv[0..n) goes in front of the role's
+ * command line (found on PATH), e.g. `ip netns exec dcrtb-0-r1` to start
+ * the role inside another network namespace (dcr bench --testbed). The
+ * prefix must exec the rest in place (same pid), so the role still dies
+ * with the launcher and is reaped as its child. `role` names the process as
+ * its stderr prefix does: "rollout-node <i>", "owners" (in front of
+ * mpirun), "coordinator", "verifier". n = 0 removes it. Copied; call
+ * before the run. */
+dcr_status_t dcr_role_launcher_set_prefix(dcr_role_launcher_t *l, const char *role,
+                                          char *const *argv, int n);
+/* The owner job's transport arguments to mpirun, args[0..n) (copied),
+ * instead of the one-host ones (`--mca btl self,vader --mca
+ * btl_vader_single_copy_mechanism none`): e.g. a hostfile, a launch agent
+ * and `--mca btl self,tcp` with interface includes across hosts. `-np`,
+ * `--oversubscribe --bind-to none --tag-output` stay. Call before the run. */
+dcr_status_t dcr_role_launcher_set_mpirun_args(dcr_role_launcher_t *l, char *const *args, int n);
+
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
 

@@ -1,0 +1,242 @@
+/* dcr bench --testbed netns (issue 16 item 2): one multi-process refit run
+ * across a 2 + 2 namespace testbed (owners by mpirun into the training
+ * hosts, rollout nodes in the rollout hosts, etcd and s3rver on the services
+ * host), bit-exact by the verifier, the shaped links measured against their
+ * settings, and nothing left behind, also when the launcher is SIGKILLed.
+ *
+ * Needs root and network namespaces: without them the test exits 77, which
+ * CTest reports as SKIPPED with the reason printed (never as passed). With
+ * them, a missing etcd, s3rver or mpirun is a failure.
+ *
+ * ctest-labels: slow
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#define SKIP_CODE 77
+/* The run's link settings: the oracle of the rate check. */
+#define LINK_MBIT  100.0
+#define LOCAL_MBIT 200.0
+#define RUN_FLAGS                                                                                  \
+    "--scale 64 --layers 2 --seed 7 --train-nodes 2 --gpus-per-node 2 --rollout-nodes 2 "          \
+    "--link-gbps 0.1 --local-gbps 0.2"
+
+static int g_id;
+static char g_cli[1024];
+static char g_out[1 << 18];
+
+/* Runs a shell command, stdout (and stderr when `merge`) into g_out; its exit status. */
+static int sh_merge(bool merge, const char *fmt, ...)
+{
+    char cmd[2048], full[2100];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof(cmd), fmt, ap);
+    va_end(ap);
+    snprintf(full, sizeof(full), merge ? "(%s) 2>&1" : "%s", cmd);
+    FILE *p = popen(full, "r");
+    if (!p) return -1;
+    size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
+    g_out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+#define sh(...) sh_merge(true, __VA_ARGS__)
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Whether any namespace or state of this test's testbed is left. */
+static bool leftovers(void)
+{
+    char pfx[32];
+    snprintf(pfx, sizeof(pfx), "dcrtb-%d-", g_id);
+    sh("ip netns list; ls -d /run/dcrtb-%d /etc/netns/dcrtb-%d-* 2>/dev/null; true", g_id, g_id);
+    return strstr(g_out, pfx) != NULL || strstr(g_out, "/run/dcrtb-") != NULL;
+}
+
+static void teardown_now(void)
+{
+    sh("bash %s/scripts/testbed.sh down --id %d", DCR_SOURCE_DIR, g_id);
+}
+
+static void test_bad_input_is_one_line(void **state)
+{
+    (void)state;
+    assert_int_equal(sh("%s bench --testbed vm " RUN_FLAGS, g_cli), 2);
+    assert_non_null(strstr(g_out, "--testbed vm: expected netns"));
+    assert_int_equal(count_lines(g_out), 1);
+    assert_int_equal(sh("%s bench --testbed netns --store dir:/tmp/x " RUN_FLAGS, g_cli), 2);
+    assert_non_null(strstr(g_out, "drop --store"));
+    assert_int_equal(sh("%s bench --testbed netns --testbed-id 56 " RUN_FLAGS, g_cli), 2);
+    assert_int_equal(sh("%s bench --testbed-id 3 " RUN_FLAGS, g_cli), 2);
+    assert_non_null(strstr(g_out, "--testbed-id needs --testbed netns"));
+    assert_false(leftovers());
+}
+
+/* Finds the measured link FROM -> TO in the "testbed" links. */
+static const json_t *find_link(const json_t *links, const char *from, const char *to)
+{
+    size_t i;
+    const json_t *l;
+    json_array_foreach(links, i, l)
+    {
+        if (!strcmp(json_string_value(json_object_get(l, "from")), from) &&
+            !strcmp(json_string_value(json_object_get(l, "to")), to))
+            return l;
+    }
+    return NULL;
+}
+
+static void check_rate(const json_t *links, const char *from, const char *to, double mbit)
+{
+    const json_t *l = find_link(links, from, to);
+    if (!l) fail_msg("no measured link %s -> %s", from, to);
+    double m = json_number_value(json_object_get(l, "measured_mbit"));
+    /* Goodput under a shaped rate (headers are shaped too): at most the
+     * setting plus the burst's share, at least 85% of it. */
+    if (!(m >= 0.85 * mbit && m <= 1.15 * mbit))
+        fail_msg("%s -> %s measured %.1f Mbit/s, set %.1f", from, to, m, mbit);
+}
+
+static void test_refit_across_testbed_is_bit_exact(void **state)
+{
+    (void)state;
+    double t0 = (double)time(NULL);
+    int rc = sh_merge(false,
+                      "%s bench --testbed netns --testbed-id %d " RUN_FLAGS
+                      " --warmup 0 --refits 2 --json 2>/tmp/dcr-bench-testbed-%d.err",
+                      g_cli, g_id, (int)getpid());
+    char err[256];
+    snprintf(err, sizeof(err), "/tmp/dcr-bench-testbed-%d.err", (int)getpid());
+    if (rc != 0) {
+        sh("tail -30 %s", err);
+        fprintf(stderr, "%s", g_out);
+    }
+    assert_int_equal(rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(g_out, 0, &je);
+    if (!j) fail_msg("bench --json output is not JSON: %s", je.text);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    const json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_true(json_is_true(json_object_get(json_array_get(refits, i), "verified")));
+        assert_true(json_is_true(json_object_get(json_array_get(refits, i), "bit_exact")));
+        assert_true(
+            json_integer_value(json_object_get(json_array_get(refits, i), "payload_bytes")) > 0);
+    }
+    /* 2 training nodes x 2 GPUs: 4 owner ranks; 2 rollout-node processes. */
+    const json_t *p = json_object_get(j, "processes");
+    assert_int_equal(json_integer_value(json_object_get(p, "owners")), 4);
+    assert_int_equal(json_integer_value(json_object_get(p, "rollout_nodes")), 2);
+    const json_t *tb = json_object_get(j, "testbed");
+    assert_non_null(tb);
+    char control[64];
+    snprintf(control, sizeof(control), "etcd://10.%d.0.2:2379", 200 + g_id);
+    assert_non_null(strstr(json_string_value(json_object_get(tb, "control")), control));
+    /* Every host's link both ways against the services host, and one pair
+     * inside each cluster: 2 x (2 + 2) + 2. */
+    const json_t *links = json_object_get(tb, "links");
+    assert_int_equal(json_array_size(links), 10);
+    const char *hosts[] = {"t0", "t1", "r0", "r1"};
+    for (int i = 0; i < 4; i++) {
+        check_rate(links, hosts[i], "svc", LINK_MBIT);
+        check_rate(links, "svc", hosts[i], LINK_MBIT);
+    }
+    check_rate(links, "t0", "t1", LOCAL_MBIT);
+    check_rate(links, "r0", "r1", LOCAL_MBIT);
+    json_decref(j);
+    unlink(err);
+    assert_false(leftovers());
+    fprintf(stderr, "bench --testbed run: %.0f s\n", (double)time(NULL) - t0);
+}
+
+/* SIGKILL to the launcher mid-run: its watcher brings the testbed down. */
+static void test_sigkill_leaves_nothing(void **state)
+{
+    (void)state;
+    char err[128];
+    snprintf(err, sizeof(err), "/tmp/dcr-bench-testbed-kill-%d.err", (int)getpid());
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        freopen("/dev/null", "w", stdout);
+        freopen(err, "w", stderr);
+        char id[16];
+        snprintf(id, sizeof(id), "%d", g_id);
+        execl(g_cli, g_cli, "bench", "--testbed", "netns", "--testbed-id", id, "--scale", "64",
+              "--layers", "2", "--seed", "7", "--train-nodes", "2", "--gpus-per-node", "2",
+              "--rollout-nodes", "2", "--link-gbps", "0.1", "--local-gbps", "0.2", "--warmup", "0",
+              "--refits", "1000", (char *)NULL);
+        _exit(127);
+    }
+    bool refitting = false;
+    for (int i = 0; i < 900 && !refitting; i++) {
+        sh("grep -c 'timed refit 1:' %s; true", err);
+        refitting = atoi(g_out) > 0;
+        if (!refitting) usleep(100000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (!refitting) {
+        sh("tail -20 %s", err);
+        fail_msg("no timed refit within 90 s: %s", g_out);
+    }
+    bool gone = false;
+    for (int i = 0; i < 300 && !gone; i++) {
+        gone = !leftovers();
+        if (!gone) usleep(100000);
+    }
+    unlink(err);
+    assert_true(gone);
+    /* No role process of this run outlives it. */
+    sh("pgrep -f -- '[-]-s3-endpoint http://10.%d.0.2:' | wc -l", 200 + g_id);
+    assert_int_equal(atoi(g_out), 0);
+}
+
+int main(void)
+{
+    g_id = 52 + (int)(getpid() % 4); /* test_testbed uses 20..51 */
+    const char *cli = getenv("DCR_CLI");
+    snprintf(g_cli, sizeof(g_cli), "%s", cli && *cli ? cli : DCR_CLI_PATH);
+    if (geteuid() != 0) {
+        printf("SKIPPED: dcr bench --testbed needs root (network namespaces, tc)\n");
+        return SKIP_CODE;
+    }
+    /* Entering one matters too: ip netns exec remounts / and /sys, which a
+     * chroot whose / is no mount point refuses. */
+    int probe = sh("ip netns add dcrtb-%d-probe && ip netns exec dcrtb-%d-probe true", g_id, g_id);
+    char why[1024];
+    snprintf(why, sizeof(why), "%s", g_out);
+    sh("ip netns del dcrtb-%d-probe 2>/dev/null; true", g_id);
+    if (probe != 0) {
+        printf("SKIPPED: cannot create and enter a network namespace here: %s", why);
+        return SKIP_CODE;
+    }
+    teardown_now(); /* what an earlier crashed run under this id left */
+    atexit(teardown_now);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_input_is_one_line),
+        cmocka_unit_test(test_refit_across_testbed_is_bit_exact),
+        cmocka_unit_test(test_sigkill_leaves_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,79 @@
+/* dcr bench --testbed netns (issue 16): the multi-process refit across the
+ * hosts of a network-namespace testbed on this machine, which
+ * scripts/testbed.sh builds (see the README, "Multi-host testbed").
+ *
+ * This file only drives the script and places the roles: the owners as an
+ * MPI job launched from the first training host through the testbed's
+ * launch agent into every training host, each rollout node inside its
+ * rollout host (`ip netns exec`), the launching process itself (with the
+ * coordinator and the verifier, its children) on the services host, where
+ * etcd and s3rver run. Every role reaches the object store and the control
+ * plane over the testbed's subnet only; the links are shaped by the kernel
+ * (htb), so the role processes pace nothing themselves.
+ *
+ * The testbed goes down on every exit path: dcr_testbed_destroy brings it
+ * down; a watcher process (started by dcr_testbed_up, outside our process
+ * group, ignoring stop signals) brings it down when this process ends
+ * without that (a second SIGINT, SIGKILL, a crash).
+ *
+ * The script: $DCR_TESTBED_SCRIPT, else scripts/testbed.sh beside the
+ * executable's directory (<build>/../scripts/testbed.sh, the source tree
+ * of an in-tree build directory), else <exe dir>/scripts/testbed.sh. */
+#ifndef DCR_WORKLOADS_ROLES_TESTBED_H
+#define DCR_WORKLOADS_ROLES_TESTBED_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "dcr/status.h"
+#include "workloads/roles/launch.h"
+
+typedef struct dcr_testbed dcr_testbed_t;
+
+/* What `scripts/testbed.sh up` gets. Rates in Gbps (0: unlimited), as the
+ * bench's link flags; flow and latency need kernel qdiscs (fq, netem) and
+ * the script refuses them with one line where the kernel lacks those. */
+typedef struct dcr_testbed_config {
+    int id; /* 0..55: namespaces dcrtb-<id>-*, subnet 10.(200+id).0.0/16 */
+    int train_hosts, rollout_hosts;
+    double link_gbps, local_gbps, flow_gbps, latency_ms;
+} dcr_testbed_config_t;
+
+/* Brings the testbed up (root only; the script's own line on failure,
+ * returned as the error detail), reads its endpoints (`status --json`) and
+ * starts the watcher that brings it down if this process dies. Sets
+ * AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_REGION to what the testbed's
+ * s3rver accepts (this process's environment, inherited by every role). */
+dcr_status_t dcr_testbed_up(const dcr_testbed_config_t *cfg, dcr_testbed_t **out_p);
+/* Brings the testbed down (`scripts/testbed.sh down --id N`) and stops the
+ * watcher; accepts NULL. */
+void dcr_testbed_destroy(dcr_testbed_t *t);
+
+/* `etcd://<services>:2379/dcrtb`, for --control. */
+const char *dcr_testbed_control(const dcr_testbed_t *t);
+/* `http://<services>:4568`, for --s3-endpoint (bucket "dcr", key id S3RVER). */
+const char *dcr_testbed_s3_endpoint(const dcr_testbed_t *t);
+/* `s3://dcr/bench`, for --store. */
+const char *dcr_testbed_store(const dcr_testbed_t *t);
+
+/* Moves the calling thread into the services host's network namespace
+ * (setns): threads and processes it starts afterwards are there too. Call
+ * before the run starts any thread. */
+dcr_status_t dcr_testbed_enter_services(dcr_testbed_t *t);
+
+/* Timed TCP transfers over every shaped link (`measure --json`): a JSON
+ * array of {from, to, measured_mbit, configured_mbit, ok}, owned by the
+ * caller. A link off its setting by more than 15% is a warning, not an
+ * error (the array says ok: false). */
+dcr_status_t dcr_testbed_measure(dcr_testbed_t *t, json_t **out_p);
+
+/* Places the launcher's roles on the testbed: rollout node i in host r<i>,
+ * the owner job's mpirun in t0 with the testbed's hostfile (`slots` ranks
+ * per training host), its launch agent and TCP between the ranks on the
+ * testbed subnet only. */
+dcr_status_t dcr_testbed_place_roles(dcr_testbed_t *t, dcr_role_launcher_t *l, int slots);
+
+/* {id, subnet, netns: [...], control, s3}: what the JSON output names. */
+json_t *dcr_testbed_json(const dcr_testbed_t *t);
+
+#endif
