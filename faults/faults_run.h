@@ -165,8 +165,9 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  *             killed and the step waits until its death is reported, so the
  *             coordinator's check fails the attempt and retries;
  *   coordinator: a coordinator-process kill with failover to a new process.
- *             Needs `dcr coordinator` and a launcher API to kill and replace
- *             it, which do not exist yet: drawing it is DCR_EUNSUPPORTED.
+ *             This run keeps its coordinator in-process: drawing it here is
+ *             DCR_EUNSUPPORTED; dcr_faults_coordinator_run (below) runs the
+ *             coordinator as a process and kills it.
  *             Planned as one more case of the watcher: armed with a protocol
  *             step drawn from the seed, it fires when the control plane shows
  *             that step (latest attempt newer than the arm: prepared; every
