@@ -65,22 +65,28 @@ static void nap_ns(long ns)
 
 /* ---- the watcher: rollout-node kills seen from the control plane ---- */
 
-/* Whether the node's report r shows the armed kill's point. */
-static bool at_point(crun_t *r, const node_kill_t *k, const dcr_node_report_t *rep)
+/* Where the node's report rep stands in an attempt prepared after the arm:
+ * delivery (JOINED, no apply marked yet), apply (JOINED, its first apply
+ * marked: partial writes) or acked (DONE: applied and acknowledged);
+ * DCR_FAULTS_KILL_POINTS when it is in none of them. */
+static dcr_faults_kill_point_t point_of(crun_t *r, int node, const dcr_node_report_t *rep,
+                                        uint64_t after_tau)
 {
-    if (rep->tau <= k->after_tau) return false;
-    if (k->point == DCR_FAULTS_KILL_ACKED) {
-        dcr_commit_record_t rec;
-        return rep->phase == DCR_NODE_DONE && dcr_control_read(r->control, &rec) == DCR_OK &&
-               rec.attempt < rep->tau;
-    }
-    if (rep->phase != DCR_NODE_JOINED) return false;
+    if (rep->tau <= after_tau) return DCR_FAULTS_KILL_POINTS;
+    if (rep->phase == DCR_NODE_DONE) return DCR_FAULTS_KILL_ACKED;
+    if (rep->phase != DCR_NODE_JOINED) return DCR_FAULTS_KILL_POINTS;
     char path[4300];
-    dcr_role_apply_marker_path(r->workdir, k->node, rep->tau, path, sizeof(path));
-    bool applying = access(path, F_OK) == 0;
-    return k->point == DCR_FAULTS_KILL_APPLY ? applying : !applying;
+    dcr_role_apply_marker_path(r->workdir, node, rep->tau, path, sizeof(path));
+    return access(path, F_OK) == 0 ? DCR_FAULTS_KILL_APPLY : DCR_FAULTS_KILL_DELIVERY;
 }
 
+/* The armed kill fires at its point or, when the watcher first sees the
+ * node past it (the delivery and apply windows can be shorter than a
+ * poll on a loaded host), at the next point it sees in the same attempt,
+ * counted where it landed: every armed kill lands in its first attempt.
+ * At acked, whether the coordinator process commits before the signal
+ * lands is a race this process cannot close; the log says which side each
+ * kill fell on. */
 static void watch_once(crun_t *r)
 {
     pthread_mutex_lock(&r->lock);
@@ -91,17 +97,23 @@ static void watch_once(crun_t *r)
     int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
     dcr_node_report_t rep;
     if (pid <= 0 || dcr_node_report_get(r->control, k.node, &rep) != DCR_OK ||
-        rep.pid != (int32_t)pid || !at_point(r, &k, &rep))
+        rep.pid != (int32_t)pid)
         return;
+    dcr_faults_kill_point_t at = point_of(r, k.node, &rep, k.after_tau);
+    if (at == DCR_FAULTS_KILL_POINTS || at < k.point) return;
+    dcr_commit_record_t rec;
+    uint64_t committed = dcr_control_read(r->control, &rec) == DCR_OK ? rec.attempt : 0;
     /* The launcher sends it only to that very process, and returns once its
      * death is reported in the control plane (the attempt then fails). */
     if (!dcr_role_launcher_kill_node(r->launcher, k.node, pid, REPORT_WAIT_MS)) return;
     pthread_mutex_lock(&r->lock);
     r->armed = false;
-    r->by_point[k.point]++;
+    r->by_point[at]++;
     pthread_mutex_unlock(&r->lock);
-    DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64, k.node,
-                 pid, dcr_faults_kill_point_name(k.point), rep.tau);
+    DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64
+                 " (aimed at %s; %s its commit)",
+                 k.node, pid, dcr_faults_kill_point_name(at), rep.tau,
+                 dcr_faults_kill_point_name(k.point), committed >= rep.tau ? "after" : "before");
 }
 
 static void *watch_main(void *arg)

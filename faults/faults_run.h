@@ -285,9 +285,12 @@ typedef struct dcr_faults_coordinator_summary {
  *             about to);
  *   apply:    the node marked its first apply of that attempt (roles.h
  *             apply markers) and still reports JOINED: partial writes;
- *   acked:    the node reported DONE (applied, acknowledged) and the commit
- *             record does not name that attempt yet: before the commit
- *             when seen, though the commit may land before the signal.
+ *   acked:    the node reported DONE (applied, acknowledged); the
+ *             coordinator process may commit before or after the signal
+ *             lands (a race: the log says which, per kill).
+ * A kill whose node the watcher first sees past its point (a delivery or
+ * apply window shorter than a poll) fires at the next point it sees in the
+ * same attempt and is counted there (sigkills_by_point: where they landed).
  * Before every `coordinator_every`-th transition the coordinator process is
  * SIGKILLed at "opened" or "sent" in turn and a new one resumes from the
  * control plane (dcr_role_launcher_set_coordinator_kills). Every killed
