@@ -85,8 +85,8 @@ static dcr_faults_kill_point_t point_of(crun_t *r, int node, const dcr_node_repo
  * poll on a loaded host), at the next point it sees in the same attempt,
  * counted where it landed: every armed kill lands in its first attempt.
  * At acked, whether the coordinator process commits before the signal
- * lands is a race this process cannot close; the log says which side each
- * kill fell on. */
+ * lands is a race this process cannot close; the log names the commit
+ * record's attempt read just before each signal. */
 static void watch_once(crun_t *r)
 {
     pthread_mutex_lock(&r->lock);
@@ -103,17 +103,26 @@ static void watch_once(crun_t *r)
     if (at == DCR_FAULTS_KILL_POINTS || at < k.point) return;
     dcr_commit_record_t rec;
     uint64_t committed = dcr_control_read(r->control, &rec) == DCR_OK ? rec.attempt : 0;
-    /* The launcher sends it only to that very process, and returns once its
-     * death is reported in the control plane (the attempt then fails). */
-    if (!dcr_role_launcher_kill_node(r->launcher, k.node, pid, REPORT_WAIT_MS)) return;
+    /* The arm is spent before the signal goes out: the launcher returns
+     * only once the death is reported in the control plane, and the next
+     * step may arm the next kill meanwhile. It sends the signal only to
+     * that very process; if it has gone, the arm comes back unless a newer
+     * one took its place. */
     pthread_mutex_lock(&r->lock);
     r->armed = false;
-    r->by_point[at]++;
     pthread_mutex_unlock(&r->lock);
+    bool sent = dcr_role_launcher_kill_node(r->launcher, k.node, pid, REPORT_WAIT_MS);
+    pthread_mutex_lock(&r->lock);
+    if (sent)
+        r->by_point[at]++;
+    else if (!r->armed)
+        r->armed = true; /* r->aim is still k */
+    pthread_mutex_unlock(&r->lock);
+    if (!sent) return;
     DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64
-                 " (aimed at %s; %s its commit)",
+                 " (aimed at %s; the commit record named attempt %" PRIu64 " just before)",
                  k.node, pid, dcr_faults_kill_point_name(at), rep.tau,
-                 dcr_faults_kill_point_name(k.point), committed >= rep.tau ? "after" : "before");
+                 dcr_faults_kill_point_name(k.point), committed);
 }
 
 static void *watch_main(void *arg)

@@ -287,7 +287,7 @@ typedef struct dcr_faults_coordinator_summary {
  *             apply markers) and still reports JOINED: partial writes;
  *   acked:    the node reported DONE (applied, acknowledged); the
  *             coordinator process may commit before or after the signal
- *             lands (a race: the log says which, per kill).
+ *             lands (a race: the log names the record's attempt per kill).
  * A kill whose node the watcher first sees past its point (a delivery or
  * apply window shorter than a poll) fires at the next point it sees in the
  * same attempt and is counted there (sigkills_by_point: where they landed).
