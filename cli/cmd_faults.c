@@ -299,7 +299,8 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
         st = dcr_error_set(DCR_EINVAL,
                            "--kill-coordinator-every: --corrupt-digest, --faults-per-step N > 0 "
                            "and --attempts do not apply (the owners and the coordinator are "
-                           "processes: this process's faults cannot reach them)");
+                           "processes: this process's faults cannot reach them, and the "
+                           "coordinator process keeps its default attempts)");
     else if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync")))
         st = dcr_error_set(DCR_EINVAL,
                            "--processes needs --transport objstore and --rl sync (got %s, %s)",
