@@ -19,6 +19,7 @@ typedef struct faults_opts {
     double lr, rate;
     bool json;
     bool processes, corrupt_digest; /* --processes (faults/faults_run.h) */
+    int64_t coord_kill_every;       /* --processes --kill-coordinator-every */
 } faults_opts_t;
 
 static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
@@ -66,7 +67,7 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
 
 /* ---- --processes: rollout nodes as processes, real kills ---- */
 
-enum { NPROC = 2 };
+enum { NPROC = 3 };
 
 static void processes_args(faults_opts_t *o, dcr_arg_t *a)
 {
@@ -86,6 +87,15 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        0,
                        "--processes, a test of the verifier: flip one bit of one receiver's "
                        "digests before it runs (the run must then fail)",
+                       false};
+    a[2] = (dcr_arg_t){"--kill-coordinator-every",
+                       DCR_ARG_INT,
+                       &o->coord_kill_every,
+                       0,
+                       100000,
+                       "--processes with the owners as an MPI job and the coordinator as a "
+                       "process: SIGKILL the coordinator process in every N-th transition, a new "
+                       "one resumes it (0: never; no --faults-per-step, --attempts)",
                        false};
 }
 
@@ -170,7 +180,35 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
-                  const dcr_faults_processes_summary_t *p);
+                  const dcr_faults_processes_summary_t *p,
+                  const dcr_faults_coordinator_summary_t *c);
+
+/* --kill-coordinator-every: the coordinator's kills and failovers, and
+ * every role a process. */
+static json_t *coordinator_json(const dcr_faults_coordinator_summary_t *c)
+{
+    return json_pack("{s:i,s:i,s:{s:i,s:i,s:i,s:i}}", "coordinator_kills", c->coordinator_kills,
+                     "coordinator_restarts", c->coordinator_restarts, "processes", "owners",
+                     c->owner_processes, "rollout_nodes", c->p.node_processes, "coordinator", 1,
+                     "verifier", 1);
+}
+
+/* Runs `what` with --kill-coordinator-every: the whole process deployment. */
+static int run_coordinator(const char *what, const faults_opts_t *o,
+                           const dcr_faults_processes_config_t *pc, int seeds)
+{
+    dcr_faults_coordinator_summary_t c;
+    memset(&c, 0, sizeof(c));
+    /* A default --faults-per-step (campaign's) does not apply: none reach
+     * these roles (check_processes refused an explicit one). */
+    dcr_faults_processes_config_t run = *pc;
+    run.run.faults_per_step = 0;
+    int every = (int)o->coord_kill_every;
+    dcr_status_t st =
+        seeds > 0 ? dcr_faults_coordinator_campaign(&run, every, seeds, (uint64_t)o->seed, &c)
+                  : dcr_faults_coordinator_run(&run, every, &c);
+    return finish(what, o->json, st, &c.p.s, &c.p, &c);
+}
 
 /* Runs `what` (train, campaign) with --processes: the role flags parsed as
  * the role processes parse them become the run's configuration. */
@@ -192,9 +230,10 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
     dcr_faults_processes_summary_t p;
     memset(&p, 0, sizeof(p));
     dcr_interrupt_install();
+    if (o->coord_kill_every > 0) return run_coordinator(what, o, &pc, seeds);
     dcr_status_t st = seeds > 0 ? dcr_faults_processes_campaign(&pc, seeds, (uint64_t)o->seed, &p)
                                 : dcr_faults_processes_run(&pc, &p);
-    return finish(what, o->json, st, &p.s, &p);
+    return finish(what, o->json, st, &p.s, &p, NULL);
 }
 
 /* Every flag and the layout, before the run (usage errors exit 2). */
@@ -258,8 +297,18 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
                            int nargs)
 {
     dcr_status_t st = DCR_OK;
+    bool coord = o->coord_kill_every > 0;
     if (!o->processes && o->corrupt_digest)
         st = dcr_error_set(DCR_EINVAL, "--corrupt-digest applies only with --processes");
+    else if (!o->processes && coord)
+        st = dcr_error_set(DCR_EINVAL, "--kill-coordinator-every applies only with --processes");
+    else if (coord && (o->corrupt_digest || dcr_args_seen(args, nargs, "--attempts") ||
+                       (o->faults_per_step > 0 && dcr_args_seen(args, nargs, "--faults-per-step"))))
+        st = dcr_error_set(DCR_EINVAL,
+                           "--kill-coordinator-every: --corrupt-digest, --faults-per-step N > 0 "
+                           "and --attempts do not apply (the owners and the coordinator are "
+                           "processes: this process's faults cannot reach them, and the "
+                           "coordinator process keeps its default attempts)");
     else if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync")))
         st = dcr_error_set(DCR_EINVAL,
                            "--processes needs --transport objstore and --rl sync (got %s, %s)",
@@ -280,7 +329,8 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
-                  const dcr_faults_processes_summary_t *p)
+                  const dcr_faults_processes_summary_t *p,
+                  const dcr_faults_coordinator_summary_t *c)
 {
     if (st != DCR_OK) {
         char label[64];
@@ -291,6 +341,11 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         json_t *j = summary_json(what, s);
         if (p) {
             json_t *extra = processes_json(p);
+            json_object_update(j, extra);
+            json_decref(extra);
+        }
+        if (c) {
+            json_t *extra = coordinator_json(c);
             json_object_update(j, extra);
             json_decref(extra);
         }
@@ -316,6 +371,10 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
                                         p->restore_bytes[2] + p->restore_bytes[3]),
                    (unsigned long long)(p->restore_dense_bytes[0] + p->restore_dense_bytes[1] +
                                         p->restore_dense_bytes[2] + p->restore_dense_bytes[3]));
+        if (c)
+            printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed "
+                   "%d; owner processes %d (mpirun)\n",
+                   c->coordinator_kills, c->coordinator_restarts, c->owner_processes);
     }
     if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
         s->commit_violations || s->membership_mismatches) {
@@ -427,7 +486,7 @@ static int cmd_train(int argc, char **argv)
     if (o.processes) return run_processes("train", &o, &c, 0);
     dcr_interrupt_install();
     dcr_status_t st = dcr_faults_run(&c, &s);
-    return finish("train", o.json, st, &s, NULL);
+    return finish("train", o.json, st, &s, NULL, NULL);
 }
 
 static int cmd_campaign(int argc, char **argv)
@@ -464,7 +523,7 @@ static int cmd_campaign(int argc, char **argv)
     if (o.processes) return run_processes("campaign", &o, &cc.run, cc.seeds);
     dcr_interrupt_install();
     dcr_status_t st = dcr_faults_campaign(&cc, &s);
-    return finish("campaign", o.json, st, &s, NULL);
+    return finish("campaign", o.json, st, &s, NULL, NULL);
 }
 
 int dcr_cmd_faults(int argc, char **argv)

@@ -607,8 +607,8 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     return DCR_OK;
 }
 
-/* The role arguments with --seed's value replaced (or --seed appended). */
-static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed, int *n_p)
+char **dcr_faults_args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed,
+                                 int *n_p)
 {
     char **a = calloc((size_t)cfg->nargs + 2, sizeof(char *));
     if (!a) return NULL;
@@ -642,7 +642,7 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
         run.run.bench.seed = base_seed + (uint64_t)i;
         char seed[32];
         snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
-        char **args = args_with_seed(cfg, seed, &run.nargs);
+        char **args = dcr_faults_args_with_seed(cfg, seed, &run.nargs);
         if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
         run.run_args = args;
         DCR_LOG_INFO("faults: processes campaign run %d of %d: seed %s", i + 1, seeds, seed);

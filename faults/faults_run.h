@@ -165,8 +165,9 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  *             killed and the step waits until its death is reported, so the
  *             coordinator's check fails the attempt and retries;
  *   coordinator: a coordinator-process kill with failover to a new process.
- *             Needs `dcr coordinator` and a launcher API to kill and replace
- *             it, which do not exist yet: drawing it is DCR_EUNSUPPORTED.
+ *             This run keeps its coordinator in-process: drawing it here is
+ *             DCR_EUNSUPPORTED; dcr_faults_coordinator_run (below) runs the
+ *             coordinator as a process and kills it.
  *             Planned as one more case of the watcher: armed with a protocol
  *             step drawn from the seed, it fires when the control plane shows
  *             that step (latest attempt newer than the arm: prepared; every
@@ -257,5 +258,68 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
 dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *cfg, int seeds,
                                            uint64_t base_seed,
                                            dcr_faults_processes_summary_t *out_p);
+
+/* ---- coordinator-process kills (faults/faults_coordinator.c) ---------------------------- */
+
+/* The run flags cfg->run_args with --seed's value replaced by `seed` (or
+ * --seed appended): a calloc'd array of borrowed strings (free the array
+ * only), its length in *n_p; NULL when out of memory. */
+char **dcr_faults_args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed,
+                                 int *n_p);
+
+typedef struct dcr_faults_coordinator_summary {
+    /* As a processes run's (p.s: the faults train keys; p.sigkills:
+     * SIGKILLs to rollout-node processes, by point; sigkills_by_point's
+     * "coordinator" entry: coordinator_kills), with: s.failovers the
+     * coordinator processes that resumed a transition, s.retries the
+     * attempts beyond the first of each transition, s.lost the steps whose
+     * transition did not commit the next version, s.mismatches the
+     * committed versions the verifier process found not bit-exact on some
+     * receiver, s.checks versions x receivers compared. */
+    dcr_faults_processes_summary_t p;
+    int coordinator_kills;    /* SIGKILLs to coordinator processes */
+    int coordinator_restarts; /* coordinator processes that resumed a transition (failovers) */
+    int owner_processes;      /* ranks of the owner job (mpirun) */
+} dcr_faults_coordinator_summary_t;
+
+/* dcr faults train --processes --kill-coordinator-every N: the whole
+ * process deployment of dcr bench --processes (owners as an MPI job, the
+ * coordinator as a `dcr coordinator` process, rollout-node processes, the
+ * verifier process), started by the role launcher (workloads/roles/launch.h)
+ * and driven by dcr_bench_run with cfg->run.steps refits and no warm-up.
+ * Kills: every cfg->run.kill_every steps a rollout-node SIGKILL falls due,
+ * its point (delivery, apply, acked) and node drawn from the seed up front,
+ * armed once the one before fired and aimed by a watcher thread at the
+ * node's reports in the control plane (the coordinator is not in this
+ * process, so every point is seen from there):
+ *   delivery: the node reported JOINED for an attempt prepared after the
+ *             arm and has not marked its first apply (downloading, or
+ *             about to);
+ *   apply:    the node marked its first apply of that attempt (roles.h
+ *             apply markers) and still reports JOINED: partial writes;
+ *   acked:    the node reported DONE (applied, acknowledged); the
+ *             coordinator process may commit before or after the signal
+ *             lands (a race: the log names the record's attempt per kill).
+ * A kill whose node the watcher first sees past its point (a delivery or
+ * apply window shorter than a poll) fires at the next point it sees in the
+ * same attempt and is counted there (sigkills_by_point: where they landed).
+ * Before every `coordinator_every`-th transition the coordinator process is
+ * SIGKILLed at "opened" or "sent" in turn and a new one resumes from the
+ * control plane (dcr_role_launcher_set_coordinator_kills). Every killed
+ * node process is restarted and restores the committed version before it
+ * joins. Faults of this process (faults_per_step, plan) cannot reach roles
+ * that are processes: DCR_EINVAL unless there are none; --attempts is not
+ * passed to the coordinator process (its default applies). A transition
+ * that fails even after failovers fails the run. Without OpenMPI:
+ * DCR_EUNSUPPORTED. */
+dcr_status_t dcr_faults_coordinator_run(const dcr_faults_processes_config_t *cfg,
+                                        int coordinator_every,
+                                        dcr_faults_coordinator_summary_t *out_p);
+
+/* `seeds` such runs, run i with seed base_seed + i (its node-kill schedule
+ * drawn from that seed); the summary adds up the runs. */
+dcr_status_t dcr_faults_coordinator_campaign(const dcr_faults_processes_config_t *cfg,
+                                             int coordinator_every, int seeds, uint64_t base_seed,
+                                             dcr_faults_coordinator_summary_t *out_p);
 
 #endif
