@@ -187,7 +187,9 @@ dcr_status_t dcr__faulty_transport_register(void)
         }
         snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
         tables[ntables] = (dcr_transport_ops_t){
+            .version = DCR_TRANSPORT_OPS_VERSION,
             .name = names[ntables],
+            .props = dcr_transport_find(name)->props, /* what the wrapped backend guarantees */
             .open_attempt = faulty_open_attempt,
             .send = faulty_send,
             .finish = faulty_finish,

@@ -68,15 +68,23 @@ const char *dcr_control_backend_name(size_t i)
     return ops != NULL ? ops->name : NULL;
 }
 
+const dcr_control_ops_t *dcr_control_find(const char *name)
+{
+    return dcr__find(name);
+}
+
 dcr_status_t dcr_control_register(const dcr_control_ops_t *o)
 {
-    if (o == NULL || o->name == NULL || o->name[0] == '\0' ||
-        (o->open == NULL && o->open_as == NULL) || o->close == NULL || o->read == NULL ||
-        o->cas == NULL || o->prepare == NULL || o->attempt == NULL || o->required == NULL ||
-        o->ack == NULL || o->acks == NULL || o->commit == NULL || o->report_put == NULL ||
-        o->report_get == NULL || o->membership_put == NULL || o->membership_get == NULL) {
-        return dcr_error_set(DCR_EINVAL, "control_register: a backend needs a name, open (or "
-                                         "open_as), close and every call slot");
+    if (o == NULL || o->version != DCR_CONTROL_OPS_VERSION || o->name == NULL ||
+        o->name[0] == '\0' || (o->open == NULL && o->open_as == NULL) || o->close == NULL ||
+        o->read == NULL || o->cas == NULL || o->prepare == NULL || o->attempt == NULL ||
+        o->required == NULL || o->ack == NULL || o->acks == NULL || o->commit == NULL ||
+        o->report_put == NULL || o->report_get == NULL || o->membership_put == NULL ||
+        o->membership_get == NULL) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control_register: a backend needs version %d, a name, open (or "
+                             "open_as), close and every call slot",
+                             DCR_CONTROL_OPS_VERSION);
     }
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&dcr__registry_lock);

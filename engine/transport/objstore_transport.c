@@ -1483,7 +1483,9 @@ fail:
 }
 
 const dcr_transport_ops_t dcr__transport_objstore_ops = {
+    .version = DCR_TRANSPORT_OPS_VERSION,
     .name = "objstore",
+    .props = {.durable_store = true, .split_handles = true},
     .create = obj_create,
     .open_attempt = obj_open_attempt,
     .send = obj_send,

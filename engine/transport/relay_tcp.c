@@ -1137,7 +1137,9 @@ dcr_status_t dcr__relay_break_link(dcr_transport_t *t, int node)
 }
 
 const dcr_transport_ops_t dcr__transport_relay_ops = {
+    .version = DCR_TRANSPORT_OPS_VERSION,
     .name = "relay",
+    .props = {.per_hop_links = true, .backpressure = true, .connections = true},
     .create = relay_create,
     .open_attempt = relay_open_attempt,
     .send = relay_send,

@@ -63,12 +63,15 @@ const dcr_transport_ops_t *dcr_transport_find(const char *name)
 
 dcr_status_t dcr_transport_register(const dcr_transport_ops_t *o)
 {
-    if (o == NULL || o->name == NULL || o->name[0] == '\0' ||
-        (o->create == NULL && o->create_as == NULL) || o->open_attempt == NULL || o->send == NULL ||
-        o->finish == NULL || o->recv == NULL || o->release == NULL || o->stop_and_wait == NULL ||
-        o->reference == NULL || o->counters == NULL || o->destroy == NULL) {
-        return dcr_error_set(DCR_EINVAL, "transport_register: a backend needs a name, create (or "
-                                         "create_as) and every other slot but payload_key_changed");
+    if (o == NULL || o->version != DCR_TRANSPORT_OPS_VERSION || o->name == NULL ||
+        o->name[0] == '\0' || (o->create == NULL && o->create_as == NULL) ||
+        o->open_attempt == NULL || o->send == NULL || o->finish == NULL || o->recv == NULL ||
+        o->release == NULL || o->stop_and_wait == NULL || o->reference == NULL ||
+        o->counters == NULL || o->destroy == NULL) {
+        return dcr_error_set(DCR_EINVAL,
+                             "transport_register: a backend needs version %d, a name, create (or "
+                             "create_as) and every other slot but payload_key_changed",
+                             DCR_TRANSPORT_OPS_VERSION);
     }
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&dcr__registry_lock);
@@ -117,7 +120,8 @@ static dcr_status_t dcr__check_link(const dcr_link_config_t *l)
 }
 
 /* Validates cfg for backend `name` into *out_p, filling defaults. */
-static dcr_status_t dcr__check_config(const char *name, const dcr_transport_config_t *cfg,
+static dcr_status_t dcr__check_config(const dcr_transport_ops_t *ops,
+                                      const dcr_transport_config_t *cfg,
                                       dcr_transport_config_t *out_p)
 {
     if (cfg->train_nodes < 1 || cfg->train_nodes > DCR__TRANSPORT_NODES_MAX) {
@@ -144,9 +148,11 @@ static dcr_status_t dcr__check_config(const char *name, const dcr_transport_conf
                              "transport queue_payloads %zu: expected 1..%zu (0: default %d)",
                              cfg->queue_payloads, (size_t)1 << 20, DCR__TRANSPORT_QUEUE_DEFAULT);
     }
-    if (strcmp(name, "objstore") == 0 && (cfg->dir == NULL || cfg->dir[0] == '\0')) {
-        return dcr_error_set(DCR_EINVAL, "transport objstore: dir (the store: a directory or "
-                                         "s3://BUCKET/PREFIX) is required");
+    if (ops->props.durable_store && (cfg->dir == NULL || cfg->dir[0] == '\0')) {
+        return dcr_error_set(DCR_EINVAL,
+                             "transport %s: dir (the store: a directory or "
+                             "s3://BUCKET/PREFIX) is required",
+                             ops->name);
     }
     if (cfg->owner_count < 0 || cfg->owner_first < 0 || cfg->owner_first > cfg->world ||
         cfg->owner_count > cfg->world - cfg->owner_first) {
@@ -155,11 +161,11 @@ static dcr_status_t dcr__check_config(const char *name, const dcr_transport_conf
                              cfg->owner_first, cfg->owner_count, cfg->world);
     }
     bool split = cfg->join || cfg->send_only || cfg->owner_count > 0;
-    if (split && strcmp(name, "objstore") != 0) {
+    if (split && !ops->props.split_handles) {
         return dcr_error_set(DCR_EINVAL,
-                             "transport %s: join, owner subsets and send_only are "
-                             "objstore only (the relay tree lives in one handle)",
-                             name);
+                             "transport %s: join, owner subsets and send_only need a backend "
+                             "with split handles (objstore; the relay tree lives in one handle)",
+                             ops->name);
     }
     *out_p = *cfg;
     if (out_p->fanout == 0) out_p->fanout = DCR__TRANSPORT_FANOUT_DEFAULT;
@@ -376,7 +382,7 @@ dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t
                              known);
     }
     dcr_transport_config_t c;
-    DCR_CHECK(dcr__check_config(name, cfg, &c));
+    DCR_CHECK(dcr__check_config(ops, cfg, &c));
     dcr_transport_t *t = NULL;
     DCR_CHECK(ops->create_as != NULL ? ops->create_as(ops, &c, &t) : ops->create(&c, &t));
     t->ops = ops;
@@ -468,6 +474,11 @@ void dcr_transport_destroy(dcr_transport_t *t)
 const char *dcr_transport_name(const dcr_transport_t *t)
 {
     return t == NULL ? NULL : t->ops->name;
+}
+
+const dcr_transport_props_t *dcr_transport_props(const dcr_transport_t *t)
+{
+    return t == NULL ? NULL : &t->ops->props;
 }
 
 void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key)

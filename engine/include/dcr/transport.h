@@ -108,6 +108,37 @@ typedef struct dcr_delivery {
     void *handle; /* backend's */
 } dcr_delivery_t;
 
+/* What a backend guarantees; the wrappers, callers and the conformance
+ * suite branch on these, never on a backend's name. A wrapping backend
+ * (create_as) states what the backend it wraps guarantees. */
+typedef struct dcr_transport_props {
+    /* Payloads are objects of a store (dcr/objstore.h) that cfg->dir names
+     * (required): listable under the attempt's prefix ("attempt-<tau>/"),
+     * readable by other processes, removed when a later attempt opens (or
+     * at destroy, unless keep_objects). Readers verify each object, so a
+     * corrupt one is stored and refused by every reader. */
+    bool durable_store;
+    /* A payload crosses the cluster boundary once, into the tree's root,
+     * and moves on over per-hop rollout-local links (counted in
+     * local_bytes); the root verifies it at send, so a corrupt payload is
+     * refused there (DCR_EPAYLOAD, DCR_EDIGEST). Without it every rollout
+     * node fetches every payload across the boundary itself. */
+    bool per_hop_links;
+    /* send waits for slow receivers (bounded per-hop queues); without it a
+     * send never waits for a reader. */
+    bool backpressure;
+    /* Payloads move over connections that can break mid-attempt; the
+     * attempt then fails (DCR_ETRANSPORT) and the next one reconnects. */
+    bool connections;
+    /* Accepts join, owner subsets and send_only (one handle per process of
+     * a run, dcr_transport_config_t); without it create refuses them. */
+    bool split_handles;
+} dcr_transport_props_t;
+
+/* The ops table layout this header describes; a backend sets version to it,
+ * and the registry refuses tables written for another layout. */
+#define DCR_TRANSPORT_OPS_VERSION 2
+
 /* Backend slots. The wrappers check handles, owner and node ranges and
  * out-parameters before any slot runs, and fill the handle's header after
  * create. Threading: send/finish are called concurrently from owner threads
@@ -116,7 +147,9 @@ typedef struct dcr_delivery {
  * one control thread, never concurrently with each other; destroy only when
  * no other call is in flight. */
 typedef struct dcr_transport_ops {
+    int version; /* DCR_TRANSPORT_OPS_VERSION */
     const char *name;
+    dcr_transport_props_t props;
     /* Builds a handle from a validated configuration (defaults filled). May
      * start threads. */
     dcr_status_t (*create)(const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
@@ -206,7 +239,8 @@ void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *
  * unknown. */
 const dcr_transport_ops_t *dcr_transport_find(const char *name);
 /* Adds a backend from outside the engine (the table is borrowed and must
- * stay valid for the process). It needs a name, open_attempt, send, finish,
+ * stay valid for the process). It needs version DCR_TRANSPORT_OPS_VERSION,
+ * a name, open_attempt, send, finish,
  * recv, release, stop_and_wait, reference, counters, destroy, and create or
  * create_as. Registering the same table again is a no-op; another table
  * under a taken name, or a full registry (64), is DCR_EINVAL. Thread-safe. */
@@ -240,5 +274,7 @@ void dcr_transport_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
 void dcr_transport_destroy(dcr_transport_t *t);
 /* The backend's name ("objstore", "relay"); NULL for NULL. */
 const char *dcr_transport_name(const dcr_transport_t *t);
+/* What t's backend guarantees; NULL for NULL. */
+const dcr_transport_props_t *dcr_transport_props(const dcr_transport_t *t);
 
 #endif
