@@ -137,9 +137,9 @@ static void faulty_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
     dcr_transport_release(ft(t)->inner, node, d);
 }
 
-static dcr_status_t faulty_stop_and_wait(dcr_transport_t *t)
+static void faulty_stop_and_wait(dcr_transport_t *t)
 {
-    return dcr_transport_stop_and_wait(ft(t)->inner);
+    dcr_transport_stop_and_wait(ft(t)->inner);
 }
 
 static dcr_status_t faulty_reference(dcr_transport_t *t, const int64_t *per_node_bytes,

@@ -435,10 +435,9 @@ void dcr_transport_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
     *d = (dcr_delivery_t){0};
 }
 
-dcr_status_t dcr_transport_stop_and_wait(dcr_transport_t *t)
+void dcr_transport_stop_and_wait(dcr_transport_t *t)
 {
-    if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport stop_and_wait: t is NULL");
-    return t->ops->stop_and_wait(t);
+    if (t != NULL) t->ops->stop_and_wait(t);
 }
 
 dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node_bytes,

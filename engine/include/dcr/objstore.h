@@ -116,9 +116,12 @@ typedef struct dcr_objstore_ops {
     /* Removes key; an absent key is not an error. */
     dcr_status_t (*del)(dcr_objstore_t *s, const char *key);
     /* Returns DCR_OK once something under prefix may have changed since the
-     * call began, or DCR_EAGAIN after timeout_ms (>= 0). Without
-     * props.change_notify it sleeps timeout_ms and returns DCR_EAGAIN. */
+     * call began, or DCR_ETIMEOUT after timeout_ms (>= 0; the engine's one
+     * timeout code, as for transport and group recv and the queue). Without
+     * props.change_notify it sleeps timeout_ms and returns DCR_ETIMEOUT. */
     dcr_status_t (*wait_change)(dcr_objstore_t *s, const char *prefix, int timeout_ms);
+    /* Closes the store's connections and watches and frees s; the objects
+     * stay. Only when no other call on s is in flight. Never fails. */
     void (*destroy)(dcr_objstore_t *s);
     /* Optional, for backends registered at run time as several tables that
      * share code (a wrapping backend per backend it wraps): when set, the

@@ -177,19 +177,27 @@ typedef struct dcr_transport_ops {
      * relay: the root queues the end marker behind every payload). */
     dcr_status_t (*finish)(dcr_transport_t *t, int owner, uint64_t npayloads);
     /* Next payload of the open attempt for rollout node `node`, in arrival
-     * order; DCR_EAGAIN after timeout_ms (0: poll, < 0: no limit) when none
-     * arrived yet; DCR_ECLOSED once every payload of the attempt has been
+     * order; DCR_ETIMEOUT after timeout_ms (0: poll, < 0: no limit) when
+     * none arrived yet (the one timeout code of every timed wait in the
+     * engine: transport recv, group recv, queue push and pop, object store
+     * wait_change); DCR_ECLOSED once every payload of the attempt has been
      * delivered to this node, or when no attempt is open (stopped, not yet
      * opened); DCR_ETRANSPORT with the cause when the attempt failed (lost
      * connection, malformed manifest, a listed payload missing or corrupt).
      * Each node sees each payload exactly once. *out_p is written only on
      * success and stays valid until release, also across later attempts. */
     dcr_status_t (*recv)(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p);
+    /* Gives back delivery d (d->handle set by this backend's recv on this
+     * node): frees or unreferences its bytes. Any attempt's delivery, also
+     * after a later open_attempt or stop_and_wait. Never blocks on peers,
+     * never fails; the wrapper clears *d afterwards and skips a cleared d. */
     void (*release)(dcr_transport_t *t, int node, dcr_delivery_t *d);
     /* Stops the attempt: wakes blocked senders and receivers (DCR_ECLOSED)
      * and returns once no write of the attempt can still take effect.
-     * Returns at once when no attempt is open. */
-    dcr_status_t (*stop_and_wait)(dcr_transport_t *t);
+     * Returns at once when no attempt is open. Cannot fail and cannot be
+     * refused (a wrapping backend passes it on): callers rely on it to end
+     * an attempt whatever state it is in, on failure paths too. */
+    void (*stop_and_wait)(dcr_transport_t *t);
     /* The transport-only full-checkpoint reference over the same links:
      * each training node moves `per_node_bytes[i]` (train_nodes entries) of
      * dummy checkpoint bytes through the backend's own data path (objstore:
@@ -198,7 +206,14 @@ typedef struct dcr_transport_ops {
      * Blocks; returns the elapsed seconds. Runs between attempts: it shares
      * the emulated links with an open attempt. Not counted in counters. */
     dcr_status_t (*reference)(dcr_transport_t *t, const int64_t *per_node_bytes, double *seconds_p);
+    /* Fills *out_p with the counts since create. Any thread, any time before
+     * destroy; never blocks on peers, never fails. */
     void (*counters)(dcr_transport_t *t, dcr_transport_counters_t *out_p);
+    /* Stops any open attempt as stop_and_wait does, joins the backend's
+     * threads, removes what this handle owns in its store (objstore: not with
+     * join or keep_objects) and frees t. Only when no other call is in
+     * flight and every delivery was released; payloads not yet delivered
+     * are freed. Never fails. */
     void (*destroy)(dcr_transport_t *t);
     /* Optional, for backends registered at run time under several names (a
      * wrapping backend serves "faulty:objstore" and "faulty:relay" with one
@@ -265,7 +280,8 @@ dcr_status_t dcr_transport_finish(dcr_transport_t *t, int owner, uint64_t npaylo
 dcr_status_t dcr_transport_recv(dcr_transport_t *t, int node, int timeout_ms,
                                 dcr_delivery_t *out_p);
 void dcr_transport_release(dcr_transport_t *t, int node, dcr_delivery_t *d);
-dcr_status_t dcr_transport_stop_and_wait(dcr_transport_t *t);
+/* See the slot. Accepts NULL (does nothing). */
+void dcr_transport_stop_and_wait(dcr_transport_t *t);
 dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
                                      double *seconds_p);
 void dcr_transport_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p);

@@ -317,7 +317,7 @@ static void test_wait_change(void **state)
         assert_int_equal(st, DCR_OK); /* woke on the put, long before the limit */
         assert_true(dt >= 0.1 && dt < 1.5);
     } else {
-        assert_int_equal(st, DCR_EAGAIN); /* a sleep: callers poll */
+        assert_int_equal(st, DCR_ETIMEOUT); /* a sleep: callers poll */
         assert_true(dt >= 1.9);
     }
     /* Listing after a completed put sees it where listings are consistent. */
@@ -367,7 +367,7 @@ static void wait_quiet(dcr_objstore_t *s, const char *prefix)
 {
     for (int i = 0; i < 20 && dcr_objstore_wait_change(s, prefix, 50) == DCR_OK; i++) {
     }
-    assert_int_equal(dcr_objstore_wait_change(s, prefix, 50), DCR_EAGAIN);
+    assert_int_equal(dcr_objstore_wait_change(s, prefix, 50), DCR_ETIMEOUT);
 }
 
 /* The watch stays armed between calls: a put made while nobody waits wakes
@@ -632,7 +632,7 @@ static void test_s3_transport_store_fails(void **state)
     double t0 = dcr_clock_s();
     dcr_delivery_t d;
     dcr_status_t st;
-    while ((st = dcr_transport_recv(t, 0, 1000, &d)) == DCR_EAGAIN && dcr_clock_s() - t0 < 30) {
+    while ((st = dcr_transport_recv(t, 0, 1000, &d)) == DCR_ETIMEOUT && dcr_clock_s() - t0 < 30) {
     }
     double s = dcr_clock_s() - t0;
     const char *line = dcr_error_detail();
