@@ -174,6 +174,22 @@ dcr_status_t dcr_objstore_get(dcr_objstore_t *s, const char *key, size_t max_byt
     return DCR_OK;
 }
 
+dcr_status_t dcr_objstore_get_into(dcr_objstore_t *s, const char *key, uint64_t off, uint64_t len,
+                                   uint8_t *dst, size_t cap, size_t *got_p,
+                                   const dcr_objstore_pace_t *pace)
+{
+    CHECK_STORE(s);
+    CHECK_KEY(key);
+    if ((dst == NULL && cap > 0) || got_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "object store get %s: NULL buffer or count", key);
+    if (len != UINT64_MAX && (len > cap || off > UINT64_MAX - len))
+        return dcr_error_set(DCR_EINVAL,
+                             "object store get %s: %llu bytes at %llu do not fit %zu bytes", key,
+                             (unsigned long long)len, (unsigned long long)off, cap);
+    return s->ops->get(s, key, off, len, dst, cap, got_p,
+                       pace != NULL && pace->fn != NULL ? pace : NULL);
+}
+
 dcr_status_t dcr_objstore_get_range(dcr_objstore_t *s, const char *key, uint64_t off, size_t len,
                                     uint8_t *dst, const dcr_objstore_pace_t *pace)
 {

@@ -147,6 +147,23 @@ static void test_ranges(void **state)
     assert_memory_equal(dst, a + 299990, 10);
     /* Beyond the end: an error, never fewer bytes as if they were all. */
     assert_int_not_equal(dcr_objstore_get_range(s, "r", 299995, 10, dst, NULL), DCR_OK);
+    /* The slot's own form (what a wrapping backend passes on): a range, or
+     * the rest from off when it fits cap; a range larger than cap refused
+     * before any transfer. */
+    size_t got = 0;
+    assert_int_equal(dcr_objstore_get_into(s, "r", 1000, 7, dst, sizeof dst, &got, NULL), DCR_OK);
+    assert_int_equal(got, 7);
+    assert_memory_equal(dst, a + 1000, 7);
+    got = 0;
+    assert_int_equal(dcr_objstore_get_into(s, "r", 296000, UINT64_MAX, dst, sizeof dst, &got, NULL),
+                     DCR_OK);
+    assert_int_equal(got, 4000);
+    assert_memory_equal(dst, a + 296000, 4000);
+    assert_int_equal(dcr_objstore_get_into(s, "r", 0, UINT64_MAX, dst, sizeof dst, &got, NULL),
+                     DCR_EINVAL); /* 300000 bytes do not fit 5000 */
+    assert_int_equal(dcr_objstore_get_into(s, "r", 0, 6000, dst, sizeof dst, &got, NULL),
+                     DCR_EINVAL);
+    assert_int_equal(dcr_objstore_get_into(s, "r", 0, 7, dst, sizeof dst, NULL, NULL), DCR_EINVAL);
     free(a);
     dcr_objstore_destroy(s);
 }
