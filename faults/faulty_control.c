@@ -160,7 +160,9 @@ dcr_status_t dcr__faulty_control_register(void)
         }
         snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
         tables[ntables] = (dcr_control_ops_t){
+            .version = DCR_CONTROL_OPS_VERSION,
             .name = names[ntables],
+            .props = dcr_control_find(name)->props, /* what the wrapped backend guarantees */
             .open_as = faulty_open_as,
             .close = faulty_close,
             .read = faulty_read,

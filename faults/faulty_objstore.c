@@ -98,14 +98,12 @@ static dcr_status_t faulty_put(dcr_objstore_t *s, const char *key, const uint8_t
     return dcr_objstore_put(x->inner, key, buf, len, pace);
 }
 
-/* The wrapper checked the arguments already; the raw slot keeps the
- * range and capacity semantics that no public wrapper offers. */
+/* Through the wrapper that keeps the slot's range and capacity semantics. */
 static dcr_status_t faulty_get(dcr_objstore_t *s, const char *key, uint64_t off, uint64_t len,
                                uint8_t *dst, size_t cap, size_t *got_p,
                                const dcr_objstore_pace_t *pace)
 {
-    dcr_objstore_t *in = fs(s)->inner;
-    return in->ops->get(in, key, off, len, dst, cap, got_p, pace);
+    return dcr_objstore_get_into(fs(s)->inner, key, off, len, dst, cap, got_p, pace);
 }
 
 static dcr_status_t faulty_list(dcr_objstore_t *s, const char *prefix, const char *start,

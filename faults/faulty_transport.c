@@ -137,9 +137,9 @@ static void faulty_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
     dcr_transport_release(ft(t)->inner, node, d);
 }
 
-static dcr_status_t faulty_stop_and_wait(dcr_transport_t *t)
+static void faulty_stop_and_wait(dcr_transport_t *t)
 {
-    return dcr_transport_stop_and_wait(ft(t)->inner);
+    dcr_transport_stop_and_wait(ft(t)->inner);
 }
 
 static dcr_status_t faulty_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
@@ -187,7 +187,9 @@ dcr_status_t dcr__faulty_transport_register(void)
         }
         snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
         tables[ntables] = (dcr_transport_ops_t){
+            .version = DCR_TRANSPORT_OPS_VERSION,
             .name = names[ntables],
+            .props = dcr_transport_find(name)->props, /* what the wrapped backend guarantees */
             .open_attempt = faulty_open_attempt,
             .send = faulty_send,
             .finish = faulty_finish,

@@ -750,7 +750,7 @@ static void *dcr__cal_drain_main(void *arg)
     for (;;) {
         dcr_delivery_t got;
         dcr_status_t st = dcr_transport_recv(d->t, d->node, 100, &got);
-        if (st == DCR_EAGAIN) continue;
+        if (st == DCR_ETIMEOUT) continue;
         if (st != DCR_OK) return NULL;
         dcr_transport_release(d->t, d->node, &got);
     }

@@ -5,23 +5,22 @@
  * reports, among them) leaves the caller's out-parameters untouched. */
 #include "control-internal.h"
 
-#include <pthread.h>
+#include "core/core-internal.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 /* Adding a backend is one line here. */
-static const dcr_control_ops_t *const dcr__control_backends[] = {
+static const void *const dcr__control_backends[] = {
     &dcr__control_sqlite_ops,
     &dcr__control_etcd_ops,
 };
-#define DCR__N_BACKENDS (sizeof dcr__control_backends / sizeof dcr__control_backends[0])
-/* Backends registered at run time (dcr_control_register): appended, never
- * removed, so a table found once stays valid. */
-#define DCR__N_REGISTERED_MAX 64
-static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static const dcr_control_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
-static size_t dcr__n_registered;
+/* The built-in backends, then those registered at run time
+ * (dcr_control_register). */
+static dcr__registry_t dcr__registry =
+    DCR__REGISTRY_INIT("control plane backend", dcr_control_ops_t, dcr__control_backends,
+                       sizeof dcr__control_backends / sizeof dcr__control_backends[0]);
 
 /* The list calls dcr__list serves. */
 typedef enum dcr__list_op {
@@ -35,70 +34,36 @@ struct dcr_control {
     void *impl;
 };
 
-/* Backend i of the whole registry; NULL past its end. */
-static const dcr_control_ops_t *dcr__backend_at(size_t i)
-{
-    if (i < DCR__N_BACKENDS) return dcr__control_backends[i];
-    pthread_mutex_lock(&dcr__registry_lock);
-    const dcr_control_ops_t *ops =
-        i - DCR__N_BACKENDS < dcr__n_registered ? dcr__registered[i - DCR__N_BACKENDS] : NULL;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return ops;
-}
-
-static const dcr_control_ops_t *dcr__find(const char *name)
-{
-    const dcr_control_ops_t *ops = NULL;
-    for (size_t i = 0; (ops = dcr__backend_at(i)) != NULL; i++)
-        if (strcmp(ops->name, name) == 0) return ops;
-    return NULL;
-}
-
 size_t dcr_control_backend_count(void)
 {
-    pthread_mutex_lock(&dcr__registry_lock);
-    size_t n = DCR__N_BACKENDS + dcr__n_registered;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return n;
+    return dcr__registry_count(&dcr__registry);
 }
 
 const char *dcr_control_backend_name(size_t i)
 {
-    const dcr_control_ops_t *ops = dcr__backend_at(i);
+    const dcr_control_ops_t *ops = dcr__registry_at(&dcr__registry, i);
     return ops != NULL ? ops->name : NULL;
+}
+
+const dcr_control_ops_t *dcr_control_find(const char *name)
+{
+    return dcr__registry_find(&dcr__registry, name);
 }
 
 dcr_status_t dcr_control_register(const dcr_control_ops_t *o)
 {
-    if (o == NULL || o->name == NULL || o->name[0] == '\0' ||
-        (o->open == NULL && o->open_as == NULL) || o->close == NULL || o->read == NULL ||
-        o->cas == NULL || o->prepare == NULL || o->attempt == NULL || o->required == NULL ||
-        o->ack == NULL || o->acks == NULL || o->commit == NULL || o->report_put == NULL ||
-        o->report_get == NULL || o->membership_put == NULL || o->membership_get == NULL) {
-        return dcr_error_set(DCR_EINVAL, "control_register: a backend needs a name, open (or "
-                                         "open_as), close and every call slot");
+    if (o == NULL || o->version != DCR_CONTROL_OPS_VERSION || o->name == NULL ||
+        o->name[0] == '\0' || (o->open == NULL && o->open_as == NULL) || o->close == NULL ||
+        o->read == NULL || o->cas == NULL || o->prepare == NULL || o->attempt == NULL ||
+        o->required == NULL || o->ack == NULL || o->acks == NULL || o->commit == NULL ||
+        o->report_put == NULL || o->report_get == NULL || o->membership_put == NULL ||
+        o->membership_get == NULL) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control_register: a backend needs version %d, a name, open (or "
+                             "open_as), close and every call slot",
+                             DCR_CONTROL_OPS_VERSION);
     }
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&dcr__registry_lock);
-    /* Looked up under the lock: two threads registering one name race. */
-    const dcr_control_ops_t *have = NULL;
-    for (size_t i = 0; i < DCR__N_BACKENDS + dcr__n_registered && have == NULL; i++) {
-        const dcr_control_ops_t *x =
-            i < DCR__N_BACKENDS ? dcr__control_backends[i] : dcr__registered[i - DCR__N_BACKENDS];
-        if (strcmp(x->name, o->name) == 0) have = x;
-    }
-    if (have == o) {
-        /* the same table again: nothing to do */
-    } else if (have != NULL) {
-        st = dcr_error_set(DCR_EINVAL, "control plane backend %s is already registered", o->name);
-    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
-        st = dcr_error_set(DCR_EINVAL, "control plane backend %s: registry full (%d backends)",
-                           o->name, DCR__N_REGISTERED_MAX);
-    } else {
-        dcr__registered[dcr__n_registered++] = o;
-    }
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return st;
+    return dcr__registry_add(&dcr__registry, o);
 }
 
 bool dcr__control_id_valid(const char *id)
@@ -164,11 +129,8 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
         return dcr_error_set(DCR_EINVAL, "control plane timeout %d ms: expected >= 0",
                              cfg->timeout_ms);
     }
-    const dcr_control_ops_t *ops = dcr__find(name);
-    if (ops == NULL) {
-        return dcr_error_set(
-            DCR_ENOTFOUND, "control plane backend '%s' does not exist (known: sqlite, etcd)", name);
-    }
+    const dcr_control_ops_t *ops = dcr_control_find(name);
+    if (ops == NULL) return dcr__registry_not_found(&dcr__registry, name);
     dcr_control_t *c = calloc(1, sizeof *c);
     if (c == NULL) return dcr_error_set(DCR_ENOMEM, "control plane handle: allocation failed");
     dcr_status_t st =

@@ -1843,7 +1843,9 @@ static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap
 }
 
 const dcr_control_ops_t dcr__control_etcd_ops = {
+    .version = DCR_CONTROL_OPS_VERSION,
     .name = "etcd",
+    .props = {.networked = true, .durable = true},
     .open = dcr__et_open,
     .close = dcr__et_close,
     .read = dcr__et_read,

@@ -962,7 +962,9 @@ static dcr_status_t dcr__sq_membership_get(void *impl, uint32_t *out, size_t cap
 }
 
 const dcr_control_ops_t dcr__control_sqlite_ops = {
+    .version = DCR_CONTROL_OPS_VERSION,
     .name = "sqlite",
+    .props = {.durable = true},
     .open = dcr__sq_open,
     .close = dcr__sq_close,
     .read = dcr__sq_read,

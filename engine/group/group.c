@@ -5,57 +5,37 @@
  * ones in the registry. */
 #include "group-internal.h"
 
-#include <pthread.h>
+#include "core/core-internal.h"
+
 #include <string.h>
 
 /* Adding a backend is one line here (and one in group-internal.h). */
-static const dcr_group_ops_t *const dcr__group_backends[] = {
+static const void *const dcr__group_backends[] = {
     &dcr__group_inproc_ops,
 #ifdef DCR_HAVE_MPI
     &dcr__group_mpi_ops,
 #endif
 };
-#define DCR__N_BACKENDS (sizeof dcr__group_backends / sizeof dcr__group_backends[0])
-
-/* Backends registered at run time (dcr_group_register): appended, never
- * removed, so a table found once stays valid. */
-#define DCR__N_REGISTERED_MAX 64
-static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static const dcr_group_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
-static size_t dcr__n_registered;
-
-/* Backend i of the whole registry; NULL past its end. */
-static const dcr_group_ops_t *dcr__backend_at(size_t i)
-{
-    if (i < DCR__N_BACKENDS) return dcr__group_backends[i];
-    pthread_mutex_lock(&dcr__registry_lock);
-    const dcr_group_ops_t *ops =
-        i - DCR__N_BACKENDS < dcr__n_registered ? dcr__registered[i - DCR__N_BACKENDS] : NULL;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return ops;
-}
+/* The built-in backends, then those registered at run time
+ * (dcr_group_register). */
+static dcr__registry_t dcr__registry =
+    DCR__REGISTRY_INIT("group backend", dcr_group_ops_t, dcr__group_backends,
+                       sizeof dcr__group_backends / sizeof dcr__group_backends[0]);
 
 size_t dcr_group_backend_count(void)
 {
-    pthread_mutex_lock(&dcr__registry_lock);
-    size_t n = DCR__N_BACKENDS + dcr__n_registered;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return n;
+    return dcr__registry_count(&dcr__registry);
 }
 
 const char *dcr_group_backend_name(size_t i)
 {
-    const dcr_group_ops_t *ops = dcr__backend_at(i);
+    const dcr_group_ops_t *ops = dcr__registry_at(&dcr__registry, i);
     return ops != NULL ? ops->name : NULL;
 }
 
 const dcr_group_ops_t *dcr_group_find(const char *name)
 {
-    const dcr_group_ops_t *ops = NULL;
-    for (size_t i = 0; name != NULL && (ops = dcr__backend_at(i)) != NULL; i++) {
-        if (strcmp(ops->name, name) == 0) return ops;
-    }
-    return NULL;
+    return dcr__registry_find(&dcr__registry, name);
 }
 
 dcr_status_t dcr_group_register(const dcr_group_ops_t *o)
@@ -68,27 +48,7 @@ dcr_status_t dcr_group_register(const dcr_group_ops_t *o)
                              "create (or create_as) and every other slot",
                              DCR_GROUP_OPS_VERSION);
     }
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&dcr__registry_lock);
-    /* Looked up under the lock: two threads registering one name race. */
-    const dcr_group_ops_t *have = NULL;
-    for (size_t i = 0; i < DCR__N_BACKENDS + dcr__n_registered && have == NULL; i++) {
-        const dcr_group_ops_t *x =
-            i < DCR__N_BACKENDS ? dcr__group_backends[i] : dcr__registered[i - DCR__N_BACKENDS];
-        if (strcmp(x->name, o->name) == 0) have = x;
-    }
-    if (have == o) {
-        /* the same table again: nothing to do */
-    } else if (have != NULL) {
-        st = dcr_error_set(DCR_EINVAL, "group backend %s is already registered", o->name);
-    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
-        st = dcr_error_set(DCR_EINVAL, "group backend %s: registry full (%d backends)", o->name,
-                           DCR__N_REGISTERED_MAX);
-    } else {
-        dcr__registered[dcr__n_registered++] = o;
-    }
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return st;
+    return dcr__registry_add(&dcr__registry, o);
 }
 
 dcr_status_t dcr_group_create(const char *backend, int size, dcr_group_t **endpoints, int *count_p)
@@ -103,8 +63,7 @@ dcr_status_t dcr_group_create(const char *backend, int size, dcr_group_t **endpo
             return dcr_error_set(DCR_ENOTFOUND, "group backend 'mpi' is not compiled into this "
                                                 "build (CMake found no MPI; DCR_WITH_MPI=ON)");
         }
-        return dcr_error_set(DCR_ENOTFOUND, "group backend '%s' does not exist (known: inproc%s)",
-                             backend, DCR__N_BACKENDS > 1 ? ", mpi" : "");
+        return dcr__registry_not_found(&dcr__registry, backend);
     }
     if (ops->version != DCR_GROUP_OPS_VERSION) {
         return dcr_error_set(DCR_EUNSUPPORTED, "group backend '%s' has ops version %d, expected %d",

@@ -2,17 +2,13 @@
  * backend (DESIGN.md section 4): create, destroy and load. A loader that
  * fails or delays loads (a test's) is a registered backend of its own that
  * calls another's slots, as every backend is reached only through here. */
-#include <pthread.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "core/core-internal.h"
 #include "loader-internal.h"
 
-#define DCR__LOADERS_MAX 64
-
-static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static const dcr_loader_ops_t *dcr__registry[DCR__LOADERS_MAX];
-static size_t dcr__registry_len;
+/* Loaders are all registered at run time (workloads/ registers its own). */
+static dcr__registry_t dcr__registry = DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, NULL, 0);
 
 struct dcr_loader {
     const dcr_loader_ops_t *ops;
@@ -20,39 +16,17 @@ struct dcr_loader {
     dcr_params_t *params;
 };
 
-static const dcr_loader_ops_t *dcr__find_locked(const char *name)
-{
-    for (size_t i = 0; i < dcr__registry_len; i++)
-        if (strcmp(dcr__registry[i]->name, name) == 0) return dcr__registry[i];
-    return NULL;
-}
-
 dcr_status_t dcr_loader_register(const dcr_loader_ops_t *ops)
 {
     if (ops == NULL || ops->name == NULL || ops->name[0] == '\0' || ops->create == NULL ||
         ops->load == NULL)
         return dcr_error_set(DCR_EINVAL, "loader_register: a loader needs a name, create and load");
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&dcr__registry_lock);
-    const dcr_loader_ops_t *have = dcr__find_locked(ops->name);
-    if (have != NULL && have != ops)
-        st = dcr_error_set(DCR_EINVAL, "loader %s is already registered", ops->name);
-    else if (have == NULL && dcr__registry_len == DCR__LOADERS_MAX)
-        st = dcr_error_set(DCR_EINVAL, "loader %s: registry full (%d loaders)", ops->name,
-                           DCR__LOADERS_MAX);
-    else if (have == NULL)
-        dcr__registry[dcr__registry_len++] = ops;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return st;
+    return dcr__registry_add(&dcr__registry, ops);
 }
 
 const dcr_loader_ops_t *dcr_loader_find(const char *name)
 {
-    if (name == NULL) return NULL;
-    pthread_mutex_lock(&dcr__registry_lock);
-    const dcr_loader_ops_t *ops = dcr__find_locked(name);
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return ops;
+    return dcr__registry_find(&dcr__registry, name);
 }
 
 dcr_status_t dcr_loader_create(const char *name, const void *config, bool shape_only,

@@ -167,7 +167,7 @@ dcr_status_t dcr_rollout_node_deliver(dcr_rollout_node_t *n, uint64_t tau)
         else
             dcr_trace_cancel(&span); /* only receptions count, not idle polls */
         if (st == DCR_ECLOSED) return failed != DCR_OK ? failed_with(failed, why) : DCR_OK;
-        if (st == DCR_EAGAIN) {
+        if (st == DCR_ETIMEOUT) {
             if ((dcr_clock_s() - idle_since) * 1000.0 > n->cfg.stall_timeout_ms)
                 return dcr_error_set(DCR_ETIMEOUT, "rollout node %d received nothing for %d ms",
                                      n->cfg.node, n->cfg.stall_timeout_ms);

@@ -3,51 +3,37 @@
  * so a backend can trust what reaches it. */
 #include "dcr/objstore.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core-internal.h"
 #include "transport/objstore-internal.h"
 
-static const dcr_objstore_ops_t *const dcr__objstore_backends[] = {
+static const void *const dcr__objstore_backends[] = {
     &dcr__objstore_dir_ops,
     &dcr__objstore_s3_ops,
 };
 #define DCR__N_STORES (sizeof dcr__objstore_backends / sizeof dcr__objstore_backends[0])
-/* Backends registered at run time (dcr_objstore_register): appended, never
- * removed, so a table found once stays valid. */
-#define DCR__N_REGISTERED_MAX 64
-static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static const dcr_objstore_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
-static size_t dcr__n_registered;
+/* The built-in backends, then those registered at run time
+ * (dcr_objstore_register). */
+static dcr__registry_t dcr__registry =
+    DCR__REGISTRY_INIT("object store", dcr_objstore_ops_t, dcr__objstore_backends, DCR__N_STORES);
 
 size_t dcr_objstore_backend_count(void)
 {
-    pthread_mutex_lock(&dcr__registry_lock);
-    size_t n = DCR__N_STORES + dcr__n_registered;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return n;
+    return dcr__registry_count(&dcr__registry);
 }
 
 /* Registered backends come first in the claiming order (see for_url), but
  * after the built-in ones in this numbering, which conformance tests use. */
 const dcr_objstore_ops_t *dcr_objstore_backend(size_t i)
 {
-    if (i < DCR__N_STORES) return dcr__objstore_backends[i];
-    pthread_mutex_lock(&dcr__registry_lock);
-    const dcr_objstore_ops_t *o =
-        i - DCR__N_STORES < dcr__n_registered ? dcr__registered[i - DCR__N_STORES] : NULL;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return o;
+    return dcr__registry_at(&dcr__registry, i);
 }
 
 const dcr_objstore_ops_t *dcr_objstore_find(const char *name)
 {
-    const dcr_objstore_ops_t *o = NULL;
-    for (size_t i = 0; name != NULL && (o = dcr_objstore_backend(i)) != NULL; i++) {
-        if (strcmp(o->name, name) == 0) return o;
-    }
-    return NULL;
+    return dcr__registry_find(&dcr__registry, name);
 }
 
 dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *o)
@@ -61,27 +47,7 @@ dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *o)
                              "claims and create (or their _as forms) and every slot",
                              DCR_OBJSTORE_OPS_VERSION);
     }
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&dcr__registry_lock);
-    /* Looked up under the lock: two threads registering one name race. */
-    const dcr_objstore_ops_t *have = NULL;
-    for (size_t i = 0; i < DCR__N_STORES + dcr__n_registered && have == NULL; i++) {
-        const dcr_objstore_ops_t *x =
-            i < DCR__N_STORES ? dcr__objstore_backends[i] : dcr__registered[i - DCR__N_STORES];
-        if (strcmp(x->name, o->name) == 0) have = x;
-    }
-    if (have == o) {
-        /* the same table again: nothing to do */
-    } else if (have != NULL) {
-        st = dcr_error_set(DCR_EINVAL, "object store %s is already registered", o->name);
-    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
-        st = dcr_error_set(DCR_EINVAL, "object store %s: registry full (%d backends)", o->name,
-                           DCR__N_REGISTERED_MAX);
-    } else {
-        dcr__registered[dcr__n_registered++] = o;
-    }
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return st;
+    return dcr__registry_add(&dcr__registry, o);
 }
 
 static bool dcr__claims(const dcr_objstore_ops_t *o, const char *url)
@@ -105,7 +71,8 @@ const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url)
         if (dcr__claims(o, url)) return o;
     }
     for (size_t i = 0; i < DCR__N_STORES; i++) {
-        if (dcr__claims(dcr__objstore_backends[i], url)) return dcr__objstore_backends[i];
+        const dcr_objstore_ops_t *o = dcr_objstore_backend(i);
+        if (dcr__claims(o, url)) return o;
     }
     dcr_error_set(DCR_EINVAL,
                   "object store '%s': unknown scheme; expected a directory path, dir:PATH or "
@@ -205,6 +172,22 @@ dcr_status_t dcr_objstore_get(dcr_objstore_t *s, const char *key, size_t max_byt
     *data_p = buf;
     *len_p = got;
     return DCR_OK;
+}
+
+dcr_status_t dcr_objstore_get_into(dcr_objstore_t *s, const char *key, uint64_t off, uint64_t len,
+                                   uint8_t *dst, size_t cap, size_t *got_p,
+                                   const dcr_objstore_pace_t *pace)
+{
+    CHECK_STORE(s);
+    CHECK_KEY(key);
+    if ((dst == NULL && cap > 0) || got_p == NULL)
+        return dcr_error_set(DCR_EINVAL, "object store get %s: NULL buffer or count", key);
+    if (len != UINT64_MAX && (len > cap || off > UINT64_MAX - len))
+        return dcr_error_set(DCR_EINVAL,
+                             "object store get %s: %llu bytes at %llu do not fit %zu bytes", key,
+                             (unsigned long long)len, (unsigned long long)off, cap);
+    return s->ops->get(s, key, off, len, dst, cap, got_p,
+                       pace != NULL && pace->fn != NULL ? pace : NULL);
 }
 
 dcr_status_t dcr_objstore_get_range(dcr_objstore_t *s, const char *key, uint64_t off, size_t len,

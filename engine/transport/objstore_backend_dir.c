@@ -442,14 +442,14 @@ static dcr_status_t dir_wait_change(dcr_objstore_t *o, const char *prefix, int t
         dir_watch_arm(s, w, prefix);
     if (w == NULL || w->fd < 0) {
         usleep((useconds_t)timeout_ms * 1000);
-        return DCR_EAGAIN;
+        return DCR_ETIMEOUT;
     }
     struct pollfd p = {.fd = w->fd, .events = POLLIN};
     int r;
     while ((r = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
     }
     if (r > 0) dir_watch_drain(w);
-    return r > 0 ? DCR_OK : DCR_EAGAIN;
+    return r > 0 ? DCR_OK : DCR_ETIMEOUT;
 }
 
 const dcr_objstore_ops_t dcr__objstore_dir_ops = {

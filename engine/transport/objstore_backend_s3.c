@@ -711,7 +711,7 @@ static dcr_status_t s3_del(dcr_objstore_t *o, const char *key)
 static dcr_status_t s3_wait_change(dcr_objstore_t *o, const char *prefix, int timeout_ms)
 {
     usleep((useconds_t)timeout_ms * 1000);
-    return DCR_EAGAIN;
+    return DCR_ETIMEOUT;
 }
 
 /* ---- lifetime ------------------------------------------------------------------ */

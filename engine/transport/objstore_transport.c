@@ -1137,7 +1137,7 @@ static dcr_status_t obj_open_attempt(dcr_transport_t *t, uint64_t tau)
     return DCR_OK;
 }
 
-static dcr_status_t obj_stop_and_wait(dcr_transport_t *t)
+static void obj_stop_and_wait(dcr_transport_t *t)
 {
     objstore_t *s = (objstore_t *)t;
     obj_train_stop(s);
@@ -1148,7 +1148,6 @@ static dcr_status_t obj_stop_and_wait(dcr_transport_t *t)
         pthread_mutex_unlock(&nd->mu);
         obj_node_reset(nd, tau, false);
     }
-    return DCR_OK;
 }
 
 /* ---- rollout side: the caller's end ------------------------------------- */
@@ -1214,7 +1213,7 @@ static dcr_status_t obj_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_d
         }
     }
     pthread_mutex_unlock(&nd->mu);
-    return dcr_error_set(DCR_EAGAIN, "objstore: rollout node %d: no payload within %d ms", node,
+    return dcr_error_set(DCR_ETIMEOUT, "objstore: rollout node %d: no payload within %d ms", node,
                          timeout_ms);
 }
 
@@ -1483,7 +1482,9 @@ fail:
 }
 
 const dcr_transport_ops_t dcr__transport_objstore_ops = {
+    .version = DCR_TRANSPORT_OPS_VERSION,
     .name = "objstore",
+    .props = {.durable_store = true, .split_handles = true},
     .create = obj_create,
     .open_attempt = obj_open_attempt,
     .send = obj_send,

@@ -921,7 +921,7 @@ static dcr_status_t relay_node_recv(relay_tree_t *T, int node, int timeout_ms,
     void *item;
     dcr_status_t st = dcr_queue_pop(nd->ready, timeout_ms, &item);
     if (st == DCR_ETIMEOUT) {
-        return dcr_error_set(DCR_EAGAIN, "%s: no payload within %d ms", who, timeout_ms);
+        return dcr_error_set(DCR_ETIMEOUT, "%s: no payload within %d ms", who, timeout_ms);
     }
     if (st != DCR_OK) return relay_tree_status(T, who);
     relay_buf_t *b = item;
@@ -993,10 +993,9 @@ static dcr_status_t relay_open_attempt(dcr_transport_t *t, uint64_t tau)
     return DCR_OK;
 }
 
-static dcr_status_t relay_stop_and_wait(dcr_transport_t *t)
+static void relay_stop_and_wait(dcr_transport_t *t)
 {
     relay_tree_destroy(relay_detach((relay_t *)t));
-    return DCR_OK;
 }
 
 /* ---- reference ------------------------------------------------------------ */
@@ -1137,7 +1136,9 @@ dcr_status_t dcr__relay_break_link(dcr_transport_t *t, int node)
 }
 
 const dcr_transport_ops_t dcr__transport_relay_ops = {
+    .version = DCR_TRANSPORT_OPS_VERSION,
     .name = "relay",
+    .props = {.per_hop_links = true, .backpressure = true, .connections = true},
     .create = relay_create,
     .open_attempt = relay_open_attempt,
     .send = relay_send,

@@ -6,91 +6,55 @@
  * payload check and the training side's ledger of an attempt. */
 #include "transport-internal.h"
 
+#include "core/core-internal.h"
+
 #include <inttypes.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Adding a transport is one line here (object stores, S3 among them, are
  * registered in objstore.c and reached through the "objstore" transport). */
-static const dcr_transport_ops_t *const dcr__transport_builtin[] = {
+static const void *const dcr__transport_builtin[] = {
     &dcr__transport_objstore_ops,
     &dcr__transport_relay_ops,
 };
-#define DCR__N_BUILTIN (sizeof dcr__transport_builtin / sizeof dcr__transport_builtin[0])
-/* Backends registered at run time (dcr_transport_register): appended,
- * never removed, so a table found once stays valid. */
-#define DCR__N_REGISTERED_MAX 64
-static pthread_mutex_t dcr__registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static const dcr_transport_ops_t *dcr__registered[DCR__N_REGISTERED_MAX];
-static size_t dcr__n_registered;
-
-/* Backend i of the whole registry; NULL past its end. */
-static const dcr_transport_ops_t *dcr__backend_at(size_t i)
-{
-    if (i < DCR__N_BUILTIN) return dcr__transport_builtin[i];
-    pthread_mutex_lock(&dcr__registry_lock);
-    const dcr_transport_ops_t *ops =
-        i - DCR__N_BUILTIN < dcr__n_registered ? dcr__registered[i - DCR__N_BUILTIN] : NULL;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return ops;
-}
+/* The built-in backends, then those registered at run time
+ * (dcr_transport_register). */
+static dcr__registry_t dcr__registry =
+    DCR__REGISTRY_INIT("transport", dcr_transport_ops_t, dcr__transport_builtin,
+                       sizeof dcr__transport_builtin / sizeof dcr__transport_builtin[0]);
 
 size_t dcr_transport_backend_count(void)
 {
-    pthread_mutex_lock(&dcr__registry_lock);
-    size_t n = DCR__N_BUILTIN + dcr__n_registered;
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return n;
+    return dcr__registry_count(&dcr__registry);
 }
 
 const char *dcr_transport_backend_name(size_t i)
 {
-    const dcr_transport_ops_t *ops = dcr__backend_at(i);
+    const dcr_transport_ops_t *ops = dcr__registry_at(&dcr__registry, i);
     return ops != NULL ? ops->name : NULL;
 }
 
 const dcr_transport_ops_t *dcr_transport_find(const char *name)
 {
-    const dcr_transport_ops_t *ops = NULL;
-    for (size_t i = 0; name != NULL && (ops = dcr__backend_at(i)) != NULL; i++) {
-        if (strcmp(ops->name, name) == 0) return ops;
-    }
-    return NULL;
+    return dcr__registry_find(&dcr__registry, name);
 }
 
 dcr_status_t dcr_transport_register(const dcr_transport_ops_t *o)
 {
-    if (o == NULL || o->name == NULL || o->name[0] == '\0' ||
-        (o->create == NULL && o->create_as == NULL) || o->open_attempt == NULL || o->send == NULL ||
-        o->finish == NULL || o->recv == NULL || o->release == NULL || o->stop_and_wait == NULL ||
-        o->reference == NULL || o->counters == NULL || o->destroy == NULL) {
-        return dcr_error_set(DCR_EINVAL, "transport_register: a backend needs a name, create (or "
-                                         "create_as) and every other slot but payload_key_changed");
+    if (o == NULL || o->version != DCR_TRANSPORT_OPS_VERSION || o->name == NULL ||
+        o->name[0] == '\0' || (o->create == NULL && o->create_as == NULL) ||
+        o->open_attempt == NULL || o->send == NULL || o->finish == NULL || o->recv == NULL ||
+        o->release == NULL || o->stop_and_wait == NULL || o->reference == NULL ||
+        o->counters == NULL || o->destroy == NULL) {
+        return dcr_error_set(DCR_EINVAL,
+                             "transport_register: a backend needs version %d, a name, create (or "
+                             "create_as) and every other slot but payload_key_changed",
+                             DCR_TRANSPORT_OPS_VERSION);
     }
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&dcr__registry_lock);
-    /* Looked up under the lock: two threads registering one name race. */
-    const dcr_transport_ops_t *have = NULL;
-    for (size_t i = 0; i < DCR__N_BUILTIN + dcr__n_registered && have == NULL; i++) {
-        const dcr_transport_ops_t *x =
-            i < DCR__N_BUILTIN ? dcr__transport_builtin[i] : dcr__registered[i - DCR__N_BUILTIN];
-        if (strcmp(x->name, o->name) == 0) have = x;
-    }
-    if (have == o) {
-        /* the same table again: nothing to do */
-    } else if (have != NULL) {
-        st = dcr_error_set(DCR_EINVAL, "transport %s is already registered", o->name);
-    } else if (dcr__n_registered == DCR__N_REGISTERED_MAX) {
-        st = dcr_error_set(DCR_EINVAL, "transport %s: registry full (%d backends)", o->name,
-                           DCR__N_REGISTERED_MAX);
-    } else {
-        dcr__registered[dcr__n_registered++] = o;
-    }
-    pthread_mutex_unlock(&dcr__registry_lock);
-    return st;
+    return dcr__registry_add(&dcr__registry, o);
 }
 
 /* ---- configuration ------------------------------------------------------ */
@@ -117,7 +81,8 @@ static dcr_status_t dcr__check_link(const dcr_link_config_t *l)
 }
 
 /* Validates cfg for backend `name` into *out_p, filling defaults. */
-static dcr_status_t dcr__check_config(const char *name, const dcr_transport_config_t *cfg,
+static dcr_status_t dcr__check_config(const dcr_transport_ops_t *ops,
+                                      const dcr_transport_config_t *cfg,
                                       dcr_transport_config_t *out_p)
 {
     if (cfg->train_nodes < 1 || cfg->train_nodes > DCR__TRANSPORT_NODES_MAX) {
@@ -144,9 +109,11 @@ static dcr_status_t dcr__check_config(const char *name, const dcr_transport_conf
                              "transport queue_payloads %zu: expected 1..%zu (0: default %d)",
                              cfg->queue_payloads, (size_t)1 << 20, DCR__TRANSPORT_QUEUE_DEFAULT);
     }
-    if (strcmp(name, "objstore") == 0 && (cfg->dir == NULL || cfg->dir[0] == '\0')) {
-        return dcr_error_set(DCR_EINVAL, "transport objstore: dir (the store: a directory or "
-                                         "s3://BUCKET/PREFIX) is required");
+    if (ops->props.durable_store && (cfg->dir == NULL || cfg->dir[0] == '\0')) {
+        return dcr_error_set(DCR_EINVAL,
+                             "transport %s: dir (the store: a directory or "
+                             "s3://BUCKET/PREFIX) is required",
+                             ops->name);
     }
     if (cfg->owner_count < 0 || cfg->owner_first < 0 || cfg->owner_first > cfg->world ||
         cfg->owner_count > cfg->world - cfg->owner_first) {
@@ -155,11 +122,11 @@ static dcr_status_t dcr__check_config(const char *name, const dcr_transport_conf
                              cfg->owner_first, cfg->owner_count, cfg->world);
     }
     bool split = cfg->join || cfg->send_only || cfg->owner_count > 0;
-    if (split && strcmp(name, "objstore") != 0) {
+    if (split && !ops->props.split_handles) {
         return dcr_error_set(DCR_EINVAL,
-                             "transport %s: join, owner subsets and send_only are "
-                             "objstore only (the relay tree lives in one handle)",
-                             name);
+                             "transport %s: join, owner subsets and send_only need a backend "
+                             "with split handles (objstore; the relay tree lives in one handle)",
+                             ops->name);
     }
     *out_p = *cfg;
     if (out_p->fanout == 0) out_p->fanout = DCR__TRANSPORT_FANOUT_DEFAULT;
@@ -366,17 +333,9 @@ dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t
         return dcr_error_set(DCR_EINVAL, "transport_create: name, cfg and out_p are required");
     }
     const dcr_transport_ops_t *ops = dcr_transport_find(name);
-    if (ops == NULL) {
-        char known[512] = "";
-        const char *n = NULL;
-        for (size_t i = 0, at = 0; (n = dcr_transport_backend_name(i)) != NULL && at < sizeof known;
-             i++)
-            at += (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "", n);
-        return dcr_error_set(DCR_ENOTFOUND, "transport '%s' does not exist (known: %s)", name,
-                             known);
-    }
+    if (ops == NULL) return dcr__registry_not_found(&dcr__registry, name);
     dcr_transport_config_t c;
-    DCR_CHECK(dcr__check_config(name, cfg, &c));
+    DCR_CHECK(dcr__check_config(ops, cfg, &c));
     dcr_transport_t *t = NULL;
     DCR_CHECK(ops->create_as != NULL ? ops->create_as(ops, &c, &t) : ops->create(&c, &t));
     t->ops = ops;
@@ -429,10 +388,9 @@ void dcr_transport_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
     *d = (dcr_delivery_t){0};
 }
 
-dcr_status_t dcr_transport_stop_and_wait(dcr_transport_t *t)
+void dcr_transport_stop_and_wait(dcr_transport_t *t)
 {
-    if (t == NULL) return dcr_error_set(DCR_EINVAL, "transport stop_and_wait: t is NULL");
-    return t->ops->stop_and_wait(t);
+    if (t != NULL) t->ops->stop_and_wait(t);
 }
 
 dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
@@ -468,6 +426,11 @@ void dcr_transport_destroy(dcr_transport_t *t)
 const char *dcr_transport_name(const dcr_transport_t *t)
 {
     return t == NULL ? NULL : t->ops->name;
+}
+
+const dcr_transport_props_t *dcr_transport_props(const dcr_transport_t *t)
+{
+    return t == NULL ? NULL : &t->ops->props;
 }
 
 void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key)

@@ -108,6 +108,23 @@ typedef struct dcr_control_config {
     int timeout_ms;
 } dcr_control_config_t;
 
+/* What a backend guarantees; callers and the conformance suite branch on
+ * these, never on a backend's name. A wrapping backend (open_as) states
+ * what the backend it wraps guarantees. */
+typedef struct dcr_control_props {
+    /* The address is a network endpoint (a URL) that processes on other
+     * hosts reach; without it the address is a file path, shared only by
+     * processes that see the same file system. */
+    bool networked;
+    /* The record, attempts and reports outlive every handle: a store
+     * closed by all and opened again holds what was written. */
+    bool durable;
+} dcr_control_props_t;
+
+/* The ops table layout this header describes; a backend sets version to it,
+ * and the registry refuses tables written for another layout. */
+#define DCR_CONTROL_OPS_VERSION 2
+
 /* A backend. Every slot may block on I/O and on other processes up to the
  * configured timeout; none calls back into the caller. Slots receive arguments
  * the wrapper has already validated (non-NULL, in range), write out-parameters
@@ -115,7 +132,9 @@ typedef struct dcr_control_config {
  * backend must serialize calls on one handle itself if it keeps per-handle
  * state that is not thread-safe. */
 typedef struct dcr_control_ops {
+    int version; /* DCR_CONTROL_OPS_VERSION */
     const char *name;
+    dcr_control_props_t props;
     /* Connects to (and if needed initializes) the store; *impl_p is the
      * backend's handle, owned by the wrapper until close. */
     dcr_status_t (*open)(const dcr_control_config_t *cfg, void **impl_p);
@@ -169,7 +188,8 @@ typedef struct dcr_control_ops {
 typedef struct dcr_control dcr_control_t;
 
 /* Adds a backend from outside the engine (the table is borrowed and must
- * stay valid for the process). It needs a name, close, every call slot, and
+ * stay valid for the process). It needs version DCR_CONTROL_OPS_VERSION, a
+ * name, close, every call slot, and
  * open or open_as. Registering the same table again is a no-op; another
  * table under a taken name, or a full registry (64), is DCR_EINVAL.
  * Thread-safe. */
@@ -179,6 +199,9 @@ dcr_status_t dcr_control_register(const dcr_control_ops_t *ops);
 size_t dcr_control_backend_count(void);
 /* Name of backend i (< count), or NULL. */
 const char *dcr_control_backend_name(size_t i);
+/* The backend registered under name (built-in or registered); NULL when
+ * unknown. */
+const dcr_control_ops_t *dcr_control_find(const char *name);
 
 /* Opens backend `name` at cfg->address. DCR_ENOTFOUND for an unknown name,
  * DCR_EINVAL for a bad address, DCR_ECONTROL if the store cannot be opened or

@@ -231,7 +231,9 @@ typedef struct dcr_loader_ops {
      * parameter in `params`. Must not write parameter data. Blocks only on
      * allocation. */
     dcr_status_t (*create)(const void *config, dcr_params_t *params, void **state_p);
-    /* Frees the state; called with the state create returned. */
+    /* Optional (NULL: nothing to free). Frees the state; called once, with
+     * the state create returned, after the last load (not after a failed
+     * create). Never fails. */
     void (*destroy)(void *state);
     /* Loads one canonical tensor: `name` and a view of its data (canonical
      * shape and dtype). Writes only through ctx. Returns DCR_OK when the

@@ -116,9 +116,12 @@ typedef struct dcr_objstore_ops {
     /* Removes key; an absent key is not an error. */
     dcr_status_t (*del)(dcr_objstore_t *s, const char *key);
     /* Returns DCR_OK once something under prefix may have changed since the
-     * call began, or DCR_EAGAIN after timeout_ms (>= 0). Without
-     * props.change_notify it sleeps timeout_ms and returns DCR_EAGAIN. */
+     * call began, or DCR_ETIMEOUT after timeout_ms (>= 0; the engine's one
+     * timeout code, as for transport and group recv and the queue). Without
+     * props.change_notify it sleeps timeout_ms and returns DCR_ETIMEOUT. */
     dcr_status_t (*wait_change)(dcr_objstore_t *s, const char *prefix, int timeout_ms);
+    /* Closes the store's connections and watches and frees s; the objects
+     * stay. Only when no other call on s is in flight. Never fails. */
     void (*destroy)(dcr_objstore_t *s);
     /* Optional, for backends registered at run time as several tables that
      * share code (a wrapping backend per backend it wraps): when set, the
@@ -162,6 +165,13 @@ dcr_status_t dcr_objstore_put(dcr_objstore_t *s, const char *key, const uint8_t 
  * caller) when it holds at most max_bytes. */
 dcr_status_t dcr_objstore_get(dcr_objstore_t *s, const char *key, size_t max_bytes,
                               const dcr_objstore_pace_t *pace, uint8_t **data_p, size_t *len_p);
+/* The get slot's own contract, for a backend that wraps another (a wrapping
+ * backend reaches the one it wraps only through wrappers): bytes [off, off +
+ * len) of key into dst (len UINT64_MAX: to the end, at most cap), their count
+ * in *got_p. */
+dcr_status_t dcr_objstore_get_into(dcr_objstore_t *s, const char *key, uint64_t off, uint64_t len,
+                                   uint8_t *dst, size_t cap, size_t *got_p,
+                                   const dcr_objstore_pace_t *pace);
 /* Exactly bytes [off, off + len) of key into dst. */
 dcr_status_t dcr_objstore_get_range(dcr_objstore_t *s, const char *key, uint64_t off, size_t len,
                                     uint8_t *dst, const dcr_objstore_pace_t *pace);

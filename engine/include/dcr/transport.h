@@ -108,6 +108,37 @@ typedef struct dcr_delivery {
     void *handle; /* backend's */
 } dcr_delivery_t;
 
+/* What a backend guarantees; the wrappers, callers and the conformance
+ * suite branch on these, never on a backend's name. A wrapping backend
+ * (create_as) states what the backend it wraps guarantees. */
+typedef struct dcr_transport_props {
+    /* Payloads are objects of a store (dcr/objstore.h) that cfg->dir names
+     * (required): listable under the attempt's prefix ("attempt-<tau>/"),
+     * readable by other processes, removed when a later attempt opens (or
+     * at destroy, unless keep_objects). Readers verify each object, so a
+     * corrupt one is stored and refused by every reader. */
+    bool durable_store;
+    /* A payload crosses the cluster boundary once, into the tree's root,
+     * and moves on over per-hop rollout-local links (counted in
+     * local_bytes); the root verifies it at send, so a corrupt payload is
+     * refused there (DCR_EPAYLOAD, DCR_EDIGEST). Without it every rollout
+     * node fetches every payload across the boundary itself. */
+    bool per_hop_links;
+    /* send waits for slow receivers (bounded per-hop queues); without it a
+     * send never waits for a reader. */
+    bool backpressure;
+    /* Payloads move over connections that can break mid-attempt; the
+     * attempt then fails (DCR_ETRANSPORT) and the next one reconnects. */
+    bool connections;
+    /* Accepts join, owner subsets and send_only (one handle per process of
+     * a run, dcr_transport_config_t); without it create refuses them. */
+    bool split_handles;
+} dcr_transport_props_t;
+
+/* The ops table layout this header describes; a backend sets version to it,
+ * and the registry refuses tables written for another layout. */
+#define DCR_TRANSPORT_OPS_VERSION 2
+
 /* Backend slots. The wrappers check handles, owner and node ranges and
  * out-parameters before any slot runs, and fill the handle's header after
  * create. Threading: send/finish are called concurrently from owner threads
@@ -116,7 +147,9 @@ typedef struct dcr_delivery {
  * one control thread, never concurrently with each other; destroy only when
  * no other call is in flight. */
 typedef struct dcr_transport_ops {
+    int version; /* DCR_TRANSPORT_OPS_VERSION */
     const char *name;
+    dcr_transport_props_t props;
     /* Builds a handle from a validated configuration (defaults filled). May
      * start threads. */
     dcr_status_t (*create)(const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
@@ -144,19 +177,27 @@ typedef struct dcr_transport_ops {
      * relay: the root queues the end marker behind every payload). */
     dcr_status_t (*finish)(dcr_transport_t *t, int owner, uint64_t npayloads);
     /* Next payload of the open attempt for rollout node `node`, in arrival
-     * order; DCR_EAGAIN after timeout_ms (0: poll, < 0: no limit) when none
-     * arrived yet; DCR_ECLOSED once every payload of the attempt has been
+     * order; DCR_ETIMEOUT after timeout_ms (0: poll, < 0: no limit) when
+     * none arrived yet (the one timeout code of every timed wait in the
+     * engine: transport recv, group recv, queue push and pop, object store
+     * wait_change); DCR_ECLOSED once every payload of the attempt has been
      * delivered to this node, or when no attempt is open (stopped, not yet
      * opened); DCR_ETRANSPORT with the cause when the attempt failed (lost
      * connection, malformed manifest, a listed payload missing or corrupt).
      * Each node sees each payload exactly once. *out_p is written only on
      * success and stays valid until release, also across later attempts. */
     dcr_status_t (*recv)(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p);
+    /* Gives back delivery d (d->handle set by this backend's recv on this
+     * node): frees or unreferences its bytes. Any attempt's delivery, also
+     * after a later open_attempt or stop_and_wait. Never blocks on peers,
+     * never fails; the wrapper clears *d afterwards and skips a cleared d. */
     void (*release)(dcr_transport_t *t, int node, dcr_delivery_t *d);
     /* Stops the attempt: wakes blocked senders and receivers (DCR_ECLOSED)
      * and returns once no write of the attempt can still take effect.
-     * Returns at once when no attempt is open. */
-    dcr_status_t (*stop_and_wait)(dcr_transport_t *t);
+     * Returns at once when no attempt is open. Cannot fail and cannot be
+     * refused (a wrapping backend passes it on): callers rely on it to end
+     * an attempt whatever state it is in, on failure paths too. */
+    void (*stop_and_wait)(dcr_transport_t *t);
     /* The transport-only full-checkpoint reference over the same links:
      * each training node moves `per_node_bytes[i]` (train_nodes entries) of
      * dummy checkpoint bytes through the backend's own data path (objstore:
@@ -165,7 +206,14 @@ typedef struct dcr_transport_ops {
      * Blocks; returns the elapsed seconds. Runs between attempts: it shares
      * the emulated links with an open attempt. Not counted in counters. */
     dcr_status_t (*reference)(dcr_transport_t *t, const int64_t *per_node_bytes, double *seconds_p);
+    /* Fills *out_p with the counts since create. Any thread, any time before
+     * destroy; never blocks on peers, never fails. */
     void (*counters)(dcr_transport_t *t, dcr_transport_counters_t *out_p);
+    /* Stops any open attempt as stop_and_wait does, joins the backend's
+     * threads, removes what this handle owns in its store (objstore: not with
+     * join or keep_objects) and frees t. Only when no other call is in
+     * flight and every delivery was released; payloads not yet delivered
+     * are freed. Never fails. */
     void (*destroy)(dcr_transport_t *t);
     /* Optional, for backends registered at run time under several names (a
      * wrapping backend serves "faulty:objstore" and "faulty:relay" with one
@@ -206,7 +254,8 @@ void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *
  * unknown. */
 const dcr_transport_ops_t *dcr_transport_find(const char *name);
 /* Adds a backend from outside the engine (the table is borrowed and must
- * stay valid for the process). It needs a name, open_attempt, send, finish,
+ * stay valid for the process). It needs version DCR_TRANSPORT_OPS_VERSION,
+ * a name, open_attempt, send, finish,
  * recv, release, stop_and_wait, reference, counters, destroy, and create or
  * create_as. Registering the same table again is a no-op; another table
  * under a taken name, or a full registry (64), is DCR_EINVAL. Thread-safe. */
@@ -231,7 +280,8 @@ dcr_status_t dcr_transport_finish(dcr_transport_t *t, int owner, uint64_t npaylo
 dcr_status_t dcr_transport_recv(dcr_transport_t *t, int node, int timeout_ms,
                                 dcr_delivery_t *out_p);
 void dcr_transport_release(dcr_transport_t *t, int node, dcr_delivery_t *d);
-dcr_status_t dcr_transport_stop_and_wait(dcr_transport_t *t);
+/* See the slot. Accepts NULL (does nothing). */
+void dcr_transport_stop_and_wait(dcr_transport_t *t);
 dcr_status_t dcr_transport_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
                                      double *seconds_p);
 void dcr_transport_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p);
@@ -240,5 +290,7 @@ void dcr_transport_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
 void dcr_transport_destroy(dcr_transport_t *t);
 /* The backend's name ("objstore", "relay"); NULL for NULL. */
 const char *dcr_transport_name(const dcr_transport_t *t);
+/* What t's backend guarantees; NULL for NULL. */
+const dcr_transport_props_t *dcr_transport_props(const dcr_transport_t *t);
 
 #endif

@@ -135,8 +135,8 @@ static void test_objstore_readers(void **state)
     assert_int_equal(dcr_transport_finish(t, 0, 1), DCR_OK);
     assert_int_equal(dcr_transport_finish(t, 1, 0), DCR_OK);
     for (int node = 0; node < nodes; node++) {
-        dcr_status_t st = DCR_EAGAIN;
-        for (int i = 0; i < 100 && st == DCR_EAGAIN; i++) {
+        dcr_status_t st = DCR_ETIMEOUT;
+        for (int i = 0; i < 100 && st == DCR_ETIMEOUT; i++) {
             dcr_delivery_t d;
             st = dcr_transport_recv(t, node, 100, &d);
             if (st == DCR_OK) fail_msg("node %d was delivered an unkeyed payload", node);

@@ -212,7 +212,7 @@ static inline void *tp_node_main(void *arg)
     for (;;) {
         dcr_delivery_t d = {0};
         dcr_status_t st = dcr_transport_recv(nd->t, nd->node, 200, &d);
-        if (st == DCR_EAGAIN) {
+        if (st == DCR_ETIMEOUT) {
             if ((dcr_clock_s() - t0) * 1000 > budget) {
                 nd->end = DCR_ETIMEOUT;
                 snprintf(nd->err, sizeof nd->err, "node %d: no end within %d ms", nd->node, budget);
