@@ -900,10 +900,7 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
         if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", dcr_error_line(st));
         DCR_LOG_WARN("attempt %d of the transition to version %llu failed: %s", a + 1,
                      (unsigned long long)c->record.version + 1, dcr_error_line(st));
-        if (dcr_transport_stop_and_wait(c->p.transport) != DCR_OK) {
-            DCR_LOG_ERROR("the transport did not stop (%s): no retry on it", dcr_error_detail());
-            break;
-        }
+        dcr_transport_stop_and_wait(c->p.transport); /* cannot fail (dcr/transport.h) */
         if (c->crashed) break;
         flush_membership(c);
         if (!retryable(c, st)) break;

@@ -142,7 +142,7 @@ static dcr_status_t next_order(owner_proc_t *p, volatile sig_atomic_t *stop, ord
     for (;;) {
         dcr_group_msg_t m;
         dcr_status_t st = dcr_group_recv(p->g, TAG_ORDER, ORDER_POLL_MS, &m);
-        if (st == DCR_ETIMEOUT || st == DCR_EAGAIN) {
+        if (st == DCR_ETIMEOUT) {
             if (*stop) {
                 *o = (order_t){ORDER_STOP, 0, 0, 0, 0};
                 return DCR_OK;
