@@ -14,3 +14,16 @@ double dcr_clock_s(void)
 {
     return (double)dcr_clock_ns() * 1e-9;
 }
+
+double dcr_clock_process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void dcr_clock_nap_ns(long ns)
+{
+    struct timespec ts = {0, ns};
+    nanosleep(&ts, NULL);
+}

@@ -231,15 +231,15 @@ static void describe_exit(int status, char *out, size_t cap)
 
 /* ---- the janitor: removes a temporary run directory once we are gone ---- */
 
-static dcr_status_t start_janitor(dcr_role_launcher_t *l)
+dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, pid_t *pid_p,
+                                     int *fd_p)
 {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
-        return dcr_error_set(DCR_EIO, "janitor pipe: %s", strerror(errno));
+        return dcr_error_set(DCR_EIO, "%s pipe: %s", what, strerror(errno));
     pid_t pid = fork();
     if (pid == 0) {
-        /* stdin is the pipe: EOF when the launcher has ended, however. The
-         * children die with it (PDEATHSIG); then the directory goes. */
+        /* stdin is the pipe: EOF when we have ended, however. */
         dup2(fds[0], 0);
         int null = open("/dev/null", O_WRONLY);
         if (null >= 0) {
@@ -247,26 +247,32 @@ static dcr_status_t start_janitor(dcr_role_launcher_t *l)
             dup2(null, 2);
         }
         /* A terminal's ^C or a timeout signals the whole process group: the
-         * janitor leaves it and ignores them (ignored stays ignored across
-         * exec), so that it outlives whatever ended the launcher. */
+         * guardian leaves it and ignores them (ignored stays ignored across
+         * exec), so that it outlives whatever ended us. */
         setsid();
         signal(SIGINT, SIG_IGN);
         signal(SIGTERM, SIG_IGN);
         signal(SIGHUP, SIG_IGN);
         signal(SIGQUIT, SIG_IGN);
-        char *argv[] = {"sh", "-c", "cat >/dev/null; sleep 0.5; rm -rf -- \"$0\"", l->workdir,
-                        NULL};
-        execv("/bin/sh", argv);
+        execv("/bin/sh", sh_argv);
         _exit(127);
     }
     close(fds[0]);
     if (pid < 0) {
         close(fds[1]);
-        return dcr_error_set(DCR_EIO, "cannot start the janitor: %s", strerror(errno));
+        return dcr_error_set(DCR_EIO, "cannot start the %s: %s", what, strerror(errno));
     }
-    l->janitor = pid;
-    l->janitor_fd = fds[1];
+    *pid_p = pid;
+    *fd_p = fds[1];
     return DCR_OK;
+}
+
+/* The janitor: once the launcher is gone (the children die with it:
+ * PDEATHSIG), the temporary run directory goes. */
+static dcr_status_t start_janitor(dcr_role_launcher_t *l)
+{
+    char *argv[] = {"sh", "-c", "cat >/dev/null; sleep 0.5; rm -rf -- \"$0\"", l->workdir, NULL};
+    return dcr_role_spawn_guardian("janitor", argv, &l->janitor, &l->janitor_fd);
 }
 
 /* ---- the owners: an MPI job ---- */

@@ -12,6 +12,8 @@
 #ifndef DCR_WORKLOADS_ROLES_LAUNCH_H
 #define DCR_WORKLOADS_ROLES_LAUNCH_H
 
+#include <sys/types.h>
+
 #include "workloads/bench.h"
 
 typedef struct dcr_role_launcher dcr_role_launcher_t;
@@ -95,5 +97,13 @@ dcr_status_t dcr_role_launcher_set_mpirun_args(dcr_role_launcher_t *l, char *con
 
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
+
+/* A guardian process: /bin/sh with sh_argv, its stdin the read end of a
+ * pipe whose write end is *fd_p (close-on-exec), so that it reads EOF once
+ * this process has ended, however it ended; it leaves our process group and
+ * ignores INT, TERM, HUP and QUIT so that it outlives what ended us. `what`
+ * names it in errors. */
+dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, pid_t *pid_p,
+                                     int *fd_p);
 
 #endif

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -188,20 +187,6 @@ static void env_dirty(void *ctx, int id)
     if (f) fclose(f);
 }
 
-static void nap(long ns)
-{
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-}
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec * 1e-6;
-}
-
 static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why)
 {
     dcr_node_report_t r;
@@ -215,7 +200,7 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
     dcr_transport_counters_t tc;
     dcr_transport_counters(p->transport, &tc);
     r.cross_bytes = tc.cross_bytes;
-    r.cpu_s = cpu_seconds();
+    r.cpu_s = dcr_clock_process_cpu_s();
     snprintf(r.why, sizeof(r.why), "%s", why ? why : "");
     return dcr_node_report_put(p->control, &r);
 }
@@ -340,7 +325,7 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
         if (superseded(p, tau))
             return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
                                  (unsigned long long)tau);
-        nap(IDLE_POLL_NS);
+        dcr_clock_nap_ns(IDLE_POLL_NS);
     }
 }
 
@@ -388,7 +373,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
             dcr_transport_stop_and_wait(p->transport);
             break;
         }
-        nap(DELIVER_POLL_NS);
+        dcr_clock_nap_ns(DELIVER_POLL_NS);
     }
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
@@ -437,7 +422,7 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
             continue;
         }
         if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
-        nap(IDLE_POLL_NS);
+        dcr_clock_nap_ns(IDLE_POLL_NS);
     }
     return DCR_OK;
 }
@@ -450,7 +435,7 @@ static dcr_status_t open_patiently(node_proc_t *p, dcr_commit_record_t *rec)
         st = p->control ? DCR_OK : dcr_role_control_open(p->cfg->run, p->cfg->workdir, &p->control);
         if (st == DCR_OK) st = dcr_control_read(p->control, rec);
         if (st == DCR_OK || (dcr_clock_s() - t0) * 1000.0 > p->cfg->ready_timeout_ms) break;
-        nap(50000000L);
+        dcr_clock_nap_ns(50000000L);
     }
     if (st != DCR_OK)
         dcr_error_prefix("rollout node %d: the control plane in %s stayed unreachable for %d ms: ",

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "dcr/clock.h"
@@ -73,20 +72,6 @@ typedef struct owner_proc {
     uint64_t sent;
 } owner_proc_t;
 
-static void nap(long ns)
-{
-    struct timespec ts = {0, ns};
-    nanosleep(&ts, NULL);
-}
-
-static double cpu_seconds(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
-           ru.ru_stime.tv_usec * 1e-6;
-}
-
 /* ---- rank 0: what next --------------------------------------------------- */
 
 /* The coordinator's clearing handle opened tau (every other handle joins). */
@@ -98,7 +83,7 @@ static bool wait_opened(owner_proc_t *p, uint64_t tau, volatile sig_atomic_t *st
         if (dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau) return true;
         dcr_control_attempt_t a;
         if (dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau) return false;
-        nap(IDLE_POLL_NS);
+        dcr_clock_nap_ns(IDLE_POLL_NS);
     }
     DCR_LOG_WARN("owners: the coordinator did not open attempt %llu within %d ms; skipped",
                  (unsigned long long)tau, OPEN_WAIT_MS);
@@ -125,7 +110,7 @@ static order_t leader_next(owner_proc_t *p, volatile sig_atomic_t *stop)
             }
             continue;
         }
-        nap(IDLE_POLL_NS);
+        dcr_clock_nap_ns(IDLE_POLL_NS);
     }
     return (order_t){ORDER_STOP, 0, 0, 0, 0};
 }
@@ -293,7 +278,7 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
         memset(&u, 0, sizeof(u));
         dcr_status_t st = o.kind == ORDER_ATTEMPT ? take_part(p, &o, &u) : commit(p, &o, &u);
         u.status = (int32_t)st;
-        u.cpu_s = cpu_seconds();
+        u.cpu_s = dcr_clock_process_cpu_s();
         if (st != DCR_OK) {
             snprintf(u.why, sizeof(u.why), "%s", dcr_error_line(st));
             /* A stopped attempt's sends must end here too. */
@@ -316,7 +301,7 @@ static dcr_status_t open_control(owner_proc_t *p, dcr_commit_record_t *rec)
         st = p->control ? DCR_OK : dcr_role_control_open(p->cfg->run, p->cfg->workdir, &p->control);
         if (st == DCR_OK) st = dcr_control_read(p->control, rec);
         if (st == DCR_OK || (dcr_clock_s() - t0) * 1000.0 > p->cfg->ready_timeout_ms) break;
-        nap(50000000L);
+        dcr_clock_nap_ns(50000000L);
     }
     if (st != DCR_OK)
         dcr_error_prefix("owners: the control plane of %s stayed unreachable for %d ms: ",

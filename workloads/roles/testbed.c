@@ -102,36 +102,10 @@ static int run_script(const dcr_testbed_t *t, const char *const *args, char **ou
  * does not end it first. */
 static dcr_status_t start_watcher(dcr_testbed_t *t)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return dcr_error_set(DCR_EIO, "testbed watcher pipe: %s", strerror(errno));
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[0], 0);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 1); /* holds no pipe of ours open after we end */
-            dup2(null, 2);
-        }
-        setsid();
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-        signal(SIGQUIT, SIG_IGN);
-        char *argv[] = {
-            "sh",      "-c",  "d=$(cat); [ \"$d\" = d ] || exec bash \"$0\" down --id \"$1\"",
-            t->script, t->id, NULL};
-        execv("/bin/sh", argv);
-        _exit(127);
-    }
-    close(fds[0]);
-    if (pid < 0) {
-        close(fds[1]);
-        return dcr_error_set(DCR_EIO, "cannot start the testbed watcher: %s", strerror(errno));
-    }
-    t->watcher = pid;
-    t->watcher_fd = fds[1];
-    return DCR_OK;
+    char *argv[] = {
+        "sh",      "-c",  "d=$(cat); [ \"$d\" = d ] || exec bash \"$0\" down --id \"$1\"",
+        t->script, t->id, NULL};
+    return dcr_role_spawn_guardian("testbed watcher", argv, &t->watcher, &t->watcher_fd);
 }
 
 static void fmt_gbps(char *out, size_t cap, double g)
