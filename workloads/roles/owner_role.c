@@ -290,6 +290,12 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
             DCR_CHECK(dcr_group_send(p->g, 0, TAG_DONE, &u, sizeof(u)));
         /* A failed baseline update leaves this rank unusable. */
         if (st != DCR_OK && o.kind == ORDER_COMMIT) return st;
+        /* The next version's candidate now, between attempts, as the
+         * training step has it ready before an in-process refit starts:
+         * replaying the seeded step at the next attempt's start would put
+         * every rank's step (the harness's work, not refit work) inside
+         * that attempt's window, skewed across ranks. */
+        if (o.kind == ORDER_COMMIT) DCR_CHECK(dcr_role_world_advance(p->world, o.version + 1));
     }
 }
 
