@@ -312,9 +312,10 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
                                  .send_only = b->cfg->processes != NULL};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
-    if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0) {
-        /* Its own handle on the transport's store: retention copies what
-         * the transport wrote (dcr/retain.h). */
+    if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0 && b->retainer == NULL) {
+        /* Its own handle on the run transport's store (the first made):
+         * retention copies what the transport wrote (dcr/retain.h). The
+         * reference's handle, made later, must not clear it again. */
         DCR_CHECK(dcr_retainer_create(tc.dir, tc.s3_endpoint, b->cfg->retain, &b->retainer));
     }
     return DCR_OK;

@@ -229,6 +229,8 @@ dcr_status_t dcr_retain_manifest_read(dcr_objstore_t *s, uint64_t version,
 {
     if (s == NULL || out_p == NULL)
         return dcr_error_set(DCR_EINVAL, "retain: NULL store or manifest");
+    /* Empty on every failure, so that freeing it is always safe. */
+    memset(out_p, 0, sizeof(*out_p));
     char key[128];
     version_key(version, RETAIN_MANIFEST, key, sizeof key);
     uint8_t *text = NULL;

@@ -75,7 +75,8 @@ dcr_status_t dcr_retain_commit(dcr_objstore_t *s, uint64_t tau, uint64_t version
 
 /* Reads and parses versions/v<version>/VERSION. DCR_ENOTFOUND when the
  * version is not retained (never kept, or pruned); DCR_ETRANSPORT for a
- * malformed one or one naming another version. */
+ * malformed one or one naming another version. *out_p is empty on failure
+ * (dcr_retain_manifest_free is safe either way). */
 dcr_status_t dcr_retain_manifest_read(dcr_objstore_t *s, uint64_t version,
                                       dcr_retain_manifest_t *out_p);
 /* Parses VERSION text[0, len) (exposed for tests); `where` is named in

@@ -356,7 +356,7 @@ static void test_list_nested_pages(void **state)
     dcr_objstore_t *s = open_store();
     const char *keys[] = {"n/2/x", "n/1/y", "n/1/x", "n/3", "n/10/z"};
     const char *want[] = {"n/1/x", "n/1/y", "n/10/z", "n/2/x", "n/3"}; /* byte order */
-    for (size_t i = 0; i < 5; i++) put_ok(s, keys[i], (const uint8_t *)"abc", i + 1);
+    for (size_t i = 0; i < 5; i++) put_ok(s, keys[i], (const uint8_t *)"abcde", i + 1);
     char start[sizeof((dcr_objstore_page_t *)0)->next] = "";
     size_t seen = 0;
     do {
