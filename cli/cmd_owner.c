@@ -15,6 +15,7 @@
 #include "dcr/group.h"
 #include "workloads/roles/roles.h"
 
+#ifdef DCR_HAVE_MPI
 static volatile sig_atomic_t g_stop;
 
 static void on_signal(int sig)
@@ -22,6 +23,7 @@ static void on_signal(int sig)
     (void)sig;
     g_stop = 1;
 }
+#endif
 
 int dcr_cmd_owner(int argc, char **argv)
 {
