@@ -34,7 +34,8 @@ static const dcr_cli_command_t commands[] = {
     {"coordinator", dcr_cmd_coordinator,
      "the coordinator of a multi-process run (a role of dcr bench --processes)"},
     {"owner", dcr_cmd_owner,
-     "one owner rank of the training cluster (mpirun -np P dcr owner; a role of dcr bench --processes)"},
+     "one owner rank of the training cluster (mpirun -np P dcr owner; a role of dcr bench "
+     "--processes)"},
     {"rollout-node", dcr_cmd_rollout_node,
      "one rollout node as a process (a role of dcr bench --processes)"},
     {"verify-digests", dcr_cmd_verify_digests,

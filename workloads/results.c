@@ -172,8 +172,8 @@ dcr_status_t dcr_results_check(const char *flag, const char *path)
     ok = f >= 0 && H5Aexists(f, "dcr_results_version") > 0 && H5Lexists(f, "runs", H5P_DEFAULT) > 0;
     if (ok) {
         hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
-        ok =
-            attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 && version == DCR_RESULTS_VERSION;
+        ok = attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 &&
+             version == DCR_RESULTS_VERSION;
         if (attr >= 0) H5Aclose(attr);
     }
     if (f >= 0) H5Fclose(f);

@@ -136,7 +136,6 @@ void dcr__gaps_expand(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int
 void dcr__digest(const uint8_t *header, const uint8_t *body, size_t body_len,
                  const dcr_payload_key_t *key, uint8_t out[DCR__DIGEST_SIZE]);
 
-
 /* Parses and checks the fixed header (FORMAT.md header rules 1-4, and 5-6
  * when verify_digest) under policy (NULL: the zeroed one). Sets the error
  * detail on failure. */

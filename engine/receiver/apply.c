@@ -582,8 +582,8 @@ static dcr_status_t dcr__active_ready(dcr_receiver_t *r)
 /* Sets (1) or clears (0) the activity map at the current records. */
 static dcr_status_t dcr__mark_active(dcr_receiver_t *r, uint8_t on)
 {
-    return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx,
-                            r->cur_count, on);
+    return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx, r->cur_count,
+                            on);
 }
 
 /* ---- passes ---- */

@@ -87,9 +87,9 @@ typedef enum dcr_owners_phase {
 typedef struct dcr_owners_report {
     dcr_owners_phase_t phase;
     uint64_t tau;
-    double t0;               /* dcr_clock_s: the owners started constructing tau */
-    double construction_end; /* every owner submitted its last payload */
-    double t1;               /* COMMITTED: the last owner finished its baseline update */
+    double t0;                       /* dcr_clock_s: the owners started constructing tau */
+    double construction_end;         /* every owner submitted its last payload */
+    double t1;                       /* COMMITTED: the last owner finished its baseline update */
     dcr_construct_stats_t construct; /* summed over owners (construction_s: the slowest) */
     double cpu_s; /* CPU seconds of every rank's process since it started, summed */
     char why[256];
