@@ -372,13 +372,10 @@ dcr_status_t dcr_faults_coordinator_campaign(const dcr_faults_processes_config_t
     dcr_faults_coordinator_summary_t total;
     memset(&total, 0, sizeof(total));
     for (int i = 0; i < seeds; i++) {
-        dcr_faults_processes_config_t run = *cfg;
-        run.run.bench.seed = base_seed + (uint64_t)i;
+        dcr_faults_processes_config_t run;
         char seed[32];
-        snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
-        char **args = dcr_faults_args_with_seed(cfg, seed, &run.nargs);
+        char **args = dcr_faults_seeded(cfg, base_seed + (uint64_t)i, &run, seed);
         if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
-        run.run_args = args;
         DCR_LOG_INFO("faults: coordinator-kill campaign run %d of %d: seed %s", i + 1, seeds, seed);
         dcr_faults_coordinator_summary_t s;
         dcr_status_t st = dcr_faults_coordinator_run(&run, coordinator_every, &s);
@@ -387,13 +384,7 @@ dcr_status_t dcr_faults_coordinator_campaign(const dcr_faults_processes_config_t
             dcr_error_prefix("campaign seed %s (processes): ", seed);
             return st;
         }
-        dcr_faults_summary_add(&total.p.s, &s.p.s);
-        total.p.sigkills += s.p.sigkills;
-        for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
-            total.p.sigkills_by_point[k] += s.p.sigkills_by_point[k];
-        total.p.kills_drawn += s.p.kills_drawn;
-        total.p.restarts += s.p.restarts;
-        total.p.node_processes = s.p.node_processes;
+        dcr_faults_processes_summary_add(&total.p, &s.p);
         total.coordinator_kills += s.coordinator_kills;
         total.coordinator_restarts += s.coordinator_restarts;
         total.owner_processes = s.owner_processes;

@@ -607,8 +607,7 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     return DCR_OK;
 }
 
-char **dcr_faults_args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed,
-                                 int *n_p)
+static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed, int *n_p)
 {
     char **a = calloc((size_t)cfg->nargs + 2, sizeof(char *));
     if (!a) return NULL;
@@ -630,6 +629,36 @@ char **dcr_faults_args_with_seed(const dcr_faults_processes_config_t *cfg, const
     return a;
 }
 
+char **dcr_faults_seeded(const dcr_faults_processes_config_t *cfg, uint64_t seed,
+                         dcr_faults_processes_config_t *run, char seed_text[32])
+{
+    *run = *cfg;
+    run->run.bench.seed = seed;
+    snprintf(seed_text, 32, "%" PRIu64, seed);
+    char **args = args_with_seed(cfg, seed_text, &run->nargs);
+    run->run_args = args;
+    return args;
+}
+
+void dcr_faults_processes_summary_add(dcr_faults_processes_summary_t *a,
+                                      const dcr_faults_processes_summary_t *b)
+{
+    dcr_faults_summary_add(&a->s, &b->s);
+    a->sigkills += b->sigkills;
+    for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
+        a->sigkills_by_point[k] += b->sigkills_by_point[k];
+    a->kills_drawn += b->kills_drawn;
+    a->restarts += b->restarts;
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+        a->restores_by_kind[k] += b->restores_by_kind[k];
+        a->restore_bytes[k] += b->restore_bytes[k];
+        a->restore_dense_bytes[k] += b->restore_dense_bytes[k];
+        a->restore_s[k] += b->restore_s[k];
+    }
+    for (int c = 0; c < DCR_RESTORE_CAUSES; c++) a->restores_by_cause[c] += b->restores_by_cause[c];
+    a->node_processes = b->node_processes;
+}
+
 dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *cfg, int seeds,
                                            uint64_t base_seed,
                                            dcr_faults_processes_summary_t *out_p)
@@ -638,13 +667,10 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
     dcr_faults_processes_summary_t total;
     memset(&total, 0, sizeof(total));
     for (int i = 0; i < seeds; i++) {
-        dcr_faults_processes_config_t run = *cfg;
-        run.run.bench.seed = base_seed + (uint64_t)i;
+        dcr_faults_processes_config_t run;
         char seed[32];
-        snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
-        char **args = dcr_faults_args_with_seed(cfg, seed, &run.nargs);
+        char **args = dcr_faults_seeded(cfg, base_seed + (uint64_t)i, &run, seed);
         if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
-        run.run_args = args;
         DCR_LOG_INFO("faults: processes campaign run %d of %d: seed %s", i + 1, seeds, seed);
         dcr_faults_processes_summary_t s;
         dcr_status_t st = dcr_faults_processes_run(&run, &s);
@@ -653,21 +679,7 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
             dcr_error_prefix("campaign seed %s (processes): ", seed);
             return st;
         }
-        dcr_faults_summary_add(&total.s, &s.s);
-        total.sigkills += s.sigkills;
-        for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
-            total.sigkills_by_point[k] += s.sigkills_by_point[k];
-        total.kills_drawn += s.kills_drawn;
-        total.restarts += s.restarts;
-        for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
-            total.restores_by_kind[k] += s.restores_by_kind[k];
-            total.restore_bytes[k] += s.restore_bytes[k];
-            total.restore_dense_bytes[k] += s.restore_dense_bytes[k];
-            total.restore_s[k] += s.restore_s[k];
-        }
-        for (int c = 0; c < DCR_RESTORE_CAUSES; c++)
-            total.restores_by_cause[c] += s.restores_by_cause[c];
-        total.node_processes = s.node_processes;
+        dcr_faults_processes_summary_add(&total, &s);
     }
     *out_p = total;
     return DCR_OK;

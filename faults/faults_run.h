@@ -261,11 +261,15 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
 
 /* ---- coordinator-process kills (faults/faults_coordinator.c) ---------------------------- */
 
-/* The run flags cfg->run_args with --seed's value replaced by `seed` (or
- * --seed appended): a calloc'd array of borrowed strings (free the array
- * only), its length in *n_p; NULL when out of memory. */
-char **dcr_faults_args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed,
-                                 int *n_p);
+/* One campaign run's configuration: *run is cfg with the bench seed `seed`
+ * and run flags whose --seed is `seed` (replaced or appended; its text in
+ * seed_text). Returns the flags array (borrowed strings: free the array
+ * only, after the run), NULL when out of memory. */
+char **dcr_faults_seeded(const dcr_faults_processes_config_t *cfg, uint64_t seed,
+                         dcr_faults_processes_config_t *run, char seed_text[32]);
+/* a += b, for campaign totals (node_processes: b's). */
+void dcr_faults_processes_summary_add(dcr_faults_processes_summary_t *a,
+                                      const dcr_faults_processes_summary_t *b);
 
 typedef struct dcr_faults_coordinator_summary {
     /* As a processes run's (p.s: the faults train keys; p.sigkills:

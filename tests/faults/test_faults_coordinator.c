@@ -27,60 +27,20 @@
 #include <jansson.h>
 
 #include "../cli/cli_run.h"
+#include "run_tmp.h"
 
 #define SMALL "--scale 64 --layers 2"
-
-static char g_tmp[256]; /* TMPDIR of the runs: their directories, and mpirun's, go there */
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_tmp, sizeof(g_tmp), "/tmp/dcr-faults-coord-test-%d", (int)getpid());
-    mkdir(g_tmp, 0755);
-    setenv("TMPDIR", g_tmp, 1);
-    return 0;
+    return run_tmp_setup("dcr-faults-coord-test");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf -- %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* What is left of the runs: entries of TMPDIR plus processes whose command
- * line names it (every role gets the run directory in its arguments). */
-static int left_behind(char *what, size_t cap)
-{
-    int n = 0;
-    DIR *d = opendir(g_tmp);
-    for (struct dirent *e; d && (e = readdir(d));)
-        if (e->d_name[0] != '.') snprintf(what, cap, "entry %s", e->d_name), n++;
-    if (d) closedir(d);
-    DIR *p = opendir("/proc");
-    for (struct dirent *e; p && (e = readdir(p));) {
-        char path[300], buf[4096];
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-        FILE *f = e->d_name[0] >= '0' && e->d_name[0] <= '9' ? fopen(path, "rb") : NULL;
-        size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f) fclose(f);
-        for (size_t i = 0; i < len; i++) buf[i] = buf[i] ? buf[i] : ' ';
-        buf[len] = '\0';
-        if (strstr(buf, g_tmp)) snprintf(what, cap, "process %s: %.200s", e->d_name, buf), n++;
-    }
-    if (p) closedir(p);
-    return n;
-}
-
-/* The janitor removes a run directory shortly after its run ends. */
-static void assert_nothing_left(void)
-{
-    char what[400] = "";
-    int n = 0;
-    for (int waited = 0; waited < 5000 && (n = left_behind(what, sizeof(what))) > 0; waited += 100)
-        usleep(100000);
-    if (n > 0) fail_msg("%d things left behind, e.g. %s", n, what);
+    return run_tmp_teardown();
 }
 
 static json_int_t num(const json_t *j, const char *key)
@@ -144,7 +104,7 @@ static void test_train_node_and_coordinator_kills(void **state)
     /* Every attempt is counted, a killed coordinator's too. */
     assert_int_equal(num(j, "attempts"), 12 + num(j, "retries"));
     json_decref(j);
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 /* A campaign: each seed its own run (and node-kill schedule); the summary
@@ -160,7 +120,7 @@ static void test_campaign(void **state)
     assert_int_equal(num(j, "coordinator_kills"), 2);
     assert_int_equal(num(j, "kills_drawn"), 4);
     json_decref(j);
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 static void test_usage_errors(void **state)

@@ -24,55 +24,20 @@
 #include <jansson.h>
 
 #include "../cli/cli_run.h"
+#include "run_tmp.h"
 
 #define SMALL "--scale 64 --layers 2"
-
-static char g_tmp[256]; /* this test's TMPDIR: the runs' directories go there */
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_tmp, sizeof(g_tmp), "/tmp/dcr-faults-procs-test-%d", (int)getpid());
-    mkdir(g_tmp, 0755);
-    setenv("TMPDIR", g_tmp, 1);
-    return 0;
+    return run_tmp_setup("dcr-faults-procs-test");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "rm -rf -- %s", g_tmp);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* Entries of TMPDIR (a run directory left behind) and processes whose
- * command line names it (a role left running), after the janitor's grace. */
-static void assert_nothing_left(void)
-{
-    for (int waited = 0; waited < 3000; waited += 100) {
-        DIR *d = opendir(g_tmp);
-        int n = 0;
-        for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-        if (d) closedir(d);
-        if (n == 0) break;
-        if (waited + 100 >= 3000) fail_msg("%d entries left in %s", n, g_tmp);
-        usleep(100000);
-    }
-    DIR *p = opendir("/proc");
-    for (struct dirent *e; p && (e = readdir(p));) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-        char path[300], buf[4096];
-        snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-        FILE *f = fopen(path, "rb");
-        size_t len = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-        if (f) fclose(f);
-        for (size_t i = 0; i + 1 < len; i++)
-            if (buf[i] == '\0') buf[i] = ' ';
-        buf[len] = '\0';
-        if (strstr(buf, g_tmp)) fail_msg("process %s still runs: %s", e->d_name, buf);
-    }
-    if (p) closedir(p);
+    return run_tmp_teardown();
 }
 
 static json_int_t num(const json_t *j, const char *key)
@@ -188,7 +153,7 @@ static void test_sigkills_at_every_point(void **state)
     assert_int_equal(num(p, "verifier"), 1);
     assert_restores(j, num(j, "restores"));
     json_decref(j);
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 /* A transition that stops after node writes: with one attempt per step, a
@@ -225,7 +190,7 @@ static void test_stopped_attempt_leaves_no_dirty_node(void **state)
     assert_int_equal(num(clean, "bytes"), 0);
     assert_restores(j, dirty);
     json_decref(j);
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 /* The request gate across processes: a restarted node process reports READY
@@ -269,7 +234,7 @@ static void test_restarted_node_ready_after_restore(void **state)
     /* Every restart that got as far as READY was checked above; all but
      * perhaps the last one (killed at the last step) got there. */
     assert_true(readies[0] + readies[1] >= 2 + restarts - 1);
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 /* One flipped bit in one receiver's digests of version 1 (a well-formed
@@ -289,7 +254,7 @@ static void test_corrupt_digest_is_a_mismatch(void **state)
     json_decref(j);
     assert_non_null(strstr(r.err, "version 1, receiver 0: parameter "));
     assert_non_null(strstr(r.err, "1 bit mismatches"));
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 /* Process kills with the faults that reach a processes run; those acting
@@ -310,7 +275,7 @@ static void test_campaign_with_processes(void **state)
     for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
         assert_int_equal(num(kinds, never[i]), 0);
     json_decref(j);
-    assert_nothing_left();
+    run_tmp_assert_nothing_left();
 }
 
 static void test_usage_errors(void **state)

@@ -427,16 +427,24 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
     return DCR_OK;
 }
 
-static dcr_status_t open_patiently(node_proc_t *p, dcr_commit_record_t *rec)
+dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, const char *workdir,
+                                             int timeout_ms, dcr_control_t **control_p,
+                                             dcr_commit_record_t *rec)
 {
     double t0 = dcr_clock_s();
     dcr_status_t st;
     for (;;) {
-        st = p->control ? DCR_OK : dcr_role_control_open(p->cfg->run, p->cfg->workdir, &p->control);
-        if (st == DCR_OK) st = dcr_control_read(p->control, rec);
-        if (st == DCR_OK || (dcr_clock_s() - t0) * 1000.0 > p->cfg->ready_timeout_ms) break;
+        st = *control_p ? DCR_OK : dcr_role_control_open(run, workdir, control_p);
+        if (st == DCR_OK) st = dcr_control_read(*control_p, rec);
+        if (st == DCR_OK || (dcr_clock_s() - t0) * 1000.0 > timeout_ms) return st;
         dcr_clock_nap_ns(50000000L);
     }
+}
+
+static dcr_status_t open_patiently(node_proc_t *p, dcr_commit_record_t *rec)
+{
+    dcr_status_t st = dcr_role_control_open_patiently(p->cfg->run, p->cfg->workdir,
+                                                      p->cfg->ready_timeout_ms, &p->control, rec);
     if (st != DCR_OK)
         dcr_error_prefix("rollout node %d: the control plane in %s stayed unreachable for %d ms: ",
                          p->cfg->node, p->cfg->workdir, p->cfg->ready_timeout_ms);

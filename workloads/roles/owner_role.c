@@ -301,14 +301,8 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
 
 static dcr_status_t open_control(owner_proc_t *p, dcr_commit_record_t *rec)
 {
-    double t0 = dcr_clock_s();
-    dcr_status_t st;
-    for (;;) {
-        st = p->control ? DCR_OK : dcr_role_control_open(p->cfg->run, p->cfg->workdir, &p->control);
-        if (st == DCR_OK) st = dcr_control_read(p->control, rec);
-        if (st == DCR_OK || (dcr_clock_s() - t0) * 1000.0 > p->cfg->ready_timeout_ms) break;
-        dcr_clock_nap_ns(50000000L);
-    }
+    dcr_status_t st = dcr_role_control_open_patiently(p->cfg->run, p->cfg->workdir,
+                                                      p->cfg->ready_timeout_ms, &p->control, rec);
     if (st != DCR_OK)
         dcr_error_prefix("owners: the control plane of %s stayed unreachable for %d ms: ",
                          p->cfg->workdir, p->cfg->ready_timeout_ms);

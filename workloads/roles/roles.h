@@ -153,6 +153,12 @@ dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url);
  * the run directory), opened by this process. */
 dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p);
+/* Opens the run's control plane (into *control_p unless already open) and
+ * reads the commit record, retrying every 50 ms for up to timeout_ms while
+ * either fails (a role process may start before the launcher made them). */
+dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, const char *workdir,
+                                             int timeout_ms, dcr_control_t **control_p,
+                                             dcr_commit_record_t *rec);
 /* This process's object-store handle over the run's directory, with
  * `rollout_nodes` endpoints (1 for a node process), joining every attempt
  * (the coordinator's handle is the one that clears). */
