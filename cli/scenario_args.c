@@ -177,9 +177,6 @@ dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const c
                              "--retain needs --transport objstore (got %s; the relay root keeps "
                              "no window yet)",
                              transport);
-    if (k < 1 || k > 1000000)
-        return dcr_error_set(DCR_EINVAL, "--retain %lld: expected 1..1000000 versions",
-                             (long long)k);
     *out_p = (int)k;
     return DCR_OK;
 }

@@ -191,10 +191,7 @@ static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
 {
     crun_t *r = ctx;
     snprintf(r->workdir, sizeof(r->workdir), "%s", workdir);
-    char marks[4200];
-    dcr_role_kill_points_dir(workdir, marks, sizeof(marks));
-    if (mkdir(marks, 0755) != 0 && errno != EEXIST)
-        return dcr_error_set(DCR_EIO, "cannot create %s: %s", marks, strerror(errno));
+    DCR_CHECK(dcr_role_kill_points_create(workdir));
     DCR_CHECK(r->inner.start(r->inner.ctx, workdir, temporary));
     DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->control));
     DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->arm_control));

@@ -323,10 +323,7 @@ static dcr_status_t make_parties(prun_t *r)
  * apply markers on, and the watcher. */
 static dcr_status_t start_nodes(prun_t *r)
 {
-    char marks[4200];
-    dcr_role_kill_points_dir(r->wd.path, marks, sizeof(marks));
-    if (mkdir(marks, 0755) != 0 && errno != EEXIST)
-        return dcr_error_set(DCR_EIO, "cannot create %s: %s", marks, strerror(errno));
+    DCR_CHECK(dcr_role_kill_points_create(r->wd.path));
     DCR_CHECK(dcr_role_launcher_create(r->b, r->cfg->run_args, r->cfg->nargs, &r->launcher));
     dcr_role_launcher_set_restart(r->launcher, true);
     const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
@@ -538,11 +535,6 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              "faults --processes: %d steps, %d attempts, kill every %d, %d faults "
                              "per step: expected >= 1 step and attempt, no negative count",
                              run->steps, run->max_attempts, run->kill_every, run->faults_per_step);
-    if (cfg->coordinator_kills)
-        return dcr_error_set(DCR_EUNSUPPORTED,
-                             "coordinator-process kills need the coordinator as its own process "
-                             "(dcr coordinator) and a launcher API to kill and replace it; not "
-                             "built yet");
     if (strcmp(run->bench.transport, "objstore") || run->bench.rl != DCR_RL_SYNC)
         return dcr_error_set(DCR_EINVAL,
                              "faults --processes needs --transport objstore and --rl sync (got "

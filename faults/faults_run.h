@@ -164,18 +164,10 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
  *             reported DONE; the commit record has not moved), the node is
  *             killed and the step waits until its death is reported, so the
  *             coordinator's check fails the attempt and retries;
- *   coordinator: a coordinator-process kill with failover to a new process.
- *             This run keeps its coordinator in-process: drawing it here is
- *             DCR_EUNSUPPORTED; dcr_faults_coordinator_run (below) runs the
- *             coordinator as a process and kills it.
- *             Planned as one more case of the watcher: armed with a protocol
- *             step drawn from the seed, it fires when the control plane shows
- *             that step (latest attempt newer than the arm: prepared; every
- *             node DONE with the record unmoved: before the commit; record
- *             moved: committed), and the launcher replaces the process,
- *             which resumes from the record (dcr_coord_resume). With the
- *             coordinator out of this process the acked kill moves from the
- *             step hook to the watcher too (every node DONE, record unmoved).
+ *   coordinator: a coordinator-process kill with failover to a new process:
+ *             not in this run, which keeps its coordinator in-process;
+ *             dcr_faults_coordinator_run (below) runs the coordinator as a
+ *             process and kills it.
  * A killed node is restarted by the launcher (with --resident); the new
  * process restores the committed version before it joins: from its resident
  * files, by replay of the versions this run retains after each commit
@@ -215,7 +207,6 @@ typedef struct dcr_faults_processes_config {
     dcr_faults_run_config_t run;
     char *const *run_args; /* the run flags every role process gets, with --seed N among them */
     int nargs;
-    bool coordinator_kills; /* draw coordinator-process kills too: DCR_EUNSUPPORTED (not built) */
     /* A test of the verifier, never of the engine: receiver 0's digests
      * file of version 1 is rewritten, well-formed, with one bit of one
      * parameter's digest flipped before the verifier runs, which must then

@@ -59,14 +59,14 @@ dcr_sim_cluster_t dcr_sim_cluster_default(void);
 /* The seed's latency testbed (reference/models.md section 6): 8 training
  * nodes x 4 GPUs, 8 rollout nodes x 8 GPUs, 5 Gbps per node and per flow
  * across regions, S3. What the seed does not give is stated in the
- * definition (sim/sim.c) and printed by `dcr sim`. */
+ * definition (sim/cluster.c) and printed by `dcr sim`. */
 dcr_sim_cluster_t dcr_sim_cluster_testbed(void);
 
 /* NeMo-RL's remote sparse refit cluster, as far as its design document
  * (docs/design-docs/sparse-delta-refit.md in NVIDIA-NeMo/RL) states it: 32
  * producers, S3 with 64 MiB parts and a 10 Gbps throughput target, a
  * balanced binary relay tree, 32 x 8 + 8 staged payloads per receiver.
- * Guesses, stated in the definition (sim/sim.c) and printed by `dcr sim
+ * Guesses, stated in the definition (sim/cluster.c) and printed by `dcr sim
  * --testbed nemo-rl`: the node counts, that 10 Gbps is each node's rate,
  * latencies, downloads per node. */
 dcr_sim_cluster_t dcr_sim_cluster_nemo_rl(void);

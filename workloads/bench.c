@@ -338,7 +338,9 @@ static dcr_status_t make_parties(bench_t *b)
     dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
                  cc.bucket_bytes);
-    DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
+    /* Owners as processes (an MPI job) construct there: none here. */
+    if (!(b->cfg->processes && b->cfg->processes->owners))
+        DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
     DCR_CHECK(make_transport(b, b->cfg->transport, b->cfg->processes ? 1 : b->serve.nodes,
                              &b->transport));
     char db[4200];
@@ -654,7 +656,7 @@ static dcr_status_t retain_join(bench_t *b)
  * background, outside the window. */
 static dcr_status_t retain_start(bench_t *b, const dcr_refit_result_t *r, dcr_bench_refit_t *out)
 {
-    DCR_CHECK(retain_join(b));
+    /* one_refit joined the previous copy before this refit began. */
     b->retain_out = out;
     return dcr_retainer_start(b->retainer, r->tau, r->version);
 }

@@ -33,16 +33,22 @@ static size_t gen_pair(uint16_t *a, uint16_t *b, size_t n, double rate)
     return want;
 }
 
+static dcr_status_t dcr__bench_sizes(size_t *bytes, double rate, int repeats, const char *what)
+{
+    if (*bytes < 64 || rate < 0 || rate > 1 || repeats < 1)
+        return dcr_error_set(DCR_EINVAL, "%s bench needs >= 64 bytes, rate in [0, 1], repeats >= 1",
+                             what);
+    *bytes &= ~(size_t)63;
+    if (*bytes / 2 >= ((size_t)1 << 32))
+        return dcr_error_set(DCR_EINVAL, "%s bench buffers must hold < 2^32 words", what);
+    return DCR_OK;
+}
+
 dcr_status_t dcr_microbench_detect(size_t bytes, double rate, int repeats,
                                    dcr_detect_bench_t *out_p)
 {
-    if (bytes < 64 || rate < 0 || rate > 1 || repeats < 1)
-        return dcr_error_set(DCR_EINVAL,
-                             "detect bench needs >= 64 bytes, rate in [0, 1], repeats >= 1");
-    bytes &= ~(size_t)63;
+    DCR_CHECK(dcr__bench_sizes(&bytes, rate, repeats, "detect"));
     size_t n = bytes / 2;
-    if (n >= ((size_t)1 << 32))
-        return dcr_error_set(DCR_EINVAL, "detect bench buffers must hold < 2^32 words");
     uint16_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
     uint32_t *out = malloc(n * sizeof(uint32_t));
     if (!a || !b || !out) {
@@ -91,17 +97,6 @@ dcr_status_t dcr_microbench_detect(size_t bytes, double rate, int repeats,
             if ((st) == DCR_OK && dt_ < (best)) (best) = dt_;                                      \
         }                                                                                          \
     } while (0)
-
-static dcr_status_t dcr__bench_sizes(size_t *bytes, double rate, int repeats, const char *what)
-{
-    if (*bytes < 64 || rate < 0 || rate > 1 || repeats < 1)
-        return dcr_error_set(DCR_EINVAL, "%s bench needs >= 64 bytes, rate in [0, 1], repeats >= 1",
-                             what);
-    *bytes &= ~(size_t)63;
-    if (*bytes / 2 >= ((size_t)1 << 32))
-        return dcr_error_set(DCR_EINVAL, "%s bench buffers must hold < 2^32 words", what);
-    return DCR_OK;
-}
 
 dcr_status_t dcr_microbench_device_detect(dcr_device_t *dev, size_t bytes, double rate, int repeats,
                                           dcr_device_detect_bench_t *out_p)

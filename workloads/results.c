@@ -51,6 +51,21 @@ static herr_t write_string_attr(hid_t obj, const char *name, const char *value)
 
 /* Opens an existing results file (checking its version) or creates one:
  * `path` is the output-path rule's temporary copy, empty for a new file. */
+/* The file holds this schema's version attribute, equal to
+ * DCR_RESULTS_VERSION, and its runs group. */
+static bool schema_ok(hid_t f)
+{
+    if (H5Aexists(f, DCR_RESULTS_VERSION_ATTR) <= 0 ||
+        H5Lexists(f, DCR_RESULTS_RUNS, H5P_DEFAULT) <= 0)
+        return false;
+    int version = 0;
+    hid_t attr = H5Aopen(f, DCR_RESULTS_VERSION_ATTR, H5P_DEFAULT);
+    bool ok =
+        attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 && version == DCR_RESULTS_VERSION;
+    if (attr >= 0) H5Aclose(attr);
+    return ok;
+}
+
 static hid_t open_results(const char *path)
 {
     struct stat st;
@@ -71,16 +86,7 @@ static hid_t open_results(const char *path)
     if (H5Fis_hdf5(path) <= 0) return -2;
     hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return -1;
-    int version = 0;
-    if (H5Aexists(f, DCR_RESULTS_VERSION_ATTR) <= 0 ||
-        H5Lexists(f, DCR_RESULTS_RUNS, H5P_DEFAULT) <= 0) {
-        H5Fclose(f);
-        return -2;
-    }
-    hid_t attr = H5Aopen(f, DCR_RESULTS_VERSION_ATTR, H5P_DEFAULT);
-    H5Aread(attr, H5T_NATIVE_INT, &version);
-    H5Aclose(attr);
-    if (version != DCR_RESULTS_VERSION) {
+    if (!schema_ok(f)) {
         H5Fclose(f);
         return -2;
     }
@@ -168,14 +174,7 @@ dcr_status_t dcr_results_check(const char *flag, const char *path)
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     bool ok = H5Fis_hdf5(path) > 0;
     hid_t f = ok ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
-    int version = 0;
-    ok = f >= 0 && H5Aexists(f, "dcr_results_version") > 0 && H5Lexists(f, "runs", H5P_DEFAULT) > 0;
-    if (ok) {
-        hid_t attr = H5Aopen(f, "dcr_results_version", H5P_DEFAULT);
-        ok = attr >= 0 && H5Aread(attr, H5T_NATIVE_INT, &version) >= 0 &&
-             version == DCR_RESULTS_VERSION;
-        if (attr >= 0) H5Aclose(attr);
-    }
+    ok = f >= 0 && schema_ok(f);
     if (f >= 0) H5Fclose(f);
     if (!ok)
         return dcr_error_set(DCR_EINVAL, "%s %s: exists and is not a dcr results file (version %d)",

@@ -1055,7 +1055,7 @@ static void *sender_main(void *arg)
     return NULL;
 }
 
-static void add_stats(dcr_construct_stats_t *sum, const dcr_construct_stats_t *s)
+void dcr_construct_stats_add(dcr_construct_stats_t *sum, const dcr_construct_stats_t *s)
 {
     sum->compared_elements += s->compared_elements;
     sum->changed_elements += s->changed_elements;
@@ -1172,7 +1172,7 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     for (int r = base; st == DCR_OK && r < base + local; r++) {
         st = c->owners[r].status != DCR_OK ? dcr_error_restore(&c->owners[r].err)
                                            : c->owners[r].sender_status;
-        add_stats(&sum, &c->owners[r].stats);
+        dcr_construct_stats_add(&sum, &c->owners[r].stats);
     }
     /* U_req is the same on every rank: this process's first owner's copy. */
     if (st == DCR_OK) memcpy(c->required, rt.required + (size_t)base * (ncanon + 1), ncanon);

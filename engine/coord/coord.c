@@ -448,8 +448,7 @@ static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t ph
                     "report: %s)",
                     node, phase_name(phase), (unsigned long long)tau, limit_ms,
                     st == DCR_OK ? phase_name(r.phase) : "none");
-            struct timespec ts = {0, NODE_POLL_NS};
-            nanosleep(&ts, NULL);
+            dcr_clock_nap_ns(NODE_POLL_NS);
         }
     }
     return DCR_OK;
@@ -489,8 +488,7 @@ static dcr_status_t wait_present(dcr_coord_t *c)
                 return dcr_error_set(
                     DCR_EATTEMPT, "rollout node %d has no process (%s) after %d ms", node,
                     st == DCR_OK ? r.why : "it never reported", c->cfg.join_timeout_ms);
-            struct timespec ts = {0, NODE_POLL_NS};
-            nanosleep(&ts, NULL);
+            dcr_clock_nap_ns(NODE_POLL_NS);
         }
     }
     return DCR_OK;
@@ -600,8 +598,7 @@ static dcr_status_t wait_owners(dcr_coord_t *c, uint64_t tau, dcr_owners_phase_t
                                  "the owners did not report %s for attempt %llu within %d ms",
                                  phase == DCR_OWNERS_SENT ? "sent" : "committed",
                                  (unsigned long long)tau, c->cfg.stall_timeout_ms);
-        struct timespec ts = {0, NODE_POLL_NS};
-        nanosleep(&ts, NULL);
+        dcr_clock_nap_ns(NODE_POLL_NS);
     }
 }
 
@@ -718,20 +715,19 @@ static dcr_status_t step(dcr_coord_t *c, dcr_coord_step_t s, uint64_t tau)
 /* Owner processes update their baselines when they see the commit record;
  * t1 is theirs. The commit stands whatever happens here: owners that never
  * report leave t1 at the coordinator's time, with a warning. */
-static dcr_status_t owners_committed(dcr_coord_t *c, const dcr_commit_record_t *committed,
-                                     dcr_refit_result_t *res)
+static void owners_committed(dcr_coord_t *c, const dcr_commit_record_t *committed,
+                             dcr_refit_result_t *res)
 {
     dcr_owners_report_t r;
     res->version = committed->version;
     res->tau = committed->attempt;
     if (wait_owners(c, committed->attempt, DCR_OWNERS_COMMITTED, &r) == DCR_OK) {
         res->t1 = r.t1;
-        return DCR_OK;
+        return;
     }
     DCR_LOG_WARN("version %llu committed, but %s", (unsigned long long)committed->version,
                  dcr_error_detail());
     res->t1 = dcr_clock_s();
-    return DCR_OK;
 }
 
 /* Owners update their baselines only after the joint commit. */
@@ -740,7 +736,10 @@ static dcr_status_t finish_commit(dcr_coord_t *c, const dcr_commit_record_t *com
 {
     res->commit_end = dcr_clock_s();
     c->record = *committed;
-    if (c->cfg.remote_owners) return owners_committed(c, committed, res);
+    if (c->cfg.remote_owners) {
+        owners_committed(c, committed, res);
+        return DCR_OK;
+    }
     DCR_CHECK(dcr_constructor_commit(c->p.constructor));
     res->t1 = dcr_clock_s();
     res->version = committed->version;
@@ -975,7 +974,7 @@ dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
          * between attempts), so the commit vouches for each of them. */
         res.t0 = dcr_clock_s();
         if (c->cfg.remote_owners)
-            DCR_CHECK(owners_committed(c, &c->record, &res));
+            owners_committed(c, &c->record, &res);
         else
             DCR_CHECK(dcr_constructor_commit(c->p.constructor));
         for (int i = 0; i < c->p.nreceivers; i++)

@@ -38,6 +38,15 @@ void dcr_role_kill_points_dir(const char *workdir, char *out, size_t cap)
     snprintf(out, cap, "%s/kill-points", workdir);
 }
 
+dcr_status_t dcr_role_kill_points_create(const char *workdir)
+{
+    char marks[4200];
+    dcr_role_kill_points_dir(workdir, marks, sizeof(marks));
+    if (mkdir(marks, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "cannot create %s: %s", marks, strerror(errno));
+    return DCR_OK;
+}
+
 void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/kill-points/apply-n%d-t%llu", workdir, node, (unsigned long long)tau);

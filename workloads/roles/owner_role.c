@@ -238,19 +238,9 @@ static dcr_status_t gather(owner_proc_t *p, const order_t *o, const outcome_t *m
         if (u.end > r.construction_end) r.construction_end = r.t1 = u.end;
         dcr_construct_stats_t *s = &r.construct;
         const dcr_construct_stats_t *x = &u.stats;
+        /* Counts summed over owners (as in one process); time: the slowest. */
         if (x->construction_s > s->construction_s) s->construction_s = x->construction_s;
-        s->compared_elements += x->compared_elements;
-        s->changed_elements += x->changed_elements;
-        s->records += x->records;
-        s->raw_changed_value_bytes += x->raw_changed_value_bytes;
-        s->payload_bytes += x->payload_bytes;
-        s->body_raw_bytes += x->body_raw_bytes;
-        s->value_bytes += x->value_bytes;
-        s->payloads += x->payloads;
-        s->xor_items += x->xor_items;
-        s->overwrite_items += x->overwrite_items;
-        s->residual_tensors =
-            x->residual_tensors > s->residual_tensors ? x->residual_tensors : s->residual_tensors;
+        dcr_construct_stats_add(s, x);
     }
     static const dcr_owners_phase_t done[] = {[ORDER_ATTEMPT] = DCR_OWNERS_SENT,
                                               [ORDER_COMMIT] = DCR_OWNERS_COMMITTED,

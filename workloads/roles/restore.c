@@ -346,6 +346,22 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     }
 }
 
+/* recv hold `version` cleanly from now on; the receivers with save[k] (all
+ * when save is NULL) are written to their resident files. */
+static dcr_status_t clean_point(dcr_restorer_t *R, dcr_receiver_t *const *recv, uint64_t version,
+                                const bool *save)
+{
+    for (int k = 0; k < R->cfg.per; k++) {
+        R->clean_in[k] = payloads_in(recv[k]);
+        R->clean_known[k] = true;
+        if (!R->cfg.resident || (save && !save[k])) continue;
+        dcr_resident_t *f = NULL;
+        DCR_CHECK(resident_file(R, k, recv[k], &f));
+        DCR_CHECK(dcr_resident_save(f, recv[k], version));
+    }
+    return DCR_OK;
+}
+
 dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
                                   uint64_t version)
 {
@@ -417,21 +433,18 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
         if ((version == 0 && rec->held == HELD_NONE) || untouched[k]) continue;
         DCR_CHECK(record(R, rec));
     }
-    return dcr_restorer_committed(R, recv, version);
+    /* A receiver still clean after its check holds what its resident file
+     * holds (it was loaded from it, or saved at the last commit): only the
+     * replayed and the densely refitted ones are saved again. */
+    bool save[64];
+    for (int k = 0; k < per; k++) save[k] = recs[k].kind != DCR_RESTORE_CLEAN;
+    return clean_point(R, recv, version, save);
 }
 
 dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
                                     uint64_t version)
 {
-    for (int k = 0; k < R->cfg.per; k++) {
-        R->clean_in[k] = payloads_in(recv[k]);
-        R->clean_known[k] = true;
-        if (!R->cfg.resident) continue;
-        dcr_resident_t *f = NULL;
-        DCR_CHECK(resident_file(R, k, recv[k], &f));
-        DCR_CHECK(dcr_resident_save(f, recv[k], version));
-    }
-    return DCR_OK;
+    return clean_point(R, recv, version, NULL);
 }
 
 bool dcr_restorer_dirty(const dcr_restorer_t *R, dcr_receiver_t *const *recv)

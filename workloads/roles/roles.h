@@ -126,6 +126,9 @@ void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, c
  * file, not a node phase: it changes nothing the coordinator or the other
  * nodes read, and costs nothing in runs without the folder. */
 void dcr_role_kill_points_dir(const char *workdir, char *out, size_t cap);
+/* Creates it (an existing one is fine): node processes started after this
+ * write their apply markers there. */
+dcr_status_t dcr_role_kill_points_create(const char *workdir);
 void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
 
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t

@@ -1,7 +1,8 @@
 /* The loader families, registered from one table: which model family uses
  * which loader name, checkpoint prefix and declare/load pair. The generic
  * create, destroy and load below dispatch through the table and know no
- * family; adding a family is one row. */
+ * family; adding a family is one row below, one DCR__CREATE line and
+ * DCR__NFAMILIES one higher. */
 #include <stdlib.h>
 
 #include "workloads/serve/serve-internal.h"

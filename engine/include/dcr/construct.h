@@ -108,6 +108,10 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
                                  const dcr_payload_sink_t *sink,
                                  dcr_construct_stats_t *out_stats_p);
 
+/* sum += s for every count (construction_s, a time, is left to the caller:
+ * the slowest owner's, or the run's wall time). */
+void dcr_construct_stats_add(dcr_construct_stats_t *sum, const dcr_construct_stats_t *s);
+
 /* An owner process of a multi-process training job (DESIGN.md section 11):
  * from now on runs and commits of c cover only owner dcr_group_rank(g), its
  * exchanges with the other owners going through g, a borrowed endpoint of a
