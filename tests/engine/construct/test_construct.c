@@ -22,40 +22,7 @@
 #include "dcr/group.h"
 #include "dcr/rng.h"
 #include "testkit.h"
-
-/* ---- a sink that keeps every payload ----------------------------------- */
-
-typedef struct kept {
-    uint8_t *data;
-    size_t len;
-} kept_t;
-
-typedef struct keep_sink {
-    pthread_mutex_t lock;
-    kept_t *items;
-    size_t n;
-} keep_sink_t;
-
-static dcr_status_t keep_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
-{
-    keep_sink_t *k = ctx;
-    pthread_mutex_lock(&k->lock);
-    k->items = realloc(k->items, (k->n + 1) * sizeof(kept_t));
-    k->items[k->n].data = malloc(len);
-    memcpy(k->items[k->n].data, buf, len);
-    k->items[k->n].len = len;
-    k->n++;
-    pthread_mutex_unlock(&k->lock);
-    return DCR_OK;
-}
-
-static void keep_clear(keep_sink_t *k)
-{
-    for (size_t i = 0; i < k->n; i++) free(k->items[i].data);
-    free(k->items);
-    k->items = NULL;
-    k->n = 0;
-}
+#include "keep_sink.h"
 
 /* ---- the oracle: canonical v and v+1 by full conversion ------------------ */
 
