@@ -37,7 +37,8 @@ usage: scripts/testbed.sh COMMAND [options]
   mpirun    -np K [mpirun args] -- PROG ARGS: run PROG under mpirun across the
             training hosts (launch agent scripts/testbed-agent.sh)
   exec      HOST CMD...: run CMD inside host HOST (t0, r1, svc)
-  reach     FROM TO: exit 0 when a 64 KiB TCP transfer FROM -> TO completes in 3 s
+  reach     FROM TO [--within S]: exit 0 when a 64 KiB TCP transfer FROM -> TO
+            completes in S seconds (default 3; a lossy link needs more)
   fault     link-down HOST SECONDS | netem HOST [--loss PCT] [--reorder PCT]
             | partition HOST HOST | heal HOST HOST | clear HOST
 
@@ -550,10 +551,24 @@ cmd_measure() {
     ((PROBE_FAIL == 0)) || die "testbed $ID: a link is off its configured rate by more than 15%"
 }
 
-# reach FROM TO: whether a 64 KiB TCP transfer FROM -> TO completes within
-# 3 s (exit 0 reachable, 1 not): what the tests and the faults are checked with.
+# reach FROM TO [--within S]: whether a 64 KiB TCP transfer FROM -> TO
+# completes within S seconds (default 3; exit 0 reachable, 1 not): what the
+# tests and the faults are checked with. Under heavy netem loss TCP's
+# retransmission timeouts (SYN: 1 s, then 3 s) can outlast 3 s on a link that
+# still delivers, so a lossy check passes a longer --within.
 cmd_reach() {
-    while (($#)) && [[ $1 == --id ]]; do set_id "${2-}"; shift 2; done
+    local within=3 hosts=()
+    while (($#)); do
+        case $1 in
+        --id) set_id "${2-}"; shift 2 ;;
+        --within)
+            [[ ${2-} =~ ^[0-9]+$ ]] && ((${2} >= 1 && ${2} <= 600)) ||
+                usage_die "reach: --within expects whole seconds 1..600, got '${2-}'"
+            within=$2; shift 2 ;;
+        *) hosts+=("$1"); shift ;;
+        esac
+    done
+    set -- "${hosts[@]}"
     (($# == 2)) || usage_die "reach: expected FROM TO (hosts such as t0, r1, svc)"
     need_root
     load_config
@@ -561,9 +576,9 @@ cmd_reach() {
     check_host "$2"
     local bin rpid ok=0
     bin=$(xfer_tool)
-    ip netns exec "$(host_ns "$2")" timeout 4 "$bin" recv 5202 >/dev/null 2>&1 &
+    ip netns exec "$(host_ns "$2")" timeout $((within + 1)) "$bin" recv 5202 >/dev/null 2>&1 &
     rpid=$!
-    ip netns exec "$(host_ns "$1")" timeout 3 "$bin" send "$(host_ip "$2")" 5202 65536 2>/dev/null && ok=1
+    ip netns exec "$(host_ns "$1")" timeout "$within" "$bin" send "$(host_ip "$2")" 5202 65536 2>/dev/null && ok=1
     wait "$rpid" 2>/dev/null || ok=0
     if ((ok)); then echo "$PROG: $1 -> $2 reachable"; else echo "$PROG: $1 -> $2 unreachable"; return 1; fi
 }
