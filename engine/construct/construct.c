@@ -114,8 +114,6 @@ typedef struct owner {
     dcr_queue_t *queue;
     uint64_t next_payload;
     size_t bucket_input;
-    dcr_status_t status, sender_status;
-    dcr_error_t err; /* owner_run's failure with its detail, read after the join */
     dcr_construct_stats_t stats;
     struct dcr_constructor *c;
 } owner_t;
@@ -1020,39 +1018,44 @@ static void start_gate_open(dcr_constructor_t *c, int state)
     pthread_mutex_unlock(&c->gate_mu);
 }
 
-static void *owner_main(void *arg)
+static dcr_status_t owner_main(void *arg)
 {
     owner_run_ctx_t *r = arg;
     if (!start_gate_wait(r->o->c)) {
         dcr_queue_close(r->o->queue);
-        return NULL;
+        return DCR_OK;
     }
-    r->o->status = owner_run(r->o, r->required);
-    if (r->o->status != DCR_OK) dcr_error_prefix("owner %d: ", r->o->rank);
-    dcr_error_save(&r->o->err, r->o->status);
+    dcr_status_t st = owner_run(r->o, r->required);
+    if (st != DCR_OK) dcr_error_prefix("owner %d: ", r->o->rank);
     dcr_queue_close(r->o->queue);
-    return NULL;
+    return st;
 }
 
 /* Drains the owner's finished payloads into the sink, so that the owner
- * builds bucket l+1 while payload l is being sent. */
-static void *sender_main(void *arg)
+ * builds bucket l+1 while payload l is being sent. After a failed submit it
+ * still drains (the owner must never block on a full queue) but sends
+ * nothing more; that first failure is its result, kept aside because the
+ * pop that ends the loop overwrites the thread's detail. */
+static dcr_status_t sender_main(void *arg)
 {
     owner_t *o = arg;
     const dcr_payload_sink_t *sink = o->c->sink;
+    dcr_error_t failed = {0};
     for (;;) {
         void *item;
         if (dcr_queue_pop(o->queue, -1, &item) != DCR_OK) break;
         pending_payload_t *p = item;
-        if (o->sender_status == DCR_OK && sink && sink->submit) {
-            o->sender_status = sink->submit(sink->ctx, o->rank, p->id, p->data, p->len);
-            if (o->sender_status != DCR_OK)
+        if (failed.status == DCR_OK && sink && sink->submit) {
+            dcr_status_t st = sink->submit(sink->ctx, o->rank, p->id, p->data, p->len);
+            if (st != DCR_OK) {
                 dcr_error_prefix("owner %d sending payload %llu: ", o->rank,
                                  (unsigned long long)p->id);
+                dcr_error_save(&failed, st);
+            }
         }
         free(p);
     }
-    return NULL;
+    return dcr_error_restore(&failed);
 }
 
 void dcr_construct_stats_add(dcr_construct_stats_t *sum, const dcr_construct_stats_t *s)
@@ -1070,8 +1073,15 @@ void dcr_construct_stats_add(dcr_construct_stats_t *sum, const dcr_construct_sta
     sum->residual_tensors += s->residual_tensors;
 }
 
+/* Keeps status, with the calling thread's detail, in *first unless an
+ * earlier failure is there already. */
+static void keep_first(dcr_error_t *first, dcr_status_t status)
+{
+    if (first->status == DCR_OK && status != DCR_OK) dcr_error_save(first, status);
+}
+
 typedef struct run_threads {
-    pthread_t *owners, *senders;
+    dcr_thread_t *owners, *senders;
     owner_run_ctx_t *ctx;
     unsigned char *required; /* world x ncanon */
     dcr_group_t **group;
@@ -1100,8 +1110,8 @@ static bool is_local(const dcr_constructor_t *c, int r)
 static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t ncanon)
 {
     int w = c->world;
-    rt->owners = calloc((size_t)w, sizeof(pthread_t));
-    rt->senders = calloc((size_t)w, sizeof(pthread_t));
+    rt->owners = calloc((size_t)w, sizeof(dcr_thread_t));
+    rt->senders = calloc((size_t)w, sizeof(dcr_thread_t));
     rt->ctx = calloc((size_t)w, sizeof(owner_run_ctx_t));
     rt->required = calloc((size_t)w * (ncanon + 1), 1);
     rt->group = calloc((size_t)w, sizeof(dcr_group_t *));
@@ -1119,7 +1129,6 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
         o->group = rt->group[r];
         o->next_payload = 0;
         o->bucket_input = 0;
-        o->status = o->sender_status = DCR_OK;
         dcr_encoder_reset(o->enc);
         DCR_CHECK(dcr_queue_create((size_t)c->cfg.queue_depth, &o->queue));
         rt->ctx[r] = (owner_run_ctx_t){o, rt->required + (size_t)r * (ncanon + 1)};
@@ -1150,12 +1159,12 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
     c->gate = 0;
     for (int r = base; st == DCR_OK && r < base + local; r++) {
-        if (dcr_thread_start(&rt.senders[r], DCR_THREAD_TRANSPORT, sender_main, &c->owners[r],
-                             "dcr-send-%d", r))
+        if (dcr_thread_run(&rt.senders[r], DCR_THREAD_TRANSPORT, sender_main, &c->owners[r],
+                           "dcr-send-%d", r))
             break;
         senders++;
-        if (dcr_thread_start(&rt.owners[r], DCR_THREAD_OWNER, owner_main, &rt.ctx[r],
-                             "dcr-owner-%d", r))
+        if (dcr_thread_run(&rt.owners[r], DCR_THREAD_OWNER, owner_main, &rt.ctx[r], "dcr-owner-%d",
+                           r))
             break;
         owners++;
     }
@@ -1165,15 +1174,18 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
         for (int r = base + owners; r < base + senders; r++) dcr_queue_close(c->owners[r].queue);
     }
     start_gate_open(c, st == DCR_OK ? 1 : -1);
-    for (int r = base; r < base + owners; r++) pthread_join(rt.owners[r], NULL);
-    for (int r = base; r < base + senders; r++) pthread_join(rt.senders[r], NULL);
+    /* The run's failure is the first one in rank order, an owner's before
+     * its sender's; threads never started join as DCR_OK. */
+    dcr_error_t first = {0};
+    for (int r = base; r < base + local; r++) {
+        if (rt.owners) keep_first(&first, dcr_thread_join(&rt.owners[r]));
+        if (rt.senders) keep_first(&first, dcr_thread_join(&rt.senders[r]));
+    }
+    if (st == DCR_OK) st = dcr_error_restore(&first);
     dcr_construct_stats_t sum = {0};
     sum.construction_s = dcr_clock_s() - t0;
-    for (int r = base; st == DCR_OK && r < base + local; r++) {
-        st = c->owners[r].status != DCR_OK ? dcr_error_restore(&c->owners[r].err)
-                                           : c->owners[r].sender_status;
+    for (int r = base; st == DCR_OK && r < base + local; r++)
         dcr_construct_stats_add(&sum, &c->owners[r].stats);
-    }
     /* U_req is the same on every rank: this process's first owner's copy. */
     if (st == DCR_OK) memcpy(c->required, rt.required + (size_t)base * (ncanon + 1), ncanon);
     free_run(&rt, c);

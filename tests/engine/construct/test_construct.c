@@ -251,11 +251,14 @@ static void test_random_layouts_against_full_conversion(void **state)
     assert_int_equal(valid, 3 * nmodels);
 }
 
-/* Commit only after a successful run; a failed sink fails the run. */
+/* Commit only after a successful run; a failed sink fails the run, and its
+ * detail, set on a sender thread, reaches the caller with the owner and the
+ * payload it was sending. */
 static dcr_status_t failing_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf,
                                    size_t len)
 {
-    return dcr_error_set(DCR_ETRANSPORT, "sink refuses");
+    return dcr_error_set(DCR_ETRANSPORT, "sink refuses payload %llu of owner %d",
+                         (unsigned long long)id, owner);
 }
 
 static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
@@ -273,6 +276,18 @@ static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
     dcr_payload_sink_t bad = {failing_submit, NULL};
     assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &bad, NULL),
                      DCR_ETRANSPORT);
+    /* The sender's prefix and the sink's own message name the same payload. */
+    int owner = -1, sink_owner = -2;
+    unsigned long long id = 1, sink_id = 2;
+    int end = 0;
+    assert_int_equal(
+        sscanf(dcr_error_detail(),
+               "owner %d sending payload %llu: sink refuses payload %llu of owner %d%n", &owner,
+               &id, &sink_id, &sink_owner, &end),
+        4);
+    assert_int_equal(dcr_error_detail()[end], '\0');
+    assert_int_equal(owner, sink_owner);
+    assert_int_equal(id, sink_id);
     assert_int_equal(dcr_constructor_commit(con), DCR_EINVAL);
     /* The baseline is untouched: a good run still yields exactly the v -> v+1 changes. */
     check_refit(&w, con, 2, NULL, false);
