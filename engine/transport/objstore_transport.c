@@ -115,6 +115,13 @@ typedef struct obj_blob {
 
 struct objstore;
 
+/* A manifest object of attempt tau as the store lists it: the whole
+ * manifest (count 0) or the part of owners [first, first + count). */
+typedef struct obj_mpart {
+    int first, count;
+    uint64_t size;
+} obj_mpart_t;
+
 typedef struct obj_node {
     struct objstore *s;
     int idx;
@@ -133,6 +140,10 @@ typedef struct obj_node {
     size_t rcount, rcap;
     size_t fetching;
     bool listing;
+    /* The manifest parts of a listing: grown to the longest listing, kept
+     * across listings, used only by the one thread listing (lock dropped). */
+    obj_mpart_t *parts;
+    size_t parts_cap;
     bool changed; /* the watcher saw an object published since the last listing began */
     uint64_t next_list_ns, poll_ns;
     bool have_manifest;
@@ -483,13 +494,6 @@ static void obj_manifest_path(objstore_t *s, uint64_t tau, char *out, size_t cap
     snprintf(out, cap, "%s/%s", s->base.dir, key);
 }
 
-/* A manifest object of attempt tau as the store lists it: the whole
- * manifest (count 0) or the part of owners [first, first + count). */
-typedef struct obj_mpart {
-    int first, count;
-    uint64_t size;
-} obj_mpart_t;
-
 static void obj_manifest_fail(obj_listing_t *L, dcr_status_t err)
 {
     L->manifest = true;
@@ -591,9 +595,11 @@ static void obj_read_parts(objstore_t *s, uint64_t tau, const obj_mpart_t *parts
     }
 }
 
-/* One LIST of the attempt's prefix, plus the manifest when still needed. */
-static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listing_t *L)
+/* One LIST of the attempt's prefix, plus the manifest when still needed.
+ * Called by the node's one listing thread, its lock dropped. */
+static void obj_scan(obj_node_t *nd, uint64_t tau, bool need_manifest, obj_listing_t *L)
 {
+    objstore_t *s = nd->s;
     char prefix[64];
     dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
     size_t plen = strlen(prefix), n = 0;
@@ -603,12 +609,18 @@ static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listin
         return; /* the next listing tries again */
     }
     L->v = calloc(n ? n : 1, sizeof *L->v);
-    obj_mpart_t *parts = calloc(n ? n : 1, sizeof *parts);
-    if (L->v == NULL || parts == NULL) {
-        free(parts);
+    if (n > nd->parts_cap) {
+        obj_mpart_t *grown = realloc(nd->parts, n * sizeof *grown);
+        if (grown != NULL) {
+            nd->parts = grown;
+            nd->parts_cap = n;
+        }
+    }
+    if (L->v == NULL || n > nd->parts_cap) {
         snprintf(L->err, sizeof L->err, "out of memory for %zu names", n);
         return;
     }
+    obj_mpart_t *parts = nd->parts;
     L->ok = true;
     bool listed_manifest = false;
     uint64_t msize = DCR__MANIFEST_MAX_BYTES;
@@ -643,7 +655,6 @@ static void obj_scan(objstore_t *s, uint64_t tau, bool need_manifest, obj_listin
     } else if (need_manifest && nparts > 0) {
         obj_read_parts(s, tau, parts, nparts, L);
     }
-    free(parts);
 }
 
 static void obj_apply_unlisted(obj_node_t *nd, obj_entry_t *e, const char *mpath)
@@ -793,7 +804,7 @@ static void obj_list_locked(obj_node_t *nd)
     nd->changed = false; /* a publication from now on needs another listing */
     pthread_mutex_unlock(&nd->mu);
     obj_listing_t L = {0};
-    obj_scan(nd->s, tau, need_manifest, &L);
+    obj_scan(nd, tau, need_manifest, &L);
     pthread_mutex_lock(&nd->mu);
     nd->listing = false;
     if (atomic_load(&nd->gen) == gen0 && !L.ok) {
@@ -956,6 +967,7 @@ static void obj_node_fini(obj_node_t *nd)
     for (size_t i = 0; i < nd->rcount; i++) obj_blob_free(nd->ready[i]);
     free(nd->ready);
     free(nd->e);
+    free(nd->parts);
     pthread_cond_destroy(&nd->work_cv);
     pthread_cond_destroy(&nd->recv_cv);
     pthread_mutex_destroy(&nd->mu);
