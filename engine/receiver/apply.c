@@ -303,32 +303,45 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
 typedef dcr_status_t (*dcr__row_fn)(char *const *p, const int64_t *step, int64_t len, int64_t i0,
                                     void *arg);
 
+/* Steps the row-major index idx over shape[0..nd) to the next element, an
+ * odometer: the last dimension turns fastest, and each of the n offsets
+ * off[j] moves by its own strides[j][d] (elements) as dimension d turns.
+ * False once the index wraps past the last element (every offset back at
+ * its start); with nd == 0 there is one element and it returns false. */
+static bool dcr__odometer_step(int nd, const int64_t *shape, int64_t *idx, int n, int64_t *off,
+                               const int64_t *const *strides)
+{
+    for (int d = nd - 1; d >= 0; d--) {
+        for (int j = 0; j < n; j++) off[j] += strides[j][d];
+        if (++idx[d] < shape[d]) return true;
+        for (int j = 0; j < n; j++) off[j] -= shape[d] * strides[j][d];
+        idx[d] = 0;
+    }
+    return false;
+}
+
 /* Visits n same-shape views row by row in row-major order. */
 static dcr_status_t dcr__walk_rows(int n, const dcr_view_t *const *v, dcr__row_fn fn, void *arg)
 {
     const dcr_view_t *a = v[0];
     int nd = a->ndim;
-    int64_t numel = dcr_view_numel(a), row = nd > 0 ? a->shape[nd - 1] : 1;
+    int64_t row = nd > 0 ? a->shape[nd - 1] : 1;
     int64_t idx[DCR_MAX_DIMS] = {0}, off[3], step[3], es[3];
+    const int64_t *strides[3];
     char *base[3], *p[3];
-    if (numel == 0) return DCR_OK;
+    if (dcr_view_numel(a) == 0) return DCR_OK;
     for (int j = 0; j < n; j++) {
         base[j] = v[j]->storage->data;
         es[j] = (int64_t)dcr_dtype_size(v[j]->dtype);
         off[j] = v[j]->offset;
         step[j] = (nd > 0 ? v[j]->strides[nd - 1] : 1) * es[j];
+        strides[j] = v[j]->strides;
     }
-    for (int64_t i0 = 0; i0 < numel; i0 += row) {
+    for (int64_t i0 = 0;; i0 += row) {
         for (int j = 0; j < n; j++) p[j] = base[j] + off[j] * es[j];
         DCR_CHECK(fn(p, step, row, i0, arg));
-        for (int d = nd - 2; d >= 0; d--) {
-            for (int j = 0; j < n; j++) off[j] += v[j]->strides[d];
-            if (++idx[d] < a->shape[d]) break;
-            for (int j = 0; j < n; j++) off[j] -= a->shape[d] * v[j]->strides[d];
-            idx[d] = 0;
-        }
+        if (!dcr__odometer_step(nd - 1, a->shape, idx, n, off, strides)) return DCR_OK;
     }
-    return DCR_OK;
 }
 
 typedef struct dcr__full {
@@ -464,21 +477,13 @@ static dcr_status_t dcr__combine_copy(dcr_receiver_t *r, const dcr_load_write_t 
     }
     if (dcr_view_numel(&w->dst) == 0) return DCR_OK;
     char *dbase = (char *)w->dst.storage->data, *sbase = (char *)w->src.storage->data;
-    int64_t idx[DCR_MAX_DIMS] = {0}, doff = w->dst.offset, soff = w->src.offset,
+    int64_t idx[DCR_MAX_DIMS] = {0}, off[2] = {w->dst.offset, w->src.offset},
             per = reg.rows * reg.cols;
+    const int64_t *strides[2] = {m.dst, m.src};
     for (int64_t j = 0;; j++) {
-        DCR_CHECK(dcr_device_combine(r->dev, r->stream, dbase + doff * es, sbase + soff * es, &reg,
-                                     mask ? mask + j * per : NULL, w->dst.dtype, op));
-        int d = outer - 1;
-        for (; d >= 0; d--) {
-            doff += m.dst[d];
-            soff += m.src[d];
-            if (++idx[d] < m.shape[d]) break;
-            doff -= m.shape[d] * m.dst[d];
-            soff -= m.shape[d] * m.src[d];
-            idx[d] = 0;
-        }
-        if (d < 0) return DCR_OK;
+        DCR_CHECK(dcr_device_combine(r->dev, r->stream, dbase + off[0] * es, sbase + off[1] * es,
+                                     &reg, mask ? mask + j * per : NULL, w->dst.dtype, op));
+        if (!dcr__odometer_step(outer, m.shape, idx, 2, off, strides)) return DCR_OK;
     }
 }
 
