@@ -171,16 +171,12 @@ static dcr_status_t dcr__cpu_combine(dcr_device_t *d, dcr_device_stream_t *s, vo
             const uint32_t *sp = (const uint32_t *)src + row * r.src_row;
             for (int64_t j = 0; j < r.cols; j++) dp[j] ^= sp[j];
         } else {
-            /* dcr_dk_combine's work, its row and column known. */
+            /* dcr_dk_combine's rule, its row and column known. */
             const uint8_t *act = active ? active + i0 : NULL;
-            for (int64_t j = 0; j < r.cols; j++) {
-                int64_t di = row * r.dst_row + j * r.dst_col, si = row * r.src_row + j * r.src_col;
-                uint32_t w = dcr_dk_load(src, si, es);
-                if (xor)
-                    dcr_dk_store(dst, di, es, dcr_dk_load(dst, di, es) ^ w);
-                else if (act ? act[j] != 0 : !dcr_dk_isnan((int)dtype, w))
-                    dcr_dk_store(dst, di, es, w);
-            }
+            for (int64_t j = 0; j < r.cols; j++)
+                dcr_dk_combine_at(dst, row * r.dst_row + j * r.dst_col, src,
+                                  row * r.src_row + j * r.src_col, es, (int)dtype,
+                                  act ? act + j : NULL, xor);
         }
     }
     return DCR_OK;

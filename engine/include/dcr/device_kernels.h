@@ -315,23 +315,33 @@ DCR_DK_FN void dcr_dk_scatter(void *dst, unsigned es, const int64_t *idx, const 
     dcr_dk_store(dst, i, es, xor_op ? dcr_dk_load(dst, i, es) ^ w : w);
 }
 
-/* Element i (row-major) of a full pass over a region: XOR applies the
- * source word (0 where no record landed); overwrite takes the source word
- * where active is NULL and it is not a NaN (the placeholder of positions no
- * record touched, which is why NaN-valued records cannot take this path),
- * or where active[i] is set (the tracked pass, whose activity map the
- * loader carried through its ops). */
+/* The combine rule for one element, word di of dst from word si of src:
+ * XOR applies the source word (0 where no record landed); overwrite takes
+ * the source word where act is NULL and it is not a NaN (the placeholder of
+ * positions no record touched, which is why NaN-valued records cannot take
+ * this path), or where *act (the element's byte of the activity map the
+ * loader carried through its ops: the tracked pass) is set. The one
+ * definition: dcr_dk_combine and the CPU backend's row loop both call it. */
+DCR_DK_FN void dcr_dk_combine_at(void *dst, int64_t di, const void *src, int64_t si, unsigned es,
+                                 int dtype, const uint8_t *act, int xor_op)
+{
+    uint32_t s = dcr_dk_load(src, si, es);
+    if (xor_op)
+        dcr_dk_store(dst, di, es, dcr_dk_load(dst, di, es) ^ s);
+    else if (act ? *act != 0 : !dcr_dk_isnan(dtype, s))
+        dcr_dk_store(dst, di, es, s);
+}
+
+/* Element i (row-major) of a full pass over a region, by dcr_dk_combine_at;
+ * active is NULL (untracked) or the activity map, row-major like i. */
 DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype,
                               dcr_device_region_t r, const uint8_t *active, int xor_op, size_t i)
 {
     if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return;
     int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
-    int64_t di = row * r.dst_row + col * r.dst_col, si = row * r.src_row + col * r.src_col;
-    uint32_t s = dcr_dk_load(src, si, es);
-    if (xor_op)
-        dcr_dk_store(dst, di, es, dcr_dk_load(dst, di, es) ^ s);
-    else if (active ? active[i] != 0 : !dcr_dk_isnan(dtype, s))
-        dcr_dk_store(dst, di, es, s);
+    dcr_dk_combine_at(dst, row * r.dst_row + col * r.dst_col, src,
+                      row * r.src_row + col * r.src_col, es, dtype, active ? active + i : NULL,
+                      xor_op);
 }
 
 /* Restores scratch at record k's position to the base word (0 after XOR,
