@@ -795,6 +795,7 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     dcr_transport_counters_t tcount;
     dcr_transport_counters(b->transport, &tcount);
     res->payloads_rejected += tcount.rejected;
+    res->payloads_unauthenticated += tcount.unauthenticated;
     res->memory_estimate_bytes = b->memory_estimate;
     res->peak_rss_bytes = dcr_peak_rss_bytes();
     for (size_t c = 0; c < b->nc; c++) {

@@ -153,9 +153,9 @@ typedef struct dcr_bench_result {
      * while refits ran, and those that saw neither P^v nor P^{v+1}. */
     int64_t requests, request_mismatches;
     /* Payloads refused over the run: by the transport where they entered the
-     * rollout cluster plus by the receivers, and of those the receivers'
-     * authentication failures (receiver stats.unauthenticated). 0 in a
-     * healthy run. */
+     * rollout cluster plus by the receivers, and of those the authentication
+     * failures (transport counters' and receiver stats' unauthenticated). 0
+     * in a healthy run. */
     int64_t payloads_rejected, payloads_unauthenticated;
     /* With trace_overhead: mean latency of the recorded and of the other
      * timed refits, how many of each, the measured cost of one span (begin

@@ -250,11 +250,17 @@ static void obj_fail(obj_node_t *nd, dcr_status_t st, const char *msg)
     pthread_cond_broadcast(&nd->recv_cv);
 }
 
-static void obj_count(obj_node_t *nd, obj_entry_t *e, atomic_int_fast64_t *counter)
+/* Counts entry e once per node: as dropped when stale (another attempt's),
+ * else as refused (dcr__tbase_refused: rejected, and unauthenticated too
+ * when refused for its keying or keyed digest). */
+static void obj_count(obj_node_t *nd, obj_entry_t *e, bool stale, bool unauthenticated)
 {
     if (e->counted) return;
     e->counted = true;
-    atomic_fetch_add(counter, 1);
+    if (stale)
+        atomic_fetch_add(&nd->s->base.count.dropped_stale, 1);
+    else
+        dcr__tbase_refused(&nd->s->base, unauthenticated);
 }
 
 /* Takes the queued payload (owner, id) out of the ready queue and frees it. */
@@ -315,6 +321,7 @@ typedef struct obj_fetch {
     uint64_t gen0;
     /* outcome */
     obj_fetch_kind_t kind;
+    bool unauthenticated; /* FETCH_BAD for its keying or keyed digest */
     obj_blob_t *blob;
     char why[OBJ_WHY];
 } obj_fetch_t;
@@ -332,8 +339,10 @@ static void obj_verify(obj_node_t *nd, obj_fetch_t *f)
 {
     dcr_payload_header_t h;
     char why[OBJ_WHY];
-    if (dcr_payload_verify(f->blob->data, f->blob->len, &nd->s->base.pub.payload_policy, &h) !=
-        DCR_OK) {
+    const dcr_payload_policy_t *policy = &nd->s->base.pub.payload_policy;
+    dcr_status_t st = dcr_payload_verify(f->blob->data, f->blob->len, policy, &h);
+    if (st != DCR_OK) {
+        f->unauthenticated = dcr_payload_auth_failure(st, f->blob->data, f->blob->len, policy->key);
         snprintf(why, sizeof why, "corrupt (%s)", dcr_error_detail());
         obj_fetch_fail(f, FETCH_BAD, why);
     } else if (h.tau != f->tau) {
@@ -396,7 +405,6 @@ static void obj_fetch_run(obj_node_t *nd, obj_fetch_t *f)
 /* Records a finished download (node lock held, attempt unchanged). */
 static void obj_fetch_apply(obj_node_t *nd, obj_entry_t *e, obj_fetch_t *f)
 {
-    dcr__counters_t *c = &nd->s->base.count;
     if (f->kind == FETCH_OK && nd->have_manifest &&
         (!e->listed || f->blob->len != e->want_len ||
          memcmp(f->blob->digest, e->want_digest, 16))) {
@@ -423,7 +431,7 @@ static void obj_fetch_apply(obj_node_t *nd, obj_entry_t *e, obj_fetch_t *f)
     case FETCH_BAD:
         e->state = nd->have_manifest && !e->listed ? OBJ_UNLISTED : OBJ_BAD;
         memcpy(e->bad_version, f->version, sizeof e->bad_version);
-        obj_count(nd, e, f->kind == FETCH_STALE ? &c->dropped_stale : &c->rejected);
+        obj_count(nd, e, f->kind == FETCH_STALE, f->unauthenticated);
         DCR_LOG_DEBUG("objstore: node %d: payload %" PRIu32 "-%" PRIu64 " not delivered: %s",
                       nd->idx, e->owner, e->id, f->why);
         break;
@@ -659,7 +667,6 @@ static void obj_scan(obj_node_t *nd, uint64_t tau, bool need_manifest, obj_listi
 
 static void obj_apply_unlisted(obj_node_t *nd, obj_entry_t *e, const char *mpath)
 {
-    dcr__counters_t *c = &nd->s->base.count;
     char msg[512];
     switch (e->state) {
     case OBJ_HANDED:
@@ -676,7 +683,7 @@ static void obj_apply_unlisted(obj_node_t *nd, obj_entry_t *e, const char *mpath
         /* fallthrough */
     default:
         e->state = OBJ_UNLISTED;
-        obj_count(nd, e, &c->rejected);
+        obj_count(nd, e, false, false);
     }
 }
 
@@ -695,7 +702,7 @@ static void obj_mismatch(obj_node_t *nd, obj_entry_t *e, const char *mpath)
     obj_unready(nd, e);
     e->state = OBJ_BAD;
     snprintf(e->why, sizeof e->why, "corrupt (differs from the manifest)");
-    obj_count(nd, e, &nd->s->base.count.rejected);
+    obj_count(nd, e, false, false);
 }
 
 /* Binds the node's entries to the manifest's list. */

@@ -613,7 +613,12 @@ static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, re
         } else {
             st = relay_verify(T, f, b, true);
         }
-        if (st != DCR_OK) atomic_fetch_add(st == DCR_ECLOSED ? &c->dropped_stale : &c->rejected, 1);
+        if (st == DCR_ECLOSED)
+            atomic_fetch_add(&c->dropped_stale, 1);
+        else if (st != DCR_OK)
+            dcr__tbase_refused(
+                &T->r->base,
+                dcr_payload_auth_failure(st, b->data, b->len, T->r->base.pub.payload_policy.key));
     }
     if (st != DCR_OK) {
         snprintf(msg, cap, "relay root refused owner %d payload %" PRIu64 ": %s", o->owner, f->b,

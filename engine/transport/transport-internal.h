@@ -102,6 +102,7 @@ typedef struct dcr__counters {
     atomic_int_fast64_t local_bytes;
     atomic_int_fast64_t dropped_stale;
     atomic_int_fast64_t rejected;
+    atomic_int_fast64_t unauthenticated; /* of rejected */
 } dcr__counters_t;
 
 typedef struct dcr__tbase {
@@ -118,6 +119,11 @@ dcr_status_t dcr__tbase_init(dcr__tbase_t *b, const dcr_transport_config_t *cfg)
 /* Frees what dcr__tbase_init allocated; safe on a zeroed or half-built base. */
 void dcr__tbase_fini(dcr__tbase_t *b);
 void dcr__tbase_counters(dcr__tbase_t *b, dcr_transport_counters_t *out_p);
+/* Counts one payload the transport refused: in rejected, and also in
+ * unauthenticated when `unauthenticated` (dcr_payload_auth_failure of the
+ * refusal under the transport's key), so that a forgery shows apart from
+ * corruption, as the receivers count them. Thread-safe. */
+void dcr__tbase_refused(dcr__tbase_t *b, bool unauthenticated);
 /* Training node of owner endpoint `owner`. */
 int dcr__tbase_train_node(const dcr__tbase_t *b, int owner);
 

@@ -171,6 +171,13 @@ void dcr__tbase_counters(dcr__tbase_t *b, dcr_transport_counters_t *out_p)
     out_p->local_bytes = atomic_load(&b->count.local_bytes);
     out_p->dropped_stale = atomic_load(&b->count.dropped_stale);
     out_p->rejected = atomic_load(&b->count.rejected);
+    out_p->unauthenticated = atomic_load(&b->count.unauthenticated);
+}
+
+void dcr__tbase_refused(dcr__tbase_t *b, bool unauthenticated)
+{
+    atomic_fetch_add(&b->count.rejected, 1);
+    if (unauthenticated) atomic_fetch_add(&b->count.unauthenticated, 1);
 }
 
 int dcr__tbase_train_node(const dcr__tbase_t *b, int owner)
@@ -184,7 +191,7 @@ dcr_status_t dcr__payload_check_send(dcr__tbase_t *b, uint64_t tau, int owner, u
     dcr_payload_header_t h;
     dcr_status_t st = dcr_payload_peek(buf, len, false, &h);
     if (st != DCR_OK) {
-        atomic_fetch_add(&b->count.rejected, 1);
+        dcr__tbase_refused(b, false); /* a header read without the digest */
         dcr_error_prefix("owner %d payload %" PRIu64 " not sent: ", owner, payload_id);
         return st;
     }

@@ -94,6 +94,10 @@ typedef struct dcr_transport_counters {
                               node's recv when the attempt was replaced or stopped) */
     int64_t rejected;      /* corrupt, truncated, foreign or unlisted payloads refused
                               (objstore: once per rollout node that saw the object) */
+    int64_t unauthenticated; /* of rejected: refused for their keying or keyed digest
+                                (forged, unkeyed under a key, keyed differently, keyed
+                                with no key; dcr_payload_auth_failure), as receivers
+                                count them in their stats.unauthenticated */
 } dcr_transport_counters_t;
 
 typedef struct dcr_transport dcr_transport_t;
@@ -246,7 +250,8 @@ struct dcr_transport {
 
 /* Sets the payload key the transport verifies arriving payloads with
  * (copied): keyed payloads under another key, unkeyed ones and forgeries
- * are refused and counted as rejected. NULL or an unset key: only unkeyed
+ * are refused and counted as rejected and unauthenticated. NULL or an
+ * unset key: only unkeyed
  * payloads are accepted. Call after create and before the first attempt. */
 void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *key);
 

@@ -3,8 +3,10 @@
  * 1.1): a transport given a key delivers only payloads signed with it. The
  * relay root refuses the others at send; the object store's readers refuse
  * foreign objects unlisted and fail the attempt on a listed one; every
- * refusal is counted as rejected. Payloads are signed here with libb2
- * called directly, not with the codec's encoder. */
+ * refusal is counted as rejected, and those for keying or keyed digest
+ * (forged, unkeyed, keyed differently) as unauthenticated too, while a
+ * corrupt header is not. Payloads are signed here with libb2 called
+ * directly, not with the codec's encoder. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -52,6 +54,23 @@ static int64_t rejected(dcr_transport_t *t)
     return c.rejected;
 }
 
+static int64_t unauthenticated(dcr_transport_t *t)
+{
+    dcr_transport_counters_t c;
+    dcr_transport_counters(t, &c);
+    return c.unauthenticated;
+}
+
+/* A payload whose header is corrupt (its magic's first byte flipped):
+ * refused before any digest is read, so not an authentication failure. */
+static tp_payload_t corrupt_payload(uint64_t tau, int owner, uint64_t id)
+{
+    tp_payload_t p = tp_payload_make(tau, owner, id, 30, 0);
+    sign(&p, g_key);
+    p.buf[0] ^= 0xFF;
+    return p;
+}
+
 /* Signed payloads of attempt tau from both owners arrive exactly once. */
 static void signed_attempt_delivers(dcr_transport_t *t, uint64_t tau, int nodes)
 {
@@ -96,10 +115,17 @@ static void test_relay_root(void **state)
         if (!strstr(dcr_error_detail(), why[k]))
             fail_msg("payload %d: '%s' lacks '%s'", k, dcr_error_detail(), why[k]);
         assert_int_equal(rejected(t), k + 1);
+        assert_int_equal(unauthenticated(t), k + 1);
         free(p.buf);
     }
+    tp_payload_t bad = corrupt_payload(1, 0, 63);
+    assert_int_equal(dcr_transport_send(t, 0, bad.id, bad.buf, bad.len), DCR_EPAYLOAD);
+    free(bad.buf);
+    assert_int_equal(rejected(t), 4);
+    assert_int_equal(unauthenticated(t), 3);
     signed_attempt_delivers(t, 1, nodes);
-    assert_int_equal(rejected(t), 3);
+    assert_int_equal(rejected(t), 4);
+    assert_int_equal(unauthenticated(t), 3);
     dcr_transport_destroy(t);
     tp_rmtree(g_dir);
 }
@@ -116,16 +142,21 @@ static void test_objstore_readers(void **state)
     dcr_transport_t *t = keyed_transport("objstore", nodes);
     assert_int_equal(dcr_transport_open_attempt(t, 1), DCR_OK);
     /* Objects a foreign writer put in the bucket, unlisted: refused by every
-     * node and counted, never delivered. */
+     * node and counted, never delivered; the unkeyed and the wrongly keyed
+     * ones as unauthenticated, the corrupt one not. */
     tp_payload_t unkeyed = tp_payload_make(1, 1, 70, 30, 0);
     tp_payload_t other = tp_payload_make(1, 1, 71, 30, 0);
+    tp_payload_t bad = corrupt_payload(1, 1, 72);
     sign(&other, g_other);
     put_object(1, "payload-1-70.dcrp", &unkeyed);
     put_object(1, "payload-1-71.dcrp", &other);
-    for (int i = 0; i < 300 && rejected(t) < 2 * nodes; i++) usleep(10000);
-    assert_int_equal(rejected(t), 2 * nodes);
+    put_object(1, "payload-1-72.dcrp", &bad);
+    for (int i = 0; i < 300 && rejected(t) < 3 * nodes; i++) usleep(10000);
+    assert_int_equal(rejected(t), 3 * nodes);
+    assert_int_equal(unauthenticated(t), 2 * nodes);
     signed_attempt_delivers(t, 1, nodes);
-    assert_int_equal(rejected(t), 2 * nodes);
+    assert_int_equal(rejected(t), 3 * nodes);
+    assert_int_equal(unauthenticated(t), 2 * nodes);
 
     /* An owner without the key uploads and lists an unkeyed payload: the
      * readers refuse it, naming why, and the attempt fails on every node. */
@@ -145,8 +176,11 @@ static void test_objstore_readers(void **state)
         if (!strstr(dcr_error_detail(), "unkeyed"))
             fail_msg("node %d: unclear error: %s", node, dcr_error_detail());
     }
+    /* Each node refused the listed unkeyed payload for its keying. */
+    assert_int_equal(unauthenticated(t), 3 * nodes);
     free(unkeyed.buf);
     free(other.buf);
+    free(bad.buf);
     free(listed.buf);
     dcr_transport_destroy(t);
     tp_rmtree(g_dir);
