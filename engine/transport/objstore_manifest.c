@@ -22,6 +22,7 @@
  * malformed, and a malformed manifest fails the attempt on every reader
  * (once it stayed malformed OBJ_LISTED_WAIT_MS, objstore_transport.c). */
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,56 +39,75 @@ void dcr__obj_payload_name(uint32_t owner, uint64_t id, char *out, size_t cap)
     snprintf(out, cap, "payload-%" PRIu32 "-%" PRIu64 ".dcrp", owner, id);
 }
 
-/* ---- manifest ----------------------------------------------------------- */
+/* ---- text readers ------------------------------------------------------ */
 
-static bool mf_lit(const char **p, const char *end, const char *lit)
+bool dcr__cursor_lit(dcr__cursor_t *c, const char *lit)
 {
     size_t n = strlen(lit);
-    if ((size_t)(end - *p) < n || memcmp(*p, lit, n) != 0) return false;
-    *p += n;
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0) return false;
+    c->p += n;
     return true;
 }
 
-static bool mf_u64(const char **p, const char *end, uint64_t *v)
+bool dcr__cursor_u64(dcr__cursor_t *c, uint64_t *v)
 {
-    const char *q = *p;
+    const char *q = c->p;
     uint64_t x = 0;
-    while (q < end && *q >= '0' && *q <= '9') {
+    while (q < c->end && *q >= '0' && *q <= '9') {
         uint64_t d = (uint64_t)(*q - '0');
         if (x > (UINT64_MAX - d) / 10) return false;
         x = x * 10 + d;
         q++;
     }
-    size_t n = (size_t)(q - *p);
-    if (n == 0 || (n > 1 && **p == '0')) return false;
-    *p = q;
+    size_t n = (size_t)(q - c->p);
+    if (n == 0 || (n > 1 && *c->p == '0')) return false;
+    c->p = q;
     *v = x;
     return true;
 }
 
-static bool mf_hex16(const char **p, const char *end, uint8_t out[16])
+bool dcr__cursor_hex(dcr__cursor_t *c, uint8_t *out, size_t bytes)
 {
-    if (end - *p < 32) return false;
-    for (int i = 0; i < 32; i++) {
-        char c = (*p)[i];
-        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if ((size_t)(c->end - c->p) < 2 * bytes) return false;
+    for (size_t i = 0; i < 2 * bytes; i++) {
+        char ch = c->p[i];
+        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
         if (v < 0) return false;
         if (i % 2 == 0)
             out[i / 2] = (uint8_t)(v << 4);
         else
             out[i / 2] |= (uint8_t)v;
     }
-    *p += 32;
+    c->p += 2 * bytes;
     return true;
 }
 
-/* The next line [*p, *eol) without its '\n'; false when no '\n' remains. */
-static bool mf_line(const char *p, const char *end, const char **eol)
+/* ---- manifest ----------------------------------------------------------- */
+
+/* Takes the next line off *text into *line, without its '\n'; false when
+ * no '\n' remains. */
+static bool mf_line(dcr__cursor_t *text, dcr__cursor_t *line)
 {
-    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *nl = memchr(text->p, '\n', (size_t)(text->end - text->p));
     if (nl == NULL) return false;
-    *eol = nl;
+    *line = (dcr__cursor_t){text->p, nl};
+    text->p = nl + 1;
     return true;
+}
+
+/* The next line of *text is exactly lit. */
+static bool mf_exact(dcr__cursor_t *text, const char *lit)
+{
+    dcr__cursor_t line;
+    return mf_line(text, &line) && dcr__cursor_lit(&line, lit) && line.p == line.end;
+}
+
+/* The next line of *text is lit followed by a decimal, into *v. */
+static bool mf_field(dcr__cursor_t *text, const char *lit, uint64_t *v)
+{
+    dcr__cursor_t line;
+    return mf_line(text, &line) && dcr__cursor_lit(&line, lit) && dcr__cursor_u64(&line, v) &&
+           line.p == line.end;
 }
 
 static int mf_cmp(const void *a, const void *b)
@@ -104,12 +124,14 @@ static dcr_status_t mf_bad(const char *path, size_t line, const char *what)
 }
 
 /* One "payload <owner> <id> <bytes> <digest>" line into *e. */
-static bool mf_entry(const char *p, const char *eol, int world, dcr__ledger_entry_t *e)
+static bool mf_entry(dcr__cursor_t line, int world, dcr__ledger_entry_t *e)
 {
     uint64_t owner, id, len;
-    if (!mf_lit(&p, eol, "payload ") || !mf_u64(&p, eol, &owner) || !mf_lit(&p, eol, " ") ||
-        !mf_u64(&p, eol, &id) || !mf_lit(&p, eol, " ") || !mf_u64(&p, eol, &len) ||
-        !mf_lit(&p, eol, " ") || !mf_hex16(&p, eol, e->digest) || p != eol) {
+    if (!dcr__cursor_lit(&line, "payload ") || !dcr__cursor_u64(&line, &owner) ||
+        !dcr__cursor_lit(&line, " ") || !dcr__cursor_u64(&line, &id) ||
+        !dcr__cursor_lit(&line, " ") || !dcr__cursor_u64(&line, &len) ||
+        !dcr__cursor_lit(&line, " ") || !dcr__cursor_hex(&line, e->digest, 16) ||
+        line.p != line.end) {
         return false;
     }
     if (owner >= (uint64_t)world || len < DCR_CODEC_HEADER_SIZE ||
@@ -125,42 +147,30 @@ static bool mf_entry(const char *p, const char *eol, int world, dcr__ledger_entr
 dcr_status_t dcr__manifest_parse(const char *text, size_t len, const char *path, uint64_t tau,
                                  int world, dcr__ledger_entry_t **entries_p, size_t *n_p)
 {
-    const char *p = text, *end = text + len, *eol;
+    dcr__cursor_t t = {text, text + len}, line;
     uint64_t v, n;
-    if (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "dcr-manifest 1") || p != eol) {
-        return mf_bad(path, 1, "'dcr-manifest 1'");
-    }
-    p = eol + 1;
-    if (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "tau ") || !mf_u64(&p, eol, &v) || p != eol) {
-        return mf_bad(path, 2, "'tau <attempt id>'");
-    }
+    if (!mf_exact(&t, "dcr-manifest 1")) return mf_bad(path, 1, "'dcr-manifest 1'");
+    if (!mf_field(&t, "tau ", &v)) return mf_bad(path, 2, "'tau <attempt id>'");
     if (v != tau) {
         return dcr_error_set(DCR_ETRANSPORT,
                              "objstore: manifest %s line 2: tau %" PRIu64 ", expected %" PRIu64
                              " (the attempt it is stored under)",
                              path, v, tau);
     }
-    p = eol + 1;
-    if (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "payloads ") || !mf_u64(&p, eol, &n) ||
-        p != eol || n > DCR__MANIFEST_MAX_ENTRIES) {
+    if (!mf_field(&t, "payloads ", &n) || n > DCR__MANIFEST_MAX_ENTRIES)
         return mf_bad(path, 3, "'payloads <count>' with a count of at most 4194304");
-    }
-    p = eol + 1;
     dcr__ledger_entry_t *e = calloc(n ? n : 1, sizeof *e);
     if (e == NULL)
         return dcr_error_set(DCR_ENOMEM, "objstore: manifest %s: %" PRIu64 " entries", path, n);
     dcr_status_t st = DCR_OK;
     for (uint64_t i = 0; i < n && st == DCR_OK; i++) {
-        if (!mf_line(p, end, &eol) || !mf_entry(p, eol, world, &e[i])) {
+        if (!mf_line(&t, &line) || !mf_entry(line, world, &e[i])) {
             st = mf_bad(path, (size_t)i + 4,
                         "'payload <owner below world> <id> <bytes, at least 64> <32 hex digits>'");
         }
-        p = eol + 1;
     }
-    if (st == DCR_OK &&
-        (!mf_line(p, end, &eol) || !mf_lit(&p, eol, "end") || p != eol || eol + 1 != end)) {
+    if (st == DCR_OK && (!mf_exact(&t, "end") || t.p != t.end))
         st = mf_bad(path, (size_t)n + 4, "'end' as the last line");
-    }
     if (st == DCR_OK && n > 1) {
         dcr__ledger_entry_t *sorted = malloc(n * sizeof *sorted);
         if (sorted == NULL)
@@ -188,6 +198,34 @@ dcr_status_t dcr__manifest_parse(const char *text, size_t len, const char *path,
     return DCR_OK;
 }
 
+dcr_status_t dcr__manifest_append(const char *text, size_t len, const char *path, uint64_t tau,
+                                  int world, int first, int count, dcr__ledger_entry_t **entries_p,
+                                  size_t *n_p)
+{
+    dcr__ledger_entry_t *m = NULL;
+    size_t mn = 0;
+    DCR_CHECK(dcr__manifest_parse(text, len, path, tau, world, &m, &mn));
+    int lo = count ? first : 0, hi = count ? first + count : INT_MAX;
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; st == DCR_OK && i < mn; i++) {
+        if ((int64_t)m[i].owner < lo || (int64_t)m[i].owner >= hi)
+            st = dcr_error_set(DCR_ETRANSPORT,
+                               "objstore: manifest %s lists owner %" PRIu32
+                               ", expected owners %d..%d only",
+                               path, m[i].owner, lo, hi - 1);
+    }
+    dcr__ledger_entry_t *all = NULL;
+    if (st == DCR_OK && (all = realloc(*entries_p, (*n_p + mn + 1) * sizeof *all)) == NULL)
+        st = dcr_error_set(DCR_ENOMEM, "objstore: manifest %s: %zu entries", path, *n_p + mn);
+    if (st == DCR_OK) {
+        if (mn > 0) memcpy(all + *n_p, m, mn * sizeof *m);
+        *entries_p = all;
+        *n_p += mn;
+    }
+    free(m);
+    return st;
+}
+
 char *dcr__manifest_text(uint64_t tau, const dcr__ledger_entry_t *e, size_t n, size_t *len_p)
 {
     size_t cap = 128 + n * 128;
@@ -210,10 +248,11 @@ char *dcr__manifest_text(uint64_t tau, const dcr__ledger_entry_t *e, size_t n, s
 /* "payload-<owner>-<id>.dcrp" exactly as dcr__obj_payload_name writes it. */
 bool dcr__obj_parse_payload_name(const char *s, uint32_t *owner, uint64_t *id)
 {
-    const char *p = s, *end = s + strlen(s);
+    dcr__cursor_t c = {s, s + strlen(s)};
     uint64_t o, i;
-    if (!mf_lit(&p, end, "payload-") || !mf_u64(&p, end, &o) || !mf_lit(&p, end, "-") ||
-        !mf_u64(&p, end, &i) || !mf_lit(&p, end, ".dcrp") || p != end || o > UINT32_MAX) {
+    if (!dcr__cursor_lit(&c, "payload-") || !dcr__cursor_u64(&c, &o) || !dcr__cursor_lit(&c, "-") ||
+        !dcr__cursor_u64(&c, &i) || !dcr__cursor_lit(&c, ".dcrp") || c.p != c.end ||
+        o > UINT32_MAX) {
         return false;
     }
     *owner = (uint32_t)o;
@@ -228,11 +267,11 @@ void dcr__obj_manifest_part_name(int first, int count, char *out, size_t cap)
 
 bool dcr__obj_parse_manifest_part_name(const char *s, int world, int *first, int *count)
 {
-    const char *p = s, *end = s + strlen(s);
+    dcr__cursor_t c = {s, s + strlen(s)};
     uint64_t f, n;
-    if (!mf_lit(&p, end, "MANIFEST-") || !mf_u64(&p, end, &f) || !mf_lit(&p, end, "-") ||
-        !mf_u64(&p, end, &n) || p != end || n == 0 || f >= (uint64_t)world ||
-        n > (uint64_t)world - f) {
+    if (!dcr__cursor_lit(&c, "MANIFEST-") || !dcr__cursor_u64(&c, &f) ||
+        !dcr__cursor_lit(&c, "-") || !dcr__cursor_u64(&c, &n) || c.p != c.end || n == 0 ||
+        f >= (uint64_t)world || n > (uint64_t)world - f) {
         return false;
     }
     *first = (int)f;

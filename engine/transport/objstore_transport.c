@@ -530,34 +530,17 @@ static bool obj_read_part(objstore_t *s, uint64_t tau, const obj_mpart_t *mp, ob
         DCR_LOG_DEBUG("objstore: manifest %s not read: %s", path, dcr_error_detail());
         return false;
     }
-    dcr__ledger_entry_t *m = NULL;
-    size_t mn = 0;
     if (err == DCR_EINVAL)
         err = dcr_error_set(DCR_ETRANSPORT, "objstore: manifest %s: above %" PRIu64 " bytes", path,
                             mp->size);
     else
-        err = dcr__manifest_parse((const char *)text, len, path, tau, s->base.cfg.world, &m, &mn);
+        err = dcr__manifest_append((const char *)text, len, path, tau, s->base.cfg.world, mp->first,
+                                   mp->count, &L->m, &L->mn);
     free(text);
-    int lo = mp->count ? mp->first : 0, hi = mp->count ? mp->first + mp->count : INT_MAX;
-    for (size_t i = 0; err == DCR_OK && i < mn; i++) {
-        if ((int)m[i].owner < lo || (int)m[i].owner >= hi)
-            err = dcr_error_set(DCR_ETRANSPORT,
-                                "objstore: manifest %s lists owner %" PRIu32
-                                ", expected owners %d..%d only",
-                                path, m[i].owner, lo, hi - 1);
-    }
-    dcr__ledger_entry_t *all = NULL;
-    if (err == DCR_OK && (all = realloc(L->m, (L->mn + mn + 1) * sizeof *all)) == NULL)
-        err = dcr_error_set(DCR_ENOMEM, "objstore: manifest %s: %zu entries", path, mn);
     if (err != DCR_OK) {
-        free(m);
         obj_manifest_fail(L, err);
         return true;
     }
-    L->m = all;
-    if (mn > 0) memcpy(L->m + L->mn, m, mn * sizeof *m);
-    L->mn += mn;
-    free(m);
     L->manifest = true;
     return true;
 }
