@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "dcr/trace.h"
+#include "transport/objstore-internal.h"
 #include "transport/transport-internal.h"
 #include "s3rver_fixture.h"
 #include "transport_test_util.h"
@@ -964,6 +965,80 @@ static void test_manifest_parse(void **state)
                         "twice");
 }
 
+/* The token readers every manifest format shares: a failed read leaves the
+ * position where it was. */
+static void test_manifest_cursor(void **state)
+{
+    (void)state;
+    const char *s = "0 007 18446744073709551615 18446744073709551616 0aff 0aFF";
+    dcr__cursor_t c = {s, s + strlen(s)};
+    uint64_t v = 1;
+    uint8_t hex[2] = {0};
+    assert_true(dcr__cursor_u64(&c, &v));
+    assert_int_equal(v, 0);
+    assert_false(dcr__cursor_lit(&c, "  "));
+    assert_true(dcr__cursor_lit(&c, " "));
+    const char *at = c.p;
+    assert_false(dcr__cursor_u64(&c, &v)); /* leading zeros */
+    assert_ptr_equal(c.p, at);
+    c.p += 4;
+    assert_true(dcr__cursor_u64(&c, &v));
+    assert_true(v == UINT64_MAX);
+    assert_true(dcr__cursor_lit(&c, " "));
+    at = c.p;
+    assert_false(dcr__cursor_u64(&c, &v)); /* UINT64_MAX + 1 */
+    assert_ptr_equal(c.p, at);
+    c.p += 21;
+    assert_true(dcr__cursor_hex(&c, hex, 2));
+    assert_int_equal(hex[0], 0x0a);
+    assert_int_equal(hex[1], 0xff);
+    assert_true(dcr__cursor_lit(&c, " "));
+    at = c.p;
+    assert_false(dcr__cursor_hex(&c, hex, 2)); /* uppercase */
+    assert_ptr_equal(c.p, at);
+    c.p += 2;
+    assert_false(dcr__cursor_hex(&c, hex, 2)); /* too short */
+}
+
+/* A manifest object appended to the entries read so far: a part lists only
+ * its own owners, and a refused object leaves the entries as they were. */
+static void test_manifest_append(void **state)
+{
+    (void)state;
+    const char *part1 = "dcr-manifest 1\ntau 9\npayloads 1\n"
+                        "payload 1 8 70 00000000000000000000000000000001\nend\n";
+    dcr__ledger_entry_t *e = NULL;
+    size_t n = 0;
+    assert_int_equal(
+        dcr__manifest_append(good_manifest, strlen(good_manifest), "M", 9, 2, 0, 1, &e, &n),
+        DCR_ETRANSPORT);
+    if (!strstr(dcr_error_detail(), "M lists owner 1, expected owners 0..0 only"))
+        fail_msg("unclear error: %s", dcr_error_detail());
+    assert_null(e);
+    assert_int_equal(n, 0);
+    assert_int_equal(
+        dcr__manifest_append(good_manifest, strlen(good_manifest), "M", 9, 2, 0, 0, &e, &n),
+        DCR_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(dcr__manifest_append(part1, strlen(part1), "M-1-1", 9, 2, 1, 1, &e, &n),
+                     DCR_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(e[0].owner, 0);
+    assert_int_equal(e[0].id, 1);
+    assert_int_equal(e[2].owner, 1);
+    assert_int_equal(e[2].id, 8);
+    assert_int_equal(e[2].len, 70);
+    assert_int_equal(e[2].digest[15], 1);
+    dcr__ledger_entry_t *kept = e;
+    assert_int_equal(dcr__manifest_append(part1, strlen(part1), "M-0-1", 9, 2, 0, 1, &e, &n),
+                     DCR_ETRANSPORT);
+    assert_int_equal(dcr__manifest_append(part1, strlen(part1) - 1, "M", 9, 2, 0, 0, &e, &n),
+                     DCR_ETRANSPORT);
+    assert_ptr_equal(e, kept);
+    assert_int_equal(n, 3);
+    free(e);
+}
+
 /* Readers fail with the manifest's name and line, not hang. */
 static void test_manifest_malformed_fails(void **state)
 {
@@ -1203,6 +1278,8 @@ int main(void)
     };
     const struct CMUnitTest objstore[] = {
         cmocka_unit_test(test_manifest_parse),
+        cmocka_unit_test(test_manifest_cursor),
+        cmocka_unit_test(test_manifest_append),
         cmocka_unit_test_setup_teardown(test_manifest_malformed_fails, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_manifest_missing_payload, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_unlisted_payload, fx_setup, fx_teardown),
