@@ -91,43 +91,14 @@ static char *manifest_text(const dcr_retain_manifest_t *m, size_t *len_p)
     return t.buf;
 }
 
-typedef struct cursor {
-    const char *p, *end;
-} cursor_t;
-
-static bool cur_lit(cursor_t *c, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(c->end - c->p) < n || memcmp(c->p, lit, n) != 0) return false;
-    c->p += n;
-    return true;
-}
-
-static bool cur_u64(cursor_t *c, uint64_t *v)
-{
-    const char *q = c->p;
-    uint64_t x = 0;
-    while (q < c->end && *q >= '0' && *q <= '9') {
-        uint64_t d = (uint64_t)(*q - '0');
-        if (x > (UINT64_MAX - d) / 10) return false;
-        x = x * 10 + d;
-        q++;
-    }
-    size_t n = (size_t)(q - c->p);
-    if (n == 0 || (n > 1 && *c->p == '0')) return false;
-    c->p = q;
-    *v = x;
-    return true;
-}
-
 /* "<lit><decimal>\n" */
-static bool cur_field(cursor_t *c, const char *lit, uint64_t *v)
+static bool cur_field(dcr__cursor_t *c, const char *lit, uint64_t *v)
 {
-    return cur_lit(c, lit) && cur_u64(c, v) && cur_lit(c, "\n");
+    return dcr__cursor_lit(c, lit) && dcr__cursor_u64(c, v) && dcr__cursor_lit(c, "\n");
 }
 
 /* A payload name: a key component of [A-Za-z0-9._-], not starting with '.'. */
-static bool cur_name(cursor_t *c, char *out)
+static bool cur_name(dcr__cursor_t *c, char *out)
 {
     size_t n = 0;
     while (c->p + n < c->end && n <= DCR_RETAIN_NAME_MAX) {
@@ -146,24 +117,8 @@ static bool cur_name(cursor_t *c, char *out)
     return true;
 }
 
-static bool cur_hex(cursor_t *c, uint8_t *out, int bytes)
-{
-    if (c->end - c->p < 2 * bytes) return false;
-    for (int i = 0; i < 2 * bytes; i++) {
-        char ch = c->p[i];
-        int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
-        if (v < 0) return false;
-        if (i % 2 == 0)
-            out[i / 2] = (uint8_t)(v << 4);
-        else
-            out[i / 2] |= (uint8_t)v;
-    }
-    c->p += 2 * bytes;
-    return true;
-}
-
 /* The 1-based line number of c->p, for error lines. */
-static size_t line_of(const char *text, const cursor_t *c)
+static size_t line_of(const char *text, const dcr__cursor_t *c)
 {
     size_t line = 1;
     for (const char *q = text; q < c->p; q++) line += *q == '\n';
@@ -176,11 +131,11 @@ dcr_status_t dcr_retain_manifest_parse(const char *text, size_t len, const char 
     if (text == NULL || where == NULL || out_p == NULL)
         return dcr_error_set(DCR_EINVAL, "retain manifest: NULL argument");
     memset(out_p, 0, sizeof(*out_p));
-    cursor_t c = {text, text + len};
+    dcr__cursor_t c = {text, text + len};
     dcr_retain_manifest_t m = {0};
     uint64_t n = 0;
     const char *expected = "'dcr-version 1'";
-    bool ok = cur_lit(&c, "dcr-version 1\n");
+    bool ok = dcr__cursor_lit(&c, "dcr-version 1\n");
     if (ok) expected = "'version <decimal>'";
     ok = ok && cur_field(&c, "version ", &m.version);
     if (ok) expected = "'from <version - 1>'";
@@ -198,14 +153,14 @@ dcr_status_t dcr_retain_manifest_parse(const char *text, size_t len, const char 
     if (ok) expected = "'payload <name> <bytes> <64 hex digits>'";
     for (uint64_t i = 0; ok && i < n; i++) {
         dcr_retain_entry_t *e = &m.entries[i];
-        ok = cur_lit(&c, "payload ") && cur_name(&c, e->name) && cur_lit(&c, " ") &&
-             cur_u64(&c, &e->bytes) && cur_lit(&c, " ") &&
-             cur_hex(&c, e->digest, DCR_RETAIN_DIGEST_BYTES) && cur_lit(&c, "\n");
+        ok = dcr__cursor_lit(&c, "payload ") && cur_name(&c, e->name) && dcr__cursor_lit(&c, " ") &&
+             dcr__cursor_u64(&c, &e->bytes) && dcr__cursor_lit(&c, " ") &&
+             dcr__cursor_hex(&c, e->digest, DCR_RETAIN_DIGEST_BYTES) && dcr__cursor_lit(&c, "\n");
         for (uint64_t j = 0; ok && j < i; j++)
             if (strcmp(m.entries[j].name, e->name) == 0) ok = false;
     }
     if (ok) expected = "'end' and nothing after it";
-    ok = ok && cur_lit(&c, "end\n") && c.p == c.end;
+    ok = ok && dcr__cursor_lit(&c, "end\n") && c.p == c.end;
     if (!ok) {
         size_t line = line_of(text, &c);
         free(m.entries);
@@ -281,8 +236,8 @@ static bool key_version(const char *key, uint64_t *v, bool *manifest_p)
 {
     size_t root = strlen(RETAIN_ROOT);
     if (strncmp(key, RETAIN_ROOT, root) != 0 || key[root] != 'v') return false;
-    cursor_t c = {key + root + 1, key + strlen(key)};
-    if (!cur_u64(&c, v) || !cur_lit(&c, "/")) return false;
+    dcr__cursor_t c = {key + root + 1, key + strlen(key)};
+    if (!dcr__cursor_u64(&c, v) || !dcr__cursor_lit(&c, "/")) return false;
     *manifest_p = strcmp(c.p, RETAIN_MANIFEST) == 0;
     return true;
 }
@@ -362,28 +317,19 @@ static dcr_status_t prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)
 
 /* ---- the copy at commit --------------------------------------------------- */
 
-/* Parses one manifest object of attempt tau and appends its entries. */
+/* Reads one manifest object of attempt tau (the whole one, count 0, or the
+ * part of owners [first, first + count)) and appends its entries. */
 static dcr_status_t read_manifest_object(dcr_objstore_t *s, const char *key, uint64_t tau,
-                                         int world, dcr__ledger_entry_t **e_p, size_t *n_p)
+                                         int world, int first, int count, dcr__ledger_entry_t **e_p,
+                                         size_t *n_p)
 {
     uint8_t *text = NULL;
     size_t len = 0;
     DCR_CHECK(dcr_objstore_get(s, key, DCR__MANIFEST_MAX_BYTES, NULL, &text, &len));
-    dcr__ledger_entry_t *e = NULL;
-    size_t n = 0;
-    dcr_status_t st = dcr__manifest_parse((const char *)text, len, key, tau, world, &e, &n);
+    dcr_status_t st =
+        dcr__manifest_append((const char *)text, len, key, tau, world, first, count, e_p, n_p);
     free(text);
-    DCR_CHECK(st);
-    dcr__ledger_entry_t *all = realloc(*e_p, (*n_p + n ? *n_p + n : 1) * sizeof(*all));
-    if (all == NULL) {
-        free(e);
-        return dcr_error_set(DCR_ENOMEM, "retain: %zu manifest entries", *n_p + n);
-    }
-    if (n) memcpy(all + *n_p, e, n * sizeof(*e));
-    free(e);
-    *e_p = all;
-    *n_p += n;
-    return DCR_OK;
+    return st;
 }
 
 /* Reads attempt tau's transport manifest into entries: the one MANIFEST a
@@ -398,7 +344,7 @@ static dcr_status_t read_attempt(dcr_objstore_t *s, uint64_t tau, int world, cha
     snprintf(mkey, mkey_cap, "%sMANIFEST", prefix);
     *e_p = NULL;
     *n_p = 0;
-    dcr_status_t st = read_manifest_object(s, mkey, tau, world, e_p, n_p);
+    dcr_status_t st = read_manifest_object(s, mkey, tau, world, 0, 0, e_p, n_p);
     if (st != DCR_ENOTFOUND) return st;
     dcr_objstore_entry_t *keys = NULL;
     size_t nkeys = 0, parts = 0;
@@ -409,7 +355,7 @@ static dcr_status_t read_attempt(dcr_objstore_t *s, uint64_t tau, int world, cha
         if (strncmp(keys[i].key, prefix, strlen(prefix)) != 0 ||
             !dcr__obj_parse_manifest_part_name(keys[i].key + strlen(prefix), world, &first, &count))
             continue;
-        st = read_manifest_object(s, keys[i].key, tau, world, e_p, n_p);
+        st = read_manifest_object(s, keys[i].key, tau, world, first, count, e_p, n_p);
         parts++;
     }
     free(keys);
