@@ -310,7 +310,12 @@ static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
     if (x->f.kind == DCR_FAULT_CORRUPT) {
         hit = corrupt_object(r, &x->f, tau);
     } else if (x->f.kind == DCR_FAULT_DELAY) {
-        /* Once the node joined: its reception stalls. */
+        /* Once the node joined: its reception stalls (one stall at a time
+         * per node: a second SIGCONT would end the first early). */
+        for (int i = 0; i < r->nfaults; i++)
+            if (r->faults[i].holding && r->faults[i].f.kind == DCR_FAULT_DELAY &&
+                r->faults[i].f.target == x->f.target)
+                return;
         int pid = dcr_role_launcher_node_pid(r->launcher, x->f.target);
         dcr_node_report_t rep;
         memset(&rep, 0, sizeof(rep));
