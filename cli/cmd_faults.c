@@ -76,7 +76,8 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        &o->processes,
                        0,
                        0,
-                       "every role a process of this host (owners: mpirun; coordinator, rollout "
+                       "every role a process of this host (owners: mpirun, as root with "
+                       "OMPI_ALLOW_RUN_AS_ROOT=1 set for it; coordinator, rollout "
                        "nodes, verifier); --kill-every N: a SIGKILL to a rollout-node process "
                        "every N steps, at delivery, apply or after the ack; --faults-per-step N: "
                        "corrupt, delay, control_busy acted out by this process (objstore, sync "
@@ -500,6 +501,8 @@ int dcr_cmd_faults(int argc, char **argv)
             "usage: dcr faults train [--steps 50] [--kill-every 5] [--restart-after 5] "
             "[--transport ...] [--json]\n"
             "       dcr faults campaign [--seeds 20] [--json]\n"
+            "       dcr faults train|campaign --processes [--kill-coordinator-every 10] "
+            "[--corrupt-digest]: every role a process, real SIGKILLs\n"
             "(dcr faults train --help, dcr faults campaign --help for every option)\n");
     return help ? 0 : 2;
 }
