@@ -70,7 +70,8 @@ typedef struct prun {
     dcr_bench_processes_t hooks; /* ours around them */
     char workdir[4096];
     uint64_t causes[DCR_RESTORE_CAUSES]; /* restore records by cause, read at stop */
-    dcr_control_t *control;              /* the watcher's own handle */
+    dcr_control_t *control;              /* the kill watcher's own handle */
+    dcr_control_t *fault_control;        /* the fault watcher's */
     dcr_control_t *arm_control;          /* the main thread's (arming) */
     dcr_rng_t rng;                       /* the kill schedule's and the faults' draws */
     bool sqlite;                         /* the control plane is the run's SQLite file */
@@ -319,7 +320,7 @@ static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
         int pid = dcr_role_launcher_node_pid(r->launcher, x->f.target);
         dcr_node_report_t rep;
         memset(&rep, 0, sizeof(rep));
-        hit = pid > 0 && dcr_node_report_get(r->control, x->f.target, &rep) == DCR_OK &&
+        hit = pid > 0 && dcr_node_report_get(r->fault_control, x->f.target, &rep) == DCR_OK &&
               rep.pid == (int32_t)pid && rep.tau > r->faults_after_tau &&
               rep.phase == DCR_NODE_JOINED &&
               dcr_role_launcher_pause_node(r->launcher, x->f.target, pid, true);
@@ -345,7 +346,7 @@ static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
 static void faults_once(prun_t *r)
 {
     pthread_mutex_lock(&r->lock);
-    uint64_t tau = r->nfaults > 0 ? latest_tau(r->control) : 0;
+    uint64_t tau = r->nfaults > 0 ? latest_tau(r->fault_control) : 0;
     for (int i = 0; tau > r->faults_after_tau && i < r->nfaults; i++)
         fault_once(r, &r->faults[i], tau);
     pthread_mutex_unlock(&r->lock);
@@ -464,6 +465,7 @@ static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
     DCR_CHECK(dcr_role_kill_points_create(workdir));
     DCR_CHECK(r->inner.start(r->inner.ctx, workdir, temporary));
     DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->control));
+    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->fault_control));
     DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->arm_control));
     DCR_CHECK(draw_kills(r));
     void *(*mains[2])(void *) = {kills_main, faults_main};
@@ -637,6 +639,7 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     dcr_bench_result_free(&res);
     dcr_role_launcher_destroy(r.launcher);
     dcr_control_destroy(r.control);
+    dcr_control_destroy(r.fault_control);
     dcr_control_destroy(r.arm_control);
     free(r.kills);
     pthread_mutex_destroy(&r.lock);
