@@ -91,14 +91,16 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        "--processes, a test of the verifier: flip one bit of one receiver's "
                        "digests before it runs (the run must then fail)",
                        false};
-    a[2] = (dcr_arg_t){"--kill-coordinator-every",
-                       DCR_ARG_INT,
-                       &o->coord_kill_every,
-                       0,
-                       100000,
-                       "--processes: SIGKILL the coordinator process in every N-th transition, a "
-                       "new one resumes it from the control plane (default 10; 0: never)",
-                       false};
+    a[2] =
+        (dcr_arg_t){"--kill-coordinator-every",
+                    DCR_ARG_INT,
+                    &o->coord_kill_every,
+                    0,
+                    100000,
+                    "--processes: SIGKILL the coordinator process in every N-th transition, a "
+                    "new one resumes it from the control plane (default: train 10, campaign 2; 0: "
+                    "never)",
+                    false};
 }
 
 /* The run flags every role process parses (dcr bench's), from this
@@ -462,6 +464,8 @@ static int cmd_campaign(int argc, char **argv)
     defaults(&o, &cc.run);
     o.seed = (int64_t)cc.base_seed;
     o.seeds = cc.seeds;
+    /* Two coordinator kills in each run of the default 4 steps. */
+    o.coord_kill_every = DCR_FAULTS_CAMPAIGN_COORDINATOR_EVERY;
     dcr_arg_t args[NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC];
     own_args(&o, args);
     args[NOWN] = (dcr_arg_t){"--seeds", DCR_ARG_INT, &o.seeds,
@@ -501,7 +505,7 @@ int dcr_cmd_faults(int argc, char **argv)
             "usage: dcr faults train [--steps 50] [--kill-every 5] [--restart-after 5] "
             "[--transport ...] [--json]\n"
             "       dcr faults campaign [--seeds 20] [--json]\n"
-            "       dcr faults train|campaign --processes [--kill-coordinator-every 10] "
+            "       dcr faults train|campaign --processes [--kill-coordinator-every N] "
             "[--corrupt-digest]: every role a process, real SIGKILLs\n"
             "(dcr faults train --help, dcr faults campaign --help for every option)\n");
     return help ? 0 : 2;

@@ -220,6 +220,8 @@ bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind);
 /* Default coordinator_every of dcr faults --processes: 10, five coordinator
  * kills in the default 50 steps. */
 #define DCR_FAULTS_COORDINATOR_EVERY 10
+/* A campaign's: 2, two coordinator kills in each run of its default 4 steps. */
+#define DCR_FAULTS_CAMPAIGN_COORDINATOR_EVERY 2
 
 typedef struct dcr_faults_processes_config {
     /* run.bench: the run configuration as the role processes parse it from
