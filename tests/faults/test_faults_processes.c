@@ -223,11 +223,12 @@ static void test_campaign_with_processes(void **state)
 {
     (void)state;
     json_t *j = run_json("faults campaign --processes " SMALL " --seeds 2 --steps 2 "
-                         "--faults-per-step 2 --kill-every 1 --kill-coordinator-every 2 "
+                         "--faults-per-step 2 --kill-every 1 "
                          "--seed 11 --json");
     assert_clean(j, 4);
-    assert_int_equal(num(j, "version"), 2);           /* the last run's */
-    assert_int_equal(num(j, "coordinator_kills"), 2); /* the 2nd transition of each */
+    assert_int_equal(num(j, "version"), 2); /* the last run's */
+    /* The campaign's default coordinator kills: in every 2nd transition. */
+    assert_int_equal(num(j, "coordinator_kills"), 2);
     assert_int_equal(num(j, "kills_drawn"), 4);
     assert_true(num(j, "sigkills") >= 2); /* per run, only the last may still be armed */
     json_int_t faults = num(j, "faults");
