@@ -19,7 +19,7 @@ typedef struct faults_opts {
     double lr, rate;
     bool json;
     bool processes, corrupt_digest; /* --processes (faults/faults_run.h) */
-    int64_t coord_kill_every;       /* --processes --kill-coordinator-every */
+    int64_t coord_kill_every;       /* --processes: a coordinator kill every N transitions */
 } faults_opts_t;
 
 static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
@@ -65,7 +65,7 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
     printf("membership differed after a failover %d\n", s->membership_mismatches);
 }
 
-/* ---- --processes: rollout nodes as processes, real kills ---- */
+/* ---- --processes: every role a process, real kills ---- */
 
 enum { NPROC = 3 };
 
@@ -76,9 +76,12 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        &o->processes,
                        0,
                        0,
-                       "rollout nodes and the verifier as processes of this host; --kill-every N: "
-                       "a SIGKILL to a rollout-node process every N steps, at delivery, apply or "
-                       "after the ack (objstore, sync RL)",
+                       "every role a process of this host (owners: mpirun, as root with "
+                       "OMPI_ALLOW_RUN_AS_ROOT=1 set for it; coordinator, rollout "
+                       "nodes, verifier); --kill-every N: a SIGKILL to a rollout-node process "
+                       "every N steps, at delivery, apply or after the ack; --faults-per-step N: "
+                       "corrupt, delay, control_busy acted out by this process (objstore, sync "
+                       "RL; no --attempts, --readers, --restart-after)",
                        false};
     a[1] = (dcr_arg_t){"--corrupt-digest",
                        DCR_ARG_FLAG,
@@ -88,15 +91,16 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        "--processes, a test of the verifier: flip one bit of one receiver's "
                        "digests before it runs (the run must then fail)",
                        false};
-    a[2] = (dcr_arg_t){"--kill-coordinator-every",
-                       DCR_ARG_INT,
-                       &o->coord_kill_every,
-                       0,
-                       100000,
-                       "--processes with the owners as an MPI job and the coordinator as a "
-                       "process: SIGKILL the coordinator process in every N-th transition, a new "
-                       "one resumes it (0: never; no --faults-per-step, --attempts)",
-                       false};
+    a[2] =
+        (dcr_arg_t){"--kill-coordinator-every",
+                    DCR_ARG_INT,
+                    &o->coord_kill_every,
+                    0,
+                    100000,
+                    "--processes: SIGKILL the coordinator process in every N-th transition, a "
+                    "new one resumes it from the control plane (default: train 10, campaign 2; 0: "
+                    "never)",
+                    false};
 }
 
 /* The run flags every role process parses (dcr bench's), from this
@@ -173,42 +177,16 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],
                                "behind", (json_int_t)p->restores_by_cause[1], "dirty",
                                (json_int_t)p->restores_by_cause[2]);
-    return json_pack("{s:i,s:o,s:i,s:i,s:{s:i,s:i,s:i},s:o,s:o}", "sigkills", p->sigkills,
-                     "sigkills_by_point", points, "kills_drawn", p->kills_drawn, "restarts",
-                     p->restarts, "processes", "rollout_nodes", p->node_processes, "verifier", 1,
-                     "coordinator", 0, "restores_by_kind", restores, "restores_by_cause", causes);
+    return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o}", "sigkills",
+                     p->sigkills, "sigkills_by_point", points, "kills_drawn", p->kills_drawn,
+                     "restarts", p->restarts, "coordinator_kills", p->coordinator_kills,
+                     "coordinator_restarts", p->coordinator_restarts, "processes", "owners",
+                     p->owner_processes, "coordinator", 1, "rollout_nodes", p->node_processes,
+                     "verifier", 1, "restores_by_kind", restores, "restores_by_cause", causes);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
-                  const dcr_faults_processes_summary_t *p,
-                  const dcr_faults_coordinator_summary_t *c);
-
-/* --kill-coordinator-every: the coordinator's kills and failovers, and
- * every role a process. */
-static json_t *coordinator_json(const dcr_faults_coordinator_summary_t *c)
-{
-    return json_pack("{s:i,s:i,s:{s:i,s:i,s:i,s:i}}", "coordinator_kills", c->coordinator_kills,
-                     "coordinator_restarts", c->coordinator_restarts, "processes", "owners",
-                     c->owner_processes, "rollout_nodes", c->p.node_processes, "coordinator", 1,
-                     "verifier", 1);
-}
-
-/* Runs `what` with --kill-coordinator-every: the whole process deployment. */
-static int run_coordinator(const char *what, const faults_opts_t *o,
-                           const dcr_faults_processes_config_t *pc, int seeds)
-{
-    dcr_faults_coordinator_summary_t c;
-    memset(&c, 0, sizeof(c));
-    /* A default --faults-per-step (campaign's) does not apply: none reach
-     * these roles (check_processes refused an explicit one). */
-    dcr_faults_processes_config_t run = *pc;
-    run.run.faults_per_step = 0;
-    int every = (int)o->coord_kill_every;
-    dcr_status_t st =
-        seeds > 0 ? dcr_faults_coordinator_campaign(&run, every, seeds, (uint64_t)o->seed, &c)
-                  : dcr_faults_coordinator_run(&run, every, &c);
-    return finish(what, o->json, st, &c.p.s, &c.p, &c);
-}
+                  const dcr_faults_processes_summary_t *p);
 
 /* Runs `what` (train, campaign) with --processes: the role flags parsed as
  * the role processes parse them become the run's configuration. */
@@ -227,13 +205,13 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
     pc.run_args = ra.argv + 1;
     pc.nargs = ra.n - 1;
     pc.corrupt_digest = o->corrupt_digest;
+    pc.coordinator_every = (int)o->coord_kill_every;
     dcr_faults_processes_summary_t p;
     memset(&p, 0, sizeof(p));
     dcr_interrupt_install();
-    if (o->coord_kill_every > 0) return run_coordinator(what, o, &pc, seeds);
     dcr_status_t st = seeds > 0 ? dcr_faults_processes_campaign(&pc, seeds, (uint64_t)o->seed, &p)
                                 : dcr_faults_processes_run(&pc, &p);
-    return finish(what, o->json, st, &p.s, &p, NULL);
+    return finish(what, o->json, st, &p.s, &p);
 }
 
 /* Every flag and the layout, before the run (usage errors exit 2). */
@@ -297,18 +275,13 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
                            int nargs)
 {
     dcr_status_t st = DCR_OK;
-    bool coord = o->coord_kill_every > 0;
     if (!o->processes && o->corrupt_digest)
         st = dcr_error_set(DCR_EINVAL, "--corrupt-digest applies only with --processes");
-    else if (!o->processes && coord)
+    else if (!o->processes && dcr_args_seen(args, nargs, "--kill-coordinator-every"))
         st = dcr_error_set(DCR_EINVAL, "--kill-coordinator-every applies only with --processes");
-    else if (coord && (o->corrupt_digest || dcr_args_seen(args, nargs, "--attempts") ||
-                       (o->faults_per_step > 0 && dcr_args_seen(args, nargs, "--faults-per-step"))))
-        st = dcr_error_set(DCR_EINVAL,
-                           "--kill-coordinator-every: --corrupt-digest, --faults-per-step N > 0 "
-                           "and --attempts do not apply (the owners and the coordinator are "
-                           "processes: this process's faults cannot reach them, and the "
-                           "coordinator process keeps its default attempts)");
+    else if (o->processes && dcr_args_seen(args, nargs, "--attempts"))
+        st = dcr_error_set(DCR_EINVAL, "--processes: --attempts does not apply (the coordinator "
+                                       "process keeps its default attempts)");
     else if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync")))
         st = dcr_error_set(DCR_EINVAL,
                            "--processes needs --transport objstore and --rl sync (got %s, %s)",
@@ -329,8 +302,7 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
-                  const dcr_faults_processes_summary_t *p,
-                  const dcr_faults_coordinator_summary_t *c)
+                  const dcr_faults_processes_summary_t *p)
 {
     if (st != DCR_OK) {
         char label[64];
@@ -341,11 +313,6 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         json_t *j = summary_json(what, s);
         if (p) {
             json_t *extra = processes_json(p);
-            json_object_update(j, extra);
-            json_decref(extra);
-        }
-        if (c) {
-            json_t *extra = coordinator_json(c);
             json_object_update(j, extra);
             json_decref(extra);
         }
@@ -371,10 +338,10 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
                                         p->restore_bytes[2] + p->restore_bytes[3]),
                    (unsigned long long)(p->restore_dense_bytes[0] + p->restore_dense_bytes[1] +
                                         p->restore_dense_bytes[2] + p->restore_dense_bytes[3]));
-        if (c)
+        if (p)
             printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed "
                    "%d; owner processes %d (mpirun)\n",
-                   c->coordinator_kills, c->coordinator_restarts, c->owner_processes);
+                   p->coordinator_kills, p->coordinator_restarts, p->owner_processes);
     }
     if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
         s->commit_violations || s->membership_mismatches) {
@@ -460,6 +427,7 @@ static void defaults(faults_opts_t *o, const dcr_faults_run_config_t *c)
     o->per_node = c->bench.serve.gpus_per_node;
     o->serve_tp = c->bench.serve.tp;
     o->seed = (int64_t)c->bench.seed;
+    o->coord_kill_every = DCR_FAULTS_COORDINATOR_EVERY;
 }
 
 static int cmd_train(int argc, char **argv)
@@ -486,7 +454,7 @@ static int cmd_train(int argc, char **argv)
     if (o.processes) return run_processes("train", &o, &c, 0);
     dcr_interrupt_install();
     dcr_status_t st = dcr_faults_run(&c, &s);
-    return finish("train", o.json, st, &s, NULL, NULL);
+    return finish("train", o.json, st, &s, NULL);
 }
 
 static int cmd_campaign(int argc, char **argv)
@@ -496,6 +464,8 @@ static int cmd_campaign(int argc, char **argv)
     defaults(&o, &cc.run);
     o.seed = (int64_t)cc.base_seed;
     o.seeds = cc.seeds;
+    /* Two coordinator kills in each run of the default 4 steps. */
+    o.coord_kill_every = DCR_FAULTS_CAMPAIGN_COORDINATOR_EVERY;
     dcr_arg_t args[NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC];
     own_args(&o, args);
     args[NOWN] = (dcr_arg_t){"--seeds", DCR_ARG_INT, &o.seeds,
@@ -523,7 +493,7 @@ static int cmd_campaign(int argc, char **argv)
     if (o.processes) return run_processes("campaign", &o, &cc.run, cc.seeds);
     dcr_interrupt_install();
     dcr_status_t st = dcr_faults_campaign(&cc, &s);
-    return finish("campaign", o.json, st, &s, NULL, NULL);
+    return finish("campaign", o.json, st, &s, NULL);
 }
 
 int dcr_cmd_faults(int argc, char **argv)
@@ -535,6 +505,8 @@ int dcr_cmd_faults(int argc, char **argv)
             "usage: dcr faults train [--steps 50] [--kill-every 5] [--restart-after 5] "
             "[--transport ...] [--json]\n"
             "       dcr faults campaign [--seeds 20] [--json]\n"
+            "       dcr faults train|campaign --processes [--kill-coordinator-every N] "
+            "[--corrupt-digest]: every role a process, real SIGKILLs\n"
             "(dcr faults train --help, dcr faults campaign --help for every option)\n");
     return help ? 0 : 2;
 }

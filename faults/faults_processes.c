@@ -1,36 +1,37 @@
-/* dcr faults train|campaign --processes: refits with the rollout nodes as
- * processes of this host, real SIGKILLs aimed at points of the refit, the
- * restarted processes restoring from their resident files or the retained
- * versions (else by dense refit), and a verifier process comparing every
- * committed version (faults/faults_run.h). */
+/* dcr faults train|campaign --processes: the whole process deployment (owner
+ * job, coordinator process, rollout-node processes, verifier process) driven
+ * by dcr_bench_run through the role launcher, with rollout-node SIGKILLs and
+ * faults aimed from the control plane and the store's files, and
+ * coordinator-process SIGKILLs with failover (faults/faults_run.h). */
 #define _XOPEN_SOURCE 700
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/rng.h"
 #include "dcr/rollout_node.h"
 #include "faults/faults_run.h"
-#include "workloads/interrupt.h"
-#include "workloads/retainer.h"
-#include "workloads/roles/restore.h"
 #include "workloads/roles/launch.h"
+#include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
-#include "workloads/roles/world.h"
-#include "workloads/serve/vllm_layout.h"
-#include "workloads/workdir.h"
 
-#define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node */
+#define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node and the armed faults */
 #define REPORT_WAIT_MS 10000    /* a kill waits this long for the death to be reported */
 #define DIGEST_WAIT_MS 10000    /* corrupt_digest: for version 1's first digests file */
+#define STALL_MS_MIN   50       /* delay and control_busy last 50..449 ms: below the */
+#define STALL_MS_SPAN  400      /* roles' SQLite busy timeout (5 s) with room to spare */
+#define MAX_FAULTS     64       /* armed at once, as dcr_faults_arm allows */
 
 const char *dcr_faults_kill_point_name(dcr_faults_kill_point_t point)
 {
@@ -41,63 +42,59 @@ const char *dcr_faults_kill_point_name(dcr_faults_kill_point_t point)
 
 bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind)
 {
-    switch (kind) {
-    case DCR_FAULT_DROP:
-    case DCR_FAULT_REORDER:
-    case DCR_FAULT_CORRUPT:
-    case DCR_FAULT_TRUNCATE_OBJECT:
-    case DCR_FAULT_REMOVE_OBJECT:
-    case DCR_FAULT_OWNER_CRASH:
-    case DCR_FAULT_CONTROL_BUSY:
-    case DCR_FAULT_CONTROL_DOWN:
-    case DCR_FAULT_COMMIT_REPLY:
-    case DCR_FAULT_COORD_CRASH:
-        return true;
-    default: /* inside a node process, on the relay, or a simulated receiver death */
-        return false;
-    }
+    return kind == DCR_FAULT_CORRUPT || kind == DCR_FAULT_DELAY || kind == DCR_FAULT_CONTROL_BUSY;
 }
 
-/* The kill armed now (under kill_lock). */
-typedef struct aimed {
-    bool armed;
+/* A rollout-node kill of the schedule. */
+typedef struct node_kill {
     dcr_faults_kill_point_t point;
     int node;
     uint64_t after_tau; /* only attempts prepared after arming count */
-    uint64_t seen_tau;  /* delivery: the attempt whose JOINED the watcher saw first */
-    int64_t bytes0;     /* delivery: the owners' payload bytes then */
-} aimed_t;
+} node_kill_t;
+
+/* A fault this process executes, armed for one step's attempts. */
+typedef struct armed_fault {
+    dcr_fault_t f;
+    bool fired;
+    bool holding;      /* delay: the node is stopped; control_busy: the lock is held */
+    int pid;           /* delay: the stopped process */
+    uint64_t until_ns; /* delay, control_busy: when the hold ends */
+    sqlite3 *db;       /* control_busy: the handle holding the lock */
+} armed_fault_t;
 
 typedef struct prun {
     const dcr_faults_processes_config_t *cfg;
-    const dcr_bench_config_t *b;
-    dcr_role_world_t *world; /* the owners' weights: world->shards hold world->version */
-    int nrecv, nodes;
-    uint8_t *xor_allowed;
-    dcr_constructor_t *con;
-    dcr_transport_t *transport;
-    dcr_control_t *control;
-    dcr_coord_t *coord;
-    dcr_faults_t *faults;
+    dcr_bench_config_t bench; /* the run: steps refits, no warm-up, the hooks below */
     dcr_role_launcher_t *launcher;
-    bool started; /* node processes */
-    dcr_workdir_t wd;
-    char id[96];
-    int incarnation;
-    uint64_t version;         /* committed, as the owners' baselines hold it */
-    bool resume;              /* the last transition stopped: the next one is all overwrites */
-    dcr_retainer_t *retainer; /* committed versions kept for replay (--retain K) */
-    /* kills */
-    pthread_mutex_t kill_lock;
-    aimed_t aim;
-    uint64_t acked_tau; /* the last attempt whose ACK step the coordinator entered */
-    int by_point[DCR_FAULTS_KILL_POINTS];
-    aimed_t *kills; /* the schedule: nkills, due so far, the next to arm */
+    dcr_bench_processes_t inner; /* the launcher's hooks */
+    dcr_bench_processes_t hooks; /* ours around them */
+    char workdir[4096];
+    uint64_t causes[DCR_RESTORE_CAUSES]; /* restore records by cause, read at stop */
+    dcr_control_t *control;              /* the kill watcher's own handle */
+    dcr_control_t *fault_control;        /* the fault watcher's */
+    dcr_control_t *arm_control;          /* the main thread's (arming) */
+    dcr_rng_t rng;                       /* the kill schedule's and the faults' draws */
+    bool sqlite;                         /* the control plane is the run's SQLite file */
+    /* The schedule: nkills drawn up front, `due` fallen due so far, `next`
+     * the next to arm; `aim` the armed one. Under lock, with the faults. */
+    node_kill_t *kills;
     int nkills, due, next;
-    dcr_control_t *watch_control; /* the watcher's own handle: faults act on the coordinator's */
-    pthread_t watcher;
-    bool watching;
+    pthread_mutex_t lock;
+    bool armed;
+    node_kill_t aim;
+    int by_point[DCR_FAULTS_KILL_POINTS];
+    armed_fault_t faults[MAX_FAULTS];
+    int nfaults;
+    uint64_t faults_after_tau;      /* the step's faults act on attempts after this one */
+    char corrupted[MAX_FAULTS][96]; /* objects the step's corrupt faults hit, one each */
+    int ncorrupted;
+    int64_t fired[DCR_FAULT_KIND_COUNT];
+    pthread_t watchers[2]; /* kills, faults */
+    int watching;          /* threads started */
     atomic_bool watch_stop;
+    /* Transitions as the coordinator processes answered them. */
+    int step, attempts, retries, commits, lost;
+    uint64_t version; /* committed */
 } prun_t;
 
 static void nap_ns(long ns)
@@ -106,86 +103,86 @@ static void nap_ns(long ns)
     nanosleep(&ts, NULL);
 }
 
-/* ---- kills ------------------------------------------------------------------ */
-
-/* Sends the armed kill to its node's process `pid` and returns once the
- * death is reported in the control plane; the arm is spent when the signal
- * went out. All under kill_lock, which the coordinator's ACK step takes
- * too: a watcher's kill is reported before the coordinator checks that
- * every node is still done, and one the watcher would send after that
- * check (between it and the commit) is not sent. */
-static void fire(prun_t *r, const aimed_t *k, int pid, uint64_t tau, bool watcher)
+static uint64_t latest_tau(dcr_control_t *control)
 {
-    pthread_mutex_lock(&r->kill_lock);
-    bool late = watcher && tau <= r->acked_tau;
-    bool sent = !late && r->aim.armed &&
-                dcr_role_launcher_kill_node(r->launcher, k->node, pid, REPORT_WAIT_MS);
-    if (sent) {
-        r->aim.armed = false;
-        r->by_point[k->point]++;
-    }
-    pthread_mutex_unlock(&r->kill_lock);
-    if (sent)
-        DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64,
-                     k->node, pid, dcr_faults_kill_point_name(k->point), tau);
+    dcr_control_attempt_t a;
+    return dcr_control_attempt(control, 0, &a) == DCR_OK ? a.tau : 0;
 }
 
-/* The watcher's look at a delivery or apply kill's node. */
-static void watch_once(prun_t *r)
+/* ---- rollout-node kills, seen from the control plane ---- */
+
+/* Where the node's report rep stands in an attempt prepared after the arm:
+ * delivery (JOINED, no apply marked yet), apply (JOINED, its first apply
+ * marked: partial writes) or acked (DONE: applied and acknowledged);
+ * DCR_FAULTS_KILL_POINTS when it is in none of them. */
+static dcr_faults_kill_point_t point_of(prun_t *r, int node, const dcr_node_report_t *rep,
+                                        uint64_t after_tau)
 {
-    pthread_mutex_lock(&r->kill_lock);
-    aimed_t k = r->aim;
-    pthread_mutex_unlock(&r->kill_lock);
-    if (!k.armed || k.point > DCR_FAULTS_KILL_APPLY) return;
+    if (rep->tau <= after_tau) return DCR_FAULTS_KILL_POINTS;
+    if (rep->phase == DCR_NODE_DONE) return DCR_FAULTS_KILL_ACKED;
+    if (rep->phase != DCR_NODE_JOINED) return DCR_FAULTS_KILL_POINTS;
+    char path[4300];
+    dcr_role_apply_marker_path(r->workdir, node, rep->tau, path, sizeof(path));
+    return access(path, F_OK) == 0 ? DCR_FAULTS_KILL_APPLY : DCR_FAULTS_KILL_DELIVERY;
+}
+
+/* The armed kill fires at its point or, when the watcher first sees the
+ * node past it (the delivery and apply windows can be shorter than a
+ * poll on a loaded host), at the next point it sees in the same attempt,
+ * counted where it landed: every armed kill lands in its first attempt.
+ * At acked, whether the coordinator process commits before the signal
+ * lands is a race this process cannot close; the log names the commit
+ * record's attempt read just before each signal. */
+static void kill_once(prun_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    bool armed = r->armed;
+    node_kill_t k = r->aim;
+    pthread_mutex_unlock(&r->lock);
+    if (!armed) return;
     int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
     dcr_node_report_t rep;
-    if (pid <= 0 || dcr_node_report_get(r->watch_control, k.node, &rep) != DCR_OK ||
-        rep.pid != (int32_t)pid || rep.phase != DCR_NODE_JOINED || rep.tau <= k.after_tau)
+    if (pid <= 0 || dcr_node_report_get(r->control, k.node, &rep) != DCR_OK ||
+        rep.pid != (int32_t)pid)
         return;
-    if (k.point == DCR_FAULTS_KILL_DELIVERY) {
-        /* Mid-delivery: the owners have published a payload of this attempt
-         * since the node joined it. */
-        dcr_transport_counters_t tc;
-        dcr_transport_counters(r->transport, &tc);
-        if (k.seen_tau != rep.tau) {
-            pthread_mutex_lock(&r->kill_lock);
-            r->aim.seen_tau = rep.tau;
-            r->aim.bytes0 = tc.payload_bytes;
-            pthread_mutex_unlock(&r->kill_lock);
-            return;
-        }
-        if (tc.payload_bytes <= k.bytes0) return;
-    } else {
-        char path[4300];
-        dcr_role_apply_marker_path(r->wd.path, k.node, rep.tau, path, sizeof(path));
-        if (access(path, F_OK) != 0) return;
-    }
-    fire(r, &k, pid, rep.tau, true);
+    dcr_faults_kill_point_t at = point_of(r, k.node, &rep, k.after_tau);
+    if (at == DCR_FAULTS_KILL_POINTS || at < k.point) return;
+    dcr_commit_record_t rec;
+    uint64_t committed = dcr_control_read(r->control, &rec) == DCR_OK ? rec.attempt : 0;
+    /* The arm is spent before the signal goes out: the launcher returns
+     * only once the death is reported in the control plane, and the next
+     * step may arm the next kill meanwhile. It sends the signal only to
+     * that very process; if it has gone, the arm comes back unless a newer
+     * one took its place. */
+    pthread_mutex_lock(&r->lock);
+    r->armed = false;
+    pthread_mutex_unlock(&r->lock);
+    bool sent = dcr_role_launcher_kill_node(r->launcher, k.node, pid, REPORT_WAIT_MS);
+    pthread_mutex_lock(&r->lock);
+    if (sent)
+        r->by_point[at]++;
+    else if (!r->armed)
+        r->armed = true; /* r->aim is still k */
+    pthread_mutex_unlock(&r->lock);
+    if (!sent) return;
+    DCR_LOG_WARN("faults: SIGKILL to rollout-node %d (pid %d) at %s of attempt %" PRIu64
+                 " (aimed at %s; the commit record named attempt %" PRIu64 " just before)",
+                 k.node, pid, dcr_faults_kill_point_name(at), rep.tau,
+                 dcr_faults_kill_point_name(k.point), committed);
 }
 
-static void *watch_main(void *arg)
-{
-    prun_t *r = arg;
-    while (!atomic_load(&r->watch_stop)) {
-        watch_once(r);
-        nap_ns(WATCH_POLL_NS);
-    }
-    return NULL;
-}
-
-/* The kill schedule, drawn from the seed before the first step so that it
- * does not depend on timing: one kill (point, node) every kill_every steps. */
+/* The schedule, drawn from the seed before the first step so that it does
+ * not depend on timing: one kill (point, node) every kill_every steps. */
 static dcr_status_t draw_kills(prun_t *r)
 {
     int every = r->cfg->run.kill_every;
     r->nkills = every > 0 ? r->cfg->run.steps / every : 0;
-    r->kills = calloc(r->nkills > 0 ? (size_t)r->nkills : 1, sizeof(aimed_t));
+    r->kills = calloc(r->nkills > 0 ? (size_t)r->nkills : 1, sizeof(node_kill_t));
     if (!r->kills) return dcr_error_set(DCR_ENOMEM, "%d kills", r->nkills);
-    dcr_rng_t *rng = dcr_faults_rng(r->faults);
     for (int i = 0; i < r->nkills; i++) {
-        r->kills[i].armed = true;
-        r->kills[i].point = (dcr_faults_kill_point_t)dcr_rng_below(rng, DCR_FAULTS_KILL_ACKED + 1);
-        r->kills[i].node = (int)dcr_rng_below(rng, (uint64_t)r->nodes);
+        r->kills[i].point =
+            (dcr_faults_kill_point_t)dcr_rng_below(&r->rng, DCR_FAULTS_KILL_ACKED + 1);
+        r->kills[i].node = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.serve.nodes);
     }
     return DCR_OK;
 }
@@ -193,295 +190,246 @@ static dcr_status_t draw_kills(prun_t *r)
 /* A kill falls due every kill_every steps; the next due one is armed once
  * the one before has fired (it stays armed across attempts and steps until
  * it does), for attempts prepared from now on. */
-static void arm_kill(prun_t *r, int step)
+static void arm_kill(prun_t *r, uint64_t tau)
 {
     int every = r->cfg->run.kill_every;
-    if (every > 0 && (step + 1) % every == 0 && r->due < r->nkills) r->due++;
-    pthread_mutex_lock(&r->kill_lock);
-    bool busy = r->aim.armed;
-    pthread_mutex_unlock(&r->kill_lock);
+    if (every > 0 && (r->step + 1) % every == 0 && r->due < r->nkills) r->due++;
+    pthread_mutex_lock(&r->lock);
+    bool busy = r->armed;
+    pthread_mutex_unlock(&r->lock);
     if (busy || r->next >= r->due) return;
-    aimed_t k = r->kills[r->next++];
-    dcr_control_attempt_t a;
-    if (dcr_control_attempt(r->control, 0, &a) == DCR_OK) k.after_tau = a.tau;
-    pthread_mutex_lock(&r->kill_lock);
+    node_kill_t k = r->kills[r->next++];
+    k.after_tau = tau;
+    pthread_mutex_lock(&r->lock);
     r->aim = k;
-    pthread_mutex_unlock(&r->kill_lock);
-    DCR_LOG_INFO("faults: step %d: a SIGKILL to rollout-node %d armed at %s", step + 1, k.node,
+    r->armed = true;
+    pthread_mutex_unlock(&r->lock);
+    DCR_LOG_INFO("faults: step %d: a SIGKILL to rollout-node %d armed at %s", r->step + 1, k.node,
                  dcr_faults_kill_point_name(k.point));
 }
 
-/* ---- the coordinator's hooks: the acked kill, then the injector's -------------- */
+/* ---- faults this process executes (faults_run.h) ---- */
 
-static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
+/* corrupt: one byte in the middle of a stored payload object of attempt
+ * tau (of owner target, -1: any) that no fault of the step hit yet (a
+ * second flip would undo the first) flipped; the object is replaced whole
+ * by a rename, as the directory store writes, so that a reader sees either
+ * version of it. False when there is none yet. */
+static bool corrupt_object(prun_t *r, const dcr_fault_t *f, uint64_t tau)
 {
-    prun_t *r = ctx;
-    if (step == DCR_COORD_STEP_ACK) {
-        pthread_mutex_lock(&r->kill_lock);
-        r->acked_tau = tau;
-        aimed_t k = r->aim;
-        pthread_mutex_unlock(&r->kill_lock);
-        /* Every node acknowledged and reported DONE; the commit record has
-         * not moved. The step returns once the death is reported, so that
-         * the coordinator's check before the commit sees it. */
-        if (k.armed && k.point == DCR_FAULTS_KILL_ACKED && tau > k.after_tau) {
-            int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
-            if (pid > 0) fire(r, &k, pid, tau, false);
-        }
+    char dir[4400];
+    dcr_role_objstore_dir(r->workdir, dir, sizeof(dir));
+    size_t dl = strlen(dir);
+    snprintf(dir + dl, sizeof(dir) - dl, "/attempt-%" PRIu64, tau);
+    DIR *d = r->ncorrupted < MAX_FAULTS ? opendir(dir) : NULL;
+    if (!d) return false;
+    char name[256] = "";
+    for (struct dirent *e; (e = readdir(d));) {
+        unsigned owner;
+        unsigned long long id;
+        if (sscanf(e->d_name, "payload-%u-%llu.dcrp", &owner, &id) != 2) continue;
+        if (f->target >= 0 && owner != (unsigned)f->target) continue;
+        char key[96];
+        snprintf(key, sizeof(key), "attempt-%" PRIu64 "/%.60s", tau, e->d_name);
+        bool hit = false;
+        for (int i = 0; i < r->ncorrupted && !hit; i++) hit = !strcmp(r->corrupted[i], key);
+        if (hit) continue;
+        snprintf(name, sizeof(name), "%s", e->d_name);
+        snprintf(r->corrupted[r->ncorrupted++], sizeof(r->corrupted[0]), "%s", key);
+        break;
     }
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.step(h.ctx, step, tau);
-}
-
-/* ---- setup ------------------------------------------------------------------ */
-
-/* The XOR policy from a probe of every slot's loader (shape only): the
- * receivers themselves live in the node processes. */
-static dcr_status_t make_policy(prun_t *r)
-{
-    const dcr_scenario_t *sc = r->world->sc;
-    size_t nc = r->world->nc;
-    r->xor_allowed = calloc(nc + 1, 1);
-    dcr_receiver_t **probe = calloc((size_t)r->nrecv, sizeof(*probe));
-    dcr_status_t st = r->xor_allowed && probe ? DCR_OK : dcr_error_set(DCR_ENOMEM, "XOR policy");
-    dcr_receiver_config_t base = {.shape_only = true};
-    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
-        st = dcr_serve_receiver_create(&sc->model, sc->inventory, &r->world->serve, i, &base,
-                                       &probe[i]);
-        if (st == DCR_OK) st = dcr_receiver_prewarm(probe[i]);
+    closedir(d);
+    if (!name[0]) return false;
+    char path[4800], tmp[4900];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    snprintf(tmp, sizeof(tmp), "%s/.tmp-fault-%d", dir, (int)getpid());
+    FILE *in = fopen(path, "rb");
+    if (!in) return false; /* cleared meanwhile: the attempt is over */
+    fseek(in, 0, SEEK_END);
+    long len = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    uint8_t *buf = len > 0 ? malloc((size_t)len) : NULL;
+    bool ok = buf && fread(buf, 1, (size_t)len, in) == (size_t)len;
+    fclose(in);
+    FILE *out = ok ? fopen(tmp, "wb") : NULL;
+    if (out) {
+        buf[len / 2] ^= 0x01;
+        ok = fwrite(buf, 1, (size_t)len, out) == (size_t)len;
+        ok = fclose(out) == 0 && ok && rename(tmp, path) == 0;
+        if (!ok) unlink(tmp);
+    } else {
+        ok = false;
     }
-    for (size_t c = 0; st == DCR_OK && c < nc; c++)
-        r->xor_allowed[c] = r->b->mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, r->nrecv, c);
-    for (int i = 0; probe && i < r->nrecv; i++) dcr_receiver_destroy(probe[i]);
-    free(probe);
-    return st;
+    free(buf);
+    if (ok)
+        DCR_LOG_WARN("faults: corrupt: byte %ld of %s flipped (attempt %" PRIu64 ")", len / 2, path,
+                     tau);
+    return ok;
 }
 
-static dcr_status_t start_coordinator(prun_t *r)
+/* control_busy: an exclusive transaction on the control plane's file, held
+ * until released; every other process's write waits for it. */
+static bool control_lock(prun_t *r, armed_fault_t *x)
 {
-    char id[128];
-    snprintf(id, sizeof(id), "%s-c%d", r->id, ++r->incarnation);
-    dcr_coord_config_t cc = dcr_coord_config_default(id, r->world->serve.gpus_per_node);
-    cc.rl = DCR_RL_SYNC;
-    cc.remote_nodes = true;
-    cc.max_attempts = r->cfg->run.max_attempts;
-    cc.deadline_ms = r->cfg->run.deadline_ms;
-    dcr_coord_parties_t parties = {r->con,         r->world->sc->layout->world,
-                                   r->transport,   r->control,
-                                   NULL,           r->nrecv,
-                                   r->xor_allowed, NULL};
-    DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
-    /* The receivers' hooks (alive, redeliver) act inside node threads, which
-     * run in the node processes here: only the step hook can act. */
-    dcr_coord_hooks_t hooks = {NULL, hook_step, NULL, r};
-    dcr_coord_set_hooks(r->coord, &hooks);
-    return DCR_OK;
-}
-
-static dcr_status_t make_parties(prun_t *r)
-{
-    const dcr_bench_config_t *b = r->b;
-    const dcr_scenario_t *sc = r->world->sc;
-    dcr_construct_config_t cc = dcr_construct_config_default();
-    cc.mode = b->mode;
-    cc.shuffle = b->shuffle;
-    cc.payload_key = b->payload_key;
-    dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
-                      &cc.bucket_bytes);
-    DCR_CHECK(dcr_constructor_create(sc->layout, &cc, r->world->shards, &r->con));
-    /* The owners' handle over the store the node processes open too, and
-     * the coordinator's control plane, both wrapped by faulty backends
-     * (faults.h): the faults of this process act there. */
-    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
-    DCR_CHECK(dcr_faults_bind(r->faults));
     char db[4200];
-    dcr_role_control_path(r->wd.path, db, sizeof(db));
-    /* The run's clearing handle (this process is the coordinator). */
-    dcr_role_handle_t as = {.backend = "faulty:objstore"};
-    dcr_status_t st = dcr_role_transport_open_as(b, r->wd.path, sc->train.nodes, sc->layout->world,
-                                                 1, &as, &r->transport);
-    if (st == DCR_OK)
-        st = dcr_bench_control_open_as("faulty:", b->control_path, db, r->id, &r->control);
-    dcr_faults_unbind(r->faults);
-    DCR_CHECK(st);
-    /* Retention as dcr bench runs it (workloads/retainer.h), on the store's
-     * own files rather than through the faulty backend: a restarted or
-     * lagging node replays what it keeps (workloads/roles/restore.h). */
-    char dir[4200];
-    dcr_role_objstore_dir(r->wd.path, dir, sizeof(dir));
-    DCR_CHECK(dcr_retainer_create(dir, NULL, b->retain > 0 ? b->retain : DCR_RETAIN_DEFAULT,
-                                  &r->retainer));
-    if (dcr_bench_control_is_etcd(b->control_path)) {
-        char url[1024];
-        DCR_CHECK(dcr_bench_control_url(b->control_path, r->id, url, sizeof(url)));
-        DCR_CHECK(dcr_role_control_url_write(r->wd.path, url));
+    dcr_role_control_path(r->workdir, db, sizeof(db));
+    if (sqlite3_open_v2(db, &x->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+        sqlite3_close(x->db);
+        x->db = NULL;
+        return false;
     }
-    return start_coordinator(r);
+    sqlite3_busy_timeout(x->db, 100); /* a writer in the way: try again at the next poll */
+    if (sqlite3_exec(x->db, "BEGIN EXCLUSIVE", NULL, NULL, NULL) == SQLITE_OK) return true;
+    sqlite3_close(x->db);
+    x->db = NULL;
+    return false;
 }
 
-/* The node processes (after the control plane holds version 0), with the
- * apply markers on, and the watcher. */
-static dcr_status_t start_nodes(prun_t *r)
+/* Ends a hold: the stopped node continues, the lock is released. */
+static void release(prun_t *r, armed_fault_t *x)
 {
-    DCR_CHECK(dcr_role_kill_points_create(r->wd.path));
-    DCR_CHECK(dcr_role_launcher_create(r->b, r->cfg->run_args, r->cfg->nargs, &r->launcher));
-    dcr_role_launcher_set_restart(r->launcher, true);
-    const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
-    r->started = true;
-    DCR_CHECK(h->start(h->ctx, r->wd.path, r->wd.temp));
-    DCR_CHECK(dcr_role_control_open(r->b, r->wd.path, &r->watch_control));
-    r->watching = pthread_create(&r->watcher, NULL, watch_main, r) == 0;
-    if (!r->watching) return dcr_error_set(DCR_EIO, "cannot start the kill watcher thread");
-    return DCR_OK;
+    if (!x->holding) return;
+    x->holding = false;
+    if (x->f.kind == DCR_FAULT_DELAY) {
+        dcr_role_launcher_pause_node(r->launcher, x->f.target, x->pid, false);
+    } else if (x->db) {
+        sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL);
+        sqlite3_close(x->db);
+        x->db = NULL;
+    }
 }
 
-static dcr_status_t setup(prun_t *r)
+/* One armed fault at attempt tau (> the step's first). */
+static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
 {
-    snprintf(r->id, sizeof(r->id), "faults-%d-%" PRIu64 "-%llu", (int)getpid(), r->b->seed,
-             (unsigned long long)dcr_clock_ns());
-    DCR_CHECK(dcr_role_world_create(r->b, &r->world));
-    r->nodes = r->world->serve.nodes;
-    r->nrecv = dcr_serve_receivers(&r->world->serve);
-    DCR_CHECK(dcr_workdir_open(r->b->workdir_flag ? r->b->workdir_flag : "--workdir", r->b->workdir,
-                               "dcr-faults", &r->wd));
-    DCR_CHECK(make_policy(r));
-    DCR_CHECK(make_parties(r));
-    DCR_CHECK(draw_kills(r));
-    return start_nodes(r);
+    if (x->holding) {
+        if (dcr_clock_ns() >= x->until_ns) release(r, x);
+        return;
+    }
+    if (x->fired) return;
+    bool hit = false;
+    if (x->f.kind == DCR_FAULT_CORRUPT) {
+        hit = corrupt_object(r, &x->f, tau);
+    } else if (x->f.kind == DCR_FAULT_DELAY) {
+        /* Once the node joined: its reception stalls (one stall at a time
+         * per node: a second SIGCONT would end the first early). */
+        for (int i = 0; i < r->nfaults; i++)
+            if (r->faults[i].holding && r->faults[i].f.kind == DCR_FAULT_DELAY &&
+                r->faults[i].f.target == x->f.target)
+                return;
+        int pid = dcr_role_launcher_node_pid(r->launcher, x->f.target);
+        dcr_node_report_t rep;
+        memset(&rep, 0, sizeof(rep));
+        hit = pid > 0 && dcr_node_report_get(r->fault_control, x->f.target, &rep) == DCR_OK &&
+              rep.pid == (int32_t)pid && rep.tau > r->faults_after_tau &&
+              rep.phase == DCR_NODE_JOINED &&
+              dcr_role_launcher_pause_node(r->launcher, x->f.target, pid, true);
+        x->pid = pid;
+        if (hit)
+            DCR_LOG_WARN("faults: delay: rollout-node %d (pid %d) stopped for %d ms in attempt "
+                         "%" PRIu64,
+                         x->f.target, pid, x->f.ms, rep.tau);
+    } else if (x->f.kind == DCR_FAULT_CONTROL_BUSY) {
+        hit = control_lock(r, x);
+        if (hit)
+            DCR_LOG_WARN("faults: control_busy: the control plane locked for %d ms in attempt "
+                         "%" PRIu64,
+                         x->f.ms, tau);
+    }
+    if (!hit) return;
+    x->fired = true;
+    r->fired[x->f.kind]++;
+    x->holding = x->f.kind != DCR_FAULT_CORRUPT;
+    x->until_ns = dcr_clock_ns() + (uint64_t)x->f.ms * 1000000ull;
+}
+
+static void faults_once(prun_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    uint64_t tau = r->nfaults > 0 ? latest_tau(r->fault_control) : 0;
+    for (int i = 0; tau > r->faults_after_tau && i < r->nfaults; i++)
+        fault_once(r, &r->faults[i], tau);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* A random fault of a kind this process executes, from the run's seed. */
+static dcr_fault_t draw_fault(prun_t *r)
+{
+    dcr_fault_kind_t kinds[] = {DCR_FAULT_CORRUPT, DCR_FAULT_DELAY, DCR_FAULT_CONTROL_BUSY};
+    int n = r->sqlite ? 3 : 2;
+    dcr_fault_t f = {.kind = kinds[dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
+    f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
+    if (f.kind == DCR_FAULT_DELAY)
+        f.target = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.serve.nodes);
+    return f;
+}
+
+/* The step's faults (drawn and planned), for attempts after tau. */
+static void arm_faults(prun_t *r, uint64_t tau)
+{
+    const dcr_faults_run_config_t *run = &r->cfg->run;
+    pthread_mutex_lock(&r->lock);
+    r->nfaults = r->ncorrupted = 0;
+    r->faults_after_tau = tau;
+    for (int k = 0; k < run->faults_per_step && r->nfaults < MAX_FAULTS; k++)
+        r->faults[r->nfaults++] = (armed_fault_t){.f = draw_fault(r)};
+    for (int k = 0; k < run->nplan && r->nfaults < MAX_FAULTS; k++)
+        if (run->plan[k].step == r->step)
+            r->faults[r->nfaults++] = (armed_fault_t){.f = run->plan[k].fault};
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* After the step: holds end, unfired faults are dropped. */
+static void disarm_faults(prun_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    for (int i = 0; i < r->nfaults; i++) release(r, &r->faults[i]);
+    r->nfaults = 0;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- the watcher threads ---- */
+
+/* Kills and faults each have a thread: a kill waits until the death is
+ * reported in the control plane, which waits for a control_busy lock,
+ * whose release must not wait for that kill. */
+static void *kills_main(void *arg)
+{
+    prun_t *r = arg;
+    while (!atomic_load(&r->watch_stop)) {
+        kill_once(r);
+        nap_ns(WATCH_POLL_NS);
+    }
+    return NULL;
+}
+
+static void *faults_main(void *arg)
+{
+    prun_t *r = arg;
+    while (!atomic_load(&r->watch_stop)) {
+        faults_once(r);
+        nap_ns(WATCH_POLL_NS);
+    }
+    return NULL;
 }
 
 static void stop_watcher(prun_t *r)
 {
     atomic_store(&r->watch_stop, true);
-    if (r->watching) pthread_join(r->watcher, NULL);
-    r->watching = false;
+    for (int i = 0; i < r->watching; i++) pthread_join(r->watchers[i], NULL);
+    r->watching = 0;
+    disarm_faults(r);
 }
 
-static void teardown(prun_t *r)
-{
-    stop_watcher(r);
-    if (r->started) {
-        const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
-        h->stop(h->ctx);
-    }
-    dcr_control_destroy(r->watch_control);
-    dcr_coord_destroy(r->coord);
-    dcr_control_destroy(r->control);
-    dcr_transport_destroy(r->transport);
-    dcr_faults_destroy(r->faults); /* after the backends that inject its faults */
-    dcr_constructor_destroy(r->con);
-    dcr_role_launcher_destroy(r->launcher);
-    dcr_retainer_destroy(r->retainer);
-    free(r->xor_allowed);
-    free(r->kills);
-    dcr_role_world_destroy(r->world);
-    dcr_workdir_close(&r->wd);
-}
+/* ---- the verifier's test (corrupt_digest) ---- */
 
-/* ---- one step ------------------------------------------------------------------ */
-
-static dcr_status_t arm_faults(prun_t *r, int step)
-{
-    const dcr_faults_run_config_t *run = &r->cfg->run;
-    for (int k = 0; k < run->faults_per_step; k++) {
-        dcr_fault_t x;
-        do
-            x = dcr_faults_draw(r->faults, "objstore", r->world->sc->layout->world, r->nodes,
-                                r->nrecv, NULL);
-        while (!dcr_fault_kind_reaches_processes(x.kind));
-        DCR_CHECK(dcr_faults_arm(r->faults, &x));
-    }
-    for (int k = 0; k < run->nplan; k++)
-        if (run->plan[k].step == step) DCR_CHECK(dcr_faults_arm(r->faults, &run->plan[k].fault));
-    return DCR_OK;
-}
-
-static dcr_status_t start_coordinator_cb(void *ctx)
-{
-    return start_coordinator(ctx);
-}
-
-/* A crashed coordinator (object) is replaced by a new one. */
-static dcr_status_t fail_over(prun_t *r, int step, dcr_faults_summary_t *s)
-{
-    return dcr_faults_fail_over(&r->coord, r->nrecv, start_coordinator_cb, r, step, s);
-}
-
-static dcr_status_t transition(prun_t *r, int step, dcr_faults_summary_t *s)
-{
-    dcr_faults_coordinators_t c = {&r->coord, r->nrecv, r->faults, start_coordinator_cb, NULL, r};
-    return dcr_faults_transition(&c, r->world->shards, r->version, r->resume, step, s);
-}
-
-/* Waits for the last commit's retention. A version the store's faults left
- * unretainable (a payload removed or truncated after it was applied) is a
- * gap: a node behind it restores densely, which the run must survive. */
-static void retain_join(prun_t *r)
-{
-    dcr_status_t st = dcr_retainer_join(r->retainer, NULL, NULL, NULL);
-    if (st != DCR_OK)
-        DCR_LOG_WARN("faults: %s; a node behind it restores densely", dcr_error_line(st));
-}
-
-/* The transition committed: keep its payloads under versions/ (the next
- * attempt's open clears its prefix, so this is joined before then). */
-static dcr_status_t retain_start(prun_t *r)
-{
-    dcr_commit_record_t rec;
-    dcr_status_t st = dcr_control_read(r->control, &rec);
-    if (st != DCR_OK) {
-        DCR_LOG_WARN("faults: version %" PRIu64 " not retained (the record: %s)", r->version,
-                     dcr_error_line(st));
-        return DCR_OK;
-    }
-    if (rec.version != r->version) return DCR_OK; /* a later record: not this commit's */
-    return dcr_retainer_start(r->retainer, rec.attempt, rec.version);
-}
-
-static dcr_status_t one_step(prun_t *r, int step, dcr_faults_summary_t *s)
-{
-    arm_kill(r, step);
-    DCR_CHECK(arm_faults(r, step));
-    /* The candidate is the world's next version; after a stop it is still there. */
-    DCR_CHECK(dcr_role_world_advance(r->world, r->version + 1));
-    retain_join(r);
-    dcr_status_t st = transition(r, step, s);
-    dcr_faults_disarm(r->faults);
-    if (st == DCR_OK) {
-        s->commits++;
-        r->version++;
-        r->resume = false;
-        DCR_CHECK(retain_start(r));
-    } else if (st == DCR_EFATAL || st == DCR_ECONFLICT) {
-        s->stops++;
-        r->resume = true;
-        DCR_LOG_WARN("faults: step %d stopped: %s", step + 1, dcr_error_line(st));
-        if (st == DCR_ECONFLICT) {
-            /* Replaced by a newer coordinator: only a new one goes on. */
-            DCR_CHECK(fail_over(r, step, s));
-        }
-    } else {
-        return st;
-    }
-    /* After a stop the world holds the candidate, not the committed weights. */
-    bool at_committed = r->world->version == r->version;
-    DCR_CHECK(dcr_faults_check_owners(r->control, r->version, r->con,
-                                      at_committed ? r->world->shards : NULL, r->xor_allowed, step,
-                                      s));
-    s->steps++;
-    DCR_LOG_INFO("faults: step %d: version %" PRIu64 " committed", step + 1, r->version);
-    return DCR_OK;
-}
-
-/* ---- the verifier ------------------------------------------------------------------ */
-
-/* corrupt_digest: a well-formed digests file of receiver 0 at version 1
- * whose middle parameter's digest differs in one bit, so that the
- * verifier's comparison itself (not a checksum) must catch it. */
-static dcr_status_t corrupt_digest(prun_t *r)
+/* A well-formed digests file of receiver 0 at version 1 whose middle
+ * parameter's digest differs in one bit, so that the verifier's comparison
+ * itself (not a checksum) must catch it. */
+static dcr_status_t corrupt_digest(const char *workdir)
 {
     char path[4300];
-    dcr_role_digest_path(r->wd.path, 1, 0, path, sizeof(path));
+    dcr_role_digest_path(workdir, 1, 0, path, sizeof(path));
     uint8_t *out = NULL;
     dcr_param_digests_t d;
     memset(&d, 0, sizeof(d));
@@ -506,45 +454,163 @@ static dcr_status_t corrupt_digest(prun_t *r)
     return st;
 }
 
-static dcr_status_t verify(prun_t *r, dcr_faults_summary_t *s)
+/* ---- our hooks around the launcher's ---- */
+
+/* The apply markers on (the node processes look for their directory when
+ * they start), the launcher's roles, then the watcher. */
+static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
 {
-    if (r->version == 0) return DCR_OK;
-    if (r->cfg->corrupt_digest) DCR_CHECK(corrupt_digest(r));
-    bool *ok = calloc((size_t)r->version, sizeof(bool));
-    if (!ok) return dcr_error_set(DCR_ENOMEM, "%" PRIu64 " versions", r->version);
-    const dcr_bench_processes_t *h = dcr_role_launcher_hooks(r->launcher);
-    dcr_status_t st = h->verify(h->ctx, r->wd.path, 1, r->version, ok);
-    for (uint64_t v = 0; st == DCR_OK && v < r->version; v++) {
-        s->checks += r->nrecv;
-        if (ok[v]) continue;
-        s->mismatches++;
-        DCR_LOG_ERROR("faults: the verifier found version %" PRIu64 " not bit-exact", v + 1);
+    prun_t *r = ctx;
+    snprintf(r->workdir, sizeof(r->workdir), "%s", workdir);
+    DCR_CHECK(dcr_role_kill_points_create(workdir));
+    DCR_CHECK(r->inner.start(r->inner.ctx, workdir, temporary));
+    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->control));
+    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->fault_control));
+    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->arm_control));
+    DCR_CHECK(draw_kills(r));
+    void *(*mains[2])(void *) = {kills_main, faults_main};
+    for (int i = 0; i < 2; i++) {
+        if (pthread_create(&r->watchers[i], NULL, mains[i], r) != 0)
+            return dcr_error_set(DCR_EIO, "cannot start the kill and fault watcher threads");
+        r->watching = i + 1;
     }
-    free(ok);
-    return st;
+    return DCR_OK;
 }
 
-/* ---- runs ------------------------------------------------------------------ */
+/* One step: arm its kill and faults, then the transition through the
+ * coordinator process (failovers inside,
+ * dcr_role_launcher_set_coordinator_kills). */
+static dcr_status_t hook_refit(void *ctx, dcr_refit_result_t *out)
+{
+    prun_t *r = ctx;
+    uint64_t tau0 = latest_tau(r->arm_control);
+    arm_kill(r, tau0);
+    arm_faults(r, tau0);
+    dcr_status_t st = r->inner.refit(r->inner.ctx, out);
+    disarm_faults(r);
+    r->step++;
+    DCR_CHECK(st);
+    /* Attempt numbers are the control plane's, one per attempt of any
+     * coordinator process: a killed coordinator's attempts count too. */
+    int attempts = out->tau > tau0 ? (int)(out->tau - tau0) : out->attempts;
+    r->attempts += attempts;
+    r->retries += attempts - 1;
+    if (out->version == r->version + 1)
+        r->commits++;
+    else
+        r->lost++;
+    r->version = out->version;
+    return DCR_OK;
+}
+
+static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, uint64_t last,
+                                bool *ok)
+{
+    prun_t *r = ctx;
+    stop_watcher(r); /* no kill or fault after the last step */
+    if (r->cfg->corrupt_digest && first <= 1 && last >= 1) DCR_CHECK(corrupt_digest(workdir));
+    return r->inner.verify(r->inner.ctx, workdir, first, last, ok);
+}
+
+static void hook_stop(void *ctx)
+{
+    prun_t *r = ctx;
+    stop_watcher(r);
+    r->inner.stop(r->inner.ctx);
+    /* Every node process has stopped: its restore records are complete. */
+    if (r->workdir[0] && dcr_restore_causes(r->workdir, r->causes) != DCR_OK)
+        DCR_LOG_WARN("faults: restore causes: %s", dcr_error_detail());
+}
+
+/* ---- runs ---- */
 
 static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
 {
     const dcr_faults_run_config_t *run = &cfg->run;
-    if (run->steps < 1 || run->max_attempts < 1 || run->kill_every < 0 ||
-        run->faults_per_step < 0 || run->deadline_ms == 0)
+    if (run->steps < 1 || run->kill_every < 0 || run->faults_per_step < 0 ||
+        cfg->coordinator_every < 0)
         return dcr_error_set(DCR_EINVAL,
-                             "faults --processes: %d steps, %d attempts, kill every %d, %d faults "
-                             "per step: expected >= 1 step and attempt, no negative count",
-                             run->steps, run->max_attempts, run->kill_every, run->faults_per_step);
+                             "faults --processes: %d steps, kill every %d, %d faults per step, "
+                             "coordinator kill every %d: expected >= 1 step, no negative count",
+                             run->steps, run->kill_every, run->faults_per_step,
+                             cfg->coordinator_every);
     if (strcmp(run->bench.transport, "objstore") || run->bench.rl != DCR_RL_SYNC)
         return dcr_error_set(DCR_EINVAL,
                              "faults --processes needs --transport objstore and --rl sync (got "
-                             "%s, %s): the relay tree lives in one process",
+                             "%s, %s)",
                              run->bench.transport, dcr_rl_mode_name(run->bench.rl));
-    for (int k = 0; k < run->nplan; k++)
-        if (!dcr_fault_kind_reaches_processes(run->plan[k].fault.kind))
-            return dcr_error_set(DCR_EINVAL, "fault %s cannot reach a processes run",
-                                 dcr_fault_kind_name(run->plan[k].fault.kind));
+    bool sqlite = run->bench.control_path == NULL;
+    for (int k = 0; k < run->nplan; k++) {
+        dcr_fault_kind_t kind = run->plan[k].fault.kind;
+        if (!dcr_fault_kind_reaches_processes(kind) || (kind == DCR_FAULT_CONTROL_BUSY && !sqlite))
+            return dcr_error_set(DCR_EINVAL,
+                                 "fault %s cannot reach a processes run (expected corrupt, delay, "
+                                 "or control_busy on the SQLite control plane)",
+                                 dcr_fault_kind_name(kind));
+    }
+#ifndef DCR_HAVE_MPI
+    return dcr_error_set(DCR_EUNSUPPORTED, "faults --processes needs the owners as an OpenMPI "
+                                           "job: this dcr was built without MPI");
+#else
     return DCR_OK;
+#endif
+}
+
+static dcr_status_t make_launcher(prun_t *r)
+{
+    DCR_CHECK(dcr_role_launcher_create(&r->bench, r->cfg->run_args, r->cfg->nargs, &r->launcher));
+    dcr_role_launcher_set_owners(r->launcher, true);
+    dcr_role_launcher_set_restart(r->launcher, true);
+    dcr_role_launcher_set_coordinator_kills(r->launcher, r->cfg->coordinator_every);
+    r->inner = *dcr_role_launcher_hooks(r->launcher);
+    r->hooks = r->inner;
+    r->hooks.start = hook_start;
+    r->hooks.refit = hook_refit;
+    r->hooks.verify = hook_verify;
+    r->hooks.stop = hook_stop;
+    r->hooks.ctx = r;
+    r->bench.processes = &r->hooks;
+    return DCR_OK;
+}
+
+/* The summary from the bench's result and our counts. */
+static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_processes_summary_t *o)
+{
+    dcr_faults_summary_t *s = &o->s;
+    s->steps = r->step;
+    s->attempts = r->attempts;
+    s->retries = r->retries;
+    s->commits = r->commits;
+    s->lost = r->lost + (r->cfg->run.steps - r->step);
+    s->version = r->version;
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) {
+        s->faults_by_kind[k] = r->fired[k];
+        s->faults += r->fired[k];
+    }
+    for (int i = 0; i < res->nrefits; i++) {
+        s->checks += res->receivers;
+        s->mismatches += !res->refits[i].bit_exact;
+    }
+    int nodes = res->node_processes > 0 ? res->node_processes : 1;
+    int per = res->receivers / nodes;
+    o->sigkills = dcr_role_launcher_sigkills(r->launcher);
+    o->restarts = dcr_role_launcher_restarts(r->launcher);
+    o->coordinator_kills = dcr_role_launcher_coordinator_kills(r->launcher);
+    o->coordinator_restarts = dcr_role_launcher_coordinator_restarts(r->launcher);
+    o->owner_processes = dcr_role_launcher_owner_processes(r->launcher);
+    memcpy(o->sigkills_by_point, r->by_point, sizeof(r->by_point));
+    o->sigkills_by_point[DCR_FAULTS_KILL_COORDINATOR] = o->coordinator_kills;
+    o->kills_drawn = r->due;
+    o->node_processes = res->node_processes;
+    s->failovers = o->coordinator_restarts;
+    s->kills = o->sigkills * per;
+    s->restores = o->restarts * per;
+    /* The bench run read every node process's restore records. */
+    memcpy(o->restores_by_kind, res->restores_by_kind, sizeof(o->restores_by_kind));
+    memcpy(o->restore_bytes, res->restore_bytes, sizeof(o->restore_bytes));
+    memcpy(o->restore_dense_bytes, res->restore_dense_bytes, sizeof(o->restore_dense_bytes));
+    memcpy(o->restore_s, res->restore_s, sizeof(o->restore_s));
+    memcpy(o->restores_by_cause, r->causes, sizeof(o->restores_by_cause));
 }
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
@@ -554,51 +620,36 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     prun_t r;
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;
-    r.b = &cfg->run.bench;
-    pthread_mutex_init(&r.kill_lock, NULL);
+    r.bench = cfg->run.bench;
+    r.bench.warmup = 0;
+    r.bench.refits = cfg->run.steps;
+    r.bench.verify = true;
+    r.bench.keep_trace = false;
+    r.sqlite = cfg->run.bench.control_path == NULL;
+    dcr_rng_seed(&r.rng, r.bench.seed ^ 0x6b696c6c73ull); /* "kills" */
+    pthread_mutex_init(&r.lock, NULL);
+    dcr_bench_result_t res;
+    memset(&res, 0, sizeof(res));
+    dcr_status_t st = make_launcher(&r);
+    if (st == DCR_OK) st = dcr_bench_run(&r.bench, &res);
+    stop_watcher(&r);
     dcr_faults_processes_summary_t out;
     memset(&out, 0, sizeof(out));
-    dcr_faults_summary_t *s = &out.s;
-    dcr_status_t st = setup(&r);
-    int step = 0;
-    for (; st == DCR_OK && step < cfg->run.steps; step++) {
-        st = dcr_interrupt_check("faults");
-        if (st == DCR_OK) st = one_step(&r, step, s);
-    }
-    stop_watcher(&r); /* no kill after the last step */
-    if (r.retainer) retain_join(&r);
-    /* A last step that stopped cleanly is a stop, as in a thread run: the
-     * record still names the owners' version, and a next step would take
-     * the same candidate up again. */
-    if (st == DCR_OK && r.world->version != r.version)
-        DCR_LOG_WARN("faults: version %" PRIu64 " of the last step stopped uncommitted",
-                     r.world->version);
-    if (st == DCR_OK) st = verify(&r, s);
-    if (r.faults) dcr_faults_counts(r.faults, s->faults_by_kind);
-    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) s->faults += s->faults_by_kind[k];
-    s->version = r.version;
-    if (r.launcher) {
-        out.sigkills = dcr_role_launcher_sigkills(r.launcher);
-        out.restarts = dcr_role_launcher_restarts(r.launcher);
-    }
-    int per = r.world ? r.world->serve.gpus_per_node : 0;
-    memcpy(out.sigkills_by_point, r.by_point, sizeof(r.by_point));
-    out.kills_drawn = r.due;
-    out.node_processes = r.nodes;
-    s->kills = out.sigkills * per;
-    s->restores = out.restarts * per;
-    /* Every node process's restore records, restarted ones' included. */
-    if (st == DCR_OK && r.wd.path[0])
-        st = dcr_restore_totals(r.wd.path, out.restores_by_kind, out.restore_bytes,
-                                out.restore_dense_bytes, out.restore_s);
-    if (st == DCR_OK && r.wd.path[0]) st = dcr_restore_causes(r.wd.path, out.restores_by_cause);
-    teardown(&r);
-    pthread_mutex_destroy(&r.kill_lock);
+    if (st == DCR_OK) summarize(&r, &res, &out);
+    dcr_bench_result_free(&res);
+    dcr_role_launcher_destroy(r.launcher);
+    dcr_control_destroy(r.control);
+    dcr_control_destroy(r.fault_control);
+    dcr_control_destroy(r.arm_control);
+    free(r.kills);
+    pthread_mutex_destroy(&r.lock);
     DCR_CHECK(st);
     *out_p = out;
     return DCR_OK;
 }
 
+/* The role flags with --seed `seed` (replaced or appended); borrowed
+ * strings: free the array only. NULL when out of memory. */
 static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed, int *n_p)
 {
     char **a = calloc((size_t)cfg->nargs + 2, sizeof(char *));
@@ -621,19 +672,8 @@ static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const cha
     return a;
 }
 
-char **dcr_faults_seeded(const dcr_faults_processes_config_t *cfg, uint64_t seed,
-                         dcr_faults_processes_config_t *run, char seed_text[32])
-{
-    *run = *cfg;
-    run->run.bench.seed = seed;
-    snprintf(seed_text, 32, "%" PRIu64, seed);
-    char **args = args_with_seed(cfg, seed_text, &run->nargs);
-    run->run_args = args;
-    return args;
-}
-
-void dcr_faults_processes_summary_add(dcr_faults_processes_summary_t *a,
-                                      const dcr_faults_processes_summary_t *b)
+/* a += b, for campaign totals (process counts: b's). */
+static void summary_add(dcr_faults_processes_summary_t *a, const dcr_faults_processes_summary_t *b)
 {
     dcr_faults_summary_add(&a->s, &b->s);
     a->sigkills += b->sigkills;
@@ -641,6 +681,8 @@ void dcr_faults_processes_summary_add(dcr_faults_processes_summary_t *a,
         a->sigkills_by_point[k] += b->sigkills_by_point[k];
     a->kills_drawn += b->kills_drawn;
     a->restarts += b->restarts;
+    a->coordinator_kills += b->coordinator_kills;
+    a->coordinator_restarts += b->coordinator_restarts;
     for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
         a->restores_by_kind[k] += b->restores_by_kind[k];
         a->restore_bytes[k] += b->restore_bytes[k];
@@ -649,6 +691,7 @@ void dcr_faults_processes_summary_add(dcr_faults_processes_summary_t *a,
     }
     for (int c = 0; c < DCR_RESTORE_CAUSES; c++) a->restores_by_cause[c] += b->restores_by_cause[c];
     a->node_processes = b->node_processes;
+    a->owner_processes = b->owner_processes;
 }
 
 dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *cfg, int seeds,
@@ -659,10 +702,13 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
     dcr_faults_processes_summary_t total;
     memset(&total, 0, sizeof(total));
     for (int i = 0; i < seeds; i++) {
-        dcr_faults_processes_config_t run;
+        dcr_faults_processes_config_t run = *cfg;
         char seed[32];
-        char **args = dcr_faults_seeded(cfg, base_seed + (uint64_t)i, &run, seed);
+        run.run.bench.seed = base_seed + (uint64_t)i;
+        snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
+        char **args = args_with_seed(cfg, seed, &run.nargs);
         if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
+        run.run_args = args;
         DCR_LOG_INFO("faults: processes campaign run %d of %d: seed %s", i + 1, seeds, seed);
         dcr_faults_processes_summary_t s;
         dcr_status_t st = dcr_faults_processes_run(&run, &s);
@@ -671,7 +717,7 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
             dcr_error_prefix("campaign seed %s (processes): ", seed);
             return st;
         }
-        dcr_faults_processes_summary_add(&total, &s);
+        summary_add(&total, &s);
     }
     *out_p = total;
     return DCR_OK;

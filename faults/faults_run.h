@@ -143,45 +143,65 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
 
 /* ---- processes: real kills (dcr faults train|campaign --processes) ----------------
  *
- * The same steps with the rollout nodes as processes of this host
- * (workloads/roles/launch.h: `dcr rollout-node` children, restarted when
- * they die, and a `dcr verify-digests` verifier process); the owners and the
- * coordinator stay in this process. The owners' weights are the seeded
- * world's (workloads/roles/world.h), which every role rebuilds from the run
- * flags, so version v is the same everywhere: a transition that stops is
- * taken up again at the next step with the same candidate, as overwrites
- * (dcr_coord_resume), since node processes that took part may hold a mix.
+ * faults/faults_processes.c. The whole process deployment of dcr bench
+ * --processes on this host: the owners as an MPI job (mpirun -np P dcr
+ * owner), the coordinator as a `dcr coordinator` process, one `dcr
+ * rollout-node` process per rollout node, and a `dcr verify-digests`
+ * verifier process, started by the role launcher (workloads/roles/launch.h)
+ * and driven by dcr_bench_run with run.steps refits and no warm-up. This
+ * process holds no owner, coordinator or receiver: it aims kills and faults
+ * at the others from what they share (the control plane, the object store's
+ * files, the process table).
  *
- * Every kill_every steps one kill falls due, its point and rollout node
- * drawn from the seed before the first step (the schedule does not depend
- * on timing); it is armed once the one before has fired, and stays armed
- * until it fires (a later attempt if the node raced past the point). Points:
- *   delivery: the node reported JOINED for an attempt and the owners have
- *             published at least one payload of it (it is downloading);
- *   apply:    the node marked its first apply of the attempt (roles.h
- *             apply markers) and has not reported DONE: partial writes;
- *   acked:    at the coordinator's ACK step (every node acknowledged and
- *             reported DONE; the commit record has not moved), the node is
- *             killed and the step waits until its death is reported, so the
- *             coordinator's check fails the attempt and retries;
- *   coordinator: a coordinator-process kill with failover to a new process:
- *             not in this run, which keeps its coordinator in-process;
- *             dcr_faults_coordinator_run (below) runs the coordinator as a
- *             process and kills it.
- * A killed node is restarted by the launcher (with --resident); the new
- * process restores the committed version before it joins: from its resident
- * files, by replay of the versions this run retains after each commit
- * (--retain K, default 8), else by a dense refit (workloads/roles/restore.h).
+ * Rollout-node kills: every run.kill_every steps one falls due, its point
+ * and rollout node drawn from the seed up front (the schedule does not
+ * depend on timing), armed once the one before has fired (it stays armed
+ * across attempts until it fires) and aimed by a watcher thread at the
+ * node's reports in the control plane, for attempts prepared after arming:
+ *   delivery: the node reported JOINED and has not marked its first apply;
+ *   apply:    it marked its first apply of the attempt (roles.h apply
+ *             markers) and still reports JOINED: partial writes;
+ *   acked:    it reported DONE (applied, acknowledged); the coordinator
+ *             process may commit before or after the signal lands (a race
+ *             this process cannot close; the log names the commit record's
+ *             attempt read just before each signal).
+ * A kill the watcher first sees past its point (a window shorter than a
+ * poll) fires at the next point it sees in the same attempt and is counted
+ * where it landed. A killed node process is restarted (--resident) and
+ * restores the committed version before it joins: from its resident files,
+ * by replay of the retained versions, else by a dense refit
+ * (workloads/roles/restore.h).
  *
- * Faults that reach a processes run are those acting in this process: on
- * the owners' sends and the object store's files (drop, reorder, corrupt,
- * truncate_object, remove_object, owner_crash), on the coordinator's
- * control-plane handle (control_busy, control_down, commit_reply), and the
- * in-process coordinator's crash with failover to a new coordinator object
- * (coord_crash). Those acting inside a node (duplicate, delay) or on the
- * relay (relay_link) cannot, and simulated receiver kills are replaced by
- * the real ones. After the last step the verifier process compares every
- * receiver's digests of every committed version with a dense refit. */
+ * Coordinator kills: in every coordinator_every-th transition the
+ * coordinator process is SIGKILLed at "opened" or "sent" in turn and a new
+ * coordinator process resumes the transition from the control plane
+ * (dcr_role_launcher_set_coordinator_kills); 0: none.
+ *
+ * Faults (run.faults_per_step drawn per step from the seed, and run.plan):
+ * child processes do not share this process's injector, so the faults that
+ * reach a processes run are those this process executes itself on what the
+ * roles share (dcr_fault_kind_reaches_processes), armed for the step's
+ * attempts and dropped at its end if they have not fired:
+ *   corrupt:      one byte in the middle of a stored payload object of the
+ *                 attempt (target: its owner, -1 any) is flipped, the
+ *                 object replaced whole (rename) as the store writes;
+ *   delay:        rollout-node `target`'s process is stopped (SIGSTOP) for
+ *                 `ms` once it joined an attempt, then continued: its
+ *                 reception and reports stall;
+ *   control_busy: an exclusive transaction on the SQLite control plane is
+ *                 held for `ms` once an attempt is open: every role's
+ *                 control-plane write waits (SQLite only; ms below the
+ *                 roles' busy timeout).
+ * A corrupt object may be fetched intact before the flip: that attempt is
+ * then unaffected (the retained copy of its version is damaged, which a
+ * replay detects and restores densely instead). Faults whose place is
+ * inside a role process (drop, duplicate, reorder on the owners' sends;
+ * commit_reply, control_down on the coordinator's handle), that end the
+ * owner job (owner_crash), whose damage fails the bench's retention of a
+ * version committed intact (truncate_object, remove_object), or on the
+ * relay are refused; simulated receiver deaths and coord_crash are replaced
+ * by the real kills. After the last step the verifier process compares
+ * every receiver's digests of every committed version with a dense refit. */
 typedef enum dcr_faults_kill_point {
     DCR_FAULTS_KILL_DELIVERY = 0,
     DCR_FAULTS_KILL_APPLY,
@@ -193,20 +213,28 @@ typedef enum dcr_faults_kill_point {
 /* "delivery", "apply", "acked", "coordinator". */
 const char *dcr_faults_kill_point_name(dcr_faults_kill_point_t point);
 
-/* Whether a fault of this kind can act on a processes run (see above). */
+/* Whether this process can execute a fault of this kind on a processes
+ * run (see above; control_busy needs the SQLite control plane). */
 bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind);
+
+/* Default coordinator_every of dcr faults --processes: 10, five coordinator
+ * kills in the default 50 steps. */
+#define DCR_FAULTS_COORDINATOR_EVERY 10
+/* A campaign's: 2, two coordinator kills in each run of its default 4 steps. */
+#define DCR_FAULTS_CAMPAIGN_COORDINATOR_EVERY 2
 
 typedef struct dcr_faults_processes_config {
     /* run.bench: the run configuration as the role processes parse it from
      * run_args (objstore, sync RL; bench.seed is replaced per campaign run,
-     * with the --seed value in the role arguments); run.kill_every: a real
-     * kill every N steps (0: none); faults_per_step and plan as in a thread
-     * run (kinds that cannot reach processes are refused); steps,
-     * max_attempts and deadline_ms as there; readers, restart_after and
-     * break_gate are not used. */
+     * with the --seed value in the role arguments); run.kill_every: a node
+     * kill every N steps (0: none); run.faults_per_step and run.plan as
+     * above; run.steps as in a thread run; run.max_attempts, deadline_ms,
+     * readers, restart_after and break_gate are not used (the coordinator
+     * process keeps its defaults). */
     dcr_faults_run_config_t run;
     char *const *run_args; /* the run flags every role process gets, with --seed N among them */
     int nargs;
+    int coordinator_every; /* a coordinator-process kill every N transitions; 0: none */
     /* A test of the verifier, never of the engine: receiver 0's digests
      * file of version 1 is rewritten, well-formed, with one bit of one
      * parameter's digest flipped before the verifier runs, which must then
@@ -215,20 +243,27 @@ typedef struct dcr_faults_processes_config {
 } dcr_faults_processes_config_t;
 
 typedef struct dcr_faults_processes_summary {
-    /* kills and restores count receivers (those of the killed node
-     * processes); mismatches: committed versions the verifier found not
-     * bit-exact on some receiver; checks: receivers' digests files compared
-     * (versions x receivers); lost: steps after which the commit record did
-     * not name the version the owners hold (a stopped step keeps v, and its
-     * candidate is taken up again by the next step: no version is skipped);
-     * the gate and commit checks are 0 (no readers across processes). */
+    /* s: the faults train figures. kills and restores count receivers (of
+     * the killed node processes); failovers: coordinator processes that
+     * resumed a transition; retries: attempts beyond the first of each
+     * transition (a killed coordinator's included); mismatches: committed
+     * versions the verifier found not bit-exact on some receiver; checks:
+     * versions x receivers compared; lost: steps whose transition did not
+     * commit the next version (a transition the coordinator processes
+     * cannot commit fails the run, so stops are 0); faults_by_kind: the
+     * faults this process executed; the gate and commit checks are 0 (no
+     * readers across processes). */
     dcr_faults_summary_t s;
     int sigkills; /* SIGKILLs sent to rollout-node processes */
+    /* Where they landed; [DCR_FAULTS_KILL_COORDINATOR]: coordinator_kills. */
     int sigkills_by_point[DCR_FAULTS_KILL_POINTS];
-    int kills_drawn; /* kills that fell due (the schedule is drawn from the seed up front);
+    int kills_drawn; /* node kills that fell due (drawn from the seed up front);
                         those that never fired were still armed or queued at the end */
     int restarts;    /* node processes started in a dead one's place */
     int node_processes;
+    int coordinator_kills;    /* SIGKILLs to coordinator processes */
+    int coordinator_restarts; /* coordinator processes that resumed a transition */
+    int owner_processes;      /* ranks of the owner job (mpirun) */
     /* Receiver restores by kind in the order clean, replay, repair, dense
      * (workloads/roles/restore.h), summed from the run's restore records:
      * how many, the bytes each kind moved, what dense refits of the same
@@ -241,80 +276,16 @@ typedef struct dcr_faults_processes_summary {
     uint64_t restores_by_cause[3];
 } dcr_faults_processes_summary_t;
 
+/* One run. Errors: setup failures, a transition the coordinator processes
+ * could not commit, the harness's own failures; without OpenMPI
+ * DCR_EUNSUPPORTED (the owners are an MPI job). */
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
                                       dcr_faults_processes_summary_t *out_p);
 
-/* `seeds` processes runs, run i with seed base_seed + i (objstore, sync RL:
- * what a processes run supports); the summary adds up the runs. */
+/* `seeds` runs, run i with seed base_seed + i (its kill schedule and
+ * faults drawn from that seed); the summary adds up the runs. */
 dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *cfg, int seeds,
                                            uint64_t base_seed,
                                            dcr_faults_processes_summary_t *out_p);
-
-/* ---- coordinator-process kills (faults/faults_coordinator.c) ---------------------------- */
-
-/* One campaign run's configuration: *run is cfg with the bench seed `seed`
- * and run flags whose --seed is `seed` (replaced or appended; its text in
- * seed_text). Returns the flags array (borrowed strings: free the array
- * only, after the run), NULL when out of memory. */
-char **dcr_faults_seeded(const dcr_faults_processes_config_t *cfg, uint64_t seed,
-                         dcr_faults_processes_config_t *run, char seed_text[32]);
-/* a += b, for campaign totals (node_processes: b's). */
-void dcr_faults_processes_summary_add(dcr_faults_processes_summary_t *a,
-                                      const dcr_faults_processes_summary_t *b);
-
-typedef struct dcr_faults_coordinator_summary {
-    /* As a processes run's (p.s: the faults train keys; p.sigkills:
-     * SIGKILLs to rollout-node processes, by point; sigkills_by_point's
-     * "coordinator" entry: coordinator_kills), with: s.failovers the
-     * coordinator processes that resumed a transition, s.retries the
-     * attempts beyond the first of each transition, s.lost the steps whose
-     * transition did not commit the next version, s.mismatches the
-     * committed versions the verifier process found not bit-exact on some
-     * receiver, s.checks versions x receivers compared. */
-    dcr_faults_processes_summary_t p;
-    int coordinator_kills;    /* SIGKILLs to coordinator processes */
-    int coordinator_restarts; /* coordinator processes that resumed a transition (failovers) */
-    int owner_processes;      /* ranks of the owner job (mpirun) */
-} dcr_faults_coordinator_summary_t;
-
-/* dcr faults train --processes --kill-coordinator-every N: the whole
- * process deployment of dcr bench --processes (owners as an MPI job, the
- * coordinator as a `dcr coordinator` process, rollout-node processes, the
- * verifier process), started by the role launcher (workloads/roles/launch.h)
- * and driven by dcr_bench_run with cfg->run.steps refits and no warm-up.
- * Kills: every cfg->run.kill_every steps a rollout-node SIGKILL falls due,
- * its point (delivery, apply, acked) and node drawn from the seed up front,
- * armed once the one before fired and aimed by a watcher thread at the
- * node's reports in the control plane (the coordinator is not in this
- * process, so every point is seen from there):
- *   delivery: the node reported JOINED for an attempt prepared after the
- *             arm and has not marked its first apply (downloading, or
- *             about to);
- *   apply:    the node marked its first apply of that attempt (roles.h
- *             apply markers) and still reports JOINED: partial writes;
- *   acked:    the node reported DONE (applied, acknowledged); the
- *             coordinator process may commit before or after the signal
- *             lands (a race: the log names the record's attempt per kill).
- * A kill whose node the watcher first sees past its point (a delivery or
- * apply window shorter than a poll) fires at the next point it sees in the
- * same attempt and is counted there (sigkills_by_point: where they landed).
- * Before every `coordinator_every`-th transition the coordinator process is
- * SIGKILLed at "opened" or "sent" in turn and a new one resumes from the
- * control plane (dcr_role_launcher_set_coordinator_kills). Every killed
- * node process is restarted and restores the committed version before it
- * joins. Faults of this process (faults_per_step, plan) cannot reach roles
- * that are processes: DCR_EINVAL unless there are none; --attempts is not
- * passed to the coordinator process (its default applies). A transition
- * that fails even after failovers fails the run. Without OpenMPI:
- * DCR_EUNSUPPORTED. */
-dcr_status_t dcr_faults_coordinator_run(const dcr_faults_processes_config_t *cfg,
-                                        int coordinator_every,
-                                        dcr_faults_coordinator_summary_t *out_p);
-
-/* `seeds` such runs, run i with seed base_seed + i (its node-kill schedule
- * drawn from that seed); the summary adds up the runs. */
-dcr_status_t dcr_faults_coordinator_campaign(const dcr_faults_processes_config_t *cfg,
-                                             int coordinator_every, int seeds, uint64_t base_seed,
-                                             dcr_faults_coordinator_summary_t *out_p);
 
 #endif

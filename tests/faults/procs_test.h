@@ -2,8 +2,8 @@
  * every run directory, and mpirun's session folders, go there, and every
  * role gets its run directory in its arguments, so what a run left behind
  * is the folder's entries plus the processes whose command line names it.
- * And the JSON checks both kinds of run share. Include after <cmocka.h>
- * and <jansson.h>. */
+ * And the JSON checks of a processes run's restores. Include after
+ * <cmocka.h> and <jansson.h>. */
 #ifndef DCR_TESTS_FAULTS_PROCS_TEST_H
 #define DCR_TESTS_FAULTS_PROCS_TEST_H
 

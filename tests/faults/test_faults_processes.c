@@ -1,13 +1,19 @@
 /* ctest-labels: integration
  *
- * dcr faults train|campaign --processes: rollout nodes as processes of this
- * host, SIGKILLed at delivery, apply and after the ack; each killed node is
- * restarted as a new process that restores the committed version by a dense
- * refit. The oracle is the verifier process: it shares nothing with the
+ * dcr faults train|campaign --processes: every role a process of this host
+ * (owners as an MPI job, the coordinator, rollout nodes, the verifier).
+ * Rollout-node processes are SIGKILLed at delivery, apply and after the ack
+ * and restarted as new processes that restore the committed version before
+ * they join; the coordinator process is SIGKILLed in every N-th transition
+ * (default 10) and a new coordinator process resumes it from the control
+ * plane. A campaign adds the faults this process acts out on what the roles
+ * share (corrupt store objects, stopped node processes, a locked control
+ * plane). The oracle is the verifier process: it shares nothing with the
  * refit, rebuilds the seeded world from the run flags, and compares every
  * receiver's per-parameter digests of every committed version with a dense
  * refit of that version. A digests file with one flipped bit must fail the
- * run, so the check can fail. No process or run directory is left behind. */
+ * run, so the check can fail. Lost versions: steps whose transition did not
+ * commit the next version. No process or run directory is left behind. */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
 #include <setjmp.h>
@@ -41,7 +47,9 @@ static int teardown(void **state)
 }
 
 /* The summary keys of dcr faults train, all present, and what every run
- * must show: nothing lost, nothing different from the dense refits. */
+ * must show: nothing lost, nothing different from the dense refits, every
+ * coordinator kill followed by a failover (a new process that resumed),
+ * every killed node process restarted, and every role a process. */
 static void assert_clean(const json_t *j, int steps)
 {
     static const char *const keys[] = {"steps",
@@ -66,107 +74,50 @@ static void assert_clean(const json_t *j, int steps)
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) (void)num(j, keys[i]);
     assert_non_null(json_object_get(j, "faults_by_kind"));
     assert_int_equal(num(j, "steps"), steps);
+    assert_int_equal(num(j, "commits"), steps);
     assert_int_equal(num(j, "mismatches"), 0);
     assert_int_equal(num(j, "baseline_mismatches"), 0);
     assert_int_equal(num(j, "lost"), 0);
     assert_int_equal(num(j, "membership_mismatches"), 0);
-}
-
-/* One SIGKILL a step: at least 9 of receiver-side processes, at each of the
- * three points; each one restarted; every version committed and every
- * receiver of every version equal to the verifier's dense refit. */
-static void test_sigkills_at_every_point(void **state)
-{
-    (void)state;
-    json_t *j = run_json("faults train --processes " SMALL " --seed 3 --steps 12 --kill-every 1 "
-                         "--json");
-    assert_clean(j, 12);
-    assert_int_equal(num(j, "commits"), 12);
-    assert_int_equal(num(j, "version"), 12);
-    json_int_t kills = num(j, "sigkills"), drawn = num(j, "kills_drawn");
-    assert_int_equal(drawn, 12);
-    /* A kill that missed its point stays armed for the next attempt: only
-     * the last one drawn may still be armed at the end. */
-    assert_true(kills >= 9 && kills >= drawn - 1);
-    json_t *points = json_object_get(j, "sigkills_by_point");
-    json_int_t sum = 0;
-    /* The schedule of seed 3 (drawn up front) has every point; each kill
-     * stays armed until it fires. */
-    for (int k = 0; k < 3; k++) {
-        static const char *const names[] = {"delivery", "apply", "acked"};
-        json_int_t n = num(points, names[k]);
-        if (n < 1) fail_msg("no SIGKILL at %s", names[k]);
-        sum += n;
-    }
-    assert_int_equal(num(points, "coordinator"), 0);
-    assert_int_equal(sum, kills);
-    assert_int_equal(num(j, "restarts"), kills);
-    /* Every kill landed before its attempt's commit (mid-refit): each one
-     * failed its attempt, and one overwrite retry committed. */
-    assert_int_equal(num(j, "retries"), kills);
-    assert_int_equal(num(j, "attempts"), 12 + kills);
+    json_int_t ck = num(j, "coordinator_kills");
+    assert_int_equal(num(j, "coordinator_restarts"), ck);
+    assert_int_equal(num(j, "failovers"), ck);
+    assert_int_equal(num(json_object_get(j, "sigkills_by_point"), "coordinator"), ck);
+    assert_int_equal(num(j, "restarts"), num(j, "sigkills"));
     const json_t *p = json_object_get(j, "processes");
+    assert_int_equal(num(p, "owners"), 4); /* the default training layout: 2 x 2 ranks */
+    assert_int_equal(num(p, "coordinator"), 1);
     assert_int_equal(num(p, "rollout_nodes"), 2);
     assert_int_equal(num(p, "verifier"), 1);
-    assert_restores(j, num(j, "restores"));
-    json_decref(j);
-    run_tmp_assert_nothing_left();
 }
 
-/* A transition that stops after node writes: with one attempt per step, a
- * SIGKILL after every node acknowledged (all writes applied) makes the
- * coordinator give up, leaving the surviving node's receivers holding the
- * stopped attempt's writes. Each such node must restore its committed
- * version before the next attempt (restores_by_cause "dirty": without the
- * node-side fix none is made), from its resident copy (a clean restore that
- * moves nothing), and every committed version stays bit-exact. The kill
- * schedule of seed 3 is drawn up front and holds an acked kill. */
-static void test_stopped_attempt_leaves_no_dirty_node(void **state)
+/* A run's JSON (stdout) and its whole stderr (in `log`, which the caller
+ * unlinks). */
+static json_t *run_logged(const char *args, char *log, size_t cap)
 {
-    (void)state;
-    json_t *j = run_json("faults train --processes " SMALL " --seed 3 --steps 6 --kill-every 2 "
-                         "--attempts 1 --json");
-    assert_clean(j, 6);
-    json_int_t kills = num(j, "sigkills");
-    json_int_t acked = num(json_object_get(j, "sigkills_by_point"), "acked");
-    assert_true(acked >= 1);
-    /* Every kill lands before its attempt's commit; with one attempt the
-     * step stops, and the next takes the same candidate up again. */
-    assert_int_equal(num(j, "stops"), kills);
-    assert_int_equal(num(j, "commits"), 6 - kills);
-    assert_int_equal(num(j, "version"), 6 - kills);
-    const json_t *causes = json_object_get(j, "restores_by_cause");
-    assert_non_null(causes);
-    json_int_t dirty = num(causes, "dirty");
-    /* The survivor of each acked kill (2 receivers) at least; a delivery
-     * or apply kill's survivor only when a payload reached it first. */
-    assert_true(dirty >= 2 * acked);
-    assert_int_equal(dirty % 2, 0);
-    const json_t *clean = json_object_get(json_object_get(j, "restores_by_kind"), "clean");
-    assert_true(num(clean, "count") >= dirty);
-    assert_int_equal(num(clean, "bytes"), 0);
-    assert_restores(j, dirty);
-    json_decref(j);
-    run_tmp_assert_nothing_left();
+    const char *cli = getenv("DCR_CLI");
+    if (!cli) cli = DCR_CLI_PATH;
+    char out[300], cmd[1500];
+    snprintf(log, cap, "%s/run.log", g_tmp);
+    snprintf(out, sizeof out, "%s/run.json", g_tmp);
+    snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", cli, args, out, log);
+    int rc = system(cmd);
+    json_error_t e;
+    json_t *j = json_load_file(out, 0, &e);
+    unlink(out);
+    if (rc != 0) fail_msg("dcr %s failed (exit %d; its stderr: %s)", args, rc, log);
+    if (!j) fail_msg("dcr %s: output is not JSON: %s", args, e.text);
+    return j;
 }
 
 /* The request gate across processes: a restarted node process reports READY
  * (and may serve) only after it restored and checked every receiver. Each
  * process's log is one ordered stream: for every node, each READY of a
  * process after the first (a restart) must come after that process's
- * restore lines, one per receiver (cause "start"), with no READY between. */
-static void test_restarted_node_ready_after_restore(void **state)
+ * restore lines, one per receiver (cause "start"), with no READY between.
+ * Returns the restarts the launcher logged. */
+static int assert_ready_after_restore(const char *log)
 {
-    (void)state;
-    const char *cli = getenv("DCR_CLI");
-    if (!cli) cli = DCR_CLI_PATH;
-    char log[300], cmd[1200];
-    snprintf(log, sizeof log, "%s/ready.log", g_tmp);
-    snprintf(cmd, sizeof cmd,
-             "%s faults train --processes " SMALL " --seed 3 --steps 5 --kill-every 1 "
-             "--json >/dev/null 2>%s",
-             cli, log);
-    assert_int_equal(system(cmd), 0);
     FILE *f = fopen(log, "r");
     assert_non_null(f);
     int readies[2] = {0, 0}, restored[2] = {0, 0}, restarts = 0;
@@ -186,51 +137,108 @@ static void test_restarted_node_ready_after_restore(void **state)
         restored[n] = 0;
     }
     fclose(f);
-    unlink(log);
-    assert_true(restarts >= 3);
     /* Every restart that got as far as READY was checked above; all but
      * perhaps the last one (killed at the last step) got there. */
     assert_true(readies[0] + readies[1] >= 2 + restarts - 1);
+    return restarts;
+}
+
+/* The default run's shape, shortened: a node kill due every step (the
+ * default: every 5th) and the default coordinator kills (every 10th
+ * transition). At least 9 node SIGKILLs, the three points all hit (seed 3's
+ * schedule, drawn up front, has each; a kill that misses stays armed), one
+ * coordinator kill with its failover, versions 1..10 committed and
+ * bit-exact on every receiver, and every restarted node READY only after
+ * its restore. */
+static void test_train_default_kills(void **state)
+{
+    (void)state;
+    char log[300];
+    json_t *j = run_logged("faults train --processes " SMALL " --seed 3 --steps 10 --kill-every 1 "
+                           "--json",
+                           log, sizeof log);
+    assert_clean(j, 10);
+    assert_int_equal(num(j, "version"), 10);
+    assert_int_equal(num(j, "coordinator_kills"), 1); /* the 10th transition */
+    assert_int_equal(num(j, "faults"), 0);
+    json_int_t kills = num(j, "sigkills"), drawn = num(j, "kills_drawn");
+    assert_int_equal(drawn, 10);
+    /* A kill that missed its point stays armed for the next attempt: only
+     * the last one drawn may still be armed at the end. */
+    assert_true(kills >= 9 && kills >= drawn - 1);
+    const json_t *points = json_object_get(j, "sigkills_by_point");
+    static const char *const names[] = {"delivery", "apply", "acked"};
+    json_int_t sum = 0;
+    for (int k = 0; k < 3; k++) {
+        if (num(points, names[k]) < 1) fail_msg("no SIGKILL at %s", names[k]);
+        sum += num(points, names[k]);
+    }
+    assert_int_equal(sum, kills);
+    /* The coordinator kill (at "opened") costs its attempt: the count comes
+     * from the control plane's attempts, a killed coordinator's included. */
+    assert_true(num(j, "retries") >= num(j, "coordinator_kills"));
+    /* A live node holding writes of an attempt that did not commit restores
+     * both its receivers, from its resident copy (a clean restore, moving
+     * nothing), before the next attempt. */
+    const json_t *causes = json_object_get(j, "restores_by_cause");
+    json_int_t dirty = num(causes, "dirty");
+    assert_int_equal(dirty % 2, 0);
+    const json_t *clean = json_object_get(json_object_get(j, "restores_by_kind"), "clean");
+    assert_true(num(clean, "count") >= dirty);
+    assert_int_equal(num(clean, "bytes"), 0);
+    assert_restores(j, num(j, "restores"));
+    json_decref(j);
+    assert_true(assert_ready_after_restore(log) >= 9);
+    unlink(log);
     run_tmp_assert_nothing_left();
 }
 
 /* One flipped bit in one receiver's digests of version 1 (a well-formed
- * file): the verifier names it and the run fails. */
+ * file): the verifier names it and the run fails. --kill-coordinator-every
+ * 0 turns the coordinator kills off. */
 static void test_corrupt_digest_is_a_mismatch(void **state)
 {
     (void)state;
     static result_t r;
-    run(&r, "faults train --processes " SMALL " --seed 4 --steps 3 --kill-every 2 "
-            "--corrupt-digest --json");
+    run(&r, "faults train --processes " SMALL " --seed 4 --steps 2 --kill-every 2 "
+            "--kill-coordinator-every 0 --corrupt-digest --json");
     assert_int_equal(r.rc, 1);
     json_error_t e;
     json_t *j = json_loads(r.out, 0, &e);
     if (!j) fail_msg("no JSON on stdout: %s", e.text);
     assert_int_equal(num(j, "mismatches"), 1);
     assert_int_equal(num(j, "lost"), 0);
+    assert_int_equal(num(j, "coordinator_kills"), 0);
     json_decref(j);
     assert_non_null(strstr(r.err, "version 1, receiver 0: parameter "));
     assert_non_null(strstr(r.err, "1 bit mismatches"));
     run_tmp_assert_nothing_left();
 }
 
-/* Process kills with the faults that reach a processes run; those acting
- * inside a node, on the relay, or simulating a receiver's death are never
- * drawn. */
+/* Process kills (nodes and coordinator) with the faults this process acts
+ * out; those acting inside a role, on the relay, or simulating a death are
+ * never drawn. Each seed its own run (schedule and faults drawn from it);
+ * the summary adds them up. */
 static void test_campaign_with_processes(void **state)
 {
     (void)state;
-    json_t *j = run_json("faults campaign --processes " SMALL " --seeds 2 --steps 4 "
-                         "--faults-per-step 2 --kill-every 2 --seed 11 --json");
-    assert_clean(j, 8);
+    json_t *j = run_json("faults campaign --processes " SMALL " --seeds 2 --steps 2 "
+                         "--faults-per-step 2 --kill-every 1 "
+                         "--seed 11 --json");
+    assert_clean(j, 4);
+    assert_int_equal(num(j, "version"), 2); /* the last run's */
+    /* The campaign's default coordinator kills: in every 2nd transition. */
+    assert_int_equal(num(j, "coordinator_kills"), 2);
     assert_int_equal(num(j, "kills_drawn"), 4);
-    assert_true(num(j, "sigkills") >= 3);
-    assert_true(num(j, "faults") > 0 && num(j, "faults") <= 16); /* armed; those that fired */
+    assert_true(num(j, "sigkills") >= 2); /* per run, only the last may still be armed */
+    json_int_t faults = num(j, "faults");
+    assert_true(faults > 0 && faults <= 8); /* armed; those that fired */
     const json_t *kinds = json_object_get(j, "faults_by_kind");
-    static const char *const never[] = {"duplicate",     "delay",      "relay_link",
-                                        "kill_delivery", "kill_apply", "kill_acked"};
-    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
-        assert_int_equal(num(kinds, never[i]), 0);
+    static const char *const acted[] = {"corrupt", "delay", "control_busy"};
+    json_int_t sum = 0;
+    for (size_t i = 0; i < sizeof(acted) / sizeof(acted[0]); i++) sum += num(kinds, acted[i]);
+    assert_int_equal(sum, faults);
+    assert_restores(j, num(j, "restores"));
     json_decref(j);
     run_tmp_assert_nothing_left();
 }
@@ -242,15 +250,17 @@ static void test_usage_errors(void **state)
     expect_error("faults train --processes --rl async " SMALL, 2, "--rl sync");
     expect_error("faults train --corrupt-digest " SMALL, 2, "--processes");
     expect_error("faults campaign --processes --readers 2 " SMALL, 2, "--readers");
+    expect_error("faults train --kill-coordinator-every 2 " SMALL, 2, "--processes");
+    expect_error("faults train --processes --attempts 3 " SMALL, 2, "--attempts");
+    expect_error("faults train --processes --kill-coordinator-every -1 " SMALL, 2,
+                 "--kill-coordinator-every");
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_usage_errors),
-        cmocka_unit_test(test_sigkills_at_every_point),
-        cmocka_unit_test(test_stopped_attempt_leaves_no_dirty_node),
-        cmocka_unit_test(test_restarted_node_ready_after_restore),
+        cmocka_unit_test(test_train_default_kills),
         cmocka_unit_test(test_corrupt_digest_is_a_mismatch),
         cmocka_unit_test(test_campaign_with_processes),
     };

@@ -886,6 +886,17 @@ int dcr_role_launcher_node_pid(dcr_role_launcher_t *l, int node)
     return pid;
 }
 
+bool dcr_role_launcher_pause_node(dcr_role_launcher_t *l, int node, int pid, bool pause)
+{
+    if (node < 0 || node >= l->nnodes || pid <= 0) return false;
+    pthread_mutex_lock(&l->lock);
+    child_t *c = &l->nodes[node];
+    /* Under the lock, as for a kill: never a recycled pid. */
+    bool hit = !c->reaped && c->pid == (pid_t)pid && kill(c->pid, pause ? SIGSTOP : SIGCONT) == 0;
+    pthread_mutex_unlock(&l->lock);
+    return hit;
+}
+
 bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int wait_ms)
 {
     if (node < 0 || node >= l->nnodes || pid <= 0) return false;

@@ -77,6 +77,10 @@ int dcr_role_launcher_node_pid(dcr_role_launcher_t *l, int node);
  * (GONE, or RESTARTING when restarts are on), or after wait_ms. True when
  * the signal was sent. Thread-safe against the launcher's monitor. */
 bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int wait_ms);
+/* SIGSTOP (pause) or SIGCONT (!pause) to rollout-node `node` if its running
+ * process is still `pid`, as dcr_role_launcher_kill_node aims: a harness's
+ * stall of that process (dcr faults --processes, delay). True when sent. */
+bool dcr_role_launcher_pause_node(dcr_role_launcher_t *l, int node, int pid, bool pause);
 
 /* A spawn prefix for one role: argv[0..n) goes in front of the role's
  * command line (found on PATH), e.g. `ip netns exec dcrtb-0-r1` to start
