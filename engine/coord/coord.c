@@ -410,8 +410,8 @@ static const char *phase_name(dcr_node_phase_t p)
     return (unsigned)p <= DCR_NODE_RESTARTING ? names[p] : "?";
 }
 
-/* Waits until every node of a required receiver reports `phase` for tau
- * (DONE: *apply_end_p gets the last apply's end across them). A node that
+/* Waits until every node of a required receiver reports `phase` (or, for
+ * JOINED, a later one) for tau (DONE: *apply_end_p gets the last apply's end across them). A node that
  * reports FAILED fails the attempt with its line; one that stays behind
  * longer than the join (or stall) timeout fails it naming the node. */
 static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t phase,
@@ -436,7 +436,10 @@ static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t ph
             if (st == DCR_OK && r.tau == tau && r.phase == DCR_NODE_FAILED)
                 return dcr_error_set(DCR_EATTEMPT, "rollout node %d failed attempt %llu: %s", node,
                                      (unsigned long long)tau, r.why);
-            if (st == DCR_OK && r.tau == tau && r.phase == phase) {
+            /* DONE for tau answers a wait for JOINED too: a node that joined
+             * and finished while an earlier node was read has moved on. */
+            if (st == DCR_OK && r.tau == tau &&
+                (r.phase == phase || (phase == DCR_NODE_JOINED && r.phase == DCR_NODE_DONE))) {
                 if (apply_end_p && r.apply_end > *apply_end_p) *apply_end_p = r.apply_end;
                 break;
             }
