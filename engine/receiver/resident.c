@@ -249,7 +249,7 @@ dcr_status_t dcr_resident_load(const dcr_resident_t *f, dcr_receiver_t *r)
     return DCR_OK;
 }
 
-dcr_status_t dcr_resident_attach(dcr_resident_t *f, dcr_receiver_t *r,
+dcr_status_t dcr_resident_attach(dcr_resident_t *f, dcr_receiver_t *r, bool adopt,
                                  dcr_resident_state_t *found_p)
 {
     if (f == NULL || r == NULL) return dcr_error_set(DCR_EINVAL, "resident attach: NULL argument");
@@ -262,8 +262,13 @@ dcr_status_t dcr_resident_attach(dcr_resident_t *f, dcr_receiver_t *r,
                              f->path);
     DCR_CHECK(same_layout(f, r->params));
     dcr_resident_state_t found = dcr_resident_state(f, NULL);
-    bool adopt = found == DCR_RESIDENT_CLEAN || found == DCR_RESIDENT_DIRTY;
-    if (!adopt) DCR_CHECK(res_size(f)); /* state 0 until a commit says which version */
+    adopt = adopt && (found == DCR_RESIDENT_CLEAN || found == DCR_RESIDENT_DIRTY);
+    if (!adopt) {
+        /* r's bytes replace the file's: of no committed version until the
+         * next save says which. */
+        DCR_CHECK(res_size(f));
+        __atomic_store_n(&((res_header_t *)f->map)->state, 0, __ATOMIC_SEQ_CST);
+    }
     DCR_CHECK(dcr_params_place(r->params, f->map + RES_HEADER, (size_t)f->bytes, !adopt));
     f->attached = r->params;
     if (found_p) *found_p = found;

@@ -221,7 +221,7 @@ static dcr_status_t restore(node_proc_t *p, uint64_t version)
 {
     if (!p->restorer) {
         dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir, p->cfg->node,
-                                    p->first,    p->per,   p->cfg->resident};
+                                    p->first,    p->per,   p->cfg->resident, false};
         DCR_CHECK(dcr_restorer_create(&rc, &p->restorer));
     }
     DCR_CHECK(dcr_restorer_restore(p->restorer, p->recv, p->version, version));

@@ -81,15 +81,16 @@ void dcr_resident_mark_dirty(dcr_resident_t *f);
 dcr_status_t dcr_resident_load(const dcr_resident_t *f, dcr_receiver_t *r);
 
 /* The allocation hook at work: r's parameters move into the mapping and
- * live there from now on. A file that is clean or dirty for this layout is
- * adopted as it is (r now holds the file's bytes, of its version, or of no
- * version when dirty: never serve from it before a restore); otherwise the
- * file is sized and r's current bytes are copied in, and it reads absent
- * until the first save. *found_p (may be NULL) gets the state found. One
+ * live there from now on. With adopt, a file that is clean or dirty for
+ * this layout is taken as it is (r now holds the file's bytes, of its
+ * version, or of no version when dirty: never serve from it before a
+ * restore); otherwise (or without adopt: r holds what it should keep, e.g.
+ * after a dense refit) the file is sized and r's current bytes are copied
+ * in, and it reads absent until the next save. *found_p (may be NULL) gets the state found. One
  * receiver per file, whose parameters were never placed (DCR_EINVAL). The
  * file must stay open while r lives: close it only after destroying r (or
  * dcr_resident_detach, for a caller that destroys r first). */
-dcr_status_t dcr_resident_attach(dcr_resident_t *f, dcr_receiver_t *r,
+dcr_status_t dcr_resident_attach(dcr_resident_t *f, dcr_receiver_t *r, bool adopt,
                                  dcr_resident_state_t *found_p);
 /* Forgets that r is attached (r was destroyed, or is about to be). */
 void dcr_resident_detach(dcr_resident_t *f, const dcr_receiver_t *r);

@@ -234,7 +234,8 @@ static void test_live_weights_killed_mid_apply(void **state)
         dcr_resident_t *f = NULL;
         dcr_resident_state_t found;
         if (dcr_resident_open(path, r, 2, &f) != DCR_OK) _exit(3);
-        if (dcr_resident_attach(f, r, &found) != DCR_OK || found != DCR_RESIDENT_ABSENT) _exit(4);
+        if (dcr_resident_attach(f, r, true, &found) != DCR_OK || found != DCR_RESIDENT_ABSENT)
+            _exit(4);
         if (dcr_resident_state(f, NULL) != DCR_RESIDENT_ABSENT) _exit(5);
         if (dcr_resident_save(f, r, 4) != DCR_OK) _exit(6); /* committed 4: header only */
         if (dcr_resident_begin(f, 9) != DCR_OK) _exit(7);
@@ -266,7 +267,7 @@ static void test_live_weights_killed_mid_apply(void **state)
     assert_int_equal(dcr_resident_tau(f), 9);
     assert_int_equal(dcr_resident_load(f, dst), DCR_EINVAL); /* dirty never loads */
     dcr_resident_state_t found;
-    assert_int_equal(dcr_resident_attach(f, dst, &found), DCR_OK);
+    assert_int_equal(dcr_resident_attach(f, dst, true, &found), DCR_OK);
     assert_int_equal(found, DCR_RESIDENT_DIRTY);
     assert_true(dcr_resident_attached(f, dst));
     /* Adopted without a copy: dst's parameters are the mapping's bytes. */
@@ -282,7 +283,7 @@ static void test_live_weights_killed_mid_apply(void **state)
     assert_int_equal(dcr_resident_state(f, &v), DCR_RESIDENT_CLEAN);
     assert_int_equal(v, 4);
     /* One receiver per file; another receiver's save is refused. */
-    assert_int_equal(dcr_resident_attach(f, src, NULL), DCR_EINVAL);
+    assert_int_equal(dcr_resident_attach(f, src, true, NULL), DCR_EINVAL);
     assert_int_equal(dcr_resident_save(f, src, 5), DCR_EINVAL);
     /* Destroy first, then close: the mapping outlives the parameters. */
     dcr_resident_detach(f, dst);
