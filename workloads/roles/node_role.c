@@ -186,8 +186,9 @@ static bool env_member(void *ctx, int id)
  * harness aims an apply kill by (roles.h). */
 static void env_dirty(void *ctx, int id)
 {
-    (void)id;
     node_proc_t *p = ctx;
+    /* Live resident files: the durable dirty mark before the first write. */
+    dcr_restorer_begin(p->restorer, id - p->first, p->delivering);
     if (!p->mark_applies || p->marked == p->delivering) return;
     p->marked = p->delivering;
     char path[4300];
@@ -512,9 +513,10 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
         st = node_loop(&p, stop);
     }
     dcr_rollout_node_destroy(p.rt);
-    dcr_restorer_destroy(p.restorer);
     dcr_transport_destroy(p.transport);
+    /* Receivers before the restorer: live, their bytes are its mappings. */
     for (int k = 0; p.recv && k < p.per; k++) dcr_receiver_destroy(p.recv[k]);
+    dcr_restorer_destroy(p.restorer);
     free(p.recv);
     free(p.member);
     dcr_control_destroy(p.control);
