@@ -600,6 +600,58 @@ static dcr_restorer_t *live_restorer(dcr_role_world_t *w, const char *workdir)
     return R;
 }
 
+/* A process that rejoins clean at U from the files under wd, applies `items` of attempt
+ * 100 to every receiver and dies by SIGKILL. */
+static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dcr_role_world_t *w = NULL; /* the process's own, at its start */
+        if (dcr_role_world_create(&g_cfg, &w) != DCR_OK) _exit(2);
+        dcr_restorer_t *C = live_restorer(w, wd);
+        dcr_receiver_t *c[8] = {0};
+        if (dcr_restorer_restore(C, c, 0, U) != DCR_OK) _exit(3);
+        uint64_t counts[DCR_RESTORE_KINDS], bytes[DCR_RESTORE_KINDS];
+        dcr_restorer_counts(C, counts, bytes);
+        if (counts[DCR_RESTORE_CLEAN] != (uint64_t)g_per) _exit(4);
+        for (int k = 0; k < g_per; k++) {
+            dcr_restorer_begin(C, k, 100);
+            if (apply_prefix(c[k], x, 100, items) != 0) _exit(5);
+            if (dcr_restorer_serves(C, c, k)) _exit(6); /* the readers' check */
+        }
+        raise(SIGKILL);
+        _exit(7);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        fail_msg("child exited %d before its kill", WEXITSTATUS(status));
+}
+
+/* A first process under wd: dense at U, its weights moved into the files. */
+static void first_process(const char *wd)
+{
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = live_restorer(w, wd);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK);
+    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
+    destroy_all(r); /* receivers first: their bytes are the restorer's mappings */
+    dcr_restorer_destroy(R);
+    dcr_role_world_destroy(w);
+}
+
+/* A fresh process's restorer under wd, with its own world (*w_p). */
+static dcr_restorer_t *next_process(const char *wd, dcr_role_world_t **w_p)
+{
+    dcr_role_world_destroy(*w_p);
+    *w_p = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, w_p), DCR_OK);
+    return live_restorer(*w_p, wd);
+}
+
 static void test_restorer_repairs_a_killed_receiver(void **state)
 {
     (void)state;
@@ -617,41 +669,15 @@ static void test_restorer_repairs_a_killed_receiver(void **state)
     dense_receivers(ow, U + 2, want);
     size_t n = count_items(&a.xor1);
 
-    /* A first process: dense at U, its weights moved into the files. */
-    dcr_receiver_t *r[8] = {0};
-    dcr_restorer_t *R = live_restorer(w, wd);
-    assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK);
-    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
-    destroy_all(r); /* receivers first: their bytes are the restorer's mappings */
-    dcr_restorer_destroy(R);
-
+    first_process(wd);
     /* Its successor rejoins clean, takes half of attempt 100 and is killed. */
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dcr_restorer_t *C = live_restorer(w, wd);
-        dcr_receiver_t *c[8] = {0};
-        if (dcr_restorer_restore(C, c, 0, U) != DCR_OK) _exit(3);
-        uint64_t counts[DCR_RESTORE_KINDS], bytes[DCR_RESTORE_KINDS];
-        dcr_restorer_counts(C, counts, bytes);
-        if (counts[DCR_RESTORE_CLEAN] != (uint64_t)g_per) _exit(4);
-        for (int k = 0; k < g_per; k++) {
-            dcr_restorer_begin(C, k, 100);
-            if (apply_prefix(c[k], &a.xor1, 100, n / 2) != 0) _exit(5);
-            if (dcr_restorer_serves(C, c, k)) _exit(6); /* the readers' check */
-        }
-        raise(SIGKILL);
-        _exit(7);
-    }
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
-        fail_msg("child exited %d before its kill", WEXITSTATUS(status));
+    killed_mid_apply(wd, &a.xor1, n / 2);
     /* The run went on: the retry committed U+1, then U+2. */
     put_version(s, U + 1, 101, &a.over1);
     put_version(s, U + 2, 102, &a.xor2);
 
-    R = live_restorer(w, wd);
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = live_restorer(w, wd);
     assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
     uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
     dcr_restorer_counts(R, c, b);
@@ -703,6 +729,101 @@ static void test_restorer_repairs_a_killed_receiver(void **state)
     free_attempts(&a);
 }
 
+static uint64_t retained_bytes(dcr_objstore_t *s, uint64_t from, uint64_t to)
+{
+    uint64_t moved = 0;
+    for (uint64_t v = from; v <= to; v++) {
+        dcr_retain_manifest_t m;
+        assert_int_equal(dcr_retain_manifest_read(s, v, &m), DCR_OK);
+        for (size_t i = 0; i < m.n; i++) moved += m.entries[i].bytes;
+        dcr_retain_manifest_free(&m);
+    }
+    return moved;
+}
+
+static void expect_kind(dcr_restorer_t *R, dcr_restore_kind_t kind, uint64_t count, uint64_t bytes)
+{
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[kind], count);
+    assert_int_equal(b[kind], bytes);
+}
+
+/* Killed after the last write of attempt 100, which committed U+1 with XOR
+ * records: a verified repair (digests of U+1), then U+2; and a live node
+ * whose attempt from U failed and which the run then left behind (U+1 by
+ * the overwrite retry, U+2) repairs in memory (cause behind). */
+static void test_verified_repair_and_in_memory_repair(void **state)
+{
+    (void)state;
+    attempts_t a;
+    construct_attempts(&a);
+    char wd[400], dir[500];
+    snprintf(wd, sizeof wd, "%s/live2", tmp_dir);
+    assert_int_equal(mkdir(wd, 0700), 0);
+    dcr_role_objstore_dir(wd, dir, sizeof dir);
+    dcr_objstore_t *s = store_at(dir);
+    dcr_role_world_t *w = NULL, *ow = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    dcr_receiver_t *want[8] = {0};
+    dense_receivers(ow, U + 2, want);
+    size_t n = count_items(&a.xor1);
+
+    first_process(wd);
+    killed_mid_apply(wd, &a.xor1, n); /* every item landed */
+    put_version(s, U + 1, 100, &a.xor1);
+    put_version(s, U + 2, 102, &a.xor2);
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per,
+                (uint64_t)g_per * retained_bytes(s, U + 2, U + 2));
+    expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
+    assert_equal_to(r, want, "after a verified repair");
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+
+    /* Killed half-way through the attempt that committed U+1 with XOR: no
+     * overwrite records, and the check of U+1 fails: dense. */
+    first_process(wd);
+    killed_mid_apply(wd, &a.xor1, n / 2);
+    R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, 0, 0);
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[DCR_RESTORE_DENSE], (uint64_t)g_per);
+    assert_equal_to(r, want, "dense after a refused repair");
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+
+    /* In memory: half of attempt 100 from U, then the run goes on. */
+    put_version(s, U + 1, 101, &a.over1);
+    first_process(wd);
+    R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK); /* clean from the files */
+    for (int k = 0; k < g_per; k++) {
+        dcr_restorer_begin(R, k, 100);
+        assert_int_equal(apply_prefix(r[k], &a.xor1, 100, n / 2), 0);
+    }
+    assert_true(dcr_restorer_dirty(R, r));
+    assert_int_equal(dcr_restorer_restore(R, r, U, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per,
+                (uint64_t)g_per * retained_bytes(s, U + 1, U + 2));
+    assert_equal_to(r, want, "after an in-memory repair");
+    assert_false(dcr_restorer_dirty(R, r));
+    uint64_t cause[DCR_RESTORE_CAUSES];
+    assert_int_equal(dcr_restore_causes(wd, cause), DCR_OK);
+    assert_int_equal(cause[DCR_RESTORE_BEHIND], (uint64_t)g_per);
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    destroy_all(want);
+    dcr_role_world_destroy(ow);
+    dcr_role_world_destroy(w);
+    dcr_objstore_destroy(s);
+    free_attempts(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -711,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_restorer_classifies),
         cmocka_unit_test(test_repair_rule_at_kill_points),
         cmocka_unit_test(test_restorer_repairs_a_killed_receiver),
+        cmocka_unit_test(test_verified_repair_and_in_memory_repair),
         cmocka_unit_test(test_processes_restore_without_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

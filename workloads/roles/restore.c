@@ -443,6 +443,60 @@ static void await_retained(dcr_objstore_t *s, uint64_t version)
     }
 }
 
+/* Receivers ks[0, n), dirty from u, where version u+1's records are XOR
+ * (the repair was refused, nothing written): one whose interrupted attempt
+ * (rec->tau) is the one that committed u+1 may have died after its last
+ * write (after its acknowledgment, before the commit reached it): its
+ * digests equal a dense refit of u+1 exactly then (the oracle), and it
+ * replays u+2..version from there. ok[i] says which passed; the others
+ * are untouched, their reason in their record. All are checked at u+1
+ * before any replay (the oracle's world only moves forward). */
+static void verified_repair(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n,
+                            uint64_t u, uint64_t version, dcr_restore_record_t *recs, bool *ok)
+{
+    dcr_retain_manifest_t m;
+    uint64_t tau = 0;
+    dcr_status_t ms = dcr_retain_manifest_read(R->store, u + 1, &m);
+    if (ms == DCR_OK) tau = m.tau;
+    dcr_retain_manifest_free(&m);
+    dcr_receiver_t *group[64];
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        dcr_restore_record_t *rec = &recs[ks[i]];
+        dcr_status_t cs = ms;
+        if (cs == DCR_OK && tau != rec->tau)
+            cs = dcr_error_set(DCR_EUNSUPPORTED,
+                               "version %" PRIu64 " came from attempt %" PRIu64
+                               ", not the interrupted attempt %" PRIu64,
+                               u + 1, tau, rec->tau);
+        if (cs == DCR_OK) cs = check(R, recv[ks[i]], ks[i], u + 1);
+        ok[i] = cs == DCR_OK;
+        if (ok[i])
+            group[ng++] = recv[ks[i]];
+        else
+            snprintf(rec->why, sizeof rec->why,
+                     "repair %" PRIu64 "..%" PRIu64 " failed: XOR "
+                     "records, and not verified: %s",
+                     u + 1, version, dcr_error_detail());
+    }
+    if (ng == 0) return;
+    dcr_replay_stats_t st = {0};
+    dcr_status_t rs = dcr_restore_replay(R->store, group, ng, u + 1, version, &st);
+    if (rs != DCR_OK) {
+        char why[120];
+        snprintf(why, sizeof why, "%s", dcr_error_detail());
+        for (int i = 0; i < n; i++)
+            if (ok[i]) {
+                ok[i] = false;
+                snprintf(recs[ks[i]].why, sizeof recs[ks[i]].why,
+                         "verified at %" PRIu64 ", then the replay failed: %s", u + 1, why);
+            }
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (ok[i]) recs[ks[i]].bytes = st.bytes;
+}
+
 /* Replays (or repairs: kind) receivers ks[0, n) of recv, which hold u
  * (or an interrupted attempt from u), to version. */
 static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n, uint64_t u,
@@ -458,12 +512,18 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
                       : repair ? dcr_restore_repair(R->store, &R->cfg.world->cfg.payload_key, group,
                                                     n, u, version, &st)
                                : dcr_restore_replay(R->store, group, n, u, version, &st);
+    /* XOR records (refused before any write): repairable by verification. */
+    bool verified = repair && rs == DCR_EUNSUPPORTED && R->store;
+    bool ok[64] = {false};
+    if (verified) verified_repair(R, recv, ks, n, u, version, recs, ok);
     for (int i = 0; i < n; i++) {
         dcr_restore_record_t *rec = &recs[ks[i]];
-        rec->bytes = st.bytes; /* one download serves every receiver of the node */
-        dcr_status_t cs = rs == DCR_OK ? check(R, recv[ks[i]], ks[i], version) : rs;
+        if (!verified) rec->bytes = st.bytes; /* one download serves every receiver of the node */
+        dcr_status_t cs = rs == DCR_OK || ok[i] ? check(R, recv[ks[i]], ks[i], version) : rs;
         rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9; /* the shared download, its check */
-        if (cs != DCR_OK) {
+        if (verified && !ok[i]) {
+            rec->kind = DCR_RESTORE_DENSE; /* its why says so already */
+        } else if (cs != DCR_OK) {
             rec->kind = DCR_RESTORE_DENSE;
             snprintf(rec->why, sizeof rec->why, "%s %" PRIu64 "..%" PRIu64 " failed: %s",
                      repair ? "repair" : "replay", u + 1, version, dcr_error_detail());
@@ -511,9 +571,9 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
                                       : DCR_RESTORE_DIRTY;
         bool live = recv[k] != NULL;
         from[k] = HELD_NONE;
-        uint64_t tau = 0;
         if (R->cfg.live)
-            probe_live(R, recv, k, held, &rec->held, &from[k], &tau, rec->why, sizeof rec->why);
+            probe_live(R, recv, k, held, &rec->held, &from[k], &rec->tau, rec->why,
+                       sizeof rec->why);
         else
             probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
         if (from[k] != HELD_NONE) {

@@ -28,10 +28,13 @@
  * (a non-required receiver); then the retained records are XOR, which
  * flip whatever the receiver holds and cannot be re-applied to a partly
  * applied state: the repair is refused before any write and the receiver
- * is refitted densely. Bytes moved: the retained payloads of u+1..v, as a
- * replay. Not built: owners producing overwrite records at every commit
- * (they hold B^v and the changed set then), which would make every dirty
- * receiver repairable at the cost of a second construction and upload.
+ * is refitted densely, unless u+1 was committed by the very attempt it
+ * was killed in (it died after its last write, e.g. after acknowledging):
+ * then its digests equal a dense refit of u+1 (checked against the
+ * oracle), and it replays u+2..v from there (a verified repair). Bytes
+ * moved: the retained payloads of u+1..v (verified: u+2..v), as a replay. Not built: owners
+ * producing overwrite records at every commit (they hold B^v and the changed set then), which would
+ * make every dirty receiver repairable at the cost of a second construction and upload.
  *
  * Live resident files (cfg.live, dcr/resident.h): the receivers' weights
  * live in their mapped files, dirty-marked (with the attempt) before each
@@ -147,6 +150,7 @@ typedef struct dcr_restore_record {
     uint64_t dense_bytes; /* what a dense refit moves (the whole checkpoint) */
     double seconds;
     dcr_restore_cause_t cause;
+    uint64_t tau;  /* repair: the interrupted attempt; 0 otherwise */
     char why[160]; /* why not clean or replay; "" otherwise */
 } dcr_restore_record_t;
 
