@@ -43,7 +43,13 @@
  * committed version u (an attempt from u failed, none committed since) has
  * no copy of u to fall back to: it is restored densely (cause dirty). In
  * copy mode (cfg.live false) the files hold a copy saved at each commit
- * instead, and nothing is ever repaired.
+ * instead, and nothing is ever repaired. Rollout-node processes run copy
+ * mode: there the survivors of a killed attempt and the restarted node
+ * itself (the retry waits for it) are dirty at u exactly in that way, so
+ * live mode would turn their free restores from the copy into dense ones.
+ * Switching processes to live needs them to take part in the overwrite
+ * retry as they are (the seed's in-place repair), checking their digests
+ * against the oracle before they acknowledge it.
  *
  * Where a node's receivers came from: in memory (a live node the run went
  * on without; clean when no payload reached it since its last clean point),
