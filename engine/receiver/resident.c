@@ -145,10 +145,10 @@ dcr_resident_state_t dcr_resident_state(const dcr_resident_t *f, uint64_t *versi
     if (h->layout != f->layout || h->bytes != f->bytes || f->map_len < RES_HEADER + f->bytes)
         return DCR_RESIDENT_FOREIGN;
     if (state == 0) return DCR_RESIDENT_ABSENT; /* sized and attached, never committed */
+    if (state != DCR_RESIDENT_DIRTY && state != DCR_RESIDENT_CLEAN) return DCR_RESIDENT_FOREIGN;
     if (version_p) *version_p = h->version;
     if (state == DCR_RESIDENT_DIRTY) return DCR_RESIDENT_DIRTY;
     if (state != DCR_RESIDENT_CLEAN) return DCR_RESIDENT_FOREIGN;
-    if (version_p) *version_p = h->version;
     return DCR_RESIDENT_CLEAN;
 }
 

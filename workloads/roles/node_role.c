@@ -215,13 +215,26 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
     return dcr_node_report_put(p->control, &r);
 }
 
+/* READY lets the node serve: never while a receiver is dirty (the readers'
+ * check, restore.h: payloads since its clean point or a live dirty mark). */
+static dcr_status_t report_ready(node_proc_t *p, uint64_t tau)
+{
+    for (int k = 0; k < p->per; k++)
+        if (!dcr_restorer_serves(p->restorer, p->recv, k))
+            return dcr_error_set(DCR_EINVAL,
+                                 "rollout node %d: receiver %d is not at a clean committed "
+                                 "version; refusing READY",
+                                 p->cfg->node, p->first + k);
+    return report(p, DCR_NODE_READY, tau, NULL);
+}
+
 /* The committed version into the receivers before a new or lagging node
  * joins: at once when they hold it clean, by replay of the retained versions
  * when they hold an older one clean, else by a dense refit (restore.h). */
 static dcr_status_t restore(node_proc_t *p, uint64_t version)
 {
     if (!p->restorer) {
-        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir, p->cfg->node,
+        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir,  p->cfg->node,
                                     p->first,    p->per,   p->cfg->resident, false};
         DCR_CHECK(dcr_restorer_create(&rc, &p->restorer));
     }
@@ -309,7 +322,7 @@ static dcr_status_t follow_record(node_proc_t *p)
          * version, also of one this node restored instead of applying. */
         DCR_CHECK(write_digests(p));
     }
-    return report(p, DCR_NODE_READY, rec.attempt, NULL);
+    return report_ready(p, rec.attempt);
 }
 
 /* Whether a newer attempt than tau has been prepared. */
@@ -497,7 +510,7 @@ static dcr_status_t node_setup(node_proc_t *p)
      * READY only here, after every receiver was restored and checked. */
     DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore", p->cfg->node,
                  (int)getpid(), (unsigned long long)p->version);
-    return report(p, DCR_NODE_READY, p->seen, NULL);
+    return report_ready(p, p->seen);
 }
 
 dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,

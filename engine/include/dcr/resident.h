@@ -33,7 +33,7 @@
 /* What a resident file says about its bytes. */
 typedef enum dcr_resident_state {
     DCR_RESIDENT_ABSENT = 0,  /* no file, or one never saved */
-    DCR_RESIDENT_DIRTY = 1,   /* a save was interrupted: the bytes are of no version */
+    DCR_RESIDENT_DIRTY = 1,   /* an attempt (tau) or a copy was interrupted: of no version */
     DCR_RESIDENT_CLEAN = 2,   /* the bytes are exactly the saved version's */
     DCR_RESIDENT_FOREIGN = 3, /* another layout (a different receiver or model), or damaged */
 } dcr_resident_state_t;
