@@ -227,12 +227,18 @@ static void test_gap_or_bad_payload_writes_nothing(void **state)
     assert_int_equal(dcr_retain_manifest_read(g_store, 1, &m), DCR_ENOTFOUND);
 }
 
-static dcr_restorer_t *restorer(dcr_role_world_t *w)
+/* Node 0's restorer over workdir's resident files (live: weights in them). */
+static dcr_restorer_t *restorer_at(dcr_role_world_t *w, const char *workdir, bool live)
 {
-    dcr_restorer_config_t rc = {&g_cfg, w, g_workdir, 0, 0, g_per, true, false};
+    dcr_restorer_config_t rc = {&g_cfg, w, workdir, 0, 0, g_per, true, live};
     dcr_restorer_t *R = NULL;
     assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
     return R;
+}
+
+static dcr_restorer_t *restorer(dcr_role_world_t *w)
+{
+    return restorer_at(w, g_workdir, false);
 }
 
 static void expect_counts(dcr_restorer_t *R, uint64_t clean, uint64_t replay, uint64_t dense)
@@ -594,10 +600,7 @@ static void test_repair_rule_at_kill_points(void **state)
 
 static dcr_restorer_t *live_restorer(dcr_role_world_t *w, const char *workdir)
 {
-    dcr_restorer_config_t rc = {&g_cfg, w, workdir, 0, 0, g_per, true, true};
-    dcr_restorer_t *R = NULL;
-    assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
-    return R;
+    return restorer_at(w, workdir, true);
 }
 
 /* A process that rejoins clean at U from the files under wd, applies `items` of attempt
@@ -652,83 +655,6 @@ static dcr_restorer_t *next_process(const char *wd, dcr_role_world_t **w_p)
     return live_restorer(*w_p, wd);
 }
 
-static void test_restorer_repairs_a_killed_receiver(void **state)
-{
-    (void)state;
-    attempts_t a;
-    construct_attempts(&a);
-    char wd[400], dir[500];
-    snprintf(wd, sizeof wd, "%s/live", tmp_dir);
-    assert_int_equal(mkdir(wd, 0700), 0);
-    dcr_role_objstore_dir(wd, dir, sizeof dir);
-    dcr_objstore_t *s = store_at(dir);
-    dcr_role_world_t *w = NULL, *ow = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
-    dcr_receiver_t *want[8] = {0};
-    dense_receivers(ow, U + 2, want);
-    size_t n = count_items(&a.xor1);
-
-    first_process(wd);
-    /* Its successor rejoins clean, takes half of attempt 100 and is killed. */
-    killed_mid_apply(wd, &a.xor1, n / 2);
-    /* The run went on: the retry committed U+1, then U+2. */
-    put_version(s, U + 1, 101, &a.over1);
-    put_version(s, U + 2, 102, &a.xor2);
-
-    dcr_receiver_t *r[8] = {0};
-    dcr_restorer_t *R = live_restorer(w, wd);
-    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
-    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
-    dcr_restorer_counts(R, c, b);
-    assert_int_equal(c[DCR_RESTORE_REPAIR], (uint64_t)g_per);
-    assert_int_equal(c[DCR_RESTORE_DENSE], 0);
-    uint64_t moved = 0;
-    for (uint64_t v = U + 1; v <= U + 2; v++) {
-        dcr_retain_manifest_t m;
-        assert_int_equal(dcr_retain_manifest_read(s, v, &m), DCR_OK);
-        for (size_t i = 0; i < m.n; i++) moved += m.entries[i].bytes;
-        dcr_retain_manifest_free(&m);
-    }
-    assert_int_equal(b[DCR_RESTORE_REPAIR], (uint64_t)g_per * moved);
-    assert_equal_to(r, want, "after the repair");
-    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
-    destroy_all(r);
-    dcr_restorer_destroy(R);
-    /* The files say clean at U+2 now: the next process rejoins at once. */
-    R = live_restorer(w, wd);
-    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
-    dcr_restorer_counts(R, c, b);
-    assert_int_equal(c[DCR_RESTORE_CLEAN], (uint64_t)g_per);
-    assert_equal_to(r, want, "clean after the repair");
-    /* Live in memory: a failed attempt from U+2 with nothing after it
-     * leaves no overwrite records: dense (cause dirty). */
-    dcr_restorer_begin(R, 0, 103);
-    assert_int_equal(apply_prefix(r[0], &a.xor2, 103, 1), 0);
-    assert_true(dcr_restorer_dirty(R, r));
-    assert_false(dcr_restorer_serves(R, r, 0));
-    assert_int_equal(dcr_restorer_restore(R, r, U + 2, U + 2), DCR_OK);
-    dcr_restorer_counts(R, c, b);
-    assert_int_equal(c[DCR_RESTORE_DENSE], 1);
-    assert_equal_to(r, want, "dense after a failed attempt");
-    assert_true(dcr_restorer_serves(R, r, 0));
-    uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
-    assert_int_equal(dcr_restore_totals(wd, tc, tb, td, NULL), DCR_OK);
-    assert_int_equal(tc[DCR_RESTORE_REPAIR], (uint64_t)g_per);
-    assert_int_equal(tb[DCR_RESTORE_REPAIR], (uint64_t)g_per * moved);
-    print_message("repair of a receiver killed mid-apply, 2 versions behind: %llu bytes vs dense "
-                  "%llu (%.1f%%)\n",
-                  (unsigned long long)moved, (unsigned long long)(td[DCR_RESTORE_REPAIR] / g_per),
-                  100.0 * (double)moved / (double)(td[DCR_RESTORE_REPAIR] / g_per));
-    destroy_all(r);
-    dcr_restorer_destroy(R);
-    destroy_all(want);
-    dcr_role_world_destroy(ow);
-    dcr_role_world_destroy(w);
-    dcr_objstore_destroy(s);
-    free_attempts(&a);
-}
-
 static uint64_t retained_bytes(dcr_objstore_t *s, uint64_t from, uint64_t to)
 {
     uint64_t moved = 0;
@@ -749,6 +675,93 @@ static void expect_kind(dcr_restorer_t *R, dcr_restore_kind_t kind, uint64_t cou
     assert_int_equal(b[kind], bytes);
 }
 
+/* What the live tests share: the attempts, a run directory with its store,
+ * the oracle's receivers at U+2 (in the oracle's own world). */
+typedef struct live {
+    attempts_t a;
+    char wd[400];
+    dcr_objstore_t *s;
+    dcr_role_world_t *ow;
+    dcr_receiver_t *want[8];
+    size_t n; /* items of the XOR attempt U -> U+1 */
+} live_t;
+
+static void live_setup(live_t *L, const char *name)
+{
+    memset(L, 0, sizeof *L);
+    construct_attempts(&L->a);
+    char dir[500];
+    snprintf(L->wd, sizeof L->wd, "%s/%s", tmp_dir, name);
+    assert_int_equal(mkdir(L->wd, 0700), 0);
+    dcr_role_objstore_dir(L->wd, dir, sizeof dir);
+    L->s = store_at(dir);
+    assert_int_equal(dcr_role_world_create(&g_cfg, &L->ow), DCR_OK);
+    dense_receivers(L->ow, U + 2, L->want);
+    L->n = count_items(&L->a.xor1);
+}
+
+static void live_teardown(live_t *L)
+{
+    destroy_all(L->want);
+    dcr_role_world_destroy(L->ow);
+    dcr_objstore_destroy(L->s);
+    free_attempts(&L->a);
+}
+
+static void test_restorer_repairs_a_killed_receiver(void **state)
+{
+    (void)state;
+    live_t L;
+    live_setup(&L, "live");
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    first_process(L.wd);
+    /* Its successor rejoins clean, takes half of attempt 100 and is killed. */
+    killed_mid_apply(L.wd, &L.a.xor1, L.n / 2);
+    /* The run went on: the retry committed U+1, then U+2. */
+    put_version(L.s, U + 1, 101, &L.a.over1);
+    put_version(L.s, U + 2, 102, &L.a.xor2);
+
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = live_restorer(w, L.wd);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    uint64_t moved = retained_bytes(L.s, U + 1, U + 2);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per, (uint64_t)g_per * moved);
+    expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
+    assert_equal_to(r, L.want, "after the repair");
+    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    /* The files say clean at U+2 now: the next process rejoins at once. */
+    R = live_restorer(w, L.wd);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_CLEAN, (uint64_t)g_per, 0);
+    assert_equal_to(r, L.want, "clean after the repair");
+    /* Live in memory: a failed attempt from U+2 with nothing after it
+     * leaves no overwrite records: dense (cause dirty). */
+    dcr_restorer_begin(R, 0, 103);
+    assert_int_equal(apply_prefix(r[0], &L.a.xor2, 103, 1), 0);
+    assert_true(dcr_restorer_dirty(R, r));
+    assert_false(dcr_restorer_serves(R, r, 0));
+    assert_int_equal(dcr_restorer_restore(R, r, U + 2, U + 2), DCR_OK);
+    int64_t ckpt = dcr_inventory_bytes(w->sc->inventory);
+    expect_kind(R, DCR_RESTORE_DENSE, 1, (uint64_t)ckpt);
+    assert_equal_to(r, L.want, "dense after a failed attempt");
+    assert_true(dcr_restorer_serves(R, r, 0));
+    uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
+    assert_int_equal(dcr_restore_totals(L.wd, tc, tb, td, NULL), DCR_OK);
+    assert_int_equal(tc[DCR_RESTORE_REPAIR], (uint64_t)g_per);
+    assert_int_equal(tb[DCR_RESTORE_REPAIR], (uint64_t)g_per * moved);
+    assert_int_equal(td[DCR_RESTORE_REPAIR], (uint64_t)g_per * (uint64_t)ckpt);
+    print_message("repair of a receiver killed mid-apply, 2 versions behind: %llu bytes vs dense "
+                  "%lld (%.1f%%)\n",
+                  (unsigned long long)moved, (long long)ckpt, 100.0 * (double)moved / (double)ckpt);
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    dcr_role_world_destroy(w);
+    live_teardown(&L);
+}
+
 /* Killed after the last write of attempt 100, which committed U+1 with XOR
  * records: a verified repair (digests of U+1), then U+2; and a live node
  * whose attempt from U failed and which the run then left behind (U+1 by
@@ -756,23 +769,19 @@ static void expect_kind(dcr_restorer_t *R, dcr_restore_kind_t kind, uint64_t cou
 static void test_verified_repair_and_in_memory_repair(void **state)
 {
     (void)state;
-    attempts_t a;
-    construct_attempts(&a);
-    char wd[400], dir[500];
-    snprintf(wd, sizeof wd, "%s/live2", tmp_dir);
-    assert_int_equal(mkdir(wd, 0700), 0);
-    dcr_role_objstore_dir(wd, dir, sizeof dir);
-    dcr_objstore_t *s = store_at(dir);
-    dcr_role_world_t *w = NULL, *ow = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
-    dcr_receiver_t *want[8] = {0};
-    dense_receivers(ow, U + 2, want);
-    size_t n = count_items(&a.xor1);
+    live_t L;
+    live_setup(&L, "live2");
+    dcr_role_world_t *w = NULL;
+    size_t n = L.n;
+    dcr_objstore_t *s = L.s;
+    const char *wd = L.wd;
+    attempts_t *a = &L.a;
+    dcr_receiver_t **want = L.want;
 
     first_process(wd);
-    killed_mid_apply(wd, &a.xor1, n); /* every item landed */
-    put_version(s, U + 1, 100, &a.xor1);
-    put_version(s, U + 2, 102, &a.xor2);
+    killed_mid_apply(wd, &a->xor1, n); /* every item landed */
+    put_version(s, U + 1, 100, &a->xor1);
+    put_version(s, U + 2, 102, &a->xor2);
     dcr_receiver_t *r[8] = {0};
     dcr_restorer_t *R = next_process(wd, &w);
     assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
@@ -786,7 +795,7 @@ static void test_verified_repair_and_in_memory_repair(void **state)
     /* Killed half-way through the attempt that committed U+1 with XOR: no
      * overwrite records, and the check of U+1 fails: dense. */
     first_process(wd);
-    killed_mid_apply(wd, &a.xor1, n / 2);
+    killed_mid_apply(wd, &a->xor1, n / 2);
     R = next_process(wd, &w);
     assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
     expect_kind(R, DCR_RESTORE_REPAIR, 0, 0);
@@ -798,13 +807,13 @@ static void test_verified_repair_and_in_memory_repair(void **state)
     dcr_restorer_destroy(R);
 
     /* In memory: half of attempt 100 from U, then the run goes on. */
-    put_version(s, U + 1, 101, &a.over1);
+    put_version(s, U + 1, 101, &a->over1);
     first_process(wd);
     R = next_process(wd, &w);
     assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK); /* clean from the files */
     for (int k = 0; k < g_per; k++) {
         dcr_restorer_begin(R, k, 100);
-        assert_int_equal(apply_prefix(r[k], &a.xor1, 100, n / 2), 0);
+        assert_int_equal(apply_prefix(r[k], &a->xor1, 100, n / 2), 0);
     }
     assert_true(dcr_restorer_dirty(R, r));
     assert_int_equal(dcr_restorer_restore(R, r, U, U + 2), DCR_OK);
@@ -817,11 +826,8 @@ static void test_verified_repair_and_in_memory_repair(void **state)
     assert_int_equal(cause[DCR_RESTORE_BEHIND], (uint64_t)g_per);
     destroy_all(r);
     dcr_restorer_destroy(R);
-    destroy_all(want);
-    dcr_role_world_destroy(ow);
     dcr_role_world_destroy(w);
-    dcr_objstore_destroy(s);
-    free_attempts(&a);
+    live_teardown(&L);
 }
 
 int main(void)
