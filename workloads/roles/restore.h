@@ -182,15 +182,17 @@ void dcr_restorer_destroy(dcr_restorer_t *R);
 /* Brings recv[0, per) to `version`. recv[k] NULL: a fresh process, whose
  * resident file (if any) says what it holds; otherwise an in-memory
  * receiver holding `held`, or dirty (payloads reached it after its last
- * clean point): then its resident copy of the last commit stands in for it
- * when there is one (a clean restore moving nothing, or a replay from
- * there), else it is restored densely. An in-memory receiver clean at
- * `version` is left as it is, and not recorded. Receivers may be replaced (the old ones are
- * destroyed). Before a replay it waits up to 3 s for `version` itself to be
- * retained (the committing process copies it just after the commit record
- * is durable, which is when a node may read it). On DCR_OK every receiver
- * holds `version`: checked against the oracle unless it was refitted
- * densely. Blocks; call while nothing applies to the receivers. */
+ * clean point): then, in copy mode, its resident copy of the last commit
+ * stands in for it when there is one (a clean restore moving nothing, or a
+ * replay from there), else it is restored densely; live, a dirty one (in
+ * memory or its file) is repaired when a version after the one its
+ * attempt started from is committed, else restored densely. An in-memory
+ * receiver clean at `version` is left as it is, and not recorded.
+ * Receivers may be replaced (the old ones are destroyed). Before a replay it waits up to 3 s for
+ * `version` itself to be retained (the committing process copies it just after the commit record is
+ * durable, which is when a node may read it). On DCR_OK every receiver holds `version`: checked
+ * against the oracle unless it was refitted densely. Blocks; call while nothing applies to the
+ * receivers. */
 dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
                                   uint64_t version);
 
