@@ -15,6 +15,7 @@ struct dcr_params {
     dcr_map_t by_name;    /* hash of name -> index (hashes may collide) */
     dcr_map_t by_storage; /* storage address -> index */
     size_t bytes;
+    bool placed; /* data lives in a caller's arena (dcr_params_place) */
 };
 
 dcr_status_t dcr_params_create(bool shape_only, dcr_params_t **out_p)
@@ -32,8 +33,8 @@ void dcr_params_destroy(dcr_params_t *p)
     if (p == NULL) return;
     for (size_t i = 0; i < p->len; i++) {
         free((char *)p->items[i].name);
-        if (p->shape_only)
-            free(p->items[i].storage);
+        if (p->shape_only || p->placed)
+            free(p->items[i].storage); /* the arena is the caller's */
         else
             dcr_storage_destroy(p->items[i].storage);
     }
@@ -105,6 +106,9 @@ dcr_status_t dcr_params_declare(dcr_params_t *p, const char *name, dcr_dtype_t d
                                 const int64_t *shape, size_t *index_p)
 {
     if (p == NULL) return dcr_error_set(DCR_EINVAL, "params_declare: NULL set");
+    if (p->placed)
+        return dcr_error_set(DCR_EINVAL, "parameter %s: declared after the set was placed",
+                             name ? name : "?");
     DCR_CHECK(dcr__params_check(p, name, dtype, ndim, shape));
     if (p->len == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 16;
@@ -170,4 +174,49 @@ dcr_status_t dcr_params_view(const dcr_params_t *p, size_t i, dcr_view_t *out_p)
 size_t dcr_params_bytes(const dcr_params_t *p)
 {
     return p ? p->bytes : 0;
+}
+
+static size_t align_up(size_t n)
+{
+    return (n + DCR_PARAMS_ALIGN - 1) / DCR_PARAMS_ALIGN * DCR_PARAMS_ALIGN;
+}
+
+size_t dcr_params_arena_bytes(const dcr_params_t *p)
+{
+    size_t off = 0;
+    for (size_t i = 0; p && i < p->len; i++) off = align_up(off) + p->items[i].storage->bytes;
+    return align_up(off);
+}
+
+dcr_status_t dcr_params_place(dcr_params_t *p, void *arena, size_t len, bool copy)
+{
+    if (p == NULL || (arena == NULL && p->len > 0))
+        return dcr_error_set(DCR_EINVAL, "params_place: NULL argument");
+    if (p->shape_only)
+        return dcr_error_set(DCR_EINVAL, "params_place: a shape-only set has no data to place");
+    if ((uintptr_t)arena % DCR_PARAMS_ALIGN != 0)
+        return dcr_error_set(DCR_EINVAL, "params_place: arena not aligned to %zu bytes",
+                             DCR_PARAMS_ALIGN);
+    size_t need = dcr_params_arena_bytes(p);
+    if (len < need)
+        return dcr_error_set(DCR_EINVAL, "params_place: arena of %zu bytes, expected at least %zu",
+                             len, need);
+    uint8_t *base = arena;
+    size_t off = 0;
+    for (size_t i = 0; i < p->len; i++) {
+        dcr_storage_t *s = p->items[i].storage;
+        off = align_up(off);
+        if (copy && s->bytes) memmove(base + off, s->data, s->bytes);
+        /* The set's own buffer goes; one already in an arena is not ours. */
+        if (!p->placed) free(s->data);
+        s->data = base + off;
+        off += s->bytes;
+    }
+    p->placed = true;
+    return DCR_OK;
+}
+
+bool dcr_params_placed(const dcr_params_t *p)
+{
+    return p && p->placed;
 }

@@ -445,3 +445,42 @@ dcr_status_t dcr_retain_commit(dcr_objstore_t *s, uint64_t tau, uint64_t version
     if (stats_p) *stats_p = stats;
     return st;
 }
+
+dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, size_t n,
+                            const char *const *names, const uint8_t *const *bufs,
+                            const size_t *lens)
+{
+    if (s == NULL || version < 1 || (n > 0 && (!names || !bufs || !lens)))
+        return dcr_error_set(DCR_EINVAL, "retain put of version %" PRIu64 ": bad arguments",
+                             version);
+    dcr_retain_manifest_t m = {.version = version, .from = version - 1, .tau = tau, .n = n};
+    m.entries = calloc(n ? n : 1, sizeof(*m.entries));
+    if (!m.entries) return dcr_error_set(DCR_ENOMEM, "retain put: %zu entries", n);
+    char key[256];
+    version_key(version, RETAIN_MANIFEST, key, sizeof key);
+    dcr_status_t st = dcr_objstore_delete(s, key);
+    for (size_t i = 0; st == DCR_OK && i < n; i++) {
+        dcr_retain_entry_t *e = &m.entries[i];
+        if (names[i] == NULL || names[i][0] == '\0' || strlen(names[i]) > DCR_RETAIN_NAME_MAX ||
+            strchr(names[i], ' ') || strchr(names[i], '/') || strchr(names[i], '\n')) {
+            st = dcr_error_set(DCR_EINVAL,
+                               "retain put of version %" PRIu64 ": payload name %zu is empty, "
+                               "longer than %d bytes, or holds a space, '/' or newline",
+                               version, i, DCR_RETAIN_NAME_MAX);
+            break;
+        }
+        snprintf(e->name, sizeof e->name, "%s", names[i]);
+        e->bytes = lens[i];
+        digest_of(bufs[i], lens[i], e->digest);
+        char pk[256];
+        version_key(version, e->name, pk, sizeof pk);
+        st = dcr_objstore_put(s, pk, bufs[i], lens[i], NULL);
+    }
+    size_t len = 0;
+    char *text = st == DCR_OK ? manifest_text(&m, &len) : NULL;
+    if (st == DCR_OK && !text) st = dcr_error_set(DCR_ENOMEM, "retain put: manifest");
+    if (st == DCR_OK) st = dcr_objstore_put(s, key, (const uint8_t *)text, len, NULL);
+    free(text);
+    dcr_retain_manifest_free(&m);
+    return st;
+}

@@ -10,7 +10,19 @@
  * memory (clean, replay, dense) and its counts and byte figures are checked
  * against what the store lists. Bytes moved for 1, 3 and 8 versions behind
  * are printed against a dense refit's (DCR_RESTORE_SCALE and
- * DCR_RESTORE_LAYERS change the model shape for a measurement). */
+ * DCR_RESTORE_LAYERS change the model shape for a measurement).
+ *
+ * Repair (the rule of restore.h): the constructor builds, from B^U and the
+ * candidate U+1, the XOR attempt and the overwrite retry, then U+2's XOR
+ * attempt. Receivers that took the XOR attempt up to a kill point (no item,
+ * the first, a third, half, all but the last, all) and are repaired with
+ * the retry's records (plus U+2) equal a dense refit, at every point; the
+ * same receivers re-applying the XOR records (a replay from U) do not,
+ * once anything landed; a repair offered XOR records is refused before any
+ * write. Then the node's restorer with live resident files: a child
+ * process killed by SIGKILL mid-apply leaves dirty files, and its
+ * successor repairs (kind repair), checks against the oracle, and serves
+ * only after (dcr_restorer_serves). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,15 +30,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
 #include "cli/cli_run.h"
 
+#include "dcr/codec.h"
+#include "dcr/construct.h"
 #include "dcr/objstore.h"
 #include "dcr/resident.h"
 #include "dcr/retain.h"
+#include "../engine/construct/keep_sink.h"
 #include "tmp_dir.h"
 #include "workloads/bench.h"
 #include "workloads/roles/restore.h"
@@ -208,12 +227,18 @@ static void test_gap_or_bad_payload_writes_nothing(void **state)
     assert_int_equal(dcr_retain_manifest_read(g_store, 1, &m), DCR_ENOTFOUND);
 }
 
-static dcr_restorer_t *restorer(dcr_role_world_t *w)
+/* Node 0's restorer over workdir's resident files (live: weights in them). */
+static dcr_restorer_t *restorer_at(dcr_role_world_t *w, const char *workdir, bool live)
 {
-    dcr_restorer_config_t rc = {&g_cfg, w, g_workdir, 0, 0, g_per, true};
+    dcr_restorer_config_t rc = {&g_cfg, w, workdir, 0, 0, g_per, true, live};
     dcr_restorer_t *R = NULL;
     assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
     return R;
+}
+
+static dcr_restorer_t *restorer(dcr_role_world_t *w)
+{
+    return restorer_at(w, g_workdir, false);
 }
 
 static void expect_counts(dcr_restorer_t *R, uint64_t clean, uint64_t replay, uint64_t dense)
@@ -281,7 +306,7 @@ static void test_restorer_classifies(void **state)
     assert_equal_to(r, want, "after the dirty one's resident copy");
     dcr_restorer_destroy(R);
     /* Without resident files the dirty one is refitted densely. */
-    dcr_restorer_config_t nrc = {&g_cfg, w, g_workdir, 0, 0, g_per, false};
+    dcr_restorer_config_t nrc = {&g_cfg, w, g_workdir, 0, 0, g_per, false, false};
     assert_int_equal(dcr_restorer_create(&nrc, &R), DCR_OK);
     assert_int_equal(dcr_restorer_committed(R, r, LAST), DCR_OK);
     assert_int_equal(dcr_receiver_begin_attempt(r[0], m.tau + 1), DCR_OK);
@@ -378,12 +403,442 @@ static void test_processes_restore_without_reload(void **state)
     free(r);
 }
 
+/* ---- repair ----------------------------------------------------------------- */
+
+#define U 3 /* the version the interrupted attempt starts from */
+
+typedef struct attempts {
+    keep_sink_t xor1, over1, xor2; /* U -> U+1 XOR and overwrite retry; U+1 -> U+2 XOR */
+} attempts_t;
+
+static void construct_attempts(attempts_t *a)
+{
+    memset(a, 0, sizeof *a);
+    pthread_mutex_init(&a->xor1.lock, NULL);
+    pthread_mutex_init(&a->over1.lock, NULL);
+    pthread_mutex_init(&a->xor2.lock, NULL);
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_advance(w, U), DCR_OK);
+    dcr_construct_config_t cc = dcr_bench_construct_config(&w->cfg, w->sc);
+    dcr_constructor_t *con = NULL;
+    assert_int_equal(dcr_constructor_create(w->sc->layout, &cc, w->shards, &con), DCR_OK);
+    uint8_t *xa = NULL;
+    assert_int_equal(dcr_bench_xor_policy(w->sc, &w->serve, w->cfg.mode, &xa), DCR_OK);
+    assert_int_equal(dcr_role_world_advance(w, U + 1), DCR_OK);
+    dcr_payload_sink_t s1 = {keep_submit, &a->xor1}, s2 = {keep_submit, &a->over1};
+    dcr_payload_sink_t s3 = {keep_submit, &a->xor2};
+    dcr_construct_stats_t st;
+    assert_int_equal(dcr_constructor_run(con, w->shards, 100, xa, false, &s1, &st), DCR_OK);
+    assert_true(st.xor_items > 0);
+    /* The retry: the same candidate, the unchanged B^U, all overwrites. */
+    assert_int_equal(dcr_constructor_run(con, w->shards, 101, xa, true, &s2, &st), DCR_OK);
+    assert_int_equal(st.xor_items, 0);
+    assert_true(st.overwrite_items > 0);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    assert_int_equal(dcr_role_world_advance(w, U + 2), DCR_OK);
+    assert_int_equal(dcr_constructor_run(con, w->shards, 102, xa, false, &s3, &st), DCR_OK);
+    free(xa);
+    dcr_constructor_destroy(con);
+    dcr_role_world_destroy(w);
+}
+
+static void free_attempts(attempts_t *a)
+{
+    keep_clear(&a->xor1);
+    keep_clear(&a->over1);
+    keep_clear(&a->xor2);
+}
+
+/* Retains what k holds as version v of store s. */
+static void put_version(dcr_objstore_t *s, uint64_t v, uint64_t tau, const keep_sink_t *k)
+{
+    char(*names)[64] = calloc(k->n + 1, 64);
+    const char **np = calloc(k->n + 1, sizeof *np);
+    const uint8_t **bp = calloc(k->n + 1, sizeof *bp);
+    size_t *lp = calloc(k->n + 1, sizeof *lp);
+    for (size_t i = 0; i < k->n; i++) {
+        snprintf(names[i], 64, "payload-%d-%llu.dcrp", k->items[i].owner,
+                 (unsigned long long)k->items[i].id);
+        np[i] = names[i];
+        bp[i] = k->items[i].data;
+        lp[i] = k->items[i].len;
+    }
+    assert_int_equal(dcr_retain_put(s, v, tau, k->n, np, bp, lp), DCR_OK);
+    free(names);
+    free(np);
+    free(bp);
+    free(lp);
+}
+
+static dcr_objstore_t *store_at(const char *dir)
+{
+    dcr_objstore_config_t oc = {.url = dir};
+    dcr_objstore_t *s = NULL;
+    assert_int_equal(dcr_objstore_create(&oc, &s), DCR_OK);
+    return s;
+}
+
+/* Items of the attempt k holds, in apply order. */
+static size_t count_items(const keep_sink_t *k)
+{
+    dcr_payload_t *p = NULL;
+    assert_int_equal(dcr_payload_create(&p), DCR_OK);
+    size_t n = 0;
+    for (size_t i = 0; i < k->n; i++) {
+        assert_int_equal(dcr_payload_decode(p, k->items[i].data, k->items[i].len), DCR_OK);
+        n += dcr_payload_item_count(p);
+    }
+    dcr_payload_destroy(p);
+    return n;
+}
+
+/* Applies the first `upto` items of attempt k (tau) to r: a kill there. */
+static int apply_prefix(dcr_receiver_t *r, const keep_sink_t *k, uint64_t tau, size_t upto)
+{
+    if (dcr_receiver_begin_attempt(r, tau) != DCR_OK) return -1;
+    dcr_payload_t *p = NULL;
+    if (dcr_payload_create(&p) != DCR_OK) return -1;
+    size_t done = 0;
+    for (size_t i = 0; i < k->n && done < upto; i++) {
+        if (dcr_payload_decode(p, k->items[i].data, k->items[i].len) != DCR_OK) return -1;
+        for (size_t j = 0; j < dcr_payload_item_count(p) && done < upto; j++, done++)
+            if (dcr_receiver_apply_item(r, p, j) != DCR_OK) return -1;
+    }
+    dcr_payload_destroy(p);
+    return 0;
+}
+
+static bool all_equal(dcr_receiver_t *const *got, dcr_receiver_t *const *want)
+{
+    for (int k = 0; k < g_per; k++)
+        if (!dcr_receiver_equal(got[k], want[k], NULL, NULL)) return false;
+    return true;
+}
+
+static void test_repair_rule_at_kill_points(void **state)
+{
+    (void)state;
+    attempts_t a;
+    construct_attempts(&a);
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/repair-over", tmp_dir);
+    dcr_objstore_t *over = store_at(dir); /* U+1 committed by the overwrite retry */
+    put_version(over, U + 1, 101, &a.over1);
+    put_version(over, U + 2, 102, &a.xor2);
+    snprintf(dir, sizeof dir, "%s/repair-xor", tmp_dir);
+    dcr_objstore_t * xor = store_at(dir); /* U+1 committed by the XOR attempt */
+    put_version(xor, U + 1, 100, &a.xor1);
+    put_version(xor, U + 2, 102, &a.xor2);
+
+    dcr_role_world_t *ow = NULL, *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_receiver_t *want1[8] = {0}, *want2[8] = {0};
+    dense_receivers(ow, U + 1, want1);
+    dense_receivers(ow, U + 2, want2);
+    size_t n = count_items(&a.xor1);
+    assert_true(n >= 4);
+    const size_t points[] = {0, 1, n / 3, n / 2, n - 1, n};
+    int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
+    for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+        dcr_receiver_t *r[8] = {0}, *naive[8] = {0}, *before[8] = {0};
+        dense_receivers(w, U, r);
+        dense_receivers(w, U, naive);
+        dense_receivers(w, U, before);
+        for (int k = 0; k < g_per; k++) {
+            assert_int_equal(apply_prefix(r[k], &a.xor1, 100, points[i]), 0);
+            assert_int_equal(apply_prefix(naive[k], &a.xor1, 100, points[i]), 0);
+            assert_int_equal(apply_prefix(before[k], &a.xor1, 100, points[i]), 0);
+        }
+        /* XOR records offered for a repair: refused, nothing written. */
+        assert_int_equal(dcr_restore_repair(xor, &g_cfg.payload_key, r, g_per, U, U + 2, NULL),
+                         DCR_EUNSUPPORTED);
+        assert_true(all_equal(r, before));
+        /* The rule: the retry's overwrite records, then U+2. */
+        dcr_replay_stats_t st;
+        if (dcr_restore_repair(over, &g_cfg.payload_key, r, g_per, U, U + 2, &st) != DCR_OK)
+            fail_msg("repair at kill point %zu/%zu: %s", points[i], n, dcr_error_detail());
+        if (!all_equal(r, want2))
+            fail_msg("repair at kill point %zu of %zu items differs from a dense refit", points[i],
+                     n);
+        assert_int_equal(st.versions, 2);
+        /* Re-applying the XOR attempt (a replay from U) is exact only when
+         * nothing of it had landed. */
+        assert_int_equal(dcr_restore_replay(xor, naive, g_per, U, U + 1, NULL), DCR_OK);
+        if (points[i] == 0)
+            assert_true(all_equal(naive, want1));
+        else
+            assert_false(all_equal(naive, want1));
+        if (i == 0) {
+            uint64_t ob = 0, xb = 0;
+            for (size_t j = 0; j < a.over1.n; j++) ob += a.over1.items[j].len;
+            for (size_t j = 0; j < a.xor1.n; j++) xb += a.xor1.items[j].len;
+            print_message("repair records of U+1 (overwrite retry) %llu bytes, its XOR attempt "
+                          "%llu (%.2fx); repair U..U+2 moved %llu bytes vs dense %lld (%.1f%%)\n",
+                          (unsigned long long)ob, (unsigned long long)xb, (double)ob / (double)xb,
+                          (unsigned long long)st.bytes, (long long)dense,
+                          100.0 * (double)st.bytes / (double)dense);
+        }
+        destroy_all(r);
+        destroy_all(naive);
+        destroy_all(before);
+    }
+    /* No version after U yet: nothing to repair with. */
+    dcr_receiver_t *r[8] = {0};
+    dense_receivers(w, U, r);
+    assert_int_equal(dcr_restore_repair(over, NULL, r, g_per, U + 2, U + 2, NULL), DCR_ENOTFOUND);
+    destroy_all(r);
+    destroy_all(want1);
+    destroy_all(want2);
+    dcr_role_world_destroy(w);
+    dcr_role_world_destroy(ow);
+    dcr_objstore_destroy(over);
+    dcr_objstore_destroy(xor);
+    free_attempts(&a);
+}
+
+static dcr_restorer_t *live_restorer(dcr_role_world_t *w, const char *workdir)
+{
+    return restorer_at(w, workdir, true);
+}
+
+/* A process that rejoins clean at U from the files under wd, applies `items` of attempt
+ * 100 to every receiver and dies by SIGKILL. */
+static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
+{
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dcr_role_world_t *w = NULL; /* the process's own, at its start */
+        if (dcr_role_world_create(&g_cfg, &w) != DCR_OK) _exit(2);
+        dcr_restorer_t *C = live_restorer(w, wd);
+        dcr_receiver_t *c[8] = {0};
+        if (dcr_restorer_restore(C, c, 0, U) != DCR_OK) _exit(3);
+        uint64_t counts[DCR_RESTORE_KINDS], bytes[DCR_RESTORE_KINDS];
+        dcr_restorer_counts(C, counts, bytes);
+        if (counts[DCR_RESTORE_CLEAN] != (uint64_t)g_per) _exit(4);
+        for (int k = 0; k < g_per; k++) {
+            dcr_restorer_begin(C, k, 100);
+            if (apply_prefix(c[k], x, 100, items) != 0) _exit(5);
+            if (dcr_restorer_serves(C, c, k)) _exit(6); /* the readers' check */
+        }
+        raise(SIGKILL);
+        _exit(7);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        fail_msg("child exited %d before its kill", WEXITSTATUS(status));
+}
+
+/* A first process under wd: dense at U, its weights moved into the files. */
+static void first_process(const char *wd)
+{
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = live_restorer(w, wd);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK);
+    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
+    destroy_all(r); /* receivers first: their bytes are the restorer's mappings */
+    dcr_restorer_destroy(R);
+    dcr_role_world_destroy(w);
+}
+
+/* A fresh process's restorer under wd, with its own world (*w_p). */
+static dcr_restorer_t *next_process(const char *wd, dcr_role_world_t **w_p)
+{
+    dcr_role_world_destroy(*w_p);
+    *w_p = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, w_p), DCR_OK);
+    return live_restorer(*w_p, wd);
+}
+
+static uint64_t retained_bytes(dcr_objstore_t *s, uint64_t from, uint64_t to)
+{
+    uint64_t moved = 0;
+    for (uint64_t v = from; v <= to; v++) {
+        dcr_retain_manifest_t m;
+        assert_int_equal(dcr_retain_manifest_read(s, v, &m), DCR_OK);
+        for (size_t i = 0; i < m.n; i++) moved += m.entries[i].bytes;
+        dcr_retain_manifest_free(&m);
+    }
+    return moved;
+}
+
+static void expect_kind(dcr_restorer_t *R, dcr_restore_kind_t kind, uint64_t count, uint64_t bytes)
+{
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[kind], count);
+    assert_int_equal(b[kind], bytes);
+}
+
+/* What the live tests share: the attempts, a run directory with its store,
+ * the oracle's receivers at U+2 (in the oracle's own world). */
+typedef struct live {
+    attempts_t a;
+    char wd[400];
+    dcr_objstore_t *s;
+    dcr_role_world_t *ow;
+    dcr_receiver_t *want[8];
+    size_t n; /* items of the XOR attempt U -> U+1 */
+} live_t;
+
+static void live_setup(live_t *L, const char *name)
+{
+    memset(L, 0, sizeof *L);
+    construct_attempts(&L->a);
+    char dir[500];
+    snprintf(L->wd, sizeof L->wd, "%s/%s", tmp_dir, name);
+    assert_int_equal(mkdir(L->wd, 0700), 0);
+    dcr_role_objstore_dir(L->wd, dir, sizeof dir);
+    L->s = store_at(dir);
+    assert_int_equal(dcr_role_world_create(&g_cfg, &L->ow), DCR_OK);
+    dense_receivers(L->ow, U + 2, L->want);
+    L->n = count_items(&L->a.xor1);
+}
+
+static void live_teardown(live_t *L)
+{
+    destroy_all(L->want);
+    dcr_role_world_destroy(L->ow);
+    dcr_objstore_destroy(L->s);
+    free_attempts(&L->a);
+}
+
+static void test_restorer_repairs_a_killed_receiver(void **state)
+{
+    (void)state;
+    live_t L;
+    live_setup(&L, "live");
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    first_process(L.wd);
+    /* Its successor rejoins clean, takes half of attempt 100 and is killed. */
+    killed_mid_apply(L.wd, &L.a.xor1, L.n / 2);
+    /* The run went on: the retry committed U+1, then U+2. */
+    put_version(L.s, U + 1, 101, &L.a.over1);
+    put_version(L.s, U + 2, 102, &L.a.xor2);
+
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = live_restorer(w, L.wd);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    uint64_t moved = retained_bytes(L.s, U + 1, U + 2);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per, (uint64_t)g_per * moved);
+    expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
+    assert_equal_to(r, L.want, "after the repair");
+    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    /* The files say clean at U+2 now: the next process rejoins at once. */
+    R = live_restorer(w, L.wd);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_CLEAN, (uint64_t)g_per, 0);
+    assert_equal_to(r, L.want, "clean after the repair");
+    /* Live in memory: a failed attempt from U+2 with nothing after it
+     * leaves no overwrite records: dense (cause dirty). */
+    dcr_restorer_begin(R, 0, 103);
+    assert_int_equal(apply_prefix(r[0], &L.a.xor2, 103, 1), 0);
+    assert_true(dcr_restorer_dirty(R, r));
+    assert_false(dcr_restorer_serves(R, r, 0));
+    assert_int_equal(dcr_restorer_restore(R, r, U + 2, U + 2), DCR_OK);
+    int64_t ckpt = dcr_inventory_bytes(w->sc->inventory);
+    expect_kind(R, DCR_RESTORE_DENSE, 1, (uint64_t)ckpt);
+    assert_equal_to(r, L.want, "dense after a failed attempt");
+    assert_true(dcr_restorer_serves(R, r, 0));
+    uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
+    assert_int_equal(dcr_restore_totals(L.wd, tc, tb, td, NULL), DCR_OK);
+    assert_int_equal(tc[DCR_RESTORE_REPAIR], (uint64_t)g_per);
+    assert_int_equal(tb[DCR_RESTORE_REPAIR], (uint64_t)g_per * moved);
+    assert_int_equal(td[DCR_RESTORE_REPAIR], (uint64_t)g_per * (uint64_t)ckpt);
+    print_message("repair of a receiver killed mid-apply, 2 versions behind: %llu bytes vs dense "
+                  "%lld (%.1f%%)\n",
+                  (unsigned long long)moved, (long long)ckpt, 100.0 * (double)moved / (double)ckpt);
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    dcr_role_world_destroy(w);
+    live_teardown(&L);
+}
+
+/* Killed after the last write of attempt 100, which committed U+1 with XOR
+ * records: a verified repair (digests of U+1), then U+2; and a live node
+ * whose attempt from U failed and which the run then left behind (U+1 by
+ * the overwrite retry, U+2) repairs in memory (cause behind). */
+static void test_verified_repair_and_in_memory_repair(void **state)
+{
+    (void)state;
+    live_t L;
+    live_setup(&L, "live2");
+    dcr_role_world_t *w = NULL;
+    size_t n = L.n;
+    dcr_objstore_t *s = L.s;
+    const char *wd = L.wd;
+    attempts_t *a = &L.a;
+    dcr_receiver_t **want = L.want;
+
+    first_process(wd);
+    killed_mid_apply(wd, &a->xor1, n); /* every item landed */
+    put_version(s, U + 1, 100, &a->xor1);
+    put_version(s, U + 2, 102, &a->xor2);
+    dcr_receiver_t *r[8] = {0};
+    dcr_restorer_t *R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per,
+                (uint64_t)g_per * retained_bytes(s, U + 2, U + 2));
+    expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
+    assert_equal_to(r, want, "after a verified repair");
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+
+    /* Killed half-way through the attempt that committed U+1 with XOR: no
+     * overwrite records, and the check of U+1 fails: dense. */
+    first_process(wd);
+    killed_mid_apply(wd, &a->xor1, n / 2);
+    R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, 0, 0);
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[DCR_RESTORE_DENSE], (uint64_t)g_per);
+    assert_equal_to(r, want, "dense after a refused repair");
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+
+    /* In memory: half of attempt 100 from U, then the run goes on. */
+    put_version(s, U + 1, 101, &a->over1);
+    first_process(wd);
+    R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK); /* clean from the files */
+    for (int k = 0; k < g_per; k++) {
+        dcr_restorer_begin(R, k, 100);
+        assert_int_equal(apply_prefix(r[k], &a->xor1, 100, n / 2), 0);
+    }
+    assert_true(dcr_restorer_dirty(R, r));
+    assert_int_equal(dcr_restorer_restore(R, r, U, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per,
+                (uint64_t)g_per * retained_bytes(s, U + 1, U + 2));
+    assert_equal_to(r, want, "after an in-memory repair");
+    assert_false(dcr_restorer_dirty(R, r));
+    uint64_t cause[DCR_RESTORE_CAUSES];
+    assert_int_equal(dcr_restore_causes(wd, cause), DCR_OK);
+    assert_int_equal(cause[DCR_RESTORE_BEHIND], (uint64_t)g_per);
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    dcr_role_world_destroy(w);
+    live_teardown(&L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_equals_dense_refit),
         cmocka_unit_test(test_gap_or_bad_payload_writes_nothing),
         cmocka_unit_test(test_restorer_classifies),
+        cmocka_unit_test(test_repair_rule_at_kill_points),
+        cmocka_unit_test(test_restorer_repairs_a_killed_receiver),
+        cmocka_unit_test(test_verified_repair_and_in_memory_repair),
         cmocka_unit_test(test_processes_restore_without_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -186,8 +186,9 @@ static bool env_member(void *ctx, int id)
  * harness aims an apply kill by (roles.h). */
 static void env_dirty(void *ctx, int id)
 {
-    (void)id;
     node_proc_t *p = ctx;
+    /* Live resident files: the durable dirty mark before the first write. */
+    dcr_restorer_begin(p->restorer, id - p->first, p->delivering);
     if (!p->mark_applies || p->marked == p->delivering) return;
     p->marked = p->delivering;
     char path[4300];
@@ -214,14 +215,27 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
     return dcr_node_report_put(p->control, &r);
 }
 
+/* READY lets the node serve: never while a receiver is dirty (the readers'
+ * check, restore.h: payloads since its clean point or a live dirty mark). */
+static dcr_status_t report_ready(node_proc_t *p, uint64_t tau)
+{
+    for (int k = 0; k < p->per; k++)
+        if (!dcr_restorer_serves(p->restorer, p->recv, k))
+            return dcr_error_set(DCR_EINVAL,
+                                 "rollout node %d: receiver %d is not at a clean committed "
+                                 "version; refusing READY",
+                                 p->cfg->node, p->first + k);
+    return report(p, DCR_NODE_READY, tau, NULL);
+}
+
 /* The committed version into the receivers before a new or lagging node
  * joins: at once when they hold it clean, by replay of the retained versions
  * when they hold an older one clean, else by a dense refit (restore.h). */
 static dcr_status_t restore(node_proc_t *p, uint64_t version)
 {
     if (!p->restorer) {
-        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir, p->cfg->node,
-                                    p->first,    p->per,   p->cfg->resident};
+        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir,  p->cfg->node,
+                                    p->first,    p->per,   p->cfg->resident, false};
         DCR_CHECK(dcr_restorer_create(&rc, &p->restorer));
     }
     DCR_CHECK(dcr_restorer_restore(p->restorer, p->recv, p->version, version));
@@ -308,7 +322,7 @@ static dcr_status_t follow_record(node_proc_t *p)
          * version, also of one this node restored instead of applying. */
         DCR_CHECK(write_digests(p));
     }
-    return report(p, DCR_NODE_READY, rec.attempt, NULL);
+    return report_ready(p, rec.attempt);
 }
 
 /* Whether a newer attempt than tau has been prepared. */
@@ -496,7 +510,7 @@ static dcr_status_t node_setup(node_proc_t *p)
      * READY only here, after every receiver was restored and checked. */
     DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore", p->cfg->node,
                  (int)getpid(), (unsigned long long)p->version);
-    return report(p, DCR_NODE_READY, p->seen, NULL);
+    return report_ready(p, p->seen);
 }
 
 dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
@@ -512,9 +526,10 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
         st = node_loop(&p, stop);
     }
     dcr_rollout_node_destroy(p.rt);
-    dcr_restorer_destroy(p.restorer);
     dcr_transport_destroy(p.transport);
+    /* Receivers before the restorer: live, their bytes are its mappings. */
     for (int k = 0; p.recv && k < p.per; k++) dcr_receiver_destroy(p.recv[k]);
+    dcr_restorer_destroy(p.restorer);
     free(p.recv);
     free(p.member);
     dcr_control_destroy(p.control);

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "dcr/clock.h"
+#include "dcr/codec.h"
 #include "dcr/log.h"
 #include "dcr/resident.h"
 #include "dcr/retain.h"
@@ -106,23 +107,77 @@ static dcr_status_t replay_apply(dcr_receiver_t *const *r, int n, const replay_v
     return DCR_OK;
 }
 
-dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
-                                uint64_t to, dcr_replay_stats_t *stats_p)
+/* The repair rule: version x's retained payloads must hold overwrite
+ * records only (the committed attempt was an overwrite retry, which the
+ * owners build from B^(x-1) and the candidate over the complete changed
+ * set). An XOR record flips whatever the receiver holds, so over a
+ * partially applied attempt it would undo the writes that landed. */
+static dcr_status_t all_overwrite(const replay_version_t *x, const dcr_payload_key_t *key)
 {
+    dcr_payload_t *p = NULL;
+    DCR_CHECK(dcr_payload_create(&p));
+    dcr_payload_policy_t policy = {key && key->set ? key : NULL, 0};
+    dcr_status_t st = DCR_OK;
+    for (size_t j = 0; st == DCR_OK && j < x->m.n; j++) {
+        st = dcr_payload_decode_with(p, x->buf[j], x->len[j], &policy);
+        for (size_t i = 0; st == DCR_OK && i < dcr_payload_item_count(p); i++) {
+            dcr_payload_item_t it;
+            st = dcr_payload_item(p, i, &it);
+            if (st == DCR_OK && it.encoding != DCR_ENCODING_OVERWRITE)
+                st = dcr_error_set(DCR_EUNSUPPORTED,
+                                   "repair: version %" PRIu64 " (attempt %" PRIu64
+                                   ") carries %s records (payload %s, tensor %s); only complete "
+                                   "overwrite records repair a partially applied attempt",
+                                   x->m.version, x->m.tau, dcr_encoding_name(it.encoding),
+                                   x->m.entries[j].name, it.name);
+        }
+    }
+    dcr_payload_destroy(p);
+    return st;
+}
+
+/* Replay (repair false) or repair (true: version from+1 must be all
+ * overwrite) of from+1..to into r[0, n). */
+static dcr_status_t chain(dcr_objstore_t *s, const dcr_payload_key_t *key, dcr_receiver_t *const *r,
+                          int n, uint64_t from, uint64_t to, bool repair,
+                          dcr_replay_stats_t *stats_p)
+{
+    const char *what = repair ? "repair" : "replay";
     if (s == NULL || (r == NULL && n > 0) || n < 0 || to < from)
-        return dcr_error_set(DCR_EINVAL,
-                             "replay: bad arguments (versions %" PRIu64 "..%" PRIu64 ")", from, to);
+        return dcr_error_set(DCR_EINVAL, "%s: bad arguments (versions %" PRIu64 "..%" PRIu64 ")",
+                             what, from, to);
+    if (repair && to == from)
+        return dcr_error_set(DCR_ENOTFOUND,
+                             "repair from version %" PRIu64
+                             ": no version committed after it yet (its overwrite records do not "
+                             "exist)",
+                             from);
     uint64_t t0 = dcr_clock_ns();
     dcr_replay_stats_t st = {0};
     uint64_t nv = to - from;
     replay_version_t *rv = calloc(nv ? nv : 1, sizeof(*rv));
-    dcr_status_t rs = rv ? DCR_OK : dcr_error_set(DCR_ENOMEM, "replay of %" PRIu64 " versions", nv);
+    dcr_status_t rs =
+        rv ? DCR_OK : dcr_error_set(DCR_ENOMEM, "%s of %" PRIu64 " versions", what, nv);
     if (rs == DCR_OK) rs = replay_fetch(s, from, to, rv, &st);
+    if (rs == DCR_OK && repair) rs = all_overwrite(&rv[0], key);
     for (uint64_t i = 0; rs == DCR_OK && i < nv; i++) rs = replay_apply(r, n, &rv[i]);
     replay_free(rv, nv);
     st.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
     if (stats_p) *stats_p = st;
     return rs;
+}
+
+dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
+                                uint64_t to, dcr_replay_stats_t *stats_p)
+{
+    return chain(s, NULL, r, n, from, to, false, stats_p);
+}
+
+dcr_status_t dcr_restore_repair(dcr_objstore_t *s, const dcr_payload_key_t *key,
+                                dcr_receiver_t *const *r, int n, uint64_t from, uint64_t to,
+                                dcr_replay_stats_t *stats_p)
+{
+    return chain(s, key, r, n, from, to, true, stats_p);
 }
 
 /* ---- the node's restorer ------------------------------------------------------ */
@@ -184,6 +239,14 @@ static uint64_t payloads_in(const dcr_receiver_t *r)
     return s.payloads_in;
 }
 
+/* Receiver k holds its last clean point: no payload reached it since, and
+ * (live) its file carries no dirty mark (an attempt began writing). */
+static bool serves(const dcr_restorer_t *R, dcr_receiver_t *const *recv, int k)
+{
+    if (!R->clean_known[k] || payloads_in(recv[k]) != R->clean_in[k]) return false;
+    return !R->cfg.live || dcr_resident_state(R->resident[k], NULL) == DCR_RESIDENT_CLEAN;
+}
+
 static void resident_path(const dcr_restorer_t *R, int k, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/resident/r%d.dcrs", R->cfg.workdir, R->cfg.first + k);
@@ -220,6 +283,63 @@ static dcr_status_t bare_receiver(dcr_role_world_t *w, int id, dcr_receiver_t **
     return DCR_OK;
 }
 
+/* Live (cfg.live): what receiver k holds. *held_p a clean version; or
+ * *from_p the version an interrupted attempt (*tau_p) started from, its
+ * bytes a mixture (repairable once a later version is committed); or
+ * neither, with *why (dense). A fresh process's receiver adopts its file's
+ * bytes as they are. */
+static void probe_live(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held,
+                       uint64_t *held_p, uint64_t *from_p, uint64_t *tau_p, char *why, size_t cap)
+{
+    uint64_t u = 0;
+    *held_p = *from_p = HELD_NONE;
+    if (recv[k]) {
+        if (serves(R, recv, k)) {
+            *held_p = held;
+            return;
+        }
+        dcr_resident_t *f = R->resident[k];
+        if (dcr_resident_attached(f, recv[k]) && dcr_resident_state(f, &u) == DCR_RESIDENT_DIRTY &&
+            dcr_resident_tau(f) != 0) {
+            *from_p = u;
+            *tau_p = dcr_resident_tau(f);
+            snprintf(why, cap, "dirty in memory: attempt %" PRIu64 " from version %" PRIu64, *tau_p,
+                     u);
+        } else {
+            snprintf(why, cap, "dirty: payloads reached it without a dirty mark");
+        }
+        return;
+    }
+    dcr_receiver_t *r = NULL;
+    dcr_resident_t *f = NULL;
+    dcr_resident_state_t rs = DCR_RESIDENT_ABSENT;
+    dcr_status_t st = bare_receiver(R->cfg.world, R->cfg.first + k, &r);
+    if (st == DCR_OK) st = resident_file(R, k, r, &f);
+    if (st == DCR_OK) st = dcr_resident_attach(f, r, true, &rs);
+    if (st == DCR_OK) rs = dcr_resident_state(f, &u);
+    if (st != DCR_OK) {
+        snprintf(why, cap, "resident file unreadable: %s", dcr_error_detail());
+    } else if (rs == DCR_RESIDENT_CLEAN) {
+        *held_p = u;
+    } else if (rs == DCR_RESIDENT_DIRTY && dcr_resident_tau(f) != 0) {
+        *from_p = u;
+        *tau_p = dcr_resident_tau(f);
+        snprintf(why, cap,
+                 "resident file dirty: killed mid-apply of attempt %" PRIu64
+                 " from version %" PRIu64,
+                 *tau_p, u);
+    } else {
+        snprintf(why, cap, "resident file %s%s", dcr_resident_state_name(rs),
+                 rs == DCR_RESIDENT_DIRTY ? " (an interrupted copy)" : "");
+    }
+    if (st == DCR_OK && (*held_p != HELD_NONE || *from_p != HELD_NONE)) {
+        recv[k] = r;
+        return;
+    }
+    dcr_resident_detach(f, r);
+    dcr_receiver_destroy(r);
+}
+
 /* What receiver k holds: *held_p a clean version, or HELD_NONE with *why. */
 static void probe(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held, uint64_t *held_p,
                   char *why, size_t cap)
@@ -251,7 +371,8 @@ static void probe(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held
         snprintf(why, cap, "resident file unreadable: %s", dcr_error_detail());
     else if (rs != DCR_RESIDENT_CLEAN)
         snprintf(why, cap, "resident file %s%s", dcr_resident_state_name(rs),
-                 rs == DCR_RESIDENT_DIRTY ? " (repair is not built yet)" : "");
+                 rs == DCR_RESIDENT_DIRTY ? " (a copy cut short: its bytes are of no version)"
+                                          : "");
     else if (why[0])
         snprintf(why, cap, "dirty in memory: its resident copy of version %" PRIu64 " instead", u);
     if (st == DCR_OK && rs == DCR_RESIDENT_CLEAN) {
@@ -322,7 +443,62 @@ static void await_retained(dcr_objstore_t *s, uint64_t version)
     }
 }
 
-/* Replays receivers ks[0, n) of recv, which hold u, to version. */
+/* Receivers ks[0, n), dirty from u, where version u+1's records are XOR
+ * (the repair was refused, nothing written): one whose interrupted attempt
+ * (rec->tau) is the one that committed u+1 may have died after its last
+ * write (after its acknowledgment, before the commit reached it): its
+ * digests equal a dense refit of u+1 exactly then (the oracle), and it
+ * replays u+2..version from there. ok[i] says which passed; the others
+ * are untouched, their reason in their record. All are checked at u+1
+ * before any replay (the oracle's world only moves forward). */
+static void verified_repair(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n,
+                            uint64_t u, uint64_t version, dcr_restore_record_t *recs, bool *ok)
+{
+    dcr_retain_manifest_t m;
+    uint64_t tau = 0;
+    dcr_status_t ms = dcr_retain_manifest_read(R->store, u + 1, &m);
+    if (ms == DCR_OK) tau = m.tau;
+    dcr_retain_manifest_free(&m);
+    dcr_receiver_t *group[64];
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        dcr_restore_record_t *rec = &recs[ks[i]];
+        dcr_status_t cs = ms;
+        if (cs == DCR_OK && tau != rec->tau)
+            cs = dcr_error_set(DCR_EUNSUPPORTED,
+                               "version %" PRIu64 " came from attempt %" PRIu64
+                               ", not the interrupted attempt %" PRIu64,
+                               u + 1, tau, rec->tau);
+        if (cs == DCR_OK) cs = check(R, recv[ks[i]], ks[i], u + 1);
+        ok[i] = cs == DCR_OK;
+        if (ok[i])
+            group[ng++] = recv[ks[i]];
+        else
+            snprintf(rec->why, sizeof rec->why,
+                     "repair %" PRIu64 "..%" PRIu64 " failed: XOR "
+                     "records, and not verified: %s",
+                     u + 1, version, dcr_error_detail());
+    }
+    if (ng == 0) return;
+    dcr_replay_stats_t st = {0};
+    dcr_status_t rs = dcr_restore_replay(R->store, group, ng, u + 1, version, &st);
+    if (rs != DCR_OK) {
+        char why[120];
+        snprintf(why, sizeof why, "%s", dcr_error_detail());
+        for (int i = 0; i < n; i++)
+            if (ok[i]) {
+                ok[i] = false;
+                snprintf(recs[ks[i]].why, sizeof recs[ks[i]].why,
+                         "verified at %" PRIu64 ", then the replay failed: %s", u + 1, why);
+            }
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (ok[i]) recs[ks[i]].bytes = st.bytes;
+}
+
+/* Replays (or repairs: kind) receivers ks[0, n) of recv, which hold u
+ * (or an interrupted attempt from u), to version. */
 static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n, uint64_t u,
                          uint64_t version, dcr_restore_record_t *recs)
 {
@@ -330,18 +506,27 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     for (int i = 0; i < n; i++) group[i] = recv[ks[i]];
     dcr_replay_stats_t st = {0};
     uint64_t t0 = dcr_clock_ns();
+    bool repair = recs[ks[0]].kind == DCR_RESTORE_REPAIR;
     if (R->store) await_retained(R->store, version);
-    dcr_status_t rs = R->store ? dcr_restore_replay(R->store, group, n, u, version, &st)
-                               : dcr_error_set(DCR_EUNSUPPORTED, "no object store to replay from");
+    dcr_status_t rs = !R->store ? dcr_error_set(DCR_EUNSUPPORTED, "no object store to replay from")
+                      : repair ? dcr_restore_repair(R->store, &R->cfg.world->cfg.payload_key, group,
+                                                    n, u, version, &st)
+                               : dcr_restore_replay(R->store, group, n, u, version, &st);
+    /* XOR records (refused before any write): repairable by verification. */
+    bool verified = repair && rs == DCR_EUNSUPPORTED && R->store;
+    bool ok[64] = {false};
+    if (verified) verified_repair(R, recv, ks, n, u, version, recs, ok);
     for (int i = 0; i < n; i++) {
         dcr_restore_record_t *rec = &recs[ks[i]];
-        rec->bytes = st.bytes; /* one download serves every receiver of the node */
-        dcr_status_t cs = rs == DCR_OK ? check(R, recv[ks[i]], ks[i], version) : rs;
+        if (!verified) rec->bytes = st.bytes; /* one download serves every receiver of the node */
+        dcr_status_t cs = rs == DCR_OK || ok[i] ? check(R, recv[ks[i]], ks[i], version) : rs;
         rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9; /* the shared download, its check */
-        if (cs != DCR_OK) {
+        if (verified && !ok[i]) {
+            rec->kind = DCR_RESTORE_DENSE; /* its why says so already */
+        } else if (cs != DCR_OK) {
             rec->kind = DCR_RESTORE_DENSE;
-            snprintf(rec->why, sizeof rec->why, "replay %" PRIu64 "..%" PRIu64 " failed: %s", u + 1,
-                     version, dcr_error_detail());
+            snprintf(rec->why, sizeof rec->why, "%s %" PRIu64 "..%" PRIu64 " failed: %s",
+                     repair ? "repair" : "replay", u + 1, version, dcr_error_detail());
         }
     }
 }
@@ -354,9 +539,13 @@ static dcr_status_t clean_point(dcr_restorer_t *R, dcr_receiver_t *const *recv, 
     for (int k = 0; k < R->cfg.per; k++) {
         R->clean_in[k] = payloads_in(recv[k]);
         R->clean_known[k] = true;
-        if (!R->cfg.resident || (save && !save[k])) continue;
+        if (!R->cfg.resident || (save && !save[k] && !R->cfg.live)) continue;
         dcr_resident_t *f = NULL;
         DCR_CHECK(resident_file(R, k, recv[k], &f));
+        /* Live: a receiver not yet in its file (a dense refit, a first
+         * load) moves in, its bytes copied once; then only the header. */
+        if (R->cfg.live && !dcr_resident_attached(f, recv[k]))
+            DCR_CHECK(dcr_resident_attach(f, recv[k], false, NULL));
         DCR_CHECK(dcr_resident_save(f, recv[k], version));
     }
     return DCR_OK;
@@ -370,6 +559,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
     dcr_restore_record_t recs[64];
     memset(recs, 0, sizeof recs);
     bool untouched[64] = {false};
+    uint64_t from[64]; /* live: the version an interrupted attempt started from */
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
         uint64_t t0 = dcr_clock_ns();
@@ -380,8 +570,21 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
                      : version > held ? DCR_RESTORE_BEHIND
                                       : DCR_RESTORE_DIRTY;
         bool live = recv[k] != NULL;
-        probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
-        if (live && rec->held == version && !rec->why[0]) {
+        from[k] = HELD_NONE;
+        if (R->cfg.live)
+            probe_live(R, recv, k, held, &rec->held, &from[k], &rec->tau, rec->why,
+                       sizeof rec->why);
+        else
+            probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
+        if (from[k] != HELD_NONE) {
+            /* Killed (or failed) mid-apply of attempt tau from from[k]. */
+            rec->kind = from[k] < version ? DCR_RESTORE_REPAIR : DCR_RESTORE_DENSE;
+            if (from[k] >= version) {
+                size_t l = strlen(rec->why);
+                snprintf(rec->why + l, sizeof rec->why - l,
+                         "; no version committed after it: no overwrite records to repair with");
+            }
+        } else if (live && rec->held == version && !rec->why[0]) {
             /* In memory, clean at the version asked: nothing to restore. */
             rec->kind = DCR_RESTORE_CLEAN;
             untouched[k] = true;
@@ -403,17 +606,20 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
                          rec->held, version);
         }
     }
-    /* Replays, one download per distinct held version. */
+    /* Replays and repairs, one download per kind and starting version. */
     bool replayed[64] = {false};
     for (int k = 0; k < per; k++) {
-        if (recs[k].kind != DCR_RESTORE_REPLAY || replayed[k]) continue;
+        dcr_restore_kind_t kind = recs[k].kind;
+        if ((kind != DCR_RESTORE_REPLAY && kind != DCR_RESTORE_REPAIR) || replayed[k]) continue;
+        uint64_t u = kind == DCR_RESTORE_REPAIR ? from[k] : recs[k].held;
         int ks[64], n = 0;
         for (int j = k; j < per; j++)
-            if (recs[j].kind == DCR_RESTORE_REPLAY && recs[j].held == recs[k].held) {
+            if (recs[j].kind == kind &&
+                (kind == DCR_RESTORE_REPAIR ? from[j] : recs[j].held) == u) {
                 ks[n++] = j;
                 replayed[j] = true;
             }
-        replay_group(R, recv, ks, n, recs[k].held, version, recs);
+        replay_group(R, recv, ks, n, u, version, recs);
     }
     /* Dense refits for the rest. */
     for (int k = 0; k < per; k++) {
@@ -423,6 +629,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
             DCR_CHECK(dcr_role_world_advance(R->cfg.world, version));
             dcr_receiver_t *r = NULL;
             DCR_CHECK(dcr_role_world_receiver(R->cfg.world, rec->receiver, &r));
+            dcr_resident_detach(R->resident[k], recv[k]);
             dcr_receiver_destroy(recv[k]);
             recv[k] = r;
             rec->bytes = rec->dense_bytes;
@@ -450,8 +657,23 @@ dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *re
 bool dcr_restorer_dirty(const dcr_restorer_t *R, dcr_receiver_t *const *recv)
 {
     for (int k = 0; k < R->cfg.per; k++)
-        if (!R->clean_known[k] || payloads_in(recv[k]) != R->clean_in[k]) return true;
+        if (!serves(R, recv, k)) return true;
     return false;
+}
+
+void dcr_restorer_begin(dcr_restorer_t *R, int k, uint64_t tau)
+{
+    if (R == NULL || !R->cfg.live || k < 0 || k >= R->cfg.per) return;
+    dcr_resident_t *f = R->resident[k];
+    if (f == NULL) return;
+    if (dcr_resident_tau(f) == tau && dcr_resident_state(f, NULL) == DCR_RESIDENT_DIRTY) return;
+    (void)dcr_resident_begin(f, tau); /* only fails with nothing attached: nothing to mark */
+}
+
+bool dcr_restorer_serves(const dcr_restorer_t *R, dcr_receiver_t *const *recv, int k)
+{
+    if (R == NULL || recv == NULL || k < 0 || k >= R->cfg.per || recv[k] == NULL) return false;
+    return serves(R, recv, k);
 }
 
 void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KINDS],

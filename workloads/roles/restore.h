@@ -5,14 +5,51 @@
  *   clean   holds the committed version v, clean: rejoins at once;
  *   replay  holds u < v, clean: replays the retained versions u+1..v
  *           (dcr/retain.h) through its own apply path;
- *   repair  dirty (died or failed mid-apply): the complete overwrite records
- *           of the attempt it died in, then replay. NOT BUILT YET: a dirty
- *           receiver is restored densely, and counted as dense;
+ *   repair  dirty: died (or failed) mid-apply of an attempt from u, its
+ *           bytes a mixture of u and that attempt's writes (live resident
+ *           files only, see below): the complete overwrite records of
+ *           version u+1, then replay of u+2..v (dcr_restore_repair);
  *   dense   dirty, unknown, ahead of v, or behind the retention window (or
  *           a replay or a check failed): a dense refit, as before.
  * A receiver that did not take the dense path rejoins only after its
  * digests equal a dense refit of v (the oracle: the run's seeded world,
  * workloads/roles/world.h); otherwise it is restored densely.
+ *
+ * Where the repair records come from (the rule, tested by
+ * tests/workloads/test_restore.c at several kill points against a dense
+ * refit): the retained payloads of version u+1 themselves, accepted only
+ * when every record is an overwrite. That holds exactly when the attempt
+ * that committed u+1 was an overwrite retry, which the owners build, as
+ * the seed's retry does, from the unchanged B^u and the same candidate
+ * over the complete changed set, so its records bring every element any
+ * attempt from u could have touched to u+1's value, whatever landed
+ * before. A receiver killed mid-apply fails its attempt, so the version
+ * after u is committed by such a retry unless the run went on without it
+ * (a non-required receiver); then the retained records are XOR, which
+ * flip whatever the receiver holds and cannot be re-applied to a partly
+ * applied state: the repair is refused before any write and the receiver
+ * is refitted densely, unless u+1 was committed by the very attempt it
+ * was killed in (it died after its last write, e.g. after acknowledging):
+ * then its digests equal a dense refit of u+1 (checked against the
+ * oracle), and it replays u+2..v from there (a verified repair). Bytes
+ * moved: the retained payloads of u+1..v (verified: u+2..v), as a replay. Not built: owners
+ * producing overwrite records at every commit (they hold B^v and the changed set then), which would
+ * make every dirty receiver repairable at the cost of a second construction and upload.
+ *
+ * Live resident files (cfg.live, dcr/resident.h): the receivers' weights
+ * live in their mapped files, dirty-marked (with the attempt) before each
+ * attempt's first write (dcr_restorer_begin) and cleared at its commit or
+ * after a checked restore. A live node whose receiver is dirty at the
+ * committed version u (an attempt from u failed, none committed since) has
+ * no copy of u to fall back to: it is restored densely (cause dirty). In
+ * copy mode (cfg.live false) the files hold a copy saved at each commit
+ * instead, and nothing is ever repaired. Rollout-node processes run copy
+ * mode: there the survivors of a killed attempt and the restarted node
+ * itself (the retry waits for it) are dirty at u exactly in that way, so
+ * live mode would turn their free restores from the copy into dense ones.
+ * Switching processes to live needs them to take part in the overwrite
+ * retry as they are (the seed's in-place repair), checking their digests
+ * against the oracle before they acknowledge it.
  *
  * Where a node's receivers came from: in memory (a live node the run went
  * on without; clean when no payload reached it since its last clean point),
@@ -24,7 +61,9 @@
  * attempt (cause "dirty" below).
  *
  * The request gate across processes: a receiver killed mid-apply never
- * serves before it is restored, because its process is gone and a
+ * serves before it is restored (dcr_restorer_serves is the readers' check:
+ * false while its in-memory state or, live, its file's mark says dirty),
+ * because its process is gone and a
  * rollout-node process reports READY (the phase that lets it serve and
  * join) only at the end of its setup, after dcr_restorer_restore brought
  * every receiver to the committed version and compared the digests of each
@@ -38,6 +77,7 @@
 
 #include <stdint.h>
 
+#include "dcr/codec.h"
 #include "dcr/objstore.h"
 #include "dcr/receiver.h"
 #include "workloads/roles/world.h"
@@ -90,6 +130,19 @@ typedef struct dcr_replay_stats {
 dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
                                 uint64_t to, dcr_replay_stats_t *stats_p);
 
+/* Repairs receivers r[0, n), which all hold a partly applied attempt from
+ * version `from` (dirty): applies version from+1's retained payloads, which
+ * must carry overwrite records only (complete: see the rule above), then
+ * replays from+2..to. Every manifest and payload is read and checked, and
+ * version from+1's records decoded (with key: the run's payload key, NULL
+ * or unset for none), before the first write: DCR_EUNSUPPORTED naming the
+ * payload and tensor when a record is XOR, DCR_ENOTFOUND when to == from
+ * (no overwrite records exist yet) or a version is missing; the receivers
+ * are untouched then. Other failures as dcr_restore_replay. */
+dcr_status_t dcr_restore_repair(dcr_objstore_t *s, const dcr_payload_key_t *key,
+                                dcr_receiver_t *const *r, int n, uint64_t from, uint64_t to,
+                                dcr_replay_stats_t *stats_p);
+
 /* One receiver's restore, as logged and written to
  * <workdir>/restores/n<node>.txt (one line each). A fresh run's initial
  * dense load (version 0 into receivers that hold nothing) is setup, not a
@@ -103,6 +156,7 @@ typedef struct dcr_restore_record {
     uint64_t dense_bytes; /* what a dense refit moves (the whole checkpoint) */
     double seconds;
     dcr_restore_cause_t cause;
+    uint64_t tau;  /* repair: the interrupted attempt; 0 otherwise */
     char why[160]; /* why not clean or replay; "" otherwise */
 } dcr_restore_record_t;
 
@@ -113,6 +167,10 @@ typedef struct dcr_restorer_config {
     int node, first, per;
     /* Keep resident files under <workdir>/resident/ (saved at every commit). */
     bool resident;
+    /* With resident: the receivers' weights live in the files (no copy at
+     * commit), and a receiver killed mid-apply is repaired. The receivers
+     * must be destroyed before the restorer (their bytes are its mappings). */
+    bool live;
 } dcr_restorer_config_t;
 
 typedef struct dcr_restorer dcr_restorer_t;
@@ -124,15 +182,17 @@ void dcr_restorer_destroy(dcr_restorer_t *R);
 /* Brings recv[0, per) to `version`. recv[k] NULL: a fresh process, whose
  * resident file (if any) says what it holds; otherwise an in-memory
  * receiver holding `held`, or dirty (payloads reached it after its last
- * clean point): then its resident copy of the last commit stands in for it
- * when there is one (a clean restore moving nothing, or a replay from
- * there), else it is restored densely. An in-memory receiver clean at
- * `version` is left as it is, and not recorded. Receivers may be replaced (the old ones are
- * destroyed). Before a replay it waits up to 3 s for `version` itself to be
- * retained (the committing process copies it just after the commit record
- * is durable, which is when a node may read it). On DCR_OK every receiver
- * holds `version`: checked against the oracle unless it was refitted
- * densely. Blocks; call while nothing applies to the receivers. */
+ * clean point): then, in copy mode, its resident copy of the last commit
+ * stands in for it when there is one (a clean restore moving nothing, or a
+ * replay from there), else it is restored densely; live, a dirty one (in
+ * memory or its file) is repaired when a version after the one its
+ * attempt started from is committed, else restored densely. An in-memory
+ * receiver clean at `version` is left as it is, and not recorded.
+ * Receivers may be replaced (the old ones are destroyed). Before a replay it waits up to 3 s for
+ * `version` itself to be retained (the committing process copies it just after the commit record is
+ * durable, which is when a node may read it). On DCR_OK every receiver holds `version`: checked
+ * against the oracle unless it was refitted densely. Blocks; call while nothing applies to the
+ * receivers. */
 dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
                                   uint64_t version);
 
@@ -145,6 +205,17 @@ dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *re
  * point (a restore or a commit it took part in): it holds writes of an
  * attempt that did not commit, and must be restored before the next one. */
 bool dcr_restorer_dirty(const dcr_restorer_t *R, dcr_receiver_t *const *recv);
+
+/* Live: before receiver k (0-based in the node) takes its first write of
+ * attempt tau: its file's dirty mark, with tau. Cheap when already marked
+ * for tau (every payload may call it); nothing when not live or before the
+ * receiver's first clean point. Safe from the applying thread. */
+void dcr_restorer_begin(dcr_restorer_t *R, int k, uint64_t tau);
+
+/* The readers' check (request gate): whether receiver k of recv may serve:
+ * it holds a committed version cleanly, no payload reached it since, and
+ * (live) its file is not marked dirty. */
+bool dcr_restorer_serves(const dcr_restorer_t *R, dcr_receiver_t *const *recv, int k);
 
 /* Restores by kind so far, and the bytes they moved, in this process. */
 void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KINDS],

@@ -77,6 +77,26 @@ dcr_status_t dcr_params_view(const dcr_params_t *p, size_t i, dcr_view_t *out_p)
 /* Sum of parameter bytes. */
 size_t dcr_params_bytes(const dcr_params_t *p);
 
+/* Alignment of each parameter's bytes in a placement arena. */
+#define DCR_PARAMS_ALIGN ((size_t)64)
+/* Bytes an arena needs to hold every declared parameter, each starting at a
+ * multiple of DCR_PARAMS_ALIGN, in declaration order (the offsets
+ * dcr_params_place uses). */
+size_t dcr_params_arena_bytes(const dcr_params_t *p);
+/* The allocation hook (issue 19): moves every parameter's backing memory
+ * into arena[0, len), which the caller provides and keeps alive and mapped
+ * for as long as the set lives (e.g. a shared file mapping that outlives
+ * the process). With copy, each parameter's current bytes are copied in
+ * first; without, the parameters take over what the arena already holds.
+ * Storage handles (and views and indexes on them) stay valid: only their
+ * data moves. The set frees nothing of the arena. Call while nothing reads
+ * or writes the parameters. DCR_EINVAL for a shape-only set, an arena not
+ * aligned to DCR_PARAMS_ALIGN, or len below dcr_params_arena_bytes. A set
+ * never placed keeps its own allocations (no cost on that path). */
+dcr_status_t dcr_params_place(dcr_params_t *p, void *arena, size_t len, bool copy);
+/* Whether the parameters live in a caller's arena (dcr_params_place). */
+bool dcr_params_placed(const dcr_params_t *p);
+
 /* ------------------------------------------------------------------------ */
 /* The load context                                                         */
 /* ------------------------------------------------------------------------ */

@@ -92,6 +92,17 @@ void dcr_retain_manifest_free(dcr_retain_manifest_t *m);
 dcr_status_t dcr_retain_payload_get(dcr_objstore_t *s, const dcr_retain_manifest_t *m, size_t i,
                                     uint8_t **buf_p, size_t *len_p);
 
+/* Retains `version` (from version - 1, committed by attempt tau) from
+ * payloads a caller holds: bufs[i][0, lens[i]) stored as versions/v<V>/
+ * names[i], then VERSION written last (an earlier VERSION of the same
+ * version is deleted first). For a producer that holds a version's records
+ * itself rather than in an attempt's prefix: owners uploading repair
+ * records, harnesses and tests. Prunes nothing. DCR_EINVAL for a name that
+ * is empty, too long, or holds a space, '/' or newline. */
+dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, size_t n,
+                            const char *const *names, const uint8_t *const *bufs,
+                            const size_t *lens);
+
 /* Deletes every retained version (a run starting on a store that an
  * earlier run used: its versions are not this run's). */
 dcr_status_t dcr_retain_clear(dcr_objstore_t *s);

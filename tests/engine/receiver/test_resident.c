@@ -5,7 +5,13 @@
  * by the parent, and load into a receiver that held zeros so that it equals
  * the one saved, byte for byte (dcr_receiver_equal, every byte); a file of
  * another identity or layout reads foreign, an interrupted save dirty, and
- * neither loads. Receivers come from the serving layout of a small scaled
+ * neither loads. Live: a receiver attached to its file writes the mapped
+ * bytes themselves (read back with pread, no save); a child that marks an
+ * attempt, writes part of it and dies by SIGKILL leaves a file that says
+ * dirty, from the committed version, attempt tau, whose bytes a successor
+ * adopts as they are (the writes it made, nothing else); the allocation
+ * hook itself (dcr_params_place) keeps handles and moves bytes. Receivers
+ * come from the serving layout of a small scaled
  * model (workloads/serve), dense-loaded with seeded weights. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +26,7 @@
 
 #include <cmocka.h>
 
+#include "dcr/loader.h"
 #include "dcr/resident.h"
 #include "workloads/roles/world.h"
 
@@ -101,9 +108,12 @@ static void test_survives_a_killed_process(void **state)
     int64_t elem = 0;
     if (!dcr_receiver_equal(src, dst, &param, &elem))
         fail_msg("loaded bytes differ at %s[%lld]", param, (long long)elem);
+    /* Every parameter at its 64-byte-aligned offset, from first principles. */
     size_t bytes = 0;
     const dcr_params_t *ps = dcr_receiver_params(src);
-    for (size_t i = 0; i < dcr_params_count(ps); i++) bytes += dcr_params_at(ps, i)->storage->bytes;
+    for (size_t i = 0; i < dcr_params_count(ps); i++)
+        bytes = (bytes + 63) / 64 * 64 + dcr_params_at(ps, i)->storage->bytes;
+    bytes = (bytes + 63) / 64 * 64;
     assert_int_equal(dcr_resident_bytes(f), bytes);
     dcr_resident_close(f);
     dcr_receiver_destroy(dst);
@@ -153,11 +163,142 @@ static void test_absent_foreign_and_dirty_do_not_load(void **state)
     dcr_receiver_destroy(src);
 }
 
+/* Byte `off` of parameter i in the file, read with pread (not the mapping). */
+static uint8_t file_byte(const char *path, const dcr_params_t *p, size_t i, size_t off)
+{
+    size_t at = 4096;
+    for (size_t j = 0; j < i; j++) at = (at + 63) / 64 * 64 + dcr_params_at(p, j)->storage->bytes;
+    at = (at + 63) / 64 * 64 + off;
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, (long)at, SEEK_SET), 0);
+    int c = fgetc(f);
+    fclose(f);
+    assert_true(c >= 0);
+    return (uint8_t)c;
+}
+
+static void test_params_place_moves_bytes_keeps_handles(void **state)
+{
+    (void)state;
+    dcr_params_t *p = NULL;
+    assert_int_equal(dcr_params_create(false, &p), DCR_OK);
+    int64_t s3[1] = {3}, s5[1] = {5};
+    assert_int_equal(dcr_params_declare(p, "a", DCR_DTYPE_BF16, 1, s3, NULL), DCR_OK);
+    assert_int_equal(dcr_params_declare(p, "b", DCR_DTYPE_FP32, 1, s5, NULL), DCR_OK);
+    /* 6 bytes at 0, 20 bytes at 64, rounded up: 128. */
+    assert_int_equal(dcr_params_arena_bytes(p), 128);
+    const dcr_param_t *a = dcr_params_at(p, 0), *b = dcr_params_at(p, 1);
+    dcr_storage_t *sa = a->storage;
+    memset(a->storage->data, 0x11, 6);
+    memset(b->storage->data, 0x22, 20);
+    uint8_t *arena = aligned_alloc(64, 128);
+    memset(arena, 0, 128);
+    assert_false(dcr_params_placed(p));
+    assert_int_equal(dcr_params_place(p, arena + 1, 127, true), DCR_EINVAL); /* misaligned */
+    assert_int_equal(dcr_params_place(p, arena, 64, true), DCR_EINVAL);      /* short */
+    assert_int_equal(dcr_params_place(p, arena, 128, true), DCR_OK);
+    assert_true(dcr_params_placed(p));
+    assert_ptr_equal(a->storage, sa);
+    assert_ptr_equal(a->storage->data, arena);
+    assert_ptr_equal(b->storage->data, arena + 64);
+    assert_int_equal(arena[5], 0x11);
+    assert_int_equal(arena[64 + 19], 0x22);
+    assert_int_equal(dcr_params_find_storage(p, sa), 0);
+    /* Declaring after placement would need arena room nobody gave. */
+    assert_int_equal(dcr_params_declare(p, "c", DCR_DTYPE_BF16, 1, s3, NULL), DCR_EINVAL);
+    dcr_params_destroy(p);
+    /* The arena is still the caller's (ASan would report a double free). */
+    arena[0] = 1;
+    free(arena);
+    dcr_params_t *shape = NULL;
+    assert_int_equal(dcr_params_create(true, &shape), DCR_OK);
+    uint8_t big[64] __attribute__((aligned(64)));
+    assert_int_equal(dcr_params_place(shape, big, sizeof big, true), DCR_EINVAL);
+    dcr_params_destroy(shape);
+}
+
+static void test_live_weights_killed_mid_apply(void **state)
+{
+    (void)state;
+    char path[128];
+    path_of("r2.dcrs", path, sizeof path);
+    dcr_receiver_t *src = loaded(2);
+    const dcr_params_t *ps = dcr_receiver_params(src);
+    size_t np = dcr_params_count(ps);
+    assert_true(np >= 2);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dcr_receiver_t *r = loaded(2);
+        dcr_resident_t *f = NULL;
+        dcr_resident_state_t found;
+        if (dcr_resident_open(path, r, 2, &f) != DCR_OK) _exit(3);
+        if (dcr_resident_attach(f, r, true, &found) != DCR_OK || found != DCR_RESIDENT_ABSENT)
+            _exit(4);
+        if (dcr_resident_state(f, NULL) != DCR_RESIDENT_ABSENT) _exit(5);
+        if (dcr_resident_save(f, r, 4) != DCR_OK) _exit(6); /* committed 4: header only */
+        if (dcr_resident_begin(f, 9) != DCR_OK) _exit(7);
+        /* Attempt 9 writes the first parameter's first bytes, then dies. */
+        const dcr_param_t *x = dcr_params_at(dcr_receiver_params(r), 0);
+        ((uint8_t *)x->storage->data)[0] ^= 0xff;
+        ((uint8_t *)x->storage->data)[1] ^= 0x0f;
+        raise(SIGKILL);
+        _exit(8);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        fail_msg("child exited %d before its kill", WEXITSTATUS(status));
+    /* The file's bytes: the writes made, the rest as committed. */
+    const dcr_param_t *x0 = dcr_params_at(ps, 0);
+    const uint8_t *orig = x0->storage->data;
+    assert_int_equal(file_byte(path, ps, 0, 0), (uint8_t)(orig[0] ^ 0xff));
+    assert_int_equal(file_byte(path, ps, 0, 1), (uint8_t)(orig[1] ^ 0x0f));
+    assert_int_equal(file_byte(path, ps, 1, 0),
+                     ((const uint8_t *)dcr_params_at(ps, 1)->storage->data)[0]);
+
+    dcr_receiver_t *dst = zeroed(2);
+    dcr_resident_t *f = NULL;
+    assert_int_equal(dcr_resident_open(path, dst, 2, &f), DCR_OK);
+    uint64_t v = 0;
+    assert_int_equal(dcr_resident_state(f, &v), DCR_RESIDENT_DIRTY);
+    assert_int_equal(v, 4);
+    assert_int_equal(dcr_resident_tau(f), 9);
+    assert_int_equal(dcr_resident_load(f, dst), DCR_EINVAL); /* dirty never loads */
+    dcr_resident_state_t found;
+    assert_int_equal(dcr_resident_attach(f, dst, true, &found), DCR_OK);
+    assert_int_equal(found, DCR_RESIDENT_DIRTY);
+    assert_true(dcr_resident_attached(f, dst));
+    /* Adopted without a copy: dst's parameters are the mapping's bytes. */
+    const dcr_param_t *d0 = dcr_params_at(dcr_receiver_params(dst), 0);
+    assert_int_equal(((uint8_t *)d0->storage->data)[0], (uint8_t)(orig[0] ^ 0xff));
+    assert_false(dcr_receiver_equal(src, dst, NULL, NULL));
+    /* The repair (here: the two bytes put back) writes the file itself. */
+    ((uint8_t *)d0->storage->data)[0] = orig[0];
+    ((uint8_t *)d0->storage->data)[1] = orig[1];
+    assert_int_equal(file_byte(path, ps, 0, 0), orig[0]);
+    assert_true(dcr_receiver_equal(src, dst, NULL, NULL));
+    assert_int_equal(dcr_resident_save(f, dst, 4), DCR_OK);
+    assert_int_equal(dcr_resident_state(f, &v), DCR_RESIDENT_CLEAN);
+    assert_int_equal(v, 4);
+    /* One receiver per file; another receiver's save is refused. */
+    assert_int_equal(dcr_resident_attach(f, src, true, NULL), DCR_EINVAL);
+    assert_int_equal(dcr_resident_save(f, src, 5), DCR_EINVAL);
+    /* Destroy first, then close: the mapping outlives the parameters. */
+    dcr_resident_detach(f, dst);
+    dcr_receiver_destroy(dst);
+    dcr_resident_close(f);
+    dcr_receiver_destroy(src);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_survives_a_killed_process),
         cmocka_unit_test(test_absent_foreign_and_dirty_do_not_load),
+        cmocka_unit_test(test_params_place_moves_bytes_keeps_handles),
+        cmocka_unit_test(test_live_weights_killed_mid_apply),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

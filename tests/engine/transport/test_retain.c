@@ -3,7 +3,9 @@
  * of an attempt's listed payloads under its version, the VERSION manifest
  * (its digests recomputed here with libb2 from the bytes this test put),
  * the pruning window (including v9 against v10, which sort the other way as
- * text), and the refusals: a tampered or truncated retained payload, an
+ * text), a version put from payloads held in memory (dcr_retain_put: read
+ * back and digest-checked like a copied one, a bad name refused), and the
+ * refusals: a tampered or truncated retained payload, an
  * attempt without a manifest, malformed VERSION text. The attempt's
  * transport manifest is written here by hand in the documented format
  * (engine/transport/objstore_manifest.c), not by the code under test. */
@@ -258,6 +260,48 @@ static void parse_refuses_malformed_text(void **state)
     assert_int_equal(dcr_retain_manifest_parse(dots, strlen(dots), "t", &m), DCR_ETRANSPORT);
 }
 
+static void put_retains_held_payloads(void **state)
+{
+    (void)state;
+    uint8_t *b0 = payload_bytes(7, 0, payload_len(0)), *b1 = payload_bytes(7, 1, payload_len(1));
+    const char *names[] = {"payload-0-0.dcrp", "payload-1-0.dcrp"};
+    const uint8_t *bufs[] = {b0, b1};
+    const size_t lens[] = {payload_len(0), payload_len(1)};
+    assert_int_equal(dcr_retain_put(g_store, 4, 7, 2, names, bufs, lens), DCR_OK);
+    dcr_retain_manifest_t m;
+    assert_int_equal(dcr_retain_manifest_read(g_store, 4, &m), DCR_OK);
+    assert_int_equal(m.version, 4);
+    assert_int_equal(m.from, 3);
+    assert_int_equal(m.tau, 7);
+    assert_int_equal(m.n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        assert_string_equal(m.entries[i].name, names[i]);
+        assert_int_equal(m.entries[i].bytes, lens[i]);
+        uint8_t want[DCR_RETAIN_DIGEST_BYTES];
+        blake2b(want, bufs[i], NULL, sizeof want, lens[i], 0);
+        assert_memory_equal(m.entries[i].digest, want, sizeof want);
+        uint8_t *got = NULL;
+        size_t len = 0;
+        assert_int_equal(dcr_retain_payload_get(g_store, &m, i, &got, &len), DCR_OK);
+        assert_int_equal(len, lens[i]);
+        assert_memory_equal(got, bufs[i], len);
+        free(got);
+    }
+    dcr_retain_manifest_free(&m);
+    /* Put again with one payload: the version is rewritten whole. */
+    assert_int_equal(dcr_retain_put(g_store, 4, 8, 1, names + 1, bufs + 1, lens + 1), DCR_OK);
+    assert_int_equal(dcr_retain_manifest_read(g_store, 4, &m), DCR_OK);
+    assert_int_equal(m.n, 1);
+    assert_int_equal(m.tau, 8);
+    dcr_retain_manifest_free(&m);
+    const char *bad[] = {"a b"};
+    assert_int_equal(dcr_retain_put(g_store, 5, 9, 1, bad, bufs, lens), DCR_EINVAL);
+    assert_int_equal(dcr_retain_manifest_read(g_store, 5, &m), DCR_ENOTFOUND);
+    assert_int_equal(dcr_retain_put(g_store, 0, 9, 0, NULL, NULL, NULL), DCR_EINVAL);
+    free(b0);
+    free(b1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -268,6 +312,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(attempt_without_manifest_is_not_retained, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(parse_refuses_malformed_text, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(put_retains_held_payloads, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
