@@ -9,6 +9,7 @@
  * process and no run directory behind, and a node's death fails the run at
  * once with one line naming the node. */
 #include <dirent.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -134,6 +135,89 @@ static void test_bench_processes_bit_exact(void **state)
     /* Nothing left: no role process, no run directory. */
     assert_int_equal(processes_with(g_tmp, NULL, NULL), 0);
     assert_int_equal(entries(g_tmp), 0);
+}
+
+/* The (actor, stage) pairs of a Chrome trace's intervals, as "actor/stage"
+ * lines in buf (sorted, distinct). */
+static void trace_kinds(const char *path, char *buf, size_t cap)
+{
+    json_error_t e;
+    json_t *t = json_load_file(path, 0, &e);
+    if (!t) fail_msg("%s: not JSON: %s", path, e.text);
+    json_t *ev = json_object_get(t, "traceEvents");
+    assert_true(json_array_size(ev) > 0);
+    char kinds[64][48];
+    int n = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(ev, i, x)
+    {
+        json_t *args = json_object_get(x, "args");
+        const char *actor = json_string_value(json_object_get(args, "actor"));
+        const char *stage = json_string_value(json_object_get(args, "stage"));
+        if (!actor || !stage) continue;
+        char k[48];
+        snprintf(k, sizeof(k), "%s/%s", actor, stage);
+        int j = 0;
+        while (j < n && strcmp(kinds[j], k)) j++;
+        if (j == n && n < 64) snprintf(kinds[n++], sizeof(kinds[0]), "%s", k);
+    }
+    json_decref(t);
+    qsort(kinds, (size_t)n, sizeof(kinds[0]), (int (*)(const void *, const void *))strcmp);
+    buf[0] = '\0';
+    for (int j = 0; j < n; j++) {
+        strncat(buf, kinds[j], cap - strlen(buf) - 1);
+        strncat(buf, "\n", cap - strlen(buf) - 1);
+    }
+}
+
+/* --trace merges every process's intervals on one clock: the coordinator
+ * process's commit, the owner ranks' construction and sends, the node
+ * processes' downloads, applies and acknowledgments. The kinds of interval
+ * are those of the same run in one process (the oracle), and `dcr bounds`
+ * on the written file gives the bounds the run reported. */
+static void test_processes_trace_merged(void **state)
+{
+    char args[1024], path[300], ref[300], kinds[2048], want[2048];
+    snprintf(path, sizeof(path), "%s-merged.json", g_tmp);
+    snprintf(ref, sizeof(ref), "%s-inproc.json", g_tmp);
+    snprintf(args, sizeof(args),
+             "bench --processes " SMALL " --warmup 1 --refits 2 --trace %s --json", path);
+    json_t *j = run_json(args);
+    json_t *refits = verified_refits(j, 2);
+    trace_kinds(path, kinds, sizeof(kinds));
+    static const char *const must[] = {"coord/commit\n",   "coord/refit\n",    "owner/compare\n",
+                                       "owner/baseline\n", "endpoint/send\n",  "endpoint/fetch\n",
+                                       "node/recv\n",      "receiver/apply\n", "receiver/ack\n"};
+    for (size_t k = 0; k < sizeof(must) / sizeof(must[0]); k++)
+        if (!strstr(kinds, must[k])) fail_msg("merged trace lacks %s(has:\n%s)", must[k], kinds);
+    snprintf(args, sizeof(args), "bench " SMALL " --warmup 1 --refits 2 --trace %s --json", ref);
+    json_decref(run_json(args));
+    trace_kinds(ref, want, sizeof(want));
+    assert_string_equal(kinds, want);
+    snprintf(args, sizeof(args), "bounds %s --json", path);
+    json_t *b = run_json(args);
+    json_t *br = json_object_get(b, "refits");
+    assert_int_equal(json_array_size(br), 3); /* the warm-up's window too */
+    for (size_t i = 0; i < 2; i++) {
+        json_t *f = json_array_get(refits, i), *g = json_array_get(br, i + 1);
+        assert_int_equal(json_integer_value(json_object_get(g, "refit")), (json_int_t)i + 2);
+        static const char *const keys[] = {"construction_lb_s", "transport_lb_s", "finalization_s"};
+        for (size_t k = 0; k < 3; k++) {
+            double have = json_real_value(json_object_get(g, keys[k]));
+            double said = json_real_value(json_object_get(f, keys[k]));
+            assert_true(have > 0);
+            if (fabs(have - said) > 1e-6)
+                fail_msg("refit %zu %s: %.9f from the trace, %.9f reported", i + 2, keys[k], have,
+                         said);
+        }
+        assert_true(json_integer_value(json_object_get(g, "busiest_owner")) >= 0);
+        assert_true(json_integer_value(json_object_get(g, "busiest_endpoint")) >= 0);
+    }
+    json_decref(b);
+    json_decref(j);
+    unlink(path);
+    unlink(ref);
 }
 
 /* The verifier compares every receiver with its own dense refit: a node's
@@ -419,6 +503,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_role_usage_errors),
         cmocka_unit_test(test_bench_processes_bit_exact),
+        cmocka_unit_test(test_processes_trace_merged),
         cmocka_unit_test(test_verifier_names_a_difference),
         cmocka_unit_test(test_sigterm_leaves_nothing),
         cmocka_unit_test(test_node_death_fails_the_run),

@@ -56,24 +56,36 @@ void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out,
 {
     if (node >= 0)
         snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+    else if (node == DCR_ROLE_TRACE_COORD)
+        snprintf(out, cap, "%s/trace/c-t%llu.bin", workdir, (unsigned long long)tau);
     else
         snprintf(out, cap, "%s/trace/o%d-t%llu.bin", workdir, -1 - node, (unsigned long long)tau);
 }
 
-dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
+/* Records the intervals of one role's file into this process's recorder;
+ * false when there is no such file. */
+static bool trace_import_one(const char *workdir, int who, uint64_t tau)
 {
-    /* Nodes 0..nodes-1, then owner ranks 0, 1, ... until one left none. */
-    for (int n = 0; n < nodes || n - nodes < DCR_ROLE_OWNERS_MAX; n++) {
-        char path[4300];
-        dcr_role_trace_path(workdir, n < nodes ? n : -1 - (n - nodes), tau, path, sizeof(path));
-        FILE *f = fopen(path, "rb");
-        if (!f && n >= nodes) break;
-        if (!f) continue;
-        dcr_trace_interval_t iv;
-        while (fread(&iv, sizeof(iv), 1, f) == 1)
+    char path[4300];
+    dcr_role_trace_path(workdir, who, tau, path, sizeof(path));
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    dcr_trace_interval_t iv;
+    while (fread(&iv, sizeof(iv), 1, f) == 1)
+        if (who != DCR_ROLE_TRACE_COORD || iv.stage != DCR_STAGE_REFIT)
             dcr_trace_record_refit((dcr_stage_t)iv.stage, (dcr_actor_t)iv.actor, iv.id, iv.refit,
                                    iv.start_ns, iv.end_ns);
-        fclose(f);
+    fclose(f);
+    return true;
+}
+
+dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
+{
+    /* Nodes 0..nodes-1, the coordinator, then owner ranks 0, 1, ... until
+     * one left none. */
+    for (int n = 0; n < nodes; n++) trace_import_one(workdir, n, tau);
+    trace_import_one(workdir, DCR_ROLE_TRACE_COORD, tau);
+    for (int r = 0; r < DCR_ROLE_OWNERS_MAX && trace_import_one(workdir, -1 - r, tau); r++) {
     }
     return DCR_OK;
 }
@@ -386,9 +398,14 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     }
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
-    if (st == DCR_OK)
-        for (int k = 0; k < p->per && st == DCR_OK; k++)
-            if (p->member[k]) st = dcr_control_ack(p->control, a->tau, (uint32_t)(p->first + k));
+    /* Acknowledgments are finalization intervals of the receivers, as the
+     * in-process coordinator records them. */
+    for (int k = 0; k < p->per && st == DCR_OK; k++) {
+        if (!p->member[k]) continue;
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, p->first + k);
+        st = dcr_control_ack(p->control, a->tau, (uint32_t)(p->first + k));
+        dcr_trace_end(&span);
+    }
     if (st != DCR_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", dcr_error_line(st));

@@ -30,6 +30,8 @@
  *   objstore-objstore/    the object store (S3 across hosts)
  *   digests/v<V>-r<R>.dcrd  receiver R's parameter digests at version V
  *   trace/n<I>-t<TAU>.bin   node I's stage intervals of attempt TAU
+ *   trace/o<R>-t<TAU>.bin   owner rank R's; trace/c-t<TAU>.bin the
+ *                           coordinator's (its transition committed TAU)
  *
  * Protocol between coordinator and rollout-node processes, all through the
  * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
@@ -134,17 +136,23 @@ void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, cha
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
  * array in this host's layout, written before the node reports DONE);
  * node -1 - r: owner rank r's (written before the owners report SENT, and
- * again with the baseline update before COMMITTED). */
+ * again with the baseline update before COMMITTED); DCR_ROLE_TRACE_COORD:
+ * the coordinator process's, of the transition whose committed attempt is
+ * tau (written before it answers the launcher). */
+#define DCR_ROLE_OWNERS_MAX  4096
+#define DCR_ROLE_TRACE_COORD (-1 - DCR_ROLE_OWNERS_MAX)
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
 /* Writes this process's recorded intervals as `who`'s file of attempt tau
  * (who as in dcr_role_trace_path). */
 dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau);
-/* Records the intervals every node process and owner rank wrote for
- * attempt tau into this process's recorder (one clock: CLOCK_MONOTONIC of
- * one host), so that one trace and the bounds cover every process. A
- * missing node file is skipped; owner files are read from rank 0 up to the
- * first missing one (at most DCR_ROLE_OWNERS_MAX). */
-#define DCR_ROLE_OWNERS_MAX 4096
+/* Records the intervals every node process, owner rank and the
+ * coordinator process wrote for attempt tau into this process's recorder
+ * (one clock: CLOCK_MONOTONIC of one host), so that one trace and the
+ * bounds cover every process. A missing node or coordinator file is
+ * skipped; owner files are read from rank 0 up to the first missing one (at
+ * most DCR_ROLE_OWNERS_MAX). The coordinator's window (DCR_STAGE_REFIT) is
+ * not imported: the launcher records it from the coordinator's answer, and
+ * a refit has exactly one window. */
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
 
 /* The etcd namespace of a --processes run (etcd://HOST:PORT/PREFIX/<run>),
