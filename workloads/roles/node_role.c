@@ -126,22 +126,72 @@ dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url)
     return dcr_outpath_write("control.url", path, url, strlen(url));
 }
 
-dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
-                                     int train_nodes, int world, int rollout_nodes,
-                                     dcr_transport_t **out_p)
+static dcr_status_t relay_publish(void *ctx, int node, const char *addr)
 {
-    dcr_role_handle_t as = {.join = true};
-    return dcr_role_transport_open_as(cfg, workdir, train_nodes, world, rollout_nodes, &as, out_p);
+    dcr_role_relay_t *d = ctx;
+    dcr_control_t *control = NULL;
+    DCR_CHECK(dcr_role_control_open(d->run, d->workdir, &control));
+    dcr_status_t st =
+        dcr_control_report_put(control, DCR_ROLE_RELAY_REPORT_ID(node), addr, strlen(addr));
+    dcr_control_destroy(control);
+    return st;
+}
+
+static dcr_status_t relay_lookup(void *ctx, int node, char *addr, size_t cap)
+{
+    dcr_role_relay_t *d = ctx;
+    dcr_control_t *control = NULL;
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_role_control_open(d->run, d->workdir, &control));
+    dcr_status_t st = dcr_control_report_get(control, DCR_ROLE_RELAY_REPORT_ID(node), &data, &len);
+    dcr_control_destroy(control);
+    if (st == DCR_OK && (len == 0 || len >= cap || memchr(data, '\0', len)))
+        st = dcr_error_set(DCR_ECONTROL, "relay tree node %d: a published address of %zu bytes",
+                           node, len);
+    if (st == DCR_OK) {
+        memcpy(addr, data, len);
+        addr[len] = '\0';
+    }
+    free(data);
+    return st;
+}
+
+/* The relay tree's part of this process (roles.h, "Endpoints"). */
+static dcr_status_t relay_open(const dcr_bench_config_t *cfg, const char *workdir, int train_nodes,
+                               int world, const dcr_role_handle_t *as, dcr_transport_t **out_p)
+{
+    if (!as->relay)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "--transport relay: this role's handle has no relay directory");
+    dcr_role_relay_t *d = as->relay;
+    d->dir = (dcr_relay_directory_t){relay_publish, relay_lookup, d};
+    d->run = cfg;
+    snprintf(d->workdir, sizeof(d->workdir), "%s", workdir);
+    const char *host = getenv("DCR_RELAY_HOST");
+    dcr_transport_config_t tc = {.train_nodes = train_nodes,
+                                 .world = world,
+                                 .rollout_nodes = cfg->serve.nodes,
+                                 .link = cfg->link,
+                                 .fanout = cfg->fanout,
+                                 .queue_payloads = 8,
+                                 .relay_dir = &d->dir,
+                                 .relay_node = as->send_only ? -1 : as->node,
+                                 .relay_host = host && *host ? host : NULL};
+    DCR_CHECK(dcr_transport_create("relay", &tc, out_p));
+    dcr_transport_set_payload_key(*out_p, &cfg->payload_key);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
                                         int train_nodes, int world, int rollout_nodes,
                                         const dcr_role_handle_t *as, dcr_transport_t **out_p)
 {
+    if (!strcmp(cfg->transport, "relay"))
+        return relay_open(cfg, workdir, train_nodes, world, as, out_p);
     if (strcmp(cfg->transport, "objstore"))
         return dcr_error_set(DCR_EUNSUPPORTED,
-                             "--transport %s across processes: only objstore (the relay tree "
-                             "lives in one process)",
+                             "--transport %s across processes: expected objstore or relay",
                              cfg->transport);
     char dir[4200];
     dcr_role_objstore_dir(workdir, dir, sizeof(dir));
@@ -180,6 +230,7 @@ typedef struct node_proc {
     bool mark_applies;
     uint64_t delivering, marked;
     dcr_restorer_t *restorer; /* restores by kind, resident files (restore.h) */
+    dcr_role_relay_t relay;   /* --transport relay: where the tree's nodes are */
 } node_proc_t;
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -496,9 +547,14 @@ static dcr_status_t node_setup(node_proc_t *p)
     dcr_control_attempt_t a;
     if (dcr_control_attempt(p->control, 0, &a) == DCR_OK) p->seen = a.tau; /* joins later ones */
     const dcr_scenario_t *sc = p->world->sc;
-    DCR_CHECK(dcr_role_transport_open(p->cfg->run, p->cfg->workdir, sc->train.nodes,
-                                      sc->layout->world, 1, &p->transport));
-    dcr_rollout_node_config_t nc = {p->cfg->node, p->first, p->per, false, 120000, 0, p->cfg->node};
+    /* Object store: a handle of one endpoint (index 0); relay: tree node
+     * `node` of the run's tree. */
+    dcr_role_handle_t as = {.join = true, .relay = &p->relay, .node = p->cfg->node};
+    DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
+                                         sc->layout->world, 1, &as, &p->transport));
+    bool relay = !strcmp(p->cfg->run->transport, "relay");
+    dcr_rollout_node_config_t nc = {
+        p->cfg->node, p->first, p->per, false, 120000, 0, relay ? 0 : p->cfg->node};
     char marks[4200];
     dcr_role_kill_points_dir(p->cfg->workdir, marks, sizeof(marks));
     p->mark_applies = access(marks, F_OK) == 0;

@@ -70,6 +70,7 @@ typedef struct owner_proc {
     uint64_t last_from; /* rank 0: from_version of the last attempt taken part in */
     uint64_t part;      /* the attempt sent last (awaiting its commit); 0: none */
     uint64_t sent;
+    dcr_role_relay_t relay; /* --transport relay: where the root is */
 } owner_proc_t;
 
 /* ---- rank 0: what next --------------------------------------------------- */
@@ -336,8 +337,11 @@ static dcr_status_t owner_setup(owner_proc_t *p)
     p->version = o.version;
     DCR_CHECK(make_constructor(p));
     DCR_CHECK(dcr_bench_xor_policy(sc, &p->world->serve, p->world->cfg.mode, &p->xor_allowed));
-    dcr_role_handle_t as = {
-        .join = true, .owner_first = p->rank, .owner_count = 1, .send_only = true};
+    dcr_role_handle_t as = {.join = true,
+                            .owner_first = p->rank,
+                            .owner_count = 1,
+                            .send_only = true,
+                            .relay = &p->relay};
     DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
                                          sc->layout->world, p->world->serve.nodes, &as,
                                          &p->transport));
