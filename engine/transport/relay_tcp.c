@@ -59,6 +59,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dcr/clock.h"
@@ -200,6 +201,7 @@ typedef struct relay {
     relay_tree_t *tree;
     bool open;
     uint64_t tau, last_tau;
+    bool opening; /* open_attempt(last_tau) is building its tree */
     dcr__ledger_t ledger;
     /* Across processes (cfg.relay_dir): the tree node this handle is (-1:
      * none), its listener and acceptor, connections waiting for their
@@ -712,10 +714,30 @@ static void *relay_forwarder(void *arg)
     relay_kid_t *k = arg;
     relay_tree_t *T = k->tree;
     /* Across processes the child connects when its process opens the
-     * attempt; until then its queue fills and back-pressure holds. */
+     * attempt; until then its queue fills and back-pressure holds. A child
+     * that does not come within RELAY_DIAL_MS (its process died, or does
+     * not take part) fails the attempt, so that the owners blocked behind
+     * it learn of it. */
+    double t0 = dcr_clock_s();
+    bool late = false;
     pthread_mutex_lock(&T->mu);
-    while (k->fd < 0 && atomic_load(&T->cancel) == 0) pthread_cond_wait(&T->cv, &T->mu);
+    while (k->fd < 0 && atomic_load(&T->cancel) == 0 && !late) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* T->cv's clock */
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&T->cv, &T->mu, &until);
+        late = (dcr_clock_s() - t0) * 1000.0 > RELAY_DIAL_MS;
+    }
+    bool missing = k->fd < 0;
     pthread_mutex_unlock(&T->mu);
+    if (late && missing)
+        relay_tree_fail(T, DCR_ETRANSPORT,
+                        "relay: tree node %d's child %d did not connect within %d ms", k->from,
+                        k->node, RELAY_DIAL_MS);
     if (atomic_load(&T->cancel) != 0) return NULL;
     void *item;
     while (dcr_queue_pop(k->q, -1, &item) == DCR_OK) {
@@ -1156,12 +1178,14 @@ static void relay_adopt(relay_tree_t *T, int kind, int id, int fd)
 }
 
 /* A connection that said hello for attempt tau (r->mu held): to the open
- * tree of tau, kept for an attempt not opened yet, closed for an older one. */
+ * tree of tau, kept for an attempt not opened yet (or being opened),
+ * closed for an older or stopped one, so that its peer fails at once. */
 static void relay_place(relay_t *r, int fd, uint64_t tau, int kind, int id)
 {
     if (r->tree != NULL && r->tree->tau == tau) {
         relay_adopt(r->tree, kind, id, fd);
-    } else if (tau >= r->last_tau && r->npend < RELAY_PENDING_MAX) {
+    } else if ((tau > r->last_tau || (tau == r->last_tau && r->opening)) &&
+               r->npend < RELAY_PENDING_MAX) {
         r->pend[r->npend++] = (relay_pending_t){fd, tau, kind, id};
     } else {
         close(fd);
@@ -1301,18 +1325,22 @@ static dcr_status_t relay_open_attempt(dcr_transport_t *t, uint64_t tau)
             DCR_EINVAL, "relay: attempt %" PRIu64 " is not newer than attempt %" PRIu64, tau, last);
     }
     r->last_tau = tau;
+    r->opening = true;
     pthread_mutex_unlock(&r->mu);
     relay_tree_destroy(relay_detach(r));
     relay_tree_t *T = NULL;
-    DCR_CHECK(relay_tree_create(r, tau, false, &T));
+    dcr_status_t st = relay_tree_create(r, tau, false, &T);
     pthread_mutex_lock(&r->mu);
-    r->tree = T;
-    r->tau = tau;
-    dcr__ledger_reset(&r->ledger);
-    r->open = true;
-    if (r->split && r->self >= 0) relay_adopt_pending(r, T);
+    r->opening = false;
+    if (st == DCR_OK) {
+        r->tree = T;
+        r->tau = tau;
+        dcr__ledger_reset(&r->ledger);
+        r->open = true;
+        if (r->split && r->self >= 0) relay_adopt_pending(r, T);
+    }
     pthread_mutex_unlock(&r->mu);
-    return DCR_OK;
+    return st;
 }
 
 static void relay_stop_and_wait(dcr_transport_t *t)

@@ -401,6 +401,19 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
     }
 }
 
+/* An attempt this node takes no part in. Over a transport whose peers
+ * connect per attempt (the relay tree: its children and, at the root, the
+ * owners) those that wait for this node to open it are turned away at once
+ * (opened and stopped: a later hello for it is refused too), so that they
+ * fail the attempt now rather than when the coordinator gives up on it. */
+static dcr_status_t refuse(node_proc_t *p, uint64_t tau)
+{
+    if (!dcr_transport_props(p->transport)->connections) return DCR_OK;
+    DCR_CHECK(dcr_transport_open_attempt(p->transport, tau));
+    dcr_transport_stop_and_wait(p->transport);
+    return DCR_OK;
+}
+
 /* Takes part in attempt a: join, deliver and apply, acknowledge. */
 static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
                               volatile sig_atomic_t *stop)
@@ -419,7 +432,8 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
             members++;
         }
     free(req);
-    if (st != DCR_OK || members == 0) return st;
+    if (st != DCR_OK) return st;
+    if (members == 0) return refuse(p, a->tau);
     p->done = 0;
     /* This attempt's intervals only, tagged with the version it builds. */
     dcr_trace_reset();
@@ -495,6 +509,8 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
             if (a.from_version == p->version) {
                 DCR_CHECK(clean_before(p, a.tau));
                 DCR_CHECK(take_part(p, &a, stop));
+            } else {
+                DCR_CHECK(refuse(p, a.tau));
             }
             continue;
         }
@@ -555,6 +571,8 @@ static dcr_status_t node_setup(node_proc_t *p)
     bool relay = !strcmp(p->cfg->run->transport, "relay");
     dcr_rollout_node_config_t nc = {
         p->cfg->node, p->first, p->per, false, 120000, 0, relay ? 0 : p->cfg->node};
+    /* The attempt under way when this process started is not ours. */
+    if (p->seen > 0) DCR_CHECK(refuse(p, p->seen));
     char marks[4200];
     dcr_role_kill_points_dir(p->cfg->workdir, marks, sizeof(marks));
     p->mark_applies = access(marks, F_OK) == 0;
