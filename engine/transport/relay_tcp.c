@@ -410,8 +410,9 @@ static int relay_connect_addr(const char *addr, int *err_p)
  * attempt T, says hello as (kind, id) and stores the connection in *fd_p
  * under the tree's lock, unless the tree was cancelled meanwhile. Retries
  * while the peer is not there yet, up to RELAY_DIAL_MS; a failure fails
- * the attempt. */
-static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, int *fd_p)
+ * the attempt. once: one try, and DCR_ENOTFOUND without failing anything
+ * when the peer cannot be reached. */
+static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, int *fd_p, bool once)
 {
     relay_t *r = T->r;
     double t0 = dcr_clock_s();
@@ -424,6 +425,7 @@ static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, in
         else
             e = ENOENT;
         if (fd >= 0) break;
+        if (once) return DCR_ENOTFOUND;
         if ((dcr_clock_s() - t0) * 1000.0 > RELAY_DIAL_MS) {
             relay_tree_fail(T, DCR_ETRANSPORT,
                             "relay: %s %d cannot reach tree node %d%s%s within %d ms: %s",
@@ -672,7 +674,8 @@ static void *relay_node_reader(void *arg)
     relay_tnode_t *nd = arg;
     relay_tree_t *T = nd->tree;
     /* Across processes this node connects to its parent itself. */
-    if (nd->up_fd < 0 && relay_dial(T, nd->parent, RELAY_HELLO_NODE, nd->idx, &nd->up_fd) != DCR_OK)
+    if (nd->up_fd < 0 &&
+        relay_dial(T, nd->parent, RELAY_HELLO_NODE, nd->idx, &nd->up_fd, false) != DCR_OK)
         return NULL;
     for (bool ended = false;;) {
         relay_frame_t f;
@@ -940,6 +943,11 @@ static dcr_status_t relay_tree_start(relay_tree_t *T)
                 goto fail;
             nd->kids[k].started = true;
         }
+        /* Across processes a node greets its parent at open when it can
+         * (its reader keeps trying otherwise): an attempt opened only to be
+         * stopped at once then still tells the parent, whose forwarder
+         * fails on the closed connection instead of waiting for it. */
+        if (i > 0 && T->r->split) relay_dial(T, nd->parent, RELAY_HELLO_NODE, i, &nd->up_fd, true);
         if (i > 0) {
             if (dcr_thread_start(&nd->reader, DCR_THREAD_TRANSPORT, relay_node_reader, nd,
                                  "dcr-relay-%d", i) != 0)
@@ -1002,7 +1010,7 @@ static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const relay_fra
         /* Across processes: this owner's first call of the attempt. */
         char who[64];
         snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
-        if (relay_dial(T, 0, RELAY_HELLO_OWNER, owner, &o->fd) != DCR_OK)
+        if (relay_dial(T, 0, RELAY_HELLO_OWNER, owner, &o->fd, false) != DCR_OK)
             return relay_tree_status(T, who);
     }
     dcr__flow_t flow;

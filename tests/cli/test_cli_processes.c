@@ -487,6 +487,31 @@ static void test_sigkills_with_restarts(void **state)
     assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
 }
 
+/* Relay tree nodes SIGKILLed and restarted: the root at "joined" (the
+ * owners connected to it lose their connection), then the leaf (its parent
+ * waits for it; the new process turns the attempt away). Each such attempt
+ * fails within seconds and its retry commits: the run, far below the
+ * coordinator's 120 s stall timeout, stays bit-exact. */
+static void test_relay_sigkills(void **state)
+{
+    double t0 = (double)time(NULL);
+    json_t *j = run_json("bench --processes --transport relay --sigkill-every 2 " SMALL
+                         " --warmup 1 --refits 4 --json");
+    assert_true((double)time(NULL) - t0 < 60.0);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    json_int_t kills = json_integer_value(json_object_get(p, "sigkills"));
+    assert_true(kills >= 2);
+    assert_int_equal(json_integer_value(json_object_get(p, "node_restarts")), kills);
+    json_t *refits = verified_refits(j, 4);
+    int retried = 0;
+    for (size_t i = 0; i < 4; i++)
+        retried += json_integer_value(json_object_get(json_array_get(refits, i), "attempts")) > 1;
+    assert_true(retried >= 1);
+    json_decref(j);
+    assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
+}
+
 /* The coordinator process SIGKILLed in every second transition, at
  * "opened" and "sent" in turn: a new coordinator process resumes each
  * transition, every version is committed (the verifier finds the digests of
@@ -574,6 +599,7 @@ int main(void)
         cmocka_unit_test(test_bench_processes_bit_exact),
         cmocka_unit_test(test_processes_trace_merged),
         cmocka_unit_test(test_relay_across_processes),
+        cmocka_unit_test(test_relay_sigkills),
         cmocka_unit_test(test_verifier_names_a_difference),
         cmocka_unit_test(test_sigterm_leaves_nothing),
         cmocka_unit_test(test_node_death_fails_the_run),
