@@ -51,7 +51,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <fcntl.h>
 #include <netdb.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,6 +79,7 @@
  * peer's address published, its listener up) and to say hello. */
 #define RELAY_DIAL_MS     30000
 #define RELAY_HELLO_MS    5000
+#define RELAY_CONNECT_MS  2000
 #define RELAY_PENDING_MAX 4096
 #define RELAY_HELLO_OWNER 0
 #define RELAY_HELLO_NODE  1
@@ -378,7 +381,9 @@ static bool relay_local(const relay_t *r, int i)
     return !r->split || r->self == i;
 }
 
-/* One TCP connection to "HOST:PORT"; -1 with errno-style *err_p. */
+/* One TCP connection to "HOST:PORT" within RELAY_CONNECT_MS (a host that
+ * does not answer must not hold a caller for the kernel's SYN retries);
+ * -1 with errno-style *err_p. */
 static int relay_connect_addr(const char *addr, int *err_p)
 {
     char host[256];
@@ -394,9 +399,19 @@ static int relay_connect_addr(const char *addr, int *err_p)
         *err_p = EHOSTUNREACH;
         return -1;
     }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     int e = fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ? errno : 0;
     freeaddrinfo(ai);
+    if (e == EINPROGRESS) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int n = poll(&pf, 1, RELAY_CONNECT_MS);
+        socklen_t len = sizeof e;
+        if (n <= 0)
+            e = n == 0 ? ETIMEDOUT : errno;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            e = errno;
+    }
+    if (e == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) e = errno;
     if (e != 0) {
         if (fd >= 0) close(fd);
         *err_p = e;

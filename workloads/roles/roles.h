@@ -102,9 +102,14 @@
  * node connects to its parent and each owner rank to the root, reading
  * the address there at that moment (a restarted node publishes anew). The
  * coordinator's handle holds no part of the tree. A node process that
- * takes no part in an attempt (none of its receivers required) does not
- * forward it either, so its subtree's nodes fail that attempt too; with
- * --restart-nodes the retry waits for the restarted process.
+ * takes no part in an attempt (none of its receivers required, another
+ * committed version, or prepared before the process started) does not
+ * forward it either: it opens and stops it at once, which turns away the
+ * owners (at the root) and its children that wait for it, and its parent
+ * sees the connection close, so the attempt fails in seconds and the
+ * retry (all overwrites) runs with the restarted process (--restart-nodes).
+ * A parent whose child does not connect within 30 s fails the attempt too
+ * (its process died before it greeted the parent).
  *
  * Transport across processes (objstore): every process opens its own
  * handle over the same store (dcr/transport.h: join, owner subsets,

@@ -99,7 +99,10 @@ typedef struct dcr_transport_config {
      * root) listens on relay_host (an IPv4 address; NULL: 127.0.0.1; port
      * chosen by the kernel), publishes "HOST:PORT" through relay_dir and,
      * in each attempt, accepts its children (and, at the root, the owners)
-     * and connects to its parent itself; recv serves relay_node only. A
+     * and connects to its parent itself (open_attempt tries once, for at
+     * most 2 s, then its reader thread keeps trying for 30 s; a child that
+     * has not connected within 30 s fails the attempt); recv serves
+     * relay_node only. A
      * handle with relay_node -1 serves no tree node: an owner process's (it
      * connects each owner it sends for to the root, at its first send or
      * finish of the attempt) or the coordinator's (it sends nothing and
