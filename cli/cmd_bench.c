@@ -300,11 +300,16 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->lr = o->lr;
     if (c->adamw && !(o->lr > 0))
         return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
-    if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync") || o->readers))
+    if (o->processes && (strcmp(o->rl, "sync") || o->readers))
+        return dcr_error_set(
+            DCR_EINVAL, "--processes needs --rl sync, without --readers (got %s, %lld readers)",
+            o->rl, (long long)o->readers);
+    /* The relay across processes connects owner ranks to the root node
+     * process; owner threads of the launcher hold no part of that tree. */
+    if (!strcmp(o->transport, "relay") && (o->testbed || (o->processes && o->owner_threads)))
         return dcr_error_set(DCR_EINVAL,
-                             "--processes needs --transport objstore and --rl sync, "
-                             "without --readers (got %s, %s, %lld readers)",
-                             o->transport, o->rl, (long long)o->readers);
+                             "--transport relay with --processes needs the owners as an MPI job "
+                             "on this host (not --owner-threads or --testbed)");
     if (o->keep && strcmp(o->transport, "objstore"))
         return dcr_error_set(
             DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
@@ -773,7 +778,8 @@ int dcr_cmd_bench(int argc, char **argv)
                            &o.processes,
                            0,
                            0,
-                           "every role as processes of this host (objstore, sync RL): the owners "
+                           "every role as processes of this host (sync RL; objstore, or relay over "
+                           "TCP between the processes): the owners "
                            "as an MPI job (mpirun -np <training ranks> dcr owner; as root with "
                            "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 set for "
                            "the job), a coordinator process, one process per rollout node, a "

@@ -308,8 +308,11 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
                                  .queue_payloads = 8,
                                  .s3_endpoint = store ? b->cfg->s3_endpoint : NULL,
                                  .keep_objects = b->cfg->keep_payloads,
-                                 /* processes: the clearing handle, read by nobody */
-                                 .send_only = b->cfg->processes != NULL};
+                                 /* processes: the clearing handle, read by nobody (the
+                                    relay's: a whole tree in this process, which only the
+                                    reference uses) */
+                                 .send_only =
+                                     b->cfg->processes != NULL && strcmp(name, "relay") != 0};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
     if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0 && b->retainer == NULL) {

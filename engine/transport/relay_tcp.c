@@ -25,11 +25,25 @@
  * returns DCR_ETRANSPORT with the first failure's message (shared in-process
  * for diagnosis only; the protocol itself carries everything else).
  *
+ * Across processes (cfg.relay_dir, DESIGN.md section 11) each process's
+ * handle holds one part of the same tree: a rollout-node process is tree
+ * node relay_node, listens on its own port for the whole run and publishes
+ * it through the directory; an owner process holds the owners' ends. The
+ * connections of an attempt are made by the side that sends upstream data
+ * (a child to its parent, an owner to the root), each opening with a HELLO
+ * frame naming the attempt and who connects; the listener's acceptor thread
+ * hands it to that attempt's tree, or keeps it until the handle opens that
+ * attempt (its peers open attempts in no particular order), or closes it
+ * when the attempt is older. A peer that closes its end after the end of
+ * the attempt went through is not a failure: processes tear their trees
+ * down at their own pace.
+ *
  * Wire format, little-endian, one 48-byte header per frame:
  *   u32 magic "DCRF", u32 type, i32 code, u32 reserved, u64 tau, u64 a, u64 b, u64 len
  * then len bytes. DATA (a = owner, b = payload id, payload bytes), FIN (a =
  * payloads the owner sent), END (end of attempt), REF (reference bytes), ACK,
- * NACK (code = dcr_status_t, message bytes). */
+ * NACK (code = dcr_status_t, message bytes), HELLO (a = RELAY_HELLO_OWNER or
+ * RELAY_HELLO_NODE, b = the owner or tree node connecting; no bytes). */
 #include "core/endian-internal.h"
 #include "transport-internal.h"
 
@@ -37,12 +51,17 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dcr/clock.h"
@@ -56,6 +75,14 @@
 /* Reference frames: a checkpoint share streams as frames of this size, each
  * stored and forwarded whole at every hop, like a payload. */
 #define RELAY_REF_FRAME ((size_t)4 << 20)
+/* Across processes: how long a connection may take to reach its peer (the
+ * peer's address published, its listener up) and to say hello. */
+#define RELAY_DIAL_MS     30000
+#define RELAY_HELLO_MS    5000
+#define RELAY_CONNECT_MS  2000
+#define RELAY_PENDING_MAX 4096
+#define RELAY_HELLO_OWNER 0
+#define RELAY_HELLO_NODE  1
 /* Read errors other than errno values. */
 #define RELAY_EOF   (-1)
 #define RELAY_PROTO (-2)
@@ -67,6 +94,7 @@ typedef enum relay_type {
     F_ACK = 4,
     F_NACK = 5,
     F_REF = 6,
+    F_HELLO = 7,
 } relay_type_t;
 
 typedef struct relay_frame {
@@ -162,13 +190,34 @@ typedef struct relay_tree {
     int nowners;
 } relay_tree_t;
 
+/* Across processes: a connection that said hello for an attempt this
+ * handle has not opened yet. */
+typedef struct relay_pending {
+    int fd;
+    uint64_t tau;
+    int kind, id;
+} relay_pending_t;
+
 typedef struct relay {
     dcr__tbase_t base;
-    pthread_mutex_t mu; /* the tree pointer and the training side's attempt */
+    pthread_mutex_t mu; /* the tree pointer, the training side's attempt, pending */
     relay_tree_t *tree;
     bool open;
     uint64_t tau, last_tau;
+    bool opening; /* open_attempt(last_tau) is building its tree */
     dcr__ledger_t ledger;
+    /* Across processes (cfg.relay_dir): the tree node this handle is (-1:
+     * none), its listener and acceptor, connections waiting for their
+     * attempt. */
+    bool split;
+    int self;
+    dcr_relay_directory_t dir;
+    char host[64];
+    int lfd;
+    pthread_t acceptor;
+    bool accepting;
+    relay_pending_t *pend;
+    int npend;
 } relay_t;
 
 /* ---- sockets ------------------------------------------------------------ */
@@ -249,7 +298,7 @@ static int relay_frame_read(int fd, relay_frame_t *f)
     f->a = dcr__le(h + 24, 8);
     f->b = dcr__le(h + 32, 8);
     f->len = dcr__le(h + 40, 8);
-    if (f->type < F_DATA || f->type > F_REF || f->len > DCR__TRANSPORT_PAYLOAD_MAX)
+    if (f->type < F_DATA || f->type > F_HELLO || f->len > DCR__TRANSPORT_PAYLOAD_MAX)
         return RELAY_PROTO;
     return 0;
 }
@@ -269,21 +318,31 @@ static void relay_nodelay(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-static dcr_status_t relay_listen(int *fd_p, uint16_t *port_p)
+/* Listens on host (an IPv4 address; NULL: loopback), port chosen by the
+ * kernel. */
+static dcr_status_t relay_listen_on(const char *host, int *fd_p, uint16_t *port_p)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (host != NULL && inet_pton(AF_INET, host, &a.sin_addr) != 1)
+        return dcr_error_set(DCR_EINVAL, "relay: listen address '%s': expected an IPv4 address",
+                             host);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 16) != 0 ||
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 64) != 0 ||
         getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        dcr_status_t st =
-            dcr_error_set(DCR_ETRANSPORT, "relay: cannot listen on 127.0.0.1: %s", strerror(errno));
+        dcr_status_t st = dcr_error_set(DCR_ETRANSPORT, "relay: cannot listen on %s: %s",
+                                        host ? host : "127.0.0.1", strerror(errno));
         if (fd >= 0) close(fd);
         return st;
     }
     *fd_p = fd;
     *port_p = ntohs(a.sin_port);
     return DCR_OK;
+}
+
+static dcr_status_t relay_listen(int *fd_p, uint16_t *port_p)
+{
+    return relay_listen_on(NULL, fd_p, port_p);
 }
 
 /* One connection to the listener: *client_p is the connecting end. */
@@ -309,6 +368,102 @@ static dcr_status_t relay_connect(int lfd, uint16_t port, int *client_p, int *se
     *client_p = c;
     *server_p = s;
     return DCR_OK;
+}
+
+/* ---- across processes: finding and greeting peers ------------------------ */
+
+static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Whether tree node i's threads and queues live in this handle. */
+static bool relay_local(const relay_t *r, int i)
+{
+    return !r->split || r->self == i;
+}
+
+/* One TCP connection to "HOST:PORT" within RELAY_CONNECT_MS (a host that
+ * does not answer must not hold a caller for the kernel's SYN retries);
+ * -1 with errno-style *err_p. */
+static int relay_connect_addr(const char *addr, int *err_p)
+{
+    char host[256];
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= sizeof host) {
+        *err_p = EINVAL;
+        return -1;
+    }
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL) {
+        *err_p = EHOSTUNREACH;
+        return -1;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int e = fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ? errno : 0;
+    freeaddrinfo(ai);
+    if (e == EINPROGRESS) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int n = poll(&pf, 1, RELAY_CONNECT_MS);
+        socklen_t len = sizeof e;
+        if (n <= 0)
+            e = n == 0 ? ETIMEDOUT : errno;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
+            e = errno;
+    }
+    if (e == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) e = errno;
+    if (e != 0) {
+        if (fd >= 0) close(fd);
+        *err_p = e;
+        return -1;
+    }
+    relay_nodelay(fd);
+    return fd;
+}
+
+/* Connects to tree node `target` (its address from the directory) for
+ * attempt T, says hello as (kind, id) and stores the connection in *fd_p
+ * under the tree's lock, unless the tree was cancelled meanwhile. Retries
+ * while the peer is not there yet, up to RELAY_DIAL_MS; a failure fails
+ * the attempt. once: one try, and DCR_ENOTFOUND without failing anything
+ * when the peer cannot be reached. */
+static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, int *fd_p, bool once)
+{
+    relay_t *r = T->r;
+    double t0 = dcr_clock_s();
+    char addr[256] = "";
+    int e = 0, fd = -1;
+    while (fd < 0) {
+        if (atomic_load(&T->cancel) != 0) return DCR_ECLOSED;
+        if (r->dir.lookup(r->dir.ctx, target, addr, sizeof addr) == DCR_OK)
+            fd = relay_connect_addr(addr, &e);
+        else
+            e = ENOENT;
+        if (fd >= 0) break;
+        if (once) return DCR_ENOTFOUND;
+        if ((dcr_clock_s() - t0) * 1000.0 > RELAY_DIAL_MS) {
+            relay_tree_fail(T, DCR_ETRANSPORT,
+                            "relay: %s %d cannot reach tree node %d%s%s within %d ms: %s",
+                            kind == RELAY_HELLO_NODE ? "node" : "owner", id, target,
+                            addr[0] ? " at " : " (no address published)", addr, RELAY_DIAL_MS,
+                            e == ENOENT ? "not published" : strerror(e));
+            return DCR_ETRANSPORT;
+        }
+        dcr_clock_nap_ns(20000000L);
+    }
+    relay_frame_t hello = {
+        .type = F_HELLO, .tau = T->tau, .a = (uint64_t)kind, .b = (uint64_t)id, .len = 0};
+    e = relay_frame_write(fd, &hello, NULL, NULL);
+    pthread_mutex_lock(&T->mu);
+    bool live = e == 0 && atomic_load(&T->cancel) == 0;
+    if (live) *fd_p = fd;
+    pthread_mutex_unlock(&T->mu);
+    if (live) return DCR_OK;
+    close(fd);
+    if (e != 0)
+        relay_tree_fail(T, DCR_ETRANSPORT, "relay: hello to tree node %d at %s failed: %s", target,
+                        addr, relay_err_str(e));
+    return e != 0 ? DCR_ETRANSPORT : DCR_ECLOSED;
 }
 
 /* ---- failure and teardown ------------------------------------------------ */
@@ -343,8 +498,6 @@ static void relay_tree_cancel(relay_tree_t *T)
 
 /* Fails the attempt with the first failure's message; later ones are its
  * consequences and are dropped. */
-static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, ...)
 {
     pthread_mutex_lock(&T->mu);
@@ -535,11 +688,17 @@ static void *relay_node_reader(void *arg)
 {
     relay_tnode_t *nd = arg;
     relay_tree_t *T = nd->tree;
-    for (;;) {
+    /* Across processes this node connects to its parent itself. */
+    if (nd->up_fd < 0 &&
+        relay_dial(T, nd->parent, RELAY_HELLO_NODE, nd->idx, &nd->up_fd, false) != DCR_OK)
+        return NULL;
+    for (bool ended = false;;) {
         relay_frame_t f;
         relay_buf_t *b = NULL;
         int e = relay_frame_read(nd->up_fd, &f);
-        if (e == 0 && (f.tau != T->tau || f.type == F_FIN || f.type == F_ACK || f.type == F_NACK)) {
+        if (e == RELAY_EOF && ended) return NULL; /* the parent's process moved on */
+        if (e == 0 && (f.tau != T->tau || f.type == F_FIN || f.type == F_ACK || f.type == F_NACK ||
+                       f.type == F_HELLO)) {
             e = RELAY_PROTO;
         }
         if (e == 0) e = relay_read_body(nd->up_fd, &f, &b);
@@ -547,6 +706,7 @@ static void *relay_node_reader(void *arg)
             relay_link_lost(T, nd->parent, nd->idx, e);
             return NULL;
         }
+        ended = b->kind == BUF_END;
         if (b->kind == BUF_DATA) {
             atomic_fetch_add(&T->r->base.count.local_bytes, (int_fast64_t)b->len);
             if (relay_verify(T, &f, b, false) != DCR_OK) {
@@ -571,9 +731,36 @@ static void *relay_forwarder(void *arg)
 {
     relay_kid_t *k = arg;
     relay_tree_t *T = k->tree;
+    /* Across processes the child connects when its process opens the
+     * attempt; until then its queue fills and back-pressure holds. A child
+     * that does not come within RELAY_DIAL_MS (its process died, or does
+     * not take part) fails the attempt, so that the owners blocked behind
+     * it learn of it. */
+    double t0 = dcr_clock_s();
+    bool late = false;
+    pthread_mutex_lock(&T->mu);
+    while (k->fd < 0 && atomic_load(&T->cancel) == 0 && !late) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until); /* T->cv's clock */
+        until.tv_nsec += 100000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&T->cv, &T->mu, &until);
+        late = (dcr_clock_s() - t0) * 1000.0 > RELAY_DIAL_MS;
+    }
+    bool missing = k->fd < 0;
+    pthread_mutex_unlock(&T->mu);
+    if (late && missing)
+        relay_tree_fail(T, DCR_ETRANSPORT,
+                        "relay: tree node %d's child %d did not connect within %d ms", k->from,
+                        k->node, RELAY_DIAL_MS);
+    if (atomic_load(&T->cancel) != 0) return NULL;
     void *item;
     while (dcr_queue_pop(k->q, -1, &item) == DCR_OK) {
         relay_buf_t *b = item;
+        bool end = b->kind == BUF_END;
         uint32_t type = b->kind == BUF_DATA ? F_DATA : b->kind == BUF_REF ? F_REF : F_END;
         relay_frame_t f = {.type = type, .tau = T->tau, .a = b->owner, .b = b->id, .len = b->len};
         dcr__flow_t flow;
@@ -587,6 +774,7 @@ static void *relay_forwarder(void *arg)
             relay_link_lost(T, k->from, k->node, e);
             return NULL;
         }
+        if (end) return NULL; /* nothing follows the end of an attempt */
     }
     return NULL;
 }
@@ -607,7 +795,8 @@ static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, re
         st = dcr_error_set(DCR_EINVAL, "owner %d already finished attempt %" PRIu64, o->owner,
                            T->tau);
     } else if (b->kind == BUF_DATA) {
-        atomic_fetch_add(&c->cross_bytes, (int_fast64_t)b->len);
+        /* Across processes the sending owner's handle counts them. */
+        if (!T->r->split) atomic_fetch_add(&c->cross_bytes, (int_fast64_t)b->len);
         if (f->a != (uint64_t)o->owner) {
             st = dcr_error_set(DCR_EPAYLOAD, "frame names owner %" PRIu64, f->a);
         } else {
@@ -669,7 +858,12 @@ static void *relay_owner_reader(void *arg)
         relay_buf_t *b = NULL;
         char msg[RELAY_NACK_MAX] = "";
         int e = relay_frame_read(o->root_fd, &f);
-        if (e == 0 && (f.tau != T->tau || f.type == F_END || f.type == F_ACK || f.type == F_NACK)) {
+        pthread_mutex_lock(&T->mu);
+        bool fin = o->fin;
+        pthread_mutex_unlock(&T->mu);
+        if (e == RELAY_EOF && fin) return NULL; /* the owner's process moved on */
+        if (e == 0 && (f.tau != T->tau || f.type == F_END || f.type == F_ACK || f.type == F_NACK ||
+                       f.type == F_HELLO)) {
             e = RELAY_PROTO;
         }
         if (e == 0 && f.type != F_FIN) e = relay_read_body(o->root_fd, &f, &b);
@@ -705,6 +899,7 @@ static dcr_status_t relay_tree_alloc_node(relay_tree_t *T, int i)
         nd->kids[k] = (relay_kid_t){.tree = T, .from = i, .node = first + k, .fd = -1};
     }
     nd->nkids = nkids;
+    if (!relay_local(T->r, i)) return DCR_OK; /* another process's node */
     for (int k = 0; k < nkids; k++) DCR_CHECK(dcr_queue_create(c->queue_payloads, &nd->kids[k].q));
     if (!T->reference) DCR_CHECK(dcr_queue_create(c->queue_payloads, &nd->ready));
     return DCR_OK;
@@ -739,6 +934,7 @@ static dcr_status_t relay_tree_alloc(relay_t *r, uint64_t tau, bool reference, r
 
 static dcr_status_t relay_tree_connect(relay_tree_t *T)
 {
+    if (T->r->split) return DCR_OK; /* peers connect per attempt (relay_dial) */
     int lfd = -1;
     uint16_t port = 0;
     DCR_CHECK(relay_listen(&lfd, &port));
@@ -760,12 +956,18 @@ static dcr_status_t relay_tree_start(relay_tree_t *T)
 {
     for (int i = 0; i < T->nnodes; i++) {
         relay_tnode_t *nd = &T->nodes[i];
+        if (!relay_local(T->r, i)) continue;
         for (int k = 0; k < nd->nkids; k++) {
             if (dcr_thread_start(&nd->kids[k].th, DCR_THREAD_TRANSPORT, relay_forwarder,
                                  &nd->kids[k], "dcr-fwd-%d-%d", i, nd->kids[k].node) != 0)
                 goto fail;
             nd->kids[k].started = true;
         }
+        /* Across processes a node greets its parent at open when it can
+         * (its reader keeps trying otherwise): an attempt opened only to be
+         * stopped at once then still tells the parent, whose forwarder
+         * fails on the closed connection instead of waiting for it. */
+        if (i > 0 && T->r->split) relay_dial(T, nd->parent, RELAY_HELLO_NODE, i, &nd->up_fd, true);
         if (i > 0) {
             if (dcr_thread_start(&nd->reader, DCR_THREAD_TRANSPORT, relay_node_reader, nd,
                                  "dcr-relay-%d", i) != 0)
@@ -773,7 +975,8 @@ static dcr_status_t relay_tree_start(relay_tree_t *T)
             nd->started = true;
         }
     }
-    for (int i = 0; i < T->nowners; i++) {
+    /* Across processes the root starts an owner's reader when it connects. */
+    for (int i = 0; i < T->nowners && !T->r->split; i++) {
         if (dcr_thread_start(&T->owners[i].th, DCR_THREAD_TRANSPORT, relay_owner_reader,
                              &T->owners[i], "dcr-root-in-%d", i) != 0)
             goto fail;
@@ -823,6 +1026,13 @@ static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const relay_fra
                                      const uint8_t *payload, const char *what)
 {
     relay_olink_t *o = &T->owners[owner];
+    if (o->fd < 0) {
+        /* Across processes: this owner's first call of the attempt. */
+        char who[64];
+        snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
+        if (relay_dial(T, 0, RELAY_HELLO_OWNER, owner, &o->fd, false) != DCR_OK)
+            return relay_tree_status(T, who);
+    }
     dcr__flow_t flow;
     dcr__flow_cross(&flow, T->r->base.links, dcr__tbase_train_node(&T->r->base, owner), 0,
                     &T->cancel, 0);
@@ -886,6 +1096,7 @@ static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_i
         if (r->tree == T) st = dcr__ledger_add(&r->ledger, owner, &h, len);
         pthread_mutex_unlock(&r->mu);
         atomic_fetch_add(&r->base.count.payload_bytes, (int_fast64_t)len);
+        if (r->split) atomic_fetch_add(&r->base.count.cross_bytes, (int_fast64_t)len);
     }
     relay_unhold(T);
     return st;
@@ -946,6 +1157,9 @@ static dcr_status_t relay_node_recv(relay_tree_t *T, int node, int timeout_ms,
 static dcr_status_t relay_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p)
 {
     relay_t *r = (relay_t *)t;
+    if (!relay_local(r, node))
+        return dcr_error_set(DCR_EINVAL, "relay: rollout node %d is not served by this handle (%s)",
+                             node, r->self < 0 ? "it serves none" : "it serves one other");
     pthread_mutex_lock(&r->mu);
     relay_tree_t *T = r->tree != NULL ? relay_hold(r->tree) : NULL;
     pthread_mutex_unlock(&r->mu);
@@ -959,6 +1173,160 @@ static dcr_status_t relay_recv(dcr_transport_t *t, int node, int timeout_ms, dcr
 static void relay_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
 {
     relay_buf_unref(d->handle);
+}
+
+/* ---- across processes: accepting peers ---------------------------------- */
+
+/* Hands a connection that said hello as (kind, id) to tree T (r->mu held):
+ * an owner's to the root's reader for it, a child's to the forwarder that
+ * waits for it. Closes it when the tree is ending or the place is taken. */
+static void relay_adopt(relay_tree_t *T, int kind, int id, int fd)
+{
+    relay_t *r = T->r;
+    pthread_mutex_lock(&T->mu);
+    bool ok = !T->stopping && !T->failed && atomic_load(&T->cancel) == 0;
+    if (ok && kind == RELAY_HELLO_OWNER) {
+        relay_olink_t *o = &T->owners[id];
+        ok = o->root_fd < 0 && !o->started;
+        if (ok) {
+            o->root_fd = fd;
+            o->started = dcr_thread_start(&o->th, DCR_THREAD_TRANSPORT, relay_owner_reader, o,
+                                          "dcr-root-in-%d", id) == 0;
+            if (!o->started) o->root_fd = -1;
+            ok = o->started;
+        }
+    } else if (ok) {
+        relay_kid_t *k = &T->nodes[r->self].kids[id - (r->self * r->base.cfg.fanout + 1)];
+        ok = k->fd < 0;
+        if (ok) k->fd = fd;
+        pthread_cond_broadcast(&T->cv);
+    }
+    pthread_mutex_unlock(&T->mu);
+    if (!ok) close(fd);
+}
+
+/* A connection that said hello for attempt tau (r->mu held): to the open
+ * tree of tau, kept for an attempt not opened yet (or being opened),
+ * closed for an older or stopped one, so that its peer fails at once. */
+static void relay_place(relay_t *r, int fd, uint64_t tau, int kind, int id)
+{
+    if (r->tree != NULL && r->tree->tau == tau) {
+        relay_adopt(r->tree, kind, id, fd);
+    } else if ((tau > r->last_tau || (tau == r->last_tau && r->opening)) &&
+               r->npend < RELAY_PENDING_MAX) {
+        r->pend[r->npend++] = (relay_pending_t){fd, tau, kind, id};
+    } else {
+        close(fd);
+    }
+}
+
+/* Whether a hello names a peer this handle takes: an owner at the root, a
+ * child of this node. */
+static bool relay_hello_ok(const relay_t *r, const relay_frame_t *f)
+{
+    const dcr_transport_config_t *c = &r->base.cfg;
+    if (f->type != F_HELLO || f->len != 0 || f->tau == 0) return false;
+    if (f->a == RELAY_HELLO_OWNER) return r->self == 0 && f->b < (uint64_t)c->world;
+    return f->a == RELAY_HELLO_NODE && f->b >= 1 && f->b < (uint64_t)c->rollout_nodes &&
+           (int)((f->b - 1) / (uint64_t)c->fanout) == r->self;
+}
+
+static void relay_set_rcvtimeo(int fd, int ms)
+{
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+}
+
+/* Accepts peers for the whole life of the handle; ends when destroy shuts
+ * the listener down. A peer gets RELAY_HELLO_MS to say hello. */
+static void *relay_acceptor(void *arg)
+{
+    relay_t *r = arg;
+    for (;;) {
+        int fd = accept4(r->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0 && (errno == EINTR || errno == ECONNABORTED)) continue;
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)) {
+            dcr_clock_nap_ns(10000000L);
+            continue;
+        }
+        if (fd < 0) return NULL; /* shut down */
+        relay_set_rcvtimeo(fd, RELAY_HELLO_MS);
+        relay_frame_t f;
+        int e = relay_frame_read(fd, &f);
+        relay_set_rcvtimeo(fd, 0);
+        if (e != 0 || !relay_hello_ok(r, &f)) {
+            DCR_LOG_WARN("relay: tree node %d refused a connection: %s", r->self,
+                         e != 0 ? relay_err_str(e) : "not a hello from its child or an owner");
+            close(fd);
+            continue;
+        }
+        relay_nodelay(fd);
+        pthread_mutex_lock(&r->mu);
+        relay_place(r, fd, f.tau, (int)f.a, (int)f.b);
+        pthread_mutex_unlock(&r->mu);
+    }
+}
+
+/* Connections kept for attempt tau go to its tree T; older ones are closed
+ * (r->mu held). */
+static void relay_adopt_pending(relay_t *r, relay_tree_t *T)
+{
+    int kept = 0;
+    for (int i = 0; i < r->npend; i++) {
+        relay_pending_t *p = &r->pend[i];
+        if (p->tau == T->tau)
+            relay_adopt(T, p->kind, p->id, p->fd);
+        else if (p->tau < T->tau)
+            close(p->fd);
+        else
+            r->pend[kept++] = *p;
+    }
+    r->npend = kept;
+}
+
+/* Across processes: listens, publishes this node's address, starts the
+ * acceptor. */
+static dcr_status_t relay_split_start(relay_t *r, const dcr_transport_config_t *cfg)
+{
+    r->split = true;
+    r->dir = *cfg->relay_dir;
+    r->self = cfg->relay_node;
+    if (r->dir.publish == NULL || r->dir.lookup == NULL)
+        return dcr_error_set(DCR_EINVAL, "relay: the directory needs publish and lookup");
+    if (r->self < -1 || r->self >= cfg->rollout_nodes)
+        return dcr_error_set(DCR_EINVAL, "relay: tree node %d: expected -1 (none) or 0..%d",
+                             r->self, cfg->rollout_nodes - 1);
+    snprintf(r->host, sizeof r->host, "%s", cfg->relay_host ? cfg->relay_host : "127.0.0.1");
+    if (r->self < 0) return DCR_OK; /* owners and the coordinator accept nothing */
+    r->pend = calloc(RELAY_PENDING_MAX, sizeof *r->pend);
+    if (r->pend == NULL) return dcr_error_set(DCR_ENOMEM, "relay: pending connections");
+    uint16_t port = 0;
+    DCR_CHECK(relay_listen_on(r->host, &r->lfd, &port));
+    char addr[128];
+    snprintf(addr, sizeof addr, "%s:%u", r->host, port);
+    dcr_status_t st = r->dir.publish(r->dir.ctx, r->self, addr);
+    if (st != DCR_OK) {
+        dcr_error_prefix("relay: publishing tree node %d at %s: ", r->self, addr);
+        return st;
+    }
+    if (dcr_thread_start(&r->acceptor, DCR_THREAD_TRANSPORT, relay_acceptor, r, "dcr-accept-%d",
+                         r->self) != 0)
+        return dcr_error_set(DCR_ENOMEM, "relay: cannot start the acceptor");
+    r->accepting = true;
+    return DCR_OK;
+}
+
+static void relay_split_stop(relay_t *r)
+{
+    if (r->lfd >= 0) shutdown(r->lfd, SHUT_RDWR);
+    if (r->accepting) pthread_join(r->acceptor, NULL);
+    r->accepting = false;
+    if (r->lfd >= 0) close(r->lfd);
+    r->lfd = -1;
+    for (int i = 0; i < r->npend; i++) close(r->pend[i].fd);
+    r->npend = 0;
+    free(r->pend);
+    r->pend = NULL;
 }
 
 /* ---- attempts ------------------------------------------------------------ */
@@ -985,17 +1353,22 @@ static dcr_status_t relay_open_attempt(dcr_transport_t *t, uint64_t tau)
             DCR_EINVAL, "relay: attempt %" PRIu64 " is not newer than attempt %" PRIu64, tau, last);
     }
     r->last_tau = tau;
+    r->opening = true;
     pthread_mutex_unlock(&r->mu);
     relay_tree_destroy(relay_detach(r));
     relay_tree_t *T = NULL;
-    DCR_CHECK(relay_tree_create(r, tau, false, &T));
+    dcr_status_t st = relay_tree_create(r, tau, false, &T);
     pthread_mutex_lock(&r->mu);
-    r->tree = T;
-    r->tau = tau;
-    dcr__ledger_reset(&r->ledger);
-    r->open = true;
+    r->opening = false;
+    if (st == DCR_OK) {
+        r->tree = T;
+        r->tau = tau;
+        dcr__ledger_reset(&r->ledger);
+        r->open = true;
+        if (r->split && r->self >= 0) relay_adopt_pending(r, T);
+    }
     pthread_mutex_unlock(&r->mu);
-    return DCR_OK;
+    return st;
 }
 
 static void relay_stop_and_wait(dcr_transport_t *t)
@@ -1060,6 +1433,10 @@ static dcr_status_t relay_reference(dcr_transport_t *t, const int64_t *per_node_
                                     double *seconds_p)
 {
     relay_t *r = (relay_t *)t;
+    if (r->split)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "relay: the reference runs in a handle holding the whole tree, not "
+                             "in one part of a tree across processes");
     const dcr_transport_config_t *c = &r->base.cfg;
     int per = c->world / c->train_nodes;
     relay_tree_t *T = NULL;
@@ -1096,6 +1473,8 @@ static void relay_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
 static void relay_destroy(dcr_transport_t *t)
 {
     relay_t *r = (relay_t *)t;
+    /* No connection can reach a tree once the acceptor has ended. */
+    relay_split_stop(r);
     relay_tree_destroy(relay_detach(r));
     dcr__ledger_fini(&r->ledger);
     pthread_mutex_destroy(&r->mu);
@@ -1109,8 +1488,11 @@ static dcr_status_t relay_create(const dcr_transport_config_t *cfg, dcr_transpor
     if (r == NULL) return dcr_error_set(DCR_ENOMEM, "relay: allocation failed");
     pthread_mutex_init(&r->mu, NULL);
     r->base.pub.ops = &dcr__transport_relay_ops;
+    r->lfd = -1;
+    r->self = -1;
     dcr_status_t st = dcr__tbase_init(&r->base, cfg);
     if (st == DCR_OK) st = dcr__ledger_init(&r->ledger, cfg->world);
+    if (st == DCR_OK && cfg->relay_dir != NULL) st = relay_split_start(r, cfg);
     if (st != DCR_OK) {
         relay_destroy(&r->base.pub);
         return st;

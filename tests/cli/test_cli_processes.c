@@ -9,6 +9,7 @@
  * process and no run directory behind, and a node's death fails the run at
  * once with one line naming the node. */
 #include <dirent.h>
+#include <math.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +27,8 @@
 #include <jansson.h>
 
 #include "cli_run.h"
+#include "dcr/control.h"
+#include "workloads/roles/roles.h"
 
 #define SMALL "--scale 64 --layers 2 --seed 7"
 
@@ -134,6 +137,156 @@ static void test_bench_processes_bit_exact(void **state)
     /* Nothing left: no role process, no run directory. */
     assert_int_equal(processes_with(g_tmp, NULL, NULL), 0);
     assert_int_equal(entries(g_tmp), 0);
+}
+
+/* The (actor, stage) pairs of a Chrome trace's intervals, as "actor/stage"
+ * lines in buf (sorted, distinct); a node's carry its id ("node/recv/1"). */
+static void trace_kinds(const char *path, char *buf, size_t cap)
+{
+    json_error_t e;
+    json_t *t = json_load_file(path, 0, &e);
+    if (!t) fail_msg("%s: not JSON: %s", path, e.text);
+    json_t *ev = json_object_get(t, "traceEvents");
+    assert_true(json_array_size(ev) > 0);
+    char kinds[64][48];
+    int n = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(ev, i, x)
+    {
+        json_t *args = json_object_get(x, "args");
+        const char *actor = json_string_value(json_object_get(args, "actor"));
+        const char *stage = json_string_value(json_object_get(args, "stage"));
+        if (!actor || !stage) continue;
+        char k[48];
+        snprintf(k, sizeof(k), "%s/%s", actor, stage);
+        if (!strcmp(actor, "node"))
+            snprintf(k, sizeof(k), "%s/%s/%lld", actor, stage,
+                     (long long)json_integer_value(json_object_get(args, "id")));
+        int j = 0;
+        while (j < n && strcmp(kinds[j], k)) j++;
+        if (j == n && n < 64) snprintf(kinds[n++], sizeof(kinds[0]), "%s", k);
+    }
+    json_decref(t);
+    qsort(kinds, (size_t)n, sizeof(kinds[0]), (int (*)(const void *, const void *))strcmp);
+    buf[0] = '\0';
+    for (int j = 0; j < n; j++) {
+        strncat(buf, kinds[j], cap - strlen(buf) - 1);
+        strncat(buf, "\n", cap - strlen(buf) - 1);
+    }
+}
+
+/* --trace merges every process's intervals on one clock: the coordinator
+ * process's commit, the owner ranks' construction and sends, the node
+ * processes' downloads, applies and acknowledgments. The kinds of interval
+ * are those of the same run in one process (the oracle), and `dcr bounds`
+ * on the written file gives the bounds the run reported. */
+static void test_processes_trace_merged(void **state)
+{
+    char args[1024], path[300], ref[300], kinds[2048], want[2048];
+    snprintf(path, sizeof(path), "%s-merged.json", g_tmp);
+    snprintf(ref, sizeof(ref), "%s-inproc.json", g_tmp);
+    snprintf(args, sizeof(args),
+             "bench --processes " SMALL " --warmup 1 --refits 2 --trace %s --json", path);
+    json_t *j = run_json(args);
+    json_t *refits = verified_refits(j, 2);
+    trace_kinds(path, kinds, sizeof(kinds));
+    static const char *const must[] = {"coord/commit\n",   "coord/refit\n",    "owner/compare\n",
+                                       "owner/baseline\n", "endpoint/send\n",  "endpoint/fetch\n",
+                                       "node/recv/0\n",    "receiver/apply\n", "receiver/ack\n"};
+    for (size_t k = 0; k < sizeof(must) / sizeof(must[0]); k++)
+        if (!strstr(kinds, must[k])) fail_msg("merged trace lacks %s(has:\n%s)", must[k], kinds);
+    snprintf(args, sizeof(args), "bench " SMALL " --warmup 1 --refits 2 --trace %s --json", ref);
+    json_decref(run_json(args));
+    trace_kinds(ref, want, sizeof(want));
+    assert_string_equal(kinds, want);
+    snprintf(args, sizeof(args), "bounds %s --json", path);
+    json_t *b = run_json(args);
+    json_t *br = json_object_get(b, "refits");
+    assert_int_equal(json_array_size(br), 3); /* the warm-up's window too */
+    for (size_t i = 0; i < 2; i++) {
+        json_t *f = json_array_get(refits, i), *g = json_array_get(br, i + 1);
+        assert_int_equal(json_integer_value(json_object_get(g, "refit")), (json_int_t)i + 2);
+        static const char *const keys[] = {"construction_lb_s", "transport_lb_s", "finalization_s"};
+        for (size_t k = 0; k < 3; k++) {
+            double have = json_real_value(json_object_get(g, keys[k]));
+            double said = json_real_value(json_object_get(f, keys[k]));
+            assert_true(have > 0);
+            if (fabs(have - said) > 1e-6)
+                fail_msg("refit %zu %s: %.9f from the trace, %.9f reported", i + 2, keys[k], have,
+                         said);
+        }
+        assert_true(json_integer_value(json_object_get(g, "busiest_owner")) >= 0);
+        assert_true(json_integer_value(json_object_get(g, "busiest_endpoint")) >= 0);
+    }
+    json_decref(b);
+    json_decref(j);
+    unlink(path);
+    unlink(ref);
+}
+
+/* The relay tree across processes over real TCP: three rollout-node
+ * processes in a chain (fan-out 1: the root, node 1 forwarding to node 2)
+ * fed by the owner ranks. Each node published its own listening address
+ * through the control plane; every node received every payload through
+ * the tree and nothing went through the object store; each payload crossed
+ * the boundary once; the verifier process finds every version bit-exact. */
+static void test_relay_across_processes(void **state)
+{
+    char args[1024], run_dir[300], path[300], kinds[2048];
+    snprintf(run_dir, sizeof(run_dir), "%s-relay", g_tmp);
+    snprintf(path, sizeof(path), "%s-relay.json", g_tmp);
+    snprintf(args, sizeof(args),
+             "bench --processes --transport relay " SMALL " --rollout-nodes 3 --fanout 1 "
+             "--warmup 1 --refits 2 --workdir %s --trace %s --json",
+             run_dir, path);
+    json_t *j = run_json(args);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(j, "processes"), "rollout_nodes")), 3);
+    json_t *refits = verified_refits(j, 2);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *f = json_array_get(refits, i);
+        json_int_t pay = json_integer_value(json_object_get(f, "payload_bytes"));
+        assert_true(pay > 0);
+        assert_int_equal(json_integer_value(json_object_get(f, "cross_bytes")), pay);
+    }
+    json_decref(j);
+    trace_kinds(path, kinds, sizeof(kinds));
+    for (int n = 0; n < 3; n++) {
+        char want[32];
+        snprintf(want, sizeof(want), "node/recv/%d\n", n);
+        if (!strstr(kinds, want)) fail_msg("relay trace lacks %s(has:\n%s)", want, kinds);
+    }
+    assert_non_null(strstr(kinds, "endpoint/send\n"));
+    assert_null(strstr(kinds, "endpoint/fetch\n")); /* no object store download */
+    char store[400];
+    snprintf(store, sizeof(store), "%s/objstore-objstore", run_dir);
+    assert_int_equal(entries(store), 0);
+    /* The endpoints, as the control plane holds them: three listeners. */
+    dcr_bench_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    dcr_control_t *control = NULL;
+    assert_int_equal(dcr_role_control_open(&cfg, run_dir, &control), DCR_OK);
+    unsigned ports[3];
+    for (int n = 0; n < 3; n++) {
+        void *data = NULL;
+        size_t len = 0;
+        assert_int_equal(dcr_control_report_get(control, DCR_ROLE_RELAY_REPORT_ID(n), &data, &len),
+                         DCR_OK);
+        char addr[64];
+        assert_true(len > 0 && len < sizeof(addr));
+        memcpy(addr, data, len);
+        addr[len] = '\0';
+        free(data);
+        assert_int_equal(sscanf(addr, "127.0.0.1:%u", &ports[n]), 1);
+        assert_true(ports[n] > 0 && ports[n] < 65536);
+        for (int m = 0; m < n; m++) assert_int_not_equal(ports[m], ports[n]);
+    }
+    dcr_control_destroy(control);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf -- %s %s", run_dir, path);
+    assert_int_equal(system(cmd), 0);
 }
 
 /* The verifier compares every receiver with its own dense refit: a node's
@@ -334,6 +487,31 @@ static void test_sigkills_with_restarts(void **state)
     assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
 }
 
+/* Relay tree nodes SIGKILLed and restarted: the root at "joined" (the
+ * owners connected to it lose their connection), then the leaf (its parent
+ * waits for it; the new process turns the attempt away). Each such attempt
+ * fails within seconds and its retry commits: the run, far below the
+ * coordinator's 120 s stall timeout, stays bit-exact. */
+static void test_relay_sigkills(void **state)
+{
+    double t0 = (double)time(NULL);
+    json_t *j = run_json("bench --processes --transport relay --sigkill-every 2 " SMALL
+                         " --warmup 1 --refits 4 --json");
+    assert_true((double)time(NULL) - t0 < 60.0);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    json_t *p = json_object_get(j, "processes");
+    json_int_t kills = json_integer_value(json_object_get(p, "sigkills"));
+    assert_true(kills >= 2);
+    assert_int_equal(json_integer_value(json_object_get(p, "node_restarts")), kills);
+    json_t *refits = verified_refits(j, 4);
+    int retried = 0;
+    for (size_t i = 0; i < 4; i++)
+        retried += json_integer_value(json_object_get(json_array_get(refits, i), "attempts")) > 1;
+    assert_true(retried >= 1);
+    json_decref(j);
+    assert_int_equal(processes_with(g_tmp, "dcr-bench-", NULL), 0);
+}
+
 /* The coordinator process SIGKILLed in every second transition, at
  * "opened" and "sent" in turn: a new coordinator process resumes each
  * transition, every version is committed (the verifier finds the digests of
@@ -410,7 +588,7 @@ static void test_role_usage_errors(void **state)
     expect_error("rollout-node --workdir /nonexistent", 2, "--node");
     expect_error("rollout-node --node 1", 2, "--workdir");
     expect_error("verify-digests --workdir /nonexistent --first 3 --last 2", 2, "--last");
-    expect_error("bench --processes --transport relay " SMALL, 2, "objstore");
+    expect_error("bench --processes --owner-threads --transport relay " SMALL, 2, "MPI job");
     expect_error("bench --processes --rl async " SMALL, 2, "--rl sync");
 }
 
@@ -419,6 +597,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_role_usage_errors),
         cmocka_unit_test(test_bench_processes_bit_exact),
+        cmocka_unit_test(test_processes_trace_merged),
+        cmocka_unit_test(test_relay_across_processes),
+        cmocka_unit_test(test_relay_sigkills),
         cmocka_unit_test(test_verifier_names_a_difference),
         cmocka_unit_test(test_sigterm_leaves_nothing),
         cmocka_unit_test(test_node_death_fails_the_run),

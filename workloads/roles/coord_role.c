@@ -14,6 +14,7 @@
 #include "dcr/clock.h"
 #include "dcr/coord.h"
 #include "dcr/log.h"
+#include "dcr/trace.h"
 #include "workloads/roles/roles.h"
 
 /* Doubles as hex floats (exact), integers in decimal, in this order. */
@@ -92,11 +93,15 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
     dcr_scenario_spec_t spec = cfg->run->scenario;
     spec.align_extra = cfg->run->serve.tp;
     dcr_serve_config_t serve = cfg->run->serve; /* validated (defaults filled) */
+    /* Its intervals (commit, window) join the launcher's trace: always
+     * recorded, as node and owner processes do; a few per transition. */
+    dcr_trace_enable(true);
     dcr_status_t st = dcr_scenario_create(&spec, &sc);
     if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
     if (st == DCR_OK) st = dcr_role_control_open(cfg->run, cfg->workdir, &control);
     /* The run's clearing handle: every other process's handle joins. */
-    dcr_role_handle_t as = {.send_only = true};
+    dcr_role_relay_t relay; /* --transport relay: a handle that holds no part of the tree */
+    dcr_role_handle_t as = {.send_only = true, .relay = &relay};
     if (st == DCR_OK)
         st = dcr_role_transport_open_as(cfg->run, cfg->workdir, sc->train.nodes, sc->layout->world,
                                         serve.nodes, &as, &transport);
@@ -117,12 +122,17 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
         memset(&r, 0, sizeof(r));
         unsigned long long from = 0;
         dcr_status_t rst;
+        /* This transition's intervals only (the recorder is per process). */
+        dcr_trace_reset();
         if (!strcmp(line, "refit\n"))
             rst = dcr_coord_refit(coord, NULL, &r);
         else if (sscanf(line, "resume %llu", &from) == 1)
             rst = dcr_coord_resume(coord, NULL, from, &r);
         else
             rst = dcr_error_set(DCR_EINVAL, "unknown request '%.40s'", line);
+        /* Written before the answer: the launcher imports it once answered,
+         * under the attempt that committed (roles.h). */
+        if (rst == DCR_OK) rst = dcr_role_trace_write(cfg->workdir, DCR_ROLE_TRACE_COORD, r.tau);
         answer(out, rst, &r);
     }
     dcr_coord_destroy(coord);

@@ -56,24 +56,36 @@ void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out,
 {
     if (node >= 0)
         snprintf(out, cap, "%s/trace/n%d-t%llu.bin", workdir, node, (unsigned long long)tau);
+    else if (node == DCR_ROLE_TRACE_COORD)
+        snprintf(out, cap, "%s/trace/c-t%llu.bin", workdir, (unsigned long long)tau);
     else
         snprintf(out, cap, "%s/trace/o%d-t%llu.bin", workdir, -1 - node, (unsigned long long)tau);
 }
 
-dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
+/* Records the intervals of one role's file into this process's recorder;
+ * false when there is no such file. */
+static bool trace_import_one(const char *workdir, int who, uint64_t tau)
 {
-    /* Nodes 0..nodes-1, then owner ranks 0, 1, ... until one left none. */
-    for (int n = 0; n < nodes || n - nodes < DCR_ROLE_OWNERS_MAX; n++) {
-        char path[4300];
-        dcr_role_trace_path(workdir, n < nodes ? n : -1 - (n - nodes), tau, path, sizeof(path));
-        FILE *f = fopen(path, "rb");
-        if (!f && n >= nodes) break;
-        if (!f) continue;
-        dcr_trace_interval_t iv;
-        while (fread(&iv, sizeof(iv), 1, f) == 1)
+    char path[4300];
+    dcr_role_trace_path(workdir, who, tau, path, sizeof(path));
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    dcr_trace_interval_t iv;
+    while (fread(&iv, sizeof(iv), 1, f) == 1)
+        if (who != DCR_ROLE_TRACE_COORD || iv.stage != DCR_STAGE_REFIT)
             dcr_trace_record_refit((dcr_stage_t)iv.stage, (dcr_actor_t)iv.actor, iv.id, iv.refit,
                                    iv.start_ns, iv.end_ns);
-        fclose(f);
+    fclose(f);
+    return true;
+}
+
+dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau)
+{
+    /* Nodes 0..nodes-1, the coordinator, then owner ranks 0, 1, ... until
+     * one left none. */
+    for (int n = 0; n < nodes; n++) trace_import_one(workdir, n, tau);
+    trace_import_one(workdir, DCR_ROLE_TRACE_COORD, tau);
+    for (int r = 0; r < DCR_ROLE_OWNERS_MAX && trace_import_one(workdir, -1 - r, tau); r++) {
     }
     return DCR_OK;
 }
@@ -114,22 +126,72 @@ dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url)
     return dcr_outpath_write("control.url", path, url, strlen(url));
 }
 
-dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
-                                     int train_nodes, int world, int rollout_nodes,
-                                     dcr_transport_t **out_p)
+static dcr_status_t relay_publish(void *ctx, int node, const char *addr)
 {
-    dcr_role_handle_t as = {.join = true};
-    return dcr_role_transport_open_as(cfg, workdir, train_nodes, world, rollout_nodes, &as, out_p);
+    dcr_role_relay_t *d = ctx;
+    dcr_control_t *control = NULL;
+    DCR_CHECK(dcr_role_control_open(d->run, d->workdir, &control));
+    dcr_status_t st =
+        dcr_control_report_put(control, DCR_ROLE_RELAY_REPORT_ID(node), addr, strlen(addr));
+    dcr_control_destroy(control);
+    return st;
+}
+
+static dcr_status_t relay_lookup(void *ctx, int node, char *addr, size_t cap)
+{
+    dcr_role_relay_t *d = ctx;
+    dcr_control_t *control = NULL;
+    void *data = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_role_control_open(d->run, d->workdir, &control));
+    dcr_status_t st = dcr_control_report_get(control, DCR_ROLE_RELAY_REPORT_ID(node), &data, &len);
+    dcr_control_destroy(control);
+    if (st == DCR_OK && (len == 0 || len >= cap || memchr(data, '\0', len)))
+        st = dcr_error_set(DCR_ECONTROL, "relay tree node %d: a published address of %zu bytes",
+                           node, len);
+    if (st == DCR_OK) {
+        memcpy(addr, data, len);
+        addr[len] = '\0';
+    }
+    free(data);
+    return st;
+}
+
+/* The relay tree's part of this process (roles.h, "Endpoints"). */
+static dcr_status_t relay_open(const dcr_bench_config_t *cfg, const char *workdir, int train_nodes,
+                               int world, const dcr_role_handle_t *as, dcr_transport_t **out_p)
+{
+    if (!as->relay)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "--transport relay: this role's handle has no relay directory");
+    dcr_role_relay_t *d = as->relay;
+    d->dir = (dcr_relay_directory_t){relay_publish, relay_lookup, d};
+    d->run = cfg;
+    snprintf(d->workdir, sizeof(d->workdir), "%s", workdir);
+    const char *host = getenv("DCR_RELAY_HOST");
+    dcr_transport_config_t tc = {.train_nodes = train_nodes,
+                                 .world = world,
+                                 .rollout_nodes = cfg->serve.nodes,
+                                 .link = cfg->link,
+                                 .fanout = cfg->fanout,
+                                 .queue_payloads = 8,
+                                 .relay_dir = &d->dir,
+                                 .relay_node = as->send_only ? -1 : as->node,
+                                 .relay_host = host && *host ? host : NULL};
+    DCR_CHECK(dcr_transport_create("relay", &tc, out_p));
+    dcr_transport_set_payload_key(*out_p, &cfg->payload_key);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
                                         int train_nodes, int world, int rollout_nodes,
                                         const dcr_role_handle_t *as, dcr_transport_t **out_p)
 {
+    if (!strcmp(cfg->transport, "relay"))
+        return relay_open(cfg, workdir, train_nodes, world, as, out_p);
     if (strcmp(cfg->transport, "objstore"))
         return dcr_error_set(DCR_EUNSUPPORTED,
-                             "--transport %s across processes: only objstore (the relay tree "
-                             "lives in one process)",
+                             "--transport %s across processes: expected objstore or relay",
                              cfg->transport);
     char dir[4200];
     dcr_role_objstore_dir(workdir, dir, sizeof(dir));
@@ -168,6 +230,7 @@ typedef struct node_proc {
     bool mark_applies;
     uint64_t delivering, marked;
     dcr_restorer_t *restorer; /* restores by kind, resident files (restore.h) */
+    dcr_role_relay_t relay;   /* --transport relay: where the tree's nodes are */
 } node_proc_t;
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -352,6 +415,19 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
     }
 }
 
+/* An attempt this node takes no part in. Over a transport whose peers
+ * connect per attempt (the relay tree: its children and, at the root, the
+ * owners) those that wait for this node to open it are turned away at once
+ * (opened and stopped: a later hello for it is refused too), so that they
+ * fail the attempt now rather than when the coordinator gives up on it. */
+static dcr_status_t refuse(node_proc_t *p, uint64_t tau)
+{
+    if (!dcr_transport_props(p->transport)->connections) return DCR_OK;
+    DCR_CHECK(dcr_transport_open_attempt(p->transport, tau));
+    dcr_transport_stop_and_wait(p->transport);
+    return DCR_OK;
+}
+
 /* Takes part in attempt a: join, deliver and apply, acknowledge. */
 static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
                               volatile sig_atomic_t *stop)
@@ -370,7 +446,8 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
             members++;
         }
     free(req);
-    if (st != DCR_OK || members == 0) return st;
+    if (st != DCR_OK) return st;
+    if (members == 0) return refuse(p, a->tau);
     p->done = 0;
     /* This attempt's intervals only, tagged with the version it builds. */
     dcr_trace_reset();
@@ -400,9 +477,14 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     }
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
-    if (st == DCR_OK)
-        for (int k = 0; k < p->per && st == DCR_OK; k++)
-            if (p->member[k]) st = dcr_control_ack(p->control, a->tau, (uint32_t)(p->first + k));
+    /* Acknowledgments are finalization intervals of the receivers, as the
+     * in-process coordinator records them. */
+    for (int k = 0; k < p->per && st == DCR_OK; k++) {
+        if (!p->member[k]) continue;
+        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, p->first + k);
+        st = dcr_control_ack(p->control, a->tau, (uint32_t)(p->first + k));
+        dcr_trace_end(&span);
+    }
     if (st != DCR_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", dcr_error_line(st));
@@ -441,6 +523,8 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
             if (a.from_version == p->version) {
                 DCR_CHECK(clean_before(p, a.tau));
                 DCR_CHECK(take_part(p, &a, stop));
+            } else {
+                DCR_CHECK(refuse(p, a.tau));
             }
             continue;
         }
@@ -493,9 +577,16 @@ static dcr_status_t node_setup(node_proc_t *p)
     dcr_control_attempt_t a;
     if (dcr_control_attempt(p->control, 0, &a) == DCR_OK) p->seen = a.tau; /* joins later ones */
     const dcr_scenario_t *sc = p->world->sc;
-    DCR_CHECK(dcr_role_transport_open(p->cfg->run, p->cfg->workdir, sc->train.nodes,
-                                      sc->layout->world, 1, &p->transport));
-    dcr_rollout_node_config_t nc = {p->cfg->node, p->first, p->per, false, 120000, 0, p->cfg->node};
+    /* Object store: a handle of one endpoint (index 0); relay: tree node
+     * `node` of the run's tree. */
+    dcr_role_handle_t as = {.join = true, .relay = &p->relay, .node = p->cfg->node};
+    DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
+                                         sc->layout->world, 1, &as, &p->transport));
+    bool relay = !strcmp(p->cfg->run->transport, "relay");
+    dcr_rollout_node_config_t nc = {
+        p->cfg->node, p->first, p->per, false, 120000, 0, relay ? 0 : p->cfg->node};
+    /* The attempt under way when this process started is not ours. */
+    if (p->seen > 0) DCR_CHECK(refuse(p, p->seen));
     char marks[4200];
     dcr_role_kill_points_dir(p->cfg->workdir, marks, sizeof(marks));
     p->mark_applies = access(marks, F_OK) == 0;

@@ -70,6 +70,12 @@ typedef struct owner_proc {
     uint64_t last_from; /* rank 0: from_version of the last attempt taken part in */
     uint64_t part;      /* the attempt sent last (awaiting its commit); 0: none */
     uint64_t sent;
+    /* The transport's error line of the attempt's failed send: the
+     * constructor returns a sender thread's status to this thread without
+     * its detail (set on that thread). Written by the sender thread, read
+     * after dcr_constructor_run joined it. */
+    char send_why[256];
+    dcr_role_relay_t relay; /* --transport relay: where the root is */
 } owner_proc_t;
 
 /* ---- rank 0: what next --------------------------------------------------- */
@@ -153,6 +159,8 @@ static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, owner);
     dcr_status_t st = dcr_transport_send(p->transport, owner, payload_id, buf, len);
     dcr_trace_end(&span);
+    if (st != DCR_OK && !p->send_why[0])
+        snprintf(p->send_why, sizeof(p->send_why), "%s", dcr_error_line(st));
     DCR_CHECK(st);
     p->sent++; /* one sender thread: this rank's owner */
     return DCR_OK;
@@ -177,6 +185,7 @@ static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
     dcr_trace_reset();
     dcr_trace_set_refit((uint32_t)(o->from_version + 1));
     p->sent = 0;
+    p->send_why[0] = '\0';
     out->start = dcr_clock_s();
     dcr_payload_sink_t sink = {sink_submit, p};
     DCR_CHECK(dcr_constructor_run(p->con, p->world->shards, o->tau, p->xor_allowed, o->overwrite,
@@ -270,7 +279,8 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
         u.status = (int32_t)st;
         u.cpu_s = dcr_clock_process_cpu_s();
         if (st != DCR_OK) {
-            snprintf(u.why, sizeof(u.why), "%s", dcr_error_line(st));
+            snprintf(u.why, sizeof(u.why), "%s",
+                     o.kind == ORDER_ATTEMPT && p->send_why[0] ? p->send_why : dcr_error_line(st));
             /* A stopped attempt's sends must end here too. */
             dcr_transport_stop_and_wait(p->transport);
         }
@@ -336,8 +346,11 @@ static dcr_status_t owner_setup(owner_proc_t *p)
     p->version = o.version;
     DCR_CHECK(make_constructor(p));
     DCR_CHECK(dcr_bench_xor_policy(sc, &p->world->serve, p->world->cfg.mode, &p->xor_allowed));
-    dcr_role_handle_t as = {
-        .join = true, .owner_first = p->rank, .owner_count = 1, .send_only = true};
+    dcr_role_handle_t as = {.join = true,
+                            .owner_first = p->rank,
+                            .owner_count = 1,
+                            .send_only = true,
+                            .relay = &p->relay};
     DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
                                          sc->layout->world, p->world->serve.nodes, &as,
                                          &p->transport));

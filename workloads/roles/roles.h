@@ -30,6 +30,8 @@
  *   objstore-objstore/    the object store (S3 across hosts)
  *   digests/v<V>-r<R>.dcrd  receiver R's parameter digests at version V
  *   trace/n<I>-t<TAU>.bin   node I's stage intervals of attempt TAU
+ *   trace/o<R>-t<TAU>.bin   owner rank R's; trace/c-t<TAU>.bin the
+ *                           coordinator's (its transition committed TAU)
  *
  * Protocol between coordinator and rollout-node processes, all through the
  * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
@@ -91,10 +93,23 @@
  * coordinator's must be measured (e.g. an NTP-style exchange through the
  * control plane) and subtracted; not done yet.
  *
- * Endpoints: the object store needs none beyond its directory or bucket;
- * the relay root's address would go into the root node's report (a field
- * of dcr_node_report_t) for owners to read; the relay is not supported
- * across processes yet (its tree lives in one transport handle).
+ * Endpoints: the object store needs none beyond its directory or bucket.
+ * The relay tree (--transport relay) runs across processes over real TCP:
+ * each rollout-node process is its tree node (node 0 the root), listens
+ * on a port of its own (on $DCR_RELAY_HOST, default 127.0.0.1; the kernel
+ * chooses the port) and publishes "HOST:PORT" through the control plane
+ * (the report of id DCR_ROLE_RELAY_REPORT_ID(node)); in each attempt a
+ * node connects to its parent and each owner rank to the root, reading
+ * the address there at that moment (a restarted node publishes anew). The
+ * coordinator's handle holds no part of the tree. A node process that
+ * takes no part in an attempt (none of its receivers required, another
+ * committed version, or prepared before the process started) does not
+ * forward it either: it opens and stops it at once, which turns away the
+ * owners (at the root) and its children that wait for it, and its parent
+ * sees the connection close, so the attempt fails in seconds and the
+ * retry (all overwrites) runs with the restarted process (--restart-nodes).
+ * A parent whose child does not connect within 30 s fails the attempt too
+ * (its process died before it greeted the parent).
  *
  * Transport across processes (objstore): every process opens its own
  * handle over the same store (dcr/transport.h: join, owner subsets,
@@ -134,17 +149,23 @@ void dcr_role_apply_marker_path(const char *workdir, int node, uint64_t tau, cha
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
  * array in this host's layout, written before the node reports DONE);
  * node -1 - r: owner rank r's (written before the owners report SENT, and
- * again with the baseline update before COMMITTED). */
+ * again with the baseline update before COMMITTED); DCR_ROLE_TRACE_COORD:
+ * the coordinator process's, of the transition whose committed attempt is
+ * tau (written before it answers the launcher). */
+#define DCR_ROLE_OWNERS_MAX  4096
+#define DCR_ROLE_TRACE_COORD (-1 - DCR_ROLE_OWNERS_MAX)
 void dcr_role_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
 /* Writes this process's recorded intervals as `who`'s file of attempt tau
  * (who as in dcr_role_trace_path). */
 dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau);
-/* Records the intervals every node process and owner rank wrote for
- * attempt tau into this process's recorder (one clock: CLOCK_MONOTONIC of
- * one host), so that one trace and the bounds cover every process. A
- * missing node file is skipped; owner files are read from rank 0 up to the
- * first missing one (at most DCR_ROLE_OWNERS_MAX). */
-#define DCR_ROLE_OWNERS_MAX 4096
+/* Records the intervals every node process, owner rank and the
+ * coordinator process wrote for attempt tau into this process's recorder
+ * (one clock: CLOCK_MONOTONIC of one host), so that one trace and the
+ * bounds cover every process. A missing node or coordinator file is
+ * skipped; owner files are read from rank 0 up to the first missing one (at
+ * most DCR_ROLE_OWNERS_MAX). The coordinator's window (DCR_STAGE_REFIT) is
+ * not imported: the launcher records it from the coordinator's answer, and
+ * a refit has exactly one window. */
 dcr_status_t dcr_role_trace_import(const char *workdir, int nodes, uint64_t tau);
 
 /* The etcd namespace of a --processes run (etcd://HOST:PORT/PREFIX/<run>),
@@ -162,14 +183,24 @@ dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *wo
 dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, const char *workdir,
                                              int timeout_ms, dcr_control_t **control_p,
                                              dcr_commit_record_t *rec);
-/* This process's object-store handle over the run's directory, with
- * `rollout_nodes` endpoints (1 for a node process), joining every attempt
- * (the coordinator's handle is the one that clears). */
-dcr_status_t dcr_role_transport_open(const dcr_bench_config_t *cfg, const char *workdir,
-                                     int train_nodes, int world, int rollout_nodes,
-                                     dcr_transport_t **out_p);
-/* The same with the handle's part of the run spelled out (dcr/transport.h):
- * an owner process joins, serves its owners and no rollout endpoint. */
+/* Where the relay tree's nodes are (roles.h, "Endpoints"): a directory over
+ * the run's control plane, which each call opens for itself (the relay
+ * calls it from its own threads). Storage of the caller of
+ * dcr_role_transport_open_as; it must outlive the handle. */
+#define DCR_ROLE_RELAY_REPORT_ID(n) (0xC0000000u + (uint32_t)(n))
+typedef struct dcr_role_relay {
+    dcr_relay_directory_t dir;
+    const dcr_bench_config_t *run;
+    char workdir[4096];
+} dcr_role_relay_t;
+
+/* This process's transport handle of the run. Object store: a handle over
+ * the run's directory with `rollout_nodes` endpoints (1 for a node
+ * process), its part of the run spelled out by `as` (dcr/transport.h): the
+ * coordinator's clears, every other joins; an owner process serves its
+ * owners and no rollout endpoint. With
+ * --transport relay the handle is one part of the tree instead (relay set:
+ * required; node: the tree node a handle that is not send_only serves). */
 typedef struct dcr_role_handle {
     bool join;
     int owner_first, owner_count; /* owner_count 0: every owner */
@@ -177,6 +208,8 @@ typedef struct dcr_role_handle {
     /* An objstore transport backend ("faulty:objstore" for a faults run);
      * NULL: "objstore". */
     const char *backend;
+    dcr_role_relay_t *relay;
+    int node;
 } dcr_role_handle_t;
 dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
                                         int train_nodes, int world, int rollout_nodes,

@@ -36,6 +36,20 @@ typedef struct dcr_link_config {
     double latency_ms; /* one-way, added once per cross-cluster transfer (object, payload frame) */
 } dcr_link_config_t;
 
+/* The relay tree across processes: where each tree node accepts
+ * connections (DESIGN.md section 11: endpoints are published through the
+ * control plane; the roles implement this over it). Both calls may block
+ * briefly on the directory's store and are made from transport threads. */
+typedef struct dcr_relay_directory {
+    /* Records that tree node `node` (this handle's) accepts connections at
+     * addr ("HOST:PORT"); called once by create. */
+    dcr_status_t (*publish)(void *ctx, int node, const char *addr);
+    /* Writes where tree node `node` accepts connections now ("HOST:PORT")
+     * into addr; DCR_ENOTFOUND while nothing is published. */
+    dcr_status_t (*lookup)(void *ctx, int node, char *addr, size_t cap);
+    void *ctx;
+} dcr_relay_directory_t;
+
 typedef struct dcr_transport_config {
     int train_nodes;   /* training nodes (>= 1); owner r lives on node r / (world / train_nodes) */
     int world;         /* owner endpoints (training ranks): a multiple of train_nodes */
@@ -79,6 +93,28 @@ typedef struct dcr_transport_config {
     bool join;
     int owner_first, owner_count;
     bool send_only;
+    /* relay across processes: with relay_dir (copied at create; its ctx is
+     * borrowed and must outlive the handle) each process's handle is one
+     * part of the tree. A handle serving tree node relay_node (0: the
+     * root) listens on relay_host (an IPv4 address; NULL: 127.0.0.1; port
+     * chosen by the kernel), publishes "HOST:PORT" through relay_dir and,
+     * in each attempt, accepts its children (and, at the root, the owners)
+     * and connects to its parent itself (open_attempt tries once, for at
+     * most 2 s, then its reader thread keeps trying for 30 s; a child that
+     * has not connected within 30 s fails the attempt); recv serves
+     * relay_node only. A
+     * handle with relay_node -1 serves no tree node: an owner process's (it
+     * connects each owner it sends for to the root, at its first send or
+     * finish of the attempt) or the coordinator's (it sends nothing and
+     * connects nowhere). Every connection opens with a hello naming the
+     * attempt, so one that arrives before its peer opened the attempt
+     * waits for it. Bytes that cross the boundary are counted by the
+     * owner's handle that sent them, so that the sum over processes counts
+     * each once. reference is refused (it runs in one handle). NULL: the
+     * whole tree lives in this handle (the fields above are ignored). */
+    const dcr_relay_directory_t *relay_dir;
+    int relay_node;
+    const char *relay_host;
 } dcr_transport_config_t;
 
 /* Accounting since creation, of attempts only (reference() traffic is not
