@@ -211,28 +211,6 @@ static void arm_kill(prun_t *r, int step)
                  dcr_faults_kill_point_name(k.point));
 }
 
-/* ---- the coordinator's hooks: the acked kill, then the injector's -------------- */
-
-static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
-{
-    prun_t *r = ctx;
-    if (step == DCR_COORD_STEP_ACK) {
-        pthread_mutex_lock(&r->kill_lock);
-        r->acked_tau = tau;
-        aimed_t k = r->aim;
-        pthread_mutex_unlock(&r->kill_lock);
-        /* Every node acknowledged and reported DONE; the commit record has
-         * not moved. The step returns once the death is reported, so that
-         * the coordinator's check before the commit sees it. */
-        if (k.armed && k.point == DCR_FAULTS_KILL_ACKED && tau > k.after_tau) {
-            int pid = dcr_role_launcher_node_pid(r->launcher, k.node);
-            if (pid > 0) fire(r, &k, pid, tau, false);
-        }
-    }
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.step(h.ctx, step, tau);
-}
-
 /* ---- setup ------------------------------------------------------------------ */
 
 /* The XOR policy from a probe of every slot's loader (shape only): the
@@ -270,12 +248,7 @@ static dcr_status_t start_coordinator(prun_t *r)
                                    r->transport,   r->control,
                                    NULL,           r->nrecv,
                                    r->xor_allowed, NULL};
-    DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
-    /* The receivers' hooks (alive, redeliver) act inside node threads, which
-     * run in the node processes here: only the step hook can act. */
-    dcr_coord_hooks_t hooks = {NULL, hook_step, NULL, r};
-    dcr_coord_set_hooks(r->coord, &hooks);
-    return DCR_OK;
+    return dcr_coord_create(&cc, &parties, &r->coord);
 }
 
 static dcr_status_t make_parties(prun_t *r)

@@ -2,7 +2,11 @@
  * (opened by name at the same address) and injects the control faults of
  * the injector bound when it was opened: every call may find the control
  * plane down (refused) or busy (answered late), and a joint commit that
- * took effect may lose its reply (commit_reply). */
+ * took effect may lose its reply (commit_reply). The coordinator's protocol
+ * steps are its calls here, so its crashes fire here too (prepare, the
+ * acknowledgments, the commit; dcr_coord_step_t), after which every call is
+ * refused until the crash is taken; and a receiver acknowledged through the
+ * control plane may die right after (kill_acked). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -61,8 +65,13 @@ static dcr_status_t faulty_cas(void *impl, const dcr_commit_record_t *expected,
 
 static dcr_status_t faulty_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_PREPARE));
     ENTER(impl);
-    return dcr_control_prepare(x->inner, req, tau_p);
+    DCR_CHECK(dcr_control_prepare(x->inner, req, tau_p));
+    /* Prepared: a crash now leaves attempt tau with nothing sent. */
+    return dcr__faults_crash(x->f, DCR_COORD_STEP_STREAM);
 }
 
 static dcr_status_t faulty_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
@@ -78,10 +87,18 @@ static dcr_status_t faulty_required(void *impl, uint64_t tau, uint32_t *out, siz
     return dcr_control_required(x->inner, tau, out, cap, n_p);
 }
 
+/* An acknowledgment comes after every payload was applied: the step at
+ * which a coordinator crash "ack" fires; the receiver may die right after
+ * its acknowledgment took effect. */
 static dcr_status_t faulty_ack(void *impl, uint64_t tau, uint32_t receiver)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
     ENTER(impl);
-    return dcr_control_ack(x->inner, tau, receiver);
+    DCR_CHECK(dcr_control_ack(x->inner, tau, receiver));
+    dcr__faults_kill(x->f, DCR_FAULT_KILL_ACKED, (int)receiver);
+    return DCR_OK;
 }
 
 static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
@@ -92,14 +109,20 @@ static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t 
 
 /* A commit that took effect may lose its reply: the caller sees an error
  * (and, through the wrapper, its out-parameter untouched) and must read the
- * record to learn that it committed. */
+ * record to learn that it committed. A coordinator may crash before its
+ * commit or after it took effect. */
 static dcr_status_t faulty_commit(void *impl, const char *coordinator, uint64_t tau,
                                   const dcr_commit_record_t *expected,
                                   const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                   dcr_commit_record_t *rec_p)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    dcr__faults_event(y->f, DCR_FAULTS_EVENT_COMMIT, -1, tau);
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_COMMIT));
     ENTER(impl);
     DCR_CHECK(dcr_control_commit(x->inner, coordinator, tau, expected, baseline, rec_p));
+    DCR_CHECK(dcr__faults_crash(x->f, DCR_COORD_STEP_COMMITTED));
     dcr_fault_t hit;
     if (dcr__faults_fire(x->f, DCR_FAULT_COMMIT_REPLY, -1, &hit)) {
         DCR_LOG_WARN("fault commit_reply: the joint commit took effect, its reply is lost");

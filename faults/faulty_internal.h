@@ -1,6 +1,7 @@
 /* Shared by the injector (faults.c) and the faulty backends that carry its
  * faults into the engine (faulty_transport.c, faulty_objstore.c,
- * faulty_control.c); not part of faults/'s public interface. */
+ * faulty_control.c, faulty_group.c); not part of faults/'s public
+ * interface. */
 #ifndef DCR_FAULTY_INTERNAL_H
 #define DCR_FAULTY_INTERNAL_H
 
@@ -28,10 +29,29 @@ dcr_status_t dcr__faults_control_call(dcr_faults_t *f);
 
 void dcr__faults_sleep_ms(int ms);
 
+/* DCR_OK, or the refusal every control-plane call of a crashed coordinator
+ * meets until the crash is taken (dcr_faults_take_crash). */
+dcr_status_t dcr__faults_dead(dcr_faults_t *f);
+/* Fires a coordinator crash armed for `step`: from then on f is dead (the
+ * refusal is returned); DCR_OK when none fires. */
+dcr_status_t dcr__faults_crash(dcr_faults_t *f, dcr_coord_step_t step);
+
+/* Fires a receiver kill of `kind` (kill_delivery, kill_apply, kill_acked)
+ * armed for `receiver`, or for any receiver on rollout node `node`: the
+ * receiver's gate slot is marked dead (dcr_gate_kill). Nothing happens
+ * without a rollout side (dcr_faults_set_rollout) or for a receiver already
+ * dead. */
+void dcr__faults_kill(dcr_faults_t *f, dcr_fault_kind_t kind, int receiver);
+void dcr__faults_kill_on_node(dcr_faults_t *f, dcr_fault_kind_t kind, int node);
+
+/* Passes an event to the harness's watcher, if any (f may be NULL). */
+void dcr__faults_event(dcr_faults_t *f, dcr_faults_event_t ev, int who, uint64_t tau);
+
 /* Registration of each family of faulty backends: one table per backend of
  * the engine's registry that is not faulty itself. */
 dcr_status_t dcr__faulty_transport_register(void);
 dcr_status_t dcr__faulty_objstore_register(void);
 dcr_status_t dcr__faulty_control_register(void);
+dcr_status_t dcr__faulty_group_register(void);
 
 #endif
