@@ -175,8 +175,10 @@ void dcr_gate_bind(dcr_gate_t *g, int slot, dcr_receiver_t *r)
 {
     if (!in_range(g, slot)) return;
     pthread_mutex_lock(&g->lock);
+    /* Another receiver (a restored one) is alive; the dead one rebound (a
+     * new coordinator binding its parties) stays dead. */
+    if (g->slot[slot].receiver != r) g->slot[slot].dead = false;
     g->slot[slot].receiver = r;
-    g->slot[slot].dead = false;
     pthread_mutex_unlock(&g->lock);
 }
 

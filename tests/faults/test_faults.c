@@ -503,6 +503,50 @@ static void test_restart_restores_and_no_live_stops(void **state)
     pipe_close(&p, &old, 1);
 }
 
+/* A death the rollout side reports on a receiver's gate between
+ * transitions (no attempt meets it) leaves the receiver out of the next
+ * transition and of the recorded membership; a restore brings it back. */
+static void test_gate_death_between_transitions(void **state)
+{
+    (void)state;
+    pipe_t p;
+    pipe_open(&p, "objstore");
+    dcr_gate_t *gate = NULL;
+    assert_int_equal(dcr_gate_create(p.nrecv, &gate), DCR_OK);
+    dcr_coord_t *a = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
+    dcr_gate_kill(gate, 1);
+    /* A coordinator created after the death (binding the same receivers)
+     * meets it too. */
+    dcr_coord_destroy(a);
+    a = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
+    pipe_step(&p, 14);
+    dcr_refit_result_t r;
+    assert_int_equal(dcr_coord_refit(a, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(r.attempts, 1);
+    assert_false(dcr_coord_receiver_alive(a, 1));
+    assert_int_equal(dcr_coord_live_receivers(a), p.nrecv - 1);
+    assert_false(dcr_gate_is_open(gate, 1)); /* the commit vouches for nothing dead */
+    pipe_verify(&p, a);
+    /* Recorded: a new coordinator starts without it. */
+    dcr_coord_t *b = pipe_coord_gated(&p, 3, 600000, DCR_RL_SYNC, gate);
+    assert_false(dcr_coord_receiver_alive(b, 1));
+    dcr_receiver_t *old = p.recv[1];
+    assert_int_equal(dcr_coord_receiver_restart(b, 1, pipe_restore, &p), DCR_OK);
+    p.recv[1] = dcr_coord_receiver(b, 1);
+    assert_false(dcr_gate_dead(gate, 1));
+    assert_true(dcr_gate_is_open(gate, 1));
+    pipe_step(&p, 15);
+    assert_int_equal(dcr_coord_refit(b, p.candidate, &r), DCR_OK);
+    pipe_commit(&p);
+    assert_int_equal(dcr_coord_live_receivers(b), p.nrecv);
+    pipe_verify(&p, b);
+    dcr_coord_destroy(a);
+    dcr_coord_destroy(b);
+    dcr_gate_destroy(gate);
+    pipe_close(&p, &old, 1);
+}
+
 /* A commit after its deadline is refused; the retry commits in time. */
 static void test_commit_deadline(void **state)
 {
@@ -849,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_stop_after_failover_keeps_mixed_receivers_out),
         cmocka_unit_test(test_replaced_coordinator_refused),
         cmocka_unit_test(test_restart_restores_and_no_live_stops),
+        cmocka_unit_test(test_gate_death_between_transitions),
         cmocka_unit_test(test_commit_deadline),
         cmocka_unit_test(test_retries_exhausted),
         cmocka_unit_test(test_duplicate_dropped_by_receivers),

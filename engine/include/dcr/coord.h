@@ -253,8 +253,9 @@ void dcr_gate_mark_dirty(dcr_gate_t *g, int slot);
 bool dcr_gate_dirty(const dcr_gate_t *g, int slot);
 bool dcr_gate_is_open(const dcr_gate_t *g, int slot);
 /* Binds the receiver that serves the slot; only while the slot is closed
- * (a restart), or before any reader uses the gate. Binding clears the dead
- * mark: the receiver bound is a new (restored) one. */
+ * (a restart), or before any reader uses the gate. Binding another receiver
+ * than the one bound (a restored one) clears the dead mark; binding the same
+ * one again (a new coordinator over the same parties) does not. */
 void dcr_gate_bind(dcr_gate_t *g, int slot, dcr_receiver_t *r);
 
 /* The rollout side's word that the receiver bound to the slot died (its
