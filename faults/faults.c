@@ -78,6 +78,30 @@ dcr_status_t dcr_faults_register(void)
     return dcr__faulty_control_register();
 }
 
+dcr_status_t dcr__faulty_register_family(dcr__faulty_family_t *fam)
+{
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&fam->lock);
+    const char *name = NULL;
+    for (size_t i = 0; st == DCR_OK && (name = fam->backend_name(i)) != NULL; i++) {
+        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
+        char want[64];
+        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
+        if (fam->registered(want)) continue;
+        if (fam->count == DCR__FAULTY_MAX) {
+            st = dcr_error_set(DCR_EINVAL, "faults: more than %d %s to wrap", DCR__FAULTY_MAX,
+                               fam->what);
+            break;
+        }
+        char *slot = fam->names[fam->count];
+        snprintf(slot, sizeof(fam->names[0]), "%s", want);
+        st = fam->add(fam->count, slot, name);
+        if (st == DCR_OK) fam->count++;
+    }
+    pthread_mutex_unlock(&fam->lock);
+    return st;
+}
+
 dcr_status_t dcr_faults_bind(dcr_faults_t *f)
 {
     if (!f) return dcr_error_set(DCR_EINVAL, "faults_bind: no injector");

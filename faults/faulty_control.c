@@ -157,53 +157,46 @@ static dcr_status_t faulty_membership_get(void *impl, uint32_t *out, size_t cap,
 }
 
 /* One table per wrapped backend; the registry borrows them for the process. */
-#define FAULTY_MAX 16
-static dcr_control_ops_t tables[FAULTY_MAX];
-static char names[FAULTY_MAX][64];
-static int ntables;
-static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_control_ops_t tables[DCR__FAULTY_MAX];
+
+static dcr_status_t add_table(int k, const char *name, const char *parent)
+{
+    tables[k] = (dcr_control_ops_t){
+        .version = DCR_CONTROL_OPS_VERSION,
+        .name = name,
+        .props = dcr_control_find(parent)->props, /* what the wrapped backend guarantees */
+        .open_as = faulty_open_as,
+        .close = faulty_close,
+        .read = faulty_read,
+        .cas = faulty_cas,
+        .prepare = faulty_prepare,
+        .attempt = faulty_attempt,
+        .required = faulty_required,
+        .ack = faulty_ack,
+        .acks = faulty_acks,
+        .commit = faulty_commit,
+        .report_put = faulty_report_put,
+        .report_get = faulty_report_get,
+        .membership_put = faulty_membership_put,
+        .membership_get = faulty_membership_get,
+    };
+    return dcr_control_register(&tables[k]);
+}
+
+static bool registered(const char *name)
+{
+    return dcr_control_find(name) != NULL;
+}
+
+static dcr__faulty_family_t family = {"control planes",
+                                      dcr_control_backend_name,
+                                      registered,
+                                      add_table,
+                                      PTHREAD_MUTEX_INITIALIZER,
+                                      {{0}},
+                                      0};
 
 dcr_status_t dcr__faulty_control_register(void)
 {
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&tables_lock);
-    const char *name = NULL;
-    for (size_t i = 0; st == DCR_OK && (name = dcr_control_backend_name(i)) != NULL; i++) {
-        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
-        char want[64];
-        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
-        bool have = false;
-        for (size_t k = 0; dcr_control_backend_name(k) != NULL; k++)
-            have |= !strcmp(dcr_control_backend_name(k), want);
-        if (have) continue;
-        if (ntables == FAULTY_MAX) {
-            st = dcr_error_set(DCR_EINVAL, "faults: more than %d control planes to wrap",
-                               FAULTY_MAX);
-            break;
-        }
-        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
-        tables[ntables] = (dcr_control_ops_t){
-            .version = DCR_CONTROL_OPS_VERSION,
-            .name = names[ntables],
-            .props = dcr_control_find(name)->props, /* what the wrapped backend guarantees */
-            .open_as = faulty_open_as,
-            .close = faulty_close,
-            .read = faulty_read,
-            .cas = faulty_cas,
-            .prepare = faulty_prepare,
-            .attempt = faulty_attempt,
-            .required = faulty_required,
-            .ack = faulty_ack,
-            .acks = faulty_acks,
-            .commit = faulty_commit,
-            .report_put = faulty_report_put,
-            .report_get = faulty_report_get,
-            .membership_put = faulty_membership_put,
-            .membership_get = faulty_membership_get,
-        };
-        st = dcr_control_register(&tables[ntables]);
-        if (st == DCR_OK) ntables++;
-    }
-    pthread_mutex_unlock(&tables_lock);
-    return st;
+    return dcr__faulty_register_family(&family);
 }

@@ -107,43 +107,39 @@ static void faulty_destroy(dcr_group_t *g)
 }
 
 /* One table per wrapped backend; the registry borrows them for the process. */
-#define FAULTY_MAX 16
-static dcr_group_ops_t tables[FAULTY_MAX];
-static char names[FAULTY_MAX][64];
-static int ntables;
-static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_group_ops_t tables[DCR__FAULTY_MAX];
+
+static dcr_status_t add_table(int k, const char *name, const char *parent)
+{
+    tables[k] = (dcr_group_ops_t){
+        .version = DCR_GROUP_OPS_VERSION,
+        .name = name,
+        .props = dcr_group_find(parent)->props, /* what the wrapped backend guarantees */
+        .rank = faulty_rank,
+        .size = faulty_size,
+        .send = faulty_send,
+        .recv = faulty_recv,
+        .release = faulty_release,
+        .destroy = faulty_destroy,
+        .create_as = faulty_create_as,
+    };
+    return dcr_group_register(&tables[k]);
+}
+
+static bool registered(const char *name)
+{
+    return dcr_group_find(name) != NULL;
+}
+
+static dcr__faulty_family_t family = {"group backends",
+                                      dcr_group_backend_name,
+                                      registered,
+                                      add_table,
+                                      PTHREAD_MUTEX_INITIALIZER,
+                                      {{0}},
+                                      0};
 
 dcr_status_t dcr__faulty_group_register(void)
 {
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&tables_lock);
-    const char *name = NULL;
-    for (size_t i = 0; st == DCR_OK && (name = dcr_group_backend_name(i)) != NULL; i++) {
-        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
-        char want[64];
-        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
-        if (dcr_group_find(want)) continue;
-        if (ntables == FAULTY_MAX) {
-            st = dcr_error_set(DCR_EINVAL, "faults: more than %d group backends to wrap",
-                               FAULTY_MAX);
-            break;
-        }
-        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
-        tables[ntables] = (dcr_group_ops_t){
-            .version = DCR_GROUP_OPS_VERSION,
-            .name = names[ntables],
-            .props = dcr_group_find(name)->props, /* what the wrapped backend guarantees */
-            .rank = faulty_rank,
-            .size = faulty_size,
-            .send = faulty_send,
-            .recv = faulty_recv,
-            .release = faulty_release,
-            .destroy = faulty_destroy,
-            .create_as = faulty_create_as,
-        };
-        st = dcr_group_register(&tables[ntables]);
-        if (st == DCR_OK) ntables++;
-    }
-    pthread_mutex_unlock(&tables_lock);
-    return st;
+    return dcr__faulty_register_family(&family);
 }

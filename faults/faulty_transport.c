@@ -287,46 +287,43 @@ static void faulty_payload_key_changed(dcr_transport_t *t, const dcr_payload_key
 }
 
 /* One table per wrapped backend; the registry borrows them for the process. */
-#define FAULTY_MAX 16
-static dcr_transport_ops_t tables[FAULTY_MAX];
-static char names[FAULTY_MAX][64];
-static int ntables;
-static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_transport_ops_t tables[DCR__FAULTY_MAX];
+
+static dcr_status_t add_table(int k, const char *name, const char *parent)
+{
+    tables[k] = (dcr_transport_ops_t){
+        .version = DCR_TRANSPORT_OPS_VERSION,
+        .name = name,
+        .props = dcr_transport_find(parent)->props, /* what the wrapped backend guarantees */
+        .open_attempt = faulty_open_attempt,
+        .send = faulty_send,
+        .finish = faulty_finish,
+        .recv = faulty_recv,
+        .release = faulty_release,
+        .stop_and_wait = faulty_stop_and_wait,
+        .reference = faulty_reference,
+        .counters = faulty_counters,
+        .destroy = faulty_destroy,
+        .create_as = faulty_create_as,
+        .payload_key_changed = faulty_payload_key_changed,
+    };
+    return dcr_transport_register(&tables[k]);
+}
+
+static bool registered(const char *name)
+{
+    return dcr_transport_find(name) != NULL;
+}
+
+static dcr__faulty_family_t family = {"transports",
+                                      dcr_transport_backend_name,
+                                      registered,
+                                      add_table,
+                                      PTHREAD_MUTEX_INITIALIZER,
+                                      {{0}},
+                                      0};
 
 dcr_status_t dcr__faulty_transport_register(void)
 {
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&tables_lock);
-    const char *name = NULL;
-    for (size_t i = 0; st == DCR_OK && (name = dcr_transport_backend_name(i)) != NULL; i++) {
-        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
-        char want[64];
-        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
-        if (dcr_transport_find(want)) continue;
-        if (ntables == FAULTY_MAX) {
-            st = dcr_error_set(DCR_EINVAL, "faults: more than %d transports to wrap", FAULTY_MAX);
-            break;
-        }
-        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
-        tables[ntables] = (dcr_transport_ops_t){
-            .version = DCR_TRANSPORT_OPS_VERSION,
-            .name = names[ntables],
-            .props = dcr_transport_find(name)->props, /* what the wrapped backend guarantees */
-            .open_attempt = faulty_open_attempt,
-            .send = faulty_send,
-            .finish = faulty_finish,
-            .recv = faulty_recv,
-            .release = faulty_release,
-            .stop_and_wait = faulty_stop_and_wait,
-            .reference = faulty_reference,
-            .counters = faulty_counters,
-            .destroy = faulty_destroy,
-            .create_as = faulty_create_as,
-            .payload_key_changed = faulty_payload_key_changed,
-        };
-        st = dcr_transport_register(&tables[ntables]);
-        if (st == DCR_OK) ntables++;
-    }
-    pthread_mutex_unlock(&tables_lock);
-    return st;
+    return dcr__faulty_register_family(&family);
 }
