@@ -38,7 +38,9 @@
 typedef enum dcr_coord_step {
     DCR_COORD_STEP_PREPARE = 0,   /* its prepare call, before it takes effect */
     DCR_COORD_STEP_STREAM = 1,    /* its prepare took effect: before construction and delivery */
-    DCR_COORD_STEP_ACK = 2,       /* its first acknowledgment call: every payload applied */
+    DCR_COORD_STEP_ACK = 2,       /* its first acknowledgment call (or, rollout nodes as
+                                     processes, its read of the acknowledgments): every
+                                     payload applied */
     DCR_COORD_STEP_COMMIT = 3,    /* its joint commit call, before it takes effect */
     DCR_COORD_STEP_COMMITTED = 4, /* its commit took effect: before the owners' baseline update */
     DCR_COORD_STEP_COUNT
@@ -120,6 +122,10 @@ typedef enum dcr_faults_event {
     DCR_FAULTS_EVENT_TAKEN = 0,
     /* A joint commit of attempt tau is about to reach the control plane. */
     DCR_FAULTS_EVENT_COMMIT = 1,
+    /* A coordinator reads attempt tau's acknowledgments back (rollout nodes
+     * as processes: every node reported DONE), before its check that each
+     * node is still done and before its commit. */
+    DCR_FAULTS_EVENT_ACKS = 2,
 } dcr_faults_event_t;
 /* Called on the thread of the call, before the call's faults act; must be
  * thread-safe (several nodes' threads). */

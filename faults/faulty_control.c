@@ -4,7 +4,8 @@
  * plane down (refused) or busy (answered late), and a joint commit that
  * took effect may lose its reply (commit_reply). The coordinator's protocol
  * steps are its calls here, so its crashes fire here too (prepare, the
- * acknowledgments, the commit; dcr_coord_step_t), after which every call is
+ * acknowledgments or their read-back, the commit; dcr_coord_step_t), after
+ * which every call is
  * refused until the crash is taken; and a receiver acknowledged through the
  * control plane may die right after (kill_acked). */
 #define _POSIX_C_SOURCE 200809L
@@ -101,8 +102,15 @@ static dcr_status_t faulty_ack(void *impl, uint64_t tau, uint32_t receiver)
     return DCR_OK;
 }
 
+/* A coordinator whose rollout nodes are processes reads their
+ * acknowledgments back once every node reported DONE: its step "ack" in
+ * that setting, and what the watcher sees of it. */
 static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    dcr__faults_event(y->f, DCR_FAULTS_EVENT_ACKS, -1, tau);
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
     ENTER(impl);
     return dcr_control_acks(x->inner, tau, out, cap, n_p);
 }

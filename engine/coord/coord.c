@@ -685,10 +685,34 @@ static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t
     return join_nodes(c, c->nodes, &res->apply_end);
 }
 
+/* Remote nodes acknowledged their receivers before they reported DONE:
+ * the control plane must hold every required receiver's acknowledgment. */
+static dcr_status_t acks_recorded(dcr_coord_t *c, uint64_t tau)
+{
+    size_t cap = (size_t)c->p.nreceivers, n = 0;
+    uint32_t *acked = malloc(cap * sizeof(uint32_t));
+    if (!acked) return dcr_error_set(DCR_ENOMEM, "acknowledgments of %zu receivers", cap);
+    dcr_status_t st = dcr_control_acks(c->p.control, tau, acked, cap, &n);
+    size_t k = 0; /* both lists ascend */
+    for (size_t i = 0; st == DCR_OK && i < c->nrequired; i++) {
+        while (k < n && k < cap && acked[k] < c->required[i]) k++;
+        if (k == n || k == cap || acked[k] != c->required[i])
+            st = dcr_error_set(DCR_EATTEMPT,
+                               "receiver %u's acknowledgment of attempt %llu is not in the "
+                               "control plane",
+                               c->required[i], (unsigned long long)tau);
+    }
+    free(acked);
+    return st;
+}
+
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
     /* Each node process acknowledged its receivers. */
-    if (c->cfg.remote_nodes) return nodes_still_done(c, tau);
+    if (c->cfg.remote_nodes) {
+        DCR_CHECK(acks_recorded(c, tau));
+        return nodes_still_done(c, tau);
+    }
     for (size_t i = 0; i < c->nrequired; i++) {
         dcr_trace_span_t span =
             dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
