@@ -1,6 +1,7 @@
 /* The injector: armed faults, matched against the events the faulty
- * backends (faulty_*.c) and the coordinator hooks see; the binding through
- * which a faulty backend finds its injector when it is created. */
+ * backends (faulty_*.c) see; the binding through which a faulty backend
+ * finds its injector when it is created; the kills it carries to the
+ * rollout side's gates, and the harness's watcher. */
 #define _POSIX_C_SOURCE 200809L
 #include "faults/faults.h"
 
@@ -24,14 +25,19 @@ struct dcr_faults {
     int narmed;
     int64_t counts[DCR_FAULT_KIND_COUNT];
     int busy_left, busy_ms, down_left;
-    bool crashed;
+    bool crashed;     /* a coordinator crash fired and was not taken yet */
+    dcr_gate_t *gate; /* where receiver kills act (dcr_faults_set_rollout) */
+    int per_node;     /* receivers per rollout node */
+    dcr_faults_watch_fn watch;
+    void *watch_ctx;
 };
 
 static const char *const kind_names[DCR_FAULT_KIND_COUNT] = {
     "drop",         "duplicate",       "reorder",       "delay",
     "corrupt",      "truncate_object", "remove_object", "relay_link",
     "control_busy", "control_down",    "commit_reply",  "kill_delivery",
-    "kill_apply",   "kill_acked",      "coord_crash",   "owner_crash"};
+    "kill_apply",   "kill_acked",      "coord_crash",   "owner_crash",
+    "group_drop",   "group_delay"};
 
 const char *dcr_fault_kind_name(dcr_fault_kind_t kind)
 {
@@ -68,7 +74,32 @@ dcr_status_t dcr_faults_register(void)
 {
     DCR_CHECK(dcr__faulty_objstore_register());
     DCR_CHECK(dcr__faulty_transport_register());
+    DCR_CHECK(dcr__faulty_group_register());
     return dcr__faulty_control_register();
+}
+
+dcr_status_t dcr__faulty_register_family(dcr__faulty_family_t *fam)
+{
+    dcr_status_t st = DCR_OK;
+    pthread_mutex_lock(&fam->lock);
+    const char *name = NULL;
+    for (size_t i = 0; st == DCR_OK && (name = fam->backend_name(i)) != NULL; i++) {
+        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
+        char want[64];
+        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
+        if (fam->registered(want)) continue;
+        if (fam->count == DCR__FAULTY_MAX) {
+            st = dcr_error_set(DCR_EINVAL, "faults: more than %d %s to wrap", DCR__FAULTY_MAX,
+                               fam->what);
+            break;
+        }
+        char *slot = fam->names[fam->count];
+        snprintf(slot, sizeof(fam->names[0]), "%s", want);
+        st = fam->add(fam->count, slot, name);
+        if (st == DCR_OK) fam->count++;
+    }
+    pthread_mutex_unlock(&fam->lock);
+    return st;
 }
 
 dcr_status_t dcr_faults_bind(dcr_faults_t *f)
@@ -129,6 +160,7 @@ bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fa
 dcr_status_t dcr__faults_control_call(dcr_faults_t *f)
 {
     if (!f) return DCR_OK;
+    DCR_CHECK(dcr__faults_dead(f));
     dcr_fault_t hit;
     if (dcr__faults_fire(f, DCR_FAULT_CONTROL_DOWN, -1, &hit)) {
         DCR_LOG_WARN("fault control_down: the control plane refuses the next %d calls", hit.count);
@@ -157,46 +189,84 @@ dcr_status_t dcr__faults_control_call(dcr_faults_t *f)
 
 /* ---- coordinator ------------------------------------------------------------- */
 
-static bool hook_alive(void *ctx, int receiver, dcr_coord_point_t point, uint64_t tau)
+const char *dcr_coord_step_name(dcr_coord_step_t step)
 {
-    dcr_faults_t *f = ctx;
-    dcr_fault_t hit;
-    if (!dcr__faults_fire(f, (dcr_fault_kind_t)(DCR_FAULT_KILL_DELIVERY + (int)point), receiver,
-                          &hit))
-        return true;
-    DCR_LOG_WARN("fault %s: receiver %d killed in attempt %" PRIu64, dcr_fault_kind_name(hit.kind),
-                 receiver, tau);
-    return false;
+    static const char *const names[DCR_COORD_STEP_COUNT] = {"prepare", "stream", "ack", "commit",
+                                                            "committed"};
+    return step >= 0 && step < DCR_COORD_STEP_COUNT ? names[step] : "?";
 }
 
-static dcr_status_t hook_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
+dcr_status_t dcr__faults_dead(dcr_faults_t *f)
 {
-    dcr_faults_t *f = ctx;
+    if (!f) return DCR_OK;
+    pthread_mutex_lock(&f->lock);
+    bool dead = f->crashed;
+    pthread_mutex_unlock(&f->lock);
+    if (!dead) return DCR_OK;
+    return dcr_error_set(DCR_ECONFLICT, "the coordinator has crashed (fault): its control-plane "
+                                        "connection is gone");
+}
+
+dcr_status_t dcr__faults_crash(dcr_faults_t *f, dcr_coord_step_t step)
+{
     dcr_fault_t hit;
     if (!dcr__faults_fire(f, DCR_FAULT_COORD_CRASH, (int)step, &hit)) return DCR_OK;
     pthread_mutex_lock(&f->lock);
     f->crashed = true;
     pthread_mutex_unlock(&f->lock);
-    DCR_LOG_WARN("fault coord_crash: the coordinator crashes at step %s of attempt %" PRIu64,
-                 dcr_coord_step_name(step), tau);
-    return dcr_error_set(DCR_EFATAL, "coordinator crashed at step %s (fault)",
-                         dcr_coord_step_name(step));
+    DCR_LOG_WARN("fault coord_crash: the coordinator crashes at step %s",
+                 dcr_coord_step_name(step));
+    return dcr__faults_dead(f);
 }
 
-static bool hook_redeliver(void *ctx, int node, uint64_t tau)
+/* ---- the rollout side ------------------------------------------------------------ */
+
+void dcr_faults_set_rollout(dcr_faults_t *f, dcr_gate_t *gate, int receivers_per_node)
 {
-    dcr_faults_t *f = ctx;
+    pthread_mutex_lock(&f->lock);
+    f->gate = receivers_per_node > 0 ? gate : NULL;
+    f->per_node = receivers_per_node;
+    pthread_mutex_unlock(&f->lock);
+}
+
+void dcr__faults_kill(dcr_faults_t *f, dcr_fault_kind_t kind, int receiver)
+{
+    if (!f) return;
+    pthread_mutex_lock(&f->lock);
+    dcr_gate_t *gate = f->gate;
+    pthread_mutex_unlock(&f->lock);
     dcr_fault_t hit;
-    if (!dcr__faults_fire(f, DCR_FAULT_DUPLICATE, node, &hit)) return false;
-    DCR_LOG_WARN("fault duplicate: rollout node %d receives a payload of attempt %" PRIu64 " twice",
-                 node, tau);
-    return true;
+    if (!gate || dcr_gate_dead(gate, receiver) || !dcr__faults_fire(f, kind, receiver, &hit))
+        return;
+    DCR_LOG_WARN("fault %s: receiver %d killed", dcr_fault_kind_name(kind), receiver);
+    dcr_gate_kill(gate, receiver);
 }
 
-dcr_coord_hooks_t dcr_faults_coord_hooks(dcr_faults_t *f)
+void dcr__faults_kill_on_node(dcr_faults_t *f, dcr_fault_kind_t kind, int node)
 {
-    dcr_coord_hooks_t h = {hook_alive, hook_step, hook_redeliver, f};
-    return h;
+    if (!f) return;
+    pthread_mutex_lock(&f->lock);
+    int per = f->gate ? f->per_node : 0;
+    pthread_mutex_unlock(&f->lock);
+    for (int k = 0; k < per; k++) dcr__faults_kill(f, kind, node * per + k);
+}
+
+void dcr_faults_watch(dcr_faults_t *f, dcr_faults_watch_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&f->lock);
+    f->watch = fn;
+    f->watch_ctx = ctx;
+    pthread_mutex_unlock(&f->lock);
+}
+
+void dcr__faults_event(dcr_faults_t *f, dcr_faults_event_t ev, int who, uint64_t tau)
+{
+    if (!f) return;
+    pthread_mutex_lock(&f->lock);
+    dcr_faults_watch_fn fn = f->watch;
+    void *ctx = f->watch_ctx;
+    pthread_mutex_unlock(&f->lock);
+    if (fn) fn(ctx, ev, who, tau);
 }
 
 /* ---- plans ---------------------------------------------------------------------- */
@@ -233,6 +303,9 @@ void dcr_faults_disarm(dcr_faults_t *f)
 bool dcr_fault_kind_applies(dcr_fault_kind_t kind, const char *transport)
 {
     bool objstore = !strcmp(transport, "objstore");
+    /* Group faults act on the owners' group backend, not on a refit's
+     * transport: the in-process constructor does not take one by name. */
+    if (kind == DCR_FAULT_GROUP_DROP || kind == DCR_FAULT_GROUP_DELAY) return false;
     if (kind == DCR_FAULT_TRUNCATE_OBJECT || kind == DCR_FAULT_REMOVE_OBJECT) return objstore;
     if (kind == DCR_FAULT_RELAY_LINK) return !objstore;
     return kind >= 0 && kind < DCR_FAULT_KIND_COUNT;
@@ -254,7 +327,9 @@ dcr_fault_t dcr_faults_draw(dcr_faults_t *f, const char *transport, int owners, 
 {
     dcr_rng_t *rng = &f->rng;
     dcr_fault_kind_t kind;
-    do kind = (dcr_fault_kind_t)dcr_rng_below(rng, DCR_FAULT_KIND_COUNT);
+    /* Drawn among the kinds before the group ones (which never apply to a
+     * transport), so that a seed draws the same faults as before they came. */
+    do kind = (dcr_fault_kind_t)dcr_rng_below(rng, DCR_FAULT_GROUP_DROP);
     while (!dcr_fault_kind_applies(kind, transport));
     dcr_fault_t x = {kind, -1, 0, 0, 0, DCR_COORD_STEP_PREPARE};
     switch (kind) {

@@ -235,7 +235,7 @@ static dcr_status_t start_readers(frun_t *r)
     return dcr_readers_start(&rc, &r->readers);
 }
 
-/* ---- the coordinator's hooks: the injector's, plus the harness's checks ----------- */
+/* ---- what the harness watches through the faulty backends ------------------------ */
 
 static bool holds_expected(frun_t *r, int slot, bool next_only)
 {
@@ -249,7 +249,7 @@ static bool holds_expected(frun_t *r, int slot, bool next_only)
 }
 
 /* break_gate: once receiver `slot` holds a mix, its gate opens as if a
- * commit had vouched for it, and the hook waits for a reader to notice. */
+ * commit had vouched for it, and the watcher waits for a reader to notice. */
 static void break_gate(frun_t *r, int slot, uint64_t tau)
 {
     if (holds_expected(r, slot, false)) return;
@@ -269,14 +269,6 @@ static void break_gate(frun_t *r, int slot, uint64_t tau)
     }
 }
 
-static bool run_alive(void *ctx, int slot, dcr_coord_point_t point, uint64_t tau)
-{
-    frun_t *r = ctx;
-    if (r->cfg->break_gate && point == DCR_COORD_POINT_APPLY) break_gate(r, slot, tau);
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.alive(h.ctx, slot, point, tau);
-}
-
 /* Right before the joint commit every required receiver (every live one:
  * deaths fail the attempt before this step) must hold P^{v+1}. */
 static void check_before_commit(frun_t *r)
@@ -292,19 +284,17 @@ static void check_before_commit(frun_t *r)
     }
 }
 
-static dcr_status_t run_step(void *ctx, dcr_coord_step_t step, uint64_t tau)
+/* The faulty backends' events: a joint commit on its way (the check
+ * before it), and a node that took a payload (break_gate: sync RL applies
+ * it there; async RL applies after delivery, where no backend call lies). */
+static void watch(void *ctx, dcr_faults_event_t ev, int who, uint64_t tau)
 {
     frun_t *r = ctx;
-    if (step == DCR_COORD_STEP_COMMIT) check_before_commit(r);
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.step(h.ctx, step, tau);
-}
-
-static bool run_redeliver(void *ctx, int node, uint64_t tau)
-{
-    frun_t *r = ctx;
-    dcr_coord_hooks_t h = dcr_faults_coord_hooks(r->faults);
-    return h.redeliver(h.ctx, node, tau);
+    if (ev == DCR_FAULTS_EVENT_COMMIT) check_before_commit(r);
+    if (ev != DCR_FAULTS_EVENT_TAKEN || !r->cfg->break_gate) return;
+    int per = r->serve.gpus_per_node;
+    for (int slot = who * per; slot < (who + 1) * per && slot < r->nrecv; slot++)
+        if (dcr_coord_receiver_alive(r->coord, slot)) break_gate(r, slot, tau);
 }
 
 /* A coordinator incarnation: a new id each time, the current receivers and
@@ -321,10 +311,7 @@ static dcr_status_t start_coordinator(frun_t *r)
     dcr_coord_parties_t parties = {
         r->con,   r->sc->layout->world, r->transport, r->control, r->recv,
         r->nrecv, r->xor_allowed,       r->gate};
-    DCR_CHECK(dcr_coord_create(&cc, &parties, &r->coord));
-    dcr_coord_hooks_t hooks = {run_alive, run_step, run_redeliver, r};
-    dcr_coord_set_hooks(r->coord, &hooks);
-    return DCR_OK;
+    return dcr_coord_create(&cc, &parties, &r->coord);
 }
 
 static dcr_status_t make_parties(frun_t *r)
@@ -350,6 +337,10 @@ static dcr_status_t make_parties(frun_t *r)
     /* Faults act through backends that wrap the real ones (faults.h): the
      * injector is bound while they are created. */
     DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
+    /* Receiver kills mark the slots dead on the gates, as the serving
+     * process would; the harness watches commits and applies. */
+    dcr_faults_set_rollout(r->faults, r->gate, r->serve.gpus_per_node);
+    dcr_faults_watch(r->faults, watch, r);
     DCR_CHECK(dcr_faults_bind(r->faults));
     char name[64];
     snprintf(name, sizeof(name), "faulty:%s", b->transport);

@@ -45,9 +45,11 @@ typedef struct dcr_faults_run_config {
     int max_attempts; /* per coordinator: first attempt plus overwrite retries */
     uint32_t deadline_ms;
     int readers; /* request emulation threads reading every receiver through its gate; 0: none */
-    /* A test of the gate check itself, never of the engine: a hook opens a
-     * receiver's gate, vouching falsely, once it holds a mix in the middle
-     * of an apply, and waits (up to 10 s) for a reader to see it. */
+    /* A test of the gate check itself, never of the engine: a watcher of
+     * the faulty transport opens a receiver's gate, vouching falsely, once
+     * it holds a mix in the middle of an apply, and waits (up to 10 s) for a
+     * reader to see it. Sync RL only: async RL applies where no call of a
+     * wrapped backend lies. */
     bool break_gate;
 } dcr_faults_run_config_t;
 

@@ -2,7 +2,12 @@
  * (opened by name at the same address) and injects the control faults of
  * the injector bound when it was opened: every call may find the control
  * plane down (refused) or busy (answered late), and a joint commit that
- * took effect may lose its reply (commit_reply). */
+ * took effect may lose its reply (commit_reply). The coordinator's protocol
+ * steps are its calls here, so its crashes fire here too (prepare, the
+ * acknowledgments or their read-back, the commit; dcr_coord_step_t), after
+ * which every call is
+ * refused until the crash is taken; and a receiver acknowledged through the
+ * control plane may die right after (kill_acked). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -61,8 +66,13 @@ static dcr_status_t faulty_cas(void *impl, const dcr_commit_record_t *expected,
 
 static dcr_status_t faulty_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_PREPARE));
     ENTER(impl);
-    return dcr_control_prepare(x->inner, req, tau_p);
+    DCR_CHECK(dcr_control_prepare(x->inner, req, tau_p));
+    /* Prepared: a crash now leaves attempt tau with nothing sent. */
+    return dcr__faults_crash(x->f, DCR_COORD_STEP_STREAM);
 }
 
 static dcr_status_t faulty_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
@@ -78,28 +88,49 @@ static dcr_status_t faulty_required(void *impl, uint64_t tau, uint32_t *out, siz
     return dcr_control_required(x->inner, tau, out, cap, n_p);
 }
 
+/* An acknowledgment comes after every payload was applied: the step at
+ * which a coordinator crash "ack" fires; the receiver may die right after
+ * its acknowledgment took effect. */
 static dcr_status_t faulty_ack(void *impl, uint64_t tau, uint32_t receiver)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
     ENTER(impl);
-    return dcr_control_ack(x->inner, tau, receiver);
+    DCR_CHECK(dcr_control_ack(x->inner, tau, receiver));
+    dcr__faults_kill(x->f, DCR_FAULT_KILL_ACKED, (int)receiver);
+    return DCR_OK;
 }
 
+/* A coordinator whose rollout nodes are processes reads their
+ * acknowledgments back once every node reported DONE: its step "ack" in
+ * that setting, and what the watcher sees of it. */
 static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    dcr__faults_event(y->f, DCR_FAULTS_EVENT_ACKS, -1, tau);
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
     ENTER(impl);
     return dcr_control_acks(x->inner, tau, out, cap, n_p);
 }
 
 /* A commit that took effect may lose its reply: the caller sees an error
  * (and, through the wrapper, its out-parameter untouched) and must read the
- * record to learn that it committed. */
+ * record to learn that it committed. A coordinator may crash before its
+ * commit or after it took effect. */
 static dcr_status_t faulty_commit(void *impl, const char *coordinator, uint64_t tau,
                                   const dcr_commit_record_t *expected,
                                   const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                   dcr_commit_record_t *rec_p)
 {
+    faulty_control_t *y = impl;
+    DCR_CHECK(dcr__faults_dead(y->f));
+    dcr__faults_event(y->f, DCR_FAULTS_EVENT_COMMIT, -1, tau);
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_COMMIT));
     ENTER(impl);
     DCR_CHECK(dcr_control_commit(x->inner, coordinator, tau, expected, baseline, rec_p));
+    DCR_CHECK(dcr__faults_crash(x->f, DCR_COORD_STEP_COMMITTED));
     dcr_fault_t hit;
     if (dcr__faults_fire(x->f, DCR_FAULT_COMMIT_REPLY, -1, &hit)) {
         DCR_LOG_WARN("fault commit_reply: the joint commit took effect, its reply is lost");
@@ -134,53 +165,46 @@ static dcr_status_t faulty_membership_get(void *impl, uint32_t *out, size_t cap,
 }
 
 /* One table per wrapped backend; the registry borrows them for the process. */
-#define FAULTY_MAX 16
-static dcr_control_ops_t tables[FAULTY_MAX];
-static char names[FAULTY_MAX][64];
-static int ntables;
-static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_control_ops_t tables[DCR__FAULTY_MAX];
+
+static dcr_status_t add_table(int k, const char *name, const char *parent)
+{
+    tables[k] = (dcr_control_ops_t){
+        .version = DCR_CONTROL_OPS_VERSION,
+        .name = name,
+        .props = dcr_control_find(parent)->props, /* what the wrapped backend guarantees */
+        .open_as = faulty_open_as,
+        .close = faulty_close,
+        .read = faulty_read,
+        .cas = faulty_cas,
+        .prepare = faulty_prepare,
+        .attempt = faulty_attempt,
+        .required = faulty_required,
+        .ack = faulty_ack,
+        .acks = faulty_acks,
+        .commit = faulty_commit,
+        .report_put = faulty_report_put,
+        .report_get = faulty_report_get,
+        .membership_put = faulty_membership_put,
+        .membership_get = faulty_membership_get,
+    };
+    return dcr_control_register(&tables[k]);
+}
+
+static bool registered(const char *name)
+{
+    return dcr_control_find(name) != NULL;
+}
+
+static dcr__faulty_family_t family = {"control planes",
+                                      dcr_control_backend_name,
+                                      registered,
+                                      add_table,
+                                      PTHREAD_MUTEX_INITIALIZER,
+                                      {{0}},
+                                      0};
 
 dcr_status_t dcr__faulty_control_register(void)
 {
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&tables_lock);
-    const char *name = NULL;
-    for (size_t i = 0; st == DCR_OK && (name = dcr_control_backend_name(i)) != NULL; i++) {
-        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
-        char want[64];
-        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
-        bool have = false;
-        for (size_t k = 0; dcr_control_backend_name(k) != NULL; k++)
-            have |= !strcmp(dcr_control_backend_name(k), want);
-        if (have) continue;
-        if (ntables == FAULTY_MAX) {
-            st = dcr_error_set(DCR_EINVAL, "faults: more than %d control planes to wrap",
-                               FAULTY_MAX);
-            break;
-        }
-        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
-        tables[ntables] = (dcr_control_ops_t){
-            .version = DCR_CONTROL_OPS_VERSION,
-            .name = names[ntables],
-            .props = dcr_control_find(name)->props, /* what the wrapped backend guarantees */
-            .open_as = faulty_open_as,
-            .close = faulty_close,
-            .read = faulty_read,
-            .cas = faulty_cas,
-            .prepare = faulty_prepare,
-            .attempt = faulty_attempt,
-            .required = faulty_required,
-            .ack = faulty_ack,
-            .acks = faulty_acks,
-            .commit = faulty_commit,
-            .report_put = faulty_report_put,
-            .report_get = faulty_report_get,
-            .membership_put = faulty_membership_put,
-            .membership_get = faulty_membership_get,
-        };
-        st = dcr_control_register(&tables[ntables]);
-        if (st == DCR_OK) ntables++;
-    }
-    pthread_mutex_unlock(&tables_lock);
-    return st;
+    return dcr__faulty_register_family(&family);
 }

@@ -130,44 +130,41 @@ static void faulty_destroy(dcr_objstore_t *s)
 
 /* One table per wrapped backend, with its properties; the registry borrows
  * them for the process. */
-#define FAULTY_MAX 16
-static dcr_objstore_ops_t tables[FAULTY_MAX];
-static char names[FAULTY_MAX][64];
-static int ntables;
-static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_objstore_ops_t tables[DCR__FAULTY_MAX];
+
+static dcr_status_t add_table(int k, const char *name, const char *parent)
+{
+    tables[k] = (dcr_objstore_ops_t){
+        .version = DCR_OBJSTORE_OPS_VERSION,
+        .name = name,
+        .props = dcr_objstore_find(parent)->props,
+        .put = faulty_put,
+        .get = faulty_get,
+        .list = faulty_list,
+        .del = faulty_del,
+        .wait_change = faulty_wait_change,
+        .destroy = faulty_destroy,
+        .claims_as = faulty_claims_as,
+        .create_as = faulty_create_as,
+    };
+    return dcr_objstore_register(&tables[k]);
+}
+
+static const char *name_at(size_t i)
+{
+    const dcr_objstore_ops_t *p = dcr_objstore_backend(i);
+    return p ? p->name : NULL;
+}
+
+static bool registered(const char *name)
+{
+    return dcr_objstore_find(name) != NULL;
+}
+
+static dcr__faulty_family_t family = {"object stores",           name_at, registered, add_table,
+                                      PTHREAD_MUTEX_INITIALIZER, {{0}},   0};
 
 dcr_status_t dcr__faulty_objstore_register(void)
 {
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&tables_lock);
-    const dcr_objstore_ops_t *p = NULL;
-    for (size_t i = 0; st == DCR_OK && (p = dcr_objstore_backend(i)) != NULL; i++) {
-        if (!strncmp(p->name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
-        char want[64];
-        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, p->name);
-        if (dcr_objstore_find(want)) continue;
-        if (ntables == FAULTY_MAX) {
-            st =
-                dcr_error_set(DCR_EINVAL, "faults: more than %d object stores to wrap", FAULTY_MAX);
-            break;
-        }
-        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
-        tables[ntables] = (dcr_objstore_ops_t){
-            .version = DCR_OBJSTORE_OPS_VERSION,
-            .name = names[ntables],
-            .props = p->props,
-            .put = faulty_put,
-            .get = faulty_get,
-            .list = faulty_list,
-            .del = faulty_del,
-            .wait_change = faulty_wait_change,
-            .destroy = faulty_destroy,
-            .claims_as = faulty_claims_as,
-            .create_as = faulty_create_as,
-        };
-        st = dcr_objstore_register(&tables[ntables]);
-        if (st == DCR_OK) ntables++;
-    }
-    pthread_mutex_unlock(&tables_lock);
-    return st;
+    return dcr__faulty_register_family(&family);
 }

@@ -3,12 +3,16 @@
  * injector bound when it was created: an owner crashing before an upload, a
  * payload lost in transit, a relay connection dropping, a body byte flipped
  * in flight, a payload held back (reorder), a rollout node's reception
- * stalling (delay). "faulty:objstore" keeps its payloads in the faulty
+ * stalling (delay), a node receiving a payload twice (duplicate, as a
+ * redelivery after a lost acknowledgment would), and the receivers of a
+ * node dying as a payload reaches it (kill_delivery) or after the node took
+ * one (kill_apply). "faulty:objstore" keeps its payloads in the faulty
  * object store over the configured one ("faulty:<store URL>",
  * faulty_objstore.c), where the stored-object faults act. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +20,22 @@
 #include "dcr/log.h"
 #include "faults/faulty_internal.h"
 
+/* A copy of a delivered payload, handed to its node once more. */
+typedef struct dup_copy {
+    uint8_t *data;
+    size_t len;
+    struct dup_copy *next; /* handed out and not released yet */
+} dup_copy_t;
+
 typedef struct faulty_transport {
     dcr_transport_t pub; /* first: the wrappers' header */
     dcr_transport_t *inner;
     dcr_faults_t *f; /* NULL: every call passes through */
+    int nodes;
+    pthread_mutex_t lock; /* the copies below: node threads take and release them */
+    dup_copy_t **pending; /* per node: the copy its next recv hands out */
+    dup_copy_t *out;      /* copies handed out, to tell them from inner deliveries */
+    _Atomic uint64_t tau; /* the attempt opened last, for the watcher */
 } faulty_transport_t;
 
 static faulty_transport_t *ft(dcr_transport_t *t)
@@ -33,11 +49,46 @@ static const char *parent_name(const dcr_transport_ops_t *self)
     return self->name + DCR__FAULTY_PREFIX_LEN;
 }
 
+/* Drops the copies no node took (a new attempt, a stop, the end). */
+static void drop_pending(faulty_transport_t *x)
+{
+    pthread_mutex_lock(&x->lock);
+    for (int n = 0; n < x->nodes; n++) {
+        if (!x->pending[n]) continue;
+        free(x->pending[n]->data);
+        free(x->pending[n]);
+        x->pending[n] = NULL;
+    }
+    pthread_mutex_unlock(&x->lock);
+}
+
+static void faulty_free(faulty_transport_t *x)
+{
+    drop_pending(x);
+    while (x->out) {
+        dup_copy_t *d = x->out;
+        x->out = d->next;
+        free(d->data);
+        free(d);
+    }
+    pthread_mutex_destroy(&x->lock);
+    free(x->pending);
+    free(x);
+}
+
 static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
                                      const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
 {
     faulty_transport_t *x = calloc(1, sizeof(*x));
-    if (!x) return dcr_error_set(DCR_ENOMEM, "transport %s", self->name);
+    if (x)
+        x->pending =
+            calloc(cfg->rollout_nodes > 0 ? (size_t)cfg->rollout_nodes : 1, sizeof(*x->pending));
+    if (!x || !x->pending) {
+        free(x);
+        return dcr_error_set(DCR_ENOMEM, "transport %s", self->name);
+    }
+    x->nodes = cfg->rollout_nodes;
+    pthread_mutex_init(&x->lock, NULL);
     x->f = dcr__faults_bound();
     dcr_transport_config_t c = *cfg;
     char *store = NULL;
@@ -47,7 +98,7 @@ static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
         size_t n = strlen(cfg->dir) + DCR__FAULTY_PREFIX_LEN + 1;
         store = malloc(n);
         if (!store) {
-            free(x);
+            faulty_free(x);
             return dcr_error_set(DCR_ENOMEM, "transport %s: store name", self->name);
         }
         snprintf(store, n, "%s%s", DCR__FAULTY_PREFIX, cfg->dir);
@@ -56,7 +107,7 @@ static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
     dcr_status_t st = dcr_transport_create(parent_name(self), &c, &x->inner);
     free(store); /* the transport copied it */
     if (st != DCR_OK) {
-        free(x);
+        faulty_free(x);
         dcr_error_prefix("%s: ", self->name);
         return st;
     }
@@ -66,6 +117,8 @@ static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
 
 static dcr_status_t faulty_open_attempt(dcr_transport_t *t, uint64_t tau)
 {
+    drop_pending(ft(t));
+    ft(t)->tau = tau;
     return dcr_transport_open_attempt(ft(t)->inner, tau);
 }
 
@@ -121,25 +174,94 @@ static dcr_status_t faulty_finish(dcr_transport_t *t, int owner, uint64_t npaylo
     return dcr_transport_finish(ft(t)->inner, owner, npayloads);
 }
 
+/* The copy a duplicate fault keeps for the node's next recv. */
+static void keep_copy(faulty_transport_t *x, int node, const dcr_delivery_t *d)
+{
+    dup_copy_t *c = calloc(1, sizeof(*c));
+    if (c) c->data = malloc(d->len ? d->len : 1);
+    if (!c || !c->data) {
+        free(c);
+        DCR_LOG_WARN("fault duplicate: no memory for a copy of %zu bytes; not duplicated", d->len);
+        return;
+    }
+    memcpy(c->data, d->data, d->len);
+    c->len = d->len;
+    pthread_mutex_lock(&x->lock);
+    if (x->pending[node]) { /* one copy at a time per node */
+        free(x->pending[node]->data);
+        free(x->pending[node]);
+    }
+    x->pending[node] = c;
+    pthread_mutex_unlock(&x->lock);
+}
+
+/* The copy waiting for the node, moved to the handed-out list; NULL: none. */
+static dup_copy_t *take_copy(faulty_transport_t *x, int node)
+{
+    pthread_mutex_lock(&x->lock);
+    dup_copy_t *c = x->pending[node];
+    if (c) {
+        x->pending[node] = NULL;
+        c->next = x->out;
+        x->out = c;
+    }
+    pthread_mutex_unlock(&x->lock);
+    return c;
+}
+
+/* Removes d's handle from the handed-out copies; false when it is not one. */
+static bool give_back_copy(faulty_transport_t *x, const dcr_delivery_t *d)
+{
+    pthread_mutex_lock(&x->lock);
+    dup_copy_t **p = &x->out;
+    while (*p && *p != d->handle) p = &(*p)->next;
+    dup_copy_t *c = *p;
+    if (c) *p = c->next;
+    pthread_mutex_unlock(&x->lock);
+    if (!c) return false;
+    free(c->data);
+    free(c);
+    return true;
+}
+
 static dcr_status_t faulty_recv(dcr_transport_t *t, int node, int timeout_ms, dcr_delivery_t *out_p)
 {
     faulty_transport_t *x = ft(t);
     dcr_fault_t hit;
+    dup_copy_t *c = take_copy(x, node);
+    if (c) {
+        *out_p = (dcr_delivery_t){c->data, c->len, c};
+        return DCR_OK;
+    }
     if (dcr__faults_fire(x->f, DCR_FAULT_DELAY, node, &hit)) {
         DCR_LOG_WARN("fault delay: rollout node %d stalls %d ms", node, hit.ms);
         dcr__faults_sleep_ms(hit.ms);
     }
-    return dcr_transport_recv(x->inner, node, timeout_ms, out_p);
+    DCR_CHECK(dcr_transport_recv(x->inner, node, timeout_ms, out_p));
+    /* A payload reached the node: its receivers may die before taking it,
+     * and it may come once more (the receivers drop the copy by rule). */
+    dcr__faults_kill_on_node(x->f, DCR_FAULT_KILL_DELIVERY, node);
+    if (dcr__faults_fire(x->f, DCR_FAULT_DUPLICATE, node, &hit)) {
+        DCR_LOG_WARN("fault duplicate: rollout node %d receives a payload twice", node);
+        keep_copy(x, node, out_p);
+    }
+    return DCR_OK;
 }
 
+/* The node took the payload (sync RL: its receivers applied it): the
+ * watcher sees it, then a receiver of the node may die with its writes. */
 static void faulty_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
 {
-    dcr_transport_release(ft(t)->inner, node, d);
+    faulty_transport_t *x = ft(t);
+    dcr__faults_event(x->f, DCR_FAULTS_EVENT_TAKEN, node, x->tau);
+    dcr__faults_kill_on_node(x->f, DCR_FAULT_KILL_APPLY, node);
+    if (!give_back_copy(x, d)) dcr_transport_release(x->inner, node, d);
 }
 
 static void faulty_stop_and_wait(dcr_transport_t *t)
 {
     dcr_transport_stop_and_wait(ft(t)->inner);
+    drop_pending(ft(t));
 }
 
 static dcr_status_t faulty_reference(dcr_transport_t *t, const int64_t *per_node_bytes,
@@ -156,7 +278,7 @@ static void faulty_counters(dcr_transport_t *t, dcr_transport_counters_t *out_p)
 static void faulty_destroy(dcr_transport_t *t)
 {
     dcr_transport_destroy(ft(t)->inner);
-    free(t);
+    faulty_free(ft(t));
 }
 
 static void faulty_payload_key_changed(dcr_transport_t *t, const dcr_payload_key_t *key)
@@ -165,46 +287,43 @@ static void faulty_payload_key_changed(dcr_transport_t *t, const dcr_payload_key
 }
 
 /* One table per wrapped backend; the registry borrows them for the process. */
-#define FAULTY_MAX 16
-static dcr_transport_ops_t tables[FAULTY_MAX];
-static char names[FAULTY_MAX][64];
-static int ntables;
-static pthread_mutex_t tables_lock = PTHREAD_MUTEX_INITIALIZER;
+static dcr_transport_ops_t tables[DCR__FAULTY_MAX];
+
+static dcr_status_t add_table(int k, const char *name, const char *parent)
+{
+    tables[k] = (dcr_transport_ops_t){
+        .version = DCR_TRANSPORT_OPS_VERSION,
+        .name = name,
+        .props = dcr_transport_find(parent)->props, /* what the wrapped backend guarantees */
+        .open_attempt = faulty_open_attempt,
+        .send = faulty_send,
+        .finish = faulty_finish,
+        .recv = faulty_recv,
+        .release = faulty_release,
+        .stop_and_wait = faulty_stop_and_wait,
+        .reference = faulty_reference,
+        .counters = faulty_counters,
+        .destroy = faulty_destroy,
+        .create_as = faulty_create_as,
+        .payload_key_changed = faulty_payload_key_changed,
+    };
+    return dcr_transport_register(&tables[k]);
+}
+
+static bool registered(const char *name)
+{
+    return dcr_transport_find(name) != NULL;
+}
+
+static dcr__faulty_family_t family = {"transports",
+                                      dcr_transport_backend_name,
+                                      registered,
+                                      add_table,
+                                      PTHREAD_MUTEX_INITIALIZER,
+                                      {{0}},
+                                      0};
 
 dcr_status_t dcr__faulty_transport_register(void)
 {
-    dcr_status_t st = DCR_OK;
-    pthread_mutex_lock(&tables_lock);
-    const char *name = NULL;
-    for (size_t i = 0; st == DCR_OK && (name = dcr_transport_backend_name(i)) != NULL; i++) {
-        if (!strncmp(name, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) continue;
-        char want[64];
-        snprintf(want, sizeof(want), "%s%s", DCR__FAULTY_PREFIX, name);
-        if (dcr_transport_find(want)) continue;
-        if (ntables == FAULTY_MAX) {
-            st = dcr_error_set(DCR_EINVAL, "faults: more than %d transports to wrap", FAULTY_MAX);
-            break;
-        }
-        snprintf(names[ntables], sizeof(names[ntables]), "%s", want);
-        tables[ntables] = (dcr_transport_ops_t){
-            .version = DCR_TRANSPORT_OPS_VERSION,
-            .name = names[ntables],
-            .props = dcr_transport_find(name)->props, /* what the wrapped backend guarantees */
-            .open_attempt = faulty_open_attempt,
-            .send = faulty_send,
-            .finish = faulty_finish,
-            .recv = faulty_recv,
-            .release = faulty_release,
-            .stop_and_wait = faulty_stop_and_wait,
-            .reference = faulty_reference,
-            .counters = faulty_counters,
-            .destroy = faulty_destroy,
-            .create_as = faulty_create_as,
-            .payload_key_changed = faulty_payload_key_changed,
-        };
-        st = dcr_transport_register(&tables[ntables]);
-        if (st == DCR_OK) ntables++;
-    }
-    pthread_mutex_unlock(&tables_lock);
-    return st;
+    return dcr__faulty_register_family(&family);
 }

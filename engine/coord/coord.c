@@ -39,13 +39,6 @@ dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_no
     return cfg;
 }
 
-const char *dcr_coord_step_name(dcr_coord_step_t step)
-{
-    static const char *const names[DCR_COORD_STEP_COUNT] = {"prepare", "stream", "ack", "commit",
-                                                            "committed"};
-    return step >= 0 && step < DCR_COORD_STEP_COUNT ? names[step] : "?";
-}
-
 struct dcr_coord {
     dcr_coord_config_t cfg; /* cfg.id points at id below */
     char id[DCR_CONTROL_ID_MAX];
@@ -62,8 +55,6 @@ struct dcr_coord {
     atomic_uchar *alive;   /* membership; cleared by node threads when a receiver dies */
     /* The membership changed since the control plane last recorded it. */
     atomic_bool membership_pending;
-    dcr_coord_hooks_t hooks;
-    bool crashed;   /* a step hook crashed this coordinator: it does nothing more */
     uint64_t *taus; /* attempts of the current transition */
     pthread_mutex_t why_lock;
     char sink_why[512]; /* the first send failure of the attempt */
@@ -78,17 +69,31 @@ struct dcr_coord {
 /* The rollout nodes run as threads of this process (dcr/rollout_node.h);
  * their receivers, membership and gates are the coordinator's. */
 
-/* Asks the alive hook about a live receiver; a death is recorded in the
- * membership and fails the attempt (the retry leaves the receiver out). A
- * dead receiver serves nothing: its gate closes until a restore. */
+/* Leaves receiver id out of the membership when the rollout side marked
+ * it dead on its gate (dcr_gate_kill); true when it was a member until now.
+ * The change reaches the control plane before the next attempt. */
+static bool note_death(dcr_coord_t *c, int id)
+{
+    if (!dcr_gate_dead(c->gate, id) || !atomic_exchange(&c->alive[id], 0)) return false;
+    atomic_store(&c->membership_pending, true);
+    return true;
+}
+
+/* A receiver found dead at this point fails the attempt (the retry leaves
+ * it out). Its gate stays closed until a restore. */
 static dcr_status_t check_alive(dcr_coord_t *c, int id, dcr_coord_point_t point, uint64_t tau)
 {
-    if (!c->hooks.alive || c->hooks.alive(c->hooks.ctx, id, point, tau)) return DCR_OK;
-    atomic_store(&c->alive[id], 0);
-    atomic_store(&c->membership_pending, true);
-    dcr_gate_close(c->gate, id, 0);
+    if (!dcr_gate_dead(c->gate, id)) return DCR_OK;
+    note_death(c, id);
     return dcr_error_set(DCR_EATTEMPT, "receiver %d died (%s) in attempt %llu", id,
                          dcr_coord_point_name(point), (unsigned long long)tau);
+}
+
+/* Deaths the nodes' checks did not meet (a receiver that died between
+ * attempts, or after its last payload) leave the membership too. */
+static void note_deaths(dcr_coord_t *c)
+{
+    for (int i = 0; i < c->p.nreceivers; i++) note_death(c, i);
 }
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -111,17 +116,11 @@ static void env_dirty(void *ctx, int id)
     dcr_gate_mark_dirty(((dcr_coord_t *)ctx)->gate, id);
 }
 
-static bool env_redeliver(void *ctx, int node, uint64_t tau)
-{
-    dcr_coord_t *c = ctx;
-    return c->hooks.redeliver && c->hooks.redeliver(c->hooks.ctx, node, tau);
-}
-
 static dcr_status_t make_nodes(dcr_coord_t *c)
 {
     c->node = calloc((size_t)c->nodes, sizeof(*c->node));
     if (!c->node) return dcr_error_set(DCR_ENOMEM, "%d rollout nodes", c->nodes);
-    dcr_rollout_node_env_t env = {env_receiver, env_member, env_alive, env_dirty, env_redeliver, c};
+    dcr_rollout_node_env_t env = {env_receiver, env_member, env_alive, env_dirty, NULL, c};
     for (int i = 0; i < c->nodes; i++) {
         int per = c->cfg.receivers_per_node;
         dcr_rollout_node_config_t nc = {
@@ -319,6 +318,7 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         st = dcr_error_set(DCR_ENOMEM, "node totals");
     if (st == DCR_OK) st = bind_initial(c);
     if (st == DCR_OK) st = load_membership(c);
+    if (st == DCR_OK) note_deaths(c); /* recorded by the first attempt */
     if (st != DCR_OK) {
         dcr_coord_destroy(c);
         return st;
@@ -688,10 +688,34 @@ static dcr_status_t apply_async(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t
     return join_nodes(c, c->nodes, &res->apply_end);
 }
 
+/* Remote nodes acknowledged their receivers before they reported DONE:
+ * the control plane must hold every required receiver's acknowledgment. */
+static dcr_status_t acks_recorded(dcr_coord_t *c, uint64_t tau)
+{
+    size_t cap = (size_t)c->p.nreceivers, n = 0;
+    uint32_t *acked = malloc(cap * sizeof(uint32_t));
+    if (!acked) return dcr_error_set(DCR_ENOMEM, "acknowledgments of %zu receivers", cap);
+    dcr_status_t st = dcr_control_acks(c->p.control, tau, acked, cap, &n);
+    size_t k = 0; /* both lists ascend */
+    for (size_t i = 0; st == DCR_OK && i < c->nrequired; i++) {
+        while (k < n && k < cap && acked[k] < c->required[i]) k++;
+        if (k == n || k == cap || acked[k] != c->required[i])
+            st = dcr_error_set(DCR_EATTEMPT,
+                               "receiver %u's acknowledgment of attempt %llu is not in the "
+                               "control plane",
+                               c->required[i], (unsigned long long)tau);
+    }
+    free(acked);
+    return st;
+}
+
 static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
 {
     /* Each node process acknowledged its receivers. */
-    if (c->cfg.remote_nodes) return nodes_still_done(c, tau);
+    if (c->cfg.remote_nodes) {
+        DCR_CHECK(acks_recorded(c, tau));
+        return nodes_still_done(c, tau);
+    }
     for (size_t i = 0; i < c->nrequired; i++) {
         dcr_trace_span_t span =
             dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, (int)c->required[i]);
@@ -704,15 +728,6 @@ static dcr_status_t acknowledge(dcr_coord_t *c, uint64_t tau)
     for (size_t i = 0; i < c->nrequired; i++)
         DCR_CHECK(check_alive(c, (int)c->required[i], DCR_COORD_POINT_ACKED, tau));
     return DCR_OK;
-}
-
-/* A step hook that fails is this coordinator's crash at that step. */
-static dcr_status_t step(dcr_coord_t *c, dcr_coord_step_t s, uint64_t tau)
-{
-    if (!c->hooks.step) return DCR_OK;
-    dcr_status_t st = c->hooks.step(c->hooks.ctx, s, tau);
-    if (st != DCR_OK) c->crashed = true;
-    return st;
 }
 
 /* Owner processes update their baselines when they see the commit record;
@@ -779,7 +794,6 @@ static dcr_status_t commit(dcr_coord_t *c, uint64_t tau, dcr_refit_result_t *res
             return dcr_error_set(failed, "%s", why);
         committed = now;
     }
-    DCR_CHECK(step(c, DCR_COORD_STEP_COMMITTED, tau));
     return finish_commit(c, &committed, res);
 }
 
@@ -787,18 +801,15 @@ static dcr_status_t attempt(dcr_coord_t *c, dcr_storage_t *const *candidate, boo
                             dcr_refit_result_t *res)
 {
     uint64_t tau = 0;
+    note_deaths(c);
     if (atomic_load(&c->membership_pending)) DCR_CHECK(record_membership(c));
-    DCR_CHECK(step(c, DCR_COORD_STEP_PREPARE, 0));
     DCR_CHECK(begin_attempt(c, &tau));
-    DCR_CHECK(step(c, DCR_COORD_STEP_STREAM, tau));
     if (c->cfg.rl == DCR_RL_SYNC) close_gates(c, tau);
     if (res->t0 == 0.0 && !c->cfg.remote_owners) res->t0 = dcr_clock_s();
     discard_staged(c); /* a failed attempt's staging */
     DCR_CHECK(stream(c, candidate, tau, overwrite, res));
     if (c->cfg.rl == DCR_RL_ASYNC) DCR_CHECK(apply_async(c, tau, res));
-    DCR_CHECK(step(c, DCR_COORD_STEP_ACK, tau));
     DCR_CHECK(acknowledge(c, tau));
-    DCR_CHECK(step(c, DCR_COORD_STEP_COMMIT, tau));
     return commit(c, tau, res);
 }
 
@@ -819,11 +830,11 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-/* Whether a failed attempt may be retried: not after a crash, when no
- * receiver is left, or when another coordinator has replaced this one. */
-static bool retryable(dcr_coord_t *c, dcr_status_t st)
+/* Whether a failed attempt may be retried: not when no receiver is left,
+ * or when another coordinator has replaced this one. */
+static bool retryable(dcr_status_t st)
 {
-    return !c->crashed && st != DCR_EFATAL && st != DCR_ECONFLICT;
+    return st != DCR_EFATAL && st != DCR_ECONFLICT;
 }
 
 /* A prepare or commit refused with a conflict: either a commit of ours whose
@@ -879,8 +890,6 @@ static void open_committed(dcr_coord_t *c, uint64_t tau)
 static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, bool all_overwrite,
                                dcr_refit_result_t *res)
 {
-    if (c->crashed)
-        return dcr_error_set(DCR_EFATAL, "coordinator %s has crashed; start a new one", c->cfg.id);
     dcr_trace_set_refit(
         (uint32_t)(c->record.version + 1)); /* intervals carry the version they build */
     dcr_transport_counters_t before, after;
@@ -897,29 +906,31 @@ static dcr_status_t transition(dcr_coord_t *c, dcr_storage_t *const *candidate, 
         /* A retry resends the complete changed set as absolute overwrites. */
         c->last_attempts = a + 1;
         st = attempt(c, candidate, all_overwrite || a > 0, res);
-        if (st == DCR_ECONFLICT && !c->crashed) st = settle_conflict(c, res);
+        if (st == DCR_ECONFLICT) st = settle_conflict(c, res);
         if (st == DCR_OK) break;
         if (!first_error[0]) snprintf(first_error, sizeof(first_error), "%s", dcr_error_line(st));
         DCR_LOG_WARN("attempt %d of the transition to version %llu failed: %s", a + 1,
                      (unsigned long long)c->record.version + 1, dcr_error_line(st));
         dcr_transport_stop_and_wait(c->p.transport); /* cannot fail (dcr/transport.h) */
-        if (c->crashed) break;
+        /* A replaced coordinator changes nothing, membership included. */
+        if (!retryable(st)) break;
+        note_deaths(c);
         flush_membership(c);
-        if (!retryable(c, st)) break;
     }
-    /* A crashed coordinator does nothing more: what it closed stays closed
-     * until a new coordinator commits or restores. A replaced one's gate
-     * operations are void. */
+    /* A replaced coordinator does nothing more: what it closed stays closed
+     * until its successor commits or restores (its gate operations are void
+     * anyway). */
     if (st == DCR_OK) open_committed(c, res->tau);
     discard_staged(c);
     dcr_transport_counters(c->p.transport, &after);
     res->receivers_died = live_before - live_count(c);
-    if (st != DCR_OK && c->crashed)
-        return dcr_error_set(st, "coordinator %s crashed in attempt %d (%s)", c->cfg.id,
-                             res->attempts, dcr_error_detail());
     if (st != DCR_OK) {
-        int dirty = st == DCR_ECONFLICT ? 0 : drop_dirty(c);
-        if (st != DCR_ECONFLICT) flush_membership(c);
+        int dirty = 0;
+        if (st != DCR_ECONFLICT) {
+            note_deaths(c);
+            dirty = drop_dirty(c);
+            flush_membership(c);
+        }
         return dcr_error_set(
             st == DCR_ECONFLICT ? DCR_ECONFLICT : DCR_EFATAL,
             "version %llu stays committed: %d attempt%s failed (first: %s); %d receiver%s with "
@@ -997,15 +1008,7 @@ dcr_status_t dcr_coord_resume(dcr_coord_t *c, dcr_storage_t *const *candidate,
     return DCR_OK;
 }
 
-/* ---- membership and hooks ---------------------------------------------------------- */
-
-void dcr_coord_set_hooks(dcr_coord_t *c, const dcr_coord_hooks_t *hooks)
-{
-    if (hooks)
-        c->hooks = *hooks;
-    else
-        memset(&c->hooks, 0, sizeof(c->hooks));
-}
+/* ---- membership ------------------------------------------------------------------ */
 
 bool dcr_coord_receiver_alive(const dcr_coord_t *c, int receiver)
 {

@@ -1,5 +1,5 @@
-/* The request gates of the receiver slots: a closed flag, a reader count
- * and a dirty mark per slot under one lock, fenced by the latest announced
+/* The request gates of the receiver slots: a closed flag, a reader count,
+ * a dirty mark and a dead mark per slot under one lock, fenced by the latest announced
  * attempt. One lock is enough: gates change a few times per transition and
  * readers only hold it to count themselves in and out. */
 #define _POSIX_C_SOURCE 200809L
@@ -13,6 +13,7 @@
 typedef struct gate_slot {
     bool closed;
     bool dirty;
+    bool dead; /* the bound receiver died: closed until another is bound */
     int readers;
     dcr_receiver_t *receiver;
 } gate_slot_t;
@@ -134,7 +135,7 @@ bool dcr_gate_open(dcr_gate_t *g, int slot, uint64_t tau, bool verified)
     gate_slot_t *s = &g->slot[slot];
     if (current(g, tau)) {
         if (verified) s->dirty = false;
-        if (!s->dirty && s->closed) {
+        if (!s->dirty && !s->dead && s->closed) {
             s->closed = false;
             pthread_cond_broadcast(&g->changed);
         }
@@ -174,6 +175,29 @@ void dcr_gate_bind(dcr_gate_t *g, int slot, dcr_receiver_t *r)
 {
     if (!in_range(g, slot)) return;
     pthread_mutex_lock(&g->lock);
+    /* Another receiver (a restored one) is alive; the dead one rebound (a
+     * new coordinator binding its parties) stays dead. */
+    if (g->slot[slot].receiver != r) g->slot[slot].dead = false;
     g->slot[slot].receiver = r;
     pthread_mutex_unlock(&g->lock);
+}
+
+void dcr_gate_kill(dcr_gate_t *g, int slot)
+{
+    if (!in_range(g, slot)) return;
+    pthread_mutex_lock(&g->lock);
+    g->slot[slot].dead = true;
+    g->slot[slot].closed = true;
+    /* A dead receiver serves nothing: the requests inside finish first. */
+    while (g->slot[slot].readers > 0) pthread_cond_wait(&g->changed, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+bool dcr_gate_dead(const dcr_gate_t *g, int slot)
+{
+    if (!in_range(g, slot)) return false;
+    pthread_mutex_lock((pthread_mutex_t *)&g->lock);
+    bool dead = g->slot[slot].dead;
+    pthread_mutex_unlock((pthread_mutex_t *)&g->lock);
+    return dead;
 }

@@ -51,7 +51,7 @@ typedef struct dcr_coord_config {
      * reports DONE or FAILED. The coordinator opens the attempt on its own
      * transport handle, waits until every node of a required receiver
      * joined, then lets the owners stream, and waits for DONE. Sync RL only;
-     * parties->receivers may be NULL; hooks other than step do not apply. */
+     * parties->receivers may be NULL. */
     bool remote_nodes;
     int join_timeout_ms; /* remote: a node that has not joined an attempt this long fails it */
     /* The owners are processes too (`mpirun -np P dcr owner`; needs
@@ -164,41 +164,13 @@ dcr_status_t dcr_coord_refit(dcr_coord_t *c, dcr_storage_t *const *candidate,
 
 /* ---- failures (DESIGN.md section 5 step 7) ------------------------------------- */
 
-/* Protocol steps of an attempt at which a coordinator may crash. */
-typedef enum dcr_coord_step {
-    DCR_COORD_STEP_PREPARE = 0,   /* before prepare */
-    DCR_COORD_STEP_STREAM = 1,    /* prepared, before construction and delivery */
-    DCR_COORD_STEP_ACK = 2,       /* every payload applied, before the acknowledgments */
-    DCR_COORD_STEP_COMMIT = 3,    /* acknowledged, before the joint commit */
-    DCR_COORD_STEP_COMMITTED = 4, /* committed, before the owners' baseline update */
-    DCR_COORD_STEP_COUNT
-} dcr_coord_step_t;
-
-const char *dcr_coord_step_name(dcr_coord_step_t step);
-
-/* Hooks through which a crash is observed (process death has no return
- * value in one process). Installed by harnesses and faults/, never by the
- * engine; either slot may be NULL. */
-typedef struct dcr_coord_hooks {
-    /* False when receiver `receiver` has died at this point of attempt tau.
-     * A dead receiver fails the attempt and is left out of every later one
-     * until dcr_coord_receiver_restart. Called from rollout node threads
-     * concurrently: must be thread-safe and must not block. */
-    bool (*alive)(void *ctx, int receiver, dcr_coord_point_t point, uint64_t tau);
-    /* Called before each step of attempt tau. A non-OK return is this
-     * coordinator crashing there: it stops the attempt (stop_and_wait),
-     * retries nothing, and dcr_coord_refit returns that status; only a new
-     * coordinator (dcr_coord_resume) can go on. */
-    dcr_status_t (*step)(void *ctx, dcr_coord_step_t step, uint64_t tau);
-    /* True hands the payload a rollout node just received to its receivers
-     * a second time, as a redelivery after a lost acknowledgment would; the
-     * receivers drop the copy by rule (G5). Same threading as alive. */
-    bool (*redeliver)(void *ctx, int node, uint64_t tau);
-    void *ctx;
-} dcr_coord_hooks_t;
-
-/* Copies the hooks (NULL removes them). Call between transitions. */
-void dcr_coord_set_hooks(dcr_coord_t *c, const dcr_coord_hooks_t *hooks);
+/* How a receiver's death reaches the coordinator: the rollout side marks
+ * its slot dead on the request gates (dcr_gate_kill), as the serving process
+ * that lost the receiver's device would; the rollout nodes' liveness checks
+ * during an attempt, the check after the acknowledgments and the start of
+ * every attempt read the mark. A dead receiver fails the attempt it was
+ * required by and is left out of every later one (recorded in the control
+ * plane) until dcr_coord_receiver_restart. */
 
 /* Membership changes only between attempts: these calls are made between
  * transitions, never during dcr_coord_refit. The required receivers of an
@@ -281,8 +253,18 @@ void dcr_gate_mark_dirty(dcr_gate_t *g, int slot);
 bool dcr_gate_dirty(const dcr_gate_t *g, int slot);
 bool dcr_gate_is_open(const dcr_gate_t *g, int slot);
 /* Binds the receiver that serves the slot; only while the slot is closed
- * (a restart), or before any reader uses the gate. */
+ * (a restart), or before any reader uses the gate. Binding another receiver
+ * than the one bound (a restored one) clears the dead mark; binding the same
+ * one again (a new coordinator over the same parties) does not. */
 void dcr_gate_bind(dcr_gate_t *g, int slot, dcr_receiver_t *r);
+
+/* The rollout side's word that the receiver bound to the slot died (its
+ * device or process failed): the slot closes, waiting for the readers
+ * inside, and stays closed, whatever any attempt vouches, until a receiver
+ * is bound again (a restore). Any thread; tau-independent. Coordinators
+ * read the mark (dcr_gate_dead) and leave the receiver out. */
+void dcr_gate_kill(dcr_gate_t *g, int slot);
+bool dcr_gate_dead(const dcr_gate_t *g, int slot);
 
 /* The coordinator's gates: parties->gate, or its own when that was NULL. */
 dcr_gate_t *dcr_coord_gate(const dcr_coord_t *c);

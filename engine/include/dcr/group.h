@@ -13,8 +13,8 @@
  *             endpoint runs a thread that takes messages in as they arrive,
  *             so sends complete without the destination calling recv.
  * Backends registered at run time (dcr_group_register) join them, as the
- * other pluggable parts allow (no fault kind targets group communication
- * yet, so faults/ registers no wrapper here). Callers use
+ * other pluggable parts allow (faults/ registers a "faulty:<name>" wrapper
+ * around each, which loses or delays owners' messages). Callers use
  * only the dcr_group_* wrappers (engine/group/group.c), which validate
  * arguments once for every backend. */
 #ifndef DCR_GROUP_H

@@ -4,8 +4,9 @@
  * while its slot is open; closing waits for the readers inside; operations
  * of an attempt older than the latest announced one are ignored; a dirty
  * slot opens only when the opener vouches for it; a waiting reader wakes
- * when its gate opens. The gate never dereferences receivers, so tokens
- * stand in for them. */
+ * when its gate opens; a dead slot waits for its readers, then stays closed
+ * whatever is vouched until a receiver is bound again. The gate never dereferences receivers, so
+ * tokens stand in for them. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -162,6 +163,40 @@ static void test_waiting_reader_wakes_on_open(void **state)
     dcr_gate_destroy(w.g);
 }
 
+/* A receiver dies while a request reads it: the kill waits for the reader,
+ * and no open, vouched or of a newer attempt, serves the dead receiver; a
+ * restored receiver bound to the slot serves again. */
+static void test_dead_slot_stays_closed_until_rebound(void **state)
+{
+    (void)state;
+    holder_t h = {gate_of(2), NULL, 0, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold, &h), 0);
+    while (!atomic_load(&h.inside)) sleep_ms(1);
+    assert_false(dcr_gate_dead(h.g, 0));
+    dcr_gate_kill(h.g, 0);
+    assert_int_equal(atomic_load(&h.left), 1);
+    pthread_join(t, NULL);
+    assert_true(dcr_gate_dead(h.g, 0));
+    assert_false(dcr_gate_dead(h.g, 1)); /* one slot's death is its own */
+    assert_false(dcr_gate_is_open(h.g, 0));
+    dcr_gate_announce(h.g, 5);
+    assert_false(dcr_gate_open(h.g, 0, 5, true));
+    assert_false(dcr_gate_open(h.g, 0, 0, true));
+    assert_null(dcr_gate_enter(h.g, 0, 0));
+    assert_true(dcr_gate_is_open(h.g, 1));
+    dcr_gate_bind(h.g, 0, RECEIVER(0)); /* a new coordinator over the same receivers */
+    assert_true(dcr_gate_dead(h.g, 0));
+    dcr_gate_bind(h.g, 0, RECEIVER(2)); /* the restore */
+    assert_false(dcr_gate_dead(h.g, 0));
+    assert_true(dcr_gate_open(h.g, 0, 0, true));
+    assert_ptr_equal(dcr_gate_enter(h.g, 0, 0), RECEIVER(2));
+    dcr_gate_leave(h.g, 0);
+    assert_false(dcr_gate_dead(h.g, -1)); /* out of range: nothing, no crash */
+    dcr_gate_kill(h.g, 7);
+    dcr_gate_destroy(h.g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_dirty_slot_needs_a_voucher),
         cmocka_unit_test(test_close_waits_for_readers),
         cmocka_unit_test(test_waiting_reader_wakes_on_open),
+        cmocka_unit_test(test_dead_slot_stays_closed_until_rebound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
