@@ -163,6 +163,7 @@ run_way() {
 }
 
 start_loopback
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 n=${#WAY_LIST[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
     for ((k = 0; k < n; k++)); do
@@ -182,7 +183,7 @@ ms() { awk -v s="$1" 'BEGIN { printf "%.0f", s * 1000 }'; }
 
 cfg="$OUT/${WAY_LIST[0]}-1.json"
 echo
-echo "dcr bench $(jq -r '.config | "\(.model) scale \(.scale), \(.layers) layers; \(.train_nodes) x \(.gpus_per_node) training, \(.rollout_nodes) x \(.receivers_per_node) rollout; \(.change_rate * 100)% \(.changes); \(.transport); cross \(.cross_gbps) Gbps, local \(.local_gbps) Gbps"' "$cfg"); checkpoint $(jq -r .checkpoint_bytes "$cfg") B; median of $ROUNDS rounds (JSON in $OUT)"
+echo "dcr bench $(jq -r '.config | "\(.model) scale \(.scale), \(.layers) layers; \(.train_nodes) x \(.gpus_per_node) training, \(.rollout_nodes) x \(.receivers_per_node) rollout; \(.change_rate * 100)% \(.changes); \(.transport); cross \(.cross_gbps) Gbps, local \(.local_gbps) Gbps"' "$cfg"); checkpoint $(jq -r .checkpoint_bytes "$cfg") B; median of $ROUNDS rounds (JSON in $OUT); load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo
 echo "| deployment | latency ms | construction LB ms | transport LB ms | finalization ms | reference ms | speedup | bit-exact |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
@@ -205,3 +206,12 @@ for way in "${WAY_LIST[@]}"; do
         "$(ms "$(median "$way" .reference_s)")" \
         "$(median "$way" .speedup)" "$exact"
 done
+# The testbed's reference per host: a rate far below the setting on a busy
+# machine is the store's CPU (s3rver), not the link (see the probes).
+if [[ ,$WAYS, == *,testbed,* ]]; then
+    echo
+    echo "testbed reference, measured Mbit/s per host and round (configured: $(jq -r '.testbed.reference.hosts[0].configured_mbit' "$OUT/testbed-1.json")):"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        jq -r --arg r "$r" '"  round \($r): " + ([.testbed.reference.hosts[] | "\(.host) \(.direction) \(.measured_mbit | floor)"] | join(", ")) + "; cross-link probes " + ([.testbed.links[] | select(.from == "svc" or .to == "svc") | .measured_mbit | floor] | "\(min)-\(max)")' "$OUT/testbed-$r.json"
+    done
+fi
