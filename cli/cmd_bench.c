@@ -500,6 +500,7 @@ static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
     DCR_CHECK(dcr_testbed_up(&tc, tb_p));
     DCR_CHECK(dcr_testbed_measure(*tb_p, links_p));
     DCR_CHECK(dcr_testbed_enter_services(*tb_p));
+    DCR_CHECK(dcr_testbed_probe_store(*tb_p));
     c->store = dcr_testbed_store(*tb_p);
     c->s3_endpoint = dcr_testbed_s3_endpoint(*tb_p);
     c->control_path = dcr_testbed_control(*tb_p);

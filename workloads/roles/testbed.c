@@ -29,9 +29,10 @@ struct dcr_testbed {
     char control[128], s3[128], store[64], subnet[64], state[PATH_MAX];
     bool up;
     pid_t watcher;
-    int watcher_fd;    /* write end: "d" then EOF (down done), or EOF alone */
-    int home_fd;       /* the network namespace we came from (dcr_testbed_enter_services) */
-    json_t *reference; /* dcr_testbed_reference's figures; NULL before it ran */
+    int watcher_fd;      /* write end: "d" then EOF (down done), or EOF alone */
+    int home_fd;         /* the network namespace we came from (dcr_testbed_enter_services) */
+    json_t *reference;   /* dcr_testbed_reference's figures; NULL before it ran */
+    json_t *store_costs; /* dcr_testbed_probe_store's figures; NULL before it ran */
 };
 
 /* The script: $DCR_TESTBED_SCRIPT, else beside the executable (see testbed.h). */
@@ -220,6 +221,7 @@ void dcr_testbed_destroy(dcr_testbed_t *t)
     if (t->watcher_fd >= 0) close(t->watcher_fd);
     if (t->watcher > 0) waitpid(t->watcher, NULL, 0);
     json_decref(t->reference);
+    json_decref(t->store_costs);
     free(t);
 }
 
@@ -339,6 +341,7 @@ json_t *dcr_testbed_json(const dcr_testbed_t *t)
                           "mpirun in t0, ranks in t0..t<N-1> (launch agent)", "coordinator",
                           "services host (with the launcher and the verifier)");
     if (j && t->reference) json_object_set(j, "reference", t->reference);
+    if (j && t->store_costs) json_object_set(j, "store", t->store_costs);
     return j;
 }
 
@@ -630,4 +633,94 @@ dcr_status_t dcr_testbed_reference(void *ctx, const int64_t *per_node_bytes, int
     free(r.pattern);
     pthread_mutex_destroy(&r.mu);
     return st;
+}
+
+/* ---- the store's per-request costs ----------------------------------------------- */
+
+#define PROBE_ROUNDS 16
+#define PROBE_BYTES  1024
+
+typedef struct probe_run {
+    dcr_objstore_t *store;
+    int netns_fd;
+    char prefix[64];
+    double ms[3][PROBE_ROUNDS]; /* put, list, get */
+    dcr_status_t st;
+    char msg[512];
+} probe_run_t;
+
+static void *probe_thread(void *arg)
+{
+    probe_run_t *p = arg;
+    uint8_t out[PROBE_BYTES], in[PROBE_BYTES];
+    memset(out, 0x5a, sizeof(out));
+    if (setns(p->netns_fd, CLONE_NEWNET) != 0) {
+        p->st = dcr_error_set(DCR_EIO, "setns: %s", strerror(errno));
+        snprintf(p->msg, sizeof(p->msg), "testbed store probe: %s", dcr_error_detail());
+        return NULL;
+    }
+    for (int i = 0; p->st == DCR_OK && i < PROBE_ROUNDS; i++) {
+        char key[96];
+        snprintf(key, sizeof(key), "%sobj-%d", p->prefix, i);
+        double t0 = dcr_clock_s();
+        p->st = dcr_objstore_put(p->store, key, out, sizeof(out), NULL);
+        double t1 = dcr_clock_s();
+        dcr_objstore_entry_t *e = NULL;
+        size_t n = 0;
+        if (p->st == DCR_OK) p->st = dcr_objstore_list_all(p->store, p->prefix, &e, &n);
+        free(e);
+        double t2 = dcr_clock_s();
+        if (p->st == DCR_OK) p->st = dcr_objstore_get_range(p->store, key, 0, sizeof(in), in, NULL);
+        double t3 = dcr_clock_s();
+        if (p->st == DCR_OK && (n != (size_t)i + 1 || memcmp(in, out, sizeof(in))))
+            p->st = dcr_error_set(DCR_ETRANSPORT, "%s: listed %zu of %d keys or read other bytes",
+                                  key, n, i + 1);
+        p->ms[0][i] = (t1 - t0) * 1e3;
+        p->ms[1][i] = (t2 - t1) * 1e3;
+        p->ms[2][i] = (t3 - t2) * 1e3;
+    }
+    if (p->st != DCR_OK)
+        snprintf(p->msg, sizeof(p->msg), "testbed store probe: %s", dcr_error_detail());
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median_of(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+dcr_status_t dcr_testbed_probe_store(dcr_testbed_t *t)
+{
+    probe_run_t p = {.st = DCR_OK, .netns_fd = open_netns(t, "t0")};
+    if (p.netns_fd < 0)
+        return dcr_error_set(DCR_EIO, "testbed store probe: cannot open the namespace of t0: %s",
+                             strerror(errno));
+    snprintf(p.prefix, sizeof(p.prefix), "probe-%d/", (int)getpid());
+    dcr_objstore_config_t sc = {.url = "s3://dcr/probe", .s3_endpoint = t->s3};
+    dcr_status_t st = dcr_objstore_create(&sc, &p.store);
+    pthread_t th;
+    if (st == DCR_OK && pthread_create(&th, NULL, probe_thread, &p) != 0)
+        st = dcr_error_set(DCR_ENOMEM, "testbed store probe: cannot start a thread");
+    else if (st == DCR_OK) {
+        pthread_join(th, NULL);
+        if (p.st != DCR_OK) st = dcr_error_set(p.st, "%s", p.msg);
+    }
+    if (p.store && dcr_objstore_delete_prefix(p.store, p.prefix) != DCR_OK)
+        DCR_LOG_WARN("testbed store probe: removing %s: %s", p.prefix, dcr_error_detail());
+    dcr_objstore_destroy(p.store);
+    close(p.netns_fd);
+    if (st != DCR_OK) return st;
+    json_decref(t->store_costs);
+    t->store_costs = json_pack(
+        "{s:f,s:f,s:f,s:i,s:i,s:s}", "put_ms", median_of(p.ms[0], PROBE_ROUNDS), "list_ms",
+        median_of(p.ms[1], PROBE_ROUNDS), "get_ms", median_of(p.ms[2], PROBE_ROUNDS),
+        "object_bytes", PROBE_BYTES, "rounds", PROBE_ROUNDS, "from", "t0");
+    return DCR_OK;
 }

@@ -93,8 +93,19 @@ dcr_status_t dcr_testbed_place_roles(dcr_testbed_t *t, dcr_role_launcher_t *l, i
 dcr_status_t dcr_testbed_reference(void *ctx, const int64_t *per_node_bytes, int train_nodes,
                                    int rollout_nodes, double *seconds_p);
 
-/* {id, subnet, netns: [...], control, s3, reference (after
- * dcr_testbed_reference)}: what the JSON output names. */
+/* The services host's S3 store as a training host sees it: 16 rounds of a
+ * PUT, a LIST of the prefix and a GET of a 1 KiB object from t0 (a thread
+ * in its namespace), each request's median milliseconds, kept for
+ * dcr_testbed_json's "store" {put_ms, list_ms, get_ms, object_bytes,
+ * rounds}. What a simulation of the testbed takes as the store's
+ * per-request costs (dcr sim --validate); the bytes are too few for the
+ * links to matter. Call from the services host (dcr_testbed_enter_services),
+ * where the store's handle is made. */
+dcr_status_t dcr_testbed_probe_store(dcr_testbed_t *t);
+
+/* {id, subnet, netns: [...], control, s3, store (after
+ * dcr_testbed_probe_store), reference (after dcr_testbed_reference)}: what
+ * the JSON output names. */
 json_t *dcr_testbed_json(const dcr_testbed_t *t);
 
 #endif
