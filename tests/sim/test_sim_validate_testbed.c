@@ -31,7 +31,7 @@
 
 #include "sim/calibrate.h"
 #include "sim/validate.h"
-#include "testbed/testbed_ids.h"
+#include "testbed/testbed_test.h"
 
 #define SKIP_CODE 77
 #define LINK_GBPS 0.1
@@ -41,20 +41,7 @@ static char g_cli[1024];
 static char g_out[1 << 16];
 static char g_cal[1200];
 
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define sh(...) testbed_sh(g_out, sizeof(g_out), false, __VA_ARGS__)
 
 /* Not root (as root: the command runs as nobody): skipped, with the reason. */
 static void test_case_skipped_with_reason_when_not_root(void **state)

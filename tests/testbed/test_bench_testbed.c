@@ -27,7 +27,7 @@
 #include <jansson.h>
 #include <math.h>
 
-#include "testbed_ids.h"
+#include "testbed_test.h"
 
 #define SKIP_CODE 77
 /* The run's link settings: the oracle of the rate check. */
@@ -42,22 +42,8 @@ static char g_cli[1024];
 static char g_out[1 << 18];
 
 /* Runs a shell command, stdout (and stderr when `merge`) into g_out; its exit status. */
-static int sh_merge(bool merge, const char *fmt, ...)
-{
-    char cmd[2048], full[2100];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof(full), merge ? "(%s) 2>&1" : "%s", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-#define sh(...) sh_merge(true, __VA_ARGS__)
+#define sh_merge(merge, ...) testbed_sh(g_out, sizeof(g_out), merge, __VA_ARGS__)
+#define sh(...)              sh_merge(true, __VA_ARGS__)
 
 static int count_lines(const char *s)
 {
@@ -208,6 +194,11 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     check_rate(links, "t0", "t1", LOCAL_MBIT);
     check_rate(links, "r0", "r1", LOCAL_MBIT);
     check_reference(j);
+    /* The store's probed per-request costs (what dcr sim --validate takes). */
+    const json_t *store = json_object_get(tb, "store");
+    assert_true(json_number_value(json_object_get(store, "put_ms")) > 0);
+    assert_true(json_number_value(json_object_get(store, "get_ms")) > 0);
+    assert_true(json_number_value(json_object_get(store, "list_ms")) > 0);
     json_decref(j);
     unlink(err);
     assert_false(leftovers());

@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "testbed_ids.h"
+#include "testbed_test.h"
 
 #define SKIP_CODE 77
 /* Settings of the testbed under test: the oracle of the rate check. */
@@ -38,22 +38,7 @@ static char g_root_links[4096]; /* root namespace's links before up */
 static char g_root_qdiscs[4096];
 
 /* Runs a shell command (stdout and stderr captured into g_out); its exit status. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    char full[2100];
-    snprintf(full, sizeof(full), "(%s) 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define sh(...) testbed_sh(g_out, sizeof(g_out), true, __VA_ARGS__)
 
 /* Runs the testbed script with the test's --id after the subcommand. */
 #define TB(sub, ...) sh("bash %s " sub, g_script, __VA_ARGS__)

@@ -406,10 +406,12 @@ static void ref_key(const ref_run_t *r, const ref_obj_t *o, char *out, size_t ca
     snprintf(out, cap, "%sref-%d-%d.bin", r->prefix, o->host, o->k);
 }
 
-/* Enters the host's namespace: every connection this thread opens from now
- * on (the S3 client keeps one handle per thread) leaves through its link. */
-static bool ref_enter(ref_run_t *r, const ref_arg_t *a, const char *host)
+/* Names the thread's host (kind 't' or 'r') into host and enters its
+ * namespace: every connection this thread opens from now on (the S3 client
+ * keeps one handle per thread) leaves through its link. */
+static bool ref_enter(ref_run_t *r, const ref_arg_t *a, char kind, char *host, size_t cap)
 {
+    snprintf(host, cap, "%c%d", kind, a->host);
     if (setns(a->netns_fd, CLONE_NEWNET) == 0) return true;
     ref_fail(r, dcr_error_set(DCR_EIO, "setns: %s", strerror(errno)), host);
     return false;
@@ -420,8 +422,7 @@ static void *ref_upload(void *arg)
     ref_arg_t *a = arg;
     ref_run_t *r = a->r;
     char host[16], key[128];
-    snprintf(host, sizeof(host), "t%d", a->host);
-    if (!ref_enter(r, a, host)) return NULL;
+    if (!ref_enter(r, a, 't', host, sizeof(host))) return NULL;
     for (;;) {
         size_t i = atomic_fetch_add(&r->next[a->host], 1);
         if (i >= r->nobjs || r->objs[i].host != a->host) break;
@@ -441,13 +442,12 @@ static void *ref_download(void *arg)
     ref_arg_t *a = arg;
     ref_run_t *r = a->r;
     char host[16], key[128];
-    snprintf(host, sizeof(host), "r%d", a->host);
-    uint8_t *buf = malloc(REF_PART);
-    if (!buf) {
+    bool ok = ref_enter(r, a, 'r', host, sizeof(host));
+    uint8_t *buf = ok ? malloc(REF_PART) : NULL;
+    if (ok && !buf) {
         ref_fail(r, dcr_error_set(DCR_ENOMEM, "%zu bytes of download buffer", REF_PART), host);
         return NULL;
     }
-    bool ok = ref_enter(r, a, host);
     while (ok) {
         size_t i = atomic_fetch_add(&r->next[a->host], 1);
         if (i >= r->nparts) break;
