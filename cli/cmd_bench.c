@@ -487,8 +487,8 @@ static dcr_status_t testbed_check(bench_opts_t *o)
  * slots) and per rollout node, shaped as the bench's links; measured; this
  * process moves to the services host, and the run's store and control
  * plane are the testbed's. The per-flow cap and the latency need netem and
- * fq in the kernel: unless given, they are 0 here (and in the in-process
- * reference, so that it describes the same links). */
+ * fq in the kernel: unless given, they are 0 here. The full-checkpoint
+ * reference runs over the same shaped links (dcr_testbed_reference). */
 static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
                                   dcr_testbed_t **tb_p, json_t **links_p)
 {
@@ -500,18 +500,35 @@ static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
                                .link_gbps = c->link.cross_gbps,
                                .local_gbps = c->link.local_gbps,
                                .flow_gbps = c->link.flow_gbps,
-                               .latency_ms = c->link.latency_ms};
+                               .latency_ms = c->link.latency_ms,
+                               .upload_flows = (int)o->sc.gpus};
     DCR_CHECK(dcr_testbed_up(&tc, tb_p));
     DCR_CHECK(dcr_testbed_measure(*tb_p, links_p));
     DCR_CHECK(dcr_testbed_enter_services(*tb_p));
+    DCR_CHECK(dcr_testbed_probe_store(*tb_p));
     c->store = dcr_testbed_store(*tb_p);
     c->s3_endpoint = dcr_testbed_s3_endpoint(*tb_p);
     c->control_path = dcr_testbed_control(*tb_p);
+    /* The full-checkpoint reference over the same shaped links. */
+    c->reference = dcr_testbed_reference;
+    c->reference_ctx = *tb_p;
     return DCR_OK;
 }
 
-/* The testbed's endpoints and each shaped link's measured rate (the
- * "testbed" object of the JSON output). */
+/* One measured rate: "  A B  M Mbit/s  configured C" (and a flag past 15%). */
+static void print_rate(const char *a, const char *b, const json_t *l)
+{
+    const json_t *conf = json_object_get(l, "configured_mbit");
+    char setting[48] = "unlimited";
+    if (json_is_number(conf))
+        snprintf(setting, sizeof(setting), "configured %.1f", json_number_value(conf));
+    printf("  %-4s %-8s %10.1f Mbit/s  %s%s\n", a, b,
+           json_number_value(json_object_get(l, "measured_mbit")), setting,
+           json_is_true(json_object_get(l, "ok")) ? "" : "  OFF by more than 15%");
+}
+
+/* The testbed's endpoints, each shaped link's measured rate and the
+ * reference's per host (the "testbed" object of the JSON output). */
 static void print_testbed(const json_t *tb)
 {
     printf("testbed %lld: control %s, s3 %s; measured links (timed TCP transfer):\n",
@@ -522,16 +539,19 @@ static void print_testbed(const json_t *tb)
     const json_t *l;
     json_array_foreach(json_object_get(tb, "links"), i, l)
     {
-        const json_t *conf = json_object_get(l, "configured_mbit");
-        char setting[48] = "unlimited";
-        if (json_is_number(conf))
-            snprintf(setting, sizeof(setting), "configured %.1f", json_number_value(conf));
-        printf("  %-4s -> %-4s %10.1f Mbit/s  %s%s\n",
-               json_string_value(json_object_get(l, "from")),
-               json_string_value(json_object_get(l, "to")),
-               json_number_value(json_object_get(l, "measured_mbit")), setting,
-               json_is_true(json_object_get(l, "ok")) ? "" : "  OFF by more than 15%");
+        char to[16];
+        snprintf(to, sizeof(to), "-> %s", json_string_value(json_object_get(l, "to")));
+        print_rate(json_string_value(json_object_get(l, "from")), to, l);
     }
+    const json_t *ref = json_object_get(tb, "reference");
+    if (!ref) return;
+    printf("reference over the testbed: %.3f s (up %.3f s, down %.3f s); per host:\n",
+           json_number_value(json_object_get(ref, "seconds")),
+           json_number_value(json_object_get(ref, "upload_s")),
+           json_number_value(json_object_get(ref, "download_s")));
+    json_array_foreach(json_object_get(ref, "hosts"), i, l)
+        print_rate(json_string_value(json_object_get(l, "host")),
+                   json_string_value(json_object_get(l, "direction")), l);
 }
 
 static int run(bench_opts_t *o, int argc, char **argv)

@@ -38,6 +38,9 @@ typedef struct sim_opts {
     double cross, flow, local, fabric, latency, local_latency, store_gbps, store_latency,
         store_list, store_put, relay_gbps, startup_ms;
     double ref_object_mib, chunk_mib, bucket_mib;
+    /* --validate: which cases (engine, testbed; NULL both) and the testbed's id. */
+    const char *validate_only;
+    int64_t testbed_id;
     dcr_arg_t *args; /* to tell which flags were given */
     int nargs;
 } sim_opts_t;
@@ -483,6 +486,84 @@ static int write_platform(const sim_opts_t *o)
     return 0;
 }
 
+/* One validation row: into arr with --json, else two lines of text. */
+static void print_validation_row(const sim_opts_t *o, json_t *arr, const char *name,
+                                 const char *args, const dcr_sim_validation_row_t *row)
+{
+    if (o->json) {
+        json_array_append_new(
+            arr,
+            json_pack("{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
+                      "case", name, "bench_args", args, "measured_s", row->measured_s,
+                      "predicted_s", row->predicted_s, "error", row->error, "measured_reference_s",
+                      row->measured_ref_s, "predicted_reference_s", row->predicted_ref_s,
+                      "measured_payload_bytes", row->measured_payload, "predicted_payload_bytes",
+                      row->predicted_payload, "measured_construction_s", row->measured_construct_s,
+                      "predicted_construction_end_s", row->predicted_construct_end_s,
+                      "measured_construction_lb_s", row->measured_construction_lb_s,
+                      "predicted_construction_lb_s", row->predicted_construction_lb_s,
+                      "measured_transport_lb_s", row->measured_transport_lb_s,
+                      "predicted_transport_lb_s", row->predicted_transport_lb_s,
+                      "measured_finalization_s", row->measured_finalization_s,
+                      "predicted_finalization_s", row->predicted_finalization_s));
+        if (row->store_put_ms > 0)
+            json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "store_ms",
+                                json_pack("{s:f,s:f,s:f}", "put", row->store_put_ms, "get",
+                                          row->store_get_ms, "list", row->store_list_ms));
+        return;
+    }
+    printf("%-44s %10.3f %10.3f %+6.1f%% %9.3f %9.3f %11.0f %11.0f\n", name, row->measured_s,
+           row->predicted_s, 100 * row->error, row->measured_ref_s, row->predicted_ref_s,
+           row->measured_payload, row->predicted_payload);
+    printf("    measured / predicted: construction LB %.3f / %.3f s, transport LB %.3f / %.3f "
+           "s, finalization %.3f / %.3f s\n    dcr bench %s\n",
+           row->measured_construction_lb_s, row->predicted_construction_lb_s,
+           row->measured_transport_lb_s, row->predicted_transport_lb_s,
+           row->measured_finalization_s, row->predicted_finalization_s, args);
+    if (row->store_put_ms > 0)
+        printf("    the store's probed costs per request (the simulation's): PUT %.1f ms, GET %.1f "
+               "ms, LIST %.1f ms\n",
+               row->store_put_ms, row->store_get_ms, row->store_list_ms);
+    fflush(stdout);
+}
+
+/* The testbed cases (sim/validate.h): run where a testbed can be built,
+ * else each is reported skipped with the reason (never silently). */
+static dcr_status_t validate_testbed(const sim_opts_t *o, const dcr_sim_calibration_t *cal,
+                                     json_t *arr)
+{
+    char why[256], cli[4096];
+    bool usable = dcr_sim_testbed_usable((int)o->testbed_id, why, sizeof(why));
+    ssize_t n = readlink("/proc/self/exe", cli, sizeof(cli) - 1);
+    if (usable && n <= 0)
+        return dcr_error_set(DCR_EIO, "cannot find this executable (/proc/self/exe)");
+    if (n > 0) cli[n] = '\0';
+    for (int i = 0; i < DCR_SIM_TESTBED_CASES; i++) {
+        dcr_bench_config_t cfg;
+        const char *name, *args;
+        dcr_sim_testbed_case(i, &cfg, &name, &args);
+        if (!usable) {
+            if (o->json)
+                json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "case", name, "bench_args",
+                                                     args, "skipped", why));
+            else
+                printf("%-44s skipped: %s\n", name, why);
+            continue;
+        }
+        dcr_sim_validation_row_t row;
+        dcr_status_t st = dcr_sim_validate_testbed(cli, (int)o->testbed_id, &cfg, args, cal, &row);
+        if (st != DCR_OK) {
+            dcr_error_prefix("validation case '%s': ", name);
+            return st;
+        }
+        char full[512];
+        snprintf(full, sizeof(full), "--testbed netns --testbed-id %lld %s",
+                 (long long)o->testbed_id, args);
+        print_validation_row(o, arr, name, full, &row);
+    }
+    return DCR_OK;
+}
+
 static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
 {
     json_t *arr = json_array();
@@ -490,7 +571,8 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
         printf("%-44s %10s %10s %7s %9s %9s %11s %11s\n", "case (dcr bench flags below)",
                "measured_s", "predicted_s", "error", "ref_meas", "ref_pred", "payload_meas",
                "payload_pred");
-    for (int i = 0; i < DCR_SIM_VALIDATION_CASES; i++) {
+    bool engine = !o->validate_only || !strcmp(o->validate_only, "engine");
+    for (int i = 0; engine && i < DCR_SIM_VALIDATION_CASES; i++) {
         dcr_bench_config_t cfg;
         const char *name, *args;
         dcr_sim_validation_case(i, &cfg, &name, &args);
@@ -501,33 +583,14 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
             dcr_error_prefix("validation case '%s': ", name);
             return dcr_cli_fail("sim", st);
         }
-        if (o->json) {
-            json_array_append_new(
-                arr, json_pack(
-                         "{s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f}",
-                         "case", name, "bench_args", args, "measured_s", row.measured_s,
-                         "predicted_s", row.predicted_s, "error", row.error, "measured_reference_s",
-                         row.measured_ref_s, "predicted_reference_s", row.predicted_ref_s,
-                         "measured_payload_bytes", row.measured_payload, "predicted_payload_bytes",
-                         row.predicted_payload, "measured_construction_s", row.measured_construct_s,
-                         "predicted_construction_end_s", row.predicted_construct_end_s,
-                         "measured_construction_lb_s", row.measured_construction_lb_s,
-                         "predicted_construction_lb_s", row.predicted_construction_lb_s,
-                         "measured_transport_lb_s", row.measured_transport_lb_s,
-                         "predicted_transport_lb_s", row.predicted_transport_lb_s,
-                         "measured_finalization_s", row.measured_finalization_s,
-                         "predicted_finalization_s", row.predicted_finalization_s));
-            continue;
+        print_validation_row(o, arr, name, args, &row);
+    }
+    if (!o->validate_only || !strcmp(o->validate_only, "testbed")) {
+        dcr_status_t st = validate_testbed(o, cal, arr);
+        if (st != DCR_OK) {
+            json_decref(arr);
+            return dcr_cli_fail("sim", st);
         }
-        printf("%-44s %10.3f %10.3f %+6.1f%% %9.3f %9.3f %11.0f %11.0f\n", name, row.measured_s,
-               row.predicted_s, 100 * row.error, row.measured_ref_s, row.predicted_ref_s,
-               row.measured_payload, row.predicted_payload);
-        printf("    measured / predicted: construction LB %.3f / %.3f s, transport LB %.3f / %.3f "
-               "s, finalization %.3f / %.3f s\n    dcr bench %s\n",
-               row.measured_construction_lb_s, row.predicted_construction_lb_s,
-               row.measured_transport_lb_s, row.predicted_transport_lb_s,
-               row.measured_finalization_s, row.predicted_finalization_s, args);
-        fflush(stdout);
     }
     if (o->json) {
         json_t *j = json_pack("{s:o,s:s}", "validation", arr, "calibration", cal->machine);
@@ -646,6 +709,16 @@ static int simulate(const sim_opts_t *o)
 
 static int run(const sim_opts_t *o)
 {
+    if (!o->validate && (seen(o, "--validate-only") || seen(o, "--testbed-id"))) {
+        fprintf(stderr, "dcr sim: --validate-only and --testbed-id need --validate\n");
+        return 2;
+    }
+    if (o->validate_only && strcmp(o->validate_only, "engine") &&
+        strcmp(o->validate_only, "testbed")) {
+        fprintf(stderr, "dcr sim: --validate-only %s: expected engine or testbed\n",
+                o->validate_only);
+        return 2;
+    }
     if (o->write_platform) return write_platform(o);
     if (!o->validate) return simulate(o);
     dcr_sim_calibration_t cal;
@@ -860,7 +933,7 @@ int dcr_cmd_sim(int argc, char **argv)
     o.rates = "0.03";
     o.mode = "X";
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
-    enum { NOWN = 35 };
+    enum { NOWN = 37 };
     dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o.rollout_nodes, 1, 4096,
          "rollout nodes (default 1; testbed 8)", false},
@@ -892,7 +965,13 @@ int dcr_cmd_sim(int argc, char **argv)
          "cluster (guesses stated) beside its 247.2 GB refits",
          false},
         {"--validate", DCR_ARG_FLAG, &o.validate, 0, 0,
-         "run the built-in dcr bench cases and compare (minutes)", false},
+         "run the built-in dcr bench cases and compare (minutes); the testbed cases where root "
+         "can build one (else reported skipped)",
+         false},
+        {"--validate-only", DCR_ARG_STRING, &o.validate_only, 0, 0,
+         "engine | testbed: only those --validate cases", false},
+        {"--testbed-id", DCR_ARG_INT, &o.testbed_id, 0, 55,
+         "--validate: the netns testbed's id (scripts/testbed.sh; default 0)", false},
         {"--cross-gbps", DCR_ARG_DOUBLE, &o.cross, 0, 1e6,
          "cross-cluster Gbps per node and direction (0: unlimited)", false},
         {"--flow-gbps", DCR_ARG_DOUBLE, &o.flow, 0, 1e6, "cross-cluster Gbps per flow (0: no cap)",
@@ -944,7 +1023,8 @@ int dcr_cmd_sim(int argc, char **argv)
         "[--model M] [--train-nodes N --gpus-per-node G --tp ...] [--rollout-nodes R "
         "--rollout-gpus G] "
         "[--transport objstore|relay|both] [--change-rate R,...] [--cross-gbps B ...] "
-        "[--calibration FILE] [--platform XML] [--testbed paper] [--validate] [--json]\n"
+        "[--calibration FILE] [--platform XML] [--testbed paper] [--validate [--validate-only "
+        "engine|testbed] [--testbed-id N]] [--json]\n"
         "       dcr sim plan --help   (a capacity-planning sweep drawn with gnuplot)",
         args, o.nargs, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;

@@ -1,8 +1,13 @@
 /* The simulator against the engine: bench runs and their simulated twins. */
 #include "sim/validate.h"
 
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dcr/log.h"
 #include "sim/calibrate.h"
@@ -152,6 +157,19 @@ static double dcr__mean_construct(const dcr_bench_result_t *r)
     return r->nrefits ? s / r->nrefits : 0;
 }
 
+/* The simulated figures of a row, and its latency error. */
+static void dcr__predicted(dcr_sim_validation_row_t *row, const dcr_sim_result_t *sim)
+{
+    row->predicted_s = sim->latency_s;
+    row->predicted_ref_s = sim->reference_s;
+    row->predicted_payload = (double)sim->payload_bytes;
+    row->predicted_construct_end_s = sim->construction_end_s;
+    row->predicted_construction_lb_s = sim->construction_lb_s;
+    row->predicted_transport_lb_s = sim->transport_lb_s;
+    row->predicted_finalization_s = sim->finalization_s;
+    row->error = row->measured_s > 0 ? sim->latency_s / row->measured_s - 1 : 0;
+}
+
 dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim_calibration_t *cal,
                                   dcr_sim_validation_row_t *out_p)
 {
@@ -168,21 +186,142 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
         dcr_bench_result_free(&r);
         return st;
     }
-    row.predicted_s = sim.latency_s;
     row.measured_ref_s = r.reference_s;
-    row.predicted_ref_s = sim.reference_s;
     row.measured_payload = r.payload_bytes_mean;
-    row.predicted_payload = (double)sim.payload_bytes;
     row.measured_construct_s = dcr__mean_construct(&r);
-    row.predicted_construct_end_s = sim.construction_end_s;
     row.measured_construction_lb_s = r.construction_lb_mean_s;
-    row.predicted_construction_lb_s = sim.construction_lb_s;
     row.measured_transport_lb_s = r.transport_lb_mean_s;
-    row.predicted_transport_lb_s = sim.transport_lb_s;
     row.measured_finalization_s = r.finalization_mean_s;
-    row.predicted_finalization_s = sim.finalization_s;
-    row.error = row.measured_s > 0 ? sim.latency_s / row.measured_s - 1 : 0;
+    dcr__predicted(&row, &sim);
     dcr_bench_result_free(&r);
+    *out_p = row;
+    return DCR_OK;
+}
+
+/* ---- testbed cases ---------------------------------------------------------------- */
+
+void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
+                          const char **args_p)
+{
+    (void)i; /* one case so far */
+    dcr_bench_config_t c = dcr__short();
+    c.link.flow_gbps = 0;
+    c.link.latency_ms = 0;
+    *cfg_p = c;
+    *name_p = "testbed: qwen3-30b objstore 3%, 2+2 hosts";
+    *args_p = "--flow-gbps 0 --latency-ms 0 --warmup 1 --refits 5 --no-verify";
+}
+
+/* Runs a shell command; its exit status (-1: it did not run or was killed). */
+static int dcr__system(const char *cmd)
+{
+    int st = system(cmd);
+    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool dcr_sim_testbed_usable(int id, char *why, size_t cap)
+{
+    if (geteuid() != 0) {
+        snprintf(why, cap, "not root (network namespaces and tc need CAP_NET_ADMIN)");
+        return false;
+    }
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd),
+             "ip netns add dcrtb-%d-probe >/dev/null 2>&1 && ip netns exec dcrtb-%d-probe true "
+             ">/dev/null 2>&1; rc=$?; ip netns del dcrtb-%d-probe >/dev/null 2>&1; exit $rc",
+             id, id, id);
+    if (dcr__system(cmd) != 0) {
+        snprintf(why, cap, "cannot create and enter a network namespace (ip netns add/exec)");
+        return false;
+    }
+    return true;
+}
+
+/* A number in the bench's JSON at a path of object keys; NAN when absent. */
+static double dcr__num(const json_t *j, const char *a, const char *b)
+{
+    const json_t *v = json_object_get(j, a);
+    if (b) v = json_object_get(v, b);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+/* The measured side of a row from `dcr bench --json` of a testbed run, and
+ * the store's probed costs into c. */
+static dcr_status_t dcr__measured_from_json(const json_t *j, dcr_sim_validation_row_t *row,
+                                            dcr_sim_cluster_t *c)
+{
+    const json_t *refits = json_object_get(j, "refits");
+    size_t n = json_array_size(refits);
+    const json_t *store = json_object_get(json_object_get(j, "testbed"), "store");
+    double put = dcr__num(store, "put_ms", NULL), get = dcr__num(store, "get_ms", NULL),
+           list = dcr__num(store, "list_ms", NULL);
+    if (n == 0 || isnan(put) || isnan(get) || isnan(list))
+        return dcr_error_set(DCR_EIO, "dcr bench --testbed --json: expected refits and "
+                                      "testbed.store {put_ms, get_ms, list_ms}");
+    double *v = malloc(n * sizeof(*v));
+    if (!v) return dcr_error_set(DCR_ENOMEM, "validation: %zu refit latencies", n);
+    double construct = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = dcr__num(json_array_get(refits, i), "latency_s", NULL);
+        construct += dcr__num(json_array_get(refits, i), "construction_s", NULL) / (double)n;
+    }
+    row->measured_s = dcr_sim_median(v, (int)n);
+    free(v);
+    row->measured_ref_s = dcr__num(j, "reference_s", NULL);
+    row->measured_payload = dcr__num(j, "payload_bytes_mean", NULL);
+    row->measured_construct_s = construct;
+    row->measured_construction_lb_s = dcr__num(j, "construction_lb_s_mean", NULL);
+    row->measured_transport_lb_s = dcr__num(j, "transport_lb_s_mean", NULL);
+    row->measured_finalization_s = dcr__num(j, "finalization_s_mean", NULL);
+    row->store_put_ms = put;
+    row->store_get_ms = get;
+    row->store_list_ms = list;
+    c->store_put_ms = put;
+    c->store_latency_ms = get;
+    c->store_list_ms = list + DCR__DIR_STORE_LIST_MS;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
+                                      const char *args, const dcr_sim_calibration_t *cal,
+                                      dcr_sim_validation_row_t *out_p)
+{
+    char err[64], cmd[2048];
+    snprintf(err, sizeof(err), "/tmp/dcr-sim-testbed-%d.err", (int)getpid());
+    snprintf(cmd, sizeof(cmd), "'%s' bench --testbed netns --testbed-id %d --json %s 2>%s", cli, id,
+             args, err);
+    DCR_LOG_INFO("validation: %s", cmd);
+    FILE *p = popen(cmd, "r");
+    if (!p) return dcr_error_set(DCR_EIO, "validation: cannot run %s", cli);
+    json_error_t je;
+    json_t *j = json_loadf(p, 0, &je);
+    int st = pclose(p);
+    int rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (rc != 0 || !j) {
+        json_decref(j);
+        char tail[512] = "";
+        FILE *f = fopen(err, "r");
+        if (f) {
+            char line[512];
+            while (fgets(line, sizeof(line), f)) snprintf(tail, sizeof(tail), "%s", line);
+            fclose(f);
+        }
+        tail[strcspn(tail, "\n")] = '\0';
+        unlink(err);
+        return dcr_error_set(DCR_EIO, "validation: dcr bench --testbed netns exited %d: %s", rc,
+                             tail);
+    }
+    unlink(err);
+    dcr_sim_validation_row_t row;
+    memset(&row, 0, sizeof(row));
+    dcr_sim_spec_t spec;
+    dcr_status_t s = dcr_sim_spec_from_bench(bench, cal, &spec);
+    if (s == DCR_OK) s = dcr__measured_from_json(j, &row, &spec.cluster);
+    json_decref(j);
+    if (s != DCR_OK) return s;
+    dcr_sim_result_t sim;
+    DCR_CHECK(dcr_sim_run(&spec, cal, &sim));
+    dcr__predicted(&row, &sim);
     *out_p = row;
     return DCR_OK;
 }

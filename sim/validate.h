@@ -37,11 +37,40 @@ typedef struct dcr_sim_validation_row {
     double measured_construction_lb_s, predicted_construction_lb_s;
     double measured_transport_lb_s, predicted_transport_lb_s;
     double measured_finalization_s, predicted_finalization_s;
+    /* Testbed cases: the store's probed per-request costs the simulation
+     * took (0 for the engine cases, whose store is a directory). */
+    double store_put_ms, store_get_ms, store_list_ms;
     double error; /* predicted / measured - 1 */
 } dcr_sim_validation_row_t;
 
 /* Runs one bench configuration and its simulation. */
 dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim_calibration_t *cal,
                                   dcr_sim_validation_row_t *out_p);
+
+/* Testbed cases (issue 16): `dcr bench --testbed netns` across a 2 + 2 host
+ * network-namespace testbed with kernel-shaped links, against its simulated
+ * twin. The kernel shapes rate only (no per-flow cap, no latency: netem and
+ * fq are often missing), so the cases set both to 0. */
+#define DCR_SIM_TESTBED_CASES 1
+
+/* The i-th testbed case, as dcr_sim_validation_case. */
+void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
+                          const char **args_p);
+
+/* Whether this process can build a testbed: root, and a network namespace
+ * that can be made and entered (probed as dcrtb-<id>-probe). False with the
+ * reason, one line, in why. */
+bool dcr_sim_testbed_usable(int id, char *why, size_t cap);
+
+/* One testbed case: runs `cli bench --testbed netns --testbed-id id --json
+ * args` (its roles are processes, so the measurement is a child process),
+ * then simulates bench with the testbed's links and, as the store, the
+ * per-request costs that run measured on the testbed before its refits
+ * (testbed.store: put_ms after a PUT's bytes, get_ms as the store's latency
+ * per request, list_ms plus the engine's poll as the delay before a
+ * listing sees a payload). */
+dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
+                                      const char *args, const dcr_sim_calibration_t *cal,
+                                      dcr_sim_validation_row_t *out_p);
 
 #endif

@@ -520,7 +520,7 @@ static void check_requests(bench_t *b, int epoch, const uint8_t before[16], cons
 
 /* The seed's transport-only full-checkpoint reference: each training node
  * uploads its 1/N of the checkpoint, each rollout node downloads all of it,
- * over the same emulated links. */
+ * over the same emulated links, or by the caller's hook (cfg->reference). */
 static dcr_status_t reference(bench_t *b, const char *transport, double *seconds_p)
 {
     int nodes = b->sc->train.nodes;
@@ -528,6 +528,12 @@ static dcr_status_t reference(bench_t *b, const char *transport, double *seconds
     int64_t *share = calloc((size_t)nodes, sizeof(int64_t));
     if (!share) return dcr_error_set(DCR_ENOMEM, "reference shares");
     for (int i = 0; i < nodes; i++) share[i] = total / nodes + (i < total % nodes);
+    if (b->cfg->reference && !strcmp(transport, "objstore")) {
+        dcr_status_t st =
+            b->cfg->reference(b->cfg->reference_ctx, share, nodes, b->serve.nodes, seconds_p);
+        free(share);
+        return st;
+    }
     dcr_transport_t *t = NULL;
     dcr_status_t st = make_transport(b, transport, b->serve.nodes, &t);
     if (st == DCR_OK) st = dcr_transport_reference(t, share, seconds_p);

@@ -95,6 +95,14 @@ typedef struct dcr_bench_config {
     /* Committed versions whose payloads stay in the object store for replay
      * (dcr/retain.h, --retain); 0: none. Objstore transport only. */
     int retain;
+    /* The object-store full-checkpoint reference run by the caller instead
+     * of in this process over the emulated links (dcr bench --testbed: timed
+     * transfers over the testbed's shaped links). per_node_bytes: what each
+     * of train_nodes training nodes uploads; every one of rollout_nodes
+     * rollout nodes downloads all of it. NULL: in this process. */
+    dcr_status_t (*reference)(void *ctx, const int64_t *per_node_bytes, int train_nodes,
+                              int rollout_nodes, double *seconds_p);
+    void *reference_ctx;
 } dcr_bench_config_t;
 
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on

@@ -25,6 +25,9 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <math.h>
+
+#include "testbed_test.h"
 
 #define SKIP_CODE 77
 /* The run's link settings: the oracle of the rate check. */
@@ -39,22 +42,8 @@ static char g_cli[1024];
 static char g_out[1 << 18];
 
 /* Runs a shell command, stdout (and stderr when `merge`) into g_out; its exit status. */
-static int sh_merge(bool merge, const char *fmt, ...)
-{
-    char cmd[2048], full[2100];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    snprintf(full, sizeof(full), merge ? "(%s) 2>&1" : "%s", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-#define sh(...) sh_merge(true, __VA_ARGS__)
+#define sh_merge(merge, ...) testbed_sh(g_out, sizeof(g_out), merge, __VA_ARGS__)
+#define sh(...)              sh_merge(true, __VA_ARGS__)
 
 static int count_lines(const char *s)
 {
@@ -116,6 +105,47 @@ static void check_rate(const json_t *links, const char *from, const char *to, do
         fail_msg("%s -> %s measured %.1f Mbit/s, set %.1f", from, to, m, mbit);
 }
 
+/* The full-checkpoint reference ran over the shaped links: the speedup's
+ * reference is its time, every host moved its share (each training host
+ * half the checkpoint up, each rollout host all of it down), no host beat
+ * its link's setting (the kernel's cap, plus the 15% that a burst and the
+ * timing of a short transfer allow), each host's ok says whether it was
+ * within 15%, and neither phase was faster than the slowest host's bytes
+ * at the set rate allow. */
+static void check_reference(const json_t *j)
+{
+    const json_t *ref = json_object_get(json_object_get(j, "testbed"), "reference");
+    if (!ref) fail_msg("no testbed.reference in the JSON output");
+    double secs = json_number_value(json_object_get(ref, "seconds"));
+    assert_true(secs > 0);
+    assert_true(fabs(json_number_value(json_object_get(j, "reference_s")) - secs) < 1e-9);
+    double lat = json_number_value(json_object_get(j, "mean_latency_s"));
+    assert_true(fabs(json_number_value(json_object_get(j, "speedup")) - secs / lat) < 1e-6);
+    json_int_t total = json_integer_value(json_object_get(ref, "checkpoint_bytes"));
+    assert_int_equal(total, json_integer_value(json_object_get(j, "checkpoint_bytes")));
+    const json_t *hosts = json_object_get(ref, "hosts");
+    assert_int_equal(json_array_size(hosts), 4);
+    static const char *const names[] = {"t0", "t1", "r0", "r1"};
+    for (size_t i = 0; i < 4; i++) {
+        const json_t *h = json_array_get(hosts, i);
+        bool up = i < 2;
+        assert_string_equal(json_string_value(json_object_get(h, "host")), names[i]);
+        assert_string_equal(json_string_value(json_object_get(h, "direction")),
+                            up ? "upload" : "download");
+        json_int_t bytes = json_integer_value(json_object_get(h, "bytes"));
+        assert_int_equal(bytes, up ? total / 2 + (i == 0 ? total % 2 : 0) : total);
+        double m = json_number_value(json_object_get(h, "measured_mbit"));
+        assert_true(fabs(json_number_value(json_object_get(h, "configured_mbit")) - LINK_MBIT) <
+                    1e-9);
+        if (m > 1.15 * LINK_MBIT)
+            fail_msg("%s moved %.1f Mbit/s over a %.0f link", names[i], m, LINK_MBIT);
+        assert_int_equal(json_is_true(json_object_get(h, "ok")), m >= 0.85 * LINK_MBIT);
+        double floor_s = (double)bytes * 8 / (1.15 * LINK_MBIT * 1e6);
+        assert_true(json_number_value(json_object_get(ref, up ? "upload_s" : "download_s")) >=
+                    floor_s);
+    }
+}
+
 static void test_refit_across_testbed_is_bit_exact(void **state)
 {
     (void)state;
@@ -163,6 +193,12 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     }
     check_rate(links, "t0", "t1", LOCAL_MBIT);
     check_rate(links, "r0", "r1", LOCAL_MBIT);
+    check_reference(j);
+    /* The store's probed per-request costs (what dcr sim --validate takes). */
+    const json_t *store = json_object_get(tb, "store");
+    assert_true(json_number_value(json_object_get(store, "put_ms")) > 0);
+    assert_true(json_number_value(json_object_get(store, "get_ms")) > 0);
+    assert_true(json_number_value(json_object_get(store, "list_ms")) > 0);
     json_decref(j);
     unlink(err);
     assert_false(leftovers());
@@ -214,7 +250,7 @@ static void test_sigkill_leaves_nothing(void **state)
 
 int main(void)
 {
-    g_id = 52 + (int)(getpid() % 4); /* test_testbed uses 20..51 */
+    g_id = testbed_test_id(0, 52 + (int)(getpid() % 4)); /* test_testbed uses 20..51 */
     const char *cli = getenv("DCR_CLI");
     snprintf(g_cli, sizeof(g_cli), "%s", cli && *cli ? cli : DCR_CLI_PATH);
     if (geteuid() != 0) {

@@ -23,34 +23,22 @@
 
 #include <cmocka.h>
 
+#include "testbed_test.h"
+
 #define SKIP_CODE 77
 /* Settings of the testbed under test: the oracle of the rate check. */
 #define LINK_MBIT  100.0
 #define LOCAL_MBIT 200.0
 
 static int g_id;                /* testbed id: distinct per concurrent run */
+static int g_id2;               /* a second one, for the failed and killed up */
 static char g_script[512];      /* scripts/testbed.sh */
 static char g_out[1 << 16];     /* output of the last command */
 static char g_root_links[4096]; /* root namespace's links before up */
 static char g_root_qdiscs[4096];
 
 /* Runs a shell command (stdout and stderr captured into g_out); its exit status. */
-static int sh(const char *fmt, ...)
-{
-    char cmd[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof(cmd), fmt, ap);
-    va_end(ap);
-    char full[2100];
-    snprintf(full, sizeof(full), "(%s) 2>&1", cmd);
-    FILE *p = popen(full, "r");
-    if (!p) return -1;
-    size_t n = fread(g_out, 1, sizeof(g_out) - 1, p);
-    g_out[n] = '\0';
-    int st = pclose(p);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define sh(...) testbed_sh(g_out, sizeof(g_out), true, __VA_ARGS__)
 
 /* Runs the testbed script with the test's --id after the subcommand. */
 #define TB(sub, ...) sh("bash %s " sub, g_script, __VA_ARGS__)
@@ -372,7 +360,7 @@ static void test_down_leaves_nothing(void **state)
 static void test_failed_and_killed_up_leave_nothing(void **state)
 {
     (void)state;
-    int id = g_id + 16;
+    int id = g_id2;
     char pfx[32];
     snprintf(pfx, sizeof(pfx), "dcrtb-%d-", id);
     int rc =
@@ -398,7 +386,8 @@ static void test_failed_and_killed_up_leave_nothing(void **state)
 
 int main(void)
 {
-    g_id = 20 + (int)(getpid() % 16); /* and g_id + 16: both within 0..55 */
+    g_id = testbed_test_id(0, 20 + (int)(getpid() % 16)); /* default 20..35 */
+    g_id2 = testbed_test_id(1, g_id + 16);                /* default 36..51 */
     snprintf(g_script, sizeof(g_script), "%s/scripts/testbed.sh", DCR_SOURCE_DIR);
     if (geteuid() != 0) {
         printf("SKIPPED: the testbed needs root (network namespaces, tc)\n");

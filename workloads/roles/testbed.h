@@ -37,6 +37,9 @@ typedef struct dcr_testbed_config {
     int id; /* 0..55: namespaces dcrtb-<id>-*, subnet 10.(200+id).0.0/16 */
     int train_hosts, rollout_hosts;
     double link_gbps, local_gbps, flow_gbps, latency_ms;
+    /* dcr_testbed_reference: uploads in flight per training host (the
+     * bench: its owners per training node); 0: 1. */
+    int upload_flows;
 } dcr_testbed_config_t;
 
 /* Brings the testbed up (root only; the script's own line on failure,
@@ -73,7 +76,36 @@ dcr_status_t dcr_testbed_measure(dcr_testbed_t *t, json_t **out_p);
  * testbed subnet only. */
 dcr_status_t dcr_testbed_place_roles(dcr_testbed_t *t, dcr_role_launcher_t *l, int slots);
 
-/* {id, subnet, netns: [...], control, s3}: what the JSON output names. */
+/* The full-checkpoint reference over the testbed's shaped links, the hook
+ * dcr_bench_config_t.reference (ctx: the testbed, set up): every training
+ * host t<i> uploads per_node_bytes[i] to the services host's S3 store in
+ * objects of 8 MiB (upload_flows puts in flight), then every rollout host
+ * r<j> downloads all of it in ranged GETs of 1 MiB (8 in flight, as the
+ * objstore transport's nodes), each byte checked against what was put. The
+ * transfers run in threads of this process that enter the host's network
+ * namespace (setns) before they open a connection, so every byte crosses
+ * that host's shaped link and nothing is paced in the process. *seconds_p:
+ * from the first put to the last verified range. Each host's measured rate
+ * (its bytes over its own phase) goes to dcr_testbed_json's "reference";
+ * one more than 15% off its setting is a warning there (ok: false), not
+ * an error. Needs train_nodes and rollout_nodes equal to the testbed's
+ * hosts. */
+dcr_status_t dcr_testbed_reference(void *ctx, const int64_t *per_node_bytes, int train_nodes,
+                                   int rollout_nodes, double *seconds_p);
+
+/* The services host's S3 store as a training host sees it: 16 rounds of a
+ * PUT, a LIST of the prefix and a GET of a 1 KiB object from t0 (a thread
+ * in its namespace), each request's median milliseconds, kept for
+ * dcr_testbed_json's "store" {put_ms, list_ms, get_ms, object_bytes,
+ * rounds}. What a simulation of the testbed takes as the store's
+ * per-request costs (dcr sim --validate); the bytes are too few for the
+ * links to matter. Call from the services host (dcr_testbed_enter_services),
+ * where the store's handle is made. */
+dcr_status_t dcr_testbed_probe_store(dcr_testbed_t *t);
+
+/* {id, subnet, netns: [...], control, s3, store (after
+ * dcr_testbed_probe_store), reference (after dcr_testbed_reference)}: what
+ * the JSON output names. */
 json_t *dcr_testbed_json(const dcr_testbed_t *t);
 
 #endif
