@@ -230,6 +230,7 @@ typedef struct node_proc {
     bool mark_applies;
     uint64_t delivering, marked;
     dcr_restorer_t *restorer; /* restores by kind, resident files (restore.h) */
+    bool unready;             /* a restarted process not READY yet: its repair pends */
     dcr_role_relay_t relay;   /* --transport relay: where the tree's nodes are */
 } node_proc_t;
 
@@ -391,7 +392,13 @@ static dcr_status_t follow_record(node_proc_t *p)
          * version, also of one this node restored instead of applying. */
         DCR_CHECK(write_digests(p));
     }
-    return report_ready(p, rec.attempt);
+    DCR_CHECK(report_ready(p, rec.attempt));
+    if (p->unready) /* the line node_setup writes when it restored at once */
+        DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore (a "
+                     "repair in the overwrite retry)",
+                     p->cfg->node, (int)getpid(), (unsigned long long)p->version);
+    p->unready = false;
+    return DCR_OK;
 }
 
 /* Whether a newer attempt than tau has been prepared. */
@@ -645,6 +652,7 @@ static dcr_status_t node_setup(node_proc_t *p)
                  "dirty at version %llu: awaiting its repair in the overwrite retry",
                  (unsigned long long)p->version);
         DCR_LOG_WARN("rollout node %d (pid %d): %s", p->cfg->node, (int)getpid(), why);
+        p->unready = true;
         return report(p, DCR_NODE_FAILED, p->seen, why);
     }
     char path[4300];
