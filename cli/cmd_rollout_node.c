@@ -25,8 +25,9 @@ int dcr_cmd_rollout_node(int argc, char **argv)
         {"--ready-timeout-ms", DCR_ARG_INT, &ready_ms, 1, 3600000,
          "how long to wait for the control plane (default 60000)", false},
         {"--resident", DCR_ARG_FLAG, &resident, 0, 0,
-         "keep resident files under the run directory, saved at every commit, so that a "
-         "restarted process rejoins clean or by replay (the launcher sets it with restarts)",
+         "keep the receivers' weights in resident files under the run directory (live), so "
+         "that a restarted process rejoins clean, by replay or by repair (the launcher sets it "
+         "with restarts)",
          false},
     };
     dcr_bench_config_t cfg;

@@ -230,7 +230,7 @@ static void test_gap_or_bad_payload_writes_nothing(void **state)
 /* Node 0's restorer over workdir's resident files (live: weights in them). */
 static dcr_restorer_t *restorer_at(dcr_role_world_t *w, const char *workdir, bool live)
 {
-    dcr_restorer_config_t rc = {&g_cfg, w, workdir, 0, 0, g_per, true, live};
+    dcr_restorer_config_t rc = {&g_cfg, w, workdir, 0, 0, g_per, true, live, false};
     dcr_restorer_t *R = NULL;
     assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
     return R;
@@ -306,7 +306,7 @@ static void test_restorer_classifies(void **state)
     assert_equal_to(r, want, "after the dirty one's resident copy");
     dcr_restorer_destroy(R);
     /* Without resident files the dirty one is refitted densely. */
-    dcr_restorer_config_t nrc = {&g_cfg, w, g_workdir, 0, 0, g_per, false, false};
+    dcr_restorer_config_t nrc = {&g_cfg, w, g_workdir, 0, 0, g_per, false, false, false};
     assert_int_equal(dcr_restorer_create(&nrc, &R), DCR_OK);
     assert_int_equal(dcr_restorer_committed(R, r, LAST), DCR_OK);
     assert_int_equal(dcr_receiver_begin_attempt(r[0], m.tau + 1), DCR_OK);
@@ -386,19 +386,26 @@ static void test_processes_restore_without_reload(void **state)
     assert_non_null(k);
     json_int_t clean = kind_field(k, "clean", "count"), replay = kind_field(k, "replay", "count");
     json_int_t dense = kind_field(k, "dense", "count");
-    assert_int_equal(kind_field(k, "repair", "count"), 0);
+    json_int_t repair = kind_field(k, "repair", "count");
     /* Each restart restores the node's two receivers (one restarted after
      * the last commit may not have written its lines when the run ends);
-     * a survivor of a killed attempt restores its own before the retry. */
-    json_int_t all = clean + replay + dense;
+     * a survivor of a killed attempt restores its own before the retry.
+     * Live resident weights: a node killed after its first write, and the
+     * survivors of its attempt, are repaired (in the overwrite retry, or
+     * verified when their attempt committed), never refitted densely for
+     * it; every other kill (at "done") leaves one. */
+    json_int_t all = clean + replay + dense + repair;
     assert_true(all >= 2 * (kills - 1));
-    assert_true(clean + replay >= 2);
+    assert_true(clean + replay + repair >= 2);
+    assert_true(repair >= 1);
+    assert_true(kind_field(k, "repair", "bytes") * 5 < kind_field(k, "repair", "dense_bytes"));
     assert_int_equal(kind_field(k, "clean", "bytes"), 0);
     /* One version behind at 3% changes: far below a dense refit. */
     if (replay > 0)
         assert_true(kind_field(k, "replay", "bytes") * 5 < kind_field(k, "replay", "dense_bytes"));
-    print_message("restores: %lld clean, %lld replay, %lld dense after %lld kills\n",
-                  (long long)clean, (long long)replay, (long long)dense, (long long)kills);
+    print_message("restores: %lld clean, %lld replay, %lld repair, %lld dense after %lld kills\n",
+                  (long long)clean, (long long)replay, (long long)repair, (long long)dense,
+                  (long long)kills);
     json_decref(j);
     free(r);
 }
@@ -830,6 +837,82 @@ static void test_verified_repair_and_in_memory_repair(void **state)
     live_teardown(&L);
 }
 
+/* The rollout-node processes' path: a receiver dirty at the committed
+ * version U (killed mid-apply of attempt 100, nothing committed after it)
+ * is left as it is by its restore, never serves, takes part in the
+ * overwrite retry from U, and is a repair once its digests equal a dense
+ * refit of U+1 (an independent world's) and U+1 is committed. A survivor
+ * whose "retry" was XOR over its partial writes fails the check and is
+ * refitted densely at its next restore. */
+static void test_repair_in_the_overwrite_retry(void **state)
+{
+    (void)state;
+    live_t L;
+    live_setup(&L, "live3");
+    first_process(L.wd);
+    killed_mid_apply(L.wd, &L.a.xor1, L.n / 2);
+    dcr_role_world_t *w = NULL, *ow = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_restorer_config_t rc = {&g_cfg, w, L.wd, 0, 0, g_per, true, true, true};
+    dcr_restorer_t *R = NULL;
+    assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
+    dcr_receiver_t *r[8] = {0};
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK);
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) expect_kind(R, (dcr_restore_kind_t)k, 0, 0);
+    for (int k = 0; k < g_per; k++) {
+        assert_non_null(r[k]);
+        assert_true(dcr_restorer_pending(R, k));
+        assert_false(dcr_restorer_serves(R, r, k));
+    }
+    assert_int_equal(dcr_restorer_check_repair(R, r, g_per, U + 1, 0), DCR_EINVAL);
+    /* The retry, all overwrites, over the partial writes. */
+    size_t over = count_items(&L.a.over1);
+    for (int k = 0; k < g_per; k++) {
+        dcr_restorer_begin(R, k, 101);
+        assert_int_equal(apply_prefix(r[k], &L.a.over1, 101, over), 0);
+        assert_int_equal(dcr_restorer_check_repair(R, r, k, U + 1, 1000), DCR_OK);
+        assert_false(dcr_restorer_serves(R, r, k)); /* not before the commit */
+    }
+    assert_int_equal(dcr_restorer_committed(R, r, U + 1), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per, (uint64_t)g_per * 1000);
+    expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
+    dcr_receiver_t *want[8] = {0};
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    dense_receivers(ow, U + 1, want);
+    assert_equal_to(r, want, "after the repair in the retry");
+    for (int k = 0; k < g_per; k++) {
+        assert_false(dcr_restorer_pending(R, k));
+        assert_true(dcr_restorer_serves(R, r, k));
+    }
+    uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
+    assert_int_equal(dcr_restore_totals(L.wd, tc, tb, td, NULL), DCR_OK);
+    assert_int_equal(tc[DCR_RESTORE_REPAIR], (uint64_t)g_per);
+    assert_int_equal(tb[DCR_RESTORE_REPAIR], (uint64_t)g_per * 1000);
+
+    /* A survivor: half of attempt 102 from U+1, then XOR again as if a
+     * retry: its check fails, it stays dirty, the next restore is dense. */
+    dcr_restorer_begin(R, 0, 102);
+    assert_int_equal(apply_prefix(r[0], &L.a.xor2, 102, 1), 0);
+    assert_int_equal(dcr_restorer_restore(R, r, U + 1, U + 1), DCR_OK);
+    assert_true(dcr_restorer_pending(R, 0));
+    assert_false(dcr_restorer_serves(R, r, 0));
+    dcr_restorer_begin(R, 0, 103);
+    assert_int_equal(apply_prefix(r[0], &L.a.xor2, 103, count_items(&L.a.xor2)), 0);
+    assert_int_equal(dcr_restorer_check_repair(R, r, 0, U + 2, 1000), DCR_EMISMATCH);
+    assert_false(dcr_restorer_serves(R, r, 0));
+    assert_int_equal(dcr_restorer_restore(R, r, U + 1, U + 1), DCR_OK);
+    assert_false(dcr_restorer_pending(R, 0));
+    expect_kind(R, DCR_RESTORE_DENSE, 1, (uint64_t)dcr_inventory_bytes(w->sc->inventory));
+    assert_equal_to(r, want, "dense after a failed check");
+    assert_true(dcr_restorer_serves(R, r, 0));
+    destroy_all(want);
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    dcr_role_world_destroy(ow);
+    dcr_role_world_destroy(w);
+    live_teardown(&L);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -839,6 +922,7 @@ int main(void)
         cmocka_unit_test(test_repair_rule_at_kill_points),
         cmocka_unit_test(test_restorer_repairs_a_killed_receiver),
         cmocka_unit_test(test_verified_repair_and_in_memory_repair),
+        cmocka_unit_test(test_repair_in_the_overwrite_retry),
         cmocka_unit_test(test_processes_restore_without_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

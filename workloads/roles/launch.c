@@ -388,8 +388,8 @@ static dcr_status_t spawn_node(dcr_role_launcher_t *l, int i)
     char node[16], role[48];
     snprintf(node, sizeof(node), "%d", i);
     snprintf(role, sizeof(role), "rollout-node %d", i);
-    /* Resident files cost one copy of the node's weights per commit: kept
-     * only when a restarted process can use them. */
+    /* Resident files (live: the weights move into them once, then a
+     * commit writes a header): only when a restarted process can use them. */
     char *head[] = {"rollout-node", "--node", node, "--workdir", l->workdir, "--resident"};
     return spawn(l, role, head, l->restart ? 6 : 5, &l->nodes[i], NULL);
 }

@@ -230,6 +230,7 @@ typedef struct node_proc {
     bool mark_applies;
     uint64_t delivering, marked;
     dcr_restorer_t *restorer; /* restores by kind, resident files (restore.h) */
+    bool unready;             /* a restarted process not READY yet: its repair pends */
     dcr_role_relay_t relay;   /* --transport relay: where the tree's nodes are */
 } node_proc_t;
 
@@ -297,8 +298,11 @@ static dcr_status_t report_ready(node_proc_t *p, uint64_t tau)
 static dcr_status_t restore(node_proc_t *p, uint64_t version)
 {
     if (!p->restorer) {
-        dcr_restorer_config_t rc = {p->cfg->run, p->world, p->cfg->workdir,  p->cfg->node,
-                                    p->first,    p->per,   p->cfg->resident, false};
+        /* Resident: live (restore.h), the weights in their files, and a
+         * receiver dirty at the committed version repaired in the retry. */
+        dcr_restorer_config_t rc = {p->cfg->run,      p->world,         p->cfg->workdir,
+                                    p->cfg->node,     p->first,         p->per,
+                                    p->cfg->resident, p->cfg->resident, p->cfg->resident};
         DCR_CHECK(dcr_restorer_create(&rc, &p->restorer));
     }
     DCR_CHECK(dcr_restorer_restore(p->restorer, p->recv, p->version, version));
@@ -373,6 +377,9 @@ static dcr_status_t follow_record(node_proc_t *p)
         p->version = rec.version;
         p->done = 0;
         DCR_CHECK(dcr_restorer_committed(p->restorer, p->recv, p->version));
+        /* A receiver left dirty for a repair it took no part in (not
+         * required by the attempt): repaired from the retained records. */
+        if (dcr_restorer_dirty(p->restorer, p->recv)) DCR_CHECK(restore(p, p->version));
         DCR_CHECK(write_digests(p));
         DCR_LOG_INFO("rollout node %d: version %llu committed", p->cfg->node,
                      (unsigned long long)p->version);
@@ -385,7 +392,13 @@ static dcr_status_t follow_record(node_proc_t *p)
          * version, also of one this node restored instead of applying. */
         DCR_CHECK(write_digests(p));
     }
-    return report_ready(p, rec.attempt);
+    DCR_CHECK(report_ready(p, rec.attempt));
+    if (p->unready) /* the line node_setup writes when it restored at once */
+        DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore (a "
+                     "repair in the overwrite retry)",
+                     p->cfg->node, (int)getpid(), (unsigned long long)p->version);
+    p->unready = false;
+    return DCR_OK;
 }
 
 /* Whether a newer attempt than tau has been prepared. */
@@ -428,6 +441,30 @@ static dcr_status_t refuse(node_proc_t *p, uint64_t tau)
     return DCR_OK;
 }
 
+/* Receivers that took part in attempt a dirty (left pending by their
+ * restore: the overwrite retry from the version they are dirty at repairs
+ * them in place) must hold a dense refit of the version it builds before
+ * they acknowledge (the oracle; restore.h). Bytes: what this node's handle
+ * downloaded for the attempt (one download serves all its receivers). */
+static dcr_status_t check_repairs(node_proc_t *p, const dcr_control_attempt_t *a,
+                                  const dcr_transport_counters_t *tc0)
+{
+    dcr_transport_counters_t tc;
+    dcr_transport_counters(p->transport, &tc);
+    uint64_t bytes = (uint64_t)(tc.cross_bytes - tc0->cross_bytes);
+    for (int k = 0; k < p->per; k++) {
+        if (!p->member[k] || !dcr_restorer_pending(p->restorer, k)) continue;
+        dcr_status_t st =
+            dcr_restorer_check_repair(p->restorer, p->recv, k, a->from_version + 1, bytes);
+        if (st != DCR_OK) return st;
+        DCR_LOG_INFO("rollout node %d: receiver %d repaired in place by attempt %llu: its "
+                     "digests equal a dense refit of version %llu",
+                     p->cfg->node, p->first + k, (unsigned long long)a->tau,
+                     (unsigned long long)(a->from_version + 1));
+    }
+    return DCR_OK;
+}
+
 /* Takes part in attempt a: join, deliver and apply, acknowledge. */
 static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
                               volatile sig_atomic_t *stop)
@@ -449,6 +486,8 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     if (st != DCR_OK) return st;
     if (members == 0) return refuse(p, a->tau);
     p->done = 0;
+    dcr_transport_counters_t tc0;
+    dcr_transport_counters(p->transport, &tc0);
     /* This attempt's intervals only, tagged with the version it builds. */
     dcr_trace_reset();
     dcr_trace_set_refit((uint32_t)(a->from_version + 1));
@@ -477,6 +516,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     }
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
+    if (st == DCR_OK) st = check_repairs(p, a, &tc0);
     /* Acknowledgments are finalization intervals of the receivers, as the
      * in-process coordinator records them. */
     for (int k = 0; k < p->per && st == DCR_OK; k++) {
@@ -507,9 +547,18 @@ static dcr_status_t clean_before(node_proc_t *p, uint64_t tau)
 {
     if (!dcr_restorer_dirty(p->restorer, p->recv)) return DCR_OK;
     DCR_LOG_WARN("rollout node %d: receivers hold writes of an attempt that did not commit; "
-                 "restoring version %llu before attempt %llu",
+                 "restoring version %llu before attempt %llu (live: those dirty at it take "
+                 "part in it as they are, to be repaired by it)",
                  p->cfg->node, (unsigned long long)p->version, (unsigned long long)tau);
     return restore(p, p->version);
+}
+
+/* Whether a receiver waits for its repair in the overwrite retry. */
+static bool any_pending(const node_proc_t *p)
+{
+    for (int k = 0; k < p->per; k++)
+        if (dcr_restorer_pending(p->restorer, k)) return true;
+    return false;
 }
 
 static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
@@ -594,6 +643,18 @@ static dcr_status_t node_setup(node_proc_t *p)
     DCR_CHECK(dcr_rollout_node_create(&nc, &env, p->transport, &p->rt));
     /* A restarted node may have died between a commit and its digests:
      * what it restored is what it holds at that version. */
+    if (any_pending(p)) {
+        /* Killed mid-apply: its bytes are of no version until the overwrite
+         * retry repairs them. Not READY (it must not serve); a report other
+         * than RESTARTING lets the coordinator prepare that retry. */
+        char why[200];
+        snprintf(why, sizeof(why),
+                 "dirty at version %llu: awaiting its repair in the overwrite retry",
+                 (unsigned long long)p->version);
+        DCR_LOG_WARN("rollout node %d (pid %d): %s", p->cfg->node, (int)getpid(), why);
+        p->unready = true;
+        return report(p, DCR_NODE_FAILED, p->seen, why);
+    }
     char path[4300];
     dcr_role_digest_path(p->cfg->workdir, p->version, p->first, path, sizeof(path));
     if (p->version > 0 && access(path, F_OK) != 0) DCR_CHECK(write_digests(p));

@@ -182,6 +182,20 @@ dcr_status_t dcr_restore_repair(dcr_objstore_t *s, const dcr_payload_key_t *key,
 
 /* ---- the node's restorer ------------------------------------------------------ */
 
+/* A receiver left dirty at the committed version u for its repair in the
+ * overwrite retry from u (cfg.repair_in_retry). */
+typedef struct pending {
+    bool on;
+    bool refused; /* its check failed once: the next restore is dense */
+    dcr_restore_cause_t cause;
+    uint64_t tau;         /* the attempt it was dirty from when first deferred */
+    uint64_t t0;          /* when first deferred (dcr_clock_ns) */
+    uint64_t checked;     /* the version its digests last equalled the oracle's; HELD_NONE */
+    uint64_t checked_in;  /* payloads_in at that check */
+    uint64_t checked_tau; /* its file's attempt at that check (the one it applied) */
+    uint64_t bytes;       /* the checked attempt's payload bytes */
+} pending_t;
+
 struct dcr_restorer {
     dcr_restorer_config_t cfg;
     dcr_objstore_t *store;     /* retained versions; NULL: none reachable */
@@ -190,6 +204,12 @@ struct dcr_restorer {
     bool *clean_known;
     uint64_t counts[DCR_RESTORE_KINDS], bytes[DCR_RESTORE_KINDS];
     uint64_t dense_bytes; /* the checkpoint */
+    pending_t *pend;      /* per receiver: left dirty for the overwrite retry */
+    /* The checks of repairs in the retry, in a world of their own: they
+     * look one version ahead of the committed one, and cfg.world, which
+     * only moves forward, must still refit that one densely if a check
+     * fails. Created at the first such check. */
+    dcr_role_world_t *ahead;
 };
 
 dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_t **out_p)
@@ -202,11 +222,13 @@ dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_
     R->resident = calloc((size_t)cfg->per, sizeof(*R->resident));
     R->clean_in = calloc((size_t)cfg->per, sizeof(*R->clean_in));
     R->clean_known = calloc((size_t)cfg->per, sizeof(*R->clean_known));
+    R->pend = calloc((size_t)cfg->per, sizeof(*R->pend));
     R->dense_bytes = (uint64_t)dcr_inventory_bytes(cfg->world->sc->inventory);
-    if (!R->resident || !R->clean_in || !R->clean_known) {
+    if (!R->resident || !R->clean_in || !R->clean_known || !R->pend) {
         dcr_restorer_destroy(R);
         return dcr_error_set(DCR_ENOMEM, "restorer");
     }
+    for (int k = 0; k < cfg->per; k++) R->pend[k].checked = HELD_NONE;
     /* The store the run's transport uses; without it every restore is dense. */
     char dir[4200];
     dcr_role_objstore_dir(cfg->workdir, dir, sizeof dir);
@@ -228,6 +250,8 @@ void dcr_restorer_destroy(dcr_restorer_t *R)
     free(R->resident);
     free(R->clean_in);
     free(R->clean_known);
+    free(R->pend);
+    dcr_role_world_destroy(R->ahead);
     dcr_objstore_destroy(R->store);
     free(R);
 }
@@ -383,19 +407,25 @@ static void probe(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held
     }
 }
 
-/* Receiver k's digests against a dense refit of version in the world. */
-static dcr_status_t check(dcr_restorer_t *R, const dcr_receiver_t *r, int k, uint64_t version)
+/* Receiver k's digests against a dense refit of version in world w. */
+static dcr_status_t check_in(dcr_restorer_t *R, dcr_role_world_t *w, const dcr_receiver_t *r, int k,
+                             uint64_t version)
 {
     dcr_param_digests_t want = {0}, got = {0};
     char who[64];
     snprintf(who, sizeof who, "receiver %d at version %" PRIu64, R->cfg.first + k, version);
-    dcr_status_t st =
-        dcr_role_world_expected_digests(R->cfg.world, version, R->cfg.first + k, &want);
+    dcr_status_t st = dcr_role_world_expected_digests(w, version, R->cfg.first + k, &want);
     if (st == DCR_OK) st = dcr_receiver_digests(r, &got);
     if (st == DCR_OK) st = dcr_param_digests_compare(&want, &got, who);
     dcr_param_digests_free(&want);
     dcr_param_digests_free(&got);
     return st;
+}
+
+/* Receiver k's digests against a dense refit of version in the world. */
+static dcr_status_t check(dcr_restorer_t *R, const dcr_receiver_t *r, int k, uint64_t version)
+{
+    return check_in(R, R->cfg.world, r, k, version);
 }
 
 static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
@@ -537,6 +567,32 @@ static dcr_status_t clean_point(dcr_restorer_t *R, dcr_receiver_t *const *recv, 
                                 const bool *save)
 {
     for (int k = 0; k < R->cfg.per; k++) {
+        pending_t *pd = &R->pend[k];
+        if (pd->on) {
+            /* Repaired in place only once its bytes equalled the oracle's
+             * at this very version and nothing reached it since. */
+            if (pd->checked != version || payloads_in(recv[k]) != pd->checked_in ||
+                dcr_resident_tau(R->resident[k]) != pd->checked_tau) {
+                R->clean_known[k] = false;
+                continue;
+            }
+            dcr_restore_record_t rec = {.receiver = R->cfg.first + k,
+                                        .kind = DCR_RESTORE_REPAIR,
+                                        .held = HELD_NONE,
+                                        .version = version,
+                                        .bytes = pd->bytes,
+                                        .dense_bytes = R->dense_bytes,
+                                        .seconds = (double)(dcr_clock_ns() - pd->t0) * 1e-9,
+                                        .cause = pd->cause,
+                                        .tau = pd->tau};
+            snprintf(rec.why, sizeof rec.why,
+                     "dirty from attempt %" PRIu64 ": repaired in place by the overwrite retry",
+                     pd->tau);
+            pd->on = false;
+            pd->checked = HELD_NONE;
+            DCR_CHECK(record(R, &rec));
+        }
+        pd->refused = false;
         R->clean_in[k] = payloads_in(recv[k]);
         R->clean_known[k] = true;
         if (!R->cfg.resident || (save && !save[k] && !R->cfg.live)) continue;
@@ -558,7 +614,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
     if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
     dcr_restore_record_t recs[64];
     memset(recs, 0, sizeof recs);
-    bool untouched[64] = {false};
+    bool untouched[64] = {false}, deferred[64] = {false};
     uint64_t from[64]; /* live: the version an interrupted attempt started from */
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
@@ -576,8 +632,32 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
                        sizeof rec->why);
         else
             probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
-        if (from[k] != HELD_NONE) {
+        pending_t *pd = &R->pend[k];
+        bool was_pending = pd->on;
+        pd->on = false;
+        if (from[k] != HELD_NONE && from[k] == version && R->cfg.repair_in_retry && !pd->refused) {
+            /* Dirty at the version asked, none committed after it: the
+             * overwrite retry from it repairs it in place (the caller
+             * checks it before acknowledging); until then it stays dirty. */
+            if (!was_pending) {
+                pd->checked = HELD_NONE;
+                pd->t0 = t0;
+                pd->cause = rec->cause;
+                pd->tau = rec->tau;
+            }
+            pd->on = true;
+            deferred[k] = true;
+            rec->kind = DCR_RESTORE_CLEAN; /* neither replayed nor refitted */
+            DCR_LOG_INFO("rollout node %d: receiver %d left dirty at version %" PRIu64
+                         " for its repair in the overwrite retry (%s)",
+                         R->cfg.node, rec->receiver, version, rec->why);
+        } else if (from[k] != HELD_NONE) {
             /* Killed (or failed) mid-apply of attempt tau from from[k]. */
+            if (pd->refused && from[k] == version) {
+                size_t l = strlen(rec->why);
+                snprintf(rec->why + l, sizeof rec->why - l,
+                         "; its repair in the overwrite retry failed its check");
+            }
             rec->kind = from[k] < version ? DCR_RESTORE_REPAIR : DCR_RESTORE_DENSE;
             if (from[k] >= version) {
                 size_t l = strlen(rec->why);
@@ -637,7 +717,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
         }
         /* Version 0 from nothing is the run's initial dense load (setup),
          * not a restore. */
-        if ((version == 0 && rec->held == HELD_NONE) || untouched[k]) continue;
+        if ((version == 0 && rec->held == HELD_NONE) || untouched[k] || deferred[k]) continue;
         DCR_CHECK(record(R, rec));
     }
     /* A receiver still clean after its check holds what its resident file
@@ -652,6 +732,37 @@ dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *re
                                     uint64_t version)
 {
     return clean_point(R, recv, version, NULL);
+}
+
+bool dcr_restorer_pending(const dcr_restorer_t *R, int k)
+{
+    return R != NULL && k >= 0 && k < R->cfg.per && R->pend[k].on;
+}
+
+dcr_status_t dcr_restorer_check_repair(dcr_restorer_t *R, dcr_receiver_t *const *recv, int k,
+                                       uint64_t version, uint64_t bytes)
+{
+    if (!dcr_restorer_pending(R, k))
+        return dcr_error_set(DCR_EINVAL, "restorer: receiver %d is not awaiting a repair",
+                             R ? R->cfg.first + k : k);
+    pending_t *pd = &R->pend[k];
+    dcr_status_t st = DCR_OK;
+    if (R->ahead && R->ahead->version > version) { /* a check of an older retry: start over */
+        dcr_role_world_destroy(R->ahead);
+        R->ahead = NULL;
+    }
+    if (!R->ahead) st = dcr_role_world_create(&R->cfg.world->cfg, &R->ahead);
+    if (st == DCR_OK) st = check_in(R, R->ahead, recv[k], k, version);
+    if (st != DCR_OK) {
+        pd->refused = true;
+        pd->checked = HELD_NONE;
+        return st;
+    }
+    pd->checked = version;
+    pd->checked_in = payloads_in(recv[k]);
+    pd->checked_tau = dcr_resident_tau(R->resident[k]);
+    pd->bytes = bytes;
+    return DCR_OK;
 }
 
 bool dcr_restorer_dirty(const dcr_restorer_t *R, dcr_receiver_t *const *recv)

@@ -41,15 +41,17 @@
  * attempt's first write (dcr_restorer_begin) and cleared at its commit or
  * after a checked restore. A live node whose receiver is dirty at the
  * committed version u (an attempt from u failed, none committed since) has
- * no copy of u to fall back to: it is restored densely (cause dirty). In
+ * no copy of u to fall back to: without cfg.repair_in_retry it is
+ * restored densely (cause dirty). In
  * copy mode (cfg.live false) the files hold a copy saved at each commit
- * instead, and nothing is ever repaired. Rollout-node processes run copy
- * mode: there the survivors of a killed attempt and the restarted node
- * itself (the retry waits for it) are dirty at u exactly in that way, so
- * live mode would turn their free restores from the copy into dense ones.
- * Switching processes to live needs them to take part in the overwrite
- * retry as they are (the seed's in-place repair), checking their digests
- * against the oracle before they acknowledge it.
+ * instead, and nothing is ever repaired. Rollout-node processes run live
+ * with cfg.repair_in_retry (workloads/roles/node_role.c): the survivors of
+ * a killed attempt and the restarted node itself (the retry waits for it)
+ * are dirty at u exactly in that way, and take part in the overwrite retry
+ * from u as they are (the seed's in-place repair), checking their digests
+ * against the oracle before they acknowledge it; the commit of u+1 records
+ * them as repairs. A restarted node with a pending receiver reports FAILED
+ * (with why), never READY, until that commit.
  *
  * Where a node's receivers came from: in memory (a live node the run went
  * on without; clean when no payload reached it since its last clean point),
@@ -171,6 +173,16 @@ typedef struct dcr_restorer_config {
      * commit), and a receiver killed mid-apply is repaired. The receivers
      * must be destroyed before the restorer (their bytes are its mappings). */
     bool live;
+    /* With live: a receiver dirty at the very version a restore asks for
+     * (an attempt from it did not commit, none committed since) is left
+     * as it is, pending (dcr_restorer_pending), instead of refitted
+     * densely: the caller takes part in the overwrite retry from that
+     * version with it, checks it (dcr_restorer_check_repair) before
+     * acknowledging, and the commit of the retry's version records it as
+     * a repair (cause start or dirty; bytes: the retry's). A pending
+     * receiver never serves. One whose check failed is refitted densely at
+     * the next restore. */
+    bool repair_in_retry;
 } dcr_restorer_config_t;
 
 typedef struct dcr_restorer dcr_restorer_t;
@@ -186,7 +198,9 @@ void dcr_restorer_destroy(dcr_restorer_t *R);
  * stands in for it when there is one (a clean restore moving nothing, or a
  * replay from there), else it is restored densely; live, a dirty one (in
  * memory or its file) is repaired when a version after the one its
- * attempt started from is committed, else restored densely. An in-memory
+ * attempt started from is committed, else (its attempt started from
+ * `version`) left pending with cfg.repair_in_retry (not recorded, not
+ * clean) or restored densely. An in-memory
  * receiver clean at `version` is left as it is, and not recorded.
  * Receivers may be replaced (the old ones are destroyed). Before a replay it waits up to 3 s for
  * `version` itself to be retained (the committing process copies it just after the commit record is
@@ -200,6 +214,22 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
  * clean point, and their resident files. */
 dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
                                     uint64_t version);
+
+/* Whether receiver k was left dirty by a restore for its repair in the
+ * overwrite retry (cfg.repair_in_retry) and is not repaired yet. */
+bool dcr_restorer_pending(const dcr_restorer_t *R, int k);
+
+/* Pending receiver k took part in an attempt that builds `version` (the
+ * overwrite retry from the version it is dirty at): its digests against a
+ * dense refit of `version` (the oracle). DCR_OK: once `version` is
+ * committed with nothing applied to it since, dcr_restorer_committed
+ * records it as a repair that moved `bytes` (the attempt's payload bytes
+ * it took) and marks it clean. Otherwise the mismatch (DCR_EMISMATCH
+ * naming the tensor, or the oracle's error): it must not acknowledge, it
+ * stays dirty, and the next restore refits it densely. DCR_EINVAL when it
+ * is not pending. The world (cfg.world) stays where it is. */
+dcr_status_t dcr_restorer_check_repair(dcr_restorer_t *R, dcr_receiver_t *const *recv, int k,
+                                       uint64_t version, uint64_t bytes);
 
 /* Whether some receiver of recv[0, per) took payloads after its last clean
  * point (a restore or a commit it took part in): it holds writes of an

@@ -62,8 +62,10 @@
  *      commit record (version from+1 with attempt tau), writes its digests
  *      and reports READY at the new version. A newer attempt instead means
  *      tau failed: the node stops its delivery and joins the retry (whose
- *      records are all overwrites). A commit made without the node (it was
- *      not required) makes it restore the new version by a dense refit.
+ *      records are all overwrites) with its receivers as they are: dirty
+ *      ones (--resident) are repaired in place by it and checked against
+ *      the oracle before they acknowledge (restore.h). A commit made without
+ *      the node (it was not required) makes it restore the new version.
  *
  * Owners as processes (owner_role.c). Each rank of `mpirun -np P dcr owner
  * [run flags]` builds its own world (every shard of the seeded world: the
@@ -223,8 +225,11 @@ typedef struct dcr_role_node_config {
     const char *workdir;
     int node;
     int ready_timeout_ms;
-    /* Keep resident files (restore.h) so that a restarted process rejoins
-     * clean or by replay; off: a restart is a dense refit. */
+    /* The receivers' weights live in resident files (restore.h, live, with
+     * repair in the overwrite retry), so that a restarted process rejoins
+     * clean, by replay or by repair, and a receiver dirty at the committed
+     * version is repaired in place by the retry; off: a restart is a dense
+     * refit, and so is a survivor's restore after a failed attempt. */
     bool resident;
 } dcr_role_node_config_t;
 
