@@ -507,7 +507,8 @@ static int cmd_train(int argc, char **argv)
     int rc = dcr_args_parse("faults train",
                             "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport "
                             "objstore|relay] [--store s3://BUCKET/PREFIX --s3-endpoint URL] "
-                            "[--control etcd://HOST:PORT] [--processes] [--json]",
+                            "[--control etcd://HOST:PORT] [--processes] [--testbed netns "
+                            "[--testbed-id N]] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     o.processes = o.processes || o.testbed; /* --testbed implies --processes */
@@ -574,6 +575,8 @@ int dcr_cmd_faults(int argc, char **argv)
             "       dcr faults campaign [--seeds 20] [--json]\n"
             "       dcr faults train|campaign --processes [--kill-coordinator-every N] "
             "[--corrupt-digest]: every role a process, real SIGKILLs\n"
+            "       dcr faults train|campaign --testbed netns [--testbed-id N]: the same across "
+            "a namespace testbed (root), with network faults\n"
             "(dcr faults train --help, dcr faults campaign --help for every option)\n");
     return help ? 0 : 2;
 }
