@@ -10,6 +10,7 @@
 #include "faults/faults_run.h"
 #include "scenario_args.h"
 #include "workloads/interrupt.h"
+#include "workloads/roles/testbed.h"
 
 typedef struct faults_opts {
     dcr_cli_scenario_t sc;
@@ -20,6 +21,8 @@ typedef struct faults_opts {
     bool json;
     bool processes, corrupt_digest; /* --processes (faults/faults_run.h) */
     int64_t coord_kill_every;       /* --processes: a coordinator kill every N transitions */
+    const char *testbed;            /* --testbed netns: --processes across scripts/testbed.sh */
+    int64_t testbed_id;
 } faults_opts_t;
 
 static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
@@ -67,7 +70,7 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
 
 /* ---- --processes: every role a process, real kills ---- */
 
-enum { NPROC = 3 };
+enum { NPROC = 5 };
 
 static void processes_args(faults_opts_t *o, dcr_arg_t *a)
 {
@@ -101,6 +104,22 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                     "new one resumes it from the control plane (default: train 10, campaign 2; 0: "
                     "never)",
                     false};
+    a[3] = (dcr_arg_t){"--testbed",
+                       DCR_ARG_STRING,
+                       &o->testbed,
+                       0,
+                       0,
+                       "netns: --processes across a network-namespace testbed of this machine "
+                       "(scripts/testbed.sh; root), as dcr bench --testbed; the faults drawn are "
+                       "delay and the network kinds link_down, net_loss, net_reorder, partition",
+                       false};
+    a[4] = (dcr_arg_t){"--testbed-id",
+                       DCR_ARG_INT,
+                       &o->testbed_id,
+                       0,
+                       55,
+                       "--testbed: the testbed's id (namespaces dcrtb-<id>-*; default 0)",
+                       false};
 }
 
 /* The run flags every role process parses (dcr bench's), from this
@@ -177,16 +196,39 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],
                                "behind", (json_int_t)p->restores_by_cause[1], "dirty",
                                (json_int_t)p->restores_by_cause[2]);
-    return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o}", "sigkills",
+    json_t *drawn = json_object();
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
+        json_object_set_new(drawn, dcr_fault_kind_name((dcr_fault_kind_t)k),
+                            json_integer(p->faults_drawn[k]));
+    return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o,s:o}", "sigkills",
                      p->sigkills, "sigkills_by_point", points, "kills_drawn", p->kills_drawn,
                      "restarts", p->restarts, "coordinator_kills", p->coordinator_kills,
                      "coordinator_restarts", p->coordinator_restarts, "processes", "owners",
                      p->owner_processes, "coordinator", 1, "rollout_nodes", p->node_processes,
-                     "verifier", 1, "restores_by_kind", restores, "restores_by_cause", causes);
+                     "verifier", 1, "restores_by_kind", restores, "restores_by_cause", causes,
+                     "faults_drawn_by_kind", drawn);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
                   const dcr_faults_processes_summary_t *p);
+
+/* --testbed netns: the testbed up (one host per training and per rollout
+ * node, links unshaped: faults, not pacing, are under test), this process
+ * in its services host, and its store, S3 endpoint and control plane in
+ * the role flags (a campaign gives each run its own store prefix). */
+static dcr_status_t testbed_start(const faults_opts_t *o, role_args_t *ra, dcr_testbed_t **tb_p)
+{
+    dcr_testbed_config_t tc = {.id = (int)o->testbed_id,
+                               .train_hosts = (int)o->sc.nodes,
+                               .rollout_hosts = (int)o->nodes,
+                               .upload_flows = (int)o->sc.gpus};
+    DCR_CHECK(dcr_testbed_up(&tc, tb_p));
+    DCR_CHECK(dcr_testbed_enter_services(*tb_p));
+    ra_str(ra, "--store", "s3://dcr/faults");
+    ra_str(ra, "--s3-endpoint", dcr_testbed_s3_endpoint(*tb_p));
+    ra_str(ra, "--control", dcr_testbed_control(*tb_p));
+    return DCR_OK;
+}
 
 /* Runs `what` (train, campaign) with --processes: the role flags parsed as
  * the role processes parse them become the run's configuration. */
@@ -200,8 +242,21 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
     dcr_faults_processes_config_t pc;
     memset(&pc, 0, sizeof(pc));
     pc.run = *c;
+    dcr_testbed_t *tb = NULL;
+    if (o->testbed) {
+        dcr_interrupt_install();
+        dcr_status_t st = testbed_start(o, &ra, &tb);
+        if (st != DCR_OK) {
+            dcr_testbed_destroy(tb);
+            return dcr_cli_fail(label, st);
+        }
+    }
+    pc.testbed = tb;
     int rc = dcr_cli_run_config(label, "", NULL, 0, ra.n, ra.argv, &pc.run.bench);
-    if (rc) return 2;
+    if (rc) {
+        dcr_testbed_destroy(tb);
+        return 2;
+    }
     pc.run_args = ra.argv + 1;
     pc.nargs = ra.n - 1;
     pc.corrupt_digest = o->corrupt_digest;
@@ -211,6 +266,7 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
     dcr_interrupt_install();
     dcr_status_t st = seeds > 0 ? dcr_faults_processes_campaign(&pc, seeds, (uint64_t)o->seed, &p)
                                 : dcr_faults_processes_run(&pc, &p);
+    dcr_testbed_destroy(tb);
     return finish(what, o->json, st, &p.s, &p);
 }
 
@@ -275,7 +331,16 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
                            int nargs)
 {
     dcr_status_t st = DCR_OK;
-    if (!o->processes && o->corrupt_digest)
+    if (o->testbed && strcmp(o->testbed, "netns"))
+        st = dcr_error_set(DCR_EINVAL, "--testbed %s: expected netns", o->testbed);
+    else if (!o->testbed && dcr_args_seen(args, nargs, "--testbed-id"))
+        st = dcr_error_set(DCR_EINVAL, "--testbed-id needs --testbed netns");
+    else if (o->testbed && o->control)
+        st = dcr_error_set(DCR_EINVAL, "--testbed brings its own control plane (etcd on its "
+                                       "services host): drop --control");
+    else if (o->testbed && o->corrupt_digest)
+        st = dcr_error_set(DCR_EINVAL, "--corrupt-digest does not apply with --testbed");
+    else if (!o->processes && o->corrupt_digest)
         st = dcr_error_set(DCR_EINVAL, "--corrupt-digest applies only with --processes");
     else if (!o->processes && dcr_args_seen(args, nargs, "--kill-coordinator-every"))
         st = dcr_error_set(DCR_EINVAL, "--kill-coordinator-every applies only with --processes");
@@ -442,9 +507,11 @@ static int cmd_train(int argc, char **argv)
     int rc = dcr_args_parse("faults train",
                             "[--steps 50] [--kill-every 5] [--restart-after 5] [--transport "
                             "objstore|relay] [--store s3://BUCKET/PREFIX --s3-endpoint URL] "
-                            "[--control etcd://HOST:PORT] [--processes] [--json]",
+                            "[--control etcd://HOST:PORT] [--processes] [--testbed netns "
+                            "[--testbed-id N]] [--json]",
                             args, NOWN + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    o.processes = o.processes || o.testbed; /* --testbed implies --processes */
     if (check_control("train", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
@@ -477,9 +544,10 @@ static int cmd_campaign(int argc, char **argv)
         dcr_args_parse("faults campaign",
                        "[--seeds 20] [--steps 4] [--faults-per-step 2] [--store "
                        "s3://BUCKET/PREFIX --s3-endpoint URL] [--control etcd://HOST:PORT] "
-                       "[--processes] [--json]",
+                       "[--processes] [--testbed netns [--testbed-id N]] [--json]",
                        args, NOWN + 1 + DCR_CLI_SCENARIO_NARGS + NPROC, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
+    o.processes = o.processes || o.testbed; /* --testbed implies --processes */
     if (check_control("campaign", &o)) return 2;
     dcr_faults_summary_t s;
     memset(&s, 0, sizeof(s));
@@ -507,6 +575,8 @@ int dcr_cmd_faults(int argc, char **argv)
             "       dcr faults campaign [--seeds 20] [--json]\n"
             "       dcr faults train|campaign --processes [--kill-coordinator-every N] "
             "[--corrupt-digest]: every role a process, real SIGKILLs\n"
+            "       dcr faults train|campaign --testbed netns [--testbed-id N]: the same across "
+            "a namespace testbed (root), with network faults\n"
             "(dcr faults train --help, dcr faults campaign --help for every option)\n");
     return help ? 0 : 2;
 }

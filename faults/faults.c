@@ -37,7 +37,8 @@ static const char *const kind_names[DCR_FAULT_KIND_COUNT] = {
     "corrupt",      "truncate_object", "remove_object", "relay_link",
     "control_busy", "control_down",    "commit_reply",  "kill_delivery",
     "kill_apply",   "kill_acked",      "coord_crash",   "owner_crash",
-    "group_drop",   "group_delay"};
+    "group_drop",   "group_delay",     "link_down",     "net_loss",
+    "net_reorder",  "partition"};
 
 const char *dcr_fault_kind_name(dcr_fault_kind_t kind)
 {
@@ -306,6 +307,8 @@ bool dcr_fault_kind_applies(dcr_fault_kind_t kind, const char *transport)
     /* Group faults act on the owners' group backend, not on a refit's
      * transport: the in-process constructor does not take one by name. */
     if (kind == DCR_FAULT_GROUP_DROP || kind == DCR_FAULT_GROUP_DELAY) return false;
+    /* Network faults act on a testbed's kernel links, never in one process. */
+    if (kind >= DCR_FAULT_LINK_DOWN) return false;
     if (kind == DCR_FAULT_TRUNCATE_OBJECT || kind == DCR_FAULT_REMOVE_OBJECT) return objstore;
     if (kind == DCR_FAULT_RELAY_LINK) return !objstore;
     return kind >= 0 && kind < DCR_FAULT_KIND_COUNT;

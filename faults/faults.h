@@ -69,6 +69,14 @@ typedef enum dcr_fault_kind {
     DCR_FAULT_OWNER_CRASH,     /* an owner crashes before uploading a payload */
     DCR_FAULT_GROUP_DROP,      /* a message between owners (group backend) is lost */
     DCR_FAULT_GROUP_DELAY,     /* a message between owners arrives `ms` late */
+    /* Network faults of a testbed run (dcr faults --processes --testbed
+     * netns, faults/faults_run.h): acted out on the kernel's links by
+     * scripts/testbed.sh, never in one process (dcr_fault_kind_applies is
+     * false for them). Each lasts `ms`, then is undone. */
+    DCR_FAULT_LINK_DOWN,   /* testbed host `target`'s link is down */
+    DCR_FAULT_NET_LOSS,    /* host `target` loses `count`% of what it receives */
+    DCR_FAULT_NET_REORDER, /* host `target` gets `count`% of what it receives reordered */
+    DCR_FAULT_PARTITION,   /* rollout host `target` and the services host cannot reach each other */
     DCR_FAULT_KIND_COUNT
 } dcr_fault_kind_t;
 

@@ -25,6 +25,7 @@
 #include "workloads/roles/launch.h"
 #include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
+#include "workloads/roles/testbed.h"
 
 #define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node and the armed faults */
 #define REPORT_WAIT_MS 10000    /* a kill waits this long for the death to be reported */
@@ -52,6 +53,17 @@ typedef struct node_kill {
     uint64_t after_tau; /* only attempts prepared after arming count */
 } node_kill_t;
 
+/* A network fault on a testbed (--testbed): a thread that puts it in place
+ * through scripts/testbed.sh, waits its ms and undoes it. */
+typedef struct net_job {
+    dcr_testbed_t *tb;
+    dcr_fault_t f;
+    char host[16]; /* t<i> or r<i> */
+    pthread_t th;
+    atomic_bool done;
+    bool ok; /* the fault was in place (read after done) */
+} net_job_t;
+
 /* A fault this process executes, armed for one step's attempts. */
 typedef struct armed_fault {
     dcr_fault_t f;
@@ -60,6 +72,7 @@ typedef struct armed_fault {
     int pid;           /* delay: the stopped process */
     uint64_t until_ns; /* delay, control_busy: when the hold ends */
     sqlite3 *db;       /* control_busy: the handle holding the lock */
+    net_job_t *net;    /* a network fault's thread, while it runs */
 } armed_fault_t;
 
 typedef struct prun {
@@ -75,6 +88,7 @@ typedef struct prun {
     dcr_control_t *arm_control;          /* the main thread's (arming) */
     dcr_rng_t rng;                       /* the kill schedule's and the faults' draws */
     bool sqlite;                         /* the control plane is the run's SQLite file */
+    bool netem;                          /* --testbed: its kernel has netem (net_reorder) */
     /* The schedule: nkills drawn up front, `due` fallen due so far, `next`
      * the next to arm; `aim` the armed one. Under lock, with the faults. */
     node_kill_t *kills;
@@ -89,6 +103,7 @@ typedef struct prun {
     char corrupted[MAX_FAULTS][96]; /* objects the step's corrupt faults hit, one each */
     int ncorrupted;
     int64_t fired[DCR_FAULT_KIND_COUNT];
+    int64_t drawn[DCR_FAULT_KIND_COUNT];
     pthread_t watchers[2]; /* kills, faults */
     int watching;          /* threads started */
     atomic_bool watch_stop;
@@ -292,6 +307,12 @@ static void release(prun_t *r, armed_fault_t *x)
     x->holding = false;
     if (x->f.kind == DCR_FAULT_DELAY) {
         dcr_role_launcher_pause_node(r->launcher, x->f.target, x->pid, false);
+    } else if (x->net) {
+        /* Its thread undoes the fault after its ms: bounded. */
+        pthread_join(x->net->th, NULL);
+        if (x->net->ok) r->fired[x->f.kind]++;
+        free(x->net);
+        x->net = NULL;
     } else if (x->db) {
         sqlite3_exec(x->db, "COMMIT", NULL, NULL, NULL);
         sqlite3_close(x->db);
@@ -299,11 +320,91 @@ static void release(prun_t *r, armed_fault_t *x)
     }
 }
 
+static bool is_net_kind(dcr_fault_kind_t kind)
+{
+    return kind == DCR_FAULT_LINK_DOWN || kind == DCR_FAULT_NET_LOSS ||
+           kind == DCR_FAULT_NET_REORDER || kind == DCR_FAULT_PARTITION;
+}
+
+static void *net_main(void *arg)
+{
+    net_job_t *j = arg;
+    char secs[32], pct[16];
+    snprintf(secs, sizeof(secs), "%.3f", j->f.ms / 1000.0);
+    snprintf(pct, sizeof(pct), "%d", j->f.count);
+    const char *on[5] = {NULL}, *off[4] = {NULL};
+    switch (j->f.kind) {
+    case DCR_FAULT_LINK_DOWN: /* the script brings the link back up after secs */
+        on[0] = "link-down", on[1] = j->host, on[2] = secs;
+        break;
+    case DCR_FAULT_PARTITION:
+        on[0] = "partition", on[1] = j->host, on[2] = "svc";
+        off[0] = "heal", off[1] = j->host, off[2] = "svc";
+        break;
+    default: /* net_loss, net_reorder */
+        on[0] = "netem", on[1] = j->host, on[3] = pct;
+        on[2] = j->f.kind == DCR_FAULT_NET_LOSS ? "--loss" : "--reorder";
+        off[0] = "clear", off[1] = j->host;
+        break;
+    }
+    dcr_status_t st = dcr_testbed_fault(j->tb, on);
+    j->ok = st == DCR_OK;
+    if (j->ok)
+        DCR_LOG_WARN("faults: %s: host %s for %d ms (%d%%)", dcr_fault_kind_name(j->f.kind),
+                     j->host, j->f.ms, on[3] ? j->f.count : 100);
+    else
+        DCR_LOG_WARN("faults: %s on host %s did not take: %s", dcr_fault_kind_name(j->f.kind),
+                     j->host, dcr_error_detail());
+    /* Undone even when it did not take: the script may have done part of it. */
+    if (off[0]) {
+        nap_ns((long)j->f.ms * 1000000L);
+        if (dcr_testbed_fault(j->tb, off) != DCR_OK)
+            DCR_LOG_WARN("faults: undoing %s on host %s: %s", dcr_fault_kind_name(j->f.kind),
+                         j->host, dcr_error_detail());
+    }
+    atomic_store(&j->done, true);
+    return NULL;
+}
+
+/* The testbed host a network fault acts on: t<i> for targets below the
+ * training hosts, r<i> after them; a partition's target is a rollout host. */
+static void net_host(const prun_t *r, const dcr_fault_t *f, char *out, size_t cap)
+{
+    int train = r->bench.scenario.train.nodes;
+    if (f->kind != DCR_FAULT_PARTITION && f->target < train)
+        snprintf(out, cap, "t%d", f->target);
+    else
+        snprintf(out, cap, "r%d", f->kind == DCR_FAULT_PARTITION ? f->target : f->target - train);
+}
+
+/* Starts a network fault's thread unless another one acts on the same
+ * host (its undoing, `clear` or a link coming back up, would end this one
+ * early): it then starts at a later poll. */
+static bool net_start(prun_t *r, armed_fault_t *x)
+{
+    char host[16];
+    net_host(r, &x->f, host, sizeof(host));
+    for (int i = 0; i < r->nfaults; i++)
+        if (r->faults[i].net && !strcmp(r->faults[i].net->host, host)) return false;
+    net_job_t *j = calloc(1, sizeof(*j));
+    if (!j) return false;
+    j->tb = r->cfg->testbed;
+    j->f = x->f;
+    snprintf(j->host, sizeof(j->host), "%s", host);
+    atomic_init(&j->done, false);
+    if (pthread_create(&j->th, NULL, net_main, j) != 0) {
+        free(j);
+        return false;
+    }
+    x->net = j;
+    return true;
+}
+
 /* One armed fault at attempt tau (> the step's first). */
 static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
 {
     if (x->holding) {
-        if (dcr_clock_ns() >= x->until_ns) release(r, x);
+        if (x->net ? atomic_load(&x->net->done) : dcr_clock_ns() >= x->until_ns) release(r, x);
         return;
     }
     if (x->fired) return;
@@ -329,6 +430,8 @@ static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
             DCR_LOG_WARN("faults: delay: rollout-node %d (pid %d) stopped for %d ms in attempt "
                          "%" PRIu64,
                          x->f.target, pid, x->f.ms, rep.tau);
+    } else if (is_net_kind(x->f.kind)) {
+        hit = r->cfg->testbed && net_start(r, x);
     } else if (x->f.kind == DCR_FAULT_CONTROL_BUSY) {
         hit = control_lock(r, x);
         if (hit)
@@ -338,7 +441,7 @@ static void fault_once(prun_t *r, armed_fault_t *x, uint64_t tau)
     }
     if (!hit) return;
     x->fired = true;
-    r->fired[x->f.kind]++;
+    if (!x->net) r->fired[x->f.kind]++; /* a network fault's: once it took (release) */
     x->holding = x->f.kind != DCR_FAULT_CORRUPT;
     x->until_ns = dcr_clock_ns() + (uint64_t)x->f.ms * 1000000ull;
 }
@@ -352,9 +455,36 @@ static void faults_once(prun_t *r)
     pthread_mutex_unlock(&r->lock);
 }
 
+/* On a testbed: delay or a network fault (see faults_run.h). */
+static dcr_fault_t draw_testbed_fault(prun_t *r)
+{
+    dcr_fault_kind_t kinds[] = {DCR_FAULT_DELAY, DCR_FAULT_LINK_DOWN, DCR_FAULT_NET_LOSS,
+                                DCR_FAULT_PARTITION, DCR_FAULT_NET_REORDER};
+    dcr_fault_t f = {.kind = kinds[dcr_rng_below(&r->rng, r->netem ? 5 : 4)], .target = -1};
+    f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
+    int nodes = r->bench.serve.nodes, hosts = r->bench.scenario.train.nodes + nodes;
+    bool on_node = f.kind == DCR_FAULT_DELAY || f.kind == DCR_FAULT_PARTITION;
+    f.target = (int)dcr_rng_below(&r->rng, (uint64_t)(on_node ? nodes : hosts));
+    if (f.kind == DCR_FAULT_NET_LOSS) f.count = 5 + (int)dcr_rng_below(&r->rng, 25);
+    if (f.kind == DCR_FAULT_NET_REORDER) f.count = 10 + (int)dcr_rng_below(&r->rng, 40);
+    return f;
+}
+
+/* Whether the testbed's kernel can reorder (netem): a reordering of 1% on
+ * r0, undone at once; the script's line says why not. */
+static bool testbed_has_netem(dcr_testbed_t *tb)
+{
+    const char *on[] = {"netem", "r0", "--reorder", "1", NULL}, *off[] = {"clear", "r0", NULL};
+    bool ok = dcr_testbed_fault(tb, on) == DCR_OK;
+    if (dcr_testbed_fault(tb, off) != DCR_OK) DCR_LOG_WARN("faults: %s", dcr_error_detail());
+    if (!ok) DCR_LOG_WARN("faults: the testbed cannot reorder (no netem): net_reorder not drawn");
+    return ok;
+}
+
 /* A random fault of a kind this process executes, from the run's seed. */
 static dcr_fault_t draw_fault(prun_t *r)
 {
+    if (r->cfg->testbed) return draw_testbed_fault(r);
     dcr_fault_kind_t kinds[] = {DCR_FAULT_CORRUPT, DCR_FAULT_DELAY, DCR_FAULT_CONTROL_BUSY};
     int n = r->sqlite ? 3 : 2;
     dcr_fault_t f = {.kind = kinds[dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
@@ -376,6 +506,7 @@ static void arm_faults(prun_t *r, uint64_t tau)
     for (int k = 0; k < run->nplan && r->nfaults < MAX_FAULTS; k++)
         if (run->plan[k].step == r->step)
             r->faults[r->nfaults++] = (armed_fault_t){.f = run->plan[k].fault};
+    for (int i = 0; i < r->nfaults; i++) r->drawn[r->faults[i].f.kind]++;
     pthread_mutex_unlock(&r->lock);
 }
 
@@ -542,6 +673,15 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
     bool sqlite = run->bench.control_path == NULL;
     for (int k = 0; k < run->nplan; k++) {
         dcr_fault_kind_t kind = run->plan[k].fault.kind;
+        if (cfg->testbed && (kind == DCR_FAULT_DELAY || is_net_kind(kind))) continue;
+        if (is_net_kind(kind))
+            return dcr_error_set(DCR_EINVAL, "fault %s needs a testbed (--testbed netns)",
+                                 dcr_fault_kind_name(kind));
+        if (cfg->testbed)
+            return dcr_error_set(DCR_EINVAL,
+                                 "fault %s cannot reach a testbed run (expected delay, link_down, "
+                                 "net_loss, net_reorder or partition)",
+                                 dcr_fault_kind_name(kind));
         if (!dcr_fault_kind_reaches_processes(kind) || (kind == DCR_FAULT_CONTROL_BUSY && !sqlite))
             return dcr_error_set(DCR_EINVAL,
                                  "fault %s cannot reach a processes run (expected corrupt, delay, "
@@ -583,6 +723,7 @@ static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_proce
     s->commits = r->commits;
     s->lost = r->lost + (r->cfg->run.steps - r->step);
     s->version = r->version;
+    memcpy(o->faults_drawn, r->drawn, sizeof(o->faults_drawn));
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) {
         s->faults_by_kind[k] = r->fired[k];
         s->faults += r->fired[k];
@@ -631,6 +772,11 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     dcr_bench_result_t res;
     memset(&res, 0, sizeof(res));
     dcr_status_t st = make_launcher(&r);
+    if (st == DCR_OK && cfg->testbed) {
+        st =
+            dcr_testbed_place_roles(cfg->testbed, r.launcher, r.bench.scenario.train.gpus_per_node);
+        r.netem = testbed_has_netem(cfg->testbed);
+    }
     if (st == DCR_OK) st = dcr_bench_run(&r.bench, &res);
     stop_watcher(&r);
     dcr_faults_processes_summary_t out;
@@ -648,9 +794,11 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     return DCR_OK;
 }
 
-/* The role flags with --seed `seed` (replaced or appended); borrowed
+/* The role flags with --seed `seed` (replaced or appended) and, when
+ * store is not NULL, --store `store` in place of the one given; borrowed
  * strings: free the array only. NULL when out of memory. */
-static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed, int *n_p)
+static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const char *seed,
+                             const char *store, int *n_p)
 {
     char **a = calloc((size_t)cfg->nargs + 2, sizeof(char *));
     if (!a) return NULL;
@@ -661,6 +809,9 @@ static char **args_with_seed(const dcr_faults_processes_config_t *cfg, const cha
         if (!strcmp(cfg->run_args[i], "--seed") && i + 1 < cfg->nargs) {
             a[n++] = (char *)seed;
             set = true;
+            i++;
+        } else if (store && !strcmp(cfg->run_args[i], "--store") && i + 1 < cfg->nargs) {
+            a[n++] = (char *)store;
             i++;
         }
     }
@@ -690,6 +841,7 @@ static void summary_add(dcr_faults_processes_summary_t *a, const dcr_faults_proc
         a->restore_s[k] += b->restore_s[k];
     }
     for (int c = 0; c < DCR_RESTORE_CAUSES; c++) a->restores_by_cause[c] += b->restores_by_cause[c];
+    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) a->faults_drawn[k] += b->faults_drawn[k];
     a->node_processes = b->node_processes;
     a->owner_processes = b->owner_processes;
 }
@@ -703,10 +855,14 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
     memset(&total, 0, sizeof(total));
     for (int i = 0; i < seeds; i++) {
         dcr_faults_processes_config_t run = *cfg;
-        char seed[32];
+        char seed[32], store[64];
         run.run.bench.seed = base_seed + (uint64_t)i;
         snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
-        char **args = args_with_seed(cfg, seed, &run.nargs);
+        /* On a testbed every run shares its S3 store: each its own prefix,
+         * so that no run restores from another's retained versions. */
+        snprintf(store, sizeof(store), "s3://dcr/faults-%s", seed);
+        if (cfg->testbed) run.run.bench.store = store;
+        char **args = args_with_seed(cfg, seed, cfg->testbed ? store : NULL, &run.nargs);
         if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
         run.run_args = args;
         DCR_LOG_INFO("faults: processes campaign run %d of %d: seed %s", i + 1, seeds, seed);

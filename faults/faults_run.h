@@ -242,6 +242,21 @@ typedef struct dcr_faults_processes_config {
      * parameter's digest flipped before the verifier runs, which must then
      * report that version (and name the parameter). */
     bool corrupt_digest;
+    /* --testbed netns: a testbed that is up (workloads/roles/testbed.h),
+     * this process in its services host, run.bench's store, S3 endpoint and
+     * control plane (and run_args') the testbed's; NULL: this host only.
+     * The roles are placed on its hosts (dcr_testbed_place_roles), the
+     * drawn faults are delay and the network kinds (link_down, net_loss,
+     * net_reorder, partition; corrupt and control_busy need the run
+     * directory's store and SQLite file), each acted out through
+     * dcr_testbed_fault once an attempt is open and undone after its `ms`
+     * (50..449): link_down on a training or rollout host, net_loss of
+     * 5..29% and net_reorder of 10..49% of what such a host receives (drawn
+     * only where the kernel has netem), a partition between a rollout host
+     * and the services host. A campaign
+     * gives each run its own store prefix (s3://dcr/faults-<seed>). Without
+     * a testbed these kinds are never drawn (a seed draws what it drew). */
+    struct dcr_testbed *testbed;
 } dcr_faults_processes_config_t;
 
 typedef struct dcr_faults_processes_summary {
@@ -276,6 +291,10 @@ typedef struct dcr_faults_processes_summary {
      * behind (a live node the run committed without), dirty (a live node
      * holding writes of an attempt that did not commit). */
     uint64_t restores_by_cause[3];
+    /* Faults drawn from the seed (and planned), by kind; faults_by_kind in
+     * s says how many of them fired (a drawn one not fired: its step ended
+     * before it could act). */
+    int64_t faults_drawn[DCR_FAULT_KIND_COUNT];
 } dcr_faults_processes_summary_t;
 
 /* One run. Errors: setup failures, a transition the coordinator processes

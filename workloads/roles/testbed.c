@@ -333,6 +333,19 @@ dcr_status_t dcr_testbed_place_roles(dcr_testbed_t *t, dcr_role_launcher_t *l, i
     return dcr_role_launcher_set_mpirun_args(l, mpi, (int)(sizeof(mpi) / sizeof(mpi[0])));
 }
 
+dcr_status_t dcr_testbed_fault(dcr_testbed_t *t, const char *const *args)
+{
+    const char *full[14] = {"fault", "--id", t->id};
+    int n = 3;
+    for (; args[n - 3] && n < 13; n++) full[n] = args[n - 3];
+    full[n] = NULL;
+    int rc = run_script(t, full, NULL);
+    if (rc != 0)
+        return dcr_error_set(DCR_EIO, "testbed: %s fault --id %s %s %s failed (exit %d)", t->script,
+                             t->id, args[0], args[1] ? args[1] : "", rc);
+    return DCR_OK;
+}
+
 json_t *dcr_testbed_json(const dcr_testbed_t *t)
 {
     json_t *j = json_pack("{s:i,s:s,s:i,s:i,s:s,s:s,s:s,s:s}", "id", t->cfg.id, "subnet", t->subnet,

@@ -103,6 +103,15 @@ dcr_status_t dcr_testbed_reference(void *ctx, const int64_t *per_node_bytes, int
  * where the store's handle is made. */
 dcr_status_t dcr_testbed_probe_store(dcr_testbed_t *t);
 
+/* `scripts/testbed.sh fault --id N ARGS...` (ARGS: link-down HOST SECONDS |
+ * netem HOST [--loss PCT] [--reorder PCT] | partition HOST HOST | heal HOST
+ * HOST | clear HOST, NULL-terminated, at most 10; hosts t<i>, r<i>, svc):
+ * a network fault on the testbed's links, or its undoing; its lines go to
+ * stderr. Blocks while the script runs (link-down: until the link is back
+ * up). The script's exit status other than 0 is an error. For dcr faults
+ * --testbed (faults/faults_processes.c). */
+dcr_status_t dcr_testbed_fault(dcr_testbed_t *t, const char *const *args);
+
 /* {id, subnet, netns: [...], control, s3, store (after
  * dcr_testbed_probe_store), reference (after dcr_testbed_reference)}: what
  * the JSON output names. */
