@@ -16,7 +16,6 @@
 
 #include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 #include "dcr/clock.h"
 #include "dcr/control.h"
@@ -35,12 +34,6 @@ typedef struct fake_nodes {
     dcr_node_phase_t death; /* what DEAD_NODE reports once both joined */
     dcr_status_t st;        /* the thread's own failures */
 } fake_nodes_t;
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static dcr_status_t put_node(dcr_control_t *control, int node, dcr_node_phase_t phase, uint64_t tau)
 {
@@ -66,11 +59,11 @@ static void *fake_nodes_main(void *arg)
     double t0 = dcr_clock_s();
     while (f->st == DCR_OK && dcr_coord_opened(f->control, &tau) != DCR_OK) {
         if (dcr_clock_s() - t0 > PROMPT_S) return NULL; /* the test fails on the coordinator */
-        sleep_ms(5);
+        dcr_clock_nap_ns(5000000L);
     }
     for (int n = 0; n < NODES && f->st == DCR_OK; n++)
         f->st = put_node(f->control, n, DCR_NODE_JOINED, tau);
-    sleep_ms(200); /* the coordinator is waiting for the owners by now */
+    dcr_clock_nap_ns(200000000L); /* the coordinator is waiting for the owners by now */
     if (f->st == DCR_OK) f->st = put_node(f->control, DEAD_NODE, f->death, tau);
     return NULL;
 }
