@@ -120,7 +120,11 @@ static dcr_status_t make_nodes(dcr_coord_t *c)
 {
     c->node = calloc((size_t)c->nodes, sizeof(*c->node));
     if (!c->node) return dcr_error_set(DCR_ENOMEM, "%d rollout nodes", c->nodes);
-    dcr_rollout_node_env_t env = {env_receiver, env_member, env_alive, env_dirty, NULL, c};
+    dcr_rollout_node_env_t env = {.receiver = env_receiver,
+                                  .member = env_member,
+                                  .alive = env_alive,
+                                  .dirty = env_dirty,
+                                  .ctx = c};
     for (int i = 0; i < c->nodes; i++) {
         int per = c->cfg.receivers_per_node;
         dcr_rollout_node_config_t nc = {
