@@ -120,7 +120,11 @@ static dcr_status_t make_nodes(dcr_coord_t *c)
 {
     c->node = calloc((size_t)c->nodes, sizeof(*c->node));
     if (!c->node) return dcr_error_set(DCR_ENOMEM, "%d rollout nodes", c->nodes);
-    dcr_rollout_node_env_t env = {env_receiver, env_member, env_alive, env_dirty, NULL, c};
+    dcr_rollout_node_env_t env = {.receiver = env_receiver,
+                                  .member = env_member,
+                                  .alive = env_alive,
+                                  .dirty = env_dirty,
+                                  .ctx = c};
     for (int i = 0; i < c->nodes; i++) {
         int per = c->cfg.receivers_per_node;
         dcr_rollout_node_config_t nc = {
@@ -402,7 +406,8 @@ static size_t collect_required(dcr_coord_t *c)
 
 /* ---- rollout nodes as processes -------------------------------------------------- */
 
-#define NODE_POLL_NS 500000L /* between reads of the nodes' reports */
+#define NODE_POLL_NS     500000L /* between reads of the nodes' reports */
+#define NODE_CHECK_POLLS 20u     /* owners' report polls per look at the nodes (10 ms) */
 
 static const char *phase_name(dcr_node_phase_t p)
 {
@@ -410,10 +415,34 @@ static const char *phase_name(dcr_node_phase_t p)
     return (unsigned)p <= DCR_NODE_RESTARTING ? names[p] : "?";
 }
 
+/* A node whose report (read with status st) says its process died or is
+ * being replaced fails the attempt at once, naming it: nothing it held for
+ * this attempt survives the process. */
+static dcr_status_t node_present(int node, dcr_status_t st, const dcr_node_report_t *r)
+{
+    if (st == DCR_OK && (r->phase == DCR_NODE_GONE || r->phase == DCR_NODE_RESTARTING))
+        return dcr_error_set(DCR_EATTEMPT, "rollout node %d is gone: %s", node, r->why);
+    return DCR_OK;
+}
+
+/* node_present for every node of a required receiver (read errors are left
+ * to the caller's own wait: a busy control plane is not a death). */
+static dcr_status_t required_nodes_present(dcr_coord_t *c)
+{
+    int per = c->cfg.receivers_per_node;
+    for (size_t i = 0; i < c->nrequired; i++) {
+        int node = (int)c->required[i] / per;
+        if (i > 0 && (int)c->required[i - 1] / per == node) continue; /* required ascends */
+        dcr_node_report_t r;
+        DCR_CHECK(node_present(node, dcr_node_report_get(c->p.control, node, &r), &r));
+    }
+    return DCR_OK;
+}
+
 /* Waits until every node of a required receiver reports `phase` (or, for
- * JOINED, a later one) for tau (DONE: *apply_end_p gets the last apply's end across them). A node that
- * reports FAILED fails the attempt with its line; one that stays behind
- * longer than the join (or stall) timeout fails it naming the node. */
+ * JOINED, a later one) for tau (DONE: *apply_end_p gets the last apply's end across them). A node
+ * that reports FAILED fails the attempt with its line; one that stays behind longer than the join
+ * (or stall) timeout fails it naming the node. */
 static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t phase,
                                double *apply_end_p)
 {
@@ -426,8 +455,7 @@ static dcr_status_t wait_nodes(dcr_coord_t *c, uint64_t tau, dcr_node_phase_t ph
         for (;;) {
             dcr_node_report_t r;
             dcr_status_t st = dcr_node_report_get(c->p.control, node, &r);
-            if (st == DCR_OK && (r.phase == DCR_NODE_GONE || r.phase == DCR_NODE_RESTARTING))
-                return dcr_error_set(DCR_EATTEMPT, "rollout node %d is gone: %s", node, r.why);
+            DCR_CHECK(node_present(node, st, &r));
             /* READY for tau or later after it joined: a new process (a
              * restart) that holds the committed version, not tau's writes. */
             if (st == DCR_OK && phase == DCR_NODE_DONE && r.phase == DCR_NODE_READY && r.tau >= tau)
@@ -579,11 +607,15 @@ dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *
 
 /* Waits for the owners' report of `phase` for tau; FAILED for tau fails the
  * attempt with their line, silence beyond the stall timeout names what was
- * awaited. */
+ * awaited. While they send, a required node that is gone or restarting
+ * fails the attempt at once (a dead relay node would stall the owners until
+ * the stall timeout); after the commit (COMMITTED) the nodes no longer
+ * matter. */
 static dcr_status_t wait_owners(dcr_coord_t *c, uint64_t tau, dcr_owners_phase_t phase,
                                 dcr_owners_report_t *out_p)
 {
     double t0 = dcr_clock_s();
+    unsigned polls = 0;
     for (;;) {
         dcr_owners_report_t r;
         dcr_status_t st = dcr_owners_report_get(c->p.control, &r);
@@ -596,6 +628,9 @@ static dcr_status_t wait_owners(dcr_coord_t *c, uint64_t tau, dcr_owners_phase_t
             return DCR_OK;
         }
         if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
+        /* Every NODE_CHECK_POLLS polls: one read per node, not a flood. */
+        if (phase == DCR_OWNERS_SENT && polls++ % NODE_CHECK_POLLS == 0)
+            DCR_CHECK(required_nodes_present(c));
         if ((dcr_clock_s() - t0) * 1000.0 > c->cfg.stall_timeout_ms)
             return dcr_error_set(DCR_ETIMEOUT,
                                  "the owners did not report %s for attempt %llu within %d ms",

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testfiles.h"
 #include <jansson.h>
 
 #include "cli_run.h"
@@ -85,8 +87,8 @@ static void test_inventory_matches_seed(void **state)
 
 static void test_construct_payloads_verify(void **state)
 {
-    char dir[] = "/tmp/dcr-cli-payloads-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "cli-payloads"));
     char args[512];
     snprintf(args, sizeof(args),
              "construct --json --scale 64 --layers 2 --gpus-per-node 2 --tp 2 --keep-payloads %s",
@@ -134,8 +136,8 @@ static void test_construct_payloads_verify(void **state)
  * them verifies as a payload of that attempt. */
 static void test_bench_keeps_payloads(void **state)
 {
-    char dir[] = "/tmp/dcr-cli-kept-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "cli-kept"));
     char args[512];
     snprintf(args, sizeof(args),
              "bench --json --scale 64 --layers 1 --warmup 0 --refits 2 --keep-payloads %s", dir);
@@ -180,8 +182,8 @@ static void test_construct_modes(void **state)
  * readable Chrome trace and an HDF5 results file. */
 static void test_bench_json_trace_results(void **state)
 {
-    char dir[] = "/tmp/dcr-cli-bench-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "cli-bench"));
     char args[1024];
     snprintf(
         args, sizeof(args),

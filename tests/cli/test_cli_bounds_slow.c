@@ -15,6 +15,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "testfiles.h"
 #include <jansson.h>
 
 #include <sys/resource.h>
@@ -85,8 +87,8 @@ static double now_s(void)
 static void test_million_intervals(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/dcr-bounds-big-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "bounds-big"));
     char path[128], args[256];
     snprintf(path, sizeof(path), "%s/big.json", dir);
     write_trace(path, false);
@@ -124,8 +126,8 @@ static void test_million_intervals(void **state)
 static void test_interval_at_int64_max_refused(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/dcr-bounds-far-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "bounds-far"));
     char path[128], args[256];
     snprintf(path, sizeof(path), "%s/far.json", dir);
     write_trace(path, true);

@@ -21,17 +21,19 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "testfiles.h"
 #include <jansson.h>
 
 #include "cli_run.h"
 #include "engine/codec/codec_test_util.h"
 
-static char g_dir[] = "/tmp/dcr-cli-payload-XXXXXX";
+static char g_dir[256];
 
 static int setup(void **state)
 {
     (void)state;
-    return mkdtemp(g_dir) ? 0 : -1;
+    return testfiles_tmpdir(g_dir, sizeof g_dir, "cli-payload") ? 0 : -1;
 }
 
 static int teardown(void **state)

@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "dcr/clock.h"
 #include "dcr/group.h"
 #include "dcr/log.h"
@@ -310,9 +312,7 @@ static void pipe_open_faulty(pipe_t *p, const char *transport, dcr_faults_t *f)
     dcr_bench_targets(&p->cfg, dcr_inventory_bytes(p->sc->inventory), p->sc->layout->world,
                       &cc.chunk_bytes, &cc.bucket_bytes);
     assert_int_equal(dcr_constructor_create(p->sc->layout, &cc, p->committed, &p->con), DCR_OK);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(p->dir, sizeof(p->dir), "%s/dcr-test-faults-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(p->dir));
+    assert_true(testfiles_tmpdir(p->dir, sizeof(p->dir), "faults"));
     char path[512];
     snprintf(path, sizeof(path), "%s/objstore", p->dir);
     dcr_transport_config_t tc = {.train_nodes = p->sc->train.nodes,

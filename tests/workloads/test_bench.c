@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -242,8 +244,8 @@ static void test_bad_configs_fail_cleanly(void **state)
 static void test_control_fresh(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/dcr-control-fresh-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "control-fresh"));
     char path[128];
     snprintf(path, sizeof path, "%s/control.db", dir);
     assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_OK); /* absent */

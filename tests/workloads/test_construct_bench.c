@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "dcr/codec.h"
 #include "workloads/construct_bench.h"
 
@@ -113,8 +115,8 @@ static void *submit_three(void *arg)
 static void test_dir_sink_writes_after_flush(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/dcr-dir-sink-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "dir-sink"));
     dcr_dir_sink_t d;
     dcr_dir_sink_init(&d, dir, 9);
     pthread_t th[2];

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -70,9 +72,7 @@ static int second_signal(void *arg)
 static void test_second_signal_cleans_and_exits(void **state)
 {
     char dir[256], file[300];
-    const char *t = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/dcr-test-interrupt-XXXXXX", t && *t ? t : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "interrupt"));
     snprintf(file, sizeof(file), "%s/sub", dir);
     assert_int_equal(mkdir(file, 0755), 0);
     snprintf(file, sizeof(file), "%s/sub/data", dir);

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "workloads/model.h"
 
 /* ---- helpers ---- */
@@ -88,9 +90,7 @@ static void expect_bad_config(const char *file, const char *text, dcr_status_t w
 static int setup_tmp(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_dir, sizeof(tmp_dir), "%s/dcr_test_model_XXXXXX", base ? base : "/tmp");
-    return mkdtemp(tmp_dir) == NULL ? -1 : 0;
+    return testfiles_tmpdir(tmp_dir, sizeof(tmp_dir), "model") ? 0 : -1;
 }
 
 static int teardown_tmp(void **state)

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "workloads/bench.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
@@ -182,8 +184,8 @@ static void test_refit_result_line(void **state)
 static void test_owners_report(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/dcr-roles-XXXXXX", db[64];
-    assert_non_null(mkdtemp(dir));
+    char dir[256], db[320];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "roles"));
     snprintf(db, sizeof(db), "%s/control.db", dir);
     dcr_control_t *c = NULL;
     assert_int_equal(dcr_bench_control_open(NULL, db, NULL, &c), DCR_OK);

@@ -14,6 +14,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "blake2b_ref.h"
 #include "codec_test_util.h"
 
@@ -199,8 +201,8 @@ static void t_write(const char *path, const void *data, size_t n, mode_t mode)
 static void test_key_load(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/dcr-test-key-XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "key"));
     char path[128];
     snprintf(path, sizeof path, "%s/key", dir);
     dcr_payload_key_t want = t_key(0x41), got;

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testfiles.h"
+
 typedef struct etcd_server {
     pid_t pid; /* 0 when not running */
     int client_port, peer_port;
@@ -89,10 +91,8 @@ static bool etcd_server_launch(etcd_server_t *s, bool again)
 {
     const char *bin = getenv("DCR_ETCD") ? getenv("DCR_ETCD") : "/usr/bin/etcd";
     if (!again) {
-        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-        snprintf(s->dir, sizeof s->dir, "%s/dcr-etcd-XXXXXX", tmp);
-        if (mkdtemp(s->dir) == NULL) {
-            fprintf(stderr, "etcd fixture: mkdtemp in %s: %s\n", tmp, strerror(errno));
+        if (!testfiles_tmpdir(s->dir, sizeof s->dir, "etcd")) {
+            fprintf(stderr, "etcd fixture: no temporary folder %s: %s\n", s->dir, strerror(errno));
             return false;
         }
         s->client_port = etcd_server_free_port();

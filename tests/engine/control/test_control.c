@@ -16,6 +16,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -51,9 +53,7 @@ static bool fixture_address_of(fixture_t *fx, store_kind_t kind)
 {
     static unsigned serial;
     if (kind == STORE_FILE) {
-        const char *tmp = getenv("TMPDIR");
-        snprintf(fx->dir, sizeof fx->dir, "%s/dcr-control-XXXXXX", tmp ? tmp : "/tmp");
-        if (mkdtemp(fx->dir) == NULL) return false;
+        if (!testfiles_tmpdir(fx->dir, sizeof fx->dir, "control")) return false;
         snprintf(fx->address, sizeof fx->address, "%s/control.db", fx->dir);
         return true;
     }

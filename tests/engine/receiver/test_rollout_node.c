@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "testfiles.h"
+
 #include "dcr/rollout_node.h"
 
 typedef struct fixture {
@@ -28,9 +30,7 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof(f->dir), "%s/dcr-rnode-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(f->dir)) return -1;
+    if (!testfiles_tmpdir(f->dir, sizeof(f->dir), "rnode")) return -1;
     snprintf(f->db, sizeof(f->db), "%s/control.db", f->dir);
     dcr_control_config_t cc = {f->db, 0};
     if (dcr_control_create("sqlite", &cc, &f->control) != DCR_OK) return -1;

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testfiles.h"
+
 typedef struct s3rver_fixture {
     pid_t pid;
     int port;
@@ -63,9 +65,8 @@ static inline void s3rver_start(s3rver_fixture_t *f, const char *bucket)
     snprintf(bin, sizeof bin, "%s/.deps/s3rver/node_modules/.bin/s3rver", DCR_SOURCE_DIR);
     if (access(bin, X_OK) != 0)
         fail_msg("s3rver not found at %s: run `bash scripts/install-deps.sh`", bin);
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof f->dir, "%s/dcr-s3rver-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (mkdtemp(f->dir) == NULL) fail_msg("s3rver: mkdtemp: %s", strerror(errno));
+    if (!testfiles_tmpdir(f->dir, sizeof f->dir, "s3rver"))
+        fail_msg("s3rver: no temporary folder %s: %s", f->dir, strerror(errno));
     char data[PATH_MAX + 8], log[PATH_MAX + 8];
     snprintf(data, sizeof data, "%s/data", f->dir);
     snprintf(log, sizeof log, "%s/log", f->dir);

@@ -39,7 +39,7 @@ static int g_seq;
 static int fx_setup(void **state)
 {
     (void)state;
-    tp_mkdtemp(g_tmp, sizeof g_tmp);
+    assert_true(testfiles_tmpdir(g_tmp, sizeof g_tmp, "transport"));
     /* The store the backend claims: a local directory or a bucket of the
      * test's S3 server (the suite branches on what a backend serves, never
      * on its name). */

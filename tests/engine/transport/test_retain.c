@@ -31,7 +31,7 @@ static dcr_objstore_t *g_store;
 static int fx_setup(void **state)
 {
     (void)state;
-    tp_mkdtemp(g_tmp, sizeof g_tmp);
+    assert_true(testfiles_tmpdir(g_tmp, sizeof g_tmp, "transport"));
     char url[PATH_MAX + 16];
     snprintf(url, sizeof url, "dir:%s/store", g_tmp);
     dcr_objstore_config_t c = {.url = url};

@@ -43,7 +43,7 @@ static const dcr_transport_props_t *props(void)
 static int fx_setup(void **state)
 {
     (void)state;
-    tp_mkdtemp(g_tmp, sizeof g_tmp);
+    assert_true(testfiles_tmpdir(g_tmp, sizeof g_tmp, "transport"));
     if (g_s3)
         snprintf(g_dir, sizeof g_dir, "s3://%s/t%d", g_s3rver.bucket, ++g_seq);
     else

@@ -34,7 +34,7 @@ static void sign(tp_payload_t *p, const uint8_t *key)
 
 static dcr_transport_t *keyed_transport(const char *backend, int nodes)
 {
-    tp_mkdtemp(g_dir, sizeof g_dir);
+    assert_true(testfiles_tmpdir(g_dir, sizeof g_dir, "transport"));
     for (int i = 0; i < 32; i++) {
         g_key[i] = (uint8_t)(0x30 + 3 * i);
         g_other[i] = (uint8_t)(0x31 + 3 * i);

@@ -23,7 +23,7 @@ static char g_dir[PATH_MAX];
 static int fx_setup(void **state)
 {
     (void)state;
-    tp_mkdtemp(g_dir, sizeof g_dir);
+    assert_true(testfiles_tmpdir(g_dir, sizeof g_dir, "transport"));
     return 0;
 }
 

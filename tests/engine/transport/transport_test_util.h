@@ -23,6 +23,8 @@
 #include "dcr/objstore.h"
 #include "dcr/transport.h"
 
+#include "testfiles.h"
+
 /* The S3 endpoint tp_config puts into configurations (tests over an s3://
  * store set it; NULL otherwise). */
 static const char *tp_s3_endpoint;
@@ -91,13 +93,6 @@ static inline int tp_rm_entry(const char *path, const struct stat *sb, int flag,
     (void)flag;
     (void)ftw;
     return remove(path);
-}
-
-static inline void tp_mkdtemp(char *dir, size_t cap)
-{
-    const char *tmp = getenv("TMPDIR");
-    snprintf(dir, cap, "%s/dcr-transport-XXXXXX", tmp ? tmp : "/tmp");
-    assert_non_null(mkdtemp(dir));
 }
 
 static inline void tp_rmtree(const char *dir)
