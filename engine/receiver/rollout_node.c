@@ -176,8 +176,6 @@ dcr_status_t dcr_rollout_node_deliver(dcr_rollout_node_t *n, uint64_t tau)
         if (st != DCR_OK) return failed != DCR_OK ? failed_with(failed, why) : st;
         if (failed == DCR_OK) {
             st = take(n, &d, tau);
-            if (st == DCR_OK && n->env.redeliver && n->env.redeliver(n->env.ctx, n->cfg.node, tau))
-                st = take(n, &d, tau);
             if (st != DCR_OK) {
                 dcr_error_prefix("rollout node %d: ", n->cfg.node);
                 failed = st;

@@ -639,7 +639,8 @@ static dcr_status_t node_setup(node_proc_t *p)
     char marks[4200];
     dcr_role_kill_points_dir(p->cfg->workdir, marks, sizeof(marks));
     p->mark_applies = access(marks, F_OK) == 0;
-    dcr_rollout_node_env_t env = {env_receiver, env_member, NULL, env_dirty, NULL, p};
+    dcr_rollout_node_env_t env = {
+        .receiver = env_receiver, .member = env_member, .dirty = env_dirty, .ctx = p};
     DCR_CHECK(dcr_rollout_node_create(&nc, &env, p->transport, &p->rt));
     /* A restarted node may have died between a commit and its digests:
      * what it restored is what it holds at that version. */

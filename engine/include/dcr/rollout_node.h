@@ -49,9 +49,6 @@ typedef struct dcr_rollout_node_env {
     /* Receiver id is about to hold writes of an uncommitted attempt (its
      * request gate's dirty mark). NULL: nothing to mark. */
     void (*dirty)(void *ctx, int id);
-    /* True hands the payload just received to the receivers a second time
-     * (a redelivery after a lost acknowledgment). NULL: never. */
-    bool (*redeliver)(void *ctx, int node, uint64_t tau);
     void *ctx;
 } dcr_rollout_node_env_t;
 
