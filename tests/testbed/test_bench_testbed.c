@@ -77,6 +77,11 @@ static void test_bad_input_is_one_line(void **state)
     assert_int_equal(sh("%s bench --testbed netns --testbed-id 56 " RUN_FLAGS, g_cli), 2);
     assert_int_equal(sh("%s bench --testbed-id 3 " RUN_FLAGS, g_cli), 2);
     assert_non_null(strstr(g_out, "--testbed-id needs --testbed netns"));
+    /* The relay needs its owners as the MPI job that the testbed places. */
+    assert_int_equal(sh("%s bench --processes --owner-threads --transport relay " RUN_FLAGS, g_cli),
+                     2);
+    assert_non_null(strstr(g_out, "needs the owners as an MPI job (not --owner-threads)"));
+    assert_int_equal(count_lines(g_out), 1);
     assert_false(leftovers());
 }
 
