@@ -305,11 +305,13 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
             DCR_EINVAL, "--processes needs --rl sync, without --readers (got %s, %lld readers)",
             o->rl, (long long)o->readers);
     /* The relay across processes connects owner ranks to the root node
-     * process; owner threads of the launcher hold no part of that tree. */
-    if (!strcmp(o->transport, "relay") && (o->testbed || (o->processes && o->owner_threads)))
+     * process; owner threads of the launcher hold no part of that tree.
+     * On --testbed the owners are an MPI job in the training hosts and each
+     * node listens on its rollout host's address (dcr_testbed_place_roles). */
+    if (!strcmp(o->transport, "relay") && o->processes && o->owner_threads)
         return dcr_error_set(DCR_EINVAL,
                              "--transport relay with --processes needs the owners as an MPI job "
-                             "on this host (not --owner-threads or --testbed)");
+                             "(not --owner-threads)");
     if (o->keep && strcmp(o->transport, "objstore"))
         return dcr_error_set(
             DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
@@ -577,9 +579,12 @@ static int run(bench_opts_t *o, int argc, char **argv)
                        "--flow-gbps",   "0",
                        "--local-gbps",  "0",
                        "--latency-ms",  "0"};
+    /* The relay moves payloads over the testbed's TCP links, not through
+     * its store: the roles get no --store (they refuse it with relay). */
+    int tb_skip = strcmp(o->transport, "relay") ? 0 : 4;
     if (st == DCR_OK && o->processes)
-        st = make_launcher(argc, argv, &c, tb_args,
-                           tb ? (int)(sizeof(tb_args) / sizeof(*tb_args)) : 0, &launcher);
+        st = make_launcher(argc, argv, &c, tb_args + tb_skip,
+                           tb ? (int)(sizeof(tb_args) / sizeof(*tb_args)) - tb_skip : 0, &launcher);
     if (st == DCR_OK && tb) st = dcr_testbed_place_roles(tb, launcher, (int)o->sc.gpus);
     if (launcher) {
         c.processes = dcr_role_launcher_hooks(launcher);

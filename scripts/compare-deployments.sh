@@ -17,9 +17,12 @@
 # The store and the control plane are the same kind in all three (s3rver and
 # etcd): inproc and processes reach theirs on loopback inside a private
 # namespace (dcrtb-<loopback-id>-lo, only `lo`), so they share no port with
-# anything else on this machine. Object store only: the relay tree across
-# processes is not there yet. A round runs the three in a rotated order
-# (abc, bca, cab, ...), so that a drift of the machine weighs on all alike.
+# anything else on this machine. --transports objstore,relay runs each way
+# with both transports (the relay tree over loopback TCP for processes, over
+# the testbed's shaped links for testbed) and prints the relay's speedup over
+# the object store per way. A round runs the ways (x transports) in a
+# rotated order (abc, bca, cab, ...), so that a drift of the machine weighs
+# on all alike.
 #
 # Every run's JSON goes to --out; the summary (median over rounds per way:
 # latency, construction and transport bounds, finalization, reference,
@@ -40,6 +43,8 @@ usage: scripts/compare-deployments.sh [options] [-- dcr bench flags...]
   --rounds R        rounds of the three ways (default 2; 1..50)
   --ways LIST       comma-separated list of inproc,processes,testbed,local
                     (default inproc,processes,testbed)
+  --transports LIST comma-separated list of objstore,relay (default objstore);
+                    each way runs once per transport and round
   --testbed-id N    testbed id of the testbed way (default 37)
   --loopback-id M   id whose namespace dcrtb-M-lo holds the loopback services
                     (default 38; must differ from N)
@@ -51,7 +56,7 @@ and netem, are missing on many kernels; the testbed refuses them then).
 EOF
 }
 
-ROUNDS=2 TB_ID=37 LO_ID=38 OUT="" DCR="$REPO_DIR/build/dcr" WAYS="inproc,processes,testbed"
+TRANSPORTS=objstore ROUNDS=2 TB_ID=37 LO_ID=38 OUT="" DCR="$REPO_DIR/build/dcr" WAYS="inproc,processes,testbed"
 while (($#)); do
     case $1 in
     --rounds)
@@ -61,6 +66,10 @@ while (($#)); do
         [[ ${2-} =~ ^(inproc|processes|testbed|local)(,(inproc|processes|testbed|local))*$ ]] ||
             usage_die "--ways '${2-}': expected a comma-separated list of inproc,processes,testbed,local"
         WAYS=$2; shift 2 ;;
+    --transports)
+        [[ ${2-} =~ ^(objstore|relay)(,(objstore|relay))*$ ]] ||
+            usage_die "--transports '${2-}': expected a comma-separated list of objstore,relay"
+        TRANSPORTS=$2; shift 2 ;;
     --testbed-id)
         [[ ${2-} =~ ^[0-9]+$ ]] && ((10#$2 <= 55)) || usage_die "--testbed-id '${2-}': expected 0..55"
         TB_ID=$((10#$2)); shift 2 ;;
@@ -85,6 +94,15 @@ S3RVER=${DCR_S3RVER:-$REPO_DIR/.deps/s3rver/node_modules/.bin/s3rver}
 [[ -n $OUT ]] || OUT=$(mktemp -d /tmp/dcr-compare.XXXXXX)
 mkdir -p "$OUT"
 IFS=, read -r -a WAY_LIST <<<"$WAYS"
+IFS=, read -r -a TR_LIST <<<"$TRANSPORTS"
+# A run's key: the way, plus "-relay" for the relay tree (the object store's
+# keep the plain way's name, and so its file names).
+KEYS=()
+for way in "${WAY_LIST[@]}"; do
+    for tr in "${TR_LIST[@]}"; do
+        [[ $tr == relay ]] && KEYS+=("$way-relay") || KEYS+=("$way")
+    done
+done
 
 # ---- loopback services ----------------------------------------------------------
 
@@ -131,13 +149,15 @@ start_loopback() {
 
 # ---- the runs -----------------------------------------------------------------
 
-# run_way WAY ROUND: one dcr bench --json; its JSON in $OUT/WAY-ROUND.json.
+# run_way KEY ROUND: one dcr bench --json; its JSON in $OUT/KEY-ROUND.json.
 run_way() {
-    local way=$1 round=$2 tag="$1-$2" rc=0
-    local common=(bench --flow-gbps 0 --latency-ms 0 "${BENCH[@]}" --json)
-    local lo=(--store "s3://dcr/$tag" --s3-endpoint http://127.0.0.1:4568
-        --control "etcd://127.0.0.1:2379/$tag")
-    echo "$PROG: round $round: $way" >&2
+    local way=${1%-relay} round=$2 tag="$1-$2" rc=0 tr=objstore
+    [[ $1 == *-relay ]] && tr=relay
+    local common=(bench --flow-gbps 0 --latency-ms 0 "${BENCH[@]}" --transport "$tr" --json)
+    local lo=(--control "etcd://127.0.0.1:2379/$tag")
+    # The relay keeps no payloads: its roles take no store.
+    [[ $tr == relay ]] || lo+=(--store "s3://dcr/$tag" --s3-endpoint http://127.0.0.1:4568)
+    echo "$PROG: round $round: $1" >&2
     local t0=$SECONDS
     case $way in
     inproc)
@@ -158,16 +178,16 @@ run_way() {
             >"$OUT/$tag.json" 2>"$OUT/$tag.err" || rc=$?
         ;;
     esac
-    ((rc == 0)) || die "round $round, $way: dcr bench exited $rc (see $OUT/$tag.err: $(tail -1 "$OUT/$tag.err"))"
-    echo "$PROG: round $round: $way done in $((SECONDS - t0)) s" >&2
+    ((rc == 0)) || die "round $round, $1: dcr bench exited $rc (see $OUT/$tag.err: $(tail -1 "$OUT/$tag.err"))"
+    echo "$PROG: round $round: $1 done in $((SECONDS - t0)) s" >&2
 }
 
 start_loopback
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-n=${#WAY_LIST[@]}
+n=${#KEYS[@]}
 for ((r = 1; r <= ROUNDS; r++)); do
     for ((k = 0; k < n; k++)); do
-        run_way "${WAY_LIST[(k + r - 1) % n]}" "$r"
+        run_way "${KEYS[(k + r - 1) % n]}" "$r"
     done
 done
 
@@ -181,23 +201,26 @@ median() { # WAY JQ-EXPR
 }
 ms() { awk -v s="$1" 'BEGIN { printf "%.0f", s * 1000 }'; }
 
-cfg="$OUT/${WAY_LIST[0]}-1.json"
+cfg="$OUT/${KEYS[0]}-1.json"
 echo
 echo "dcr bench $(jq -r '.config | "\(.model) scale \(.scale), \(.layers) layers; \(.train_nodes) x \(.gpus_per_node) training, \(.rollout_nodes) x \(.receivers_per_node) rollout; \(.change_rate * 100)% \(.changes); \(.transport); cross \(.cross_gbps) Gbps, local \(.local_gbps) Gbps"' "$cfg"); checkpoint $(jq -r .checkpoint_bytes "$cfg") B; median of $ROUNDS rounds (JSON in $OUT); load average $LOAD0 at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
 echo
 echo "| deployment | latency ms | construction LB ms | transport LB ms | finalization ms | reference ms | speedup | bit-exact |"
 echo "|---|---:|---:|---:|---:|---:|---:|---|"
-for way in "${WAY_LIST[@]}"; do
+for way in "${KEYS[@]}"; do
     exact=yes
     for ((r = 1; r <= ROUNDS; r++)); do
         [[ $(jq -r .bit_exact "$OUT/$way-$r.json") == true ]] || exact=NO
     done
-    case $way in
+    case ${way%-relay} in
     inproc) label="one process (threads, paced links)" ;;
     processes) label="processes on loopback (paced links)" ;;
     testbed) label="testbed netns (kernel-shaped links)" ;;
     local) label="one process, directory store + SQLite" ;;
     esac
+    if ((${#TR_LIST[@]} > 1)); then
+        [[ $way == *-relay ]] && label+=", relay tree" || label+=", object store"
+    fi
     printf '| %s | %s | %s | %s | %s | %s | %.2fx | %s |\n' "$label" \
         "$(ms "$(median "$way" .mean_latency_s)")" \
         "$(ms "$(median "$way" .construction_lb_s_mean)")" \
@@ -208,7 +231,21 @@ for way in "${WAY_LIST[@]}"; do
 done
 # The testbed's reference per host: a rate far below the setting on a busy
 # machine is the store's CPU (s3rver), not the link (see the probes).
-if [[ ,$WAYS, == *,testbed,* ]]; then
+# Relay vs object store per way: the ratio of their median latencies, and
+# each round's (the two ran in the same round, close in time).
+if ((${#TR_LIST[@]} > 1)); then
+    echo
+    for way in "${WAY_LIST[@]}"; do
+        per=""
+        for ((r = 1; r <= ROUNDS; r++)); do
+            per+=" $(jq -n --slurpfile o "$OUT/$way-$r.json" --slurpfile x "$OUT/$way-relay-$r.json" \
+                '$o[0].mean_latency_s / $x[0].mean_latency_s * 100 | round / 100')x"
+        done
+        awk -v w="$way" -v o="$(median "$way" .mean_latency_s)" -v x="$(median "$way-relay" .mean_latency_s)" \
+            -v per="$per" 'BEGIN { printf "%s: relay tree %.2fx faster than object store (median latencies); per round:%s\n", w, o / x, per }'
+    done
+fi
+if [[ " ${KEYS[*]} " == *" testbed "* ]]; then
     echo
     echo "testbed reference, measured Mbit/s per host and round (configured: $(jq -r '.testbed.reference.hosts[0].configured_mbit' "$OUT/testbed-1.json")):"
     for ((r = 1; r <= ROUNDS; r++)); do

@@ -77,6 +77,11 @@ static void test_bad_input_is_one_line(void **state)
     assert_int_equal(sh("%s bench --testbed netns --testbed-id 56 " RUN_FLAGS, g_cli), 2);
     assert_int_equal(sh("%s bench --testbed-id 3 " RUN_FLAGS, g_cli), 2);
     assert_non_null(strstr(g_out, "--testbed-id needs --testbed netns"));
+    /* The relay needs its owners as the MPI job that the testbed places. */
+    assert_int_equal(sh("%s bench --processes --owner-threads --transport relay " RUN_FLAGS, g_cli),
+                     2);
+    assert_non_null(strstr(g_out, "needs the owners as an MPI job (not --owner-threads)"));
+    assert_int_equal(count_lines(g_out), 1);
     assert_false(leftovers());
 }
 
@@ -205,6 +210,80 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     fprintf(stderr, "bench --testbed run: %.0f s\n", (double)time(NULL) - t0);
 }
 
+/* One host's counter in "traffic_after_reference". */
+static json_int_t host_traffic(const json_t *traffic, const char *host, const char *key)
+{
+    size_t i;
+    const json_t *h;
+    json_array_foreach(traffic, i, h)
+    {
+        if (!strcmp(json_string_value(json_object_get(h, "host")), host))
+            return json_integer_value(json_object_get(h, key));
+    }
+    fail_msg("no traffic_after_reference entry for %s", host);
+    return -1;
+}
+
+/* --transport relay over the testbed: bit-exact, and the payloads crossed
+ * the shaped links. With 2 nodes at fan-out 2, r0 is the root and r1 its
+ * child, so by the relay's own routing (no store: the roles get none) every
+ * payload byte leaves the training hosts, and r0 forwards each one over its
+ * link to r1, which receives it: the kernel's counters since the reference
+ * ended must each hold at least the refits' payload bytes. */
+static void test_relay_across_testbed_is_bit_exact(void **state)
+{
+    (void)state;
+    double t0 = (double)time(NULL);
+    char err[256];
+    snprintf(err, sizeof(err), "/tmp/dcr-bench-testbed-relay-%d.err", (int)getpid());
+    int rc = sh_merge(false,
+                      "%s bench --testbed netns --testbed-id %d --transport relay " RUN_FLAGS
+                      " --warmup 0 --refits 2 --json 2>%s",
+                      g_cli, g_id, err);
+    if (rc != 0) {
+        sh("tail -30 %s", err);
+        fprintf(stderr, "%s", g_out);
+    }
+    assert_int_equal(rc, 0);
+    json_error_t je;
+    json_t *j = json_loads(g_out, 0, &je);
+    if (!j) fail_msg("bench --json output is not JSON: %s", je.text);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(j, "config"), "transport")), "relay");
+    const json_t *refits = json_object_get(j, "refits");
+    assert_int_equal(json_array_size(refits), 2);
+    json_int_t payload = 0;
+    for (size_t i = 0; i < 2; i++) {
+        const json_t *r = json_array_get(refits, i);
+        assert_true(json_is_true(json_object_get(r, "verified")));
+        assert_true(json_is_true(json_object_get(r, "bit_exact")));
+        /* The relay: each payload crosses the cluster boundary once. */
+        assert_int_equal(json_integer_value(json_object_get(r, "cross_bytes")),
+                         json_integer_value(json_object_get(r, "payload_bytes")));
+        payload += json_integer_value(json_object_get(r, "payload_bytes"));
+    }
+    assert_true(payload > 0);
+    const json_t *traffic =
+        json_object_get(json_object_get(j, "testbed"), "traffic_after_reference");
+    if (!json_is_array(traffic)) fail_msg("no testbed.traffic_after_reference");
+    json_int_t train_tx =
+        host_traffic(traffic, "t0", "tx_bytes") + host_traffic(traffic, "t1", "tx_bytes");
+    if (train_tx < payload)
+        fail_msg("training hosts sent %lld bytes, payloads %lld", (long long)train_tx,
+                 (long long)payload);
+    if (host_traffic(traffic, "r0", "tx_bytes") < payload)
+        fail_msg("root r0 forwarded %lld bytes, payloads %lld",
+                 (long long)host_traffic(traffic, "r0", "tx_bytes"), (long long)payload);
+    if (host_traffic(traffic, "r1", "rx_bytes") < payload)
+        fail_msg("r1 received %lld bytes, payloads %lld",
+                 (long long)host_traffic(traffic, "r1", "rx_bytes"), (long long)payload);
+    json_decref(j);
+    unlink(err);
+    assert_false(leftovers());
+    fprintf(stderr, "bench --testbed --transport relay run: %.0f s\n", (double)time(NULL) - t0);
+}
+
 /* SIGKILL to the launcher mid-run: its watcher brings the testbed down. */
 static void test_sigkill_leaves_nothing(void **state)
 {
@@ -272,6 +351,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_is_one_line),
         cmocka_unit_test(test_refit_across_testbed_is_bit_exact),
+        cmocka_unit_test(test_relay_across_testbed_is_bit_exact),
         cmocka_unit_test(test_sigkill_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,6 +33,9 @@ struct dcr_testbed {
     int home_fd;         /* the network namespace we came from (dcr_testbed_enter_services) */
     json_t *reference;   /* dcr_testbed_reference's figures; NULL before it ran */
     json_t *store_costs; /* dcr_testbed_probe_store's figures; NULL before it ran */
+    /* Each host's eth0 byte counters (rx, tx) when the reference ended, in
+     * the order of host_name; NULL before it ran (dcr_testbed_json). */
+    int64_t *mark;
 };
 
 /* The script: $DCR_TESTBED_SCRIPT, else beside the executable (see testbed.h). */
@@ -222,6 +225,7 @@ void dcr_testbed_destroy(dcr_testbed_t *t)
     if (t->watcher > 0) waitpid(t->watcher, NULL, 0);
     json_decref(t->reference);
     json_decref(t->store_costs);
+    free(t->mark);
     free(t);
 }
 
@@ -286,13 +290,22 @@ dcr_status_t dcr_testbed_measure(dcr_testbed_t *t, json_t **out_p)
 dcr_status_t dcr_testbed_place_roles(dcr_testbed_t *t, dcr_role_launcher_t *l, int slots)
 {
     char ns[64];
+    /* The subnet is "A.B.0.0/16"; rollout host r<i> is A.B.2.<i+1>
+     * (host_ip in scripts/testbed.sh). */
+    unsigned a, b;
+    if (sscanf(t->subnet, "%u.%u.", &a, &b) != 2 || a > 255 || b > 255)
+        return dcr_error_set(DCR_EIO, "testbed: subnet '%s': expected A.B.0.0/16", t->subnet);
     for (int i = 0; i < t->cfg.rollout_hosts; i++) {
-        char host[16], role[48];
+        char host[16], role[48], relay_host[48];
         snprintf(host, sizeof(host), "r%d", i);
         snprintf(role, sizeof(role), "rollout-node %d", i);
         host_netns(t, host, ns, sizeof(ns));
-        char *pre[] = {"ip", "netns", "exec", ns};
-        DCR_CHECK(dcr_role_launcher_set_prefix(l, role, pre, 4));
+        /* --transport relay: the node listens on its own host's address
+         * (node_role.c reads DCR_RELAY_HOST), so owners and children reach
+         * it over the shaped links; env execs in place as a prefix must. */
+        snprintf(relay_host, sizeof(relay_host), "DCR_RELAY_HOST=%u.%u.2.%d", a, b, i + 1);
+        char *pre[] = {"ip", "netns", "exec", ns, "env", relay_host};
+        DCR_CHECK(dcr_role_launcher_set_prefix(l, role, pre, 6));
     }
     /* mpirun in t0: its out-of-band channel must reach the daemons, which
      * only the testbed's subnet does. */
@@ -346,6 +359,78 @@ dcr_status_t dcr_testbed_fault(dcr_testbed_t *t, const char *const *args)
     return DCR_OK;
 }
 
+/* Host i of the counters: svc, then t0.., then r0.. */
+static int host_count(const dcr_testbed_t *t)
+{
+    return 1 + t->cfg.train_hosts + t->cfg.rollout_hosts;
+}
+
+static void host_name(const dcr_testbed_t *t, int i, char *out, size_t cap)
+{
+    if (i == 0)
+        snprintf(out, cap, "svc");
+    else if (i <= t->cfg.train_hosts)
+        snprintf(out, cap, "t%d", i - 1);
+    else
+        snprintf(out, cap, "r%d", i - 1 - t->cfg.train_hosts);
+}
+
+/* One host's eth0 counters, from the kernel's (`ip -s -j link`). */
+static dcr_status_t link_counters(const dcr_testbed_t *t, const char *host, int64_t *rx_p,
+                                  int64_t *tx_p)
+{
+    char ns[64], cmd[160], text[8192];
+    host_netns(t, host, ns, sizeof(ns));
+    snprintf(cmd, sizeof(cmd), "ip -n %s -s -j link show dev eth0", ns);
+    FILE *p = popen(cmd, "r");
+    if (!p) return dcr_error_set(DCR_EIO, "testbed: cannot run '%s': %s", cmd, strerror(errno));
+    size_t n = fread(text, 1, sizeof(text) - 1, p);
+    text[n] = 0;
+    int rc = pclose(p);
+    json_error_t e;
+    json_t *j = rc == 0 ? json_loads(text, 0, &e) : NULL;
+    json_int_t rx = -1, tx = -1;
+    int bad = !j || json_unpack(j, "[{s:{s:{s:I},s:{s:I}}}]", "stats64", "rx", "bytes", &rx, "tx",
+                                "bytes", &tx) != 0;
+    json_decref(j);
+    if (bad)
+        return dcr_error_set(DCR_EIO, "testbed: '%s' (exit %d): expected stats64 rx/tx bytes", cmd,
+                             rc);
+    *rx_p = rx;
+    *tx_p = tx;
+    return DCR_OK;
+}
+
+/* Every host's counters into out[2 * host_count]. */
+static dcr_status_t all_counters(const dcr_testbed_t *t, int64_t *out)
+{
+    for (int i = 0; i < host_count(t); i++) {
+        char host[16];
+        host_name(t, i, host, sizeof(host));
+        DCR_CHECK(link_counters(t, host, &out[2 * i], &out[2 * i + 1]));
+    }
+    return DCR_OK;
+}
+
+/* What each host's link carried since the reference ended: the refits,
+ * the control plane and the verifier; NULL when that cannot be read. */
+static json_t *traffic_json(const dcr_testbed_t *t)
+{
+    int n = host_count(t);
+    int64_t *now = t->mark ? calloc((size_t)n * 2, sizeof(int64_t)) : NULL;
+    json_t *list = now && all_counters(t, now) == DCR_OK ? json_array() : NULL;
+    if (now && !list) DCR_LOG_WARN("%s", dcr_error_detail());
+    for (int i = 0; list && i < n; i++) {
+        char host[16];
+        host_name(t, i, host, sizeof(host));
+        json_array_append_new(list, json_pack("{s:s,s:I,s:I}", "host", host, "rx_bytes",
+                                              (json_int_t)(now[2 * i] - t->mark[2 * i]), "tx_bytes",
+                                              (json_int_t)(now[2 * i + 1] - t->mark[2 * i + 1])));
+    }
+    free(now);
+    return list;
+}
+
 json_t *dcr_testbed_json(const dcr_testbed_t *t)
 {
     json_t *j = json_pack("{s:i,s:s,s:i,s:i,s:s,s:s,s:s,s:s}", "id", t->cfg.id, "subnet", t->subnet,
@@ -355,6 +440,8 @@ json_t *dcr_testbed_json(const dcr_testbed_t *t)
                           "services host (with the launcher and the verifier)");
     if (j && t->reference) json_object_set(j, "reference", t->reference);
     if (j && t->store_costs) json_object_set(j, "store", t->store_costs);
+    json_t *traffic = j ? traffic_json(t) : NULL;
+    if (traffic) json_object_set_new(j, "traffic_after_reference", traffic);
     return j;
 }
 
@@ -636,6 +723,14 @@ dcr_status_t dcr_testbed_reference(void *ctx, const int64_t *per_node_bytes, int
                                  "checkpoint_bytes", (json_int_t)total, "hosts", list);
         DCR_LOG_INFO("testbed reference: %lld bytes up in %.3f s, down to %d hosts in %.3f s",
                      (long long)total, t_down - t0, rollout_nodes, t1 - t_down);
+        /* The links' counters from here on count the refits' traffic. */
+        free(t->mark);
+        t->mark = calloc((size_t)host_count(t) * 2, sizeof(int64_t));
+        if (t->mark && all_counters(t, t->mark) != DCR_OK) {
+            DCR_LOG_WARN("%s", dcr_error_detail());
+            free(t->mark);
+            t->mark = NULL;
+        }
     } else {
         json_decref(list);
     }

@@ -113,8 +113,10 @@ dcr_status_t dcr_testbed_probe_store(dcr_testbed_t *t);
 dcr_status_t dcr_testbed_fault(dcr_testbed_t *t, const char *const *args);
 
 /* {id, subnet, netns: [...], control, s3, store (after
- * dcr_testbed_probe_store), reference (after dcr_testbed_reference)}: what
- * the JSON output names. */
+ * dcr_testbed_probe_store), reference (after dcr_testbed_reference),
+ * traffic_after_reference: [{host, rx_bytes, tx_bytes}] (each host's eth0
+ * counters since the reference ended, read now: the refits' traffic, the
+ * control plane's and the verifier's)}: what the JSON output names. */
 json_t *dcr_testbed_json(const dcr_testbed_t *t);
 
 #endif
