@@ -29,7 +29,6 @@
 
 #include "testbed_test.h"
 
-#define SKIP_CODE 77
 /* The run's link settings: the oracle of the rate check. */
 #define LINK_MBIT  100.0
 #define LOCAL_MBIT 200.0
@@ -332,20 +331,7 @@ int main(void)
     g_id = testbed_test_id(0, 52 + (int)(getpid() % 4)); /* test_testbed uses 20..51 */
     const char *cli = getenv("DCR_CLI");
     snprintf(g_cli, sizeof(g_cli), "%s", cli && *cli ? cli : DCR_CLI_PATH);
-    if (geteuid() != 0) {
-        printf("SKIPPED: dcr bench --testbed needs root (network namespaces, tc)\n");
-        return SKIP_CODE;
-    }
-    /* Entering one matters too: ip netns exec remounts / and /sys, which a
-     * chroot whose / is no mount point refuses. */
-    int probe = sh("ip netns add dcrtb-%d-probe && ip netns exec dcrtb-%d-probe true", g_id, g_id);
-    char why[1024];
-    snprintf(why, sizeof(why), "%s", g_out);
-    sh("ip netns del dcrtb-%d-probe 2>/dev/null; true", g_id);
-    if (probe != 0) {
-        printf("SKIPPED: cannot create and enter a network namespace here: %s", why);
-        return SKIP_CODE;
-    }
+    if (!testbed_test_can_run(g_id, "dcr bench --testbed")) return TESTBED_SKIP_CODE;
     teardown_now(); /* what an earlier crashed run under this id left */
     atexit(teardown_now);
     const struct CMUnitTest tests[] = {

@@ -25,7 +25,6 @@
 
 #include "testbed_test.h"
 
-#define SKIP_CODE 77
 /* Settings of the testbed under test: the oracle of the rate check. */
 #define LINK_MBIT  100.0
 #define LOCAL_MBIT 200.0
@@ -389,20 +388,7 @@ int main(void)
     g_id = testbed_test_id(0, 20 + (int)(getpid() % 16)); /* default 20..35 */
     g_id2 = testbed_test_id(1, g_id + 16);                /* default 36..51 */
     snprintf(g_script, sizeof(g_script), "%s/scripts/testbed.sh", DCR_SOURCE_DIR);
-    if (geteuid() != 0) {
-        printf("SKIPPED: the testbed needs root (network namespaces, tc)\n");
-        return SKIP_CODE;
-    }
-    /* Entering one matters too: ip netns exec remounts / and /sys, which a
-     * chroot whose / is no mount point refuses. */
-    int probe = sh("ip netns add dcrtb-%d-probe && ip netns exec dcrtb-%d-probe true", g_id, g_id);
-    char why[sizeof(g_out)];
-    snprintf(why, sizeof(why), "%s", g_out);
-    sh("ip netns del dcrtb-%d-probe 2>/dev/null; true", g_id);
-    if (probe != 0) {
-        printf("SKIPPED: cannot create and enter a network namespace here: %s", why);
-        return SKIP_CODE;
-    }
+    if (!testbed_test_can_run(g_id, "the testbed")) return TESTBED_SKIP_CODE;
     atexit(teardown_now); /* also when a test aborts the run */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_input_is_one_line),

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 /* The which-th (0 or 1) id of DCR_TESTBED_TEST_IDS, else fallback. Exits 1
  * with one line when the variable is not "A,B" of ids 0..55. */
@@ -47,6 +48,33 @@ static inline int testbed_sh(char *out, size_t cap, bool merge, const char *fmt,
     out[n] = '\0';
     int st = pclose(p);
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Exit code CTest reads as "skipped" (SKIP_RETURN_CODE). */
+#define TESTBED_SKIP_CODE 77
+
+/* Whether this process can build a testbed with id `id`: root, and a
+ * network namespace it can create AND enter (ip netns exec remounts / and
+ * /sys, which a chroot whose / is no mount point refuses). On false it has
+ * printed the "SKIPPED: ..." line naming what (`what` says what needs it);
+ * the caller returns TESTBED_SKIP_CODE. */
+static inline bool testbed_test_can_run(int id, const char *what)
+{
+    if (geteuid() != 0) {
+        printf("SKIPPED: %s needs root (network namespaces, tc)\n", what);
+        return false;
+    }
+    char why[4096];
+    int probe =
+        testbed_sh(why, sizeof(why), true,
+                   "ip netns add dcrtb-%d-probe && ip netns exec dcrtb-%d-probe true", id, id);
+    char ignored[256];
+    testbed_sh(ignored, sizeof(ignored), true, "ip netns del dcrtb-%d-probe 2>/dev/null; true", id);
+    if (probe != 0) {
+        printf("SKIPPED: cannot create and enter a network namespace here: %s", why);
+        return false;
+    }
+    return true;
 }
 
 #endif
