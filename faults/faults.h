@@ -130,10 +130,6 @@ typedef enum dcr_faults_event {
     DCR_FAULTS_EVENT_TAKEN = 0,
     /* A joint commit of attempt tau is about to reach the control plane. */
     DCR_FAULTS_EVENT_COMMIT = 1,
-    /* A coordinator reads attempt tau's acknowledgments back (rollout nodes
-     * as processes: every node reported DONE), before its check that each
-     * node is still done and before its commit. */
-    DCR_FAULTS_EVENT_ACKS = 2,
 } dcr_faults_event_t;
 /* Called on the thread of the call, before the call's faults act; must be
  * thread-safe (several nodes' threads). */

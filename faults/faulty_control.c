@@ -109,7 +109,6 @@ static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t 
 {
     faulty_control_t *y = impl;
     DCR_CHECK(dcr__faults_dead(y->f));
-    dcr__faults_event(y->f, DCR_FAULTS_EVENT_ACKS, -1, tau);
     DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
     ENTER(impl);
     return dcr_control_acks(x->inner, tau, out, cap, n_p);

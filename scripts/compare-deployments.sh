@@ -45,9 +45,9 @@ usage: scripts/compare-deployments.sh [options] [-- dcr bench flags...]
                     (default inproc,processes,testbed)
   --transports LIST comma-separated list of objstore,relay (default objstore);
                     each way runs once per transport and round
-  --testbed-id N    testbed id of the testbed way (default 37)
+  --testbed-id N    testbed id of the testbed way (default 2)
   --loopback-id M   id whose namespace dcrtb-M-lo holds the loopback services
-                    (default 38; must differ from N)
+                    (default 3; must differ from N)
   --out DIR         where each run's JSON and stderr go (default: a new temp dir)
   --dcr PATH        the dcr executable (default build/dcr of this tree)
 The bench flags after -- are given to all three ways, after these defaults:
@@ -56,7 +56,7 @@ and netem, are missing on many kernels; the testbed refuses them then).
 EOF
 }
 
-TRANSPORTS=objstore ROUNDS=2 TB_ID=37 LO_ID=38 OUT="" DCR="$REPO_DIR/build/dcr" WAYS="inproc,processes,testbed"
+TRANSPORTS=objstore ROUNDS=2 TB_ID=2 LO_ID=3 OUT="" DCR="$REPO_DIR/build/dcr" WAYS="inproc,processes,testbed"
 while (($#)); do
     case $1 in
     --rounds)

@@ -176,16 +176,12 @@ size_t dcr_params_bytes(const dcr_params_t *p)
     return p ? p->bytes : 0;
 }
 
-static size_t align_up(size_t n)
-{
-    return (n + DCR_PARAMS_ALIGN - 1) / DCR_PARAMS_ALIGN * DCR_PARAMS_ALIGN;
-}
-
 size_t dcr_params_arena_bytes(const dcr_params_t *p)
 {
     size_t off = 0;
-    for (size_t i = 0; p && i < p->len; i++) off = align_up(off) + p->items[i].storage->bytes;
-    return align_up(off);
+    for (size_t i = 0; p && i < p->len; i++)
+        off = dcr_params_align_up(off) + p->items[i].storage->bytes;
+    return dcr_params_align_up(off);
 }
 
 dcr_status_t dcr_params_place(dcr_params_t *p, void *arena, size_t len, bool copy)
@@ -205,7 +201,7 @@ dcr_status_t dcr_params_place(dcr_params_t *p, void *arena, size_t len, bool cop
     size_t off = 0;
     for (size_t i = 0; i < p->len; i++) {
         dcr_storage_t *s = p->items[i].storage;
-        off = align_up(off);
+        off = dcr_params_align_up(off);
         if (copy && s->bytes) memmove(base + off, s->data, s->bytes);
         /* The set's own buffer goes; one already in an arena is not ours. */
         if (!p->placed) free(s->data);

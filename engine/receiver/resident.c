@@ -147,9 +147,7 @@ dcr_resident_state_t dcr_resident_state(const dcr_resident_t *f, uint64_t *versi
     if (state == 0) return DCR_RESIDENT_ABSENT; /* sized and attached, never committed */
     if (state != DCR_RESIDENT_DIRTY && state != DCR_RESIDENT_CLEAN) return DCR_RESIDENT_FOREIGN;
     if (version_p) *version_p = h->version;
-    if (state == DCR_RESIDENT_DIRTY) return DCR_RESIDENT_DIRTY;
-    if (state != DCR_RESIDENT_CLEAN) return DCR_RESIDENT_FOREIGN;
-    return DCR_RESIDENT_CLEAN;
+    return state == DCR_RESIDENT_DIRTY ? DCR_RESIDENT_DIRTY : DCR_RESIDENT_CLEAN;
 }
 
 /* The receiver's parameters, checked against the layout f was opened for. */
@@ -208,7 +206,7 @@ dcr_status_t dcr_resident_save(dcr_resident_t *f, const dcr_receiver_t *r, uint6
         size_t off = 0;
         for (size_t i = 0; i < dcr_params_count(p); i++) {
             const dcr_param_t *x = dcr_params_at(p, i);
-            off = (off + DCR_PARAMS_ALIGN - 1) / DCR_PARAMS_ALIGN * DCR_PARAMS_ALIGN;
+            off = dcr_params_align_up(off);
             if (x->storage->bytes) memcpy(dst + off, x->storage->data, x->storage->bytes);
             off += x->storage->bytes;
         }
@@ -242,7 +240,7 @@ dcr_status_t dcr_resident_load(const dcr_resident_t *f, dcr_receiver_t *r)
     size_t off = 0;
     for (size_t i = 0; i < dcr_params_count(p); i++) {
         const dcr_param_t *x = dcr_params_at(p, i);
-        off = (off + DCR_PARAMS_ALIGN - 1) / DCR_PARAMS_ALIGN * DCR_PARAMS_ALIGN;
+        off = dcr_params_align_up(off);
         if (x->storage->bytes) memcpy(x->storage->data, src + off, x->storage->bytes);
         off += x->storage->bytes;
     }

@@ -456,20 +456,26 @@ dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, s
     dcr_retain_manifest_t m = {.version = version, .from = version - 1, .tau = tau, .n = n};
     m.entries = calloc(n ? n : 1, sizeof(*m.entries));
     if (!m.entries) return dcr_error_set(DCR_ENOMEM, "retain put: %zu entries", n);
+    /* Every name as the manifest reader will take it (its own rule, and no
+     * duplicates), before anything of the version is touched. */
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; st == DCR_OK && i < n; i++) {
+        const char *nm = names[i] ? names[i] : "";
+        dcr__cursor_t c = {nm, nm + strlen(nm)};
+        bool dup = false;
+        for (size_t j = 0; j < i && !dup; j++) dup = strcmp(m.entries[j].name, nm) == 0;
+        if (!cur_name(&c, m.entries[i].name) || c.p != c.end || dup)
+            st = dcr_error_set(DCR_EINVAL,
+                               "retain put of version %" PRIu64 ": payload name %zu ('%.64s') is "
+                               "not a key component of [A-Za-z0-9._-] (no leading '.', not %s, "
+                               "at most %d bytes, unique)",
+                               version, i, nm, RETAIN_MANIFEST, DCR_RETAIN_NAME_MAX);
+    }
     char key[256];
     version_key(version, RETAIN_MANIFEST, key, sizeof key);
-    dcr_status_t st = dcr_objstore_delete(s, key);
+    if (st == DCR_OK) st = dcr_objstore_delete(s, key);
     for (size_t i = 0; st == DCR_OK && i < n; i++) {
         dcr_retain_entry_t *e = &m.entries[i];
-        if (names[i] == NULL || names[i][0] == '\0' || strlen(names[i]) > DCR_RETAIN_NAME_MAX ||
-            strchr(names[i], ' ') || strchr(names[i], '/') || strchr(names[i], '\n')) {
-            st = dcr_error_set(DCR_EINVAL,
-                               "retain put of version %" PRIu64 ": payload name %zu is empty, "
-                               "longer than %d bytes, or holds a space, '/' or newline",
-                               version, i, DCR_RETAIN_NAME_MAX);
-            break;
-        }
-        snprintf(e->name, sizeof e->name, "%s", names[i]);
         e->bytes = lens[i];
         digest_of(bufs[i], lens[i], e->digest);
         char pk[256];

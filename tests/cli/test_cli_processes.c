@@ -216,8 +216,8 @@ static void test_processes_trace_merged(void **state)
                 fail_msg("refit %zu %s: %.9f from the trace, %.9f reported", i + 2, keys[k], have,
                          said);
         }
-        assert_true(json_integer_value(json_object_get(g, "busiest_owner")) >= 0);
-        assert_true(json_integer_value(json_object_get(g, "busiest_endpoint")) >= 0);
+        assert_true(json_is_integer(json_object_get(g, "busiest_owner")));
+        assert_true(json_is_integer(json_object_get(g, "busiest_endpoint")));
     }
     json_decref(b);
     json_decref(j);

@@ -350,7 +350,9 @@ dcr_status_t dcr_testbed_fault(dcr_testbed_t *t, const char *const *args)
 {
     const char *full[14] = {"fault", "--id", t->id};
     int n = 3;
-    for (; args[n - 3] && n < 13; n++) full[n] = args[n - 3];
+    for (; n < 13 && args[n - 3]; n++) full[n] = args[n - 3];
+    if (args[n - 3])
+        return dcr_error_set(DCR_EINVAL, "testbed fault: more than %d arguments", n - 3);
     full[n] = NULL;
     int rc = run_script(t, full, NULL);
     if (rc != 0)

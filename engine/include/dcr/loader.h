@@ -79,6 +79,12 @@ size_t dcr_params_bytes(const dcr_params_t *p);
 
 /* Alignment of each parameter's bytes in a placement arena. */
 #define DCR_PARAMS_ALIGN ((size_t)64)
+/* n rounded up to a multiple of DCR_PARAMS_ALIGN: the placement offsets'
+ * rule, for anyone (a resident file) that lays out the same arena. */
+static inline size_t dcr_params_align_up(size_t n)
+{
+    return (n + DCR_PARAMS_ALIGN - 1) / DCR_PARAMS_ALIGN * DCR_PARAMS_ALIGN;
+}
 /* Bytes an arena needs to hold every declared parameter, each starting at a
  * multiple of DCR_PARAMS_ALIGN, in declaration order (the offsets
  * dcr_params_place uses). */

@@ -294,9 +294,20 @@ static void put_retains_held_payloads(void **state)
     assert_int_equal(m.n, 1);
     assert_int_equal(m.tau, 8);
     dcr_retain_manifest_free(&m);
-    const char *bad[] = {"a b"};
-    assert_int_equal(dcr_retain_put(g_store, 5, 9, 1, bad, bufs, lens), DCR_EINVAL);
-    assert_int_equal(dcr_retain_manifest_read(g_store, 5, &m), DCR_ENOTFOUND);
+    /* Names the manifest reader would refuse are refused before anything
+     * is written: a space, the manifest's own name, a leading dot, a ':'. */
+    const char *bad[] = {"a b", "VERSION", ".x", "a:b"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(dcr_retain_put(g_store, 5, 9, 1, bad + i, bufs, lens), DCR_EINVAL);
+        assert_int_equal(dcr_retain_manifest_read(g_store, 5, &m), DCR_ENOTFOUND);
+    }
+    /* A duplicate name neither writes the version nor touches the one
+     * already retained. */
+    const char *twice[] = {names[0], names[0]};
+    assert_int_equal(dcr_retain_put(g_store, 4, 10, 2, twice, bufs, lens), DCR_EINVAL);
+    assert_int_equal(dcr_retain_manifest_read(g_store, 4, &m), DCR_OK);
+    assert_int_equal(m.tau, 8);
+    dcr_retain_manifest_free(&m);
     assert_int_equal(dcr_retain_put(g_store, 0, 9, 0, NULL, NULL, NULL), DCR_EINVAL);
     free(b0);
     free(b1);
