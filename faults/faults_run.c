@@ -519,28 +519,25 @@ static dcr_status_t move_weights(frun_t *r, int step)
                                        r->canonical, &changed);
 }
 
-static dcr_status_t start_coordinator_cb(void *ctx)
+/* A failover: the crashed coordinator is destroyed and a successor
+ * started (retried while the control plane is unavailable); the membership
+ * the crashed one held must be what the new one reads from the control
+ * plane, else s->membership_mismatches counts it. */
+static dcr_status_t fail_over(frun_t *r, int step, dcr_faults_summary_t *s)
 {
-    return start_coordinator(ctx);
-}
-
-dcr_status_t dcr_faults_fail_over(dcr_coord_t **coord_p, int nrecv,
-                                  dcr_status_t (*start)(void *ctx), void *ctx, int step,
-                                  dcr_faults_summary_t *s)
-{
-    bool *held = calloc(nrecv > 0 ? (size_t)nrecv : 1, sizeof(bool));
+    bool *held = calloc(r->nrecv > 0 ? (size_t)r->nrecv : 1, sizeof(bool));
     if (!held) return dcr_error_set(DCR_ENOMEM, "membership");
-    for (int i = 0; i < nrecv; i++) held[i] = dcr_coord_receiver_alive(*coord_p, i);
-    dcr_coord_destroy(*coord_p);
-    *coord_p = NULL;
+    for (int i = 0; i < r->nrecv; i++) held[i] = dcr_coord_receiver_alive(r->coord, i);
+    dcr_coord_destroy(r->coord);
+    r->coord = NULL;
     /* The supervisor starts another one while the control plane is unavailable. */
     dcr_status_t st = DCR_ECONTROL;
     for (int tries = 0; tries < 4 && st == DCR_ECONTROL; tries++) {
         if (tries > 0) usleep(50000);
-        st = start(ctx);
+        st = start_coordinator(r);
     }
-    for (int i = 0; st == DCR_OK && i < nrecv; i++) {
-        if (dcr_coord_receiver_alive(*coord_p, i) == held[i]) continue;
+    for (int i = 0; st == DCR_OK && i < r->nrecv; i++) {
+        if (dcr_coord_receiver_alive(r->coord, i) == held[i]) continue;
         DCR_LOG_ERROR("faults: step %d: after the failover receiver %d is %s, it was %s", step + 1,
                       i, held[i] ? "out" : "in", held[i] ? "in" : "out");
         s->membership_mismatches++;
@@ -550,43 +547,32 @@ dcr_status_t dcr_faults_fail_over(dcr_coord_t **coord_p, int nrecv,
     return st;
 }
 
-dcr_status_t dcr_faults_transition(const dcr_faults_coordinators_t *c,
-                                   dcr_storage_t *const *candidate, uint64_t version,
-                                   bool overwrite, int step, dcr_faults_summary_t *s)
+/* The transition from the run's version to its candidate: a refit; after
+ * each crash the injector fired, the receivers that died under the crashed
+ * coordinator are due for a restart (the new one reads them out of the
+ * recorded membership), a failover, and a resume by the new coordinator
+ * (every attempt an overwrite retry). Attempts, retries and failovers go
+ * into s. */
+static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
 {
     dcr_refit_result_t res;
     memset(&res, 0, sizeof(res));
-    dcr_status_t st = overwrite ? dcr_coord_resume(*c->coord_p, candidate, version, &res)
-                                : dcr_coord_refit(*c->coord_p, candidate, &res);
-    int last = dcr_coord_last_attempts(*c->coord_p);
+    dcr_status_t st = dcr_coord_refit(r->coord, r->candidate, &res);
+    int last = dcr_coord_last_attempts(r->coord);
     s->attempts += last;
-    s->retries += overwrite ? last : last > 1 ? last - 1 : 0;
-    while (st != DCR_OK && dcr_faults_take_crash(c->faults)) {
+    s->retries += last > 1 ? last - 1 : 0;
+    while (st != DCR_OK && dcr_faults_take_crash(r->faults)) {
         DCR_LOG_WARN("faults: %s; a new coordinator takes over", dcr_error_line(st));
-        if (c->crashed) c->crashed(c->ctx, step);
-        DCR_CHECK(dcr_faults_fail_over(c->coord_p, c->nrecv, c->start, c->ctx, step, s));
+        note_deaths(r, step, false);
+        DCR_CHECK(fail_over(r, step, s));
         s->failovers++;
         memset(&res, 0, sizeof(res));
-        st = dcr_coord_resume(*c->coord_p, candidate, version, &res);
-        last = dcr_coord_last_attempts(*c->coord_p);
+        st = dcr_coord_resume(r->coord, r->candidate, r->version, &res);
+        last = dcr_coord_last_attempts(r->coord);
         s->attempts += last;
-        s->retries += last; /* after a failover every attempt is an overwrite retry */
+        s->retries += last;
     }
     return st;
-}
-
-/* Receivers that died under a crashed coordinator are due for a restart;
- * the new one reads them out of the recorded membership. */
-static void crashed_cb(void *ctx, int step)
-{
-    note_deaths(ctx, step, false);
-}
-
-static dcr_status_t transition(frun_t *r, int step, dcr_faults_summary_t *s)
-{
-    dcr_faults_coordinators_t c = {&r->coord,  r->nrecv, r->faults, start_coordinator_cb,
-                                   crashed_cb, r};
-    return dcr_faults_transition(&c, r->candidate, r->version, false, step, s);
 }
 
 /* ---- checks ------------------------------------------------------------------ */
@@ -601,9 +587,13 @@ static dcr_status_t count_submit(void *ctx, int owner, uint64_t id, const uint8_
     return DCR_OK;
 }
 
-dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
-                                     dcr_constructor_t *con, dcr_storage_t *const *committed,
-                                     const uint8_t *xor_allowed, int step, dcr_faults_summary_t *s)
+/* After a step: the commit record must name `version` (else s->lost) and
+ * the owners' baselines must hold `committed`, the weights of that version
+ * (else s->baseline_mismatches; NULL: not checked); `step` (0-based) for
+ * the log. */
+static dcr_status_t check_owners(dcr_control_t *control, uint64_t version, dcr_constructor_t *con,
+                                 dcr_storage_t *const *committed, const uint8_t *xor_allowed,
+                                 int step, dcr_faults_summary_t *s)
 {
     dcr_commit_record_t rec;
     DCR_CHECK(dcr_control_read(control, &rec));
@@ -630,8 +620,7 @@ dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
 
 static dcr_status_t check_step(frun_t *r, int step, dcr_faults_summary_t *s)
 {
-    DCR_CHECK(dcr_faults_check_owners(r->control, r->version, r->con, r->committed, r->xor_allowed,
-                                      step, s));
+    DCR_CHECK(check_owners(r->control, r->version, r->con, r->committed, r->xor_allowed, step, s));
     DCR_CHECK(export_committed(r));
     for (int rank = 0; rank < r->serve.tp; rank++) {
         dcr_receiver_t *dense = NULL;

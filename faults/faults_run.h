@@ -104,45 +104,6 @@ dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg,
 /* Adds b's figures to a (version: b's). */
 void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t *b);
 
-/* ---- shared by the thread and processes runs ---------------------------------------- */
-
-/* A failover: the crashed *coord_p is destroyed and start(ctx) makes its
- * successor in *coord_p (retried while the control plane is unavailable);
- * the membership the crashed one held must be what the new one reads from
- * the control plane, else s->membership_mismatches counts it. */
-dcr_status_t dcr_faults_fail_over(dcr_coord_t **coord_p, int nrecv,
-                                  dcr_status_t (*start)(void *ctx), void *ctx, int step,
-                                  dcr_faults_summary_t *s);
-
-/* The coordinators of a run, for dcr_faults_transition: *coord_p is the
- * current one; start(ctx) makes a new one there; crashed(ctx, step) (may
- * be NULL) sees a crashed one before it is replaced. */
-typedef struct dcr_faults_coordinators {
-    dcr_coord_t **coord_p;
-    int nrecv;
-    dcr_faults_t *faults;
-    dcr_status_t (*start)(void *ctx);
-    void (*crashed)(void *ctx, int step);
-    void *ctx;
-} dcr_faults_coordinators_t;
-
-/* The transition from `version` to `candidate`: dcr_coord_refit, or with
- * `overwrite` dcr_coord_resume (every attempt an overwrite); after each
- * crash the injector fired, a failover (dcr_faults_fail_over) and a resume
- * by the new coordinator. Attempts, retries and failovers go into s; the
- * transition's status is returned (errors of the failover itself too). */
-dcr_status_t dcr_faults_transition(const dcr_faults_coordinators_t *c,
-                                   dcr_storage_t *const *candidate, uint64_t version,
-                                   bool overwrite, int step, dcr_faults_summary_t *s);
-
-/* After a step: the commit record must name `version` (else s->lost) and
- * the owners' baselines must hold `committed`, the weights of that version
- * (else s->baseline_mismatches; NULL: not checked, the weights are not at
- * hand); `step` (0-based) for the log. */
-dcr_status_t dcr_faults_check_owners(dcr_control_t *control, uint64_t version,
-                                     dcr_constructor_t *con, dcr_storage_t *const *committed,
-                                     const uint8_t *xor_allowed, int step, dcr_faults_summary_t *s);
-
 /* ---- processes: real kills (dcr faults train|campaign --processes) ----------------
  *
  * faults/faults_processes.c. The whole process deployment of dcr bench
