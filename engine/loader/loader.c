@@ -21,6 +21,10 @@ dcr_status_t dcr_loader_register(const dcr_loader_ops_t *ops)
     if (ops == NULL || ops->name == NULL || ops->name[0] == '\0' || ops->create == NULL ||
         ops->load == NULL)
         return dcr_error_set(DCR_EINVAL, "loader_register: a loader needs a name, create and load");
+    if (ops->version != DCR_LOADER_OPS_VERSION)
+        return dcr_error_set(DCR_EINVAL,
+                             "loader_register: loader %s has ops version %d, expected %d",
+                             ops->name, ops->version, DCR_LOADER_OPS_VERSION);
     return dcr__registry_add(&dcr__registry, ops);
 }
 

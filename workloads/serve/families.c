@@ -66,7 +66,8 @@ DCR__CREATE(4)
 
 #define DCR__ROW(i, fam, name, prefix, declare, load)                                              \
     {                                                                                              \
-        fam, {name, dcr__create_##i, dcr__destroy, dcr__load}, prefix, declare, load               \
+        fam, {DCR_LOADER_OPS_VERSION, name, dcr__create_##i, dcr__destroy, dcr__load}, prefix,     \
+            declare, load                                                                          \
     }
 static const dcr__family_t dcr__families[DCR__NFAMILIES] = {
     DCR__ROW(0, DCR_FAMILY_QWEN3_MOE, "vllm.qwen3_moe", "model.", dcr__decoder_declare,

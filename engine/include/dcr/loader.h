@@ -250,7 +250,15 @@ dcr_status_t dcr_load_skip(dcr_load_ctx_t *ctx, const char *reason);
 /* Loader backends and the registry                                         */
 /* ------------------------------------------------------------------------ */
 
+/* The ops table layout this header describes; a backend sets version to it
+ * and dcr_loader_register refuses any other, so a loader built against
+ * another layout fails at registration, not at its first call. (No
+ * properties slot yet: nothing reads a loader property; when the tensor ops
+ * gain device versions, "writes device memory" is the first.) */
+#define DCR_LOADER_OPS_VERSION 1
+
 typedef struct dcr_loader_ops {
+    int version;      /* DCR_LOADER_OPS_VERSION */
     const char *name; /* registry key, e.g. "vllm.qwen3_moe" */
     /* Builds the backend state for one receiver from `config` (backend
      * specific, borrowed during the call) and declares every resident

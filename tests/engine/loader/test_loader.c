@@ -111,16 +111,25 @@ static dcr_status_t t_load(void *state, dcr_load_ctx_t *ctx, const char *name, c
     return dcr_error_set(DCR_ENOTFOUND, "t: %s", name);
 }
 
-static const dcr_loader_ops_t t_ops = {"test.loader", t_create, NULL, t_load};
+static const dcr_loader_ops_t t_ops = {DCR_LOADER_OPS_VERSION, "test.loader", t_create, NULL,
+                                       t_load};
 
 static void test_registry(void **state)
 {
     assert_int_equal(dcr_loader_register(&t_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&t_ops), DCR_OK); /* idempotent */
-    static const dcr_loader_ops_t other = {"test.loader", t_create, NULL, t_load};
+    static const dcr_loader_ops_t other = {DCR_LOADER_OPS_VERSION, "test.loader", t_create, NULL,
+                                           t_load};
     assert_int_equal(dcr_loader_register(&other), DCR_EINVAL);
-    static const dcr_loader_ops_t noload = {"test.noload", t_create, NULL, NULL};
+    static const dcr_loader_ops_t noload = {DCR_LOADER_OPS_VERSION, "test.noload", t_create, NULL,
+                                            NULL};
     assert_int_equal(dcr_loader_register(&noload), DCR_EINVAL);
+    /* A table of another layout is refused at registration, named. */
+    static const dcr_loader_ops_t old = {DCR_LOADER_OPS_VERSION + 1, "test.old", t_create, NULL,
+                                         t_load};
+    assert_int_equal(dcr_loader_register(&old), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "test.old"));
+    assert_null(dcr_loader_find("test.old"));
     assert_ptr_equal(dcr_loader_find("test.loader"), &t_ops);
     assert_null(dcr_loader_find("test.absent"));
     dcr_loader_t *l = NULL;
@@ -419,7 +428,8 @@ static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name,
     return dcr_error_set(DCR_ENOTFOUND, "bad: %s", name);
 }
 
-static const dcr_loader_ops_t bad_ops = {"test.bad", t_create, NULL, bad_load};
+static const dcr_loader_ops_t bad_ops = {DCR_LOADER_OPS_VERSION, "test.bad", t_create, NULL,
+                                         bad_load};
 
 static void test_misuse(void **state)
 {
@@ -474,7 +484,8 @@ static dcr_status_t wrap_load(void *state, dcr_load_ctx_t *ctx, const char *name
     return t_ops.load(state, ctx, name, tensor);
 }
 
-static const dcr_loader_ops_t wrap_ops = {"test.wrap", wrap_create, NULL, wrap_load};
+static const dcr_loader_ops_t wrap_ops = {DCR_LOADER_OPS_VERSION, "test.wrap", wrap_create, NULL,
+                                          wrap_load};
 
 static void test_wrapping_loader(void **state)
 {

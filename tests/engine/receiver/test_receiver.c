@@ -202,7 +202,8 @@ static dcr_status_t toy_load(void *state, dcr_load_ctx_t *ctx, const char *name,
     return dcr_error_set(DCR_ENOTFOUND, "toy: no parameter for %s", name);
 }
 
-static const dcr_loader_ops_t toy_ops = {"toy", toy_create, toy_destroy, toy_load};
+static const dcr_loader_ops_t toy_ops = {DCR_LOADER_OPS_VERSION, "toy", toy_create, toy_destroy,
+                                         toy_load};
 
 /* ---- fixture ---- */
 

@@ -93,7 +93,8 @@ static dcr_status_t cube_load(void *state, dcr_load_ctx_t *ctx, const char *name
     return dcr_error_set(DCR_ENOTFOUND, "cube: no parameter for %s", name);
 }
 
-static const dcr_loader_ops_t cube_ops = {"cube", cube_create, cube_destroy, cube_load};
+static const dcr_loader_ops_t cube_ops = {DCR_LOADER_OPS_VERSION, "cube", cube_create, cube_destroy,
+                                          cube_load};
 
 static dcr_inventory_t *cube_inventory(void)
 {
