@@ -44,25 +44,14 @@ static char g_out[1 << 18];
 #define sh_merge(merge, ...) testbed_sh(g_out, sizeof(g_out), merge, __VA_ARGS__)
 #define sh(...)              sh_merge(true, __VA_ARGS__)
 
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
-}
-
-/* Whether any namespace or state of this test's testbed is left. */
 static bool leftovers(void)
 {
-    char pfx[32];
-    snprintf(pfx, sizeof(pfx), "dcrtb-%d-", g_id);
-    sh("ip netns list; ls -d /run/dcrtb-%d /etc/netns/dcrtb-%d-* 2>/dev/null; true", g_id, g_id);
-    return strstr(g_out, pfx) != NULL || strstr(g_out, "/run/dcrtb-") != NULL;
+    return testbed_test_leftovers(g_id);
 }
 
 static void teardown_now(void)
 {
-    sh("bash %s/scripts/testbed.sh down --id %d", DCR_SOURCE_DIR, g_id);
+    testbed_test_down(g_id);
 }
 
 static void test_bad_input_is_one_line(void **state)
@@ -70,7 +59,7 @@ static void test_bad_input_is_one_line(void **state)
     (void)state;
     assert_int_equal(sh("%s bench --testbed vm " RUN_FLAGS, g_cli), 2);
     assert_non_null(strstr(g_out, "--testbed vm: expected netns"));
-    assert_int_equal(count_lines(g_out), 1);
+    assert_int_equal(testbed_count_lines(g_out), 1);
     assert_int_equal(sh("%s bench --testbed netns --store dir:/tmp/x " RUN_FLAGS, g_cli), 2);
     assert_non_null(strstr(g_out, "drop --store"));
     assert_int_equal(sh("%s bench --testbed netns --testbed-id 56 " RUN_FLAGS, g_cli), 2);
@@ -80,7 +69,7 @@ static void test_bad_input_is_one_line(void **state)
     assert_int_equal(sh("%s bench --processes --owner-threads --transport relay " RUN_FLAGS, g_cli),
                      2);
     assert_non_null(strstr(g_out, "needs the owners as an MPI job (not --owner-threads)"));
-    assert_int_equal(count_lines(g_out), 1);
+    assert_int_equal(testbed_count_lines(g_out), 1);
     assert_false(leftovers());
 }
 

@@ -29,8 +29,8 @@
 
 #include "testbed_test.h"
 
-#define SEEDS     2
-#define STEPS     2
+#define SEEDS 2
+#define STEPS 2
 /* Seeds 120 and 121 draw 8 network faults of at least three kinds (link_down,
  * net_loss, partition; net_reorder too where the kernel has netem, which
  * changes the draws) and no delay (a SIGSTOP'd rollout node): one run of
@@ -51,25 +51,14 @@ static char g_out[1 << 18];
 
 static const char *const net_kinds[] = {"link_down", "net_loss", "net_reorder", "partition"};
 
-/* Whether any namespace or state of this test's testbed is left. */
 static bool leftovers(void)
 {
-    char pfx[32];
-    snprintf(pfx, sizeof(pfx), "dcrtb-%d-", g_id);
-    sh("ip netns list; ls -d /run/dcrtb-%d /etc/netns/dcrtb-%d-* 2>/dev/null; true", g_id, g_id);
-    return strstr(g_out, pfx) != NULL || strstr(g_out, "/run/dcrtb-") != NULL;
+    return testbed_test_leftovers(g_id);
 }
 
 static void teardown_now(void)
 {
-    sh("bash %s/scripts/testbed.sh down --id %d", DCR_SOURCE_DIR, g_id);
-}
-
-static int count_lines(const char *s)
-{
-    int n = 0;
-    for (; *s; s++) n += *s == '\n';
-    return n;
+    testbed_test_down(g_id);
 }
 
 static void test_bad_input_is_one_line(void **state)
@@ -77,10 +66,10 @@ static void test_bad_input_is_one_line(void **state)
     (void)state;
     assert_int_equal(sh("%s faults campaign --testbed vm " RUN_FLAGS, g_cli), 2);
     assert_non_null(strstr(g_out, "--testbed vm: expected netns"));
-    assert_int_equal(count_lines(g_out), 1);
+    assert_int_equal(testbed_count_lines(g_out), 1);
     assert_int_equal(sh("%s faults campaign --testbed-id 3 " RUN_FLAGS, g_cli), 2);
     assert_non_null(strstr(g_out, "--testbed-id needs --testbed netns"));
-    assert_int_equal(count_lines(g_out), 1);
+    assert_int_equal(testbed_count_lines(g_out), 1);
     assert_int_equal(sh("%s faults train --testbed netns --control etcd://127.0.0.1:2379 "
                         "--steps 1",
                         g_cli),

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,6 +49,33 @@ static inline int testbed_sh(char *out, size_t cap, bool merge, const char *fmt,
     out[n] = '\0';
     int st = pclose(p);
     return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Lines in s (newlines counted): a one-line error is 1. */
+static inline int testbed_count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* Whether any namespace or state of testbed `id` is left. */
+static inline bool testbed_test_leftovers(int id)
+{
+    char out[1 << 16], pfx[32];
+    snprintf(pfx, sizeof(pfx), "dcrtb-%d-", id);
+    testbed_sh(out, sizeof(out), true,
+               "ip netns list; ls -d /run/dcrtb-%d /etc/netns/dcrtb-%d-* 2>/dev/null; true", id,
+               id);
+    return strstr(out, pfx) != NULL || strstr(out, "/run/dcrtb-") != NULL;
+}
+
+/* Takes testbed `id` down (and what a crashed run under it left). */
+static inline void testbed_test_down(int id)
+{
+    char out[4096];
+    testbed_sh(out, sizeof(out), true, "bash %s/scripts/testbed.sh down --id %d", DCR_SOURCE_DIR,
+               id);
 }
 
 /* Exit code CTest reads as "skipped" (SKIP_RETURN_CODE). */
