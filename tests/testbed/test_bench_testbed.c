@@ -139,16 +139,16 @@ static void check_reference(const json_t *j)
     }
 }
 
-static void test_refit_across_testbed_is_bit_exact(void **state)
+/* One 2-refit `dcr bench --testbed netns` run with `extra` flags: its JSON
+ * (the caller frees it); its stderr's tail is shown when it fails. */
+static json_t *run_bench(const char *extra, const char *tag)
 {
-    (void)state;
-    double t0 = (double)time(NULL);
-    int rc = sh_merge(false,
-                      "%s bench --testbed netns --testbed-id %d " RUN_FLAGS
-                      " --warmup 0 --refits 2 --json 2>/tmp/dcr-bench-testbed-%d.err",
-                      g_cli, g_id, (int)getpid());
     char err[256];
-    snprintf(err, sizeof(err), "/tmp/dcr-bench-testbed-%d.err", (int)getpid());
+    snprintf(err, sizeof(err), "/tmp/dcr-bench-testbed-%s-%d.err", tag, (int)getpid());
+    int rc = sh_merge(false,
+                      "%s bench --testbed netns --testbed-id %d %s " RUN_FLAGS
+                      " --warmup 0 --refits 2 --json 2>%s",
+                      g_cli, g_id, extra, err);
     if (rc != 0) {
         sh("tail -30 %s", err);
         fprintf(stderr, "%s", g_out);
@@ -157,6 +157,15 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     json_error_t je;
     json_t *j = json_loads(g_out, 0, &je);
     if (!j) fail_msg("bench --json output is not JSON: %s", je.text);
+    unlink(err);
+    return j;
+}
+
+static void test_refit_across_testbed_is_bit_exact(void **state)
+{
+    (void)state;
+    double t0 = (double)time(NULL);
+    json_t *j = run_bench("", "objstore");
     assert_true(json_is_true(json_object_get(j, "bit_exact")));
     const json_t *refits = json_object_get(j, "refits");
     assert_int_equal(json_array_size(refits), 2);
@@ -193,7 +202,6 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     assert_true(json_number_value(json_object_get(store, "get_ms")) > 0);
     assert_true(json_number_value(json_object_get(store, "list_ms")) > 0);
     json_decref(j);
-    unlink(err);
     assert_false(leftovers());
     fprintf(stderr, "bench --testbed run: %.0f s\n", (double)time(NULL) - t0);
 }
@@ -222,20 +230,7 @@ static void test_relay_across_testbed_is_bit_exact(void **state)
 {
     (void)state;
     double t0 = (double)time(NULL);
-    char err[256];
-    snprintf(err, sizeof(err), "/tmp/dcr-bench-testbed-relay-%d.err", (int)getpid());
-    int rc = sh_merge(false,
-                      "%s bench --testbed netns --testbed-id %d --transport relay " RUN_FLAGS
-                      " --warmup 0 --refits 2 --json 2>%s",
-                      g_cli, g_id, err);
-    if (rc != 0) {
-        sh("tail -30 %s", err);
-        fprintf(stderr, "%s", g_out);
-    }
-    assert_int_equal(rc, 0);
-    json_error_t je;
-    json_t *j = json_loads(g_out, 0, &je);
-    if (!j) fail_msg("bench --json output is not JSON: %s", je.text);
+    json_t *j = run_bench("--transport relay", "relay");
     assert_true(json_is_true(json_object_get(j, "bit_exact")));
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(j, "config"), "transport")), "relay");
@@ -267,7 +262,6 @@ static void test_relay_across_testbed_is_bit_exact(void **state)
         fail_msg("r1 received %lld bytes, payloads %lld",
                  (long long)host_traffic(traffic, "r1", "rx_bytes"), (long long)payload);
     json_decref(j);
-    unlink(err);
     assert_false(leftovers());
     fprintf(stderr, "bench --testbed --transport relay run: %.0f s\n", (double)time(NULL) - t0);
 }
