@@ -266,11 +266,12 @@ static void test_fault_link_down_comes_back(void **state)
      * command returns when the link is back up (waited for, not slept on:
      * on a loaded machine the script itself starts late), and then the
      * host answers again. */
-    assert_int_equal(sh("o=$(mktemp); bash %s fault --id %d link-down r1 3 >$o 2>&1 & f=$!; "
-                        "for i in $(seq 200); do grep -q 'link down' $o && break; sleep 0.05; done; "
-                        "bash %s reach --id %d svc r1; r=$?; wait $f || r=9; rm -f $o; exit $r",
-                        g_script, g_id, g_script, g_id),
-                     1);
+    assert_int_equal(
+        sh("o=$(mktemp); bash %s fault --id %d link-down r1 3 >$o 2>&1 & f=$!; "
+           "for i in $(seq 200); do grep -q 'link down' $o && break; sleep 0.05; done; "
+           "bash %s reach --id %d svc r1; r=$?; wait $f || r=9; rm -f $o; exit $r",
+           g_script, g_id, g_script, g_id),
+        1);
     assert_int_equal(TB("reach --id %d --within 10 svc r1", g_id), 0);
 }
 

@@ -120,16 +120,16 @@ typedef struct dcr_transport_config {
 /* Accounting since creation, of attempts only (reference() traffic is not
  * counted). Callers take differences around a refit. */
 typedef struct dcr_transport_counters {
-    int64_t payload_bytes; /* V_payload: bytes of payloads send() accepted */
-    int64_t cross_bytes;   /* V_cross: payload bytes that crossed the cluster boundary
-                              (objstore: every upload and every download; relay: owner
-                              to root); manifests and frame headers are not counted */
-    int64_t local_bytes;   /* payload bytes moved over rollout-local links (relay hops) */
-    int64_t dropped_stale; /* payloads of another or a replaced attempt dropped (sent with
-                              a stale tau, found under the wrong attempt, or queued for a
-                              node's recv when the attempt was replaced or stopped) */
-    int64_t rejected;      /* corrupt, truncated, foreign or unlisted payloads refused
-                              (objstore: once per rollout node that saw the object) */
+    int64_t payload_bytes;   /* V_payload: bytes of payloads send() accepted */
+    int64_t cross_bytes;     /* V_cross: payload bytes that crossed the cluster boundary
+                                (objstore: every upload and every download; relay: owner
+                                to root); manifests and frame headers are not counted */
+    int64_t local_bytes;     /* payload bytes moved over rollout-local links (relay hops) */
+    int64_t dropped_stale;   /* payloads of another or a replaced attempt dropped (sent with
+                                a stale tau, found under the wrong attempt, or queued for a
+                                node's recv when the attempt was replaced or stopped) */
+    int64_t rejected;        /* corrupt, truncated, foreign or unlisted payloads refused
+                                (objstore: once per rollout node that saw the object) */
     int64_t unauthenticated; /* of rejected: refused for their keying or keyed digest
                                 (forged, unkeyed under a key, keyed differently, keyed
                                 with no key; dcr_payload_auth_failure), as receivers
