@@ -100,7 +100,7 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
     if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
     if (st == DCR_OK) st = dcr_role_control_open(cfg->run, cfg->workdir, &control);
     /* The run's clearing handle: every other process's handle joins. */
-    dcr_role_relay_t relay; /* --transport relay: a handle that holds no part of the tree */
+    dcr_role_relay_t relay = {0}; /* --transport relay: a handle that holds no part of the tree */
     dcr_role_handle_t as = {.send_only = true, .relay = &relay};
     if (st == DCR_OK)
         st = dcr_role_transport_open_as(cfg->run, cfg->workdir, sc->train.nodes, sc->layout->world,
@@ -137,6 +137,7 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
     }
     dcr_coord_destroy(coord);
     dcr_transport_destroy(transport);
+    dcr_role_relay_close(&relay);
     dcr_control_destroy(control);
     dcr_scenario_destroy(sc);
     return st;

@@ -129,23 +129,16 @@ dcr_status_t dcr_role_control_url_write(const char *workdir, const char *url)
 static dcr_status_t relay_publish(void *ctx, int node, const char *addr)
 {
     dcr_role_relay_t *d = ctx;
-    dcr_control_t *control = NULL;
-    DCR_CHECK(dcr_role_control_open(d->run, d->workdir, &control));
-    dcr_status_t st =
-        dcr_control_report_put(control, DCR_ROLE_RELAY_REPORT_ID(node), addr, strlen(addr));
-    dcr_control_destroy(control);
-    return st;
+    return dcr_control_report_put(d->control, DCR_ROLE_RELAY_REPORT_ID(node), addr, strlen(addr));
 }
 
 static dcr_status_t relay_lookup(void *ctx, int node, char *addr, size_t cap)
 {
     dcr_role_relay_t *d = ctx;
-    dcr_control_t *control = NULL;
     void *data = NULL;
     size_t len = 0;
-    DCR_CHECK(dcr_role_control_open(d->run, d->workdir, &control));
-    dcr_status_t st = dcr_control_report_get(control, DCR_ROLE_RELAY_REPORT_ID(node), &data, &len);
-    dcr_control_destroy(control);
+    dcr_status_t st =
+        dcr_control_report_get(d->control, DCR_ROLE_RELAY_REPORT_ID(node), &data, &len);
     if (st == DCR_OK && (len == 0 || len >= cap || memchr(data, '\0', len)))
         st = dcr_error_set(DCR_ECONTROL, "relay tree node %d: a published address of %zu bytes",
                            node, len);
@@ -157,6 +150,13 @@ static dcr_status_t relay_lookup(void *ctx, int node, char *addr, size_t cap)
     return st;
 }
 
+void dcr_role_relay_close(dcr_role_relay_t *d)
+{
+    if (d == NULL) return;
+    dcr_control_destroy(d->control);
+    d->control = NULL;
+}
+
 /* The relay tree's part of this process (roles.h, "Endpoints"). */
 static dcr_status_t relay_open(const dcr_bench_config_t *cfg, const char *workdir, int train_nodes,
                                int world, const dcr_role_handle_t *as, dcr_transport_t **out_p)
@@ -166,8 +166,7 @@ static dcr_status_t relay_open(const dcr_bench_config_t *cfg, const char *workdi
                              "--transport relay: this role's handle has no relay directory");
     dcr_role_relay_t *d = as->relay;
     d->dir = (dcr_relay_directory_t){relay_publish, relay_lookup, d};
-    d->run = cfg;
-    snprintf(d->workdir, sizeof(d->workdir), "%s", workdir);
+    if (!d->control) DCR_CHECK(dcr_role_control_open(cfg, workdir, &d->control));
     const char *host = getenv("DCR_RELAY_HOST");
     dcr_transport_config_t tc = {.train_nodes = train_nodes,
                                  .world = world,
@@ -680,6 +679,7 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
     }
     dcr_rollout_node_destroy(p.rt);
     dcr_transport_destroy(p.transport);
+    dcr_role_relay_close(&p.relay);
     /* Receivers before the restorer: live, their bytes are its mappings. */
     for (int k = 0; p.recv && k < p.per; k++) dcr_receiver_destroy(p.recv[k]);
     dcr_restorer_destroy(p.restorer);

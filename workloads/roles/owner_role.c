@@ -375,6 +375,7 @@ dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig
         st = owner_loop(&p, stop);
     }
     dcr_transport_destroy(p.transport);
+    dcr_role_relay_close(&p.relay);
     dcr_constructor_destroy(p.con);
     free(p.xor_allowed);
     dcr_control_destroy(p.control);

@@ -186,15 +186,18 @@ dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, cons
                                              int timeout_ms, dcr_control_t **control_p,
                                              dcr_commit_record_t *rec);
 /* Where the relay tree's nodes are (roles.h, "Endpoints"): a directory over
- * the run's control plane, which each call opens for itself (the relay
- * calls it from its own threads). Storage of the caller of
- * dcr_role_transport_open_as; it must outlive the handle. */
+ * one handle of the run's control plane, opened with the transport (a
+ * handle may be shared by the relay's threads) and closed by
+ * dcr_role_relay_close. Storage of the caller of dcr_role_transport_open_as,
+ * zeroed before; it must outlive the handle. */
 #define DCR_ROLE_RELAY_REPORT_ID(n) (0xC0000000u + (uint32_t)(n))
 typedef struct dcr_role_relay {
     dcr_relay_directory_t dir;
-    const dcr_bench_config_t *run;
-    char workdir[4096];
+    dcr_control_t *control;
 } dcr_role_relay_t;
+/* Closes the directory's control-plane handle: after the transport that
+ * used it is destroyed. Accepts one never opened (zeroed). */
+void dcr_role_relay_close(dcr_role_relay_t *d);
 
 /* This process's transport handle of the run. Object store: a handle over
  * the run's directory with `rollout_nodes` endpoints (1 for a node
