@@ -243,12 +243,13 @@ dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *d
 {
     DCR_CHECK(dcr__need(d, "combine",
                         s != NULL && region != NULL && (unsigned)dtype < DCR_DTYPE_COUNT &&
-                            (op == DCR_DEVICE_XOR || op == DCR_DEVICE_OVERWRITE),
-                        "a stream, a region, a known dtype and op XOR or OVERWRITE"));
+                            (op == DCR_DEVICE_XOR || op == DCR_DEVICE_OVERWRITE ||
+                             op == DCR_DEVICE_ASSIGN),
+                        "a stream, a region, a known dtype and op XOR, OVERWRITE or ASSIGN"));
     DCR_CHECK(dcr__need(d, "combine", region->rows >= 0 && region->cols >= 0,
                         "a region of non-negative extents"));
     DCR_CHECK(dcr__need(d, "combine", op == DCR_DEVICE_OVERWRITE || active == NULL,
-                        "no activity map with XOR"));
+                        "no activity map with XOR or ASSIGN"));
     if (region->rows == 0 || region->cols == 0) return DCR_OK;
     DCR_CHECK(dcr__need(d, "combine", dst && src, "buffers for a non-empty region"));
     DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY,

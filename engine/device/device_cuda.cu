@@ -129,9 +129,9 @@ __global__ void dcr__k_scatter(void *dst, unsigned es, const int64_t *idx, const
 }
 
 __global__ void dcr__k_combine(void *dst, const void *src, unsigned es, int dtype,
-                               dcr_device_region_t region, const uint8_t *active, int xor_op)
+                               dcr_device_region_t region, const uint8_t *active, int op)
 {
-    dcr_dk_combine(dst, src, es, dtype, region, active, xor_op,
+    dcr_dk_combine(dst, src, es, dtype, region, active, op,
                    (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
@@ -341,7 +341,7 @@ static dcr_status_t dcr__cuda_combine(dcr_device_t *d, dcr_device_stream_t *s, v
     size_t n = (size_t)(region->rows * region->cols);
     DCR__ON(d, "combine");
     dcr__k_combine<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
-        dst, src, dcr_dk_dtype_size((int)dtype), (int)dtype, *region, active, op == DCR_DEVICE_XOR);
+        dst, src, dcr_dk_dtype_size((int)dtype), (int)dtype, *region, active, (int)op);
     DCR__LAUNCHED("combine");
     return DCR_OK;
 }

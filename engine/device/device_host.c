@@ -160,6 +160,7 @@ static dcr_status_t dcr__cpu_combine(dcr_device_t *d, dcr_device_stream_t *s, vo
     unsigned es = dcr_dk_dtype_size((int)dtype);
     dcr_device_region_t r = *region;
     bool xor = op == DCR_DEVICE_XOR, unit = r.dst_col == 1 && r.src_col == 1;
+    bool act_rowmajor = r.act_row == 0 && r.act_col == 0;
     for (int64_t row = 0; row < r.rows; row++) {
         size_t i0 = (size_t)(row * r.cols);
         if (xor&&unit && es == 2) {
@@ -172,11 +173,12 @@ static dcr_status_t dcr__cpu_combine(dcr_device_t *d, dcr_device_stream_t *s, vo
             for (int64_t j = 0; j < r.cols; j++) dp[j] ^= sp[j];
         } else {
             /* dcr_dk_combine's rule, its row and column known. */
-            const uint8_t *act = active ? active + i0 : NULL;
+            const uint8_t *act = !active ? NULL : act_rowmajor ? active + i0 : active + row * r.act_row;
+            int64_t act_step = act_rowmajor ? 1 : r.act_col;
             for (int64_t j = 0; j < r.cols; j++)
                 dcr_dk_combine_at(dst, row * r.dst_row + j * r.dst_col, src,
                                   row * r.src_row + j * r.src_col, es, (int)dtype,
-                                  act ? act + j : NULL, xor);
+                                  act ? act + j * act_step : NULL, (int)op);
         }
     }
     return DCR_OK;

@@ -273,6 +273,17 @@ static dcr_status_t dcr__bounds(const dcr_load_ctx_t *ctx, const char *op, const
     return st;
 }
 
+/* New storage is computed on the host: refused while the views are device
+ * memory the host cannot read (probe mode computes nothing, so it passes). */
+static dcr_status_t dcr__host_compute(const dcr_load_ctx_t *ctx, const char *op)
+{
+    if (!ctx->mode.device || ctx->mode.probe) return DCR_OK;
+    return dcr_error_set(DCR_EUNSUPPORTED,
+                         "load %s: %s on a device the host cannot address: the loader's "
+                         "new-storage ops run on host memory (engine/device/WIRING.md)",
+                         ctx->name, op);
+}
+
 /* Makes a contiguous temporary of the given shape and dtype (without data in
  * probe mode, with an activity map in tracked mode) and its view. */
 static dcr_status_t dcr__temp_new(dcr_load_ctx_t *ctx, dcr_dtype_t dtype, int ndim,
@@ -390,6 +401,7 @@ dcr_status_t dcr_load_cast(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t
         *out_p = *v;
         return DCR_OK;
     }
+    DCR_CHECK(dcr__host_compute(ctx, "cast"));
     dcr__temp_t *t;
     dcr_view_t out;
     DCR_CHECK(dcr__temp_new(ctx, to, v->ndim, v->shape, &t, &out));
@@ -413,6 +425,7 @@ dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t 
 {
     DCR_CHECK(dcr__need_call(ctx, "map"));
     DCR_CHECK(dcr__bounds(ctx, "map", v));
+    DCR_CHECK(dcr__host_compute(ctx, "map"));
     if (fn == NULL || (unsigned)to >= DCR_DTYPE_COUNT)
         return dcr_error_set(DCR_EINVAL, "load %s: map needs a function and a dtype", ctx->name);
     dcr__temp_t *t;
@@ -463,6 +476,7 @@ dcr_status_t dcr_load_cat(dcr_load_ctx_t *ctx, size_t n, const dcr_view_t *vs, i
         return dcr_error_set(DCR_EINVAL, "load %s: cat of nothing", ctx->name);
     int64_t shape[DCR_MAX_DIMS];
     DCR_CHECK(dcr__cat_shape(ctx, n, vs, dim, shape));
+    DCR_CHECK(dcr__host_compute(ctx, "cat"));
     dcr__temp_t *t;
     dcr_view_t out;
     DCR_CHECK(dcr__temp_new(ctx, vs[0].dtype, vs[0].ndim, shape, &t, &out));
@@ -494,6 +508,7 @@ dcr_status_t dcr_load_blockwise(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dt
 {
     DCR_CHECK(dcr__need_call(ctx, "blockwise"));
     DCR_CHECK(dcr__bounds(ctx, "blockwise", v));
+    DCR_CHECK(dcr__host_compute(ctx, "blockwise"));
     if (fn == NULL || block == 0 || (unsigned)to >= DCR_DTYPE_COUNT)
         return dcr_error_set(DCR_EINVAL,
                              "load %s: blockwise needs a function, a block size "

@@ -61,6 +61,10 @@ void dcr__apply_free(dcr_receiver_t *r)
     free(r->dec_idx);
     free(r->map_idx);
     free(r->map_val);
+    dcr_device_free(r->dev, r->up_idx);
+    dcr_device_free(r->dev, r->up_val);
+    dcr_device_free(r->dev, r->up_map_idx);
+    dcr_device_free(r->dev, r->up_map_val);
 }
 
 /* ---- violations and the plan ---- */
@@ -252,9 +256,13 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
     if (v->nd == 1 && v->sstride[0] == 1 && v->dstride[0] == 1) {
         /* Record index i lands at element i + shift of the destination. */
         int64_t shift = w->dst.offset - w->src.offset;
-        return dcr_device_scatter(r->dev, r->stream, base + shift * (int64_t)es, es, r->cur_idx + k,
-                                  r->cur_val + k * es, end - k, op);
+        return dcr_device_scatter(r->dev, r->stream, base + shift * (int64_t)es, es,
+                                  r->cur_didx + k, r->cur_dval + k * es, end - k, op);
     }
+    /* The host buffers below go up asynchronously: an earlier copy's upload
+     * must have left them before they are rewritten. */
+    if (!r->host && dcr_device_backend(r->dev)->props.asynchronous)
+        DCR_CHECK(dcr_device_sync(r->dev, r->stream));
     DCR_CHECK(dcr__map_reserve(r, end - k));
     size_t m = 0;
     for (; k < end; k++) {
@@ -264,7 +272,11 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
         memcpy(r->map_val + m * es, r->cur_val + k * es, es);
         m++;
     }
-    return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
+    if (r->host) return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
+    DCR_CHECK(dcr__device_up(r, &r->up_map_idx, &r->up_map_idx_cap, r->map_idx,
+                             m * sizeof(*r->map_idx)));
+    DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * es));
+    return dcr_device_scatter(r->dev, r->stream, base, es, r->up_map_idx, r->up_map_val, m, op);
 }
 
 static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
@@ -281,6 +293,9 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
     if (cd == dd && !r->cur_plan->overlap)
         return dcr__sparse_scatter(r, w, &inv, k, end, xor? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE);
     /* Converting copies and overlapping writes take the checked general path. */
+    if (!r->host)
+        return dcr__device_unsupported(r, r->cur_name,
+                                       cd != dd ? "a converting copy_" : "overlapping copies");
     char *dbase = w->dst.storage->data;
     for (; k < end; k++) {
         int64_t at = dcr__inv_map(&inv, r->cur_idx[k] - w->src.offset, w->dst.offset);
@@ -453,18 +468,14 @@ static void dcr__dims_build(const dcr_view_t *dv, const dcr_view_t *sv, dcr__dim
     }
 }
 
-/* The full-pass work of one copy_ on the receiver's device: dst ^= src
- * (XOR) or dst = src where the mask is set (the mask is the activity map,
- * row-major over dst's shape). One combine per region; dimensions beyond
- * two loop here over the outer ones. */
-static dcr_status_t dcr__combine_copy(dcr_receiver_t *r, const dcr_load_write_t *w,
-                                      const uint8_t *mask, dcr_device_op_t op)
+dcr_status_t dcr__combine_views(dcr_receiver_t *r, const dcr_view_t *dst, const dcr_view_t *src,
+                                const uint8_t *mask, const dcr_view_t *act, dcr_device_op_t op)
 {
     dcr__dims_t m;
-    dcr__dims_build(&w->dst, &w->src, &m);
-    int64_t es = (int64_t)dcr_dtype_size(w->dst.dtype);
+    dcr__dims_build(dst, src, &m);
+    int64_t es = (int64_t)dcr_dtype_size(dst->dtype);
     int outer = m.nd > 2 ? m.nd - 2 : 0;
-    dcr_device_region_t reg = {1, 1, 0, 1, 0, 1};
+    dcr_device_region_t reg = {1, 1, 0, 1, 0, 1, 0, 0};
     if (m.nd >= 1) {
         reg.cols = m.shape[m.nd - 1];
         reg.dst_col = m.dst[m.nd - 1];
@@ -475,16 +486,65 @@ static dcr_status_t dcr__combine_copy(dcr_receiver_t *r, const dcr_load_write_t 
         reg.dst_row = m.dst[m.nd - 2];
         reg.src_row = m.src[m.nd - 2];
     }
-    if (dcr_view_numel(&w->dst) == 0) return DCR_OK;
-    char *dbase = (char *)w->dst.storage->data, *sbase = (char *)w->src.storage->data;
-    int64_t idx[DCR_MAX_DIMS] = {0}, off[2] = {w->dst.offset, w->src.offset},
-            per = reg.rows * reg.cols;
-    const int64_t *strides[2] = {m.dst, m.src};
-    for (int64_t j = 0;; j++) {
-        DCR_CHECK(dcr_device_combine(r->dev, r->stream, dbase + off[0] * es, sbase + off[1] * es,
-                                     &reg, mask ? mask + j * per : NULL, w->dst.dtype, op));
-        if (!dcr__odometer_step(outer, m.shape, idx, 2, off, strides)) return DCR_OK;
+    if (act) { /* the activity bytes sit where the source words sit */
+        reg.act_row = reg.src_row;
+        reg.act_col = reg.src_col;
     }
+    if (dcr_view_numel(dst) == 0) return DCR_OK;
+    char *dbase = (char *)dst->storage->data, *sbase = (char *)src->storage->data;
+    const uint8_t *abase = act ? (const uint8_t *)act->storage->data : NULL;
+    /* off[2] is the activity map's element: it moves with the source. */
+    int64_t idx[DCR_MAX_DIMS] = {0}, off[3] = {dst->offset, src->offset, act ? act->offset : 0},
+            per = reg.rows * reg.cols;
+    const int64_t *strides[3] = {m.dst, m.src, m.src};
+    for (int64_t j = 0;; j++) {
+        const uint8_t *active = mask ? mask + j * per : abase ? abase + off[2] : NULL;
+        DCR_CHECK(dcr_device_combine(r->dev, r->stream, dbase + off[0] * es, sbase + off[1] * es,
+                                     &reg, active, dst->dtype, op));
+        if (!dcr__odometer_step(outer, m.shape, idx, 3, off, strides)) return DCR_OK;
+    }
+}
+
+/* Whether a copy into dst already ran in this pass (noting it if not): the
+ * host path fixes a destination's mask at its first copy, which the device
+ * path does not reproduce. */
+static dcr_status_t dcr__first_copy(dcr_receiver_t *r, const dcr_load_write_t *w, bool *first_p)
+{
+    for (size_t i = 0; i < r->nmasks; i++)
+        if (r->masks[i].param == w->param && dcr__same_geometry(&r->masks[i].dst, &w->dst)) {
+            *first_p = false;
+            return DCR_OK;
+        }
+    if (r->nmasks == r->capmasks) {
+        size_t cap = r->capmasks ? 2 * r->capmasks : 8;
+        dcr__mask_t *m = realloc(r->masks, cap * sizeof(*m));
+        if (m == NULL) return dcr_error_set(DCR_ENOMEM, "apply: masks");
+        r->masks = m;
+        r->capmasks = cap;
+    }
+    r->masks[r->nmasks++] = (dcr__mask_t){w->param, w->dst, NULL};
+    *first_p = true;
+    return DCR_OK;
+}
+
+/* The overwrite passes on a device the host cannot address, without a mask
+ * on the host: the placeholder pass is combine's own NaN rule, the tracked
+ * pass reads the activity map the load context carried (laid out like the
+ * source; none means nothing of this copy is active). Same-dtype copies of
+ * one destination each, without overlap: others stay on the host path. */
+static dcr_status_t dcr__overwrite_device(dcr_receiver_t *r, const dcr_load_write_t *w)
+{
+    bool first;
+    if (w->src.dtype != w->dst.dtype || r->cur_plan->overlap)
+        return dcr__device_unsupported(r, r->cur_name,
+                                       r->cur_plan->overlap ? "overlapping copies"
+                                                            : "a converting copy_");
+    DCR_CHECK(dcr__first_copy(r, w, &first));
+    if (!first)
+        return dcr__device_unsupported(r, r->cur_name, "a second copy_ into one view");
+    if (r->cur_mode == DCR__FULL_TRACKED && w->src_active == NULL) return DCR_OK;
+    const dcr_view_t *act = r->cur_mode == DCR__FULL_TRACKED ? w->src_active : NULL;
+    return dcr__combine_views(r, &w->dst, &w->src, NULL, act, DCR_DEVICE_OVERWRITE);
 }
 
 static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
@@ -495,13 +555,14 @@ static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
         if (w->origin.source != DCR_LOAD_SRC_INPUT || w->src.dtype != w->dst.dtype)
             return dcr__violation(r, "XOR copy_ whose source is %s%s",
                                   w->origin.op[0] ? w->origin.op : "converted", "");
-        return dcr__combine_copy(r, w, NULL, DCR_DEVICE_XOR);
+        return dcr__combine_views(r, &w->dst, &w->src, NULL, NULL, DCR_DEVICE_XOR);
     }
+    if (!r->host) return dcr__overwrite_device(r, w);
     DCR_CHECK(dcr__mask_for(r, w, &f.mask));
     /* Converting copies and overlapping writes (whose bits must agree) keep
      * the checked host path. */
     if (w->src.dtype == w->dst.dtype && !r->cur_plan->overlap)
-        return dcr__combine_copy(r, w, f.mask, DCR_DEVICE_OVERWRITE);
+        return dcr__combine_views(r, &w->dst, &w->src, f.mask, NULL, DCR_DEVICE_OVERWRITE);
     return dcr__walk_rows(2, v, dcr__overwrite_row, &f);
 }
 
@@ -549,7 +610,7 @@ static dcr_status_t dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_d
 static dcr_status_t dcr__scatter(dcr_receiver_t *r)
 {
     return dcr_device_scatter(r->dev, r->stream, r->scratch->data, dcr_dtype_size(r->cur_dtype),
-                              r->cur_idx, r->cur_val, r->cur_count, DCR_DEVICE_OVERWRITE);
+                              r->cur_didx, r->cur_dval, r->cur_count, DCR_DEVICE_OVERWRITE);
 }
 
 /* Puts the positions the current records touched back to the base pattern
@@ -568,7 +629,7 @@ static dcr_status_t dcr__unscatter(dcr_receiver_t *r)
     size_t n = dcr__lower_bound(r->cur_idx, r->cur_count, (int64_t)((r->base_bytes + es - 1) / es));
     uint32_t word = r->base == DCR__BASE_ZERO ? 0 : (uint32_t)dcr__nan_word(r->base_dtype);
     dcr_status_t st =
-        dcr_device_reset(r->dev, r->stream, r->scratch->data, es, r->cur_idx, n, word);
+        dcr_device_reset(r->dev, r->stream, r->scratch->data, es, r->cur_didx, n, word);
     if (st != DCR_OK) r->base = DCR__BASE_NONE;
     return st;
 }
@@ -587,8 +648,8 @@ static dcr_status_t dcr__active_ready(dcr_receiver_t *r)
 /* Sets (1) or clears (0) the activity map at the current records. */
 static dcr_status_t dcr__mark_active(dcr_receiver_t *r, uint8_t on)
 {
-    return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_idx, r->cur_count,
-                            on);
+    return dcr_device_reset(r->dev, r->stream, r->scratch_active->data, 1, r->cur_didx,
+                            r->cur_count, on);
 }
 
 /* ---- passes ---- */
@@ -599,7 +660,7 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
 {
     dcr_view_t in, act;
     DCR_CHECK(dcr_view_contiguous(r->scratch, d->dtype, d->ndim, d->shape, &in));
-    dcr_load_mode_t mode = {0};
+    dcr_load_mode_t mode = {.device = !r->host};
     if (m == DCR__FULL_PLACEHOLDER) mode.watch_nan = true;
     if (m == DCR__FULL_TRACKED) {
         DCR_CHECK(dcr__active_ready(r));
@@ -638,12 +699,20 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
     return DCR_OK;
 }
 
-/* Sets the current record list. */
-static void dcr__records(dcr_receiver_t *r, const int64_t *idx, const void *val, size_t n)
+/* Sets the current record list, and sends it up to a device the host
+ * cannot address (the host buffers stay unchanged until the item's sync). */
+static dcr_status_t dcr__records(dcr_receiver_t *r, const int64_t *idx, const void *val, size_t n)
 {
-    r->cur_idx = idx;
-    r->cur_val = val;
+    r->cur_idx = r->cur_didx = idx;
+    r->cur_val = r->cur_dval = val;
     r->cur_count = n;
+    if (r->host) return DCR_OK;
+    size_t es = dcr_dtype_size(r->cur_dtype);
+    DCR_CHECK(dcr__device_up(r, &r->up_idx, &r->up_idx_cap, idx, n * sizeof(*idx)));
+    DCR_CHECK(dcr__device_up(r, &r->up_val, &r->up_val_cap, val, n * es));
+    r->cur_didx = r->up_idx;
+    r->cur_dval = r->up_val;
+    return DCR_OK;
 }
 
 static dcr_status_t dcr__bufs(dcr_receiver_t *r, size_t count, size_t es)
@@ -694,7 +763,7 @@ static dcr_status_t dcr__overwrite_full(dcr_receiver_t *r, const dcr_tensor_desc
         DCR_CHECK(dcr__split_nan(r, d->dtype, idx, val, n, &a));
         if (a > 0) {
             DCR_CHECK(dcr__scratch_base(r, DCR__BASE_NAN, d->dtype, dcr_desc_bytes(d)));
-            dcr__records(r, r->idx_buf, r->val_buf, a);
+            DCR_CHECK(dcr__records(r, r->idx_buf, r->val_buf, a));
             DCR_CHECK(dcr__pass(r, d, DCR__FULL_PLACEHOLDER));
             int64_t created, lost;
             dcr_load_ctx_nan_events(r->ctx, &created, &lost);
@@ -710,9 +779,9 @@ static dcr_status_t dcr__overwrite_full(dcr_receiver_t *r, const dcr_tensor_desc
     if (!tracked_all && a == n) return DCR_OK;
     r->stats.items_tracked++;
     if (tracked_all)
-        dcr__records(r, idx, val, n);
+        DCR_CHECK(dcr__records(r, idx, val, n));
     else
-        dcr__records(r, r->idx_buf + a, r->val_buf + a * es, n - a);
+        DCR_CHECK(dcr__records(r, r->idx_buf + a, r->val_buf + a * es, n - a));
     return dcr__pass(r, d, DCR__FULL_TRACKED);
 }
 
@@ -724,13 +793,13 @@ static dcr_status_t dcr__apply_plan(dcr_receiver_t *r, size_t c, dcr_encoding_t 
     r->cur_dtype = d->dtype;
     if (r->cur_plan->info.views_only && !r->cfg.full_pass) {
         r->stats.items_sparse++;
-        dcr__records(r, idx, val, n);
+        DCR_CHECK(dcr__records(r, idx, val, n));
         return dcr__pass(r, d, DCR__SPARSE);
     }
     r->stats.items_full++;
     if (enc == DCR_ENCODING_XOR) {
         DCR_CHECK(dcr__scratch_base(r, DCR__BASE_ZERO, d->dtype, dcr_desc_bytes(d)));
-        dcr__records(r, idx, val, n);
+        DCR_CHECK(dcr__records(r, idx, val, n));
         return dcr__pass(r, d, DCR__FULL_XOR);
     }
     return dcr__overwrite_full(r, d, idx, val, n);

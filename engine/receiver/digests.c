@@ -68,7 +68,15 @@ dcr_status_t dcr_receiver_digests(const dcr_receiver_t *r, dcr_param_digests_t *
             dcr_param_digests_free(&d);
             return st;
         }
-        blake2b(d.digests[i], p->storage->data, NULL, DCR_PARAM_DIGEST_BYTES, p->storage->bytes, 0);
+        const void *bits;
+        void *owned;
+        if (st == DCR_OK) st = dcr__param_read(r, p, 0, p->storage->bytes, &bits, &owned);
+        if (st != DCR_OK) {
+            dcr_param_digests_free(&d);
+            return st;
+        }
+        blake2b(d.digests[i], bits, NULL, DCR_PARAM_DIGEST_BYTES, p->storage->bytes, 0);
+        free(owned);
     }
     *out_p = d;
     return DCR_OK;

@@ -65,6 +65,14 @@ struct dcr_receiver {
      * this receiver's stream on it (engine/device). */
     dcr_device_t *dev;
     dcr_device_stream_t *stream;
+    /* Whether the host may read and write dev's buffers. When not (cuda),
+     * resident storage is one device arena the parameters are placed in,
+     * dense loads go up through scratch, records go up before each pass and
+     * every read of resident bytes (equal, digests, check) comes down
+     * through copies. */
+    bool host;
+    void *arena;
+    void *fill_word; /* a device word for fill_ (not host) */
 
     /* Scratch for the largest canonical tensor and its activity map: handles
      * over buffers of dev (dcr__device_storage), data NULL when shape-only. */
@@ -86,6 +94,12 @@ struct dcr_receiver {
     const int64_t *cur_idx;
     const uint8_t *cur_val; /* canonical words */
     size_t cur_count;
+    /* The same records as device buffers: cur_idx and cur_val themselves
+     * when host, else copies in up_idx / up_val. */
+    const int64_t *cur_didx;
+    const uint8_t *cur_dval;
+    void *up_idx, *up_val, *up_map_idx, *up_map_val;
+    size_t up_idx_cap, up_val_cap, up_map_idx_cap, up_map_val_cap;
     dcr_dtype_t cur_dtype;
     size_t cur_write; /* writes seen in this call, checked against the plan */
     int cur_mode;     /* dcr__apply_mode_t of the running pass */
@@ -131,11 +145,31 @@ void dcr__plans_free(dcr_receiver_t *r);
  * (zeroed), and its release (NULL: nothing). */
 dcr_status_t dcr__device_storage(dcr_receiver_t *r, size_t bytes, dcr_storage_t **out_p);
 void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s);
+/* Host memory into a device buffer that grows to fit (*buf_p, *cap_p),
+ * queued on the receiver's stream: src must stay unchanged until the next
+ * sync. */
+dcr_status_t dcr__device_up(dcr_receiver_t *r, void **buf_p, size_t *cap_p, const void *src,
+                            size_t bytes);
+/* Bytes [off, off + bytes) of a parameter as host memory: the storage
+ * itself when the host can address it (*owned_p NULL), else a copy brought
+ * down (*owned_p is it; free it). */
+dcr_status_t dcr__param_read(const dcr_receiver_t *r, const dcr_param_t *p, size_t off,
+                             size_t bytes, const void **out_p, void **owned_p);
+/* The device's refusal of a loader path it cannot run (host only). */
+dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, const char *what);
 
 /* apply.c */
 void dcr__apply_free(dcr_receiver_t *r);
 dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encoding_t enc,
                                 const int64_t *idx, const void *values, size_t count);
+/* The full-pass work of one copy_ (or of a fill_, as a copy from a source of
+ * strides 0) on the receiver's device, one combine per region of at most two
+ * dimensions: dst ^= src (XOR), dst = src (ASSIGN), or dst = src where the
+ * element is active (OVERWRITE): mask is a host-computed map row-major over
+ * dst's shape, act an activity map laid out like src (a view with src's
+ * strides), neither the placeholder rule. */
+dcr_status_t dcr__combine_views(dcr_receiver_t *r, const dcr_view_t *dst, const dcr_view_t *src,
+                                const uint8_t *mask, const dcr_view_t *act, dcr_device_op_t op);
 
 /* ingest.c */
 void dcr__staging_drop(dcr_receiver_t *r);

@@ -37,20 +37,69 @@ void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s)
     free(s);
 }
 
-/* The receiver's device and stream. The loader writes resident storage and
- * reads scratch through host pointers, so a place the host cannot address
- * (cuda) is refused until the loader's tensor ops have device versions
- * (engine/device/WIRING.md). */
+dcr_status_t dcr__device_up(dcr_receiver_t *r, void **buf_p, size_t *cap_p, const void *src,
+                            size_t bytes)
+{
+    if (bytes == 0) return DCR_OK;
+    if (bytes > *cap_p) {
+        size_t cap = bytes > 2 * *cap_p ? bytes : 2 * *cap_p;
+        dcr_device_free(r->dev, *buf_p);
+        *buf_p = NULL;
+        *cap_p = 0;
+        DCR_CHECK(dcr_device_alloc(r->dev, cap, buf_p));
+        *cap_p = cap;
+    }
+    return dcr_device_copy(r->dev, r->stream, *buf_p, src, bytes, DCR_DEVICE_H2D);
+}
+
+dcr_status_t dcr__param_read(const dcr_receiver_t *r, const dcr_param_t *p, size_t off,
+                             size_t bytes, const void **out_p, void **owned_p)
+{
+    *owned_p = NULL;
+    if (r->host) {
+        *out_p = (const char *)p->storage->data + off;
+        return DCR_OK;
+    }
+    void *buf = malloc(bytes ? bytes : 1);
+    if (buf == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: %zu bytes of %s", bytes, p->name);
+    /* Reads share the receiver's stream with its applies, which never run
+     * concurrently with a comparison or a digest of the same receiver. */
+    dcr_device_stream_t *s = r->stream;
+    dcr_status_t st = dcr_device_copy(r->dev, s, buf, (const char *)p->storage->data + off, bytes,
+                                      DCR_DEVICE_D2H);
+    if (st == DCR_OK) st = dcr_device_sync(r->dev, s);
+    if (st != DCR_OK) {
+        free(buf);
+        return st;
+    }
+    *out_p = buf;
+    *owned_p = buf;
+    return DCR_OK;
+}
+
+dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, const char *what)
+{
+    return dcr_error_set(DCR_EUNSUPPORTED,
+                         "%s (%s): %s on device %s, which the host cannot address: only "
+                         "same-dtype copies of views run there yet (engine/device/WIRING.md)",
+                         name, dcr_loader_name(r->loader), what, dcr_device_backend(r->dev)->name);
+}
+
+/* The receiver's device and stream. On a device the host cannot address
+ * (cuda), resident storage moves into one arena of the device: the
+ * parameters are placed there (their handles stay; the arena starts zeroed
+ * like the parameters it replaces), and a word for fill_ is kept beside it. */
 static dcr_status_t dcr__device_create(dcr_receiver_t *r)
 {
     const char *name = r->cfg.device ? r->cfg.device : "cpu";
     DCR_CHECK(dcr_device_open(name, &r->dev));
-    if (!dcr_device_backend(r->dev)->props.host_addressable)
-        return dcr_error_set(DCR_EUNSUPPORTED,
-                             "receiver --device %s: the loader's tensor ops run on host memory, "
-                             "so resident storage cannot live on device %s yet (use --device cpu)",
-                             name, dcr_device_backend(r->dev)->name);
-    return dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, 0, &r->stream);
+    r->host = dcr_device_backend(r->dev)->props.host_addressable;
+    DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, 0, &r->stream));
+    if (r->host || r->cfg.shape_only) return DCR_OK;
+    size_t bytes = dcr_params_arena_bytes(r->params);
+    DCR_CHECK(dcr_device_alloc(r->dev, bytes ? bytes : DCR_PARAMS_ALIGN, &r->arena));
+    DCR_CHECK(dcr_device_alloc(r->dev, sizeof(uint64_t), &r->fill_word));
+    return dcr_params_place(r->params, r->arena, bytes ? bytes : DCR_PARAMS_ALIGN, false);
 }
 
 /* Scratch sized for the largest canonical tensor; without data for a
@@ -125,10 +174,13 @@ void dcr_receiver_destroy(dcr_receiver_t *r)
     /* A shape-only scratch is a bare handle; the device frees NULL data. */
     dcr__device_storage_free(r, r->scratch);
     dcr__device_storage_free(r, r->scratch_active);
+    dcr_device_free(r->dev, r->fill_word);
     dcr_device_stream_destroy(r->dev, r->stream);
-    dcr_device_close(r->dev);
     dcr_load_ctx_destroy(r->ctx);
+    /* A placed set frees its handles, never the arena (the device's). */
     dcr_loader_destroy(r->loader);
+    dcr_device_free(r->dev, r->arena);
+    dcr_device_close(r->dev);
     free(r);
 }
 
@@ -138,6 +190,65 @@ const dcr_params_t *dcr_receiver_params(const dcr_receiver_t *r)
 }
 
 /* ---- dense load ---- */
+
+/* Dense writes on a device the host cannot address: copies of the input
+ * (which went up into scratch) or of resident storage in the same dtype are
+ * ASSIGN combines; fill_ is one of a constant word (source strides 0). */
+static dcr_status_t dcr__dense_copy(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)
+{
+    dcr_receiver_t *r = arg;
+    bool device_src =
+        w->origin.source == DCR_LOAD_SRC_INPUT || w->origin.source == DCR_LOAD_SRC_RESIDENT;
+    if (!device_src || w->src.dtype != w->dst.dtype)
+        return dcr__device_unsupported(r, dcr_load_ctx_name(ctx),
+                                       device_src ? "load_dense: a converting copy_"
+                                                  : "load_dense: copy_ from foreign storage");
+    return dcr__combine_views(r, &w->dst, &w->src, NULL, NULL, DCR_DEVICE_ASSIGN);
+}
+
+static dcr_status_t dcr__dense_fill(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)
+{
+    dcr_receiver_t *r = arg;
+    dcr_storage_t word = {.data = r->fill_word, .bytes = sizeof(uint64_t)};
+    dcr_view_t src = w->dst;
+    src.storage = &word;
+    src.offset = 0;
+    for (int i = 0; i < src.ndim; i++) src.strides[i] = 0;
+    /* The constant lives on this stack frame: up and synchronized here. */
+    DCR_CHECK(dcr_device_copy(r->dev, r->stream, r->fill_word, &w->fill_bits, sizeof(uint64_t),
+                              DCR_DEVICE_H2D));
+    DCR_CHECK(dcr__combine_views(r, &w->dst, &src, NULL, NULL, DCR_DEVICE_ASSIGN));
+    return dcr_device_sync(r->dev, r->stream);
+}
+
+static const dcr_load_hooks_t dcr__dense_device_hooks = {dcr__dense_copy, dcr__dense_fill};
+
+/* The canonical tensor goes up into scratch (whose base pattern is then
+ * unknown) and the loader runs over that view in device mode. */
+static dcr_status_t dcr__load_dense_device(dcr_receiver_t *r, const char *name,
+                                           const dcr_view_t *tensor)
+{
+    if (!dcr_view_is_contiguous(tensor) || tensor->storage->data == NULL)
+        return dcr_error_set(DCR_EINVAL, "load_dense %s: a device load needs a contiguous view "
+                                         "with data",
+                             name);
+    size_t es = dcr_dtype_size(tensor->dtype), bytes = (size_t)dcr_view_numel(tensor) * es;
+    r->base = DCR__BASE_NONE;
+    DCR_CHECK(dcr_device_copy(r->dev, r->stream, r->scratch->data,
+                              (const char *)tensor->storage->data + tensor->offset * (int64_t)es,
+                              bytes, DCR_DEVICE_H2D));
+    dcr_view_t in;
+    DCR_CHECK(dcr_view_contiguous(r->scratch, tensor->dtype, tensor->ndim, tensor->shape, &in));
+    dcr_load_ctx_set_hooks(r->ctx, &dcr__dense_device_hooks, r);
+    dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){.device = true});
+    dcr_status_t st = dcr_loader_load(r->loader, r->ctx, name, &in);
+    dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
+    dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){0});
+    /* The tensor's bytes were read from host memory the caller keeps only
+     * until this returns. */
+    dcr_status_t sst = dcr_device_sync(r->dev, r->stream);
+    return st != DCR_OK ? st : sst;
+}
 
 dcr_status_t dcr_receiver_load_dense(dcr_receiver_t *r, const char *name, const dcr_view_t *tensor)
 {
@@ -155,6 +266,7 @@ dcr_status_t dcr_receiver_load_dense(dcr_receiver_t *r, const char *name, const 
                              "load_dense %s: view differs from the inventory's "
                              "shape or dtype",
                              name);
+    if (!r->host) return dcr__load_dense_device(r, name, tensor);
     dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
     dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){0});
     return dcr_loader_load(r->loader, r->ctx, name, tensor);
@@ -208,6 +320,30 @@ static bool dcr__same_params(const dcr_params_t *a, const dcr_params_t *b)
     return true;
 }
 
+/* First element where two same-size parameters differ: -1 when none, -2
+ * when their bytes could not be read (a device error: a difference, never
+ * a pass). */
+static int64_t dcr__param_diff(const dcr_receiver_t *a, const dcr_receiver_t *b,
+                               const dcr_param_t *x, const dcr_param_t *y)
+{
+    const void *pv = NULL, *qv = NULL;
+    void *po = NULL, *qo = NULL;
+    int64_t at = -2;
+    if (dcr__param_read(a, x, 0, x->storage->bytes, &pv, &po) == DCR_OK &&
+        dcr__param_read(b, y, 0, y->storage->bytes, &qv, &qo) == DCR_OK) {
+        at = -1;
+        if (memcmp(pv, qv, x->storage->bytes) != 0) {
+            const char *p = pv, *q = qv;
+            size_t k = 0;
+            while (p[k] == q[k]) k++;
+            at = (int64_t)(k / dcr_dtype_size(x->dtype));
+        }
+    }
+    free(po);
+    free(qo);
+    return at;
+}
+
 bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const char **param_p,
                         int64_t *elem_p)
 {
@@ -226,22 +362,25 @@ bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const 
             if (elem_p) *elem_p = -1;
             return false;
         }
-        if (memcmp(x->storage->data, y->storage->data, x->storage->bytes) == 0) continue;
-        size_t es = dcr_dtype_size(x->dtype), at = 0;
-        const char *p = x->storage->data, *q = y->storage->data;
-        while (p[at] == q[at]) at++;
+        int64_t at = dcr__param_diff(a, b, x, y);
+        if (at == -1) continue;
         if (param_p) *param_p = x->name;
-        if (elem_p) *elem_p = (int64_t)(at / es);
+        if (elem_p) *elem_p = at;
         return false;
     }
     return true;
 }
 
-static void dcr__digest(const dcr_param_t *p, int64_t lo, int64_t hi, uint8_t out[16])
+static dcr_status_t dcr__digest(const dcr_receiver_t *r, const dcr_param_t *p, int64_t lo,
+                                int64_t hi, uint8_t out[16])
 {
-    size_t es = dcr_dtype_size(p->dtype);
-    blake2b(out, (const char *)p->storage->data + (size_t)lo * es, NULL, 16, (size_t)(hi - lo) * es,
-            0);
+    size_t es = dcr_dtype_size(p->dtype), bytes = (size_t)(hi - lo) * es;
+    const void *bits;
+    void *owned;
+    DCR_CHECK(dcr__param_read(r, p, (size_t)lo * es, bytes, &bits, &owned));
+    blake2b(out, bits, NULL, 16, bytes, 0);
+    free(owned);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expected,
@@ -263,8 +402,9 @@ dcr_status_t dcr_receiver_check(dcr_receiver_t *r, const dcr_receiver_t *expecte
         if (r->whi[i] <= r->wlo[i]) continue;
         const dcr_param_t *x = dcr_params_at(r->params, i), *y = dcr_params_at(expected->params, i);
         uint8_t a[16], b[16];
-        dcr__digest(x, r->wlo[i], r->whi[i], a);
-        dcr__digest(y, r->wlo[i], r->whi[i], b);
+        st = dcr__digest(r, x, r->wlo[i], r->whi[i], a);
+        if (st == DCR_OK) st = dcr__digest(expected, y, r->wlo[i], r->whi[i], b);
+        if (st != DCR_OK) break;
         res.regions++;
         res.bytes += (size_t)(r->whi[i] - r->wlo[i]) * dcr_dtype_size(x->dtype);
         if (memcmp(a, b, sizeof(a)) != 0)

@@ -102,6 +102,11 @@ dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, uint64
     if (path == NULL || r == NULL || out_p == NULL)
         return dcr_error_set(DCR_EINVAL, "resident file: NULL argument");
     const dcr_params_t *p = dcr_receiver_params(r);
+    if (!r->host)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "resident file %s: the receiver's storage is on device %s, which "
+                             "the host cannot map (engine/device/WIRING.md)",
+                             path, dcr_device_backend(r->dev)->name);
     if (!has_data(p))
         return dcr_error_set(DCR_EINVAL, "resident file %s: the receiver has no data (shape-only)",
                              path);

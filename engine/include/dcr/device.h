@@ -68,6 +68,7 @@ typedef enum dcr_device_copy_kind {
 typedef enum dcr_device_op {
     DCR_DEVICE_XOR = 0,       /* dst ^= mask */
     DCR_DEVICE_OVERWRITE = 1, /* dst = value */
+    DCR_DEVICE_ASSIGN = 2,    /* combine only: dst = src, unconditionally (dense loads) */
 } dcr_device_op_t;
 
 /* What a backend guarantees; callers and conformance tests branch on these,
@@ -153,10 +154,12 @@ typedef struct dcr_device_ops {
                             const int64_t *idx, const void *val, size_t count, dcr_device_op_t op);
     /* Full pass over a region (dcr/device_kernels.h): dst ^= src (XOR;
      * active must be NULL), or dst = src where src is not a NaN of dtype
-     * (OVERWRITE with the NaN placeholder, active NULL) or where active[i]
-     * is set (OVERWRITE in the tracked pass; active is a device buffer of
-     * rows * cols bytes, row-major over the region). region is host memory,
-     * read before the call returns. */
+     * (OVERWRITE with the NaN placeholder, active NULL) or where the
+     * element's activity byte is set (OVERWRITE in the tracked pass; active
+     * is a device buffer placed by the region's act strides, row-major over
+     * the region when both are 0), or dst = src everywhere (ASSIGN, active
+     * NULL: dense loads and, with source strides 0, fills). region is host
+     * memory, read before the call returns. */
     dcr_status_t (*combine)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
                             const dcr_device_region_t *region, const uint8_t *active,
                             dcr_dtype_t dtype, dcr_device_op_t op);
@@ -210,14 +213,15 @@ size_t dcr_device_detect_workspace(size_t n);
 /* The contiguous region of n elements. */
 static inline dcr_device_region_t dcr_device_region_flat(size_t n)
 {
-    dcr_device_region_t r = {1, (int64_t)n, (int64_t)n, 1, (int64_t)n, 1};
+    dcr_device_region_t r = {1, (int64_t)n, (int64_t)n, 1, (int64_t)n, 1, 0, 0};
     return r;
 }
 
 /* Wrappers: see the slots above. They return DCR_EINVAL for NULL handles,
  * NULL buffers with a non-zero count, element sizes other than 1, 2, 4, and
  * n above UINT32_MAX for detect (indices are 32-bit, as in chunks), a
- * region with negative extents or active with XOR. A zero
+ * region with negative extents, active with XOR or ASSIGN, or ASSIGN
+ * passed to scatter. A zero
  * count returns DCR_OK without calling the backend. free, host_free and
  * stream_destroy accept NULL. */
 dcr_status_t dcr_device_alloc(dcr_device_t *d, size_t bytes, void **out_p);

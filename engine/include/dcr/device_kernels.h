@@ -74,12 +74,23 @@ DCR_DK_FN size_t dcr_dk_blocks(size_t n)
  * strides count elements (negative ones allowed) from the pointers the
  * operation receives. A contiguous range of n is 1 x n with column strides
  * 1 (dcr_device_region_flat); a loader's copy between views of up to two
- * non-mergeable dimensions is one region. */
+ * non-mergeable dimensions is one region. act_row and act_col place an
+ * activity map's bytes like the other strides; both 0 (what an initializer
+ * that leaves them out gives) means row-major over the region, byte
+ * row * cols + col (a mask the host computed). A source stride of 0 reads
+ * one word for every element (a constant: fill_ on a device). */
 typedef struct dcr_device_region {
     int64_t rows, cols;
     int64_t dst_row, dst_col;
     int64_t src_row, src_col;
+    int64_t act_row, act_col;
 } dcr_device_region_t;
+
+/* Ops of the combine rule; the values are those of dcr_device_op_t
+ * (dcr/device.h). */
+#define DCR_DK_XOR       0 /* dst ^= src */
+#define DCR_DK_OVERWRITE 1 /* dst = src where active (or src not NaN) */
+#define DCR_DK_ASSIGN    2 /* dst = src */
 
 /* Element i of a buffer of es-byte words, widened. */
 /* Word i of a buffer of es-byte words. On the host the buffer may be
@@ -320,28 +331,37 @@ DCR_DK_FN void dcr_dk_scatter(void *dst, unsigned es, const int64_t *idx, const 
  * the source word where act is NULL and it is not a NaN (the placeholder of
  * positions no record touched, which is why NaN-valued records cannot take
  * this path), or where *act (the element's byte of the activity map the
- * loader carried through its ops: the tracked pass) is set. The one
- * definition: dcr_dk_combine and the CPU backend's row loop both call it. */
+ * loader carried through its ops: the tracked pass) is set; assign always
+ * takes it (dense loads). The one definition: dcr_dk_combine and the CPU
+ * backend's row loop both call it. */
 DCR_DK_FN void dcr_dk_combine_at(void *dst, int64_t di, const void *src, int64_t si, unsigned es,
-                                 int dtype, const uint8_t *act, int xor_op)
+                                 int dtype, const uint8_t *act, int op)
 {
     uint32_t s = dcr_dk_load(src, si, es);
-    if (xor_op)
+    if (op == DCR_DK_XOR)
         dcr_dk_store(dst, di, es, dcr_dk_load(dst, di, es) ^ s);
-    else if (act ? *act != 0 : !dcr_dk_isnan(dtype, s))
+    else if (op == DCR_DK_ASSIGN || (act ? *act != 0 : !dcr_dk_isnan(dtype, s)))
         dcr_dk_store(dst, di, es, s);
 }
 
+/* Byte of the activity map for the region's element (row, col). */
+DCR_DK_FN int64_t dcr_dk_act_at(dcr_device_region_t r, int64_t row, int64_t col)
+{
+    if (r.act_row == 0 && r.act_col == 0) return row * r.cols + col;
+    return row * r.act_row + col * r.act_col;
+}
+
 /* Element i (row-major) of a full pass over a region, by dcr_dk_combine_at;
- * active is NULL (untracked) or the activity map, row-major like i. */
+ * active is NULL (untracked) or the activity map, placed by the region's
+ * act strides. */
 DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype,
-                              dcr_device_region_t r, const uint8_t *active, int xor_op, size_t i)
+                              dcr_device_region_t r, const uint8_t *active, int op, size_t i)
 {
     if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return;
     int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
     dcr_dk_combine_at(dst, row * r.dst_row + col * r.dst_col, src,
-                      row * r.src_row + col * r.src_col, es, dtype, active ? active + i : NULL,
-                      xor_op);
+                      row * r.src_row + col * r.src_col, es, dtype,
+                      active ? active + dcr_dk_act_at(r, row, col) : NULL, op);
 }
 
 /* Restores scratch at record k's position to the base word (0 after XOR,

@@ -174,6 +174,14 @@ typedef struct dcr_load_mode {
     /* Watch NaN transitions in cast/map (non-NaN -> NaN and NaN -> non-NaN),
      * which break a NaN placeholder; counted in dcr_load_ctx_nan_events. */
     bool watch_nan;
+    /* The input and the resident parameters are buffers of a device the
+     * host cannot address (engine/device, props.host_addressable false):
+     * views work as always, and every copy_ and fill_ reaches the hooks,
+     * which do the device's work; the new-storage ops (cast, cat, map,
+     * blockwise) compute on host memory, so they refuse with
+     * DCR_EUNSUPPORTED naming the tensor and the op instead of reading
+     * device memory. */
+    bool device;
 } dcr_load_mode_t;
 
 /* Creates a context writing into `params` (borrowed; must outlive it). */

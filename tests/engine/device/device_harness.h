@@ -131,12 +131,13 @@ static inline void harness_scatter(void *dst, unsigned es, const int64_t *idx, c
     HARNESS_ELEMENTWISE(count, k, dcr_dk_scatter(dst, es, idx, val, count, xor_op, k));
 }
 
+/* op: DCR_DK_XOR, DCR_DK_OVERWRITE or DCR_DK_ASSIGN. */
 static inline void harness_combine(void *dst, const void *src, int dtype, dcr_device_region_t r,
-                                   const uint8_t *active, int xor_op)
+                                   const uint8_t *active, int op)
 {
     unsigned es = dcr_dk_dtype_size(dtype);
     size_t n = (size_t)(r.rows * r.cols);
-    HARNESS_ELEMENTWISE(n, i, dcr_dk_combine(dst, src, es, dtype, r, active, xor_op, i));
+    HARNESS_ELEMENTWISE(n, i, dcr_dk_combine(dst, src, es, dtype, r, active, op, i));
 }
 
 static inline void harness_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,

@@ -136,17 +136,21 @@ static void oracle_placeholder(dcr_dtype_t dt, void *dst, size_t n, const int64_
     (void)n;
 }
 
-/* A full pass over a region, element by element in row-major order. */
+/* A full pass over a region, element by element in row-major order; the
+ * activity byte of (row, col) is row-major unless the region places it. */
 static void oracle_combine(dcr_dtype_t dt, char *dst, const char *src, dcr_device_region_t r,
-                           const uint8_t *active, bool xor_op)
+                           const uint8_t *active, int op)
 {
     int64_t es = (int64_t)dcr_dtype_size(dt);
+    bool placed = r.act_row != 0 || r.act_col != 0;
     for (int64_t row = 0; row < r.rows; row++)
         for (int64_t col = 0; col < r.cols; col++) {
             char *p = dst + (row * r.dst_row + col * r.dst_col) * es;
             uint64_t v = dcr_dtype_load_bits(dt, src + (row * r.src_row + col * r.src_col) * es);
-            bool take = active ? active[row * r.cols + col] != 0 : !dcr_dtype_bits_isnan(dt, v);
-            if (xor_op)
+            int64_t a = placed ? row * r.act_row + col * r.act_col : row * r.cols + col;
+            bool take = op == DCR_DEVICE_ASSIGN ||
+                        (active ? active[a] != 0 : !dcr_dtype_bits_isnan(dt, v));
+            if (op == DCR_DEVICE_XOR)
                 dcr_dtype_store_bits(dt, p, dcr_dtype_load_bits(dt, p) ^ v);
             else if (take)
                 dcr_dtype_store_bits(dt, p, v);
@@ -167,7 +171,7 @@ static const int64_t suite_shapes[][2] = {{0, 5}, {1, 1}, {3, 1}, {37, 53}, {64,
 static suite_region_case_t suite_region(size_t shape, int flip)
 {
     int64_t rows = suite_shapes[shape][0], cols = suite_shapes[shape][1];
-    suite_region_case_t c = {{rows, cols, 1, rows, cols, 1}, 0, (size_t)(rows * cols)};
+    suite_region_case_t c = {{rows, cols, 1, rows, cols, 1, 0, 0}, 0, (size_t)(rows * cols)};
     if (flip) {
         c.r.dst_row = cols;
         c.r.dst_col = -1;
@@ -374,11 +378,11 @@ static void conf_apply(dcr_device_t *d)
  * whole destination buffer (the region starts at c->origin), act NULL or
  * the activity map. */
 typedef void (*suite_combine_fn)(void *arg, dcr_dtype_t dt, char *dst, const char *src,
-                                 const suite_region_case_t *c, const uint8_t *act, bool xor_op);
+                                 const suite_region_case_t *c, const uint8_t *act, int op);
 
-/* Full passes over strided regions, the three rules (XOR, placeholder,
- * activity map), every dtype, each run by fn and compared with
- * oracle_combine. */
+/* Full passes over strided regions, the five rules (XOR, placeholder,
+ * activity map row-major and placed like the source, assign), every dtype,
+ * each run by fn and compared with oracle_combine. */
 static void suite_combine_regions(uint64_t salt, suite_combine_fn fn, void *arg)
 {
     dcr_rng_t rng;
@@ -386,9 +390,16 @@ static void suite_combine_regions(uint64_t salt, suite_combine_fn fn, void *arg)
     for (size_t di = 0; di < SUITE_NDTYPES; di++)
         for (size_t sh = 0; sh < SUITE_NSHAPES; sh++)
             for (int flip = 0; flip < 2; flip++)
-                for (int rule = 0; rule < 3; rule++) {
+                for (int rule = 0; rule < 5; rule++) {
                     dcr_dtype_t dt = suite_dtypes[di];
                     suite_region_case_t c = suite_region(sh, flip);
+                    if (rule == 3) { /* a placed map: transposed against the region */
+                        c.r.act_row = 1;
+                        c.r.act_col = c.r.rows;
+                    }
+                    int op = rule == 0   ? DCR_DEVICE_XOR
+                             : rule == 4 ? DCR_DEVICE_ASSIGN
+                                         : DCR_DEVICE_OVERWRITE;
                     size_t es = dcr_dtype_size(dt), bytes = c.elems * es;
                     char *src = malloc(bytes + 1), *want = malloc(bytes + 1);
                     char *got = malloc(bytes + 1);
@@ -397,9 +408,9 @@ static void suite_combine_regions(uint64_t salt, suite_combine_fn fn, void *arg)
                     for (size_t i = 0; i < c.elems; i++) /* any non-zero byte is active */
                         active[i] = dcr_rng_below(&rng, 2) ? (uint8_t)(1 + i % 255) : 0;
                     memcpy(want, got, bytes);
-                    const uint8_t *act = rule == 2 ? active : NULL;
-                    oracle_combine(dt, want + c.origin * (int64_t)es, src, c.r, act, rule == 0);
-                    fn(arg, dt, got, src, &c, act, rule == 0);
+                    const uint8_t *act = rule == 2 || rule == 3 ? active : NULL;
+                    oracle_combine(dt, want + c.origin * (int64_t)es, src, c.r, act, op);
+                    fn(arg, dt, got, src, &c, act, op);
                     if (bytes && memcmp(got, want, bytes))
                         fail_msg("seed %llu: combine %s %lldx%lld flip=%d rule=%d differs",
                                  (unsigned long long)g_seed, dcr_dtype_name(dt),
@@ -413,7 +424,7 @@ static void suite_combine_regions(uint64_t salt, suite_combine_fn fn, void *arg)
 
 /* suite_combine_fn through a device: up, combine, down. */
 static void suite_combine_on_device(void *arg, dcr_dtype_t dt, char *dst, const char *src,
-                                    const suite_region_case_t *c, const uint8_t *act, bool xor_op)
+                                    const suite_region_case_t *c, const uint8_t *act, int op)
 {
     dcr_device_t *d = arg;
     dcr_device_stream_t *s = NULL;
@@ -422,7 +433,7 @@ static void suite_combine_on_device(void *arg, dcr_dtype_t dt, char *dst, const 
     void *ddst = suite_up(d, s, dst, bytes), *dsrc = suite_up(d, s, src, bytes);
     void *dact = act ? suite_up(d, s, act, c->elems) : NULL;
     assert_int_equal(dcr_device_combine(d, s, (char *)ddst + c->origin * (int64_t)es, dsrc, &c->r,
-                                        dact, dt, xor_op ? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE),
+                                        dact, dt, (dcr_device_op_t)op),
                      DCR_OK);
     suite_down(d, s, dst, ddst, bytes);
     dcr_device_free(d, ddst);
@@ -454,7 +465,7 @@ static void conf_errors(dcr_device_t *d)
     assert_int_equal(dcr_device_detect(d, s, buf, buf, 4, 8, buf, buf, &count), DCR_EINVAL);
     assert_int_equal(dcr_device_detect(d, NULL, buf, buf, 4, 2, buf, buf, &count), DCR_EINVAL);
     assert_int_equal(dcr_device_scatter(d, s, NULL, 2, buf, buf, 1, DCR_DEVICE_XOR), DCR_EINVAL);
-    dcr_device_region_t r4 = dcr_device_region_flat(4), neg = {-1, 4, 4, 1, 4, 1};
+    dcr_device_region_t r4 = dcr_device_region_flat(4), neg = {-1, 4, 4, 1, 4, 1, 0, 0};
     assert_int_equal(dcr_device_combine(d, s, buf, buf, &r4, NULL, DCR_DTYPE_COUNT, DCR_DEVICE_XOR),
                      DCR_EINVAL);
     assert_int_equal(

@@ -196,7 +196,8 @@ static void test_harness_apply(void **state)
                         oracle_placeholder(dt, want, n, idx, val, count);
                     harness_fill(scratch, (unsigned)es, base_word, n);
                     harness_scatter(scratch, (unsigned)es, idx, val, count, 0);
-                    harness_combine(got, scratch, (int)dt, dcr_device_region_flat(n), NULL, xor_op);
+                    harness_combine(got, scratch, (int)dt, dcr_device_region_flat(n), NULL,
+                                    xor_op ? DCR_DK_XOR : DCR_DK_OVERWRITE);
                     harness_reset(scratch, (unsigned)es, idx, count, base_word);
                     if (bytes && memcmp(got, want, bytes))
                         fail_msg("seed %llu: harness full %s %s n=%zu rate=%g differs",
@@ -220,10 +221,10 @@ static void test_harness_apply(void **state)
 
 /* The combine kernel over strided regions under the harness. */
 static void combine_on_harness(void *arg, dcr_dtype_t dt, char *dst, const char *src,
-                               const suite_region_case_t *c, const uint8_t *act, bool xor_op)
+                               const suite_region_case_t *c, const uint8_t *act, int op)
 {
     size_t es = dcr_dtype_size(dt);
-    harness_combine(dst + c->origin * (int64_t)es, src, (int)dt, c->r, act, xor_op);
+    harness_combine(dst + c->origin * (int64_t)es, src, (int)dt, c->r, act, op);
 }
 
 static void test_harness_combine_regions(void **state)
