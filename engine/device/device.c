@@ -241,11 +241,11 @@ dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *d
                                 const dcr_device_region_t *region, const uint8_t *active,
                                 dcr_dtype_t dtype, dcr_device_op_t op)
 {
-    DCR_CHECK(dcr__need(d, "combine",
-                        s != NULL && region != NULL && (unsigned)dtype < DCR_DTYPE_COUNT &&
-                            (op == DCR_DEVICE_XOR || op == DCR_DEVICE_OVERWRITE ||
-                             op == DCR_DEVICE_ASSIGN),
-                        "a stream, a region, a known dtype and op XOR, OVERWRITE or ASSIGN"));
+    DCR_CHECK(dcr__need(
+        d, "combine",
+        s != NULL && region != NULL && (unsigned)dtype < DCR_DTYPE_COUNT &&
+            (op == DCR_DEVICE_XOR || op == DCR_DEVICE_OVERWRITE || op == DCR_DEVICE_ASSIGN),
+        "a stream, a region, a known dtype and op XOR, OVERWRITE or ASSIGN"));
     DCR_CHECK(dcr__need(d, "combine", region->rows >= 0 && region->cols >= 0,
                         "a region of non-negative extents"));
     DCR_CHECK(dcr__need(d, "combine", op == DCR_DEVICE_OVERWRITE || active == NULL,

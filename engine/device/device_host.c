@@ -173,7 +173,9 @@ static dcr_status_t dcr__cpu_combine(dcr_device_t *d, dcr_device_stream_t *s, vo
             for (int64_t j = 0; j < r.cols; j++) dp[j] ^= sp[j];
         } else {
             /* dcr_dk_combine's rule, its row and column known. */
-            const uint8_t *act = !active ? NULL : act_rowmajor ? active + i0 : active + row * r.act_row;
+            const uint8_t *act = !active        ? NULL
+                                 : act_rowmajor ? active + i0
+                                                : active + row * r.act_row;
             int64_t act_step = act_rowmajor ? 1 : r.act_col;
             for (int64_t j = 0; j < r.cols; j++)
                 dcr_dk_combine_at(dst, row * r.dst_row + j * r.dst_col, src,

@@ -272,9 +272,10 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
         memcpy(r->map_val + m * es, r->cur_val + k * es, es);
         m++;
     }
-    if (r->host) return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
-    DCR_CHECK(dcr__device_up(r, &r->up_map_idx, &r->up_map_idx_cap, r->map_idx,
-                             m * sizeof(*r->map_idx)));
+    if (r->host)
+        return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
+    DCR_CHECK(
+        dcr__device_up(r, &r->up_map_idx, &r->up_map_idx_cap, r->map_idx, m * sizeof(*r->map_idx)));
     DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * es));
     return dcr_device_scatter(r->dev, r->stream, base, es, r->up_map_idx, r->up_map_val, m, op);
 }
@@ -536,12 +537,10 @@ static dcr_status_t dcr__overwrite_device(dcr_receiver_t *r, const dcr_load_writ
 {
     bool first;
     if (w->src.dtype != w->dst.dtype || r->cur_plan->overlap)
-        return dcr__device_unsupported(r, r->cur_name,
-                                       r->cur_plan->overlap ? "overlapping copies"
-                                                            : "a converting copy_");
+        return dcr__device_unsupported(
+            r, r->cur_name, r->cur_plan->overlap ? "overlapping copies" : "a converting copy_");
     DCR_CHECK(dcr__first_copy(r, w, &first));
-    if (!first)
-        return dcr__device_unsupported(r, r->cur_name, "a second copy_ into one view");
+    if (!first) return dcr__device_unsupported(r, r->cur_name, "a second copy_ into one view");
     if (r->cur_mode == DCR__FULL_TRACKED && w->src_active == NULL) return DCR_OK;
     const dcr_view_t *act = r->cur_mode == DCR__FULL_TRACKED ? w->src_active : NULL;
     return dcr__combine_views(r, &w->dst, &w->src, NULL, act, DCR_DEVICE_OVERWRITE);

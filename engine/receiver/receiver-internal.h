@@ -138,6 +138,12 @@ struct dcr_receiver {
     dcr_payload_policy_t policy;
 };
 
+/* receiver.c: create on a backend table instead of cfg->device (NULL:
+ * by name), for tests that run a backend whose props differ from the
+ * registered ones (a host-memory table that says host_addressable false). */
+dcr_status_t dcr__receiver_create_on(const dcr_device_ops_t *ops, const dcr_receiver_config_t *cfg,
+                                     dcr_receiver_t **out_p);
+
 /* prewarm.c */
 void dcr__plans_free(dcr_receiver_t *r);
 

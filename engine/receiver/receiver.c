@@ -89,10 +89,10 @@ dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, 
  * (cuda), resident storage moves into one arena of the device: the
  * parameters are placed there (their handles stay; the arena starts zeroed
  * like the parameters it replaces), and a word for fill_ is kept beside it. */
-static dcr_status_t dcr__device_create(dcr_receiver_t *r)
+static dcr_status_t dcr__device_create(dcr_receiver_t *r, const dcr_device_ops_t *ops)
 {
     const char *name = r->cfg.device ? r->cfg.device : "cpu";
-    DCR_CHECK(dcr_device_open(name, &r->dev));
+    DCR_CHECK(ops ? ops->open(0, &r->dev) : dcr_device_open(name, &r->dev));
     r->host = dcr_device_backend(r->dev)->props.host_addressable;
     DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, 0, &r->stream));
     if (r->host || r->cfg.shape_only) return DCR_OK;
@@ -123,13 +123,13 @@ static dcr_status_t dcr__staging_create(dcr_receiver_t *r)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__receiver_init(dcr_receiver_t *r)
+static dcr_status_t dcr__receiver_init(dcr_receiver_t *r, const dcr_device_ops_t *ops)
 {
     DCR_CHECK(
         dcr_loader_create(r->cfg.loader, r->cfg.loader_config, r->cfg.shape_only, &r->loader));
     r->params = dcr_loader_params(r->loader);
     DCR_CHECK(dcr_load_ctx_create(r->params, &r->ctx));
-    DCR_CHECK(dcr__device_create(r));
+    DCR_CHECK(dcr__device_create(r, ops));
     DCR_CHECK(dcr__scratch_create(r));
     DCR_CHECK(dcr_payload_create(&r->direct));
     size_t np = dcr_params_count(r->params);
@@ -141,6 +141,12 @@ static dcr_status_t dcr__receiver_init(dcr_receiver_t *r)
 
 dcr_status_t dcr_receiver_create(const dcr_receiver_config_t *cfg, dcr_receiver_t **out_p)
 {
+    return dcr__receiver_create_on(NULL, cfg, out_p);
+}
+
+dcr_status_t dcr__receiver_create_on(const dcr_device_ops_t *ops, const dcr_receiver_config_t *cfg,
+                                     dcr_receiver_t **out_p)
+{
     if (out_p == NULL) return dcr_error_set(DCR_EINVAL, "receiver_create: out_p is NULL");
     DCR_CHECK(dcr__config_check(cfg));
     dcr_receiver_t *r = calloc(1, sizeof(*r));
@@ -148,7 +154,7 @@ dcr_status_t dcr_receiver_create(const dcr_receiver_config_t *cfg, dcr_receiver_
     r->cfg = *cfg;
     r->inv = cfg->inventory;
     atomic_init(&r->staged, 0);
-    dcr_status_t st = dcr__receiver_init(r);
+    dcr_status_t st = dcr__receiver_init(r, ops);
     if (st != DCR_OK) {
         dcr_receiver_destroy(r);
         return st;
@@ -229,8 +235,9 @@ static dcr_status_t dcr__load_dense_device(dcr_receiver_t *r, const char *name,
                                            const dcr_view_t *tensor)
 {
     if (!dcr_view_is_contiguous(tensor) || tensor->storage->data == NULL)
-        return dcr_error_set(DCR_EINVAL, "load_dense %s: a device load needs a contiguous view "
-                                         "with data",
+        return dcr_error_set(DCR_EINVAL,
+                             "load_dense %s: a device load needs a contiguous view "
+                             "with data",
                              name);
     size_t es = dcr_dtype_size(tensor->dtype), bytes = (size_t)dcr_view_numel(tensor) * es;
     r->base = DCR__BASE_NONE;

@@ -86,10 +86,16 @@ typedef struct dcr_receiver_config {
     dcr_mask_mode_t mask;
     /* Keep the written regions of the current attempt for dcr_receiver_check. */
     bool track_written;
-    /* Where scratch, the activity map and the record application live
-     * (engine/device): NULL or "cpu", "cuda" or "auto". The loader's tensor
-     * ops run on host memory, so only a device whose buffers the host can
-     * address is accepted; another fails create with DCR_EUNSUPPORTED. */
+    /* Where resident storage, scratch, the activity map and the record
+     * application live (engine/device): NULL or "cpu", "cuda" or "auto".
+     * On a device the host cannot address (cuda) the parameters live in
+     * one device arena, dense loads go up through scratch and equal,
+     * digests and check read back through copies; the loader's
+     * new-storage ops (cast, cat, map, blockwise), converting or
+     * overlapping copies and repeated copies into one view run on host
+     * memory only, so a tensor whose path needs them fails its dense load
+     * or item with DCR_EUNSUPPORTED naming it. Resident files need a host
+     * device. */
     const char *device;
 } dcr_receiver_config_t;
 

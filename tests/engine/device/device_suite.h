@@ -148,8 +148,8 @@ static void oracle_combine(dcr_dtype_t dt, char *dst, const char *src, dcr_devic
             char *p = dst + (row * r.dst_row + col * r.dst_col) * es;
             uint64_t v = dcr_dtype_load_bits(dt, src + (row * r.src_row + col * r.src_col) * es);
             int64_t a = placed ? row * r.act_row + col * r.act_col : row * r.cols + col;
-            bool take = op == DCR_DEVICE_ASSIGN ||
-                        (active ? active[a] != 0 : !dcr_dtype_bits_isnan(dt, v));
+            bool take =
+                op == DCR_DEVICE_ASSIGN || (active ? active[a] != 0 : !dcr_dtype_bits_isnan(dt, v));
             if (op == DCR_DEVICE_XOR)
                 dcr_dtype_store_bits(dt, p, dcr_dtype_load_bits(dt, p) ^ v);
             else if (take)
