@@ -293,6 +293,38 @@ static void test_probe_without_data(void **state)
     fixture_free(&f);
 }
 
+/* Device mode: views and copies reach the hooks untouched; the ops that
+ * would compute on host memory refuse with one line naming the tensor and
+ * the op (the input has no data: a host read would fault); probe mode
+ * computes nothing, so it passes. */
+static void test_device_mode(void **state)
+{
+    fixture_t f;
+    fixture_init(&f, NULL);
+    seen_t s = {0};
+    dcr_storage_t phantom = {NULL, 64};
+    dcr_view_t vm = f.vm, vc = f.vc, vk = f.vk;
+    vm.storage = vc.storage = vk.storage = &phantom;
+    dcr_load_ctx_set_hooks(f.ctx, &rec_hooks, &s);
+    dcr_load_ctx_set_mode(f.ctx, (dcr_load_mode_t){.device = true});
+    assert_int_equal(dcr_loader_load(f.l, f.ctx, "m", &vm), DCR_OK);
+    assert_int_equal(s.copies, 1);
+    const char *what[2][2] = {{"c", "cast"}, {"k", "cat"}};
+    const dcr_view_t *in[2] = {&vc, &vk};
+    for (int i = 0; i < 2; i++) {
+        dcr_status_t st = dcr_loader_load(f.l, f.ctx, what[i][0], in[i]);
+        assert_int_equal(st, DCR_EUNSUPPORTED);
+        const char *line = dcr_error_line(st);
+        char want[32];
+        snprintf(want, sizeof(want), "load %s: %s", what[i][0], what[i][1]);
+        if (strstr(line, want) == NULL) fail_msg("'%s' lacks '%s'", line, want);
+        assert_null(strchr(line, '\n'));
+    }
+    dcr_load_ctx_set_mode(f.ctx, (dcr_load_mode_t){.device = true, .probe = true});
+    assert_int_equal(dcr_loader_load(f.l, f.ctx, "c", &vc), DCR_OK);
+    fixture_free(&f);
+}
+
 /* Tracked mode carries the activity map through cast, map and cat. */
 static void test_tracking(void **state)
 {
@@ -520,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_dense_plain),
         cmocka_unit_test(test_provenance),
         cmocka_unit_test(test_probe_without_data),
+        cmocka_unit_test(test_device_mode),
         cmocka_unit_test(test_tracking),
         cmocka_unit_test(test_nan_watch),
         cmocka_unit_test(test_misuse),
