@@ -13,10 +13,13 @@
 # a device-to-device copy of the same bytes, record application against a
 # dense host-to-device reload), `dcr construct --device cuda` (payloads
 # compared byte for byte with --device cpu), `dcr calibrate --device cuda
-# --out FILE` (GPU-side detect and apply costs for the simulator). `dcr bench
-# --device cuda` is probed and reported NOT WIRED while it refuses (exit 2):
-# its receivers keep resident storage in host memory until the loader's
-# tensor ops have device versions (engine/device/WIRING.md).
+# --out FILE` (GPU-side detect and apply costs for the simulator). Receivers
+# with resident storage on the GPU run in test_receiver_device --gpu (views
+# paths: dense loads, sparse, full XOR, placeholder and tracked passes,
+# against the CPU path's dense load). `dcr bench --device cuda` is probed
+# and reported NOT WIRED while the CLI refuses it (exit 2): its
+# configuration has no device for its receivers yet (engine/device/WIRING.md,
+# "Bench and calibrate plumbing").
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -48,14 +51,14 @@ if ! timeout "$(cap 150)" cmake -S . -B "$build" -DDCR_WERROR=ON -DDCR_WITH_CUDA
     fail "configure (see $log.configure.log): $(grep -m1 -i error "$log.configure.log")"
 elif ! grep -q "dcr: CUDA ON" "$log.configure.log"; then
     fail "configure: CMake found no CUDA compiler ($(grep -m1 'dcr: CUDA' "$log.configure.log"))"
-elif ! timeout "$(cap 300)" cmake --build "$build" -j "$jobs" --target test_device test_device_gpu test_device_nvtx \
+elif ! timeout "$(cap 300)" cmake --build "$build" -j "$jobs" --target test_device test_device_gpu test_device_nvtx test_receiver_device \
         >"$log.build.log" 2>&1; then
     fail "build (see $log.build.log): $(grep -m1 -E 'error' "$log.build.log")"
 else
     note "build with CUDA: ok in $(elapsed) s"
 fi
 
-# 2. Tests. On a GPU machine the GPU suite must run: a skip is a failure here.
+# 2. Tests. On a GPU machine the GPU suites must run: a skip is a failure here.
 if [ -x "$build/test_device" ]; then
     if timeout "$(cap 120)" "$build/test_device" >"$log.test_device.log" 2>&1; then
         note "PASS test_device (CPU harness of every kernel, cpu backend)"
@@ -86,6 +89,15 @@ if [ -x "$build/test_device_gpu" ]; then
     else
         fail "test_device_gpu --bench: $(tail -1 "$log.bench.log")"
     fi
+fi
+if [ -x "$build/test_receiver_device" ]; then
+    timeout "$(cap 120)" "$build/test_receiver_device" --gpu >"$log.test_receiver_device_gpu.log" 2>&1
+    rc=$?
+    case $rc in
+    0) note "PASS test_receiver_device --gpu (resident storage on the GPU against the CPU path)" ;;
+    77) fail "test_receiver_device --gpu skipped: $(head -1 "$log.test_receiver_device_gpu.log")" ;;
+    *) fail "test_receiver_device --gpu rc=$rc: $(grep -m1 -E 'ERROR|FAIL|error' "$log.test_receiver_device_gpu.log")" ;;
+    esac
 fi
 
 # 4. CLI commands with --device cuda: reported NOT WIRED until they take it.

@@ -447,34 +447,39 @@ static void test_nan_values_tracked(void **state)
 
 /* The far device, every pass: sparse and full, placeholder and tracked
  * masks, with the post-apply check, against the CPU path's dense load. */
-static void test_far_refits(void **state)
+static void views_refits(const char *device, bool far)
 {
-    (void)state;
     uint64_t seed = 0xFA5;
     for (int m = 0; m < 4; m++) {
         dcr_receiver_config_t base = {.loader = "cube.views", .track_written = true};
+        base.device = device;
         base.full_pass = m & 1;
         base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
         char what[96];
-        snprintf(what, sizeof(what), "far device full_pass %d mask %s", m & 1,
+        snprintf(what, sizeof(what), "%s device full_pass %d mask %s", far ? "far" : device, m & 1,
                  m & 2 ? "tracked" : "placeholder");
-        refits_on(&base, true, seed++, what);
+        refits_on(&base, far, seed++, what);
     }
+}
+
+static void test_far_refits(void **state)
+{
+    (void)state;
+    views_refits(NULL, true);
 }
 
 /* NaN-valued overwrite records on the far device: the placeholder pass
  * leaves them, the tracked pass applies them through the activity map the
  * load context carried, laid out like the copy's source. */
-static void test_far_nan_values(void **state)
+static void nan_values_on(const char *device, bool far)
 {
-    (void)state;
     assert_int_equal(dcr_loader_register(&views_ops), DCR_OK);
     dcr_inventory_t *inv = cube_inventory();
     dcr_rng_t rng;
     dcr_rng_seed(&rng, 78);
     dcr_storage_t **w = rt_tensors(inv, &rng), **n = rt_tensors(inv, NULL);
-    dcr_receiver_config_t base = {.loader = "cube.views", .full_pass = true};
-    dcr_receiver_t *r = receiver_on(inv, &base, true);
+    dcr_receiver_config_t base = {.loader = "cube.views", .full_pass = true, .device = device};
+    dcr_receiver_t *r = receiver_on(inv, &base, far);
     assert_int_equal(dcr_receiver_load_dense_all(r, w), DCR_OK);
     assert_int_equal(dcr_receiver_prewarm(r), DCR_OK);
     for (size_t t = 0; t < dcr_inventory_count(inv); t++)
@@ -503,6 +508,21 @@ static void test_far_nan_values(void **state)
     rt_tensors_free(w, inv);
     rt_tensors_free(n, inv);
     dcr_inventory_destroy(inv);
+}
+
+static void test_far_nan_values(void **state)
+{
+    (void)state;
+    nan_values_on(NULL, true);
+}
+
+/* The same on a GPU (`test_receiver_device --gpu`, CTest's
+ * test_receiver_device_gpu): the cuda backend itself. */
+static void test_cuda_views(void **state)
+{
+    (void)state;
+    views_refits("cuda", false);
+    nan_values_on("cuda", false);
 }
 
 /* A path with a host-computed op (the cube's map) is refused on the far
@@ -558,8 +578,23 @@ static void test_refusals(void **state)
     dcr_inventory_destroy(inv);
 }
 
-int main(void)
+/* --gpu: the cuda receiver only; exit 77 (CTest: skipped) without a CUDA
+ * build or a GPU. */
+static int gpu_main(void)
 {
+    const dcr_device_ops_t *cuda = dcr_device_find("cuda");
+    if (cuda == NULL || cuda->count() <= 0) {
+        printf("test_receiver_device --gpu: skipped: %s\n",
+               cuda ? "no GPU found" : "this build has no CUDA backend");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cuda_views)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--gpu") == 0) return gpu_main();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refits_on_devices),    cmocka_unit_test(test_nan_values_tracked),
         cmocka_unit_test(test_far_refits),           cmocka_unit_test(test_far_nan_values),
