@@ -200,8 +200,26 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
 
 /* ---- testbed cases ---------------------------------------------------------------- */
 
-void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                          const char **args_p)
+dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap)
+{
+    const dcr_scenario_spec_t *sc = &c->scenario;
+    int n = snprintf(
+        buf, cap,
+        "--model %s --scale %d --layers %d --train-nodes %d --gpus-per-node %d --tp %d "
+        "--rollout-nodes %d --receivers-per-node %d --serve-tp %d --transport %s "
+        "--change-rate %.17g --link-gbps %.17g --flow-gbps %.17g --latency-ms %.17g "
+        "--warmup %d --refits %d%s",
+        sc->model, sc->scale, sc->layers, sc->train.nodes, sc->train.gpus_per_node, sc->train.tp,
+        c->serve.nodes, c->serve.gpus_per_node ? c->serve.gpus_per_node : c->serve.tp, c->serve.tp,
+        c->transport, c->change_rate, c->link.cross_gbps, c->link.flow_gbps, c->link.latency_ms,
+        c->warmup, c->refits, c->verify ? "" : " --no-verify");
+    if (n < 0 || (size_t)n >= cap)
+        return dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
+                             cap);
+    return DCR_OK;
+}
+
+void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
 {
     (void)i; /* one case so far */
     dcr_bench_config_t c = dcr__short();
@@ -209,7 +227,6 @@ void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
     c.link.latency_ms = 0;
     *cfg_p = c;
     *name_p = "testbed: qwen3-30b objstore 3%, 2+2 hosts";
-    *args_p = "--flow-gbps 0 --latency-ms 0 --warmup 1 --refits 5 --no-verify";
 }
 
 /* Runs a shell command; its exit status (-1: it did not run or was killed). */
@@ -283,10 +300,11 @@ static dcr_status_t dcr__measured_from_json(const json_t *j, dcr_sim_validation_
 }
 
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
-                                      const char *args, const dcr_sim_calibration_t *cal,
+                                      const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p)
 {
-    char err[64], cmd[2048];
+    char err[64], args[DCR_SIM_BENCH_ARGS_MAX], cmd[2048 + DCR_SIM_BENCH_ARGS_MAX];
+    DCR_CHECK(dcr_sim_bench_args(bench, args, sizeof(args)));
     snprintf(err, sizeof(err), "/tmp/dcr-sim-testbed-%d.err", (int)getpid());
     snprintf(cmd, sizeof(cmd), "'%s' bench --testbed netns --testbed-id %d --json %s 2>%s", cli, id,
              args, err);
