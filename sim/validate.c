@@ -200,19 +200,31 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
 
 /* ---- testbed cases ---------------------------------------------------------------- */
 
+/* The shortest of %.15g and %.17g that reads back as v: a flag that runs
+ * exactly v and reads as the value a person would type (0.03, not
+ * 0.029999999999999999). */
+static const char *dcr__exact(double v, char buf[32])
+{
+    snprintf(buf, 32, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, 32, "%.17g", v);
+    return buf;
+}
+
 dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap)
 {
     const dcr_scenario_spec_t *sc = &c->scenario;
+    char rate[32], cross[32], flow[32], latency[32];
     int n = snprintf(
         buf, cap,
         "--model %s --scale %d --layers %d --train-nodes %d --gpus-per-node %d --tp %d "
         "--rollout-nodes %d --receivers-per-node %d --serve-tp %d --transport %s "
-        "--change-rate %.17g --link-gbps %.17g --flow-gbps %.17g --latency-ms %.17g "
+        "--change-rate %s --link-gbps %s --flow-gbps %s --latency-ms %s "
         "--warmup %d --refits %d%s",
         sc->model, sc->scale, sc->layers, sc->train.nodes, sc->train.gpus_per_node, sc->train.tp,
         c->serve.nodes, c->serve.gpus_per_node ? c->serve.gpus_per_node : c->serve.tp, c->serve.tp,
-        c->transport, c->change_rate, c->link.cross_gbps, c->link.flow_gbps, c->link.latency_ms,
-        c->warmup, c->refits, c->verify ? "" : " --no-verify");
+        c->transport, dcr__exact(c->change_rate, rate), dcr__exact(c->link.cross_gbps, cross),
+        dcr__exact(c->link.flow_gbps, flow), dcr__exact(c->link.latency_ms, latency), c->warmup,
+        c->refits, c->verify ? "" : " --no-verify");
     if (n < 0 || (size_t)n >= cap)
         return dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
                              cap);
