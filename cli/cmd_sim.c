@@ -576,10 +576,12 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
     bool engine = !o->validate_only || !strcmp(o->validate_only, "engine");
     for (int i = 0; engine && i < DCR_SIM_VALIDATION_CASES; i++) {
         dcr_bench_config_t cfg;
-        const char *name, *args;
-        dcr_sim_validation_case(i, &cfg, &name, &args);
+        const char *name;
+        char args[DCR_SIM_BENCH_ARGS_MAX];
+        dcr_sim_validation_case(i, &cfg, &name);
+        dcr_status_t st = dcr_sim_bench_args(&cfg, args, sizeof(args));
         dcr_sim_validation_row_t row;
-        dcr_status_t st = dcr_sim_validate_one(&cfg, cal, &row);
+        if (st == DCR_OK) st = dcr_sim_validate_one(&cfg, cal, &row);
         if (st != DCR_OK) {
             json_decref(arr);
             dcr_error_prefix("validation case '%s': ", name);

@@ -67,27 +67,21 @@ static dcr_bench_config_t dcr__short(void)
     return c;
 }
 
-void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                             const char **args_p)
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
 {
     dcr_bench_config_t c = dcr__short();
-    const char *name = "", *args = "";
+    const char *name = "";
     switch (i) {
     case 0:
         name = "qwen3-30b objstore 3%";
-        args = "--warmup 1 --refits 5 --no-verify";
         break;
     case 1:
         name = "qwen3-30b relay 5%";
-        args = "--transport relay --change-rate 0.05 --warmup 1 --refits 5 --no-verify";
         c.transport = "relay";
         c.change_rate = 0.05;
         break;
     case 2:
         name = "qwen3-30b objstore 5%, 4 nodes, 0.1 Gbps";
-        args = "--rollout-nodes 4 --receivers-per-node 1 --serve-tp 1 --link-gbps 0.1 --flow-gbps "
-               "0.08 "
-               "--change-rate 0.05 --warmup 1 --refits 5 --no-verify";
         c.serve.nodes = 4;
         c.serve.gpus_per_node = 1;
         c.serve.tp = 1;
@@ -97,15 +91,10 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 3:
         name = "qwen2.5-0.5b objstore 1%, 1x2 train, 3 nodes";
-        args =
-            "--model qwen2.5-0.5b --scale 4 --layers 24 --train-nodes 1 --gpus-per-node 2 --tp 2 "
-            "--rollout-nodes 3 --receivers-per-node 1 --serve-tp 1 --change-rate 0.01 --warmup 1 "
-            "--refits 5 "
-            "--no-verify";
         c.scenario.model = "qwen2.5-0.5b";
         c.scenario.scale = 4;
         c.scenario.layers = 24;
-        c.scenario.train = (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0};
+        c.scenario.train = (dcr_train_config_t){1, 2, 2, 0, 1, 1, 0}; /* ETP: 1 (dense) */
         c.serve.nodes = 3;
         c.serve.gpus_per_node = 1;
         c.serve.tp = 1;
@@ -113,18 +102,12 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 4:
         name = "nemotron-3-nano relay 3%, 3 nodes";
-        args = "--model nemotron-3-nano-30b-a3b --scale 16 --layers 8 --transport relay "
-               "--rollout-nodes 3 "
-               "--warmup 1 --refits 5 --no-verify";
         c.scenario.model = "nemotron-3-nano-30b-a3b";
         c.transport = "relay";
         c.serve.nodes = 3;
         break;
     default:
         name = "qwen3-30b relay 1%, 4 nodes x 2, 0.1 Gbps";
-        args = "--transport relay --rollout-nodes 4 --link-gbps 0.1 --flow-gbps 0.08 --change-rate "
-               "0.01 "
-               "--warmup 1 --refits 5 --no-verify";
         c.transport = "relay";
         c.serve.nodes = 4;
         c.link.cross_gbps = 0.1;
@@ -134,7 +117,6 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
     }
     *cfg_p = c;
     *name_p = name;
-    *args_p = args;
 }
 
 /* The median refit latency: on a shared machine an occasional refit stalls

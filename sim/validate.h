@@ -18,10 +18,10 @@ dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *bench,
 #define DCR_SIM_VALIDATION_CASES 6
 
 /* The built-in validation cases: different models, change rates,
- * transports, node counts and link rates, each a short bench run. name_p
- * gets a short label and args_p the equivalent `dcr bench` flags. */
-void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                             const char **args_p);
+ * transports, node counts and link rates, each a short bench run. The
+ * configuration is the one description of a case (its `dcr bench` flags
+ * are rendered from it, dcr_sim_bench_args); name_p gets a short label. */
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p);
 
 typedef struct dcr_sim_validation_row {
     const char *name, *args;

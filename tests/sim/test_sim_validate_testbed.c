@@ -28,7 +28,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <jansson.h>
 
 #include "sim/calibrate.h"
 #include "sim/validate.h"
@@ -61,55 +60,6 @@ static void test_case_skipped_with_reason_when_not_root(void **state)
     /* Usage: the testbed flags need --validate; one line, exit 2. */
     assert_int_equal(sh("%s sim --validate-only testbed 2>&1", g_cli), 2);
     assert_non_null(strstr(g_out, "need --validate"));
-}
-
-/* A number of the config object in `dcr bench --json`'s output. */
-static double config_num(const json_t *config, const char *key)
-{
-    const json_t *v = json_object_get(config, key);
-    assert_true(json_is_number(v));
-    return json_number_value(v);
-}
-
-/* The testbed case is one configuration, and its bench flags are rendered
- * from it: the oracle is `dcr bench` itself, which parses the flags and
- * prints the configuration it ran (made small, and without the testbed, so
- * that it runs anywhere in seconds). */
-static void test_case_flags_run_its_configuration(void **state)
-{
-    (void)state;
-    dcr_bench_config_t cfg;
-    const char *name;
-    dcr_sim_testbed_case(0, &cfg, &name);
-    cfg.scenario.scale = 32;
-    cfg.scenario.layers = 1;
-    cfg.warmup = 0;
-    cfg.refits = 1;
-    char args[DCR_SIM_BENCH_ARGS_MAX];
-    assert_int_equal(dcr_sim_bench_args(&cfg, args, sizeof(args)), DCR_OK);
-    assert_int_equal(sh("%s bench %s --json 2>/dev/null", g_cli, args), 0);
-    json_error_t je;
-    json_t *j = json_loads(g_out, 0, &je);
-    assert_non_null(j);
-    const json_t *c = json_object_get(j, "config");
-    assert_non_null(c);
-    assert_string_equal(json_string_value(json_object_get(c, "model")), cfg.scenario.model);
-    assert_string_equal(json_string_value(json_object_get(c, "transport")), cfg.transport);
-    assert_int_equal((int)config_num(c, "scale"), cfg.scenario.scale);
-    assert_int_equal((int)config_num(c, "layers"), cfg.scenario.layers);
-    assert_int_equal((int)config_num(c, "train_nodes"), cfg.scenario.train.nodes);
-    assert_int_equal((int)config_num(c, "gpus_per_node"), cfg.scenario.train.gpus_per_node);
-    assert_int_equal((int)config_num(c, "tp"), cfg.scenario.train.tp);
-    assert_int_equal((int)config_num(c, "rollout_nodes"), cfg.serve.nodes);
-    assert_int_equal((int)config_num(c, "receivers_per_node"), cfg.serve.gpus_per_node);
-    assert_int_equal((int)config_num(c, "serve_tp"), cfg.serve.tp);
-    assert_true(config_num(c, "change_rate") == cfg.change_rate);
-    assert_true(config_num(c, "cross_gbps") == cfg.link.cross_gbps);
-    assert_true(config_num(c, "flow_gbps") == cfg.link.flow_gbps);
-    assert_true(config_num(c, "latency_ms") == cfg.link.latency_ms);
-    assert_int_equal((int)config_num(c, "warmup"), cfg.warmup);
-    assert_int_equal((int)config_num(c, "refits"), cfg.refits);
-    json_decref(j);
 }
 
 static void test_small_testbed_case(void **state)
@@ -164,7 +114,6 @@ int main(void)
     snprintf(g_cal, sizeof(g_cal), "%s/sim/calibrations/vm-2core.json", DCR_SOURCE_DIR);
     const struct CMUnitTest always[] = {
         cmocka_unit_test(test_case_skipped_with_reason_when_not_root),
-        cmocka_unit_test(test_case_flags_run_its_configuration),
     };
     int failed = cmocka_run_group_tests_name("not root", always, NULL, NULL);
     if (failed) return 1;
