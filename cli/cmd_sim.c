@@ -540,8 +540,10 @@ static dcr_status_t validate_testbed(const sim_opts_t *o, const dcr_sim_calibrat
     if (n > 0) cli[n] = '\0';
     for (int i = 0; i < DCR_SIM_TESTBED_CASES; i++) {
         dcr_bench_config_t cfg;
-        const char *name, *args;
-        dcr_sim_testbed_case(i, &cfg, &name, &args);
+        const char *name;
+        char args[DCR_SIM_BENCH_ARGS_MAX];
+        dcr_sim_testbed_case(i, &cfg, &name);
+        DCR_CHECK(dcr_sim_bench_args(&cfg, args, sizeof(args)));
         if (!usable) {
             if (o->json)
                 json_array_append_new(arr, json_pack("{s:s,s:s,s:s}", "case", name, "bench_args",
@@ -551,12 +553,12 @@ static dcr_status_t validate_testbed(const sim_opts_t *o, const dcr_sim_calibrat
             continue;
         }
         dcr_sim_validation_row_t row;
-        dcr_status_t st = dcr_sim_validate_testbed(cli, (int)o->testbed_id, &cfg, args, cal, &row);
+        dcr_status_t st = dcr_sim_validate_testbed(cli, (int)o->testbed_id, &cfg, cal, &row);
         if (st != DCR_OK) {
             dcr_error_prefix("validation case '%s': ", name);
             return st;
         }
-        char full[512];
+        char full[DCR_SIM_BENCH_ARGS_MAX + 64];
         snprintf(full, sizeof(full), "--testbed netns --testbed-id %lld %s",
                  (long long)o->testbed_id, args);
         print_validation_row(o, arr, name, full, &row);
@@ -574,10 +576,12 @@ static int validate(const sim_opts_t *o, const dcr_sim_calibration_t *cal)
     bool engine = !o->validate_only || !strcmp(o->validate_only, "engine");
     for (int i = 0; engine && i < DCR_SIM_VALIDATION_CASES; i++) {
         dcr_bench_config_t cfg;
-        const char *name, *args;
-        dcr_sim_validation_case(i, &cfg, &name, &args);
+        const char *name;
+        char args[DCR_SIM_BENCH_ARGS_MAX];
+        dcr_sim_validation_case(i, &cfg, &name);
+        dcr_status_t st = dcr_sim_bench_args(&cfg, args, sizeof(args));
         dcr_sim_validation_row_t row;
-        dcr_status_t st = dcr_sim_validate_one(&cfg, cal, &row);
+        if (st == DCR_OK) st = dcr_sim_validate_one(&cfg, cal, &row);
         if (st != DCR_OK) {
             json_decref(arr);
             dcr_error_prefix("validation case '%s': ", name);

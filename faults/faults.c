@@ -137,7 +137,7 @@ void dcr__faults_sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out)
+bool dcr__faults_take(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out)
 {
     if (!f) return false;
     bool hit = false;
@@ -147,13 +147,27 @@ bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fa
         if (a->kind != kind || (a->target >= 0 && a->target != target)) continue;
         if (f->seen[i]++ != a->nth) continue;
         *out = *a;
-        f->counts[kind]++;
         f->armed[i] = f->armed[--f->narmed]; /* spent */
         f->seen[i] = f->seen[f->narmed];
         hit = true;
     }
     pthread_mutex_unlock(&f->lock);
     return hit;
+}
+
+void dcr__faults_happened(dcr_faults_t *f, dcr_fault_kind_t kind)
+{
+    if (!f) return;
+    pthread_mutex_lock(&f->lock);
+    f->counts[kind]++;
+    pthread_mutex_unlock(&f->lock);
+}
+
+bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out)
+{
+    if (!dcr__faults_take(f, kind, target, out)) return false;
+    dcr__faults_happened(f, kind);
+    return true;
 }
 
 /* ---- control plane ------------------------------------------------------------ */

@@ -23,6 +23,12 @@ dcr_faults_t *dcr__faults_bound(void);
 /* Consumes one matching event of `kind` at `target`; true (and the fault in
  * *out) when an armed fault fires on it. f may be NULL (never fires). */
 bool dcr__faults_fire(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out);
+/* The two halves of dcr__faults_fire, for a fault that can fail to happen
+ * (a duplicate whose copy cannot be allocated): take consumes the armed
+ * fault without counting it; happened counts it (dcr_faults_counts) once it
+ * did its damage. f may be NULL. */
+bool dcr__faults_take(dcr_faults_t *f, dcr_fault_kind_t kind, int target, dcr_fault_t *out);
+void dcr__faults_happened(dcr_faults_t *f, dcr_fault_kind_t kind);
 
 /* One call reaching the control plane: fires control_down and
  * control_busy, and answers DCR_ECONTROL while the control plane is down,

@@ -174,15 +174,16 @@ static dcr_status_t faulty_finish(dcr_transport_t *t, int owner, uint64_t npaylo
     return dcr_transport_finish(ft(t)->inner, owner, npayloads);
 }
 
-/* The copy a duplicate fault keeps for the node's next recv. */
-static void keep_copy(faulty_transport_t *x, int node, const dcr_delivery_t *d)
+/* The copy a duplicate fault keeps for the node's next recv; false (nothing
+ * kept, the fault did not happen) when it cannot be allocated. */
+static bool keep_copy(faulty_transport_t *x, int node, const dcr_delivery_t *d)
 {
     dup_copy_t *c = calloc(1, sizeof(*c));
     if (c) c->data = malloc(d->len ? d->len : 1);
     if (!c || !c->data) {
         free(c);
         DCR_LOG_WARN("fault duplicate: no memory for a copy of %zu bytes; not duplicated", d->len);
-        return;
+        return false;
     }
     memcpy(c->data, d->data, d->len);
     c->len = d->len;
@@ -193,6 +194,7 @@ static void keep_copy(faulty_transport_t *x, int node, const dcr_delivery_t *d)
     }
     x->pending[node] = c;
     pthread_mutex_unlock(&x->lock);
+    return true;
 }
 
 /* The copy waiting for the node, moved to the handed-out list; NULL: none. */
@@ -241,9 +243,11 @@ static dcr_status_t faulty_recv(dcr_transport_t *t, int node, int timeout_ms, dc
     /* A payload reached the node: its receivers may die before taking it,
      * and it may come once more (the receivers drop the copy by rule). */
     dcr__faults_kill_on_node(x->f, DCR_FAULT_KILL_DELIVERY, node);
-    if (dcr__faults_fire(x->f, DCR_FAULT_DUPLICATE, node, &hit)) {
+    /* Counted only once the copy exists: a copy that cannot be allocated is
+     * a duplicate that never happened. */
+    if (dcr__faults_take(x->f, DCR_FAULT_DUPLICATE, node, &hit) && keep_copy(x, node, out_p)) {
         DCR_LOG_WARN("fault duplicate: rollout node %d receives a payload twice", node);
-        keep_copy(x, node, out_p);
+        dcr__faults_happened(x->f, DCR_FAULT_DUPLICATE);
     }
     return DCR_OK;
 }

@@ -67,27 +67,21 @@ static dcr_bench_config_t dcr__short(void)
     return c;
 }
 
-void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                             const char **args_p)
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
 {
     dcr_bench_config_t c = dcr__short();
-    const char *name = "", *args = "";
+    const char *name = "";
     switch (i) {
     case 0:
         name = "qwen3-30b objstore 3%";
-        args = "--warmup 1 --refits 5 --no-verify";
         break;
     case 1:
         name = "qwen3-30b relay 5%";
-        args = "--transport relay --change-rate 0.05 --warmup 1 --refits 5 --no-verify";
         c.transport = "relay";
         c.change_rate = 0.05;
         break;
     case 2:
         name = "qwen3-30b objstore 5%, 4 nodes, 0.1 Gbps";
-        args = "--rollout-nodes 4 --receivers-per-node 1 --serve-tp 1 --link-gbps 0.1 --flow-gbps "
-               "0.08 "
-               "--change-rate 0.05 --warmup 1 --refits 5 --no-verify";
         c.serve.nodes = 4;
         c.serve.gpus_per_node = 1;
         c.serve.tp = 1;
@@ -97,15 +91,10 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 3:
         name = "qwen2.5-0.5b objstore 1%, 1x2 train, 3 nodes";
-        args =
-            "--model qwen2.5-0.5b --scale 4 --layers 24 --train-nodes 1 --gpus-per-node 2 --tp 2 "
-            "--rollout-nodes 3 --receivers-per-node 1 --serve-tp 1 --change-rate 0.01 --warmup 1 "
-            "--refits 5 "
-            "--no-verify";
         c.scenario.model = "qwen2.5-0.5b";
         c.scenario.scale = 4;
         c.scenario.layers = 24;
-        c.scenario.train = (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0};
+        c.scenario.train = (dcr_train_config_t){1, 2, 2, 0, 1, 1, 0}; /* ETP: 1 (dense) */
         c.serve.nodes = 3;
         c.serve.gpus_per_node = 1;
         c.serve.tp = 1;
@@ -113,18 +102,12 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 4:
         name = "nemotron-3-nano relay 3%, 3 nodes";
-        args = "--model nemotron-3-nano-30b-a3b --scale 16 --layers 8 --transport relay "
-               "--rollout-nodes 3 "
-               "--warmup 1 --refits 5 --no-verify";
         c.scenario.model = "nemotron-3-nano-30b-a3b";
         c.transport = "relay";
         c.serve.nodes = 3;
         break;
     default:
         name = "qwen3-30b relay 1%, 4 nodes x 2, 0.1 Gbps";
-        args = "--transport relay --rollout-nodes 4 --link-gbps 0.1 --flow-gbps 0.08 --change-rate "
-               "0.01 "
-               "--warmup 1 --refits 5 --no-verify";
         c.transport = "relay";
         c.serve.nodes = 4;
         c.link.cross_gbps = 0.1;
@@ -134,7 +117,6 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
     }
     *cfg_p = c;
     *name_p = name;
-    *args_p = args;
 }
 
 /* The median refit latency: on a shared machine an occasional refit stalls
@@ -200,8 +182,38 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
 
 /* ---- testbed cases ---------------------------------------------------------------- */
 
-void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                          const char **args_p)
+/* The shortest of %.15g and %.17g that reads back as v: a flag that runs
+ * exactly v and reads as the value a person would type (0.03, not
+ * 0.029999999999999999). */
+static const char *dcr__exact(double v, char buf[32])
+{
+    snprintf(buf, 32, "%.15g", v);
+    if (strtod(buf, NULL) != v) snprintf(buf, 32, "%.17g", v);
+    return buf;
+}
+
+dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap)
+{
+    const dcr_scenario_spec_t *sc = &c->scenario;
+    char rate[32], cross[32], flow[32], latency[32];
+    int n = snprintf(
+        buf, cap,
+        "--model %s --scale %d --layers %d --train-nodes %d --gpus-per-node %d --tp %d "
+        "--rollout-nodes %d --receivers-per-node %d --serve-tp %d --transport %s "
+        "--change-rate %s --link-gbps %s --flow-gbps %s --latency-ms %s "
+        "--warmup %d --refits %d%s",
+        sc->model, sc->scale, sc->layers, sc->train.nodes, sc->train.gpus_per_node, sc->train.tp,
+        c->serve.nodes, c->serve.gpus_per_node ? c->serve.gpus_per_node : c->serve.tp, c->serve.tp,
+        c->transport, dcr__exact(c->change_rate, rate), dcr__exact(c->link.cross_gbps, cross),
+        dcr__exact(c->link.flow_gbps, flow), dcr__exact(c->link.latency_ms, latency), c->warmup,
+        c->refits, c->verify ? "" : " --no-verify");
+    if (n < 0 || (size_t)n >= cap)
+        return dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
+                             cap);
+    return DCR_OK;
+}
+
+void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
 {
     (void)i; /* one case so far */
     dcr_bench_config_t c = dcr__short();
@@ -209,7 +221,6 @@ void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
     c.link.latency_ms = 0;
     *cfg_p = c;
     *name_p = "testbed: qwen3-30b objstore 3%, 2+2 hosts";
-    *args_p = "--flow-gbps 0 --latency-ms 0 --warmup 1 --refits 5 --no-verify";
 }
 
 /* Runs a shell command; its exit status (-1: it did not run or was killed). */
@@ -283,10 +294,11 @@ static dcr_status_t dcr__measured_from_json(const json_t *j, dcr_sim_validation_
 }
 
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
-                                      const char *args, const dcr_sim_calibration_t *cal,
+                                      const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p)
 {
-    char err[64], cmd[2048];
+    char err[64], args[DCR_SIM_BENCH_ARGS_MAX], cmd[2048 + DCR_SIM_BENCH_ARGS_MAX];
+    DCR_CHECK(dcr_sim_bench_args(bench, args, sizeof(args)));
     snprintf(err, sizeof(err), "/tmp/dcr-sim-testbed-%d.err", (int)getpid());
     snprintf(cmd, sizeof(cmd), "'%s' bench --testbed netns --testbed-id %d --json %s 2>%s", cli, id,
              args, err);

@@ -18,10 +18,10 @@ dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *bench,
 #define DCR_SIM_VALIDATION_CASES 6
 
 /* The built-in validation cases: different models, change rates,
- * transports, node counts and link rates, each a short bench run. name_p
- * gets a short label and args_p the equivalent `dcr bench` flags. */
-void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                             const char **args_p);
+ * transports, node counts and link rates, each a short bench run. The
+ * configuration is the one description of a case (its `dcr bench` flags
+ * are rendered from it, dcr_sim_bench_args); name_p gets a short label. */
+void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name_p);
 
 typedef struct dcr_sim_validation_row {
     const char *name, *args;
@@ -53,9 +53,22 @@ dcr_status_t dcr_sim_validate_one(const dcr_bench_config_t *bench, const dcr_sim
  * fq are often missing), so the cases set both to 0. */
 #define DCR_SIM_TESTBED_CASES 1
 
-/* The i-th testbed case, as dcr_sim_validation_case. */
-void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
-                          const char **args_p);
+/* The i-th testbed case: its configuration, the one description of the
+ * case (its `dcr bench` flags are rendered from it, dcr_sim_bench_args),
+ * and a short label in name_p. */
+void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p);
+
+/* Room for dcr_sim_bench_args's flags, terminator included. */
+#define DCR_SIM_BENCH_ARGS_MAX 512
+
+/* The `dcr bench` flags that run configuration c: every field a validation
+ * case sets, written out explicitly (model, scale, layers, training nodes,
+ * GPUs per node and TP, rollout nodes, receivers per node, serving TP,
+ * transport, change rate, cross-cluster and per-flow Gbps, latency, warm-up
+ * and timed refits, --no-verify), so that the command's own defaults never
+ * matter; every other field must be dcr_bench_config_default()'s. DCR_EINVAL
+ * when they do not fit in cap bytes. */
+dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap);
 
 /* Whether this process can build a testbed: root, and a network namespace
  * that can be made and entered (probed as dcrtb-<id>-probe). False with the
@@ -63,14 +76,14 @@ void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p,
 bool dcr_sim_testbed_usable(int id, char *why, size_t cap);
 
 /* One testbed case: runs `cli bench --testbed netns --testbed-id id --json
- * args` (its roles are processes, so the measurement is a child process),
+ * <dcr_sim_bench_args(bench)>` (its roles are processes, so the measurement is a child process),
  * then simulates bench with the testbed's links and, as the store, the
  * per-request costs that run measured on the testbed before its refits
  * (testbed.store: put_ms after a PUT's bytes, get_ms as the store's latency
  * per request, list_ms plus the engine's poll as the delay before a
  * listing sees a payload). */
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
-                                      const char *args, const dcr_sim_calibration_t *cal,
+                                      const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p);
 
 #endif

@@ -639,6 +639,10 @@ static void test_duplicate_dropped_by_receivers(void **state)
         assert_int_equal(r.attempts, 1);
         /* Every receiver of node 0 dropped the copy. */
         assert_int_equal(r.duplicates, (uint64_t)p.serve.gpus_per_node);
+        /* Counted once, as it happened. */
+        int64_t counts[DCR_FAULT_KIND_COUNT];
+        dcr_faults_counts(f, counts);
+        assert_int_equal(counts[DCR_FAULT_DUPLICATE], 1);
         pipe_verify(&p, c);
         dcr_coord_destroy(c);
         pipe_close(&p, NULL, 0);

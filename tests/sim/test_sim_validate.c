@@ -7,15 +7,18 @@
  * machine varies by +-15% between runs on its own. The reference and
  * payload checks below do fail when the simulator is wrong: with its link
  * bandwidths halved (sim/platform.c) this test predicted a 4.25 s
- * reference for a measured 2.33 s and failed. */
+ * reference for a measured 2.33 s and failed. Also: every validation
+ * case's printed `dcr bench` flags run the case's configuration. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "sim/calibrate.h"
 #include "sim/validate.h"
@@ -27,8 +30,8 @@ static void test_validate_default_bench(void **state)
     dcr_sim_calibration_t cal;
     assert_int_equal(dcr_sim_calibrate(&opt, &cal), DCR_OK);
     dcr_bench_config_t cfg;
-    const char *name, *args;
-    dcr_sim_validation_case(0, &cfg, &name, &args);
+    const char *name;
+    dcr_sim_validation_case(0, &cfg, &name);
     dcr_sim_validation_row_t row;
     assert_int_equal(dcr_sim_validate_one(&cfg, &cal, &row), DCR_OK);
     printf("%s: measured %.3f s, predicted %.3f s (%+.1f%%); reference %.3f / %.3f s\n", name,
@@ -47,9 +50,77 @@ static void test_validate_default_bench(void **state)
     assert_true(fabs(row.predicted_payload / row.measured_payload - 1) < 0.25);
 }
 
+/* A number of the config object in `dcr bench --json`'s output. */
+static double config_num(const json_t *config, const char *key)
+{
+    const json_t *v = json_object_get(config, key);
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+/* Runs `dcr bench <the flags of cfg> --json` and checks that the
+ * configuration it reports is cfg: dcr bench itself, which parses the flags
+ * and prints what it ran, is the oracle of the rendering. */
+static void assert_flags_run(const char *name, const dcr_bench_config_t *cfg)
+{
+    char args[DCR_SIM_BENCH_ARGS_MAX], cmd[DCR_SIM_BENCH_ARGS_MAX + 1200];
+    assert_int_equal(dcr_sim_bench_args(cfg, args, sizeof(args)), DCR_OK);
+    const char *cli = getenv("DCR_CLI");
+    snprintf(cmd, sizeof(cmd), "'%s' bench %s --json 2>/dev/null", cli && *cli ? cli : DCR_CLI_PATH,
+             args);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    json_error_t je;
+    json_t *j = json_loadf(p, 0, &je);
+    int st = pclose(p);
+    if (!j || st != 0) fail_msg("%s: %s exited %d", name, cmd, st);
+    const json_t *c = json_object_get(j, "config");
+    assert_non_null(c);
+    assert_string_equal(json_string_value(json_object_get(c, "model")), cfg->scenario.model);
+    assert_string_equal(json_string_value(json_object_get(c, "transport")), cfg->transport);
+    assert_int_equal((int)config_num(c, "scale"), cfg->scenario.scale);
+    assert_int_equal((int)config_num(c, "layers"), cfg->scenario.layers);
+    assert_int_equal((int)config_num(c, "train_nodes"), cfg->scenario.train.nodes);
+    assert_int_equal((int)config_num(c, "gpus_per_node"), cfg->scenario.train.gpus_per_node);
+    assert_int_equal((int)config_num(c, "tp"), cfg->scenario.train.tp);
+    assert_int_equal((int)config_num(c, "etp"), cfg->scenario.train.etp);
+    assert_int_equal((int)config_num(c, "rollout_nodes"), cfg->serve.nodes);
+    assert_int_equal((int)config_num(c, "receivers_per_node"),
+                     cfg->serve.gpus_per_node ? cfg->serve.gpus_per_node : cfg->serve.tp);
+    assert_int_equal((int)config_num(c, "serve_tp"), cfg->serve.tp);
+    assert_true(config_num(c, "change_rate") == cfg->change_rate);
+    assert_true(config_num(c, "cross_gbps") == cfg->link.cross_gbps);
+    assert_true(config_num(c, "flow_gbps") == cfg->link.flow_gbps);
+    assert_true(config_num(c, "latency_ms") == cfg->link.latency_ms);
+    assert_int_equal((int)config_num(c, "warmup"), cfg->warmup);
+    assert_int_equal((int)config_num(c, "refits"), cfg->refits);
+    json_decref(j);
+}
+
+/* Every case, engine and testbed, is one configuration whose printed flags
+ * run that configuration (made one layer and one refit long, and the
+ * testbed case without the testbed, so that each runs anywhere in seconds). */
+static void test_case_flags_run_their_configuration(void **state)
+{
+    (void)state;
+    for (int i = 0; i < DCR_SIM_VALIDATION_CASES + DCR_SIM_TESTBED_CASES; i++) {
+        dcr_bench_config_t cfg;
+        const char *name;
+        if (i < DCR_SIM_VALIDATION_CASES)
+            dcr_sim_validation_case(i, &cfg, &name);
+        else
+            dcr_sim_testbed_case(i - DCR_SIM_VALIDATION_CASES, &cfg, &name);
+        cfg.scenario.layers = 1;
+        cfg.warmup = 0;
+        cfg.refits = 1;
+        assert_flags_run(name, &cfg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_case_flags_run_their_configuration),
         cmocka_unit_test(test_validate_default_bench),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
