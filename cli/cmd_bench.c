@@ -352,7 +352,12 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->store = o->store;
     c->s3_endpoint = o->s3_endpoint;
     c->keep_trace = o->trace || o->out;
-    DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes, &c->retain));
+    /* A run's flags as its role processes and `dcr faults --processes`
+     * parse them (o->role) are a --processes run's: the same default window,
+     * or the faults launcher would retain nothing and every restore that
+     * needs a retained version would fall back to a dense refit. */
+    DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes || o->role,
+                             &c->retain));
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     /* The launching run only: role processes join the plane it bootstrapped. */

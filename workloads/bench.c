@@ -25,6 +25,7 @@
 #include "workloads/interrupt.h"
 #include "workloads/readers.h"
 #include "workloads/retainer.h"
+#include "workloads/roles/refusals.h"
 #include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
 #include "workloads/workdir.h"
@@ -792,8 +793,8 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     res->requests = b->requests;
     res->request_mismatches = b->mismatches;
     res->owners = b->sc->layout->world;
-    /* With --processes the receivers live in the rollout-node processes; their
-     * refusals are not gathered here (yet). */
+    /* With --processes the receivers live in the rollout-node processes:
+     * their refusals come from the work folder (gather_refusals). */
     for (int i = 0; b->receivers && i < b->nrecv; i++) {
         if (!b->receivers[i]) continue;
         dcr_receiver_stats_t rs;
@@ -811,6 +812,17 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
         res->xor_tensors += b->xor_allowed[c] != 0;
         res->overwrite_tensors += b->xor_allowed[c] == 0;
     }
+}
+
+/* Node processes: what their receivers and transport handles refused, as
+ * each wrote it at its last report (workloads/roles/refusals.h). */
+static dcr_status_t gather_refusals(const bench_t *b, dcr_bench_result_t *res)
+{
+    dcr_refusals_t r;
+    DCR_CHECK(dcr_refusals_totals(b->workdir, &r));
+    res->payloads_rejected += (int64_t)r.rejected;
+    res->payloads_unauthenticated += (int64_t)r.unauthenticated;
+    return DCR_OK;
 }
 
 /* Nanoseconds one span (begin and end) costs this thread with recording on;
@@ -884,6 +896,7 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
         st = dcr_restore_totals(b.workdir, res.restores_by_kind, res.restore_bytes,
                                 res.restore_dense_bytes, res.restore_s);
     if (st == DCR_OK) summarize(&b, &res);
+    if (st == DCR_OK && cfg->processes) st = gather_refusals(&b, &res);
     res.node_processes = cfg->processes ? b.serve.nodes : 0;
     teardown(&b);
     free(b.seen);

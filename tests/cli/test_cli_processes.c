@@ -9,6 +9,8 @@
  * process and no run directory behind, and a node's death fails the run at
  * once with one line naming the node. */
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -27,6 +29,7 @@
 #include <jansson.h>
 
 #include "cli_run.h"
+#include "dcr/codec.h"
 #include "dcr/control.h"
 #include "workloads/roles/roles.h"
 
@@ -581,6 +584,107 @@ static void test_owner_threads(void **state)
     json_decref(j);
 }
 
+/* ---- a forger in the shared store ---- */
+
+/* Watches an object-store directory: into every attempt prefix that
+ * appears it writes one forged payload (unkeyed, with a valid plain digest,
+ * stamped with that attempt, from owner 0 with an id no owner uses), as
+ * anyone who can write to a shared bucket could. */
+typedef struct forger {
+    char store[300];
+    volatile int stop;
+    int planted; /* attempt prefixes forged into */
+} forger_t;
+
+enum { FORGED_ID = 999999 };
+
+static void forge_into(forger_t *f, uint64_t tau)
+{
+    dcr_encoder_t *enc = NULL;
+    assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    dcr_encode_params_t prm = {.tau = tau, .owner = 0, .payload_id = FORGED_ID, .level = 1};
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(dcr_encoder_finish(enc, &prm, &buf, &len), DCR_OK);
+    char tmp[400], path[400];
+    /* Dot-named while written, then renamed: as the directory store writes. */
+    snprintf(tmp, sizeof tmp, "%s/attempt-%llu/.tmp-forged", f->store, (unsigned long long)tau);
+    snprintf(path, sizeof path, "%s/attempt-%llu/payload-0-%d.dcrp", f->store,
+             (unsigned long long)tau, FORGED_ID);
+    FILE *out = fopen(tmp, "wb");
+    if (out) {
+        fwrite(buf, 1, len, out);
+        fclose(out);
+        if (rename(tmp, path) == 0) f->planted++;
+    }
+    dcr_encoder_destroy(enc);
+}
+
+static void *forger_main(void *arg)
+{
+    forger_t *f = arg;
+    uint64_t done = 0; /* the newest attempt forged into */
+    while (!f->stop) {
+        DIR *d = opendir(f->store);
+        for (struct dirent *e; d && (e = readdir(d));) {
+            unsigned long long tau;
+            if (sscanf(e->d_name, "attempt-%llu", &tau) != 1 || tau <= done) continue;
+            done = tau;
+            forge_into(f, tau);
+        }
+        if (d) closedir(d);
+        nap_ms(1);
+    }
+    return NULL;
+}
+
+/* A rollout-node process configured with a payload key refuses a forged
+ * payload in its attempt's prefix, and the launcher's results count it
+ * (payloads_rejected, payloads_unauthenticated): the owners and the
+ * launcher never download payloads, so every refusal counted is a node
+ * process's. The refit still commits bit-exact: an unlisted payload is
+ * never applied. Slow emulated links keep each attempt open long enough
+ * for the nodes to list the forged object before the manifest. */
+static void test_node_refusals_gathered(void **state)
+{
+    char key[300], args[1200];
+    snprintf(key, sizeof key, "%s/payload.key", g_tmp);
+    uint8_t k[32];
+    for (int i = 0; i < 32; i++) k[i] = (uint8_t)(0x5A ^ (i * 7));
+    int fd = open(key, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, k, sizeof k), (ssize_t)sizeof k);
+    close(fd);
+    forger_t f = {.stop = 0, .planted = 0};
+    snprintf(f.store, sizeof f.store, "%s/store", g_tmp);
+    mkdir(f.store, 0755);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, forger_main, &f), 0);
+    snprintf(args, sizeof args,
+             "bench --processes " SMALL " --warmup 0 --refits 3 --latency-ms 100 "
+             "--payload-key %s --store dir:%s --json",
+             key, f.store);
+    json_t *j = run_json(args);
+    f.stop = 1;
+    pthread_join(t, NULL);
+    assert_true(f.planted >= 3);
+    assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    verified_refits(j, 3);
+    json_int_t rej = json_integer_value(json_object_get(j, "payloads_rejected"));
+    json_int_t unauth = json_integer_value(json_object_get(j, "payloads_unauthenticated"));
+    /* At most one refusal per node process and forged payload (each node
+     * downloads a listed name once); at least one seen. */
+    assert_true(unauth >= 1);
+    assert_true(rej >= unauth);
+    assert_true(rej <= 2 * f.planted);
+    json_decref(j);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf -- %s %s", f.store, key);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(processes_with(g_tmp, NULL, NULL), 0);
+    assert_int_equal(entries(g_tmp), 0);
+}
+
 static void test_role_usage_errors(void **state)
 {
     expect_error("owner --seed 7", 2, "--workdir");
@@ -608,6 +712,9 @@ int main(void)
         cmocka_unit_test(test_coordinator_kills_fail_over),
         cmocka_unit_test(test_owner_death_fails_the_run),
         cmocka_unit_test(test_owner_threads),
+        cmocka_unit_test(test_node_refusals_gathered),
     };
+    /* One test by name (a glob), as in test_faults: DCR_TEST_FILTER. */
+    if (getenv("DCR_TEST_FILTER")) cmocka_set_test_filter(getenv("DCR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -14,6 +14,7 @@
 #include "dcr/outpath.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
+#include "workloads/roles/refusals.h"
 #include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
@@ -260,8 +261,33 @@ static void env_dirty(void *ctx, int id)
     if (f) fclose(f);
 }
 
+/* This process's refusals so far (its receivers' and its transport
+ * handle's) to the work folder, where the launcher sums them
+ * (workloads/roles/refusals.h). */
+static dcr_status_t write_refusals(node_proc_t *p)
+{
+    dcr_refusals_t r = {0, 0};
+    for (int k = 0; p->recv && k < p->per; k++) {
+        if (!p->recv[k]) continue;
+        dcr_receiver_stats_t rs;
+        dcr_receiver_stats(p->recv[k], &rs);
+        r.rejected += rs.rejected;
+        r.unauthenticated += rs.unauthenticated;
+    }
+    if (p->transport) {
+        dcr_transport_counters_t tc;
+        dcr_transport_counters(p->transport, &tc);
+        r.rejected += (uint64_t)tc.rejected;
+        r.unauthenticated += (uint64_t)tc.unauthenticated;
+    }
+    return dcr_refusals_write(p->cfg->workdir, p->cfg->node, &r);
+}
+
 static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why)
 {
+    /* Before the report: the launcher reads the totals once every node
+     * reported the last commit. */
+    DCR_CHECK(write_refusals(p));
     dcr_node_report_t r;
     memset(&r, 0, sizeof(r));
     r.node = (uint32_t)p->cfg->node;
@@ -677,6 +703,9 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
                      p.first + p.per - 1, (unsigned long long)p.version);
         st = node_loop(&p, stop);
     }
+    /* The last totals, refusals since the last report included. */
+    dcr_status_t wst = write_refusals(&p);
+    if (st == DCR_OK) st = wst;
     dcr_rollout_node_destroy(p.rt);
     dcr_transport_destroy(p.transport);
     dcr_role_relay_close(&p.relay);
