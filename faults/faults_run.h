@@ -242,12 +242,12 @@ typedef struct dcr_faults_processes_summary {
     int coordinator_kills;    /* SIGKILLs to coordinator processes */
     int coordinator_restarts; /* coordinator processes that resumed a transition */
     int owner_processes;      /* ranks of the owner job (mpirun) */
-    /* Receiver restores by kind in the order clean, replay, repair, dense
+    /* Receiver restores by kind in the order clean, replay, repair, dense, anchor
      * (workloads/roles/restore.h), summed from the run's restore records:
      * how many, the bytes each kind moved, what dense refits of the same
      * receivers move, and the seconds they took. */
-    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
-    double restore_s[4];
+    uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];
+    double restore_s[5];
     /* The same restores by cause, in the order start (a restarted process),
      * behind (a live node the run committed without), dirty (a live node
      * holding writes of an attempt that did not commit). */

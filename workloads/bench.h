@@ -95,6 +95,12 @@ typedef struct dcr_bench_config {
     /* Committed versions whose payloads stay in the object store for replay
      * (dcr/retain.h, --retain); 0: none. Objstore transport only. */
     int retain;
+    /* Rollout-node processes: node 0 writes an anchor (dcr/anchor.h, a
+     * dense snapshot for an elastic join) after every anchor_every-th
+     * commit, and a node with nothing to restore from joins from the
+     * newest one plus replay (workloads/roles/restore.h, --anchor-every);
+     * 0: none. Objstore transport with retention only. */
+    int anchor_every;
     /* The object-store full-checkpoint reference run by the caller instead
      * of in this process over the emulated links (dcr bench --testbed: timed
      * transfers over the testbed's shaped links). per_node_bytes: what each
