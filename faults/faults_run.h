@@ -203,6 +203,15 @@ typedef struct dcr_faults_processes_config {
      * parameter's digest flipped before the verifier runs, which must then
      * report that version (and name the parameter). */
     bool corrupt_digest;
+    /* An elastic join (--join-at STEP): the last rollout node's process is
+     * not started with the others but before step join_at (>= 1, below
+     * run.steps), while the attempts go on without it; it restores from an
+     * anchor plus replay where run.bench.anchor_every allows (else
+     * densely), then takes part from the first attempt prepared after it
+     * is READY. The run fails when it did not join by its last step. The
+     * verifier reads no digests of its receivers for versions before it
+     * joined. 0: none. */
+    int join_at;
     /* --testbed netns: a testbed that is up (workloads/roles/testbed.h),
      * this process in its services host, run.bench's store, S3 endpoint and
      * control plane (and run_args') the testbed's; NULL: this host only.
@@ -256,6 +265,17 @@ typedef struct dcr_faults_processes_summary {
      * s says how many of them fired (a drawn one not fired: its step ended
      * before it could act). */
     int64_t faults_drawn[DCR_FAULT_KIND_COUNT];
+    /* The elastic join (join_at > 0; a campaign: the last run's): the
+     * node, the committed version it joined at, the seconds from its start
+     * to READY, and its receivers' restores at the join by kind (usually
+     * all anchor or all dense), with the bytes they moved and what dense
+     * refits of them move. */
+    struct {
+        int node, at_step;
+        uint64_t version;
+        double seconds;
+        uint64_t by_kind[5], bytes, dense_bytes;
+    } join;
 } dcr_faults_processes_summary_t;
 
 /* One run. Errors: setup failures, a transition the coordinator processes

@@ -1060,6 +1060,34 @@ void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KI
     }
 }
 
+/* One restore record line: its kind, cause, bytes, dense bytes and
+ * seconds; false when malformed. */
+static bool parse_record(const char *line, int *kind_p, int *cause_p, uint64_t *bytes_p,
+                         uint64_t *dense_p, double *seconds_p)
+{
+    char kind[16], held[32], cause[16] = "";
+    int recv;
+    uint64_t version;
+    if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf %15s", kind, &recv, held,
+               &version, bytes_p, dense_p, seconds_p, cause) != 8)
+        return false;
+    int k = 0, c = 0;
+    while (c < DCR_RESTORE_CAUSES && strcmp(cause, dcr_restore_cause_name((dcr_restore_cause_t)c)))
+        c++;
+    while (k < DCR_RESTORE_KINDS && strcmp(kind, dcr_restore_kind_name((dcr_restore_kind_t)k))) k++;
+    *kind_p = k;
+    *cause_p = c;
+    return k < DCR_RESTORE_KINDS && c < DCR_RESTORE_CAUSES;
+}
+
+static dcr_status_t bad_line(const char *path, int ln)
+{
+    return dcr_error_set(DCR_EPARSE,
+                         "%s: line %d: expected '<kind> <receiver> <held> <version> <bytes> "
+                         "<dense bytes> <seconds> <cause>'",
+                         path, ln);
+}
+
 /* The restore records of workdir summed by kind (counts, bytes,
  * dense_bytes, seconds: each may be NULL) and by cause (causes may be
  * NULL). */
@@ -1092,24 +1120,11 @@ static dcr_status_t sum_records(const char *workdir, uint64_t counts[DCR_RESTORE
         if (!f) continue;
         char line[512];
         for (int ln = 1; st == DCR_OK && fgets(line, sizeof line, f); ln++) {
-            char kind[16], held[32], cause[16] = "";
-            int recv;
-            uint64_t version, b, dense;
+            int k, c;
+            uint64_t b, dense;
             double s;
-            int k = DCR_RESTORE_KINDS;
-            int c = DCR_RESTORE_CAUSES;
-            if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf %15s", kind,
-                       &recv, held, &version, &b, &dense, &s, cause) == 8)
-                for (c = 0; c < DCR_RESTORE_CAUSES; c++)
-                    if (!strcmp(cause, dcr_restore_cause_name((dcr_restore_cause_t)c))) break;
-            if (c < DCR_RESTORE_CAUSES)
-                for (k = 0; k < DCR_RESTORE_KINDS; k++)
-                    if (!strcmp(kind, dcr_restore_kind_name((dcr_restore_kind_t)k))) break;
-            if (k == DCR_RESTORE_KINDS) {
-                st = dcr_error_set(DCR_EPARSE,
-                                   "%s: line %d: expected '<kind> <receiver> <held> <version> "
-                                   "<bytes> <dense bytes> <seconds> <cause>'",
-                                   path, ln);
+            if (!parse_record(line, &k, &c, &b, &dense, &s)) {
+                st = bad_line(path, ln);
                 break;
             }
             counts[k]++;
@@ -1121,6 +1136,38 @@ static dcr_status_t sum_records(const char *workdir, uint64_t counts[DCR_RESTORE
         fclose(f);
     }
     closedir(d);
+    return st;
+}
+
+dcr_status_t dcr_restore_first(const char *workdir, int node, int n,
+                               uint64_t counts[DCR_RESTORE_KINDS], uint64_t *bytes_p,
+                               uint64_t *dense_bytes_p)
+{
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) counts[k] = 0;
+    *bytes_p = *dense_bytes_p = 0;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/restores/n%d.txt", workdir, node);
+    FILE *f = fopen(path, "r");
+    if (!f) return dcr_error_set(DCR_ENOTFOUND, "no restore records in %s", path);
+    char line[512];
+    dcr_status_t st = DCR_OK;
+    int ln = 0;
+    while (st == DCR_OK && ln < n && fgets(line, sizeof line, f)) {
+        int k, c;
+        uint64_t b, dense;
+        double s;
+        ln++;
+        if (!parse_record(line, &k, &c, &b, &dense, &s)) {
+            st = bad_line(path, ln);
+            break;
+        }
+        counts[k]++;
+        *bytes_p += b;
+        *dense_bytes_p += dense;
+    }
+    fclose(f);
+    if (st == DCR_OK && ln < n)
+        st = dcr_error_set(DCR_ENOTFOUND, "%s holds %d restore records, not %d", path, ln, n);
     return st;
 }
 

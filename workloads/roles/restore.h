@@ -278,6 +278,14 @@ dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE
                                 uint64_t dense_bytes[DCR_RESTORE_KINDS],
                                 double seconds[DCR_RESTORE_KINDS]);
 
+/* The first n restore records of rollout node `node` (e.g. its receivers'
+ * restores when it joined): counts by kind, their bytes and what dense
+ * refits of them move. DCR_ENOTFOUND when fewer lines exist; DCR_EPARSE
+ * as dcr_restore_totals. */
+dcr_status_t dcr_restore_first(const char *workdir, int node, int n,
+                               uint64_t counts[DCR_RESTORE_KINDS], uint64_t *bytes_p,
+                               uint64_t *dense_bytes_p);
+
 /* Sums the lines of <workdir>/restores/ by cause (dcr_restore_cause_t); a
  * missing folder is all zeros; errors as dcr_restore_totals. */
 dcr_status_t dcr_restore_causes(const char *workdir, uint64_t counts[DCR_RESTORE_CAUSES]);
