@@ -148,16 +148,26 @@ static bool manifest_key_version(const char *key, uint64_t *v)
            dcr__cursor_lit(&c, "/" ANCHOR_MANIFEST) && c.p == c.end;
 }
 
-/* Every anchor version below `below`: its ANCHOR first, then the rest. */
+/* Every complete anchor below `below` but the newest of them (a joiner may
+ * be reading it): its ANCHOR first, then the rest. */
 static dcr_status_t prune(dcr_objstore_t *s, uint64_t below)
 {
     dcr_objstore_entry_t *e = NULL;
     size_t n = 0;
     DCR_CHECK(dcr_objstore_list_all(s, ANCHOR_ROOT, &e, &n));
+    uint64_t keep = 0;
+    bool any = false;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = 0;
+        if (manifest_key_version(e[i].key, &v) && v < below && (!any || v > keep)) {
+            keep = v;
+            any = true;
+        }
+    }
     dcr_status_t st = DCR_OK;
     for (size_t i = 0; st == DCR_OK && i < n; i++) {
         uint64_t v = 0;
-        if (!manifest_key_version(e[i].key, &v) || v >= below) continue;
+        if (!manifest_key_version(e[i].key, &v) || v >= keep) continue;
         char prefix[64];
         snprintf(prefix, sizeof prefix, ANCHOR_ROOT "v%" PRIu64 "/", v);
         st = dcr_objstore_delete(s, e[i].key);

@@ -1,7 +1,8 @@
 /* Anchors (dcr/anchor.h): the ANCHOR manifest's text round-trips and every
  * malformed variant is refused naming its line; in a directory store an
  * anchor is listed only with its ANCHOR, the newest at or below a version
- * is found, a newer one prunes the older, and an object truncated, grown
+ * is found, a newer one prunes all older ones but the newest, and an
+ * object truncated, grown
  * or flipped is refused (DCR_EDIGEST) with nothing handed out. The digests
  * are recomputed here with libb2 (the oracle), not taken from the code. */
 #include <setjmp.h>
@@ -146,15 +147,25 @@ static void test_store_round_trip_and_prune(void **state)
     assert_memory_equal(d, m.entries[1].digest, 32);
     assert_int_equal(dcr_anchor_get(s, &m, "t9", &buf, &len), DCR_ENOTFOUND);
     dcr_anchor_manifest_free(&m);
-    /* A newer anchor prunes the older; the newest at or below a version. */
+    /* A newer anchor prunes the older ones but the newest of them (a
+     * joiner may be reading it); the newest at or below a version. */
     put_anchor(s, 8, a, b, N);
+    assert_true(key_exists(s, "anchors/v4/ANCHOR"));
+    assert_int_equal(dcr_anchor_newest(s, 7, &m), DCR_OK);
+    assert_int_equal(m.version, 4);
+    dcr_anchor_manifest_free(&m);
+    put_anchor(s, 12, a, b, N);
     assert_false(key_exists(s, "anchors/v4/ANCHOR"));
     assert_false(key_exists(s, "anchors/v4/t0"));
+    assert_true(key_exists(s, "anchors/v8/ANCHOR"));
     assert_int_equal(dcr_anchor_newest(s, 7, &m), DCR_ENOTFOUND);
-    assert_int_equal(dcr_anchor_newest(s, 8, &m), DCR_OK);
+    assert_int_equal(dcr_anchor_newest(s, 11, &m), DCR_OK);
     assert_int_equal(m.version, 8);
+    dcr_anchor_manifest_free(&m);
+    assert_int_equal(dcr_anchor_newest(s, 100, &m), DCR_OK);
+    assert_int_equal(m.version, 12);
     assert_int_equal(dcr_anchor_get(s, &m, "t0", &buf, &len), DCR_OK);
-    assert_memory_equal(buf, a, N);
+    assert_memory_equal(buf, a, N); /* a holds anchor 12's t0 */
     free(buf);
     dcr_anchor_manifest_free(&m);
     dcr_objstore_destroy(s);

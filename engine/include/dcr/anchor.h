@@ -9,8 +9,9 @@
  *                           receiver, in its arena order), byte for byte
  *   anchors/v<V>/ANCHOR     written last: what the anchor holds
  * An anchor is listed only once its ANCHOR exists; after it is written the
- * older anchors are deleted (each ANCHOR first, so a reader never lists an
- * anchor whose objects are going).
+ * older anchors but the newest of them (a joiner may be reading it) are
+ * deleted, each ANCHOR first, so a reader never lists an anchor whose
+ * objects are going.
  *
  * ANCHOR is text, one record per line, each ending in '\n':
  *   dcr-anchor 1
@@ -50,7 +51,8 @@ dcr_status_t dcr_anchor_manifest_parse(const char *text, size_t len, const char 
 void dcr_anchor_manifest_free(dcr_anchor_manifest_t *m);
 
 /* Writes anchor `version`: objects names[i] = bufs[i][0, lens[i]), then
- * ANCHOR, then deletes every older anchor. Blocks for one put per object. */
+ * ANCHOR, then deletes the older anchors but the newest of them. Blocks for
+ * one put per object. */
 dcr_status_t dcr_anchor_put(dcr_objstore_t *s, uint64_t version, size_t n, const char *const *names,
                             const uint8_t *const *bufs, const size_t *lens);
 
