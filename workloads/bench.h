@@ -179,12 +179,12 @@ typedef struct dcr_bench_result {
      * and the process's peak resident bytes at the end (ru_maxrss). */
     int64_t memory_estimate_bytes, peak_rss_bytes;
     /* Rollout-node processes: receiver restores over the run by kind, in
-     * the order clean, replay, repair, dense (workloads/roles/restore.h),
+     * the order clean, replay, repair, dense, anchor (workloads/roles/restore.h),
      * the bytes they moved, what dense refits would have moved, and their
      * seconds (each receiver's, from its classification to its check). */
     /* indexed by dcr_restore_kind_t (workloads/roles/restore.h; bench.c checks the count) */
-    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
-    double restore_s[4];
+    uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];
+    double restore_s[5];
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;
