@@ -23,7 +23,8 @@ typedef struct bench_opts {
     dcr_cli_scenario_t sc;
     int64_t nodes, per_node, serve_tp, warmup, refits, fanout, seed, readers, sigkill_every,
         coord_kill_every;
-    int64_t retain; /* --retain K (dcr_cli_retain) */
+    int64_t retain;       /* --retain K (dcr_cli_retain) */
+    int64_t anchor_every; /* --anchor-every N (anchor_every_check) */
     /* --testbed netns [--testbed-id N]: the --processes roles across the
      * hosts of scripts/testbed.sh (workloads/roles/testbed.h). */
     const char *testbed;
@@ -282,6 +283,25 @@ static dcr_status_t check_store(const bench_opts_t *o)
 
 /* Every flag, the layout and every path, before the run: what fails here
  * is a usage error (or an unwritable place) found in the first second. */
+/* --anchor-every N: rollout-node processes over the object store, within
+ * the retention window (a join replays the versions after its anchor). */
+static dcr_status_t anchor_every_check(const bench_opts_t *o, dcr_bench_config_t *c)
+{
+    if (!dcr_args_seen(o->args, o->nargs, "--anchor-every") || o->anchor_every == 0) return DCR_OK;
+    if (!(o->processes || o->role) || strcmp(o->transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--anchor-every needs --processes and --transport objstore (got "
+                             "%s%s)",
+                             o->transport, o->processes || o->role ? "" : ", no --processes");
+    if (c->retain > 0 && o->anchor_every > c->retain)
+        return dcr_error_set(DCR_EINVAL,
+                             "--anchor-every %lld is above the retention window (--retain %d): a "
+                             "join could not replay from its anchor",
+                             (long long)o->anchor_every, c->retain);
+    c->anchor_every = (int)o->anchor_every;
+    return DCR_OK;
+}
+
 static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
 {
     DCR_CHECK(check_store(o));
@@ -358,6 +378,7 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
      * needs a retained version would fall back to a dense refit. */
     DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes || o->role,
                              &c->retain));
+    DCR_CHECK(anchor_every_check(o, c));
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     /* The launching run only: role processes join the plane it bootstrapped. */
@@ -771,6 +792,10 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
         {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
         {"--payload-key", DCR_ARG_STRING, &o->payload_key, 0, 0,
          "sign and verify payloads with the 32-byte key in FILE (keyed BLAKE2b-128)", false},
+        {"--anchor-every", DCR_ARG_INT, &o->anchor_every, 0, 1000000,
+         "--processes: node 0 writes an anchor (a dense snapshot) after every N-th commit, "
+         "from which a node added mid-run joins plus replay (default 0: never)",
+         false},
         {"--retain", DCR_ARG_INT, &o->retain, 1, 1000000,
          "keep the payloads of the last K committed versions for replay (default 8 with "
          "--processes, else none)",

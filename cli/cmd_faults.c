@@ -7,9 +7,11 @@
 
 #include "args.h"
 #include "commands.h"
+#include "dcr/retain.h"
 #include "faults/faults_run.h"
 #include "scenario_args.h"
 #include "workloads/interrupt.h"
+#include "workloads/roles/restore.h"
 #include "workloads/roles/testbed.h"
 
 typedef struct faults_opts {
@@ -23,6 +25,7 @@ typedef struct faults_opts {
     int64_t coord_kill_every;       /* --processes: a coordinator kill every N transitions */
     const char *testbed;            /* --testbed netns: --processes across scripts/testbed.sh */
     int64_t testbed_id;
+    int64_t join_at, anchor_every; /* --processes: an elastic join, anchors for it */
 } faults_opts_t;
 
 static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
@@ -70,7 +73,7 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
 
 /* ---- --processes: every role a process, real kills ---- */
 
-enum { NPROC = 5 };
+enum { NPROC = 7 };
 
 static void processes_args(faults_opts_t *o, dcr_arg_t *a)
 {
@@ -119,6 +122,24 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        0,
                        55,
                        "--testbed: the testbed's id (namespaces dcrtb-<id>-*; default 0)",
+                       false};
+    a[5] = (dcr_arg_t){"--join-at",
+                       DCR_ARG_INT,
+                       &o->join_at,
+                       1,
+                       100000,
+                       "--processes, an elastic join: the last rollout node's process starts "
+                       "before step STEP, not with the others; it restores (from an anchor plus "
+                       "replay with --anchor-every) and joins the attempts after it is ready",
+                       false};
+    a[6] = (dcr_arg_t){"--anchor-every",
+                       DCR_ARG_INT,
+                       &o->anchor_every,
+                       0,
+                       1000000,
+                       "--processes: rollout node 0 writes an anchor (a dense snapshot) after "
+                       "every N-th commit, at most the retention window (8); a node with nothing "
+                       "to restore from joins from it plus replay (default 0: never)",
                        false};
 }
 
@@ -180,6 +201,29 @@ static void role_args(const faults_opts_t *o, role_args_t *a)
     for (int i = 0; i < 4; i++) ra_str(a, links[i], "0");
     ra_int(a, "--seed", o->seed);
     if (o->control) ra_str(a, "--control", o->control);
+    /* A join replays the retained versions after its anchor: the window
+     * must exist (the launching process keeps it, dcr/retain.h). */
+    if (o->anchor_every > 0) {
+        ra_int(a, "--anchor-every", o->anchor_every);
+        ra_int(a, "--retain", DCR_RETAIN_DEFAULT);
+    }
+}
+
+/* The elastic join (--join-at): null without one; else its node, step,
+ * the version it joined at, seconds from its start to READY, and its
+ * receivers' restores by kind with their bytes against dense refits'. */
+static json_t *join_json(const dcr_faults_processes_summary_t *p)
+{
+    if (p->join.at_step == 0) return json_null();
+    json_t *kinds = json_object();
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
+        if (p->join.by_kind[k])
+            json_object_set_new(kinds, dcr_restore_kind_name((dcr_restore_kind_t)k),
+                                json_integer((json_int_t)p->join.by_kind[k]));
+    return json_pack("{s:i,s:i,s:I,s:f,s:o,s:I,s:I}", "node", p->join.node, "at_step",
+                     p->join.at_step, "version", (json_int_t)p->join.version, "seconds",
+                     p->join.seconds, "restores_by_kind", kinds, "bytes", (json_int_t)p->join.bytes,
+                     "dense_bytes", (json_int_t)p->join.dense_bytes);
 }
 
 static json_t *processes_json(const dcr_faults_processes_summary_t *p)
@@ -200,13 +244,14 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
         json_object_set_new(drawn, dcr_fault_kind_name((dcr_fault_kind_t)k),
                             json_integer(p->faults_drawn[k]));
-    return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o,s:o}", "sigkills",
+    json_t *join = join_json(p);
+    return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o,s:o,s:o}", "sigkills",
                      p->sigkills, "sigkills_by_point", points, "kills_drawn", p->kills_drawn,
                      "restarts", p->restarts, "coordinator_kills", p->coordinator_kills,
                      "coordinator_restarts", p->coordinator_restarts, "processes", "owners",
                      p->owner_processes, "coordinator", 1, "rollout_nodes", p->node_processes,
                      "verifier", 1, "restores_by_kind", restores, "restores_by_cause", causes,
-                     "faults_drawn_by_kind", drawn);
+                     "faults_drawn_by_kind", drawn, "join", join);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
@@ -261,6 +306,7 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
     pc.nargs = ra.n - 1;
     pc.corrupt_digest = o->corrupt_digest;
     pc.coordinator_every = (int)o->coord_kill_every;
+    pc.join_at = (int)o->join_at;
     dcr_faults_processes_summary_t p;
     memset(&p, 0, sizeof(p));
     dcr_interrupt_install();
@@ -342,6 +388,21 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
         st = dcr_error_set(DCR_EINVAL, "--corrupt-digest does not apply with --testbed");
     else if (!o->processes && o->corrupt_digest)
         st = dcr_error_set(DCR_EINVAL, "--corrupt-digest applies only with --processes");
+    else if (!o->processes && (dcr_args_seen(args, nargs, "--join-at") ||
+                               dcr_args_seen(args, nargs, "--anchor-every")))
+        st = dcr_error_set(DCR_EINVAL, "--join-at and --anchor-every apply only with --processes "
+                                       "(and --transport objstore)");
+    else if (o->processes && o->join_at > 0 && o->nodes < 2)
+        st = dcr_error_set(DCR_EINVAL, "--join-at needs at least 2 rollout nodes (got %lld)",
+                           (long long)o->nodes);
+    else if (o->processes && o->join_at > 0 && o->join_at >= o->steps)
+        st = dcr_error_set(DCR_EINVAL, "--join-at %lld: expected a step below --steps %lld",
+                           (long long)o->join_at, (long long)o->steps);
+    else if (o->processes && o->anchor_every > DCR_RETAIN_DEFAULT)
+        st = dcr_error_set(DCR_EINVAL,
+                           "--anchor-every %lld is above the retention window (%d versions): a "
+                           "join could not replay from its anchor",
+                           (long long)o->anchor_every, DCR_RETAIN_DEFAULT);
     else if (!o->processes && dcr_args_seen(args, nargs, "--kill-coordinator-every"))
         st = dcr_error_set(DCR_EINVAL, "--kill-coordinator-every applies only with --processes");
     else if (o->processes && dcr_args_seen(args, nargs, "--attempts"))

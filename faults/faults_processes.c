@@ -30,6 +30,7 @@
 #define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node and the armed faults */
 #define REPORT_WAIT_MS 10000    /* a kill waits this long for the death to be reported */
 #define DIGEST_WAIT_MS 10000    /* corrupt_digest: for version 1's first digests file */
+#define JOIN_WAIT_MS   120000   /* the joining node: its world, anchor or dense load, replay */
 #define STALL_MS_MIN   50       /* delay and control_busy last 50..449 ms: below the */
 #define STALL_MS_SPAN  400      /* roles' SQLite busy timeout (5 s) with room to spare */
 #define MAX_FAULTS     64       /* armed at once, as dcr_faults_arm allows */
@@ -110,6 +111,13 @@ typedef struct prun {
     /* Transitions as the coordinator processes answered them. */
     int step, attempts, retries, commits, lost;
     uint64_t version; /* committed */
+    /* The elastic join (cfg->join_at): whether its node reported READY, at
+     * which version, how long after its start. */
+    bool joined;
+    uint64_t join_version;
+    double join_s;
+    /* Its receivers' restores at the join (its first records), by kind. */
+    uint64_t join_kinds[DCR_RESTORE_KINDS], join_bytes, join_dense_bytes;
 } prun_t;
 
 static void nap_ns(long ns)
@@ -614,6 +622,9 @@ static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
 static dcr_status_t hook_refit(void *ctx, dcr_refit_result_t *out)
 {
     prun_t *r = ctx;
+    /* Between attempts: the joining node's process starts, refits go on. */
+    if (r->cfg->join_at > 0 && r->step == r->cfg->join_at)
+        DCR_CHECK(dcr_role_launcher_join(r->launcher));
     uint64_t tau0 = latest_tau(r->arm_control);
     arm_kill(r, tau0);
     arm_faults(r, tau0);
@@ -639,8 +650,27 @@ static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, 
 {
     prun_t *r = ctx;
     stop_watcher(r); /* no kill or fault after the last step */
+    if (r->cfg->join_at > 0) {
+        r->joined =
+            dcr_role_launcher_joined(r->launcher, JOIN_WAIT_MS, &r->join_version, &r->join_s);
+        if (!r->joined)
+            return dcr_error_set(DCR_ETIMEOUT,
+                                 "rollout node %d, started before step %d, did not join (no READY "
+                                 "within %d ms of the last step)",
+                                 r->bench.serve.nodes - 1, r->cfg->join_at, JOIN_WAIT_MS);
+    }
     if (r->cfg->corrupt_digest && first <= 1 && last >= 1) DCR_CHECK(corrupt_digest(workdir));
     return r->inner.verify(r->inner.ctx, workdir, first, last, ok);
+}
+
+/* The joined node's first restore records, one per receiver of a node. */
+static void read_join(prun_t *r)
+{
+    const dcr_serve_config_t *sv = &r->bench.serve;
+    int per = sv->gpus_per_node ? sv->gpus_per_node : sv->tp;
+    if (dcr_restore_first(r->workdir, r->bench.serve.nodes - 1, per, r->join_kinds, &r->join_bytes,
+                          &r->join_dense_bytes) != DCR_OK)
+        DCR_LOG_WARN("faults: the join's restore records: %s", dcr_error_detail());
 }
 
 static void hook_stop(void *ctx)
@@ -651,6 +681,7 @@ static void hook_stop(void *ctx)
     /* Every node process has stopped: its restore records are complete. */
     if (r->workdir[0] && dcr_restore_causes(r->workdir, r->causes) != DCR_OK)
         DCR_LOG_WARN("faults: restore causes: %s", dcr_error_detail());
+    if (r->workdir[0] && r->joined) read_join(r);
 }
 
 /* ---- runs ---- */
@@ -665,6 +696,12 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              "coordinator kill every %d: expected >= 1 step, no negative count",
                              run->steps, run->kill_every, run->faults_per_step,
                              cfg->coordinator_every);
+    if (cfg->join_at < 0 ||
+        (cfg->join_at > 0 && (cfg->join_at >= run->steps || run->bench.serve.nodes < 2)))
+        return dcr_error_set(DCR_EINVAL,
+                             "--join-at %d: expected a step in 1..%d (below --steps) and at least "
+                             "2 rollout nodes (got %d)",
+                             cfg->join_at, run->steps - 1, run->bench.serve.nodes);
     if (strcmp(run->bench.transport, "objstore") || run->bench.rl != DCR_RL_SYNC)
         return dcr_error_set(DCR_EINVAL,
                              "faults --processes needs --transport objstore and --rl sync (got "
@@ -699,6 +736,7 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
 static dcr_status_t make_launcher(prun_t *r)
 {
     DCR_CHECK(dcr_role_launcher_create(&r->bench, r->cfg->run_args, r->cfg->nargs, &r->launcher));
+    if (r->cfg->join_at > 0) dcr_role_launcher_set_join(r->launcher, r->bench.serve.nodes - 1);
     dcr_role_launcher_set_owners(r->launcher, true);
     dcr_role_launcher_set_restart(r->launcher, true);
     dcr_role_launcher_set_coordinator_kills(r->launcher, r->cfg->coordinator_every);
@@ -711,6 +749,18 @@ static dcr_status_t make_launcher(prun_t *r)
     r->hooks.ctx = r;
     r->bench.processes = &r->hooks;
     return DCR_OK;
+}
+
+/* The join's figures; its restores were read at stop (read_join). */
+static void summarize_join(prun_t *r, dcr_faults_processes_summary_t *o)
+{
+    o->join.node = r->bench.serve.nodes - 1;
+    o->join.at_step = r->cfg->join_at;
+    o->join.version = r->join_version;
+    o->join.seconds = r->join_s;
+    memcpy(o->join.by_kind, r->join_kinds, sizeof(o->join.by_kind));
+    o->join.bytes = r->join_bytes;
+    o->join.dense_bytes = r->join_dense_bytes;
 }
 
 /* The summary from the bench's result and our counts. */
@@ -752,6 +802,7 @@ static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_proce
     memcpy(o->restore_dense_bytes, res->restore_dense_bytes, sizeof(o->restore_dense_bytes));
     memcpy(o->restore_s, res->restore_s, sizeof(o->restore_s));
     memcpy(o->restores_by_cause, r->causes, sizeof(o->restores_by_cause));
+    if (r->joined) summarize_join(r, o);
 }
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
@@ -841,6 +892,7 @@ static void summary_add(dcr_faults_processes_summary_t *a, const dcr_faults_proc
         a->restore_s[k] += b->restore_s[k];
     }
     for (int c = 0; c < DCR_RESTORE_CAUSES; c++) a->restores_by_cause[c] += b->restores_by_cause[c];
+    a->join = b->join; /* the last run's */
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++) a->faults_drawn[k] += b->faults_drawn[k];
     a->node_processes = b->node_processes;
     a->owner_processes = b->owner_processes;

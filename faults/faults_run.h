@@ -203,6 +203,15 @@ typedef struct dcr_faults_processes_config {
      * parameter's digest flipped before the verifier runs, which must then
      * report that version (and name the parameter). */
     bool corrupt_digest;
+    /* An elastic join (--join-at STEP): the last rollout node's process is
+     * not started with the others but before step join_at (>= 1, below
+     * run.steps), while the attempts go on without it; it restores from an
+     * anchor plus replay where run.bench.anchor_every allows (else
+     * densely), then takes part from the first attempt prepared after it
+     * is READY. The run fails when it did not join by its last step. The
+     * verifier reads no digests of its receivers for versions before it
+     * joined. 0: none. */
+    int join_at;
     /* --testbed netns: a testbed that is up (workloads/roles/testbed.h),
      * this process in its services host, run.bench's store, S3 endpoint and
      * control plane (and run_args') the testbed's; NULL: this host only.
@@ -242,12 +251,12 @@ typedef struct dcr_faults_processes_summary {
     int coordinator_kills;    /* SIGKILLs to coordinator processes */
     int coordinator_restarts; /* coordinator processes that resumed a transition */
     int owner_processes;      /* ranks of the owner job (mpirun) */
-    /* Receiver restores by kind in the order clean, replay, repair, dense
+    /* Receiver restores by kind in the order clean, replay, repair, dense, anchor
      * (workloads/roles/restore.h), summed from the run's restore records:
      * how many, the bytes each kind moved, what dense refits of the same
      * receivers move, and the seconds they took. */
-    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
-    double restore_s[4];
+    uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];
+    double restore_s[5];
     /* The same restores by cause, in the order start (a restarted process),
      * behind (a live node the run committed without), dirty (a live node
      * holding writes of an attempt that did not commit). */
@@ -256,6 +265,17 @@ typedef struct dcr_faults_processes_summary {
      * s says how many of them fired (a drawn one not fired: its step ended
      * before it could act). */
     int64_t faults_drawn[DCR_FAULT_KIND_COUNT];
+    /* The elastic join (join_at > 0; a campaign: the last run's): the
+     * node, the committed version it joined at, the seconds from its start
+     * to READY, and its receivers' restores at the join by kind (usually
+     * all anchor or all dense), with the bytes they moved and what dense
+     * refits of them move. */
+    struct {
+        int node, at_step;
+        uint64_t version;
+        double seconds;
+        uint64_t by_kind[5], bytes, dense_bytes;
+    } join;
 } dcr_faults_processes_summary_t;
 
 /* One run. Errors: setup failures, a transition the coordinator processes

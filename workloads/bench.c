@@ -30,8 +30,8 @@
 #include "workloads/roles/roles.h"
 #include "workloads/workdir.h"
 
-_Static_assert(DCR_RESTORE_KINDS == 4,
-               "dcr_bench_result_t sizes its restore arrays for four kinds");
+_Static_assert(DCR_RESTORE_KINDS == 5,
+               "dcr_bench_result_t sizes its restore arrays for five kinds");
 
 dcr_bench_config_t dcr_bench_config_default(void)
 {

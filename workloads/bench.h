@@ -95,6 +95,12 @@ typedef struct dcr_bench_config {
     /* Committed versions whose payloads stay in the object store for replay
      * (dcr/retain.h, --retain); 0: none. Objstore transport only. */
     int retain;
+    /* Rollout-node processes: node 0 writes an anchor (dcr/anchor.h, a
+     * dense snapshot for an elastic join) after every anchor_every-th
+     * commit, and a node with nothing to restore from joins from the
+     * newest one plus replay (workloads/roles/restore.h, --anchor-every);
+     * 0: none. Objstore transport with retention only. */
+    int anchor_every;
     /* The object-store full-checkpoint reference run by the caller instead
      * of in this process over the emulated links (dcr bench --testbed: timed
      * transfers over the testbed's shaped links). per_node_bytes: what each
@@ -173,12 +179,12 @@ typedef struct dcr_bench_result {
      * and the process's peak resident bytes at the end (ru_maxrss). */
     int64_t memory_estimate_bytes, peak_rss_bytes;
     /* Rollout-node processes: receiver restores over the run by kind, in
-     * the order clean, replay, repair, dense (workloads/roles/restore.h),
+     * the order clean, replay, repair, dense, anchor (workloads/roles/restore.h),
      * the bytes they moved, what dense refits would have moved, and their
      * seconds (each receiver's, from its classification to its check). */
     /* indexed by dcr_restore_kind_t (workloads/roles/restore.h; bench.c checks the count) */
-    uint64_t restores_by_kind[4], restore_bytes[4], restore_dense_bytes[4];
-    double restore_s[4];
+    uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];
+    double restore_s[5];
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;

@@ -395,12 +395,19 @@ static dcr_status_t flush_owners(dcr_coord_t *c)
     return DCR_OK;
 }
 
-/* The required receivers of the next attempt: the live ones. */
+static bool node_not_started(dcr_coord_t *c, int node);
+
+/* The required receivers of the next attempt: the live ones, but for those
+ * of a node process not started yet (an elastic join, dcr/coord.h). */
 static size_t collect_required(dcr_coord_t *c)
 {
     c->nrequired = 0;
-    for (int i = 0; i < c->p.nreceivers; i++)
-        if (atomic_load(&c->alive[i])) c->required[c->nrequired++] = (uint32_t)i;
+    int per = c->cfg.receivers_per_node;
+    for (int i = 0; i < c->p.nreceivers; i++) {
+        if (!atomic_load(&c->alive[i])) continue;
+        if (c->cfg.remote_nodes && node_not_started(c, i / per)) continue;
+        c->required[c->nrequired++] = (uint32_t)i;
+    }
     return c->nrequired;
 }
 
@@ -423,6 +430,16 @@ static dcr_status_t node_present(int node, dcr_status_t st, const dcr_node_repor
     if (st == DCR_OK && (r->phase == DCR_NODE_GONE || r->phase == DCR_NODE_RESTARTING))
         return dcr_error_set(DCR_EATTEMPT, "rollout node %d is gone: %s", node, r->why);
     return DCR_OK;
+}
+
+/* A node process that was never started (its report: GONE with pid 0, as
+ * a launcher writes for a node added later): not a member of attempts
+ * prepared before it reports for itself. */
+static bool node_not_started(dcr_coord_t *c, int node)
+{
+    dcr_node_report_t r;
+    return dcr_node_report_get(c->p.control, node, &r) == DCR_OK && r.phase == DCR_NODE_GONE &&
+           r.pid == 0;
 }
 
 /* node_present for every node of a required receiver (read errors are left

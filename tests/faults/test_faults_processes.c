@@ -13,7 +13,9 @@
  * receiver's per-parameter digests of every committed version with a dense
  * refit of that version. A digests file with one flipped bit must fail the
  * run, so the check can fail. Lost versions: steps whose transition did not
- * commit the next version. No process or run directory is left behind. */
+ * commit the next version. An elastic join (--join-at, --anchor-every): a
+ * node started mid-run joins from an anchor plus replay (or densely)
+ * without stalling the others. No process or run directory is left behind. */
 #define _XOPEN_SOURCE 700
 #include <dirent.h>
 #include <setjmp.h>
@@ -252,6 +254,67 @@ static void test_campaign_with_processes(void **state)
     run_tmp_assert_nothing_left();
 }
 
+/* The join's figures (--join-at): node 1, the step, two receivers'
+ * restores of `kind`, a version committed by then, READY within the run. */
+static const json_t *assert_join(const json_t *j, const char *kind, int at, int steps)
+{
+    const json_t *join = json_object_get(j, "join");
+    if (!json_is_object(join)) fail_msg("no join object in the results");
+    assert_int_equal(num(join, "node"), 1);
+    assert_int_equal(num(join, "at_step"), at);
+    /* It started after step at-1 committed version at, so it holds that or later. */
+    assert_true(num(join, "version") >= at && num(join, "version") <= steps);
+    assert_true(json_real_value(json_object_get(join, "seconds")) > 0);
+    const json_t *kinds = json_object_get(join, "restores_by_kind");
+    assert_int_equal(json_object_size(kinds), 1);
+    assert_int_equal(num(kinds, kind), 2);
+    return join;
+}
+
+/* An elastic join: the last rollout node's process starts before step 3
+ * while the others refit on (attempts never wait for it), joins from the
+ * newest anchor (written by node 0 every 2 commits) plus replay, and every
+ * version from its join on is bit-exact on its receivers too (the verifier
+ * process, a dense refit of each version). Its bytes: one tensor-parallel
+ * shard's object each plus the replay, below the dense refits'. Without
+ * anchors the same join is dense, moving exactly the dense bytes. */
+static void test_elastic_join(void **state)
+{
+    (void)state;
+    char log[300];
+    json_t *j = run_logged("faults train --processes " SMALL " --seed 5 --steps 8 --join-at 3 "
+                           "--anchor-every 2 --kill-every 0 --kill-coordinator-every 0 --json",
+                           log, sizeof log);
+    assert_clean(j, 8);
+    assert_int_equal(num(j, "sigkills"), 0);
+    const json_t *join = assert_join(j, "anchor", 3, 8);
+    assert_true(num(join, "bytes") > 0);
+    assert_true(num(join, "bytes") < num(join, "dense_bytes"));
+    json_decref(j);
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[2048];
+    int anchored = 0, joined = 0;
+    while (fgets(line, sizeof line, f)) {
+        anchored += strstr(line, "[rollout-node 1]") && strstr(line, "restore anchor") &&
+                    strstr(line, "joined from the anchor of version");
+        joined += strstr(line, "rollout-node 1 joined at version") != NULL;
+    }
+    fclose(f);
+    unlink(log);
+    assert_int_equal(anchored, 2);
+    assert_int_equal(joined, 1);
+    run_tmp_assert_nothing_left();
+
+    j = run_json("faults train --processes " SMALL " --seed 5 --steps 6 --join-at 2 "
+                 "--kill-every 0 --kill-coordinator-every 0 --json");
+    assert_clean(j, 6);
+    join = assert_join(j, "dense", 2, 6);
+    assert_int_equal(num(join, "bytes"), num(join, "dense_bytes"));
+    json_decref(j);
+    run_tmp_assert_nothing_left();
+}
+
 static void test_usage_errors(void **state)
 {
     (void)state;
@@ -263,6 +326,12 @@ static void test_usage_errors(void **state)
     expect_error("faults train --processes --attempts 3 " SMALL, 2, "--attempts");
     expect_error("faults train --processes --kill-coordinator-every -1 " SMALL, 2,
                  "--kill-coordinator-every");
+    expect_error("faults train --join-at 2 " SMALL, 2, "--processes");
+    expect_error("faults train --anchor-every 2 " SMALL, 2, "--processes");
+    expect_error("faults train --processes --anchor-every 9 " SMALL, 2, "retention window");
+    expect_error("faults train --processes --steps 4 --join-at 4 " SMALL, 2, "below --steps");
+    expect_error("faults train --processes --rollout-nodes 1 --join-at 2 " SMALL, 2,
+                 "2 rollout nodes");
 }
 
 int main(void)
@@ -272,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_train_default_kills),
         cmocka_unit_test(test_corrupt_digest_is_a_mismatch),
         cmocka_unit_test(test_campaign_with_processes),
+        cmocka_unit_test(test_elastic_join),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -249,6 +249,7 @@ static void expect_counts(dcr_restorer_t *R, uint64_t clean, uint64_t replay, ui
     assert_int_equal(c[DCR_RESTORE_REPLAY], replay);
     assert_int_equal(c[DCR_RESTORE_REPAIR], 0);
     assert_int_equal(c[DCR_RESTORE_DENSE], dense);
+    assert_int_equal(c[DCR_RESTORE_ANCHOR], 0);
 }
 
 static void test_restorer_classifies(void **state)
@@ -916,12 +917,192 @@ static void test_repair_in_the_overwrite_retry(void **state)
     live_teardown(&L);
 }
 
+/* ---- elastic join from an anchor ---------------------------------------------- */
+
+/* A node-`node` restorer of run configuration cfg over workdir (copy mode). */
+static dcr_restorer_t *join_restorer(const dcr_bench_config_t *cfg, dcr_role_world_t *w,
+                                     const char *workdir, int node)
+{
+    dcr_restorer_config_t rc = {cfg, w, workdir, node, node * g_per, g_per, true, false, false};
+    dcr_restorer_t *R = NULL;
+    assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
+    return R;
+}
+
+/* Bytes the store lists under prefix. */
+static uint64_t listed_under(const char *prefix, const char *skip)
+{
+    dcr_objstore_entry_t *e = NULL;
+    size_t n = 0;
+    uint64_t sum = 0;
+    assert_int_equal(dcr_objstore_list_all(g_store, prefix, &e, &n), DCR_OK);
+    for (size_t i = 0; i < n; i++)
+        if (!strstr(e[i].key, skip)) sum += e[i].size;
+    free(e);
+    return sum;
+}
+
+/* A fresh node-1 process in its own (empty) run directory joins at
+ * `version`; its counts of kind anchor and dense are returned, and its
+ * receivers must equal want (dense refits of `version` by the oracle's
+ * own world). */
+static void join(const dcr_bench_config_t *cfg, const char *name, uint64_t version,
+                 dcr_receiver_t *const *want, uint64_t *anchor_p, uint64_t *dense_p,
+                 uint64_t *bytes_p, double *seconds_p)
+{
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/%s", tmp_dir, name);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(cfg, &w), DCR_OK);
+    dcr_restorer_t *R = join_restorer(cfg, w, dir, 1);
+    dcr_receiver_t *r[8] = {0};
+    if (dcr_restorer_restore(R, r, 0, version) != DCR_OK)
+        fail_msg("join %s: %s", name, dcr_error_detail());
+    assert_equal_to(r, want, name);
+    uint64_t c[DCR_RESTORE_KINDS], b[DCR_RESTORE_KINDS];
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[DCR_RESTORE_CLEAN] + c[DCR_RESTORE_REPLAY] + c[DCR_RESTORE_REPAIR], 0);
+    *anchor_p = c[DCR_RESTORE_ANCHOR];
+    *dense_p = c[DCR_RESTORE_DENSE];
+    if (bytes_p) *bytes_p = b[DCR_RESTORE_ANCHOR];
+    double s[DCR_RESTORE_KINDS];
+    uint64_t tc[DCR_RESTORE_KINDS], tb[DCR_RESTORE_KINDS], td[DCR_RESTORE_KINDS];
+    assert_int_equal(dcr_restore_totals(dir, tc, tb, td, s), DCR_OK);
+    assert_int_equal(tc[DCR_RESTORE_ANCHOR], c[DCR_RESTORE_ANCHOR]);
+    if (seconds_p) *seconds_p = s[DCR_RESTORE_ANCHOR] + s[DCR_RESTORE_DENSE];
+    dcr_restorer_destroy(R);
+    destroy_all(r);
+    /* Its successor (a restart) finds what it joined with in its resident
+     * files: clean, checked against the oracle. */
+    R = join_restorer(cfg, w, dir, 1);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, version), DCR_OK);
+    dcr_restorer_counts(R, c, b);
+    assert_int_equal(c[DCR_RESTORE_CLEAN], (uint64_t)g_per);
+    assert_equal_to(r, want, "restarted after the join");
+    dcr_restorer_destroy(R);
+    destroy_all(r);
+    dcr_role_world_destroy(w);
+}
+
+/* Node 0's restorer commits version `v` with receivers dense-loaded by w
+ * (the anchor writer's view: clean at v); waits for its upload. */
+static void commit_anchor(const dcr_bench_config_t *cfg, dcr_role_world_t *w, uint64_t v)
+{
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/writer", tmp_dir);
+    (void)mkdir(dir, 0700);
+    dcr_restorer_t *R = join_restorer(cfg, w, dir, 0);
+    dcr_receiver_t *r[8] = {0};
+    dense_receivers(w, v, r);
+    assert_int_equal(dcr_restorer_committed(R, r, v), DCR_OK);
+    if (dcr_restorer_anchor_flush(R) != DCR_OK) fail_msg("anchor: %s", dcr_error_detail());
+    dcr_restorer_destroy(R);
+    destroy_all(r);
+}
+
+/* A node added mid-run (no resident files) joins from the newest anchor
+ * plus replay and equals a dense refit of the committed version by the
+ * oracle's world; with no anchor, one newer than the version, or a
+ * truncated or flipped anchor object, it is refitted densely (and still
+ * equal). Bytes: the anchor object and the replay, below a dense refit's
+ * plus the replay's. */
+static void test_elastic_join_from_anchor(void **state)
+{
+    (void)state;
+    char storedir[400];
+    dcr_role_objstore_dir(g_workdir, storedir, sizeof storedir);
+    dcr_bench_config_t cfg = g_cfg;
+    cfg.store = storedir; /* the run's store, seen from other run directories */
+    cfg.anchor_every = 3;
+    dcr_role_world_t *ow = NULL, *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    /* The oracle: node 1's receivers dense-loaded at LAST. */
+    assert_int_equal(dcr_role_world_advance(ow, LAST), DCR_OK);
+    dcr_receiver_t *want[8] = {0};
+    for (int k = 0; k < g_per; k++)
+        assert_int_equal(dcr_role_world_receiver(ow, g_per + k, &want[k]), DCR_OK);
+    int64_t ckpt = dcr_inventory_bytes(ow->sc->inventory);
+
+    uint64_t anchors = 0, dense = 0, bytes = 0;
+    double secs = 0;
+    join(&cfg, "none", LAST, want, &anchors, &dense, NULL, NULL);
+    assert_int_equal(anchors, 0);
+    assert_int_equal(dense, (uint64_t)g_per);
+
+    /* Version 5 is not due (every 3); 6 is: node 0 writes it. */
+    commit_anchor(&cfg, w, 5);
+    assert_int_equal(listed_under("anchors/", "/ANCHOR"), 0);
+    commit_anchor(&cfg, w, 6);
+    uint64_t anchor_obj = listed_under("anchors/v6/", "/ANCHOR");
+    assert_true(anchor_obj > 0);
+    join(&cfg, "anchor", LAST, want, &anchors, &dense, &bytes, &secs);
+    assert_int_equal(anchors, (uint64_t)g_per);
+    assert_int_equal(dense, 0);
+    /* Each receiver: its rank's object (one of the tp) and the replay 7..9. */
+    int tp = g_cfg.serve.tp;
+    uint64_t replay = listed_bytes(6, LAST);
+    assert_int_equal(bytes, (uint64_t)g_per * (anchor_obj / (uint64_t)tp + replay));
+    assert_true(bytes < (uint64_t)g_per * ((uint64_t)ckpt + replay));
+    print_message("join from anchor 6 + replay 7..%d: %llu bytes per receiver vs dense %lld "
+                  "(%.1f%%), %.3f s for %d receivers\n",
+                  LAST, (unsigned long long)(bytes / (uint64_t)g_per), (long long)ckpt,
+                  100.0 * (double)bytes / (double)g_per / (double)ckpt, secs, g_per);
+
+    /* A join at a version older than every anchor: dense. */
+    dcr_role_world_t *ow5 = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow5), DCR_OK);
+    assert_int_equal(dcr_role_world_advance(ow5, 5), DCR_OK);
+    dcr_receiver_t *want5[8] = {0};
+    for (int k = 0; k < g_per; k++)
+        assert_int_equal(dcr_role_world_receiver(ow5, g_per + k, &want5[k]), DCR_OK);
+    join(&cfg, "older", 5, want5, &anchors, &dense, NULL, NULL);
+    assert_int_equal(anchors, 0);
+    assert_int_equal(dense, (uint64_t)g_per);
+    destroy_all(want5);
+    dcr_role_world_destroy(ow5);
+
+    /* A truncated, then a flipped, object: refused before any byte of it is
+     * copied; its receivers are refitted densely (and equal the oracle). */
+    uint8_t *keep = NULL;
+    size_t len = 0;
+    assert_int_equal(dcr_objstore_get(g_store, "anchors/v6/t1", 1 << 30, NULL, &keep, &len),
+                     DCR_OK);
+    assert_int_equal(dcr_objstore_put(g_store, "anchors/v6/t1", keep, len - 1, NULL), DCR_OK);
+    /* Only the receivers of rank 1 read t1; the others still join. */
+    uint64_t of_rank1 = (uint64_t)(g_per / tp);
+    join(&cfg, "truncated", LAST, want, &anchors, &dense, NULL, NULL);
+    assert_int_equal(anchors, (uint64_t)g_per - of_rank1);
+    assert_int_equal(dense, of_rank1);
+    keep[len / 2] ^= 0x01;
+    assert_int_equal(dcr_objstore_put(g_store, "anchors/v6/t1", keep, len, NULL), DCR_OK);
+    join(&cfg, "flipped", LAST, want, &anchors, &dense, NULL, NULL);
+    assert_int_equal(anchors, (uint64_t)g_per - of_rank1);
+    assert_int_equal(dense, of_rank1);
+    free(keep);
+
+    /* Version 9 is due: a join then takes it and replays nothing; 6's stays
+     * (the newest older one), 3's (never written) and older are gone. */
+    commit_anchor(&cfg, w, LAST);
+    assert_true(listed_under("anchors/v6/", "-") > 0);
+    join(&cfg, "newest", LAST, want, &anchors, &dense, &bytes, NULL);
+    assert_int_equal(anchors, (uint64_t)g_per);
+    assert_int_equal(bytes,
+                     (uint64_t)g_per * (listed_under("anchors/v9/", "/ANCHOR") / (uint64_t)tp));
+    assert_int_equal(dcr_objstore_delete_prefix(g_store, "anchors/"), DCR_OK);
+    destroy_all(want);
+    dcr_role_world_destroy(w);
+    dcr_role_world_destroy(ow);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replay_equals_dense_refit),
         cmocka_unit_test(test_gap_or_bad_payload_writes_nothing),
         cmocka_unit_test(test_restorer_classifies),
+        cmocka_unit_test(test_elastic_join_from_anchor),
         cmocka_unit_test(test_repair_rule_at_kill_points),
         cmocka_unit_test(test_restorer_repairs_a_killed_receiver),
         cmocka_unit_test(test_verified_repair_and_in_memory_repair),

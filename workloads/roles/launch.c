@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "dcr/clock.h"
 #include "dcr/coord.h"
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
@@ -85,6 +87,13 @@ struct dcr_role_launcher {
     int nprefixes;
     char **mpi_args; /* NULL: the one-host shared-memory arguments */
     int nmpi_args;
+    /* An elastic join (dcr_role_launcher_set_join): the node started late,
+     * -1 for none; when its process started and what it joined at. */
+    int join_node;
+    bool join_started;
+    atomic_bool join_done; /* set by the monitor once it saw the node READY */
+    double join_t0, join_s;
+    uint64_t join_version;
 };
 
 extern char **environ;
@@ -449,6 +458,28 @@ static void maybe_kill(dcr_role_launcher_t *l, dcr_control_t *control)
                  (int)r.pid, points[l->kill_point], (unsigned long long)r.tau);
 }
 
+static dcr_status_t write_joined(const dcr_role_launcher_t *l, int node, uint64_t version);
+
+/* The monitor's look at a joining node: its first READY report (with its
+ * pid) is the join, at the version it names. */
+static void poll_join(dcr_role_launcher_t *l, dcr_control_t *control)
+{
+    dcr_node_report_t r;
+    int pid = dcr_role_launcher_node_pid(l, l->join_node);
+    if (pid == 0 || dcr_node_report_get(control, l->join_node, &r) != DCR_OK ||
+        r.pid != (int32_t)pid || r.phase != DCR_NODE_READY)
+        return;
+    if (write_joined(l, l->join_node, r.version) != DCR_OK) {
+        DCR_LOG_WARN("rollout-node %d joined, but: %s", l->join_node, dcr_error_detail());
+        return;
+    }
+    l->join_version = r.version;
+    l->join_s = dcr_clock_s() - l->join_t0;
+    atomic_store(&l->join_done, true);
+    DCR_LOG_INFO("rollout-node %d joined at version %llu, %.3f s after its start", l->join_node,
+                 (unsigned long long)r.version, l->join_s);
+}
+
 static void *monitor_main(void *arg)
 {
     dcr_role_launcher_t *l = arg;
@@ -477,6 +508,12 @@ static void *monitor_main(void *arg)
             if (died && !atomic_load(&l->stopping)) report_owners_gone(l, control);
         }
         if (l->kill_every > 0 && control) maybe_kill(l, control);
+        if (control && l->join_node >= 0 && !atomic_load(&l->join_done)) {
+            pthread_mutex_lock(&l->lock);
+            bool started = l->join_started;
+            pthread_mutex_unlock(&l->lock);
+            if (started) poll_join(l, control);
+        }
         nap_ns(l->kill_every > 0 ? KILL_POLL_NS : MONITOR_POLL_NS);
     }
     dcr_control_destroy(control);
@@ -609,6 +646,7 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
     DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
     dcr_status_t st = DCR_OK;
     for (int i = 0; st == DCR_OK && i < l->nnodes; i++) {
+        if (i == l->join_node && !l->join_started) continue;
         for (int t = 0;; t++) {
             dcr_node_report_t r;
             if (dcr_node_report_get(control, i, &r) == DCR_OK && r.pid == (int32_t)l->nodes[i].pid)
@@ -643,6 +681,28 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
     return st;
 }
 
+/* The node of an elastic join, before its process starts: no process to
+ * wait for, kill or reap, and a GONE report with pid 0 so that the
+ * coordinator leaves it out of the attempts until it reports itself. */
+static dcr_status_t report_not_started(dcr_role_launcher_t *l, int node)
+{
+    child_t *c = &l->nodes[node];
+    c->pid = 0;
+    c->reaped = true;
+    c->err_fd = -1;
+    c->gone_reported = true;
+    dcr_control_t *control = NULL;
+    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    dcr_node_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.node = (uint32_t)node;
+    r.phase = DCR_NODE_GONE;
+    snprintf(r.why, sizeof(r.why), "not started yet (an elastic join)");
+    dcr_status_t st = dcr_node_report_put(control, &r);
+    dcr_control_destroy(control);
+    return st;
+}
+
 static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
 {
     dcr_role_launcher_t *l = ctx;
@@ -652,7 +712,7 @@ static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
     l->nodes = calloc((size_t)l->nnodes, sizeof(child_t));
     if (!l->nodes) return dcr_error_set(DCR_ENOMEM, "%d rollout-node processes", l->nnodes);
     for (int i = 0; i < l->nnodes; i++) {
-        dcr_status_t st = spawn_node(l, i);
+        dcr_status_t st = i == l->join_node ? report_not_started(l, i) : spawn_node(l, i);
         if (st != DCR_OK) {
             l->nnodes = i;
             stop_nodes(l);
@@ -755,6 +815,7 @@ dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const
         l->nargs = i + 1;
     }
     l->hooks = (dcr_bench_processes_t){start_nodes, verify_versions, stop_nodes, l, false, NULL};
+    l->join_node = -1;
     *out_p = l;
     return DCR_OK;
 }
@@ -917,5 +978,64 @@ bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int 
         if (seen) break;
         nap_ns(1000000L);
     }
+    return true;
+}
+
+/* ---- an elastic join ---- */
+
+void dcr_role_launcher_set_join(dcr_role_launcher_t *l, int node)
+{
+    l->join_node = node;
+}
+
+dcr_status_t dcr_role_launcher_join(dcr_role_launcher_t *l)
+{
+    if (l->join_node < 0 || l->join_node >= l->nnodes || l->join_started)
+        return dcr_error_set(DCR_EINVAL, "no rollout node waits to join (node %d of %d)",
+                             l->join_node, l->nnodes);
+    child_finish(&l->nodes[l->join_node]);
+    pthread_mutex_lock(&l->lock);
+    l->join_t0 = dcr_clock_s();
+    dcr_status_t st = spawn_node(l, l->join_node);
+    if (st == DCR_OK) l->join_started = true;
+    pthread_mutex_unlock(&l->lock);
+    if (st != DCR_OK) {
+        l->nodes[l->join_node].reaped = true;
+        return st;
+    }
+    DCR_LOG_INFO("rollout-node %d joins: started as pid %d", l->join_node,
+                 (int)l->nodes[l->join_node].pid);
+    return DCR_OK;
+}
+
+/* <workdir>/joined/n<node>: the version the node first reported READY at
+ * (the verifier reads no digests of its receivers for earlier versions:
+ * the node did not exist then). */
+static dcr_status_t write_joined(const dcr_role_launcher_t *l, int node, uint64_t version)
+{
+    char dir[4200], path[4300], tmp[4400];
+    snprintf(dir, sizeof dir, "%s/joined", l->workdir);
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "cannot create %s: %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/n%d", dir, node);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return dcr_error_set(DCR_EIO, "cannot write %s: %s", tmp, strerror(errno));
+    fprintf(f, "%llu\n", (unsigned long long)version);
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        return dcr_error_set(DCR_EIO, "cannot write %s", path);
+    return DCR_OK;
+}
+
+bool dcr_role_launcher_joined(dcr_role_launcher_t *l, int wait_ms, uint64_t *version_p,
+                              double *seconds_p)
+{
+    if (!l->join_started) return false;
+    double t0 = dcr_clock_s();
+    while (!atomic_load(&l->join_done) && (dcr_clock_s() - t0) * 1000.0 < wait_ms)
+        nap_ns(10000000L);
+    if (!atomic_load(&l->join_done)) return false;
+    if (version_p) *version_p = l->join_version;
+    if (seconds_p) *seconds_p = l->join_s;
     return true;
 }

@@ -82,6 +82,26 @@ bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int 
  * stall of that process (dcr faults --processes, delay). True when sent. */
 bool dcr_role_launcher_pause_node(dcr_role_launcher_t *l, int node, int pid, bool pause);
 
+/* An elastic join: rollout node `node` (e.g. the last) is not started with
+ * the others. Until dcr_role_launcher_join starts it, the control plane
+ * says it is GONE with pid 0, which the coordinator reads as "not started:
+ * no member" (dcr/coord.h), so attempts go on without it, as without a
+ * killed node that is not back yet. Its process then restores like any
+ * fresh one (workloads/roles/restore.h: from an anchor plus replay with
+ * --anchor-every, else densely) and reports READY; the first attempt
+ * prepared after that includes it. Call before the run. */
+void dcr_role_launcher_set_join(dcr_role_launcher_t *l, int node);
+/* Starts the joining node's process now, without waiting for it (refits
+ * go on); call between refits. DCR_EINVAL when none waits to join. */
+dcr_status_t dcr_role_launcher_join(dcr_role_launcher_t *l);
+/* Whether the joining node's process reported READY (waiting up to
+ * wait_ms): then *version_p gets the committed version it joined at and
+ * *seconds_p the time from its start to READY (each may be NULL), and
+ * <workdir>/joined/n<node> holds that version (the verifier reads no
+ * digests of its receivers for earlier versions: it did not exist). */
+bool dcr_role_launcher_joined(dcr_role_launcher_t *l, int wait_ms, uint64_t *version_p,
+                              double *seconds_p);
+
 /* A spawn prefix for one role: argv[0..n) goes in front of the role's
  * command line (found on PATH), e.g. `ip netns exec dcrtb-0-r1` to start
  * the role inside another network namespace (dcr bench --testbed). The

@@ -412,10 +412,14 @@ static dcr_status_t follow_record(node_proc_t *p)
         DCR_LOG_WARN("rollout node %d: version %llu committed without it; restoring", p->cfg->node,
                      (unsigned long long)rec.version);
         p->done = 0;
-        DCR_CHECK(restore(p, rec.version));
         /* The verifier expects every receiver's digests of every committed
-         * version, also of one this node restored instead of applying. */
-        DCR_CHECK(write_digests(p));
+         * version, also of those this node restored instead of applying: one
+         * version at a time (a node that joined mid-run may be several
+         * behind once its own restore is done). */
+        for (uint64_t v = p->version + 1; v <= rec.version; v++) {
+            DCR_CHECK(restore(p, v));
+            DCR_CHECK(write_digests(p));
+        }
     }
     DCR_CHECK(report_ready(p, rec.attempt));
     if (p->unready) /* the line node_setup writes when it restored at once */

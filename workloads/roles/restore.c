@@ -6,14 +6,17 @@
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 
+#include "dcr/anchor.h"
 #include "dcr/clock.h"
 #include "dcr/codec.h"
+#include "dcr/loader.h"
 #include "dcr/log.h"
 #include "dcr/resident.h"
 #include "dcr/retain.h"
@@ -27,7 +30,8 @@
 
 const char *dcr_restore_kind_name(dcr_restore_kind_t k)
 {
-    static const char *const names[DCR_RESTORE_KINDS] = {"clean", "replay", "repair", "dense"};
+    static const char *const names[DCR_RESTORE_KINDS] = {"clean", "replay", "repair", "dense",
+                                                         "anchor"};
     return (unsigned)k < DCR_RESTORE_KINDS ? names[k] : "?";
 }
 
@@ -196,6 +200,20 @@ typedef struct pending {
     uint64_t bytes;       /* the checked attempt's payload bytes */
 } pending_t;
 
+/* An anchor's bytes, copied at the commit, uploaded by a background thread. */
+typedef struct anchor_upload {
+    bool started; /* thread not joined yet */
+    pthread_t thread;
+    dcr_objstore_t *store;
+    uint64_t version;
+    int n;
+    char (*names)[16];
+    uint8_t **bufs;
+    size_t *lens;
+    dcr_status_t st;
+    char why[200];
+} anchor_upload_t;
+
 struct dcr_restorer {
     dcr_restorer_config_t cfg;
     dcr_objstore_t *store;     /* retained versions; NULL: none reachable */
@@ -210,6 +228,7 @@ struct dcr_restorer {
      * only moves forward, must still refit that one densely if a check
      * fails. Created at the first such check. */
     dcr_role_world_t *ahead;
+    anchor_upload_t up; /* node 0's anchor in flight */
 };
 
 dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_t **out_p)
@@ -246,6 +265,7 @@ dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_
 void dcr_restorer_destroy(dcr_restorer_t *R)
 {
     if (R == NULL) return;
+    (void)dcr_restorer_anchor_flush(R);
     for (int k = 0; R->resident && k < R->cfg.per; k++) dcr_resident_close(R->resident[k]);
     free(R->resident);
     free(R->clean_in);
@@ -561,6 +581,238 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     }
 }
 
+/* ---- anchors (elastic join) ------------------------------------------------------ */
+
+/* A receiver's parameter bytes in arena order (what a resident file holds
+ * after its header): an anchor object. dst holds arena_bytes(r), zeroed. */
+static size_t arena_bytes(const dcr_receiver_t *r)
+{
+    return dcr_params_arena_bytes(dcr_receiver_params(r));
+}
+
+static void arena_out(const dcr_receiver_t *r, uint8_t *dst)
+{
+    const dcr_params_t *p = dcr_receiver_params(r);
+    size_t off = 0;
+    for (size_t i = 0; i < dcr_params_count(p); i++) {
+        const dcr_param_t *x = dcr_params_at(p, i);
+        off = dcr_params_align_up(off);
+        if (x->storage->bytes) memcpy(dst + off, x->storage->data, x->storage->bytes);
+        off += x->storage->bytes;
+    }
+}
+
+static dcr_status_t arena_in(dcr_receiver_t *r, const uint8_t *src, size_t len)
+{
+    if (len != arena_bytes(r))
+        return dcr_error_set(DCR_EPAYLOAD, "anchor object of %zu bytes for a receiver of %zu", len,
+                             arena_bytes(r));
+    const dcr_params_t *p = dcr_receiver_params(r);
+    size_t off = 0;
+    for (size_t i = 0; i < dcr_params_count(p); i++) {
+        const dcr_param_t *x = dcr_params_at(p, i);
+        off = dcr_params_align_up(off);
+        if (x->storage->bytes) memcpy(x->storage->data, src + off, x->storage->bytes);
+        off += x->storage->bytes;
+    }
+    return DCR_OK;
+}
+
+/* The run's --anchor-every (0: none). */
+static int anchor_every(const dcr_restorer_t *R)
+{
+    return R->cfg.run ? R->cfg.run->anchor_every : 0;
+}
+
+static int tp_of(const dcr_restorer_t *R)
+{
+    return R->cfg.world->serve.tp > 0 ? R->cfg.world->serve.tp : 1;
+}
+
+static void anchor_upload_free(anchor_upload_t *u)
+{
+    for (int i = 0; u->bufs && i < u->n; i++) free(u->bufs[i]);
+    free(u->bufs);
+    free(u->names);
+    free(u->lens);
+    u->bufs = NULL;
+    u->names = NULL;
+    u->lens = NULL;
+    u->n = 0;
+}
+
+static void *anchor_upload_main(void *arg)
+{
+    anchor_upload_t *u = arg;
+    const char *names[64];
+    for (int i = 0; i < u->n; i++) names[i] = u->names[i];
+    uint64_t t0 = dcr_clock_ns();
+    u->st = dcr_anchor_put(u->store, u->version, (size_t)u->n, names,
+                           (const uint8_t *const *)u->bufs, u->lens);
+    uint64_t bytes = 0;
+    for (int i = 0; i < u->n; i++) bytes += u->lens[i];
+    if (u->st == DCR_OK)
+        DCR_LOG_INFO("anchor of version %" PRIu64 ": %d objects, %" PRIu64 " bytes in %.3f s",
+                     u->version, u->n, bytes, (double)(dcr_clock_ns() - t0) * 1e-9);
+    else
+        snprintf(u->why, sizeof u->why, "%s", dcr_error_detail());
+    anchor_upload_free(u);
+    return NULL;
+}
+
+dcr_status_t dcr_restorer_anchor_flush(dcr_restorer_t *R)
+{
+    if (R == NULL || !R->up.started) return DCR_OK;
+    pthread_join(R->up.thread, NULL);
+    R->up.started = false;
+    if (R->up.st == DCR_OK) return DCR_OK;
+    DCR_LOG_WARN("rollout node %d: anchor of version %" PRIu64 " not written: %s", R->cfg.node,
+                 R->up.version, R->up.why);
+    return dcr_error_set(R->up.st, "anchor of version %" PRIu64 ": %s", R->up.version, R->up.why);
+}
+
+/* Whether this node writes the anchor of `version`: node 0 (it holds every
+ * tensor-parallel rank: a node's receivers are ranks 0..tp-1 in turn) at a
+ * version due, with a store to write to. */
+static bool anchor_due(const dcr_restorer_t *R, uint64_t version)
+{
+    return anchor_every(R) > 0 && R->store && R->cfg.node == 0 && version > 0 &&
+           version % (uint64_t)anchor_every(R) == 0 && R->cfg.per >= tp_of(R) && tp_of(R) <= 64;
+}
+
+/* Node 0 after the commit of `version`: copies receivers 0..tp-1 and hands
+ * them to a background upload; skipped (said) while one is in flight. */
+static void anchor_write(dcr_restorer_t *R, dcr_receiver_t *const *recv, uint64_t version)
+{
+    anchor_upload_t *u = &R->up;
+    if (u->started) {
+        /* Joining a finished upload costs nothing; a running one is left. */
+        if (pthread_tryjoin_np(u->thread, NULL) != 0) {
+            DCR_LOG_WARN("rollout node %d: anchor of version %" PRIu64 " skipped: version %" PRIu64
+                         "'s is still uploading",
+                         R->cfg.node, version, u->version);
+            return;
+        }
+        u->started = false;
+        if (u->st != DCR_OK)
+            DCR_LOG_WARN("rollout node %d: anchor of version %" PRIu64 " not written: %s",
+                         R->cfg.node, u->version, u->why);
+    }
+    int tp = tp_of(R);
+    for (int k = 0; k < tp; k++)
+        if (!serves(R, recv, k)) return; /* not clean at version: no anchor */
+    u->n = tp;
+    u->version = version;
+    u->store = R->store;
+    u->st = DCR_OK;
+    u->why[0] = '\0';
+    u->names = calloc((size_t)tp, sizeof(*u->names));
+    u->bufs = calloc((size_t)tp, sizeof(*u->bufs));
+    u->lens = calloc((size_t)tp, sizeof(*u->lens));
+    bool ok = u->names && u->bufs && u->lens;
+    for (int k = 0; ok && k < tp; k++) {
+        snprintf(u->names[k], sizeof u->names[k], "t%d", k);
+        u->lens[k] = arena_bytes(recv[k]);
+        u->bufs[k] = calloc(u->lens[k] ? u->lens[k] : 1, 1);
+        ok = u->bufs[k] != NULL;
+        if (ok) arena_out(recv[k], u->bufs[k]);
+    }
+    if (ok) ok = pthread_create(&u->thread, NULL, anchor_upload_main, u) == 0;
+    if (!ok) {
+        anchor_upload_free(u);
+        DCR_LOG_WARN("rollout node %d: anchor of version %" PRIu64 " skipped: out of memory",
+                     R->cfg.node, version);
+        return;
+    }
+    u->started = true;
+}
+
+/* Receiver k's start from anchor m: its tensor-parallel rank's object,
+ * checked against its digest before a byte of it is copied, in a fresh
+ * receiver (*out_p) of *bytes_p bytes. */
+static dcr_status_t from_anchor(dcr_restorer_t *R, const dcr_anchor_manifest_t *m, int k,
+                                dcr_receiver_t **out_p, uint64_t *bytes_p)
+{
+    char name[16];
+    snprintf(name, sizeof name, "t%d", (R->cfg.first + k) % tp_of(R));
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_anchor_get(R->store, m, name, &buf, &len));
+    *bytes_p = len;
+    dcr_receiver_t *r = NULL;
+    dcr_status_t st = bare_receiver(R->cfg.world, R->cfg.first + k, &r);
+    if (st == DCR_OK) st = arena_in(r, buf, len);
+    free(buf);
+    if (st != DCR_OK) {
+        dcr_receiver_destroy(r);
+        return st;
+    }
+    *out_p = r;
+    return DCR_OK;
+}
+
+/* Receivers ks[0, n) of recv, of kind anchor: each from the newest anchor
+ * of version <= `version` (from_anchor), replayed to `version` (one
+ * download for all) and checked against the oracle; one that fails any
+ * step turns dense (its why says so), its old receiver untouched. */
+static void anchor_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks, int n,
+                         uint64_t version, dcr_restore_record_t *recs)
+{
+    uint64_t t0 = dcr_clock_ns();
+    dcr_anchor_manifest_t m;
+    dcr_receiver_t *fresh[64] = {NULL}, *group[64];
+    uint64_t obj_bytes[64] = {0};
+    int idx[64], ng = 0;
+    dcr_status_t ms = dcr_anchor_newest(R->store, version, &m);
+    for (int i = 0; i < n; i++) {
+        dcr_status_t st = ms == DCR_OK ? from_anchor(R, &m, ks[i], &fresh[i], &obj_bytes[i]) : ms;
+        if (st == DCR_OK) {
+            group[ng] = fresh[i];
+            idx[ng++] = i;
+        } else {
+            snprintf(recs[ks[i]].why, sizeof recs[ks[i]].why, "no anchor join, dense: %s",
+                     dcr_error_detail());
+        }
+    }
+    dcr_replay_stats_t rs = {0};
+    dcr_status_t st = DCR_OK;
+    if (ng > 0 && m.version < version) {
+        await_retained(R->store, version);
+        st = dcr_restore_replay(R->store, group, ng, m.version, version, &rs);
+    }
+    char why[120] = "";
+    if (st != DCR_OK) snprintf(why, sizeof why, "%s", dcr_error_detail());
+    for (int j = 0; j < ng; j++) {
+        int i = idx[j], k = ks[i];
+        dcr_restore_record_t *rec = &recs[k];
+        dcr_status_t cs = st == DCR_OK ? check(R, fresh[i], k, version) : st;
+        if (cs != DCR_OK) {
+            snprintf(rec->why, sizeof rec->why,
+                     "anchor of version %" PRIu64 " then replay failed, dense: %s", m.version,
+                     st == DCR_OK ? dcr_error_detail() : why);
+            dcr_receiver_destroy(fresh[i]);
+            fresh[i] = NULL;
+            continue;
+        }
+        rec->bytes = obj_bytes[i] + rs.bytes; /* the replay's one download serves the node */
+        rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
+        if (m.version < version)
+            snprintf(rec->why, sizeof rec->why,
+                     "joined from the anchor of version %" PRIu64 ", replayed %" PRIu64
+                     "..%" PRIu64,
+                     m.version, m.version + 1, version);
+        else
+            snprintf(rec->why, sizeof rec->why, "joined from the anchor of version %" PRIu64,
+                     m.version);
+        dcr_resident_detach(R->resident[k], recv[k]);
+        dcr_receiver_destroy(recv[k]);
+        recv[k] = fresh[i];
+    }
+    for (int i = 0; i < n; i++)
+        if (recv[ks[i]] != fresh[i] || !fresh[i]) recs[ks[i]].kind = DCR_RESTORE_DENSE;
+    dcr_anchor_manifest_free(&m);
+}
+
 /* recv hold `version` cleanly from now on; the receivers with save[k] (all
  * when save is NULL) are written to their resident files. */
 static dcr_status_t clean_point(dcr_restorer_t *R, dcr_receiver_t *const *recv, uint64_t version,
@@ -701,6 +953,16 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
             }
         replay_group(R, recv, ks, n, u, version, recs);
     }
+    /* What would be dense joins from an anchor where there is one. */
+    if (anchor_every(R) > 0 && R->store && version > 0) {
+        int ks[64], n = 0;
+        for (int k = 0; k < per; k++)
+            if (recs[k].kind == DCR_RESTORE_DENSE) {
+                recs[k].kind = DCR_RESTORE_ANCHOR;
+                ks[n++] = k;
+            }
+        if (n > 0) anchor_group(R, recv, ks, n, version, recs);
+    }
     /* Dense refits for the rest. */
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
@@ -731,7 +993,9 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
 dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
                                     uint64_t version)
 {
-    return clean_point(R, recv, version, NULL);
+    DCR_CHECK(clean_point(R, recv, version, NULL));
+    if (anchor_due(R, version)) anchor_write(R, recv, version);
+    return DCR_OK;
 }
 
 bool dcr_restorer_pending(const dcr_restorer_t *R, int k)
@@ -796,6 +1060,34 @@ void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KI
     }
 }
 
+/* One restore record line: its kind, cause, bytes, dense bytes and
+ * seconds; false when malformed. */
+static bool parse_record(const char *line, int *kind_p, int *cause_p, uint64_t *bytes_p,
+                         uint64_t *dense_p, double *seconds_p)
+{
+    char kind[16], held[32], cause[16] = "";
+    int recv;
+    uint64_t version;
+    if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf %15s", kind, &recv, held,
+               &version, bytes_p, dense_p, seconds_p, cause) != 8)
+        return false;
+    int k = 0, c = 0;
+    while (c < DCR_RESTORE_CAUSES && strcmp(cause, dcr_restore_cause_name((dcr_restore_cause_t)c)))
+        c++;
+    while (k < DCR_RESTORE_KINDS && strcmp(kind, dcr_restore_kind_name((dcr_restore_kind_t)k))) k++;
+    *kind_p = k;
+    *cause_p = c;
+    return k < DCR_RESTORE_KINDS && c < DCR_RESTORE_CAUSES;
+}
+
+static dcr_status_t bad_line(const char *path, int ln)
+{
+    return dcr_error_set(DCR_EPARSE,
+                         "%s: line %d: expected '<kind> <receiver> <held> <version> <bytes> "
+                         "<dense bytes> <seconds> <cause>'",
+                         path, ln);
+}
+
 /* The restore records of workdir summed by kind (counts, bytes,
  * dense_bytes, seconds: each may be NULL) and by cause (causes may be
  * NULL). */
@@ -828,24 +1120,11 @@ static dcr_status_t sum_records(const char *workdir, uint64_t counts[DCR_RESTORE
         if (!f) continue;
         char line[512];
         for (int ln = 1; st == DCR_OK && fgets(line, sizeof line, f); ln++) {
-            char kind[16], held[32], cause[16] = "";
-            int recv;
-            uint64_t version, b, dense;
+            int k, c;
+            uint64_t b, dense;
             double s;
-            int k = DCR_RESTORE_KINDS;
-            int c = DCR_RESTORE_CAUSES;
-            if (sscanf(line, "%15s %d %31s %" SCNu64 " %" SCNu64 " %" SCNu64 " %lf %15s", kind,
-                       &recv, held, &version, &b, &dense, &s, cause) == 8)
-                for (c = 0; c < DCR_RESTORE_CAUSES; c++)
-                    if (!strcmp(cause, dcr_restore_cause_name((dcr_restore_cause_t)c))) break;
-            if (c < DCR_RESTORE_CAUSES)
-                for (k = 0; k < DCR_RESTORE_KINDS; k++)
-                    if (!strcmp(kind, dcr_restore_kind_name((dcr_restore_kind_t)k))) break;
-            if (k == DCR_RESTORE_KINDS) {
-                st = dcr_error_set(DCR_EPARSE,
-                                   "%s: line %d: expected '<kind> <receiver> <held> <version> "
-                                   "<bytes> <dense bytes> <seconds> <cause>'",
-                                   path, ln);
+            if (!parse_record(line, &k, &c, &b, &dense, &s)) {
+                st = bad_line(path, ln);
                 break;
             }
             counts[k]++;
@@ -857,6 +1136,38 @@ static dcr_status_t sum_records(const char *workdir, uint64_t counts[DCR_RESTORE
         fclose(f);
     }
     closedir(d);
+    return st;
+}
+
+dcr_status_t dcr_restore_first(const char *workdir, int node, int n,
+                               uint64_t counts[DCR_RESTORE_KINDS], uint64_t *bytes_p,
+                               uint64_t *dense_bytes_p)
+{
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) counts[k] = 0;
+    *bytes_p = *dense_bytes_p = 0;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/restores/n%d.txt", workdir, node);
+    FILE *f = fopen(path, "r");
+    if (!f) return dcr_error_set(DCR_ENOTFOUND, "no restore records in %s", path);
+    char line[512];
+    dcr_status_t st = DCR_OK;
+    int ln = 0;
+    while (st == DCR_OK && ln < n && fgets(line, sizeof line, f)) {
+        int k, c;
+        uint64_t b, dense;
+        double s;
+        ln++;
+        if (!parse_record(line, &k, &c, &b, &dense, &s)) {
+            st = bad_line(path, ln);
+            break;
+        }
+        counts[k]++;
+        *bytes_p += b;
+        *dense_bytes_p += dense;
+    }
+    fclose(f);
+    if (st == DCR_OK && ln < n)
+        st = dcr_error_set(DCR_ENOTFOUND, "%s holds %d restore records, not %d", path, ln, n);
     return st;
 }
 

@@ -10,7 +10,14 @@
  *           files only, see below): the complete overwrite records of
  *           version u+1, then replay of u+2..v (dcr_restore_repair);
  *   dense   dirty, unknown, ahead of v, or behind the retention window (or
- *           a replay or a check failed): a dense refit, as before.
+ *           a replay or a check failed): a dense refit, as before;
+ *   anchor  (run->anchor_every > 0) what would be dense, e.g. a node added
+ *           mid-run with nothing resident (an elastic join): the newest
+ *           anchor of version A <= v it can read (dcr/anchor.h: a dense
+ *           snapshot one node writes every N commits), each object checked
+ *           against its digest before a byte of it is used, then replay of
+ *           the retained versions A+1..v; bytes = the anchor object + the
+ *           replay. No anchor, a bad object, a gap or a failed check: dense.
  * A receiver that did not take the dense path rejoins only after its
  * digests equal a dense refit of v (the oracle: the run's seeded world,
  * workloads/roles/world.h); otherwise it is restored densely.
@@ -89,10 +96,11 @@ typedef enum dcr_restore_kind {
     DCR_RESTORE_REPLAY = 1,
     DCR_RESTORE_REPAIR = 2,
     DCR_RESTORE_DENSE = 3,
-    DCR_RESTORE_KINDS = 4,
+    DCR_RESTORE_ANCHOR = 4,
+    DCR_RESTORE_KINDS = 5,
 } dcr_restore_kind_t;
 
-/* "clean", "replay", "repair", "dense". */
+/* "clean", "replay", "repair", "dense", "anchor". */
 const char *dcr_restore_kind_name(dcr_restore_kind_t k);
 
 /* Why a receiver was restored (the record's last word):
@@ -211,9 +219,19 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
                                   uint64_t version);
 
 /* After the commit of `version` that recv[0, per) took part in: their
- * clean point, and their resident files. */
+ * clean point, and their resident files. With the run's anchor_every
+ * (workloads/bench.h; objstore transport), on node 0
+ * at a version due: the receivers of every tensor-parallel rank are copied
+ * (a memcpy each, while nothing applies) and uploaded as anchor `version`
+ * by a background thread, so that refits do not wait for it; an anchor
+ * still uploading when the next falls due makes that one skipped (said in
+ * the log). */
 dcr_status_t dcr_restorer_committed(dcr_restorer_t *R, dcr_receiver_t *const *recv,
                                     uint64_t version);
+
+/* Waits for the anchor upload in flight, if any: DCR_OK, or its error
+ * (said in the log too). dcr_restorer_destroy waits as well. */
+dcr_status_t dcr_restorer_anchor_flush(dcr_restorer_t *R);
 
 /* Whether receiver k was left dirty by a restore for its repair in the
  * overwrite retry (cfg.repair_in_retry) and is not repaired yet. */
@@ -259,6 +277,14 @@ dcr_status_t dcr_restore_totals(const char *workdir, uint64_t counts[DCR_RESTORE
                                 uint64_t bytes[DCR_RESTORE_KINDS],
                                 uint64_t dense_bytes[DCR_RESTORE_KINDS],
                                 double seconds[DCR_RESTORE_KINDS]);
+
+/* The first n restore records of rollout node `node` (e.g. its receivers'
+ * restores when it joined): counts by kind, their bytes and what dense
+ * refits of them move. DCR_ENOTFOUND when fewer lines exist; DCR_EPARSE
+ * as dcr_restore_totals. */
+dcr_status_t dcr_restore_first(const char *workdir, int node, int n,
+                               uint64_t counts[DCR_RESTORE_KINDS], uint64_t *bytes_p,
+                               uint64_t *dense_bytes_p);
 
 /* Sums the lines of <workdir>/restores/ by cause (dcr_restore_cause_t); a
  * missing folder is all zeros; errors as dcr_restore_totals. */

@@ -45,6 +45,19 @@ dcr_status_t dcr_role_read_digests(const char *path, int wait_ms, dcr_param_dige
     return st;
 }
 
+/* The version rollout node `node` joined the run at (<workdir>/joined/n<node>,
+ * written by the launcher of an elastic join), 0 when it ran from the start. */
+static uint64_t joined_at(const char *workdir, int node)
+{
+    char path[4300];
+    snprintf(path, sizeof(path), "%s/joined/n%d", workdir, node);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (f && fscanf(f, "%llu", &v) != 1) v = 0;
+    if (f) fclose(f);
+    return (uint64_t)v;
+}
+
 dcr_status_t dcr_role_verify_digests(const dcr_bench_config_t *run, const char *workdir,
                                      uint64_t first, uint64_t last, int wait_ms, bool *ok)
 {
@@ -61,6 +74,9 @@ dcr_status_t dcr_role_verify_digests(const dcr_bench_config_t *run, const char *
         ok[v - first] = true;
         /* Receivers of one TP rank hold the same bits: one dense refit each. */
         for (int r = 0; st == DCR_OK && r < nrecv; r++) {
+            /* A node added mid-run holds no version from before it joined. */
+            int per = w->serve.gpus_per_node ? w->serve.gpus_per_node : tp;
+            if (v < joined_at(workdir, r / per)) continue;
             int rank = dcr_serve_tp_rank(&w->serve, r);
             if (want[rank].count == 0) st = dcr_role_world_expected_digests(w, v, r, &want[rank]);
             if (st != DCR_OK) break;

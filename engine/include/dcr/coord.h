@@ -51,7 +51,11 @@ typedef struct dcr_coord_config {
      * reports DONE or FAILED. The coordinator opens the attempt on its own
      * transport handle, waits until every node of a required receiver
      * joined, then lets the owners stream, and waits for DONE. Sync RL only;
-     * parties->receivers may be NULL. */
+     * parties->receivers may be NULL. A node whose report says GONE with
+     * pid 0 (never started: a node added mid-run, its launcher's report)
+     * is left out of the attempts prepared while it says so, as a
+     * receiver killed and not restarted is; membership changes only
+     * between attempts. */
     bool remote_nodes;
     int join_timeout_ms; /* remote: a node that has not joined an attempt this long fails it */
     /* The owners are processes too (`mpirun -np P dcr owner`; needs
