@@ -416,6 +416,9 @@ static void *reader_main(void *arg)
     }
     if (e != DCR__RELAY_EOF && !atomic_load(&rd->R->closing))
         DCR_LOG_INFO("relay root: a reader of retained versions left: %s", dcr__relay_err_str(e));
+    /* The peer sees the end now; the descriptor is closed when the thread
+     * is joined, so that no other connection can take its number first. */
+    shutdown(rd->fd, SHUT_RDWR);
     atomic_store(&rd->done, true);
     return NULL;
 }

@@ -38,12 +38,17 @@
  * the attempt went through is not a failure: processes tear their trees
  * down at their own pace.
  *
- * Wire format, little-endian, one 48-byte header per frame:
- *   u32 magic "DCRF", u32 type, i32 code, u32 reserved, u64 tau, u64 a, u64 b, u64 len
- * then len bytes. DATA (a = owner, b = payload id, payload bytes), FIN (a =
- * payloads the owner sent), END (end of attempt), REF (reference bytes), ACK,
- * NACK (code = dcr_status_t, message bytes), HELLO (a = DCR__RELAY_HELLO_OWNER or
- * DCR__RELAY_HELLO_NODE, b = the owner or tree node connecting; no bytes). */
+ * Wire format (relay-internal.h, relay_wire.c): one 48-byte header per
+ * frame, then its bytes. DATA (a = owner, b = payload id, payload bytes),
+ * FIN (a = payloads the owner sent), END (end of attempt), REF (reference
+ * bytes), ACK, NACK (code = dcr_status_t, message bytes), HELLO (a =
+ * DCR__RELAY_HELLO_OWNER or _NODE, b = the owner or tree node connecting;
+ * no bytes).
+ *
+ * Retention (dcr/relay_retain.h, relay_retain.c): a root that retains keeps
+ * a reference to every payload it verified, per attempt, and a HELLO of
+ * kind DCR__RELAY_HELLO_STORE on its listener opens a reader's connection
+ * to its retained versions instead of a tree link. */
 #include "transport/relay-internal.h"
 
 #include <arpa/inet.h>
