@@ -8,10 +8,12 @@
 
 #include "core/core-internal.h"
 #include "transport/objstore-internal.h"
+#include "transport/relay-internal.h"
 
 static const void *const dcr__objstore_backends[] = {
     &dcr__objstore_dir_ops,
     &dcr__objstore_s3_ops,
+    &dcr__objstore_relay_ops,
 };
 #define DCR__N_STORES (sizeof dcr__objstore_backends / sizeof dcr__objstore_backends[0])
 /* The built-in backends, then those registered at run time

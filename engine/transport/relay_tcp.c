@@ -38,14 +38,18 @@
  * the attempt went through is not a failure: processes tear their trees
  * down at their own pace.
  *
- * Wire format, little-endian, one 48-byte header per frame:
- *   u32 magic "DCRF", u32 type, i32 code, u32 reserved, u64 tau, u64 a, u64 b, u64 len
- * then len bytes. DATA (a = owner, b = payload id, payload bytes), FIN (a =
- * payloads the owner sent), END (end of attempt), REF (reference bytes), ACK,
- * NACK (code = dcr_status_t, message bytes), HELLO (a = RELAY_HELLO_OWNER or
- * RELAY_HELLO_NODE, b = the owner or tree node connecting; no bytes). */
-#include "core/endian-internal.h"
-#include "transport-internal.h"
+ * Wire format (relay-internal.h, relay_wire.c): one 48-byte header per
+ * frame, then its bytes. DATA (a = owner, b = payload id, payload bytes),
+ * FIN (a = payloads the owner sent), END (end of attempt), REF (reference
+ * bytes), ACK, NACK (code = dcr_status_t, message bytes), HELLO (a =
+ * DCR__RELAY_HELLO_OWNER or _NODE, b = the owner or tree node connecting;
+ * no bytes).
+ *
+ * Retention (dcr/relay_retain.h, relay_retain.c): a root that retains keeps
+ * a reference to every payload it verified, per attempt, and a HELLO of
+ * kind DCR__RELAY_HELLO_STORE on its listener opens a reader's connection
+ * to its retained versions instead of a tree link. */
+#include "transport/relay-internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,11 +71,9 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/queue.h"
+#include "dcr/relay_retain.h"
 #include "dcr/thread.h"
 
-#define RELAY_MAGIC    0x46524344u /* "DCRF" */
-#define RELAY_HDR      48
-#define RELAY_NACK_MAX 512
 /* Reference frames: a checkpoint share streams as frames of this size, each
  * stored and forwarded whole at every hop, like a payload. */
 #define RELAY_REF_FRAME ((size_t)4 << 20)
@@ -81,57 +83,6 @@
 #define RELAY_HELLO_MS    5000
 #define RELAY_CONNECT_MS  2000
 #define RELAY_PENDING_MAX 4096
-#define RELAY_HELLO_OWNER 0
-#define RELAY_HELLO_NODE  1
-/* Read errors other than errno values. */
-#define RELAY_EOF   (-1)
-#define RELAY_PROTO (-2)
-
-typedef enum relay_type {
-    F_DATA = 1,
-    F_FIN = 2,
-    F_END = 3,
-    F_ACK = 4,
-    F_NACK = 5,
-    F_REF = 6,
-    F_HELLO = 7,
-} relay_type_t;
-
-typedef struct relay_frame {
-    uint32_t type;
-    int32_t code;
-    uint64_t tau, a, b, len;
-} relay_frame_t;
-
-/* ---- buffers shared by the queues of one node -------------------------- */
-
-typedef enum relay_kind { BUF_DATA, BUF_REF, BUF_END } relay_kind_t;
-
-typedef struct relay_buf {
-    atomic_int refs;
-    relay_kind_t kind;
-    uint32_t owner;
-    uint64_t id;
-    size_t len;
-    uint8_t data[];
-} relay_buf_t;
-
-static relay_buf_t *relay_buf_new(relay_kind_t kind, size_t len)
-{
-    relay_buf_t *b = malloc(sizeof *b + len);
-    if (b == NULL) return NULL;
-    atomic_init(&b->refs, 1);
-    b->kind = kind;
-    b->owner = 0;
-    b->id = 0;
-    b->len = len;
-    return b;
-}
-
-static void relay_buf_unref(relay_buf_t *b)
-{
-    if (b != NULL && atomic_fetch_sub(&b->refs, 1) == 1) free(b);
-}
 
 /* ---- the tree of one attempt ------------------------------------------- */
 
@@ -218,105 +169,13 @@ typedef struct relay {
     bool accepting;
     relay_pending_t *pend;
     int npend;
+    uint16_t port; /* the listener's (lfd >= 0) */
+    /* The root's retained versions (dcr/relay_retain.h); NULL: none. Set
+     * under mu once, before the first attempt. */
+    dcr__relay_retain_t *retain;
 } relay_t;
 
 /* ---- sockets ------------------------------------------------------------ */
-
-/* 0, or an errno value. */
-static int relay_write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return w < 0 ? errno : EPIPE;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* 0, RELAY_EOF, or an errno value. */
-static int relay_read_all(int fd, uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r < 0 && errno == EINTR) continue;
-        if (r == 0) return RELAY_EOF;
-        if (r < 0) return errno;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-static const char *relay_err_str(int e)
-{
-    if (e == RELAY_EOF) return "connection closed";
-    if (e == RELAY_PROTO) return "malformed frame";
-    if (e == ECANCELED) return "cancelled";
-    return strerror(e);
-}
-
-/* Writes one frame, pacing header and payload through flow (NULL: unpaced).
- * The header goes with the first chunk in one pacing step: paced alone, its
- * few bytes would book the links a latency ahead, and every other flow's
- * bytes that arrive meanwhile would queue behind that booking. ECANCELED
- * when the flow was cancelled. */
-static int relay_frame_write(int fd, const relay_frame_t *f, const uint8_t *payload,
-                             dcr__flow_t *flow)
-{
-    uint8_t h[RELAY_HDR] = {0};
-    dcr__put_le(h, RELAY_MAGIC, 4);
-    dcr__put_le(h + 4, f->type, 4);
-    dcr__put_le(h + 8, (uint32_t)f->code, 4);
-    dcr__put_le(h + 16, f->tau, 8);
-    dcr__put_le(h + 24, f->a, 8);
-    dcr__put_le(h + 32, f->b, 8);
-    dcr__put_le(h + 40, f->len, 8);
-    int e = 0;
-    size_t off = 0, hdr = RELAY_HDR;
-    do {
-        size_t n = f->len - off < DCR__LINK_CHUNK ? (size_t)f->len - off : DCR__LINK_CHUNK;
-        if (flow != NULL && dcr__flow_pace(flow, hdr + n) != DCR_OK) return ECANCELED;
-        if (hdr > 0) e = relay_write_all(fd, h, RELAY_HDR);
-        if (e == 0 && n > 0) e = relay_write_all(fd, payload + off, n);
-        off += n;
-        hdr = 0;
-    } while (e == 0 && off < f->len);
-    return e;
-}
-
-static int relay_frame_read(int fd, relay_frame_t *f)
-{
-    uint8_t h[RELAY_HDR];
-    int e = relay_read_all(fd, h, RELAY_HDR);
-    if (e != 0) return e;
-    if (dcr__le(h, 4) != RELAY_MAGIC) return RELAY_PROTO;
-    f->type = (uint32_t)dcr__le(h + 4, 4);
-    f->code = (int32_t)(uint32_t)dcr__le(h + 8, 4);
-    f->tau = dcr__le(h + 16, 8);
-    f->a = dcr__le(h + 24, 8);
-    f->b = dcr__le(h + 32, 8);
-    f->len = dcr__le(h + 40, 8);
-    if (f->type < F_DATA || f->type > F_HELLO || f->len > DCR__TRANSPORT_PAYLOAD_MAX)
-        return RELAY_PROTO;
-    return 0;
-}
-
-static int relay_reply(int fd, uint64_t tau, dcr_status_t st, const char *msg)
-{
-    size_t n = st == DCR_OK ? 0 : strlen(msg);
-    relay_frame_t f = {.type = st == DCR_OK ? F_ACK : F_NACK, .code = st, .tau = tau, .len = n};
-    return relay_frame_write(fd, &f, (const uint8_t *)msg, NULL);
-}
-
-static void relay_nodelay(int fd)
-{
-    int one = 1;
-    /* Frames and acknowledgments are small and strictly alternate: Nagle plus
-     * delayed ACK would add tens of milliseconds per hop. */
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
 
 /* Listens on host (an IPv4 address; NULL: loopback), port chosen by the
  * kernel. */
@@ -363,8 +222,8 @@ static dcr_status_t relay_connect(int lfd, uint16_t port, int *client_p, int *se
         return dcr_error_set(DCR_ETRANSPORT, "relay: accept on 127.0.0.1:%u: %s", port,
                              strerror(errno));
     }
-    relay_nodelay(c);
-    relay_nodelay(s);
+    dcr__relay_nodelay(c);
+    dcr__relay_nodelay(s);
     *client_p = c;
     *server_p = s;
     return DCR_OK;
@@ -379,46 +238,6 @@ static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, .
 static bool relay_local(const relay_t *r, int i)
 {
     return !r->split || r->self == i;
-}
-
-/* One TCP connection to "HOST:PORT" within RELAY_CONNECT_MS (a host that
- * does not answer must not hold a caller for the kernel's SYN retries);
- * -1 with errno-style *err_p. */
-static int relay_connect_addr(const char *addr, int *err_p)
-{
-    char host[256];
-    const char *colon = strrchr(addr, ':');
-    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= sizeof host) {
-        *err_p = EINVAL;
-        return -1;
-    }
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0 || ai == NULL) {
-        *err_p = EHOSTUNREACH;
-        return -1;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int e = fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ? errno : 0;
-    freeaddrinfo(ai);
-    if (e == EINPROGRESS) {
-        struct pollfd pf = {.fd = fd, .events = POLLOUT};
-        int n = poll(&pf, 1, RELAY_CONNECT_MS);
-        socklen_t len = sizeof e;
-        if (n <= 0)
-            e = n == 0 ? ETIMEDOUT : errno;
-        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) != 0)
-            e = errno;
-    }
-    if (e == 0 && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) e = errno;
-    if (e != 0) {
-        if (fd >= 0) close(fd);
-        *err_p = e;
-        return -1;
-    }
-    relay_nodelay(fd);
-    return fd;
 }
 
 /* Connects to tree node `target` (its address from the directory) for
@@ -436,7 +255,7 @@ static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, in
     while (fd < 0) {
         if (atomic_load(&T->cancel) != 0) return DCR_ECLOSED;
         if (r->dir.lookup(r->dir.ctx, target, addr, sizeof addr) == DCR_OK)
-            fd = relay_connect_addr(addr, &e);
+            fd = dcr__relay_connect_addr(addr, RELAY_CONNECT_MS, &e);
         else
             e = ENOENT;
         if (fd >= 0) break;
@@ -444,16 +263,16 @@ static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, in
         if ((dcr_clock_s() - t0) * 1000.0 > RELAY_DIAL_MS) {
             relay_tree_fail(T, DCR_ETRANSPORT,
                             "relay: %s %d cannot reach tree node %d%s%s within %d ms: %s",
-                            kind == RELAY_HELLO_NODE ? "node" : "owner", id, target,
+                            kind == DCR__RELAY_HELLO_NODE ? "node" : "owner", id, target,
                             addr[0] ? " at " : " (no address published)", addr, RELAY_DIAL_MS,
                             e == ENOENT ? "not published" : strerror(e));
             return DCR_ETRANSPORT;
         }
         dcr_clock_nap_ns(20000000L);
     }
-    relay_frame_t hello = {
-        .type = F_HELLO, .tau = T->tau, .a = (uint64_t)kind, .b = (uint64_t)id, .len = 0};
-    e = relay_frame_write(fd, &hello, NULL, NULL);
+    dcr__relay_frame_t hello = {
+        .type = DCR__F_HELLO, .tau = T->tau, .a = (uint64_t)kind, .b = (uint64_t)id, .len = 0};
+    e = dcr__relay_frame_write(fd, &hello, NULL, NULL);
     pthread_mutex_lock(&T->mu);
     bool live = e == 0 && atomic_load(&T->cancel) == 0;
     if (live) *fd_p = fd;
@@ -462,7 +281,7 @@ static dcr_status_t relay_dial(relay_tree_t *T, int target, int kind, int id, in
     close(fd);
     if (e != 0)
         relay_tree_fail(T, DCR_ETRANSPORT, "relay: hello to tree node %d at %s failed: %s", target,
-                        addr, relay_err_str(e));
+                        addr, dcr__relay_err_str(e));
     return e != 0 ? DCR_ETRANSPORT : DCR_ECLOSED;
 }
 
@@ -521,13 +340,13 @@ static void relay_tree_fail(relay_tree_t *T, dcr_status_t st, const char *fmt, .
 static void relay_link_lost(relay_tree_t *T, int from, int to, int e)
 {
     if (atomic_load(&T->cancel) != 0) return;
-    if (e == RELAY_PROTO) {
+    if (e == DCR__RELAY_PROTO) {
         relay_tree_fail(T, DCR_ETRANSPORT,
                         "relay: malformed frame on the link from node %d to node %d", from, to);
         return;
     }
     relay_tree_fail(T, DCR_ETRANSPORT, "relay: link from node %d to node %d lost (%s)", from, to,
-                    relay_err_str(e));
+                    dcr__relay_err_str(e));
 }
 
 /* The root's view of a lost owner connection. */
@@ -535,7 +354,7 @@ static void relay_owner_lost(relay_tree_t *T, int owner, int e)
 {
     if (atomic_load(&T->cancel) != 0) return;
     relay_tree_fail(T, DCR_ETRANSPORT, "relay: connection from owner %d to the root lost (%s)",
-                    owner, relay_err_str(e));
+                    owner, dcr__relay_err_str(e));
 }
 
 /* The status a caller gets once the tree is cancelled: the failure, or a
@@ -556,9 +375,9 @@ static void relay_drain(dcr_queue_t *q, dcr__counters_t *c)
 {
     void *item;
     while (q != NULL && dcr_queue_pop(q, 0, &item) == DCR_OK) {
-        relay_buf_t *b = item;
-        if (c != NULL && b->kind == BUF_DATA) atomic_fetch_add(&c->dropped_stale, 1);
-        relay_buf_unref(b);
+        dcr__relay_buf_t *b = item;
+        if (c != NULL && b->kind == DCR__BUF_DATA) atomic_fetch_add(&c->dropped_stale, 1);
+        dcr__relay_buf_unref(b);
     }
 }
 
@@ -616,27 +435,27 @@ static void relay_tree_destroy(relay_tree_t *T)
 
 /* Queues b for every child and for the node's own recv, then drops the
  * caller's reference. DCR_ECLOSED once the tree is cancelled. */
-static dcr_status_t relay_deliver(relay_tnode_t *nd, relay_buf_t *b)
+static dcr_status_t relay_deliver(relay_tnode_t *nd, dcr__relay_buf_t *b)
 {
     relay_tree_t *T = nd->tree;
     dcr_status_t st = DCR_OK;
     for (int k = 0; k < nd->nkids && st == DCR_OK; k++) {
-        atomic_fetch_add(&b->refs, 1);
+        dcr__relay_buf_ref(b);
         st = dcr_queue_push(nd->kids[k].q, b, -1);
-        if (st != DCR_OK) relay_buf_unref(b);
+        if (st != DCR_OK) dcr__relay_buf_unref(b);
     }
-    if (st == DCR_OK && nd->ready != NULL && b->kind != BUF_REF) {
-        atomic_fetch_add(&b->refs, 1);
+    if (st == DCR_OK && nd->ready != NULL && b->kind != DCR__BUF_REF) {
+        dcr__relay_buf_ref(b);
         st = dcr_queue_push(nd->ready, b, -1);
-        if (st != DCR_OK) relay_buf_unref(b);
+        if (st != DCR_OK) dcr__relay_buf_unref(b);
     }
-    if (st == DCR_OK && T->reference && b->kind == BUF_END) {
+    if (st == DCR_OK && T->reference && b->kind == DCR__BUF_END) {
         pthread_mutex_lock(&T->mu);
         T->ends++;
         pthread_cond_broadcast(&T->cv);
         pthread_mutex_unlock(&T->mu);
     }
-    relay_buf_unref(b);
+    dcr__relay_buf_unref(b);
     return st == DCR_OK ? DCR_OK : DCR_ECLOSED;
 }
 
@@ -646,8 +465,8 @@ static dcr_status_t relay_deliver(relay_tnode_t *nd, relay_buf_t *b)
  * header only: their bytes are the root's verified copy over a reliable
  * local stream, and receivers check the digest again when they decode, so a
  * second hash per node would only spend the CPU the refit is measured on. */
-static dcr_status_t relay_verify(const relay_tree_t *T, const relay_frame_t *f,
-                                 const relay_buf_t *b, bool digest)
+static dcr_status_t relay_verify(const relay_tree_t *T, const dcr__relay_frame_t *f,
+                                 const dcr__relay_buf_t *b, bool digest)
 {
     dcr_payload_header_t h;
     DCR_CHECK(digest ? dcr_payload_verify(b->data, b->len, &T->r->base.pub.payload_policy, &h)
@@ -667,17 +486,19 @@ static dcr_status_t relay_verify(const relay_tree_t *T, const relay_frame_t *f,
 }
 
 /* Reads a DATA/REF/END frame's body into a new buffer. 0 or a read error. */
-static int relay_read_body(int fd, const relay_frame_t *f, relay_buf_t **out_p)
+static int relay_read_body(int fd, const dcr__relay_frame_t *f, dcr__relay_buf_t **out_p)
 {
-    relay_kind_t kind = f->type == F_DATA ? BUF_DATA : f->type == F_REF ? BUF_REF : BUF_END;
-    if (kind == BUF_END && f->len != 0) return RELAY_PROTO;
-    relay_buf_t *b = relay_buf_new(kind, (size_t)f->len);
+    dcr__relay_kind_t kind = f->type == DCR__F_DATA  ? DCR__BUF_DATA
+                             : f->type == DCR__F_REF ? DCR__BUF_REF
+                                                     : DCR__BUF_END;
+    if (kind == DCR__BUF_END && f->len != 0) return DCR__RELAY_PROTO;
+    dcr__relay_buf_t *b = dcr__relay_buf_new(kind, (size_t)f->len);
     if (b == NULL) return ENOMEM;
     b->owner = (uint32_t)f->a;
     b->id = f->b;
-    int e = relay_read_all(fd, b->data, (size_t)f->len);
+    int e = dcr__relay_read_all(fd, b->data, (size_t)f->len);
     if (e != 0) {
-        relay_buf_unref(b);
+        dcr__relay_buf_unref(b);
         return e;
     }
     *out_p = b;
@@ -690,36 +511,36 @@ static void *relay_node_reader(void *arg)
     relay_tree_t *T = nd->tree;
     /* Across processes this node connects to its parent itself. */
     if (nd->up_fd < 0 &&
-        relay_dial(T, nd->parent, RELAY_HELLO_NODE, nd->idx, &nd->up_fd, false) != DCR_OK)
+        relay_dial(T, nd->parent, DCR__RELAY_HELLO_NODE, nd->idx, &nd->up_fd, false) != DCR_OK)
         return NULL;
     for (bool ended = false;;) {
-        relay_frame_t f;
-        relay_buf_t *b = NULL;
-        int e = relay_frame_read(nd->up_fd, &f);
-        if (e == RELAY_EOF && ended) return NULL; /* the parent's process moved on */
-        if (e == 0 && (f.tau != T->tau || f.type == F_FIN || f.type == F_ACK || f.type == F_NACK ||
-                       f.type == F_HELLO)) {
-            e = RELAY_PROTO;
+        dcr__relay_frame_t f;
+        dcr__relay_buf_t *b = NULL;
+        int e = dcr__relay_frame_read(nd->up_fd, &f);
+        if (e == DCR__RELAY_EOF && ended) return NULL; /* the parent's process moved on */
+        if (e == 0 && (f.tau != T->tau || f.type == DCR__F_FIN || f.type == DCR__F_ACK ||
+                       f.type == DCR__F_NACK || f.type == DCR__F_HELLO)) {
+            e = DCR__RELAY_PROTO;
         }
         if (e == 0) e = relay_read_body(nd->up_fd, &f, &b);
         if (e != 0) {
             relay_link_lost(T, nd->parent, nd->idx, e);
             return NULL;
         }
-        ended = b->kind == BUF_END;
-        if (b->kind == BUF_DATA) {
+        ended = b->kind == DCR__BUF_END;
+        if (b->kind == DCR__BUF_DATA) {
             atomic_fetch_add(&T->r->base.count.local_bytes, (int_fast64_t)b->len);
             if (relay_verify(T, &f, b, false) != DCR_OK) {
                 atomic_fetch_add(&T->r->base.count.rejected, 1);
                 relay_tree_fail(T, DCR_ETRANSPORT,
                                 "relay: node %d got a bad payload from node %d: %s", nd->idx,
                                 nd->parent, dcr_error_detail());
-                relay_buf_unref(b);
+                dcr__relay_buf_unref(b);
                 return NULL;
             }
         }
         if (relay_deliver(nd, b) != DCR_OK) return NULL;
-        e = relay_reply(nd->up_fd, T->tau, DCR_OK, "");
+        e = dcr__relay_reply(nd->up_fd, T->tau, DCR_OK, "");
         if (e != 0) {
             relay_link_lost(T, nd->parent, nd->idx, e);
             return NULL;
@@ -759,17 +580,20 @@ static void *relay_forwarder(void *arg)
     if (atomic_load(&T->cancel) != 0) return NULL;
     void *item;
     while (dcr_queue_pop(k->q, -1, &item) == DCR_OK) {
-        relay_buf_t *b = item;
-        bool end = b->kind == BUF_END;
-        uint32_t type = b->kind == BUF_DATA ? F_DATA : b->kind == BUF_REF ? F_REF : F_END;
-        relay_frame_t f = {.type = type, .tau = T->tau, .a = b->owner, .b = b->id, .len = b->len};
+        dcr__relay_buf_t *b = item;
+        bool end = b->kind == DCR__BUF_END;
+        uint32_t type = b->kind == DCR__BUF_DATA  ? DCR__F_DATA
+                        : b->kind == DCR__BUF_REF ? DCR__F_REF
+                                                  : DCR__F_END;
+        dcr__relay_frame_t f = {
+            .type = type, .tau = T->tau, .a = b->owner, .b = b->id, .len = b->len};
         dcr__flow_t flow;
         dcr__flow_local(&flow, T->r->base.links, k->from, k->node, &T->cancel, 0);
-        int e = relay_frame_write(k->fd, &f, b->data, &flow);
-        relay_frame_t ack;
-        if (e == 0) e = relay_frame_read(k->fd, &ack);
-        if (e == 0 && ack.type != F_ACK) e = RELAY_PROTO;
-        relay_buf_unref(b);
+        int e = dcr__relay_frame_write(k->fd, &f, b->data, &flow);
+        dcr__relay_frame_t ack;
+        if (e == 0) e = dcr__relay_frame_read(k->fd, &ack);
+        if (e == 0 && ack.type != DCR__F_ACK) e = DCR__RELAY_PROTO;
+        dcr__relay_buf_unref(b);
         if (e != 0) {
             relay_link_lost(T, k->from, k->node, e);
             return NULL;
@@ -782,8 +606,8 @@ static void *relay_forwarder(void *arg)
 /* ---- the root's side of owner connections ------------------------------- */
 
 /* A DATA or REF frame from owner o: verify, queue, count. *msg on refusal. */
-static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, relay_buf_t *b,
-                                    char *msg, size_t cap)
+static dcr_status_t relay_root_take(relay_olink_t *o, const dcr__relay_frame_t *f,
+                                    dcr__relay_buf_t *b, char *msg, size_t cap)
 {
     relay_tree_t *T = o->tree;
     dcr__counters_t *c = &T->r->base.count;
@@ -794,7 +618,7 @@ static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, re
     if (fin) {
         st = dcr_error_set(DCR_EINVAL, "owner %d already finished attempt %" PRIu64, o->owner,
                            T->tau);
-    } else if (b->kind == BUF_DATA) {
+    } else if (b->kind == DCR__BUF_DATA) {
         /* Across processes the sending owner's handle counts them. */
         if (!T->r->split) atomic_fetch_add(&c->cross_bytes, (int_fast64_t)b->len);
         if (f->a != (uint64_t)o->owner) {
@@ -812,9 +636,11 @@ static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, re
     if (st != DCR_OK) {
         snprintf(msg, cap, "relay root refused owner %d payload %" PRIu64 ": %s", o->owner, f->b,
                  dcr_error_detail());
-        relay_buf_unref(b);
+        dcr__relay_buf_unref(b);
         return st;
     }
+    if (b->kind == DCR__BUF_DATA && T->r->retain != NULL)
+        dcr__relay_retain_hold(T->r->retain, T->tau, b);
     if (relay_deliver(&T->nodes[0], b) != DCR_OK) return DCR_ECLOSED;
     pthread_mutex_lock(&T->mu);
     o->queued++;
@@ -824,7 +650,8 @@ static dcr_status_t relay_root_take(relay_olink_t *o, const relay_frame_t *f, re
 
 /* A FIN frame: the owner sent f->a frames. The last owner to finish queues
  * the end marker behind every payload. */
-static dcr_status_t relay_root_fin(relay_olink_t *o, const relay_frame_t *f, char *msg, size_t cap)
+static dcr_status_t relay_root_fin(relay_olink_t *o, const dcr__relay_frame_t *f, char *msg,
+                                   size_t cap)
 {
     relay_tree_t *T = o->tree;
     pthread_mutex_lock(&T->mu);
@@ -841,7 +668,8 @@ static dcr_status_t relay_root_fin(relay_olink_t *o, const relay_frame_t *f, cha
     bool last = ++T->nfin == T->nowners;
     pthread_mutex_unlock(&T->mu);
     if (!last) return DCR_OK;
-    relay_buf_t *end = relay_buf_new(BUF_END, 0);
+    if (!T->reference && T->r->retain != NULL) dcr__relay_retain_ended(T->r->retain, T->tau);
+    dcr__relay_buf_t *end = dcr__relay_buf_new(DCR__BUF_END, 0);
     if (end == NULL) {
         snprintf(msg, cap, "relay root: out of memory");
         return DCR_ENOMEM;
@@ -854,27 +682,27 @@ static void *relay_owner_reader(void *arg)
     relay_olink_t *o = arg;
     relay_tree_t *T = o->tree;
     for (;;) {
-        relay_frame_t f;
-        relay_buf_t *b = NULL;
-        char msg[RELAY_NACK_MAX] = "";
-        int e = relay_frame_read(o->root_fd, &f);
+        dcr__relay_frame_t f;
+        dcr__relay_buf_t *b = NULL;
+        char msg[DCR__RELAY_NACK_MAX] = "";
+        int e = dcr__relay_frame_read(o->root_fd, &f);
         pthread_mutex_lock(&T->mu);
         bool fin = o->fin;
         pthread_mutex_unlock(&T->mu);
-        if (e == RELAY_EOF && fin) return NULL; /* the owner's process moved on */
-        if (e == 0 && (f.tau != T->tau || f.type == F_END || f.type == F_ACK || f.type == F_NACK ||
-                       f.type == F_HELLO)) {
-            e = RELAY_PROTO;
+        if (e == DCR__RELAY_EOF && fin) return NULL; /* the owner's process moved on */
+        if (e == 0 && (f.tau != T->tau || f.type == DCR__F_END || f.type == DCR__F_ACK ||
+                       f.type == DCR__F_NACK || f.type == DCR__F_HELLO)) {
+            e = DCR__RELAY_PROTO;
         }
-        if (e == 0 && f.type != F_FIN) e = relay_read_body(o->root_fd, &f, &b);
+        if (e == 0 && f.type != DCR__F_FIN) e = relay_read_body(o->root_fd, &f, &b);
         if (e != 0) {
             relay_owner_lost(T, o->owner, e);
             return NULL;
         }
-        dcr_status_t st = f.type == F_FIN ? relay_root_fin(o, &f, msg, sizeof msg)
-                                          : relay_root_take(o, &f, b, msg, sizeof msg);
+        dcr_status_t st = f.type == DCR__F_FIN ? relay_root_fin(o, &f, msg, sizeof msg)
+                                               : relay_root_take(o, &f, b, msg, sizeof msg);
         if (atomic_load(&T->cancel) != 0) return NULL;
-        e = relay_reply(o->root_fd, T->tau, st, msg);
+        e = dcr__relay_reply(o->root_fd, T->tau, st, msg);
         if (e != 0) {
             relay_owner_lost(T, o->owner, e);
             return NULL;
@@ -967,7 +795,8 @@ static dcr_status_t relay_tree_start(relay_tree_t *T)
          * (its reader keeps trying otherwise): an attempt opened only to be
          * stopped at once then still tells the parent, whose forwarder
          * fails on the closed connection instead of waiting for it. */
-        if (i > 0 && T->r->split) relay_dial(T, nd->parent, RELAY_HELLO_NODE, i, &nd->up_fd, true);
+        if (i > 0 && T->r->split)
+            relay_dial(T, nd->parent, DCR__RELAY_HELLO_NODE, i, &nd->up_fd, true);
         if (i > 0) {
             if (dcr_thread_start(&nd->reader, DCR_THREAD_TRANSPORT, relay_node_reader, nd,
                                  "dcr-relay-%d", i) != 0)
@@ -1022,7 +851,7 @@ static void relay_unhold(relay_tree_t *T)
 }
 
 /* One frame from owner `owner` to the root and its answer. */
-static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const relay_frame_t *f,
+static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const dcr__relay_frame_t *f,
                                      const uint8_t *payload, const char *what)
 {
     relay_olink_t *o = &T->owners[owner];
@@ -1030,29 +859,29 @@ static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const relay_fra
         /* Across processes: this owner's first call of the attempt. */
         char who[64];
         snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
-        if (relay_dial(T, 0, RELAY_HELLO_OWNER, owner, &o->fd, false) != DCR_OK)
+        if (relay_dial(T, 0, DCR__RELAY_HELLO_OWNER, owner, &o->fd, false) != DCR_OK)
             return relay_tree_status(T, who);
     }
     dcr__flow_t flow;
     dcr__flow_cross(&flow, T->r->base.links, dcr__tbase_train_node(&T->r->base, owner), 0,
                     &T->cancel, 0);
-    relay_frame_t ans;
-    int e = relay_frame_write(o->fd, f, payload, &flow);
-    if (e == 0) e = relay_frame_read(o->fd, &ans);
-    if (e == 0 && ans.type == F_ACK) return DCR_OK;
-    if (e == 0 && ans.type == F_NACK && ans.len < RELAY_NACK_MAX) {
-        char msg[RELAY_NACK_MAX] = "";
-        e = relay_read_all(o->fd, (uint8_t *)msg, (size_t)ans.len);
+    dcr__relay_frame_t ans;
+    int e = dcr__relay_frame_write(o->fd, f, payload, &flow);
+    if (e == 0) e = dcr__relay_frame_read(o->fd, &ans);
+    if (e == 0 && ans.type == DCR__F_ACK) return DCR_OK;
+    if (e == 0 && ans.type == DCR__F_NACK && ans.len < DCR__RELAY_NACK_MAX) {
+        char msg[DCR__RELAY_NACK_MAX] = "";
+        e = dcr__relay_read_all(o->fd, (uint8_t *)msg, (size_t)ans.len);
         dcr_status_t code =
             ans.code < 0 && ans.code > -200 ? (dcr_status_t)ans.code : DCR_ETRANSPORT;
         if (e == 0) return dcr_error_set(code, "%s", msg);
     }
-    if (e == 0) e = RELAY_PROTO;
+    if (e == 0) e = DCR__RELAY_PROTO;
     char who[64];
     snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
     if (atomic_load(&T->cancel) == 0) {
         relay_tree_fail(T, DCR_ETRANSPORT, "relay: owner %d lost its connection to the root (%s)",
-                        owner, relay_err_str(e));
+                        owner, dcr__relay_err_str(e));
     }
     return relay_tree_status(T, who);
 }
@@ -1086,8 +915,8 @@ static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_i
     }
     pthread_mutex_unlock(&r->mu);
     if (st != DCR_OK) return st;
-    relay_frame_t f = {
-        .type = F_DATA, .tau = tau, .a = (uint64_t)owner, .b = payload_id, .len = len};
+    dcr__relay_frame_t f = {
+        .type = DCR__F_DATA, .tau = tau, .a = (uint64_t)owner, .b = payload_id, .len = len};
     char what[64];
     snprintf(what, sizeof what, "payload %" PRIu64, payload_id);
     st = relay_owner_call(T, owner, &f, buf, what);
@@ -1116,7 +945,7 @@ static dcr_status_t relay_finish(dcr_transport_t *t, int owner, uint64_t npayloa
     }
     pthread_mutex_unlock(&r->mu);
     if (st != DCR_OK) return st;
-    relay_frame_t f = {.type = F_FIN, .tau = tau, .a = npayloads};
+    dcr__relay_frame_t f = {.type = DCR__F_FIN, .tau = tau, .a = npayloads};
     st = relay_owner_call(T, owner, &f, NULL, "finish");
     relay_unhold(T);
     return st;
@@ -1140,14 +969,14 @@ static dcr_status_t relay_node_recv(relay_tree_t *T, int node, int timeout_ms,
         return dcr_error_set(DCR_ETIMEOUT, "%s: no payload within %d ms", who, timeout_ms);
     }
     if (st != DCR_OK) return relay_tree_status(T, who);
-    relay_buf_t *b = item;
+    dcr__relay_buf_t *b = item;
     if (atomic_load(&T->cancel) != 0) {
-        relay_buf_unref(b);
+        dcr__relay_buf_unref(b);
         return relay_tree_status(T, who);
     }
-    if (b->kind == BUF_END) {
+    if (b->kind == DCR__BUF_END) {
         atomic_store(&nd->done, true);
-        relay_buf_unref(b);
+        dcr__relay_buf_unref(b);
         return dcr_error_set(DCR_ECLOSED, "%s: attempt %" PRIu64 " complete", who, T->tau);
     }
     *out_p = (dcr_delivery_t){.data = b->data, .len = b->len, .handle = b};
@@ -1172,7 +1001,7 @@ static dcr_status_t relay_recv(dcr_transport_t *t, int node, int timeout_ms, dcr
 
 static void relay_release(dcr_transport_t *t, int node, dcr_delivery_t *d)
 {
-    relay_buf_unref(d->handle);
+    dcr__relay_buf_unref(d->handle);
 }
 
 /* ---- across processes: accepting peers ---------------------------------- */
@@ -1185,7 +1014,7 @@ static void relay_adopt(relay_tree_t *T, int kind, int id, int fd)
     relay_t *r = T->r;
     pthread_mutex_lock(&T->mu);
     bool ok = !T->stopping && !T->failed && atomic_load(&T->cancel) == 0;
-    if (ok && kind == RELAY_HELLO_OWNER) {
+    if (ok && kind == DCR__RELAY_HELLO_OWNER) {
         relay_olink_t *o = &T->owners[id];
         ok = o->root_fd < 0 && !o->started;
         if (ok) {
@@ -1222,13 +1051,37 @@ static void relay_place(relay_t *r, int fd, uint64_t tau, int kind, int id)
 
 /* Whether a hello names a peer this handle takes: an owner at the root, a
  * child of this node. */
-static bool relay_hello_ok(const relay_t *r, const relay_frame_t *f)
+static bool relay_hello_ok(const relay_t *r, const dcr__relay_frame_t *f)
 {
     const dcr_transport_config_t *c = &r->base.cfg;
-    if (f->type != F_HELLO || f->len != 0 || f->tau == 0) return false;
-    if (f->a == RELAY_HELLO_OWNER) return r->self == 0 && f->b < (uint64_t)c->world;
-    return f->a == RELAY_HELLO_NODE && f->b >= 1 && f->b < (uint64_t)c->rollout_nodes &&
+    if (f->type != DCR__F_HELLO || f->len != 0 || f->tau == 0) return false;
+    if (f->a == DCR__RELAY_HELLO_OWNER) return r->self == 0 && f->b < (uint64_t)c->world;
+    return f->a == DCR__RELAY_HELLO_NODE && f->b >= 1 && f->b < (uint64_t)c->rollout_nodes &&
            (int)((f->b - 1) / (uint64_t)c->fanout) == r->self;
+}
+
+/* A reader of the root's retained versions (relay-internal.h): served on a
+ * thread of the retention's, or refused with the reason. True when f was
+ * such a hello (fd taken). */
+static bool relay_store_hello(relay_t *r, int fd, const dcr__relay_frame_t *f)
+{
+    if (f->type != DCR__F_HELLO || f->a != DCR__RELAY_HELLO_STORE || f->len != 0) return false;
+    dcr__relay_nodelay(fd);
+    pthread_mutex_lock(&r->mu);
+    dcr__relay_retain_t *R = r->retain;
+    pthread_mutex_unlock(&r->mu);
+    if (R != NULL) {
+        dcr__relay_retain_serve(R, fd);
+        return true;
+    }
+    char msg[128];
+    snprintf(msg, sizeof msg,
+             "relay tree node %d keeps no retained versions (only the root does, "
+             "with --retain)",
+             r->self);
+    dcr__relay_reply(fd, 0, DCR_EUNSUPPORTED, msg);
+    close(fd);
+    return true;
 }
 
 static void relay_set_rcvtimeo(int fd, int ms)
@@ -1251,16 +1104,17 @@ static void *relay_acceptor(void *arg)
         }
         if (fd < 0) return NULL; /* shut down */
         relay_set_rcvtimeo(fd, RELAY_HELLO_MS);
-        relay_frame_t f;
-        int e = relay_frame_read(fd, &f);
+        dcr__relay_frame_t f;
+        int e = dcr__relay_frame_read(fd, &f);
         relay_set_rcvtimeo(fd, 0);
+        if (e == 0 && relay_store_hello(r, fd, &f)) continue;
         if (e != 0 || !relay_hello_ok(r, &f)) {
             DCR_LOG_WARN("relay: tree node %d refused a connection: %s", r->self,
-                         e != 0 ? relay_err_str(e) : "not a hello from its child or an owner");
+                         e != 0 ? dcr__relay_err_str(e) : "not a hello from its child or an owner");
             close(fd);
             continue;
         }
-        relay_nodelay(fd);
+        dcr__relay_nodelay(fd);
         pthread_mutex_lock(&r->mu);
         relay_place(r, fd, f.tau, (int)f.a, (int)f.b);
         pthread_mutex_unlock(&r->mu);
@@ -1284,6 +1138,15 @@ static void relay_adopt_pending(relay_t *r, relay_tree_t *T)
     r->npend = kept;
 }
 
+static dcr_status_t relay_accept_start(relay_t *r)
+{
+    if (dcr_thread_start(&r->acceptor, DCR_THREAD_TRANSPORT, relay_acceptor, r, "dcr-accept-%d",
+                         r->self) != 0)
+        return dcr_error_set(DCR_ENOMEM, "relay: cannot start the acceptor");
+    r->accepting = true;
+    return DCR_OK;
+}
+
 /* Across processes: listens, publishes this node's address, starts the
  * acceptor. */
 static dcr_status_t relay_split_start(relay_t *r, const dcr_transport_config_t *cfg)
@@ -1300,20 +1163,15 @@ static dcr_status_t relay_split_start(relay_t *r, const dcr_transport_config_t *
     if (r->self < 0) return DCR_OK; /* owners and the coordinator accept nothing */
     r->pend = calloc(RELAY_PENDING_MAX, sizeof *r->pend);
     if (r->pend == NULL) return dcr_error_set(DCR_ENOMEM, "relay: pending connections");
-    uint16_t port = 0;
-    DCR_CHECK(relay_listen_on(r->host, &r->lfd, &port));
+    DCR_CHECK(relay_listen_on(r->host, &r->lfd, &r->port));
     char addr[128];
-    snprintf(addr, sizeof addr, "%s:%u", r->host, port);
+    snprintf(addr, sizeof addr, "%s:%u", r->host, r->port);
     dcr_status_t st = r->dir.publish(r->dir.ctx, r->self, addr);
     if (st != DCR_OK) {
         dcr_error_prefix("relay: publishing tree node %d at %s: ", r->self, addr);
         return st;
     }
-    if (dcr_thread_start(&r->acceptor, DCR_THREAD_TRANSPORT, relay_acceptor, r, "dcr-accept-%d",
-                         r->self) != 0)
-        return dcr_error_set(DCR_ENOMEM, "relay: cannot start the acceptor");
-    r->accepting = true;
-    return DCR_OK;
+    return relay_accept_start(r);
 }
 
 static void relay_split_stop(relay_t *r)
@@ -1394,11 +1252,11 @@ static void *relay_ref_owner(void *arg)
     dcr_status_t st = DCR_OK;
     for (uint64_t left = a->bytes; left > 0 && st == DCR_OK; frames++) {
         size_t n = left < RELAY_REF_FRAME ? (size_t)left : RELAY_REF_FRAME;
-        relay_frame_t f = {.type = F_REF, .a = (uint64_t)a->owner, .len = n};
+        dcr__relay_frame_t f = {.type = DCR__F_REF, .a = (uint64_t)a->owner, .len = n};
         st = relay_owner_call(a->T, a->owner, &f, a->pattern, "reference");
         left -= n;
     }
-    relay_frame_t fin = {.type = F_FIN, .a = frames};
+    dcr__relay_frame_t fin = {.type = DCR__F_FIN, .a = frames};
     if (st == DCR_OK) st = relay_owner_call(a->T, a->owner, &fin, NULL, "reference finish");
     a->st = st;
     if (st != DCR_OK) snprintf(a->msg, sizeof a->msg, "%s", dcr_error_detail());
@@ -1476,6 +1334,7 @@ static void relay_destroy(dcr_transport_t *t)
     /* No connection can reach a tree once the acceptor has ended. */
     relay_split_stop(r);
     relay_tree_destroy(relay_detach(r));
+    dcr__relay_retain_destroy(r->retain); /* after the tree: its threads hold payloads */
     dcr__ledger_fini(&r->ledger);
     pthread_mutex_destroy(&r->mu);
     dcr__tbase_fini(&r->base);
@@ -1520,6 +1379,68 @@ dcr_status_t dcr__relay_break_link(dcr_transport_t *t, int node)
         st = dcr_error_set(DCR_EINVAL, "break_link: no link %d", node);
     pthread_mutex_unlock(&r->mu);
     return st;
+}
+
+/* ---- retention at the root (dcr/relay_retain.h) ---------------------------- */
+
+static dcr_status_t relay_of(dcr_transport_t *t, const char *what, relay_t **r_p)
+{
+    if (t == NULL || t->ops != &dcr__transport_relay_ops)
+        return dcr_error_set(DCR_EUNSUPPORTED, "%s: %s is not a relay transport", what,
+                             t ? dcr_transport_name(t) : "(null)");
+    *r_p = (relay_t *)t;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_relay_retain_start(dcr_transport_t *t, const char *store_url, int keep, bool clear)
+{
+    relay_t *r = NULL;
+    DCR_CHECK(relay_of(t, "relay retain", &r));
+    if (r->split && r->self != 0)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "relay retain: only the root keeps retained versions (this handle "
+                             "serves tree node %d)",
+                             r->self);
+    pthread_mutex_lock(&r->mu);
+    bool busy = r->retain != NULL || r->last_tau != 0;
+    pthread_mutex_unlock(&r->mu);
+    if (busy)
+        return dcr_error_set(DCR_EINVAL, "relay retain: start once, before the first attempt");
+    dcr__relay_retain_t *R = NULL;
+    DCR_CHECK(dcr__relay_retain_create(store_url, keep, clear, &R));
+    /* A whole tree in one handle has no listener of its own: readers get one. */
+    dcr_status_t st = DCR_OK;
+    if (r->lfd < 0) {
+        snprintf(r->host, sizeof r->host, "127.0.0.1");
+        st = relay_listen_on(r->host, &r->lfd, &r->port);
+    }
+    pthread_mutex_lock(&r->mu);
+    if (st == DCR_OK) r->retain = R;
+    pthread_mutex_unlock(&r->mu);
+    if (st == DCR_OK && !r->accepting) st = relay_accept_start(r);
+    if (st != DCR_OK && r->retain == NULL) dcr__relay_retain_destroy(R);
+    return st;
+}
+
+dcr_status_t dcr_relay_retain_commit(dcr_transport_t *t, uint64_t tau, uint64_t version,
+                                     dcr_retain_stats_t *stats_p)
+{
+    relay_t *r = NULL;
+    DCR_CHECK(relay_of(t, "relay retain commit", &r));
+    if (r->retain == NULL)
+        return dcr_error_set(DCR_EINVAL, "relay retain commit: retention was not started");
+    return dcr__relay_retain_commit(r->retain, tau, version, stats_p);
+}
+
+dcr_status_t dcr_relay_retain_url(dcr_transport_t *t, char *url, size_t cap)
+{
+    relay_t *r = NULL;
+    DCR_CHECK(relay_of(t, "relay retain url", &r));
+    if (r->retain == NULL || url == NULL)
+        return dcr_error_set(DCR_EINVAL, "relay retain url: retention was not started");
+    if ((size_t)snprintf(url, cap, "relay://%s:%u", r->host, r->port) >= cap)
+        return dcr_error_set(DCR_EINVAL, "relay retain url: %zu bytes are too few", cap);
+    return DCR_OK;
 }
 
 const dcr_transport_ops_t dcr__transport_relay_ops = {

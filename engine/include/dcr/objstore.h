@@ -6,11 +6,11 @@
  * guarantees; callers branch on properties, never on names. A store is named
  * by a URL: a plain path or "dir:PATH" (a local directory, "dir"), or
  * "s3://BUCKET/PREFIX" with an endpoint (an S3-compatible service over HTTP,
- * "s3"). Backends registered at run time (dcr_objstore_register) claim
- * their own schemes: faults/ adds "faulty:<URL>", a store that wraps the one
- * URL names and damages what it stores. Callers use only the dcr_objstore_*
- * wrappers (transport/objstore.c), which check arguments once for every
- * backend before any slot runs.
+ * "s3"), or "relay://HOST:PORT" (a relay root's retained versions, read
+ * over the network: "relay", read-only; dcr/relay_retain.h). Backends registered at run time
+ * (dcr_objstore_register) claim their own schemes: faults/ adds "faulty:<URL>", a store that wraps
+ * the one URL names and damages what it stores. Callers use only the dcr_objstore_* wrappers
+ * (transport/objstore.c), which check arguments once for every backend before any slot runs.
  *
  * Keys are relative to the store's root or prefix: 1..DCR_OBJSTORE_KEY_MAX
  * bytes of [A-Za-z0-9._-] and '/', not starting with '/' or '.', without
@@ -54,6 +54,10 @@ typedef struct dcr_objstore_props {
     bool consistent_list;
     /* get accepts a byte range (partial reads of large objects). */
     bool ranged_get;
+    /* Serves reads only: put and delete are refused (DCR_EUNSUPPORTED).
+     * The "relay" backend: a relay root's retained versions
+     * (dcr/relay_retain.h), whose keys are written by the root itself. */
+    bool read_only;
 } dcr_objstore_props_t;
 
 /* Pacing hook for the bytes of one transfer: called for each piece of at
