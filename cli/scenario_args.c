@@ -177,9 +177,7 @@ dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const c
                             bool processes, int *out_p)
 {
     if (!dcr_args_seen(args, nargs, "--retain")) {
-        /* The relay's default waits for the launcher's bench to stop
-         * retaining the objstore reference's attempts under relay. */
-        *out_p = processes && !strcmp(transport, "objstore") ? DCR_RETAIN_DEFAULT : 0;
+        *out_p = processes && retains(transport) ? DCR_RETAIN_DEFAULT : 0;
         return DCR_OK;
     }
     if (!retains(transport))

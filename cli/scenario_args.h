@@ -62,8 +62,8 @@ dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char 
  * http:// or https:// one. Both NULL: nothing to check. */
 dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint);
 /* --retain K (dcr/retain.h): the versions whose payloads stay in the object
- * store for replay. Given, it must be at least 1 and needs the objstore
- * transport; not given, it is DCR_RETAIN_DEFAULT for runs whose rollout
+ * store, or on the relay root's disk (dcr/relay_retain.h), for replay.
+ * Given, it must be at least 1 and needs the objstore or relay transport; not given, it is DCR_RETAIN_DEFAULT for runs whose rollout
  * nodes are processes (they restart) and 0 otherwise. DCR_EINVAL naming
  * the flag. */
 dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const char *transport,

@@ -316,7 +316,8 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
                                      b->cfg->processes != NULL && strcmp(name, "relay") != 0};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
     dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
-    if (b->cfg->retain > 0 && strcmp(name, "objstore") == 0 && b->retainer == NULL) {
+    if (b->cfg->retain > 0 && !strcmp(name, "objstore") && !strcmp(b->cfg->transport, "objstore") &&
+        b->retainer == NULL) {
         /* Its own handle on the run transport's store (the first made):
          * retention copies what the transport wrote (dcr/retain.h). The
          * reference's handle, made later, must not clear it again. */

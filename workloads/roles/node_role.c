@@ -11,6 +11,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/relay_retain.h"
 #include "dcr/outpath.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
@@ -32,6 +33,33 @@ void dcr_role_control_path(const char *workdir, char *out, size_t cap)
 void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap)
 {
     snprintf(out, cap, "%s/objstore-objstore", workdir);
+}
+
+void dcr_role_relay_retain_dir(const char *workdir, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/relay-retained", workdir);
+}
+
+dcr_status_t dcr_role_relay_retain_url(const dcr_bench_config_t *run, const char *workdir, int node,
+                                       char *url, size_t cap)
+{
+    if (node == 0) {
+        char dir[4200];
+        dcr_role_relay_retain_dir(workdir, dir, sizeof(dir));
+        snprintf(url, cap, "dir:%s", dir);
+        return DCR_OK;
+    }
+    dcr_control_t *c = NULL;
+    DCR_CHECK(dcr_role_control_open(run, workdir, &c));
+    void *data = NULL;
+    size_t len = 0;
+    dcr_status_t st = dcr_control_report_get(c, DCR_ROLE_RELAY_REPORT_ID(0), &data, &len);
+    if (st == DCR_OK && (len == 0 || len + 9 > cap || memchr(data, '\0', len)))
+        st = dcr_error_set(DCR_ECONTROL, "relay root: a published address of %zu bytes", len);
+    if (st == DCR_OK) snprintf(url, cap, "relay://%.*s", (int)len, (const char *)data);
+    free(data);
+    dcr_control_destroy(c);
+    return st;
 }
 
 void dcr_role_kill_points_dir(const char *workdir, char *out, size_t cap)
@@ -232,6 +260,7 @@ typedef struct node_proc {
     dcr_restorer_t *restorer; /* restores by kind, resident files (restore.h) */
     bool unready;             /* a restarted process not READY yet: its repair pends */
     dcr_role_relay_t relay;   /* --transport relay: where the tree's nodes are */
+    bool retaining;           /* the relay root keeps the window (--retain) */
 } node_proc_t;
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -392,6 +421,23 @@ static dcr_status_t write_digests(node_proc_t *p)
     return DCR_OK;
 }
 
+/* The relay root keeps the committed version for replays
+ * (dcr/relay_retain.h), first, so that nodes waiting to replay find it
+ * soon; a failure leaves a gap (their replays go dense), not a failed node. */
+static void retain_commit(node_proc_t *p, uint64_t tau, uint64_t version)
+{
+    dcr_retain_stats_t rs;
+    dcr_status_t st = dcr_relay_retain_commit(p->transport, tau, version, &rs);
+    if (st == DCR_OK)
+        DCR_LOG_INFO("relay root: retained version %llu: %llu payloads, %llu bytes in %.3f s "
+                     "(%llu pruned)",
+                     (unsigned long long)version, (unsigned long long)rs.payloads,
+                     (unsigned long long)rs.bytes, rs.seconds, (unsigned long long)rs.pruned);
+    else
+        DCR_LOG_WARN("relay root: version %llu not retained: %s", (unsigned long long)version,
+                     dcr_error_line(st));
+}
+
 /* The commit record moved: our attempt committed (digests, READY), or the
  * run went on without this node (restore by dense refit). */
 static dcr_status_t follow_record(node_proc_t *p)
@@ -401,6 +447,7 @@ static dcr_status_t follow_record(node_proc_t *p)
     if (p->done && rec.attempt == p->done && rec.version == p->version + 1) {
         p->version = rec.version;
         p->done = 0;
+        if (p->retaining) retain_commit(p, rec.attempt, rec.version);
         DCR_CHECK(dcr_restorer_committed(p->restorer, p->recv, p->version));
         /* A receiver left dirty for a repair it took no part in (not
          * required by the attempt): repaired from the retained records. */
@@ -661,6 +708,15 @@ static dcr_status_t node_setup(node_proc_t *p)
     DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
                                          sc->layout->world, 1, &as, &p->transport));
     bool relay = !strcmp(p->cfg->run->transport, "relay");
+    if (relay && p->cfg->node == 0 && p->cfg->run->retain > 0) {
+        /* Before any attempt opens (refuse below may open one). A fresh
+         * run clears an earlier run's window; a restarted root keeps its. */
+        char dir[4200], url[4300];
+        dcr_role_relay_retain_dir(p->cfg->workdir, dir, sizeof(dir));
+        snprintf(url, sizeof(url), "dir:%s", dir);
+        DCR_CHECK(dcr_relay_retain_start(p->transport, url, p->cfg->run->retain, rec.version == 0));
+        p->retaining = true;
+    }
     dcr_rollout_node_config_t nc = {
         p->cfg->node, p->first, p->per, false, 120000, 0, relay ? 0 : p->cfg->node};
     /* The attempt under way when this process started is not ours. */

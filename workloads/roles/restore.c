@@ -254,8 +254,7 @@ dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_
     const dcr_bench_config_t *run = cfg->run;
     dcr_objstore_config_t oc = {.url = run && run->store ? run->store : dir,
                                 .s3_endpoint = run && run->store ? run->s3_endpoint : NULL};
-    if (run && strcmp(run->transport, "objstore") == 0 &&
-        dcr_objstore_create(&oc, &R->store) != DCR_OK)
+    if (run && !strcmp(run->transport, "objstore") && dcr_objstore_create(&oc, &R->store) != DCR_OK)
         DCR_LOG_WARN("rollout node %d: no replay (store %s: %s)", cfg->node, oc.url,
                      dcr_error_detail());
     *out_p = R;
@@ -475,6 +474,24 @@ static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
             rec->dense_bytes, rec->seconds, dcr_restore_cause_name(rec->cause));
     if (fclose(f) != 0) return dcr_error_set(DCR_EIO, "cannot write %s", path);
     return DCR_OK;
+}
+
+/* Under --transport relay with --retain: the root's window, opened anew at
+ * every restore (the root may have restarted at another address). Without
+ * it every restore is dense. */
+static void open_relay_store(dcr_restorer_t *R)
+{
+    const dcr_bench_config_t *run = R->cfg.run;
+    if (!run || strcmp(run->transport, "relay") || run->retain < 1) return;
+    dcr_objstore_destroy(R->store);
+    R->store = NULL;
+    char url[4300];
+    dcr_status_t st = dcr_role_relay_retain_url(run, R->cfg.workdir, R->cfg.node, url, sizeof url);
+    dcr_objstore_config_t oc = {.url = url, .timeout_ms = 10000};
+    if (st == DCR_OK) st = dcr_objstore_create(&oc, &R->store);
+    if (st != DCR_OK)
+        DCR_LOG_WARN("rollout node %d: no replay from the relay root: %s", R->cfg.node,
+                     dcr_error_detail());
 }
 
 /* Waits until version's VERSION manifest is readable or RETAIN_WAIT_MS
@@ -864,6 +881,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
 {
     int per = R->cfg.per;
     if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
+    open_relay_store(R);
     dcr_restore_record_t recs[64];
     memset(recs, 0, sizeof recs);
     bool untouched[64] = {false}, deferred[64] = {false};

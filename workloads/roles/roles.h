@@ -133,6 +133,15 @@
 /* Paths in the run directory (see above); snprintf-style into out. */
 void dcr_role_control_path(const char *workdir, char *out, size_t cap);
 void dcr_role_objstore_dir(const char *workdir, char *out, size_t cap);
+/* --transport relay with --retain: the root's window of committed versions
+ * (dcr/relay_retain.h), a directory on the root's host. */
+void dcr_role_relay_retain_dir(const char *workdir, char *out, size_t cap);
+/* The store node `node` replays from under --transport relay: the root's
+ * own directory at node 0 ("dir:..."), else "relay://ADDR" with ADDR what
+ * node 0 published last through the control plane (a restarted root
+ * publishes anew). DCR_ENOTFOUND while nothing is published. */
+dcr_status_t dcr_role_relay_retain_url(const dcr_bench_config_t *run, const char *workdir, int node,
+                                       char *url, size_t cap);
 void dcr_role_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
                           size_t cap);
 
