@@ -63,9 +63,9 @@ dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char 
 dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint);
 /* --retain K (dcr/retain.h): the versions whose payloads stay in the object
  * store, or on the relay root's disk (dcr/relay_retain.h), for replay.
- * Given, it must be at least 1 and needs the objstore or relay transport; not given, it is DCR_RETAIN_DEFAULT for runs whose rollout
- * nodes are processes (they restart) and 0 otherwise. DCR_EINVAL naming
- * the flag. */
+ * Given, it must be at least 1 and needs the objstore or relay transport; not given, it is
+ * DCR_RETAIN_DEFAULT for runs whose rollout nodes are processes (they restart) and 0 otherwise.
+ * DCR_EINVAL naming the flag. */
 dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const char *transport,
                             bool processes, int *out_p);
 /* --device cpu|cuda|auto, the place of resident storage and device stages
