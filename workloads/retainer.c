@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "dcr/anchor.h"
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/objstore.h"
@@ -32,6 +33,7 @@ dcr_status_t dcr_retainer_create(const char *url, const char *s3_endpoint, int k
     dcr_objstore_config_t oc = {.url = url, .s3_endpoint = s3_endpoint};
     dcr_status_t st = dcr_objstore_create(&oc, &t->store);
     if (st == DCR_OK) st = dcr_retain_clear(t->store);
+    if (st == DCR_OK) st = dcr_anchor_clear(t->store);
     if (st != DCR_OK) {
         dcr_retainer_destroy(t);
         return st;

@@ -278,3 +278,8 @@ dcr_status_t dcr_anchor_get(dcr_objstore_t *s, const dcr_anchor_manifest_t *m, c
     *len_p = len;
     return DCR_OK;
 }
+
+dcr_status_t dcr_anchor_clear(dcr_objstore_t *s)
+{
+    return dcr_objstore_delete_prefix(s, ANCHOR_ROOT);
+}

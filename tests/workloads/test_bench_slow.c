@@ -58,9 +58,10 @@ static double mean_wall(const dcr_bench_result_t *r, int from)
     return sum / WINDOW;
 }
 
-static void test_long_run_is_flat(void **state)
+/* One long run: the lower-quartile step wall time of the last window over
+ * the first, and the resident set's growth per refit after the first window. */
+static void long_run(double *ratio_p, double *growth_p)
 {
-    (void)state;
     dcr_bench_config_t c = dcr_bench_config_default();
     c.scenario.scale = 128;
     c.scenario.layers = 1;
@@ -85,9 +86,26 @@ static void test_long_run_is_flat(void **state)
     bool measured = first > 0 && r.refits[0].rss_bytes > 0;
     dcr_bench_result_free(&r); /* before any failure, which leaves the function */
     assert_true(measured);
-    if (last > MAX_WALL_RATIO * first)
-        fail_msg("the last %d refits took %.3fx the first %d (limit %.1fx)", WINDOW, last / first,
-                 WINDOW, MAX_WALL_RATIO);
+    *ratio_p = last / first;
+    *growth_p = growth;
+}
+
+static void test_long_run_is_flat(void **state)
+{
+    (void)state;
+    double ratio, growth;
+    long_run(&ratio, &growth);
+    /* Steps of about 25 ms on 2 shared cores swing by 1.4x between windows
+     * of one run when another process wakes: a slower last window is
+     * measured again in a second run, and growth must show in both. */
+    if (ratio > MAX_WALL_RATIO) {
+        printf("ratio %.3f above %.1f: measuring a second run\n", ratio, MAX_WALL_RATIO);
+        double growth2;
+        long_run(&ratio, &growth2);
+    }
+    if (ratio > MAX_WALL_RATIO)
+        fail_msg("the last %d refits took %.3fx the first %d (limit %.1fx), in two runs", WINDOW,
+                 ratio, WINDOW, MAX_WALL_RATIO);
     if (RSS_LIMIT_HOLDS && growth > MAX_RSS_GROWTH_BYTES)
         fail_msg("resident set grew %.0f bytes per refit (limit %.0f)", growth,
                  MAX_RSS_GROWTH_BYTES);

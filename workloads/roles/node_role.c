@@ -316,7 +316,10 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
 {
     /* Before the report: the launcher reads the totals once every node
      * reported the last commit. */
-    DCR_CHECK(write_refusals(p));
+    /* Statistics only: a failed write (a full disk) must not fail the node. */
+    if (write_refusals(p) != DCR_OK)
+        DCR_LOG_WARN("rollout node %d: refusal counts not written: %s", p->cfg->node,
+                     dcr_error_detail());
     dcr_node_report_t r;
     memset(&r, 0, sizeof(r));
     r.node = (uint32_t)p->cfg->node;

@@ -693,8 +693,11 @@ dcr_status_t dcr_restorer_anchor_flush(dcr_restorer_t *R)
  * version due, with a store to write to. */
 static bool anchor_due(const dcr_restorer_t *R, uint64_t version)
 {
-    return anchor_every(R) > 0 && R->store && R->cfg.node == 0 && version > 0 &&
-           version % (uint64_t)anchor_every(R) == 0 && R->cfg.per >= tp_of(R) && tp_of(R) <= 64;
+    /* Anchors live in the object store only (the relay root serves versions/,
+     * and the restorer's relay:// handle is replaced at every restore). */
+    return anchor_every(R) > 0 && R->store && !strcmp(R->cfg.run->transport, "objstore") &&
+           R->cfg.node == 0 && version > 0 && version % (uint64_t)anchor_every(R) == 0 &&
+           R->cfg.per >= tp_of(R) && tp_of(R) <= 64;
 }
 
 /* Node 0 after the commit of `version`: copies receivers 0..tp-1 and hands

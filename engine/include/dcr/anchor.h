@@ -56,6 +56,11 @@ void dcr_anchor_manifest_free(dcr_anchor_manifest_t *m);
 dcr_status_t dcr_anchor_put(dcr_objstore_t *s, uint64_t version, size_t n, const char *const *names,
                             const uint8_t *const *bufs, const size_t *lens);
 
+/* Deletes every anchor (a run starting on a store that an earlier run
+ * used: its anchors are not this run's, and one above this run's versions
+ * would never be pruned). */
+dcr_status_t dcr_anchor_clear(dcr_objstore_t *s);
+
 /* The newest complete anchor of version at most `at_most` (its ANCHOR
  * parsed, naming the version its key says): DCR_ENOTFOUND when there is
  * none; a malformed ANCHOR fails with its error. */
