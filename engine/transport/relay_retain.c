@@ -164,34 +164,6 @@ static int cmp_buf(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-/* Deletes every version below `below`: its VERSION first, so that no
- * reader trusts a version while its payloads go (retain.h's rule). */
-static dcr_status_t prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)
-{
-    dcr_objstore_entry_t *e = NULL;
-    size_t n = 0;
-    DCR_CHECK(dcr_objstore_list_all(s, RETAIN_ROOT, &e, &n));
-    dcr_status_t st = DCR_OK;
-    uint64_t last = UINT64_MAX;
-    /* Keys of one version are listed together (its prefix ends in '/'). */
-    for (size_t i = 0; i < n && st == DCR_OK; i++) {
-        dcr__cursor_t c = {e[i].key + strlen(RETAIN_ROOT "v"), e[i].key + strlen(e[i].key)};
-        uint64_t v;
-        if (strncmp(e[i].key, RETAIN_ROOT "v", strlen(RETAIN_ROOT "v")) != 0 ||
-            !dcr__cursor_u64(&c, &v) || v >= below || v == last)
-            continue;
-        last = v;
-        char key[96], prefix[64];
-        snprintf(prefix, sizeof prefix, RETAIN_ROOT "v%" PRIu64 "/", v);
-        snprintf(key, sizeof key, "%sVERSION", prefix);
-        st = dcr_objstore_delete(s, key);
-        if (st == DCR_OK) st = dcr_objstore_delete_prefix(s, prefix);
-        if (st == DCR_OK) (*pruned_p)++;
-    }
-    free(e);
-    return st;
-}
-
 static dcr_status_t write_version(dcr__relay_retain_t *R, uint64_t tau, uint64_t version,
                                   dcr__relay_buf_t **bufs, size_t n)
 {
@@ -249,7 +221,7 @@ dcr_status_t dcr__relay_retain_commit(dcr__relay_retain_t *R, uint64_t tau, uint
     dcr_status_t st = write_version(R, tau, version, mine.bufs, mine.n);
     held_clear(&mine);
     if (st == DCR_OK && version >= (uint64_t)R->keep)
-        st = prune(R->store, version - (uint64_t)R->keep + 1, &stats.pruned);
+        st = dcr_retain_prune(R->store, version - (uint64_t)R->keep + 1, &stats.pruned);
     if (st != DCR_OK) {
         dcr_error_prefix("relay root: retaining version %" PRIu64 ": ", version);
         return st;

@@ -295,9 +295,7 @@ dcr_status_t dcr_retain_clear(dcr_objstore_t *s)
     return dcr_objstore_delete_prefix(s, RETAIN_ROOT);
 }
 
-/* Deletes every version below `below`: its VERSION first (so that no reader
- * trusts a version while its payloads go), then the rest. */
-static dcr_status_t prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)
+dcr_status_t dcr_retain_prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p)
 {
     uint64_t *v = NULL;
     size_t n = 0;
@@ -436,7 +434,7 @@ dcr_status_t dcr_retain_commit(dcr_objstore_t *s, uint64_t tau, uint64_t version
     free(text);
     dcr_retain_manifest_free(&m);
     if (st == DCR_OK && version >= (uint64_t)keep)
-        st = prune(s, version - (uint64_t)keep + 1, &stats.pruned);
+        st = dcr_retain_prune(s, version - (uint64_t)keep + 1, &stats.pruned);
     stats.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
     if (st == DCR_OK)
         DCR_LOG_DEBUG("retain: version %" PRIu64 " (attempt %" PRIu64 "): %" PRIu64

@@ -103,6 +103,12 @@ dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, s
                             const char *const *names, const uint8_t *const *bufs,
                             const size_t *lens);
 
+/* Deletes every retained version below `below`: its VERSION first (so
+ * that no reader trusts a version while its payloads go), then the rest;
+ * adds the versions deleted to *pruned_p. For a writer that retains through
+ * dcr_retain_put (the relay root), as dcr_retain_commit prunes. */
+dcr_status_t dcr_retain_prune(dcr_objstore_t *s, uint64_t below, uint64_t *pruned_p);
+
 /* Deletes every retained version (a run starting on a store that an
  * earlier run used: its versions are not this run's). */
 dcr_status_t dcr_retain_clear(dcr_objstore_t *s);
