@@ -1,7 +1,8 @@
 /* The "relay" object store: "relay://HOST:PORT", the retained versions a
  * relay tree's root keeps (dcr/relay_retain.h), read over the network.
  * Read-only: get and list of keys under "versions/"; put and delete are
- * refused. One connection per handle, opened at the first request and
+ * refused. One connection per handle, opened at the first request (and
+ * while the root refuses it as busy, tried again until the timeout) and
  * opened again once when a request finds it broken (requests are reads,
  * so a repeat is harmless). Every answer is checked against what was
  * asked before a byte of it is used: its type, its length against the
@@ -103,7 +104,7 @@ static dcr_status_t rs_nack(relaystore_t *s, const dcr__relay_frame_t *ans)
 }
 
 /* Connects and says hello (mu held). */
-static dcr_status_t rs_connect(relaystore_t *s)
+static dcr_status_t rs_connect_once(relaystore_t *s)
 {
     int e = 0;
     s->fd = dcr__relay_connect_addr(s->addr, s->timeout_ms, &e);
@@ -123,6 +124,21 @@ static dcr_status_t rs_connect(relaystore_t *s)
     rs_disconnect(s);
     return dcr_error_set(DCR_ETRANSPORT, "relay store %s: no answer to hello (%s)", s->addr,
                          e ? dcr__relay_err_str(e) : "unexpected frame");
+}
+
+/* Connects, trying again while the root serves its most readers already
+ * (DCR_EAGAIN: a restore of many nodes at once) until the handle's timeout;
+ * the pause doubles from 5 ms to 200 ms. */
+static dcr_status_t rs_connect(relaystore_t *s)
+{
+    uint64_t deadline = dcr_clock_ns() + (uint64_t)s->timeout_ms * 1000000u;
+    long nap_ns = 5000000L;
+    for (;;) {
+        dcr_status_t st = rs_connect_once(s);
+        if (st != DCR_EAGAIN || dcr_clock_ns() + (uint64_t)nap_ns > deadline) return st;
+        dcr_clock_nap_ns(nap_ns);
+        if (nap_ns < 200000000L) nap_ns *= 2;
+    }
 }
 
 /* Sends one request and reads its answer's header (mu held): a NACK is

@@ -117,6 +117,10 @@ void dcr__relay_buf_unref(dcr__relay_buf_t *b);
 
 typedef struct dcr__relay_retain dcr__relay_retain_t;
 
+/* Readers served at once; one more is refused with DCR_EAGAIN at its hello
+ * (the relay:// store tries again until its timeout). */
+#define DCR__RELAY_RETAIN_READERS 16
+
 /* Opens the root's store (a store URL, dcr/objstore.h), keeping `keep`
  * versions; clear: deletes every retained version first. */
 dcr_status_t dcr__relay_retain_create(const char *url, int keep, bool clear,

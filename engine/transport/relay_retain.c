@@ -26,7 +26,7 @@
 #define HELD_SLOTS 2
 /* Readers served at once; a reader that sends nothing for READER_IDLE_MS
  * is closed. */
-#define READERS_MAX    16
+#define READERS_MAX    DCR__RELAY_RETAIN_READERS
 #define READER_IDLE_MS 60000
 /* Bytes of an object read from the store per step of an answer. */
 #define ANSWER_CHUNK ((size_t)1 << 20)

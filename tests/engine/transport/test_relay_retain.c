@@ -22,11 +22,14 @@
 #include <arpa/inet.h>
 #include <blake2.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "core/endian-internal.h"
+#include "dcr/clock.h"
 #include "dcr/relay_retain.h"
+#include "transport/relay-internal.h"
 #include "dcr/retain.h"
 #include "transport_test_util.h"
 
@@ -442,6 +445,58 @@ static void test_hostile_requests_are_refused(void **state)
     dcr_objstore_destroy(s);
 }
 
+/* A reader that opens its connection (by a first listing). */
+static dcr_objstore_t *connected_reader(int timeout_ms)
+{
+    dcr_objstore_config_t oc = {.url = g_url, .timeout_ms = timeout_ms};
+    dcr_objstore_t *s = NULL;
+    if (dcr_objstore_create(&oc, &s) != DCR_OK) fail_msg("%s: %s", g_url, dcr_error_detail());
+    return s;
+}
+
+static dcr_status_t list_versions(dcr_objstore_t *s)
+{
+    uint64_t *vs = NULL;
+    size_t n = 0;
+    dcr_status_t st = dcr_retain_list(s, &vs, &n);
+    free(vs);
+    return st;
+}
+
+static void *close_reader_later(void *arg)
+{
+    dcr_clock_nap_ns(300000000L);
+    dcr_objstore_destroy(arg);
+    return NULL;
+}
+
+/* With the root's most readers connected, one more is refused as busy:
+ * a reader whose timeout ends first gets DCR_EAGAIN; one that can wait is
+ * served once a reader leaves (a restore of many nodes at once must not
+ * fall back to dense refits for want of a reader's slot). */
+static void test_busy_root_is_waited_for(void **state)
+{
+    (void)state;
+    dcr_objstore_t *held[DCR__RELAY_RETAIN_READERS];
+    for (int i = 0; i < DCR__RELAY_RETAIN_READERS; i++) {
+        held[i] = connected_reader(0);
+        assert_int_equal(list_versions(held[i]), DCR_OK);
+    }
+    dcr_objstore_t *impatient = connected_reader(100);
+    assert_int_equal(list_versions(impatient), DCR_EAGAIN);
+    dcr_objstore_destroy(impatient);
+
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, close_reader_later, held[0]), 0);
+    dcr_objstore_t *patient = connected_reader(10000);
+    uint64_t t0 = dcr_clock_ns();
+    assert_int_equal(list_versions(patient), DCR_OK);
+    assert_true(dcr_clock_ns() - t0 >= 250000000u); /* served only after the slot freed */
+    pthread_join(th, NULL);
+    dcr_objstore_destroy(patient);
+    for (int i = 1; i < DCR__RELAY_RETAIN_READERS; i++) dcr_objstore_destroy(held[i]);
+}
+
 static void test_store_urls_are_checked(void **state)
 {
     (void)state;
@@ -523,6 +578,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unended_attempt_is_not_retained, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_hostile_requests_are_refused, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_busy_root_is_waited_for, fx_setup, fx_teardown),
         cmocka_unit_test(test_store_urls_are_checked),
         cmocka_unit_test(test_inner_node_refuses_readers),
     };
