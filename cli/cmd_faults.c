@@ -61,7 +61,7 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
     printf(
         "attempts %d, overwrite retries %d, commits %d, clean stops %d, coordinator failovers %d\n",
         s->attempts, s->retries, s->commits, s->stops, s->failovers);
-    printf("receivers killed %d, restored by dense refit %d\n", s->kills, s->restores);
+    printf("receivers killed %d, restored %d\n", s->kills, s->restores);
     printf("receiver checks %d, bit mismatches %d, baseline mismatches %d, versions lost %d\n",
            s->checks, s->mismatches, s->baseline_mismatches, s->lost);
     printf("requests through the gate %lld, saw a mixed state %lld\n", (long long)s->gate_reads,
@@ -408,10 +408,18 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     else if (o->processes && dcr_args_seen(args, nargs, "--attempts"))
         st = dcr_error_set(DCR_EINVAL, "--processes: --attempts does not apply (the coordinator "
                                        "process keeps its default attempts)");
-    else if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync")))
+    else if (o->processes && strcmp(o->rl, "sync"))
+        st = dcr_error_set(DCR_EINVAL, "--processes needs --rl sync (got %s)", o->rl);
+    else if (o->processes && o->testbed && strcmp(o->transport, "objstore"))
+        st = dcr_error_set(DCR_EINVAL, "--testbed needs --transport objstore (got %s)",
+                           o->transport);
+    else if (o->processes && strcmp(o->transport, "objstore") &&
+             (dcr_args_seen(args, nargs, "--join-at") ||
+              dcr_args_seen(args, nargs, "--anchor-every")))
         st = dcr_error_set(DCR_EINVAL,
-                           "--processes needs --transport objstore and --rl sync (got %s, %s)",
-                           o->transport, o->rl);
+                           "--join-at and --anchor-every need --transport objstore (got %s: a "
+                           "relay tree has no place for a node that starts late)",
+                           o->transport);
     else if (o->processes && (o->store || o->s3_endpoint))
         st = dcr_error_set(DCR_EINVAL,
                            "--processes: --store and --s3-endpoint do not apply yet (the node "
@@ -425,6 +433,46 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     char label[64];
     snprintf(label, sizeof(label), "faults %s", what);
     return dcr_cli_usage(label, st);
+}
+
+/* "clean 4, replay 0, ...": counts[k] of every restore kind, with the
+ * bytes they moved and what dense refits of the same receivers move. */
+static void print_restores(const uint64_t *counts, uint64_t bytes, uint64_t dense_bytes)
+{
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
+        printf("%s%s %llu", k ? ", " : "", dcr_restore_kind_name((dcr_restore_kind_t)k),
+               (unsigned long long)counts[k]);
+    printf("; bytes moved %llu (dense refits of the same receivers: %llu)\n",
+           (unsigned long long)bytes, (unsigned long long)dense_bytes);
+}
+
+static void print_processes_text(const dcr_faults_processes_summary_t *p)
+{
+    printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d drawn), "
+           "processes restarted %d\n",
+           p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
+           p->sigkills_by_point[DCR_FAULTS_KILL_APPLY], p->sigkills_by_point[DCR_FAULTS_KILL_ACKED],
+           p->kills_drawn, p->restarts);
+    uint64_t bytes = 0, dense = 0;
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+        bytes += p->restore_bytes[k];
+        dense += p->restore_dense_bytes[k];
+    }
+    printf("receiver restores: ");
+    print_restores(p->restores_by_kind, bytes, dense);
+    printf("restores by cause: start %llu, behind %llu, dirty %llu\n",
+           (unsigned long long)p->restores_by_cause[DCR_RESTORE_START],
+           (unsigned long long)p->restores_by_cause[DCR_RESTORE_BEHIND],
+           (unsigned long long)p->restores_by_cause[DCR_RESTORE_DIRTY]);
+    if (p->join.at_step > 0) {
+        printf("elastic join: rollout node %d started before step %d, ready at version %llu, "
+               "%.3f s after its start; its receivers' restores: ",
+               p->join.node, p->join.at_step, (unsigned long long)p->join.version, p->join.seconds);
+        print_restores(p->join.by_kind, p->join.bytes, p->join.dense_bytes);
+    }
+    printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed %d; owner "
+           "processes %d (mpirun)\n",
+           p->coordinator_kills, p->coordinator_restarts, p->owner_processes);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
@@ -447,27 +495,7 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         json_decref(j);
     } else {
         print_text(what, s);
-        if (p)
-            printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d "
-                   "drawn), processes restarted %d\n",
-                   p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
-                   p->sigkills_by_point[DCR_FAULTS_KILL_APPLY],
-                   p->sigkills_by_point[DCR_FAULTS_KILL_ACKED], p->kills_drawn, p->restarts);
-        if (p)
-            printf("receiver restores: clean %llu, replay %llu, repair %llu, dense %llu; bytes "
-                   "moved %llu (dense refits of the same receivers: %llu)\n",
-                   (unsigned long long)p->restores_by_kind[0],
-                   (unsigned long long)p->restores_by_kind[1],
-                   (unsigned long long)p->restores_by_kind[2],
-                   (unsigned long long)p->restores_by_kind[3],
-                   (unsigned long long)(p->restore_bytes[0] + p->restore_bytes[1] +
-                                        p->restore_bytes[2] + p->restore_bytes[3]),
-                   (unsigned long long)(p->restore_dense_bytes[0] + p->restore_dense_bytes[1] +
-                                        p->restore_dense_bytes[2] + p->restore_dense_bytes[3]));
-        if (p)
-            printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed "
-                   "%d; owner processes %d (mpirun)\n",
-                   p->coordinator_kills, p->coordinator_restarts, p->owner_processes);
+        if (p) print_processes_text(p);
     }
     if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
         s->commit_violations || s->membership_mismatches) {

@@ -493,9 +493,11 @@ static bool testbed_has_netem(dcr_testbed_t *tb)
 static dcr_fault_t draw_fault(prun_t *r)
 {
     if (r->cfg->testbed) return draw_testbed_fault(r);
+    /* Over the relay no payload is a file this process could corrupt. */
+    bool relay = !strcmp(r->bench.transport, "relay");
     dcr_fault_kind_t kinds[] = {DCR_FAULT_CORRUPT, DCR_FAULT_DELAY, DCR_FAULT_CONTROL_BUSY};
-    int n = r->sqlite ? 3 : 2;
-    dcr_fault_t f = {.kind = kinds[dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
+    int first = relay ? 1 : 0, n = (r->sqlite ? 3 : 2) - first;
+    dcr_fault_t f = {.kind = kinds[first + (int)dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
     f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
     if (f.kind == DCR_FAULT_DELAY)
         f.target = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.serve.nodes);
@@ -702,14 +704,25 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              "--join-at %d: expected a step in 1..%d (below --steps) and at least "
                              "2 rollout nodes (got %d)",
                              cfg->join_at, run->steps - 1, run->bench.serve.nodes);
-    if (strcmp(run->bench.transport, "objstore") || run->bench.rl != DCR_RL_SYNC)
+    bool relay = !strcmp(run->bench.transport, "relay");
+    if ((!relay && strcmp(run->bench.transport, "objstore")) || run->bench.rl != DCR_RL_SYNC)
         return dcr_error_set(DCR_EINVAL,
-                             "faults --processes needs --transport objstore and --rl sync (got "
-                             "%s, %s)",
+                             "faults --processes needs --transport objstore or relay and --rl sync "
+                             "(got %s, %s)",
                              run->bench.transport, dcr_rl_mode_name(run->bench.rl));
+    /* A node that starts late has no place in a relay tree laid out at
+     * the start, and a testbed's roles share its S3 store. */
+    if (relay && (cfg->join_at > 0 || cfg->testbed))
+        return dcr_error_set(DCR_EINVAL,
+                             "faults --processes --transport relay: %s needs "
+                             "--transport objstore",
+                             cfg->join_at > 0 ? "--join-at" : "--testbed");
     bool sqlite = run->bench.control_path == NULL;
     for (int k = 0; k < run->nplan; k++) {
         dcr_fault_kind_t kind = run->plan[k].fault.kind;
+        if (relay && kind == DCR_FAULT_CORRUPT)
+            return dcr_error_set(DCR_EINVAL, "fault corrupt acts on the object store's files: it "
+                                             "needs --transport objstore");
         if (cfg->testbed && (kind == DCR_FAULT_DELAY || is_net_kind(kind))) continue;
         if (is_net_kind(kind))
             return dcr_error_set(DCR_EINVAL, "fault %s needs a testbed (--testbed netns)",
@@ -763,6 +776,16 @@ static void summarize_join(prun_t *r, dcr_faults_processes_summary_t *o)
     o->join.dense_bytes = r->join_dense_bytes;
 }
 
+/* The receivers the verifier checked at `version` (refit i of a run
+ * without warm-up commits version i + 1): a joined node's are checked from
+ * the version it joined at on (workloads/roles/verify_role.c), since it
+ * held none before. */
+static int checks_of(const prun_t *r, uint64_t version, int receivers, int per)
+{
+    bool absent = r->cfg->join_at > 0 && (!r->joined || version < r->join_version);
+    return absent ? receivers - per : receivers;
+}
+
 /* The summary from the bench's result and our counts. */
 static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_processes_summary_t *o)
 {
@@ -778,12 +801,12 @@ static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_proce
         s->faults_by_kind[k] = r->fired[k];
         s->faults += r->fired[k];
     }
-    for (int i = 0; i < res->nrefits; i++) {
-        s->checks += res->receivers;
-        s->mismatches += !res->refits[i].bit_exact;
-    }
     int nodes = res->node_processes > 0 ? res->node_processes : 1;
     int per = res->receivers / nodes;
+    for (int i = 0; i < res->nrefits; i++) {
+        s->checks += checks_of(r, (uint64_t)i + 1, res->receivers, per);
+        s->mismatches += !res->refits[i].bit_exact;
+    }
     o->sigkills = dcr_role_launcher_sigkills(r->launcher);
     o->restarts = dcr_role_launcher_restarts(r->launcher);
     o->coordinator_kills = dcr_role_launcher_coordinator_kills(r->launcher);

@@ -68,7 +68,7 @@ typedef struct dcr_faults_summary {
     int stops;      /* transitions stopped cleanly, version v kept */
     int failovers;  /* coordinators replaced after a crash */
     int kills;      /* receivers that died */
-    int restores;   /* receivers restored by a dense refit before joining */
+    int restores;   /* receivers restored before joining (threads: dense; processes: by kind) */
     int mismatches; /* live receivers that differed from the dense refit, over all checks */
     int baseline_mismatches;   /* checks where owners' baselines differed from the committed weights
                                 */
