@@ -209,23 +209,6 @@ static void role_args(const faults_opts_t *o, role_args_t *a)
     }
 }
 
-/* The elastic join (--join-at): null without one; else its node, step,
- * the version it joined at, seconds from its start to READY, and its
- * receivers' restores by kind with their bytes against dense refits'. */
-static json_t *join_json(const dcr_faults_processes_summary_t *p)
-{
-    if (p->join.at_step == 0) return json_null();
-    json_t *kinds = json_object();
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
-        if (p->join.by_kind[k])
-            json_object_set_new(kinds, dcr_restore_kind_name((dcr_restore_kind_t)k),
-                                json_integer((json_int_t)p->join.by_kind[k]));
-    return json_pack("{s:i,s:i,s:I,s:f,s:o,s:I,s:I}", "node", p->join.node, "at_step",
-                     p->join.at_step, "version", (json_int_t)p->join.version, "seconds",
-                     p->join.seconds, "restores_by_kind", kinds, "bytes", (json_int_t)p->join.bytes,
-                     "dense_bytes", (json_int_t)p->join.dense_bytes);
-}
-
 static json_t *processes_json(const dcr_faults_processes_summary_t *p)
 {
     json_t *points = json_object();
@@ -244,7 +227,7 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
         json_object_set_new(drawn, dcr_fault_kind_name((dcr_fault_kind_t)k),
                             json_integer(p->faults_drawn[k]));
-    json_t *join = join_json(p);
+    json_t *join = dcr_cli_join_json(&p->join);
     return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o,s:o,s:o}", "sigkills",
                      p->sigkills, "sigkills_by_point", points, "kills_drawn", p->kills_drawn,
                      "restarts", p->restarts, "coordinator_kills", p->coordinator_kills,
@@ -435,17 +418,6 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     return dcr_cli_usage(label, st);
 }
 
-/* "clean 4, replay 0, ...": counts[k] of every restore kind, with the
- * bytes they moved and what dense refits of the same receivers move. */
-static void print_restores(const uint64_t *counts, uint64_t bytes, uint64_t dense_bytes)
-{
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
-        printf("%s%s %llu", k ? ", " : "", dcr_restore_kind_name((dcr_restore_kind_t)k),
-               (unsigned long long)counts[k]);
-    printf("; bytes moved %llu (dense refits of the same receivers: %llu)\n",
-           (unsigned long long)bytes, (unsigned long long)dense_bytes);
-}
-
 static void print_processes_text(const dcr_faults_processes_summary_t *p)
 {
     printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d drawn), "
@@ -459,17 +431,14 @@ static void print_processes_text(const dcr_faults_processes_summary_t *p)
         dense += p->restore_dense_bytes[k];
     }
     printf("receiver restores: ");
-    print_restores(p->restores_by_kind, bytes, dense);
+    dcr_cli_restores_print(p->restores_by_kind, bytes, dense);
     printf("restores by cause: start %llu, behind %llu, dirty %llu\n",
            (unsigned long long)p->restores_by_cause[DCR_RESTORE_START],
            (unsigned long long)p->restores_by_cause[DCR_RESTORE_BEHIND],
            (unsigned long long)p->restores_by_cause[DCR_RESTORE_DIRTY]);
-    if (p->join.at_step > 0) {
-        printf("elastic join: rollout node %d started before step %d, ready at version %llu, "
-               "%.3f s after its start; its receivers' restores: ",
-               p->join.node, p->join.at_step, (unsigned long long)p->join.version, p->join.seconds);
-        print_restores(p->join.by_kind, p->join.bytes, p->join.dense_bytes);
-    }
+    char when[48];
+    snprintf(when, sizeof when, "before step %d", p->join.at_step);
+    dcr_cli_join_print(&p->join, when);
     printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed %d; owner "
            "processes %d (mpirun)\n",
            p->coordinator_kills, p->coordinator_restarts, p->owner_processes);

@@ -112,12 +112,10 @@ typedef struct prun {
     int step, attempts, retries, commits, lost;
     uint64_t version; /* committed */
     /* The elastic join (cfg->join_at): whether its node reported READY, at
-     * which version, how long after its start. */
+     * which version; its figures once the node processes stopped. */
     bool joined;
     uint64_t join_version;
-    double join_s;
-    /* Its receivers' restores at the join (its first records), by kind. */
-    uint64_t join_kinds[DCR_RESTORE_KINDS], join_bytes, join_dense_bytes;
+    dcr_role_join_t join;
 } prun_t;
 
 static void nap_ns(long ns)
@@ -653,8 +651,7 @@ static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, 
     prun_t *r = ctx;
     stop_watcher(r); /* no kill or fault after the last step */
     if (r->cfg->join_at > 0) {
-        r->joined =
-            dcr_role_launcher_joined(r->launcher, JOIN_WAIT_MS, &r->join_version, &r->join_s);
+        r->joined = dcr_role_launcher_joined(r->launcher, JOIN_WAIT_MS, &r->join_version, NULL);
         if (!r->joined)
             return dcr_error_set(DCR_ETIMEOUT,
                                  "rollout node %d, started before step %d, did not join (no READY "
@@ -665,16 +662,6 @@ static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, 
     return r->inner.verify(r->inner.ctx, workdir, first, last, ok);
 }
 
-/* The joined node's first restore records, one per receiver of a node. */
-static void read_join(prun_t *r)
-{
-    const dcr_serve_config_t *sv = &r->bench.serve;
-    int per = sv->gpus_per_node ? sv->gpus_per_node : sv->tp;
-    if (dcr_restore_first(r->workdir, r->bench.serve.nodes - 1, per, r->join_kinds, &r->join_bytes,
-                          &r->join_dense_bytes) != DCR_OK)
-        DCR_LOG_WARN("faults: the join's restore records: %s", dcr_error_detail());
-}
-
 static void hook_stop(void *ctx)
 {
     prun_t *r = ctx;
@@ -683,7 +670,9 @@ static void hook_stop(void *ctx)
     /* Every node process has stopped: its restore records are complete. */
     if (r->workdir[0] && dcr_restore_causes(r->workdir, r->causes) != DCR_OK)
         DCR_LOG_WARN("faults: restore causes: %s", dcr_error_detail());
-    if (r->workdir[0] && r->joined) read_join(r);
+    /* Without its restore figures (a warning said why): where it joined. */
+    if (r->joined && !dcr_role_launcher_join_result(r->launcher, &r->join))
+        r->join = (dcr_role_join_t){.node = r->bench.serve.nodes - 1, .version = r->join_version};
 }
 
 /* ---- runs ---- */
@@ -764,18 +753,6 @@ static dcr_status_t make_launcher(prun_t *r)
     return DCR_OK;
 }
 
-/* The join's figures; its restores were read at stop (read_join). */
-static void summarize_join(prun_t *r, dcr_faults_processes_summary_t *o)
-{
-    o->join.node = r->bench.serve.nodes - 1;
-    o->join.at_step = r->cfg->join_at;
-    o->join.version = r->join_version;
-    o->join.seconds = r->join_s;
-    memcpy(o->join.by_kind, r->join_kinds, sizeof(o->join.by_kind));
-    o->join.bytes = r->join_bytes;
-    o->join.dense_bytes = r->join_dense_bytes;
-}
-
 /* The receivers the verifier checked at `version` (refit i of a run
  * without warm-up commits version i + 1): a joined node's are checked from
  * the version it joined at on (workloads/roles/verify_role.c), since it
@@ -825,7 +802,10 @@ static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_proce
     memcpy(o->restore_dense_bytes, res->restore_dense_bytes, sizeof(o->restore_dense_bytes));
     memcpy(o->restore_s, res->restore_s, sizeof(o->restore_s));
     memcpy(o->restores_by_cause, r->causes, sizeof(o->restores_by_cause));
-    if (r->joined) summarize_join(r, o);
+    if (r->joined) {
+        o->join = r->join;
+        o->join.at_step = r->cfg->join_at;
+    }
 }
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,

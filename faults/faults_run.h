@@ -27,6 +27,7 @@
 
 #include "faults/faults.h"
 #include "workloads/bench.h"
+#include "workloads/roles/launch.h"
 
 /* A fault armed before a given step (0-based). */
 typedef struct dcr_faults_planned {
@@ -265,17 +266,9 @@ typedef struct dcr_faults_processes_summary {
      * s says how many of them fired (a drawn one not fired: its step ended
      * before it could act). */
     int64_t faults_drawn[DCR_FAULT_KIND_COUNT];
-    /* The elastic join (join_at > 0; a campaign: the last run's): the
-     * node, the committed version it joined at, the seconds from its start
-     * to READY, and its receivers' restores at the join by kind (usually
-     * all anchor or all dense), with the bytes they moved and what dense
-     * refits of them move. */
-    struct {
-        int node, at_step;
-        uint64_t version;
-        double seconds;
-        uint64_t by_kind[5], bytes, dense_bytes;
-    } join;
+    /* The elastic join (join_at > 0; a campaign: the last run's); its
+     * receivers' restores are usually all anchor or all dense. */
+    dcr_role_join_t join;
 } dcr_faults_processes_summary_t;
 
 /* One run. Errors: setup failures, a transition the coordinator processes
