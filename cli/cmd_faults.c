@@ -86,8 +86,9 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        "OMPI_ALLOW_RUN_AS_ROOT=1 set for it; coordinator, rollout "
                        "nodes, verifier); --kill-every N: a SIGKILL to a rollout-node process "
                        "every N steps, at delivery, apply or after the ack; --faults-per-step N: "
-                       "corrupt, delay, control_busy acted out by this process (objstore, sync "
-                       "RL; no --attempts, --readers, --restart-after)",
+                       "corrupt (objstore only), delay, control_busy acted out by this "
+                       "process; --transport objstore or relay (node 0's relay root keeps the "
+                       "retention window), sync RL; no --attempts, --readers, --restart-after",
                        false};
     a[1] = (dcr_arg_t){"--corrupt-digest",
                        DCR_ARG_FLAG,

@@ -189,7 +189,8 @@ bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind);
 
 typedef struct dcr_faults_processes_config {
     /* run.bench: the run configuration as the role processes parse it from
-     * run_args (objstore, sync RL; bench.seed is replaced per campaign run,
+     * run_args (objstore, or relay without join_at and testbed and with no
+     * corrupt fault; sync RL; bench.seed is replaced per campaign run,
      * with the --seed value in the role arguments); run.kill_every: a node
      * kill every N steps (0: none); run.faults_per_step and run.plan as
      * above; run.steps as in a thread run; run.max_attempts, deadline_ms,
