@@ -577,14 +577,16 @@ static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
 
 /* The elastic join's figures (the run has ended, its node processes have
  * stopped). Without its restore records (a warning said why) it still
- * says where the node joined. */
+ * says where the node joined; version 0: it had not joined by the end
+ * (possible only with --no-verify: the verification waits for it). */
 static void join_result(const bench_opts_t *o, dcr_role_launcher_t *l, dcr_role_join_t *out)
 {
     uint64_t version = 0;
     double seconds = 0;
-    if (!dcr_role_launcher_join_result(l, out) &&
-        dcr_role_launcher_joined(l, 0, &version, &seconds))
+    if (!dcr_role_launcher_join_result(l, out)) {
+        dcr_role_launcher_joined(l, 0, &version, &seconds);
         *out = (dcr_role_join_t){.node = (int)o->nodes - 1, .version = version, .seconds = seconds};
+    }
     out->at_step = (int)o->join_at;
 }
 
