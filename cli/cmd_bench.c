@@ -716,15 +716,15 @@ static int run(bench_opts_t *o, int argc, char **argv)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
                    r.node_processes, sigkills, restarts, r.owners);
-        if (r.node_processes)
-            printf("restores: %llu clean, %llu replay, %llu repair, %llu dense; replay moved "
-                   "%llu bytes where dense refits move %llu\n",
-                   (unsigned long long)r.restores_by_kind[0],
-                   (unsigned long long)r.restores_by_kind[1],
-                   (unsigned long long)r.restores_by_kind[2],
-                   (unsigned long long)r.restores_by_kind[3],
-                   (unsigned long long)r.restore_bytes[1],
-                   (unsigned long long)r.restore_dense_bytes[1]);
+        if (r.node_processes) {
+            uint64_t bytes = 0, dense = 0;
+            for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+                bytes += r.restore_bytes[k];
+                dense += r.restore_dense_bytes[k];
+            }
+            printf("restores: ");
+            dcr_cli_restores_print(r.restores_by_kind, bytes, dense);
+        }
         char when[64];
         snprintf(when, sizeof when, "once version %lld was committed", (long long)o->join_at);
         dcr_cli_join_print(&join, when);
