@@ -322,6 +322,30 @@ static void test_elastic_join(void **state)
     run_tmp_assert_nothing_left();
 }
 
+/* The text output of a run with a join: the join's line names the node,
+ * its step and its receivers' restores by kind (both from the anchor), and
+ * the restores line lists the anchor kind too. */
+static void test_join_in_text_output(void **state)
+{
+    (void)state;
+    static result_t r;
+    run(&r, "faults train --processes " SMALL " --seed 5 --steps 4 --join-at 2 --anchor-every 1 "
+            "--kill-every 0 --kill-coordinator-every 0");
+    if (r.rc != 0) fail_msg("exit %d: %s", r.rc, r.err);
+    const char *line = strstr(r.out, "elastic join: rollout node 1 started before step 2, ready at "
+                                     "version ");
+    if (!line) fail_msg("no join line in: %s", r.out);
+    const char *end = strchr(line, '\n');
+    assert_non_null(end);
+    const char *anchor = strstr(line, "anchor 2;");
+    if (!anchor || anchor > end)
+        fail_msg("the join line lacks its 2 anchor restores: %.300s", line);
+    const char *restores = strstr(r.out, "receiver restores: clean ");
+    assert_non_null(restores);
+    assert_non_null(strstr(restores, ", anchor 2; bytes moved "));
+    run_tmp_assert_nothing_left();
+}
+
 /* The relay transport between processes, with node and coordinator kills:
  * every restore takes the relay root's retention window on node 0 (read
  * through relay://): seed 7's two kills are aimed at delivery, and each
@@ -388,7 +412,10 @@ int main(void)
         cmocka_unit_test(test_corrupt_digest_is_a_mismatch),
         cmocka_unit_test(test_campaign_with_processes),
         cmocka_unit_test(test_elastic_join),
+        cmocka_unit_test(test_join_in_text_output),
         cmocka_unit_test(test_relay_restores_from_the_root_window),
     };
+    /* One test by name (a glob), as in test_cli_processes: DCR_TEST_FILTER. */
+    if (getenv("DCR_TEST_FILTER")) cmocka_set_test_filter(getenv("DCR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, setup, teardown);
 }
