@@ -25,6 +25,7 @@ typedef struct bench_opts {
         coord_kill_every;
     int64_t retain;       /* --retain K (dcr_cli_retain) */
     int64_t anchor_every; /* --anchor-every N (anchor_every_check) */
+    int64_t join_at;      /* --join-at STEP (join_at_check) */
     /* --testbed netns [--testbed-id N]: the --processes roles across the
      * hosts of scripts/testbed.sh (workloads/roles/testbed.h). */
     const char *testbed;
@@ -408,10 +409,11 @@ static bool launcher_only(const char *arg, bool *takes_value)
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes", "--owner-threads"};
     /* --device: checked here; role processes' receivers take the default. */
-    static const char *const valued[] = {
-        "--out",           "--trace",         "--workdir",
-        "--keep-payloads", "--sigkill-every", "--kill-coordinator-every",
-        "--device",        "--testbed",       "--testbed-id"};
+    static const char *const valued[] = {"--out",           "--trace",
+                                         "--workdir",       "--keep-payloads",
+                                         "--sigkill-every", "--kill-coordinator-every",
+                                         "--device",        "--testbed",
+                                         "--testbed-id",    "--join-at"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -482,6 +484,36 @@ static json_t *restores_json(const dcr_bench_result_t *r)
                                  r->restore_s);
 }
 
+/* --join-at STEP: usage errors, before anything runs (after testbed_check,
+ * which may imply --processes). */
+static dcr_status_t join_at_check(const bench_opts_t *o)
+{
+    if (!dcr_args_seen(o->args, o->nargs, "--join-at")) return DCR_OK;
+    int64_t versions = o->warmup + o->refits;
+    if (!o->processes)
+        return dcr_error_set(DCR_EINVAL, "--join-at needs --processes (a rollout-node process "
+                                         "that starts late)");
+    if (o->testbed) return dcr_error_set(DCR_EINVAL, "--join-at does not apply with --testbed");
+    if (strcmp(o->transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--join-at needs --transport objstore (got %s: a relay tree has no "
+                             "place for a node that starts late)",
+                             o->transport);
+    if (o->nodes < 2)
+        return dcr_error_set(DCR_EINVAL, "--join-at needs at least 2 rollout nodes (got %lld)",
+                             (long long)o->nodes);
+    if (o->sigkill_every > 0)
+        return dcr_error_set(DCR_EINVAL, "--join-at does not combine with --sigkill-every (its "
+                                         "kills in turn would aim at a node not started)");
+    if (o->join_at >= versions)
+        return dcr_error_set(DCR_EINVAL,
+                             "--join-at %lld: expected a version below the last one, %lld "
+                             "(--warmup %lld plus --refits %lld)",
+                             (long long)o->join_at, (long long)versions, (long long)o->warmup,
+                             (long long)o->refits);
+    return DCR_OK;
+}
+
 /* --testbed netns: usage errors, before anything runs. It implies
  * --processes. */
 static dcr_status_t testbed_check(bench_opts_t *o)
@@ -543,6 +575,21 @@ static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
     return DCR_OK;
 }
 
+/* The elastic join's figures (the run has ended, its node processes have
+ * stopped). Without its restore records (a warning said why) it still
+ * says where the node joined; version 0: it had not joined by the end
+ * (possible only with --no-verify: the verification waits for it). */
+static void join_result(const bench_opts_t *o, dcr_role_launcher_t *l, dcr_role_join_t *out)
+{
+    uint64_t version = 0;
+    double seconds = 0;
+    if (!dcr_role_launcher_join_result(l, out)) {
+        dcr_role_launcher_joined(l, 0, &version, &seconds);
+        *out = (dcr_role_join_t){.node = (int)o->nodes - 1, .version = version, .seconds = seconds};
+    }
+    out->at_step = (int)o->join_at;
+}
+
 /* One measured rate: "  A B  M Mbit/s  configured C" (and a flag past 15%). */
 static void print_rate(const char *a, const char *b, const json_t *l)
 {
@@ -587,6 +634,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
     int rc = dcr_cli_check("bench", testbed_check(o));
+    if (rc == 0) rc = dcr_cli_check("bench", join_at_check(o));
     if (rc) return rc;
     rc = dcr_cli_check("bench", fill_config(o, &c));
     if (rc) return rc;
@@ -620,6 +668,8 @@ static int run(bench_opts_t *o, int argc, char **argv)
         dcr_role_launcher_set_owners(launcher, !o->owner_threads);
 #endif
         dcr_role_launcher_set_coordinator_kills(launcher, (int)o->coord_kill_every);
+        if (o->join_at > 0)
+            dcr_role_launcher_set_join_at(launcher, (int)o->nodes - 1, (uint64_t)o->join_at);
     }
     int owner_procs = launcher ? dcr_role_launcher_owner_processes(launcher) : 0;
     dcr_interrupt_install();
@@ -628,6 +678,8 @@ static int run(bench_opts_t *o, int argc, char **argv)
     int sigkills = launcher ? dcr_role_launcher_sigkills(launcher) : 0;
     int coord_kills = launcher ? dcr_role_launcher_coordinator_kills(launcher) : 0;
     int coord_restarts = launcher ? dcr_role_launcher_coordinator_restarts(launcher) : 0;
+    dcr_role_join_t join = {0};
+    if (st == DCR_OK && o->join_at > 0) join_result(o, launcher, &join);
     dcr_role_launcher_destroy(launcher);
     json_t *tb_json = tb && tb_links ? dcr_testbed_json(tb) : NULL;
     if (tb_json) json_object_set(tb_json, "links", tb_links);
@@ -648,6 +700,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
                 j, "processes",
                 processes_json(&r, owner_procs, restarts, sigkills, coord_kills, coord_restarts));
         if (r.node_processes) json_object_set_new(j, "restores_by_kind", restores_json(&r));
+        if (o->join_at > 0) json_object_set_new(j, "join", dcr_cli_join_json(&join));
         if (tb_json) json_object_set(j, "testbed", tb_json);
         json_dumpf(j, stdout, JSON_INDENT(2));
         printf("\n");
@@ -663,15 +716,18 @@ static int run(bench_opts_t *o, int argc, char **argv)
             printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
                    "process; owners (%d threads) and the coordinator in this process\n",
                    r.node_processes, sigkills, restarts, r.owners);
-        if (r.node_processes)
-            printf("restores: %llu clean, %llu replay, %llu repair, %llu dense; replay moved "
-                   "%llu bytes where dense refits move %llu\n",
-                   (unsigned long long)r.restores_by_kind[0],
-                   (unsigned long long)r.restores_by_kind[1],
-                   (unsigned long long)r.restores_by_kind[2],
-                   (unsigned long long)r.restores_by_kind[3],
-                   (unsigned long long)r.restore_bytes[1],
-                   (unsigned long long)r.restore_dense_bytes[1]);
+        if (r.node_processes) {
+            uint64_t bytes = 0, dense = 0;
+            for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+                bytes += r.restore_bytes[k];
+                dense += r.restore_dense_bytes[k];
+            }
+            printf("restores: ");
+            dcr_cli_restores_print(r.restores_by_kind, bytes, dense);
+        }
+        char when[64];
+        snprintf(when, sizeof when, "once version %lld was committed", (long long)o->join_at);
+        dcr_cli_join_print(&join, when);
         if (tb_json) print_testbed(tb_json);
     }
     json_decref(tb_json);
@@ -802,7 +858,7 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
          false},
     };
     enum { NOWN = sizeof own / sizeof own[0] };
-    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 8 <= sizeof(o->args) / sizeof(o->args[0]),
+    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 9 <= sizeof(o->args) / sizeof(o->args[0]),
                    "bench_opts_t.args too small");
     memcpy(o->args, own, sizeof own);
     int n = NOWN;
@@ -892,17 +948,29 @@ int dcr_cmd_bench(int argc, char **argv)
                             "--testbed: the testbed's id (namespaces dcrtb-<id>-*, subnet "
                             "10.(200+id).0.0/16; default 0)",
                             false};
+    dcr_arg_t join_at = {"--join-at",
+                         DCR_ARG_INT,
+                         &o.join_at,
+                         1,
+                         1000000,
+                         "--processes, an elastic join: the last rollout node's process starts "
+                         "once version STEP is committed (warm-up refits count), not with the "
+                         "others; it restores (from an anchor plus replay with --anchor-every N, "
+                         "else densely) and joins the attempts prepared after it is ready; the "
+                         "results say how (\"join\": its restores by kind, bytes against dense "
+                         "refits); objstore, 2 or more rollout nodes",
+                         false};
     const char *device = NULL;
-    dcr_arg_t own[8] = {processes,     restart,     kills,
+    dcr_arg_t own[9] = {processes,     restart,     kills,
                         owner_threads, coord_kills, dcr_cli_device_arg(&device),
-                        testbed,       testbed_id};
+                        testbed,       testbed_id,  join_at};
     int rc = parse_opts(
         &o, "bench",
         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
         "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
         "[--mode X|P|F] [--rl sync|async] [--processes | --testbed netns] [--device cpu|cuda|auto] "
         "[--json]",
-        own, 8, argc, argv);
+        own, 9, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = dcr_cli_device_host_only("bench", device))) return rc;
     return run(&o, argc, argv);

@@ -61,7 +61,7 @@ static void print_text(const char *what, const dcr_faults_summary_t *s)
     printf(
         "attempts %d, overwrite retries %d, commits %d, clean stops %d, coordinator failovers %d\n",
         s->attempts, s->retries, s->commits, s->stops, s->failovers);
-    printf("receivers killed %d, restored by dense refit %d\n", s->kills, s->restores);
+    printf("receivers killed %d, restored %d\n", s->kills, s->restores);
     printf("receiver checks %d, bit mismatches %d, baseline mismatches %d, versions lost %d\n",
            s->checks, s->mismatches, s->baseline_mismatches, s->lost);
     printf("requests through the gate %lld, saw a mixed state %lld\n", (long long)s->gate_reads,
@@ -86,8 +86,9 @@ static void processes_args(faults_opts_t *o, dcr_arg_t *a)
                        "OMPI_ALLOW_RUN_AS_ROOT=1 set for it; coordinator, rollout "
                        "nodes, verifier); --kill-every N: a SIGKILL to a rollout-node process "
                        "every N steps, at delivery, apply or after the ack; --faults-per-step N: "
-                       "corrupt, delay, control_busy acted out by this process (objstore, sync "
-                       "RL; no --attempts, --readers, --restart-after)",
+                       "corrupt (objstore only), delay, control_busy acted out by this "
+                       "process; --transport objstore or relay (node 0's relay root keeps the "
+                       "retention window), sync RL; no --attempts, --readers, --restart-after",
                        false};
     a[1] = (dcr_arg_t){"--corrupt-digest",
                        DCR_ARG_FLAG,
@@ -209,23 +210,6 @@ static void role_args(const faults_opts_t *o, role_args_t *a)
     }
 }
 
-/* The elastic join (--join-at): null without one; else its node, step,
- * the version it joined at, seconds from its start to READY, and its
- * receivers' restores by kind with their bytes against dense refits'. */
-static json_t *join_json(const dcr_faults_processes_summary_t *p)
-{
-    if (p->join.at_step == 0) return json_null();
-    json_t *kinds = json_object();
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
-        if (p->join.by_kind[k])
-            json_object_set_new(kinds, dcr_restore_kind_name((dcr_restore_kind_t)k),
-                                json_integer((json_int_t)p->join.by_kind[k]));
-    return json_pack("{s:i,s:i,s:I,s:f,s:o,s:I,s:I}", "node", p->join.node, "at_step",
-                     p->join.at_step, "version", (json_int_t)p->join.version, "seconds",
-                     p->join.seconds, "restores_by_kind", kinds, "bytes", (json_int_t)p->join.bytes,
-                     "dense_bytes", (json_int_t)p->join.dense_bytes);
-}
-
 static json_t *processes_json(const dcr_faults_processes_summary_t *p)
 {
     json_t *points = json_object();
@@ -244,7 +228,7 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
         json_object_set_new(drawn, dcr_fault_kind_name((dcr_fault_kind_t)k),
                             json_integer(p->faults_drawn[k]));
-    json_t *join = join_json(p);
+    json_t *join = dcr_cli_join_json(&p->join);
     return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o,s:o,s:o}", "sigkills",
                      p->sigkills, "sigkills_by_point", points, "kills_drawn", p->kills_drawn,
                      "restarts", p->restarts, "coordinator_kills", p->coordinator_kills,
@@ -408,10 +392,18 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     else if (o->processes && dcr_args_seen(args, nargs, "--attempts"))
         st = dcr_error_set(DCR_EINVAL, "--processes: --attempts does not apply (the coordinator "
                                        "process keeps its default attempts)");
-    else if (o->processes && (strcmp(o->transport, "objstore") || strcmp(o->rl, "sync")))
+    else if (o->processes && strcmp(o->rl, "sync"))
+        st = dcr_error_set(DCR_EINVAL, "--processes needs --rl sync (got %s)", o->rl);
+    else if (o->processes && o->testbed && strcmp(o->transport, "objstore"))
+        st = dcr_error_set(DCR_EINVAL, "--testbed needs --transport objstore (got %s)",
+                           o->transport);
+    else if (o->processes && strcmp(o->transport, "objstore") &&
+             (dcr_args_seen(args, nargs, "--join-at") ||
+              dcr_args_seen(args, nargs, "--anchor-every")))
         st = dcr_error_set(DCR_EINVAL,
-                           "--processes needs --transport objstore and --rl sync (got %s, %s)",
-                           o->transport, o->rl);
+                           "--join-at and --anchor-every need --transport objstore (got %s: a "
+                           "relay tree has no place for a node that starts late)",
+                           o->transport);
     else if (o->processes && (o->store || o->s3_endpoint))
         st = dcr_error_set(DCR_EINVAL,
                            "--processes: --store and --s3-endpoint do not apply yet (the node "
@@ -425,6 +417,32 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     char label[64];
     snprintf(label, sizeof(label), "faults %s", what);
     return dcr_cli_usage(label, st);
+}
+
+static void print_processes_text(const dcr_faults_processes_summary_t *p)
+{
+    printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d drawn), "
+           "processes restarted %d\n",
+           p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
+           p->sigkills_by_point[DCR_FAULTS_KILL_APPLY], p->sigkills_by_point[DCR_FAULTS_KILL_ACKED],
+           p->kills_drawn, p->restarts);
+    uint64_t bytes = 0, dense = 0;
+    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
+        bytes += p->restore_bytes[k];
+        dense += p->restore_dense_bytes[k];
+    }
+    printf("receiver restores: ");
+    dcr_cli_restores_print(p->restores_by_kind, bytes, dense);
+    printf("restores by cause: start %llu, behind %llu, dirty %llu\n",
+           (unsigned long long)p->restores_by_cause[DCR_RESTORE_START],
+           (unsigned long long)p->restores_by_cause[DCR_RESTORE_BEHIND],
+           (unsigned long long)p->restores_by_cause[DCR_RESTORE_DIRTY]);
+    char when[48];
+    snprintf(when, sizeof when, "before step %d", p->join.at_step);
+    dcr_cli_join_print(&p->join, when);
+    printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed %d; owner "
+           "processes %d (mpirun)\n",
+           p->coordinator_kills, p->coordinator_restarts, p->owner_processes);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
@@ -447,27 +465,7 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         json_decref(j);
     } else {
         print_text(what, s);
-        if (p)
-            printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d "
-                   "drawn), processes restarted %d\n",
-                   p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
-                   p->sigkills_by_point[DCR_FAULTS_KILL_APPLY],
-                   p->sigkills_by_point[DCR_FAULTS_KILL_ACKED], p->kills_drawn, p->restarts);
-        if (p)
-            printf("receiver restores: clean %llu, replay %llu, repair %llu, dense %llu; bytes "
-                   "moved %llu (dense refits of the same receivers: %llu)\n",
-                   (unsigned long long)p->restores_by_kind[0],
-                   (unsigned long long)p->restores_by_kind[1],
-                   (unsigned long long)p->restores_by_kind[2],
-                   (unsigned long long)p->restores_by_kind[3],
-                   (unsigned long long)(p->restore_bytes[0] + p->restore_bytes[1] +
-                                        p->restore_bytes[2] + p->restore_bytes[3]),
-                   (unsigned long long)(p->restore_dense_bytes[0] + p->restore_dense_bytes[1] +
-                                        p->restore_dense_bytes[2] + p->restore_dense_bytes[3]));
-        if (p)
-            printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed "
-                   "%d; owner processes %d (mpirun)\n",
-                   p->coordinator_kills, p->coordinator_restarts, p->owner_processes);
+        if (p) print_processes_text(p);
     }
     if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
         s->commit_violations || s->membership_mismatches) {

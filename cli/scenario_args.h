@@ -8,6 +8,7 @@
 #include "args.h"
 #include "dcr/codec.h"
 #include "dcr/device.h"
+#include "workloads/roles/launch.h"
 #include "workloads/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
@@ -91,5 +92,18 @@ int dcr_cli_device_host_only(const char *command, const char *name);
 struct json_t;
 struct json_t *dcr_cli_restores_json(const uint64_t count[4], const uint64_t bytes[4],
                                      const uint64_t dense_bytes[4], const double seconds[4]);
+
+/* An elastic join (dcr bench and dcr faults --processes --join-at) as
+ * JSON: {"node", "at_step", "version", "seconds", "restores_by_kind":
+ * {"<kind>": count} for the kinds that occurred, "bytes", "dense_bytes"};
+ * JSON null when j->at_step is 0 (no join). A new reference. */
+struct json_t *dcr_cli_join_json(const dcr_role_join_t *j);
+/* The same as one line of text on stdout ("elastic join: ..."); `when`
+ * says when the node started ("before step 3"). Nothing without a join. */
+void dcr_cli_join_print(const dcr_role_join_t *j, const char *when);
+/* "clean 4, replay 0, ...; bytes moved B (dense refits of the same
+ * receivers: D)" and a newline, on stdout. */
+void dcr_cli_restores_print(const uint64_t counts[DCR_RESTORE_KINDS], uint64_t bytes,
+                            uint64_t dense_bytes);
 
 #endif

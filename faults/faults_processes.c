@@ -112,12 +112,10 @@ typedef struct prun {
     int step, attempts, retries, commits, lost;
     uint64_t version; /* committed */
     /* The elastic join (cfg->join_at): whether its node reported READY, at
-     * which version, how long after its start. */
+     * which version; its figures once the node processes stopped. */
     bool joined;
     uint64_t join_version;
-    double join_s;
-    /* Its receivers' restores at the join (its first records), by kind. */
-    uint64_t join_kinds[DCR_RESTORE_KINDS], join_bytes, join_dense_bytes;
+    dcr_role_join_t join;
 } prun_t;
 
 static void nap_ns(long ns)
@@ -493,9 +491,11 @@ static bool testbed_has_netem(dcr_testbed_t *tb)
 static dcr_fault_t draw_fault(prun_t *r)
 {
     if (r->cfg->testbed) return draw_testbed_fault(r);
+    /* Over the relay no payload is a file this process could corrupt. */
+    bool relay = !strcmp(r->bench.transport, "relay");
     dcr_fault_kind_t kinds[] = {DCR_FAULT_CORRUPT, DCR_FAULT_DELAY, DCR_FAULT_CONTROL_BUSY};
-    int n = r->sqlite ? 3 : 2;
-    dcr_fault_t f = {.kind = kinds[dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
+    int first = relay ? 1 : 0, n = (r->sqlite ? 3 : 2) - first;
+    dcr_fault_t f = {.kind = kinds[first + (int)dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
     f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
     if (f.kind == DCR_FAULT_DELAY)
         f.target = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.serve.nodes);
@@ -651,8 +651,7 @@ static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, 
     prun_t *r = ctx;
     stop_watcher(r); /* no kill or fault after the last step */
     if (r->cfg->join_at > 0) {
-        r->joined =
-            dcr_role_launcher_joined(r->launcher, JOIN_WAIT_MS, &r->join_version, &r->join_s);
+        r->joined = dcr_role_launcher_joined(r->launcher, JOIN_WAIT_MS, &r->join_version, NULL);
         if (!r->joined)
             return dcr_error_set(DCR_ETIMEOUT,
                                  "rollout node %d, started before step %d, did not join (no READY "
@@ -663,16 +662,6 @@ static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, 
     return r->inner.verify(r->inner.ctx, workdir, first, last, ok);
 }
 
-/* The joined node's first restore records, one per receiver of a node. */
-static void read_join(prun_t *r)
-{
-    const dcr_serve_config_t *sv = &r->bench.serve;
-    int per = sv->gpus_per_node ? sv->gpus_per_node : sv->tp;
-    if (dcr_restore_first(r->workdir, r->bench.serve.nodes - 1, per, r->join_kinds, &r->join_bytes,
-                          &r->join_dense_bytes) != DCR_OK)
-        DCR_LOG_WARN("faults: the join's restore records: %s", dcr_error_detail());
-}
-
 static void hook_stop(void *ctx)
 {
     prun_t *r = ctx;
@@ -681,7 +670,9 @@ static void hook_stop(void *ctx)
     /* Every node process has stopped: its restore records are complete. */
     if (r->workdir[0] && dcr_restore_causes(r->workdir, r->causes) != DCR_OK)
         DCR_LOG_WARN("faults: restore causes: %s", dcr_error_detail());
-    if (r->workdir[0] && r->joined) read_join(r);
+    /* Without its restore figures (a warning said why): where it joined. */
+    if (r->joined && !dcr_role_launcher_join_result(r->launcher, &r->join))
+        r->join = (dcr_role_join_t){.node = r->bench.serve.nodes - 1, .version = r->join_version};
 }
 
 /* ---- runs ---- */
@@ -702,14 +693,25 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              "--join-at %d: expected a step in 1..%d (below --steps) and at least "
                              "2 rollout nodes (got %d)",
                              cfg->join_at, run->steps - 1, run->bench.serve.nodes);
-    if (strcmp(run->bench.transport, "objstore") || run->bench.rl != DCR_RL_SYNC)
+    bool relay = !strcmp(run->bench.transport, "relay");
+    if ((!relay && strcmp(run->bench.transport, "objstore")) || run->bench.rl != DCR_RL_SYNC)
         return dcr_error_set(DCR_EINVAL,
-                             "faults --processes needs --transport objstore and --rl sync (got "
-                             "%s, %s)",
+                             "faults --processes needs --transport objstore or relay and --rl sync "
+                             "(got %s, %s)",
                              run->bench.transport, dcr_rl_mode_name(run->bench.rl));
+    /* A node that starts late has no place in a relay tree laid out at
+     * the start, and a testbed's roles share its S3 store. */
+    if (relay && (cfg->join_at > 0 || cfg->testbed))
+        return dcr_error_set(DCR_EINVAL,
+                             "faults --processes --transport relay: %s needs "
+                             "--transport objstore",
+                             cfg->join_at > 0 ? "--join-at" : "--testbed");
     bool sqlite = run->bench.control_path == NULL;
     for (int k = 0; k < run->nplan; k++) {
         dcr_fault_kind_t kind = run->plan[k].fault.kind;
+        if (relay && kind == DCR_FAULT_CORRUPT)
+            return dcr_error_set(DCR_EINVAL, "fault corrupt acts on the object store's files: it "
+                                             "needs --transport objstore");
         if (cfg->testbed && (kind == DCR_FAULT_DELAY || is_net_kind(kind))) continue;
         if (is_net_kind(kind))
             return dcr_error_set(DCR_EINVAL, "fault %s needs a testbed (--testbed netns)",
@@ -751,16 +753,14 @@ static dcr_status_t make_launcher(prun_t *r)
     return DCR_OK;
 }
 
-/* The join's figures; its restores were read at stop (read_join). */
-static void summarize_join(prun_t *r, dcr_faults_processes_summary_t *o)
+/* The receivers the verifier checked at `version` (refit i of a run
+ * without warm-up commits version i + 1): a joined node's are checked from
+ * the version it joined at on (workloads/roles/verify_role.c), since it
+ * held none before. */
+static int checks_of(const prun_t *r, uint64_t version, int receivers, int per)
 {
-    o->join.node = r->bench.serve.nodes - 1;
-    o->join.at_step = r->cfg->join_at;
-    o->join.version = r->join_version;
-    o->join.seconds = r->join_s;
-    memcpy(o->join.by_kind, r->join_kinds, sizeof(o->join.by_kind));
-    o->join.bytes = r->join_bytes;
-    o->join.dense_bytes = r->join_dense_bytes;
+    bool absent = r->cfg->join_at > 0 && (!r->joined || version < r->join_version);
+    return absent ? receivers - per : receivers;
 }
 
 /* The summary from the bench's result and our counts. */
@@ -778,12 +778,12 @@ static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_proce
         s->faults_by_kind[k] = r->fired[k];
         s->faults += r->fired[k];
     }
-    for (int i = 0; i < res->nrefits; i++) {
-        s->checks += res->receivers;
-        s->mismatches += !res->refits[i].bit_exact;
-    }
     int nodes = res->node_processes > 0 ? res->node_processes : 1;
     int per = res->receivers / nodes;
+    for (int i = 0; i < res->nrefits; i++) {
+        s->checks += checks_of(r, (uint64_t)i + 1, res->receivers, per);
+        s->mismatches += !res->refits[i].bit_exact;
+    }
     o->sigkills = dcr_role_launcher_sigkills(r->launcher);
     o->restarts = dcr_role_launcher_restarts(r->launcher);
     o->coordinator_kills = dcr_role_launcher_coordinator_kills(r->launcher);
@@ -802,7 +802,10 @@ static void summarize(prun_t *r, const dcr_bench_result_t *res, dcr_faults_proce
     memcpy(o->restore_dense_bytes, res->restore_dense_bytes, sizeof(o->restore_dense_bytes));
     memcpy(o->restore_s, res->restore_s, sizeof(o->restore_s));
     memcpy(o->restores_by_cause, r->causes, sizeof(o->restores_by_cause));
-    if (r->joined) summarize_join(r, o);
+    if (r->joined) {
+        o->join = r->join;
+        o->join.at_step = r->cfg->join_at;
+    }
 }
 
 dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,

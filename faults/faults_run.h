@@ -27,6 +27,7 @@
 
 #include "faults/faults.h"
 #include "workloads/bench.h"
+#include "workloads/roles/launch.h"
 
 /* A fault armed before a given step (0-based). */
 typedef struct dcr_faults_planned {
@@ -68,7 +69,7 @@ typedef struct dcr_faults_summary {
     int stops;      /* transitions stopped cleanly, version v kept */
     int failovers;  /* coordinators replaced after a crash */
     int kills;      /* receivers that died */
-    int restores;   /* receivers restored by a dense refit before joining */
+    int restores;   /* receivers restored before joining (threads: dense; processes: by kind) */
     int mismatches; /* live receivers that differed from the dense refit, over all checks */
     int baseline_mismatches;   /* checks where owners' baselines differed from the committed weights
                                 */
@@ -188,7 +189,8 @@ bool dcr_fault_kind_reaches_processes(dcr_fault_kind_t kind);
 
 typedef struct dcr_faults_processes_config {
     /* run.bench: the run configuration as the role processes parse it from
-     * run_args (objstore, sync RL; bench.seed is replaced per campaign run,
+     * run_args (objstore, or relay without join_at and testbed and with no
+     * corrupt fault; sync RL; bench.seed is replaced per campaign run,
      * with the --seed value in the role arguments); run.kill_every: a node
      * kill every N steps (0: none); run.faults_per_step and run.plan as
      * above; run.steps as in a thread run; run.max_attempts, deadline_ms,
@@ -265,17 +267,9 @@ typedef struct dcr_faults_processes_summary {
      * s says how many of them fired (a drawn one not fired: its step ended
      * before it could act). */
     int64_t faults_drawn[DCR_FAULT_KIND_COUNT];
-    /* The elastic join (join_at > 0; a campaign: the last run's): the
-     * node, the committed version it joined at, the seconds from its start
-     * to READY, and its receivers' restores at the join by kind (usually
-     * all anchor or all dense), with the bytes they moved and what dense
-     * refits of them move. */
-    struct {
-        int node, at_step;
-        uint64_t version;
-        double seconds;
-        uint64_t by_kind[5], bytes, dense_bytes;
-    } join;
+    /* The elastic join (join_at > 0; a campaign: the last run's); its
+     * receivers' restores are usually all anchor or all dense. */
+    dcr_role_join_t join;
 } dcr_faults_processes_summary_t;
 
 /* One run. Errors: setup failures, a transition the coordinator processes

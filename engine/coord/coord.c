@@ -395,20 +395,29 @@ static dcr_status_t flush_owners(dcr_coord_t *c)
     return DCR_OK;
 }
 
-static bool node_not_started(dcr_coord_t *c, int node);
+/* A node's report read to decide its membership: tries, and try t waits
+ * t times the retry step first (60 ms in all, past a brief control-plane
+ * outage; the transition's own retries, with their backoff, come after). */
+#define REPORT_TRIES    4
+#define REPORT_RETRY_NS 10000000L
+
+static dcr_status_t node_not_started(dcr_coord_t *c, int node, bool *not_started_p);
 
 /* The required receivers of the next attempt: the live ones, but for those
- * of a node process not started yet (an elastic join, dcr/coord.h). */
-static size_t collect_required(dcr_coord_t *c)
+ * of a node process not started yet (an elastic join, dcr/coord.h). Each
+ * node's report is read once, for all its receivers. */
+static dcr_status_t collect_required(dcr_coord_t *c)
 {
     c->nrequired = 0;
     int per = c->cfg.receivers_per_node;
+    bool not_started = false;
     for (int i = 0; i < c->p.nreceivers; i++) {
-        if (!atomic_load(&c->alive[i])) continue;
-        if (c->cfg.remote_nodes && node_not_started(c, i / per)) continue;
+        if (c->cfg.remote_nodes && i % per == 0)
+            DCR_CHECK(node_not_started(c, i / per, &not_started));
+        if (!atomic_load(&c->alive[i]) || not_started) continue;
         c->required[c->nrequired++] = (uint32_t)i;
     }
-    return c->nrequired;
+    return DCR_OK;
 }
 
 /* ---- rollout nodes as processes -------------------------------------------------- */
@@ -432,14 +441,30 @@ static dcr_status_t node_present(int node, dcr_status_t st, const dcr_node_repor
     return DCR_OK;
 }
 
-/* A node process that was never started (its report: GONE with pid 0, as
- * a launcher writes for a node added later): not a member of attempts
- * prepared before it reports for itself. */
-static bool node_not_started(dcr_coord_t *c, int node)
+/* Whether a node process was never started (its report: GONE with pid 0,
+ * as a launcher writes for a node added later): not a member of attempts
+ * prepared before it reports for itself. A node with no report at all is a
+ * member (its process is expected; the attempt waits for it to join). A
+ * read that fails (a busy or briefly unreachable control plane) is tried
+ * again; when every try fails, no attempt is prepared: a node whose state
+ * is unknown must neither become a member (a joiner not started would fail
+ * the attempt) nor be left out (a started node would miss it). */
+static dcr_status_t node_not_started(dcr_coord_t *c, int node, bool *not_started_p)
 {
-    dcr_node_report_t r;
-    return dcr_node_report_get(c->p.control, node, &r) == DCR_OK && r.phase == DCR_NODE_GONE &&
-           r.pid == 0;
+    dcr_status_t st = DCR_OK;
+    for (int t = 0; t < REPORT_TRIES; t++) {
+        if (t > 0) dcr_clock_nap_ns((long)t * REPORT_RETRY_NS);
+        dcr_node_report_t r;
+        st = dcr_node_report_get(c->p.control, node, &r);
+        if (st == DCR_OK || st == DCR_ENOTFOUND) {
+            *not_started_p = st == DCR_OK && r.phase == DCR_NODE_GONE && r.pid == 0;
+            return DCR_OK;
+        }
+    }
+    dcr_error_prefix("cannot read rollout node %d's report to decide whether the next attempt "
+                     "includes it (%d tries): ",
+                     node, REPORT_TRIES);
+    return st;
 }
 
 /* node_present for every node of a required receiver (read errors are left
@@ -672,8 +697,8 @@ static dcr_status_t remote_construct(dcr_coord_t *c, uint64_t tau, dcr_refit_res
 
 static dcr_status_t begin_attempt(dcr_coord_t *c, uint64_t *tau_p)
 {
-    if (collect_required(c) == 0)
-        return dcr_error_set(DCR_EFATAL, "no live receiver is left to refit");
+    DCR_CHECK(collect_required(c));
+    if (c->nrequired == 0) return dcr_error_set(DCR_EFATAL, "no live receiver is left to refit");
     if (c->cfg.remote_nodes) DCR_CHECK(wait_present(c));
     dcr_control_prepare_t req = {c->cfg.id, c->record.version, c->required, c->nrequired,
                                  c->cfg.deadline_ms};

@@ -21,12 +21,14 @@
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
+#include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
 
 #define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
 #define MONITOR_POLL_NS  20000000L
 #define KILL_POLL_NS     2000000L /* watching reports for a kill point */
 #define READY_TIMEOUT_MS 120000   /* a node's world, dense load and prewarm */
+#define JOIN_WAIT_MS     120000   /* a joining node: its world, anchor or dense load, replay */
 
 typedef struct child {
     pid_t pid;
@@ -94,6 +96,13 @@ struct dcr_role_launcher {
     atomic_bool join_done; /* set by the monitor once it saw the node READY */
     double join_t0, join_s;
     uint64_t join_version;
+    /* dcr_role_launcher_set_join_at: the monitor starts the node once this
+     * version is committed (0: the harness calls dcr_role_launcher_join). */
+    uint64_t join_at_version;
+    atomic_bool join_gave_up; /* its start failed: no join will come */
+    /* The node's receivers' restores at the join, read once it stopped. */
+    bool join_read;
+    uint64_t join_kinds[DCR_RESTORE_KINDS], join_bytes, join_dense_bytes;
 };
 
 extern char **environ;
@@ -480,6 +489,20 @@ static void poll_join(dcr_role_launcher_t *l, dcr_control_t *control)
                  (unsigned long long)r.version, l->join_s);
 }
 
+/* dcr_role_launcher_set_join_at: the node's process starts once the
+ * version is committed; the attempts prepared after it is READY include it.
+ * A start that fails is logged, and the verification fails for want of
+ * the join (verify_versions). */
+static void join_when_due(dcr_role_launcher_t *l, dcr_control_t *control)
+{
+    dcr_commit_record_t rec;
+    if (dcr_control_read(control, &rec) != DCR_OK || rec.version < l->join_at_version) return;
+    if (dcr_role_launcher_join(l) != DCR_OK) {
+        DCR_LOG_ERROR("rollout-node %d could not join: %s", l->join_node, dcr_error_detail());
+        atomic_store(&l->join_gave_up, true);
+    }
+}
+
 static void *monitor_main(void *arg)
 {
     dcr_role_launcher_t *l = arg;
@@ -512,7 +535,10 @@ static void *monitor_main(void *arg)
             pthread_mutex_lock(&l->lock);
             bool started = l->join_started;
             pthread_mutex_unlock(&l->lock);
-            if (started) poll_join(l, control);
+            if (started)
+                poll_join(l, control);
+            else if (l->join_at_version > 0 && !atomic_load(&l->join_gave_up))
+                join_when_due(l, control);
         }
         nap_ns(l->kill_every > 0 ? KILL_POLL_NS : MONITOR_POLL_NS);
     }
@@ -731,6 +757,27 @@ static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
     return wait_ready(l);
 }
 
+static bool join_started(dcr_role_launcher_t *l)
+{
+    pthread_mutex_lock(&l->lock);
+    bool started = l->join_started;
+    pthread_mutex_unlock(&l->lock);
+    return started;
+}
+
+/* The joined node's first restore records, one per receiver of a node,
+ * while the run folder is still there. */
+static void read_join(dcr_role_launcher_t *l)
+{
+    const dcr_serve_config_t *sv = &l->run->serve;
+    int per = sv->gpus_per_node ? sv->gpus_per_node : sv->tp;
+    l->join_read = dcr_restore_first(l->workdir, l->join_node, per, l->join_kinds, &l->join_bytes,
+                                     &l->join_dense_bytes) == DCR_OK;
+    if (!l->join_read)
+        DCR_LOG_WARN("rollout-node %d: its restore records at the join: %s", l->join_node,
+                     dcr_error_detail());
+}
+
 static void stop_nodes(void *ctx)
 {
     dcr_role_launcher_t *l = ctx;
@@ -745,6 +792,8 @@ static void stop_nodes(void *ctx)
     if (l->owners_started) stop_child(&l->owners);
     l->owners_started = false;
     stop_coordinator(l);
+    /* Every node process has stopped: its restore records are complete. */
+    if (atomic_load(&l->join_done) && !l->join_read) read_join(l);
     free(l->nodes);
     l->nodes = NULL;
     l->nnodes = 0;
@@ -755,6 +804,14 @@ static dcr_status_t verify_versions(void *ctx, const char *workdir, uint64_t fir
                                     bool *ok)
 {
     dcr_role_launcher_t *l = ctx;
+    /* The verifier skips a joined node's versions before its join: it
+     * needs to know the join (<workdir>/joined/n<node>). */
+    if (l->join_node >= 0 && !dcr_role_launcher_joined(l, JOIN_WAIT_MS, NULL, NULL))
+        return dcr_error_set(DCR_ETIMEOUT,
+                             "rollout node %d, an elastic join, %s (no READY within %d ms of the "
+                             "last refit)",
+                             l->join_node, join_started(l) ? "did not join" : "never started",
+                             JOIN_WAIT_MS);
     char a[32], b[32];
     snprintf(a, sizeof(a), "%llu", (unsigned long long)first);
     snprintf(b, sizeof(b), "%llu", (unsigned long long)last);
@@ -1027,11 +1084,35 @@ static dcr_status_t write_joined(const dcr_role_launcher_t *l, int node, uint64_
     return DCR_OK;
 }
 
+void dcr_role_launcher_set_join_at(dcr_role_launcher_t *l, int node, uint64_t version)
+{
+    l->join_node = node;
+    l->join_at_version = version;
+}
+
+bool dcr_role_launcher_join_result(const dcr_role_launcher_t *l, dcr_role_join_t *out_p)
+{
+    if (!l->join_read) return false;
+    dcr_role_join_t j = {.node = l->join_node,
+                         .version = l->join_version,
+                         .seconds = l->join_s,
+                         .bytes = l->join_bytes,
+                         .dense_bytes = l->join_dense_bytes};
+    memcpy(j.by_kind, l->join_kinds, sizeof(j.by_kind));
+    *out_p = j;
+    return true;
+}
+
 bool dcr_role_launcher_joined(dcr_role_launcher_t *l, int wait_ms, uint64_t *version_p,
                               double *seconds_p)
 {
-    if (!l->join_started) return false;
+    /* Also while the monitor may start it (set_join_at): wait for that;
+     * wait_ms bounds both waits together. */
     double t0 = dcr_clock_s();
+    while (!join_started(l) && l->join_at_version > 0 && !atomic_load(&l->join_gave_up) &&
+           (dcr_clock_s() - t0) * 1000.0 < wait_ms)
+        nap_ns(10000000L);
+    if (!join_started(l)) return false;
     while (!atomic_load(&l->join_done) && (dcr_clock_s() - t0) * 1000.0 < wait_ms)
         nap_ns(10000000L);
     if (!atomic_load(&l->join_done)) return false;

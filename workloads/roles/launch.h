@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include "workloads/bench.h"
+#include "workloads/roles/restore.h"
 
 typedef struct dcr_role_launcher dcr_role_launcher_t;
 
@@ -91,6 +92,13 @@ bool dcr_role_launcher_pause_node(dcr_role_launcher_t *l, int node, int pid, boo
  * --anchor-every, else densely) and reports READY; the first attempt
  * prepared after that includes it. Call before the run. */
 void dcr_role_launcher_set_join(dcr_role_launcher_t *l, int node);
+/* The same join, started by the launcher itself: rollout node `node`'s
+ * process starts once `version` (>= 1) is committed, as the launcher's
+ * monitor sees the control plane (dcr bench --processes --join-at: the
+ * coordinator may be this process's, whose refits no hook wraps). The
+ * verification (the hooks' verify) then waits for the node to join and
+ * fails when it did not. Call before the run. */
+void dcr_role_launcher_set_join_at(dcr_role_launcher_t *l, int node, uint64_t version);
 /* Starts the joining node's process now, without waiting for it (refits
  * go on); call between refits. DCR_EINVAL when none waits to join. */
 dcr_status_t dcr_role_launcher_join(dcr_role_launcher_t *l);
@@ -101,6 +109,20 @@ dcr_status_t dcr_role_launcher_join(dcr_role_launcher_t *l);
  * digests of its receivers for earlier versions: it did not exist). */
 bool dcr_role_launcher_joined(dcr_role_launcher_t *l, int wait_ms, uint64_t *version_p,
                               double *seconds_p);
+/* An elastic join as it went. */
+typedef struct dcr_role_join {
+    int node;
+    int at_step;      /* the harness's step or version it started at (0: no join) */
+    uint64_t version; /* the committed version the node joined at (READY) */
+    double seconds;   /* from its start to READY */
+    /* Its receivers' restores at the join (its first restore records), by
+     * kind, the bytes they moved and what dense refits of them move. */
+    uint64_t by_kind[DCR_RESTORE_KINDS], bytes, dense_bytes;
+} dcr_role_join_t;
+/* The join once the node processes stopped (the restore records are read
+ * then, before the run folder goes), at_step left 0: false when no node
+ * joined or its records could not be read (a warning says why). */
+bool dcr_role_launcher_join_result(const dcr_role_launcher_t *l, dcr_role_join_t *out_p);
 
 /* A spawn prefix for one role: argv[0..n) goes in front of the role's
  * command line (found on PATH), e.g. `ip netns exec dcrtb-0-r1` to start

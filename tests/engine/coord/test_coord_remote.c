@@ -5,7 +5,14 @@
  * plane: while the coordinator waits for the owners to report "sent", a
  * required node that reports GONE or RESTARTING fails the attempt at once,
  * naming the node, instead of after the stall timeout (a dead relay node
- * keeps the owners from ever finishing, so their report never comes). */
+ * keeps the owners from ever finishing, so their report never comes).
+ *
+ * Membership under a failing control plane: a node added later (its
+ * launcher's report GONE with pid 0) is left out of the attempts prepared
+ * before it starts, also when reading its report fails for a moment; when
+ * the report cannot be read at all, no attempt is prepared, and the error
+ * names the node. A wrapping control plane ("flaky:sqlite", registered
+ * here) fails reads of one node's report as the case asks. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +22,9 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dcr/clock.h"
@@ -113,6 +123,218 @@ static void run_case(dcr_node_phase_t death)
     assert_int_equal(testfiles_rmtree(dir), 0);
 }
 
+/* ---- membership when a node's report cannot be read ---- */
+
+#define FLAKY_NODE 1 /* the node added later, whose report reads fail */
+#define PER        2 /* receivers per node */
+
+/* How many reads of FLAKY_NODE's report fail from now on (-1: all), and
+ * how many did; the coordinator's threads read it, the test sets it. */
+static atomic_int g_fail_left, g_failed;
+
+typedef struct flaky {
+    dcr_control_t *inner;
+} flaky_t;
+
+static dcr_status_t flaky_open(const dcr_control_config_t *cfg, void **impl_p)
+{
+    flaky_t *x = calloc(1, sizeof(*x));
+    if (!x) return dcr_error_set(DCR_ENOMEM, "flaky control plane");
+    dcr_status_t st = dcr_control_create("sqlite", cfg, &x->inner);
+    if (st != DCR_OK) {
+        free(x);
+        return st;
+    }
+    *impl_p = x;
+    return DCR_OK;
+}
+
+static void flaky_close(void *impl)
+{
+    flaky_t *x = impl;
+    if (x) dcr_control_destroy(x->inner);
+    free(x);
+}
+
+static dcr_status_t flaky_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+{
+    flaky_t *x = impl;
+    if (receiver == DCR_NODE_REPORT_ID(FLAKY_NODE)) {
+        int left = atomic_load(&g_fail_left);
+        if (left != 0) {
+            if (left > 0) atomic_fetch_sub(&g_fail_left, 1);
+            atomic_fetch_add(&g_failed, 1);
+            return dcr_error_set(DCR_ECONTROL, "flaky: the control plane did not answer");
+        }
+    }
+    return dcr_control_report_get(x->inner, receiver, data_p, len_p);
+}
+
+/* Every other slot passes through. */
+#define PASS(impl) (((flaky_t *)(impl))->inner)
+static dcr_status_t flaky_read(void *i, dcr_commit_record_t *r)
+{
+    return dcr_control_read(PASS(i), r);
+}
+static dcr_status_t flaky_cas(void *i, const dcr_commit_record_t *e, const dcr_commit_record_t *d)
+{
+    return dcr_control_cas(PASS(i), e, d);
+}
+static dcr_status_t flaky_prepare(void *i, const dcr_control_prepare_t *q, uint64_t *tau_p)
+{
+    return dcr_control_prepare(PASS(i), q, tau_p);
+}
+static dcr_status_t flaky_attempt(void *i, uint64_t tau, dcr_control_attempt_t *a)
+{
+    return dcr_control_attempt(PASS(i), tau, a);
+}
+static dcr_status_t flaky_required(void *i, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+{
+    return dcr_control_required(PASS(i), tau, out, cap, n_p);
+}
+static dcr_status_t flaky_ack(void *i, uint64_t tau, uint32_t r)
+{
+    return dcr_control_ack(PASS(i), tau, r);
+}
+static dcr_status_t flaky_acks(void *i, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+{
+    return dcr_control_acks(PASS(i), tau, out, cap, n_p);
+}
+static dcr_status_t flaky_commit(void *i, const char *co, uint64_t tau,
+                                 const dcr_commit_record_t *e,
+                                 const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
+                                 dcr_commit_record_t *rec_p)
+{
+    return dcr_control_commit(PASS(i), co, tau, e, baseline, rec_p);
+}
+static dcr_status_t flaky_report_put(void *i, uint32_t r, const void *data, size_t len)
+{
+    return dcr_control_report_put(PASS(i), r, data, len);
+}
+static dcr_status_t flaky_membership_put(void *i, const char *co, const uint32_t *m, size_t n)
+{
+    return dcr_control_membership_put(PASS(i), co, m, n);
+}
+static dcr_status_t flaky_membership_get(void *i, uint32_t *out, size_t cap, size_t *n_p)
+{
+    return dcr_control_membership_get(PASS(i), out, cap, n_p);
+}
+
+static const dcr_control_ops_t flaky_ops = {
+    .version = DCR_CONTROL_OPS_VERSION,
+    .name = "flaky:sqlite",
+    .props = {.networked = false, .durable = true},
+    .open = flaky_open,
+    .close = flaky_close,
+    .read = flaky_read,
+    .cas = flaky_cas,
+    .prepare = flaky_prepare,
+    .attempt = flaky_attempt,
+    .required = flaky_required,
+    .ack = flaky_ack,
+    .acks = flaky_acks,
+    .commit = flaky_commit,
+    .report_put = flaky_report_put,
+    .report_get = flaky_report_get,
+    .membership_put = flaky_membership_put,
+    .membership_get = flaky_membership_get,
+};
+
+/* Node 0 READY, node FLAKY_NODE not started (GONE, pid 0, as a launcher of
+ * an elastic join writes it); reads of FLAKY_NODE's report fail `fail`
+ * times (-1: always). One refit of one attempt, which cannot commit (node
+ * 0 never joins: the join timeout is short); *line gets its error. The
+ * attempt prepared, if any: its receivers in required[0..*nreq_p). */
+static void membership_case(int fail, char *line, size_t cap, uint32_t *required, size_t *nreq_p)
+{
+    assert_int_equal(dcr_control_register(&flaky_ops), DCR_OK);
+    char dir[256], path[320];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "coord-members"));
+    snprintf(path, sizeof(path), "%s/control.db", dir);
+    dcr_control_config_t ctl = {path, 0};
+    dcr_control_t *plain = NULL, *flaky = NULL;
+    assert_int_equal(dcr_control_create("sqlite", &ctl, &plain), DCR_OK);
+    assert_int_equal(dcr_control_create("flaky:sqlite", &ctl, &flaky), DCR_OK);
+    assert_int_equal(put_node(plain, 0, DCR_NODE_READY, 0), DCR_OK);
+    dcr_node_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.node = FLAKY_NODE;
+    r.phase = DCR_NODE_GONE; /* pid 0: never started */
+    assert_int_equal(dcr_node_report_put(plain, &r), DCR_OK);
+    snprintf(path, sizeof(path), "%s/objstore", dir);
+    dcr_transport_config_t tc = {
+        .train_nodes = 1, .world = 1, .rollout_nodes = NODES, .dir = path, .send_only = true};
+    dcr_transport_t *transport = NULL;
+    assert_int_equal(dcr_transport_create("objstore", &tc, &transport), DCR_OK);
+    dcr_coord_config_t cc = dcr_coord_config_default("test-coord-members", PER);
+    cc.max_attempts = 1;
+    cc.stall_timeout_ms = 500;
+    cc.join_timeout_ms = 500;
+    cc.remote_nodes = cc.remote_owners = true;
+    dcr_coord_parties_t parties = {NULL, 1, transport, flaky, NULL, NODES * PER, NULL, NULL};
+    dcr_coord_t *c = NULL;
+    assert_int_equal(dcr_coord_create(&cc, &parties, &c), DCR_OK);
+
+    atomic_store(&g_failed, 0);
+    atomic_store(&g_fail_left, fail); /* from the refit on: creating it reads no report */
+    dcr_refit_result_t res;
+    dcr_status_t st = dcr_coord_refit(c, NULL, &res);
+    atomic_store(&g_fail_left, 0);
+    assert_int_not_equal(st, DCR_OK);
+    snprintf(line, cap, "%s", dcr_error_line(st));
+    dcr_control_attempt_t a;
+    *nreq_p = 0;
+    if (dcr_control_attempt(plain, 0, &a) == DCR_OK)
+        assert_int_equal(dcr_control_required(plain, a.tau, required, NODES * PER, nreq_p), DCR_OK);
+
+    dcr_coord_destroy(c);
+    dcr_transport_destroy(transport);
+    dcr_control_destroy(flaky);
+    dcr_control_destroy(plain);
+    assert_int_equal(testfiles_rmtree(dir), 0);
+}
+
+/* Three failed reads of the joiner's report (fewer than the tries), then
+ * it answers: the attempt leaves the joiner out (only node 0's receivers 0
+ * and 1 are required), as without the failures. Taking a failed read for
+ * "started" would require receivers 2 and 3 too. */
+static void test_failed_report_read_is_retried(void **state)
+{
+    (void)state;
+    char line[1024];
+    uint32_t required[NODES * PER];
+    size_t n = 0;
+    membership_case(3, line, sizeof line, required, &n);
+    assert_int_equal(atomic_load(&g_failed), 3);
+    if (n != 2) fail_msg("%zu receivers required (expected node 0's 2): %s", n, line);
+    assert_int_equal(required[0], 0);
+    assert_int_equal(required[1], 1);
+    /* The attempt failed on node 0, which never joined, not on the joiner. */
+    if (!strstr(line, "rollout node 0")) fail_msg("unexpected failure: %s", line);
+}
+
+/* The joiner's report never reads: no attempt is prepared, and the error
+ * names the node and the tries. Each try reads it once per node: once per
+ * receiver would fail at least PER times the tries (the transition reads
+ * every node's byte counts once more, before it). */
+static void test_unreadable_report_prepares_no_attempt(void **state)
+{
+    (void)state;
+    char line[1024];
+    uint32_t required[NODES * PER];
+    size_t n = 0;
+    membership_case(-1, line, sizeof line, required, &n);
+    assert_int_equal(n, 0);
+    const char *at = strstr(line, "cannot read rollout node 1's report");
+    if (!at) fail_msg("unexpected failure: %s", line);
+    int tries = 0;
+    const char *paren = strstr(at, "(");
+    assert_non_null(paren);
+    assert_int_equal(sscanf(paren, "(%d tries)", &tries), 1);
+    assert_true(tries >= 2);
+    assert_true(atomic_load(&g_failed) >= tries && atomic_load(&g_failed) < PER * tries);
+}
+
 static void test_gone_node_fails_the_owners_wait(void **state)
 {
     (void)state;
@@ -130,6 +352,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gone_node_fails_the_owners_wait),
         cmocka_unit_test(test_restarting_node_fails_the_owners_wait),
+        cmocka_unit_test(test_failed_report_read_is_retried),
+        cmocka_unit_test(test_unreadable_report_prepares_no_attempt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
