@@ -55,7 +55,9 @@ typedef struct dcr_coord_config {
      * pid 0 (never started: a node added mid-run, its launcher's report)
      * is left out of the attempts prepared while it says so, as a
      * receiver killed and not restarted is; membership changes only
-     * between attempts. */
+     * between attempts. A node with no report at all is a member; one
+     * whose report cannot be read (4 tries) fails the attempt before it
+     * is prepared, naming the node. */
     bool remote_nodes;
     int join_timeout_ms; /* remote: a node that has not joined an attempt this long fails it */
     /* The owners are processes too (`mpirun -np P dcr owner`; needs
