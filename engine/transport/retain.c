@@ -492,6 +492,23 @@ dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, s
 /* ---- repair sets ------------------------------------------------------------ */
 
 #define REPAIR_PART "REPAIR-"
+#define REPAIR_PUT_TRIES 5
+
+/* One put of a repair set. Owners store while the committing process
+ * retains the same version, whose delete of an absent VERSION makes a
+ * directory store drop the version's folder if it is still empty: a put
+ * racing that finds its folder gone (DCR_EIO); the next try makes it
+ * again. */
+static dcr_status_t repair_put_one(dcr_objstore_t *s, const char *key, const uint8_t *buf,
+                                   size_t len)
+{
+    dcr_status_t st = DCR_EIO;
+    for (int i = 0; i < REPAIR_PUT_TRIES && st == DCR_EIO; i++) {
+        if (i > 0) dcr_clock_nap_ns(2000000L);
+        st = dcr_objstore_put(s, key, buf, len, NULL);
+    }
+    return st;
+}
 
 dcr_status_t dcr_retain_repair_put(dcr_objstore_t *s, uint64_t version, uint64_t tau,
                                    uint64_t covers_from, int owner, int owners, size_t n,
@@ -520,7 +537,7 @@ dcr_status_t dcr_retain_repair_put(dcr_objstore_t *s, uint64_t version, uint64_t
         digest_of(bufs[i], lens[i], e->digest);
         char pk[256];
         version_key(version, e->name, pk, sizeof pk);
-        st = dcr_objstore_put(s, pk, bufs[i], lens[i], NULL);
+        st = repair_put_one(s, pk, bufs[i], lens[i]);
         stats.payloads++;
         stats.bytes += lens[i];
     }
@@ -530,7 +547,7 @@ dcr_status_t dcr_retain_repair_put(dcr_objstore_t *s, uint64_t version, uint64_t
     bool ok = body && text_add(&t, "dcr-repair 1\nowner %d of %d\ncovers-from %" PRIu64 "\n%.*s",
                                owner, owners, covers_from, (int)len, body);
     if (st == DCR_OK && !ok) st = dcr_error_set(DCR_ENOMEM, "repair set: manifest");
-    if (st == DCR_OK) st = dcr_objstore_put(s, key, (const uint8_t *)t.buf, t.len, NULL);
+    if (st == DCR_OK) st = repair_put_one(s, key, (const uint8_t *)t.buf, t.len);
     free(body);
     free(t.buf);
     dcr_retain_manifest_free(&m);

@@ -571,6 +571,7 @@ static void test_repair_rule_at_kill_points(void **state)
             fail_msg("repair at kill point %zu of %zu items differs from a dense refit", points[i],
                      n);
         assert_int_equal(st.versions, 2);
+        assert_false(st.repair_set); /* the store holds no repair set */
         /* Re-applying the XOR attempt (a replay from U) is exact only when
          * nothing of it had landed. */
         assert_int_equal(dcr_restore_replay(xor, naive, g_per, U, U + 1, NULL), DCR_OK);
@@ -1095,6 +1096,7 @@ static void test_repair_set_of_an_xor_commit(void **state)
                          "dense refit",
                          (unsigned long long)tau, points[i], n);
             assert_int_equal(st.bytes, moved);
+            assert_true(st.repair_set);
             destroy_all(r);
         }
     }

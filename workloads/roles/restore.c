@@ -79,7 +79,7 @@ static dcr_status_t fetch_payloads(dcr_objstore_t *s, replay_version_t *x, dcr_r
 /* The repair set of version x (dcr/retain.h) replaces its retained
  * payloads when it is the committing attempt's and covers the interrupted
  * attempt tau; *why_p says why not otherwise (nothing changed then). */
-static void take_repair_set(dcr_objstore_t *s, replay_version_t *x, uint64_t tau, char *why,
+static bool take_repair_set(dcr_objstore_t *s, replay_version_t *x, uint64_t tau, char *why,
                             size_t cap)
 {
     dcr_retain_manifest_t rm;
@@ -97,9 +97,10 @@ static void take_repair_set(dcr_objstore_t *s, replay_version_t *x, uint64_t tau
     } else {
         dcr_retain_manifest_free(&x->m);
         x->m = rm;
-        return;
+        return true;
     }
     dcr_retain_manifest_free(&rm);
+    return false;
 }
 
 /* Every manifest and payload of from+1..to, checked, before any write. With
@@ -127,7 +128,7 @@ static dcr_status_t replay_fetch(dcr_objstore_t *s, uint64_t from, uint64_t to, 
                                  ", not after version %" PRIu64 "'s attempt %" PRIu64,
                                  v, x->m.tau, v - 1, tau);
         tau = x->m.tau;
-        if (repair && v == from + 1) take_repair_set(s, x, repair_tau, why, cap);
+        if (repair && v == from + 1) st->repair_set = take_repair_set(s, x, repair_tau, why, cap);
         DCR_CHECK(fetch_payloads(s, x, st));
     }
     return DCR_OK;
@@ -650,6 +651,11 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     for (int i = 0; i < n; i++) {
         dcr_restore_record_t *rec = &recs[ks[i]];
         if (!verified) rec->bytes = st.bytes; /* one download serves every receiver of the node */
+        if (repair && rs == DCR_OK) {
+            size_t l = strlen(rec->why);
+            snprintf(rec->why + l, sizeof rec->why - l, "; with %s of version %" PRIu64,
+                     st.repair_set ? "the repair set" : "the overwrite retry's payloads", u + 1);
+        }
         dcr_status_t cs = rs == DCR_OK || ok[i] ? check(R, recv[ks[i]], ks[i], version) : rs;
         rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9; /* the shared download, its check */
         if (verified && !ok[i]) {

@@ -133,6 +133,7 @@ typedef struct dcr_replay_stats {
     uint64_t versions, payloads;
     uint64_t bytes; /* payload bytes downloaded (once for all receivers given) */
     double seconds;
+    bool repair_set; /* a repair: version from+1 came from its repair set */
 } dcr_replay_stats_t;
 
 /* Replays retained versions from+1..to into r[0, n), which must all hold
