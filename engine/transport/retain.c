@@ -491,7 +491,7 @@ dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, s
 
 /* ---- repair sets ------------------------------------------------------------ */
 
-#define REPAIR_PART "REPAIR-"
+#define REPAIR_PART      "REPAIR-"
 #define REPAIR_PUT_TRIES 5
 
 /* One put of a repair set. Owners store while the committing process

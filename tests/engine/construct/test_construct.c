@@ -178,13 +178,47 @@ static void check_refit(world_t *w, dcr_constructor_t *con, uint64_t tau,
     keep_clear(&k);
 }
 
-static void roll_forward(world_t *w, dcr_constructor_t *con)
+/* After the commit of the run tau (records kept since run first): its
+ * repair set, encoded, is the complete changed set in overwrite form (the
+ * oracle: full conversions of v and v+1, as for the runs themselves), and
+ * covers every run since first (all over the same candidate). */
+static void check_repair_set(world_t *w, dcr_constructor_t *con, const dcr_construct_config_t *cfg,
+                             uint64_t first, uint64_t tau)
 {
-    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    dcr_repair_records_t *set = NULL;
+    dcr_constructor_take_repair(con, &set);
+    assert_non_null(set);
+    assert_int_equal(dcr_repair_records_tau(set), tau);
+    assert_int_equal(dcr_repair_records_covers_from(set), first);
+    keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    dcr_construct_stats_t st;
+    assert_int_equal(dcr_repair_records_encode(set, cfg, &sink, &st), DCR_OK);
+    int64_t xor_items = 0, records = apply_payloads(w, &k, tau, &xor_items);
+    assert_int_equal(xor_items, 0);
+    assert_int_equal(records, changed_canonical(w));
+    assert_int_equal(records, st.records);
+    for (size_t c = 0; c < w->nc; c++)
+        if (memcmp(w->applied[c]->data, w->canon_next[c]->data, w->canon_next[c]->bytes))
+            fail_msg("repair set differs from v+1 on %s", dcr_inventory_at(w->inv, c)->name);
+    keep_clear(&k);
+    dcr_repair_records_destroy(set);
+    dcr_constructor_take_repair(con, &set);
+    assert_null(set); /* taken once */
+}
+
+static void roll_canonical(world_t *w)
+{
     for (size_t c = 0; c < w->nc; c++)
         memcpy(w->canon_v[c]->data, w->canon_next[c]->data, w->canon_v[c]->bytes);
     for (size_t s = 0; s < w->ns; s++)
         memcpy(w->shards_v[s]->data, w->shards_next[s]->data, w->shards_v[s]->bytes);
+}
+
+static void roll_forward(world_t *w, dcr_constructor_t *con)
+{
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    roll_canonical(w);
 }
 
 static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc,
@@ -202,12 +236,21 @@ static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_co
     assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
     uint8_t *xor_allowed = malloc(w.nc);
     for (size_t c = 0; c < w.nc; c++) xor_allowed[c] = (uint8_t)dcr_rng_below(rng, 4) != 0;
+    /* Half the cases keep records (owners storing repair sets). */
+    bool keep = dcr_rng_below(rng, 2);
+    dcr_constructor_keep_records(con, keep);
     for (int step = 0; step < 3; step++) {
         world_step(&w, rng, step == 1 ? 0.0 : 0.02 + 0.05 * dcr_rng_uniform(rng));
         check_refit(&w, con, 10 * (uint64_t)step + 1, xor_allowed, false);
         check_refit(&w, con, 10 * (uint64_t)step + 2, xor_allowed,
                     true); /* a retry: all overwrite */
-        roll_forward(&w, con);
+        if (!keep) {
+            roll_forward(&w, con);
+            continue;
+        }
+        assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+        check_repair_set(&w, con, &cfg, 10 * (uint64_t)step + 1, 10 * (uint64_t)step + 2);
+        roll_canonical(&w);
     }
     free(xor_allowed);
     dcr_constructor_destroy(con);
