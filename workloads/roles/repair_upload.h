@@ -13,6 +13,17 @@
 
 #include "dcr/construct.h"
 #include "dcr/objstore.h"
+#include "dcr/retain.h"
+
+/* Encodes set r (cfg) and stores it as version's repair set
+ * (dcr_retain_repair_put): owner `owner`'s part, or with owner -1 every
+ * owner's part 0..owners-1 (a process that holds every owner, as dcr bench
+ * in one process does). Blocks. encode_p and store_p (may be NULL): what the
+ * encoding and the puts did and took. */
+dcr_status_t dcr_repair_store(dcr_objstore_t *s, const dcr_repair_records_t *r,
+                              const dcr_construct_config_t *cfg, uint64_t version, int owner,
+                              int owners, dcr_construct_stats_t *encode_p,
+                              dcr_retain_stats_t *store_p);
 
 typedef struct dcr_repair_upload dcr_repair_upload_t;
 
