@@ -69,9 +69,9 @@ dcr_status_t dcr__kept_add(dcr__kept_t *k, int canonical, size_t count, size_t v
 /* Frees every run; k is empty again. */
 void dcr__kept_clear(dcr__kept_t *k);
 
-/* At a commit: the last run of each of kept[0, n) (owner ranks[i]) moves
- * into a repair set, its coverage checked against the earlier runs; every
- * kept run is cleared. *out_p NULL when no owner kept a run. */
+/* At a commit: the runs of kept[0, n) (owner ranks[i]) move into a repair
+ * set, the last of each its records, the earlier ones its coverage; kept is
+ * left empty. *out_p NULL when no owner kept a run. */
 dcr_status_t dcr__repair_from_kept(const dcr_inventory_t *inv, const dcr_payload_key_t *key,
                                    dcr__kept_t *kept, const int *ranks, int n,
                                    dcr_repair_records_t **out_p);

@@ -13,10 +13,14 @@
 struct dcr_repair_records {
     const dcr_inventory_t *inv;
     dcr_payload_key_t key;
-    uint64_t tau, covers_from;
-    int n;                 /* owners */
-    int *ranks;            /* per owner */
-    dcr__kept_run_t *runs; /* per owner: the committed run's items */
+    uint64_t tau;
+    /* Computed at the first dcr_repair_records_covers_from, by whoever
+     * stores the set, so that the commit only moves pointers. */
+    uint64_t covers_from;
+    bool covers_known;
+    int n;             /* owners */
+    int *ranks;        /* per owner */
+    dcr__kept_t *kept; /* per owner: its runs since the baseline, the committed one last */
 };
 
 static void run_free(dcr__kept_run_t *r)
@@ -121,8 +125,8 @@ dcr_status_t dcr__repair_from_kept(const dcr_inventory_t *inv, const dcr_payload
     if (with == 0) return DCR_OK;
     dcr_repair_records_t *r = calloc(1, sizeof(*r));
     if (r) r->ranks = calloc((size_t)n, sizeof(int));
-    if (r && r->ranks) r->runs = calloc((size_t)n, sizeof(*r->runs));
-    if (!r || !r->ranks || !r->runs) {
+    if (r && r->ranks) r->kept = calloc((size_t)n, sizeof(*r->kept));
+    if (!r || !r->ranks || !r->kept) {
         dcr_repair_records_destroy(r);
         for (int i = 0; i < n; i++) dcr__kept_clear(&kept[i]);
         return dcr_error_set(DCR_ENOMEM, "repair records of %d owners", n);
@@ -130,20 +134,12 @@ dcr_status_t dcr__repair_from_kept(const dcr_inventory_t *inv, const dcr_payload
     r->inv = inv;
     if (key) r->key = *key;
     for (int i = 0; i < n; i++) {
-        dcr__kept_t *k = &kept[i];
-        r->ranks[r->n] = ranks[i];
-        if (k->n > 0) {
-            uint64_t from = covers_from(k), tau = k->runs[k->n - 1].tau;
-            /* Every owner ran the same attempts: the set covers from the
-             * latest owner's bound. */
-            if (from > r->covers_from) r->covers_from = from;
-            r->tau = tau;
-            r->runs[r->n] = k->runs[k->n - 1];
-            k->runs[k->n - 1] = (dcr__kept_run_t){0}; /* moved */
-        }
-        r->n++;
-        dcr__kept_clear(k);
+        r->ranks[i] = ranks[i];
+        r->kept[i] = kept[i]; /* moved */
+        kept[i] = (dcr__kept_t){0};
+        if (r->kept[i].n > 0) r->tau = r->kept[i].runs[r->kept[i].n - 1].tau;
     }
+    r->n = n;
     *out_p = r;
     return DCR_OK;
 }
@@ -153,9 +149,27 @@ uint64_t dcr_repair_records_tau(const dcr_repair_records_t *r)
     return r ? r->tau : 0;
 }
 
-uint64_t dcr_repair_records_covers_from(const dcr_repair_records_t *r)
+uint64_t dcr_repair_records_covers_from(dcr_repair_records_t *r)
 {
-    return r ? r->covers_from : 0;
+    if (!r) return 0;
+    if (!r->covers_known) {
+        /* Every owner ran the same attempts: the set covers from the latest
+         * owner's bound. */
+        r->covers_from = 0;
+        for (int o = 0; o < r->n; o++) {
+            uint64_t from = r->kept[o].n > 0 ? covers_from(&r->kept[o]) : 0;
+            if (from > r->covers_from) r->covers_from = from;
+        }
+        r->covers_known = true;
+    }
+    return r->covers_from;
+}
+
+/* Owner o's committed run (empty when it kept none). */
+static const dcr__kept_run_t *committed(const dcr_repair_records_t *r, int o)
+{
+    static const dcr__kept_run_t none = {0};
+    return r->kept[o].n > 0 ? &r->kept[o].runs[r->kept[o].n - 1] : &none;
 }
 
 void dcr_repair_records_size(const dcr_repair_records_t *r, int64_t *records_p,
@@ -163,9 +177,10 @@ void dcr_repair_records_size(const dcr_repair_records_t *r, int64_t *records_p,
 {
     int64_t records = 0, bytes = 0;
     for (int o = 0; r && o < r->n; o++)
-        for (size_t i = 0; i < r->runs[o].n; i++) {
-            records += (int64_t)r->runs[o].items[i].count;
-            bytes += (int64_t)(r->runs[o].items[i].count * r->runs[o].items[i].value_size);
+        for (size_t i = 0; i < committed(r, o)->n; i++) {
+            const dcr__kept_item_t *it = &committed(r, o)->items[i];
+            records += (int64_t)it->count;
+            bytes += (int64_t)(it->count * it->value_size);
         }
     if (records_p) *records_p = records;
     if (value_bytes_p) *value_bytes_p = bytes;
@@ -195,7 +210,7 @@ static dcr_status_t encode_owner(const dcr_repair_records_t *r, int o, dcr_encod
                                  dcr_construct_stats_t *st)
 {
     uint64_t id = 0;
-    const dcr__kept_run_t *run = &r->runs[o];
+    const dcr__kept_run_t *run = committed(r, o);
     for (size_t i = 0; i < run->n; i++) {
         const dcr__kept_item_t *it = &run->items[i];
         const dcr_tensor_desc_t *d = dcr_inventory_at(r->inv, (size_t)it->canonical);
@@ -236,8 +251,8 @@ dcr_status_t dcr_repair_records_encode(const dcr_repair_records_t *r,
 void dcr_repair_records_destroy(dcr_repair_records_t *r)
 {
     if (!r) return;
-    for (int o = 0; r->runs && o < r->n; o++) run_free(&r->runs[o]);
-    free(r->runs);
+    for (int o = 0; r->kept && o < r->n; o++) dcr__kept_clear(&r->kept[o]);
+    free(r->kept);
     free(r->ranks);
     free(r);
 }

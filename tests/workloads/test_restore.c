@@ -1006,8 +1006,7 @@ static void xor_run_free(xor_run_t *x)
 
 /* Stores set as version v's repair set, one part per owner, as owner
  * processes do (dcr_retain_repair_put); returns the bytes stored. */
-static uint64_t put_repair(dcr_objstore_t *s, uint64_t v, const dcr_repair_records_t *set,
-                           int owners)
+static uint64_t put_repair(dcr_objstore_t *s, uint64_t v, dcr_repair_records_t *set, int owners)
 {
     keep_sink_t k = {0};
     pthread_mutex_init(&k.lock, NULL);

@@ -64,8 +64,8 @@ static void encoded_free(encoded_t *e)
 
 /* Stores owner o's part: its payloads, which encoding emitted in owner
  * order, are a run of e. */
-static dcr_status_t store_part(dcr_objstore_t *s, const dcr_repair_records_t *r, uint64_t version,
-                               int o, int owners, const encoded_t *e, dcr_retain_stats_t *sum)
+static dcr_status_t store_part(dcr_objstore_t *s, dcr_repair_records_t *r, uint64_t version, int o,
+                               int owners, const encoded_t *e, dcr_retain_stats_t *sum)
 {
     size_t first = 0, n = 0;
     while (first < e->n && e->owners[first] != o) first++;
@@ -80,7 +80,7 @@ static dcr_status_t store_part(dcr_objstore_t *s, const dcr_repair_records_t *r,
     return DCR_OK;
 }
 
-dcr_status_t dcr_repair_store(dcr_objstore_t *s, const dcr_repair_records_t *r,
+dcr_status_t dcr_repair_store(dcr_objstore_t *s, dcr_repair_records_t *r,
                               const dcr_construct_config_t *cfg, uint64_t version, int owner,
                               int owners, dcr_construct_stats_t *encode_p,
                               dcr_retain_stats_t *store_p)

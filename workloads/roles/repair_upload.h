@@ -20,7 +20,7 @@
  * owner's part 0..owners-1 (a process that holds every owner, as dcr bench
  * in one process does). Blocks. encode_p and store_p (may be NULL): what the
  * encoding and the puts did and took. */
-dcr_status_t dcr_repair_store(dcr_objstore_t *s, const dcr_repair_records_t *r,
+dcr_status_t dcr_repair_store(dcr_objstore_t *s, dcr_repair_records_t *r,
                               const dcr_construct_config_t *cfg, uint64_t version, int owner,
                               int owners, dcr_construct_stats_t *encode_p,
                               dcr_retain_stats_t *store_p);

@@ -145,7 +145,8 @@ typedef struct dcr_repair_records dcr_repair_records_t;
  * records (index and value, about 8 + 2 x value bytes a record). */
 void dcr_constructor_keep_records(dcr_constructor_t *c, bool on);
 
-/* After dcr_constructor_commit with keeping on: the committed run's records
+/* After dcr_constructor_commit with keeping on: the committed run's records,
+ * with those of the earlier runs from the same baseline for the coverage
  * (ownership passes to the caller; *out_p NULL when none were kept). Until
  * taken the set stays in the constructor; the next commit replaces it. */
 void dcr_constructor_take_repair(dcr_constructor_t *c, dcr_repair_records_t **out_p);
@@ -159,8 +160,10 @@ uint64_t dcr_repair_records_tau(const dcr_repair_records_t *r);
  * over another candidate, or one whose items differ, is not covered). A
  * receiver dirty from such an attempt is brought to the committed version
  * by the set, whatever part of its attempt landed. Runs this constructor
- * did not see (before it was created) are never covered. */
-uint64_t dcr_repair_records_covers_from(const dcr_repair_records_t *r);
+ * did not see (before it was created) are never covered. Computed at the
+ * first call (a walk over the runs' records: call it where the set is
+ * stored, not in the commit's critical path). */
+uint64_t dcr_repair_records_covers_from(dcr_repair_records_t *r);
 
 /* Records and value bytes the set holds (the raw changed values). */
 void dcr_repair_records_size(const dcr_repair_records_t *r, int64_t *records_p,
