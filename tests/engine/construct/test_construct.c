@@ -338,6 +338,63 @@ static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
     world_close(&w);
 }
 
+/* Coverage of a repair set: a run failed by its sink emitted a prefix of
+ * the committed run's records (covered); a run over another candidate (bits
+ * flipped where v and v+1 agree) emitted positions the committed run does
+ * not hold (not covered, nor any run before it). */
+static void test_repair_set_coverage(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, testkit_seed(0x4e9a1));
+    world_t w = {0};
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0},
+               DCR_MAPPING_PAPER, 0);
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.bucket_bytes = 4096; /* several payloads: the sink fails after the first */
+    dcr_constructor_t *con;
+    assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+    dcr_constructor_keep_records(con, true);
+    world_step(&w, &rng, 0.05);
+    dcr_payload_sink_t bad = {failing_submit, NULL};
+    assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &bad, NULL),
+                     DCR_ETRANSPORT);
+    check_refit(&w, con, 2, NULL, false);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    check_repair_set(&w, con, &cfg, 1, 2);
+    roll_canonical(&w);
+
+    world_step(&w, &rng, 0.05);
+    unsigned char **saved = calloc(w.ns, sizeof(*saved));
+    int flipped = 0;
+    for (size_t sh = 0; sh < w.ns; sh++) {
+        size_t es = dcr_dtype_size(w.layout->shards[sh].desc.dtype);
+        unsigned char *a = w.shards_next[sh]->data, *b = w.shards_v[sh]->data;
+        saved[sh] = malloc(w.shards_next[sh]->bytes + 1);
+        memcpy(saved[sh], a, w.shards_next[sh]->bytes);
+        for (size_t k = 0; (k + 1) * es <= w.shards_next[sh]->bytes; k += 37)
+            if (!memcmp(a + k * es, b + k * es, es)) {
+                a[k * es] ^= 1;
+                flipped++;
+            }
+    }
+    assert_true(flipped > 0);
+    keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    assert_int_equal(dcr_constructor_run(con, w.shards_next, 11, NULL, false, &sink, NULL), DCR_OK);
+    keep_clear(&k);
+    for (size_t sh = 0; sh < w.ns; sh++) { /* the true candidate again */
+        memcpy(w.shards_next[sh]->data, saved[sh], w.shards_next[sh]->bytes);
+        free(saved[sh]);
+    }
+    free(saved);
+    check_refit(&w, con, 12, NULL, false);
+    check_refit(&w, con, 13, NULL, true);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    check_repair_set(&w, con, &cfg, 12, 13);
+    dcr_constructor_destroy(con);
+    world_close(&w);
+}
+
 static void test_group_inproc_messages(void **state)
 {
     dcr_group_t *g[3];
@@ -471,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_group_inproc_messages),
         cmocka_unit_test(test_detect_changes_matches_naive),
         cmocka_unit_test(test_commit_needs_a_run_and_sink_errors_fail),
+        cmocka_unit_test(test_repair_set_coverage),
         cmocka_unit_test(test_random_layouts_against_full_conversion),
         cmocka_unit_test(test_fp8_scale_dependency),
     };
