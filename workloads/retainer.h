@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "dcr/construct.h"
 #include "dcr/retain.h"
 
 typedef struct dcr_retainer dcr_retainer_t;
@@ -29,6 +30,17 @@ void dcr_retainer_destroy(dcr_retainer_t *t);
  * after joining the one before (whose error it returns, copying nothing).
  * Call only once the commit record of version from attempt tau is durable. */
 dcr_status_t dcr_retainer_start(dcr_retainer_t *t, uint64_t tau, uint64_t version);
+
+/* As dcr_retainer_start, and then, in the same background thread, stores
+ * `repair` (the committed run's records, taken: the retainer frees it; NULL
+ * for none) as version's repair set, every owner's part (owners of them),
+ * encoded as cfg says (dcr/retain.h "repair sets"): for a process that
+ * holds every owner's constructor (dcr bench in one process, or with owner
+ * threads). A failure to store it is logged, not returned: the version
+ * only loses its repairs. */
+dcr_status_t dcr_retainer_start_repair(dcr_retainer_t *t, uint64_t tau, uint64_t version,
+                                       dcr_repair_records_t *repair,
+                                       const dcr_construct_config_t *cfg, int owners);
 
 /* Waits for the running copy, if any (*ran_p false, nothing else written,
  * when none ran): its stats and the seconds this call blocked. Its failure

@@ -78,6 +78,9 @@ typedef struct residual_slot {
 typedef struct item_buf { /* records of one item under construction */
     int64_t *indices;
     unsigned char *values;
+    /* With records kept (dcr_constructor_keep_records), an XOR item's new
+     * values beside its masks: the item in overwrite form. */
+    unsigned char *now;
     size_t count, cap, value_size;
 } item_buf_t;
 
@@ -115,6 +118,7 @@ typedef struct owner {
     uint64_t next_payload;
     size_t bucket_input;
     dcr_construct_stats_t stats;
+    dcr__kept_t kept; /* runs since the baseline, with keeping on */
     struct dcr_constructor *c;
 } owner_t;
 
@@ -132,7 +136,9 @@ struct dcr_constructor {
     /* An owner process's endpoint (dcr_constructor_set_group): only owner
      * rank(ext) runs here; NULL: every owner, an "inproc" group per run. */
     dcr_group_t *ext;
-    unsigned char *required; /* per canonical: rebuilt in the last run */
+    unsigned char *required;      /* per canonical: rebuilt in the last run */
+    bool keep;                    /* runs keep their records (repair) */
+    dcr_repair_records_t *repair; /* the last commit's, until taken */
     /* per run */
     uint64_t tau;
     const uint8_t *xor_allowed;
@@ -400,6 +406,8 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         free(o->changed);
         free(o->item.indices);
         free(o->item.values);
+        free(o->item.now);
+        dcr__kept_clear(&o->kept);
         dcr_encoder_destroy(o->enc);
     }
     free(c->owners);
@@ -410,6 +418,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
     free(c->slot_of);
     free(c->required);
     free(c->candidate);
+    dcr_repair_records_destroy(c->repair);
     free(c);
 }
 
@@ -429,7 +438,9 @@ static dcr_status_t item_reserve(item_buf_t *b, size_t extra)
     if (idx) b->indices = idx;
     unsigned char *val = realloc(b->values, cap * 8);
     if (val) b->values = val;
-    if (!idx || !val) return dcr_error_set(DCR_ENOMEM, "record buffer of %zu entries", cap);
+    unsigned char *now = realloc(b->now, cap * 8);
+    if (now) b->now = now;
+    if (!idx || !val || !now) return dcr_error_set(DCR_ENOMEM, "record buffer of %zu entries", cap);
     b->cap = cap;
     return DCR_OK;
 }
@@ -445,9 +456,17 @@ static int compare_pair(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* vals[0, n) of vs bytes each reordered as p says, through scratch v. */
+static void permute(unsigned char *vals, unsigned char *v, const pair_ref_t *p, size_t n, size_t vs)
+{
+    for (size_t k = 0; k < n; k++) memcpy(v + k * vs, vals + p[k].pos * vs, vs);
+    memcpy(vals, v, n * vs);
+}
+
 /* Box maps whose canonical order differs from shard order (transposes) emit
- * indices out of order; the codec wants them increasing. */
-static dcr_status_t item_sort(item_buf_t *b)
+ * indices out of order; the codec wants them increasing. with_now: the new
+ * values beside the masks move too. */
+static dcr_status_t item_sort(item_buf_t *b, bool with_now)
 {
     size_t n = b->count, vs = b->value_size;
     for (size_t i = 1; i < n; i++) {
@@ -461,11 +480,9 @@ static dcr_status_t item_sort(item_buf_t *b)
         }
         for (size_t k = 0; k < n; k++) p[k] = (pair_ref_t){b->indices[k], k};
         qsort(p, n, sizeof(*p), compare_pair);
-        for (size_t k = 0; k < n; k++) {
-            b->indices[k] = p[k].index;
-            memcpy(v + k * vs, b->values + p[k].pos * vs, vs);
-        }
-        memcpy(b->values, v, n * vs);
+        for (size_t k = 0; k < n; k++) b->indices[k] = p[k].index;
+        permute(b->values, v, p, n, vs);
+        if (with_now) permute(b->now, v, p, n, vs);
         free(p);
         free(v);
         return DCR_OK;
@@ -506,7 +523,8 @@ static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding
 {
     item_buf_t *b = &o->item;
     if (b->count == 0) return DCR_OK;
-    DCR_CHECK(item_sort(b));
+    bool xor_now = o->c->keep && encoding == DCR_ENCODING_XOR;
+    DCR_CHECK(item_sort(b, xor_now));
     const dcr_tensor_desc_t *d = canon(o->c, canonical);
     dcr_codec_item_t item = {d->name,  d->ndim,    d->shape, d->dtype, encoding,
                              b->count, b->indices, 0,        b->values};
@@ -514,6 +532,9 @@ static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding
     dcr_status_t added = dcr_encoder_add(o->enc, &item);
     dcr_trace_end(&span);
     DCR_CHECK(added);
+    if (o->c->keep)
+        DCR_CHECK(dcr__kept_add(&o->kept, canonical, b->count, b->value_size, b->indices,
+                                xor_now ? b->now : b->values));
     o->stats.records += (int64_t)b->count;
     o->stats.raw_changed_value_bytes += (int64_t)(b->count * b->value_size);
     o->stats.value_bytes += (int64_t)(b->count * b->value_size);
@@ -560,6 +581,7 @@ static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t n
         }
         for (size_t j = 0; j < cs; j++)
             out[j] = p->xor_mode ? (unsigned char)(now[j] ^ before[j]) : now[j];
+        if (p->xor_mode && p->o->c->keep) memcpy(b->now + b->count * cs, now, cs);
         b->indices[b->count++] = dst + (int64_t)k;
     }
 }
@@ -1130,6 +1152,7 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
         o->next_payload = 0;
         o->bucket_input = 0;
         dcr_encoder_reset(o->enc);
+        if (c->keep) DCR_CHECK(dcr__kept_begin(&o->kept, c->tau));
         DCR_CHECK(dcr_queue_create((size_t)c->cfg.queue_depth, &o->queue));
         rt->ctx[r] = (owner_run_ctx_t){o, rt->required + (size_t)r * (ncanon + 1)};
     }
@@ -1197,6 +1220,32 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     return DCR_OK;
 }
 
+/* The committed run's records become the repair set (after the baseline
+ * update, outside the window's critical work: only pointers move). */
+static dcr_status_t take_kept(dcr_constructor_t *c)
+{
+    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
+    dcr__kept_t *kept = malloc((size_t)local * sizeof(*kept));
+    int *ranks = malloc((size_t)local * sizeof(int));
+    if (!kept || !ranks) {
+        free(kept);
+        free(ranks);
+        return dcr_error_set(DCR_ENOMEM, "repair records");
+    }
+    for (int i = 0; i < local; i++) {
+        kept[i] = c->owners[base + i].kept;
+        ranks[i] = base + i;
+    }
+    dcr_repair_records_destroy(c->repair);
+    c->repair = NULL;
+    dcr_status_t st = dcr__repair_from_kept(c->layout->inventory, &c->cfg.payload_key, kept, ranks,
+                                            local, &c->repair);
+    for (int i = 0; i < local; i++) c->owners[base + i].kept = (dcr__kept_t){0};
+    free(kept);
+    free(ranks);
+    return st;
+}
+
 dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
 {
     if (c->layout->nshards > 0 && !c->candidate[0])
@@ -1228,7 +1277,24 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
         dcr_trace_end(&span);
     }
     c->candidate[0] = NULL;
+    if (st == DCR_OK && c->keep) st = take_kept(c);
     return st;
+}
+
+void dcr_constructor_keep_records(dcr_constructor_t *c, bool on)
+{
+    if (!c) return;
+    c->keep = on;
+    if (on) return;
+    for (int r = 0; r < c->world; r++) dcr__kept_clear(&c->owners[r].kept);
+    dcr_repair_records_destroy(c->repair);
+    c->repair = NULL;
+}
+
+void dcr_constructor_take_repair(dcr_constructor_t *c, dcr_repair_records_t **out_p)
+{
+    *out_p = c ? c->repair : NULL;
+    if (c) c->repair = NULL;
 }
 
 dcr_status_t dcr_constructor_set_group(dcr_constructor_t *c, dcr_group_t *g)

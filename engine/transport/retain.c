@@ -488,3 +488,161 @@ dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, s
     dcr_retain_manifest_free(&m);
     return st;
 }
+
+/* ---- repair sets ------------------------------------------------------------ */
+
+#define REPAIR_PART      "REPAIR-"
+#define REPAIR_PUT_TRIES 5
+
+/* One put of a repair set. Owners store while the committing process
+ * retains the same version, whose delete of an absent VERSION makes a
+ * directory store drop the version's folder if it is still empty: a put
+ * racing that finds its folder gone (DCR_EIO); the next try makes it
+ * again. */
+static dcr_status_t repair_put_one(dcr_objstore_t *s, const char *key, const uint8_t *buf,
+                                   size_t len)
+{
+    dcr_status_t st = DCR_EIO;
+    for (int i = 0; i < REPAIR_PUT_TRIES && st == DCR_EIO; i++) {
+        if (i > 0) dcr_clock_nap_ns(2000000L);
+        st = dcr_objstore_put(s, key, buf, len, NULL);
+    }
+    return st;
+}
+
+dcr_status_t dcr_retain_repair_put(dcr_objstore_t *s, uint64_t version, uint64_t tau,
+                                   uint64_t covers_from, int owner, int owners, size_t n,
+                                   const uint8_t *const *bufs, const size_t *lens,
+                                   dcr_retain_stats_t *stats_p)
+{
+    if (s == NULL || version < 1 || owner < 0 || owners < 1 || owner >= owners ||
+        covers_from > tau || (n > 0 && (!bufs || !lens)))
+        return dcr_error_set(DCR_EINVAL,
+                             "repair set of version %" PRIu64 ": bad arguments (owner %d of %d, "
+                             "covers %" PRIu64 "..%" PRIu64 ")",
+                             version, owner, owners, covers_from, tau);
+    uint64_t t0 = dcr_clock_ns();
+    dcr_retain_stats_t stats = {0};
+    dcr_retain_manifest_t m = {.version = version, .from = version - 1, .tau = tau, .n = n};
+    m.entries = calloc(n ? n : 1, sizeof(*m.entries));
+    if (!m.entries) return dcr_error_set(DCR_ENOMEM, "repair set: %zu entries", n);
+    char key[128], name[64];
+    snprintf(name, sizeof name, REPAIR_PART "%d", owner);
+    version_key(version, name, key, sizeof key);
+    dcr_status_t st = dcr_objstore_delete(s, key);
+    for (size_t i = 0; st == DCR_OK && i < n; i++) {
+        dcr_retain_entry_t *e = &m.entries[i];
+        snprintf(e->name, sizeof e->name, "repair-%d-%zu.dcrp", owner, i);
+        e->bytes = lens[i];
+        digest_of(bufs[i], lens[i], e->digest);
+        char pk[256];
+        version_key(version, e->name, pk, sizeof pk);
+        st = repair_put_one(s, pk, bufs[i], lens[i]);
+        stats.payloads++;
+        stats.bytes += lens[i];
+    }
+    size_t len = 0;
+    char *body = st == DCR_OK ? manifest_text(&m, &len) : NULL;
+    text_t t = {0};
+    bool ok = body && text_add(&t, "dcr-repair 1\nowner %d of %d\ncovers-from %" PRIu64 "\n%.*s",
+                               owner, owners, covers_from, (int)len, body);
+    if (st == DCR_OK && !ok) st = dcr_error_set(DCR_ENOMEM, "repair set: manifest");
+    if (st == DCR_OK) st = repair_put_one(s, key, (const uint8_t *)t.buf, t.len);
+    free(body);
+    free(t.buf);
+    dcr_retain_manifest_free(&m);
+    stats.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
+    if (st == DCR_OK && stats_p) *stats_p = stats;
+    return st;
+}
+
+/* Parses REPAIR-<owner> of version: its owner count and bound, and its
+ * payloads into *m. */
+static dcr_status_t repair_part_parse(const char *text, size_t len, const char *key, int owner,
+                                      uint64_t version, uint64_t *owners_p,
+                                      dcr_retain_manifest_t *m)
+{
+    dcr__cursor_t c = {text, text + len};
+    uint64_t o = 0, owners = 0, covers = 0;
+    bool ok = dcr__cursor_lit(&c, "dcr-repair 1\n") && dcr__cursor_lit(&c, "owner ") &&
+              dcr__cursor_u64(&c, &o) && dcr__cursor_lit(&c, " of ") &&
+              dcr__cursor_u64(&c, &owners) && dcr__cursor_lit(&c, "\n") &&
+              cur_field(&c, "covers-from ", &covers) && o == (uint64_t)owner && owners >= 1 &&
+              owners <= INT32_MAX && o < owners;
+    if (!ok)
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "repair set part %s: expected 'dcr-repair 1', 'owner %d of <owners>', "
+                             "'covers-from <attempt>'",
+                             key, owner);
+    DCR_CHECK(dcr_retain_manifest_parse(c.p, (size_t)(c.end - c.p), key, m));
+    if (m->version != version || covers > m->tau) {
+        dcr_retain_manifest_free(m);
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "repair set part %s: names version %" PRIu64
+                             " or covers attempts from %" PRIu64 " after its own",
+                             key, m->version, covers);
+    }
+    m->covers_from = covers;
+    *owners_p = owners;
+    return DCR_OK;
+}
+
+/* Appends part p's entries to m (names are unique per owner). */
+static dcr_status_t repair_merge(dcr_retain_manifest_t *m, const dcr_retain_manifest_t *p)
+{
+    dcr_retain_entry_t *e = realloc(m->entries, (m->n + p->n + 1) * sizeof(*e));
+    if (!e) return dcr_error_set(DCR_ENOMEM, "repair set: %zu entries", m->n + p->n);
+    memcpy(e + m->n, p->entries, p->n * sizeof(*e));
+    m->entries = e;
+    m->n += p->n;
+    if (p->covers_from > m->covers_from) m->covers_from = p->covers_from;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_retain_repair_read(dcr_objstore_t *s, uint64_t version,
+                                    dcr_retain_manifest_t *out_p)
+{
+    if (s == NULL || out_p == NULL) return dcr_error_set(DCR_EINVAL, "repair set: NULL argument");
+    memset(out_p, 0, sizeof(*out_p));
+    dcr_retain_manifest_t all = {0};
+    uint64_t owners = 1;
+    dcr_status_t st = DCR_OK;
+    for (uint64_t o = 0; o < owners && st == DCR_OK; o++) {
+        char key[128], name[64];
+        snprintf(name, sizeof name, REPAIR_PART "%" PRIu64, o);
+        version_key(version, name, key, sizeof key);
+        uint8_t *text = NULL;
+        size_t len = 0;
+        st = dcr_objstore_get(s, key, RETAIN_MANIFEST_MAX, NULL, &text, &len);
+        if (st == DCR_ENOTFOUND)
+            st = dcr_error_set(DCR_ENOTFOUND,
+                               "repair set of version %" PRIu64 ": no part of owner %" PRIu64
+                               " (not stored yet, or pruned)",
+                               version, o);
+        dcr_retain_manifest_t part = {0};
+        uint64_t n = 0;
+        if (st == DCR_OK)
+            st = repair_part_parse((const char *)text, len, key, (int)o, version, &n, &part);
+        free(text);
+        if (st == DCR_OK && o == 0) {
+            owners = n;
+            all.version = part.version;
+            all.from = part.from;
+            all.tau = part.tau;
+        } else if (st == DCR_OK && (n != owners || part.tau != all.tau)) {
+            st = dcr_error_set(DCR_ETRANSPORT,
+                               "repair set of version %" PRIu64 ": owner %" PRIu64
+                               "'s part says %" PRIu64 " owners and attempt %" PRIu64
+                               ", owner 0's %" PRIu64 " and %" PRIu64,
+                               version, o, n, part.tau, owners, all.tau);
+        }
+        if (st == DCR_OK) st = repair_merge(&all, &part);
+        dcr_retain_manifest_free(&part);
+    }
+    if (st != DCR_OK) {
+        dcr_retain_manifest_free(&all);
+        return st;
+    }
+    *out_p = all;
+    return DCR_OK;
+}

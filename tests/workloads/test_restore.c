@@ -130,7 +130,8 @@ static void destroy_all(dcr_receiver_t **r)
 }
 
 /* Payload bytes the store lists for versions from+1..to (the VERSION
- * manifests aside), summed from the listing, not the manifests. */
+ * manifests and any repair set aside), summed from the listing, not the
+ * manifests. */
 static uint64_t listed_bytes(uint64_t from, uint64_t to)
 {
     uint64_t sum = 0;
@@ -142,7 +143,7 @@ static uint64_t listed_bytes(uint64_t from, uint64_t to)
         assert_int_equal(dcr_objstore_list_all(g_store, prefix, &e, &n), DCR_OK);
         assert_true(n > 1);
         for (size_t i = 0; i < n; i++)
-            if (!strstr(e[i].key, "/VERSION")) sum += e[i].size;
+            if (strstr(e[i].key, "/payload-")) sum += e[i].size; /* not VERSION, repair sets */
         free(e);
     }
     return sum;
@@ -560,17 +561,18 @@ static void test_repair_rule_at_kill_points(void **state)
             assert_int_equal(apply_prefix(before[k], &a.xor1, 100, points[i]), 0);
         }
         /* XOR records offered for a repair: refused, nothing written. */
-        assert_int_equal(dcr_restore_repair(xor, &g_cfg.payload_key, r, g_per, U, U + 2, NULL),
+        assert_int_equal(dcr_restore_repair(xor, &g_cfg.payload_key, r, g_per, U, U + 2, 100, NULL),
                          DCR_EUNSUPPORTED);
         assert_true(all_equal(r, before));
         /* The rule: the retry's overwrite records, then U+2. */
         dcr_replay_stats_t st;
-        if (dcr_restore_repair(over, &g_cfg.payload_key, r, g_per, U, U + 2, &st) != DCR_OK)
+        if (dcr_restore_repair(over, &g_cfg.payload_key, r, g_per, U, U + 2, 100, &st) != DCR_OK)
             fail_msg("repair at kill point %zu/%zu: %s", points[i], n, dcr_error_detail());
         if (!all_equal(r, want2))
             fail_msg("repair at kill point %zu of %zu items differs from a dense refit", points[i],
                      n);
         assert_int_equal(st.versions, 2);
+        assert_false(st.repair_set); /* the store holds no repair set */
         /* Re-applying the XOR attempt (a replay from U) is exact only when
          * nothing of it had landed. */
         assert_int_equal(dcr_restore_replay(xor, naive, g_per, U, U + 1, NULL), DCR_OK);
@@ -595,7 +597,8 @@ static void test_repair_rule_at_kill_points(void **state)
     /* No version after U yet: nothing to repair with. */
     dcr_receiver_t *r[8] = {0};
     dense_receivers(w, U, r);
-    assert_int_equal(dcr_restore_repair(over, NULL, r, g_per, U + 2, U + 2, NULL), DCR_ENOTFOUND);
+    assert_int_equal(dcr_restore_repair(over, NULL, r, g_per, U + 2, U + 2, 100, NULL),
+                     DCR_ENOTFOUND);
     destroy_all(r);
     destroy_all(want1);
     destroy_all(want2);
@@ -612,8 +615,8 @@ static dcr_restorer_t *live_restorer(dcr_role_world_t *w, const char *workdir)
 }
 
 /* A process that rejoins clean at U from the files under wd, applies `items` of attempt
- * 100 to every receiver and dies by SIGKILL. */
-static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
+ * tau to every receiver and dies by SIGKILL. */
+static void killed_mid_apply_in(const char *wd, const keep_sink_t *x, uint64_t tau, size_t items)
 {
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -627,8 +630,8 @@ static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
         dcr_restorer_counts(C, counts, bytes);
         if (counts[DCR_RESTORE_CLEAN] != (uint64_t)g_per) _exit(4);
         for (int k = 0; k < g_per; k++) {
-            dcr_restorer_begin(C, k, 100);
-            if (apply_prefix(c[k], x, 100, items) != 0) _exit(5);
+            dcr_restorer_begin(C, k, tau);
+            if (apply_prefix(c[k], x, tau, items) != 0) _exit(5);
             if (dcr_restorer_serves(C, c, k)) _exit(6); /* the readers' check */
         }
         raise(SIGKILL);
@@ -638,6 +641,11 @@ static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
     assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
         fail_msg("child exited %d before its kill", WEXITSTATUS(status));
+}
+
+static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
+{
+    killed_mid_apply_in(wd, x, 100, items);
 }
 
 /* A first process under wd: dense at U, its weights moved into the files. */
@@ -917,6 +925,257 @@ static void test_repair_in_the_overwrite_retry(void **state)
     live_teardown(&L);
 }
 
+/* ---- repair sets: an XOR-committed version ------------------------------------ */
+
+/* The owners' side of an XOR-committed U+1 (records kept, as owner
+ * processes keep them): an aborted XOR attempt 99 over another candidate
+ * (W^(U+1) with extra bit flips), an aborted XOR attempt 100 over the true
+ * candidate, attempt 101 (XOR, the same candidate) that commits U+1, then
+ * 102 from U+1 that commits U+2. The repair sets of U+1 and U+2 come from
+ * the constructor (dcr_constructor_take_repair), never from the test. */
+typedef struct xor_run {
+    keep_sink_t x99, x100, x101, x102;
+    dcr_repair_records_t *set1, *set2; /* of U+1 and U+2 */
+    int owners;
+    dcr_role_world_t *w; /* the owners' world: its inventory outlives the sets */
+} xor_run_t;
+
+/* Flips the lowest bit of every 101st element of every shard of w. */
+static void flip_candidate(dcr_role_world_t *w)
+{
+    const dcr_source_layout_t *l = w->sc->layout;
+    for (int i = 0; i < l->nshards; i++) {
+        size_t es = dcr_dtype_size(l->shards[i].desc.dtype);
+        unsigned char *d = w->shards[i]->data;
+        for (size_t j = 0; j * es < dcr_desc_bytes(&l->shards[i].desc); j += 101) d[j * es] ^= 1;
+    }
+}
+
+static void xor_run_build(xor_run_t *x)
+{
+    memset(x, 0, sizeof *x);
+    keep_sink_t *ks[] = {&x->x99, &x->x100, &x->x101, &x->x102};
+    for (int i = 0; i < 4; i++) pthread_mutex_init(&ks[i]->lock, NULL);
+    dcr_role_world_t *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_advance(w, U), DCR_OK);
+    x->owners = w->sc->layout->world;
+    dcr_construct_config_t cc = dcr_bench_construct_config(&w->cfg, w->sc);
+    dcr_constructor_t *con = NULL;
+    assert_int_equal(dcr_constructor_create(w->sc->layout, &cc, w->shards, &con), DCR_OK);
+    dcr_constructor_keep_records(con, true);
+    uint8_t *xa = NULL;
+    assert_int_equal(dcr_bench_xor_policy(w->sc, &w->serve, w->cfg.mode, &xa), DCR_OK);
+    assert_int_equal(dcr_role_world_advance(w, U + 1), DCR_OK);
+    dcr_construct_stats_t st;
+    flip_candidate(w);
+    dcr_payload_sink_t s99 = {keep_submit, &x->x99};
+    assert_int_equal(dcr_constructor_run(con, w->shards, 99, xa, false, &s99, &st), DCR_OK);
+    flip_candidate(w); /* the true candidate again */
+    dcr_payload_sink_t s100 = {keep_submit, &x->x100}, s101 = {keep_submit, &x->x101};
+    assert_int_equal(dcr_constructor_run(con, w->shards, 100, xa, false, &s100, &st), DCR_OK);
+    assert_int_equal(dcr_constructor_run(con, w->shards, 101, xa, false, &s101, &st), DCR_OK);
+    assert_true(st.xor_items > 0);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    dcr_constructor_take_repair(con, &x->set1);
+    assert_non_null(x->set1);
+    assert_int_equal(dcr_repair_records_tau(x->set1), 101);
+    /* 100 emitted what 101 did; 99 (another candidate) did not. */
+    assert_int_equal(dcr_repair_records_covers_from(x->set1), 100);
+    assert_int_equal(dcr_role_world_advance(w, U + 2), DCR_OK);
+    dcr_payload_sink_t s102 = {keep_submit, &x->x102};
+    assert_int_equal(dcr_constructor_run(con, w->shards, 102, xa, false, &s102, &st), DCR_OK);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    dcr_constructor_take_repair(con, &x->set2);
+    assert_int_equal(dcr_repair_records_covers_from(x->set2), 102);
+    free(xa);
+    dcr_constructor_destroy(con);
+    x->w = w;
+}
+
+static void xor_run_free(xor_run_t *x)
+{
+    keep_clear(&x->x99);
+    keep_clear(&x->x100);
+    keep_clear(&x->x101);
+    keep_clear(&x->x102);
+    dcr_repair_records_destroy(x->set1);
+    dcr_repair_records_destroy(x->set2);
+    dcr_role_world_destroy(x->w);
+}
+
+/* Stores set as version v's repair set, one part per owner, as owner
+ * processes do (dcr_retain_repair_put); returns the bytes stored. */
+static uint64_t put_repair(dcr_objstore_t *s, uint64_t v, dcr_repair_records_t *set, int owners)
+{
+    keep_sink_t k = {0};
+    pthread_mutex_init(&k.lock, NULL);
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    dcr_construct_config_t cc = dcr_construct_config_default();
+    cc.payload_key = g_cfg.payload_key;
+    assert_int_equal(dcr_repair_records_encode(set, &cc, &sink, NULL), DCR_OK);
+    uint64_t bytes = 0;
+    for (int o = 0; o < owners; o++) {
+        const uint8_t *bp[64];
+        size_t lp[64], n = 0;
+        for (size_t i = 0; i < k.n; i++)
+            if (k.items[i].owner == o) {
+                assert_true(n < 64);
+                bp[n] = k.items[i].data;
+                lp[n++] = k.items[i].len;
+                bytes += k.items[i].len;
+            }
+        assert_int_equal(dcr_retain_repair_put(s, v, dcr_repair_records_tau(set),
+                                               dcr_repair_records_covers_from(set), o, owners, n,
+                                               bp, lp, NULL),
+                         DCR_OK);
+    }
+    keep_clear(&k);
+    return bytes;
+}
+
+static uint64_t kept_bytes(const keep_sink_t *k)
+{
+    uint64_t b = 0;
+    for (size_t i = 0; i < k->n; i++) b += k->items[i].len;
+    return b;
+}
+
+/* The repair set of an XOR-committed U+1 repairs receivers killed at every
+ * point of the committing attempt (101) and of an earlier aborted attempt
+ * over the same candidate (100), bit-exact with a dense refit of U+2; a
+ * receiver interrupted in attempt 99 (another candidate) is refused before
+ * any write, and forcing the set on it (claiming 101) leaves it wrong,
+ * which is why the coverage is checked. Before repair sets this case was
+ * dense (test_verified_repair_and_in_memory_repair). */
+static void test_repair_set_of_an_xor_commit(void **state)
+{
+    (void)state;
+    xor_run_t x;
+    xor_run_build(&x);
+    char dir[400];
+    snprintf(dir, sizeof dir, "%s/repair-set", tmp_dir);
+    dcr_objstore_t *s = store_at(dir);
+    put_version(s, U + 1, 101, &x.x101);
+    put_version(s, U + 2, 102, &x.x102);
+    dcr_role_world_t *ow = NULL, *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    dcr_receiver_t *r[8] = {0}, *want[8] = {0}, *before[8] = {0};
+    dense_receivers(ow, U + 2, want);
+    size_t n = count_items(&x.x101);
+    assert_true(n >= 4);
+    /* No repair set stored yet: XOR records, refused, nothing written. */
+    dense_receivers(w, U, r);
+    dense_receivers(w, U, before);
+    for (int k = 0; k < g_per; k++) {
+        assert_int_equal(apply_prefix(r[k], &x.x101, 101, n / 2), 0);
+        assert_int_equal(apply_prefix(before[k], &x.x101, 101, n / 2), 0);
+    }
+    assert_int_equal(dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, 101, NULL),
+                     DCR_EUNSUPPORTED);
+    assert_true(all_equal(r, before));
+    destroy_all(r);
+    destroy_all(before);
+    uint64_t set_bytes = put_repair(s, U + 1, x.set1, x.owners);
+    (void)put_repair(s, U + 2, x.set2, x.owners);
+    uint64_t moved = set_bytes + kept_bytes(&x.x102);
+    const size_t points[] = {0, 1, n / 3, n / 2, n - 1, n};
+    for (uint64_t tau = 100; tau <= 101; tau++) {
+        const keep_sink_t *att = tau == 100 ? &x.x100 : &x.x101;
+        for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+            dense_receivers(w, U, r);
+            for (int k = 0; k < g_per; k++)
+                assert_int_equal(apply_prefix(r[k], att, tau, points[i]), 0);
+            dcr_replay_stats_t st;
+            if (dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, tau, &st) != DCR_OK)
+                fail_msg("repair of attempt %llu at kill point %zu/%zu: %s",
+                         (unsigned long long)tau, points[i], n, dcr_error_detail());
+            if (!all_equal(r, want))
+                fail_msg("repair of attempt %llu at kill point %zu of %zu items differs from a "
+                         "dense refit",
+                         (unsigned long long)tau, points[i], n);
+            assert_int_equal(st.bytes, moved);
+            assert_true(st.repair_set);
+            destroy_all(r);
+        }
+    }
+    /* Attempt 99 (another candidate): not covered, refused, untouched. */
+    size_t n99 = count_items(&x.x99);
+    dense_receivers(w, U, r);
+    dense_receivers(w, U, before);
+    for (int k = 0; k < g_per; k++) {
+        assert_int_equal(apply_prefix(r[k], &x.x99, 99, n99), 0);
+        assert_int_equal(apply_prefix(before[k], &x.x99, 99, n99), 0);
+    }
+    assert_int_equal(dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, 99, NULL),
+                     DCR_EUNSUPPORTED);
+    assert_true(all_equal(r, before));
+    /* Forced (claiming the committing attempt): its stray writes stay. */
+    assert_int_equal(dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, 101, NULL),
+                     DCR_OK);
+    assert_false(all_equal(r, want));
+    int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
+    uint64_t xb = kept_bytes(&x.x101);
+    print_message("repair set of U+1 (XOR-committed) %llu bytes, its XOR payloads %llu (%.2fx); "
+                  "repair U..U+2 moved %llu bytes vs dense %lld (%.1f%%)\n",
+                  (unsigned long long)set_bytes, (unsigned long long)xb,
+                  (double)set_bytes / (double)xb, (unsigned long long)moved, (long long)dense,
+                  100.0 * (double)moved / (double)dense);
+    assert_true(moved * 5 < (uint64_t)dense);
+    destroy_all(r);
+    destroy_all(before);
+    destroy_all(want);
+    dcr_role_world_destroy(w);
+    dcr_role_world_destroy(ow);
+    dcr_objstore_destroy(s);
+    xor_run_free(&x);
+}
+
+/* The node's restorer: a process killed half-way through the XOR attempt
+ * that committed U+1 is repaired from U+1's repair set (kind repair, the
+ * set's and U+2's bytes), equals a dense refit of U+2, and serves only
+ * after. */
+static void test_restorer_repairs_an_xor_commit(void **state)
+{
+    (void)state;
+    xor_run_t x;
+    xor_run_build(&x);
+    char wd[400], dir[500];
+    snprintf(wd, sizeof wd, "%s/live-xor", tmp_dir);
+    assert_int_equal(mkdir(wd, 0700), 0);
+    dcr_role_objstore_dir(wd, dir, sizeof dir);
+    dcr_objstore_t *s = store_at(dir);
+    dcr_role_world_t *ow = NULL, *w = NULL;
+    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    dcr_receiver_t *want[8] = {0}, *r[8] = {0};
+    dense_receivers(ow, U + 2, want);
+    first_process(wd);
+    killed_mid_apply_in(wd, &x.x101, 101, count_items(&x.x101) / 2);
+    put_version(s, U + 1, 101, &x.x101);
+    put_version(s, U + 2, 102, &x.x102);
+    uint64_t moved = put_repair(s, U + 1, x.set1, x.owners) + retained_bytes(s, U + 2, U + 2);
+    dcr_restorer_t *R = next_process(wd, &w);
+    assert_int_equal(dcr_restorer_restore(R, r, 0, U + 2), DCR_OK);
+    expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per, (uint64_t)g_per * moved);
+    expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
+    assert_equal_to(r, want, "after a repair from the repair set");
+    for (int k = 0; k < g_per; k++) assert_true(dcr_restorer_serves(R, r, k));
+    int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
+    assert_true(moved * 5 < (uint64_t)dense);
+    print_message("restorer: receiver killed mid-apply of an XOR commit repaired with %llu bytes "
+                  "vs dense %lld (%.1f%%)\n",
+                  (unsigned long long)moved, (long long)dense,
+                  100.0 * (double)moved / (double)dense);
+    destroy_all(r);
+    dcr_restorer_destroy(R);
+    destroy_all(want);
+    dcr_role_world_destroy(w);
+    dcr_role_world_destroy(ow);
+    dcr_objstore_destroy(s);
+    xor_run_free(&x);
+}
+
 /* ---- elastic join from an anchor ---------------------------------------------- */
 
 /* A node-`node` restorer of run configuration cfg over workdir (copy mode). */
@@ -1107,6 +1366,8 @@ int main(void)
         cmocka_unit_test(test_restorer_repairs_a_killed_receiver),
         cmocka_unit_test(test_verified_repair_and_in_memory_repair),
         cmocka_unit_test(test_repair_in_the_overwrite_retry),
+        cmocka_unit_test(test_repair_set_of_an_xor_commit),
+        cmocka_unit_test(test_restorer_repairs_an_xor_commit),
         cmocka_unit_test(test_processes_restore_without_reload),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -744,9 +744,15 @@ static dcr_status_t node_setup(node_proc_t *p)
         p->unready = true;
         return report(p, DCR_NODE_FAILED, p->seen, why);
     }
-    char path[4300];
-    dcr_role_digest_path(p->cfg->workdir, p->version, p->first, path, sizeof(path));
-    if (p->version > 0 && access(path, F_OK) != 0) DCR_CHECK(write_digests(p));
+    /* Killed inside write_digests, some receivers' files exist and others
+     * do not (each file appears whole): all of them, then. */
+    bool missing = false;
+    for (int k = 0; k < p->per && p->version > 0 && !missing; k++) {
+        char path[4300];
+        dcr_role_digest_path(p->cfg->workdir, p->version, p->first + k, path, sizeof(path));
+        missing = access(path, F_OK) != 0;
+    }
+    if (missing) DCR_CHECK(write_digests(p));
     /* The request gate across processes (restore.h): a process reports
      * READY only here, after every receiver was restored and checked. */
     DCR_LOG_INFO("rollout node %d (pid %d): READY at version %llu after its restore", p->cfg->node,

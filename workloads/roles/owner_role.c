@@ -23,6 +23,7 @@
 #include "dcr/log.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
+#include "workloads/roles/repair_upload.h"
 #include "workloads/roles/roles.h"
 #include "workloads/roles/world.h"
 
@@ -76,6 +77,11 @@ typedef struct owner_proc {
      * after dcr_constructor_run joined it. */
     char send_why[256];
     dcr_role_relay_t relay; /* --transport relay: where the root is */
+    /* With retention over the object store: the repair set of every
+     * committed version (repair_upload.h), stored after the commit. */
+    dcr_objstore_t *store;
+    dcr_repair_upload_t *repair;
+    dcr_repair_records_t *committed; /* taken at the commit, stored once reported */
 } owner_proc_t;
 
 /* ---- rank 0: what next --------------------------------------------------- */
@@ -172,12 +178,41 @@ static dcr_status_t make_constructor(owner_proc_t *p)
     p->con = NULL;
     dcr_construct_config_t cc = dcr_bench_construct_config(&p->world->cfg, p->world->sc);
     DCR_CHECK(dcr_constructor_create(p->world->sc->layout, &cc, p->world->shards, &p->con));
+    dcr_constructor_keep_records(p->con, p->repair != NULL);
     return dcr_constructor_set_group(p->con, p->g);
+}
+
+/* Retention over the object store: this owner stores a repair set for
+ * every committed version. Without it (relay, no --retain) none. */
+static dcr_status_t open_repair(owner_proc_t *p)
+{
+    const dcr_bench_config_t *run = p->cfg->run;
+    if (strcmp(run->transport, "objstore") || run->retain < 1) return DCR_OK;
+    char dir[4200];
+    dcr_role_objstore_dir(p->cfg->workdir, dir, sizeof dir);
+    dcr_objstore_config_t oc = {.url = run->store ? run->store : dir,
+                                .s3_endpoint = run->store ? run->s3_endpoint : NULL};
+    DCR_CHECK(dcr_objstore_create(&oc, &p->store));
+    dcr_construct_config_t cc = dcr_bench_construct_config(&p->world->cfg, p->world->sc);
+    return dcr_repair_upload_create(p->store, &cc, p->rank, p->size, &p->repair);
+}
+
+/* After the commit is reported (t1 is behind us): the committed run's
+ * records go to the store in the background. */
+static void store_repair(owner_proc_t *p, uint64_t version)
+{
+    dcr_repair_records_t *r = p->committed;
+    p->committed = NULL;
+    if (r && dcr_repair_upload_start(p->repair, r, version) != DCR_OK)
+        DCR_LOG_WARN("owner %d: no repair set for version %llu: %s", p->rank,
+                     (unsigned long long)version, dcr_error_detail());
 }
 
 static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
 {
     p->part = 0;
+    /* The last repair set's upload ends before this attempt's window. */
+    dcr_repair_upload_join(p->repair, NULL);
     /* The candidate: version from+1 (a retry finds the world there already). */
     DCR_CHECK(dcr_role_world_advance(p->world, o->from_version + 1));
     DCR_CHECK(dcr_transport_open_attempt(p->transport, o->tau));
@@ -201,6 +236,8 @@ static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
     out->start = dcr_clock_s();
     DCR_CHECK(dcr_constructor_commit(p->con));
     out->end = dcr_clock_s();
+    dcr_repair_records_destroy(p->committed);
+    dcr_constructor_take_repair(p->con, &p->committed);
     p->version = o->version;
     p->part = 0;
     return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
@@ -210,6 +247,7 @@ static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
  * trackers and baselines are rebuilt from it, as at start. */
 static dcr_status_t restore(owner_proc_t *p, const order_t *o)
 {
+    dcr_repair_upload_join(p->repair, NULL);
     DCR_CHECK(dcr_role_world_advance(p->world, o->version));
     DCR_CHECK(make_constructor(p));
     p->version = o->version;
@@ -290,6 +328,7 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
             DCR_CHECK(dcr_group_send(p->g, 0, TAG_DONE, &u, sizeof(u)));
         /* A failed baseline update leaves this rank unusable. */
         if (st != DCR_OK && o.kind == ORDER_COMMIT) return st;
+        if (o.kind == ORDER_COMMIT) store_repair(p, o.version);
         /* The next version's candidate now, between attempts, as the
          * training step has it ready before an in-process refit starts:
          * replaying the seeded step at the next attempt's start would put
@@ -344,6 +383,7 @@ static dcr_status_t owner_setup(owner_proc_t *p)
     }
     DCR_CHECK(dcr_role_world_advance(p->world, o.version));
     p->version = o.version;
+    DCR_CHECK(open_repair(p));
     DCR_CHECK(make_constructor(p));
     DCR_CHECK(dcr_bench_xor_policy(sc, &p->world->serve, p->world->cfg.mode, &p->xor_allowed));
     dcr_role_handle_t as = {.join = true,
@@ -374,6 +414,9 @@ dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig
                      (unsigned long long)p.version);
         st = owner_loop(&p, stop);
     }
+    dcr_repair_upload_destroy(p.repair);
+    dcr_repair_records_destroy(p.committed);
+    dcr_objstore_destroy(p.store);
     dcr_transport_destroy(p.transport);
     dcr_role_relay_close(&p.relay);
     dcr_constructor_destroy(p.con);

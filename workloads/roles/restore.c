@@ -60,9 +60,56 @@ static void replay_free(replay_version_t *rv, uint64_t n)
     free(rv);
 }
 
-/* Every manifest and payload of from+1..to, checked, before any write. */
-static dcr_status_t replay_fetch(dcr_objstore_t *s, uint64_t from, uint64_t to,
-                                 replay_version_t *rv, dcr_replay_stats_t *st)
+/* Every payload x->m lists, checked against its digest. */
+static dcr_status_t fetch_payloads(dcr_objstore_t *s, replay_version_t *x, dcr_replay_stats_t *st)
+{
+    x->buf = calloc(x->m.n ? x->m.n : 1, sizeof(*x->buf));
+    x->len = calloc(x->m.n ? x->m.n : 1, sizeof(*x->len));
+    if (!x->buf || !x->len)
+        return dcr_error_set(DCR_ENOMEM, "replay of version %" PRIu64, x->m.version);
+    for (size_t j = 0; j < x->m.n; j++) {
+        DCR_CHECK(dcr_retain_payload_get(s, &x->m, j, &x->buf[j], &x->len[j]));
+        st->payloads++;
+        st->bytes += x->len[j];
+    }
+    st->versions++;
+    return DCR_OK;
+}
+
+/* The repair set of version x (dcr/retain.h) replaces its retained
+ * payloads when it is the committing attempt's and covers the interrupted
+ * attempt tau; *why_p says why not otherwise (nothing changed then). */
+static bool take_repair_set(dcr_objstore_t *s, replay_version_t *x, uint64_t tau, char *why,
+                            size_t cap)
+{
+    dcr_retain_manifest_t rm;
+    dcr_status_t st = dcr_retain_repair_read(s, x->m.version, &rm);
+    if (st != DCR_OK) {
+        snprintf(why, cap, "%s", dcr_error_detail());
+    } else if (rm.tau != x->m.tau) {
+        snprintf(why, cap, "its repair set is attempt %" PRIu64 "'s, not the committing %" PRIu64,
+                 rm.tau, x->m.tau);
+    } else if (tau == 0 || tau < rm.covers_from || tau > rm.tau) {
+        snprintf(why, cap,
+                 "its repair set covers attempts %" PRIu64 "..%" PRIu64
+                 ", not the interrupted %" PRIu64 " (its records may touch other positions)",
+                 rm.covers_from, rm.tau, tau);
+    } else {
+        dcr_retain_manifest_free(&x->m);
+        x->m = rm;
+        return true;
+    }
+    dcr_retain_manifest_free(&rm);
+    return false;
+}
+
+/* Every manifest and payload of from+1..to, checked, before any write. With
+ * repair_tau (a repair of a receiver interrupted in that attempt): version
+ * from+1 comes from its repair set where that covers the attempt. why
+ * (repair only) says why the retained payloads were taken instead. */
+static dcr_status_t replay_fetch(dcr_objstore_t *s, uint64_t from, uint64_t to, bool repair,
+                                 uint64_t repair_tau, replay_version_t *rv, dcr_replay_stats_t *st,
+                                 char *why, size_t cap)
 {
     uint64_t tau = 0;
     for (uint64_t v = from + 1; v <= to; v++) {
@@ -81,15 +128,8 @@ static dcr_status_t replay_fetch(dcr_objstore_t *s, uint64_t from, uint64_t to,
                                  ", not after version %" PRIu64 "'s attempt %" PRIu64,
                                  v, x->m.tau, v - 1, tau);
         tau = x->m.tau;
-        x->buf = calloc(x->m.n ? x->m.n : 1, sizeof(*x->buf));
-        x->len = calloc(x->m.n ? x->m.n : 1, sizeof(*x->len));
-        if (!x->buf || !x->len) return dcr_error_set(DCR_ENOMEM, "replay of version %" PRIu64, v);
-        for (size_t j = 0; j < x->m.n; j++) {
-            DCR_CHECK(dcr_retain_payload_get(s, &x->m, j, &x->buf[j], &x->len[j]));
-            st->payloads++;
-            st->bytes += x->len[j];
-        }
-        st->versions++;
+        if (repair && v == from + 1) st->repair_set = take_repair_set(s, x, repair_tau, why, cap);
+        DCR_CHECK(fetch_payloads(s, x, st));
     }
     return DCR_OK;
 }
@@ -111,12 +151,15 @@ static dcr_status_t replay_apply(dcr_receiver_t *const *r, int n, const replay_v
     return DCR_OK;
 }
 
-/* The repair rule: version x's retained payloads must hold overwrite
- * records only (the committed attempt was an overwrite retry, which the
- * owners build from B^(x-1) and the candidate over the complete changed
+/* The repair rule: what repairs must hold overwrite records only: the
+ * version's repair set (the committed run's records in overwrite form), or
+ * its retained payloads when the committed attempt was an overwrite retry
+ * (both built from B^(x-1) and the candidate over the complete changed
  * set). An XOR record flips whatever the receiver holds, so over a
- * partially applied attempt it would undo the writes that landed. */
-static dcr_status_t all_overwrite(const replay_version_t *x, const dcr_payload_key_t *key)
+ * partially applied attempt it would undo the writes that landed. why:
+ * why the repair set was not used, for the refusal. */
+static dcr_status_t all_overwrite(const replay_version_t *x, const dcr_payload_key_t *key,
+                                  const char *why)
 {
     dcr_payload_t *p = NULL;
     DCR_CHECK(dcr_payload_create(&p));
@@ -131,9 +174,9 @@ static dcr_status_t all_overwrite(const replay_version_t *x, const dcr_payload_k
                 st = dcr_error_set(DCR_EUNSUPPORTED,
                                    "repair: version %" PRIu64 " (attempt %" PRIu64
                                    ") carries %s records (payload %s, tensor %s); only complete "
-                                   "overwrite records repair a partially applied attempt",
+                                   "overwrite records repair a partially applied attempt%s%s",
                                    x->m.version, x->m.tau, dcr_encoding_name(it.encoding),
-                                   x->m.entries[j].name, it.name);
+                                   x->m.entries[j].name, it.name, why[0] ? ", and " : "", why);
         }
     }
     dcr_payload_destroy(p);
@@ -141,9 +184,10 @@ static dcr_status_t all_overwrite(const replay_version_t *x, const dcr_payload_k
 }
 
 /* Replay (repair false) or repair (true: version from+1 must be all
- * overwrite) of from+1..to into r[0, n). */
+ * overwrite, from its repair set where that covers attempt tau) of
+ * from+1..to into r[0, n). */
 static dcr_status_t chain(dcr_objstore_t *s, const dcr_payload_key_t *key, dcr_receiver_t *const *r,
-                          int n, uint64_t from, uint64_t to, bool repair,
+                          int n, uint64_t from, uint64_t to, bool repair, uint64_t tau,
                           dcr_replay_stats_t *stats_p)
 {
     const char *what = repair ? "repair" : "replay";
@@ -162,8 +206,9 @@ static dcr_status_t chain(dcr_objstore_t *s, const dcr_payload_key_t *key, dcr_r
     replay_version_t *rv = calloc(nv ? nv : 1, sizeof(*rv));
     dcr_status_t rs =
         rv ? DCR_OK : dcr_error_set(DCR_ENOMEM, "%s of %" PRIu64 " versions", what, nv);
-    if (rs == DCR_OK) rs = replay_fetch(s, from, to, rv, &st);
-    if (rs == DCR_OK && repair) rs = all_overwrite(&rv[0], key);
+    char why[400] = "";
+    if (rs == DCR_OK) rs = replay_fetch(s, from, to, repair, tau, rv, &st, why, sizeof why);
+    if (rs == DCR_OK && repair) rs = all_overwrite(&rv[0], key, why);
     for (uint64_t i = 0; rs == DCR_OK && i < nv; i++) rs = replay_apply(r, n, &rv[i]);
     replay_free(rv, nv);
     st.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
@@ -174,14 +219,14 @@ static dcr_status_t chain(dcr_objstore_t *s, const dcr_payload_key_t *key, dcr_r
 dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
                                 uint64_t to, dcr_replay_stats_t *stats_p)
 {
-    return chain(s, NULL, r, n, from, to, false, stats_p);
+    return chain(s, NULL, r, n, from, to, false, 0, stats_p);
 }
 
 dcr_status_t dcr_restore_repair(dcr_objstore_t *s, const dcr_payload_key_t *key,
                                 dcr_receiver_t *const *r, int n, uint64_t from, uint64_t to,
-                                dcr_replay_stats_t *stats_p)
+                                uint64_t tau, dcr_replay_stats_t *stats_p)
 {
-    return chain(s, key, r, n, from, to, true, stats_p);
+    return chain(s, key, r, n, from, to, true, tau, stats_p);
 }
 
 /* ---- the node's restorer ------------------------------------------------------ */
@@ -510,6 +555,25 @@ static void await_retained(dcr_objstore_t *s, uint64_t version)
     }
 }
 
+/* Waits until version's repair set is complete (its owners store it just
+ * after the commit, in the background) or RETAIN_WAIT_MS passed (then the
+ * repair says why it has none). Only the object store holds repair sets:
+ * the owners of a relay run store none. */
+static void await_repair_set(dcr_restorer_t *R, uint64_t version)
+{
+    if (!R->cfg.run || strcmp(R->cfg.run->transport, "objstore")) return;
+    uint64_t t0 = dcr_clock_ns();
+    for (;;) {
+        dcr_retain_manifest_t m;
+        dcr_status_t st = dcr_retain_repair_read(R->store, version, &m);
+        dcr_retain_manifest_free(&m);
+        if (st != DCR_ENOTFOUND || dcr_clock_ns() - t0 > (uint64_t)RETAIN_WAIT_MS * 1000000u)
+            return;
+        struct timespec ts = {0, 5000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Receivers ks[0, n), dirty from u, where version u+1's records are XOR
  * (the repair was refused, nothing written): one whose interrupted attempt
  * (rec->tau) is the one that committed u+1 may have died after its last
@@ -575,9 +639,10 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     uint64_t t0 = dcr_clock_ns();
     bool repair = recs[ks[0]].kind == DCR_RESTORE_REPAIR;
     if (R->store) await_retained(R->store, version);
+    if (R->store && repair && u + 1 == version) await_repair_set(R, version);
     dcr_status_t rs = !R->store ? dcr_error_set(DCR_EUNSUPPORTED, "no object store to replay from")
                       : repair ? dcr_restore_repair(R->store, &R->cfg.world->cfg.payload_key, group,
-                                                    n, u, version, &st)
+                                                    n, u, version, recs[ks[0]].tau, &st)
                                : dcr_restore_replay(R->store, group, n, u, version, &st);
     /* XOR records (refused before any write): repairable by verification. */
     bool verified = repair && rs == DCR_EUNSUPPORTED && R->store;
@@ -586,6 +651,11 @@ static void replay_group(dcr_restorer_t *R, dcr_receiver_t **recv, const int *ks
     for (int i = 0; i < n; i++) {
         dcr_restore_record_t *rec = &recs[ks[i]];
         if (!verified) rec->bytes = st.bytes; /* one download serves every receiver of the node */
+        if (repair && rs == DCR_OK) {
+            size_t l = strlen(rec->why);
+            snprintf(rec->why + l, sizeof rec->why - l, "; with %s of version %" PRIu64,
+                     st.repair_set ? "the repair set" : "the overwrite retry's payloads", u + 1);
+        }
         dcr_status_t cs = rs == DCR_OK || ok[i] ? check(R, recv[ks[i]], ks[i], version) : rs;
         rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9; /* the shared download, its check */
         if (verified && !ok[i]) {
@@ -966,9 +1036,12 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
         if ((kind != DCR_RESTORE_REPLAY && kind != DCR_RESTORE_REPAIR) || replayed[k]) continue;
         uint64_t u = kind == DCR_RESTORE_REPAIR ? from[k] : recs[k].held;
         int ks[64], n = 0;
+        /* A repair group shares its interrupted attempt too (the repair
+         * set must cover it). */
         for (int j = k; j < per; j++)
             if (recs[j].kind == kind &&
-                (kind == DCR_RESTORE_REPAIR ? from[j] : recs[j].held) == u) {
+                (kind == DCR_RESTORE_REPAIR ? from[j] : recs[j].held) == u &&
+                (kind != DCR_RESTORE_REPAIR || recs[j].tau == recs[k].tau)) {
                 ks[n++] = j;
                 replayed[j] = true;
             }

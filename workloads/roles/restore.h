@@ -8,7 +8,8 @@
  *   repair  dirty: died (or failed) mid-apply of an attempt from u, its
  *           bytes a mixture of u and that attempt's writes (live resident
  *           files only, see below): the complete overwrite records of
- *           version u+1, then replay of u+2..v (dcr_restore_repair);
+ *           version u+1 (its repair set), then replay of u+2..v
+ *           (dcr_restore_repair);
  *   dense   dirty, unknown, ahead of v, or behind the retention window (or
  *           a replay or a check failed): a dense refit, as before;
  *   anchor  (run->anchor_every > 0) what would be dense, e.g. a node added
@@ -24,24 +25,28 @@
  *
  * Where the repair records come from (the rule, tested by
  * tests/workloads/test_restore.c at several kill points against a dense
- * refit): the retained payloads of version u+1 themselves, accepted only
- * when every record is an overwrite. That holds exactly when the attempt
- * that committed u+1 was an overwrite retry, which the owners build, as
- * the seed's retry does, from the unchanged B^u and the same candidate
- * over the complete changed set, so its records bring every element any
- * attempt from u could have touched to u+1's value, whatever landed
- * before. A receiver killed mid-apply fails its attempt, so the version
- * after u is committed by such a retry unless the run went on without it
- * (a non-required receiver); then the retained records are XOR, which
- * flip whatever the receiver holds and cannot be re-applied to a partly
- * applied state: the repair is refused before any write and the receiver
- * is refitted densely, unless u+1 was committed by the very attempt it
- * was killed in (it died after its last write, e.g. after acknowledging):
- * then its digests equal a dense refit of u+1 (checked against the
- * oracle), and it replays u+2..v from there (a verified repair). Bytes
- * moved: the retained payloads of u+1..v (verified: u+2..v), as a replay. Not built: owners
- * producing overwrite records at every commit (they hold B^v and the changed set then), which would
- * make every dirty receiver repairable at the cost of a second construction and upload.
+ * refit): version u+1's repair set (dcr/retain.h), which the owners store
+ * beside its retained payloads after every commit: the committed run's
+ * records in overwrite form (dcr_repair_records_encode, dcr/construct.h),
+ * built as the seed's retry builds them, from the unchanged B^u and the
+ * committed candidate over the complete changed set, so they bring every
+ * element an attempt from u touched to u+1's value, whatever landed before,
+ * provided the attempt's records lie within them. The set says which
+ * attempts it covers (covers_from..tau: the owners checked each earlier
+ * run from B^u against the committed one, item by item); a receiver whose
+ * interrupted attempt it does not cover (another candidate, or a run the
+ * owners never saw) is not repaired with it. Without a usable set (relay
+ * runs, a set not stored yet, not covering), the retained payloads of u+1
+ * serve when they hold overwrite records only (the committed attempt was
+ * an overwrite retry); XOR records, which flip whatever the receiver holds
+ * and cannot be re-applied to a partly applied state, are refused before
+ * any write, and the receiver is refitted densely, unless u+1 was
+ * committed by the very attempt it was killed in and its digests equal a
+ * dense refit of u+1 (it died after its last write; a verified repair),
+ * then it replays u+2..v from there. Bytes moved: the repair set of u+1
+ * (or its retained payloads) plus the retained payloads of u+2..v
+ * (verified: u+2..v only). Whatever the path, the repaired receiver's
+ * digests are compared with a dense refit of v before it rejoins.
  *
  * Live resident files (cfg.live, dcr/resident.h): the receivers' weights
  * live in their mapped files, dirty-marked (with the attempt) before each
@@ -128,6 +133,7 @@ typedef struct dcr_replay_stats {
     uint64_t versions, payloads;
     uint64_t bytes; /* payload bytes downloaded (once for all receivers given) */
     double seconds;
+    bool repair_set; /* a repair: version from+1 came from its repair set */
 } dcr_replay_stats_t;
 
 /* Replays retained versions from+1..to into r[0, n), which must all hold
@@ -140,18 +146,20 @@ typedef struct dcr_replay_stats {
 dcr_status_t dcr_restore_replay(dcr_objstore_t *s, dcr_receiver_t *const *r, int n, uint64_t from,
                                 uint64_t to, dcr_replay_stats_t *stats_p);
 
-/* Repairs receivers r[0, n), which all hold a partly applied attempt from
- * version `from` (dirty): applies version from+1's retained payloads, which
- * must carry overwrite records only (complete: see the rule above), then
- * replays from+2..to. Every manifest and payload is read and checked, and
- * version from+1's records decoded (with key: the run's payload key, NULL
- * or unset for none), before the first write: DCR_EUNSUPPORTED naming the
- * payload and tensor when a record is XOR, DCR_ENOTFOUND when to == from
- * (no overwrite records exist yet) or a version is missing; the receivers
- * are untouched then. Other failures as dcr_restore_replay. */
+/* Repairs receivers r[0, n), which all hold a partly applied attempt tau
+ * from version `from` (dirty): applies version from+1's repair set when it
+ * covers tau (0: unknown, never covered), else its retained payloads, which
+ * must then carry overwrite records only (complete: see the rule above),
+ * then replays from+2..to. Every manifest and payload is read and checked,
+ * and version from+1's records decoded (with key: the run's payload key,
+ * NULL or unset for none), before the first write: DCR_EUNSUPPORTED naming
+ * the payload and tensor when a record is XOR (and why the repair set did
+ * not serve), DCR_ENOTFOUND when to == from (no overwrite records exist
+ * yet) or a version is missing; the receivers are untouched then. Other
+ * failures as dcr_restore_replay. */
 dcr_status_t dcr_restore_repair(dcr_objstore_t *s, const dcr_payload_key_t *key,
                                 dcr_receiver_t *const *r, int n, uint64_t from, uint64_t to,
-                                dcr_replay_stats_t *stats_p);
+                                uint64_t tau, dcr_replay_stats_t *stats_p);
 
 /* One receiver's restore, as logged and written to
  * <workdir>/restores/n<node>.txt (one line each). A fresh run's initial

@@ -127,6 +127,62 @@ dcr_status_t dcr_constructor_set_group(dcr_constructor_t *c, dcr_group_t *g);
  * the candidate of the last successful run. Fails if no run preceded it. */
 dcr_status_t dcr_constructor_commit(dcr_constructor_t *c);
 
+/* ---- repair records (issue 19) -------------------------------------------
+ * A receiver that died mid-apply holds a mixture of B^v and its attempt's
+ * writes; XOR records cannot repair it (they flip whatever it holds), the
+ * complete overwrite records of the committed version can (the seed's retry
+ * sends exactly those). With keeping on, every run keeps, per owner, its
+ * records in overwrite form: canonical index and new value (for an XOR
+ * record the candidate's word, which projection computes anyway), a copy
+ * of each item as it goes to the encoder, so nothing is encoded twice in
+ * the window. dcr_constructor_commit turns the committed run's records into
+ * a repair set; the caller encodes and stores it after the commit, off the
+ * refit's critical path (dcr_repair_records_encode). */
+typedef struct dcr_repair_records dcr_repair_records_t;
+
+/* Turns record keeping on or off (off by default; off frees what was kept).
+ * Call between runs. Memory: each run since the last commit keeps its
+ * records (index and value, about 8 + 2 x value bytes a record). */
+void dcr_constructor_keep_records(dcr_constructor_t *c, bool on);
+
+/* After dcr_constructor_commit with keeping on: the committed run's records,
+ * with those of the earlier runs from the same baseline for the coverage
+ * (ownership passes to the caller; *out_p NULL when none were kept). Until
+ * taken the set stays in the constructor; the next commit replaces it. */
+void dcr_constructor_take_repair(dcr_constructor_t *c, dcr_repair_records_t **out_p);
+
+/* The attempt whose run committed (the payloads' tau). */
+uint64_t dcr_repair_records_tau(const dcr_repair_records_t *r);
+
+/* The coverage of the set: every run from the same baseline with tau in
+ * [covers_from, tau] emitted, per owner, only records whose positions the
+ * committed run's records hold (checked item by item, not assumed: a run
+ * over another candidate, or one whose items differ, is not covered). A
+ * receiver dirty from such an attempt is brought to the committed version
+ * by the set, whatever part of its attempt landed. Runs this constructor
+ * did not see (before it was created) are never covered. Computed at the
+ * first call (a walk over the runs' records: call it where the set is
+ * stored, not in the commit's critical path). */
+uint64_t dcr_repair_records_covers_from(dcr_repair_records_t *r);
+
+/* Records and value bytes the set holds (the raw changed values). */
+void dcr_repair_records_size(const dcr_repair_records_t *r, int64_t *records_p,
+                             int64_t *value_bytes_p);
+
+/* Encodes the set as overwrite payloads stamped with its tau, one owner at
+ * a time, payload ids from 0 per owner, cut at cfg->bucket_bytes of raw
+ * body, compressed and keyed as cfg says, each handed to sink from the
+ * calling thread (any thread: the set is independent of the constructor,
+ * but the layout's inventory must outlive it). stats_p (may be NULL) gets
+ * records, value, payload and body bytes and the time taken. */
+dcr_status_t dcr_repair_records_encode(const dcr_repair_records_t *r,
+                                       const dcr_construct_config_t *cfg,
+                                       const dcr_payload_sink_t *sink,
+                                       dcr_construct_stats_t *stats_p);
+
+/* Accepts NULL. */
+void dcr_repair_records_destroy(dcr_repair_records_t *r);
+
 /* Positions k in [0, n) where the elem_size-byte words of a and b differ in
  * any bit, written ascending to out (room for n entries; n < 2^32); returns
  * how many. Compares bit patterns, never values (-0.0 vs +0.0 and NaN

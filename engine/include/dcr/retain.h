@@ -46,9 +46,11 @@ typedef struct dcr_retain_entry {
     uint8_t digest[DCR_RETAIN_DIGEST_BYTES];
 } dcr_retain_entry_t;
 
-/* A parsed VERSION manifest. */
+/* A parsed VERSION manifest, or a version's repair set (below). */
 typedef struct dcr_retain_manifest {
     uint64_t version, from, tau;
+    /* A repair set: the earliest attempt it covers (0 for a VERSION). */
+    uint64_t covers_from;
     size_t n;
     dcr_retain_entry_t *entries; /* malloc'd; dcr_retain_manifest_free */
 } dcr_retain_manifest_t;
@@ -102,6 +104,36 @@ dcr_status_t dcr_retain_payload_get(dcr_objstore_t *s, const dcr_retain_manifest
 dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, size_t n,
                             const char *const *names, const uint8_t *const *bufs,
                             const size_t *lens);
+
+/* ---- repair sets (issue 19) ----------------------------------------------
+ * A version's retained payloads are the committing attempt's, XOR records
+ * mostly, which cannot repair a receiver that died mid-apply. Each owner
+ * stores beside them, after the commit, the committed run's records in
+ * overwrite form (dcr_repair_records_encode, dcr/construct.h):
+ *   versions/v<V>/repair-<owner>-<id>.dcrp   the overwrite payloads
+ *   versions/v<V>/REPAIR-<owner>             written last by that owner
+ * REPAIR-<owner> is text: "dcr-repair 1\n", "owner <o> of <owners>\n",
+ * "covers-from <tau0>\n", then a VERSION manifest's text listing the
+ * owner's repair payloads (same rules). A version's repair set is complete
+ * when REPAIR-0..REPAIR-<owners - 1> all exist and agree. Pruning deletes it
+ * with its version. */
+
+/* Stores owner `owner` (of `owners`)'s repair payloads of `version`
+ * (committed by attempt tau; covering attempts covers_from..tau) as
+ * repair-<owner>-<i>.dcrp, then REPAIR-<owner> last (an earlier one
+ * deleted first). stats_p (may be NULL): payloads and bytes written. */
+dcr_status_t dcr_retain_repair_put(dcr_objstore_t *s, uint64_t version, uint64_t tau,
+                                   uint64_t covers_from, int owner, int owners, size_t n,
+                                   const uint8_t *const *bufs, const size_t *lens,
+                                   dcr_retain_stats_t *stats_p);
+
+/* The complete repair set of `version` as one manifest (every owner's
+ * payloads; tau the committing attempt; covers_from the latest owner's
+ * bound), for dcr_retain_payload_get. DCR_ENOTFOUND while some owner's part
+ * is missing (not stored yet, never, or pruned); DCR_ETRANSPORT for a
+ * malformed part or parts that disagree. *out_p is empty on failure. */
+dcr_status_t dcr_retain_repair_read(dcr_objstore_t *s, uint64_t version,
+                                    dcr_retain_manifest_t *out_p);
 
 /* Deletes every retained version below `below`: its VERSION first (so
  * that no reader trusts a version while its payloads go), then the rest;

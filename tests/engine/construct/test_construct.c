@@ -178,13 +178,47 @@ static void check_refit(world_t *w, dcr_constructor_t *con, uint64_t tau,
     keep_clear(&k);
 }
 
-static void roll_forward(world_t *w, dcr_constructor_t *con)
+/* After the commit of the run tau (records kept since run first): its
+ * repair set, encoded, is the complete changed set in overwrite form (the
+ * oracle: full conversions of v and v+1, as for the runs themselves), and
+ * covers every run since first (all over the same candidate). */
+static void check_repair_set(world_t *w, dcr_constructor_t *con, const dcr_construct_config_t *cfg,
+                             uint64_t first, uint64_t tau)
 {
-    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    dcr_repair_records_t *set = NULL;
+    dcr_constructor_take_repair(con, &set);
+    assert_non_null(set);
+    assert_int_equal(dcr_repair_records_tau(set), tau);
+    assert_int_equal(dcr_repair_records_covers_from(set), first);
+    keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    dcr_construct_stats_t st;
+    assert_int_equal(dcr_repair_records_encode(set, cfg, &sink, &st), DCR_OK);
+    int64_t xor_items = 0, records = apply_payloads(w, &k, tau, &xor_items);
+    assert_int_equal(xor_items, 0);
+    assert_int_equal(records, changed_canonical(w));
+    assert_int_equal(records, st.records);
+    for (size_t c = 0; c < w->nc; c++)
+        if (memcmp(w->applied[c]->data, w->canon_next[c]->data, w->canon_next[c]->bytes))
+            fail_msg("repair set differs from v+1 on %s", dcr_inventory_at(w->inv, c)->name);
+    keep_clear(&k);
+    dcr_repair_records_destroy(set);
+    dcr_constructor_take_repair(con, &set);
+    assert_null(set); /* taken once */
+}
+
+static void roll_canonical(world_t *w)
+{
     for (size_t c = 0; c < w->nc; c++)
         memcpy(w->canon_v[c]->data, w->canon_next[c]->data, w->canon_v[c]->bytes);
     for (size_t s = 0; s < w->ns; s++)
         memcpy(w->shards_v[s]->data, w->shards_next[s]->data, w->shards_v[s]->bytes);
+}
+
+static void roll_forward(world_t *w, dcr_constructor_t *con)
+{
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    roll_canonical(w);
 }
 
 static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_config_t tc,
@@ -202,12 +236,21 @@ static void run_case(dcr_rng_t *rng, const char *model, int layers, dcr_train_co
     assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
     uint8_t *xor_allowed = malloc(w.nc);
     for (size_t c = 0; c < w.nc; c++) xor_allowed[c] = (uint8_t)dcr_rng_below(rng, 4) != 0;
+    /* Half the cases keep records (owners storing repair sets). */
+    bool keep = dcr_rng_below(rng, 2);
+    dcr_constructor_keep_records(con, keep);
     for (int step = 0; step < 3; step++) {
         world_step(&w, rng, step == 1 ? 0.0 : 0.02 + 0.05 * dcr_rng_uniform(rng));
         check_refit(&w, con, 10 * (uint64_t)step + 1, xor_allowed, false);
         check_refit(&w, con, 10 * (uint64_t)step + 2, xor_allowed,
                     true); /* a retry: all overwrite */
-        roll_forward(&w, con);
+        if (!keep) {
+            roll_forward(&w, con);
+            continue;
+        }
+        assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+        check_repair_set(&w, con, &cfg, 10 * (uint64_t)step + 1, 10 * (uint64_t)step + 2);
+        roll_canonical(&w);
     }
     free(xor_allowed);
     dcr_constructor_destroy(con);
@@ -291,6 +334,63 @@ static void test_commit_needs_a_run_and_sink_errors_fail(void **state)
     assert_int_equal(dcr_constructor_commit(con), DCR_EINVAL);
     /* The baseline is untouched: a good run still yields exactly the v -> v+1 changes. */
     check_refit(&w, con, 2, NULL, false);
+    dcr_constructor_destroy(con);
+    world_close(&w);
+}
+
+/* Coverage of a repair set: a run failed by its sink emitted a prefix of
+ * the committed run's records (covered); a run over another candidate (bits
+ * flipped where v and v+1 agree) emitted positions the committed run does
+ * not hold (not covered, nor any run before it). */
+static void test_repair_set_coverage(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, testkit_seed(0x4e9a1));
+    world_t w = {0};
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0},
+               DCR_MAPPING_PAPER, 0);
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.bucket_bytes = 4096; /* several payloads: the sink fails after the first */
+    dcr_constructor_t *con;
+    assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+    dcr_constructor_keep_records(con, true);
+    world_step(&w, &rng, 0.05);
+    dcr_payload_sink_t bad = {failing_submit, NULL};
+    assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &bad, NULL),
+                     DCR_ETRANSPORT);
+    check_refit(&w, con, 2, NULL, false);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    check_repair_set(&w, con, &cfg, 1, 2);
+    roll_canonical(&w);
+
+    world_step(&w, &rng, 0.05);
+    unsigned char **saved = calloc(w.ns, sizeof(*saved));
+    int flipped = 0;
+    for (size_t sh = 0; sh < w.ns; sh++) {
+        size_t es = dcr_dtype_size(w.layout->shards[sh].desc.dtype);
+        unsigned char *a = w.shards_next[sh]->data, *b = w.shards_v[sh]->data;
+        saved[sh] = malloc(w.shards_next[sh]->bytes + 1);
+        memcpy(saved[sh], a, w.shards_next[sh]->bytes);
+        for (size_t k = 0; (k + 1) * es <= w.shards_next[sh]->bytes; k += 37)
+            if (!memcmp(a + k * es, b + k * es, es)) {
+                a[k * es] ^= 1;
+                flipped++;
+            }
+    }
+    assert_true(flipped > 0);
+    keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    assert_int_equal(dcr_constructor_run(con, w.shards_next, 11, NULL, false, &sink, NULL), DCR_OK);
+    keep_clear(&k);
+    for (size_t sh = 0; sh < w.ns; sh++) { /* the true candidate again */
+        memcpy(w.shards_next[sh]->data, saved[sh], w.shards_next[sh]->bytes);
+        free(saved[sh]);
+    }
+    free(saved);
+    check_refit(&w, con, 12, NULL, false);
+    check_refit(&w, con, 13, NULL, true);
+    assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+    check_repair_set(&w, con, &cfg, 12, 13);
     dcr_constructor_destroy(con);
     world_close(&w);
 }
@@ -428,6 +528,7 @@ int main(void)
         cmocka_unit_test(test_group_inproc_messages),
         cmocka_unit_test(test_detect_changes_matches_naive),
         cmocka_unit_test(test_commit_needs_a_run_and_sink_errors_fail),
+        cmocka_unit_test(test_repair_set_coverage),
         cmocka_unit_test(test_random_layouts_against_full_conversion),
         cmocka_unit_test(test_fp8_scale_dependency),
     };

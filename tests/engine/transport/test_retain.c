@@ -6,7 +6,8 @@
  * text), a version put from payloads held in memory (dcr_retain_put: read
  * back and digest-checked like a copied one, a bad name refused), and the
  * refusals: a tampered or truncated retained payload, an
- * attempt without a manifest, malformed VERSION text. The attempt's
+ * attempt without a manifest, malformed VERSION text; a version's repair
+ * set (dcr_retain_repair_put/_read), complete only with every owner's part. The attempt's
  * transport manifest is written here by hand in the documented format
  * (engine/transport/objstore_manifest.c), not by the code under test. */
 #include <stdarg.h>
@@ -313,6 +314,87 @@ static void put_retains_held_payloads(void **state)
     free(b1);
 }
 
+/* Writes text as the object key. */
+static void put_text(const char *key, const char *text)
+{
+    assert_int_equal(dcr_objstore_put(g_store, key, (const uint8_t *)text, strlen(text), NULL),
+                     DCR_OK);
+}
+
+/* A repair set (dcr_retain_repair_put / _read): complete only with every
+ * owner's part; its payloads read back digest-checked through the merged
+ * manifest; covers_from the latest owner's; parts that disagree, or a
+ * malformed part, refused; pruned with its version. */
+static void repair_sets_complete_checked_and_pruned(void **state)
+{
+    (void)state;
+    dcr_retain_manifest_t m;
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ENOTFOUND);
+    uint8_t *b0 = payload_bytes(40, 0, 300), *b1 = payload_bytes(41, 1, 77);
+    const uint8_t *bufs[] = {b0, b1};
+    size_t lens[] = {300, 77};
+    assert_int_equal(dcr_retain_repair_put(g_store, 4, 9, 7, 0, 2, 2, bufs, lens, NULL), DCR_OK);
+    /* Owner 1 of 2 has not stored its part yet. */
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ENOTFOUND);
+    assert_int_equal(m.n, 0);
+    assert_int_equal(dcr_retain_repair_put(g_store, 4, 9, 8, 1, 2, 1, bufs + 1, lens + 1, NULL),
+                     DCR_OK);
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_OK);
+    assert_int_equal(m.version, 4);
+    assert_int_equal(m.tau, 9);
+    assert_int_equal(m.covers_from, 8);
+    assert_int_equal(m.n, 3);
+    size_t want_len[] = {300, 77, 77};
+    const uint8_t *want[] = {b0, b1, b1};
+    for (size_t i = 0; i < m.n; i++) {
+        uint8_t *got = NULL;
+        size_t len = 0;
+        assert_int_equal(dcr_retain_payload_get(g_store, &m, i, &got, &len), DCR_OK);
+        assert_int_equal(len, want_len[i]);
+        assert_memory_equal(got, want[i], len);
+        free(got);
+    }
+    dcr_retain_manifest_free(&m);
+    /* A tampered repair payload is caught by its digest. */
+    char key[128];
+    snprintf(key, sizeof key, "versions/v4/repair-0-1.dcrp");
+    uint8_t *bad = payload_bytes(40, 0, 77);
+    assert_int_equal(dcr_objstore_put(g_store, key, bad, 77, NULL), DCR_OK);
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_OK);
+    uint8_t *got = NULL;
+    size_t len = 0;
+    assert_int_equal(dcr_retain_payload_get(g_store, &m, 1, &got, &len), DCR_EDIGEST);
+    dcr_retain_manifest_free(&m);
+    free(bad);
+    /* Parts of another attempt, or another owner count: refused. */
+    assert_int_equal(dcr_retain_repair_put(g_store, 4, 10, 10, 1, 2, 0, NULL, NULL, NULL), DCR_OK);
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ETRANSPORT);
+    assert_int_equal(dcr_retain_repair_put(g_store, 4, 9, 9, 1, 3, 0, NULL, NULL, NULL), DCR_OK);
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ETRANSPORT);
+    /* Malformed parts. */
+    put_text("versions/v4/REPAIR-1", "dcr-repair 1\nowner 0 of 2\ncovers-from 9\n");
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ETRANSPORT);
+    put_text("versions/v4/REPAIR-1", "dcr-repair 1\nowner 1 of 2\ncovers-from 12\ndcr-version 1\n"
+                                     "version 4\nfrom 3\ntau 9\npayloads 0\nend\n");
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ETRANSPORT); /* covers > tau */
+    put_text("versions/v4/REPAIR-1", "dcr-repair 1\nowner 1 of 2\ncovers-from 9\ndcr-version 1\n"
+                                     "version 5\nfrom 4\ntau 9\npayloads 0\nend\n");
+    assert_int_equal(dcr_retain_repair_read(g_store, 4, &m), DCR_ETRANSPORT);
+    assert_int_equal(m.n, 0);
+    /* Bad arguments. */
+    assert_int_equal(dcr_retain_repair_put(g_store, 4, 9, 10, 0, 2, 0, NULL, NULL, NULL),
+                     DCR_EINVAL);
+    assert_int_equal(dcr_retain_repair_put(g_store, 4, 9, 9, 2, 2, 0, NULL, NULL, NULL),
+                     DCR_EINVAL);
+    /* Pruned with its version. */
+    uint64_t pruned = 0;
+    assert_int_equal(dcr_retain_prune(g_store, 5, &pruned), DCR_OK);
+    assert_int_equal(pruned, 1);
+    assert_int_equal(keys_under("versions/v4/"), 0);
+    free(b0);
+    free(b1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +406,8 @@ int main(void)
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(parse_refuses_malformed_text, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(put_retains_held_payloads, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(repair_sets_complete_checked_and_pruned, fx_setup,
+                                        fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
