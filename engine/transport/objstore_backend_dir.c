@@ -58,28 +58,49 @@ static const char *dir_path_of(const char *url)
     return strncmp(url, "dir:", 4) == 0 ? url + 4 : url;
 }
 
+/* Tries of the folder chain: a delete in another process drops folders it
+ * leaves empty (dir_del), so a parent made a moment ago may be gone again
+ * (ENOENT) before its child is made, or the last one before the check. */
+#define DIR_MKDIRS_TRIES 5
+
+/* One pass over the chain: 1 when a folder vanished under it (try again). */
+static int dir_mkdirs_once(char *buf, const char *path, dcr_status_t *st)
+{
+    for (char *p = buf + 1;; p++) {
+        if (*p != '/' && *p != '\0') continue;
+        char c = *p;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            int e = errno;
+            *p = c;
+            if (e == ENOENT) return 1;
+            *st = dcr_error_set(DCR_EIO, "object store dir: cannot create directory %s: %s", buf,
+                                strerror(e));
+            return 0;
+        }
+        *p = c;
+        if (c == '\0') break;
+    }
+    struct stat sb;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
+    if (stat(path, &sb) != 0 && errno == ENOENT) return 1;
+    *st = dcr_error_set(DCR_EIO, "object store dir: %s is not a directory", path);
+    return 0;
+}
+
 static dcr_status_t dir_mkdirs(const char *path)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
         return dcr_error_set(DCR_EINVAL, "object store dir: path too long: %s", path);
     }
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            return dcr_error_set(DCR_EIO, "object store dir: cannot create directory %s: %s", buf,
-                                 strerror(errno));
-        }
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        return dcr_error_set(DCR_EIO, "object store dir: %s is not a directory", path);
-    }
-    return DCR_OK;
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; i < DIR_MKDIRS_TRIES; i++)
+        if (!dir_mkdirs_once(buf, path, &st)) return st;
+    return dcr_error_set(DCR_EIO,
+                         "object store dir: %s vanished %d times while it was made (folders "
+                         "emptied by deletes elsewhere)",
+                         path, DIR_MKDIRS_TRIES);
 }
 
 static dcr_status_t dir_create(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p)
