@@ -364,6 +364,124 @@ DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype
                       active ? active + dcr_dk_act_at(r, row, col) : NULL, op);
 }
 
+/* ---- convert (cast and converting copies) ----
+ *
+ * The integer-only conversions of engine/core/dtype.c, word for word, so a
+ * cast on the device yields the bits dcr_convert yields on the host: every
+ * conversion goes through FP32 bits (exact for every source dtype here),
+ * narrowing rounds to nearest even, FP8 e4m3fn does not saturate (Inf, NaN
+ * and anything rounding above 448 become NaN), and NaN payloads keep their
+ * top bits with the quiet bit forced. */
+
+#define DCR_DK_F32_SIGN  0x80000000u
+#define DCR_DK_F32_EXP   0x7F800000u
+#define DCR_DK_F32_MANT  0x007FFFFFu
+#define DCR_DK_F32_QUIET 0x00400000u
+
+/* x >> shift rounded to nearest, ties to even (dcr__shift_rne). */
+DCR_DK_FN uint32_t dcr_dk_shift_rne(uint32_t x, unsigned shift)
+{
+    if (shift == 0) return x;
+    if (shift > 31) return 0;
+    uint32_t kept = x >> shift, rest = x & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (kept & 1u))) kept++;
+    return kept;
+}
+
+/* A finite nonzero |FP32| rounded to mbits mantissa bits and exponent bias
+ * bias: the unsigned target code, possibly past the target's largest
+ * (dcr__narrow). */
+DCR_DK_FN uint32_t dcr_dk_narrow(uint32_t abs_bits, unsigned mbits, int bias)
+{
+    int exp8 = (int)(abs_bits >> 23);
+    uint32_t mant = abs_bits & DCR_DK_F32_MANT;
+    int e = exp8 - 127 + bias;
+    if (e >= 1) return dcr_dk_shift_rne(((uint32_t)e << 23) | mant, 23u - mbits);
+    if (exp8 == 0) return 0;
+    return dcr_dk_shift_rne(mant | 0x00800000u, (unsigned)(23 - (int)mbits + 1 - e));
+}
+
+/* FP32 bits of a subnormal with mantissa mant (nonzero, mbits wide) and the
+ * biased FP32 exponent of its unit's leading position. */
+DCR_DK_FN uint32_t dcr_dk_widen_subnormal(uint32_t sign, uint32_t mant, unsigned mbits, int e)
+{
+    while ((mant & (1u << mbits)) == 0) {
+        mant <<= 1;
+        e--;
+    }
+    return sign | ((uint32_t)e << 23) | ((mant & ((1u << mbits) - 1u)) << (23 - mbits));
+}
+
+/* Word w of dtype as FP32 bits (exact). */
+DCR_DK_FN uint32_t dcr_dk_to_f32(int dtype, uint32_t w)
+{
+    if (dtype == DCR_DK_BF16) return w << 16;
+    if (dtype == DCR_DK_FP32) return w;
+    if (dtype == DCR_DK_FP16) {
+        uint32_t sign = (w & 0x8000u) << 16, exp = (w >> 10) & 0x1Fu, mant = w & 0x3FFu;
+        if (exp == 0x1F)
+            return sign | DCR_DK_F32_EXP | (mant << 13) | (mant ? DCR_DK_F32_QUIET : 0);
+        if (exp == 0) return mant ? dcr_dk_widen_subnormal(sign, mant, 10, 1 - 15 + 127) : sign;
+        return sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    }
+    if (dtype == DCR_DK_FP8_E4M3) {
+        uint32_t sign = (w & 0x80u) << 24, exp = (w >> 3) & 0xFu, mant = w & 0x7u;
+        if (exp == 0xF && mant == 0x7) return sign | DCR_DK_F32_EXP | DCR_DK_F32_QUIET;
+        if (exp == 0) return mant ? dcr_dk_widen_subnormal(sign, mant, 3, 1 - 7 + 127) : sign;
+        return sign | ((exp - 7 + 127) << 23) | (mant << 20);
+    }
+    return 0;
+}
+
+/* FP32 bits as a word of dtype, rounded like dcr_convert. */
+DCR_DK_FN uint32_t dcr_dk_from_f32(int dtype, uint32_t bits)
+{
+    uint32_t abs_bits = bits & ~DCR_DK_F32_SIGN;
+    if (dtype == DCR_DK_FP32) return bits;
+    if (dtype == DCR_DK_BF16) {
+        if (abs_bits > DCR_DK_F32_EXP) return ((bits >> 16) | 0x0040u) & 0xFFFFu;
+        return ((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16) & 0xFFFFu;
+    }
+    if (dtype == DCR_DK_FP16) {
+        uint32_t sign = (bits >> 16) & 0x8000u;
+        if (abs_bits > DCR_DK_F32_EXP) return sign | 0x7E00u | ((abs_bits >> 13) & 0x3FFu);
+        if (abs_bits == DCR_DK_F32_EXP) return sign | 0x7C00u;
+        if (abs_bits == 0) return sign;
+        if ((int)(abs_bits >> 23) - 127 + 15 >= 31) return sign | 0x7C00u;
+        uint32_t code = dcr_dk_narrow(abs_bits, 10, 15);
+        return sign | (code >= 0x7C00u ? 0x7C00u : code);
+    }
+    if (dtype == DCR_DK_FP8_E4M3) {
+        uint32_t sign = (bits >> 24) & 0x80u;
+        if (abs_bits >= DCR_DK_F32_EXP) return sign | 0x7Fu;
+        if (abs_bits == 0) return sign;
+        if ((int)(abs_bits >> 23) - 127 + 7 > 15) return sign | 0x7Fu;
+        uint32_t code = dcr_dk_narrow(abs_bits, 3, 7);
+        return sign | (code > 0x7Eu ? 0x7Fu : code);
+    }
+    return 0;
+}
+
+/* What a conversion did to the NaN placeholder rule: created a NaN from a
+ * number, lost one (a NaN became a number), or neither. */
+#define DCR_DK_NAN_NONE    0
+#define DCR_DK_NAN_CREATED 1
+#define DCR_DK_NAN_LOST    2
+
+/* Element i (row-major over the region) of dst (dtype to) = src (dtype
+ * from) converted; returns its NaN event. Same dtypes copy bits. */
+DCR_DK_FN int dcr_dk_convert(void *dst, int to, const void *src, int from, dcr_device_region_t r,
+                             size_t i)
+{
+    if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return DCR_DK_NAN_NONE;
+    int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
+    uint32_t s = dcr_dk_load(src, row * r.src_row + col * r.src_col, dcr_dk_dtype_size(from));
+    uint32_t d = to == from ? s : dcr_dk_from_f32(to, dcr_dk_to_f32(from, s));
+    dcr_dk_store(dst, row * r.dst_row + col * r.dst_col, dcr_dk_dtype_size(to), d);
+    int a = dcr_dk_isnan(from, s), b = dcr_dk_isnan(to, d);
+    return !a && b ? DCR_DK_NAN_CREATED : a && !b ? DCR_DK_NAN_LOST : DCR_DK_NAN_NONE;
+}
+
 /* Restores scratch at record k's position to the base word (0 after XOR,
  * the placeholder NaN after overwrite), so the next item finds scratch
  * clean without a full refill. */

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/device.h"
 #include "dcr/status.h"
 #include "dcr/tensor.h"
 
@@ -177,10 +178,15 @@ typedef struct dcr_load_mode {
     /* The input and the resident parameters are buffers of a device the
      * host cannot address (engine/device, props.host_addressable false):
      * views work as always, and every copy_ and fill_ reaches the hooks,
-     * which do the device's work; the new-storage ops (cast, cat, map,
-     * blockwise) compute on host memory, so they refuse with
-     * DCR_EUNSUPPORTED naming the tensor and the op instead of reading
-     * device memory. */
+     * which do the device's work. cast and cat run on the context's device
+     * (dcr_load_ctx_set_device): temporaries and their activity maps are
+     * device buffers, a cast is the device's convert (bit for bit
+     * dcr_convert, the NaN watch counted by it), cat and the activity maps
+     * are ASSIGN combines; their sources must be device buffers (the
+     * input, temporaries, resident parameters). map and blockwise take
+     * host functions and refuse with DCR_EUNSUPPORTED naming the tensor and
+     * the op instead of reading device memory, as do cast and cat with no
+     * device set or from foreign storage. */
     bool device;
 } dcr_load_mode_t;
 
@@ -191,6 +197,10 @@ void dcr_load_ctx_destroy(dcr_load_ctx_t *ctx);
 /* Installs hooks (NULL: plain) and their argument for subsequent calls. */
 void dcr_load_ctx_set_hooks(dcr_load_ctx_t *ctx, const dcr_load_hooks_t *hooks, void *arg);
 void dcr_load_ctx_set_mode(dcr_load_ctx_t *ctx, dcr_load_mode_t mode);
+/* The device new-storage ops run on in device mode (both borrowed; they
+ * must outlive the context; NULL: none, cast and cat are refused there).
+ * Work is queued on stream; the load call waits for it before it returns. */
+void dcr_load_ctx_set_device(dcr_load_ctx_t *ctx, dcr_device_t *dev, dcr_device_stream_t *stream);
 /* Tracked mode: the activity bytes of the input (one per input element, in
  * the input view's layout). Borrowed for the next load call. */
 void dcr_load_ctx_set_input_active(dcr_load_ctx_t *ctx, const dcr_view_t *active);

@@ -180,6 +180,100 @@ static suite_region_case_t suite_region(size_t shape, int flip)
     return c;
 }
 
+/* ---- convert ---- */
+
+/* Inputs of a conversion from dt: every pattern of a 1- or 2-byte dtype;
+ * for FP32 every exponent with mantissas at the narrowing targets' rounding
+ * edges (ties, one below and above, the carry into the exponent), both
+ * signs, NaN payloads, then random words. malloc'd; *n_p words. */
+static void *suite_convert_inputs(dcr_rng_t *rng, dcr_dtype_t dt, size_t *n_p)
+{
+    size_t es = dcr_dtype_size(dt), n = es == 1 ? 256 : es == 2 ? 65536 : 1 << 18;
+    char *buf = malloc(n * es);
+    if (es < 4) {
+        for (size_t i = 0; i < n; i++) dcr_dtype_store_bits(dt, buf + i * es, i);
+        *n_p = n;
+        return buf;
+    }
+    static const uint32_t mants[] = {0,      1,        0x7FFF,   0x8000,   0x8001,   0x18000,
+                                     0xFFFF, 0xFFFFF,  0x100000, 0x0FFF,   0x1000,   0x1001,
+                                     0x3000, 0x7FFFFF, 0x7FF000, 0x7FE000, 0x400000, 0x400001};
+    size_t k = 0;
+    for (uint32_t e = 0; e < 256; e++)
+        for (size_t m = 0; m < sizeof mants / sizeof mants[0]; m++)
+            for (uint32_t sign = 0; sign < 2; sign++)
+                dcr_dtype_store_bits(dt, buf + 4 * k++, (sign << 31) | (e << 23) | mants[m]);
+    for (; k < n; k++) dcr_dtype_store_bits(dt, buf + 4 * k, (uint32_t)dcr_rng_u64(rng));
+    *n_p = n;
+    return buf;
+}
+
+/* A conversion of a region on the device under test (or the harness):
+ * dst (to) from src (from), NaN events added to events[2]. */
+typedef void (*suite_convert_fn)(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                 const char *src, size_t elems, dcr_device_region_t r,
+                                 int64_t origin, uint32_t events[2]);
+
+/* Every dtype pair, every input, through a flat region and one whose
+ * destination runs backwards along its rows, against dcr_convert word for
+ * word and an event count from dcr_dtype_bits_isnan. */
+static void suite_convert(uint64_t salt, suite_convert_fn fn, void *arg)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ salt);
+    for (size_t a = 0; a < SUITE_NDTYPES; a++) {
+        dcr_dtype_t from = suite_dtypes[a];
+        size_t n;
+        char *src = suite_convert_inputs(&rng, from, &n);
+        for (size_t b = 0; b < SUITE_NDTYPES; b++) {
+            dcr_dtype_t to = suite_dtypes[b];
+            size_t ts = dcr_dtype_size(to), fs = dcr_dtype_size(from);
+            char *want = malloc(n * ts), *got = malloc(n * ts);
+            uint32_t want_ev[2] = {0, 0};
+            for (size_t i = 0; i < n; i++) {
+                dcr_convert(want + i * ts, to, src + i * fs, from, 1);
+                int x = dcr_dtype_bits_isnan(from, dcr_dtype_load_bits(from, src + i * fs));
+                int y = dcr_dtype_bits_isnan(to, dcr_dtype_load_bits(to, want + i * ts));
+                want_ev[0] += !x && y;
+                want_ev[1] += x && !y;
+            }
+            for (int flip = 0; flip < 2; flip++) {
+                /* n = 256 rows of n / 256 columns. */
+                int64_t cols = (int64_t)n / 256;
+                dcr_device_region_t r = {256, cols, cols, 1, cols, 1, 0, 0};
+                int64_t origin = 0;
+                if (flip) {
+                    r.dst_col = -1;
+                    origin = cols - 1;
+                }
+                uint32_t ev[2] = {0, 0};
+                memset(got, 0xA5, n * ts);
+                fn(arg, to, from, got, src, n, r, origin, ev);
+                for (int64_t i = 0; i < (int64_t)n; i++) {
+                    int64_t row = i / cols, col = i % cols;
+                    int64_t at = origin + row * r.dst_row + col * r.dst_col;
+                    uint64_t g = dcr_dtype_load_bits(to, got + at * (int64_t)ts);
+                    uint64_t w = dcr_dtype_load_bits(to, want + i * (int64_t)ts);
+                    if (g != w)
+                        fail_msg(
+                            "convert %s -> %s flip %d: element %lld (0x%llx) gives 0x%llx, "
+                            "dcr_convert 0x%llx",
+                            dcr_dtype_name(from), dcr_dtype_name(to), flip, (long long)i,
+                            (unsigned long long)dcr_dtype_load_bits(from, src + i * (int64_t)fs),
+                            (unsigned long long)g, (unsigned long long)w);
+                }
+                assert_int_equal(ev[0], want_ev[0]);
+                assert_int_equal(ev[1], want_ev[1]);
+            }
+            /* The conversions that can make NaNs from numbers do here. */
+            if (to == DCR_DTYPE_FP8_E4M3 && from != to) assert_true(want_ev[0] > 0);
+            free(want);
+            free(got);
+        }
+        free(src);
+    }
+}
+
 /* Whether every word of buf[0..n) is w. */
 static bool suite_all_words(dcr_dtype_t dt, const void *buf, size_t n, uint64_t w)
 {
@@ -205,6 +299,38 @@ static void suite_down(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const
 {
     assert_int_equal(dcr_device_copy(d, s, dst, src, bytes, DCR_DEVICE_D2H), DCR_OK);
     assert_int_equal(dcr_device_sync(d, s), DCR_OK);
+}
+
+typedef struct suite_convert_dev {
+    dcr_device_t *d;
+    dcr_device_stream_t *s;
+} suite_convert_dev_t;
+
+static void suite_convert_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                    const char *src, size_t elems, dcr_device_region_t r,
+                                    int64_t origin, uint32_t events[2])
+{
+    suite_convert_dev_t *c = arg;
+    size_t ts = dcr_dtype_size(to);
+    void *dsrc = suite_up(c->d, c->s, src, elems * dcr_dtype_size(from));
+    void *ddst = suite_up(c->d, c->s, dst, elems * ts);
+    uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
+    assert_int_equal(dcr_device_convert(c->d, c->s, (char *)ddst + origin * (int64_t)ts, to, dsrc,
+                                        from, &r, dev),
+                     DCR_OK);
+    suite_down(c->d, c->s, dst, ddst, elems * ts);
+    suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));
+    dcr_device_free(c->d, dsrc);
+    dcr_device_free(c->d, ddst);
+    dcr_device_free(c->d, dev);
+}
+
+static void conf_convert(dcr_device_t *d)
+{
+    suite_convert_dev_t c = {d, NULL};
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &c.s), DCR_OK);
+    suite_convert(0xC0, suite_convert_on_device, &c);
+    dcr_device_stream_destroy(d, c.s);
 }
 
 /* Memory: buffers start zeroed, copies round-trip in every direction,

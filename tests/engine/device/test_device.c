@@ -268,6 +268,26 @@ static void test_cpu_combine_regions(void **state)
     conf_combine_regions(*state);
 }
 
+/* The convert kernel under the harness, every dtype pair. */
+static void convert_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                               const char *src, size_t elems, dcr_device_region_t r, int64_t origin,
+                               uint32_t events[2])
+{
+    (void)arg;
+    (void)elems;
+    harness_convert(dst + origin * (int64_t)dcr_dtype_size(to), (int)to, src, (int)from, r, events);
+}
+
+static void test_harness_convert(void **state)
+{
+    suite_convert(0xC7, convert_on_harness, NULL);
+}
+
+static void test_cpu_convert(void **state)
+{
+    conf_convert(*state);
+}
+
 static void test_cpu_errors(void **state)
 {
     conf_errors(*state);
@@ -286,10 +306,12 @@ int main(void)
         cmocka_unit_test(test_harness_detect_each_position),
         cmocka_unit_test(test_harness_apply),
         cmocka_unit_test(test_harness_combine_regions),
+        cmocka_unit_test(test_harness_convert),
         cmocka_unit_test_setup_teardown(test_cpu_memory, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_detect, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_apply, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_combine_regions, open_cpu, close_dev),
+        cmocka_unit_test_setup_teardown(test_cpu_convert, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_errors, open_cpu, close_dev),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
