@@ -95,7 +95,7 @@ static dcr_status_t dcr__device_create(dcr_receiver_t *r, const dcr_device_ops_t
     const char *name = r->cfg.device ? r->cfg.device : "cpu";
     DCR_CHECK(ops ? ops->open(0, &r->dev) : dcr_device_open(name, &r->dev));
     r->host = dcr_device_backend(r->dev)->props.host_addressable;
-    DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, 0, &r->stream));
+    DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, r->cfg.id, &r->stream));
     if (r->host || r->cfg.shape_only) return DCR_OK;
     size_t bytes = dcr_params_arena_bytes(r->params);
     DCR_CHECK(dcr_device_alloc(r->dev, bytes ? bytes : DCR_PARAMS_ALIGN, &r->arena));
