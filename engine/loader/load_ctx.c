@@ -499,10 +499,11 @@ static void dcr__cast_watch(int64_t i, void *elem, void *arg)
     dcr__nan_event(w->ctx, w->in_dtype, elem, w->out->dtype, w->out_base + (size_t)i * w->out_size);
 }
 
-/* The cast on the device: one convert per region, counting the NaN
- * events when watched, and the activity map carried. */
-static dcr_status_t dcr__device_cast(dcr_load_ctx_t *ctx, const dcr_view_t *out,
-                                     const dcr_view_t *v)
+/* A cast or map on the device: one convert per region (transform
+ * DCR_DK_T_*), counting the NaN events when watched, and the activity map
+ * carried. */
+static dcr_status_t dcr__device_convert(dcr_load_ctx_t *ctx, const dcr_view_t *out,
+                                        const dcr_view_t *v, int transform)
 {
     uint32_t *events = NULL;
     if (ctx->mode.watch_nan) {
@@ -511,7 +512,7 @@ static dcr_status_t dcr__device_cast(dcr_load_ctx_t *ctx, const dcr_view_t *out,
         events = ctx->nan_dev;
         ctx->nan_pending = true;
     }
-    DCR_CHECK(dcr_device_convert_views(ctx->dev, ctx->stream, out, v, events));
+    DCR_CHECK(dcr_device_convert_views(ctx->dev, ctx->stream, out, v, transform, events));
     return dcr__active_copy(ctx, out, v);
 }
 
@@ -533,7 +534,7 @@ dcr_status_t dcr_load_cast(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t
     dcr__origin_start(t, "cast %s->%s", dcr_dtype_name(v->dtype), dcr_dtype_name(to));
     dcr__origin_derive(ctx, v, DCR_LOAD_OP_CAST, &t->origin);
     if (dcr__on_device(ctx)) {
-        DCR_CHECK(dcr__device_cast(ctx, &out, v));
+        DCR_CHECK(dcr__device_convert(ctx, &out, v, DCR_DK_T_NONE));
     } else if (!ctx->mode.probe) {
         DCR_CHECK(dcr_view_copy(&out, v));
         DCR_CHECK(dcr__active_copy(ctx, &out, v));
@@ -568,6 +569,46 @@ dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t 
         dcr_view_foreach(v, dcr__map_elem, &w);
         DCR_CHECK(dcr__active_copy(ctx, &out, v));
     }
+    *out_p = out;
+    return DCR_OK;
+}
+
+_Static_assert(DCR_LOAD_NEG == DCR_DK_T_NEG && DCR_LOAD_NEG_EXP == DCR_DK_T_NEG_EXP,
+               "dcr_load_transform_t mirrors the kernels' transform codes");
+
+static const char *const dcr__transform_names[DCR_DK_TRANSFORMS] = {"identity", "neg", "neg_exp"};
+
+/* A transform of the closed set as a host map function. */
+static float dcr__transform_fn(float x, void *arg)
+{
+    return dcr_dk_f32(dcr_dk_transform(*(const int *)arg, dcr_dk_bits(x)));
+}
+
+dcr_status_t dcr_load_map_op(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
+                             dcr_load_transform_t op, dcr_view_t *out_p)
+{
+    DCR_CHECK(dcr__need_call(ctx, "map"));
+    if (op != DCR_LOAD_NEG && op != DCR_LOAD_NEG_EXP)
+        return dcr_error_set(DCR_EINVAL, "load %s: map of unknown transform %d", ctx->name,
+                             (int)op);
+    int code = (int)op;
+    const char *what = dcr__transform_names[code];
+    /* On the host (and in the probe) it is a map whose function is the
+     * kernels' own transform, so both places give the same bits. */
+    if (!dcr__on_device(ctx))
+        return dcr_load_map(ctx, v, to, dcr__transform_fn, &code, what, out_p);
+    DCR_CHECK(dcr__bounds(ctx, "map", v));
+    if ((unsigned)to >= DCR_DTYPE_COUNT)
+        return dcr_error_set(DCR_EINVAL, "load %s: map to invalid dtype %d", ctx->name, (int)to);
+    DCR_CHECK(dcr__device_compute(ctx, "map", v));
+    dcr__temp_t *t;
+    dcr_view_t out;
+    DCR_CHECK(dcr__temp_new(ctx, to, v->ndim, v->shape, &t, &out));
+    dcr__origin_start(t, "map %s%s", what, "");
+    dcr__origin_derive(ctx, v, DCR_LOAD_OP_MAP, &t->origin);
+    if (!isnan(dcr__transform_fn(NAN, &code)) || !isnan(dcr__transform_fn(-NAN, &code)))
+        t->origin.nan_safe = false;
+    DCR_CHECK(dcr__device_convert(ctx, &out, v, code));
     *out_p = out;
     return DCR_OK;
 }

@@ -4,9 +4,10 @@
  * address (dcr_bench_config_t.device): the far test device
  * (tests/engine/device/far_device.h, host memory at non-canonical addresses,
  * so any host access of resident storage, scratch, trackers or loader
- * temporaries faults) stands in for cuda. The default bench workload, and
- * the FP32-norms serving variant (whose loader casts on the device), must
- * be bit-exact against the CPU path: every receiver equals its dense refit
+ * temporaries faults) stands in for cuda. The default bench workload, the
+ * FP32-norms serving variant (whose loader casts on the device) and
+ * Nemotron-H (casts and -exp maps on the device) must be bit-exact against
+ * the CPU path: every receiver equals its dense refit
  * on the CPU path after every timed refit (the bench's own verification),
  * and every receiver's per-parameter digests after every timed refit equal
  * those of the same run (same seed) with device cpu. Requests through the
@@ -121,6 +122,18 @@ static void test_fp32_norms_casts(void **state)
     far_against_cpu(&c);
 }
 
+/* Nemotron-H: its Mamba A = -exp(A_log) (map of the closed set) and FP32
+ * router casts run on the device. */
+static void test_nemotron_maps(void **state)
+{
+    (void)state;
+    dcr_bench_config_t c = short_run();
+    c.scenario.model = "nemotron-3-nano-30b-a3b";
+    c.scenario.scale = 64;
+    c.scenario.layers = 6;
+    far_against_cpu(&c);
+}
+
 static void test_missing_device(void **state)
 {
     (void)state;
@@ -142,6 +155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_default_workload),
         cmocka_unit_test(test_fp32_norms_casts),
+        cmocka_unit_test(test_nemotron_maps),
         cmocka_unit_test(test_missing_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

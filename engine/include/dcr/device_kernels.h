@@ -6,9 +6,9 @@
  * GPU: the CUDA file adds only the launch, the barriers and the warp vote.
  *
  * Everything here is plain C that also compiles as CUDA C++: no allocation,
- * no library calls, fixed-width words. Element sizes are 1, 2 or 4 bytes
- * (FP8, BF16/FP16, FP32) and values are handled as stored bit patterns, so
- * -0.0 and +0.0 differ and NaN payloads count, like the CPU path.
+ * no library calls but fmaf and rintf (exact on both sides), fixed-width words. Element sizes are
+ * 1, 2 or 4 bytes (FP8, BF16/FP16, FP32) and values are handled as stored bit patterns, so -0.0 and
+ * +0.0 differ and NaN payloads count, like the CPU path.
  *
  * Launch configuration (both sides use these constants):
  *  - detect: blocks of DCR_DK_BLOCK threads, block b covers elements
@@ -24,6 +24,7 @@
 #ifndef DCR_DEVICE_KERNELS_H
 #define DCR_DEVICE_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -462,21 +463,84 @@ DCR_DK_FN uint32_t dcr_dk_from_f32(int dtype, uint32_t bits)
     return 0;
 }
 
+/* ---- elementwise transforms (the loader's map on a device) ----
+ *
+ * A closed set, each computed in FP32 the same way on the host and on the
+ * device: only IEEE operations that round once (multiply, fmaf, rintf,
+ * add) and integer bit work, so nvcc's and the host compiler's code give
+ * the same bits (no libm call, whose last bit differs between glibc and
+ * CUDA, and nothing a compiler may contract). The values are those of
+ * dcr_load_transform_t (dcr/loader.h). */
+#define DCR_DK_T_NONE     0 /* y = x */
+#define DCR_DK_T_NEG      1 /* y = -x */
+#define DCR_DK_T_NEG_EXP  2 /* y = -exp(x) (Mamba's A = -exp(A_log)) */
+#define DCR_DK_TRANSFORMS 3
+
+DCR_DK_FN float dcr_dk_f32(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+DCR_DK_FN uint32_t dcr_dk_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+/* exp(x) in FP32 within 2 ulp (Cephes' polynomial on [-ln2/2, ln2/2],
+ * Cody-Waite reduction with fmaf, scaling by exact powers of two). NaN in,
+ * the same NaN out (quieted). */
+DCR_DK_FN uint32_t dcr_dk_exp_bits(uint32_t xb)
+{
+    if ((xb & ~DCR_DK_F32_SIGN) > DCR_DK_F32_EXP) return xb | DCR_DK_F32_QUIET;
+    float x = dcr_dk_f32(xb);
+    if (x > 88.72283935546875f) return DCR_DK_F32_EXP; /* +inf (and exp(+inf)) */
+    if (x < -104.0f) return 0;                         /* below half the least subnormal */
+    float k = rintf(x * 1.44269502162933349609375f);
+    float r = fmaf(k, -0.693145751953125f, x);
+    r = fmaf(k, -1.428606765330187045e-06f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    /* y * 2^k, k in [-150, 128], as two multiplications by normal powers. */
+    int ki = (int)k, k1 = ki / 2, k2 = ki - k1;
+    y = y * dcr_dk_f32((uint32_t)(k1 + 127) << 23);
+    return dcr_dk_bits(y * dcr_dk_f32((uint32_t)(k2 + 127) << 23));
+}
+
+/* A transform of FP32 bits. */
+DCR_DK_FN uint32_t dcr_dk_transform(int op, uint32_t xb)
+{
+    if (op == DCR_DK_T_NEG) return xb ^ DCR_DK_F32_SIGN;
+    if (op == DCR_DK_T_NEG_EXP) return dcr_dk_exp_bits(xb) ^ DCR_DK_F32_SIGN;
+    return xb;
+}
+
 /* What a conversion did to the NaN placeholder rule: created a NaN from a
  * number, lost one (a NaN became a number), or neither. */
 #define DCR_DK_NAN_NONE    0
 #define DCR_DK_NAN_CREATED 1
 #define DCR_DK_NAN_LOST    2
 
-/* Element i (row-major over the region) of dst (dtype to) = src (dtype
- * from) converted; returns its NaN event. Same dtypes copy bits. */
+/* Element i (row-major over the region) of dst (dtype to) = transform op
+ * of src (dtype from) converted; returns its NaN event. Same dtypes
+ * without a transform copy bits. */
 DCR_DK_FN int dcr_dk_convert(void *dst, int to, const void *src, int from, dcr_device_region_t r,
-                             size_t i)
+                             int op, size_t i)
 {
     if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return DCR_DK_NAN_NONE;
     int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
     uint32_t s = dcr_dk_load(src, row * r.src_row + col * r.src_col, dcr_dk_dtype_size(from));
-    uint32_t d = to == from ? s : dcr_dk_from_f32(to, dcr_dk_to_f32(from, s));
+    uint32_t d = to == from && op == DCR_DK_T_NONE
+                     ? s
+                     : dcr_dk_from_f32(to, dcr_dk_transform(op, dcr_dk_to_f32(from, s)));
     dcr_dk_store(dst, row * r.dst_row + col * r.dst_col, dcr_dk_dtype_size(to), d);
     int a = dcr_dk_isnan(from, s), b = dcr_dk_isnan(to, d);
     return !a && b ? DCR_DK_NAN_CREATED : a && !b ? DCR_DK_NAN_LOST : DCR_DK_NAN_NONE;

@@ -182,10 +182,11 @@ typedef struct dcr_load_mode {
      * (dcr_load_ctx_set_device): temporaries and their activity maps are
      * device buffers, a cast is the device's convert (bit for bit
      * dcr_convert, the NaN watch counted by it), cat and the activity maps
-     * are ASSIGN combines; their sources must be device buffers (the
-     * input, temporaries, resident parameters). map and blockwise take
+     * are ASSIGN combines, dcr_load_map_op the device's convert with its
+     * transform; their sources must be device buffers (the input,
+     * temporaries, resident parameters). dcr_load_map and blockwise take
      * host functions and refuse with DCR_EUNSUPPORTED naming the tensor and
-     * the op instead of reading device memory, as do cast and cat with no
+     * the op instead of reading device memory, as do the others with no
      * device set or from foreign storage. */
     bool device;
 } dcr_load_mode_t;
@@ -246,6 +247,19 @@ dcr_status_t dcr_load_cat(dcr_load_ctx_t *ctx, size_t n, const dcr_view_t *vs, i
 typedef float (*dcr_load_map_fn)(float x, void *arg);
 dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
                           dcr_load_map_fn fn, void *arg, const char *what, dcr_view_t *out_p);
+/* The closed set of elementwise transforms that also run on a device
+ * (dcr/device_kernels.h computes each the same way on the host and on a
+ * GPU, so both give the same bits; a host dcr_load_map_fn cannot run on a
+ * GPU). */
+typedef enum dcr_load_transform {
+    DCR_LOAD_NEG = 1,     /* y = -x */
+    DCR_LOAD_NEG_EXP = 2, /* y = -exp(x), exp within 2 ulp of the exact value */
+} dcr_load_transform_t;
+/* dcr_load_map with a transform of the closed set (named "neg", "neg_exp"
+ * in origins): on the host a map, in device mode a kernel on the
+ * context's device. */
+dcr_status_t dcr_load_map_op(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
+                             dcr_load_transform_t op, dcr_view_t *out_p);
 /* Blockwise transform over consecutive blocks of `block` elements of the
  * row-major view (the last block may be shorter): fn(in, out, n, arg) in
  * FP32, e.g. quantization with a shared per-block scale. One input value can

@@ -301,6 +301,52 @@ static void suite_down(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const
     assert_int_equal(dcr_device_sync(d, s), DCR_OK);
 }
 
+/* The transforms of the closed set (DCR_DK_T_NEG, DCR_DK_T_NEG_EXP) from
+ * FP32 and BF16 inputs into FP32 and BF16, through the function under test
+ * (a device, or the harness), against the same per-element work run on the
+ * host: the host and device paths of dcr_load_map_op must give the same
+ * bits (the arithmetic itself is checked against exp in test_device.c). */
+typedef void (*suite_map_fn)(void *arg, dcr_dtype_t to, dcr_dtype_t from, int transform, char *dst,
+                             const char *src, size_t elems, uint32_t events[2]);
+
+static void suite_map(uint64_t salt, suite_map_fn fn, void *arg)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ salt);
+    static const dcr_dtype_t dts[] = {DCR_DTYPE_FP32, DCR_DTYPE_BF16};
+    for (int op = DCR_DK_T_NEG; op <= DCR_DK_T_NEG_EXP; op++)
+        for (size_t a = 0; a < 2; a++) {
+            size_t n;
+            char *src = suite_convert_inputs(&rng, dts[a], &n);
+            for (size_t b = 0; b < 2; b++) {
+                dcr_dtype_t to = dts[b], from = dts[a];
+                size_t ts = dcr_dtype_size(to);
+                char *want = malloc(n * ts), *got = malloc(n * ts);
+                dcr_device_region_t r = dcr_device_region_flat(n);
+                uint32_t want_ev[2] = {0, 0}, ev[2] = {0, 0};
+                for (size_t i = 0; i < n; i++) {
+                    int e = dcr_dk_convert(want, (int)to, src, (int)from, r, op, i);
+                    want_ev[0] += e == DCR_DK_NAN_CREATED;
+                    want_ev[1] += e == DCR_DK_NAN_LOST;
+                }
+                fn(arg, to, from, op, got, src, n, ev);
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t g = dcr_dtype_load_bits(to, got + i * ts);
+                    uint64_t w = dcr_dtype_load_bits(to, want + i * ts);
+                    if (g != w)
+                        fail_msg("transform %d %s -> %s: element %zu gives 0x%llx, the host 0x%llx",
+                                 op, dcr_dtype_name(from), dcr_dtype_name(to), i,
+                                 (unsigned long long)g, (unsigned long long)w);
+                }
+                assert_int_equal(ev[0], want_ev[0]);
+                assert_int_equal(ev[1], want_ev[1]);
+                free(want);
+                free(got);
+            }
+            free(src);
+        }
+}
+
 typedef struct suite_convert_dev {
     dcr_device_t *d;
     dcr_device_stream_t *s;
@@ -316,7 +362,25 @@ static void suite_convert_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from,
     void *ddst = suite_up(c->d, c->s, dst, elems * ts);
     uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
     assert_int_equal(dcr_device_convert(c->d, c->s, (char *)ddst + origin * (int64_t)ts, to, dsrc,
-                                        from, &r, dev),
+                                        from, &r, DCR_DK_T_NONE, dev),
+                     DCR_OK);
+    suite_down(c->d, c->s, dst, ddst, elems * ts);
+    suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));
+    dcr_device_free(c->d, dsrc);
+    dcr_device_free(c->d, ddst);
+    dcr_device_free(c->d, dev);
+}
+
+static void suite_map_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, int transform,
+                                char *dst, const char *src, size_t elems, uint32_t events[2])
+{
+    suite_convert_dev_t *c = arg;
+    size_t ts = dcr_dtype_size(to);
+    void *dsrc = suite_up(c->d, c->s, src, elems * dcr_dtype_size(from));
+    void *ddst = suite_up(c->d, c->s, NULL, elems * ts);
+    uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
+    dcr_device_region_t r = dcr_device_region_flat(elems);
+    assert_int_equal(dcr_device_convert(c->d, c->s, ddst, to, dsrc, from, &r, transform, dev),
                      DCR_OK);
     suite_down(c->d, c->s, dst, ddst, elems * ts);
     suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));
@@ -330,6 +394,7 @@ static void conf_convert(dcr_device_t *d)
     suite_convert_dev_t c = {d, NULL};
     assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &c.s), DCR_OK);
     suite_convert(0xC0, suite_convert_on_device, &c);
+    suite_map(0xC1, suite_map_on_device, &c);
     dcr_device_stream_destroy(d, c.s);
 }
 

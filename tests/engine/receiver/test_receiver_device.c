@@ -142,7 +142,7 @@ static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *nam
 static const dcr_loader_ops_t views_ops = {DCR_LOADER_OPS_VERSION, "cube.views", views_create,
                                            cube_destroy, views_load};
 
-/* ---- the cast loader: the cube's tensors through cast and cat ---- */
+/* ---- the cast loader: the cube's tensors through cast, cat and map_op ---- */
 
 static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
 {
@@ -172,9 +172,12 @@ static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name
 {
     dcr_view_t p, dst, src, a, b;
     if (strcmp(name, "u") == 0) {
-        /* cat of strided column blocks: FP32 [3, 8] rotated by 5 columns. */
+        /* cat of strided column blocks (FP32 [3, 8] rotated by 5 columns),
+         * then -exp of the closed set of maps (Mamba's A = -exp(A_log)):
+         * overflow to -inf, underflow to -0, NaN kept. */
         DCR_CHECK(dcr_load_param(ctx, "u", &p));
-        DCR_CHECK(rotate(ctx, w, 1, 5, &src));
+        DCR_CHECK(rotate(ctx, w, 1, 5, &a));
+        DCR_CHECK(dcr_load_map_op(ctx, &a, DCR_DTYPE_FP32, DCR_LOAD_NEG_EXP, &src));
         return dcr_load_copy(ctx, &p, &src);
     }
     if (strcmp(name, "m") == 0) {
@@ -461,12 +464,12 @@ static void test_far_refits(void **state)
     views_refits(NULL, true);
 }
 
-/* cast and cat on the device (the far table: any host access of a
+/* cast, cat and map_op on the device (the far table: any host access of a
  * temporary faults), every pass, against the CPU path's dense load: the
  * convert kernel bit for bit dcr_convert (-0.0, NaN payloads, subnormals,
- * bf16 numbers fp8 cannot hold), cat's ASSIGN combines, the activity maps
- * carried through both, and the NaN events of the placeholder pass counted
- * on the device. */
+ * bf16 numbers fp8 cannot hold), cat's ASSIGN combines, -exp, the activity
+ * maps carried through all three, and the NaN events of the placeholder
+ * pass counted on the device. */
 static void cast_refits(const char *device, bool far)
 {
     uint64_t seed = 0xCA5;
