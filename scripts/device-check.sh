@@ -18,7 +18,8 @@
 # paths: dense loads, sparse, full XOR, placeholder and tracked passes,
 # against the CPU path's dense load, and cast/cat paths on the GPU).
 # `dcr bench --device cuda` (the default workload, then the FP32-norms
-# variant whose loader casts on the GPU) must verify bit-exact against
+# variant whose loader casts on the GPU, then Nemotron-H, whose -exp maps
+# run there and must give the host's bits) must verify bit-exact against
 # dense refits on the CPU path after every timed refit and send the same
 # payload bytes per refit as `--device cpu` with the same seed; a CLI that
 # still refuses it (exit 2) is reported NOT WIRED.
@@ -185,6 +186,7 @@ if [ -x "$build/dcr" ]; then
     construct_same
     bench_same
     bench_same --fp32-norms
+    bench_same --model nemotron-3-nano-30b-a3b --scale 64 --layers 6
     probe "dcr calibrate --device cuda" calibrate --quick --device cuda --out "$build/calibrate-cuda.json"
 fi
 
