@@ -279,18 +279,23 @@ dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scr
 
 dcr_status_t dcr_device_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
                                 const void *src, dcr_dtype_t from,
-                                const dcr_device_region_t *region, int transform,
-                                uint32_t *nan_events)
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_device_op_t op, int transform, uint32_t *nan_events)
 {
     DCR_CHECK(dcr__need(d, "convert",
                         s != NULL && region != NULL && (unsigned)to < DCR_DTYPE_COUNT &&
                             (unsigned)from < DCR_DTYPE_COUNT &&
                             (unsigned)transform < DCR_DK_TRANSFORMS,
                         "a stream, a region, known dtypes and a known transform"));
+    DCR_CHECK(dcr__need(d, "convert", op == DCR_DEVICE_ASSIGN || op == DCR_DEVICE_OVERWRITE,
+                        "op ASSIGN or OVERWRITE"));
+    DCR_CHECK(dcr__need(d, "convert", op == DCR_DEVICE_OVERWRITE || active == NULL,
+                        "no activity map with ASSIGN"));
     DCR_CHECK(dcr__need(d, "convert", region->rows >= 0 && region->cols >= 0,
                         "a region of non-negative extents"));
     if (region->rows == 0 || region->cols == 0) return DCR_OK;
     DCR_CHECK(dcr__need(d, "convert", dst && src, "buffers for a non-empty region"));
-    DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY,
-                      d->ops->convert(d, s, dst, to, src, from, region, transform, nan_events));
+    DCR__DEVICE_RANGE(
+        s, DCR_STAGE_APPLY,
+        d->ops->convert(d, s, dst, to, src, from, region, active, op, transform, nan_events));
 }

@@ -196,15 +196,16 @@ static dcr_status_t dcr__cpu_reset(dcr_device_t *d, dcr_device_stream_t *s, void
 
 static dcr_status_t dcr__cpu_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
                                      dcr_dtype_t to, const void *src, dcr_dtype_t from,
-                                     const dcr_device_region_t *region, int transform,
-                                     uint32_t *nan_events)
+                                     const dcr_device_region_t *region, const uint8_t *active,
+                                     dcr_device_op_t op, int transform, uint32_t *nan_events)
 {
     /* The kernel's per-element work; casts are loader temporaries, not the
      * refit's hot path, so no row specialisation. */
     size_t n = (size_t)(region->rows * region->cols);
     uint32_t created = 0, lost = 0;
     for (size_t i = 0; i < n; i++) {
-        int ev = dcr_dk_convert(dst, (int)to, src, (int)from, *region, transform, i);
+        int ev =
+            dcr_dk_convert(dst, (int)to, src, (int)from, *region, active, (int)op, transform, i);
         created += ev == DCR_DK_NAN_CREATED;
         lost += ev == DCR_DK_NAN_LOST;
     }

@@ -111,6 +111,7 @@ typedef struct dcr__convert_arg {
     dcr_device_t *d;
     dcr_device_stream_t *s;
     dcr_dtype_t to, from;
+    dcr_device_op_t op;
     int transform;
     uint32_t *nan_events;
 } dcr__convert_arg_t;
@@ -118,17 +119,17 @@ typedef struct dcr__convert_arg {
 static dcr_status_t dcr__convert_region(const dcr_device_region_t *reg, char *dst, const char *src,
                                         const uint8_t *act, int64_t j, void *arg)
 {
-    (void)act;
     (void)j;
     const dcr__convert_arg_t *c = arg;
-    return dcr_device_convert(c->d, c->s, dst, c->to, src, c->from, reg, c->transform,
+    return dcr_device_convert(c->d, c->s, dst, c->to, src, c->from, reg, act, c->op, c->transform,
                               c->nan_events);
 }
 
 dcr_status_t dcr_device_convert_views(dcr_device_t *d, dcr_device_stream_t *s,
-                                      const dcr_view_t *dst, const dcr_view_t *src, int transform,
+                                      const dcr_view_t *dst, const dcr_view_t *src,
+                                      const dcr_view_t *act, dcr_device_op_t op, int transform,
                                       uint32_t *nan_events)
 {
-    dcr__convert_arg_t c = {d, s, dst->dtype, src->dtype, transform, nan_events};
-    return dcr__regions(dst, src, NULL, dcr__convert_region, &c);
+    dcr__convert_arg_t c = {d, s, dst->dtype, src->dtype, op, transform, nan_events};
+    return dcr__regions(dst, src, act, dcr__convert_region, &c);
 }

@@ -512,7 +512,8 @@ static dcr_status_t dcr__device_convert(dcr_load_ctx_t *ctx, const dcr_view_t *o
         events = ctx->nan_dev;
         ctx->nan_pending = true;
     }
-    DCR_CHECK(dcr_device_convert_views(ctx->dev, ctx->stream, out, v, transform, events));
+    DCR_CHECK(dcr_device_convert_views(ctx->dev, ctx->stream, out, v, NULL, DCR_DEVICE_ASSIGN,
+                                       transform, events));
     return dcr__active_copy(ctx, out, v);
 }
 

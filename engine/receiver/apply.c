@@ -252,9 +252,10 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
                                         const dcr__inv_t *v, size_t k, size_t end,
                                         dcr_device_op_t op)
 {
-    size_t es = dcr_dtype_size(r->cur_dtype);
+    dcr_dtype_t cd = r->cur_dtype, dd = w->dst.dtype;
+    size_t es = dcr_dtype_size(cd), ds = dcr_dtype_size(dd);
     char *base = w->dst.storage->data;
-    if (v->nd == 1 && v->sstride[0] == 1 && v->dstride[0] == 1) {
+    if (cd == dd && v->nd == 1 && v->sstride[0] == 1 && v->dstride[0] == 1) {
         /* Record index i lands at element i + shift of the destination. */
         int64_t shift = w->dst.offset - w->src.offset;
         return dcr_device_scatter(r->dev, r->stream, base + shift * (int64_t)es, es,
@@ -270,15 +271,17 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
         int64_t at = dcr__inv_map(v, r->cur_idx[k] - w->src.offset, w->dst.offset);
         if (at < 0) continue;
         r->map_idx[m] = at;
-        memcpy(r->map_val + m * es, r->cur_val + k * es, es);
+        /* A converting copy_ (overwrite only): the record's value as copy_
+         * converts it, on the host where the records are. */
+        dcr_convert(r->map_val + m * ds, dd, r->cur_val + k * es, cd, 1);
         m++;
     }
     if (r->host)
-        return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
+        return dcr_device_scatter(r->dev, r->stream, base, ds, r->map_idx, r->map_val, m, op);
     DCR_CHECK(
         dcr__device_up(r, &r->up_map_idx, &r->up_map_idx_cap, r->map_idx, m * sizeof(*r->map_idx)));
-    DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * es));
-    return dcr_device_scatter(r->dev, r->stream, base, es, r->up_map_idx, r->up_map_val, m, op);
+    DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * ds));
+    return dcr_device_scatter(r->dev, r->stream, base, ds, r->up_map_idx, r->up_map_val, m, op);
 }
 
 static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
@@ -294,10 +297,14 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
     bool xor = r->cur_enc == DCR_ENCODING_XOR;
     if (cd == dd && !r->cur_plan->overlap)
         return dcr__sparse_scatter(r, w, &inv, k, end, xor? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE);
-    /* Converting copies and overlapping writes take the checked general path. */
+    /* On a device, converting overwrites scatter converted words. */
+    if (!r->host && !xor&&!r->cur_plan->overlap)
+        return dcr__sparse_scatter(r, w, &inv, k, end, DCR_DEVICE_OVERWRITE);
+    /* On the host, converting copies and overlapping writes take the
+     * checked general path. */
     if (!r->host)
-        return dcr__device_unsupported(r, r->cur_name,
-                                       cd != dd ? "a converting copy_" : "overlapping copies");
+        return dcr__device_unsupported(
+            r, r->cur_name, r->cur_plan->overlap ? "overlapping copies" : "a converting XOR copy_");
     char *dbase = w->dst.storage->data;
     for (; k < end; k++) {
         int64_t at = dcr__inv_map(&inv, r->cur_idx[k] - w->src.offset, w->dst.offset);
@@ -446,20 +453,22 @@ static dcr_status_t dcr__first_copy(dcr_receiver_t *r, const dcr_load_write_t *w
 }
 
 /* The overwrite passes on a device the host cannot address, without a mask
- * on the host: the placeholder pass is combine's own NaN rule, the tracked
- * pass reads the activity map the load context carried (laid out like the
- * source; none means nothing of this copy is active). Same-dtype copies of
- * one destination each, without overlap: others stay on the host path. */
+ * on the host: the placeholder pass is combine's (or, for a converting
+ * copy_, convert's) own NaN rule on the source word, the tracked pass reads
+ * the activity map the load context carried (laid out like the source; none
+ * means nothing of this copy is active). Copies of one destination each,
+ * without overlap: others stay on the host path. */
 static dcr_status_t dcr__overwrite_device(dcr_receiver_t *r, const dcr_load_write_t *w)
 {
     bool first;
-    if (w->src.dtype != w->dst.dtype || r->cur_plan->overlap)
-        return dcr__device_unsupported(
-            r, r->cur_name, r->cur_plan->overlap ? "overlapping copies" : "a converting copy_");
+    if (r->cur_plan->overlap) return dcr__device_unsupported(r, r->cur_name, "overlapping copies");
     DCR_CHECK(dcr__first_copy(r, w, &first));
     if (!first) return dcr__device_unsupported(r, r->cur_name, "a second copy_ into one view");
     if (r->cur_mode == DCR__FULL_TRACKED && w->src_active == NULL) return DCR_OK;
     const dcr_view_t *act = r->cur_mode == DCR__FULL_TRACKED ? w->src_active : NULL;
+    if (w->src.dtype != w->dst.dtype)
+        return dcr_device_convert_views(r->dev, r->stream, &w->dst, &w->src, act,
+                                        DCR_DEVICE_OVERWRITE, DCR_DK_T_NONE, NULL);
     return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, NULL, act,
                                     DCR_DEVICE_OVERWRITE);
 }

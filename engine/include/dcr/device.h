@@ -174,11 +174,15 @@ typedef struct dcr_device_ops {
      * (same dtypes without a transform copy bits). nan_events is NULL or a
      * device buffer of two 32-bit counters the operation adds to: elements
      * that became NaN from a number, and NaNs that became numbers (the
-     * NaN-placeholder watch of dcr/loader.h). region is host memory, read
-     * before the call returns. */
+     * NaN-placeholder watch of dcr/loader.h). op ASSIGN writes every
+     * element; OVERWRITE (converting copies of the overwrite passes) only
+     * where the element's byte of active is set (placed like combine's) or,
+     * with active NULL, where the source word is not a NaN of from. region
+     * is host memory, read before the call returns. */
     dcr_status_t (*convert)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
                             const void *src, dcr_dtype_t from, const dcr_device_region_t *region,
-                            int transform, uint32_t *nan_events);
+                            const uint8_t *active, dcr_device_op_t op, int transform,
+                            uint32_t *nan_events);
 } dcr_device_ops_t;
 
 /* An ordered queue of operations on one device, tagged with the actor it
@@ -233,7 +237,7 @@ static inline dcr_device_region_t dcr_device_region_flat(size_t n)
  * NULL buffers with a non-zero count, element sizes other than 1, 2, 4, and
  * n above UINT32_MAX for detect (indices are 32-bit, as in chunks), a
  * region with negative extents or an unknown dtype or transform (combine,
- * convert), active with XOR or ASSIGN,
+ * convert), active with XOR or ASSIGN, XOR passed to convert,
  * or ASSIGN passed to scatter. A zero count returns DCR_OK without calling the backend. free,
  * host_free and stream_destroy accept NULL. */
 dcr_status_t dcr_device_alloc(dcr_device_t *d, size_t bytes, void **out_p);
@@ -267,8 +271,8 @@ dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scr
                               const int64_t *idx, size_t count, uint32_t base_word);
 dcr_status_t dcr_device_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
                                 const void *src, dcr_dtype_t from,
-                                const dcr_device_region_t *region, int transform,
-                                uint32_t *nan_events);
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_device_op_t op, int transform, uint32_t *nan_events);
 
 #ifdef __cplusplus
 }

@@ -531,13 +531,20 @@ DCR_DK_FN uint32_t dcr_dk_transform(int op, uint32_t xb)
 
 /* Element i (row-major over the region) of dst (dtype to) = transform op
  * of src (dtype from) converted; returns its NaN event. Same dtypes
- * without a transform copy bits. */
+ * without a transform copy bits. mode DCR_DK_ASSIGN writes every element;
+ * DCR_DK_OVERWRITE (a converting copy in an overwrite pass) only where the
+ * element's activity byte is set (active, placed by the region's act
+ * strides) or, without one, where the source word is not a NaN of from
+ * (the placeholder rule, on the source like the host's mask). */
 DCR_DK_FN int dcr_dk_convert(void *dst, int to, const void *src, int from, dcr_device_region_t r,
-                             int op, size_t i)
+                             const uint8_t *active, int mode, int op, size_t i)
 {
     if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return DCR_DK_NAN_NONE;
     int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
     uint32_t s = dcr_dk_load(src, row * r.src_row + col * r.src_col, dcr_dk_dtype_size(from));
+    if (mode == DCR_DK_OVERWRITE &&
+        !(active ? active[dcr_dk_act_at(r, row, col)] != 0 : !dcr_dk_isnan(from, s)))
+        return DCR_DK_NAN_NONE;
     uint32_t d = to == from && op == DCR_DK_T_NONE
                      ? s
                      : dcr_dk_from_f32(to, dcr_dk_transform(op, dcr_dk_to_f32(from, s)));

@@ -40,10 +40,12 @@ dcr_status_t dcr_device_combine_views(dcr_device_t *d, dcr_device_stream_t *s,
 
 /* dcr_device_convert over every region of the copy dst <- src: transform
  * (DCR_DK_T_*) of src, in dst's dtype from src's, bit for bit like
- * dcr_convert; NaN events added to nan_events (NULL, or a device buffer of
- * two counters). */
+ * dcr_convert, everywhere (ASSIGN) or where act (laid out like src) is set,
+ * or without act where the source is not NaN (OVERWRITE); NaN events added
+ * to nan_events (NULL, or a device buffer of two counters). */
 dcr_status_t dcr_device_convert_views(dcr_device_t *d, dcr_device_stream_t *s,
-                                      const dcr_view_t *dst, const dcr_view_t *src, int transform,
+                                      const dcr_view_t *dst, const dcr_view_t *src,
+                                      const dcr_view_t *act, dcr_device_op_t op, int transform,
                                       uint32_t *nan_events);
 
 #ifdef __cplusplus

@@ -143,11 +143,12 @@ static inline void harness_combine(void *dst, const void *src, int dtype, dcr_de
 /* dcr__k_convert: each thread's NaN event added to the counters (the
  * kernel's atomics). */
 static inline void harness_convert(void *dst, int to, const void *src, int from,
-                                   dcr_device_region_t r, int transform, uint32_t *nan_events)
+                                   dcr_device_region_t r, const uint8_t *active, int mode,
+                                   int transform, uint32_t *nan_events)
 {
     size_t n = (size_t)(r.rows * r.cols);
     HARNESS_ELEMENTWISE(n, i, {
-        int ev = dcr_dk_convert(dst, to, src, from, r, transform, i);
+        int ev = dcr_dk_convert(dst, to, src, from, r, active, mode, transform, i);
         if (nan_events && ev == DCR_DK_NAN_CREATED) nan_events[0]++;
         if (nan_events && ev == DCR_DK_NAN_LOST) nan_events[1]++;
     });

@@ -325,7 +325,8 @@ static void suite_map(uint64_t salt, suite_map_fn fn, void *arg)
                 dcr_device_region_t r = dcr_device_region_flat(n);
                 uint32_t want_ev[2] = {0, 0}, ev[2] = {0, 0};
                 for (size_t i = 0; i < n; i++) {
-                    int e = dcr_dk_convert(want, (int)to, src, (int)from, r, op, i);
+                    int e = dcr_dk_convert(want, (int)to, src, (int)from, r, NULL, DCR_DK_ASSIGN,
+                                           op, i);
                     want_ev[0] += e == DCR_DK_NAN_CREATED;
                     want_ev[1] += e == DCR_DK_NAN_LOST;
                 }
@@ -362,7 +363,7 @@ static void suite_convert_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from,
     void *ddst = suite_up(c->d, c->s, dst, elems * ts);
     uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
     assert_int_equal(dcr_device_convert(c->d, c->s, (char *)ddst + origin * (int64_t)ts, to, dsrc,
-                                        from, &r, DCR_DK_T_NONE, dev),
+                                        from, &r, NULL, DCR_DEVICE_ASSIGN, DCR_DK_T_NONE, dev),
                      DCR_OK);
     suite_down(c->d, c->s, dst, ddst, elems * ts);
     suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));
@@ -380,7 +381,8 @@ static void suite_map_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, int
     void *ddst = suite_up(c->d, c->s, NULL, elems * ts);
     uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
     dcr_device_region_t r = dcr_device_region_flat(elems);
-    assert_int_equal(dcr_device_convert(c->d, c->s, ddst, to, dsrc, from, &r, transform, dev),
+    assert_int_equal(dcr_device_convert(c->d, c->s, ddst, to, dsrc, from, &r, NULL,
+                                        DCR_DEVICE_ASSIGN, transform, dev),
                      DCR_OK);
     suite_down(c->d, c->s, dst, ddst, elems * ts);
     suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));

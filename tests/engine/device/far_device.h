@@ -110,11 +110,11 @@ static dcr_status_t far_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scr
 
 static dcr_status_t far_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
                                 const void *src, dcr_dtype_t from,
-                                const dcr_device_region_t *region, int transform,
-                                uint32_t *nan_events)
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_device_op_t op, int transform, uint32_t *nan_events)
 {
     return dcr__device_cpu_ops.convert(d, s, near_of(dst), to, near_of(src), from, region,
-                                       transform, near_of(nan_events));
+                                       near_of(active), op, transform, near_of(nan_events));
 }
 
 /* The table (every slot). */

@@ -275,8 +275,8 @@ static void convert_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, char
 {
     (void)arg;
     (void)elems;
-    harness_convert(dst + origin * (int64_t)dcr_dtype_size(to), (int)to, src, (int)from, r,
-                    DCR_DK_T_NONE, events);
+    harness_convert(dst + origin * (int64_t)dcr_dtype_size(to), (int)to, src, (int)from, r, NULL,
+                    DCR_DK_ASSIGN, DCR_DK_T_NONE, events);
 }
 
 static void test_harness_convert(void **state)
@@ -293,7 +293,8 @@ static void map_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, int tran
                            const char *src, size_t elems, uint32_t events[2])
 {
     (void)arg;
-    harness_convert(dst, (int)to, src, (int)from, dcr_device_region_flat(elems), transform, events);
+    harness_convert(dst, (int)to, src, (int)from, dcr_device_region_flat(elems), NULL,
+                    DCR_DK_ASSIGN, transform, events);
 }
 
 static void test_harness_map(void **state)

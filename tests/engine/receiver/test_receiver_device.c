@@ -212,6 +212,45 @@ static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name
 static const dcr_loader_ops_t cast_ops = {DCR_LOADER_OPS_VERSION, "cube.cast", cast_create,
                                           cube_destroy, cast_load};
 
+/* ---- the conv loader: converting copy_ of views (copy_ converts) ---- */
+
+static dcr_status_t conv_create(const void *config, dcr_params_t *p, void **state_p)
+{
+    (void)config;
+    int64_t t3[3] = {6, 5, 4}, u[2] = {3, 4}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
+    DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
+    DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP16, 2, u, NULL));
+    DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_BF16, 3, m, NULL));
+    DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
+    DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
+    *state_p = NULL;
+    return DCR_OK;
+}
+
+/* The views loader's paths, into parameters of other dtypes where the
+ * canonical dtype differs: fp32 -> fp16 (strided columns), fp8 -> bf16,
+ * bf16 -> fp8 (numbers above 448 become NaN, which the placeholder pass
+ * must still write: its rule reads the source word). */
+static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+                              const dcr_view_t *w)
+{
+    dcr_view_t p, dst, src;
+    if (strcmp(name, "u") == 0) {
+        DCR_CHECK(dcr_load_param(ctx, "u", &p));
+        DCR_CHECK(dcr_load_narrow(ctx, w, 1, 2, 4, &src));
+        return dcr_load_copy(ctx, &p, &src);
+    }
+    if (strcmp(name, "m") == 0) {
+        DCR_CHECK(dcr_load_param(ctx, "m", &p));
+        DCR_CHECK(dcr_load_transpose(ctx, &p, 0, 2, &dst));
+        return dcr_load_copy(ctx, &dst, w);
+    }
+    return cube_load(state, ctx, name, w);
+}
+
+static const dcr_loader_ops_t conv_ops = {DCR_LOADER_OPS_VERSION, "cube.conv", conv_create,
+                                          cube_destroy, conv_load};
+
 /* ---- the far device (tests/engine/device/far_device.h) ---- */
 
 /* The receiver needs no detect, track or gather: left NULL, a call faults. */
@@ -298,7 +337,10 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
     assert_int_equal(dcr_loader_register(&cube_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&views_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&cast_ops), DCR_OK);
-    bool views = base->loader && strcmp(base->loader, "cube.views") == 0;
+    assert_int_equal(dcr_loader_register(&conv_ops), DCR_OK);
+    /* Loaders whose paths are views of the tensor (m a plain transpose). */
+    bool views = base->loader && (strcmp(base->loader, "cube.views") == 0 ||
+                                  strcmp(base->loader, "cube.conv") == 0);
     bool casts = base->loader && strcmp(base->loader, "cube.cast") == 0;
     dcr_inventory_t *inv = cube_inventory();
     dcr_rng_t rng;
@@ -485,6 +527,30 @@ static void cast_refits(const char *device, bool far)
     }
 }
 
+/* Converting copy_ on the device: in the sparse path converted record
+ * words scattered, in the overwrite passes convert's placeholder rule (on
+ * the source word) or activity map, against the CPU path. */
+static void conv_refits(const char *device, bool far)
+{
+    uint64_t seed = 0xC0F;
+    for (int m = 0; m < 4; m++) {
+        dcr_receiver_config_t base = {.loader = "cube.conv", .track_written = true};
+        base.device = device;
+        base.full_pass = m & 1;
+        base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
+        char what[96];
+        snprintf(what, sizeof(what), "conv %s full_pass %d mask %s", far ? "far" : device, m & 1,
+                 m & 2 ? "tracked" : "placeholder");
+        refits_on(&base, far, seed++, what);
+    }
+}
+
+static void test_far_converting_copies(void **state)
+{
+    (void)state;
+    conv_refits(NULL, true);
+}
+
 static void test_far_casts(void **state)
 {
     (void)state;
@@ -553,6 +619,7 @@ static void test_cuda_views(void **state)
     views_refits("cuda", false);
     nan_values_on("cuda", false);
     cast_refits("cuda", false);
+    conv_refits("cuda", false);
 }
 
 /* A path with a host-computed op (the cube's map) is refused on the far
@@ -632,6 +699,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_far_nan_values),
         cmocka_unit_test(test_far_casts),
         cmocka_unit_test(test_cpu_casts),
+        cmocka_unit_test(test_far_converting_copies),
         cmocka_unit_test(test_far_refuses_host_ops),
         cmocka_unit_test(test_refusals),
     };
