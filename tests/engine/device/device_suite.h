@@ -301,6 +301,50 @@ static void suite_down(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const
     assert_int_equal(dcr_device_sync(d, s), DCR_OK);
 }
 
+/* A converting copy of an overwrite pass (fn: op OVERWRITE, active NULL or
+ * a row-major map): elements written where active, or without a map where
+ * the source word is not NaN, with dcr_convert's bits; the others keep
+ * their old word. Random sources with NaNs, -0.0 and subnormals. */
+typedef void (*suite_overwrite_fn)(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                   const char *src, size_t n, const uint8_t *active);
+
+static void suite_convert_overwrite(uint64_t salt, suite_overwrite_fn fn, void *arg)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ salt);
+    static const dcr_dtype_t pairs[][2] = {{DCR_DTYPE_FP8_E4M3, DCR_DTYPE_BF16},
+                                           {DCR_DTYPE_BF16, DCR_DTYPE_FP32},
+                                           {DCR_DTYPE_FP16, DCR_DTYPE_FP8_E4M3}};
+    size_t n = 3 * 2048 + 17;
+    for (size_t p = 0; p < 3; p++)
+        for (int tracked = 0; tracked < 2; tracked++) {
+            dcr_dtype_t to = pairs[p][0], from = pairs[p][1];
+            size_t ts = dcr_dtype_size(to), fs = dcr_dtype_size(from);
+            char *src = malloc(n * fs), *want = malloc(n * ts), *got = malloc(n * ts);
+            uint8_t *act = malloc(n);
+            for (size_t i = 0; i < n; i++) {
+                dcr_dtype_store_bits(from, src + i * fs, suite_word(&rng, from));
+                dcr_dtype_store_bits(to, want + i * ts, suite_word(&rng, to));
+                act[i] = (uint8_t)(dcr_rng_below(&rng, 3) == 0);
+            }
+            memcpy(got, want, n * ts);
+            for (size_t i = 0; i < n; i++) {
+                bool nan = dcr_dtype_bits_isnan(from, dcr_dtype_load_bits(from, src + i * fs));
+                if (tracked ? act[i] != 0 : !nan)
+                    dcr_convert(want + i * ts, to, src + i * fs, from, 1);
+            }
+            fn(arg, to, from, got, src, n, tracked ? act : NULL);
+            for (size_t i = 0; i < n; i++)
+                if (dcr_dtype_load_bits(to, got + i * ts) != dcr_dtype_load_bits(to, want + i * ts))
+                    fail_msg("overwrite %s -> %s tracked %d: element %zu", dcr_dtype_name(from),
+                             dcr_dtype_name(to), tracked, i);
+            free(src);
+            free(want);
+            free(got);
+            free(act);
+        }
+}
+
 /* The transforms of the closed set (DCR_DK_T_NEG, DCR_DK_T_NEG_EXP) from
  * FP32 and BF16 inputs into FP32 and BF16, through the function under test
  * (a device, or the harness), against the same per-element work run on the
@@ -391,12 +435,31 @@ static void suite_map_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, int
     dcr_device_free(c->d, dev);
 }
 
+static void suite_overwrite_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                      const char *src, size_t n, const uint8_t *active)
+{
+    suite_convert_dev_t *c = arg;
+    size_t ts = dcr_dtype_size(to);
+    void *dsrc = suite_up(c->d, c->s, src, n * dcr_dtype_size(from));
+    void *ddst = suite_up(c->d, c->s, dst, n * ts);
+    void *dact = active ? suite_up(c->d, c->s, active, n) : NULL;
+    dcr_device_region_t r = dcr_device_region_flat(n);
+    assert_int_equal(dcr_device_convert(c->d, c->s, ddst, to, dsrc, from, &r, dact,
+                                        DCR_DEVICE_OVERWRITE, DCR_DK_T_NONE, NULL),
+                     DCR_OK);
+    suite_down(c->d, c->s, dst, ddst, n * ts);
+    dcr_device_free(c->d, dsrc);
+    dcr_device_free(c->d, ddst);
+    dcr_device_free(c->d, dact);
+}
+
 static void conf_convert(dcr_device_t *d)
 {
     suite_convert_dev_t c = {d, NULL};
     assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &c.s), DCR_OK);
     suite_convert(0xC0, suite_convert_on_device, &c);
     suite_map(0xC1, suite_map_on_device, &c);
+    suite_convert_overwrite(0xC2, suite_overwrite_on_device, &c);
     dcr_device_stream_destroy(d, c.s);
 }
 

@@ -297,8 +297,17 @@ static void map_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, int tran
                     DCR_DK_ASSIGN, transform, events);
 }
 
+static void overwrite_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                 const char *src, size_t n, const uint8_t *active)
+{
+    (void)arg;
+    harness_convert(dst, (int)to, src, (int)from, dcr_device_region_flat(n), active,
+                    DCR_DK_OVERWRITE, DCR_DK_T_NONE, NULL);
+}
+
 static void test_harness_map(void **state)
 {
+    suite_convert_overwrite(0xC9, overwrite_on_harness, NULL);
     suite_map(0xC8, map_on_harness, NULL);
     dcr_rng_t rng;
     dcr_rng_seed(&rng, g_seed ^ 0xE8);
