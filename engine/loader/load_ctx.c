@@ -24,12 +24,12 @@ struct dcr_load_ctx {
     const dcr_load_hooks_t *hooks;
     void *hook_arg;
     dcr_load_mode_t mode;
-    /* Device mode: where cast and cat run, and the NaN watch's two counters
-     * there (created, lost; allocated at the first watched cast). */
+    /* Device mode: where cast, cat and map_op run, and the NaN watch's two
+     * counters there (created, lost; allocated at the first watched op). */
     dcr_device_t *dev;
     dcr_device_stream_t *stream;
     uint32_t *nan_dev;
-    bool nan_pending;        /* a watched cast ran on the device in this call */
+    bool nan_pending;        /* a watched op ran on the device in this call */
     dcr_view_t input_active; /* tracked mode, set by the caller for the next call */
     bool has_input_active;
     /* Per call. */
@@ -87,11 +87,14 @@ static void dcr__temps_free(dcr_load_ctx_t *ctx)
         if (t->on_device) {
             dcr__handle_free(ctx, t->storage, true);
             dcr__handle_free(ctx, t->active, true);
-        } else if (t->storage && t->storage->data == NULL)
-            free(t->storage);
-        else
-            dcr_storage_destroy(t->storage);
-        if (!t->on_device) dcr_storage_destroy(t->active);
+        } else {
+            /* A probe's temporary is a bare handle without data. */
+            if (t->storage && t->storage->data == NULL)
+                free(t->storage);
+            else
+                dcr_storage_destroy(t->storage);
+            dcr_storage_destroy(t->active);
+        }
         free(t);
     }
     ctx->ntemps = 0;
