@@ -16,10 +16,13 @@
 # --out FILE` (GPU-side detect and apply costs for the simulator). Receivers
 # with resident storage on the GPU run in test_receiver_device --gpu (views
 # paths: dense loads, sparse, full XOR, placeholder and tracked passes,
-# against the CPU path's dense load). `dcr bench --device cuda` is probed
-# and reported NOT WIRED while the CLI refuses it (exit 2): its
-# configuration has no device for its receivers yet (engine/device/WIRING.md,
-# "Bench and calibrate plumbing").
+# against the CPU path's dense load, and cast/cat paths on the GPU).
+# `dcr bench --device cuda` (the default workload, then the FP32-norms
+# variant whose loader casts on the GPU, then Nemotron-H, whose -exp maps
+# run there and must give the host's bits) must verify bit-exact against
+# dense refits on the CPU path after every timed refit and send the same
+# payload bytes per refit as `--device cpu` with the same seed; a CLI that
+# still refuses it (exit 2) is reported NOT WIRED.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -136,13 +139,54 @@ construct_same() {
         fail "dcr construct --device cuda: payloads differ from --device cpu"
     fi
 }
+# dcr bench on the GPU: every timed refit verified bit-exact (dense refits
+# on the CPU path), and refit by refit the payload bytes of --device cpu.
+bench_same() {
+    local what="dcr bench --device cuda $*"
+    local args=(bench --warmup 1 --refits 3 --json "$@")
+    local out rc
+    out=$(timeout "$(cap 120)" "$build/dcr" "${args[@]}" --device cuda 2>"$log.bench-cuda.log")
+    rc=$?
+    if [ $rc -eq 2 ]; then
+        note "NOT WIRED $what: $(head -1 "$log.bench-cuda.log")"
+        return
+    elif [ $rc -ne 0 ]; then
+        fail "$what rc=$rc: $(tail -1 "$log.bench-cuda.log")"
+        return
+    fi
+    echo "$out" >"$log.bench-cuda.json"
+    if ! timeout "$(cap 120)" "$build/dcr" "${args[@]}" --device cpu >"$log.bench-cpu.json" \
+            2>"$log.bench-cpu.log"; then
+        fail "dcr bench --device cpu $*: $(tail -1 "$log.bench-cpu.log")"
+        return
+    fi
+    local verdict
+    verdict=$(python3 - "$log.bench-cuda.json" "$log.bench-cpu.json" <<'PY'
+import json, sys
+g, c = (json.load(open(p)) for p in sys.argv[1:3])
+gr, cr = g["refits"], c["refits"]
+exact = g["bit_exact"] and all(r["verified"] and r["bit_exact"] for r in gr)
+same = [r["payload_bytes"] for r in gr] == [r["payload_bytes"] for r in cr]
+print("ok" if exact and same else "bad",
+      "bit-exact" if exact else "MISMATCH",
+      "payload bytes per refit %s cpu" % ("equal to" if same else "DIFFER from"),
+      "mean latency %.3f s (cpu %.3f s)" % (g["mean_latency_s"], c["mean_latency_s"]))
+PY
+)
+    case $verdict in
+    ok*) note "PASS $what: ${verdict#ok }" ;;
+    *) fail "$what: ${verdict#bad }" ;;
+    esac
+}
 # A table of the device microbenchmarks goes into the summary whole.
 table() { whole=1 probe "$@"; }
 if [ -x "$build/dcr" ]; then
     table "dcr microbench detect --device cuda" microbench detect --device cuda
     table "dcr microbench apply --device cuda" microbench apply --device cuda --rates 0.01,0.05
     construct_same
-    probe "dcr bench --device cuda (bit-exact against cpu)" bench --device cuda
+    bench_same
+    bench_same --fp32-norms
+    bench_same --model nemotron-3-nano-30b-a3b --scale 64 --layers 6
     probe "dcr calibrate --device cuda" calibrate --quick --device cuda --out "$build/calibrate-cuda.json"
 fi
 

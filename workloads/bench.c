@@ -278,7 +278,8 @@ static dcr_status_t make_receivers(bench_t *b)
     b->receivers = calloc((size_t)b->nrecv, sizeof(*b->receivers));
     if (!b->receivers) return dcr_error_set(DCR_ENOMEM, "%d receivers", b->nrecv);
     for (int i = 0; i < b->nrecv; i++) {
-        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, NULL,
+        dcr_receiver_config_t base = {.device = b->cfg->device};
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, &base,
                                             &b->receivers[i]));
         dcr_receiver_set_payload_key(b->receivers[i], &b->cfg->payload_key);
         DCR_CHECK(dcr_receiver_load_dense_all(b->receivers[i], b->canonical));
@@ -333,6 +334,7 @@ dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
     cc.mode = cfg->mode;
     cc.shuffle = cfg->shuffle;
     cc.payload_key = cfg->payload_key;
+    cc.device = cfg->device;
     dcr_bench_targets(cfg, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
                       &cc.bucket_bytes);
     return cc;

@@ -90,6 +90,13 @@ typedef struct dcr_bench_config {
     dcr_status_t (*after_refit)(void *ctx, uint64_t version, dcr_receiver_t *const *receivers,
                                 int n);
     void *after_refit_ctx;
+    /* Where the receivers keep resident storage and apply, and where the
+     * owners compare (engine/device): "cpu", "cuda" or "auto"; NULL: cpu.
+     * Carried to every receiver of this process and to its constructor;
+     * role processes (processes below) keep cpu. The dense-refit
+     * verification loads its oracle on the CPU path, so a verified run
+     * on a GPU is bit-exact against the CPU path. */
+    const char *device;
     /* NULL: every role in this process (threads). */
     const dcr_bench_processes_t *processes;
     /* Committed versions whose payloads stay in the object store for replay

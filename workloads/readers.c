@@ -9,20 +9,32 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dcr/log.h"
+
 /* How long a reader waits for one closed gate before it tries the next
  * slot: long enough not to spin, short enough to notice a stop at once. */
 #define READER_WAIT_MS 20
 
 void dcr_receiver_digest(const dcr_receiver_t *r, uint8_t out[DCR_READ_DIGEST_BYTES])
 {
-    const dcr_params_t *ps = dcr_receiver_params(r);
-    blake2b_state st;
-    blake2b_init(&st, DCR_READ_DIGEST_BYTES);
-    for (size_t i = 0; i < dcr_params_count(ps); i++) {
-        const dcr_param_t *p = dcr_params_at(ps, i);
-        blake2b_update(&st, p->storage->data, p->storage->bytes);
+    /* Through the per-parameter digests, which read resident bytes where
+     * they live (down through copies from a device the host cannot
+     * address). */
+    dcr_param_digests_t d = {0};
+    dcr_status_t st = dcr_receiver_digests(r, &d);
+    blake2b_state bs;
+    blake2b_init(&bs, DCR_READ_DIGEST_BYTES);
+    if (st == DCR_OK) {
+        blake2b_update(&bs, (const uint8_t *)d.digests, d.count * sizeof(*d.digests));
+    } else {
+        /* No storage read: a digest no read of a receiver can have, so a
+         * check against P^v or P^{v+1} counts it as a mismatch. */
+        static const char unread[] = "dcr: resident storage could not be read";
+        DCR_LOG_ERROR("request digest: %s", dcr_error_line(st));
+        blake2b_update(&bs, (const uint8_t *)unread, sizeof unread);
     }
-    blake2b_final(&st, out, DCR_READ_DIGEST_BYTES);
+    blake2b_final(&bs, out, DCR_READ_DIGEST_BYTES);
+    dcr_param_digests_free(&d);
 }
 
 struct dcr_readers {

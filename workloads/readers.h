@@ -13,9 +13,12 @@
 
 #define DCR_READ_DIGEST_BYTES 16
 
-/* BLAKE2b-128 of every resident byte of a receiver, parameter by parameter:
- * what a request would read. Equal digests of two receivers of one TP rank
- * mean equal storage. */
+/* BLAKE2b-128 of the receiver's per-parameter digests
+ * (dcr_receiver_digests: every resident byte, wherever it lives): what a
+ * request would read. Equal digests of two receivers of one TP rank mean
+ * equal storage. When the storage cannot be read (a device error, no
+ * memory) the error is logged and the digest is one no readable receiver
+ * has, so a check of what a request saw fails. */
 void dcr_receiver_digest(const dcr_receiver_t *r, uint8_t out[DCR_READ_DIGEST_BYTES]);
 
 typedef struct dcr_readers_config {

@@ -29,10 +29,20 @@ const char *dcr_device_backend_name(size_t i)
     return i < DCR__N_DEVICE_BACKENDS ? dcr__device_backends[i]->name : NULL;
 }
 
+/* A test's extra backend (dcr__device_register_extra), or NULL. */
+static const dcr_device_ops_t *dcr__device_extra;
+
+void dcr__device_register_extra(const dcr_device_ops_t *ops)
+{
+    dcr__device_extra = ops;
+}
+
 const dcr_device_ops_t *dcr_device_find(const char *name)
 {
     for (size_t i = 0; name != NULL && i < DCR__N_DEVICE_BACKENDS; i++)
         if (strcmp(dcr__device_backends[i]->name, name) == 0) return dcr__device_backends[i];
+    if (name && dcr__device_extra && strcmp(dcr__device_extra->name, name) == 0)
+        return dcr__device_extra;
     return NULL;
 }
 
@@ -46,6 +56,8 @@ dcr_status_t dcr_device_open(const char *name, dcr_device_t **out_p)
 {
     if (name == NULL || out_p == NULL)
         return dcr_error_set(DCR_EINVAL, "device_open: name and out_p are required");
+    if (dcr__device_extra && strcmp(dcr__device_extra->name, name) == 0)
+        return dcr__device_extra->open(0, out_p);
     if (!dcr_device_name_valid(name))
         return dcr_error_set(DCR_ENOTFOUND,
                              "--device %s: unknown device, expected cpu, cuda or auto", name);
@@ -263,4 +275,27 @@ dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scr
                         "a stream, element size 1, 2 or 4, and buffers"));
     if (count == 0) return DCR_OK;
     DCR__DEVICE_RANGE(s, DCR_STAGE_APPLY, d->ops->reset(d, s, scratch, es, idx, count, base_word));
+}
+
+dcr_status_t dcr_device_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
+                                const void *src, dcr_dtype_t from,
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_device_op_t op, int transform, uint32_t *nan_events)
+{
+    DCR_CHECK(dcr__need(d, "convert",
+                        s != NULL && region != NULL && (unsigned)to < DCR_DTYPE_COUNT &&
+                            (unsigned)from < DCR_DTYPE_COUNT &&
+                            (unsigned)transform < DCR_DK_TRANSFORMS,
+                        "a stream, a region, known dtypes and a known transform"));
+    DCR_CHECK(dcr__need(d, "convert", op == DCR_DEVICE_ASSIGN || op == DCR_DEVICE_OVERWRITE,
+                        "op ASSIGN or OVERWRITE"));
+    DCR_CHECK(dcr__need(d, "convert", op == DCR_DEVICE_OVERWRITE || active == NULL,
+                        "no activity map with ASSIGN"));
+    DCR_CHECK(dcr__need(d, "convert", region->rows >= 0 && region->cols >= 0,
+                        "a region of non-negative extents"));
+    if (region->rows == 0 || region->cols == 0) return DCR_OK;
+    DCR_CHECK(dcr__need(d, "convert", dst && src, "buffers for a non-empty region"));
+    DCR__DEVICE_RANGE(
+        s, DCR_STAGE_APPLY,
+        d->ops->convert(d, s, dst, to, src, from, region, active, op, transform, nan_events));
 }

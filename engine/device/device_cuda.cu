@@ -141,6 +141,17 @@ __global__ void dcr__k_reset(void *scratch, unsigned es, const int64_t *idx, siz
     dcr_dk_reset(scratch, es, idx, count, base_word, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
 }
 
+/* Events are rare (a cast that makes or loses a NaN): one atomic each. */
+__global__ void dcr__k_convert(void *dst, int to, const void *src, int from,
+                               dcr_device_region_t region, const uint8_t *active, int mode,
+                               int transform, uint32_t *nan_events)
+{
+    int ev = dcr_dk_convert(dst, to, src, from, region, active, mode, transform,
+                            (size_t)blockIdx.x * blockDim.x + threadIdx.x);
+    if (nan_events && ev == DCR_DK_NAN_CREATED) atomicAdd(&nan_events[0], 1u);
+    if (nan_events && ev == DCR_DK_NAN_LOST) atomicAdd(&nan_events[1], 1u);
+}
+
 __global__ void dcr__k_fill(void *dst, unsigned es, uint32_t word, size_t n)
 {
     dcr_dk_fill(dst, es, word, n, (size_t)blockIdx.x * blockDim.x + threadIdx.x);
@@ -356,6 +367,19 @@ static dcr_status_t dcr__cuda_reset(dcr_device_t *d, dcr_device_stream_t *s, voi
     return DCR_OK;
 }
 
+static dcr_status_t dcr__cuda_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
+                                      dcr_dtype_t to, const void *src, dcr_dtype_t from,
+                                      const dcr_device_region_t *region, const uint8_t *active,
+                                      dcr_device_op_t op, int transform, uint32_t *nan_events)
+{
+    size_t n = (size_t)(region->rows * region->cols);
+    DCR__ON(d, "convert");
+    dcr__k_convert<<<(unsigned)dcr_dk_blocks(n), DCR_DK_BLOCK, 0, dcr__stream(s)>>>(
+        dst, (int)to, src, (int)from, *region, active, (int)op, transform, nan_events);
+    DCR__LAUNCHED("convert");
+    return DCR_OK;
+}
+
 /* Positional, so the table is constant-initialized (no static constructor
  * runs before main): the order is the slots' order in dcr/device.h. */
 extern "C" const dcr_device_ops_t dcr__device_cuda_ops = {
@@ -380,4 +404,5 @@ extern "C" const dcr_device_ops_t dcr__device_cuda_ops = {
     dcr__cuda_scatter,
     dcr__cuda_combine,
     dcr__cuda_reset,
+    dcr__cuda_convert,
 };

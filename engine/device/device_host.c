@@ -194,6 +194,28 @@ static dcr_status_t dcr__cpu_reset(dcr_device_t *d, dcr_device_stream_t *s, void
     return DCR_OK;
 }
 
+static dcr_status_t dcr__cpu_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst,
+                                     dcr_dtype_t to, const void *src, dcr_dtype_t from,
+                                     const dcr_device_region_t *region, const uint8_t *active,
+                                     dcr_device_op_t op, int transform, uint32_t *nan_events)
+{
+    /* The kernel's per-element work; casts are loader temporaries, not the
+     * refit's hot path, so no row specialisation. */
+    size_t n = (size_t)(region->rows * region->cols);
+    uint32_t created = 0, lost = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ev =
+            dcr_dk_convert(dst, (int)to, src, (int)from, *region, active, (int)op, transform, i);
+        created += ev == DCR_DK_NAN_CREATED;
+        lost += ev == DCR_DK_NAN_LOST;
+    }
+    if (nan_events) {
+        nan_events[0] += created;
+        nan_events[1] += lost;
+    }
+    return DCR_OK;
+}
+
 const dcr_device_ops_t dcr__device_cpu_ops = {
     .version = DCR_DEVICE_OPS_VERSION,
     .name = "cpu",
@@ -216,4 +238,5 @@ const dcr_device_ops_t dcr__device_cpu_ops = {
     .scatter = dcr__cpu_scatter,
     .combine = dcr__cpu_combine,
     .reset = dcr__cpu_reset,
+    .convert = dcr__cpu_convert,
 };

@@ -8,12 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dcr/device_views.h"
 #include "loader-internal.h"
 
 typedef struct dcr__temp {
     dcr_storage_t *storage; /* values; data NULL in probe mode */
     dcr_storage_t *active;  /* tracked mode: one byte per element; else NULL */
     dcr_load_origin_t origin;
+    bool on_device; /* storage and active hold buffers of the context's device */
     char op[64];
 } dcr__temp_t;
 
@@ -22,6 +24,12 @@ struct dcr_load_ctx {
     const dcr_load_hooks_t *hooks;
     void *hook_arg;
     dcr_load_mode_t mode;
+    /* Device mode: where cast, cat and map_op run, and the NaN watch's two
+     * counters there (created, lost; allocated at the first watched op). */
+    dcr_device_t *dev;
+    dcr_device_stream_t *stream;
+    uint32_t *nan_dev;
+    bool nan_pending;        /* a watched op ran on the device in this call */
     dcr_view_t input_active; /* tracked mode, set by the caller for the next call */
     bool has_input_active;
     /* Per call. */
@@ -60,15 +68,33 @@ dcr_status_t dcr_load_ctx_create(dcr_params_t *params, dcr_load_ctx_t **out_p)
     return DCR_OK;
 }
 
+/* A storage handle (data NULL for none). */
+static void dcr__handle_free(dcr_load_ctx_t *ctx, dcr_storage_t *s, bool on_device)
+{
+    if (s == NULL) return;
+    if (!on_device) {
+        dcr_storage_destroy(s);
+        return;
+    }
+    dcr_device_free(ctx->dev, s->data);
+    free(s);
+}
+
 static void dcr__temps_free(dcr_load_ctx_t *ctx)
 {
     for (size_t i = 0; i < ctx->ntemps; i++) {
         dcr__temp_t *t = ctx->temps[i];
-        if (t->storage && t->storage->data == NULL)
-            free(t->storage);
-        else
-            dcr_storage_destroy(t->storage);
-        dcr_storage_destroy(t->active);
+        if (t->on_device) {
+            dcr__handle_free(ctx, t->storage, true);
+            dcr__handle_free(ctx, t->active, true);
+        } else {
+            /* A probe's temporary is a bare handle without data. */
+            if (t->storage && t->storage->data == NULL)
+                free(t->storage);
+            else
+                dcr_storage_destroy(t->storage);
+            dcr_storage_destroy(t->active);
+        }
         free(t);
     }
     ctx->ntemps = 0;
@@ -79,6 +105,7 @@ void dcr_load_ctx_destroy(dcr_load_ctx_t *ctx)
     if (ctx == NULL) return;
     dcr__temps_free(ctx);
     free(ctx->temps);
+    dcr_device_free(ctx->dev, ctx->nan_dev);
     free(ctx);
 }
 
@@ -91,6 +118,16 @@ void dcr_load_ctx_set_hooks(dcr_load_ctx_t *ctx, const dcr_load_hooks_t *hooks, 
 void dcr_load_ctx_set_mode(dcr_load_ctx_t *ctx, dcr_load_mode_t mode)
 {
     ctx->mode = mode;
+}
+
+void dcr_load_ctx_set_device(dcr_load_ctx_t *ctx, dcr_device_t *dev, dcr_device_stream_t *stream)
+{
+    if (ctx->dev != dev) {
+        dcr_device_free(ctx->dev, ctx->nan_dev);
+        ctx->nan_dev = NULL;
+    }
+    ctx->dev = dev;
+    ctx->stream = stream;
 }
 
 void dcr_load_ctx_set_input_active(dcr_load_ctx_t *ctx, const dcr_view_t *active)
@@ -123,11 +160,31 @@ dcr_status_t dcr__load_ctx_begin(dcr_load_ctx_t *ctx, const dcr_params_t *params
     return DCR_OK;
 }
 
-void dcr__load_ctx_end(dcr_load_ctx_t *ctx)
+/* The device's work of the call done, and its NaN events counted: the
+ * counters come down and go back to zero for the next call. */
+static dcr_status_t dcr__device_settle(dcr_load_ctx_t *ctx)
 {
+    if (ctx->dev == NULL || ctx->ntemps == 0) return DCR_OK;
+    uint32_t events[2] = {0, 0};
+    if (ctx->nan_pending)
+        DCR_CHECK(dcr_device_copy(ctx->dev, ctx->stream, events, ctx->nan_dev, sizeof events,
+                                  DCR_DEVICE_D2H));
+    DCR_CHECK(dcr_device_sync(ctx->dev, ctx->stream));
+    if (!ctx->nan_pending) return DCR_OK;
+    ctx->nan_created += events[0];
+    ctx->nan_lost += events[1];
+    ctx->nan_pending = false;
+    return dcr_device_fill(ctx->dev, ctx->stream, ctx->nan_dev, 4, 0, 2);
+}
+
+dcr_status_t dcr__load_ctx_end(dcr_load_ctx_t *ctx)
+{
+    dcr_status_t st = dcr__device_settle(ctx);
     dcr__temps_free(ctx);
+    ctx->nan_pending = false;
     ctx->in_call = false;
     ctx->has_input_active = false;
+    return st;
 }
 
 const char *dcr_load_ctx_name(const dcr_load_ctx_t *ctx)
@@ -273,15 +330,57 @@ static dcr_status_t dcr__bounds(const dcr_load_ctx_t *ctx, const char *op, const
     return st;
 }
 
-/* New storage is computed on the host: refused while the views are device
- * memory the host cannot read (probe mode computes nothing, so it passes). */
+/* Whether new storage is computed on the context's device: device mode
+ * outside the probe (which computes nothing). */
+static bool dcr__on_device(const dcr_load_ctx_t *ctx)
+{
+    return ctx->mode.device && !ctx->mode.probe;
+}
+
+/* map and blockwise run host functions: refused while the views are device
+ * memory the host cannot read. */
 static dcr_status_t dcr__host_compute(const dcr_load_ctx_t *ctx, const char *op)
 {
-    if (!ctx->mode.device || ctx->mode.probe) return DCR_OK;
+    if (!dcr__on_device(ctx)) return DCR_OK;
     return dcr_error_set(DCR_EUNSUPPORTED,
-                         "load %s: %s on a device the host cannot address: the loader's "
-                         "new-storage ops run on host memory (engine/device/WIRING.md)",
+                         "load %s: %s on a device the host cannot address: it runs a host "
+                         "function (engine/device/WIRING.md)",
                          ctx->name, op);
+}
+
+/* cast and cat on a device: it must be set, and the source a buffer of it
+ * (the input, a temporary, a resident parameter), not storage the context
+ * does not know. */
+static dcr_status_t dcr__device_compute(const dcr_load_ctx_t *ctx, const char *op,
+                                        const dcr_view_t *src)
+{
+    if (!dcr__on_device(ctx)) return DCR_OK;
+    if (ctx->dev == NULL)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "load %s: %s on a device the host cannot address, with no device "
+                             "set on the load context",
+                             ctx->name, op);
+    if (dcr_load_ctx_origin(ctx, src).source == DCR_LOAD_SRC_FOREIGN)
+        return dcr_error_set(DCR_EUNSUPPORTED,
+                             "load %s: %s on a device from storage the load context does not "
+                             "know (it may be host memory)",
+                             ctx->name, op);
+    return DCR_OK;
+}
+
+/* A zeroed device buffer of bytes behind a storage handle. */
+static dcr_status_t dcr__device_handle(dcr_load_ctx_t *ctx, size_t bytes, dcr_storage_t **out_p)
+{
+    dcr_storage_t *s = calloc(1, sizeof(*s));
+    if (s == NULL) return dcr_error_set(DCR_ENOMEM, "load %s: temporary", ctx->name);
+    dcr_status_t st = dcr_device_alloc(ctx->dev, bytes ? bytes : 1, &s->data);
+    if (st != DCR_OK) {
+        free(s);
+        return st;
+    }
+    s->bytes = bytes;
+    *out_p = s;
+    return DCR_OK;
 }
 
 /* Makes a contiguous temporary of the given shape and dtype (without data in
@@ -301,7 +400,12 @@ static dcr_status_t dcr__temp_new(dcr_load_ctx_t *ctx, dcr_dtype_t dtype, int nd
     dcr__temp_t *t = calloc(1, sizeof(*t));
     if (t == NULL) return dcr_error_set(DCR_ENOMEM, "load %s: temporary", ctx->name);
     dcr_status_t st = DCR_OK;
-    if (ctx->mode.probe) {
+    if (dcr__on_device(ctx)) {
+        t->on_device = true;
+        st = dcr__device_handle(ctx, bytes, &t->storage);
+        if (st == DCR_OK && ctx->mode.track)
+            st = dcr__device_handle(ctx, (size_t)numel, &t->active);
+    } else if (ctx->mode.probe) {
         t->storage = calloc(1, sizeof(*t->storage));
         if (t->storage == NULL)
             st = dcr_error_set(DCR_ENOMEM, "load %s: temporary", ctx->name);
@@ -312,10 +416,13 @@ static dcr_status_t dcr__temp_new(dcr_load_ctx_t *ctx, dcr_dtype_t dtype, int nd
         if (st == DCR_OK && ctx->mode.track) st = dcr_storage_create((size_t)numel, &t->active);
     }
     if (st != DCR_OK) {
-        if (t->storage && t->storage->data == NULL)
+        if (t->on_device) {
+            dcr__handle_free(ctx, t->storage, true);
+        } else if (t->storage && t->storage->data == NULL) {
             free(t->storage);
-        else
+        } else {
             dcr_storage_destroy(t->storage);
+        }
         free(t);
         return st;
     }
@@ -349,7 +456,12 @@ static dcr_status_t dcr__active_copy(const dcr_load_ctx_t *ctx, const dcr_view_t
 {
     dcr_view_t da, sa;
     if (!dcr__active_of(ctx, dst_values, &da)) return DCR_OK;
-    if (dcr__active_of(ctx, src, &sa)) return dcr_view_copy(&da, &sa);
+    if (dcr__active_of(ctx, src, &sa)) {
+        if (dcr__on_device(ctx))
+            return dcr_device_combine_views(ctx->dev, ctx->stream, &da, &sa, NULL, NULL,
+                                            DCR_DEVICE_ASSIGN);
+        return dcr_view_copy(&da, &sa);
+    }
     /* No map means nothing active: the temporary's map starts zeroed. */
     return DCR_OK;
 }
@@ -390,6 +502,24 @@ static void dcr__cast_watch(int64_t i, void *elem, void *arg)
     dcr__nan_event(w->ctx, w->in_dtype, elem, w->out->dtype, w->out_base + (size_t)i * w->out_size);
 }
 
+/* A cast or map on the device: one convert per region (transform
+ * DCR_DK_T_*), counting the NaN events when watched, and the activity map
+ * carried. */
+static dcr_status_t dcr__device_convert(dcr_load_ctx_t *ctx, const dcr_view_t *out,
+                                        const dcr_view_t *v, int transform)
+{
+    uint32_t *events = NULL;
+    if (ctx->mode.watch_nan) {
+        if (ctx->nan_dev == NULL)
+            DCR_CHECK(dcr_device_alloc(ctx->dev, 2 * sizeof(uint32_t), (void **)&ctx->nan_dev));
+        events = ctx->nan_dev;
+        ctx->nan_pending = true;
+    }
+    DCR_CHECK(dcr_device_convert_views(ctx->dev, ctx->stream, out, v, NULL, DCR_DEVICE_ASSIGN,
+                                       transform, events));
+    return dcr__active_copy(ctx, out, v);
+}
+
 dcr_status_t dcr_load_cast(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
                            dcr_view_t *out_p)
 {
@@ -401,13 +531,15 @@ dcr_status_t dcr_load_cast(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t
         *out_p = *v;
         return DCR_OK;
     }
-    DCR_CHECK(dcr__host_compute(ctx, "cast"));
+    DCR_CHECK(dcr__device_compute(ctx, "cast", v));
     dcr__temp_t *t;
     dcr_view_t out;
     DCR_CHECK(dcr__temp_new(ctx, to, v->ndim, v->shape, &t, &out));
     dcr__origin_start(t, "cast %s->%s", dcr_dtype_name(v->dtype), dcr_dtype_name(to));
     dcr__origin_derive(ctx, v, DCR_LOAD_OP_CAST, &t->origin);
-    if (!ctx->mode.probe) {
+    if (dcr__on_device(ctx)) {
+        DCR_CHECK(dcr__device_convert(ctx, &out, v, DCR_DK_T_NONE));
+    } else if (!ctx->mode.probe) {
         DCR_CHECK(dcr_view_copy(&out, v));
         DCR_CHECK(dcr__active_copy(ctx, &out, v));
         if (ctx->mode.watch_nan) {
@@ -445,6 +577,46 @@ dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t 
     return DCR_OK;
 }
 
+_Static_assert(DCR_LOAD_NEG == DCR_DK_T_NEG && DCR_LOAD_NEG_EXP == DCR_DK_T_NEG_EXP,
+               "dcr_load_transform_t mirrors the kernels' transform codes");
+
+static const char *const dcr__transform_names[DCR_DK_TRANSFORMS] = {"identity", "neg", "neg_exp"};
+
+/* A transform of the closed set as a host map function. */
+static float dcr__transform_fn(float x, void *arg)
+{
+    return dcr_dk_f32(dcr_dk_transform(*(const int *)arg, dcr_dk_bits(x)));
+}
+
+dcr_status_t dcr_load_map_op(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
+                             dcr_load_transform_t op, dcr_view_t *out_p)
+{
+    DCR_CHECK(dcr__need_call(ctx, "map"));
+    if (op != DCR_LOAD_NEG && op != DCR_LOAD_NEG_EXP)
+        return dcr_error_set(DCR_EINVAL, "load %s: map of unknown transform %d", ctx->name,
+                             (int)op);
+    int code = (int)op;
+    const char *what = dcr__transform_names[code];
+    /* On the host (and in the probe) it is a map whose function is the
+     * kernels' own transform, so both places give the same bits. */
+    if (!dcr__on_device(ctx))
+        return dcr_load_map(ctx, v, to, dcr__transform_fn, &code, what, out_p);
+    DCR_CHECK(dcr__bounds(ctx, "map", v));
+    if ((unsigned)to >= DCR_DTYPE_COUNT)
+        return dcr_error_set(DCR_EINVAL, "load %s: map to invalid dtype %d", ctx->name, (int)to);
+    DCR_CHECK(dcr__device_compute(ctx, "map", v));
+    dcr__temp_t *t;
+    dcr_view_t out;
+    DCR_CHECK(dcr__temp_new(ctx, to, v->ndim, v->shape, &t, &out));
+    dcr__origin_start(t, "map %s%s", what, "");
+    dcr__origin_derive(ctx, v, DCR_LOAD_OP_MAP, &t->origin);
+    if (!isnan(dcr__transform_fn(NAN, &code)) || !isnan(dcr__transform_fn(-NAN, &code)))
+        t->origin.nan_safe = false;
+    DCR_CHECK(dcr__device_convert(ctx, &out, v, code));
+    *out_p = out;
+    return DCR_OK;
+}
+
 static dcr_status_t dcr__cat_shape(dcr_load_ctx_t *ctx, size_t n, const dcr_view_t *vs, int dim,
                                    int64_t *shape)
 {
@@ -476,7 +648,7 @@ dcr_status_t dcr_load_cat(dcr_load_ctx_t *ctx, size_t n, const dcr_view_t *vs, i
         return dcr_error_set(DCR_EINVAL, "load %s: cat of nothing", ctx->name);
     int64_t shape[DCR_MAX_DIMS];
     DCR_CHECK(dcr__cat_shape(ctx, n, vs, dim, shape));
-    DCR_CHECK(dcr__host_compute(ctx, "cat"));
+    for (size_t i = 0; i < n; i++) DCR_CHECK(dcr__device_compute(ctx, "cat", &vs[i]));
     dcr__temp_t *t;
     dcr_view_t out;
     DCR_CHECK(dcr__temp_new(ctx, vs[0].dtype, vs[0].ndim, shape, &t, &out));
@@ -486,7 +658,11 @@ dcr_status_t dcr_load_cat(dcr_load_ctx_t *ctx, size_t n, const dcr_view_t *vs, i
         dcr__origin_derive(ctx, &vs[i], DCR_LOAD_OP_CAT, &t->origin);
         dcr_view_t part;
         DCR_CHECK(dcr_view_narrow(&out, dim, at, vs[i].shape[dim], &part));
-        if (!ctx->mode.probe) {
+        if (dcr__on_device(ctx)) {
+            DCR_CHECK(dcr_device_combine_views(ctx->dev, ctx->stream, &part, &vs[i], NULL, NULL,
+                                               DCR_DEVICE_ASSIGN));
+            DCR_CHECK(dcr__active_copy(ctx, &part, &vs[i]));
+        } else if (!ctx->mode.probe) {
             DCR_CHECK(dcr_view_copy(&part, &vs[i]));
             DCR_CHECK(dcr__active_copy(ctx, &part, &vs[i]));
         }

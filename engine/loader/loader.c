@@ -81,6 +81,6 @@ dcr_status_t dcr_loader_load(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const ch
         return dcr_error_set(DCR_EINVAL, "loader_load: NULL argument");
     DCR_CHECK(dcr__load_ctx_begin(ctx, loader->params, name, tensor));
     dcr_status_t st = loader->ops->load(loader->state, ctx, name, tensor);
-    dcr__load_ctx_end(ctx);
-    return st;
+    dcr_status_t est = dcr__load_ctx_end(ctx);
+    return st != DCR_OK ? st : est;
 }

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dcr/clock.h"
+#include "dcr/device_views.h"
 #include "receiver-internal.h"
 
 typedef enum dcr__apply_mode {
@@ -251,9 +252,10 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
                                         const dcr__inv_t *v, size_t k, size_t end,
                                         dcr_device_op_t op)
 {
-    size_t es = dcr_dtype_size(r->cur_dtype);
+    dcr_dtype_t cd = r->cur_dtype, dd = w->dst.dtype;
+    size_t es = dcr_dtype_size(cd), ds = dcr_dtype_size(dd);
     char *base = w->dst.storage->data;
-    if (v->nd == 1 && v->sstride[0] == 1 && v->dstride[0] == 1) {
+    if (cd == dd && v->nd == 1 && v->sstride[0] == 1 && v->dstride[0] == 1) {
         /* Record index i lands at element i + shift of the destination. */
         int64_t shift = w->dst.offset - w->src.offset;
         return dcr_device_scatter(r->dev, r->stream, base + shift * (int64_t)es, es,
@@ -269,15 +271,17 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
         int64_t at = dcr__inv_map(v, r->cur_idx[k] - w->src.offset, w->dst.offset);
         if (at < 0) continue;
         r->map_idx[m] = at;
-        memcpy(r->map_val + m * es, r->cur_val + k * es, es);
+        /* A converting copy_ (overwrite only): the record's value as copy_
+         * converts it, on the host where the records are. */
+        dcr_convert(r->map_val + m * ds, dd, r->cur_val + k * es, cd, 1);
         m++;
     }
     if (r->host)
-        return dcr_device_scatter(r->dev, r->stream, base, es, r->map_idx, r->map_val, m, op);
+        return dcr_device_scatter(r->dev, r->stream, base, ds, r->map_idx, r->map_val, m, op);
     DCR_CHECK(
         dcr__device_up(r, &r->up_map_idx, &r->up_map_idx_cap, r->map_idx, m * sizeof(*r->map_idx)));
-    DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * es));
-    return dcr_device_scatter(r->dev, r->stream, base, es, r->up_map_idx, r->up_map_val, m, op);
+    DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * ds));
+    return dcr_device_scatter(r->dev, r->stream, base, ds, r->up_map_idx, r->up_map_val, m, op);
 }
 
 static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
@@ -293,10 +297,14 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
     bool xor = r->cur_enc == DCR_ENCODING_XOR;
     if (cd == dd && !r->cur_plan->overlap)
         return dcr__sparse_scatter(r, w, &inv, k, end, xor? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE);
-    /* Converting copies and overlapping writes take the checked general path. */
+    /* On a device, converting overwrites scatter converted words. */
+    if (!r->host && !xor&&!r->cur_plan->overlap)
+        return dcr__sparse_scatter(r, w, &inv, k, end, DCR_DEVICE_OVERWRITE);
+    /* On the host, converting copies and overlapping writes take the
+     * checked general path. */
     if (!r->host)
-        return dcr__device_unsupported(r, r->cur_name,
-                                       cd != dd ? "a converting copy_" : "overlapping copies");
+        return dcr__device_unsupported(
+            r, r->cur_name, r->cur_plan->overlap ? "overlapping copies" : "a converting XOR copy_");
     char *dbase = w->dst.storage->data;
     for (; k < end; k++) {
         int64_t at = dcr__inv_map(&inv, r->cur_idx[k] - w->src.offset, w->dst.offset);
@@ -319,23 +327,6 @@ static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *
 typedef dcr_status_t (*dcr__row_fn)(char *const *p, const int64_t *step, int64_t len, int64_t i0,
                                     void *arg);
 
-/* Steps the row-major index idx over shape[0..nd) to the next element, an
- * odometer: the last dimension turns fastest, and each of the n offsets
- * off[j] moves by its own strides[j][d] (elements) as dimension d turns.
- * False once the index wraps past the last element (every offset back at
- * its start); with nd == 0 there is one element and it returns false. */
-static bool dcr__odometer_step(int nd, const int64_t *shape, int64_t *idx, int n, int64_t *off,
-                               const int64_t *const *strides)
-{
-    for (int d = nd - 1; d >= 0; d--) {
-        for (int j = 0; j < n; j++) off[j] += strides[j][d];
-        if (++idx[d] < shape[d]) return true;
-        for (int j = 0; j < n; j++) off[j] -= shape[d] * strides[j][d];
-        idx[d] = 0;
-    }
-    return false;
-}
-
 /* Visits n same-shape views row by row in row-major order. */
 static dcr_status_t dcr__walk_rows(int n, const dcr_view_t *const *v, dcr__row_fn fn, void *arg)
 {
@@ -356,7 +347,7 @@ static dcr_status_t dcr__walk_rows(int n, const dcr_view_t *const *v, dcr__row_f
     for (int64_t i0 = 0;; i0 += row) {
         for (int j = 0; j < n; j++) p[j] = base[j] + off[j] * es[j];
         DCR_CHECK(fn(p, step, row, i0, arg));
-        if (!dcr__odometer_step(nd - 1, a->shape, idx, n, off, strides)) return DCR_OK;
+        if (!dcr_device_odometer_step(nd - 1, a->shape, idx, n, off, strides)) return DCR_OK;
     }
 }
 
@@ -439,73 +430,6 @@ static void dcr__masks_clear(dcr_receiver_t *r)
     r->nmasks = 0;
 }
 
-/* A copy between two same-shape views as regions of at most two dimensions
- * (dcr/device_kernels.h): extent-1 dimensions dropped, neighbours merged
- * where both views continue each other, in the views' own order, so the
- * regions visit elements in row-major order over the shape (the order of the
- * masks). */
-typedef struct dcr__dims {
-    int nd;
-    int64_t shape[DCR_MAX_DIMS], dst[DCR_MAX_DIMS], src[DCR_MAX_DIMS];
-} dcr__dims_t;
-
-static void dcr__dims_build(const dcr_view_t *dv, const dcr_view_t *sv, dcr__dims_t *m)
-{
-    m->nd = 0;
-    for (int i = 0; i < dv->ndim; i++) {
-        if (dv->shape[i] == 1) continue;
-        int k = m->nd - 1;
-        if (k >= 0 && m->dst[k] == dv->shape[i] * dv->strides[i] &&
-            m->src[k] == dv->shape[i] * sv->strides[i]) {
-            m->shape[k] *= dv->shape[i];
-            m->dst[k] = dv->strides[i];
-            m->src[k] = sv->strides[i];
-            continue;
-        }
-        m->shape[++k] = dv->shape[i];
-        m->dst[k] = dv->strides[i];
-        m->src[k] = sv->strides[i];
-        m->nd = k + 1;
-    }
-}
-
-dcr_status_t dcr__combine_views(dcr_receiver_t *r, const dcr_view_t *dst, const dcr_view_t *src,
-                                const uint8_t *mask, const dcr_view_t *act, dcr_device_op_t op)
-{
-    dcr__dims_t m;
-    dcr__dims_build(dst, src, &m);
-    int64_t es = (int64_t)dcr_dtype_size(dst->dtype);
-    int outer = m.nd > 2 ? m.nd - 2 : 0;
-    dcr_device_region_t reg = {1, 1, 0, 1, 0, 1, 0, 0};
-    if (m.nd >= 1) {
-        reg.cols = m.shape[m.nd - 1];
-        reg.dst_col = m.dst[m.nd - 1];
-        reg.src_col = m.src[m.nd - 1];
-    }
-    if (m.nd >= 2) {
-        reg.rows = m.shape[m.nd - 2];
-        reg.dst_row = m.dst[m.nd - 2];
-        reg.src_row = m.src[m.nd - 2];
-    }
-    if (act) { /* the activity bytes sit where the source words sit */
-        reg.act_row = reg.src_row;
-        reg.act_col = reg.src_col;
-    }
-    if (dcr_view_numel(dst) == 0) return DCR_OK;
-    char *dbase = (char *)dst->storage->data, *sbase = (char *)src->storage->data;
-    const uint8_t *abase = act ? (const uint8_t *)act->storage->data : NULL;
-    /* off[2] is the activity map's element: it moves with the source. */
-    int64_t idx[DCR_MAX_DIMS] = {0}, off[3] = {dst->offset, src->offset, act ? act->offset : 0},
-            per = reg.rows * reg.cols;
-    const int64_t *strides[3] = {m.dst, m.src, m.src};
-    for (int64_t j = 0;; j++) {
-        const uint8_t *active = mask ? mask + j * per : abase ? abase + off[2] : NULL;
-        DCR_CHECK(dcr_device_combine(r->dev, r->stream, dbase + off[0] * es, sbase + off[1] * es,
-                                     &reg, active, dst->dtype, op));
-        if (!dcr__odometer_step(outer, m.shape, idx, 3, off, strides)) return DCR_OK;
-    }
-}
-
 /* Whether a copy into dst already ran in this pass (noting it if not): the
  * host path fixes a destination's mask at its first copy, which the device
  * path does not reproduce. */
@@ -529,21 +453,24 @@ static dcr_status_t dcr__first_copy(dcr_receiver_t *r, const dcr_load_write_t *w
 }
 
 /* The overwrite passes on a device the host cannot address, without a mask
- * on the host: the placeholder pass is combine's own NaN rule, the tracked
- * pass reads the activity map the load context carried (laid out like the
- * source; none means nothing of this copy is active). Same-dtype copies of
- * one destination each, without overlap: others stay on the host path. */
+ * on the host: the placeholder pass is combine's (or, for a converting
+ * copy_, convert's) own NaN rule on the source word, the tracked pass reads
+ * the activity map the load context carried (laid out like the source; none
+ * means nothing of this copy is active). Copies of one destination each,
+ * without overlap: others stay on the host path. */
 static dcr_status_t dcr__overwrite_device(dcr_receiver_t *r, const dcr_load_write_t *w)
 {
     bool first;
-    if (w->src.dtype != w->dst.dtype || r->cur_plan->overlap)
-        return dcr__device_unsupported(
-            r, r->cur_name, r->cur_plan->overlap ? "overlapping copies" : "a converting copy_");
+    if (r->cur_plan->overlap) return dcr__device_unsupported(r, r->cur_name, "overlapping copies");
     DCR_CHECK(dcr__first_copy(r, w, &first));
     if (!first) return dcr__device_unsupported(r, r->cur_name, "a second copy_ into one view");
     if (r->cur_mode == DCR__FULL_TRACKED && w->src_active == NULL) return DCR_OK;
     const dcr_view_t *act = r->cur_mode == DCR__FULL_TRACKED ? w->src_active : NULL;
-    return dcr__combine_views(r, &w->dst, &w->src, NULL, act, DCR_DEVICE_OVERWRITE);
+    if (w->src.dtype != w->dst.dtype)
+        return dcr_device_convert_views(r->dev, r->stream, &w->dst, &w->src, act,
+                                        DCR_DEVICE_OVERWRITE, DCR_DK_T_NONE, NULL);
+    return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, NULL, act,
+                                    DCR_DEVICE_OVERWRITE);
 }
 
 static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
@@ -554,14 +481,16 @@ static dcr_status_t dcr__full_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
         if (w->origin.source != DCR_LOAD_SRC_INPUT || w->src.dtype != w->dst.dtype)
             return dcr__violation(r, "XOR copy_ whose source is %s%s",
                                   w->origin.op[0] ? w->origin.op : "converted", "");
-        return dcr__combine_views(r, &w->dst, &w->src, NULL, NULL, DCR_DEVICE_XOR);
+        return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, NULL, NULL,
+                                        DCR_DEVICE_XOR);
     }
     if (!r->host) return dcr__overwrite_device(r, w);
     DCR_CHECK(dcr__mask_for(r, w, &f.mask));
     /* Converting copies and overlapping writes (whose bits must agree) keep
      * the checked host path. */
     if (w->src.dtype == w->dst.dtype && !r->cur_plan->overlap)
-        return dcr__combine_views(r, &w->dst, &w->src, f.mask, NULL, DCR_DEVICE_OVERWRITE);
+        return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, f.mask, NULL,
+                                        DCR_DEVICE_OVERWRITE);
     return dcr__walk_rows(2, v, dcr__overwrite_row, &f);
 }
 

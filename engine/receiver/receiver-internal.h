@@ -168,15 +168,6 @@ dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, 
 void dcr__apply_free(dcr_receiver_t *r);
 dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encoding_t enc,
                                 const int64_t *idx, const void *values, size_t count);
-/* The full-pass work of one copy_ (or of a fill_, as a copy from a source of
- * strides 0) on the receiver's device, one combine per region of at most two
- * dimensions: dst ^= src (XOR), dst = src (ASSIGN), or dst = src where the
- * element is active (OVERWRITE): mask is a host-computed map row-major over
- * dst's shape, act an activity map laid out like src (a view with src's
- * strides), neither the placeholder rule. */
-dcr_status_t dcr__combine_views(dcr_receiver_t *r, const dcr_view_t *dst, const dcr_view_t *src,
-                                const uint8_t *mask, const dcr_view_t *act, dcr_device_op_t op);
-
 /* ingest.c */
 void dcr__staging_drop(dcr_receiver_t *r);
 

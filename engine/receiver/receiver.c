@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dcr/clock.h"
+#include "dcr/device_views.h"
 #include "receiver-internal.h"
 
 static dcr_status_t dcr__config_check(const dcr_receiver_config_t *cfg)
@@ -80,8 +81,8 @@ dcr_status_t dcr__param_read(const dcr_receiver_t *r, const dcr_param_t *p, size
 dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, const char *what)
 {
     return dcr_error_set(DCR_EUNSUPPORTED,
-                         "%s (%s): %s on device %s, which the host cannot address: only "
-                         "same-dtype copies of views run there yet (engine/device/WIRING.md)",
+                         "%s (%s): %s on device %s, which the host cannot address, does not "
+                         "run there yet (engine/device/WIRING.md)",
                          name, dcr_loader_name(r->loader), what, dcr_device_backend(r->dev)->name);
 }
 
@@ -94,7 +95,7 @@ static dcr_status_t dcr__device_create(dcr_receiver_t *r, const dcr_device_ops_t
     const char *name = r->cfg.device ? r->cfg.device : "cpu";
     DCR_CHECK(ops ? ops->open(0, &r->dev) : dcr_device_open(name, &r->dev));
     r->host = dcr_device_backend(r->dev)->props.host_addressable;
-    DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, 0, &r->stream));
+    DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, r->cfg.id, &r->stream));
     if (r->host || r->cfg.shape_only) return DCR_OK;
     size_t bytes = dcr_params_arena_bytes(r->params);
     DCR_CHECK(dcr_device_alloc(r->dev, bytes ? bytes : DCR_PARAMS_ALIGN, &r->arena));
@@ -130,6 +131,8 @@ static dcr_status_t dcr__receiver_init(dcr_receiver_t *r, const dcr_device_ops_t
     r->params = dcr_loader_params(r->loader);
     DCR_CHECK(dcr_load_ctx_create(r->params, &r->ctx));
     DCR_CHECK(dcr__device_create(r, ops));
+    /* cast and cat of device-mode loads run on the receiver's stream. */
+    dcr_load_ctx_set_device(r->ctx, r->dev, r->stream);
     DCR_CHECK(dcr__scratch_create(r));
     DCR_CHECK(dcr_payload_create(&r->direct));
     size_t np = dcr_params_count(r->params);
@@ -197,19 +200,22 @@ const dcr_params_t *dcr_receiver_params(const dcr_receiver_t *r)
 
 /* ---- dense load ---- */
 
-/* Dense writes on a device the host cannot address: copies of the input
- * (which went up into scratch) or of resident storage in the same dtype are
- * ASSIGN combines; fill_ is one of a constant word (source strides 0). */
+/* Dense writes on a device the host cannot address: copies from device
+ * buffers (the input, which went up into scratch, the load context's
+ * temporaries, resident storage) are ASSIGN combines, or converts when the
+ * dtypes differ (copy_ converts like dcr_convert); fill_ is a combine of a
+ * constant word (source strides 0). */
 static dcr_status_t dcr__dense_copy(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)
 {
     dcr_receiver_t *r = arg;
-    bool device_src =
-        w->origin.source == DCR_LOAD_SRC_INPUT || w->origin.source == DCR_LOAD_SRC_RESIDENT;
-    if (!device_src || w->src.dtype != w->dst.dtype)
+    if (w->origin.source == DCR_LOAD_SRC_FOREIGN)
         return dcr__device_unsupported(r, dcr_load_ctx_name(ctx),
-                                       device_src ? "load_dense: a converting copy_"
-                                                  : "load_dense: copy_ from foreign storage");
-    return dcr__combine_views(r, &w->dst, &w->src, NULL, NULL, DCR_DEVICE_ASSIGN);
+                                       "load_dense: copy_ from foreign storage");
+    if (w->src.dtype != w->dst.dtype)
+        return dcr_device_convert_views(r->dev, r->stream, &w->dst, &w->src, NULL,
+                                        DCR_DEVICE_ASSIGN, DCR_DK_T_NONE, NULL);
+    return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, NULL, NULL,
+                                    DCR_DEVICE_ASSIGN);
 }
 
 static dcr_status_t dcr__dense_fill(void *arg, dcr_load_ctx_t *ctx, const dcr_load_write_t *w)
@@ -223,7 +229,8 @@ static dcr_status_t dcr__dense_fill(void *arg, dcr_load_ctx_t *ctx, const dcr_lo
     /* The constant lives on this stack frame: up and synchronized here. */
     DCR_CHECK(dcr_device_copy(r->dev, r->stream, r->fill_word, &w->fill_bits, sizeof(uint64_t),
                               DCR_DEVICE_H2D));
-    DCR_CHECK(dcr__combine_views(r, &w->dst, &src, NULL, NULL, DCR_DEVICE_ASSIGN));
+    DCR_CHECK(
+        dcr_device_combine_views(r->dev, r->stream, &w->dst, &src, NULL, NULL, DCR_DEVICE_ASSIGN));
     return dcr_device_sync(r->dev, r->stream);
 }
 

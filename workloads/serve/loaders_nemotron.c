@@ -2,7 +2,6 @@
  * conv1d shards, conv1d unsqueezed, A = -exp(A_log) in FP32), MoE mixers
  * (FP32 router and correction bias, relu2 experts with one w13 part, shared
  * experts) and attention mixers. */
-#include <math.h>
 #include <string.h>
 
 #include "workloads/serve/serve-internal.h"
@@ -96,12 +95,6 @@ static dcr_status_t dcr__load_components(const dcr__vllm_t *s, dcr_load_ctx_t *c
     return DCR_OK;
 }
 
-static float dcr__neg_exp(float x, void *arg)
-{
-    (void)arg;
-    return -expf(x);
-}
-
 static dcr_status_t dcr__load_mamba(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, const char *mp,
                                     const char *r, const dcr_view_t *w)
 {
@@ -124,7 +117,8 @@ static dcr_status_t dcr__load_mamba(const dcr__vllm_t *s, dcr_load_ctx_t *ctx, c
         DCR_CHECK(dcr__name(param, "%sA", mp));
         DCR_CHECK(dcr_load_param(ctx, param, &p));
         DCR_CHECK(dcr_load_narrow(ctx, w, 0, (int64_t)s->rank * rows, rows, &part));
-        DCR_CHECK(dcr_load_map(ctx, &part, DCR_DTYPE_FP32, dcr__neg_exp, NULL, "neg_exp", &a));
+        /* -exp of the closed set: the same bits on the host and a GPU. */
+        DCR_CHECK(dcr_load_map_op(ctx, &part, DCR_DTYPE_FP32, DCR_LOAD_NEG_EXP, &a));
         return dcr_load_copy(ctx, &p, &a);
     }
     /* D, dt_bias and the gated norm are split on dim 0. */

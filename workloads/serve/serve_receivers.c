@@ -21,6 +21,7 @@ dcr_status_t dcr_serve_receiver_create(const dcr_model_config_t *model, const dc
     rc.loader = dcr_serve_loader_name(model->family);
     rc.loader_config = &lc;
     rc.inventory = inv;
+    rc.id = receiver;
     return dcr_receiver_create(&rc, out_p);
 }
 

@@ -87,7 +87,7 @@ typedef struct dcr_device_props {
 
 /* The ops table layout this header describes; the registry refuses tables
  * written for another layout. */
-#define DCR_DEVICE_OPS_VERSION 1
+#define DCR_DEVICE_OPS_VERSION 2
 
 /* A backend. Slots receive arguments the wrappers validated (non-NULL
  * handles and buffers where a count is > 0, element sizes 1, 2 or 4, counts
@@ -167,6 +167,22 @@ typedef struct dcr_device_ops {
      * back to the scratch base pattern. */
     dcr_status_t (*reset)(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
                           const int64_t *idx, size_t count, uint32_t base_word);
+    /* A cast or elementwise map over a region (the loader's cast and map,
+     * converting copies): dst (dtype to) = transform (DCR_DK_T_*, of
+     * dcr/device_kernels.h: none, or one of the closed set computed in
+     * FP32) of src (dtype from), converted bit for bit like dcr_convert
+     * (same dtypes without a transform copy bits). nan_events is NULL or a
+     * device buffer of two 32-bit counters the operation adds to: elements
+     * that became NaN from a number, and NaNs that became numbers (the
+     * NaN-placeholder watch of dcr/loader.h). op ASSIGN writes every
+     * element; OVERWRITE (converting copies of the overwrite passes) only
+     * where the element's byte of active is set (placed like combine's) or,
+     * with active NULL, where the source word is not a NaN of from. region
+     * is host memory, read before the call returns. */
+    dcr_status_t (*convert)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
+                            const void *src, dcr_dtype_t from, const dcr_device_region_t *region,
+                            const uint8_t *active, dcr_device_op_t op, int transform,
+                            uint32_t *nan_events);
 } dcr_device_ops_t;
 
 /* An ordered queue of operations on one device, tagged with the actor it
@@ -220,10 +236,10 @@ static inline dcr_device_region_t dcr_device_region_flat(size_t n)
 /* Wrappers: see the slots above. They return DCR_EINVAL for NULL handles,
  * NULL buffers with a non-zero count, element sizes other than 1, 2, 4, and
  * n above UINT32_MAX for detect (indices are 32-bit, as in chunks), a
- * region with negative extents, active with XOR or ASSIGN, or ASSIGN
- * passed to scatter. A zero
- * count returns DCR_OK without calling the backend. free, host_free and
- * stream_destroy accept NULL. */
+ * region with negative extents or an unknown dtype or transform (combine,
+ * convert), active with XOR or ASSIGN, XOR passed to convert,
+ * or ASSIGN passed to scatter. A zero count returns DCR_OK without calling the backend. free,
+ * host_free and stream_destroy accept NULL. */
 dcr_status_t dcr_device_alloc(dcr_device_t *d, size_t bytes, void **out_p);
 void dcr_device_free(dcr_device_t *d, void *p);
 dcr_status_t dcr_device_host_alloc(dcr_device_t *d, size_t bytes, void **out_p);
@@ -253,6 +269,10 @@ dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *d
                                 dcr_dtype_t dtype, dcr_device_op_t op);
 dcr_status_t dcr_device_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
                               const int64_t *idx, size_t count, uint32_t base_word);
+dcr_status_t dcr_device_convert(dcr_device_t *d, dcr_device_stream_t *s, void *dst, dcr_dtype_t to,
+                                const void *src, dcr_dtype_t from,
+                                const dcr_device_region_t *region, const uint8_t *active,
+                                dcr_device_op_t op, int transform, uint32_t *nan_events);
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,9 @@
  * GPU: the CUDA file adds only the launch, the barriers and the warp vote.
  *
  * Everything here is plain C that also compiles as CUDA C++: no allocation,
- * no library calls, fixed-width words. Element sizes are 1, 2 or 4 bytes
- * (FP8, BF16/FP16, FP32) and values are handled as stored bit patterns, so
- * -0.0 and +0.0 differ and NaN payloads count, like the CPU path.
+ * no library calls but fmaf and rintf (exact on both sides), fixed-width words. Element sizes are
+ * 1, 2 or 4 bytes (FP8, BF16/FP16, FP32) and values are handled as stored bit patterns, so -0.0 and
+ * +0.0 differ and NaN payloads count, like the CPU path.
  *
  * Launch configuration (both sides use these constants):
  *  - detect: blocks of DCR_DK_BLOCK threads, block b covers elements
@@ -24,6 +24,7 @@
 #ifndef DCR_DEVICE_KERNELS_H
 #define DCR_DEVICE_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -362,6 +363,194 @@ DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype
     dcr_dk_combine_at(dst, row * r.dst_row + col * r.dst_col, src,
                       row * r.src_row + col * r.src_col, es, dtype,
                       active ? active + dcr_dk_act_at(r, row, col) : NULL, op);
+}
+
+/* ---- convert (cast and converting copies) ----
+ *
+ * The integer-only conversions of engine/core/dtype.c, word for word, so a
+ * cast on the device yields the bits dcr_convert yields on the host: every
+ * conversion goes through FP32 bits (exact for every source dtype here),
+ * narrowing rounds to nearest even, FP8 e4m3fn does not saturate (Inf, NaN
+ * and anything rounding above 448 become NaN), and NaN payloads keep their
+ * top bits with the quiet bit forced. */
+
+#define DCR_DK_F32_SIGN  0x80000000u
+#define DCR_DK_F32_EXP   0x7F800000u
+#define DCR_DK_F32_MANT  0x007FFFFFu
+#define DCR_DK_F32_QUIET 0x00400000u
+
+/* x >> shift rounded to nearest, ties to even (dcr__shift_rne). */
+DCR_DK_FN uint32_t dcr_dk_shift_rne(uint32_t x, unsigned shift)
+{
+    if (shift == 0) return x;
+    if (shift > 31) return 0;
+    uint32_t kept = x >> shift, rest = x & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (kept & 1u))) kept++;
+    return kept;
+}
+
+/* A finite nonzero |FP32| rounded to mbits mantissa bits and exponent bias
+ * bias: the unsigned target code, possibly past the target's largest
+ * (dcr__narrow). */
+DCR_DK_FN uint32_t dcr_dk_narrow(uint32_t abs_bits, unsigned mbits, int bias)
+{
+    int exp8 = (int)(abs_bits >> 23);
+    uint32_t mant = abs_bits & DCR_DK_F32_MANT;
+    int e = exp8 - 127 + bias;
+    if (e >= 1) return dcr_dk_shift_rne(((uint32_t)e << 23) | mant, 23u - mbits);
+    if (exp8 == 0) return 0;
+    return dcr_dk_shift_rne(mant | 0x00800000u, (unsigned)(23 - (int)mbits + 1 - e));
+}
+
+/* FP32 bits of a subnormal with mantissa mant (nonzero, mbits wide) and the
+ * biased FP32 exponent of its unit's leading position. */
+DCR_DK_FN uint32_t dcr_dk_widen_subnormal(uint32_t sign, uint32_t mant, unsigned mbits, int e)
+{
+    while ((mant & (1u << mbits)) == 0) {
+        mant <<= 1;
+        e--;
+    }
+    return sign | ((uint32_t)e << 23) | ((mant & ((1u << mbits) - 1u)) << (23 - mbits));
+}
+
+/* Word w of dtype as FP32 bits (exact). */
+DCR_DK_FN uint32_t dcr_dk_to_f32(int dtype, uint32_t w)
+{
+    if (dtype == DCR_DK_BF16) return w << 16;
+    if (dtype == DCR_DK_FP32) return w;
+    if (dtype == DCR_DK_FP16) {
+        uint32_t sign = (w & 0x8000u) << 16, exp = (w >> 10) & 0x1Fu, mant = w & 0x3FFu;
+        if (exp == 0x1F)
+            return sign | DCR_DK_F32_EXP | (mant << 13) | (mant ? DCR_DK_F32_QUIET : 0);
+        if (exp == 0) return mant ? dcr_dk_widen_subnormal(sign, mant, 10, 1 - 15 + 127) : sign;
+        return sign | ((exp - 15 + 127) << 23) | (mant << 13);
+    }
+    if (dtype == DCR_DK_FP8_E4M3) {
+        uint32_t sign = (w & 0x80u) << 24, exp = (w >> 3) & 0xFu, mant = w & 0x7u;
+        if (exp == 0xF && mant == 0x7) return sign | DCR_DK_F32_EXP | DCR_DK_F32_QUIET;
+        if (exp == 0) return mant ? dcr_dk_widen_subnormal(sign, mant, 3, 1 - 7 + 127) : sign;
+        return sign | ((exp - 7 + 127) << 23) | (mant << 20);
+    }
+    return 0;
+}
+
+/* FP32 bits as a word of dtype, rounded like dcr_convert. */
+DCR_DK_FN uint32_t dcr_dk_from_f32(int dtype, uint32_t bits)
+{
+    uint32_t abs_bits = bits & ~DCR_DK_F32_SIGN;
+    if (dtype == DCR_DK_FP32) return bits;
+    if (dtype == DCR_DK_BF16) {
+        if (abs_bits > DCR_DK_F32_EXP) return ((bits >> 16) | 0x0040u) & 0xFFFFu;
+        return ((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16) & 0xFFFFu;
+    }
+    if (dtype == DCR_DK_FP16) {
+        uint32_t sign = (bits >> 16) & 0x8000u;
+        if (abs_bits > DCR_DK_F32_EXP) return sign | 0x7E00u | ((abs_bits >> 13) & 0x3FFu);
+        if (abs_bits == DCR_DK_F32_EXP) return sign | 0x7C00u;
+        if (abs_bits == 0) return sign;
+        if ((int)(abs_bits >> 23) - 127 + 15 >= 31) return sign | 0x7C00u;
+        uint32_t code = dcr_dk_narrow(abs_bits, 10, 15);
+        return sign | (code >= 0x7C00u ? 0x7C00u : code);
+    }
+    if (dtype == DCR_DK_FP8_E4M3) {
+        uint32_t sign = (bits >> 24) & 0x80u;
+        if (abs_bits >= DCR_DK_F32_EXP) return sign | 0x7Fu;
+        if (abs_bits == 0) return sign;
+        if ((int)(abs_bits >> 23) - 127 + 7 > 15) return sign | 0x7Fu;
+        uint32_t code = dcr_dk_narrow(abs_bits, 3, 7);
+        return sign | (code > 0x7Eu ? 0x7Fu : code);
+    }
+    return 0;
+}
+
+/* ---- elementwise transforms (the loader's map on a device) ----
+ *
+ * A closed set, each computed in FP32 the same way on the host and on the
+ * device: only IEEE operations that round once (multiply, fmaf, rintf,
+ * add) and integer bit work, so nvcc's and the host compiler's code give
+ * the same bits (no libm call, whose last bit differs between glibc and
+ * CUDA, and nothing a compiler may contract). The values are those of
+ * dcr_load_transform_t (dcr/loader.h). */
+#define DCR_DK_T_NONE     0 /* y = x */
+#define DCR_DK_T_NEG      1 /* y = -x */
+#define DCR_DK_T_NEG_EXP  2 /* y = -exp(x) (Mamba's A = -exp(A_log)) */
+#define DCR_DK_TRANSFORMS 3
+
+DCR_DK_FN float dcr_dk_f32(uint32_t b)
+{
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+DCR_DK_FN uint32_t dcr_dk_bits(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    return b;
+}
+
+/* exp(x) in FP32 within 2 ulp (Cephes' polynomial on [-ln2/2, ln2/2],
+ * Cody-Waite reduction with fmaf, scaling by exact powers of two). NaN in,
+ * the same NaN out (quieted). */
+DCR_DK_FN uint32_t dcr_dk_exp_bits(uint32_t xb)
+{
+    if ((xb & ~DCR_DK_F32_SIGN) > DCR_DK_F32_EXP) return xb | DCR_DK_F32_QUIET;
+    float x = dcr_dk_f32(xb);
+    if (x > 88.72283935546875f) return DCR_DK_F32_EXP; /* +inf (and exp(+inf)) */
+    if (x < -104.0f) return 0;                         /* below half the least subnormal */
+    float k = rintf(x * 1.44269502162933349609375f);
+    float r = fmaf(k, -0.693145751953125f, x);
+    r = fmaf(k, -1.428606765330187045e-06f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f);
+    p = fmaf(p, r, 8.3334519073e-3f);
+    p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f);
+    p = fmaf(p, r, 5.0000001201e-1f);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    /* y * 2^k, k in [-150, 128], as two multiplications by normal powers. */
+    int ki = (int)k, k1 = ki / 2, k2 = ki - k1;
+    y = y * dcr_dk_f32((uint32_t)(k1 + 127) << 23);
+    return dcr_dk_bits(y * dcr_dk_f32((uint32_t)(k2 + 127) << 23));
+}
+
+/* A transform of FP32 bits. */
+DCR_DK_FN uint32_t dcr_dk_transform(int op, uint32_t xb)
+{
+    if (op == DCR_DK_T_NEG) return xb ^ DCR_DK_F32_SIGN;
+    if (op == DCR_DK_T_NEG_EXP) return dcr_dk_exp_bits(xb) ^ DCR_DK_F32_SIGN;
+    return xb;
+}
+
+/* What a conversion did to the NaN placeholder rule: created a NaN from a
+ * number, lost one (a NaN became a number), or neither. */
+#define DCR_DK_NAN_NONE    0
+#define DCR_DK_NAN_CREATED 1
+#define DCR_DK_NAN_LOST    2
+
+/* Element i (row-major over the region) of dst (dtype to) = transform op
+ * of src (dtype from) converted; returns its NaN event. Same dtypes
+ * without a transform copy bits. mode DCR_DK_ASSIGN writes every element;
+ * DCR_DK_OVERWRITE (a converting copy in an overwrite pass) only where the
+ * element's activity byte is set (active, placed by the region's act
+ * strides) or, without one, where the source word is not a NaN of from
+ * (the placeholder rule, on the source like the host's mask). */
+DCR_DK_FN int dcr_dk_convert(void *dst, int to, const void *src, int from, dcr_device_region_t r,
+                             const uint8_t *active, int mode, int op, size_t i)
+{
+    if (r.cols <= 0 || i >= (size_t)(r.rows * r.cols)) return DCR_DK_NAN_NONE;
+    int64_t row = (int64_t)i / r.cols, col = (int64_t)i % r.cols;
+    uint32_t s = dcr_dk_load(src, row * r.src_row + col * r.src_col, dcr_dk_dtype_size(from));
+    if (mode == DCR_DK_OVERWRITE &&
+        !(active ? active[dcr_dk_act_at(r, row, col)] != 0 : !dcr_dk_isnan(from, s)))
+        return DCR_DK_NAN_NONE;
+    uint32_t d = to == from && op == DCR_DK_T_NONE
+                     ? s
+                     : dcr_dk_from_f32(to, dcr_dk_transform(op, dcr_dk_to_f32(from, s)));
+    dcr_dk_store(dst, row * r.dst_row + col * r.dst_col, dcr_dk_dtype_size(to), d);
+    int a = dcr_dk_isnan(from, s), b = dcr_dk_isnan(to, d);
+    return !a && b ? DCR_DK_NAN_CREATED : a && !b ? DCR_DK_NAN_LOST : DCR_DK_NAN_NONE;
 }
 
 /* Restores scratch at record k's position to the base word (0 after XOR,

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/device.h"
 #include "dcr/status.h"
 #include "dcr/tensor.h"
 
@@ -177,10 +178,16 @@ typedef struct dcr_load_mode {
     /* The input and the resident parameters are buffers of a device the
      * host cannot address (engine/device, props.host_addressable false):
      * views work as always, and every copy_ and fill_ reaches the hooks,
-     * which do the device's work; the new-storage ops (cast, cat, map,
-     * blockwise) compute on host memory, so they refuse with
-     * DCR_EUNSUPPORTED naming the tensor and the op instead of reading
-     * device memory. */
+     * which do the device's work. cast and cat run on the context's device
+     * (dcr_load_ctx_set_device): temporaries and their activity maps are
+     * device buffers, a cast is the device's convert (bit for bit
+     * dcr_convert, the NaN watch counted by it), cat and the activity maps
+     * are ASSIGN combines, dcr_load_map_op the device's convert with its
+     * transform; their sources must be device buffers (the input,
+     * temporaries, resident parameters). dcr_load_map and blockwise take
+     * host functions and refuse with DCR_EUNSUPPORTED naming the tensor and
+     * the op instead of reading device memory, as do the others with no
+     * device set or from foreign storage. */
     bool device;
 } dcr_load_mode_t;
 
@@ -191,6 +198,10 @@ void dcr_load_ctx_destroy(dcr_load_ctx_t *ctx);
 /* Installs hooks (NULL: plain) and their argument for subsequent calls. */
 void dcr_load_ctx_set_hooks(dcr_load_ctx_t *ctx, const dcr_load_hooks_t *hooks, void *arg);
 void dcr_load_ctx_set_mode(dcr_load_ctx_t *ctx, dcr_load_mode_t mode);
+/* The device new-storage ops run on in device mode (both borrowed; they
+ * must outlive the context; NULL: none, cast and cat are refused there).
+ * Work is queued on stream; the load call waits for it before it returns. */
+void dcr_load_ctx_set_device(dcr_load_ctx_t *ctx, dcr_device_t *dev, dcr_device_stream_t *stream);
 /* Tracked mode: the activity bytes of the input (one per input element, in
  * the input view's layout). Borrowed for the next load call. */
 void dcr_load_ctx_set_input_active(dcr_load_ctx_t *ctx, const dcr_view_t *active);
@@ -236,6 +247,19 @@ dcr_status_t dcr_load_cat(dcr_load_ctx_t *ctx, size_t n, const dcr_view_t *vs, i
 typedef float (*dcr_load_map_fn)(float x, void *arg);
 dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
                           dcr_load_map_fn fn, void *arg, const char *what, dcr_view_t *out_p);
+/* The closed set of elementwise transforms that also run on a device
+ * (dcr/device_kernels.h computes each the same way on the host and on a
+ * GPU, so both give the same bits; a host dcr_load_map_fn cannot run on a
+ * GPU). */
+typedef enum dcr_load_transform {
+    DCR_LOAD_NEG = 1,     /* y = -x */
+    DCR_LOAD_NEG_EXP = 2, /* y = -exp(x), exp within 2 ulp of the exact value */
+} dcr_load_transform_t;
+/* dcr_load_map with a transform of the closed set (named "neg", "neg_exp"
+ * in origins): on the host a map, in device mode a kernel on the
+ * context's device. */
+dcr_status_t dcr_load_map_op(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
+                             dcr_load_transform_t op, dcr_view_t *out_p);
 /* Blockwise transform over consecutive blocks of `block` elements of the
  * row-major view (the last block may be shorter): fn(in, out, n, arg) in
  * FP32, e.g. quantization with a shared per-block scale. One input value can

@@ -90,13 +90,18 @@ typedef struct dcr_receiver_config {
      * application live (engine/device): NULL or "cpu", "cuda" or "auto".
      * On a device the host cannot address (cuda) the parameters live in
      * one device arena, dense loads go up through scratch and equal,
-     * digests and check read back through copies; the loader's
-     * new-storage ops (cast, cat, map, blockwise), converting or
-     * overlapping copies and repeated copies into one view run on host
-     * memory only, so a tensor whose path needs them fails its dense load
-     * or item with DCR_EUNSUPPORTED naming it. Resident files need a host
-     * device. */
+     * digests and check read back through copies; the loader's cast, cat
+     * and maps of the closed set run on the device (dcr/loader.h), and
+     * converting copies too. dcr_load_map with a host function and
+     * blockwise, overlapping copies and converting XOR copies in a delta
+     * pass and repeated copies into one view of an overwrite pass run on
+     * host memory only, so a tensor whose path needs them fails its dense
+     * load or item with DCR_EUNSUPPORTED naming it. Resident files need a
+     * host device. */
     const char *device;
+    /* This receiver's number in its cluster: the tag of its device stream
+     * in the NVTX ranges ("apply receiver=3 ..."); 0 by default. */
+    int id;
 } dcr_receiver_config_t;
 
 typedef struct dcr_receiver dcr_receiver_t;

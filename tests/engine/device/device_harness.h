@@ -140,6 +140,20 @@ static inline void harness_combine(void *dst, const void *src, int dtype, dcr_de
     HARNESS_ELEMENTWISE(n, i, dcr_dk_combine(dst, src, es, dtype, r, active, op, i));
 }
 
+/* dcr__k_convert: each thread's NaN event added to the counters (the
+ * kernel's atomics). */
+static inline void harness_convert(void *dst, int to, const void *src, int from,
+                                   dcr_device_region_t r, const uint8_t *active, int mode,
+                                   int transform, uint32_t *nan_events)
+{
+    size_t n = (size_t)(r.rows * r.cols);
+    HARNESS_ELEMENTWISE(n, i, {
+        int ev = dcr_dk_convert(dst, to, src, from, r, active, mode, transform, i);
+        if (nan_events && ev == DCR_DK_NAN_CREATED) nan_events[0]++;
+        if (nan_events && ev == DCR_DK_NAN_LOST) nan_events[1]++;
+    });
+}
+
 static inline void harness_reset(void *scratch, unsigned es, const int64_t *idx, size_t count,
                                  uint32_t base_word)
 {

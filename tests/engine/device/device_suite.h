@@ -180,6 +180,100 @@ static suite_region_case_t suite_region(size_t shape, int flip)
     return c;
 }
 
+/* ---- convert ---- */
+
+/* Inputs of a conversion from dt: every pattern of a 1- or 2-byte dtype;
+ * for FP32 every exponent with mantissas at the narrowing targets' rounding
+ * edges (ties, one below and above, the carry into the exponent), both
+ * signs, NaN payloads, then random words. malloc'd; *n_p words. */
+static void *suite_convert_inputs(dcr_rng_t *rng, dcr_dtype_t dt, size_t *n_p)
+{
+    size_t es = dcr_dtype_size(dt), n = es == 1 ? 256 : es == 2 ? 65536 : 1 << 18;
+    char *buf = malloc(n * es);
+    if (es < 4) {
+        for (size_t i = 0; i < n; i++) dcr_dtype_store_bits(dt, buf + i * es, i);
+        *n_p = n;
+        return buf;
+    }
+    static const uint32_t mants[] = {0,      1,        0x7FFF,   0x8000,   0x8001,   0x18000,
+                                     0xFFFF, 0xFFFFF,  0x100000, 0x0FFF,   0x1000,   0x1001,
+                                     0x3000, 0x7FFFFF, 0x7FF000, 0x7FE000, 0x400000, 0x400001};
+    size_t k = 0;
+    for (uint32_t e = 0; e < 256; e++)
+        for (size_t m = 0; m < sizeof mants / sizeof mants[0]; m++)
+            for (uint32_t sign = 0; sign < 2; sign++)
+                dcr_dtype_store_bits(dt, buf + 4 * k++, (sign << 31) | (e << 23) | mants[m]);
+    for (; k < n; k++) dcr_dtype_store_bits(dt, buf + 4 * k, (uint32_t)dcr_rng_u64(rng));
+    *n_p = n;
+    return buf;
+}
+
+/* A conversion of a region on the device under test (or the harness):
+ * dst (to) from src (from), NaN events added to events[2]. */
+typedef void (*suite_convert_fn)(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                 const char *src, size_t elems, dcr_device_region_t r,
+                                 int64_t origin, uint32_t events[2]);
+
+/* Every dtype pair, every input, through a flat region and one whose
+ * destination runs backwards along its rows, against dcr_convert word for
+ * word and an event count from dcr_dtype_bits_isnan. */
+static void suite_convert(uint64_t salt, suite_convert_fn fn, void *arg)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ salt);
+    for (size_t a = 0; a < SUITE_NDTYPES; a++) {
+        dcr_dtype_t from = suite_dtypes[a];
+        size_t n;
+        char *src = suite_convert_inputs(&rng, from, &n);
+        for (size_t b = 0; b < SUITE_NDTYPES; b++) {
+            dcr_dtype_t to = suite_dtypes[b];
+            size_t ts = dcr_dtype_size(to), fs = dcr_dtype_size(from);
+            char *want = malloc(n * ts), *got = malloc(n * ts);
+            uint32_t want_ev[2] = {0, 0};
+            for (size_t i = 0; i < n; i++) {
+                dcr_convert(want + i * ts, to, src + i * fs, from, 1);
+                int x = dcr_dtype_bits_isnan(from, dcr_dtype_load_bits(from, src + i * fs));
+                int y = dcr_dtype_bits_isnan(to, dcr_dtype_load_bits(to, want + i * ts));
+                want_ev[0] += !x && y;
+                want_ev[1] += x && !y;
+            }
+            for (int flip = 0; flip < 2; flip++) {
+                /* n = 256 rows of n / 256 columns. */
+                int64_t cols = (int64_t)n / 256;
+                dcr_device_region_t r = {256, cols, cols, 1, cols, 1, 0, 0};
+                int64_t origin = 0;
+                if (flip) {
+                    r.dst_col = -1;
+                    origin = cols - 1;
+                }
+                uint32_t ev[2] = {0, 0};
+                memset(got, 0xA5, n * ts);
+                fn(arg, to, from, got, src, n, r, origin, ev);
+                for (int64_t i = 0; i < (int64_t)n; i++) {
+                    int64_t row = i / cols, col = i % cols;
+                    int64_t at = origin + row * r.dst_row + col * r.dst_col;
+                    uint64_t g = dcr_dtype_load_bits(to, got + at * (int64_t)ts);
+                    uint64_t w = dcr_dtype_load_bits(to, want + i * (int64_t)ts);
+                    if (g != w)
+                        fail_msg(
+                            "convert %s -> %s flip %d: element %lld (0x%llx) gives 0x%llx, "
+                            "dcr_convert 0x%llx",
+                            dcr_dtype_name(from), dcr_dtype_name(to), flip, (long long)i,
+                            (unsigned long long)dcr_dtype_load_bits(from, src + i * (int64_t)fs),
+                            (unsigned long long)g, (unsigned long long)w);
+                }
+                assert_int_equal(ev[0], want_ev[0]);
+                assert_int_equal(ev[1], want_ev[1]);
+            }
+            /* The conversions that can make NaNs from numbers do here. */
+            if (to == DCR_DTYPE_FP8_E4M3 && from != to) assert_true(want_ev[0] > 0);
+            free(want);
+            free(got);
+        }
+        free(src);
+    }
+}
+
 /* Whether every word of buf[0..n) is w. */
 static bool suite_all_words(dcr_dtype_t dt, const void *buf, size_t n, uint64_t w)
 {
@@ -205,6 +299,168 @@ static void suite_down(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const
 {
     assert_int_equal(dcr_device_copy(d, s, dst, src, bytes, DCR_DEVICE_D2H), DCR_OK);
     assert_int_equal(dcr_device_sync(d, s), DCR_OK);
+}
+
+/* A converting copy of an overwrite pass (fn: op OVERWRITE, active NULL or
+ * a row-major map): elements written where active, or without a map where
+ * the source word is not NaN, with dcr_convert's bits; the others keep
+ * their old word. Random sources with NaNs, -0.0 and subnormals. */
+typedef void (*suite_overwrite_fn)(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                   const char *src, size_t n, const uint8_t *active);
+
+static void suite_convert_overwrite(uint64_t salt, suite_overwrite_fn fn, void *arg)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ salt);
+    static const dcr_dtype_t pairs[][2] = {{DCR_DTYPE_FP8_E4M3, DCR_DTYPE_BF16},
+                                           {DCR_DTYPE_BF16, DCR_DTYPE_FP32},
+                                           {DCR_DTYPE_FP16, DCR_DTYPE_FP8_E4M3}};
+    size_t n = 3 * 2048 + 17;
+    for (size_t p = 0; p < 3; p++)
+        for (int tracked = 0; tracked < 2; tracked++) {
+            dcr_dtype_t to = pairs[p][0], from = pairs[p][1];
+            size_t ts = dcr_dtype_size(to), fs = dcr_dtype_size(from);
+            char *src = malloc(n * fs), *want = malloc(n * ts), *got = malloc(n * ts);
+            uint8_t *act = malloc(n);
+            for (size_t i = 0; i < n; i++) {
+                dcr_dtype_store_bits(from, src + i * fs, suite_word(&rng, from));
+                dcr_dtype_store_bits(to, want + i * ts, suite_word(&rng, to));
+                act[i] = (uint8_t)(dcr_rng_below(&rng, 3) == 0);
+            }
+            memcpy(got, want, n * ts);
+            for (size_t i = 0; i < n; i++) {
+                bool nan = dcr_dtype_bits_isnan(from, dcr_dtype_load_bits(from, src + i * fs));
+                if (tracked ? act[i] != 0 : !nan)
+                    dcr_convert(want + i * ts, to, src + i * fs, from, 1);
+            }
+            fn(arg, to, from, got, src, n, tracked ? act : NULL);
+            for (size_t i = 0; i < n; i++)
+                if (dcr_dtype_load_bits(to, got + i * ts) != dcr_dtype_load_bits(to, want + i * ts))
+                    fail_msg("overwrite %s -> %s tracked %d: element %zu", dcr_dtype_name(from),
+                             dcr_dtype_name(to), tracked, i);
+            free(src);
+            free(want);
+            free(got);
+            free(act);
+        }
+}
+
+/* The transforms of the closed set (DCR_DK_T_NEG, DCR_DK_T_NEG_EXP) from
+ * FP32 and BF16 inputs into FP32 and BF16, through the function under test
+ * (a device, or the harness), against the same per-element work run on the
+ * host: the host and device paths of dcr_load_map_op must give the same
+ * bits (the arithmetic itself is checked against exp in test_device.c). */
+typedef void (*suite_map_fn)(void *arg, dcr_dtype_t to, dcr_dtype_t from, int transform, char *dst,
+                             const char *src, size_t elems, uint32_t events[2]);
+
+static void suite_map(uint64_t salt, suite_map_fn fn, void *arg)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ salt);
+    static const dcr_dtype_t dts[] = {DCR_DTYPE_FP32, DCR_DTYPE_BF16};
+    for (int op = DCR_DK_T_NEG; op <= DCR_DK_T_NEG_EXP; op++)
+        for (size_t a = 0; a < 2; a++) {
+            size_t n;
+            char *src = suite_convert_inputs(&rng, dts[a], &n);
+            for (size_t b = 0; b < 2; b++) {
+                dcr_dtype_t to = dts[b], from = dts[a];
+                size_t ts = dcr_dtype_size(to);
+                char *want = malloc(n * ts), *got = malloc(n * ts);
+                dcr_device_region_t r = dcr_device_region_flat(n);
+                uint32_t want_ev[2] = {0, 0}, ev[2] = {0, 0};
+                for (size_t i = 0; i < n; i++) {
+                    int e = dcr_dk_convert(want, (int)to, src, (int)from, r, NULL, DCR_DK_ASSIGN,
+                                           op, i);
+                    want_ev[0] += e == DCR_DK_NAN_CREATED;
+                    want_ev[1] += e == DCR_DK_NAN_LOST;
+                }
+                fn(arg, to, from, op, got, src, n, ev);
+                for (size_t i = 0; i < n; i++) {
+                    uint64_t g = dcr_dtype_load_bits(to, got + i * ts);
+                    uint64_t w = dcr_dtype_load_bits(to, want + i * ts);
+                    if (g != w)
+                        fail_msg("transform %d %s -> %s: element %zu gives 0x%llx, the host 0x%llx",
+                                 op, dcr_dtype_name(from), dcr_dtype_name(to), i,
+                                 (unsigned long long)g, (unsigned long long)w);
+                }
+                assert_int_equal(ev[0], want_ev[0]);
+                assert_int_equal(ev[1], want_ev[1]);
+                free(want);
+                free(got);
+            }
+            free(src);
+        }
+}
+
+typedef struct suite_convert_dev {
+    dcr_device_t *d;
+    dcr_device_stream_t *s;
+} suite_convert_dev_t;
+
+static void suite_convert_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                    const char *src, size_t elems, dcr_device_region_t r,
+                                    int64_t origin, uint32_t events[2])
+{
+    suite_convert_dev_t *c = arg;
+    size_t ts = dcr_dtype_size(to);
+    void *dsrc = suite_up(c->d, c->s, src, elems * dcr_dtype_size(from));
+    void *ddst = suite_up(c->d, c->s, dst, elems * ts);
+    uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
+    assert_int_equal(dcr_device_convert(c->d, c->s, (char *)ddst + origin * (int64_t)ts, to, dsrc,
+                                        from, &r, NULL, DCR_DEVICE_ASSIGN, DCR_DK_T_NONE, dev),
+                     DCR_OK);
+    suite_down(c->d, c->s, dst, ddst, elems * ts);
+    suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));
+    dcr_device_free(c->d, dsrc);
+    dcr_device_free(c->d, ddst);
+    dcr_device_free(c->d, dev);
+}
+
+static void suite_map_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, int transform,
+                                char *dst, const char *src, size_t elems, uint32_t events[2])
+{
+    suite_convert_dev_t *c = arg;
+    size_t ts = dcr_dtype_size(to);
+    void *dsrc = suite_up(c->d, c->s, src, elems * dcr_dtype_size(from));
+    void *ddst = suite_up(c->d, c->s, NULL, elems * ts);
+    uint32_t *dev = suite_up(c->d, c->s, NULL, 2 * sizeof(uint32_t));
+    dcr_device_region_t r = dcr_device_region_flat(elems);
+    assert_int_equal(dcr_device_convert(c->d, c->s, ddst, to, dsrc, from, &r, NULL,
+                                        DCR_DEVICE_ASSIGN, transform, dev),
+                     DCR_OK);
+    suite_down(c->d, c->s, dst, ddst, elems * ts);
+    suite_down(c->d, c->s, events, dev, 2 * sizeof(uint32_t));
+    dcr_device_free(c->d, dsrc);
+    dcr_device_free(c->d, ddst);
+    dcr_device_free(c->d, dev);
+}
+
+static void suite_overwrite_on_device(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                      const char *src, size_t n, const uint8_t *active)
+{
+    suite_convert_dev_t *c = arg;
+    size_t ts = dcr_dtype_size(to);
+    void *dsrc = suite_up(c->d, c->s, src, n * dcr_dtype_size(from));
+    void *ddst = suite_up(c->d, c->s, dst, n * ts);
+    void *dact = active ? suite_up(c->d, c->s, active, n) : NULL;
+    dcr_device_region_t r = dcr_device_region_flat(n);
+    assert_int_equal(dcr_device_convert(c->d, c->s, ddst, to, dsrc, from, &r, dact,
+                                        DCR_DEVICE_OVERWRITE, DCR_DK_T_NONE, NULL),
+                     DCR_OK);
+    suite_down(c->d, c->s, dst, ddst, n * ts);
+    dcr_device_free(c->d, dsrc);
+    dcr_device_free(c->d, ddst);
+    dcr_device_free(c->d, dact);
+}
+
+static void conf_convert(dcr_device_t *d)
+{
+    suite_convert_dev_t c = {d, NULL};
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &c.s), DCR_OK);
+    suite_convert(0xC0, suite_convert_on_device, &c);
+    suite_map(0xC1, suite_map_on_device, &c);
+    suite_convert_overwrite(0xC2, suite_overwrite_on_device, &c);
+    dcr_device_stream_destroy(d, c.s);
 }
 
 /* Memory: buffers start zeroed, copies round-trip in every direction,

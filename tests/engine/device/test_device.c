@@ -268,6 +268,79 @@ static void test_cpu_combine_regions(void **state)
     conf_combine_regions(*state);
 }
 
+/* The convert kernel under the harness, every dtype pair. */
+static void convert_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                               const char *src, size_t elems, dcr_device_region_t r, int64_t origin,
+                               uint32_t events[2])
+{
+    (void)arg;
+    (void)elems;
+    harness_convert(dst + origin * (int64_t)dcr_dtype_size(to), (int)to, src, (int)from, r, NULL,
+                    DCR_DK_ASSIGN, DCR_DK_T_NONE, events);
+}
+
+static void test_harness_convert(void **state)
+{
+    suite_convert(0xC7, convert_on_harness, NULL);
+}
+
+/* The transforms of the closed set under the harness (the device's work) and
+ * exp's arithmetic against the exact value: within 2 ulp where the result
+ * is normal, within 2 units of the least subnormal below, exact specials
+ * (overflow to inf, underflow to 0, exp(0) = 1, NaN kept with its payload,
+ * quieted). */
+static void map_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, int transform, char *dst,
+                           const char *src, size_t elems, uint32_t events[2])
+{
+    (void)arg;
+    harness_convert(dst, (int)to, src, (int)from, dcr_device_region_flat(elems), NULL,
+                    DCR_DK_ASSIGN, transform, events);
+}
+
+static void overwrite_on_harness(void *arg, dcr_dtype_t to, dcr_dtype_t from, char *dst,
+                                 const char *src, size_t n, const uint8_t *active)
+{
+    (void)arg;
+    harness_convert(dst, (int)to, src, (int)from, dcr_device_region_flat(n), active,
+                    DCR_DK_OVERWRITE, DCR_DK_T_NONE, NULL);
+}
+
+static void test_harness_map(void **state)
+{
+    suite_convert_overwrite(0xC9, overwrite_on_harness, NULL);
+    suite_map(0xC8, map_on_harness, NULL);
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, g_seed ^ 0xE8);
+    for (int k = 0; k < 2000000; k++) {
+        float x = (float)(dcr_rng_uniform(&rng) * 220.0 - 110.0);
+        if (k < 256) x = (float)(k - 128) * 0.8125f;
+        double want = exp((double)x);
+        float got = dcr_dk_f32(dcr_dk_exp_bits(dcr_dk_bits(x)));
+        if (want > 3.4028234663852886e38) {
+            assert_true(isinf(got) && got > 0);
+            continue;
+        }
+        double ulp = want >= 1.1754943508222875e-38 ? ldexp(1.0, ilogb(want) - 23) : 0x1p-149;
+        if (fabs((double)got - want) > 2 * ulp)
+            fail_msg("exp(%.9g) = %.9g, exact %.17g (%.2f ulp)", (double)x, (double)got, want,
+                     fabs((double)got - want) / ulp);
+    }
+    assert_int_equal(dcr_dk_exp_bits(0), 0x3F800000u);                  /* exp(0) = 1 */
+    assert_int_equal(dcr_dk_exp_bits(0x80000000u), 0x3F800000u);        /* exp(-0) = 1 */
+    assert_int_equal(dcr_dk_exp_bits(0x7F800000u), 0x7F800000u);        /* exp(inf) */
+    assert_int_equal(dcr_dk_exp_bits(0xFF800000u), 0u);                 /* exp(-inf) */
+    assert_int_equal(dcr_dk_exp_bits(dcr_dk_bits(89.0f)), 0x7F800000u); /* overflow */
+    assert_int_equal(dcr_dk_exp_bits(dcr_dk_bits(-105.0f)), 0u);        /* underflow */
+    assert_int_equal(dcr_dk_exp_bits(0x7F800123u), 0x7FC00123u);        /* NaN, quieted */
+    assert_int_equal(dcr_dk_transform(DCR_DK_T_NEG_EXP, 0), 0xBF800000u);
+    assert_int_equal(dcr_dk_transform(DCR_DK_T_NEG, 0x7FC00001u), 0xFFC00001u);
+}
+
+static void test_cpu_convert(void **state)
+{
+    conf_convert(*state);
+}
+
 static void test_cpu_errors(void **state)
 {
     conf_errors(*state);
@@ -286,10 +359,13 @@ int main(void)
         cmocka_unit_test(test_harness_detect_each_position),
         cmocka_unit_test(test_harness_apply),
         cmocka_unit_test(test_harness_combine_regions),
+        cmocka_unit_test(test_harness_convert),
+        cmocka_unit_test(test_harness_map),
         cmocka_unit_test_setup_teardown(test_cpu_memory, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_detect, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_apply, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_combine_regions, open_cpu, close_dev),
+        cmocka_unit_test_setup_teardown(test_cpu_convert, open_cpu, close_dev),
         cmocka_unit_test_setup_teardown(test_cpu_errors, open_cpu, close_dev),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

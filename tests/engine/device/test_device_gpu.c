@@ -56,6 +56,11 @@ static void test_cuda_combine_regions(void **state)
     conf_combine_regions(*state);
 }
 
+static void test_cuda_convert(void **state)
+{
+    conf_convert(*state);
+}
+
 static void test_cuda_errors(void **state)
 {
     conf_errors(*state);
@@ -239,6 +244,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_cuda_detect, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_apply, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_combine_regions, open_cuda, close_dev),
+        cmocka_unit_test_setup_teardown(test_cuda_convert, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_errors, open_cuda, close_dev),
         cmocka_unit_test_setup_teardown(test_cuda_large_chunk, open_cuda, close_dev),
     };

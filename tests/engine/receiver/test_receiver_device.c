@@ -36,6 +36,7 @@
 #include "dcr/device.h"
 #include "dcr/receiver.h"
 #include "device/device-internal.h"
+#include "engine/device/far_device.h"
 #include "engine/receiver/receiver_test_util.h"
 #include "receiver/receiver-internal.h"
 
@@ -141,93 +142,121 @@ static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *nam
 static const dcr_loader_ops_t views_ops = {DCR_LOADER_OPS_VERSION, "cube.views", views_create,
                                            cube_destroy, views_load};
 
-/* ---- the far device ---- */
+/* ---- the cast loader: the cube's tensors through cast, cat and map_op ---- */
 
-/* Buffers of the far table are host memory seen at address + FAR_SHIFT:
- * outside the canonical range, so the host faults on them. */
-#define FAR_SHIFT ((uintptr_t)1 << 62)
-
-static void *near_of(const void *p)
+static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
 {
-    return p ? (void *)((uintptr_t)p - FAR_SHIFT) : NULL;
-}
-
-static void *far_of(void *p)
-{
-    return (void *)((uintptr_t)p + FAR_SHIFT);
-}
-
-static dcr_device_ops_t g_far;
-
-static dcr_status_t far_open(int ordinal, dcr_device_t **out_p)
-{
-    DCR_CHECK(dcr__device_cpu_ops.open(ordinal, out_p));
-    (*out_p)->ops = &g_far;
+    (void)config;
+    int64_t t3[3] = {6, 5, 4}, u[2] = {3, 8}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
+    DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
+    DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP32, 2, u, NULL));
+    DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_FP32, 3, m, NULL));
+    DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
+    DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
+    *state_p = NULL;
     return DCR_OK;
 }
 
-static dcr_status_t far_alloc(dcr_device_t *d, size_t bytes, void **out_p)
+/* cat(w[:, lo_at:lo_at+n], w[:, 0:lo_at]) along dim: a rotation. */
+static dcr_status_t rotate(dcr_load_ctx_t *ctx, const dcr_view_t *w, int dim, int64_t at,
+                           dcr_view_t *out)
 {
-    DCR_CHECK(dcr__device_cpu_ops.alloc(d, bytes, out_p));
-    *out_p = far_of(*out_p);
+    dcr_view_t parts[2];
+    DCR_CHECK(dcr_load_narrow(ctx, w, dim, at, w->shape[dim] - at, &parts[0]));
+    DCR_CHECK(dcr_load_narrow(ctx, w, dim, 0, at, &parts[1]));
+    return dcr_load_cat(ctx, 2, parts, dim, out);
+}
+
+static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+                              const dcr_view_t *w)
+{
+    dcr_view_t p, dst, src, a, b;
+    if (strcmp(name, "u") == 0) {
+        /* cat of strided column blocks (FP32 [3, 8] rotated by 5 columns),
+         * then -exp of the closed set of maps (Mamba's A = -exp(A_log)):
+         * overflow to -inf, underflow to -0, NaN kept. */
+        DCR_CHECK(dcr_load_param(ctx, "u", &p));
+        DCR_CHECK(rotate(ctx, w, 1, 5, &a));
+        DCR_CHECK(dcr_load_map_op(ctx, &a, DCR_DTYPE_FP32, DCR_LOAD_NEG_EXP, &src));
+        return dcr_load_copy(ctx, &p, &src);
+    }
+    if (strcmp(name, "m") == 0) {
+        /* The FP32 norms' cast (bf16 -> fp32), into a transposed parameter. */
+        DCR_CHECK(dcr_load_param(ctx, "m", &p));
+        DCR_CHECK(dcr_load_cast(ctx, w, DCR_DTYPE_FP32, &src));
+        DCR_CHECK(dcr_load_transpose(ctx, &p, 0, 2, &dst));
+        return dcr_load_copy(ctx, &dst, &src);
+    }
+    if (strcmp(name, "f8") == 0) {
+        /* Casts of two row blocks (fp8 -> bf16), concatenated swapped. */
+        DCR_CHECK(dcr_load_param(ctx, "f8", &p));
+        DCR_CHECK(dcr_load_narrow(ctx, w, 0, 2, 4, &a));
+        DCR_CHECK(dcr_load_narrow(ctx, w, 0, 0, 2, &b));
+        dcr_view_t parts[2];
+        DCR_CHECK(dcr_load_cast(ctx, &a, DCR_DTYPE_BF16, &parts[0]));
+        DCR_CHECK(dcr_load_cast(ctx, &b, DCR_DTYPE_BF16, &parts[1]));
+        DCR_CHECK(dcr_load_cat(ctx, 2, parts, 0, &src));
+        return dcr_load_copy(ctx, &p, &src);
+    }
+    if (strcmp(name, "big") == 0) {
+        /* bf16 -> fp8 e4m3fn: every number above 448 becomes NaN, which
+         * the placeholder pass must see (NaN events) and hand to the
+         * tracked pass. */
+        DCR_CHECK(dcr_load_param(ctx, "big", &p));
+        DCR_CHECK(dcr_load_cast(ctx, w, DCR_DTYPE_FP8_E4M3, &src));
+        return dcr_load_copy(ctx, &p, &src);
+    }
+    return cube_load(state, ctx, name, w);
+}
+
+static const dcr_loader_ops_t cast_ops = {DCR_LOADER_OPS_VERSION, "cube.cast", cast_create,
+                                          cube_destroy, cast_load};
+
+/* ---- the conv loader: converting copy_ of views (copy_ converts) ---- */
+
+static dcr_status_t conv_create(const void *config, dcr_params_t *p, void **state_p)
+{
+    (void)config;
+    int64_t t3[3] = {6, 5, 4}, u[2] = {3, 4}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
+    DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
+    DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP16, 2, u, NULL));
+    DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_BF16, 3, m, NULL));
+    DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
+    DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
+    *state_p = NULL;
     return DCR_OK;
 }
 
-static void far_free(dcr_device_t *d, void *p)
+/* The views loader's paths, into parameters of other dtypes where the
+ * canonical dtype differs: fp32 -> fp16 (strided columns), fp8 -> bf16,
+ * bf16 -> fp8 (numbers above 448 become NaN, which the placeholder pass
+ * must still write: its rule reads the source word). */
+static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+                              const dcr_view_t *w)
 {
-    dcr__device_cpu_ops.free(d, near_of(p));
+    dcr_view_t p, dst, src;
+    if (strcmp(name, "u") == 0) {
+        DCR_CHECK(dcr_load_param(ctx, "u", &p));
+        DCR_CHECK(dcr_load_narrow(ctx, w, 1, 2, 4, &src));
+        return dcr_load_copy(ctx, &p, &src);
+    }
+    if (strcmp(name, "m") == 0) {
+        DCR_CHECK(dcr_load_param(ctx, "m", &p));
+        DCR_CHECK(dcr_load_transpose(ctx, &p, 0, 2, &dst));
+        return dcr_load_copy(ctx, &dst, w);
+    }
+    return cube_load(state, ctx, name, w);
 }
 
-static dcr_status_t far_copy(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
-                             size_t bytes, dcr_device_copy_kind_t kind)
-{
-    void *to = kind == DCR_DEVICE_D2H ? dst : near_of(dst);
-    const void *from = kind == DCR_DEVICE_H2D ? src : near_of(src);
-    return dcr__device_cpu_ops.copy(d, s, to, from, bytes, kind);
-}
+static const dcr_loader_ops_t conv_ops = {DCR_LOADER_OPS_VERSION, "cube.conv", conv_create,
+                                          cube_destroy, conv_load};
 
-static dcr_status_t far_fill(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
-                             uint32_t word, size_t n)
-{
-    return dcr__device_cpu_ops.fill(d, s, near_of(dst), es, word, n);
-}
-
-static dcr_status_t far_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
-                                const int64_t *idx, const void *val, size_t count,
-                                dcr_device_op_t op)
-{
-    return dcr__device_cpu_ops.scatter(d, s, near_of(dst), es, near_of(idx), near_of(val), count,
-                                       op);
-}
-
-static dcr_status_t far_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
-                                const dcr_device_region_t *region, const uint8_t *active,
-                                dcr_dtype_t dtype, dcr_device_op_t op)
-{
-    return dcr__device_cpu_ops.combine(d, s, near_of(dst), near_of(src), region, near_of(active),
-                                       dtype, op);
-}
-
-static dcr_status_t far_reset(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
-                              const int64_t *idx, size_t count, uint32_t base_word)
-{
-    return dcr__device_cpu_ops.reset(d, s, near_of(scratch), es, near_of(idx), count, base_word);
-}
+/* ---- the far device (tests/engine/device/far_device.h) ---- */
 
 /* The receiver needs no detect, track or gather: left NULL, a call faults. */
-static const dcr_device_ops_t *far_table(void)
+static const dcr_device_ops_t *receiver_far_table(void)
 {
-    g_far = dcr__device_cpu_ops;
-    g_far.name = "cpu-far";
-    g_far.props.host_addressable = false;
-    g_far.open = far_open;
-    g_far.alloc = far_alloc;
-    g_far.free = far_free;
-    g_far.copy = far_copy;
-    g_far.fill = far_fill;
-    g_far.scatter = far_scatter;
-    g_far.combine = far_combine;
-    g_far.reset = far_reset;
+    far_table();
     g_far.detect = NULL;
     g_far.track = NULL;
     g_far.gather = NULL;
@@ -256,7 +285,7 @@ static dcr_receiver_t *receiver_on(const dcr_inventory_t *inv, const dcr_receive
     rc.loader = base->loader ? base->loader : "cube";
     rc.inventory = inv;
     dcr_receiver_t *r = NULL;
-    dcr_status_t st = dcr__receiver_create_on(far ? far_table() : NULL, &rc, &r);
+    dcr_status_t st = dcr__receiver_create_on(far ? receiver_far_table() : NULL, &rc, &r);
     if (st != DCR_OK) fail_msg("receiver create: %s", dcr_error_line(st));
     return r;
 }
@@ -307,6 +336,12 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
 {
     assert_int_equal(dcr_loader_register(&cube_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&views_ops), DCR_OK);
+    assert_int_equal(dcr_loader_register(&cast_ops), DCR_OK);
+    assert_int_equal(dcr_loader_register(&conv_ops), DCR_OK);
+    /* Loaders whose paths are views of the tensor (m a plain transpose). */
+    bool views = base->loader && (strcmp(base->loader, "cube.views") == 0 ||
+                                  strcmp(base->loader, "cube.conv") == 0);
+    bool casts = base->loader && strcmp(base->loader, "cube.cast") == 0;
     dcr_inventory_t *inv = cube_inventory();
     dcr_rng_t rng;
     dcr_rng_seed(&rng, seed);
@@ -324,7 +359,7 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
      * its overwrites are the all-overwrite retries). */
     assert_int_equal(enc[dcr_inventory_find(inv, "t3")], DCR_ENCODING_XOR);
     assert_int_equal(enc[dcr_inventory_find(inv, "m")],
-                     base->loader ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE);
+                     views ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE);
     const double rates[] = {0.01, 0.2, 0.6, 1.0};
     for (int i = 0; i < 8; i++) {
         dcr_storage_t **n = rt_tensors(inv, NULL);
@@ -360,8 +395,11 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
     }
     dcr_receiver_stats_t st;
     dcr_receiver_stats(r, &st);
-    bool scratch = base->full_pass || !base->loader; /* cube's m is a map: never views-only */
+    /* cube's m is a map, cube.cast's are casts and cats: never views-only */
+    bool scratch = base->full_pass || !views;
     if (scratch) assert_true(st.items_full > 0);
+    /* bf16 -> fp8 makes NaNs of large numbers: the tracked pass follows. */
+    if (casts) assert_true(st.items_tracked > 0);
     if (base->full_pass)
         assert_int_equal(st.items_sparse, 0);
     else
@@ -468,6 +506,63 @@ static void test_far_refits(void **state)
     views_refits(NULL, true);
 }
 
+/* cast, cat and map_op on the device (the far table: any host access of a
+ * temporary faults), every pass, against the CPU path's dense load: the
+ * convert kernel bit for bit dcr_convert (-0.0, NaN payloads, subnormals,
+ * bf16 numbers fp8 cannot hold), cat's ASSIGN combines, -exp, the activity
+ * maps carried through all three, and the NaN events of the placeholder
+ * pass counted on the device. */
+static void cast_refits(const char *device, bool far)
+{
+    uint64_t seed = 0xCA5;
+    for (int m = 0; m < 4; m++) {
+        dcr_receiver_config_t base = {.loader = "cube.cast", .track_written = true};
+        base.device = device;
+        base.full_pass = m & 1;
+        base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
+        char what[96];
+        snprintf(what, sizeof(what), "cast %s full_pass %d mask %s", far ? "far" : device, m & 1,
+                 m & 2 ? "tracked" : "placeholder");
+        refits_on(&base, far, seed++, what);
+    }
+}
+
+/* Converting copy_ on the device: in the sparse path converted record
+ * words scattered, in the overwrite passes convert's placeholder rule (on
+ * the source word) or activity map, against the CPU path. */
+static void conv_refits(const char *device, bool far)
+{
+    uint64_t seed = 0xC0F;
+    for (int m = 0; m < 4; m++) {
+        dcr_receiver_config_t base = {.loader = "cube.conv", .track_written = true};
+        base.device = device;
+        base.full_pass = m & 1;
+        base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
+        char what[96];
+        snprintf(what, sizeof(what), "conv %s full_pass %d mask %s", far ? "far" : device, m & 1,
+                 m & 2 ? "tracked" : "placeholder");
+        refits_on(&base, far, seed++, what);
+    }
+}
+
+static void test_far_converting_copies(void **state)
+{
+    (void)state;
+    conv_refits(NULL, true);
+}
+
+static void test_far_casts(void **state)
+{
+    (void)state;
+    cast_refits(NULL, true);
+}
+
+static void test_cpu_casts(void **state)
+{
+    (void)state;
+    cast_refits("cpu", false);
+}
+
 /* NaN-valued overwrite records on the far device: the placeholder pass
  * leaves them, the tracked pass applies them through the activity map the
  * load context carried, laid out like the copy's source. */
@@ -523,6 +618,8 @@ static void test_cuda_views(void **state)
     (void)state;
     views_refits("cuda", false);
     nan_values_on("cuda", false);
+    cast_refits("cuda", false);
+    conv_refits("cuda", false);
 }
 
 /* A path with a host-computed op (the cube's map) is refused on the far
@@ -596,9 +693,15 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--gpu") == 0) return gpu_main();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refits_on_devices),    cmocka_unit_test(test_nan_values_tracked),
-        cmocka_unit_test(test_far_refits),           cmocka_unit_test(test_far_nan_values),
-        cmocka_unit_test(test_far_refuses_host_ops), cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refits_on_devices),
+        cmocka_unit_test(test_nan_values_tracked),
+        cmocka_unit_test(test_far_refits),
+        cmocka_unit_test(test_far_nan_values),
+        cmocka_unit_test(test_far_casts),
+        cmocka_unit_test(test_cpu_casts),
+        cmocka_unit_test(test_far_converting_copies),
+        cmocka_unit_test(test_far_refuses_host_ops),
+        cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
