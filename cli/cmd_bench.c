@@ -34,6 +34,7 @@ typedef struct bench_opts {
         restart_nodes, owner_threads;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key, *store, *s3_endpoint;
+    const char *device; /* --device: the receivers' and owners' place (not role processes') */
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
     /* The parsed flag table (their `seen`), for checks that depend on which
      * flags the user gave. */
@@ -349,6 +350,7 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->serve.ep = o->serve_ep;
     c->serve.fp32_norms = o->fp32_norms;
     c->serve.w2_transposed = o->w2_t;
+    c->device = o->device;
     c->transport = o->transport;
     if (o->gbps >= 0) c->link.cross_gbps = o->gbps;
     if (o->flow_gbps >= 0) c->link.flow_gbps = o->flow_gbps;
@@ -960,9 +962,8 @@ int dcr_cmd_bench(int argc, char **argv)
                          "results say how (\"join\": its restores by kind, bytes against dense "
                          "refits); objstore, 2 or more rollout nodes",
                          false};
-    const char *device = NULL;
     dcr_arg_t own[9] = {processes,     restart,     kills,
-                        owner_threads, coord_kills, dcr_cli_device_arg(&device),
+                        owner_threads, coord_kills, dcr_cli_device_arg(&o.device),
                         testbed,       testbed_id,  join_at};
     int rc = parse_opts(
         &o, "bench",
@@ -972,6 +973,14 @@ int dcr_cmd_bench(int argc, char **argv)
         "[--json]",
         own, 9, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
-    if ((rc = dcr_cli_device_host_only("bench", device))) return rc;
+    dcr_device_t *dev = NULL; /* cuda without a GPU: one line, exit 2, before any work */
+    if ((rc = dcr_cli_device_open("bench", o.device ? o.device : "cpu", &dev))) return rc;
+    bool host = dcr_device_backend(dev)->props.host_addressable;
+    dcr_device_close(dev);
+    if (!host && (o.processes || o.testbed))
+        return dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL,
+                                                    "--device %s: the --processes roles keep "
+                                                    "their receivers on cpu (no --device there)",
+                                                    o.device));
     return run(&o, argc, argv);
 }

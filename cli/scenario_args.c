@@ -209,26 +209,10 @@ int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **ou
     return st == DCR_OK ? 0 : dcr_cli_fail(command, st);
 }
 
-int dcr_cli_device_host_only(const char *command, const char *name)
-{
-    dcr_device_t *dev = NULL;
-    int rc = dcr_cli_device_open(command, name ? name : "cpu", &dev);
-    if (rc) return rc;
-    const dcr_device_ops_t *ops = dcr_device_backend(dev);
-    bool host = ops->props.host_addressable;
-    const char *place = ops->name;
-    dcr_device_close(dev);
-    if (host) return 0;
-    return dcr_cli_usage(command,
-                         dcr_error_set(DCR_EUNSUPPORTED,
-                                       "--device %s: %s keeps resident storage in host memory (the "
-                                       "loader's tensor ops run on the host; device %s needs "
-                                       "their device versions, engine/device/WIRING.md)",
-                                       name, command, place));
-}
-
-json_t *dcr_cli_restores_json(const uint64_t count[4], const uint64_t bytes[4],
-                              const uint64_t dense_bytes[4], const double seconds[4])
+json_t *dcr_cli_restores_json(const uint64_t count[DCR_RESTORE_KINDS],
+                              const uint64_t bytes[DCR_RESTORE_KINDS],
+                              const uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                              const double seconds[DCR_RESTORE_KINDS])
 {
     json_t *j = json_object();
     for (int k = 0; j && k < DCR_RESTORE_KINDS; k++)

@@ -78,20 +78,15 @@ dcr_arg_t dcr_cli_device_arg(const char **name);
  * or auto, or a place this build or machine lacks (cuda without a GPU); 1
  * after one line when the runtime refuses the device. */
 int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **out_p);
-/* For commands whose receivers keep resident storage in host memory (the
- * loader's tensor ops run on the host): opens --device like
- * dcr_cli_device_open and accepts it only when the host can address its
- * buffers (cpu, or auto without a GPU); otherwise 2 after one line. NULL
- * is "cpu". */
-int dcr_cli_device_host_only(const char *command, const char *name);
-
 /* Restores by kind as JSON (dcr bench --processes and dcr faults
  * --processes print the same shape): {"<kind>": {"count", "bytes",
  * "dense_bytes", "seconds"}} per dcr_restore_kind_t (workloads/roles/
  * restore.h). A new reference; NULL on allocation failure. */
 struct json_t;
-struct json_t *dcr_cli_restores_json(const uint64_t count[4], const uint64_t bytes[4],
-                                     const uint64_t dense_bytes[4], const double seconds[4]);
+struct json_t *dcr_cli_restores_json(const uint64_t count[DCR_RESTORE_KINDS],
+                                     const uint64_t bytes[DCR_RESTORE_KINDS],
+                                     const uint64_t dense_bytes[DCR_RESTORE_KINDS],
+                                     const double seconds[DCR_RESTORE_KINDS]);
 
 /* An elastic join (dcr bench and dcr faults --processes --join-at) as
  * JSON: {"node", "at_step", "version", "seconds", "restores_by_kind":

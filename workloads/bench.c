@@ -350,6 +350,9 @@ static dcr_status_t make_parties(bench_t *b)
         DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
     DCR_CHECK(make_transport(b, b->cfg->transport, b->cfg->processes ? 1 : b->serve.nodes,
                              &b->transport));
+    /* Owners here and versions retained: each commit's records are kept
+     * for the version's repair set (dcr/construct.h, issue 19). */
+    if (b->con && b->retainer) dcr_constructor_keep_records(b->con, true);
     char db[4200];
     dcr_role_control_path(b->workdir, db, sizeof(db)); /* where the role processes look too */
     char id[64];
@@ -671,7 +674,14 @@ static dcr_status_t retain_start(bench_t *b, const dcr_refit_result_t *r, dcr_be
 {
     /* one_refit joined the previous copy before this refit began. */
     b->retain_out = out;
-    return dcr_retainer_start(b->retainer, r->tau, r->version);
+    /* With the owners here: the committed run's records go with the copy
+     * as the version's repair set (none with owner processes: they store
+     * their own parts). */
+    dcr_repair_records_t *set = NULL;
+    if (b->con) dcr_constructor_take_repair(b->con, &set);
+    dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
+    return dcr_retainer_start_repair(b->retainer, r->tau, r->version, set, &cc,
+                                     b->sc->layout->world);
 }
 
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
