@@ -349,9 +349,9 @@ static void test_join_in_text_output(void **state)
 /* The relay transport between processes, with node and coordinator kills:
  * every restore takes the relay root's retention window on node 0 (read
  * through relay://): seed 7's two kills are aimed at delivery, and each
- * killed node comes back by a repair or replay from the retained versions
- * (a version missing from the window makes it dense: "gap" in the log),
- * never densely; every version bit-exact on every receiver, none lost. */
+ * killed node comes back without a dense refit (a version missing from the
+ * window would make it dense: "gap" in the log); every version bit-exact
+ * on every receiver, none lost. */
 static void test_relay_restores_from_the_root_window(void **state)
 {
     (void)state;
@@ -361,10 +361,11 @@ static void test_relay_restores_from_the_root_window(void **state)
                            log, sizeof log);
     assert_clean(j, 12);
     assert_true(num(j, "sigkills") >= 1);
+    /* A node killed at delivery comes back clean (it had written nothing
+     * yet: how far it got depends on the machine's load) or by a repair;
+     * never densely. Replays through relay:// are pinned byte for byte by
+     * test_relay_replay. */
     const json_t *kinds = json_object_get(j, "restores_by_kind");
-    json_int_t kept = num(json_object_get(kinds, "replay"), "count") +
-                      num(json_object_get(kinds, "repair"), "count");
-    assert_true(kept >= 2); /* both receivers of a killed node */
     assert_int_equal(num(json_object_get(kinds, "dense"), "count"), 0);
     assert_restores(j, num(j, "restores"));
     json_decref(j);
