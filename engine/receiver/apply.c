@@ -72,9 +72,9 @@ void dcr__apply_free(dcr_receiver_t *r)
 
 /* Offsets in staging keep every record array aligned for any word. */
 #define DCR__STAGE_ALIGN 64
-/* The first staging area; it doubles while an item or a settle interval
- * needs more (never beyond what one interval ever needed). */
-#define DCR__STAGE_MIN ((size_t)1 << 20)
+/* The first staging area unless configured (dcr__stage_room grows it). */
+#define DCR__STAGE_MIN      ((size_t)1 << 20)
+#define DCR__STAGE_GROW_MAX ((size_t)64 << 20)
 
 static size_t dcr__stage_round(size_t bytes)
 {
@@ -112,19 +112,22 @@ static dcr_status_t dcr__stage_records(dcr_receiver_t *r)
 }
 
 /* Room for bytes more. When the area is full the stream drains first (the
- * only point where staging is reused) and the area doubles when it is too
- * small; records of the running pass that later kernels still read go up
- * again from the caller's buffers, which are unchanged while the item
- * runs. */
+ * only point where staging is reused), and the area grows when one request
+ * needs more, or, up to the configured size (else DCR__STAGE_GROW_MAX), when
+ * the interval since the last drain did (so a steady load drains only at
+ * its settles). Records of
+ * the running pass that later kernels still read go up again from the
+ * caller's buffers, which stay unchanged while the item runs. */
 static dcr_status_t dcr__stage_room(dcr_receiver_t *r, size_t bytes)
 {
     if (r->stage_used + bytes <= r->stage_cap) return DCR_OK;
     size_t live = r->cur_staged ? dcr__records_bytes(r) : 0;
-    size_t need = r->stage_used + bytes;
+    size_t need = r->stage_used + bytes, least = live + bytes;
     DCR_CHECK(dcr__settle(r));
-    if (live + bytes > r->stage_cap) {
-        size_t cap = r->stage_cap ? r->stage_cap : DCR__STAGE_MIN;
-        while (cap < need || cap < live + bytes) cap *= 2;
+    size_t most = r->cfg.staging_bytes ? r->cfg.staging_bytes : DCR__STAGE_GROW_MAX;
+    if (least > r->stage_cap || r->stage_cap < most) {
+        size_t cap = r->stage_cap ? r->stage_cap : most < DCR__STAGE_MIN ? most : DCR__STAGE_MIN;
+        while (cap < least || (cap < need && cap < most)) cap *= 2;
         dcr_device_host_free(r->dev, r->stage_host);
         dcr_device_free(r->dev, r->stage_dev);
         r->stage_host = r->stage_dev = NULL;

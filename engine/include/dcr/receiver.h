@@ -99,6 +99,12 @@ typedef struct dcr_receiver_config {
      * load or item with DCR_EUNSUPPORTED naming it. Resident files need a
      * host device. */
     const char *device;
+    /* The pinned staging area records go up through on a device the host
+     * cannot address: a full area drains the stream (one more sync) and is
+     * reused, growing only for a request larger than it. 0: it starts at
+     * 1 MiB and doubles with the load up to 64 MiB. Small values are for
+     * tests of the drain. */
+    size_t staging_bytes;
     /* This receiver's number in its cluster: the tag of its device stream
      * in the NVTX ranges ("apply receiver=3 ..."); 0 by default. */
     int id;
