@@ -147,6 +147,8 @@ static dcr_status_t dcr__apply_decoded(dcr_receiver_t *r, const dcr_payload_t *p
              * that. Work already queued stays queued: the next settle (the
              * retry's begin_attempt) or a read of resident bytes drains it. */
             r->attempt_failed = true;
+            /* Queued items of a failed attempt never count as applied. */
+            r->pend_items = r->pend_records = r->pend_payloads = 0;
             return st;
         }
     }

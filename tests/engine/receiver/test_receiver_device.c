@@ -848,6 +848,7 @@ static void test_far_sync_error(void **state)
     assert_int_equal(dcr_receiver_prewarm(r), DCR_OK);
     int enc[8];
     for (size_t t = 0; t < dcr_inventory_count(inv); t++) enc[t] = DCR_ENCODING_XOR;
+    uint64_t failed_items = 0;
     for (uint64_t tau = 1; tau <= 2; tau++) {
         rt_payloads_t ps = {0};
         rt_encode_refit(inv, w, n, enc, tau, 2, 8, &rng, &ps);
@@ -855,6 +856,8 @@ static void test_far_sync_error(void **state)
         assert_int_equal(dcr_receiver_begin_attempt(r, tau), DCR_OK);
         dcr_receiver_stats_t s0, s1;
         dcr_receiver_stats(r, &s0);
+        /* The failed attempt's items count at no later drain either. */
+        if (tau == 2) assert_int_equal(s0.items_applied, failed_items);
         if (tau == 1) far_fail_sync(1);
         for (size_t k = 0; k < ps.n; k++) {
             dcr_status_t st = dcr_receiver_apply_payload(r, ps.buf[k], ps.len[k], NULL);
@@ -868,6 +871,7 @@ static void test_far_sync_error(void **state)
         if (tau == 2) break;
         assert_int_equal(s1.items_applied, s0.items_applied);
         assert_int_equal(s1.payloads_applied, s0.payloads_applied);
+        failed_items = s1.items_applied;
         /* Half-applied: the new version's bytes are not there (the old
          * ones may be partly overwritten). */
         dcr_receiver_config_t oc = cpu_config(&base);
