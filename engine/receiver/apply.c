@@ -115,9 +115,8 @@ static dcr_status_t dcr__stage_records(dcr_receiver_t *r)
  * only point where staging is reused), and the area grows when one request
  * needs more, or, up to the configured size (else DCR__STAGE_GROW_MAX), when
  * the interval since the last drain did (so a steady load drains only at
- * its settles). Records of
- * the running pass that later kernels still read go up again from the
- * caller's buffers, which stay unchanged while the item runs. */
+ * its settles). Records of the running pass that later kernels still read
+ * go up again from the caller's buffers, unchanged while the item runs. */
 static dcr_status_t dcr__stage_room(dcr_receiver_t *r, size_t bytes)
 {
     if (r->stage_used + bytes <= r->stage_cap) return DCR_OK;
@@ -126,7 +125,9 @@ static dcr_status_t dcr__stage_room(dcr_receiver_t *r, size_t bytes)
     DCR_CHECK(dcr__settle(r));
     size_t most = r->cfg.staging_bytes ? r->cfg.staging_bytes : DCR__STAGE_GROW_MAX;
     if (least > r->stage_cap || r->stage_cap < most) {
-        size_t cap = r->stage_cap ? r->stage_cap : most < DCR__STAGE_MIN ? most : DCR__STAGE_MIN;
+        size_t cap = r->stage_cap           ? r->stage_cap
+                     : r->cfg.staging_bytes ? r->cfg.staging_bytes
+                                            : DCR__STAGE_MIN;
         while (cap < least || (cap < need && cap < most)) cap *= 2;
         dcr_device_host_free(r->dev, r->stage_host);
         dcr_device_free(r->dev, r->stage_dev);
