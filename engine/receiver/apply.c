@@ -62,10 +62,101 @@ void dcr__apply_free(dcr_receiver_t *r)
     free(r->dec_idx);
     free(r->map_idx);
     free(r->map_val);
-    dcr_device_free(r->dev, r->up_idx);
-    dcr_device_free(r->dev, r->up_val);
-    dcr_device_free(r->dev, r->up_map_idx);
-    dcr_device_free(r->dev, r->up_map_val);
+    /* Nothing may still read staging when it goes. */
+    if (r->stage_host) (void)dcr_device_sync(r->dev, r->stream);
+    dcr_device_host_free(r->dev, r->stage_host);
+    dcr_device_free(r->dev, r->stage_dev);
+}
+
+/* ---- staging and the settle ---- */
+
+/* Offsets in staging keep every record array aligned for any word. */
+#define DCR__STAGE_ALIGN 64
+/* The first staging area unless configured (dcr__stage_room grows it). */
+#define DCR__STAGE_MIN      ((size_t)1 << 20)
+#define DCR__STAGE_GROW_MAX ((size_t)64 << 20)
+
+static size_t dcr__stage_round(size_t bytes)
+{
+    return (bytes + DCR__STAGE_ALIGN - 1) / DCR__STAGE_ALIGN * DCR__STAGE_ALIGN;
+}
+
+/* Bytes up at the next free offset of staging, which has room for them. */
+static dcr_status_t dcr__stage_put(dcr_receiver_t *r, const void *src, size_t bytes,
+                                   const void **dev_p)
+{
+    char *host = (char *)r->stage_host + r->stage_used;
+    char *dev = (char *)r->stage_dev + r->stage_used;
+    memcpy(host, src, bytes);
+    r->stage_used += dcr__stage_round(bytes);
+    *dev_p = dev;
+    return dcr_device_copy(r->dev, r->stream, dev, host, bytes, DCR_DEVICE_H2D);
+}
+
+/* Staging bytes of the current record list (indices, then words). */
+static size_t dcr__records_bytes(const dcr_receiver_t *r)
+{
+    return dcr__stage_round(r->cur_count * sizeof(int64_t)) +
+           dcr__stage_round(r->cur_count * dcr_dtype_size(r->cur_dtype));
+}
+
+static dcr_status_t dcr__stage_records(dcr_receiver_t *r)
+{
+    const void *didx, *dval;
+    DCR_CHECK(dcr__stage_put(r, r->cur_idx, r->cur_count * sizeof(int64_t), &didx));
+    DCR_CHECK(dcr__stage_put(r, r->cur_val, r->cur_count * dcr_dtype_size(r->cur_dtype), &dval));
+    r->cur_didx = didx;
+    r->cur_dval = dval;
+    r->cur_staged = true;
+    return DCR_OK;
+}
+
+/* Room for bytes more. When the area is full the stream drains first (the
+ * only point where staging is reused), and the area grows when one request
+ * needs more, or, up to the configured size (else DCR__STAGE_GROW_MAX), when
+ * the interval since the last drain did (so a steady load drains only at
+ * its settles). Records of the running pass that later kernels still read
+ * go up again from the caller's buffers, unchanged while the item runs. */
+static dcr_status_t dcr__stage_room(dcr_receiver_t *r, size_t bytes)
+{
+    if (r->stage_used + bytes <= r->stage_cap) return DCR_OK;
+    size_t live = r->cur_staged ? dcr__records_bytes(r) : 0;
+    size_t need = r->stage_used + bytes, least = live + bytes;
+    DCR_CHECK(dcr__settle(r));
+    size_t most = r->cfg.staging_bytes ? r->cfg.staging_bytes : DCR__STAGE_GROW_MAX;
+    if (least > r->stage_cap || r->stage_cap < most) {
+        size_t cap = r->stage_cap           ? r->stage_cap
+                     : r->cfg.staging_bytes ? r->cfg.staging_bytes
+                                            : DCR__STAGE_MIN;
+        while (cap < least || (cap < need && cap < most)) cap *= 2;
+        dcr_device_host_free(r->dev, r->stage_host);
+        dcr_device_free(r->dev, r->stage_dev);
+        r->stage_host = r->stage_dev = NULL;
+        r->stage_cap = 0;
+        DCR_CHECK(dcr_device_host_alloc(r->dev, cap, &r->stage_host));
+        DCR_CHECK(dcr_device_alloc(r->dev, cap, &r->stage_dev));
+        r->stage_cap = cap;
+    }
+    return live ? dcr__stage_records(r) : DCR_OK;
+}
+
+dcr_status_t dcr__settle(dcr_receiver_t *r)
+{
+    if (r->pend_items == 0 && r->pend_payloads == 0 && r->stage_used == 0) return DCR_OK;
+    double t0 = dcr_clock_s();
+    dcr_status_t st = dcr_device_sync(r->dev, r->stream);
+    r->stats.apply_s += dcr_clock_s() - t0;
+    r->stats.apply_syncs++;
+    r->stage_used = 0;
+    if (st == DCR_OK) {
+        r->stats.items_applied += r->pend_items;
+        r->stats.records_applied += r->pend_records;
+        r->stats.payloads_applied += r->pend_payloads;
+    } else {
+        r->attempt_failed = true;
+    }
+    r->pend_items = r->pend_records = r->pend_payloads = 0;
+    return st;
 }
 
 /* ---- violations and the plan ---- */
@@ -261,10 +352,6 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
         return dcr_device_scatter(r->dev, r->stream, base + shift * (int64_t)es, es,
                                   r->cur_didx + k, r->cur_dval + k * es, end - k, op);
     }
-    /* The host buffers below go up asynchronously: an earlier copy's upload
-     * must have left them before they are rewritten. */
-    if (!r->host && dcr_device_backend(r->dev)->props.asynchronous)
-        DCR_CHECK(dcr_device_sync(r->dev, r->stream));
     DCR_CHECK(dcr__map_reserve(r, end - k));
     size_t m = 0;
     for (; k < end; k++) {
@@ -278,10 +365,15 @@ static dcr_status_t dcr__sparse_scatter(dcr_receiver_t *r, const dcr_load_write_
     }
     if (r->host)
         return dcr_device_scatter(r->dev, r->stream, base, ds, r->map_idx, r->map_val, m, op);
-    DCR_CHECK(
-        dcr__device_up(r, &r->up_map_idx, &r->up_map_idx_cap, r->map_idx, m * sizeof(*r->map_idx)));
-    DCR_CHECK(dcr__device_up(r, &r->up_map_val, &r->up_map_val_cap, r->map_val, m * ds));
-    return dcr_device_scatter(r->dev, r->stream, base, ds, r->up_map_idx, r->up_map_val, m, op);
+    if (m == 0) return DCR_OK;
+    /* Both arrays in one reservation: a drain between them would reuse
+     * the first one's staging. */
+    const void *didx, *dval;
+    size_t ib = m * sizeof(*r->map_idx), vb = m * ds;
+    DCR_CHECK(dcr__stage_room(r, dcr__stage_round(ib) + dcr__stage_round(vb)));
+    DCR_CHECK(dcr__stage_put(r, r->map_idx, ib, &didx));
+    DCR_CHECK(dcr__stage_put(r, r->map_val, vb, &dval));
+    return dcr_device_scatter(r->dev, r->stream, base, ds, didx, dval, m, op);
 }
 
 static dcr_status_t dcr__sparse_copy(dcr_receiver_t *r, const dcr_load_write_t *w)
@@ -628,19 +720,17 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
 }
 
 /* Sets the current record list, and sends it up to a device the host
- * cannot address (the host buffers stay unchanged until the item's sync). */
+ * cannot address through staging (so the caller's buffers are free again at
+ * once, and the copy overlaps the kernels queued before it). */
 static dcr_status_t dcr__records(dcr_receiver_t *r, const int64_t *idx, const void *val, size_t n)
 {
     r->cur_idx = r->cur_didx = idx;
     r->cur_val = r->cur_dval = val;
     r->cur_count = n;
-    if (r->host) return DCR_OK;
-    size_t es = dcr_dtype_size(r->cur_dtype);
-    DCR_CHECK(dcr__device_up(r, &r->up_idx, &r->up_idx_cap, idx, n * sizeof(*idx)));
-    DCR_CHECK(dcr__device_up(r, &r->up_val, &r->up_val_cap, val, n * es));
-    r->cur_didx = r->up_idx;
-    r->cur_dval = r->up_val;
-    return DCR_OK;
+    r->cur_staged = false;
+    if (r->host || n == 0) return DCR_OK;
+    DCR_CHECK(dcr__stage_room(r, dcr__records_bytes(r)));
+    return dcr__stage_records(r);
 }
 
 static dcr_status_t dcr__bufs(dcr_receiver_t *r, size_t count, size_t es)
@@ -754,14 +844,13 @@ dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
     r->cur_plan = pl;
     r->cur_name = name;
     dcr_status_t st = dcr__apply_plan(r, c, enc, idx, values, count);
-    /* The item's device work completes (or reports its error) before the
-     * item counts as applied, so nothing acknowledges a half-applied item. */
-    dcr_status_t sst = dcr_device_sync(r->dev, r->stream);
-    if (st == DCR_OK) st = sst;
     r->cur_plan = NULL;
+    r->cur_staged = false;
     r->stats.apply_s += dcr_clock_s() - t0;
     if (st != DCR_OK) return st;
-    r->stats.items_applied++;
-    r->stats.records_applied += count;
+    /* Queued, not done: the item counts as applied at the settle that sees
+     * its device work complete (before anything acknowledges it). */
+    r->pend_items++;
+    r->pend_records += count;
     return DCR_OK;
 }

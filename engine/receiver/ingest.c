@@ -143,13 +143,23 @@ static dcr_status_t dcr__apply_decoded(dcr_receiver_t *r, const dcr_payload_t *p
     for (size_t i = 0; i < dcr_payload_item_count(p); i++) {
         dcr_status_t st = dcr_receiver_apply_item(r, p, i);
         if (st != DCR_OK) {
-            /* Some writes may have landed: only an overwrite retry repairs that. */
+            /* Some writes may have landed: only an overwrite retry repairs
+             * that. Work already queued stays queued: the next settle (the
+             * retry's begin_attempt) or a read of resident bytes drains it. */
             r->attempt_failed = true;
+            /* Queued items of a failed attempt never count as applied. */
+            r->pend_items = r->pend_records = r->pend_payloads = 0;
             return st;
         }
     }
-    r->stats.payloads_applied++;
+    r->pend_payloads++;
     return DCR_OK;
+}
+
+dcr_status_t dcr_receiver_sync(dcr_receiver_t *r)
+{
+    if (r == NULL) return dcr_error_set(DCR_EINVAL, "receiver_sync: NULL receiver");
+    return dcr__settle(r);
 }
 
 dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size_t len,
@@ -168,6 +178,9 @@ dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size
          * not XOR the same masks in twice. */
         DCR_CHECK(dcr__dedup_add(&r->dedup, hdr.owner, hdr.payload_id));
         DCR_CHECK(dcr__apply_decoded(r, r->direct));
+        /* The one sync of this payload's items: it applied when this
+         * returns, so the caller may acknowledge it. */
+        DCR_CHECK(dcr__settle(r));
     }
     if (disposition_p) *disposition_p = disp;
     return DCR_OK;
@@ -275,6 +288,8 @@ dcr_status_t dcr_receiver_apply_staged(dcr_receiver_t *r, int timeout_ms, size_t
         g->n = 0;
         (void)dcr_queue_push(r->free_q, g, 0);
     }
+    /* One sync for everything applied in this call. */
+    if (st == DCR_OK) st = dcr__settle(r);
     if (applied_p) *applied_p = applied;
     return st;
 }

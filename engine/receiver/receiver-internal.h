@@ -95,11 +95,20 @@ struct dcr_receiver {
     const uint8_t *cur_val; /* canonical words */
     size_t cur_count;
     /* The same records as device buffers: cur_idx and cur_val themselves
-     * when host, else copies in up_idx / up_val. */
+     * when host, else copies that went up through staging. */
     const int64_t *cur_didx;
     const uint8_t *cur_dval;
-    void *up_idx, *up_val, *up_map_idx, *up_map_val;
-    size_t up_idx_cap, up_val_cap, up_map_idx_cap, up_map_val_cap;
+    /* Staging (not host): records are packed into pinned host memory and
+     * copied up into the device buffer at the same offset, both filled from
+     * stage_used on; nothing is overwritten until the stream is drained
+     * (dcr__settle, or a full staging area), so items' copies and kernels
+     * queue back to back with one sync per settle. */
+    void *stage_host, *stage_dev;
+    size_t stage_cap, stage_used;
+    bool cur_staged; /* cur_didx / cur_dval are in staging */
+    /* Items (their records, and payloads) queued since the last settle:
+     * they count as applied only once their device work completed. */
+    uint64_t pend_items, pend_records, pend_payloads;
     dcr_dtype_t cur_dtype;
     size_t cur_write; /* writes seen in this call, checked against the plan */
     int cur_mode;     /* dcr__apply_mode_t of the running pass */
@@ -151,11 +160,6 @@ void dcr__plans_free(dcr_receiver_t *r);
  * (zeroed), and its release (NULL: nothing). */
 dcr_status_t dcr__device_storage(dcr_receiver_t *r, size_t bytes, dcr_storage_t **out_p);
 void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s);
-/* Host memory into a device buffer that grows to fit (*buf_p, *cap_p),
- * queued on the receiver's stream: src must stay unchanged until the next
- * sync. */
-dcr_status_t dcr__device_up(dcr_receiver_t *r, void **buf_p, size_t *cap_p, const void *src,
-                            size_t bytes);
 /* Bytes [off, off + bytes) of a parameter as host memory: the storage
  * itself when the host can address it (*owned_p NULL), else a copy brought
  * down (*owned_p is it; free it). */
@@ -166,6 +170,11 @@ dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, 
 
 /* apply.c */
 void dcr__apply_free(dcr_receiver_t *r);
+/* Waits for the device work of the items queued since the last settle: on
+ * success they count as applied; an error fails the attempt (some writes
+ * may have landed: only a retry or restore repairs the storage). Staging is
+ * free again either way. */
+dcr_status_t dcr__settle(dcr_receiver_t *r);
 dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encoding_t enc,
                                 const int64_t *idx, const void *values, size_t count);
 /* ingest.c */

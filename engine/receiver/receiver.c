@@ -38,21 +38,6 @@ void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s)
     free(s);
 }
 
-dcr_status_t dcr__device_up(dcr_receiver_t *r, void **buf_p, size_t *cap_p, const void *src,
-                            size_t bytes)
-{
-    if (bytes == 0) return DCR_OK;
-    if (bytes > *cap_p) {
-        size_t cap = bytes > 2 * *cap_p ? bytes : 2 * *cap_p;
-        dcr_device_free(r->dev, *buf_p);
-        *buf_p = NULL;
-        *cap_p = 0;
-        DCR_CHECK(dcr_device_alloc(r->dev, cap, buf_p));
-        *cap_p = cap;
-    }
-    return dcr_device_copy(r->dev, r->stream, *buf_p, src, bytes, DCR_DEVICE_H2D);
-}
-
 dcr_status_t dcr__param_read(const dcr_receiver_t *r, const dcr_param_t *p, size_t off,
                              size_t bytes, const void **out_p, void **owned_p)
 {
@@ -307,6 +292,10 @@ dcr_status_t dcr_receiver_begin_attempt(dcr_receiver_t *r, uint64_t tau)
         return dcr_error_set(DCR_EINVAL, "begin_attempt: tau %llu is older than the current %llu",
                              (unsigned long long)tau, (unsigned long long)r->tau);
     if (!r->attempt_begun || tau != r->tau) dcr_map_clear(&r->dedup);
+    /* Work still queued belongs to the attempt before (a failed one, or
+     * items applied one by one): it completes before this one starts. Its
+     * error was that attempt's, reported there or abandoned with it. */
+    (void)dcr__settle(r);
     r->tau = tau;
     r->attempt_begun = true;
     r->attempt_failed = false;

@@ -99,6 +99,12 @@ typedef struct dcr_receiver_config {
      * load or item with DCR_EUNSUPPORTED naming it. Resident files need a
      * host device. */
     const char *device;
+    /* The pinned staging area records go up through on a device the host
+     * cannot address: a full area drains the stream (one more sync) and is
+     * reused, growing only for a request larger than it. 0: it starts at
+     * 1 MiB and doubles with the load up to 64 MiB. Small values are for
+     * tests of the drain. */
+    size_t staging_bytes;
     /* This receiver's number in its cluster: the tag of its device stream
      * in the NVTX ranges ("apply receiver=3 ..."); 0 by default. */
     int id;
@@ -154,11 +160,26 @@ typedef enum dcr_ingest {
  * DCR_EDIGEST for bad bytes or items that contradict the inventory or the
  * rank's path (nothing applied); DCR_ERECEIVER when the loader breaks a
  * condition during apply (the attempt is failed: every later payload of it
- * is refused with DCR_EATTEMPT, and an overwrite retry repairs the storage). */
+ * is refused with DCR_EATTEMPT, and an overwrite retry repairs the storage).
+ * Its items' device work completes in one sync before it returns, and an
+ * error there (DCR_EIO naming the device call) fails the attempt the same
+ * way: an accepted payload is applied. */
 dcr_status_t dcr_receiver_apply_payload(dcr_receiver_t *r, const void *buf, size_t len,
                                         dcr_ingest_t *disposition_p);
-/* Applies item i of a decoded payload (for harnesses that decode themselves). */
+/* Applies item i of a decoded payload (for harnesses that decode themselves).
+ * Its device work is only queued (on cuda it runs behind the call): it counts
+ * as applied, and a device error surfaces, at the next dcr_receiver_sync
+ * (apply_payload and apply_staged end with one; every read of resident
+ * bytes waits for it too, and begin_attempt drains what an attempt left,
+ * dropping its error with that attempt). p may be reused at once: the records
+ * went into the receiver's staging. */
 dcr_status_t dcr_receiver_apply_item(dcr_receiver_t *r, const dcr_payload_t *p, size_t i);
+/* Waits for the device work queued by applies since the last sync (one sync
+ * of the receiver's stream, so items' copies overlap earlier items'
+ * kernels). An error names the device call and fails the attempt like any
+ * apply failure: the storage may be half-applied, later payloads of the
+ * attempt are refused with DCR_EATTEMPT. */
+dcr_status_t dcr_receiver_sync(dcr_receiver_t *r);
 
 /* Staging, producer side: validates and deduplicates like apply_payload, then
  * decodes into the group under assembly; a full group joins the resident
@@ -198,6 +219,10 @@ typedef struct dcr_receiver_stats {
     uint64_t items_applied, items_skipped;
     uint64_t items_sparse, items_full, items_tracked; /* how applied items ran */
     uint64_t records_applied;
+    /* Syncs of the receiver's stream that completed applied items: one per
+     * apply_payload / apply_staged / dcr_receiver_sync call with work queued,
+     * plus one whenever staging fills up within a call. */
+    uint64_t apply_syncs;
     double apply_s, check_s;
 } dcr_receiver_stats_t;
 

@@ -142,6 +142,40 @@ static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *nam
 static const dcr_loader_ops_t views_ops = {DCR_LOADER_OPS_VERSION, "cube.views", views_create,
                                            cube_destroy, views_load};
 
+/* ---- the split loader: the views loader, big in three copies ---- */
+
+/* Rows [r0, r0 + nr) and columns [c0, c0 + nc) of a two-dimensional view. */
+static dcr_status_t block(dcr_load_ctx_t *ctx, const dcr_view_t *v, int64_t r0, int64_t nr,
+                          int64_t c0, int64_t nc, dcr_view_t *out)
+{
+    dcr_view_t rows;
+    DCR_CHECK(dcr_load_narrow(ctx, v, 0, r0, nr, &rows));
+    return dcr_load_narrow(ctx, &rows, 1, c0, nc, out);
+}
+
+/* big's lower rows as two column halves (strided: the sparse path computes
+ * their destinations and sends them up), then its upper rows as one run
+ * (the record list itself, sent up before the first copy, is read after
+ * the others). */
+static dcr_status_t split_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+                               const dcr_view_t *w)
+{
+    if (strcmp(name, "big") != 0) return views_load(state, ctx, name, w);
+    dcr_view_t p, dst, src;
+    DCR_CHECK(dcr_load_param(ctx, "big", &p));
+    for (int64_t c0 = 0; c0 < 96; c0 += 48) {
+        DCR_CHECK(block(ctx, &p, 32, 32, c0, 48, &dst));
+        DCR_CHECK(block(ctx, w, 32, 32, c0, 48, &src));
+        DCR_CHECK(dcr_load_copy(ctx, &dst, &src));
+    }
+    DCR_CHECK(block(ctx, &p, 0, 32, 0, 96, &dst));
+    DCR_CHECK(block(ctx, w, 0, 32, 0, 96, &src));
+    return dcr_load_copy(ctx, &dst, &src);
+}
+
+static const dcr_loader_ops_t split_ops = {DCR_LOADER_OPS_VERSION, "cube.split", views_create,
+                                           cube_destroy, split_load};
+
 /* ---- the cast loader: the cube's tensors through cast, cat and map_op ---- */
 
 static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
@@ -276,6 +310,9 @@ static dcr_inventory_t *cube_inventory(void)
     return inv;
 }
 
+/* Staging of the receivers made here (0: the default). */
+static size_t g_staging_bytes;
+
 /* A receiver of base's configuration (its loader "cube" unless base names
  * one) on the far table when far, else on base's device. */
 static dcr_receiver_t *receiver_on(const dcr_inventory_t *inv, const dcr_receiver_config_t *base,
@@ -283,6 +320,7 @@ static dcr_receiver_t *receiver_on(const dcr_inventory_t *inv, const dcr_receive
 {
     dcr_receiver_config_t rc = *base;
     rc.loader = base->loader ? base->loader : "cube";
+    if (rc.staging_bytes == 0) rc.staging_bytes = g_staging_bytes;
     rc.inventory = inv;
     dcr_receiver_t *r = NULL;
     dcr_status_t st = dcr__receiver_create_on(far ? receiver_far_table() : NULL, &rc, &r);
@@ -330,6 +368,31 @@ static void assert_dense(dcr_receiver_t *r, const dcr_inventory_t *inv,
     dcr_receiver_destroy(fresh);
 }
 
+/* Items per payload of the refits (the async tests pack more). */
+static size_t g_per_payload = 2;
+
+/* Syncs the far device saw while one attempt's payloads were applied, and
+ * the items applied: the receiver's own count must agree with the device's,
+ * and there is one sync per payload at most (none per item). */
+typedef struct sync_tally {
+    size_t syncs, items, payloads;
+} sync_tally_t;
+
+static sync_tally_t g_tally;
+
+static void tally_attempt(dcr_receiver_t *r, size_t syncs0, const dcr_receiver_stats_t *s0,
+                          size_t payloads)
+{
+    dcr_receiver_stats_t s1;
+    dcr_receiver_stats(r, &s1);
+    size_t syncs = g_far_syncs - syncs0;
+    assert_int_equal(syncs, s1.apply_syncs - s0->apply_syncs);
+    assert_true(syncs <= payloads);
+    g_tally.syncs += syncs;
+    g_tally.items += s1.items_applied - s0->items_applied;
+    g_tally.payloads += payloads;
+}
+
 /* Refits of one receiver configuration (on the far table when far), each
  * against the dense oracle on the CPU path. */
 static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed, const char *what)
@@ -338,9 +401,11 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
     assert_int_equal(dcr_loader_register(&views_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&cast_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&conv_ops), DCR_OK);
+    assert_int_equal(dcr_loader_register(&split_ops), DCR_OK);
     /* Loaders whose paths are views of the tensor (m a plain transpose). */
     bool views = base->loader && (strcmp(base->loader, "cube.views") == 0 ||
-                                  strcmp(base->loader, "cube.conv") == 0);
+                                  strcmp(base->loader, "cube.conv") == 0 ||
+                                  strcmp(base->loader, "cube.split") == 0);
     bool casts = base->loader && strcmp(base->loader, "cube.cast") == 0;
     dcr_inventory_t *inv = cube_inventory();
     dcr_rng_t rng;
@@ -372,7 +437,7 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
         for (size_t t = 0; t < dcr_inventory_count(inv); t++)
             e[t] = i % 4 == 3 ? DCR_ENCODING_OVERWRITE : enc[t];
         rt_payloads_t ps = {0};
-        rt_encode_refit(inv, w, n, e, (uint64_t)i + 1, 2, 2, &rng, &ps);
+        rt_encode_refit(inv, w, n, e, (uint64_t)i + 1, 2, g_per_payload, &rng, &ps);
         assert_int_equal(dcr_receiver_begin_attempt(r, (uint64_t)i + 1), DCR_OK);
         /* The right bits only after the refit: the old ones must differ. */
         if (i == 0) {
@@ -382,12 +447,19 @@ static void refits_on(const dcr_receiver_config_t *base, bool far, uint64_t seed
             assert_false(dcr_receiver_equal(r, next, NULL, NULL));
             dcr_receiver_destroy(next);
         }
+        size_t syncs0 = g_far_syncs;
+        dcr_receiver_stats_t s0;
+        dcr_receiver_stats(r, &s0);
         for (size_t k = 0; k < ps.n; k++) {
             dcr_ingest_t disp;
             dcr_status_t st = dcr_receiver_apply_payload(r, ps.buf[k], ps.len[k], &disp);
             if (st != DCR_OK) fail_msg("%s refit %d: %s", what, i, dcr_error_line(st));
             assert_int_equal(disp, DCR_INGEST_ACCEPTED);
         }
+        /* Loaders without temporaries: nothing but the payload's own sync
+         * waits on the device while it applies. */
+        if (far && g_far_async && !casts && g_staging_bytes == 0)
+            tally_attempt(r, syncs0, &s0, ps.n);
         assert_dense(r, inv, base, n, what);
         rt_payloads_free(&ps);
         rt_tensors_free(w, inv);
@@ -485,19 +557,24 @@ static void test_nan_values_tracked(void **state)
 
 /* The far device, every pass: sparse and full, placeholder and tracked
  * masks, with the post-apply check, against the CPU path's dense load. */
-static void views_refits(const char *device, bool far)
+static void loader_refits(const char *loader, const char *device, bool far)
 {
     uint64_t seed = 0xFA5;
     for (int m = 0; m < 4; m++) {
-        dcr_receiver_config_t base = {.loader = "cube.views", .track_written = true};
+        dcr_receiver_config_t base = {.loader = loader, .track_written = true};
         base.device = device;
         base.full_pass = m & 1;
         base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
         char what[96];
-        snprintf(what, sizeof(what), "%s device full_pass %d mask %s", far ? "far" : device, m & 1,
-                 m & 2 ? "tracked" : "placeholder");
+        snprintf(what, sizeof(what), "%s on %s device, staging %zu, full_pass %d mask %s", loader,
+                 far ? "far" : device, g_staging_bytes, m & 1, m & 2 ? "tracked" : "placeholder");
         refits_on(&base, far, seed++, what);
     }
+}
+
+static void views_refits(const char *device, bool far)
+{
+    loader_refits("cube.views", device, far);
 }
 
 static void test_far_refits(void **state)
@@ -677,6 +754,142 @@ static void test_refusals(void **state)
 
 /* --gpu: the cuda receiver only; exit 77 (CTest: skipped) without a CUDA
  * build or a GPU. */
+/* The far device's asynchronous mode itself: a host-to-device copy reads
+ * its source at the sync, and results are there only after it; so a caller
+ * that reused staging early or read too soon would see other bytes. */
+static void test_far_async_defers(void **state)
+{
+    (void)state;
+    dcr_device_t *d;
+    dcr_device_stream_t *s;
+    void *buf;
+    uint32_t src[4] = {1, 2, 3, 4}, got[4] = {9, 9, 9, 9}, zero[4] = {0};
+    assert_int_equal(far_table()->open(0, &d), DCR_OK);
+    far_set_async(true);
+    assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
+    assert_int_equal(dcr_device_alloc(d, sizeof src, &buf), DCR_OK);
+    assert_int_equal(dcr_device_copy(d, s, buf, src, sizeof src, DCR_DEVICE_H2D), DCR_OK);
+    src[2] = 33; /* rewritten before the sync: the copy sees it */
+    assert_int_equal(dcr_device_copy(d, s, got, buf, sizeof got, DCR_DEVICE_D2H), DCR_OK);
+    assert_int_equal(got[0], 9); /* nothing ran yet */
+    assert_int_equal(dcr_device_sync(d, s), DCR_OK);
+    assert_memory_equal(got, src, sizeof got);
+    /* An injected error: half the queue runs, the sync fails. */
+    far_fail_sync(1);
+    assert_int_equal(dcr_device_copy(d, s, buf, zero, sizeof zero, DCR_DEVICE_H2D), DCR_OK);
+    assert_int_equal(dcr_device_copy(d, s, got, buf, sizeof got, DCR_DEVICE_D2H), DCR_OK);
+    assert_int_equal(dcr_device_sync(d, s), DCR_EIO);
+    assert_memory_equal(got, src, sizeof got); /* the read-back was dropped */
+    assert_int_equal(g_far_syncs, 2);
+    dcr_device_free(d, buf);
+    dcr_device_stream_destroy(d, s);
+    dcr_device_close(d);
+    far_set_async(false);
+}
+
+/* Staging and overlap on the far device in asynchronous mode: several items
+ * per payload, every pass (sparse, full XOR, placeholder and tracked, the
+ * all-overwrite retries, converting copies and the casts' temporaries), each
+ * refit bit-exact against the CPU path's dense load; the syncs of each
+ * attempt, counted by the device, are at most one per payload and fewer than
+ * the items they complete. Then again through a tiny staging area. */
+static void test_far_async_overlap(void **state)
+{
+    (void)state;
+    far_set_async(true);
+    g_per_payload = 8;
+    g_tally = (sync_tally_t){0};
+    views_refits(NULL, true);
+    loader_refits("cube.split", NULL, true);
+    conv_refits(NULL, true);
+    cast_refits(NULL, true);
+    assert_true(g_tally.payloads > 0);
+    assert_true(g_tally.syncs <= g_tally.payloads);
+    if (g_tally.syncs >= g_tally.items)
+        fail_msg("%zu syncs for %zu items in %zu payloads", g_tally.syncs, g_tally.items,
+                 g_tally.payloads);
+    print_message("far async: %zu syncs for %zu items in %zu payloads\n", g_tally.syncs,
+                  g_tally.items, g_tally.payloads);
+    /* Staging areas of 64 and 2048 bytes: they fill within items and within
+     * passes, so the stream drains there, and the running pass's records go
+     * up again into the reused (or grown) area. */
+    size_t sizes[2] = {64, 2048};
+    for (int k = 0; k < 2; k++) {
+        g_staging_bytes = sizes[k];
+        views_refits(NULL, true);
+        loader_refits("cube.split", NULL, true);
+        cast_refits(NULL, true);
+    }
+    g_staging_bytes = 0;
+    g_per_payload = 2;
+    far_set_async(false);
+}
+
+/* A device error surfacing at the payload's sync fails the attempt like
+ * any apply failure: DCR_EIO, nothing counted as applied, later payloads of
+ * the attempt refused; the storage is half-applied (neither version), and
+ * after a dense restore the same refit, retried, is bit-exact. */
+static void test_far_sync_error(void **state)
+{
+    (void)state;
+    assert_int_equal(dcr_loader_register(&views_ops), DCR_OK);
+    far_set_async(true);
+    dcr_inventory_t *inv = cube_inventory();
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, 0xE10);
+    dcr_storage_t **w = rt_tensors(inv, &rng), **n = rt_tensors(inv, NULL);
+    for (size_t t = 0; t < dcr_inventory_count(inv); t++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(inv, t);
+        rt_mutate(&rng, d->dtype, w[t]->data, n[t]->data, dcr_desc_numel(d), 0.3);
+    }
+    dcr_receiver_config_t base = {.loader = "cube.views", .track_written = true};
+    dcr_receiver_t *r = receiver_on(inv, &base, true);
+    assert_int_equal(dcr_receiver_load_dense_all(r, w), DCR_OK);
+    assert_int_equal(dcr_receiver_prewarm(r), DCR_OK);
+    int enc[8];
+    for (size_t t = 0; t < dcr_inventory_count(inv); t++) enc[t] = DCR_ENCODING_XOR;
+    uint64_t failed_items = 0;
+    for (uint64_t tau = 1; tau <= 2; tau++) {
+        rt_payloads_t ps = {0};
+        rt_encode_refit(inv, w, n, enc, tau, 2, 8, &rng, &ps);
+        assert_true(ps.n >= 2);
+        assert_int_equal(dcr_receiver_begin_attempt(r, tau), DCR_OK);
+        dcr_receiver_stats_t s0, s1;
+        dcr_receiver_stats(r, &s0);
+        /* The failed attempt's items count at no later drain either. */
+        if (tau == 2) assert_int_equal(s0.items_applied, failed_items);
+        if (tau == 1) far_fail_sync(1);
+        for (size_t k = 0; k < ps.n; k++) {
+            dcr_status_t st = dcr_receiver_apply_payload(r, ps.buf[k], ps.len[k], NULL);
+            dcr_status_t want = tau == 2 ? DCR_OK : k == 0 ? DCR_EIO : DCR_EATTEMPT;
+            if (st != want)
+                fail_msg("attempt %llu payload %zu: %s", (unsigned long long)tau, k,
+                         dcr_error_line(st));
+        }
+        dcr_receiver_stats(r, &s1);
+        rt_payloads_free(&ps);
+        if (tau == 2) break;
+        assert_int_equal(s1.items_applied, s0.items_applied);
+        assert_int_equal(s1.payloads_applied, s0.payloads_applied);
+        failed_items = s1.items_applied;
+        /* Half-applied: the new version's bytes are not there (the old
+         * ones may be partly overwritten). */
+        dcr_receiver_config_t oc = cpu_config(&base);
+        dcr_receiver_t *next = cube_receiver(inv, &oc);
+        assert_int_equal(dcr_receiver_load_dense_all(next, n), DCR_OK);
+        assert_false(dcr_receiver_equal(r, next, NULL, NULL));
+        dcr_receiver_destroy(next);
+        /* The node's restore: the version before, dense. */
+        assert_int_equal(dcr_receiver_load_dense_all(r, w), DCR_OK);
+    }
+    assert_dense(r, inv, &base, n, "retry after a device error at sync");
+    dcr_receiver_destroy(r);
+    rt_tensors_free(w, inv);
+    rt_tensors_free(n, inv);
+    dcr_inventory_destroy(inv);
+    far_set_async(false);
+}
+
 static int gpu_main(void)
 {
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
@@ -702,6 +915,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_far_converting_copies),
         cmocka_unit_test(test_far_refuses_host_ops),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_far_async_defers),
+        cmocka_unit_test(test_far_async_overlap),
+        cmocka_unit_test(test_far_sync_error),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
