@@ -223,9 +223,16 @@ void dcr__relay_retain_ended(dcr__relay_retain_t *R, uint64_t tau)
     pthread_mutex_unlock(&R->mu);
     if (h == NULL) return;
     /* Before the root's tree sees the end, hence before any node acknowledges. */
+    uint64_t t0 = dcr_clock_ns(), bytes = 0;
+    size_t n = mine.n;
+    for (size_t i = 0; i < n; i++) bytes += mine.bufs[i]->len;
     dcr_status_t st = stage_attempt(R, tau, mine.bufs, mine.n);
     held_clear(&mine);
-    if (st != DCR_OK)
+    if (st == DCR_OK)
+        DCR_LOG_DEBUG("relay root: attempt %" PRIu64 " staged: %zu payloads, %" PRIu64
+                      " bytes in %.3f s",
+                      tau, n, bytes, (double)(dcr_clock_ns() - t0) * 1e-9);
+    else
         DCR_LOG_WARN("relay root: attempt %" PRIu64 " not staged (its version will not be "
                      "retained): %s",
                      tau, dcr_error_line(st));
