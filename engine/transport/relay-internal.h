@@ -98,7 +98,7 @@ typedef enum dcr__relay_kind { DCR__BUF_DATA, DCR__BUF_REF, DCR__BUF_END } dcr__
 
 /* One frame's body, reference counted: a payload is queued for every child
  * and for recv, and held by the root's retention until its attempt is
- * retained or replaced. */
+ * staged or replaced. */
 typedef struct dcr__relay_buf {
     atomic_int refs;
     dcr__relay_kind_t kind;
@@ -129,9 +129,12 @@ dcr_status_t dcr__relay_retain_create(const char *url, int keep, bool clear,
  * held. Accepts NULL. */
 void dcr__relay_retain_destroy(dcr__relay_retain_t *R);
 /* The root verified and queued payload b of attempt tau: a reference is
- * held until tau is retained or no longer can be. Thread-safe. */
+ * held until tau is staged or no longer can be. Thread-safe. */
 void dcr__relay_retain_hold(dcr__relay_retain_t *R, uint64_t tau, dcr__relay_buf_t *b);
-/* Every owner finished attempt tau at the root: what is held is all of it. */
+/* Every owner finished attempt tau at the root: what is held is all of it,
+ * staged on the store (attempt-<tau>/, MANIFEST last) before this returns,
+ * then released. Call before the tree sees tau's end: a node acknowledges
+ * only after it, so a committed attempt is always staged. */
 void dcr__relay_retain_ended(dcr__relay_retain_t *R, uint64_t tau);
 /* See dcr_relay_retain_commit (dcr/relay_retain.h). */
 dcr_status_t dcr__relay_retain_commit(dcr__relay_retain_t *R, uint64_t tau, uint64_t version,

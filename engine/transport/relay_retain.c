@@ -1,7 +1,8 @@
 /* The relay root's retained versions (dcr/relay_retain.h): the payloads it
- * verified, held per attempt until a commit names one, written in the
- * layout of dcr/retain.h, pruned to the window, and served read-only to
- * the readers of "relay://" (relay-internal.h has the requests). */
+ * verified, held per attempt until every owner finished it, staged on disk
+ * then, published in the layout of dcr/retain.h when a commit names the
+ * attempt, pruned to the window, and served read-only to the readers of
+ * "relay://" (relay-internal.h has the requests). */
 #include "transport/relay-internal.h"
 
 #include <errno.h>
@@ -16,13 +17,14 @@
 
 #include "core/endian-internal.h"
 #include "dcr/clock.h"
+#include "dcr/codec.h"
 #include "dcr/log.h"
 #include "dcr/thread.h"
 #include "transport/objstore-internal.h"
 
 #define RETAIN_ROOT "versions/"
-/* The attempt under way and the last one that ended: a commit names the
- * latter, and only it, unless the commit is seen late. */
+/* The attempt under way and the last one that ended (staged; its slot
+ * keeps it from being held again). */
 #define HELD_SLOTS 2
 /* Readers served at once; a reader that sends nothing for READER_IDLE_MS
  * is closed. */
@@ -33,7 +35,7 @@
 
 typedef struct held {
     uint64_t tau; /* 0: empty */
-    bool ended;   /* every owner finished: the bufs are the whole attempt */
+    bool ended;   /* every owner finished: staged, the bufs released */
     dcr__relay_buf_t **bufs;
     size_t n, cap;
 } held_t;
@@ -147,15 +149,13 @@ void dcr__relay_retain_hold(dcr__relay_retain_t *R, uint64_t tau, dcr__relay_buf
     pthread_mutex_unlock(&R->mu);
 }
 
-void dcr__relay_retain_ended(dcr__relay_retain_t *R, uint64_t tau)
-{
-    pthread_mutex_lock(&R->mu);
-    held_t *h = held_slot(R, tau);
-    if (h != NULL) h->ended = true;
-    pthread_mutex_unlock(&R->mu);
-}
-
-/* ---- writing a committed version ---------------------------------------- */
+/* ---- staging an attempt ------------------------------------------------------
+ * An attempt that ended is written out at once under the object-store
+ * transport's layout, attempt-<tau>/payload-<owner>-<id>.dcrp with its
+ * MANIFEST written last, outside versions/ (readers see only versions/):
+ * its staging survives this process, and the commit publishes it by the
+ * object store's own retention (dcr_retain_commit), so that a root killed
+ * between its acknowledgment and the commit still retains the version. */
 
 static int cmp_buf(const void *x, const void *y)
 {
@@ -164,28 +164,126 @@ static int cmp_buf(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
-static dcr_status_t write_version(dcr__relay_retain_t *R, uint64_t tau, uint64_t version,
-                                  dcr__relay_buf_t **bufs, size_t n)
+/* One staged payload and its manifest entry. */
+static dcr_status_t stage_payload(dcr_objstore_t *s, const char *prefix, const dcr__relay_buf_t *b,
+                                  dcr__ledger_entry_t *e)
+{
+    dcr_payload_header_t h;
+    /* Verified by the root already: the header's digest is the payload's. */
+    DCR_CHECK(dcr_payload_peek(b->data, b->len, false, &h));
+    *e = (dcr__ledger_entry_t){.owner = b->owner, .id = b->id, .len = b->len};
+    memcpy(e->digest, h.digest, sizeof e->digest);
+    char name[DCR_RETAIN_NAME_MAX + 1], key[DCR_OBJSTORE_KEY_MAX + 1];
+    dcr__obj_payload_name(b->owner, b->id, name, sizeof name);
+    snprintf(key, sizeof key, "%s%s", prefix, name);
+    return dcr_objstore_put(s, key, b->data, b->len, NULL);
+}
+
+static dcr_status_t stage_manifest(dcr_objstore_t *s, const char *prefix, uint64_t tau,
+                                   const dcr__ledger_entry_t *e, size_t n)
+{
+    size_t len = 0;
+    char *text = dcr__manifest_text(tau, e, n, &len);
+    if (text == NULL) return dcr_error_set(DCR_ENOMEM, "relay root: staging manifest");
+    char key[DCR_OBJSTORE_KEY_MAX + 1];
+    snprintf(key, sizeof key, "%sMANIFEST", prefix);
+    dcr_status_t st = dcr_objstore_put(s, key, (const uint8_t *)text, len, NULL);
+    free(text);
+    return st;
+}
+
+static dcr_status_t stage_attempt(dcr__relay_retain_t *R, uint64_t tau, dcr__relay_buf_t **bufs,
+                                  size_t n)
 {
     qsort(bufs, n, sizeof *bufs, cmp_buf);
-    char(*names)[DCR_RETAIN_NAME_MAX + 1] = calloc(n ? n : 1, sizeof *names);
-    const char **np = calloc(n ? n : 1, sizeof *np);
-    const uint8_t **bp = calloc(n ? n : 1, sizeof *bp);
-    size_t *lens = calloc(n ? n : 1, sizeof *lens);
-    dcr_status_t st = names && np && bp && lens
-                          ? DCR_OK
-                          : dcr_error_set(DCR_ENOMEM, "relay root: retaining %zu payloads", n);
-    for (size_t i = 0; st == DCR_OK && i < n; i++) {
-        dcr__obj_payload_name(bufs[i]->owner, bufs[i]->id, names[i], sizeof names[i]);
-        np[i] = names[i];
-        bp[i] = bufs[i]->data;
-        lens[i] = bufs[i]->len;
+    char prefix[64];
+    dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+    dcr__ledger_entry_t *e = calloc(n ? n : 1, sizeof *e);
+    dcr_status_t st = e ? dcr_objstore_delete_prefix(R->store, prefix)
+                        : dcr_error_set(DCR_ENOMEM, "relay root: staging %zu payloads", n);
+    for (size_t i = 0; st == DCR_OK && i < n; i++)
+        st = stage_payload(R->store, prefix, bufs[i], &e[i]);
+    if (st == DCR_OK) st = stage_manifest(R->store, prefix, tau, e, n);
+    free(e);
+    return st;
+}
+
+void dcr__relay_retain_ended(dcr__relay_retain_t *R, uint64_t tau)
+{
+    held_t mine = {0};
+    pthread_mutex_lock(&R->mu);
+    held_t *h = held_slot(R, tau);
+    if (h != NULL) {
+        mine = *h;
+        memset(h, 0, sizeof *h);
+        /* Payloads of tau that arrive late are not part of it. */
+        h->tau = tau;
+        h->ended = true;
     }
-    if (st == DCR_OK) st = dcr_retain_put(R->store, version, tau, n, np, bp, lens);
-    free(names);
-    free(np);
-    free(bp);
-    free(lens);
+    pthread_mutex_unlock(&R->mu);
+    if (h == NULL) return;
+    /* Before the root's tree sees the end, hence before any node acknowledges. */
+    uint64_t t0 = dcr_clock_ns(), bytes = 0;
+    size_t n = mine.n;
+    for (size_t i = 0; i < n; i++) bytes += mine.bufs[i]->len;
+    dcr_status_t st = stage_attempt(R, tau, mine.bufs, mine.n);
+    held_clear(&mine);
+    if (st == DCR_OK)
+        DCR_LOG_DEBUG("relay root: attempt %" PRIu64 " staged: %zu payloads, %" PRIu64
+                      " bytes in %.3f s",
+                      tau, n, bytes, (double)(dcr_clock_ns() - t0) * 1e-9);
+    else
+        DCR_LOG_WARN("relay root: attempt %" PRIu64 " not staged (its version will not be "
+                     "retained): %s",
+                     tau, dcr_error_line(st));
+}
+
+/* ---- publishing a committed version ------------------------------------ */
+
+/* Version is retained already from attempt tau: published before a restart. */
+static bool already_published(dcr_objstore_t *s, uint64_t tau, uint64_t version)
+{
+    dcr_retain_manifest_t m;
+    bool same = dcr_retain_manifest_read(s, version, &m) == DCR_OK && m.tau == tau;
+    dcr_retain_manifest_free(&m);
+    return same;
+}
+
+/* Deletes the staged attempts up to tau: they committed or never will. */
+static dcr_status_t drop_staged(dcr_objstore_t *s, uint64_t tau)
+{
+    dcr_objstore_entry_t *keys = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_objstore_list_all(s, "attempt-", &keys, &n));
+    dcr_status_t st = DCR_OK;
+    uint64_t last = 0; /* keys are sorted: one delete per attempt */
+    for (size_t i = 0; i < n && st == DCR_OK; i++) {
+        dcr__cursor_t c = {keys[i].key, keys[i].key + strlen(keys[i].key)};
+        uint64_t t;
+        if (!dcr__cursor_lit(&c, "attempt-") || !dcr__cursor_u64(&c, &t) || t > tau || t == last)
+            continue;
+        char prefix[64];
+        dcr__obj_attempt_prefix(t, prefix, sizeof prefix);
+        st = dcr_objstore_delete_prefix(s, prefix);
+        last = t;
+    }
+    free(keys);
+    return st;
+}
+
+static dcr_status_t publish(dcr_objstore_t *s, uint64_t tau, uint64_t version, int keep,
+                            dcr_retain_stats_t *stats_p)
+{
+    dcr_status_t st = dcr_retain_commit(s, tau, version, keep, stats_p);
+    if (st == DCR_ENOTFOUND && already_published(s, tau, version)) st = DCR_OK;
+    if (st == DCR_ENOTFOUND)
+        return dcr_error_set(DCR_ENOTFOUND,
+                             "relay root: attempt %" PRIu64 " (version %" PRIu64
+                             ") was not staged whole at this root; version %" PRIu64
+                             " is not retained",
+                             tau, version, version);
+    if (st == DCR_OK) st = drop_staged(s, tau);
+    if (st != DCR_OK) dcr_error_prefix("relay root: retaining version %" PRIu64 ": ", version);
     return st;
 }
 
@@ -197,38 +295,33 @@ dcr_status_t dcr__relay_retain_commit(dcr__relay_retain_t *R, uint64_t tau, uint
                              "relay retain: version %" PRIu64 " of attempt %" PRIu64
                              ": expected both >= 1",
                              version, tau);
-    double t0 = dcr_clock_s();
-    held_t mine = {0};
     pthread_mutex_lock(&R->mu);
-    for (int i = 0; i < HELD_SLOTS; i++) {
-        held_t *h = &R->held[i];
-        if (h->tau == tau && h->ended) {
-            mine = *h;
-            memset(h, 0, sizeof *h);
-        } else if (h->tau != 0 && h->tau < tau) {
-            held_clear(h); /* older attempts can no longer commit */
-        }
-    }
+    for (int i = 0; i < HELD_SLOTS; i++)
+        if (R->held[i].tau != 0 && R->held[i].tau <= tau)
+            held_clear(&R->held[i]); /* older attempts can no longer commit */
     pthread_mutex_unlock(&R->mu);
-    if (mine.tau == 0)
-        return dcr_error_set(DCR_ENOTFOUND,
-                             "relay root: attempt %" PRIu64 " (version %" PRIu64
-                             ") did not pass whole through this root; version %" PRIu64
-                             " is not retained",
-                             tau, version, version);
-    dcr_retain_stats_t stats = {.payloads = mine.n};
-    for (size_t i = 0; i < mine.n; i++) stats.bytes += mine.bufs[i]->len;
-    dcr_status_t st = write_version(R, tau, version, mine.bufs, mine.n);
-    held_clear(&mine);
-    if (st == DCR_OK && version >= (uint64_t)R->keep)
-        st = dcr_retain_prune(R->store, version - (uint64_t)R->keep + 1, &stats.pruned);
-    if (st != DCR_OK) {
-        dcr_error_prefix("relay root: retaining version %" PRIu64 ": ", version);
-        return st;
-    }
-    stats.seconds = dcr_clock_s() - t0;
+    dcr_retain_stats_t stats = {0};
+    DCR_CHECK(publish(R->store, tau, version, R->keep, &stats));
     if (stats_p != NULL) *stats_p = stats;
     return DCR_OK;
+}
+
+dcr_status_t dcr_relay_retain_recover(const char *store_url, uint64_t tau, uint64_t version,
+                                      int keep, dcr_retain_stats_t *stats_p)
+{
+    if (store_url == NULL || keep < 1 || version < 1 || tau < 1)
+        return dcr_error_set(DCR_EINVAL,
+                             "relay retain recover: a store, keep >= 1 (got %d) and version, "
+                             "attempt >= 1",
+                             keep);
+    dcr_objstore_config_t oc = {.url = store_url};
+    dcr_objstore_t *s = NULL;
+    DCR_CHECK(dcr_objstore_create(&oc, &s));
+    dcr_retain_stats_t stats = {0};
+    dcr_status_t st = publish(s, tau, version, keep, &stats);
+    dcr_objstore_destroy(s);
+    if (st == DCR_OK && stats_p != NULL) *stats_p = stats;
+    return st;
 }
 
 /* ---- answering readers ------------------------------------------------------ */
@@ -444,6 +537,7 @@ dcr_status_t dcr__relay_retain_create(const char *url, int keep, bool clear,
     dcr_objstore_config_t oc = {.url = url};
     dcr_status_t st = dcr_objstore_create(&oc, &R->store);
     if (st == DCR_OK && clear) st = dcr_retain_clear(R->store);
+    if (st == DCR_OK && clear) st = drop_staged(R->store, UINT64_MAX);
     if (st != DCR_OK) {
         dcr__relay_retain_destroy(R);
         return st;

@@ -441,6 +441,27 @@ static void retain_commit(node_proc_t *p, uint64_t tau, uint64_t version)
                      dcr_error_line(st));
 }
 
+/* A restarted root (node 0): the committed version it staged before it
+ * died (killed between its acknowledgment and the commit) is published
+ * before its own restore, which may replay it; a failure is a gap. */
+static void recover_retained(node_proc_t *p, const dcr_commit_record_t *rec)
+{
+    char dir[4200], url[4300];
+    dcr_role_relay_retain_dir(p->cfg->workdir, dir, sizeof(dir));
+    snprintf(url, sizeof(url), "dir:%s", dir);
+    dcr_retain_stats_t rs;
+    dcr_status_t st =
+        dcr_relay_retain_recover(url, rec->attempt, rec->version, p->cfg->run->retain, &rs);
+    if (st == DCR_OK && rs.payloads > 0)
+        DCR_LOG_INFO("relay root: retained version %llu at its restart: %llu payloads staged "
+                     "before it, %llu bytes",
+                     (unsigned long long)rec->version, (unsigned long long)rs.payloads,
+                     (unsigned long long)rs.bytes);
+    else if (st != DCR_OK)
+        DCR_LOG_WARN("relay root: version %llu not retained at its restart: %s",
+                     (unsigned long long)rec->version, dcr_error_line(st));
+}
+
 /* The commit record moved: our attempt committed (digests, READY), or the
  * run went on without this node (restore by dense refit). */
 static dcr_status_t follow_record(node_proc_t *p)
@@ -462,6 +483,9 @@ static dcr_status_t follow_record(node_proc_t *p)
         DCR_LOG_WARN("rollout node %d: version %llu committed without it; restoring", p->cfg->node,
                      (unsigned long long)rec.version);
         p->done = 0;
+        /* A root restarted after it acknowledged: the commit it missed was
+         * staged before the restart (first, for its own restore's replay). */
+        if (p->retaining) retain_commit(p, rec.attempt, rec.version);
         /* The verifier expects every receiver's digests of every committed
          * version, also of those this node restored instead of applying: one
          * version at a time (a node that joined mid-run may be several
@@ -701,6 +725,9 @@ static dcr_status_t node_setup(node_proc_t *p)
     if (!p->recv || !p->member) return dcr_error_set(DCR_ENOMEM, "rollout node receivers");
     dcr_commit_record_t rec;
     DCR_CHECK(open_patiently(p, &rec));
+    bool relay = !strcmp(p->cfg->run->transport, "relay");
+    bool root_retains = relay && p->cfg->node == 0 && p->cfg->run->retain > 0;
+    if (root_retains && rec.version > 0) recover_retained(p, &rec);
     DCR_CHECK(restore(p, rec.version));
     dcr_control_attempt_t a;
     if (dcr_control_attempt(p->control, 0, &a) == DCR_OK) p->seen = a.tau; /* joins later ones */
@@ -710,8 +737,7 @@ static dcr_status_t node_setup(node_proc_t *p)
     dcr_role_handle_t as = {.join = true, .relay = &p->relay, .node = p->cfg->node};
     DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
                                          sc->layout->world, 1, &as, &p->transport));
-    bool relay = !strcmp(p->cfg->run->transport, "relay");
-    if (relay && p->cfg->node == 0 && p->cfg->run->retain > 0) {
+    if (root_retains) {
         /* Before any attempt opens (refuse below may open one). A fresh
          * run clears an earlier run's window; a restarted root keeps its. */
         char dir[4200], url[4300];

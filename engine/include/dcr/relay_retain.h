@@ -7,12 +7,18 @@
  *
  * Every payload of an attempt crosses the root, which verifies it (digest,
  * attempt, owner, id) before it forwards it: the root keeps a reference to
- * each verified payload of the attempt under way and of the last one that
- * ended (every owner finished), and writes an attempt out only when told
- * that it committed (dcr_relay_retain_commit, from the process that follows
- * the control plane's commit record at the root). Nothing is written during
- * an attempt, and an attempt that never commits is dropped from memory when
- * a newer one starts.
+ * each verified payload of the attempt under way, and when every owner
+ * finished it, before the tree's nodes see its end (so before any of them
+ * acknowledges), stages the attempt on its store outside versions/, in the
+ * object-store transport's layout (attempt-<tau>/payload-<owner>-<id>.dcrp,
+ * MANIFEST written last), where no reader looks. When told that the
+ * attempt committed (dcr_relay_retain_commit, from the process that follows
+ * the control plane's commit record at the root) it publishes the staged
+ * attempt as the version (dcr_retain_commit: VERSION written last) and
+ * deletes the staged attempts up to it, which committed or never will. A
+ * root killed between its acknowledgment and the commit keeps the staged
+ * attempt on disk: its restarted process publishes it when it finds the
+ * commit record naming it (dcr_relay_retain_recover, or the commit call).
  *
  * Readers open the object store "relay://HOST:PORT" (dcr/objstore.h; HOST
  * an IPv4 address or name, PORT the root's listener): get and list of keys
@@ -39,9 +45,9 @@
  * handle, or relay_node 0 across processes), keep the last `keep` (>= 1)
  * committed versions in the store store_url names (a directory path or
  * "dir:PATH" on the root's host; any writable store URL works) and serve
- * them. clear: deletes the versions the store holds first (a fresh run on a
- * store an earlier run used); a restarted root keeps them (they are this
- * run's). A handle holding the whole tree starts a listener on 127.0.0.1
+ * them. clear: deletes the versions and staged attempts the store holds
+ * first (a fresh run on a store an earlier run used); a restarted root
+ * keeps them (they are this run's). A handle holding the whole tree starts a listener on 127.0.0.1
  * for the readers. Call once, after create and before the first attempt.
  * DCR_EUNSUPPORTED for another backend or a handle that is not the root;
  * DCR_EINVAL for keep < 1 or a second call; the store's errors. */
@@ -52,14 +58,26 @@ dcr_status_t dcr_relay_retain_start(dcr_transport_t *t, const char *store_url, i
  * durable): writes every payload of tau that the root verified as
  * versions/v<version>/payload-<owner>-<id>.dcrp with its VERSION manifest
  * last (dcr_retain_put), then deletes the versions below
- * version - keep + 1 (each VERSION first). Blocks for one put per payload
- * on the root's store; call from one thread at a time, not concurrently
- * with open_attempt. DCR_ENOTFOUND when tau did not pass whole through
- * this root (it started after tau began, or tau was replaced): version is
- * then a gap, and replays across it take a dense refit. stats_p may be
- * NULL. */
+ * version - keep + 1 (each VERSION first). Publishes what tau staged on
+ * the root's store, so a root restarted since tau ended retains it too;
+ * DCR_OK without a copy when version is retained from tau already. Blocks
+ * for one get and one put per payload on the root's store; call from one
+ * thread at a time, not concurrently with open_attempt. DCR_ENOTFOUND when
+ * tau was not staged whole at this root (it never ended there, or its
+ * staging failed): version is then a gap, and replays across it take a
+ * dense refit. stats_p may be NULL. */
 dcr_status_t dcr_relay_retain_commit(dcr_transport_t *t, uint64_t tau, uint64_t version,
                                      dcr_retain_stats_t *stats_p);
+
+/* dcr_relay_retain_commit without a relay handle, for a restarted root
+ * before its transport exists: the commit record names attempt tau as
+ * `version`, and the root's store (store_url, as given to
+ * dcr_relay_retain_start) may hold it staged from before the restart.
+ * Publishes it (DCR_OK when retained already), prunes to keep versions and
+ * deletes the staged attempts up to tau; later ones stay, they may still
+ * commit. DCR_ENOTFOUND when tau was never staged whole there (a gap). */
+dcr_status_t dcr_relay_retain_recover(const char *store_url, uint64_t tau, uint64_t version,
+                                      int keep, dcr_retain_stats_t *stats_p);
 
 /* The readers' store URL ("relay://HOST:PORT") into url (cap bytes).
  * DCR_EINVAL before dcr_relay_retain_start. */

@@ -7,7 +7,12 @@
  * last 3 versions, every payload byte for byte what the test sent (read
  * from the files, not through the code under test), each VERSION digest
  * equal to BLAKE2b-256 computed here; an attempt that never ended is not
- * retained. Through relay:// the same versions list and read back verified;
+ * retained. A root destroyed after every owner finished an attempt and
+ * before its commit (a process killed between its acknowledgment and the
+ * commit) retains the version when a new root on the same directory is
+ * told of the commit, or its store alone at a restart; a staged attempt
+ * that did not commit is deleted.
+ * Through relay:// the same versions list and read back verified;
  * a corrupt object is a digest failure and a missing one a gap. Hostile
  * requests on a raw socket (traversal, foreign keys, NUL, lengths, bad
  * frames) are refused and leave the root serving; a node that is not the
@@ -271,6 +276,137 @@ static void test_unended_attempt_is_not_retained(void **state)
     snprintf(url, sizeof url, "dir:%s", g_root);
     assert_int_equal(dcr_relay_retain_start(g_t, url, KEEP, false), DCR_EINVAL);
     assert_int_equal(dcr_relay_retain_commit(g_t, 0, 1, NULL), DCR_EINVAL);
+}
+
+/* ---- a root restarted between its acknowledgment and the commit ------------ */
+
+static void root_url(char *url, size_t cap)
+{
+    snprintf(url, cap, "dir:%s", g_root);
+}
+
+/* The root's process dies (its handle destroyed, nothing committed) and a
+ * new one starts on the same directory, keeping what is there. */
+static void restart_root(void)
+{
+    dcr_transport_destroy(g_t);
+    dcr_transport_config_t c = tp_config(NULL, 1, WORLD, NODES);
+    g_t = tp_create("relay", &c);
+    char url[PATH_MAX + 32];
+    root_url(url, sizeof url);
+    assert_int_equal(dcr_relay_retain_start(g_t, url, KEEP, false), DCR_OK);
+    assert_int_equal(dcr_relay_retain_url(g_t, g_url, sizeof g_url), DCR_OK);
+}
+
+static bool exists_under_root(const char *rel)
+{
+    char path[PATH_MAX + 128];
+    snprintf(path, sizeof path, "%s/%s", g_root, rel);
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* Version v holds exactly sent[0, WORLD * PER), from attempt tau: the files
+ * byte for byte, VERSION's digests BLAKE2b-256 computed here, and the same
+ * read back verified through relay://. */
+static void check_retained(uint64_t v, uint64_t tau, const tp_payload_t *sent)
+{
+    char path[PATH_MAX + 128];
+    for (int i = 0; i < WORLD * PER; i++) {
+        payload_path(v, &sent[i], path, sizeof path);
+        size_t len = 0;
+        uint8_t *b = slurp(path, &len);
+        if (b == NULL) fail_msg("version %" PRIu64 ": %s missing", v, path);
+        assert_int_equal(len, sent[i].len);
+        assert_memory_equal(b, sent[i].buf, len);
+        free(b);
+    }
+    dcr_objstore_t *s = reader();
+    dcr_retain_manifest_t m;
+    assert_int_equal(dcr_retain_manifest_read(s, v, &m), DCR_OK);
+    assert_int_equal(m.tau, tau);
+    assert_int_equal(m.from, v - 1);
+    assert_int_equal(m.n, WORLD * PER);
+    for (size_t j = 0; j < m.n; j++) {
+        const tp_payload_t *p = NULL;
+        for (int i = 0; i < WORLD * PER && p == NULL; i++) {
+            char want[64];
+            snprintf(want, sizeof want, "payload-%d-%" PRIu64 ".dcrp", sent[i].owner, sent[i].id);
+            if (strcmp(want, m.entries[j].name) == 0) p = &sent[i];
+        }
+        if (p == NULL) fail_msg("version %" PRIu64 " lists %s, never sent", v, m.entries[j].name);
+        uint8_t d[DCR_RETAIN_DIGEST_BYTES];
+        blake2b(d, p->buf, NULL, sizeof d, p->len, 0);
+        assert_memory_equal(d, m.entries[j].digest, sizeof d);
+        uint8_t *b = NULL;
+        size_t len = 0;
+        assert_int_equal(dcr_retain_payload_get(s, &m, j, &b, &len), DCR_OK);
+        assert_int_equal(len, p->len);
+        assert_memory_equal(b, p->buf, len);
+        free(b);
+    }
+    dcr_retain_manifest_free(&m);
+    dcr_objstore_destroy(s);
+}
+
+/* Every owner finished at the root (so every node acknowledged) and the
+ * root died before the commit: the new root, told of the commit, retains
+ * the version byte-identical, and the window moves on. */
+static void test_root_restarted_before_commit_retains_the_version(void **state)
+{
+    (void)state;
+    uint64_t v = VERSIONS + 1, tau = tau_of(v);
+    tp_payload_t *sent = make_version(v);
+    run_attempt(tau, sent);
+    restart_root();
+    assert_false(exists_under_root("versions/v7")); /* nothing published before the commit */
+    dcr_retain_stats_t st;
+    if (dcr_relay_retain_commit(g_t, tau, v, &st) != DCR_OK)
+        fail_msg("commit after the restart: %s", dcr_error_detail());
+    assert_int_equal(st.payloads, WORLD * PER);
+    assert_int_equal(st.bytes, (uint64_t)tp_sum_len(sent, WORLD * PER));
+    assert_int_equal(st.pruned, 1);
+    check_retained(v, tau, sent);
+    assert_false(exists_under_root("versions/v4/VERSION"));
+    assert_false(exists_under_root("attempt-71")); /* published: no longer staged */
+    /* Told twice (the commit seen at the restore and again): the same version. */
+    assert_int_equal(dcr_relay_retain_commit(g_t, tau, v, NULL), DCR_OK);
+    check_retained(v, tau, sent);
+    tp_payloads_free(sent, WORLD * PER);
+}
+
+/* Two attempts ended (the first was replaced), the second committed while
+ * the root was down: the restarted process publishes it before its
+ * transport exists, and the staged attempt that did not commit is gone. */
+static void test_restarted_root_recovers_from_the_store_alone(void **state)
+{
+    (void)state;
+    uint64_t v = VERSIONS + 1, lost = tau_of(v), won = lost + 1;
+    tp_payload_t *first = make_version(v), *second = calloc(WORLD * PER, sizeof *second);
+    for (int o = 0; o < WORLD; o++)
+        for (int j = 0; j < PER; j++)
+            second[o * PER + j] = tp_payload_make(won, o, (uint64_t)(7 + j), 50 + (uint64_t)j,
+                                                  99000 + (uint64_t)(o * 10 + j));
+    run_attempt(lost, first);
+    run_attempt(won, second);
+    dcr_transport_destroy(g_t);
+    g_t = NULL;
+    char url[PATH_MAX + 32];
+    root_url(url, sizeof url);
+    dcr_retain_stats_t st;
+    if (dcr_relay_retain_recover(url, won, v, KEEP, &st) != DCR_OK)
+        fail_msg("recover: %s", dcr_error_detail());
+    assert_int_equal(st.payloads, WORLD * PER);
+    assert_false(exists_under_root("attempt-71"));
+    assert_false(exists_under_root("attempt-72"));
+    /* Nothing of an attempt that was never staged. */
+    assert_int_equal(dcr_relay_retain_recover(url, won + 5, v + 1, KEEP, NULL), DCR_ENOTFOUND);
+    assert_false(exists_under_root("versions/v8/VERSION"));
+    assert_int_equal(dcr_relay_retain_recover(url, 0, v, KEEP, NULL), DCR_EINVAL);
+    restart_root();
+    check_retained(v, won, second);
+    tp_payloads_free(first, WORLD * PER);
+    tp_payloads_free(second, WORLD * PER);
 }
 
 /* ---- hostile readers on a raw socket -------------------------------------- */
@@ -576,6 +712,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt_or_missing_objects_are_refused, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_unended_attempt_is_not_retained, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_root_restarted_before_commit_retains_the_version,
+                                        fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_restarted_root_recovers_from_the_store_alone, fx_setup,
                                         fx_teardown),
         cmocka_unit_test_setup_teardown(test_hostile_requests_are_refused, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_busy_root_is_waited_for, fx_setup, fx_teardown),
