@@ -178,17 +178,26 @@ static const dcr_loader_ops_t split_ops = {DCR_LOADER_OPS_VERSION, "cube.split",
 
 /* ---- the cast loader: the cube's tensors through cast, cat and map_op ---- */
 
-static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
+/* The cast and conv loaders' parameters: u is [3, u_cols] of u_dtype, m
+ * of m_dtype; t3, f8 (bf16) and big (fp8 e4m3) are the same in both. */
+static dcr_status_t declare_converted(dcr_params_t *p, int64_t u_cols, dcr_dtype_t u_dtype,
+                                      dcr_dtype_t m_dtype, void **state_p)
 {
-    (void)config;
-    int64_t t3[3] = {6, 5, 4}, u[2] = {3, 8}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
+    int64_t t3[3] = {6, 5, 4}, u[2] = {3, u_cols}, m[3] = {4, 3, 2}, f8[2] = {6, 4},
+            big[2] = {64, 96};
     DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
-    DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP32, 2, u, NULL));
-    DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_FP32, 3, m, NULL));
+    DCR_CHECK(dcr_params_declare(p, "u", u_dtype, 2, u, NULL));
+    DCR_CHECK(dcr_params_declare(p, "m", m_dtype, 3, m, NULL));
     DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
     DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
     *state_p = NULL;
     return DCR_OK;
+}
+
+static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
+{
+    (void)config;
+    return declare_converted(p, 8, DCR_DTYPE_FP32, DCR_DTYPE_FP32, state_p);
 }
 
 /* cat(w[:, lo_at:lo_at+n], w[:, 0:lo_at]) along dim: a rotation. */
@@ -251,14 +260,7 @@ static const dcr_loader_ops_t cast_ops = {DCR_LOADER_OPS_VERSION, "cube.cast", c
 static dcr_status_t conv_create(const void *config, dcr_params_t *p, void **state_p)
 {
     (void)config;
-    int64_t t3[3] = {6, 5, 4}, u[2] = {3, 4}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
-    DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
-    DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP16, 2, u, NULL));
-    DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_BF16, 3, m, NULL));
-    DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
-    DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
-    *state_p = NULL;
-    return DCR_OK;
+    return declare_converted(p, 4, DCR_DTYPE_FP16, DCR_DTYPE_BF16, state_p);
 }
 
 /* The views loader's paths, into parameters of other dtypes where the
