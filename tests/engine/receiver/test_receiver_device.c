@@ -558,10 +558,10 @@ static void test_nan_values_tracked(void **state)
 }
 
 /* The far device, every pass: sparse and full, placeholder and tracked
- * masks, with the post-apply check, against the CPU path's dense load. */
-static void loader_refits(const char *loader, const char *device, bool far)
+ * masks, with the post-apply check, against the CPU path's dense load;
+ * inputs drawn from seed. */
+static void loader_refits(const char *loader, uint64_t seed, const char *device, bool far)
 {
-    uint64_t seed = 0xFA5;
     for (int m = 0; m < 4; m++) {
         dcr_receiver_config_t base = {.loader = loader, .track_written = true};
         base.device = device;
@@ -576,7 +576,7 @@ static void loader_refits(const char *loader, const char *device, bool far)
 
 static void views_refits(const char *device, bool far)
 {
-    loader_refits("cube.views", device, far);
+    loader_refits("cube.views", 0xFA5, device, far);
 }
 
 static void test_far_refits(void **state)
@@ -593,17 +593,7 @@ static void test_far_refits(void **state)
  * pass counted on the device. */
 static void cast_refits(const char *device, bool far)
 {
-    uint64_t seed = 0xCA5;
-    for (int m = 0; m < 4; m++) {
-        dcr_receiver_config_t base = {.loader = "cube.cast", .track_written = true};
-        base.device = device;
-        base.full_pass = m & 1;
-        base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
-        char what[96];
-        snprintf(what, sizeof(what), "cast %s full_pass %d mask %s", far ? "far" : device, m & 1,
-                 m & 2 ? "tracked" : "placeholder");
-        refits_on(&base, far, seed++, what);
-    }
+    loader_refits("cube.cast", 0xCA5, device, far);
 }
 
 /* Converting copy_ on the device: in the sparse path converted record
@@ -611,17 +601,7 @@ static void cast_refits(const char *device, bool far)
  * the source word) or activity map, against the CPU path. */
 static void conv_refits(const char *device, bool far)
 {
-    uint64_t seed = 0xC0F;
-    for (int m = 0; m < 4; m++) {
-        dcr_receiver_config_t base = {.loader = "cube.conv", .track_written = true};
-        base.device = device;
-        base.full_pass = m & 1;
-        base.mask = m & 2 ? DCR_MASK_TRACKED : DCR_MASK_PLACEHOLDER;
-        char what[96];
-        snprintf(what, sizeof(what), "conv %s full_pass %d mask %s", far ? "far" : device, m & 1,
-                 m & 2 ? "tracked" : "placeholder");
-        refits_on(&base, far, seed++, what);
-    }
+    loader_refits("cube.conv", 0xC0F, device, far);
 }
 
 static void test_far_converting_copies(void **state)
@@ -802,7 +782,7 @@ static void test_far_async_overlap(void **state)
     g_per_payload = 8;
     g_tally = (sync_tally_t){0};
     views_refits(NULL, true);
-    loader_refits("cube.split", NULL, true);
+    loader_refits("cube.split", 0xFA5, NULL, true);
     conv_refits(NULL, true);
     cast_refits(NULL, true);
     assert_true(g_tally.payloads > 0);
@@ -819,7 +799,7 @@ static void test_far_async_overlap(void **state)
     for (int k = 0; k < 2; k++) {
         g_staging_bytes = sizes[k];
         views_refits(NULL, true);
-        loader_refits("cube.split", NULL, true);
+        loader_refits("cube.split", 0xFA5, NULL, true);
         cast_refits(NULL, true);
     }
     g_staging_bytes = 0;
