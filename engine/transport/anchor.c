@@ -36,55 +36,13 @@ char *dcr_anchor_manifest_text(const dcr_anchor_manifest_t *m, size_t *len_p)
                                   m->version, m->n);
     for (size_t i = 0; i < m->n; i++) {
         char hex[2 * DCR_RETAIN_DIGEST_BYTES + 1];
-        for (int k = 0; k < DCR_RETAIN_DIGEST_BYTES; k++)
-            snprintf(hex + 2 * k, 3, "%02x", m->entries[i].digest[k]);
+        dcr__retain_hex(m->entries[i].digest, hex);
         len += (size_t)snprintf(t + len, cap - len, "object %s %" PRIu64 " %s\n",
                                 m->entries[i].name, m->entries[i].bytes, hex);
     }
     len += (size_t)snprintf(t + len, cap - len, "end\n");
     *len_p = len;
     return t;
-}
-
-/* "<lit><decimal>\n" */
-static bool cur_field(dcr__cursor_t *c, const char *lit, uint64_t *v)
-{
-    return dcr__cursor_lit(c, lit) && dcr__cursor_u64(c, v) && dcr__cursor_lit(c, "\n");
-}
-
-/* An object name: a key component of [A-Za-z0-9._-], not starting with '.'
- * and not the manifest's own name. */
-static bool cur_name(dcr__cursor_t *c, char *out)
-{
-    size_t n = 0;
-    while (c->p + n < c->end && n <= DCR_RETAIN_NAME_MAX) {
-        char ch = c->p[n];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
-        if (!ok) break;
-        n++;
-    }
-    if (n == 0 || n > DCR_RETAIN_NAME_MAX || c->p[0] == '.' ||
-        (n == sizeof ANCHOR_MANIFEST - 1 && memcmp(c->p, ANCHOR_MANIFEST, n) == 0))
-        return false;
-    memcpy(out, c->p, n);
-    out[n] = '\0';
-    c->p += n;
-    return true;
-}
-
-static size_t line_of(const char *text, const dcr__cursor_t *c)
-{
-    size_t line = 1;
-    for (const char *q = text; q < c->p; q++) line += *q == '\n';
-    return line;
-}
-
-static bool cur_entry(dcr__cursor_t *c, dcr_retain_entry_t *e)
-{
-    return dcr__cursor_lit(c, "object ") && cur_name(c, e->name) && dcr__cursor_lit(c, " ") &&
-           dcr__cursor_u64(c, &e->bytes) && dcr__cursor_lit(c, " ") &&
-           dcr__cursor_hex(c, e->digest, DCR_RETAIN_DIGEST_BYTES) && dcr__cursor_lit(c, "\n");
 }
 
 dcr_status_t dcr_anchor_manifest_parse(const char *text, size_t len, const char *where,
@@ -99,29 +57,23 @@ dcr_status_t dcr_anchor_manifest_parse(const char *text, size_t len, const char 
     const char *expected = "'dcr-anchor 1'";
     bool ok = dcr__cursor_lit(&c, "dcr-anchor 1\n");
     if (ok) expected = "'version <decimal>'";
-    ok = ok && cur_field(&c, "version ", &m.version);
+    ok = ok && dcr__retain_cur_field(&c, "version ", &m.version);
     if (ok) expected = "'objects <decimal>' (at least 1)";
     /* Every entry takes more than 64 bytes of text: a count the text cannot
      * hold is malformed, never an allocation. */
     dcr__cursor_t at = c; /* an error names the line of a count out of range */
-    ok = ok && cur_field(&c, "objects ", &n) && n >= 1 && n <= len / 64;
+    ok = ok && dcr__retain_cur_field(&c, "objects ", &n) && n >= 1 && n <= len / 64;
     if (!ok) c = at;
     if (ok) {
         m.entries = calloc((size_t)n, sizeof(*m.entries));
         if (!m.entries) return dcr_error_set(DCR_ENOMEM, "%s: %" PRIu64 " objects", where, n);
         expected = "'object <name> <bytes> <64 hex digits>' (each name once)";
     }
-    for (uint64_t i = 0; ok && i < n; i++) {
-        at = c;
-        ok = cur_entry(&c, &m.entries[i]);
-        for (uint64_t j = 0; ok && j < i; j++)
-            if (strcmp(m.entries[j].name, m.entries[i].name) == 0) ok = false;
-        if (!ok) c = at;
-    }
+    ok = ok && dcr__retain_cur_entries(&c, "object", ANCHOR_MANIFEST, m.entries, n);
     if (ok) expected = "'end' and nothing after it";
     ok = ok && dcr__cursor_lit(&c, "end\n") && c.p == c.end;
     if (!ok) {
-        size_t line = line_of(text, &c);
+        size_t line = dcr__text_line_of(text, &c);
         free(m.entries);
         return dcr_error_set(DCR_ETRANSPORT, "anchor manifest %s: line %zu: expected %s", where,
                              line, expected);

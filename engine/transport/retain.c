@@ -77,8 +77,7 @@ static char *manifest_text(const dcr_retain_manifest_t *m, size_t *len_p)
         m->version, m->from, m->tau, m->n);
     for (size_t i = 0; ok && i < m->n; i++) {
         char hex[2 * DCR_RETAIN_DIGEST_BYTES + 1];
-        for (int k = 0; k < DCR_RETAIN_DIGEST_BYTES; k++)
-            snprintf(hex + 2 * k, 3, "%02x", m->entries[i].digest[k]);
+        dcr__retain_hex(m->entries[i].digest, hex);
         ok = text_add(&t, "payload %s %" PRIu64 " %s\n", m->entries[i].name, m->entries[i].bytes,
                       hex);
     }
@@ -91,14 +90,17 @@ static char *manifest_text(const dcr_retain_manifest_t *m, size_t *len_p)
     return t.buf;
 }
 
-/* "<lit><decimal>\n" */
-static bool cur_field(dcr__cursor_t *c, const char *lit, uint64_t *v)
+void dcr__retain_hex(const uint8_t *digest, char *hex)
+{
+    for (int k = 0; k < DCR_RETAIN_DIGEST_BYTES; k++) snprintf(hex + 2 * k, 3, "%02x", digest[k]);
+}
+
+bool dcr__retain_cur_field(dcr__cursor_t *c, const char *lit, uint64_t *v)
 {
     return dcr__cursor_lit(c, lit) && dcr__cursor_u64(c, v) && dcr__cursor_lit(c, "\n");
 }
 
-/* A payload name: a key component of [A-Za-z0-9._-], not starting with '.'. */
-static bool cur_name(dcr__cursor_t *c, char *out)
+bool dcr__retain_cur_name(dcr__cursor_t *c, const char *reserved, char *out)
 {
     size_t n = 0;
     while (c->p + n < c->end && n <= DCR_RETAIN_NAME_MAX) {
@@ -109,7 +111,7 @@ static bool cur_name(dcr__cursor_t *c, char *out)
         n++;
     }
     if (n == 0 || n > DCR_RETAIN_NAME_MAX || c->p[0] == '.' ||
-        (n == sizeof RETAIN_MANIFEST - 1 && memcmp(c->p, RETAIN_MANIFEST, n) == 0))
+        (n == strlen(reserved) && memcmp(c->p, reserved, n) == 0))
         return false;
     memcpy(out, c->p, n);
     out[n] = '\0';
@@ -117,8 +119,28 @@ static bool cur_name(dcr__cursor_t *c, char *out)
     return true;
 }
 
-/* The 1-based line number of c->p, for error lines. */
-static size_t line_of(const char *text, const dcr__cursor_t *c)
+bool dcr__retain_cur_entries(dcr__cursor_t *c, const char *keyword, const char *reserved,
+                             dcr_retain_entry_t *entries, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        dcr__cursor_t at = *c;
+        dcr_retain_entry_t *e = &entries[i];
+        bool ok = dcr__cursor_lit(c, keyword) && dcr__cursor_lit(c, " ") &&
+                  dcr__retain_cur_name(c, reserved, e->name) && dcr__cursor_lit(c, " ") &&
+                  dcr__cursor_u64(c, &e->bytes) && dcr__cursor_lit(c, " ") &&
+                  dcr__cursor_hex(c, e->digest, DCR_RETAIN_DIGEST_BYTES) &&
+                  dcr__cursor_lit(c, "\n");
+        for (uint64_t j = 0; ok && j < i; j++)
+            if (strcmp(entries[j].name, e->name) == 0) ok = false;
+        if (!ok) {
+            *c = at;
+            return false;
+        }
+    }
+    return true;
+}
+
+size_t dcr__text_line_of(const char *text, const dcr__cursor_t *c)
 {
     size_t line = 1;
     for (const char *q = text; q < c->p; q++) line += *q == '\n';
@@ -137,32 +159,26 @@ dcr_status_t dcr_retain_manifest_parse(const char *text, size_t len, const char 
     const char *expected = "'dcr-version 1'";
     bool ok = dcr__cursor_lit(&c, "dcr-version 1\n");
     if (ok) expected = "'version <decimal>'";
-    ok = ok && cur_field(&c, "version ", &m.version);
+    ok = ok && dcr__retain_cur_field(&c, "version ", &m.version);
     if (ok) expected = "'from <version - 1>'";
-    ok = ok && cur_field(&c, "from ", &m.from) && m.version >= 1 && m.from == m.version - 1;
+    ok = ok && dcr__retain_cur_field(&c, "from ", &m.from) && m.version >= 1 &&
+         m.from == m.version - 1;
     if (ok) expected = "'tau <decimal>'";
-    ok = ok && cur_field(&c, "tau ", &m.tau);
+    ok = ok && dcr__retain_cur_field(&c, "tau ", &m.tau);
     if (ok) expected = "'payloads <decimal>'";
     /* Every entry takes more than 64 bytes of text: a count the text cannot
      * hold is malformed, never an allocation. */
-    ok = ok && cur_field(&c, "payloads ", &n) && n <= len / 64;
+    ok = ok && dcr__retain_cur_field(&c, "payloads ", &n) && n <= len / 64;
     if (ok && n > 0) {
         m.entries = calloc((size_t)n, sizeof(*m.entries));
         if (!m.entries) return dcr_error_set(DCR_ENOMEM, "%s: %" PRIu64 " entries", where, n);
     }
     if (ok) expected = "'payload <name> <bytes> <64 hex digits>'";
-    for (uint64_t i = 0; ok && i < n; i++) {
-        dcr_retain_entry_t *e = &m.entries[i];
-        ok = dcr__cursor_lit(&c, "payload ") && cur_name(&c, e->name) && dcr__cursor_lit(&c, " ") &&
-             dcr__cursor_u64(&c, &e->bytes) && dcr__cursor_lit(&c, " ") &&
-             dcr__cursor_hex(&c, e->digest, DCR_RETAIN_DIGEST_BYTES) && dcr__cursor_lit(&c, "\n");
-        for (uint64_t j = 0; ok && j < i; j++)
-            if (strcmp(m.entries[j].name, e->name) == 0) ok = false;
-    }
+    ok = ok && dcr__retain_cur_entries(&c, "payload", RETAIN_MANIFEST, m.entries, n);
     if (ok) expected = "'end' and nothing after it";
     ok = ok && dcr__cursor_lit(&c, "end\n") && c.p == c.end;
     if (!ok) {
-        size_t line = line_of(text, &c);
+        size_t line = dcr__text_line_of(text, &c);
         free(m.entries);
         return dcr_error_set(DCR_ETRANSPORT, "retained version manifest %s: line %zu: expected %s",
                              where, line, expected);
@@ -462,7 +478,7 @@ dcr_status_t dcr_retain_put(dcr_objstore_t *s, uint64_t version, uint64_t tau, s
         dcr__cursor_t c = {nm, nm + strlen(nm)};
         bool dup = false;
         for (size_t j = 0; j < i && !dup; j++) dup = strcmp(m.entries[j].name, nm) == 0;
-        if (!cur_name(&c, m.entries[i].name) || c.p != c.end || dup)
+        if (!dcr__retain_cur_name(&c, RETAIN_MANIFEST, m.entries[i].name) || c.p != c.end || dup)
             st = dcr_error_set(DCR_EINVAL,
                                "retain put of version %" PRIu64 ": payload name %zu ('%.64s') is "
                                "not a key component of [A-Za-z0-9._-] (no leading '.', not %s, "
@@ -567,8 +583,8 @@ static dcr_status_t repair_part_parse(const char *text, size_t len, const char *
     bool ok = dcr__cursor_lit(&c, "dcr-repair 1\n") && dcr__cursor_lit(&c, "owner ") &&
               dcr__cursor_u64(&c, &o) && dcr__cursor_lit(&c, " of ") &&
               dcr__cursor_u64(&c, &owners) && dcr__cursor_lit(&c, "\n") &&
-              cur_field(&c, "covers-from ", &covers) && o == (uint64_t)owner && owners >= 1 &&
-              owners <= INT32_MAX && o < owners;
+              dcr__retain_cur_field(&c, "covers-from ", &covers) && o == (uint64_t)owner &&
+              owners >= 1 && owners <= INT32_MAX && o < owners;
     if (!ok)
         return dcr_error_set(DCR_ETRANSPORT,
                              "repair set part %s: expected 'dcr-repair 1', 'owner %d of <owners>', "
