@@ -32,6 +32,7 @@
 #include "dcr/retain.h"
 #include "engine/transport/transport_test_util.h"
 #include "tmp_dir.h"
+#include "restore_bench.h"
 #include "workloads/bench.h"
 #include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
@@ -133,22 +134,10 @@ static int group_setup(void **state)
     g_cfg = dcr_bench_config_default();
     g_cfg.scenario.scale = 64;
     g_cfg.scenario.layers = 2;
-    g_cfg.warmup = 0;
-    g_cfg.refits = LAST;
-    g_cfg.verify = false; /* the replays below are checked against the oracle */
-    g_cfg.retain = LAST;
-    snprintf(g_workdir, sizeof g_workdir, "%s/run", tmp_dir);
-    g_cfg.workdir = g_workdir;
     dcr_bench_result_t r;
-    if (dcr_bench_run(&g_cfg, &r) != DCR_OK) {
-        fprintf(stderr, "bench: %s\n", dcr_error_detail());
+    if (restore_bench_run(&g_cfg, LAST, LAST, g_workdir, sizeof g_workdir, &r, &g_committed))
         return -1;
-    }
     dcr_bench_result_free(&r);
-    char dir[400];
-    dcr_role_objstore_dir(g_workdir, dir, sizeof dir);
-    dcr_objstore_config_t oc = {.url = dir};
-    if (dcr_objstore_create(&oc, &g_committed) != DCR_OK) return -1;
     g_per = g_cfg.serve.gpus_per_node;
     dcr_role_world_t *w = NULL;
     if (dcr_role_world_create(&g_cfg, &w) != DCR_OK) return -1;

@@ -47,6 +47,7 @@
 #include "dcr/retain.h"
 #include "../engine/construct/keep_sink.h"
 #include "tmp_dir.h"
+#include "restore_bench.h"
 #include "workloads/bench.h"
 #include "workloads/roles/restore.h"
 #include "workloads/roles/roles.h"
@@ -59,29 +60,14 @@ static char g_workdir[300];
 static dcr_objstore_t *g_store;
 static int g_per;
 
-static int env_int(const char *name, int dflt)
-{
-    const char *v = getenv(name);
-    return v && atoi(v) > 0 ? atoi(v) : dflt;
-}
-
 static int group_setup(void **state)
 {
     if (tmp_dir_setup(state)) return -1;
     g_cfg = dcr_bench_config_default();
-    g_cfg.scenario.scale = env_int("DCR_RESTORE_SCALE", 64);
-    g_cfg.scenario.layers = env_int("DCR_RESTORE_LAYERS", 2);
-    g_cfg.warmup = 0;
-    g_cfg.refits = LAST;
-    g_cfg.verify = false; /* the replays below are checked against the oracle */
-    g_cfg.retain = 8;
-    snprintf(g_workdir, sizeof g_workdir, "%s/run", tmp_dir);
-    g_cfg.workdir = g_workdir;
+    g_cfg.scenario.scale = restore_env_int("DCR_RESTORE_SCALE", 64);
+    g_cfg.scenario.layers = restore_env_int("DCR_RESTORE_LAYERS", 2);
     dcr_bench_result_t r;
-    if (dcr_bench_run(&g_cfg, &r) != DCR_OK) {
-        fprintf(stderr, "bench: %s\n", dcr_error_detail());
-        return -1;
-    }
+    if (restore_bench_run(&g_cfg, LAST, 8, g_workdir, sizeof g_workdir, &r, &g_store)) return -1;
     for (int i = 0; i < r.nrefits; i++)
         if (r.refits[i].retain_bytes != r.refits[i].payload_bytes) {
             fprintf(stderr, "refit %d retained %lld bytes of %lld\n", i,
@@ -89,10 +75,6 @@ static int group_setup(void **state)
             return -1;
         }
     dcr_bench_result_free(&r);
-    char dir[400];
-    dcr_role_objstore_dir(g_workdir, dir, sizeof dir);
-    dcr_objstore_config_t oc = {.url = dir};
-    if (dcr_objstore_create(&oc, &g_store) != DCR_OK) return -1;
     g_per = g_cfg.serve.gpus_per_node;
     return 0;
 }
