@@ -51,5 +51,9 @@ s3rver_dir="$(cd "$(dirname "$0")/.." && pwd)/.deps/s3rver"
 if [ ! -x "$s3rver_dir/node_modules/.bin/s3rver" ]; then
   echo "install-deps: installing s3rver@$s3rver_version into .deps/s3rver"
   mkdir -p "$s3rver_dir"
-  npm install --prefix "$s3rver_dir" --no-audit --no-fund --silent "s3rver@$s3rver_version"
+  npm install --prefix "$s3rver_dir" --no-audit --no-fund --loglevel=error "s3rver@$s3rver_version" || {
+    echo "install-deps: npm could not install s3rver@$s3rver_version (its error is above: the npm registry" \
+      "unreachable, or a TLS proxy whose CA node does not trust; NODE_EXTRA_CA_CERTS names one)" >&2
+    exit 1
+  }
 fi
