@@ -49,14 +49,21 @@ static void test_case_skipped_with_reason_when_not_root(void **state)
     (void)state;
     const char *drop = geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
     const char *flags = "sim --validate --validate-only testbed";
+    /* A copy of the calibration that nobody can read: a checkout under
+     * /root (mode 0700) is not. */
+    char dir[] = "/tmp/dcr-cal-XXXXXX", cal[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(cal, sizeof(cal), "%s/cal.json", dir);
+    assert_int_equal(sh("chmod 755 %s && install -m 644 %s %s", dir, g_cal, cal), 0);
     assert_int_equal(
-        sh("%s%s %s --testbed-id %d --calibration %s 2>&1", drop, g_cli, flags, g_id, g_cal), 0);
+        sh("%s%s %s --testbed-id %d --calibration %s 2>&1", drop, g_cli, flags, g_id, cal), 0);
     assert_non_null(strstr(g_out, "testbed: "));
     assert_non_null(strstr(g_out, "skipped: not root"));
     assert_int_equal(sh("%s%s %s --testbed-id %d --calibration %s --json 2>/dev/null", drop, g_cli,
-                        flags, g_id, g_cal),
+                        flags, g_id, cal),
                      0);
     assert_non_null(strstr(g_out, "\"skipped\": \"not root"));
+    assert_int_equal(sh("rm -r %s", dir), 0);
     /* Usage: the testbed flags need --validate; one line, exit 2. */
     assert_int_equal(sh("%s sim --validate-only testbed 2>&1", g_cli), 2);
     assert_non_null(strstr(g_out, "need --validate"));
