@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "dcr/status.h"
-#include "workloads/interrupt.h"
+#include "workloads/harness/interrupt.h"
 
 static void dcr__bounds(const dcr_arg_t *arg, double *lo_p, double *hi_p);
 

@@ -9,13 +9,13 @@
 #include "commands.h"
 #include "dcr/log.h"
 #include "scenario_args.h"
-#include "workloads/bench.h"
-#include "workloads/change_profile.h"
-#include "workloads/interrupt.h"
-#include "workloads/results.h"
-#include "workloads/roles/launch.h"
-#include "workloads/roles/restore.h"
-#include "workloads/roles/testbed.h"
+#include "workloads/harness/bench.h"
+#include "workloads/change/change_profile.h"
+#include "workloads/harness/interrupt.h"
+#include "workloads/harness/results.h"
+#include "deploy/launch.h"
+#include "deploy/restorer.h"
+#include "deploy/testbed.h"
 #include "reports/trace_io.h"
 #include "dcr/trace.h"
 
@@ -27,7 +27,7 @@ typedef struct bench_opts {
     int64_t anchor_every; /* --anchor-every N (anchor_every_check) */
     int64_t join_at;      /* --join-at STEP (join_at_check) */
     /* --testbed netns [--testbed-id N]: the --processes roles across the
-     * hosts of scripts/testbed.sh (workloads/roles/testbed.h). */
+     * hosts of scripts/testbed.sh (deploy/testbed.h). */
     const char *testbed;
     int64_t testbed_id;
     bool serve_ep, no_verify, json, no_shuffle, fp32_norms, w2_t, trace_overhead, processes,
@@ -431,7 +431,7 @@ static bool testbed_replaced(const char *arg, bool *takes_value)
     return valued_flag(arg, valued, sizeof(valued) / sizeof(valued[0]), takes_value);
 }
 
-/* --processes: the roles as processes of this host (workloads/roles/). */
+/* --processes: the roles as processes of this host (deploy/). */
 static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_t *c,
                                   char *const *extra, int nextra, dcr_role_launcher_t **out_p)
 {
@@ -478,7 +478,7 @@ static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs,
                                  : "owners and coordinator in the launching process");
 }
 
-/* Receiver restores by kind (workloads/roles/restore.h), with the bytes
+/* Receiver restores by kind (deploy/restorer.h), with the bytes
  * each kind moved and what dense refits of the same receivers move. */
 static json_t *restores_json(const dcr_bench_result_t *r)
 {

@@ -5,7 +5,7 @@
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
-#include "workloads/microbench.h"
+#include "workloads/harness/microbench.h"
 #include "dcr/outpath.h"
 #include "sim/calibrate.h"
 

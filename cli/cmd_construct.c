@@ -7,8 +7,8 @@
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
-#include "workloads/construct_bench.h"
-#include "workloads/workdir.h"
+#include "workloads/harness/construct_bench.h"
+#include "workloads/harness/workdir.h"
 
 typedef struct construct_opts {
     dcr_cli_scenario_t sc;

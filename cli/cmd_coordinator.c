@@ -1,5 +1,5 @@
 /* dcr coordinator: the coordinator of a multi-process run as a process of
- * its own (workloads/roles/roles.h): requests on stdin ("refit", "resume
+ * its own (deploy/roles.h): requests on stdin ("refit", "resume
  * FROM"), one answer line each on stdout. */
 #include <signal.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "workloads/roles/roles.h"
+#include "deploy/roles.h"
 
 int dcr_cmd_coordinator(int argc, char **argv)
 {

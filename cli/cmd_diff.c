@@ -9,11 +9,11 @@
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
-#include "workloads/change_profile.h"
-#include "workloads/workdir.h"
+#include "workloads/change/change_profile.h"
+#include "workloads/harness/workdir.h"
 #include "dcr/outpath.h"
-#include "workloads/ckpt_diff.h"
-#include "workloads/construct_bench.h"
+#include "workloads/change/ckpt_diff.h"
+#include "workloads/harness/construct_bench.h"
 
 typedef struct diff_opts {
     dcr_cli_scenario_t sc;

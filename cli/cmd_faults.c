@@ -7,12 +7,12 @@
 
 #include "args.h"
 #include "commands.h"
-#include "dcr/retain.h"
+#include "dcr/recovery.h"
 #include "faults/faults_run.h"
 #include "scenario_args.h"
-#include "workloads/interrupt.h"
-#include "workloads/roles/restore.h"
-#include "workloads/roles/testbed.h"
+#include "workloads/harness/interrupt.h"
+#include "deploy/restorer.h"
+#include "deploy/testbed.h"
 
 typedef struct faults_opts {
     dcr_cli_scenario_t sc;
@@ -203,7 +203,7 @@ static void role_args(const faults_opts_t *o, role_args_t *a)
     ra_int(a, "--seed", o->seed);
     if (o->control) ra_str(a, "--control", o->control);
     /* A join replays the retained versions after its anchor: the window
-     * must exist (the launching process keeps it, dcr/retain.h). */
+     * must exist (the launching process keeps it, dcr/recovery.h). */
     if (o->anchor_every > 0) {
         ra_int(a, "--anchor-every", o->anchor_every);
         ra_int(a, "--retain", DCR_RETAIN_DEFAULT);
@@ -220,7 +220,7 @@ static json_t *processes_json(const dcr_faults_processes_summary_t *p)
     json_t *restores = dcr_cli_restores_json(p->restores_by_kind, p->restore_bytes,
                                              p->restore_dense_bytes, p->restore_s);
     /* Why: a restarted process, a live node left behind, or one holding
-     * writes of an attempt that did not commit (workloads/roles/restore.h). */
+     * writes of an attempt that did not commit (deploy/restorer.h). */
     json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],
                                "behind", (json_int_t)p->restores_by_cause[1], "dirty",
                                (json_int_t)p->restores_by_cause[2]);

@@ -7,8 +7,8 @@
 #include "scenario_args.h"
 #include "commands.h"
 #include "dcr/source.h"
-#include "workloads/budget.h"
-#include "workloads/scenario.h"
+#include "workloads/change/budget.h"
+#include "workloads/change/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
 typedef struct inventory_opts {

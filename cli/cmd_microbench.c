@@ -4,13 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dcr/device.h"
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
 #include "dcr/construct.h"
-#include "workloads/budget.h"
-#include "workloads/microbench.h"
-#include "workloads/scenario.h"
+#include "workloads/change/budget.h"
+#include "workloads/harness/microbench.h"
+#include "workloads/change/scenario.h"
 #include "workloads/serve/serve_bench.h"
 
 /* --device D: the device module's detection on D against a device-to-device

@@ -1,5 +1,5 @@
 /* dcr owner: one owner rank of the training cluster as an MPI job,
- * `mpirun -np P dcr owner --workdir DIR [run flags]` (workloads/roles/roles.h).
+ * `mpirun -np P dcr owner --workdir DIR [run flags]` (deploy/roles.h).
  * This process owns the job: it initialises MPI (the engine never does),
  * makes its endpoint of the "mpi" group and finalises MPI at the end. */
 #include <signal.h>
@@ -13,7 +13,7 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/group.h"
-#include "workloads/roles/roles.h"
+#include "deploy/roles.h"
 
 #ifdef DCR_HAVE_MPI
 static volatile sig_atomic_t g_stop;

@@ -1,12 +1,12 @@
 /* dcr rollout-node: one rollout node's receivers as a process of their own
- * (workloads/roles/roles.h). */
+ * (deploy/roles.h). */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
-#include "workloads/roles/roles.h"
+#include "deploy/roles.h"
 
 static volatile sig_atomic_t g_stop;
 

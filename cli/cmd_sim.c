@@ -23,8 +23,8 @@
 #include "sim/sim.h"
 #include "sim/sweep.h"
 #include "sim/validate.h"
-#include "workloads/change_profile.h"
-#include "workloads/interrupt.h"
+#include "workloads/change/change_profile.h"
+#include "workloads/harness/interrupt.h"
 
 enum { MAX_ROWS = 64 };
 

@@ -4,7 +4,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "workloads/table2.h"
+#include "workloads/harness/table2.h"
 
 static void print_table(const dcr_table2_result_t *res)
 {

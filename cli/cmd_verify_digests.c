@@ -1,11 +1,11 @@
-/* dcr verify-digests: the verifier role (workloads/roles/roles.h). Prints
+/* dcr verify-digests: the verifier role (deploy/roles.h). Prints
  * "version <v> bit-exact yes|no" per version; exit 1 when any is no. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "args.h"
 #include "commands.h"
-#include "workloads/roles/roles.h"
+#include "deploy/roles.h"
 
 int dcr_cmd_verify_digests(int argc, char **argv)
 {

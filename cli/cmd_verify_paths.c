@@ -6,7 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
-#include "workloads/verify_paths.h"
+#include "workloads/harness/verify_paths.h"
 
 int dcr_cmd_verify_paths(int argc, char **argv)
 {

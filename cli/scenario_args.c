@@ -6,11 +6,11 @@
 
 #include "dcr/objstore.h"
 #include "dcr/outpath.h"
-#include "dcr/retain.h"
-#include "workloads/bench.h"
-#include "workloads/budget.h"
-#include "workloads/roles/restore.h"
-#include "workloads/workdir.h"
+#include "dcr/recovery.h"
+#include "workloads/harness/bench.h"
+#include "workloads/change/budget.h"
+#include "deploy/restorer.h"
+#include "workloads/harness/workdir.h"
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
@@ -167,7 +167,7 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
 
 /* The transports that keep a window of committed versions: the object
  * store (in the store) and the relay tree (on the root's disk, served to the
- * nodes over the network: dcr/relay_retain.h). */
+ * nodes over the network: dcr/recovery.h). */
 static bool retains(const char *transport)
 {
     return !strcmp(transport, "objstore") || !strcmp(transport, "relay");

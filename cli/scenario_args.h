@@ -8,8 +8,8 @@
 #include "args.h"
 #include "dcr/codec.h"
 #include "dcr/device.h"
-#include "workloads/roles/launch.h"
-#include "workloads/scenario.h"
+#include "deploy/launch.h"
+#include "workloads/change/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
 typedef struct dcr_cli_scenario {
@@ -43,7 +43,7 @@ dcr_status_t dcr_cli_scenario_validate(const dcr_scenario_spec_t *spec,
 
 /* The change flags of bench and faults: --changes is uniform or adamw (or,
  * with profiles, profile:FILE, a measured change profile replayed: see
- * workloads/change_profile.h), --lr applies to adamw only and --change-rate
+ * workloads/change/change_profile.h), --lr applies to adamw only and --change-rate
  * to uniform only (AdamW's change rate follows from the learning rate, a
  * profile's from the profile). DCR_EINVAL naming the flag. */
 dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char *changes,
@@ -51,7 +51,7 @@ dcr_status_t dcr_cli_changes_check(const dcr_arg_t *args, int nargs, const char 
 
 /* The output and work paths of bench and faults, checked before the run:
  * --out and --trace under the output-path rule (dcr/outpath.h), --workdir
- * and --keep-payloads dcr's (workloads/workdir.h) and not both, --control a
+ * and --keep-payloads dcr's (workloads/harness/workdir.h) and not both, --control a
  * regular file or a new name (and its SQLite -journal, -wal, -shm too).
  * NULL paths are skipped. */
 dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char *keep,
@@ -62,8 +62,8 @@ dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char 
  * some object store claims, an endpoint exactly for s3:// stores, and an
  * http:// or https:// one. Both NULL: nothing to check. */
 dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint);
-/* --retain K (dcr/retain.h): the versions whose payloads stay in the object
- * store, or on the relay root's disk (dcr/relay_retain.h), for replay.
+/* --retain K (dcr/recovery.h): the versions whose payloads stay in the object
+ * store, or on the relay root's disk (dcr/recovery.h), for replay.
  * Given, it must be at least 1 and needs the objstore or relay transport; not given, it is
  * DCR_RETAIN_DEFAULT for runs whose rollout nodes are processes (they restart) and 0 otherwise.
  * DCR_EINVAL naming the flag. */
@@ -80,7 +80,7 @@ dcr_arg_t dcr_cli_device_arg(const char **name);
 int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **out_p);
 /* Restores by kind as JSON (dcr bench --processes and dcr faults
  * --processes print the same shape): {"<kind>": {"count", "bytes",
- * "dense_bytes", "seconds"}} per dcr_restore_kind_t (workloads/roles/
+ * "dense_bytes", "seconds"}} per dcr_restore_kind_t (deploy/
  * restore.h). A new reference; NULL on allocation failure. */
 struct json_t;
 struct json_t *dcr_cli_restores_json(const uint64_t count[DCR_RESTORE_KINDS],

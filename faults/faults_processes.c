@@ -22,10 +22,10 @@
 #include "dcr/rng.h"
 #include "dcr/rollout_node.h"
 #include "faults/faults_run.h"
-#include "workloads/roles/launch.h"
-#include "workloads/roles/restore.h"
-#include "workloads/roles/roles.h"
-#include "workloads/roles/testbed.h"
+#include "deploy/launch.h"
+#include "deploy/restorer.h"
+#include "deploy/roles.h"
+#include "deploy/testbed.h"
 
 #define WATCH_POLL_NS  1000000L /* the watcher's look at the aimed node and the armed faults */
 #define REPORT_WAIT_MS 10000    /* a kill waits this long for the death to be reported */
@@ -143,7 +143,7 @@ static dcr_faults_kill_point_t point_of(prun_t *r, int node, const dcr_node_repo
     if (rep->phase == DCR_NODE_DONE) return DCR_FAULTS_KILL_ACKED;
     if (rep->phase != DCR_NODE_JOINED) return DCR_FAULTS_KILL_POINTS;
     char path[4300];
-    dcr_role_apply_marker_path(r->workdir, node, rep->tau, path, sizeof(path));
+    dcr_rundir_apply_marker_path(r->workdir, node, rep->tau, path, sizeof(path));
     return access(path, F_OK) == 0 ? DCR_FAULTS_KILL_APPLY : DCR_FAULTS_KILL_DELIVERY;
 }
 
@@ -239,7 +239,7 @@ static void arm_kill(prun_t *r, uint64_t tau)
 static bool corrupt_object(prun_t *r, const dcr_fault_t *f, uint64_t tau)
 {
     char dir[4400];
-    dcr_role_objstore_dir(r->workdir, dir, sizeof(dir));
+    dcr_rundir_objstore_dir(r->workdir, dir, sizeof(dir));
     size_t dl = strlen(dir);
     snprintf(dir + dl, sizeof(dir) - dl, "/attempt-%" PRIu64, tau);
     DIR *d = r->ncorrupted < MAX_FAULTS ? opendir(dir) : NULL;
@@ -293,7 +293,7 @@ static bool corrupt_object(prun_t *r, const dcr_fault_t *f, uint64_t tau)
 static bool control_lock(prun_t *r, armed_fault_t *x)
 {
     char db[4200];
-    dcr_role_control_path(r->workdir, db, sizeof(db));
+    dcr_rundir_control_path(r->workdir, db, sizeof(db));
     if (sqlite3_open_v2(db, &x->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         sqlite3_close(x->db);
         x->db = NULL;
@@ -568,7 +568,7 @@ static void stop_watcher(prun_t *r)
 static dcr_status_t corrupt_digest(const char *workdir)
 {
     char path[4300];
-    dcr_role_digest_path(workdir, 1, 0, path, sizeof(path));
+    dcr_rundir_digest_path(workdir, 1, 0, path, sizeof(path));
     uint8_t *out = NULL;
     dcr_param_digests_t d;
     memset(&d, 0, sizeof(d));
@@ -601,7 +601,7 @@ static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
 {
     prun_t *r = ctx;
     snprintf(r->workdir, sizeof(r->workdir), "%s", workdir);
-    DCR_CHECK(dcr_role_kill_points_create(workdir));
+    DCR_CHECK(dcr_rundir_kill_points_create(workdir));
     DCR_CHECK(r->inner.start(r->inner.ctx, workdir, temporary));
     DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->control));
     DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->fault_control));
@@ -755,7 +755,7 @@ static dcr_status_t make_launcher(prun_t *r)
 
 /* The receivers the verifier checked at `version` (refit i of a run
  * without warm-up commits version i + 1): a joined node's are checked from
- * the version it joined at on (workloads/roles/verify_role.c), since it
+ * the version it joined at on (deploy/verify_role.c), since it
  * held none before. */
 static int checks_of(const prun_t *r, uint64_t version, int receivers, int per)
 {

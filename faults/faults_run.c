@@ -15,10 +15,10 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
-#include "workloads/interrupt.h"
-#include "workloads/readers.h"
-#include "workloads/budget.h"
-#include "workloads/workdir.h"
+#include "workloads/harness/interrupt.h"
+#include "workloads/harness/readers.h"
+#include "workloads/change/budget.h"
+#include "workloads/harness/workdir.h"
 
 dcr_faults_run_config_t dcr_faults_run_config_default(void)
 {
@@ -67,7 +67,7 @@ typedef struct frun {
     dcr_coord_t *coord;
     dcr_faults_t *faults;
     dcr_adamw_t *adamw;
-    dcr_workdir_t wd; /* workloads/workdir.h */
+    dcr_workdir_t wd; /* workloads/harness/workdir.h */
     const char *workdir;
     char objdir[4200];
     int incarnation;  /* coordinators started so far */
@@ -90,7 +90,7 @@ typedef struct frun {
 static dcr_status_t make_workdir(frun_t *r)
 {
     /* A temporary folder under TMPDIR (swept of dead runs' ones), or the
-     * folder the caller named when it is dcr's (workloads/workdir.h). */
+     * folder the caller named when it is dcr's (workloads/harness/workdir.h). */
     DCR_CHECK(dcr_workdir_open("--workdir", r->cfg->bench.workdir, "dcr-faults", &r->wd));
     r->workdir = r->wd.path;
     return DCR_OK;

@@ -26,8 +26,8 @@
 #include <stdint.h>
 
 #include "faults/faults.h"
-#include "workloads/bench.h"
-#include "workloads/roles/launch.h"
+#include "workloads/harness/bench.h"
+#include "deploy/launch.h"
 
 /* A fault armed before a given step (0-based). */
 typedef struct dcr_faults_planned {
@@ -111,7 +111,7 @@ void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t 
  * --processes on this host: the owners as an MPI job (mpirun -np P dcr
  * owner), the coordinator as a `dcr coordinator` process, one `dcr
  * rollout-node` process per rollout node, and a `dcr verify-digests`
- * verifier process, started by the role launcher (workloads/roles/launch.h)
+ * verifier process, started by the role launcher (deploy/launch.h)
  * and driven by dcr_bench_run with run.steps refits and no warm-up. This
  * process holds no owner, coordinator or receiver: it aims kills and faults
  * at the others from what they share (the control plane, the object store's
@@ -134,7 +134,7 @@ void dcr_faults_summary_add(dcr_faults_summary_t *a, const dcr_faults_summary_t 
  * where it landed. A killed node process is restarted (--resident) and
  * restores the committed version before it joins: from its resident files,
  * by replay of the retained versions, else by a dense refit
- * (workloads/roles/restore.h).
+ * (deploy/restorer.h).
  *
  * Coordinator kills: in every coordinator_every-th transition the
  * coordinator process is SIGKILLed at "opened" or "sent" in turn and a new
@@ -214,7 +214,7 @@ typedef struct dcr_faults_processes_config {
      * verifier reads no digests of its receivers for versions before it
      * joined. 0: none. */
     int join_at;
-    /* --testbed netns: a testbed that is up (workloads/roles/testbed.h),
+    /* --testbed netns: a testbed that is up (deploy/testbed.h),
      * this process in its services host, run.bench's store, S3 endpoint and
      * control plane (and run_args') the testbed's; NULL: this host only.
      * The roles are placed on its hosts (dcr_testbed_place_roles), the
@@ -254,7 +254,7 @@ typedef struct dcr_faults_processes_summary {
     int coordinator_restarts; /* coordinator processes that resumed a transition */
     int owner_processes;      /* ranks of the owner job (mpirun) */
     /* Receiver restores by kind in the order clean, replay, repair, dense, anchor
-     * (workloads/roles/restore.h), summed from the run's restore records:
+     * (deploy/restorer.h), summed from the run's restore records:
      * how many, the bytes each kind moved, what dense refits of the same
      * receivers move, and the seconds they took. */
     uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];

@@ -1,5 +1,5 @@
-/* Reading the HDF5 results that workloads/results.c writes (schema version 1,
- * described in workloads/results.h and README.md "dcr bench"), for `dcr
+/* Reading the HDF5 results that workloads/harness/results.c writes (schema version 1,
+ * described in workloads/harness/results.h and README.md "dcr bench"), for `dcr
  * report` and `dcr compare`.
  *
  * The reader validates everything it returns, so that the commands above can
@@ -24,10 +24,10 @@
 #include <jansson.h>
 
 #include "dcr/status.h"
-#include "workloads/results.h"
+#include "workloads/harness/results.h"
 
 /* The schema (names, version, the columns every run carries) is defined
- * once, in workloads/results.h, beside its writer. */
+ * once, in workloads/harness/results.h, beside its writer. */
 
 typedef struct dcr_results_stored_column {
     char *name;

@@ -6,6 +6,7 @@
  * rest is what the remaining stage costs. Each figure is the best of a few
  * repetitions: the machine is shared, and noise only ever adds time. */
 #define _XOPEN_SOURCE 700
+#include "dcr/device.h"
 #include "sim/calibrate.h"
 
 #include <math.h>
@@ -24,10 +25,10 @@
 #include "dcr/log.h"
 #include "dcr/rng.h"
 #include "dcr/transport.h"
-#include "workloads/scenario.h"
+#include "workloads/change/scenario.h"
 #include "workloads/serve/serve_bench.h"
-#include "workloads/budget.h"
-#include "workloads/workdir.h"
+#include "workloads/change/budget.h"
+#include "workloads/harness/workdir.h"
 
 /* Change rates of the per-rate figures: around the seed's 3% and 5% stress
  * cases and the 0.6-1.2% of real training steps. */
@@ -850,7 +851,7 @@ static dcr_status_t dcr__cal_decode_fixed(const dcr_sim_cal_options_t *opt,
 static dcr_status_t dcr__cal_services(const dcr_sim_cal_options_t *opt, dcr_sim_calibration_t *cal)
 {
     char store[4200];
-    /* A marked temporary folder (workloads/workdir.h): removed on a stop
+    /* A marked temporary folder (workloads/harness/workdir.h): removed on a stop
      * signal, and by the next run when this one is killed. */
     dcr_workdir_t wd;
     DCR_CHECK(dcr_workdir_open("calibrate", NULL, "dcr-calibrate", &wd));

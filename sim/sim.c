@@ -17,7 +17,7 @@
 
 #include "sim/platform.h"
 #include "sim/sim-internal.h"
-#include "workloads/interrupt.h"
+#include "workloads/harness/interrupt.h"
 
 dcr_sim_spec_t dcr_sim_spec_default(void)
 {
@@ -62,7 +62,7 @@ static void dcr__child(int fd, dcr__sim_fn fn, const dcr_sim_spec_t *spec,
     _exit(0);
 }
 
-/* Reads the child's result, waking for a stop signal (workloads/interrupt.h):
+/* Reads the child's result, waking for a stop signal (workloads/harness/interrupt.h):
  * DCR_EINTR then, and the caller kills the child. */
 static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
 {

@@ -31,7 +31,7 @@
 #include "dcr/status.h"
 #include "sim/calibrate.h"
 #include "sim/cluster.h"
-#include "workloads/scenario.h"
+#include "workloads/change/scenario.h"
 #include "workloads/serve/vllm_layout.h"
 
 /* One configuration to simulate. */

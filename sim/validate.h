@@ -5,7 +5,7 @@
 #define DCR_SIM_VALIDATE_H
 
 #include "sim/sim.h"
-#include "workloads/bench.h"
+#include "workloads/harness/bench.h"
 
 /* The simulated twin of a bench configuration: the same scenario, serving
  * layout, transport, change rate, chunk and bucket targets, the emulated

@@ -11,7 +11,7 @@
 
 #include "dcr/rng.h"
 #include "dcr/source.h"
-#include "workloads/model.h"
+#include "workloads/model/model.h"
 #include "workloads/train/megatron.h"
 
 /* A payload's digest as FORMAT.md section 1.1 defines it, by libb2's

@@ -1,6 +1,5 @@
-/* Detection kernels of engine/construct, named so that tests can run every
- * kernel the CPU supports against the naive comparison; not part of the
- * public interface. */
+/* Shared by the files of engine/construct (construct.c, repair.c) and its
+ * tests; not part of the public interface. */
 #ifndef DCR_CONSTRUCT_INTERNAL_H
 #define DCR_CONSTRUCT_INTERNAL_H
 
@@ -10,24 +9,6 @@
 
 #include "dcr/construct.h"
 #include "dcr/device.h"
-
-typedef enum dcr__detect_kernel {
-    DCR__DETECT_SCALAR = 0, /* memcmp per element: the reference and the tail */
-    DCR__DETECT_SSE2 = 1,   /* 16-byte compares, table-driven extraction */
-    DCR__DETECT_AVX2 = 2,   /* 32-byte compares, 8 positions per table lookup */
-    DCR__DETECT_AVX512 = 3, /* 64-byte compares, positions by vpcompressd */
-    DCR__DETECT_KERNEL_COUNT
-} dcr__detect_kernel_t;
-
-/* Whether this build and this CPU can run the kernel. */
-bool dcr__detect_kernel_supported(dcr__detect_kernel_t kernel);
-
-const char *dcr__detect_kernel_name(dcr__detect_kernel_t kernel);
-
-/* dcr_detect_changes with the given kernel, which must be supported; same
- * contract otherwise. */
-size_t dcr__detect_changes_with(dcr__detect_kernel_t kernel, const void *a, const void *b, size_t n,
-                                size_t elem_size, uint32_t *out);
 
 /* dcr_constructor_create on device 0 of the given backend instead of
  * cfg->device: lets tests run the path of a device the host cannot address

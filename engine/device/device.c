@@ -6,9 +6,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dcr/device_kernels.h"
+#include "device/kernels-internal.h"
 #include "dcr/trace.h"
 #include "device-internal.h"
+
+_Static_assert(DCR_DEVICE_T_NONE == DCR_DK_T_NONE && DCR_DEVICE_T_NEG == DCR_DK_T_NEG &&
+                   DCR_DEVICE_T_NEG_EXP == DCR_DK_T_NEG_EXP &&
+                   DCR_DEVICE_TRANSFORMS == DCR_DK_TRANSFORMS,
+               "the public transform codes are the kernels'");
 
 /* Adding a backend is one line here (and one in device-internal.h). */
 static const dcr_device_ops_t *const dcr__device_backends[] = {

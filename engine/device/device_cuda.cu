@@ -3,7 +3,7 @@
  * kernel (or a runtime copy) queued on it.
  *
  * The kernels add only what a CPU cannot run: the launch, the barriers and
- * the warp vote. The per-thread work is in dcr/device_kernels.h, which the
+ * the warp vote. The per-thread work is in engine/device/kernels-internal.h, which the
  * CPU harness of the tests runs over every (block, thread) of the same
  * launch configuration; keep it that way, so the tests that run without a
  * GPU keep covering these kernels' logic.
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dcr/device_kernels.h"
+#include "device/kernels-internal.h"
 #include "device-internal.h"
 
 /* The public header first (dcr/device.h), then the CUDA stream. */

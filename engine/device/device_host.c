@@ -1,15 +1,14 @@
 /* The "cpu" device: resident storage in host memory, every operation run
  * to completion on the calling thread. Detection is the constructor's SIMD
  * kernel (dcr_detect_changes); the other operations loop over the same
- * per-element functions the CUDA kernels run (dcr/device_kernels.h). */
+ * per-element functions the CUDA kernels run (engine/device/kernels-internal.h). */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "dcr/construct.h"
-#include "dcr/device_kernels.h"
+#include "device/device-internal.h"
+#include "device/kernels-internal.h"
 #include "dcr/storage_large.h"
-#include "device-internal.h"
 
 static int dcr__cpu_count(void)
 {

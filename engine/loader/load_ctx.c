@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/kernels-internal.h"
 #include "dcr/device_views.h"
 #include "loader-internal.h"
 
@@ -503,7 +504,7 @@ static void dcr__cast_watch(int64_t i, void *elem, void *arg)
 }
 
 /* A cast or map on the device: one convert per region (transform
- * DCR_DK_T_*), counting the NaN events when watched, and the activity map
+ * dcr_device_transform_t), counting the NaN events when watched, and the activity map
  * carried. */
 static dcr_status_t dcr__device_convert(dcr_load_ctx_t *ctx, const dcr_view_t *out,
                                         const dcr_view_t *v, int transform)
@@ -538,7 +539,7 @@ dcr_status_t dcr_load_cast(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t
     dcr__origin_start(t, "cast %s->%s", dcr_dtype_name(v->dtype), dcr_dtype_name(to));
     dcr__origin_derive(ctx, v, DCR_LOAD_OP_CAST, &t->origin);
     if (dcr__on_device(ctx)) {
-        DCR_CHECK(dcr__device_convert(ctx, &out, v, DCR_DK_T_NONE));
+        DCR_CHECK(dcr__device_convert(ctx, &out, v, DCR_DEVICE_T_NONE));
     } else if (!ctx->mode.probe) {
         DCR_CHECK(dcr_view_copy(&out, v));
         DCR_CHECK(dcr__active_copy(ctx, &out, v));
@@ -577,10 +578,10 @@ dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t 
     return DCR_OK;
 }
 
-_Static_assert(DCR_LOAD_NEG == DCR_DK_T_NEG && DCR_LOAD_NEG_EXP == DCR_DK_T_NEG_EXP,
+_Static_assert((int)DCR_LOAD_NEG == (int)DCR_DEVICE_T_NEG && (int)DCR_LOAD_NEG_EXP == (int)DCR_DEVICE_T_NEG_EXP,
                "dcr_load_transform_t mirrors the kernels' transform codes");
 
-static const char *const dcr__transform_names[DCR_DK_TRANSFORMS] = {"identity", "neg", "neg_exp"};
+static const char *const dcr__transform_names[DCR_DEVICE_TRANSFORMS] = {"identity", "neg", "neg_exp"};
 
 /* A transform of the closed set as a host map function. */
 static float dcr__transform_fn(float x, void *arg)

@@ -560,7 +560,7 @@ static dcr_status_t dcr__overwrite_device(dcr_receiver_t *r, const dcr_load_writ
     const dcr_view_t *act = r->cur_mode == DCR__FULL_TRACKED ? w->src_active : NULL;
     if (w->src.dtype != w->dst.dtype)
         return dcr_device_convert_views(r->dev, r->stream, &w->dst, &w->src, act,
-                                        DCR_DEVICE_OVERWRITE, DCR_DK_T_NONE, NULL);
+                                        DCR_DEVICE_OVERWRITE, DCR_DEVICE_T_NONE, NULL);
     return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, NULL, act,
                                     DCR_DEVICE_OVERWRITE);
 }

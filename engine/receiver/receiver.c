@@ -198,7 +198,7 @@ static dcr_status_t dcr__dense_copy(void *arg, dcr_load_ctx_t *ctx, const dcr_lo
                                        "load_dense: copy_ from foreign storage");
     if (w->src.dtype != w->dst.dtype)
         return dcr_device_convert_views(r->dev, r->stream, &w->dst, &w->src, NULL,
-                                        DCR_DEVICE_ASSIGN, DCR_DK_T_NONE, NULL);
+                                        DCR_DEVICE_ASSIGN, DCR_DEVICE_T_NONE, NULL);
     return dcr_device_combine_views(r->dev, r->stream, &w->dst, &w->src, NULL, NULL,
                                     DCR_DEVICE_ASSIGN);
 }

@@ -1,5 +1,5 @@
 /* The "relay" object store: "relay://HOST:PORT", the retained versions a
- * relay tree's root keeps (dcr/relay_retain.h), read over the network.
+ * relay tree's root keeps (dcr/recovery.h), read over the network.
  * Read-only: get and list of keys under "versions/"; put and delete are
  * refused. One connection per handle, opened at the first request (and
  * while the root refuses it as busy, tried again until the timeout) and
@@ -27,6 +27,42 @@
 
 #define RS_SCHEME     "relay://"
 #define RS_TIMEOUT_MS 60000
+
+/* ---- retained keys (relay-internal.h) ------------------------------------- */
+
+/* "versions/v<decimal>/" at the start of c. */
+static bool cur_version_dir(dcr__cursor_t *c)
+{
+    uint64_t v;
+    return dcr__cursor_lit(c, DCR__RELAY_RETAINED_ROOT "v") && dcr__cursor_u64(c, &v) && dcr__cursor_lit(c, "/");
+}
+
+/* The retained payload name rule (dcr/recovery.h), or the VERSION manifest. */
+static bool retained_name_ok(const char *name, size_t n)
+{
+    if (n == 0 || n > DCR__RELAY_RETAINED_NAME_MAX || name[0] == '.') return false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = name[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-';
+        if (!ok) return false;
+    }
+    return true;
+}
+
+bool dcr__relay_retained_key_ok(const char *key)
+{
+    if (!dcr_objstore_key_ok(key)) return false;
+    dcr__cursor_t c = {key, key + strlen(key)};
+    return cur_version_dir(&c) && retained_name_ok(c.p, (size_t)(c.end - c.p));
+}
+
+bool dcr__relay_retained_prefix_ok(const char *prefix)
+{
+    if (strcmp(prefix, DCR__RELAY_RETAINED_ROOT) == 0) return true;
+    dcr__cursor_t c = {prefix, prefix + strlen(prefix)};
+    return cur_version_dir(&c) && c.p == c.end;
+}
 
 typedef struct relaystore {
     dcr_objstore_t pub;

@@ -16,7 +16,7 @@
  *          u16 key length, key, u64 size, u8 version length, version
  *   NACK   code = dcr_status_t, body: the message (< DCR__RELAY_NACK_MAX)
  * Every request names a key or prefix under "versions/" in the layout of
- * dcr/retain.h; anything else is refused (NACK), and a frame longer than a
+ * dcr/recovery.h; anything else is refused (NACK), and a frame longer than a
  * request can be closes the connection. */
 #ifndef DCR_RELAY_INTERNAL_H
 #define DCR_RELAY_INTERNAL_H
@@ -27,7 +27,6 @@
 #include <stdint.h>
 
 #include "dcr/objstore.h"
-#include "dcr/retain.h"
 #include "transport/transport-internal.h"
 
 #define DCR__RELAY_MAGIC    0x46524344u /* "DCRF" */
@@ -113,41 +112,43 @@ void dcr__relay_buf_ref(dcr__relay_buf_t *b);
 /* Accepts NULL. */
 void dcr__relay_buf_unref(dcr__relay_buf_t *b);
 
-/* ---- the root's retained versions (relay_retain.c) ----------------------- */
+/* ---- the root's retention, seen from the tree ----------------------------
+ * Recovery (engine/recovery/relay_retain.c, dcr/recovery.h) keeps a root's
+ * retained versions; the tree only hands it what it sees through these
+ * slots, so that the transport layer never depends on recovery. Every slot
+ * is thread-safe. */
+typedef struct dcr__relay_retention {
+    void *ctx; /* NULL: the handle retains nothing */
+    /* The root verified and queued payload b of attempt tau: take a
+     * reference until tau is staged or no longer can be. */
+    void (*hold)(void *ctx, uint64_t tau, dcr__relay_buf_t *b);
+    /* Every owner finished attempt tau at the root; called before the tree
+     * sees tau's end (a node acknowledges only after it returns). */
+    void (*ended)(void *ctx, uint64_t tau);
+    /* A reader's connection fd, its hello taken: served on a thread of the
+     * retention's (or refused); fd is taken. */
+    void (*serve)(void *ctx, int fd);
+    /* After the tree has stopped (its threads hold payloads). */
+    void (*destroy)(void *ctx);
+} dcr__relay_retention_t;
+/* DCR_OK when t is a relay handle that may still start retaining (the
+ * root, before its first attempt); else the error line, prefixed by what. */
+dcr_status_t dcr__relay_retention_check(dcr_transport_t *t, const char *what);
+/* Installs ret on t (checked as above; a whole tree in one handle gets a
+ * listener for readers). On success the handle owns ret->ctx and destroys
+ * it with itself; on failure nothing is taken. */
+dcr_status_t dcr__relay_retention_install(dcr_transport_t *t, const char *what,
+                                          const dcr__relay_retention_t *ret);
+/* The retention ctx installed on t (NULL: none; an error line when t is
+ * not a relay handle) and the address its readers reach, "HOST:PORT". */
+dcr_status_t dcr__relay_retention_ctx(dcr_transport_t *t, const char *what, void **ctx_p,
+                                      char *addr, size_t cap);
 
-typedef struct dcr__relay_retain dcr__relay_retain_t;
-
-/* Readers served at once; one more is refused with DCR_EAGAIN at its hello
- * (the relay:// store tries again until its timeout). */
-#define DCR__RELAY_RETAIN_READERS 16
-
-/* Opens the root's store (a store URL, dcr/objstore.h), keeping `keep`
- * versions; clear: deletes every retained version first. */
-dcr_status_t dcr__relay_retain_create(const char *url, int keep, bool clear,
-                                      dcr__relay_retain_t **out_p);
-/* Closes every reader's connection, joins their threads, frees what is
- * held. Accepts NULL. */
-void dcr__relay_retain_destroy(dcr__relay_retain_t *R);
-/* The root verified and queued payload b of attempt tau: a reference is
- * held until tau is staged or no longer can be. Thread-safe. */
-void dcr__relay_retain_hold(dcr__relay_retain_t *R, uint64_t tau, dcr__relay_buf_t *b);
-/* Every owner finished attempt tau at the root: what is held is all of it,
- * staged on the store (attempt-<tau>/, MANIFEST last) before this returns,
- * then released. Call before the tree sees tau's end: a node acknowledges
- * only after it, so a committed attempt is always staged. */
-void dcr__relay_retain_ended(dcr__relay_retain_t *R, uint64_t tau);
-/* See dcr_relay_retain_commit (dcr/relay_retain.h). */
-dcr_status_t dcr__relay_retain_commit(dcr__relay_retain_t *R, uint64_t tau, uint64_t version,
-                                      dcr_retain_stats_t *stats_p);
-/* Serves a reader's connection fd (its hello taken) on a thread of its own
- * until it closes, idles out or the store is destroyed; takes fd (closed
- * here when the readers' limit is reached). */
-void dcr__relay_retain_serve(dcr__relay_retain_t *R, int fd);
-/* Answers one request frame f (its body not read yet) on fd from store s.
- * 0 while the connection stays usable; an errno-style value (or
- * DCR__RELAY_PROTO) when it must close. Exposed for relay_retain.c's
- * serving threads only. */
-int dcr__relay_store_answer(dcr_objstore_t *s, int fd, const dcr__relay_frame_t *f);
+/* The retained versions' root folder and name bound as the relay:// store's
+ * requests carry them (dcr/recovery.h's layout; relay_retain.c asserts that
+ * the two agree). */
+#define DCR__RELAY_RETAINED_ROOT     "versions/"
+#define DCR__RELAY_RETAINED_NAME_MAX 95
 
 /* True when key names a retained object: "versions/v<decimal>/<name>",
  * name "VERSION" or a payload name by retain.h's rule ([A-Za-z0-9._-], not

@@ -45,7 +45,7 @@
  * DCR__RELAY_HELLO_OWNER or _NODE, b = the owner or tree node connecting;
  * no bytes).
  *
- * Retention (dcr/relay_retain.h, relay_retain.c): a root that retains keeps
+ * Retention (dcr/recovery.h, relay_retain.c): a root that retains keeps
  * a reference to every payload it verified, per attempt, and a HELLO of
  * kind DCR__RELAY_HELLO_STORE on its listener opens a reader's connection
  * to its retained versions instead of a tree link. */
@@ -71,7 +71,6 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/queue.h"
-#include "dcr/relay_retain.h"
 #include "dcr/thread.h"
 
 /* Reference frames: a checkpoint share streams as frames of this size, each
@@ -170,9 +169,9 @@ typedef struct relay {
     relay_pending_t *pend;
     int npend;
     uint16_t port; /* the listener's (lfd >= 0) */
-    /* The root's retained versions (dcr/relay_retain.h); NULL: none. Set
+    /* The root's retained versions (dcr/recovery.h); .ctx NULL: none. Set
      * under mu once, before the first attempt. */
-    dcr__relay_retain_t *retain;
+    dcr__relay_retention_t retention;
 } relay_t;
 
 /* ---- sockets ------------------------------------------------------------ */
@@ -639,8 +638,8 @@ static dcr_status_t relay_root_take(relay_olink_t *o, const dcr__relay_frame_t *
         dcr__relay_buf_unref(b);
         return st;
     }
-    if (b->kind == DCR__BUF_DATA && T->r->retain != NULL)
-        dcr__relay_retain_hold(T->r->retain, T->tau, b);
+    if (b->kind == DCR__BUF_DATA && T->r->retention.ctx != NULL)
+        T->r->retention.hold(T->r->retention.ctx, T->tau, b);
     if (relay_deliver(&T->nodes[0], b) != DCR_OK) return DCR_ECLOSED;
     pthread_mutex_lock(&T->mu);
     o->queued++;
@@ -668,7 +667,8 @@ static dcr_status_t relay_root_fin(relay_olink_t *o, const dcr__relay_frame_t *f
     bool last = ++T->nfin == T->nowners;
     pthread_mutex_unlock(&T->mu);
     if (!last) return DCR_OK;
-    if (!T->reference && T->r->retain != NULL) dcr__relay_retain_ended(T->r->retain, T->tau);
+    if (!T->reference && T->r->retention.ctx != NULL)
+        T->r->retention.ended(T->r->retention.ctx, T->tau);
     dcr__relay_buf_t *end = dcr__relay_buf_new(DCR__BUF_END, 0);
     if (end == NULL) {
         snprintf(msg, cap, "relay root: out of memory");
@@ -1068,10 +1068,10 @@ static bool relay_store_hello(relay_t *r, int fd, const dcr__relay_frame_t *f)
     if (f->type != DCR__F_HELLO || f->a != DCR__RELAY_HELLO_STORE || f->len != 0) return false;
     dcr__relay_nodelay(fd);
     pthread_mutex_lock(&r->mu);
-    dcr__relay_retain_t *R = r->retain;
+    dcr__relay_retention_t R = r->retention;
     pthread_mutex_unlock(&r->mu);
-    if (R != NULL) {
-        dcr__relay_retain_serve(R, fd);
+    if (R.ctx != NULL) {
+        R.serve(R.ctx, fd);
         return true;
     }
     char msg[128];
@@ -1334,7 +1334,8 @@ static void relay_destroy(dcr_transport_t *t)
     /* No connection can reach a tree once the acceptor has ended. */
     relay_split_stop(r);
     relay_tree_destroy(relay_detach(r));
-    dcr__relay_retain_destroy(r->retain); /* after the tree: its threads hold payloads */
+    /* After the tree: its threads hold payloads. */
+    if (r->retention.ctx != NULL) r->retention.destroy(r->retention.ctx);
     dcr__ledger_fini(&r->ledger);
     pthread_mutex_destroy(&r->mu);
     dcr__tbase_fini(&r->base);
@@ -1381,7 +1382,7 @@ dcr_status_t dcr__relay_break_link(dcr_transport_t *t, int node)
     return st;
 }
 
-/* ---- retention at the root (dcr/relay_retain.h) ---------------------------- */
+/* ---- retention at the root (dcr/recovery.h) ---------------------------- */
 
 static dcr_status_t relay_of(dcr_transport_t *t, const char *what, relay_t **r_p)
 {
@@ -1392,22 +1393,27 @@ static dcr_status_t relay_of(dcr_transport_t *t, const char *what, relay_t **r_p
     return DCR_OK;
 }
 
-dcr_status_t dcr_relay_retain_start(dcr_transport_t *t, const char *store_url, int keep, bool clear)
+dcr_status_t dcr__relay_retention_check(dcr_transport_t *t, const char *what)
 {
     relay_t *r = NULL;
-    DCR_CHECK(relay_of(t, "relay retain", &r));
+    DCR_CHECK(relay_of(t, what, &r));
     if (r->split && r->self != 0)
         return dcr_error_set(DCR_EUNSUPPORTED,
-                             "relay retain: only the root keeps retained versions (this handle "
+                             "%s: only the root keeps retained versions (this handle "
                              "serves tree node %d)",
-                             r->self);
+                             what, r->self);
     pthread_mutex_lock(&r->mu);
-    bool busy = r->retain != NULL || r->last_tau != 0;
+    bool busy = r->retention.ctx != NULL || r->last_tau != 0;
     pthread_mutex_unlock(&r->mu);
-    if (busy)
-        return dcr_error_set(DCR_EINVAL, "relay retain: start once, before the first attempt");
-    dcr__relay_retain_t *R = NULL;
-    DCR_CHECK(dcr__relay_retain_create(store_url, keep, clear, &R));
+    if (busy) return dcr_error_set(DCR_EINVAL, "%s: start once, before the first attempt", what);
+    return DCR_OK;
+}
+
+dcr_status_t dcr__relay_retention_install(dcr_transport_t *t, const char *what,
+                                          const dcr__relay_retention_t *ret)
+{
+    DCR_CHECK(dcr__relay_retention_check(t, what));
+    relay_t *r = (relay_t *)t;
     /* A whole tree in one handle has no listener of its own: readers get one. */
     dcr_status_t st = DCR_OK;
     if (r->lfd < 0) {
@@ -1415,31 +1421,27 @@ dcr_status_t dcr_relay_retain_start(dcr_transport_t *t, const char *store_url, i
         st = relay_listen_on(r->host, &r->lfd, &r->port);
     }
     pthread_mutex_lock(&r->mu);
-    if (st == DCR_OK) r->retain = R;
+    if (st == DCR_OK) r->retention = *ret;
     pthread_mutex_unlock(&r->mu);
     if (st == DCR_OK && !r->accepting) st = relay_accept_start(r);
-    if (st != DCR_OK && r->retain == NULL) dcr__relay_retain_destroy(R);
+    if (st != DCR_OK) {
+        pthread_mutex_lock(&r->mu);
+        r->retention = (dcr__relay_retention_t){0};
+        pthread_mutex_unlock(&r->mu);
+    }
     return st;
 }
 
-dcr_status_t dcr_relay_retain_commit(dcr_transport_t *t, uint64_t tau, uint64_t version,
-                                     dcr_retain_stats_t *stats_p)
+dcr_status_t dcr__relay_retention_ctx(dcr_transport_t *t, const char *what, void **ctx_p,
+                                      char *addr, size_t cap)
 {
     relay_t *r = NULL;
-    DCR_CHECK(relay_of(t, "relay retain commit", &r));
-    if (r->retain == NULL)
-        return dcr_error_set(DCR_EINVAL, "relay retain commit: retention was not started");
-    return dcr__relay_retain_commit(r->retain, tau, version, stats_p);
-}
-
-dcr_status_t dcr_relay_retain_url(dcr_transport_t *t, char *url, size_t cap)
-{
-    relay_t *r = NULL;
-    DCR_CHECK(relay_of(t, "relay retain url", &r));
-    if (r->retain == NULL || url == NULL)
-        return dcr_error_set(DCR_EINVAL, "relay retain url: retention was not started");
-    if ((size_t)snprintf(url, cap, "relay://%s:%u", r->host, r->port) >= cap)
-        return dcr_error_set(DCR_EINVAL, "relay retain url: %zu bytes are too few", cap);
+    DCR_CHECK(relay_of(t, what, &r));
+    pthread_mutex_lock(&r->mu);
+    void *ctx = r->retention.ctx;
+    pthread_mutex_unlock(&r->mu);
+    if (addr != NULL && cap > 0) snprintf(addr, cap, "%s:%u", r->host, r->port);
+    *ctx_p = ctx;
     return DCR_OK;
 }
 

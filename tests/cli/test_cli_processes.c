@@ -33,7 +33,7 @@
 #include "cli_run.h"
 #include "dcr/codec.h"
 #include "dcr/control.h"
-#include "workloads/roles/roles.h"
+#include "deploy/roles.h"
 
 #define SMALL "--scale 64 --layers 2 --seed 7"
 

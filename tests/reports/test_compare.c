@@ -23,7 +23,7 @@
 
 #include "reports/compare.h"
 #include "reports/results_read.h"
-#include "workloads/results.h"
+#include "workloads/harness/results.h"
 
 #define NREF 5
 

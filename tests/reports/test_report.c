@@ -24,7 +24,7 @@
 #include "reports/report.h"
 #include "reports/results_read.h"
 #include "reports/trace_io.h"
-#include "workloads/results.h"
+#include "workloads/harness/results.h"
 
 #define NREF 5
 #define S    1000000000ull /* ns per second */

@@ -27,7 +27,7 @@
 #include "sim/paper.h"
 #include "sim/plan.h"
 #include "sim/sim.h"
-#include "workloads/model.h"
+#include "workloads/model/model.h"
 #include "sim_test_cal.h"
 
 static bool ends_with(const char *s, const char *tail)

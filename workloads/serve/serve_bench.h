@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "workloads/model.h"
+#include "workloads/model/model.h"
 #include "workloads/serve/vllm_layout.h"
 
 typedef struct dcr_serve_bench_result {

@@ -21,7 +21,7 @@
 
 #include "dcr/receiver.h"
 #include "dcr/source.h"
-#include "workloads/model.h"
+#include "workloads/model/model.h"
 
 typedef struct dcr_serve_config {
     int nodes;          /* rollout nodes */

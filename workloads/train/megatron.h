@@ -14,7 +14,7 @@
 
 #include "dcr/source.h"
 #include "dcr/tensor.h"
-#include "workloads/model.h"
+#include "workloads/model/model.h"
 
 typedef struct dcr_train_config {
     int nodes;         /* training nodes */

@@ -183,15 +183,4 @@ dcr_status_t dcr_repair_records_encode(const dcr_repair_records_t *r,
 /* Accepts NULL. */
 void dcr_repair_records_destroy(dcr_repair_records_t *r);
 
-/* Positions k in [0, n) where the elem_size-byte words of a and b differ in
- * any bit, written ascending to out (room for n entries; n < 2^32); returns
- * how many. Compares bit patterns, never values (-0.0 vs +0.0 and NaN
- * payloads count), 32 or 64 bytes per step with no per-element branch, in
- * the widest vector kernel the CPU runs. The inner loop of every construction. */
-size_t dcr_detect_changes(const void *a, const void *b, size_t n, size_t elem_size, uint32_t *out);
-
-/* Name of the kernel dcr_detect_changes runs on this CPU ("avx512", "avx2",
- * "sse2" or "scalar"), chosen once at first use; a static string. */
-const char *dcr_detect_kernel(void);
-
 #endif

@@ -48,10 +48,36 @@
 extern "C" {
 #endif
 
-#include "dcr/device_kernels.h"
 #include "dcr/dtype.h"
 #include "dcr/status.h"
 #include "dcr/trace.h"
+
+/* A 2-D strided region of elements, visited row-major over rows x cols;
+ * strides count elements (negative ones allowed) from the pointers the
+ * operation receives. A contiguous range of n is 1 x n with column strides
+ * 1 (dcr_device_region_flat); a loader's copy between views of up to two
+ * non-mergeable dimensions is one region. act_row and act_col place an
+ * activity map's bytes like the other strides; both 0 (what an initializer
+ * that leaves them out gives) means row-major over the region, byte
+ * row * cols + col (a mask the host computed). A source stride of 0 reads
+ * one word for every element (a constant: fill_ on a device). */
+typedef struct dcr_device_region {
+    int64_t rows, cols;
+    int64_t dst_row, dst_col;
+    int64_t src_row, src_col;
+    int64_t act_row, act_col;
+} dcr_device_region_t;
+
+/* The closed set of elementwise transforms a device's convert runs, in
+ * FP32 and bit for bit the same on the host and on a GPU
+ * (engine/device/kernels-internal.h); the values of dcr_load_transform_t
+ * (dcr/loader.h) are the same. */
+typedef enum dcr_device_transform {
+    DCR_DEVICE_T_NONE = 0,    /* y = x */
+    DCR_DEVICE_T_NEG = 1,     /* y = -x */
+    DCR_DEVICE_T_NEG_EXP = 2, /* y = -exp(x) (Mamba's A = -exp(A_log)) */
+    DCR_DEVICE_TRANSFORMS = 3
+} dcr_device_transform_t;
 
 typedef struct dcr_device dcr_device_t;
 typedef struct dcr_device_stream dcr_device_stream_t;
@@ -152,7 +178,7 @@ typedef struct dcr_device_ops {
      * (XOR) or = val[k] (OVERWRITE). idx entries distinct. */
     dcr_status_t (*scatter)(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                             const int64_t *idx, const void *val, size_t count, dcr_device_op_t op);
-    /* Full pass over a region (dcr/device_kernels.h): dst ^= src (XOR;
+    /* Full pass over a region (engine/device/kernels-internal.h): dst ^= src (XOR;
      * active must be NULL), or dst = src where src is not a NaN of dtype
      * (OVERWRITE with the NaN placeholder, active NULL) or where the
      * element's activity byte is set (OVERWRITE in the tracked pass; active
@@ -168,8 +194,7 @@ typedef struct dcr_device_ops {
     dcr_status_t (*reset)(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
                           const int64_t *idx, size_t count, uint32_t base_word);
     /* A cast or elementwise map over a region (the loader's cast and map,
-     * converting copies): dst (dtype to) = transform (DCR_DK_T_*, of
-     * dcr/device_kernels.h: none, or one of the closed set computed in
+     * converting copies): dst (dtype to) = transform (dcr_device_transform_t: none, or one of the closed set computed in
      * FP32) of src (dtype from), converted bit for bit like dcr_convert
      * (same dtypes without a transform copy bits). nan_events is NULL or a
      * device buffer of two 32-bit counters the operation adds to: elements
@@ -277,4 +302,17 @@ dcr_status_t dcr_device_convert(dcr_device_t *d, dcr_device_stream_t *s, void *d
 #ifdef __cplusplus
 }
 #endif
+/* ---- change detection on the host (detect.c) -------------------------------- */
+
+/* Positions k in [0, n) where the elem_size-byte words of a and b differ in
+ * any bit, written ascending to out (room for n entries; n < 2^32); returns
+ * how many. Compares bit patterns, never values (-0.0 vs +0.0 and NaN
+ * payloads count), 32 or 64 bytes per step with no per-element branch, in
+ * the widest vector kernel the CPU runs. The inner loop of every construction. */
+size_t dcr_detect_changes(const void *a, const void *b, size_t n, size_t elem_size, uint32_t *out);
+
+/* Name of the kernel dcr_detect_changes runs on this CPU ("avx512", "avx2",
+ * "sse2" or "scalar"), chosen once at first use; a static string. */
+const char *dcr_detect_kernel(void);
+
 #endif

@@ -1,6 +1,6 @@
 /* Tensor views on a device (engine/device): a copy between two same-shape
  * views of device buffers as the regions of at most two dimensions the
- * device kernels take (dcr/device_kernels.h). Extent-1 dimensions are
+ * device kernels take (engine/device/kernels-internal.h). Extent-1 dimensions are
  * dropped and neighbours merged where both views continue each other, in
  * the views' own order, so the regions visit elements in row-major order
  * over the shape; dimensions beyond two loop on the host, one operation per

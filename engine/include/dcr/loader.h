@@ -248,7 +248,7 @@ typedef float (*dcr_load_map_fn)(float x, void *arg);
 dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t to,
                           dcr_load_map_fn fn, void *arg, const char *what, dcr_view_t *out_p);
 /* The closed set of elementwise transforms that also run on a device
- * (dcr/device_kernels.h computes each the same way on the host and on a
+ * (engine/device/kernels-internal.h computes each the same way on the host and on a
  * GPU, so both give the same bits; a host dcr_load_map_fn cannot run on a
  * GPU). */
 typedef enum dcr_load_transform {

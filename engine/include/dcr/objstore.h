@@ -7,7 +7,7 @@
  * by a URL: a plain path or "dir:PATH" (a local directory, "dir"), or
  * "s3://BUCKET/PREFIX" with an endpoint (an S3-compatible service over HTTP,
  * "s3"), or "relay://HOST:PORT" (a relay root's retained versions, read
- * over the network: "relay", read-only; dcr/relay_retain.h). Backends registered at run time
+ * over the network: "relay", read-only; dcr/recovery.h). Backends registered at run time
  * (dcr_objstore_register) claim their own schemes: faults/ adds "faulty:<URL>", a store that wraps
  * the one URL names and damages what it stores. Callers use only the dcr_objstore_* wrappers
  * (transport/objstore.c), which check arguments once for every backend before any slot runs.
@@ -56,7 +56,7 @@ typedef struct dcr_objstore_props {
     bool ranged_get;
     /* Serves reads only: put and delete are refused (DCR_EUNSUPPORTED).
      * The "relay" backend: a relay root's retained versions
-     * (dcr/relay_retain.h), whose keys are written by the root itself. */
+     * (dcr/recovery.h), whose keys are written by the root itself. */
     bool read_only;
 } dcr_objstore_props_t;
 

@@ -15,7 +15,7 @@
  *     repair) clears it, writing only the header. A process killed
  *     mid-apply leaves a file that says dirty, from version u, attempt tau:
  *     its bytes are a mixture of u and the attempt's writes, which only
- *     complete overwrite records can repair (workloads/roles/restore.h).
+ *     complete overwrite records can repair (deploy/restorer.h).
  *   copy (dcr_resident_save without attach): a copy of the bytes at each
  *     commit; the mark covers the copy (a process killed mid-copy leaves
  *     dirty with tau 0).

@@ -66,7 +66,7 @@ typedef struct dcr_transport_config {
      * manifest) in the store for the user to inspect, instead of deleting
      * them; older attempts are still removed as new ones open. */
     bool keep_objects;
-    /* objstore across processes (DESIGN.md section 11; workloads/roles/roles.h).
+    /* objstore across processes (DESIGN.md section 11; deploy/roles.h).
      * Every process of a run opens its own handle over the same store.
      *
      * join: open_attempt joins attempt tau without clearing anything: neither

@@ -25,7 +25,7 @@
 #include "dcr/control.h"
 #include "engine/control/control_test_util.h"
 #include "engine/control/etcd_server.h"
-#include "workloads/bench.h"
+#include "workloads/harness/bench.h"
 
 #define assert_detail_has(text)                                                                    \
     do {                                                                                           \

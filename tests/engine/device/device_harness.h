@@ -1,5 +1,5 @@
 /* The CPU harness of the device kernels: runs the per-thread functions of
- * dcr/device_kernels.h over every (block, thread) index of the launch
+ * engine/device/kernels-internal.h over every (block, thread) index of the launch
  * configuration the CUDA kernels use (engine/device/device_cuda.cu), with
  * the kernels' barriers as phase boundaries and the warp vote emulated per
  * warp (a ballot is assembled from the 32 lanes' predicates before any lane
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dcr/device_kernels.h"
+#include "device/kernels-internal.h"
 
 /* dcr__k_detect_count over all blocks: the vote of each warp is
  * assembled from its 32 lanes' predicates before any lane reads it. */

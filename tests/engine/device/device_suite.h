@@ -26,7 +26,7 @@
 
 #include "dcr/construct.h"
 #include "dcr/device.h"
-#include "dcr/device_kernels.h"
+#include "device/kernels-internal.h"
 #include "dcr/dtype.h"
 #include "dcr/rng.h"
 #include "testkit.h"

@@ -1,9 +1,10 @@
 /* ctest-labels: unit */
 /* engine/device without a GPU: the registry and the --device names, the
- * CPU harness of every kernel (dcr/device_kernels.h run over the CUDA launch
+ * CPU harness of every kernel (engine/device/kernels-internal.h run over the CUDA launch
  * configuration, warp votes emulated) against the CPU path, and the
  * conformance suite against the "cpu" backend. The same suite runs against
  * "cuda" in test_device_gpu.c where a GPU is. */
+#include "dcr/device.h"
 #include "device_harness.h"
 #include "device_suite.h"
 

@@ -11,6 +11,7 @@
  * instead of testing: detection against a device-to-device copy of the same
  * bytes, record application at 1% changes against a dense host-to-device
  * reload. It asserts nothing about time (benchmarks are never timed tests). */
+#include "dcr/device.h"
 #include "device_harness.h"
 #include "device_suite.h"
 

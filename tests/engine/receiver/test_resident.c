@@ -28,7 +28,7 @@
 
 #include "dcr/loader.h"
 #include "dcr/resident.h"
-#include "workloads/roles/world.h"
+#include "deploy/world.h"
 
 static char g_dir[64];
 static dcr_role_world_t *g_world;

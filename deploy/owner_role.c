@@ -1,0 +1,427 @@
+/* An owner rank of `mpirun -np P dcr owner` (roles.h, "Owners as
+ * processes"): the training cluster as an MPI job, one owner per rank.
+ *
+ * Rank 0 alone reads the control plane and tells every rank what to do next
+ * over the group (an order: take part in attempt tau, commit, restore, stop),
+ * so that every rank runs the same construction with the same tau, the same
+ * candidate version and the same XOR-or-overwrite choice: the constructor's
+ * exchanges pair up across ranks only when all of them run the same attempt.
+ * Each rank reports back to rank 0 (its figures, or its error line), and
+ * rank 0 writes the job's report (dcr/coord.h, DCR_OWNERS_REPORT_ID).
+ * Orders and reports are raw structs: every rank runs the same dcr binary. */
+#define _XOPEN_SOURCE 700
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dcr/clock.h"
+#include "dcr/construct.h"
+#include "dcr/coord.h"
+#include "dcr/group.h"
+#include "dcr/log.h"
+#include "dcr/rollout_node.h"
+#include "dcr/trace.h"
+#include "dcr/recovery.h"
+#include "deploy/roles.h"
+#include "deploy/world.h"
+
+#define IDLE_POLL_NS  2000000L /* rank 0 between reads of the control plane */
+#define ORDER_POLL_MS 200      /* other ranks: one wait for an order (then a look at stop) */
+#define OPEN_WAIT_MS  30000    /* the coordinator's open of an attempt it prepared */
+#define GATHER_MS     600000   /* rank 0: every rank's outcome of one order */
+/* Tags above the constructor's (construct.c uses 1 and 2). */
+#define TAG_ORDER 40
+#define TAG_DONE  41
+
+typedef enum order_kind {
+    ORDER_ATTEMPT = 1, /* construct and send attempt tau from from_version */
+    ORDER_COMMIT = 2,  /* tau committed `version`: update the baselines */
+    ORDER_RESTORE = 3, /* `version` was committed without us: rebuild from it */
+    ORDER_STOP = 4,
+} order_kind_t;
+
+typedef struct order {
+    uint32_t kind;
+    uint32_t overwrite;
+    uint64_t tau, from_version, version;
+} order_t;
+
+typedef struct outcome {
+    int32_t status;
+    int32_t pad;
+    double start, end;
+    double cpu_s; /* this rank's process since it started */
+    dcr_construct_stats_t stats;
+    char why[256];
+} outcome_t;
+
+typedef struct owner_proc {
+    const dcr_role_owner_config_t *cfg;
+    dcr_group_t *g;
+    int rank, size;
+    dcr_role_world_t *world;
+    dcr_control_t *control; /* rank 0 only */
+    dcr_transport_t *transport;
+    dcr_constructor_t *con;
+    uint8_t *xor_allowed;
+    uint64_t version;   /* the committed version the baselines hold */
+    uint64_t seen;      /* rank 0: the latest attempt looked at */
+    uint64_t last_from; /* rank 0: from_version of the last attempt taken part in */
+    uint64_t part;      /* the attempt sent last (awaiting its commit); 0: none */
+    uint64_t sent;
+    /* The transport's error line of the attempt's failed send: the
+     * constructor returns a sender thread's status to this thread without
+     * its detail (set on that thread). Written by the sender thread, read
+     * after dcr_constructor_run joined it. */
+    char send_why[256];
+    dcr_role_relay_t relay; /* --transport relay: where the root is */
+    /* With retention over the object store: the repair set of every
+     * committed version (dcr/recovery.h), stored after the commit. */
+    dcr_objstore_t *store;
+    dcr_repair_upload_t *repair;
+    dcr_repair_records_t *committed; /* taken at the commit, stored once reported */
+} owner_proc_t;
+
+/* ---- rank 0: what next --------------------------------------------------- */
+
+/* The coordinator's clearing handle opened tau (every other handle joins). */
+static bool wait_opened(owner_proc_t *p, uint64_t tau, volatile sig_atomic_t *stop)
+{
+    double t0 = dcr_clock_s();
+    while (!*stop && (dcr_clock_s() - t0) * 1000.0 < OPEN_WAIT_MS) {
+        uint64_t opened = 0;
+        if (dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau) return true;
+        dcr_control_attempt_t a;
+        if (dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau) return false;
+        dcr_clock_nap_ns(IDLE_POLL_NS);
+    }
+    DCR_LOG_WARN("owners: the coordinator did not open attempt %llu within %d ms; skipped",
+                 (unsigned long long)tau, OPEN_WAIT_MS);
+    return false;
+}
+
+static order_t leader_next(owner_proc_t *p, volatile sig_atomic_t *stop)
+{
+    while (!*stop) {
+        dcr_commit_record_t rec;
+        if (dcr_control_read(p->control, &rec) == DCR_OK && rec.version > p->version) {
+            bool ours = p->part && rec.attempt == p->part && rec.version == p->version + 1;
+            return (order_t){ours ? ORDER_COMMIT : ORDER_RESTORE, 0, rec.attempt, 0, rec.version};
+        }
+        dcr_control_attempt_t a;
+        if (dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > p->seen) {
+            p->seen = a.tau;
+            if (a.from_version == p->version && wait_opened(p, a.tau, stop)) {
+                /* A second attempt for one version is a retry: receivers may
+                 * hold any mixture of the two versions, so all overwrites. */
+                bool retry = p->last_from == a.from_version;
+                p->last_from = a.from_version;
+                return (order_t){ORDER_ATTEMPT, retry, a.tau, a.from_version, 0};
+            }
+            continue;
+        }
+        dcr_clock_nap_ns(IDLE_POLL_NS);
+    }
+    return (order_t){ORDER_STOP, 0, 0, 0, 0};
+}
+
+/* Rank 0 decides and tells every rank; the others wait for its word. */
+static dcr_status_t next_order(owner_proc_t *p, volatile sig_atomic_t *stop, order_t *o)
+{
+    if (p->rank == 0) {
+        *o = leader_next(p, stop);
+        for (int r = 1; r < p->size; r++)
+            DCR_CHECK(dcr_group_send(p->g, r, TAG_ORDER, o, sizeof(*o)));
+        return DCR_OK;
+    }
+    for (;;) {
+        dcr_group_msg_t m;
+        dcr_status_t st = dcr_group_recv(p->g, TAG_ORDER, ORDER_POLL_MS, &m);
+        if (st == DCR_ETIMEOUT) {
+            if (*stop) {
+                *o = (order_t){ORDER_STOP, 0, 0, 0, 0};
+                return DCR_OK;
+            }
+            continue;
+        }
+        DCR_CHECK(st);
+        bool ok = m.len == sizeof(*o);
+        if (ok) memcpy(o, m.data, sizeof(*o));
+        dcr_group_release(p->g, &m);
+        if (!ok) return dcr_error_set(DCR_EIO, "owner %d: an order of %zu bytes", p->rank, m.len);
+        return DCR_OK;
+    }
+}
+
+/* ---- every rank ---------------------------------------------------------- */
+
+static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const uint8_t *buf,
+                                size_t len)
+{
+    owner_proc_t *p = ctx;
+    /* The transport bound: submission until the queueing acknowledgment. */
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, owner);
+    dcr_status_t st = dcr_transport_send(p->transport, owner, payload_id, buf, len);
+    dcr_trace_end(&span);
+    if (st != DCR_OK && !p->send_why[0])
+        snprintf(p->send_why, sizeof(p->send_why), "%s", dcr_error_line(st));
+    DCR_CHECK(st);
+    p->sent++; /* one sender thread: this rank's owner */
+    return DCR_OK;
+}
+
+static dcr_status_t make_constructor(owner_proc_t *p)
+{
+    dcr_constructor_destroy(p->con);
+    p->con = NULL;
+    dcr_construct_config_t cc = dcr_bench_construct_config(&p->world->cfg, p->world->sc);
+    DCR_CHECK(dcr_constructor_create(p->world->sc->layout, &cc, p->world->shards, &p->con));
+    dcr_constructor_keep_records(p->con, p->repair != NULL);
+    return dcr_constructor_set_group(p->con, p->g);
+}
+
+/* Retention over the object store: this owner stores a repair set for
+ * every committed version. Without it (relay, no --retain) none. */
+static dcr_status_t open_repair(owner_proc_t *p)
+{
+    const dcr_bench_config_t *run = p->cfg->run;
+    if (strcmp(run->transport, "objstore") || run->retain < 1) return DCR_OK;
+    char dir[4200];
+    dcr_rundir_objstore_dir(p->cfg->workdir, dir, sizeof dir);
+    dcr_objstore_config_t oc = {.url = run->store ? run->store : dir,
+                                .s3_endpoint = run->store ? run->s3_endpoint : NULL};
+    DCR_CHECK(dcr_objstore_create(&oc, &p->store));
+    dcr_construct_config_t cc = dcr_bench_construct_config(&p->world->cfg, p->world->sc);
+    return dcr_repair_upload_create(p->store, &cc, p->rank, p->size, &p->repair);
+}
+
+/* After the commit is reported (t1 is behind us): the committed run's
+ * records go to the store in the background. */
+static void store_repair(owner_proc_t *p, uint64_t version)
+{
+    dcr_repair_records_t *r = p->committed;
+    p->committed = NULL;
+    if (r && dcr_repair_upload_start(p->repair, r, version) != DCR_OK)
+        DCR_LOG_WARN("owner %d: no repair set for version %llu: %s", p->rank,
+                     (unsigned long long)version, dcr_error_detail());
+}
+
+static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
+{
+    p->part = 0;
+    /* The last repair set's upload ends before this attempt's window. */
+    dcr_repair_upload_join(p->repair, NULL);
+    /* The candidate: version from+1 (a retry finds the world there already). */
+    DCR_CHECK(dcr_role_world_advance(p->world, o->from_version + 1));
+    DCR_CHECK(dcr_transport_open_attempt(p->transport, o->tau));
+    /* This attempt's intervals only, tagged with the version it builds. */
+    dcr_trace_reset();
+    dcr_trace_set_refit((uint32_t)(o->from_version + 1));
+    p->sent = 0;
+    p->send_why[0] = '\0';
+    out->start = dcr_clock_s();
+    dcr_payload_sink_t sink = {sink_submit, p};
+    DCR_CHECK(dcr_constructor_run(p->con, p->world->shards, o->tau, p->xor_allowed, o->overwrite,
+                                  &sink, &out->stats));
+    out->end = dcr_clock_s();
+    DCR_CHECK(dcr_transport_finish(p->transport, p->rank, p->sent));
+    p->part = o->tau;
+    return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
+}
+
+static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
+{
+    out->start = dcr_clock_s();
+    DCR_CHECK(dcr_constructor_commit(p->con));
+    out->end = dcr_clock_s();
+    dcr_repair_records_destroy(p->committed);
+    dcr_constructor_take_repair(p->con, &p->committed);
+    p->version = o->version;
+    p->part = 0;
+    return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
+}
+
+/* A version committed without these owners (a coordinator that moved on):
+ * trackers and baselines are rebuilt from it, as at start. */
+static dcr_status_t restore(owner_proc_t *p, const order_t *o)
+{
+    dcr_repair_upload_join(p->repair, NULL);
+    DCR_CHECK(dcr_role_world_advance(p->world, o->version));
+    DCR_CHECK(make_constructor(p));
+    p->version = o->version;
+    p->part = 0;
+    return DCR_OK;
+}
+
+/* Rank 0: every rank's outcome, then the job's report. */
+static dcr_status_t gather(owner_proc_t *p, const order_t *o, const outcome_t *mine)
+{
+    dcr_owners_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.tau = o->tau;
+    r.t0 = mine->start;
+    r.construction_end = r.t1 = mine->end;
+    r.construct = mine->stats;
+    r.cpu_s = mine->cpu_s;
+    int failed = mine->status != DCR_OK ? 0 : -1;
+    snprintf(r.why, sizeof(r.why), "owner 0: %s", mine->why);
+    for (int k = 1; k < p->size; k++) {
+        dcr_group_msg_t m;
+        DCR_CHECK(dcr_group_recv(p->g, TAG_DONE, GATHER_MS, &m));
+        outcome_t u;
+        bool ok = m.len == sizeof(u);
+        if (ok) memcpy(&u, m.data, sizeof(u));
+        int src = m.src;
+        dcr_group_release(p->g, &m);
+        if (!ok) return dcr_error_set(DCR_EIO, "owners: an outcome of %zu bytes", m.len);
+        if (u.status != DCR_OK && failed < 0) {
+            failed = src;
+            snprintf(r.why, sizeof(r.why), "owner %d: %s", src, u.why);
+        }
+        r.cpu_s += u.cpu_s;
+        if (u.start < r.t0) r.t0 = u.start;
+        if (u.end > r.construction_end) r.construction_end = r.t1 = u.end;
+        dcr_construct_stats_t *s = &r.construct;
+        const dcr_construct_stats_t *x = &u.stats;
+        /* Counts summed over owners (as in one process); time: the slowest. */
+        if (x->construction_s > s->construction_s) s->construction_s = x->construction_s;
+        dcr_construct_stats_add(s, x);
+    }
+    static const dcr_owners_phase_t done[] = {[ORDER_ATTEMPT] = DCR_OWNERS_SENT,
+                                              [ORDER_COMMIT] = DCR_OWNERS_COMMITTED,
+                                              [ORDER_RESTORE] = DCR_OWNERS_READY};
+    r.phase = failed >= 0 ? DCR_OWNERS_FAILED : done[o->kind];
+    if (failed < 0) r.why[0] = '\0';
+    if (failed >= 0)
+        DCR_LOG_WARN("owners: attempt %llu failed: %s", (unsigned long long)o->tau, r.why);
+    return dcr_owners_report_put(p->control, &r);
+}
+
+static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
+{
+    for (;;) {
+        order_t o;
+        DCR_CHECK(next_order(p, stop, &o));
+        if (o.kind == ORDER_STOP) return DCR_OK;
+        if (o.kind == ORDER_RESTORE) {
+            DCR_LOG_WARN("owner %d: version %llu committed without the owners; rebuilding", p->rank,
+                         (unsigned long long)o.version);
+            DCR_CHECK(restore(p, &o));
+            continue;
+        }
+        outcome_t u;
+        memset(&u, 0, sizeof(u));
+        dcr_status_t st = o.kind == ORDER_ATTEMPT ? take_part(p, &o, &u) : commit(p, &o, &u);
+        u.status = (int32_t)st;
+        u.cpu_s = dcr_clock_process_cpu_s();
+        if (st != DCR_OK) {
+            snprintf(u.why, sizeof(u.why), "%s",
+                     o.kind == ORDER_ATTEMPT && p->send_why[0] ? p->send_why : dcr_error_line(st));
+            /* A stopped attempt's sends must end here too. */
+            dcr_transport_stop_and_wait(p->transport);
+        }
+        if (p->rank == 0)
+            DCR_CHECK(gather(p, &o, &u));
+        else
+            DCR_CHECK(dcr_group_send(p->g, 0, TAG_DONE, &u, sizeof(u)));
+        /* A failed baseline update leaves this rank unusable. */
+        if (st != DCR_OK && o.kind == ORDER_COMMIT) return st;
+        if (o.kind == ORDER_COMMIT) store_repair(p, o.version);
+        /* The next version's candidate now, between attempts, as the
+         * training step has it ready before an in-process refit starts:
+         * replaying the seeded step at the next attempt's start would put
+         * every rank's step (the harness's work, not refit work) inside
+         * that attempt's window, skewed across ranks. */
+        if (o.kind == ORDER_COMMIT) DCR_CHECK(dcr_role_world_advance(p->world, o.version + 1));
+    }
+}
+
+static dcr_status_t open_control(owner_proc_t *p, dcr_commit_record_t *rec)
+{
+    dcr_status_t st = dcr_role_control_open_patiently(p->cfg->run, p->cfg->workdir,
+                                                      p->cfg->ready_timeout_ms, &p->control, rec);
+    if (st != DCR_OK)
+        dcr_error_prefix("owners: the control plane of %s stayed unreachable for %d ms: ",
+                         p->cfg->workdir, p->cfg->ready_timeout_ms);
+    return st;
+}
+
+/* Every rank starts from the committed version rank 0 read. */
+static dcr_status_t owner_setup(owner_proc_t *p)
+{
+    dcr_trace_enable(true);
+    p->rank = dcr_group_rank(p->g);
+    p->size = dcr_group_size(p->g);
+    p->last_from = UINT64_MAX;
+    DCR_CHECK(dcr_role_world_create(p->cfg->run, &p->world));
+    const dcr_scenario_t *sc = p->world->sc;
+    if (p->size != sc->layout->world)
+        return dcr_error_set(DCR_EINVAL,
+                             "owners: the job has %d ranks, the run's training layout %d owners; "
+                             "start it with mpirun -np %d",
+                             p->size, sc->layout->world, sc->layout->world);
+    order_t o = {ORDER_RESTORE, 0, 0, 0, 0};
+    if (p->rank == 0) {
+        dcr_commit_record_t rec;
+        DCR_CHECK(open_control(p, &rec));
+        dcr_control_attempt_t a;
+        /* Attempts prepared before this job started are not ours to join. */
+        if (dcr_control_attempt(p->control, 0, &a) == DCR_OK) p->seen = a.tau;
+        o.version = rec.version;
+        for (int r = 1; r < p->size; r++)
+            DCR_CHECK(dcr_group_send(p->g, r, TAG_ORDER, &o, sizeof(o)));
+    } else {
+        dcr_group_msg_t m;
+        DCR_CHECK(dcr_group_recv(p->g, TAG_ORDER, p->cfg->ready_timeout_ms + 10000, &m));
+        bool ok = m.len == sizeof(o);
+        if (ok) memcpy(&o, m.data, sizeof(o));
+        dcr_group_release(p->g, &m);
+        if (!ok)
+            return dcr_error_set(DCR_EIO, "owner %d: a start order of %zu bytes", p->rank, m.len);
+    }
+    DCR_CHECK(dcr_role_world_advance(p->world, o.version));
+    p->version = o.version;
+    DCR_CHECK(open_repair(p));
+    DCR_CHECK(make_constructor(p));
+    DCR_CHECK(dcr_bench_xor_policy(sc, &p->world->serve, p->world->cfg.mode, &p->xor_allowed));
+    dcr_role_handle_t as = {.join = true,
+                            .owner_first = p->rank,
+                            .owner_count = 1,
+                            .send_only = true,
+                            .relay = &p->relay};
+    DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
+                                         sc->layout->world, p->world->serve.nodes, &as,
+                                         &p->transport));
+    /* Ready once every rank is: rank 0 says so for the job. */
+    outcome_t u;
+    memset(&u, 0, sizeof(u));
+    if (p->rank != 0) return dcr_group_send(p->g, 0, TAG_DONE, &u, sizeof(u));
+    order_t ready = {ORDER_RESTORE, 0, 0, 0, p->version};
+    return gather(p, &ready, &u);
+}
+
+dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig_atomic_t *stop)
+{
+    owner_proc_t p;
+    memset(&p, 0, sizeof(p));
+    p.cfg = cfg;
+    p.g = cfg->group;
+    dcr_status_t st = owner_setup(&p);
+    if (st == DCR_OK) {
+        DCR_LOG_INFO("owner %d of %d: holds version %llu", p.rank, p.size,
+                     (unsigned long long)p.version);
+        st = owner_loop(&p, stop);
+    }
+    dcr_repair_upload_destroy(p.repair);
+    dcr_repair_records_destroy(p.committed);
+    dcr_objstore_destroy(p.store);
+    dcr_transport_destroy(p.transport);
+    dcr_role_relay_close(&p.relay);
+    dcr_constructor_destroy(p.con);
+    free(p.xor_allowed);
+    dcr_control_destroy(p.control);
+    dcr_role_world_destroy(p.world);
+    return st;
+}

@@ -1,0 +1,145 @@
+/* ctest-labels: unit
+ *
+ * Work folders: dcr's only when absent, empty or marked by a run that is not
+ * alive; temporary folders are marked, removed on close, and swept by the
+ * next run when their run died. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "dcr/outpath.h"
+#include "testfiles.h"
+#include "workloads/harness/workdir.h"
+
+static char root[256];
+
+static int setup(void **state)
+{
+    if (!testfiles_tmpdir(root, sizeof(root), "workdir")) return -1;
+    return setenv("TMPDIR", root, 1);
+}
+
+static int teardown(void **state)
+{
+    return dcr_outpath_remove_tree(root);
+}
+
+static long dead_pid(void)
+{
+    pid_t p = fork();
+    if (p == 0) _exit(0);
+    waitpid(p, NULL, 0);
+    return (long)p;
+}
+
+static void marker(const char *dir, long pid)
+{
+    char path[512], text[64];
+    snprintf(path, sizeof(path), "%s/" DCR_WORKDIR_MARKER, dir);
+    snprintf(text, sizeof(text), "dcr work folder pid %ld\n", pid);
+    testfiles_put(path, text);
+}
+
+static void test_check_refuses_what_is_not_dcrs(void **state)
+{
+    char d[300], f[400];
+    snprintf(d, sizeof(d), "%s/new", root);
+    assert_int_equal(dcr_workdir_check("--workdir", d), DCR_OK);
+    assert_int_equal(access(d, F_OK), -1); /* checking creates nothing */
+    assert_int_equal(mkdir(d, 0755), 0);
+    assert_int_equal(dcr_workdir_check("--workdir", d), DCR_OK); /* empty */
+    snprintf(f, sizeof(f), "%s/user.txt", d);
+    testfiles_put(f, "mine");
+    assert_int_equal(dcr_workdir_check("--keep-payloads", d), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "--keep-payloads"));
+    /* A marker of a dead run makes the folder dcr's; of a live one, busy. */
+    marker(d, dead_pid());
+    assert_int_equal(dcr_workdir_check("--workdir", d), DCR_OK);
+    marker(d, (long)getppid());
+    assert_int_equal(dcr_workdir_check("--workdir", d), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "in use"));
+    char m[400];
+    snprintf(m, sizeof(m), "%s/" DCR_WORKDIR_MARKER, d);
+    testfiles_put(m, "something else");
+    assert_int_equal(dcr_workdir_check("--workdir", d), DCR_EINVAL);
+    char link[300];
+    snprintf(link, sizeof(link), "%s/link", root);
+    assert_int_equal(symlink(d, link), 0);
+    assert_int_equal(dcr_workdir_check("--workdir", link), DCR_EINVAL);
+    assert_int_equal(dcr_workdir_check("--workdir", f), DCR_EINVAL);
+    assert_int_equal(access(f, F_OK), 0);
+}
+
+static void test_open_marks_and_resets_dead_runs_folders(void **state)
+{
+    char d[300], f[400], m[400];
+    snprintf(d, sizeof(d), "%s/work", root);
+    dcr_workdir_t w;
+    assert_int_equal(dcr_workdir_open("--workdir", d, "dcr-bench", &w), DCR_OK);
+    assert_false(w.temp);
+    snprintf(m, sizeof(m), "%s/" DCR_WORKDIR_MARKER, d);
+    char buf[64] = {0}, want[64];
+    FILE *mf = fopen(m, "r");
+    assert_non_null(mf);
+    assert_non_null(fgets(buf, sizeof(buf), mf));
+    fclose(mf);
+    snprintf(want, sizeof(want), "dcr work folder pid %ld\n", (long)getpid());
+    assert_string_equal(buf, want);
+    dcr_workdir_close(&w);
+    assert_int_equal(access(m, F_OK), 0); /* a user's folder stays, marker too */
+    /* What a killed run left is removed by the next run. */
+    marker(d, dead_pid());
+    snprintf(f, sizeof(f), "%s/.tmp-payload-1", d);
+    testfiles_put(f, "x");
+    assert_int_equal(dcr_workdir_open("--workdir", d, "dcr-bench", &w), DCR_OK);
+    assert_int_equal(access(f, F_OK), -1);
+}
+
+static void test_temp_folders_marked_removed_and_swept(void **state)
+{
+    dcr_workdir_t w;
+    assert_int_equal(dcr_workdir_open("--workdir", NULL, "dcr-unit", &w), DCR_OK);
+    assert_true(w.temp);
+    assert_non_null(strstr(w.path, "/dcr-unit-"));
+    char m[4200];
+    snprintf(m, sizeof(m), "%s/" DCR_WORKDIR_MARKER, w.path);
+    assert_int_equal(access(m, F_OK), 0);
+    char kept[4200];
+    snprintf(kept, sizeof(kept), "%s", w.path);
+    dcr_workdir_close(&w);
+    assert_int_equal(access(kept, F_OK), -1);
+
+    char dead[300], live[300], plain[300];
+    snprintf(dead, sizeof(dead), "%s/dcr-unit-dead00", root);
+    snprintf(live, sizeof(live), "%s/dcr-unit-live00", root);
+    snprintf(plain, sizeof(plain), "%s/dcr-unit-plain0", root);
+    assert_int_equal(mkdir(dead, 0700), 0);
+    assert_int_equal(mkdir(live, 0700), 0);
+    assert_int_equal(mkdir(plain, 0700), 0);
+    marker(dead, dead_pid());
+    marker(live, (long)getpid());
+    assert_int_equal(dcr_workdir_sweep(root, "dcr-unit"), 1);
+    assert_int_equal(access(dead, F_OK), -1);
+    assert_int_equal(access(live, F_OK), 0);
+    assert_int_equal(access(plain, F_OK), 0); /* no marker: not dcr's */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_check_refuses_what_is_not_dcrs),
+        cmocka_unit_test(test_open_marks_and_resets_dead_runs_folders),
+        cmocka_unit_test(test_temp_folders_marked_removed_and_swept),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

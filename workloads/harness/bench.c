@@ -1,0 +1,927 @@
+/* The end-to-end benchmark: setup (outside the window), the reference,
+ * warm-up and timed refits through the coordinator, dense-refit checks. */
+#define _XOPEN_SOURCE 700
+#include "workloads/harness/bench.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "dcr/clock.h"
+#include "dcr/log.h"
+#include "dcr/objstore.h"
+#include "dcr/recovery.h"
+#include "dcr/rollout_node.h"
+#include "dcr/trace.h"
+#include "workloads/change/budget.h"
+#include "workloads/change/change_profile.h"
+#include "workloads/change/ckpt_init.h"
+#include "workloads/harness/interrupt.h"
+#include "workloads/harness/readers.h"
+#include "workloads/harness/refusals.h"
+#include "dcr/recovery.h"
+#include "workloads/harness/rundir.h"
+#include "workloads/harness/workdir.h"
+
+_Static_assert(DCR_RESTORE_KINDS == 5,
+               "dcr_bench_result_t sizes its restore arrays for five kinds");
+
+dcr_bench_config_t dcr_bench_config_default(void)
+{
+    dcr_bench_config_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.scenario = dcr_scenario_spec_default();
+    cfg.scenario.scale = 16;
+    cfg.scenario.layers = 8;
+    cfg.scenario.train =
+        (dcr_train_config_t){2, 2, 2, 0, 1, 1, 0}; /* ETP follows TP for MoE models */
+    cfg.serve = dcr_serve_config_default();
+    cfg.serve.nodes = 2;
+    cfg.serve.gpus_per_node = 2;
+    cfg.serve.tp = 2;
+    cfg.transport = "objstore";
+    cfg.link = dcr_link_config_default();
+    cfg.fanout = 2;
+    cfg.change_rate = 0.03;
+    cfg.lr = 1e-6;
+    cfg.mode = DCR_MODE_X;
+    cfg.shuffle = true; /* as in dcr_construct_config_default: a quarter fewer XOR bytes */
+    cfg.rl = DCR_RL_SYNC;
+    cfg.warmup = 2;
+    cfg.refits = 5;
+    cfg.verify = true;
+    cfg.seed = 42;
+    return cfg;
+}
+
+typedef struct bench {
+    const dcr_bench_config_t *cfg;
+    dcr_scenario_t *sc;
+    dcr_serve_config_t serve;
+    size_t nc, ns;
+    dcr_storage_t **canonical; /* scratch: initial weights, then the oracle's W^{v+1} */
+    /* The training shards: version v between refits; each step changes them
+     * in place into v+1 and refits from them. One set is enough because the
+     * owners compare against their own trackers, never against these. */
+    dcr_storage_t **shards;
+    dcr_receiver_t **receivers;
+    int nrecv;
+    uint8_t *xor_allowed;
+    dcr_constructor_t *con;
+    dcr_transport_t *transport;
+    dcr_control_t *control;
+    dcr_coord_t *coord;
+    dcr_adamw_t *adamw;
+    dcr_workdir_t wd; /* workloads/harness/workdir.h */
+    const char *workdir;
+    /* request emulation */
+    dcr_readers_t *readers;
+    atomic_int epoch; /* refit in progress (1-based); readers tag observations with it */
+    pthread_mutex_t seen_lock;
+    struct seen {
+        int epoch;
+        uint8_t digest[16];
+    } * seen;
+    size_t nseen, cap_seen;
+    int64_t requests, mismatches;
+    int64_t memory_estimate;
+    bool started;                   /* rollout-node processes were started */
+    dcr_node_totals_t *node_totals; /* their CPU over the run, across restarts */
+    /* Retention of the last commit (dcr/recovery.h); NULL: none. Its
+     * cost goes to retain_out, the timed refit that committed (NULL: a
+     * warm-up). */
+    dcr_retainer_t *retainer;
+    dcr_bench_refit_t *retain_out;
+} bench_t;
+
+void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
+                       size_t *chunk_p, size_t *bucket_p)
+{
+    /* The seed's 120B runs cut 482 payloads over 32 owners, about 15 each,
+     * so that construction overlaps delivery; scaled checkpoints keep that
+     * count per owner rather than the absolute 512 MiB target, which would
+     * leave one payload per owner and nothing to overlap. */
+    size_t bucket = (size_t)(checkpoint_bytes / (owners > 0 ? owners : 1) / 12);
+    if (bucket < 4096) bucket = 4096;
+    size_t chunk_seed =
+        strcmp(cfg->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
+    size_t chunk =
+        bucket / (DCR_BUCKET_BYTES / chunk_seed); /* the seed's chunk : bucket proportion */
+    *bucket_p = cfg->bucket_bytes ? cfg->bucket_bytes : bucket;
+    *chunk_p = cfg->chunk_bytes ? cfg->chunk_bytes : chunk > 0 ? chunk : 1;
+}
+
+/* ---- control plane ------------------------------------------------------- */
+
+static const char dcr__etcd_scheme[] = "etcd://";
+
+bool dcr_bench_control_is_etcd(const char *address)
+{
+    return address != NULL && strncmp(address, dcr__etcd_scheme, sizeof dcr__etcd_scheme - 1) == 0;
+}
+
+dcr_status_t dcr_bench_control_check(const char *flag, const char *address)
+{
+    if (address == NULL || address[0] == '\0')
+        return dcr_error_set(DCR_EINVAL, "%s: expected a SQLite file or etcd://HOST:PORT[/PREFIX]",
+                             flag);
+    if (!dcr_bench_control_is_etcd(address)) {
+        if (strstr(address, "://") != NULL)
+            return dcr_error_set(DCR_EINVAL,
+                                 "%s %s: unknown scheme (expected etcd://HOST:PORT[/PREFIX] or a "
+                                 "SQLite file path)",
+                                 flag, address);
+        return DCR_OK;
+    }
+    const char *host = address + sizeof dcr__etcd_scheme - 1;
+    const char *slash = strchr(host, '/');
+    size_t hp_len = slash ? (size_t)(slash - host) : strlen(host);
+    const char *colon = memrchr(host, ':', hp_len);
+    size_t digits = colon ? hp_len - (size_t)(colon - host) - 1 : 0;
+    long port = 0;
+    for (size_t i = 0; colon && i < digits && i < 6; i++)
+        port = colon[1 + i] >= '0' && colon[1 + i] <= '9' ? port * 10 + (colon[1 + i] - '0') : -1;
+    bool ok = colon && colon > host && digits >= 1 && digits <= 5 && port >= 1 && port <= 65535;
+    for (const char *c = slash; ok && c && *c; c++) {
+        bool seg = *c == '/' ? c[1] != '/' : (isalnum((unsigned char)*c) || strchr("._~-", *c));
+        ok = seg;
+    }
+    if (!ok)
+        return dcr_error_set(DCR_EINVAL,
+                             "%s %s: expected etcd://HOST:PORT[/PREFIX] (port 1..65535, prefix of "
+                             "[A-Za-z0-9._~-] segments)",
+                             flag, address);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_control_fresh(const char *flag, const char *address)
+{
+    struct stat sb;
+    if (address == NULL || dcr_bench_control_is_etcd(address) || stat(address, &sb) != 0)
+        return DCR_OK; /* absent: the run creates it empty (an unusable path fails at open) */
+    dcr_control_config_t cfg = {address, 0};
+    dcr_control_t *c = NULL;
+    DCR_CHECK(dcr_control_create("sqlite", &cfg, &c));
+    dcr_commit_record_t rec, empty;
+    memset(&empty, 0, sizeof empty);
+    dcr_status_t st = dcr_control_read(c, &rec);
+    dcr_control_destroy(c);
+    DCR_CHECK(st);
+    if (!dcr_commit_record_equal(&rec, &empty))
+        return dcr_error_set(DCR_EINVAL,
+                             "%s %s: already holds an earlier run's commit record (version %llu, "
+                             "attempt %llu); a run starts its receivers at version 0 and needs an "
+                             "empty control plane: give a new file or remove this one",
+                             flag, address, (unsigned long long)rec.version,
+                             (unsigned long long)rec.attempt);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap)
+{
+    int len;
+    if (run == NULL) {
+        len = snprintf(url, cap, "%s", address);
+    } else {
+        size_t n = strlen(address);
+        while (n > sizeof dcr__etcd_scheme - 1 && address[n - 1] == '/') n--;
+        bool has_prefix = memchr(address + sizeof dcr__etcd_scheme - 1, '/',
+                                 n - (sizeof dcr__etcd_scheme - 1)) != NULL;
+        len = snprintf(url, cap, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
+    }
+    if (len < 0 || (size_t)len >= cap)
+        return dcr_error_set(DCR_EINVAL, "control plane address %.200s: too long", address);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
+                                    dcr_control_t **out_p)
+{
+    return dcr_bench_control_open_as("", address, default_path, run, out_p);
+}
+
+dcr_status_t dcr_bench_control_open_as(const char *prefix, const char *address,
+                                       const char *default_path, const char *run,
+                                       dcr_control_t **out_p)
+{
+    dcr_control_config_t cfg = {address ? address : default_path, 0};
+    bool etcd = dcr_bench_control_is_etcd(address);
+    char name[64];
+    snprintf(name, sizeof name, "%s%s", prefix, etcd ? "etcd" : "sqlite");
+    if (!etcd) return dcr_control_create(name, &cfg, out_p);
+    char url[1024];
+    DCR_CHECK(dcr_bench_control_url(address, run, url, sizeof url));
+    cfg.address = url;
+    if (run != NULL) DCR_LOG_INFO("control plane: %s", url);
+    return dcr_control_create(name, &cfg, out_p);
+}
+
+/* ---- setup ---------------------------------------------------------------- */
+
+static dcr_status_t make_workdir(bench_t *b)
+{
+    DCR_CHECK(dcr_workdir_open(b->cfg->workdir_flag ? b->cfg->workdir_flag : "--workdir",
+                               b->cfg->workdir, "dcr-bench", &b->wd));
+    b->workdir = b->wd.path;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                  dcr_construct_mode_t mode, uint8_t **out_p)
+{
+    int nrecv = dcr_serve_receivers(serve);
+    size_t nc = dcr_inventory_count(sc->inventory);
+    dcr_receiver_t **probe = calloc((size_t)nrecv, sizeof(*probe));
+    uint8_t *xor_allowed = calloc(nc + 1, 1);
+    if (!probe || !xor_allowed) {
+        free(probe);
+        free(xor_allowed);
+        return dcr_error_set(DCR_ENOMEM, "XOR policy");
+    }
+    dcr_receiver_config_t base = {.shape_only = true};
+    dcr_status_t st = DCR_OK;
+    for (int i = 0; st == DCR_OK && i < nrecv; i++) {
+        st = dcr_serve_receiver_create(&sc->model, sc->inventory, serve, i, &base, &probe[i]);
+        if (st == DCR_OK) st = dcr_receiver_prewarm(probe[i]);
+    }
+    for (size_t c = 0; st == DCR_OK && c < nc; c++)
+        xor_allowed[c] = mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, nrecv, c);
+    for (int i = 0; i < nrecv; i++) dcr_receiver_destroy(probe[i]);
+    free(probe);
+    if (st != DCR_OK) {
+        free(xor_allowed);
+        return st;
+    }
+    *out_p = xor_allowed;
+    return DCR_OK;
+}
+
+/* Rollout nodes as processes: their receivers live there; the XOR policy
+ * comes from shape-only probes of every receiver's layout. */
+static dcr_status_t make_policy_remote(bench_t *b)
+{
+    b->nrecv = dcr_serve_receivers(&b->serve);
+    return dcr_bench_xor_policy(b->sc, &b->serve, b->cfg->mode, &b->xor_allowed);
+}
+
+static dcr_status_t make_receivers(bench_t *b)
+{
+    if (b->cfg->processes) return make_policy_remote(b);
+    b->nrecv = dcr_serve_receivers(&b->serve);
+    b->receivers = calloc((size_t)b->nrecv, sizeof(*b->receivers));
+    if (!b->receivers) return dcr_error_set(DCR_ENOMEM, "%d receivers", b->nrecv);
+    for (int i = 0; i < b->nrecv; i++) {
+        dcr_receiver_config_t base = {.device = b->cfg->device};
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, &base,
+                                            &b->receivers[i]));
+        dcr_receiver_set_payload_key(b->receivers[i], &b->cfg->payload_key);
+        DCR_CHECK(dcr_receiver_load_dense_all(b->receivers[i], b->canonical));
+        DCR_CHECK(dcr_receiver_prewarm(b->receivers[i]));
+    }
+    b->xor_allowed = calloc(b->nc + 1, 1);
+    if (!b->xor_allowed) return dcr_error_set(DCR_ENOMEM, "XOR policy");
+    for (size_t c = 0; c < b->nc; c++)
+        b->xor_allowed[c] =
+            b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(b->receivers, b->nrecv, c);
+    return DCR_OK;
+}
+
+/* rollout_nodes: the endpoints this handle serves (one, unused, when the
+ * nodes are processes with handles of their own). */
+static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nodes,
+                                   dcr_transport_t **out_p)
+{
+    char dir[4200];
+    snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
+    bool store = b->cfg->store != NULL && strcmp(name, "objstore") == 0;
+    dcr_transport_config_t tc = {.train_nodes = b->sc->train.nodes,
+                                 .world = b->sc->layout->world,
+                                 .rollout_nodes = rollout_nodes,
+                                 .link = b->cfg->link,
+                                 .dir = store ? b->cfg->store : dir,
+                                 .fanout = b->cfg->fanout,
+                                 .queue_payloads = 8,
+                                 .s3_endpoint = store ? b->cfg->s3_endpoint : NULL,
+                                 .keep_objects = b->cfg->keep_payloads,
+                                 /* processes: the clearing handle, read by nobody (the
+                                    relay's: a whole tree in this process, which only the
+                                    reference uses) */
+                                 .send_only =
+                                     b->cfg->processes != NULL && strcmp(name, "relay") != 0};
+    DCR_CHECK(dcr_transport_create(name, &tc, out_p));
+    dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
+    if (b->cfg->retain > 0 && !strcmp(name, "objstore") && !strcmp(b->cfg->transport, "objstore") &&
+        b->retainer == NULL) {
+        /* Its own handle on the run transport's store (the first made):
+         * retention copies what the transport wrote (dcr/recovery.h). The
+         * reference's handle, made later, must not clear it again. */
+        DCR_CHECK(dcr_retainer_create(tc.dir, tc.s3_endpoint, b->cfg->retain, &b->retainer));
+    }
+    return DCR_OK;
+}
+
+dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
+                                                  const dcr_scenario_t *sc)
+{
+    dcr_construct_config_t cc = dcr_construct_config_default();
+    cc.mode = cfg->mode;
+    cc.shuffle = cfg->shuffle;
+    cc.payload_key = cfg->payload_key;
+    cc.device = cfg->device;
+    dcr_bench_targets(cfg, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
+                      &cc.bucket_bytes);
+    return cc;
+}
+
+static dcr_status_t make_parties(bench_t *b)
+{
+    dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
+    DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
+                 cc.bucket_bytes);
+    /* Owners as processes (an MPI job) construct there: none here. */
+    if (!(b->cfg->processes && b->cfg->processes->owners))
+        DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
+    DCR_CHECK(make_transport(b, b->cfg->transport, b->cfg->processes ? 1 : b->serve.nodes,
+                             &b->transport));
+    /* Owners here and versions retained: each commit's records are kept
+     * for the version's repair set (dcr/construct.h, issue 19). */
+    if (b->con && b->retainer) dcr_constructor_keep_records(b->con, true);
+    char db[4200];
+    dcr_rundir_control_path(b->workdir, db, sizeof(db)); /* where the role processes look too */
+    char id[64];
+    snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
+    DCR_CHECK(dcr_bench_control_open(b->cfg->control_path, db, id, &b->control));
+    if (b->cfg->processes && dcr_bench_control_is_etcd(b->cfg->control_path)) {
+        /* The role processes join this run's etcd namespace, not a fresh one. */
+        char url[1024];
+        DCR_CHECK(dcr_bench_control_url(b->cfg->control_path, id, url, sizeof url));
+        DCR_CHECK(dcr_rundir_control_url_write(b->workdir, url));
+    }
+    dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
+    coc.rl = b->cfg->rl;
+    coc.remote_nodes = b->cfg->processes != NULL;
+    coc.remote_owners = b->cfg->processes && b->cfg->processes->owners;
+    dcr_coord_parties_t parties = {
+        b->con,   b->sc->layout->world, b->transport, b->control, b->receivers,
+        b->nrecv, b->xor_allowed,       NULL};
+    DCR_CHECK(dcr_coord_create(&coc, &parties, &b->coord));
+    /* The control plane holds version 0 now: node processes restore it. */
+    if (b->cfg->processes) {
+        b->node_totals = calloc((size_t)b->serve.nodes, sizeof(*b->node_totals));
+        if (!b->node_totals) return dcr_error_set(DCR_ENOMEM, "node totals");
+        DCR_LOG_INFO("bench: starting %d rollout-node processes", b->serve.nodes);
+        DCR_CHECK(b->cfg->processes->start(b->cfg->processes->ctx, b->workdir, b->wd.temp));
+        b->started = true;
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t setup(bench_t *b)
+{
+    b->serve = b->cfg->serve;
+    dcr_scenario_spec_t spec = b->cfg->scenario;
+    spec.align_extra = b->serve.tp;
+    DCR_CHECK(dcr_scenario_create(&spec, &b->sc));
+    DCR_CHECK(dcr_serve_config_validate(&b->sc->model, &b->serve));
+    DCR_CHECK(dcr_serve_register_loaders());
+    b->nc = dcr_inventory_count(b->sc->inventory);
+    b->ns = (size_t)b->sc->layout->nshards;
+    dcr_run_shape_t shape = {.canonical_copies = 1,
+                             .shard_copies = 1, /* changed in place */
+                             /* mode F keeps whole committed tensors instead */
+                             .trackers = true,
+                             .receivers = dcr_serve_receivers(&b->serve),
+                             .serve_tp = b->serve.tp,
+                             .verifiers = b->cfg->verify ? 1 : 0, /* one dense receiver at a time */
+                             .adamw = b->cfg->adamw,
+                             .transient = true};
+    dcr_memory_estimate_t est;
+    dcr_scenario_estimate(b->sc, &shape, &est);
+    b->memory_estimate = dcr_memory_estimate_total(&est);
+    DCR_CHECK(dcr_memory_check("bench", &est, b->sc->max_memory));
+    DCR_CHECK(make_workdir(b));
+    DCR_CHECK(dcr_scenario_alloc_canonical(b->sc, &b->canonical));
+    DCR_CHECK(dcr_scenario_alloc_shards(b->sc, &b->shards));
+    DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes",
+                 b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
+                 b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
+    if (b->cfg->init)
+        DCR_CHECK(dcr_ckpt_init_canonical(b->sc, b->cfg->init, b->canonical));
+    else
+        dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
+    DCR_CHECK(
+        dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->shards));
+    /* The committed canonical version is the export of the training shards:
+     * an FP8 export re-quantizes the imported masters, so the initial weights
+     * themselves are not what a full reload would load. */
+    DCR_CHECK(
+        dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
+    if (b->cfg->adamw)
+        DCR_CHECK(dcr_adamw_create(b->sc, b->shards, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
+    DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
+    DCR_CHECK(make_receivers(b));
+    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport, b->workdir);
+    return make_parties(b);
+}
+
+static void teardown(bench_t *b)
+{
+    if (b->started) b->cfg->processes->stop(b->cfg->processes->ctx);
+    free(b->node_totals);
+    dcr_adamw_destroy(b->adamw);
+    dcr_coord_destroy(b->coord);
+    dcr_retainer_destroy(b->retainer);
+    dcr_control_destroy(b->control);
+    dcr_transport_destroy(b->transport);
+    dcr_constructor_destroy(b->con);
+    for (int i = 0; b->receivers && i < b->nrecv; i++) dcr_receiver_destroy(b->receivers[i]);
+    free(b->receivers);
+    free(b->xor_allowed);
+    dcr_scenario_free_tensors(b->canonical, b->nc);
+    dcr_scenario_free_tensors(b->shards, b->ns);
+    dcr_scenario_destroy(b->sc);
+    dcr_workdir_close(&b->wd);
+}
+
+/* ---- request emulation -------------------------------------------------------- */
+
+/* Requests tag what they read with the refit in progress. */
+static uint64_t reader_epoch(void *ctx, int slot)
+{
+    (void)slot;
+    return (uint64_t)atomic_load(&((bench_t *)ctx)->epoch);
+}
+
+/* A request read receiver 0 through the gate; the gate must only ever let
+ * it see P^v or P^{v+1}. */
+static void reader_seen(void *ctx, int slot, uint64_t epoch, const uint8_t d[16])
+{
+    (void)slot;
+    bench_t *b = ctx;
+    pthread_mutex_lock(&b->seen_lock);
+    if (b->nseen == b->cap_seen) {
+        size_t cap = b->cap_seen ? 2 * b->cap_seen : 256;
+        void *p = realloc(b->seen, cap * sizeof(*b->seen));
+        if (p) {
+            b->seen = p;
+            b->cap_seen = cap;
+        }
+    }
+    if (b->nseen < b->cap_seen) {
+        b->seen[b->nseen].epoch = (int)epoch;
+        memcpy(b->seen[b->nseen++].digest, d, 16);
+    }
+    pthread_mutex_unlock(&b->seen_lock);
+}
+
+static dcr_status_t start_readers(bench_t *b)
+{
+    pthread_mutex_init(&b->seen_lock, NULL);
+    if (b->cfg->readers <= 0) return DCR_OK;
+    static const int receiver0 = 0;
+    dcr_readers_config_t rc = {dcr_coord_gate(b->coord),
+                               b->cfg->readers,
+                               &receiver0,
+                               1,
+                               500,
+                               reader_epoch,
+                               reader_seen,
+                               b};
+    return dcr_readers_start(&rc, &b->readers);
+}
+
+static void stop_readers(bench_t *b)
+{
+    dcr_readers_stop(b->readers);
+    b->readers = NULL;
+}
+
+/* Checks the observations made during refit `epoch` against the digests of
+ * receiver 0 before and after it, then forgets them. */
+static void check_requests(bench_t *b, int epoch, const uint8_t before[16], const uint8_t after[16])
+{
+    pthread_mutex_lock(&b->seen_lock);
+    size_t keep = 0;
+    for (size_t i = 0; i < b->nseen; i++) {
+        if (b->seen[i].epoch != epoch) {
+            if (b->seen[i].epoch > epoch)
+                b->seen[keep++] = b->seen[i]; /* between refits: not checked */
+            continue;
+        }
+        b->requests++;
+        if (memcmp(b->seen[i].digest, before, 16) && memcmp(b->seen[i].digest, after, 16))
+            b->mismatches++;
+    }
+    b->nseen = keep;
+    pthread_mutex_unlock(&b->seen_lock);
+}
+
+/* ---- reference ---------------------------------------------------------------- */
+
+/* The seed's transport-only full-checkpoint reference: each training node
+ * uploads its 1/N of the checkpoint, each rollout node downloads all of it,
+ * over the same emulated links, or by the caller's hook (cfg->reference). */
+static dcr_status_t reference(bench_t *b, const char *transport, double *seconds_p)
+{
+    int nodes = b->sc->train.nodes;
+    int64_t total = dcr_inventory_bytes(b->sc->inventory);
+    int64_t *share = calloc((size_t)nodes, sizeof(int64_t));
+    if (!share) return dcr_error_set(DCR_ENOMEM, "reference shares");
+    for (int i = 0; i < nodes; i++) share[i] = total / nodes + (i < total % nodes);
+    if (b->cfg->reference && !strcmp(transport, "objstore")) {
+        dcr_status_t st =
+            b->cfg->reference(b->cfg->reference_ctx, share, nodes, b->serve.nodes, seconds_p);
+        free(share);
+        return st;
+    }
+    dcr_transport_t *t = NULL;
+    dcr_status_t st = make_transport(b, transport, b->serve.nodes, &t);
+    if (st == DCR_OK) st = dcr_transport_reference(t, share, seconds_p);
+    dcr_transport_destroy(t);
+    free(share);
+    return st;
+}
+
+/* ---- refits ------------------------------------------------------------------- */
+
+/* Every receiver against a dense refit of the committed version: one fresh
+ * receiver per TP rank, since receivers of one TP rank hold the same bits. */
+static dcr_status_t verify(bench_t *b, bool *exact_p)
+{
+    DCR_CHECK(
+        dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
+    *exact_p = true;
+    for (int rank = 0; rank < b->serve.tp; rank++) {
+        dcr_receiver_t *dense = NULL;
+        DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, rank, NULL,
+                                            &dense));
+        dcr_status_t st = dcr_receiver_load_dense_all(dense, b->canonical);
+        for (int i = 0; st == DCR_OK && i < b->nrecv; i++) {
+            if (dcr_serve_tp_rank(&b->serve, i) != rank) continue;
+            const char *param = NULL;
+            int64_t elem = -1;
+            if (!dcr_receiver_equal(b->receivers[i], dense, &param, &elem)) {
+                DCR_LOG_ERROR("bench: receiver %d differs from the dense refit at %s[%lld]", i,
+                              param ? param : "?", (long long)elem);
+                *exact_p = false;
+            }
+        }
+        dcr_receiver_destroy(dense);
+        DCR_CHECK(st);
+    }
+    return DCR_OK;
+}
+
+/* The lower bounds of the refit that built `version`, from the recorder. */
+static dcr_status_t refit_bounds(uint64_t version, uint64_t since_ns, dcr_bench_refit_t *out)
+{
+    /* Only what ended after the step began can touch its window: the cost of
+     * the copy and the sort stays that of one refit however long the run. */
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    DCR_CHECK(dcr_trace_snapshot_since(since_ns, &iv, &n));
+    dcr_bounds_t bounds;
+    dcr_status_t st = dcr_bounds_compute(iv, n, (uint32_t)version, &bounds);
+    for (size_t i = 0; i < n; i++) out->intervals += iv[i].refit == (uint32_t)version;
+    free(iv);
+    DCR_CHECK(st);
+    out->construction_lb_s = bounds.construction_lb_s;
+    out->transport_lb_s = bounds.transport_lb_s;
+    out->bound_finalization_s = bounds.finalization_s;
+    out->remainder_s = bounds.remainder_s;
+    out->traced = true;
+    return DCR_OK;
+}
+
+/* Whether timed refit i is recorded: every one, or with trace_overhead the
+ * pattern on, off, off, on (repeated), which cancels a linear drift. */
+static bool refit_traced(const dcr_bench_config_t *cfg, int i)
+{
+    return !cfg->trace_overhead || i % 4 == 0 || i % 4 == 3;
+}
+
+/* CPU seconds the rollout-node processes reported so far (0 in one process). */
+static double nodes_cpu(bench_t *b)
+{
+    double sum = 0;
+    for (int n = 0; b->node_totals && n < b->serve.nodes; n++) {
+        dcr_node_report_t r;
+        if (dcr_node_report_get(b->control, n, &r) == DCR_OK)
+            dcr_node_totals_update(&b->node_totals[n], &r);
+        sum += b->node_totals[n].cpu_base + b->node_totals[n].cpu_last;
+    }
+    return sum;
+}
+
+/* CPU seconds the owner processes reported so far (0 with owners here). */
+static double owners_cpu(bench_t *b)
+{
+    dcr_owners_report_t r;
+    if (!b->cfg->processes || !b->cfg->processes->owners ||
+        dcr_owners_report_get(b->control, &r) != DCR_OK)
+        return 0;
+    return r.cpu_s;
+}
+
+/* Node processes: the verifier process checks every timed refit's version
+ * (refit i of the run commits version i + 1). */
+static dcr_status_t verify_processes(bench_t *b, dcr_bench_result_t *res)
+{
+    if (!b->cfg->verify || res->nrefits == 0) return DCR_OK;
+    uint64_t first = (uint64_t)b->cfg->warmup + 1, last = first + (uint64_t)res->nrefits - 1;
+    bool *ok = calloc((size_t)res->nrefits, sizeof(bool));
+    if (!ok) return dcr_error_set(DCR_ENOMEM, "verification table");
+    DCR_LOG_INFO("bench: verifier process for versions %llu..%llu", (unsigned long long)first,
+                 (unsigned long long)last);
+    dcr_status_t st =
+        b->cfg->processes->verify(b->cfg->processes->ctx, b->workdir, first, last, ok);
+    for (int i = 0; st == DCR_OK && i < res->nrefits; i++) {
+        res->refits[i].verified = true;
+        res->refits[i].bit_exact = ok[i];
+    }
+    free(ok);
+    return st;
+}
+
+/* Waits for the running retention (if any); its cost goes to the refit
+ * that committed, with the time this wait blocked. */
+static dcr_status_t retain_join(bench_t *b)
+{
+    if (!b->retainer) return DCR_OK;
+    dcr_retain_stats_t stats;
+    double wait_s = 0;
+    bool ran = false;
+    DCR_CHECK(dcr_retainer_join(b->retainer, &stats, &wait_s, &ran));
+    if (ran && b->retain_out) {
+        b->retain_out->retain_bytes = (int64_t)stats.bytes;
+        b->retain_out->retain_s = stats.seconds;
+        b->retain_out->retain_wait_s = wait_s;
+    }
+    b->retain_out = NULL;
+    return DCR_OK;
+}
+
+/* The commit record of r is durable: copy the version's payloads in the
+ * background, outside the window. */
+static dcr_status_t retain_start(bench_t *b, const dcr_refit_result_t *r, dcr_bench_refit_t *out)
+{
+    /* one_refit joined the previous copy before this refit began. */
+    b->retain_out = out;
+    /* With the owners here: the committed run's records go with the copy
+     * as the version's repair set (none with owner processes: they store
+     * their own parts). */
+    dcr_repair_records_t *set = NULL;
+    if (b->con) dcr_constructor_take_repair(b->con, &set);
+    dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
+    return dcr_retainer_start_repair(b->retainer, r->tau, r->version, set, &cc,
+                                     b->sc->layout->world);
+}
+
+static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
+{
+    bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
+    uint64_t wall0 = dcr_clock_ns();
+    int64_t injected = 0;
+    DCR_CHECK(dcr_scenario_step(b->sc, b->adamw, b->cfg->profile, b->cfg->change_rate,
+                                dcr_scenario_step_seed(b->cfg->seed, (uint64_t)step), b->shards,
+                                b->canonical, &injected));
+    uint8_t before[16], after[16];
+    if (b->readers) dcr_receiver_digest(b->receivers[0], before);
+    atomic_store(&b->epoch, step + 1);
+    dcr_refit_result_t r;
+    double cpu0[DCR_THREAD_ROLES], cpu1[DCR_THREAD_ROLES];
+    dcr_thread_cpu(cpu0);
+    double nodes_cpu0 = nodes_cpu(b), owners_cpu0 = owners_cpu(b);
+    /* The next attempt clears the last committed one's payloads. */
+    DCR_CHECK(retain_join(b));
+    dcr_trace_enable(traced);
+    const dcr_bench_processes_t *procs = b->cfg->processes;
+    dcr_status_t st = procs && procs->refit ? procs->refit(procs->ctx, &r)
+                                            : dcr_coord_refit(b->coord, b->shards, &r);
+    dcr_trace_enable(true);
+    dcr_thread_cpu(cpu1);
+    if (b->readers) {
+        /* Observations tagged with this refit were made before, during or
+         * just after it: each must be P^v or P^{v+1}. */
+        atomic_store(&b->epoch, 0);
+        dcr_receiver_digest(b->receivers[0], after);
+        check_requests(b, step + 1, before, after);
+    }
+    DCR_CHECK(st);
+    memset(out, 0, sizeof(*out));
+    /* The commit record is durable: keep the version's payloads before the
+     * next attempt opens and clears them (after the window, never in it). */
+    if (b->retainer) DCR_CHECK(retain_start(b, &r, timed ? out : NULL));
+    out->latency_s = r.latency_s;
+    out->construction_s = r.construct.construction_s;
+    out->finalization_s = r.finalization_s;
+    out->payload_bytes = r.payload_bytes;
+    out->cross_bytes = r.cross_bytes;
+    out->raw_changed_value_bytes = r.construct.raw_changed_value_bytes;
+    out->changed_elements = r.construct.changed_elements;
+    out->records = r.construct.records;
+    out->payloads = r.construct.payloads;
+    out->attempts = r.attempts;
+    out->bit_exact = true;
+    for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
+    /* Node processes: their whole CPU between the refit's ends, as they report it. */
+    if (b->cfg->processes) out->cpu_s[DCR_THREAD_NODE] = nodes_cpu(b) - nodes_cpu0;
+    /* Owner processes: their whole CPU between their reports before and after. */
+    if (b->cfg->processes && b->cfg->processes->owners)
+        out->cpu_s[DCR_THREAD_OWNER] = owners_cpu(b) - owners_cpu0;
+    /* Node processes' intervals join this process's trace (one host, one clock). */
+    if (traced && b->cfg->processes)
+        DCR_CHECK(dcr_rundir_trace_import(b->workdir, b->serve.nodes, r.tau));
+    if (traced) DCR_CHECK(refit_bounds(r.version, wall0, out));
+    if (!b->cfg->keep_trace) dcr_trace_discard_before(dcr_clock_ns());
+    if (timed && b->cfg->verify && !b->cfg->processes) {
+        DCR_CHECK(verify(b, &out->bit_exact));
+        out->verified = true;
+    }
+    if (timed && b->cfg->after_refit)
+        DCR_CHECK(b->cfg->after_refit(b->cfg->after_refit_ctx, r.version, b->receivers, b->nrecv));
+    out->wall_s = (double)(dcr_clock_ns() - wall0) * 1e-9;
+    out->rss_bytes = dcr_rss_bytes();
+    DCR_LOG_INFO("bench: %s refit %d: %.3f s, %lld payload bytes, %s", timed ? "timed" : "warm-up",
+                 step + 1, r.latency_s, (long long)r.payload_bytes,
+                 out->verified ? (out->bit_exact ? "bit-exact" : "MISMATCH") : "not checked");
+    return DCR_OK;
+}
+
+/* Mean latency and intervals of the refits recorded (on) or not. */
+static void summarize_overhead(dcr_bench_result_t *res)
+{
+    double lat[2] = {0, 0}, intervals = 0;
+    int count[2] = {0, 0};
+    for (int i = 0; i < res->nrefits; i++) {
+        int on = res->refits[i].traced;
+        lat[on] += res->refits[i].latency_s;
+        count[on]++;
+        intervals += (double)res->refits[i].intervals;
+    }
+    res->overhead.refits_on = count[1];
+    res->overhead.refits_off = count[0];
+    res->overhead.latency_on_s = count[1] ? lat[1] / count[1] : 0;
+    res->overhead.latency_off_s = count[0] ? lat[0] / count[0] : 0;
+    res->overhead.intervals_per_refit = count[1] ? intervals / count[1] : 0;
+}
+
+static void summarize(const bench_t *b, dcr_bench_result_t *res)
+{
+    double lat = 0, pay = 0, cross = 0, raw = 0, clb = 0, tlb = 0, fin = 0;
+    int traced = 0;
+    res->bit_exact = true;
+    for (int i = 0; i < res->nrefits; i++) {
+        traced += res->refits[i].traced;
+        clb += res->refits[i].construction_lb_s;
+        tlb += res->refits[i].transport_lb_s;
+        fin += res->refits[i].bound_finalization_s;
+        lat += res->refits[i].latency_s;
+        pay += (double)res->refits[i].payload_bytes;
+        cross += (double)res->refits[i].cross_bytes;
+        raw += (double)res->refits[i].raw_changed_value_bytes;
+        res->bit_exact &= res->refits[i].bit_exact;
+        for (int k = 0; k < DCR_THREAD_ROLES; k++)
+            res->cpu_mean_s[k] += res->refits[i].cpu_s[k] / res->nrefits;
+    }
+    int n = res->nrefits > 0 ? res->nrefits : 1, nt = traced > 0 ? traced : 1;
+    res->mean_latency_s = lat / n;
+    res->construction_lb_mean_s = clb / nt;
+    res->transport_lb_mean_s = tlb / nt;
+    res->finalization_mean_s = fin / nt;
+    summarize_overhead(res);
+    res->payload_bytes_mean = pay / n;
+    res->cross_bytes_mean = cross / n;
+    res->raw_changed_value_bytes_mean = raw / n;
+    res->speedup = res->mean_latency_s > 0 ? res->reference_s / res->mean_latency_s : 0;
+    res->checkpoint_bytes = dcr_inventory_bytes(b->sc->inventory);
+    res->receivers = b->nrecv;
+    res->requests = b->requests;
+    res->request_mismatches = b->mismatches;
+    res->owners = b->sc->layout->world;
+    /* With --processes the receivers live in the rollout-node processes:
+     * their refusals come from the work folder (gather_refusals). */
+    for (int i = 0; b->receivers && i < b->nrecv; i++) {
+        if (!b->receivers[i]) continue;
+        dcr_receiver_stats_t rs;
+        dcr_receiver_stats(b->receivers[i], &rs);
+        res->payloads_rejected += (int64_t)rs.rejected;
+        res->payloads_unauthenticated += (int64_t)rs.unauthenticated;
+    }
+    dcr_transport_counters_t tcount;
+    dcr_transport_counters(b->transport, &tcount);
+    res->payloads_rejected += tcount.rejected;
+    res->payloads_unauthenticated += tcount.unauthenticated;
+    res->memory_estimate_bytes = b->memory_estimate;
+    res->peak_rss_bytes = dcr_peak_rss_bytes();
+    for (size_t c = 0; c < b->nc; c++) {
+        res->xor_tensors += b->xor_allowed[c] != 0;
+        res->overwrite_tensors += b->xor_allowed[c] == 0;
+    }
+}
+
+/* Node processes: what their receivers and transport handles refused, as
+ * each wrote it at its last report (workloads/harness/refusals.h). */
+static dcr_status_t gather_refusals(const bench_t *b, dcr_bench_result_t *res)
+{
+    dcr_refusals_t r;
+    DCR_CHECK(dcr_refusals_totals(b->workdir, &r));
+    res->payloads_rejected += (int64_t)r.rejected;
+    res->payloads_unauthenticated += (int64_t)r.unauthenticated;
+    return DCR_OK;
+}
+
+/* Nanoseconds one span (begin and end) costs this thread with recording on;
+ * leaves the recorder reset. */
+static double span_cost_ns(void)
+{
+    enum { SPANS = 200000 };
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    uint64_t t0 = dcr_clock_ns();
+    for (int i = 0; i < SPANS; i++) {
+        dcr_trace_span_t s = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, 0);
+        dcr_trace_end(&s);
+    }
+    uint64_t t1 = dcr_clock_ns();
+    dcr_trace_reset();
+    return (double)(t1 - t0) / SPANS;
+}
+
+dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
+{
+    if (cfg->warmup < 0 || cfg->refits < 1)
+        return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
+    if (cfg->trace_overhead && cfg->refits < 4)
+        return dcr_error_set(DCR_EINVAL,
+                             "--trace-overhead needs at least 4 timed refits (--refits), got %d",
+                             cfg->refits);
+    if (cfg->processes && (cfg->readers > 0 || cfg->rl != DCR_RL_SYNC))
+        return dcr_error_set(DCR_EINVAL, "--processes runs sync RL without --readers (request "
+                                         "emulation reads receivers in this process)");
+    if (!dcr_transport_find(cfg->transport))
+        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->transport);
+    bench_t b;
+    memset(&b, 0, sizeof(b));
+    b.cfg = cfg;
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    dcr_bench_result_t res;
+    memset(&res, 0, sizeof(res));
+    if (cfg->trace_overhead) res.overhead.span_ns = span_cost_ns();
+    dcr_status_t st = setup(&b);
+    if (st == DCR_OK) st = dcr_interrupt_check("bench");
+    if (st == DCR_OK) {
+        DCR_LOG_INFO("bench: full-checkpoint reference over the object store");
+        st = reference(&b, "objstore", &res.reference_s);
+    }
+    if (st == DCR_OK) st = dcr_interrupt_check("bench");
+    if (st == DCR_OK && !strcmp(cfg->transport, "relay")) {
+        DCR_LOG_INFO("bench: full-checkpoint reference through the relay tree");
+        st = reference(&b, "relay", &res.relay_reference_s);
+    }
+    if (st == DCR_OK) st = start_readers(&b);
+    res.refits = calloc((size_t)cfg->refits, sizeof(dcr_bench_refit_t));
+    if (st == DCR_OK && !res.refits) st = dcr_error_set(DCR_ENOMEM, "refit table");
+    for (int i = 0; st == DCR_OK && i < cfg->warmup + cfg->refits; i++) {
+        dcr_bench_refit_t warm;
+        bool timed = i >= cfg->warmup;
+        /* Between refits is the safe point for a stop signal. */
+        st = dcr_interrupt_check("bench");
+        if (st != DCR_OK) break;
+        st = one_refit(&b, i, timed, timed ? &res.refits[i - cfg->warmup] : &warm);
+        if (st == DCR_OK && timed) res.nrefits++;
+    }
+    stop_readers(&b);
+    dcr_status_t rst = retain_join(&b);
+    if (st == DCR_OK) st = rst;
+    if (st == DCR_OK && cfg->processes) st = verify_processes(&b, &res);
+    /* A node restarted after the last commit may still be restoring: its
+     * line may come too late for these totals. */
+    if (st == DCR_OK && cfg->processes)
+        st = dcr_restore_totals(b.workdir, res.restores_by_kind, res.restore_bytes,
+                                res.restore_dense_bytes, res.restore_s);
+    if (st == DCR_OK) summarize(&b, &res);
+    if (st == DCR_OK && cfg->processes) st = gather_refusals(&b, &res);
+    res.node_processes = cfg->processes ? b.serve.nodes : 0;
+    teardown(&b);
+    free(b.seen);
+    pthread_mutex_destroy(&b.seen_lock);
+    if (st != DCR_OK) {
+        free(res.refits);
+        return st;
+    }
+    *out_p = res;
+    return DCR_OK;
+}
+
+void dcr_bench_result_free(dcr_bench_result_t *r)
+{
+    if (r) free(r->refits);
+}

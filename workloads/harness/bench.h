@@ -1,0 +1,262 @@
+/* `dcr bench`: end-to-end refits between an emulated training cluster and an
+ * emulated rollout cluster in one process, timed in the seed's window, with
+ * the transport-only full-checkpoint reference over the same links and a
+ * bit-exact comparison of every receiver with a dense refit after every
+ * timed refit (outside the window). */
+#ifndef DCR_WORKLOADS_BENCH_H
+#define DCR_WORKLOADS_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dcr/construct.h"
+#include "dcr/control.h"
+#include "dcr/coord.h"
+#include "dcr/thread.h"
+#include "dcr/transport.h"
+#include "workloads/change/scenario.h"
+#include "workloads/serve/vllm_layout.h"
+
+/* Rollout nodes as processes (dcr bench --processes; deploy/roles.h):
+ * the bench keeps the owners and the coordinator in this process, the
+ * launcher's callbacks start one process per rollout node once the control
+ * plane holds version 0, check versions first..last through a verifier
+ * process after the timed refits (ok[v - first]), and stop the processes. */
+typedef struct dcr_bench_processes {
+    /* temporary: the bench made workdir and removes it; whatever kills this
+     * process, it must not outlive it either. */
+    dcr_status_t (*start)(void *ctx, const char *workdir, bool temporary);
+    dcr_status_t (*verify)(void *ctx, const char *workdir, uint64_t first, uint64_t last, bool *ok);
+    void (*stop)(void *ctx);
+    void *ctx;
+    /* The owners are processes too (an MPI job the launcher starts): the
+     * coordinator of this process runs in remote-owners mode (dcr/coord.h). */
+    bool owners;
+    /* One transition by the coordinator process (with the owners as
+     * processes); NULL: by the coordinator of this process. */
+    dcr_status_t (*refit)(void *ctx, dcr_refit_result_t *out);
+} dcr_bench_processes_t;
+
+typedef struct dcr_bench_config {
+    dcr_scenario_spec_t scenario;
+    dcr_serve_config_t serve;
+    const char *transport; /* "objstore" | "relay" */
+    dcr_link_config_t link;
+    int fanout;         /* relay tree */
+    double change_rate; /* uniform stress changes */
+    bool adamw;         /* AdamW trajectories instead (dcr_adamw_t) */
+    /* A measured change profile replayed instead (per-class rates with row,
+     * run and expert clustering; workloads/change/change_profile.h); NULL: none.
+     * Borrowed for the run. */
+    const struct dcr_change_profile *profile;
+    double lr; /* AdamW learning rate */
+    dcr_construct_mode_t mode;
+    dcr_rl_mode_t rl;
+    int warmup, refits;
+    bool verify;              /* dense-refit comparison after every timed refit */
+    bool shuffle;             /* byte-plane shuffle in payloads */
+    size_t chunk_bytes;       /* 0: scaled from the seed's (see dcr_bench_targets) */
+    size_t bucket_bytes;      /* 0: scaled from the seed's */
+    const char *workdir;      /* object store and control plane files; NULL: a fresh temp dir */
+    const char *workdir_flag; /* the flag that named workdir, for error lines; NULL: --workdir */
+    bool keep_payloads; /* the object store's last attempt stays in workdir (--keep-payloads) */
+    const char *control_path; /* SQLite file or etcd://HOST:PORT[/PREFIX] (see
+                                 dcr_bench_control_open); NULL: <workdir>/control.db */
+    int readers;              /* request emulation: threads reading receiver 0 through the gate */
+    uint64_t seed;
+    /* Safetensors checkpoint whose values start the weights (leading blocks
+     * of a scaled model, see dcr_ckpt_init_canonical); NULL: synthetic. */
+    const char *init;
+    /* Measures the recorder's cost in one run: timed refits alternate with
+     * the recorder on and off in the order on, off, off, on (repeated), so
+     * that a drift of the machine weighs on both sides alike. Needs at least
+     * 4 timed refits; bounds exist only for the recorded ones. */
+    bool trace_overhead;
+    /* Unset: plain digests. Set: owners sign every payload with it, and the
+     * transport and every receiver accept only payloads signed with it. */
+    dcr_payload_key_t payload_key;
+    /* Object store of the objstore transport (dcr/objstore.h): NULL, a
+     * directory in the work dir; else a store URL (dir:PATH, s3://BUCKET/PREFIX). */
+    const char *store;
+    const char *s3_endpoint; /* for s3:// stores: http[s]://HOST[:PORT] */
+    /* Keep every recorded interval for dcr_trace_snapshot after the run
+     * (--trace, --out). Otherwise each refit's intervals are freed once its
+     * bounds are computed, so that a long run does not grow. */
+    bool keep_trace;
+    /* Called after every timed refit, outside the window and after the
+     * dense-refit comparison, with the committed version and the receivers
+     * (e.g. a digest verifier in tests); NULL: none. A non-OK status stops
+     * the run with that error. */
+    dcr_status_t (*after_refit)(void *ctx, uint64_t version, dcr_receiver_t *const *receivers,
+                                int n);
+    void *after_refit_ctx;
+    /* Where the receivers keep resident storage and apply, and where the
+     * owners compare (engine/device): "cpu", "cuda" or "auto"; NULL: cpu.
+     * Carried to every receiver of this process and to its constructor;
+     * role processes (processes below) keep cpu. The dense-refit
+     * verification loads its oracle on the CPU path, so a verified run
+     * on a GPU is bit-exact against the CPU path. */
+    const char *device;
+    /* NULL: every role in this process (threads). */
+    const dcr_bench_processes_t *processes;
+    /* Committed versions whose payloads stay in the object store for replay
+     * (dcr/recovery.h, --retain); 0: none. Objstore transport only. */
+    int retain;
+    /* Rollout-node processes: node 0 writes an anchor (dcr/recovery.h, a
+     * dense snapshot for an elastic join) after every anchor_every-th
+     * commit, and a node with nothing to restore from joins from the
+     * newest one plus replay (deploy/restorer.h, --anchor-every);
+     * 0: none. Objstore transport with retention only. */
+    int anchor_every;
+    /* The object-store full-checkpoint reference run by the caller instead
+     * of in this process over the emulated links (dcr bench --testbed: timed
+     * transfers over the testbed's shaped links). per_node_bytes: what each
+     * of train_nodes training nodes uploads; every one of rollout_nodes
+     * rollout nodes downloads all of it. NULL: in this process. */
+    dcr_status_t (*reference)(void *ctx, const int64_t *per_node_bytes, int train_nodes,
+                              int rollout_nodes, double *seconds_p);
+    void *reference_ctx;
+} dcr_bench_config_t;
+
+/* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
+ * 2 nodes x 2 GPUs (TP 2, ETP 2), served by 2 rollout nodes x 2 GPUs (TP 2),
+ * 3% uniform changes, object store, sync RL, mode X, 2 warm-up and 5 timed
+ * refits, verification on, default links. */
+dcr_bench_config_t dcr_bench_config_default(void);
+
+typedef struct dcr_bench_refit {
+    double latency_s, construction_s, finalization_s;
+    int64_t payload_bytes, cross_bytes, raw_changed_value_bytes, changed_elements, records,
+        payloads;
+    int attempts;
+    /* From the stage trace (DESIGN.md section 8): the seed's lower bounds;
+     * 0 when the refit was not traced. */
+    double construction_lb_s, transport_lb_s, bound_finalization_s, remainder_s;
+    bool traced;       /* the recorder was on during the refit */
+    int64_t intervals; /* intervals recorded for the refit (tagged with its number) */
+    bool bit_exact; /* every receiver equals its dense refit (true when verify is off: not checked)
+                     */
+    bool verified;
+    /* CPU seconds the engine's threads of each role spent in the refit
+     * (dcr/thread.h): owners, rollout nodes, transport. Counted when a
+     * thread ends, so a relay tree's threads land in the refit that tore
+     * the tree down; means over many refits are what to read. */
+    double cpu_s[DCR_THREAD_ROLES];
+    /* Flatness over long runs: the whole step's wall time (change injection,
+     * refit, bounds, verification: everything the run spends per refit, not
+     * only the timed window), and the process's resident bytes after it. */
+    double wall_s;
+    int64_t rss_bytes;
+    /* Retention of the committed version (dcr/recovery.h; 0 without
+     * --retain): bytes copied to versions/ and the seconds the copy took,
+     * in the background while the next step's changes are made, and how
+     * long the next refit (or the run's end) waited for it. */
+    int64_t retain_bytes;
+    double retain_s, retain_wait_s;
+} dcr_bench_refit_t;
+
+typedef struct dcr_bench_result {
+    int64_t checkpoint_bytes;
+    int receivers, owners;
+    double reference_s; /* object-store full-checkpoint reference */
+    double
+        relay_reference_s; /* full checkpoint through the relay tree; 0 unless transport is relay */
+    double mean_latency_s, speedup;
+    double construction_lb_mean_s, transport_lb_mean_s, finalization_mean_s;
+    double cpu_mean_s[DCR_THREAD_ROLES]; /* CPU per refit by thread role (dcr/thread.h) */
+    double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
+    bool bit_exact;     /* every verified refit was bit-exact */
+    int node_processes; /* rollout nodes run as processes of their own (0: threads) */
+    int nrefits;
+    dcr_bench_refit_t *refits; /* nrefits entries; freed by dcr_bench_result_free */
+    size_t xor_tensors, overwrite_tensors;
+    /* Request emulation: reads of receiver 0 made through the request gate
+     * while refits ran, and those that saw neither P^v nor P^{v+1}. */
+    int64_t requests, request_mismatches;
+    /* Payloads refused over the run: by the transport where they entered the
+     * rollout cluster plus by the receivers, and of those the authentication
+     * failures (transport counters' and receiver stats' unauthenticated). 0
+     * in a healthy run. */
+    int64_t payloads_rejected, payloads_unauthenticated;
+    /* With trace_overhead: mean latency of the recorded and of the other
+     * timed refits, how many of each, the measured cost of one span (begin
+     * and end) on this machine, and the mean intervals per recorded refit.
+     * The bound means above cover the recorded refits only. */
+    /* The peak the bench estimated before allocating (workloads/change/budget.h)
+     * and the process's peak resident bytes at the end (ru_maxrss). */
+    int64_t memory_estimate_bytes, peak_rss_bytes;
+    /* Rollout-node processes: receiver restores over the run by kind, in
+     * the order clean, replay, repair, dense, anchor (deploy/restorer.h),
+     * the bytes they moved, what dense refits would have moved, and their
+     * seconds (each receiver's, from its classification to its check). */
+    /* indexed by dcr_restore_kind_t (deploy/restorer.h; bench.c checks the count) */
+    uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];
+    double restore_s[5];
+    struct {
+        int refits_on, refits_off;
+        double latency_on_s, latency_off_s, span_ns, intervals_per_refit;
+    } overhead;
+} dcr_bench_result_t;
+
+/* The constructor configuration of a run (mode, shuffle, key, chunk and
+ * bucket targets), the same in dcr bench and in every owner process. */
+dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
+                                                  const dcr_scenario_t *sc);
+/* Per canonical tensor of sc: XOR on every receiver's path of the serving
+ * layout (mode X only), from shape-only probes; malloc'd into *out_p. */
+dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                  dcr_construct_mode_t mode, uint8_t **out_p);
+/* Chunk and bucket targets for a checkpoint: the configured ones, or by
+ * default about 12 payloads per owner (the seed's 482 payloads over 32
+ * owners) with the seed's chunk-to-bucket proportion for the transport. */
+void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
+                       size_t *chunk_p, size_t *bucket_p);
+
+/* Control-plane addresses of the harnesses (--control): etcd://HOST:PORT[/PREFIX]
+ * selects the etcd backend; anything else is a SQLite file path. True for the
+ * former. */
+bool dcr_bench_control_is_etcd(const char *address);
+
+/* Checks a --control value before any work is done: DCR_EINVAL with one line
+ * naming flag for an empty value or an etcd URL that is not of the form
+ * etcd://HOST:PORT[/PREFIX] (the backend checks it again when it opens). */
+dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
+
+/* Refuses, before a run, a SQLite control plane (a --control FILE that
+ * exists) holding any commit record but the empty initial one: a run starts
+ * its receivers at version 0, and carrying on from an earlier run's
+ * committed version N would hand them deltas against weights they never
+ * had. DCR_EINVAL with one line naming flag, the path and the version
+ * found; errors opening or reading the file as the SQLite backend's. An
+ * absent file and an etcd URL (each run gets a fresh namespace) pass. Only
+ * the process that starts a run checks: its role processes join the
+ * plane it bootstrapped. */
+dcr_status_t dcr_bench_control_fresh(const char *flag, const char *address);
+
+/* The etcd URL a run's control plane lives at: address with the namespace
+ * PREFIX/<run> appended (PREFIX "dcr" when address names none), or address
+ * itself for run NULL. DCR_EINVAL when it does not fit cap. */
+dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap);
+
+/* Opens the control plane of one harness run. Every run starts from an empty
+ * control plane, so an etcd URL gets the fresh namespace PREFIX/<run>
+ * (PREFIX "dcr" when the URL names none; run unique to the run, e.g.
+ * bench-<pid>-<ns>), or with run NULL the URL as given (processes of one run
+ * that share a control plane); a file path (NULL: default_path) is opened as
+ * SQLite. */
+dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
+                                    dcr_control_t **out_p);
+/* The same over the backends named prefix + "sqlite" / prefix + "etcd"
+ * (prefix "faulty:" for a faults run, "" for the real ones). */
+dcr_status_t dcr_bench_control_open_as(const char *prefix, const char *address,
+                                       const char *default_path, const char *run,
+                                       dcr_control_t **out_p);
+
+/* Runs the benchmark with the stage recorder on (dcr/trace.h); with
+ * keep_trace the caller can take dcr_trace_snapshot afterwards (for --trace).
+ * Progress goes to the log (info). A bit mismatch is reported in the result
+ * (bit_exact false), not as an error. */
+dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);
+void dcr_bench_result_free(dcr_bench_result_t *r);
+
+#endif

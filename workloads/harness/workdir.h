@@ -1,0 +1,49 @@
+/* The folders a run works in: its temporary folder (TMPDIR/dcr-bench-*,
+ * TMPDIR/dcr-faults-*) or a folder the user names (--workdir,
+ * --keep-payloads).
+ *
+ * A folder is dcr's only when it is empty or holds the marker file
+ * DCR_WORKDIR_MARKER that dcr wrote there; anything else is refused with one
+ * line, so a mistyped path never has its files replaced or removed. The
+ * marker records the pid of the run using the folder: a folder whose run is
+ * alive is refused, and one whose run died (killed, crashed) is emptied by
+ * the next run that uses it. Temporary folders with a dead run's marker are
+ * removed by the next run that makes one under the same TMPDIR. */
+#ifndef DCR_WORKLOADS_WORKDIR_H
+#define DCR_WORKLOADS_WORKDIR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dcr/status.h"
+
+#define DCR_WORKDIR_MARKER ".dcr-workdir"
+
+typedef struct dcr_workdir {
+    char path[4096];
+    bool temp; /* a temporary folder this run made and removes */
+} dcr_workdir_t;
+
+/* Checks a folder the user named with `flag` without changing anything:
+ * absent (its parent must accept it), or a real directory (not a symbolic
+ * link) that is empty or holds dcr's marker of a run that is not alive.
+ * DCR_EINVAL with one line naming the flag, the path and the reason. */
+dcr_status_t dcr_workdir_check(const char *flag, const char *dir);
+
+/* dir NULL: removes dead runs' TMPDIR/PREFIX-* folders, creates a fresh
+ * one with the marker and registers it for removal by a second stop signal
+ * (workloads/harness/interrupt.h). dir given: checks it as above, creates it when
+ * missing, empties it when a dead run's marker is there, and writes this
+ * run's marker. *w is filled on success. */
+dcr_status_t dcr_workdir_open(const char *flag, const char *dir, const char *prefix,
+                              dcr_workdir_t *w);
+
+/* Removes a temporary folder with everything in it; a user's folder stays,
+ * its marker too, so the next run recognises it. Accepts a zeroed *w. */
+void dcr_workdir_close(dcr_workdir_t *w);
+
+/* Removes folders PARENT/PREFIX-* that hold a marker of a run that is not
+ * alive. Returns how many it removed. */
+int dcr_workdir_sweep(const char *parent, const char *prefix);
+
+#endif
