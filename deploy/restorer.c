@@ -464,31 +464,12 @@ static size_t arena_bytes(const dcr_receiver_t *r)
     return dcr_params_arena_bytes(dcr_receiver_params(r));
 }
 
-static void arena_out(const dcr_receiver_t *r, uint8_t *dst)
-{
-    const dcr_params_t *p = dcr_receiver_params(r);
-    size_t off = 0;
-    for (size_t i = 0; i < dcr_params_count(p); i++) {
-        const dcr_param_t *x = dcr_params_at(p, i);
-        off = dcr_params_align_up(off);
-        if (x->storage->bytes) memcpy(dst + off, x->storage->data, x->storage->bytes);
-        off += x->storage->bytes;
-    }
-}
-
 static dcr_status_t arena_in(dcr_receiver_t *r, const uint8_t *src, size_t len)
 {
     if (len != arena_bytes(r))
         return dcr_error_set(DCR_EPAYLOAD, "anchor object of %zu bytes for a receiver of %zu", len,
                              arena_bytes(r));
-    const dcr_params_t *p = dcr_receiver_params(r);
-    size_t off = 0;
-    for (size_t i = 0; i < dcr_params_count(p); i++) {
-        const dcr_param_t *x = dcr_params_at(p, i);
-        off = dcr_params_align_up(off);
-        if (x->storage->bytes) memcpy(x->storage->data, src + off, x->storage->bytes);
-        off += x->storage->bytes;
-    }
+    dcr_params_arena_copy_in(dcr_receiver_params(r), src);
     return DCR_OK;
 }
 
@@ -592,7 +573,7 @@ static void anchor_write(dcr_restorer_t *R, dcr_receiver_t *const *recv, uint64_
         u->lens[k] = arena_bytes(recv[k]);
         u->bufs[k] = calloc(u->lens[k] ? u->lens[k] : 1, 1);
         ok = u->bufs[k] != NULL;
-        if (ok) arena_out(recv[k], u->bufs[k]);
+        if (ok) dcr_params_arena_copy_out(dcr_receiver_params(recv[k]), u->bufs[k]);
     }
     if (ok) ok = pthread_create(&u->thread, NULL, anchor_upload_main, u) == 0;
     if (!ok) {

@@ -184,6 +184,30 @@ size_t dcr_params_arena_bytes(const dcr_params_t *p)
     return dcr_params_align_up(off);
 }
 
+/* Walks the placement offsets, copying each parameter out to the arena
+ * (out) or in from it. */
+static void arena_copy(const dcr_params_t *p, uint8_t *arena, bool out)
+{
+    size_t off = 0;
+    for (size_t i = 0; p && i < p->len; i++) {
+        dcr_storage_t *st = p->items[i].storage;
+        off = dcr_params_align_up(off);
+        if (st->bytes && out) memcpy(arena + off, st->data, st->bytes);
+        if (st->bytes && !out) memcpy(st->data, arena + off, st->bytes);
+        off += st->bytes;
+    }
+}
+
+void dcr_params_arena_copy_out(const dcr_params_t *p, void *arena)
+{
+    arena_copy(p, arena, true);
+}
+
+void dcr_params_arena_copy_in(const dcr_params_t *p, const void *arena)
+{
+    arena_copy(p, (uint8_t *)arena, false);
+}
+
 dcr_status_t dcr_params_place(dcr_params_t *p, void *arena, size_t len, bool copy)
 {
     if (p == NULL || (arena == NULL && p->len > 0))

@@ -207,14 +207,7 @@ dcr_status_t dcr_resident_save(dcr_resident_t *f, const dcr_receiver_t *r, uint6
         /* The mark covers the copy: a process killed mid-copy leaves dirty. */
         h->tau = 0;
         __atomic_store_n(&h->state, (uint64_t)DCR_RESIDENT_DIRTY, __ATOMIC_RELEASE);
-        uint8_t *dst = f->map + RES_HEADER;
-        size_t off = 0;
-        for (size_t i = 0; i < dcr_params_count(p); i++) {
-            const dcr_param_t *x = dcr_params_at(p, i);
-            off = dcr_params_align_up(off);
-            if (x->storage->bytes) memcpy(dst + off, x->storage->data, x->storage->bytes);
-            off += x->storage->bytes;
-        }
+        dcr_params_arena_copy_out(p, f->map + RES_HEADER);
     }
     /* Attached: the bytes are the receiver's own, already in place. */
     h = (res_header_t *)f->map;
@@ -241,14 +234,7 @@ dcr_status_t dcr_resident_load(const dcr_resident_t *f, dcr_receiver_t *r)
     const dcr_params_t *p = dcr_receiver_params(r);
     DCR_CHECK(same_layout(f, p));
     if (f->attached == p) return DCR_OK; /* its bytes are the file's */
-    const uint8_t *src = f->map + RES_HEADER;
-    size_t off = 0;
-    for (size_t i = 0; i < dcr_params_count(p); i++) {
-        const dcr_param_t *x = dcr_params_at(p, i);
-        off = dcr_params_align_up(off);
-        if (x->storage->bytes) memcpy(x->storage->data, src + off, x->storage->bytes);
-        off += x->storage->bytes;
-    }
+    dcr_params_arena_copy_in(p, f->map + RES_HEADER);
     return DCR_OK;
 }
 

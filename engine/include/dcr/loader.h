@@ -90,6 +90,12 @@ static inline size_t dcr_params_align_up(size_t n)
  * multiple of DCR_PARAMS_ALIGN, in declaration order (the offsets
  * dcr_params_place uses). */
 size_t dcr_params_arena_bytes(const dcr_params_t *p);
+/* Copies every parameter's bytes into arena at the placement offsets
+ * (copy_out), or back from it (copy_in); arena holds at least
+ * dcr_params_arena_bytes. The parameters stay where they are: a snapshot
+ * (an anchor, a resident file) in the arena's layout. */
+void dcr_params_arena_copy_out(const dcr_params_t *p, void *arena);
+void dcr_params_arena_copy_in(const dcr_params_t *p, const void *arena);
 /* The allocation hook (issue 19): moves every parameter's backing memory
  * into arena[0, len), which the caller provides and keeps alive and mapped
  * for as long as the set lives (e.g. a shared file mapping that outlives
