@@ -235,9 +235,8 @@ static void test_the_checker_fails_when_a_flag_is_missing(void **state)
     assert_int_equal(nsubs, 2);
     assert_string_equal(subs[0], "train");
     assert_string_equal(subs[1], "campaign");
-    assert_int_equal(collect_subcommands("bounds", "usage: dcr bounds TRACE [--json]", subs,
-                                         MAX_SUBS),
-                     0);
+    assert_int_equal(
+        collect_subcommands("bounds", "usage: dcr bounds TRACE [--json]", subs, MAX_SUBS), 0);
 }
 
 int main(void)
