@@ -1,6 +1,6 @@
 /* dcr bench --testbed netns (issue 16): the multi-process refit across the
  * hosts of a network-namespace testbed on this machine, which
- * scripts/testbed.sh builds (see the README, "Multi-host testbed").
+ * scripts/testbed.sh builds (docs/guides/testbed.md).
  *
  * This file only drives the script and places the roles: the owners as an
  * MPI job launched from the first training host through the testbed's

@@ -1,5 +1,5 @@
 /* Reading the HDF5 results that workloads/harness/results.c writes (schema version 1,
- * described in workloads/harness/results.h and README.md "dcr bench"), for `dcr
+ * described in workloads/harness/results.h and docs/formats/results.md), for `dcr
  * report` and `dcr compare`.
  *
  * The reader validates everything it returns, so that the commands above can

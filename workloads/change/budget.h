@@ -3,7 +3,7 @@
  * command building a model or a run checks its estimated peak against before
  * it allocates anything large.
  *
- * The estimate counts checkpoint-sized copies by role (README, "Memory
+ * The estimate counts checkpoint-sized copies by role (docs/guides/memory.md, "Memory
  * budget"; BENCHMARKS.md for the measured copies of the bench):
  *   process     what is resident when the estimate is made (libraries, the
  *               inventory and the source layout);

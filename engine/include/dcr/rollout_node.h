@@ -111,7 +111,7 @@ bool dcr_rollout_node_finished(dcr_rollout_node_t *n);
 /* The coordinator's report: the attempt it last opened on its transport
  * handle (8 bytes, little-endian). Until the transport can join an attempt
  * without clearing its prefix, handles open an attempt one after the other:
- * the coordinator first, then the nodes in order (README, transport). */
+ * the coordinator first, then the nodes in order (docs/guides/processes.md). */
 #define DCR_COORD_REPORT_ID 0xFFFFFFFFu
 
 /* Writes / reads the coordinator's report (DCR_ENOTFOUND before the first). */

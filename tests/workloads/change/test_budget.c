@@ -24,7 +24,7 @@
 #include "workloads/harness/bench.h"
 #include "workloads/change/budget.h"
 
-/* The documented agreement of estimate and measured peak (README). */
+/* The documented agreement of estimate and measured peak (docs/guides/memory.md). */
 #define ESTIMATE_FACTOR 1.5
 /* A refusal comes before any allocation or layout build: well under this. */
 #define REFUSAL_S 1.0

@@ -548,7 +548,7 @@ static void test_truncate_layers(void **state)
 
 /* ---- loading: user configs, bad configs, names ---- */
 
-/* Qwen2.5-3B (README example). Expected from its published shapes by hand:
+/* Qwen2.5-3B (an HF config.json example). Expected from its published shapes by hand:
  * embed 151936 x 2048 = 311,164,928; per layer q 2048x2048 + 2048, k and v
  * 256x2048 + 256 each, o 2048x2048, 2 norms 4096, MLP 3 x 11008 x 2048 =
  * 77,076,992; x 36 = 2,774,771,712; + final norm 2048 = 3,085,938,688. */
