@@ -921,4 +921,3 @@ void dcr_restorer_counts(const dcr_restorer_t *R, uint64_t counts[DCR_RESTORE_KI
         bytes[k] = R ? R->bytes[k] : 0;
     }
 }
-

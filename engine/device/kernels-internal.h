@@ -73,7 +73,6 @@ DCR_DK_FN size_t dcr_dk_blocks(size_t n)
     return (n + DCR_DK_BLOCK - 1) / DCR_DK_BLOCK;
 }
 
-
 /* Ops of the combine rule; the values are those of dcr_device_op_t
  * (dcr/device.h). */
 #define DCR_DK_XOR       0 /* dst ^= src */

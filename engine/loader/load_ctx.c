@@ -578,10 +578,12 @@ dcr_status_t dcr_load_map(dcr_load_ctx_t *ctx, const dcr_view_t *v, dcr_dtype_t 
     return DCR_OK;
 }
 
-_Static_assert((int)DCR_LOAD_NEG == (int)DCR_DEVICE_T_NEG && (int)DCR_LOAD_NEG_EXP == (int)DCR_DEVICE_T_NEG_EXP,
+_Static_assert((int)DCR_LOAD_NEG == (int)DCR_DEVICE_T_NEG &&
+                   (int)DCR_LOAD_NEG_EXP == (int)DCR_DEVICE_T_NEG_EXP,
                "dcr_load_transform_t mirrors the kernels' transform codes");
 
-static const char *const dcr__transform_names[DCR_DEVICE_TRANSFORMS] = {"identity", "neg", "neg_exp"};
+static const char *const dcr__transform_names[DCR_DEVICE_TRANSFORMS] = {"identity", "neg",
+                                                                        "neg_exp"};
 
 /* A transform of the closed set as a host map function. */
 static float dcr__transform_fn(float x, void *arg)

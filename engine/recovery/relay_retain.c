@@ -261,7 +261,7 @@ static dcr_status_t publish(dcr_objstore_t *s, uint64_t tau, uint64_t version, i
 }
 
 static dcr_status_t dcr__relay_retain_commit(dcr__relay_retain_t *R, uint64_t tau, uint64_t version,
-                                      dcr_retain_stats_t *stats_p)
+                                             dcr_retain_stats_t *stats_p)
 {
     if (version < 1 || tau < 1)
         return dcr_error_set(DCR_EINVAL,
@@ -498,7 +498,7 @@ static void dcr__relay_retain_serve(dcr__relay_retain_t *R, int fd)
 /* ---- lifetime --------------------------------------------------------------- */
 
 static dcr_status_t dcr__relay_retain_create(const char *url, int keep, bool clear,
-                                      dcr__relay_retain_t **out_p)
+                                             dcr__relay_retain_t **out_p)
 {
     if (url == NULL || keep < 1)
         return dcr_error_set(DCR_EINVAL, "relay retain: a store and keep >= 1 (got %d)", keep);

@@ -199,4 +199,3 @@ dcr_status_t dcr_restore_repair(dcr_objstore_t *s, const dcr_payload_key_t *key,
 {
     return chain(s, key, r, n, from, to, true, tau, stats_p);
 }
-

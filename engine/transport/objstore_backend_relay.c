@@ -34,7 +34,8 @@
 static bool cur_version_dir(dcr__cursor_t *c)
 {
     uint64_t v;
-    return dcr__cursor_lit(c, DCR__RELAY_RETAINED_ROOT "v") && dcr__cursor_u64(c, &v) && dcr__cursor_lit(c, "/");
+    return dcr__cursor_lit(c, DCR__RELAY_RETAINED_ROOT "v") && dcr__cursor_u64(c, &v) &&
+           dcr__cursor_lit(c, "/");
 }
 
 /* The retained payload name rule (dcr/recovery.h), or the VERSION manifest. */

@@ -38,7 +38,8 @@ dcr_status_t dcr_rundir_kill_points_create(const char *workdir)
     return DCR_OK;
 }
 
-void dcr_rundir_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap)
+void dcr_rundir_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out,
+                                  size_t cap)
 {
     snprintf(out, cap, "%s/kill-points/apply-n%d-t%llu", workdir, node, (unsigned long long)tau);
 }
@@ -82,7 +83,7 @@ dcr_status_t dcr_rundir_trace_import(const char *workdir, int nodes, uint64_t ta
 }
 
 void dcr_rundir_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
-                          size_t cap)
+                            size_t cap)
 {
     snprintf(out, cap, "%s/digests/v%llu-r%d.dcrd", workdir, (unsigned long long)version, receiver);
 }

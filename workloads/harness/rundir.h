@@ -20,7 +20,7 @@ void dcr_rundir_relay_retain_dir(const char *workdir, char *out, size_t cap);
 
 /* Receiver R's parameter digests at version V. */
 void dcr_rundir_digest_path(const char *workdir, uint64_t version, int receiver, char *out,
-                          size_t cap);
+                            size_t cap);
 
 /* Apply markers for a harness that aims kills (dcr faults --processes):
  * when the run directory holds kill-points/ as a node process starts, the
@@ -32,7 +32,8 @@ void dcr_rundir_kill_points_dir(const char *workdir, char *out, size_t cap);
 /* Creates it (an existing one is fine): node processes started after this
  * write their apply markers there. */
 dcr_status_t dcr_rundir_kill_points_create(const char *workdir);
-void dcr_rundir_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
+void dcr_rundir_apply_marker_path(const char *workdir, int node, uint64_t tau, char *out,
+                                  size_t cap);
 
 /* Node `node`'s stage intervals of attempt tau (a raw dcr_trace_interval_t
  * array in this host's layout, written before the node reports DONE);

@@ -194,8 +194,8 @@ typedef struct dcr_device_ops {
     dcr_status_t (*reset)(dcr_device_t *d, dcr_device_stream_t *s, void *scratch, size_t es,
                           const int64_t *idx, size_t count, uint32_t base_word);
     /* A cast or elementwise map over a region (the loader's cast and map,
-     * converting copies): dst (dtype to) = transform (dcr_device_transform_t: none, or one of the closed set computed in
-     * FP32) of src (dtype from), converted bit for bit like dcr_convert
+     * converting copies): dst (dtype to) = transform (dcr_device_transform_t: none, or one of the
+     * closed set computed in FP32) of src (dtype from), converted bit for bit like dcr_convert
      * (same dtypes without a transform copy bits). nan_events is NULL or a
      * device buffer of two 32-bit counters the operation adds to: elements
      * that became NaN from a number, and NaNs that became numbers (the

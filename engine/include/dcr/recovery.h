@@ -402,7 +402,6 @@ dcr_status_t dcr_repair_upload_start(dcr_repair_upload_t *u, dcr_repair_records_
  * be NULL): the seconds this call blocked. */
 void dcr_repair_upload_join(dcr_repair_upload_t *u, double *wait_s_p);
 
-
 /* ==== The restore decision, replay and repair, the restore log ========== */
 
 /* Restoring a rollout node's receivers to the committed version without a
@@ -601,6 +600,5 @@ dcr_status_t dcr_restore_first(const char *workdir, int node, int n,
 /* Sums the lines of <workdir>/restores/ by cause (dcr_restore_cause_t); a
  * missing folder is all zeros; errors as dcr_restore_totals. */
 dcr_status_t dcr_restore_causes(const char *workdir, uint64_t counts[DCR_RESTORE_CAUSES]);
-
 
 #endif
