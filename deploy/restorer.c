@@ -22,7 +22,7 @@
 #include "dcr/resident.h"
 #include "deploy/roles.h"
 
-#define HELD_NONE UINT64_MAX
+#define HELD_NONE DCR_RESTORE_NONE
 /* How long a restore waits for the newest committed version to be retained:
  * the committing process copies it right after the commit record is
  * durable, so a node that read the record may arrive first. */
@@ -717,96 +717,72 @@ static dcr_status_t clean_point(dcr_restorer_t *R, dcr_receiver_t *const *recv, 
     return DCR_OK;
 }
 
-dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
-                                  uint64_t version)
+/* Receiver k's state as found (probe), and the decision on it (dcr/recovery.h),
+ * into rec and the flags; a pending receiver's record is started. */
+static void classify(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t held,
+                     uint64_t version, dcr_restore_record_t *rec, uint64_t *from_p,
+                     dcr_restore_action_t *action_p)
 {
-    int per = R->cfg.per;
-    if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
-    open_relay_store(R);
-    dcr_restore_record_t recs[64];
-    memset(recs, 0, sizeof recs);
-    bool untouched[64] = {false}, deferred[64] = {false};
-    uint64_t from[64]; /* live: the version an interrupted attempt started from */
-    for (int k = 0; k < per; k++) {
-        dcr_restore_record_t *rec = &recs[k];
-        uint64_t t0 = dcr_clock_ns();
-        rec->receiver = R->cfg.first + k;
-        rec->version = version;
-        rec->dense_bytes = R->dense_bytes;
-        rec->cause = !recv[k]         ? DCR_RESTORE_START
-                     : version > held ? DCR_RESTORE_BEHIND
-                                      : DCR_RESTORE_DIRTY;
-        bool live = recv[k] != NULL;
-        from[k] = HELD_NONE;
-        if (R->cfg.live)
-            probe_live(R, recv, k, held, &rec->held, &from[k], &rec->tau, rec->why,
-                       sizeof rec->why);
-        else
-            probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
-        pending_t *pd = &R->pend[k];
-        bool was_pending = pd->on;
-        pd->on = false;
-        if (from[k] != HELD_NONE && from[k] == version && R->cfg.repair_in_retry && !pd->refused) {
-            /* Dirty at the version asked, none committed after it: the
-             * overwrite retry from it repairs it in place (the caller
-             * checks it before acknowledging); until then it stays dirty. */
-            if (!was_pending) {
-                pd->checked = HELD_NONE;
-                pd->t0 = t0;
-                pd->cause = rec->cause;
-                pd->tau = rec->tau;
-            }
-            pd->on = true;
-            deferred[k] = true;
-            rec->kind = DCR_RESTORE_CLEAN; /* neither replayed nor refitted */
-            DCR_LOG_INFO("rollout node %d: receiver %d left dirty at version %" PRIu64
-                         " for its repair in the overwrite retry (%s)",
-                         R->cfg.node, rec->receiver, version, rec->why);
-        } else if (from[k] != HELD_NONE) {
-            /* Killed (or failed) mid-apply of attempt tau from from[k]. */
-            if (pd->refused && from[k] == version) {
-                size_t l = strlen(rec->why);
-                snprintf(rec->why + l, sizeof rec->why - l,
-                         "; its repair in the overwrite retry failed its check");
-            }
-            rec->kind = from[k] < version ? DCR_RESTORE_REPAIR : DCR_RESTORE_DENSE;
-            if (from[k] >= version) {
-                size_t l = strlen(rec->why);
-                snprintf(rec->why + l, sizeof rec->why - l,
-                         "; no version committed after it: no overwrite records to repair with");
-            }
-        } else if (live && rec->held == version && !rec->why[0]) {
-            /* In memory, clean at the version asked: nothing to restore. */
-            rec->kind = DCR_RESTORE_CLEAN;
-            untouched[k] = true;
-        } else if (rec->held == version) {
-            rec->kind = DCR_RESTORE_CLEAN;
-            dcr_status_t st = check(R, recv[k], k, version);
-            rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
-            if (st != DCR_OK) {
-                rec->kind = DCR_RESTORE_DENSE;
-                snprintf(rec->why, sizeof rec->why, "clean copy failed its check: %s",
-                         dcr_error_detail());
-            }
-        } else if (rec->held < version) {
-            rec->kind = DCR_RESTORE_REPLAY;
-        } else {
+    uint64_t t0 = dcr_clock_ns();
+    rec->receiver = R->cfg.first + k;
+    rec->version = version;
+    rec->dense_bytes = R->dense_bytes;
+    rec->cause = !recv[k]         ? DCR_RESTORE_START
+                 : version > held ? DCR_RESTORE_BEHIND
+                                  : DCR_RESTORE_DIRTY;
+    uint64_t from = HELD_NONE;
+    bool in_memory = recv[k] != NULL; /* before the probe, which may load one */
+    if (R->cfg.live)
+        probe_live(R, recv, k, held, &rec->held, &from, &rec->tau, rec->why, sizeof rec->why);
+    else
+        probe(R, recv, k, held, &rec->held, rec->why, sizeof rec->why);
+    pending_t *pd = &R->pend[k];
+    bool was_pending = pd->on;
+    pd->on = false;
+    dcr_restore_state_t state = {rec->held, from, in_memory && !rec->why[0], R->cfg.repair_in_retry,
+                                 pd->refused};
+    dcr_restore_choice_t c = dcr_restore_decide_why(&state, version, rec->why, sizeof rec->why);
+    rec->kind = c.kind;
+    *from_p = from;
+    *action_p = c.action;
+    if (c.action == DCR_RESTORE_DEFER) {
+        /* Dirty at the version asked, none committed after it: the
+         * overwrite retry from it repairs it in place (the caller checks
+         * it before acknowledging); until then it stays dirty. */
+        if (!was_pending) {
+            pd->checked = HELD_NONE;
+            pd->t0 = t0;
+            pd->cause = rec->cause;
+            pd->tau = rec->tau;
+        }
+        pd->on = true;
+        DCR_LOG_INFO("rollout node %d: receiver %d left dirty at version %" PRIu64
+                     " for its repair in the overwrite retry (%s)",
+                     R->cfg.node, rec->receiver, version, rec->why);
+    } else if (c.action == DCR_RESTORE_CHECK) {
+        dcr_status_t st = check(R, recv[k], k, version);
+        rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
+        if (st != DCR_OK) {
             rec->kind = DCR_RESTORE_DENSE;
-            if (rec->held != HELD_NONE)
-                snprintf(rec->why, sizeof rec->why, "holds version %" PRIu64 ", ahead of %" PRIu64,
-                         rec->held, version);
+            snprintf(rec->why, sizeof rec->why, "clean copy failed its check: %s",
+                     dcr_error_detail());
         }
     }
-    /* Replays and repairs, one download per kind and starting version. */
+}
+
+/* Replays and repairs, one download per kind and starting version. */
+static void replay_groups(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t version,
+                          dcr_restore_record_t *recs, const uint64_t *from)
+{
     bool replayed[64] = {false};
-    for (int k = 0; k < per; k++) {
+    for (int k = 0; k < R->cfg.per; k++) {
         dcr_restore_kind_t kind = recs[k].kind;
         if ((kind != DCR_RESTORE_REPLAY && kind != DCR_RESTORE_REPAIR) || replayed[k]) continue;
         uint64_t u = kind == DCR_RESTORE_REPAIR ? from[k] : recs[k].held;
         int ks[64], n = 0;
         /* A repair group shares its interrupted attempt too (the repair
          * set must cover it). */
-        for (int j = k; j < per; j++)
+        for (int j = k; j < R->cfg.per; j++)
             if (recs[j].kind == kind &&
                 (kind == DCR_RESTORE_REPAIR ? from[j] : recs[j].held) == u &&
                 (kind != DCR_RESTORE_REPAIR || recs[j].tau == recs[k].tau)) {
@@ -815,33 +791,58 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
             }
         replay_group(R, recv, ks, n, u, version, recs);
     }
-    /* What would be dense joins from an anchor where there is one. */
-    if (anchor_every(R) > 0 && R->store && version > 0) {
-        int ks[64], n = 0;
-        for (int k = 0; k < per; k++)
-            if (recs[k].kind == DCR_RESTORE_DENSE) {
-                recs[k].kind = DCR_RESTORE_ANCHOR;
-                ks[n++] = k;
-            }
-        if (n > 0) anchor_group(R, recv, ks, n, version, recs);
-    }
-    /* Dense refits for the rest. */
+}
+
+/* What would be dense joins from an anchor where there is one. */
+static void anchor_groups(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t version,
+                          dcr_restore_record_t *recs)
+{
+    int ks[64], n = 0;
+    for (int k = 0; k < R->cfg.per; k++)
+        if (dcr_restore_prefers_anchor(recs[k].kind, anchor_every(R), R->store != NULL, version)) {
+            recs[k].kind = DCR_RESTORE_ANCHOR;
+            ks[n++] = k;
+        }
+    if (n > 0) anchor_group(R, recv, ks, n, version, recs);
+}
+
+/* Receiver k refitted densely from the run's world at version. */
+static dcr_status_t dense(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t version,
+                          dcr_restore_record_t *rec)
+{
+    uint64_t t0 = dcr_clock_ns();
+    DCR_CHECK(dcr_role_world_advance(R->cfg.world, version));
+    dcr_receiver_t *r = NULL;
+    DCR_CHECK(dcr_role_world_receiver(R->cfg.world, rec->receiver, &r));
+    dcr_resident_detach(R->resident[k], recv[k]);
+    dcr_receiver_destroy(recv[k]);
+    recv[k] = r;
+    rec->bytes = rec->dense_bytes;
+    rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint64_t held,
+                                  uint64_t version)
+{
+    int per = R->cfg.per;
+    if (per > 64) return dcr_error_set(DCR_EINVAL, "restorer: %d receivers per node", per);
+    open_relay_store(R);
+    dcr_restore_record_t recs[64];
+    memset(recs, 0, sizeof recs);
+    dcr_restore_action_t action[64];
+    uint64_t from[64]; /* live: the version an interrupted attempt started from */
+    for (int k = 0; k < per; k++)
+        classify(R, recv, k, held, version, &recs[k], &from[k], &action[k]);
+    replay_groups(R, recv, version, recs, from);
+    anchor_groups(R, recv, version, recs);
     for (int k = 0; k < per; k++) {
         dcr_restore_record_t *rec = &recs[k];
-        if (rec->kind == DCR_RESTORE_DENSE) {
-            uint64_t t0 = dcr_clock_ns();
-            DCR_CHECK(dcr_role_world_advance(R->cfg.world, version));
-            dcr_receiver_t *r = NULL;
-            DCR_CHECK(dcr_role_world_receiver(R->cfg.world, rec->receiver, &r));
-            dcr_resident_detach(R->resident[k], recv[k]);
-            dcr_receiver_destroy(recv[k]);
-            recv[k] = r;
-            rec->bytes = rec->dense_bytes;
-            rec->seconds = (double)(dcr_clock_ns() - t0) * 1e-9;
-        }
+        if (rec->kind == DCR_RESTORE_DENSE) DCR_CHECK(dense(R, recv, k, version, rec));
         /* Version 0 from nothing is the run's initial dense load (setup),
-         * not a restore. */
-        if ((version == 0 && rec->held == HELD_NONE) || untouched[k] || deferred[k]) continue;
+         * not a restore; untouched and deferred receivers are not restored. */
+        bool initial = version == 0 && rec->held == HELD_NONE;
+        if (initial || action[k] == DCR_RESTORE_NOTHING || action[k] == DCR_RESTORE_DEFER) continue;
         DCR_CHECK(record(R, rec));
     }
     /* A receiver still clean after its check holds what its resident file

@@ -575,6 +575,62 @@ typedef struct dcr_restore_record {
     char why[160]; /* why not clean or replay; "" otherwise */
 } dcr_restore_record_t;
 
+/* ---- the decision -------------------------------------------------------- */
+
+/* No version: a receiver that holds no clean version, or no interrupted
+ * attempt. */
+#define DCR_RESTORE_NONE UINT64_MAX
+
+/* What a receiver's restorer found before deciding (its input). */
+typedef struct dcr_restore_state {
+    /* The clean version it holds, or DCR_RESTORE_NONE (dirty, unknown). */
+    uint64_t held;
+    /* Dirty with a known interrupted attempt: the version that attempt
+     * started from (live resident files only); else DCR_RESTORE_NONE. */
+    uint64_t from;
+    /* In memory and untouched since its last clean point: a receiver clean
+     * at the version asked needs nothing, not even a check. */
+    bool untouched;
+    /* The caller repairs a receiver dirty at the very version asked in the
+     * overwrite retry from it (rollout-node processes do). */
+    bool repair_in_retry;
+    /* Its repair in such a retry failed its check before. */
+    bool retry_refused;
+} dcr_restore_state_t;
+
+/* What to do with one receiver asked to reach a version. */
+typedef enum dcr_restore_action {
+    DCR_RESTORE_NOTHING = 0, /* clean, untouched: rejoins as it is, not recorded */
+    DCR_RESTORE_CHECK = 1,   /* clean copy: rejoins after its digests equal the oracle's */
+    DCR_RESTORE_DEFER = 2,   /* dirty at the version asked: left for the overwrite retry */
+    DCR_RESTORE_APPLY = 3,   /* replay, repair or dense (kind), then the oracle check */
+} dcr_restore_action_t;
+
+typedef struct dcr_restore_choice {
+    dcr_restore_kind_t kind; /* CLEAN for NOTHING, CHECK and DEFER */
+    dcr_restore_action_t action;
+} dcr_restore_choice_t;
+
+/* The restore decision for one receiver asked to reach `version` (the table
+ * above): dirty with a known attempt from u: repair when u < version, left
+ * for the retry when u == version and the caller repairs in the retry (and
+ * no such repair failed before), else dense; clean at version: nothing
+ * (untouched) or a check; clean at u < version: replay; anything else
+ * (unknown, ahead): dense. Pure: no I/O. Anchors replace dense afterwards
+ * (dcr_restore_prefers_anchor). */
+dcr_restore_choice_t dcr_restore_decide(const dcr_restore_state_t *s, uint64_t version);
+/* The same, appending to why (NUL-terminated, cap bytes; what the restorer
+ * found so far) the reason a receiver is not clean or replayed, where the
+ * decision adds one. */
+dcr_restore_choice_t dcr_restore_decide_why(const dcr_restore_state_t *s, uint64_t version,
+                                            char *why, size_t cap);
+
+/* Whether a receiver decided dense joins from an anchor instead: anchors
+ * are written (anchor_every > 0), a store is reachable and version > 0
+ * (version 0 is the run's initial load). */
+bool dcr_restore_prefers_anchor(dcr_restore_kind_t kind, int anchor_every, bool store,
+                                uint64_t version);
+
 /* Appends rec to <workdir>/restores/n<node>.txt (one short line per
  * append, so lines stay whole across restarts; the folder is created).
  * DCR_EIO naming the path on failure. */
