@@ -928,6 +928,105 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
     return plan_run(&p);
 }
 
+enum { NRUN_ARGS = 15, NMODEL_ARGS = 22 };
+
+/* The cluster, the workload and what to run (validation, the paper's
+ * testbed): NRUN_ARGS entries. */
+static void run_args(sim_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NRUN_ARGS] = {
+        {"--rollout-nodes", DCR_ARG_INT, &o->rollout_nodes, 1, 4096,
+         "rollout nodes (default 1; testbed 8)", false},
+        {"--rollout-gpus", DCR_ARG_INT, &o->rollout_gpus, 1, 64,
+         "receivers (GPUs) per rollout node (default 1; testbed 8)", false},
+        {"--serve-tp", DCR_ARG_INT, &o->serve_tp, 1, 64,
+         "serving TP degree (default: rollout GPUs)", false},
+        {"--serve-ep", DCR_ARG_FLAG, &o->serve_ep, 0, 0, "expert parallel inside serving instances",
+         false},
+        {"--transport", DCR_ARG_STRING, &o->transport, 0, 0,
+         "objstore | relay | both (default objstore)", false},
+        {"--change-rate", DCR_ARG_STRING, &o->rates, 0, 0,
+         "element change rates, comma separated (default 0.03)", false},
+        {"--changes", DCR_ARG_STRING, &o->changes, 0, 0,
+         "profile:FILE: the model's overall rate of a dcr diff --profile (not --change-rate)",
+         false},
+        {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",
+         false},
+        {"--calibration", DCR_ARG_STRING, &o->calibration, 0, 0,
+         "calibration JSON (default: paper-testbed.json on --testbed paper, else a quick one "
+         "measured now)",
+         false},
+        {"--platform", DCR_ARG_STRING, &o->platform, 0, 0,
+         "a SimGrid platform XML instead of the generated one", false},
+        {"--write-platform", DCR_ARG_STRING, &o->write_platform, 0, 0,
+         "write the generated platform XML and exit", false},
+        {"--testbed", DCR_ARG_STRING, &o->testbed, 0, 0,
+         "paper: the seed's testbed with its fitted calibration; without --model its five sizes x "
+         "3%,5% x both transports beside the seed's figures; nemo-rl: NeMo-RL's published "
+         "cluster (guesses stated) beside its 247.2 GB refits",
+         false},
+        {"--validate", DCR_ARG_FLAG, &o->validate, 0, 0,
+         "run the built-in dcr bench cases and compare (minutes); the testbed cases where root "
+         "can build one (else reported skipped)",
+         false},
+        {"--validate-only", DCR_ARG_STRING, &o->validate_only, 0, 0,
+         "engine | testbed: only those --validate cases", false},
+        {"--testbed-id", DCR_ARG_INT, &o->testbed_id, 0, 55,
+         "--validate: the netns testbed's id (scripts/testbed.sh; default 0)", false},
+    };
+    memcpy(a, own, sizeof own);
+}
+
+/* The model's links, store, relay and queues: NMODEL_ARGS entries. */
+static void model_args(sim_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NMODEL_ARGS] = {
+        {"--cross-gbps", DCR_ARG_DOUBLE, &o->cross, 0, 1e6,
+         "cross-cluster Gbps per node and direction (0: unlimited)", false},
+        {"--flow-gbps", DCR_ARG_DOUBLE, &o->flow, 0, 1e6, "cross-cluster Gbps per flow (0: no cap)",
+         false},
+        {"--local-gbps", DCR_ARG_DOUBLE, &o->local, 0, 1e6,
+         "rollout-local Gbps per node (relay hops)", false},
+        {"--fabric-gbps", DCR_ARG_DOUBLE, &o->fabric, 0, 1e6,
+         "training fabric Gbps per node (residual parts)", false},
+        {"--latency-ms", DCR_ARG_DOUBLE, &o->latency, 0, 1e5,
+         "one-way cross-cluster latency per transfer", false},
+        {"--local-latency-ms", DCR_ARG_DOUBLE, &o->local_latency, 0, 1e5,
+         "one-way latency of a relay hop", false},
+        {"--store-gbps", DCR_ARG_DOUBLE, &o->store_gbps, 0, 1e6,
+         "object store Gbps, all flows (0: unlimited)", false},
+        {"--store-latency-ms", DCR_ARG_DOUBLE, &o->store_latency, 0, 1e5,
+         "object store latency per request", false},
+        {"--store-list-ms", DCR_ARG_DOUBLE, &o->store_list, 0, 1e5,
+         "delay before a listing sees a new object", false},
+        {"--store-put-ms", DCR_ARG_DOUBLE, &o->store_put, 0, 1e5,
+         "owner-side cost of one PUT after its bytes", false},
+        {"--relay-gbps", DCR_ARG_DOUBLE, &o->relay_gbps, 0, 1e6,
+         "relay root's ingress over all owners' streams (0: only its node link)", false},
+        {"--startup-ms", DCR_ARG_DOUBLE, &o->startup_ms, 0, 1e7,
+         "time from t0 until senders can submit (default 0)", false},
+        {"--store-flows", DCR_ARG_INT, &o->store_flows, 1, 64,
+         "concurrent downloads per rollout node (default 8)", false},
+        {"--fanout", DCR_ARG_INT, &o->fanout, 1, 64, "relay tree fan-out (default 2)", false},
+        {"--queue", DCR_ARG_INT, &o->queue, 1, 1 << 20,
+         "relay hop queue and store prefetch, payloads (default 8)", false},
+        {"--owner-queue", DCR_ARG_INT, &o->owner_queue, 1, 1 << 20,
+         "finished payloads per owner waiting to send (default 2)", false},
+        {"--shared-cores", DCR_ARG_INT, &o->shared_cores, 0, 4096,
+         "in-process engine on one machine of N cores (default 0: a cluster)", false},
+        {"--no-ack-rtt", DCR_ARG_FLAG, &o->no_ack_rtt, 0, 0,
+         "queueing acknowledgments cost no latency", false},
+        {"--ref-object-mib", DCR_ARG_DOUBLE, &o->ref_object_mib, 1.0 / 1024, 1 << 20,
+         "reference checkpoint object size", false},
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o->chunk_mib, 0, 1 << 20,
+         "chunk target (default: 64 objstore, 256 relay)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o->bucket_mib, 0, 1 << 20, "bucket target (default 512)",
+         false},
+        {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object with rows", false},
+    };
+    memcpy(a, own, sizeof own);
+}
+
 int dcr_cmd_sim(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "plan")) return dcr_cmd_sim_plan(argc - 1, argv + 1);
@@ -937,88 +1036,10 @@ int dcr_cmd_sim(int argc, char **argv)
     o.rates = "0.03";
     o.mode = "X";
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
-    enum { NOWN = 37 };
-    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
-        {"--rollout-nodes", DCR_ARG_INT, &o.rollout_nodes, 1, 4096,
-         "rollout nodes (default 1; testbed 8)", false},
-        {"--rollout-gpus", DCR_ARG_INT, &o.rollout_gpus, 1, 64,
-         "receivers (GPUs) per rollout node (default 1; testbed 8)", false},
-        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 64, "serving TP degree (default: rollout GPUs)",
-         false},
-        {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "expert parallel inside serving instances",
-         false},
-        {"--transport", DCR_ARG_STRING, &o.transport, 0, 0,
-         "objstore | relay | both (default objstore)", false},
-        {"--change-rate", DCR_ARG_STRING, &o.rates, 0, 0,
-         "element change rates, comma separated (default 0.03)", false},
-        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
-         "profile:FILE: the model's overall rate of a dcr diff --profile (not --change-rate)",
-         false},
-        {"--mode", DCR_ARG_STRING, &o.mode, 0, 0, "X | P | F construction mode (default X)", false},
-        {"--calibration", DCR_ARG_STRING, &o.calibration, 0, 0,
-         "calibration JSON (default: paper-testbed.json on --testbed paper, else a quick one "
-         "measured now)",
-         false},
-        {"--platform", DCR_ARG_STRING, &o.platform, 0, 0,
-         "a SimGrid platform XML instead of the generated one", false},
-        {"--write-platform", DCR_ARG_STRING, &o.write_platform, 0, 0,
-         "write the generated platform XML and exit", false},
-        {"--testbed", DCR_ARG_STRING, &o.testbed, 0, 0,
-         "paper: the seed's testbed with its fitted calibration; without --model its five sizes x "
-         "3%,5% x both transports beside the seed's figures; nemo-rl: NeMo-RL's published "
-         "cluster (guesses stated) beside its 247.2 GB refits",
-         false},
-        {"--validate", DCR_ARG_FLAG, &o.validate, 0, 0,
-         "run the built-in dcr bench cases and compare (minutes); the testbed cases where root "
-         "can build one (else reported skipped)",
-         false},
-        {"--validate-only", DCR_ARG_STRING, &o.validate_only, 0, 0,
-         "engine | testbed: only those --validate cases", false},
-        {"--testbed-id", DCR_ARG_INT, &o.testbed_id, 0, 55,
-         "--validate: the netns testbed's id (scripts/testbed.sh; default 0)", false},
-        {"--cross-gbps", DCR_ARG_DOUBLE, &o.cross, 0, 1e6,
-         "cross-cluster Gbps per node and direction (0: unlimited)", false},
-        {"--flow-gbps", DCR_ARG_DOUBLE, &o.flow, 0, 1e6, "cross-cluster Gbps per flow (0: no cap)",
-         false},
-        {"--local-gbps", DCR_ARG_DOUBLE, &o.local, 0, 1e6,
-         "rollout-local Gbps per node (relay hops)", false},
-        {"--fabric-gbps", DCR_ARG_DOUBLE, &o.fabric, 0, 1e6,
-         "training fabric Gbps per node (residual parts)", false},
-        {"--latency-ms", DCR_ARG_DOUBLE, &o.latency, 0, 1e5,
-         "one-way cross-cluster latency per transfer", false},
-        {"--local-latency-ms", DCR_ARG_DOUBLE, &o.local_latency, 0, 1e5,
-         "one-way latency of a relay hop", false},
-        {"--store-gbps", DCR_ARG_DOUBLE, &o.store_gbps, 0, 1e6,
-         "object store Gbps, all flows (0: unlimited)", false},
-        {"--store-latency-ms", DCR_ARG_DOUBLE, &o.store_latency, 0, 1e5,
-         "object store latency per request", false},
-        {"--store-list-ms", DCR_ARG_DOUBLE, &o.store_list, 0, 1e5,
-         "delay before a listing sees a new object", false},
-        {"--store-put-ms", DCR_ARG_DOUBLE, &o.store_put, 0, 1e5,
-         "owner-side cost of one PUT after its bytes", false},
-        {"--relay-gbps", DCR_ARG_DOUBLE, &o.relay_gbps, 0, 1e6,
-         "relay root's ingress over all owners' streams (0: only its node link)", false},
-        {"--startup-ms", DCR_ARG_DOUBLE, &o.startup_ms, 0, 1e7,
-         "time from t0 until senders can submit (default 0)", false},
-        {"--store-flows", DCR_ARG_INT, &o.store_flows, 1, 64,
-         "concurrent downloads per rollout node (default 8)", false},
-        {"--fanout", DCR_ARG_INT, &o.fanout, 1, 64, "relay tree fan-out (default 2)", false},
-        {"--queue", DCR_ARG_INT, &o.queue, 1, 1 << 20,
-         "relay hop queue and store prefetch, payloads (default 8)", false},
-        {"--owner-queue", DCR_ARG_INT, &o.owner_queue, 1, 1 << 20,
-         "finished payloads per owner waiting to send (default 2)", false},
-        {"--shared-cores", DCR_ARG_INT, &o.shared_cores, 0, 4096,
-         "in-process engine on one machine of N cores (default 0: a cluster)", false},
-        {"--no-ack-rtt", DCR_ARG_FLAG, &o.no_ack_rtt, 0, 0,
-         "queueing acknowledgments cost no latency", false},
-        {"--ref-object-mib", DCR_ARG_DOUBLE, &o.ref_object_mib, 1.0 / 1024, 1 << 20,
-         "reference checkpoint object size", false},
-        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 0, 1 << 20,
-         "chunk target (default: 64 objstore, 256 relay)", false},
-        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 0, 1 << 20, "bucket target (default 512)",
-         false},
-        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object with rows", false},
-    };
+    enum { NOWN = NRUN_ARGS + NMODEL_ARGS };
+    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS];
+    run_args(&o, args);
+    model_args(&o, args + NRUN_ARGS);
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     o.args = args;
     o.nargs = (int)(sizeof(args) / sizeof(args[0]));
