@@ -350,3 +350,33 @@ void dcr_sim_plan_report_json(const dcr_sim_spec_t *spec, const dcr_sim_calibrat
     printf("\n");
     json_decref(j);
 }
+
+void dcr_sim_calibration_print(const dcr_sim_calibration_t *c)
+{
+    printf("machine %s\n\n%-8s %12s %12s %12s %12s %10s %10s\n", c->machine, "rate", "detect_ns/B",
+           "encode_ns/r", "xor_value_B", "ovw_value_B", "gap8_B", "gap16_B");
+    for (int i = 0; i < c->npoints; i++) {
+        const dcr_sim_cal_point_t *p = &c->points[i];
+        printf("%-8g %12.4f %12.2f %12.3f %12.3f %10.3f %10.3f\n", p->rate,
+               p->detect_s_per_byte * 1e9, p->encode_s_per_record * 1e9, p->xor_value_bytes,
+               p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
+    }
+    printf("\npayload size factors:");
+    for (int i = 0; i < c->nsizes; i++)
+        printf(" %.0f B x%.3f", c->sizes[i].bytes, c->sizes[i].factor);
+    printf("\nconstruction: project %.2f ns/record, %.2f us per item, residual %.4f ns/B, copy "
+           "%.4f ns/B, "
+           "item metadata %.1f B\n",
+           c->project_s_per_record * 1e9, c->construct_s_per_item * 1e6,
+           c->residual_s_per_byte * 1e9, c->copy_s_per_byte * 1e9, c->bytes_per_item);
+    printf("receiver: decode %.2f us per payload + %.4f ns/B, apply %.2f ns/record and %.2f us per "
+           "item, full pass %.4f "
+           "ns/B\n",
+           c->decode_s_per_payload * 1e6, c->decode_s_per_byte * 1e9, c->apply_s_per_record * 1e9,
+           c->apply_s_per_item * 1e6, c->apply_s_per_full_byte * 1e9);
+    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms; relay "
+           "hop %.3f ms + "
+           "%.3f ns/B\n",
+           c->ack_s * 1e3, c->commit_s * 1e3, c->store_put_s * 1e3, c->relay_hop_s * 1e3,
+           c->relay_hop_s_per_byte * 1e9);
+}

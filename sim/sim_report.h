@@ -33,4 +33,9 @@ void dcr_sim_plan_report_text(const dcr_sim_spec_t *spec, const dcr_sim_calibrat
 void dcr_sim_plan_report_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
                               const dcr_sim_plan_row_t *rows, int n, const char *figure);
 
+/* A calibration (dcr calibrate): the machine, the per-rate stage costs,
+ * the payload size factors, construction, receiver, control-plane and relay
+ * costs, as text on stdout. */
+void dcr_sim_calibration_print(const dcr_sim_calibration_t *c);
+
 #endif
