@@ -160,25 +160,10 @@ static int dcr__microbench_apply(int argc, char **argv)
     dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};
     dcr_serve_bench_result_t res[DCR__RATES_MAX];
     dcr_scenario_t *sc = NULL;
-    dcr_status_t st = dcr_scenario_create(&spec, &sc);
-    if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
-    /* The bench holds the old and new canonical tensors and the floor's flat
-     * copy, receiver 0 and the dense reload's receiver. */
-    if (st == DCR_OK)
-        st = dcr_scenario_check_memory(sc, "microbench apply",
-                                       &(dcr_run_shape_t){.canonical_copies = 3,
-                                                          .receivers = 1,
-                                                          .serve_tp = (int)serve_tp,
-                                                          .verifiers = 1,
-                                                          .transient = true});
-    if (st != DCR_OK) {
-        dcr_scenario_destroy(sc);
-        return dcr_cli_check("microbench apply", st); /* model, layers, serving layout */
-    }
+    size_t bytes = 0;
+    dcr_status_t st = dcr_microbench_apply_scenario(&spec, &serve, &sc, &bytes);
+    if (st != DCR_OK) return dcr_cli_check("microbench apply", st); /* model, layers, layout */
     if (dcr_args_seen(args, nargs, "--device")) {
-        size_t bytes = 0;
-        for (size_t i = 0; i < dcr_inventory_count(sc->inventory); i++)
-            bytes += dcr_desc_bytes(dcr_inventory_at(sc->inventory, i));
         dcr_scenario_destroy(sc);
         return dcr__device_apply(device, bytes, rates, nrates, (int)repeats, json);
     }
