@@ -20,6 +20,26 @@ typedef struct construct_opts {
     const char *device; /* --device; NULL: cpu */
 } construct_opts_t;
 
+/* The flags' rules (usage errors), and the modes to run: modes[0..*n_p). */
+static dcr_status_t check_opts(const construct_opts_t *o, dcr_construct_mode_t *modes, int *n_p)
+{
+    if (strcmp(o->mode, "all")) {
+        *n_p = 1;
+        DCR_CHECK(dcr_construct_mode_parse(o->mode, &modes[0]));
+    }
+    if (o->shuffle && o->no_shuffle)
+        return dcr_error_set(DCR_EINVAL, "--shuffle and --no-shuffle contradict each other");
+    if (o->keep && (*n_p != 1 || o->rounds != 1 || o->compare_shuffle))
+        return dcr_error_set(DCR_EINVAL,
+                             "--keep-payloads needs one mode and one run (no --mode all, --rounds "
+                             "or --compare-shuffle)");
+    if (o->keep) DCR_CHECK(dcr_workdir_check("--keep-payloads", o->keep));
+    /* --changes uniform (the --change-rate stress changes) or profile:FILE. */
+    if (strncmp(o->changes, "profile:", 8) != 0 && strcmp(o->changes, "uniform") != 0)
+        return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or profile:FILE", o->changes);
+    return DCR_OK;
+}
+
 static int run(construct_opts_t *o)
 {
     dcr_construct_mode_t modes[3] = {DCR_MODE_X, DCR_MODE_P, DCR_MODE_F};
@@ -30,28 +50,9 @@ static int run(construct_opts_t *o)
     bool usage = true;
     dcr_dir_sink_t dir_sink;
     dcr_dir_sink_init(&dir_sink, o->keep, 1);
-    if (strcmp(o->mode, "all")) {
-        nmodes = 1;
-        DCR_CHECK_GOTO(dcr_construct_mode_parse(o->mode, &modes[0]), s, fail);
-    }
-    if (o->shuffle && o->no_shuffle) {
-        s = dcr_error_set(DCR_EINVAL, "--shuffle and --no-shuffle contradict each other");
-        goto fail;
-    }
-    if (o->keep && (nmodes != 1 || o->rounds != 1 || o->compare_shuffle)) {
-        s = dcr_error_set(DCR_EINVAL,
-                          "--keep-payloads needs one mode and one run (no --mode all, --rounds "
-                          "or --compare-shuffle)");
-        goto fail;
-    }
-    if (o->keep) DCR_CHECK_GOTO(dcr_workdir_check("--keep-payloads", o->keep), s, fail);
-    /* --changes uniform (the --change-rate stress changes) or profile:FILE. */
+    DCR_CHECK_GOTO(check_opts(o, modes, &nmodes), s, fail);
     dcr_change_profile_t profile;
     bool replay = strncmp(o->changes, "profile:", 8) == 0;
-    if (!replay && strcmp(o->changes, "uniform") != 0) {
-        s = dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or profile:FILE", o->changes);
-        goto fail;
-    }
     if (replay) DCR_CHECK_GOTO(dcr_change_profile_load(o->changes + 8, &profile), s, fail);
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);

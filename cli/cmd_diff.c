@@ -113,6 +113,67 @@ fail:
     return 1;
 }
 
+enum { NOWN = 12, NSTEP = 5 };
+
+/* The command's own flags (NOWN entries; the last NSTEP, of the synthetic
+ * step, are refused without --init). */
+static void own_args(diff_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NOWN] = {
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o->chunk_mib, 1.0 / 1024, 1 << 20,
+         "chunk target in MiB of source bytes (default 64)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o->bucket_mib, 1.0 / 1024, 1 << 20,
+         "bucket target in MiB of chunk input (default 512)", false},
+        {"--level", DCR_ARG_INT, &o->level, 1, 19, "zstd level (default 1)", false},
+        {"--keep-payloads", DCR_ARG_STRING, &o->keep, 0, 0,
+         "write the payloads of the whole-checkpoint mode X run into this existing directory",
+         false},
+        {"--no-class-payloads", DCR_ARG_FLAG, &o->no_class_payloads, 0, 0,
+         "construct the whole checkpoint only, not every changed class alone", false},
+        {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
+        {"--profile", DCR_ARG_STRING, &o->profile, 0, 0,
+         "write the measured change profile (per class rate and clustering) to this file", false},
+        /* The synthetic step of --init; the last NSTEP entries, refused without --init. */
+        {"--init", DCR_ARG_STRING, &o->init, 0, 0,
+         "instead of OLD NEW: this checkpoint against one synthetic step on it", false},
+        {"--changes", DCR_ARG_STRING, &o->changes, 0, 0,
+         "step of --init: uniform (default) | adamw | profile:FILE", false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1,
+         "uniform step of --init: change rate per owned shard (default 0.03)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 1, "adamw step of --init: learning rate (default 1e-6)",
+         false},
+        {"--seed", DCR_ARG_INT, &o->seed, 0, 1e15, "seed of the --init step (default 42)", false},
+    };
+    memcpy(a, own, sizeof own);
+}
+
+/* OLD NEW, or --init CKPT with its step's flags: usage errors exit 2. */
+static int check_inputs(diff_opts_t *o, const dcr_arg_t *args, int npos)
+{
+    if (o->init && npos != 0) {
+        fprintf(stderr, "dcr diff: --init CKPT takes no OLD NEW (got %d paths)\n", npos);
+        return 2;
+    }
+    if (!o->init && npos != 2) {
+        fprintf(stderr,
+                "dcr diff: expected two checkpoints OLD NEW (got %d; see dcr diff --help)\n", npos);
+        return 2;
+    }
+    if (o->init) {
+        /* OLD is the checkpoint, NEW its synthetic step (named in the output). */
+        snprintf(o->step_label, sizeof(o->step_label), "%s step", o->changes);
+        o->paths[0] = o->init;
+        o->paths[1] = o->step_label;
+    }
+    for (int i = NOWN - NSTEP + 1; !o->init && i < NOWN; i++) {
+        if (args[i].seen) {
+            fprintf(stderr, "dcr diff: %s needs --init CKPT\n", args[i].name);
+            return 2;
+        }
+    }
+    return 0;
+}
+
 int dcr_cmd_diff(int argc, char **argv)
 {
     diff_opts_t o = {.chunk_mib = 64,
@@ -123,32 +184,8 @@ int dcr_cmd_diff(int argc, char **argv)
                      .lr = 1e-6,
                      .seed = 42};
     dcr_cli_scenario_init(&o.sc, NULL, 1, 0);
-    enum { NOWN = 12, NSTEP = 5 };
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + NOWN] = {
-        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
-         "chunk target in MiB of source bytes (default 64)", false},
-        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 1.0 / 1024, 1 << 20,
-         "bucket target in MiB of chunk input (default 512)", false},
-        {"--level", DCR_ARG_INT, &o.level, 1, 19, "zstd level (default 1)", false},
-        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
-         "write the payloads of the whole-checkpoint mode X run into this existing directory",
-         false},
-        {"--no-class-payloads", DCR_ARG_FLAG, &o.no_class_payloads, 0, 0,
-         "construct the whole checkpoint only, not every changed class alone", false},
-        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
-        {"--profile", DCR_ARG_STRING, &o.profile, 0, 0,
-         "write the measured change profile (per class rate and clustering) to this file", false},
-        /* The synthetic step of --init; the last NSTEP entries, refused without --init. */
-        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
-         "instead of OLD NEW: this checkpoint against one synthetic step on it", false},
-        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
-         "step of --init: uniform (default) | adamw | profile:FILE", false},
-        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
-         "uniform step of --init: change rate per owned shard (default 0.03)", false},
-        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "adamw step of --init: learning rate (default 1e-6)",
-         false},
-        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of the --init step (default 42)", false},
-    };
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + NOWN];
+    own_args(&o, args);
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int npos = 0;
     int rc =
@@ -158,26 +195,6 @@ int dcr_cmd_diff(int argc, char **argv)
                        "[--keep-payloads DIR] [--profile OUT.json] [--json]",
                        args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, o.paths, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
-    if (o.init && npos != 0) {
-        fprintf(stderr, "dcr diff: --init CKPT takes no OLD NEW (got %d paths)\n", npos);
-        return 2;
-    }
-    if (!o.init && npos != 2) {
-        fprintf(stderr,
-                "dcr diff: expected two checkpoints OLD NEW (got %d; see dcr diff --help)\n", npos);
-        return 2;
-    }
-    if (o.init) {
-        /* OLD is the checkpoint, NEW its synthetic step (named in the output). */
-        snprintf(o.step_label, sizeof(o.step_label), "%s step", o.changes);
-        o.paths[0] = o.init;
-        o.paths[1] = o.step_label;
-    }
-    for (int i = NOWN - NSTEP + 1; !o.init && i < NOWN; i++) {
-        if (args[i].seen) {
-            fprintf(stderr, "dcr diff: %s needs --init CKPT\n", args[i].name);
-            return 2;
-        }
-    }
+    if ((rc = check_inputs(&o, args, npos))) return rc;
     return run(&o);
 }
