@@ -8,16 +8,18 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/log.h"
-#include "scenario_args.h"
-#include "workloads/harness/bench.h"
-#include "workloads/change/change_profile.h"
-#include "workloads/harness/interrupt.h"
-#include "workloads/harness/results.h"
+#include "dcr/trace.h"
+#include "deploy/join_report.h"
 #include "deploy/launch.h"
 #include "deploy/restorer.h"
 #include "deploy/testbed.h"
 #include "reports/trace_io.h"
-#include "dcr/trace.h"
+#include "scenario_args.h"
+#include "workloads/change/change_profile.h"
+#include "workloads/harness/bench.h"
+#include "workloads/harness/interrupt.h"
+#include "workloads/harness/results.h"
+#include "workloads/harness/results_json.h"
 
 typedef struct bench_opts {
     dcr_cli_scenario_t sc;
@@ -46,220 +48,6 @@ typedef struct bench_opts {
     bool role;
 } bench_opts_t;
 
-static json_t *config_json(const bench_opts_t *o, const dcr_bench_config_t *c)
-{
-    json_t *j = json_pack(
-        "{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:I,"
-        "s:f,s:s,s:s,"
-        "s:I,s:I,s:b,s:I}",
-        "model", o->sc.model, "scale", (json_int_t)o->sc.scale, "layers", (json_int_t)o->sc.layers,
-        "train_nodes", (json_int_t)o->sc.nodes, "gpus_per_node", (json_int_t)o->sc.gpus, "tp",
-        (json_int_t)o->sc.tp, "etp", (json_int_t)o->sc.etp, "ep", (json_int_t)o->sc.ep, "pp",
-        (json_int_t)o->sc.pp, "mapping", o->sc.mapping, "rollout_nodes", (json_int_t)o->nodes,
-        "receivers_per_node", (json_int_t)o->per_node, "serve_tp", (json_int_t)o->serve_tp,
-        "serve_ep", o->serve_ep, "transport", o->transport, "changes", o->changes, "lr", o->lr,
-        "cross_gbps", c->link.cross_gbps, "flow_gbps", c->link.flow_gbps, "local_gbps",
-        c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout", (json_int_t)o->fanout,
-        "change_rate", o->rate, "mode", o->mode, "rl", o->rl, "warmup", (json_int_t)o->warmup,
-        "refits", (json_int_t)o->refits, "shuffle", !o->no_shuffle, "seed", (json_int_t)o->seed);
-    /* Whether payloads were signed; the key itself never leaves the process. */
-    if (j) json_object_set_new(j, "payload_keyed", json_boolean(c->payload_key.set));
-    /* The checkpoint the weights started from, or null for synthetic weights. */
-    if (j) json_object_set_new(j, "init", o->init ? json_string(o->init) : json_null());
-    return j;
-}
-
-/* A figure from the trace: null for a refit that was not recorded. */
-static json_t *traced_real(const dcr_bench_refit_t *f, double v)
-{
-    return f->traced ? json_real(v) : json_null();
-}
-
-/* The recorder's cost (--trace-overhead): the same-run latency ratio, and
- * the cost of the recorded spans as if every one sat on the critical path. */
-static json_t *overhead_json(const dcr_bench_result_t *r)
-{
-    double on = r->overhead.latency_on_s, off = r->overhead.latency_off_s;
-    double spans_s = r->overhead.intervals_per_refit * r->overhead.span_ns * 1e-9;
-    return json_pack(
-        "{s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f}", "refits_on", r->overhead.refits_on, "refits_off",
-        r->overhead.refits_off, "mean_latency_on_s", on, "mean_latency_off_s", off, "latency_ratio",
-        off > 0 ? on / off : 0.0, "span_ns", r->overhead.span_ns, "intervals_per_refit",
-        r->overhead.intervals_per_refit, "span_cost_share_of_latency", on > 0 ? spans_s / on : 0.0);
-}
-
-static json_t *refit_json(const dcr_bench_refit_t *f)
-{
-    return json_pack(
-        "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I,s:f,s:I}",
-        "latency_s", f->latency_s, "construction_s", f->construction_s, "construction_lb_s",
-        traced_real(f, f->construction_lb_s), "transport_lb_s", traced_real(f, f->transport_lb_s),
-        "finalization_s", traced_real(f, f->bound_finalization_s), "remainder_s",
-        traced_real(f, f->remainder_s), "payload_bytes", (json_int_t)f->payload_bytes,
-        "cross_bytes", (json_int_t)f->cross_bytes, "raw_changed_value_bytes",
-        (json_int_t)f->raw_changed_value_bytes, "changed_elements", (json_int_t)f->changed_elements,
-        "records", (json_int_t)f->records, "payloads", (json_int_t)f->payloads, "attempts",
-        f->attempts, "bit_exact", f->bit_exact, "verified", f->verified, "traced", f->traced,
-        "intervals", (json_int_t)f->intervals, "wall_s", f->wall_s, "rss_bytes",
-        (json_int_t)f->rss_bytes);
-}
-
-static json_t *result_json(const dcr_bench_result_t *r, json_t *config)
-{
-    json_t *refits = json_array();
-    for (int i = 0; i < r->nrefits; i++) {
-        json_t *f = refit_json(&r->refits[i]);
-        /* Retention of the version (--retain): copied after the commit. */
-        if (f)
-            json_object_set_new(
-                f, "retain",
-                json_pack("{s:I,s:f,s:f}", "bytes", (json_int_t)r->refits[i].retain_bytes, "s",
-                          r->refits[i].retain_s, "wait_s", r->refits[i].retain_wait_s));
-        json_array_append_new(refits, f);
-    }
-    json_t *j = json_pack(
-        "{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
-        "config", config, "construction_lb_s_mean", r->construction_lb_mean_s,
-        "transport_lb_s_mean", r->transport_lb_mean_s, "finalization_s_mean",
-        r->finalization_mean_s, "checkpoint_bytes", (json_int_t)r->checkpoint_bytes, "owners",
-        r->owners, "receivers", r->receivers, "mean_latency_s", r->mean_latency_s, "reference_s",
-        r->reference_s, "relay_reference_s", r->relay_reference_s, "speedup", r->speedup,
-        "payload_bytes_mean", r->payload_bytes_mean, "cross_bytes_mean", r->cross_bytes_mean,
-        "raw_changed_value_bytes_mean", r->raw_changed_value_bytes_mean, "bit_exact", r->bit_exact,
-        "xor_tensors", (json_int_t)r->xor_tensors, "overwrite_tensors",
-        (json_int_t)r->overwrite_tensors, "requests", (json_int_t)r->requests, "request_mismatches",
-        (json_int_t)r->request_mismatches, "refits", refits);
-    json_object_set_new(j, "cpu_s_mean",
-                        json_pack("{s:f,s:f,s:f}", "owners", r->cpu_mean_s[DCR_THREAD_OWNER],
-                                  "nodes", r->cpu_mean_s[DCR_THREAD_NODE], "transport",
-                                  r->cpu_mean_s[DCR_THREAD_TRANSPORT]));
-    json_object_set_new(j, "memory_estimate_bytes", json_integer(r->memory_estimate_bytes));
-    json_object_set_new(j, "peak_rss_bytes", json_integer(r->peak_rss_bytes));
-    if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
-    json_object_set_new(j, "payloads_rejected", json_integer(r->payloads_rejected));
-    json_object_set_new(j, "payloads_unauthenticated", json_integer(r->payloads_unauthenticated));
-    return j;
-}
-
-static void print_text(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
-{
-    printf("links: cross %.3g Gbps per node, flow %.3g Gbps, local %.3g Gbps, latency %.3g ms\n",
-           c->link.cross_gbps, c->link.flow_gbps, c->link.local_gbps, c->link.latency_ms);
-    printf("checkpoint %lld bytes, %d owners, %d receivers, %zu XOR / %zu overwrite tensors\n\n",
-           (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors,
-           r->overwrite_tensors);
-    printf("%-6s %10s %10s %10s %10s %12s %12s %14s %8s %10s\n", "refit", "latency_s", "constr_lb",
-           "transp_lb", "final_s", "payload_B", "cross_B", "raw_values_B", "attempts", "bit_exact");
-    for (int i = 0; i < r->nrefits; i++) {
-        const dcr_bench_refit_t *f = &r->refits[i];
-        char bounds[40] = "         -          -          -";
-        if (f->traced)
-            snprintf(bounds, sizeof(bounds), "%10.3f %10.3f %10.3f", f->construction_lb_s,
-                     f->transport_lb_s, f->bound_finalization_s);
-        printf("%-6d %10.3f %s %12lld %12lld %14lld %8d %10s\n", i + 1, f->latency_s, bounds,
-               (long long)f->payload_bytes, (long long)f->cross_bytes,
-               (long long)f->raw_changed_value_bytes, f->attempts,
-               f->verified ? (f->bit_exact ? "yes" : "NO") : "-");
-    }
-    /* The bounds exist for the recorded refits only: compare them with those. */
-    bool overhead = r->overhead.refits_off > 0;
-    double latency = overhead ? r->overhead.latency_on_s : r->mean_latency_s;
-    double bound = r->construction_lb_mean_s > r->transport_lb_mean_s ? r->construction_lb_mean_s
-                                                                      : r->transport_lb_mean_s;
-    printf("\nmeans%s: construction bound %.3f s, transport bound %.3f s, finalization %.3f s; "
-           "latency / (max bound + finalization) %.2f\n",
-           overhead ? " of the recorded refits" : "", r->construction_lb_mean_s,
-           r->transport_lb_mean_s, r->finalization_mean_s,
-           bound + r->finalization_mean_s > 0 ? latency / (bound + r->finalization_mean_s) : 0.0);
-    printf("CPU per refit: owners %.3f s, rollout nodes %.3f s, transport %.3f s\n",
-           r->cpu_mean_s[DCR_THREAD_OWNER], r->cpu_mean_s[DCR_THREAD_NODE],
-           r->cpu_mean_s[DCR_THREAD_TRANSPORT]);
-    if (overhead)
-        printf("recorder: mean latency %.4f s recorded (%d refits), %.4f s not (%d), ratio %.4f; "
-               "one span %.0f ns x %.0f intervals per refit = %.3f%% of the latency\n",
-               r->overhead.latency_on_s, r->overhead.refits_on, r->overhead.latency_off_s,
-               r->overhead.refits_off,
-               r->overhead.latency_off_s > 0 ? r->overhead.latency_on_s / r->overhead.latency_off_s
-                                             : 0.0,
-               r->overhead.span_ns, r->overhead.intervals_per_refit,
-               r->overhead.latency_on_s > 0
-                   ? 100.0 * r->overhead.intervals_per_refit * r->overhead.span_ns * 1e-9 /
-                         r->overhead.latency_on_s
-                   : 0.0);
-    printf("mean latency %.3f s, reference %.3f s", r->mean_latency_s, r->reference_s);
-    if (r->relay_reference_s > 0) printf(", relay reference %.3f s", r->relay_reference_s);
-    printf(", speedup %.2fx\npayload %.0f B, cross %.0f B, raw changed values %.0f B (payload/raw "
-           "%.3f), bit-exact %s\n",
-           r->speedup, r->payload_bytes_mean, r->cross_bytes_mean, r->raw_changed_value_bytes_mean,
-           r->raw_changed_value_bytes_mean > 0
-               ? r->payload_bytes_mean / r->raw_changed_value_bytes_mean
-               : 0.0,
-           r->bit_exact ? "yes" : "NO");
-    if (r->requests)
-        printf("requests during refits %lld, saw a mixed policy %lld\n", (long long)r->requests,
-               (long long)r->request_mismatches);
-    if (c->payload_key.set || r->payloads_rejected)
-        printf("payloads %s; refused %lld, of which unauthenticated %lld\n",
-               c->payload_key.set ? "signed with the payload key" : "unkeyed",
-               (long long)r->payloads_rejected, (long long)r->payloads_unauthenticated);
-}
-
-static dcr_status_t append_results(const char *path, const dcr_bench_result_t *r, json_t *config)
-{
-    size_t n = (size_t)r->nrefits;
-    double *cols = calloc(DCR_RESULTS_NCOLUMNS * (n ? n : 1), sizeof(double));
-    if (!cols) return dcr_error_set(DCR_ENOMEM, "results columns");
-    for (size_t i = 0; i < n; i++) {
-        const dcr_bench_refit_t *f = &r->refits[i];
-        cols[DCR_RESULTS_LATENCY_S * n + i] = f->latency_s;
-        cols[DCR_RESULTS_PAYLOAD_BYTES * n + i] = (double)f->payload_bytes;
-        cols[DCR_RESULTS_CROSS_BYTES * n + i] = (double)f->cross_bytes;
-        cols[DCR_RESULTS_RAW_CHANGED_VALUE_BYTES * n + i] = (double)f->raw_changed_value_bytes;
-        cols[DCR_RESULTS_CHANGED_ELEMENTS * n + i] = (double)f->changed_elements;
-        cols[DCR_RESULTS_BIT_EXACT * n + i] = f->bit_exact ? 1.0 : 0.0;
-        /* NaN marks a bound that was not measured (--trace-overhead). */
-        cols[DCR_RESULTS_CONSTRUCTION_LB_S * n + i] = f->traced ? f->construction_lb_s : NAN;
-        cols[DCR_RESULTS_TRANSPORT_LB_S * n + i] = f->traced ? f->transport_lb_s : NAN;
-        cols[DCR_RESULTS_FINALIZATION_S * n + i] = f->traced ? f->bound_finalization_s : NAN;
-    }
-    dcr_results_column_t columns[DCR_RESULTS_NCOLUMNS];
-    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
-        columns[k] = (dcr_results_column_t){dcr_results_column_names[k], cols + (size_t)k * n};
-    json_t *summary = result_json(r, json_incref(config));
-    json_object_del(summary, "refits");
-    json_object_del(summary, "config");
-    char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS),
-         *summary_text = json_dumps(summary, JSON_COMPACT);
-    dcr_results_run_t run = {"bench", config_text, summary_text, n, DCR_RESULTS_NCOLUMNS,
-                             columns, 0,           NULL};
-    dcr_trace_interval_t *iv = NULL;
-    size_t niv = 0;
-    int64_t(*table)[6] = NULL;
-    if (dcr_trace_snapshot(&iv, &niv) == DCR_OK && niv > 0 &&
-        (table = malloc(niv * sizeof(*table)))) {
-        for (size_t i = 0; i < niv; i++) {
-            table[i][0] = (int64_t)iv[i].start_ns;
-            table[i][1] = (int64_t)iv[i].end_ns;
-            table[i][2] = iv[i].refit;
-            table[i][3] = iv[i].stage;
-            table[i][4] = iv[i].actor;
-            table[i][5] = iv[i].id;
-        }
-        run.nintervals = niv;
-        run.intervals = (const int64_t(*)[6])table;
-    }
-    free(iv);
-    char name[64];
-    dcr_status_t st = dcr_results_append(path, &run, name, sizeof(name));
-    if (st == DCR_OK) DCR_LOG_INFO("bench: results appended to %s as %s", path, name);
-    free(table);
-    free(config_text);
-    free(summary_text);
-    json_decref(summary);
-    free(cols);
-    return st;
-}
-
 static dcr_status_t write_trace(const char *path)
 {
     dcr_trace_interval_t *iv = NULL;
@@ -283,67 +71,11 @@ static dcr_status_t check_store(const bench_opts_t *o)
     return dcr_cli_store_check(o->store, o->s3_endpoint);
 }
 
-/* Every flag, the layout and every path, before the run: what fails here
- * is a usage error (or an unwritable place) found in the first second. */
-/* --anchor-every N: rollout-node processes over the object store, within
- * the retention window (a join replays the versions after its anchor). */
-static dcr_status_t anchor_every_check(const bench_opts_t *o, dcr_bench_config_t *c)
+/* The flags' values into the run configuration (checked by fill_config). */
+static void fill_values(const bench_opts_t *o, dcr_bench_config_t *c)
 {
-    if (!dcr_args_seen(o->args, o->nargs, "--anchor-every") || o->anchor_every == 0) return DCR_OK;
-    if (!(o->processes || o->role) || strcmp(o->transport, "objstore"))
-        return dcr_error_set(DCR_EINVAL,
-                             "--anchor-every needs --processes and --transport objstore (got "
-                             "%s%s)",
-                             o->transport, o->processes || o->role ? "" : ", no --processes");
-    if (c->retain > 0 && o->anchor_every > c->retain)
-        return dcr_error_set(DCR_EINVAL,
-                             "--anchor-every %lld is above the retention window (--retain %d): a "
-                             "join could not replay from its anchor",
-                             (long long)o->anchor_every, c->retain);
-    c->anchor_every = (int)o->anchor_every;
-    return DCR_OK;
-}
-
-static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
-{
-    DCR_CHECK(check_store(o));
-    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
-    DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
-    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
-    if (!dcr_transport_find(o->transport))
-        return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
-                             o->transport);
-    DCR_CHECK(dcr_cli_changes_check(o->args, o->nargs, o->changes, true));
     c->adamw = !strcmp(o->changes, "adamw");
-    if (!strncmp(o->changes, "profile:", 8)) {
-        DCR_CHECK(dcr_change_profile_load(o->changes + 8, &o->profile));
-        c->profile = &o->profile;
-    }
     c->lr = o->lr;
-    if (c->adamw && !(o->lr > 0))
-        return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
-    if (o->processes && (strcmp(o->rl, "sync") || o->readers))
-        return dcr_error_set(
-            DCR_EINVAL, "--processes needs --rl sync, without --readers (got %s, %lld readers)",
-            o->rl, (long long)o->readers);
-    /* The relay across processes connects owner ranks to the root node
-     * process; owner threads of the launcher hold no part of that tree.
-     * On --testbed the owners are an MPI job in the training hosts and each
-     * node listens on its rollout host's address (dcr_testbed_place_roles). */
-    if (!strcmp(o->transport, "relay") && o->processes && o->owner_threads)
-        return dcr_error_set(DCR_EINVAL,
-                             "--transport relay with --processes needs the owners as an MPI job "
-                             "(not --owner-threads)");
-    if (o->keep && strcmp(o->transport, "objstore"))
-        return dcr_error_set(
-            DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
-    if (o->trace_overhead && o->refits < 4)
-        return dcr_error_set(DCR_EINVAL,
-                             "--trace-overhead needs at least 4 timed refits (--refits), got %lld",
-                             (long long)o->refits);
-    DCR_CHECK(
-        dcr_cli_paths_check(o->out, o->trace, o->keep, o->role ? NULL : o->workdir, o->control));
-    if (o->out) DCR_CHECK(dcr_results_check("--out", o->out));
     c->serve.nodes = (int)o->nodes;
     c->serve.gpus_per_node = (int)o->per_node;
     c->serve.tp = (int)o->serve_tp;
@@ -375,13 +107,42 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
     c->store = o->store;
     c->s3_endpoint = o->s3_endpoint;
     c->keep_trace = o->trace || o->out;
+    c->anchor_every = (int)o->anchor_every;
+}
+
+/* Every flag, the layout and every path, before the run: what fails here
+ * is a usage error (or an unwritable place) found in the first second. The
+ * rules of the configuration itself are dcr_bench_config_check's. */
+static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
+{
+    DCR_CHECK(check_store(o));
+    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
+    DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
+    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
+    DCR_CHECK(dcr_cli_changes_check(o->args, o->nargs, o->changes, true));
+    if (!strncmp(o->changes, "profile:", 8)) {
+        DCR_CHECK(dcr_change_profile_load(o->changes + 8, &o->profile));
+        c->profile = &o->profile;
+    }
+    /* The relay across processes connects owner ranks to the root node
+     * process; owner threads of the launcher hold no part of that tree.
+     * On --testbed the owners are an MPI job in the training hosts and each
+     * node listens on its rollout host's address (dcr_testbed_place_roles). */
+    if (!strcmp(o->transport, "relay") && o->processes && o->owner_threads)
+        return dcr_error_set(DCR_EINVAL,
+                             "--transport relay with --processes needs the owners as an MPI job "
+                             "(not --owner-threads)");
+    DCR_CHECK(
+        dcr_cli_paths_check(o->out, o->trace, o->keep, o->role ? NULL : o->workdir, o->control));
+    if (o->out) DCR_CHECK(dcr_results_check("--out", o->out));
+    fill_values(o, c);
     /* A run's flags as its role processes and `dcr faults --processes`
      * parse them (o->role) are a --processes run's: the same default window,
      * or the faults launcher would retain nothing and every restore that
      * needs a retained version would fall back to a dense refit. */
     DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes || o->role,
                              &c->retain));
-    DCR_CHECK(anchor_every_check(o, c));
+    DCR_CHECK(dcr_bench_config_check(c, o->processes || o->role));
     DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
     if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
     /* The launching run only: role processes join the plane it bootstrapped. */
@@ -449,41 +210,6 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     dcr_status_t st = dcr_role_launcher_create(c, fwd, n, out_p);
     free(fwd);
     return st;
-}
-
-static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs, int restarts,
-                                   int sigkills);
-
-static json_t *processes_json(const dcr_bench_result_t *r, int owner_procs, int restarts,
-                              int sigkills, int coord_kills, int coord_restarts)
-{
-    json_t *j = processes_json_base(r, owner_procs, restarts, sigkills);
-    json_object_set_new(j, "coordinator_process", json_boolean(owner_procs > 0));
-    json_object_set_new(j, "coordinator_kills", json_integer(coord_kills));
-    json_object_set_new(j, "coordinator_restarts", json_integer(coord_restarts));
-    return j;
-}
-
-static json_t *processes_json_base(const dcr_bench_result_t *r, int owner_procs, int restarts,
-                                   int sigkills)
-{
-    /* owners: processes (an MPI job), or 1 when they are threads of the
-     * launching process, which always holds the coordinator. */
-    return json_pack("{s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:s}", "owners", owner_procs ? owner_procs : 1,
-                     "owner_threads", owner_procs ? 0 : r->owners, "rollout_nodes",
-                     r->node_processes, "coordinator", 1, "verifier", 1, "node_restarts", restarts,
-                     "sigkills", sigkills, "shared",
-                     owner_procs ? "nothing: owners (mpirun), coordinator, nodes and verifier are "
-                                   "processes"
-                                 : "owners and coordinator in the launching process");
-}
-
-/* Receiver restores by kind (deploy/restorer.h), with the bytes
- * each kind moved and what dense refits of the same receivers move. */
-static json_t *restores_json(const dcr_bench_result_t *r)
-{
-    return dcr_cli_restores_json(r->restores_by_kind, r->restore_bytes, r->restore_dense_bytes,
-                                 r->restore_s);
 }
 
 /* --join-at STEP: usage errors, before anything runs (after testbed_check,
@@ -631,26 +357,33 @@ static void print_testbed(const json_t *tb)
                    json_string_value(json_object_get(l, "direction")), l);
 }
 
-static int run(bench_opts_t *o, int argc, char **argv)
+/* The launcher's settings from the flags (--restart-nodes, --sigkill-every,
+ * owners by mpirun, coordinator kills, the elastic join). */
+static void launcher_settings(const bench_opts_t *o, dcr_role_launcher_t *l)
 {
-    dcr_bench_config_t c = dcr_bench_config_default();
-    dcr_bench_result_t r;
-    int rc = dcr_cli_check("bench", testbed_check(o));
-    if (rc == 0) rc = dcr_cli_check("bench", join_at_check(o));
-    if (rc) return rc;
-    rc = dcr_cli_check("bench", fill_config(o, &c));
-    if (rc) return rc;
-    dcr_role_launcher_t *launcher = NULL;
-    dcr_testbed_t *tb = NULL;
-    json_t *tb_links = NULL;
-    dcr_status_t st = DCR_OK;
+    dcr_role_launcher_set_restart(l, o->restart_nodes);
+    dcr_role_launcher_set_kills(l, (int)o->sigkill_every);
+#ifdef DCR_HAVE_MPI
+    dcr_role_launcher_set_owners(l, !o->owner_threads);
+#endif
+    dcr_role_launcher_set_coordinator_kills(l, (int)o->coord_kill_every);
+    if (o->join_at > 0) dcr_role_launcher_set_join_at(l, (int)o->nodes - 1, (uint64_t)o->join_at);
+}
+
+/* The run's places: the testbed (--testbed), the role launcher
+ * (--processes) with the testbed's store, control plane and unpaced links
+ * in the role flags; c->processes gets the launcher's hooks. */
+static dcr_status_t start_roles(const bench_opts_t *o, int argc, char **argv, dcr_bench_config_t *c,
+                                dcr_role_launcher_t **launcher_p, dcr_testbed_t **tb_p,
+                                json_t **links_p)
+{
     if (o->testbed) {
         dcr_interrupt_install();
-        st = testbed_start(o, &c, &tb, &tb_links);
+        DCR_CHECK(testbed_start(o, c, tb_p, links_p));
     }
-    char *tb_args[] = {"--store",       (char *)c.store,
-                       "--s3-endpoint", (char *)c.s3_endpoint,
-                       "--control",     (char *)c.control_path,
+    char *tb_args[] = {"--store",       (char *)c->store,
+                       "--s3-endpoint", (char *)c->s3_endpoint,
+                       "--control",     (char *)c->control_path,
                        "--link-gbps",   "0",
                        "--flow-gbps",   "0",
                        "--local-gbps",  "0",
@@ -658,100 +391,121 @@ static int run(bench_opts_t *o, int argc, char **argv)
     /* The relay moves payloads over the testbed's TCP links, not through
      * its store: the roles get no --store (they refuse it with relay). */
     int tb_skip = strcmp(o->transport, "relay") ? 0 : 4;
-    if (st == DCR_OK && o->processes)
-        st = make_launcher(argc, argv, &c, tb_args + tb_skip,
-                           tb ? (int)(sizeof(tb_args) / sizeof(*tb_args)) - tb_skip : 0, &launcher);
-    if (st == DCR_OK && tb) st = dcr_testbed_place_roles(tb, launcher, (int)o->sc.gpus);
-    if (launcher) {
-        c.processes = dcr_role_launcher_hooks(launcher);
-        dcr_role_launcher_set_restart(launcher, o->restart_nodes);
-        dcr_role_launcher_set_kills(launcher, (int)o->sigkill_every);
-#ifdef DCR_HAVE_MPI
-        dcr_role_launcher_set_owners(launcher, !o->owner_threads);
-#endif
-        dcr_role_launcher_set_coordinator_kills(launcher, (int)o->coord_kill_every);
-        if (o->join_at > 0)
-            dcr_role_launcher_set_join_at(launcher, (int)o->nodes - 1, (uint64_t)o->join_at);
+    if (o->processes)
+        DCR_CHECK(make_launcher(argc, argv, c, tb_args + tb_skip,
+                                *tb_p ? (int)(sizeof(tb_args) / sizeof(*tb_args)) - tb_skip : 0,
+                                launcher_p));
+    if (*tb_p) DCR_CHECK(dcr_testbed_place_roles(*tb_p, *launcher_p, (int)o->sc.gpus));
+    if (*launcher_p) {
+        c->processes = dcr_role_launcher_hooks(*launcher_p);
+        launcher_settings(o, *launcher_p);
     }
-    int owner_procs = launcher ? dcr_role_launcher_owner_processes(launcher) : 0;
-    dcr_interrupt_install();
-    if (st == DCR_OK) st = dcr_bench_run(&c, &r);
-    int restarts = launcher ? dcr_role_launcher_restarts(launcher) : 0;
-    int sigkills = launcher ? dcr_role_launcher_sigkills(launcher) : 0;
-    int coord_kills = launcher ? dcr_role_launcher_coordinator_kills(launcher) : 0;
-    int coord_restarts = launcher ? dcr_role_launcher_coordinator_restarts(launcher) : 0;
-    dcr_role_join_t join = {0};
-    if (st == DCR_OK && o->join_at > 0) join_result(o, launcher, &join);
-    dcr_role_launcher_destroy(launcher);
-    json_t *tb_json = tb && tb_links ? dcr_testbed_json(tb) : NULL;
-    if (tb_json) json_object_set(tb_json, "links", tb_links);
-    json_decref(tb_links);
-    dcr_testbed_destroy(tb);
-    if (st != DCR_OK) {
-        json_decref(tb_json);
-        return dcr_cli_fail("bench", st);
-    }
-    json_t *config = config_json(o, &c);
-    if (o->store) json_object_set_new(config, "store", json_string(o->store));
+    return DCR_OK;
+}
+
+/* What the launcher counted (all 0 without one). */
+static dcr_bench_process_counts_t launcher_counts(dcr_role_launcher_t *l)
+{
+    if (!l) return (dcr_bench_process_counts_t){0};
+    return (dcr_bench_process_counts_t){
+        dcr_role_launcher_owner_processes(l), dcr_role_launcher_restarts(l),
+        dcr_role_launcher_sigkills(l), dcr_role_launcher_coordinator_kills(l),
+        dcr_role_launcher_coordinator_restarts(l)};
+}
+
+/* What a run left besides its result: the launcher's counts, the elastic
+ * join, and the testbed's endpoints and measured links. */
+typedef struct run_extras {
+    dcr_bench_process_counts_t counts;
+    dcr_role_join_t join;
+    json_t *testbed;
+} run_extras_t;
+
+/* --json: one object, the result with its configuration and the extras. */
+static void print_json(const bench_opts_t *o, const dcr_bench_result_t *r, json_t *config,
+                       const run_extras_t *x)
+{
+    json_t *j = dcr_bench_result_json(r, json_incref(config));
+    if (r->node_processes)
+        json_object_set_new(j, "processes", dcr_bench_processes_json(r, &x->counts));
+    if (r->node_processes)
+        json_object_set_new(j, "restores_by_kind",
+                            dcr_bench_restores_json(r->restores_by_kind, r->restore_bytes,
+                                                    r->restore_dense_bytes, r->restore_s));
+    if (o->join_at > 0) json_object_set_new(j, "join", dcr_role_join_json(&x->join));
+    if (x->testbed) json_object_set(j, "testbed", x->testbed);
+    json_dumpf(j, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(j);
+}
+
+static void print_report(const bench_opts_t *o, const dcr_bench_config_t *c,
+                         const dcr_bench_result_t *r, const run_extras_t *x)
+{
+    dcr_bench_result_print(c, r);
+    dcr_bench_processes_print(r, &x->counts);
+    char when[64];
+    snprintf(when, sizeof when, "once version %lld was committed", (long long)o->join_at);
+    dcr_role_join_print(&x->join, when);
+    if (x->testbed) print_testbed(x->testbed);
+}
+
+/* The outputs of a run that ended (--trace, --out, then stdout) and the
+ * exit status: 1 for a receiver that differs or a mixed request. */
+static int finish(const bench_opts_t *o, const dcr_bench_config_t *c, dcr_bench_result_t *r,
+                  const run_extras_t *x)
+{
+    json_t *config = dcr_bench_config_json(c, o->changes, o->store);
+    dcr_status_t st = DCR_OK;
     if (o->trace) st = write_trace(o->trace);
-    if (o->out && st == DCR_OK) st = append_results(o->out, &r, config);
-    if (o->json) {
-        json_t *j = result_json(&r, json_incref(config));
-        if (r.node_processes)
-            json_object_set_new(
-                j, "processes",
-                processes_json(&r, owner_procs, restarts, sigkills, coord_kills, coord_restarts));
-        if (r.node_processes) json_object_set_new(j, "restores_by_kind", restores_json(&r));
-        if (o->join_at > 0) json_object_set_new(j, "join", dcr_cli_join_json(&join));
-        if (tb_json) json_object_set(j, "testbed", tb_json);
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        printf("\n");
-        json_decref(j);
-    } else {
-        print_text(&c, &r);
-        if (r.node_processes && owner_procs)
-            printf("processes: %d owner processes (mpirun), %d rollout-node processes (%d "
-                   "SIGKILLs, %d restarts), a coordinator process (%d SIGKILLs, %d resumed by a "
-                   "new process), a verifier process\n",
-                   owner_procs, r.node_processes, sigkills, restarts, coord_kills, coord_restarts);
-        else if (r.node_processes)
-            printf("processes: %d rollout-node processes (%d SIGKILLs, %d restarts), a verifier "
-                   "process; owners (%d threads) and the coordinator in this process\n",
-                   r.node_processes, sigkills, restarts, r.owners);
-        if (r.node_processes) {
-            uint64_t bytes = 0, dense = 0;
-            for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
-                bytes += r.restore_bytes[k];
-                dense += r.restore_dense_bytes[k];
-            }
-            printf("restores: ");
-            dcr_cli_restores_print(r.restores_by_kind, bytes, dense);
-        }
-        char when[64];
-        snprintf(when, sizeof when, "once version %lld was committed", (long long)o->join_at);
-        dcr_cli_join_print(&join, when);
-        if (tb_json) print_testbed(tb_json);
-    }
-    json_decref(tb_json);
+    if (o->out && st == DCR_OK) st = dcr_bench_results_append(o->out, r, config);
+    if (o->json)
+        print_json(o, r, config, x);
+    else
+        print_report(o, c, r, x);
     json_decref(config);
-    rc = 0;
+    int rc = 0;
     if (st != DCR_OK) {
         rc = dcr_cli_fail("bench", st);
-    } else if (!r.bit_exact) {
+    } else if (!r->bit_exact) {
         fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
         rc = 1;
-    } else if (r.request_mismatches) {
+    } else if (r->request_mismatches) {
         fprintf(stderr, "dcr bench: a request saw neither P^v nor P^{v+1}\n");
         rc = 1;
     }
-    dcr_bench_result_free(&r);
+    dcr_bench_result_free(r);
     return rc;
 }
 
-/* Parses the run flags (and `extra`, a role's own) into *o; returns like
- * dcr_args_parse. */
-static int parse_opts(bench_opts_t *o, const char *command, const char *usage, dcr_arg_t *extra,
-                      int nextra, int argc, char **argv)
+static int run(bench_opts_t *o, int argc, char **argv)
+{
+    dcr_bench_config_t c = dcr_bench_config_default();
+    dcr_bench_result_t r;
+    int rc = dcr_cli_check("bench", testbed_check(o));
+    if (rc == 0) rc = dcr_cli_check("bench", join_at_check(o));
+    if (rc == 0) rc = dcr_cli_check("bench", fill_config(o, &c));
+    if (rc) return rc;
+    dcr_role_launcher_t *launcher = NULL;
+    dcr_testbed_t *tb = NULL;
+    json_t *tb_links = NULL;
+    dcr_status_t st = start_roles(o, argc, argv, &c, &launcher, &tb, &tb_links);
+    dcr_interrupt_install();
+    if (st == DCR_OK) st = dcr_bench_run(&c, &r);
+    run_extras_t x = {.counts = launcher_counts(launcher)};
+    if (st == DCR_OK && o->join_at > 0) join_result(o, launcher, &x.join);
+    dcr_role_launcher_destroy(launcher);
+    x.testbed = tb && tb_links ? dcr_testbed_json(tb) : NULL;
+    if (x.testbed) json_object_set(x.testbed, "links", tb_links);
+    json_decref(tb_links);
+    dcr_testbed_destroy(tb);
+    rc = st == DCR_OK ? finish(o, &c, &r, &x) : dcr_cli_fail("bench", st);
+    json_decref(x.testbed);
+    return rc;
+}
+
+/* The defaults of the run flags: dcr_bench_config_default's layout. */
+static void opts_default(bench_opts_t *o)
 {
     *o = (bench_opts_t){.nodes = 2,
                         .per_node = 2,
@@ -775,8 +529,14 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
     o->sc.gpus = 2;
     o->sc.tp = 2;
     o->sc.etp = 0; /* auto: TP for models with experts, 1 otherwise */
-    /* The command's own flags; the shared ones follow them in args. */
-    const dcr_arg_t own[] = {
+}
+
+enum { NSERVE_ARGS = 12, NRUN_ARGS = 26 };
+
+/* The rollout layout, the transport and the links: NSERVE_ARGS entries. */
+static void serve_args(bench_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NSERVE_ARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o->nodes, 1, 1024, "rollout nodes (default 2)", false},
         {"--receivers-per-node", DCR_ARG_INT, &o->per_node, 1, 64,
          "receivers (GPUs) per rollout node (default 2)", false},
@@ -799,6 +559,14 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
          false},
         {"--latency-ms", DCR_ARG_DOUBLE, &o->latency_ms, 0, 1e4, "one-way cross-cluster latency",
          false},
+    };
+    memcpy(a, own, sizeof own);
+}
+
+/* The changes, the refits, the places and the outputs: NRUN_ARGS entries. */
+static void run_args(bench_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NRUN_ARGS] = {
         {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1,
          "uniform change rate per owned shard (default 0.03)", false},
         {"--init", DCR_ARG_STRING, &o->init, 0, 0,
@@ -859,10 +627,21 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
          "--processes, else none)",
          false},
     };
-    enum { NOWN = sizeof own / sizeof own[0] };
+    memcpy(a, own, sizeof own);
+}
+
+/* Parses the run flags (and `extra`, a role's own) into *o; returns like
+ * dcr_args_parse. The command's own flags come first, the shared ones
+ * follow them in args. */
+static int parse_opts(bench_opts_t *o, const char *command, const char *usage, dcr_arg_t *extra,
+                      int nextra, int argc, char **argv)
+{
+    opts_default(o);
+    enum { NOWN = NSERVE_ARGS + NRUN_ARGS };
     _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 9 <= sizeof(o->args) / sizeof(o->args[0]),
                    "bench_opts_t.args too small");
-    memcpy(o->args, own, sizeof own);
+    serve_args(o, o->args);
+    run_args(o, o->args + NSERVE_ARGS);
     int n = NOWN;
     dcr_cli_scenario_args(&o->sc, o->args + n);
     n += DCR_CLI_SCENARIO_NARGS;
@@ -883,104 +662,92 @@ int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra,
     return dcr_cli_check(command, fill_config(&o, cfg));
 }
 
+/* The launcher's flags (--processes, --testbed and theirs) and --device:
+ * NLAUNCHER_ARGS entries. */
+enum { NLAUNCHER_ARGS = 9 };
+
+static void launcher_args(bench_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NLAUNCHER_ARGS] = {
+        {"--processes", DCR_ARG_FLAG, &o->processes, 0, 0,
+         "every role as processes of this host (sync RL; objstore, or relay over "
+         "TCP between the processes): the owners "
+         "as an MPI job (mpirun -np <training ranks> dcr owner; as root with "
+         "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 set for "
+         "the job), a coordinator process, one process per rollout node, a "
+         "verifier",
+         false},
+        {"--restart-nodes", DCR_ARG_FLAG, &o->restart_nodes, 0, 0,
+         "--processes: restart a rollout-node process that dies (it restores the "
+         "committed version, by replay of retained versions where it can, before "
+         "it joins)",
+         false},
+        {"--sigkill-every", DCR_ARG_INT, &o->sigkill_every, 0, 1000000,
+         "--processes: SIGKILL a rollout-node process after every N-th commit, "
+         "nodes and points (joined, done) in turn; implies --restart-nodes",
+         false},
+        {"--owner-threads", DCR_ARG_FLAG, &o->owner_threads, 0, 0,
+         "--processes: the owners as threads of this process instead of an "
+         "MPI job (the only way in a build without MPI)",
+         false},
+        {"--kill-coordinator-every", DCR_ARG_INT, &o->coord_kill_every, 0, 1000000,
+         "--processes: SIGKILL the coordinator process in every N-th "
+         "transition (after it opened the attempt, or once the owners sent, "
+         "in turn); a new coordinator process resumes it",
+         false},
+        dcr_cli_device_arg(&o->device),
+        {"--testbed", DCR_ARG_STRING, &o->testbed, 0, 0,
+         "netns: --processes across a network-namespace testbed of this machine "
+         "(scripts/testbed.sh; root): one host per training node (owners by "
+         "mpirun) and per rollout node, the kernel shaping --link-gbps and "
+         "--local-gbps, etcd and s3rver on its services host",
+         false},
+        {"--testbed-id", DCR_ARG_INT, &o->testbed_id, 0, 55,
+         "--testbed: the testbed's id (namespaces dcrtb-<id>-*, subnet "
+         "10.(200+id).0.0/16; default 0)",
+         false},
+        {"--join-at", DCR_ARG_INT, &o->join_at, 1, 1000000,
+         "--processes, an elastic join: the last rollout node's process starts "
+         "once version STEP is committed (warm-up refits count), not with the "
+         "others; it restores (from an anchor plus replay with --anchor-every N, "
+         "else densely) and joins the attempts prepared after it is ready; the "
+         "results say how (\"join\": its restores by kind, bytes against dense "
+         "refits); objstore, 2 or more rollout nodes",
+         false},
+    };
+    memcpy(a, own, sizeof own);
+}
+
+/* --device: cuda without a GPU is one line and exit 2 before any work; the
+ * --processes roles keep their receivers on cpu. */
+static int device_check(const bench_opts_t *o)
+{
+    dcr_device_t *dev = NULL;
+    int rc = dcr_cli_device_open("bench", o->device ? o->device : "cpu", &dev);
+    if (rc) return rc;
+    bool host = dcr_device_backend(dev)->props.host_addressable;
+    dcr_device_close(dev);
+    if (!host && (o->processes || o->testbed))
+        return dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL,
+                                                    "--device %s: the --processes roles keep "
+                                                    "their receivers on cpu (no --device there)",
+                                                    o->device));
+    return 0;
+}
+
 int dcr_cmd_bench(int argc, char **argv)
 {
     bench_opts_t o;
-    dcr_arg_t processes = {"--processes",
-                           DCR_ARG_FLAG,
-                           &o.processes,
-                           0,
-                           0,
-                           "every role as processes of this host (sync RL; objstore, or relay over "
-                           "TCP between the processes): the owners "
-                           "as an MPI job (mpirun -np <training ranks> dcr owner; as root with "
-                           "OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 set for "
-                           "the job), a coordinator process, one process per rollout node, a "
-                           "verifier",
-                           false};
-    dcr_arg_t coord_kills = {"--kill-coordinator-every",
-                             DCR_ARG_INT,
-                             &o.coord_kill_every,
-                             0,
-                             1000000,
-                             "--processes: SIGKILL the coordinator process in every N-th "
-                             "transition (after it opened the attempt, or once the owners sent, "
-                             "in turn); a new coordinator process resumes it",
-                             false};
-    dcr_arg_t owner_threads = {"--owner-threads",
-                               DCR_ARG_FLAG,
-                               &o.owner_threads,
-                               0,
-                               0,
-                               "--processes: the owners as threads of this process instead of an "
-                               "MPI job (the only way in a build without MPI)",
-                               false};
-    dcr_arg_t restart = {"--restart-nodes",
-                         DCR_ARG_FLAG,
-                         &o.restart_nodes,
-                         0,
-                         0,
-                         "--processes: restart a rollout-node process that dies (it restores the "
-                         "committed version, by replay of retained versions where it can, before "
-                         "it joins)",
-                         false};
-    dcr_arg_t kills = {"--sigkill-every",
-                       DCR_ARG_INT,
-                       &o.sigkill_every,
-                       0,
-                       1000000,
-                       "--processes: SIGKILL a rollout-node process after every N-th commit, "
-                       "nodes and points (joined, done) in turn; implies --restart-nodes",
-                       false};
-    dcr_arg_t testbed = {"--testbed",
-                         DCR_ARG_STRING,
-                         &o.testbed,
-                         0,
-                         0,
-                         "netns: --processes across a network-namespace testbed of this machine "
-                         "(scripts/testbed.sh; root): one host per training node (owners by "
-                         "mpirun) and per rollout node, the kernel shaping --link-gbps and "
-                         "--local-gbps, etcd and s3rver on its services host",
-                         false};
-    dcr_arg_t testbed_id = {"--testbed-id",
-                            DCR_ARG_INT,
-                            &o.testbed_id,
-                            0,
-                            55,
-                            "--testbed: the testbed's id (namespaces dcrtb-<id>-*, subnet "
-                            "10.(200+id).0.0/16; default 0)",
-                            false};
-    dcr_arg_t join_at = {"--join-at",
-                         DCR_ARG_INT,
-                         &o.join_at,
-                         1,
-                         1000000,
-                         "--processes, an elastic join: the last rollout node's process starts "
-                         "once version STEP is committed (warm-up refits count), not with the "
-                         "others; it restores (from an anchor plus replay with --anchor-every N, "
-                         "else densely) and joins the attempts prepared after it is ready; the "
-                         "results say how (\"join\": its restores by kind, bytes against dense "
-                         "refits); objstore, 2 or more rollout nodes",
-                         false};
-    dcr_arg_t own[9] = {processes,     restart,     kills,
-                        owner_threads, coord_kills, dcr_cli_device_arg(&o.device),
-                        testbed,       testbed_id,  join_at};
+    dcr_arg_t own[NLAUNCHER_ARGS];
+    launcher_args(&o, own);
     int rc = parse_opts(
         &o, "bench",
         "[model and layout flags] [rollout flags] [--transport objstore|relay] "
         "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
         "[--mode X|P|F] [--rl sync|async] [--processes | --testbed netns] [--device cpu|cuda|auto] "
         "[--json]",
-        own, 9, argc, argv);
+        own, NLAUNCHER_ARGS, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
-    dcr_device_t *dev = NULL; /* cuda without a GPU: one line, exit 2, before any work */
-    if ((rc = dcr_cli_device_open("bench", o.device ? o.device : "cpu", &dev))) return rc;
-    bool host = dcr_device_backend(dev)->props.host_addressable;
-    dcr_device_close(dev);
-    if (!host && (o.processes || o.testbed))
-        return dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL,
-                                                    "--device %s: the --processes roles keep "
-                                                    "their receivers on cpu (no --device there)",
-                                                    o.device));
+    if ((rc = device_check(&o))) return rc;
     return run(&o, argc, argv);
 }

@@ -5,9 +5,10 @@
 #include "args.h"
 #include "commands.h"
 #include "scenario_args.h"
-#include "workloads/harness/microbench.h"
 #include "dcr/outpath.h"
 #include "sim/calibrate.h"
+#include "sim/calibrate_device.h"
+#include "sim/sim_report.h"
 
 typedef struct calibrate_opts {
     const char *model, *out;
@@ -15,57 +16,6 @@ typedef struct calibrate_opts {
     int64_t scale, layers, seed;
     bool quick, json;
 } calibrate_opts_t;
-
-static void print_text(const dcr_sim_calibration_t *c)
-{
-    printf("machine %s\n\n%-8s %12s %12s %12s %12s %10s %10s\n", c->machine, "rate", "detect_ns/B",
-           "encode_ns/r", "xor_value_B", "ovw_value_B", "gap8_B", "gap16_B");
-    for (int i = 0; i < c->npoints; i++) {
-        const dcr_sim_cal_point_t *p = &c->points[i];
-        printf("%-8g %12.4f %12.2f %12.3f %12.3f %10.3f %10.3f\n", p->rate,
-               p->detect_s_per_byte * 1e9, p->encode_s_per_record * 1e9, p->xor_value_bytes,
-               p->overwrite_value_bytes, p->gap8_bytes, p->gap16_bytes);
-    }
-    printf("\npayload size factors:");
-    for (int i = 0; i < c->nsizes; i++)
-        printf(" %.0f B x%.3f", c->sizes[i].bytes, c->sizes[i].factor);
-    printf("\nconstruction: project %.2f ns/record, %.2f us per item, residual %.4f ns/B, copy "
-           "%.4f ns/B, "
-           "item metadata %.1f B\n",
-           c->project_s_per_record * 1e9, c->construct_s_per_item * 1e6,
-           c->residual_s_per_byte * 1e9, c->copy_s_per_byte * 1e9, c->bytes_per_item);
-    printf("receiver: decode %.2f us per payload + %.4f ns/B, apply %.2f ns/record and %.2f us per "
-           "item, full pass %.4f "
-           "ns/B\n",
-           c->decode_s_per_payload * 1e6, c->decode_s_per_byte * 1e9, c->apply_s_per_record * 1e9,
-           c->apply_s_per_item * 1e6, c->apply_s_per_full_byte * 1e9);
-    printf("control plane: ack %.3f ms, commit %.3f ms; directory object store PUT %.3f ms; relay "
-           "hop %.3f ms + "
-           "%.3f ns/B\n",
-           c->ack_s * 1e3, c->commit_s * 1e3, c->store_put_s * 1e3, c->relay_hop_s * 1e3,
-           c->relay_hop_s_per_byte * 1e9);
-}
-
-/* GPU-side costs (a device the host cannot address): the owners'
- * detection per source byte at each point's rate, and the receivers'
- * record application, per record and per byte of a full scratch pass, all
- * measured on the device replace the host figures (bench sizes: a 256 MiB
- * BF16 chunk, 64 MiB with --quick). */
-static dcr_status_t calibrate_device(dcr_device_t *dev, bool quick, dcr_sim_calibration_t *cal)
-{
-    size_t bytes = (size_t)(quick ? 64 : 256) << 20;
-    int repeats = quick ? 3 : 7;
-    for (int i = 0; i < cal->npoints; i++) {
-        dcr_device_detect_bench_t d;
-        DCR_CHECK(dcr_microbench_device_detect(dev, bytes, cal->points[i].rate, repeats, &d));
-        cal->points[i].detect_s_per_byte = d.detect_s / (double)d.bytes;
-    }
-    dcr_device_apply_bench_t a;
-    DCR_CHECK(dcr_microbench_device_apply(dev, bytes, 0.01, repeats, &a));
-    cal->apply_s_per_record = a.sparse_s / (double)(a.records ? a.records : 1);
-    cal->apply_s_per_full_byte = a.full_s / (double)a.bytes;
-    return DCR_OK;
-}
 
 static int run(const calibrate_opts_t *o)
 {
@@ -87,7 +37,7 @@ static int run(const calibrate_opts_t *o)
     opt.seed = (uint64_t)o->seed;
     dcr_sim_calibration_t cal;
     dcr_status_t st = dcr_sim_calibrate(&opt, &cal);
-    if (st == DCR_OK && gpu) st = calibrate_device(dev, o->quick, &cal);
+    if (st == DCR_OK && gpu) st = dcr_sim_calibrate_device(dev, o->quick, &cal);
     const char *place = dcr_device_backend(dev)->name;
     dcr_device_close(dev);
     if (st == DCR_OK && o->out) st = dcr_sim_cal_save(&cal, o->out);
@@ -102,7 +52,7 @@ static int run(const calibrate_opts_t *o)
         free(text);
     } else {
         if (gpu) printf("device %s: detection and record application measured on the GPU\n", place);
-        print_text(&cal);
+        dcr_sim_calibration_print(&cal);
         if (o->out) printf("\nwritten to %s\n", o->out);
     }
     return 0;

@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "scenario_args.h"
 #include "workloads/harness/construct_bench.h"
+#include "workloads/harness/construct_report.h"
 #include "workloads/harness/workdir.h"
 
 typedef struct construct_opts {
@@ -19,91 +20,24 @@ typedef struct construct_opts {
     const char *device; /* --device; NULL: cpu */
 } construct_opts_t;
 
-static json_t *stats_json(const dcr_construct_bench_result_t *r, const dcr_construct_stats_t *s,
-                          bool shuffle)
+/* The flags' rules (usage errors), and the modes to run: modes[0..*n_p). */
+static dcr_status_t check_opts(const construct_opts_t *o, dcr_construct_mode_t *modes, int *n_p)
 {
-    json_t *j = json_object();
-    json_object_set_new(j, "shuffle", json_boolean(shuffle));
-    json_object_set_new(j, "construction_s", json_real(s->construction_s));
-    json_object_set_new(j, "compared_elements", json_integer(s->compared_elements));
-    json_object_set_new(j, "changed_elements", json_integer(s->changed_elements));
-    json_object_set_new(j, "records", json_integer(s->records));
-    json_object_set_new(j, "raw_changed_value_bytes", json_integer(s->raw_changed_value_bytes));
-    json_object_set_new(j, "payload_bytes", json_integer(s->payload_bytes));
-    json_object_set_new(j, "body_raw_bytes", json_integer(s->body_raw_bytes));
-    json_object_set_new(j, "value_bytes", json_integer(s->value_bytes));
-    json_object_set_new(j, "payloads", json_integer(s->payloads));
-    json_object_set_new(j, "xor_items", json_integer(s->xor_items));
-    json_object_set_new(j, "overwrite_items", json_integer(s->overwrite_items));
-    json_object_set_new(j, "residual_tensors", json_integer(s->residual_tensors));
-    json_object_set_new(j, "baseline_bytes", json_integer((json_int_t)r->baseline_bytes));
-    json_object_set_new(
-        j, "payload_to_raw_ratio",
-        json_real(s->raw_changed_value_bytes
-                      ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes
-                      : 0.0));
-    return j;
-}
-
-/* A mode's figures, with those of the opposite shuffle setting nested when
- * they were measured. */
-static json_t *mode_json(const construct_opts_t *o, const dcr_construct_bench_result_t *r)
-{
-    json_t *j = stats_json(r, &r->stats, !o->no_shuffle);
-    if (o->compare_shuffle)
-        json_object_set_new(j, "opposite_shuffle", stats_json(r, &r->stats_other, o->no_shuffle));
-    return j;
-}
-
-static void print_json(const construct_opts_t *o, const dcr_construct_mode_t *modes, int n,
-                       const dcr_construct_bench_result_t *res)
-{
-    json_t *j = n == 1 ? mode_json(o, &res[0]) : json_object();
-    json_object_set_new(j, "model", json_string(o->sc.model));
-    json_object_set_new(j, "checkpoint_bytes", json_integer(res[0].checkpoint_bytes));
-    json_object_set_new(j, "change_rate", json_real(o->rate));
-    json_object_set_new(j, "changes", json_string(o->changes));
-    json_object_set_new(j, "injected_elements", json_integer(res[0].injected_elements));
-    json_object_set_new(j, "rounds", json_integer(o->rounds));
-    if (n == 1) {
-        json_object_set_new(j, "mode", json_string(dcr_construct_mode_name(modes[0])));
-    } else {
-        json_t *m = json_object();
-        for (int i = 0; i < n; i++)
-            json_object_set_new(m, dcr_construct_mode_name(modes[i]), mode_json(o, &res[i]));
-        json_object_set_new(j, "modes", m);
+    if (strcmp(o->mode, "all")) {
+        *n_p = 1;
+        DCR_CHECK(dcr_construct_mode_parse(o->mode, &modes[0]));
     }
-    json_dumpf(j, stdout, JSON_INDENT(2));
-    printf("\n");
-    json_decref(j);
-}
-
-static void print_row(dcr_construct_mode_t mode, const dcr_construct_stats_t *s, bool shuffle)
-{
-    printf("%-4s %7s %12.3f %12lld %14lld %14lld %12lld %9lld %9lld %10lld %8.3f\n",
-           dcr_construct_mode_name(mode), shuffle ? "on" : "off", s->construction_s,
-           (long long)s->changed_elements, (long long)s->raw_changed_value_bytes,
-           (long long)s->payload_bytes, (long long)s->body_raw_bytes, (long long)s->payloads,
-           (long long)s->xor_items, (long long)s->overwrite_items,
-           s->raw_changed_value_bytes
-               ? (double)s->payload_bytes / (double)s->raw_changed_value_bytes
-               : 0.0);
-}
-
-static void print_text(const construct_opts_t *o, const dcr_construct_mode_t *modes, int n,
-                       const dcr_construct_bench_result_t *res)
-{
-    printf(
-        "checkpoint %lld bytes, change rate %.4g, %lld source elements changed, best of %lld\n\n",
-        (long long)res[0].checkpoint_bytes, o->rate, (long long)res[0].injected_elements,
-        (long long)o->rounds);
-    printf("%-4s %7s %12s %12s %14s %14s %12s %9s %9s %10s %8s\n", "mode", "shuffle", "construct_s",
-           "changed", "raw_values_B", "payload_B", "body_raw_B", "payloads", "xor_items",
-           "ovw_items", "pay/raw");
-    for (int i = 0; i < n; i++) {
-        print_row(modes[i], &res[i].stats, !o->no_shuffle);
-        if (o->compare_shuffle) print_row(modes[i], &res[i].stats_other, o->no_shuffle);
-    }
+    if (o->shuffle && o->no_shuffle)
+        return dcr_error_set(DCR_EINVAL, "--shuffle and --no-shuffle contradict each other");
+    if (o->keep && (*n_p != 1 || o->rounds != 1 || o->compare_shuffle))
+        return dcr_error_set(DCR_EINVAL,
+                             "--keep-payloads needs one mode and one run (no --mode all, --rounds "
+                             "or --compare-shuffle)");
+    if (o->keep) DCR_CHECK(dcr_workdir_check("--keep-payloads", o->keep));
+    /* --changes uniform (the --change-rate stress changes) or profile:FILE. */
+    if (strncmp(o->changes, "profile:", 8) != 0 && strcmp(o->changes, "uniform") != 0)
+        return dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or profile:FILE", o->changes);
+    return DCR_OK;
 }
 
 static int run(construct_opts_t *o)
@@ -116,28 +50,9 @@ static int run(construct_opts_t *o)
     bool usage = true;
     dcr_dir_sink_t dir_sink;
     dcr_dir_sink_init(&dir_sink, o->keep, 1);
-    if (strcmp(o->mode, "all")) {
-        nmodes = 1;
-        DCR_CHECK_GOTO(dcr_construct_mode_parse(o->mode, &modes[0]), s, fail);
-    }
-    if (o->shuffle && o->no_shuffle) {
-        s = dcr_error_set(DCR_EINVAL, "--shuffle and --no-shuffle contradict each other");
-        goto fail;
-    }
-    if (o->keep && (nmodes != 1 || o->rounds != 1 || o->compare_shuffle)) {
-        s = dcr_error_set(DCR_EINVAL,
-                          "--keep-payloads needs one mode and one run (no --mode all, --rounds "
-                          "or --compare-shuffle)");
-        goto fail;
-    }
-    if (o->keep) DCR_CHECK_GOTO(dcr_workdir_check("--keep-payloads", o->keep), s, fail);
-    /* --changes uniform (the --change-rate stress changes) or profile:FILE. */
+    DCR_CHECK_GOTO(check_opts(o, modes, &nmodes), s, fail);
     dcr_change_profile_t profile;
     bool replay = strncmp(o->changes, "profile:", 8) == 0;
-    if (!replay && strcmp(o->changes, "uniform") != 0) {
-        s = dcr_error_set(DCR_EINVAL, "--changes %s is not uniform or profile:FILE", o->changes);
-        goto fail;
-    }
     if (replay) DCR_CHECK_GOTO(dcr_change_profile_load(o->changes + 8, &profile), s, fail);
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
     DCR_CHECK_GOTO(dcr_scenario_create(&spec, &sc), s, fail);
@@ -164,10 +79,7 @@ static int run(construct_opts_t *o)
     /* The kept payloads are written after the timed run, not inside it. */
     if (o->keep) DCR_CHECK_GOTO(dcr_dir_sink_flush(&dir_sink, NULL), s, fail);
     dcr_dir_sink_fini(&dir_sink);
-    if (o->json)
-        print_json(o, modes, nmodes, res);
-    else
-        print_text(o, modes, nmodes, res);
+    dcr_construct_bench_report(&bench, o->sc.model, o->changes, modes, nmodes, res, o->json);
     dcr_scenario_destroy(sc);
     return 0;
 fail:

@@ -13,6 +13,7 @@
 #include "workloads/harness/workdir.h"
 #include "dcr/outpath.h"
 #include "workloads/change/ckpt_diff.h"
+#include "workloads/change/ckpt_diff_report.h"
 #include "workloads/harness/construct_bench.h"
 
 typedef struct diff_opts {
@@ -45,99 +46,6 @@ static dcr_status_t default_model(diff_opts_t *o)
     }
     o->sc.model = o->model_path;
     return DCR_OK;
-}
-
-/* The figures of one class (or the whole checkpoint) under the documented keys. */
-static json_t *figures_json(const dcr_diff_figures_t *f)
-{
-    json_t *j = json_object();
-    json_object_set_new(j, "tensors", json_integer(f->tensors));
-    json_object_set_new(j, "changed_tensors", json_integer(f->changed_tensors));
-    json_object_set_new(j, "elements", json_integer(f->elements));
-    json_object_set_new(j, "changed_elements", json_integer(f->changed_elements));
-    json_object_set_new(j, "change_rate", json_real(dcr_diff_change_rate(f)));
-    json_object_set_new(j, "changed_bytes", json_integer(f->changed_bytes));
-    json_object_set_new(j, "rows", json_integer(f->rows));
-    json_object_set_new(j, "changed_rows", json_integer(f->changed_rows));
-    json_object_set_new(j, "changed_row_share",
-                        json_real(f->rows ? (double)f->changed_rows / (double)f->rows : 0.0));
-    json_object_set_new(j, "runs", json_integer(f->runs));
-    json_object_set_new(j, "mean_run_length",
-                        json_real(f->runs ? (double)f->changed_elements / (double)f->runs : 0.0));
-    json_object_set_new(j, "experts", json_integer(f->experts));
-    json_object_set_new(j, "experts_touched", json_integer(f->experts_touched));
-    json_object_set_new(
-        j, "expert_share",
-        json_real(f->experts ? (double)f->experts_touched / (double)f->experts : 0.0));
-    json_object_set_new(j, "records", json_integer(f->records));
-    json_object_set_new(j, "raw_changed_value_bytes", json_integer(f->raw_changed_value_bytes));
-    json_object_set_new(j, "payload_bytes", json_integer(f->payload_bytes_x));
-    json_object_set_new(j, "payload_bytes_x", json_integer(f->payload_bytes_x));
-    json_object_set_new(j, "payload_bytes_p", json_integer(f->payload_bytes_p));
-    json_object_set_new(j, "payloads_x", json_integer(f->payloads_x));
-    json_object_set_new(j, "payloads_p", json_integer(f->payloads_p));
-    json_object_set_new(j, "payload_to_raw_ratio", json_real(dcr_diff_payload_ratio(f)));
-    json_object_set_new(
-        j, "payload_to_raw_ratio_p",
-        json_real(f->raw_changed_value_bytes
-                      ? (double)f->payload_bytes_p / (double)f->raw_changed_value_bytes
-                      : 0.0));
-    return j;
-}
-
-static void print_json(const diff_opts_t *o, const dcr_scenario_t *sc, const dcr_diff_result_t *r)
-{
-    json_t *j = figures_json(&r->total);
-    json_object_set_new(j, "model", json_string(sc->model.name));
-    json_object_set_new(j, "old", json_string(o->paths[0]));
-    json_object_set_new(j, "new", json_string(o->paths[1]));
-    json_object_set_new(j, "mapping", json_string(dcr_mapping_name(sc->mapping)));
-    json_object_set_new(j, "tp", json_integer(sc->train.tp));
-    json_object_set_new(j, "etp", json_integer(sc->train.etp));
-    json_object_set_new(j, "ep", json_integer(sc->train.ep));
-    json_object_set_new(j, "pp", json_integer(sc->train.pp));
-    json_object_set_new(j, "extra_tensors", json_integer((json_int_t)r->extra_tensors));
-    json_object_set_new(j, "class_payloads", json_boolean(!o->no_class_payloads));
-    json_t *classes = json_object();
-    for (int k = 0; k < DCR_CLASS_COUNT; k++) {
-        if (r->classes[k].tensors == 0) continue;
-        json_object_set_new(classes, dcr_tensor_class_name(k), figures_json(&r->classes[k]));
-    }
-    json_object_set_new(j, "classes", classes);
-    json_dumpf(j, stdout, JSON_INDENT(2));
-    printf("\n");
-    json_decref(j);
-}
-
-static void print_row(const char *name, const dcr_diff_figures_t *f)
-{
-    char experts[32] = "-";
-    if (f->experts)
-        snprintf(experts, sizeof(experts), "%lld/%lld", (long long)f->experts_touched,
-                 (long long)f->experts);
-    printf("%-10s %7lld %13lld %12lld %8.4f%% %12lld %11lld/%-9lld %8.2f %11s %12lld %12lld %12lld "
-           "%7.3f\n",
-           name, (long long)f->tensors, (long long)f->elements, (long long)f->changed_elements,
-           100.0 * dcr_diff_change_rate(f), (long long)f->changed_bytes, (long long)f->changed_rows,
-           (long long)f->rows, f->runs ? (double)f->changed_elements / (double)f->runs : 0.0,
-           experts, (long long)f->records, (long long)f->payload_bytes_x,
-           (long long)f->payload_bytes_p, dcr_diff_payload_ratio(f));
-}
-
-static void print_text(const diff_opts_t *o, const dcr_scenario_t *sc, const dcr_diff_result_t *r)
-{
-    printf("model %s, %s mapping, tp %d etp %d ep %d pp %d; %s -> %s", sc->model.name,
-           dcr_mapping_name(sc->mapping), sc->train.tp, sc->train.etp, sc->train.ep, sc->train.pp,
-           o->paths[0], o->paths[1]);
-    if (r->extra_tensors) printf(" (%zu tensors not in the model ignored)", r->extra_tensors);
-    printf("\n%s\n\n", o->no_class_payloads ? "per-class records and payloads not measured"
-                                            : "per-class payloads: each class constructed alone");
-    printf("%-10s %7s %13s %12s %9s %12s %21s %8s %11s %12s %12s %12s %7s\n", "class", "tensors",
-           "elements", "changed", "rate", "changed_B", "changed_rows/rows", "mean_run", "experts",
-           "records", "payload_X_B", "payload_P_B", "X/raw");
-    for (int k = 0; k < DCR_CLASS_COUNT; k++)
-        if (r->classes[k].tensors) print_row(dcr_tensor_class_name(k), &r->classes[k]);
-    print_row("total", &r->total);
 }
 
 /* --changes uniform | adamw | profile:FILE of a --init run. */
@@ -195,10 +103,7 @@ static int run(diff_opts_t *o)
         DCR_CHECK_GOTO(dcr_change_profile_write(&prof, o->profile, o->paths[0], o->paths[1]), s,
                        fail);
     }
-    if (o->json)
-        print_json(o, sc, &r);
-    else
-        print_text(o, sc, &r);
+    dcr_diff_result_print(sc, o->paths[0], o->paths[1], !o->no_class_payloads, &r, o->json);
     dcr_scenario_destroy(sc);
     return 0;
 fail:
@@ -206,6 +111,67 @@ fail:
     dcr_dir_sink_fini(&sink);
     dcr_scenario_destroy(sc);
     return 1;
+}
+
+enum { NOWN = 12, NSTEP = 5 };
+
+/* The command's own flags (NOWN entries; the last NSTEP, of the synthetic
+ * step, are refused without --init). */
+static void own_args(diff_opts_t *o, dcr_arg_t *a)
+{
+    const dcr_arg_t own[NOWN] = {
+        {"--chunk-mib", DCR_ARG_DOUBLE, &o->chunk_mib, 1.0 / 1024, 1 << 20,
+         "chunk target in MiB of source bytes (default 64)", false},
+        {"--bucket-mib", DCR_ARG_DOUBLE, &o->bucket_mib, 1.0 / 1024, 1 << 20,
+         "bucket target in MiB of chunk input (default 512)", false},
+        {"--level", DCR_ARG_INT, &o->level, 1, 19, "zstd level (default 1)", false},
+        {"--keep-payloads", DCR_ARG_STRING, &o->keep, 0, 0,
+         "write the payloads of the whole-checkpoint mode X run into this existing directory",
+         false},
+        {"--no-class-payloads", DCR_ARG_FLAG, &o->no_class_payloads, 0, 0,
+         "construct the whole checkpoint only, not every changed class alone", false},
+        {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object", false},
+        {"--profile", DCR_ARG_STRING, &o->profile, 0, 0,
+         "write the measured change profile (per class rate and clustering) to this file", false},
+        /* The synthetic step of --init; the last NSTEP entries, refused without --init. */
+        {"--init", DCR_ARG_STRING, &o->init, 0, 0,
+         "instead of OLD NEW: this checkpoint against one synthetic step on it", false},
+        {"--changes", DCR_ARG_STRING, &o->changes, 0, 0,
+         "step of --init: uniform (default) | adamw | profile:FILE", false},
+        {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1,
+         "uniform step of --init: change rate per owned shard (default 0.03)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 1, "adamw step of --init: learning rate (default 1e-6)",
+         false},
+        {"--seed", DCR_ARG_INT, &o->seed, 0, 1e15, "seed of the --init step (default 42)", false},
+    };
+    memcpy(a, own, sizeof own);
+}
+
+/* OLD NEW, or --init CKPT with its step's flags: usage errors exit 2. */
+static int check_inputs(diff_opts_t *o, const dcr_arg_t *args, int npos)
+{
+    if (o->init && npos != 0) {
+        fprintf(stderr, "dcr diff: --init CKPT takes no OLD NEW (got %d paths)\n", npos);
+        return 2;
+    }
+    if (!o->init && npos != 2) {
+        fprintf(stderr,
+                "dcr diff: expected two checkpoints OLD NEW (got %d; see dcr diff --help)\n", npos);
+        return 2;
+    }
+    if (o->init) {
+        /* OLD is the checkpoint, NEW its synthetic step (named in the output). */
+        snprintf(o->step_label, sizeof(o->step_label), "%s step", o->changes);
+        o->paths[0] = o->init;
+        o->paths[1] = o->step_label;
+    }
+    for (int i = NOWN - NSTEP + 1; !o->init && i < NOWN; i++) {
+        if (args[i].seen) {
+            fprintf(stderr, "dcr diff: %s needs --init CKPT\n", args[i].name);
+            return 2;
+        }
+    }
+    return 0;
 }
 
 int dcr_cmd_diff(int argc, char **argv)
@@ -218,32 +184,8 @@ int dcr_cmd_diff(int argc, char **argv)
                      .lr = 1e-6,
                      .seed = 42};
     dcr_cli_scenario_init(&o.sc, NULL, 1, 0);
-    enum { NOWN = 12, NSTEP = 5 };
-    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + NOWN] = {
-        {"--chunk-mib", DCR_ARG_DOUBLE, &o.chunk_mib, 1.0 / 1024, 1 << 20,
-         "chunk target in MiB of source bytes (default 64)", false},
-        {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 1.0 / 1024, 1 << 20,
-         "bucket target in MiB of chunk input (default 512)", false},
-        {"--level", DCR_ARG_INT, &o.level, 1, 19, "zstd level (default 1)", false},
-        {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
-         "write the payloads of the whole-checkpoint mode X run into this existing directory",
-         false},
-        {"--no-class-payloads", DCR_ARG_FLAG, &o.no_class_payloads, 0, 0,
-         "construct the whole checkpoint only, not every changed class alone", false},
-        {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
-        {"--profile", DCR_ARG_STRING, &o.profile, 0, 0,
-         "write the measured change profile (per class rate and clustering) to this file", false},
-        /* The synthetic step of --init; the last NSTEP entries, refused without --init. */
-        {"--init", DCR_ARG_STRING, &o.init, 0, 0,
-         "instead of OLD NEW: this checkpoint against one synthetic step on it", false},
-        {"--changes", DCR_ARG_STRING, &o.changes, 0, 0,
-         "step of --init: uniform (default) | adamw | profile:FILE", false},
-        {"--change-rate", DCR_ARG_DOUBLE, &o.rate, 0, 1,
-         "uniform step of --init: change rate per owned shard (default 0.03)", false},
-        {"--lr", DCR_ARG_DOUBLE, &o.lr, 0, 1, "adamw step of --init: learning rate (default 1e-6)",
-         false},
-        {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of the --init step (default 42)", false},
-    };
+    dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + NOWN];
+    own_args(&o, args);
     dcr_cli_scenario_args(&o.sc, args + NOWN);
     int npos = 0;
     int rc =
@@ -253,26 +195,6 @@ int dcr_cmd_diff(int argc, char **argv)
                        "[--keep-payloads DIR] [--profile OUT.json] [--json]",
                        args, (int)(sizeof(args) / sizeof(args[0])), argc, argv, o.paths, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
-    if (o.init && npos != 0) {
-        fprintf(stderr, "dcr diff: --init CKPT takes no OLD NEW (got %d paths)\n", npos);
-        return 2;
-    }
-    if (!o.init && npos != 2) {
-        fprintf(stderr,
-                "dcr diff: expected two checkpoints OLD NEW (got %d; see dcr diff --help)\n", npos);
-        return 2;
-    }
-    if (o.init) {
-        /* OLD is the checkpoint, NEW its synthetic step (named in the output). */
-        snprintf(o.step_label, sizeof(o.step_label), "%s step", o.changes);
-        o.paths[0] = o.init;
-        o.paths[1] = o.step_label;
-    }
-    for (int i = NOWN - NSTEP + 1; !o.init && i < NOWN; i++) {
-        if (args[i].seen) {
-            fprintf(stderr, "dcr diff: %s needs --init CKPT\n", args[i].name);
-            return 2;
-        }
-    }
+    if ((rc = check_inputs(&o, args, npos))) return rc;
     return run(&o);
 }

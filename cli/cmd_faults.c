@@ -8,6 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "dcr/recovery.h"
+#include "faults/faults_report.h"
 #include "faults/faults_run.h"
 #include "scenario_args.h"
 #include "workloads/harness/interrupt.h"
@@ -28,120 +29,50 @@ typedef struct faults_opts {
     int64_t join_at, anchor_every; /* --processes: an elastic join, anchors for it */
 } faults_opts_t;
 
-static json_t *summary_json(const char *what, const dcr_faults_summary_t *s)
-{
-    json_t *kinds = json_object();
-    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
-        json_object_set_new(kinds, dcr_fault_kind_name((dcr_fault_kind_t)k),
-                            json_integer(s->faults_by_kind[k]));
-    json_t *j =
-        json_pack("{s:s,s:i,s:o,s:I,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:I}", "command",
-                  what, "steps", s->steps, "faults_by_kind", kinds, "faults", (json_int_t)s->faults,
-                  "attempts", s->attempts, "retries", s->retries, "commits", s->commits, "stops",
-                  s->stops, "failovers", s->failovers, "kills", s->kills, "restores", s->restores,
-                  "mismatches", s->mismatches, "baseline_mismatches", s->baseline_mismatches,
-                  "lost", s->lost, "checks", s->checks, "version", (json_int_t)s->version);
-    json_t *props = json_pack("{s:I,s:I,s:i,s:i,s:i}", "gate_reads", (json_int_t)s->gate_reads,
-                              "gate_violations", (json_int_t)s->gate_violations, "commit_checks",
-                              s->commit_checks, "commit_violations", s->commit_violations,
-                              "membership_mismatches", s->membership_mismatches);
-    json_object_update(j, props);
-    json_decref(props);
-    return j;
-}
-
-static void print_text(const char *what, const dcr_faults_summary_t *s)
-{
-    printf("dcr faults %s: %d steps, version %llu committed%s\n\nfaults injected by kind:\n", what,
-           s->steps, (unsigned long long)s->version, strcmp(what, "campaign") ? "" : " (last run)");
-    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
-        printf("  %-16s %lld\n", dcr_fault_kind_name((dcr_fault_kind_t)k),
-               (long long)s->faults_by_kind[k]);
-    printf("  %-16s %lld\n\n", "total", (long long)s->faults);
-    printf(
-        "attempts %d, overwrite retries %d, commits %d, clean stops %d, coordinator failovers %d\n",
-        s->attempts, s->retries, s->commits, s->stops, s->failovers);
-    printf("receivers killed %d, restored %d\n", s->kills, s->restores);
-    printf("receiver checks %d, bit mismatches %d, baseline mismatches %d, versions lost %d\n",
-           s->checks, s->mismatches, s->baseline_mismatches, s->lost);
-    printf("requests through the gate %lld, saw a mixed state %lld\n", (long long)s->gate_reads,
-           (long long)s->gate_violations);
-    printf("receivers checked before a joint commit %d, not holding P^{v+1} %d\n", s->commit_checks,
-           s->commit_violations);
-    printf("membership differed after a failover %d\n", s->membership_mismatches);
-}
-
 /* ---- --processes: every role a process, real kills ---- */
 
 enum { NPROC = 7 };
 
 static void processes_args(faults_opts_t *o, dcr_arg_t *a)
 {
-    a[0] = (dcr_arg_t){"--processes",
-                       DCR_ARG_FLAG,
-                       &o->processes,
-                       0,
-                       0,
-                       "every role a process of this host (owners: mpirun, as root with "
-                       "OMPI_ALLOW_RUN_AS_ROOT=1 set for it; coordinator, rollout "
-                       "nodes, verifier); --kill-every N: a SIGKILL to a rollout-node process "
-                       "every N steps, at delivery, apply or after the ack; --faults-per-step N: "
-                       "corrupt (objstore only), delay, control_busy acted out by this "
-                       "process; --transport objstore or relay (node 0's relay root keeps the "
-                       "retention window), sync RL; no --attempts, --readers, --restart-after",
-                       false};
-    a[1] = (dcr_arg_t){"--corrupt-digest",
-                       DCR_ARG_FLAG,
-                       &o->corrupt_digest,
-                       0,
-                       0,
-                       "--processes, a test of the verifier: flip one bit of one receiver's "
-                       "digests before it runs (the run must then fail)",
-                       false};
-    a[2] =
-        (dcr_arg_t){"--kill-coordinator-every",
-                    DCR_ARG_INT,
-                    &o->coord_kill_every,
-                    0,
-                    100000,
-                    "--processes: SIGKILL the coordinator process in every N-th transition, a "
-                    "new one resumes it from the control plane (default: train 10, campaign 2; 0: "
-                    "never)",
-                    false};
-    a[3] = (dcr_arg_t){"--testbed",
-                       DCR_ARG_STRING,
-                       &o->testbed,
-                       0,
-                       0,
-                       "netns: --processes across a network-namespace testbed of this machine "
-                       "(scripts/testbed.sh; root), as dcr bench --testbed; the faults drawn are "
-                       "delay and the network kinds link_down, net_loss, net_reorder, partition",
-                       false};
-    a[4] = (dcr_arg_t){"--testbed-id",
-                       DCR_ARG_INT,
-                       &o->testbed_id,
-                       0,
-                       55,
-                       "--testbed: the testbed's id (namespaces dcrtb-<id>-*; default 0)",
-                       false};
-    a[5] = (dcr_arg_t){"--join-at",
-                       DCR_ARG_INT,
-                       &o->join_at,
-                       1,
-                       100000,
-                       "--processes, an elastic join: the last rollout node's process starts "
-                       "before step STEP, not with the others; it restores (from an anchor plus "
-                       "replay with --anchor-every) and joins the attempts after it is ready",
-                       false};
-    a[6] = (dcr_arg_t){"--anchor-every",
-                       DCR_ARG_INT,
-                       &o->anchor_every,
-                       0,
-                       1000000,
-                       "--processes: rollout node 0 writes an anchor (a dense snapshot) after "
-                       "every N-th commit, at most the retention window (8); a node with nothing "
-                       "to restore from joins from it plus replay (default 0: never)",
-                       false};
+    const dcr_arg_t own[NPROC] = {
+        {"--processes", DCR_ARG_FLAG, &o->processes, 0, 0,
+         "every role a process of this host (owners: mpirun, as root with "
+         "OMPI_ALLOW_RUN_AS_ROOT=1 set for it; coordinator, rollout "
+         "nodes, verifier); --kill-every N: a SIGKILL to a rollout-node process "
+         "every N steps, at delivery, apply or after the ack; --faults-per-step N: "
+         "corrupt (objstore only), delay, control_busy acted out by this "
+         "process; --transport objstore or relay (node 0's relay root keeps the "
+         "retention window), sync RL; no --attempts, --readers, --restart-after",
+         false},
+        {"--corrupt-digest", DCR_ARG_FLAG, &o->corrupt_digest, 0, 0,
+         "--processes, a test of the verifier: flip one bit of one receiver's "
+         "digests before it runs (the run must then fail)",
+         false},
+        {"--kill-coordinator-every", DCR_ARG_INT, &o->coord_kill_every, 0, 100000,
+         "--processes: SIGKILL the coordinator process in every N-th transition, a "
+         "new one resumes it from the control plane (default: train 10, campaign 2; 0: "
+         "never)",
+         false},
+        {"--testbed", DCR_ARG_STRING, &o->testbed, 0, 0,
+         "netns: --processes across a network-namespace testbed of this machine "
+         "(scripts/testbed.sh; root), as dcr bench --testbed; the faults drawn are "
+         "delay and the network kinds link_down, net_loss, net_reorder, partition",
+         false},
+        {"--testbed-id", DCR_ARG_INT, &o->testbed_id, 0, 55,
+         "--testbed: the testbed's id (namespaces dcrtb-<id>-*; default 0)", false},
+        {"--join-at", DCR_ARG_INT, &o->join_at, 1, 100000,
+         "--processes, an elastic join: the last rollout node's process starts "
+         "before step STEP, not with the others; it restores (from an anchor plus "
+         "replay with --anchor-every) and joins the attempts after it is ready",
+         false},
+        {"--anchor-every", DCR_ARG_INT, &o->anchor_every, 0, 1000000,
+         "--processes: rollout node 0 writes an anchor (a dense snapshot) after "
+         "every N-th commit, at most the retention window (8); a node with nothing "
+         "to restore from joins from it plus replay (default 0: never)",
+         false},
+    };
+    memcpy(a, own, sizeof own);
 }
 
 /* The run flags every role process parses (dcr bench's), from this
@@ -172,7 +103,7 @@ static void ra_real(role_args_t *a, const char *flag, double v)
     ra_str(a, flag, a->num[a->nnum++]);
 }
 
-static void role_args(const faults_opts_t *o, role_args_t *a)
+static void role_args(const faults_opts_t *o, const dcr_bench_config_t *run, role_args_t *a)
 {
     a->n = a->nnum = 0;
     a->argv[a->n++] = "faults";
@@ -204,38 +135,10 @@ static void role_args(const faults_opts_t *o, role_args_t *a)
     if (o->control) ra_str(a, "--control", o->control);
     /* A join replays the retained versions after its anchor: the window
      * must exist (the launching process keeps it, dcr/recovery.h). */
-    if (o->anchor_every > 0) {
-        ra_int(a, "--anchor-every", o->anchor_every);
-        ra_int(a, "--retain", DCR_RETAIN_DEFAULT);
+    if (run->anchor_every > 0) {
+        ra_int(a, "--anchor-every", run->anchor_every);
+        ra_int(a, "--retain", run->retain);
     }
-}
-
-static json_t *processes_json(const dcr_faults_processes_summary_t *p)
-{
-    json_t *points = json_object();
-    for (int k = 0; k < DCR_FAULTS_KILL_POINTS; k++)
-        json_object_set_new(points, dcr_faults_kill_point_name((dcr_faults_kill_point_t)k),
-                            json_integer(p->sigkills_by_point[k]));
-    /* Restores by kind, the shape of dcr bench --processes' "restores_by_kind". */
-    json_t *restores = dcr_cli_restores_json(p->restores_by_kind, p->restore_bytes,
-                                             p->restore_dense_bytes, p->restore_s);
-    /* Why: a restarted process, a live node left behind, or one holding
-     * writes of an attempt that did not commit (deploy/restorer.h). */
-    json_t *causes = json_pack("{s:I,s:I,s:I}", "start", (json_int_t)p->restores_by_cause[0],
-                               "behind", (json_int_t)p->restores_by_cause[1], "dirty",
-                               (json_int_t)p->restores_by_cause[2]);
-    json_t *drawn = json_object();
-    for (int k = 0; k < DCR_FAULT_KIND_COUNT; k++)
-        json_object_set_new(drawn, dcr_fault_kind_name((dcr_fault_kind_t)k),
-                            json_integer(p->faults_drawn[k]));
-    json_t *join = dcr_cli_join_json(&p->join);
-    return json_pack("{s:i,s:o,s:i,s:i,s:i,s:i,s:{s:i,s:i,s:i,s:i},s:o,s:o,s:o,s:o}", "sigkills",
-                     p->sigkills, "sigkills_by_point", points, "kills_drawn", p->kills_drawn,
-                     "restarts", p->restarts, "coordinator_kills", p->coordinator_kills,
-                     "coordinator_restarts", p->coordinator_restarts, "processes", "owners",
-                     p->owner_processes, "coordinator", 1, "rollout_nodes", p->node_processes,
-                     "verifier", 1, "restores_by_kind", restores, "restores_by_cause", causes,
-                     "faults_drawn_by_kind", drawn, "join", join);
 }
 
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
@@ -265,7 +168,7 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
                          int seeds)
 {
     static role_args_t ra;
-    role_args(o, &ra);
+    role_args(o, &c->bench, &ra);
     char label[64];
     snprintf(label, sizeof(label), "faults %s", what);
     dcr_faults_processes_config_t pc;
@@ -306,9 +209,6 @@ static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int narg
 {
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->bench.scenario));
     DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->bench.rl));
-    if (!dcr_transport_find(o->transport))
-        return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
-                             o->transport);
     DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes, false));
     if (dcr_args_seen(args, nargs, "--restart-after") && o->kill_every == 0)
         return dcr_error_set(DCR_EINVAL, "--restart-after applies only with --kill-every N > 0");
@@ -329,6 +229,11 @@ static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int narg
     c->faults_per_step = (int)o->faults_per_step;
     c->max_attempts = (int)o->attempts;
     c->readers = (int)o->readers;
+    /* --processes: the window every role keeps (a role's default), which
+     * bounds --anchor-every. */
+    c->bench.retain = o->processes ? DCR_RETAIN_DEFAULT : 0;
+    c->bench.anchor_every = (int)o->anchor_every;
+    DCR_CHECK(dcr_bench_config_check(&c->bench, o->processes));
     return dcr_cli_scenario_validate(&c->bench.scenario, &c->bench.serve);
 }
 
@@ -382,18 +287,11 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     else if (o->processes && o->join_at > 0 && o->join_at >= o->steps)
         st = dcr_error_set(DCR_EINVAL, "--join-at %lld: expected a step below --steps %lld",
                            (long long)o->join_at, (long long)o->steps);
-    else if (o->processes && o->anchor_every > DCR_RETAIN_DEFAULT)
-        st = dcr_error_set(DCR_EINVAL,
-                           "--anchor-every %lld is above the retention window (%d versions): a "
-                           "join could not replay from its anchor",
-                           (long long)o->anchor_every, DCR_RETAIN_DEFAULT);
     else if (!o->processes && dcr_args_seen(args, nargs, "--kill-coordinator-every"))
         st = dcr_error_set(DCR_EINVAL, "--kill-coordinator-every applies only with --processes");
     else if (o->processes && dcr_args_seen(args, nargs, "--attempts"))
         st = dcr_error_set(DCR_EINVAL, "--processes: --attempts does not apply (the coordinator "
                                        "process keeps its default attempts)");
-    else if (o->processes && strcmp(o->rl, "sync"))
-        st = dcr_error_set(DCR_EINVAL, "--processes needs --rl sync (got %s)", o->rl);
     else if (o->processes && o->testbed && strcmp(o->transport, "objstore"))
         st = dcr_error_set(DCR_EINVAL, "--testbed needs --transport objstore (got %s)",
                            o->transport);
@@ -419,32 +317,6 @@ static int check_processes(const char *what, const faults_opts_t *o, const dcr_a
     return dcr_cli_usage(label, st);
 }
 
-static void print_processes_text(const dcr_faults_processes_summary_t *p)
-{
-    printf("SIGKILLs to rollout-node processes %d (delivery %d, apply %d, acked %d; %d drawn), "
-           "processes restarted %d\n",
-           p->sigkills, p->sigkills_by_point[DCR_FAULTS_KILL_DELIVERY],
-           p->sigkills_by_point[DCR_FAULTS_KILL_APPLY], p->sigkills_by_point[DCR_FAULTS_KILL_ACKED],
-           p->kills_drawn, p->restarts);
-    uint64_t bytes = 0, dense = 0;
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++) {
-        bytes += p->restore_bytes[k];
-        dense += p->restore_dense_bytes[k];
-    }
-    printf("receiver restores: ");
-    dcr_cli_restores_print(p->restores_by_kind, bytes, dense);
-    printf("restores by cause: start %llu, behind %llu, dirty %llu\n",
-           (unsigned long long)p->restores_by_cause[DCR_RESTORE_START],
-           (unsigned long long)p->restores_by_cause[DCR_RESTORE_BEHIND],
-           (unsigned long long)p->restores_by_cause[DCR_RESTORE_DIRTY]);
-    char when[48];
-    snprintf(when, sizeof when, "before step %d", p->join.at_step);
-    dcr_cli_join_print(&p->join, when);
-    printf("SIGKILLs to the coordinator process %d, coordinator processes that resumed %d; owner "
-           "processes %d (mpirun)\n",
-           p->coordinator_kills, p->coordinator_restarts, p->owner_processes);
-}
-
 static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults_summary_t *s,
                   const dcr_faults_processes_summary_t *p)
 {
@@ -454,9 +326,9 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         return dcr_cli_fail(label, st);
     }
     if (json) {
-        json_t *j = summary_json(what, s);
+        json_t *j = dcr_faults_summary_json(what, s);
         if (p) {
-            json_t *extra = processes_json(p);
+            json_t *extra = dcr_faults_processes_json(p);
             json_object_update(j, extra);
             json_decref(extra);
         }
@@ -464,20 +336,10 @@ static int finish(const char *what, bool json, dcr_status_t st, const dcr_faults
         printf("\n");
         json_decref(j);
     } else {
-        print_text(what, s);
-        if (p) print_processes_text(p);
+        dcr_faults_summary_print(what, s);
+        if (p) dcr_faults_processes_print(p);
     }
-    if (s->mismatches || s->baseline_mismatches || s->lost || s->gate_violations ||
-        s->commit_violations || s->membership_mismatches) {
-        fprintf(stderr,
-                "dcr faults %s: %d bit mismatches, %d baseline mismatches, %d versions lost, %lld "
-                "mixed reads through the gate, %d premature commit checks, %d membership "
-                "mismatches\n",
-                what, s->mismatches, s->baseline_mismatches, s->lost, (long long)s->gate_violations,
-                s->commit_violations, s->membership_mismatches);
-        return 1;
-    }
-    return 0;
+    return dcr_faults_summary_failed(what, s) ? 1 : 0;
 }
 
 enum { NOWN = 19 };

@@ -11,8 +11,12 @@
 #include "dcr/construct.h"
 #include "workloads/change/budget.h"
 #include "workloads/harness/microbench.h"
+#include "workloads/harness/microbench_report.h"
 #include "workloads/change/scenario.h"
 #include "workloads/serve/serve_bench.h"
+
+/* Rates per run: the --rates list (dcr microbench apply) at most. */
+enum { DCR__RATES_MAX = 16 };
 
 /* --device D: the device module's detection on D against a device-to-device
  * copy of the same bytes, one row per rate. */
@@ -22,39 +26,16 @@ static int dcr__device_detect(const char *device, size_t bytes, const double *ra
     dcr_device_t *dev = NULL;
     int rc = dcr_cli_device_open("microbench", device, &dev);
     if (rc) return rc;
-    const char *place = dcr_device_backend(dev)->name;
-    json_t *rows = json_array();
-    if (!json)
-        printf("device: %s\n%-8s %12s %12s %10s %12s\n", place, "rate", "d2d_copy_s", "detect_s",
-               "ratio", "copy_GB/s");
+    dcr_device_detect_bench_t rows[DCR__RATES_MAX];
     for (int i = 0; i < nrates; i++) {
-        dcr_device_detect_bench_t r;
-        dcr_status_t st = dcr_microbench_device_detect(dev, bytes, rates[i], repeats, &r);
+        dcr_status_t st = dcr_microbench_device_detect(dev, bytes, rates[i], repeats, &rows[i]);
         if (st != DCR_OK) {
-            json_decref(rows);
             dcr_device_close(dev);
             return dcr_cli_fail("microbench", st);
         }
-        if (!json)
-            printf("%-8.2f %12.6f %12.6f %10.3f %12.2f\n", r.change_rate, r.copy_s, r.detect_s,
-                   r.ratio, r.copy_gbps);
-        json_array_append_new(rows, json_pack("{s:f,s:f,s:f,s:f,s:f,s:I}", "change_rate",
-                                              r.change_rate, "copy_s", r.copy_s, "detect_s",
-                                              r.detect_s, "ratio", r.ratio, "copy_gbps",
-                                              r.copy_gbps, "changed", (json_int_t)r.changed));
     }
+    dcr_microbench_device_detect_report(dcr_device_backend(dev)->name, rows, nrates, bytes, json);
     dcr_device_close(dev);
-    if (json) {
-        json_t *j = json_pack("{s:s,s:s,s:I,s:o}", "bench", "detect", "device", place, "bytes",
-                              (json_int_t)bytes, "rows", rows);
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        printf("\n");
-        json_decref(j);
-    } else {
-        json_decref(rows);
-        printf("baseline: a device-to-device copy of one buffer (reads and writes the bytes "
-               "detection reads)\n");
-    }
     return 0;
 }
 
@@ -67,40 +48,17 @@ static int dcr__device_apply(const char *device, size_t bytes, const double *rat
     dcr_device_t *dev = NULL;
     int rc = dcr_cli_device_open("microbench apply", device, &dev);
     if (rc) return rc;
-    const char *place = dcr_device_backend(dev)->name;
-    json_t *rows = json_array();
-    if (!json)
-        printf("device: %s, %.1f MB resident, best of %d\n%-6s %10s %10s %10s %8s %10s %10s\n",
-               place, (double)bytes / 1e6, repeats, "rate", "records", "dense_s", "apply_s",
-               "ratio", "full_s", "full_ratio");
+    dcr_device_apply_bench_t rows[DCR__RATES_MAX];
     for (int i = 0; i < nrates; i++) {
-        dcr_device_apply_bench_t r;
-        dcr_status_t st = dcr_microbench_device_apply(dev, bytes, rates[i], repeats, &r);
+        dcr_status_t st = dcr_microbench_device_apply(dev, bytes, rates[i], repeats, &rows[i]);
         if (st != DCR_OK) {
-            json_decref(rows);
             dcr_device_close(dev);
             return dcr_cli_fail("microbench apply", st);
         }
-        if (!json)
-            printf("%-6.3f %10zu %10.6f %10.6f %8.4f %10.6f %10.4f\n", r.rate, r.records, r.dense_s,
-                   r.sparse_s, r.ratio, r.full_s, r.full_ratio);
-        json_array_append_new(rows, json_pack("{s:f,s:I,s:f,s:f,s:f,s:f,s:f}", "rate", r.rate,
-                                              "records", (json_int_t)r.records, "dense_s",
-                                              r.dense_s, "apply_s", r.sparse_s, "ratio", r.ratio,
-                                              "full_s", r.full_s, "full_ratio", r.full_ratio));
     }
+    dcr_microbench_device_apply_report(dcr_device_backend(dev)->name, rows, nrates, bytes, repeats,
+                                       json);
     dcr_device_close(dev);
-    if (json) {
-        json_t *j =
-            json_pack("{s:s,s:s,s:I,s:I,s:o}", "bench", "apply", "device", place, "resident_bytes",
-                      (json_int_t)bytes, "repeats", (json_int_t)repeats, "rows", rows);
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        printf("\n");
-        json_decref(j);
-    } else {
-        json_decref(rows);
-        printf("baseline: a dense host-to-device reload of the same bytes from staging\n");
-    }
     return 0;
 }
 
@@ -145,75 +103,14 @@ static int dcr__microbench_detect(int argc, char **argv)
     const double rates[] = {0.0, 0.01, 0.03, 0.05};
     if (dcr_args_seen(args, 5, "--device"))
         return dcr__device_detect(device, (size_t)(mib * (1 << 20)), rates, 4, (int)repeats, json);
-    json_t *rows = json_array();
-    if (!json) {
-        printf("kernel: %s\n", dcr_detect_kernel());
-        printf("%-8s %12s %12s %10s %12s\n", "rate", "read_s", "detect_s", "ratio", "read_GB/s");
-    }
+    dcr_detect_bench_t rows[4];
     for (int i = 0; i < 4; i++) {
-        dcr_detect_bench_t r;
         dcr_status_t st =
-            dcr_microbench_detect((size_t)(mib * (1 << 20)), rates[i], (int)repeats, &r);
-        if (st != DCR_OK) {
-            json_decref(rows);
-            return dcr_cli_fail("microbench", st);
-        }
-        if (!json)
-            printf("%-8.2f %12.5f %12.5f %10.3f %12.2f\n", r.change_rate, r.read_s, r.detect_s,
-                   r.ratio, r.read_gbps);
-        json_array_append_new(rows, json_pack("{s:f,s:f,s:f,s:f,s:f,s:I}", "change_rate",
-                                              r.change_rate, "read_s", r.read_s, "detect_s",
-                                              r.detect_s, "ratio", r.ratio, "read_gbps",
-                                              r.read_gbps, "changed", (json_int_t)r.changed));
+            dcr_microbench_detect((size_t)(mib * (1 << 20)), rates[i], (int)repeats, &rows[i]);
+        if (st != DCR_OK) return dcr_cli_fail("microbench", st);
     }
-    if (json) {
-        json_t *j = json_pack("{s:s,s:s,s:I,s:o}", "bench", "detect", "kernel", dcr_detect_kernel(),
-                              "bytes", (json_int_t)(mib * (1 << 20)), "rows", rows);
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        printf("\n");
-        json_decref(j);
-    } else {
-        json_decref(rows);
-    }
+    dcr_microbench_detect_report(rows, 4, (size_t)(mib * (1 << 20)), json);
     return 0;
-}
-
-enum { DCR__APPLY_RATES_MAX = 16 };
-
-static void dcr__apply_print(const dcr_serve_bench_result_t *res, int n, int64_t repeats, bool json)
-{
-    if (!json) {
-        printf("receiver: %.1f MB resident, best of %lld\n", (double)res[0].resident_bytes / 1e6,
-               (long long)repeats);
-        printf("%-6s %10s %10s %10s %8s %10s %10s %10s %8s %10s %11s\n", "rate", "records",
-               "dense_s", "apply_s", "ratio", "ingest_s", "full_s", "full_ratio", "sparse",
-               "floor_s", "floor_ratio");
-        for (int i = 0; i < n; i++)
-            printf("%-6.3f %10lld %10.5f %10.5f %8.3f %10.5f %10.5f %10.3f %8lld %10.5f %11.3f\n",
-                   res[i].rate, (long long)res[i].records, res[i].dense_s, res[i].apply_s,
-                   res[i].ratio, res[i].ingest_s, res[i].full_apply_s, res[i].full_ratio,
-                   (long long)res[i].items_sparse, res[i].floor_s, res[i].floor_ratio);
-        printf("floor: the same records by a bare prefetching loop into huge-page memory of the "
-               "same bytes (no decode, loader or checks)\n");
-        return;
-    }
-    json_t *rows = json_array();
-    for (int i = 0; i < n; i++)
-        json_array_append_new(
-            rows, json_pack("{s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:f}", "rate",
-                            res[i].rate, "records", (json_int_t)res[i].records, "payload_bytes",
-                            (json_int_t)res[i].payload_bytes, "dense_s", res[i].dense_s, "apply_s",
-                            res[i].apply_s, "ratio", res[i].ratio, "ingest_s", res[i].ingest_s,
-                            "full_apply_s", res[i].full_apply_s, "full_ratio", res[i].full_ratio,
-                            "items_sparse", (json_int_t)res[i].items_sparse, "items_full",
-                            (json_int_t)res[i].items_full, "floor_s", res[i].floor_s, "floor_ratio",
-                            res[i].floor_ratio));
-    json_t *j =
-        json_pack("{s:s,s:I,s:I,s:o}", "bench", "apply", "resident_bytes",
-                  (json_int_t)res[0].resident_bytes, "repeats", (json_int_t)repeats, "rows", rows);
-    json_dumpf(j, stdout, JSON_INDENT(2));
-    printf("\n");
-    json_decref(j);
 }
 
 static int dcr__microbench_apply(int argc, char **argv)
@@ -246,10 +143,10 @@ static int dcr__microbench_apply(int argc, char **argv)
                             "[--repeats K] [--device D] [--json]",
                             args, nargs, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
-    double rates[DCR__APPLY_RATES_MAX];
+    double rates[DCR__RATES_MAX];
     int nrates = 0;
-    int st_rates = dcr_args_parse_list("--rates", rates_text, 1e-6, 1, false, rates,
-                                       DCR__APPLY_RATES_MAX, &nrates);
+    int st_rates =
+        dcr_args_parse_list("--rates", rates_text, 1e-6, 1, false, rates, DCR__RATES_MAX, &nrates);
     if (st_rates != DCR_OK) return dcr_cli_usage("microbench apply", st_rates);
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.model = model;
@@ -261,34 +158,19 @@ static int dcr__microbench_apply(int argc, char **argv)
     dcr_serve_config_t serve = dcr_serve_config_default();
     serve.tp = (int)serve_tp;
     dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};
-    dcr_serve_bench_result_t res[DCR__APPLY_RATES_MAX];
+    dcr_serve_bench_result_t res[DCR__RATES_MAX];
     dcr_scenario_t *sc = NULL;
-    dcr_status_t st = dcr_scenario_create(&spec, &sc);
-    if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, &serve);
-    /* The bench holds the old and new canonical tensors and the floor's flat
-     * copy, receiver 0 and the dense reload's receiver. */
-    if (st == DCR_OK)
-        st = dcr_scenario_check_memory(sc, "microbench apply",
-                                       &(dcr_run_shape_t){.canonical_copies = 3,
-                                                          .receivers = 1,
-                                                          .serve_tp = (int)serve_tp,
-                                                          .verifiers = 1,
-                                                          .transient = true});
-    if (st != DCR_OK) {
-        dcr_scenario_destroy(sc);
-        return dcr_cli_check("microbench apply", st); /* model, layers, serving layout */
-    }
+    size_t bytes = 0;
+    dcr_status_t st = dcr_microbench_apply_scenario(&spec, &serve, &sc, &bytes);
+    if (st != DCR_OK) return dcr_cli_check("microbench apply", st); /* model, layers, layout */
     if (dcr_args_seen(args, nargs, "--device")) {
-        size_t bytes = 0;
-        for (size_t i = 0; i < dcr_inventory_count(sc->inventory); i++)
-            bytes += dcr_desc_bytes(dcr_inventory_at(sc->inventory, i));
         dcr_scenario_destroy(sc);
         return dcr__device_apply(device, bytes, rates, nrates, (int)repeats, json);
     }
     st = dcr_serve_bench_run(&sc->model, &serve, &opt, rates, nrates, res);
     dcr_scenario_destroy(sc);
     if (st != DCR_OK) return dcr_cli_fail("microbench apply", st);
-    dcr__apply_print(res, nrates, repeats, json);
+    dcr_microbench_apply_report(res, nrates, (int)repeats, json);
     return 0;
 }
 

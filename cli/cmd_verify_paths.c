@@ -1,5 +1,4 @@
 /* dcr verify-paths: random deltas through every loader path, checked against dense refits. */
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -51,25 +50,6 @@ int dcr_cmd_verify_paths(int argc, char **argv)
     if (st != DCR_OK) return dcr_cli_check("verify-paths", st);
     st = dcr_verify_paths(&spec, &serve, (int)trials, (uint64_t)seed, &r);
     if (st != DCR_OK) return dcr_cli_fail("verify-paths", st);
-    if (json) {
-        json_t *by = json_object();
-        for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
-            json_object_set_new(by, dcr_verify_path_name((dcr_verify_path_t)k),
-                                json_pack("{s:I,s:I}", "items", (json_int_t)r.items_by_path[k],
-                                          "mismatches", (json_int_t)r.mismatches_by_path[k]));
-        json_t *j =
-            json_pack("{s:I,s:I,s:I,s:o}", "cases", (json_int_t)r.cases, "items",
-                      (json_int_t)r.items, "mismatches", (json_int_t)r.mismatches, "by_path", by);
-        json_dumpf(j, stdout, JSON_INDENT(2));
-        printf("\n");
-        json_decref(j);
-    } else {
-        printf("%lld receiver checks, %lld items applied, %lld mismatches\n\n%-10s %10s %12s\n",
-               (long long)r.cases, (long long)r.items, (long long)r.mismatches, "path", "items",
-               "mismatches");
-        for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
-            printf("%-10s %10lld %12lld\n", dcr_verify_path_name((dcr_verify_path_t)k),
-                   (long long)r.items_by_path[k], (long long)r.mismatches_by_path[k]);
-    }
+    dcr_verify_result_print(&r, json);
     return r.mismatches ? 1 : 0;
 }

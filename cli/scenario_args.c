@@ -1,6 +1,5 @@
 #include "scenario_args.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -207,51 +206,4 @@ int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **ou
     dcr_status_t st = dcr_device_open(name, out_p);
     if (st == DCR_EUNSUPPORTED || st == DCR_ENOTFOUND) return dcr_cli_usage(command, st);
     return st == DCR_OK ? 0 : dcr_cli_fail(command, st);
-}
-
-json_t *dcr_cli_restores_json(const uint64_t count[DCR_RESTORE_KINDS],
-                              const uint64_t bytes[DCR_RESTORE_KINDS],
-                              const uint64_t dense_bytes[DCR_RESTORE_KINDS],
-                              const double seconds[DCR_RESTORE_KINDS])
-{
-    json_t *j = json_object();
-    for (int k = 0; j && k < DCR_RESTORE_KINDS; k++)
-        json_object_set_new(j, dcr_restore_kind_name((dcr_restore_kind_t)k),
-                            json_pack("{s:I,s:I,s:I,s:f}", "count", (json_int_t)count[k], "bytes",
-                                      (json_int_t)bytes[k], "dense_bytes",
-                                      (json_int_t)dense_bytes[k], "seconds", seconds[k]));
-    return j;
-}
-
-json_t *dcr_cli_join_json(const dcr_role_join_t *j)
-{
-    if (j->at_step == 0) return json_null();
-    json_t *kinds = json_object();
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
-        if (j->by_kind[k])
-            json_object_set_new(kinds, dcr_restore_kind_name((dcr_restore_kind_t)k),
-                                json_integer((json_int_t)j->by_kind[k]));
-    return json_pack("{s:i,s:i,s:I,s:f,s:o,s:I,s:I}", "node", j->node, "at_step", j->at_step,
-                     "version", (json_int_t)j->version, "seconds", j->seconds, "restores_by_kind",
-                     kinds, "bytes", (json_int_t)j->bytes, "dense_bytes",
-                     (json_int_t)j->dense_bytes);
-}
-
-void dcr_cli_restores_print(const uint64_t counts[DCR_RESTORE_KINDS], uint64_t bytes,
-                            uint64_t dense_bytes)
-{
-    for (int k = 0; k < DCR_RESTORE_KINDS; k++)
-        printf("%s%s %llu", k ? ", " : "", dcr_restore_kind_name((dcr_restore_kind_t)k),
-               (unsigned long long)counts[k]);
-    printf("; bytes moved %llu (dense refits of the same receivers: %llu)\n",
-           (unsigned long long)bytes, (unsigned long long)dense_bytes);
-}
-
-void dcr_cli_join_print(const dcr_role_join_t *j, const char *when)
-{
-    if (j->at_step == 0) return;
-    printf("elastic join: rollout node %d started %s, ready at version %llu, %.3f s after its "
-           "start; its receivers' restores: ",
-           j->node, when, (unsigned long long)j->version, j->seconds);
-    dcr_cli_restores_print(j->by_kind, j->bytes, j->dense_bytes);
 }

@@ -78,27 +78,4 @@ dcr_arg_t dcr_cli_device_arg(const char **name);
  * or auto, or a place this build or machine lacks (cuda without a GPU); 1
  * after one line when the runtime refuses the device. */
 int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **out_p);
-/* Restores by kind as JSON (dcr bench --processes and dcr faults
- * --processes print the same shape): {"<kind>": {"count", "bytes",
- * "dense_bytes", "seconds"}} per dcr_restore_kind_t (deploy/
- * restore.h). A new reference; NULL on allocation failure. */
-struct json_t;
-struct json_t *dcr_cli_restores_json(const uint64_t count[DCR_RESTORE_KINDS],
-                                     const uint64_t bytes[DCR_RESTORE_KINDS],
-                                     const uint64_t dense_bytes[DCR_RESTORE_KINDS],
-                                     const double seconds[DCR_RESTORE_KINDS]);
-
-/* An elastic join (dcr bench and dcr faults --processes --join-at) as
- * JSON: {"node", "at_step", "version", "seconds", "restores_by_kind":
- * {"<kind>": count} for the kinds that occurred, "bytes", "dense_bytes"};
- * JSON null when j->at_step is 0 (no join). A new reference. */
-struct json_t *dcr_cli_join_json(const dcr_role_join_t *j);
-/* The same as one line of text on stdout ("elastic join: ..."); `when`
- * says when the node started ("before step 3"). Nothing without a join. */
-void dcr_cli_join_print(const dcr_role_join_t *j, const char *when);
-/* "clean 4, replay 0, ...; bytes moved B (dense refits of the same
- * receivers: D)" and a newline, on stdout. */
-void dcr_cli_restores_print(const uint64_t counts[DCR_RESTORE_KINDS], uint64_t bytes,
-                            uint64_t dense_bytes);
-
 #endif

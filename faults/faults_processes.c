@@ -693,12 +693,10 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              "--join-at %d: expected a step in 1..%d (below --steps) and at least "
                              "2 rollout nodes (got %d)",
                              cfg->join_at, run->steps - 1, run->bench.serve.nodes);
+    /* The run configuration's own rules (transport, sync RL, anchors within
+     * the window), as dcr bench --processes checks them. */
+    DCR_CHECK(dcr_bench_config_check(&run->bench, true));
     bool relay = !strcmp(run->bench.transport, "relay");
-    if ((!relay && strcmp(run->bench.transport, "objstore")) || run->bench.rl != DCR_RL_SYNC)
-        return dcr_error_set(DCR_EINVAL,
-                             "faults --processes needs --transport objstore or relay and --rl sync "
-                             "(got %s, %s)",
-                             run->bench.transport, dcr_rl_mode_name(run->bench.rl));
     /* A node that starts late has no place in a relay tree laid out at
      * the start, and a testbed's roles share its S3 store. */
     if (relay && (cfg->join_at > 0 || cfg->testbed))

@@ -689,9 +689,7 @@ dcr_status_t dcr_faults_run(const dcr_faults_run_config_t *cfg, dcr_faults_summa
                              "%d readers%s: expected >= 1 step and attempt, no negative count",
                              cfg->steps, cfg->max_attempts, cfg->kill_every, cfg->faults_per_step,
                              cfg->readers, cfg->break_gate ? " (break_gate needs one)" : "");
-    if (!dcr_transport_find(cfg->bench.transport))
-        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay",
-                             cfg->bench.transport);
+    DCR_CHECK(dcr_bench_config_check(&cfg->bench, false));
     frun_t r;
     memset(&r, 0, sizeof(r));
     r.cfg = cfg;

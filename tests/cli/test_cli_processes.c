@@ -703,6 +703,16 @@ static void test_role_usage_errors(void **state)
                  "below the last one, 3");
     expect_error("bench --processes --sigkill-every 2 --join-at 2 " SMALL, 2, "--sigkill-every");
     expect_error("bench --processes --join-at 0 " SMALL, 2, "--join-at");
+    /* --anchor-every: one rule (dcr_bench_config_check) against the window
+     * the run keeps, --retain K or the default, worded alike in bench, faults
+     * and the role processes. */
+    expect_error("bench --processes --retain 4 --anchor-every 6 " SMALL, 2,
+                 "--anchor-every 6 is above the retention window (4 versions)");
+    expect_error("rollout-node --node 0 --workdir /nonexistent --retain 4 --anchor-every 6 " SMALL,
+                 2, "--anchor-every 6 is above the retention window (4 versions)");
+    expect_error("faults train --processes --anchor-every 9 " SMALL, 2,
+                 "--anchor-every 9 is above the retention window (8 versions)");
+    expect_error("bench --anchor-every 2 " SMALL, 2, "--anchor-every needs --processes");
     static result_t r;
     run(&r, "bench --help");
     assert_int_equal(r.rc, 0);

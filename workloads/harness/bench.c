@@ -854,19 +854,50 @@ static double span_cost_ns(void)
     return (double)(t1 - t0) / SPANS;
 }
 
-dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
+/* --anchor-every: rollout-node processes over the object store, within the
+ * retention window (a join replays the versions after its anchor). */
+static dcr_status_t anchor_check(const dcr_bench_config_t *cfg, bool process_roles)
+{
+    if (cfg->anchor_every <= 0) return DCR_OK;
+    if (!process_roles || strcmp(cfg->transport, "objstore"))
+        return dcr_error_set(DCR_EINVAL,
+                             "--anchor-every needs --processes and --transport objstore (got "
+                             "%s%s)",
+                             cfg->transport, process_roles ? "" : ", no --processes");
+    if (cfg->anchor_every > cfg->retain)
+        return dcr_error_set(DCR_EINVAL,
+                             "--anchor-every %d is above the retention window (%d versions): a "
+                             "join could not replay from its anchor",
+                             cfg->anchor_every, cfg->retain);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_config_check(const dcr_bench_config_t *cfg, bool process_roles)
 {
     if (cfg->warmup < 0 || cfg->refits < 1)
         return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
+    if (!cfg->transport || !dcr_transport_find(cfg->transport))
+        return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
+                             cfg->transport ? cfg->transport : "(none)");
+    if (cfg->adamw && !(cfg->lr > 0))
+        return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
+    if (process_roles && (cfg->rl != DCR_RL_SYNC || cfg->readers > 0))
+        return dcr_error_set(DCR_EINVAL,
+                             "--processes needs --rl sync, without --readers (got %s, %d readers)",
+                             dcr_rl_mode_name(cfg->rl), cfg->readers);
+    if (cfg->keep_payloads && strcmp(cfg->transport, "objstore"))
+        return dcr_error_set(
+            DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
     if (cfg->trace_overhead && cfg->refits < 4)
         return dcr_error_set(DCR_EINVAL,
                              "--trace-overhead needs at least 4 timed refits (--refits), got %d",
                              cfg->refits);
-    if (cfg->processes && (cfg->readers > 0 || cfg->rl != DCR_RL_SYNC))
-        return dcr_error_set(DCR_EINVAL, "--processes runs sync RL without --readers (request "
-                                         "emulation reads receivers in this process)");
-    if (!dcr_transport_find(cfg->transport))
-        return dcr_error_set(DCR_EINVAL, "transport '%s' is not objstore or relay", cfg->transport);
+    return anchor_check(cfg, process_roles);
+}
+
+dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
+{
+    DCR_CHECK(dcr_bench_config_check(cfg, cfg->processes != NULL));
     bench_t b;
     memset(&b, 0, sizeof(b));
     b.cfg = cfg;

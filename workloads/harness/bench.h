@@ -198,6 +198,19 @@ typedef struct dcr_bench_result {
     } overhead;
 } dcr_bench_result_t;
 
+/* The rules a run configuration meets before anything runs, written once:
+ * dcr bench, dcr faults, every role process (dcr_cli_run_config) and
+ * dcr_bench_run check the same ones. process_roles: the rollout nodes will
+ * be processes of their own (--processes; cfg->processes, the launcher's
+ * hooks, may not be set yet). DCR_EINVAL with one line naming the flag:
+ * no timed refit, an unknown transport, --changes adamw without a positive
+ * --lr, --trace-overhead with fewer than 4 timed refits, --keep-payloads
+ * off the object store, processes with async RL or request readers, and
+ * --anchor-every without processes over the object store or above the
+ * configured retention window (cfg->retain: a join replays the retained
+ * versions after its anchor). */
+dcr_status_t dcr_bench_config_check(const dcr_bench_config_t *cfg, bool process_roles);
+
 /* The constructor configuration of a run (mode, shuffle, key, chunk and
  * bucket targets), the same in dcr bench and in every owner process. */
 dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,

@@ -8,6 +8,7 @@
 #include "dcr/clock.h"
 #include "dcr/construct.h"
 #include "dcr/rng.h"
+#include "workloads/change/budget.h"
 
 /* The baseline a scan cannot beat: stream both buffers once, combine words
  * so the compiler cannot drop the loads. */
@@ -251,5 +252,31 @@ dcr_status_t dcr_microbench_device_apply(dcr_device_t *dev, size_t bytes, double
     r.ratio = r.sparse_s / r.dense_s;
     r.full_ratio = r.full_s / r.dense_s;
     *out_p = r;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_microbench_apply_scenario(const dcr_scenario_spec_t *spec,
+                                           dcr_serve_config_t *serve, dcr_scenario_t **out_p,
+                                           size_t *bytes_p)
+{
+    dcr_scenario_t *sc = NULL;
+    dcr_status_t st = dcr_scenario_create(spec, &sc);
+    if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, serve);
+    if (st == DCR_OK)
+        st = dcr_scenario_check_memory(sc, "microbench apply",
+                                       &(dcr_run_shape_t){.canonical_copies = 3,
+                                                          .receivers = 1,
+                                                          .serve_tp = serve->tp,
+                                                          .verifiers = 1,
+                                                          .transient = true});
+    if (st != DCR_OK) {
+        dcr_scenario_destroy(sc);
+        return st;
+    }
+    size_t bytes = 0;
+    for (size_t i = 0; i < dcr_inventory_count(sc->inventory); i++)
+        bytes += dcr_desc_bytes(dcr_inventory_at(sc->inventory, i));
+    *out_p = sc;
+    *bytes_p = bytes;
     return DCR_OK;
 }

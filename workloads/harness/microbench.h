@@ -7,6 +7,8 @@
 
 #include "dcr/device.h"
 #include "dcr/status.h"
+#include "workloads/change/scenario.h"
+#include "workloads/serve/vllm_layout.h"
 
 typedef struct dcr_detect_bench {
     size_t bytes;       /* per buffer */
@@ -57,5 +59,15 @@ typedef struct dcr_device_apply_bench {
  * result is checked against the XOR of the records on the host. */
 dcr_status_t dcr_microbench_device_apply(dcr_device_t *dev, size_t bytes, double rate, int repeats,
                                          dcr_device_apply_bench_t *out_p);
+
+/* The scenario of dcr microbench apply: spec built and checked against the
+ * serving layout serve (completed in place) and the memory budget (the bench holds the old and
+ * new canonical tensors and the floor's flat copy, receiver 0 and the dense
+ * reload's receiver) into *out_p (dcr_scenario_destroy it); *bytes_p: its
+ * canonical bytes. Errors as dcr_scenario_create, dcr_serve_config_validate
+ * and dcr_scenario_check_memory. */
+dcr_status_t dcr_microbench_apply_scenario(const dcr_scenario_spec_t *spec,
+                                           dcr_serve_config_t *serve, dcr_scenario_t **out_p,
+                                           size_t *bytes_p);
 
 #endif

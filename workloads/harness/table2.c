@@ -1,6 +1,9 @@
 /* The seed's Table 2 measurement (see table2.h for the procedure). */
 #include "workloads/harness/table2.h"
 
+#include <jansson.h>
+#include <stdio.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -190,4 +193,56 @@ dcr_status_t dcr_table2_run(const dcr_table2_params_t *params, dcr_table2_result
     dcr__t2_free(&b);
     if (st == DCR_OK) *out_p = res;
     return st;
+}
+
+static void print_table(const dcr_table2_result_t *res)
+{
+    printf(
+        "Table 2: %llu BF16 values, zstd level %d, changed words in input order, no locations\n\n",
+        (unsigned long long)res->n, res->level);
+    printf("%8s %10s %12s %12s %12s %7s %14s %14s %9s\n", "a", "changed", "raw bytes", "overwrite",
+           "xor", "ratio", "overwrite shuf", "xor shuf", "ratio shuf");
+    for (int r = 0; r < DCR_TABLE2_ROWS; r++) {
+        const dcr_table2_row_t *row = &res->rows[r];
+        double ratio_shuf = row->xor_bytes_shuffled ? (double)row->overwrite_bytes_shuffled /
+                                                          (double)row->xor_bytes_shuffled
+                                                    : 0.0;
+        printf("%8.0e %9.4f%% %12llu %12llu %12llu %6.3fx %14llu %14llu %8.3fx\n", row->a,
+               100.0 * row->changed_fraction, (unsigned long long)row->raw_bytes,
+               (unsigned long long)row->overwrite_bytes, (unsigned long long)row->xor_bytes,
+               row->ratio, (unsigned long long)row->overwrite_bytes_shuffled,
+               (unsigned long long)row->xor_bytes_shuffled, ratio_shuf);
+    }
+    printf("\nratio = overwrite bytes / xor bytes; \"shuf\" columns byte-plane shuffle each stream "
+           "before zstd.\n");
+}
+
+static dcr_status_t print_json(const dcr_table2_result_t *res)
+{
+    json_t *rows = json_array();
+    for (int r = 0; r < DCR_TABLE2_ROWS; r++) {
+        const dcr_table2_row_t *row = &res->rows[r];
+        json_array_append_new(
+            rows, json_pack("{s:f, s:f, s:I, s:I, s:I, s:I, s:f, s:I, s:I}", "a", row->a,
+                            "changed_fraction", row->changed_fraction, "changed",
+                            (json_int_t)row->changed, "raw_bytes", (json_int_t)row->raw_bytes,
+                            "overwrite_bytes", (json_int_t)row->overwrite_bytes, "xor_bytes",
+                            (json_int_t)row->xor_bytes, "ratio", row->ratio,
+                            "overwrite_bytes_shuffled", (json_int_t)row->overwrite_bytes_shuffled,
+                            "xor_bytes_shuffled", (json_int_t)row->xor_bytes_shuffled));
+    }
+    json_t *root =
+        json_pack("{s:I, s:i, s:o}", "n", (json_int_t)res->n, "level", res->level, "rows", rows);
+    if (root == NULL) return dcr_error_set(DCR_ENOMEM, "cannot build the JSON output");
+    int rc = json_dumpf(root, stdout, JSON_INDENT(2));
+    printf("\n");
+    json_decref(root);
+    return rc == 0 ? DCR_OK : dcr_error_set(DCR_EIO, "cannot write the JSON output");
+}
+
+dcr_status_t dcr_table2_print(const dcr_table2_result_t *res, bool json)
+{
+    if (json) return print_json(res);
+    print_table(res);
+    return DCR_OK;
 }

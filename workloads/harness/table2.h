@@ -64,6 +64,11 @@ void dcr_table2_params_default(dcr_table2_params_t *params);
  * only on success. */
 dcr_status_t dcr_table2_run(const dcr_table2_params_t *params, dcr_table2_result_t *out_p);
 
+/* What dcr table2 prints: the table with the seed's columns (and the
+ * shuffled streams), or one JSON object with the rows; an error only when
+ * the JSON cannot be built or written. */
+dcr_status_t dcr_table2_print(const dcr_table2_result_t *res, bool json);
+
 /* n BF16 words: bf16((float)normal) from a dcr_rng_t seeded with seed. */
 void dcr_table2_inputs(uint64_t seed, uint16_t *input, size_t n);
 

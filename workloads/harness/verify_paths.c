@@ -1,6 +1,8 @@
 #include "workloads/harness/verify_paths.h"
 
+#include <jansson.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,4 +261,28 @@ dcr_status_t dcr_verify_paths(const dcr_scenario_spec_t *spec, const dcr_serve_c
     DCR_CHECK(st);
     *out_p = res;
     return DCR_OK;
+}
+
+void dcr_verify_result_print(const dcr_verify_result_t *r, bool json)
+{
+    if (json) {
+        json_t *by = json_object();
+        for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
+            json_object_set_new(by, dcr_verify_path_name((dcr_verify_path_t)k),
+                                json_pack("{s:I,s:I}", "items", (json_int_t)r->items_by_path[k],
+                                          "mismatches", (json_int_t)r->mismatches_by_path[k]));
+        json_t *j =
+            json_pack("{s:I,s:I,s:I,s:o}", "cases", (json_int_t)r->cases, "items",
+                      (json_int_t)r->items, "mismatches", (json_int_t)r->mismatches, "by_path", by);
+        json_dumpf(j, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(j);
+        return;
+    }
+    printf("%lld receiver checks, %lld items applied, %lld mismatches\n\n%-10s %10s %12s\n",
+           (long long)r->cases, (long long)r->items, (long long)r->mismatches, "path", "items",
+           "mismatches");
+    for (int k = 0; k < DCR_VERIFY_PATH_COUNT; k++)
+        printf("%-10s %10lld %12lld\n", dcr_verify_path_name((dcr_verify_path_t)k),
+               (long long)r->items_by_path[k], (long long)r->mismatches_by_path[k]);
 }

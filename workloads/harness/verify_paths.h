@@ -7,6 +7,7 @@
 #ifndef DCR_WORKLOADS_VERIFY_PATHS_H
 #define DCR_WORKLOADS_VERIFY_PATHS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "workloads/change/scenario.h"
@@ -40,5 +41,9 @@ typedef struct dcr_verify_result {
 
 dcr_status_t dcr_verify_paths(const dcr_scenario_spec_t *spec, const dcr_serve_config_t *serve,
                               int trials, uint64_t seed, dcr_verify_result_t *out_p);
+
+/* What dcr verify-paths prints: the checks, items and mismatches, in total
+ * and by path class, as one JSON object (json) or a table on stdout. */
+void dcr_verify_result_print(const dcr_verify_result_t *r, bool json);
 
 #endif

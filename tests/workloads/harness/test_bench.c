@@ -274,6 +274,68 @@ static void test_control_fresh(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* One rule for --anchor-every, against the configured retention window
+ * (dcr_bench_config_check; dcr bench and dcr faults once wrote it twice, and
+ * faults compared with the default window): a join replays the retained
+ * versions after its anchor, so anchors need rollout-node processes over
+ * the object store and at most cfg.retain versions between them. */
+static void test_config_check_anchor_every(void **state)
+{
+    (void)state;
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
+    c.readers = 0;
+    c.anchor_every = 10;
+    c.retain = 12; /* a window larger than the default: anchors up to it */
+    assert_int_equal(dcr_bench_config_check(&c, true), DCR_OK);
+    c.retain = 4; /* smaller: refused, naming both */
+    assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
+    const char *d = dcr_error_detail();
+    assert_non_null(strstr(d, "--anchor-every 10"));
+    assert_non_null(strstr(d, "retention window (4 versions"));
+    assert_null(strchr(d, '\n'));
+    c.retain = 0; /* no window at all: nothing to replay from an anchor */
+    assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
+    c.retain = 12;
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL); /* threads */
+    assert_non_null(strstr(dcr_error_detail(), "--processes"));
+    c.transport = "relay";
+    assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "objstore"));
+    c.transport = "objstore";
+    c.anchor_every = 0; /* never: no window needed */
+    c.retain = 0;
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_OK);
+}
+
+/* The other rules of a run configuration, each one line naming its flag. */
+static void test_config_check_rules(void **state)
+{
+    (void)state;
+    dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_OK);
+    c.transport = "carrier-pigeon";
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "--transport carrier-pigeon"));
+    c = small("qwen3-30b-a3b", 1);
+    c.trace_overhead = true;
+    c.refits = 3;
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "--trace-overhead"));
+    c = small("qwen3-30b-a3b", 1); /* readers 1: no request threads across processes */
+    assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "--readers"));
+    c = small("qwen3-30b-a3b", 1);
+    c.transport = "relay";
+    c.keep_payloads = true;
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "--keep-payloads"));
+    c = small("qwen3-30b-a3b", 1);
+    c.adamw = true;
+    c.lr = 0;
+    assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "--lr"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -287,6 +349,10 @@ int main(void)
         cmocka_unit_test(test_trace_overhead_alternates),
         cmocka_unit_test(test_bad_configs_fail_cleanly),
         cmocka_unit_test(test_control_fresh),
+        cmocka_unit_test(test_config_check_anchor_every),
+        cmocka_unit_test(test_config_check_rules),
     };
+    /* One test by name (a glob), as in test_faults: DCR_TEST_FILTER. */
+    if (getenv("DCR_TEST_FILTER")) cmocka_set_test_filter(getenv("DCR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
