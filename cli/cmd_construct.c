@@ -123,7 +123,7 @@ int dcr_cmd_construct(int argc, char **argv)
         {"--seed", DCR_ARG_INT, &o.seed, 0, 1e15, "seed of weights and changes (default 42)",
          false},
         {"--keep-payloads", DCR_ARG_STRING, &o.keep, 0, 0,
-         "write every payload into DIR (new, empty, or dcr's: see README)", false},
+         "write every payload into DIR (new, empty, or dcr's: docs/guides/conventions.md)", false},
         {"--json", DCR_ARG_FLAG, &o.json, 0, 0, "print one JSON object", false},
         dcr_cli_device_arg(&o.device),
     };
