@@ -13,6 +13,7 @@
 #include "dcr/log.h"
 #include "dcr/recovery.h"
 #include "dcr/outpath.h"
+#include "dcr/parties.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "workloads/harness/refusals.h"

@@ -34,7 +34,7 @@
  *                           coordinator's (its transition committed TAU)
  *
  * Protocol between coordinator and rollout-node processes, all through the
- * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
+ * control plane (the status records of dcr/parties.h):
  *   1. a node process restores the committed version (dense refit from its
  *      own world) and reports READY with that version; it takes part only
  *      in attempts prepared after that (a late joiner must not join a
@@ -42,7 +42,7 @@
  *      READY;
  *   2. the coordinator prepares tau (control plane), opens tau on its own
  *      transport handle (the run's clearing handle), says so
- *      (DCR_COORD_REPORT_ID) and waits until every node with a required
+ *      (dcr_coord_report_opened) and waits until every node with a required
  *      receiver reports JOINED for tau (join timeout: one line naming the
  *      node); owner processes stream once the coordinator opened (every
  *      other handle joins the attempt without clearing it, so a node that
@@ -78,7 +78,7 @@
  * coordinator that crashed before any owner saw its attempt sent nothing);
  * each rank joins tau on its handle after the coordinator opened it,
  * constructs, sends, finishes (its manifest part), and rank 0 reports for
- * the job (DCR_OWNERS_REPORT_ID, after every rank answered) the summed
+ * the job (dcr_owners_report_put, after every rank answered) the summed
  * construction figures and t0 (SENT); when the commit record names from+1
  * with the attempt it sent, each rank updates its tracker and baseline,
  * and rank 0 reports t1 (the last rank's end; COMMITTED). `dcr coordinator`

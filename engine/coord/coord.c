@@ -590,63 +590,6 @@ static dcr_status_t nodes_still_done(dcr_coord_t *c, uint64_t tau)
 
 /* ---- owners as processes ---------------------------------------------------------- */
 
-/* One line: phase, tau, t0, construction_end, t1, cpu_s (hex floats: exact),
- * the construction figures, then why. */
-#define OWNERS_REPORT_PUT                                                                          \
-    "dcr-owners 1 %u %" PRIu64 " %a %a %a %a %a"                                                   \
-    " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64            \
-    " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 " "
-#define OWNERS_REPORT_GET                                                                          \
-    "dcr-owners 1 %u %" SCNu64 " %la %la %la %la %la"                                              \
-    " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64            \
-    " %" SCNd64 " %" SCNd64 " %" SCNd64 " %" SCNd64 " "
-
-dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_report_t *r)
-{
-    const dcr_construct_stats_t *k = &r->construct;
-    char buf[1024];
-    int n = snprintf(buf, sizeof(buf), OWNERS_REPORT_PUT "%s", (unsigned)r->phase, r->tau, r->t0,
-                     r->construction_end, r->t1, r->cpu_s, k->construction_s, k->compared_elements,
-                     k->changed_elements, k->records, k->raw_changed_value_bytes, k->payload_bytes,
-                     k->body_raw_bytes, k->value_bytes, k->payloads, k->xor_items,
-                     k->overwrite_items, k->residual_tensors, r->why);
-    for (char *q = buf; *q; q++)
-        if (*q == '\n') *q = ' '; /* one line */
-    return dcr_control_report_put(control, DCR_OWNERS_REPORT_ID, buf,
-                                  (size_t)(n < (int)sizeof(buf) ? n : (int)sizeof(buf) - 1));
-}
-
-dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *out_p)
-{
-    void *data = NULL;
-    size_t len = 0;
-    DCR_CHECK(dcr_control_report_get(control, DCR_OWNERS_REPORT_ID, &data, &len));
-    char buf[1024];
-    size_t n = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
-    memcpy(buf, data, n);
-    buf[n] = '\0';
-    free(data);
-    dcr_owners_report_t r;
-    memset(&r, 0, sizeof(r));
-    dcr_construct_stats_t *k = &r.construct;
-    unsigned phase = 0;
-    int used = -1;
-    int got = sscanf(buf, OWNERS_REPORT_GET "%n", &phase, &r.tau, &r.t0, &r.construction_end, &r.t1,
-                     &r.cpu_s, &k->construction_s, &k->compared_elements, &k->changed_elements,
-                     &k->records, &k->raw_changed_value_bytes, &k->payload_bytes,
-                     &k->body_raw_bytes, &k->value_bytes, &k->payloads, &k->xor_items,
-                     &k->overwrite_items, &k->residual_tensors, &used);
-    if (got != 18 || used < 0 || phase < DCR_OWNERS_SENT || phase > DCR_OWNERS_READY)
-        return dcr_error_set(DCR_ECONTROL,
-                             "the owners' report is malformed (%zu bytes); expected a "
-                             "'dcr-owners 1' line",
-                             len);
-    r.phase = (dcr_owners_phase_t)phase;
-    snprintf(r.why, sizeof(r.why), "%s", buf + used);
-    *out_p = r;
-    return DCR_OK;
-}
-
 /* Waits for the owners' report of `phase` for tau; FAILED for tau fails the
  * attempt with their line, silence beyond the stall timeout names what was
  * awaited. While they send, a required node that is gone or restarting
