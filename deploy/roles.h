@@ -100,7 +100,7 @@
  * each rollout-node process is its tree node (node 0 the root), listens
  * on a port of its own (on $DCR_RELAY_HOST, default 127.0.0.1; the kernel
  * chooses the port) and publishes "HOST:PORT" through the control plane
- * (the report of id DCR_ROLE_RELAY_REPORT_ID(node)); in each attempt a
+ * (dcr_node_endpoint_put, dcr/parties.h); in each attempt a
  * node connects to its parent and each owner rank to the root, reading
  * the address there at that moment (a restarted node publishes anew). The
  * coordinator's handle holds no part of the tree. A node process that
@@ -157,7 +157,6 @@ dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, cons
  * handle may be shared by the relay's threads) and closed by
  * dcr_role_relay_close. Storage of the caller of dcr_role_transport_open_as,
  * zeroed before; it must outlive the handle. */
-#define DCR_ROLE_RELAY_REPORT_ID(n) (0xC0000000u + (uint32_t)(n))
 typedef struct dcr_role_relay {
     dcr_relay_directory_t dir;
     dcr_control_t *control;

@@ -13,6 +13,8 @@
 /* Rollout node n's record. */
 #define DCR_NODE_REPORT_BASE  0x80000000u
 #define DCR_NODE_REPORT_ID(n) (DCR_NODE_REPORT_BASE + (uint32_t)(n))
+/* Rollout node n's endpoint (its relay tree node's address). */
+#define DCR_ENDPOINT_REPORT_ID(n) (0xC0000000u + (uint32_t)(n))
 /* The owner job's record, written by its rank 0. */
 #define DCR_OWNERS_REPORT_ID 0xFFFFFFFEu
 /* The coordinator's record. */

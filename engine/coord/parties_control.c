@@ -84,6 +84,31 @@ dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p)
     return DCR_OK;
 }
 
+dcr_status_t dcr_node_endpoint_put(dcr_control_t *control, int node, const char *addr)
+{
+    size_t len = strlen(addr);
+    if (len == 0 || len > sizeof(((dcr_node_endpoint_t *)0)->addr) - 1)
+        return dcr_error_set(DCR_EINVAL, "rollout node %d: an address of %zu bytes to publish",
+                             node, len);
+    dcr_party_report_t rec = {.kind = DCR_PARTY_ENDPOINT, .u.endpoint.node = (uint32_t)node};
+    memcpy(rec.u.endpoint.addr, addr, len + 1);
+    return put(control, DCR_ENDPOINT_REPORT_ID(node), &rec);
+}
+
+dcr_status_t dcr_node_endpoint_get(dcr_control_t *control, int node, char *addr, size_t cap)
+{
+    char who[48];
+    snprintf(who, sizeof(who), "rollout node %d's endpoint", node);
+    dcr_party_report_t r;
+    DCR_CHECK(get(control, DCR_ENDPOINT_REPORT_ID(node), DCR_PARTY_ENDPOINT, who, &r));
+    size_t len = strlen(r.u.endpoint.addr);
+    if (r.u.endpoint.node != (uint32_t)node || len >= cap)
+        return dcr_error_set(DCR_ECONTROL, "%s: an address of %zu bytes for node %u", who, len,
+                             r.u.endpoint.node);
+    memcpy(addr, r.u.endpoint.addr, len + 1);
+    return DCR_OK;
+}
+
 void dcr_node_totals_update(dcr_node_totals_t *t, const dcr_node_report_t *r)
 {
     /* Written on a dead process's behalf: no counters in it. */

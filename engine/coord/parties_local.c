@@ -290,6 +290,9 @@ static dcr_status_t owners_commit(void *impl, const dcr_commit_record_t *committ
     return DCR_OK;
 }
 
+/* This handle's payload bytes: beside node processes, its own rollout side
+ * (the transport always has one) is nobody's, and what it prefetches
+ * crosses nothing real, so uploads are counted on their own. */
 static int64_t owners_uploads(void *impl)
 {
     local_owners_t *o = impl;

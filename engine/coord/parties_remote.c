@@ -129,9 +129,7 @@ static dcr_status_t wait_nodes(remote_nodes_t *c, const dcr__attempt_t *a, dcr_n
     return DCR_OK;
 }
 
-/* Remote nodes: their downloads as their reports count them. Uploads are
- * this handle's payload bytes: its own rollout side (the transport always
- * has one) is nobody's, and what it prefetches crosses nothing real. */
+/* The node processes' downloads over the run, as their reports count them. */
 static int64_t remote_cross_bytes(remote_nodes_t *c)
 {
     int64_t sum = 0;

@@ -1,11 +1,12 @@
 /* The parties' status records in their one binary format (dcr/parties.h):
  *
- *   magic "DCRP" (u32) | version (u16) | kind (u16) | the kind's fields | reason length (u16) |
- *   reason bytes
+ *   magic "DCRP" (u32) | version (u16) | kind (u16) | the kind's fields | text length (u16) |
+ *   text bytes
  *
  * Every field is little-endian; doubles travel as their IEEE-754 bits, so
- * a time survives exactly. A record's length follows from its kind and its
- * reason's length, so a reader can refuse a short or a long one before it
+ * a time survives exactly. The text is a node's or the owners' reason, or
+ * an endpoint's address. A record's length follows from its kind and its
+ * text's length, so a reader can refuse a short or a long one before it
  * reads a field. */
 #include "dcr/parties.h"
 
@@ -14,12 +15,13 @@
 
 #include "core/endian-internal.h"
 
-#define REPORT_MAGIC 0x50524344u /* "DCRP" */
-#define HEADER_BYTES 8
-#define WHY_MAX      255
-#define NODE_BYTES   (4 + 4 + 8 + 8 + 4 + 8 + 8 + 8)
-#define OWNERS_BYTES (4 + 8 + 4 * 8 + 8 + 11 * 8)
-#define COORD_BYTES  8
+#define REPORT_MAGIC   0x50524344u /* "DCRP" */
+#define HEADER_BYTES   8
+#define WHY_MAX        255
+#define NODE_BYTES     (4 + 4 + 8 + 8 + 4 + 8 + 8 + 8)
+#define OWNERS_BYTES   (4 + 8 + 4 * 8 + 8 + 11 * 8)
+#define COORD_BYTES    8
+#define ENDPOINT_BYTES 4
 
 _Static_assert(HEADER_BYTES + OWNERS_BYTES + 2 + WHY_MAX <= DCR_PARTY_REPORT_MAX,
                "DCR_PARTY_REPORT_MAX holds the longest record");
@@ -33,6 +35,8 @@ const char *dcr_party_kind_name(dcr_party_kind_t kind)
         return "owners";
     case DCR_PARTY_COORD:
         return "coordinator";
+    case DCR_PARTY_ENDPOINT:
+        return "endpoint";
     }
     return "?";
 }
@@ -47,6 +51,8 @@ static size_t fixed_bytes(uint32_t kind)
         return OWNERS_BYTES;
     case DCR_PARTY_COORD:
         return COORD_BYTES;
+    case DCR_PARTY_ENDPOINT:
+        return ENDPOINT_BYTES;
     }
     return 0;
 }
@@ -59,6 +65,7 @@ static bool phase_known(const dcr_party_report_t *r)
     case DCR_PARTY_OWNERS:
         return r->u.owners.phase >= DCR_OWNERS_SENT && r->u.owners.phase <= DCR_OWNERS_READY;
     case DCR_PARTY_COORD:
+    case DCR_PARTY_ENDPOINT:
         return true;
     }
     return false;
@@ -156,16 +163,28 @@ static const uint8_t *get_owners(const uint8_t *p, dcr_owners_report_t *o)
     return p;
 }
 
-static const char *why_of(const dcr_party_report_t *r)
+/* The record's text field (WHY_MAX + 1 bytes), NULL for a kind with none. */
+static char *text_of(dcr_party_report_t *r)
 {
     switch (r->kind) {
     case DCR_PARTY_NODE:
         return r->u.node.why;
     case DCR_PARTY_OWNERS:
         return r->u.owners.why;
+    case DCR_PARTY_ENDPOINT:
+        return r->u.endpoint.addr;
     default:
-        return "";
+        return NULL;
     }
+}
+
+/* Whether a text of len bytes suits the kind: an address is never empty,
+ * a coordinator's record has none. */
+static bool text_fits(dcr_party_kind_t kind, size_t len)
+{
+    if (kind == DCR_PARTY_ENDPOINT) return len > 0;
+    if (kind == DCR_PARTY_COORD) return len == 0;
+    return true;
 }
 
 dcr_status_t dcr_party_report_encode(const dcr_party_report_t *r, uint8_t *buf, size_t cap,
@@ -175,8 +194,10 @@ dcr_status_t dcr_party_report_encode(const dcr_party_report_t *r, uint8_t *buf, 
     if (fixed == 0 || !phase_known(r))
         return dcr_error_set(DCR_EINVAL, "party report: kind %d or its phase is unknown",
                              (int)r->kind);
-    const char *why = why_of(r);
-    size_t why_len = strnlen(why, WHY_MAX);
+    const char *why = text_of((dcr_party_report_t *)r);
+    size_t why_len = why ? strnlen(why, WHY_MAX) : 0;
+    if (!text_fits(r->kind, why_len))
+        return dcr_error_set(DCR_EINVAL, "party report: an endpoint without an address");
     size_t len = HEADER_BYTES + fixed + 2 + why_len;
     if (cap < len)
         return dcr_error_set(DCR_EINVAL, "party report: %zu bytes do not hold a %zu-byte record",
@@ -188,10 +209,12 @@ dcr_status_t dcr_party_report_encode(const dcr_party_report_t *r, uint8_t *buf, 
         p = put_node(p, &r->u.node);
     else if (r->kind == DCR_PARTY_OWNERS)
         p = put_owners(p, &r->u.owners);
+    else if (r->kind == DCR_PARTY_ENDPOINT)
+        p = dcr__put_le(p, r->u.endpoint.node, 4);
     else
         p = dcr__put_le(p, r->u.coord.opened, 8);
     p = dcr__put_le(p, why_len, 2);
-    memcpy(p, why, why_len);
+    if (why_len > 0) memcpy(p, why, why_len);
     *len_p = len;
     return DCR_OK;
 }
@@ -220,33 +243,35 @@ dcr_status_t dcr_party_report_decode(const void *buf, size_t len, dcr_party_repo
                       dcr_party_kind_name((dcr_party_kind_t)kind), len, HEADER_BYTES + fixed + 2);
     dcr__get_le(p + fixed, &why_len, 2);
     if (why_len > WHY_MAX)
-        return REFUSE("a reason of %llu bytes (at most %d)", (unsigned long long)why_len, WHY_MAX);
+        return REFUSE("a text of %llu bytes (at most %d)", (unsigned long long)why_len, WHY_MAX);
     size_t want = HEADER_BYTES + fixed + 2 + (size_t)why_len;
     if (len != want)
-        return REFUSE("a %s record of %zu bytes, %s than the %zu its reason's length gives",
+        return REFUSE("a %s record of %zu bytes, %s than the %zu its text's length gives",
                       dcr_party_kind_name((dcr_party_kind_t)kind), len,
                       len < want ? "shorter" : "longer", want);
     const char *why = (const char *)p + fixed + 2;
-    if (memchr(why, '\0', (size_t)why_len)) return REFUSE("a NUL byte inside the reason");
+    if (memchr(why, '\0', (size_t)why_len)) return REFUSE("a NUL byte inside the text");
+    if (!text_fits((dcr_party_kind_t)kind, (size_t)why_len))
+        return REFUSE("a %s record with a text of %llu bytes",
+                      dcr_party_kind_name((dcr_party_kind_t)kind), (unsigned long long)why_len);
     dcr_party_report_t r;
     memset(&r, 0, sizeof(r));
     r.kind = (dcr_party_kind_t)kind;
-    char *dst = NULL;
+    uint64_t v;
     if (r.kind == DCR_PARTY_NODE) {
         get_node(p, &r.u.node);
-        dst = r.u.node.why;
     } else if (r.kind == DCR_PARTY_OWNERS) {
         get_owners(p, &r.u.owners);
-        dst = r.u.owners.why;
+    } else if (r.kind == DCR_PARTY_ENDPOINT) {
+        dcr__get_le(p, &v, 4);
+        r.u.endpoint.node = (uint32_t)v;
     } else {
         dcr__get_le(p, &r.u.coord.opened, 8);
     }
     if (!phase_known(&r))
         return REFUSE("a %s record with an unknown phase", dcr_party_kind_name(r.kind));
-    if (dst)
-        memcpy(dst, why, (size_t)why_len); /* zeroed above: terminated */
-    else if (why_len > 0)
-        return REFUSE("a coordinator record with a reason");
+    char *dst = text_of(&r);
+    if (dst && why_len > 0) memcpy(dst, why, (size_t)why_len); /* zeroed above: terminated */
     *out_p = r;
     return DCR_OK;
 }

@@ -44,11 +44,15 @@ typedef struct dcr_coord_config {
     uint32_t deadline_ms;   /* commit deadline per attempt */
     int stall_timeout_ms;   /* a node that receives nothing this long fails the attempt */
     int retry_backoff_ms; /* pause before retry k is k times this (a busy control plane recovers) */
-    /* The rollout nodes are processes of their own (DESIGN.md section 11):
+    /* Which implementation of the parties interface serves each side
+     * (engine/coord/coord-parties.h): the coordinator runs one protocol and
+     * these two choices are read in one place only.
+     *
+     * The rollout nodes are processes of their own (DESIGN.md section 11):
      * the coordinator runs no node and touches no receiver. Each node
      * process learns of an attempt from the control plane, begins it on its
      * receivers, opens it on its own transport handle, reports JOINED
-     * (dcr_node_report_t), applies, acknowledges its receivers itself and
+     * (dcr_node_report_t, dcr/parties.h), applies, acknowledges its receivers itself and
      * reports DONE or FAILED. The coordinator opens the attempt on its own
      * transport handle, waits until every node of a required receiver
      * joined, then lets the owners stream, and waits for DONE. Sync RL only;

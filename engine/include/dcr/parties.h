@@ -81,8 +81,17 @@ typedef struct dcr_coord_report {
     uint64_t opened;
 } dcr_coord_report_t;
 
+/* Where a rollout node listens: its relay tree node's "HOST:PORT",
+ * published when it starts listening and replaced by a restarted process
+ * (deploy/roles.h, "Endpoints"). */
+typedef struct dcr_node_endpoint {
+    uint32_t node;
+    char addr[256]; /* 1..255 bytes */
+} dcr_node_endpoint_t;
+
 /* The format of every record: a magic word, this version, the kind, the
- * kind's fixed little-endian fields, then the reason's length and bytes.
+ * kind's fixed little-endian fields, then the length and bytes of its text
+ * (a node's or the owners' reason, an endpoint's address).
  * A reader refuses every other version. */
 #define DCR_PARTY_REPORT_VERSION 1
 /* Bytes of the longest record (an owners' report with a 255-byte reason). */
@@ -92,9 +101,10 @@ typedef enum dcr_party_kind {
     DCR_PARTY_NODE = 1,
     DCR_PARTY_OWNERS = 2,
     DCR_PARTY_COORD = 3,
+    DCR_PARTY_ENDPOINT = 4,
 } dcr_party_kind_t;
 
-/* "node", "owners", "coordinator". */
+/* "node", "owners", "coordinator", "endpoint". */
 const char *dcr_party_kind_name(dcr_party_kind_t kind);
 
 /* One record of any kind. */
@@ -104,18 +114,20 @@ typedef struct dcr_party_report {
         dcr_node_report_t node;
         dcr_owners_report_t owners;
         dcr_coord_report_t coord;
+        dcr_node_endpoint_t endpoint;
     } u;
 } dcr_party_report_t;
 
 /* Encodes r into buf (cap bytes; DCR_PARTY_REPORT_MAX always suffices) and
  * sets *len_p. A reason is cut at 255 bytes. DCR_EINVAL for an unknown kind
- * or phase, or a buffer too small. */
+ * or phase, an empty address, or a buffer too small. */
 dcr_status_t dcr_party_report_encode(const dcr_party_report_t *r, uint8_t *buf, size_t cap,
                                      size_t *len_p);
 /* Decodes exactly len bytes. Everything is checked before *out_p is
- * written: magic, version, kind, phase, the reason's length, and that the
- * record is neither short nor long; any violation is DCR_ECONTROL with one
- * line naming the field. */
+ * written: magic, version, kind, phase, the text's length (an address is
+ * never empty; a coordinator's record has no text), and that the record is
+ * neither short nor long; any violation is DCR_ECONTROL with one line
+ * naming the field. */
 dcr_status_t dcr_party_report_decode(const void *buf, size_t len, dcr_party_report_t *out_p);
 
 /* ---- records in the control plane ------------------------------------------------------ */
@@ -129,6 +141,11 @@ dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_repo
 dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *out_p);
 dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau);
 dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p);
+/* Publishes node's address (1..255 bytes; DCR_EINVAL otherwise); the get
+ * copies it into addr (DCR_ECONTROL when it does not fit cap bytes with its
+ * terminator). */
+dcr_status_t dcr_node_endpoint_put(dcr_control_t *control, int node, const char *addr);
+dcr_status_t dcr_node_endpoint_get(dcr_control_t *control, int node, char *addr, size_t cap);
 
 /* A node's counters over the run, across restarts: each process counts
  * from 0, so what the previous process last reported is banked when the pid

@@ -3,8 +3,9 @@
  * The parties' status records in their one format (dcr/parties.h): every
  * kind survives a round trip bit for bit (doubles as their bits: -0.0 and a
  * NaN payload included); every truncation of a record, one byte too many, a
- * wrong magic, version, kind or phase, an overlong reason and a NUL inside
- * the reason are refused with DCR_ECONTROL and leave the output untouched.
+ * wrong magic, version, kind or phase, an overlong text, a NUL inside the
+ * text, a coordinator's record with a text and an endpoint without an
+ * address are refused with DCR_ECONTROL and leave the output untouched.
  * The format's lengths are counted here from its description (header 8,
  * fields, reason length 2, reason), not taken from the encoder. */
 #include <setjmp.h>
@@ -71,15 +72,27 @@ static dcr_party_report_t coord_record(void)
     return r;
 }
 
+static dcr_party_report_t endpoint_record(void)
+{
+    dcr_party_report_t r;
+    memset(&r, 0, sizeof(r));
+    r.kind = DCR_PARTY_ENDPOINT;
+    r.u.endpoint.node = 7;
+    snprintf(r.u.endpoint.addr, sizeof(r.u.endpoint.addr), "127.0.0.1:45678");
+    return r;
+}
+
 /* Bytes of a record from the format's description. */
 static size_t expected_len(const dcr_party_report_t *r)
 {
-    size_t fields = r->kind == DCR_PARTY_NODE     ? 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8
-                    : r->kind == DCR_PARTY_OWNERS ? 4 + 8 + 5 * 8 + 11 * 8
-                                                  : 8;
-    const char *why = r->kind == DCR_PARTY_NODE     ? r->u.node.why
-                      : r->kind == DCR_PARTY_OWNERS ? r->u.owners.why
-                                                    : "";
+    size_t fields = r->kind == DCR_PARTY_NODE       ? 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8
+                    : r->kind == DCR_PARTY_OWNERS   ? 4 + 8 + 5 * 8 + 11 * 8
+                    : r->kind == DCR_PARTY_ENDPOINT ? 4
+                                                    : 8;
+    const char *why = r->kind == DCR_PARTY_NODE       ? r->u.node.why
+                      : r->kind == DCR_PARTY_OWNERS   ? r->u.owners.why
+                      : r->kind == DCR_PARTY_ENDPOINT ? r->u.endpoint.addr
+                                                      : "";
     return 8 + fields + 2 + strlen(why);
 }
 
@@ -101,10 +114,12 @@ static void round_trip(const dcr_party_report_t *r)
 static void test_every_kind_round_trips(void **state)
 {
     (void)state;
-    dcr_party_report_t n = node_record(), o = owners_record(), c = coord_record();
+    dcr_party_report_t n = node_record(), o = owners_record(), c = coord_record(),
+                       e = endpoint_record();
     round_trip(&n);
     round_trip(&o);
     round_trip(&c);
+    round_trip(&e);
     memset(n.u.node.why, 0, sizeof(n.u.node.why)); /* an empty reason */
     round_trip(&n);
     assert_true(signbit(n.u.node.apply_end));
@@ -123,8 +138,8 @@ static void refused(const uint8_t *buf, size_t len)
 static void test_truncated_and_long_records_refused(void **state)
 {
     (void)state;
-    dcr_party_report_t recs[] = {node_record(), owners_record(), coord_record()};
-    for (size_t k = 0; k < 3; k++) {
+    dcr_party_report_t recs[] = {node_record(), owners_record(), coord_record(), endpoint_record()};
+    for (size_t k = 0; k < 4; k++) {
         uint8_t buf[DCR_PARTY_REPORT_MAX + 1];
         size_t len = 0;
         assert_int_equal(dcr_party_report_encode(&recs[k], buf, sizeof(buf), &len), DCR_OK);
@@ -156,6 +171,19 @@ static void test_wrong_header_and_fields_refused(void **state)
     memcpy(bad, buf, len);
     bad[len - 3] = '\0'; /* a NUL inside the reason */
     refused(bad, len);
+    /* A coordinator's record with a text, an endpoint without one. */
+    dcr_party_report_t c = coord_record(), e = endpoint_record();
+    assert_int_equal(dcr_party_report_encode(&c, buf, sizeof(buf), &len), DCR_OK);
+    memcpy(bad, buf, len);
+    bad[len - 2] = 1; /* the text's length: 1, and one byte more */
+    bad[len] = 'x';
+    refused(bad, len + 1);
+    assert_int_equal(dcr_party_report_encode(&e, buf, sizeof(buf), &len), DCR_OK);
+    memcpy(bad, buf, 8 + 4);
+    bad[12] = bad[13] = 0; /* the text's length: 0 */
+    refused(bad, 8 + 4 + 2);
+    e.u.endpoint.addr[0] = '\0';
+    assert_int_equal(dcr_party_report_encode(&e, buf, sizeof(buf), &len), DCR_EINVAL);
     /* A kind the encoder does not know is refused there too. */
     r.kind = (dcr_party_kind_t)9;
     assert_int_equal(dcr_party_report_encode(&r, buf, sizeof(buf), &len), DCR_EINVAL);
