@@ -19,6 +19,7 @@
 #include "dcr/clock.h"
 #include "dcr/coord.h"
 #include "dcr/log.h"
+#include "dcr/parties.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "deploy/restorer.h"

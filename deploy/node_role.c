@@ -13,6 +13,7 @@
 #include "dcr/log.h"
 #include "dcr/recovery.h"
 #include "dcr/outpath.h"
+#include "dcr/parties.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "workloads/harness/refusals.h"
@@ -36,13 +37,12 @@ dcr_status_t dcr_role_relay_retain_url(const dcr_bench_config_t *run, const char
     }
     dcr_control_t *c = NULL;
     DCR_CHECK(dcr_role_control_open(run, workdir, &c));
-    void *data = NULL;
-    size_t len = 0;
-    dcr_status_t st = dcr_control_report_get(c, DCR_ROLE_RELAY_REPORT_ID(0), &data, &len);
-    if (st == DCR_OK && (len == 0 || len + 9 > cap || memchr(data, '\0', len)))
-        st = dcr_error_set(DCR_ECONTROL, "relay root: a published address of %zu bytes", len);
-    if (st == DCR_OK) snprintf(url, cap, "relay://%.*s", (int)len, (const char *)data);
-    free(data);
+    char addr[256];
+    dcr_status_t st = dcr_node_endpoint_get(c, 0, addr, sizeof(addr));
+    if (st == DCR_OK && strlen(addr) + 9 > cap)
+        st = dcr_error_set(DCR_ECONTROL, "relay root: a published address of %zu bytes",
+                           strlen(addr));
+    if (st == DCR_OK) snprintf(url, cap, "relay://%s", addr);
     dcr_control_destroy(c);
     return st;
 }
@@ -72,25 +72,13 @@ dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *wo
 static dcr_status_t relay_publish(void *ctx, int node, const char *addr)
 {
     dcr_role_relay_t *d = ctx;
-    return dcr_control_report_put(d->control, DCR_ROLE_RELAY_REPORT_ID(node), addr, strlen(addr));
+    return dcr_node_endpoint_put(d->control, node, addr);
 }
 
 static dcr_status_t relay_lookup(void *ctx, int node, char *addr, size_t cap)
 {
     dcr_role_relay_t *d = ctx;
-    void *data = NULL;
-    size_t len = 0;
-    dcr_status_t st =
-        dcr_control_report_get(d->control, DCR_ROLE_RELAY_REPORT_ID(node), &data, &len);
-    if (st == DCR_OK && (len == 0 || len >= cap || memchr(data, '\0', len)))
-        st = dcr_error_set(DCR_ECONTROL, "relay tree node %d: a published address of %zu bytes",
-                           node, len);
-    if (st == DCR_OK) {
-        memcpy(addr, data, len);
-        addr[len] = '\0';
-    }
-    free(data);
-    return st;
+    return dcr_node_endpoint_get(d->control, node, addr, cap);
 }
 
 void dcr_role_relay_close(dcr_role_relay_t *d)

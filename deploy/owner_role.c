@@ -7,7 +7,7 @@
  * candidate version and the same XOR-or-overwrite choice: the constructor's
  * exchanges pair up across ranks only when all of them run the same attempt.
  * Each rank reports back to rank 0 (its figures, or its error line), and
- * rank 0 writes the job's report (dcr/coord.h, DCR_OWNERS_REPORT_ID).
+ * rank 0 writes the job's report (dcr/parties.h, dcr_owners_report_put).
  * Orders and reports are raw structs: every rank runs the same dcr binary. */
 #define _XOPEN_SOURCE 700
 #include <inttypes.h>
@@ -21,6 +21,7 @@
 #include "dcr/coord.h"
 #include "dcr/group.h"
 #include "dcr/log.h"
+#include "dcr/parties.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "dcr/recovery.h"

@@ -34,7 +34,7 @@
  *                           coordinator's (its transition committed TAU)
  *
  * Protocol between coordinator and rollout-node processes, all through the
- * control plane (no new slot: the reserved report ids of dcr/rollout_node.h):
+ * control plane (the status records of dcr/parties.h):
  *   1. a node process restores the committed version (dense refit from its
  *      own world) and reports READY with that version; it takes part only
  *      in attempts prepared after that (a late joiner must not join a
@@ -42,7 +42,7 @@
  *      READY;
  *   2. the coordinator prepares tau (control plane), opens tau on its own
  *      transport handle (the run's clearing handle), says so
- *      (DCR_COORD_REPORT_ID) and waits until every node with a required
+ *      (dcr_coord_report_opened) and waits until every node with a required
  *      receiver reports JOINED for tau (join timeout: one line naming the
  *      node); owner processes stream once the coordinator opened (every
  *      other handle joins the attempt without clearing it, so a node that
@@ -78,7 +78,7 @@
  * coordinator that crashed before any owner saw its attempt sent nothing);
  * each rank joins tau on its handle after the coordinator opened it,
  * constructs, sends, finishes (its manifest part), and rank 0 reports for
- * the job (DCR_OWNERS_REPORT_ID, after every rank answered) the summed
+ * the job (dcr_owners_report_put, after every rank answered) the summed
  * construction figures and t0 (SENT); when the commit record names from+1
  * with the attempt it sent, each rank updates its tracker and baseline,
  * and rank 0 reports t1 (the last rank's end; COMMITTED). `dcr coordinator`
@@ -100,7 +100,7 @@
  * each rollout-node process is its tree node (node 0 the root), listens
  * on a port of its own (on $DCR_RELAY_HOST, default 127.0.0.1; the kernel
  * chooses the port) and publishes "HOST:PORT" through the control plane
- * (the report of id DCR_ROLE_RELAY_REPORT_ID(node)); in each attempt a
+ * (dcr_node_endpoint_put, dcr/parties.h); in each attempt a
  * node connects to its parent and each owner rank to the root, reading
  * the address there at that moment (a restarted node publishes anew). The
  * coordinator's handle holds no part of the tree. A node process that
@@ -157,7 +157,6 @@ dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, cons
  * handle may be shared by the relay's threads) and closed by
  * dcr_role_relay_close. Storage of the caller of dcr_role_transport_open_as,
  * zeroed before; it must outlive the handle. */
-#define DCR_ROLE_RELAY_REPORT_ID(n) (0xC0000000u + (uint32_t)(n))
 typedef struct dcr_role_relay {
     dcr_relay_directory_t dir;
     dcr_control_t *control;

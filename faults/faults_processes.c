@@ -19,6 +19,7 @@
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/parties.h"
 #include "dcr/rng.h"
 #include "dcr/rollout_node.h"
 #include "faults/faults_run.h"

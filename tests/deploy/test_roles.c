@@ -19,6 +19,7 @@
 #include "testfiles.h"
 
 #include "workloads/harness/bench.h"
+#include "coord/parties-internal.h"
 #include "deploy/roles.h"
 #include "deploy/world.h"
 

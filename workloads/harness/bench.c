@@ -16,6 +16,7 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/objstore.h"
+#include "dcr/parties.h"
 #include "dcr/recovery.h"
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"

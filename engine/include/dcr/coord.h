@@ -17,6 +17,7 @@
 
 #include "dcr/construct.h"
 #include "dcr/control.h"
+#include "dcr/parties.h"
 #include "dcr/receiver.h"
 #include "dcr/rollout_node.h"
 #include "dcr/status.h"
@@ -43,11 +44,15 @@ typedef struct dcr_coord_config {
     uint32_t deadline_ms;   /* commit deadline per attempt */
     int stall_timeout_ms;   /* a node that receives nothing this long fails the attempt */
     int retry_backoff_ms; /* pause before retry k is k times this (a busy control plane recovers) */
-    /* The rollout nodes are processes of their own (DESIGN.md section 11):
+    /* Which implementation of the parties interface serves each side
+     * (engine/coord/coord-parties.h): the coordinator runs one protocol and
+     * these two choices are read in one place only.
+     *
+     * The rollout nodes are processes of their own (DESIGN.md section 11):
      * the coordinator runs no node and touches no receiver. Each node
      * process learns of an attempt from the control plane, begins it on its
      * receivers, opens it on its own transport handle, reports JOINED
-     * (dcr_node_report_t), applies, acknowledges its receivers itself and
+     * (dcr_node_report_t, dcr/parties.h), applies, acknowledges its receivers itself and
      * reports DONE or FAILED. The coordinator opens the attempt on its own
      * transport handle, waits until every node of a required receiver
      * joined, then lets the owners stream, and waits for DONE. Sync RL only;
@@ -66,7 +71,7 @@ typedef struct dcr_coord_config {
      * attempt from the control plane, decide XOR or overwrite themselves (a
      * second attempt for one from_version is a retry, all overwrites), open
      * it on their own transport handles after this coordinator's (its opened
-     * report) and report through DCR_OWNERS_REPORT_ID: SENT with their
+     * report) and report their record (dcr_owners_report_t): SENT with their
      * construction figures once every owner finished the attempt on the
      * transport (t0 is their construction start), then, after the commit,
      * COMMITTED with t1 once every owner updated its baseline. The
@@ -74,37 +79,6 @@ typedef struct dcr_coord_config {
      * and waits for COMMITTED (stall timeout) for t1. */
     bool remote_owners;
 } dcr_coord_config_t;
-
-/* The owners' report (remote_owners), written by the owner job's rank 0
- * under this reserved receiver id of the prewarm-report slot (beside the
- * node reports of dcr/rollout_node.h). */
-#define DCR_OWNERS_REPORT_ID 0xFFFFFFFEu
-
-typedef enum dcr_owners_phase {
-    DCR_OWNERS_SENT = 1,      /* every owner sent and finished attempt tau */
-    DCR_OWNERS_FAILED = 2,    /* attempt tau failed on an owner; why says how. With a tau
-                                 above every attempt (DCR_CONTROL_VALUE_MAX): the owner job
-                                 is gone, every attempt fails until it reports again */
-    DCR_OWNERS_COMMITTED = 3, /* every owner updated its baseline to the commit of tau */
-    DCR_OWNERS_READY = 4,     /* the job started: every rank holds the committed version and
-                                 takes part in attempts prepared from now on (tau 0) */
-} dcr_owners_phase_t;
-
-typedef struct dcr_owners_report {
-    dcr_owners_phase_t phase;
-    uint64_t tau;
-    double t0;                       /* dcr_clock_s: the owners started constructing tau */
-    double construction_end;         /* every owner submitted its last payload */
-    double t1;                       /* COMMITTED: the last owner finished its baseline update */
-    dcr_construct_stats_t construct; /* summed over owners (construction_s: the slowest) */
-    double cpu_s; /* CPU seconds of every rank's process since it started, summed */
-    char why[256];
-} dcr_owners_report_t;
-
-/* Writes / reads the owners' report (a line of text; DCR_ENOTFOUND before
- * the first, DCR_ECONTROL for a malformed one). */
-dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_report_t *r);
-dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *out_p);
 
 /* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff,
  * rollout nodes in this process (a join timeout of 1 min when remote). */

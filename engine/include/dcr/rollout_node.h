@@ -99,68 +99,6 @@ dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n);
 /* True once the step started last has ended (join then returns at once). */
 bool dcr_rollout_node_finished(dcr_rollout_node_t *n);
 
-/* ---- a rollout node in its own process (DESIGN.md section 11) ---------------------------
- *
- * A rollout-node process tells the coordinator process where it stands
- * through the control plane only, in its prewarm-report slot's reserved
- * range: the report of receiver id DCR_NODE_REPORT_ID(node) is the node's
- * state, replaced at every change. Reserved ids lie above every receiver id
- * (DCR_CONTROL_RECEIVERS_MAX), so no backend needs a new slot. */
-#define DCR_NODE_REPORT_BASE  0x80000000u
-#define DCR_NODE_REPORT_ID(n) (DCR_NODE_REPORT_BASE + (uint32_t)(n))
-/* The coordinator's report: the attempt it last opened on its transport
- * handle (8 bytes, little-endian). Until the transport can join an attempt
- * without clearing its prefix, handles open an attempt one after the other:
- * the coordinator first, then the nodes in order (docs/guides/processes.md). */
-#define DCR_COORD_REPORT_ID 0xFFFFFFFFu
-
-/* Writes / reads the coordinator's report (DCR_ENOTFOUND before the first). */
-dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau);
-dcr_status_t dcr_coord_opened(dcr_control_t *control, uint64_t *tau_p);
-
-typedef enum dcr_node_phase {
-    DCR_NODE_READY = 0,      /* holds the committed version `version`, waits for an attempt */
-    DCR_NODE_JOINED = 1,     /* began attempt tau on its receivers and opened it on its transport */
-    DCR_NODE_DONE = 2,       /* every payload of tau applied; its receivers acknowledged tau */
-    DCR_NODE_FAILED = 3,     /* attempt tau failed here; why says how */
-    DCR_NODE_GONE = 4,       /* the process died (written by whoever saw it): every attempt that
-                                needs the node fails until it reports again */
-    DCR_NODE_RESTARTING = 5, /* the process died and a new one is starting: the attempt fails,
-                                the next one waits for the new process (join timeout) */
-} dcr_node_phase_t;
-
-typedef struct dcr_node_report {
-    uint32_t node;
-    dcr_node_phase_t phase;
-    uint64_t tau;        /* the attempt of the phase (0 when READY before any) */
-    uint64_t version;    /* the committed version its receivers held last */
-    int32_t pid;         /* the process, for the launcher's bookkeeping */
-    double apply_end;    /* dcr_clock_s (CLOCK_MONOTONIC, one host) of its last apply */
-    int64_t cross_bytes; /* its transport's V_cross since it started (its downloads) */
-    double cpu_s;        /* CPU seconds of its node threads since it started */
-    char why[256];       /* FAILED: the error line */
-} dcr_node_report_t;
-
-/* Writes the report under DCR_NODE_REPORT_ID(r->node) (a fixed-size
- * little-endian record). */
-dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t *r);
-/* Reads node's report; DCR_ENOTFOUND before its first, DCR_ECONTROL for a
- * malformed one. */
-dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p);
-
-/* A node's counters over the run, across restarts: each process counts
- * from 0, so what the previous process last reported is banked when the pid
- * changes (bytes or CPU it spent after its last report are not seen). */
-typedef struct dcr_node_totals {
-    int32_t pid;
-    int64_t cross_base, cross_last;
-    double cpu_base, cpu_last;
-} dcr_node_totals_t;
-
-/* Folds report r into t (zero-initialized before the first); GONE and
- * RESTARTING reports, written for a dead process, carry no counters. */
-void dcr_node_totals_update(dcr_node_totals_t *t, const dcr_node_report_t *r);
-
 #ifdef __cplusplus
 }
 #endif

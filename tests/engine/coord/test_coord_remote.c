@@ -30,6 +30,8 @@
 #include "dcr/clock.h"
 #include "dcr/control.h"
 #include "dcr/coord.h"
+#include "coord/parties-internal.h"
+#include "dcr/parties.h"
 #include "dcr/rollout_node.h"
 #include "dcr/transport.h"
 #include "testfiles.h"

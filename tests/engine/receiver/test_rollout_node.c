@@ -20,6 +20,8 @@
 
 #include "testfiles.h"
 
+#include "coord/parties-internal.h"
+#include "dcr/parties.h"
 #include "dcr/rollout_node.h"
 
 typedef struct fixture {
