@@ -976,7 +976,7 @@ int dcr_cmd_bench(int argc, char **argv)
     dcr_device_t *dev = NULL; /* cuda without a GPU: one line, exit 2, before any work */
     if ((rc = dcr_cli_device_open("bench", o.device ? o.device : "cpu", &dev))) return rc;
     bool host = dcr_device_backend(dev)->props.host_addressable;
-    dcr_device_close(dev);
+    dcr_device_destroy(dev);
     if (!host && (o.processes || o.testbed))
         return dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL,
                                                     "--device %s: the --processes roles keep "

@@ -22,7 +22,7 @@ static int dcr__device_detect(const char *device, size_t bytes, const double *ra
     dcr_device_t *dev = NULL;
     int rc = dcr_cli_device_open("microbench", device, &dev);
     if (rc) return rc;
-    const char *place = dcr_device_backend(dev)->name;
+    const char *place = dcr_device_backend(dev)->hdr.name;
     json_t *rows = json_array();
     if (!json)
         printf("device: %s\n%-8s %12s %12s %10s %12s\n", place, "rate", "d2d_copy_s", "detect_s",
@@ -32,7 +32,7 @@ static int dcr__device_detect(const char *device, size_t bytes, const double *ra
         dcr_status_t st = dcr_microbench_device_detect(dev, bytes, rates[i], repeats, &r);
         if (st != DCR_OK) {
             json_decref(rows);
-            dcr_device_close(dev);
+            dcr_device_destroy(dev);
             return dcr_cli_fail("microbench", st);
         }
         if (!json)
@@ -43,7 +43,7 @@ static int dcr__device_detect(const char *device, size_t bytes, const double *ra
                                               r.detect_s, "ratio", r.ratio, "copy_gbps",
                                               r.copy_gbps, "changed", (json_int_t)r.changed));
     }
-    dcr_device_close(dev);
+    dcr_device_destroy(dev);
     if (json) {
         json_t *j = json_pack("{s:s,s:s,s:I,s:o}", "bench", "detect", "device", place, "bytes",
                               (json_int_t)bytes, "rows", rows);
@@ -67,7 +67,7 @@ static int dcr__device_apply(const char *device, size_t bytes, const double *rat
     dcr_device_t *dev = NULL;
     int rc = dcr_cli_device_open("microbench apply", device, &dev);
     if (rc) return rc;
-    const char *place = dcr_device_backend(dev)->name;
+    const char *place = dcr_device_backend(dev)->hdr.name;
     json_t *rows = json_array();
     if (!json)
         printf("device: %s, %.1f MB resident, best of %d\n%-6s %10s %10s %10s %8s %10s %10s\n",
@@ -78,7 +78,7 @@ static int dcr__device_apply(const char *device, size_t bytes, const double *rat
         dcr_status_t st = dcr_microbench_device_apply(dev, bytes, rates[i], repeats, &r);
         if (st != DCR_OK) {
             json_decref(rows);
-            dcr_device_close(dev);
+            dcr_device_destroy(dev);
             return dcr_cli_fail("microbench apply", st);
         }
         if (!json)
@@ -89,7 +89,7 @@ static int dcr__device_apply(const char *device, size_t bytes, const double *rat
                                               r.dense_s, "apply_s", r.sparse_s, "ratio", r.ratio,
                                               "full_s", r.full_s, "full_ratio", r.full_ratio));
     }
-    dcr_device_close(dev);
+    dcr_device_destroy(dev);
     if (json) {
         json_t *j =
             json_pack("{s:s,s:s,s:I,s:I,s:o}", "bench", "apply", "device", place, "resident_bytes",

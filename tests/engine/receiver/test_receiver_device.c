@@ -499,7 +499,7 @@ static void test_refits_on_devices(void **state)
          * refuses cuda; here it must be cpu. */
         if (devices[dv] && !strcmp(devices[dv], "auto")) {
             const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-            if (cuda && cuda->count() > 0) continue;
+            if (cuda && cuda->count(cuda) > 0) continue;
         }
         for (int m = 0; m < 4; m++) {
             dcr_receiver_config_t base = {0};
@@ -716,7 +716,7 @@ static void test_refusals(void **state)
     dcr_receiver_t *r = NULL;
     dcr_status_t st = dcr_receiver_create(&rc, &r);
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-    if (cuda && cuda->count() > 0) {
+    if (cuda && cuda->count(cuda) > 0) {
         assert_int_equal(st, DCR_OK);
         dcr_receiver_destroy(r);
         r = NULL;
@@ -746,7 +746,7 @@ static void test_far_async_defers(void **state)
     dcr_device_stream_t *s;
     void *buf;
     uint32_t src[4] = {1, 2, 3, 4}, got[4] = {9, 9, 9, 9}, zero[4] = {0};
-    assert_int_equal(far_table()->open(0, &d), DCR_OK);
+    assert_int_equal(far_table()->create(far_table(), 0, &d), DCR_OK);
     far_set_async(true);
     assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     assert_int_equal(dcr_device_alloc(d, sizeof src, &buf), DCR_OK);
@@ -765,7 +765,7 @@ static void test_far_async_defers(void **state)
     assert_int_equal(g_far_syncs, 2);
     dcr_device_free(d, buf);
     dcr_device_stream_destroy(d, s);
-    dcr_device_close(d);
+    dcr_device_destroy(d);
     far_set_async(false);
 }
 
@@ -875,7 +875,7 @@ static void test_far_sync_error(void **state)
 static int gpu_main(void)
 {
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-    if (cuda == NULL || cuda->count() <= 0) {
+    if (cuda == NULL || cuda->count(cuda) <= 0) {
         printf("test_receiver_device --gpu: skipped: %s\n",
                cuda ? "no GPU found" : "this build has no CUDA backend");
         return 77;
