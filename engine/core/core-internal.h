@@ -18,7 +18,7 @@ void dcr__dtype_store_f32bits(dcr_dtype_t dtype, void *p, uint32_t f32bits);
  * group, loader): tables compiled in, in a fixed order, then tables
  * registered at run time, appended and never removed, so a table found once
  * stays valid for the process. Every table holds its name (a `const char *`)
- * at name_offset. Every function is thread-safe. */
+ * at name_offset (the registry's name_ member). Every function is thread-safe. */
 #define DCR__REGISTRY_MAX 64
 typedef struct dcr__registry {
     pthread_mutex_t lock;
@@ -30,11 +30,13 @@ typedef struct dcr__registry {
     size_t n_registered;
 } dcr__registry_t;
 /* A static registry of `type` tables over `builtin` (an array of n_
- * `const void *const`, each a `const type *`; NULL with n_ 0). */
-#define DCR__REGISTRY_INIT(kind_, type, builtin_, n_)                                              \
+ * `const void *const`, each a `const type *`; NULL with n_ 0), whose member
+ * `name_` holds the name (name, or hdr.name in a table that opens with the
+ * dcr/ops.h header). */
+#define DCR__REGISTRY_INIT(kind_, type, name_, builtin_, n_)                                       \
     {                                                                                              \
         .lock = PTHREAD_MUTEX_INITIALIZER, .kind = (kind_), .builtin = (builtin_),                 \
-        .n_builtin = (n_), .name_offset = offsetof(type, name)                                     \
+        .n_builtin = (n_), .name_offset = offsetof(type, name_)                                    \
     }
 
 /* Table i: built-in ones first, then registered ones in registration order;

@@ -8,7 +8,8 @@
 #include "loader-internal.h"
 
 /* Loaders are all registered at run time (workloads/ registers its own). */
-static dcr__registry_t dcr__registry = DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, NULL, 0);
+static dcr__registry_t dcr__registry =
+    DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, name, NULL, 0);
 
 struct dcr_loader {
     const dcr_loader_ops_t *ops;

@@ -27,7 +27,7 @@ static const void *const builtin[] = {&builtin_a, &builtin_b};
 static void test_order_find_and_duplicates(void **state)
 {
     (void)state;
-    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", toy_ops_t, builtin, 2);
+    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", toy_ops_t, name, builtin, 2);
     assert_int_equal(dcr__registry_count(&r), 2);
     assert_ptr_equal(dcr__registry_at(&r, 0), &builtin_a);
     assert_ptr_equal(dcr__registry_at(&r, 1), &builtin_b);
@@ -52,7 +52,7 @@ static void test_order_find_and_duplicates(void **state)
 static void test_full(void **state)
 {
     (void)state;
-    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", toy_ops_t, NULL, 0);
+    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", toy_ops_t, name, NULL, 0);
     static toy_ops_t t[DCR__REGISTRY_MAX + 1];
     static char names[DCR__REGISTRY_MAX + 1][16];
     for (int i = 0; i <= DCR__REGISTRY_MAX; i++) {
@@ -72,7 +72,7 @@ static void test_full(void **state)
  * exactly one thread's table per name wins. */
 #define THREADS 8
 #define NAMES   6
-static dcr__registry_t g_race = DCR__REGISTRY_INIT("toy backend", toy_ops_t, NULL, 0);
+static dcr__registry_t g_race = DCR__REGISTRY_INIT("toy backend", toy_ops_t, name, NULL, 0);
 static toy_ops_t g_tables[THREADS][NAMES];
 static const char *const g_names[NAMES] = {"n0", "n1", "n2", "n3", "n4", "n5"};
 static int g_ok[THREADS];
