@@ -150,7 +150,7 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
         dcr_error_prefix("--store: ");
         return DCR_EINVAL;
     }
-    bool s3 = !strcmp(ops->name, "s3");
+    bool s3 = !strcmp(ops->hdr.name, "s3");
     if (s3 && !s3_endpoint)
         return dcr_error_set(DCR_EINVAL,
                              "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
