@@ -9,7 +9,7 @@
 
 /* Loaders are all registered at run time (workloads/ registers its own). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, name, NULL, 0);
+    DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, hdr.name, NULL, 0);
 
 struct dcr_loader {
     const dcr_loader_ops_t *ops;
@@ -19,13 +19,13 @@ struct dcr_loader {
 
 dcr_status_t dcr_loader_register(const dcr_loader_ops_t *ops)
 {
-    if (ops == NULL || ops->name == NULL || ops->name[0] == '\0' || ops->create == NULL ||
+    if (ops == NULL || ops->hdr.name == NULL || ops->hdr.name[0] == '\0' || ops->create == NULL ||
         ops->load == NULL)
         return dcr_error_set(DCR_EINVAL, "loader_register: a loader needs a name, create and load");
-    if (ops->version != DCR_LOADER_OPS_VERSION)
+    if (ops->hdr.version != DCR_LOADER_OPS_VERSION)
         return dcr_error_set(DCR_EINVAL,
-                             "loader_register: loader %s has ops version %d, expected %d",
-                             ops->name, ops->version, DCR_LOADER_OPS_VERSION);
+                             "loader_register: loader %s has ops version %u, expected %d",
+                             ops->hdr.name, ops->hdr.version, DCR_LOADER_OPS_VERSION);
     return dcr__registry_add(&dcr__registry, ops);
 }
 
@@ -46,7 +46,7 @@ dcr_status_t dcr_loader_create(const char *name, const void *config, bool shape_
     if (l == NULL) return dcr_error_set(DCR_ENOMEM, "loader %s: allocation failed", name);
     l->ops = ops;
     dcr_status_t st = dcr_params_create(shape_only, &l->params);
-    if (st == DCR_OK) st = ops->create(config, l->params, &l->state);
+    if (st == DCR_OK) st = ops->create(ops, config, l->params, &l->state);
     if (st != DCR_OK) {
         dcr_error_prefix("loader %s: ", name);
         dcr_params_destroy(l->params);
@@ -67,7 +67,7 @@ void dcr_loader_destroy(dcr_loader_t *loader)
 
 const char *dcr_loader_name(const dcr_loader_t *loader)
 {
-    return loader->ops->name;
+    return loader->ops->hdr.name;
 }
 
 dcr_params_t *dcr_loader_params(dcr_loader_t *loader)

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "dcr/device.h"
+#include "dcr/ops.h"
 #include "dcr/status.h"
 #include "dcr/tensor.h"
 
@@ -285,18 +286,22 @@ dcr_status_t dcr_load_skip(dcr_load_ctx_t *ctx, const char *reason);
 /* The ops table layout this header describes; a backend sets version to it
  * and dcr_loader_register refuses any other, so a loader built against
  * another layout fails at registration, not at its first call. (No
- * properties slot yet: nothing reads a loader property; when the tensor ops
- * gain device versions, "writes device memory" is the first.) */
-#define DCR_LOADER_OPS_VERSION 1
+ * properties after the header yet: nothing reads a loader property; when
+ * the tensor ops gain device versions, "writes device memory" is the
+ * first.) */
+#define DCR_LOADER_OPS_VERSION 2
 
 typedef struct dcr_loader_ops {
-    int version;      /* DCR_LOADER_OPS_VERSION */
-    const char *name; /* registry key, e.g. "vllm.qwen3_moe" */
+    /* version DCR_LOADER_OPS_VERSION; name: the registry key, e.g.
+     * "vllm.qwen3_moe"; parent: the loader a wrapping loader wraps */
+    dcr_ops_header_t hdr;
     /* Builds the backend state for one receiver from `config` (backend
      * specific, borrowed during the call) and declares every resident
      * parameter in `params`. Must not write parameter data. Blocks only on
-     * allocation. */
-    dcr_status_t (*create)(const void *config, dcr_params_t *params, void **state_p);
+     * allocation. self is the table the loader was found in (a wrapper's
+     * names its parent). */
+    dcr_status_t (*create)(const struct dcr_loader_ops *self, const void *config,
+                           dcr_params_t *params, void **state_p);
     /* Optional (NULL: nothing to free). Frees the state; called once, with
      * the state create returned, after the last load (not after a failed
      * create). Never fails. */

@@ -47,8 +47,10 @@ typedef struct toy_cfg {
 
 static int g_sneaky; /* after prewarm: a writes around the hook */
 
-static dcr_status_t toy_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t toy_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                               void **state_p)
 {
+    (void)self;
     const toy_cfg_t *c = config;
     toy_cfg_t *s = malloc(sizeof(*s));
     *s = *c;
@@ -202,8 +204,8 @@ static dcr_status_t toy_load(void *state, dcr_load_ctx_t *ctx, const char *name,
     return dcr_error_set(DCR_ENOTFOUND, "toy: no parameter for %s", name);
 }
 
-static const dcr_loader_ops_t toy_ops = {DCR_LOADER_OPS_VERSION, "toy", toy_create, toy_destroy,
-                                         toy_load};
+static const dcr_loader_ops_t toy_ops = {
+    {DCR_LOADER_OPS_VERSION, "toy", NULL}, toy_create, toy_destroy, toy_load};
 
 /* ---- fixture ---- */
 

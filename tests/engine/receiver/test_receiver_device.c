@@ -42,8 +42,10 @@
 
 /* ---- the cube loader ---- */
 
-static dcr_status_t cube_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t cube_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                void **state_p)
 {
+    (void)self;
     int64_t t3[3] = {6, 5, 4}, u[2] = {3, 4}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
     DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
     DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP32, 2, u, NULL));
@@ -106,15 +108,17 @@ static dcr_status_t cube_load(void *state, dcr_load_ctx_t *ctx, const char *name
     return dcr_error_set(DCR_ENOTFOUND, "cube: no parameter for %s", name);
 }
 
-static const dcr_loader_ops_t cube_ops = {DCR_LOADER_OPS_VERSION, "cube", cube_create, cube_destroy,
-                                          cube_load};
+static const dcr_loader_ops_t cube_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube", NULL}, cube_create, cube_destroy, cube_load};
 
 /* ---- the views loader: the cube's parameters, views and a fill_ only ---- */
 
-static dcr_status_t views_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t views_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                 void **state_p)
 {
+    (void)self;
     int64_t ones[1] = {7};
-    DCR_CHECK(cube_create(config, p, state_p));
+    DCR_CHECK(cube_create(self, config, p, state_p));
     return dcr_params_declare(p, "ones", DCR_DTYPE_FP32, 1, ones, NULL);
 }
 
@@ -139,8 +143,8 @@ static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *nam
     return cube_load(state, ctx, name, w);
 }
 
-static const dcr_loader_ops_t views_ops = {DCR_LOADER_OPS_VERSION, "cube.views", views_create,
-                                           cube_destroy, views_load};
+static const dcr_loader_ops_t views_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.views", NULL}, views_create, cube_destroy, views_load};
 
 /* ---- the split loader: the views loader, big in three copies ---- */
 
@@ -173,8 +177,8 @@ static dcr_status_t split_load(void *state, dcr_load_ctx_t *ctx, const char *nam
     return dcr_load_copy(ctx, &dst, &src);
 }
 
-static const dcr_loader_ops_t split_ops = {DCR_LOADER_OPS_VERSION, "cube.split", views_create,
-                                           cube_destroy, split_load};
+static const dcr_loader_ops_t split_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.split", NULL}, views_create, cube_destroy, split_load};
 
 /* ---- the cast loader: the cube's tensors through cast, cat and map_op ---- */
 
@@ -194,8 +198,10 @@ static dcr_status_t declare_converted(dcr_params_t *p, int64_t u_cols, dcr_dtype
     return DCR_OK;
 }
 
-static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t cast_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                void **state_p)
 {
+    (void)self;
     (void)config;
     return declare_converted(p, 8, DCR_DTYPE_FP32, DCR_DTYPE_FP32, state_p);
 }
@@ -252,13 +258,15 @@ static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name
     return cube_load(state, ctx, name, w);
 }
 
-static const dcr_loader_ops_t cast_ops = {DCR_LOADER_OPS_VERSION, "cube.cast", cast_create,
-                                          cube_destroy, cast_load};
+static const dcr_loader_ops_t cast_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.cast", NULL}, cast_create, cube_destroy, cast_load};
 
 /* ---- the conv loader: converting copy_ of views (copy_ converts) ---- */
 
-static dcr_status_t conv_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t conv_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                void **state_p)
 {
+    (void)self;
     (void)config;
     return declare_converted(p, 4, DCR_DTYPE_FP16, DCR_DTYPE_BF16, state_p);
 }
@@ -284,8 +292,8 @@ static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name
     return cube_load(state, ctx, name, w);
 }
 
-static const dcr_loader_ops_t conv_ops = {DCR_LOADER_OPS_VERSION, "cube.conv", conv_create,
-                                          cube_destroy, conv_load};
+static const dcr_loader_ops_t conv_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.conv", NULL}, conv_create, cube_destroy, conv_load};
 
 /* ---- the far device (tests/engine/device/far_device.h) ---- */
 
