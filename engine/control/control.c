@@ -19,7 +19,7 @@ static const void *const dcr__control_backends[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_control_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("control plane backend", dcr_control_ops_t, hdr.name, dcr__control_backends,
+    DCR__REGISTRY_INIT("control plane backend", dcr__control_backends,
                        sizeof dcr__control_backends / sizeof dcr__control_backends[0]);
 
 /* The list calls dcr__list serves. */

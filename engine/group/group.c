@@ -19,7 +19,7 @@ static const void *const dcr__group_backends[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_group_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("group backend", dcr_group_ops_t, hdr.name, dcr__group_backends,
+    DCR__REGISTRY_INIT("group backend", dcr__group_backends,
                        sizeof dcr__group_backends / sizeof dcr__group_backends[0]);
 
 size_t dcr_group_backend_count(void)

@@ -8,8 +8,7 @@
 #include "loader-internal.h"
 
 /* Loaders are all registered at run time (workloads/ registers its own). */
-static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, hdr.name, NULL, 0);
+static dcr__registry_t dcr__registry = DCR__REGISTRY_INIT("loader", NULL, 0);
 
 struct dcr_loader {
     const dcr_loader_ops_t *ops;

@@ -18,8 +18,8 @@ static const void *const dcr__objstore_backends[] = {
 #define DCR__N_STORES (sizeof dcr__objstore_backends / sizeof dcr__objstore_backends[0])
 /* The built-in backends, then those registered at run time
  * (dcr_objstore_register). */
-static dcr__registry_t dcr__registry = DCR__REGISTRY_INIT(
-    "object store", dcr_objstore_ops_t, hdr.name, dcr__objstore_backends, DCR__N_STORES);
+static dcr__registry_t dcr__registry =
+    DCR__REGISTRY_INIT("object store", dcr__objstore_backends, DCR__N_STORES);
 
 size_t dcr_objstore_backend_count(void)
 {

@@ -23,7 +23,7 @@ static const void *const dcr__transport_builtin[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_transport_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("transport", dcr_transport_ops_t, hdr.name, dcr__transport_builtin,
+    DCR__REGISTRY_INIT("transport", dcr__transport_builtin,
                        sizeof dcr__transport_builtin / sizeof dcr__transport_builtin[0]);
 
 size_t dcr_transport_backend_count(void)
