@@ -15,19 +15,20 @@ typedef struct dcr__family {
     dcr__family_load_fn load;
 } dcr__family_t;
 
-/* A loader's state: the rank's geometry and its family's row. */
+/* A loader's handle: the rank's geometry and its family's row. */
 typedef struct dcr__loader {
+    dcr_loader_t pub; /* first: the wrappers' header */
     dcr__vllm_t s;
     const dcr__family_t *f;
 } dcr__loader_t;
 
 /* The row whose ops the registry found (create's self). */
 static dcr_status_t dcr__create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
-                                void **state_p)
+                                dcr_loader_t **out_p)
 {
     const dcr__family_t *f =
         (const dcr__family_t *)(const void *)((const char *)self - offsetof(dcr__family_t, ops));
-    dcr__loader_t *l = malloc(sizeof(*l));
+    dcr__loader_t *l = calloc(1, sizeof(*l));
     if (l == NULL) return dcr_error_set(DCR_ENOMEM, "vllm loader: state");
     l->f = f;
     dcr_status_t st = dcr__vllm_init(config, f->family, f->prefix, &l->s);
@@ -36,19 +37,19 @@ static dcr_status_t dcr__create(const dcr_loader_ops_t *self, const void *config
         free(l);
         return st;
     }
-    *state_p = l;
+    *out_p = &l->pub;
     return DCR_OK;
 }
 
-static void dcr__destroy(void *state)
+static void dcr__destroy(dcr_loader_t *l)
 {
-    free(state);
+    free(l);
 }
 
-static dcr_status_t dcr__load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t dcr__load(dcr_loader_t *h, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *tensor)
 {
-    const dcr__loader_t *l = state;
+    const dcr__loader_t *l = (const dcr__loader_t *)h;
     return l->f->load(&l->s, ctx, name, tensor);
 }
 

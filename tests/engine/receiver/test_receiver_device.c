@@ -42,8 +42,15 @@
 
 /* ---- the cube loader ---- */
 
+/* The handle of a loader that keeps nothing but the header. */
+static dcr_status_t cube_handle(dcr_loader_t **out_p)
+{
+    *out_p = calloc(1, sizeof(**out_p));
+    return *out_p ? DCR_OK : dcr_error_set(DCR_ENOMEM, "cube loader");
+}
+
 static dcr_status_t cube_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
-                                void **state_p)
+                                dcr_loader_t **out_p)
 {
     (void)self;
     int64_t t3[3] = {6, 5, 4}, u[2] = {3, 4}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
@@ -52,13 +59,12 @@ static dcr_status_t cube_create(const dcr_loader_ops_t *self, const void *config
     DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_BF16, 3, m, NULL));
     DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_FP8_E4M3, 2, f8, NULL));
     DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_BF16, 2, big, NULL));
-    *state_p = NULL;
-    return DCR_OK;
+    return cube_handle(out_p);
 }
 
-static void cube_destroy(void *s)
+static void cube_destroy(dcr_loader_t *l)
 {
-    (void)s;
+    free(l);
 }
 
 /* Keeps NaN NaN and never makes one from a number of these magnitudes
@@ -70,7 +76,7 @@ static float negate(float x, void *arg)
     return -x;
 }
 
-static dcr_status_t cube_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t cube_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *w)
 {
     dcr_view_t p, dst, src;
@@ -114,15 +120,16 @@ static const dcr_loader_ops_t cube_ops = {
 /* ---- the views loader: the cube's parameters, views and a fill_ only ---- */
 
 static dcr_status_t views_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
-                                 void **state_p)
+                                 dcr_loader_t **out_p)
 {
-    (void)self;
     int64_t ones[1] = {7};
-    DCR_CHECK(cube_create(self, config, p, state_p));
-    return dcr_params_declare(p, "ones", DCR_DTYPE_FP32, 1, ones, NULL);
+    DCR_CHECK(cube_create(self, config, p, out_p));
+    dcr_status_t st = dcr_params_declare(p, "ones", DCR_DTYPE_FP32, 1, ones, NULL);
+    if (st != DCR_OK) cube_destroy(*out_p); /* a failed create leaves nothing */
+    return st;
 }
 
-static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t views_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                                const dcr_view_t *w)
 {
     dcr_view_t p, dst, src;
@@ -140,7 +147,7 @@ static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *nam
         DCR_CHECK(dcr_load_narrow(ctx, w, 1, 2, 4, &src));
         return dcr_load_copy(ctx, &p, &src);
     }
-    return cube_load(state, ctx, name, w);
+    return cube_load(l, ctx, name, w);
 }
 
 static const dcr_loader_ops_t views_ops = {
@@ -161,10 +168,10 @@ static dcr_status_t block(dcr_load_ctx_t *ctx, const dcr_view_t *v, int64_t r0, 
  * their destinations and sends them up), then its upper rows as one run
  * (the record list itself, sent up before the first copy, is read after
  * the others). */
-static dcr_status_t split_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t split_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                                const dcr_view_t *w)
 {
-    if (strcmp(name, "big") != 0) return views_load(state, ctx, name, w);
+    if (strcmp(name, "big") != 0) return views_load(l, ctx, name, w);
     dcr_view_t p, dst, src;
     DCR_CHECK(dcr_load_param(ctx, "big", &p));
     for (int64_t c0 = 0; c0 < 96; c0 += 48) {
@@ -185,7 +192,7 @@ static const dcr_loader_ops_t split_ops = {
 /* The cast and conv loaders' parameters: u is [3, u_cols] of u_dtype, m
  * of m_dtype; t3, f8 (bf16) and big (fp8 e4m3) are the same in both. */
 static dcr_status_t declare_converted(dcr_params_t *p, int64_t u_cols, dcr_dtype_t u_dtype,
-                                      dcr_dtype_t m_dtype, void **state_p)
+                                      dcr_dtype_t m_dtype, dcr_loader_t **out_p)
 {
     int64_t t3[3] = {6, 5, 4}, u[2] = {3, u_cols}, m[3] = {4, 3, 2}, f8[2] = {6, 4},
             big[2] = {64, 96};
@@ -194,16 +201,15 @@ static dcr_status_t declare_converted(dcr_params_t *p, int64_t u_cols, dcr_dtype
     DCR_CHECK(dcr_params_declare(p, "m", m_dtype, 3, m, NULL));
     DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
     DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
-    *state_p = NULL;
-    return DCR_OK;
+    return cube_handle(out_p);
 }
 
 static dcr_status_t cast_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
-                                void **state_p)
+                                dcr_loader_t **out_p)
 {
     (void)self;
     (void)config;
-    return declare_converted(p, 8, DCR_DTYPE_FP32, DCR_DTYPE_FP32, state_p);
+    return declare_converted(p, 8, DCR_DTYPE_FP32, DCR_DTYPE_FP32, out_p);
 }
 
 /* cat(w[:, lo_at:lo_at+n], w[:, 0:lo_at]) along dim: a rotation. */
@@ -216,7 +222,7 @@ static dcr_status_t rotate(dcr_load_ctx_t *ctx, const dcr_view_t *w, int dim, in
     return dcr_load_cat(ctx, 2, parts, dim, out);
 }
 
-static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t cast_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *w)
 {
     dcr_view_t p, dst, src, a, b;
@@ -255,7 +261,7 @@ static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name
         DCR_CHECK(dcr_load_cast(ctx, w, DCR_DTYPE_FP8_E4M3, &src));
         return dcr_load_copy(ctx, &p, &src);
     }
-    return cube_load(state, ctx, name, w);
+    return cube_load(l, ctx, name, w);
 }
 
 static const dcr_loader_ops_t cast_ops = {
@@ -264,18 +270,18 @@ static const dcr_loader_ops_t cast_ops = {
 /* ---- the conv loader: converting copy_ of views (copy_ converts) ---- */
 
 static dcr_status_t conv_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
-                                void **state_p)
+                                dcr_loader_t **out_p)
 {
     (void)self;
     (void)config;
-    return declare_converted(p, 4, DCR_DTYPE_FP16, DCR_DTYPE_BF16, state_p);
+    return declare_converted(p, 4, DCR_DTYPE_FP16, DCR_DTYPE_BF16, out_p);
 }
 
 /* The views loader's paths, into parameters of other dtypes where the
  * canonical dtype differs: fp32 -> fp16 (strided columns), fp8 -> bf16,
  * bf16 -> fp8 (numbers above 448 become NaN, which the placeholder pass
  * must still write: its rule reads the source word). */
-static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t conv_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *w)
 {
     dcr_view_t p, dst, src;
@@ -289,7 +295,7 @@ static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name
         DCR_CHECK(dcr_load_transpose(ctx, &p, 0, 2, &dst));
         return dcr_load_copy(ctx, &dst, w);
     }
-    return cube_load(state, ctx, name, w);
+    return cube_load(l, ctx, name, w);
 }
 
 static const dcr_loader_ops_t conv_ops = {
