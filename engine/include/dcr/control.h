@@ -185,9 +185,9 @@ typedef struct dcr_control dcr_control_t;
 
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_CONTROL_OPS_VERSION, a
- * name, create, destroy and every call slot. Registering the same table again is a no-op; another
- * table under a taken name, or a full registry (64), is DCR_EINVAL.
- * Thread-safe. */
+ * name, create, destroy and every call slot. Registering the same table
+ * again is a no-op; another table under a taken name, or a full registry
+ * (64), is DCR_EINVAL. Thread-safe. */
 dcr_status_t dcr_control_register(const dcr_control_ops_t *ops);
 /* Registry: backends compiled into libdcr in a fixed order, then those
  * registered, in registration order. */

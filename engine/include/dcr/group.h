@@ -111,9 +111,9 @@ struct dcr_group {
 
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_GROUP_OPS_VERSION, a
- * name and every slot. Registering the same
- * table again is a no-op; another table under a taken name, or a full
- * registry (64), is DCR_EINVAL. Thread-safe. */
+ * name and every slot. Registering the same table again is a no-op; another
+ * table under a taken name, or a full registry (64), is DCR_EINVAL.
+ * Thread-safe. */
 dcr_status_t dcr_group_register(const dcr_group_ops_t *ops);
 /* Registry: the backends compiled into libdcr, in a fixed order ("inproc",
  * then "mpi" when built with MPI), then those registered. Conformance tests

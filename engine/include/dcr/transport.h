@@ -293,10 +293,9 @@ void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *
 const dcr_transport_ops_t *dcr_transport_find(const char *name);
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_TRANSPORT_OPS_VERSION,
- * a name, open_attempt, send, finish,
- * recv, release, stop_and_wait, reference, counters, destroy and create.
- * Registering the same table again is a no-op; another table
- * under a taken name, or a full registry (64), is DCR_EINVAL. Thread-safe. */
+ * a name and every slot but payload_key_changed. Registering the same table
+ * again is a no-op; another table under a taken name, or a full registry
+ * (64), is DCR_EINVAL. Thread-safe. */
 dcr_status_t dcr_transport_register(const dcr_transport_ops_t *ops);
 /* Registry: backends compiled into libdcr in a fixed order, then those
  * registered, in registration order (conformance tests loop over them). */
