@@ -726,7 +726,7 @@ static int device_check(const bench_opts_t *o)
     int rc = dcr_cli_device_open("bench", o->device ? o->device : "cpu", &dev);
     if (rc) return rc;
     bool host = dcr_device_backend(dev)->props.host_addressable;
-    dcr_device_close(dev);
+    dcr_device_destroy(dev);
     if (!host && (o->processes || o->testbed))
         return dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL,
                                                     "--device %s: the --processes roles keep "

@@ -38,8 +38,8 @@ static int run(const calibrate_opts_t *o)
     dcr_sim_calibration_t cal;
     dcr_status_t st = dcr_sim_calibrate(&opt, &cal);
     if (st == DCR_OK && gpu) st = dcr_sim_calibrate_device(dev, o->quick, &cal);
-    const char *place = dcr_device_backend(dev)->name;
-    dcr_device_close(dev);
+    const char *place = dcr_device_backend(dev)->hdr.name;
+    dcr_device_destroy(dev);
     if (st == DCR_OK && o->out) st = dcr_sim_cal_save(&cal, o->out);
     if (st != DCR_OK) return dcr_cli_fail("calibrate", st);
     if (o->json) {

@@ -137,6 +137,6 @@ int dcr_cmd_construct(int argc, char **argv)
     /* A device this build or machine lacks is a usage error, before the run. */
     dcr_device_t *dev = NULL;
     if ((rc = dcr_cli_device_open("construct", o.device ? o.device : "cpu", &dev))) return rc;
-    dcr_device_close(dev);
+    dcr_device_destroy(dev);
     return run(&o);
 }

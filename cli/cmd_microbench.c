@@ -30,12 +30,12 @@ static int dcr__device_detect(const char *device, size_t bytes, const double *ra
     for (int i = 0; i < nrates; i++) {
         dcr_status_t st = dcr_microbench_device_detect(dev, bytes, rates[i], repeats, &rows[i]);
         if (st != DCR_OK) {
-            dcr_device_close(dev);
+            dcr_device_destroy(dev);
             return dcr_cli_fail("microbench", st);
         }
     }
-    dcr_microbench_device_detect_report(dcr_device_backend(dev)->name, rows, nrates, bytes, json);
-    dcr_device_close(dev);
+    dcr_microbench_device_detect_report(dcr_device_backend(dev)->hdr.name, rows, nrates, bytes, json);
+    dcr_device_destroy(dev);
     return 0;
 }
 
@@ -52,13 +52,13 @@ static int dcr__device_apply(const char *device, size_t bytes, const double *rat
     for (int i = 0; i < nrates; i++) {
         dcr_status_t st = dcr_microbench_device_apply(dev, bytes, rates[i], repeats, &rows[i]);
         if (st != DCR_OK) {
-            dcr_device_close(dev);
+            dcr_device_destroy(dev);
             return dcr_cli_fail("microbench apply", st);
         }
     }
-    dcr_microbench_device_apply_report(dcr_device_backend(dev)->name, rows, nrates, bytes, repeats,
+    dcr_microbench_device_apply_report(dcr_device_backend(dev)->hdr.name, rows, nrates, bytes, repeats,
                                        json);
-    dcr_device_close(dev);
+    dcr_device_destroy(dev);
     return 0;
 }
 

@@ -149,7 +149,7 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
         dcr_error_prefix("--store: ");
         return DCR_EINVAL;
     }
-    bool s3 = !strcmp(ops->name, "s3");
+    bool s3 = !strcmp(ops->hdr.name, "s3");
     if (s3 && !s3_endpoint)
         return dcr_error_set(DCR_EINVAL,
                              "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "
@@ -203,7 +203,7 @@ int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **ou
     if (!dcr_device_name_valid(name))
         return dcr_cli_usage(
             command, dcr_error_set(DCR_EINVAL, "--device %s: expected cpu, cuda or auto", name));
-    dcr_status_t st = dcr_device_open(name, out_p);
+    dcr_status_t st = dcr_device_create(name, out_p);
     if (st == DCR_EUNSUPPORTED || st == DCR_ENOTFOUND) return dcr_cli_usage(command, st);
     return st == DCR_OK ? 0 : dcr_cli_fail(command, st);
 }

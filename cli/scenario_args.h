@@ -74,7 +74,7 @@ dcr_status_t dcr_cli_retain(const dcr_arg_t *args, int nargs, int64_t k, const c
  * to *name (the caller's default is "cpu"). */
 dcr_arg_t dcr_cli_device_arg(const char **name);
 /* Checks and opens --device: returns 0 with the device in *out_p (close it
- * with dcr_device_close); 2 after one line for a name that is not cpu, cuda
+ * with dcr_device_destroy); 2 after one line for a name that is not cpu, cuda
  * or auto, or a place this build or machine lacks (cuda without a GPU); 1
  * after one line when the runtime refuses the device. */
 int dcr_cli_device_open(const char *command, const char *name, dcr_device_t **out_p);

@@ -22,28 +22,30 @@ typedef struct faulty_control {
     dcr_faults_t *f; /* NULL: every call passes through */
 } faulty_control_t;
 
-/* Every call but close first meets the injector's control faults. */
+/* Every call but destroy first meets the injector's control faults. */
 #define ENTER(impl)                                                                                \
     faulty_control_t *x = (impl);                                                                  \
     DCR_CHECK(dcr__faults_control_call(x->f))
 
-static dcr_status_t faulty_open_as(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                   void **impl_p)
+/* Opens the control plane the header's parent names, at the same address. */
+static dcr_status_t faulty_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                  void **impl_p)
 {
+    const dcr_control_ops_t *parent = self->hdr.parent;
     faulty_control_t *x = calloc(1, sizeof(*x));
-    if (!x) return dcr_error_set(DCR_ENOMEM, "control plane %s", self->name);
+    if (!x) return dcr_error_set(DCR_ENOMEM, "control plane %s", self->hdr.name);
     x->f = dcr__faults_bound();
-    dcr_status_t st = dcr_control_create(self->name + DCR__FAULTY_PREFIX_LEN, cfg, &x->inner);
+    dcr_status_t st = dcr_control_create(parent->hdr.name, cfg, &x->inner);
     if (st != DCR_OK) {
         free(x);
-        dcr_error_prefix("%s: ", self->name);
+        dcr_error_prefix("%s: ", self->hdr.name);
         return st;
     }
     *impl_p = x;
     return DCR_OK;
 }
 
-static void faulty_close(void *impl)
+static void faulty_destroy(void *impl)
 {
     faulty_control_t *x = impl;
     if (!x) return;
@@ -168,12 +170,12 @@ static dcr_control_ops_t tables[DCR__FAULTY_MAX];
 
 static dcr_status_t add_table(int k, const char *name, const char *parent)
 {
+    const dcr_control_ops_t *p = dcr_control_find(parent);
     tables[k] = (dcr_control_ops_t){
-        .version = DCR_CONTROL_OPS_VERSION,
-        .name = name,
-        .props = dcr_control_find(parent)->props, /* what the wrapped backend guarantees */
-        .open_as = faulty_open_as,
-        .close = faulty_close,
+        .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = name, .parent = p},
+        .props = p->props, /* what the wrapped backend guarantees */
+        .create = faulty_create,
+        .destroy = faulty_destroy,
         .read = faulty_read,
         .cas = faulty_cas,
         .prepare = faulty_prepare,

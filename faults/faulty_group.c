@@ -26,16 +26,16 @@ static faulty_group_t *fg(const dcr_group_t *g)
     return (faulty_group_t *)g;
 }
 
-/* One wrapper per endpoint the wrapped backend made; on failure every
- * endpoint (wrapped or not yet) is destroyed. */
-static dcr_status_t faulty_create_as(const dcr_group_ops_t *self, int size, dcr_group_t **endpoints,
-                                     int *count_p)
+/* One wrapper per endpoint the wrapped backend (the header's parent) made;
+ * on failure every endpoint (wrapped or not yet) is destroyed. */
+static dcr_status_t faulty_create(const dcr_group_ops_t *self, int size, dcr_group_t **endpoints,
+                                  int *count_p)
 {
+    const dcr_group_ops_t *parent = self->hdr.parent;
     int count = 0;
-    dcr_status_t st =
-        dcr_group_create(self->name + DCR__FAULTY_PREFIX_LEN, size, endpoints, &count);
+    dcr_status_t st = dcr_group_create(parent->hdr.name, size, endpoints, &count);
     if (st != DCR_OK) {
-        dcr_error_prefix("%s: ", self->name);
+        dcr_error_prefix("%s: ", self->hdr.name);
         return st;
     }
     dcr_faults_t *f = dcr__faults_bound();
@@ -55,7 +55,7 @@ static dcr_status_t faulty_create_as(const dcr_group_ops_t *self, int size, dcr_
             }
             dcr_group_destroy(endpoints[i]);
         }
-        return dcr_error_set(DCR_ENOMEM, "%s: %d endpoints", self->name, count);
+        return dcr_error_set(DCR_ENOMEM, "%s: %d endpoints", self->hdr.name, count);
     }
     *count_p = count;
     return DCR_OK;
@@ -111,17 +111,17 @@ static dcr_group_ops_t tables[DCR__FAULTY_MAX];
 
 static dcr_status_t add_table(int k, const char *name, const char *parent)
 {
+    const dcr_group_ops_t *p = dcr_group_find(parent);
     tables[k] = (dcr_group_ops_t){
-        .version = DCR_GROUP_OPS_VERSION,
-        .name = name,
-        .props = dcr_group_find(parent)->props, /* what the wrapped backend guarantees */
+        .hdr = {.version = DCR_GROUP_OPS_VERSION, .name = name, .parent = p},
+        .props = p->props, /* what the wrapped backend guarantees */
+        .create = faulty_create,
         .rank = faulty_rank,
         .size = faulty_size,
         .send = faulty_send,
         .recv = faulty_recv,
         .release = faulty_release,
         .destroy = faulty_destroy,
-        .create_as = faulty_create_as,
     };
     return dcr_group_register(&tables[k]);
 }

@@ -28,22 +28,17 @@ static faulty_store_t *fs(dcr_objstore_t *s)
     return (faulty_store_t *)s;
 }
 
-static const dcr_objstore_ops_t *parent_of(const dcr_objstore_ops_t *self)
-{
-    return dcr_objstore_find(self->name + DCR__FAULTY_PREFIX_LEN);
-}
-
-static bool faulty_claims_as(const dcr_objstore_ops_t *self, const char *url)
+/* "faulty:<URL>" where the wrapped backend (the header's parent) claims
+ * URL. */
+static bool faulty_claims(const dcr_objstore_ops_t *self, const char *url)
 {
     if (strncmp(url, DCR__FAULTY_PREFIX, DCR__FAULTY_PREFIX_LEN)) return false;
-    const dcr_objstore_ops_t *p = parent_of(self);
-    const char *inner = url + DCR__FAULTY_PREFIX_LEN;
-    if (!p) return false;
-    return p->claims_as ? p->claims_as(p, inner) : p->claims(inner);
+    const dcr_objstore_ops_t *p = self->hdr.parent;
+    return p->claims(p, url + DCR__FAULTY_PREFIX_LEN);
 }
 
-static dcr_status_t faulty_create_as(const dcr_objstore_ops_t *self,
-                                     const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p)
+static dcr_status_t faulty_create(const dcr_objstore_ops_t *self, const dcr_objstore_config_t *cfg,
+                                  dcr_objstore_t **out_p)
 {
     faulty_store_t *x = calloc(1, sizeof(*x));
     if (!x) return dcr_error_set(DCR_ENOMEM, "object store %s", cfg->url);
@@ -53,7 +48,7 @@ static dcr_status_t faulty_create_as(const dcr_objstore_ops_t *self,
     dcr_status_t st = dcr_objstore_create(&c, &x->inner);
     if (st != DCR_OK) {
         free(x);
-        dcr_error_prefix("%s: ", self->name);
+        dcr_error_prefix("%s: ", self->hdr.name);
         return st;
     }
     *out_p = &x->pub;
@@ -134,18 +129,18 @@ static dcr_objstore_ops_t tables[DCR__FAULTY_MAX];
 
 static dcr_status_t add_table(int k, const char *name, const char *parent)
 {
+    const dcr_objstore_ops_t *p = dcr_objstore_find(parent);
     tables[k] = (dcr_objstore_ops_t){
-        .version = DCR_OBJSTORE_OPS_VERSION,
-        .name = name,
-        .props = dcr_objstore_find(parent)->props,
+        .hdr = {.version = DCR_OBJSTORE_OPS_VERSION, .name = name, .parent = p},
+        .props = p->props, /* what the wrapped store guarantees */
+        .claims = faulty_claims,
+        .create = faulty_create,
         .put = faulty_put,
         .get = faulty_get,
         .list = faulty_list,
         .del = faulty_del,
         .wait_change = faulty_wait_change,
         .destroy = faulty_destroy,
-        .claims_as = faulty_claims_as,
-        .create_as = faulty_create_as,
     };
     return dcr_objstore_register(&tables[k]);
 }
@@ -153,7 +148,7 @@ static dcr_status_t add_table(int k, const char *name, const char *parent)
 static const char *name_at(size_t i)
 {
     const dcr_objstore_ops_t *p = dcr_objstore_backend(i);
-    return p ? p->name : NULL;
+    return p ? p->hdr.name : NULL;
 }
 
 static bool registered(const char *name)

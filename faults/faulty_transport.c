@@ -43,12 +43,6 @@ static faulty_transport_t *ft(dcr_transport_t *t)
     return (faulty_transport_t *)t;
 }
 
-/* The wrapped backend's name: the table's name without the prefix. */
-static const char *parent_name(const dcr_transport_ops_t *self)
-{
-    return self->name + DCR__FAULTY_PREFIX_LEN;
-}
-
 /* Drops the copies no node took (a new attempt, a stop, the end). */
 static void drop_pending(faulty_transport_t *x)
 {
@@ -76,16 +70,18 @@ static void faulty_free(faulty_transport_t *x)
     free(x);
 }
 
-static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
-                                     const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
+/* Wraps the backend the header's parent names, created by name. */
+static dcr_status_t faulty_create(const dcr_transport_ops_t *self,
+                                  const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
 {
+    const dcr_transport_ops_t *parent = self->hdr.parent;
     faulty_transport_t *x = calloc(1, sizeof(*x));
     if (x)
         x->pending =
             calloc(cfg->rollout_nodes > 0 ? (size_t)cfg->rollout_nodes : 1, sizeof(*x->pending));
     if (!x || !x->pending) {
         free(x);
-        return dcr_error_set(DCR_ENOMEM, "transport %s", self->name);
+        return dcr_error_set(DCR_ENOMEM, "transport %s", self->hdr.name);
     }
     x->nodes = cfg->rollout_nodes;
     pthread_mutex_init(&x->lock, NULL);
@@ -99,16 +95,16 @@ static dcr_status_t faulty_create_as(const dcr_transport_ops_t *self,
         store = malloc(n);
         if (!store) {
             faulty_free(x);
-            return dcr_error_set(DCR_ENOMEM, "transport %s: store name", self->name);
+            return dcr_error_set(DCR_ENOMEM, "transport %s: store name", self->hdr.name);
         }
         snprintf(store, n, "%s%s", DCR__FAULTY_PREFIX, cfg->dir);
         c.dir = store;
     }
-    dcr_status_t st = dcr_transport_create(parent_name(self), &c, &x->inner);
+    dcr_status_t st = dcr_transport_create(parent->hdr.name, &c, &x->inner);
     free(store); /* the transport copied it */
     if (st != DCR_OK) {
         faulty_free(x);
-        dcr_error_prefix("%s: ", self->name);
+        dcr_error_prefix("%s: ", self->hdr.name);
         return st;
     }
     *out_p = &x->pub;
@@ -295,10 +291,11 @@ static dcr_transport_ops_t tables[DCR__FAULTY_MAX];
 
 static dcr_status_t add_table(int k, const char *name, const char *parent)
 {
+    const dcr_transport_ops_t *p = dcr_transport_find(parent);
     tables[k] = (dcr_transport_ops_t){
-        .version = DCR_TRANSPORT_OPS_VERSION,
-        .name = name,
-        .props = dcr_transport_find(parent)->props, /* what the wrapped backend guarantees */
+        .hdr = {.version = DCR_TRANSPORT_OPS_VERSION, .name = name, .parent = p},
+        .props = p->props, /* what the wrapped backend guarantees */
+        .create = faulty_create,
         .open_attempt = faulty_open_attempt,
         .send = faulty_send,
         .finish = faulty_finish,
@@ -308,7 +305,6 @@ static dcr_status_t add_table(int k, const char *name, const char *parent)
         .reference = faulty_reference,
         .counters = faulty_counters,
         .destroy = faulty_destroy,
-        .create_as = faulty_create_as,
         .payload_key_changed = faulty_payload_key_changed,
     };
     return dcr_transport_register(&tables[k]);

@@ -267,9 +267,9 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
 static dcr_status_t open_device(dcr_constructor_t *c, const dcr_device_ops_t *ops)
 {
     if (ops)
-        DCR_CHECK(ops->open(0, &c->dev));
+        DCR_CHECK(ops->create(ops, 0, &c->dev));
     else
-        DCR_CHECK(dcr_device_open(c->cfg.device ? c->cfg.device : "cpu", &c->dev));
+        DCR_CHECK(dcr_device_create(c->cfg.device ? c->cfg.device : "cpu", &c->dev));
     c->dev_host = dcr_device_backend(c->dev)->props.host_addressable;
     size_t words = (size_t)SUBRUN_MAX * sizeof(uint32_t); /* elements are at most 4 bytes */
     for (int r = 0; r < c->world; r++) {
@@ -411,7 +411,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         dcr_encoder_destroy(o->enc);
     }
     free(c->owners);
-    dcr_device_close(c->dev);
+    dcr_device_destroy(c->dev);
     pthread_mutex_destroy(&c->gate_mu);
     pthread_cond_destroy(&c->gate_cv);
     free(c->assembler);

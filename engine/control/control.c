@@ -19,7 +19,7 @@ static const void *const dcr__control_backends[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_control_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("control plane backend", dcr_control_ops_t, dcr__control_backends,
+    DCR__REGISTRY_INIT("control plane backend", dcr__control_backends,
                        sizeof dcr__control_backends / sizeof dcr__control_backends[0]);
 
 /* The list calls dcr__list serves. */
@@ -42,7 +42,7 @@ size_t dcr_control_backend_count(void)
 const char *dcr_control_backend_name(size_t i)
 {
     const dcr_control_ops_t *ops = dcr__registry_at(&dcr__registry, i);
-    return ops != NULL ? ops->name : NULL;
+    return ops != NULL ? ops->hdr.name : NULL;
 }
 
 const dcr_control_ops_t *dcr_control_find(const char *name)
@@ -52,15 +52,14 @@ const dcr_control_ops_t *dcr_control_find(const char *name)
 
 dcr_status_t dcr_control_register(const dcr_control_ops_t *o)
 {
-    if (o == NULL || o->version != DCR_CONTROL_OPS_VERSION || o->name == NULL ||
-        o->name[0] == '\0' || (o->open == NULL && o->open_as == NULL) || o->close == NULL ||
-        o->read == NULL || o->cas == NULL || o->prepare == NULL || o->attempt == NULL ||
-        o->required == NULL || o->ack == NULL || o->acks == NULL || o->commit == NULL ||
-        o->report_put == NULL || o->report_get == NULL || o->membership_put == NULL ||
-        o->membership_get == NULL) {
+    if (o == NULL || o->hdr.version != DCR_CONTROL_OPS_VERSION || o->hdr.name == NULL ||
+        o->hdr.name[0] == '\0' || o->create == NULL || o->destroy == NULL || o->read == NULL ||
+        o->cas == NULL || o->prepare == NULL || o->attempt == NULL || o->required == NULL ||
+        o->ack == NULL || o->acks == NULL || o->commit == NULL || o->report_put == NULL ||
+        o->report_get == NULL || o->membership_put == NULL || o->membership_get == NULL) {
         return dcr_error_set(DCR_EINVAL,
-                             "control_register: a backend needs version %d, a name, open (or "
-                             "open_as), close and every call slot",
+                             "control_register: a backend needs version %d, a name, create, "
+                             "destroy and every call slot",
                              DCR_CONTROL_OPS_VERSION);
     }
     return dcr__registry_add(&dcr__registry, o);
@@ -133,8 +132,7 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
     if (ops == NULL) return dcr__registry_not_found(&dcr__registry, name);
     dcr_control_t *c = calloc(1, sizeof *c);
     if (c == NULL) return dcr_error_set(DCR_ENOMEM, "control plane handle: allocation failed");
-    dcr_status_t st =
-        ops->open_as != NULL ? ops->open_as(ops, cfg, &c->impl) : ops->open(cfg, &c->impl);
+    dcr_status_t st = ops->create(ops, cfg, &c->impl);
     if (st != DCR_OK) {
         free(c);
         return st;
@@ -147,13 +145,13 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
 void dcr_control_destroy(dcr_control_t *c)
 {
     if (c == NULL) return;
-    c->ops->close(c->impl);
+    c->ops->destroy(c->impl);
     free(c);
 }
 
 const char *dcr_control_name(const dcr_control_t *c)
 {
-    return c->ops->name;
+    return c->ops->hdr.name;
 }
 
 static dcr_status_t dcr__check_handle(const dcr_control_t *c, const char *what)

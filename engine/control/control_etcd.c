@@ -872,8 +872,10 @@ static dcr_status_t dcr__et_init(dcr__et_t *e)
     return st;
 }
 
-static dcr_status_t dcr__et_open(const dcr_control_config_t *cfg, void **impl_p)
+static dcr_status_t dcr__et_open(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                 void **impl_p)
 {
+    (void)self;
     dcr__et_t *e = calloc(1, sizeof *e);
     if (e == NULL) return dcr_error_set(DCR_ENOMEM, "etcd control plane: allocation failed");
     dcr_status_t st = dcr__et_parse_address(cfg->address, e);
@@ -1843,11 +1845,10 @@ static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap
 }
 
 const dcr_control_ops_t dcr__control_etcd_ops = {
-    .version = DCR_CONTROL_OPS_VERSION,
-    .name = "etcd",
+    .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = "etcd"},
     .props = {.networked = true, .durable = true},
-    .open = dcr__et_open,
-    .close = dcr__et_close,
+    .create = dcr__et_open,
+    .destroy = dcr__et_close,
     .read = dcr__et_read,
     .cas = dcr__et_cas,
     .prepare = dcr__et_prepare,

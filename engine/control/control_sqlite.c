@@ -386,8 +386,10 @@ static void dcr__sq_close(void *impl)
     free(s);
 }
 
-static dcr_status_t dcr__sq_open(const dcr_control_config_t *cfg, void **impl_p)
+static dcr_status_t dcr__sq_open(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                 void **impl_p)
 {
+    (void)self;
     const char *path = cfg->address;
     /* An in-memory or temporary database would be private to this
      * connection: other processes would see a different control plane. */
@@ -962,11 +964,10 @@ static dcr_status_t dcr__sq_membership_get(void *impl, uint32_t *out, size_t cap
 }
 
 const dcr_control_ops_t dcr__control_sqlite_ops = {
-    .version = DCR_CONTROL_OPS_VERSION,
-    .name = "sqlite",
+    .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = "sqlite"},
     .props = {.durable = true},
-    .open = dcr__sq_open,
-    .close = dcr__sq_close,
+    .create = dcr__sq_open,
+    .destroy = dcr__sq_close,
     .read = dcr__sq_read,
     .cas = dcr__sq_cas,
     .prepare = dcr__sq_prepare,

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dcr/dtype.h"
+#include "dcr/ops.h"
 #include "dcr/status.h"
 
 /* One element of `dtype` at p (any alignment, little-endian) as FP32 bits. */
@@ -17,24 +18,25 @@ void dcr__dtype_store_f32bits(dcr_dtype_t dtype, void *p, uint32_t f32bits);
 /* A registry of backend ops tables (transport, control plane, object store,
  * group, loader): tables compiled in, in a fixed order, then tables
  * registered at run time, appended and never removed, so a table found once
- * stays valid for the process. Every table holds its name (a `const char *`)
- * at name_offset. Every function is thread-safe. */
+ * stays valid for the process. Every table starts with a dcr_ops_header_t
+ * (dcr/ops.h), where the registry reads its name. Every function is
+ * thread-safe. */
 #define DCR__REGISTRY_MAX 64
 typedef struct dcr__registry {
     pthread_mutex_t lock;
     const char *kind;           /* what a table is, for messages: "transport" */
     const void *const *builtin; /* tables compiled in */
     size_t n_builtin;
-    size_t name_offset; /* offsetof(ops type, name) */
     const void *registered[DCR__REGISTRY_MAX];
     size_t n_registered;
 } dcr__registry_t;
-/* A static registry of `type` tables over `builtin` (an array of n_
- * `const void *const`, each a `const type *`; NULL with n_ 0). */
-#define DCR__REGISTRY_INIT(kind_, type, builtin_, n_)                                              \
+/* A static registry of tables over `builtin` (an array of n_ `const void
+ * *const`, each a table of the kind, which starts with its header; NULL with
+ * n_ 0). */
+#define DCR__REGISTRY_INIT(kind_, builtin_, n_)                                                    \
     {                                                                                              \
         .lock = PTHREAD_MUTEX_INITIALIZER, .kind = (kind_), .builtin = (builtin_),                 \
-        .n_builtin = (n_), .name_offset = offsetof(type, name)                                     \
+        .n_builtin = (n_)                                                                          \
     }
 
 /* Table i: built-in ones first, then registered ones in registration order;

@@ -6,10 +6,10 @@
 
 #include "core-internal.h"
 
-/* The name of a table, read at the registry's offset. */
-static const char *dcr__registry_name(const dcr__registry_t *r, const void *ops)
+/* The name of a table, read from the header it starts with. */
+static const char *dcr__registry_name(const void *ops)
 {
-    return *(const char *const *)((const char *)ops + r->name_offset);
+    return ((const dcr_ops_header_t *)ops)->name;
 }
 
 /* Table i, the lock held. */
@@ -23,7 +23,7 @@ static const void *dcr__registry_find_locked(const dcr__registry_t *r, const cha
 {
     const void *ops = NULL;
     for (size_t i = 0; (ops = dcr__registry_at_locked(r, i)) != NULL; i++)
-        if (strcmp(dcr__registry_name(r, ops), name) == 0) return ops;
+        if (strcmp(dcr__registry_name(ops), name) == 0) return ops;
     return NULL;
 }
 
@@ -54,7 +54,7 @@ const void *dcr__registry_find(dcr__registry_t *r, const char *name)
 
 dcr_status_t dcr__registry_add(dcr__registry_t *r, const void *ops)
 {
-    const char *name = dcr__registry_name(r, ops);
+    const char *name = dcr__registry_name(ops);
     dcr_status_t st = DCR_OK;
     pthread_mutex_lock(&r->lock);
     /* Looked up under the lock: two threads registering one name race. */
@@ -80,7 +80,7 @@ dcr_status_t dcr__registry_not_found(dcr__registry_t *r, const char *name)
     const void *ops = NULL;
     for (size_t i = 0; at < sizeof known && (ops = dcr__registry_at(r, i)) != NULL; i++)
         at += (size_t)snprintf(known + at, sizeof known - at, "%s%s", i ? ", " : "",
-                               dcr__registry_name(r, ops));
+                               dcr__registry_name(ops));
     return dcr_error_set(DCR_ENOTFOUND, "%s '%s' does not exist (known: %s)", r->kind,
                          name != NULL ? name : "(null)", known);
 }

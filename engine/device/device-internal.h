@@ -20,7 +20,7 @@ extern const dcr_device_ops_t dcr__device_cuda_ops;
 #endif
 
 /* Tests: one more backend, found by dcr_device_find and opened by
- * dcr_device_open under its own name (never by "auto", never listed by
+ * dcr_device_create under its own name (never by "auto", never listed by
  * dcr_device_backend_count), so that a run configured by device name
  * (dcr bench, the constructor, the receivers) can run on a table whose
  * props differ from the registered ones, such as a host-memory table that

@@ -31,7 +31,7 @@ size_t dcr_device_backend_count(void)
 
 const char *dcr_device_backend_name(size_t i)
 {
-    return i < DCR__N_DEVICE_BACKENDS ? dcr__device_backends[i]->name : NULL;
+    return i < DCR__N_DEVICE_BACKENDS ? dcr__device_backends[i]->hdr.name : NULL;
 }
 
 /* A test's extra backend (dcr__device_register_extra), or NULL. */
@@ -45,10 +45,21 @@ void dcr__device_register_extra(const dcr_device_ops_t *ops)
 const dcr_device_ops_t *dcr_device_find(const char *name)
 {
     for (size_t i = 0; name != NULL && i < DCR__N_DEVICE_BACKENDS; i++)
-        if (strcmp(dcr__device_backends[i]->name, name) == 0) return dcr__device_backends[i];
-    if (name && dcr__device_extra && strcmp(dcr__device_extra->name, name) == 0)
+        if (strcmp(dcr__device_backends[i]->hdr.name, name) == 0) return dcr__device_backends[i];
+    if (name && dcr__device_extra && strcmp(dcr__device_extra->hdr.name, name) == 0)
         return dcr__device_extra;
     return NULL;
+}
+
+/* Device 0 of ops, its header's ops set to the table it was created
+ * through. */
+static dcr_status_t dcr__device_create_with(const dcr_device_ops_t *ops, dcr_device_t **out_p)
+{
+    dcr_device_t *d = NULL;
+    DCR_CHECK(ops->create(ops, 0, &d));
+    d->ops = ops;
+    *out_p = d;
+    return DCR_OK;
 }
 
 bool dcr_device_name_valid(const char *name)
@@ -57,19 +68,19 @@ bool dcr_device_name_valid(const char *name)
            (strcmp(name, "cpu") == 0 || strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0);
 }
 
-dcr_status_t dcr_device_open(const char *name, dcr_device_t **out_p)
+dcr_status_t dcr_device_create(const char *name, dcr_device_t **out_p)
 {
     if (name == NULL || out_p == NULL)
-        return dcr_error_set(DCR_EINVAL, "device_open: name and out_p are required");
-    if (dcr__device_extra && strcmp(dcr__device_extra->name, name) == 0)
-        return dcr__device_extra->open(0, out_p);
+        return dcr_error_set(DCR_EINVAL, "device_create: name and out_p are required");
+    const dcr_device_ops_t *ops = NULL;
+    if (dcr__device_extra && strcmp(dcr__device_extra->hdr.name, name) == 0)
+        return dcr__device_create_with(dcr__device_extra, out_p);
     if (!dcr_device_name_valid(name))
         return dcr_error_set(DCR_ENOTFOUND,
                              "--device %s: unknown device, expected cpu, cuda or auto", name);
-    const dcr_device_ops_t *ops = NULL;
     if (strcmp(name, "auto") == 0) {
         const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-        ops = cuda && cuda->count() > 0 ? cuda : dcr_device_find("cpu");
+        ops = cuda && cuda->count(cuda) > 0 ? cuda : dcr_device_find("cpu");
     } else {
         ops = dcr_device_find(name);
         if (ops == NULL)
@@ -77,22 +88,22 @@ dcr_status_t dcr_device_open(const char *name, dcr_device_t **out_p)
                                  "--device %s: this build has no CUDA support (CMake found no "
                                  "nvcc, or DCR_WITH_CUDA=OFF)",
                                  name);
-        if (ops->count() <= 0)
+        if (ops->count(ops) <= 0)
             return dcr_error_set(DCR_ENOTFOUND,
                                  "--device %s: no usable GPU on this machine (cudaGetDeviceCount "
                                  "found none)",
                                  name);
     }
-    if (ops->version != DCR_DEVICE_OPS_VERSION)
+    if (ops->hdr.version != DCR_DEVICE_OPS_VERSION)
         return dcr_error_set(DCR_EUNSUPPORTED,
-                             "device backend '%s' has ops version %d, expected %d", ops->name,
-                             ops->version, DCR_DEVICE_OPS_VERSION);
-    return ops->open(0, out_p);
+                             "device backend '%s' has ops version %u, expected %d", ops->hdr.name,
+                             ops->hdr.version, DCR_DEVICE_OPS_VERSION);
+    return dcr__device_create_with(ops, out_p);
 }
 
-void dcr_device_close(dcr_device_t *d)
+void dcr_device_destroy(dcr_device_t *d)
 {
-    if (d) d->ops->close(d);
+    if (d) d->ops->destroy(d);
 }
 
 const dcr_device_ops_t *dcr_device_backend(const dcr_device_t *d)
@@ -126,7 +137,7 @@ size_t dcr_device_detect_workspace(size_t n)
 static dcr_status_t dcr__need(const dcr_device_t *d, const char *op, bool ok, const char *what)
 {
     if (d == NULL) return dcr_error_set(DCR_EINVAL, "device %s: no device", op);
-    if (!ok) return dcr_error_set(DCR_EINVAL, "device %s (%s): %s", op, d->ops->name, what);
+    if (!ok) return dcr_error_set(DCR_EINVAL, "device %s (%s): %s", op, d->ops->hdr.name, what);
     return DCR_OK;
 }
 

@@ -159,8 +159,9 @@ __global__ void dcr__k_fill(void *dst, unsigned es, uint32_t word, size_t n)
 
 /* ---- backend ---- */
 
-static int dcr__cuda_count(void)
+static int dcr__cuda_count(const dcr_device_ops_t *self)
 {
+    (void)self;
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         (void)cudaGetLastError(); /* "no device" is an answer, not a sticky error */
@@ -173,9 +174,10 @@ static int dcr__cuda_count(void)
  * per thread, so each entry point sets it. */
 #define DCR__ON(d, op) DCR__CUDA(cudaSetDevice((d)->ordinal), (op))
 
-static dcr_status_t dcr__cuda_open(int ordinal, dcr_device_t **out_p)
+static dcr_status_t dcr__cuda_create(const dcr_device_ops_t *self, int ordinal,
+                                     dcr_device_t **out_p)
 {
-    if (ordinal < 0 || ordinal >= dcr__cuda_count())
+    if (ordinal < 0 || ordinal >= dcr__cuda_count(self))
         return dcr_error_set(DCR_ENOTFOUND, "device cuda: no GPU %d", ordinal);
     DCR__CUDA(cudaSetDevice(ordinal), "open");
     DCR__CUDA(cudaFree(0), "open"); /* creates the context now, not in a timed window */
@@ -187,7 +189,7 @@ static dcr_status_t dcr__cuda_open(int ordinal, dcr_device_t **out_p)
     return DCR_OK;
 }
 
-static void dcr__cuda_close(dcr_device_t *d)
+static void dcr__cuda_destroy(dcr_device_t *d)
 {
     if (cudaSetDevice(d->ordinal) == cudaSuccess) (void)cudaDeviceSynchronize();
     free(d);
@@ -383,12 +385,11 @@ static dcr_status_t dcr__cuda_convert(dcr_device_t *d, dcr_device_stream_t *s, v
 /* Positional, so the table is constant-initialized (no static constructor
  * runs before main): the order is the slots' order in dcr/device.h. */
 extern "C" const dcr_device_ops_t dcr__device_cuda_ops = {
-    DCR_DEVICE_OPS_VERSION,
-    "cuda",
+    {DCR_DEVICE_OPS_VERSION, "cuda", NULL},
     {/* host_addressable */ false, /* asynchronous */ true, /* pinned_staging */ true},
     dcr__cuda_count,
-    dcr__cuda_open,
-    dcr__cuda_close,
+    dcr__cuda_create,
+    dcr__cuda_destroy,
     dcr__cuda_alloc,
     dcr__cuda_free,
     dcr__cuda_host_alloc,

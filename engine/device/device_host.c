@@ -10,13 +10,15 @@
 #include "device/kernels-internal.h"
 #include "dcr/storage_large.h"
 
-static int dcr__cpu_count(void)
+static int dcr__cpu_count(const dcr_device_ops_t *self)
 {
+    (void)self;
     return 1;
 }
 
-static dcr_status_t dcr__cpu_open(int ordinal, dcr_device_t **out_p)
+static dcr_status_t dcr__cpu_create(const dcr_device_ops_t *self, int ordinal, dcr_device_t **out_p)
 {
+    (void)self;
     if (ordinal != 0) return dcr_error_set(DCR_ENOTFOUND, "device cpu: no device %d", ordinal);
     dcr_device_t *d = calloc(1, sizeof(*d));
     if (d == NULL) return dcr_error_set(DCR_ENOMEM, "device cpu: open");
@@ -25,7 +27,7 @@ static dcr_status_t dcr__cpu_open(int ordinal, dcr_device_t **out_p)
     return DCR_OK;
 }
 
-static void dcr__cpu_close(dcr_device_t *d)
+static void dcr__cpu_destroy(dcr_device_t *d)
 {
     free(d);
 }
@@ -216,12 +218,11 @@ static dcr_status_t dcr__cpu_convert(dcr_device_t *d, dcr_device_stream_t *s, vo
 }
 
 const dcr_device_ops_t dcr__device_cpu_ops = {
-    .version = DCR_DEVICE_OPS_VERSION,
-    .name = "cpu",
+    .hdr = {.version = DCR_DEVICE_OPS_VERSION, .name = "cpu"},
     .props = {.host_addressable = true, .asynchronous = false, .pinned_staging = false},
     .count = dcr__cpu_count,
-    .open = dcr__cpu_open,
-    .close = dcr__cpu_close,
+    .create = dcr__cpu_create,
+    .destroy = dcr__cpu_destroy,
     .alloc = dcr__cpu_alloc,
     .free = dcr__cpu_free,
     .host_alloc = dcr__cpu_host_alloc,

@@ -1,8 +1,8 @@
 /* The group registry and wrappers. Every call from the engine reaches a
  * backend through one wrapper here: it validates arguments once for all
  * backends (so a slot can trust them). Backends registered from outside the
- * engine (faults/'s "faulty:<name>", which wraps another) join the built-in
- * ones in the registry. */
+ * engine (faults/'s "faulty:<name>", which wraps the table its header's
+ * parent names) join the built-in ones in the registry. */
 #include "group-internal.h"
 
 #include "core/core-internal.h"
@@ -19,7 +19,7 @@ static const void *const dcr__group_backends[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_group_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("group backend", dcr_group_ops_t, dcr__group_backends,
+    DCR__REGISTRY_INIT("group backend", dcr__group_backends,
                        sizeof dcr__group_backends / sizeof dcr__group_backends[0]);
 
 size_t dcr_group_backend_count(void)
@@ -30,7 +30,7 @@ size_t dcr_group_backend_count(void)
 const char *dcr_group_backend_name(size_t i)
 {
     const dcr_group_ops_t *ops = dcr__registry_at(&dcr__registry, i);
-    return ops != NULL ? ops->name : NULL;
+    return ops != NULL ? ops->hdr.name : NULL;
 }
 
 const dcr_group_ops_t *dcr_group_find(const char *name)
@@ -40,12 +40,11 @@ const dcr_group_ops_t *dcr_group_find(const char *name)
 
 dcr_status_t dcr_group_register(const dcr_group_ops_t *o)
 {
-    if (o == NULL || o->version != DCR_GROUP_OPS_VERSION || o->name == NULL || o->name[0] == '\0' ||
-        (o->create == NULL && o->create_as == NULL) || o->rank == NULL || o->size == NULL ||
+    if (o == NULL || o->hdr.version != DCR_GROUP_OPS_VERSION || o->hdr.name == NULL ||
+        o->hdr.name[0] == '\0' || o->create == NULL || o->rank == NULL || o->size == NULL ||
         o->send == NULL || o->recv == NULL || o->release == NULL || o->destroy == NULL) {
         return dcr_error_set(DCR_EINVAL,
-                             "group_register: a backend needs version %d, a name, "
-                             "create (or create_as) and every other slot",
+                             "group_register: a backend needs version %d, a name and every slot",
                              DCR_GROUP_OPS_VERSION);
     }
     return dcr__registry_add(&dcr__registry, o);
@@ -65,17 +64,16 @@ dcr_status_t dcr_group_create(const char *backend, int size, dcr_group_t **endpo
         }
         return dcr__registry_not_found(&dcr__registry, backend);
     }
-    if (ops->version != DCR_GROUP_OPS_VERSION) {
-        return dcr_error_set(DCR_EUNSUPPORTED, "group backend '%s' has ops version %d, expected %d",
-                             backend, ops->version, DCR_GROUP_OPS_VERSION);
+    if (ops->hdr.version != DCR_GROUP_OPS_VERSION) {
+        return dcr_error_set(DCR_EUNSUPPORTED, "group backend '%s' has ops version %u, expected %d",
+                             backend, ops->hdr.version, DCR_GROUP_OPS_VERSION);
     }
     if (size < 0 || (size == 0 && !ops->props.cross_process)) {
         return dcr_error_set(DCR_EINVAL, "group backend '%s': size %d, expected %s", backend, size,
                              ops->props.cross_process ? ">= 0" : ">= 1");
     }
     int count = 0;
-    DCR_CHECK(ops->create_as != NULL ? ops->create_as(ops, size, endpoints, &count)
-                                     : ops->create(size, endpoints, &count));
+    DCR_CHECK(ops->create(ops, size, endpoints, &count));
     *count_p = count;
     return DCR_OK;
 }
@@ -114,7 +112,7 @@ dcr_status_t dcr_group_send(dcr_group_t *g, int dst, int tag, const void *buf, s
     DCR_CHECK(dcr__check_tag(g, "send", tag));
     if (len > g->ops->props.max_message) {
         return dcr_error_set(DCR_EINVAL, "group send of %zu bytes: backend '%s' takes at most %zu",
-                             len, g->ops->name, g->ops->props.max_message);
+                             len, g->ops->hdr.name, g->ops->props.max_message);
     }
     if (buf == NULL && len > 0) {
         return dcr_error_set(DCR_EINVAL, "group send of %zu bytes from a NULL buffer", len);

@@ -67,8 +67,10 @@ static void inproc_destroy(dcr_group_t *g)
     if (last) free_shared(sh);
 }
 
-static dcr_status_t inproc_create(int size, dcr_group_t **endpoints, int *count_p)
+static dcr_status_t inproc_create(const dcr_group_ops_t *self, int size, dcr_group_t **endpoints,
+                                  int *count_p)
 {
+    (void)self;
     inproc_shared_t *sh = calloc(1, sizeof(*sh));
     if (!sh || !(sh->boxes = calloc((size_t)size, sizeof(dcr__group_mbox_t)))) {
         free(sh);
@@ -93,8 +95,7 @@ static dcr_status_t inproc_create(int size, dcr_group_t **endpoints, int *count_
 }
 
 const dcr_group_ops_t dcr__group_inproc_ops = {
-    .version = DCR_GROUP_OPS_VERSION,
-    .name = "inproc",
+    .hdr = {.version = DCR_GROUP_OPS_VERSION, .name = "inproc"},
     .props = {.cross_process = false,
               .ordered_per_pair = true,
               .max_tag = INT_MAX,

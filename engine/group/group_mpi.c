@@ -227,8 +227,10 @@ static void mpi_destroy(dcr_group_t *g)
     free(ep);
 }
 
-static dcr_status_t mpi_create(int size, dcr_group_t **endpoints, int *count_p)
+static dcr_status_t mpi_create(const dcr_group_ops_t *self, int size, dcr_group_t **endpoints,
+                               int *count_p)
 {
+    (void)self;
     int initialized = 0, finalized = 0, provided = 0, world = 0;
     MPI_Initialized(&initialized);
     MPI_Finalized(&finalized);
@@ -283,8 +285,7 @@ static dcr_status_t mpi_create(int size, dcr_group_t **endpoints, int *count_p)
 }
 
 const dcr_group_ops_t dcr__group_mpi_ops = {
-    .version = DCR_GROUP_OPS_VERSION,
-    .name = "mpi",
+    .hdr = {.version = DCR_GROUP_OPS_VERSION, .name = "mpi"},
     /* Tags up to the smallest MPI_TAG_UB the standard allows; messages up
      * to what one int count of MPI_BYTE describes. */
     .props = {.cross_process = true,

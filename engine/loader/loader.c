@@ -2,29 +2,23 @@
  * backend (DESIGN.md section 4): create, destroy and load. A loader that
  * fails or delays loads (a test's) is a registered backend of its own that
  * calls another's slots, as every backend is reached only through here. */
-#include <stdlib.h>
 
 #include "core/core-internal.h"
 #include "loader-internal.h"
 
 /* Loaders are all registered at run time (workloads/ registers its own). */
-static dcr__registry_t dcr__registry = DCR__REGISTRY_INIT("loader", dcr_loader_ops_t, NULL, 0);
-
-struct dcr_loader {
-    const dcr_loader_ops_t *ops;
-    void *state;
-    dcr_params_t *params;
-};
+static dcr__registry_t dcr__registry = DCR__REGISTRY_INIT("loader", NULL, 0);
 
 dcr_status_t dcr_loader_register(const dcr_loader_ops_t *ops)
 {
-    if (ops == NULL || ops->name == NULL || ops->name[0] == '\0' || ops->create == NULL ||
-        ops->load == NULL)
-        return dcr_error_set(DCR_EINVAL, "loader_register: a loader needs a name, create and load");
-    if (ops->version != DCR_LOADER_OPS_VERSION)
+    if (ops == NULL || ops->hdr.name == NULL || ops->hdr.name[0] == '\0' || ops->create == NULL ||
+        ops->destroy == NULL || ops->load == NULL)
         return dcr_error_set(DCR_EINVAL,
-                             "loader_register: loader %s has ops version %d, expected %d",
-                             ops->name, ops->version, DCR_LOADER_OPS_VERSION);
+                             "loader_register: a loader needs a name, create, destroy and load");
+    if (ops->hdr.version != DCR_LOADER_OPS_VERSION)
+        return dcr_error_set(DCR_EINVAL,
+                             "loader_register: loader %s has ops version %u, expected %d",
+                             ops->hdr.name, ops->hdr.version, DCR_LOADER_OPS_VERSION);
     return dcr__registry_add(&dcr__registry, ops);
 }
 
@@ -41,17 +35,17 @@ dcr_status_t dcr_loader_create(const char *name, const void *config, bool shape_
     if (ops == NULL)
         return dcr_error_set(DCR_ENOTFOUND, "no loader named %s is registered",
                              name ? name : "(null)");
-    dcr_loader_t *l = calloc(1, sizeof(*l));
-    if (l == NULL) return dcr_error_set(DCR_ENOMEM, "loader %s: allocation failed", name);
-    l->ops = ops;
-    dcr_status_t st = dcr_params_create(shape_only, &l->params);
-    if (st == DCR_OK) st = ops->create(config, l->params, &l->state);
+    dcr_params_t *params = NULL;
+    dcr_loader_t *l = NULL;
+    dcr_status_t st = dcr_params_create(shape_only, &params);
+    if (st == DCR_OK) st = ops->create(ops, config, params, &l);
     if (st != DCR_OK) {
         dcr_error_prefix("loader %s: ", name);
-        dcr_params_destroy(l->params);
-        free(l);
+        dcr_params_destroy(params);
         return st;
     }
+    l->ops = ops;
+    l->params = params;
     *out_p = l;
     return DCR_OK;
 }
@@ -59,14 +53,14 @@ dcr_status_t dcr_loader_create(const char *name, const void *config, bool shape_
 void dcr_loader_destroy(dcr_loader_t *loader)
 {
     if (loader == NULL) return;
-    if (loader->ops->destroy) loader->ops->destroy(loader->state);
-    dcr_params_destroy(loader->params);
-    free(loader);
+    dcr_params_t *params = loader->params;
+    loader->ops->destroy(loader);
+    dcr_params_destroy(params);
 }
 
 const char *dcr_loader_name(const dcr_loader_t *loader)
 {
-    return loader->ops->name;
+    return loader->ops->hdr.name;
 }
 
 dcr_params_t *dcr_loader_params(dcr_loader_t *loader)
@@ -80,7 +74,7 @@ dcr_status_t dcr_loader_load(dcr_loader_t *loader, dcr_load_ctx_t *ctx, const ch
     if (loader == NULL || ctx == NULL || name == NULL || tensor == NULL)
         return dcr_error_set(DCR_EINVAL, "loader_load: NULL argument");
     DCR_CHECK(dcr__load_ctx_begin(ctx, loader->params, name, tensor));
-    dcr_status_t st = loader->ops->load(loader->state, ctx, name, tensor);
+    dcr_status_t st = loader->ops->load(loader, ctx, name, tensor);
     dcr_status_t est = dcr__load_ctx_end(ctx);
     return st != DCR_OK ? st : est;
 }

@@ -68,7 +68,8 @@ dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, 
     return dcr_error_set(DCR_EUNSUPPORTED,
                          "%s (%s): %s on device %s, which the host cannot address, does not "
                          "run there yet (engine/device/WIRING.md)",
-                         name, dcr_loader_name(r->loader), what, dcr_device_backend(r->dev)->name);
+                         name, dcr_loader_name(r->loader), what,
+                         dcr_device_backend(r->dev)->hdr.name);
 }
 
 /* The receiver's device and stream. On a device the host cannot address
@@ -78,7 +79,7 @@ dcr_status_t dcr__device_unsupported(const dcr_receiver_t *r, const char *name, 
 static dcr_status_t dcr__device_create(dcr_receiver_t *r, const dcr_device_ops_t *ops)
 {
     const char *name = r->cfg.device ? r->cfg.device : "cpu";
-    DCR_CHECK(ops ? ops->open(0, &r->dev) : dcr_device_open(name, &r->dev));
+    DCR_CHECK(ops ? ops->create(ops, 0, &r->dev) : dcr_device_create(name, &r->dev));
     r->host = dcr_device_backend(r->dev)->props.host_addressable;
     DCR_CHECK(dcr_device_stream_create(r->dev, DCR_ACTOR_RECEIVER, r->cfg.id, &r->stream));
     if (r->host || r->cfg.shape_only) return DCR_OK;
@@ -174,7 +175,7 @@ void dcr_receiver_destroy(dcr_receiver_t *r)
     /* A placed set frees its handles, never the arena (the device's). */
     dcr_loader_destroy(r->loader);
     dcr_device_free(r->dev, r->arena);
-    dcr_device_close(r->dev);
+    dcr_device_destroy(r->dev);
     free(r);
 }
 

@@ -106,7 +106,7 @@ dcr_status_t dcr_resident_open(const char *path, const dcr_receiver_t *r, uint64
         return dcr_error_set(DCR_EUNSUPPORTED,
                              "resident file %s: the receiver's storage is on device %s, which "
                              "the host cannot map (engine/device/WIRING.md)",
-                             path, dcr_device_backend(r->dev)->name);
+                             path, dcr_device_backend(r->dev)->hdr.name);
     if (!has_data(p))
         return dcr_error_set(DCR_EINVAL, "resident file %s: the receiver has no data (shape-only)",
                              path);

@@ -19,7 +19,7 @@ static const void *const dcr__objstore_backends[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_objstore_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("object store", dcr_objstore_ops_t, dcr__objstore_backends, DCR__N_STORES);
+    DCR__REGISTRY_INIT("object store", dcr__objstore_backends, DCR__N_STORES);
 
 size_t dcr_objstore_backend_count(void)
 {
@@ -40,13 +40,12 @@ const dcr_objstore_ops_t *dcr_objstore_find(const char *name)
 
 dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *o)
 {
-    if (o == NULL || o->version != DCR_OBJSTORE_OPS_VERSION || o->name == NULL ||
-        o->name[0] == '\0' || (o->claims == NULL && o->claims_as == NULL) ||
-        (o->create == NULL && o->create_as == NULL) || o->put == NULL || o->get == NULL ||
-        o->list == NULL || o->del == NULL || o->wait_change == NULL || o->destroy == NULL) {
+    if (o == NULL || o->hdr.version != DCR_OBJSTORE_OPS_VERSION || o->hdr.name == NULL ||
+        o->hdr.name[0] == '\0' || o->claims == NULL || o->create == NULL || o->put == NULL ||
+        o->get == NULL || o->list == NULL || o->del == NULL || o->wait_change == NULL ||
+        o->destroy == NULL) {
         return dcr_error_set(DCR_EINVAL,
-                             "objstore_register: a backend needs version %d, a name, "
-                             "claims and create (or their _as forms) and every slot",
+                             "objstore_register: a backend needs version %d, a name and every slot",
                              DCR_OBJSTORE_OPS_VERSION);
     }
     return dcr__registry_add(&dcr__registry, o);
@@ -54,8 +53,8 @@ dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *o)
 
 static bool dcr__claims(const dcr_objstore_ops_t *o, const char *url)
 {
-    if (o == NULL || o->version != DCR_OBJSTORE_OPS_VERSION) return false;
-    return o->claims_as != NULL ? o->claims_as(o, url) : o->claims(url);
+    if (o == NULL || o->hdr.version != DCR_OBJSTORE_OPS_VERSION) return false;
+    return o->claims(o, url);
 }
 
 const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url)
@@ -139,7 +138,7 @@ dcr_status_t dcr_objstore_create(const dcr_objstore_config_t *cfg, dcr_objstore_
                              cfg->url, cfg->timeout_ms, cfg->retries);
     }
     dcr_objstore_t *s = NULL;
-    DCR_CHECK(o->create_as != NULL ? o->create_as(o, cfg, &s) : o->create(cfg, &s));
+    DCR_CHECK(o->create(o, cfg, &s));
     s->ops = o;
     *out_p = s;
     return DCR_OK;
@@ -311,7 +310,7 @@ const dcr_objstore_props_t *dcr_objstore_props(const dcr_objstore_t *s)
 
 const char *dcr_objstore_name(const dcr_objstore_t *s)
 {
-    return s != NULL && s->ops != NULL ? s->ops->name : NULL;
+    return s != NULL && s->ops != NULL ? s->ops->hdr.name : NULL;
 }
 
 void dcr_objstore_destroy(dcr_objstore_t *s)

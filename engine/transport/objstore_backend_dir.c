@@ -48,8 +48,9 @@ typedef struct dirstore {
     size_t nwatches, capwatches;
 } dirstore_t;
 
-static bool dir_claims(const char *url)
+static bool dir_claims(const dcr_objstore_ops_t *self, const char *url)
 {
+    (void)self;
     return strncmp(url, "dir:", 4) == 0 || strstr(url, "://") == NULL;
 }
 
@@ -103,8 +104,10 @@ static dcr_status_t dir_mkdirs(const char *path)
                          path, DIR_MKDIRS_TRIES);
 }
 
-static dcr_status_t dir_create(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p)
+static dcr_status_t dir_create(const dcr_objstore_ops_t *self, const dcr_objstore_config_t *cfg,
+                               dcr_objstore_t **out_p)
 {
+    (void)self;
     const char *path = dir_path_of(cfg->url);
     if (path[0] == '\0')
         return dcr_error_set(DCR_EINVAL, "object store '%s': expected dir:PATH with a path",
@@ -474,8 +477,7 @@ static dcr_status_t dir_wait_change(dcr_objstore_t *o, const char *prefix, int t
 }
 
 const dcr_objstore_ops_t dcr__objstore_dir_ops = {
-    .version = DCR_OBJSTORE_OPS_VERSION,
-    .name = "dir",
+    .hdr = {.version = DCR_OBJSTORE_OPS_VERSION, .name = "dir"},
     .props = {.change_notify = true, .consistent_list = true, .ranged_get = true},
     .claims = dir_claims,
     .create = dir_create,

@@ -73,8 +73,9 @@ typedef struct relaystore {
     int fd;             /* -1: not connected */
 } relaystore_t;
 
-static bool rs_claims(const char *url)
+static bool rs_claims(const dcr_objstore_ops_t *self, const char *url)
 {
+    (void)self;
     return strncmp(url, RS_SCHEME, strlen(RS_SCHEME)) == 0;
 }
 
@@ -94,8 +95,10 @@ static bool rs_addr_ok(const char *a)
     return dcr__cursor_u64(&c, &port) && c.p == c.end && port >= 1 && port <= 65535;
 }
 
-static dcr_status_t rs_create(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p)
+static dcr_status_t rs_create(const dcr_objstore_ops_t *self, const dcr_objstore_config_t *cfg,
+                              dcr_objstore_t **out_p)
 {
+    (void)self;
     const char *addr = cfg->url + strlen(RS_SCHEME);
     if (!rs_addr_ok(addr))
         return dcr_error_set(DCR_EINVAL,
@@ -370,8 +373,7 @@ static dcr_status_t rs_wait_change(dcr_objstore_t *o, const char *prefix, int ti
 }
 
 const dcr_objstore_ops_t dcr__objstore_relay_ops = {
-    .version = DCR_OBJSTORE_OPS_VERSION,
-    .name = "relay",
+    .hdr = {.version = DCR_OBJSTORE_OPS_VERSION, .name = "relay"},
     .props = {.consistent_list = true, .ranged_get = true, .read_only = true},
     .claims = rs_claims,
     .create = rs_create,

@@ -716,8 +716,9 @@ static dcr_status_t s3_wait_change(dcr_objstore_t *o, const char *prefix, int ti
 
 /* ---- lifetime ------------------------------------------------------------------ */
 
-static bool s3_claims(const char *url)
+static bool s3_claims(const dcr_objstore_ops_t *self, const char *url)
 {
+    (void)self;
     return strncmp(url, "s3://", 5) == 0;
 }
 
@@ -801,8 +802,10 @@ static dcr_status_t s3_credentials(s3store_t *s)
     return DCR_OK;
 }
 
-static dcr_status_t s3_create(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p)
+static dcr_status_t s3_create(const dcr_objstore_ops_t *self, const dcr_objstore_config_t *cfg,
+                              dcr_objstore_t **out_p)
 {
+    (void)self;
     s3store_t *s = calloc(1, sizeof *s);
     if (s == NULL || (s->url = strdup(cfg->url)) == NULL) {
         free(s);
@@ -853,8 +856,7 @@ static dcr_status_t s3_create(const dcr_objstore_config_t *cfg, dcr_objstore_t *
 }
 
 const dcr_objstore_ops_t dcr__objstore_s3_ops = {
-    .version = DCR_OBJSTORE_OPS_VERSION,
-    .name = "s3",
+    .hdr = {.version = DCR_OBJSTORE_OPS_VERSION, .name = "s3"},
     .props = {.change_notify = false, .consistent_list = true, .ranged_get = true},
     .claims = s3_claims,
     .create = s3_create,

@@ -1452,8 +1452,10 @@ static void obj_destroy(dcr_transport_t *t)
     free(s);
 }
 
-static dcr_status_t obj_create(const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
+static dcr_status_t obj_create(const dcr_transport_ops_t *self, const dcr_transport_config_t *cfg,
+                               dcr_transport_t **out_p)
 {
+    (void)self;
     objstore_t *s = calloc(1, sizeof *s);
     if (s == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: allocation failed");
     pthread_mutex_init(&s->mu, NULL);
@@ -1484,8 +1486,7 @@ fail:
 }
 
 const dcr_transport_ops_t dcr__transport_objstore_ops = {
-    .version = DCR_TRANSPORT_OPS_VERSION,
-    .name = "objstore",
+    .hdr = {.version = DCR_TRANSPORT_OPS_VERSION, .name = "objstore"},
     .props = {.durable_store = true, .split_handles = true},
     .create = obj_create,
     .open_attempt = obj_open_attempt,

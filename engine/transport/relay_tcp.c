@@ -1342,8 +1342,10 @@ static void relay_destroy(dcr_transport_t *t)
     free(r);
 }
 
-static dcr_status_t relay_create(const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
+static dcr_status_t relay_create(const dcr_transport_ops_t *self, const dcr_transport_config_t *cfg,
+                                 dcr_transport_t **out_p)
 {
+    (void)self;
     relay_t *r = calloc(1, sizeof *r);
     if (r == NULL) return dcr_error_set(DCR_ENOMEM, "relay: allocation failed");
     pthread_mutex_init(&r->mu, NULL);
@@ -1446,8 +1448,7 @@ dcr_status_t dcr__relay_retention_ctx(dcr_transport_t *t, const char *what, void
 }
 
 const dcr_transport_ops_t dcr__transport_relay_ops = {
-    .version = DCR_TRANSPORT_OPS_VERSION,
-    .name = "relay",
+    .hdr = {.version = DCR_TRANSPORT_OPS_VERSION, .name = "relay"},
     .props = {.per_hop_links = true, .backpressure = true, .connections = true},
     .create = relay_create,
     .open_attempt = relay_open_attempt,

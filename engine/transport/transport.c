@@ -23,7 +23,7 @@ static const void *const dcr__transport_builtin[] = {
 /* The built-in backends, then those registered at run time
  * (dcr_transport_register). */
 static dcr__registry_t dcr__registry =
-    DCR__REGISTRY_INIT("transport", dcr_transport_ops_t, dcr__transport_builtin,
+    DCR__REGISTRY_INIT("transport", dcr__transport_builtin,
                        sizeof dcr__transport_builtin / sizeof dcr__transport_builtin[0]);
 
 size_t dcr_transport_backend_count(void)
@@ -34,7 +34,7 @@ size_t dcr_transport_backend_count(void)
 const char *dcr_transport_backend_name(size_t i)
 {
     const dcr_transport_ops_t *ops = dcr__registry_at(&dcr__registry, i);
-    return ops != NULL ? ops->name : NULL;
+    return ops != NULL ? ops->hdr.name : NULL;
 }
 
 const dcr_transport_ops_t *dcr_transport_find(const char *name)
@@ -44,14 +44,13 @@ const dcr_transport_ops_t *dcr_transport_find(const char *name)
 
 dcr_status_t dcr_transport_register(const dcr_transport_ops_t *o)
 {
-    if (o == NULL || o->version != DCR_TRANSPORT_OPS_VERSION || o->name == NULL ||
-        o->name[0] == '\0' || (o->create == NULL && o->create_as == NULL) ||
-        o->open_attempt == NULL || o->send == NULL || o->finish == NULL || o->recv == NULL ||
-        o->release == NULL || o->stop_and_wait == NULL || o->reference == NULL ||
-        o->counters == NULL || o->destroy == NULL) {
+    if (o == NULL || o->hdr.version != DCR_TRANSPORT_OPS_VERSION || o->hdr.name == NULL ||
+        o->hdr.name[0] == '\0' || o->create == NULL || o->open_attempt == NULL || o->send == NULL ||
+        o->finish == NULL || o->recv == NULL || o->release == NULL || o->stop_and_wait == NULL ||
+        o->reference == NULL || o->counters == NULL || o->destroy == NULL) {
         return dcr_error_set(DCR_EINVAL,
-                             "transport_register: a backend needs version %d, a name, create (or "
-                             "create_as) and every other slot but payload_key_changed",
+                             "transport_register: a backend needs version %d, a name and every "
+                             "slot but payload_key_changed",
                              DCR_TRANSPORT_OPS_VERSION);
     }
     return dcr__registry_add(&dcr__registry, o);
@@ -113,7 +112,7 @@ static dcr_status_t dcr__check_config(const dcr_transport_ops_t *ops,
         return dcr_error_set(DCR_EINVAL,
                              "transport %s: dir (the store: a directory or "
                              "s3://BUCKET/PREFIX) is required",
-                             ops->name);
+                             ops->hdr.name);
     }
     if (cfg->owner_count < 0 || cfg->owner_first < 0 || cfg->owner_first > cfg->world ||
         cfg->owner_count > cfg->world - cfg->owner_first) {
@@ -126,7 +125,7 @@ static dcr_status_t dcr__check_config(const dcr_transport_ops_t *ops,
         return dcr_error_set(DCR_EINVAL,
                              "transport %s: join, owner subsets and send_only need a backend "
                              "with split handles (objstore; the relay tree lives in one handle)",
-                             ops->name);
+                             ops->hdr.name);
     }
     *out_p = *cfg;
     if (out_p->fanout == 0) out_p->fanout = DCR__TRANSPORT_FANOUT_DEFAULT;
@@ -344,7 +343,7 @@ dcr_status_t dcr_transport_create(const char *name, const dcr_transport_config_t
     dcr_transport_config_t c;
     DCR_CHECK(dcr__check_config(ops, cfg, &c));
     dcr_transport_t *t = NULL;
-    DCR_CHECK(ops->create_as != NULL ? ops->create_as(ops, &c, &t) : ops->create(&c, &t));
+    DCR_CHECK(ops->create(ops, &c, &t));
     t->ops = ops;
     t->train_nodes = c.train_nodes;
     t->world = c.world;
@@ -432,7 +431,7 @@ void dcr_transport_destroy(dcr_transport_t *t)
 
 const char *dcr_transport_name(const dcr_transport_t *t)
 {
-    return t == NULL ? NULL : t->ops->name;
+    return t == NULL ? NULL : t->ops->hdr.name;
 }
 
 const dcr_transport_props_t *dcr_transport_props(const dcr_transport_t *t)

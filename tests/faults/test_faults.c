@@ -195,8 +195,9 @@ static void test_group_faults(void **state)
         snprintf(faulty, sizeof(faulty), "faulty:%s", name);
         const dcr_group_ops_t *ops = dcr_group_find(faulty);
         assert_non_null(ops);
-        assert_int_equal(ops->version, DCR_GROUP_OPS_VERSION);
+        assert_int_equal(ops->hdr.version, DCR_GROUP_OPS_VERSION);
         const dcr_group_ops_t *real = dcr_group_find(name);
+        assert_ptr_equal(ops->hdr.parent, real); /* the twin finds what it wraps there */
         assert_int_equal(ops->props.cross_process, real->props.cross_process);
         assert_int_equal(ops->props.ordered_per_pair, real->props.ordered_per_pair);
         assert_int_equal(ops->props.max_tag, real->props.max_tag);

@@ -45,6 +45,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/ops.h"
 #include "dcr/status.h"
 
 #ifdef __cplusplus
@@ -109,8 +110,8 @@ typedef struct dcr_control_config {
 } dcr_control_config_t;
 
 /* What a backend guarantees; callers and the conformance suite branch on
- * these, never on a backend's name. A wrapping backend (open_as) states
- * what the backend it wraps guarantees. */
+ * these, never on a backend's name. A wrapping backend (its header's parent
+ * set, dcr/ops.h) states what the backend it wraps guarantees. */
 typedef struct dcr_control_props {
     /* The address is a network endpoint (a URL) that processes on other
      * hosts reach; without it the address is a file path, shared only by
@@ -123,7 +124,7 @@ typedef struct dcr_control_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_CONTROL_OPS_VERSION 2
+#define DCR_CONTROL_OPS_VERSION 3
 
 /* A backend. Every slot may block on I/O and on other processes up to the
  * configured timeout; none calls back into the caller. Slots receive arguments
@@ -132,14 +133,15 @@ typedef struct dcr_control_props {
  * backend must serialize calls on one handle itself if it keeps per-handle
  * state that is not thread-safe. */
 typedef struct dcr_control_ops {
-    int version; /* DCR_CONTROL_OPS_VERSION */
-    const char *name;
+    dcr_ops_header_t hdr; /* version DCR_CONTROL_OPS_VERSION; a wrapper's parent */
     dcr_control_props_t props;
     /* Connects to (and if needed initializes) the store; *impl_p is the
-     * backend's handle, owned by the wrapper until close. */
-    dcr_status_t (*open)(const dcr_control_config_t *cfg, void **impl_p);
-    /* Releases everything open acquired. Never fails; impl may be NULL. */
-    void (*close)(void *impl);
+     * backend's handle, owned by the wrapper until destroy. self is the
+     * table the backend was found in (a wrapper's names its parent). */
+    dcr_status_t (*create)(const struct dcr_control_ops *self, const dcr_control_config_t *cfg,
+                           void **impl_p);
+    /* Releases everything create acquired. Never fails; impl may be NULL. */
+    void (*destroy)(void *impl);
     /* Copies the committed record into *rec_p. */
     dcr_status_t (*read)(void *impl, dcr_commit_record_t *rec_p);
     /* Atomically replaces the record with *desired if it equals *expected;
@@ -177,22 +179,15 @@ typedef struct dcr_control_ops {
     /* Like required, for the members; DCR_ENOTFOUND if no membership was
      * ever recorded. */
     dcr_status_t (*membership_get)(void *impl, uint32_t *out, size_t cap, size_t *n_p);
-    /* Optional, for backends registered at run time under several names (a
-     * wrapping backend serves "faulty:sqlite" and "faulty:etcd" with one
-     * function): when set, the wrapper calls it instead of open, with the
-     * table it found the name in, whose name says which backend to wrap. */
-    dcr_status_t (*open_as)(const struct dcr_control_ops *self, const dcr_control_config_t *cfg,
-                            void **impl_p);
 } dcr_control_ops_t;
 
 typedef struct dcr_control dcr_control_t;
 
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_CONTROL_OPS_VERSION, a
- * name, close, every call slot, and
- * open or open_as. Registering the same table again is a no-op; another
- * table under a taken name, or a full registry (64), is DCR_EINVAL.
- * Thread-safe. */
+ * name, create, destroy and every call slot. Registering the same table
+ * again is a no-op; another table under a taken name, or a full registry
+ * (64), is DCR_EINVAL. Thread-safe. */
 dcr_status_t dcr_control_register(const dcr_control_ops_t *ops);
 /* Registry: backends compiled into libdcr in a fixed order, then those
  * registered, in registration order. */

@@ -11,7 +11,7 @@
  *           are device memory of one GPU, staging buffers are page-locked
  *           host memory, each stream is a CUDA stream and operations are
  *           kernels queued on it.
- * "auto" (dcr_device_open only) picks "cuda" when this build has it and
+ * "auto" (dcr_device_create only) picks "cuda" when this build has it and
  * cudaGetDeviceCount finds a GPU, else "cpu".
  *
  * Streams: one per receiver (and per owner), so one receiver's host-to-
@@ -49,6 +49,7 @@ extern "C" {
 #endif
 
 #include "dcr/dtype.h"
+#include "dcr/ops.h"
 #include "dcr/status.h"
 #include "dcr/trace.h"
 
@@ -113,29 +114,31 @@ typedef struct dcr_device_props {
 
 /* The ops table layout this header describes; the registry refuses tables
  * written for another layout. */
-#define DCR_DEVICE_OPS_VERSION 2
+#define DCR_DEVICE_OPS_VERSION 3
 
 /* A backend. Slots receive arguments the wrappers validated (non-NULL
  * handles and buffers where a count is > 0, element sizes 1, 2 or 4, counts
  * that fit), write out-parameters only on DCR_OK and report failures with
  * dcr_error_set naming the backend call and the operation. Buffers passed to
  * operations are the backend's (alloc) unless a slot says host memory.
- * open, close, alloc, free, host_alloc, host_free, stream_create and
+ * create, destroy, alloc, free, host_alloc, host_free, stream_create and
  * stream_destroy may be called from any thread; a stream's operations from
- * one thread at a time. */
+ * one thread at a time. count and create receive the table they were found
+ * in as self (a wrapping table finds the one it wraps in self->hdr.parent,
+ * dcr/ops.h). */
 typedef struct dcr_device_ops {
-    int version; /* DCR_DEVICE_OPS_VERSION */
-    const char *name;
+    dcr_ops_header_t hdr; /* version DCR_DEVICE_OPS_VERSION; a wrapper's parent */
     dcr_device_props_t props;
     /* Devices this backend can open now (0 when none). Never fails, never
      * blocks beyond the driver's first initialization. */
-    int (*count)(void);
+    int (*count)(const struct dcr_device_ops *self);
     /* Opens device `ordinal` (0..count-1). DCR_ENOTFOUND when there is no
-     * such device, DCR_EIO when the runtime refuses it, DCR_ENOMEM. */
-    dcr_status_t (*open)(int ordinal, dcr_device_t **out_p);
+     * such device, DCR_EIO when the runtime refuses it, DCR_ENOMEM. The
+     * wrapper sets the handle's ops to self afterwards. */
+    dcr_status_t (*create)(const struct dcr_device_ops *self, int ordinal, dcr_device_t **out_p);
     /* Waits for all work of the device, frees it. Buffers and streams must
      * have been freed before. Never fails. */
-    void (*close)(dcr_device_t *d);
+    void (*destroy)(dcr_device_t *d);
     /* A zeroed buffer of bytes (> 0) in the device's memory. DCR_ENOMEM. */
     dcr_status_t (*alloc)(dcr_device_t *d, size_t bytes, void **out_p);
     /* Frees a buffer (NULL: nothing), waiting for the device to finish with
@@ -218,7 +221,8 @@ struct dcr_device_stream {
     int id;
 };
 
-/* Every device starts with this header; open sets it. */
+/* Every device starts with this header; create sets it (and the wrapper
+ * sets ops to the table it created the device through). */
 struct dcr_device {
     const dcr_device_ops_t *ops;
     int ordinal;
@@ -233,7 +237,7 @@ const char *dcr_device_backend_name(size_t i);
 const dcr_device_ops_t *dcr_device_find(const char *name);
 
 /* Whether name is a valid --device value: "cpu", "cuda" or "auto" (even if
- * this build or machine cannot open it: that is dcr_device_open's error). */
+ * this build or machine cannot open it: that is dcr_device_create's error). */
 bool dcr_device_name_valid(const char *name);
 
 /* Opens device 0 of backend name, or for "auto" the first GPU when this
@@ -241,10 +245,10 @@ bool dcr_device_name_valid(const char *name);
  * one line: DCR_EUNSUPPORTED for "cuda" in a build without CUDA,
  * DCR_ENOTFOUND for "cuda" on a machine without a usable GPU or an unknown
  * name, DCR_EIO when the runtime refuses the device. Close with
- * dcr_device_close. */
-dcr_status_t dcr_device_open(const char *name, dcr_device_t **out_p);
+ * dcr_device_destroy. */
+dcr_status_t dcr_device_create(const char *name, dcr_device_t **out_p);
 /* Closes a device (NULL: nothing). */
-void dcr_device_close(dcr_device_t *d);
+void dcr_device_destroy(dcr_device_t *d);
 /* The backend of an open device (name, properties). */
 const dcr_device_ops_t *dcr_device_backend(const dcr_device_t *d);
 

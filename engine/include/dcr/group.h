@@ -23,6 +23,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "dcr/ops.h"
 #include "dcr/status.h"
 
 typedef struct dcr_group dcr_group_t;
@@ -54,7 +55,7 @@ typedef struct dcr_group_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_GROUP_OPS_VERSION 2
+#define DCR_GROUP_OPS_VERSION 3
 
 /* A backend. Slots receive arguments the wrappers have already validated
  * (non-NULL, ranks in 0..size-1, tags in 0..props.max_tag, len at most
@@ -63,8 +64,8 @@ typedef struct dcr_group_props {
  * called by several threads at once, except destroy, which must be the last
  * call on the endpoint. */
 typedef struct dcr_group_ops {
-    int version; /* DCR_GROUP_OPS_VERSION */
-    const char *name;
+    dcr_ops_header_t hdr; /* version DCR_GROUP_OPS_VERSION; a wrapper's parent */
+    /* A wrapper states what the backend it wraps guarantees. */
     dcr_group_props_t props;
     /* Creates this process's endpoints of a new group: size >= 1 endpoints
      * (ranks 0..size-1) for an in-process backend; for a cross-process one
@@ -74,8 +75,10 @@ typedef struct dcr_group_ops {
      * collective: every process of the job calls it, in the same order
      * relative to its other group creations. DCR_EINVAL for a bad size or
      * an environment the backend cannot use (MPI not initialized, wrong
-     * thread level), DCR_ENOMEM. Blocks only for the collective. */
-    dcr_status_t (*create)(int size, dcr_group_t **endpoints, int *count_p);
+     * thread level), DCR_ENOMEM. Blocks only for the collective. self is
+     * the table the backend was found in (a wrapper's names its parent). */
+    dcr_status_t (*create)(const struct dcr_group_ops *self, int size, dcr_group_t **endpoints,
+                           int *count_p);
     /* This endpoint's rank and the group size. Never block, never fail. */
     int (*rank)(const dcr_group_t *g);
     int (*size)(const dcr_group_t *g);
@@ -98,13 +101,6 @@ typedef struct dcr_group_ops {
      * endpoint) and must come after every message sent to this endpoint was
      * received, since a peer's send may otherwise wait forever. */
     void (*destroy)(dcr_group_t *g);
-    /* Optional, for backends registered at run time under several names (a
-     * wrapping backend per backend it wraps, sharing code): when set, the
-     * wrapper calls it instead of create, with the table it found the name
-     * in, whose name says which backend to wrap; props must then describe
-     * what the wrapped backend guarantees. */
-    dcr_status_t (*create_as)(const struct dcr_group_ops *self, int size, dcr_group_t **endpoints,
-                              int *count_p);
 } dcr_group_ops_t;
 
 /* Every endpoint starts with this header; create sets it and the wrappers
@@ -115,9 +111,9 @@ struct dcr_group {
 
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_GROUP_OPS_VERSION, a
- * name, create or create_as, and every other slot. Registering the same
- * table again is a no-op; another table under a taken name, or a full
- * registry (64), is DCR_EINVAL. Thread-safe. */
+ * name and every slot. Registering the same table again is a no-op; another
+ * table under a taken name, or a full registry (64), is DCR_EINVAL.
+ * Thread-safe. */
 dcr_status_t dcr_group_register(const dcr_group_ops_t *ops);
 /* Registry: the backends compiled into libdcr, in a fixed order ("inproc",
  * then "mpi" when built with MPI), then those registered. Conformance tests

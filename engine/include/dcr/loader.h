@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "dcr/device.h"
+#include "dcr/ops.h"
 #include "dcr/status.h"
 #include "dcr/tensor.h"
 
@@ -291,39 +292,49 @@ dcr_status_t dcr_load_skip(dcr_load_ctx_t *ctx, const char *reason);
 /* The ops table layout this header describes; a backend sets version to it
  * and dcr_loader_register refuses any other, so a loader built against
  * another layout fails at registration, not at its first call. (No
- * properties slot yet: nothing reads a loader property; when the tensor ops
- * gain device versions, "writes device memory" is the first.) */
-#define DCR_LOADER_OPS_VERSION 1
+ * properties after the header yet: nothing reads a loader property; when
+ * the tensor ops gain device versions, "writes device memory" is the
+ * first.) */
+#define DCR_LOADER_OPS_VERSION 2
+
+/* A created loader. Every backend's handle starts with this header (the
+ * ops first, as every kind's handle does): create allocates the handle, and
+ * the wrapper fills the header afterwards. */
+typedef struct dcr_loader dcr_loader_t;
+struct dcr_loader {
+    const struct dcr_loader_ops *ops;
+    dcr_params_t *params; /* the resident parameters (the wrapper's) */
+};
 
 typedef struct dcr_loader_ops {
-    int version;      /* DCR_LOADER_OPS_VERSION */
-    const char *name; /* registry key, e.g. "vllm.qwen3_moe" */
-    /* Builds the backend state for one receiver from `config` (backend
-     * specific, borrowed during the call) and declares every resident
-     * parameter in `params`. Must not write parameter data. Blocks only on
-     * allocation. */
-    dcr_status_t (*create)(const void *config, dcr_params_t *params, void **state_p);
-    /* Optional (NULL: nothing to free). Frees the state; called once, with
-     * the state create returned, after the last load (not after a failed
-     * create). Never fails. */
-    void (*destroy)(void *state);
+    /* version DCR_LOADER_OPS_VERSION; name: the registry key, e.g.
+     * "vllm.qwen3_moe"; parent: the loader a wrapping loader wraps */
+    dcr_ops_header_t hdr;
+    /* Builds the handle of one receiver's loader (a struct that starts with
+     * dcr_loader_t) from `config` (backend specific, borrowed during the
+     * call) and declares every resident parameter in `params`. Must not
+     * write parameter data. Blocks only on allocation. self is the table the
+     * loader was found in (a wrapper's names its parent). */
+    dcr_status_t (*create)(const struct dcr_loader_ops *self, const void *config,
+                           dcr_params_t *params, dcr_loader_t **out_p);
+    /* Frees the handle create made (not the parameters); called once,
+     * after the last load (not after a failed create). Never fails. */
+    void (*destroy)(dcr_loader_t *l);
     /* Loads one canonical tensor: `name` and a view of its data (canonical
      * shape and dtype). Writes only through ctx. Returns DCR_OK when the
      * tensor was handled (copied or explicitly skipped), an error otherwise;
-     * an unknown name is DCR_ENOTFOUND. Must not keep views past the call. */
-    dcr_status_t (*load)(void *state, dcr_load_ctx_t *ctx, const char *name,
+     * an unknown name is DCR_ENOTFOUND. Must not keep views past the call.
+     * A wrapping loader reaches the one it wraps through l->ops->hdr.parent. */
+    dcr_status_t (*load)(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                          const dcr_view_t *tensor);
 } dcr_loader_ops_t;
 
 /* Adds a backend (the table is borrowed and must stay valid for the process).
- * Registering the same table again is a no-op; a different table under a
- * taken name is DCR_EINVAL. Thread-safe. */
+ * It needs a name and every slot. Registering the same table again is a no-op; a different table
+ * under a taken name is DCR_EINVAL. Thread-safe. */
 dcr_status_t dcr_loader_register(const dcr_loader_ops_t *ops);
 /* The backend registered under `name`, or NULL. */
 const dcr_loader_ops_t *dcr_loader_find(const char *name);
-
-/* A created loader: backend state plus its resident parameters. */
-typedef struct dcr_loader dcr_loader_t;
 
 /* Creates a loader by name. DCR_ENOTFOUND lists nothing but names the loader. */
 dcr_status_t dcr_loader_create(const char *name, const void *config, bool shape_only,

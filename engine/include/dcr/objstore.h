@@ -24,11 +24,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dcr/ops.h"
 #include "dcr/status.h"
 
 /* Version of dcr_objstore_ops_t: a backend built against another version is
  * refused by the registry. */
-#define DCR_OBJSTORE_OPS_VERSION 2
+#define DCR_OBJSTORE_OPS_VERSION 3
 #define DCR_OBJSTORE_KEY_MAX     512
 /* Version tags (dir: inode and size; S3: the ETag) fit in this many bytes. */
 #define DCR_OBJSTORE_VERSION_MAX 80
@@ -92,16 +93,19 @@ typedef struct dcr_objstore dcr_objstore_t;
 
 /* Backend slots. The wrappers check the handle, keys, ranges and
  * out-parameters first. Every slot but destroy is thread-safe: transfers of
- * different threads run in parallel. */
+ * different threads run in parallel. claims and create receive the table
+ * they were found in as self (a wrapper finds the table it wraps in
+ * self->hdr.parent, dcr/ops.h). */
 typedef struct dcr_objstore_ops {
-    uint32_t version; /* DCR_OBJSTORE_OPS_VERSION */
-    const char *name; /* "dir", "s3" */
+    dcr_ops_header_t hdr; /* version DCR_OBJSTORE_OPS_VERSION; name "dir", "s3" */
+    /* A wrapper states what the store it wraps guarantees. */
     dcr_objstore_props_t props;
     /* True when this backend serves `url` (its scheme). */
-    bool (*claims)(const char *url);
+    bool (*claims)(const struct dcr_objstore_ops *self, const char *url);
     /* Opens the store cfg->url names (the location must exist or be
      * creatable: a directory is created, an S3 bucket must exist). */
-    dcr_status_t (*create)(const dcr_objstore_config_t *cfg, dcr_objstore_t **out_p);
+    dcr_status_t (*create)(const struct dcr_objstore_ops *self, const dcr_objstore_config_t *cfg,
+                           dcr_objstore_t **out_p);
     /* Stores buf[0, len) under key, whole and atomically. A put that fails
      * leaves the key absent or holding a whole earlier version. */
     dcr_status_t (*put)(dcr_objstore_t *s, const char *key, const uint8_t *buf, size_t len,
@@ -127,13 +131,6 @@ typedef struct dcr_objstore_ops {
     /* Closes the store's connections and watches and frees s; the objects
      * stay. Only when no other call on s is in flight. Never fails. */
     void (*destroy)(dcr_objstore_t *s);
-    /* Optional, for backends registered at run time as several tables that
-     * share code (a wrapping backend per backend it wraps): when set, the
-     * wrappers call these instead of claims and create, with the table
-     * itself, whose name says which backend it wraps. */
-    bool (*claims_as)(const struct dcr_objstore_ops *self, const char *url);
-    dcr_status_t (*create_as)(const struct dcr_objstore_ops *self, const dcr_objstore_config_t *cfg,
-                              dcr_objstore_t **out_p);
 } dcr_objstore_ops_t;
 
 /* Every backend handle starts with this header. */
@@ -145,8 +142,7 @@ struct dcr_objstore {
 const dcr_objstore_ops_t *dcr_objstore_find(const char *name);
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_OBJSTORE_OPS_VERSION, a
- * name, claims and create (or claims_as and create_as) and every other
- * slot. Registered backends are asked before the
+ * name and every slot. Registered backends are asked before the
  * built-in ones whether they claim a URL (the "dir" backend claims any
  * string without "://"). Registering the same table again is a no-op;
  * another table under a taken name, or a full registry (64), is

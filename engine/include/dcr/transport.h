@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "dcr/codec.h"
+#include "dcr/ops.h"
 #include "dcr/status.h"
 
 /* Emulated links (the same limits serve the refit and the reference). A
@@ -150,7 +151,8 @@ typedef struct dcr_delivery {
 
 /* What a backend guarantees; the wrappers, callers and the conformance
  * suite branch on these, never on a backend's name. A wrapping backend
- * (create_as) states what the backend it wraps guarantees. */
+ * (its header's parent set, dcr/ops.h) states what the backend it wraps
+ * guarantees. */
 typedef struct dcr_transport_props {
     /* Payloads are objects of a store (dcr/objstore.h) that cfg->dir names
      * (required): listable under the attempt's prefix ("attempt-<tau>/"),
@@ -177,7 +179,7 @@ typedef struct dcr_transport_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_TRANSPORT_OPS_VERSION 2
+#define DCR_TRANSPORT_OPS_VERSION 3
 
 /* Backend slots. The wrappers check handles, owner and node ranges and
  * out-parameters before any slot runs, and fill the handle's header after
@@ -187,12 +189,13 @@ typedef struct dcr_transport_props {
  * one control thread, never concurrently with each other; destroy only when
  * no other call is in flight. */
 typedef struct dcr_transport_ops {
-    int version; /* DCR_TRANSPORT_OPS_VERSION */
-    const char *name;
+    dcr_ops_header_t hdr; /* version DCR_TRANSPORT_OPS_VERSION; a wrapper's parent */
     dcr_transport_props_t props;
     /* Builds a handle from a validated configuration (defaults filled). May
-     * start threads. */
-    dcr_status_t (*create)(const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
+     * start threads. self is the table the backend was found in (a
+     * wrapper's names the backend it wraps as its parent). */
+    dcr_status_t (*create)(const struct dcr_transport_ops *self, const dcr_transport_config_t *cfg,
+                           dcr_transport_t **out_p);
     /* Opens attempt tau (> every tau opened before on this handle) on every
      * endpoint; first stops the previous attempt as stop_and_wait does, so
      * payloads and manifests of other attempts are ignored from now on. Does
@@ -255,12 +258,6 @@ typedef struct dcr_transport_ops {
      * flight and every delivery was released; payloads not yet delivered
      * are freed. Never fails. */
     void (*destroy)(dcr_transport_t *t);
-    /* Optional, for backends registered at run time under several names (a
-     * wrapping backend serves "faulty:objstore" and "faulty:relay" with one
-     * function): when set, the wrapper calls it instead of create, with the
-     * table it found the name in, whose name says which backend to wrap. */
-    dcr_status_t (*create_as)(const struct dcr_transport_ops *self,
-                              const dcr_transport_config_t *cfg, dcr_transport_t **out_p);
     /* Optional: called by dcr_transport_set_payload_key after the header's
      * payload_key and payload_policy changed; a wrapping backend passes the
      * key on to the backend it wraps. Built-in backends read the header. */
@@ -296,10 +293,9 @@ void dcr_transport_set_payload_key(dcr_transport_t *t, const dcr_payload_key_t *
 const dcr_transport_ops_t *dcr_transport_find(const char *name);
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_TRANSPORT_OPS_VERSION,
- * a name, open_attempt, send, finish,
- * recv, release, stop_and_wait, reference, counters, destroy, and create or
- * create_as. Registering the same table again is a no-op; another table
- * under a taken name, or a full registry (64), is DCR_EINVAL. Thread-safe. */
+ * a name and every slot but payload_key_changed. Registering the same table
+ * again is a no-op; another table under a taken name, or a full registry
+ * (64), is DCR_EINVAL. Thread-safe. */
 dcr_status_t dcr_transport_register(const dcr_transport_ops_t *ops);
 /* Registry: backends compiled into libdcr in a fixed order, then those
  * registered, in registration order (conformance tests loop over them). */

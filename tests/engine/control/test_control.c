@@ -699,13 +699,14 @@ static int g_wrap_calls;
     g_wrap_calls++;                                                                                \
     if (g_wrap_down) return dcr_error_set(DCR_ECONTROL, "injected: control plane unavailable")
 
-/* The table's name is "wrap:<backend>": the backend it wraps. */
-static dcr_status_t wrap_open_as(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                 void **impl_p)
+/* The table's header names the backend it wraps as its parent. */
+static dcr_status_t wrap_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                void **impl_p)
 {
+    const dcr_control_ops_t *parent = self->hdr.parent;
     wrap_t *w = calloc(1, sizeof *w);
     assert_non_null(w);
-    dcr_status_t st = dcr_control_create(self->name + 5, cfg, &w->inner);
+    dcr_status_t st = dcr_control_create(parent->hdr.name, cfg, &w->inner);
     if (st != DCR_OK) {
         free(w);
         return st;
@@ -714,7 +715,7 @@ static dcr_status_t wrap_open_as(const dcr_control_ops_t *self, const dcr_contro
     return DCR_OK;
 }
 
-static void wrap_close(void *impl)
+static void wrap_destroy(void *impl)
 {
     wrap_t *w = impl;
     dcr_control_destroy(w->inner);
@@ -825,34 +826,35 @@ static void test_wrapping_backend(void **state)
     if (!known) {
         assert_true(ntables < 4);
         snprintf(names[ntables], sizeof names[ntables], "%s", name);
-        tables[ntables] = (dcr_control_ops_t){.version = DCR_CONTROL_OPS_VERSION,
-                                              .name = names[ntables],
-                                              .props = dcr_control_find(g_backend)->props,
-                                              .open_as = wrap_open_as,
-                                              .close = wrap_close,
-                                              .read = wrap_read,
-                                              .cas = wrap_cas,
-                                              .prepare = wrap_prepare,
-                                              .attempt = wrap_attempt,
-                                              .required = wrap_required,
-                                              .ack = wrap_ack,
-                                              .acks = wrap_acks,
-                                              .commit = wrap_commit,
-                                              .report_put = wrap_report_put,
-                                              .report_get = wrap_report_get,
-                                              .membership_put = wrap_membership_put,
-                                              .membership_get = wrap_membership_get};
+        const dcr_control_ops_t *parent = dcr_control_find(g_backend);
+        tables[ntables] = (dcr_control_ops_t){
+            .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = names[ntables], .parent = parent},
+            .props = parent->props,
+            .create = wrap_create,
+            .destroy = wrap_destroy,
+            .read = wrap_read,
+            .cas = wrap_cas,
+            .prepare = wrap_prepare,
+            .attempt = wrap_attempt,
+            .required = wrap_required,
+            .ack = wrap_ack,
+            .acks = wrap_acks,
+            .commit = wrap_commit,
+            .report_put = wrap_report_put,
+            .report_get = wrap_report_get,
+            .membership_put = wrap_membership_put,
+            .membership_get = wrap_membership_get};
         assert_status(dcr_control_register(&tables[ntables]), DCR_OK);
         assert_status(dcr_control_register(&tables[ntables]), DCR_OK); /* again: a no-op */
         dcr_control_ops_t other = tables[ntables];
         assert_status(dcr_control_register(&other), DCR_EINVAL); /* name taken */
         ntables++;
     }
-    dcr_control_ops_t partial = {.name = "wrap:partial", .open_as = wrap_open_as};
+    dcr_control_ops_t partial = {.hdr.name = "wrap:partial", .create = wrap_create};
     assert_status(dcr_control_register(&partial), DCR_EINVAL);
     dcr_control_ops_t old = tables[0];
-    old.name = "wrap:old-layout";
-    old.version = DCR_CONTROL_OPS_VERSION - 1; /* written for another layout */
+    old.hdr.name = "wrap:old-layout";
+    old.hdr.version = DCR_CONTROL_OPS_VERSION - 1; /* written for another layout */
     assert_status(dcr_control_register(&old), DCR_EINVAL);
     dcr_control_config_t cfg = {fx->address, 0};
     dcr_control_t *c = NULL;

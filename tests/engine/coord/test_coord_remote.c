@@ -138,8 +138,10 @@ typedef struct flaky {
     dcr_control_t *inner;
 } flaky_t;
 
-static dcr_status_t flaky_open(const dcr_control_config_t *cfg, void **impl_p)
+static dcr_status_t flaky_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                 void **impl_p)
 {
+    (void)self;
     flaky_t *x = calloc(1, sizeof(*x));
     if (!x) return dcr_error_set(DCR_ENOMEM, "flaky control plane");
     dcr_status_t st = dcr_control_create("sqlite", cfg, &x->inner);
@@ -151,7 +153,7 @@ static dcr_status_t flaky_open(const dcr_control_config_t *cfg, void **impl_p)
     return DCR_OK;
 }
 
-static void flaky_close(void *impl)
+static void flaky_destroy(void *impl)
 {
     flaky_t *x = impl;
     if (x) dcr_control_destroy(x->inner);
@@ -223,11 +225,10 @@ static dcr_status_t flaky_membership_get(void *i, uint32_t *out, size_t cap, siz
 }
 
 static const dcr_control_ops_t flaky_ops = {
-    .version = DCR_CONTROL_OPS_VERSION,
-    .name = "flaky:sqlite",
+    .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = "flaky:sqlite"},
     .props = {.networked = false, .durable = true},
-    .open = flaky_open,
-    .close = flaky_close,
+    .create = flaky_create,
+    .destroy = flaky_destroy,
     .read = flaky_read,
     .cas = flaky_cas,
     .prepare = flaky_prepare,

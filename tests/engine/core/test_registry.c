@@ -15,24 +15,26 @@
 
 #include "core/core-internal.h"
 
-/* An ops table of some family: the name need not come first. */
+/* An ops table of some family: the common header first (dcr/ops.h), where
+ * the registry reads the name. */
 typedef struct toy_ops {
-    int version;
-    const char *name;
+    dcr_ops_header_t hdr;
+    int slot;
 } toy_ops_t;
 
-static const toy_ops_t builtin_a = {1, "a"}, builtin_b = {1, "b"};
+static const toy_ops_t builtin_a = {{1, "a", NULL}, 0}, builtin_b = {{1, "b", NULL}, 0};
 static const void *const builtin[] = {&builtin_a, &builtin_b};
 
 static void test_order_find_and_duplicates(void **state)
 {
     (void)state;
-    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", toy_ops_t, builtin, 2);
+    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", builtin, 2);
     assert_int_equal(dcr__registry_count(&r), 2);
     assert_ptr_equal(dcr__registry_at(&r, 0), &builtin_a);
     assert_ptr_equal(dcr__registry_at(&r, 1), &builtin_b);
     assert_null(dcr__registry_at(&r, 2));
-    static const toy_ops_t c = {1, "c"}, other_a = {1, "a"}, c_again = {2, "c"};
+    static const toy_ops_t c = {{1, "c", NULL}, 0}, other_a = {{1, "a", NULL}, 0},
+                           c_again = {{2, "c", NULL}, 0};
     assert_int_equal(dcr__registry_add(&r, &c), DCR_OK);
     assert_int_equal(dcr__registry_add(&r, &c), DCR_OK); /* the same table: no-op */
     assert_int_equal(dcr__registry_count(&r), 3);
@@ -52,12 +54,12 @@ static void test_order_find_and_duplicates(void **state)
 static void test_full(void **state)
 {
     (void)state;
-    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", toy_ops_t, NULL, 0);
+    static dcr__registry_t r = DCR__REGISTRY_INIT("toy backend", NULL, 0);
     static toy_ops_t t[DCR__REGISTRY_MAX + 1];
     static char names[DCR__REGISTRY_MAX + 1][16];
     for (int i = 0; i <= DCR__REGISTRY_MAX; i++) {
         snprintf(names[i], sizeof names[i], "t%d", i);
-        t[i] = (toy_ops_t){1, names[i]};
+        t[i] = (toy_ops_t){{1, names[i], NULL}, 0};
     }
     for (int i = 0; i < DCR__REGISTRY_MAX; i++)
         assert_int_equal(dcr__registry_add(&r, &t[i]), DCR_OK);
@@ -72,7 +74,7 @@ static void test_full(void **state)
  * exactly one thread's table per name wins. */
 #define THREADS 8
 #define NAMES   6
-static dcr__registry_t g_race = DCR__REGISTRY_INIT("toy backend", toy_ops_t, NULL, 0);
+static dcr__registry_t g_race = DCR__REGISTRY_INIT("toy backend", NULL, 0);
 static toy_ops_t g_tables[THREADS][NAMES];
 static const char *const g_names[NAMES] = {"n0", "n1", "n2", "n3", "n4", "n5"};
 static int g_ok[THREADS];
@@ -81,7 +83,7 @@ static void *race_main(void *arg)
 {
     int k = (int)(intptr_t)arg;
     for (int i = 0; i < NAMES; i++) {
-        g_tables[k][i] = (toy_ops_t){1, g_names[i]};
+        g_tables[k][i] = (toy_ops_t){{1, g_names[i], NULL}, 0};
         g_ok[k] += dcr__registry_add(&g_race, &g_tables[k][i]) == DCR_OK;
     }
     return NULL;

@@ -179,10 +179,10 @@ static void far_stream_destroy(dcr_device_t *d, dcr_device_stream_t *s)
     dcr__device_cpu_ops.stream_destroy(d, s);
 }
 
-static void far_close(dcr_device_t *d)
+static void far_destroy(dcr_device_t *d)
 {
     (void)far_drain(g_far_qn);
-    dcr__device_cpu_ops.close(d);
+    dcr__device_cpu_ops.destroy(d);
 }
 
 /* In asynchronous mode freed memory is garbage at once: a kernel still
@@ -199,9 +199,10 @@ static void far_host_free(dcr_device_t *d, void *p)
     dcr__device_cpu_ops.host_free(d, p);
 }
 
-static dcr_status_t far_open(int ordinal, dcr_device_t **out_p)
+static dcr_status_t far_create(const dcr_device_ops_t *self, int ordinal, dcr_device_t **out_p)
 {
-    DCR_CHECK(dcr__device_cpu_ops.open(ordinal, out_p));
+    const dcr_device_ops_t *parent = self->hdr.parent; /* the cpu table */
+    DCR_CHECK(parent->create(parent, ordinal, out_p));
     (*out_p)->ops = &g_far;
     return DCR_OK;
 }
@@ -345,10 +346,11 @@ static dcr_status_t far_convert(dcr_device_t *d, dcr_device_stream_t *s, void *d
 static inline const dcr_device_ops_t *far_table(void)
 {
     g_far = dcr__device_cpu_ops;
-    g_far.name = FAR_NAME;
+    g_far.hdr.name = FAR_NAME;
+    g_far.hdr.parent = &dcr__device_cpu_ops;
     g_far.props.host_addressable = false;
-    g_far.open = far_open;
-    g_far.close = far_close;
+    g_far.create = far_create;
+    g_far.destroy = far_destroy;
     g_far.alloc = far_alloc;
     g_far.free = far_free;
     g_far.host_free = far_host_free;

@@ -20,7 +20,7 @@ static void test_registry(void **state)
     assert_null(dcr_device_find(NULL));
     for (size_t i = 0; i < dcr_device_backend_count(); i++) {
         const dcr_device_ops_t *ops = dcr_device_find(dcr_device_backend_name(i));
-        assert_int_equal(ops->version, DCR_DEVICE_OPS_VERSION);
+        assert_int_equal(ops->hdr.version, DCR_DEVICE_OPS_VERSION);
         /* A place the host cannot address must be asynchronous-capable and
          * stage through page-locked memory; the host place needs neither. */
         if (!ops->props.host_addressable) assert_true(ops->props.pinned_staging);
@@ -35,28 +35,28 @@ static void test_registry(void **state)
 static void test_open(void **state)
 {
     dcr_device_t *d = NULL;
-    assert_int_equal(dcr_device_open("cpu", &d), DCR_OK);
-    assert_string_equal(dcr_device_backend(d)->name, "cpu");
-    dcr_device_close(d);
-    dcr_device_close(NULL);
+    assert_int_equal(dcr_device_create("cpu", &d), DCR_OK);
+    assert_string_equal(dcr_device_backend(d)->hdr.name, "cpu");
+    dcr_device_destroy(d);
+    dcr_device_destroy(NULL);
 
     d = NULL;
-    assert_int_equal(dcr_device_open("tpu", &d), DCR_ENOTFOUND);
+    assert_int_equal(dcr_device_create("tpu", &d), DCR_ENOTFOUND);
     assert_null(d);
     assert_non_null(strstr(dcr_error_detail(), "expected cpu, cuda or auto"));
 
     /* "auto" takes a GPU exactly when the cuda backend is built and finds one. */
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-    bool gpu = cuda && cuda->count() > 0;
-    assert_int_equal(dcr_device_open("auto", &d), DCR_OK);
-    assert_string_equal(dcr_device_backend(d)->name, gpu ? "cuda" : "cpu");
-    dcr_device_close(d);
+    bool gpu = cuda && cuda->count(cuda) > 0;
+    assert_int_equal(dcr_device_create("auto", &d), DCR_OK);
+    assert_string_equal(dcr_device_backend(d)->hdr.name, gpu ? "cuda" : "cpu");
+    dcr_device_destroy(d);
 
     d = NULL;
-    dcr_status_t st = dcr_device_open("cuda", &d);
+    dcr_status_t st = dcr_device_create("cuda", &d);
     if (gpu) {
         assert_int_equal(st, DCR_OK);
-        dcr_device_close(d);
+        dcr_device_destroy(d);
     } else {
         /* One clear line: which flag, what is missing. */
         assert_int_equal(st, cuda ? DCR_ENOTFOUND : DCR_EUNSUPPORTED);
@@ -238,14 +238,14 @@ static void test_harness_combine_regions(void **state)
 static int open_cpu(void **state)
 {
     dcr_device_t *d = NULL;
-    if (dcr_device_open("cpu", &d) != DCR_OK) return -1;
+    if (dcr_device_create("cpu", &d) != DCR_OK) return -1;
     *state = d;
     return 0;
 }
 
 static int close_dev(void **state)
 {
-    dcr_device_close(*state);
+    dcr_device_destroy(*state);
     return 0;
 }
 

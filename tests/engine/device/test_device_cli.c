@@ -21,7 +21,7 @@
 static bool gpu_here(void)
 {
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-    return cuda != NULL && cuda->count() > 0;
+    return cuda != NULL && cuda->count(cuda) > 0;
 }
 
 static const char *const commands[] = {

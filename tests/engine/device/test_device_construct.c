@@ -29,9 +29,11 @@
 
 static dcr_device_ops_t g_staged;
 
-static dcr_status_t staged_open(int ordinal, dcr_device_t **out_p)
+/* The table it wraps is its header's parent. */
+static dcr_status_t staged_create(const dcr_device_ops_t *self, int ordinal, dcr_device_t **out_p)
 {
-    DCR_CHECK(dcr__device_cpu_ops.open(ordinal, out_p));
+    const dcr_device_ops_t *parent = self->hdr.parent;
+    DCR_CHECK(parent->create(parent, ordinal, out_p));
     (*out_p)->ops = &g_staged;
     return DCR_OK;
 }
@@ -39,9 +41,10 @@ static dcr_status_t staged_open(int ordinal, dcr_device_t **out_p)
 static void staged_init(void)
 {
     g_staged = dcr__device_cpu_ops;
-    g_staged.name = "cpu-staged";
+    g_staged.hdr.name = "cpu-staged";
+    g_staged.hdr.parent = &dcr__device_cpu_ops;
     g_staged.props.host_addressable = false;
-    g_staged.open = staged_open;
+    g_staged.create = staged_create;
 }
 
 /* ---- the world: one model, a tensor-parallel layout, v and v+1 ---- */

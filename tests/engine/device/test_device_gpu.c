@@ -22,7 +22,7 @@
 static int open_cuda(void **state)
 {
     dcr_device_t *d = NULL;
-    dcr_status_t st = dcr_device_open("cuda", &d);
+    dcr_status_t st = dcr_device_create("cuda", &d);
     if (st != DCR_OK) {
         fprintf(stderr, "%s\n", dcr_error_line(st));
         return -1;
@@ -33,7 +33,7 @@ static int open_cuda(void **state)
 
 static int close_dev(void **state)
 {
-    dcr_device_close(*state);
+    dcr_device_destroy(*state);
     return 0;
 }
 
@@ -134,7 +134,7 @@ static int bench(void)
 {
     dcr_device_t *d = NULL;
     dcr_device_stream_t *s = NULL;
-    OK(dcr_device_open("cuda", &d));
+    OK(dcr_device_create("cuda", &d));
     OK(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s));
     dcr_rng_t rng;
     dcr_rng_seed(&rng, g_seed);
@@ -222,7 +222,7 @@ static int bench(void)
     dcr_device_free(d, didx);
     dcr_device_free(d, work);
     dcr_device_stream_destroy(d, s);
-    dcr_device_close(d);
+    dcr_device_destroy(d);
     return 0;
 }
 
@@ -234,7 +234,7 @@ int main(int argc, char **argv)
         printf("SKIPPED: this build has no CUDA backend (no nvcc, or DCR_WITH_CUDA=OFF)\n");
         return SKIP_CODE;
     }
-    if (cuda->count() <= 0) {
+    if (cuda->count(cuda) <= 0) {
         printf("SKIPPED: no GPU on this machine (cudaGetDeviceCount found none)\n");
         return SKIP_CODE;
     }

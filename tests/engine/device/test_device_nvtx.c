@@ -89,7 +89,7 @@ static void test_device_ranges(void **state)
 {
     dcr_device_t *d = NULL;
     dcr_device_stream_t *own = NULL, *rcv = NULL;
-    assert_int_equal(dcr_device_open("cpu", &d), DCR_OK);
+    assert_int_equal(dcr_device_create("cpu", &d), DCR_OK);
     assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_OWNER, 3, &own), DCR_OK);
     assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 4, &rcv), DCR_OK);
     uint16_t cand[300], tracker[300] = {0}, vals[300];
@@ -143,7 +143,7 @@ static void test_device_ranges(void **state)
     dcr_device_free(d, work);
     dcr_device_stream_destroy(d, own);
     dcr_device_stream_destroy(d, rcv);
-    dcr_device_close(d);
+    dcr_device_destroy(d);
 }
 #endif
 

@@ -437,7 +437,7 @@ static int body_bad_arguments(dcr_group_t *g)
     dcr_group_msg_t m;
     CHECK_STATUS(dcr_group_recv(g, -1, 0, &m), DCR_EINVAL);
     CHECK_STATUS(dcr_group_recv(g, 1, 0, NULL), DCR_EINVAL);
-    CHECK(strcmp(dcr_group_backend(g)->name, g_backend) == 0);
+    CHECK(strcmp(dcr_group_backend(g)->hdr.name, g_backend) == 0);
     return 0;
 }
 
@@ -516,8 +516,8 @@ static void test_registry(void **state)
         assert_non_null(name);
         const dcr_group_ops_t *ops = dcr_group_find(name);
         assert_non_null(ops);
-        assert_string_equal(ops->name, name);
-        assert_int_equal(ops->version, DCR_GROUP_OPS_VERSION);
+        assert_string_equal(ops->hdr.name, name);
+        assert_int_equal(ops->hdr.version, DCR_GROUP_OPS_VERSION);
         assert_true(ops->props.max_tag >= 32767 && ops->props.max_message >= (64u << 20));
     }
     assert_null(dcr_group_backend_name(n));
@@ -543,7 +543,7 @@ static void test_cross_process_outside_job(void **state)
         const dcr_group_ops_t *ops = dcr_group_find(dcr_group_backend_name(i));
         if (!ops->props.cross_process) continue;
         cross = 1;
-        assert_int_equal(dcr_group_create(ops->name, 0, g, &count), DCR_EINVAL);
+        assert_int_equal(dcr_group_create(ops->hdr.name, 0, g, &count), DCR_EINVAL);
         assert_non_null(strstr(dcr_error_detail(), "MPI"));
     }
     if (!cross) {
@@ -625,7 +625,7 @@ static void test_thread_level_refused(void **state)
         if (!ops->props.cross_process) continue;
         dcr_group_t *g[1];
         int count = -1;
-        assert_int_equal(dcr_group_create(ops->name, 0, g, &count), DCR_EINVAL);
+        assert_int_equal(dcr_group_create(ops->hdr.name, 0, g, &count), DCR_EINVAL);
         assert_non_null(strstr(dcr_error_detail(), "MPI_THREAD_SERIALIZED"));
         assert_int_equal(count, -1);
     }

@@ -77,18 +77,36 @@ static float overflow(float x, void *arg)
 
 /* Tensor "m" [2, 3] BF16 goes to param "pm" [3, 2] transposed; "c" [4] BF16
  * goes to "pc" FP32 through cast + map; "k" [2] to "pk" [4] as cat(k, k). */
-static dcr_status_t t_create(const void *config, dcr_params_t *p, void **state_p)
+/* The handle: a non-NULL config makes the map of "c" overflow. */
+typedef struct t_loader {
+    dcr_loader_t pub; /* first: the wrappers' header */
+    const void *config;
+} t_loader_t;
+
+static dcr_status_t t_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                             dcr_loader_t **out_p)
 {
+    (void)self;
     int64_t s32[2] = {3, 2}, s4[1] = {4};
     DCR_CHECK(dcr_params_declare(p, "pm", DCR_DTYPE_BF16, 2, s32, NULL));
     DCR_CHECK(dcr_params_declare(p, "pc", DCR_DTYPE_FP32, 1, s4, NULL));
     DCR_CHECK(dcr_params_declare(p, "pk", DCR_DTYPE_BF16, 1, s4, NULL));
-    *state_p = (void *)config;
+    t_loader_t *t = calloc(1, sizeof(*t));
+    if (t == NULL) return dcr_error_set(DCR_ENOMEM, "t");
+    t->config = config;
+    *out_p = &t->pub;
     return DCR_OK;
 }
 
-static dcr_status_t t_load(void *state, dcr_load_ctx_t *ctx, const char *name, const dcr_view_t *w)
+static void t_destroy(dcr_loader_t *l)
 {
+    free(l);
+}
+
+static dcr_status_t t_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
+                           const dcr_view_t *w)
+{
+    const void *state = ((t_loader_t *)l)->config;
     dcr_view_t p, a, b;
     if (strcmp(name, "m") == 0) {
         DCR_CHECK(dcr_load_param(ctx, "pm", &p));
@@ -111,22 +129,22 @@ static dcr_status_t t_load(void *state, dcr_load_ctx_t *ctx, const char *name, c
     return dcr_error_set(DCR_ENOTFOUND, "t: %s", name);
 }
 
-static const dcr_loader_ops_t t_ops = {DCR_LOADER_OPS_VERSION, "test.loader", t_create, NULL,
-                                       t_load};
+static const dcr_loader_ops_t t_ops = {
+    {DCR_LOADER_OPS_VERSION, "test.loader", NULL}, t_create, t_destroy, t_load};
 
 static void test_registry(void **state)
 {
     assert_int_equal(dcr_loader_register(&t_ops), DCR_OK);
     assert_int_equal(dcr_loader_register(&t_ops), DCR_OK); /* idempotent */
-    static const dcr_loader_ops_t other = {DCR_LOADER_OPS_VERSION, "test.loader", t_create, NULL,
-                                           t_load};
+    static const dcr_loader_ops_t other = {
+        {DCR_LOADER_OPS_VERSION, "test.loader", NULL}, t_create, t_destroy, t_load};
     assert_int_equal(dcr_loader_register(&other), DCR_EINVAL);
-    static const dcr_loader_ops_t noload = {DCR_LOADER_OPS_VERSION, "test.noload", t_create, NULL,
-                                            NULL};
+    static const dcr_loader_ops_t noload = {
+        {DCR_LOADER_OPS_VERSION, "test.noload", NULL}, t_create, t_destroy, NULL};
     assert_int_equal(dcr_loader_register(&noload), DCR_EINVAL);
     /* A table of another layout is refused at registration, named. */
-    static const dcr_loader_ops_t old = {DCR_LOADER_OPS_VERSION + 1, "test.old", t_create, NULL,
-                                         t_load};
+    static const dcr_loader_ops_t old = {
+        {DCR_LOADER_OPS_VERSION + 1, "test.old", NULL}, t_create, t_destroy, t_load};
     assert_int_equal(dcr_loader_register(&old), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "test.old"));
     assert_null(dcr_loader_find("test.old"));
@@ -361,7 +379,7 @@ static void test_tracking(void **state)
     fixture_free(&f);
 }
 
-static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t bad_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                              const dcr_view_t *w);
 static const dcr_loader_ops_t bad_ops;
 
@@ -424,7 +442,7 @@ static void test_nan_watch(void **state)
 
 /* ---- misuse ---- */
 
-static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t bad_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                              const dcr_view_t *w)
 {
     dcr_view_t p, t;
@@ -460,8 +478,8 @@ static dcr_status_t bad_load(void *state, dcr_load_ctx_t *ctx, const char *name,
     return dcr_error_set(DCR_ENOTFOUND, "bad: %s", name);
 }
 
-static const dcr_loader_ops_t bad_ops = {DCR_LOADER_OPS_VERSION, "test.bad", t_create, NULL,
-                                         bad_load};
+static const dcr_loader_ops_t bad_ops = {
+    {DCR_LOADER_OPS_VERSION, "test.bad", NULL}, t_create, t_destroy, bad_load};
 
 static void test_misuse(void **state)
 {
@@ -503,21 +521,32 @@ static void test_misuse(void **state)
  * own, registered like any other, calls the loader it wraps. */
 static int g_wrapped_loads;
 
-static dcr_status_t wrap_create(const void *config, dcr_params_t *params, void **state_p)
+static dcr_status_t wrap_create(const dcr_loader_ops_t *self, const void *config,
+                                dcr_params_t *params, dcr_loader_t **out_p)
 {
-    return t_ops.create(config, params, state_p);
+    const dcr_loader_ops_t *parent = self->hdr.parent; /* the loader it wraps */
+    return parent->create(parent, config, params, out_p);
 }
 
-static dcr_status_t wrap_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+/* The handle is the wrapped loader's; its ops are this table, whose header
+ * names the wrapped one. */
+static void wrap_destroy(dcr_loader_t *l)
+{
+    const dcr_loader_ops_t *parent = l->ops->hdr.parent;
+    parent->destroy(l);
+}
+
+static dcr_status_t wrap_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *tensor)
 {
+    const dcr_loader_ops_t *parent = l->ops->hdr.parent;
     g_wrapped_loads++;
     if (strcmp(name, "k") == 0) return dcr_error_set(DCR_EIO, "injected failure for %s", name);
-    return t_ops.load(state, ctx, name, tensor);
+    return parent->load(l, ctx, name, tensor);
 }
 
-static const dcr_loader_ops_t wrap_ops = {DCR_LOADER_OPS_VERSION, "test.wrap", wrap_create, NULL,
-                                          wrap_load};
+static const dcr_loader_ops_t wrap_ops = {
+    {DCR_LOADER_OPS_VERSION, "test.wrap", &t_ops}, wrap_create, wrap_destroy, wrap_load};
 
 static void test_wrapping_loader(void **state)
 {

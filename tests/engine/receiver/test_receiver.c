@@ -47,11 +47,20 @@ typedef struct toy_cfg {
 
 static int g_sneaky; /* after prewarm: a writes around the hook */
 
-static dcr_status_t toy_create(const void *config, dcr_params_t *p, void **state_p)
+/* The handle: the configuration it was created with. */
+typedef struct toy_loader {
+    dcr_loader_t pub; /* first: the wrappers' header */
+    toy_cfg_t c;
+} toy_loader_t;
+
+static dcr_status_t toy_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                               dcr_loader_t **out_p)
 {
+    (void)self;
     const toy_cfg_t *c = config;
-    toy_cfg_t *s = malloc(sizeof(*s));
-    *s = *c;
+    toy_loader_t *t = calloc(1, sizeof(*t));
+    t->c = *c;
+    const toy_cfg_t *s = &t->c;
     int64_t sa[2] = {4, 6}, sb[1] = {6}, sc[1] = {4}, sd[2] = {4, 3}, se[2] = {8, 4},
             sf[2] = {8, 2};
     DCR_CHECK(dcr_params_declare(p, "a", DCR_DTYPE_BF16, 2, sa, NULL));
@@ -61,13 +70,13 @@ static dcr_status_t toy_create(const void *config, dcr_params_t *p, void **state
     DCR_CHECK(dcr_params_declare(p, "d", DCR_DTYPE_BF16, 2, sd, NULL));
     DCR_CHECK(dcr_params_declare(p, "e", DCR_DTYPE_BF16, 2, se, NULL));
     DCR_CHECK(dcr_params_declare(p, "f", DCR_DTYPE_BF16, 2, sf, NULL));
-    *state_p = s;
+    *out_p = &t->pub;
     return DCR_OK;
 }
 
-static void toy_destroy(void *s)
+static void toy_destroy(dcr_loader_t *l)
 {
-    free(s);
+    free(l);
 }
 
 static float neg_exp(float x, void *arg)
@@ -179,10 +188,10 @@ static dcr_status_t toy_f(const toy_cfg_t *s, dcr_load_ctx_t *ctx, const dcr_vie
     return dcr_load_copy(ctx, &p, &cat);
 }
 
-static dcr_status_t toy_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t toy_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                              const dcr_view_t *w)
 {
-    const toy_cfg_t *s = state;
+    const toy_cfg_t *s = &((toy_loader_t *)l)->c;
     if (strcmp(name, "a") == 0) return toy_a(s, ctx, w);
     if (strcmp(name, "b") == 0) return toy_b(s, ctx, w);
     if (strcmp(name, "c") == 0) return toy_c(s, ctx, w);
@@ -202,8 +211,8 @@ static dcr_status_t toy_load(void *state, dcr_load_ctx_t *ctx, const char *name,
     return dcr_error_set(DCR_ENOTFOUND, "toy: no parameter for %s", name);
 }
 
-static const dcr_loader_ops_t toy_ops = {DCR_LOADER_OPS_VERSION, "toy", toy_create, toy_destroy,
-                                         toy_load};
+static const dcr_loader_ops_t toy_ops = {
+    {DCR_LOADER_OPS_VERSION, "toy", NULL}, toy_create, toy_destroy, toy_load};
 
 /* ---- fixture ---- */
 

@@ -42,21 +42,29 @@
 
 /* ---- the cube loader ---- */
 
-static dcr_status_t cube_create(const void *config, dcr_params_t *p, void **state_p)
+/* The handle of a loader that keeps nothing but the header. */
+static dcr_status_t cube_handle(dcr_loader_t **out_p)
 {
+    *out_p = calloc(1, sizeof(**out_p));
+    return *out_p ? DCR_OK : dcr_error_set(DCR_ENOMEM, "cube loader");
+}
+
+static dcr_status_t cube_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                dcr_loader_t **out_p)
+{
+    (void)self;
     int64_t t3[3] = {6, 5, 4}, u[2] = {3, 4}, m[3] = {4, 3, 2}, f8[2] = {6, 4}, big[2] = {64, 96};
     DCR_CHECK(dcr_params_declare(p, "t3", DCR_DTYPE_BF16, 3, t3, NULL));
     DCR_CHECK(dcr_params_declare(p, "u", DCR_DTYPE_FP32, 2, u, NULL));
     DCR_CHECK(dcr_params_declare(p, "m", DCR_DTYPE_BF16, 3, m, NULL));
     DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_FP8_E4M3, 2, f8, NULL));
     DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_BF16, 2, big, NULL));
-    *state_p = NULL;
-    return DCR_OK;
+    return cube_handle(out_p);
 }
 
-static void cube_destroy(void *s)
+static void cube_destroy(dcr_loader_t *l)
 {
-    (void)s;
+    free(l);
 }
 
 /* Keeps NaN NaN and never makes one from a number of these magnitudes
@@ -68,7 +76,7 @@ static float negate(float x, void *arg)
     return -x;
 }
 
-static dcr_status_t cube_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t cube_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *w)
 {
     dcr_view_t p, dst, src;
@@ -106,19 +114,22 @@ static dcr_status_t cube_load(void *state, dcr_load_ctx_t *ctx, const char *name
     return dcr_error_set(DCR_ENOTFOUND, "cube: no parameter for %s", name);
 }
 
-static const dcr_loader_ops_t cube_ops = {DCR_LOADER_OPS_VERSION, "cube", cube_create, cube_destroy,
-                                          cube_load};
+static const dcr_loader_ops_t cube_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube", NULL}, cube_create, cube_destroy, cube_load};
 
 /* ---- the views loader: the cube's parameters, views and a fill_ only ---- */
 
-static dcr_status_t views_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t views_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                 dcr_loader_t **out_p)
 {
     int64_t ones[1] = {7};
-    DCR_CHECK(cube_create(config, p, state_p));
-    return dcr_params_declare(p, "ones", DCR_DTYPE_FP32, 1, ones, NULL);
+    DCR_CHECK(cube_create(self, config, p, out_p));
+    dcr_status_t st = dcr_params_declare(p, "ones", DCR_DTYPE_FP32, 1, ones, NULL);
+    if (st != DCR_OK) cube_destroy(*out_p); /* a failed create leaves nothing */
+    return st;
 }
 
-static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t views_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                                const dcr_view_t *w)
 {
     dcr_view_t p, dst, src;
@@ -136,11 +147,11 @@ static dcr_status_t views_load(void *state, dcr_load_ctx_t *ctx, const char *nam
         DCR_CHECK(dcr_load_narrow(ctx, w, 1, 2, 4, &src));
         return dcr_load_copy(ctx, &p, &src);
     }
-    return cube_load(state, ctx, name, w);
+    return cube_load(l, ctx, name, w);
 }
 
-static const dcr_loader_ops_t views_ops = {DCR_LOADER_OPS_VERSION, "cube.views", views_create,
-                                           cube_destroy, views_load};
+static const dcr_loader_ops_t views_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.views", NULL}, views_create, cube_destroy, views_load};
 
 /* ---- the split loader: the views loader, big in three copies ---- */
 
@@ -157,10 +168,10 @@ static dcr_status_t block(dcr_load_ctx_t *ctx, const dcr_view_t *v, int64_t r0, 
  * their destinations and sends them up), then its upper rows as one run
  * (the record list itself, sent up before the first copy, is read after
  * the others). */
-static dcr_status_t split_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t split_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                                const dcr_view_t *w)
 {
-    if (strcmp(name, "big") != 0) return views_load(state, ctx, name, w);
+    if (strcmp(name, "big") != 0) return views_load(l, ctx, name, w);
     dcr_view_t p, dst, src;
     DCR_CHECK(dcr_load_param(ctx, "big", &p));
     for (int64_t c0 = 0; c0 < 96; c0 += 48) {
@@ -173,15 +184,15 @@ static dcr_status_t split_load(void *state, dcr_load_ctx_t *ctx, const char *nam
     return dcr_load_copy(ctx, &dst, &src);
 }
 
-static const dcr_loader_ops_t split_ops = {DCR_LOADER_OPS_VERSION, "cube.split", views_create,
-                                           cube_destroy, split_load};
+static const dcr_loader_ops_t split_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.split", NULL}, views_create, cube_destroy, split_load};
 
 /* ---- the cast loader: the cube's tensors through cast, cat and map_op ---- */
 
 /* The cast and conv loaders' parameters: u is [3, u_cols] of u_dtype, m
  * of m_dtype; t3, f8 (bf16) and big (fp8 e4m3) are the same in both. */
 static dcr_status_t declare_converted(dcr_params_t *p, int64_t u_cols, dcr_dtype_t u_dtype,
-                                      dcr_dtype_t m_dtype, void **state_p)
+                                      dcr_dtype_t m_dtype, dcr_loader_t **out_p)
 {
     int64_t t3[3] = {6, 5, 4}, u[2] = {3, u_cols}, m[3] = {4, 3, 2}, f8[2] = {6, 4},
             big[2] = {64, 96};
@@ -190,14 +201,15 @@ static dcr_status_t declare_converted(dcr_params_t *p, int64_t u_cols, dcr_dtype
     DCR_CHECK(dcr_params_declare(p, "m", m_dtype, 3, m, NULL));
     DCR_CHECK(dcr_params_declare(p, "f8", DCR_DTYPE_BF16, 2, f8, NULL));
     DCR_CHECK(dcr_params_declare(p, "big", DCR_DTYPE_FP8_E4M3, 2, big, NULL));
-    *state_p = NULL;
-    return DCR_OK;
+    return cube_handle(out_p);
 }
 
-static dcr_status_t cast_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t cast_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                dcr_loader_t **out_p)
 {
+    (void)self;
     (void)config;
-    return declare_converted(p, 8, DCR_DTYPE_FP32, DCR_DTYPE_FP32, state_p);
+    return declare_converted(p, 8, DCR_DTYPE_FP32, DCR_DTYPE_FP32, out_p);
 }
 
 /* cat(w[:, lo_at:lo_at+n], w[:, 0:lo_at]) along dim: a rotation. */
@@ -210,7 +222,7 @@ static dcr_status_t rotate(dcr_load_ctx_t *ctx, const dcr_view_t *w, int dim, in
     return dcr_load_cat(ctx, 2, parts, dim, out);
 }
 
-static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t cast_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *w)
 {
     dcr_view_t p, dst, src, a, b;
@@ -249,25 +261,27 @@ static dcr_status_t cast_load(void *state, dcr_load_ctx_t *ctx, const char *name
         DCR_CHECK(dcr_load_cast(ctx, w, DCR_DTYPE_FP8_E4M3, &src));
         return dcr_load_copy(ctx, &p, &src);
     }
-    return cube_load(state, ctx, name, w);
+    return cube_load(l, ctx, name, w);
 }
 
-static const dcr_loader_ops_t cast_ops = {DCR_LOADER_OPS_VERSION, "cube.cast", cast_create,
-                                          cube_destroy, cast_load};
+static const dcr_loader_ops_t cast_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.cast", NULL}, cast_create, cube_destroy, cast_load};
 
 /* ---- the conv loader: converting copy_ of views (copy_ converts) ---- */
 
-static dcr_status_t conv_create(const void *config, dcr_params_t *p, void **state_p)
+static dcr_status_t conv_create(const dcr_loader_ops_t *self, const void *config, dcr_params_t *p,
+                                dcr_loader_t **out_p)
 {
+    (void)self;
     (void)config;
-    return declare_converted(p, 4, DCR_DTYPE_FP16, DCR_DTYPE_BF16, state_p);
+    return declare_converted(p, 4, DCR_DTYPE_FP16, DCR_DTYPE_BF16, out_p);
 }
 
 /* The views loader's paths, into parameters of other dtypes where the
  * canonical dtype differs: fp32 -> fp16 (strided columns), fp8 -> bf16,
  * bf16 -> fp8 (numbers above 448 become NaN, which the placeholder pass
  * must still write: its rule reads the source word). */
-static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name,
+static dcr_status_t conv_load(dcr_loader_t *l, dcr_load_ctx_t *ctx, const char *name,
                               const dcr_view_t *w)
 {
     dcr_view_t p, dst, src;
@@ -281,11 +295,11 @@ static dcr_status_t conv_load(void *state, dcr_load_ctx_t *ctx, const char *name
         DCR_CHECK(dcr_load_transpose(ctx, &p, 0, 2, &dst));
         return dcr_load_copy(ctx, &dst, w);
     }
-    return cube_load(state, ctx, name, w);
+    return cube_load(l, ctx, name, w);
 }
 
-static const dcr_loader_ops_t conv_ops = {DCR_LOADER_OPS_VERSION, "cube.conv", conv_create,
-                                          cube_destroy, conv_load};
+static const dcr_loader_ops_t conv_ops = {
+    {DCR_LOADER_OPS_VERSION, "cube.conv", NULL}, conv_create, cube_destroy, conv_load};
 
 /* ---- the far device (tests/engine/device/far_device.h) ---- */
 
@@ -499,7 +513,7 @@ static void test_refits_on_devices(void **state)
          * refuses cuda; here it must be cpu. */
         if (devices[dv] && !strcmp(devices[dv], "auto")) {
             const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-            if (cuda && cuda->count() > 0) continue;
+            if (cuda && cuda->count(cuda) > 0) continue;
         }
         for (int m = 0; m < 4; m++) {
             dcr_receiver_config_t base = {0};
@@ -716,7 +730,7 @@ static void test_refusals(void **state)
     dcr_receiver_t *r = NULL;
     dcr_status_t st = dcr_receiver_create(&rc, &r);
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-    if (cuda && cuda->count() > 0) {
+    if (cuda && cuda->count(cuda) > 0) {
         assert_int_equal(st, DCR_OK);
         dcr_receiver_destroy(r);
         r = NULL;
@@ -746,7 +760,7 @@ static void test_far_async_defers(void **state)
     dcr_device_stream_t *s;
     void *buf;
     uint32_t src[4] = {1, 2, 3, 4}, got[4] = {9, 9, 9, 9}, zero[4] = {0};
-    assert_int_equal(far_table()->open(0, &d), DCR_OK);
+    assert_int_equal(far_table()->create(far_table(), 0, &d), DCR_OK);
     far_set_async(true);
     assert_int_equal(dcr_device_stream_create(d, DCR_ACTOR_RECEIVER, 0, &s), DCR_OK);
     assert_int_equal(dcr_device_alloc(d, sizeof src, &buf), DCR_OK);
@@ -765,7 +779,7 @@ static void test_far_async_defers(void **state)
     assert_int_equal(g_far_syncs, 2);
     dcr_device_free(d, buf);
     dcr_device_stream_destroy(d, s);
-    dcr_device_close(d);
+    dcr_device_destroy(d);
     far_set_async(false);
 }
 
@@ -875,7 +889,7 @@ static void test_far_sync_error(void **state)
 static int gpu_main(void)
 {
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
-    if (cuda == NULL || cuda->count() <= 0) {
+    if (cuda == NULL || cuda->count(cuda) <= 0) {
         printf("test_receiver_device --gpu: skipped: %s\n",
                cuda ? "no GPU found" : "this build has no CUDA backend");
         return 77;

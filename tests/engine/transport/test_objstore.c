@@ -63,7 +63,7 @@ static dcr_objstore_t *open_store_cfg(dcr_objstore_config_t *c)
     dcr_objstore_t *s = NULL;
     dcr_status_t st = dcr_objstore_create(c, &s);
     if (st != DCR_OK) fail_msg("open %s: %s", g_url, dcr_error_line(st));
-    assert_string_equal(dcr_objstore_name(s), g_ops->name);
+    assert_string_equal(dcr_objstore_name(s), g_ops->hdr.name);
     return s;
 }
 
@@ -1030,7 +1030,7 @@ int main(void)
     for (size_t i = 0; i < dcr_objstore_backend_count(); i++) {
         g_ops = dcr_objstore_backend(i);
         if (g_ops->props.read_only) continue; /* read-only stores: test_relay_retain */
-        failed += _cmocka_run_group_tests(g_ops->name, conformance,
+        failed += _cmocka_run_group_tests(g_ops->hdr.name, conformance,
                                           sizeof conformance / sizeof conformance[0], NULL, NULL);
     }
     /* The dir backend's own tests (not conformance: they reach into its

@@ -472,13 +472,14 @@ static dcr_transport_t *wrap_inner(dcr_transport_t *t)
     return ((wrap_t *)t)->inner;
 }
 
-/* The table's name is "wrap:<backend>": the backend it wraps. */
-static dcr_status_t wrap_create_as(const dcr_transport_ops_t *self,
-                                   const dcr_transport_config_t *cfg, dcr_transport_t **out_p)
+/* The table's header names the backend it wraps as its parent. */
+static dcr_status_t wrap_create(const dcr_transport_ops_t *self, const dcr_transport_config_t *cfg,
+                                dcr_transport_t **out_p)
 {
+    const dcr_transport_ops_t *parent = self->hdr.parent;
     wrap_t *w = calloc(1, sizeof *w);
     assert_non_null(w);
-    dcr_status_t st = dcr_transport_create(self->name + 5, cfg, &w->inner);
+    dcr_status_t st = dcr_transport_create(parent->hdr.name, cfg, &w->inner);
     if (st != DCR_OK) {
         free(w);
         return st;
@@ -547,10 +548,11 @@ static void test_wrapping_backend(void **state)
     while (strcmp(dcr_transport_backend_name(k), g_backend) != 0) k++;
     assert_true(k < 8);
     snprintf(name[k], sizeof name[k], "wrap:%s", g_backend);
-    ops[k] = (dcr_transport_ops_t){.version = DCR_TRANSPORT_OPS_VERSION,
-                                   .name = name[k],
+    ops[k] = (dcr_transport_ops_t){.hdr = {.version = DCR_TRANSPORT_OPS_VERSION,
+                                           .name = name[k],
+                                           .parent = dcr_transport_find(g_backend)},
                                    .props = *props(),
-                                   .create_as = wrap_create_as,
+                                   .create = wrap_create,
                                    .open_attempt = wrap_open_attempt,
                                    .send = wrap_send,
                                    .finish = wrap_finish,
@@ -564,11 +566,11 @@ static void test_wrapping_backend(void **state)
     assert_int_equal(dcr_transport_register(&ops[k]), DCR_OK); /* again: a no-op */
     dcr_transport_ops_t other = ops[k];
     assert_int_equal(dcr_transport_register(&other), DCR_EINVAL); /* name taken */
-    dcr_transport_ops_t partial = {.name = "wrap:partial", .create_as = wrap_create_as};
+    dcr_transport_ops_t partial = {.hdr.name = "wrap:partial", .create = wrap_create};
     assert_int_equal(dcr_transport_register(&partial), DCR_EINVAL);
     dcr_transport_ops_t old = ops[k];
-    old.name = "wrap:old-layout";
-    old.version = DCR_TRANSPORT_OPS_VERSION - 1; /* written for another layout */
+    old.hdr.name = "wrap:old-layout";
+    old.hdr.version = DCR_TRANSPORT_OPS_VERSION - 1; /* written for another layout */
     assert_int_equal(dcr_transport_register(&old), DCR_EINVAL);
     assert_ptr_equal(dcr_transport_find(name[k]), &ops[k]);
     bool listed = false;
