@@ -1,6 +1,6 @@
 /* The etcd control-plane backend: the control plane of a cluster, one etcd
- * (v3) reached through its JSON gateway over HTTP with libcurl, shared by
- * every process on every host of a run.
+ * (v3) reached through its JSON gateway over HTTP (core/http-internal.h),
+ * shared by every process on every host of a run.
  *
  * Address: etcd://HOST:PORT[/PREFIX] (HOST a name, an IPv4 address or an
  * [IPv6] address; PREFIX of [A-Za-z0-9._~-] segments joined by '/', default
@@ -58,10 +58,12 @@
  * record to find out). TLS and etcd authentication are not supported. */
 #include "control-internal.h"
 #include "core/endian-internal.h"
+#include "core/http-internal.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,9 +102,8 @@ static const char dcr__et_tag_member[DCR__ET_TAG_BYTES] = "dcrmem1";
 static const char dcr__et_tag_report[DCR__ET_TAG_BYTES] = "dcrrep1";
 
 typedef struct dcr__et {
-    CURL *curl;
-    /* One curl handle carries one request at a time, and the lease fields
-     * change under it: threads sharing a handle take turns per call. */
+    /* The lease and the cached attempt change during a call: threads
+     * sharing a handle take turns per call. */
     pthread_mutex_t mu;
     char base_url[DCR__ET_HOST_MAX + 32];                   /* http://HOST:PORT */
     char where[DCR__ET_HOST_MAX + DCR__ET_PREFIX_MAX + 32]; /* "etcd HOST:PORT/PREFIX" */
@@ -111,11 +112,6 @@ typedef struct dcr__et {
     /* When the running call must have its answer (CLOCK_MONOTONIC ms): every
      * request of one call shares the call's timeout. */
     int64_t deadline_ms;
-    char errbuf[CURL_ERROR_SIZE];
-    /* The response being received. */
-    char *body;
-    size_t body_len, body_cap;
-    bool body_too_large;
     /* The latest attempt as this handle last read it (cache_tau 0: none), so
      * that an acknowledgment is one txn: its compare on P/latest's mod
      * revision proves the copy still current. */
@@ -155,67 +151,36 @@ static dcr_status_t dcr__et_malformed(dcr__et_t *e, const char *what, const char
 
 /* ---- base64 (standard alphabet, padded: what the gateway's bytes fields use) ---- */
 
-static const char dcr__et_b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /* A malloc'd NUL-terminated encoding of data[0..n), or NULL without memory. */
 static char *dcr__et_b64_encode(const void *data, size_t n)
 {
-    const uint8_t *p = data;
+    if (n > (size_t)INT_MAX / 4 * 3) return NULL;
     char *out = malloc((n + 2) / 3 * 4 + 1);
-    if (out == NULL) return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < n) v |= p[i + 2];
-        out[o++] = dcr__et_b64[(v >> 18) & 63];
-        out[o++] = dcr__et_b64[(v >> 12) & 63];
-        out[o++] = i + 1 < n ? dcr__et_b64[(v >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? dcr__et_b64[v & 63] : '=';
-    }
-    out[o] = '\0';
+    if (out != NULL) EVP_EncodeBlock((unsigned char *)out, data, (int)n);
     return out;
-}
-
-static int dcr__et_b64_value(char c)
-{
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
 }
 
 /* Decodes padded base64 of at most max bytes into a malloc'd buffer (NULL for
  * an empty string). false if s is not such base64 or memory ran out. */
 static bool dcr__et_b64_decode(const char *s, size_t len, size_t max, uint8_t **out_p, size_t *n_p)
 {
+    static const char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     *out_p = NULL;
     *n_p = 0;
     if (len == 0) return true;
-    if (len % 4 != 0) return false;
+    if (len % 4 != 0 || len > INT_MAX) return false;
     size_t pad = (s[len - 1] == '=') + (len >= 2 && s[len - 2] == '=');
+    /* libcrypto skips blanks and reads a '=' anywhere as data: only the
+     * alphabet, then at most two '=' at the end, is base64 here. */
+    if (strspn(s, alphabet) != len - pad) return false;
     size_t n = len / 4 * 3 - pad;
     if (n > max) return false;
-    uint8_t *out = malloc(n + 3);
+    uint8_t *out = malloc(len / 4 * 3 + 1);
     if (out == NULL) return false;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        uint32_t v = 0;
-        for (size_t j = 0; j < 4; j++) {
-            int d = dcr__et_b64_value(s[i + j]);
-            bool padding = s[i + j] == '=' && i + 4 == len && j >= 4 - pad;
-            if (d < 0 && !padding) {
-                free(out);
-                return false;
-            }
-            v = (v << 6) | (uint32_t)(d < 0 ? 0 : d);
-        }
-        out[o++] = (uint8_t)(v >> 16);
-        out[o++] = (uint8_t)(v >> 8);
-        out[o++] = (uint8_t)v;
+    if (EVP_DecodeBlock(out, (const unsigned char *)s, (int)len) != (int)(len / 4 * 3)) {
+        free(out);
+        return false;
     }
     *out_p = out;
     *n_p = n;
@@ -311,27 +276,6 @@ static void dcr__et_prefix_end(const char *prefix, char end[DCR__ET_KEY_MAX])
 
 /* ---- HTTP --------------------------------------------------------------------------- */
 
-static size_t dcr__et_write(char *data, size_t size, size_t nmemb, void *arg)
-{
-    dcr__et_t *e = arg;
-    size_t n = size * nmemb;
-    if (e->body_len + n > DCR__ET_RESPONSE_MAX) {
-        e->body_too_large = true;
-        return 0; /* aborts the transfer */
-    }
-    if (e->body_len + n + 1 > e->body_cap) {
-        size_t cap = e->body_cap ? e->body_cap : 4096;
-        while (cap < e->body_len + n + 1) cap *= 2;
-        char *grown = realloc(e->body, cap);
-        if (grown == NULL) return 0;
-        e->body = grown;
-        e->body_cap = cap;
-    }
-    memcpy(e->body + e->body_len, data, n);
-    e->body_len += n;
-    return n;
-}
-
 /* POSTs req (consumed) to path and parses the 200 response into *resp_p.
  * Every failure is one DCR_ECONTROL line naming the address and `what`. */
 static dcr_status_t dcr__et_post(dcr__et_t *e, const char *path, json_t *req, const char *what,
@@ -348,38 +292,41 @@ static dcr_status_t dcr__et_post(dcr__et_t *e, const char *path, json_t *req, co
         return dcr_error_set(DCR_ECONTROL, "%s: %s: no answer within %d ms", e->where, what,
                              e->timeout_ms);
     }
-    curl_easy_setopt(e->curl, CURLOPT_TIMEOUT_MS, (long)left);
-    curl_easy_setopt(e->curl, CURLOPT_CONNECTTIMEOUT_MS, (long)left);
     char url[sizeof e->base_url + 64];
     snprintf(url, sizeof url, "%s%s", e->base_url, path);
-    e->body_len = 0;
-    e->body_too_large = false;
-    e->errbuf[0] = '\0';
-    curl_easy_setopt(e->curl, CURLOPT_URL, url);
-    curl_easy_setopt(e->curl, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(e->curl, CURLOPT_POSTFIELDSIZE, (long)strlen(text));
-    CURLcode rc = curl_easy_perform(e->curl);
+    static const char *const headers[] = {"Content-Type: application/json", NULL};
+    dcr__http_req_t q = {
+        .method = "POST",
+        .url = url,
+        .headers = headers,
+        .body = text,
+        .body_len = strlen(text),
+        .http_only = true,
+        .tcp_nodelay = true,
+        .connect_timeout_ms = (int)left,
+        .timeout_ms = (int)left,
+        .body_max = DCR__ET_RESPONSE_MAX,
+    };
+    dcr__http_resp_t hr;
+    dcr_status_t st = dcr__http_request(&q, &hr);
     free(text);
-    if (e->body_too_large) {
-        return dcr_error_set(DCR_ECONTROL, "%s: %s: response larger than %u bytes", e->where, what,
-                             DCR__ET_RESPONSE_MAX);
+    if (st != DCR_OK) {
+        if (st == DCR_ETIMEOUT) {
+            st = dcr_error_set(DCR_ECONTROL, "%s: %s: no answer within %d ms", e->where, what,
+                               e->timeout_ms);
+        } else {
+            st = dcr_error_set(DCR_ECONTROL, "%s: %s: %s", e->where, what, hr.error);
+        }
+        dcr__http_resp_free(&hr);
+        return st;
     }
-    if (rc == CURLE_OPERATION_TIMEDOUT) {
-        return dcr_error_set(DCR_ECONTROL, "%s: %s: no answer within %d ms", e->where, what,
-                             e->timeout_ms);
-    }
-    if (rc != CURLE_OK) {
-        return dcr_error_set(DCR_ECONTROL, "%s: %s: %s", e->where, what,
-                             e->errbuf[0] ? e->errbuf : curl_easy_strerror(rc));
-    }
-    long code = 0;
-    curl_easy_getinfo(e->curl, CURLINFO_RESPONSE_CODE, &code);
     json_error_t jerr;
-    json_t *resp = json_loadb(e->body ? e->body : "", e->body_len, 0, &jerr);
-    if (code != 200) {
+    json_t *resp = json_loadb(hr.body ? (const char *)hr.body : "", hr.body_len, 0, &jerr);
+    dcr__http_resp_free(&hr);
+    if (hr.code != 200) {
         const char *msg = resp != NULL ? json_string_value(json_object_get(resp, "message")) : NULL;
-        dcr_status_t st = dcr_error_set(DCR_ECONTROL, "%s: %s: HTTP %ld: %.200s", e->where, what,
-                                        code, msg != NULL ? msg : "(no etcd error message)");
+        st = dcr_error_set(DCR_ECONTROL, "%s: %s: HTTP %ld: %.200s", e->where, what, hr.code,
+                           msg != NULL ? msg : "(no etcd error message)");
         json_decref(resp);
         return st;
     }
@@ -803,14 +750,6 @@ static dcr_status_t dcr__et_parse_address(const char *address, dcr__et_t *e)
 
 /* ---- open and close ------------------------------------------------------------------------- */
 
-static pthread_once_t dcr__et_curl_once = PTHREAD_ONCE_INIT;
-static CURLcode dcr__et_curl_init_rc;
-
-static void dcr__et_curl_init(void)
-{
-    dcr__et_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e);
 
 static void dcr__et_close(void *impl)
@@ -818,15 +757,13 @@ static void dcr__et_close(void *impl)
     dcr__et_t *e = impl;
     if (e == NULL) return;
     /* Best effort: the liveness key goes at once instead of at the TTL. */
-    if (e->lease_id != 0 && e->curl != NULL) {
+    if (e->lease_id != 0) {
         /* Closing must not wait long for a server that is gone. */
         e->deadline_ms = dcr__et_mono_ms() + (e->timeout_ms < 1000 ? e->timeout_ms : 1000);
         (void)dcr__et_lease_revoke(e);
     }
-    if (e->curl != NULL) curl_easy_cleanup(e->curl);
     pthread_mutex_destroy(&e->mu);
     free(e->cache_required);
-    free(e->body);
     free(e);
 }
 
@@ -886,20 +823,6 @@ static dcr_status_t dcr__et_open(const dcr_control_config_t *cfg, void **impl_p)
         return dcr_error_set(DCR_ENOMEM, "%s: mutex initialization failed", cfg->address);
     }
     e->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DCR__ET_DEFAULT_TIMEOUT;
-    pthread_once(&dcr__et_curl_once, dcr__et_curl_init);
-    if (dcr__et_curl_init_rc != CURLE_OK || (e->curl = curl_easy_init()) == NULL) {
-        dcr__et_close(e);
-        return dcr_error_set(DCR_ECONTROL, "%s: libcurl initialization failed", cfg->address);
-    }
-    static const struct curl_slist json_header = {(char *)"Content-Type: application/json", NULL};
-    curl_easy_setopt(e->curl, CURLOPT_HTTPHEADER, &json_header);
-    curl_easy_setopt(e->curl, CURLOPT_WRITEFUNCTION, dcr__et_write);
-    curl_easy_setopt(e->curl, CURLOPT_WRITEDATA, e);
-    curl_easy_setopt(e->curl, CURLOPT_ERRORBUFFER, e->errbuf);
-    /* Signals are not thread-safe; timeouts then rely on the threaded resolver. */
-    curl_easy_setopt(e->curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e->curl, CURLOPT_PROTOCOLS_STR, "http");
-    curl_easy_setopt(e->curl, CURLOPT_TCP_NODELAY, 1L);
     e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
     st = dcr__et_init(e);
     if (st != DCR_OK) {
