@@ -103,9 +103,10 @@ static void XMLCALL xml_refuse_doctype(void *ctx, const XML_Char *name, const XM
 }
 
 /* Parses xml[0, len) with the handlers (user data b, which starts the
- * reader's state) to the end or until a handler stops it; false when the
- * document is malformed before that or no parser could be made; *why_p and
- * *line_p say what and where. */
+ * reader's state) until its end or until a handler stops it. true only when
+ * the whole document was read: a stop (the reader knows why), a malformed
+ * document and a parser that could not be made are false, with *why_p and
+ * *line_p saying what and where. */
 static bool xml_run(xml_base_t *b, const char *xml, size_t len, XML_StartElementHandler start,
                     XML_EndElementHandler end, XML_CharacterDataHandler chars, const char **why_p,
                     unsigned long *line_p)
@@ -122,7 +123,8 @@ static bool xml_run(xml_base_t *b, const char *xml, size_t len, XML_StartElement
     XML_SetStartDoctypeDeclHandler(b->p, xml_refuse_doctype);
     bool ok = XML_Parse(b->p, xml, (int)len, XML_TRUE) != XML_STATUS_ERROR;
     enum XML_Error e = XML_GetErrorCode(b->p);
-    *why_p = b->doctype ? "a document type declaration" : XML_ErrorString(e);
+    const char *said = XML_ErrorString(e);
+    *why_p = b->doctype ? "a document type declaration" : said != NULL ? said : "malformed";
     *line_p = (unsigned long)XML_GetCurrentLineNumber(b->p);
     XML_ParserFree(b->p);
     b->p = NULL;
