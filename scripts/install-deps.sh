@@ -17,6 +17,8 @@ packages=(
   clang            # libFuzzer targets
   openmpi-bin libopenmpi-dev  # owner ranks as an MPI job, the "mpi" group backend
   libcurl4-openssl-dev        # S3 object store (SigV4) and etcd's v3 JSON gateway
+  libssl-dev                  # libcrypto: MD5 of S3 ETags, base64 of etcd's bytes fields
+  libexpat1-dev               # S3's XML responses
   etcd-server                 # tests start etcd on loopback
   iproute2                    # ip and tc: the network-namespace testbed (scripts/testbed.sh)
 )

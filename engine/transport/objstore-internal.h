@@ -68,17 +68,20 @@ char *dcr__manifest_text(uint64_t tau, const dcr__ledger_entry_t *e, size_t n, s
 
 extern const dcr_objstore_ops_t dcr__objstore_s3_ops;
 
-/* MD5 of buf[0, len): raw, and as 32 lowercase hex digits and a NUL. */
-void dcr__md5(const uint8_t *buf, size_t len, uint8_t out[16]);
-void dcr__md5_hex(const uint8_t *buf, size_t len, char out[33]);
+/* MD5 of buf[0, len) (libcrypto): raw, and as 32 lowercase hex digits and a
+ * NUL; false when libcrypto cannot compute it (no memory, no MD5 in its
+ * providers). */
+bool dcr__md5(const uint8_t *buf, size_t len, uint8_t out[16]);
+bool dcr__md5_hex(const uint8_t *buf, size_t len, char out[33]);
 /* The ETag S3 gives a multipart object: the MD5 of its parts' raw MD5s in
- * hex, '-', the number of parts. */
-void dcr__md5_multipart_etag(const uint8_t (*parts)[16], size_t n, char *out, size_t cap);
-/* One parsed ListObjectsV2 response page. Keys are XML-unescaped and bounded;
- * DCR_ETRANSPORT on anything malformed (what and where). */
+ * hex, '-', the number of parts; false as dcr__md5. */
+bool dcr__md5_multipart_etag(const uint8_t (*parts)[16], size_t n, char *out, size_t cap);
+/* One parsed ListObjectsV2 response page (expat). Keys are XML-unescaped and
+ * bounded; DCR_ETRANSPORT on anything malformed (what and where). */
 dcr_status_t dcr__s3_parse_list(const char *xml, size_t len, dcr_objstore_page_t *page);
 /* The text of the first <tag>...</tag> in xml, unescaped, into out (cap
- * bytes); false when absent, malformed or too long. */
+ * bytes); false when absent, not text, too long, or the document is
+ * malformed before its end tag. */
 bool dcr__s3_xml_text(const char *xml, size_t len, const char *tag, char *out, size_t cap);
 
 #endif

@@ -1,7 +1,8 @@
 /* The "s3" object store: an S3-compatible service over HTTP through
- * libcurl. Store URL s3://BUCKET[/PREFIX] with an endpoint; requests are
- * path-style (ENDPOINT/BUCKET/PREFIX/KEY) and signed with AWS Signature
- * Version 4 by libcurl (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3", the payload
+ * libcurl (the engine's one HTTP client, core/http-internal.h). Store URL
+ * s3://BUCKET[/PREFIX] with an endpoint; requests are path-style
+ * (ENDPOINT/BUCKET/PREFIX/KEY) and signed with AWS Signature Version 4 by
+ * libcurl (CURLOPT_AWS_SIGV4 "aws:amz:REGION:s3", the payload
  * declared UNSIGNED-PAYLOAD, as S3 allows over any transport). Credentials
  * and region come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION.
  *
@@ -16,19 +17,17 @@
  * from 50 ms doubling up to 2 s); 4xx are not (404 is DCR_ENOTFOUND). The
  * last failure is one line: the request, the endpoint, the cause, the tries.
  *
- * Connections: one CURL handle per thread (thread-specific, freed at thread
- * exit) keeps its connections open between requests; curl_easy_reset
- * between requests keeps them. Properties: listings are strongly consistent
+ * Connections: the HTTP client's handle per thread keeps its connections
+ * open between requests. Properties: listings are strongly consistent
  * (S3 since 2020, s3rver), byte ranges are served, and there is no change
  * notification (callers poll by listing). */
-#include <curl/curl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "core/http-internal.h"
 #include "dcr/log.h"
 #include "transport/objstore-internal.h"
 
@@ -56,42 +55,6 @@ typedef struct s3store {
     uint64_t multipart_threshold, part_bytes;
 } s3store_t;
 
-/* ---- per-thread handles -------------------------------------------------- */
-
-static pthread_once_t s3_once = PTHREAD_ONCE_INIT;
-static pthread_key_t s3_key;
-static CURLcode s3_global_rc = CURLE_FAILED_INIT;
-
-static void s3_handle_free(void *h)
-{
-    curl_easy_cleanup(h);
-}
-
-static void s3_global_init(void)
-{
-    s3_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (s3_global_rc == CURLE_OK && pthread_key_create(&s3_key, s3_handle_free) != 0)
-        s3_global_rc = CURLE_FAILED_INIT;
-}
-
-/* The calling thread's handle, reset to defaults (connections kept). */
-static CURL *s3_handle(void)
-{
-    pthread_once(&s3_once, s3_global_init);
-    if (s3_global_rc != CURLE_OK) return NULL;
-    CURL *h = pthread_getspecific(s3_key);
-    if (h == NULL) {
-        h = curl_easy_init();
-        if (h == NULL || pthread_setspecific(s3_key, h) != 0) {
-            curl_easy_cleanup(h);
-            return NULL;
-        }
-    } else {
-        curl_easy_reset(h);
-    }
-    return h;
-}
-
 /* ---- one request ---------------------------------------------------------- */
 
 typedef struct s3_req {
@@ -105,121 +68,41 @@ typedef struct s3_req {
     uint64_t off, len;
     const dcr_objstore_pace_t *pace;
     /* response body: into dst[0, cap) when dst is set (an object), else into
-     * a growing buffer of at most S3_XML_MAX bytes (XML) */
+     * mem, malloc'd, of at most S3_XML_MAX bytes (XML); an error document's
+     * beginning goes into mem either way */
     uint8_t *dst;
     size_t cap;
     uint8_t *mem;
-    size_t memcap;
     /* response state of the latest try */
-    size_t sent, got;
+    size_t got;
     long code;
     char etag[DCR_OBJSTORE_VERSION_MAX];
     int64_t content_length;
     char content_range[128];
-    char errbody[S3_ERRBODY_MAX];
-    size_t errlen;
-    dcr_status_t abort_st; /* why a callback stopped the transfer */
-    char abort_msg[256];
 } s3_req_t;
-
-static size_t s3_read_cb(char *buf, size_t size, size_t nitems, void *arg)
-{
-    s3_req_t *r = arg;
-    size_t n = size * nitems;
-    if (n > r->body_len - r->sent) n = r->body_len - r->sent;
-    /* Unpaced: a put's bytes were paced before the request (s3_pace_upfront). */
-    memcpy(buf, r->body + r->sent, n);
-    r->sent += n;
-    return n;
-}
 
 static bool s3_ok_code(long code)
 {
     return code >= 200 && code < 300;
 }
 
-static size_t s3_write_cb(char *data, size_t size, size_t nmemb, void *arg)
+/* Paces a GET body as its bytes arrive, in pieces of at most the pacing chunk. */
+static dcr_status_t s3_pace_arrived(void *ctx, size_t n)
 {
-    s3_req_t *r = arg;
-    size_t n = size * nmemb;
-    if (!s3_ok_code(r->code)) { /* an error document: keep its beginning */
-        size_t k = sizeof r->errbody - 1 - r->errlen;
-        if (k > n) k = n;
-        memcpy(r->errbody + r->errlen, data, k);
-        r->errlen += k;
-        r->errbody[r->errlen] = '\0';
-        return n;
-    }
-    if (r->dst != NULL) {
-        if (n > r->cap - r->got) {
-            r->abort_st = DCR_EINVAL;
-            snprintf(r->abort_msg, sizeof r->abort_msg,
-                     "the body holds more than the %zu bytes expected", r->cap);
-            return 0;
-        }
-        memcpy(r->dst + r->got, data, n);
-    } else {
-        if (r->got + n > S3_XML_MAX) {
-            r->abort_st = DCR_ETRANSPORT;
-            snprintf(r->abort_msg, sizeof r->abort_msg, "response above %zu bytes", S3_XML_MAX);
-            return 0;
-        }
-        if (r->got + n + 1 > r->memcap) {
-            size_t cap = (r->got + n + 1) * 2;
-            uint8_t *m = realloc(r->mem, cap);
-            if (m == NULL) {
-                r->abort_st = DCR_ENOMEM;
-                snprintf(r->abort_msg, sizeof r->abort_msg, "out of memory");
-                return 0;
-            }
-            r->mem = m;
-            r->memcap = cap;
-        }
-        memcpy(r->mem + r->got, data, n);
-        r->mem[r->got + n] = '\0';
-    }
-    r->got += n;
-    /* Paced as the bytes arrive, in pieces of at most the pacing chunk. */
-    for (size_t done = 0; r->pace != NULL && done < n;) {
+    const dcr_objstore_pace_t *pace = ctx;
+    for (size_t done = 0; done < n;) {
         size_t k = n - done < DCR_OBJSTORE_PACE_CHUNK ? n - done : DCR_OBJSTORE_PACE_CHUNK;
-        dcr_status_t st = r->pace->fn(r->pace->ctx, k);
-        if (st != DCR_OK) {
-            r->abort_st = st;
-            snprintf(r->abort_msg, sizeof r->abort_msg, "%s", dcr_error_detail());
-            return 0;
-        }
+        DCR_CHECK(pace->fn(pace->ctx, k));
         done += k;
     }
-    return n;
+    return DCR_OK;
 }
 
-/* Copies header value of `name` (case-insensitive) from line into out. */
-static bool s3_header(const char *line, size_t n, const char *name, char *out, size_t cap)
+/* The headers of the answer that the checks below read. */
+static void s3_read_headers(s3_req_t *r, const dcr__http_resp_t *resp)
 {
-    size_t k = strlen(name);
-    if (n <= k || strncasecmp(line, name, k) != 0 || line[k] != ':') return false;
-    const char *v = line + k + 1, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t')) v++;
-    while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ')) end--;
-    size_t len = (size_t)(end - v);
-    if (len >= cap) len = cap - 1;
-    memcpy(out, v, len);
-    out[len] = '\0';
-    return true;
-}
-
-static size_t s3_header_cb(char *line, size_t size, size_t nitems, void *arg)
-{
-    s3_req_t *r = arg;
-    size_t n = size * nitems;
     char v[128];
-    if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-        /* A new response (after a 100 Continue or a redirect): start over. */
-        const char *sp = memchr(line, ' ', n);
-        r->code = sp != NULL ? strtol(sp + 1, NULL, 10) : 0;
-        r->etag[0] = r->content_range[0] = '\0';
-        r->content_length = -1;
-    } else if (s3_header(line, n, "ETag", v, sizeof v)) {
+    if (dcr__http_header(resp, "ETag", v, sizeof v)) {
         /* Quoted in S3's answers: keep what is inside the quotes. */
         size_t len = strlen(v);
         if (len >= 2 && v[0] == '"' && v[len - 1] == '"') {
@@ -227,14 +110,14 @@ static size_t s3_header_cb(char *line, size_t size, size_t nitems, void *arg)
             memmove(v, v + 1, len - 1);
         }
         snprintf(r->etag, sizeof r->etag, "%s", v);
-    } else if (s3_header(line, n, "Content-Length", v, sizeof v)) {
+    }
+    if (dcr__http_header(resp, "Content-Length", v, sizeof v)) {
         char *e;
         long long x = strtoll(v, &e, 10);
         r->content_length = (*e == '\0' && x >= 0) ? x : -2; /* -2: malformed */
-    } else if (s3_header(line, n, "Content-Range", v, sizeof v)) {
-        snprintf(r->content_range, sizeof r->content_range, "%s", v);
     }
-    return n;
+    if (dcr__http_header(resp, "Content-Range", v, sizeof v))
+        snprintf(r->content_range, sizeof r->content_range, "%s", v);
 }
 
 typedef enum { S3_DONE, S3_RETRY, S3_FAIL } s3_verdict_t;
@@ -242,84 +125,76 @@ typedef enum { S3_DONE, S3_RETRY, S3_FAIL } s3_verdict_t;
 /* Runs one try of r; fills *why on failure. */
 static s3_verdict_t s3_try(s3store_t *s, s3_req_t *r, dcr_status_t *st_p, char *why, size_t cap)
 {
-    CURL *h = s3_handle();
-    if (h == NULL) {
-        *st_p = DCR_ENOMEM;
-        snprintf(why, cap, "cannot set up libcurl");
-        return S3_FAIL;
-    }
-    r->sent = r->got = r->errlen = 0;
+    free(r->mem);
+    r->mem = NULL;
+    r->got = 0;
     r->code = 0;
-    r->etag[0] = r->content_range[0] = r->errbody[0] = '\0';
+    r->etag[0] = r->content_range[0] = '\0';
     r->content_length = -1;
-    r->abort_st = DCR_OK;
-    struct curl_slist *hd = NULL;
-    char range[96];
     /* Every header set here is signed (libcurl 7.88 signs the user's
      * headers): so only headers that are sent, never a removal like
      * "Expect:", which it would sign though it sends none. */
-    hd = curl_slist_append(hd, "x-amz-content-sha256: UNSIGNED-PAYLOAD");
+    const char *hd[4] = {"x-amz-content-sha256: UNSIGNED-PAYLOAD"};
+    size_t nh = 1;
+    char range[96];
     if (r->range && r->len == UINT64_MAX) {
         snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-", r->off);
-        hd = curl_slist_append(hd, range);
+        hd[nh++] = range;
     } else if (r->range) {
         snprintf(range, sizeof range, "Range: bytes=%" PRIu64 "-%" PRIu64, r->off,
                  r->off + r->len - 1);
-        hd = curl_slist_append(hd, range);
+        hd[nh++] = range;
     }
     if (r->body != NULL && strcmp(r->method, "POST") == 0)
-        hd = curl_slist_append(hd, "Content-Type: application/xml");
-    curl_easy_setopt(h, CURLOPT_URL, r->url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-    curl_easy_setopt(h, CURLOPT_AWS_SIGV4, s->sigv4);
-    curl_easy_setopt(h, CURLOPT_USERPWD, s->userpwd);
+        hd[nh++] = "Content-Type: application/xml";
     /* A request times out when it cannot connect, or when no byte moves
-     * for timeout_ms (in whole seconds, as libcurl counts): not on a total,
-     * which a large object on a slow emulated link would exceed while it
-     * progresses. */
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
-                     (long)(s->timeout_ms < 10000 ? s->timeout_ms : 10000));
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
-                     (long)(s->timeout_ms < 1000 ? 1 : s->timeout_ms / 1000));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, s3_write_cb);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, s3_header_cb);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
-    if (strcmp(r->method, "PUT") == 0) {
-        curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)r->body_len);
-        curl_easy_setopt(h, CURLOPT_READFUNCTION, s3_read_cb);
-        curl_easy_setopt(h, CURLOPT_READDATA, r);
-    } else if (strcmp(r->method, "POST") == 0) {
-        curl_easy_setopt(h, CURLOPT_POST, 1L);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, r->body != NULL ? (const char *)r->body : "");
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
-    } else if (strcmp(r->method, "DELETE") == 0) {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "DELETE");
-    }
-    CURLcode rc = curl_easy_perform(h);
-    curl_slist_free_all(hd);
-    if (r->abort_st != DCR_OK) {
-        *st_p = r->abort_st;
-        snprintf(why, cap, "%s", r->abort_msg);
+     * for timeout_ms: not on a total, which a large object on a slow
+     * emulated link would exceed while it progresses. A put's bytes were
+     * paced before the request (s3_pace_upfront); a get's are paced as they
+     * arrive. */
+    dcr__http_req_t q = {
+        .method = r->method,
+        .url = r->url,
+        .headers = hd,
+        .body = r->body,
+        .body_len = r->body_len,
+        .userpwd = s->userpwd,
+        .aws_sigv4 = s->sigv4,
+        .connect_timeout_ms = s->timeout_ms < 10000 ? s->timeout_ms : 10000,
+        .stall_timeout_ms = s->timeout_ms,
+        .dst = r->dst,
+        .dst_cap = r->cap,
+        .body_max = S3_XML_MAX,
+        .error_body_max = S3_ERRBODY_MAX,
+        .progress = r->pace != NULL ? s3_pace_arrived : NULL,
+        .progress_ctx = (void *)r->pace,
+    };
+    dcr__http_resp_t *resp = malloc(sizeof *resp);
+    if (resp == NULL) {
+        *st_p = DCR_ENOMEM;
+        snprintf(why, cap, "out of memory");
         return S3_FAIL;
     }
-    if (rc != CURLE_OK) {
-        *st_p = rc == CURLE_OPERATION_TIMEDOUT ? DCR_ETIMEOUT : DCR_ETRANSPORT;
-        snprintf(why, cap, "%s%s", curl_easy_strerror(rc),
-                 rc == CURLE_OPERATION_TIMEDOUT ? " (no answer in time)" : "");
-        bool retry = rc == CURLE_COULDNT_CONNECT || rc == CURLE_OPERATION_TIMEDOUT ||
-                     rc == CURLE_RECV_ERROR || rc == CURLE_SEND_ERROR || rc == CURLE_GOT_NOTHING ||
-                     rc == CURLE_PARTIAL_FILE || rc == CURLE_COULDNT_RESOLVE_HOST ||
-                     rc == CURLE_SSL_CONNECT_ERROR;
+    dcr_status_t st = dcr__http_request(&q, resp);
+    r->code = resp->code;
+    r->got = resp->body_len;
+    r->mem = resp->body;
+    resp->body = NULL;
+    s3_read_headers(r, resp);
+    if (st != DCR_OK) {
+        *st_p = st;
+        snprintf(why, cap, "%s%s", resp->error, st == DCR_ETIMEOUT ? " (no answer in time)" : "");
+        bool retry = resp->retryable;
+        free(resp);
         return retry ? S3_RETRY : S3_FAIL;
     }
+    free(resp);
     if (!s3_ok_code(r->code)) {
         char code[64] = "", msg[160] = "";
-        dcr__s3_xml_text(r->errbody, r->errlen, "Code", code, sizeof code);
-        dcr__s3_xml_text(r->errbody, r->errlen, "Message", msg, sizeof msg);
+        if (r->mem != NULL) {
+            dcr__s3_xml_text((const char *)r->mem, r->got, "Code", code, sizeof code);
+            dcr__s3_xml_text((const char *)r->mem, r->got, "Message", msg, sizeof msg);
+        }
         snprintf(why, cap, "HTTP %ld%s%s%s%s", r->code, code[0] ? " " : "", code,
                  msg[0] ? ": " : "", msg);
         *st_p = r->code == 404                     ? DCR_ENOTFOUND
@@ -458,7 +333,10 @@ static s3_verdict_t s3_check_get(s3_req_t *r, void *ctx, char *why, size_t cap)
     /* A whole object stored in one part: its ETag is the MD5 of its bytes. */
     if (s3_is_md5(r->etag)) {
         char md5[33];
-        dcr__md5_hex(r->dst != NULL ? r->dst : r->mem, r->got, md5);
+        if (!dcr__md5_hex(r->dst != NULL ? r->dst : r->mem, r->got, md5)) {
+            snprintf(why, cap, "libcrypto cannot compute MD5");
+            return S3_FAIL;
+        }
         if (strcmp(md5, r->etag) != 0) {
             snprintf(why, cap, "body of %zu bytes has MD5 %s, ETag says %s", r->got, md5, r->etag);
             return S3_RETRY;
@@ -468,6 +346,12 @@ static s3_verdict_t s3_check_get(s3_req_t *r, void *ctx, char *why, size_t cap)
 }
 
 /* ---- slots ------------------------------------------------------------------ */
+
+static dcr_status_t s3_no_md5(const s3store_t *s, const char *what)
+{
+    return dcr_error_set(DCR_EUNSUPPORTED, "object store %s: %s: libcrypto cannot compute MD5",
+                         s->url, what);
+}
 
 /* Paces a PUT body's bytes before the request starts, then sends them at
  * once: an S3 object becomes visible only when its upload completes, and
@@ -492,7 +376,10 @@ static dcr_status_t s3_put_single(s3store_t *s, const char *key, const uint8_t *
     if (r == NULL) return dcr_error_set(DCR_ENOMEM, "object store %s: put %s", s->url, key);
     char what[DCR_OBJSTORE_KEY_MAX + 16], md5[33];
     snprintf(what, sizeof what, "PUT %s", key);
-    dcr__md5_hex(buf, len, md5);
+    if (!dcr__md5_hex(buf, len, md5)) {
+        free(r);
+        return s3_no_md5(s, what);
+    }
     *r = (s3_req_t){.method = "PUT", .what = what, .body = buf, .body_len = len};
     s3_put_ctx_t c = {md5};
     dcr_status_t st = s3_pace_upfront(pace, len);
@@ -551,9 +438,11 @@ static dcr_status_t s3_put_multipart(s3store_t *s, const char *key, const uint8_
         size_t off = i * s->part_bytes;
         size_t n = len - off < s->part_bytes ? len - off : (size_t)s->part_bytes;
         char md5[33];
-        dcr__md5(buf + off, n, md5s[i]);
-        dcr__md5_hex(buf + off, n, md5);
         snprintf(what, sizeof what, "PUT %s part %zu of %zu", key, i + 1, nparts);
+        if (!dcr__md5(buf + off, n, md5s[i]) || !dcr__md5_hex(buf + off, n, md5)) {
+            st = s3_no_md5(s, what);
+            break;
+        }
         snprintf(query, sizeof query, "partNumber=%zu&uploadId=%s", i + 1, id_enc);
         *r = (s3_req_t){.method = "PUT", .what = what, .body = buf + off, .body_len = n};
         s3_put_ctx_t c = {md5};
@@ -576,8 +465,10 @@ static dcr_status_t s3_put_multipart(s3store_t *s, const char *key, const uint8_
          * S3-compatible services (s3rver) give the MD5 of the whole body
          * instead, an equally strong check, so either is accepted. */
         char etag[DCR_OBJSTORE_VERSION_MAX] = "", want[DCR_OBJSTORE_VERSION_MAX], whole[33];
-        dcr__md5_multipart_etag((const uint8_t(*)[16])md5s, nparts, want, sizeof want);
-        dcr__md5_hex(buf, len, whole);
+        if (st == DCR_OK &&
+            (!dcr__md5_multipart_etag((const uint8_t(*)[16])md5s, nparts, want, sizeof want) ||
+             !dcr__md5_hex(buf, len, whole)))
+            st = s3_no_md5(s, what);
         if (st == DCR_OK && (r->mem == NULL || !dcr__s3_xml_text((const char *)r->mem, r->got,
                                                                  "ETag", etag, sizeof etag))) {
             char code[64] = "";

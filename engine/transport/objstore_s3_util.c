@@ -1,11 +1,16 @@
 /* Pieces of the S3 backend that need no network: MD5 (the ETag of a
- * single-part object is the MD5 of its bytes, RFC 1321) and a minimal XML
- * reader for the few responses S3 sends (ListObjectsV2, multipart uploads,
- * errors). The reader is bounded and forgiving only where S3's schema is:
- * it looks for known elements by name, never recurses, unescapes the five
- * predefined entities and numeric character references, and refuses
- * anything it cannot read instead of guessing. */
+ * single-part object is the MD5 of its bytes, RFC 1321), from libcrypto, and
+ * reading the few XML responses S3 sends (ListObjectsV2, multipart uploads,
+ * errors) with expat. The readers look for known elements by name, take
+ * only text elements that fit their bounds, and refuse anything else
+ * instead of guessing: a document that is not well-formed up to what they
+ * need, a document type declaration (S3 sends none, and without one no
+ * entity but the five predefined ones and character references exists),
+ * an undefined entity, a NUL. */
+#include <expat.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,102 +18,6 @@
 #include "transport/objstore-internal.h"
 
 /* ---- MD5 ------------------------------------------------------------------ */
-
-typedef struct md5 {
-    uint32_t h[4];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t nbuf;
-} md5_t;
-
-static uint32_t md5_rol(uint32_t x, int c)
-{
-    return (x << c) | (x >> (32 - c));
-}
-
-static void md5_block(md5_t *m, const uint8_t *p)
-{
-    static const uint32_t K[64] = {
-        0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-        0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-        0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-        0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-        0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-        0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-        0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-        0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-        0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-        0xeb86d391};
-    static const int R[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-                              5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20, 5, 9,  14, 20,
-                              4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-                              6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21};
-    uint32_t w[16];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 |
-               (uint32_t)p[4 * i + 3] << 24;
-    uint32_t a = m->h[0], b = m->h[1], c = m->h[2], d = m->h[3];
-    for (int i = 0; i < 64; i++) {
-        uint32_t f;
-        int g;
-        if (i < 16) {
-            f = (b & c) | (~b & d);
-            g = i;
-        } else if (i < 32) {
-            f = (d & b) | (~d & c);
-            g = (5 * i + 1) % 16;
-        } else if (i < 48) {
-            f = b ^ c ^ d;
-            g = (3 * i + 5) % 16;
-        } else {
-            f = c ^ (b | ~d);
-            g = (7 * i) % 16;
-        }
-        uint32_t t = d;
-        d = c;
-        c = b;
-        b = b + md5_rol(a + f + K[i] + w[g], R[i]);
-        a = t;
-    }
-    m->h[0] += a;
-    m->h[1] += b;
-    m->h[2] += c;
-    m->h[3] += d;
-}
-
-static void md5_init(md5_t *m)
-{
-    *m = (md5_t){.h = {0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476}};
-}
-
-static void md5_update(md5_t *m, const uint8_t *p, size_t n)
-{
-    m->len += n;
-    if (m->nbuf > 0) {
-        size_t k = 64 - m->nbuf < n ? 64 - m->nbuf : n;
-        memcpy(m->buf + m->nbuf, p, k);
-        m->nbuf += k;
-        p += k;
-        n -= k;
-        if (m->nbuf < 64) return;
-        md5_block(m, m->buf);
-        m->nbuf = 0;
-    }
-    for (; n >= 64; p += 64, n -= 64) md5_block(m, p);
-    memcpy(m->buf, p, n);
-    m->nbuf = n;
-}
-
-static void md5_final(md5_t *m, uint8_t out[16])
-{
-    uint64_t bits = m->len * 8;
-    uint8_t pad[72] = {0x80};
-    size_t padlen = (m->nbuf < 56 ? 56 : 120) - m->nbuf;
-    for (int i = 0; i < 8; i++) pad[padlen + (size_t)i] = (uint8_t)(bits >> (8 * i));
-    md5_update(m, pad, padlen + 8);
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) out[4 * i + j] = (uint8_t)(m->h[i] >> (8 * j));
-}
 
 static void hex16(const uint8_t d[16], char out[33])
 {
@@ -120,130 +29,226 @@ static void hex16(const uint8_t d[16], char out[33])
     out[32] = '\0';
 }
 
-void dcr__md5(const uint8_t *buf, size_t len, uint8_t out[16])
+bool dcr__md5(const uint8_t *buf, size_t len, uint8_t out[16])
 {
-    md5_t m;
-    md5_init(&m);
-    md5_update(&m, buf, len);
-    md5_final(&m, out);
+    return EVP_Digest(buf, len, out, NULL, EVP_md5(), NULL) == 1;
 }
 
-void dcr__md5_hex(const uint8_t *buf, size_t len, char out[33])
+bool dcr__md5_hex(const uint8_t *buf, size_t len, char out[33])
 {
     uint8_t d[16];
-    dcr__md5(buf, len, d);
+    if (!dcr__md5(buf, len, d)) return false;
     hex16(d, out);
+    return true;
 }
 
-void dcr__md5_multipart_etag(const uint8_t (*parts)[16], size_t n, char *out, size_t cap)
+bool dcr__md5_multipart_etag(const uint8_t (*parts)[16], size_t n, char *out, size_t cap)
 {
-    md5_t m;
-    md5_init(&m);
-    for (size_t i = 0; i < n; i++) md5_update(&m, parts[i], 16);
+    EVP_MD_CTX *m = EVP_MD_CTX_new();
+    bool ok = m != NULL && EVP_DigestInit_ex(m, EVP_md5(), NULL) == 1;
+    for (size_t i = 0; ok && i < n; i++) ok = EVP_DigestUpdate(m, parts[i], 16) == 1;
     uint8_t d[16];
-    md5_final(&m, d);
+    ok = ok && EVP_DigestFinal_ex(m, d, NULL) == 1;
+    EVP_MD_CTX_free(m);
+    if (!ok) return false;
     char h[33];
     hex16(d, h);
     snprintf(out, cap, "%s-%zu", h, n);
+    return true;
 }
 
 /* ---- XML ------------------------------------------------------------------ */
 
-/* Unescapes src[0, n) into out (cap bytes, NUL-terminated); false on an
- * unknown or malformed entity, a NUL, or when it does not fit. */
-static bool xml_unescape(const char *src, size_t n, char *out, size_t cap)
+/* One text element being read: its characters go into out (cap bytes,
+ * NUL-terminated); bad once it overflows or holds an element. */
+typedef struct xml_field {
+    char *out;
+    size_t cap, n;
+    int depth; /* of the element; 0: not reading one */
+    bool bad;
+} xml_field_t;
+
+static void xml_field_start(xml_field_t *f, char *out, size_t cap, int depth)
 {
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        uint32_t c;
-        bool ent = src[i] == '&';
-        if (!ent) {
-            c = (uint8_t)src[i++];
-        } else {
-            const char *semi = memchr(src + i, ';', n - i < 12 ? n - i : 12);
-            if (semi == NULL) return false;
-            const char *e = src + i + 1;
-            size_t elen = (size_t)(semi - e);
-            if (elen == 3 && memcmp(e, "amp", 3) == 0)
-                c = '&';
-            else if (elen == 2 && memcmp(e, "lt", 2) == 0)
-                c = '<';
-            else if (elen == 2 && memcmp(e, "gt", 2) == 0)
-                c = '>';
-            else if (elen == 4 && memcmp(e, "quot", 4) == 0)
-                c = '"';
-            else if (elen == 4 && memcmp(e, "apos", 4) == 0)
-                c = '\'';
-            else if (elen >= 2 && e[0] == '#') {
-                bool hex = e[1] == 'x';
-                const char *d = e + (hex ? 2 : 1);
-                if (d == semi) return false;
-                c = 0;
-                for (; d < semi; d++) {
-                    int v = *d >= '0' && *d <= '9'          ? *d - '0'
-                            : hex && *d >= 'a' && *d <= 'f' ? *d - 'a' + 10
-                            : hex && *d >= 'A' && *d <= 'F' ? *d - 'A' + 10
-                                                            : -1;
-                    if (v < 0 || c > 0x10ffff) return false;
-                    c = c * (hex ? 16 : 10) + (uint32_t)v;
-                }
-                if (c > 0x10ffff) return false;
-            } else {
-                return false;
-            }
-            i += elen + 2;
-        }
-        if (c == 0) return false;
-        /* UTF-8 of c (bytes above 0x7f pass through as they came). */
-        uint8_t u[4];
-        size_t un = 0;
-        if (c < 0x80 || !ent)
-            u[un++] = (uint8_t)c;
-        else if (c < 0x800) {
-            u[un++] = (uint8_t)(0xc0 | c >> 6);
-            u[un++] = (uint8_t)(0x80 | (c & 0x3f));
-        } else if (c < 0x10000) {
-            u[un++] = (uint8_t)(0xe0 | c >> 12);
-            u[un++] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
-            u[un++] = (uint8_t)(0x80 | (c & 0x3f));
-        } else {
-            u[un++] = (uint8_t)(0xf0 | c >> 18);
-            u[un++] = (uint8_t)(0x80 | ((c >> 12) & 0x3f));
-            u[un++] = (uint8_t)(0x80 | ((c >> 6) & 0x3f));
-            u[un++] = (uint8_t)(0x80 | (c & 0x3f));
-        }
-        if (k + un >= cap) return false;
-        memcpy(out + k, u, un);
-        k += un;
-    }
-    out[k] = '\0';
-    return true;
+    *f = (xml_field_t){.out = out, .cap = cap, .depth = depth};
+    out[0] = '\0';
 }
 
-/* The raw content of the first <tag>...</tag> in [p, end): *s_p, *n_p. */
-static bool xml_find(const char *p, const char *end, const char *tag, const char **s_p, size_t *n_p)
+static void xml_field_chars(xml_field_t *f, const XML_Char *s, int len)
 {
-    char open[64], close[64];
-    int no = snprintf(open, sizeof open, "<%s>", tag);
-    int nc = snprintf(close, sizeof close, "</%s>", tag);
-    if (no <= 0 || nc <= 0 || (size_t)no >= sizeof open) return false;
-    const char *s = memmem(p, (size_t)(end - p), open, (size_t)no);
-    if (s == NULL) return false;
-    s += no;
-    const char *e = memmem(s, (size_t)(end - s), close, (size_t)nc);
-    if (e == NULL) return false;
-    *s_p = s;
-    *n_p = (size_t)(e - s);
-    return true;
+    if (f->depth == 0 || f->bad) return;
+    if ((size_t)len >= f->cap - f->n) {
+        f->bad = true;
+        return;
+    }
+    memcpy(f->out + f->n, s, (size_t)len);
+    f->n += (size_t)len;
+    f->out[f->n] = '\0';
+}
+
+/* What every reader's state starts with: its parser (to stop it from a
+ * handler) and whether it stopped at a document type declaration. */
+typedef struct xml_base {
+    XML_Parser p;
+    bool doctype;
+} xml_base_t;
+
+static void XMLCALL xml_refuse_doctype(void *ctx, const XML_Char *name, const XML_Char *sysid,
+                                       const XML_Char *pubid, int has_internal_subset)
+{
+    xml_base_t *b = ctx;
+    (void)name, (void)sysid, (void)pubid, (void)has_internal_subset;
+    b->doctype = true;
+    XML_StopParser(b->p, XML_FALSE);
+}
+
+/* Parses xml[0, len) with the handlers (user data b, which starts the
+ * reader's state) until its end or until a handler stops it. true only when
+ * the whole document was read: a stop (the reader knows why), a malformed
+ * document and a parser that could not be made are false, with *why_p and
+ * *line_p saying what and where. */
+static bool xml_run(xml_base_t *b, const char *xml, size_t len, XML_StartElementHandler start,
+                    XML_EndElementHandler end, XML_CharacterDataHandler chars, const char **why_p,
+                    unsigned long *line_p)
+{
+    *why_p = "too large";
+    *line_p = 0;
+    if (len > INT_MAX) return false;
+    *why_p = "out of memory";
+    b->p = XML_ParserCreate(NULL);
+    if (b->p == NULL) return false;
+    XML_SetUserData(b->p, b);
+    XML_SetElementHandler(b->p, start, end);
+    XML_SetCharacterDataHandler(b->p, chars);
+    XML_SetStartDoctypeDeclHandler(b->p, xml_refuse_doctype);
+    bool ok = XML_Parse(b->p, xml, (int)len, XML_TRUE) != XML_STATUS_ERROR;
+    enum XML_Error e = XML_GetErrorCode(b->p);
+    const char *said = XML_ErrorString(e);
+    *why_p = b->doctype ? "a document type declaration" : said != NULL ? said : "malformed";
+    *line_p = (unsigned long)XML_GetCurrentLineNumber(b->p);
+    XML_ParserFree(b->p);
+    b->p = NULL;
+    return ok;
+}
+
+/* ---- the text of one element ---- */
+
+typedef struct xml_text {
+    xml_base_t base; /* first */
+    const char *tag;
+    int depth;
+    xml_field_t f;
+    bool found;
+} xml_text_t;
+
+static void XMLCALL xml_text_start(void *ctx, const XML_Char *name, const XML_Char **attrs)
+{
+    xml_text_t *t = ctx;
+    (void)attrs;
+    t->depth++;
+    if (t->f.depth != 0)
+        t->f.bad = true; /* not a text element */
+    else if (strcmp(name, t->tag) == 0)
+        xml_field_start(&t->f, t->f.out, t->f.cap, t->depth);
+}
+
+static void XMLCALL xml_text_end(void *ctx, const XML_Char *name)
+{
+    xml_text_t *t = ctx;
+    (void)name;
+    if (t->f.depth != 0 && t->f.depth == t->depth) {
+        t->found = true;
+        XML_StopParser(t->base.p, XML_FALSE); /* the rest of the document does not matter */
+    }
+    t->depth--;
+}
+
+static void XMLCALL xml_text_chars(void *ctx, const XML_Char *s, int len)
+{
+    xml_field_chars(&((xml_text_t *)ctx)->f, s, len);
 }
 
 bool dcr__s3_xml_text(const char *xml, size_t len, const char *tag, char *out, size_t cap)
 {
-    const char *s;
-    size_t n;
-    if (!xml_find(xml, xml + len, tag, &s, &n)) return false;
-    if (memchr(s, '<', n) != NULL) return false; /* not a text element */
-    return xml_unescape(s, n, out, cap);
+    xml_text_t t = {.tag = tag, .f = {.out = out, .cap = cap}};
+    const char *why;
+    unsigned long line;
+    /* Found is enough: an error document may be cut after what it says. */
+    (void)xml_run(&t.base, xml, len, xml_text_start, xml_text_end, xml_text_chars, &why, &line);
+    return t.found && !t.f.bad;
+}
+
+/* ---- ListObjectsV2 ---- */
+
+/* The fields read: of each <Contents> entry, then of the page. */
+enum { XL_KEY, XL_SIZE, XL_ETAG, XL_TRUNCATED, XL_NEXT, XL_FIELDS };
+
+typedef struct xml_list {
+    xml_base_t base; /* first */
+    dcr_objstore_page_t *page;
+    size_t cap; /* of page->entries */
+    int depth;
+    bool root_ok;
+    int contents; /* depth of the open <Contents>; 0: none */
+    /* Each field is the first element of its name (an entry's inside its
+     * <Contents>, the page's outside any): started, then read whole. */
+    bool started[XL_FIELDS], read[XL_FIELDS];
+    int field; /* the one f reads */
+    xml_field_t f;
+    char size[32], etag[DCR_OBJSTORE_VERSION_MAX], truncated[16];
+    bool bad_entry, nomem;
+} xml_list_t;
+
+static const char *const xl_names[XL_FIELDS] = {"Key", "Size", "ETag", "IsTruncated",
+                                                "NextContinuationToken"};
+
+/* Opens the next entry at page->entries[page->n]. */
+static bool xml_list_entry(xml_list_t *l)
+{
+    dcr_objstore_page_t *page = l->page;
+    if (page->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 16;
+        dcr_objstore_entry_t *e = realloc(page->entries, cap * sizeof *e);
+        if (e == NULL) return false;
+        page->entries = e;
+        l->cap = cap;
+    }
+    memset(&page->entries[page->n], 0, sizeof *page->entries);
+    for (int i = XL_KEY; i <= XL_ETAG; i++) l->started[i] = l->read[i] = false;
+    return true;
+}
+
+static void XMLCALL xml_list_start(void *ctx, const XML_Char *name, const XML_Char **attrs)
+{
+    xml_list_t *l = ctx;
+    (void)attrs;
+    l->depth++;
+    if (l->depth == 1) l->root_ok = strcmp(name, "ListBucketResult") == 0;
+    if (l->f.depth != 0) {
+        l->f.bad = true; /* not a text element */
+        return;
+    }
+    if (l->contents == 0 && strcmp(name, "Contents") == 0) {
+        if (!xml_list_entry(l)) {
+            l->nomem = true;
+            XML_StopParser(l->base.p, XML_FALSE);
+            return;
+        }
+        l->contents = l->depth;
+        return;
+    }
+    int first = l->contents ? XL_KEY : XL_TRUNCATED, last = l->contents ? XL_ETAG : XL_NEXT;
+    for (int i = first; i <= last; i++) {
+        if (l->started[i] || strcmp(name, xl_names[i]) != 0) continue;
+        dcr_objstore_entry_t *e = l->contents ? &l->page->entries[l->page->n] : NULL;
+        char *outs[XL_FIELDS] = {e ? e->key : NULL, l->size, l->etag, l->truncated, l->page->next};
+        size_t caps[XL_FIELDS] = {e ? sizeof e->key : 0, sizeof l->size, sizeof l->etag,
+                                  sizeof l->truncated, sizeof l->page->next};
+        l->started[i] = true;
+        l->field = i;
+        xml_field_start(&l->f, outs[i], caps[i], l->depth);
+        return;
+    }
 }
 
 static bool xml_u64(const char *s, uint64_t *v)
@@ -258,47 +263,58 @@ static bool xml_u64(const char *s, uint64_t *v)
     return true;
 }
 
+static void XMLCALL xml_list_end(void *ctx, const XML_Char *name)
+{
+    xml_list_t *l = ctx;
+    (void)name;
+    if (l->f.depth != 0 && l->f.depth == l->depth) {
+        l->read[l->field] = !l->f.bad;
+        if (l->f.bad) l->f.out[0] = '\0';
+        l->f.depth = 0;
+    } else if (l->contents != 0 && l->contents == l->depth) {
+        dcr_objstore_entry_t *e = &l->page->entries[l->page->n];
+        if (!l->read[XL_KEY] || !l->read[XL_SIZE] || !l->read[XL_ETAG] ||
+            !xml_u64(l->size, &e->size)) {
+            l->bad_entry = true;
+            XML_StopParser(l->base.p, XML_FALSE);
+        } else {
+            snprintf(e->version, sizeof e->version, "%s", l->etag);
+            l->page->n++;
+        }
+        l->contents = 0;
+    }
+    l->depth--;
+}
+
+static void XMLCALL xml_list_chars(void *ctx, const XML_Char *s, int len)
+{
+    xml_field_chars(&((xml_list_t *)ctx)->f, s, len);
+}
+
 dcr_status_t dcr__s3_parse_list(const char *xml, size_t len, dcr_objstore_page_t *page)
 {
-    const char *end = xml + len;
-    if (memmem(xml, len, "<ListBucketResult", 17) == NULL) {
+    page->n = 0;
+    page->next[0] = '\0';
+    page->entries = calloc(1, sizeof *page->entries);
+    if (page->entries == NULL) return dcr_error_set(DCR_ENOMEM, "S3 list response");
+    xml_list_t l = {.page = page, .cap = 1, .truncated = "false"};
+    const char *why;
+    unsigned long line;
+    bool parsed =
+        xml_run(&l.base, xml, len, xml_list_start, xml_list_end, xml_list_chars, &why, &line);
+    if (l.nomem) return dcr_error_set(DCR_ENOMEM, "S3 list response: %zu entries", page->n + 1);
+    if (l.bad_entry)
+        return dcr_error_set(DCR_ETRANSPORT,
+                             "S3 list response: entry %zu: expected <Key> (at most %d bytes), "
+                             "<Size> (a decimal) and <ETag>",
+                             page->n + 1, DCR_OBJSTORE_KEY_MAX);
+    if (!parsed)
+        return dcr_error_set(DCR_ETRANSPORT, "S3 list response: malformed XML (line %lu: %s)", line,
+                             why);
+    if (!l.root_ok)
         return dcr_error_set(DCR_ETRANSPORT, "S3 list response: no <ListBucketResult> in %zu bytes",
                              len);
-    }
-    size_t count = 0;
-    for (const char *p = xml; (p = memmem(p, (size_t)(end - p), "<Contents>", 10)) != NULL; p += 10)
-        count++;
-    page->entries = calloc(count ? count : 1, sizeof *page->entries);
-    if (page->entries == NULL)
-        return dcr_error_set(DCR_ENOMEM, "S3 list response: %zu entries", count);
-    page->n = 0;
-    const char *p = xml;
-    for (size_t i = 0; i < count; i++) {
-        const char *s = memmem(p, (size_t)(end - p), "<Contents>", 10);
-        const char *e = s ? memmem(s, (size_t)(end - s), "</Contents>", 11) : NULL;
-        if (s == NULL || e == NULL)
-            return dcr_error_set(DCR_ETRANSPORT, "S3 list response: unterminated <Contents>");
-        dcr_objstore_entry_t *en = &page->entries[page->n];
-        char size[32], etag[DCR_OBJSTORE_VERSION_MAX];
-        if (!dcr__s3_xml_text(s, (size_t)(e - s), "Key", en->key, sizeof en->key) ||
-            !dcr__s3_xml_text(s, (size_t)(e - s), "Size", size, sizeof size) ||
-            !xml_u64(size, &en->size) ||
-            !dcr__s3_xml_text(s, (size_t)(e - s), "ETag", etag, sizeof etag)) {
-            return dcr_error_set(DCR_ETRANSPORT,
-                                 "S3 list response: entry %zu: expected <Key> (at most %d bytes), "
-                                 "<Size> (a decimal) and <ETag>",
-                                 i + 1, DCR_OBJSTORE_KEY_MAX);
-        }
-        snprintf(en->version, sizeof en->version, "%s", etag);
-        page->n++;
-        p = e + 11;
-    }
-    char trunc[16] = "false";
-    dcr__s3_xml_text(xml, len, "IsTruncated", trunc, sizeof trunc);
-    page->next[0] = '\0';
-    if (strcmp(trunc, "true") == 0 &&
-        (!dcr__s3_xml_text(xml, len, "NextContinuationToken", page->next, sizeof page->next) ||
-         page->next[0] == '\0')) {
+    if (strcmp(l.truncated, "true") == 0 && page->next[0] == '\0') {
         return dcr_error_set(DCR_ETRANSPORT, "S3 list response: truncated without a "
                                              "<NextContinuationToken> (or one above 1535 bytes)");
     }

@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "cli/cli_run.h"
+#include "control/etcd-internal.h"
 #include "dcr/control.h"
 #include "engine/control/control_test_util.h"
 #include "engine/control/etcd_server.h"
@@ -692,6 +693,49 @@ static void test_harness_namespaces(void **state)
     assert_status(dcr_bench_control_check("--control", "etcd://[::1]:2379/x"), DCR_OK);
 }
 
+/* The backend's base64 (libcrypto underneath) against RFC 4648, section 10,
+ * and the strictness the gateway's fields get: whole groups, '=' only as
+ * the last one or two characters, nothing outside the alphabet, a bound. */
+static void test_base64_known_answers(void **state)
+{
+    (void)state;
+    const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+    const char *coded[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+    for (int i = 0; i < 7; i++) {
+        char *enc = dcr__et_b64_encode(plain[i], strlen(plain[i]));
+        assert_non_null(enc);
+        assert_string_equal(enc, coded[i]);
+        free(enc);
+        uint8_t *dec = NULL;
+        size_t n = 99;
+        assert_true(dcr__et_b64_decode(coded[i], strlen(coded[i]), 16, &dec, &n));
+        assert_int_equal(n, strlen(plain[i]));
+        if (n > 0) assert_memory_equal(dec, plain[i], n);
+        free(dec);
+    }
+    const uint8_t bytes[] = {0x00, 0xff, 0xfe, 0x3e, 0x3f}; /* '+' and '/' of the alphabet */
+    char *enc = dcr__et_b64_encode(bytes, sizeof bytes);
+    assert_string_equal(enc, "AP/+Pj8=");
+    free(enc);
+    const char *bad[] = {"Zg=",  "Zg",          "Z===", "Zg=a", "Z=g=",     "Zm9\n",     " Zm9",
+                         "Zm 9", "Zm9v\t\n\r ", "Zm9-", "Zm9_", "Zm9v====", "Zm9vYmFy=", "%%%"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        uint8_t *dec = (uint8_t *)"untouched";
+        size_t n = 0;
+        if (dcr__et_b64_decode(bad[i], strlen(bad[i]), 16, &dec, &n))
+            fail_msg("'%s' decoded as base64", bad[i]);
+        assert_null(dec);
+    }
+    uint8_t *dec = NULL;
+    size_t n = 0;
+    assert_false(dcr__et_b64_decode("Zm9vYmFy", 8, 5, &dec, &n)); /* 6 bytes, 5 allowed */
+    assert_true(dcr__et_b64_decode("Zm9vYmFy", 8, 6, &dec, &n));
+    assert_int_equal(n, 6);
+    free(dec);
+    /* An embedded NUL is not base64 either. */
+    assert_false(dcr__et_b64_decode("Zm\0v", 4, 16, &dec, &n));
+}
+
 int main(void)
 {
     if (!etcd_server_start(&g_etcd)) {
@@ -699,11 +743,17 @@ int main(void)
         return 1;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_addresses),          cmocka_unit_test(test_killed_mid_attempt),
-        cmocka_unit_test(test_hung_server),        cmocka_unit_test(test_restart_keeps_state),
-        cmocka_unit_test(test_malformed_values),   cmocka_unit_test(test_not_an_etcd),
-        cmocka_unit_test(test_coordinator_lease),  cmocka_unit_test(test_large_reports),
-        cmocka_unit_test(test_harness_namespaces), cmocka_unit_test(test_cli_on_etcd),
+        cmocka_unit_test(test_addresses),
+        cmocka_unit_test(test_killed_mid_attempt),
+        cmocka_unit_test(test_hung_server),
+        cmocka_unit_test(test_restart_keeps_state),
+        cmocka_unit_test(test_malformed_values),
+        cmocka_unit_test(test_not_an_etcd),
+        cmocka_unit_test(test_coordinator_lease),
+        cmocka_unit_test(test_large_reports),
+        cmocka_unit_test(test_harness_namespaces),
+        cmocka_unit_test(test_cli_on_etcd),
+        cmocka_unit_test(test_base64_known_answers),
     };
     int failed = cmocka_run_group_tests_name("control etcd", tests, NULL, NULL);
     etcd_server_stop(&g_etcd);

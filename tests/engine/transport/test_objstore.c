@@ -3,14 +3,16 @@
  * (dir on a temporary directory, s3 on an s3rver this test starts), with
  * branches on the backend's properties only; then the S3 backend's error
  * paths against a scripted HTTP server on loopback and the pieces it parses
- * with (MD5 known answers from RFC 1321, hand-written XML).
+ * with (MD5 known answers from RFC 1321 and of a multipart ETag, hand-written
+ * XML).
  *
  * s3rver does not verify signatures (a wrong secret passes; only an
  * unknown key id is refused). The signing is checked apart from it: the
  * requests libcurl signed (a listing, a put, a ranged get) are captured by
  * the scripted server and their signatures recomputed by an independent
- * SigV4 (AWS's documented derivation, itself checked against AWS's
- * published example and the SHA-256 and HMAC known answers). That shows
+ * SigV4 (AWS's documented derivation over libcrypto's SHA-256 and HMAC,
+ * checked against AWS's published example and the SHA-256 and HMAC known
+ * answers). That shows
  * the signatures follow the algorithm for these requests; only a real S3
  * can show S3 accepts them. */
 #include <stdarg.h>
@@ -20,6 +22,8 @@
 #include <cmocka.h>
 
 #include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
@@ -664,122 +668,21 @@ static void test_s3_transport_store_fails(void **state)
 
 /* ---- an independent SigV4 (AWS's documented algorithm), for checking ------ */
 
-typedef struct sha256 {
-    uint32_t h[8];
-    uint64_t len;
-    uint8_t buf[64];
-    size_t nbuf;
-} sha256_t;
-
-static uint32_t ror32(uint32_t x, int n)
-{
-    return (x >> n) | (x << (32 - n));
-}
-
-static void sha256_block(sha256_t *c, const uint8_t *p)
-{
-    static const uint32_t k[64] = {
-        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-        0xc67178f2};
-    uint32_t w[64], v[8];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ror32(w[i - 15], 7) ^ ror32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ror32(w[i - 2], 17) ^ ror32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    memcpy(v, c->h, sizeof v);
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = v[7] + (ror32(v[4], 6) ^ ror32(v[4], 11) ^ ror32(v[4], 25)) +
-                      ((v[4] & v[5]) ^ (~v[4] & v[6])) + k[i] + w[i];
-        uint32_t t2 = (ror32(v[0], 2) ^ ror32(v[0], 13) ^ ror32(v[0], 22)) +
-                      ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
-        memmove(v + 1, v, 7 * sizeof *v);
-        v[4] += t1;
-        v[0] = t1 + t2;
-    }
-    for (int i = 0; i < 8; i++) c->h[i] += v[i];
-}
-
-static void sha256_init(sha256_t *c)
-{
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memset(c, 0, sizeof *c);
-    memcpy(c->h, h0, sizeof h0);
-}
-
-static void sha256_update(sha256_t *c, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    c->len += n;
-    while (n > 0) {
-        size_t k = 64 - c->nbuf < n ? 64 - c->nbuf : n;
-        memcpy(c->buf + c->nbuf, p, k);
-        c->nbuf += k;
-        p += k;
-        n -= k;
-        if (c->nbuf == 64) {
-            sha256_block(c, c->buf);
-            c->nbuf = 0;
-        }
-    }
-}
-
-static void sha256_final(sha256_t *c, uint8_t out[32])
-{
-    uint64_t bits = c->len * 8;
-    uint8_t pad = 0x80, zero = 0, len[8];
-    sha256_update(c, &pad, 1);
-    while (c->nbuf != 56) sha256_update(c, &zero, 1);
-    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
-    sha256_update(c, len, 8);
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++) out[4 * i + j] = (uint8_t)(c->h[i] >> (24 - 8 * j));
-}
-
+/* SHA-256 and HMAC-SHA-256 from libcrypto: the primitives are checked
+ * against their published known answers below; the canonical request, the
+ * string to sign and the key derivation are this file's own. */
 static void sha256_hex(const void *data, size_t n, char out[65])
 {
-    sha256_t c;
     uint8_t d[32];
-    sha256_init(&c);
-    sha256_update(&c, data, n);
-    sha256_final(&c, d);
+    assert_int_equal(EVP_Digest(data, n, d, NULL, EVP_sha256(), NULL), 1);
     for (int i = 0; i < 32; i++) sprintf(out + 2 * i, "%02x", d[i]);
 }
 
 static void hmac256(const uint8_t *key, size_t klen, const char *msg, uint8_t out[32])
 {
-    uint8_t k[64] = {0}, pad[64], inner[32];
-    if (klen > 64) {
-        sha256_t c;
-        sha256_init(&c);
-        sha256_update(&c, key, klen);
-        sha256_final(&c, k);
-    } else {
-        memcpy(k, key, klen);
-    }
-    sha256_t c;
-    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x36;
-    sha256_init(&c);
-    sha256_update(&c, pad, 64);
-    sha256_update(&c, msg, strlen(msg));
-    sha256_final(&c, inner);
-    for (int i = 0; i < 64; i++) pad[i] = k[i] ^ 0x5c;
-    sha256_init(&c);
-    sha256_update(&c, pad, 64);
-    sha256_update(&c, inner, 32);
-    sha256_final(&c, out);
+    unsigned int n = 0;
+    assert_non_null(HMAC(EVP_sha256(), key, (int)klen, (const uint8_t *)msg, strlen(msg), out, &n));
+    assert_int_equal(n, 32);
 }
 
 /* The SigV4 signature (hex) of a canonical request, by AWS's documented
@@ -952,9 +855,20 @@ static void test_md5_known_answers(void **state)
                          "c3fcd3d76192e4007dfb496cca67e13b", "57edf4a22be3c955ac49da2e2107b67a"};
     for (int i = 0; i < 6; i++) {
         char hex[33];
-        dcr__md5_hex((const uint8_t *)in[i], strlen(in[i]), hex);
+        assert_true(dcr__md5_hex((const uint8_t *)in[i], strlen(in[i]), hex));
         assert_string_equal(hex, out[i]);
     }
+    /* A multipart ETag: the MD5 of the parts' raw MD5s, '-', the number of
+     * parts (values from Python's hashlib). */
+    uint8_t parts[2][16];
+    assert_true(dcr__md5((const uint8_t *)"hello", 5, parts[0]));
+    assert_true(dcr__md5((const uint8_t *)"world", 5, parts[1]));
+    char etag[64];
+    assert_true(dcr__md5_multipart_etag((const uint8_t(*)[16])parts, 2, etag, sizeof etag));
+    assert_string_equal(etag, "065947336a2f2a95ba8899f3675c3be6-2");
+    assert_true(dcr__md5((const uint8_t *)"", 0, parts[0]));
+    assert_true(dcr__md5_multipart_etag((const uint8_t(*)[16])parts, 1, etag, sizeof etag));
+    assert_string_equal(etag, "59adb24ef3cdbe0297f05b395827453f-1");
 }
 
 static void test_list_xml(void **state)
@@ -1000,6 +914,55 @@ static void test_list_xml(void **state)
     assert_int_equal(dcr__s3_parse_list(longxml, strlen(longxml), &q), DCR_ETRANSPORT);
     free(q.entries);
     free(longxml);
+    /* S3's own shape: a namespace on the root, blanks between elements, the
+     * elements of an entry in another order, an empty listing. */
+    const char *s3 = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                     "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">\n"
+                     "  <Name>b</Name><KeyCount>1</KeyCount>\n"
+                     "  <Contents><ETag>&quot;x&quot;</ETag><Size>7</Size>"
+                     "<StorageClass>STANDARD</StorageClass><Key>p/k</Key></Contents>\n"
+                     "  <IsTruncated>false</IsTruncated>\n</ListBucketResult>\n";
+    dcr_objstore_page_t r = {0};
+    assert_int_equal(dcr__s3_parse_list(s3, strlen(s3), &r), DCR_OK);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.entries[0].key, "p/k");
+    assert_int_equal(r.entries[0].size, 7);
+    assert_string_equal(r.entries[0].version, "\"x\"");
+    assert_string_equal(r.next, "");
+    free(r.entries);
+    const char *empty = "<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>";
+    assert_int_equal(dcr__s3_parse_list(empty, strlen(empty), &r), DCR_OK);
+    assert_int_equal(r.n, 0);
+    free(r.entries);
+    const char *refused[] = {
+        /* A document type declaration: S3 sends none, and it could define entities. */
+        "<!DOCTYPE ListBucketResult [<!ENTITY k \"x\">]><ListBucketResult><Contents><Key>&k;"
+        "</Key><Size>1</Size><ETag>e</ETag></Contents></ListBucketResult>",
+        /* Elements inside a text element. */
+        "<ListBucketResult><Contents><Key>a<b/>c</Key><Size>1</Size><ETag>e</ETag></Contents>"
+        "</ListBucketResult>",
+        /* Not well-formed. */
+        "<ListBucketResult><Contents><Key>x</Size></Contents></ListBucketResult>",
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        dcr_objstore_page_t t = {0};
+        assert_int_equal(dcr__s3_parse_list(refused[i], strlen(refused[i]), &t), DCR_ETRANSPORT);
+        free(t.entries);
+    }
+    /* One element's text: the first, unescaped, bounded; an error document
+     * cut short after it still says it. */
+    char text[16];
+    const char *err = "<Error><Code>NoSuchKey</Code><Message>The key &lt;k&gt; does not";
+    assert_true(dcr__s3_xml_text(err, strlen(err), "Code", text, sizeof text));
+    assert_string_equal(text, "NoSuchKey");
+    assert_false(dcr__s3_xml_text(err, strlen(err), "Message", text, sizeof text));
+    const char *msg = "<Error><Message>a &lt; b</Message><Message>2</Message></Error>";
+    assert_true(dcr__s3_xml_text(msg, strlen(msg), "Message", text, sizeof text));
+    assert_string_equal(text, "a < b");
+    assert_false(dcr__s3_xml_text(msg, strlen(msg), "Code", text, sizeof text));
+    const char *big = "<E><Code>0123456789abcdef</Code></E>"; /* 16 bytes and a NUL: too long */
+    assert_false(dcr__s3_xml_text(big, strlen(big), "Code", text, sizeof text));
+    assert_false(dcr__s3_xml_text("plain text", 10, "Code", text, sizeof text));
 }
 
 int main(void)
