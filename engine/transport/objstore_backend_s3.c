@@ -404,6 +404,50 @@ static dcr_status_t s3_xml_request(s3store_t *s, s3_req_t *r, const char *method
     return s3_run(s, r, NULL, NULL);
 }
 
+/* Completes a multipart upload whose parts are listed in done (the
+ * CompleteMultipartUpload document) and checks the ETag S3 answers against
+ * the parts' MD5s (md5s) and the whole body's. */
+static dcr_status_t s3_multipart_complete(s3store_t *s, s3_req_t *r, const char *key,
+                                          const char *id_enc, const char *done,
+                                          const uint8_t (*md5s)[16], size_t nparts,
+                                          const uint8_t *buf, size_t len)
+{
+    char what[DCR_OBJSTORE_KEY_MAX + 64], query[1200];
+    dcr_status_t st;
+    snprintf(what, sizeof what, "POST %s?uploadId (complete)", key);
+    snprintf(query, sizeof query, "uploadId=%s", id_enc);
+    st = s3_xml_request(s, r, "POST", key, query, what, done);
+    /* S3 may answer 200 and still fail the completion in the body. Its
+     * ETag is the MD5 of the parts' MD5s with "-<parts>"; some
+     * S3-compatible services (s3rver) give the MD5 of the whole body
+     * instead, an equally strong check, so either is accepted. */
+    char etag[DCR_OBJSTORE_VERSION_MAX] = "", want[DCR_OBJSTORE_VERSION_MAX], whole[33];
+    if (st == DCR_OK && (!dcr__md5_multipart_etag(md5s, nparts, want, sizeof want) ||
+                         !dcr__md5_hex(buf, len, whole)))
+        st = s3_no_md5(s, what);
+    if (st == DCR_OK && (r->mem == NULL || !dcr__s3_xml_text((const char *)r->mem, r->got, "ETag",
+                                                             etag, sizeof etag))) {
+        char code[64] = "";
+        if (r->mem != NULL)
+            dcr__s3_xml_text((const char *)r->mem, r->got, "Code", code, sizeof code);
+        st = dcr_error_set(DCR_ETRANSPORT, "object store %s: %s: %s", s->url, what,
+                           code[0] ? code : "no <ETag> in the answer");
+    }
+    size_t el = strlen(etag);
+    if (st == DCR_OK && el >= 2 && etag[0] == '"' && etag[el - 1] == '"') {
+        memmove(etag, etag + 1, el - 2);
+        etag[el - 2] = '\0';
+    }
+    if (st == DCR_OK && strcmp(etag, want) != 0 && strcmp(etag, whole) != 0)
+        st = dcr_error_set(DCR_ETRANSPORT,
+                           "object store %s: %s: ETag '%s' disagrees with '%s' of the parts "
+                           "sent (or '%s' of the whole body)",
+                           s->url, what, etag, want, whole);
+    free(r->mem);
+    r->mem = NULL;
+    return st;
+}
+
 static dcr_status_t s3_put_multipart(s3store_t *s, const char *key, const uint8_t *buf, size_t len,
                                      const dcr_objstore_pace_t *pace)
 {
@@ -456,40 +500,9 @@ static dcr_status_t s3_put_multipart(s3store_t *s, const char *key, const uint8_
                               md5);
     }
     snprintf(done + k, 64, "</CompleteMultipartUpload>");
-    if (st == DCR_OK) {
-        snprintf(what, sizeof what, "POST %s?uploadId (complete)", key);
-        snprintf(query, sizeof query, "uploadId=%s", id_enc);
-        st = s3_xml_request(s, r, "POST", key, query, what, done);
-        /* S3 may answer 200 and still fail the completion in the body. Its
-         * ETag is the MD5 of the parts' MD5s with "-<parts>"; some
-         * S3-compatible services (s3rver) give the MD5 of the whole body
-         * instead, an equally strong check, so either is accepted. */
-        char etag[DCR_OBJSTORE_VERSION_MAX] = "", want[DCR_OBJSTORE_VERSION_MAX], whole[33];
-        if (st == DCR_OK &&
-            (!dcr__md5_multipart_etag((const uint8_t(*)[16])md5s, nparts, want, sizeof want) ||
-             !dcr__md5_hex(buf, len, whole)))
-            st = s3_no_md5(s, what);
-        if (st == DCR_OK && (r->mem == NULL || !dcr__s3_xml_text((const char *)r->mem, r->got,
-                                                                 "ETag", etag, sizeof etag))) {
-            char code[64] = "";
-            if (r->mem != NULL)
-                dcr__s3_xml_text((const char *)r->mem, r->got, "Code", code, sizeof code);
-            st = dcr_error_set(DCR_ETRANSPORT, "object store %s: %s: %s", s->url, what,
-                               code[0] ? code : "no <ETag> in the answer");
-        }
-        size_t el = strlen(etag);
-        if (st == DCR_OK && el >= 2 && etag[0] == '"' && etag[el - 1] == '"') {
-            memmove(etag, etag + 1, el - 2);
-            etag[el - 2] = '\0';
-        }
-        if (st == DCR_OK && strcmp(etag, want) != 0 && strcmp(etag, whole) != 0)
-            st = dcr_error_set(DCR_ETRANSPORT,
-                               "object store %s: %s: ETag '%s' disagrees with '%s' of the parts "
-                               "sent (or '%s' of the whole body)",
-                               s->url, what, etag, want, whole);
-        free(r->mem);
-        r->mem = NULL;
-    }
+    if (st == DCR_OK)
+        st = s3_multipart_complete(s, r, key, id_enc, done, (const uint8_t(*)[16])md5s, nparts, buf,
+                                   len);
     if (st != DCR_OK) {
         /* Frees the parts stored so far; the failure above is what counts. */
         char saved[512];
