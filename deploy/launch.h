@@ -9,8 +9,8 @@
  * ("[rollout-node 1] ..."). A rollout-node child that dies during the run
  * is reported as FAILED in the control plane on its behalf, so that the
  * coordinator fails the attempt at once instead of waiting for a timeout. */
-#ifndef DCR_WORKLOADS_ROLES_LAUNCH_H
-#define DCR_WORKLOADS_ROLES_LAUNCH_H
+#ifndef DCR_DEPLOY_LAUNCH_H
+#define DCR_DEPLOY_LAUNCH_H
 
 #include <sys/types.h>
 

@@ -118,8 +118,8 @@
  * send_only): the coordinator's clears, every other joins; a node process
  * serves rollout endpoint 0 only (rollout_nodes 1), an owner process its
  * rank's owner and no rollout endpoint. */
-#ifndef DCR_WORKLOADS_ROLES_H
-#define DCR_WORKLOADS_ROLES_H
+#ifndef DCR_DEPLOY_ROLES_H
+#define DCR_DEPLOY_ROLES_H
 
 #include <signal.h>
 #include <stddef.h>

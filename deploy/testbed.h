@@ -19,8 +19,8 @@
  * The script: $DCR_TESTBED_SCRIPT, else scripts/testbed.sh beside the
  * executable's directory (<build>/../scripts/testbed.sh, the source tree
  * of an in-tree build directory), else <exe dir>/scripts/testbed.sh. */
-#ifndef DCR_WORKLOADS_ROLES_TESTBED_H
-#define DCR_WORKLOADS_ROLES_TESTBED_H
+#ifndef DCR_DEPLOY_TESTBED_H
+#define DCR_DEPLOY_TESTBED_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -9,8 +9,8 @@
  * (uniform changes with seed + 1000 + v, or the next AdamW step). Every
  * refit of a run commits exactly one version (a run whose transition gives
  * up stops), so version v is the result of steps 0..v-1. */
-#ifndef DCR_WORKLOADS_ROLES_WORLD_H
-#define DCR_WORKLOADS_ROLES_WORLD_H
+#ifndef DCR_DEPLOY_WORLD_H
+#define DCR_DEPLOY_WORLD_H
 
 #include <stdint.h>
 

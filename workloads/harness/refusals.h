@@ -7,8 +7,8 @@
  * replacing the file whole (rename) at every report, so a SIGKILL leaves the
  * last totals it wrote, and a restarted process (a new pid) adds a file of
  * its own instead of resetting its predecessor's. The launcher sums them. */
-#ifndef DCR_WORKLOADS_ROLES_REFUSALS_H
-#define DCR_WORKLOADS_ROLES_REFUSALS_H
+#ifndef DCR_WORKLOADS_REFUSALS_H
+#define DCR_WORKLOADS_REFUSALS_H
 
 #include <stdint.h>
 

@@ -3,8 +3,8 @@
  * is described in deploy/roles.h). The launcher and dcr bench read what the
  * role processes (deploy/) write here; nothing in this file starts or talks
  * to a process. */
-#ifndef DCR_HARNESS_RUNDIR_H
-#define DCR_HARNESS_RUNDIR_H
+#ifndef DCR_WORKLOADS_RUNDIR_H
+#define DCR_WORKLOADS_RUNDIR_H
 
 #include <stddef.h>
 #include <stdint.h>
