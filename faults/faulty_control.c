@@ -18,18 +18,24 @@
 #include "faults/faulty_internal.h"
 
 typedef struct faulty_control {
+    dcr_control_t pub; /* first: the handle header */
     dcr_control_t *inner;
     dcr_faults_t *f; /* NULL: every call passes through */
 } faulty_control_t;
 
+static faulty_control_t *fc(dcr_control_t *c)
+{
+    return (faulty_control_t *)c;
+}
+
 /* Every call but destroy first meets the injector's control faults. */
-#define ENTER(impl)                                                                                \
-    faulty_control_t *x = (impl);                                                                  \
+#define ENTER(c)                                                                                   \
+    faulty_control_t *x = fc(c);                                                                   \
     DCR_CHECK(dcr__faults_control_call(x->f))
 
 /* Opens the control plane the header's parent names, at the same address. */
 static dcr_status_t faulty_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                  void **impl_p)
+                                  dcr_control_t **out_p)
 {
     const dcr_control_ops_t *parent = self->hdr.parent;
     faulty_control_t *x = calloc(1, sizeof(*x));
@@ -41,64 +47,65 @@ static dcr_status_t faulty_create(const dcr_control_ops_t *self, const dcr_contr
         dcr_error_prefix("%s: ", self->hdr.name);
         return st;
     }
-    *impl_p = x;
+    *out_p = &x->pub;
     return DCR_OK;
 }
 
-static void faulty_destroy(void *impl)
+static void faulty_destroy(dcr_control_t *c)
 {
-    faulty_control_t *x = impl;
+    faulty_control_t *x = fc(c);
     if (!x) return;
     dcr_control_destroy(x->inner);
     free(x);
 }
 
-static dcr_status_t faulty_read(void *impl, dcr_commit_record_t *rec_p)
+static dcr_status_t faulty_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_read(x->inner, rec_p);
 }
 
-static dcr_status_t faulty_cas(void *impl, const dcr_commit_record_t *expected,
+static dcr_status_t faulty_cas(dcr_control_t *c, const dcr_commit_record_t *expected,
                                const dcr_commit_record_t *desired)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_cas(x->inner, expected, desired);
 }
 
-static dcr_status_t faulty_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+static dcr_status_t faulty_prepare(dcr_control_t *c, const dcr_control_prepare_t *req,
+                                   uint64_t *tau_p)
 {
-    faulty_control_t *y = impl;
+    faulty_control_t *y = fc(c);
     DCR_CHECK(dcr__faults_dead(y->f));
     DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_PREPARE));
-    ENTER(impl);
+    ENTER(c);
     DCR_CHECK(dcr_control_prepare(x->inner, req, tau_p));
     /* Prepared: a crash now leaves attempt tau with nothing sent. */
     return dcr__faults_crash(x->f, DCR_COORD_STEP_STREAM);
 }
 
-static dcr_status_t faulty_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+static dcr_status_t faulty_attempt(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_attempt(x->inner, tau, info_p);
 }
 
-static dcr_status_t faulty_required(void *impl, uint64_t tau, uint32_t *out, size_t cap,
+static dcr_status_t faulty_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
                                     size_t *n_p)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_required(x->inner, tau, out, cap, n_p);
 }
 
 /* An acknowledgment comes after every payload was applied: the step at
  * which a coordinator crash "ack" fires; the receiver may die right after
  * its acknowledgment took effect. */
-static dcr_status_t faulty_ack(void *impl, uint64_t tau, uint32_t receiver)
+static dcr_status_t faulty_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
-    faulty_control_t *y = impl;
+    faulty_control_t *y = fc(c);
     DCR_CHECK(dcr__faults_dead(y->f));
     DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
-    ENTER(impl);
+    ENTER(c);
     DCR_CHECK(dcr_control_ack(x->inner, tau, receiver));
     dcr__faults_kill(x->f, DCR_FAULT_KILL_ACKED, (int)receiver);
     return DCR_OK;
@@ -107,12 +114,13 @@ static dcr_status_t faulty_ack(void *impl, uint64_t tau, uint32_t receiver)
 /* A coordinator whose rollout nodes are processes reads their
  * acknowledgments back once every node reported DONE: its step "ack" in
  * that setting, and what the watcher sees of it. */
-static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t faulty_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                                size_t *n_p)
 {
-    faulty_control_t *y = impl;
+    faulty_control_t *y = fc(c);
     DCR_CHECK(dcr__faults_dead(y->f));
     DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_acks(x->inner, tau, out, cap, n_p);
 }
 
@@ -120,16 +128,16 @@ static dcr_status_t faulty_acks(void *impl, uint64_t tau, uint32_t *out, size_t 
  * (and, through the wrapper, its out-parameter untouched) and must read the
  * record to learn that it committed. A coordinator may crash before its
  * commit or after it took effect. */
-static dcr_status_t faulty_commit(void *impl, const char *coordinator, uint64_t tau,
+static dcr_status_t faulty_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
                                   const dcr_commit_record_t *expected,
                                   const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                   dcr_commit_record_t *rec_p)
 {
-    faulty_control_t *y = impl;
+    faulty_control_t *y = fc(c);
     DCR_CHECK(dcr__faults_dead(y->f));
     dcr__faults_event(y->f, DCR_FAULTS_EVENT_COMMIT, -1, tau);
     DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_COMMIT));
-    ENTER(impl);
+    ENTER(c);
     DCR_CHECK(dcr_control_commit(x->inner, coordinator, tau, expected, baseline, rec_p));
     DCR_CHECK(dcr__faults_crash(x->f, DCR_COORD_STEP_COMMITTED));
     dcr_fault_t hit;
@@ -140,28 +148,30 @@ static dcr_status_t faulty_commit(void *impl, const char *coordinator, uint64_t 
     return DCR_OK;
 }
 
-static dcr_status_t faulty_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+static dcr_status_t faulty_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
+                                      size_t len)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_report_put(x->inner, receiver, data, len);
 }
 
-static dcr_status_t faulty_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+static dcr_status_t faulty_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                      size_t *len_p)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_report_get(x->inner, receiver, data_p, len_p);
 }
 
-static dcr_status_t faulty_membership_put(void *impl, const char *coordinator,
+static dcr_status_t faulty_membership_put(dcr_control_t *c, const char *coordinator,
                                           const uint32_t *members, size_t n)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_membership_put(x->inner, coordinator, members, n);
 }
 
-static dcr_status_t faulty_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t faulty_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
 {
-    ENTER(impl);
+    ENTER(c);
     return dcr_control_membership_get(x->inner, out, cap, n_p);
 }
 

@@ -29,11 +29,6 @@ typedef enum dcr__list_op {
     DCR__LIST_MEMBERSHIP,
 } dcr__list_op_t;
 
-struct dcr_control {
-    const dcr_control_ops_t *ops;
-    void *impl;
-};
-
 size_t dcr_control_backend_count(void)
 {
     return dcr__registry_count(&dcr__registry);
@@ -130,13 +125,8 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
     }
     const dcr_control_ops_t *ops = dcr_control_find(name);
     if (ops == NULL) return dcr__registry_not_found(&dcr__registry, name);
-    dcr_control_t *c = calloc(1, sizeof *c);
-    if (c == NULL) return dcr_error_set(DCR_ENOMEM, "control plane handle: allocation failed");
-    dcr_status_t st = ops->create(ops, cfg, &c->impl);
-    if (st != DCR_OK) {
-        free(c);
-        return st;
-    }
+    dcr_control_t *c = NULL;
+    DCR_CHECK(ops->create(ops, cfg, &c));
     c->ops = ops;
     *out_p = c;
     return DCR_OK;
@@ -145,8 +135,7 @@ dcr_status_t dcr_control_create(const char *name, const dcr_control_config_t *cf
 void dcr_control_destroy(dcr_control_t *c)
 {
     if (c == NULL) return;
-    c->ops->destroy(c->impl);
-    free(c);
+    c->ops->destroy(c);
 }
 
 const char *dcr_control_name(const dcr_control_t *c)
@@ -198,7 +187,7 @@ dcr_status_t dcr_control_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
     DCR_CHECK(dcr__check_handle(c, "read"));
     if (rec_p == NULL) return dcr_error_set(DCR_EINVAL, "control read: rec_p is NULL");
     dcr_commit_record_t rec;
-    dcr_status_t st = c->ops->read(c->impl, &rec);
+    dcr_status_t st = c->ops->read(c, &rec);
     if (st == DCR_OK) *rec_p = rec;
     return st;
 }
@@ -209,7 +198,7 @@ dcr_status_t dcr_control_cas(dcr_control_t *c, const dcr_commit_record_t *expect
     DCR_CHECK(dcr__check_handle(c, "cas"));
     DCR_CHECK(dcr__check_record(expected, "expected"));
     DCR_CHECK(dcr__check_record(desired, "desired"));
-    return c->ops->cas(c->impl, expected, desired);
+    return c->ops->cas(c, expected, desired);
 }
 
 static int dcr__cmp_u32(const void *a, const void *b)
@@ -259,7 +248,7 @@ dcr_status_t dcr_control_prepare(dcr_control_t *c, const dcr_control_prepare_t *
     }
     DCR_CHECK(dcr__check_receivers(req->receivers, req->n_receivers, 1, "prepare"));
     uint64_t tau = 0;
-    dcr_status_t st = c->ops->prepare(c->impl, req, &tau);
+    dcr_status_t st = c->ops->prepare(c, req, &tau);
     if (st == DCR_OK) *tau_p = tau;
     return st;
 }
@@ -270,7 +259,7 @@ dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_att
     if (info_p == NULL) return dcr_error_set(DCR_EINVAL, "control attempt: info_p is NULL");
     if (tau != 0) DCR_CHECK(dcr__check_tau(tau, "attempt"));
     dcr_control_attempt_t info;
-    dcr_status_t st = c->ops->attempt(c->impl, tau, &info);
+    dcr_status_t st = c->ops->attempt(c, tau, &info);
     if (st == DCR_OK) *info_p = info;
     return st;
 }
@@ -278,9 +267,9 @@ dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_att
 static dcr_status_t dcr__list_call(dcr_control_t *c, dcr__list_op_t op, uint64_t tau, uint32_t *out,
                                    size_t cap, size_t *n_p)
 {
-    if (op == DCR__LIST_ACKS) return c->ops->acks(c->impl, tau, out, cap, n_p);
-    if (op == DCR__LIST_REQUIRED) return c->ops->required(c->impl, tau, out, cap, n_p);
-    return c->ops->membership_get(c->impl, out, cap, n_p);
+    if (op == DCR__LIST_ACKS) return c->ops->acks(c, tau, out, cap, n_p);
+    if (op == DCR__LIST_REQUIRED) return c->ops->required(c, tau, out, cap, n_p);
+    return c->ops->membership_get(c, out, cap, n_p);
 }
 
 /* Shared by required, acks (of attempt tau) and membership_get (tau unused):
@@ -330,7 +319,7 @@ dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
     DCR_CHECK(dcr__check_handle(c, "ack"));
     DCR_CHECK(dcr__check_tau(tau, "ack"));
-    return c->ops->ack(c->impl, tau, receiver);
+    return c->ops->ack(c, tau, receiver);
 }
 
 dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
@@ -350,7 +339,7 @@ dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint6
                              (unsigned long long)expected->version);
     }
     dcr_commit_record_t rec;
-    dcr_status_t st = c->ops->commit(c->impl, coordinator, tau, expected, baseline, &rec);
+    dcr_status_t st = c->ops->commit(c, coordinator, tau, expected, baseline, &rec);
     if (st == DCR_OK) *rec_p = rec;
     return st;
 }
@@ -365,7 +354,7 @@ dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const v
                              "and at most %u bytes",
                              receiver, len, DCR_CONTROL_REPORT_MAX);
     }
-    return c->ops->report_put(c->impl, receiver, data, len);
+    return c->ops->report_put(c, receiver, data, len);
 }
 
 dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
@@ -377,7 +366,7 @@ dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **
     }
     void *data = NULL;
     size_t len = 0;
-    dcr_status_t st = c->ops->report_get(c->impl, receiver, &data, &len);
+    dcr_status_t st = c->ops->report_get(c, receiver, &data, &len);
     if (st != DCR_OK) {
         free(data);
         return st;
@@ -393,7 +382,7 @@ dcr_status_t dcr_control_membership_put(dcr_control_t *c, const char *coordinato
     DCR_CHECK(dcr__check_handle(c, "membership_put"));
     DCR_CHECK(dcr__check_id(coordinator, "membership_put"));
     DCR_CHECK(dcr__check_receivers(members, n, 0, "membership_put"));
-    return c->ops->membership_put(c->impl, coordinator, members, n);
+    return c->ops->membership_put(c, coordinator, members, n);
 }
 
 dcr_status_t dcr_control_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)

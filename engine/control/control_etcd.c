@@ -42,7 +42,7 @@
  * The lease: a coordinator's handle grants one lease (10 s) at its first
  * prepare and binds P/alive/<id> to it in every prepare, commit and
  * membership change, refreshing it when a third of its time has passed and
- * revoking it at close. The key is the coordinator's liveness as etcd sees
+ * revoking it at destroy. The key is the coordinator's liveness as etcd sees
  * it: it disappears within 10 s of the coordinator's process dying or losing
  * the etcd, so an operator or a supervisor watching P/alive/ knows when to
  * start a replacement coordinator. It fences nothing: fencing is the
@@ -146,13 +146,17 @@ static dcr_status_t dcr__et_parse_address(const char *address, dcr__et_t *e)
     return DCR_OK;
 }
 
-/* ---- open and close ------------------------------------------------------------------------- */
+/* ---- create and destroy ----------------------------------------------------------------- */
 
 static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e);
 
-static void dcr__et_close(void *impl)
+static dcr__et_t *dcr__et_of(dcr_control_t *c)
 {
-    dcr__et_t *e = impl;
+    return (dcr__et_t *)c;
+}
+
+static void dcr__et_free(dcr__et_t *e)
+{
     if (e == NULL) return;
     /* Best effort: the liveness key goes at once instead of at the TTL. */
     if (e->lease_id != 0) {
@@ -163,6 +167,11 @@ static void dcr__et_close(void *impl)
     pthread_mutex_destroy(&e->mu);
     free(e->cache_required);
     free(e);
+}
+
+static void dcr__et_destroy(dcr_control_t *c)
+{
+    dcr__et_free(dcr__et_of(c));
 }
 
 /* Creates the schema marker and the empty record once (racing opens create
@@ -207,8 +216,8 @@ static dcr_status_t dcr__et_init(dcr__et_t *e)
     return st;
 }
 
-static dcr_status_t dcr__et_open(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                 void **impl_p)
+static dcr_status_t dcr__et_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                   dcr_control_t **out_p)
 {
     (void)self;
     dcr__et_t *e = calloc(1, sizeof *e);
@@ -226,10 +235,10 @@ static dcr_status_t dcr__et_open(const dcr_control_ops_t *self, const dcr_contro
     e->deadline_ms = dcr__et_mono_ms() + e->timeout_ms;
     st = dcr__et_init(e);
     if (st != DCR_OK) {
-        dcr__et_close(e);
+        dcr__et_free(e);
         return st;
     }
-    *impl_p = e;
+    *out_p = &e->pub;
     return DCR_OK;
 }
 
@@ -338,9 +347,9 @@ static dcr_status_t dcr__et_loop(dcr__et_t *e, const char *what, dcr__et_step_fn
 /* ---- the commit record ------------------------------------------------------------------------
  */
 
-static dcr_status_t dcr__et_read(void *impl, dcr_commit_record_t *rec_p)
+static dcr_status_t dcr__et_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     dcr__et_kv_t kv;
     bool found = false;
     DCR_CHECK(dcr__et_get(e, "record", DCR__ET_RECORD_BYTES, "read the record", &kv, &found));
@@ -351,10 +360,10 @@ static dcr_status_t dcr__et_read(void *impl, dcr_commit_record_t *rec_p)
     return st;
 }
 
-static dcr_status_t dcr__et_cas(void *impl, const dcr_commit_record_t *expected,
+static dcr_status_t dcr__et_cas(dcr_control_t *c, const dcr_commit_record_t *expected,
                                 const dcr_commit_record_t *desired)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     char key[DCR__ET_KEY_MAX];
     dcr__et_key(e, key, "record");
     uint8_t want[DCR__ET_RECORD_BYTES], next[DCR__ET_RECORD_BYTES];
@@ -531,9 +540,10 @@ static dcr_status_t dcr__et_prepare_step(dcr__et_t *e, void *ctx, bool *done_p)
     return st;
 }
 
-static dcr_status_t dcr__et_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+static dcr_status_t dcr__et_prepare(dcr_control_t *c, const dcr_control_prepare_t *req,
+                                    uint64_t *tau_p)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     dcr__et_prepare_ctx_t x = {req, NULL, 0};
     DCR_CHECK(dcr__et_sorted_copy(e, req->receivers, req->n_receivers, &x.sorted));
     dcr_status_t st = dcr__et_loop(e, "prepare", dcr__et_prepare_step, &x);
@@ -670,9 +680,9 @@ static dcr_status_t dcr__et_load_acks(dcr__et_t *e, const dcr__et_attempt_t *a, 
     return st;
 }
 
-static dcr_status_t dcr__et_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+static dcr_status_t dcr__et_attempt(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     dcr__et_attempt_t a;
     dcr__et_begin(e);
     dcr_status_t st = dcr__et_load_attempt(e, tau, false, &a, NULL, NULL);
@@ -702,15 +712,16 @@ static dcr_status_t dcr__et_list(dcr__et_t *e, bool acks_list, uint64_t tau, uin
     return DCR_OK;
 }
 
-static dcr_status_t dcr__et_required(void *impl, uint64_t tau, uint32_t *out, size_t cap,
+static dcr_status_t dcr__et_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
                                      size_t *n_p)
 {
-    return dcr__et_list(impl, false, tau, out, cap, n_p);
+    return dcr__et_list(dcr__et_of(c), false, tau, out, cap, n_p);
 }
 
-static dcr_status_t dcr__et_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t dcr__et_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                                 size_t *n_p)
 {
-    return dcr__et_list(impl, true, tau, out, cap, n_p);
+    return dcr__et_list(dcr__et_of(c), true, tau, out, cap, n_p);
 }
 
 /* Only the latest attempt may be acknowledged or committed. */
@@ -772,10 +783,10 @@ static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__et_ack(void *impl, uint64_t tau, uint32_t receiver)
+static dcr_status_t dcr__et_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
     dcr__et_ack_ctx_t x = {tau, receiver};
-    return dcr__et_loop(impl, "acknowledge", dcr__et_ack_step, &x);
+    return dcr__et_loop(dcr__et_of(c), "acknowledge", dcr__et_ack_step, &x);
 }
 
 typedef struct dcr__et_commit_ctx {
@@ -874,13 +885,13 @@ static dcr_status_t dcr__et_commit_step(dcr__et_t *e, void *ctx, bool *done_p)
     return st;
 }
 
-static dcr_status_t dcr__et_commit(void *impl, const char *coordinator, uint64_t tau,
+static dcr_status_t dcr__et_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
                                    const dcr_commit_record_t *expected,
                                    const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                    dcr_commit_record_t *rec_p)
 {
     dcr__et_commit_ctx_t x = {coordinator, tau, expected, baseline, {0}};
-    DCR_CHECK(dcr__et_loop(impl, "commit", dcr__et_commit_step, &x));
+    DCR_CHECK(dcr__et_loop(dcr__et_of(c), "commit", dcr__et_commit_step, &x));
     *rec_p = x.rec;
     return DCR_OK;
 }
@@ -971,10 +982,11 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
     return DCR_OK;
 }
 
-static dcr_status_t dcr__et_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+static dcr_status_t dcr__et_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
+                                       size_t len)
 {
     dcr__et_report_ctx_t x = {receiver, data, len};
-    return dcr__et_loop(impl, "write a prewarm report", dcr__et_report_put_step, &x);
+    return dcr__et_loop(dcr__et_of(c), "write a prewarm report", dcr__et_report_put_step, &x);
 }
 
 /* Part i of a report as it was at revision rev: exactly want bytes. */
@@ -1066,9 +1078,10 @@ static dcr_status_t dcr__et_report_get_locked(dcr__et_t *e, uint32_t receiver, v
     return DCR_OK;
 }
 
-static dcr_status_t dcr__et_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+static dcr_status_t dcr__et_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                       size_t *len_p)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     dcr__et_begin(e);
     dcr_status_t st = dcr__et_report_get_locked(e, receiver, data_p, len_p);
     dcr__et_end(e);
@@ -1121,10 +1134,10 @@ static dcr_status_t dcr__et_membership_put_step(dcr__et_t *e, void *ctx, bool *d
     return st;
 }
 
-static dcr_status_t dcr__et_membership_put(void *impl, const char *coordinator,
+static dcr_status_t dcr__et_membership_put(dcr_control_t *c, const char *coordinator,
                                            const uint32_t *members, size_t n)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     dcr__et_membership_ctx_t x = {coordinator, NULL, n};
     uint32_t *sorted = NULL;
     DCR_CHECK(dcr__et_sorted_copy(e, members, n, &sorted));
@@ -1134,9 +1147,9 @@ static dcr_status_t dcr__et_membership_put(void *impl, const char *coordinator,
     return st;
 }
 
-static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t dcr__et_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
 {
-    dcr__et_t *e = impl;
+    dcr__et_t *e = dcr__et_of(c);
     dcr__et_kv_t kv;
     bool found = false;
     DCR_CHECK(dcr__et_get(e, "membership",
@@ -1168,8 +1181,8 @@ static dcr_status_t dcr__et_membership_get(void *impl, uint32_t *out, size_t cap
 const dcr_control_ops_t dcr__control_etcd_ops = {
     .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = "etcd"},
     .props = {.networked = true, .durable = true},
-    .create = dcr__et_open,
-    .destroy = dcr__et_close,
+    .create = dcr__et_create,
+    .destroy = dcr__et_destroy,
     .read = dcr__et_read,
     .cas = dcr__et_cas,
     .prepare = dcr__et_prepare,

@@ -31,6 +31,7 @@
 #define DCR__SQ_XSTR(x)         DCR__SQ_STR(x)
 
 typedef struct dcr__sq {
+    dcr_control_t pub; /* first: the handle header */
     sqlite3 *db;
     /* One connection cannot run two transactions at once, so threads sharing
      * a handle take turns for a whole transaction. */
@@ -38,6 +39,11 @@ typedef struct dcr__sq {
     char *path;
     int timeout_ms;
 } dcr__sq_t;
+
+static dcr__sq_t *dcr__sq_of(dcr_control_t *c)
+{
+    return (dcr__sq_t *)c;
+}
 
 static const char dcr__sq_schema[] =
     "CREATE TABLE dcr_record(id INTEGER PRIMARY KEY, version INTEGER NOT NULL,"
@@ -307,7 +313,7 @@ static dcr_status_t dcr__sq_load_receivers(dcr__sq_t *s, const char *table, uint
     return dcr__sq_step_receivers(s, stmt, field, out, cap, n_p);
 }
 
-/* ---- open and close -------------------------------------------------------- */
+/* ---- create and destroy ------------------------------------------------ */
 
 static dcr_status_t dcr__sq_pragma_int(dcr__sq_t *s, const char *sql, int64_t *out_p)
 {
@@ -376,9 +382,8 @@ static dcr_status_t dcr__sq_configure(dcr__sq_t *s)
     return dcr__sq_txn(s, true, dcr__sq_init_body, NULL);
 }
 
-static void dcr__sq_close(void *impl)
+static void dcr__sq_free(dcr__sq_t *s)
 {
-    dcr__sq_t *s = impl;
     if (s == NULL) return;
     sqlite3_close_v2(s->db);
     pthread_mutex_destroy(&s->mu);
@@ -386,8 +391,13 @@ static void dcr__sq_close(void *impl)
     free(s);
 }
 
-static dcr_status_t dcr__sq_open(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                 void **impl_p)
+static void dcr__sq_destroy(dcr_control_t *c)
+{
+    dcr__sq_free(dcr__sq_of(c));
+}
+
+static dcr_status_t dcr__sq_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
+                                   dcr_control_t **out_p)
 {
     (void)self;
     const char *path = cfg->address;
@@ -416,10 +426,10 @@ static dcr_status_t dcr__sq_open(const dcr_control_ops_t *self, const dcr_contro
     }
     if (st == DCR_OK) st = dcr__sq_configure(s);
     if (st != DCR_OK) {
-        dcr__sq_close(s);
+        dcr__sq_free(s);
         return st;
     }
-    *impl_p = s;
+    *out_p = &s->pub;
     return DCR_OK;
 }
 
@@ -430,10 +440,10 @@ static dcr_status_t dcr__sq_read_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_load_record(s, ctx);
 }
 
-static dcr_status_t dcr__sq_read(void *impl, dcr_commit_record_t *rec_p)
+static dcr_status_t dcr__sq_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
 {
     dcr_commit_record_t rec = {0};
-    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_read_body, &rec));
+    DCR_CHECK(dcr__sq_txn(dcr__sq_of(c), false, dcr__sq_read_body, &rec));
     *rec_p = rec;
     return DCR_OK;
 }
@@ -467,11 +477,11 @@ static dcr_status_t dcr__sq_cas_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_store_record(s, x->desired);
 }
 
-static dcr_status_t dcr__sq_cas(void *impl, const dcr_commit_record_t *expected,
+static dcr_status_t dcr__sq_cas(dcr_control_t *c, const dcr_commit_record_t *expected,
                                 const dcr_commit_record_t *desired)
 {
     dcr__sq_cas_ctx_t x = {expected, desired};
-    return dcr__sq_txn(impl, true, dcr__sq_cas_body, &x);
+    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_cas_body, &x);
 }
 
 typedef struct dcr__sq_prepare_ctx {
@@ -584,10 +594,11 @@ static dcr_status_t dcr__sq_prepare_body(dcr__sq_t *s, void *ctx)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__sq_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+static dcr_status_t dcr__sq_prepare(dcr_control_t *c, const dcr_control_prepare_t *req,
+                                    uint64_t *tau_p)
 {
     dcr__sq_prepare_ctx_t x = {req, 0};
-    DCR_CHECK(dcr__sq_txn(impl, true, dcr__sq_prepare_body, &x));
+    DCR_CHECK(dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_prepare_body, &x));
     *tau_p = x.tau;
     return DCR_OK;
 }
@@ -607,10 +618,10 @@ static dcr_status_t dcr__sq_attempt_body(dcr__sq_t *s, void *ctx)
     return dcr_error_set(DCR_ENOTFOUND, "%s: no attempt was prepared yet", s->path);
 }
 
-static dcr_status_t dcr__sq_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+static dcr_status_t dcr__sq_attempt(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p)
 {
     dcr__sq_attempt_ctx_t x = {.tau = tau};
-    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_attempt_body, &x));
+    DCR_CHECK(dcr__sq_txn(dcr__sq_of(c), false, dcr__sq_attempt_body, &x));
     *info_p = x.info;
     return DCR_OK;
 }
@@ -643,24 +654,25 @@ static dcr_status_t dcr__sq_list_body(dcr__sq_t *s, void *ctx)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__sq_list(void *impl, const char *table, uint64_t tau, uint32_t *out,
+static dcr_status_t dcr__sq_list(dcr_control_t *c, const char *table, uint64_t tau, uint32_t *out,
                                  size_t cap, size_t *n_p)
 {
     dcr__sq_list_ctx_t x = {table, tau, out, cap, 0};
-    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_list_body, &x));
+    DCR_CHECK(dcr__sq_txn(dcr__sq_of(c), false, dcr__sq_list_body, &x));
     *n_p = x.n;
     return DCR_OK;
 }
 
-static dcr_status_t dcr__sq_required(void *impl, uint64_t tau, uint32_t *out, size_t cap,
+static dcr_status_t dcr__sq_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
                                      size_t *n_p)
 {
-    return dcr__sq_list(impl, "dcr_required", tau, out, cap, n_p);
+    return dcr__sq_list(c, "dcr_required", tau, out, cap, n_p);
 }
 
-static dcr_status_t dcr__sq_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t dcr__sq_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                                 size_t *n_p)
 {
-    return dcr__sq_list(impl, "dcr_ack", tau, out, cap, n_p);
+    return dcr__sq_list(c, "dcr_ack", tau, out, cap, n_p);
 }
 
 typedef struct dcr__sq_ack_ctx {
@@ -698,10 +710,10 @@ static dcr_status_t dcr__sq_ack_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_run(s, stmt, "insert ack");
 }
 
-static dcr_status_t dcr__sq_ack(void *impl, uint64_t tau, uint32_t receiver)
+static dcr_status_t dcr__sq_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
     dcr__sq_ack_ctx_t x = {tau, receiver};
-    return dcr__sq_txn(impl, true, dcr__sq_ack_body, &x);
+    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_ack_body, &x);
 }
 
 typedef struct dcr__sq_commit_ctx {
@@ -782,13 +794,13 @@ static dcr_status_t dcr__sq_commit_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_prune(s, x->tau);
 }
 
-static dcr_status_t dcr__sq_commit(void *impl, const char *coordinator, uint64_t tau,
+static dcr_status_t dcr__sq_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
                                    const dcr_commit_record_t *expected,
                                    const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                    dcr_commit_record_t *rec_p)
 {
     dcr__sq_commit_ctx_t x = {coordinator, tau, expected, baseline, {0}};
-    DCR_CHECK(dcr__sq_txn(impl, true, dcr__sq_commit_body, &x));
+    DCR_CHECK(dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_commit_body, &x));
     *rec_p = x.rec;
     return DCR_OK;
 }
@@ -815,10 +827,11 @@ static dcr_status_t dcr__sq_report_put_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_run(s, stmt, "write prewarm report");
 }
 
-static dcr_status_t dcr__sq_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+static dcr_status_t dcr__sq_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
+                                       size_t len)
 {
     dcr__sq_report_ctx_t x = {receiver, data, len, NULL};
-    return dcr__sq_txn(impl, true, dcr__sq_report_put_body, &x);
+    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_report_put_body, &x);
 }
 
 static dcr_status_t dcr__sq_report_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr__sq_report_ctx_t *x)
@@ -862,10 +875,11 @@ static dcr_status_t dcr__sq_report_get_body(dcr__sq_t *s, void *ctx)
     return st;
 }
 
-static dcr_status_t dcr__sq_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+static dcr_status_t dcr__sq_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                       size_t *len_p)
 {
     dcr__sq_report_ctx_t x = {receiver, NULL, 0, NULL};
-    dcr_status_t st = dcr__sq_txn(impl, false, dcr__sq_report_get_body, &x);
+    dcr_status_t st = dcr__sq_txn(dcr__sq_of(c), false, dcr__sq_report_get_body, &x);
     if (st != DCR_OK) {
         free(x.copy);
         return st;
@@ -909,11 +923,11 @@ static dcr_status_t dcr__sq_membership_put_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_run(s, stmt, "write membership");
 }
 
-static dcr_status_t dcr__sq_membership_put(void *impl, const char *coordinator,
+static dcr_status_t dcr__sq_membership_put(dcr_control_t *c, const char *coordinator,
                                            const uint32_t *members, size_t n)
 {
     dcr__sq_membership_ctx_t x = {coordinator, members, n, NULL, 0};
-    return dcr__sq_txn(impl, true, dcr__sq_membership_put_body, &x);
+    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_membership_put_body, &x);
 }
 
 /* The recorded member count; *found_p false when none was ever recorded. */
@@ -955,10 +969,10 @@ static dcr_status_t dcr__sq_membership_get_body(dcr__sq_t *s, void *ctx)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__sq_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t dcr__sq_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
 {
     dcr__sq_membership_ctx_t x = {NULL, NULL, 0, out, cap};
-    DCR_CHECK(dcr__sq_txn(impl, false, dcr__sq_membership_get_body, &x));
+    DCR_CHECK(dcr__sq_txn(dcr__sq_of(c), false, dcr__sq_membership_get_body, &x));
     *n_p = x.n;
     return DCR_OK;
 }
@@ -966,8 +980,8 @@ static dcr_status_t dcr__sq_membership_get(void *impl, uint32_t *out, size_t cap
 const dcr_control_ops_t dcr__control_sqlite_ops = {
     .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = "sqlite"},
     .props = {.durable = true},
-    .create = dcr__sq_open,
-    .destroy = dcr__sq_close,
+    .create = dcr__sq_create,
+    .destroy = dcr__sq_destroy,
     .read = dcr__sq_read,
     .cas = dcr__sq_cas,
     .prepare = dcr__sq_prepare,

@@ -36,6 +36,7 @@
 #define DCR__ET_REPORT_FIXED  (DCR__ET_TAG_BYTES + 20)
 
 typedef struct dcr__et {
+    dcr_control_t pub; /* first: the handle header */
     /* The lease and the cached attempt change during a call: threads
      * sharing a handle take turns per call. */
     pthread_mutex_t mu;

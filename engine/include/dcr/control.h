@@ -124,7 +124,9 @@ typedef struct dcr_control_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_CONTROL_OPS_VERSION 3
+#define DCR_CONTROL_OPS_VERSION 4
+
+typedef struct dcr_control dcr_control_t;
 
 /* A backend. Every slot may block on I/O and on other processes up to the
  * configured timeout; none calls back into the caller. Slots receive arguments
@@ -135,53 +137,61 @@ typedef struct dcr_control_props {
 typedef struct dcr_control_ops {
     dcr_ops_header_t hdr; /* version DCR_CONTROL_OPS_VERSION; a wrapper's parent */
     dcr_control_props_t props;
-    /* Connects to (and if needed initializes) the store; *impl_p is the
-     * backend's handle, owned by the wrapper until destroy. self is the
+    /* Connects to (and if needed initializes) the store and sets *out_p to
+     * the backend's handle, whose struct opens with a dcr_control_t (the
+     * wrapper sets its ops); owned by the wrapper until destroy. self is the
      * table the backend was found in (a wrapper's names its parent). */
     dcr_status_t (*create)(const struct dcr_control_ops *self, const dcr_control_config_t *cfg,
-                           void **impl_p);
-    /* Releases everything create acquired. Never fails; impl may be NULL. */
-    void (*destroy)(void *impl);
+                           dcr_control_t **out_p);
+    /* Releases everything create acquired, the handle included. Never fails;
+     * the wrapper never passes NULL. */
+    void (*destroy)(dcr_control_t *c);
     /* Copies the committed record into *rec_p. */
-    dcr_status_t (*read)(void *impl, dcr_commit_record_t *rec_p);
+    dcr_status_t (*read)(dcr_control_t *c, dcr_commit_record_t *rec_p);
     /* Atomically replaces the record with *desired if it equals *expected;
      * DCR_ECONFLICT (record unchanged) otherwise. */
-    dcr_status_t (*cas)(void *impl, const dcr_commit_record_t *expected,
+    dcr_status_t (*cas)(dcr_control_t *c, const dcr_commit_record_t *expected,
                         const dcr_commit_record_t *desired);
     /* Registers a new attempt atomically: DCR_ECONFLICT if req->coordinator
      * was replaced or from_version is not the committed version. Sets *tau_p
      * to a value above every tau issued before by this store. */
-    dcr_status_t (*prepare)(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p);
+    dcr_status_t (*prepare)(dcr_control_t *c, const dcr_control_prepare_t *req, uint64_t *tau_p);
     /* Describes attempt tau (0: the latest); DCR_ENOTFOUND if none. */
-    dcr_status_t (*attempt)(void *impl, uint64_t tau, dcr_control_attempt_t *info_p);
+    dcr_status_t (*attempt)(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p);
     /* Writes min(cap, n) required receivers of tau in ascending order to out
      * and n to *n_p. */
-    dcr_status_t (*required)(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p);
+    dcr_status_t (*required)(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                             size_t *n_p);
     /* Records that receiver holds P^{v+1} for tau; idempotent. DCR_ECONFLICT
      * if tau was replaced, DCR_EINVAL if receiver is not required by tau. */
-    dcr_status_t (*ack)(void *impl, uint64_t tau, uint32_t receiver);
+    dcr_status_t (*ack)(dcr_control_t *c, uint64_t tau, uint32_t receiver);
     /* Like required, for the receivers that acknowledged tau. */
-    dcr_status_t (*acks)(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p);
+    dcr_status_t (*acks)(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p);
     /* The joint commit, atomically: see dcr_control_commit. */
-    dcr_status_t (*commit)(void *impl, const char *coordinator, uint64_t tau,
+    dcr_status_t (*commit)(dcr_control_t *c, const char *coordinator, uint64_t tau,
                            const dcr_commit_record_t *expected,
                            const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                            dcr_commit_record_t *rec_p);
     /* Stores (replaces) receiver's prewarm report; copies data. */
-    dcr_status_t (*report_put)(void *impl, uint32_t receiver, const void *data, size_t len);
+    dcr_status_t (*report_put)(dcr_control_t *c, uint32_t receiver, const void *data, size_t len);
     /* Sets *data_p to a malloc'd copy of receiver's report (caller frees) and
      * *len_p to its length; DCR_ENOTFOUND if the receiver left none. */
-    dcr_status_t (*report_get)(void *impl, uint32_t receiver, void **data_p, size_t *len_p);
+    dcr_status_t (*report_get)(dcr_control_t *c, uint32_t receiver, void **data_p, size_t *len_p);
     /* Replaces the membership with members[0..n) (distinct, n may be 0)
      * atomically: DCR_ECONFLICT if coordinator was replaced, as for prepare. */
-    dcr_status_t (*membership_put)(void *impl, const char *coordinator, const uint32_t *members,
-                                   size_t n);
+    dcr_status_t (*membership_put)(dcr_control_t *c, const char *coordinator,
+                                   const uint32_t *members, size_t n);
     /* Like required, for the members; DCR_ENOTFOUND if no membership was
      * ever recorded. */
-    dcr_status_t (*membership_get)(void *impl, uint32_t *out, size_t cap, size_t *n_p);
+    dcr_status_t (*membership_get)(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p);
 } dcr_control_ops_t;
 
-typedef struct dcr_control dcr_control_t;
+/* The handle header: a backend's handle struct opens with it (every kind's
+ * handle does, dcr/ops.h), so the wrappers reach the table through the
+ * handle and a wrapping backend embeds one like any other. */
+struct dcr_control {
+    const dcr_control_ops_t *ops;
+};
 
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_CONTROL_OPS_VERSION, a

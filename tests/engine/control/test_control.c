@@ -687,6 +687,7 @@ static void test_reopen_preserves_state(void **state)
 /* ---- a backend registered from outside the engine that wraps another -------- */
 
 typedef struct wrap {
+    dcr_control_t pub; /* first: the handle header */
     dcr_control_t *inner;
 } wrap_t;
 
@@ -694,14 +695,14 @@ static bool g_wrap_down;       /* calls are refused before the wrapped backend *
 static bool g_wrap_lose_reply; /* a commit that took effect reports a lost reply */
 static int g_wrap_calls;
 
-#define WRAP_ENTER(impl)                                                                           \
-    wrap_t *w = (impl);                                                                            \
+#define WRAP_ENTER(c)                                                                              \
+    wrap_t *w = (wrap_t *)(c);                                                                     \
     g_wrap_calls++;                                                                                \
     if (g_wrap_down) return dcr_error_set(DCR_ECONTROL, "injected: control plane unavailable")
 
 /* The table's header names the backend it wraps as its parent. */
 static dcr_status_t wrap_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                void **impl_p)
+                                dcr_control_t **out_p)
 {
     const dcr_control_ops_t *parent = self->hdr.parent;
     wrap_t *w = calloc(1, sizeof *w);
@@ -711,20 +712,20 @@ static dcr_status_t wrap_create(const dcr_control_ops_t *self, const dcr_control
         free(w);
         return st;
     }
-    *impl_p = w;
+    *out_p = &w->pub;
     return DCR_OK;
 }
 
-static void wrap_destroy(void *impl)
+static void wrap_destroy(dcr_control_t *c)
 {
-    wrap_t *w = impl;
+    wrap_t *w = (wrap_t *)c;
     dcr_control_destroy(w->inner);
     free(w);
 }
 
-static dcr_status_t wrap_read(void *impl, dcr_commit_record_t *rec_p)
+static dcr_status_t wrap_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     dcr_status_t st = dcr_control_read(w->inner, rec_p);
     /* Scribbles on the out-parameter before failing: the wrapper must not
      * pass it on. */
@@ -735,76 +736,82 @@ static dcr_status_t wrap_read(void *impl, dcr_commit_record_t *rec_p)
     return st;
 }
 
-static dcr_status_t wrap_cas(void *impl, const dcr_commit_record_t *e, const dcr_commit_record_t *d)
+static dcr_status_t wrap_cas(dcr_control_t *c, const dcr_commit_record_t *e,
+                             const dcr_commit_record_t *d)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_cas(w->inner, e, d);
 }
 
-static dcr_status_t wrap_prepare(void *impl, const dcr_control_prepare_t *req, uint64_t *tau_p)
+static dcr_status_t wrap_prepare(dcr_control_t *c, const dcr_control_prepare_t *req,
+                                 uint64_t *tau_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_prepare(w->inner, req, tau_p);
 }
 
-static dcr_status_t wrap_attempt(void *impl, uint64_t tau, dcr_control_attempt_t *info_p)
+static dcr_status_t wrap_attempt(dcr_control_t *c, uint64_t tau, dcr_control_attempt_t *info_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_attempt(w->inner, tau, info_p);
 }
 
-static dcr_status_t wrap_required(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t wrap_required(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                                  size_t *n_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_required(w->inner, tau, out, cap, n_p);
 }
 
-static dcr_status_t wrap_ack(void *impl, uint64_t tau, uint32_t receiver)
+static dcr_status_t wrap_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_ack(w->inner, tau, receiver);
 }
 
-static dcr_status_t wrap_acks(void *impl, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t wrap_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,
+                              size_t *n_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_acks(w->inner, tau, out, cap, n_p);
 }
 
-static dcr_status_t wrap_commit(void *impl, const char *coordinator, uint64_t tau,
+static dcr_status_t wrap_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
                                 const dcr_commit_record_t *expected,
                                 const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                 dcr_commit_record_t *rec_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     dcr_status_t st = dcr_control_commit(w->inner, coordinator, tau, expected, baseline, rec_p);
     if (st == DCR_OK && g_wrap_lose_reply)
         return dcr_error_set(DCR_ECONTROL, "injected: reply lost");
     return st;
 }
 
-static dcr_status_t wrap_report_put(void *impl, uint32_t receiver, const void *data, size_t len)
+static dcr_status_t wrap_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
+                                    size_t len)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_report_put(w->inner, receiver, data, len);
 }
 
-static dcr_status_t wrap_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+static dcr_status_t wrap_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                    size_t *len_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_report_get(w->inner, receiver, data_p, len_p);
 }
 
-static dcr_status_t wrap_membership_put(void *impl, const char *coordinator,
+static dcr_status_t wrap_membership_put(dcr_control_t *c, const char *coordinator,
                                         const uint32_t *members, size_t n)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_membership_put(w->inner, coordinator, members, n);
 }
 
-static dcr_status_t wrap_membership_get(void *impl, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t wrap_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
 {
-    WRAP_ENTER(impl);
+    WRAP_ENTER(c);
     return dcr_control_membership_get(w->inner, out, cap, n_p);
 }
 

@@ -135,11 +135,12 @@ static void run_case(dcr_node_phase_t death)
 static atomic_int g_fail_left, g_failed;
 
 typedef struct flaky {
+    dcr_control_t pub; /* first: the handle header */
     dcr_control_t *inner;
 } flaky_t;
 
 static dcr_status_t flaky_create(const dcr_control_ops_t *self, const dcr_control_config_t *cfg,
-                                 void **impl_p)
+                                 dcr_control_t **out_p)
 {
     (void)self;
     flaky_t *x = calloc(1, sizeof(*x));
@@ -149,20 +150,21 @@ static dcr_status_t flaky_create(const dcr_control_ops_t *self, const dcr_contro
         free(x);
         return st;
     }
-    *impl_p = x;
+    *out_p = &x->pub;
     return DCR_OK;
 }
 
-static void flaky_destroy(void *impl)
+static void flaky_destroy(dcr_control_t *c)
 {
-    flaky_t *x = impl;
+    flaky_t *x = (flaky_t *)c;
     if (x) dcr_control_destroy(x->inner);
     free(x);
 }
 
-static dcr_status_t flaky_report_get(void *impl, uint32_t receiver, void **data_p, size_t *len_p)
+static dcr_status_t flaky_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
+                                     size_t *len_p)
 {
-    flaky_t *x = impl;
+    flaky_t *x = (flaky_t *)c;
     if (receiver == DCR_NODE_REPORT_ID(FLAKY_NODE)) {
         int left = atomic_load(&g_fail_left);
         if (left != 0) {
@@ -175,51 +177,55 @@ static dcr_status_t flaky_report_get(void *impl, uint32_t receiver, void **data_
 }
 
 /* Every other slot passes through. */
-#define PASS(impl) (((flaky_t *)(impl))->inner)
-static dcr_status_t flaky_read(void *i, dcr_commit_record_t *r)
+#define PASS(c) (((flaky_t *)(c))->inner)
+static dcr_status_t flaky_read(dcr_control_t *i, dcr_commit_record_t *r)
 {
     return dcr_control_read(PASS(i), r);
 }
-static dcr_status_t flaky_cas(void *i, const dcr_commit_record_t *e, const dcr_commit_record_t *d)
+static dcr_status_t flaky_cas(dcr_control_t *i, const dcr_commit_record_t *e,
+                              const dcr_commit_record_t *d)
 {
     return dcr_control_cas(PASS(i), e, d);
 }
-static dcr_status_t flaky_prepare(void *i, const dcr_control_prepare_t *q, uint64_t *tau_p)
+static dcr_status_t flaky_prepare(dcr_control_t *i, const dcr_control_prepare_t *q, uint64_t *tau_p)
 {
     return dcr_control_prepare(PASS(i), q, tau_p);
 }
-static dcr_status_t flaky_attempt(void *i, uint64_t tau, dcr_control_attempt_t *a)
+static dcr_status_t flaky_attempt(dcr_control_t *i, uint64_t tau, dcr_control_attempt_t *a)
 {
     return dcr_control_attempt(PASS(i), tau, a);
 }
-static dcr_status_t flaky_required(void *i, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t flaky_required(dcr_control_t *i, uint64_t tau, uint32_t *out, size_t cap,
+                                   size_t *n_p)
 {
     return dcr_control_required(PASS(i), tau, out, cap, n_p);
 }
-static dcr_status_t flaky_ack(void *i, uint64_t tau, uint32_t r)
+static dcr_status_t flaky_ack(dcr_control_t *i, uint64_t tau, uint32_t r)
 {
     return dcr_control_ack(PASS(i), tau, r);
 }
-static dcr_status_t flaky_acks(void *i, uint64_t tau, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t flaky_acks(dcr_control_t *i, uint64_t tau, uint32_t *out, size_t cap,
+                               size_t *n_p)
 {
     return dcr_control_acks(PASS(i), tau, out, cap, n_p);
 }
-static dcr_status_t flaky_commit(void *i, const char *co, uint64_t tau,
+static dcr_status_t flaky_commit(dcr_control_t *i, const char *co, uint64_t tau,
                                  const dcr_commit_record_t *e,
                                  const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],
                                  dcr_commit_record_t *rec_p)
 {
     return dcr_control_commit(PASS(i), co, tau, e, baseline, rec_p);
 }
-static dcr_status_t flaky_report_put(void *i, uint32_t r, const void *data, size_t len)
+static dcr_status_t flaky_report_put(dcr_control_t *i, uint32_t r, const void *data, size_t len)
 {
     return dcr_control_report_put(PASS(i), r, data, len);
 }
-static dcr_status_t flaky_membership_put(void *i, const char *co, const uint32_t *m, size_t n)
+static dcr_status_t flaky_membership_put(dcr_control_t *i, const char *co, const uint32_t *m,
+                                         size_t n)
 {
     return dcr_control_membership_put(PASS(i), co, m, n);
 }
-static dcr_status_t flaky_membership_get(void *i, uint32_t *out, size_t cap, size_t *n_p)
+static dcr_status_t flaky_membership_get(dcr_control_t *i, uint32_t *out, size_t cap, size_t *n_p)
 {
     return dcr_control_membership_get(PASS(i), out, cap, n_p);
 }
