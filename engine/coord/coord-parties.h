@@ -4,7 +4,8 @@
  * The coordinator drives two sides it does not own: the rollout nodes,
  * which receive, apply and acknowledge an attempt, and the owners, which
  * construct and send it and update their baselines after the commit. Each
- * side is a versioned ops table with a name and create/destroy verbs:
+ * side is an ops table that opens with the header every table does
+ * (dcr_ops_header_t: version and name, dcr/ops.h) and says create/destroy:
  *   - "local": the side runs in this process (threads of the coordinator;
  *     what `dcr bench` does in one process): the rollout nodes are
  *     dcr_rollout_node_t threads over the coordinator's receivers, the
@@ -25,6 +26,7 @@
 #include <stdint.h>
 
 #include "dcr/coord.h"
+#include "dcr/ops.h"
 
 /* The attempt in progress as both sides see it. */
 typedef struct dcr__attempt {
@@ -45,11 +47,10 @@ typedef struct dcr__nodes_env {
     dcr_rollout_node_env_t receivers;
 } dcr__nodes_env_t;
 
-#define DCR__NODES_OPS_VERSION 1
+#define DCR__NODES_OPS_VERSION 2
 
 typedef struct dcr__nodes_ops {
-    int version; /* DCR__NODES_OPS_VERSION */
-    const char *name;
+    dcr_ops_header_t hdr; /* version DCR__NODES_OPS_VERSION; name "local", "remote" */
     dcr_status_t (*create)(const dcr__nodes_env_t *env, void **impl_p);
     void (*destroy)(void *impl); /* accepts NULL */
     /* Whether node's receivers stay out of the next attempt although they
@@ -100,11 +101,10 @@ typedef struct dcr__owners_env {
     void *ctx;
 } dcr__owners_env_t;
 
-#define DCR__OWNERS_OPS_VERSION 1
+#define DCR__OWNERS_OPS_VERSION 2
 
 typedef struct dcr__owners_ops {
-    int version; /* DCR__OWNERS_OPS_VERSION */
-    const char *name;
+    dcr_ops_header_t hdr; /* version DCR__OWNERS_OPS_VERSION; name "local", "remote" */
     dcr_status_t (*create)(const dcr__owners_env_t *env, void **impl_p);
     void (*destroy)(void *impl); /* accepts NULL */
     /* The attempt's gates are closed; the owners are about to start (t0,
@@ -173,7 +173,7 @@ static inline dcr_status_t dcr__nodes_apply_staged(dcr__nodes_t *n, const dcr__a
 {
     if (!n->ops->apply_staged)
         return dcr_error_set(DCR_EINVAL, "rollout nodes \"%s\" apply as payloads arrive only",
-                             n->ops->name);
+                             n->ops->hdr.name);
     return n->ops->apply_staged(n->impl, a, apply_end_p);
 }
 static inline void dcr__nodes_discard(dcr__nodes_t *n)

@@ -184,8 +184,7 @@ static void nodes_drops(void *impl, uint64_t *duplicates_p, uint64_t *stale_p)
 }
 
 const dcr__nodes_ops_t dcr__nodes_local = {
-    .version = DCR__NODES_OPS_VERSION,
-    .name = "local",
+    .hdr = {.version = DCR__NODES_OPS_VERSION, .name = "local"},
     .create = nodes_create,
     .destroy = nodes_destroy,
     .absent = nodes_absent,
@@ -302,8 +301,7 @@ static int64_t owners_uploads(void *impl)
 }
 
 const dcr__owners_ops_t dcr__owners_local = {
-    .version = DCR__OWNERS_OPS_VERSION,
-    .name = "local",
+    .hdr = {.version = DCR__OWNERS_OPS_VERSION, .name = "local"},
     .create = owners_create,
     .destroy = owners_destroy,
     .begin = owners_begin,

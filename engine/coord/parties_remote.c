@@ -305,8 +305,7 @@ static void nodes_drops(void *impl, uint64_t *duplicates_p, uint64_t *stale_p)
 }
 
 const dcr__nodes_ops_t dcr__nodes_remote = {
-    .version = DCR__NODES_OPS_VERSION,
-    .name = "remote",
+    .hdr = {.version = DCR__NODES_OPS_VERSION, .name = "remote"},
     .create = nodes_create,
     .destroy = nodes_destroy,
     .absent = nodes_absent,
@@ -425,8 +424,7 @@ static int64_t owners_uploads(void *impl)
 }
 
 const dcr__owners_ops_t dcr__owners_remote = {
-    .version = DCR__OWNERS_OPS_VERSION,
-    .name = "remote",
+    .hdr = {.version = DCR__OWNERS_OPS_VERSION, .name = "remote"},
     .create = owners_create,
     .destroy = owners_destroy,
     .begin = owners_begin,
