@@ -108,7 +108,7 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
     char id[64];
     snprintf(id, sizeof(id), "coord-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
     dcr_coord_config_t cc = dcr_coord_config_default(id, serve.gpus_per_node);
-    cc.remote_nodes = cc.remote_owners = true;
+    cc.nodes = cc.owners = "remote";
     int nrecv = dcr_serve_receivers(&serve);
     dcr_coord_parties_t parties = {
         NULL, sc ? sc->layout->world : 0, transport, control, NULL, nrecv, NULL, NULL};

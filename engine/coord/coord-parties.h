@@ -16,7 +16,7 @@
  *     own "opened" record.
  * coord.c calls both sides through the wrappers below and never asks which
  * implementation it holds; dcr__coord_parties_open is the one place that
- * picks them (from dcr_coord_config_t's remote_nodes and remote_owners).
+ * picks them (by name, from dcr_coord_config_t's nodes and owners).
  * Every slot may block up to the timeouts of the configuration; every
  * failure is reported with dcr_error_set and fails the attempt. */
 #ifndef DCR_COORD_PARTIES_H
@@ -134,8 +134,9 @@ typedef struct dcr__owners {
     void *impl;
 } dcr__owners_t;
 
-/* Picks and creates both sides for cfg (the only reader of remote_nodes
- * and remote_owners); on an error nothing is left to destroy. */
+/* Picks both sides by the names cfg's nodes and owners give (the only
+ * reader of them; NULL is "local", an unknown name DCR_EINVAL) and creates
+ * them; on an error nothing is left to destroy. */
 dcr_status_t dcr__coord_parties_open(const dcr__nodes_env_t *nenv, const dcr__owners_env_t *oenv,
                                      dcr__nodes_t *nodes_p, dcr__owners_t *owners_p);
 /* Accepts sides never created (zeroed). */

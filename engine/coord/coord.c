@@ -36,8 +36,8 @@ const char *dcr_rl_mode_name(dcr_rl_mode_t mode)
 
 dcr_coord_config_t dcr_coord_config_default(const char *id, int receivers_per_node)
 {
-    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20, false,
-                              60000, false};
+    dcr_coord_config_t cfg = {id,    DCR_RL_SYNC, receivers_per_node, 3, 600000, 120000, 20, NULL,
+                              60000, NULL};
     return cfg;
 }
 
@@ -273,6 +273,11 @@ dcr_status_t dcr_coord_create(const dcr_coord_config_t *cfg, const dcr_coord_par
         return dcr_error_set(DCR_ENOMEM, "coordinator");
     }
     dcr_status_t st = open_parties(c);
+    if (st == DCR_OK) {
+        /* The caller's names need not outlive this call: keep the tables'. */
+        c->cfg.nodes = c->rollout.ops->hdr.name;
+        c->cfg.owners = c->owners.ops->hdr.name;
+    }
     if (st == DCR_OK) st = use_gate(c, parties);
     if (st == DCR_OK) st = bind_initial(c);
     if (st == DCR_OK) st = load_membership(c);

@@ -366,8 +366,8 @@ static dcr_status_t make_parties(bench_t *b)
     }
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
     coc.rl = b->cfg->rl;
-    coc.remote_nodes = b->cfg->processes != NULL;
-    coc.remote_owners = b->cfg->processes && b->cfg->processes->owners;
+    coc.nodes = b->cfg->processes != NULL ? "remote" : "local";
+    coc.owners = b->cfg->processes && b->cfg->processes->owners ? "remote" : "local";
     dcr_coord_parties_t parties = {
         b->con,   b->sc->layout->world, b->transport, b->control, b->receivers,
         b->nrecv, b->xor_allowed,       NULL};

@@ -45,10 +45,15 @@ typedef struct dcr_coord_config {
     int stall_timeout_ms;   /* a node that receives nothing this long fails the attempt */
     int retry_backoff_ms; /* pause before retry k is k times this (a busy control plane recovers) */
     /* Which implementation of the parties interface serves each side
-     * (engine/coord/coord-parties.h): the coordinator runs one protocol and
-     * these two choices are read in one place only.
+     * (engine/coord/coord-parties.h), by name: "local" (NULL means it) or
+     * "remote"; any other name is refused with DCR_EINVAL. The coordinator
+     * runs one protocol and these two choices are read in one place only,
+     * during dcr_coord_create (the strings need not outlive it).
      *
-     * The rollout nodes are processes of their own (DESIGN.md section 11):
+     * nodes "local": the rollout nodes are dcr_rollout_node_t threads of this
+     * process over parties->receivers.
+     *
+     * nodes "remote": the rollout nodes are processes of their own (DESIGN.md section 11):
      * the coordinator runs no node and touches no receiver. Each node
      * process learns of an attempt from the control plane, begins it on its
      * receivers, opens it on its own transport handle, reports JOINED
@@ -63,10 +68,13 @@ typedef struct dcr_coord_config {
      * between attempts. A node with no report at all is a member; one
      * whose report cannot be read (4 tries) fails the attempt before it
      * is prepared, naming the node. */
-    bool remote_nodes;
+    const char *nodes;
     int join_timeout_ms; /* remote: a node that has not joined an attempt this long fails it */
-    /* The owners are processes too (`mpirun -np P dcr owner`; needs
-     * remote_nodes): the coordinator holds no constructor (parties->
+    /* owners "local": parties->constructor constructs and sends in this
+     * process.
+     *
+     * owners "remote": the owners are processes too (`mpirun -np P dcr owner`;
+     * needs nodes "remote"): the coordinator holds no constructor (parties->
      * constructor may be NULL) and sends nothing. The owners learn of an
      * attempt from the control plane, decide XOR or overwrite themselves (a
      * second attempt for one from_version is a retry, all overwrites), open
@@ -77,7 +85,7 @@ typedef struct dcr_coord_config {
      * COMMITTED with t1 once every owner updated its baseline. The
      * coordinator waits for SENT (stall timeout), the nodes' DONE, commits,
      * and waits for COMMITTED (stall timeout) for t1. */
-    bool remote_owners;
+    const char *owners;
 } dcr_coord_config_t;
 
 /* Sync RL, 3 attempts, 10 min deadline, 2 min stall timeout, 20 ms backoff,

@@ -7,7 +7,8 @@
  * coordinator is returned: owners as processes without rollout nodes as
  * processes (only the remote rollout side publishes the coordinator's
  * "opened" record the owners wait for), owners in this process without a
- * constructor, and rollout nodes as processes in async RL. */
+ * constructor, rollout nodes as processes in async RL, and a side named
+ * neither "local" nor "remote". */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -32,13 +33,16 @@ static void test_unserved_combinations_refused(void **state)
 {
     (void)state;
     dcr_coord_config_t cc = dcr_coord_config_default("parties", 1);
-    cc.remote_owners = true;
+    cc.owners = "remote";
     refused(&cc, "owners as processes need rollout nodes as processes");
-    cc.remote_owners = false;
+    cc.owners = "local";
     refused(&cc, "no constructor for owners in this process");
-    cc.remote_nodes = cc.remote_owners = true;
+    cc.nodes = cc.owners = "remote";
     cc.rl = DCR_RL_ASYNC;
     refused(&cc, "sync RL only");
+    cc.rl = DCR_RL_SYNC;
+    cc.nodes = "mpi";
+    refused(&cc, "expected \"local\" or \"remote\"");
 }
 
 int main(void)

@@ -98,7 +98,7 @@ static void run_case(dcr_node_phase_t death)
     cc.max_attempts = 1;
     cc.stall_timeout_ms = STALL_MS;
     cc.join_timeout_ms = STALL_MS;
-    cc.remote_nodes = cc.remote_owners = true;
+    cc.nodes = cc.owners = "remote";
     dcr_coord_parties_t parties = {NULL, 1, transport, control, NULL, NODES, NULL, NULL};
     dcr_coord_t *c = NULL;
     assert_int_equal(dcr_coord_create(&cc, &parties, &c), DCR_OK);
@@ -279,7 +279,7 @@ static void membership_case(int fail, char *line, size_t cap, uint32_t *required
     cc.max_attempts = 1;
     cc.stall_timeout_ms = 500;
     cc.join_timeout_ms = 500;
-    cc.remote_nodes = cc.remote_owners = true;
+    cc.nodes = cc.owners = "remote";
     dcr_coord_parties_t parties = {NULL, 1, transport, flaky, NULL, NODES * PER, NULL, NULL};
     dcr_coord_t *c = NULL;
     assert_int_equal(dcr_coord_create(&cc, &parties, &c), DCR_OK);
