@@ -1,6 +1,8 @@
 /* The roles of a multi-process refit on one host (DESIGN.md section 11) and
  * what they share: nothing but the transport, the control plane and the run
- * configuration.
+ * configuration (dcr_run_config_t, workloads/harness/run_config.h: every
+ * role parses the run's dcr bench flags into it, without the bench's own
+ * fields).
  *
  * Roles and who starts them:
  *   - `dcr rollout-node --node i [run flags]`: one process per rollout
