@@ -3,11 +3,9 @@
 #define _XOPEN_SOURCE 700
 #include "workloads/harness/bench.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <pthread.h>
