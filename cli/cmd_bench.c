@@ -74,40 +74,40 @@ static dcr_status_t check_store(const bench_opts_t *o)
 /* The flags' values into the run configuration (checked by fill_config). */
 static void fill_values(const bench_opts_t *o, dcr_bench_config_t *c)
 {
-    c->adamw = !strcmp(o->changes, "adamw");
-    c->lr = o->lr;
-    c->serve.nodes = (int)o->nodes;
-    c->serve.gpus_per_node = (int)o->per_node;
-    c->serve.tp = (int)o->serve_tp;
-    c->serve.ep = o->serve_ep;
-    c->serve.fp32_norms = o->fp32_norms;
-    c->serve.w2_transposed = o->w2_t;
-    c->device = o->device;
-    c->transport = o->transport;
-    if (o->gbps >= 0) c->link.cross_gbps = o->gbps;
-    if (o->flow_gbps >= 0) c->link.flow_gbps = o->flow_gbps;
-    if (o->local_gbps >= 0) c->link.local_gbps = o->local_gbps;
-    if (o->latency_ms >= 0) c->link.latency_ms = o->latency_ms;
-    c->fanout = (int)o->fanout;
-    c->change_rate = o->rate;
-    c->init = o->init;
+    c->run.adamw = !strcmp(o->changes, "adamw");
+    c->run.lr = o->lr;
+    c->run.serve.nodes = (int)o->nodes;
+    c->run.serve.gpus_per_node = (int)o->per_node;
+    c->run.serve.tp = (int)o->serve_tp;
+    c->run.serve.ep = o->serve_ep;
+    c->run.serve.fp32_norms = o->fp32_norms;
+    c->run.serve.w2_transposed = o->w2_t;
+    c->run.device = o->device;
+    c->run.transport = o->transport;
+    if (o->gbps >= 0) c->run.link.cross_gbps = o->gbps;
+    if (o->flow_gbps >= 0) c->run.link.flow_gbps = o->flow_gbps;
+    if (o->local_gbps >= 0) c->run.link.local_gbps = o->local_gbps;
+    if (o->latency_ms >= 0) c->run.link.latency_ms = o->latency_ms;
+    c->run.fanout = (int)o->fanout;
+    c->run.change_rate = o->rate;
+    c->run.init = o->init;
     c->warmup = (int)o->warmup;
     c->refits = (int)o->refits;
     c->verify = !o->no_verify;
-    c->shuffle = !o->no_shuffle;
-    c->chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
-    c->bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
-    c->workdir = o->keep ? o->keep : o->workdir;
+    c->run.shuffle = !o->no_shuffle;
+    c->run.chunk_bytes = (size_t)(o->chunk_mib * (1 << 20));
+    c->run.bucket_bytes = (size_t)(o->bucket_mib * (1 << 20));
+    c->run.workdir = o->keep ? o->keep : o->workdir;
     c->workdir_flag = o->keep ? "--keep-payloads" : "--workdir";
     c->keep_payloads = o->keep != NULL;
-    c->control_path = o->control;
-    c->seed = (uint64_t)o->seed;
+    c->run.control_path = o->control;
+    c->run.seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
     c->trace_overhead = o->trace_overhead;
-    c->store = o->store;
-    c->s3_endpoint = o->s3_endpoint;
+    c->run.store = o->store;
+    c->run.s3_endpoint = o->s3_endpoint;
     c->keep_trace = o->trace || o->out;
-    c->anchor_every = (int)o->anchor_every;
+    c->run.anchor_every = (int)o->anchor_every;
 }
 
 /* Every flag, the layout and every path, before the run: what fails here
@@ -116,13 +116,13 @@ static void fill_values(const bench_opts_t *o, dcr_bench_config_t *c)
 static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
 {
     DCR_CHECK(check_store(o));
-    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->scenario));
-    DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->mode));
-    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->rl));
+    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->run.scenario));
+    DCR_CHECK(dcr_construct_mode_parse(o->mode, &c->run.mode));
+    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->run.rl));
     DCR_CHECK(dcr_cli_changes_check(o->args, o->nargs, o->changes, true));
     if (!strncmp(o->changes, "profile:", 8)) {
         DCR_CHECK(dcr_change_profile_load(o->changes + 8, &o->profile));
-        c->profile = &o->profile;
+        c->run.profile = &o->profile;
     }
     /* The relay across processes connects owner ranks to the root node
      * process; owner threads of the launcher hold no part of that tree.
@@ -141,13 +141,13 @@ static dcr_status_t fill_config(bench_opts_t *o, dcr_bench_config_t *c)
      * or the faults launcher would retain nothing and every restore that
      * needs a retained version would fall back to a dense refit. */
     DCR_CHECK(dcr_cli_retain(o->args, o->nargs, o->retain, o->transport, o->processes || o->role,
-                             &c->retain));
+                             &c->run.retain));
     DCR_CHECK(dcr_bench_config_check(c, o->processes || o->role));
-    DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->payload_key));
-    if (o->control) DCR_CHECK(dcr_bench_control_check("--control", o->control));
+    DCR_CHECK(dcr_cli_payload_key("bench", o->payload_key, &c->run.payload_key));
+    if (o->control) DCR_CHECK(dcr_run_control_check("--control", o->control));
     /* The launching run only: role processes join the plane it bootstrapped. */
-    if (o->control && !o->role) DCR_CHECK(dcr_bench_control_fresh("--control", o->control));
-    return dcr_cli_scenario_validate(&c->scenario, &c->serve);
+    if (o->control && !o->role) DCR_CHECK(dcr_run_control_fresh("--control", o->control));
+    return dcr_cli_scenario_validate(&c->run.scenario, &c->run.serve);
 }
 
 /* Whether arg is one of the valued flags names[0..n), as `--flag VALUE`
@@ -207,7 +207,7 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
             fwd[n++] = argv[i];
     }
     for (int i = 0; i < nextra; i++) fwd[n++] = extra[i];
-    dcr_status_t st = dcr_role_launcher_create(c, fwd, n, out_p);
+    dcr_status_t st = dcr_role_launcher_create(&c->run, fwd, n, out_p);
     free(fwd);
     return st;
 }
@@ -280,23 +280,23 @@ static dcr_status_t testbed_check(bench_opts_t *o)
 static dcr_status_t testbed_start(const bench_opts_t *o, dcr_bench_config_t *c,
                                   dcr_testbed_t **tb_p, json_t **links_p)
 {
-    if (!dcr_args_seen(o->args, o->nargs, "--flow-gbps")) c->link.flow_gbps = 0;
-    if (!dcr_args_seen(o->args, o->nargs, "--latency-ms")) c->link.latency_ms = 0;
+    if (!dcr_args_seen(o->args, o->nargs, "--flow-gbps")) c->run.link.flow_gbps = 0;
+    if (!dcr_args_seen(o->args, o->nargs, "--latency-ms")) c->run.link.latency_ms = 0;
     dcr_testbed_config_t tc = {.id = (int)o->testbed_id,
                                .train_hosts = (int)o->sc.nodes,
                                .rollout_hosts = (int)o->nodes,
-                               .link_gbps = c->link.cross_gbps,
-                               .local_gbps = c->link.local_gbps,
-                               .flow_gbps = c->link.flow_gbps,
-                               .latency_ms = c->link.latency_ms,
+                               .link_gbps = c->run.link.cross_gbps,
+                               .local_gbps = c->run.link.local_gbps,
+                               .flow_gbps = c->run.link.flow_gbps,
+                               .latency_ms = c->run.link.latency_ms,
                                .upload_flows = (int)o->sc.gpus};
     DCR_CHECK(dcr_testbed_up(&tc, tb_p));
     DCR_CHECK(dcr_testbed_measure(*tb_p, links_p));
     DCR_CHECK(dcr_testbed_enter_services(*tb_p));
     DCR_CHECK(dcr_testbed_probe_store(*tb_p));
-    c->store = dcr_testbed_store(*tb_p);
-    c->s3_endpoint = dcr_testbed_s3_endpoint(*tb_p);
-    c->control_path = dcr_testbed_control(*tb_p);
+    c->run.store = dcr_testbed_store(*tb_p);
+    c->run.s3_endpoint = dcr_testbed_s3_endpoint(*tb_p);
+    c->run.control_path = dcr_testbed_control(*tb_p);
     /* The full-checkpoint reference over the same shaped links. */
     c->reference = dcr_testbed_reference;
     c->reference_ctx = *tb_p;
@@ -381,9 +381,9 @@ static dcr_status_t start_roles(const bench_opts_t *o, int argc, char **argv, dc
         dcr_interrupt_install();
         DCR_CHECK(testbed_start(o, c, tb_p, links_p));
     }
-    char *tb_args[] = {"--store",       (char *)c->store,
-                       "--s3-endpoint", (char *)c->s3_endpoint,
-                       "--control",     (char *)c->control_path,
+    char *tb_args[] = {"--store",       (char *)c->run.store,
+                       "--s3-endpoint", (char *)c->run.s3_endpoint,
+                       "--control",     (char *)c->run.control_path,
                        "--link-gbps",   "0",
                        "--flow-gbps",   "0",
                        "--local-gbps",  "0",
@@ -651,8 +651,8 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
     return dcr_args_parse(command, usage, o->args, n, argc, argv, NULL, 0, NULL);
 }
 
-int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra, int nextra,
-                       int argc, char **argv, dcr_bench_config_t *cfg)
+int dcr_cli_bench_run_config(const char *command, const char *usage, dcr_arg_t *extra, int nextra,
+                             int argc, char **argv, dcr_bench_config_t *cfg)
 {
     static bench_opts_t o; /* flags point into it; one parse per process */
     int rc = parse_opts(&o, command, usage, extra, nextra, argc, argv);
@@ -660,6 +660,15 @@ int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra,
     o.role = true;
     *cfg = dcr_bench_config_default();
     return dcr_cli_check(command, fill_config(&o, cfg));
+}
+
+int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra, int nextra,
+                       int argc, char **argv, dcr_run_config_t *cfg)
+{
+    dcr_bench_config_t b;
+    int rc = dcr_cli_bench_run_config(command, usage, extra, nextra, argc, argv, &b);
+    if (rc == 0) *cfg = b.run;
+    return rc;
 }
 
 /* The launcher's flags (--processes, --testbed and theirs) and --device:

@@ -11,7 +11,7 @@
 
 int dcr_cmd_coordinator(int argc, char **argv)
 {
-    dcr_bench_config_t cfg;
+    dcr_run_config_t cfg;
     int rc = dcr_cli_run_config("coordinator",
                                 "--workdir DIR [the run's dcr bench flags] (requests on stdin: "
                                 "'refit' or 'resume FROM', one answer line each on stdout)",

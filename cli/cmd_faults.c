@@ -135,9 +135,9 @@ static void role_args(const faults_opts_t *o, const dcr_bench_config_t *run, rol
     if (o->control) ra_str(a, "--control", o->control);
     /* A join replays the retained versions after its anchor: the window
      * must exist (the launching process keeps it, dcr/recovery.h). */
-    if (run->anchor_every > 0) {
-        ra_int(a, "--anchor-every", run->anchor_every);
-        ra_int(a, "--retain", run->retain);
+    if (run->run.anchor_every > 0) {
+        ra_int(a, "--anchor-every", run->run.anchor_every);
+        ra_int(a, "--retain", run->run.retain);
     }
 }
 
@@ -184,7 +184,7 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
         }
     }
     pc.testbed = tb;
-    int rc = dcr_cli_run_config(label, "", NULL, 0, ra.n, ra.argv, &pc.run.bench);
+    int rc = dcr_cli_bench_run_config(label, "", NULL, 0, ra.n, ra.argv, &pc.run.bench);
     if (rc) {
         dcr_testbed_destroy(tb);
         return 2;
@@ -207,22 +207,22 @@ static int run_processes(const char *what, const faults_opts_t *o, dcr_faults_ru
 static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int nargs,
                          dcr_faults_run_config_t *c)
 {
-    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->bench.scenario));
-    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->bench.rl));
+    DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &c->bench.run.scenario));
+    DCR_CHECK(dcr_rl_mode_parse(o->rl, &c->bench.run.rl));
     DCR_CHECK(dcr_cli_changes_check(args, nargs, o->changes, false));
     if (dcr_args_seen(args, nargs, "--restart-after") && o->kill_every == 0)
         return dcr_error_set(DCR_EINVAL, "--restart-after applies only with --kill-every N > 0");
-    c->bench.control_path = o->control;
-    c->bench.store = o->store;
-    c->bench.s3_endpoint = o->s3_endpoint;
-    c->bench.transport = o->transport;
-    c->bench.adamw = !strcmp(o->changes, "adamw");
-    c->bench.lr = o->lr;
-    c->bench.change_rate = o->rate;
-    c->bench.seed = (uint64_t)o->seed;
-    c->bench.serve.nodes = (int)o->nodes;
-    c->bench.serve.gpus_per_node = (int)o->per_node;
-    c->bench.serve.tp = (int)o->serve_tp;
+    c->bench.run.control_path = o->control;
+    c->bench.run.store = o->store;
+    c->bench.run.s3_endpoint = o->s3_endpoint;
+    c->bench.run.transport = o->transport;
+    c->bench.run.adamw = !strcmp(o->changes, "adamw");
+    c->bench.run.lr = o->lr;
+    c->bench.run.change_rate = o->rate;
+    c->bench.run.seed = (uint64_t)o->seed;
+    c->bench.run.serve.nodes = (int)o->nodes;
+    c->bench.run.serve.gpus_per_node = (int)o->per_node;
+    c->bench.run.serve.tp = (int)o->serve_tp;
     c->steps = (int)o->steps;
     c->kill_every = (int)o->kill_every;
     c->restart_after = (int)o->restart_after;
@@ -231,10 +231,10 @@ static dcr_status_t fill(const faults_opts_t *o, const dcr_arg_t *args, int narg
     c->readers = (int)o->readers;
     /* --processes: the window every role keeps (a role's default), which
      * bounds --anchor-every. */
-    c->bench.retain = o->processes ? DCR_RETAIN_DEFAULT : 0;
-    c->bench.anchor_every = (int)o->anchor_every;
+    c->bench.run.retain = o->processes ? DCR_RETAIN_DEFAULT : 0;
+    c->bench.run.anchor_every = (int)o->anchor_every;
     DCR_CHECK(dcr_bench_config_check(&c->bench, o->processes));
-    return dcr_cli_scenario_validate(&c->bench.scenario, &c->bench.serve);
+    return dcr_cli_scenario_validate(&c->bench.run.scenario, &c->bench.run.serve);
 }
 
 /* A usage error (exit 2) before any work: --control must be an etcd URL,
@@ -245,8 +245,8 @@ static int check_control(const char *what, const faults_opts_t *o)
 {
     dcr_status_t st = DCR_OK;
     if (o->control)
-        st = dcr_bench_control_is_etcd(o->control)
-                 ? dcr_bench_control_check("--control", o->control)
+        st = dcr_run_control_is_etcd(o->control)
+                 ? dcr_run_control_check("--control", o->control)
                  : dcr_error_set(DCR_EINVAL,
                                  "--control %s: expected etcd://HOST:PORT[/PREFIX] (every "
                                  "run makes its own SQLite file otherwise)",
@@ -392,11 +392,11 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
 static void defaults(faults_opts_t *o, const dcr_faults_run_config_t *c)
 {
     memset(o, 0, sizeof(*o));
-    dcr_cli_scenario_init(&o->sc, c->bench.scenario.model, c->bench.scenario.scale,
-                          c->bench.scenario.layers);
-    o->sc.nodes = c->bench.scenario.train.nodes;
-    o->sc.gpus = c->bench.scenario.train.gpus_per_node;
-    o->sc.tp = c->bench.scenario.train.tp;
+    dcr_cli_scenario_init(&o->sc, c->bench.run.scenario.model, c->bench.run.scenario.scale,
+                          c->bench.run.scenario.layers);
+    o->sc.nodes = c->bench.run.scenario.train.nodes;
+    o->sc.gpus = c->bench.run.scenario.train.gpus_per_node;
+    o->sc.tp = c->bench.run.scenario.train.tp;
     o->sc.etp = 0;
     o->steps = c->steps;
     o->kill_every = c->kill_every;
@@ -404,15 +404,15 @@ static void defaults(faults_opts_t *o, const dcr_faults_run_config_t *c)
     o->faults_per_step = c->faults_per_step;
     o->attempts = c->max_attempts;
     o->readers = c->readers;
-    o->transport = c->bench.transport;
+    o->transport = c->bench.run.transport;
     o->rl = "sync";
     o->changes = "adamw";
-    o->lr = c->bench.lr;
-    o->rate = c->bench.change_rate;
-    o->nodes = c->bench.serve.nodes;
-    o->per_node = c->bench.serve.gpus_per_node;
-    o->serve_tp = c->bench.serve.tp;
-    o->seed = (int64_t)c->bench.seed;
+    o->lr = c->bench.run.lr;
+    o->rate = c->bench.run.change_rate;
+    o->nodes = c->bench.run.serve.nodes;
+    o->per_node = c->bench.run.serve.gpus_per_node;
+    o->serve_tp = c->bench.run.serve.tp;
+    o->seed = (int64_t)c->bench.run.seed;
     o->coord_kill_every = DCR_FAULTS_COORDINATOR_EVERY;
 }
 

@@ -32,7 +32,7 @@ int dcr_cmd_owner(int argc, char **argv)
         {"--ready-timeout-ms", DCR_ARG_INT, &ready_ms, 1, 3600000,
          "how long rank 0 waits for the control plane (default 60000)", false},
     };
-    dcr_bench_config_t cfg;
+    dcr_run_config_t cfg;
     int rc = dcr_cli_run_config("owner",
                                 "--workdir DIR [the run's dcr bench flags] (each rank of "
                                 "mpirun -np <training ranks>)",

@@ -30,7 +30,7 @@ int dcr_cmd_rollout_node(int argc, char **argv)
          "with restarts)",
          false},
     };
-    dcr_bench_config_t cfg;
+    dcr_run_config_t cfg;
     int rc =
         dcr_cli_run_config("rollout-node", "--node I --workdir DIR [the run's dcr bench flags]",
                            extra, 3, argc, argv, &cfg);

@@ -18,7 +18,7 @@ int dcr_cmd_verify_digests(int argc, char **argv)
         {"--wait-ms", DCR_ARG_INT, &wait_ms, 0, 3600000,
          "how long to wait for a node's digests file (default 60000)", false},
     };
-    dcr_bench_config_t cfg;
+    dcr_run_config_t cfg;
     int rc = dcr_cli_run_config("verify-digests",
                                 "--workdir DIR --first V --last V [the run's dcr bench flags]",
                                 extra, 3, argc, argv, &cfg);

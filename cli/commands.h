@@ -26,12 +26,19 @@ int dcr_cmd_coordinator(int argc, char **argv);
 int dcr_cmd_verify_digests(int argc, char **argv);
 
 /* The run configuration of a multi-process refit: the flags of dcr bench
- * (every role parses the same ones) plus a role's own `extra`, into *cfg.
- * Returns like dcr_args_parse (0 ok, 1 help printed, 2 usage error
- * printed). Once per process: the flags point into static storage. */
+ * (every role parses the same ones) plus a role's own `extra`, into *cfg,
+ * checked as dcr bench --processes checks them. Returns like dcr_args_parse
+ * (0 ok, 1 help printed, 2 usage error printed). Once per process: the
+ * flags point into static storage. */
 struct dcr_arg;
-struct dcr_bench_config;
+struct dcr_run_config;
 int dcr_cli_run_config(const char *command, const char *usage, struct dcr_arg *extra, int nextra,
-                       int argc, char **argv, struct dcr_bench_config *cfg);
+                       int argc, char **argv, struct dcr_run_config *cfg);
+/* The same into the whole bench configuration (the bench's own fields as
+ * dcr bench parsed them), for a harness that runs the bench over the role
+ * processes (dcr faults --processes). */
+struct dcr_bench_config;
+int dcr_cli_bench_run_config(const char *command, const char *usage, struct dcr_arg *extra,
+                             int nextra, int argc, char **argv, struct dcr_bench_config *cfg);
 
 #endif

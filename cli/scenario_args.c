@@ -125,7 +125,7 @@ dcr_status_t dcr_cli_paths_check(const char *out, const char *trace, const char 
         return dcr_error_set(DCR_EINVAL, "--out and --trace name the same file %s", out);
     if (keep) DCR_CHECK(dcr_workdir_check("--keep-payloads", keep));
     if (workdir) DCR_CHECK(dcr_workdir_check("--workdir", workdir));
-    if (control && !dcr_bench_control_is_etcd(control)) {
+    if (control && !dcr_run_control_is_etcd(control)) {
         /* SQLite writes PATH-journal (or -wal and -shm) beside the file; an
          * etcd URL names no local file. */
         static const char *const side[] = {"", "-journal", "-wal", "-shm"};

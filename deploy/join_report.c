@@ -27,5 +27,7 @@ void dcr_role_join_print(const dcr_role_join_t *j, const char *when)
     printf("elastic join: rollout node %d started %s, ready at version %llu, %.3f s after its "
            "start; its receivers' restores: ",
            j->node, when, (unsigned long long)j->version, j->seconds);
+    /* The bench report's restore line (results_json.h), so that the join
+     * reads like the run's restore totals printed beside it; no bench config. */
     dcr_bench_restores_print(j->by_kind, j->bytes, j->dense_bytes);
 }

@@ -50,7 +50,7 @@ struct role_prefix {
 };
 
 struct dcr_role_launcher {
-    const dcr_bench_config_t *run;
+    const dcr_run_config_t *run;
     char exe[4096];
     char **args; /* the run flags */
     int nargs;
@@ -849,8 +849,8 @@ static dcr_status_t verify_versions(void *ctx, const char *workdir, uint64_t fir
 
 /* ---- lifetime ---- */
 
-dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const *run_args,
-                                      int nargs, dcr_role_launcher_t **out_p)
+dcr_status_t dcr_role_launcher_create(const dcr_run_config_t *run, char *const *run_args, int nargs,
+                                      dcr_role_launcher_t **out_p)
 {
     dcr_role_launcher_t *l = calloc(1, sizeof(*l));
     if (!l) return dcr_error_set(DCR_ENOMEM, "launcher");

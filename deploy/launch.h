@@ -14,6 +14,10 @@
 
 #include <sys/types.h>
 
+/* bench.h for dcr_bench_processes_t only: the launcher's hooks are what
+ * dcr_bench_run calls (dcr bench --processes and dcr faults --processes run
+ * a bench over the processes it starts); the roles themselves take the run
+ * configuration (workloads/harness/run_config.h). */
 #include "workloads/harness/bench.h"
 #include "deploy/restorer.h"
 
@@ -22,8 +26,8 @@ typedef struct dcr_role_launcher dcr_role_launcher_t;
 /* run_args[0..nargs): the run flags every role gets (the bench's own flags
  * minus those only the launcher reads); copied. `run` is the parsed
  * configuration (borrowed; it must outlive the launcher). */
-dcr_status_t dcr_role_launcher_create(const dcr_bench_config_t *run, char *const *run_args,
-                                      int nargs, dcr_role_launcher_t **out_p);
+dcr_status_t dcr_role_launcher_create(const dcr_run_config_t *run, char *const *run_args, int nargs,
+                                      dcr_role_launcher_t **out_p);
 /* Stops every child still running (SIGTERM, then SIGKILL after 5 s);
  * accepts NULL. */
 void dcr_role_launcher_destroy(dcr_role_launcher_t *l);

@@ -26,7 +26,7 @@
 #define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
 #define TURN_TIMEOUT_MS 30000    /* waiting for the handles before this one to open */
 
-dcr_status_t dcr_role_relay_retain_url(const dcr_bench_config_t *run, const char *workdir, int node,
+dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *workdir, int node,
                                        char *url, size_t cap)
 {
     if (node == 0) {
@@ -47,11 +47,11 @@ dcr_status_t dcr_role_relay_retain_url(const dcr_bench_config_t *run, const char
     return st;
 }
 
-dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
+dcr_status_t dcr_role_control_open(const dcr_run_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p)
 {
     char path[4200];
-    if (dcr_bench_control_is_etcd(cfg->control_path)) {
+    if (dcr_run_control_is_etcd(cfg->control_path)) {
         char url[1024];
         snprintf(path, sizeof(path), "%s/control.url", workdir);
         FILE *f = fopen(path, "r");
@@ -63,10 +63,10 @@ dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *wo
                                  "malformed",
                                  path);
         url[n] = '\0';
-        return dcr_bench_control_open(url, NULL, NULL, out_p);
+        return dcr_run_control_open(url, NULL, NULL, out_p);
     }
     dcr_rundir_control_path(workdir, path, sizeof(path));
-    return dcr_bench_control_open(cfg->control_path, path, NULL, out_p);
+    return dcr_run_control_open(cfg->control_path, path, NULL, out_p);
 }
 
 static dcr_status_t relay_publish(void *ctx, int node, const char *addr)
@@ -89,7 +89,7 @@ void dcr_role_relay_close(dcr_role_relay_t *d)
 }
 
 /* The relay tree's part of this process (roles.h, "Endpoints"). */
-static dcr_status_t relay_open(const dcr_bench_config_t *cfg, const char *workdir, int train_nodes,
+static dcr_status_t relay_open(const dcr_run_config_t *cfg, const char *workdir, int train_nodes,
                                int world, const dcr_role_handle_t *as, dcr_transport_t **out_p)
 {
     if (!as->relay)
@@ -113,7 +113,7 @@ static dcr_status_t relay_open(const dcr_bench_config_t *cfg, const char *workdi
     return DCR_OK;
 }
 
-dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
+dcr_status_t dcr_role_transport_open_as(const dcr_run_config_t *cfg, const char *workdir,
                                         int train_nodes, int world, int rollout_nodes,
                                         const dcr_role_handle_t *as, dcr_transport_t **out_p)
 {
@@ -588,7 +588,7 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
     return DCR_OK;
 }
 
-dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, const char *workdir,
+dcr_status_t dcr_role_control_open_patiently(const dcr_run_config_t *run, const char *workdir,
                                              int timeout_ms, dcr_control_t **control_p,
                                              dcr_commit_record_t *rec)
 {

@@ -177,7 +177,7 @@ static dcr_status_t make_constructor(owner_proc_t *p)
 {
     dcr_constructor_destroy(p->con);
     p->con = NULL;
-    dcr_construct_config_t cc = dcr_bench_construct_config(&p->world->cfg, p->world->sc);
+    dcr_construct_config_t cc = dcr_run_construct_config(&p->world->cfg, p->world->sc);
     DCR_CHECK(dcr_constructor_create(p->world->sc->layout, &cc, p->world->shards, &p->con));
     dcr_constructor_keep_records(p->con, p->repair != NULL);
     return dcr_constructor_set_group(p->con, p->g);
@@ -187,14 +187,14 @@ static dcr_status_t make_constructor(owner_proc_t *p)
  * every committed version. Without it (relay, no --retain) none. */
 static dcr_status_t open_repair(owner_proc_t *p)
 {
-    const dcr_bench_config_t *run = p->cfg->run;
+    const dcr_run_config_t *run = p->cfg->run;
     if (strcmp(run->transport, "objstore") || run->retain < 1) return DCR_OK;
     char dir[4200];
     dcr_rundir_objstore_dir(p->cfg->workdir, dir, sizeof dir);
     dcr_objstore_config_t oc = {.url = run->store ? run->store : dir,
                                 .s3_endpoint = run->store ? run->s3_endpoint : NULL};
     DCR_CHECK(dcr_objstore_create(&oc, &p->store));
-    dcr_construct_config_t cc = dcr_bench_construct_config(&p->world->cfg, p->world->sc);
+    dcr_construct_config_t cc = dcr_run_construct_config(&p->world->cfg, p->world->sc);
     return dcr_repair_upload_create(p->store, &cc, p->rank, p->size, &p->repair);
 }
 
@@ -386,7 +386,7 @@ static dcr_status_t owner_setup(owner_proc_t *p)
     p->version = o.version;
     DCR_CHECK(open_repair(p));
     DCR_CHECK(make_constructor(p));
-    DCR_CHECK(dcr_bench_xor_policy(sc, &p->world->serve, p->world->cfg.mode, &p->xor_allowed));
+    DCR_CHECK(dcr_run_xor_policy(sc, &p->world->serve, p->world->cfg.mode, &p->xor_allowed));
     dcr_role_handle_t as = {.join = true,
                             .owner_first = p->rank,
                             .owner_count = 1,

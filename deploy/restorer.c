@@ -95,7 +95,7 @@ dcr_status_t dcr_restorer_create(const dcr_restorer_config_t *cfg, dcr_restorer_
     /* The store the run's transport uses; without it every restore is dense. */
     char dir[4200];
     dcr_rundir_objstore_dir(cfg->workdir, dir, sizeof dir);
-    const dcr_bench_config_t *run = cfg->run;
+    const dcr_run_config_t *run = cfg->run;
     dcr_objstore_config_t oc = {.url = run && run->store ? run->store : dir,
                                 .s3_endpoint = run && run->store ? run->s3_endpoint : NULL};
     if (run && !strcmp(run->transport, "objstore") && dcr_objstore_create(&oc, &R->store) != DCR_OK)
@@ -313,7 +313,7 @@ static dcr_status_t record(dcr_restorer_t *R, const dcr_restore_record_t *rec)
  * it every restore is dense. */
 static void open_relay_store(dcr_restorer_t *R)
 {
-    const dcr_bench_config_t *run = R->cfg.run;
+    const dcr_run_config_t *run = R->cfg.run;
     if (!run || strcmp(run->transport, "relay") || run->retain < 1) return;
     dcr_objstore_destroy(R->store);
     R->store = NULL;

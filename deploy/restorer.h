@@ -13,7 +13,7 @@
 #include "deploy/world.h"
 
 typedef struct dcr_restorer_config {
-    const dcr_bench_config_t *run;
+    const dcr_run_config_t *run;
     dcr_role_world_t *world; /* borrowed; advanced to the restored version */
     const char *workdir;
     int node, first, per;
@@ -62,7 +62,7 @@ dcr_status_t dcr_restorer_restore(dcr_restorer_t *R, dcr_receiver_t **recv, uint
 
 /* After the commit of `version` that recv[0, per) took part in: their
  * clean point, and their resident files. With the run's anchor_every
- * (workloads/harness/bench.h; objstore transport), on node 0
+ * (workloads/harness/run_config.h; objstore transport), on node 0
  * at a version due: the receivers of every tensor-parallel rank are copied
  * (a memcpy each, while nothing applies) and uploaded as anchor `version`
  * by a background thread, so that refits do not wait for it; an anchor

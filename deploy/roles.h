@@ -1,6 +1,8 @@
 /* The roles of a multi-process refit on one host (DESIGN.md section 11) and
  * what they share: nothing but the transport, the control plane and the run
- * configuration.
+ * configuration (dcr_run_config_t, workloads/harness/run_config.h: every
+ * role parses the run's dcr bench flags into it, without the bench's own
+ * fields).
  *
  * Roles and who starts them:
  *   - `dcr rollout-node --node i [run flags]`: one process per rollout
@@ -128,14 +130,14 @@
 
 #include "dcr/control.h"
 #include "dcr/transport.h"
-#include "workloads/harness/bench.h"
+#include "workloads/harness/run_config.h"
 #include "workloads/harness/rundir.h"
 
 /* The store node `node` replays from under --transport relay: the root's
  * own directory at node 0 ("dir:..."), else "relay://ADDR" with ADDR what
  * node 0 published last through the control plane (a restarted root
  * publishes anew). DCR_ENOTFOUND while nothing is published. */
-dcr_status_t dcr_role_relay_retain_url(const dcr_bench_config_t *run, const char *workdir, int node,
+dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *workdir, int node,
                                        char *url, size_t cap);
 
 /* Writes this process's recorded intervals as `who`'s file of attempt tau
@@ -144,12 +146,12 @@ dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau);
 /* The control plane of the run (SQLite in the run directory, or
  * cfg->control_path; for an etcd address, the launcher's namespace read from
  * the run directory), opened by this process. */
-dcr_status_t dcr_role_control_open(const dcr_bench_config_t *cfg, const char *workdir,
+dcr_status_t dcr_role_control_open(const dcr_run_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p);
 /* Opens the run's control plane (into *control_p unless already open) and
  * reads the commit record, retrying every 50 ms for up to timeout_ms while
  * either fails (a role process may start before the launcher made them). */
-dcr_status_t dcr_role_control_open_patiently(const dcr_bench_config_t *run, const char *workdir,
+dcr_status_t dcr_role_control_open_patiently(const dcr_run_config_t *run, const char *workdir,
                                              int timeout_ms, dcr_control_t **control_p,
                                              dcr_commit_record_t *rec);
 /* Where the relay tree's nodes are (roles.h, "Endpoints"): a directory over
@@ -182,7 +184,7 @@ typedef struct dcr_role_handle {
     dcr_role_relay_t *relay;
     int node;
 } dcr_role_handle_t;
-dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const char *workdir,
+dcr_status_t dcr_role_transport_open_as(const dcr_run_config_t *cfg, const char *workdir,
                                         int train_nodes, int world, int rollout_nodes,
                                         const dcr_role_handle_t *as, dcr_transport_t **out_p);
 
@@ -190,7 +192,7 @@ dcr_status_t dcr_role_transport_open_as(const dcr_bench_config_t *cfg, const cha
  * becomes non-zero (a signal) or the control plane stays unreachable for
  * ready_timeout_ms. */
 typedef struct dcr_role_node_config {
-    const dcr_bench_config_t *run;
+    const dcr_run_config_t *run;
     const char *workdir;
     int node;
     int ready_timeout_ms;
@@ -217,7 +219,7 @@ dcr_status_t dcr_role_read_digests(const char *path, int wait_ms, dcr_param_dige
  * ready_timeout_ms at start. */
 typedef struct dcr_group dcr_group_t;
 typedef struct dcr_role_owner_config {
-    const dcr_bench_config_t *run;
+    const dcr_run_config_t *run;
     const char *workdir;
     dcr_group_t *group;
     int ready_timeout_ms;
@@ -235,7 +237,7 @@ dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig
  * (dcr_role_refit_result_format) or "error <status> <line>". Returns at
  * the end of `in`. */
 typedef struct dcr_role_coord_config {
-    const dcr_bench_config_t *run;
+    const dcr_run_config_t *run;
     const char *workdir;
 } dcr_role_coord_config_t;
 
@@ -252,7 +254,7 @@ dcr_status_t dcr_role_refit_result_parse(const char *line, dcr_refit_result_t *o
  * that version in a world of its own. ok[v - first] is set per version;
  * the first mismatch's line goes to the log. DCR_OK unless the verifier
  * itself failed (a missing file is a failed version, not an error). */
-dcr_status_t dcr_role_verify_digests(const dcr_bench_config_t *run, const char *workdir,
+dcr_status_t dcr_role_verify_digests(const dcr_run_config_t *run, const char *workdir,
                                      uint64_t first, uint64_t last, int wait_ms, bool *ok);
 
 #endif

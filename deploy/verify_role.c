@@ -58,7 +58,7 @@ static uint64_t joined_at(const char *workdir, int node)
     return (uint64_t)v;
 }
 
-dcr_status_t dcr_role_verify_digests(const dcr_bench_config_t *run, const char *workdir,
+dcr_status_t dcr_role_verify_digests(const dcr_run_config_t *run, const char *workdir,
                                      uint64_t first, uint64_t last, int wait_ms, bool *ok)
 {
     dcr_role_world_t *w = NULL;

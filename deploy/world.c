@@ -41,7 +41,7 @@ static dcr_status_t world_init(dcr_role_world_t *w)
     return DCR_OK;
 }
 
-dcr_status_t dcr_role_world_create(const dcr_bench_config_t *cfg, dcr_role_world_t **out_p)
+dcr_status_t dcr_role_world_create(const dcr_run_config_t *cfg, dcr_role_world_t **out_p)
 {
     if (cfg == NULL || out_p == NULL) return dcr_error_set(DCR_EINVAL, "role world: NULL argument");
     dcr_role_world_t *w = calloc(1, sizeof(*w));

@@ -15,11 +15,11 @@
 #include <stdint.h>
 
 #include "dcr/receiver.h"
-#include "workloads/harness/bench.h"
+#include "workloads/harness/run_config.h"
 #include "workloads/change/scenario.h"
 
 typedef struct dcr_role_world {
-    dcr_bench_config_t cfg; /* copied; strings borrowed from the caller */
+    dcr_run_config_t cfg; /* copied; strings borrowed from the caller */
     dcr_scenario_t *sc;
     dcr_serve_config_t serve;  /* validated */
     size_t nc, ns;             /* canonical tensors, shards */
@@ -31,7 +31,7 @@ typedef struct dcr_role_world {
 
 /* Builds the scenario, the serving layout and version 0 from the
  * configuration alone. */
-dcr_status_t dcr_role_world_create(const dcr_bench_config_t *cfg, dcr_role_world_t **out_p);
+dcr_status_t dcr_role_world_create(const dcr_run_config_t *cfg, dcr_role_world_t **out_p);
 /* Accepts NULL. */
 void dcr_role_world_destroy(dcr_role_world_t *w);
 

@@ -204,7 +204,7 @@ static dcr_status_t draw_kills(prun_t *r)
     for (int i = 0; i < r->nkills; i++) {
         r->kills[i].point =
             (dcr_faults_kill_point_t)dcr_rng_below(&r->rng, DCR_FAULTS_KILL_ACKED + 1);
-        r->kills[i].node = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.serve.nodes);
+        r->kills[i].node = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.run.serve.nodes);
     }
     return DCR_OK;
 }
@@ -377,7 +377,7 @@ static void *net_main(void *arg)
  * training hosts, r<i> after them; a partition's target is a rollout host. */
 static void net_host(const prun_t *r, const dcr_fault_t *f, char *out, size_t cap)
 {
-    int train = r->bench.scenario.train.nodes;
+    int train = r->bench.run.scenario.train.nodes;
     if (f->kind != DCR_FAULT_PARTITION && f->target < train)
         snprintf(out, cap, "t%d", f->target);
     else
@@ -469,7 +469,7 @@ static dcr_fault_t draw_testbed_fault(prun_t *r)
                                 DCR_FAULT_PARTITION, DCR_FAULT_NET_REORDER};
     dcr_fault_t f = {.kind = kinds[dcr_rng_below(&r->rng, r->netem ? 5 : 4)], .target = -1};
     f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
-    int nodes = r->bench.serve.nodes, hosts = r->bench.scenario.train.nodes + nodes;
+    int nodes = r->bench.run.serve.nodes, hosts = r->bench.run.scenario.train.nodes + nodes;
     bool on_node = f.kind == DCR_FAULT_DELAY || f.kind == DCR_FAULT_PARTITION;
     f.target = (int)dcr_rng_below(&r->rng, (uint64_t)(on_node ? nodes : hosts));
     if (f.kind == DCR_FAULT_NET_LOSS) f.count = 5 + (int)dcr_rng_below(&r->rng, 25);
@@ -493,13 +493,13 @@ static dcr_fault_t draw_fault(prun_t *r)
 {
     if (r->cfg->testbed) return draw_testbed_fault(r);
     /* Over the relay no payload is a file this process could corrupt. */
-    bool relay = !strcmp(r->bench.transport, "relay");
+    bool relay = !strcmp(r->bench.run.transport, "relay");
     dcr_fault_kind_t kinds[] = {DCR_FAULT_CORRUPT, DCR_FAULT_DELAY, DCR_FAULT_CONTROL_BUSY};
     int first = relay ? 1 : 0, n = (r->sqlite ? 3 : 2) - first;
     dcr_fault_t f = {.kind = kinds[first + (int)dcr_rng_below(&r->rng, (uint64_t)n)], .target = -1};
     f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
     if (f.kind == DCR_FAULT_DELAY)
-        f.target = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.serve.nodes);
+        f.target = (int)dcr_rng_below(&r->rng, (uint64_t)r->bench.run.serve.nodes);
     return f;
 }
 
@@ -604,9 +604,9 @@ static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
     snprintf(r->workdir, sizeof(r->workdir), "%s", workdir);
     DCR_CHECK(dcr_rundir_kill_points_create(workdir));
     DCR_CHECK(r->inner.start(r->inner.ctx, workdir, temporary));
-    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->control));
-    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->fault_control));
-    DCR_CHECK(dcr_role_control_open(&r->bench, workdir, &r->arm_control));
+    DCR_CHECK(dcr_role_control_open(&r->bench.run, workdir, &r->control));
+    DCR_CHECK(dcr_role_control_open(&r->bench.run, workdir, &r->fault_control));
+    DCR_CHECK(dcr_role_control_open(&r->bench.run, workdir, &r->arm_control));
     DCR_CHECK(draw_kills(r));
     void *(*mains[2])(void *) = {kills_main, faults_main};
     for (int i = 0; i < 2; i++) {
@@ -657,7 +657,7 @@ static dcr_status_t hook_verify(void *ctx, const char *workdir, uint64_t first, 
             return dcr_error_set(DCR_ETIMEOUT,
                                  "rollout node %d, started before step %d, did not join (no READY "
                                  "within %d ms of the last step)",
-                                 r->bench.serve.nodes - 1, r->cfg->join_at, JOIN_WAIT_MS);
+                                 r->bench.run.serve.nodes - 1, r->cfg->join_at, JOIN_WAIT_MS);
     }
     if (r->cfg->corrupt_digest && first <= 1 && last >= 1) DCR_CHECK(corrupt_digest(workdir));
     return r->inner.verify(r->inner.ctx, workdir, first, last, ok);
@@ -673,7 +673,8 @@ static void hook_stop(void *ctx)
         DCR_LOG_WARN("faults: restore causes: %s", dcr_error_detail());
     /* Without its restore figures (a warning said why): where it joined. */
     if (r->joined && !dcr_role_launcher_join_result(r->launcher, &r->join))
-        r->join = (dcr_role_join_t){.node = r->bench.serve.nodes - 1, .version = r->join_version};
+        r->join =
+            (dcr_role_join_t){.node = r->bench.run.serve.nodes - 1, .version = r->join_version};
 }
 
 /* ---- runs ---- */
@@ -689,15 +690,15 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              run->steps, run->kill_every, run->faults_per_step,
                              cfg->coordinator_every);
     if (cfg->join_at < 0 ||
-        (cfg->join_at > 0 && (cfg->join_at >= run->steps || run->bench.serve.nodes < 2)))
+        (cfg->join_at > 0 && (cfg->join_at >= run->steps || run->bench.run.serve.nodes < 2)))
         return dcr_error_set(DCR_EINVAL,
                              "--join-at %d: expected a step in 1..%d (below --steps) and at least "
                              "2 rollout nodes (got %d)",
-                             cfg->join_at, run->steps - 1, run->bench.serve.nodes);
+                             cfg->join_at, run->steps - 1, run->bench.run.serve.nodes);
     /* The run configuration's own rules (transport, sync RL, anchors within
      * the window), as dcr bench --processes checks them. */
     DCR_CHECK(dcr_bench_config_check(&run->bench, true));
-    bool relay = !strcmp(run->bench.transport, "relay");
+    bool relay = !strcmp(run->bench.run.transport, "relay");
     /* A node that starts late has no place in a relay tree laid out at
      * the start, and a testbed's roles share its S3 store. */
     if (relay && (cfg->join_at > 0 || cfg->testbed))
@@ -705,7 +706,7 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
                              "faults --processes --transport relay: %s needs "
                              "--transport objstore",
                              cfg->join_at > 0 ? "--join-at" : "--testbed");
-    bool sqlite = run->bench.control_path == NULL;
+    bool sqlite = run->bench.run.control_path == NULL;
     for (int k = 0; k < run->nplan; k++) {
         dcr_fault_kind_t kind = run->plan[k].fault.kind;
         if (relay && kind == DCR_FAULT_CORRUPT)
@@ -736,8 +737,9 @@ static dcr_status_t check_config(const dcr_faults_processes_config_t *cfg)
 
 static dcr_status_t make_launcher(prun_t *r)
 {
-    DCR_CHECK(dcr_role_launcher_create(&r->bench, r->cfg->run_args, r->cfg->nargs, &r->launcher));
-    if (r->cfg->join_at > 0) dcr_role_launcher_set_join(r->launcher, r->bench.serve.nodes - 1);
+    DCR_CHECK(
+        dcr_role_launcher_create(&r->bench.run, r->cfg->run_args, r->cfg->nargs, &r->launcher));
+    if (r->cfg->join_at > 0) dcr_role_launcher_set_join(r->launcher, r->bench.run.serve.nodes - 1);
     dcr_role_launcher_set_owners(r->launcher, true);
     dcr_role_launcher_set_restart(r->launcher, true);
     dcr_role_launcher_set_coordinator_kills(r->launcher, r->cfg->coordinator_every);
@@ -819,15 +821,15 @@ dcr_status_t dcr_faults_processes_run(const dcr_faults_processes_config_t *cfg,
     r.bench.refits = cfg->run.steps;
     r.bench.verify = true;
     r.bench.keep_trace = false;
-    r.sqlite = cfg->run.bench.control_path == NULL;
-    dcr_rng_seed(&r.rng, r.bench.seed ^ 0x6b696c6c73ull); /* "kills" */
+    r.sqlite = cfg->run.bench.run.control_path == NULL;
+    dcr_rng_seed(&r.rng, r.bench.run.seed ^ 0x6b696c6c73ull); /* "kills" */
     pthread_mutex_init(&r.lock, NULL);
     dcr_bench_result_t res;
     memset(&res, 0, sizeof(res));
     dcr_status_t st = make_launcher(&r);
     if (st == DCR_OK && cfg->testbed) {
-        st =
-            dcr_testbed_place_roles(cfg->testbed, r.launcher, r.bench.scenario.train.gpus_per_node);
+        st = dcr_testbed_place_roles(cfg->testbed, r.launcher,
+                                     r.bench.run.scenario.train.gpus_per_node);
         r.netem = testbed_has_netem(cfg->testbed);
     }
     if (st == DCR_OK) st = dcr_bench_run(&r.bench, &res);
@@ -910,12 +912,12 @@ dcr_status_t dcr_faults_processes_campaign(const dcr_faults_processes_config_t *
     for (int i = 0; i < seeds; i++) {
         dcr_faults_processes_config_t run = *cfg;
         char seed[32], store[64];
-        run.run.bench.seed = base_seed + (uint64_t)i;
-        snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.seed);
+        run.run.bench.run.seed = base_seed + (uint64_t)i;
+        snprintf(seed, sizeof(seed), "%" PRIu64, run.run.bench.run.seed);
         /* On a testbed every run shares its S3 store: each its own prefix,
          * so that no run restores from another's retained versions. */
         snprintf(store, sizeof(store), "s3://dcr/faults-%s", seed);
-        if (cfg->testbed) run.run.bench.store = store;
+        if (cfg->testbed) run.run.bench.run.store = store;
         char **args = args_with_seed(cfg, seed, cfg->testbed ? store : NULL, &run.nargs);
         if (!args) return dcr_error_set(DCR_ENOMEM, "role arguments");
         run.run_args = args;

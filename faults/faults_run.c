@@ -25,10 +25,11 @@ dcr_faults_run_config_t dcr_faults_run_config_default(void)
     dcr_faults_run_config_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.bench = dcr_bench_config_default();
-    cfg.bench.scenario.scale = 64;
-    cfg.bench.scenario.layers = 2;
-    cfg.bench.link = (dcr_link_config_t){0, 0, 0, 0}; /* faults, not link pacing, are under test */
-    cfg.bench.adamw = true;
+    cfg.bench.run.scenario.scale = 64;
+    cfg.bench.run.scenario.layers = 2;
+    cfg.bench.run.link =
+        (dcr_link_config_t){0, 0, 0, 0}; /* faults, not link pacing, are under test */
+    cfg.bench.run.adamw = true;
     cfg.steps = 50;
     cfg.kill_every = 5;
     cfg.restart_after = 5;
@@ -91,7 +92,7 @@ static dcr_status_t make_workdir(frun_t *r)
 {
     /* A temporary folder under TMPDIR (swept of dead runs' ones), or the
      * folder the caller named when it is dcr's (workloads/harness/workdir.h). */
-    DCR_CHECK(dcr_workdir_open("--workdir", r->cfg->bench.workdir, "dcr-faults", &r->wd));
+    DCR_CHECK(dcr_workdir_open("--workdir", r->cfg->bench.run.workdir, "dcr-faults", &r->wd));
     r->workdir = r->wd.path;
     return DCR_OK;
 }
@@ -131,7 +132,7 @@ static dcr_status_t make_receivers(frun_t *r)
     }
     for (size_t c = 0; c < r->nc; c++)
         r->xor_allowed[c] =
-            r->cfg->bench.mode == DCR_MODE_X && dcr_serve_xor_allowed(r->recv, r->nrecv, c);
+            r->cfg->bench.run.mode == DCR_MODE_X && dcr_serve_xor_allowed(r->recv, r->nrecv, c);
     return DCR_OK;
 }
 
@@ -304,7 +305,7 @@ static dcr_status_t start_coordinator(frun_t *r)
     char id[64];
     snprintf(id, sizeof(id), "faults-%d-%d", (int)getpid(), ++r->incarnation);
     dcr_coord_config_t cc = dcr_coord_config_default(id, r->serve.gpus_per_node);
-    cc.rl = r->cfg->bench.rl;
+    cc.rl = r->cfg->bench.run.rl;
     cc.max_attempts = r->cfg->max_attempts;
     cc.deadline_ms = r->cfg->deadline_ms;
     cc.stall_timeout_ms = 20000;
@@ -318,47 +319,47 @@ static dcr_status_t make_parties(frun_t *r)
 {
     const dcr_bench_config_t *b = &r->cfg->bench;
     dcr_construct_config_t cc = dcr_construct_config_default();
-    cc.mode = b->mode;
-    cc.shuffle = b->shuffle;
-    dcr_bench_targets(b, dcr_inventory_bytes(r->sc->inventory), r->sc->layout->world,
-                      &cc.chunk_bytes, &cc.bucket_bytes);
+    cc.mode = b->run.mode;
+    cc.shuffle = b->run.shuffle;
+    dcr_run_targets(&b->run, dcr_inventory_bytes(r->sc->inventory), r->sc->layout->world,
+                    &cc.chunk_bytes, &cc.bucket_bytes);
     DCR_CHECK(dcr_constructor_create(r->sc->layout, &cc, r->committed, &r->con));
     char run[96];
-    snprintf(run, sizeof(run), "faults-%d-%llu-%llu", (int)getpid(), (unsigned long long)b->seed,
-             (unsigned long long)dcr_clock_ns());
+    snprintf(run, sizeof(run), "faults-%d-%llu-%llu", (int)getpid(),
+             (unsigned long long)b->run.seed, (unsigned long long)dcr_clock_ns());
     /* A store the user named is shared by runs: each keeps its objects
      * under its own prefix there. */
-    if (b->store && !strcmp(b->transport, "objstore")) {
-        size_t n = strlen(b->store);
-        while (n > 1 && b->store[n - 1] == '/') n--; /* "s3://B/P/": no empty component */
-        snprintf(r->objdir, sizeof(r->objdir), "%.*s/%s", (int)n, b->store, run);
+    if (b->run.store && !strcmp(b->run.transport, "objstore")) {
+        size_t n = strlen(b->run.store);
+        while (n > 1 && b->run.store[n - 1] == '/') n--; /* "s3://B/P/": no empty component */
+        snprintf(r->objdir, sizeof(r->objdir), "%.*s/%s", (int)n, b->run.store, run);
     } else
         snprintf(r->objdir, sizeof(r->objdir), "%s/objstore", r->workdir);
     /* Faults act through backends that wrap the real ones (faults.h): the
      * injector is bound while they are created. */
-    DCR_CHECK(dcr_faults_create(b->seed, &r->faults));
+    DCR_CHECK(dcr_faults_create(b->run.seed, &r->faults));
     /* Receiver kills mark the slots dead on the gates, as the serving
      * process would; the harness watches commits and applies. */
     dcr_faults_set_rollout(r->faults, r->gate, r->serve.gpus_per_node);
     dcr_faults_watch(r->faults, watch, r);
     DCR_CHECK(dcr_faults_bind(r->faults));
     char name[64];
-    snprintf(name, sizeof(name), "faulty:%s", b->transport);
+    snprintf(name, sizeof(name), "faulty:%s", b->run.transport);
     dcr_transport_config_t tc = {.train_nodes = r->sc->train.nodes,
                                  .world = r->sc->layout->world,
                                  .rollout_nodes = r->serve.nodes,
-                                 .link = b->link,
+                                 .link = b->run.link,
                                  .dir = r->objdir,
-                                 .fanout = b->fanout,
+                                 .fanout = b->run.fanout,
                                  .queue_payloads = 8,
-                                 .s3_endpoint = b->store ? b->s3_endpoint : NULL};
+                                 .s3_endpoint = b->run.store ? b->run.s3_endpoint : NULL};
     dcr_status_t st = dcr_transport_create(name, &tc, &r->transport);
     char db[4200];
     snprintf(db, sizeof(db), "%s/control.db", r->workdir);
     /* Only an etcd URL is shared by the runs (each in its namespace); a
      * SQLite control plane is always this run's own file. */
-    const char *etcd = dcr_bench_control_is_etcd(b->control_path) ? b->control_path : NULL;
-    if (st == DCR_OK) st = dcr_bench_control_open_as("faulty:", etcd, db, run, &r->control);
+    const char *etcd = dcr_run_control_is_etcd(b->run.control_path) ? b->run.control_path : NULL;
+    if (st == DCR_OK) st = dcr_run_control_open_as("faulty:", etcd, db, run, &r->control);
     dcr_faults_unbind(r->faults);
     DCR_CHECK(st);
     return start_coordinator(r);
@@ -367,8 +368,8 @@ static dcr_status_t make_parties(frun_t *r)
 static dcr_status_t setup(frun_t *r)
 {
     const dcr_bench_config_t *b = &r->cfg->bench;
-    r->serve = b->serve;
-    dcr_scenario_spec_t spec = b->scenario;
+    r->serve = b->run.serve;
+    dcr_scenario_spec_t spec = b->run.scenario;
     spec.align_extra = r->serve.tp;
     DCR_CHECK(dcr_scenario_create(&spec, &r->sc));
     DCR_CHECK(dcr_serve_config_validate(&r->sc->model, &r->serve));
@@ -379,20 +380,21 @@ static dcr_status_t setup(frun_t *r)
         dcr_scenario_check_memory(r->sc, "faults",
                                   &(dcr_run_shape_t){.canonical_copies = 1,
                                                      .shard_copies = 2,
-                                                     .trackers = b->mode != DCR_MODE_F,
+                                                     .trackers = b->run.mode != DCR_MODE_F,
                                                      .receivers = dcr_serve_receivers(&r->serve),
                                                      .serve_tp = r->serve.tp,
                                                      .verifiers = 1,
-                                                     .adamw = b->adamw,
+                                                     .adamw = b->run.adamw,
                                                      .transient = true}));
     DCR_CHECK(make_workdir(r));
     DCR_CHECK(dcr_scenario_alloc_canonical(r->sc, &r->canonical));
     DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->committed));
     DCR_CHECK(dcr_scenario_alloc_shards(r->sc, &r->candidate));
-    dcr_scenario_init_weights(r->sc, b->seed, r->canonical);
+    dcr_scenario_init_weights(r->sc, b->run.seed, r->canonical);
     DCR_CHECK(dcr_megatron_import(&r->sc->model, &r->sc->train, r->sc->layout, r->canonical,
                                   r->committed));
-    if (b->adamw) DCR_CHECK(dcr_adamw_create(r->sc, r->committed, b->lr, b->seed + 7, &r->adamw));
+    if (b->run.adamw)
+        DCR_CHECK(dcr_adamw_create(r->sc, r->committed, b->run.lr, b->run.seed + 7, &r->adamw));
     DCR_CHECK(make_receivers(r));
     DCR_CHECK(make_expectations(r));
     DCR_CHECK(dcr_gate_create(r->nrecv, &r->gate));
@@ -498,7 +500,7 @@ static dcr_status_t arm_step(frun_t *r, int step)
         }
     }
     for (int k = 0; st == DCR_OK && k < cfg->faults_per_step; k++) {
-        dcr_fault_t x = dcr_faults_draw(r->faults, cfg->bench.transport, r->sc->layout->world,
+        dcr_fault_t x = dcr_faults_draw(r->faults, cfg->bench.run.transport, r->sc->layout->world,
                                         r->serve.nodes, r->nrecv, alive);
         st = dcr_faults_arm(r->faults, &x);
     }
@@ -514,8 +516,8 @@ static dcr_status_t move_weights(frun_t *r, int step)
         memcpy(r->candidate[s]->data, r->committed[s]->data, r->committed[s]->bytes);
     int64_t changed = 0;
     if (r->adamw) return dcr_adamw_step(r->adamw, r->candidate, r->canonical, &changed);
-    return dcr_scenario_inject_uniform(r->sc, r->cfg->bench.change_rate,
-                                       r->cfg->bench.seed + 1000 + (uint64_t)step, r->candidate,
+    return dcr_scenario_inject_uniform(r->sc, r->cfg->bench.run.change_rate,
+                                       r->cfg->bench.run.seed + 1000 + (uint64_t)step, r->candidate,
                                        r->canonical, &changed);
 }
 
@@ -749,17 +751,17 @@ dcr_status_t dcr_faults_campaign(const dcr_faults_campaign_config_t *cfg,
     memset(&total, 0, sizeof(total));
     for (int i = 0; i < cfg->seeds; i++) {
         dcr_faults_run_config_t run = cfg->run;
-        run.bench.transport = i % 2 ? "relay" : "objstore";
-        run.bench.rl = (i / 2) % 2 ? DCR_RL_ASYNC : DCR_RL_SYNC;
-        run.bench.seed = cfg->base_seed + (uint64_t)i;
+        run.bench.run.transport = i % 2 ? "relay" : "objstore";
+        run.bench.run.rl = (i / 2) % 2 ? DCR_RL_ASYNC : DCR_RL_SYNC;
+        run.bench.run.seed = cfg->base_seed + (uint64_t)i;
         DCR_LOG_INFO("faults: campaign run %d of %d: seed %" PRIu64 ", %s, %s RL", i + 1,
-                     cfg->seeds, run.bench.seed, run.bench.transport,
-                     dcr_rl_mode_name(run.bench.rl));
+                     cfg->seeds, run.bench.run.seed, run.bench.run.transport,
+                     dcr_rl_mode_name(run.bench.run.rl));
         dcr_faults_summary_t s;
         dcr_status_t st = dcr_faults_run(&run, &s);
         if (st != DCR_OK) {
-            dcr_error_prefix("campaign seed %" PRIu64 " (%s, %s): ", run.bench.seed,
-                             run.bench.transport, dcr_rl_mode_name(run.bench.rl));
+            dcr_error_prefix("campaign seed %" PRIu64 " (%s, %s): ", run.bench.run.seed,
+                             run.bench.run.transport, dcr_rl_mode_name(run.bench.run.rl));
             return st;
         }
         dcr_faults_summary_add(&total, &s);

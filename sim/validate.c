@@ -21,38 +21,38 @@ dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *b, const dcr_sim_
                                      dcr_sim_spec_t *out_p)
 {
     dcr_sim_spec_t s = dcr_sim_spec_default();
-    s.scenario = b->scenario;
-    s.serve_tp = b->serve.tp;
-    s.serve_ep = b->serve.ep;
-    s.transport = b->transport;
-    s.change_rate = b->change_rate;
-    s.mode = b->mode;
+    s.scenario = b->run.scenario;
+    s.serve_tp = b->run.serve.tp;
+    s.serve_ep = b->run.serve.ep;
+    s.transport = b->run.transport;
+    s.change_rate = b->run.change_rate;
+    s.mode = b->run.mode;
     dcr_sim_cluster_t *c = &s.cluster;
-    c->train_nodes = b->scenario.train.nodes;
-    c->train_gpus = b->scenario.train.gpus_per_node;
-    c->rollout_nodes = b->serve.nodes;
-    c->rollout_gpus = b->serve.gpus_per_node ? b->serve.gpus_per_node : b->serve.tp;
-    c->cross_gbps = b->link.cross_gbps;
-    c->flow_gbps = b->link.flow_gbps;
-    c->local_gbps = b->link.local_gbps;
-    c->latency_ms = b->link.latency_ms;
+    c->train_nodes = b->run.scenario.train.nodes;
+    c->train_gpus = b->run.scenario.train.gpus_per_node;
+    c->rollout_nodes = b->run.serve.nodes;
+    c->rollout_gpus = b->run.serve.gpus_per_node ? b->run.serve.gpus_per_node : b->run.serve.tp;
+    c->cross_gbps = b->run.link.cross_gbps;
+    c->flow_gbps = b->run.link.flow_gbps;
+    c->local_gbps = b->run.link.local_gbps;
+    c->latency_ms = b->run.link.latency_ms;
     c->local_latency_ms = 0;
     c->fabric_gbps = 0;
     c->store_gbps = 0;
     c->store_latency_ms = 0;
     c->store_list_ms = DCR__DIR_STORE_LIST_MS;
     c->store_put_ms = cal->store_put_s * 1e3;
-    c->fanout = b->fanout > 0 ? b->fanout : 2;
+    c->fanout = b->run.fanout > 0 ? b->run.fanout : 2;
     c->shared_cores = cal->cores;
     c->ack_rtt = false; /* the emulation paces data, not the acknowledgments */
     c->ref_object_mib = 8;
     /* The bench scales its targets to its checkpoint: the same rule here. */
-    dcr_scenario_spec_t spec = b->scenario;
-    spec.align_extra = b->serve.tp;
+    dcr_scenario_spec_t spec = b->run.scenario;
+    spec.align_extra = b->run.serve.tp;
     dcr_scenario_t *sc = NULL;
     DCR_CHECK(dcr_scenario_create(&spec, &sc));
-    dcr_bench_targets(b, dcr_inventory_bytes(sc->inventory), sc->layout->world, &s.chunk_bytes,
-                      &s.bucket_bytes);
+    dcr_run_targets(&b->run, dcr_inventory_bytes(sc->inventory), sc->layout->world, &s.chunk_bytes,
+                    &s.bucket_bytes);
     dcr_scenario_destroy(sc);
     *out_p = s;
     return DCR_OK;
@@ -77,42 +77,42 @@ void dcr_sim_validation_case(int i, dcr_bench_config_t *cfg_p, const char **name
         break;
     case 1:
         name = "qwen3-30b relay 5%";
-        c.transport = "relay";
-        c.change_rate = 0.05;
+        c.run.transport = "relay";
+        c.run.change_rate = 0.05;
         break;
     case 2:
         name = "qwen3-30b objstore 5%, 4 nodes, 0.1 Gbps";
-        c.serve.nodes = 4;
-        c.serve.gpus_per_node = 1;
-        c.serve.tp = 1;
-        c.link.cross_gbps = 0.1;
-        c.link.flow_gbps = 0.08;
-        c.change_rate = 0.05;
+        c.run.serve.nodes = 4;
+        c.run.serve.gpus_per_node = 1;
+        c.run.serve.tp = 1;
+        c.run.link.cross_gbps = 0.1;
+        c.run.link.flow_gbps = 0.08;
+        c.run.change_rate = 0.05;
         break;
     case 3:
         name = "qwen2.5-0.5b objstore 1%, 1x2 train, 3 nodes";
-        c.scenario.model = "qwen2.5-0.5b";
-        c.scenario.scale = 4;
-        c.scenario.layers = 24;
-        c.scenario.train = (dcr_train_config_t){1, 2, 2, 0, 1, 1, 0}; /* ETP: 1 (dense) */
-        c.serve.nodes = 3;
-        c.serve.gpus_per_node = 1;
-        c.serve.tp = 1;
-        c.change_rate = 0.01;
+        c.run.scenario.model = "qwen2.5-0.5b";
+        c.run.scenario.scale = 4;
+        c.run.scenario.layers = 24;
+        c.run.scenario.train = (dcr_train_config_t){1, 2, 2, 0, 1, 1, 0}; /* ETP: 1 (dense) */
+        c.run.serve.nodes = 3;
+        c.run.serve.gpus_per_node = 1;
+        c.run.serve.tp = 1;
+        c.run.change_rate = 0.01;
         break;
     case 4:
         name = "nemotron-3-nano relay 3%, 3 nodes";
-        c.scenario.model = "nemotron-3-nano-30b-a3b";
-        c.transport = "relay";
-        c.serve.nodes = 3;
+        c.run.scenario.model = "nemotron-3-nano-30b-a3b";
+        c.run.transport = "relay";
+        c.run.serve.nodes = 3;
         break;
     default:
         name = "qwen3-30b relay 1%, 4 nodes x 2, 0.1 Gbps";
-        c.transport = "relay";
-        c.serve.nodes = 4;
-        c.link.cross_gbps = 0.1;
-        c.link.flow_gbps = 0.08;
-        c.change_rate = 0.01;
+        c.run.transport = "relay";
+        c.run.serve.nodes = 4;
+        c.run.link.cross_gbps = 0.1;
+        c.run.link.flow_gbps = 0.08;
+        c.run.change_rate = 0.01;
         break;
     }
     *cfg_p = c;
@@ -194,19 +194,21 @@ static const char *dcr__exact(double v, char buf[32])
 
 dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap)
 {
-    const dcr_scenario_spec_t *sc = &c->scenario;
+    const dcr_scenario_spec_t *sc = &c->run.scenario;
     char rate[32], cross[32], flow[32], latency[32];
-    int n = snprintf(
-        buf, cap,
-        "--model %s --scale %d --layers %d --train-nodes %d --gpus-per-node %d --tp %d "
-        "--rollout-nodes %d --receivers-per-node %d --serve-tp %d --transport %s "
-        "--change-rate %s --link-gbps %s --flow-gbps %s --latency-ms %s "
-        "--warmup %d --refits %d%s",
-        sc->model, sc->scale, sc->layers, sc->train.nodes, sc->train.gpus_per_node, sc->train.tp,
-        c->serve.nodes, c->serve.gpus_per_node ? c->serve.gpus_per_node : c->serve.tp, c->serve.tp,
-        c->transport, dcr__exact(c->change_rate, rate), dcr__exact(c->link.cross_gbps, cross),
-        dcr__exact(c->link.flow_gbps, flow), dcr__exact(c->link.latency_ms, latency), c->warmup,
-        c->refits, c->verify ? "" : " --no-verify");
+    int n =
+        snprintf(buf, cap,
+                 "--model %s --scale %d --layers %d --train-nodes %d --gpus-per-node %d --tp %d "
+                 "--rollout-nodes %d --receivers-per-node %d --serve-tp %d --transport %s "
+                 "--change-rate %s --link-gbps %s --flow-gbps %s --latency-ms %s "
+                 "--warmup %d --refits %d%s",
+                 sc->model, sc->scale, sc->layers, sc->train.nodes, sc->train.gpus_per_node,
+                 sc->train.tp, c->run.serve.nodes,
+                 c->run.serve.gpus_per_node ? c->run.serve.gpus_per_node : c->run.serve.tp,
+                 c->run.serve.tp, c->run.transport, dcr__exact(c->run.change_rate, rate),
+                 dcr__exact(c->run.link.cross_gbps, cross), dcr__exact(c->run.link.flow_gbps, flow),
+                 dcr__exact(c->run.link.latency_ms, latency), c->warmup, c->refits,
+                 c->verify ? "" : " --no-verify");
     if (n < 0 || (size_t)n >= cap)
         return dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
                              cap);
@@ -217,8 +219,8 @@ void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
 {
     (void)i; /* one case so far */
     dcr_bench_config_t c = dcr__short();
-    c.link.flow_gbps = 0;
-    c.link.latency_ms = 0;
+    c.run.link.flow_gbps = 0;
+    c.run.link.latency_ms = 0;
     *cfg_p = c;
     *name_p = "testbed: qwen3-30b objstore 3%, 2+2 hosts";
 }

@@ -270,7 +270,7 @@ static void test_relay_across_processes(void **state)
     snprintf(store, sizeof(store), "%s/objstore-objstore", run_dir);
     assert_int_equal(entries(store), 0);
     /* The endpoints, as the control plane holds them: three listeners. */
-    dcr_bench_config_t cfg;
+    dcr_run_config_t cfg;
     memset(&cfg, 0, sizeof(cfg));
     dcr_control_t *control = NULL;
     assert_int_equal(dcr_role_control_open(&cfg, run_dir, &control), DCR_OK);

@@ -29,9 +29,9 @@ static inline int restore_bench_run(dcr_bench_config_t *cfg, int refits, int kee
     cfg->warmup = 0;
     cfg->refits = refits;
     cfg->verify = false;
-    cfg->retain = keep;
+    cfg->run.retain = keep;
     snprintf(workdir, cap, "%s/run", tmp_dir);
-    cfg->workdir = workdir;
+    cfg->run.workdir = workdir;
     if (dcr_bench_run(cfg, r) != DCR_OK) {
         fprintf(stderr, "bench: %s\n", dcr_error_detail());
         return -1;

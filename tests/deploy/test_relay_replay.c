@@ -77,7 +77,7 @@ static int root_start(bool clear)
 {
     dcr_transport_config_t tc = tp_config(NULL, 1, g_world, 1);
     if (dcr_transport_create("relay", &tc, &g_relay) != DCR_OK) return -1;
-    dcr_transport_set_payload_key(g_relay, &g_cfg.payload_key);
+    dcr_transport_set_payload_key(g_relay, &g_cfg.run.payload_key);
     char url[420];
     snprintf(url, sizeof url, "dir:%s", g_root);
     if (dcr_relay_retain_start(g_relay, url, KEEP, clear) != DCR_OK ||
@@ -131,15 +131,15 @@ static int group_setup(void **state)
 {
     if (tmp_dir_setup(state)) return -1;
     g_cfg = dcr_bench_config_default();
-    g_cfg.scenario.scale = 64;
-    g_cfg.scenario.layers = 2;
+    g_cfg.run.scenario.scale = 64;
+    g_cfg.run.scenario.layers = 2;
     dcr_bench_result_t r;
     if (restore_bench_run(&g_cfg, LAST, LAST, g_workdir, sizeof g_workdir, &r, &g_committed))
         return -1;
     dcr_bench_result_free(&r);
-    g_per = g_cfg.serve.gpus_per_node;
+    g_per = g_cfg.run.serve.gpus_per_node;
     dcr_role_world_t *w = NULL;
-    if (dcr_role_world_create(&g_cfg, &w) != DCR_OK) return -1;
+    if (dcr_role_world_create(&g_cfg.run, &w) != DCR_OK) return -1;
     g_world = w->sc->layout->world;
     dcr_role_world_destroy(w);
     snprintf(g_root, sizeof g_root, "%s/root", tmp_dir);
@@ -227,13 +227,13 @@ static void test_replay_from_the_root_equals_dense_refit(void **state)
     (void)state;
     dcr_objstore_t *s = relay_store();
     dcr_role_world_t *ow = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
     dcr_receiver_t *want[8] = {0};
     dense_receivers(ow, LAST, want);
     int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
     for (int behind = 1; behind <= 3; behind++) {
         dcr_role_world_t *w = NULL;
-        assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+        assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
         dcr_receiver_t *r[8] = {0};
         dense_receivers(w, LAST - (uint64_t)behind, r);
         dcr_replay_stats_t st;
@@ -249,12 +249,12 @@ static void test_replay_from_the_root_equals_dense_refit(void **state)
     }
     /* Outside the window: a gap, nothing written. */
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     dcr_receiver_t *r[8] = {0}, *before[8] = {0};
     uint64_t from = LAST - KEEP - 1;
     dense_receivers(w, from, r);
     dcr_role_world_t *bw = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &bw), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &bw), DCR_OK);
     dense_receivers(bw, from, before);
     assert_int_equal(dcr_restore_replay(s, r, g_per, from, LAST, NULL), DCR_ENOTFOUND);
     assert_equal_to(r, before, "after a refused replay across a gap");
@@ -290,8 +290,8 @@ static void with_damage(bool remove, dcr_status_t expect)
     }
     dcr_objstore_t *s = relay_store();
     dcr_role_world_t *w = NULL, *bw = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
-    assert_int_equal(dcr_role_world_create(&g_cfg, &bw), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &bw), DCR_OK);
     dcr_receiver_t *r[8] = {0}, *before[8] = {0};
     dense_receivers(w, LAST - 2, r);
     dense_receivers(bw, LAST - 2, before);

@@ -64,8 +64,8 @@ static int group_setup(void **state)
 {
     if (tmp_dir_setup(state)) return -1;
     g_cfg = dcr_bench_config_default();
-    g_cfg.scenario.scale = restore_env_int("DCR_RESTORE_SCALE", 64);
-    g_cfg.scenario.layers = restore_env_int("DCR_RESTORE_LAYERS", 2);
+    g_cfg.run.scenario.scale = restore_env_int("DCR_RESTORE_SCALE", 64);
+    g_cfg.run.scenario.layers = restore_env_int("DCR_RESTORE_LAYERS", 2);
     dcr_bench_result_t r;
     if (restore_bench_run(&g_cfg, LAST, 8, g_workdir, sizeof g_workdir, &r, &g_store)) return -1;
     for (int i = 0; i < r.nrefits; i++)
@@ -75,7 +75,7 @@ static int group_setup(void **state)
             return -1;
         }
     dcr_bench_result_free(&r);
-    g_per = g_cfg.serve.gpus_per_node;
+    g_per = g_cfg.run.serve.gpus_per_node;
     return 0;
 }
 
@@ -136,14 +136,14 @@ static void test_replay_equals_dense_refit(void **state)
     (void)state;
     /* The oracle's world outlives its receivers (they borrow its inventory). */
     dcr_role_world_t *ow = NULL, *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
     dcr_receiver_t *want[8] = {0};
     dense_receivers(ow, LAST, want);
     int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
     static const int behind[] = {1, 3, 8};
     for (size_t i = 0; i < sizeof behind / sizeof behind[0]; i++) {
         uint64_t from = LAST - (uint64_t)behind[i];
-        assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+        assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
         dcr_receiver_t *r[8] = {0};
         dense_receivers(w, from, r);
         dcr_replay_stats_t st;
@@ -179,7 +179,7 @@ static void with_damage(const char *key, bool remove, dcr_status_t expect)
         free(bad);
     }
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     dcr_receiver_t *r[8] = {0}, *before[8] = {0};
     dense_receivers(w, 3, r);
     dense_receivers(w, 3, before);
@@ -213,7 +213,7 @@ static void test_gap_or_bad_payload_writes_nothing(void **state)
 /* Node 0's restorer over workdir's resident files (live: weights in them). */
 static dcr_restorer_t *restorer_at(dcr_role_world_t *w, const char *workdir, bool live)
 {
-    dcr_restorer_config_t rc = {&g_cfg, w, workdir, 0, 0, g_per, true, live, false};
+    dcr_restorer_config_t rc = {&g_cfg.run, w, workdir, 0, 0, g_per, true, live, false};
     dcr_restorer_t *R = NULL;
     assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
     return R;
@@ -239,9 +239,9 @@ static void test_restorer_classifies(void **state)
 {
     (void)state;
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     dcr_role_world_t *ow = NULL; /* the oracle's own world for the final comparisons */
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
     dcr_receiver_t *want[8] = {0};
     dense_receivers(ow, LAST, want);
     int64_t ckpt = dcr_inventory_bytes(w->sc->inventory);
@@ -290,7 +290,7 @@ static void test_restorer_classifies(void **state)
     assert_equal_to(r, want, "after the dirty one's resident copy");
     dcr_restorer_destroy(R);
     /* Without resident files the dirty one is refitted densely. */
-    dcr_restorer_config_t nrc = {&g_cfg, w, g_workdir, 0, 0, g_per, false, false, false};
+    dcr_restorer_config_t nrc = {&g_cfg.run, w, g_workdir, 0, 0, g_per, false, false, false};
     assert_int_equal(dcr_restorer_create(&nrc, &R), DCR_OK);
     assert_int_equal(dcr_restorer_committed(R, r, LAST), DCR_OK);
     assert_int_equal(dcr_receiver_begin_attempt(r[0], m.tau + 1), DCR_OK);
@@ -409,13 +409,13 @@ static void construct_attempts(attempts_t *a)
     pthread_mutex_init(&a->over1.lock, NULL);
     pthread_mutex_init(&a->xor2.lock, NULL);
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     assert_int_equal(dcr_role_world_advance(w, U), DCR_OK);
-    dcr_construct_config_t cc = dcr_bench_construct_config(&w->cfg, w->sc);
+    dcr_construct_config_t cc = dcr_run_construct_config(&w->cfg, w->sc);
     dcr_constructor_t *con = NULL;
     assert_int_equal(dcr_constructor_create(w->sc->layout, &cc, w->shards, &con), DCR_OK);
     uint8_t *xa = NULL;
-    assert_int_equal(dcr_bench_xor_policy(w->sc, &w->serve, w->cfg.mode, &xa), DCR_OK);
+    assert_int_equal(dcr_run_xor_policy(w->sc, &w->serve, w->cfg.mode, &xa), DCR_OK);
     assert_int_equal(dcr_role_world_advance(w, U + 1), DCR_OK);
     dcr_payload_sink_t s1 = {keep_submit, &a->xor1}, s2 = {keep_submit, &a->over1};
     dcr_payload_sink_t s3 = {keep_submit, &a->xor2};
@@ -523,8 +523,8 @@ static void test_repair_rule_at_kill_points(void **state)
     put_version(xor, U + 2, 102, &a.xor2);
 
     dcr_role_world_t *ow = NULL, *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     dcr_receiver_t *want1[8] = {0}, *want2[8] = {0};
     dense_receivers(ow, U + 1, want1);
     dense_receivers(ow, U + 2, want2);
@@ -543,12 +543,14 @@ static void test_repair_rule_at_kill_points(void **state)
             assert_int_equal(apply_prefix(before[k], &a.xor1, 100, points[i]), 0);
         }
         /* XOR records offered for a repair: refused, nothing written. */
-        assert_int_equal(dcr_restore_repair(xor, &g_cfg.payload_key, r, g_per, U, U + 2, 100, NULL),
-                         DCR_EUNSUPPORTED);
+        assert_int_equal(
+            dcr_restore_repair(xor, &g_cfg.run.payload_key, r, g_per, U, U + 2, 100, NULL),
+            DCR_EUNSUPPORTED);
         assert_true(all_equal(r, before));
         /* The rule: the retry's overwrite records, then U+2. */
         dcr_replay_stats_t st;
-        if (dcr_restore_repair(over, &g_cfg.payload_key, r, g_per, U, U + 2, 100, &st) != DCR_OK)
+        if (dcr_restore_repair(over, &g_cfg.run.payload_key, r, g_per, U, U + 2, 100, &st) !=
+            DCR_OK)
             fail_msg("repair at kill point %zu/%zu: %s", points[i], n, dcr_error_detail());
         if (!all_equal(r, want2))
             fail_msg("repair at kill point %zu of %zu items differs from a dense refit", points[i],
@@ -604,7 +606,7 @@ static void killed_mid_apply_in(const char *wd, const keep_sink_t *x, uint64_t t
     assert_true(pid >= 0);
     if (pid == 0) {
         dcr_role_world_t *w = NULL; /* the process's own, at its start */
-        if (dcr_role_world_create(&g_cfg, &w) != DCR_OK) _exit(2);
+        if (dcr_role_world_create(&g_cfg.run, &w) != DCR_OK) _exit(2);
         dcr_restorer_t *C = live_restorer(w, wd);
         dcr_receiver_t *c[8] = {0};
         if (dcr_restorer_restore(C, c, 0, U) != DCR_OK) _exit(3);
@@ -634,7 +636,7 @@ static void killed_mid_apply(const char *wd, const keep_sink_t *x, size_t items)
 static void first_process(const char *wd)
 {
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     dcr_receiver_t *r[8] = {0};
     dcr_restorer_t *R = live_restorer(w, wd);
     assert_int_equal(dcr_restorer_restore(R, r, 0, U), DCR_OK);
@@ -649,7 +651,7 @@ static dcr_restorer_t *next_process(const char *wd, dcr_role_world_t **w_p)
 {
     dcr_role_world_destroy(*w_p);
     *w_p = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, w_p), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, w_p), DCR_OK);
     return live_restorer(*w_p, wd);
 }
 
@@ -693,7 +695,7 @@ static void live_setup(live_t *L, const char *name)
     assert_int_equal(mkdir(L->wd, 0700), 0);
     dcr_rundir_objstore_dir(L->wd, dir, sizeof dir);
     L->s = store_at(dir);
-    assert_int_equal(dcr_role_world_create(&g_cfg, &L->ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &L->ow), DCR_OK);
     dense_receivers(L->ow, U + 2, L->want);
     L->n = count_items(&L->a.xor1);
 }
@@ -712,7 +714,7 @@ static void test_restorer_repairs_a_killed_receiver(void **state)
     live_t L;
     live_setup(&L, "live");
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     first_process(L.wd);
     /* Its successor rejoins clean, takes half of attempt 100 and is killed. */
     killed_mid_apply(L.wd, &L.a.xor1, L.n / 2);
@@ -843,8 +845,8 @@ static void test_repair_in_the_overwrite_retry(void **state)
     first_process(L.wd);
     killed_mid_apply(L.wd, &L.a.xor1, L.n / 2);
     dcr_role_world_t *w = NULL, *ow = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
-    dcr_restorer_config_t rc = {&g_cfg, w, L.wd, 0, 0, g_per, true, true, true};
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
+    dcr_restorer_config_t rc = {&g_cfg.run, w, L.wd, 0, 0, g_per, true, true, true};
     dcr_restorer_t *R = NULL;
     assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
     dcr_receiver_t *r[8] = {0};
@@ -868,7 +870,7 @@ static void test_repair_in_the_overwrite_retry(void **state)
     expect_kind(R, DCR_RESTORE_REPAIR, (uint64_t)g_per, (uint64_t)g_per * 1000);
     expect_kind(R, DCR_RESTORE_DENSE, 0, 0);
     dcr_receiver_t *want[8] = {0};
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
     dense_receivers(ow, U + 1, want);
     assert_equal_to(r, want, "after the repair in the retry");
     for (int k = 0; k < g_per; k++) {
@@ -939,15 +941,15 @@ static void xor_run_build(xor_run_t *x)
     keep_sink_t *ks[] = {&x->x99, &x->x100, &x->x101, &x->x102};
     for (int i = 0; i < 4; i++) pthread_mutex_init(&ks[i]->lock, NULL);
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     assert_int_equal(dcr_role_world_advance(w, U), DCR_OK);
     x->owners = w->sc->layout->world;
-    dcr_construct_config_t cc = dcr_bench_construct_config(&w->cfg, w->sc);
+    dcr_construct_config_t cc = dcr_run_construct_config(&w->cfg, w->sc);
     dcr_constructor_t *con = NULL;
     assert_int_equal(dcr_constructor_create(w->sc->layout, &cc, w->shards, &con), DCR_OK);
     dcr_constructor_keep_records(con, true);
     uint8_t *xa = NULL;
-    assert_int_equal(dcr_bench_xor_policy(w->sc, &w->serve, w->cfg.mode, &xa), DCR_OK);
+    assert_int_equal(dcr_run_xor_policy(w->sc, &w->serve, w->cfg.mode, &xa), DCR_OK);
     assert_int_equal(dcr_role_world_advance(w, U + 1), DCR_OK);
     dcr_construct_stats_t st;
     flip_candidate(w);
@@ -994,7 +996,7 @@ static uint64_t put_repair(dcr_objstore_t *s, uint64_t v, dcr_repair_records_t *
     pthread_mutex_init(&k.lock, NULL);
     dcr_payload_sink_t sink = {keep_submit, &k};
     dcr_construct_config_t cc = dcr_construct_config_default();
-    cc.payload_key = g_cfg.payload_key;
+    cc.payload_key = g_cfg.run.payload_key;
     assert_int_equal(dcr_repair_records_encode(set, &cc, &sink, NULL), DCR_OK);
     uint64_t bytes = 0;
     for (int o = 0; o < owners; o++) {
@@ -1041,8 +1043,8 @@ static void test_repair_set_of_an_xor_commit(void **state)
     put_version(s, U + 1, 101, &x.x101);
     put_version(s, U + 2, 102, &x.x102);
     dcr_role_world_t *ow = NULL, *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     dcr_receiver_t *r[8] = {0}, *want[8] = {0}, *before[8] = {0};
     dense_receivers(ow, U + 2, want);
     size_t n = count_items(&x.x101);
@@ -1054,7 +1056,7 @@ static void test_repair_set_of_an_xor_commit(void **state)
         assert_int_equal(apply_prefix(r[k], &x.x101, 101, n / 2), 0);
         assert_int_equal(apply_prefix(before[k], &x.x101, 101, n / 2), 0);
     }
-    assert_int_equal(dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, 101, NULL),
+    assert_int_equal(dcr_restore_repair(s, &g_cfg.run.payload_key, r, g_per, U, U + 2, 101, NULL),
                      DCR_EUNSUPPORTED);
     assert_true(all_equal(r, before));
     destroy_all(r);
@@ -1070,7 +1072,8 @@ static void test_repair_set_of_an_xor_commit(void **state)
             for (int k = 0; k < g_per; k++)
                 assert_int_equal(apply_prefix(r[k], att, tau, points[i]), 0);
             dcr_replay_stats_t st;
-            if (dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, tau, &st) != DCR_OK)
+            if (dcr_restore_repair(s, &g_cfg.run.payload_key, r, g_per, U, U + 2, tau, &st) !=
+                DCR_OK)
                 fail_msg("repair of attempt %llu at kill point %zu/%zu: %s",
                          (unsigned long long)tau, points[i], n, dcr_error_detail());
             if (!all_equal(r, want))
@@ -1090,11 +1093,11 @@ static void test_repair_set_of_an_xor_commit(void **state)
         assert_int_equal(apply_prefix(r[k], &x.x99, 99, n99), 0);
         assert_int_equal(apply_prefix(before[k], &x.x99, 99, n99), 0);
     }
-    assert_int_equal(dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, 99, NULL),
+    assert_int_equal(dcr_restore_repair(s, &g_cfg.run.payload_key, r, g_per, U, U + 2, 99, NULL),
                      DCR_EUNSUPPORTED);
     assert_true(all_equal(r, before));
     /* Forced (claiming the committing attempt): its stray writes stay. */
-    assert_int_equal(dcr_restore_repair(s, &g_cfg.payload_key, r, g_per, U, U + 2, 101, NULL),
+    assert_int_equal(dcr_restore_repair(s, &g_cfg.run.payload_key, r, g_per, U, U + 2, 101, NULL),
                      DCR_OK);
     assert_false(all_equal(r, want));
     int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
@@ -1129,7 +1132,7 @@ static void test_restorer_repairs_an_xor_commit(void **state)
     dcr_rundir_objstore_dir(wd, dir, sizeof dir);
     dcr_objstore_t *s = store_at(dir);
     dcr_role_world_t *ow = NULL, *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
     dcr_receiver_t *want[8] = {0}, *r[8] = {0};
     dense_receivers(ow, U + 2, want);
     first_process(wd);
@@ -1164,7 +1167,8 @@ static void test_restorer_repairs_an_xor_commit(void **state)
 static dcr_restorer_t *join_restorer(const dcr_bench_config_t *cfg, dcr_role_world_t *w,
                                      const char *workdir, int node)
 {
-    dcr_restorer_config_t rc = {cfg, w, workdir, node, node * g_per, g_per, true, false, false};
+    dcr_restorer_config_t rc = {&cfg->run, w,    workdir, node, node * g_per,
+                                g_per,     true, false,   false};
     dcr_restorer_t *R = NULL;
     assert_int_equal(dcr_restorer_create(&rc, &R), DCR_OK);
     return R;
@@ -1195,7 +1199,7 @@ static void join(const dcr_bench_config_t *cfg, const char *name, uint64_t versi
     snprintf(dir, sizeof dir, "%s/%s", tmp_dir, name);
     assert_int_equal(mkdir(dir, 0700), 0);
     dcr_role_world_t *w = NULL;
-    assert_int_equal(dcr_role_world_create(cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&cfg->run, &w), DCR_OK);
     dcr_restorer_t *R = join_restorer(cfg, w, dir, 1);
     dcr_receiver_t *r[8] = {0};
     if (dcr_restorer_restore(R, r, 0, version) != DCR_OK)
@@ -1254,11 +1258,11 @@ static void test_elastic_join_from_anchor(void **state)
     char storedir[400];
     dcr_rundir_objstore_dir(g_workdir, storedir, sizeof storedir);
     dcr_bench_config_t cfg = g_cfg;
-    cfg.store = storedir; /* the run's store, seen from other run directories */
-    cfg.anchor_every = 3;
+    cfg.run.store = storedir; /* the run's store, seen from other run directories */
+    cfg.run.anchor_every = 3;
     dcr_role_world_t *ow = NULL, *w = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
-    assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
     /* The oracle: node 1's receivers dense-loaded at LAST. */
     assert_int_equal(dcr_role_world_advance(ow, LAST), DCR_OK);
     dcr_receiver_t *want[8] = {0};
@@ -1282,7 +1286,7 @@ static void test_elastic_join_from_anchor(void **state)
     assert_int_equal(anchors, (uint64_t)g_per);
     assert_int_equal(dense, 0);
     /* Each receiver: its rank's object (one of the tp) and the replay 7..9. */
-    int tp = g_cfg.serve.tp;
+    int tp = g_cfg.run.serve.tp;
     uint64_t replay = listed_bytes(6, LAST);
     assert_int_equal(bytes, (uint64_t)g_per * (anchor_obj / (uint64_t)tp + replay));
     assert_true(bytes < (uint64_t)g_per * ((uint64_t)ckpt + replay));
@@ -1293,7 +1297,7 @@ static void test_elastic_join_from_anchor(void **state)
 
     /* A join at a version older than every anchor: dense. */
     dcr_role_world_t *ow5 = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow5), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow5), DCR_OK);
     assert_int_equal(dcr_role_world_advance(ow5, 5), DCR_OK);
     dcr_receiver_t *want5[8] = {0};
     for (int k = 0; k < g_per; k++)

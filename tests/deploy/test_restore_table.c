@@ -42,12 +42,12 @@ static int group_setup(void **state)
 {
     if (tmp_dir_setup(state)) return -1;
     g_cfg = dcr_bench_config_default();
-    g_cfg.scenario.scale = restore_env_int("DCR_RESTORE_SCALE", 64);
-    g_cfg.scenario.layers = restore_env_int("DCR_RESTORE_LAYERS", 2);
+    g_cfg.run.scenario.scale = restore_env_int("DCR_RESTORE_SCALE", 64);
+    g_cfg.run.scenario.layers = restore_env_int("DCR_RESTORE_LAYERS", 2);
     dcr_bench_result_t r;
     if (restore_bench_run(&g_cfg, LAST, 8, g_workdir, sizeof g_workdir, &r, &g_store)) return -1;
     dcr_bench_result_free(&r);
-    g_per = g_cfg.serve.gpus_per_node;
+    g_per = g_cfg.run.serve.gpus_per_node;
     return 0;
 }
 
@@ -79,19 +79,20 @@ static void test_replay_table(void **state)
 {
     (void)state;
     dcr_role_world_t *ow = NULL;
-    assert_int_equal(dcr_role_world_create(&g_cfg, &ow), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&g_cfg.run, &ow), DCR_OK);
     dcr_receiver_t *want[8] = {0};
     assert_true(g_per <= 8);
     double dense_s = dense_receivers(ow, LAST, want);
     int64_t dense = dcr_inventory_bytes(ow->sc->inventory);
     print_message("model: scale %d, %d layers, checkpoint %lld bytes, %d receivers per node; "
                   "dense load of them %.3f s\n",
-                  g_cfg.scenario.scale, g_cfg.scenario.layers, (long long)dense, g_per, dense_s);
+                  g_cfg.run.scenario.scale, g_cfg.run.scenario.layers, (long long)dense, g_per,
+                  dense_s);
     static const int behind[] = {1, 3, 8};
     for (size_t i = 0; i < sizeof behind / sizeof behind[0]; i++) {
         uint64_t from = LAST - (uint64_t)behind[i];
         dcr_role_world_t *w = NULL;
-        assert_int_equal(dcr_role_world_create(&g_cfg, &w), DCR_OK);
+        assert_int_equal(dcr_role_world_create(&g_cfg.run, &w), DCR_OK);
         dcr_receiver_t *r[8] = {0};
         dense_receivers(w, from, r);
         dcr_replay_stats_t st;

@@ -65,7 +65,7 @@ static dcr_status_t check_digests(void *arg, uint64_t version, dcr_receiver_t *c
 static void run_verified(dcr_bench_config_t *c)
 {
     verify_ctx_t v = {c, NULL, 0, {0}};
-    assert_int_equal(dcr_role_world_create(c, &v.world), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&c->run, &v.world), DCR_OK);
     c->after_refit = check_digests;
     c->after_refit_ctx = &v;
     dcr_bench_result_t r;
@@ -82,8 +82,8 @@ static void run_verified(dcr_bench_config_t *c)
 static dcr_bench_config_t small(void)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
-    c.scenario.scale = 64;
-    c.scenario.layers = 2;
+    c.run.scenario.scale = 64;
+    c.run.scenario.layers = 2;
     c.warmup = 1;
     c.refits = 2;
     return c;
@@ -98,8 +98,8 @@ static void test_digests_after_uniform_refits(void **state)
 static void test_digests_after_adamw_refits(void **state)
 {
     dcr_bench_config_t c = small();
-    c.adamw = true;
-    c.transport = "relay";
+    c.run.adamw = true;
+    c.run.transport = "relay";
     run_verified(&c);
 }
 
@@ -108,8 +108,8 @@ static void test_world_versions(void **state)
 {
     dcr_bench_config_t c = small();
     dcr_role_world_t *a = NULL, *b = NULL;
-    assert_int_equal(dcr_role_world_create(&c, &a), DCR_OK);
-    assert_int_equal(dcr_role_world_create(&c, &b), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&c.run, &a), DCR_OK);
+    assert_int_equal(dcr_role_world_create(&c.run, &b), DCR_OK);
     dcr_param_digests_t d0, d2a, d2b;
     assert_int_equal(dcr_role_world_expected_digests(a, 0, 0, &d0), DCR_OK);
     assert_int_equal(dcr_role_world_expected_digests(a, 2, 0, &d2a), DCR_OK);
@@ -189,7 +189,7 @@ static void test_owners_report(void **state)
     assert_true(testfiles_tmpdir(dir, sizeof(dir), "roles"));
     snprintf(db, sizeof(db), "%s/control.db", dir);
     dcr_control_t *c = NULL;
-    assert_int_equal(dcr_bench_control_open(NULL, db, NULL, &c), DCR_OK);
+    assert_int_equal(dcr_run_control_open(NULL, db, NULL, &c), DCR_OK);
     dcr_owners_report_t r, got;
     assert_int_equal(dcr_owners_report_get(c, &got), DCR_ENOTFOUND);
     memset(&r, 0, sizeof(r));

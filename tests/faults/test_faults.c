@@ -33,7 +33,7 @@
 static dcr_faults_run_config_t small_run(const char *transport, int steps)
 {
     dcr_faults_run_config_t c = dcr_faults_run_config_default();
-    c.bench.transport = transport;
+    c.bench.run.transport = transport;
     c.steps = steps;
     c.kill_every = 0;
     return c;
@@ -287,9 +287,9 @@ static void pipe_open_faulty(pipe_t *p, const char *transport, dcr_faults_t *f)
 {
     memset(p, 0, sizeof(*p));
     p->cfg = dcr_faults_run_config_default().bench;
-    p->cfg.transport = transport;
-    p->serve = p->cfg.serve;
-    dcr_scenario_spec_t spec = p->cfg.scenario;
+    p->cfg.run.transport = transport;
+    p->serve = p->cfg.run.serve;
+    dcr_scenario_spec_t spec = p->cfg.run.scenario;
     spec.align_extra = p->serve.tp;
     assert_int_equal(dcr_scenario_create(&spec, &p->sc), DCR_OK);
     assert_int_equal(dcr_serve_config_validate(&p->sc->model, &p->serve), DCR_OK);
@@ -310,8 +310,8 @@ static void pipe_open_faulty(pipe_t *p, const char *transport, dcr_faults_t *f)
     for (size_t c = 0; c < p->nc; c++)
         p->xor_allowed[c] = dcr_serve_xor_allowed(p->recv, p->nrecv, c);
     dcr_construct_config_t cc = dcr_construct_config_default();
-    dcr_bench_targets(&p->cfg, dcr_inventory_bytes(p->sc->inventory), p->sc->layout->world,
-                      &cc.chunk_bytes, &cc.bucket_bytes);
+    dcr_run_targets(&p->cfg.run, dcr_inventory_bytes(p->sc->inventory), p->sc->layout->world,
+                    &cc.chunk_bytes, &cc.bucket_bytes);
     assert_int_equal(dcr_constructor_create(p->sc->layout, &cc, p->committed, &p->con), DCR_OK);
     assert_true(testfiles_tmpdir(p->dir, sizeof(p->dir), "faults"));
     char path[512];
@@ -319,7 +319,7 @@ static void pipe_open_faulty(pipe_t *p, const char *transport, dcr_faults_t *f)
     dcr_transport_config_t tc = {.train_nodes = p->sc->train.nodes,
                                  .world = p->sc->layout->world,
                                  .rollout_nodes = p->serve.nodes,
-                                 .link = p->cfg.link,
+                                 .link = p->cfg.run.link,
                                  .dir = path,
                                  .fanout = 2,
                                  .queue_payloads = 8};
@@ -824,7 +824,7 @@ static void test_broken_gate_is_caught(void **state)
     (void)state;
     for (int rl = DCR_RL_SYNC; rl <= DCR_RL_ASYNC; rl++) {
         dcr_faults_run_config_t c = small_run("objstore", 2);
-        c.bench.rl = (dcr_rl_mode_t)rl;
+        c.bench.run.rl = (dcr_rl_mode_t)rl;
         dcr_faults_summary_t s;
         if (rl == DCR_RL_SYNC) {
             c.break_gate = true;

@@ -39,12 +39,12 @@ static void run_one(dcr_fault_kind_t kind, const char *prefix)
     dcr_faults_run_config_t c = dcr_faults_run_config_default();
     c.steps = 3;
     c.kill_every = 0;
-    c.bench.transport = "objstore";
+    c.bench.run.transport = "objstore";
     char store[160];
     snprintf(store, sizeof(store), "s3://%s/%s", g_s3.bucket, prefix);
-    c.bench.store = store;
-    c.bench.s3_endpoint = g_s3.endpoint;
-    c.bench.control_path = g_control;
+    c.bench.run.store = store;
+    c.bench.run.s3_endpoint = g_s3.endpoint;
+    c.bench.run.control_path = g_control;
     dcr_faults_planned_t plan = {1, {kind, 0, 0, 60, 2, DCR_COORD_STEP_PREPARE}};
     if (kind == DCR_FAULT_CONTROL_DOWN || kind == DCR_FAULT_COMMIT_REPLY) plan.fault.target = -1;
     c.plan = &plan;

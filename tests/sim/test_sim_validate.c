@@ -76,22 +76,23 @@ static void assert_flags_run(const char *name, const dcr_bench_config_t *cfg)
     if (!j || st != 0) fail_msg("%s: %s exited %d", name, cmd, st);
     const json_t *c = json_object_get(j, "config");
     assert_non_null(c);
-    assert_string_equal(json_string_value(json_object_get(c, "model")), cfg->scenario.model);
-    assert_string_equal(json_string_value(json_object_get(c, "transport")), cfg->transport);
-    assert_int_equal((int)config_num(c, "scale"), cfg->scenario.scale);
-    assert_int_equal((int)config_num(c, "layers"), cfg->scenario.layers);
-    assert_int_equal((int)config_num(c, "train_nodes"), cfg->scenario.train.nodes);
-    assert_int_equal((int)config_num(c, "gpus_per_node"), cfg->scenario.train.gpus_per_node);
-    assert_int_equal((int)config_num(c, "tp"), cfg->scenario.train.tp);
-    assert_int_equal((int)config_num(c, "etp"), cfg->scenario.train.etp);
-    assert_int_equal((int)config_num(c, "rollout_nodes"), cfg->serve.nodes);
-    assert_int_equal((int)config_num(c, "receivers_per_node"),
-                     cfg->serve.gpus_per_node ? cfg->serve.gpus_per_node : cfg->serve.tp);
-    assert_int_equal((int)config_num(c, "serve_tp"), cfg->serve.tp);
-    assert_true(config_num(c, "change_rate") == cfg->change_rate);
-    assert_true(config_num(c, "cross_gbps") == cfg->link.cross_gbps);
-    assert_true(config_num(c, "flow_gbps") == cfg->link.flow_gbps);
-    assert_true(config_num(c, "latency_ms") == cfg->link.latency_ms);
+    assert_string_equal(json_string_value(json_object_get(c, "model")), cfg->run.scenario.model);
+    assert_string_equal(json_string_value(json_object_get(c, "transport")), cfg->run.transport);
+    assert_int_equal((int)config_num(c, "scale"), cfg->run.scenario.scale);
+    assert_int_equal((int)config_num(c, "layers"), cfg->run.scenario.layers);
+    assert_int_equal((int)config_num(c, "train_nodes"), cfg->run.scenario.train.nodes);
+    assert_int_equal((int)config_num(c, "gpus_per_node"), cfg->run.scenario.train.gpus_per_node);
+    assert_int_equal((int)config_num(c, "tp"), cfg->run.scenario.train.tp);
+    assert_int_equal((int)config_num(c, "etp"), cfg->run.scenario.train.etp);
+    assert_int_equal((int)config_num(c, "rollout_nodes"), cfg->run.serve.nodes);
+    assert_int_equal((int)config_num(c, "receivers_per_node"), cfg->run.serve.gpus_per_node
+                                                                   ? cfg->run.serve.gpus_per_node
+                                                                   : cfg->run.serve.tp);
+    assert_int_equal((int)config_num(c, "serve_tp"), cfg->run.serve.tp);
+    assert_true(config_num(c, "change_rate") == cfg->run.change_rate);
+    assert_true(config_num(c, "cross_gbps") == cfg->run.link.cross_gbps);
+    assert_true(config_num(c, "flow_gbps") == cfg->run.link.flow_gbps);
+    assert_true(config_num(c, "latency_ms") == cfg->run.link.latency_ms);
     assert_int_equal((int)config_num(c, "warmup"), cfg->warmup);
     assert_int_equal((int)config_num(c, "refits"), cfg->refits);
     json_decref(j);
@@ -110,7 +111,7 @@ static void test_case_flags_run_their_configuration(void **state)
             dcr_sim_validation_case(i, &cfg, &name);
         else
             dcr_sim_testbed_case(i - DCR_SIM_VALIDATION_CASES, &cfg, &name);
-        cfg.scenario.layers = 1;
+        cfg.run.scenario.layers = 1;
         cfg.warmup = 0;
         cfg.refits = 1;
         assert_flags_run(name, &cfg);

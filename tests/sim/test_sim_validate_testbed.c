@@ -78,15 +78,15 @@ static void test_small_testbed_case(void **state)
     const char *name;
     dcr_sim_testbed_case(0, &cfg, &name);
     /* Smaller than the built-in case, so that the test fits CI. */
-    cfg.scenario.scale = 32;
-    cfg.scenario.layers = 4;
-    cfg.link.cross_gbps = LINK_GBPS;
+    cfg.run.scenario.scale = 32;
+    cfg.run.scenario.layers = 4;
+    cfg.run.link.cross_gbps = LINK_GBPS;
     cfg.warmup = 0;
     cfg.refits = 3;
     dcr_sim_validation_row_t row;
     assert_int_equal(dcr_sim_validate_testbed(g_cli, g_id, &cfg, &cal, &row), DCR_OK);
-    dcr_scenario_spec_t spec = cfg.scenario;
-    spec.align_extra = cfg.serve.tp;
+    dcr_scenario_spec_t spec = cfg.run.scenario;
+    spec.align_extra = cfg.run.serve.tp;
     dcr_scenario_t *sc = NULL;
     assert_int_equal(dcr_scenario_create(&spec, &sc), DCR_OK);
     double bytes = (double)dcr_inventory_bytes(sc->inventory);

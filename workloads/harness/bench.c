@@ -3,11 +3,9 @@
 #define _XOPEN_SOURCE 700
 #include "workloads/harness/bench.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <pthread.h>
@@ -37,27 +35,10 @@ dcr_bench_config_t dcr_bench_config_default(void)
 {
     dcr_bench_config_t cfg;
     memset(&cfg, 0, sizeof(cfg));
-    cfg.scenario = dcr_scenario_spec_default();
-    cfg.scenario.scale = 16;
-    cfg.scenario.layers = 8;
-    cfg.scenario.train =
-        (dcr_train_config_t){2, 2, 2, 0, 1, 1, 0}; /* ETP follows TP for MoE models */
-    cfg.serve = dcr_serve_config_default();
-    cfg.serve.nodes = 2;
-    cfg.serve.gpus_per_node = 2;
-    cfg.serve.tp = 2;
-    cfg.transport = "objstore";
-    cfg.link = dcr_link_config_default();
-    cfg.fanout = 2;
-    cfg.change_rate = 0.03;
-    cfg.lr = 1e-6;
-    cfg.mode = DCR_MODE_X;
-    cfg.shuffle = true; /* as in dcr_construct_config_default: a quarter fewer XOR bytes */
-    cfg.rl = DCR_RL_SYNC;
+    cfg.run = dcr_run_config_default();
     cfg.warmup = 2;
     cfg.refits = 5;
     cfg.verify = true;
-    cfg.seed = 42;
     return cfg;
 }
 
@@ -101,165 +82,13 @@ typedef struct bench {
     dcr_bench_refit_t *retain_out;
 } bench_t;
 
-void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
-                       size_t *chunk_p, size_t *bucket_p)
-{
-    /* The seed's 120B runs cut 482 payloads over 32 owners, about 15 each,
-     * so that construction overlaps delivery; scaled checkpoints keep that
-     * count per owner rather than the absolute 512 MiB target, which would
-     * leave one payload per owner and nothing to overlap. */
-    size_t bucket = (size_t)(checkpoint_bytes / (owners > 0 ? owners : 1) / 12);
-    if (bucket < 4096) bucket = 4096;
-    size_t chunk_seed =
-        strcmp(cfg->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
-    size_t chunk =
-        bucket / (DCR_BUCKET_BYTES / chunk_seed); /* the seed's chunk : bucket proportion */
-    *bucket_p = cfg->bucket_bytes ? cfg->bucket_bytes : bucket;
-    *chunk_p = cfg->chunk_bytes ? cfg->chunk_bytes : chunk > 0 ? chunk : 1;
-}
-
-/* ---- control plane ------------------------------------------------------- */
-
-static const char dcr__etcd_scheme[] = "etcd://";
-
-bool dcr_bench_control_is_etcd(const char *address)
-{
-    return address != NULL && strncmp(address, dcr__etcd_scheme, sizeof dcr__etcd_scheme - 1) == 0;
-}
-
-dcr_status_t dcr_bench_control_check(const char *flag, const char *address)
-{
-    if (address == NULL || address[0] == '\0')
-        return dcr_error_set(DCR_EINVAL, "%s: expected a SQLite file or etcd://HOST:PORT[/PREFIX]",
-                             flag);
-    if (!dcr_bench_control_is_etcd(address)) {
-        if (strstr(address, "://") != NULL)
-            return dcr_error_set(DCR_EINVAL,
-                                 "%s %s: unknown scheme (expected etcd://HOST:PORT[/PREFIX] or a "
-                                 "SQLite file path)",
-                                 flag, address);
-        return DCR_OK;
-    }
-    const char *host = address + sizeof dcr__etcd_scheme - 1;
-    const char *slash = strchr(host, '/');
-    size_t hp_len = slash ? (size_t)(slash - host) : strlen(host);
-    const char *colon = memrchr(host, ':', hp_len);
-    size_t digits = colon ? hp_len - (size_t)(colon - host) - 1 : 0;
-    long port = 0;
-    for (size_t i = 0; colon && i < digits && i < 6; i++)
-        port = colon[1 + i] >= '0' && colon[1 + i] <= '9' ? port * 10 + (colon[1 + i] - '0') : -1;
-    bool ok = colon && colon > host && digits >= 1 && digits <= 5 && port >= 1 && port <= 65535;
-    for (const char *c = slash; ok && c && *c; c++) {
-        bool seg = *c == '/' ? c[1] != '/' : (isalnum((unsigned char)*c) || strchr("._~-", *c));
-        ok = seg;
-    }
-    if (!ok)
-        return dcr_error_set(DCR_EINVAL,
-                             "%s %s: expected etcd://HOST:PORT[/PREFIX] (port 1..65535, prefix of "
-                             "[A-Za-z0-9._~-] segments)",
-                             flag, address);
-    return DCR_OK;
-}
-
-dcr_status_t dcr_bench_control_fresh(const char *flag, const char *address)
-{
-    struct stat sb;
-    if (address == NULL || dcr_bench_control_is_etcd(address) || stat(address, &sb) != 0)
-        return DCR_OK; /* absent: the run creates it empty (an unusable path fails at open) */
-    dcr_control_config_t cfg = {address, 0};
-    dcr_control_t *c = NULL;
-    DCR_CHECK(dcr_control_create("sqlite", &cfg, &c));
-    dcr_commit_record_t rec, empty;
-    memset(&empty, 0, sizeof empty);
-    dcr_status_t st = dcr_control_read(c, &rec);
-    dcr_control_destroy(c);
-    DCR_CHECK(st);
-    if (!dcr_commit_record_equal(&rec, &empty))
-        return dcr_error_set(DCR_EINVAL,
-                             "%s %s: already holds an earlier run's commit record (version %llu, "
-                             "attempt %llu); a run starts its receivers at version 0 and needs an "
-                             "empty control plane: give a new file or remove this one",
-                             flag, address, (unsigned long long)rec.version,
-                             (unsigned long long)rec.attempt);
-    return DCR_OK;
-}
-
-dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap)
-{
-    int len;
-    if (run == NULL) {
-        len = snprintf(url, cap, "%s", address);
-    } else {
-        size_t n = strlen(address);
-        while (n > sizeof dcr__etcd_scheme - 1 && address[n - 1] == '/') n--;
-        bool has_prefix = memchr(address + sizeof dcr__etcd_scheme - 1, '/',
-                                 n - (sizeof dcr__etcd_scheme - 1)) != NULL;
-        len = snprintf(url, cap, "%.*s%s/%s", (int)n, address, has_prefix ? "" : "/dcr", run);
-    }
-    if (len < 0 || (size_t)len >= cap)
-        return dcr_error_set(DCR_EINVAL, "control plane address %.200s: too long", address);
-    return DCR_OK;
-}
-
-dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
-                                    dcr_control_t **out_p)
-{
-    return dcr_bench_control_open_as("", address, default_path, run, out_p);
-}
-
-dcr_status_t dcr_bench_control_open_as(const char *prefix, const char *address,
-                                       const char *default_path, const char *run,
-                                       dcr_control_t **out_p)
-{
-    dcr_control_config_t cfg = {address ? address : default_path, 0};
-    bool etcd = dcr_bench_control_is_etcd(address);
-    char name[64];
-    snprintf(name, sizeof name, "%s%s", prefix, etcd ? "etcd" : "sqlite");
-    if (!etcd) return dcr_control_create(name, &cfg, out_p);
-    char url[1024];
-    DCR_CHECK(dcr_bench_control_url(address, run, url, sizeof url));
-    cfg.address = url;
-    if (run != NULL) DCR_LOG_INFO("control plane: %s", url);
-    return dcr_control_create(name, &cfg, out_p);
-}
-
 /* ---- setup ---------------------------------------------------------------- */
 
 static dcr_status_t make_workdir(bench_t *b)
 {
     DCR_CHECK(dcr_workdir_open(b->cfg->workdir_flag ? b->cfg->workdir_flag : "--workdir",
-                               b->cfg->workdir, "dcr-bench", &b->wd));
+                               b->cfg->run.workdir, "dcr-bench", &b->wd));
     b->workdir = b->wd.path;
-    return DCR_OK;
-}
-
-dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
-                                  dcr_construct_mode_t mode, uint8_t **out_p)
-{
-    int nrecv = dcr_serve_receivers(serve);
-    size_t nc = dcr_inventory_count(sc->inventory);
-    dcr_receiver_t **probe = calloc((size_t)nrecv, sizeof(*probe));
-    uint8_t *xor_allowed = calloc(nc + 1, 1);
-    if (!probe || !xor_allowed) {
-        free(probe);
-        free(xor_allowed);
-        return dcr_error_set(DCR_ENOMEM, "XOR policy");
-    }
-    dcr_receiver_config_t base = {.shape_only = true};
-    dcr_status_t st = DCR_OK;
-    for (int i = 0; st == DCR_OK && i < nrecv; i++) {
-        st = dcr_serve_receiver_create(&sc->model, sc->inventory, serve, i, &base, &probe[i]);
-        if (st == DCR_OK) st = dcr_receiver_prewarm(probe[i]);
-    }
-    for (size_t c = 0; st == DCR_OK && c < nc; c++)
-        xor_allowed[c] = mode == DCR_MODE_X && dcr_serve_xor_allowed(probe, nrecv, c);
-    for (int i = 0; i < nrecv; i++) dcr_receiver_destroy(probe[i]);
-    free(probe);
-    if (st != DCR_OK) {
-        free(xor_allowed);
-        return st;
-    }
-    *out_p = xor_allowed;
     return DCR_OK;
 }
 
@@ -268,7 +97,7 @@ dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_conf
 static dcr_status_t make_policy_remote(bench_t *b)
 {
     b->nrecv = dcr_serve_receivers(&b->serve);
-    return dcr_bench_xor_policy(b->sc, &b->serve, b->cfg->mode, &b->xor_allowed);
+    return dcr_run_xor_policy(b->sc, &b->serve, b->cfg->run.mode, &b->xor_allowed);
 }
 
 static dcr_status_t make_receivers(bench_t *b)
@@ -278,10 +107,10 @@ static dcr_status_t make_receivers(bench_t *b)
     b->receivers = calloc((size_t)b->nrecv, sizeof(*b->receivers));
     if (!b->receivers) return dcr_error_set(DCR_ENOMEM, "%d receivers", b->nrecv);
     for (int i = 0; i < b->nrecv; i++) {
-        dcr_receiver_config_t base = {.device = b->cfg->device};
+        dcr_receiver_config_t base = {.device = b->cfg->run.device};
         DCR_CHECK(dcr_serve_receiver_create(&b->sc->model, b->sc->inventory, &b->serve, i, &base,
                                             &b->receivers[i]));
-        dcr_receiver_set_payload_key(b->receivers[i], &b->cfg->payload_key);
+        dcr_receiver_set_payload_key(b->receivers[i], &b->cfg->run.payload_key);
         DCR_CHECK(dcr_receiver_load_dense_all(b->receivers[i], b->canonical));
         DCR_CHECK(dcr_receiver_prewarm(b->receivers[i]));
     }
@@ -289,7 +118,7 @@ static dcr_status_t make_receivers(bench_t *b)
     if (!b->xor_allowed) return dcr_error_set(DCR_ENOMEM, "XOR policy");
     for (size_t c = 0; c < b->nc; c++)
         b->xor_allowed[c] =
-            b->cfg->mode == DCR_MODE_X && dcr_serve_xor_allowed(b->receivers, b->nrecv, c);
+            b->cfg->run.mode == DCR_MODE_X && dcr_serve_xor_allowed(b->receivers, b->nrecv, c);
     return DCR_OK;
 }
 
@@ -300,15 +129,15 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
 {
     char dir[4200];
     snprintf(dir, sizeof(dir), "%s/objstore-%s", b->workdir, name);
-    bool store = b->cfg->store != NULL && strcmp(name, "objstore") == 0;
+    bool store = b->cfg->run.store != NULL && strcmp(name, "objstore") == 0;
     dcr_transport_config_t tc = {.train_nodes = b->sc->train.nodes,
                                  .world = b->sc->layout->world,
                                  .rollout_nodes = rollout_nodes,
-                                 .link = b->cfg->link,
-                                 .dir = store ? b->cfg->store : dir,
-                                 .fanout = b->cfg->fanout,
+                                 .link = b->cfg->run.link,
+                                 .dir = store ? b->cfg->run.store : dir,
+                                 .fanout = b->cfg->run.fanout,
                                  .queue_payloads = 8,
-                                 .s3_endpoint = store ? b->cfg->s3_endpoint : NULL,
+                                 .s3_endpoint = store ? b->cfg->run.s3_endpoint : NULL,
                                  .keep_objects = b->cfg->keep_payloads,
                                  /* processes: the clearing handle, read by nobody (the
                                     relay's: a whole tree in this process, which only the
@@ -316,39 +145,26 @@ static dcr_status_t make_transport(bench_t *b, const char *name, int rollout_nod
                                  .send_only =
                                      b->cfg->processes != NULL && strcmp(name, "relay") != 0};
     DCR_CHECK(dcr_transport_create(name, &tc, out_p));
-    dcr_transport_set_payload_key(*out_p, &b->cfg->payload_key);
-    if (b->cfg->retain > 0 && !strcmp(name, "objstore") && !strcmp(b->cfg->transport, "objstore") &&
-        b->retainer == NULL) {
+    dcr_transport_set_payload_key(*out_p, &b->cfg->run.payload_key);
+    if (b->cfg->run.retain > 0 && !strcmp(name, "objstore") &&
+        !strcmp(b->cfg->run.transport, "objstore") && b->retainer == NULL) {
         /* Its own handle on the run transport's store (the first made):
          * retention copies what the transport wrote (dcr/recovery.h). The
          * reference's handle, made later, must not clear it again. */
-        DCR_CHECK(dcr_retainer_create(tc.dir, tc.s3_endpoint, b->cfg->retain, &b->retainer));
+        DCR_CHECK(dcr_retainer_create(tc.dir, tc.s3_endpoint, b->cfg->run.retain, &b->retainer));
     }
     return DCR_OK;
 }
 
-dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
-                                                  const dcr_scenario_t *sc)
-{
-    dcr_construct_config_t cc = dcr_construct_config_default();
-    cc.mode = cfg->mode;
-    cc.shuffle = cfg->shuffle;
-    cc.payload_key = cfg->payload_key;
-    cc.device = cfg->device;
-    dcr_bench_targets(cfg, dcr_inventory_bytes(sc->inventory), sc->layout->world, &cc.chunk_bytes,
-                      &cc.bucket_bytes);
-    return cc;
-}
-
 static dcr_status_t make_parties(bench_t *b)
 {
-    dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
+    dcr_construct_config_t cc = dcr_run_construct_config(&b->cfg->run, b->sc);
     DCR_LOG_INFO("bench: chunk target %zu bytes, bucket target %zu bytes", cc.chunk_bytes,
                  cc.bucket_bytes);
     /* Owners as processes (an MPI job) construct there: none here. */
     if (!(b->cfg->processes && b->cfg->processes->owners))
         DCR_CHECK(dcr_constructor_create(b->sc->layout, &cc, b->shards, &b->con));
-    DCR_CHECK(make_transport(b, b->cfg->transport, b->cfg->processes ? 1 : b->serve.nodes,
+    DCR_CHECK(make_transport(b, b->cfg->run.transport, b->cfg->processes ? 1 : b->serve.nodes,
                              &b->transport));
     /* Owners here and versions retained: each commit's records are kept
      * for the version's repair set (dcr/construct.h, issue 19). */
@@ -357,15 +173,15 @@ static dcr_status_t make_parties(bench_t *b)
     dcr_rundir_control_path(b->workdir, db, sizeof(db)); /* where the role processes look too */
     char id[64];
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
-    DCR_CHECK(dcr_bench_control_open(b->cfg->control_path, db, id, &b->control));
-    if (b->cfg->processes && dcr_bench_control_is_etcd(b->cfg->control_path)) {
+    DCR_CHECK(dcr_run_control_open(b->cfg->run.control_path, db, id, &b->control));
+    if (b->cfg->processes && dcr_run_control_is_etcd(b->cfg->run.control_path)) {
         /* The role processes join this run's etcd namespace, not a fresh one. */
         char url[1024];
-        DCR_CHECK(dcr_bench_control_url(b->cfg->control_path, id, url, sizeof url));
+        DCR_CHECK(dcr_run_control_url(b->cfg->run.control_path, id, url, sizeof url));
         DCR_CHECK(dcr_rundir_control_url_write(b->workdir, url));
     }
     dcr_coord_config_t coc = dcr_coord_config_default(id, b->serve.gpus_per_node);
-    coc.rl = b->cfg->rl;
+    coc.rl = b->cfg->run.rl;
     coc.nodes = b->cfg->processes != NULL ? "remote" : "local";
     coc.owners = b->cfg->processes && b->cfg->processes->owners ? "remote" : "local";
     dcr_coord_parties_t parties = {
@@ -385,8 +201,8 @@ static dcr_status_t make_parties(bench_t *b)
 
 static dcr_status_t setup(bench_t *b)
 {
-    b->serve = b->cfg->serve;
-    dcr_scenario_spec_t spec = b->cfg->scenario;
+    b->serve = b->cfg->run.serve;
+    dcr_scenario_spec_t spec = b->cfg->run.scenario;
     spec.align_extra = b->serve.tp;
     DCR_CHECK(dcr_scenario_create(&spec, &b->sc));
     DCR_CHECK(dcr_serve_config_validate(&b->sc->model, &b->serve));
@@ -400,7 +216,7 @@ static dcr_status_t setup(bench_t *b)
                              .receivers = dcr_serve_receivers(&b->serve),
                              .serve_tp = b->serve.tp,
                              .verifiers = b->cfg->verify ? 1 : 0, /* one dense receiver at a time */
-                             .adamw = b->cfg->adamw,
+                             .adamw = b->cfg->run.adamw,
                              .transient = true};
     dcr_memory_estimate_t est;
     dcr_scenario_estimate(b->sc, &shape, &est);
@@ -412,10 +228,10 @@ static dcr_status_t setup(bench_t *b)
     DCR_LOG_INFO("bench: %s, %zu tensors, %lld bytes; %d owners, %d receivers on %d nodes",
                  b->sc->model.name, b->nc, (long long)dcr_inventory_bytes(b->sc->inventory),
                  b->sc->layout->world, dcr_serve_receivers(&b->serve), b->serve.nodes);
-    if (b->cfg->init)
-        DCR_CHECK(dcr_ckpt_init_canonical(b->sc, b->cfg->init, b->canonical));
+    if (b->cfg->run.init)
+        DCR_CHECK(dcr_ckpt_init_canonical(b->sc, b->cfg->run.init, b->canonical));
     else
-        dcr_scenario_init_weights(b->sc, b->cfg->seed, b->canonical);
+        dcr_scenario_init_weights(b->sc, b->cfg->run.seed, b->canonical);
     DCR_CHECK(
         dcr_megatron_import(&b->sc->model, &b->sc->train, b->sc->layout, b->canonical, b->shards));
     /* The committed canonical version is the export of the training shards:
@@ -423,11 +239,12 @@ static dcr_status_t setup(bench_t *b)
      * themselves are not what a full reload would load. */
     DCR_CHECK(
         dcr_megatron_export(&b->sc->model, &b->sc->train, b->sc->layout, b->shards, b->canonical));
-    if (b->cfg->adamw)
-        DCR_CHECK(dcr_adamw_create(b->sc, b->shards, b->cfg->lr, b->cfg->seed + 7, &b->adamw));
+    if (b->cfg->run.adamw)
+        DCR_CHECK(
+            dcr_adamw_create(b->sc, b->shards, b->cfg->run.lr, b->cfg->run.seed + 7, &b->adamw));
     DCR_LOG_INFO("bench: dense load and prewarm of the receivers");
     DCR_CHECK(make_receivers(b));
-    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->transport, b->workdir);
+    DCR_LOG_INFO("bench: baselines, %s transport, work dir %s", b->cfg->run.transport, b->workdir);
     return make_parties(b);
 }
 
@@ -679,7 +496,7 @@ static dcr_status_t retain_start(bench_t *b, const dcr_refit_result_t *r, dcr_be
      * their own parts). */
     dcr_repair_records_t *set = NULL;
     if (b->con) dcr_constructor_take_repair(b->con, &set);
-    dcr_construct_config_t cc = dcr_bench_construct_config(b->cfg, b->sc);
+    dcr_construct_config_t cc = dcr_run_construct_config(&b->cfg->run, b->sc);
     return dcr_retainer_start_repair(b->retainer, r->tau, r->version, set, &cc,
                                      b->sc->layout->world);
 }
@@ -689,8 +506,8 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
     uint64_t wall0 = dcr_clock_ns();
     int64_t injected = 0;
-    DCR_CHECK(dcr_scenario_step(b->sc, b->adamw, b->cfg->profile, b->cfg->change_rate,
-                                dcr_scenario_step_seed(b->cfg->seed, (uint64_t)step), b->shards,
+    DCR_CHECK(dcr_scenario_step(b->sc, b->adamw, b->cfg->run.profile, b->cfg->run.change_rate,
+                                dcr_scenario_step_seed(b->cfg->run.seed, (uint64_t)step), b->shards,
                                 b->canonical, &injected));
     uint8_t before[16], after[16];
     if (b->readers) dcr_receiver_digest(b->receivers[0], before);
@@ -855,45 +672,23 @@ static double span_cost_ns(void)
     return (double)(t1 - t0) / SPANS;
 }
 
-/* --anchor-every: rollout-node processes over the object store, within the
- * retention window (a join replays the versions after its anchor). */
-static dcr_status_t anchor_check(const dcr_bench_config_t *cfg, bool process_roles)
-{
-    if (cfg->anchor_every <= 0) return DCR_OK;
-    if (!process_roles || strcmp(cfg->transport, "objstore"))
-        return dcr_error_set(DCR_EINVAL,
-                             "--anchor-every needs --processes and --transport objstore (got "
-                             "%s%s)",
-                             cfg->transport, process_roles ? "" : ", no --processes");
-    if (cfg->anchor_every > cfg->retain)
-        return dcr_error_set(DCR_EINVAL,
-                             "--anchor-every %d is above the retention window (%d versions): a "
-                             "join could not replay from its anchor",
-                             cfg->anchor_every, cfg->retain);
-    return DCR_OK;
-}
-
 dcr_status_t dcr_bench_config_check(const dcr_bench_config_t *cfg, bool process_roles)
 {
     if (cfg->warmup < 0 || cfg->refits < 1)
         return dcr_error_set(DCR_EINVAL, "bench needs >= 1 timed refit");
-    if (!cfg->transport || !dcr_transport_find(cfg->transport))
-        return dcr_error_set(DCR_EINVAL, "--transport %s: expected objstore or relay",
-                             cfg->transport ? cfg->transport : "(none)");
-    if (cfg->adamw && !(cfg->lr > 0))
-        return dcr_error_set(DCR_EINVAL, "--lr must be positive for --changes adamw");
-    if (process_roles && (cfg->rl != DCR_RL_SYNC || cfg->readers > 0))
+    if (process_roles && cfg->readers > 0)
         return dcr_error_set(DCR_EINVAL,
                              "--processes needs --rl sync, without --readers (got %s, %d readers)",
-                             dcr_rl_mode_name(cfg->rl), cfg->readers);
-    if (cfg->keep_payloads && strcmp(cfg->transport, "objstore"))
+                             dcr_rl_mode_name(cfg->run.rl), cfg->readers);
+    DCR_CHECK(dcr_run_config_check(&cfg->run, process_roles));
+    if (cfg->keep_payloads && strcmp(cfg->run.transport, "objstore"))
         return dcr_error_set(
             DCR_EINVAL, "--keep-payloads needs --transport objstore (the relay keeps nothing)");
     if (cfg->trace_overhead && cfg->refits < 4)
         return dcr_error_set(DCR_EINVAL,
                              "--trace-overhead needs at least 4 timed refits (--refits), got %d",
                              cfg->refits);
-    return anchor_check(cfg, process_roles);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p)
@@ -914,7 +709,7 @@ dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *ou
         st = reference(&b, "objstore", &res.reference_s);
     }
     if (st == DCR_OK) st = dcr_interrupt_check("bench");
-    if (st == DCR_OK && !strcmp(cfg->transport, "relay")) {
+    if (st == DCR_OK && !strcmp(cfg->run.transport, "relay")) {
         DCR_LOG_INFO("bench: full-checkpoint reference through the relay tree");
         st = reference(&b, "relay", &res.relay_reference_s);
     }

@@ -14,8 +14,7 @@
 #include "dcr/coord.h"
 #include "dcr/thread.h"
 #include "dcr/transport.h"
-#include "workloads/change/scenario.h"
-#include "workloads/serve/vllm_layout.h"
+#include "workloads/harness/run_config.h"
 
 /* Rollout nodes as processes (dcr bench --processes; deploy/roles.h):
  * the bench keeps the owners and the coordinator in this process, the
@@ -38,47 +37,19 @@ typedef struct dcr_bench_processes {
 } dcr_bench_processes_t;
 
 typedef struct dcr_bench_config {
-    dcr_scenario_spec_t scenario;
-    dcr_serve_config_t serve;
-    const char *transport; /* "objstore" | "relay" */
-    dcr_link_config_t link;
-    int fanout;         /* relay tree */
-    double change_rate; /* uniform stress changes */
-    bool adamw;         /* AdamW trajectories instead (dcr_adamw_t) */
-    /* A measured change profile replayed instead (per-class rates with row,
-     * run and expert clustering; workloads/change/change_profile.h); NULL: none.
-     * Borrowed for the run. */
-    const struct dcr_change_profile *profile;
-    double lr; /* AdamW learning rate */
-    dcr_construct_mode_t mode;
-    dcr_rl_mode_t rl;
+    /* What every process of the run shares (workloads/harness/run_config.h). */
+    dcr_run_config_t run;
     int warmup, refits;
-    bool verify;              /* dense-refit comparison after every timed refit */
-    bool shuffle;             /* byte-plane shuffle in payloads */
-    size_t chunk_bytes;       /* 0: scaled from the seed's (see dcr_bench_targets) */
-    size_t bucket_bytes;      /* 0: scaled from the seed's */
-    const char *workdir;      /* object store and control plane files; NULL: a fresh temp dir */
-    const char *workdir_flag; /* the flag that named workdir, for error lines; NULL: --workdir */
+    bool verify; /* dense-refit comparison after every timed refit */
+    const char
+        *workdir_flag;  /* the flag that named run.workdir, for error lines; NULL: --workdir */
     bool keep_payloads; /* the object store's last attempt stays in workdir (--keep-payloads) */
-    const char *control_path; /* SQLite file or etcd://HOST:PORT[/PREFIX] (see
-                                 dcr_bench_control_open); NULL: <workdir>/control.db */
-    int readers;              /* request emulation: threads reading receiver 0 through the gate */
-    uint64_t seed;
-    /* Safetensors checkpoint whose values start the weights (leading blocks
-     * of a scaled model, see dcr_ckpt_init_canonical); NULL: synthetic. */
-    const char *init;
+    int readers;        /* request emulation: threads reading receiver 0 through the gate */
     /* Measures the recorder's cost in one run: timed refits alternate with
      * the recorder on and off in the order on, off, off, on (repeated), so
      * that a drift of the machine weighs on both sides alike. Needs at least
      * 4 timed refits; bounds exist only for the recorded ones. */
     bool trace_overhead;
-    /* Unset: plain digests. Set: owners sign every payload with it, and the
-     * transport and every receiver accept only payloads signed with it. */
-    dcr_payload_key_t payload_key;
-    /* Object store of the objstore transport (dcr/objstore.h): NULL, a
-     * directory in the work dir; else a store URL (dir:PATH, s3://BUCKET/PREFIX). */
-    const char *store;
-    const char *s3_endpoint; /* for s3:// stores: http[s]://HOST[:PORT] */
     /* Keep every recorded interval for dcr_trace_snapshot after the run
      * (--trace, --out). Otherwise each refit's intervals are freed once its
      * bounds are computed, so that a long run does not grow. */
@@ -90,24 +61,8 @@ typedef struct dcr_bench_config {
     dcr_status_t (*after_refit)(void *ctx, uint64_t version, dcr_receiver_t *const *receivers,
                                 int n);
     void *after_refit_ctx;
-    /* Where the receivers keep resident storage and apply, and where the
-     * owners compare (engine/device): "cpu", "cuda" or "auto"; NULL: cpu.
-     * Carried to every receiver of this process and to its constructor;
-     * role processes (processes below) keep cpu. The dense-refit
-     * verification loads its oracle on the CPU path, so a verified run
-     * on a GPU is bit-exact against the CPU path. */
-    const char *device;
     /* NULL: every role in this process (threads). */
     const dcr_bench_processes_t *processes;
-    /* Committed versions whose payloads stay in the object store for replay
-     * (dcr/recovery.h, --retain); 0: none. Objstore transport only. */
-    int retain;
-    /* Rollout-node processes: node 0 writes an anchor (dcr/recovery.h, a
-     * dense snapshot for an elastic join) after every anchor_every-th
-     * commit, and a node with nothing to restore from joins from the
-     * newest one plus replay (deploy/restorer.h, --anchor-every);
-     * 0: none. Objstore transport with retention only. */
-    int anchor_every;
     /* The object-store full-checkpoint reference run by the caller instead
      * of in this process over the emulated links (dcr bench --testbed: timed
      * transfers over the testbed's shaped links). per_node_bytes: what each
@@ -118,10 +73,8 @@ typedef struct dcr_bench_config {
     void *reference_ctx;
 } dcr_bench_config_t;
 
-/* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
- * 2 nodes x 2 GPUs (TP 2, ETP 2), served by 2 rollout nodes x 2 GPUs (TP 2),
- * 3% uniform changes, object store, sync RL, mode X, 2 warm-up and 5 timed
- * refits, verification on, default links. */
+/* The embedded default: dcr_run_config_default's run, 2 warm-up and 5 timed
+ * refits, verification on. */
 dcr_bench_config_t dcr_bench_config_default(void);
 
 typedef struct dcr_bench_refit {
@@ -198,72 +151,15 @@ typedef struct dcr_bench_result {
     } overhead;
 } dcr_bench_result_t;
 
-/* The rules a run configuration meets before anything runs, written once:
+/* The rules a bench configuration meets before anything runs, written once:
  * dcr bench, dcr faults, every role process (dcr_cli_run_config) and
  * dcr_bench_run check the same ones. process_roles: the rollout nodes will
  * be processes of their own (--processes; cfg->processes, the launcher's
  * hooks, may not be set yet). DCR_EINVAL with one line naming the flag:
- * no timed refit, an unknown transport, --changes adamw without a positive
- * --lr, --trace-overhead with fewer than 4 timed refits, --keep-payloads
- * off the object store, processes with async RL or request readers, and
- * --anchor-every without processes over the object store or above the
- * configured retention window (cfg->retain: a join replays the retained
- * versions after its anchor). */
+ * no timed refit, processes with request readers, the run's rules
+ * (dcr_run_config_check), --keep-payloads off the object store, and
+ * --trace-overhead with fewer than 4 timed refits. */
 dcr_status_t dcr_bench_config_check(const dcr_bench_config_t *cfg, bool process_roles);
-
-/* The constructor configuration of a run (mode, shuffle, key, chunk and
- * bucket targets), the same in dcr bench and in every owner process. */
-dcr_construct_config_t dcr_bench_construct_config(const dcr_bench_config_t *cfg,
-                                                  const dcr_scenario_t *sc);
-/* Per canonical tensor of sc: XOR on every receiver's path of the serving
- * layout (mode X only), from shape-only probes; malloc'd into *out_p. */
-dcr_status_t dcr_bench_xor_policy(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
-                                  dcr_construct_mode_t mode, uint8_t **out_p);
-/* Chunk and bucket targets for a checkpoint: the configured ones, or by
- * default about 12 payloads per owner (the seed's 482 payloads over 32
- * owners) with the seed's chunk-to-bucket proportion for the transport. */
-void dcr_bench_targets(const dcr_bench_config_t *cfg, int64_t checkpoint_bytes, int owners,
-                       size_t *chunk_p, size_t *bucket_p);
-
-/* Control-plane addresses of the harnesses (--control): etcd://HOST:PORT[/PREFIX]
- * selects the etcd backend; anything else is a SQLite file path. True for the
- * former. */
-bool dcr_bench_control_is_etcd(const char *address);
-
-/* Checks a --control value before any work is done: DCR_EINVAL with one line
- * naming flag for an empty value or an etcd URL that is not of the form
- * etcd://HOST:PORT[/PREFIX] (the backend checks it again when it opens). */
-dcr_status_t dcr_bench_control_check(const char *flag, const char *address);
-
-/* Refuses, before a run, a SQLite control plane (a --control FILE that
- * exists) holding any commit record but the empty initial one: a run starts
- * its receivers at version 0, and carrying on from an earlier run's
- * committed version N would hand them deltas against weights they never
- * had. DCR_EINVAL with one line naming flag, the path and the version
- * found; errors opening or reading the file as the SQLite backend's. An
- * absent file and an etcd URL (each run gets a fresh namespace) pass. Only
- * the process that starts a run checks: its role processes join the
- * plane it bootstrapped. */
-dcr_status_t dcr_bench_control_fresh(const char *flag, const char *address);
-
-/* The etcd URL a run's control plane lives at: address with the namespace
- * PREFIX/<run> appended (PREFIX "dcr" when address names none), or address
- * itself for run NULL. DCR_EINVAL when it does not fit cap. */
-dcr_status_t dcr_bench_control_url(const char *address, const char *run, char *url, size_t cap);
-
-/* Opens the control plane of one harness run. Every run starts from an empty
- * control plane, so an etcd URL gets the fresh namespace PREFIX/<run>
- * (PREFIX "dcr" when the URL names none; run unique to the run, e.g.
- * bench-<pid>-<ns>), or with run NULL the URL as given (processes of one run
- * that share a control plane); a file path (NULL: default_path) is opened as
- * SQLite. */
-dcr_status_t dcr_bench_control_open(const char *address, const char *default_path, const char *run,
-                                    dcr_control_t **out_p);
-/* The same over the backends named prefix + "sqlite" / prefix + "etcd"
- * (prefix "faulty:" for a faults run, "" for the real ones). */
-dcr_status_t dcr_bench_control_open_as(const char *prefix, const char *address,
-                                       const char *default_path, const char *run,
-                                       dcr_control_t **out_p);
 
 /* Runs the benchmark with the stage recorder on (dcr/trace.h); with
  * keep_trace the caller can take dcr_trace_snapshot afterwards (for --trace).

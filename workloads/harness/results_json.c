@@ -13,7 +13,7 @@
 
 json_t *dcr_bench_config_json(const dcr_bench_config_t *c, const char *changes, const char *store)
 {
-    const dcr_scenario_spec_t *s = &c->scenario;
+    const dcr_scenario_spec_t *s = &c->run.scenario;
     json_t *j = json_pack(
         "{s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:I,s:I,s:I,s:b,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:I,"
         "s:f,s:s,s:s,"
@@ -22,19 +22,19 @@ json_t *dcr_bench_config_json(const dcr_bench_config_t *c, const char *changes, 
         "train_nodes", (json_int_t)s->train.nodes, "gpus_per_node",
         (json_int_t)s->train.gpus_per_node, "tp", (json_int_t)s->train.tp, "etp",
         (json_int_t)s->train.etp, "ep", (json_int_t)s->train.ep, "pp", (json_int_t)s->train.pp,
-        "mapping", dcr_mapping_name(s->mapping), "rollout_nodes", (json_int_t)c->serve.nodes,
-        "receivers_per_node", (json_int_t)c->serve.gpus_per_node, "serve_tp",
-        (json_int_t)c->serve.tp, "serve_ep", c->serve.ep, "transport", c->transport, "changes",
-        changes, "lr", c->lr, "cross_gbps", c->link.cross_gbps, "flow_gbps", c->link.flow_gbps,
-        "local_gbps", c->link.local_gbps, "latency_ms", c->link.latency_ms, "fanout",
-        (json_int_t)c->fanout, "change_rate", c->change_rate, "mode",
-        dcr_construct_mode_name(c->mode), "rl", dcr_rl_mode_name(c->rl), "warmup",
-        (json_int_t)c->warmup, "refits", (json_int_t)c->refits, "shuffle", c->shuffle, "seed",
-        (json_int_t)c->seed);
+        "mapping", dcr_mapping_name(s->mapping), "rollout_nodes", (json_int_t)c->run.serve.nodes,
+        "receivers_per_node", (json_int_t)c->run.serve.gpus_per_node, "serve_tp",
+        (json_int_t)c->run.serve.tp, "serve_ep", c->run.serve.ep, "transport", c->run.transport,
+        "changes", changes, "lr", c->run.lr, "cross_gbps", c->run.link.cross_gbps, "flow_gbps",
+        c->run.link.flow_gbps, "local_gbps", c->run.link.local_gbps, "latency_ms",
+        c->run.link.latency_ms, "fanout", (json_int_t)c->run.fanout, "change_rate",
+        c->run.change_rate, "mode", dcr_construct_mode_name(c->run.mode), "rl",
+        dcr_rl_mode_name(c->run.rl), "warmup", (json_int_t)c->warmup, "refits",
+        (json_int_t)c->refits, "shuffle", c->run.shuffle, "seed", (json_int_t)c->run.seed);
     /* Whether payloads were signed; the key itself never leaves the process. */
-    if (j) json_object_set_new(j, "payload_keyed", json_boolean(c->payload_key.set));
+    if (j) json_object_set_new(j, "payload_keyed", json_boolean(c->run.payload_key.set));
     /* The checkpoint the weights started from, or null for synthetic weights. */
-    if (j) json_object_set_new(j, "init", c->init ? json_string(c->init) : json_null());
+    if (j) json_object_set_new(j, "init", c->run.init ? json_string(c->run.init) : json_null());
     if (j && store) json_object_set_new(j, "store", json_string(store));
     return j;
 }
@@ -159,7 +159,8 @@ static void print_means(const dcr_bench_result_t *r)
 void dcr_bench_result_print(const dcr_bench_config_t *c, const dcr_bench_result_t *r)
 {
     printf("links: cross %.3g Gbps per node, flow %.3g Gbps, local %.3g Gbps, latency %.3g ms\n",
-           c->link.cross_gbps, c->link.flow_gbps, c->link.local_gbps, c->link.latency_ms);
+           c->run.link.cross_gbps, c->run.link.flow_gbps, c->run.link.local_gbps,
+           c->run.link.latency_ms);
     printf("checkpoint %lld bytes, %d owners, %d receivers, %zu XOR / %zu overwrite tensors\n\n",
            (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors,
            r->overwrite_tensors);
@@ -177,9 +178,9 @@ void dcr_bench_result_print(const dcr_bench_config_t *c, const dcr_bench_result_
     if (r->requests)
         printf("requests during refits %lld, saw a mixed policy %lld\n", (long long)r->requests,
                (long long)r->request_mismatches);
-    if (c->payload_key.set || r->payloads_rejected)
+    if (c->run.payload_key.set || r->payloads_rejected)
         printf("payloads %s; refused %lld, of which unauthenticated %lld\n",
-               c->payload_key.set ? "signed with the payload key" : "unkeyed",
+               c->run.payload_key.set ? "signed with the payload key" : "unkeyed",
                (long long)r->payloads_rejected, (long long)r->payloads_unauthenticated);
 }
 

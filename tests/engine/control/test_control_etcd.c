@@ -676,21 +676,21 @@ static void test_harness_namespaces(void **state)
     char url[128];
     dcr_control_t *c = NULL;
     snprintf(url, sizeof url, "etcd://%s/ns-a/", g_etcd.hostport);
-    assert_status(dcr_bench_control_open(url, "/nonexistent/unused.db", "run-1", &c), DCR_OK);
+    assert_status(dcr_run_control_open(url, "/nonexistent/unused.db", "run-1", &c), DCR_OK);
     dcr_control_destroy(c);
     assert_int_equal(raw_count(&g_etcd, "ns-a/run-1/", NULL), 2); /* schema and record */
-    assert_status(dcr_bench_control_open(url, NULL, NULL, &c), DCR_OK);
+    assert_status(dcr_run_control_open(url, NULL, NULL, &c), DCR_OK);
     dcr_control_destroy(c);
     assert_int_equal(raw_count(&g_etcd, "ns-a/", NULL), 4);
     snprintf(url, sizeof url, "etcd://%s", g_etcd.hostport);
     long before = raw_count(&g_etcd, "dcr/run-2/", NULL);
-    assert_status(dcr_bench_control_open(url, NULL, "run-2", &c), DCR_OK);
+    assert_status(dcr_run_control_open(url, NULL, "run-2", &c), DCR_OK);
     dcr_control_destroy(c);
     assert_int_equal(raw_count(&g_etcd, "dcr/run-2/", NULL) - before, 2);
-    assert_status(dcr_bench_control_check("--control", url), DCR_OK);
-    assert_status(dcr_bench_control_check("--control", "/tmp/control.db"), DCR_OK);
-    assert_status(dcr_bench_control_check("--control", "etcd://h:1/a//b"), DCR_EINVAL);
-    assert_status(dcr_bench_control_check("--control", "etcd://[::1]:2379/x"), DCR_OK);
+    assert_status(dcr_run_control_check("--control", url), DCR_OK);
+    assert_status(dcr_run_control_check("--control", "/tmp/control.db"), DCR_OK);
+    assert_status(dcr_run_control_check("--control", "etcd://h:1/a//b"), DCR_EINVAL);
+    assert_status(dcr_run_control_check("--control", "etcd://[::1]:2379/x"), DCR_OK);
 }
 
 /* The backend's base64 (libcrypto underneath) against RFC 4648, section 10,

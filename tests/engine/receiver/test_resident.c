@@ -38,7 +38,7 @@ static int setup(void **state)
     (void)state;
     snprintf(g_dir, sizeof g_dir, "/tmp/dcr_resident_XXXXXX");
     if (!mkdtemp(g_dir)) return -1;
-    dcr_bench_config_t c = dcr_bench_config_default();
+    dcr_run_config_t c = dcr_run_config_default();
     c.scenario.scale = 64;
     c.scenario.layers = 2;
     return dcr_role_world_create(&c, &g_world) == DCR_OK ? 0 : -1;

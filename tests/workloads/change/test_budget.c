@@ -135,28 +135,28 @@ static void test_refusals_are_fast(void **state)
     assert_int_equal(write(fd, json, strlen(json)), (ssize_t)strlen(json));
     close(fd);
     dcr_bench_config_t c = tiny();
-    c.scenario.model = path;
-    c.scenario.scale = 1;
-    c.scenario.layers = 0;
-    c.scenario.max_memory = 16LL << 30;
+    c.run.scenario.model = path;
+    c.run.scenario.scale = 1;
+    c.run.scenario.layers = 0;
+    c.run.scenario.max_memory = 16LL << 30;
     assert_refused(&c, DCR_ENOMEM, "estimated peak memory");
     assert_non_null(strstr(dcr_error_detail(), "budget of 16.00 GiB"));
     unlink(path);
 
     c = tiny();
-    c.scenario.train.nodes = 1024;
-    c.scenario.train.gpus_per_node = 1024;
+    c.run.scenario.train.nodes = 1024;
+    c.run.scenario.train.gpus_per_node = 1024;
     assert_refused(&c, DCR_EINVAL, "at most 65536");
 
     c = tiny();
-    c.serve.nodes = 1024;
-    c.serve.gpus_per_node = 64;
-    c.scenario.max_memory = 16LL << 30;
+    c.run.serve.nodes = 1024;
+    c.run.serve.gpus_per_node = 64;
+    c.run.scenario.max_memory = 16LL << 30;
     assert_refused(&c, DCR_ENOMEM, "receivers");
 
     /* The same small run fits a budget of a few GB and not one of 1 MB. */
     c = tiny();
-    c.scenario.max_memory = 1 << 20;
+    c.run.scenario.max_memory = 1 << 20;
     assert_refused(&c, DCR_ENOMEM, "budget of 1.0 MiB");
 }
 
@@ -218,10 +218,10 @@ static void test_estimate_near_measured_peak(void **state)
     dcr_bench_config_t c = tiny(); /* the embedded default model and layout */
     assert_estimate_near_peak("default (scale 16, 8 layers)", &c);
     c = tiny();
-    c.scenario.scale = 32;
-    c.scenario.layers = 4;
-    c.serve.nodes = 3;
-    c.adamw = true;
+    c.run.scenario.scale = 32;
+    c.run.scenario.layers = 4;
+    c.run.serve.nodes = 3;
+    c.run.adamw = true;
     assert_estimate_near_peak("scale 32, 4 layers, 3 rollout nodes, adamw", &c);
 }
 

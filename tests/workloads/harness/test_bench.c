@@ -29,9 +29,9 @@
 static dcr_bench_config_t small(const char *model, int layers)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
-    c.scenario.model = model;
-    c.scenario.scale = 64;
-    c.scenario.layers = layers;
+    c.run.scenario.model = model;
+    c.run.scenario.scale = 64;
+    c.run.scenario.layers = layers;
     c.warmup = 1;
     c.refits = 2;
     c.readers = 1;
@@ -85,7 +85,7 @@ static void run_ok(const dcr_bench_config_t *c, dcr_bench_result_t *r)
 static void test_objstore_sync_cross_bytes(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
-    c.serve.nodes = 3;
+    c.run.serve.nodes = 3;
     dcr_bench_result_t r;
     run_ok(&c, &r);
     for (int i = 0; i < r.nrefits; i++) {
@@ -99,10 +99,10 @@ static void test_objstore_sync_cross_bytes(void **state)
 static void test_relay_async_cross_once(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
-    c.transport = "relay";
-    c.rl = DCR_RL_ASYNC;
-    c.serve.nodes = 3;
-    c.fanout = 2;
+    c.run.transport = "relay";
+    c.run.rl = DCR_RL_ASYNC;
+    c.run.serve.nodes = 3;
+    c.run.fanout = 2;
     dcr_bench_result_t r;
     run_ok(&c, &r);
     assert_true(r.relay_reference_s > 0);
@@ -117,10 +117,10 @@ static void test_relay_async_cross_once(void **state)
 static void test_more_owners_than_receivers(void **state)
 {
     dcr_bench_config_t c = small("qwen2.5-0.5b", 2);
-    c.scenario.train = (dcr_train_config_t){2, 4, 2, 1, 1, 1, 0};
-    c.serve.nodes = 1;
-    c.serve.gpus_per_node = 1;
-    c.serve.tp = 1;
+    c.run.scenario.train = (dcr_train_config_t){2, 4, 2, 1, 1, 1, 0};
+    c.run.serve.nodes = 1;
+    c.run.serve.gpus_per_node = 1;
+    c.run.serve.tp = 1;
     dcr_bench_result_t r;
     run_ok(&c, &r);
     assert_int_equal(r.owners, 8);
@@ -132,12 +132,12 @@ static void test_more_owners_than_receivers(void **state)
 static void test_more_receivers_than_owners(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
-    c.scenario.train = (dcr_train_config_t){1, 1, 1, 1, 1, 1, 0};
-    c.serve.nodes = 2;
-    c.serve.gpus_per_node = 4;
-    c.serve.tp = 4;
-    c.serve.ep = true;
-    c.transport = "relay";
+    c.run.scenario.train = (dcr_train_config_t){1, 1, 1, 1, 1, 1, 0};
+    c.run.serve.nodes = 2;
+    c.run.serve.gpus_per_node = 4;
+    c.run.serve.tp = 4;
+    c.run.serve.ep = true;
+    c.run.transport = "relay";
     dcr_bench_result_t r;
     run_ok(&c, &r);
     assert_int_equal(r.owners, 1);
@@ -161,8 +161,8 @@ static void test_families_and_modes(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dcr_bench_config_t c = small(cases[i].model, cases[i].layers);
-        c.mode = cases[i].mode;
-        c.scenario.mapping = cases[i].mapping;
+        c.run.mode = cases[i].mode;
+        c.run.scenario.mapping = cases[i].mapping;
         c.refits = 1;
         dcr_bench_result_t r;
         print_message("  %s mode %s\n", cases[i].model, dcr_construct_mode_name(cases[i].mode));
@@ -175,8 +175,8 @@ static void test_families_and_modes(void **state)
 static void test_adamw_changes(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
-    c.adamw = true;
-    c.lr = 1e-6;
+    c.run.adamw = true;
+    c.run.lr = 1e-6;
     dcr_bench_result_t r;
     run_ok(&c, &r);
     for (int i = 0; i < r.nrefits; i++) assert_true(r.refits[i].changed_elements > 0);
@@ -188,8 +188,8 @@ static void test_adamw_changes(void **state)
 static void test_fp8_export(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 2);
-    c.scenario.scale = 16; /* o_proj spans whole 128 x 128 blocks */
-    c.scenario.fp8_layers = 1;
+    c.run.scenario.scale = 16; /* o_proj spans whole 128 x 128 blocks */
+    c.run.scenario.fp8_layers = 1;
     dcr_bench_result_t r;
     run_ok(&c, &r);
     dcr_bench_result_free(&r);
@@ -225,12 +225,12 @@ static void test_trace_overhead_alternates(void **state)
 static void test_bad_configs_fail_cleanly(void **state)
 {
     dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
-    c.transport = "carrier-pigeon";
+    c.run.transport = "carrier-pigeon";
     dcr_bench_result_t r;
     assert_int_equal(dcr_bench_run(&c, &r), DCR_EINVAL);
     c = small("qwen3-30b-a3b", 1);
-    c.serve.tp = 3;
-    c.serve.gpus_per_node = 3;
+    c.run.serve.tp = 3;
+    c.run.serve.gpus_per_node = 3;
     assert_int_not_equal(dcr_bench_run(&c, &r), DCR_OK);
     c = small("qwen3-30b-a3b", 1);
     c.refits = 0;
@@ -248,11 +248,11 @@ static void test_control_fresh(void **state)
     assert_true(testfiles_tmpdir(dir, sizeof(dir), "control-fresh"));
     char path[128];
     snprintf(path, sizeof path, "%s/control.db", dir);
-    assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_OK); /* absent */
+    assert_int_equal(dcr_run_control_fresh("--control", path), DCR_OK); /* absent */
     dcr_control_config_t cfg = {path, 0};
     dcr_control_t *c = NULL;
     assert_int_equal(dcr_control_create("sqlite", &cfg, &c), DCR_OK);
-    assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_OK); /* empty */
+    assert_int_equal(dcr_run_control_fresh("--control", path), DCR_OK); /* empty */
     dcr_commit_record_t empty, rec;
     memset(&empty, 0, sizeof empty);
     memset(&rec, 0, sizeof rec);
@@ -261,14 +261,14 @@ static void test_control_fresh(void **state)
     rec.committed_ns = 1;
     assert_int_equal(dcr_control_cas(c, &empty, &rec), DCR_OK);
     dcr_control_destroy(c);
-    assert_int_equal(dcr_bench_control_fresh("--control", path), DCR_EINVAL);
+    assert_int_equal(dcr_run_control_fresh("--control", path), DCR_EINVAL);
     const char *d = dcr_error_detail();
     assert_non_null(strstr(d, "--control"));
     assert_non_null(strstr(d, path));
     assert_non_null(strstr(d, "version 3, attempt 9"));
     assert_null(strchr(d, '\n'));
     /* An etcd URL names a fresh namespace per run: nothing to refuse. */
-    assert_int_equal(dcr_bench_control_fresh("--control", "etcd://127.0.0.1:1/x"), DCR_OK);
+    assert_int_equal(dcr_run_control_fresh("--control", "etcd://127.0.0.1:1/x"), DCR_OK);
     char cmd[256];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
@@ -284,26 +284,26 @@ static void test_config_check_anchor_every(void **state)
     (void)state;
     dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
     c.readers = 0;
-    c.anchor_every = 10;
-    c.retain = 12; /* a window larger than the default: anchors up to it */
+    c.run.anchor_every = 10;
+    c.run.retain = 12; /* a window larger than the default: anchors up to it */
     assert_int_equal(dcr_bench_config_check(&c, true), DCR_OK);
-    c.retain = 4; /* smaller: refused, naming both */
+    c.run.retain = 4; /* smaller: refused, naming both */
     assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
     const char *d = dcr_error_detail();
     assert_non_null(strstr(d, "--anchor-every 10"));
     assert_non_null(strstr(d, "retention window (4 versions"));
     assert_null(strchr(d, '\n'));
-    c.retain = 0; /* no window at all: nothing to replay from an anchor */
+    c.run.retain = 0; /* no window at all: nothing to replay from an anchor */
     assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
-    c.retain = 12;
+    c.run.retain = 12;
     assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL); /* threads */
     assert_non_null(strstr(dcr_error_detail(), "--processes"));
-    c.transport = "relay";
+    c.run.transport = "relay";
     assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "objstore"));
-    c.transport = "objstore";
-    c.anchor_every = 0; /* never: no window needed */
-    c.retain = 0;
+    c.run.transport = "objstore";
+    c.run.anchor_every = 0; /* never: no window needed */
+    c.run.retain = 0;
     assert_int_equal(dcr_bench_config_check(&c, false), DCR_OK);
 }
 
@@ -313,7 +313,7 @@ static void test_config_check_rules(void **state)
     (void)state;
     dcr_bench_config_t c = small("qwen3-30b-a3b", 1);
     assert_int_equal(dcr_bench_config_check(&c, false), DCR_OK);
-    c.transport = "carrier-pigeon";
+    c.run.transport = "carrier-pigeon";
     assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "--transport carrier-pigeon"));
     c = small("qwen3-30b-a3b", 1);
@@ -325,13 +325,13 @@ static void test_config_check_rules(void **state)
     assert_int_equal(dcr_bench_config_check(&c, true), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "--readers"));
     c = small("qwen3-30b-a3b", 1);
-    c.transport = "relay";
+    c.run.transport = "relay";
     c.keep_payloads = true;
     assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "--keep-payloads"));
     c = small("qwen3-30b-a3b", 1);
-    c.adamw = true;
-    c.lr = 0;
+    c.run.adamw = true;
+    c.run.lr = 0;
     assert_int_equal(dcr_bench_config_check(&c, false), DCR_EINVAL);
     assert_non_null(strstr(dcr_error_detail(), "--lr"));
 }

@@ -57,7 +57,7 @@ static void seen_free(seen_t *s)
 
 static void run_on(dcr_bench_config_t c, const char *device, seen_t *s)
 {
-    c.device = device;
+    c.run.device = device;
     c.after_refit = keep_digests;
     c.after_refit_ctx = s;
     dcr_bench_result_t r;
@@ -121,9 +121,9 @@ static void test_fp32_norms_casts(void **state)
 {
     (void)state;
     dcr_bench_config_t c = short_run();
-    c.serve.fp32_norms = true;
-    c.scenario.scale = 64;
-    c.scenario.layers = 2;
+    c.run.serve.fp32_norms = true;
+    c.run.scenario.scale = 64;
+    c.run.scenario.layers = 2;
     far_against_cpu(&c);
 }
 
@@ -133,9 +133,9 @@ static void test_nemotron_maps(void **state)
 {
     (void)state;
     dcr_bench_config_t c = short_run();
-    c.scenario.model = "nemotron-3-nano-30b-a3b";
-    c.scenario.scale = 64;
-    c.scenario.layers = 6;
+    c.run.scenario.model = "nemotron-3-nano-30b-a3b";
+    c.run.scenario.scale = 64;
+    c.run.scenario.layers = 6;
     far_against_cpu(&c);
 }
 
@@ -145,7 +145,7 @@ static void test_missing_device(void **state)
     const dcr_device_ops_t *cuda = dcr_device_find("cuda");
     if (cuda && cuda->count(cuda) > 0) skip(); /* a GPU here: cuda runs */
     dcr_bench_config_t c = short_run();
-    c.device = "cuda";
+    c.run.device = "cuda";
     dcr_bench_result_t r;
     dcr_status_t st = dcr_bench_run(&c, &r);
     assert_true(st == DCR_ENOTFOUND || st == DCR_EUNSUPPORTED);

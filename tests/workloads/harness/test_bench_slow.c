@@ -63,10 +63,10 @@ static double mean_wall(const dcr_bench_result_t *r, int from)
 static void long_run(double *ratio_p, double *growth_p)
 {
     dcr_bench_config_t c = dcr_bench_config_default();
-    c.scenario.scale = 128;
-    c.scenario.layers = 1;
-    c.link.cross_gbps = c.link.flow_gbps = c.link.local_gbps = 0; /* unlimited */
-    c.link.latency_ms = 0;
+    c.run.scenario.scale = 128;
+    c.run.scenario.layers = 1;
+    c.run.link.cross_gbps = c.run.link.flow_gbps = c.run.link.local_gbps = 0; /* unlimited */
+    c.run.link.latency_ms = 0;
     c.warmup = 1;
     c.refits = REFITS;
     dcr_bench_result_t r;
