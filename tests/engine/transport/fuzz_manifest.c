@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 /* Fuzz targets see only public headers; the parser is internal. */
-#include "../../../engine/transport/transport-internal.h"
+#include "transport/transport-internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Fuzz targets see only public headers; the readers are internal. */
-#include "../../../engine/transport/objstore-internal.h"
+#include "transport/objstore-internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
