@@ -34,7 +34,8 @@ static int dcr__device_detect(const char *device, size_t bytes, const double *ra
             return dcr_cli_fail("microbench", st);
         }
     }
-    dcr_microbench_device_detect_report(dcr_device_backend(dev)->hdr.name, rows, nrates, bytes, json);
+    dcr_microbench_device_detect_report(dcr_device_backend(dev)->hdr.name, rows, nrates, bytes,
+                                        json);
     dcr_device_destroy(dev);
     return 0;
 }
@@ -56,8 +57,8 @@ static int dcr__device_apply(const char *device, size_t bytes, const double *rat
             return dcr_cli_fail("microbench apply", st);
         }
     }
-    dcr_microbench_device_apply_report(dcr_device_backend(dev)->hdr.name, rows, nrates, bytes, repeats,
-                                       json);
+    dcr_microbench_device_apply_report(dcr_device_backend(dev)->hdr.name, rows, nrates, bytes,
+                                       repeats, json);
     dcr_device_destroy(dev);
     return 0;
 }

@@ -24,7 +24,8 @@ typedef struct dcr_scenario_spec {
     int fp8_layers;  /* FP8 block-quantized o_proj export of the first N layers (dcr_model_config_t)
                       */
     bool layers_is_default; /* layers is a command's default, not the user's: a cap */
-    int64_t max_memory;     /* memory budget in bytes (workloads/change/budget.h); 0: the default share */
+    int64_t
+        max_memory; /* memory budget in bytes (workloads/change/budget.h); 0: the default share */
 } dcr_scenario_spec_t;
 
 /* Default model, scale 1, all layers, one rank, paper mapping. */
