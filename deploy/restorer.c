@@ -4,7 +4,6 @@
 #define _XOPEN_SOURCE 700
 #include "deploy/restorer.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -741,7 +740,7 @@ static void classify(dcr_restorer_t *R, dcr_receiver_t **recv, int k, uint64_t h
     pd->on = false;
     dcr_restore_state_t state = {rec->held, from, in_memory && !rec->why[0], R->cfg.repair_in_retry,
                                  pd->refused};
-    dcr_restore_choice_t c = dcr_restore_decide_why(&state, version, rec->why, sizeof rec->why);
+    dcr_restore_choice_t c = dcr_restore_decide(&state, version, rec->why, sizeof rec->why);
     rec->kind = c.kind;
     *from_p = from;
     *action_p = c.action;

@@ -33,8 +33,8 @@ static dcr_restore_choice_t decide_interrupted(const dcr_restore_state_t *s, uin
     return choice(DCR_RESTORE_DENSE, DCR_RESTORE_APPLY);
 }
 
-dcr_restore_choice_t dcr_restore_decide_why(const dcr_restore_state_t *s, uint64_t version,
-                                            char *why, size_t cap)
+dcr_restore_choice_t dcr_restore_decide(const dcr_restore_state_t *s, uint64_t version, char *why,
+                                        size_t cap)
 {
     if (s->from != DCR_RESTORE_NONE) return decide_interrupted(s, version, why, cap);
     if (s->held == version)
@@ -43,11 +43,6 @@ dcr_restore_choice_t dcr_restore_decide_why(const dcr_restore_state_t *s, uint64
     if (s->held != DCR_RESTORE_NONE && why != NULL && cap > 0)
         snprintf(why, cap, "holds version %" PRIu64 ", ahead of %" PRIu64, s->held, version);
     return choice(DCR_RESTORE_DENSE, DCR_RESTORE_APPLY);
-}
-
-dcr_restore_choice_t dcr_restore_decide(const dcr_restore_state_t *s, uint64_t version)
-{
-    return dcr_restore_decide_why(s, version, NULL, 0);
 }
 
 bool dcr_restore_prefers_anchor(dcr_restore_kind_t kind, int anchor_every, bool store,

@@ -617,13 +617,11 @@ typedef struct dcr_restore_choice {
  * no such repair failed before), else dense; clean at version: nothing
  * (untouched) or a check; clean at u < version: replay; anything else
  * (unknown, ahead): dense. Pure: no I/O. Anchors replace dense afterwards
- * (dcr_restore_prefers_anchor). */
-dcr_restore_choice_t dcr_restore_decide(const dcr_restore_state_t *s, uint64_t version);
-/* The same, appending to why (NUL-terminated, cap bytes; what the restorer
- * found so far) the reason a receiver is not clean or replayed, where the
- * decision adds one. */
-dcr_restore_choice_t dcr_restore_decide_why(const dcr_restore_state_t *s, uint64_t version,
-                                            char *why, size_t cap);
+ * (dcr_restore_prefers_anchor). why (NULL, or NUL-terminated in cap bytes:
+ * what the restorer found so far) gets the reason a receiver is not clean
+ * or replayed appended, where the decision adds one. */
+dcr_restore_choice_t dcr_restore_decide(const dcr_restore_state_t *s, uint64_t version, char *why,
+                                        size_t cap);
 
 /* Whether a receiver decided dense joins from an anchor instead: anchors
  * are written (anchor_every > 0), a store is reachable and version > 0

@@ -58,8 +58,8 @@ static void test_table(void **state)
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         const row_t *r = &rows[i];
         char why[200] = "found";
-        dcr_restore_choice_t c = dcr_restore_decide_why(&r->s, r->version, why, sizeof why);
-        dcr_restore_choice_t plain = dcr_restore_decide(&r->s, r->version);
+        dcr_restore_choice_t c = dcr_restore_decide(&r->s, r->version, why, sizeof why);
+        dcr_restore_choice_t plain = dcr_restore_decide(&r->s, r->version, NULL, 0);
         if (c.kind != r->kind || c.action != r->action)
             fail_msg("row %zu: %s/%d, want %s/%d", i, dcr_restore_kind_name(c.kind), c.action,
                      dcr_restore_kind_name(r->kind), r->action);
@@ -92,7 +92,7 @@ static void test_reason_bounded(void **state)
     memset(why, 'x', sizeof why - 1);
     why[sizeof why - 1] = '\0';
     dcr_restore_state_t s = {NONE, 5, false, true, true};
-    dcr_restore_choice_t c = dcr_restore_decide_why(&s, 5, why, sizeof why);
+    dcr_restore_choice_t c = dcr_restore_decide(&s, 5, why, sizeof why);
     assert_int_equal(c.kind, DCR_RESTORE_DENSE);
     assert_int_equal(strlen(why), sizeof why - 1);
 }
