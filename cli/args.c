@@ -29,12 +29,15 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
     printf("  %-22s %s\n", "--help", "show this help");
 }
 
-/* The outer limit of a flag across commands: no command accepts a value
- * outside these, so `--rollout-nodes 5000` is refused everywhere. A
- * command's own bounds narrow them and win (dcr__bounds): `dcr diff
- * --chunk-mib 0` is refused by the parser because diff has no 0 default,
- * while bench, whose 0 means "scaled", accepts it. What a run can afford
- * is the memory budget's business, not the flag's. */
+/* The one range of a flag in every command that takes it: a flag listed
+ * here accepts exactly these values wherever it appears, and a command's
+ * own bounds for it are ignored (dcr__bounds), so `--rollout-nodes`,
+ * `--level` or `--link-gbps` mean the same in bench, faults, construct,
+ * table2 and sim, and `--help` prints the same range everywhere. Where 0
+ * is allowed it means the command's default (or "all" for --layers, "no
+ * cap" for a rate). What a run can afford is the memory budget's business,
+ * not the flag's. --lr stops at 0.1: AdamW's step is refused at 1 and
+ * beyond by the change model, and no fine-tuning rate comes near 0.1. */
 static const struct dcr__limit {
     const char *name;
     double min, max;
@@ -48,7 +51,7 @@ static const struct dcr__limit {
     {"--fanout", 1, 64},
     {"--readers", 0, 64},
     {"--change-rate", 0, 1},
-    {"--lr", 1e-12, 1},
+    {"--lr", 1e-12, 0.1},
     {"--chunk-mib", 0, 1 << 20}, /* 0: the command's default */
     {"--bucket-mib", 0, 1 << 20},
     {"--level", -7, 22}, /* zstd's range */
@@ -76,17 +79,12 @@ bool dcr_args_limit(const char *name, double *min_p, double *max_p)
     return false;
 }
 
-/* The range a command's numeric flag accepts: its own bounds within the
- * shared limit (a command with no bounds of its own, min == max == 0, gets
- * the shared limit whole). */
+/* The range a command's numeric flag accepts: the shared range when the
+ * flag has one, else the command's own bounds. */
 static void dcr__bounds(const dcr_arg_t *arg, double *lo_p, double *hi_p)
 {
-    double lo = arg->min, hi = arg->max, slo, shi;
-    bool own = !(lo == 0 && hi == 0);
-    if (dcr_args_limit(arg->name, &slo, &shi)) {
-        lo = own && lo > slo ? lo : slo;
-        hi = own && hi < shi ? hi : shi;
-    }
+    double lo = arg->min, hi = arg->max;
+    (void)dcr_args_limit(arg->name, &lo, &hi);
     *lo_p = lo;
     *hi_p = hi;
 }
@@ -239,8 +237,11 @@ int dcr_cli_usage(const char *command, int status)
 int dcr_cli_check(const char *command, int status)
 {
     if (status == DCR_OK) return 0;
-    return status == DCR_EINVAL || status == DCR_ELAYOUT ? dcr_cli_usage(command, status)
-                                                         : dcr_cli_fail(command, status);
+    /* A file a flag names that is missing, malformed or not a file is the
+     * user's input, as wrong as a bad number: usage. */
+    bool usage = status == DCR_EINVAL || status == DCR_ELAYOUT || status == DCR_ENOTFOUND ||
+                 status == DCR_EPARSE;
+    return usage ? dcr_cli_usage(command, status) : dcr_cli_fail(command, status);
 }
 
 bool dcr_args_seen(const dcr_arg_t *args, int nargs, const char *name)

@@ -48,15 +48,18 @@ int dcr_cli_fail(const char *command, int status);
 int dcr_cli_usage(const char *command, int status);
 
 /* For errors found while validating flags, before the run: 0 for DCR_OK;
- * 2 (usage) for an invalid value or layout (DCR_EINVAL, DCR_ELAYOUT); 1 for
- * anything else (a config file that cannot be read). Prints the line. */
+ * 2 (usage) for an invalid value or layout (DCR_EINVAL, DCR_ELAYOUT) and for
+ * a named input that is missing, malformed or not a regular file
+ * (DCR_ENOTFOUND, DCR_EPARSE); 1 for anything else (a read error, no
+ * memory). Prints the line. */
 int dcr_cli_check(const char *command, int status);
 
 /* Whether the flag `name` was given (the parser's `seen`). */
 bool dcr_args_seen(const dcr_arg_t *args, int nargs, const char *name);
 
-/* The shared bounds of a flag (one limit per flag across commands); false
- * when the flag has none and the command's own bounds apply. */
+/* The one range of a flag across every command (the table in args.c);
+ * false when the flag has none and the command's own bounds apply. A
+ * command's own bounds for a flag in the table are ignored. */
 bool dcr_args_limit(const char *name, double *min_p, double *max_p);
 
 /* Whether s is a plain decimal number (whole: an integer): optional '-',

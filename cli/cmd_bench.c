@@ -212,6 +212,22 @@ static dcr_status_t make_launcher(int argc, char **argv, const dcr_bench_config_
     return st;
 }
 
+/* Flags that only mean something with --processes, or with the relay
+ * tree, are refused elsewhere instead of being silently ignored (after
+ * testbed_check, which may imply --processes). */
+static dcr_status_t applies_check(const bench_opts_t *o)
+{
+    static const char *const processes_only[] = {"--sigkill-every", "--restart-nodes",
+                                                 "--owner-threads", "--kill-coordinator-every"};
+    for (size_t i = 0; i < sizeof(processes_only) / sizeof(processes_only[0]); i++)
+        if (!o->processes && !o->role && dcr_args_seen(o->args, o->nargs, processes_only[i]))
+            return dcr_error_set(DCR_EINVAL, "%s applies only with --processes", processes_only[i]);
+    if (strcmp(o->transport, "relay") && dcr_args_seen(o->args, o->nargs, "--fanout"))
+        return dcr_error_set(
+            DCR_EINVAL, "--fanout is the relay tree's (--transport relay), not %s's", o->transport);
+    return DCR_OK;
+}
+
 /* --join-at STEP: usage errors, before anything runs (after testbed_check,
  * which may imply --processes). */
 static dcr_status_t join_at_check(const bench_opts_t *o)
@@ -483,6 +499,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
     dcr_bench_config_t c = dcr_bench_config_default();
     dcr_bench_result_t r;
     int rc = dcr_cli_check("bench", testbed_check(o));
+    if (rc == 0) rc = dcr_cli_check("bench", applies_check(o));
     if (rc == 0) rc = dcr_cli_check("bench", join_at_check(o));
     if (rc == 0) rc = dcr_cli_check("bench", fill_config(o, &c));
     if (rc) return rc;

@@ -1,8 +1,16 @@
 /* dcr: dispatch to subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
+#include "dcr/log.h"
+#include "dcr/status.h"
+#include "workloads/harness/results.h"
+
+/* The release, kept equal to project(dcr VERSION ...) in CMakeLists.txt
+ * (tests/cli/test_cli_exit_codes.c reads both). */
+#define DCR_CLI_VERSION "0.1.0"
 
 typedef struct dcr_cli_command {
     const char *name;
@@ -44,21 +52,46 @@ static const dcr_cli_command_t commands[] = {
 
 static void print_usage(FILE *out)
 {
-    fprintf(
-        out,
-        "usage: dcr <command> [options]   (dcr <command> --help for its options)\n\ncommands:\n");
+    fprintf(out, "usage: dcr <command> [options]   (dcr <command> --help for its options; dcr "
+                 "--version)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* DCR_LOG comes from the environment: a value that is not a level is
+ * reported here, escaped (a raw ESC or newline in it must not reach the
+ * terminal), and replaced by the default, so that the logger, which would
+ * echo it as it is, never sees it. The role processes inherit the cleaned
+ * value. */
+static void sanitize_log_env(void)
+{
+    const char *env = getenv("DCR_LOG");
+    dcr_log_level_t level;
+    if (env == NULL || env[0] == '\0' || dcr_log_level_parse(env, &level) == 0) return;
+    char safe[128];
+    fprintf(stderr, "dcr: warn: DCR_LOG=%s is not one of error, warn, info, debug; using info\n",
+            dcr_escape(safe, sizeof(safe), env));
+    setenv("DCR_LOG", "info", 1);
+}
+
 int main(int argc, char **argv)
 {
+    sanitize_log_env();
     if (argc < 2) {
         print_usage(stderr);
         return 2;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         print_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        if (argc > 2) {
+            fprintf(stderr, "dcr: --version takes no arguments\n");
+            return 2;
+        }
+        /* The revision results files record (dcr_results_git_revision). */
+        printf("dcr %s (git %s)\n", DCR_CLI_VERSION, dcr_results_git_revision());
         return 0;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)

@@ -150,6 +150,9 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
         return DCR_EINVAL;
     }
     bool s3 = !strcmp(ops->hdr.name, "s3");
+    /* Before any setup: `--store dir:` names no folder. */
+    if (!strcmp(store, "dir:"))
+        return dcr_error_set(DCR_EINVAL, "--store dir: names no folder (expected dir:PATH)");
     if (s3 && !s3_endpoint)
         return dcr_error_set(DCR_EINVAL,
                              "--store %s needs --s3-endpoint http[s]://HOST[:PORT] (the S3 "

@@ -126,6 +126,10 @@ dcr_status_t dcr_inventory_add(dcr_inventory_t *inv, const char *name, dcr_dtype
     if (name == NULL || name[0] == '\0') {
         return dcr_error_set(DCR_EINVAL, "inventory: empty tensor name");
     }
+    if (inv->count >= DCR_INVENTORY_TENSORS_MAX) {
+        return dcr_error_set(DCR_EINVAL, "inventory: tensor %s: more than %d tensors", name,
+                             DCR_INVENTORY_TENSORS_MAX);
+    }
     int64_t numel = 0;
     DCR_CHECK(dcr__inventory_check_shape(name, dtype, ndim, shape, &numel));
     int64_t bytes = numel * (int64_t)dcr_dtype_size(dtype);

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "dcr/outpath.h"
+#include "workloads/model/input_file.h"
 
 #include "dcr/rng.h"
 
@@ -147,8 +148,13 @@ static dcr_status_t dcr__profile_root(const char *path, json_t *root, dcr_change
 
 dcr_status_t dcr_change_profile_load(const char *path, dcr_change_profile_t *out_p)
 {
+    /* The one checked reader: a missing file, a FIFO or a directory is one
+     * line about the file, and a profile past the cap is never read. */
+    char *text = NULL;
+    DCR_CHECK(dcr_input_read(path, "change profile", DCR_CHANGE_PROFILE_FILE_MAX, &text, NULL));
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (root == NULL) {
         return dcr_error_set(DCR_EPARSE, "change profile %s: line %d: %s", path, jerr.line,
                              jerr.text);

@@ -49,8 +49,15 @@ void dcr_change_profile_from_diff(const dcr_diff_result_t *r, const char *model,
 dcr_status_t dcr_change_profile_write(const dcr_change_profile_t *p, const char *path,
                                       const char *old_path, const char *new_path);
 
+/* The largest profile file read: 1 MiB. A profile is a few hundred bytes
+ * (eight classes of five numbers and a few names); the cap keeps a huge or
+ * endless file from being read whole. */
+#define DCR_CHANGE_PROFILE_FILE_MAX (1u << 20)
+
 /* Loads and validates a profile file: DCR_EPARSE naming the file and the
- * key on any violation of the schema. */
+ * key on any violation of the schema; a missing file DCR_ENOTFOUND; a FIFO,
+ * a directory or a file over DCR_CHANGE_PROFILE_FILE_MAX DCR_EINVAL (the
+ * checks of workloads/model/input_file.h). */
 dcr_status_t dcr_change_profile_load(const char *path, dcr_change_profile_t *out_p);
 
 /* The profile's overall change rate on a model: class rates weighted by the

@@ -11,8 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "workloads/model/hf_config.h"
+#include "workloads/model/input_file.h"
+#include "dcr/inventory.h"
 
 #ifndef DCR_MODELS_DIR
 #define DCR_MODELS_DIR "workloads/models"
@@ -374,30 +377,11 @@ dcr_status_t dcr_model_parse(const char *json_text, const char *origin, dcr_mode
 
 /* ---- loading ---- */
 
+/* Through the one checked reader: a FIFO, a device or a directory named as
+ * a config is refused at once, and nothing larger than the cap is read. */
 static dcr_status_t dcr__read_file(const char *path, char **text_p)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        int err = errno;
-        return dcr_error_set(err == ENOENT ? DCR_ENOTFOUND : DCR_EIO,
-                             "model config %s: cannot open: %s", path, strerror(err));
-    }
-    char *text = malloc(DCR_MODEL_FILE_MAX + 1);
-    if (text == NULL) {
-        fclose(f);
-        return dcr_error_set(DCR_ENOMEM, "model config %s: out of memory", path);
-    }
-    size_t len = fread(text, 1, DCR_MODEL_FILE_MAX + 1, f);
-    int failed = ferror(f);
-    fclose(f);
-    if (failed || len > (size_t)DCR_MODEL_FILE_MAX) {
-        free(text);
-        return dcr_error_set(DCR_EIO, "model config %s: %s", path,
-                             failed ? "read failed" : "larger than 16 MiB");
-    }
-    text[len] = '\0';
-    *text_p = text;
-    return DCR_OK;
+    return dcr_input_read(path, "model config", DCR_MODEL_FILE_MAX, text_p, NULL);
 }
 
 static dcr_status_t dcr__load_path(const char *given, dcr_model_config_t *out_p)
@@ -445,12 +429,9 @@ dcr_status_t dcr_model_load(const char *name_or_path, dcr_model_config_t *out_p)
     char path[4096];
     int n = snprintf(path, sizeof(path), "%s/%s.json", dir, name_or_path);
     if (n < 0 || (size_t)n >= sizeof(path)) return dcr__unknown_builtin(name_or_path);
-    FILE *probe = fopen(path, "rb");
-    if (probe == NULL) {
-        if (errno == ENOENT) return dcr__unknown_builtin(name_or_path);
-    } else {
-        fclose(probe);
-    }
+    /* lstat, not open: a probe must not block on a FIFO planted there. */
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT) return dcr__unknown_builtin(name_or_path);
     return dcr__load_path(path, out_p);
 }
 
@@ -684,6 +665,36 @@ static dcr_status_t dcr__emit_model(dcr_inventory_t *inv, const dcr_model_config
     return DCR_OK;
 }
 
+/* Elements of one layer, every kind it could be summed (an upper bound). */
+static double dcr__layer_elements(const dcr_model_config_t *c)
+{
+    double h = (double)c->hidden, q = (double)c->heads * (double)c->head_dim;
+    double kv = (double)c->kv_heads * (double)c->head_dim;
+    double attn = h * (2 * q + 2 * kv) + q + 2 * kv + h + 2 * (double)c->head_dim;
+    double e = c->experts;
+    double moe = e * h + e + e * 3 * h * (double)c->moe_intermediate +
+                 2 * h * (double)c->shared_intermediate;
+    double nh = c->mamba_heads, d_inner = nh * (double)c->mamba_head_dim;
+    double bc = 2.0 * c->mamba_groups * (double)c->mamba_state;
+    double mamba = (2 * d_inner + bc + nh) * h + (d_inner + bc) * (c->conv_kernel + 1) + 3 * nh +
+                   d_inner + h * d_inner;
+    return 4 * h + attn + 3 * h * (double)c->intermediate + moe + mamba;
+}
+
+dcr_model_estimate_t dcr_model_estimate(const dcr_model_config_t *cfg)
+{
+    /* Per layer at most 3 norms, 10 attention tensors (q/k/v/o, their
+     * biases, an FP8 scale, q/k norms) and an MLP of 3, or a router of 2,
+     * 3 per expert and 2 shared; a Mamba mixer has 8. */
+    int64_t per_layer = 16 + 3 * (int64_t)(cfg->experts > 0 ? cfg->experts : 0);
+    int64_t layers = cfg->layers > 0 ? cfg->layers : 0;
+    dcr_model_estimate_t e;
+    e.tensors = 3 + layers * per_layer;
+    e.elements = (double)layers * dcr__layer_elements(cfg) +
+                 2.0 * (double)cfg->vocab * (double)cfg->hidden + (double)cfg->hidden;
+    return e;
+}
+
 /* A config built in code (not parsed) is checked too: the builder must never
  * read past the pattern. Zero or negative sizes are caught by
  * dcr_inventory_add, which names the tensor. */
@@ -697,6 +708,16 @@ static dcr_status_t dcr__check_buildable(const dcr_model_config_t *cfg)
         strnlen(cfg->pattern, sizeof(cfg->pattern)) != (size_t)cfg->layers) {
         return dcr_error_set(DCR_EINVAL, "model %s: pattern length differs from %d layers",
                              cfg->name, cfg->layers);
+    }
+    /* From the config, before the first tensor: a 600-byte config can ask
+     * for tens of millions of tensors (4,096 layers of 4,096 experts). */
+    dcr_model_estimate_t e = dcr_model_estimate(cfg);
+    if (e.tensors > DCR_INVENTORY_TENSORS_MAX || !(e.elements <= DCR_MODEL_ELEMENTS_MAX)) {
+        return dcr_error_set(DCR_EINVAL,
+                             "model %s: %d layers x %d experts make up to %lld tensors and %.3g "
+                             "elements (at most %d tensors and %.3g elements)",
+                             cfg->name, cfg->layers, cfg->experts, (long long)e.tensors, e.elements,
+                             DCR_INVENTORY_TENSORS_MAX, DCR_MODEL_ELEMENTS_MAX);
     }
     return DCR_OK;
 }

@@ -86,7 +86,26 @@ dcr_status_t dcr_model_scale(dcr_model_config_t *cfg, int scale, int align);
 /* Keeps the first n layers (and the first n letters of a hybrid pattern). */
 dcr_status_t dcr_model_truncate_layers(dcr_model_config_t *cfg, int n);
 
-/* Canonical tensors in Hugging Face naming, shapes and dtypes. */
+/* Upper bounds of what a config's inventory holds, computed from the config
+ * alone (every optional tensor counted, every layer taken as the largest
+ * kind), so a model too large to build is refused before it is built. */
+typedef struct dcr_model_estimate {
+    int64_t tensors;
+    double elements;
+} dcr_model_estimate_t;
+
+/* Most elements a model may have: 2^46 (about 70 trillion, thirty times the
+ * largest public checkpoint). The tensor bound is DCR_INVENTORY_TENSORS_MAX. */
+#define DCR_MODEL_ELEMENTS_MAX 70368744177664.0
+
+/* The bounds of cfg's inventory (cfg as it will be built: scaled and
+ * truncated). Never fails and allocates nothing. */
+dcr_model_estimate_t dcr_model_estimate(const dcr_model_config_t *cfg);
+
+/* Canonical tensors in Hugging Face naming, shapes and dtypes. Refuses
+ * (DCR_EINVAL, one line naming the counts and the bounds) a config whose
+ * estimate exceeds DCR_INVENTORY_TENSORS_MAX tensors or
+ * DCR_MODEL_ELEMENTS_MAX elements, before building anything. */
 dcr_status_t dcr_model_build_inventory(const dcr_model_config_t *cfg, dcr_inventory_t **out_p);
 
 /* Family name as written in JSON ("qwen3_moe", ...). */

@@ -1,7 +1,10 @@
 /* safetensors reader (memory-mapped, validating) and writer. */
 #include "workloads/model/safetensors.h"
 
+#include "dcr/hash.h"
+#include "dcr/map.h"
 #include "dcr/outpath.h"
+#include "workloads/model/input_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -256,6 +259,45 @@ static dcr_status_t dcr__st_collect(json_t *root, const uint8_t *data, uint64_t 
     return DCR_OK;
 }
 
+/* Counts JSON objects (tensors and the root) and values (objects, arrays
+ * and commas bound them) of a text outside its strings: what parsing it
+ * would cost, in one pass with no allocation. */
+static void dcr__json_census(const char *text, size_t len, uint64_t *objects_p, uint64_t *values_p)
+{
+    uint64_t objects = 0, values = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\')
+                i++;
+            else if (c == '"')
+                in_string = false;
+            continue;
+        }
+        if (c == '"') in_string = true;
+        objects += c == '{';
+        values += c == '{' || c == '[' || c == ',';
+    }
+    *objects_p = objects;
+    *values_p = values;
+}
+
+/* The tensor and value bounds (safetensors.h), before the parse. */
+static dcr_status_t dcr__st_census(const uint8_t *json, uint64_t hlen, const char *origin)
+{
+    uint64_t objects = 0, values = 0;
+    dcr__json_census((const char *)json, (size_t)hlen, &objects, &values);
+    if (objects > DCR_ST_TENSORS_MAX + 1 || values > DCR_ST_VALUES_MAX) {
+        return dcr_error_set(DCR_EPARSE,
+                             "safetensors %s: header declares up to %" PRIu64
+                             " tensors and %" PRIu64 " JSON values (at most %u and %u)",
+                             origin, objects > 0 ? objects - 1 : 0, values, DCR_ST_TENSORS_MAX,
+                             DCR_ST_VALUES_MAX);
+    }
+    return DCR_OK;
+}
+
 dcr_status_t dcr_st_parse(const uint8_t *buf, size_t size, const char *origin,
                           dcr_st_tensor_t **tensors_p, size_t *n_p, json_t **metadata_p)
 {
@@ -265,6 +307,7 @@ dcr_status_t dcr_st_parse(const uint8_t *buf, size_t size, const char *origin,
     }
     uint64_t hlen = 0;
     DCR_CHECK(dcr__st_header(buf, size, origin, &hlen));
+    DCR_CHECK(dcr__st_census(buf + 8, hlen, origin));
     json_error_t jerr;
     json_t *root = json_loadb((const char *)buf + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     if (root == NULL) {
@@ -461,18 +504,11 @@ static dcr_status_t dcr__st_map_file(const char *path, int index, dcr__st_file_t
 {
     f->path = strdup(path);
     if (f->path == NULL) return dcr_error_set(DCR_ENOMEM, "safetensors %s: out of memory", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int err = errno;
-        return dcr_error_set(err == ENOENT ? DCR_ENOTFOUND : DCR_EIO,
-                             "safetensors %s: cannot open: %s", path, strerror(err));
-    }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return dcr_error_set(DCR_EIO, "safetensors %s: not a regular file", path);
-    }
-    f->size = (size_t)sb.st_size;
+    int fd = -1;
+    uint64_t size = 0;
+    /* Mapped, not read: the bound is the address space, not memory. */
+    DCR_CHECK(dcr_input_open(path, "safetensors", (uint64_t)SIZE_MAX / 2, &fd, &size));
+    f->size = (size_t)size;
     if (f->size > 0) {
         f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (f->map == MAP_FAILED) {
@@ -530,21 +566,24 @@ static dcr_status_t dcr__st_index_names(dcr_checkpoint_t *ck)
     return DCR_OK;
 }
 
+/* Most entries of a shard index's weight_map: one per tensor of the
+ * largest inventory, plus room for metadata. */
+#define DCR__ST_INDEX_VALUES_MAX (4u * DCR_INVENTORY_TENSORS_MAX)
+
 static dcr_status_t dcr__st_read_text(const char *path, char **text_p)
 {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        return dcr_error_set(DCR_EIO, "checkpoint %s: cannot open: %s", path, strerror(errno));
-    }
-    char *text = malloc(DCR__ST_INDEX_MAX + 1);
-    size_t len = text ? fread(text, 1, DCR__ST_INDEX_MAX + 1, f) : 0;
-    bool bad = text == NULL || ferror(f) || len > (size_t)DCR__ST_INDEX_MAX;
-    fclose(f);
-    if (bad) {
+    char *text = NULL;
+    size_t len = 0;
+    DCR_CHECK(dcr_input_read(path, "checkpoint index", DCR__ST_INDEX_MAX, &text, &len));
+    uint64_t objects = 0, values = 0;
+    dcr__json_census(text, len, &objects, &values);
+    if (values > DCR__ST_INDEX_VALUES_MAX) {
         free(text);
-        return dcr_error_set(DCR_EIO, "checkpoint %s: unreadable or larger than 64 MiB", path);
+        return dcr_error_set(DCR_EPARSE,
+                             "checkpoint %s: up to %" PRIu64 " JSON values (at most %u: %d "
+                             "tensors)",
+                             path, values, DCR__ST_INDEX_VALUES_MAX, DCR_INVENTORY_TENSORS_MAX);
     }
-    text[len] = '\0';
     *text_p = text;
     return DCR_OK;
 }
@@ -555,13 +594,29 @@ static bool dcr__st_plain_leaf(const char *leaf)
     return leaf[0] != '\0' && leaf[0] != '.' && strchr(leaf, '/') == NULL;
 }
 
+/* Tells entries of one name hash apart: whether files[val] is the leaf. */
+typedef struct dcr__st_leaf_key {
+    const char *const *files;
+    const char *leaf;
+} dcr__st_leaf_key_t;
+
+static int dcr__st_same_leaf(uint64_t val, const void *arg)
+{
+    const dcr__st_leaf_key_t *k = arg;
+    return strcmp(k->files[val], k->leaf) == 0;
+}
+
 /* The distinct files of a weight_map in first-seen order (file names valid
- * while index lives). */
+ * while index lives). One hash lookup per entry: O(n) for n entries, where
+ * a scan of the files seen so far made 100,001 distinct names cost 42 s.
+ * More than DCR__ST_FILES_MAX files is refused as soon as it is seen. */
 static dcr_status_t dcr__st_index_files(const char *ipath, json_t *map, const char ***files_p,
                                         int *n_p)
 {
     const char **files = calloc(json_object_size(map) + 1, sizeof(*files));
     if (files == NULL) return dcr_error_set(DCR_ENOMEM, "checkpoint %s: out of memory", ipath);
+    dcr_map_t seen = {0};
+    dcr_status_t st = DCR_OK;
     int n = 0;
     const char *key;
     json_t *value;
@@ -569,15 +624,27 @@ static dcr_status_t dcr__st_index_files(const char *ipath, json_t *map, const ch
     {
         const char *leaf = json_string_value(value);
         if (leaf == NULL || !dcr__st_plain_leaf(leaf)) {
-            free(files);
-            return dcr_error_set(DCR_EPARSE,
-                                 "checkpoint %s: weight_map entry \"%s\" must name a file in the "
-                                 "same directory",
-                                 ipath, key);
+            st = dcr_error_set(DCR_EPARSE,
+                               "checkpoint %s: weight_map entry \"%s\" must name a file in the "
+                               "same directory",
+                               ipath, key);
+            break;
         }
-        int k = 0;
-        while (k < n && strcmp(files[k], leaf) != 0) k++;
-        if (k == n) files[n++] = leaf;
+        uint64_t hash = dcr_hash64_str(leaf);
+        dcr__st_leaf_key_t k = {files, leaf};
+        if (dcr_map_get(&seen, hash, dcr__st_same_leaf, &k, NULL)) continue;
+        if (n == DCR__ST_FILES_MAX) {
+            st = dcr_error_set(DCR_EPARSE, "checkpoint %s: more than %d files", ipath,
+                               DCR__ST_FILES_MAX);
+            break;
+        }
+        if ((st = dcr_map_add(&seen, hash, (uint64_t)n)) != DCR_OK) break;
+        files[n++] = leaf;
+    }
+    dcr_map_free(&seen);
+    if (st != DCR_OK) {
+        free(files);
+        return st;
     }
     *files_p = files;
     *n_p = n;
@@ -645,11 +712,6 @@ static dcr_status_t dcr__st_open_sharded(dcr_checkpoint_t *ck, const char *dir, 
         goto done;
     }
     DCR_CHECK_GOTO(dcr__st_index_files(ipath, map, &files, &nfiles), st, done);
-    if (nfiles > DCR__ST_FILES_MAX) {
-        st = dcr_error_set(DCR_EPARSE, "checkpoint %s: %d files (at most %d)", ipath, nfiles,
-                           DCR__ST_FILES_MAX);
-        goto done;
-    }
     DCR_CHECK_GOTO(dcr__st_open_files(ck, dir, files, nfiles), st, done);
     st = dcr__st_check_map(ck, ipath, map, files);
 done:

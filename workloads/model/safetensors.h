@@ -33,6 +33,15 @@
 /* The reference implementation's bound on the JSON header. */
 #define DCR_ST_HEADER_MAX 100000000u
 
+/* Most tensors one file's header may declare: 131,072, about twice the
+ * tensors of the largest public checkpoint were it one file. A header is
+ * counted (objects, arrays and commas, one pass, no allocation) before it is
+ * parsed, and one with more tensors, or more than DCR_ST_VALUES_MAX JSON
+ * values (16 per tensor: a shape of 8 dims, offsets, keys and metadata), is
+ * refused: parsing costs about a kilobyte per value. */
+#define DCR_ST_TENSORS_MAX (1u << 17)
+#define DCR_ST_VALUES_MAX  (16u * DCR_ST_TENSORS_MAX)
+
 /* One tensor of a parsed file. data points into the buffer that was parsed
  * (for an open checkpoint: its read-only mapping) and is not aligned beyond
  * what the file gives: read it with memcpy or byte-wise. */

@@ -18,8 +18,17 @@ dcr_status_t dcr_inventory_create(dcr_inventory_t **out_p);
 /* Frees the inventory and every name it holds; accepts NULL. */
 void dcr_inventory_destroy(dcr_inventory_t *inv);
 
+/* Most tensors an inventory holds: 1 << 19 (524,288), about seven times the
+ * largest public checkpoint (Kimi K2: 61 layers x 384 experts x 3 projections,
+ * about 70,000 tensors). A builder estimates its count from the model config
+ * and refuses a larger model before it adds the first tensor; the inventory
+ * refuses the tensor past the bound in any case, so no builder can make it
+ * grow without limit (each tensor costs a descriptor and its name). */
+#define DCR_INVENTORY_TENSORS_MAX (1 << 19)
+
 /* Appends a tensor (the name is copied). Fails with DCR_EINVAL on a duplicate
- * name, an empty name, a non-positive dimension or more than DCR_MAX_DIMS dims. */
+ * name, an empty name, a non-positive dimension, more than DCR_MAX_DIMS dims
+ * or a tensor past DCR_INVENTORY_TENSORS_MAX. */
 dcr_status_t dcr_inventory_add(dcr_inventory_t *inv, const char *name, dcr_dtype_t dtype, int ndim,
                                const int64_t *shape);
 
