@@ -29,15 +29,15 @@ static void print_help(const char *command, const char *usage, const dcr_arg_t *
     printf("  %-22s %s\n", "--help", "show this help");
 }
 
-/* The one range of a flag in every command that takes it: a flag listed
- * here accepts exactly these values wherever it appears, and a command's
- * own bounds for it are ignored (dcr__bounds), so `--rollout-nodes`,
- * `--level` or `--link-gbps` mean the same in bench, faults, construct,
- * table2 and sim, and `--help` prints the same range everywhere. Where 0
- * is allowed it means the command's default (or "all" for --layers, "no
- * cap" for a rate). What a run can afford is the memory budget's business,
- * not the flag's. --lr stops at 0.1: AdamW's step is refused at 1 and
- * beyond by the change model, and no fine-tuning rate comes near 0.1. */
+/* The outer limit of a flag across commands: no command accepts a value
+ * outside these, so `--rollout-nodes 5000` is refused everywhere. A
+ * command narrows them only where it cannot take the whole range (bench's
+ * and faults' in-process rollout nodes; construct and diff, whose chunk and
+ * bucket targets have no 0 default), and --help prints the range each
+ * command holds a flag to (dcr__bounds). What a run can afford is the
+ * memory budget's business, not the flag's. --lr stops at 0.1: the change
+ * model refuses AdamW steps at 1 and beyond, and no fine-tuning rate comes
+ * near 0.1. */
 static const struct dcr__limit {
     const char *name;
     double min, max;
@@ -79,12 +79,17 @@ bool dcr_args_limit(const char *name, double *min_p, double *max_p)
     return false;
 }
 
-/* The range a command's numeric flag accepts: the shared range when the
- * flag has one, else the command's own bounds. */
+/* The range a command's numeric flag accepts: its own bounds within the
+ * shared limit (a command with no bounds of its own, min == max == 0, gets
+ * the shared limit whole). */
 static void dcr__bounds(const dcr_arg_t *arg, double *lo_p, double *hi_p)
 {
-    double lo = arg->min, hi = arg->max;
-    (void)dcr_args_limit(arg->name, &lo, &hi);
+    double lo = arg->min, hi = arg->max, slo, shi;
+    bool own = !(lo == 0 && hi == 0);
+    if (dcr_args_limit(arg->name, &slo, &shi)) {
+        lo = own && lo > slo ? lo : slo;
+        hi = own && hi < shi ? hi : shi;
+    }
     *lo_p = lo;
     *hi_p = hi;
 }

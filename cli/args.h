@@ -57,9 +57,9 @@ int dcr_cli_check(const char *command, int status);
 /* Whether the flag `name` was given (the parser's `seen`). */
 bool dcr_args_seen(const dcr_arg_t *args, int nargs, const char *name);
 
-/* The one range of a flag across every command (the table in args.c);
+/* The shared bounds of a flag (one outer limit per flag across commands);
  * false when the flag has none and the command's own bounds apply. A
- * command's own bounds for a flag in the table are ignored. */
+ * command's own bounds narrow the shared ones. */
 bool dcr_args_limit(const char *name, double *min_p, double *max_p);
 
 /* Whether s is a plain decimal number (whole: an integer): optional '-',

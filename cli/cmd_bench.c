@@ -568,13 +568,13 @@ static void serve_args(bench_opts_t *o, dcr_arg_t *a)
         {"--transport", DCR_ARG_STRING, &o->transport, 0, 0, "objstore | relay (default objstore)",
          false},
         {"--fanout", DCR_ARG_INT, &o->fanout, 1, 64, "relay tree fan-out (default 2)", false},
-        {"--link-gbps", DCR_ARG_DOUBLE, &o->gbps, 0, 1e4,
+        {"--link-gbps", DCR_ARG_DOUBLE, &o->gbps, 0, 0,
          "cross-cluster Gbps per node (0: unlimited)", false},
-        {"--flow-gbps", DCR_ARG_DOUBLE, &o->flow_gbps, 0, 1e4, "cross-cluster Gbps per flow",
+        {"--flow-gbps", DCR_ARG_DOUBLE, &o->flow_gbps, 0, 0, "cross-cluster Gbps per flow",
          false},
-        {"--local-gbps", DCR_ARG_DOUBLE, &o->local_gbps, 0, 1e4, "rollout-local Gbps per node",
+        {"--local-gbps", DCR_ARG_DOUBLE, &o->local_gbps, 0, 0, "rollout-local Gbps per node",
          false},
-        {"--latency-ms", DCR_ARG_DOUBLE, &o->latency_ms, 0, 1e4, "one-way cross-cluster latency",
+        {"--latency-ms", DCR_ARG_DOUBLE, &o->latency_ms, 0, 0, "one-way cross-cluster latency",
          false},
     };
     memcpy(a, own, sizeof own);
@@ -592,7 +592,7 @@ static void run_args(bench_opts_t *o, dcr_arg_t *a)
          "uniform (default) | adamw (AdamW trajectories) | profile:FILE (a measured change "
          "profile of dcr diff --profile, replayed)",
          false},
-        {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 1, "learning rate of --changes adamw (default 1e-6)",
+        {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 0, "learning rate of --changes adamw (default 1e-6)",
          false},
         {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",
          false},

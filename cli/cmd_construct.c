@@ -111,7 +111,7 @@ int dcr_cmd_construct(int argc, char **argv)
          "chunk target in MiB of source bytes (default 64)", false},
         {"--bucket-mib", DCR_ARG_DOUBLE, &o.bucket_mib, 1.0 / 1024, 1 << 20,
          "bucket target in MiB of chunk input (default 512)", false},
-        {"--level", DCR_ARG_INT, &o.level, 1, 19, "zstd level (default 1)", false},
+        {"--level", DCR_ARG_INT, &o.level, 0, 0, "zstd level (default 1)", false},
         {"--shuffle", DCR_ARG_FLAG, &o.shuffle, 0, 0,
          "byte-plane shuffle value and gap words before zstd (the default)", false},
         {"--no-shuffle", DCR_ARG_FLAG, &o.no_shuffle, 0, 0,

@@ -372,7 +372,7 @@ static void own_args(faults_opts_t *o, dcr_arg_t *a)
          false},
         {"--rl", DCR_ARG_STRING, &o->rl, 0, 0, "sync | async (default sync)", false},
         {"--changes", DCR_ARG_STRING, &o->changes, 0, 0, "adamw (default) | uniform", false},
-        {"--lr", DCR_ARG_DOUBLE, &o->lr, 1e-12, 1, "AdamW learning rate (default 1e-6)", false},
+        {"--lr", DCR_ARG_DOUBLE, &o->lr, 0, 0, "AdamW learning rate (default 1e-6)", false},
         {"--change-rate", DCR_ARG_DOUBLE, &o->rate, 0, 1, "uniform change rate (default 0.03)",
          false},
         {"--rollout-nodes", DCR_ARG_INT, &o->nodes, 1, 64, "rollout nodes (default 2)", false},

@@ -70,7 +70,7 @@ int dcr_cmd_inventory(int argc, char **argv)
     inventory_opts_t o = {.json = false};
     dcr_cli_scenario_init(&o.sc, DCR_MODEL_DEFAULT, 1, 0);
     dcr_arg_t args[DCR_CLI_SCENARIO_NARGS + 5] = {
-        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 1, 1024,
+        {"--serve-tp", DCR_ARG_INT, &o.serve_tp, 0, 0,
          "add the XOR/overwrite split of receivers at this serving TP", false},
         {"--serve-ep", DCR_ARG_FLAG, &o.serve_ep, 0, 0, "serving instances use expert parallelism",
          false},

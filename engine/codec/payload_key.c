@@ -8,6 +8,16 @@
 
 #include "codec-internal.h"
 
+static const char *dcr__key_kind(mode_t m)
+{
+    return S_ISDIR(m)    ? "a directory"
+           : S_ISFIFO(m) ? "a FIFO"
+           : S_ISCHR(m)  ? "a character device"
+           : S_ISBLK(m)  ? "a block device"
+           : S_ISSOCK(m) ? "a socket"
+                         : "not a regular file";
+}
+
 /* Opens the key without blocking (a FIFO with no writer would hold the
  * caller forever) and accepts only a regular file: a key has a size, and
  * a device or a pipe named by mistake is refused at once. */
@@ -28,7 +38,7 @@ static dcr_status_t dcr__key_open(const char *path, int *fd_p, struct stat *st_p
         close(fd);
         return dcr_error_set(
             DCR_EINVAL, "payload key %s: %s, expected a regular file of exactly %d bytes", path,
-            S_ISDIR(st_p->st_mode) ? "a directory" : "not a regular file", DCR_CODEC_KEY_SIZE);
+            dcr__key_kind(st_p->st_mode), DCR_CODEC_KEY_SIZE);
     }
     if (st_p->st_size != DCR_CODEC_KEY_SIZE) {
         close(fd);
