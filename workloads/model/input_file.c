@@ -2,6 +2,7 @@
 #include "workloads/model/input_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,8 +19,8 @@ static const char *dcr__input_kind(mode_t m)
     return "not a regular file";
 }
 
-dcr_status_t dcr_input_open(const char *path, const char *what, uint64_t max_bytes, int *fd_p,
-                            uint64_t *size_p)
+static dcr_status_t dcr__input_open_as(const char *path, const char *what, bool devices,
+                                       uint64_t max_bytes, int *fd_p, uint64_t *size_p)
 {
     if (what == NULL) what = "input";
     if (path == NULL || path[0] == '\0' || fd_p == NULL)
@@ -38,12 +39,12 @@ dcr_status_t dcr_input_open(const char *path, const char *what, uint64_t max_byt
         close(fd);
         return dcr_error_set(DCR_EIO, "%s %s: cannot stat: %s", what, path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(st.st_mode) && !(devices && S_ISCHR(st.st_mode))) {
         close(fd);
         return dcr_error_set(DCR_EINVAL, "%s %s: %s, expected a regular file", what, path,
                              dcr__input_kind(st.st_mode));
     }
-    if ((uint64_t)st.st_size > max_bytes) {
+    if (S_ISREG(st.st_mode) && (uint64_t)st.st_size > max_bytes) {
         close(fd);
         return dcr_error_set(DCR_EINVAL,
                              "%s %s: %lld bytes, more than the %llu this reader accepts", what,
@@ -56,6 +57,17 @@ dcr_status_t dcr_input_open(const char *path, const char *what, uint64_t max_byt
     *fd_p = fd;
     if (size_p != NULL) *size_p = (uint64_t)st.st_size;
     return DCR_OK;
+}
+
+dcr_status_t dcr_input_open(const char *path, const char *what, uint64_t max_bytes, int *fd_p,
+                            uint64_t *size_p)
+{
+    return dcr__input_open_as(path, what, false, max_bytes, fd_p, size_p);
+}
+
+dcr_status_t dcr_input_open_stream(const char *path, const char *what, int *fd_p)
+{
+    return dcr__input_open_as(path, what, true, UINT64_MAX, fd_p, NULL);
 }
 
 dcr_status_t dcr_input_read(const char *path, const char *what, size_t max_bytes, char **text_p,

@@ -25,6 +25,13 @@
 dcr_status_t dcr_input_open(const char *path, const char *what, uint64_t max_bytes, int *fd_p,
                             uint64_t *size_p);
 
+/* For a format read as a stream with bounds of its own (a payload: a
+ * header, then the body it declares): like dcr_input_open, but a character
+ * device is accepted too (`payload verify /dev/zero` reads one header and
+ * refuses it). A FIFO, a socket and a directory are still refused: a FIFO
+ * with no writer would block the open forever. No size bound. */
+dcr_status_t dcr_input_open_stream(const char *path, const char *what, int *fd_p);
+
 /* Reads a whole file of at most max_bytes into a NUL-terminated buffer the
  * caller frees; *len_p (may be NULL) gets its length. A file that grows past
  * max_bytes while it is read is refused too. */
