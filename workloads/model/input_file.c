@@ -73,6 +73,7 @@ dcr_status_t dcr_input_open_stream(const char *path, const char *what, int *fd_p
 dcr_status_t dcr_input_read(const char *path, const char *what, size_t max_bytes, char **text_p,
                             size_t *len_p)
 {
+    if (what == NULL) what = "input";
     if (text_p == NULL) return dcr_error_set(DCR_EINVAL, "%s: NULL argument", what);
     int fd = -1;
     uint64_t size = 0;
