@@ -229,6 +229,41 @@ static void test_output_folder_link_refused(void **state)
     assert_int_equal(testfiles_count(target, ""), 2);
 }
 
+/* The issue's store repro through the command: a store folder holding a
+ * user's files is refused, and in dcr's own store a link named attempt-3
+ * leads nowhere: three refits leave the link's target as it was. */
+static void test_store_never_deletes_outside(void **state)
+{
+    (void)state;
+    char store[512], victim[512], vfile[600], link[600], user[512], ufile[600];
+    snprintf(user, sizeof user, "%s/user-store", dir);
+    assert_int_equal(mkdir(user, 0755), 0);
+    snprintf(ufile, sizeof ufile, "%s/MANIFEST", user);
+    testfiles_put(ufile, "mine\n");
+    const char *tiny = "bench --scale 64 --layers 1 --warmup 0";
+    snprintf(args, sizeof args, "%s --refits 1 --store dir:%s", tiny, user);
+    static result_t r;
+    run(&r, args);
+    assert_int_not_equal(r.rc, 0);
+    assert_non_null(strstr(r.err, ".dcr-store"));
+    testfiles_assert_text(ufile, "mine\n");
+
+    snprintf(store, sizeof store, "%s/store", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    assert_int_equal(mkdir(victim, 0755), 0);
+    snprintf(vfile, sizeof vfile, "%s/payload-0-0", victim);
+    testfiles_put(vfile, "precious\n");
+    snprintf(args, sizeof args, "%s --refits 1 --store dir:%s", tiny, store);
+    run(&r, args); /* makes and marks the store */
+    if (r.rc != 0) fail_msg("%s: %s", args, r.err);
+    snprintf(link, sizeof link, "%s/attempt-3", store);
+    assert_int_equal(symlink(victim, link), 0);
+    snprintf(args, sizeof args, "%s --refits 3 --store dir:%s", tiny, store);
+    run(&r, args);
+    testfiles_assert_text(vfile, "precious\n");
+    assert_int_equal(testfiles_count(victim, ""), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -237,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_report_label_runs_nothing),
         cmocka_unit_test(test_sim_plan_model_folder_runs_nothing),
         cmocka_unit_test(test_output_folder_link_refused),
+        cmocka_unit_test(test_store_never_deletes_outside),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
