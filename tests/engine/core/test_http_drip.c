@@ -117,6 +117,7 @@ static void test_drip_ends(void **state)
     assert_false(resp.retryable);
     /* The window is 2 s: a bound far below the drip's 50000 s, generous
      * for a loaded machine. */
+    print_message("drip (2 B/s), 2 s window: ended after %.2f s\n", took);
     if (took > 30) fail_msg("a dripping server held the request %.1f s", took);
     dcr__http_resp_free(&resp);
     alarm(0);
@@ -136,6 +137,7 @@ static void test_silent_server_one_window(void **state)
     /* It accepted the connection and then said nothing: a retry meets the
      * same server, so the caller is told not to spend another window. */
     assert_false(resp.retryable);
+    print_message("silent server, 2 s window: ended after %.2f s, not retryable\n", took);
     if (took > 30) fail_msg("a silent server held the request %.1f s", took);
     dcr__http_resp_free(&resp);
     alarm(0);
@@ -176,6 +178,7 @@ static void test_cancel_interrupts(void **state)
     assert_false(resp.retryable);
     /* Against the 50 s window: the stop is seen within libcurl's progress
      * interval (about a second). */
+    print_message("stop request 0.3 s into a 50 s window: ended after %.2f s\n", took);
     if (took > 20) fail_msg("the stop request took %.1f s to end the request", took);
     dcr__http_resp_free(&resp);
     /* A request after the stop is refused at once, and after a reset it runs. */
