@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "sim/workload.h"
+#include "workloads/harness/gnuplot_text.h"
 
 int dcr_sim_plan_count(const dcr_sim_plan_t *plan)
 {
@@ -157,12 +158,12 @@ dcr_status_t dcr_sim_plan_write_figure(const char *dir, const char *model,
     snprintf(path, sizeof(path), "%s/plan.body.gp", dir);
     FILE *f = fopen(path, "w");
     if (!f) return dcr_error_set(DCR_EIO, "cannot write %s: %s", path, strerror(errno));
-    /* A quote would end the gnuplot string; model names have none but a user's file may. */
-    char title[256];
-    snprintf(title, sizeof(title), "%s", model);
-    for (char *c = title; *c; c++)
-        if (*c == '\'') *c = '`';
-    fprintf(f, "set multiplot layout 1,2 title 'dcr sim plan: %s (simulated refits)'\n", title);
+    /* The model's name comes from a user's file or folder: whitelisted text only. */
+    char title[512];
+    snprintf(title, sizeof(title), "dcr sim plan: %s (simulated refits)", model);
+    fprintf(f, "set multiplot layout 1,2 title ");
+    dcr_gnuplot_text_write(f, title);
+    fprintf(f, "\n");
     fprintf(f, "set grid\nset key below box font ',9' height 1 spacing 1.2\nset logscale x 2\n"
                "set xlabel 'rollout nodes' offset 0,1\nset offsets graph 0.05, graph 0.05, 0, 0\n");
     fprintf(f, "set ylabel 'refit latency (s)'\nset yrange [0:*]\n");

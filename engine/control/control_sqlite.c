@@ -17,11 +17,15 @@
  * so a replaced one stays refused. */
 #include "control-internal.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #define DCR__SQ_SCHEMA_VERSION 2
 /* PRAGMA application_id marks the file as ours: "dcr1" as a big-endian word. */
@@ -362,6 +366,90 @@ static dcr_status_t dcr__sq_init_body(dcr__sq_t *s, void *ctx)
     return DCR_OK;
 }
 
+/* ---- the file is checked before anything is written to it ---------------- */
+
+static uint32_t dcr__sq_be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static dcr_status_t dcr__sq_foreign(const dcr__sq_t *s, long long app)
+{
+    return dcr_error_set(DCR_ECONTROL,
+                         "%s: the file is an SQLite database of another application "
+                         "(application_id %lld), not a dcr control plane; left untouched",
+                         s->path, app);
+}
+
+/* A read-only look at a file whose header carries no application_id: dcr's
+ * own file while its creator's schema is still only in the WAL, an empty
+ * database, or someone else's. A read-only connection writes nothing to the
+ * database file (a WAL-mode file may get its -shm index). */
+static dcr_status_t dcr__sq_peek_readonly(const dcr__sq_t *s)
+{
+    sqlite3 *db = NULL;
+    long long v[3] = {-1, -1, -1};
+    static const char *const sql[3] = {"PRAGMA application_id", "PRAGMA user_version",
+                                       "SELECT count(*) FROM sqlite_master"};
+    int rc = sqlite3_open_v2(s->path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    for (int i = 0; i < 3 && rc == SQLITE_OK; i++) {
+        sqlite3_stmt *stmt = NULL;
+        rc = sqlite3_prepare_v2(db, sql[i], -1, &stmt, NULL);
+        if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
+            v[i] = sqlite3_column_int64(stmt, 0);
+        else if (rc == SQLITE_OK)
+            rc = sqlite3_errcode(db);
+        sqlite3_finalize(stmt);
+    }
+    dcr_status_t st = DCR_OK;
+    if (rc != SQLITE_OK)
+        st =
+            dcr_error_set(DCR_ECONTROL, "%s: cannot read it as a control plane: %s; left untouched",
+                          s->path, db != NULL ? sqlite3_errmsg(db) : "out of memory");
+    else if (v[0] != DCR__SQ_APP_ID && !(v[0] == 0 && v[1] == 0 && v[2] == 0))
+        st = dcr__sq_foreign(s, v[0]);
+    sqlite3_close_v2(db);
+    return st;
+}
+
+/* Before the read-write open (which switches the file to WAL, moving its
+ * change counter): a new name or an empty file is fine; anything else must
+ * be an SQLite file whose header says dcr (application_id) at a schema
+ * version this build reads, or, without an id, a database that a read-only
+ * look finds empty or dcr's. A foreign file is refused unchanged. */
+static dcr_status_t dcr__sq_precheck(const dcr__sq_t *s)
+{
+    int fd = open(s->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return DCR_OK;
+        return dcr_error_set(DCR_ECONTROL, "%s: %s", s->path, strerror(errno));
+    }
+    struct stat sb;
+    unsigned char h[100];
+    ssize_t n = -1;
+    bool regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
+    if (regular && sb.st_size > 0) n = pread(fd, h, sizeof h, 0);
+    close(fd);
+    if (!regular)
+        return dcr_error_set(DCR_ECONTROL, "%s: not a regular file; left untouched", s->path);
+    if (sb.st_size == 0) return DCR_OK;
+    if (n != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0)
+        return dcr_error_set(DCR_ECONTROL,
+                             "%s: not an SQLite database, not a dcr control plane; left untouched",
+                             s->path);
+    uint32_t app = dcr__sq_be32(h + 68), version = dcr__sq_be32(h + 60);
+    if (app == DCR__SQ_APP_ID) {
+        if (version > DCR__SQ_SCHEMA_VERSION)
+            return dcr_error_set(DCR_ECONTROL,
+                                 "%s: schema version %u, this build reads version %d; left "
+                                 "untouched",
+                                 s->path, version, DCR__SQ_SCHEMA_VERSION);
+        return DCR_OK;
+    }
+    if (app != 0) return dcr__sq_foreign(s, (long long)app);
+    return dcr__sq_peek_readonly(s);
+}
+
 /* WAL lets readers (receivers polling the latest attempt) proceed while a
  * writer commits; FULL sync makes the commit record durable on return. */
 static dcr_status_t dcr__sq_configure(dcr__sq_t *s)
@@ -419,8 +507,8 @@ static dcr_status_t dcr__sq_create(const dcr_control_ops_t *self, const dcr_cont
     /* No URI parsing: the address is always a plain file name. The handle
      * serializes its own calls, so SQLite's per-connection mutex is redundant. */
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
-    dcr_status_t st = DCR_OK;
-    if (sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
+    dcr_status_t st = dcr__sq_precheck(s);
+    if (st == DCR_OK && sqlite3_open_v2(path, &s->db, flags, NULL) != SQLITE_OK) {
         st = s->db != NULL ? dcr__sq_fail(s, "open")
                            : dcr_error_set(DCR_ENOMEM, "%s: open failed", path);
     }

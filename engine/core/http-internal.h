@@ -18,6 +18,13 @@
 
 #define DCR__HTTP_ERROR_MAX 256  /* libcurl's words on a failure, NUL included */
 #define DCR__HTTP_HEAD_MAX  8192 /* header lines of an answer kept; later ones are dropped */
+/* The low-speed floor of a request with a stall window: less than this
+ * many bytes per second, averaged over the window, is a stall. */
+#define DCR__HTTP_LOW_SPEED_BPS 1024
+/* The most a request with a stall window and no total may take (see
+ * timeout_ms below): 6 hours, past any transfer at the floor rate that
+ * this client's callers ask for (at most 16 MiB of answer, 5 GiB parts). */
+#define DCR__HTTP_TOTAL_MAX_MS (6L * 3600 * 1000)
 
 /* Called after each piece of a 2xx body arrived, with its size (to pace or
  * watch the transfer); anything but DCR_OK stops the transfer, and
@@ -36,8 +43,14 @@ typedef struct dcr__http_req {
     bool http_only;         /* refuse any scheme but http:// */
     bool tcp_nodelay;       /* small requests that wait for their answer */
     int connect_timeout_ms; /* 0: libcurl's default */
-    int timeout_ms;         /* the whole request; 0: no limit */
-    int stall_timeout_ms;   /* fails when no byte moved this long (whole seconds); 0: never */
+    /* The whole request; 0: with a stall window, connect + two windows +
+     * every byte it may move (body_len, dst_cap or body_max) at
+     * DCR__HTTP_LOW_SPEED_BPS, at most DCR__HTTP_TOTAL_MAX_MS; without
+     * one, no limit (long polls). */
+    int timeout_ms;
+    /* Fails when less than DCR__HTTP_LOW_SPEED_BPS moved, on average, for
+     * this long (whole seconds); 0: never. */
+    int stall_timeout_ms;
     /* The body of a 2xx answer goes into dst[0, dst_cap) when dst is set
      * (more is DCR_EINVAL), else into a malloc'd buffer of at most body_max
      * bytes (more is DCR_ETRANSPORT with resp->too_large). */
@@ -67,7 +80,10 @@ typedef struct dcr__http_resp {
 
 /* Runs req and fills *resp (which the caller frees with dcr__http_resp_free,
  * whatever the result). DCR_OK: an answer came, whatever its status code.
- * DCR_ETIMEOUT: none within the timeouts. DCR_ETRANSPORT: the request
+ * DCR_ETIMEOUT: none within the timeouts (retryable only when no connection
+ * was made: a server that took the request and stalled would stall again).
+ * DCR_EINTR: a stop was requested (dcr/cancel.h) before or during the
+ * request, which ends within about a second. DCR_ETRANSPORT: the request
  * failed (resp->retryable, resp->too_large, resp->error say how).
  * DCR_EINVAL: the body exceeded dst_cap. DCR_ENOMEM. A progress
  * callback's status. Sets no error detail except through the callback:

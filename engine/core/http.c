@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/http-internal.h"
+#include "dcr/cancel.h"
 
 /* ---- the calling thread's handle ------------------------------------------ */
 
@@ -193,17 +194,57 @@ static void http_set_method(CURL *h, const dcr__http_req_t *q, http_call_t *c)
     }
 }
 
+/* The total a request with a stall window but no total of its own may
+ * take: its connect, one window, and every byte it may move at the floor
+ * rate, so that no request runs forever, however its server drips. */
+static long http_total_ms(const dcr__http_req_t *q)
+{
+    size_t down = q->dst != NULL ? q->dst_cap : q->body_max;
+    double bytes = (double)q->body_len + (double)down;
+    double ms = (double)q->connect_timeout_ms + 2.0 * q->stall_timeout_ms +
+                bytes / DCR__HTTP_LOW_SPEED_BPS * 1000.0;
+    return ms > (double)DCR__HTTP_TOTAL_MAX_MS ? DCR__HTTP_TOTAL_MAX_MS : (long)ms;
+}
+
 static void http_set_timeouts(CURL *h, const dcr__http_req_t *q)
 {
     if (q->connect_timeout_ms > 0)
         curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)q->connect_timeout_ms);
-    if (q->timeout_ms > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)q->timeout_ms);
-    /* A stall is "under 1 byte/s for N s": libcurl counts it in seconds. */
+    if (q->timeout_ms > 0)
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)q->timeout_ms);
+    else if (q->stall_timeout_ms > 0)
+        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, http_total_ms(q));
+    /* A stall is "under DCR__HTTP_LOW_SPEED_BPS for the window" (libcurl
+     * counts the window in whole seconds): a server dripping a few bytes a
+     * second makes no progress that counts. */
     if (q->stall_timeout_ms > 0) {
-        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+        curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, (long)DCR__HTTP_LOW_SPEED_BPS);
         curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME,
                          (long)(q->stall_timeout_ms < 1000 ? 1 : q->stall_timeout_ms / 1000));
     }
+}
+
+/* libcurl calls this about once a second even while nothing moves: where a
+ * stop request (dcr/cancel.h) ends the transfer. */
+static int http_xferinfo_cb(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                            curl_off_t ulnow)
+{
+    (void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+    http_call_t *c = arg;
+    if (!dcr_cancel_requested()) return 0;
+    c->stop = DCR_EINTR;
+    snprintf(c->resp->error, sizeof c->resp->error, "stopped by a stop request (signal)");
+    return 1;
+}
+
+/* A timeout is worth another try only when no connection was made (a
+ * server starting up, a lost SYN): a server that accepted the request and
+ * then said nothing, or too little, meets the next try the same way. */
+static bool http_timeout_retryable(CURL *h)
+{
+    curl_off_t pretransfer = 0;
+    if (curl_easy_getinfo(h, CURLINFO_PRETRANSFER_TIME_T, &pretransfer) != CURLE_OK) return true;
+    return pretransfer == 0;
 }
 
 static bool http_retryable(CURLcode rc)
@@ -217,6 +258,10 @@ static bool http_retryable(CURLcode rc)
 dcr_status_t dcr__http_request(const dcr__http_req_t *req, dcr__http_resp_t *resp)
 {
     memset(resp, 0, sizeof *resp);
+    if (dcr_cancel_requested()) {
+        snprintf(resp->error, sizeof resp->error, "stopped by a stop request (signal)");
+        return DCR_EINTR;
+    }
     CURL *h = http_handle();
     if (h == NULL) {
         snprintf(resp->error, sizeof resp->error, "cannot set up libcurl");
@@ -248,6 +293,9 @@ dcr_status_t dcr__http_request(const dcr__http_req_t *req, dcr__http_resp_t *res
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &c);
     curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, http_header_cb);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &c);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, http_xferinfo_cb);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &c);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     http_set_method(h, req, &c);
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(hd);
@@ -256,7 +304,8 @@ dcr_status_t dcr__http_request(const dcr__http_req_t *req, dcr__http_resp_t *res
     if (c.stop != DCR_OK) return c.stop;
     if (rc == CURLE_OK) return DCR_OK;
     snprintf(resp->error, sizeof resp->error, "%s", errbuf[0] ? errbuf : curl_easy_strerror(rc));
-    resp->retryable = http_retryable(rc);
+    resp->retryable =
+        rc == CURLE_OPERATION_TIMEDOUT ? http_timeout_retryable(h) : http_retryable(rc);
     return rc == CURLE_OPERATION_TIMEDOUT ? DCR_ETIMEOUT : DCR_ETRANSPORT;
 }
 

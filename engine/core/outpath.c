@@ -94,6 +94,24 @@ static int dcr__open_dir(const char *dir)
     return open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 }
 
+/* An output folder itself: never through a link, even one planted after
+ * the check. */
+static int dcr__open_dir_nofollow(const char *dir)
+{
+    /* "link/" would resolve the link before O_NOFOLLOW looks: drop the
+     * trailing slashes first. */
+    char buf[PATH_MAX];
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--;
+    if (len >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(buf, dir, len);
+    buf[len] = '\0';
+    return open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
 /* The final component's kind: DCR_OK when absent or a regular file
  * (*exists_p says which), DCR_EINVAL naming the kind otherwise. */
 static dcr_status_t dcr__target_ok(const char *what, const char *path, int dirfd, const char *base,
@@ -172,7 +190,16 @@ dcr_status_t dcr_outdir_check(const char *what, const char *dir)
 {
     if (!dir || !*dir) return dcr_error_set(DCR_EINVAL, "%s: empty path", what);
     struct stat st;
-    if (stat(dir, &st) != 0) {
+    /* lstat: a link to a folder is refused like a link to a file, since
+     * the files written inside would replace the link target's ("link/"
+     * would be resolved: the trailing slashes go first). */
+    char name[PATH_MAX];
+    size_t nlen = strlen(dir);
+    while (nlen > 1 && dir[nlen - 1] == '/') nlen--;
+    if (nlen >= sizeof name) return dcr_error_set(DCR_EINVAL, "%s: path too long", what);
+    memcpy(name, dir, nlen);
+    name[nlen] = '\0';
+    if (lstat(name, &st) != 0) {
         if (errno != ENOENT) return dcr_error_set(DCR_EIO, "%s %s: %s", what, dir, strerror(errno));
         /* A new folder: its parent must take it. */
         char parent[PATH_MAX];
@@ -191,10 +218,15 @@ dcr_status_t dcr_outdir_check(const char *what, const char *dir)
         close(pfd);
         return s;
     }
+    if (S_ISLNK(st.st_mode))
+        return dcr_error_set(DCR_EINVAL,
+                             "%s %s: is a symbolic link; dcr never follows one (give the folder "
+                             "itself)",
+                             what, dir);
     if (!S_ISDIR(st.st_mode))
         return dcr_error_set(DCR_EINVAL, "%s %s: is %s, expected a directory", what, dir,
                              dcr__kind(st.st_mode));
-    int fd = dcr__open_dir(dir);
+    int fd = dcr__open_dir_nofollow(dir);
     if (fd < 0) return dcr_error_set(DCR_EIO, "%s %s: %s", what, dir, strerror(errno));
     dcr_status_t s = dcr__probe(what, dir, fd);
     close(fd);
@@ -469,10 +501,13 @@ dcr_status_t dcr_outdir_open(const char *what, const char *dir, dcr_outdir_t **o
         return dcr_error_set(DCR_EIO, "%s %s: cannot create: %s", what, dir, strerror(errno));
     dcr_outdir_t *d = calloc(1, sizeof(*d));
     if (!d) return dcr_error_set(DCR_ENOMEM, "%s %s", what, dir);
-    d->dirfd = dcr__open_dir(dir);
+    d->dirfd = dcr__open_dir_nofollow(dir);
     d->dir = strdup(dir);
     dcr_status_t s = DCR_OK;
-    if (d->dirfd < 0) s = dcr_error_set(DCR_EIO, "%s %s: %s", what, dir, strerror(errno));
+    if (d->dirfd < 0)
+        s = dcr_error_set(
+            errno == ELOOP || errno == ENOTDIR ? DCR_EINVAL : DCR_EIO, "%s %s: %s", what, dir,
+            errno == ELOOP ? "is a symbolic link; dcr never follows one" : strerror(errno));
     if (s == DCR_OK && !d->dir) s = dcr_error_set(DCR_ENOMEM, "%s %s", what, dir);
     if (s == DCR_OK) {
         dcr_outpath_sweep(dir, DCR__STAGE_TAG);

@@ -52,6 +52,34 @@ static dcr_status_t dcr__refuse(dcr_receiver_t *r, dcr_status_t st, const void *
     return st;
 }
 
+/* Items per tensor a legitimate payload may hold: one per conversion task
+ * of the owner that maps into the tensor (in practice one or two). */
+#define DCR__ITEMS_PER_TENSOR 4
+/* What the format costs per item beyond its words (FORMAT.md sections 2
+ * and 3): the item table entry and the name's NUL. */
+#define DCR__ITEM_ENTRY 96
+#define DCR__BODY_HEAD  24
+
+/* The largest raw body a payload for this inventory can need: every tensor
+ * with every element changed, at the widest gap words (8 bytes), in up to
+ * DCR__ITEMS_PER_TENSOR items. An owner's records for one tensor are
+ * disjoint, so no honest payload is larger; a larger one is refused from
+ * its header before its body is allocated (dcr_payload_policy_t.max_raw). */
+static uint64_t dcr__raw_bound(const dcr_inventory_t *inv)
+{
+    uint64_t total = DCR__BODY_HEAD;
+    for (size_t i = 0; i < dcr_inventory_count(inv); i++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(inv, i);
+        uint64_t numel = (uint64_t)dcr_desc_numel(d);
+        if (numel > DCR_CODEC_RAW_MAX / 16) return DCR_CODEC_RAW_MAX;
+        uint64_t per = numel * ((uint64_t)dcr_dtype_size(d->dtype) + 8) +
+                       DCR__ITEMS_PER_TENSOR * (DCR__ITEM_ENTRY + strlen(d->name) + 1);
+        if (per > DCR_CODEC_RAW_MAX - total) return DCR_CODEC_RAW_MAX;
+        total += per;
+    }
+    return total;
+}
+
 /* Header check and disposition; *admit_p is true when the payload is new
  * for the current attempt. */
 static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,
@@ -59,6 +87,9 @@ static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,
 {
     if (r->plans == NULL || !r->prewarmed)
         return dcr_error_set(DCR_EINVAL, "receiver: payload before a successful prewarm");
+    /* The inventory is fixed for the receiver's life: bound every decode
+     * by it once (the policy is also what dcr_payload_decode_admitted gets). */
+    if (r->policy.max_raw == 0) r->policy.max_raw = dcr__raw_bound(r->inv);
     dcr_status_t st = dcr_payload_verify(buf, len, &r->policy, hdr);
     if (st != DCR_OK) return dcr__refuse(r, st, buf, len);
     r->stats.payloads_in++;

@@ -64,8 +64,9 @@ const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url)
                                   "dir:PATH or s3://BUCKET/PREFIX");
         return NULL;
     }
-    /* Registered schemes first: the built-in "dir" claims any string
-     * without "://", "faulty:s3://..." among them. */
+    /* Registered schemes first ("faulty:s3://..."): the built-in "dir"
+     * claims dir:PATH and every string without a scheme, and none claims
+     * an unknown scheme ("bogus:x"), which is refused below. */
     size_t n = dcr_objstore_backend_count();
     for (size_t i = DCR__N_STORES; i < n; i++) {
         const dcr_objstore_ops_t *o = dcr_objstore_backend(i);

@@ -8,6 +8,14 @@
  * commit record. A real store's durable PUT costs its round trip, which the
  * transport's link emulation adds (link.c).
  *
+ * The work-folder rule holds for the store's root: it is never a symbolic
+ * link, and it is taken only when it is new, empty or holds the marker
+ * ".dcr-store" that dcr wrote there, so a store's deletes never remove a
+ * user's files. Inside, every access walks down from the root's descriptor
+ * one component at a time with O_NOFOLLOW and acts with *at calls: a link
+ * planted anywhere in the store (an "attempt-3" pointing elsewhere) makes
+ * that key unreachable instead of reaching the link's target.
+ *
  * Properties: listings are consistent (readdir after rename), ranged reads
  * are pread, and change notification is inotify on the prefix's directory
  * where the kernel offers it. */
@@ -42,16 +50,31 @@ typedef struct dir_watch {
 typedef struct dirstore {
     dcr_objstore_t pub;
     char *root;
+    int rootfd;               /* the root folder, opened without following a link */
     atomic_uint seq;          /* temporary names */
     pthread_mutex_t watch_mu; /* guards the table, not the watches */
     dir_watch_t **watches;    /* one per thread that waited; freed at destroy */
     size_t nwatches, capwatches;
 } dirstore_t;
 
+/* The marker that makes a folder a store: written by dcr into an empty
+ * folder, checked in any other. Dot-named, so no key can be it. */
+#define DIR_MARKER      ".dcr-store"
+#define DIR_MARKER_TEXT "dcr object store\n"
+
+/* A scheme is letters, digits, '+', '-' or '.' after a letter, then ':'
+ * (RFC 3986). A string without one is a folder path; with one, only "dir:"
+ * is this backend's. "/a:b" and "./x:y" are paths: '/' or '.' first. */
 static bool dir_claims(const dcr_objstore_ops_t *self, const char *url)
 {
     (void)self;
-    return strncmp(url, "dir:", 4) == 0 || strstr(url, "://") == NULL;
+    if (strncmp(url, "dir:", 4) == 0) return true;
+    const char *p = url;
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) return true;
+    while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+           *p == '+' || *p == '-' || *p == '.')
+        p++;
+    return *p != ':';
 }
 
 static const char *dir_path_of(const char *url)
@@ -61,47 +84,120 @@ static const char *dir_path_of(const char *url)
 
 /* Tries of the folder chain: a delete in another process drops folders it
  * leaves empty (dir_del), so a parent made a moment ago may be gone again
- * (ENOENT) before its child is made, or the last one before the check. */
+ * (ENOENT) before its child is made or opened. */
 #define DIR_MKDIRS_TRIES 5
 
-/* One pass over the chain: 1 when a folder vanished under it (try again). */
-static int dir_mkdirs_once(char *buf, const char *path, dcr_status_t *st)
-{
-    for (char *p = buf + 1;; p++) {
-        if (*p != '/' && *p != '\0') continue;
-        char c = *p;
-        *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            int e = errno;
-            *p = c;
-            if (e == ENOENT) return 1;
-            *st = dcr_error_set(DCR_EIO, "object store dir: cannot create directory %s: %s", buf,
-                                strerror(e));
-            return 0;
-        }
-        *p = c;
-        if (c == '\0') break;
-    }
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
-    if (stat(path, &sb) != 0 && errno == ENOENT) return 1;
-    *st = dcr_error_set(DCR_EIO, "object store dir: %s is not a directory", path);
-    return 0;
-}
-
+/* The root's parents as the user named them (links in them are the user's
+ * choice, as for a work folder); the root itself is made by dir_create. */
 static dcr_status_t dir_mkdirs(const char *path)
 {
     char buf[PATH_MAX];
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
         return dcr_error_set(DCR_EINVAL, "object store dir: path too long: %s", path);
     }
-    dcr_status_t st = DCR_OK;
-    for (int i = 0; i < DIR_MKDIRS_TRIES; i++)
-        if (!dir_mkdirs_once(buf, path, &st)) return st;
-    return dcr_error_set(DCR_EIO,
-                         "object store dir: %s vanished %d times while it was made (folders "
-                         "emptied by deletes elsewhere)",
-                         path, DIR_MKDIRS_TRIES);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return dcr_error_set(DCR_EIO, "object store dir: cannot create directory %s: %s", buf,
+                                 strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return dcr_error_set(DCR_EIO, "object store dir: cannot create directory %s: %s", buf,
+                             strerror(errno));
+    return DCR_OK;
+}
+
+/* Whether the marker in fd is dcr's: a regular file (not a link) holding
+ * exactly DIR_MARKER_TEXT. */
+static bool dir_marker_ok(int fd)
+{
+    int m = openat(fd, DIR_MARKER, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (m < 0) return false;
+    char buf[64];
+    struct stat sb;
+    ssize_t n = fstat(m, &sb) == 0 && S_ISREG(sb.st_mode) ? read(m, buf, sizeof buf) : -1;
+    close(m);
+    return n == (ssize_t)strlen(DIR_MARKER_TEXT) && memcmp(buf, DIR_MARKER_TEXT, (size_t)n) == 0;
+}
+
+/* 1 when the folder holds the marker, 0 when it holds nothing but dcr's
+ * own temporary names (".tmp-*"), -1 when it holds anything else. */
+static int dir_root_state(int fd)
+{
+    int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (d == NULL) {
+        if (dup_fd >= 0) close(dup_fd);
+        return -1;
+    }
+    rewinddir(d);
+    int state = 0;
+    for (struct dirent *e; state == 0 && (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, DIR_MARKER))
+            state = 1;
+        else if (strncmp(e->d_name, ".tmp-", 5) != 0)
+            state = -1;
+    }
+    closedir(d);
+    if (state == -1 && dir_marker_ok(fd)) state = 1;
+    if (state == 1 && !dir_marker_ok(fd)) state = -1;
+    return state;
+}
+
+/* Marks an empty folder: the text goes to a temporary name first and is
+ * linked in, so a process opening the store at the same moment sees either
+ * no marker or a whole one. */
+static dcr_status_t dir_mark(dirstore_t *s)
+{
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, ".tmp-dcr-store-%d-%u", (int)getpid(), atomic_fetch_add(&s->seq, 1));
+    int fd = openat(s->rootfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return dcr_error_set(DCR_EIO, "object store dir: cannot mark %s: %s", s->root,
+                             strerror(errno));
+    size_t len = strlen(DIR_MARKER_TEXT);
+    bool ok = write(fd, DIR_MARKER_TEXT, len) == (ssize_t)len;
+    ok = close(fd) == 0 && ok;
+    int rc = ok ? linkat(s->rootfd, tmp, s->rootfd, DIR_MARKER, 0) : -1;
+    int e = errno;
+    unlinkat(s->rootfd, tmp, 0);
+    if (rc == 0 || (ok && e == EEXIST && dir_marker_ok(s->rootfd))) return DCR_OK;
+    return dcr_error_set(DCR_EIO, "object store dir: cannot mark %s: %s", s->root,
+                         ok ? strerror(e) : "write failed");
+}
+
+/* The work-folder rule for stores: the root is not a link, and it is new,
+ * empty or marked as a store by dcr; anything else is a user's folder,
+ * whose files a store's deletes would remove. */
+static dcr_status_t dir_open_root(dirstore_t *s)
+{
+    struct stat sb;
+    if (lstat(s->root, &sb) != 0) {
+        if (errno != ENOENT)
+            return dcr_error_set(DCR_EIO, "object store dir %s: %s", s->root, strerror(errno));
+        DCR_CHECK(dir_mkdirs(s->root));
+    } else if (S_ISLNK(sb.st_mode)) {
+        return dcr_error_set(DCR_EINVAL,
+                             "object store dir %s: is a symbolic link; dcr never follows one "
+                             "(give the folder itself)",
+                             s->root);
+    } else if (!S_ISDIR(sb.st_mode)) {
+        return dcr_error_set(DCR_EINVAL, "object store dir %s: is not a directory", s->root);
+    }
+    s->rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (s->rootfd < 0)
+        return dcr_error_set(errno == ELOOP ? DCR_EINVAL : DCR_EIO, "object store dir %s: %s",
+                             s->root, strerror(errno));
+    int state = dir_root_state(s->rootfd);
+    if (state == 1) return DCR_OK;
+    if (state == 0) return dir_mark(s);
+    return dcr_error_set(DCR_EINVAL,
+                         "object store dir %s: holds files and no %s marker; dcr uses only an "
+                         "empty folder or one it made as a store",
+                         s->root, DIR_MARKER);
 }
 
 static dcr_status_t dir_create(const dcr_objstore_ops_t *self, const dcr_objstore_config_t *cfg,
@@ -117,8 +213,12 @@ static dcr_status_t dir_create(const dcr_objstore_ops_t *self, const dcr_objstor
         free(s);
         return dcr_error_set(DCR_ENOMEM, "object store dir: allocation failed");
     }
-    dcr_status_t st = dir_mkdirs(s->root);
+    /* "link/" would resolve the link: the root is named without trailing slashes. */
+    for (size_t n = strlen(s->root); n > 1 && s->root[n - 1] == '/'; n--) s->root[n - 1] = '\0';
+    s->rootfd = -1;
+    dcr_status_t st = dir_open_root(s);
     if (st != DCR_OK) {
+        if (s->rootfd >= 0) close(s->rootfd);
         free(s->root);
         free(s);
         return st;
@@ -137,44 +237,100 @@ static void dir_destroy(dcr_objstore_t *o)
     }
     free(s->watches);
     pthread_mutex_destroy(&s->watch_mu);
+    close(s->rootfd);
     free(s->root);
     free(s);
 }
 
-/* ROOT/key into out; the parent directory's length into *dirlen_p. */
+/* ROOT/key into out, for messages and inotify; the parent directory's
+ * length into *dirlen_p. */
 static void dir_path(const dirstore_t *s, const char *key, char *out, size_t cap, size_t *dirlen_p)
 {
-    int n = snprintf(out, cap, "%s/%s", s->root, key);
+    snprintf(out, cap, "%s/%s", s->root, key);
     if (dirlen_p != NULL) {
         const char *slash = strrchr(out, '/');
         *dirlen_p = (size_t)(slash - out);
     }
-    (void)n;
+}
+
+/* Opens the folder holding `rel`'s last component (rel: a key, or a prefix
+ * ending in '/', whose folder is then rel itself), walking down from the
+ * root one component at a time with O_NOFOLLOW: a link anywhere inside the
+ * store fails with ELOOP (or ENOTDIR), so nothing outside the store's own
+ * tree is ever read, written or removed. With create, missing folders are
+ * made. Returns the descriptor (the caller closes it) and the last
+ * component in *leaf_p ("" for a prefix ending in '/'), or -1 with errno. */
+static int dir_open_parent(const dirstore_t *s, const char *rel, bool create, const char **leaf_p)
+{
+    /* A new open file description, not dup: threads listing the root at
+     * once must not share a directory offset. */
+    int fd = openat(s->rootfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const char *p = rel;
+    for (const char *slash; fd >= 0 && (slash = strchr(p, '/')) != NULL; p = slash + 1) {
+        char comp[DCR_OBJSTORE_KEY_MAX + 1];
+        size_t n = (size_t)(slash - p);
+        if (n == 0 || n > DCR_OBJSTORE_KEY_MAX) {
+            close(fd);
+            errno = EINVAL;
+            return -1;
+        }
+        memcpy(comp, p, n);
+        comp[n] = '\0';
+        int sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0 && errno == ENOENT && create) {
+            if (mkdirat(fd, comp, 0755) != 0 && errno != EEXIST) {
+                int e = errno;
+                close(fd);
+                errno = e;
+                return -1;
+            }
+            sub = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        int e = errno;
+        close(fd);
+        errno = e;
+        fd = sub;
+    }
+    if (fd >= 0 && leaf_p != NULL) *leaf_p = p;
+    return fd;
+}
+
+/* Why a walk failed, in words: a link inside the store is named as one. */
+static const char *dir_walk_error(int e)
+{
+    return e == ELOOP || e == ENOTDIR ? "a symbolic link or a file where a folder belongs; dcr "
+                                        "never follows a link inside a store"
+                                      : strerror(e);
 }
 
 static dcr_status_t dir_put(dcr_objstore_t *o, const char *key, const uint8_t *buf, size_t len,
                             const dcr_objstore_pace_t *pace)
 {
     dirstore_t *s = (dirstore_t *)o;
-    char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX], tmp[sizeof path + 64];
-    size_t dl;
-    dir_path(s, key, path, sizeof path, &dl);
-    path[dl] = '\0';
-    snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%d-%u", path, path + dl + 1, (int)getpid(),
-             atomic_fetch_add(&s->seq, 1));
-    /* The directory usually exists (earlier keys of the attempt): the
-     * folders are made only when the open says they are missing. A delete
-     * of the directory's last key removes the directory (dir_del): one that
-     * runs between mkdirs and open makes open fail; again. */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    for (int i = 0; i < 3 && fd < 0 && errno == ENOENT; i++) {
-        DCR_CHECK(dir_mkdirs(path));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX], tmp[DCR_OBJSTORE_KEY_MAX + 64];
+    dir_path(s, key, path, sizeof path, NULL);
+    const char *leaf = NULL;
+    int dfd = -1, fd = -1;
+    /* A delete of the folder's last key removes the folder (dir_del): one
+     * that runs between the walk and the create makes the create fail with
+     * ENOENT; again. */
+    for (int i = 0; i < DIR_MKDIRS_TRIES && fd < 0; i++) {
+        if (dfd >= 0) close(dfd);
+        dfd = dir_open_parent(s, key, true, &leaf);
+        if (dfd < 0) {
+            if (errno == ENOENT) continue;
+            break;
+        }
+        snprintf(tmp, sizeof tmp, ".tmp-%s-%d-%u", leaf, (int)getpid(),
+                 atomic_fetch_add(&s->seq, 1));
+        fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != ENOENT) break;
     }
-    path[dl] = '/';
     if (fd < 0) {
-        return dcr_error_set(DCR_EIO, "object store dir: cannot create %s: %s", tmp,
-                             strerror(errno));
+        int e = errno;
+        if (dfd >= 0) close(dfd);
+        return dcr_error_set(e == ELOOP || e == ENOTDIR ? DCR_EINVAL : DCR_EIO,
+                             "object store dir: cannot create %s: %s", path, dir_walk_error(e));
     }
     dcr_status_t st = DCR_OK;
     for (size_t off = 0; off < len && st == DCR_OK;) {
@@ -183,17 +339,19 @@ static dcr_status_t dir_put(dcr_objstore_t *o, const char *key, const uint8_t *b
         ssize_t w = write(fd, buf + off, n);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0)
-            st = dcr_error_set(DCR_EIO, "object store dir: writing %s: %s", tmp, strerror(errno));
+            st = dcr_error_set(DCR_EIO, "object store dir: writing %s: %s", path, strerror(errno));
         else
             off += (size_t)w;
     }
     if (close(fd) != 0 && st == DCR_OK) {
-        st = dcr_error_set(DCR_EIO, "object store dir: closing %s: %s", tmp, strerror(errno));
+        st = dcr_error_set(DCR_EIO, "object store dir: closing %s: %s", path, strerror(errno));
     }
-    if (st == DCR_OK && rename(tmp, path) != 0) {
+    /* rename replaces a link named like the key, never its target. */
+    if (st == DCR_OK && renameat(dfd, tmp, dfd, leaf) != 0) {
         st = dcr_error_set(DCR_EIO, "object store dir: publishing %s: %s", path, strerror(errno));
     }
-    if (st != DCR_OK) unlink(tmp);
+    if (st != DCR_OK) unlinkat(dfd, tmp, 0);
+    close(dfd);
     return st;
 }
 
@@ -204,10 +362,15 @@ static dcr_status_t dir_get(dcr_objstore_t *o, const char *key, uint64_t off, ui
     dirstore_t *s = (dirstore_t *)o;
     char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
     dir_path(s, key, path, sizeof path, NULL);
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW); /* never a planted link */
+    const char *leaf = NULL;
+    int dfd = dir_open_parent(s, key, false, &leaf);
+    /* never a planted link, neither the object nor a folder above it */
+    int fd = dfd < 0 ? -1 : openat(dfd, leaf, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int e = errno;
+    if (dfd >= 0) close(dfd);
     if (fd < 0) {
-        return dcr_error_set(errno == ENOENT ? DCR_ENOTFOUND : DCR_EIO, "object store dir: %s: %s",
-                             path, strerror(errno));
+        return dcr_error_set(e == ENOENT ? DCR_ENOTFOUND : DCR_EIO, "object store dir: %s: %s",
+                             path, dir_walk_error(e));
     }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
@@ -259,21 +422,23 @@ typedef struct dir_walk {
     dcr_status_t st;
 } dir_walk_t;
 
-/* Adds the names under ROOT/rel (rel "" or ending in '/') whose keys begin
- * with the prefix and sort after start, without their sizes: a page stats
- * only the entries it returns (dir_list). Recurses into directories that
- * can hold such keys; the file type comes from readdir where the file
- * system gives it. */
-static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
+/* Adds the names under ROOT/rel (rel "" or ending in '/', open as fd, which
+ * the walk closes) whose keys begin with the prefix and sort after start,
+ * without their sizes: a page stats only the entries it returns
+ * (dir_list). Recurses into directories that can hold such keys, never
+ * through a link; the file type comes from readdir where the file system
+ * gives it. */
+static void dir_walk(dirstore_t *s, dir_walk_t *w, int fd, const char *rel)
 {
-    char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
-    snprintf(path, sizeof path, "%s/%s", s->root, rel);
-    DIR *d = opendir(path);
-    if (d == NULL) return;
+    DIR *d = fdopendir(fd);
+    if (d == NULL) {
+        close(fd);
+        return;
+    }
     size_t plen = strlen(w->prefix);
     struct dirent *de;
     while (w->st == DCR_OK && (de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.') continue; /* ., .., uploads in progress */
+        if (de->d_name[0] == '.') continue; /* ., .., uploads in progress, the marker */
         char key[DCR_OBJSTORE_KEY_MAX + 2];
         if (snprintf(key, sizeof key, "%s%s", rel, de->d_name) > DCR_OBJSTORE_KEY_MAX) continue;
         size_t klen = strlen(key);
@@ -291,7 +456,11 @@ static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
             /* Every key in it starts with key: none sorts after a start
              * whose first klen + 1 bytes already sort after key. */
             bool after = w->start[0] == '\0' || strncmp(w->start, key, klen + 1) <= 0;
-            if (after && klen + 1 <= DCR_OBJSTORE_KEY_MAX) dir_walk(s, w, key);
+            int sub =
+                after && klen + 1 <= DCR_OBJSTORE_KEY_MAX
+                    ? openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    : -1;
+            if (sub >= 0) dir_walk(s, w, sub, key);
             continue;
         }
         if (type != DT_REG || klen < plen || !dcr_objstore_key_ok(key)) continue;
@@ -300,7 +469,7 @@ static void dir_walk(dirstore_t *s, dir_walk_t *w, const char *rel)
             size_t cap = w->cap ? 2 * w->cap : 64;
             dcr_objstore_entry_t *v = realloc(w->v, cap * sizeof *v);
             if (v == NULL) {
-                w->st = dcr_error_set(DCR_ENOMEM, "object store dir: listing %s", path);
+                w->st = dcr_error_set(DCR_ENOMEM, "object store dir: listing %s/%s", s->root, rel);
                 break;
             }
             w->v = v;
@@ -320,10 +489,13 @@ static int dir_entry_cmp(const void *a, const void *b)
  * file (removed or replaced since the readdir). */
 static bool dir_stat_entry(const dirstore_t *s, dcr_objstore_entry_t *e)
 {
-    char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
-    dir_path(s, e->key, path, sizeof path, NULL);
+    const char *leaf = NULL;
+    int dfd = dir_open_parent(s, e->key, false, &leaf);
+    if (dfd < 0) return false;
     struct stat sb;
-    if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return false;
+    int rc = fstatat(dfd, leaf, &sb, AT_SYMLINK_NOFOLLOW);
+    close(dfd);
+    if (rc != 0 || !S_ISREG(sb.st_mode)) return false;
     e->size = (uint64_t)sb.st_size;
     snprintf(e->version, sizeof e->version, "%ju-%jd-%ld", (uintmax_t)sb.st_ino,
              (intmax_t)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
@@ -343,7 +515,9 @@ static dcr_status_t dir_list(dcr_objstore_t *o, const char *prefix, const char *
         slash[1] = '\0';
     else
         rel[0] = '\0';
-    dir_walk(s, &w, rel);
+    /* A prefix whose folder is missing, or is a link, lists nothing. */
+    int fd = dir_open_parent(s, rel, false, NULL);
+    if (fd >= 0) dir_walk(s, &w, fd, rel);
     if (w.st != DCR_OK) {
         free(w.v);
         return w.st;
@@ -365,19 +539,28 @@ static dcr_status_t dir_del(dcr_objstore_t *o, const char *key)
 {
     dirstore_t *s = (dirstore_t *)o;
     char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
-    size_t dl;
-    dir_path(s, key, path, sizeof path, &dl);
-    if (unlink(path) != 0 && errno != ENOENT) {
-        return dcr_error_set(DCR_EIO, "object store dir: removing %s: %s", path, strerror(errno));
+    dir_path(s, key, path, sizeof path, NULL);
+    /* unlinkat in the key's own folder, reached without following a link:
+     * a link named like a key is removed itself, a link where a folder
+     * belongs stops the delete, and nothing outside the store is touched. */
+    const char *leaf = NULL;
+    int dfd = dir_open_parent(s, key, false, &leaf);
+    int rc = dfd < 0 ? -1 : unlinkat(dfd, leaf, 0);
+    int e = errno;
+    if (dfd >= 0) close(dfd);
+    if (rc != 0 && e != ENOENT) {
+        return dcr_error_set(DCR_EIO, "object store dir: removing %s: %s", path, dir_walk_error(e));
     }
     /* Directories exist only to hold keys: drop the ones left empty (a
      * failing rmdir means another key, or an upload, is still there). */
-    size_t rootlen = strlen(s->root);
-    while (dl > rootlen) {
-        path[dl] = '\0';
-        if (rmdir(path) != 0) break;
-        char *slash = strrchr(path, '/');
-        dl = (size_t)(slash - path);
+    char rel[DCR_OBJSTORE_KEY_MAX + 1];
+    snprintf(rel, sizeof rel, "%s", key);
+    for (char *slash; (slash = strrchr(rel, '/')) != NULL;) {
+        *slash = '\0';
+        dfd = dir_open_parent(s, rel, false, &leaf);
+        rc = dfd < 0 ? -1 : unlinkat(dfd, leaf, AT_REMOVEDIR);
+        if (dfd >= 0) close(dfd);
+        if (rc != 0) break;
     }
     return DCR_OK;
 }
@@ -425,9 +608,10 @@ static void dir_watch_arm(const dirstore_t *s, dir_watch_t *w, const char *prefi
     w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     bool watching = false;
     uint32_t mask = IN_MOVED_TO | IN_DELETE; /* not IN_CREATE: uploads in progress */
+    const uint32_t never_a_link = IN_DONT_FOLLOW | IN_ONLYDIR;
     for (char *slash = strrchr(path, '/'); w->fd >= 0 && slash != NULL; mask = IN_CREATE) {
         *slash = '\0';
-        if (inotify_add_watch(w->fd, path, mask) >= 0) {
+        if (inotify_add_watch(w->fd, path, mask | never_a_link) >= 0) {
             watching = true;
             break;
         }

@@ -2,10 +2,13 @@
 #include "workloads/harness/rundir.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "dcr/log.h"
 #include "dcr/outpath.h"
 #include "dcr/trace.h"
 
@@ -35,6 +38,11 @@ dcr_status_t dcr_rundir_kill_points_create(const char *workdir)
     dcr_rundir_kill_points_dir(workdir, marks, sizeof(marks));
     if (mkdir(marks, 0755) != 0 && errno != EEXIST)
         return dcr_error_set(DCR_EIO, "cannot create %s: %s", marks, strerror(errno));
+    /* An existing one must be a folder, never a link: node processes
+     * create files in it. */
+    struct stat st;
+    if (lstat(marks, &st) != 0 || !S_ISDIR(st.st_mode))
+        return dcr_error_set(DCR_EINVAL, "%s: not a directory (a link is never followed)", marks);
     return DCR_OK;
 }
 
@@ -54,20 +62,53 @@ void dcr_rundir_trace_path(const char *workdir, int node, uint64_t tau, char *ou
         snprintf(out, cap, "%s/trace/o%d-t%llu.bin", workdir, -1 - node, (unsigned long long)tau);
 }
 
+/* Whether an interval read from a role's file can be recorded as it is:
+ * a known stage and actor, and an end not before its start. */
+static bool trace_interval_ok(const dcr_trace_interval_t *iv)
+{
+    return iv->stage < DCR_STAGE_COUNT && iv->actor < DCR_ACTOR_COUNT && iv->end_ns >= iv->start_ns;
+}
+
 /* Records the intervals of one role's file into this process's recorder;
- * false when there is no such file. */
+ * false when there is no such file. The file is read only when it is a
+ * regular file (never through a link, never a FIFO that would block) of
+ * whole intervals and at most DCR_RUNDIR_TRACE_MAX bytes; an interval with
+ * an unknown stage or actor is dropped. */
 static bool trace_import_one(const char *workdir, int who, uint64_t tau)
 {
     char path[4300];
     dcr_rundir_trace_path(workdir, who, tau, path, sizeof(path));
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    dcr_trace_interval_t iv;
-    while (fread(&iv, sizeof(iv), 1, f) == 1)
-        if (who != DCR_RUNDIR_TRACE_COORD || iv.stage != DCR_STAGE_REFIT)
-            dcr_trace_record_refit((dcr_stage_t)iv.stage, (dcr_actor_t)iv.actor, iv.id, iv.refit,
-                                   iv.start_ns, iv.end_ns);
-    fclose(f);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno != ENOENT;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > DCR_RUNDIR_TRACE_MAX ||
+        st.st_size % (off_t)sizeof(dcr_trace_interval_t) != 0) {
+        DCR_LOG_WARN("%s: not a regular file of whole intervals within %lld bytes; not imported",
+                     path, (long long)DCR_RUNDIR_TRACE_MAX);
+        close(fd);
+        return true;
+    }
+    dcr_trace_interval_t buf[256];
+    size_t dropped = 0;
+    for (off_t left = st.st_size; left > 0;) {
+        size_t want = (size_t)left < sizeof buf ? (size_t)left : sizeof buf;
+        ssize_t n = read(fd, buf, want);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        left -= n;
+        for (size_t i = 0; i < (size_t)n / sizeof buf[0]; i++) {
+            const dcr_trace_interval_t *iv = &buf[i];
+            if (!trace_interval_ok(iv)) {
+                dropped++;
+                continue;
+            }
+            if (who != DCR_RUNDIR_TRACE_COORD || iv->stage != DCR_STAGE_REFIT)
+                dcr_trace_record_refit((dcr_stage_t)iv->stage, (dcr_actor_t)iv->actor, iv->id,
+                                       iv->refit, iv->start_ns, iv->end_ns);
+        }
+    }
+    close(fd);
+    if (dropped) DCR_LOG_WARN("%s: %zu malformed intervals dropped", path, dropped);
     return true;
 }
 

@@ -45,6 +45,11 @@ void dcr_rundir_apply_marker_path(const char *workdir, int node, uint64_t tau, c
 #define DCR_RUNDIR_TRACE_COORD (-1 - DCR_RUNDIR_OWNERS_MAX)
 void dcr_rundir_trace_path(const char *workdir, int node, uint64_t tau, char *out, size_t cap);
 
+/* The largest interval file imported (64 MiB, 2.8 million intervals): a
+ * larger one, or one that is not a regular file of whole intervals, is
+ * skipped with a warning. */
+#define DCR_RUNDIR_TRACE_MAX ((long long)64 << 20)
+
 /* Records the intervals every node process, owner rank and the
  * coordinator process wrote for attempt tau into this process's recorder
  * (one clock: CLOCK_MONOTONIC of one host), so that one trace and the
@@ -52,7 +57,10 @@ void dcr_rundir_trace_path(const char *workdir, int node, uint64_t tau, char *ou
  * skipped; owner files are read from rank 0 up to the first missing one (at
  * most DCR_RUNDIR_OWNERS_MAX). The coordinator's window (DCR_STAGE_REFIT) is
  * not imported: the launcher records it from the coordinator's answer, and
- * a refit has exactly one window. */
+ * a refit has exactly one window. Files are opened without following a
+ * link and without blocking (a FIFO is skipped); see DCR_RUNDIR_TRACE_MAX
+ * for the size bound, and intervals with an unknown stage or actor, or
+ * ending before they start, are dropped. */
 dcr_status_t dcr_rundir_trace_import(const char *workdir, int nodes, uint64_t tau);
 
 /* The etcd namespace of a --processes run (etcd://HOST:PORT/PREFIX/<run>),

@@ -4,11 +4,20 @@
  *
  * A folder is dcr's only when it is empty or holds the marker file
  * DCR_WORKDIR_MARKER that dcr wrote there; anything else is refused with one
- * line, so a mistyped path never has its files replaced or removed. The
- * marker records the pid of the run using the folder: a folder whose run is
- * alive is refused, and one whose run died (killed, crashed) is emptied by
- * the next run that uses it. Temporary folders with a dead run's marker are
- * removed by the next run that makes one under the same TMPDIR. */
+ * line, so a mistyped path never has its files replaced or removed. A
+ * marker counts as dcr's only when it is a regular file owned by this user,
+ * in a folder (never a symbolic link) owned by this user, and names that
+ * folder's device and inode: a marker copied from another folder, written
+ * by hand (or by a dcr before this format) or in another user's folder is
+ * refused, and such folders are never swept. The marker records the run
+ * using the folder (pid, the process's start time, the boot id): a folder
+ * whose run is alive is refused, and one whose run died (killed, crashed,
+ * or of an earlier boot; a pid since reused by another process counts as
+ * dead) is emptied by the next run that uses it. Temporary folders with a
+ * dead run's marker are removed by the next run that makes one under the
+ * same TMPDIR. The checks keep dcr from taking a folder it did not make;
+ * they are not a secret against the same user, who can remove the folder
+ * anyway. */
 #ifndef DCR_WORKLOADS_WORKDIR_H
 #define DCR_WORKLOADS_WORKDIR_H
 

@@ -37,9 +37,10 @@ extern "C" {
  * folder that is missing or not writable. Writes nothing that stays. */
 dcr_status_t dcr_outpath_check(const char *what, const char *path);
 
-/* Checks that `dir` may receive output files: an existing directory (a
- * symlink to one is accepted: files inside are still checked one by one)
- * that accepts a new file, or a new name whose parent does. */
+/* Checks that `dir` may receive output files: an existing directory (not
+ * a symbolic link, not even one to a directory: the files written inside
+ * would replace its target's) that accepts a new file, or a new name whose
+ * parent does. DCR_EINVAL for a link or a non-directory. */
 dcr_status_t dcr_outdir_check(const char *what, const char *dir);
 
 /* An output file being written: a temporary file beside the target. */
