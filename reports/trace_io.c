@@ -429,8 +429,9 @@ static dcr_status_t dcr__open_trace_file(const char *path, int *fd_p, size_t *si
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return dcr_error_set(DCR_EIO, "%s is not a regular file (a trace is read from a file, "
-                                      "never from a device, pipe or socket)",
+        return dcr_error_set(DCR_EIO,
+                             "%s is not a regular file (a trace is read from a file, "
+                             "never from a device, pipe or socket)",
                              path);
     }
     if ((uint64_t)st.st_size > DCR_TRACE_FILE_MAX) {

@@ -535,6 +535,36 @@ static void test_cli_bounds(void **state)
     assert_true(fabs(json_num(means, "latency_s") - 750e-9) < 1e-15);
     json_decref(root);
 
+    /* The critical path of refit 1 by hand: wait [0,100] from t0, compare
+     * [100,200] (back from 700 the send covers to its start, 200, where
+     * the compare still runs), send [200,700], wait [700,750], apply
+     * [750,800], wait [800,1000] to t1. Refit 2: wait [2250,2500], zstd
+     * [2050,2250], encode [2000,2050]. Means over the two refits. */
+    snprintf(args, sizeof(args), "%s --json --critical-path", path);
+    run_cli(&r, args);
+    if (r.rc != 0) fail_msg("dcr bounds --critical-path failed: %s", r.err);
+    root = json_loads(r.out, 0, &e);
+    if (!root) fail_msg("not JSON: %s", e.text);
+    json_t *cp = json_object_get(root, "critical_path");
+    assert_true(fabs(json_num(cp, "window_s") - 750e-9) < 1e-15);
+    /* waits: refit 1: 100 + 50 + 200 = 350; refit 2: 250; mean 300 */
+    assert_true(fabs(json_num(cp, "wait_s") - 300e-9) < 1e-15);
+    double sum = 0.0, send = -1.0;
+    json_t *rows = json_object_get(cp, "rows");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        sum += json_num(row, "mean_s");
+        if (!strcmp(json_string_value(json_object_get(row, "segment")), "send endpoint"))
+            send = json_num(row, "mean_s");
+    }
+    assert_true(fabs(sum - 750e-9) < 1e-15);  /* the rows account for the whole window */
+    assert_true(fabs(send - 250e-9) < 1e-15); /* 500 in refit 1, none in refit 2 */
+    json_decref(root);
+    snprintf(args, sizeof(args), "%s --critical-path", path);
+    run_cli(&r, args);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "wait apply receiver -> t1"));
+
     run_cli(&r, path);
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "construction_lb_s"));
