@@ -28,8 +28,8 @@
  * acknowledgment waits on it, inside the refit's window, so a look at one
  * atomic flag this often; the control plane is read only every
  * DELIVER_POLL_NS. */
-#define FINISH_POLL_NS 250000L
-#define TURN_TIMEOUT_MS 30000    /* waiting for the handles before this one to open */
+#define FINISH_POLL_NS  250000L
+#define TURN_TIMEOUT_MS 30000 /* waiting for the handles before this one to open */
 
 dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *workdir, int node,
                                        char *url, size_t cap)
