@@ -230,7 +230,8 @@ typedef struct dcr_path_segment {
  * interval that ended last (engine/trace/critical.c says why). The segments,
  * in time order, tile [t0, t1] exactly (no gap, no overlap: their lengths sum
  * to t1 - t0); *seg_p is malloc'd for the caller to free (NULL with no
- * segment, when t0 == t1). Cost: the number of segments times n. */
+ * segment, when t0 == t1). Cost: one pass over iv, a sort of the window's
+ * intervals, and two binary searches per segment. */
 dcr_status_t dcr_critical_path(const dcr_trace_interval_t *iv, size_t n, uint64_t t0, uint64_t t1,
                                dcr_path_segment_t **seg_p, size_t *nseg_p);
 
