@@ -4,11 +4,10 @@
  * 4000): it must finish within BIG_TRACE_S of CPU time (user + system of the
  * command, which a loaded machine does not stretch the way it stretches wall
  * time: two suites at once on two cores made the wall time fail a fixed
- * limit) with a bounded resident set and
- * the figures the generator implies, and so must its critical path
- * (--critical-path: the compares as work, the rest as waits); and a trace
- * with an interval ending at
- * 2^63 - 1 ns is refused with one line naming that interval (exit 1). */
+ * limit) with a bounded resident set and the figures the generator implies,
+ * and so must its critical path (--critical-path: the compares as work, the
+ * rest as waits); and a trace with an interval ending at 2^63 - 1 ns is
+ * refused with one line naming that interval (exit 1). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
