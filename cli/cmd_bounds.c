@@ -11,16 +11,20 @@
 
 int dcr_cmd_bounds(int argc, char **argv)
 {
-    bool json = false, nsys = false;
+    bool json = false, nsys = false, critical = false;
     dcr_arg_t args[] = {
         {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object: refits[] and means", false},
         {"--nsys", DCR_ARG_FLAG, &nsys, 0, 0,
          "TRACE is an `nsys export --type sqlite` file (detected by its magic otherwise)", false},
+        {"--critical-path", DCR_ARG_FLAG, &critical, 0, 0,
+         "also each refit's critical path: its window split into work and waits (hand-offs), "
+         "summed by kind",
+         false},
     };
     const char *pos[1];
     int npos = 0;
-    int rc =
-        dcr_args_parse("bounds", "TRACE [--json] [--nsys]", args, 2, argc, argv, pos, 1, &npos);
+    int rc = dcr_args_parse("bounds", "TRACE [--json] [--nsys] [--critical-path]", args, 3, argc,
+                            argv, pos, 1, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 1) {
         fprintf(stderr, "dcr bounds: expected one TRACE file (a dcr Chrome trace or an nsys SQLite "
@@ -32,13 +36,19 @@ int dcr_cmd_bounds(int argc, char **argv)
     dcr_trace_interval_t *iv = NULL;
     size_t n = 0;
     dcr_bounds_run_t r = {0};
+    dcr_path_report_t p = {0};
     dcr_status_t s;
     if (sqlite)
         DCR_CHECK_GOTO(dcr_trace_read_nsys(path, &iv, &n), s, fail);
     else
         DCR_CHECK_GOTO(dcr_trace_read_chrome(path, &iv, &n), s, fail);
     DCR_CHECK_GOTO(dcr_bounds_run_compute(path, iv, n, &r), s, fail);
-    dcr_bounds_run_print(path, sqlite ? "nsys" : "chrome", &r, json);
+    if (critical) {
+        DCR_CHECK_GOTO(dcr_path_report_compute(iv, n, &r, &p), s, fail);
+        dcr_bounds_run_print_path(path, sqlite ? "nsys" : "chrome", &r, &p, json);
+    } else {
+        dcr_bounds_run_print(path, sqlite ? "nsys" : "chrome", &r, json);
+    }
     rc = 0;
     goto done;
 fail:
@@ -47,5 +57,6 @@ fail:
 done:
     free(iv);
     dcr_bounds_run_free(&r);
+    dcr_path_report_free(&p);
     return rc;
 }

@@ -24,7 +24,12 @@
 
 #define IDLE_POLL_NS    2000000L /* waiting for an attempt or a commit (outside the window) */
 #define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
-#define TURN_TIMEOUT_MS 30000    /* waiting for the handles before this one to open */
+/* Noticing that the node's thread applied the last payload: the
+ * acknowledgment waits on it, inside the refit's window, so a look at one
+ * atomic flag this often; the control plane is read only every
+ * DELIVER_POLL_NS. */
+#define FINISH_POLL_NS  250000L
+#define TURN_TIMEOUT_MS 30000 /* waiting for the handles before this one to open */
 
 dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *workdir, int node,
                                        char *url, size_t cap)
@@ -510,14 +515,17 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     p->delivering = a->tau; /* before the node thread starts: it reads it */
     DCR_CHECK(dcr_rollout_node_start_deliver(p->rt, a->tau));
     bool cancelled = false;
+    uint64_t next_look = 0; /* when the control plane is read next */
     while (!dcr_rollout_node_finished(p->rt)) {
-        if (*stop || superseded(p, a->tau)) {
+        uint64_t now = dcr_clock_ns();
+        if (*stop || (now >= next_look && superseded(p, a->tau))) {
             /* The attempt was replaced: its writes must stop here too. */
             cancelled = true;
             dcr_transport_stop_and_wait(p->transport);
             break;
         }
-        dcr_clock_nap_ns(DELIVER_POLL_NS);
+        if (now >= next_look) next_look = dcr_clock_ns() + (uint64_t)DELIVER_POLL_NS;
+        dcr_clock_nap_ns(FINISH_POLL_NS);
     }
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;

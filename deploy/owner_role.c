@@ -28,13 +28,19 @@
 #include "deploy/roles.h"
 #include "deploy/world.h"
 
-#define IDLE_POLL_NS  2000000L /* rank 0 between reads of the control plane */
-#define ORDER_POLL_MS 200      /* other ranks: one wait for an order (then a look at stop) */
-#define OPEN_WAIT_MS  30000    /* the coordinator's open of an attempt it prepared */
-#define GATHER_MS     600000   /* rank 0: every rank's outcome of one order */
+#define IDLE_POLL_NS 2000000L /* rank 0 between reads of the control plane */
+/* Rank 0 awaiting the commit of the attempt the owners sent: the baseline
+ * update, the end of the refit's window, starts when it sees the record, so
+ * it looks more often then (the nodes' apply and acknowledgments are what
+ * it waits for: tens of milliseconds, not the idle time between refits). */
+#define COMMIT_POLL_NS 500000L
+#define ORDER_POLL_MS  200    /* other ranks: one wait for an order (then a look at stop) */
+#define OPEN_WAIT_MS   30000  /* the coordinator's open of an attempt it prepared */
+#define GATHER_MS      600000 /* rank 0: every rank's outcome of one order */
 /* Tags above the constructor's (construct.c uses 1 and 2). */
 #define TAG_ORDER 40
 #define TAG_DONE  41
+#define TAG_READY 42 /* a rank holds the next version's candidate */
 
 typedef enum order_kind {
     ORDER_ATTEMPT = 1, /* construct and send attempt tau from from_version */
@@ -123,7 +129,7 @@ static order_t leader_next(owner_proc_t *p, volatile sig_atomic_t *stop)
             }
             continue;
         }
-        dcr_clock_nap_ns(IDLE_POLL_NS);
+        dcr_clock_nap_ns(p->part ? COMMIT_POLL_NS : IDLE_POLL_NS);
     }
     return (order_t){ORDER_STOP, 0, 0, 0, 0};
 }
@@ -229,7 +235,11 @@ static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
     out->end = dcr_clock_s();
     DCR_CHECK(dcr_transport_finish(p->transport, p->rank, p->sent));
     p->part = o->tau;
-    return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
+    /* No trace file yet: the launcher imports an attempt's traces once it
+     * committed, and commit() writes this rank's then, this attempt's
+     * intervals included, off the window (before, a write here delayed the
+     * owners' report that the coordinator waits on). */
+    return DCR_OK;
 }
 
 static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
@@ -300,6 +310,25 @@ static dcr_status_t gather(owner_proc_t *p, const order_t *o, const outcome_t *m
     return dcr_owners_report_put(p->control, &r);
 }
 
+/* After the candidate of the next version is built on every rank: rank 0
+ * takes no attempt before then. Each rank replays the seeded training step
+ * on its own, and on a loaded host they finish far apart; an attempt rank 0
+ * took at once would open the window (t0, its start) while other ranks
+ * still compute the step, and every exchange of the construction would wait
+ * for them inside the window. In one process, and in training, the step has
+ * ended on every rank before a refit starts. */
+static dcr_status_t candidates_ready(owner_proc_t *p)
+{
+    int32_t mine = p->rank;
+    if (p->rank != 0) return dcr_group_send(p->g, 0, TAG_READY, &mine, sizeof(mine));
+    for (int k = 1; k < p->size; k++) {
+        dcr_group_msg_t m;
+        DCR_CHECK(dcr_group_recv(p->g, TAG_READY, GATHER_MS, &m));
+        dcr_group_release(p->g, &m);
+    }
+    return DCR_OK;
+}
+
 static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
 {
     for (;;) {
@@ -335,7 +364,10 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
          * replaying the seeded step at the next attempt's start would put
          * every rank's step (the harness's work, not refit work) inside
          * that attempt's window, skewed across ranks. */
-        if (o.kind == ORDER_COMMIT) DCR_CHECK(dcr_role_world_advance(p->world, o.version + 1));
+        if (o.kind == ORDER_COMMIT) {
+            DCR_CHECK(dcr_role_world_advance(p->world, o.version + 1));
+            DCR_CHECK(candidates_ready(p));
+        }
     }
 }
 
@@ -395,6 +427,11 @@ static dcr_status_t owner_setup(owner_proc_t *p)
     DCR_CHECK(dcr_role_transport_open_as(p->cfg->run, p->cfg->workdir, sc->train.nodes,
                                          sc->layout->world, p->world->serve.nodes, &as,
                                          &p->transport));
+    /* The first attempt's candidate now, as owner_loop builds every later
+     * one after the commit before it: not inside that attempt's window,
+     * where ranks that finish the step at different times would keep the
+     * others waiting in the construction's exchanges (candidates_ready). */
+    DCR_CHECK(dcr_role_world_advance(p->world, p->version + 1));
     /* Ready once every rank is: rank 0 says so for the job. */
     outcome_t u;
     memset(&u, 0, sizeof(u));

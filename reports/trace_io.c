@@ -276,6 +276,19 @@ static dcr_status_t dcr__value(dcr__scan_t *sc, long long event, json_t **out_p)
     const char *start = NULL;
     size_t len = 0;
     DCR_CHECK(dcr__value_span(sc, &start, &len));
+    /* jansson's tree of a value costs about three times its text: one
+     * outsized value must not cost gigabytes. A dcr event is a few hundred
+     * bytes. */
+    if (len > DCR_TRACE_VALUE_MAX) {
+        if (event >= 0)
+            return dcr_error_set(DCR_EPARSE,
+                                 "%s: event %lld: %zu bytes, more than one event may hold (%u)",
+                                 sc->path, event, len, (unsigned)DCR_TRACE_VALUE_MAX);
+        return dcr_error_set(DCR_EPARSE,
+                             "%s: a value of %zu bytes outside traceEvents, more than one "
+                             "value may hold (%u)",
+                             sc->path, len, (unsigned)DCR_TRACE_VALUE_MAX);
+    }
     json_error_t jerr;
     json_t *v = json_loadb(start, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
     if (!v) {
@@ -398,51 +411,59 @@ static dcr_status_t dcr__chrome_scan(dcr__scan_t *sc)
     return DCR_OK;
 }
 
-/* The whole file: mapped when it is a regular file, read otherwise. */
-static dcr_status_t dcr__file_text(const char *path, char **text_p, size_t *len_p, bool *mapped_p)
+/* Opens a trace file for reading: only a regular file of at most
+ * DCR_TRACE_FILE_MAX bytes. The open does not block (O_NONBLOCK: a FIFO
+ * would otherwise wait for a writer) and the type is taken from the opened
+ * descriptor (fstat), so a path swapped between a check and the open cannot
+ * slip a device or a pipe in: /dev/zero, a pipe or a socket would be read
+ * whole, without end. *size_p gets the file's size. */
+static dcr_status_t dcr__open_trace_file(const char *path, int *fd_p, size_t *size_p)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
-        void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
         close(fd);
-        if (m == MAP_FAILED)
-            return dcr_error_set(DCR_EIO, "cannot map %s: %s", path, strerror(errno));
-        (void)madvise(m, (size_t)st.st_size, MADV_SEQUENTIAL);
-        *text_p = m;
-        *len_p = (size_t)st.st_size;
-        *mapped_p = true;
+        return dcr_error_set(DCR_EIO, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return dcr_error_set(DCR_EIO,
+                             "%s is not a regular file (a trace is read from a file, "
+                             "never from a device, pipe or socket)",
+                             path);
+    }
+    if ((uint64_t)st.st_size > DCR_TRACE_FILE_MAX) {
+        close(fd);
+        return dcr_error_set(DCR_EINVAL, "%s: %lld bytes, more than a trace may hold (%llu)", path,
+                             (long long)st.st_size, (unsigned long long)DCR_TRACE_FILE_MAX);
+    }
+    *fd_p = fd;
+    *size_p = (size_t)st.st_size;
+    return DCR_OK;
+}
+
+/* The whole file, mapped (an empty file is an empty text). */
+static dcr_status_t dcr__file_text(const char *path, char **text_p, size_t *len_p, bool *mapped_p)
+{
+    int fd = -1;
+    size_t size = 0;
+    DCR_CHECK(dcr__open_trace_file(path, &fd, &size));
+    if (size == 0) {
+        close(fd);
+        *text_p = NULL;
+        *len_p = 0;
+        *mapped_p = false;
         return DCR_OK;
     }
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                close(fd);
-                return dcr_error_set(DCR_ENOMEM, "reading %s", path);
-            }
-            buf = p;
-        }
-        ssize_t got = read(fd, buf + len, cap - len);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            int e = errno;
-            free(buf);
-            close(fd);
-            return dcr_error_set(DCR_EIO, "cannot read %s: %s", path, strerror(e));
-        }
-        if (got == 0) break;
-        len += (size_t)got;
-    }
+    void *m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
-    *text_p = buf;
-    *len_p = len;
-    *mapped_p = false;
+    if (m == MAP_FAILED) return dcr_error_set(DCR_EIO, "cannot map %s: %s", path, strerror(errno));
+    (void)madvise(m, size, MADV_SEQUENTIAL);
+    *text_p = m;
+    *len_p = size;
+    *mapped_p = true;
     return DCR_OK;
 }
 
@@ -478,11 +499,12 @@ bool dcr_trace_file_is_sqlite(const char *path)
 {
     static const char magic[16] = "SQLite format 3";
     char head[16];
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    size_t got = fread(head, 1, sizeof(head), f);
-    fclose(f);
-    return got == sizeof(head) && !memcmp(head, magic, sizeof(head));
+    int fd = -1;
+    size_t size = 0;
+    if (dcr__open_trace_file(path, &fd, &size) != DCR_OK) return false;
+    ssize_t got = size >= sizeof(head) ? pread(fd, head, sizeof(head), 0) : 0;
+    close(fd);
+    return got == (ssize_t)sizeof(head) && !memcmp(head, magic, sizeof(head));
 }
 
 /* Event types of the export's NVTX_EVENTS table (ENUM_NSYS_EVENT_TYPE). */
@@ -619,8 +641,10 @@ done:
 dcr_status_t dcr_trace_read_nsys(const char *path, dcr_trace_interval_t **iv_p, size_t *n_p)
 {
     if (!path || !iv_p || !n_p) return dcr_error_set(DCR_EINVAL, "nsys read: NULL argument");
-    if (access(path, R_OK) != 0)
-        return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
+    int fd = -1;
+    size_t size = 0;
+    DCR_CHECK(dcr__open_trace_file(path, &fd, &size)); /* a regular file, not too large */
+    close(fd);
     if (!dcr_trace_file_is_sqlite(path))
         return dcr_error_set(DCR_EPARSE,
                              "%s: not an SQLite database (expected `nsys export --type "

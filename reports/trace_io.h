@@ -17,6 +17,15 @@
 #include "dcr/status.h"
 #include "dcr/trace.h"
 
+/* What a reader takes: a regular file (a device, pipe or socket is refused,
+ * without waiting for a writer) of at most DCR_TRACE_FILE_MAX bytes, and in
+ * a Chrome trace no single JSON value (an event, or a value of the root
+ * object other than traceEvents) over DCR_TRACE_VALUE_MAX bytes; each
+ * refusal is one error line naming the file (DCR_EIO for the file's type,
+ * DCR_EINVAL for its size, DCR_EPARSE for a value). */
+#define DCR_TRACE_FILE_MAX  (16ull << 30)
+#define DCR_TRACE_VALUE_MAX (1u << 20)
+
 /* Writes n intervals as Chrome trace JSON: one complete event ("ph":"X",
  * "cat":"dcr", named for its stage) per interval, ts and dur in microseconds
  * from the earliest start (exact to the nanosecond in decimal), one process

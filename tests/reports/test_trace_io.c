@@ -18,6 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -532,6 +535,36 @@ static void test_cli_bounds(void **state)
     assert_true(fabs(json_num(means, "latency_s") - 750e-9) < 1e-15);
     json_decref(root);
 
+    /* The critical path of refit 1 by hand: wait [0,100] from t0, compare
+     * [100,200] (back from 700 the send covers to its start, 200, where
+     * the compare still runs), send [200,700], wait [700,750], apply
+     * [750,800], wait [800,1000] to t1. Refit 2: wait [2250,2500], zstd
+     * [2050,2250], encode [2000,2050]. Means over the two refits. */
+    snprintf(args, sizeof(args), "%s --json --critical-path", path);
+    run_cli(&r, args);
+    if (r.rc != 0) fail_msg("dcr bounds --critical-path failed: %s", r.err);
+    root = json_loads(r.out, 0, &e);
+    if (!root) fail_msg("not JSON: %s", e.text);
+    json_t *cp = json_object_get(root, "critical_path");
+    assert_true(fabs(json_num(cp, "window_s") - 750e-9) < 1e-15);
+    /* waits: refit 1: 100 + 50 + 200 = 350; refit 2: 250; mean 300 */
+    assert_true(fabs(json_num(cp, "wait_s") - 300e-9) < 1e-15);
+    double sum = 0.0, send = -1.0;
+    json_t *rows = json_object_get(cp, "rows");
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        sum += json_num(row, "mean_s");
+        if (!strcmp(json_string_value(json_object_get(row, "segment")), "send endpoint"))
+            send = json_num(row, "mean_s");
+    }
+    assert_true(fabs(sum - 750e-9) < 1e-15);  /* the rows account for the whole window */
+    assert_true(fabs(send - 250e-9) < 1e-15); /* 500 in refit 1, none in refit 2 */
+    json_decref(root);
+    snprintf(args, sizeof(args), "%s --critical-path", path);
+    run_cli(&r, args);
+    assert_int_equal(r.rc, 0);
+    assert_non_null(strstr(r.out, "wait apply receiver -> t1"));
+
     run_cli(&r, path);
     assert_int_equal(r.rc, 0);
     assert_non_null(strstr(r.out, "construction_lb_s"));
@@ -575,6 +608,122 @@ static void test_cli_bounds(void **state)
     assert_int_equal(r.rc, 2);
 }
 
+/* ---- what a reader refuses to read (issue 32) ---- */
+
+/* Every reader refuses a path that is not a regular file, at once: a FIFO
+ * with no writer (an open without O_NONBLOCK would wait for one forever,
+ * which the alarm turns into a failure) and a character device that never
+ * ends (/dev/zero, read whole, would fill memory). */
+static void expect_not_regular(const char *path)
+{
+    dcr_trace_interval_t *iv = (dcr_trace_interval_t *)&iv;
+    size_t n = 42;
+    alarm(20);
+    assert_int_equal(dcr_trace_read_chrome(path, &iv, &n), DCR_EIO);
+    if (!strstr(dcr_error_detail(), "not a regular file"))
+        fail_msg("chrome reader on %s: '%s'", path, dcr_error_detail());
+    assert_false(dcr_trace_file_is_sqlite(path));
+    assert_int_equal(dcr_trace_read_nsys(path, &iv, &n), DCR_EIO);
+    if (!strstr(dcr_error_detail(), "not a regular file"))
+        fail_msg("nsys reader on %s: '%s'", path, dcr_error_detail());
+    alarm(0);
+    assert_ptr_equal(iv, (dcr_trace_interval_t *)&iv);
+    assert_int_equal(n, 42);
+}
+
+static void test_refuses_non_regular_files(void **state)
+{
+    (void)state;
+    const char *fifo = tmp_path("trace.fifo");
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_not_regular(fifo);
+    const char *zero = tmp_path("zero.json"); /* a trace path that leads to /dev/zero */
+    unlink(zero);
+    assert_int_equal(symlink("/dev/zero", zero), 0);
+    expect_not_regular(zero);
+    expect_not_regular(dir); /* a directory */
+
+    static cli_result_t r;
+    alarm(60);
+    run_cli(&r, fifo);
+    alarm(0);
+    assert_int_equal(r.rc, 1);
+    assert_non_null(strstr(r.err, "not a regular file"));
+    unlink(fifo);
+    unlink(zero);
+}
+
+/* A file over DCR_TRACE_FILE_MAX is refused by its size before anything is
+ * mapped (a sparse file: no disk is used). */
+static void test_refuses_oversized_file(void **state)
+{
+    (void)state;
+    const char *big = tmp_path("big.json");
+    int fd = open(big, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    if (ftruncate(fd, (off_t)(DCR_TRACE_FILE_MAX + 1)) != 0) {
+        close(fd);
+        unlink(big);
+        skip(); /* a file system without sparse files of that size */
+    }
+    close(fd);
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 0;
+    assert_int_equal(dcr_trace_read_chrome(big, &iv, &n), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "more than a trace may hold"));
+    assert_int_equal(dcr_trace_read_nsys(big, &iv, &n), DCR_EINVAL);
+    assert_null(iv);
+    unlink(big);
+}
+
+/* Writes {"traceEvents":[EVENT]} with a foreign event whose "name" string
+ * makes the event exactly event_bytes long, and returns the path. */
+static const char *trace_with_event_of(const char *name, size_t event_bytes)
+{
+    const char *head = "{\"ph\":\"X\",\"cat\":\"other\",\"name\":\"", *tail = "\"}";
+    size_t fill = event_bytes - strlen(head) - strlen(tail);
+    const char *path = tmp_path(name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"traceEvents\":[", f);
+    fputs(head, f);
+    for (size_t i = 0; i < fill; i++) fputc('a', f);
+    fputs(tail, f);
+    fputs("]}", f);
+    fclose(f);
+    return path;
+}
+
+/* One event larger than DCR_TRACE_VALUE_MAX is refused, naming the event
+ * (before, a 200 MB event cost 655 MB of jansson's tree); one at the cap is
+ * read (and skipped: it is not a dcr event), so the cap is exactly where it
+ * says. A root value other than traceEvents has the same cap. */
+static void test_refuses_oversized_event(void **state)
+{
+    (void)state;
+    dcr_trace_interval_t *iv = NULL;
+    size_t n = 7;
+    const char *ok = trace_with_event_of("at-cap.json", DCR_TRACE_VALUE_MAX);
+    assert_int_equal(dcr_trace_read_chrome(ok, &iv, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    const char *over = trace_with_event_of("over-cap.json", DCR_TRACE_VALUE_MAX + 1);
+    assert_int_equal(dcr_trace_read_chrome(over, &iv, &n), DCR_EPARSE);
+    if (!strstr(dcr_error_detail(), "event 0") ||
+        !strstr(dcr_error_detail(), "more than one event may hold"))
+        fail_msg("detail: %s", dcr_error_detail());
+
+    const char *root = tmp_path("root-value.json");
+    FILE *f = fopen(root, "w");
+    assert_non_null(f);
+    fputs("{\"otherData\":\"", f);
+    for (size_t i = 0; i < DCR_TRACE_VALUE_MAX; i++) fputc('b', f);
+    fputs("\",\"traceEvents\":[]}", f);
+    fclose(f);
+    assert_int_equal(dcr_trace_read_chrome(root, &iv, &n), DCR_EPARSE);
+    assert_non_null(strstr(dcr_error_detail(), "outside traceEvents"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -587,6 +736,9 @@ int main(void)
         cmocka_unit_test(test_nsys_import),
         cmocka_unit_test(test_nsys_rejects),
         cmocka_unit_test(test_cli_bounds),
+        cmocka_unit_test(test_refuses_non_regular_files),
+        cmocka_unit_test(test_refuses_oversized_file),
+        cmocka_unit_test(test_refuses_oversized_event),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }

@@ -206,6 +206,35 @@ dcr_status_t dcr_bounds_check_windows(const dcr_trace_interval_t *iv, size_t n,
  * busiest_* are -1 (a mean has no single busiest actor). n == 0 gives zeros. */
 void dcr_bounds_mean(const dcr_bounds_t *b, size_t n, dcr_bounds_t *out_p);
 
+/* ---- the critical path (what each refit's wall time went to) ---- */
+
+/* One piece of a refit's window on its critical path. Work: the interval
+ * (stage, actor, id) ran over [start_ns, end_ns] and the path went through
+ * it. Wait: nothing on the path ran; stage/actor/id name the interval that
+ * ended at start_ns (the side handing off; DCR_STAGE_REFIT on
+ * DCR_ACTOR_COORD when the window's start is all there was before it).
+ * after_stage/after_actor name the work that came next on the path
+ * (DCR_STAGE_REFIT on DCR_ACTOR_COORD: the window's end, t1). */
+typedef struct dcr_path_segment {
+    uint64_t start_ns, end_ns;
+    bool wait;
+    uint16_t stage, actor;
+    int32_t id;
+    uint16_t after_stage, after_actor;
+} dcr_path_segment_t;
+
+/* The critical path of the window [t0, t1] through intervals iv[0..n) (any
+ * order; each is clipped to the window, window intervals and check-free
+ * filters left to the caller): a walk back from t1 that at each time takes
+ * the covering interval that started first, or else waits back to the
+ * interval that ended last (engine/trace/critical.c says why). The segments,
+ * in time order, tile [t0, t1] exactly (no gap, no overlap: their lengths sum
+ * to t1 - t0); *seg_p is malloc'd for the caller to free (NULL with no
+ * segment, when t0 == t1). Cost: one pass over iv, a sort of the window's
+ * intervals, and two binary searches per segment. */
+dcr_status_t dcr_critical_path(const dcr_trace_interval_t *iv, size_t n, uint64_t t0, uint64_t t1,
+                               dcr_path_segment_t **seg_p, size_t *nseg_p);
+
 /* Chrome trace JSON export/import and the Nsight Systems import live in
  * reports/trace_io.h (they need a JSON parser and SQLite; the engine does not). */
 
