@@ -13,7 +13,10 @@ Hugging Face config.json beside it, named as dcr's inventory names them, so
 
     dcr diff OUT/old OUT/new --json
 
-measures one real step. Needs Debian's python3-torch and python3-numpy
+measures one real step. The last line printed is one JSON object with the
+step's changed elements and its entropy bound computed here with numpy
+(docs/commands/diff.md#entropy-bound), an oracle for dcr diff's figures.
+Needs Debian's python3-torch and python3-numpy
 (scripts/install-deps.sh). Deterministic for a given seed and torch build.
 
 Usage: train-steps.py --family qwen2|qwen3_moe --out DIR [--hidden 64]
@@ -210,6 +213,24 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def entropy_bound(old, new):
+    """Positions n H(c/n) per tensor plus -log2 of each XOR mask's frequency."""
+    pos_bits, masks = 0.0, []
+    for k in old:
+        a = old[k].view(torch.int16).numpy().view(np.uint16).ravel()
+        b = new[k].view(torch.int16).numpy().view(np.uint16).ravel()
+        d = a != b
+        c, n = int(d.sum()), a.size
+        if 0 < c < n:
+            p = c / n
+            pos_bits += n * (-p * math.log2(p) - (1 - p) * math.log2(1 - p))
+        masks.append(a[d] ^ b[d])
+    m = np.concatenate(masks) if masks else np.zeros(0, np.uint16)
+    _, counts = np.unique(m, return_counts=True)
+    val_bits = float((counts * np.log2(m.size / counts)).sum()) if m.size else 0.0
+    return int(m.size), (pos_bits + val_bits) / 8.0
+
+
 def save(out, sub, cfg, tensors):
     d = os.path.join(out, sub)
     os.makedirs(d, exist_ok=True)
@@ -264,6 +285,9 @@ def main():
             n = sum(t.numel() for t in now.values())
             print("%s: step %d (lr %.3g, loss %.4f): %d of %d BF16 elements changed (%.3f%%)"
                   % (a.family, step, lr, float(loss), changed, n, 100.0 * changed / n))
+            c, bound = entropy_bound(prev, now)
+            print(json.dumps({"family": a.family, "elements": n, "changed_elements": c,
+                              "entropy_bound_bytes": bound}))
         prev = now
 
 
