@@ -76,6 +76,43 @@ static void test_known_answer(void **state)
     dcr_payload_destroy(p);
 }
 
+#ifndef DCR_SOURCE_DIR
+#define DCR_SOURCE_DIR "."
+#endif
+
+/* FORMAT.md 8.6 prints the same 140 bytes: the second code block after its
+ * heading, as hex pairs. */
+static void test_format_md_hex(void **state)
+{
+    (void)state;
+    FILE *f = fopen(DCR_SOURCE_DIR "/engine/codec/FORMAT.md", "r");
+    assert_non_null(f);
+    static char text[1 << 17];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *at = strstr(text, "### 8.6 Known answer");
+    assert_non_null(at);
+    for (int fence = 0; fence < 3; fence++) {
+        at = strstr(at, "```");
+        assert_non_null(at);
+        at += 3;
+    }
+    char *end = strstr(at, "```");
+    assert_non_null(end);
+    uint8_t got[sizeof kat_body];
+    size_t k = 0;
+    unsigned byte;
+    int used;
+    while (at < end && sscanf(at, " %2x%n", &byte, &used) == 1 && at + used <= end) {
+        assert_true(k < sizeof got);
+        got[k++] = (uint8_t)byte;
+        at += used;
+    }
+    assert_int_equal(k, sizeof kat_body);
+    assert_memory_equal(got, kat_body, sizeof kat_body);
+}
+
 /* One byte of the known answer changed; the decoder must refuse with needle. */
 static void kat_patched(size_t at, uint8_t value, const char *needle)
 {
@@ -318,8 +355,11 @@ static void test_stays_v1(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_answer), cmocka_unit_test(test_rejects),
-        cmocka_unit_test(test_budget),       cmocka_unit_test(test_round_trip_and_sizes),
+        cmocka_unit_test(test_known_answer),
+        cmocka_unit_test(test_format_md_hex),
+        cmocka_unit_test(test_rejects),
+        cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_round_trip_and_sizes),
         cmocka_unit_test(test_stays_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
