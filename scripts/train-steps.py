@@ -22,6 +22,13 @@ Needs Debian's python3-torch and python3-numpy
 Usage: train-steps.py --family qwen2|qwen3_moe --out DIR [--hidden 64]
        [--layers 2] [--vocab 512] [--warmup 3] [--steps 1] [--lr 1e-6]
        [--seq 64] [--batch 4] [--seed 1]
+       train-steps.py --synthetic LIST --out DIR [--seed 1]
+
+--synthetic LIST trains nothing: it writes OUT/model.safetensors with
+N(0, 0.02) BF16 weights (norms 1 + N(0, 0.002)) for every tensor of LIST,
+the output of `dcr inventory --model M [--scale S --layers N] --list`, as
+starting weights for `dcr diff --init` on a model too large to train here
+(the synthetic uniform benchmarks of issue 33).
 """
 import argparse
 import json
@@ -239,9 +246,33 @@ def save(out, sub, cfg, tensors):
     write_safetensors(os.path.join(d, "model.safetensors"), tensors)
 
 
+def synthetic(list_path, out, seed):
+    """N(0, 0.02) BF16 weights for every 'name [d0, d1] bf16' line of list_path."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for line in open(list_path):
+        parts = line.split()
+        if len(parts) < 3 or not parts[1].startswith("["):
+            continue
+        shape = [int(x) for x in line[line.index("[") + 1 : line.index("]")].split(",") if x.strip()]
+        if parts[-1] != "bf16":
+            fail("%s: %s is %s; --synthetic writes bf16 tensors only" % (list_path, parts[0], parts[-1]))
+        n = int(np.prod(shape)) if shape else 1
+        x = rng.standard_normal(n, dtype=np.float32) * 0.02
+        if "norm" in parts[0]:
+            x = 1.0 + 0.1 * x
+        tensors[parts[0]] = torch.from_numpy(x.reshape(shape)).to(torch.bfloat16)
+    if not tensors:
+        fail("%s lists no tensor (expected `dcr inventory --list` output)" % list_path)
+    os.makedirs(out, exist_ok=True)
+    write_safetensors(os.path.join(out, "model.safetensors"), tensors)
+    print("wrote %d tensors to %s" % (len(tensors), os.path.join(out, "model.safetensors")))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--family", required=True, choices=["qwen2", "qwen3_moe"])
+    ap.add_argument("--family", choices=["qwen2", "qwen3_moe"])
+    ap.add_argument("--synthetic", metavar="LIST")
     ap.add_argument("--out", required=True)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
@@ -253,6 +284,11 @@ def main():
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
+    if a.synthetic:
+        synthetic(a.synthetic, a.out, a.seed)
+        return
+    if a.family is None:
+        fail("--family qwen2|qwen3_moe (or --synthetic LIST) is required")
     if a.hidden < 32 or a.hidden % 32 or a.layers < 1 or a.vocab < 256 or a.steps < 1:
         fail("--hidden must be a multiple of 32, --layers >= 1, --vocab >= 256, --steps >= 1")
     if a.warmup < 0 or not (0 < a.lr < 1) or a.seq < 2 or a.batch < 1:
