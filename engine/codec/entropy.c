@@ -148,6 +148,16 @@ size_t dcr__rice_read(const uint8_t *src, size_t avail, size_t ngaps, unsigned k
     uint64_t q_max = (uint64_t)1 << (62 - k);
     uint64_t mask = k ? (~(uint64_t)0 >> (64 - k)) : 0;
     for (size_t i = 0; i < ngaps; i++) {
+        /* Fast path: the whole code within one peek (57 bits). */
+        uint64_t w0 = dcr__bitr_peek(&r);
+        unsigned ones0 = w0 == ~(uint64_t)0 ? 64 : (unsigned)__builtin_ctzll(~w0);
+        if (ones0 + 1 + k <= 57) {
+            r.pos += ones0 + 1 + k;
+            if (r.pos > r.nbits || ones0 >= q_max) return SIZE_MAX;
+            uint64_t rem0 = (w0 >> (ones0 + 1)) & mask;
+            dcr__st64(out + 8 * i, (((uint64_t)ones0 << k) | rem0) + 1);
+            continue;
+        }
         uint64_t q = 0;
         for (;;) {
             uint64_t w = dcr__bitr_peek(&r);
