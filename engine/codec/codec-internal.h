@@ -44,7 +44,8 @@
 #define DCR__I_DTYPE          87
 #define DCR__I_ENCODING       88
 #define DCR__I_LOCTYPE        89
-#define DCR__I_GAP_BYTES      90
+#define DCR__I_GAP_BYTES      90 /* version 2: the Rice parameter of a RICE item */
+#define DCR__I_VALCODING      91 /* version 2 only; reserved (0) in version 1 */
 #define DCR__I_RESERVED       91
 #define DCR__I_RESERVED_SIZE  5
 
@@ -130,6 +131,65 @@ bool dcr__gaps_check(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int6
 /* Expands checked gap words into ngaps + 1 indices starting at first. */
 void dcr__gaps_expand(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int64_t first,
                       int64_t *dst);
+
+/* Entropy coders of version 2 (entropy.c, FORMAT.md section 8). */
+
+#define DCR__RICE_K_MAX    62
+#define DCR__HUFF_MAX_LEN  20
+#define DCR__HUFF_LUT_BITS 11
+
+/* Bits of the Rice codes of ngaps gap words (each >= 1) with parameter k. */
+uint64_t dcr__rice_bits(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, unsigned k);
+/* The parameter with the fewest bits (stored in *bits_p). */
+unsigned dcr__rice_best_k(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, uint64_t *bits_p);
+/* Writes the Rice stream of the gaps; returns its bytes (ceil(bits / 8)). */
+size_t dcr__rice_write(uint8_t *dst, const uint8_t *gaps, size_t ngaps, unsigned gap_bytes,
+                       unsigned k);
+/* Reads ngaps gaps from src[0, avail) into out as little-endian u64 words;
+ * returns the stream's bytes, SIZE_MAX when it runs past avail, a gap
+ * reaches 2^62 or the padding is not 0. */
+size_t dcr__rice_read(const uint8_t *src, size_t avail, size_t ngaps, unsigned k, uint8_t *out);
+
+/* The encoder's Huffman state: the caller fills freq, dcr__huff_build makes
+ * a length-limited canonical code of the symbols with nonzero frequency. */
+typedef struct dcr__huff {
+    uint32_t freq[65536];
+    uint8_t len[65536];    /* code length per symbol, 0 for none */
+    uint32_t rcode[65536]; /* the code, bit-reversed for the LSB-first writer */
+    uint32_t count[DCR__HUFF_MAX_LEN + 2];
+    unsigned max_len;
+    size_t nsym;
+    /* scratch of the construction */
+    uint64_t key[65536];
+    uint64_t work[3 * 65536];
+    uint32_t parent[2 * 65536];
+    uint32_t node_depth[2 * 65536];
+    uint8_t depth[65536];
+} dcr__huff_t;
+
+dcr_status_t dcr__huff_build(dcr__huff_t *h);
+size_t dcr__huff_table_size(const dcr__huff_t *h);
+void dcr__huff_table_write(const dcr__huff_t *h, uint8_t *dst);
+uint64_t dcr__huff_bits(const dcr__huff_t *h, const uint8_t *vals, size_t n);
+size_t dcr__huff_write(const dcr__huff_t *h, uint8_t *dst, const uint8_t *vals, size_t n);
+
+/* The decoder's view of one table. */
+typedef struct dcr__huff_dec {
+    uint32_t count[DCR__HUFF_MAX_LEN + 1];
+    uint32_t first[DCR__HUFF_MAX_LEN + 1];
+    uint32_t index[DCR__HUFF_MAX_LEN + 1];
+    unsigned max_len, lut_bits;
+    uint16_t sym[65536];
+    uint64_t seen[1024];
+    uint32_t lut[1u << DCR__HUFF_LUT_BITS];
+} dcr__huff_dec_t;
+
+/* Parses and checks a table at src[0, avail); returns its bytes, 0 if invalid. */
+size_t dcr__huff_table_read(dcr__huff_dec_t *d, const uint8_t *src, size_t avail);
+/* Decodes n 16-bit words into out; returns the stream's bytes, SIZE_MAX if
+ * invalid (a code no symbol has, past avail, or nonzero padding). */
+size_t dcr__huff_read(const dcr__huff_dec_t *d, const uint8_t *src, size_t avail, size_t n,
+                      uint8_t *out);
 
 /* Digest (payload_header.c): BLAKE2b-128 of header[0, 48) then body, keyed
  * with key when it is set (NULL or unset: plain). */

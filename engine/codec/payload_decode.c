@@ -24,7 +24,10 @@ typedef struct dcr__dec_item {
     uint8_t dtype;
     uint8_t encoding;
     uint8_t loc_type;
-    uint8_t gap_bytes;
+    uint8_t gap_bytes; /* of the words at gaps: 8 for a decoded RICE item */
+    uint8_t rice_k;
+    uint8_t val_coding;
+    uint64_t loc_len, val_len; /* segment bytes in the body */
 } dcr__dec_item_t;
 
 struct dcr_payload {
@@ -36,6 +39,10 @@ struct dcr_payload {
     size_t items_cap;
     size_t nitems;
     ZSTD_DCtx *dctx;
+    /* Version 2: the decoded words of entropy-coded segments, and the table. */
+    dcr__buf_t exp;
+    size_t exp_at;
+    dcr__huff_dec_t *huff;
 };
 
 /* What a failing check needs to name: the payload and, once known, the item. */
@@ -81,6 +88,8 @@ void dcr_payload_destroy(dcr_payload_t *p)
     if (p == NULL) return;
     ZSTD_freeDCtx(p->dctx);
     free(p->items);
+    free(p->huff);
+    dcr__buf_free(&p->exp);
     dcr__buf_free(&p->tmp);
     dcr__buf_free(&p->body);
     free(p);
@@ -187,13 +196,16 @@ static dcr_status_t dcr__item_name(dcr__dec_ctx_t *c, const uint8_t *e, dcr__lay
     return DCR_OK;
 }
 
-static dcr_status_t dcr__item_kind(const dcr__dec_ctx_t *c, const uint8_t *e, dcr__dec_item_t *it)
+static dcr_status_t dcr__item_kind(const dcr__dec_ctx_t *c, const uint8_t *e, bool v2,
+                                   dcr__dec_item_t *it)
 {
     it->ndim = e[DCR__I_NDIM];
     it->dtype = e[DCR__I_DTYPE];
     it->encoding = e[DCR__I_ENCODING];
     it->loc_type = e[DCR__I_LOCTYPE];
     it->gap_bytes = e[DCR__I_GAP_BYTES];
+    it->val_coding = v2 ? e[DCR__I_VALCODING] : DCR_VALUES_RAW;
+    it->rice_k = 0;
     if (it->ndim > DCR_MAX_DIMS)
         return dcr__fail(c, DCR_EPAYLOAD, "ndim %u above %d", it->ndim, DCR_MAX_DIMS);
     if (it->dtype >= DCR_DTYPE_COUNT)
@@ -201,10 +213,23 @@ static dcr_status_t dcr__item_kind(const dcr__dec_ctx_t *c, const uint8_t *e, dc
     if (it->encoding >= DCR_ENCODING_COUNT)
         return dcr__fail(c, DCR_EPAYLOAD, "encoding %u is neither xor (0) nor overwrite (1)",
                          it->encoding);
-    if (it->loc_type >= DCR_LOCATION_COUNT)
-        return dcr__fail(c, DCR_EPAYLOAD, "location type %u is neither run (0) nor gaps (1)",
-                         it->loc_type);
-    for (int k = 0; k < DCR__I_RESERVED_SIZE; k++)
+    if (it->loc_type > (v2 ? DCR_LOCATION_RICE : DCR_LOCATION_GAPS))
+        return dcr__fail(c, DCR_EPAYLOAD, "location type %u is not run (0), gaps (1)%s",
+                         it->loc_type, v2 ? " or rice (2)" : " (version 1)");
+    if (it->loc_type == DCR_LOCATION_RICE) {
+        if (it->gap_bytes > DCR__RICE_K_MAX)
+            return dcr__fail(c, DCR_EPAYLOAD, "Rice parameter %u above %d", it->gap_bytes,
+                             DCR__RICE_K_MAX);
+        it->rice_k = it->gap_bytes;
+        it->gap_bytes = 8;
+    }
+    if (it->val_coding >= DCR_VALUE_CODING_COUNT)
+        return dcr__fail(c, DCR_EPAYLOAD, "value coding %u is neither raw (0) nor huffman (1)",
+                         it->val_coding);
+    if (it->val_coding == DCR_VALUES_HUFFMAN && dcr_dtype_size((dcr_dtype_t)it->dtype) != 2)
+        return dcr__fail(c, DCR_EPAYLOAD, "huffman values need a 16-bit dtype, not dtype %u",
+                         it->dtype);
+    for (int k = v2 ? 1 : 0; k < DCR__I_RESERVED_SIZE; k++)
         if (e[DCR__I_RESERVED + k] != 0)
             return dcr__fail(c, DCR_EPAYLOAD, "reserved byte %d is 0x%02x, must be 0",
                              DCR__I_RESERVED + k, e[DCR__I_RESERVED + k]);
@@ -229,8 +254,51 @@ static dcr_status_t dcr__item_shape(const dcr__dec_ctx_t *c, const uint8_t *e, d
 
 /* Bounds of the value segment and of the locations; the gap words
  * themselves are checked after the shuffle is undone. */
-static dcr_status_t dcr__item_segments(const dcr__dec_ctx_t *c, const uint8_t *e, dcr__layout_t *l,
-                                       dcr__dec_item_t *it)
+/* A Huffman-coded value segment (version 2): decoded into the payload's
+ * expansion buffer, whose room the item table pass reserved. */
+static dcr_status_t dcr__values_huffman(dcr_payload_t *p, const dcr__dec_ctx_t *c, dcr__layout_t *l,
+                                        uint64_t val_off, dcr__dec_item_t *it)
+{
+    if (val_off != l->next_val)
+        return dcr__fail(c, DCR_EPAYLOAD, "value offset %" PRIu64 ", expected %" PRIu64, val_off,
+                         l->next_val);
+    uint8_t *dst = p->exp.data + p->exp_at;
+    size_t used =
+        dcr__huff_read(p->huff, l->vals + val_off, (size_t)(l->vals_len - val_off), it->count, dst);
+    if (used == SIZE_MAX)
+        return dcr__fail(c, DCR_EPAYLOAD,
+                         "huffman values: a code no symbol has, a stream past the values "
+                         "section, or nonzero padding bits");
+    it->values = dst;
+    it->val_len = used;
+    p->exp_at += it->count * 2;
+    l->next_val += used;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__locations_rice(dcr_payload_t *p, const dcr__dec_ctx_t *c, dcr__layout_t *l,
+                                        uint64_t loc_off, dcr__dec_item_t *it)
+{
+    if (loc_off != l->next_loc)
+        return dcr__fail(c, DCR_EPAYLOAD, "location offset %" PRIu64 ", expected %" PRIu64, loc_off,
+                         l->next_loc);
+    uint8_t *dst = p->exp.data + p->exp_at;
+    it->last = it->first; /* a single record has no gaps; the index check sets it otherwise */
+    size_t used = dcr__rice_read(l->locs + loc_off, (size_t)(l->locs_len - loc_off), it->count - 1,
+                                 it->rice_k, dst);
+    if (used == SIZE_MAX)
+        return dcr__fail(c, DCR_EPAYLOAD,
+                         "rice gaps: a stream past the locations section, a gap of 2^62 or "
+                         "more, or nonzero padding bits");
+    it->gaps = dst;
+    it->loc_len = used;
+    p->exp_at += (it->count - 1) * 8;
+    l->next_loc += used;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__item_segments(dcr_payload_t *p, const dcr__dec_ctx_t *c, const uint8_t *e,
+                                       dcr__layout_t *l, dcr__dec_item_t *it)
 {
     uint64_t count = dcr__ld64(e + DCR__I_COUNT);
     uint64_t first = dcr__ld64(e + DCR__I_FIRST);
@@ -247,18 +315,25 @@ static dcr_status_t dcr__item_segments(const dcr__dec_ctx_t *c, const uint8_t *e
                          "value count %" PRIu64 " from first index %" PRIu64
                          " runs past numel %" PRIu64,
                          count, first, numel);
-    if (val_off != l->next_val)
+    it->count = (size_t)count;
+    it->first = (int64_t)first;
+    if (it->val_coding == DCR_VALUES_HUFFMAN) {
+        DCR_CHECK(dcr__values_huffman(p, c, l, val_off, it));
+    } else if (val_off != l->next_val) {
         return dcr__fail(c, DCR_EPAYLOAD, "value offset %" PRIu64 ", expected %" PRIu64, val_off,
                          l->next_val);
-    if (count > (l->vals_len - val_off) / size)
+    } else if (count > (l->vals_len - val_off) / size) {
         return dcr__fail(c, DCR_EPAYLOAD,
                          "%" PRIu64 " values of %" PRIu64 " bytes at offset %" PRIu64
                          " pass the end of the values section (%" PRIu64 " bytes)",
                          count, size, val_off, l->vals_len);
-    it->count = (size_t)count;
-    it->first = (int64_t)first;
-    it->values = l->vals + val_off;
-    l->next_val += count * size;
+    } else {
+        it->values = l->vals + val_off;
+        it->val_len = count * size;
+        l->next_val += count * size;
+    }
+    it->loc_len = 0;
+    if (it->loc_type == DCR_LOCATION_RICE) return dcr__locations_rice(p, c, l, loc_off, it);
     if (it->loc_type == DCR_LOCATION_RUN) {
         if (it->gap_bytes != 0 || loc_off != 0)
             return dcr__fail(c, DCR_EPAYLOAD,
@@ -281,6 +356,7 @@ static dcr_status_t dcr__item_segments(const dcr__dec_ctx_t *c, const uint8_t *e
                          " pass the end of the locations section (%" PRIu64 " bytes)",
                          count - 1, w, loc_off, l->locs_len);
     it->gaps = l->locs + loc_off;
+    it->loc_len = (count - 1) * w;
     l->next_loc += (count - 1) * w;
     return DCR_OK;
 }
@@ -296,20 +372,63 @@ static dcr_status_t dcr__items_reserve(dcr_payload_t *p, size_t n)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__items_read(dcr_payload_t *p, dcr__dec_ctx_t *c, uint32_t nitems)
+/* Version 2, before any item is read: the bytes the entropy-coded segments
+ * decode to (16-bit words for Huffman values, u64 words for Rice gaps),
+ * checked with the body against the reader's budget before allocating
+ * them (FORMAT.md 8.5), and the Huffman table at the start of the values
+ * section when an item uses it. */
+static dcr_status_t dcr__v2_prepare(dcr_payload_t *p, const dcr__dec_ctx_t *c, uint32_t nitems,
+                                    uint64_t budget, dcr__layout_t *l)
 {
+    uint64_t expand = 0, room = budget - p->body.len; /* body.len <= budget: header rule 3 */
+    bool huffman = false;
+    for (uint32_t i = 0; i < nitems; i++) {
+        const uint8_t *e = p->body.data + DCR__BODY_HEADER_SIZE + (size_t)DCR__ITEM_SIZE * i;
+        uint64_t count = dcr__ld64(e + DCR__I_COUNT), add = 0;
+        if (count > DCR__RAW_MAX) count = DCR__RAW_MAX; /* fails the budget below */
+        if (e[DCR__I_VALCODING] == DCR_VALUES_HUFFMAN) add += count * 2, huffman = true;
+        if (e[DCR__I_LOCTYPE] == DCR_LOCATION_RICE && count > 0) add += (count - 1) * 8;
+        if (add > room - expand)
+            return dcr__fail(c, DCR_EPAYLOAD,
+                             "entropy-coded segments decode to more than this reader's limit of "
+                             "%" PRIu64 " bytes with the body (item %" PRIu32 ")",
+                             budget, i);
+        expand += add;
+    }
+    DCR_CHECK(dcr__buf_reserve(&p->exp, (size_t)expand));
+    p->exp_at = 0;
+    if (!huffman) return DCR_OK;
+    if (p->huff == NULL && (p->huff = malloc(sizeof *p->huff)) == NULL)
+        return dcr_error_set(DCR_ENOMEM, "codec: cannot allocate a Huffman decoder");
+    size_t table = dcr__huff_table_read(p->huff, l->vals, (size_t)l->vals_len);
+    if (table == 0)
+        return dcr__fail(c, DCR_EPAYLOAD,
+                         "huffman table at the start of the values section is invalid (lengths "
+                         "1..%d, at most 65536 ascending distinct symbols per length, a complete "
+                         "code or one symbol)",
+                         DCR__HUFF_MAX_LEN);
+    l->next_val = table;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__items_read(dcr_payload_t *p, dcr__dec_ctx_t *c,
+                                    const dcr_payload_header_t *h, uint64_t budget)
+{
+    uint32_t nitems = h->item_count;
+    bool v2 = h->version == DCR_CODEC_VERSION_2;
     dcr__layout_t l;
     DCR_CHECK(dcr__layout_read(p, c, nitems, &l));
     DCR_CHECK(dcr__items_reserve(p, nitems));
+    if (v2) DCR_CHECK(dcr__v2_prepare(p, c, nitems, budget, &l));
     for (uint32_t i = 0; i < nitems; i++) {
         const uint8_t *e = p->body.data + DCR__BODY_HEADER_SIZE + (size_t)DCR__ITEM_SIZE * i;
         dcr__dec_item_t *it = &p->items[i];
         c->item = i;
         c->name = NULL;
         DCR_CHECK(dcr__item_name(c, e, &l, it));
-        DCR_CHECK(dcr__item_kind(c, e, it));
+        DCR_CHECK(dcr__item_kind(c, e, v2, it));
         DCR_CHECK(dcr__item_shape(c, e, it));
-        DCR_CHECK(dcr__item_segments(c, e, &l, it));
+        DCR_CHECK(dcr__item_segments(p, c, e, &l, it));
     }
     c->item = DCR__NO_ITEM;
     if (l.next_name != l.names_len || l.next_loc != l.locs_len || l.next_val != l.vals_len)
@@ -336,9 +455,12 @@ static dcr_status_t dcr__unshuffle(dcr_payload_t *p, uint32_t nitems)
 {
     for (uint32_t i = 0; i < nitems; i++) {
         const dcr__dec_item_t *it = &p->items[i];
-        DCR_CHECK(dcr__unshuffle_segment(p, it->values, it->count,
-                                         dcr_dtype_size((dcr_dtype_t)it->dtype)));
-        if (it->gaps) DCR_CHECK(dcr__unshuffle_segment(p, it->gaps, it->count - 1, it->gap_bytes));
+        /* Entropy-coded segments were never shuffled. */
+        if (it->val_coding == DCR_VALUES_RAW)
+            DCR_CHECK(dcr__unshuffle_segment(p, it->values, it->count,
+                                             dcr_dtype_size((dcr_dtype_t)it->dtype)));
+        if (it->gaps && it->loc_type == DCR_LOCATION_GAPS)
+            DCR_CHECK(dcr__unshuffle_segment(p, it->gaps, it->count - 1, it->gap_bytes));
     }
     return DCR_OK;
 }
@@ -381,7 +503,8 @@ static dcr_status_t dcr__decode(dcr_payload_t *p, const void *buf, size_t len,
     snprintf(c.who, sizeof c.who, "payload (tau %" PRIu64 ", owner %" PRIu32 ", id %" PRIu64 ")",
              h.tau, h.owner, h.payload_id);
     DCR_CHECK(dcr__decompress(p, &c, &h, (const uint8_t *)buf + DCR_CODEC_HEADER_SIZE));
-    DCR_CHECK(dcr__items_read(p, &c, h.item_count));
+    uint64_t budget = policy != NULL && policy->max_raw != 0 ? policy->max_raw : DCR__RAW_MAX;
+    DCR_CHECK(dcr__items_read(p, &c, &h, budget));
     if (h.flags & DCR_CODEC_FLAG_SHUFFLE) DCR_CHECK(dcr__unshuffle(p, h.item_count));
     DCR_CHECK(dcr__indices_check(p, &c, h.item_count));
     p->hdr = h;
@@ -434,7 +557,11 @@ dcr_status_t dcr_payload_item(const dcr_payload_t *p, size_t i, dcr_payload_item
         .dtype = (dcr_dtype_t)it->dtype,
         .encoding = (dcr_encoding_t)it->encoding,
         .location = (dcr_location_type_t)it->loc_type,
-        .gap_bytes = it->gap_bytes,
+        .gap_bytes = it->loc_type == DCR_LOCATION_GAPS ? it->gap_bytes : 0,
+        .rice_k = it->rice_k,
+        .value_coding = (dcr_value_coding_t)it->val_coding,
+        .location_bytes = (size_t)it->loc_len,
+        .value_bytes = (size_t)it->val_len,
         .count = it->count,
         .first = it->first,
         .last = it->last,

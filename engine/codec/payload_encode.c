@@ -23,6 +23,12 @@ typedef struct dcr__enc_item {
     uint8_t encoding;
     uint8_t loc_type;
     uint8_t gap_bytes;
+    /* The version 2 plan (dcr__plan_v2): codings, and segment offsets and
+     * sizes in the version 2 sections. */
+    uint8_t loc_coding; /* DCR_LOCATION_RICE or loc_type */
+    uint8_t val_coding; /* dcr_value_coding_t */
+    uint8_t rice_k;
+    uint64_t loc_off2, loc_len2, val_off2, val_len2;
 } dcr__enc_item_t;
 
 struct dcr_encoder {
@@ -35,6 +41,8 @@ struct dcr_encoder {
     dcr__buf_t raw; /* the assembled body */
     dcr__buf_t out; /* header + compressed body, handed to the caller */
     ZSTD_CCtx *cctx;
+    dcr__huff_t *huff; /* allocated on the first payload with 16-bit XOR values */
+    unsigned max_version;
     dcr_payload_key_t key; /* unset: plain digest */
 };
 
@@ -43,6 +51,7 @@ dcr_status_t dcr_encoder_create(dcr_encoder_t **out_p)
     if (out_p == NULL) return dcr_error_set(DCR_EINVAL, "dcr_encoder_create: out_p is NULL");
     dcr_encoder_t *enc = calloc(1, sizeof *enc);
     if (enc == NULL) return dcr_error_set(DCR_ENOMEM, "codec: cannot allocate an encoder");
+    enc->max_version = DCR_CODEC_VERSION;
     enc->cctx = ZSTD_createCCtx();
     if (enc->cctx == NULL) {
         free(enc);
@@ -56,6 +65,7 @@ void dcr_encoder_destroy(dcr_encoder_t *enc)
 {
     if (enc == NULL) return;
     ZSTD_freeCCtx(enc->cctx);
+    free(enc->huff);
     dcr__buf_free(&enc->out);
     dcr__buf_free(&enc->raw);
     dcr__buf_free(&enc->vals);
@@ -87,6 +97,15 @@ void dcr_encoder_set_key(dcr_encoder_t *enc, const dcr_payload_key_t *key)
         enc->key = *key;
     else
         memset(&enc->key, 0, sizeof enc->key);
+}
+
+dcr_status_t dcr_encoder_set_max_version(dcr_encoder_t *enc, unsigned version)
+{
+    if (enc == NULL || (version != DCR_CODEC_VERSION_1 && version != DCR_CODEC_VERSION_2))
+        return dcr_error_set(DCR_EINVAL, "codec: no encoder, or format version %u is not 1 or 2",
+                             version);
+    enc->max_version = version;
+    return DCR_OK;
 }
 
 void dcr_encoder_reset(dcr_encoder_t *enc)
@@ -260,6 +279,158 @@ static void dcr__section_write(const dcr_encoder_t *enc, uint8_t *dst, const dcr
     }
 }
 
+/* ---- version 2 (FORMAT.md section 8) ---- */
+
+/* Rice codes for a GAPS item when they take fewer bytes than its words. */
+static void dcr__plan_locations(dcr_encoder_t *enc, dcr__enc_item_t *e)
+{
+    e->loc_coding = e->loc_type;
+    e->loc_len2 = e->loc_type == DCR_LOCATION_GAPS ? (e->count - 1) * e->gap_bytes : 0;
+    if (e->loc_type != DCR_LOCATION_GAPS) return;
+    uint64_t bits = 0;
+    const uint8_t *gaps = enc->locs.data + e->loc_off;
+    unsigned k = dcr__rice_best_k(gaps, e->count - 1, e->gap_bytes, &bits);
+    if ((bits + 7) / 8 >= e->loc_len2) return;
+    e->loc_coding = DCR_LOCATION_RICE;
+    e->rice_k = (uint8_t)k;
+    e->loc_len2 = (bits + 7) / 8;
+}
+
+static bool dcr__huff_candidate(const dcr__enc_item_t *e)
+{
+    return e->encoding == DCR_ENCODING_XOR && dcr_dtype_size((dcr_dtype_t)e->dtype) == 2;
+}
+
+/* One Huffman table over the payload's 16-bit XOR masks; an item uses it
+ * when its codes take fewer bytes than its words, and the payload uses it
+ * only when those savings exceed the table's bytes. Returns the table's
+ * bytes, 0 for none. */
+static dcr_status_t dcr__plan_values(dcr_encoder_t *enc, size_t *table_p)
+{
+    *table_p = 0;
+    bool any = false;
+    for (size_t i = 0; i < enc->nitems; i++) {
+        enc->items[i].val_coding = DCR_VALUES_RAW;
+        enc->items[i].val_len2 =
+            enc->items[i].count * dcr_dtype_size((dcr_dtype_t)enc->items[i].dtype);
+        any = any || dcr__huff_candidate(&enc->items[i]);
+    }
+    if (!any) return DCR_OK;
+    if (enc->huff == NULL && (enc->huff = malloc(sizeof *enc->huff)) == NULL)
+        return dcr_error_set(DCR_ENOMEM, "codec: cannot allocate the Huffman coder");
+    dcr__huff_t *h = enc->huff;
+    memset(h->freq, 0, sizeof h->freq);
+    for (size_t i = 0; i < enc->nitems; i++) {
+        const dcr__enc_item_t *e = &enc->items[i];
+        if (!dcr__huff_candidate(e)) continue;
+        const uint8_t *v = enc->vals.data + e->val_off;
+        for (size_t k = 0; k < e->count; k++) h->freq[dcr__ld16(v + 2 * k)]++;
+    }
+    DCR_CHECK(dcr__huff_build(h));
+    uint64_t saved = 0;
+    for (size_t i = 0; i < enc->nitems; i++) {
+        dcr__enc_item_t *e = &enc->items[i];
+        if (!dcr__huff_candidate(e)) continue;
+        uint64_t bytes = (dcr__huff_bits(h, enc->vals.data + e->val_off, e->count) + 7) / 8;
+        if (bytes >= e->val_len2) continue;
+        saved += e->val_len2 - bytes;
+        e->val_coding = DCR_VALUES_HUFFMAN;
+        e->val_len2 = bytes;
+    }
+    size_t table = dcr__huff_table_size(h);
+    if (saved <= table) {
+        for (size_t i = 0; i < enc->nitems; i++) {
+            dcr__enc_item_t *e = &enc->items[i];
+            e->val_coding = DCR_VALUES_RAW;
+            e->val_len2 = e->count * dcr_dtype_size((dcr_dtype_t)e->dtype);
+        }
+        return DCR_OK;
+    }
+    *table_p = table;
+    return DCR_OK;
+}
+
+/* Decides every item's codings and the version 2 section sizes; *v2_p is
+ * false when nothing would be coded (the payload is then version 1). */
+static dcr_status_t dcr__plan_v2(dcr_encoder_t *enc, bool *v2_p, size_t *table_p, uint64_t *locs_p,
+                                 uint64_t *vals_p)
+{
+    bool coded = false;
+    for (size_t i = 0; i < enc->nitems; i++) {
+        dcr__plan_locations(enc, &enc->items[i]);
+        coded = coded || enc->items[i].loc_coding == DCR_LOCATION_RICE;
+    }
+    DCR_CHECK(dcr__plan_values(enc, table_p));
+    uint64_t locs = 0, vals = *table_p;
+    for (size_t i = 0; i < enc->nitems; i++) {
+        dcr__enc_item_t *e = &enc->items[i];
+        e->loc_off2 = e->loc_coding == DCR_LOCATION_RUN ? 0 : locs;
+        locs += e->loc_len2;
+        e->val_off2 = vals;
+        vals += e->val_len2;
+    }
+    *v2_p = coded || *table_p > 0;
+    *locs_p = locs;
+    *vals_p = vals;
+    return DCR_OK;
+}
+
+static void dcr__item_write_v2(uint8_t *p, const dcr__enc_item_t *e)
+{
+    dcr__item_write(p, e);
+    dcr__st64(p + DCR__I_LOC_OFF, e->loc_off2);
+    dcr__st64(p + DCR__I_VAL_OFF, e->val_off2);
+    p[DCR__I_LOCTYPE] = e->loc_coding;
+    if (e->loc_coding == DCR_LOCATION_RICE) p[DCR__I_GAP_BYTES] = e->rice_k;
+    p[DCR__I_VALCODING] = e->val_coding;
+}
+
+/* Item i's segments in the version 2 sections at locs and vals. */
+static void dcr__segments_write_v2(const dcr_encoder_t *enc, const dcr__enc_item_t *e,
+                                   uint8_t *locs, uint8_t *vals, bool shuffle)
+{
+    const uint8_t *gaps = enc->locs.data + e->loc_off;
+    if (e->loc_coding == DCR_LOCATION_RICE)
+        dcr__rice_write(locs + e->loc_off2, gaps, e->count - 1, e->gap_bytes, e->rice_k);
+    else if (e->loc_coding == DCR_LOCATION_GAPS && shuffle)
+        dcr_codec_shuffle(locs + e->loc_off2, gaps, e->count - 1, e->gap_bytes);
+    else if (e->loc_coding == DCR_LOCATION_GAPS)
+        memcpy(locs + e->loc_off2, gaps, e->loc_len2);
+    const uint8_t *v = enc->vals.data + e->val_off;
+    size_t es = dcr_dtype_size((dcr_dtype_t)e->dtype);
+    if (e->val_coding == DCR_VALUES_HUFFMAN)
+        dcr__huff_write(enc->huff, vals + e->val_off2, v, e->count);
+    else if (shuffle)
+        dcr_codec_shuffle(vals + e->val_off2, v, e->count, es);
+    else
+        memcpy(vals + e->val_off2, v, e->val_len2);
+}
+
+static dcr_status_t dcr__body_assemble_v2(dcr_encoder_t *enc, bool shuffle, size_t table,
+                                          uint64_t locs, uint64_t vals, size_t *raw_len_p)
+{
+    uint64_t raw_len = DCR__BODY_HEADER_SIZE + (uint64_t)DCR__ITEM_SIZE * enc->nitems +
+                       enc->names.len + locs + vals;
+    /* The Rice and Huffman writers flush whole bytes: 8 spare bytes. */
+    DCR_CHECK(dcr__buf_reserve(&enc->raw, (size_t)raw_len + 8));
+    uint8_t *p = enc->raw.data;
+    dcr__st64(p + 0, enc->names.len);
+    dcr__st64(p + 8, locs);
+    dcr__st64(p + 16, vals);
+    p += DCR__BODY_HEADER_SIZE;
+    for (size_t i = 0; i < enc->nitems; i++, p += DCR__ITEM_SIZE)
+        dcr__item_write_v2(p, &enc->items[i]);
+    if (enc->names.len) memcpy(p, enc->names.data, enc->names.len);
+    p += enc->names.len;
+    uint8_t *lp = p, *vp = p + locs;
+    if (table) dcr__huff_table_write(enc->huff, vp);
+    for (size_t i = 0; i < enc->nitems; i++)
+        dcr__segments_write_v2(enc, &enc->items[i], lp, vp, shuffle);
+    enc->raw.len = (size_t)raw_len;
+    *raw_len_p = (size_t)raw_len;
+    return DCR_OK;
+}
+
 static dcr_status_t dcr__body_assemble(dcr_encoder_t *enc, bool shuffle, size_t raw_len)
 {
     DCR_CHECK(dcr__buf_reserve(&enc->raw, raw_len));
@@ -294,7 +465,15 @@ dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *p
     if ((uint64_t)raw_len > DCR__RAW_MAX)
         return dcr_error_set(DCR_EINVAL,
                              "codec: body of %zu bytes exceeds the format's 1 TiB limit", raw_len);
-    DCR_CHECK(dcr__body_assemble(enc, params->shuffle, raw_len));
+    bool v2 = false;
+    size_t table = 0;
+    uint64_t locs2 = 0, vals2 = 0;
+    if (enc->max_version >= DCR_CODEC_VERSION_2)
+        DCR_CHECK(dcr__plan_v2(enc, &v2, &table, &locs2, &vals2));
+    if (v2)
+        DCR_CHECK(dcr__body_assemble_v2(enc, params->shuffle, table, locs2, vals2, &raw_len));
+    else
+        DCR_CHECK(dcr__body_assemble(enc, params->shuffle, raw_len));
 
     size_t bound = ZSTD_compressBound(raw_len);
     DCR_CHECK(dcr__buf_reserve(&enc->out, DCR_CODEC_HEADER_SIZE + bound));
@@ -307,7 +486,7 @@ dcr_status_t dcr_encoder_finish(dcr_encoder_t *enc, const dcr_encode_params_t *p
                              ZSTD_getErrorName(clen));
 
     dcr_payload_header_t h = {
-        .version = DCR_CODEC_VERSION,
+        .version = v2 ? DCR_CODEC_VERSION_2 : DCR_CODEC_VERSION_1,
         .flags = (uint16_t)((params->shuffle ? DCR_CODEC_FLAG_SHUFFLE : 0) |
                             (enc->key.set ? DCR_CODEC_FLAG_KEYED : 0)),
         .tau = params->tau,

@@ -67,9 +67,9 @@ dcr_status_t dcr_payload_header_parse(const void *hdr, size_t len,
                              buf[0], buf[1], buf[2], buf[3]);
     dcr_payload_header_t h;
     h.version = dcr__ld16(buf + DCR__H_VERSION);
-    if (h.version != DCR_CODEC_VERSION)
-        return dcr_error_set(DCR_EPAYLOAD, "payload: format version %u, this build reads %d",
-                             (unsigned)h.version, DCR_CODEC_VERSION);
+    if (h.version != DCR_CODEC_VERSION_1 && h.version != DCR_CODEC_VERSION_2)
+        return dcr_error_set(DCR_EPAYLOAD, "payload: format version %u, this build reads 1 and 2",
+                             (unsigned)h.version);
     h.flags = dcr__ld16(buf + DCR__H_FLAGS);
     h.tau = dcr__ld64(buf + DCR__H_TAU);
     h.payload_id = dcr__ld64(buf + DCR__H_PAYLOAD_ID);

@@ -3,6 +3,7 @@
 #include "dcr/device.h"
 #include "workloads/change/ckpt_diff.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,17 @@ double dcr_diff_change_rate(const dcr_diff_figures_t *f)
     return f->elements ? (double)f->changed_elements / (double)f->elements : 0.0;
 }
 
+double dcr_diff_entropy_bound_bytes(const dcr_diff_result_t *r)
+{
+    return (r->entropy_position_bits + r->entropy_value_bits) / 8.0;
+}
+
+double dcr_diff_payload_to_bound(const dcr_diff_result_t *r)
+{
+    double bound = dcr_diff_entropy_bound_bytes(r);
+    return bound > 0.0 ? (double)r->total.payload_bytes_x / bound : 0.0;
+}
+
 double dcr_diff_payload_ratio(const dcr_diff_figures_t *f)
 {
     return f->raw_changed_value_bytes
@@ -84,7 +96,80 @@ double dcr_diff_payload_ratio(const dcr_diff_figures_t *f)
 typedef struct dcr__cmp {
     uint32_t *pos;
     uint8_t *a, *b; /* aligned copies when the mapped data is not */
+    /* The entropy bound's inputs: every changed element's XOR mask, keyed
+     * (stored width << 32 | mask) so that masks of different widths are
+     * different symbols, and the positions' information in bits. */
+    uint64_t *masks;
+    size_t nmasks, masks_cap;
+    double position_bits;
+    bool oom;
 } dcr__cmp_t;
+
+/* Binary entropy of p in bits (0 at p = 0 or 1). */
+static double dcr__h2(double p)
+{
+    if (p <= 0.0 || p >= 1.0) return 0.0;
+    return -p * log2(p) - (1.0 - p) * log2(1.0 - p);
+}
+
+static uint64_t dcr__word(const uint8_t *p, size_t es)
+{
+    uint32_t w32;
+    uint16_t w16;
+    switch (es) {
+    case 1:
+        return p[0];
+    case 2:
+        memcpy(&w16, p, 2);
+        return w16;
+    default:
+        memcpy(&w32, p, 4);
+        return w32;
+    }
+}
+
+/* Appends the masks of the k changed elements at pos of one chunk. */
+static void dcr__masks_add(dcr__cmp_t *cmp, const uint8_t *a, const uint8_t *b, size_t es,
+                           const uint32_t *pos, size_t k)
+{
+    if (cmp->nmasks + k > cmp->masks_cap) {
+        size_t cap = cmp->masks_cap ? cmp->masks_cap : 4096;
+        while (cap < cmp->nmasks + k) cap *= 2;
+        uint64_t *m = realloc(cmp->masks, cap * sizeof(*m));
+        if (m == NULL) {
+            cmp->oom = true;
+            return;
+        }
+        cmp->masks = m;
+        cmp->masks_cap = cap;
+    }
+    for (size_t i = 0; i < k; i++) {
+        uint64_t x =
+            dcr__word(a + (size_t)pos[i] * es, es) ^ dcr__word(b + (size_t)pos[i] * es, es);
+        cmp->masks[cmp->nmasks++] = ((uint64_t)es << 32) | x;
+    }
+}
+
+static int dcr__u64_cmp(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* Sum over masks of -log2(empirical frequency of the mask): sorting groups
+ * equal masks, and a mask seen c times of n costs c * log2(n / c). */
+static double dcr__mask_bits(uint64_t *masks, size_t n)
+{
+    if (n == 0) return 0.0;
+    qsort(masks, n, sizeof(*masks), dcr__u64_cmp);
+    double bits = 0.0;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && masks[j] == masks[i];) j++;
+        double c = (double)(j - i);
+        bits += c * log2((double)n / c);
+    }
+    return bits;
+}
 
 /* Compares one tensor; adds elements, changes, rows and runs to f.
  * Returns whether any bit changed. */
@@ -105,6 +190,7 @@ static bool dcr__compare_tensor(dcr__cmp_t *cmp, const dcr_tensor_desc_t *d, con
             b = cmp->b;
         }
         size_t k = dcr_detect_changes(a, b, len, es, cmp->pos);
+        dcr__masks_add(cmp, a, b, es, cmp->pos, k);
         for (size_t i = 0; i < k; i++) {
             int64_t flat = (int64_t)(start + cmp->pos[i]);
             if (flat != last + 1) f->runs++;
@@ -116,6 +202,7 @@ static bool dcr__compare_tensor(dcr__cmp_t *cmp, const dcr_tensor_desc_t *d, con
         }
         changed += (int64_t)k;
     }
+    cmp->position_bits += (double)n * dcr__h2((double)changed / (double)n);
     f->tensors++;
     f->elements += (int64_t)n;
     f->rows += row > 0 ? (int64_t)(n / row) : 0;
@@ -173,8 +260,14 @@ static dcr_status_t dcr__compare(const dcr_scenario_t *sc, dcr_storage_t *const 
                                  dcr_storage_t *const *cand, const uint8_t *cls,
                                  dcr_diff_result_t *r)
 {
-    dcr__cmp_t cmp = {malloc(DCR__DIFF_CHUNK * sizeof(uint32_t)), malloc(DCR__DIFF_CHUNK * 4),
-                      malloc(DCR__DIFF_CHUNK * 4)};
+    dcr__cmp_t cmp = {malloc(DCR__DIFF_CHUNK * sizeof(uint32_t)),
+                      malloc(DCR__DIFF_CHUNK * 4),
+                      malloc(DCR__DIFF_CHUNK * 4),
+                      NULL,
+                      0,
+                      0,
+                      0.0,
+                      false};
     if (!cmp.pos || !cmp.a || !cmp.b) {
         free(cmp.pos);
         free(cmp.a);
@@ -190,9 +283,13 @@ static dcr_status_t dcr__compare(const dcr_scenario_t *sc, dcr_storage_t *const 
         if (cls[c] == DCR_CLASS_EXPERTS) dcr__expert_step(&walk, d->name, changed, f);
     }
     dcr__expert_close(&walk, &r->classes[DCR_CLASS_EXPERTS]);
+    r->entropy_position_bits = cmp.position_bits;
+    r->entropy_value_bits = dcr__mask_bits(cmp.masks, cmp.nmasks);
+    free(cmp.masks);
     free(cmp.pos);
     free(cmp.a);
     free(cmp.b);
+    if (cmp.oom) return dcr_error_set(DCR_ENOMEM, "diff: XOR masks of the changed elements");
     return DCR_OK;
 }
 

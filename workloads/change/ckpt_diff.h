@@ -67,6 +67,13 @@ typedef struct dcr_diff_result {
     dcr_diff_figures_t classes[DCR_CLASS_COUNT];
     size_t extra_tensors;               /* in NEW but not in the model (vision tower, MTP) */
     dcr_construct_stats_t run_x, run_p; /* the whole-checkpoint runs */
+    /* The entropy bound of the canonical changes (docs/commands/diff.md):
+     * positions, summed over tensors of n elements with c changed, cost
+     * n * H(c / n) bits (H the binary entropy); values cost, over every
+     * changed element of the checkpoint, -log2 of the empirical frequency
+     * of its XOR mask (OLD ^ NEW as an unsigned integer of the stored
+     * width; masks of different widths are different symbols). */
+    double entropy_position_bits, entropy_value_bits;
 } dcr_diff_result_t;
 
 typedef struct dcr_diff_options {
@@ -115,5 +122,9 @@ dcr_status_t dcr_ckpt_diff_step(const dcr_scenario_t *sc, const char *init_path,
 /* Derived figures of one class, 0 where the denominator is 0. */
 double dcr_diff_change_rate(const dcr_diff_figures_t *f);
 double dcr_diff_payload_ratio(const dcr_diff_figures_t *f); /* payload X / raw changed values */
+/* (position bits + value bits) / 8 of the whole checkpoint. */
+double dcr_diff_entropy_bound_bytes(const dcr_diff_result_t *r);
+/* Whole-checkpoint mode X payload bytes / the entropy bound; 0 when the bound is 0. */
+double dcr_diff_payload_to_bound(const dcr_diff_result_t *r);
 
 #endif

@@ -58,6 +58,10 @@ static void print_json(const dcr_scenario_t *sc, const char *old_path, const cha
     json_object_set_new(j, "pp", json_integer(sc->train.pp));
     json_object_set_new(j, "extra_tensors", json_integer((json_int_t)r->extra_tensors));
     json_object_set_new(j, "class_payloads", json_boolean(class_payloads));
+    json_object_set_new(j, "entropy_position_bytes", json_real(r->entropy_position_bits / 8.0));
+    json_object_set_new(j, "entropy_value_bytes", json_real(r->entropy_value_bits / 8.0));
+    json_object_set_new(j, "entropy_bound_bytes", json_real(dcr_diff_entropy_bound_bytes(r)));
+    json_object_set_new(j, "payload_to_bound_ratio", json_real(dcr_diff_payload_to_bound(r)));
     json_t *classes = json_object();
     for (int k = 0; k < DCR_CLASS_COUNT; k++) {
         if (r->classes[k].tensors == 0) continue;
@@ -99,6 +103,9 @@ static void print_text(const dcr_scenario_t *sc, const char *old_path, const cha
     for (int k = 0; k < DCR_CLASS_COUNT; k++)
         if (r->classes[k].tensors) print_row(dcr_tensor_class_name(k), &r->classes[k]);
     print_row("total", &r->total);
+    printf("\nentropy bound %.0f B (positions %.0f B, values %.0f B); payload X / bound %.3f\n",
+           dcr_diff_entropy_bound_bytes(r), r->entropy_position_bits / 8.0,
+           r->entropy_value_bits / 8.0, dcr_diff_payload_to_bound(r));
 }
 
 void dcr_diff_result_print(const dcr_scenario_t *sc, const char *old_path, const char *new_path,

@@ -31,8 +31,16 @@
 extern "C" {
 #endif
 
-/* Format version written by this build; the decoder accepts only this one. */
-#define DCR_CODEC_VERSION 1
+/* Format versions. Version 1 stores gap and value words as they are;
+ * version 2 (FORMAT.md section 8) adds entropy-coded segments: Rice-coded
+ * gaps and Huffman-coded 16-bit values. The encoder writes version 2 only
+ * for a payload where an entropy-coded segment is smaller than version 1's
+ * words (and version 1 only when asked, dcr_encoder_set_max_version); the
+ * decoder reads both. */
+#define DCR_CODEC_VERSION_1 1
+#define DCR_CODEC_VERSION_2 2
+/* The newest version this build writes and reads. */
+#define DCR_CODEC_VERSION DCR_CODEC_VERSION_2
 /* Bytes of the fixed payload header that precedes the compressed body. */
 #define DCR_CODEC_HEADER_SIZE 64
 /* Header flag: value and gap words were byte-plane shuffled before zstd. */
@@ -66,12 +74,20 @@ typedef enum dcr_encoding {
 typedef enum dcr_location_type {
     DCR_LOCATION_RUN = 0,  /* one contiguous run: start index only, length = value count */
     DCR_LOCATION_GAPS = 1, /* first index, then gaps to each next index in 1/2/4/8-byte words */
+    DCR_LOCATION_RICE = 2, /* version 2: first index, then Rice codes of the gaps */
     DCR_LOCATION_COUNT
 } dcr_location_type_t;
 
+/* How an item's values are stored (version 2; version 1 has RAW only). */
+typedef enum dcr_value_coding {
+    DCR_VALUES_RAW = 0,     /* value words as they are */
+    DCR_VALUES_HUFFMAN = 1, /* 16-bit words coded with the payload's Huffman table */
+    DCR_VALUE_CODING_COUNT
+} dcr_value_coding_t;
+
 /* The decoded fixed header of a payload. */
 typedef struct dcr_payload_header {
-    uint16_t version;        /* DCR_CODEC_VERSION */
+    uint16_t version;        /* DCR_CODEC_VERSION_1 or DCR_CODEC_VERSION_2 */
     uint16_t flags;          /* DCR_CODEC_FLAG_* */
     uint64_t tau;            /* attempt id issued by prepare */
     uint64_t payload_id;     /* unique per (tau, owner) */
@@ -171,8 +187,15 @@ dcr_status_t dcr_encoder_add(dcr_encoder_t *enc, const dcr_codec_item_t *item);
 /* Items added since the last finish or reset. */
 size_t dcr_encoder_item_count(const dcr_encoder_t *enc);
 
-/* Body bytes (before compression) that the items added so far will occupy,
- * for callers that cut buckets by encoded size. */
+/* The newest format version enc writes: DCR_CODEC_VERSION (the default)
+ * lets it choose version 2 per payload, DCR_CODEC_VERSION_1 keeps every
+ * payload version 1 (for readers that predate version 2). DCR_EINVAL for
+ * any other value. */
+dcr_status_t dcr_encoder_set_max_version(dcr_encoder_t *enc, unsigned version);
+
+/* Body bytes (before compression) that the items added so far occupy in
+ * version 1, for callers that cut buckets by encoded size. A version 2 body
+ * is never larger: it codes a segment only where that makes it smaller. */
 size_t dcr_encoder_raw_len(const dcr_encoder_t *enc);
 
 /* Drops the items added since the last finish, keeping the buffers. */
@@ -250,10 +273,14 @@ typedef struct dcr_payload_item {
     dcr_dtype_t dtype;
     dcr_encoding_t encoding;
     dcr_location_type_t location;
-    unsigned gap_bytes; /* 1, 2, 4 or 8 for DCR_LOCATION_GAPS; 0 for a run */
-    size_t count;       /* records, >= 1 */
-    int64_t first;      /* smallest flat index (a run's start) */
-    int64_t last;       /* largest flat index */
+    unsigned gap_bytes; /* 1, 2, 4 or 8 for DCR_LOCATION_GAPS; 0 for a run or Rice */
+    unsigned rice_k;    /* the Rice parameter of DCR_LOCATION_RICE; 0 otherwise */
+    dcr_value_coding_t value_coding;
+    size_t location_bytes; /* bytes of the item's segment in the locations section */
+    size_t value_bytes;    /* bytes of the item's segment in the values section */
+    size_t count;          /* records, >= 1 */
+    int64_t first;         /* smallest flat index (a run's start) */
+    int64_t last;          /* largest flat index */
     /* count little-endian words of dtype, unshuffled. The pointer may be
      * unaligned for the dtype: read words with memcpy or dcr_payload_item_values. */
     const void *values;

@@ -159,6 +159,7 @@ static inline uint8_t *t_encode_example(const dcr_payload_key_t *key, bool shuff
 {
     dcr_encoder_t *enc;
     if (dcr_encoder_create(&enc) != DCR_OK) return NULL;
+    if (dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1) != DCR_OK) return NULL;
     dcr_encoder_set_key(enc, key);
     int64_t shape[1] = {4};
     const int64_t idx[2] = {1, 3};

@@ -7,8 +7,10 @@
  *   bit 0 clear: the rest is a whole payload, decoded as-is (header, digest);
  *   bit 0 set:   the rest (after one item-count byte) is a raw body, which
  *                this target compresses and wraps in a valid header and
- *                digest, with the shuffle flag from bit 1, so that the fuzzer
- *                reaches the item-table, tiling, shuffle and index checks.
+ *                digest, with the shuffle flag from bit 1 and format version
+ *                2 when bit 2 is set (else 1), so that the fuzzer reaches
+ *                the item-table, tiling, shuffle and index checks and
+ *                version 2's Huffman table, Huffman and Rice streams.
  * On success every accessor is called, so sanitizers see every read.
  * Seed inputs of both kinds: tests/engine/codec/fuzz_corpus/. */
 #include <blake2.h>
@@ -26,7 +28,7 @@ static void put_le(uint8_t *p, uint64_t v, int bytes)
 
 /* Header and digest per FORMAT.md section 1. */
 static uint8_t *wrap(const uint8_t *raw, size_t raw_len, uint32_t items, uint16_t flags,
-                     size_t *len_p)
+                     uint16_t version, size_t *len_p)
 {
     size_t cap = ZSTD_compressBound(raw_len);
     uint8_t *out = malloc(64 + cap);
@@ -37,7 +39,7 @@ static uint8_t *wrap(const uint8_t *raw, size_t raw_len, uint32_t items, uint16_
         return NULL;
     }
     memcpy(out, "DCRP", 4);
-    put_le(out + 4, 1, 2);
+    put_le(out + 4, version, 2);
     put_le(out + 6, flags, 2);
     put_le(out + 8, 11, 8);  /* tau */
     put_le(out + 16, 13, 8); /* payload id */
@@ -86,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     uint8_t *wrapped = NULL;
     if (mode & 1) {
         if (len < 1) return 0;
-        wrapped = wrap(buf + 1, len - 1, buf[0], (mode >> 1) & 1, &len);
+        wrapped = wrap(buf + 1, len - 1, buf[0], (mode >> 1) & 1, (mode >> 2) & 1 ? 2 : 1, &len);
         if (wrapped == NULL) return 0;
         buf = wrapped;
     }

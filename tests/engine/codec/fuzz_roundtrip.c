@@ -11,7 +11,11 @@
  * bytes. The target encodes, decodes under the matching key, and checks
  * every header field and every item's name, shape, dtype, encoding,
  * location choice (RUN exactly for contiguous indices, the smallest gap
- * word otherwise), indices and value bytes against what it handed in. Any
+ * word otherwise, or in version 2 Rice codes), indices and value bytes
+ * against what it handed in. Header bit 15 keeps the encoder at version 1
+ * (the body is then exactly dcr_encoder_raw_len bytes); otherwise version
+ * 2 may code segments, and bit 14 makes 16-bit values few and skewed
+ * masks (0x1, 0x3, 0x7, ...) so that the Huffman path is taken. Any
  * difference aborts. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -120,7 +124,18 @@ static void make_item(reader_t *r, item_t *it, int k)
     for (size_t b = 0; b < vb; b++) it->values[b] = (uint8_t)take(r, 1);
 }
 
-static void check_item(const dcr_payload_t *p, size_t k, const item_t *it, int64_t *scratch)
+/* Skewed 16-bit masks from the input's value bytes, as small real updates make. */
+static void skew_values(item_t *it)
+{
+    if (dcr_dtype_size(it->dtype) != 2) return;
+    for (size_t j = 0; j < it->count; j++) {
+        uint16_t m = (uint16_t)((1u << (1 + it->values[2 * j] % 7)) - 1);
+        memcpy(it->values + 2 * j, &m, 2);
+    }
+}
+
+static void check_item(const dcr_payload_t *p, size_t k, const item_t *it, int64_t *scratch,
+                       bool v1)
 {
     dcr_payload_item_t d;
     check(dcr_payload_item(p, k, &d) == DCR_OK);
@@ -139,7 +154,8 @@ static void check_item(const dcr_payload_t *p, size_t k, const item_t *it, int64
         check(d.location == DCR_LOCATION_RUN && d.gap_bytes == 0);
     } else {
         unsigned w = maxgap <= 0xFF ? 1 : maxgap <= 0xFFFF ? 2 : maxgap <= 0xFFFFFFFFull ? 4 : 8;
-        check(d.location == DCR_LOCATION_GAPS && d.gap_bytes == w);
+        check((d.location == DCR_LOCATION_GAPS && d.gap_bytes == w) ||
+              (!v1 && d.location == DCR_LOCATION_RICE && d.location_bytes < (it->count - 1) * w));
     }
     check(dcr_payload_item_indices(p, k, scratch) == DCR_OK);
     check(memcmp(scratch, it->idx, it->count * sizeof(int64_t)) == 0);
@@ -159,7 +175,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (dec == NULL && dcr_payload_create(&dec) != DCR_OK) abort();
     reader_t r = {data, size};
     uint64_t head = take(&r, 2);
-    bool shuffle = head & 1, keyed = (head >> 1) & 1;
+    bool shuffle = head & 1, keyed = (head >> 1) & 1, v1 = (head >> 15) & 1,
+         skew = (head >> 14) & 1;
+    check(dcr_encoder_set_max_version(enc, v1 ? DCR_CODEC_VERSION_1 : DCR_CODEC_VERSION_2) ==
+          DCR_OK);
     int level = (int)((head >> 2) % 4); /* 0 is zstd's default level */
     size_t nitems = (size_t)((head >> 4) % (MAX_ITEMS + 1));
     dcr_payload_key_t key = {.set = keyed};
@@ -169,6 +188,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (size_t k = 0; k < nitems; k++) {
         item_t *it = &items[k];
         make_item(&r, it, (int)k);
+        if (skew) skew_values(it);
         dcr_codec_item_t ci = {.name = it->name,
                                .ndim = it->ndim,
                                .shape = it->shape,
@@ -196,9 +216,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(h->tau == params.tau && h->owner == params.owner && h->payload_id == params.payload_id);
     check(h->flags ==
           ((shuffle ? DCR_CODEC_FLAG_SHUFFLE : 0) | (keyed ? DCR_CODEC_FLAG_KEYED : 0)));
-    check(h->raw_len == raw_len && h->compressed_len + DCR_CODEC_HEADER_SIZE == len);
+    check(h->version == DCR_CODEC_VERSION_1 || !v1);
+    check((h->version == DCR_CODEC_VERSION_1 ? h->raw_len == raw_len : h->raw_len < raw_len) &&
+          h->compressed_len + DCR_CODEC_HEADER_SIZE == len);
     check(dcr_payload_item_count(dec) == nitems);
-    for (size_t k = 0; k < nitems; k++) check_item(dec, k, &items[k], scratch);
+    for (size_t k = 0; k < nitems; k++) check_item(dec, k, &items[k], scratch, v1);
     /* The other key configuration refuses it. */
     dcr_payload_key_t other = {.set = !keyed};
     memset(other.bytes, 0x5A, sizeof other.bytes);

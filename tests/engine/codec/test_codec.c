@@ -159,7 +159,7 @@ static void t_round_trip(dcr_encoder_t *enc, dcr_payload_t *p, t_item_t *items, 
     assert_int_equal(dcr_payload_decode(p, buf, len), DCR_OK);
     const dcr_payload_header_t *h = dcr_payload_get_header(p);
     assert_non_null(h);
-    assert_int_equal(h->version, DCR_CODEC_VERSION);
+    assert_int_equal(h->version, DCR_CODEC_VERSION_1);
     assert_int_equal(h->flags, params->shuffle ? DCR_CODEC_FLAG_SHUFFLE : 0);
     assert_int_equal(h->tau, params->tau);
     assert_int_equal(h->owner, params->owner);
@@ -180,6 +180,7 @@ static void test_round_trip_every_dtype(void **state)
     dcr_encoder_t *enc;
     dcr_payload_t *p;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     assert_int_equal(dcr_payload_create(&p), DCR_OK);
     uint64_t id = 0;
     for (int dt = 0; dt < DCR_DTYPE_COUNT; dt++) {
@@ -212,6 +213,7 @@ static void test_round_trip_mixed_payloads(void **state)
     dcr_encoder_t *enc;
     dcr_payload_t *p;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     assert_int_equal(dcr_payload_create(&p), DCR_OK);
     const int levels[] = {1, 3, -1, 19};
     for (int iter = 0; iter < 60; iter++) {
@@ -238,6 +240,7 @@ static void test_empty_payload(void **state)
     dcr_encoder_t *enc;
     dcr_payload_t *p;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     assert_int_equal(dcr_payload_create(&p), DCR_OK);
     dcr_encode_params_t params = {.tau = 1, .owner = 2, .payload_id = 3, .level = 1};
     t_round_trip(enc, p, NULL, 0, &params);
@@ -269,6 +272,7 @@ static void t_one_item(const int64_t *idx, size_t count, int64_t numel, dcr_payl
     dcr_encoder_t *enc;
     dcr_payload_t *p;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     assert_int_equal(dcr_payload_create(&p), DCR_OK);
     dcr_encode_params_t params = {.tau = 1, .level = 1, .shuffle = shuffle};
     dcr_codec_item_t c = t_codec_item(&t);
@@ -360,6 +364,7 @@ static void test_run_start_bounds(void **state)
     (void)state;
     dcr_encoder_t *enc;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     int64_t shape[2] = {4, 8};
     uint16_t vals[32] = {0};
     dcr_codec_item_t c = {.name = "x",
@@ -454,6 +459,7 @@ static void test_encoder_rejects_bad_items(void **state)
     (void)state;
     dcr_encoder_t *enc;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     int64_t shape[2] = {10, 10};
     int64_t idx[3] = {1, 5, 9};
     uint32_t vals[3] = {1, 2, 3};
@@ -563,6 +569,7 @@ static void test_reuse_and_reset(void **state)
     dcr_encoder_t *enc;
     dcr_payload_t *p;
     assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_set_max_version(enc, DCR_CODEC_VERSION_1), DCR_OK);
     assert_int_equal(dcr_payload_create(&p), DCR_OK);
     assert_null(dcr_payload_get_header(p));
     assert_int_equal(dcr_payload_item_count(p), 0);
