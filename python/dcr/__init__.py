@@ -160,7 +160,13 @@ class Encoder:
         words of dtype, or any array of that itemsize)."""
         code = dtype_code(dtype)
         shape_arr = (ctypes.c_int64 * max(1, len(shape)))(*shape)
-        vals = np.ascontiguousarray(values).view(_WORDS[code]).reshape(-1)
+        word = _WORDS[code]
+        vals = np.ascontiguousarray(values)
+        if vals.dtype.itemsize != np.dtype(word).itemsize:
+            if vals.dtype.kind not in "iu":
+                raise ValueError("dcr: %s: values of %s are not words of %s" % (name, vals.dtype, dtype_name(code)))
+            vals = vals.astype(word)
+        vals = vals.view(word).reshape(-1)
         item = _lib.CodecItem(name.encode(), len(shape), shape_arr, code, encoding, vals.size, None, 0,
                               vals.ctypes.data)
         if indices is not None:
