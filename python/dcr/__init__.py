@@ -37,6 +37,7 @@ __all__ = [
     "Control",
     "dtype_size",
     "word_dtype",
+    "Scatter",
 ]
 
 XOR = _lib.ENCODING_XOR
@@ -244,6 +245,49 @@ def _words_of(dst, word, numel, name):
     if mv.nbytes != nbytes:
         raise ValueError("dcr: %s: destination holds %d bytes, the tensor %d" % (name, mv.nbytes, nbytes))
     return np.frombuffer(mv.cast("B"), dtype=word)
+
+
+class Scatter:
+    """libdcr's record application into resident memory (dcr/device.h,
+    device "cpu"): dst[pos[k]] ^= values[k] (XOR) or = values[k]. One per
+    receiver thread; sync() before the written memory is read."""
+
+    def __init__(self, device="cpu"):
+        self._d = ctypes.c_void_p()
+        self._s = ctypes.c_void_p()
+        _check(lib.dcr_device_create(device.encode(), ctypes.byref(self._d)))
+        st = lib.dcr_device_stream_create(self._d, _lib.ACTOR_RECEIVER, 0, ctypes.byref(self._s))
+        if st != 0:
+            lib.dcr_device_destroy(self._d)
+            self._d = ctypes.c_void_p()
+            _check(st)
+
+    def close(self):
+        if self._d:
+            lib.dcr_device_stream_destroy(self._d, self._s)
+            lib.dcr_device_destroy(self._d)
+            self._d = ctypes.c_void_p()
+
+    __del__ = close
+
+    def apply(self, dst_words, positions, values, encoding, base=0):
+        """dst_words: a writable numpy array of 1, 2 or 4-byte words;
+        positions: distinct int64 indices into dst_words[base:] (checked
+        against its length here); values: words of dst_words' width."""
+        pos = np.ascontiguousarray(positions, dtype=np.int64)
+        vals = np.ascontiguousarray(values)
+        if vals.itemsize != dst_words.itemsize or vals.size != pos.size:
+            raise ValueError("dcr: scatter of %d values (%d bytes) into words of %d bytes at %d positions" % (
+                vals.size, vals.itemsize, dst_words.itemsize, pos.size))
+        if pos.size and (base < 0 or pos.min() < 0 or base + pos.max() >= dst_words.size):
+            raise ValueError("dcr: scatter position out of bounds (%d words)" % dst_words.size)
+        op = _lib.DEVICE_XOR if encoding == XOR else _lib.DEVICE_OVERWRITE
+        dst = dst_words.ctypes.data + base * dst_words.itemsize
+        _check(lib.dcr_device_scatter(self._d, self._s, dst, dst_words.itemsize, pos.ctypes.data,
+                                      vals.ctypes.data, pos.size, op))
+
+    def sync(self):
+        _check(lib.dcr_device_sync(self._d, self._s))
 
 
 class Payload:

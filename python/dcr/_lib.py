@@ -16,6 +16,9 @@ OBJSTORE_VERSION_MAX = 80
 CONTROL_BASELINE_BYTES = 32  # dcr/control.h
 CONTROL_ID_MAX = 64
 
+ACTOR_RECEIVER = 3  # DCR_ACTOR_RECEIVER, dcr/trace.h
+DEVICE_XOR = 0  # dcr_device_op_t, dcr/device.h
+DEVICE_OVERWRITE = 1
 ENCODING_XOR = 0
 ENCODING_OVERWRITE = 1
 
@@ -194,6 +197,13 @@ _SIGNATURES = {
     "dcr_payload_item": (c_status, [_vp, _sz, P(PayloadItem)]),
     "dcr_payload_item_indices": (c_status, [_vp, _sz, _vp]),
     "dcr_payload_item_values": (c_status, [_vp, _sz, _vp]),
+    # device.h: record application into resident storage ("cpu": host memory)
+    "dcr_device_create": (c_status, [ctypes.c_char_p, P(_vp)]),
+    "dcr_device_destroy": (None, [_vp]),
+    "dcr_device_stream_create": (c_status, [_vp, ctypes.c_int, ctypes.c_int, P(_vp)]),
+    "dcr_device_stream_destroy": (None, [_vp, _vp]),
+    "dcr_device_scatter": (c_status, [_vp, _vp, _vp, _sz, _vp, _vp, _sz, ctypes.c_int]),
+    "dcr_device_sync": (c_status, [_vp, _vp]),
     # objstore.h
     "dcr_objstore_create": (c_status, [P(ObjstoreConfig), P(_vp)]),
     "dcr_objstore_destroy": (None, [_vp]),

@@ -84,10 +84,21 @@ def _bits(t):
     return t.view(_INT_VIEW[t.element_size()])
 
 
-def _storage_index(numel_storage, t, base=0):
-    """Storage positions (plus base) of t's elements, in t's shape."""
-    pos = torch.arange(base, base + numel_storage, dtype=torch.int64)
-    return pos.as_strided(t.shape, t.stride(), t.storage_offset())
+_ARANGE = {}
+
+
+def _arange(n):
+    """torch.arange(n) (int64), cached: prewarm asks for the same storage
+    sizes again and again."""
+    got = _ARANGE.get(n)
+    if got is None:
+        got = _ARANGE[n] = torch.arange(n, dtype=torch.int64)
+    return got
+
+
+def _storage_index(numel_storage, t):
+    """Storage positions of t's elements, in t's shape (a view: no copy)."""
+    return _arange(numel_storage).as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 class _Landing:
@@ -95,12 +106,29 @@ class _Landing:
     index] = storage position in param storage `store` (-1: not here), with the
     dtype conversions met on the way."""
 
-    __slots__ = ("store", "lut", "convs")
+    __slots__ = ("store", "lut", "convs", "full", "offset")
 
     def __init__(self, store, lut, convs):
         self.store = store
-        self.lut = lut
         self.convs = convs
+        self.full = bool((lut >= 0).all())  # every element lands here: no mask on apply
+        # The usual landing is one contiguous block (a narrow of a fused
+        # parameter): position = offset + canonical index, and no table.
+        self.offset = None
+        if self.full and lut.size and np.array_equal(lut, np.arange(lut[0], lut[0] + lut.size)):
+            self.offset = int(lut[0])
+            lut = None
+        elif lut.size and store.size < (1 << 31):
+            lut = lut.astype(np.int32)
+        self.lut = lut
+
+    def pairs(self, numel):
+        """(canonical flat indices, storage positions) of every element landing here."""
+        if self.offset is not None:
+            cidx = np.arange(numel)
+            return cidx, cidx + self.offset
+        cidx = np.flatnonzero(self.lut >= 0)
+        return cidx, self.lut[cidx].astype(np.int64)
 
 
 class _Store:
@@ -123,9 +151,14 @@ class _Intercept(TorchFunctionMode):
         self.name = name
         self.canon = canon
         self.cptr = canon.storage().data_ptr()
-        self.cidx = _storage_index(canon.storage().size(), canon)  # storage pos -> canonical flat
-        self.flat_of_storage = torch.full((canon.storage().size(),), -1, dtype=torch.int64)
-        self.flat_of_storage[self.cidx.reshape(-1)] = torch.arange(canon.numel())
+        # Storage position -> canonical flat index (the identity for the
+        # usual contiguous tensor, which needs no table).
+        size = canon.storage().size()
+        if canon.is_contiguous() and canon.storage_offset() == 0 and size == canon.numel():
+            self.flat_of_storage = None
+        else:
+            self.flat_of_storage = torch.full((size,), -1, dtype=torch.int64)
+            self.flat_of_storage[_storage_index(size, canon).reshape(-1)] = torch.arange(canon.numel())
         self.tracked = {}  # id(tensor) -> (tensor, index tensor, convs)
         self.poisoned = {}  # id(tensor) -> tensor
         self.events = []
@@ -139,7 +172,7 @@ class _Intercept(TorchFunctionMode):
             return hit[1], hit[2]
         if t.dtype == self.canon.dtype and t.storage().data_ptr() == self.cptr:
             pos = _storage_index(self.canon.storage().size(), t)
-            return self.flat_of_storage[pos], ()
+            return (pos if self.flat_of_storage is None else self.flat_of_storage[pos]), ()
         return None
 
     def _is_poisoned(self, t):
@@ -252,6 +285,7 @@ class Receiver:
         self.fallback = {}  # name -> reason
         self.shadow = {}  # name -> canonical tensor (fallbacks only)
         self.stats = {"fallback_reloads": 0}
+        self._scatter = dcr.Scatter("cpu")
 
     def _store_of(self, t):
         with torch._C.DisableTorchFunction():
@@ -315,10 +349,10 @@ class Receiver:
         for name, lands in self.landings.items():
             for land in lands:
                 ptr = land.store.flat.storage().data_ptr()
-                sel = land.lut >= 0
-                vals = _converted_words(flipped[name].reshape(-1)[torch.from_numpy(np.nonzero(sel)[0])], land.convs)
-                expect[ptr][land.lut[sel]] = vals
-                claimed[ptr][land.lut[sel]] = True
+                cidx, pos = land.pairs(flipped[name].numel())
+                vals = _converted_words(flipped[name].reshape(-1)[torch.from_numpy(cidx)], land.convs)
+                expect[ptr][pos] = vals
+                claimed[ptr][pos] = True
         for ptr, s in self.stores.items():
             bad = np.nonzero(s.words != expect[ptr])[0]
             if bad.size == 0:
@@ -332,7 +366,7 @@ class Receiver:
         bad_set = set(bad.tolist())
         for name, lands in self.landings.items():
             for land in lands:
-                if land.store is store and bad_set.intersection(land.lut[land.lut >= 0].tolist()):
+                if land.store is store and bad_set.intersection(land.pairs(checkpoint[name].numel())[1].tolist()):
                     self.fallback.setdefault(name, "its loaded values differ from the mapped copy in %s" % store.name)
         unclaimed = bad[~claimed[bad]]
         if unclaimed.size == 0:
@@ -375,6 +409,7 @@ class Receiver:
             reload = set()
             for it in items:
                 n += self._apply_item(it, reload)
+            self._scatter.sync()
             for name in sorted(reload):
                 self.load_weights([(name, self.shadow[name])])
                 self.stats["fallback_reloads"] += 1
@@ -403,18 +438,18 @@ class Receiver:
         idx = it.indices()
         vals = it.values()
         for land in self.landings.get(it.name, ()):
-            pos = land.lut[idx]
-            sel = pos >= 0
-            if not sel.all():
-                pos, v = pos[sel], vals[sel]
+            v = vals
+            if land.offset is not None:
+                pos, base = idx, land.offset
             else:
-                v = vals
-            words = land.store.words
-            if it.encoding == dcr.XOR:
-                words[pos] ^= v.view(words.dtype)
-            else:
+                pos, base = land.lut[idx].astype(np.int64), 0
+                if not land.full:
+                    sel = pos >= 0
+                    pos, v = pos[sel], vals[sel]
+            if land.convs:
                 signed = torch.from_numpy(v.view(np.dtype("i%d" % v.itemsize)))
-                words[pos] = _converted_words(signed.view(self.canon[it.name][2]), land.convs)
+                v = _converted_words(signed.view(self.canon[it.name][2]), land.convs)
+            self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base)
         return it.count
 
 
