@@ -51,7 +51,8 @@ static uint8_t *read_file(const char *path, size_t *len_p)
 }
 
 /* Applies item i of p to words (numel elements of the item's dtype). */
-static int apply_item(const dcr_payload_t *p, size_t i, const dcr_payload_item_t *it, uint8_t *words)
+static int apply_item(const dcr_payload_t *p, size_t i, const dcr_payload_item_t *it,
+                      uint8_t *words)
 {
     size_t width = dcr_dtype_size(it->dtype);
     int64_t *idx = malloc(it->count * sizeof(*idx));
@@ -105,8 +106,8 @@ int main(int argc, char **argv)
         dcr_payload_item_t it;
         if (dcr_payload_item(p, i, &it) != DCR_OK || strcmp(it.name, argv[2]) != 0) continue;
         if ((uint64_t)it.numel * dcr_dtype_size(it.dtype) != tlen) {
-            fprintf(stderr, "apply_payload: %s holds %zu bytes, %s has %lld elements of %s\n", argv[3],
-                    tlen, it.name, (long long)it.numel, dcr_dtype_name(it.dtype));
+            fprintf(stderr, "apply_payload: %s holds %zu bytes, %s has %lld elements of %s\n",
+                    argv[3], tlen, it.name, (long long)it.numel, dcr_dtype_name(it.dtype));
             goto out;
         }
         if (apply_item(p, i, &it, words) != 0) goto out;

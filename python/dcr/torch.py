@@ -286,6 +286,7 @@ class Receiver:
         self.shadow = {}  # name -> canonical tensor (fallbacks only)
         self.stats = {"fallback_reloads": 0}
         self._scatter = dcr.Scatter("cpu")
+        self.dirty = False  # a failed apply may have left storage half-applied
 
     def _store_of(self, t):
         with torch._C.DisableTorchFunction():
@@ -407,12 +408,17 @@ class Receiver:
                 self._check(it)
             n = 0
             reload = set()
+            # From the first write until the last, a failure leaves storage
+            # half-applied: only absolute overwrites (the retry of DESIGN.md
+            # section 5 step 7) can repair it, so XOR is refused until then.
+            self.dirty = True
             for it in items:
                 n += self._apply_item(it, reload)
             self._scatter.sync()
             for name in sorted(reload):
                 self.load_weights([(name, self.shadow[name])])
                 self.stats["fallback_reloads"] += 1
+            self.dirty = False
             return n
         finally:
             for p in decoded:
@@ -426,6 +432,9 @@ class Receiver:
         if it.shape != shape or it.dtype != code:
             raise ValueError("dcr.torch: payload item %s: shape %s %s, the model's %s %s" % (
                 it.name, it.shape, dcr.dtype_name(it.dtype), shape, dcr.dtype_name(code)))
+        if it.encoding == dcr.XOR and self.dirty:
+            raise ValueError("dcr.torch: payload item %s: XOR records after a failed apply (storage may be "
+                             "half-applied; only an overwrite retry repairs it)" % it.name)
         if it.encoding == dcr.XOR and self.path(it.name) == "overwrite":
             raise ValueError("dcr.torch: payload item %s: XOR records for a tensor whose load path converts "
                              "its dtype (overwrite only)" % it.name)

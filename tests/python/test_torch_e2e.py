@@ -22,6 +22,30 @@ STEPS = 5
 SEED = int.from_bytes(os.urandom(4), "little")
 
 
+def _dense(family, ckpt):
+    m = vm.ServingModel(family)
+    m.load_weights(ckpt.items())
+    return m
+
+
+class _FailingScatter:
+    """Fault injection around the receiver's scatter: the fail_at-th call
+    raises after the earlier ones have written (a receiver dying mid-apply)."""
+
+    def __init__(self, real, fail_at):
+        self.real = real
+        self.left = fail_at
+
+    def apply(self, *args):
+        self.left -= 1
+        if self.left == 0:
+            raise RuntimeError("injected failure mid-apply")
+        self.real.apply(*args)
+
+    def sync(self):
+        self.real.sync()
+
+
 class EndToEndTest(unittest.TestCase):
     def run_family(self, family, tmp):
         torch.manual_seed(SEED)
@@ -81,6 +105,41 @@ class EndToEndTest(unittest.TestCase):
             for family in vm.FAMILIES:
                 with self.subTest(family=family):
                     self.run_family(family, tmp)
+
+    def test_failed_apply_is_repaired_by_overwrite_retry(self):
+        """A receiver that fails mid-apply (after some records are written)
+        never acknowledges; the coordinator's retry sends the complete
+        changed set as overwrites, which repairs the half-applied storage;
+        XOR is refused meanwhile."""
+        with tempfile.TemporaryDirectory(prefix="lib-e2e-") as tmp:
+            for family in ("moe", "gemma"):
+                control = dcr.Control("sqlite", os.path.join(tmp, family + ".db"))
+                rec = control.read()
+                control.cas(rec, dict(rec, baseline=b"v0"))
+                c0 = vm.checkpoint_of(vm.init_masters(family, SEED))
+                gen = torch.Generator().manual_seed(SEED)
+                c1 = {k: torch.where(torch.rand(v.shape, generator=gen) < 0.1, (v.float() * 1.01).to(v.dtype), v)
+                      for k, v in c0.items()}
+                model = vm.ServingModel(family)
+                rx = Receiver(model)
+                rx.prewarm(c0)
+                real = rx._scatter
+                rx._scatter = _FailingScatter(real, fail_at=7)
+                tau = control.prepare("coord", 0, [1], 60000)
+                with self.assertRaisesRegex(RuntimeError, "injected"):
+                    rx.apply(owner.encode(c0, c1, tau, 0, bucket_bytes=2048))
+                self.assertNotEqual(vm.bits_equal(vm.state_bits(model), vm.state_bits(_dense(family, c0))), [])
+                with self.assertRaises(dcr.Error):  # nobody acknowledged tau
+                    control.commit("coord", tau, control.read(), b"v1")
+                rx._scatter = real
+                tau = control.prepare("coord", 0, [1], 60000)
+                with self.assertRaisesRegex(ValueError, "half-applied"):
+                    rx.apply(owner.encode(c0, c1, tau, 0))
+                rx.apply(owner.encode(c0, c1, tau, 0, xor_ok=lambda n: False))
+                control.ack(tau, 1)
+                self.assertEqual(control.commit("coord", tau, control.read(), b"v1")["version"], 1)
+                self.assertEqual(vm.bits_equal(vm.state_bits(model), vm.state_bits(_dense(family, c1))), [], family)
+                self.assertFalse(rx.dirty)
 
     def test_receiver_refuses_foreign_key(self):
         with tempfile.TemporaryDirectory(prefix="lib-e2e-"):
