@@ -96,6 +96,17 @@ def _arange(n):
     return got
 
 
+def _run_start(idx):
+    """s when the 1-D int64 tensor idx is s, s+1, ..., s+n-1; else None."""
+    n = idx.numel()
+    if n == 0:
+        return None
+    s = int(idx[0])
+    if s < 0 or int(idx[-1]) != s + n - 1:
+        return None
+    return s if torch.equal(idx, _arange(s + n)[s:]) else None
+
+
 def _storage_index(numel_storage, t):
     """Storage positions of t's elements, in t's shape (a view: no copy)."""
     return _arange(numel_storage).as_strided(t.shape, t.stride(), t.storage_offset())
@@ -108,9 +119,12 @@ class _Landing:
 
     __slots__ = ("store", "lut", "convs", "full", "offset")
 
-    def __init__(self, store, lut, convs):
+    def __init__(self, store, lut, convs, offset=None):
         self.store = store
         self.convs = convs
+        if offset is not None:
+            self.full, self.offset, self.lut = True, offset, None
+            return
         self.full = bool((lut >= 0).all())  # every element lands here: no mask on apply
         # The usual landing is one contiguous block (a narrow of a fused
         # parameter): position = offset + canonical index, and no table.
@@ -252,6 +266,7 @@ class _Intercept(TorchFunctionMode):
             return
         with torch._C.DisableTorchFunction():
             pos = _storage_index(store.size, dst).reshape(-1)
+            pos = (pos, dst.storage_offset() if dst.is_contiguous() else None)
             if src is None or not isinstance(src, torch.Tensor):
                 self.events.append((store, pos, None, "unmapped " + how))
                 return
@@ -264,7 +279,7 @@ class _Intercept(TorchFunctionMode):
             if dst.dtype != src.dtype:
                 convs = convs + (dst.dtype,)
             idx = idx.expand(dst.shape).reshape(-1)
-            self.events.append((store, pos, (idx, convs), None))
+            self.events.append((store, pos, (idx, convs, _run_start(idx)), None))
 
 
 class Receiver:
@@ -307,7 +322,7 @@ class Receiver:
             with mode:
                 self.load_weights([(name, canon)])
             for store, pos, mapped, reason in mode.events:
-                owner[store.flat.storage().data_ptr()][pos.numpy()] = len(events)
+                _at(owner[store.flat.storage().data_ptr()], pos)[...] = len(events)
                 events.append((name, store, pos, mapped, reason))
         self._resolve(events, owner)
         self._probe(checkpoint)
@@ -319,16 +334,21 @@ class Receiver:
     def _resolve(self, events, owner):
         """Keeps, of every write, the positions no later write replaced."""
         for eid, (name, store, pos, mapped, reason) in enumerate(events):
-            alive = owner[store.flat.storage().data_ptr()][pos.numpy()] == eid
+            alive = _at(owner[store.flat.storage().data_ptr()], pos) == eid
             if not alive.any():
                 continue
             if mapped is None:
                 if reason is not None:
                     self.fallback.setdefault(name, "its loader writes %s into %s" % (reason, store.name))
                 continue
-            idx, convs = mapped
+            idx, convs, idx_start = mapped
+            numel = int(np.prod(self.canon[name][0]))
+            if pos[1] is not None and idx_start == 0 and idx.numel() == numel and alive.all():
+                # The usual case: the whole tensor lands as one block.
+                self.landings.setdefault(name, []).append(_Landing(store, None, convs, offset=pos[1]))
+                continue
             keep = torch.from_numpy(alive) & (idx >= 0)
-            self._add_landing(name, store, idx[keep], pos[keep], convs)
+            self._add_landing(name, store, idx[keep], pos[0][keep], convs)
 
     def _add_landing(self, name, store, cidx, pos, convs):
         numel = int(np.prod(self.canon[name][0]))
@@ -350,9 +370,13 @@ class Receiver:
         for name, lands in self.landings.items():
             for land in lands:
                 ptr = land.store.flat.storage().data_ptr()
-                cidx, pos = land.pairs(flipped[name].numel())
-                vals = _converted_words(flipped[name].reshape(-1)[torch.from_numpy(cidx)], land.convs)
-                expect[ptr][pos] = vals
+                src = flipped[name].reshape(-1)
+                if land.offset is not None:
+                    pos = slice(land.offset, land.offset + src.numel())
+                else:
+                    cidx, pos = land.pairs(src.numel())
+                    src = src[torch.from_numpy(cidx)]
+                expect[ptr][pos] = _converted_words(src, land.convs)
                 claimed[ptr][pos] = True
         for ptr, s in self.stores.items():
             bad = np.nonzero(s.words != expect[ptr])[0]
@@ -460,6 +484,29 @@ class Receiver:
                 v = _converted_words(signed.view(self.canon[it.name][2]), land.convs)
             self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base)
         return it.count
+
+
+def _at(arr, pos):
+    """arr at an event's positions: a slice view for a contiguous run, else
+    a fancy-indexed copy (callers assign through it with [...] only for runs,
+    so the fancy case assigns directly)."""
+    tensor, start = pos
+    if start is not None:
+        return arr[start : start + tensor.numel()]
+    return _Fancy(arr, tensor.numpy())
+
+
+class _Fancy:
+    """arr[idx] that reads as an array and writes through `[...] =`."""
+
+    def __init__(self, arr, idx):
+        self.arr, self.idx = arr, idx
+
+    def __setitem__(self, key, value):
+        self.arr[self.idx] = value
+
+    def __eq__(self, other):
+        return self.arr[self.idx] == other
 
 
 def _flip_sign(t):
