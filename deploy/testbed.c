@@ -38,7 +38,22 @@ struct dcr_testbed {
     int64_t *mark;
 };
 
-/* The script: $DCR_TESTBED_SCRIPT, else beside the executable (see testbed.h). */
+#ifndef DCR_SCRIPTS_INSTALL_REL
+#define DCR_SCRIPTS_INSTALL_REL "../share/dcr/scripts"
+#endif
+
+/* Whether DIR/testbed.sh is readable; its path into out when it is. */
+static bool script_in(const char *dir, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "%s/testbed.sh", dir);
+    return n > 0 && (size_t)n < cap && access(out, R_OK) == 0;
+}
+
+/* The script: $DCR_TESTBED_SCRIPT; else beside the executable (a binary
+ * kept in the source tree's build folder); else where `cmake --install` put
+ * it relative to the installed binary; else in the source tree this binary
+ * was built from (a build folder anywhere, `cmake -S . -B /elsewhere`). No
+ * environment variable is needed in any of these layouts (see testbed.h). */
 static dcr_status_t find_script(char *out, size_t cap)
 {
     const char *env = getenv("DCR_TESTBED_SCRIPT");
@@ -53,15 +68,19 @@ static dcr_status_t find_script(char *out, size_t cap)
     if (n <= 0) return dcr_error_set(DCR_EIO, "cannot find this executable (/proc/self/exe)");
     exe[n] = '\0';
     const char *dir = dirname(exe);
-    static const char *const rel[] = {"../scripts/testbed.sh", "scripts/testbed.sh"};
+    static const char *const rel[] = {"../scripts", "scripts", DCR_SCRIPTS_INSTALL_REL};
+    char cand[PATH_MAX];
     for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-        snprintf(out, cap, "%s/%s", dir, rel[i]);
-        if (access(out, R_OK) == 0) return DCR_OK;
+        snprintf(cand, sizeof(cand), "%s/%s", dir, rel[i]);
+        if (script_in(cand, out, cap)) return DCR_OK;
     }
+#ifdef DCR_SCRIPTS_SOURCE_DIR
+    if (script_in(DCR_SCRIPTS_SOURCE_DIR, out, cap)) return DCR_OK;
+#endif
     return dcr_error_set(DCR_EIO,
-                         "scripts/testbed.sh not found beside %s (looked in ../scripts and "
-                         "scripts); set DCR_TESTBED_SCRIPT to its path",
-                         dir);
+                         "scripts/testbed.sh not found beside %s (looked in ../scripts, scripts, "
+                         "%s and the source tree); set DCR_TESTBED_SCRIPT to its path",
+                         dir, DCR_SCRIPTS_INSTALL_REL);
 }
 
 /* `bash SCRIPT args...`: its exit status (-1: it could not run), its stdout

@@ -21,6 +21,10 @@ packages=(
   libexpat1-dev               # S3's XML responses
   etcd-server                 # tests start etcd on loopback
   iproute2                    # ip and tc: the network-namespace testbed (scripts/testbed.sh)
+  python3 python3-numpy       # python/dcr: the ctypes package over libdcr and its tests
+  python3-torch               # dcr.torch receivers and their tests (PyTorch 1.13 in Debian 12)
+  python3-h5py                # reading results files from Python
+  binutils                    # readelf: the install test checks libdcr's SONAME
 )
 # Node.js and npm run s3rver, the S3 test server (installed project-locally
 # below). A machine may already carry them from another source (NodeSource's
