@@ -1,5 +1,6 @@
 /* dcr diff: what changed between two safetensors checkpoints, per tensor
  * class, as construction on a training layout produces it. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -48,6 +49,18 @@ static dcr_status_t default_model(diff_opts_t *o)
     return DCR_OK;
 }
 
+/* OLD and NEW (or --init's checkpoint) exist: a missing one is a usage
+ * error found before the model is built. */
+static dcr_status_t inputs_exist(const diff_opts_t *o)
+{
+    struct stat sb;
+    for (int i = 0; i < (o->init ? 1 : 2); i++)
+        if (stat(o->paths[i], &sb) != 0)
+            return dcr_error_set(errno == ENOENT || errno == ENOTDIR ? DCR_ENOTFOUND : DCR_EIO,
+                                 "checkpoint %s: %s", o->paths[i], strerror(errno));
+    return DCR_OK;
+}
+
 /* --changes uniform | adamw | profile:FILE of a --init run. */
 static dcr_status_t step_of(const diff_opts_t *o, dcr_diff_step_t *step,
                             dcr_change_profile_t *replay)
@@ -71,10 +84,12 @@ static int run(diff_opts_t *o)
 {
     dcr_scenario_t *sc = NULL;
     dcr_status_t s;
+    bool usage = true; /* until the flags, the model and the step are found valid */
     dcr_dir_sink_t sink;
     dcr_dir_sink_init(&sink, o->keep, 1);
     if (o->keep) DCR_CHECK_GOTO(dcr_workdir_check("--keep-payloads", o->keep), s, fail);
     if (o->profile) DCR_CHECK_GOTO(dcr_outpath_check("--profile", o->profile), s, fail);
+    DCR_CHECK_GOTO(inputs_exist(o), s, fail);
     if (!o->sc.model) DCR_CHECK_GOTO(default_model(o), s, fail);
     dcr_scenario_spec_t spec;
     DCR_CHECK_GOTO(dcr_cli_scenario_spec(&o->sc, &spec), s, fail);
@@ -90,8 +105,10 @@ static int run(diff_opts_t *o)
         dcr_diff_step_t step;
         dcr_change_profile_t replay;
         DCR_CHECK_GOTO(step_of(o, &step, &replay), s, fail);
+        usage = false;
         DCR_CHECK_GOTO(dcr_ckpt_diff_step(sc, o->init, &step, &opt, &r), s, fail);
     } else {
+        usage = false;
         DCR_CHECK_GOTO(dcr_ckpt_diff(sc, o->paths[0], o->paths[1], &opt, &r), s, fail);
     }
     /* The sink held the payloads through the timed construction. */
@@ -107,10 +124,11 @@ static int run(diff_opts_t *o)
     dcr_scenario_destroy(sc);
     return 0;
 fail:
-    dcr_cli_report("diff", s);
     dcr_dir_sink_fini(&sink);
     dcr_scenario_destroy(sc);
-    return 1;
+    /* Before the diff runs: a missing OLD, a missing or malformed model, a
+     * bad step are usage errors (exit 2); what the diff finds fails (1). */
+    return usage ? dcr_cli_check("diff", s) : dcr_cli_fail("diff", s);
 }
 
 enum { NOWN = 12, NSTEP = 5 };
@@ -124,7 +142,7 @@ static void own_args(diff_opts_t *o, dcr_arg_t *a)
          "chunk target in MiB of source bytes (default 64)", false},
         {"--bucket-mib", DCR_ARG_DOUBLE, &o->bucket_mib, 1.0 / 1024, 1 << 20,
          "bucket target in MiB of chunk input (default 512)", false},
-        {"--level", DCR_ARG_INT, &o->level, 1, 19, "zstd level (default 1)", false},
+        {"--level", DCR_ARG_INT, &o->level, 0, 0, "zstd level (default 1)", false},
         {"--keep-payloads", DCR_ARG_STRING, &o->keep, 0, 0,
          "write the payloads of the whole-checkpoint mode X run into this existing directory",
          false},

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
 #include "dcr/codec.h"
 #include "scenario_args.h"
+#include "workloads/model/input_file.h"
 
 /* Default --max-raw: 1 GiB of decompressed body, well above the payloads
  * dcr's own buckets produce at the default targets, and a bound a reader on
@@ -34,8 +36,15 @@ static size_t read_upto(FILE *f, unsigned char *dst, size_t n)
 static dcr_status_t read_payload(const char *path, const dcr_payload_policy_t *pol,
                                  unsigned char **buf_p, size_t *len_p)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dcr_error_set(DCR_EIO, "cannot open %s: %s", path, strerror(errno));
+    /* The one checked open: a FIFO with no writer is refused at once (no
+     * open blocks), as is a directory; a device is read as a stream. */
+    int fd = -1;
+    DCR_CHECK(dcr_input_open_stream(path, "payload", &fd));
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return dcr_error_set(DCR_EIO, "cannot read %s: %s", path, strerror(errno));
+    }
     unsigned char hdr[DCR_CODEC_HEADER_SIZE], extra;
     unsigned char *buf = NULL;
     dcr_payload_header_t h;
@@ -222,10 +231,7 @@ int dcr_cmd_payload(int argc, char **argv)
     dcr_payload_t *p = NULL;
     dcr_payload_key_t key;
     dcr_status_t s = dcr_cli_payload_key("payload", key_path, &key);
-    if (s != DCR_OK) {
-        dcr_cli_report("payload", s);
-        return 1;
-    }
+    if (s != DCR_OK) return dcr_cli_check("payload", s); /* a bad key file: usage, exit 2 */
     dcr_payload_policy_t pol = {.key = &key, .max_raw = (uint64_t)max_raw};
     DCR_CHECK_GOTO(read_payload(pos[1], &pol, &buf, &len), s, fail);
     DCR_CHECK_GOTO(dcr_payload_create(&p), s, fail);
@@ -246,5 +252,7 @@ fail:
             dcr_error_line(s));
     dcr_payload_destroy(p);
     free(buf);
-    return 1;
+    /* A FILE that is missing or not a regular file is the user's input
+     * error (2); a payload that fails validation is a failure (1). */
+    return s == DCR_ENOTFOUND || s == DCR_EINVAL ? 2 : 1;
 }

@@ -33,8 +33,11 @@ static void dcr__log_init_from_env(void)
     dcr_log_level_t level = DCR_LOG_INFO;
     const char *env = getenv("DCR_LOG");
     if (env != NULL && env[0] != '\0' && dcr_log_level_parse(env, &level) != 0) {
+        /* The environment is untrusted text: escaped, no raw ESC or newline. */
+        char safe[128];
         fprintf(stderr,
-                "dcr: warn: DCR_LOG=%s is not one of error, warn, info, debug; using info\n", env);
+                "dcr: warn: DCR_LOG=%s is not one of error, warn, info, debug; using info\n",
+                dcr_escape(safe, sizeof(safe), env));
         level = DCR_LOG_INFO;
     }
     int unset = -1;

@@ -41,12 +41,12 @@ static void test_help_and_usage_errors(void **state)
     expect_error("inventory --scale", 2, "needs a value");
     expect_error("inventory --scale 0", 2, "--scale");
     expect_error("inventory --scale 2x", 2, "integer");
-    expect_error("inventory --model no-such-model", 1, "no-such-model");
+    expect_error("inventory --model no-such-model", 2, "no-such-model");
     expect_error("inventory --tp 3 --gpus-per-node 3", 2, "tp 3");
     expect_error("inventory --mapping nonsense", 2, "nonsense");
     expect_error("construct --change-rate 2", 2, "--change-rate");
     expect_error("construct --mode Q", 2, "mode");
-    expect_error("payload verify /nonexistent/file", 1, "/nonexistent/file");
+    expect_error("payload verify /nonexistent/file", 2, "/nonexistent/file");
     expect_error("payload", 2, "inspect");
     expect_error("construct --shuffle --no-shuffle", 2, "contradict");
     expect_error("construct --rounds 0", 2, "--rounds");

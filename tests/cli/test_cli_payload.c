@@ -99,21 +99,28 @@ static void t_payload(t_run_t *r, const char *verb, const char *file, const char
     slurp(err, r->err, sizeof r->err);
 }
 
-/* Exit 1, exactly one stderr line holding `needle`, under 5 s and 256 MiB
+/* Exit rc, exactly one stderr line holding `needle`, under 5 s and 256 MiB
  * (a sanitizer build's own overhead included). */
-static void t_refused(const char *verb, const char *file, const char *a1, const char *a2,
-                      const char *needle)
+static void t_refused_rc(int rc, const char *verb, const char *file, const char *a1, const char *a2,
+                         const char *needle)
 {
     t_run_t r;
     t_payload(&r, verb, file, a1, a2);
-    if (r.rc != 1 || !strstr(r.err, needle))
-        fail_msg("payload %s %s: exit %d, stderr '%s', expected 1 and '%s'", verb, file, r.rc,
-                 r.err, needle);
+    if (r.rc != rc || !strstr(r.err, needle))
+        fail_msg("payload %s %s: exit %d, stderr '%s', expected %d and '%s'", verb, file, r.rc,
+                 r.err, rc, needle);
     size_t len = strlen(r.err);
     assert_true(len > 0 && r.err[len - 1] == '\n');
     assert_null(memchr(r.err, '\n', len - 1));
     if (r.seconds > 5.0 || r.maxrss_kb > 256 * 1024)
         fail_msg("payload %s %s: %.2f s, %ld KiB peak", verb, file, r.seconds, r.maxrss_kb);
+}
+
+/* A payload refused: exit 1 (a bad key file or FILE itself is usage, 2). */
+static void t_refused(const char *verb, const char *file, const char *a1, const char *a2,
+                      const char *needle)
+{
+    t_refused_rc(1, verb, file, a1, a2, needle);
 }
 
 static void test_unbounded_inputs(void **state)
@@ -123,6 +130,11 @@ static void test_unbounded_inputs(void **state)
     /* A device that never ends: one header read. */
     t_refused("verify", "/dev/zero", NULL, NULL, "bad magic");
     t_refused("inspect", "/dev/zero", NULL, NULL, "bad magic");
+    /* A FIFO with no writer: refused at once, not a blocked open. */
+    t_path(path, sizeof path, "fifo");
+    assert_int_equal(mkfifo(path, 0600), 0);
+    t_refused_rc(2, "verify", path, NULL, NULL, "a FIFO");
+    unlink(path);
     /* A 3 GiB sparse file: one header read, not 3 GiB. */
     t_path(path, sizeof path, "sparse");
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -221,7 +233,7 @@ static void test_keyed_payloads(void **state)
     assert_int_equal(r.rc, 0);
     /* Key files: the wrong size names the file and its size; a key others
      * can read works but is warned about in one line. */
-    t_refused("verify", ppath, "--payload-key", spath, "31 bytes, expected exactly 32");
+    t_refused_rc(2, "verify", ppath, "--payload-key", spath, "31 bytes, expected exactly 32");
     t_payload(&r, "verify", ppath, "--payload-key", spath);
     assert_non_null(strstr(r.err, spath));
     chmod(kpath, 0644);
@@ -255,7 +267,7 @@ static void test_bench_with_key(void **state)
         json_decref(j);
     }
     snprintf(args, sizeof args, "bench --scale 64 --layers 1 --payload-key %s/missing.key", g_dir);
-    expect_error(args, 1, "missing.key");
+    expect_error(args, 2, "missing.key");
 }
 
 int main(void)

@@ -31,7 +31,7 @@ static void test_help_and_errors(void **state)
     expect_error("simulate", 2, "simulate");
     expect_error("sim --testbed moon", 2, "--testbed moon");
     expect_error("sim --calibration /nonexistent/cal.json", 1, "/nonexistent/cal.json");
-    expect_error("sim --testbed paper --model no-such-model", 1, "no-such-model");
+    expect_error("sim --testbed paper --model no-such-model", 2, "no-such-model");
     expect_error("sim plan --rollout-nodes 0,2", 2, "--rollout-nodes");
     expect_error("sim plan --gbps fast", 2, "--gbps");
     expect_error("sim plan --change-rate 2", 2, "--change-rate");

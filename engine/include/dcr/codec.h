@@ -106,12 +106,14 @@ typedef struct dcr_payload_key {
     uint8_t bytes[DCR_CODEC_KEY_SIZE];
 } dcr_payload_key_t;
 
-/* Reads a key file of exactly DCR_CODEC_KEY_SIZE bytes into *out_p (reading
- * at most one byte more, so a device or a huge file is refused at once).
- * *shared_p (may be NULL) is set true when the file is readable by group or
- * others, for the caller to warn about. Errors: DCR_EIO naming the path and
- * the reason, DCR_EINVAL naming the path and its size when it is not 32
- * bytes. *out_p is written only on success. */
+/* Reads a key file of exactly DCR_CODEC_KEY_SIZE bytes into *out_p. The
+ * open never blocks (a FIFO with no writer is refused at once) and only a
+ * regular file of that size is read. *shared_p (may be NULL) is set true
+ * when the file is readable by group or others, for the caller to warn
+ * about. Errors: DCR_ENOTFOUND for a missing file, DCR_EINVAL naming the
+ * path and what it is (a directory, a FIFO, a device) or its size when it
+ * is not 32 bytes, DCR_EIO naming the path and the reason for the rest.
+ * *out_p is written only on success. */
 dcr_status_t dcr_payload_key_load(const char *path, dcr_payload_key_t *out_p, bool *shared_p);
 
 /* What a reader accepts beyond the format's own rules. A NULL policy is the

@@ -305,7 +305,7 @@ static void test_replay(void **state)
     json_decref(j);
     snprintf(args, sizeof(args), "bench --changes profile:%s --change-rate 0.1", path);
     expect_error(args, 2, "--change-rate applies to --changes uniform only");
-    expect_error("construct --changes profile:/nonexistent.json", 1, "nonexistent.json");
+    expect_error("construct --changes profile:/nonexistent.json", 2, "nonexistent.json");
     expect_error("construct --changes sparse", 2, "--changes sparse");
 
     dcr_scenario_free_tensors(before, nc);
