@@ -16,9 +16,9 @@
  * group, ignoring stop signals) brings it down when this process ends
  * without that (a second SIGINT, SIGKILL, a crash).
  *
- * The script: $DCR_TESTBED_SCRIPT, else scripts/testbed.sh beside the
- * executable's directory (<build>/../scripts/testbed.sh, the source tree
- * of an in-tree build directory), else <exe dir>/scripts/testbed.sh. */
+ * The script: $DCR_TESTBED_SCRIPT, else ../scripts or scripts beside the
+ * executable, else ../share/dcr/scripts (the install tree), else the
+ * scripts/ of the source tree the executable was built from. */
 #ifndef DCR_DEPLOY_TESTBED_H
 #define DCR_DEPLOY_TESTBED_H
 

@@ -136,9 +136,13 @@ uint16_t dcr_f32_to_bf16(float value)
 {
     uint32_t bits = dcr_f32_bits(value);
     if ((bits & ~DCR__F32_SIGN) > DCR__F32_EXP) {
-        /* Keep sign and top payload bits and force the quiet bit, so a NaN
-         * whose payload lies only in the dropped bits cannot become Inf. */
-        return (uint16_t)((bits >> 16) | 0x0040u);
+        /* A NaN keeps its top half when that is still a NaN (payload bits
+         * among the kept ones), signalling or quiet: a BF16 NaN widened to
+         * FP32 then comes back bit for bit. Only a NaN whose payload lies
+         * wholly in the dropped bits gets the quiet bit, so that it cannot
+         * become Inf. */
+        uint16_t top = (uint16_t)(bits >> 16);
+        return (top & 0x007Fu) != 0 ? top : (uint16_t)(top | 0x0040u);
     }
     /* BF16 shares FP32's exponent, so rounding the low half is the whole job;
      * the carry into the exponent yields Inf exactly when it should. */

@@ -31,6 +31,7 @@
 
 #include "cli_run.h"
 #include "testfiles.h"
+#include "testmarker.h"
 
 static char dir[256]; /* private TMPDIR of this test */
 static char args[4096];
@@ -518,17 +519,13 @@ static void test_next_run_sweeps_dead_runs(void **state)
     pid_t dead = fork();
     if (dead == 0) _exit(0);
     waitpid(dead, NULL, 0);
-    char stale[300], live[300], m[400];
+    char stale[300], live[300];
     path_in(stale, sizeof(stale), "dcr-bench-stale1");
     path_in(live, sizeof(live), "dcr-bench-live01");
     assert_int_equal(mkdir(stale, 0700), 0);
     assert_int_equal(mkdir(live, 0700), 0);
-    snprintf(m, sizeof(m), "%s/.dcr-workdir", stale);
-    snprintf(args, sizeof(args), "dcr work folder pid %d\n", (int)dead);
-    testfiles_put(m, args);
-    snprintf(m, sizeof(m), "%s/.dcr-workdir", live);
-    snprintf(args, sizeof(args), "dcr work folder pid %d\n", (int)getpid());
-    testfiles_put(m, args);
+    testmarker_put(stale, (long)dead);
+    testmarker_put(live, (long)getpid());
     static result_t r;
     run(&r, "bench --scale 64 --layers 1 --warmup 0 --refits 1");
     if (r.rc != 0) fail_msg("bench: %s", r.err);

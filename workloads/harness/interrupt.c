@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dcr/cancel.h"
 #include "dcr/log.h"
 #include "dcr/outpath.h"
 
@@ -41,6 +42,7 @@ static void dcr__handler(int sig)
         _exit(128 + sig);
     }
     dcr__signal = sig;
+    dcr_cancel_request(); /* engine waits on peers (S3, etcd) end too */
     if (dcr__pipe[1] >= 0) {
         char c = 1;
         ssize_t n = write(dcr__pipe[1], &c, 1);
@@ -82,6 +84,9 @@ dcr_status_t dcr_interrupt_check(const char *where)
 {
     int sig = dcr__signal;
     if (!sig) return DCR_OK;
+    /* The run stops here: its own cleanup (removing store objects) may make
+     * requests again. A second signal still exits at once. */
+    dcr_cancel_reset();
     return dcr_error_set(DCR_EINTR, "%s stopped by %s; temporary files removed", where,
                          sig == SIGINT    ? "SIGINT"
                          : sig == SIGTERM ? "SIGTERM"

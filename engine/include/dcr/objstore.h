@@ -143,8 +143,8 @@ const dcr_objstore_ops_t *dcr_objstore_find(const char *name);
 /* Adds a backend from outside the engine (the table is borrowed and must
  * stay valid for the process). It needs version DCR_OBJSTORE_OPS_VERSION, a
  * name and every slot. Registered backends are asked before the
- * built-in ones whether they claim a URL (the "dir" backend claims any
- * string without "://"). Registering the same table again is a no-op;
+ * built-in ones whether they claim a URL (the "dir" backend claims dir:PATH
+ * and any string without a scheme; an unknown scheme is refused). Registering the same table again is a no-op;
  * another table under a taken name, or a full registry (64), is
  * DCR_EINVAL. Thread-safe. */
 dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *ops);

@@ -314,13 +314,16 @@ static void test_bf16_cases(void **state)
     assert_int_equal(dcr_f32_to_bf16(f(0x7F7F7FFF)), 0x7F7F);
     assert_int_equal(dcr_f32_to_bf16(INFINITY), 0x7F80);
     assert_int_equal(dcr_f32_to_bf16(-INFINITY), 0xFF80);
-    /* NaN keeps sign and top payload and is quiet, even when its payload sits
-     * only in the dropped low bits. */
+    /* NaN keeps sign and top payload; it keeps its top half as is while
+     * that is a NaN (signalling ones too: BF16 -> FP32 -> BF16 is the
+     * identity on every bit), and gets the quiet bit only when its payload
+     * sits wholly in the dropped low bits. */
     assert_int_equal(dcr_f32_to_bf16(f(0x7FC00000)), 0x7FC0);
     assert_int_equal(dcr_f32_to_bf16(f(0xFFC00000)), 0xFFC0);
     assert_int_equal(dcr_f32_to_bf16(f(0x7F800001)), 0x7FC0);
     assert_int_equal(dcr_f32_to_bf16(f(0xFF800001)), 0xFFC0);
-    assert_int_equal(dcr_f32_to_bf16(f(0x7FA10000)), 0x7FE1);
+    assert_int_equal(dcr_f32_to_bf16(f(0x7FA10000)), 0x7FA1);
+    assert_int_equal(dcr_f32_to_bf16(f(0xFF810000)), 0xFF81);
     assert_int_equal(dcr_f32_to_bf16(-0.0f), 0x8000);
     assert_int_equal(dcr_f32_to_bf16(0.0f), 0x0000);
     /* FP32 subnormals: 0x00010000 is exactly bf16 0x0001; half of it ties to 0. */

@@ -19,6 +19,7 @@
 
 #include "dcr/outpath.h"
 #include "testfiles.h"
+#include "testmarker.h"
 #include "workloads/harness/workdir.h"
 
 static char root[256];
@@ -44,10 +45,7 @@ static long dead_pid(void)
 
 static void marker(const char *dir, long pid)
 {
-    char path[512], text[64];
-    snprintf(path, sizeof(path), "%s/" DCR_WORKDIR_MARKER, dir);
-    snprintf(text, sizeof(text), "dcr work folder pid %ld\n", pid);
-    testfiles_put(path, text);
+    testmarker_put(dir, pid);
 }
 
 static void test_check_refuses_what_is_not_dcrs(void **state)
@@ -88,13 +86,13 @@ static void test_open_marks_and_resets_dead_runs_folders(void **state)
     assert_int_equal(dcr_workdir_open("--workdir", d, "dcr-bench", &w), DCR_OK);
     assert_false(w.temp);
     snprintf(m, sizeof(m), "%s/" DCR_WORKDIR_MARKER, d);
-    char buf[64] = {0}, want[64];
+    char buf[256] = {0}, want[64];
     FILE *mf = fopen(m, "r");
     assert_non_null(mf);
     assert_non_null(fgets(buf, sizeof(buf), mf));
     fclose(mf);
-    snprintf(want, sizeof(want), "dcr work folder pid %ld\n", (long)getpid());
-    assert_string_equal(buf, want);
+    snprintf(want, sizeof(want), "dcr work folder pid %ld start ", (long)getpid());
+    assert_memory_equal(buf, want, strlen(want));
     dcr_workdir_close(&w);
     assert_int_equal(access(m, F_OK), 0); /* a user's folder stays, marker too */
     /* What a killed run left is removed by the next run. */
