@@ -2,6 +2,7 @@
 #include "reports/bootstrap.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -72,24 +73,72 @@ static double quantile(const double *v, size_t n, double q)
     return v[i] + frac * (v[i + 1] - v[i]);
 }
 
-dcr_status_t dcr_bootstrap_ratio_ci(const double *base, size_t nb, const double *cur, size_t nn,
-                                    double level, int iters, uint64_t seed, double *lo_p,
-                                    double *hi_p)
+/* One run of a sample: its values. */
+static const double *run_values(const dcr_bootstrap_sample_t *s, size_t r, size_t *len_p)
 {
-    if (!nb || !nn || iters < 2 || !(level > 0 && level < 1))
-        return dcr_error_set(DCR_EINVAL, "bootstrap: empty sample or bad level");
-    double *scratch = malloc((nb > nn ? nb : nn) * sizeof(double));
+    if (s->nruns <= 1) {
+        *len_p = s->n;
+        return s->v;
+    }
+    size_t off = 0;
+    for (size_t i = 0; i < r; i++) off += s->run_len[i];
+    *len_p = s->run_len[r];
+    return s->v + off;
+}
+
+/* The most values a resample can hold: every drawn run the longest. */
+static size_t resample_cap(const dcr_bootstrap_sample_t *s)
+{
+    if (s->nruns <= 1) return s->n;
+    size_t longest = 0;
+    for (size_t r = 0; r < s->nruns; r++)
+        if (s->run_len[r] > longest) longest = s->run_len[r];
+    return longest * s->nruns;
+}
+
+static double resample_runs_median(dcr_rng_t *rng, const dcr_bootstrap_sample_t *s, double *scratch)
+{
+    if (s->nruns <= 1) return resample_median(rng, s->v, s->n, scratch);
+    size_t k = 0;
+    for (size_t i = 0; i < s->nruns; i++) {
+        size_t len = 0;
+        const double *v = run_values(s, dcr_rng_below(rng, s->nruns), &len);
+        for (size_t j = 0; j < len; j++) scratch[k++] = v[dcr_rng_below(rng, len)];
+    }
+    return dcr_bootstrap_median(scratch, k);
+}
+
+static bool sample_ok(const dcr_bootstrap_sample_t *s)
+{
+    if (!s->n) return false;
+    if (s->nruns <= 1) return true;
+    size_t total = 0;
+    for (size_t r = 0; r < s->nruns; r++) {
+        if (!s->run_len[r]) return false;
+        total += s->run_len[r];
+    }
+    return total == s->n;
+}
+
+dcr_status_t dcr_bootstrap_ratio_ci_runs(const dcr_bootstrap_sample_t *base,
+                                         const dcr_bootstrap_sample_t *cur, double level, int iters,
+                                         uint64_t seed, double *lo_p, double *hi_p)
+{
+    if (!sample_ok(base) || !sample_ok(cur) || iters < 2 || !(level > 0 && level < 1))
+        return dcr_error_set(DCR_EINVAL, "bootstrap: empty sample, empty run or bad level");
+    size_t cap_b = resample_cap(base), cap_n = resample_cap(cur);
+    double *scratch = malloc((cap_b > cap_n ? cap_b : cap_n) * sizeof(double));
     double *ratios = malloc((size_t)iters * sizeof(double));
     if (!scratch || !ratios) {
         free(scratch);
         free(ratios);
-        return dcr_error_set(DCR_ENOMEM, "bootstrap of %zu and %zu values", nb, nn);
+        return dcr_error_set(DCR_ENOMEM, "bootstrap of %zu and %zu values", base->n, cur->n);
     }
     dcr_rng_t rng;
     dcr_rng_seed(&rng, seed);
     for (int i = 0; i < iters; i++) {
-        double mb = resample_median(&rng, base, nb, scratch);
-        double mn = resample_median(&rng, cur, nn, scratch);
+        double mb = resample_runs_median(&rng, base, scratch);
+        double mn = resample_runs_median(&rng, cur, scratch);
         ratios[i] = mb > 0 ? mn / mb : INFINITY;
     }
     qsort(ratios, (size_t)iters, sizeof(double), cmp_double);
@@ -98,6 +147,38 @@ dcr_status_t dcr_bootstrap_ratio_ci(const double *base, size_t nb, const double 
     *hi_p = quantile(ratios, (size_t)iters, 1 - tail);
     free(scratch);
     free(ratios);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bootstrap_ratio_ci(const double *base, size_t nb, const double *cur, size_t nn,
+                                    double level, int iters, uint64_t seed, double *lo_p,
+                                    double *hi_p)
+{
+    dcr_bootstrap_sample_t b = {base, nb, NULL, 0}, n = {cur, nn, NULL, 0};
+    return dcr_bootstrap_ratio_ci_runs(&b, &n, level, iters, seed, lo_p, hi_p);
+}
+
+dcr_status_t dcr_bootstrap_median_ci(const double *v, size_t n, double level, int iters,
+                                     uint64_t seed, double *lo_p, double *hi_p)
+{
+    if (!n || iters < 2 || !(level > 0 && level < 1))
+        return dcr_error_set(DCR_EINVAL, "bootstrap: empty sample or bad level");
+    double *scratch = malloc(n * sizeof(double));
+    double *medians = malloc((size_t)iters * sizeof(double));
+    if (!scratch || !medians) {
+        free(scratch);
+        free(medians);
+        return dcr_error_set(DCR_ENOMEM, "bootstrap of %zu values", n);
+    }
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, seed);
+    for (int i = 0; i < iters; i++) medians[i] = resample_median(&rng, v, n, scratch);
+    qsort(medians, (size_t)iters, sizeof(double), cmp_double);
+    double tail = (1 - level) / 2;
+    *lo_p = quantile(medians, (size_t)iters, tail);
+    *hi_p = quantile(medians, (size_t)iters, 1 - tail);
+    free(scratch);
+    free(medians);
     return DCR_OK;
 }
 

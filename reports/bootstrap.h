@@ -36,6 +36,31 @@ dcr_status_t dcr_bootstrap_ratio_ci(const double *base, size_t nb, const double 
                                     double level, int iters, uint64_t seed, double *lo_p,
                                     double *hi_p);
 
+/* Percentile bootstrap interval of median(v) at the level (the bands of
+ * dcr report's trend figure). Same contract as dcr_bootstrap_ratio_ci. */
+dcr_status_t dcr_bootstrap_median_ci(const double *v, size_t n, double level, int iters,
+                                     uint64_t seed, double *lo_p, double *hi_p);
+
+/* A sample made of runs: v holds the values of run 0, then run 1, ...
+ * (run_len[r] values each, summing to n). nruns 0 means one run of n. */
+typedef struct dcr_bootstrap_sample {
+    const double *v;
+    size_t n;
+    const size_t *run_len;
+    size_t nruns;
+} dcr_bootstrap_sample_t;
+
+/* dcr_bootstrap_ratio_ci for samples made of runs, by a two-stage
+ * (hierarchical) bootstrap: each resample draws the side's runs with
+ * replacement, then each drawn run's values with replacement. Runs of one
+ * configuration differ by more than their refits do (the machine's load
+ * drifts between processes), and only resampling runs puts that spread
+ * into the interval; with one run per side it is the plain bootstrap.
+ * Every run must hold at least one value. */
+dcr_status_t dcr_bootstrap_ratio_ci_runs(const dcr_bootstrap_sample_t *base,
+                                         const dcr_bootstrap_sample_t *cur, double level, int iters,
+                                         uint64_t seed, double *lo_p, double *hi_p);
+
 /* The probability that a value drawn from cur exceeds one drawn from base,
  * ties counting half (the Mann-Whitney U statistic over nb * nn, also
  * called A12 or the common-language effect size): 0.5 when the two are

@@ -11,7 +11,8 @@
  * Verdict of a lower-is-better metric. B and N are the per-refit values of
  * BASE and NEW (NaN left out), t = threshold / 100, and [lo, hi] the
  * percentile-bootstrap interval of median(N) / median(B) at the confidence
- * level (reports/bootstrap.h; fixed seed, so reproducible):
+ * level (reports/bootstrap.h; fixed seed, so reproducible; two-stage,
+ * runs then refits, where a side pools several runs):
  *   too few      a side has fewer than opts.min_samples values;
  *   n/a          no values on either side, or median(B) = 0 (no ratio);
  *   REGRESSED    lo > 1 + t: the whole interval lies beyond the threshold;
@@ -21,8 +22,10 @@
  *   same         otherwise (hi <= 1 + t);
  *   minor        a part of the refit (construction_lb_s, transport_lb_s,
  *                finalization_s) REGRESSED or inconclusive, but its median
- *                moved by no more than t * median(BASE latency_s): too
- *                small to matter on its own.
+ *                moved by no more than t * median(BASE latency_s), or
+ *                latency_s itself did not regress: a part matters only
+ *                through the whole (under a changing load, time moves
+ *                between stages while the refit takes as long).
  * bit_exact must stay 1: any 0 among NEW's values is a regression whatever
  * the threshold. raw_changed_value_bytes and changed_elements describe the
  * workload, not dcr's performance: shown, never judged. Nothing is dropped
@@ -34,6 +37,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "reports/bootstrap.h"
 #include "reports/results_read.h"
 
 typedef enum dcr_compare_verdict {
@@ -73,6 +77,14 @@ dcr_compare_opts_t dcr_compare_opts_default(void);
 dcr_status_t dcr_compare_judge(const double *base, size_t nb, const double *cur, size_t nn,
                                const dcr_compare_opts_t *opts, double *lo_p, double *hi_p,
                                dcr_compare_verdict_t *verdict_p, char *reason, size_t len);
+
+/* The same for samples made of runs (reports/bootstrap.h): the interval
+ * comes from the two-stage bootstrap, so the spread between runs of a side
+ * (several dcr bench processes, as scripts/ab-bench.sh writes) counts. */
+dcr_status_t dcr_compare_judge_runs(const dcr_bootstrap_sample_t *base,
+                                    const dcr_bootstrap_sample_t *cur,
+                                    const dcr_compare_opts_t *opts, double *lo_p, double *hi_p,
+                                    dcr_compare_verdict_t *verdict_p, char *reason, size_t len);
 
 typedef enum dcr_compare_kind {
     DCR_COMPARE_LOWER_BETTER, /* latency and bytes */

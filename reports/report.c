@@ -22,6 +22,7 @@
 #include "dcr/trace.h"
 #include "reports/results_read.h"
 #include "reports/trace_io.h"
+#include "reports/trend.h"
 
 #define MB 1e6
 
@@ -45,6 +46,9 @@ typedef struct report {
     rgroup_t *g;
     size_t ng;
     bool have_timeline, have_fig10, have_payload_fig;
+    dcr_trend_t *trend;     /* two or more runs: the trend figure */
+    dcr_compare_t *compare; /* with a BASE file: the base-against-new figure */
+    size_t compare_rows;
     uint32_t timeline_refit;
     dcr_bounds_t timeline_bounds;
 } report_t;
@@ -128,6 +132,15 @@ static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"
                                       "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
                                       "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"};
 #define NPALETTE (sizeof(palette) / sizeof(palette[0]))
+
+/* One colour per stage of the timeline: the series palette has fewer
+ * colours than there are stages, and compare and fetch (stages 0 and 15)
+ * came out alike when it wrapped. */
+static const char *const stage_colors[] = {
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#000000"};
+_Static_assert(sizeof(stage_colors) / sizeof(stage_colors[0]) >= DCR_STAGE_COUNT,
+               "a colour for every stage");
 
 /* ---- grouping ---- */
 
@@ -406,8 +419,8 @@ static dcr_status_t write_fig10(const report_t *r)
                     "notitle, \\\n  ",
                     k, c);
         }
-        fprintf(f, "NaN with lines dt 2 lw 1.5 lc rgb 'black' title 'full-checkpoint reference "
-                   "(dashed)'\n"
+        fprintf(f, "NaN with linespoints dt 2 lw 1.5 pt 6 lc rgb 'black' title 'full-checkpoint "
+                   "reference (dashed, open circles)'\n"
                    "unset logscale y\nset yrange [0:*]\nset ylabel 'speedup vs full-checkpoint "
                    "reference (x)'\nset title '(b) speedup'\nplot ");
         for (size_t k = 0; k < ns; k++) {
@@ -671,7 +684,7 @@ static dcr_status_t write_timeline_script(const report_t *r, const timeline_t *t
         fprintf(f,
                 "%s'data/timeline.dat' index %d using (($2+$3)/2):1:(($3-$2)/2):(0.38) with "
                 "boxxyerror lc rgb '%s' title '%s'",
-                k ? ", \\\n  " : "", k, palette[s % NPALETTE], dcr_stage_name((dcr_stage_t)s));
+                k ? ", \\\n  " : "", k, stage_colors[s], dcr_stage_name((dcr_stage_t)s));
         k++;
     }
     if (!k) fprintf(f, "NaN notitle");
@@ -896,6 +909,8 @@ static dcr_status_t write_markdown(const report_t *r)
     } else {
         fprintf(f, "The file holds no runs: no figures.\n\n");
     }
+    if (r->trend) dcr_trend_md(r->trend, f);
+    if (r->compare) dcr_base_vs_new_md(r->compare, f);
     if (r->have_timeline) md_timeline(r, f);
     return close_out(r, f, "report.md");
 }
@@ -919,7 +934,47 @@ static void report_free(report_t *r)
         free(r->g[i].payload_key);
     }
     free(r->g);
+    dcr_trend_destroy(r->trend);
+    dcr_compare_destroy(r->compare);
     dcr_results_set_destroy(r->set);
+}
+
+/* Every results file in one set: the first, then the others in order. */
+static dcr_status_t read_all(report_t *r)
+{
+    DCR_CHECK(dcr_results_read(r->o->results_path, &r->set));
+    for (size_t i = 0; i < r->o->nmore; i++) {
+        dcr_results_set_t *more = NULL;
+        DCR_CHECK(dcr_results_read(r->o->more_paths[i], &more));
+        dcr_status_t st = dcr_results_set_merge(r->set, more);
+        if (st != DCR_OK) {
+            dcr_results_set_destroy(more);
+            return st;
+        }
+    }
+    return DCR_OK;
+}
+
+/* The trend (two or more runs) and, with a BASE file, the base-against-new figure. */
+static dcr_status_t write_tracking(report_t *r)
+{
+    if (r->set->nruns >= 2) {
+        DCR_CHECK(dcr_trend_build(r->set, &r->trend));
+        DCR_CHECK(dcr_trend_write(r->trend, r->dir));
+        DCR_CHECK(write_driver(r, "trend", 1500, 900));
+        DCR_CHECK(run_gnuplot(r, "trend.gp"));
+    }
+    if (!r->o->base_path) return DCR_OK;
+    dcr_compare_opts_t co = dcr_compare_opts_default();
+    if (r->o->threshold_pct > 0) co.threshold_pct = r->o->threshold_pct;
+    co.ignore = r->o->ignore;
+    co.nignore = r->o->nignore;
+    DCR_CHECK(dcr_compare_files(r->o->base_path, r->o->results_path, &co, &r->compare));
+    DCR_CHECK(dcr_base_vs_new_write(r->compare, r->dir, &r->compare_rows));
+    if (!r->compare_rows) return DCR_OK;
+    int height = 200 + 34 * (int)r->compare_rows;
+    DCR_CHECK(write_driver(r, "base_vs_new", 1300, height < 450 ? 450 : height));
+    return run_gnuplot(r, "base_vs_new.gp");
 }
 
 dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
@@ -929,7 +984,7 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     dcr_status_t st;
     char data[4096];
     dcr_outdir_t *out = NULL;
-    DCR_CHECK_GOTO(dcr_results_read(o->results_path, &r.set), st, done);
+    DCR_CHECK_GOTO(read_all(&r), st, done);
     /* Every file goes to a staging folder first and moves into the output
      * folder only when all are written: a failed report leaves none. */
     DCR_CHECK_GOTO(dcr_outdir_open("report", o->out_dir, &out), st, done);
@@ -944,6 +999,7 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     }
     if (r.have_fig10) DCR_CHECK_GOTO(write_fig10(&r), st, done);
     if (r.have_payload_fig) DCR_CHECK_GOTO(write_payload_fig(&r), st, done);
+    DCR_CHECK_GOTO(write_tracking(&r), st, done);
     if (o->trace_path) DCR_CHECK_GOTO(write_timeline(&r), st, done);
     DCR_CHECK_GOTO(write_markdown(&r), st, done);
     st = dcr_outdir_commit(out);

@@ -399,6 +399,25 @@ dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
     return DCR_OK;
 }
 
+static void free_run(dcr_results_stored_run_t *r);
+
+dcr_status_t dcr_results_set_merge(dcr_results_set_t *dst, dcr_results_set_t *src)
+{
+    if (!src->nruns) {
+        dcr_results_set_destroy(src);
+        return DCR_OK;
+    }
+    dcr_results_stored_run_t *runs = realloc(dst->runs, (dst->nruns + src->nruns) * sizeof(*runs));
+    if (!runs) return dcr_error_set(DCR_ENOMEM, "merging %s", src->path);
+    memcpy(runs + dst->nruns, src->runs, src->nruns * sizeof(*runs));
+    dst->runs = runs;
+    dst->nruns += src->nruns;
+    free(src->runs);
+    free(src->path);
+    free(src);
+    return DCR_OK;
+}
+
 static void free_run(dcr_results_stored_run_t *r)
 {
     free(r->name);

@@ -59,6 +59,11 @@ typedef struct dcr_results_set {
 dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p);
 void dcr_results_set_destroy(dcr_results_set_t *set);
 
+/* Moves every run of src to the end of dst (for `dcr report` over several
+ * files) and frees src. On failure (DCR_ENOMEM) both are unchanged and the
+ * caller still owns src. */
+dcr_status_t dcr_results_set_merge(dcr_results_set_t *dst, dcr_results_set_t *src);
+
 /* The values of a column of the run, or NULL when the run has no such
  * column. Valid as long as the set. */
 const double *dcr_results_column(const dcr_results_stored_run_t *run, const char *name);

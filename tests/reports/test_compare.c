@@ -492,6 +492,28 @@ static void test_interval_basics(void **state)
     assert_true(lo == lo2 && hi == hi2);
     double ratio = sorted_median(n, 30) / sorted_median(b, 30);
     assert_true(lo <= ratio && ratio <= hi && lo < hi);
+    /* One run per side: the two-stage bootstrap is the plain one. */
+    size_t one_b[1] = {30}, one_n[1] = {30};
+    dcr_bootstrap_sample_t sb = {b, 30, one_b, 1}, sn = {n, 30, one_n, 1};
+    assert_int_equal(dcr_bootstrap_ratio_ci_runs(&sb, &sn, 0.95, 2000, 9, &lo2, &hi2), DCR_OK);
+    assert_true(lo == lo2 && hi == hi2);
+    /* Three runs a side whose levels differ by far more than their refits
+     * (drift between processes, by construction): resampling runs widens
+     * the interval beyond the refits-only one. */
+    double drift_b[30], drift_n[30];
+    size_t runs[3] = {10, 10, 10};
+    for (int i = 0; i < 30; i++) {
+        double level = i < 10 ? 0.8 : i < 20 ? 1.0 : 1.25;
+        drift_b[i] = level * (1 + 0.01 * (i % 3));
+        drift_n[i] = level * 1.02 * (1 + 0.01 * ((i + 1) % 3));
+    }
+    dcr_bootstrap_sample_t db = {drift_b, 30, runs, 3}, dn = {drift_n, 30, runs, 3};
+    double flat_lo, flat_hi;
+    assert_int_equal(
+        dcr_bootstrap_ratio_ci(drift_b, 30, drift_n, 30, 0.95, 2000, 9, &flat_lo, &flat_hi),
+        DCR_OK);
+    assert_int_equal(dcr_bootstrap_ratio_ci_runs(&db, &dn, 0.95, 2000, 9, &lo2, &hi2), DCR_OK);
+    assert_true(hi2 - lo2 > flat_hi - flat_lo);
     /* A higher level gives a wider interval. */
     assert_int_equal(dcr_bootstrap_ratio_ci(b, 30, n, 30, 0.99, 2000, 9, &lo2, &hi2), DCR_OK);
     assert_true(lo2 <= lo && hi2 >= hi);
@@ -730,27 +752,30 @@ static void test_files_inconclusive_improvement_bitexact(void **state)
 
 /* A part of the refit (here finalization, constant so beyond any noise)
  * fails the run only when it moved by more than the threshold's share of the
- * refit latency (1 s here, so 0.1 s at 10%). */
+ * refit latency (1 s here, so 0.1 s at 10%) and the latency regressed too. */
 static void test_files_component_rule(void **state)
 {
     char base[128], cur[128];
     temp_path(base, sizeof(base), "base");
     temp_path(cur, sizeof(cur), "new");
-    double fin[2] = {0.15, 0.30};
-    dcr_compare_verdict_t want[2] = {DCR_COMPARE_MINOR, DCR_COMPARE_REGRESSED};
+    double fin[3] = {0.15, 0.30, 0.30}, lat_scale[3] = {1, 1, 1.3};
+    dcr_compare_verdict_t want[3] = {DCR_COMPARE_MINOR, DCR_COMPARE_MINOR, DCR_COMPARE_REGRESSED};
+    size_t regressions[3] = {0, 0, 2}; /* the last: latency_s and finalization_s */
     fill_steady();
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         unlink(base);
         unlink(cur);
         fake_run_t b = fake_n("{\"model\":\"m\"}", NV, steady, NULL, 1);
         append_run(base, &b);
         fake_run_t n = b;
         n.finalization = fin[k]; /* +50% (0.05 s), then +200% (0.2 s) */
+        for (int i = 0; i < NV; i++) n.latency[i] = steady[i] * lat_scale[k];
         append_run(cur, &n);
         dcr_compare_t *c = compare(base, cur, 10);
         assert_int_equal(metric(c, 0, "finalization_s")->verdict, want[k]);
-        assert_string_equal(dcr_compare_verdict_name(want[k]), k ? "REGRESSED" : "minor");
-        assert_int_equal(c->regressions, k == 1);
+        assert_int_equal(c->regressions, regressions[k]);
+        if (k == 1)
+            assert_non_null(strstr(metric(c, 0, "finalization_s")->reason, "did not regress"));
         dcr_compare_destroy(c);
     }
     unlink(base);
