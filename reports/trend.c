@@ -73,12 +73,16 @@ static void append_varying(dcr_trend_t *t, const dcr_results_group_t *groups, si
  * command, then a number, to every label that another series shares. */
 static void disambiguate(dcr_trend_t *t, const dcr_results_group_t *groups)
 {
-    for (int pass = 0; pass < 3; pass++) {
+    bool *shared = calloc(t->nseries ? t->nseries : 1, sizeof(bool));
+    for (int pass = 0; shared && pass < 3; pass++) {
+        /* Decided before any label changes, so that both of a pair get the addition. */
         for (size_t i = 0; i < t->nseries; i++) {
-            bool shared = false;
-            for (size_t j = 0; j < t->nseries && !shared; j++)
-                shared = j != i && !strcmp(t->series[i].label, t->series[j].label);
-            if (!shared) continue;
+            shared[i] = false;
+            for (size_t j = 0; j < t->nseries && !shared[i]; j++)
+                shared[i] = j != i && !strcmp(t->series[i].label, t->series[j].label);
+        }
+        for (size_t i = 0; i < t->nseries; i++) {
+            if (!shared[i]) continue;
             const dcr_results_stored_run_t *run = &t->set->runs[groups[i].run_index[0]];
             char raw[320], *label = t->series[i].label;
             size_t used = strlen(label);
@@ -88,6 +92,7 @@ static void disambiguate(dcr_trend_t *t, const dcr_results_group_t *groups)
             dcr_escape(label + used, sizeof(t->series[i].label) - used, raw);
         }
     }
+    free(shared);
 }
 
 static dcr_status_t fill_series(dcr_trend_t *t, const dcr_results_group_t *groups, size_t n)
