@@ -53,7 +53,12 @@ typedef struct dcr_results_set {
     dcr_results_stored_run_t *runs;
 } dcr_results_set_t;
 
-/* Reads and validates the whole file. *out_p is set only on success; the
+/* A probe that takes longer than this is a damaged file (see dcr_results_read). */
+#define DCR_RESULTS_PROBE_SECONDS 60
+
+/* Reads and validates the whole file. The first parse runs in a child
+ * process, so that a damaged file that crashes or hangs the HDF5 library
+ * is one error line (DCR_EPARSE) instead of the caller's crash. *out_p is set only on success; the
  * caller frees it with dcr_results_set_destroy. A valid file with no runs is
  * a valid, empty set. */
 dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p);
