@@ -973,7 +973,7 @@ static dcr_status_t write_tracking(report_t *r)
     DCR_CHECK(dcr_base_vs_new_write(r->compare, r->dir, &r->compare_rows));
     if (!r->compare_rows) return DCR_OK;
     int height = 200 + 34 * (int)r->compare_rows;
-    DCR_CHECK(write_driver(r, "base_vs_new", 1300, height < 450 ? 450 : height));
+    DCR_CHECK(write_driver(r, "base_vs_new", 1500, height < 450 ? 450 : height));
     return run_gnuplot(r, "base_vs_new.gp");
 }
 

@@ -313,7 +313,7 @@ static const struct {
     {"inconclusive", "#ff7f0e", DCR_COMPARE_INCONCLUSIVE},
     {"same", "#1f77b4", DCR_COMPARE_SAME},
     {"improved", "#2ca02c", DCR_COMPARE_IMPROVED},
-    {"minor (a part of the refit, small against the latency)", "#9467bd", DCR_COMPARE_MINOR},
+    {"minor (a part of the refit)", "#9467bd", DCR_COMPARE_MINOR},
 };
 #define NVSTYLE (sizeof(verdict_styles) / sizeof(verdict_styles[0]))
 
@@ -370,13 +370,12 @@ dcr_status_t dcr_base_vs_new_write(const dcr_compare_t *c, const char *dir, size
     FILE *f = open_in(dir, "base_vs_new.body.gp");
     if (!f) return DCR_EIO;
     double t = c->opts.threshold_pct / 100;
-    fprintf(
-        f,
-        "reset\nset title 'NEW / BASE of the medians with the %g%% bootstrap interval "
-        "(regressed only when the whole interval lies right of 1 + threshold)'\n"
-        "set xlabel 'median(NEW) / median(BASE)'\nset grid x\nset yrange [%zu - 0.5:-0.5]\n"
-        "set key outside bottom center horizontal box\nset offsets graph 0.05, graph 0.05, 0, 0\n",
-        100 * c->opts.confidence, rows);
+    fprintf(f,
+            "reset\nset title 'NEW / BASE of the medians with the %g%% bootstrap interval "
+            "(regressed only when the whole interval lies right of 1 + threshold)'\n"
+            "set xlabel 'median(NEW) / median(BASE)'\nset grid x\nset yrange [%zu - 0.5:-0.5]\n"
+            "set key outside right top vertical box\nset offsets graph 0.05, graph 0.05, 0, 0\n",
+            100 * c->opts.confidence, rows);
     ab_ytics(c, f);
     fprintf(f,
             "set arrow from 1, graph 0 to 1, graph 1 nohead lw 1.5 lc rgb 'black'\n"
@@ -389,8 +388,8 @@ dcr_status_t dcr_base_vs_new_write(const dcr_compare_t *c, const char *dir, size
                 "%s'data/base_vs_new.dat' index %zu using 2:1:3:4 with xerrorbars pt 7 ps 1.2 "
                 "lw 2 lc rgb '%s' title '%s'",
                 v ? ", \\\n  " : "", v, verdict_styles[v].color, verdict_styles[v].title);
-    fprintf(f, ", \\\n  NaN with lines dt 2 lw 1.5 lc rgb '#d62728' title '1 + threshold "
-               "(dashed red)'\n");
+    fprintf(f, ", \\\n  NaN with lines dt 2 lw 1.5 lc rgb '#d62728' title '1 + threshold', "
+               "\\\n  NaN with lines dt 3 lw 1 lc rgb '#2ca02c' title '1 - threshold'\n");
     *rows_p = rows;
     return close_in(f, "base_vs_new.body.gp");
 }

@@ -452,6 +452,15 @@ static void test_cli(void **state)
     snprintf(cmd, sizeof(cmd), "%s report %s >/dev/null 2>&1", cli, results);
     status = system(cmd);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    /* --threshold without --base: usage; an unreadable results file: 4. */
+    snprintf(cmd, sizeof(cmd), "%s report %s -o %s --threshold 5 >/dev/null 2>&1", cli, results,
+             dir);
+    status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    snprintf(cmd, sizeof(cmd), "%s report %s /nonexistent/more.h5 -o %s >/dev/null 2>&1", cli,
+             results, dir);
+    status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 4);
 }
 
 int main(void)
