@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,7 @@
 typedef struct rgroup {
     const json_t *config;
     const char *first_run;
+    const char *machine, *command; /* of the first run: groups differ in them too */
     size_t nruns;
     char label[256], change[64], fig10_series[256], payload_series[256], mode_series[256];
     char *fig10_key, *payload_key; /* config keys less what the figure's axis varies */
@@ -152,14 +154,24 @@ static const char *const travel_keys[] = {"transport",  "fanout",     "cross_gbp
 
 #define NKEYS(a) (sizeof(a) / sizeof(a[0]))
 
-static char *key_without(const json_t *config, const char *const *drop1, size_t n1,
+/* A figure's series key: the group's configuration less the keys the
+ * figure's axis varies, with its command and machine, so that runs of two
+ * machines never share a line. */
+static char *key_without(const rgroup_t *g, const char *const *drop1, size_t n1,
                          const char *const *drop2, size_t n2)
 {
-    json_t *copy = json_deep_copy(config);
+    json_t *copy = json_deep_copy(g->config);
     if (!copy) return NULL;
     for (size_t i = 0; i < n1; i++) json_object_del(copy, drop1[i]);
     for (size_t i = 0; i < n2; i++) json_object_del(copy, drop2[i]);
-    char *key = dcr_results_config_key("", copy);
+    size_t len = strlen(g->command) + strlen(g->machine) + 2;
+    char *prefix = malloc(len);
+    char *key = NULL;
+    if (prefix) {
+        snprintf(prefix, len, "%s\t%s", g->command, g->machine);
+        key = dcr_results_config_key(prefix, copy);
+    }
+    free(prefix);
     json_decref(copy);
     return key;
 }
@@ -222,6 +234,40 @@ static void series_labels(const report_t *r, rgroup_t *g)
                    NKEYS(payload_named), mode_named, 1);
 }
 
+/* Whether the groups come from more than one machine (or command). */
+static bool origin_varies(const report_t *r, bool machine)
+{
+    for (size_t i = 1; i < r->ng; i++) {
+        const char *a = machine ? r->g[i].machine : r->g[i].command;
+        const char *b = machine ? r->g[0].machine : r->g[0].command;
+        if (strcmp(a, b)) return true;
+    }
+    return false;
+}
+
+static void append_escaped(char *buf, size_t len, const char *fmt, const char *value)
+{
+    char raw[256];
+    snprintf(raw, sizeof(raw), fmt, value);
+    size_t used = strlen(buf);
+    if (used + 1 < len) dcr_escape(buf + used, len - used, raw);
+}
+
+/* Runs that differ only in machine or command are groups of their own
+ * (dcr_results_match_key); their labels must say so, or two lines of a
+ * figure would carry one name. */
+static void label_origin(const report_t *r, rgroup_t *g)
+{
+    bool machines = origin_varies(r, true), commands = origin_varies(r, false);
+    char *labels[] = {g->label, g->fig10_series, g->payload_series, g->mode_series};
+    size_t lens[] = {sizeof(g->label), sizeof(g->fig10_series), sizeof(g->payload_series),
+                     sizeof(g->mode_series)};
+    for (int k = 0; k < 4; k++) {
+        if (machines) append_escaped(labels[k], lens[k], " on %s", g->machine);
+        if (commands) append_escaped(labels[k], lens[k], " [%s]", g->command);
+    }
+}
+
 static dcr_status_t pooled_stats(const report_t *r, const dcr_results_group_t *rg,
                                  const char *column, dcr_results_stats_t *out)
 {
@@ -252,6 +298,8 @@ static dcr_status_t fill_group(report_t *r, const dcr_results_group_t *rg, rgrou
     const dcr_results_stored_run_t *first = &r->set->runs[rg->run_index[0]];
     g->config = first->config;
     g->first_run = first->name;
+    g->machine = first->machine;
+    g->command = first->command;
     g->nruns = rg->nruns;
     dcr_results_config_label(g->config, g->label, sizeof(g->label));
     dcr_results_change_label(g->config, g->change, sizeof(g->change));
@@ -276,9 +324,9 @@ static dcr_status_t fill_group(report_t *r, const dcr_results_group_t *rg, rgrou
     json_t *rate = json_object_get(g->config, "change_rate");
     g->rate = g->rate_measured ? g->raw.mean / g->checkpoint_bytes
                                : (json_is_number(rate) ? json_number_value(rate) : NAN);
-    g->fig10_key = key_without(g->config, size_keys, NKEYS(size_keys), NULL, 0);
+    g->fig10_key = key_without(g, size_keys, NKEYS(size_keys), NULL, 0);
     g->payload_key =
-        key_without(g->config, change_keys, NKEYS(change_keys), travel_keys, NKEYS(travel_keys));
+        key_without(g, change_keys, NKEYS(change_keys), travel_keys, NKEYS(travel_keys));
     if (!g->fig10_key || !g->payload_key) return dcr_error_set(DCR_ENOMEM, "grouping runs");
     return DCR_OK;
 }
@@ -297,6 +345,7 @@ static dcr_status_t build_groups(report_t *r)
     dcr_results_groups_free(groups, n);
     DCR_CHECK(st);
     for (size_t i = 0; i < r->ng; i++) series_labels(r, &r->g[i]);
+    for (size_t i = 0; i < r->ng; i++) label_origin(r, &r->g[i]);
     return DCR_OK;
 }
 
@@ -830,7 +879,7 @@ static void md_modes(const report_t *r, FILE *f)
     fprintf(f, "\n");
     char **keys = calloc(r->ng + 1, sizeof(char *));
     for (size_t i = 0; keys && i < r->ng; i++)
-        keys[i] = key_without(r->g[i].config, mode_key, 1, travel_keys, NKEYS(travel_keys));
+        keys[i] = key_without(&r->g[i], mode_key, 1, travel_keys, NKEYS(travel_keys));
     for (size_t i = 0; keys && i < r->ng; i++) {
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)

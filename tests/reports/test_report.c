@@ -330,6 +330,10 @@ static void test_report_trend_and_base(void **state)
     }
     const char *gp = slurp("trend.body.gp");
     assert_non_null(strstr(gp, " on another machine"));
+    /* The seed's figure keeps the two machines apart too, under two names. */
+    gp = slurp("fig10_latency.body.gp");
+    assert_non_null(strstr(gp, " on another machine'"));
+    assert_non_null(strstr(gp, " on Linux"));
     const char *md = slurp("report.md");
     expect_in(md, "## Trend over runs");
     expect_in(md, "## BASE against NEW");
