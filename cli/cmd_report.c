@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "dcr/outpath.h"
 #include "reports/report.h"
+#include "reports/results_read.h"
 
 enum { MAX_FILES = 64, MAX_IGNORED = 32 };
 
@@ -42,6 +43,25 @@ static int split_keys(const char *text, char *buf, size_t len, const char **keys
     }
     *n_p = n;
     return 0;
+}
+
+/* Every results file readable, before anything is drawn: an unreadable,
+ * foreign or damaged file is exit 4, as for dcr compare, so that a CI job
+ * can tell a broken input from a failed report. */
+static bool results_readable(const char *const *paths, int n, const char *base)
+{
+    for (int i = 0; i <= n; i++) {
+        const char *path = i < n ? paths[i] : base;
+        if (!path) continue;
+        dcr_results_set_t *set = NULL;
+        dcr_status_t st = dcr_results_read(path, &set);
+        if (st != DCR_OK) {
+            dcr_cli_fail("report", st);
+            return false;
+        }
+        dcr_results_set_destroy(set);
+    }
+    return true;
 }
 
 int dcr_cmd_report(int argc, char **argv)
@@ -99,11 +119,8 @@ int dcr_cmd_report(int argc, char **argv)
                            .out_dir = out,
                            .trace_path = trace,
                            .refit = (long)refit};
+    if (!results_readable(pos, npos, base)) return 4;
     dcr_status_t st = dcr_report_write(&o);
-    if (st == DCR_EPARSE || (st == DCR_EIO && strstr(dcr_error_detail(), "cannot read"))) {
-        dcr_cli_fail("report", st);
-        return 4;
-    }
     if (st != DCR_OK) return dcr_cli_fail("report", st);
     printf("wrote %s/report.md\n", out);
     return 0;
