@@ -412,6 +412,10 @@ static dcr_status_t probe_in_child(const char *path, unsigned long long size)
     pid_t pid = fork();
     if (pid < 0) return DCR_OK; /* no child to spare: read as before */
     if (pid == 0) {
+        /* The library's crash must end the child: a handler the caller
+         * installed (a test runner's, say) would carry on in the child. */
+        static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM};
+        for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) signal(fatal[i], SIG_DFL);
         alarm(DCR_RESULTS_PROBE_SECONDS);
         dcr_results_set_t *set = NULL;
         _exit(read_in_process(path, size, &set) == DCR_OK ? 0 : 1);
@@ -429,6 +433,9 @@ static dcr_status_t probe_in_child(const char *path, unsigned long long size)
                              "%s: the HDF5 library crashed reading it (signal %d): the file is "
                              "damaged",
                              path, WTERMSIG(status));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+        return dcr_error_set(DCR_EPARSE, "%s: reading it failed in a child process (status %d)",
+                             path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return DCR_OK; /* read cleanly, or failed with an error the read here repeats */
 }
 

@@ -349,6 +349,23 @@ static void test_variable_length_strings(void **state)
     unlink(path);
 }
 
+/* A results file with 8 bytes changed (0xff at offset 120, in an object
+ * header) on which libhdf5 1.10 dies with SIGSEGV inside H5Aexists; before
+ * the reader parsed in a child first, dcr compare and dcr report crashed
+ * with it (issue 32). Now one error line, whatever the library does. */
+static void test_damaged_file_that_crashes_libhdf5(void **state)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tests/reports/results_damaged_segv.h5", DCR_SOURCE_DIR);
+    dcr_results_set_t *set = (dcr_results_set_t *)0x1;
+    dcr_status_t st = dcr_results_read(path, &set);
+    assert_int_equal(st, DCR_EPARSE);
+    assert_true(set == (dcr_results_set_t *)0x1);
+    const char *line = dcr_error_line(st);
+    assert_null(strchr(line, '\n'));
+    assert_non_null(strstr(line, "results_damaged_segv.h5"));
+}
+
 static void test_rejects_malformed(void **state)
 {
     char path[128];
@@ -950,6 +967,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_damaged_file_that_crashes_libhdf5),
         cmocka_unit_test(test_unmeasured_bounds),
         cmocka_unit_test(test_variable_length_strings),
         cmocka_unit_test(test_median_matches_sorting),
