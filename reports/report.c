@@ -140,7 +140,7 @@ static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"
  * came out alike when it wrapped. */
 static const char *const stage_colors[] = {
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#000000"};
+    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#ff9896"};
 _Static_assert(sizeof(stage_colors) / sizeof(stage_colors[0]) >= DCR_STAGE_COUNT,
                "a colour for every stage");
 
