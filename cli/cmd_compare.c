@@ -1,68 +1,134 @@
 /* dcr compare BASE.h5 NEW.h5: per-configuration regression check for CI. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "args.h"
 #include "commands.h"
 #include "reports/compare.h"
 
 static const char usage[] =
-    "BASE.h5 NEW.h5 [--threshold PCT] [--json] [--require-match]\n"
+    "BASE.h5 NEW.h5 [--threshold PCT] [--confidence PCT] [--min-samples N]\n"
+    "       [--match-ignore KEY,...] [--strict] [--require-match] [--json]\n"
     "\n"
-    "Matches the runs of two results files by configuration (the config JSON,\n"
-    "less paths, output choices and the number of timed refits; runs with equal\n"
-    "configurations in one file are pooled) and compares every metric over the\n"
-    "refits: min, median, max on each side, NEW/BASE of the medians, mins and maxes.\n"
-    "Latency, bounds and bytes are lower-is-better. A metric REGRESSED when\n"
-    "median(NEW) > median(BASE) * (1 + PCT/100) and the change is beyond the noise:\n"
-    "min(NEW) > max(BASE), or the medians differ by more than both spreads (max - min\n"
-    "of each side). Beyond the threshold but within the noise is 'noise'. The parts\n"
-    "of a refit (construction_lb_s, transport_lb_s, finalization_s) must also move by\n"
-    "more than PCT% of BASE's median latency, else they are 'minor'. A BASE\n"
-    "median of 0 gives no ratio ('n/a'). bit_exact must stay 1: any 0 in NEW is a\n"
-    "regression regardless of the threshold. raw_changed_value_bytes and\n"
-    "changed_elements describe the workload and are shown, not judged.\n"
-    "Runs without a match are listed, not failures (unless --require-match).\n"
-    "Exit status: 0 no regression, 1 a regression (or an unreadable file), 2 usage.";
+    "Matches the runs of two results files by command, machine and configuration\n"
+    "(the config JSON less paths and the number of timed refits; verification and\n"
+    "--trace-overhead count; runs with equal keys in one file are pooled) and judges\n"
+    "every metric from its per-refit values: a percentile bootstrap interval (fixed\n"
+    "seed, 4000 resamples) of median(NEW)/median(BASE) at the confidence level.\n"
+    "Latency, bounds and bytes are lower-is-better: REGRESSED when the whole interval\n"
+    "lies above 1 + PCT/100, 'inconclusive' when it straddles that line, 'improved'\n"
+    "when it lies below 1 - PCT/100, 'same' otherwise. A side with fewer than N\n"
+    "measured refits is 'too few' (not judged). The parts of a refit\n"
+    "(construction_lb_s, transport_lb_s, finalization_s) that regressed or are\n"
+    "inconclusive but moved by no more than PCT% of BASE's median latency are\n"
+    "'minor'. A BASE median of 0 gives no ratio ('n/a'). bit_exact must stay 1: any\n"
+    "0 in NEW is a regression. raw_changed_value_bytes and changed_elements describe\n"
+    "the workload and are shown, not judged. Runs without a match are listed.\n"
+    "Exit status: 0 no regression, 1 a regression (or, with --require-match, a NEW\n"
+    "run without a match), 2 usage, 3 inconclusive or too few refits (with --strict\n"
+    "only), 4 a file unreadable, missing, not dcr results or of another version.";
+
+/* Splits "a,b,c" into keys pointing into buf (a copy of the text). */
+static int split_keys(const char *text, char *buf, size_t len, const char **keys, size_t max,
+                      size_t *n_p)
+{
+    snprintf(buf, len, "%s", text);
+    size_t n = 0;
+    for (char *save = NULL, *k = strtok_r(buf, ",", &save); k; k = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            fprintf(stderr, "dcr compare: --match-ignore: at most %zu keys\n", max);
+            return 2;
+        }
+        keys[n++] = k;
+    }
+    if (!n || strlen(text) >= len) {
+        fprintf(stderr, "dcr compare: --match-ignore: expected KEY[,KEY...]\n");
+        return 2;
+    }
+    *n_p = n;
+    return 0;
+}
+
+static void print_result(const dcr_compare_t *c, bool json)
+{
+    if (!json) {
+        dcr_compare_print(c, stdout);
+        return;
+    }
+    char *text = dcr_compare_json(c);
+    if (text) printf("%s\n", text);
+    free(text);
+}
+
+static int exit_status(const dcr_compare_t *c, bool strict, bool require)
+{
+    size_t unmatched_new = 0;
+    for (size_t g = 0; g < c->nnew_groups; g++) unmatched_new += !c->new_matched[g];
+    if (c->regressions) return 1;
+    if (require && (!c->npairs || unmatched_new)) {
+        fprintf(stderr,
+                "dcr compare: --require-match: %zu NEW configuration%s without a BASE match\n",
+                unmatched_new, unmatched_new == 1 ? "" : "s");
+        return 1;
+    }
+    if (strict && c->inconclusive) {
+        fprintf(stderr, "dcr compare: --strict: %zu metric%s inconclusive or with too few refits\n",
+                c->inconclusive, c->inconclusive == 1 ? "" : "s");
+        return 3;
+    }
+    return 0;
+}
 
 int dcr_cmd_compare(int argc, char **argv)
 {
-    double threshold = 10;
-    bool json = false, require = false;
+    dcr_compare_opts_t opts = dcr_compare_opts_default();
+    double confidence_pct = 100 * opts.confidence;
+    int64_t min_samples = (int64_t)opts.min_samples;
+    const char *ignore_text = NULL;
+    bool json = false, require = false, strict = false;
     dcr_arg_t args[] = {
-        {"--threshold", DCR_ARG_DOUBLE, &threshold, 0, 1e6,
+        {"--threshold", DCR_ARG_DOUBLE, &opts.threshold_pct, 0, 1e6,
          "allowed slowdown or growth in percent (default 10)", false},
-        {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object instead of tables", false},
+        {"--confidence", DCR_ARG_DOUBLE, &confidence_pct, 50, 99.9,
+         "two-sided confidence of the interval in percent (default 95)", false},
+        {"--min-samples", DCR_ARG_INT, &min_samples, 3, 1000000,
+         "measured refits per side needed for a verdict (default 10)", false},
+        {"--match-ignore", DCR_ARG_STRING, &ignore_text, 0, 0,
+         "pair runs that differ only in these configuration keys (or command, machine)", false},
+        {"--strict", DCR_ARG_FLAG, &strict, 0, 0,
+         "exit 3 when a metric is inconclusive or has too few refits", false},
         {"--require-match", DCR_ARG_FLAG, &require, 0, 0,
          "also fail (exit 1) when a NEW run has no BASE match or nothing matched", false},
+        {"--json", DCR_ARG_FLAG, &json, 0, 0, "print one JSON object instead of tables", false},
     };
     const char *pos[2];
     int npos = 0;
-    int rc = dcr_args_parse("compare", usage, args, 3, argc, argv, pos, 2, &npos);
+    int rc = dcr_args_parse("compare", usage, args, 7, argc, argv, pos, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 2) {
         fprintf(stderr, "dcr compare: expected BASE.h5 and NEW.h5\n");
         return 2;
     }
+    char keybuf[1024];
+    const char *keys[32];
+    if (ignore_text && split_keys(ignore_text, keybuf, sizeof(keybuf), keys, 32, &opts.nignore))
+        return 2;
+    opts.ignore = keys;
+    opts.confidence = confidence_pct / 100;
+    opts.min_samples = (size_t)min_samples;
     dcr_compare_t *c = NULL;
-    dcr_status_t st = dcr_compare_files(pos[0], pos[1], threshold, &c);
-    if (st != DCR_OK) return dcr_cli_fail("compare", st);
-    size_t unmatched_new = 0;
-    for (size_t g = 0; g < c->nnew_groups; g++) unmatched_new += !c->new_matched[g];
-    if (json) {
-        char *text = dcr_compare_json(c);
-        if (text) printf("%s\n", text);
-        free(text);
-    } else {
-        dcr_compare_print(c, stdout);
+    dcr_status_t st = dcr_compare_files(pos[0], pos[1], &opts, &c);
+    if (st == DCR_EINVAL) {
+        dcr_cli_fail("compare", st);
+        return 2; /* an ignored key no run has: a usage error */
     }
-    rc = c->regressions ? 1 : 0;
-    if (require && (!c->npairs || unmatched_new)) {
-        fprintf(stderr,
-                "dcr compare: --require-match: %zu NEW configuration%s without a BASE match\n",
-                unmatched_new, unmatched_new == 1 ? "" : "s");
-        rc = 1;
+    if (st != DCR_OK) {
+        dcr_cli_fail("compare", st);
+        return 4; /* unreadable, missing, foreign or another schema version */
     }
+    print_result(c, json);
+    rc = exit_status(c, strict, require);
     dcr_compare_destroy(c);
     return rc;
 }

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reports/bootstrap.h"
+
 typedef struct metric_def {
     const char *name;
     dcr_compare_kind_t kind;
@@ -30,12 +32,14 @@ const char *dcr_compare_verdict_name(dcr_compare_verdict_t v)
     switch (v) {
     case DCR_COMPARE_SAME:
         return "same";
-    case DCR_COMPARE_NOISE:
-        return "noise";
     case DCR_COMPARE_IMPROVED:
         return "improved";
     case DCR_COMPARE_REGRESSED:
         return "REGRESSED";
+    case DCR_COMPARE_INCONCLUSIVE:
+        return "inconclusive";
+    case DCR_COMPARE_TOO_FEW:
+        return "too few";
     case DCR_COMPARE_MINOR:
         return "minor";
     default:
@@ -43,18 +47,146 @@ const char *dcr_compare_verdict_name(dcr_compare_verdict_t v)
     }
 }
 
-dcr_compare_verdict_t dcr_compare_judge(const dcr_results_stats_t *base,
-                                        const dcr_results_stats_t *cur, double threshold_pct)
+const char *dcr_compare_verdict_id(dcr_compare_verdict_t v)
 {
-    if (!base->n || !cur->n || !(base->median > 0)) return DCR_COMPARE_NA;
-    double t = threshold_pct / 100.0, diff = cur->median - base->median;
-    double spread_b = base->max - base->min, spread_n = cur->max - cur->min;
-    double spread = spread_b > spread_n ? spread_b : spread_n;
-    if (cur->median > base->median * (1 + t))
-        return cur->min > base->max || diff > spread ? DCR_COMPARE_REGRESSED : DCR_COMPARE_NOISE;
-    if (cur->median < base->median * (1 - t))
-        return cur->max < base->min || -diff > spread ? DCR_COMPARE_IMPROVED : DCR_COMPARE_NOISE;
+    return v == DCR_COMPARE_REGRESSED ? "regressed"
+           : v == DCR_COMPARE_TOO_FEW ? "too_few"
+           : v == DCR_COMPARE_NA      ? "na"
+                                      : dcr_compare_verdict_name(v);
+}
+
+dcr_compare_opts_t dcr_compare_opts_default(void)
+{
+    return (dcr_compare_opts_t){.threshold_pct = 10,
+                                .confidence = DCR_COMPARE_DEFAULT_CONFIDENCE,
+                                .min_samples = DCR_COMPARE_DEFAULT_MIN_SAMPLES};
+}
+
+/* A sample's measured values (NaN marks a figure that was not measured),
+ * run by run; runs left with none are dropped. */
+typedef struct kept {
+    double *v;
+    size_t n, *run_len, nruns;
+} kept_t;
+
+static void kept_free(kept_t *k)
+{
+    free(k->v);
+    free(k->run_len);
+}
+
+static dcr_status_t keep_measured(const dcr_bootstrap_sample_t *s, kept_t *out)
+{
+    size_t nruns = s->nruns ? s->nruns : 1;
+    *out =
+        (kept_t){malloc((s->n ? s->n : 1) * sizeof(double)), 0, calloc(nruns, sizeof(size_t)), 0};
+    if (!out->v || !out->run_len) {
+        kept_free(out);
+        return dcr_error_set(DCR_ENOMEM, "comparing results");
+    }
+    size_t off = 0;
+    for (size_t r = 0; r < nruns; r++) {
+        size_t len = s->nruns ? s->run_len[r] : s->n, kept = 0;
+        for (size_t i = 0; i < len; i++)
+            if (!isnan(s->v[off + i])) out->v[out->n + kept++] = s->v[off + i];
+        off += len;
+        out->n += kept;
+        if (kept) out->run_len[out->nruns++] = kept;
+    }
+    return DCR_OK;
+}
+
+/* The verdict from an interval [lo, hi] of NEW/BASE, with its reason. */
+static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double level, char *reason,
+                                        size_t len)
+{
+    double pct = 100 * level;
+    if (lo > 1 + t) {
+        snprintf(reason, len,
+                 "the whole %g%% interval [%.3f, %.3f] lies above 1 + threshold = %.3f", pct, lo,
+                 hi, 1 + t);
+        return DCR_COMPARE_REGRESSED;
+    }
+    if (hi > 1 + t) {
+        snprintf(reason, len,
+                 "the %g%% interval [%.3f, %.3f] straddles 1 + threshold = %.3f: cannot tell a "
+                 "regression from noise; more refits narrow it",
+                 pct, lo, hi, 1 + t);
+        return DCR_COMPARE_INCONCLUSIVE;
+    }
+    if (hi < 1 - t) {
+        snprintf(reason, len,
+                 "the whole %g%% interval [%.3f, %.3f] lies below 1 - threshold = %.3f", pct, lo,
+                 hi, 1 - t);
+        return DCR_COMPARE_IMPROVED;
+    }
+    snprintf(reason, len, "the %g%% interval [%.3f, %.3f] stays at or below 1 + threshold = %.3f",
+             pct, lo, hi, 1 + t);
     return DCR_COMPARE_SAME;
+}
+
+/* The verdict of two measured samples (no NaN left). */
+static dcr_status_t judge_kept(const kept_t *b, const kept_t *n, const dcr_compare_opts_t *opts,
+                               double *lo, double *hi, dcr_compare_verdict_t *v, char *reason,
+                               size_t len)
+{
+    *lo = *hi = NAN;
+    *v = DCR_COMPARE_NA;
+    if (!b->n && !n->n) {
+        snprintf(reason, len, "not measured on either side");
+        return DCR_OK;
+    }
+    if (b->n < opts->min_samples || n->n < opts->min_samples) {
+        snprintf(reason, len,
+                 "too few refits to decide: BASE %zu, NEW %zu, at least %zu per side needed "
+                 "(dcr bench --refits)",
+                 b->n, n->n, opts->min_samples);
+        *v = DCR_COMPARE_TOO_FEW;
+        return DCR_OK;
+    }
+    dcr_results_stats_t sb = dcr_results_stats(b->v, b->n);
+    if (!(sb.median > 0)) {
+        snprintf(reason, len, "BASE median is 0: no ratio");
+        return DCR_OK;
+    }
+    dcr_bootstrap_sample_t bs = {b->v, b->n, b->run_len, b->nruns},
+                           ns = {n->v, n->n, n->run_len, n->nruns};
+    DCR_CHECK(dcr_bootstrap_ratio_ci_runs(&bs, &ns, opts->confidence, DCR_BOOTSTRAP_ITERS,
+                                          DCR_BOOTSTRAP_SEED, lo, hi));
+    *v = verdict_of(*lo, *hi, opts->threshold_pct / 100, opts->confidence, reason, len);
+    return DCR_OK;
+}
+
+dcr_status_t dcr_compare_judge_runs(const dcr_bootstrap_sample_t *base,
+                                    const dcr_bootstrap_sample_t *cur,
+                                    const dcr_compare_opts_t *opts, double *lo_p, double *hi_p,
+                                    dcr_compare_verdict_t *verdict_p, char *reason, size_t len)
+{
+    kept_t b, n;
+    DCR_CHECK(keep_measured(base, &b));
+    dcr_status_t st = keep_measured(cur, &n);
+    if (st != DCR_OK) {
+        kept_free(&b);
+        return st;
+    }
+    double lo, hi;
+    dcr_compare_verdict_t v;
+    st = judge_kept(&b, &n, opts, &lo, &hi, &v, reason, len);
+    kept_free(&b);
+    kept_free(&n);
+    if (st != DCR_OK) return st;
+    *lo_p = lo;
+    *hi_p = hi;
+    *verdict_p = v;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_compare_judge(const double *base, size_t nb, const double *cur, size_t nn,
+                               const dcr_compare_opts_t *opts, double *lo_p, double *hi_p,
+                               dcr_compare_verdict_t *verdict_p, char *reason, size_t len)
+{
+    dcr_bootstrap_sample_t b = {base, nb, NULL, 0}, n = {cur, nn, NULL, 0};
+    return dcr_compare_judge_runs(&b, &n, opts, lo_p, hi_p, verdict_p, reason, len);
 }
 
 static double ratio_of(double num, double den)
@@ -62,15 +194,70 @@ static double ratio_of(double num, double den)
     return den > 0 ? num / den : NAN;
 }
 
-static dcr_status_t group_stats(const dcr_results_set_t *set, const dcr_results_group_t *g,
-                                const char *column, dcr_results_stats_t *out)
+/* The values of a column pooled over a group's runs, with each run's length. */
+typedef struct pooled {
+    double *v;
+    size_t n, *run_len, nruns;
+} pooled_t;
+
+static dcr_status_t pool_runs(const dcr_results_set_t *set, const dcr_results_group_t *g,
+                              const char *column, pooled_t *out)
 {
-    double *v = NULL;
-    size_t n = 0;
-    DCR_CHECK(dcr_results_group_pool(set, g, column, &v, &n));
-    *out = dcr_results_stats(v, n);
-    free(v);
+    *out = (pooled_t){0};
+    DCR_CHECK(dcr_results_group_pool(set, g, column, &out->v, &out->n));
+    out->run_len = calloc(g->nruns ? g->nruns : 1, sizeof(size_t));
+    if (!out->run_len) return dcr_error_set(DCR_ENOMEM, "comparing results");
+    for (size_t i = 0; i < g->nruns; i++) {
+        const dcr_results_stored_run_t *r = &set->runs[g->run_index[i]];
+        if (dcr_results_column(r, column) && r->nrefits) out->run_len[out->nruns++] = r->nrefits;
+    }
     return DCR_OK;
+}
+
+static void pooled_free(pooled_t *p)
+{
+    free(p->v);
+    free(p->run_len);
+}
+
+static void judge_bit_exact(dcr_compare_metric_t *x)
+{
+    /* Every value is 0 or 1 (the reader checks), so min < 1 means some refit was not exact. */
+    if (!x->cur.n) {
+        x->verdict = DCR_COMPARE_NA;
+        snprintf(x->reason, sizeof(x->reason), "NEW has no refits");
+    } else if (x->cur.min < 1) {
+        x->verdict = DCR_COMPARE_REGRESSED;
+        snprintf(x->reason, sizeof(x->reason), "a NEW refit differs from its dense refit");
+    } else {
+        x->verdict = DCR_COMPARE_SAME;
+        snprintf(x->reason, sizeof(x->reason), "every NEW refit is bit-exact");
+    }
+}
+
+/* A part of the refit matters only through the whole: a 1 ms swing of a 3 ms
+ * finalization inside a 100 ms refit is run-to-run drift, not a regression.
+ * metrics[0] is latency_s, judged first. */
+static void judge_component(const dcr_compare_t *c, const dcr_compare_pair_t *p,
+                            dcr_compare_metric_t *x)
+{
+    bool flagged = x->verdict == DCR_COMPARE_REGRESSED || x->verdict == DCR_COMPARE_INCONCLUSIVE;
+    double allowed = c->opts.threshold_pct / 100.0 * p->metrics[0].base.median;
+    double moved = fabs(x->cur.median - x->base.median);
+    if (!flagged) return;
+    if (moved <= allowed) {
+        x->verdict = DCR_COMPARE_MINOR;
+        snprintf(x->reason, sizeof(x->reason),
+                 "the median moved by %.3g, within threshold x BASE median latency_s = %.3g", moved,
+                 allowed);
+    } else if (p->metrics[0].verdict != DCR_COMPARE_REGRESSED) {
+        /* A part that grew while the whole did not is time moving between
+         * stages under a changing load, not a slower refit. */
+        x->verdict = DCR_COMPARE_MINOR;
+        snprintf(x->reason, sizeof(x->reason),
+                 "moved by %.3g (ratio %.3f), but latency_s did not regress: shown, not failed",
+                 moved, x->ratio);
+    }
 }
 
 static dcr_status_t judge_metric(const dcr_compare_t *c, dcr_compare_pair_t *p, int m)
@@ -78,29 +265,45 @@ static dcr_status_t judge_metric(const dcr_compare_t *c, dcr_compare_pair_t *p, 
     dcr_compare_metric_t *x = &p->metrics[m];
     x->name = metric_defs[m].name;
     x->kind = metric_defs[m].kind;
-    DCR_CHECK(group_stats(c->base, &c->base_groups[p->base_group], x->name, &x->base));
-    DCR_CHECK(group_stats(c->cur, &c->new_groups[p->new_group], x->name, &x->cur));
-    x->ratio = ratio_of(x->cur.median, x->base.median);
-    x->ratio_min = ratio_of(x->cur.min, x->base.min);
-    x->ratio_max = ratio_of(x->cur.max, x->base.max);
-    if (x->kind == DCR_COMPARE_INFO)
+    x->lo = x->hi = NAN;
+    pooled_t b = {0}, n = {0};
+    dcr_status_t st = pool_runs(c->base, &c->base_groups[p->base_group], x->name, &b);
+    if (st == DCR_OK) st = pool_runs(c->cur, &c->new_groups[p->new_group], x->name, &n);
+    if (st == DCR_OK) {
+        x->base = dcr_results_stats(b.v, b.n);
+        x->cur = dcr_results_stats(n.v, n.n);
+        x->ratio = ratio_of(x->cur.median, x->base.median);
+        x->prob_greater = dcr_bootstrap_prob_greater(b.v, b.n, n.v, n.n);
+    }
+    if (st != DCR_OK) {
+    } else if (x->kind == DCR_COMPARE_INFO) {
         x->verdict = DCR_COMPARE_NA;
-    else if (x->kind == DCR_COMPARE_MUST_BE_ONE)
-        /* Every value is 0 or 1 (the reader checks), so min < 1 means some refit was not exact. */
-        x->verdict = !x->cur.n        ? DCR_COMPARE_NA
-                     : x->cur.min < 1 ? DCR_COMPARE_REGRESSED
-                                      : DCR_COMPARE_SAME;
-    else
-        x->verdict = dcr_compare_judge(&x->base, &x->cur, c->threshold_pct);
-    /* A part of the refit matters only through the whole: a 1 ms swing of a 3 ms
-     * finalization inside a 100 ms refit is run-to-run drift, not a regression.
-     * metrics[0] is latency_s, judged first. */
-    bool moved = x->verdict == DCR_COMPARE_REGRESSED || x->verdict == DCR_COMPARE_IMPROVED;
-    if (x->kind == DCR_COMPARE_COMPONENT && moved &&
-        fabs(x->cur.median - x->base.median) <=
-            c->threshold_pct / 100.0 * p->metrics[0].base.median)
-        x->verdict = DCR_COMPARE_MINOR;
-    return DCR_OK;
+        snprintf(x->reason, sizeof(x->reason), "describes the workload: shown, not judged");
+    } else if (x->kind == DCR_COMPARE_MUST_BE_ONE) {
+        judge_bit_exact(x);
+    } else {
+        dcr_bootstrap_sample_t bs = {b.v, b.n, b.run_len, b.nruns},
+                               ns = {n.v, n.n, n.run_len, n.nruns};
+        st = dcr_compare_judge_runs(&bs, &ns, &c->opts, &x->lo, &x->hi, &x->verdict, x->reason,
+                                    sizeof(x->reason));
+        if (st == DCR_OK && x->kind == DCR_COMPARE_COMPONENT) judge_component(c, p, x);
+    }
+    pooled_free(&b);
+    pooled_free(&n);
+    return st;
+}
+
+static void count_verdicts(dcr_compare_t *c, dcr_compare_pair_t *p)
+{
+    for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) {
+        dcr_compare_verdict_t v = p->metrics[m].verdict;
+        if (v == DCR_COMPARE_REGRESSED) {
+            p->regressed = true;
+            c->regressions++;
+        } else if (v == DCR_COMPARE_INCONCLUSIVE || v == DCR_COMPARE_TOO_FEW) {
+            c->inconclusive++;
+        }
+    }
 }
 
 static dcr_status_t match_groups(dcr_compare_t *c)
@@ -117,30 +320,47 @@ static dcr_status_t match_groups(dcr_compare_t *c)
             p->base_group = b;
             p->new_group = n;
             c->base_matched[b] = c->new_matched[n] = true;
-            for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) {
-                DCR_CHECK(judge_metric(c, p, m));
-                if (p->metrics[m].verdict == DCR_COMPARE_REGRESSED) {
-                    p->regressed = true;
-                    c->regressions++;
-                }
-            }
+            for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) DCR_CHECK(judge_metric(c, p, m));
+            count_verdicts(c, p);
             break;
         }
     }
     return DCR_OK;
 }
 
-dcr_status_t dcr_compare_files(const char *base_path, const char *new_path, double threshold_pct,
-                               dcr_compare_t **out_p)
+static dcr_status_t check_ignored(const dcr_compare_t *c)
+{
+    for (size_t i = 0; i < c->opts.nignore; i++) {
+        const char *k = c->opts.ignore[i];
+        if (!dcr_results_has_key(c->base, k) && !dcr_results_has_key(c->cur, k)) {
+            return dcr_error_set(DCR_EINVAL,
+                                 "--match-ignore: no run of either file has a configuration key "
+                                 "'%s' (nor is it command or machine)",
+                                 k);
+        }
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t group_both(dcr_compare_t *c)
+{
+    DCR_CHECK(check_ignored(c));
+    DCR_CHECK(dcr_results_group_runs_ignoring(c->base, c->opts.ignore, c->opts.nignore,
+                                              &c->base_groups, &c->nbase_groups));
+    return dcr_results_group_runs_ignoring(c->cur, c->opts.ignore, c->opts.nignore, &c->new_groups,
+                                           &c->nnew_groups);
+}
+
+dcr_status_t dcr_compare_files(const char *base_path, const char *new_path,
+                               const dcr_compare_opts_t *opts, dcr_compare_t **out_p)
 {
     dcr_compare_t *c = calloc(1, sizeof(*c));
     if (!c) return dcr_error_set(DCR_ENOMEM, "comparing results");
-    c->threshold_pct = threshold_pct;
+    c->opts = *opts;
     dcr_status_t st;
     DCR_CHECK_GOTO(dcr_results_read(base_path, &c->base), st, fail);
     DCR_CHECK_GOTO(dcr_results_read(new_path, &c->cur), st, fail);
-    DCR_CHECK_GOTO(dcr_results_group_runs(c->base, &c->base_groups, &c->nbase_groups), st, fail);
-    DCR_CHECK_GOTO(dcr_results_group_runs(c->cur, &c->new_groups, &c->nnew_groups), st, fail);
+    DCR_CHECK_GOTO(group_both(c), st, fail);
     DCR_CHECK_GOTO(match_groups(c), st, fail);
     *out_p = c;
     return DCR_OK;
@@ -184,6 +404,35 @@ static void print_ratio(FILE *out, double r)
         fprintf(out, " %8.3fx", r);
 }
 
+static void print_interval(FILE *out, double lo, double hi)
+{
+    if (isnan(lo))
+        fprintf(out, " %17s", "-");
+    else
+        fprintf(out, " [%7.3f, %7.3f]", lo, hi);
+}
+
+static void print_machine(FILE *out, const dcr_results_set_t *set, const dcr_results_group_t *g)
+{
+    char machine[160]; /* from the file */
+    dcr_escape(machine, sizeof(machine), set->runs[g->run_index[0]].machine);
+    fprintf(out, "  on %s\n", machine);
+}
+
+static void print_metric(FILE *out, const dcr_compare_metric_t *x)
+{
+    fprintf(out, "  %-24s %5zu %5zu %12.6g %12.6g", x->name, x->base.n, x->cur.n, x->base.median,
+            x->cur.median);
+    print_ratio(out, x->ratio);
+    print_interval(out, x->lo, x->hi);
+    if (isnan(x->prob_greater))
+        fprintf(out, " %8s", "-");
+    else
+        fprintf(out, " %8.2f", x->prob_greater);
+    fprintf(out, "  %s\n",
+            x->kind == DCR_COMPARE_INFO ? "(workload)" : dcr_compare_verdict_name(x->verdict));
+}
+
 static void print_pair(const dcr_compare_t *c, const dcr_compare_pair_t *p, FILE *out)
 {
     const dcr_results_group_t *bg = &c->base_groups[p->base_group],
@@ -192,21 +441,18 @@ static void print_pair(const dcr_compare_t *c, const dcr_compare_pair_t *p, FILE
     dcr_results_config_label(group_config(c->base, bg), label, sizeof(label));
     fprintf(out, "%s\n  BASE ", label);
     print_runs(out, c->base, bg);
-    fprintf(out, " (%zu refits)  NEW ", p->metrics[0].base.n);
+    print_machine(out, c->base, bg);
+    fprintf(out, "  NEW  ");
     print_runs(out, c->cur, ng);
-    fprintf(out, " (%zu refits)\n", p->metrics[0].cur.n);
-    fprintf(out, "  %-24s %12s %12s %12s   %12s %12s %12s %10s %10s %10s  %s\n", "metric",
-            "base min", "base median", "base max", "new min", "new median", "new max", "new/base",
-            "min/min", "max/max", "verdict");
+    print_machine(out, c->cur, ng);
+    fprintf(out, "  %-24s %5s %5s %12s %12s %10s %17s %8s  %s\n", "metric", "n(B)", "n(N)",
+            "base median", "new median", "new/base", "interval", "P(N>B)", "verdict");
+    for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) print_metric(out, &p->metrics[m]);
     for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) {
         const dcr_compare_metric_t *x = &p->metrics[m];
-        fprintf(out, "  %-24s %12.6g %12.6g %12.6g   %12.6g %12.6g %12.6g", x->name, x->base.min,
-                x->base.median, x->base.max, x->cur.min, x->cur.median, x->cur.max);
-        print_ratio(out, x->ratio);
-        print_ratio(out, x->ratio_min);
-        print_ratio(out, x->ratio_max);
-        fprintf(out, "  %s\n",
-                x->kind == DCR_COMPARE_INFO ? "(workload)" : dcr_compare_verdict_name(x->verdict));
+        if (x->verdict == DCR_COMPARE_REGRESSED || x->verdict == DCR_COMPARE_INCONCLUSIVE ||
+            x->verdict == DCR_COMPARE_TOO_FEW)
+            fprintf(out, "  %s %s: %s\n", x->name, dcr_compare_verdict_name(x->verdict), x->reason);
     }
     fprintf(out, "\n");
 }
@@ -224,29 +470,39 @@ static void print_unmatched(FILE *out, const char *side, const dcr_results_set_t
     }
 }
 
+static const char *overall(const dcr_compare_t *c)
+{
+    return c->regressions ? "regression" : c->inconclusive ? "inconclusive" : "ok";
+}
+
 void dcr_compare_print(const dcr_compare_t *c, FILE *out)
 {
-    fprintf(out, "BASE %s (%zu runs), NEW %s (%zu runs), threshold %g%%\n\n", c->base->path,
-            c->base->nruns, c->cur->path, c->cur->nruns, c->threshold_pct);
+    fprintf(out,
+            "BASE %s (%zu runs), NEW %s (%zu runs), threshold %g%%, %g%% bootstrap interval of "
+            "median(NEW)/median(BASE), at least %zu refits per side\n\n",
+            c->base->path, c->base->nruns, c->cur->path, c->cur->nruns, c->opts.threshold_pct,
+            100 * c->opts.confidence, c->opts.min_samples);
     for (size_t i = 0; i < c->npairs; i++) print_pair(c, &c->pairs[i], out);
     print_unmatched(out, "BASE", c->base, c->base_groups, c->nbase_groups, c->base_matched);
     print_unmatched(out, "NEW", c->cur, c->new_groups, c->nnew_groups, c->new_matched);
     if (!c->npairs) fprintf(out, "no configuration appears in both files\n");
-    if (c->regressions)
-        fprintf(out, "verdict: REGRESSION (%zu metric%s regressed)\n", c->regressions,
-                c->regressions == 1 ? "" : "s");
-    else
-        fprintf(out, "verdict: ok (%zu configuration%s compared)\n", c->npairs,
-                c->npairs == 1 ? "" : "s");
+    fprintf(out,
+            "verdict: %s (%zu configuration%s compared, %zu metric%s regressed, %zu "
+            "inconclusive)\n",
+            c->regressions ? "REGRESSION" : overall(c), c->npairs, c->npairs == 1 ? "" : "s",
+            c->regressions, c->regressions == 1 ? "" : "s", c->inconclusive);
 }
 
-static json_t *json_ratio(double r)
+static json_t *json_number_or_null(double r)
 {
-    return isnan(r) ? json_null() : json_real(r);
+    return isnan(r) || isinf(r) ? json_null() : json_real(r);
 }
 
 static json_t *json_stats(const dcr_results_stats_t *s)
 {
+    if (!s->n)
+        return json_pack("{s:I,s:n,s:n,s:n,s:n}", "n", (json_int_t)0, "min", "median", "max",
+                         "mean");
     return json_pack("{s:I,s:f,s:f,s:f,s:f}", "n", (json_int_t)s->n, "min", s->min, "median",
                      s->median, "max", s->max, "mean", s->mean);
 }
@@ -267,13 +523,30 @@ static const char *kind_name(dcr_compare_kind_t k)
                                           : "workload";
 }
 
-static json_t *json_metric(const dcr_compare_metric_t *x)
+static json_t *json_interval(const dcr_compare_metric_t *x)
 {
-    return json_pack(
-        "{s:s,s:s,s:o,s:o,s:o,s:o,s:o,s:s}", "name", x->name, "kind", kind_name(x->kind), "base",
-        json_stats(&x->base), "new", json_stats(&x->cur), "ratio", json_ratio(x->ratio),
-        "ratio_min", json_ratio(x->ratio_min), "ratio_max", json_ratio(x->ratio_max), "verdict",
-        x->verdict == DCR_COMPARE_REGRESSED ? "regressed" : dcr_compare_verdict_name(x->verdict));
+    if (isnan(x->lo)) return json_null();
+    return json_pack("[o,o]", json_number_or_null(x->lo), json_number_or_null(x->hi));
+}
+
+static const char *test_name(const dcr_compare_metric_t *x)
+{
+    if (x->kind == DCR_COMPARE_MUST_BE_ONE) return "every NEW value is 1";
+    if (x->kind == DCR_COMPARE_INFO) return "none";
+    return "percentile bootstrap of the ratio of medians (resampling runs, then refits)";
+}
+
+static json_t *json_metric(const dcr_compare_t *c, const dcr_compare_metric_t *x)
+{
+    json_t *j =
+        json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:f,s:s,s:I,s:I,s:o,s:s,s:s}", "name", x->name, "kind",
+                  kind_name(x->kind), "base", json_stats(&x->base), "new", json_stats(&x->cur),
+                  "ratio", json_number_or_null(x->ratio), "interval", json_interval(x),
+                  "confidence", c->opts.confidence, "test", test_name(x), "bootstrap_resamples",
+                  (json_int_t)DCR_BOOTSTRAP_ITERS, "bootstrap_seed", (json_int_t)DCR_BOOTSTRAP_SEED,
+                  "prob_greater", json_number_or_null(x->prob_greater), "verdict",
+                  dcr_compare_verdict_id(x->verdict), "reason", x->reason);
+    return j;
 }
 
 static json_t *json_pair(const dcr_compare_t *c, const dcr_compare_pair_t *p)
@@ -284,10 +557,31 @@ static json_t *json_pair(const dcr_compare_t *c, const dcr_compare_pair_t *p)
     dcr_results_config_label(group_config(c->base, bg), label, sizeof(label));
     json_t *metrics = json_array();
     for (int m = 0; metrics && m < DCR_COMPARE_NMETRICS; m++)
-        json_array_append_new(metrics, json_metric(&p->metrics[m]));
-    return json_pack("{s:s,s:O,s:o,s:o,s:b,s:o}", "label", label, "config",
-                     group_config(c->base, bg), "base_runs", json_runs(c->base, bg), "new_runs",
-                     json_runs(c->cur, ng), "regressed", p->regressed, "metrics", metrics);
+        json_array_append_new(metrics, json_metric(c, &p->metrics[m]));
+    return json_pack(
+        "{s:s,s:O,s:s,s:s,s:o,s:o,s:b,s:o}", "label", label, "config", group_config(c->base, bg),
+        "base_machine", c->base->runs[bg->run_index[0]].machine, "new_machine",
+        c->cur->runs[ng->run_index[0]].machine, "base_runs", json_runs(c->base, bg), "new_runs",
+        json_runs(c->cur, ng), "regressed", p->regressed, "metrics", metrics);
+}
+
+static json_t *json_regressions(const dcr_compare_t *c)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < c->npairs; i++) {
+        const dcr_compare_pair_t *p = &c->pairs[i];
+        char label[256];
+        dcr_results_config_label(group_config(c->base, &c->base_groups[p->base_group]), label,
+                                 sizeof(label));
+        for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) {
+            const dcr_compare_metric_t *x = &p->metrics[m];
+            if (x->verdict != DCR_COMPARE_REGRESSED) continue;
+            json_array_append_new(a, json_pack("{s:s,s:s,s:o,s:o,s:s}", "label", label, "metric",
+                                               x->name, "ratio", json_number_or_null(x->ratio),
+                                               "interval", json_interval(x), "reason", x->reason));
+        }
+    }
+    return a;
 }
 
 static json_t *json_unmatched(const dcr_results_set_t *set, const dcr_results_group_t *groups,
@@ -305,15 +599,26 @@ static json_t *json_unmatched(const dcr_results_set_t *set, const dcr_results_gr
     return a;
 }
 
+static json_t *json_ignored(const dcr_compare_t *c)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < c->opts.nignore; i++)
+        json_array_append_new(a, json_string(c->opts.ignore[i]));
+    return a;
+}
+
 char *dcr_compare_json(const dcr_compare_t *c)
 {
     json_t *matched = json_array();
     for (size_t i = 0; matched && i < c->npairs; i++)
         json_array_append_new(matched, json_pair(c, &c->pairs[i]));
     json_t *j = json_pack(
-        "{s:s,s:s,s:f,s:s,s:I,s:o,s:o,s:o}", "base", c->base->path, "new", c->cur->path,
-        "threshold_pct", c->threshold_pct, "verdict", c->regressions ? "regression" : "ok",
-        "regressions", (json_int_t)c->regressions, "matched", matched, "unmatched_base",
+        "{s:s,s:s,s:f,s:f,s:I,s:o,s:s,s:{s:I,s:I,s:I},s:o,s:o,s:o,s:o}", "base", c->base->path,
+        "new", c->cur->path, "threshold_pct", c->opts.threshold_pct, "confidence",
+        c->opts.confidence, "min_samples", (json_int_t)c->opts.min_samples, "match_ignore",
+        json_ignored(c), "verdict", overall(c), "counts", "regressed", (json_int_t)c->regressions,
+        "inconclusive", (json_int_t)c->inconclusive, "pairs", (json_int_t)c->npairs, "regressions",
+        json_regressions(c), "matched", matched, "unmatched_base",
         json_unmatched(c->base, c->base_groups, c->nbase_groups, c->base_matched), "unmatched_new",
         json_unmatched(c->cur, c->new_groups, c->nnew_groups, c->new_matched));
     if (!j) return NULL;

@@ -1,50 +1,90 @@
-/* Regression tracking between two results files (`dcr compare`): runs are
- * matched by configuration (dcr_results_config_key; runs with equal keys in
- * one file are pooled), and every metric of a matched pair is judged from
- * the spread of its per-refit values, so that a CI job can fail on a real
- * regression and not on noise.
+/* Regression tracking between two results files (`dcr compare`), designed
+ * for shared, noisy machines: a CI job must fail on a real slowdown and not
+ * on a neighbour's burst.
  *
- * Verdict of a lower-is-better metric, with B and N the BASE and NEW
- * values over their refits and t = threshold / 100:
- *   regressed  median(N) > median(B) * (1 + t), and beyond the noise:
- *              min(N) > max(B) (every NEW refit is worse than every BASE
- *              refit), or median(N) - median(B) exceeds both spreads
- *              (max - min of B and of N);
- *   improved   the mirror image: median(N) < median(B) * (1 - t) and
- *              max(N) < min(B) or median(B) - median(N) exceeds both spreads;
- *   noise      beyond the threshold, but not beyond the noise;
- *   same       within the threshold;
- *   minor      (construction_lb_s, transport_lb_s, finalization_s) regressed
- *              or improved as above, but the medians moved by no more than
- *              t * median(BASE latency_s): a part of the refit too small to
- *              matter, which must not fail a CI job on its own;
- *   n/a        the BASE median is 0 (no ratio), or a side has no refits.
- * bit_exact must stay 1: any 0 among NEW's refits is a regression whatever
+ * Matching. Runs are grouped by dcr_results_group_runs (configuration,
+ * command, machine, and the output choices that change what is measured:
+ * verification and the recorder's alternation), less the keys named in
+ * opts.ignore (--match-ignore); runs of one group in one file are pooled,
+ * and a BASE group is paired with the NEW group of the same key.
+ *
+ * Verdict of a lower-is-better metric. B and N are the per-refit values of
+ * BASE and NEW (NaN left out), t = threshold / 100, and [lo, hi] the
+ * percentile-bootstrap interval of median(N) / median(B) at the confidence
+ * level (reports/bootstrap.h; fixed seed, so reproducible; two-stage,
+ * runs then refits, where a side pools several runs):
+ *   too few      a side has fewer than opts.min_samples values;
+ *   n/a          no values on either side, or median(B) = 0 (no ratio);
+ *   REGRESSED    lo > 1 + t: the whole interval lies beyond the threshold;
+ *   inconclusive lo <= 1 + t < hi: the interval straddles the threshold,
+ *                the runs cannot tell a regression from noise;
+ *   improved     hi < 1 - t;
+ *   same         otherwise (hi <= 1 + t);
+ *   minor        a part of the refit (construction_lb_s, transport_lb_s,
+ *                finalization_s) REGRESSED or inconclusive, but its median
+ *                moved by no more than t * median(BASE latency_s), or
+ *                latency_s itself did not regress: a part matters only
+ *                through the whole (under a changing load, time moves
+ *                between stages while the refit takes as long).
+ * bit_exact must stay 1: any 0 among NEW's values is a regression whatever
  * the threshold. raw_changed_value_bytes and changed_elements describe the
- * workload, not dcr's performance: they are shown, never judged. */
+ * workload, not dcr's performance: shown, never judged. Nothing is dropped
+ * as an outlier: the median tolerates a few, and warm-up refits never reach
+ * a results file (dcr bench --warmup). */
 #ifndef DCR_REPORTS_COMPARE_H
 #define DCR_REPORTS_COMPARE_H
 
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "reports/bootstrap.h"
 #include "reports/results_read.h"
 
 typedef enum dcr_compare_verdict {
     DCR_COMPARE_SAME = 0,
-    DCR_COMPARE_NOISE,
     DCR_COMPARE_IMPROVED,
     DCR_COMPARE_REGRESSED,
+    DCR_COMPARE_INCONCLUSIVE,
+    DCR_COMPARE_TOO_FEW,
     DCR_COMPARE_NA,
     DCR_COMPARE_MINOR,
 } dcr_compare_verdict_t;
 
-/* "same", "noise", "improved", "REGRESSED", "n/a", "minor". */
+/* "same", "improved", "REGRESSED", "inconclusive", "too few", "n/a", "minor". */
 const char *dcr_compare_verdict_name(dcr_compare_verdict_t v);
+/* The same for JSON: lower case, no spaces ("regressed", "too_few"). */
+const char *dcr_compare_verdict_id(dcr_compare_verdict_t v);
 
-/* The verdict of a lower-is-better metric, as defined above. */
-dcr_compare_verdict_t dcr_compare_judge(const dcr_results_stats_t *base,
-                                        const dcr_results_stats_t *cur, double threshold_pct);
+/* The default confidence level and minimum sample count per side. */
+#define DCR_COMPARE_DEFAULT_CONFIDENCE  0.95
+#define DCR_COMPARE_DEFAULT_MIN_SAMPLES 10
+
+typedef struct dcr_compare_opts {
+    double threshold_pct;      /* allowed slowdown or growth, percent */
+    double confidence;         /* two-sided level of the interval, in (0, 1) */
+    size_t min_samples;        /* per side, for a judged verdict (>= 2) */
+    const char *const *ignore; /* configuration keys left out of matching */
+    size_t nignore;
+} dcr_compare_opts_t;
+
+/* threshold 10%, confidence 0.95, 10 samples, nothing ignored. */
+dcr_compare_opts_t dcr_compare_opts_default(void);
+
+/* A lower-is-better verdict from the samples (NaN values are left out),
+ * as defined above; the interval is written to *lo_p / *hi_p (NAN when not
+ * computed) and a one-line reason to reason (cut to len). Errors only on
+ * allocation failure. */
+dcr_status_t dcr_compare_judge(const double *base, size_t nb, const double *cur, size_t nn,
+                               const dcr_compare_opts_t *opts, double *lo_p, double *hi_p,
+                               dcr_compare_verdict_t *verdict_p, char *reason, size_t len);
+
+/* The same for samples made of runs (reports/bootstrap.h): the interval
+ * comes from the two-stage bootstrap, so the spread between runs of a side
+ * (several dcr bench processes, as scripts/ab-bench.sh writes) counts. */
+dcr_status_t dcr_compare_judge_runs(const dcr_bootstrap_sample_t *base,
+                                    const dcr_bootstrap_sample_t *cur,
+                                    const dcr_compare_opts_t *opts, double *lo_p, double *hi_p,
+                                    dcr_compare_verdict_t *verdict_p, char *reason, size_t len);
 
 typedef enum dcr_compare_kind {
     DCR_COMPARE_LOWER_BETTER, /* latency and bytes */
@@ -59,9 +99,11 @@ typedef struct dcr_compare_metric {
     const char *name; /* a results column */
     dcr_compare_kind_t kind;
     dcr_results_stats_t base, cur;
-    double ratio;                /* median(NEW) / median(BASE); NAN when BASE's median is 0 */
-    double ratio_min, ratio_max; /* min/min and max/max; NAN on a 0 denominator */
+    double ratio;        /* median(NEW) / median(BASE); NAN when BASE's median is 0 */
+    double lo, hi;       /* the interval of the ratio; NAN when not computed */
+    double prob_greater; /* P(a NEW value > a BASE value), ties half; NAN when a side is empty */
     dcr_compare_verdict_t verdict;
+    char reason[192];
 } dcr_compare_metric_t;
 
 /* One configuration present in both files. */
@@ -78,26 +120,32 @@ typedef struct dcr_compare {
     dcr_compare_pair_t *pairs;
     size_t npairs;
     bool *base_matched, *new_matched; /* per group */
-    double threshold_pct;
-    size_t regressions; /* regressed metrics over all pairs */
+    dcr_compare_opts_t opts;          /* ignore borrowed from the caller */
+    size_t regressions;               /* REGRESSED metrics over all pairs */
+    size_t inconclusive;              /* inconclusive or too-few judged metrics */
 } dcr_compare_t;
 
 /* Reads both files and compares them. *out_p is set only on success; free
- * it with dcr_compare_destroy. Errors are the reader's (one line naming the
- * file). */
-dcr_status_t dcr_compare_files(const char *base_path, const char *new_path, double threshold_pct,
-                               dcr_compare_t **out_p);
+ * it with dcr_compare_destroy. Errors: the reader's (one line naming the
+ * file; DCR_EIO or DCR_EPARSE), DCR_EINVAL when an ignored key appears in
+ * no run of either file (a typo would otherwise match nothing silently). */
+dcr_status_t dcr_compare_files(const char *base_path, const char *new_path,
+                               const dcr_compare_opts_t *opts, dcr_compare_t **out_p);
 void dcr_compare_destroy(dcr_compare_t *c);
 
 /* A table per matched configuration, the unmatched runs, and the verdict line. */
 void dcr_compare_print(const dcr_compare_t *c, FILE *out);
 
-/* One JSON object: threshold_pct, verdict ("ok" or "regression"),
- * regressions, matched (per pair: config, label, base_runs, new_runs,
- * regressed, metrics: per metric name, kind, base and new {n, min, median,
- * max, mean}, ratio, ratio_min, ratio_max (null when undefined), verdict),
- * unmatched_base and unmatched_new (label, config, runs). malloc'd text;
- * NULL on allocation failure. */
+/* One JSON object: base, new, threshold_pct, confidence, min_samples,
+ * match_ignore, verdict ("ok", "inconclusive" or "regression"), counts
+ * {regressed, inconclusive, pairs}, regressions (per REGRESSED metric:
+ * label, metric, ratio, interval, reason), matched (per pair: label,
+ * config, machine, base_runs, new_runs, regressed, metrics: per metric
+ * name, kind, base and new {n, min, median, max, mean}, ratio, interval
+ * [lo, hi] (null when not computed), confidence, test, prob_greater,
+ * verdict, reason), unmatched_base and unmatched_new (label, config,
+ * runs). Undefined numbers are null. malloc'd text; NULL on allocation
+ * failure. */
 char *dcr_compare_json(const dcr_compare_t *c);
 
 #endif

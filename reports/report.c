@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include "dcr/trace.h"
 #include "reports/results_read.h"
 #include "reports/trace_io.h"
+#include "reports/trend.h"
 
 #define MB 1e6
 
@@ -29,6 +31,7 @@
 typedef struct rgroup {
     const json_t *config;
     const char *first_run;
+    const char *machine, *command; /* of the first run: groups differ in them too */
     size_t nruns;
     char label[256], change[64], fig10_series[256], payload_series[256], mode_series[256];
     char *fig10_key, *payload_key; /* config keys less what the figure's axis varies */
@@ -45,6 +48,9 @@ typedef struct report {
     rgroup_t *g;
     size_t ng;
     bool have_timeline, have_fig10, have_payload_fig;
+    dcr_trend_t *trend;     /* two or more runs: the trend figure */
+    dcr_compare_t *compare; /* with a BASE file: the base-against-new figure */
+    size_t compare_rows;
     uint32_t timeline_refit;
     dcr_bounds_t timeline_bounds;
 } report_t;
@@ -129,6 +135,15 @@ static const char *const palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e"
                                       "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"};
 #define NPALETTE (sizeof(palette) / sizeof(palette[0]))
 
+/* One colour per stage of the timeline: the series palette has fewer
+ * colours than there are stages, and compare and fetch (stages 0 and 15)
+ * came out alike when it wrapped. */
+static const char *const stage_colors[] = {
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+    "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#ff9896"};
+_Static_assert(sizeof(stage_colors) / sizeof(stage_colors[0]) >= DCR_STAGE_COUNT,
+               "a colour for every stage");
+
 /* ---- grouping ---- */
 
 static const char *const size_keys[] = {"model", "scale", "layers"};
@@ -139,14 +154,24 @@ static const char *const travel_keys[] = {"transport",  "fanout",     "cross_gbp
 
 #define NKEYS(a) (sizeof(a) / sizeof(a[0]))
 
-static char *key_without(const json_t *config, const char *const *drop1, size_t n1,
+/* A figure's series key: the group's configuration less the keys the
+ * figure's axis varies, with its command and machine, so that runs of two
+ * machines never share a line. */
+static char *key_without(const rgroup_t *g, const char *const *drop1, size_t n1,
                          const char *const *drop2, size_t n2)
 {
-    json_t *copy = json_deep_copy(config);
+    json_t *copy = json_deep_copy(g->config);
     if (!copy) return NULL;
     for (size_t i = 0; i < n1; i++) json_object_del(copy, drop1[i]);
     for (size_t i = 0; i < n2; i++) json_object_del(copy, drop2[i]);
-    char *key = dcr_results_config_key("", copy);
+    size_t len = strlen(g->command) + strlen(g->machine) + 2;
+    char *prefix = malloc(len);
+    char *key = NULL;
+    if (prefix) {
+        snprintf(prefix, len, "%s\t%s", g->command, g->machine);
+        key = dcr_results_config_key(prefix, copy);
+    }
+    free(prefix);
     json_decref(copy);
     return key;
 }
@@ -209,6 +234,40 @@ static void series_labels(const report_t *r, rgroup_t *g)
                    NKEYS(payload_named), mode_named, 1);
 }
 
+/* Whether the groups come from more than one machine (or command). */
+static bool origin_varies(const report_t *r, bool machine)
+{
+    for (size_t i = 1; i < r->ng; i++) {
+        const char *a = machine ? r->g[i].machine : r->g[i].command;
+        const char *b = machine ? r->g[0].machine : r->g[0].command;
+        if (strcmp(a, b)) return true;
+    }
+    return false;
+}
+
+static void append_escaped(char *buf, size_t len, const char *fmt, const char *value)
+{
+    char raw[256];
+    snprintf(raw, sizeof(raw), fmt, value);
+    size_t used = strlen(buf);
+    if (used + 1 < len) dcr_escape(buf + used, len - used, raw);
+}
+
+/* Runs that differ only in machine or command are groups of their own
+ * (dcr_results_match_key); their labels must say so, or two lines of a
+ * figure would carry one name. */
+static void label_origin(const report_t *r, rgroup_t *g)
+{
+    bool machines = origin_varies(r, true), commands = origin_varies(r, false);
+    char *labels[] = {g->label, g->fig10_series, g->payload_series, g->mode_series};
+    size_t lens[] = {sizeof(g->label), sizeof(g->fig10_series), sizeof(g->payload_series),
+                     sizeof(g->mode_series)};
+    for (int k = 0; k < 4; k++) {
+        if (machines) append_escaped(labels[k], lens[k], " on %s", g->machine);
+        if (commands) append_escaped(labels[k], lens[k], " [%s]", g->command);
+    }
+}
+
 static dcr_status_t pooled_stats(const report_t *r, const dcr_results_group_t *rg,
                                  const char *column, dcr_results_stats_t *out)
 {
@@ -239,6 +298,8 @@ static dcr_status_t fill_group(report_t *r, const dcr_results_group_t *rg, rgrou
     const dcr_results_stored_run_t *first = &r->set->runs[rg->run_index[0]];
     g->config = first->config;
     g->first_run = first->name;
+    g->machine = first->machine;
+    g->command = first->command;
     g->nruns = rg->nruns;
     dcr_results_config_label(g->config, g->label, sizeof(g->label));
     dcr_results_change_label(g->config, g->change, sizeof(g->change));
@@ -263,9 +324,9 @@ static dcr_status_t fill_group(report_t *r, const dcr_results_group_t *rg, rgrou
     json_t *rate = json_object_get(g->config, "change_rate");
     g->rate = g->rate_measured ? g->raw.mean / g->checkpoint_bytes
                                : (json_is_number(rate) ? json_number_value(rate) : NAN);
-    g->fig10_key = key_without(g->config, size_keys, NKEYS(size_keys), NULL, 0);
+    g->fig10_key = key_without(g, size_keys, NKEYS(size_keys), NULL, 0);
     g->payload_key =
-        key_without(g->config, change_keys, NKEYS(change_keys), travel_keys, NKEYS(travel_keys));
+        key_without(g, change_keys, NKEYS(change_keys), travel_keys, NKEYS(travel_keys));
     if (!g->fig10_key || !g->payload_key) return dcr_error_set(DCR_ENOMEM, "grouping runs");
     return DCR_OK;
 }
@@ -284,6 +345,7 @@ static dcr_status_t build_groups(report_t *r)
     dcr_results_groups_free(groups, n);
     DCR_CHECK(st);
     for (size_t i = 0; i < r->ng; i++) series_labels(r, &r->g[i]);
+    for (size_t i = 0; i < r->ng; i++) label_origin(r, &r->g[i]);
     return DCR_OK;
 }
 
@@ -406,8 +468,8 @@ static dcr_status_t write_fig10(const report_t *r)
                     "notitle, \\\n  ",
                     k, c);
         }
-        fprintf(f, "NaN with lines dt 2 lw 1.5 lc rgb 'black' title 'full-checkpoint reference "
-                   "(dashed)'\n"
+        fprintf(f, "NaN with linespoints dt 2 lw 1.5 pt 6 lc rgb 'black' title 'full-checkpoint "
+                   "reference (dashed, open circles)'\n"
                    "unset logscale y\nset yrange [0:*]\nset ylabel 'speedup vs full-checkpoint "
                    "reference (x)'\nset title '(b) speedup'\nplot ");
         for (size_t k = 0; k < ns; k++) {
@@ -671,7 +733,7 @@ static dcr_status_t write_timeline_script(const report_t *r, const timeline_t *t
         fprintf(f,
                 "%s'data/timeline.dat' index %d using (($2+$3)/2):1:(($3-$2)/2):(0.38) with "
                 "boxxyerror lc rgb '%s' title '%s'",
-                k ? ", \\\n  " : "", k, palette[s % NPALETTE], dcr_stage_name((dcr_stage_t)s));
+                k ? ", \\\n  " : "", k, stage_colors[s], dcr_stage_name((dcr_stage_t)s));
         k++;
     }
     if (!k) fprintf(f, "NaN notitle");
@@ -817,7 +879,7 @@ static void md_modes(const report_t *r, FILE *f)
     fprintf(f, "\n");
     char **keys = calloc(r->ng + 1, sizeof(char *));
     for (size_t i = 0; keys && i < r->ng; i++)
-        keys[i] = key_without(r->g[i].config, mode_key, 1, travel_keys, NKEYS(travel_keys));
+        keys[i] = key_without(&r->g[i], mode_key, 1, travel_keys, NKEYS(travel_keys));
     for (size_t i = 0; keys && i < r->ng; i++) {
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
@@ -896,6 +958,8 @@ static dcr_status_t write_markdown(const report_t *r)
     } else {
         fprintf(f, "The file holds no runs: no figures.\n\n");
     }
+    if (r->trend) dcr_trend_md(r->trend, f);
+    if (r->compare) dcr_base_vs_new_md(r->compare, f);
     if (r->have_timeline) md_timeline(r, f);
     return close_out(r, f, "report.md");
 }
@@ -919,7 +983,47 @@ static void report_free(report_t *r)
         free(r->g[i].payload_key);
     }
     free(r->g);
+    dcr_trend_destroy(r->trend);
+    dcr_compare_destroy(r->compare);
     dcr_results_set_destroy(r->set);
+}
+
+/* Every results file in one set: the first, then the others in order. */
+static dcr_status_t read_all(report_t *r)
+{
+    DCR_CHECK(dcr_results_read(r->o->results_path, &r->set));
+    for (size_t i = 0; i < r->o->nmore; i++) {
+        dcr_results_set_t *more = NULL;
+        DCR_CHECK(dcr_results_read(r->o->more_paths[i], &more));
+        dcr_status_t st = dcr_results_set_merge(r->set, more);
+        if (st != DCR_OK) {
+            dcr_results_set_destroy(more);
+            return st;
+        }
+    }
+    return DCR_OK;
+}
+
+/* The trend (two or more runs) and, with a BASE file, the base-against-new figure. */
+static dcr_status_t write_tracking(report_t *r)
+{
+    if (r->set->nruns >= 2) {
+        DCR_CHECK(dcr_trend_build(r->set, &r->trend));
+        DCR_CHECK(dcr_trend_write(r->trend, r->dir));
+        DCR_CHECK(write_driver(r, "trend", 1500, 900));
+        DCR_CHECK(run_gnuplot(r, "trend.gp"));
+    }
+    if (!r->o->base_path) return DCR_OK;
+    dcr_compare_opts_t co = dcr_compare_opts_default();
+    if (r->o->threshold_pct > 0) co.threshold_pct = r->o->threshold_pct;
+    co.ignore = r->o->ignore;
+    co.nignore = r->o->nignore;
+    DCR_CHECK(dcr_compare_files(r->o->base_path, r->o->results_path, &co, &r->compare));
+    DCR_CHECK(dcr_base_vs_new_write(r->compare, r->dir, &r->compare_rows));
+    if (!r->compare_rows) return DCR_OK;
+    int height = 200 + 34 * (int)r->compare_rows;
+    DCR_CHECK(write_driver(r, "base_vs_new", 1500, height < 450 ? 450 : height));
+    return run_gnuplot(r, "base_vs_new.gp");
 }
 
 dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
@@ -929,7 +1033,7 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     dcr_status_t st;
     char data[4096];
     dcr_outdir_t *out = NULL;
-    DCR_CHECK_GOTO(dcr_results_read(o->results_path, &r.set), st, done);
+    DCR_CHECK_GOTO(read_all(&r), st, done);
     /* Every file goes to a staging folder first and moves into the output
      * folder only when all are written: a failed report leaves none. */
     DCR_CHECK_GOTO(dcr_outdir_open("report", o->out_dir, &out), st, done);
@@ -944,6 +1048,7 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     }
     if (r.have_fig10) DCR_CHECK_GOTO(write_fig10(&r), st, done);
     if (r.have_payload_fig) DCR_CHECK_GOTO(write_payload_fig(&r), st, done);
+    DCR_CHECK_GOTO(write_tracking(&r), st, done);
     if (o->trace_path) DCR_CHECK_GOTO(write_timeline(&r), st, done);
     DCR_CHECK_GOTO(write_markdown(&r), st, done);
     st = dcr_outdir_commit(out);

@@ -11,6 +11,12 @@
  *                              one line per transport and change (the seed's
  *                              Figure 10 layout)
  *   payload_vs_rate.{png,svg}  payload bytes vs change rate per checkpoint
+ *   trend.{png,svg}            with two or more runs: per metric, each run's
+ *                              median and its 95% interval over time,
+ *                              labelled by git revision (reports/trend.h)
+ *   base_vs_new.{png,svg}      with a BASE file: NEW/BASE per matched
+ *                              configuration and metric with its interval
+ *                              and verdict (reports/compare.h)
  *   timeline.{png,svg}         with a trace: per-owner / per-endpoint /
  *                              per-receiver stage intervals of one refit with
  *                              both lower bounds and finalization marked (the
@@ -19,8 +25,8 @@
  *                              figure can be restyled and redrawn with
  *                              `cd DIR && gnuplot NAME.gp`
  *   gnuplot.log                what gnuplot printed
- * Runs are grouped by configuration (dcr_results_config_key) and their
- * refits pooled. Sizes are decimal (1 MB = 1e6 bytes). */
+ * Runs are grouped by configuration, command and machine
+ * (dcr_results_match_key) and their refits pooled. Sizes are decimal (1 MB = 1e6 bytes). */
 #ifndef DCR_REPORTS_REPORT_H
 #define DCR_REPORTS_REPORT_H
 
@@ -30,6 +36,17 @@
 
 typedef struct dcr_report_opts {
     const char *results_path;
+    /* More results files, read after results_path: their runs join the set
+     * (the figures and the trend cover all of them). */
+    const char *const *more_paths;
+    size_t nmore;
+    /* A BASE file: the base-against-new figure compares it with results_path
+     * (reports/compare.h) at threshold_pct (<= 0: the default 10), matching
+     * less the keys in ignore. NULL: no such figure. */
+    const char *base_path;
+    double threshold_pct;
+    const char *const *ignore;
+    size_t nignore;
     const char *out_dir;
     const char *trace_path; /* Chrome trace, or an nsys SQLite export; NULL: no timeline */
     long refit;             /* timeline refit; < 0: the refit of median latency in the trace */

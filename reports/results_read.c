@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Keys of the bench configuration that cannot change a per-refit figure:
@@ -17,9 +20,27 @@
 static const char *const ignored_keys[] = {"workdir", "keep_payloads", "control", "trace",
                                            "out",     "json",          "log",     "refits"};
 
+/* Output choices that do change what is measured, with the value a file
+ * written before they were recorded implies (every such run verified and
+ * recorded every refit). */
+static const struct {
+    const char *key;
+    bool value;
+} measured_choices[] = {{"verify", true}, {"trace_overhead", false}};
+
 static dcr_status_t bad(const char *path, const char *obj, const char *what)
 {
     return dcr_error_set(DCR_EPARSE, "%s: %s: %s", path, obj, what);
+}
+
+/* Checked before anything is allocated from a size the file declares, so
+ * that a small hostile file cannot make the reader allocate gigabytes. */
+static dcr_status_t too_big(const char *path, const char *obj, const char *what,
+                            unsigned long long declared, unsigned long long cap)
+{
+    return dcr_error_set(DCR_EPARSE,
+                         "%s: %s: %s declares %llu, more than the %llu this reader accepts", path,
+                         obj, what, declared, cap);
 }
 
 /* Reads a scalar string attribute (fixed or variable length) into a malloc'd copy. */
@@ -40,6 +61,10 @@ static dcr_status_t read_string_attr(const char *path, const char *obj, hid_t lo
     if (type < 0 || space < 0 || H5Tget_class(type) != H5T_STRING ||
         H5Sget_simple_extent_type(space) != H5S_SCALAR) {
         st = bad(path, obj, what);
+    } else if (H5Aget_storage_size(attr) > DCR_RESULTS_MAX_ATTR_BYTES ||
+               H5Tget_size(type) > DCR_RESULTS_MAX_ATTR_BYTES) {
+        st = too_big(path, obj, name, (unsigned long long)H5Aget_storage_size(attr),
+                     DCR_RESULTS_MAX_ATTR_BYTES);
     } else if (H5Tis_variable_str(type) > 0) {
         char *vl = NULL;
         hid_t mem = H5Tcopy(H5T_C_S1);
@@ -52,7 +77,8 @@ static dcr_status_t read_string_attr(const char *path, const char *obj, hid_t lo
         H5Tclose(mem);
     } else {
         size_t size = H5Tget_size(type);
-        text = calloc(size + 1, 1);
+        text = size ? calloc(size + 1, 1) : NULL;
+        if (!size) st = bad(path, obj, what);
         if (text && H5Aread(attr, type, text) < 0) st = bad(path, obj, what);
     }
     if (st == DCR_OK && !text)
@@ -84,13 +110,14 @@ static dcr_status_t check_version(const char *path, hid_t f)
     if (H5Aexists(f, DCR_RESULTS_VERSION_ATTR) <= 0)
         return bad(path, "/", "not a dcr results file (no attribute dcr_results_version)");
     hid_t attr = H5Aopen(f, DCR_RESULTS_VERSION_ATTR, H5P_DEFAULT);
-    hid_t type = H5Aget_type(attr), space = H5Aget_space(attr);
+    hid_t type = attr < 0 ? -1 : H5Aget_type(attr), space = attr < 0 ? -1 : H5Aget_space(attr);
     long long version = -1;
-    bool ok = H5Tget_class(type) == H5T_INTEGER && H5Sget_simple_extent_npoints(space) == 1 &&
+    bool ok = type >= 0 && space >= 0 && H5Tget_class(type) == H5T_INTEGER &&
+              H5Tget_size(type) <= 8 && H5Sget_simple_extent_npoints(space) == 1 &&
               H5Aread(attr, H5T_NATIVE_LLONG, &version) >= 0;
-    H5Sclose(space);
-    H5Tclose(type);
-    H5Aclose(attr);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    if (attr >= 0) H5Aclose(attr);
     if (!ok) return bad(path, "/", "attribute dcr_results_version is not one integer");
     if (version != DCR_RESULTS_VERSION)
         return dcr_error_set(DCR_EPARSE, "%s: results version %lld, this dcr reads version %d",
@@ -118,12 +145,17 @@ static dcr_status_t list_links(const char *path, const char *obj, hid_t g, name_
 {
     H5G_info_t info;
     if (H5Gget_info(g, &info) < 0) return bad(path, obj, "cannot list its members");
+    if (info.nlinks > DCR_RESULTS_MAX_MEMBERS)
+        return too_big(path, obj, "member count", (unsigned long long)info.nlinks,
+                       DCR_RESULTS_MAX_MEMBERS);
     l->names = calloc(info.nlinks ? info.nlinks : 1, sizeof(*l->names));
     if (!l->names) return dcr_error_set(DCR_ENOMEM, "%s: listing %s", path, obj);
     for (hsize_t i = 0; i < info.nlinks; i++) {
         ssize_t len =
             H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, NULL, 0, H5P_DEFAULT);
         if (len < 0) return bad(path, obj, "cannot list its members");
+        if (len > 255)
+            return too_big(path, obj, "a member name length", (unsigned long long)len, 255);
         l->names[l->n] = malloc((size_t)len + 1);
         if (!l->names[l->n]) return dcr_error_set(DCR_ENOMEM, "%s: listing %s", path, obj);
         H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, l->names[l->n], (size_t)len + 1,
@@ -167,8 +199,16 @@ static dcr_status_t check_values(const char *path, const char *obj, const char *
     return DCR_OK;
 }
 
+/* Column values the rest of the file can still hold: a genuine column
+ * occupies its own bytes of the file, so the values a file declares in all
+ * cannot outnumber its size in bytes over their element size. */
+typedef struct read_budget {
+    unsigned long long bytes_left;
+} read_budget_t;
+
 static dcr_status_t read_column(const char *path, const char *obj, hid_t refits, const char *name,
-                                size_t *nrefits, dcr_results_stored_column_t *out)
+                                read_budget_t *budget, size_t *nrefits,
+                                dcr_results_stored_column_t *out)
 {
     char what[192];
     hid_t ds = object_kind(refits, name) == H5I_DATASET ? H5Dopen2(refits, name, H5P_DEFAULT) : -1;
@@ -180,9 +220,23 @@ static dcr_status_t read_column(const char *path, const char *obj, hid_t refits,
     hsize_t dims[1] = {0};
     dcr_status_t st = DCR_OK;
     snprintf(what, sizeof(what), "refits/%s is not a 1-D floating-point dataset", name);
-    if (H5Tget_class(type) != H5T_FLOAT || H5Sget_simple_extent_ndims(space) != 1 ||
+    if (type < 0 || space < 0 || H5Tget_class(type) != H5T_FLOAT || H5Tget_size(type) > 16 ||
+        H5Sget_simple_extent_type(space) != H5S_SIMPLE || H5Sget_simple_extent_ndims(space) != 1 ||
         H5Sget_simple_extent_dims(space, dims, NULL) < 0)
         st = bad(path, obj, what);
+    snprintf(what, sizeof(what), "refits/%s", name);
+    if (st == DCR_OK && dims[0] > DCR_RESULTS_MAX_REFITS)
+        st = too_big(path, obj, what, (unsigned long long)dims[0], DCR_RESULTS_MAX_REFITS);
+    unsigned long long declared =
+        st == DCR_OK ? dims[0] * (unsigned long long)H5Tget_size(type) : 0;
+    if (st == DCR_OK && declared > budget->bytes_left)
+        st = too_big(path, obj, what, declared, budget->bytes_left);
+    if (st == DCR_OK && (unsigned long long)H5Dget_storage_size(ds) < declared) {
+        snprintf(what, sizeof(what), "refits/%s stores fewer bytes than its %llu values need", name,
+                 (unsigned long long)dims[0]);
+        st = bad(path, obj, what);
+    }
+    if (st == DCR_OK) budget->bytes_left -= declared;
     if (st == DCR_OK && *nrefits != (size_t)-1 && dims[0] != *nrefits) {
         snprintf(what, sizeof(what), "refits/%s has %llu values, other columns %zu", name,
                  (unsigned long long)dims[0], *nrefits);
@@ -199,8 +253,8 @@ static dcr_status_t read_column(const char *path, const char *obj, hid_t refits,
         st = bad(path, obj, what);
     }
     if (st == DCR_OK) st = check_values(path, obj, name, v, dims[0]);
-    H5Sclose(space);
-    H5Tclose(type);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
     H5Dclose(ds);
     out->name = strdup(name);
     if (st == DCR_OK && !out->name) st = dcr_error_set(DCR_ENOMEM, "%s: %s", path, obj);
@@ -215,7 +269,8 @@ static dcr_status_t read_column(const char *path, const char *obj, hid_t refits,
     return DCR_OK;
 }
 
-static dcr_status_t read_columns(const char *path, hid_t g, dcr_results_stored_run_t *run)
+static dcr_status_t read_columns(const char *path, hid_t g, read_budget_t *budget,
+                                 dcr_results_stored_run_t *run)
 {
     if (H5Lexists(g, DCR_RESULTS_REFITS, H5P_DEFAULT) <= 0)
         return bad(path, run->name, "group refits is missing");
@@ -231,7 +286,7 @@ static dcr_status_t read_columns(const char *path, hid_t g, dcr_results_stored_r
     }
     size_t nrefits = (size_t)-1;
     for (size_t i = 0; st == DCR_OK && i < l.n; i++) {
-        st = read_column(path, run->name, refits, l.names[i], &nrefits, &run->columns[i]);
+        st = read_column(path, run->name, refits, l.names[i], budget, &nrefits, &run->columns[i]);
         if (st == DCR_OK) run->ncolumns++;
     }
     free_names(&l);
@@ -263,7 +318,7 @@ static dcr_status_t parse_object(const char *path, const char *obj, const char *
     return DCR_OK;
 }
 
-static dcr_status_t read_run(const char *path, hid_t runs, const char *name,
+static dcr_status_t read_run(const char *path, hid_t runs, const char *name, read_budget_t *budget,
                              dcr_results_stored_run_t *run)
 {
     char obj[64];
@@ -287,15 +342,16 @@ static dcr_status_t read_run(const char *path, hid_t runs, const char *name,
         st = read_string_attr(path, obj, g, dcr_results_attr_names[i], dst[i]);
     if (st == DCR_OK) st = parse_object(path, obj, "config", run->config_text, &run->config);
     if (st == DCR_OK) st = parse_object(path, obj, "summary", run->summary_text, &run->summary);
-    if (st == DCR_OK) st = read_columns(path, g, run);
+    if (st == DCR_OK) st = read_columns(path, g, budget, run);
     H5Gclose(g);
     DCR_CHECK(st);
-    run->config_key = dcr_results_config_key(run->command, run->config);
+    run->config_key = dcr_results_match_key(run, NULL, 0);
     if (!run->config_key) return dcr_error_set(DCR_ENOMEM, "%s: %s", path, obj);
     return DCR_OK;
 }
 
-static dcr_status_t read_runs(const char *path, hid_t f, dcr_results_set_t *set)
+static dcr_status_t read_runs(const char *path, hid_t f, read_budget_t *budget,
+                              dcr_results_set_t *set)
 {
     hid_t runs = H5Gopen2(f, DCR_RESULTS_RUNS, H5P_DEFAULT);
     if (runs < 0) return bad(path, "/runs", "cannot be opened");
@@ -307,18 +363,18 @@ static dcr_status_t read_runs(const char *path, hid_t f, dcr_results_set_t *set)
     }
     for (size_t i = 0; st == DCR_OK && i < l.n; i++) {
         set->nruns++;
-        st = read_run(path, runs, l.names[i], &set->runs[i]);
+        st = read_run(path, runs, l.names[i], budget, &set->runs[i]);
     }
     free_names(&l);
     H5Gclose(runs);
     return st;
 }
 
-dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
+/* The read itself, in this process, of a regular file of the given size. */
+static dcr_status_t read_in_process(const char *path, unsigned long long size,
+                                    dcr_results_set_t **out_p)
 {
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (access(path, R_OK) != 0)
-        return dcr_error_set(DCR_EIO, "cannot read %s: %s", path, strerror(errno));
+    read_budget_t budget = {size};
     if (H5Fis_hdf5(path) <= 0)
         return dcr_error_set(DCR_EPARSE, "%s is not an HDF5 file (so not dcr results)", path);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -331,13 +387,86 @@ dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
         if (!set->path) st = dcr_error_set(DCR_ENOMEM, "%s", path);
     }
     if (st == DCR_OK) st = check_version(path, f);
-    if (st == DCR_OK) st = read_runs(path, f, set);
+    if (st == DCR_OK) st = read_runs(path, f, &budget, set);
     H5Fclose(f);
     if (st != DCR_OK) {
         dcr_results_set_destroy(set);
         return st;
     }
     *out_p = set;
+    return DCR_OK;
+}
+
+/* Reads the file once in a child process first. libhdf5 trusts the bytes
+ * of a file's own structures (object headers, heaps, B-trees) more than a
+ * reader of untrusted files can: a results file with 8 bytes changed made
+ * H5Aexists and H5Lget_name_by_idx read past their buffers and crash (issue
+ * 32). No check before the library's own parsing can cover those, so the
+ * first parse happens where a crash or a hang costs only the child: a
+ * child that dies is one error line, and only a file the library parsed
+ * cleanly is read here. Reading twice costs milliseconds for files of
+ * megabytes. */
+static dcr_status_t probe_in_child(const char *path, unsigned long long size)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return DCR_OK; /* no child to spare: read as before */
+    if (pid == 0) {
+        /* The library's crash must end the child: a handler the caller
+         * installed (a test runner's, say) would carry on in the child. */
+        static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM};
+        for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) signal(fatal[i], SIG_DFL);
+        alarm(DCR_RESULTS_PROBE_SECONDS);
+        dcr_results_set_t *set = NULL;
+        _exit(read_in_process(path, size, &set) == DCR_OK ? 0 : 1);
+    }
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) return DCR_OK;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
+        return dcr_error_set(DCR_EPARSE,
+                             "%s: the HDF5 library did not finish reading it in %d s: the file "
+                             "is damaged",
+                             path, DCR_RESULTS_PROBE_SECONDS);
+    if (WIFSIGNALED(status))
+        return dcr_error_set(DCR_EPARSE,
+                             "%s: the HDF5 library crashed reading it (signal %d): the file is "
+                             "damaged",
+                             path, WTERMSIG(status));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) > 1)
+        return dcr_error_set(DCR_EPARSE, "%s: reading it failed in a child process (status %d)",
+                             path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return DCR_OK; /* read cleanly, or failed with an error the read here repeats */
+}
+
+dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (access(path, R_OK) != 0)
+        return dcr_error_set(DCR_EIO, "cannot read %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return dcr_error_set(DCR_EIO, "cannot read %s: not a regular file", path);
+    DCR_CHECK(probe_in_child(path, (unsigned long long)sb.st_size));
+    return read_in_process(path, (unsigned long long)sb.st_size, out_p);
+}
+
+static void free_run(dcr_results_stored_run_t *r);
+
+dcr_status_t dcr_results_set_merge(dcr_results_set_t *dst, dcr_results_set_t *src)
+{
+    if (!src->nruns) {
+        dcr_results_set_destroy(src);
+        return DCR_OK;
+    }
+    dcr_results_stored_run_t *runs = realloc(dst->runs, (dst->nruns + src->nruns) * sizeof(*runs));
+    if (!runs) return dcr_error_set(DCR_ENOMEM, "merging %s", src->path);
+    memcpy(runs + dst->nruns, src->runs, src->nruns * sizeof(*runs));
+    dst->runs = runs;
+    dst->nruns += src->nruns;
+    free(src->runs);
+    free(src->path);
+    free(src);
     return DCR_OK;
 }
 
@@ -382,20 +511,65 @@ double dcr_results_summary_number(const dcr_results_stored_run_t *run, const cha
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-char *dcr_results_config_key(const char *command, const json_t *config)
+static bool listed(const char *key, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(key, list[i])) return true;
+    return false;
+}
+
+/* The configuration as compared: the keys that cannot change a figure and
+ * the caller's ignored keys removed, the measured output choices filled in
+ * where an older file did not record them. */
+static char *config_body(const json_t *config, const char *const *ignore, size_t nignore)
 {
     json_t *copy = json_deep_copy(config);
     if (!copy) return NULL;
     for (size_t i = 0; i < sizeof(ignored_keys) / sizeof(ignored_keys[0]); i++)
         json_object_del(copy, ignored_keys[i]);
+    for (size_t i = 0; i < sizeof(measured_choices) / sizeof(measured_choices[0]); i++)
+        if (!json_object_get(copy, measured_choices[i].key))
+            json_object_set_new(copy, measured_choices[i].key,
+                                json_boolean(measured_choices[i].value));
+    for (size_t i = 0; i < nignore; i++) json_object_del(copy, ignore[i]);
     char *body = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(copy);
-    if (!body) return NULL;
-    size_t len = strlen(command) + strlen(body) + 2;
+    return body;
+}
+
+static char *join3(const char *a, const char *b, const char *c)
+{
+    size_t len = strlen(a) + strlen(b) + strlen(c) + 3;
     char *key = malloc(len);
-    if (key) snprintf(key, len, "%s %s", command, body);
+    if (key) snprintf(key, len, "%s\t%s\t%s", a, b, c);
+    return key;
+}
+
+char *dcr_results_config_key(const char *command, const json_t *config)
+{
+    char *body = config_body(config, NULL, 0);
+    char *key = body ? join3(command, "", body) : NULL;
     free(body);
     return key;
+}
+
+char *dcr_results_match_key(const dcr_results_stored_run_t *run, const char *const *ignore,
+                            size_t nignore)
+{
+    char *body = config_body(run->config, ignore, nignore);
+    if (!body) return NULL;
+    char *key = join3(listed("command", ignore, nignore) ? "" : run->command,
+                      listed("machine", ignore, nignore) ? "" : run->machine, body);
+    free(body);
+    return key;
+}
+
+bool dcr_results_has_key(const dcr_results_set_t *set, const char *key)
+{
+    if (!strcmp(key, "command") || !strcmp(key, "machine")) return true;
+    for (size_t i = 0; i < set->nruns; i++)
+        if (json_object_get(set->runs[i].config, key)) return true;
+    return false;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -439,17 +613,29 @@ static dcr_status_t group_add(dcr_results_group_t *g, size_t run)
     return DCR_OK;
 }
 
-dcr_status_t dcr_results_group_runs(const dcr_results_set_t *set, dcr_results_group_t **groups_p,
-                                    size_t *n_p)
+/* Adds run i under its key (taken over: freed here when a group has it). */
+static dcr_status_t group_place(dcr_results_group_t *groups, size_t *n, size_t i, char *key)
+{
+    size_t g = 0;
+    while (g < *n && strcmp(groups[g].key, key)) g++;
+    if (g == *n)
+        groups[(*n)++].key = key;
+    else
+        free(key);
+    return group_add(&groups[g], i);
+}
+
+dcr_status_t dcr_results_group_runs_ignoring(const dcr_results_set_t *set,
+                                             const char *const *ignore, size_t nignore,
+                                             dcr_results_group_t **groups_p, size_t *n_p)
 {
     dcr_results_group_t *groups = calloc(set->nruns ? set->nruns : 1, sizeof(*groups));
     if (!groups) return dcr_error_set(DCR_ENOMEM, "grouping runs");
     size_t n = 0;
     for (size_t i = 0; i < set->nruns; i++) {
-        size_t g = 0;
-        while (g < n && strcmp(groups[g].key, set->runs[i].config_key)) g++;
-        if (g == n) groups[n++].key = set->runs[i].config_key;
-        dcr_status_t st = group_add(&groups[g], i);
+        char *key = dcr_results_match_key(&set->runs[i], ignore, nignore);
+        dcr_status_t st =
+            key ? group_place(groups, &n, i, key) : dcr_error_set(DCR_ENOMEM, "grouping runs");
         if (st != DCR_OK) {
             dcr_results_groups_free(groups, n);
             return st;
@@ -460,9 +646,18 @@ dcr_status_t dcr_results_group_runs(const dcr_results_set_t *set, dcr_results_gr
     return DCR_OK;
 }
 
+dcr_status_t dcr_results_group_runs(const dcr_results_set_t *set, dcr_results_group_t **groups_p,
+                                    size_t *n_p)
+{
+    return dcr_results_group_runs_ignoring(set, NULL, 0, groups_p, n_p);
+}
+
 void dcr_results_groups_free(dcr_results_group_t *groups, size_t n)
 {
-    for (size_t i = 0; groups && i < n; i++) free(groups[i].run_index);
+    for (size_t i = 0; groups && i < n; i++) {
+        free(groups[i].run_index);
+        free(groups[i].key);
+    }
     free(groups);
 }
 

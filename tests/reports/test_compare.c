@@ -1,11 +1,14 @@
 /* ctest-labels: unit
  *
  * dcr compare and the results reader behind it: a round trip of files
- * written by dcr_results_append, malformed and foreign files rejected with
- * one error line, and verdicts on hand-made result files whose outcome is
- * clear by construction (a clear regression, a change within the noise, an
- * improvement, a refit that was not bit-exact, unmatched runs). The CLI's
- * exit status is checked when DCR_CLI names the binary (CTest sets it). */
+ * written by dcr_results_append, malformed, oversized and foreign files
+ * rejected with one error line, the statistics checked against independent
+ * oracles (medians by sorting, the rank statistic by hand, the bootstrap's
+ * false-alarm rate, coverage and power on samples drawn from known
+ * distributions over many seeds), verdicts on hand-made result files whose
+ * outcome is clear by construction, matching on measured output choices
+ * and --match-ignore. The CLI's exit status (0, 1, 2, 3, 4) is checked
+ * when DCR_CLI names the binary (CTest sets it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -21,16 +24,20 @@
 #include <hdf5.h>
 #include <jansson.h>
 
+#include "dcr/rng.h"
+#include "reports/bootstrap.h"
 #include "reports/compare.h"
 #include "reports/results_read.h"
 #include "workloads/harness/results.h"
 
-#define NREF 5
+#define NREF 5  /* refits of the reader's test runs */
+#define NV   12 /* refits of the verdict tests' runs: above the 10-sample minimum */
+#define NMAX 64
 
 /* Per-refit values of the nine columns; unset columns get plausible constants. */
 typedef struct fake_run {
     const char *config;
-    double latency[NREF], payload[NREF], exact[NREF];
+    double latency[NMAX], payload[NMAX], exact[NMAX];
     double finalization; /* 0: 0.1 s */
     size_t n;
 } fake_run_t;
@@ -43,7 +50,7 @@ static void temp_path(char *path, size_t len, const char *tag)
 
 static void append_run(const char *path, const fake_run_t *f)
 {
-    double cols[DCR_RESULTS_NCOLUMNS][NREF];
+    double cols[DCR_RESULTS_NCOLUMNS][NMAX];
     for (size_t i = 0; i < f->n; i++) {
         cols[0][i] = f->latency[i];
         cols[1][i] = f->payload[i] ? f->payload[i] : 1000;
@@ -70,15 +77,21 @@ static void append_run(const char *path, const fake_run_t *f)
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
 }
 
-static fake_run_t fake(const char *config, const double *lat, const double *payload, double exact)
+static fake_run_t fake_n(const char *config, size_t n, const double *lat, const double *payload,
+                         double exact)
 {
-    fake_run_t f = {.config = config, .n = NREF};
-    for (int i = 0; i < NREF; i++) {
+    fake_run_t f = {.config = config, .n = n};
+    for (size_t i = 0; i < n; i++) {
         f.latency[i] = lat[i];
         f.payload[i] = payload ? payload[i] : 1000;
         f.exact[i] = exact;
     }
     return f;
+}
+
+static fake_run_t fake(const char *config, const double *lat, const double *payload, double exact)
+{
+    return fake_n(config, NREF, lat, payload, exact);
 }
 
 static const dcr_compare_metric_t *metric(const dcr_compare_t *c, size_t pair, const char *name)
@@ -253,6 +266,60 @@ static void runs_not_group(hid_t f)
     H5Sclose(space);
 }
 
+/* A chunked column declaring 2^28 values (2 GiB as doubles) in a file of a
+ * few KB, never written: refused from its declaration, before a byte of it
+ * is allocated (issue 32). */
+static void huge_chunked_column(hid_t f)
+{
+    hid_t g = H5Gopen2(f, "/runs/000000/refits", H5P_DEFAULT);
+    H5Ldelete(g, "latency_s", H5P_DEFAULT);
+    hsize_t n = (hsize_t)1 << 28, chunk = 1024;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t ds = H5Dcreate2(g, "latency_s", H5T_IEEE_F64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Gclose(g);
+}
+/* The same under the per-column cap and the file size: a column whose
+ * storage does not hold its declared values. */
+static void unwritten_chunked_column(hid_t f)
+{
+    hid_t g = H5Gopen2(f, "/runs/000000/refits", H5P_DEFAULT);
+    H5Ldelete(g, "latency_s", H5P_DEFAULT);
+    hsize_t n = NREF, chunk = 4;
+    hid_t space = H5Screate_simple(1, &n, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 1, &chunk);
+    hid_t ds = H5Dcreate2(g, "latency_s", H5T_IEEE_F64LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Dclose(ds);
+    H5Pclose(dcpl);
+    H5Sclose(space);
+    H5Gclose(g);
+}
+static void scalar_column(hid_t f)
+{
+    hid_t g = H5Gopen2(f, "/runs/000000/refits", H5P_DEFAULT);
+    H5Ldelete(g, "latency_s", H5P_DEFAULT);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t ds =
+        H5Dcreate2(g, "latency_s", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dclose(ds);
+    H5Sclose(space);
+    H5Gclose(g);
+}
+static void version_not_integer(hid_t f)
+{
+    H5Adelete(f, "dcr_results_version");
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(f, "dcr_results_version", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    double v = 1;
+    H5Awrite(a, H5T_NATIVE_DOUBLE, &v);
+    H5Aclose(a);
+    H5Sclose(space);
+}
 /* Other HDF5 writers (h5py by default) store variable-length strings. */
 static void vl_machine(hid_t f)
 {
@@ -280,6 +347,23 @@ static void test_variable_length_strings(void **state)
     assert_string_equal(set->runs[0].machine, "written elsewhere");
     dcr_results_set_destroy(set);
     unlink(path);
+}
+
+/* A results file with 8 bytes changed (0xff at offset 120, in an object
+ * header) on which libhdf5 1.10 dies with SIGSEGV inside H5Aexists; before
+ * the reader parsed in a child first, dcr compare and dcr report crashed
+ * with it (issue 32). Now one error line, whatever the library does. */
+static void test_damaged_file_that_crashes_libhdf5(void **state)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tests/reports/results_damaged_segv.h5", DCR_SOURCE_DIR);
+    dcr_results_set_t *set = (dcr_results_set_t *)0x1;
+    dcr_status_t st = dcr_results_read(path, &set);
+    assert_int_equal(st, DCR_EPARSE);
+    assert_true(set == (dcr_results_set_t *)0x1);
+    const char *line = dcr_error_line(st);
+    assert_null(strchr(line, '\n'));
+    assert_non_null(strstr(line, "results_damaged_segv.h5"));
 }
 
 static void test_rejects_malformed(void **state)
@@ -311,6 +395,10 @@ static void test_rejects_malformed(void **state)
         {integer_column, "refits/cross_bytes is not a 1-D floating-point dataset"},
         {stray_run, "/runs/extra: is not a run"},
         {runs_not_group, "/runs: is not a group"},
+        {huge_chunked_column, "refits/latency_s declares 268435456"},
+        {unwritten_chunked_column, "refits/latency_s stores fewer bytes"},
+        {scalar_column, "refits/latency_s is not a 1-D floating-point dataset"},
+        {version_not_integer, "dcr_results_version is not one integer"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         damaged(path, cases[i].damage);
@@ -343,64 +431,252 @@ static void test_unmeasured_bounds(void **state)
     unlink(path);
 }
 
-/* ---- verdicts ---- */
+/* ---- statistics, against independent oracles ---- */
 
-static dcr_results_stats_t st3(double a, double b, double c)
+static double standard_normal(dcr_rng_t *r)
 {
-    double v[3] = {a, b, c};
-    return dcr_results_stats(v, 3);
+    /* Box-Muller: exact for a standard normal given uniform inputs. */
+    double u = dcr_rng_uniform(r), v = dcr_rng_uniform(r);
+    if (u < 1e-300) u = 1e-300;
+    return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-static void test_judge_rule(void **state)
+/* n draws of scale * exp(sigma * Z): skewed like refit latencies, with a
+ * known median (scale). */
+static void draw_lognormal(dcr_rng_t *r, double *v, size_t n, double scale, double sigma)
 {
-    dcr_results_stats_t base = st3(1.00, 1.01, 1.02);
-    /* 30% slower, every NEW refit worse than every BASE refit. */
-    dcr_results_stats_t n = st3(1.29, 1.30, 1.31);
-    assert_int_equal(dcr_compare_judge(&base, &n, 10), DCR_COMPARE_REGRESSED);
-    /* The same change under a 50% threshold is within it. */
-    assert_int_equal(dcr_compare_judge(&base, &n, 50), DCR_COMPARE_SAME);
-    /* Median 20% up, but the refits overlap and the difference (0.2) is
-     * below NEW's spread (1.0): noise. */
-    n = st3(0.7, 1.21, 1.7);
-    assert_int_equal(dcr_compare_judge(&base, &n, 10), DCR_COMPARE_NOISE);
-    /* Overlapping ranges but a median shift beyond both spreads: regressed. */
-    base = st3(1.0, 1.05, 1.5);
-    n = st3(1.4, 1.6, 1.7);
-    assert_int_equal(dcr_compare_judge(&base, &n, 10), DCR_COMPARE_REGRESSED);
-    /* Mirror image: improvement. */
-    base = st3(1.00, 1.01, 1.02);
-    n = st3(0.70, 0.71, 0.72);
-    assert_int_equal(dcr_compare_judge(&base, &n, 10), DCR_COMPARE_IMPROVED);
-    /* Within the threshold. */
-    n = st3(1.04, 1.05, 1.06);
-    assert_int_equal(dcr_compare_judge(&base, &n, 10), DCR_COMPARE_SAME);
+    for (size_t i = 0; i < n; i++) v[i] = scale * exp(sigma * standard_normal(r));
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double sorted_median(const double *v, size_t n)
+{
+    double t[NMAX];
+    memcpy(t, v, n * sizeof(double));
+    qsort(t, n, sizeof(double), cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* The selection-based median against sorting, with many ties. */
+static void test_median_matches_sorting(void **state)
+{
+    dcr_rng_t r;
+    dcr_rng_seed(&r, 11);
+    for (int trial = 0; trial < 2000; trial++) {
+        size_t n = 1 + dcr_rng_below(&r, NMAX);
+        double v[NMAX];
+        for (size_t i = 0; i < n; i++)
+            v[i] = trial % 2 ? (double)dcr_rng_below(&r, 4) : dcr_rng_uniform(&r);
+        double want = sorted_median(v, n);
+        assert_true(dcr_bootstrap_median(v, n) == want);
+    }
+}
+
+/* P(NEW > BASE) counted by hand. */
+static void test_prob_greater_by_hand(void **state)
+{
+    double b1[3] = {1, 2, 3}, c1[1] = {2};
+    assert_true(dcr_bootstrap_prob_greater(b1, 3, c1, 1) == 0.5); /* 1 + 0.5 + 0 over 3 */
+    double b2[2] = {1, 1}, c2[2] = {2, 3};
+    assert_true(dcr_bootstrap_prob_greater(b2, 2, c2, 2) == 1.0);
+    assert_true(dcr_bootstrap_prob_greater(c2, 2, b2, 2) == 0.0);
+    double b3[2] = {1, NAN}, c3[2] = {NAN, 2};
+    assert_true(dcr_bootstrap_prob_greater(b3, 2, c3, 2) == 1.0); /* NaN takes part in no pair */
+    assert_true(isnan(dcr_bootstrap_prob_greater(b3, 0, c3, 2)));
+}
+
+static void test_interval_basics(void **state)
+{
+    double lo, hi, lo2, hi2;
+    /* Constant samples: every resample has the same ratio. */
+    double two[12], three[12];
+    for (int i = 0; i < 12; i++) two[i] = 2, three[i] = 3;
+    assert_int_equal(dcr_bootstrap_ratio_ci(two, 12, three, 12, 0.95, 1000, 1, &lo, &hi), DCR_OK);
+    assert_true(lo == 1.5 && hi == 1.5);
+    /* Same input, same seed: the same interval; it holds the sample ratio. */
+    dcr_rng_t r;
+    dcr_rng_seed(&r, 5);
+    double b[30], n[30];
+    draw_lognormal(&r, b, 30, 1.0, 0.3);
+    draw_lognormal(&r, n, 30, 1.1, 0.3);
+    assert_int_equal(dcr_bootstrap_ratio_ci(b, 30, n, 30, 0.95, 2000, 9, &lo, &hi), DCR_OK);
+    assert_int_equal(dcr_bootstrap_ratio_ci(b, 30, n, 30, 0.95, 2000, 9, &lo2, &hi2), DCR_OK);
+    assert_true(lo == lo2 && hi == hi2);
+    double ratio = sorted_median(n, 30) / sorted_median(b, 30);
+    assert_true(lo <= ratio && ratio <= hi && lo < hi);
+    /* One run per side: the two-stage bootstrap is the plain one. */
+    size_t one_b[1] = {30}, one_n[1] = {30};
+    dcr_bootstrap_sample_t sb = {b, 30, one_b, 1}, sn = {n, 30, one_n, 1};
+    assert_int_equal(dcr_bootstrap_ratio_ci_runs(&sb, &sn, 0.95, 2000, 9, &lo2, &hi2), DCR_OK);
+    assert_true(lo == lo2 && hi == hi2);
+    /* Three runs a side whose levels differ by far more than their refits
+     * (drift between processes, by construction): resampling runs widens
+     * the interval beyond the refits-only one. */
+    double drift_b[30], drift_n[30];
+    size_t runs[3] = {10, 10, 10};
+    for (int i = 0; i < 30; i++) {
+        double level = i < 10 ? 0.8 : i < 20 ? 1.0 : 1.25;
+        drift_b[i] = level * (1 + 0.01 * (i % 3));
+        drift_n[i] = level * 1.02 * (1 + 0.01 * ((i + 1) % 3));
+    }
+    dcr_bootstrap_sample_t db = {drift_b, 30, runs, 3}, dn = {drift_n, 30, runs, 3};
+    double flat_lo, flat_hi;
+    assert_int_equal(
+        dcr_bootstrap_ratio_ci(drift_b, 30, drift_n, 30, 0.95, 2000, 9, &flat_lo, &flat_hi),
+        DCR_OK);
+    assert_int_equal(dcr_bootstrap_ratio_ci_runs(&db, &dn, 0.95, 2000, 9, &lo2, &hi2), DCR_OK);
+    assert_true(hi2 - lo2 > flat_hi - flat_lo);
+    /* A higher level gives a wider interval. */
+    assert_int_equal(dcr_bootstrap_ratio_ci(b, 30, n, 30, 0.99, 2000, 9, &lo2, &hi2), DCR_OK);
+    assert_true(lo2 <= lo && hi2 >= hi);
+}
+
+typedef struct tally {
+    int regressed, inconclusive, same, improved, too_few, covered;
+} tally_t;
+
+/* Judges `trials` pairs of samples drawn from lognormals of medians 1 and
+ * shift (both of spread sigma), n per side, at the default options. */
+static tally_t judge_many(int trials, size_t n, double shift, double sigma, uint64_t seed)
+{
+    tally_t t = {0};
+    dcr_compare_opts_t o = dcr_compare_opts_default();
+    dcr_rng_t r;
+    dcr_rng_seed(&r, seed);
+    for (int i = 0; i < trials; i++) {
+        double b[NMAX * 2], c[NMAX * 2], lo, hi;
+        draw_lognormal(&r, b, n, 1.0, sigma);
+        draw_lognormal(&r, c, n, shift, sigma);
+        dcr_compare_verdict_t v;
+        char reason[192];
+        assert_int_equal(dcr_compare_judge(b, n, c, n, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                         DCR_OK);
+        t.regressed += v == DCR_COMPARE_REGRESSED;
+        t.inconclusive += v == DCR_COMPARE_INCONCLUSIVE;
+        t.same += v == DCR_COMPARE_SAME;
+        t.improved += v == DCR_COMPARE_IMPROVED;
+        t.too_few += v == DCR_COMPARE_TOO_FEW;
+        t.covered += lo <= shift && shift <= hi;
+    }
+    return t;
+}
+
+/* Identical distributions (the oracle: no change, by construction). With
+ * spread 0.1 and 20 refits a side, the standard error of the log ratio of
+ * medians is about 1.25 * 0.1 * sqrt(2 / 20) = 0.04, so a regression call
+ * (lower end above 1.1) needs the sample ratio 2.4 + 1.96 standard errors
+ * out: never, in practice. With spread 0.3 (this machine's noisiest
+ * latencies) it is 1.96 + 0.8 = 2.8 standard errors, a rate of 0.3%; the
+ * test allows 1%. The interval must cover the true ratio 1 about 95% of
+ * the time (the percentile bootstrap of a median at n = 20 is a little
+ * short of nominal; 88% is the floor). */
+static void test_no_false_alarm_on_identical(void **state)
+{
+    tally_t t = judge_many(400, 20, 1.0, 0.1, 101);
+    assert_int_equal(t.regressed, 0);
+    assert_int_equal(t.improved, 0);
+    assert_true(t.covered >= 352 && t.covered <= 398);
+    t = judge_many(400, 20, 1.0, 0.3, 202);
+    assert_true(t.regressed <= 4);
+    assert_true(t.covered >= 352);
+}
+
+/* A 20% slowdown (the oracle: medians 1 and 1.2 by construction). Spread
+ * 0.1 and 80 refits a side: standard error 0.02, so the lower end clears
+ * 1.1 when the sample log ratio exceeds log 1.1 + 1.96 * 0.02 = 0.134,
+ * 2.4 standard errors below the true log 1.2 = 0.182: 99% of pairs; the
+ * test asks 95%. With 12 refits and spread 0.3 the interval is too wide:
+ * rarely regressed, mostly inconclusive, never "same" below... allowed. */
+static void test_detects_twenty_percent(void **state)
+{
+    tally_t t = judge_many(200, 80, 1.2, 0.1, 303);
+    assert_true(t.regressed >= 190);
+    assert_int_equal(t.same + t.improved, 0);
+    t = judge_many(200, 12, 1.2, 0.3, 404);
+    assert_true(t.inconclusive > t.regressed);
+    /* An improvement of 30% with little noise. */
+    t = judge_many(100, 20, 0.7, 0.05, 505);
+    assert_int_equal(t.improved, 100);
+}
+
+static void test_too_few_samples(void **state)
+{
+    dcr_compare_opts_t o = dcr_compare_opts_default();
+    double b[12], c[12], lo, hi;
+    for (int i = 0; i < 12; i++) b[i] = 1, c[i] = 2;
+    dcr_compare_verdict_t v;
+    char reason[192];
+    assert_int_equal(dcr_compare_judge(b, 9, c, 12, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                     DCR_OK);
+    assert_int_equal(v, DCR_COMPARE_TOO_FEW);
+    assert_non_null(strstr(reason, "BASE 9, NEW 12, at least 10"));
+    assert_true(isnan(lo) && isnan(hi));
+    /* NaN values (unmeasured) do not count. */
+    b[3] = NAN;
+    assert_int_equal(dcr_compare_judge(b, 10, c, 12, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                     DCR_OK);
+    assert_int_equal(v, DCR_COMPARE_TOO_FEW);
+    b[3] = 1;
+    assert_int_equal(dcr_compare_judge(b, 10, c, 12, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                     DCR_OK);
+    assert_int_equal(v, DCR_COMPARE_REGRESSED);
+    assert_non_null(strstr(reason, "lies above"));
     /* No ratio from a zero BASE median. */
-    base = st3(0, 0, 0);
-    assert_int_equal(dcr_compare_judge(&base, &n, 10), DCR_COMPARE_NA);
+    for (int i = 0; i < 12; i++) b[i] = 0;
+    assert_int_equal(dcr_compare_judge(b, 12, c, 12, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                     DCR_OK);
+    assert_int_equal(v, DCR_COMPARE_NA);
 }
 
-static const double steady[NREF] = {1.00, 1.01, 1.02, 0.99, 1.00};
+/* ---- verdicts on files ---- */
+
+static double steady[NV];
+static const char *const cfg12 = "{\"model\":\"m\",\"transport\":\"objstore\",\"refits\":12}";
+
+/* 1.00 +- 2%, deterministic. */
+static void fill_steady(void)
+{
+    for (int i = 0; i < NV; i++) steady[i] = 1.0 + 0.01 * (double)((i * 7) % 5 - 2);
+}
+
+static void scaled(double *out, double k)
+{
+    for (int i = 0; i < NV; i++) out[i] = steady[i] * k;
+}
 
 static void write_pair(const char *base, const char *cur, const double *new_lat,
                        const double *new_payload, double new_exact)
 {
     unlink(base);
     unlink(cur);
-    const char *cfg = "{\"model\":\"m\",\"transport\":\"objstore\",\"refits\":5}";
-    fake_run_t b = fake(cfg, steady, NULL, 1);
+    fill_steady();
+    fake_run_t b = fake_n(cfg12, NV, steady, NULL, 1);
     append_run(base, &b);
     /* Only the number of timed refits differs: still the same configuration. */
-    fake_run_t n = fake("{\"model\":\"m\",\"transport\":\"objstore\",\"refits\":8}", new_lat,
-                        new_payload, new_exact);
+    fake_run_t n = fake_n("{\"model\":\"m\",\"transport\":\"objstore\",\"refits\":8}", NV, new_lat,
+                          new_payload, new_exact);
     append_run(cur, &n);
+}
+
+static dcr_compare_t *compare_opts(const char *base, const char *cur, const dcr_compare_opts_t *o,
+                                   size_t want_pairs)
+{
+    dcr_compare_t *c = NULL;
+    assert_int_equal(dcr_compare_files(base, cur, o, &c), DCR_OK);
+    assert_int_equal(c->npairs, want_pairs);
+    return c;
 }
 
 static dcr_compare_t *compare(const char *base, const char *cur, double threshold)
 {
-    dcr_compare_t *c = NULL;
-    assert_int_equal(dcr_compare_files(base, cur, threshold, &c), DCR_OK);
-    assert_int_equal(c->npairs, 1);
-    return c;
+    dcr_compare_opts_t o = dcr_compare_opts_default();
+    o.threshold_pct = threshold;
+    return compare_opts(base, cur, &o, 1);
 }
 
 static void test_files_regression(void **state)
@@ -408,13 +684,16 @@ static void test_files_regression(void **state)
     char base[128], cur[128];
     temp_path(base, sizeof(base), "base");
     temp_path(cur, sizeof(cur), "new");
-    double slow[NREF] = {1.30, 1.31, 1.29, 1.32, 1.30};
+    double slow[NV];
+    fill_steady();
+    scaled(slow, 1.30);
     write_pair(base, cur, slow, NULL, 1);
     dcr_compare_t *c = compare(base, cur, 10);
     const dcr_compare_metric_t *m = metric(c, 0, "latency_s");
     assert_int_equal(m->verdict, DCR_COMPARE_REGRESSED);
-    assert_true(fabs(m->ratio - 1.30 / 1.00) < 1e-12);
-    assert_true(m->base.median == 1.00 && m->cur.median == 1.30);
+    assert_true(fabs(m->ratio - 1.30) < 1e-12);
+    assert_true(m->lo > 1.1 && m->lo <= 1.30 && m->hi >= 1.30);
+    assert_true(m->prob_greater == 1.0);
     assert_int_equal(metric(c, 0, "payload_bytes")->verdict, DCR_COMPARE_SAME);
     assert_int_equal(c->regressions, 1);
     assert_true(c->pairs[0].regressed);
@@ -422,37 +701,56 @@ static void test_files_regression(void **state)
     json_t *j = json_loads(text, 0, NULL);
     assert_non_null(j);
     assert_string_equal(json_string_value(json_object_get(j, "verdict")), "regression");
+    json_t *regs = json_object_get(j, "regressions");
+    assert_true(json_is_array(regs) && json_array_size(regs) == 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(regs, 0), "metric")),
+                        "latency_s");
     json_t *m0 = json_array_get(
         json_object_get(json_array_get(json_object_get(j, "matched"), 0), "metrics"), 0);
     assert_string_equal(json_string_value(json_object_get(m0, "name")), "latency_s");
     assert_string_equal(json_string_value(json_object_get(m0, "verdict")), "regressed");
-    assert_true(json_real_value(json_object_get(json_object_get(m0, "new"), "median")) == 1.30);
+    assert_non_null(strstr(json_string_value(json_object_get(m0, "reason")), "lies above"));
+    assert_non_null(strstr(json_string_value(json_object_get(m0, "test")), "bootstrap"));
+    json_t *iv = json_object_get(m0, "interval");
+    assert_true(json_array_size(iv) == 2 &&
+                fabs(json_real_value(json_array_get(iv, 0)) - m->lo) < 1e-9);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(m0, "base"), "n")), NV);
+    assert_true(fabs(json_real_value(json_object_get(json_object_get(m0, "new"), "median")) -
+                     m->cur.median) < 1e-9);
     json_decref(j);
     free(text);
     dcr_compare_destroy(c);
     /* A large enough threshold lets it pass. */
     c = compare(base, cur, 40);
     assert_int_equal(c->regressions, 0);
+    assert_int_equal(metric(c, 0, "latency_s")->verdict, DCR_COMPARE_SAME);
     dcr_compare_destroy(c);
     unlink(base);
     unlink(cur);
 }
 
-static void test_files_noise_improvement_bitexact(void **state)
+static void test_files_inconclusive_improvement_bitexact(void **state)
 {
     char base[128], cur[128];
     temp_path(base, sizeof(base), "base");
     temp_path(cur, sizeof(cur), "new");
-    /* Median 15% up, but one refit is as fast as BASE and NEW's spread (0.8)
-     * exceeds the shift: noise, no regression. */
-    double noisy[NREF] = {1.00, 1.15, 1.80, 1.10, 1.20};
+    /* Median 15% up, but NEW alternates between 0.8 and 1.5: the interval
+     * reaches from below 1 to above 1.1, so no verdict either way. */
+    double noisy[NV];
+    for (int i = 0; i < NV; i++) noisy[i] = i % 2 ? 1.5 : 0.8 + 0.01 * i;
     write_pair(base, cur, noisy, NULL, 1);
     dcr_compare_t *c = compare(base, cur, 10);
-    assert_int_equal(metric(c, 0, "latency_s")->verdict, DCR_COMPARE_NOISE);
+    const dcr_compare_metric_t *m = metric(c, 0, "latency_s");
+    assert_int_equal(m->verdict, DCR_COMPARE_INCONCLUSIVE);
+    assert_true(m->lo < 1.1 && m->hi > 1.1);
+    assert_non_null(strstr(m->reason, "straddles"));
     assert_int_equal(c->regressions, 0);
+    assert_int_equal(c->inconclusive, 1);
     dcr_compare_destroy(c);
     /* Payload halved, latency unchanged: improvement, no regression. */
-    double half[NREF] = {500, 501, 499, 500, 502};
+    double half[NV];
+    for (int i = 0; i < NV; i++) half[i] = 500 + i % 3;
+    fill_steady();
     write_pair(base, cur, steady, half, 1);
     c = compare(base, cur, 10);
     assert_int_equal(metric(c, 0, "payload_bytes")->verdict, DCR_COMPARE_IMPROVED);
@@ -471,26 +769,30 @@ static void test_files_noise_improvement_bitexact(void **state)
 
 /* A part of the refit (here finalization, constant so beyond any noise)
  * fails the run only when it moved by more than the threshold's share of the
- * refit latency (1 s here, so 0.1 s at 10%). */
+ * refit latency (1 s here, so 0.1 s at 10%) and the latency regressed too. */
 static void test_files_component_rule(void **state)
 {
     char base[128], cur[128];
     temp_path(base, sizeof(base), "base");
     temp_path(cur, sizeof(cur), "new");
-    double fin[2] = {0.15, 0.30};
-    dcr_compare_verdict_t want[2] = {DCR_COMPARE_MINOR, DCR_COMPARE_REGRESSED};
-    for (int k = 0; k < 2; k++) {
+    double fin[3] = {0.15, 0.30, 0.30}, lat_scale[3] = {1, 1, 1.3};
+    dcr_compare_verdict_t want[3] = {DCR_COMPARE_MINOR, DCR_COMPARE_MINOR, DCR_COMPARE_REGRESSED};
+    size_t regressions[3] = {0, 0, 2}; /* the last: latency_s and finalization_s */
+    fill_steady();
+    for (int k = 0; k < 3; k++) {
         unlink(base);
         unlink(cur);
-        fake_run_t b = fake("{\"model\":\"m\"}", steady, NULL, 1);
+        fake_run_t b = fake_n("{\"model\":\"m\"}", NV, steady, NULL, 1);
         append_run(base, &b);
         fake_run_t n = b;
         n.finalization = fin[k]; /* +50% (0.05 s), then +200% (0.2 s) */
+        for (int i = 0; i < NV; i++) n.latency[i] = steady[i] * lat_scale[k];
         append_run(cur, &n);
         dcr_compare_t *c = compare(base, cur, 10);
         assert_int_equal(metric(c, 0, "finalization_s")->verdict, want[k]);
-        assert_string_equal(dcr_compare_verdict_name(want[k]), k ? "REGRESSED" : "minor");
-        assert_int_equal(c->regressions, k == 1);
+        assert_int_equal(c->regressions, regressions[k]);
+        if (k == 1)
+            assert_non_null(strstr(metric(c, 0, "finalization_s")->reason, "did not regress"));
         dcr_compare_destroy(c);
     }
     unlink(base);
@@ -502,20 +804,20 @@ static void test_files_unmatched_and_pooled(void **state)
     char base[128], cur[128];
     temp_path(base, sizeof(base), "base");
     temp_path(cur, sizeof(cur), "new");
-    fake_run_t a = fake("{\"model\":\"m\",\"transport\":\"objstore\"}", steady, NULL, 1);
+    fill_steady();
+    fake_run_t a = fake_n("{\"model\":\"m\",\"transport\":\"objstore\"}", NV, steady, NULL, 1);
     append_run(base, &a);
     append_run(base, &a); /* pooled with the first */
-    fake_run_t only_base = fake("{\"model\":\"m\",\"transport\":\"relay\"}", steady, NULL, 1);
+    fake_run_t only_base = fake_n("{\"model\":\"m\",\"transport\":\"relay\"}", NV, steady, NULL, 1);
     append_run(base, &only_base);
     append_run(cur, &a);
     fake_run_t only_new =
-        fake("{\"model\":\"m\",\"transport\":\"objstore\",\"seed\":7}", steady, NULL, 0);
+        fake_n("{\"model\":\"m\",\"transport\":\"objstore\",\"seed\":7}", NV, steady, NULL, 0);
     append_run(cur, &only_new);
-    dcr_compare_t *c = NULL;
-    assert_int_equal(dcr_compare_files(base, cur, 10, &c), DCR_OK);
-    assert_int_equal(c->npairs, 1);
-    assert_int_equal(metric(c, 0, "latency_s")->base.n, 2 * NREF);
-    assert_int_equal(metric(c, 0, "latency_s")->cur.n, NREF);
+    dcr_compare_opts_t o = dcr_compare_opts_default();
+    dcr_compare_t *c = compare_opts(base, cur, &o, 1);
+    assert_int_equal(metric(c, 0, "latency_s")->base.n, 2 * NV);
+    assert_int_equal(metric(c, 0, "latency_s")->cur.n, NV);
     /* An unmatched NEW run is listed, not judged, even with bit_exact 0. */
     assert_int_equal(c->regressions, 0);
     char *text = dcr_compare_json(c);
@@ -527,7 +829,59 @@ static void test_files_unmatched_and_pooled(void **state)
     free(text);
     dcr_compare_destroy(c);
     /* A broken NEW file is the reader's one-line error. */
-    assert_int_equal(dcr_compare_files(base, "/nonexistent/new.h5", 10, &c), DCR_EIO);
+    assert_int_equal(dcr_compare_files(base, "/nonexistent/new.h5", &o, &c), DCR_EIO);
+    unlink(base);
+    unlink(cur);
+}
+
+/* Output choices that change what is measured keep runs apart; an older
+ * file without them reads as verified and recorded throughout; a different
+ * machine keeps runs apart; --match-ignore pairs them on purpose. */
+static void test_matching_choices_and_ignore(void **state)
+{
+    char base[128], cur[128];
+    temp_path(base, sizeof(base), "base");
+    temp_path(cur, sizeof(cur), "new");
+    fill_steady();
+    struct {
+        const char *base_cfg, *new_cfg;
+        size_t pairs;
+    } cases[] = {
+        {"{\"model\":\"m\"}", "{\"model\":\"m\",\"verify\":true,\"trace_overhead\":false}", 1},
+        {"{\"model\":\"m\"}", "{\"model\":\"m\",\"verify\":false}", 0},
+        {"{\"model\":\"m\"}", "{\"model\":\"m\",\"trace_overhead\":true}", 0},
+        {"{\"model\":\"m\",\"cross_gbps\":0.25}", "{\"model\":\"m\",\"cross_gbps\":0.2}", 0},
+    };
+    dcr_compare_opts_t o = dcr_compare_opts_default();
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        unlink(base);
+        unlink(cur);
+        fake_run_t b = fake_n(cases[k].base_cfg, NV, steady, NULL, 1);
+        fake_run_t n = fake_n(cases[k].new_cfg, NV, steady, NULL, 1);
+        append_run(base, &b);
+        append_run(cur, &n);
+        dcr_compare_destroy(compare_opts(base, cur, &o, cases[k].pairs));
+    }
+    const char *keys[] = {"cross_gbps"};
+    o.ignore = keys;
+    o.nignore = 1;
+    dcr_compare_destroy(compare_opts(base, cur, &o, 1));
+    /* A key no run has is refused: a typo must not silently match nothing. */
+    const char *typo[] = {"link_gbbs"};
+    o.ignore = typo;
+    dcr_compare_t *c = NULL;
+    assert_int_equal(dcr_compare_files(base, cur, &o, &c), DCR_EINVAL);
+    /* Another machine: apart, unless ignored. */
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(cur, H5F_ACC_RDWR, H5P_DEFAULT);
+    replace_string_attr(f, "/runs/000000", "machine", "another box");
+    H5Fclose(f);
+    const char *both[] = {"cross_gbps", "machine"};
+    o.ignore = keys;
+    dcr_compare_destroy(compare_opts(base, cur, &o, 0));
+    o.ignore = both;
+    o.nignore = 2;
+    dcr_compare_destroy(compare_opts(base, cur, &o, 1));
     unlink(base);
     unlink(cur);
 }
@@ -543,13 +897,18 @@ static int run_cli(const char *args)
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+/* Every exit status CI acts on: 0 none, 1 regression, 2 usage,
+ * 3 inconclusive (only with --strict), 4 unreadable input. */
 static void test_cli_exit_status(void **state)
 {
     if (!getenv("DCR_CLI")) skip();
-    char base[128], cur[128], args[512];
+    char base[128], cur[128], other[128], args[768];
     temp_path(base, sizeof(base), "base");
     temp_path(cur, sizeof(cur), "new");
-    double slow[NREF] = {1.30, 1.31, 1.29, 1.32, 1.30};
+    temp_path(other, sizeof(other), "other");
+    double slow[NV];
+    fill_steady();
+    scaled(slow, 1.30);
     write_pair(base, cur, slow, NULL, 1);
     snprintf(args, sizeof(args), "%s %s", base, cur);
     assert_int_equal(run_cli(args), 1);
@@ -557,20 +916,50 @@ static void test_cli_exit_status(void **state)
     assert_int_equal(run_cli(args), 0);
     snprintf(args, sizeof(args), "%s %s", base, base);
     assert_int_equal(run_cli(args), 0);
+    /* Usage: 2. */
     snprintf(args, sizeof(args), "%s", base);
     assert_int_equal(run_cli(args), 2);
     snprintf(args, sizeof(args), "%s %s --threshold -5", base, cur);
     assert_int_equal(run_cli(args), 2);
+    snprintf(args, sizeof(args), "%s %s --min-samples 1", base, cur);
+    assert_int_equal(run_cli(args), 2);
+    snprintf(args, sizeof(args), "%s %s --match-ignore no_such_key", base, cur);
+    assert_int_equal(run_cli(args), 2);
+    /* Inconclusive: 0, and 3 with --strict; too few refits the same. */
+    double noisy[NV];
+    for (int i = 0; i < NV; i++) noisy[i] = i % 2 ? 1.5 : 0.8 + 0.01 * i;
+    write_pair(base, cur, noisy, NULL, 1);
+    snprintf(args, sizeof(args), "%s %s", base, cur);
+    assert_int_equal(run_cli(args), 0);
+    snprintf(args, sizeof(args), "%s %s --strict", base, cur);
+    assert_int_equal(run_cli(args), 3);
+    write_pair(base, cur, steady, NULL, 1);
+    snprintf(args, sizeof(args), "%s %s --strict --min-samples 13", base, cur);
+    assert_int_equal(run_cli(args), 3);
+    snprintf(args, sizeof(args), "%s %s --strict", base, cur);
+    assert_int_equal(run_cli(args), 0);
+    /* Unreadable input: 4 (missing, not HDF5, another schema version). */
+    snprintf(args, sizeof(args), "%s /nonexistent/dcr-new.h5", base);
+    assert_int_equal(run_cli(args), 4);
+    FILE *f = fopen(other, "w");
+    fputs("not hdf5\n", f);
+    fclose(f);
+    snprintf(args, sizeof(args), "%s %s", other, cur);
+    assert_int_equal(run_cli(args), 4);
+    damaged(other, set_version_2);
+    snprintf(args, sizeof(args), "%s %s", base, other);
+    assert_int_equal(run_cli(args), 4);
     /* Nothing matches: listed, exit 0, unless --require-match. */
     unlink(cur);
-    fake_run_t other = fake("{\"model\":\"other\"}", steady, NULL, 1);
-    append_run(cur, &other);
+    fake_run_t o = fake_n("{\"model\":\"other\"}", NV, steady, NULL, 1);
+    append_run(cur, &o);
     snprintf(args, sizeof(args), "%s %s", base, cur);
     assert_int_equal(run_cli(args), 0);
     snprintf(args, sizeof(args), "%s %s --require-match", base, cur);
     assert_int_equal(run_cli(args), 1);
     unlink(base);
     unlink(cur);
+    unlink(other);
 }
 
 int main(void)
@@ -578,13 +967,20 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_rejects_malformed),
+        cmocka_unit_test(test_damaged_file_that_crashes_libhdf5),
         cmocka_unit_test(test_unmeasured_bounds),
         cmocka_unit_test(test_variable_length_strings),
-        cmocka_unit_test(test_judge_rule),
+        cmocka_unit_test(test_median_matches_sorting),
+        cmocka_unit_test(test_prob_greater_by_hand),
+        cmocka_unit_test(test_interval_basics),
+        cmocka_unit_test(test_no_false_alarm_on_identical),
+        cmocka_unit_test(test_detects_twenty_percent),
+        cmocka_unit_test(test_too_few_samples),
         cmocka_unit_test(test_files_regression),
-        cmocka_unit_test(test_files_noise_improvement_bitexact),
+        cmocka_unit_test(test_files_inconclusive_improvement_bitexact),
         cmocka_unit_test(test_files_component_rule),
         cmocka_unit_test(test_files_unmatched_and_pooled),
+        cmocka_unit_test(test_matching_choices_and_ignore),
         cmocka_unit_test(test_cli_exit_status),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

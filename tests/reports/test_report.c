@@ -5,8 +5,10 @@
  * worked out by hand from the inputs (medians, speedups, the bounds of the
  * drawn refit), the median-latency refit chosen by default, and one-line
  * failures for a missing gnuplot, a foreign results file and a refit that
- * is not in the trace. The figure checks are skipped when gnuplot is
- * absent. */
+ * is not in the trace; the trend over several files and the base-against-
+ * new figure; and the documented schema read back with h5py. The figure
+ * checks are skipped when gnuplot is absent, the h5py check when Debian's
+ * python3-h5py is. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <hdf5.h>
 
 #include "dcr/trace.h"
 #include "reports/report.h"
@@ -263,6 +266,152 @@ static void test_report_many_series(void **state)
     unlink(many);
 }
 
+/* Replaces a run's string attribute (the machine of a run written elsewhere). */
+static void set_machine(const char *path, const char *run, const char *value)
+{
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t g = H5Gopen2(f, run, H5P_DEFAULT);
+    H5Adelete(g, "machine");
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, strlen(value) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(g, "machine", type, space, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, type, value);
+    H5Aclose(a);
+    H5Sclose(space);
+    H5Tclose(type);
+    H5Gclose(g);
+    H5Fclose(f);
+}
+
+static const char *const trend_cfg =
+    "{\"model\":\"toy_model\",\"scale\":16,\"layers\":2,\"transport\":\"relay\",\"changes\":"
+    "\"uniform\",\"change_rate\":0.03,\"lr\":1e-6,\"mode\":\"X\",\"rl\":\"sync\",\"refits\":5}";
+
+/* Two files, five runs of one configuration with latencies {5,1,4,2,3} x k
+ * (median 3k), k = 1, 2, 3 in the first file and 4, 5 in the second, plus
+ * one run of the same configuration on another machine: the trend has two
+ * series (five points with medians 3, 6, 9, 12, 15 in time order, and one),
+ * with distinct labels; --base draws the second file against the first. */
+static void test_report_trend_and_base(void **state)
+{
+    if (!have_gnuplot()) skip();
+    char first[192], second[192];
+    snprintf(first, sizeof(first), "%s-t1.h5", dir);
+    snprintf(second, sizeof(second), "%s-t2.h5", dir);
+    unlink(first);
+    unlink(second);
+    for (int k = 1; k <= 5; k++) {
+        double lat[NREF] = {5.0 * k, 1.0 * k, 4.0 * k, 2.0 * k, 3.0 * k};
+        append(k <= 3 ? first : second, trend_cfg, lat, 1e6, 4e8);
+    }
+    double lat[NREF] = {5, 1, 4, 2, 3};
+    append(second, trend_cfg, lat, 1e6, 4e8);
+    set_machine(second, "/runs/000002", "another machine");
+    const char *more[1] = {second};
+    dcr_report_opts_t o = {.results_path = first,
+                           .more_paths = more,
+                           .nmore = 1,
+                           .base_path = second,
+                           .out_dir = dir,
+                           .refit = -1};
+    expect_ok(&o);
+    assert_memory_equal(slurp("trend.png"), "\x89PNG", 4);
+    assert_memory_equal(slurp("base_vs_new.png"), "\x89PNG", 4);
+    const char *dat = slurp("data/trend.dat");
+    assert_int_equal(count_lines(dat, "# series "), 2);
+    /* The first series: order k-1 and median 3k first on each row. */
+    for (int k = 1; k <= 5; k++) {
+        char row[64];
+        snprintf(row, sizeof(row), "%d %d ", k - 1, 3 * k);
+        if (!strstr(dat, row)) fail_msg("trend.dat lacks '%s' in\n%s", row, dat);
+    }
+    const char *gp = slurp("trend.body.gp");
+    assert_non_null(strstr(gp, " on another machine"));
+    /* The seed's figure keeps the two machines apart too, under two names. */
+    gp = slurp("fig10_latency.body.gp");
+    assert_non_null(strstr(gp, " on another machine'"));
+    assert_non_null(strstr(gp, " on Linux"));
+    const char *md = slurp("report.md");
+    expect_in(md, "## Trend over runs");
+    expect_in(md, "## BASE against NEW");
+    expect_in(md, "![base against new](base_vs_new.png)");
+    unlink(first);
+    unlink(second);
+}
+
+/* The schema table of docs/formats/results.md, read with h5py: every object
+ * it lists exists in a file dcr writes, with the documented kind. */
+static void test_results_readable_by_h5py(void **state)
+{
+    if (system("/usr/bin/python3 -c 'import h5py' >/dev/null 2>&1") != 0) skip();
+    char h5[192], py[192], doc[512];
+    snprintf(h5, sizeof(h5), "%s-h5py.h5", dir);
+    snprintf(py, sizeof(py), "%s-h5py.py", dir);
+    snprintf(doc, sizeof(doc), "%s/docs/formats/results.md", DCR_SOURCE_DIR);
+    unlink(h5);
+    /* A run with every column and an intervals table. */
+    double cols[DCR_RESULTS_NCOLUMNS][NREF];
+    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
+        for (int i = 0; i < NREF; i++) cols[k][i] = k == 5 ? 1 : 0.5 * (i + 1);
+    dcr_results_column_t c[DCR_RESULTS_NCOLUMNS];
+    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
+        c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
+    int64_t intervals[3][6] = {{0, 10, 0, 0, 0, 0}, {5, 20, 0, 5, 1, 0}, {20, 30, 1, 7, 2, 1}};
+    dcr_results_run_t run = {
+        "bench", trend_cfg, "{\"reference_s\":2.0}",       NREF, DCR_RESULTS_NCOLUMNS,
+        c,       3,         (const int64_t(*)[6])intervals};
+    char name[64];
+    assert_int_equal(dcr_results_append(h5, &run, name, sizeof(name)), DCR_OK);
+    FILE *f = fopen(py, "w");
+    assert_non_null(f);
+    /* The script parses the table itself, so that a row added to the docs
+     * without the object in the file fails here. */
+    fprintf(
+        f,
+        "import re, sys, json, h5py\n"
+        "doc = open(sys.argv[1]).read().split('<!-- schema')[1].split('\\n\\n')[0]\n"
+        "rows = [l for l in doc.splitlines() if l.startswith('| `')]\n"
+        "f = h5py.File(sys.argv[2], 'r')\n"
+        "n = 0\n"
+        "for l in rows:\n"
+        "    cells = [x.strip() for x in l.strip('|').split('|')]\n"
+        "    m = re.match(r'`([^`]+)`(?: attribute `([^`]+)`)?$', cells[0])\n"
+        "    path, attr = m.group(1).replace('NNNNNN', '000000'), m.group(2)\n"
+        "    kind = cells[1]\n"
+        "    if attr:\n"
+        "        v = f[path].attrs[attr]\n"
+        "        if 'JSON' in kind: assert isinstance(json.loads(v), dict), (path, attr)\n"
+        "        elif kind.startswith('string'): assert isinstance(v, (str, bytes)), (path, attr)\n"
+        "        else: assert int(v) == 1, (path, attr)\n"
+        "    elif kind == 'group':\n"
+        "        assert isinstance(f[path], h5py.Group), path\n"
+        "    else:\n"
+        "        d = f[path][()]\n"
+        "        if kind.startswith('float64'):\n"
+        "            assert d.dtype == 'float64' and d.shape == (%d,), (path, d.dtype, d.shape)\n"
+        "        else:\n"
+        "            assert d.dtype == 'int64' and d.shape == (3, 6), (path, d.dtype, d.shape)\n"
+        "    n += 1\n"
+        "print('objects', n)\n",
+        NREF);
+    fclose(f);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "/usr/bin/python3 %s %s %s 2>&1", py, doc, h5);
+    FILE *p = popen(cmd, "r");
+    char out[4096] = "";
+    size_t got = fread(out, 1, sizeof(out) - 1, p);
+    out[got] = 0;
+    int status = pclose(p);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("h5py: %s", out);
+    /* 1 root attribute, the group, 6 attributes, 9 columns, intervals. */
+    assert_string_equal(out, "objects 18\n");
+    unlink(h5);
+    unlink(py);
+}
+
 static void test_report_failures(void **state)
 {
     dcr_report_opts_t o = {
@@ -307,6 +456,15 @@ static void test_cli(void **state)
     snprintf(cmd, sizeof(cmd), "%s report %s >/dev/null 2>&1", cli, results);
     status = system(cmd);
     assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    /* --threshold without --base: usage; an unreadable results file: 4. */
+    snprintf(cmd, sizeof(cmd), "%s report %s -o %s --threshold 5 >/dev/null 2>&1", cli, results,
+             dir);
+    status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+    snprintf(cmd, sizeof(cmd), "%s report %s /nonexistent/more.h5 -o %s >/dev/null 2>&1", cli,
+             results, dir);
+    status = system(cmd);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 4);
 }
 
 int main(void)
@@ -314,6 +472,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_report_files_and_tables, remove_dir),
         cmocka_unit_test_teardown(test_report_many_series, remove_dir),
+        cmocka_unit_test_teardown(test_report_trend_and_base, remove_dir),
+        cmocka_unit_test_teardown(test_results_readable_by_h5py, remove_dir),
         cmocka_unit_test_teardown(test_report_failures, remove_dir),
         cmocka_unit_test_teardown(test_cli, remove_dir),
     };

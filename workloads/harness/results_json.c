@@ -36,6 +36,11 @@ json_t *dcr_bench_config_json(const dcr_bench_config_t *c, const char *changes, 
     /* The checkpoint the weights started from, or null for synthetic weights. */
     if (j) json_object_set_new(j, "init", c->run.init ? json_string(c->run.init) : json_null());
     if (j && store) json_object_set_new(j, "store", json_string(store));
+    /* Output choices that change what is measured, so that dcr compare pairs
+     * a verified run only with a verified one, and a run whose recorder was
+     * off for half its refits only with another such run. */
+    if (j) json_object_set_new(j, "verify", json_boolean(c->verify));
+    if (j) json_object_set_new(j, "trace_overhead", json_boolean(c->trace_overhead));
     return j;
 }
 

@@ -14,7 +14,8 @@
 struct json_t;
 
 /* The run's configuration ("config"): the scenario, the serving layout, the
- * links, the change model and the run's counts. changes: the --changes text
+ * links, the change model, the run's counts and the output choices that
+ * change what is measured (verify, trace_overhead). changes: the --changes text
  * as given (uniform, adamw, profile:FILE); store: the store the user named,
  * recorded as "store" (NULL: none named, no key). A new reference. */
 struct json_t *dcr_bench_config_json(const dcr_bench_config_t *cfg, const char *changes,

@@ -70,6 +70,12 @@ typedef struct dcr_run_config {
     int anchor_every;
 } dcr_run_config_t;
 
+/* Timed refits of a default `dcr bench`: enough for dcr compare's verdict
+ * (at least 10 per side, reports/compare.h) with room for a bootstrap
+ * interval of the median narrow enough to matter; 20 refits add about 10 s
+ * to a default run on a 2-core machine. */
+#define DCR_BENCH_DEFAULT_REFITS 20
+
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
  * 2 nodes x 2 GPUs (TP 2, ETP 2), served by 2 rollout nodes x 2 GPUs (TP 2),
  * 3% uniform changes, object store, sync RL, mode X, default links. */

@@ -1,0 +1,61 @@
+/* libFuzzer target for the results reader (reports/results_read.c), which
+ * reads files from users and CI artifacts: the bytes become a file (HDF5
+ * reads files, not buffers), which is read, grouped and summarised as dcr
+ * compare and dcr report do, in this process (dcr_results_read parses in
+ * a child first, which would hide crashes from the fuzzer; libhdf5's own
+ * crashes on damaged structures show up here and are what that probe
+ * contains). Our code must never crash, hang or allocate beyond the
+ * reader's caps (a small file declaring a huge column is refused before
+ * allocation). Build with -DDCR_FUZZ=ON and clang; seed it with a few
+ * results files (dcr bench --refits 2 --out seed.h5). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The fuzz targets link dcr_workloads only (CMakeLists.txt); the reader
+ * lives in reports/, so its source is compiled in here. Remove this once
+ * the fuzz targets also link dcr_reports. */
+#include "reports/results_read.c"
+
+static void exercise(const dcr_results_set_t *set)
+{
+    dcr_results_group_t *groups = NULL;
+    size_t n = 0;
+    if (dcr_results_group_runs(set, &groups, &n) != DCR_OK) return;
+    for (size_t g = 0; g < n; g++) {
+        double *v = NULL;
+        size_t nv = 0;
+        if (dcr_results_group_pool(set, &groups[g], "latency_s", &v, &nv) == DCR_OK) {
+            dcr_results_stats(v, nv);
+            free(v);
+        }
+        char label[256];
+        dcr_results_config_label(set->runs[groups[g].run_index[0]].config, label, sizeof(label));
+    }
+    dcr_results_groups_free(groups, n);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    char path[] = "/tmp/dcr-fuzz-results-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return 0;
+    size_t done = 0;
+    while (done < size) {
+        ssize_t w = write(fd, data + done, size - done);
+        if (w <= 0) break;
+        done += (size_t)w;
+    }
+    close(fd);
+    /* The in-process read, not dcr_results_read's child probe: a crash in
+     * this code or in libhdf5 must reach the fuzzer, not a child. */
+    dcr_results_set_t *set = NULL;
+    if (done == size && read_in_process(path, size, &set) == DCR_OK) {
+        exercise(set);
+        dcr_results_set_destroy(set);
+    }
+    unlink(path);
+    return 0;
+}
