@@ -5,6 +5,8 @@
  *   train-<node>-<gpu>  one per training rank (an owner and its sender)
  *   rollout-<node>      one per rollout node (its receivers), rollout_gpus cores
  *   store               the object-storage service
+ *   store-get, store-put  optional, one core each: the store's request-rate
+ *                       limits (without them, rates are unlimited)
  *   cpu                 only when the cluster has shared_cores > 0: the one
  *                       machine every owner and receiver computes on
  * and routes between every pair that talks: train -> store, store ->
@@ -15,7 +17,7 @@
  * cluster NIC (tx-<node> out of training node <node>, rx-<node> into rollout
  * node <node>), one FATPIPE link `xflow` on every cross-cluster route that
  * caps each flow at flow_gbps and carries the one-way latency, the store's
- * own link, per-node local links for relay hops (lo-out-<i>, lo-in-<i>) and
+ * ingress and egress (store-in on uploads, store-out on downloads), per-node local links for relay hops (lo-out-<i>, lo-in-<i>) and
  * the training fabric (fab-out-<n>, fab-in-<n>; `nvlink` inside a node),
  * and `relay-in` (relay_gbps) on the owners' routes to the relay root only. */
 #ifndef DCR_SIM_PLATFORM_H

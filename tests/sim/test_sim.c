@@ -21,6 +21,7 @@
 
 #include "sim/calibrate.h"
 #include "sim/platform.h"
+#include "sim/description.h"
 #include "sim/sim.h"
 #include "sim/sweep.h"
 #include "sim/workload.h"
@@ -100,7 +101,8 @@ static void test_platform_generated(void **state)
     assert_non_null(strstr(text, "<host id=\"train-1-1\""));
     assert_non_null(strstr(text, "<host id=\"rollout-2\" speed=\"1Gf\" core=\"4\""));
     assert_null(strstr(text, "<host id=\"cpu\"")); /* only with shared cores */
-    assert_int_equal(count(text, "<host "), 4 + 3 + 1);
+    /* owners, rollout nodes, the store and its GET and PUT rate limiters */
+    assert_int_equal(count(text, "<host "), 4 + 3 + 3);
     assert_non_null(strstr(text, "id=\"xflow\""));
     assert_non_null(strstr(text, "sharing_policy=\"FATPIPE\""));
     /* 4 owners to the store and to the root, the store to 3 nodes, 2 tree
@@ -137,7 +139,9 @@ static void test_cluster_validation(void **state)
     c = dcr_sim_cluster_default();
     c.ref_object_mib = 0;
     assert_int_equal(dcr_sim_cluster_validate(&c), DCR_EINVAL);
-    c = dcr_sim_cluster_testbed();
+    dcr_sim_description_t d;
+    assert_int_equal(dcr_sim_description_load("paper-testbed", &d), DCR_OK);
+    c = d.cluster;
     assert_int_equal(dcr_sim_cluster_validate(&c), DCR_OK);
     assert_int_equal(c.train_nodes * c.train_gpus, 32);
     assert_int_equal(c.rollout_nodes * c.rollout_gpus, 64);
@@ -495,11 +499,11 @@ static void test_calibration_cluster_roundtrip(void **state)
     assert_int_equal(back.ncluster, 2);
     assert_int_equal(back.nprovenance, 1);
     assert_string_equal(back.provenance[0], c.provenance[0]);
-    dcr_sim_cluster_t cl = dcr_sim_cluster_testbed();
+    dcr_sim_cluster_t cl = dcr_sim_cluster_default();
     assert_int_equal(dcr_sim_cluster_apply_calibration(&cl, &back), DCR_OK);
     assert_true(cl.cross_gbps == 3.25);
     assert_int_equal(cl.store_flows, 4);
-    assert_true(cl.flow_gbps == dcr_sim_cluster_testbed().flow_gbps); /* untouched */
+    assert_true(cl.flow_gbps == dcr_sim_cluster_default().flow_gbps); /* untouched */
 }
 
 static void test_calibration_roundtrip(void **state)
