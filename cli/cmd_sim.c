@@ -503,13 +503,16 @@ static int run(const sim_opts_t *o)
     }
     if (o->write_platform) return write_platform(o);
     if (!o->validate) return simulate(o);
-    /* The engine cases run on this machine (their own shared-core clusters,
-     * sim/validate.h); the description names their stage costs. */
+    /* The engine cases run dcr bench on this machine (their own shared-core
+     * clusters, sim/validate.h): asking for a validation is asking about this
+     * machine, so its stage costs are measured unless a file is given. */
     dcr_sim_calibration_t cal;
     dcr_sim_description_t desc;
     dcr_status_t st = cluster_from(o, NULL, &desc);
     if (st != DCR_OK) return dcr_cli_check("sim", st);
-    st = load_calibration(o, &desc, &cal);
+    sim_opts_t local = *o;
+    if (!local.calibration) local.calibration = "local";
+    st = load_calibration(&local, &desc, &cal);
     if (st != DCR_OK) return dcr_cli_check("sim", st);
     return validate(o, &cal);
 }

@@ -110,9 +110,8 @@ typedef struct dcr__sim {
     bool relay, in_process;
     int world, nodes, total;
     sg_host_t *owner_host, store, cpu;
-    /* Hosts whose one core serves an object store's request-rate limit
-     * (NULL: unlimited, or a user's platform without them). */
-    sg_host_t store_get, store_put;
+    /* When the store's GET and PUT rate limits next admit a request. */
+    double get_next, put_next;
     /* Rollout nodes one simulated node stands for (the fast path, 1 else):
      * its downloads count that many times in cross_bytes. */
     double node_weight;
@@ -175,17 +174,19 @@ static void dcr__move(sg_host_t from, sg_host_t to, double bytes)
     if (bytes > 0) sg_host_sendto(from, to, bytes);
 }
 
-/* One request through an object store's per-prefix rate limit: an
- * execution of 1/rate seconds on the limit's one-core host, so concurrent
- * requests share it and together reach the rate, never more (a fluid model
- * of throttling). `share`: the requests one simulated request stands for. */
-static void dcr__store_request(sg_host_t limit, double rps, double share)
+/* One request through an object store's per-prefix rate limit, as a token
+ * bucket that admits rps x prefixes requests per second: a request starts
+ * at once while the store keeps up, else when the bucket next has a token
+ * (*next_p: when that is). `share`: the requests one simulated request
+ * stands for (the fast path's multiplicity), which it books together, so
+ * the aggregate rate is the store's whether or not the represented nodes'
+ * requests coincide. */
+static void dcr__store_request(double *next_p, double rps, double share)
 {
-    if (!limit || !(rps > 0)) return;
-    sg_exec_t e = sg_actor_exec_init(share * DCR_SIM_HOST_FLOPS / (rps * dcr__S.c->store_prefixes));
-    sg_exec_set_host(e, limit);
-    sg_exec_start(e);
-    sg_exec_wait(e);
+    if (!(rps > 0)) return;
+    double now = dcr__now(), start = *next_p > now ? *next_p : now;
+    *next_p = start + share / (rps * dcr__S.c->store_prefixes);
+    if (start > now) sg_actor_sleep_until(start);
 }
 
 static dcr_status_t dcr__spawn(const char *name, sg_host_t host, void (*fn)(int, char **), int a,
@@ -268,7 +269,7 @@ static void dcr__store_announce(dcr__sim_t *S, int p)
 static void dcr__store_send(dcr__sim_t *S, int owner, int p)
 {
     double bytes = (double)S->w->payloads[p].bytes;
-    dcr__store_request(S->store_put, S->c->store_put_rps, 1);
+    dcr__store_request(&S->put_next, S->c->store_put_rps, 1);
     dcr__move(S->owner_host[owner], S->store, bytes);
     dcr__sleep(S->c->store_put_ms / 1e3);
     S->cross_bytes += (int64_t)bytes;
@@ -287,7 +288,7 @@ static void dcr__fetcher(int argc, char **argv)
         int p = nd->seen[i];
         if (nd->visible[i] > dcr__now()) sg_actor_sleep_until(nd->visible[i]);
         double bytes = (double)S->w->payloads[p].bytes;
-        dcr__store_request(S->store_get, S->c->store_get_rps, S->node_weight);
+        dcr__store_request(&S->get_next, S->c->store_get_rps, S->node_weight);
         dcr__move_in(nd, S->store, bytes);
         S->cross_bytes += (int64_t)(bytes * S->node_weight);
         dcr__q_push(&nd->ready, p);
@@ -472,8 +473,6 @@ static dcr_status_t dcr__hosts(dcr__sim_t *S)
         return dcr_error_set(DCR_EINVAL,
                              "sim platform: no host 'store' (see sim/platform.h for the names)");
     S->cpu = NULL;
-    S->store_get = sg_host_by_name("store-get");
-    S->store_put = sg_host_by_name("store-put");
     if (S->in_process && !(S->cpu = sg_host_by_name("cpu")))
         return dcr_error_set(DCR_EINVAL, "sim platform: shared cores need a host 'cpu'");
     return DCR_OK;
@@ -687,7 +686,7 @@ static void dcr__ref_upload(int argc, char **argv)
     dcr__ref_t *R = &dcr__R;
     int o = dcr__self_arg().a;
     for (int i = R->first[o]; i < R->first[o + 1]; i++) {
-        dcr__store_request(S->store_put, S->c->store_put_rps, 1);
+        dcr__store_request(&S->put_next, S->c->store_put_rps, 1);
         dcr__move(S->owner_host[o], S->store, (double)R->len[i]);
         dcr__sleep(S->c->store_put_ms / 1e3);
     }
@@ -711,7 +710,7 @@ static void dcr__ref_download(int argc, char **argv)
     sg_sem_acquire(R->go);
     while (R->next[n] < R->nobj) {
         int i = R->next[n]++;
-        dcr__store_request(S->store_get, S->c->store_get_rps, S->node_weight);
+        dcr__store_request(&S->get_next, S->c->store_get_rps, S->node_weight);
         dcr__move(S->store, S->node[n].host, (double)R->len[i]);
         if (dcr__now() > R->end) R->end = dcr__now();
     }

@@ -57,9 +57,6 @@ static void dcr__hosts(const dcr_sim_cluster_t *c, FILE *out)
         fprintf(out, "    <host id=\"%s\" speed=\"1Gf\" core=\"%d\"/>\n", name, c->rollout_gpus);
     }
     fprintf(out, "    <host id=\"store\" speed=\"1Gf\" core=\"1\"/>\n");
-    /* One core each: the store's GET and PUT request-rate limits (actors.c). */
-    fprintf(out, "    <host id=\"store-get\" speed=\"1Gf\" core=\"1\"/>\n");
-    fprintf(out, "    <host id=\"store-put\" speed=\"1Gf\" core=\"1\"/>\n");
     if (c->shared_cores > 0)
         fprintf(out, "    <host id=\"cpu\" speed=\"1Gf\" core=\"%d\"/>\n", c->shared_cores);
 }

@@ -5,8 +5,6 @@
  *   train-<node>-<gpu>  one per training rank (an owner and its sender)
  *   rollout-<node>      one per rollout node (its receivers), rollout_gpus cores
  *   store               the object-storage service
- *   store-get, store-put  optional, one core each: the store's request-rate
- *                       limits (without them, rates are unlimited)
  *   cpu                 only when the cluster has shared_cores > 0: the one
  *                       machine every owner and receiver computes on
  * and routes between every pair that talks: train -> store, store ->

@@ -101,8 +101,7 @@ static void test_platform_generated(void **state)
     assert_non_null(strstr(text, "<host id=\"train-1-1\""));
     assert_non_null(strstr(text, "<host id=\"rollout-2\" speed=\"1Gf\" core=\"4\""));
     assert_null(strstr(text, "<host id=\"cpu\"")); /* only with shared cores */
-    /* owners, rollout nodes, the store and its GET and PUT rate limiters */
-    assert_int_equal(count(text, "<host "), 4 + 3 + 3);
+    assert_int_equal(count(text, "<host "), 4 + 3 + 1);
     assert_non_null(strstr(text, "id=\"xflow\""));
     assert_non_null(strstr(text, "sharing_policy=\"FATPIPE\""));
     /* 4 owners to the store and to the root, the store to 3 nodes, 2 tree
