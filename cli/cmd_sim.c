@@ -736,7 +736,6 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
 
 enum { NRUN_ARGS = 17 };
 
-
 /* The cluster, the workload and what to run (validation, the paper's
  * testbed): NRUN_ARGS entries. */
 static void run_args(sim_opts_t *o, dcr_arg_t *a)

@@ -777,7 +777,8 @@ dcr_status_t dcr__sim_probe_platform(const dcr_sim_spec_t *spec, const dcr_sim_w
         double bw = sg_link_get_bandwidth(links[i]), lat = sg_link_get_latency(links[i]);
         if (!(bw > 0) || !isfinite(bw) || !(lat >= 0) || !isfinite(lat)) {
             dcr_status_t st = dcr_error_set(
-                DCR_EINVAL, "link '%s' has bandwidth %g B/s and latency %g s, expected > 0 and >= 0",
+                DCR_EINVAL,
+                "link '%s' has bandwidth %g B/s and latency %g s, expected > 0 and >= 0",
                 sg_link_get_name(links[i]), bw, lat);
             free(links);
             return st;

@@ -216,9 +216,8 @@ static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
         dcr_sim_cal_point_t p = cal->points[i];
         for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
             if (!dcr__cal_ok(dcr__cal_point_get(&p, f), dcr__cal_point_fields[f].key))
-                return dcr_error_set(DCR_EINVAL,
-                                     "calibration: points[%d].%s is %g, expected 0..%g", i,
-                                     dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f),
+                return dcr_error_set(DCR_EINVAL, "calibration: points[%d].%s is %g, expected 0..%g",
+                                     i, dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f),
                                      dcr__cal_max(dcr__cal_point_fields[f].key));
         if (p.rate <= 0 || p.rate > 1)
             return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate is %g, expected (0, 1]",

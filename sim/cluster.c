@@ -65,14 +65,15 @@ dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c)
     const struct {
         const char *name;
         double v;
-    } rates[] = {{"cross_gbps", c->cross_gbps},         {"flow_gbps", c->flow_gbps},
-                 {"local_gbps", c->local_gbps},         {"fabric_gbps", c->fabric_gbps},
-                 {"latency_ms", c->latency_ms},         {"local_latency_ms", c->local_latency_ms},
-                 {"store_gbps", c->store_gbps},         {"store_latency_ms", c->store_latency_ms},
-                 {"store_list_ms", c->store_list_ms},   {"store_put_ms", c->store_put_ms},
-                 {"ref_object_mib", c->ref_object_mib}, {"relay_gbps", c->relay_gbps},
-                 {"startup_ms", c->startup_ms},         {"store_get_rps", c->store_get_rps},
-                 {"store_put_rps", c->store_put_rps},   {"owner_export_gbps", c->owner_export_gbps}};
+    } rates[] = {
+        {"cross_gbps", c->cross_gbps},         {"flow_gbps", c->flow_gbps},
+        {"local_gbps", c->local_gbps},         {"fabric_gbps", c->fabric_gbps},
+        {"latency_ms", c->latency_ms},         {"local_latency_ms", c->local_latency_ms},
+        {"store_gbps", c->store_gbps},         {"store_latency_ms", c->store_latency_ms},
+        {"store_list_ms", c->store_list_ms},   {"store_put_ms", c->store_put_ms},
+        {"ref_object_mib", c->ref_object_mib}, {"relay_gbps", c->relay_gbps},
+        {"startup_ms", c->startup_ms},         {"store_get_rps", c->store_get_rps},
+        {"store_put_rps", c->store_put_rps},   {"owner_export_gbps", c->owner_export_gbps}};
     for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++)
         DCR_CHECK(dcr__check_rate(rates[i].name, rates[i].v));
     if (c->ref_object_mib <= 0)
@@ -99,16 +100,20 @@ typedef struct dcr__cluster_field {
 #define DCR__CI(name) {#name, offsetof(dcr_sim_cluster_t, name), true}
 /* clang-format on */
 static const dcr__cluster_field_t dcr__cluster_fields[] = {
-    DCR__CD(cross_gbps),   DCR__CD(flow_gbps),        DCR__CD(local_gbps),
-    DCR__CD(fabric_gbps),  DCR__CD(latency_ms),       DCR__CD(local_latency_ms),
-    DCR__CD(store_gbps),   DCR__CD(store_latency_ms), DCR__CD(store_list_ms),
-    DCR__CD(store_put_ms), DCR__CD(ref_object_mib),   DCR__CI(store_flows),
-    DCR__CI(fanout),       DCR__CI(queue_payloads),   DCR__CI(owner_queue),
-    DCR__CD(relay_gbps),   DCR__CD(startup_ms),       DCR__CI(staging_payloads),
-    DCR__CD(store_get_rps), DCR__CD(store_put_rps),   DCR__CI(store_prefixes),
-    DCR__CD(owner_export_gbps),
-    DCR__CI(train_nodes),  DCR__CI(train_gpus),       DCR__CI(rollout_nodes),
-    DCR__CI(rollout_gpus), DCR__CI(shared_cores),
+    DCR__CD(cross_gbps),     DCR__CD(flow_gbps),
+    DCR__CD(local_gbps),     DCR__CD(fabric_gbps),
+    DCR__CD(latency_ms),     DCR__CD(local_latency_ms),
+    DCR__CD(store_gbps),     DCR__CD(store_latency_ms),
+    DCR__CD(store_list_ms),  DCR__CD(store_put_ms),
+    DCR__CD(ref_object_mib), DCR__CI(store_flows),
+    DCR__CI(fanout),         DCR__CI(queue_payloads),
+    DCR__CI(owner_queue),    DCR__CD(relay_gbps),
+    DCR__CD(startup_ms),     DCR__CI(staging_payloads),
+    DCR__CD(store_get_rps),  DCR__CD(store_put_rps),
+    DCR__CI(store_prefixes), DCR__CD(owner_export_gbps),
+    DCR__CI(train_nodes),    DCR__CI(train_gpus),
+    DCR__CI(rollout_nodes),  DCR__CI(rollout_gpus),
+    DCR__CI(shared_cores),
 };
 
 size_t dcr_sim_cluster_nfields(void)

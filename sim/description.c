@@ -18,7 +18,8 @@ static bool dcr__is_path(const char *what)
 
 static dcr_status_t dcr__preset_name_ok(const char *kind, const char *name)
 {
-    if (!*name || strlen(name) > 64) return dcr_error_set(DCR_EINVAL, "%s \"%s\": bad name", kind, name);
+    if (!*name || strlen(name) > 64)
+        return dcr_error_set(DCR_EINVAL, "%s \"%s\": bad name", kind, name);
     for (const char *c = name; *c; c++)
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '-'))
             return dcr_error_set(DCR_EINVAL,
@@ -28,8 +29,8 @@ static dcr_status_t dcr__preset_name_ok(const char *kind, const char *name)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__sim_dir_path(const char *env, const char *sub, const char *name,
-                                      char *buf, size_t len)
+static dcr_status_t dcr__sim_dir_path(const char *env, const char *sub, const char *name, char *buf,
+                                      size_t len)
 {
     const char *dir = getenv(env);
     int n = dir && *dir ? snprintf(buf, len, "%s/%s.json", dir, name)
@@ -131,7 +132,7 @@ static dcr_status_t dcr__parse_root(json_t *root, const char *origin, dcr_sim_de
     {
         size_t i;
         bool known = dcr__field_index(key, &i) == DCR_OK;
-        static const char *const other[] = {"format", "version",     "name",
+        static const char *const other[] = {"format",      "version", "name",
                                             "calibration", "ack_rtt", "assumptions"};
         for (size_t k = 0; !known && k < sizeof(other) / sizeof(other[0]); k++)
             known = !strcmp(key, other[k]);
@@ -199,9 +200,9 @@ void dcr_sim_description_overridden(dcr_sim_description_t *d, const char *field)
 
 json_t *dcr_sim_description_json(const dcr_sim_description_t *d)
 {
-    json_t *j = json_pack("{s:s,s:i,s:s,s:s,s:s}", "format", "dcr-cluster", "version", 1, "name",
-                          d->name, "calibration", d->calibration, "source",
-                          d->source[0] ? d->source : "(built in)");
+    json_t *j =
+        json_pack("{s:s,s:i,s:s,s:s,s:s}", "format", "dcr-cluster", "version", 1, "name", d->name,
+                  "calibration", d->calibration, "source", d->source[0] ? d->source : "(built in)");
     for (size_t i = 0; i < dcr_sim_cluster_nfields(); i++) {
         double v = dcr_sim_cluster_get(&d->cluster, i);
         json_object_set_new(j, dcr_sim_cluster_field_name(i),
@@ -212,7 +213,8 @@ json_t *dcr_sim_description_json(const dcr_sim_description_t *d)
     if (d->cluster.platform_xml)
         json_object_set_new(j, "platform_xml", json_string(d->cluster.platform_xml));
     json_t *a = json_object();
-    for (int i = 0; i < d->nnotes; i++) json_object_set_new(a, d->note_key[i], json_string(d->note[i]));
+    for (int i = 0; i < d->nnotes; i++)
+        json_object_set_new(a, d->note_key[i], json_string(d->note[i]));
     json_object_set_new(j, "assumptions", a);
     json_object_set_new(j, "overridden", json_string(d->overridden));
     return j;
@@ -241,5 +243,6 @@ void dcr_sim_description_print(const dcr_sim_description_t *d, FILE *out)
             "shared cores %d; ack rtt %s\n",
             c->fanout, c->queue_payloads, c->staging_payloads, c->owner_queue, c->startup_ms,
             c->shared_cores, c->ack_rtt ? "yes" : "no");
-    for (int i = 0; i < d->nnotes; i++) fprintf(out, "  assumed %s: %s\n", d->note_key[i], d->note[i]);
+    for (int i = 0; i < d->nnotes; i++)
+        fprintf(out, "  assumed %s: %s\n", d->note_key[i], d->note[i]);
 }

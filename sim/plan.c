@@ -182,8 +182,7 @@ static dcr_status_t dcr__sensitivities(const dcr_sim_spec_t *spec, dcr_sim_workl
         if (!strcmp(fields[i], "fanout") && spec->cluster.fanout < 4) continue;
         DCR_CHECK(dcr__scaled_field(spec, w, fields[i], 0.5, &half));
         DCR_CHECK(dcr__scaled_field(spec, w, fields[i], 2, &twice));
-        if (fabs(half - base_s) <= 0.05 * base_s && fabs(twice - base_s) <= 0.05 * base_s)
-            continue;
+        if (fabs(half - base_s) <= 0.05 * base_s && fabs(twice - base_s) <= 0.05 * base_s) continue;
         a->sens[a->nsens++] = (dcr_sim_sensitivity_t){fields[i], half, twice};
     }
     return DCR_OK;
@@ -255,7 +254,7 @@ static const dcr_sim_plan_row_t *dcr__series_row(const dcr_sim_plan_t *plan,
                                                  const dcr_sim_plan_row_t *rows,
                                                  const dcr__series_t *s, int b, int j)
 {
-    int idx[3];     /* nodes, gbps, rate */
+    int idx[3]; /* nodes, gbps, rate */
     int len[3] = {plan->nnodes, plan->ngbps, plan->nrates};
     idx[s->x] = j;
     for (int axis = 0; axis < 3; axis++) { /* nodes fastest, as rows are ordered */
@@ -282,8 +281,9 @@ static dcr_status_t dcr__plan_data(const char *dir, const dcr_sim_plan_t *plan,
     dcr__series_t s = dcr__series_of(plan);
     for (int b = 0; b < s.n; b++) {
         const dcr_sim_plan_row_t *first = dcr__series_row(plan, rows, &s, b, 0);
-        fprintf(f, "# %s, %g%% changed, %g Gbps per node, %d rollout nodes\n# %s latency_s "
-                   "speedup\n",
+        fprintf(f,
+                "# %s, %g%% changed, %g Gbps per node, %d rollout nodes\n# %s latency_s "
+                "speedup\n",
                 first->transport, 100 * first->rate, first->gbps, first->rollout_nodes,
                 dcr_sim_plan_x_axis(plan));
         for (int j = 0; j < s.len; j++) {
@@ -311,9 +311,11 @@ static void dcr__plan_panel(FILE *f, const dcr_sim_plan_t *plan, const dcr_sim_p
         bool relay = !strcmp(first->transport, "relay");
         char what[96];
         int n = snprintf(what, sizeof(what), "%s", relay ? "relay" : "objstore");
-        if (s.x != 2) n += snprintf(what + n, sizeof(what) - (size_t)n, ", %g%%", 100 * first->rate);
+        if (s.x != 2)
+            n += snprintf(what + n, sizeof(what) - (size_t)n, ", %g%%", 100 * first->rate);
         if (s.x != 1) n += snprintf(what + n, sizeof(what) - (size_t)n, ", %g Gbps", first->gbps);
-        if (s.x != 0) snprintf(what + n, sizeof(what) - (size_t)n, ", %d nodes", first->rollout_nodes);
+        if (s.x != 0)
+            snprintf(what + n, sizeof(what) - (size_t)n, ", %d nodes", first->rollout_nodes);
         fprintf(f,
                 "%s'plan.dat' index %d using 1:%d with linespoints lw 2 pt %d dt %d lc rgb '%s' "
                 "title '%s'",
@@ -345,7 +347,8 @@ static void dcr__break_even(FILE *f, const dcr__series_t *s, const dcr_sim_plan_
         if (s->x == 2 && a->crossover_reference > 0 && a->crossover_reference < 1) {
             fprintf(f, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt 3 lw 2\n",
                     a->crossover_reference, a->crossover_reference);
-            fprintf(f, "set label 'break-even %s %.3g%%' at %.6g, graph %.2f rotate left font ',8'\n",
+            fprintf(f,
+                    "set label 'break-even %s %.3g%%' at %.6g, graph %.2f rotate left font ',8'\n",
                     !strcmp(a->transport, "relay") ? "relay" : "objstore",
                     100 * a->crossover_reference, a->crossover_reference, 0.05 + 0.45 * t);
         }
@@ -358,13 +361,15 @@ static void dcr__break_even(FILE *f, const dcr__series_t *s, const dcr_sim_plan_
     }
     fprintf(f, "set arrow from graph 0, first %.6g to graph 1, first %.6g nohead dt 3 lw 2\n",
             answers[0].reference_s, answers[0].reference_s);
-    fprintf(f, "set label 'full-checkpoint reference (%d nodes)' at graph 0.02, first %.6g offset "
-               "0,0.5 font ',8'\n",
+    fprintf(f,
+            "set label 'full-checkpoint reference (%d nodes)' at graph 0.02, first %.6g offset "
+            "0,0.5 font ',8'\n",
             answers[0].rollout_nodes, answers[0].reference_s);
     fprintf(f, "set arrow from graph 0, first %.6g to graph 1, first %.6g nohead dt 4 lw 2\n",
             answers[0].line_rate_s, answers[0].line_rate_s);
-    fprintf(f, "set label 'line-rate full reload' at graph 0.02, first %.6g offset 0,0.5 font "
-               "',8'\n",
+    fprintf(f,
+            "set label 'line-rate full reload' at graph 0.02, first %.6g offset 0,0.5 font "
+            "',8'\n",
             answers[0].line_rate_s);
 }
 
@@ -385,8 +390,9 @@ dcr_status_t dcr_sim_plan_write_figure(const char *dir, const char *model,
         if (*c == '\'') *c = '`';
     fprintf(f, "set multiplot layout 1,2 title 'dcr sim plan: %s (simulated refits)'\n", title);
     dcr__series_t series = dcr__series_of(plan);
-    fprintf(f, "set grid\nset key below box font ',9' height 1 spacing 1.2\n%s\n"
-               "set xlabel '%s' offset 0,1\nset offsets graph 0.05, graph 0.05, 0, 0\n",
+    fprintf(f,
+            "set grid\nset key below box font ',9' height 1 spacing 1.2\n%s\n"
+            "set xlabel '%s' offset 0,1\nset offsets graph 0.05, graph 0.05, 0, 0\n",
             series.x == 2 ? "unset logscale x" : "set logscale x 2", dcr__x_label(&series));
     fprintf(f, "set ylabel 'refit latency (s)'\nset yrange [0:*]\n");
     dcr__break_even(f, &series, plan, answers, true);

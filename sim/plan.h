@@ -78,7 +78,8 @@ dcr_status_t dcr_sim_plan_run(const dcr_sim_spec_t *base, const dcr_sim_calibrat
 
 /* The answers for transport t of the plan (see dcr_sim_plan_answer_t):
  * break-even change rates (nine refits at rates 1e-4 .. 1), sensitivities
- * with `sensitivity` (two refits per field; fanout is not halved below 2). `row` is that point's row. */
+ * with `sensitivity` (two refits per field; fanout is not halved below 2). `row` is that point's
+ * row. */
 dcr_status_t dcr_sim_plan_answer(const dcr_sim_spec_t *base, const dcr_sim_calibration_t *cal,
                                  const dcr_sim_plan_t *plan, int t, const dcr_sim_plan_row_t *row,
                                  bool sensitivity, dcr_sim_plan_answer_t *out_p);

@@ -288,8 +288,10 @@ void dcr_sim_report_nemo_rl(const row_t *rows, int n)
            "balanced binary relay tree, 32 x 8 (+8) staged payloads, 512 MiB buckets\n"
            "guesses: 8 x 4 producers and 8 x 8 H100 receivers, 10 Gbps as each node's rate, 30 ms "
            "one way, 20 ms per S3 request, 8 downloads per node, one relay root (the document "
-           "assigns producers to several), stage costs of paper-testbed.json (its owners do not "
-           "run Megatron Bridge's full export, which the document says every refit pays)\n");
+           "assigns producers to several), stage costs of paper-testbed.json, and each owner's "
+           "full export of its shard per refit (which the document says every refit pays) at "
+           "owner_export_gbps = 3.85 Gbps, one constant fitted to these four figures "
+           "(sim/clusters/nemo-rl.json)\n");
 }
 
 json_t *dcr_sim_plan_row_json(const char *model, const dcr_sim_plan_row_t *row)
@@ -326,14 +328,13 @@ static json_t *answers_json(const dcr_sim_plan_answer_t *answers, int n)
             json_array_append_new(sens, json_pack("{s:s,s:f,s:f}", "field", a->sens[i].field,
                                                   "halved_latency_s", a->sens[i].half_s,
                                                   "doubled_latency_s", a->sens[i].double_s));
-        json_t *j = json_pack("{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:s}", "transport",
-                              a->transport, "rollout_nodes", a->rollout_nodes, "gbps", a->gbps,
-                              "change_rate", a->rate, "latency_s", a->latency_s, "reference_s",
-                              a->reference_s, "line_rate_reload_s", a->line_rate_s,
-                              "vs_reference", crossover_rate_json(a->crossover_reference),
-                              "vs_line_rate", crossover_rate_json(a->crossover_line_rate),
-                              "sensitivities", sens, "sensitivity_rule",
-                              "fields whose halving or doubling moves latency by more than 5%");
+        json_t *j = json_pack(
+            "{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:s}", "transport", a->transport,
+            "rollout_nodes", a->rollout_nodes, "gbps", a->gbps, "change_rate", a->rate, "latency_s",
+            a->latency_s, "reference_s", a->reference_s, "line_rate_reload_s", a->line_rate_s,
+            "vs_reference", crossover_rate_json(a->crossover_reference), "vs_line_rate",
+            crossover_rate_json(a->crossover_line_rate), "sensitivities", sens, "sensitivity_rule",
+            "fields whose halving or doubling moves latency by more than 5%");
         json_object_set_new(j, "crossover_meaning",
                             json_string("vs_reference, vs_line_rate: the change rate at which the "
                                         "refit takes as long as that full reload; 1: it wins at "
@@ -349,10 +350,9 @@ void dcr_sim_plan_report_text(const dcr_sim_spec_t *spec, const dcr_sim_calibrat
                               const dcr_sim_description_t *d)
 {
     print_header(spec, cal, d);
-    printf(
-        "\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport); "
-        "the link rate also scales the per-flow cap and a relay-root ingress\n\n",
-        spec->scenario.model, n);
+    printf("\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport); "
+           "the link rate also scales the per-flow cap and a relay-root ingress\n\n",
+           spec->scenario.model, n);
     printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %7s %14s\n", "transp", "nodes", "gbps",
            "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "recv", "final",
            "cross_B");
@@ -373,8 +373,8 @@ void dcr_sim_plan_report_text(const dcr_sim_spec_t *spec, const dcr_sim_calibrat
         printf("\n%s at %d nodes, %g Gbps, %g%%: latency %.2f s; full-checkpoint reference %.1f "
                "s, line-rate full reload %.1f s\n  break-even change rate: %s against the "
                "reference, %s against a line-rate reload\n",
-               a->transport, a->rollout_nodes, a->gbps, 100 * a->rate, a->latency_s,
-               a->reference_s, a->line_rate_s, crossover_text(b1, sizeof(b1), a->crossover_reference),
+               a->transport, a->rollout_nodes, a->gbps, 100 * a->rate, a->latency_s, a->reference_s,
+               a->line_rate_s, crossover_text(b1, sizeof(b1), a->crossover_reference),
                crossover_text(b2, sizeof(b2), a->crossover_line_rate));
         for (int i = 0; i < a->nsens; i++)
             printf("  %-18s halved: %+6.1f%%   doubled: %+6.1f%%\n", a->sens[i].field,

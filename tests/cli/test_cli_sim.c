@@ -87,7 +87,7 @@ static void test_paper_row_json(void **state)
 static void test_plan_json(void **state)
 {
     json_t *j = run_json("sim plan --model llama-3.2-3b --rollout-nodes 1,2 --gbps 1,2 "
-                         "--change-rate 0.03 --transport objstore --json");
+                         "--change-rate 0.03 --transport objstore --no-crossover --json");
     json_t *rows = json_object_get(j, "rows");
     assert_int_equal(json_array_size(rows), 4);
     size_t i;
@@ -199,8 +199,9 @@ static void test_hostile_inputs(void **state)
     static result_t r;
     run(&r, args);
     assert_int_equal(r.rc, 0);
-    snprintf(args, sizeof(args), "sed -i 's/id=\"xflow\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow\" "
-                                 "bandwidth=\"0Bps\"/' %s",
+    snprintf(args, sizeof(args),
+             "sed -i 's/id=\"xflow\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow\" "
+             "bandwidth=\"0Bps\"/' %s",
              xml);
     assert_int_equal(system(args), 0);
     snprintf(args, sizeof(args), "sim --platform %s", xml);
@@ -216,10 +217,11 @@ static void test_hostile_inputs(void **state)
     expect_error(args, 2, "SimGrid cannot load it");
     /* A calibration with an absurd figure. */
     snprintf(cal, sizeof(cal), "%s/cal.json", dir);
-    snprintf(args, sizeof(args),
-             "sed 's/\"ack_s\": [0-9.e+-]*/\"ack_s\": 1e300/' %s/sim/calibrations/paper-testbed.json "
-             "> %s",
-             DCR_SOURCE_DIR, cal);
+    snprintf(
+        args, sizeof(args),
+        "sed 's/\"ack_s\": [0-9.e+-]*/\"ack_s\": 1e300/' %s/sim/calibrations/paper-testbed.json "
+        "> %s",
+        DCR_SOURCE_DIR, cal);
     assert_int_equal(system(args), 0);
     snprintf(args, sizeof(args), "sim --calibration %s", cal);
     expect_error(args, 2, "ack_s");

@@ -130,8 +130,7 @@ static void test_plan_faster_network(void **state)
     assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, rows), DCR_OK);
     for (int i = 0; i < 6; i++) assert_true(rows[i].gbps == plan.gbps[i % 3]);
     for (int i = 0; i < 6; i++)
-        print_message("%s %g Gbps: %.2f s\n", rows[i].transport, rows[i].gbps,
-                      rows[i].r.latency_s);
+        print_message("%s %g Gbps: %.2f s\n", rows[i].transport, rows[i].gbps, rows[i].r.latency_s);
     for (int t = 0; t < 2; t++) {
         assert_true(rows[3 * t + 1].r.latency_s < 0.9 * rows[3 * t].r.latency_s);
         assert_true(rows[3 * t + 2].r.latency_s < rows[3 * t + 1].r.latency_s);
