@@ -153,17 +153,28 @@ static dcr_status_t dcr__scaled_field(const dcr_sim_spec_t *spec, dcr_sim_worklo
 }
 
 /* Fields a sensitivity tries: every description field that is set (0
- * means none or unlimited: halving or doubling it changes nothing), except
- * those the workload is built for (training layout, GPUs per node) and the
- * shared-core switch; then the two calibration speeds. */
-static bool dcr__sens_field(const dcr_sim_cluster_t *c, size_t i)
+ * means none or unlimited: halving or doubling it changes nothing) and that
+ * the refit on this transport reads; not those the workload is built for
+ * (training layout, GPUs per node), the shared-core switch, or the
+ * reference's object size (the sensitivities time the refit only). */
+static bool dcr__sens_field(const dcr_sim_spec_t *spec, size_t i)
 {
-    static const char *const fixed[] = {"train_nodes", "train_gpus", "rollout_gpus",
-                                        "shared_cores"};
+    static const char *const never[] = {"train_nodes", "train_gpus", "rollout_gpus", "shared_cores",
+                                        "ref_object_mib"};
+    static const char *const relay_only[] = {"relay_gbps", "fanout", "local_gbps",
+                                             "local_latency_ms", "staging_payloads"};
+    static const char *const store_only[] = {"store_gbps",    "store_flows",   "store_latency_ms",
+                                             "store_list_ms", "store_put_ms",  "store_get_rps",
+                                             "store_put_rps", "store_prefixes"};
     const char *name = dcr_sim_cluster_field_name(i);
-    for (size_t k = 0; k < sizeof(fixed) / sizeof(fixed[0]); k++)
-        if (!strcmp(name, fixed[k])) return false;
-    return dcr_sim_cluster_get(c, i) > 0;
+    bool relay = !strcmp(spec->transport, "relay");
+    for (size_t k = 0; k < sizeof(never) / sizeof(never[0]); k++)
+        if (!strcmp(name, never[k])) return false;
+    for (size_t k = 0; !relay && k < sizeof(relay_only) / sizeof(relay_only[0]); k++)
+        if (!strcmp(name, relay_only[k])) return false;
+    for (size_t k = 0; relay && k < sizeof(store_only) / sizeof(store_only[0]); k++)
+        if (!strcmp(name, store_only[k])) return false;
+    return dcr_sim_cluster_get(&spec->cluster, i) > 0;
 }
 
 static dcr_status_t dcr__sensitivities(const dcr_sim_spec_t *spec, dcr_sim_workload_t *w,
@@ -172,7 +183,7 @@ static dcr_status_t dcr__sensitivities(const dcr_sim_spec_t *spec, dcr_sim_workl
     const char *fields[DCR_SIM_SENS_MAX];
     int n = 0;
     for (size_t i = 0; i < dcr_sim_cluster_nfields() && n < DCR_SIM_SENS_MAX - 2; i++)
-        if (dcr__sens_field(&spec->cluster, i)) fields[n++] = dcr_sim_cluster_field_name(i);
+        if (dcr__sens_field(spec, i)) fields[n++] = dcr_sim_cluster_field_name(i);
     fields[n++] = "owner_speed";
     fields[n++] = "rollout_speed";
     for (int i = 0; i < n; i++) {
