@@ -635,6 +635,15 @@ static int plan_run(plan_opts_t *p)
     if (st == DCR_OK) st = load_calibration(o, &desc, &cal);
     if (st == DCR_OK) st = cluster_from(o, &cal, &desc);
     if (st != DCR_OK) return dcr_cli_check("sim plan", st);
+    /* The echo shows the grid's first point and names what the grid sweeps. */
+    if (plan.nnodes > 1) dcr_sim_description_overridden(&desc, "rollout_nodes (swept)");
+    if (p->gbps) {
+        dcr_sim_cluster_set_link_rate(&desc.cluster, plan.gbps[0]);
+        dcr_sim_description_overridden(&desc, plan.ngbps > 1 ? "cross_gbps (swept; flow and "
+                                                               "relay rates keep their ratio)"
+                                                             : "cross_gbps (--gbps; flow and "
+                                                               "relay rates keep their ratio)");
+    }
     spec.cluster = desc.cluster;
     if (st == DCR_OK) {
         rows = calloc((size_t)dcr_sim_plan_count(&plan), sizeof(*rows));

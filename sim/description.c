@@ -191,9 +191,16 @@ dcr_status_t dcr_sim_description_calibration_path(const dcr_sim_description_t *d
 
 void dcr_sim_description_overridden(dcr_sim_description_t *d, const char *field)
 {
+    /* A flag's name (cross-gbps) is written as its field's (cross_gbps). */
+    char name[128];
+    snprintf(name, sizeof(name), "%s", field);
+    for (char *c = name; *c && *c != ' '; c++)
+        if (*c == '-') *c = '_';
+    char key[128];
+    snprintf(key, sizeof(key), "%.*s", (int)strcspn(name, " "), name);
+    if (strstr(d->overridden, key)) return; /* already named */
     size_t n = strlen(d->overridden);
-    if (strstr(d->overridden, field)) return;
-    snprintf(d->overridden + n, sizeof(d->overridden) - n, "%s%s", n ? ", " : "", field);
+    snprintf(d->overridden + n, sizeof(d->overridden) - n, "%s%s", n ? ", " : "", name);
 }
 
 /* ---- the echo ---------------------------------------------------------------- */

@@ -163,7 +163,7 @@ static void test_description_and_crossover(void **state)
                          "--transport objstore --store-flows 4 --no-sensitivity --json");
     json_t *d = json_object_get(j, "description");
     assert_int_equal(json_integer_value(json_object_get(d, "store_flows")), 4);
-    assert_non_null(strstr(json_string_value(json_object_get(d, "overridden")), "store-flows"));
+    assert_non_null(strstr(json_string_value(json_object_get(d, "overridden")), "store_flows"));
     assert_true(json_real_value(json_object_get(d, "cross_gbps")) == 3.846);
     assert_non_null(json_object_get(json_object_get(d, "assumptions"), "store_get_rps"));
     json_t *c = json_array_get(json_object_get(j, "crossover"), 0);
