@@ -278,32 +278,54 @@ bool dcr_sim_fast_path(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)
            dcr__fast_nodes(spec) < c->rollout_nodes;
 }
 
-dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
-                                  dcr_sim_result_t *out_p)
+/* spec as the fast path simulates it (itself where the path does not apply). */
+static dcr_sim_spec_t dcr__fast_spec(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)
 {
-    DCR_CHECK(dcr__check_workload(spec, w));
-    /* The fast path simulates fewer nodes that stand for all of them. */
     dcr_sim_spec_t fast = *spec;
     if (dcr_sim_fast_path(spec, w)) {
         fast.cluster.agg_nodes = spec->cluster.rollout_nodes;
         fast.cluster.agg_chain = !strcmp(spec->transport, "relay");
         fast.cluster.rollout_nodes = dcr__fast_nodes(spec);
     }
+    return fast;
+}
+
+/* One SimGrid run of fn on spec's platform. */
+static dcr_status_t dcr__run_on_platform(dcr__sim_fn fn, const char *what,
+                                         const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                         dcr__sim_out_t *out)
+{
     char *platform = NULL;
     bool tmp = false;
-    dcr__sim_out_t refit, ref;
-    dcr_status_t st = dcr__platform(&fast, w, &platform, &tmp);
-    if (st == DCR_OK) st = dcr__fork_run(dcr__sim_refit, "refit", &fast, w, platform, &refit);
-    memset(&ref, 0, sizeof(ref));
-    if (st == DCR_OK && !spec->no_reference)
-        st = dcr__fork_run(dcr__sim_reference, "reference", &fast, w, platform, &ref);
-    if (st == DCR_OK) dcr__fill(spec, w, &refit, ref.reference_s, out_p);
+    dcr_status_t st = dcr__platform(spec, w, &platform, &tmp);
+    if (st == DCR_OK) st = dcr__fork_run(fn, what, spec, w, platform, out);
     if (tmp) {
         dcr_interrupt_cleanup_remove(platform);
         unlink(platform);
     }
     free(platform);
     return st;
+}
+
+dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                  dcr_sim_result_t *out_p)
+{
+    DCR_CHECK(dcr__check_workload(spec, w));
+    /* The fast path simulates fewer nodes that stand for all of them. */
+    dcr_sim_spec_t fast = dcr__fast_spec(spec, w);
+    dcr__sim_out_t refit, ref;
+    memset(&ref, 0, sizeof(ref));
+    DCR_CHECK(dcr__run_on_platform(dcr__sim_refit, "refit", &fast, w, &refit));
+    if (!spec->no_reference) {
+        /* The reference goes through the object store whatever the refit's
+         * transport, so its fast path is the object store's (one node). */
+        dcr_sim_spec_t by_store = *spec;
+        by_store.transport = "objstore";
+        dcr_sim_spec_t ref_fast = dcr__fast_spec(&by_store, w);
+        DCR_CHECK(dcr__run_on_platform(dcr__sim_reference, "reference", &ref_fast, w, &ref));
+    }
+    dcr__fill(spec, w, &refit, ref.reference_s, out_p);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
