@@ -346,26 +346,29 @@ static const char *dcr__x_label(const dcr__series_t *s)
 }
 
 /* Break-even marks: on a change-rate axis each transport's break-even rate
- * against the reference (a vertical line); otherwise, on the latency panel,
- * the reference's and the line-rate reload's latency at the answer point,
- * and on the speedup panel 1x. */
+ * against the reference (a vertical line, where it falls inside (0, 1));
+ * on the latency panel the reference's and the line-rate reload's latency
+ * at the answer point, and on the speedup panel 1x. */
 static void dcr__break_even(FILE *f, const dcr__series_t *s, const dcr_sim_plan_t *plan,
                             const dcr_sim_plan_answer_t *answers, bool latency_panel)
 {
     fprintf(f, "unset arrow\nunset label\n");
     if (!answers) return;
-    for (int t = 0; t < plan->ntransports; t++) {
+    for (int t = 0; t < plan->ntransports && s->x == 2; t++) {
         const dcr_sim_plan_answer_t *a = &answers[t];
-        if (s->x == 2 && a->crossover_reference > 0 && a->crossover_reference < 1) {
-            fprintf(f, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt 3 lw 2\n",
-                    a->crossover_reference, a->crossover_reference);
+        const char *name = !strcmp(a->transport, "relay") ? "relay" : "objstore";
+        const double at[2] = {a->crossover_reference, a->crossover_line_rate};
+        const char *vs[2] = {"reference", "line rate"};
+        for (int k = 0; k < 2; k++) {
+            if (!(at[k] > 0 && at[k] < 1)) continue;
+            fprintf(f, "set arrow from %.6g, graph 0 to %.6g, graph 1 nohead dt %d lw 2\n", at[k],
+                    at[k], 3 + k);
             fprintf(f,
-                    "set label 'break-even %s %.3g%%' at %.6g, graph %.2f rotate left font ',8'\n",
-                    !strcmp(a->transport, "relay") ? "relay" : "objstore",
-                    100 * a->crossover_reference, a->crossover_reference, 0.05 + 0.45 * t);
+                    "set label 'break-even %s vs %s %.3g%%' at %.6g, graph %.2f rotate left "
+                    "font ',8'\n",
+                    name, vs[k], 100 * at[k], at[k], 0.05 + 0.45 * t);
         }
     }
-    if (s->x == 2) return;
     if (!latency_panel) {
         fprintf(f, "set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 3 lw 2\n"
                    "set label 'break-even (1x)' at graph 0.02, first 1 offset 0,0.5 font ',8'\n");
