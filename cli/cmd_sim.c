@@ -15,8 +15,10 @@
 #include "dcr/outpath.h"
 #include "scenario_args.h"
 #include "sim/calibrate.h"
+#include "sim/description.h"
 #include "sim/paper.h"
 #include "sim/plan.h"
+#include "sim/readfile.h"
 #include "reports/gnuplot.h"
 #include "reports/report.h"
 #include "sim/platform.h"
@@ -33,11 +35,13 @@ typedef struct sim_opts {
     dcr_cli_scenario_t sc;
     int64_t rollout_nodes, rollout_gpus, serve_tp, store_flows, fanout, queue, owner_queue,
         shared_cores;
-    bool serve_ep, json, validate, no_ack_rtt;
+    bool serve_ep, json, validate, no_ack_rtt, full;
     const char *transport, *rates, *mode, *calibration, *platform, *write_platform, *testbed;
+    const char *cluster; /* --cluster FILE|NAME */
     const char *changes; /* profile:FILE, or NULL */
     double cross, flow, local, fabric, latency, local_latency, store_gbps, store_latency,
-        store_list, store_put, relay_gbps, startup_ms;
+        store_list, store_put, relay_gbps, startup_ms, get_rps, put_rps, export_gbps;
+    int64_t store_prefixes;
     double ref_object_mib, chunk_mib, bucket_mib;
     /* --validate: which cases (engine, testbed; NULL both) and the testbed's id. */
     const char *validate_only;
@@ -55,68 +59,110 @@ static bool seen(const sim_opts_t *o, const char *name)
 
 /* ---- configuration ------------------------------------------------------------ */
 
-static void set_if(const sim_opts_t *o, const char *flag, double v, double *dst)
+/* A flag given replaces field `field` of the description, and the echo says so. */
+static void set_if(const sim_opts_t *o, const char *flag, double v, double *dst,
+                   dcr_sim_description_t *d)
 {
-    if (seen(o, flag)) *dst = v;
+    if (!seen(o, flag)) return;
+    *dst = v;
+    dcr_sim_description_overridden(d, flag + 2);
 }
 
-static void set_int_if(const sim_opts_t *o, const char *flag, int64_t v, int *dst)
+static void set_int_if(const sim_opts_t *o, const char *flag, int64_t v, int *dst,
+                       dcr_sim_description_t *d)
 {
-    if (seen(o, flag)) *dst = (int)v;
+    if (!seen(o, flag)) return;
+    *dst = (int)v;
+    dcr_sim_description_overridden(d, flag + 2);
 }
 
-/* The preset, then the calibration's fitted cluster figures (if any), then
- * the flags. */
+/* The description a run asks for: --cluster, else --testbed's preset,
+ * else the seed's testbed (the one cluster every entry point defaults to). */
+static const char *description_name(const sim_opts_t *o)
+{
+    if (o->cluster) return o->cluster;
+    if (o->testbed && !strcmp(o->testbed, "nemo-rl")) return "nemo-rl";
+    return "paper-testbed";
+}
+
+static void apply_link_flags(const sim_opts_t *o, dcr_sim_cluster_t *c, dcr_sim_description_t *d)
+{
+    /* A node rate carries its per-flow cap and relay-root ingress along
+     * (dcr_sim_cluster_set_link_rate), as a plan's --gbps axis does. */
+    if (seen(o, "--cross-gbps")) {
+        dcr_sim_cluster_set_link_rate(c, o->cross);
+        dcr_sim_description_overridden(d, "cross-gbps");
+    }
+    set_if(o, "--flow-gbps", o->flow, &c->flow_gbps, d);
+    set_if(o, "--local-gbps", o->local, &c->local_gbps, d);
+    set_if(o, "--fabric-gbps", o->fabric, &c->fabric_gbps, d);
+    set_if(o, "--latency-ms", o->latency, &c->latency_ms, d);
+    set_if(o, "--local-latency-ms", o->local_latency, &c->local_latency_ms, d);
+    set_if(o, "--store-gbps", o->store_gbps, &c->store_gbps, d);
+    set_if(o, "--store-latency-ms", o->store_latency, &c->store_latency_ms, d);
+    set_if(o, "--store-list-ms", o->store_list, &c->store_list_ms, d);
+    set_if(o, "--store-put-ms", o->store_put, &c->store_put_ms, d);
+    set_if(o, "--store-get-rps", o->get_rps, &c->store_get_rps, d);
+    set_if(o, "--store-put-rps", o->put_rps, &c->store_put_rps, d);
+    set_if(o, "--relay-gbps", o->relay_gbps, &c->relay_gbps, d);
+    set_if(o, "--startup-ms", o->startup_ms, &c->startup_ms, d);
+    set_if(o, "--owner-export-gbps", o->export_gbps, &c->owner_export_gbps, d);
+    set_if(o, "--ref-object-mib", o->ref_object_mib, &c->ref_object_mib, d);
+}
+
+/* The description, then a calibration's fitted cluster figures (if it
+ * holds any), then the flags, each recorded in the echo. */
 static dcr_status_t cluster_from(const sim_opts_t *o, const dcr_sim_calibration_t *cal,
-                                 dcr_sim_cluster_t *c)
+                                 dcr_sim_description_t *d)
 {
     if (o->testbed && strcmp(o->testbed, "paper") && strcmp(o->testbed, "nemo-rl"))
         return dcr_error_set(DCR_EINVAL, "--testbed %s: expected paper or nemo-rl", o->testbed);
-    bool nemo = o->testbed && !strcmp(o->testbed, "nemo-rl");
-    *c = nemo         ? dcr_sim_cluster_nemo_rl()
-         : o->testbed ? dcr_sim_cluster_testbed()
-                      : dcr_sim_cluster_default();
-    /* The paper calibration's cluster figures describe the seed's testbed;
-     * on nemo-rl only its stage costs apply unless a file is given. */
-    if (cal && (!nemo || o->calibration)) DCR_CHECK(dcr_sim_cluster_apply_calibration(c, cal));
-    set_int_if(o, "--train-nodes", o->sc.nodes, &c->train_nodes);
-    set_int_if(o, "--gpus-per-node", o->sc.gpus, &c->train_gpus);
-    set_int_if(o, "--rollout-nodes", o->rollout_nodes, &c->rollout_nodes);
-    set_int_if(o, "--rollout-gpus", o->rollout_gpus, &c->rollout_gpus);
-    set_int_if(o, "--store-flows", o->store_flows, &c->store_flows);
-    set_int_if(o, "--fanout", o->fanout, &c->fanout);
-    set_int_if(o, "--queue", o->queue, &c->queue_payloads);
-    set_int_if(o, "--owner-queue", o->owner_queue, &c->owner_queue);
-    set_int_if(o, "--shared-cores", o->shared_cores, &c->shared_cores);
-    set_if(o, "--cross-gbps", o->cross, &c->cross_gbps);
-    set_if(o, "--flow-gbps", o->flow, &c->flow_gbps);
-    set_if(o, "--local-gbps", o->local, &c->local_gbps);
-    set_if(o, "--fabric-gbps", o->fabric, &c->fabric_gbps);
-    set_if(o, "--latency-ms", o->latency, &c->latency_ms);
-    set_if(o, "--local-latency-ms", o->local_latency, &c->local_latency_ms);
-    set_if(o, "--store-gbps", o->store_gbps, &c->store_gbps);
-    set_if(o, "--store-latency-ms", o->store_latency, &c->store_latency_ms);
-    set_if(o, "--store-list-ms", o->store_list, &c->store_list_ms);
-    set_if(o, "--store-put-ms", o->store_put, &c->store_put_ms);
-    set_if(o, "--relay-gbps", o->relay_gbps, &c->relay_gbps);
-    set_if(o, "--startup-ms", o->startup_ms, &c->startup_ms);
-    set_if(o, "--ref-object-mib", o->ref_object_mib, &c->ref_object_mib);
-    if (o->no_ack_rtt) c->ack_rtt = false;
+    if (o->testbed && o->cluster)
+        return dcr_error_set(DCR_EINVAL, "--testbed and --cluster: give one description");
+    DCR_CHECK(dcr_sim_description_load(description_name(o), d));
+    dcr_sim_cluster_t *c = &d->cluster;
+    for (int i = 0; cal && i < cal->ncluster; i++) {
+        DCR_CHECK(dcr_sim_cluster_set(c, cal->cluster[i].key, cal->cluster[i].value));
+        char what[64];
+        snprintf(what, sizeof(what), "%s (calibration)", cal->cluster[i].key);
+        dcr_sim_description_overridden(d, what);
+    }
+    set_int_if(o, "--train-nodes", o->sc.nodes, &c->train_nodes, d);
+    set_int_if(o, "--gpus-per-node", o->sc.gpus, &c->train_gpus, d);
+    set_int_if(o, "--rollout-nodes", o->rollout_nodes, &c->rollout_nodes, d);
+    set_int_if(o, "--rollout-gpus", o->rollout_gpus, &c->rollout_gpus, d);
+    set_int_if(o, "--store-flows", o->store_flows, &c->store_flows, d);
+    set_int_if(o, "--store-prefixes", o->store_prefixes, &c->store_prefixes, d);
+    set_int_if(o, "--fanout", o->fanout, &c->fanout, d);
+    set_int_if(o, "--queue", o->queue, &c->queue_payloads, d);
+    set_int_if(o, "--owner-queue", o->owner_queue, &c->owner_queue, d);
+    set_int_if(o, "--shared-cores", o->shared_cores, &c->shared_cores, d);
+    apply_link_flags(o, c, d);
+    if (o->no_ack_rtt) {
+        c->ack_rtt = false;
+        dcr_sim_description_overridden(d, "ack_rtt");
+    }
     c->platform_xml = o->platform;
-    return dcr_sim_cluster_validate(c);
+    DCR_CHECK(dcr_sim_cluster_validate(c));
+    /* A user's platform: a regular file SimGrid can load, with links that
+     * carry bytes, checked before any calibration (dcr_sim_platform_check). */
+    if (o->platform) DCR_CHECK(dcr_sim_platform_check(c));
+    return DCR_OK;
 }
 
 /* The testbed's training layout (sim/paper.h) where no flag sets one. */
 static void testbed_layout(const sim_opts_t *o, bool moe, dcr_scenario_spec_t *spec)
 {
-    if (!o->testbed) return;
+    /* The built-in descriptions are the seed's testbed and NeMo-RL's, whose
+     * layout is the seed's; a user's description states no layout. */
+    if (o->cluster) return;
     if (!seen(o, "--tp")) spec->train.tp = DCR_SIM_PAPER_TP;
     if (!moe) return; /* expert parallelism needs experts */
     if (!seen(o, "--ep")) spec->train.ep = DCR_SIM_PAPER_EP;
     if (!seen(o, "--etp")) spec->train.etp = DCR_SIM_PAPER_ETP;
 }
 
-static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
+static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s, dcr_sim_description_t *d)
 {
     *s = dcr_sim_spec_default();
     DCR_CHECK(dcr_cli_scenario_spec(&o->sc, &s->scenario));
@@ -125,7 +171,9 @@ static dcr_status_t spec_from(const sim_opts_t *o, dcr_sim_spec_t *s)
         dcr_model_load(s->scenario.model, &model)); /* a wrong name fails before any measurement */
     testbed_layout(o, model.experts > 0, &s->scenario);
     DCR_CHECK(dcr_construct_mode_parse(o->mode, &s->mode));
-    DCR_CHECK(cluster_from(o, NULL, &s->cluster));
+    DCR_CHECK(cluster_from(o, NULL, d));
+    s->cluster = d->cluster;
+    s->full = o->full;
     s->serve_tp = (int)o->serve_tp;
     s->serve_ep = o->serve_ep;
     s->chunk_bytes = (size_t)(o->chunk_mib * 1048576.0);
@@ -153,21 +201,22 @@ static dcr_status_t parse_transports(const char *text, const char **t, int *n_p)
     return DCR_OK;
 }
 
-/* --calibration FILE; on the paper testbed its fitted calibration; else a
- * quick measurement on this machine. */
-static dcr_status_t load_calibration(const sim_opts_t *o, dcr_sim_calibration_t *cal)
+/* --calibration FILE or "local" (a quick measurement of this machine, only
+ * when asked), else the calibration the description names. */
+static dcr_status_t load_calibration(const sim_opts_t *o, const dcr_sim_description_t *d,
+                                     dcr_sim_calibration_t *cal)
 {
-    if (o->calibration) return dcr_sim_cal_load(o->calibration, cal);
-    if (o->testbed) {
-        char path[4096];
-        DCR_CHECK(dcr_sim_paper_calibration_path(path, sizeof(path)));
-        return dcr_sim_cal_load(path, cal);
+    const char *which = o->calibration ? o->calibration : d->calibration;
+    if (!strcmp(which, "local")) {
+        DCR_LOG_INFO("sim: --calibration local: measuring a quick one on this machine");
+        dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
+        opt.quick = true;
+        return dcr_sim_calibrate(&opt, cal);
     }
-    DCR_LOG_INFO(
-        "sim: no --calibration file; measuring a quick one on this machine (dcr calibrate)");
-    dcr_sim_cal_options_t opt = dcr_sim_cal_options_default();
-    opt.quick = true;
-    return dcr_sim_calibrate(&opt, cal);
+    if (o->calibration) return dcr_sim_cal_load(o->calibration, cal);
+    char path[4096];
+    DCR_CHECK(dcr_sim_description_calibration_path(d, path, sizeof(path)));
+    return dcr_sim_cal_load(path, cal);
 }
 
 /* ---- modes ------------------------------------------------------------------------ */
@@ -176,8 +225,9 @@ static dcr_status_t load_calibration(const sim_opts_t *o, dcr_sim_calibration_t 
  * the written platform. */
 static int write_platform(const sim_opts_t *o)
 {
-    dcr_sim_cluster_t c;
-    dcr_status_t st = cluster_from(o, NULL, &c);
+    dcr_sim_description_t d;
+    dcr_status_t st = cluster_from(o, NULL, &d);
+    dcr_sim_cluster_t c = d.cluster;
     if (st == DCR_OK) st = dcr_outpath_check("--write-platform", o->write_platform);
     if (st != DCR_OK) return dcr_cli_check("sim", st);
     size_t world = (size_t)c.train_nodes * (size_t)c.train_gpus;
@@ -392,9 +442,10 @@ static int simulate(const sim_opts_t *o)
     const char *models[DCR_SIM_PAPER_NSIZES];
     double model_rates[DCR_SIM_PAPER_NSIZES] = {0};
     dcr_sim_row_t rows[MAX_ROWS];
+    dcr_sim_description_t desc;
     int n = 0;
     /* Every flag is checked before a calibration is measured or read. */
-    dcr_status_t st = spec_from(o, &spec);
+    dcr_status_t st = spec_from(o, &spec, &desc);
     int nmodels = st == DCR_OK ? models_of(o, &spec, models) : 0;
     for (int m = 0; st == DCR_OK && m < nmodels; m++) {
         /* Model, layers and layout, as sim/workload.c will build them. */
@@ -416,8 +467,11 @@ static int simulate(const sim_opts_t *o)
     if (st == DCR_OK) st = parse_rates(o->rates, rates, &nrates);
     if (st == DCR_OK) st = parse_transports(o->transport, transports, &ntrans);
     if (st != DCR_OK) return dcr_cli_check("sim", st);
-    st = load_calibration(o, &cal);
-    if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
+    /* A bad calibration file is bad input (exit 2), like a bad flag. */
+    st = load_calibration(o, &desc, &cal);
+    if (st == DCR_OK) st = cluster_from(o, &cal, &desc);
+    if (st != DCR_OK) return dcr_cli_check("sim", st);
+    spec.cluster = desc.cluster;
     dcr_sim_sweep_t sw;
     double sweep_rates[MAX_ROWS];
     const char *sweep_transports[2];
@@ -426,10 +480,11 @@ static int simulate(const sim_opts_t *o)
     if (st == DCR_OK) st = dcr_sim_sweep_run(&sw, &spec, &cal, rows, MAX_ROWS, &n);
     if (st != DCR_OK) return dcr_cli_fail("sim", st);
     if (o->json)
-        dcr_sim_report_json(&spec, rows, n, &cal, o->testbed && !strcmp(o->testbed, "nemo-rl"));
+        dcr_sim_report_json(&spec, rows, n, &cal, o->testbed && !strcmp(o->testbed, "nemo-rl"),
+                            &desc);
     else
         dcr_sim_report_text(&spec, rows, n, &cal,
-                            o->testbed != NULL && !strcmp(o->testbed, "paper"));
+                            o->testbed != NULL && !strcmp(o->testbed, "paper"), &desc);
     if (!o->json && o->testbed && !strcmp(o->testbed, "nemo-rl")) dcr_sim_report_nemo_rl(rows, n);
     return 0;
 }
@@ -448,39 +503,57 @@ static int run(const sim_opts_t *o)
     }
     if (o->write_platform) return write_platform(o);
     if (!o->validate) return simulate(o);
+    /* The engine cases run dcr bench on this machine (their own shared-core
+     * clusters, sim/validate.h): asking for a validation is asking about this
+     * machine, so its stage costs are measured unless a file is given. */
     dcr_sim_calibration_t cal;
-    dcr_status_t st = load_calibration(o, &cal);
-    if (st != DCR_OK) return dcr_cli_fail("sim", st);
+    dcr_sim_description_t desc;
+    dcr_status_t st = cluster_from(o, NULL, &desc);
+    if (st != DCR_OK) return dcr_cli_check("sim", st);
+    sim_opts_t local = *o;
+    if (!local.calibration) local.calibration = "local";
+    st = load_calibration(&local, &desc, &cal);
+    if (st != DCR_OK) return dcr_cli_check("sim", st);
     return validate(o, &cal);
 }
 
 /* ---- dcr sim plan ------------------------------------------------------------------ */
 
 typedef struct plan_opts {
-    sim_opts_t sim; /* model, layout, calibration and the testbed base */
+    sim_opts_t sim; /* model, layout, calibration, the description and its overrides */
     const char *nodes, *gbps, *out;
-    bool no_sensitivity;
+    bool no_sensitivity, no_crossover, jsonl;
 } plan_opts_t;
 
-static dcr_status_t plan_axes(const plan_opts_t *p, dcr_sim_plan_t *plan)
+/* The axes; without --gbps the description's own node rate. */
+static dcr_status_t plan_axes(const plan_opts_t *p, const dcr_sim_cluster_t *c,
+                              dcr_sim_plan_t *plan)
 {
     double v[DCR_SIM_PLAN_MAX];
     memset(plan, 0, sizeof(*plan));
     DCR_CHECK(dcr_args_parse_list("--rollout-nodes", p->nodes, 1, 4096, true, v, DCR_SIM_PLAN_MAX,
                                   &plan->nnodes));
     for (int i = 0; i < plan->nnodes; i++) plan->rollout_nodes[i] = (int)v[i];
-    DCR_CHECK(dcr_args_parse_list("--gbps", p->gbps, 1e-3, 1e6, false, plan->gbps, DCR_SIM_PLAN_MAX,
-                                  &plan->ngbps));
+    if (p->gbps) {
+        DCR_CHECK(dcr_args_parse_list("--gbps", p->gbps, 1e-3, 1e6, false, plan->gbps,
+                                      DCR_SIM_PLAN_MAX, &plan->ngbps));
+    } else {
+        if (!(c->cross_gbps > 0))
+            return dcr_error_set(DCR_EINVAL, "sim plan: the description's cross_gbps is "
+                                             "unlimited; give --gbps");
+        plan->gbps[0] = c->cross_gbps;
+        plan->ngbps = 1;
+    }
     DCR_CHECK(dcr_args_parse_list("--change-rate", p->sim.rates, 0, 1, false, plan->rates,
                                   DCR_SIM_PLAN_MAX, &plan->nrates));
-    plan->sensitivity = !p->no_sensitivity;
     return parse_transports(p->sim.transport, plan->transports, &plan->ntransports);
 }
 
 /* The figure: data and body from sim/plan.c, the PNG/SVG driver and the
  * gnuplot run from reports/gnuplot.h. */
 static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_sim_plan_t *plan,
-                                const dcr_sim_plan_row_t *rows)
+                                const dcr_sim_plan_row_t *rows,
+                                const dcr_sim_plan_answer_t *answers)
 {
     char gnuplot[4096];
     DCR_CHECK(dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot)));
@@ -490,7 +563,7 @@ static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_si
     DCR_CHECK(dcr_outdir_open("-o", dir, &out));
     const char *stage = dcr_outdir_stage(out);
     dcr_interrupt_cleanup_add(stage);
-    dcr_status_t st = dcr_sim_plan_write_figure(stage, model, plan, rows);
+    dcr_status_t st = dcr_sim_plan_write_figure(stage, model, plan, rows, answers);
     if (st == DCR_OK) st = dcr_gnuplot_write_driver(stage, "plan", 1400, 560);
     if (st == DCR_OK) st = dcr_gnuplot_run(gnuplot, stage, "plan.gp");
     dcr_interrupt_cleanup_remove(stage);
@@ -502,40 +575,103 @@ static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_si
     return dcr_outdir_commit(out);
 }
 
+/* Progress on stderr after every row; with --jsonl the row itself on
+ * stdout, flushed, so an interrupted sweep keeps what it computed. */
+typedef struct plan_progress {
+    const char *model;
+    bool jsonl;
+} plan_progress_t;
+
+static void plan_on_row(void *ctx, const dcr_sim_plan_row_t *row, int done, int total)
+{
+    const plan_progress_t *pp = ctx;
+    fprintf(stderr, "sim plan: %d/%d %s %d nodes %g Gbps %g%%: %.2f s\n", done, total,
+            row->transport, row->rollout_nodes, row->gbps, 100 * row->rate, row->r.latency_s);
+    if (!pp->jsonl) return;
+    json_t *j = dcr_sim_plan_row_json(pp->model, row);
+    json_dumpf(j, stdout, JSON_COMPACT);
+    printf("\n");
+    fflush(stdout);
+    json_decref(j);
+}
+
+static dcr_status_t plan_answers(const plan_opts_t *p, const dcr_sim_spec_t *spec,
+                                 const dcr_sim_calibration_t *cal, const dcr_sim_plan_t *plan,
+                                 const dcr_sim_plan_row_t *rows, dcr_sim_plan_answer_t *answers)
+{
+    for (int t = 0; t < plan->ntransports; t++) {
+        fprintf(stderr, "sim plan: %s: break-even change rates%s\n", plan->transports[t],
+                p->no_sensitivity ? "" : " and sensitivities");
+        DCR_CHECK(dcr_sim_plan_answer(spec, cal, plan, t, &rows[dcr_sim_plan_answer_row(plan, t)],
+                                      !p->no_sensitivity, &answers[t]));
+    }
+    return DCR_OK;
+}
+
 static int plan_run(plan_opts_t *p)
 {
     sim_opts_t *o = &p->sim;
     dcr_sim_plan_t plan;
     dcr_sim_spec_t spec;
     dcr_sim_calibration_t cal;
+    dcr_sim_description_t desc;
+    dcr_sim_plan_answer_t answers[2];
     dcr_sim_plan_row_t *rows = NULL;
     char gnuplot[4096];
-    dcr_status_t st = plan_axes(p, &plan);
-    /* The base cluster's node count is the first of the axis (the grid sets each). */
-    o->rollout_nodes = st == DCR_OK ? plan.rollout_nodes[0] : 1;
-    if (st == DCR_OK) st = spec_from(o, &spec);
+    memset(answers, 0, sizeof(answers));
+    /* The description's node count is the axis' first (the grid sets each). */
+    double first[DCR_SIM_PLAN_MAX];
+    int nfirst = 0;
+    dcr_status_t st = dcr_args_parse_list("--rollout-nodes", p->nodes, 1, 4096, true, first,
+                                          DCR_SIM_PLAN_MAX, &nfirst);
+    o->rollout_nodes = st == DCR_OK ? (int64_t)first[0] : 1;
+    if (st == DCR_OK) st = spec_from(o, &spec, &desc);
+    if (st == DCR_OK) st = plan_axes(p, &spec.cluster, &plan);
     if (st == DCR_OK && p->out) st = dcr_outdir_check("-o", p->out);
+    if (st == DCR_OK && p->jsonl && o->json)
+        st = dcr_error_set(DCR_EINVAL, "sim plan: --json and --jsonl: give one");
     if (st != DCR_OK) return dcr_cli_check("sim plan", st);
     if (p->out) st = dcr_report_find_gnuplot(NULL, gnuplot, sizeof(gnuplot));
-    if (st == DCR_OK) st = load_calibration(o, &cal);
-    if (st == DCR_OK) st = cluster_from(o, &cal, &spec.cluster);
+    if (st == DCR_OK) st = load_calibration(o, &desc, &cal);
+    if (st == DCR_OK) st = cluster_from(o, &cal, &desc);
+    if (st != DCR_OK) return dcr_cli_check("sim plan", st);
+    /* The echo shows the grid's first point and names what the grid sweeps. */
+    if (plan.nnodes > 1) dcr_sim_description_overridden(&desc, "rollout_nodes (swept)");
+    if (p->gbps) {
+        dcr_sim_cluster_set_link_rate(&desc.cluster, plan.gbps[0]);
+        dcr_sim_description_overridden(&desc, plan.ngbps > 1 ? "cross_gbps (swept; flow and "
+                                                               "relay rates keep their ratio)"
+                                                             : "cross_gbps (--gbps; flow and "
+                                                               "relay rates keep their ratio)");
+    }
+    spec.cluster = desc.cluster;
     if (st == DCR_OK) {
         rows = calloc((size_t)dcr_sim_plan_count(&plan), sizeof(*rows));
         if (!rows) st = dcr_error_set(DCR_ENOMEM, "sim plan: rows");
     }
+    plan_progress_t pp = {spec.scenario.model, p->jsonl};
+    plan.on_row = plan_on_row;
+    plan.ctx = &pp;
     if (st == DCR_OK) st = dcr_sim_plan_run(&spec, &cal, &plan, rows);
-    if (st == DCR_OK && p->out) st = plan_figure(p->out, spec.scenario.model, &plan, rows);
+    int nanswers = p->no_crossover ? 0 : plan.ntransports;
+    if (st == DCR_OK && nanswers) st = plan_answers(p, &spec, &cal, &plan, rows, answers);
+    if (st == DCR_OK && p->out)
+        st = plan_figure(p->out, spec.scenario.model, &plan, rows, nanswers ? answers : NULL);
+    int n = dcr_sim_plan_count(&plan);
     if (st == DCR_OK && o->json)
-        dcr_sim_plan_report_json(&spec, &cal, rows, dcr_sim_plan_count(&plan), p->out);
-    else if (st == DCR_OK)
-        dcr_sim_plan_report_text(&spec, &cal, rows, dcr_sim_plan_count(&plan));
-    if (st == DCR_OK && p->out && !o->json)
+        dcr_sim_plan_report_json(&spec, &cal, rows, n, p->out, answers, nanswers, &desc);
+    else if (st == DCR_OK && !p->jsonl)
+        dcr_sim_plan_report_text(&spec, &cal, rows, n, answers, nanswers, &desc);
+    if (st == DCR_OK && p->out && !o->json && !p->jsonl)
         printf("\nfigure: %s/plan.png and %s/plan.svg (redraw: cd %s && gnuplot plan.gp)\n", p->out,
                p->out, p->out);
     free(rows);
     if (st != DCR_OK) return dcr_cli_fail("sim plan", st);
     return 0;
 }
+
+static void model_args(sim_opts_t *o, dcr_arg_t *a);
+enum { NPLAN_ARGS = 14, NMODEL_ARGS = 26 };
 
 static int dcr_cmd_sim_plan(int argc, char **argv)
 {
@@ -545,33 +681,47 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
     o->transport = "both";
     o->rates = "0.03,0.05";
     o->mode = "X";
-    o->testbed = "paper";
     p.nodes = "2,4,8,16,32";
-    p.gbps = "3.846,10";
     dcr_cli_scenario_init(&o->sc, "nemotron-3-nano-30b-a3b", 1, 0);
-    enum { NOWN = 9 };
-    dcr_arg_t args[NOWN + DCR_CLI_SCENARIO_NARGS] = {
+    const dcr_arg_t own[NPLAN_ARGS] = {
+        {"--cluster", DCR_ARG_STRING, &o->cluster, 0, 0,
+         "cluster description: a preset name (sim/clusters/NAME.json) or a JSON file (default "
+         "paper-testbed)",
+         false},
         {"--rollout-nodes", DCR_ARG_STRING, &p.nodes, 0, 0,
          "rollout node counts, comma separated (default 2,4,8,16,32)", false},
+        {"--rollout-gpus", DCR_ARG_INT, &o->rollout_gpus, 1, 64,
+         "receivers (GPUs) per rollout node (default: the description's)", false},
         {"--gbps", DCR_ARG_STRING, &p.gbps, 0, 0,
-         "cross-cluster Gbps per node and per flow, comma separated (default 3.846 (the testbed's "
-         "fitted rate),10)",
+         "cross-cluster Gbps per node, comma separated (default: the description's cross_gbps)",
          false},
         {"--change-rate", DCR_ARG_STRING, &o->rates, 0, 0,
          "element change rates, comma separated (default 0.03,0.05)", false},
         {"--transport", DCR_ARG_STRING, &o->transport, 0, 0,
          "objstore | relay | both (default both)", false},
         {"--calibration", DCR_ARG_STRING, &o->calibration, 0, 0,
-         "calibration JSON (default: sim/calibrations/paper-testbed.json)", false},
+         "stage costs: a calibration JSON, or local (measure this machine now); default: the "
+         "description's",
+         false},
+        {"--platform", DCR_ARG_STRING, &o->platform, 0, 0,
+         "a SimGrid platform XML instead of the generated one", false},
         {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",
          false},
         {"--out", DCR_ARG_STRING, &p.out, 0, 0,
          "also -o DIR: write plan.png, plan.svg (gnuplot) and their data there", false},
-        {"--json", DCR_ARG_FLAG, &o->json, 0, 0, "print one JSON object with rows", false},
+        {"--jsonl", DCR_ARG_FLAG, &p.jsonl, 0, 0,
+         "stream each finished row as one JSON line (no summary)", false},
         {"--no-sensitivity", DCR_ARG_FLAG, &p.no_sensitivity, 0, 0,
-         "skip the three what-if refits per row (2x bandwidth, rollout, owner speed)", false},
+         "skip the sensitivities (two refits per description field)", false},
+        {"--no-crossover", DCR_ARG_FLAG, &p.no_crossover, 0, 0,
+         "skip the break-even change rates and sensitivities", false},
+        {"--full", DCR_ARG_FLAG, &o->full, 0, 0,
+         "simulate every rollout node (no fast path; slow at hundreds of nodes)", false},
     };
-    dcr_cli_scenario_args(&o->sc, args + NOWN);
+    dcr_arg_t args[NPLAN_ARGS + NMODEL_ARGS + DCR_CLI_SCENARIO_NARGS];
+    memcpy(args, own, sizeof own);
+    model_args(o, args + NPLAN_ARGS);
+    dcr_cli_scenario_args(&o->sc, args + NPLAN_ARGS + NMODEL_ARGS);
     o->args = args;
     o->nargs = (int)(sizeof(args) / sizeof(args[0]));
     /* The shared parser knows long options only; -o is the short form users expect. */
@@ -580,18 +730,20 @@ static int dcr_cmd_sim_plan(int argc, char **argv)
     av[argc] = NULL;
     int rc = dcr_args_parse(
         "sim plan",
-        "[--model M] [--rollout-nodes N,...] [--gbps G,...] [--change-rate R,...] "
-        "[--transport objstore|relay|both] [--calibration FILE] [-o DIR] [--json]\n"
-        "A capacity-planning sweep on the seed's testbed (8 x 4 training GPUs, 8 GPUs per rollout "
-        "node, its fitted calibration) over rollout nodes, link rates, change rates and "
-        "transports (default model nemotron-3-nano-30b-a3b)",
+        "[--cluster NAME|FILE] [--model M] [--rollout-nodes N,...] [--gbps G,...] "
+        "[--change-rate R,...] [--transport objstore|relay|both] [--calibration FILE|local] "
+        "[-o DIR] [--json|--jsonl] [any field flag of dcr sim]\n"
+        "A capacity-planning sweep of one cluster description (default the seed's testbed, "
+        "sim/clusters/paper-testbed.json) over rollout nodes, link rates, change rates and "
+        "transports, with the break-even change rates and the sensitivities of the largest node "
+        "count (default model nemotron-3-nano-30b-a3b)",
         args, o->nargs, argc, av, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;
     dcr_interrupt_install();
     return plan_run(&p);
 }
 
-enum { NRUN_ARGS = 15, NMODEL_ARGS = 22 };
+enum { NRUN_ARGS = 17 };
 
 /* The cluster, the workload and what to run (validation, the paper's
  * testbed): NRUN_ARGS entries. */
@@ -599,9 +751,9 @@ static void run_args(sim_opts_t *o, dcr_arg_t *a)
 {
     const dcr_arg_t own[NRUN_ARGS] = {
         {"--rollout-nodes", DCR_ARG_INT, &o->rollout_nodes, 1, 4096,
-         "rollout nodes (default 1; testbed 8)", false},
+         "rollout nodes (default: the description's)", false},
         {"--rollout-gpus", DCR_ARG_INT, &o->rollout_gpus, 1, 64,
-         "receivers (GPUs) per rollout node (default 1; testbed 8)", false},
+         "receivers (GPUs) per rollout node (default: the description's)", false},
         {"--serve-tp", DCR_ARG_INT, &o->serve_tp, 1, 64,
          "serving TP degree (default: rollout GPUs)", false},
         {"--serve-ep", DCR_ARG_FLAG, &o->serve_ep, 0, 0, "expert parallel inside serving instances",
@@ -616,9 +768,15 @@ static void run_args(sim_opts_t *o, dcr_arg_t *a)
         {"--mode", DCR_ARG_STRING, &o->mode, 0, 0, "X | P | F construction mode (default X)",
          false},
         {"--calibration", DCR_ARG_STRING, &o->calibration, 0, 0,
-         "calibration JSON (default: paper-testbed.json on --testbed paper, else a quick one "
-         "measured now)",
+         "stage costs: a calibration JSON, or local (measure this machine now); default: the "
+         "description's",
          false},
+        {"--cluster", DCR_ARG_STRING, &o->cluster, 0, 0,
+         "cluster description: a preset name (sim/clusters/NAME.json) or a JSON file (default "
+         "paper-testbed)",
+         false},
+        {"--full", DCR_ARG_FLAG, &o->full, 0, 0,
+         "simulate every rollout node (no fast path; slow at hundreds of nodes)", false},
         {"--platform", DCR_ARG_STRING, &o->platform, 0, 0,
          "a SimGrid platform XML instead of the generated one", false},
         {"--write-platform", DCR_ARG_STRING, &o->write_platform, 0, 0,
@@ -669,12 +827,21 @@ static void model_args(sim_opts_t *o, dcr_arg_t *a)
         {"--startup-ms", DCR_ARG_DOUBLE, &o->startup_ms, 0, 1e7,
          "time from t0 until senders can submit (default 0)", false},
         {"--store-flows", DCR_ARG_INT, &o->store_flows, 1, 64,
-         "concurrent downloads per rollout node (default 8)", false},
-        {"--fanout", DCR_ARG_INT, &o->fanout, 1, 64, "relay tree fan-out (default 2)", false},
+         "concurrent downloads per rollout node", false},
+        {"--store-get-rps", DCR_ARG_DOUBLE, &o->get_rps, 0, 1e7,
+         "object store GET requests per second per prefix (0: unlimited)", false},
+        {"--store-put-rps", DCR_ARG_DOUBLE, &o->put_rps, 0, 1e7,
+         "object store PUT requests per second per prefix (0: unlimited)", false},
+        {"--store-prefixes", DCR_ARG_INT, &o->store_prefixes, 1, 1 << 20,
+         "key prefixes the request-rate limits apply to each", false},
+        {"--owner-export-gbps", DCR_ARG_DOUBLE, &o->export_gbps, 0, 1e6,
+         "each owner exports its full shard at this rate before constructing (0: no export)",
+         false},
+        {"--fanout", DCR_ARG_INT, &o->fanout, 1, 64, "relay tree fan-out", false},
         {"--queue", DCR_ARG_INT, &o->queue, 1, 1 << 20,
-         "relay hop queue and store prefetch, payloads (default 8)", false},
+         "relay hop queue and store prefetch, payloads", false},
         {"--owner-queue", DCR_ARG_INT, &o->owner_queue, 1, 1 << 20,
-         "finished payloads per owner waiting to send (default 2)", false},
+         "finished payloads per owner waiting to send", false},
         {"--shared-cores", DCR_ARG_INT, &o->shared_cores, 0, 4096,
          "in-process engine on one machine of N cores (default 0: a cluster)", false},
         {"--no-ack-rtt", DCR_ARG_FLAG, &o->no_ack_rtt, 0, 0,
@@ -710,9 +877,12 @@ int dcr_cmd_sim(int argc, char **argv)
         "sim",
         "[--model M] [--train-nodes N --gpus-per-node G --tp ...] [--rollout-nodes R "
         "--rollout-gpus G] "
-        "[--transport objstore|relay|both] [--change-rate R,...] [--cross-gbps B ...] "
-        "[--calibration FILE] [--platform XML] [--testbed paper] [--validate [--validate-only "
-        "engine|testbed] [--testbed-id N]] [--json]\n"
+        "[--transport objstore|relay|both] [--change-rate R,...] [--cluster NAME|FILE] "
+        "[--cross-gbps B ...] [--calibration FILE|local] [--platform XML] "
+        "[--testbed paper|nemo-rl] [--validate [--validate-only engine|testbed] [--testbed-id N]] "
+        "[--json]\n"
+        "       Every field of the cluster description (default sim/clusters/paper-testbed.json) "
+        "has a flag that overrides it\n"
         "       dcr sim plan --help   (a capacity-planning sweep drawn with gnuplot)",
         args, o.nargs, argc, argv, NULL, 0, NULL);
     if (rc) return rc == 1 ? 0 : 2;

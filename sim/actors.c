@@ -22,6 +22,7 @@
  * below need no locks; SimGrid semaphores do the blocking. */
 #include "sim/sim-internal.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <simgrid/actor.h>
 #include <simgrid/barrier.h>
@@ -34,6 +35,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <simgrid/link.h>
 
 #include "sim/platform.h"
 
@@ -106,6 +110,11 @@ typedef struct dcr__sim {
     bool relay, in_process;
     int world, nodes, total;
     sg_host_t *owner_host, store, cpu;
+    /* When the store's GET and PUT rate limits next admit a request. */
+    double get_next, put_next;
+    /* Rollout nodes one simulated node stands for (the fast path, 1 else):
+     * its downloads count that many times in cross_bytes. */
+    double node_weight;
     dcr__q_t *sendq;
     sg_bar_t flags;
     char (*mbox)[32];
@@ -163,6 +172,21 @@ static void dcr__sleep(double seconds)
 static void dcr__move(sg_host_t from, sg_host_t to, double bytes)
 {
     if (bytes > 0) sg_host_sendto(from, to, bytes);
+}
+
+/* One request through an object store's per-prefix rate limit, as a token
+ * bucket that admits rps x prefixes requests per second: a request starts
+ * at once while the store keeps up, else when the bucket next has a token
+ * (*next_p: when that is). `share`: the requests one simulated request
+ * stands for (the fast path's multiplicity), which it books together, so
+ * the aggregate rate is the store's whether or not the represented nodes'
+ * requests coincide. */
+static void dcr__store_request(double *next_p, double rps, double share)
+{
+    if (!(rps > 0)) return;
+    double now = dcr__now(), start = *next_p > now ? *next_p : now;
+    *next_p = start + share / (rps * dcr__S.c->store_prefixes);
+    if (start > now) sg_actor_sleep_until(start);
 }
 
 static dcr_status_t dcr__spawn(const char *name, sg_host_t host, void (*fn)(int, char **), int a,
@@ -245,6 +269,7 @@ static void dcr__store_announce(dcr__sim_t *S, int p)
 static void dcr__store_send(dcr__sim_t *S, int owner, int p)
 {
     double bytes = (double)S->w->payloads[p].bytes;
+    dcr__store_request(&S->put_next, S->c->store_put_rps, 1);
     dcr__move(S->owner_host[owner], S->store, bytes);
     dcr__sleep(S->c->store_put_ms / 1e3);
     S->cross_bytes += (int64_t)bytes;
@@ -263,8 +288,9 @@ static void dcr__fetcher(int argc, char **argv)
         int p = nd->seen[i];
         if (nd->visible[i] > dcr__now()) sg_actor_sleep_until(nd->visible[i]);
         double bytes = (double)S->w->payloads[p].bytes;
+        dcr__store_request(&S->get_next, S->c->store_get_rps, S->node_weight);
         dcr__move_in(nd, S->store, bytes);
-        S->cross_bytes += (int64_t)bytes;
+        S->cross_bytes += (int64_t)(bytes * S->node_weight);
         dcr__q_push(&nd->ready, p);
     }
 }
@@ -361,6 +387,11 @@ static void dcr__owner(int argc, char **argv)
     int o = dcr__self_arg().a;
     const dcr_sim_owner_t *ow = &S->w->owners[o];
     sg_mailbox_set_receiver(S->mbox[o]); /* parts arrive without a matching receive */
+    /* An owner that exports its shard first (NeMo-RL's full checkpoint
+     * export per refit): the shard is the checkpoint's even share. */
+    if (S->c->owner_export_gbps > 0)
+        S->compute_s[o] += dcr__compute((double)S->w->checkpoint_bytes / S->world /
+                                        (S->c->owner_export_gbps * 1e9 / 8));
     for (int i = 0; i < ow->nsteps; i++) {
         const dcr_sim_step_t *s = &ow->steps[i];
         switch (s->kind) {
@@ -471,7 +502,8 @@ static dcr_status_t dcr__node_init(dcr__sim_t *S, int n)
     if (!nd->seen || !nd->visible || !nd->kid || !nd->kidq)
         return dcr_error_set(DCR_ENOMEM, "sim: node %d", n);
     for (int k = 0; k < S->c->fanout; k++) {
-        int child = n * S->c->fanout + 1 + k;
+        /* The fast path's chain: one child, the next node of the path. */
+        int child = S->c->agg_chain ? (k == 0 ? n + 1 : S->nodes) : n * S->c->fanout + 1 + k;
         if (child >= S->nodes) break;
         nd->kid[nd->nkids] = child;
         if (dcr__q_init(&nd->kidq[nd->nkids++], q)) return dcr_error_set(DCR_ENOMEM, "sim: queues");
@@ -561,6 +593,9 @@ static dcr_status_t dcr__begin(dcr__sim_t *S, const dcr_sim_spec_t *spec,
     S->in_process = spec->cluster.shared_cores > 0;
     S->world = w->world;
     S->nodes = spec->cluster.rollout_nodes;
+    S->node_weight = spec->cluster.agg_nodes > 0
+                         ? (double)spec->cluster.agg_nodes / spec->cluster.rollout_nodes
+                         : 1;
     S->total = w->npayloads;
     S->out = out;
     S->trace = getenv("DCR_SIM_TRACE") != NULL;
@@ -651,6 +686,7 @@ static void dcr__ref_upload(int argc, char **argv)
     dcr__ref_t *R = &dcr__R;
     int o = dcr__self_arg().a;
     for (int i = R->first[o]; i < R->first[o + 1]; i++) {
+        dcr__store_request(&S->put_next, S->c->store_put_rps, 1);
         dcr__move(S->owner_host[o], S->store, (double)R->len[i]);
         dcr__sleep(S->c->store_put_ms / 1e3);
     }
@@ -674,6 +710,7 @@ static void dcr__ref_download(int argc, char **argv)
     sg_sem_acquire(R->go);
     while (R->next[n] < R->nobj) {
         int i = R->next[n]++;
+        dcr__store_request(&S->get_next, S->c->store_get_rps, S->node_weight);
         dcr__move(S->store, S->node[n].host, (double)R->len[i]);
         if (dcr__now() > R->end) R->end = dcr__now();
     }
@@ -700,5 +737,53 @@ dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_worklo
     DCR_CHECK(dcr__spawn("ref-gate", S->store, dcr__ref_gate, 0, 0));
     simgrid_run();
     out->reference_s = R->end;
+    return DCR_OK;
+}
+
+/* ---- a user's platform, checked before any simulation --------------------------------- */
+
+dcr_status_t dcr__sim_probe_platform(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                     const char *platform, dcr__sim_out_t *out)
+{
+    (void)w;
+    memset(out, 0, sizeof(*out));
+    /* SimGrid reports a bad file as a backtrace on stderr and an abort; the
+     * parent turns the missing result into one line instead. */
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (null >= 0) {
+        dup2(null, 2);
+        close(null);
+    }
+    dcr__simgrid_init();
+    simgrid_load_platform(platform);
+    const dcr_sim_cluster_t *c = &spec->cluster;
+    char name[64];
+    for (int n = 0; n < c->train_nodes; n++)
+        for (int g = 0; g < c->train_gpus; g++) {
+            dcr_sim_host_train(name, sizeof(name), n, g);
+            if (!sg_host_by_name(name))
+                return dcr_error_set(DCR_EINVAL, "no host '%s' (sim/platform.h names them)", name);
+        }
+    for (int i = 0; i < c->rollout_nodes; i++) {
+        dcr_sim_host_rollout(name, sizeof(name), i);
+        if (!sg_host_by_name(name))
+            return dcr_error_set(DCR_EINVAL, "no host '%s' (sim/platform.h names them)", name);
+    }
+    if (!sg_host_by_name("store"))
+        return dcr_error_set(DCR_EINVAL, "no host 'store' (sim/platform.h names them)");
+    sg_link_t *links = sg_link_list();
+    size_t n = sg_link_count();
+    for (size_t i = 0; i < n; i++) {
+        double bw = sg_link_get_bandwidth(links[i]), lat = sg_link_get_latency(links[i]);
+        if (!(bw > 0) || !isfinite(bw) || !(lat >= 0) || !isfinite(lat)) {
+            dcr_status_t st = dcr_error_set(
+                DCR_EINVAL,
+                "link '%s' has bandwidth %g B/s and latency %g s, expected > 0 and >= 0",
+                sg_link_get_name(links[i]), bw, lat);
+            free(links);
+            return st;
+        }
+    }
+    free(links);
     return DCR_OK;
 }

@@ -1,6 +1,7 @@
 /* Calibration files: validation, interpolation, JSON read and write. The
  * measurements themselves are in calibrate_measure.c. */
 #include "sim/calibrate.h"
+#include "sim/readfile.h"
 
 #include "sim/cluster.h"
 
@@ -188,9 +189,22 @@ double dcr_sim_cal_size_factor(const dcr_sim_calibration_t *cal, double bytes)
     return dcr__lerp(z[i - 1].factor, z[i].factor, t);
 }
 
-static bool dcr__cal_ok(double v)
+/* The largest value a figure named `key` may take: far above any machine,
+ * far below what would overflow a simulated clock (a typo such as 1e300
+ * must fail here, not as a simulation that never ends). Seconds per byte or
+ * record: 1 ms (1 KB/s); seconds per event: 60 s; bytes: 1 MB. */
+static double dcr__cal_max(const char *key)
 {
-    return isfinite(v) && v >= 0;
+    if (strstr(key, "_s_per_")) return 1e-3;
+    size_t n = strlen(key);
+    if (n >= 2 && !strcmp(key + n - 2, "_s")) return 60;
+    if (!strcmp(key, "rate")) return 1;
+    return 1e6;
+}
+
+static bool dcr__cal_ok(double v, const char *key)
+{
+    return isfinite(v) && v >= 0 && v <= dcr__cal_max(key);
 }
 
 static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
@@ -201,10 +215,10 @@ static dcr_status_t dcr__cal_check_points(const dcr_sim_calibration_t *cal)
     for (int i = 0; i < cal->npoints; i++) {
         dcr_sim_cal_point_t p = cal->points[i];
         for (size_t f = 0; f < DCR__CAL_NPOINT_FIELDS; f++)
-            if (!dcr__cal_ok(dcr__cal_point_get(&p, f)))
-                return dcr_error_set(
-                    DCR_EINVAL, "calibration: points[%d].%s is %g, expected a finite value >= 0", i,
-                    dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f));
+            if (!dcr__cal_ok(dcr__cal_point_get(&p, f), dcr__cal_point_fields[f].key))
+                return dcr_error_set(DCR_EINVAL, "calibration: points[%d].%s is %g, expected 0..%g",
+                                     i, dcr__cal_point_fields[f].key, dcr__cal_point_get(&p, f),
+                                     dcr__cal_max(dcr__cal_point_fields[f].key));
         if (p.rate <= 0 || p.rate > 1)
             return dcr_error_set(DCR_EINVAL, "calibration: points[%d].rate is %g, expected (0, 1]",
                                  i, p.rate);
@@ -242,9 +256,10 @@ dcr_status_t dcr_sim_cal_validate(const dcr_sim_calibration_t *cal)
     DCR_CHECK(dcr__cal_check_points(cal));
     DCR_CHECK(dcr__cal_check_sizes(cal));
     for (size_t i = 0; i < DCR__CAL_NSCALARS; i++)
-        if (!dcr__cal_ok(dcr__cal_scalar_get(cal, i)))
-            return dcr_error_set(DCR_EINVAL, "calibration: %s is %g, expected a finite value >= 0",
-                                 dcr__cal_scalars[i].key, dcr__cal_scalar_get(cal, i));
+        if (!dcr__cal_ok(dcr__cal_scalar_get(cal, i), dcr__cal_scalars[i].key))
+            return dcr_error_set(DCR_EINVAL, "calibration: %s is %g, expected 0..%g",
+                                 dcr__cal_scalars[i].key, dcr__cal_scalar_get(cal, i),
+                                 dcr__cal_max(dcr__cal_scalars[i].key));
     if (cal->cores < 1 || cal->cores > 4096)
         return dcr_error_set(DCR_EINVAL, "calibration: cores is %d, expected 1..4096", cal->cores);
     return DCR_OK;
@@ -492,21 +507,7 @@ dcr_status_t dcr_sim_cal_parse(const char *text, const char *origin, dcr_sim_cal
 
 static dcr_status_t dcr__cal_read_file(const char *path, char **text_p)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return dcr_error_set(DCR_EIO, "calibration %s: %s", path, strerror(errno));
-    char *text = malloc((size_t)DCR__CAL_FILE_MAX + 1);
-    size_t n = text ? fread(text, 1, (size_t)DCR__CAL_FILE_MAX + 1, f) : 0;
-    bool err = ferror(f);
-    fclose(f);
-    if (!text) return dcr_error_set(DCR_ENOMEM, "calibration %s", path);
-    if (err || n > (size_t)DCR__CAL_FILE_MAX) {
-        free(text);
-        return dcr_error_set(DCR_EPARSE, "calibration %s: %s", path,
-                             err ? "read error" : "larger than 1 MiB, not a calibration file");
-    }
-    text[n] = '\0';
-    *text_p = text;
-    return DCR_OK;
+    return dcr_sim_read_regular("calibration", path, (size_t)DCR__CAL_FILE_MAX, text_p);
 }
 
 dcr_status_t dcr_sim_cal_load(const char *path, dcr_sim_calibration_t *out_p)

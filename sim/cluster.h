@@ -25,6 +25,12 @@ typedef struct dcr_sim_cluster {
     double store_latency_ms; /* per request (PUT, GET), on top of latency_ms */
     double store_list_ms;    /* mean delay before a rollout node's listing sees a new object */
     double store_put_ms;     /* per PUT on the owner after its bytes moved (fsync, rename) */
+    /* Request-rate limits an object store enforces per key prefix (S3:
+     * 3,500 PUT and 5,500 GET per second per partitioned prefix), over
+     * store_prefixes prefixes; 0: unlimited. Requests beyond the rate wait
+     * their turn (a fluid model of throttling, without SlowDown retries). */
+    double store_get_rps, store_put_rps;
+    int store_prefixes;
     /* Effective ingress of the relay root over all owners' streams together,
      * on top of its node link (0: only the node link). A fitted figure where
      * the relay's TCP streams reach less than the object store's GETs.
@@ -33,6 +39,10 @@ typedef struct dcr_sim_cluster {
     /* Time from t0 until senders can submit (connections, gates): owners
      * construct meanwhile, and no transport interval counts it. */
     double startup_ms;
+    /* > 0: each owner writes a full export of its shard (NeMo-RL's owners
+     * save a Hugging Face checkpoint on every refit) at this rate before it
+     * constructs; 0: no export (dcr's owners compare in place). */
+    double owner_export_gbps;
     int store_flows;      /* concurrent downloads per rollout node */
     int fanout;           /* relay tree children per node */
     int queue_payloads;   /* relay per-hop queue; object store prefetch per node */
@@ -48,6 +58,14 @@ typedef struct dcr_sim_cluster {
     bool ack_rtt;             /* a queueing acknowledgment waits one latency back */
     double ref_object_mib;    /* object size of the full-checkpoint reference */
     const char *platform_xml; /* a user's SimGrid platform instead of the generated one */
+    /* Set by the fast path (sim.c), never by a user: this cluster's rollout
+     * nodes stand for agg_nodes identical ones (0: themselves). Object
+     * store: the store's egress and request rates are scaled to the share
+     * of the simulated nodes. Relay (agg_chain): the nodes are the relay
+     * tree's leftmost root-to-leaf path, each parent's local link divided
+     * among the children it has in the full tree. */
+    int agg_nodes;
+    bool agg_chain;
 } dcr_sim_cluster_t;
 
 /* 1 x 1 training, 1 x 1 rollout, 10 Gbps cross and per flow, 100 Gbps
@@ -56,20 +74,8 @@ typedef struct dcr_sim_cluster {
  * queue 8, owner queue 2), 8 MiB reference objects. */
 dcr_sim_cluster_t dcr_sim_cluster_default(void);
 
-/* The seed's latency testbed (reference/models.md section 6): 8 training
- * nodes x 4 GPUs, 8 rollout nodes x 8 GPUs, 5 Gbps per node and per flow
- * across regions, S3. What the seed does not give is stated in the
- * definition (sim/cluster.c) and printed by `dcr sim`. */
-dcr_sim_cluster_t dcr_sim_cluster_testbed(void);
-
-/* NeMo-RL's remote sparse refit cluster, as far as its design document
- * (docs/design-docs/sparse-delta-refit.md in NVIDIA-NeMo/RL) states it: 32
- * producers, S3 with 64 MiB parts and a 10 Gbps throughput target, a
- * balanced binary relay tree, 32 x 8 + 8 staged payloads per receiver.
- * Guesses, stated in the definition (sim/cluster.c) and printed by `dcr sim
- * --testbed nemo-rl`: the node counts, that 10 Gbps is each node's rate,
- * latencies, downloads per node. */
-dcr_sim_cluster_t dcr_sim_cluster_nemo_rl(void);
+/* The seed's testbed and NeMo-RL's cluster are descriptions, not code:
+ * sim/clusters/paper-testbed.json and nemo-rl.json (sim/description.h). */
 
 /* Checks every field (counts >= 1, rates >= 0, finite). One clear
  * DCR_EINVAL line naming the field. */
@@ -80,6 +86,23 @@ dcr_status_t dcr_sim_cluster_validate(const dcr_sim_cluster_t *c);
  * unknown key or a count that is not a whole number; ranges are checked by
  * dcr_sim_cluster_validate. */
 dcr_status_t dcr_sim_cluster_set(dcr_sim_cluster_t *c, const char *key, double v);
+
+/* The fields dcr_sim_cluster_set knows, by index: name, value, and whether
+ * it is a count (descriptions, sensitivities and reports walk them). */
+size_t dcr_sim_cluster_nfields(void);
+const char *dcr_sim_cluster_field_name(size_t i);
+double dcr_sim_cluster_get(const dcr_sim_cluster_t *c, size_t i);
+bool dcr_sim_cluster_field_is_int(size_t i);
+
+/* Children of node `node` on the path the relay fast path simulates (the
+ * leftmost root-to-leaf path of the balanced tree of agg_nodes nodes). */
+int dcr_sim_cluster_chain_kids(const dcr_sim_cluster_t *c, int node);
+
+/* Sets each node's cross-cluster rate to gbps. A per-flow cap and a relay-
+ * root ingress are fractions of the node rate they were stated with, so
+ * they keep that fraction (the one rule for --cross-gbps and a plan's
+ * --gbps axis). */
+void dcr_sim_cluster_set_link_rate(dcr_sim_cluster_t *c, double gbps);
 
 /* Applies a calibration's fitted cluster figures ("cluster" in its JSON)
  * over c, then validates c. */

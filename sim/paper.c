@@ -4,6 +4,8 @@
  * stand-in checkpoints against the published bytes. */
 #include "sim/paper.h"
 
+#include "sim/description.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,8 +65,11 @@ dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len)
     return DCR_OK;
 }
 
-dcr_sim_spec_t dcr_sim_paper_spec(const char *model, const char *transport, double rate)
+dcr_status_t dcr_sim_paper_spec(const char *model, const char *transport, double rate,
+                                dcr_sim_spec_t *out_p)
 {
+    dcr_sim_description_t d;
+    DCR_CHECK(dcr_sim_description_load("paper-testbed", &d));
     dcr_sim_spec_t s = dcr_sim_spec_default();
     s.scenario.model = model;
     s.scenario.train.tp = DCR_SIM_PAPER_TP;
@@ -72,6 +77,7 @@ dcr_sim_spec_t dcr_sim_paper_spec(const char *model, const char *transport, doub
     s.scenario.train.etp = DCR_SIM_PAPER_ETP;
     s.transport = transport;
     s.change_rate = rate;
-    s.cluster = dcr_sim_cluster_testbed();
-    return s;
+    s.cluster = d.cluster;
+    *out_p = s;
+    return DCR_OK;
 }

@@ -69,9 +69,9 @@ dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len);
 #define DCR_SIM_PAPER_ETP 1
 
 /* One row of the sweep: `model` (one with experts, as every size of the
- * sweep) on the testbed cluster and layout at full
- * size, mode X, the seed's chunk and bucket targets. The caller applies a
- * calibration's cluster figures (dcr_sim_cluster_apply_calibration). */
-dcr_sim_spec_t dcr_sim_paper_spec(const char *model, const char *transport, double rate);
+ * sweep) on the testbed's description (sim/clusters/paper-testbed.json)
+ * and layout at full size, mode X, the seed's chunk and bucket targets. */
+dcr_status_t dcr_sim_paper_spec(const char *model, const char *transport, double rate,
+                                dcr_sim_spec_t *out_p);
 
 #endif

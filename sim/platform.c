@@ -76,14 +76,23 @@ static void dcr__links(const dcr_sim_cluster_t *c, FILE *out)
         snprintf(id, sizeof(id), "rx-%d", i);
         dcr__link(out, id, c->cross_gbps, 0, NULL);
         snprintf(id, sizeof(id), "lo-out-%d", i);
-        dcr__link(out, id, c->local_gbps, c->local_latency_ms, NULL);
+        /* The fast path's chain: a node's one simulated child gets the share
+         * of the local link that each of its children gets in the full tree. */
+        int kids = c->agg_chain ? dcr_sim_cluster_chain_kids(c, i) : 1;
+        double local = c->local_gbps > 0 && kids > 1 ? c->local_gbps / kids : c->local_gbps;
+        dcr__link(out, id, local, c->local_latency_ms, NULL);
         snprintf(id, sizeof(id), "lo-in-%d", i);
         dcr__link(out, id, c->local_gbps, 0, NULL);
     }
     /* FATPIPE: every flow gets the full rate on its own, so this link is a
      * per-flow cap, not a shared pipe. */
     dcr__link(out, "xflow", c->flow_gbps, c->latency_ms, "FATPIPE");
-    dcr__link(out, "store", c->store_gbps, c->store_latency_ms, NULL);
+    /* The store's ingress (uploads) and egress (downloads), each direction
+     * at store_gbps. The fast path's nodes get their share of the egress. */
+    double egress = c->store_gbps;
+    if (egress > 0 && c->agg_nodes > 0) egress *= (double)c->rollout_nodes / c->agg_nodes;
+    dcr__link(out, "store-in", c->store_gbps, c->store_latency_ms, NULL);
+    dcr__link(out, "store-out", egress, c->store_latency_ms, NULL);
     /* Only owners' streams to the relay root cross it; the reference's
      * downloads to node 0 do not. */
     dcr__link(out, "relay-in", c->relay_gbps, 0, NULL);
@@ -97,7 +106,7 @@ static void dcr__cross_routes(const dcr_sim_cluster_t *c, FILE *out)
         snprintf(tx, sizeof(tx), "tx-%d", n);
         for (int g = 0; g < c->train_gpus; g++) {
             dcr_sim_host_train(t, sizeof(t), n, g);
-            const char *up[] = {tx, "xflow", "store"}, *root[] = {tx, "xflow", rx0, "relay-in"};
+            const char *up[] = {tx, "xflow", "store-in"}, *root[] = {tx, "xflow", rx0, "relay-in"};
             dcr__route(out, t, "store", up, 3);
             dcr__route(out, t, "rollout-0", root, 4);
         }
@@ -105,7 +114,7 @@ static void dcr__cross_routes(const dcr_sim_cluster_t *c, FILE *out)
     for (int i = 0; i < c->rollout_nodes; i++) {
         dcr_sim_host_rollout(r, sizeof(r), i);
         snprintf(rx, sizeof(rx), "rx-%d", i);
-        const char *down[] = {"store", "xflow", rx};
+        const char *down[] = {"store-out", "xflow", rx};
         dcr__route(out, "store", r, down, 3);
     }
 }
@@ -114,7 +123,7 @@ static void dcr__tree_routes(const dcr_sim_cluster_t *c, FILE *out)
 {
     char from[64], to[64], lo[64], li[64];
     for (int i = 1; i < c->rollout_nodes; i++) {
-        int p = dcr_sim_relay_parent(i, c->fanout);
+        int p = c->agg_chain ? i - 1 : dcr_sim_relay_parent(i, c->fanout);
         dcr_sim_host_rollout(from, sizeof(from), p);
         dcr_sim_host_rollout(to, sizeof(to), i);
         snprintf(lo, sizeof(lo), "lo-out-%d", p);

@@ -15,9 +15,9 @@
  * cluster NIC (tx-<node> out of training node <node>, rx-<node> into rollout
  * node <node>), one FATPIPE link `xflow` on every cross-cluster route that
  * caps each flow at flow_gbps and carries the one-way latency, the store's
- * own link, per-node local links for relay hops (lo-out-<i>, lo-in-<i>) and
- * the training fabric (fab-out-<n>, fab-in-<n>; `nvlink` inside a node),
- * and `relay-in` (relay_gbps) on the owners' routes to the relay root only. */
+ * ingress and egress (store-in on uploads, store-out on downloads), per-node local links for relay
+ * hops (lo-out-<i>, lo-in-<i>) and the training fabric (fab-out-<n>, fab-in-<n>; `nvlink` inside a
+ * node), and `relay-in` (relay_gbps) on the owners' routes to the relay root only. */
 #ifndef DCR_SIM_PLATFORM_H
 #define DCR_SIM_PLATFORM_H
 

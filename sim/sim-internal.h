@@ -26,4 +26,10 @@ dcr_status_t dcr__sim_refit(const dcr_sim_spec_t *spec, const dcr_sim_workload_t
 dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
                                 const char *platform, dcr__sim_out_t *out);
 
+/* Loads a user's platform (stderr silenced) and checks its hosts against
+ * spec's cluster and every link's bandwidth (> 0) and latency (>= 0). Same
+ * process rule as dcr__sim_refit. */
+dcr_status_t dcr__sim_probe_platform(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                     const char *platform, dcr__sim_out_t *out);
+
 #endif

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sim/platform.h"
+#include "sim/readfile.h"
 #include "sim/sim-internal.h"
 #include "workloads/harness/interrupt.h"
 
@@ -156,9 +157,7 @@ static dcr_status_t dcr__platform(const dcr_sim_spec_t *spec, const dcr_sim_work
 {
     *tmp_p = false;
     if (spec->cluster.platform_xml) {
-        if (access(spec->cluster.platform_xml, R_OK) != 0)
-            return dcr_error_set(DCR_EINVAL, "sim: platform %s: %s", spec->cluster.platform_xml,
-                                 strerror(errno));
+        DCR_CHECK(dcr_sim_check_regular("--platform", spec->cluster.platform_xml));
         *path_p = strdup(spec->cluster.platform_xml);
         return *path_p ? DCR_OK : dcr_error_set(DCR_ENOMEM, "sim: platform path");
     }
@@ -238,25 +237,95 @@ static dcr_status_t dcr__check_workload(const dcr_sim_spec_t *spec, const dcr_si
     return DCR_OK;
 }
 
-dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
-                                  dcr_sim_result_t *out_p)
+dcr_status_t dcr_sim_platform_check(const dcr_sim_cluster_t *c)
 {
-    DCR_CHECK(dcr__check_workload(spec, w));
+    if (!c->platform_xml) return DCR_OK;
+    DCR_CHECK(dcr_sim_check_regular("--platform", c->platform_xml));
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = *c;
+    dcr__sim_out_t out;
+    dcr_status_t st = dcr__fork_run(dcr__sim_probe_platform, "platform check", &spec, NULL,
+                                    c->platform_xml, &out);
+    if (st == DCR_OK) return DCR_OK;
+    /* The child died in SimGrid's parser: its message went nowhere. */
+    if (strstr(dcr_error_detail(), "ended without a result"))
+        return dcr_error_set(DCR_EINVAL, "--platform %s: SimGrid cannot load it as a platform",
+                             c->platform_xml);
+    dcr_error_prefix("--platform %s: ", c->platform_xml);
+    return st;
+}
+
+/* Nodes on the relay tree's leftmost root-to-leaf path: the depth of the
+ * last node, plus one. */
+static int dcr__chain_nodes(int nodes, int fanout)
+{
+    int depth = 0;
+    for (int i = nodes - 1; i > 0; i = dcr_sim_relay_parent(i, fanout)) depth++;
+    return depth + 1;
+}
+
+static int dcr__fast_nodes(const dcr_sim_spec_t *spec)
+{
+    const dcr_sim_cluster_t *c = &spec->cluster;
+    return strcmp(spec->transport, "relay") ? 1 : dcr__chain_nodes(c->rollout_nodes, c->fanout);
+}
+
+bool dcr_sim_fast_path(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)
+{
+    const dcr_sim_cluster_t *c = &spec->cluster;
+    return !spec->full && !c->platform_xml && c->shared_cores == 0 && c->agg_nodes == 0 &&
+           w->serve_tp > 0 && c->rollout_gpus % w->serve_tp == 0 &&
+           dcr__fast_nodes(spec) < c->rollout_nodes;
+}
+
+/* spec as the fast path simulates it (itself where the path does not apply). */
+static dcr_sim_spec_t dcr__fast_spec(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w)
+{
+    dcr_sim_spec_t fast = *spec;
+    if (dcr_sim_fast_path(spec, w)) {
+        fast.cluster.agg_nodes = spec->cluster.rollout_nodes;
+        fast.cluster.agg_chain = !strcmp(spec->transport, "relay");
+        fast.cluster.rollout_nodes = dcr__fast_nodes(spec);
+    }
+    return fast;
+}
+
+/* One SimGrid run of fn on spec's platform. */
+static dcr_status_t dcr__run_on_platform(dcr__sim_fn fn, const char *what,
+                                         const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                         dcr__sim_out_t *out)
+{
     char *platform = NULL;
     bool tmp = false;
-    dcr__sim_out_t refit, ref;
     dcr_status_t st = dcr__platform(spec, w, &platform, &tmp);
-    if (st == DCR_OK) st = dcr__fork_run(dcr__sim_refit, "refit", spec, w, platform, &refit);
-    memset(&ref, 0, sizeof(ref));
-    if (st == DCR_OK && !spec->no_reference)
-        st = dcr__fork_run(dcr__sim_reference, "reference", spec, w, platform, &ref);
-    if (st == DCR_OK) dcr__fill(spec, w, &refit, ref.reference_s, out_p);
+    if (st == DCR_OK) st = dcr__fork_run(fn, what, spec, w, platform, out);
     if (tmp) {
         dcr_interrupt_cleanup_remove(platform);
         unlink(platform);
     }
     free(platform);
     return st;
+}
+
+dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                  dcr_sim_result_t *out_p)
+{
+    DCR_CHECK(dcr__check_workload(spec, w));
+    /* The fast path simulates fewer nodes that stand for all of them. */
+    dcr_sim_spec_t fast = dcr__fast_spec(spec, w);
+    dcr__sim_out_t refit, ref;
+    memset(&ref, 0, sizeof(ref));
+    DCR_CHECK(dcr__run_on_platform(dcr__sim_refit, "refit", &fast, w, &refit));
+    if (!spec->no_reference) {
+        /* The reference goes through the object store whatever the refit's
+         * transport, so its fast path is the object store's (one node). */
+        dcr_sim_spec_t by_store = *spec;
+        by_store.transport = "objstore";
+        dcr_sim_spec_t ref_fast = dcr__fast_spec(&by_store, w);
+        DCR_CHECK(dcr__run_on_platform(dcr__sim_reference, "reference", &ref_fast, w, &ref));
+    }
+    dcr__fill(spec, w, &refit, ref.reference_s, out_p);
+    return DCR_OK;
 }
 
 dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,

@@ -45,6 +45,14 @@ typedef struct dcr_sim_spec {
     size_t chunk_bytes;  /* 0: the seed's target for the transport */
     size_t bucket_bytes; /* 0: the seed's 512 MiB */
     bool no_reference;   /* skip the full-checkpoint reference (reference_s, speedup 0) */
+    /* Simulate every rollout node. Otherwise identical rollout nodes are
+     * simulated once with a multiplicity (the fast path, sim.c): the object
+     * store's nodes as one node with its share of the store's egress and
+     * request rate, the relay tree as its leftmost root-to-leaf path with
+     * each parent's local link shared by the children it has in the tree.
+     * Under the flow model's fair sharing both are exact for identical
+     * nodes; tests/sim/test_sim_fast.c holds them to the full simulation. */
+    bool full;
     dcr_sim_cluster_t cluster;
 } dcr_sim_spec_t;
 
@@ -91,10 +99,21 @@ dcr_sim_shares_t dcr_sim_result_shares(const dcr_sim_result_t *r);
 dcr_status_t dcr_sim_run(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
                          dcr_sim_result_t *out_p);
 
+/* Whether spec on w runs on the fast path (see `full`): a generated
+ * platform, a cluster (not shared cores), rollout nodes that are all alike
+ * (serving instances within a node) and more nodes than the path needs. */
+/* Checks a user's platform (c->platform_xml) before anything runs: a
+ * regular file (sim/readfile.h), one SimGrid can load (its own messages
+ * are silenced; the error is one line), with the hosts of c and links
+ * whose bandwidth is > 0. */
+dcr_status_t dcr_sim_platform_check(const dcr_sim_cluster_t *c);
+
+struct dcr_sim_workload;
+bool dcr_sim_fast_path(const dcr_sim_spec_t *spec, const struct dcr_sim_workload *w);
+
 /* Simulates a workload built elsewhere (by dcr_sim_workload_build, or by
  * hand in tests and what-if studies; sim/workload.h) on spec's cluster and
  * transport. The workload's world and train nodes must match the cluster. */
-struct dcr_sim_workload;
 dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const struct dcr_sim_workload *w,
                                   dcr_sim_result_t *out_p);
 

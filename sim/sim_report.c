@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dcr/construct.h"
+#include "sim/description.h"
 #include "sim/paper.h"
 
 enum { MAX_ROWS = 64 }; /* relay gains: at most one per row of a sweep */
@@ -22,7 +23,7 @@ static json_t *range_json(double lo, double hi)
     return lo == 0 && hi == 0 ? json_null() : json_pack("[f,f]", lo, hi);
 }
 
-static json_t *row_json(const row_t *w)
+json_t *dcr_sim_report_row_json(const row_t *w)
 {
     const dcr_sim_result_t *r = &w->r;
     json_t *j = json_pack(
@@ -86,11 +87,12 @@ static json_t *relay_gains_json(const row_t *rows, int n)
 }
 
 void dcr_sim_report_json(const dcr_sim_spec_t *s, const row_t *rows, int n,
-                         const dcr_sim_calibration_t *cal, bool nemo)
+                         const dcr_sim_calibration_t *cal, bool nemo,
+                         const dcr_sim_description_t *d)
 {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
-        json_t *j = row_json(&rows[i]);
+        json_t *j = dcr_sim_report_row_json(&rows[i]);
         double pub = dcr_sim_nemo_rl_latency(rows[i].transport, rows[i].rate);
         if (nemo)
             json_object_set_new(j, "nemo_rl_published_s",
@@ -106,19 +108,17 @@ void dcr_sim_report_json(const dcr_sim_spec_t *s, const row_t *rows, int n,
                           cluster_json(&s->cluster), "calibration", cal->machine,
                           "calibration_provenance", prov, "mode", dcr_construct_mode_name(s->mode),
                           "relay_over_objstore_5pct", relay_gains_json(rows, n));
+    json_object_set_new(j, "description", dcr_sim_description_json(d));
     json_dumpf(j, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(j);
 }
 
-static void print_header(const dcr_sim_spec_t *s, const dcr_sim_calibration_t *cal)
+static void print_header(const dcr_sim_spec_t *s, const dcr_sim_calibration_t *cal,
+                         const dcr_sim_description_t *d)
 {
-    const dcr_sim_cluster_t *c = &s->cluster;
-    printf("cluster: %d x %d training, %d x %d rollout; cross %.4g Gbps per node, %.4g per flow, "
-           "latency %.3g ms; store %s, %.3g ms per request; mode %s\ncalibration: %s\n",
-           c->train_nodes, c->train_gpus, c->rollout_nodes, c->rollout_gpus, c->cross_gbps,
-           c->flow_gbps, c->latency_ms, c->store_gbps > 0 ? "limited" : "unlimited",
-           c->store_latency_ms, dcr_construct_mode_name(s->mode), cal->machine);
+    dcr_sim_description_print(d, stdout);
+    printf("mode %s; calibration: %s\n", dcr_construct_mode_name(s->mode), cal->machine);
     for (int i = 0; i < cal->nprovenance; i++) printf("  provenance: %s\n", cal->provenance[i]);
 }
 
@@ -250,9 +250,10 @@ static void print_seed_summary(const row_t *rows, int n)
 }
 
 void dcr_sim_report_text(const dcr_sim_spec_t *s, const row_t *rows, int n,
-                         const dcr_sim_calibration_t *cal, bool paper)
+                         const dcr_sim_calibration_t *cal, bool paper,
+                         const dcr_sim_description_t *d)
 {
-    print_header(s, cal);
+    print_header(s, cal, d);
     printf("\n%-5s %-24s %8s %-8s %5s %9s %-10s %8s %-9s %9s %8s %7s %7s %7s %6s %8s %10s\n",
            "size", "model", "ckpt_GB", "transp", "rate", "latency_s", "seed_s", "speedup", "seed_x",
            "payload", "payloads", "constr", "transp", "final_s", "gap_s", "staging", "reference_s");
@@ -287,65 +288,114 @@ void dcr_sim_report_nemo_rl(const row_t *rows, int n)
            "balanced binary relay tree, 32 x 8 (+8) staged payloads, 512 MiB buckets\n"
            "guesses: 8 x 4 producers and 8 x 8 H100 receivers, 10 Gbps as each node's rate, 30 ms "
            "one way, 20 ms per S3 request, 8 downloads per node, one relay root (the document "
-           "assigns producers to several), stage costs of paper-testbed.json (its owners do not "
-           "run Megatron Bridge's full export, which the document says every refit pays)\n");
+           "assigns producers to several), stage costs of paper-testbed.json, and each owner's "
+           "full export of its shard per refit (which the document says every refit pays) at "
+           "owner_export_gbps = 3.85 Gbps, one constant fitted to these four figures "
+           "(sim/clusters/nemo-rl.json)\n");
+}
+
+json_t *dcr_sim_plan_row_json(const char *model, const dcr_sim_plan_row_t *row)
+{
+    row_t w = {model, NULL, row->transport, row->rate, row->r};
+    json_t *j = dcr_sim_report_row_json(&w);
+    json_object_set_new(j, "rollout_nodes", json_integer(row->rollout_nodes));
+    json_object_set_new(j, "gbps", json_real(row->gbps));
+    return j;
+}
+
+/* A break-even rate: 1 when the refit wins even at 100% changes, 0 when it
+ * loses even at 0.01% (the report's "crossover_meaning" says so). */
+static json_t *crossover_rate_json(double rate)
+{
+    return json_real(rate);
+}
+
+static const char *crossover_text(char *buf, size_t len, double rate)
+{
+    if (rate >= 1) return "none (wins at 100%)";
+    if (rate <= 0) return "none (loses at 0.01%)";
+    snprintf(buf, len, "%.3g%%", 100 * rate);
+    return buf;
+}
+
+static json_t *answers_json(const dcr_sim_plan_answer_t *answers, int n)
+{
+    json_t *arr = json_array();
+    for (int t = 0; t < n; t++) {
+        const dcr_sim_plan_answer_t *a = &answers[t];
+        json_t *sens = json_array();
+        for (int i = 0; i < a->nsens; i++)
+            json_array_append_new(sens, json_pack("{s:s,s:f,s:f}", "field", a->sens[i].field,
+                                                  "halved_latency_s", a->sens[i].half_s,
+                                                  "doubled_latency_s", a->sens[i].double_s));
+        json_t *j = json_pack(
+            "{s:s,s:i,s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:o,s:s}", "transport", a->transport,
+            "rollout_nodes", a->rollout_nodes, "gbps", a->gbps, "change_rate", a->rate, "latency_s",
+            a->latency_s, "reference_s", a->reference_s, "line_rate_reload_s", a->line_rate_s,
+            "vs_reference", crossover_rate_json(a->crossover_reference), "vs_line_rate",
+            crossover_rate_json(a->crossover_line_rate), "sensitivities", sens, "sensitivity_rule",
+            "fields whose halving or doubling moves latency by more than 5%");
+        json_object_set_new(j, "crossover_meaning",
+                            json_string("vs_reference, vs_line_rate: the change rate at which the "
+                                        "refit takes as long as that full reload; 1: it wins at "
+                                        "every rate up to 100%, 0: it loses even at 0.01%"));
+        json_array_append_new(arr, j);
+    }
+    return arr;
 }
 
 void dcr_sim_plan_report_text(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
-                              const dcr_sim_plan_row_t *rows, int n)
+                              const dcr_sim_plan_row_t *rows, int n,
+                              const dcr_sim_plan_answer_t *answers, int nanswers,
+                              const dcr_sim_description_t *d)
 {
-    print_header(spec, cal);
-    printf(
-        "\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport)\n\n",
-        spec->scenario.model, n);
-    printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %7s %9s %9s %9s %14s\n", "transp", "nodes",
-           "gbps", "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "recv",
-           "final", "2x_bw", "2x_roll", "2x_owner", "cross_B");
+    print_header(spec, cal, d);
+    printf("\nmodel %s: %d grid points (rollout nodes x Gbps per node x change rate x transport); "
+           "the link rate also scales the per-flow cap and a relay-root ingress\n\n",
+           spec->scenario.model, n);
+    printf("%-8s %6s %8s %5s %10s %11s %8s %7s %7s %7s %7s %14s\n", "transp", "nodes", "gbps",
+           "rate", "latency_s", "reference_s", "speedup", "constr", "transp", "recv", "final",
+           "cross_B");
     for (int i = 0; i < n; i++) {
         const dcr_sim_result_t *r = &rows[i].r;
         dcr_sim_shares_t sh = dcr_sim_result_shares(r);
-        char d[3][16];
-        const double dv[3] = {rows[i].d.bandwidth_s, rows[i].d.rollout_s, rows[i].d.owner_s};
-        for (int k = 0; k < 3; k++) {
-            if (rows[i].has_sensitivity && r->latency_s > 0)
-                snprintf(d[k], sizeof(d[k]), "%+.1f%%", 100 * dv[k] / r->latency_s);
-            else
-                snprintf(d[k], sizeof(d[k]), "-");
-        }
-        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %6.0f%% %6.0f%% %6.0f%% %6.1f%% %9s "
-               "%9s %9s %14lld\n",
+        printf("%-8s %6d %8.4g %4.0f%% %10.2f %11.1f %7.1fx %6.0f%% %6.0f%% %6.0f%% %6.1f%% "
+               "%14lld\n",
                rows[i].transport, rows[i].rollout_nodes, rows[i].gbps, 100 * rows[i].rate,
                r->latency_s, r->reference_s, r->speedup, 100 * sh.construction, 100 * sh.transport,
-               100 * sh.receive, 100 * sh.finalization, d[0], d[1], d[2],
-               (long long)r->cross_bytes);
+               100 * sh.receive, 100 * sh.finalization, (long long)r->cross_bytes);
     }
     printf("\n(constr, transp, recv, final: share of latency each stage bounds -- owners' "
-           "compute, senders' submit-to-ack, the busiest rollout node's arrivals, finalization; "
-           "2x_bw, 2x_roll, "
-           "2x_owner: latency change when the cross-cluster bandwidth, the rollout side's speed "
-           "or the owners' speed doubles -- the largest cut is what to buy)\n");
+           "compute, senders' submit-to-ack, the busiest rollout node's arrivals, finalization)\n");
+    for (int t = 0; t < nanswers; t++) {
+        const dcr_sim_plan_answer_t *a = &answers[t];
+        char b1[32], b2[32];
+        printf("\n%s at %d nodes, %g Gbps, %g%%: latency %.2f s; full-checkpoint reference %.1f "
+               "s, line-rate full reload %.1f s\n  break-even change rate: %s against the "
+               "reference, %s against a line-rate reload\n",
+               a->transport, a->rollout_nodes, a->gbps, 100 * a->rate, a->latency_s, a->reference_s,
+               a->line_rate_s, crossover_text(b1, sizeof(b1), a->crossover_reference),
+               crossover_text(b2, sizeof(b2), a->crossover_line_rate));
+        for (int i = 0; i < a->nsens; i++)
+            printf("  %-18s halved: %+6.1f%%   doubled: %+6.1f%%\n", a->sens[i].field,
+                   100 * (a->sens[i].half_s / a->latency_s - 1),
+                   100 * (a->sens[i].double_s / a->latency_s - 1));
+    }
 }
 
 void dcr_sim_plan_report_json(const dcr_sim_spec_t *spec, const dcr_sim_calibration_t *cal,
-                              const dcr_sim_plan_row_t *rows, int n, const char *figure)
+                              const dcr_sim_plan_row_t *rows, int n, const char *figure,
+                              const dcr_sim_plan_answer_t *answers, int nanswers,
+                              const dcr_sim_description_t *d)
 {
     json_t *arr = json_array();
-    for (int i = 0; i < n; i++) {
-        row_t w = {spec->scenario.model, NULL, rows[i].transport, rows[i].rate, rows[i].r};
-        json_t *j = row_json(&w);
-        json_object_set_new(j, "rollout_nodes", json_integer(rows[i].rollout_nodes));
-        json_object_set_new(j, "gbps", json_real(rows[i].gbps));
-        if (rows[i].has_sensitivity)
-            json_object_set_new(j, "latency_change_s",
-                                json_pack("{s:f,s:f,s:f}", "double_bandwidth",
-                                          rows[i].d.bandwidth_s, "double_rollout_speed",
-                                          rows[i].d.rollout_s, "double_owner_speed",
-                                          rows[i].d.owner_s));
-        json_array_append_new(arr, j);
-    }
+    for (int i = 0; i < n; i++)
+        json_array_append_new(arr, dcr_sim_plan_row_json(spec->scenario.model, &rows[i]));
     json_t *j =
         json_pack("{s:o,s:o,s:s,s:s?}", "rows", arr, "cluster", cluster_json(&spec->cluster),
                   "calibration", cal->machine, "figure", figure);
+    json_object_set_new(j, "description", dcr_sim_description_json(d));
+    json_object_set_new(j, "crossover", answers_json(answers, nanswers));
     json_dumpf(j, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(j);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,7 +87,7 @@ static void test_paper_row_json(void **state)
 static void test_plan_json(void **state)
 {
     json_t *j = run_json("sim plan --model llama-3.2-3b --rollout-nodes 1,2 --gbps 1,2 "
-                         "--change-rate 0.03 --transport objstore --json");
+                         "--change-rate 0.03 --transport objstore --no-crossover --json");
     json_t *rows = json_object_get(j, "rows");
     assert_int_equal(json_array_size(rows), 4);
     size_t i;
@@ -100,12 +101,143 @@ static void test_plan_json(void **state)
     json_decref(j);
 }
 
+/* ---- one cluster, every entry point --------------------------------------------- */
+
+/* latency_s of the first row of a JSON run. */
+static double first_latency(const char *args)
+{
+    json_t *j = run_json(args);
+    json_t *row = json_array_get(json_object_get(j, "rows"), 0);
+    if (!row) fail_msg("dcr %s: no rows", args);
+    double lat = json_real_value(json_object_get(row, "latency_s"));
+    assert_non_null(json_object_get(j, "description"));
+    json_decref(j);
+    return lat;
+}
+
+#define LAYOUT " --model nemotron-3-nano-30b-a3b --tp 4 --ep 8 --etp 1 "
+
+/* The issue's complaint: `sim`, `sim plan` and `sim --testbed` gave three
+ * answers for one cluster. One description (the seed's testbed) through
+ * each entry point, by preset name, by file and by --testbed, must give
+ * one latency (within 1%), also with a link-rate override given as
+ * `sim --cross-gbps` and as `sim plan --gbps`. */
+static void test_one_cluster_every_entry_point(void **state)
+{
+    const char *relay[] = {
+        "sim" LAYOUT "--transport relay --change-rate 0.05 --json",
+        "sim --testbed paper" LAYOUT "--transport relay --change-rate 0.05 --json",
+        "sim --cluster paper-testbed" LAYOUT "--transport relay --change-rate 0.05 --json",
+        "sim --cluster " DCR_SOURCE_DIR "/sim/clusters/paper-testbed.json" LAYOUT
+        "--transport relay --change-rate 0.05 --json",
+        "sim plan --rollout-nodes 8" LAYOUT
+        "--transport relay --change-rate 0.05 --no-crossover --json",
+    };
+    double first = 0;
+    for (size_t i = 0; i < sizeof(relay) / sizeof(relay[0]); i++) {
+        double lat = first_latency(relay[i]);
+        if (i == 0) first = lat;
+        if (!(lat > 0) || fabs(lat - first) > 0.01 * first)
+            fail_msg("dcr %s: %.4f s, the first entry point %.4f s", relay[i], lat, first);
+    }
+    /* A flag overrides a field the same way on every entry point. */
+    double sim100 = first_latency("sim" LAYOUT "--transport objstore --change-rate 0.05 "
+                                  "--cross-gbps 100 --rollout-nodes 64 --json");
+    double plan100 = first_latency("sim plan --rollout-nodes 64 --gbps 100" LAYOUT
+                                   "--transport objstore --change-rate 0.05 --no-crossover --json");
+    if (fabs(sim100 - plan100) > 0.01 * plan100)
+        fail_msg("sim --cross-gbps 100: %.4f s, sim plan --gbps 100: %.4f s", sim100, plan100);
+    /* nemo-rl: by --testbed and by --cluster. */
+    double nemo = first_latency("sim --testbed nemo-rl --model paper-120b-hybrid --tp 4 --ep 8 "
+                                "--etp 1 --transport objstore --change-rate 0.03 --json");
+    double nemo_c = first_latency("sim --cluster nemo-rl --model paper-120b-hybrid --tp 4 --ep 8 "
+                                  "--etp 1 --transport objstore --change-rate 0.03 --json");
+    if (fabs(nemo - nemo_c) > 0.01 * nemo) fail_msg("nemo-rl %.4f s, --cluster %.4f", nemo, nemo_c);
+}
+
+/* The echo: every field of the description with what was overridden, and
+ * a plan's direct answers. */
+static void test_description_and_crossover(void **state)
+{
+    json_t *j = run_json("sim plan --rollout-nodes 8,16 --change-rate 0.05" LAYOUT
+                         "--transport objstore --store-flows 4 --no-sensitivity --json");
+    json_t *d = json_object_get(j, "description");
+    assert_int_equal(json_integer_value(json_object_get(d, "store_flows")), 4);
+    assert_non_null(strstr(json_string_value(json_object_get(d, "overridden")), "store_flows"));
+    assert_true(json_real_value(json_object_get(d, "cross_gbps")) == 3.846);
+    assert_non_null(json_object_get(json_object_get(d, "assumptions"), "store_get_rps"));
+    json_t *c = json_array_get(json_object_get(j, "crossover"), 0);
+    assert_non_null(c);
+    assert_int_equal(json_integer_value(json_object_get(c, "rollout_nodes")), 16);
+    /* The reference is slower than the refit at 5%, so the break-even rate is above 5%;
+     * a line-rate reload of the checkpoint is faster than the reference. */
+    double vs_ref = json_real_value(json_object_get(c, "vs_reference"));
+    assert_true(vs_ref > 0.05 || json_is_null(json_object_get(c, "vs_reference")));
+    assert_true(json_real_value(json_object_get(c, "line_rate_reload_s")) <
+                json_real_value(json_object_get(c, "reference_s")));
+    json_decref(j);
+}
+
+/* Issue 32's hostile inputs: one line, exit 2, nothing blocks. */
+static void test_hostile_inputs(void **state)
+{
+    expect_error("sim --platform /nonexistent.xml", 2, "/nonexistent.xml");
+    char dir[] = "/tmp/planner-testXXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[256], xml[256], cal[256], args[1024];
+    snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(args, sizeof(args), "sim --platform %s", fifo);
+    expect_error(args, 2, "not a regular file");
+    snprintf(args, sizeof(args), "sim --calibration %s", fifo);
+    expect_error(args, 2, "not a regular file");
+    snprintf(args, sizeof(args), "sim --cluster %s", fifo);
+    expect_error(args, 2, "not a regular file");
+    /* A platform whose link carries nothing. */
+    snprintf(xml, sizeof(xml), "%s/zero.xml", dir);
+    snprintf(args, sizeof(args), "sim --write-platform %s", xml);
+    static result_t r;
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    snprintf(args, sizeof(args),
+             "sed -i 's/id=\"xflow\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow\" "
+             "bandwidth=\"0Bps\"/' %s",
+             xml);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof(args), "sim --platform %s", xml);
+    expect_error(args, 2, "xflow");
+    snprintf(args, sizeof(args), "sed -i 's/bandwidth=\"0Bps\"/bandwidth=\"-5Bps\"/' %s", xml);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof(args), "sim --platform %s", xml);
+    expect_error(args, 2, "--platform");
+    /* Not XML at all. */
+    snprintf(args, sizeof(args), "sh -c 'echo garbage > %s'", xml);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof(args), "sim --platform %s", xml);
+    expect_error(args, 2, "SimGrid cannot load it");
+    /* A calibration with an absurd figure. */
+    snprintf(cal, sizeof(cal), "%s/cal.json", dir);
+    snprintf(
+        args, sizeof(args),
+        "sed 's/\"ack_s\": [0-9.e+-]*/\"ack_s\": 1e300/' %s/sim/calibrations/paper-testbed.json "
+        "> %s",
+        DCR_SOURCE_DIR, cal);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof(args), "sim --calibration %s", cal);
+    expect_error(args, 2, "ack_s");
+    snprintf(args, sizeof(args), "rm -rf %s", dir);
+    assert_int_equal(system(args), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_errors),
         cmocka_unit_test(test_paper_row_json),
         cmocka_unit_test(test_plan_json),
+        cmocka_unit_test(test_one_cluster_every_entry_point),
+        cmocka_unit_test(test_description_and_crossover),
+        cmocka_unit_test(test_hostile_inputs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,7 @@
 
 #include "sim/calibrate.h"
 #include "sim/platform.h"
+#include "sim/description.h"
 #include "sim/sim.h"
 #include "sim/sweep.h"
 #include "sim/workload.h"
@@ -137,7 +138,9 @@ static void test_cluster_validation(void **state)
     c = dcr_sim_cluster_default();
     c.ref_object_mib = 0;
     assert_int_equal(dcr_sim_cluster_validate(&c), DCR_EINVAL);
-    c = dcr_sim_cluster_testbed();
+    dcr_sim_description_t d;
+    assert_int_equal(dcr_sim_description_load("paper-testbed", &d), DCR_OK);
+    c = d.cluster;
     assert_int_equal(dcr_sim_cluster_validate(&c), DCR_OK);
     assert_int_equal(c.train_nodes * c.train_gpus, 32);
     assert_int_equal(c.rollout_nodes * c.rollout_gpus, 64);
@@ -495,11 +498,77 @@ static void test_calibration_cluster_roundtrip(void **state)
     assert_int_equal(back.ncluster, 2);
     assert_int_equal(back.nprovenance, 1);
     assert_string_equal(back.provenance[0], c.provenance[0]);
-    dcr_sim_cluster_t cl = dcr_sim_cluster_testbed();
+    dcr_sim_cluster_t cl = dcr_sim_cluster_default();
     assert_int_equal(dcr_sim_cluster_apply_calibration(&cl, &back), DCR_OK);
     assert_true(cl.cross_gbps == 3.25);
     assert_int_equal(cl.store_flows, 4);
-    assert_true(cl.flow_gbps == dcr_sim_cluster_testbed().flow_gbps); /* untouched */
+    assert_true(cl.flow_gbps == dcr_sim_cluster_default().flow_gbps); /* untouched */
+}
+
+/* A description must name every field: one left out, one unknown, a
+ * wrong format or a bad value is one clear line naming it; the echo holds
+ * every field with its value and what was overridden. */
+static void test_description_checks(void **state)
+{
+    dcr_sim_description_t d;
+    assert_int_equal(dcr_sim_description_load("paper-testbed", &d), DCR_OK);
+    json_t *j = dcr_sim_description_json(&d);
+    for (size_t i = 0; i < dcr_sim_cluster_nfields(); i++)
+        assert_non_null(json_object_get(j, dcr_sim_cluster_field_name(i)));
+    /* The echo is itself a description (less its echo-only keys). */
+    json_object_del(j, "source");
+    json_object_del(j, "overridden");
+    char *text = json_dumps(j, 0);
+    json_decref(j);
+    dcr_sim_description_t back;
+    assert_int_equal(dcr_sim_description_parse(text, "echo", &back), DCR_OK);
+    assert_true(back.cluster.cross_gbps == d.cluster.cross_gbps);
+    assert_int_equal(back.cluster.store_flows, d.cluster.store_flows);
+    free(text);
+    const struct {
+        const char *text, *needle;
+    } bad[] = {
+        {"{\"format\": \"dcr-cluster\", \"version\": 1, \"calibration\": \"x\"}", "missing field"},
+        {"{\"format\": \"dcr-cluster\", \"version\": 1, \"calibration\": \"x\", \"warp\": 9}",
+         "warp"},
+        {"{\"format\": \"dcr-calibration\", \"version\": 1}", "dcr-cluster"},
+        {"[1, 2]", "not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_not_equal(dcr_sim_description_parse(bad[i].text, "t.json", &back), DCR_OK);
+        if (!strstr(dcr_error_detail(), bad[i].needle))
+            fail_msg("'%s': '%s' lacks '%s'", bad[i].text, dcr_error_detail(), bad[i].needle);
+    }
+    /* A bad value in an otherwise whole description. */
+    j = dcr_sim_description_json(&d);
+    json_object_del(j, "source");
+    json_object_del(j, "overridden");
+    json_object_set_new(j, "cross_gbps", json_real(-1));
+    text = json_dumps(j, 0);
+    json_decref(j);
+    assert_int_equal(dcr_sim_description_parse(text, "t.json", &back), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_detail(), "cross_gbps"));
+    free(text);
+    char path[16];
+    assert_int_equal(dcr_sim_description_preset_path("../etc", path, sizeof(path)), DCR_EINVAL);
+}
+
+/* The relay fast path's chain: the leftmost path's children in the tree. */
+static void test_chain_kids(void **state)
+{
+    dcr_sim_cluster_t c = dcr_sim_cluster_default();
+    c.fanout = 2;
+    c.agg_nodes = 12; /* 0; 1 2; 3 4 5 6; 7 8 9 10 11 */
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 0), 2);
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 1), 2);
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 2), 2); /* node 3: children 7, 8 */
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 3), 0);
+    c.agg_nodes = 8; /* node 3 has one child, 7 */
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 2), 1);
+    c.fanout = 3;
+    c.agg_nodes = 5; /* 0; 1 2 3; 4 */
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 0), 3);
+    assert_int_equal(dcr_sim_cluster_chain_kids(&c, 1), 1);
 }
 
 static void test_calibration_roundtrip(void **state)
@@ -682,6 +751,8 @@ int main(void)
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_calibration_roundtrip),
+        cmocka_unit_test(test_description_checks),
+        cmocka_unit_test(test_chain_kids),
         cmocka_unit_test(test_calibration_cluster_roundtrip),
         cmocka_unit_test(test_calibration_bad_files),
         cmocka_unit_test(test_sweep_relay_gains),

@@ -26,6 +26,7 @@
 #include "sim/calibrate.h"
 #include "sim/paper.h"
 #include "sim/plan.h"
+#include "sim/description.h"
 #include "sim/sim.h"
 #include "workloads/model/model.h"
 #include "sim_test_cal.h"
@@ -87,7 +88,9 @@ static void test_ultra_stand_in_shape(void **state)
     dcr_inventory_destroy(inv);
 }
 
-/* The fitted calibration loads, says where its figures come from, and its
+/* The fitted calibration loads and says where its figures come from; the
+ * testbed's description holds the fitted cluster figures (the calibration
+ * none: one place per figure), names an assumption for each, and its
  * effective per-node rate stays within the seed's "up to 5 Gbps". */
 static void test_paper_calibration_file(void **state)
 {
@@ -96,9 +99,12 @@ static void test_paper_calibration_file(void **state)
     dcr_sim_calibration_t cal;
     assert_int_equal(dcr_sim_cal_load(path, &cal), DCR_OK);
     assert_true(cal.nprovenance >= 2);
-    assert_true(cal.ncluster >= 1);
-    dcr_sim_cluster_t c = dcr_sim_cluster_testbed();
-    assert_int_equal(dcr_sim_cluster_apply_calibration(&c, &cal), DCR_OK);
+    assert_int_equal(cal.ncluster, 0);
+    dcr_sim_description_t d;
+    assert_int_equal(dcr_sim_description_load("paper-testbed", &d), DCR_OK);
+    assert_string_equal(d.calibration, "paper-testbed");
+    assert_true(d.nnotes >= 15);
+    dcr_sim_cluster_t c = d.cluster;
     assert_true(c.cross_gbps > 0 && c.cross_gbps <= 5);
     assert_true(c.flow_gbps > 0 && c.flow_gbps <= 5);
     char small[8];
@@ -116,7 +122,9 @@ static void test_nemo_rl_preset(void **state)
     assert_true(dcr_sim_nemo_rl_latency("relay", 0.05) == 33.776);
     assert_true(dcr_sim_nemo_rl_latency("relay", 0.01) == 0);
     assert_true(dcr_sim_nemo_rl_latency(NULL, 0.03) == 0);
-    dcr_sim_cluster_t c = dcr_sim_cluster_nemo_rl();
+    dcr_sim_description_t d;
+    assert_int_equal(dcr_sim_description_load("nemo-rl", &d), DCR_OK);
+    dcr_sim_cluster_t c = d.cluster;
     assert_int_equal(c.train_nodes * c.train_gpus, 32);
     assert_int_equal(c.fanout, 2);
     assert_int_equal(c.staging_payloads, 32 * 8 + 8);
@@ -217,11 +225,13 @@ static void test_plan_sweep(void **state)
     assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, NULL), DCR_EINVAL);
 }
 
-/* Transport-bound settings (a slow link, fast test costs): twice the
- * bandwidth cuts latency by at least a third on both transports, as the
- * seed's traffic formulas imply when transfer time dominates; twice the
- * rollout or owner speed never slows a refit by more than noise of the
- * discrete pipeline (1%), and moves it far less than the bandwidth does. */
+/* Transport-bound settings (a slow link, fast test costs): halving the
+ * node rate slows the refit by more than a third on both transports, as
+ * the seed's traffic formulas imply when transfer time dominates, so the
+ * sensitivities name cross_gbps; the owners' and the rollout side's speed
+ * move it by less than 5% and are left out. The break-even change rates
+ * are where latency meets each reload: 0 < rate, and the refit at the
+ * plan's 3% is below the reference exactly when 3% is below its rate. */
 static void test_plan_sensitivity(void **state)
 {
     dcr_sim_spec_t spec = plan_spec();
@@ -231,23 +241,32 @@ static void test_plan_sensitivity(void **state)
     plan.rollout_nodes[0] = 2;
     plan.ngbps = 1;
     plan.gbps[0] = 0.02;
-    plan.sensitivity = true;
     dcr_sim_plan_row_t rows[2];
     assert_int_equal(dcr_sim_plan_run(&spec, &cal, &plan, rows), DCR_OK);
     for (int t = 0; t < 2; t++) {
-        const dcr_sim_plan_row_t *r = &rows[t];
+        const dcr_sim_plan_row_t *r = &rows[dcr_sim_plan_answer_row(&plan, t)];
+        dcr_sim_plan_answer_t a;
+        assert_int_equal(dcr_sim_plan_answer(&spec, &cal, &plan, t, r, true, &a), DCR_OK);
         dcr_sim_shares_t sh = dcr_sim_result_shares(&r->r);
-        print_message("%s: %.3f s, transport %.0f%%; 2x bandwidth %+.3f s, rollout %+.3f s, "
-                      "owner %+.3f s\n",
-                      r->transport, r->r.latency_s, 100 * sh.transport, r->d.bandwidth_s,
-                      r->d.rollout_s, r->d.owner_s);
-        assert_true(r->has_sensitivity);
+        print_message("%s: %.3f s, transport %.0f%%, %d sensitivities, break-even %.4f / %.4f\n",
+                      r->transport, r->r.latency_s, 100 * sh.transport, a.nsens,
+                      a.crossover_reference, a.crossover_line_rate);
         /* Transport-bound: the busiest rollout node receives most of the time. */
         assert_true(sh.receive > 0.5 && sh.receive <= 1);
-        assert_true(r->d.bandwidth_s <= -r->r.latency_s / 3);
-        assert_true(r->d.rollout_s <= 0.01 * r->r.latency_s);
-        assert_true(r->d.owner_s <= 0.01 * r->r.latency_s);
-        assert_true(r->d.rollout_s > r->d.bandwidth_s && r->d.owner_s > r->d.bandwidth_s);
+        bool cross = false;
+        for (int i = 0; i < a.nsens; i++) {
+            print_message("  %s: %.3f / %.3f s\n", a.sens[i].field, a.sens[i].half_s,
+                          a.sens[i].double_s);
+            assert_true(strcmp(a.sens[i].field, "owner_speed") &&
+                        strcmp(a.sens[i].field, "rollout_speed"));
+            if (strcmp(a.sens[i].field, "cross_gbps")) continue;
+            cross = true;
+            assert_true(a.sens[i].half_s >= r->r.latency_s * 4 / 3);
+        }
+        assert_true(cross);
+        assert_true(a.crossover_reference > 0);
+        assert_true((r->r.latency_s < a.reference_s) == (0.03 < a.crossover_reference));
+        assert_true(a.line_rate_s > 0);
     }
 }
 
@@ -284,7 +303,7 @@ static void test_plan_figure(void **state)
     }
     char dir[256];
     assert_true(testfiles_tmpdir(dir, sizeof(dir), "plan"));
-    assert_int_equal(dcr_sim_plan_write_figure(dir, "qwen3-30b-a3b", &plan, rows), DCR_OK);
+    assert_int_equal(dcr_sim_plan_write_figure(dir, "qwen3-30b-a3b", &plan, rows, NULL), DCR_OK);
     char dat[4200], body[4200];
     snprintf(dat, sizeof(dat), "%s/plan.dat", dir);
     snprintf(body, sizeof(body), "%s/plan.body.gp", dir);
