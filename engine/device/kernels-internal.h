@@ -358,7 +358,9 @@ DCR_DK_FN void dcr_dk_combine(void *dst, const void *src, unsigned es, int dtype
  * conversion goes through FP32 bits (exact for every source dtype here),
  * narrowing rounds to nearest even, FP8 e4m3fn does not saturate (Inf, NaN
  * and anything rounding above 448 become NaN), and NaN payloads keep their
- * top bits with the quiet bit forced. */
+ * top bits (to BF16 as they are when those still make a NaN, so a BF16 NaN
+ * widened and narrowed again comes back bit for bit; else the quiet bit is
+ * forced). */
 
 #define DCR_DK_F32_SIGN  0x80000000u
 #define DCR_DK_F32_EXP   0x7F800000u
@@ -426,7 +428,10 @@ DCR_DK_FN uint32_t dcr_dk_from_f32(int dtype, uint32_t bits)
     uint32_t abs_bits = bits & ~DCR_DK_F32_SIGN;
     if (dtype == DCR_DK_FP32) return bits;
     if (dtype == DCR_DK_BF16) {
-        if (abs_bits > DCR_DK_F32_EXP) return ((bits >> 16) | 0x0040u) & 0xFFFFu;
+        if (abs_bits > DCR_DK_F32_EXP) { /* a NaN: kept when its top half still is one */
+            uint32_t top = (bits >> 16) & 0xFFFFu;
+            return (top & 0x007Fu) != 0 ? top : top | 0x0040u;
+        }
         return ((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16) & 0xFFFFu;
     }
     if (dtype == DCR_DK_FP16) {
