@@ -572,6 +572,7 @@ static dcr_status_t plan_figure(const char *dir, const char *model, const dcr_si
         dcr_outdir_abort(out);
         return st;
     }
+    dcr_gnuplot_drop_log(stage);
     return dcr_outdir_commit(out);
 }
 

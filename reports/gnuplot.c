@@ -146,6 +146,13 @@ dcr_status_t dcr_gnuplot_keep_log(dcr_status_t st, const char *stage, const char
     return dcr_error_set(st, "%s; gnuplot's output is in %s", line, dst);
 }
 
+void dcr_gnuplot_drop_log(const char *stage)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/gnuplot.log", stage);
+    unlink(path);
+}
+
 void dcr_gnuplot_quote(FILE *f, const char *s)
 {
     dcr_gnuplot_text_write(f, s);

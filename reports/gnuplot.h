@@ -33,6 +33,10 @@ dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *s
  * adds its path to the error line. Returns st. */
 dcr_status_t dcr_gnuplot_keep_log(dcr_status_t st, const char *stage, const char *out_dir);
 
+/* For a run staged in `stage` that succeeded: removes stage/gnuplot.log
+ * (gnuplot's warnings), so only the figures and their data are committed. */
+void dcr_gnuplot_drop_log(const char *stage);
+
 /* Writes s as a gnuplot single-quoted string under the whitelist of
  * workloads/harness/gnuplot_text.h: quotes doubled, every byte that could
  * end the string or the line (a newline, a control character, a backslash)

@@ -48,6 +48,7 @@ typedef struct report {
     rgroup_t *g;
     size_t ng;
     bool have_timeline, have_fig10, have_payload_fig;
+    bool gnuplot_failed; /* the failure is gnuplot's: its log is kept for the user */
     dcr_trend_t *trend;     /* two or more runs: the trend figure */
     dcr_compare_t *compare; /* with a BASE file: the base-against-new figure */
     size_t compare_rows;
@@ -94,9 +95,11 @@ dcr_status_t dcr_report_find_gnuplot(const char *explicit_path, char *buf, size_
 }
 
 /* Runs gnuplot on a script inside the output folder, its output appended to gnuplot.log. */
-static dcr_status_t run_gnuplot(const report_t *r, const char *script)
+static dcr_status_t run_gnuplot(report_t *r, const char *script)
 {
-    return dcr_gnuplot_run(r->gnuplot, r->dir, script);
+    dcr_status_t st = dcr_gnuplot_run(r->gnuplot, r->dir, script);
+    r->gnuplot_failed = st != DCR_OK;
+    return st;
 }
 
 static FILE *open_out(const report_t *r, const char *name)
@@ -440,7 +443,7 @@ static dcr_status_t write_fig10_data(const report_t *r, const series_t *s, size_
     return close_out(r, f, "data/fig10_latency.dat");
 }
 
-static dcr_status_t write_fig10(const report_t *r)
+static dcr_status_t write_fig10(report_t *r)
 {
     series_set_t set;
     DCR_CHECK(build_series(r, false, &set));
@@ -509,7 +512,7 @@ static dcr_status_t write_payload_data(const report_t *r, const series_t *s, siz
     return close_out(r, f, "data/payload_vs_rate.dat");
 }
 
-static dcr_status_t write_payload_fig(const report_t *r)
+static dcr_status_t write_payload_fig(report_t *r)
 {
     series_set_t set;
     DCR_CHECK(build_series(r, true, &set));
@@ -1051,12 +1054,11 @@ dcr_status_t dcr_report_write(const dcr_report_opts_t *o)
     DCR_CHECK_GOTO(write_tracking(&r), st, done);
     if (o->trace_path) DCR_CHECK_GOTO(write_timeline(&r), st, done);
     DCR_CHECK_GOTO(write_markdown(&r), st, done);
+    dcr_gnuplot_drop_log(r.dir); /* gnuplot's warnings are no product of a report */
     st = dcr_outdir_commit(out);
     out = NULL;
 done:
-    if (out) {
-        st = dcr_gnuplot_keep_log(st, r.dir, o->out_dir);
-    }
+    if (out && r.gnuplot_failed) st = dcr_gnuplot_keep_log(st, r.dir, o->out_dir);
     dcr_outdir_abort(out);
     report_free(&r);
     return st;

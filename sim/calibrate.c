@@ -364,7 +364,10 @@ static dcr_status_t dcr__cal_parse_header(json_t *root, const char *origin,
     if (!json_is_integer(cores))
         return dcr_error_set(DCR_EPARSE, "%s: \"cores\" must be an integer", origin);
     json_int_t c = json_integer_value(cores);
-    cal->cores = c < 0 || c > 1000000 ? -1 : (int)c;
+    if (c < 1 || c > 4096)
+        return dcr_error_set(DCR_EINVAL, "%s: \"cores\" is %lld, expected 1..4096", origin,
+                             (long long)c);
+    cal->cores = (int)c;
     return DCR_OK;
 }
 

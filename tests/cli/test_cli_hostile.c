@@ -618,6 +618,56 @@ static void test_failed_figures_leave_nothing(void **state)
     assert_int_equal(count_entries(out), 2); /* the FIFO and the earlier log */
 }
 
+/* A report that succeeds leaves no gnuplot.log; one that fails before or
+ * outside gnuplot (a trace without a refit window) does not point at a log,
+ * and leaves none. */
+static void test_report_log_only_for_gnuplot_failures(void **state)
+{
+    char results[300], out[300], failed[300], trace[300];
+    path_in(results, sizeof(results), "log.h5");
+    path_in(out, sizeof(out), "log-report");
+    path_in(failed, sizeof(failed), "log-failed");
+    path_in(trace, sizeof(trace), "no-window.json");
+    snprintf(args, sizeof(args), "bench --scale 64 --layers 1 --warmup 0 --refits 2 --out %s",
+             results);
+    static result_t r;
+    run(&r, args);
+    if (r.rc != 0) fail_msg("%s: %s", args, r.err);
+    snprintf(args, sizeof(args), "report %s -o %s", results, out);
+    run(&r, args);
+    if (r.rc != 0) fail_msg("%s: %s", args, r.err);
+    assert_int_equal(count_prefix(out, "report.md"), 1);
+    assert_int_equal(count_prefix(out, "gnuplot.log"), 0);
+    testfiles_put(trace, "{\"traceEvents\":[]}");
+    snprintf(args, sizeof(args), "report %s -o %s --trace %s", results, failed, trace);
+    run(&r, args);
+    assert_int_not_equal(r.rc, 0);
+    assert_null(strstr(r.err, "gnuplot"));
+    assert_int_equal(count_prefix(failed, "gnuplot.log"), 0);
+}
+
+/* A calibration's core count out of range is named as written, not as a
+ * sentinel. */
+static void test_calibration_cores_named(void **state)
+{
+    char cal[300];
+    path_in(cal, sizeof(cal), "cores.json");
+    static char text[65536];
+    FILE *f = fopen(DCR_SOURCE_DIR "/sim/calibrations/vm-2core.json", "r");
+    assert_non_null(f);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *at = strstr(text, "\"cores\": 2,");
+    assert_non_null(at);
+    char edited[65536];
+    snprintf(edited, sizeof(edited), "%.*s\"cores\": 1000000000,%s", (int)(at - text), text,
+             at + strlen("\"cores\": 2,"));
+    testfiles_put(cal, edited);
+    snprintf(args, sizeof(args), "sim --calibration %s", cal);
+    expect_error(args, 2, "1000000000");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +688,8 @@ int main(void)
         cmocka_unit_test(test_next_run_sweeps_dead_runs),
         cmocka_unit_test(test_sim_child_dies_with_parent),
         cmocka_unit_test(test_failed_figures_leave_nothing),
+        cmocka_unit_test(test_report_log_only_for_gnuplot_failures),
+        cmocka_unit_test(test_calibration_cores_named),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
