@@ -48,7 +48,7 @@ typedef struct report {
     rgroup_t *g;
     size_t ng;
     bool have_timeline, have_fig10, have_payload_fig;
-    bool gnuplot_failed; /* the failure is gnuplot's: its log is kept for the user */
+    bool gnuplot_failed;    /* the failure is gnuplot's: its log is kept for the user */
     dcr_trend_t *trend;     /* two or more runs: the trend figure */
     dcr_compare_t *compare; /* with a BASE file: the base-against-new figure */
     size_t compare_rows;

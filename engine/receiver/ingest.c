@@ -80,6 +80,11 @@ static uint64_t dcr__raw_bound(const dcr_inventory_t *inv)
     return total;
 }
 
+uint64_t dcr_receiver_payload_bound(const dcr_receiver_t *r)
+{
+    return dcr__raw_bound(r->inv);
+}
+
 /* Header check and disposition; *admit_p is true when the payload is new
  * for the current attempt. */
 static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,

@@ -130,11 +130,11 @@ static dcr_status_t replay_apply(dcr_receiver_t *const *r, int n, const replay_v
  * partially applied attempt it would undo the writes that landed. why:
  * why the repair set was not used, for the refusal. */
 static dcr_status_t all_overwrite(const replay_version_t *x, const dcr_payload_key_t *key,
-                                  const char *why)
+                                  uint64_t max_raw, const char *why)
 {
     dcr_payload_t *p = NULL;
     DCR_CHECK(dcr_payload_create(&p));
-    dcr_payload_policy_t policy = {key && key->set ? key : NULL, 0};
+    dcr_payload_policy_t policy = {key && key->set ? key : NULL, max_raw};
     dcr_status_t st = DCR_OK;
     for (size_t j = 0; st == DCR_OK && j < x->m.n; j++) {
         st = dcr_payload_decode_with(p, x->buf[j], x->len[j], &policy);
@@ -179,7 +179,13 @@ static dcr_status_t chain(dcr_objstore_t *s, const dcr_payload_key_t *key, dcr_r
         rv ? DCR_OK : dcr_error_set(DCR_ENOMEM, "%s of %" PRIu64 " versions", what, nv);
     char why[400] = "";
     if (rs == DCR_OK) rs = replay_fetch(s, from, to, repair, tau, rv, &st, why, sizeof why);
-    if (rs == DCR_OK && repair) rs = all_overwrite(&rv[0], key, why);
+    /* The check decodes what the receivers will: bounded as they bound it. */
+    uint64_t max_raw = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t b = dcr_receiver_payload_bound(r[i]);
+        if (b > max_raw) max_raw = b;
+    }
+    if (rs == DCR_OK && repair) rs = all_overwrite(&rv[0], key, max_raw, why);
     for (uint64_t i = 0; rs == DCR_OK && i < nv; i++) rs = replay_apply(r, n, &rv[i]);
     replay_free(rv, nv);
     st.seconds = (double)(dcr_clock_ns() - t0) * 1e-9;

@@ -228,6 +228,12 @@ typedef struct dcr_receiver_stats {
 
 void dcr_receiver_stats(const dcr_receiver_t *r, dcr_receiver_stats_t *out_p);
 
+/* The largest raw payload body r accepts (dcr_payload_policy_t.max_raw):
+ * every tensor of its inventory fully changed, at the widest gap words. A
+ * caller that decodes payloads meant for r (a restore's checks) bounds its
+ * decode by it too. */
+uint64_t dcr_receiver_payload_bound(const dcr_receiver_t *r);
+
 /* Sets the payload key this receiver verifies with (copied): from then on it
  * accepts only payloads keyed with it, and counts the others in
  * stats.unauthenticated (and stats.rejected). NULL or an unset key: only

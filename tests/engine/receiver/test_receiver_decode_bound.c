@@ -154,11 +154,38 @@ static void test_largest_legitimate_payload_accepted(void **state)
     world_free(&wd);
 }
 
+/* The bound a receiver publishes for other decoders of its payloads (a
+ * restore's checks): the inventory's fully changed size, computed here by
+ * hand (body head 24; per tensor numel * (dtype + 8 gap bytes) and 4 item
+ * entries of 96 bytes plus the name), and a decode under it refuses the
+ * oversized payload as the receiver does. */
+static void test_published_bound_refuses_as_the_receiver(void **state)
+{
+    (void)state;
+    world_t wd;
+    world_init(&wd);
+    uint64_t by_hand = 24 + (64 * (2 + 8) + 4 * (96 + 8)) + (32 * (4 + 8) + 4 * (96 + 8));
+    assert_int_equal(dcr_receiver_payload_bound(wd.r), by_hand);
+    dcr_encoder_t *e;
+    assert_int_equal(dcr_encoder_create(&e), DCR_OK);
+    const uint8_t *buf;
+    size_t len;
+    encode_one(e, "layer.a", DCR_DTYPE_BF16, (int64_t)4 << 20, 0, &buf, &len);
+    dcr_payload_t *p;
+    assert_int_equal(dcr_payload_create(&p), DCR_OK);
+    dcr_payload_policy_t policy = {NULL, dcr_receiver_payload_bound(wd.r)};
+    assert_int_not_equal(dcr_payload_decode_with(p, buf, len, &policy), DCR_OK);
+    dcr_payload_destroy(p);
+    dcr_encoder_destroy(e);
+    world_free(&wd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_oversized_body_refused_before_decoding),
         cmocka_unit_test(test_largest_legitimate_payload_accepted),
+        cmocka_unit_test(test_published_bound_refuses_as_the_receiver),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
