@@ -36,9 +36,9 @@ static dcr_status_t dcr__key_open(const char *path, int *fd_p, struct stat *st_p
     }
     if (!S_ISREG(st_p->st_mode)) {
         close(fd);
-        return dcr_error_set(
-            DCR_EINVAL, "payload key %s: %s, expected a regular file of exactly %d bytes", path,
-            dcr__key_kind(st_p->st_mode), DCR_CODEC_KEY_SIZE);
+        return dcr_error_set(DCR_EINVAL,
+                             "payload key %s: %s, expected a regular file of exactly %d bytes",
+                             path, dcr__key_kind(st_p->st_mode), DCR_CODEC_KEY_SIZE);
     }
     if (st_p->st_size != DCR_CODEC_KEY_SIZE) {
         close(fd);

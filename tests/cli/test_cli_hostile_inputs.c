@@ -76,11 +76,8 @@ static void test_fifos_refused(void **state)
 {
     (void)state;
     const char *fmt[] = {
-        "inventory --model %s",
-        "bench --model %s",
-        "construct --changes profile:%s",
-        "bench --changes profile:%s",
-        "bench --payload-key %s",
+        "inventory --model %s",       "bench --model %s",       "construct --changes profile:%s",
+        "bench --changes profile:%s", "bench --payload-key %s",
     };
     for (size_t i = 0; i < sizeof(fmt) / sizeof(fmt[0]); i++) {
         snprintf(args, sizeof(args), fmt[i], fifo);

@@ -144,9 +144,9 @@ const dcr_objstore_ops_t *dcr_objstore_find(const char *name);
  * stay valid for the process). It needs version DCR_OBJSTORE_OPS_VERSION, a
  * name and every slot. Registered backends are asked before the
  * built-in ones whether they claim a URL (the "dir" backend claims dir:PATH
- * and any string without a scheme; an unknown scheme is refused). Registering the same table again is a no-op;
- * another table under a taken name, or a full registry (64), is
- * DCR_EINVAL. Thread-safe. */
+ * and any string without a scheme; an unknown scheme is refused). Registering the same table again
+ * is a no-op; another table under a taken name, or a full registry (64), is DCR_EINVAL.
+ * Thread-safe. */
 dcr_status_t dcr_objstore_register(const dcr_objstore_ops_t *ops);
 /* Backends compiled into libdcr in a fixed order, then those registered
  * (conformance tests). */
