@@ -381,6 +381,10 @@ static dcr_status_t dcr__v2_prepare(dcr_payload_t *p, const dcr__dec_ctx_t *c, u
                                     uint64_t budget, dcr__layout_t *l)
 {
     uint64_t expand = 0, room = budget - p->body.len; /* body.len <= budget: header rule 3 */
+    /* Every Rice code and Huffman code takes at least one bit of the body,
+     * and one bit expands to at most 8 bytes (a u64 gap): a body can never
+     * decode to more than 64 times its size, whatever the budget allows. */
+    if (p->body.len <= room / 64) room = 64 * (uint64_t)p->body.len;
     bool huffman = false;
     for (uint32_t i = 0; i < nitems; i++) {
         const uint8_t *e = p->body.data + DCR__BODY_HEADER_SIZE + (size_t)DCR__ITEM_SIZE * i;
