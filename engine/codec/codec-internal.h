@@ -119,6 +119,21 @@ typedef struct dcr__loc_plan {
 dcr_status_t dcr__loc_plan(const int64_t *indices, size_t count, int64_t numel,
                            dcr__loc_plan_t *plan);
 
+/* Gap k of a version 1 gap segment of gap_bytes-wide words (1, 2, 4, 8). */
+static inline uint64_t dcr__gap_load(const uint8_t *gaps, size_t k, unsigned gap_bytes)
+{
+    switch (gap_bytes) {
+    case 1:
+        return gaps[k];
+    case 2:
+        return dcr__ld16(gaps + 2 * k);
+    case 4:
+        return dcr__ld32(gaps + 4 * k);
+    default:
+        return dcr__ld64(gaps + 8 * k);
+    }
+}
+
 /* Writes the count - 1 gaps of indices as little-endian words of gap_bytes. */
 void dcr__gaps_store(uint8_t *dst, const int64_t *indices, size_t count, unsigned gap_bytes);
 

@@ -79,24 +79,10 @@ static size_t dcr__bitr_finish(const dcr__bitr_t *r)
 
 /* ---- Golomb-Rice gaps ---- */
 
-static inline uint64_t dcr__gap_word(const uint8_t *gaps, size_t k, unsigned w)
-{
-    switch (w) {
-    case 1:
-        return gaps[k];
-    case 2:
-        return dcr__ld16(gaps + 2 * k);
-    case 4:
-        return dcr__ld32(gaps + 4 * k);
-    default:
-        return dcr__ld64(gaps + 8 * k);
-    }
-}
-
 uint64_t dcr__rice_bits(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, unsigned k)
 {
     uint64_t bits = (uint64_t)ngaps * (k + 1);
-    for (size_t i = 0; i < ngaps; i++) bits += (dcr__gap_word(gaps, i, gap_bytes) - 1) >> k;
+    for (size_t i = 0; i < ngaps; i++) bits += (dcr__gap_load(gaps, i, gap_bytes) - 1) >> k;
     return bits;
 }
 
@@ -105,7 +91,7 @@ unsigned dcr__rice_best_k(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes,
     /* For geometric gaps the best parameter is near log2(mean * ln 2); the
      * exact cost of the neighbours decides (the cost is convex in k). */
     uint64_t sum = 0;
-    for (size_t i = 0; i < ngaps; i++) sum += dcr__gap_word(gaps, i, gap_bytes) - 1;
+    for (size_t i = 0; i < ngaps; i++) sum += dcr__gap_load(gaps, i, gap_bytes) - 1;
     double mean = ngaps ? (double)sum / (double)ngaps : 0.0;
     int guess = 0;
     while (guess < DCR__RICE_K_MAX && (double)((uint64_t)1 << (guess + 1)) <= mean * 0.6931)
@@ -130,7 +116,7 @@ size_t dcr__rice_write(uint8_t *dst, const uint8_t *gaps, size_t ngaps, unsigned
     dcr__bitw_t w = {dst, 0, 0};
     uint64_t mask = k ? (~(uint64_t)0 >> (64 - k)) : 0;
     for (size_t i = 0; i < ngaps; i++) {
-        uint64_t v = dcr__gap_word(gaps, i, gap_bytes) - 1, q = v >> k;
+        uint64_t v = dcr__gap_load(gaps, i, gap_bytes) - 1, q = v >> k;
         while (q >= 32) {
             dcr__bitw_put(&w, 0xFFFFFFFFu, 32);
             q -= 32;

@@ -62,20 +62,6 @@ void dcr__gaps_store(uint8_t *dst, const int64_t *indices, size_t count, unsigne
     }
 }
 
-static inline uint64_t dcr__gap_load(const uint8_t *gaps, size_t k, unsigned gap_bytes)
-{
-    switch (gap_bytes) {
-    case 1:
-        return gaps[k];
-    case 2:
-        return dcr__ld16(gaps + 2 * k);
-    case 4:
-        return dcr__ld32(gaps + 4 * k);
-    default:
-        return dcr__ld64(gaps + 8 * k);
-    }
-}
-
 bool dcr__gaps_check(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes, int64_t first,
                      int64_t numel, int64_t *last_p, size_t *bad_pos_p)
 {
