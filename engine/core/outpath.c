@@ -175,7 +175,7 @@ static dcr_status_t dcr__probe(const char *what, const char *dir, int dirfd)
 dcr_status_t dcr_outpath_check(const char *what, const char *path)
 {
     char dir[PATH_MAX];
-    const char *base;
+    const char *base = NULL; /* set by dcr__split; -O3 cannot see that */
     DCR_CHECK(dcr__split(what, path, dir, sizeof(dir), &base));
     int dirfd = dcr__open_dir(dir);
     if (dirfd < 0)
@@ -378,7 +378,7 @@ dcr_status_t dcr_outfile_open(const char *what, const char *path, unsigned flags
                               dcr_outfile_t **out_p)
 {
     char dir[PATH_MAX];
-    const char *base;
+    const char *base = NULL; /* set by dcr__split; -O3 cannot see that */
     DCR_CHECK(dcr__split(what, path, dir, sizeof(dir), &base));
     dcr_outfile_t *f = calloc(1, sizeof(*f));
     if (!f) return dcr_error_set(DCR_ENOMEM, "%s %s", what, path);
