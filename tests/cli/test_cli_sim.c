@@ -200,7 +200,7 @@ static void test_hostile_inputs(void **state)
     run(&r, args);
     assert_int_equal(r.rc, 0);
     snprintf(args, sizeof(args),
-             "sed -i 's/id=\"xflow\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow\" "
+             "sed -i 's/id=\"xflow-tx-0\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow-tx-0\" "
              "bandwidth=\"0Bps\"/' %s",
              xml);
     assert_int_equal(system(args), 0);

@@ -102,8 +102,16 @@ static void test_platform_generated(void **state)
     assert_non_null(strstr(text, "<host id=\"rollout-2\" speed=\"1Gf\" core=\"4\""));
     assert_null(strstr(text, "<host id=\"cpu\"")); /* only with shared cores */
     assert_int_equal(count(text, "<host "), 4 + 3 + 1);
-    assert_non_null(strstr(text, "id=\"xflow\""));
-    assert_non_null(strstr(text, "sharing_policy=\"FATPIPE\""));
+    /* Per-flow caps per node (FATPIPE) with the one-way latency, 1 ms, plus
+     * the store's request latency, 10 ms, on store routes (the default
+     * cluster); no shared store link while the store's rate is unlimited. */
+    assert_non_null(strstr(text, "<link id=\"xflow-tx-1\" bandwidth=\"1250000000Bps\" "
+                                 "latency=\"0.001s\" sharing_policy=\"FATPIPE\""));
+    assert_non_null(strstr(text, "<link id=\"xstore-rx-2\" bandwidth=\"1250000000Bps\" "
+                                 "latency=\"0.010999999999999999s\" sharing_policy=\"FATPIPE\""));
+    assert_null(strstr(text, "id=\"store-out\""));
+    assert_non_null(strstr(text, "<route src=\"store\" dst=\"rollout-2\" symmetrical=\"NO\">"
+                                 "<link_ctn id=\"xstore-rx-2\"/><link_ctn id=\"rx-2\"/>"));
     /* 4 owners to the store and to the root, the store to 3 nodes, 2 tree
      * edges (fanout 2: 0->1, 0->2), 2 part routes. */
     assert_int_equal(count(text, "<route "), 4 + 4 + 3 + 2 + 2);
@@ -112,7 +120,7 @@ static void test_platform_generated(void **state)
                      "id=\"fab-out-0\"/><link_ctn id=\"fab-in-1\"/>"));
     assert_non_null(strstr(
         text,
-        "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink\"/>"));
+        "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink-0\"/>"));
     assert_non_null(strstr(text, "<route src=\"rollout-0\" dst=\"rollout-2\""));
     /* 10 Gbps is 1.25e9 bytes per second. */
     assert_non_null(strstr(text, "<link id=\"tx-1\" bandwidth=\"1250000000Bps\""));
