@@ -345,8 +345,8 @@ static void dcr__platform_job_free(dcr__platform_job_t *pj)
 }
 
 static dcr_status_t dcr__platform_job_start(dcr__sim_fn fn, const char *what,
-                                            const dcr_sim_spec_t *spec,
-                                            const dcr_sim_workload_t *w, dcr__platform_job_t *pj)
+                                            const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                            dcr__platform_job_t *pj)
 {
     memset(pj, 0, sizeof(*pj));
     dcr_status_t st = dcr__platform(spec, w, &pj->platform, &pj->tmp);

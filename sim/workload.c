@@ -372,8 +372,7 @@ static dcr_status_t dcr__facts_codes(const dcr_scenario_t *sc, const dcr_serve_c
     }
     close(fds[1]);
     dcr_status_t st = dcr__facts_ranks(sc, serve, 0, half, code);
-    return dcr__facts_collect(pid, fds[0], st, code + (size_t)half * nc,
-                              (size_t)(tp - half) * nc);
+    return dcr__facts_collect(pid, fds[0], st, code + (size_t)half * nc, (size_t)(tp - half) * nc);
 }
 
 /* The serving facts, per rank from the codes; XOR allowed on a tensor

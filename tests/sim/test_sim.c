@@ -118,9 +118,8 @@ static void test_platform_generated(void **state)
     assert_non_null(
         strstr(text, "<route src=\"train-0-0\" dst=\"train-1-1\" symmetrical=\"NO\"><link_ctn "
                      "id=\"fab-out-0\"/><link_ctn id=\"fab-in-1\"/>"));
-    assert_non_null(strstr(
-        text,
-        "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink-0\"/>"));
+    assert_non_null(strstr(text, "<route src=\"train-0-1\" dst=\"train-0-0\" "
+                                 "symmetrical=\"NO\"><link_ctn id=\"nvlink-0\"/>"));
     assert_non_null(strstr(text, "<route src=\"rollout-0\" dst=\"rollout-2\""));
     /* 10 Gbps is 1.25e9 bytes per second. */
     assert_non_null(strstr(text, "<link id=\"tx-1\" bandwidth=\"1250000000Bps\""));
