@@ -730,7 +730,7 @@ static void test_sweep_relay_gains(void **state)
 
     const char *models[] = {"qwen3-30b-a3b", "qwen2.5-7b"}, *transports[] = {"objstore", "relay"};
     double rates[] = {0.01, 0.03, 0.05};
-    dcr_sim_sweep_t sw = {models, 2, transports, 2, rates, 3, NULL, false, true};
+    dcr_sim_sweep_t sw = {models, 2, transports, 2, rates, 3, NULL, false, NULL, NULL};
     assert_int_equal(dcr_sim_sweep_rows(&sw), 12);
     double per_model[] = {0.02, 0.04};
     sw.model_rates = per_model;
