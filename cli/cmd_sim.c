@@ -259,6 +259,13 @@ static int write_platform(const sim_opts_t *o)
 }
 
 /* One validation row: into arr with --json, else two lines of text. */
+/* Why a testbed case is not held to the 25% target (docs/commands/sim.md,
+ * BENCHMARKS.md "Simulator: predicted against measured"). */
+static const char k_store_scope[] =
+    "out of the model's scope: the store is one s3rver process on the cores every other process "
+    "of the run shares; the model gives it its probed per-request costs and no CPU of its own "
+    "(not held to 25%)";
+
 static void print_validation_row(const sim_opts_t *o, json_t *arr, const char *name,
                                  const char *args, const dcr_sim_validation_row_t *row)
 {
@@ -278,10 +285,17 @@ static void print_validation_row(const sim_opts_t *o, json_t *arr, const char *n
                       "predicted_transport_lb_s", row->predicted_transport_lb_s,
                       "measured_finalization_s", row->measured_finalization_s,
                       "predicted_finalization_s", row->predicted_finalization_s));
+        json_t *last = json_array_get(arr, json_array_size(arr) - 1);
         if (row->store_put_ms > 0)
-            json_object_set_new(json_array_get(arr, json_array_size(arr) - 1), "store_ms",
+            json_object_set_new(last, "store_ms",
                                 json_pack("{s:f,s:f,s:f}", "put", row->store_put_ms, "get",
                                           row->store_get_ms, "list", row->store_list_ms));
+        if (row->store_put_ms > 0) json_object_set_new(last, "scope", json_string(k_store_scope));
+        if (row->store_life_s > 0)
+            json_object_set_new(last, "store_process",
+                                json_pack("{s:f,s:f,s:f}", "seconds", row->store_life_s,
+                                          "cpu_share", row->store_cpu_share, "wait_share",
+                                          row->store_wait_share));
         return;
     }
     printf("%-44s %10.3f %10.3f %+6.1f%% %9.3f %9.3f %11.0f %11.0f\n", name, row->measured_s,
@@ -294,8 +308,12 @@ static void print_validation_row(const sim_opts_t *o, json_t *arr, const char *n
            row->measured_finalization_s, row->predicted_finalization_s, args);
     if (row->store_put_ms > 0)
         printf("    the store's probed costs per request (the simulation's): PUT %.1f ms, GET %.1f "
-               "ms, LIST %.1f ms\n",
-               row->store_put_ms, row->store_get_ms, row->store_list_ms);
+               "ms, LIST %.1f ms\n    %s\n",
+               row->store_put_ms, row->store_get_ms, row->store_list_ms, k_store_scope);
+    if (row->store_life_s > 0)
+        printf("    the store process over its %.1f s in the run: on a CPU %.0f%% of the time, "
+               "runnable and waiting for one %.0f%%\n",
+               row->store_life_s, 100 * row->store_cpu_share, 100 * row->store_wait_share);
     fflush(stdout);
 }
 

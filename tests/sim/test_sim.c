@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +26,7 @@
 #include "sim/description.h"
 #include "sim/sim.h"
 #include "sim/sweep.h"
+#include "sim/validate.h"
 #include "sim/workload.h"
 #include "sim_test_cal.h"
 
@@ -742,6 +745,34 @@ static void test_sweep_relay_gains(void **state)
     assert_int_equal(n, 0);
 }
 
+/* A process's scheduler statistics (what --validate reports of the
+ * testbed's store): this single-threaded process's time on a CPU agrees
+ * with its own thread CPU clock, and a reaped child has none. */
+static void test_proc_sched(void **state)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    volatile double x = 0;
+    do {
+        for (int i = 0; i < 100000; i++) x += i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    } while ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 < 0.2);
+    double run, wait, life;
+    assert_int_equal(dcr_sim_proc_sched(getpid(), &run, &wait, &life), DCR_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    double cpu = now.tv_sec + now.tv_nsec / 1e9;
+    print_message("schedstat run %.3f s wait %.3f s life %.3f s; thread CPU clock %.3f s\n", run,
+                  wait, life, cpu);
+    assert_true(run >= 0.2 && fabs(run - cpu) < 0.05 + 0.05 * cpu);
+    assert_true(wait >= 0 && life + 0.02 >= run);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(dcr_sim_proc_sched(pid, &run, &wait, &life), DCR_EIO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -763,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_calibration_cluster_roundtrip),
         cmocka_unit_test(test_calibration_bad_files),
         cmocka_unit_test(test_sweep_relay_gains),
+        cmocka_unit_test(test_proc_sched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
