@@ -53,7 +53,17 @@ static dcr_status_t dcr__plan_points(const dcr_sim_spec_t *spec, dcr_sim_workloa
             row->gbps = plan->gbps[g];
             row->rate = plan->rates[r];
             row->transport = plan->transports[t];
+            /* The reference (a full checkpoint through the object store)
+             * depends on the cluster and the model, not on the transport
+             * or the change rate: the first transport and rate's row has it. */
+            const dcr_sim_plan_row_t *first = &rows[dcr__row_at(plan, 0, 0, g, k)];
+            bool reuse = (t > 0 || r > 0) && !spec->no_reference;
+            s.no_reference = s.no_reference || reuse;
             DCR_CHECK(dcr_sim_run_workload(&s, w, &row->r));
+            if (reuse) {
+                row->r.reference_s = first->r.reference_s;
+                row->r.speedup = row->r.latency_s > 0 ? first->r.reference_s / row->r.latency_s : 0;
+            }
             ++*done_p;
             if (plan->on_row) plan->on_row(plan->ctx, row, *done_p, dcr_sim_plan_count(plan));
         }

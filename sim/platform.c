@@ -84,38 +84,66 @@ static void dcr__links(const dcr_sim_cluster_t *c, FILE *out)
         snprintf(id, sizeof(id), "lo-in-%d", i);
         dcr__link(out, id, c->local_gbps, 0, NULL);
     }
-    /* FATPIPE: every flow gets the full rate on its own, so this link is a
-     * per-flow cap, not a shared pipe. */
-    dcr__link(out, "xflow", c->flow_gbps, c->latency_ms, "FATPIPE");
     /* The store's ingress (uploads) and egress (downloads), each direction
-     * at store_gbps. The fast path's nodes get their share of the egress. */
-    double egress = c->store_gbps;
-    if (egress > 0 && c->agg_nodes > 0) egress *= (double)c->rollout_nodes / c->agg_nodes;
-    dcr__link(out, "store-in", c->store_gbps, c->store_latency_ms, NULL);
-    dcr__link(out, "store-out", egress, c->store_latency_ms, NULL);
+     * at store_gbps, only when the store has a rate: an unlimited shared
+     * link never binds, yet would tie every store flow of the cluster into
+     * one max-min system (each flow's end re-solving all of them). The fast
+     * path's nodes get their share of the egress. */
+    if (c->store_gbps > 0) {
+        double egress = c->store_gbps;
+        if (c->agg_nodes > 0) egress *= (double)c->rollout_nodes / c->agg_nodes;
+        dcr__link(out, "store-in", c->store_gbps, 0, NULL);
+        dcr__link(out, "store-out", egress, 0, NULL);
+    }
     /* Only owners' streams to the relay root cross it; the reference's
      * downloads to node 0 do not. */
     dcr__link(out, "relay-in", c->relay_gbps, 0, NULL);
-    dcr__link(out, "nvlink", 0, 0, "FATPIPE");
+}
+
+/* Per-flow caps: FATPIPE links, on which every flow gets the full rate on
+ * its own (a cap, not a shared pipe), carrying the one-way latency (and the
+ * store's per-request latency on store routes). One per node and route
+ * kind rather than one for the cluster: the caps and latencies are the
+ * same, and flows of different nodes stay independent in the solver. */
+static void dcr__flow_caps(const dcr_sim_cluster_t *c, FILE *out)
+{
+    char id[64];
+    double store_ms = c->latency_ms + c->store_latency_ms;
+    for (int n = 0; n < c->train_nodes; n++) {
+        snprintf(id, sizeof(id), "xflow-tx-%d", n);
+        dcr__link(out, id, c->flow_gbps, c->latency_ms, "FATPIPE");
+        snprintf(id, sizeof(id), "xstore-tx-%d", n);
+        dcr__link(out, id, c->flow_gbps, store_ms, "FATPIPE");
+        snprintf(id, sizeof(id), "nvlink-%d", n);
+        dcr__link(out, id, 0, 0, "FATPIPE");
+    }
+    for (int i = 0; i < c->rollout_nodes; i++) {
+        snprintf(id, sizeof(id), "xstore-rx-%d", i);
+        dcr__link(out, id, c->flow_gbps, store_ms, "FATPIPE");
+    }
 }
 
 static void dcr__cross_routes(const dcr_sim_cluster_t *c, FILE *out)
 {
-    char t[64], r[64], tx[64], rx[64], rx0[64] = "rx-0";
+    char t[64], r[64], tx[64], rx[64], xf[64], xs[64], rx0[64] = "rx-0";
+    bool store_rate = c->store_gbps > 0;
     for (int n = 0; n < c->train_nodes; n++) {
         snprintf(tx, sizeof(tx), "tx-%d", n);
+        snprintf(xf, sizeof(xf), "xflow-tx-%d", n);
+        snprintf(xs, sizeof(xs), "xstore-tx-%d", n);
         for (int g = 0; g < c->train_gpus; g++) {
             dcr_sim_host_train(t, sizeof(t), n, g);
-            const char *up[] = {tx, "xflow", "store-in"}, *root[] = {tx, "xflow", rx0, "relay-in"};
-            dcr__route(out, t, "store", up, 3);
+            const char *up[] = {tx, xs, "store-in"}, *root[] = {tx, xf, rx0, "relay-in"};
+            dcr__route(out, t, "store", up, store_rate ? 3 : 2);
             dcr__route(out, t, "rollout-0", root, 4);
         }
     }
     for (int i = 0; i < c->rollout_nodes; i++) {
         dcr_sim_host_rollout(r, sizeof(r), i);
         snprintf(rx, sizeof(rx), "rx-%d", i);
-        const char *down[] = {"store-out", "xflow", rx};
-        dcr__route(out, "store", r, down, 3);
+        snprintf(xs, sizeof(xs), "xstore-rx-%d", i);
+        const char *down[] = {"store-out", xs, rx};
+        dcr__route(out, "store", r, store_rate ? down : down + 1, store_rate ? 3 : 2);
     }
 }
 
@@ -145,7 +173,9 @@ static void dcr__part_routes(const dcr_sim_cluster_t *c, const uint8_t *pairs, F
             dcr_sim_host_train(b, sizeof(b), dn, d % c->train_gpus);
             snprintf(fo, sizeof(fo), "fab-out-%d", sn);
             snprintf(fi, sizeof(fi), "fab-in-%d", dn);
-            const char *inter[] = {fo, fi}, *intra[] = {"nvlink"};
+            char nv[64];
+            snprintf(nv, sizeof(nv), "nvlink-%d", sn);
+            const char *inter[] = {fo, fi}, *intra[] = {nv};
             if (sn == dn)
                 dcr__route(out, a, b, intra, 1);
             else
@@ -166,6 +196,7 @@ dcr_status_t dcr_sim_platform_write(const dcr_sim_cluster_t *c, const uint8_t *p
     fprintf(out, "<platform version=\"4.1\">\n  <zone id=\"dcr\" routing=\"Full\">\n");
     dcr__hosts(c, out);
     dcr__links(c, out);
+    dcr__flow_caps(c, out);
     dcr__cross_routes(c, out);
     dcr__tree_routes(c, out);
     dcr__part_routes(c, part_pairs, out);

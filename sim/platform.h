@@ -13,11 +13,18 @@
  *
  * The generated platform has one link per direction of each node's cross-
  * cluster NIC (tx-<node> out of training node <node>, rx-<node> into rollout
- * node <node>), one FATPIPE link `xflow` on every cross-cluster route that
- * caps each flow at flow_gbps and carries the one-way latency, the store's
- * ingress and egress (store-in on uploads, store-out on downloads), per-node local links for relay
- * hops (lo-out-<i>, lo-in-<i>) and the training fabric (fab-out-<n>, fab-in-<n>; `nvlink` inside a
- * node), and `relay-in` (relay_gbps) on the owners' routes to the relay root only. */
+ * node <node>); FATPIPE links that cap each flow at flow_gbps and carry the
+ * one-way latency, one per node and route kind (xflow-tx-<n> on training
+ * node n's routes to the relay root; xstore-tx-<n> and xstore-rx-<i> on
+ * store routes, which add the store's request latency); the store's
+ * ingress and egress (store-in on uploads, store-out on downloads) only
+ * when store_gbps is set; per-node local links for relay hops (lo-out-<i>,
+ * lo-in-<i>), the training fabric (fab-out-<n>, fab-in-<n>; nvlink-<n>
+ * inside node n); and `relay-in` (relay_gbps) on the owners' routes to the
+ * relay root only. Caps and latencies sit on per-node links rather than on
+ * one link of the cluster: the same figures, and flows of different nodes
+ * stay apart in SimGrid's max-min solver (a shared link, even one that
+ * never binds, makes every flow's start or end re-solve all of them). */
 #ifndef DCR_SIM_PLATFORM_H
 #define DCR_SIM_PLATFORM_H
 

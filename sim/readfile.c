@@ -11,10 +11,12 @@
 #include <unistd.h>
 
 /* Opens path without blocking and without following it into a non-regular
- * file; *fd_p is open on success. */
+ * file; *fd_p is open on success and -1 otherwise (so the compiler, which
+ * cannot see that an error status is never DCR_OK, sees it set). */
 static dcr_status_t dcr__open_regular(const char *what, const char *path, int *fd_p,
                                       struct stat *st_p)
 {
+    *fd_p = -1;
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) return dcr_error_set(DCR_EIO, "%s %s: %s", what, path, strerror(errno));
     if (fstat(fd, st_p) != 0 || !S_ISREG(st_p->st_mode)) {
@@ -27,7 +29,7 @@ static dcr_status_t dcr__open_regular(const char *what, const char *path, int *f
 
 dcr_status_t dcr_sim_check_regular(const char *what, const char *path)
 {
-    int fd;
+    int fd = -1;
     struct stat st;
     dcr_status_t s = dcr__open_regular(what, path, &fd, &st);
     /* A path a flag names that cannot be opened is bad input, like a bad
@@ -43,7 +45,7 @@ dcr_status_t dcr_sim_check_regular(const char *what, const char *path)
 
 dcr_status_t dcr_sim_read_regular(const char *what, const char *path, size_t max, char **text_p)
 {
-    int fd;
+    int fd = -1;
     struct stat st;
     DCR_CHECK(dcr__open_regular(what, path, &fd, &st));
     if ((size_t)st.st_size > max) {

@@ -32,4 +32,14 @@ dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_worklo
 dcr_status_t dcr__sim_probe_platform(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
                                      const char *platform, dcr__sim_out_t *out);
 
+/* Reads len bytes of a child's result from fd into buf (fewer when the
+ * child closed it early: *got_p says how many), waking for a stop signal
+ * (workloads/harness/interrupt.h): DCR_EINTR then, and the caller kills
+ * the child. */
+dcr_status_t dcr__sim_read_all(int fd, void *buf, size_t len, size_t *got_p);
+
+/* Writes len bytes to fd, retrying short writes; a child's side of the
+ * above (a failed write shows as a short result there). */
+void dcr__sim_write_all(int fd, const void *buf, size_t len);
+
 #endif

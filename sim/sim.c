@@ -51,25 +51,18 @@ static void dcr__child(int fd, dcr__sim_fn fn, const dcr_sim_spec_t *spec,
     memset(&msg, 0, sizeof(msg));
     msg.status = fn(spec, w, platform, &msg.out);
     if (msg.status != DCR_OK) snprintf(msg.detail, sizeof(msg.detail), "%s", dcr_error_detail());
-    const char *p = (const char *)&msg;
-    for (size_t done = 0; done < sizeof(msg);) {
-        ssize_t n = write(fd, p + done, sizeof(msg) - done);
-        if (n <= 0 && errno != EINTR) break;
-        if (n > 0) done += (size_t)n;
-    }
+    dcr__sim_write_all(fd, &msg, sizeof(msg));
     close(fd);
     fflush(NULL);
     /* SimGrid's teardown of a finished simulation is of no use here. */
     _exit(0);
 }
 
-/* Reads the child's result, waking for a stop signal (workloads/harness/interrupt.h):
- * DCR_EINTR then, and the caller kills the child. */
-static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
+dcr_status_t dcr__sim_read_all(int fd, void *buf, size_t len, size_t *got_p)
 {
-    char *p = (char *)msg;
+    char *p = buf;
     size_t got = 0;
-    while (got < sizeof(*msg)) {
+    while (got < len) {
         struct pollfd pf[2] = {{fd, POLLIN, 0}, {dcr_interrupt_fd(), POLLIN, 0}};
         int np = pf[1].fd >= 0 ? 2 : 1;
         if (dcr_interrupted()) return dcr_interrupt_check("sim");
@@ -77,7 +70,7 @@ static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
             return dcr_error_set(DCR_EIO, "sim: waiting for the simulation: %s", strerror(errno));
         if (dcr_interrupted()) return dcr_interrupt_check("sim");
         if (!(pf[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        ssize_t n = read(fd, p + got, sizeof(*msg) - got);
+        ssize_t n = read(fd, p + got, len - got);
         if (n == 0) break;
         if (n < 0 && errno == EINTR) continue;
         if (n < 0)
@@ -89,9 +82,26 @@ static dcr_status_t dcr__read_msg(int fd, dcr__child_msg_t *msg, size_t *got_p)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_sim_spec_t *spec,
-                                  const dcr_sim_workload_t *w, const char *platform,
-                                  dcr__sim_out_t *out)
+void dcr__sim_write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    for (size_t done = 0; done < len;) {
+        ssize_t n = write(fd, p + done, len - done);
+        if (n <= 0 && errno != EINTR) break;
+        if (n > 0) done += (size_t)n;
+    }
+}
+
+/* One SimGrid run under way in a forked child. */
+typedef struct dcr__job {
+    const char *what;
+    pid_t pid;
+    int fd; /* the child's result */
+} dcr__job_t;
+
+static dcr_status_t dcr__job_start(dcr__sim_fn fn, const char *what, const dcr_sim_spec_t *spec,
+                                   const dcr_sim_workload_t *w, const char *platform,
+                                   dcr__job_t *job)
 {
     int fds[2];
     if (pipe(fds) != 0) return dcr_error_set(DCR_EIO, "sim: pipe: %s", strerror(errno));
@@ -116,13 +126,29 @@ static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_si
         dcr__child(fds[1], fn, spec, w, platform);
     }
     close(fds[1]);
+    *job = (dcr__job_t){what, pid, fds[0]};
+    return DCR_OK;
+}
+
+/* Stops a job that is no longer wanted (an earlier one failed). */
+static void dcr__job_kill(dcr__job_t *job)
+{
+    kill(job->pid, SIGKILL);
+    close(job->fd);
+    while (waitpid(job->pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+}
+
+/* Waits for the job's result and reaps the child. */
+static dcr_status_t dcr__job_finish(dcr__job_t *job, dcr__sim_out_t *out)
+{
     dcr__child_msg_t msg;
     size_t got = 0;
-    dcr_status_t st = dcr__read_msg(fds[0], &msg, &got);
-    close(fds[0]);
-    if (st == DCR_EINTR) kill(pid, SIGKILL);
+    dcr_status_t st = dcr__sim_read_all(job->fd, &msg, sizeof(msg), &got);
+    close(job->fd);
+    if (st == DCR_EINTR) kill(job->pid, SIGKILL);
     int wstatus = 0;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+    while (waitpid(job->pid, &wstatus, 0) < 0 && errno == EINTR) {
     }
     DCR_CHECK(st);
     if (got != sizeof(msg))
@@ -130,11 +156,20 @@ static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_si
             DCR_EINVAL,
             "sim: the %s simulation ended without a result (%s %d; SimGrid's message, "
             "if any, is above)",
-            what, WIFSIGNALED(wstatus) ? "signal" : "exit status",
+            job->what, WIFSIGNALED(wstatus) ? "signal" : "exit status",
             WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : WEXITSTATUS(wstatus));
     if (msg.status != DCR_OK) return dcr_error_set((dcr_status_t)msg.status, "%s", msg.detail);
     *out = msg.out;
     return DCR_OK;
+}
+
+static dcr_status_t dcr__fork_run(dcr__sim_fn fn, const char *what, const dcr_sim_spec_t *spec,
+                                  const dcr_sim_workload_t *w, const char *platform,
+                                  dcr__sim_out_t *out)
+{
+    dcr__job_t job;
+    DCR_CHECK(dcr__job_start(fn, what, spec, w, platform, &job));
+    return dcr__job_finish(&job, out);
 }
 
 /* ---- the driver ---------------------------------------------------------------------- */
@@ -290,21 +325,47 @@ static dcr_sim_spec_t dcr__fast_spec(const dcr_sim_spec_t *spec, const dcr_sim_w
     return fast;
 }
 
-/* One SimGrid run of fn on spec's platform. */
-static dcr_status_t dcr__run_on_platform(dcr__sim_fn fn, const char *what,
-                                         const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
-                                         dcr__sim_out_t *out)
+/* One SimGrid run of fn on spec's platform, started: the platform file
+ * (a generated one is removed when the job ends) and the child. */
+typedef struct dcr__platform_job {
+    dcr__job_t job;
+    char *platform;
+    bool tmp;
+} dcr__platform_job_t;
+
+static void dcr__platform_job_free(dcr__platform_job_t *pj)
 {
-    char *platform = NULL;
-    bool tmp = false;
-    dcr_status_t st = dcr__platform(spec, w, &platform, &tmp);
-    if (st == DCR_OK) st = dcr__fork_run(fn, what, spec, w, platform, out);
-    if (tmp) {
-        dcr_interrupt_cleanup_remove(platform);
-        unlink(platform);
+    if (pj->tmp) {
+        dcr_interrupt_cleanup_remove(pj->platform);
+        unlink(pj->platform);
     }
-    free(platform);
+    free(pj->platform);
+    pj->platform = NULL;
+    pj->tmp = false;
+}
+
+static dcr_status_t dcr__platform_job_start(dcr__sim_fn fn, const char *what,
+                                            const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
+                                            dcr__platform_job_t *pj)
+{
+    memset(pj, 0, sizeof(*pj));
+    dcr_status_t st = dcr__platform(spec, w, &pj->platform, &pj->tmp);
+    if (st == DCR_OK) st = dcr__job_start(fn, what, spec, w, pj->platform, &pj->job);
+    if (st != DCR_OK) dcr__platform_job_free(pj);
     return st;
+}
+
+static dcr_status_t dcr__platform_job_finish(dcr__platform_job_t *pj, dcr__sim_out_t *out)
+{
+    dcr_status_t st = dcr__job_finish(&pj->job, out);
+    dcr__platform_job_free(pj);
+    return st;
+}
+
+static void dcr__platform_job_kill(dcr__platform_job_t *pj)
+{
+    dcr__job_kill(&pj->job);
+    dcr__platform_job_free(pj);
 }
 
 dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
@@ -313,17 +374,33 @@ dcr_status_t dcr_sim_run_workload(const dcr_sim_spec_t *spec, const dcr_sim_work
     DCR_CHECK(dcr__check_workload(spec, w));
     /* The fast path simulates fewer nodes that stand for all of them. */
     dcr_sim_spec_t fast = dcr__fast_spec(spec, w);
+    /* The reference goes through the object store whatever the refit's
+     * transport, so its fast path is the object store's (one node). */
+    dcr_sim_spec_t by_store = *spec;
+    by_store.transport = "objstore";
+    dcr_sim_spec_t ref_fast = dcr__fast_spec(&by_store, w);
+    /* The two runs are independent: both children run at once (two cores
+     * here, and a loaded machine gives two processes twice the share). */
+    dcr__platform_job_t refit_job, ref_job;
+    DCR_CHECK(dcr__platform_job_start(dcr__sim_refit, "refit", &fast, w, &refit_job));
+    if (!spec->no_reference) {
+        dcr_status_t st =
+            dcr__platform_job_start(dcr__sim_reference, "reference", &ref_fast, w, &ref_job);
+        if (st != DCR_OK) {
+            dcr__platform_job_kill(&refit_job);
+            return st;
+        }
+    }
     dcr__sim_out_t refit, ref;
     memset(&ref, 0, sizeof(ref));
-    DCR_CHECK(dcr__run_on_platform(dcr__sim_refit, "refit", &fast, w, &refit));
+    dcr_status_t st = dcr__platform_job_finish(&refit_job, &refit);
     if (!spec->no_reference) {
-        /* The reference goes through the object store whatever the refit's
-         * transport, so its fast path is the object store's (one node). */
-        dcr_sim_spec_t by_store = *spec;
-        by_store.transport = "objstore";
-        dcr_sim_spec_t ref_fast = dcr__fast_spec(&by_store, w);
-        DCR_CHECK(dcr__run_on_platform(dcr__sim_reference, "reference", &ref_fast, w, &ref));
+        if (st == DCR_OK)
+            st = dcr__platform_job_finish(&ref_job, &ref);
+        else
+            dcr__platform_job_kill(&ref_job);
     }
+    DCR_CHECK(st);
     dcr__fill(spec, w, &refit, ref.reference_s, out_p);
     return DCR_OK;
 }

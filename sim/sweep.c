@@ -4,8 +4,6 @@
 #include <math.h>
 #include <string.h>
 
-#include "dcr/log.h"
-
 int dcr_sim_sweep_rows(const dcr_sim_sweep_t *sw)
 {
     return sw->nmodels * sw->ntransports * (sw->model_rates ? 1 : sw->nrates);
@@ -33,10 +31,9 @@ dcr_status_t dcr_sim_sweep_run(const dcr_sim_sweep_t *sw, dcr_sim_spec_t *spec,
                 w->size = sw->seed_figures ? dcr_sim_paper_size_of(sw->models[m]) : NULL;
                 w->transport = sw->transports[t];
                 w->rate = rates[i];
-                if (!sw->quiet)
-                    DCR_LOG_INFO("sim: %s, %s, %g", sw->models[m], sw->transports[t], rates[i]);
                 DCR_CHECK(dcr_sim_run(spec, cal, &w->r));
                 *n_p = ++n;
+                if (sw->on_row) sw->on_row(sw->ctx, w, n, dcr_sim_sweep_rows(sw));
             }
     }
     return DCR_OK;

@@ -32,7 +32,10 @@ typedef struct dcr_sim_sweep {
      * that model), or NULL. */
     const double *model_rates;
     bool seed_figures; /* attach the seed's figures (dcr_sim_paper_size_of) */
-    bool quiet;        /* no progress line per row */
+    /* Called after each row is simulated (done of total rows): progress,
+     * streamed rows; NULL: none. */
+    void (*on_row)(void *ctx, const struct dcr_sim_row *row, int done, int total);
+    void *ctx;
 } dcr_sim_sweep_t;
 
 /* The rows dcr_sim_sweep_run makes: models x transports x rates (x 1 rate

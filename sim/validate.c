@@ -1,11 +1,14 @@
 /* The simulator against the engine: bench runs and their simulated twins. */
 #include "sim/validate.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -295,6 +298,87 @@ static dcr_status_t dcr__measured_from_json(const json_t *j, dcr_sim_validation_
     return DCR_OK;
 }
 
+/* ---- the store's CPU in a testbed run ----------------------------------------------- */
+
+dcr_status_t dcr_sim_proc_sched(int pid, double *run_s_p, double *wait_s_p, double *life_s_p)
+{
+    char path[64], buf[1024];
+    unsigned long long run_ns = 0, wait_ns = 0;
+    snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
+    FILE *f = fopen(path, "r");
+    bool ok = f && fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2;
+    if (f) fclose(f);
+    /* The start time is field 22 of stat, after the command in parentheses. */
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = ok ? fopen(path, "r") : NULL;
+    size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f) fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    unsigned long long start = 0;
+    for (int field = 2; ok && p && field < 22; field++) p = strchr(p + 1, ' ');
+    ok = ok && p && sscanf(p + 1, "%llu", &start) == 1;
+    double uptime = 0;
+    f = ok ? fopen("/proc/uptime", "r") : NULL;
+    ok = ok && f && fscanf(f, "%lf", &uptime) == 1;
+    if (f) fclose(f);
+    if (!ok) return dcr_error_set(DCR_EIO, "process %d: no scheduler statistics", pid);
+    *run_s_p = (double)run_ns / 1e9;
+    *wait_s_p = (double)wait_ns / 1e9;
+    *life_s_p = uptime - (double)start / (double)sysconf(_SC_CLK_TCK);
+    return DCR_OK;
+}
+
+/* Whether pid is the testbed's s3rver: its command names s3rver and it
+ * runs in the testbed's service namespace (ns_ino). */
+static bool dcr__is_store(int pid, ino_t ns_ino)
+{
+    char path[64], cmd[4096];
+    struct stat st;
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", pid);
+    if (stat(path, &st) != 0 || st.st_ino != ns_ino) return false;
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(cmd, 1, sizeof(cmd) - 1, f) : 0;
+    if (f) fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (cmd[i] == '\0') cmd[i] = ' ';
+    cmd[n] = '\0';
+    return strstr(cmd, "s3rver") != NULL;
+}
+
+/* Samples the store's scheduler statistics while the bench runs (the
+ * store ends with the run, so the last sample is kept). */
+typedef struct dcr__store_watch {
+    int id;
+    volatile bool stop;
+    double run_s, wait_s, life_s;
+} dcr__store_watch_t;
+
+static void *dcr__store_watch(void *arg)
+{
+    dcr__store_watch_t *w = arg;
+    char ns[64];
+    snprintf(ns, sizeof(ns), "/run/netns/dcrtb-%d-svc", w->id);
+    while (!w->stop) {
+        struct stat st;
+        DIR *d = stat(ns, &st) == 0 ? opendir("/proc") : NULL;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            int pid = atoi(e->d_name);
+            double run, wait, life;
+            if (pid > 0 && dcr__is_store(pid, st.st_ino) &&
+                dcr_sim_proc_sched(pid, &run, &wait, &life) == DCR_OK) {
+                w->run_s = run;
+                w->wait_s = wait;
+                w->life_s = life;
+            }
+        }
+        if (d) closedir(d);
+        usleep(200000);
+    }
+    return NULL;
+}
+
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
                                       const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p)
@@ -307,9 +391,14 @@ dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_c
     DCR_LOG_INFO("validation: %s", cmd);
     FILE *p = popen(cmd, "r");
     if (!p) return dcr_error_set(DCR_EIO, "validation: cannot run %s", cli);
+    dcr__store_watch_t watch = {.id = id};
+    pthread_t watcher;
+    bool watching = pthread_create(&watcher, NULL, dcr__store_watch, &watch) == 0;
     json_error_t je;
     json_t *j = json_loadf(p, 0, &je);
     int st = pclose(p);
+    watch.stop = true;
+    if (watching) pthread_join(watcher, NULL);
     int rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rc != 0 || !j) {
         json_decref(j);
@@ -336,6 +425,11 @@ dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_c
     dcr_sim_result_t sim;
     DCR_CHECK(dcr_sim_run(&spec, cal, &sim));
     dcr__predicted(&row, &sim);
+    if (watch.life_s > 0) {
+        row.store_cpu_share = watch.run_s / watch.life_s;
+        row.store_wait_share = watch.wait_s / watch.life_s;
+        row.store_life_s = watch.life_s;
+    }
     *out_p = row;
     return DCR_OK;
 }

@@ -40,6 +40,13 @@ typedef struct dcr_sim_validation_row {
     /* Testbed cases: the store's probed per-request costs the simulation
      * took (0 for the engine cases, whose store is a directory). */
     double store_put_ms, store_get_ms, store_list_ms;
+    /* Testbed cases: the store process (s3rver) over its life in the run,
+     * from its scheduler statistics: the share of that time it ran on a
+     * CPU and the share it was runnable but waiting for one (0 when it
+     * was not found). The model gives the store its probed per-request
+     * costs and no CPU of its own, so a store that waits for the shared
+     * cores is outside the model's scope (the case is reported so). */
+    double store_cpu_share, store_wait_share, store_life_s;
     double error; /* predicted / measured - 1 */
 } dcr_sim_validation_row_t;
 
@@ -82,6 +89,10 @@ bool dcr_sim_testbed_usable(int id, char *why, size_t cap);
  * (testbed.store: put_ms after a PUT's bytes, get_ms as the store's latency
  * per request, list_ms plus the engine's poll as the delay before a
  * listing sees a payload). */
+/* A process's time on a CPU and runnable but waiting for one
+ * (/proc/PID/schedstat) and its age, in seconds. */
+dcr_status_t dcr_sim_proc_sched(int pid, double *run_s_p, double *wait_s_p, double *life_s_p);
+
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
                                       const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p);

@@ -2,13 +2,20 @@
  * and training layout, packed by the engine's chunk and bucket rules. */
 #include "sim/workload.h"
 
+#include <errno.h>
 #include <math.h>
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "dcr/codec.h"
 #include "dcr/hash.h"
 #include "dcr/receiver.h"
+#include "sim/sim-internal.h"
 
 /* ---- containers ------------------------------------------------------------ */
 
@@ -256,45 +263,203 @@ static void dcr__facts_free(dcr__serve_facts_t *f)
     free(f->xor_ok);
     free(f->held);
     free(f->full);
+    f->xor_ok = f->held = f->full = NULL;
 }
 
-static dcr_status_t dcr__facts_rank(dcr__serve_facts_t *f, dcr_receiver_t *r, int rank)
+/* What one TP rank's receiver decides for a canonical tensor, one byte
+ * per tensor (so a worker process can hand it back). */
+enum {
+    DCR__FACT_HELD = 1, /* not skipped on that rank */
+    DCR__FACT_FULL = 2, /* held, and the path is not views only */
+    DCR__FACT_XOR = 4   /* held, on the XOR path */
+};
+
+/* Facts of ranks k0 .. k1-1 into code[(k - k0) * nc + c]: one shape-only
+ * receiver per TP rank of the first instance (instances are identical)
+ * runs the serving loader's prewarm. */
+static dcr_status_t dcr__facts_ranks(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                     int k0, int k1, uint8_t *code)
 {
-    for (size_t c = 0; c < f->nc; c++) {
-        dcr_path_info_t info;
-        DCR_CHECK(dcr_receiver_path(r, c, &info));
-        size_t at = (size_t)rank * f->nc + c;
-        f->held[at] = info.cls != DCR_PATH_SKIPPED;
-        f->full[at] = f->held[at] && !info.views_only;
+    size_t nc = dcr_inventory_count(sc->inventory);
+    dcr_receiver_config_t base = {.shape_only = true};
+    for (int k = k0; k < k1; k++) {
+        dcr_receiver_t *r = NULL;
+        dcr_status_t st = dcr_serve_receiver_create(&sc->model, sc->inventory, serve, k, &base, &r);
+        if (st == DCR_OK) st = dcr_receiver_prewarm(r);
+        for (size_t c = 0; st == DCR_OK && c < nc; c++) {
+            dcr_path_info_t info;
+            st = dcr_receiver_path(r, c, &info);
+            bool held = info.cls != DCR_PATH_SKIPPED;
+            code[(size_t)(k - k0) * nc + c] =
+                (uint8_t)((held ? DCR__FACT_HELD : 0) |
+                          (held && !info.views_only ? DCR__FACT_FULL : 0) |
+                          (held && info.cls == DCR_PATH_XOR ? DCR__FACT_XOR : 0));
+        }
+        dcr_receiver_destroy(r);
+        DCR_CHECK(st);
     }
     return DCR_OK;
 }
 
-/* One shape-only receiver per TP rank of the first instance (instances are
- * identical) runs the serving loader's prewarm. */
-static dcr_status_t dcr__facts_make(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
-                                    dcr__serve_facts_t *f)
+/* What a worker hands back before its facts. */
+typedef struct dcr__facts_msg {
+    int status;
+    char detail[512];
+} dcr__facts_msg_t;
+
+/* The worker: ranks k0 .. k1-1 written to fd, then exit. */
+static void dcr__facts_worker(int fd, const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                              int k0, int k1, uint8_t *code)
+{
+    dcr__facts_msg_t msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.status = dcr__facts_ranks(sc, serve, k0, k1, code);
+    if (msg.status != DCR_OK) snprintf(msg.detail, sizeof(msg.detail), "%s", dcr_error_detail());
+    dcr__sim_write_all(fd, &msg, sizeof(msg));
+    if (msg.status == DCR_OK)
+        dcr__sim_write_all(fd, code, (size_t)(k1 - k0) * dcr_inventory_count(sc->inventory));
+    close(fd);
+    _exit(0);
+}
+
+/* Reads a worker's facts (len bytes) into code and reaps it; kills it
+ * first when this process failed (st) or was stopped. */
+static dcr_status_t dcr__facts_collect(pid_t pid, int fd, dcr_status_t st, uint8_t *code,
+                                       size_t len)
+{
+    dcr__facts_msg_t msg;
+    size_t got = 0;
+    if (st == DCR_OK) st = dcr__sim_read_all(fd, &msg, sizeof(msg), &got);
+    if (st == DCR_OK && got == sizeof(msg) && msg.status != DCR_OK)
+        st = dcr_error_set((dcr_status_t)msg.status, "%s", msg.detail);
+    else if (st == DCR_OK && got == sizeof(msg))
+        st = dcr__sim_read_all(fd, code, len, &got);
+    if (st == DCR_OK && got != len)
+        st = dcr_error_set(DCR_EIO, "sim: the serving-facts worker ended without its facts");
+    if (st != DCR_OK) kill(pid, SIGKILL);
+    close(fd);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+    return st;
+}
+
+/* Every rank's codes: the upper half of the ranks in a forked worker while
+ * this process does the lower half (the prewarms are most of a build's
+ * time, and this machine has two cores). Without a worker, all here. */
+static dcr_status_t dcr__facts_codes(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                     uint8_t *code)
+{
+    int tp = serve->tp, half = tp / 2;
+    size_t nc = dcr_inventory_count(sc->inventory);
+    int fds[2];
+    if (half == 0 || pipe(fds) != 0) return dcr__facts_ranks(sc, serve, 0, tp, code);
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return dcr__facts_ranks(sc, serve, 0, tp, code);
+    }
+    if (pid == 0) {
+        /* Dies with its parent, as the simulation children do (sim.c). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        close(fds[0]);
+        dcr__facts_worker(fds[1], sc, serve, half, tp, code + (size_t)half * nc);
+    }
+    close(fds[1]);
+    dcr_status_t st = dcr__facts_ranks(sc, serve, 0, half, code);
+    return dcr__facts_collect(pid, fds[0], st, code + (size_t)half * nc, (size_t)(tp - half) * nc);
+}
+
+/* The serving facts, per rank from the codes; XOR allowed on a tensor
+ * when every rank that holds it takes it on the XOR path and one does
+ * (dcr_serve_xor_allowed's rule). */
+static dcr_status_t dcr__facts_compute(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                       dcr__serve_facts_t *f)
 {
     f->tp = serve->tp;
     f->nc = dcr_inventory_count(sc->inventory);
+    size_t n = (size_t)f->tp * f->nc + 1;
     f->xor_ok = calloc(f->nc + 1, 1);
-    f->held = calloc((size_t)f->tp * f->nc + 1, 1);
-    f->full = calloc((size_t)f->tp * f->nc + 1, 1);
-    dcr_receiver_t **rs = calloc((size_t)f->tp, sizeof(*rs));
-    dcr_status_t st = f->xor_ok && f->held && f->full && rs
-                          ? DCR_OK
+    f->held = calloc(n, 1);
+    f->full = calloc(n, 1);
+    uint8_t *code = calloc(n, 1);
+    dcr_status_t st = f->xor_ok && f->held && f->full && code
+                          ? dcr__facts_codes(sc, serve, code)
                           : dcr_error_set(DCR_ENOMEM, "sim: serving facts");
-    dcr_receiver_config_t base = {.shape_only = true};
-    for (int k = 0; k < f->tp && st == DCR_OK; k++) {
-        st = dcr_serve_receiver_create(&sc->model, sc->inventory, serve, k, &base, &rs[k]);
-        if (st == DCR_OK) st = dcr_receiver_prewarm(rs[k]);
-        if (st == DCR_OK) st = dcr__facts_rank(f, rs[k], k);
+    for (size_t c = 0; st == DCR_OK && c < f->nc; c++) {
+        bool any = false, all_xor = true;
+        for (int k = 0; k < f->tp; k++) {
+            size_t at = (size_t)k * f->nc + c;
+            f->held[at] = (code[at] & DCR__FACT_HELD) != 0;
+            f->full[at] = (code[at] & DCR__FACT_FULL) != 0;
+            any = any || f->held[at];
+            all_xor = all_xor && (!f->held[at] || (code[at] & DCR__FACT_XOR));
+        }
+        f->xor_ok[c] = any && all_xor;
     }
-    for (size_t c = 0; st == DCR_OK && c < f->nc; c++)
-        f->xor_ok[c] = dcr_serve_xor_allowed(rs, f->tp, c);
-    for (int k = 0; rs && k < f->tp; k++) dcr_receiver_destroy(rs[k]);
-    free(rs);
+    free(code);
     return st;
+}
+
+/* What the facts depend on: the model (its name and every canonical
+ * tensor's name, type and shape) and the serving layout. */
+static uint64_t dcr__facts_key(const dcr_scenario_t *sc, const dcr_serve_config_t *serve)
+{
+    uint64_t h = dcr_hash64_str(sc->model.name);
+    const int64_t layout[] = {serve->tp, serve->ep, serve->fp32_norms, serve->w2_transposed,
+                              serve->gpus_per_node};
+    h = dcr_hash64_mix(h ^ dcr_hash64(layout, sizeof(layout)));
+    size_t nc = dcr_inventory_count(sc->inventory);
+    for (size_t c = 0; c < nc; c++) {
+        const dcr_tensor_desc_t *d = dcr_inventory_at(sc->inventory, c);
+        int64_t shape[DCR_MAX_DIMS + 2] = {d->dtype, d->ndim};
+        for (int i = 0; i < d->ndim && i < DCR_MAX_DIMS; i++) shape[2 + i] = d->shape[i];
+        h = dcr_hash64_mix(h ^ dcr_hash64_str(d->name));
+        h = dcr_hash64_mix(h ^ dcr_hash64(shape, sizeof(shape)));
+    }
+    return h;
+}
+
+static dcr_status_t dcr__facts_copy(const dcr__serve_facts_t *from, dcr__serve_facts_t *to)
+{
+    size_t n = (size_t)from->tp * from->nc + 1;
+    *to = (dcr__serve_facts_t){from->tp, from->nc, malloc(from->nc + 1), malloc(n), malloc(n)};
+    if (!to->xor_ok || !to->held || !to->full) {
+        dcr__facts_free(to);
+        return dcr_error_set(DCR_ENOMEM, "sim: serving facts");
+    }
+    memcpy(to->xor_ok, from->xor_ok, from->nc + 1);
+    memcpy(to->held, from->held, n);
+    memcpy(to->full, from->full, n);
+    return DCR_OK;
+}
+
+/* The facts of the last model and serving layout built, kept for the next
+ * build: a sweep builds one workload per transport and change rate (and
+ * the break-even search nine more), each with the same receivers, whose
+ * prewarm is most of a build's time. */
+static struct {
+    bool valid;
+    uint64_t key;
+    dcr__serve_facts_t facts;
+} dcr__facts_memo;
+
+static dcr_status_t dcr__facts_make(const dcr_scenario_t *sc, const dcr_serve_config_t *serve,
+                                    dcr__serve_facts_t *f)
+{
+    uint64_t key = dcr__facts_key(sc, serve);
+    if (dcr__facts_memo.valid && dcr__facts_memo.key == key)
+        return dcr__facts_copy(&dcr__facts_memo.facts, f);
+    DCR_CHECK(dcr__facts_compute(sc, serve, f));
+    dcr__facts_free(&dcr__facts_memo.facts);
+    dcr__facts_memo.valid = dcr__facts_copy(f, &dcr__facts_memo.facts) == DCR_OK;
+    dcr__facts_memo.key = key;
+    return DCR_OK;
 }
 
 typedef struct dcr__builder {

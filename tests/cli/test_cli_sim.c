@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +49,8 @@ static void test_help_and_errors(void **state)
     expect_error("sim --mode Z", 2, "mode");
     expect_error("sim --latency-ms 0x10", 2, "decimal");
     expect_error("sim plan -o /proc/version", 2, "-o /proc/version");
+    expect_error("sim --jsonl --json", 2, "--jsonl");
+    expect_error("sim --jsonl --validate", 2, "--jsonl");
 }
 
 static const char *const k_row_keys[] = {
@@ -200,7 +204,7 @@ static void test_hostile_inputs(void **state)
     run(&r, args);
     assert_int_equal(r.rc, 0);
     snprintf(args, sizeof(args),
-             "sed -i 's/id=\"xflow\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow\" "
+             "sed -i 's/id=\"xflow-tx-0\" bandwidth=\"[0-9.e+]*Bps\"/id=\"xflow-tx-0\" "
              "bandwidth=\"0Bps\"/' %s",
              xml);
     assert_int_equal(system(args), 0);
@@ -229,6 +233,71 @@ static void test_hostile_inputs(void **state)
     assert_int_equal(system(args), 0);
 }
 
+/* A sweep streamed with --jsonl and stopped after its first row: the file
+ * holds that row, complete and valid, with the row the same configuration
+ * gives alone (a separate run); progress went to stderr. */
+static void test_sweep_jsonl_interrupted(void **state)
+{
+    char dir[] = "/tmp/dcr-sim-jsonl-XXXXXX", rows[4200], err[4200];
+    assert_non_null(mkdtemp(dir));
+    snprintf(rows, sizeof(rows), "%s/rows.jsonl", dir);
+    snprintf(err, sizeof(err), "%s/err", dir);
+    const char *cli = getenv("DCR_CLI");
+    if (!cli) cli = DCR_CLI_PATH;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (!freopen(rows, "w", stdout) || !freopen(err, "w", stderr)) _exit(127);
+        /* The seed's testbed: 20 rows, minutes; the first (30B) in seconds. */
+        execl(cli, cli, "sim", "--testbed", "paper", "--jsonl", (char *)NULL);
+        _exit(127);
+    }
+    static char text[1 << 16];
+    int status = 0;
+    bool exited = false;
+    for (int i = 0; i < 6000 && !exited; i++) { /* 10 minutes at most, for a loaded machine */
+        slurp(rows, text, sizeof(text));
+        if (strchr(text, '\n')) break;
+        exited = waitpid(pid, &status, WNOHANG) == pid;
+        usleep(100000);
+    }
+    assert_false(exited);
+    kill(pid, SIGTERM);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    /* Stopped before its 20 rows: the sweep did not finish. */
+    assert_false(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    slurp(rows, text, sizeof(text));
+    int lines = 0;
+    json_t *first = NULL;
+    for (char *line = text, *nl; (nl = strchr(line, '\n')); line = nl + 1, lines++) {
+        *nl = '\0';
+        json_error_t jerr;
+        json_t *row = json_loads(line, 0, &jerr);
+        if (!row) fail_msg("line %d is not JSON: %s", lines + 1, jerr.text);
+        check_row(row);
+        if (!first)
+            first = row;
+        else
+            json_decref(row);
+    }
+    assert_true(lines >= 1 && lines < 20);
+    assert_string_equal(json_string_value(json_object_get(first, "model")),
+                        "nemotron-3-nano-30b-a3b");
+    assert_string_equal(json_string_value(json_object_get(first, "transport")), "objstore");
+    assert_true(json_real_value(json_object_get(first, "change_rate")) == 0.03);
+    json_t *alone = run_json("sim --testbed paper --model nemotron-3-nano-30b-a3b --transport "
+                             "objstore --change-rate 0.03 --json");
+    json_t *row = json_array_get(json_object_get(alone, "rows"), 0);
+    assert_true(json_real_value(json_object_get(first, "latency_s")) ==
+                json_real_value(json_object_get(row, "latency_s")));
+    json_decref(alone);
+    json_decref(first);
+    slurp(err, text, sizeof(text));
+    assert_non_null(strstr(text, "sim: 1/20 nemotron-3-nano-30b-a3b objstore 3%"));
+    snprintf(text, sizeof(text), "rm -rf %s", dir);
+    assert_int_equal(system(text), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_one_cluster_every_entry_point),
         cmocka_unit_test(test_description_and_crossover),
         cmocka_unit_test(test_hostile_inputs),
+        cmocka_unit_test(test_sweep_jsonl_interrupted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +26,7 @@
 #include "sim/description.h"
 #include "sim/sim.h"
 #include "sim/sweep.h"
+#include "sim/validate.h"
 #include "sim/workload.h"
 #include "sim_test_cal.h"
 
@@ -102,17 +105,24 @@ static void test_platform_generated(void **state)
     assert_non_null(strstr(text, "<host id=\"rollout-2\" speed=\"1Gf\" core=\"4\""));
     assert_null(strstr(text, "<host id=\"cpu\"")); /* only with shared cores */
     assert_int_equal(count(text, "<host "), 4 + 3 + 1);
-    assert_non_null(strstr(text, "id=\"xflow\""));
-    assert_non_null(strstr(text, "sharing_policy=\"FATPIPE\""));
+    /* Per-flow caps per node (FATPIPE) with the one-way latency, 1 ms, plus
+     * the store's request latency, 10 ms, on store routes (the default
+     * cluster); no shared store link while the store's rate is unlimited. */
+    assert_non_null(strstr(text, "<link id=\"xflow-tx-1\" bandwidth=\"1250000000Bps\" "
+                                 "latency=\"0.001s\" sharing_policy=\"FATPIPE\""));
+    assert_non_null(strstr(text, "<link id=\"xstore-rx-2\" bandwidth=\"1250000000Bps\" "
+                                 "latency=\"0.010999999999999999s\" sharing_policy=\"FATPIPE\""));
+    assert_null(strstr(text, "id=\"store-out\""));
+    assert_non_null(strstr(text, "<route src=\"store\" dst=\"rollout-2\" symmetrical=\"NO\">"
+                                 "<link_ctn id=\"xstore-rx-2\"/><link_ctn id=\"rx-2\"/>"));
     /* 4 owners to the store and to the root, the store to 3 nodes, 2 tree
      * edges (fanout 2: 0->1, 0->2), 2 part routes. */
     assert_int_equal(count(text, "<route "), 4 + 4 + 3 + 2 + 2);
     assert_non_null(
         strstr(text, "<route src=\"train-0-0\" dst=\"train-1-1\" symmetrical=\"NO\"><link_ctn "
                      "id=\"fab-out-0\"/><link_ctn id=\"fab-in-1\"/>"));
-    assert_non_null(strstr(
-        text,
-        "<route src=\"train-0-1\" dst=\"train-0-0\" symmetrical=\"NO\"><link_ctn id=\"nvlink\"/>"));
+    assert_non_null(strstr(text, "<route src=\"train-0-1\" dst=\"train-0-0\" "
+                                 "symmetrical=\"NO\"><link_ctn id=\"nvlink-0\"/>"));
     assert_non_null(strstr(text, "<route src=\"rollout-0\" dst=\"rollout-2\""));
     /* 10 Gbps is 1.25e9 bytes per second. */
     assert_non_null(strstr(text, "<link id=\"tx-1\" bandwidth=\"1250000000Bps\""));
@@ -723,7 +733,7 @@ static void test_sweep_relay_gains(void **state)
 
     const char *models[] = {"qwen3-30b-a3b", "qwen2.5-7b"}, *transports[] = {"objstore", "relay"};
     double rates[] = {0.01, 0.03, 0.05};
-    dcr_sim_sweep_t sw = {models, 2, transports, 2, rates, 3, NULL, false, true};
+    dcr_sim_sweep_t sw = {models, 2, transports, 2, rates, 3, NULL, false, NULL, NULL};
     assert_int_equal(dcr_sim_sweep_rows(&sw), 12);
     double per_model[] = {0.02, 0.04};
     sw.model_rates = per_model;
@@ -733,6 +743,34 @@ static void test_sweep_relay_gains(void **state)
     int n = -1;
     assert_int_equal(dcr_sim_sweep_run(&sw, &spec, &cal, rows, 3, &n), DCR_EINVAL);
     assert_int_equal(n, 0);
+}
+
+/* A process's scheduler statistics (what --validate reports of the
+ * testbed's store): this single-threaded process's time on a CPU agrees
+ * with its own thread CPU clock, and a reaped child has none. */
+static void test_proc_sched(void **state)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    volatile double x = 0;
+    do {
+        for (int i = 0; i < 100000; i++) x += i;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    } while ((t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9 < 0.2);
+    double run, wait, life;
+    assert_int_equal(dcr_sim_proc_sched(getpid(), &run, &wait, &life), DCR_OK);
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    double cpu = now.tv_sec + now.tv_nsec / 1e9;
+    print_message("schedstat run %.3f s wait %.3f s life %.3f s; thread CPU clock %.3f s\n", run,
+                  wait, life, cpu);
+    assert_true(run >= 0.2 && fabs(run - cpu) < 0.05 + 0.05 * cpu);
+    assert_true(wait >= 0 && life + 0.02 >= run);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) _exit(0);
+    assert_int_equal(waitpid(pid, NULL, 0), pid);
+    assert_int_equal(dcr_sim_proc_sched(pid, &run, &wait, &life), DCR_EIO);
 }
 
 int main(void)
@@ -756,6 +794,7 @@ int main(void)
         cmocka_unit_test(test_calibration_cluster_roundtrip),
         cmocka_unit_test(test_calibration_bad_files),
         cmocka_unit_test(test_sweep_relay_gains),
+        cmocka_unit_test(test_proc_sched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
