@@ -4,7 +4,7 @@
 # sides see the same neighbours on a shared machine, and appends side A's
 # runs to A.h5 and side B's to B.h5 for `dcr compare A.h5 B.h5`.
 #
-#   scripts/ab-bench.sh [--rounds R] [--block K] [--side-c DCR_C] OUTDIR DCR_A DCR_B \
+#   scripts/ab-bench.sh [--rounds R] [--block K] [--side-c DCR_C] [--concurrent] OUTDIR DCR_A DCR_B \
 #       [BENCH_ARGS...] [--a-args ARGS...] [--b-args ARGS...] [--c-args ARGS...]
 #
 # Each round runs one block of K timed refits per side (dcr bench --refits K,
@@ -24,15 +24,16 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,33p' "$0" >&2
+    sed -n '2,39p' "$0" >&2
     exit 2
 }
-rounds=6 block=10 dcr_c=""
+rounds=6 block=10 dcr_c="" concurrent=0
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) rounds=${2:-}; shift 2 ;;
     --block) block=${2:-}; shift 2 ;;
     --side-c) dcr_c=${2:-}; [ -n "$dcr_c" ] || usage; shift 2 ;;
+    --concurrent) concurrent=1; shift ;;
     *) break ;;
     esac
 done
@@ -84,6 +85,15 @@ block_of() { # side round
 for r in $(seq 1 "$rounds"); do
     order=$sides
     [ $((r % 2)) -eq 1 ] || order=$(echo "$sides" | tr ' ' '\n' | tac | tr '\n' ' ')
-    for side in $order; do block_of "$side" "$r"; done
+    if [ $concurrent = 1 ]; then
+        pids=()
+        for side in $order; do
+            block_of "$side" "$r" &
+            pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || exit 1; done
+    else
+        for side in $order; do block_of "$side" "$r"; done
+    fi
 done
 echo "wrote $(for s in $sides; do printf '%s ' "$out/$s.h5"; done)($rounds rounds of $block refits per side)"
