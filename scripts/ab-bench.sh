@@ -53,6 +53,10 @@ for a in "$@"; do
     --b-args) dest=b ;;
     --c-args) dest=c ;;
     --out | --refits) echo "ab-bench: $a is set by the script" >&2; exit 2 ;;
+    --rounds | --block | --side-c | --concurrent)
+        echo "ab-bench: $a is an option of the script: put it before OUTDIR" >&2
+        exit 2
+        ;;
     *)
         case $dest in
         common) common+=("$a") ;;
