@@ -303,7 +303,8 @@ static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_
     x->verdict = DCR_COMPARE_TOO_FEW;
     if (!x->nblocks) {
         x->verdict = DCR_COMPARE_NA;
-        snprintf(x->reason, sizeof(x->reason), "no block pair with a positive median on both sides");
+        snprintf(x->reason, sizeof(x->reason),
+                 "no block pair with a positive median on both sides");
     } else if (x->base.n < c->opts.min_samples || x->cur.n < c->opts.min_samples) {
         snprintf(x->reason, sizeof(x->reason),
                  "too few refits to decide: BASE %zu, NEW %zu, at least %zu per side needed",
@@ -323,8 +324,8 @@ static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_
         x->hi = exp(ci.hi);
         x->coverage = ci.coverage;
         char why[160];
-        x->verdict = verdict_of(x->lo, x->hi, c->opts.threshold_pct / 100, c->opts.confidence,
-                                why, sizeof(why));
+        x->verdict = verdict_of(x->lo, x->hi, c->opts.threshold_pct / 100, c->opts.confidence, why,
+                                sizeof(why));
         snprintf(x->reason, sizeof(x->reason), "%s (%zu paired blocks)", why, x->nblocks);
         return DCR_OK;
     }
@@ -420,8 +421,7 @@ static dcr_status_t match_groups(dcr_compare_t *c)
     for (size_t b = 0; b < c->nbase_groups; b++) {
         for (size_t n = 0; n < c->nnew_groups; n++) {
             if (c->new_matched[n] || strcmp(c->base_groups[b].key, c->new_groups[n].key)) continue;
-            if (c->opts.paired)
-                DCR_CHECK(check_pairable(c, &c->base_groups[b], &c->new_groups[n]));
+            if (c->opts.paired) DCR_CHECK(check_pairable(c, &c->base_groups[b], &c->new_groups[n]));
             dcr_compare_pair_t *p = &c->pairs[c->npairs++];
             p->base_group = b;
             p->new_group = n;
@@ -590,8 +590,9 @@ void dcr_compare_print(const dcr_compare_t *c, FILE *out)
             "per side\n\n",
             c->base->path, c->base->nruns, c->cur->path, c->cur->nruns, c->opts.threshold_pct,
             100 * c->opts.confidence,
-            c->opts.paired ? "signed-rank interval of the per-block ratios of medians (paired blocks)"
-                           : "bootstrap interval of median(NEW)/median(BASE)",
+            c->opts.paired
+                ? "signed-rank interval of the per-block ratios of medians (paired blocks)"
+                : "bootstrap interval of median(NEW)/median(BASE)",
             c->opts.min_samples);
     for (size_t i = 0; i < c->npairs; i++) print_pair(c, &c->pairs[i], out);
     print_unmatched(out, "BASE", c->base, c->base_groups, c->nbase_groups, c->base_matched);
@@ -739,11 +740,11 @@ char *dcr_compare_json(const dcr_compare_t *c)
         "{s:s,s:s,s:f,s:f,s:I,s:o,s:b,s:s,s:{s:I,s:I,s:I},s:o,s:o,s:o,s:o}", "base", c->base->path,
         "new", c->cur->path, "threshold_pct", c->opts.threshold_pct, "confidence",
         c->opts.confidence, "min_samples", (json_int_t)c->opts.min_samples, "match_ignore",
-        json_ignored(c), "paired", c->opts.paired, "verdict", overall(c), "counts", "regressed", (json_int_t)c->regressions,
-        "inconclusive", (json_int_t)c->inconclusive, "pairs", (json_int_t)c->npairs, "regressions",
-        json_regressions(c), "matched", matched, "unmatched_base",
-        json_unmatched(c->base, c->base_groups, c->nbase_groups, c->base_matched), "unmatched_new",
-        json_unmatched(c->cur, c->new_groups, c->nnew_groups, c->new_matched));
+        json_ignored(c), "paired", c->opts.paired, "verdict", overall(c), "counts", "regressed",
+        (json_int_t)c->regressions, "inconclusive", (json_int_t)c->inconclusive, "pairs",
+        (json_int_t)c->npairs, "regressions", json_regressions(c), "matched", matched,
+        "unmatched_base", json_unmatched(c->base, c->base_groups, c->nbase_groups, c->base_matched),
+        "unmatched_new", json_unmatched(c->cur, c->new_groups, c->nnew_groups, c->new_matched));
     if (!j) return NULL;
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
     json_decref(j);

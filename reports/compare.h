@@ -111,11 +111,11 @@ typedef struct dcr_compare_metric {
     const char *name; /* a results column */
     dcr_compare_kind_t kind;
     dcr_results_stats_t base, cur;
-    double ratio;        /* median(NEW) / median(BASE); paired: the estimate from the blocks;
-                            NAN when BASE's median is 0 */
-    double pooled_ratio; /* median(NEW) / median(BASE) over all refits of the group */
-    double lo, hi;       /* the interval of the ratio; NAN when not computed */
-    double prob_greater; /* P(a NEW value > a BASE value), ties half; NAN when a side is empty */
+    double ratio;         /* median(NEW) / median(BASE); paired: the estimate from the blocks;
+                             NAN when BASE's median is 0 */
+    double pooled_ratio;  /* median(NEW) / median(BASE) over all refits of the group */
+    double lo, hi;        /* the interval of the ratio; NAN when not computed */
+    double prob_greater;  /* P(a NEW value > a BASE value), ties half; NAN when a side is empty */
     size_t nblocks;       /* paired: block pairs with a ratio (0 unpaired) */
     double *block_ratios; /* paired: their ratios, in block order (owned; NULL unpaired) */
     double coverage;      /* paired: the interval's exact coverage; NAN otherwise */

@@ -920,7 +920,6 @@ static void test_matching_choices_and_ignore(void **state)
     dcr_compare_destroy(compare_opts(base, cur, &o, 1));
 }
 
-
 /* ---- paired blocks ---- */
 
 /* P(W+ <= w) by enumerating all 2^n sign patterns (the oracle). */
@@ -1051,8 +1050,8 @@ static dcr_compare_verdict_t unpaired_verdict(const drift_job_t *j, size_t b0, s
     dcr_compare_opts_t o = dcr_compare_opts_default();
     dcr_compare_verdict_t v;
     char reason[192];
-    assert_int_equal(
-        dcr_compare_judge_runs(&sb, &sn, &o, &lo, &hi, &v, reason, sizeof(reason)), DCR_OK);
+    assert_int_equal(dcr_compare_judge_runs(&sb, &sn, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                     DCR_OK);
     return v;
 }
 
@@ -1240,7 +1239,6 @@ static void test_cli_exit_status(void **state)
     assert_int_equal(run_cli(args), 1);
 }
 
-
 /* --paired exits like the unpaired comparison; --match-ignore takes the
  * bench flag's name link_gbps for the recorded key cross_gbps. */
 static void test_cli_paired_and_flag_names(void **state)
@@ -1288,10 +1286,13 @@ int main(void)
         cmocka_unit_test(test_signed_rank_interval_inverts_the_test),
         cmocka_unit_test(test_paired_blocks_cancel_drift),
         cmocka_unit_test_setup_teardown(test_files_regression, files_setup, files_teardown),
-        cmocka_unit_test_setup_teardown(test_files_inconclusive_improvement_bitexact, files_setup, files_teardown),
+        cmocka_unit_test_setup_teardown(test_files_inconclusive_improvement_bitexact, files_setup,
+                                        files_teardown),
         cmocka_unit_test_setup_teardown(test_files_component_rule, files_setup, files_teardown),
-        cmocka_unit_test_setup_teardown(test_files_unmatched_and_pooled, files_setup, files_teardown),
-        cmocka_unit_test_setup_teardown(test_matching_choices_and_ignore, files_setup, files_teardown),
+        cmocka_unit_test_setup_teardown(test_files_unmatched_and_pooled, files_setup,
+                                        files_teardown),
+        cmocka_unit_test_setup_teardown(test_matching_choices_and_ignore, files_setup,
+                                        files_teardown),
         cmocka_unit_test_setup_teardown(test_files_paired, files_setup, files_teardown),
         cmocka_unit_test_setup_teardown(test_cli_exit_status, files_setup, files_teardown),
         cmocka_unit_test_setup_teardown(test_cli_paired_and_flag_names, files_setup,

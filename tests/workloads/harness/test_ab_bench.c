@@ -112,11 +112,11 @@ static void test_third_side_and_default_rounds(void **state)
 {
     unlink(log_path);
     char args[768], sides[64];
-    snprintf(args, sizeof(args), "%s/out %s %s --side-c %s --c-args --seed 9", dir, stub_a,
-             stub_b, stub_c);
+    snprintf(args, sizeof(args), "%s/out %s %s --side-c %s --c-args --seed 9", dir, stub_a, stub_b,
+             stub_c);
     assert_int_equal(run_script(args), 2); /* --side-c is an option: before OUTDIR */
-    snprintf(args, sizeof(args), "--side-c %s %s/out %s %s --c-args --seed 9", stub_c, dir,
-             stub_a, stub_b);
+    snprintf(args, sizeof(args), "--side-c %s %s/out %s %s --c-args --seed 9", stub_c, dir, stub_a,
+             stub_b);
     assert_int_equal(run_script(args), 0);
     logged_sides(sides, sizeof(sides));
     assert_string_equal(sides, "ABCCBAABCCBAABCCBA"); /* 6 rounds by default */
