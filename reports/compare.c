@@ -98,8 +98,8 @@ static dcr_status_t keep_measured(const dcr_bootstrap_sample_t *s, kept_t *out)
 }
 
 /* The verdict from an interval [lo, hi] of NEW/BASE, with its reason. */
-static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double level, char *reason,
-                                        size_t len)
+static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double level,
+                                        const char *remedy, char *reason, size_t len)
 {
     double pct = 100 * level;
     if (lo > 1 + t) {
@@ -111,8 +111,8 @@ static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double l
     if (hi > 1 + t) {
         snprintf(reason, len,
                  "the %g%% interval [%.3f, %.3f] straddles 1 + threshold = %.3f: cannot tell a "
-                 "regression from noise; more refits narrow it",
-                 pct, lo, hi, 1 + t);
+                 "regression from noise; %s narrow it",
+                 pct, lo, hi, 1 + t, remedy);
         return DCR_COMPARE_INCONCLUSIVE;
     }
     if (hi < 1 - t) {
@@ -154,7 +154,8 @@ static dcr_status_t judge_kept(const kept_t *b, const kept_t *n, const dcr_compa
                            ns = {n->v, n->n, n->run_len, n->nruns};
     DCR_CHECK(dcr_bootstrap_ratio_ci_runs(&bs, &ns, opts->confidence, DCR_BOOTSTRAP_ITERS,
                                           DCR_BOOTSTRAP_SEED, lo, hi));
-    *v = verdict_of(*lo, *hi, opts->threshold_pct / 100, opts->confidence, reason, len);
+    *v = verdict_of(*lo, *hi, opts->threshold_pct / 100, opts->confidence, "more refits", reason,
+                    len);
     return DCR_OK;
 }
 
@@ -323,9 +324,9 @@ static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_
         x->lo = exp(ci.lo);
         x->hi = exp(ci.hi);
         x->coverage = ci.coverage;
-        char why[160];
-        x->verdict = verdict_of(x->lo, x->hi, c->opts.threshold_pct / 100, c->opts.confidence, why,
-                                sizeof(why));
+        char why[192];
+        x->verdict = verdict_of(x->lo, x->hi, c->opts.threshold_pct / 100, c->opts.confidence,
+                                "more blocks (scripts/ab-bench.sh --rounds)", why, sizeof(why));
         snprintf(x->reason, sizeof(x->reason), "%s (%zu paired blocks)", why, x->nblocks);
         return DCR_OK;
     }
