@@ -383,9 +383,10 @@ static void count_verdicts(dcr_compare_t *c, dcr_compare_pair_t *p)
     }
 }
 
-/* --paired: block i of each side must have run beside block i of the
- * other, before block i + 1 of either (the ISO 8601 UTC times of one
- * writer sort as text). */
+/* --paired: block i of each side must have been written (the time a run
+ * is appended) no later than block i + 1 of either side: rounds in order, as
+ * scripts/ab-bench.sh writes them (ISO 8601 UTC times of one writer sort as
+ * text). */
 static dcr_status_t check_pairable(const dcr_compare_t *c, const dcr_results_group_t *bg,
                                    const dcr_results_group_t *ng)
 {
@@ -403,7 +404,7 @@ static dcr_status_t check_pairable(const dcr_compare_t *c, const dcr_results_gro
         if (strcmp(late, early) > 0) {
             char a[64], b[64];
             return dcr_error_set(DCR_EINVAL,
-                                 "--paired: block %zu (until %s) ran after block %zu began (%s): "
+                                 "--paired: block %zu (written %s) is later than block %zu (%s): "
                                  "the files are not interleaved blocks (scripts/ab-bench.sh)",
                                  i + 1, dcr_escape(a, sizeof(a), late), i + 2,
                                  dcr_escape(b, sizeof(b), early));

@@ -29,14 +29,14 @@
  * Paired (opts.paired, `dcr compare --paired`): the runs of a matched group
  * are blocks of an interleaved job (scripts/ab-bench.sh), paired by order:
  * BASE block i with NEW block i. Both groups must hold the same number of
- * blocks, and pair i must have run before pair i + 1 (by the runs' time
- * attributes), or the comparison is refused (DCR_EINVAL). [lo, hi] is then
- * the Wilcoxon signed-rank interval (reports/paired.h) of the ratio
- * median(NEW block i) / median(BASE block i), and the ratio its
- * Hodges-Lehmann estimate; the verdicts above apply to it unchanged, and
- * fewer than dcr_paired_min_blocks(confidence) blocks with a ratio is too
- * few. A block pair where a side measured nothing, or BASE's median is 0,
- * is left out.
+ * blocks, and both blocks of pair i must have been written no later than
+ * either of pair i + 1 (the runs' time attributes), or the comparison is
+ * refused (DCR_EINVAL). [lo, hi] is then the Wilcoxon signed-rank interval
+ * (reports/paired.h) of the ratio median(NEW block i) / median(BASE block
+ * i), and the ratio its Hodges-Lehmann estimate; the verdicts above apply
+ * to it unchanged, and fewer than dcr_paired_min_blocks(confidence) blocks
+ * with a ratio is too few. A block pair where a side measured nothing, or
+ * BASE's median is 0, is left out.
  * bit_exact must stay 1: any 0 among NEW's values is a regression whatever
  * the threshold. raw_changed_value_bytes and changed_elements describe the
  * workload, not dcr's performance: shown, never judged. Nothing is dropped
