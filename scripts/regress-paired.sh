@@ -16,7 +16,7 @@
 # --tally-only compares and tallies the experiments already in OUTDIR
 # (OUTDIR/e1, e2, ...; an unfinished one is skipped). Defaults: 6 rounds of
 # 10 refits, sides one after the other (--concurrent: at the same time, see
-# scripts/ab-bench.sh). Example (a real slowdown: 10 layers against 8):
+# scripts/ab-bench.sh). Example (10 layers against 8, compared with --match-ignore layers):
 #   scripts/regress-paired.sh build/dcr /tmp/rp 20 --concurrent --match-ignore layers -- \
 #       --no-verify --new-args --layers 10
 set -euo pipefail
@@ -89,8 +89,12 @@ fi
 
 fa=0 fa_n=0 det=0 det_n=0
 for d in $(ls -d "$out"/e* 2>/dev/null | grep -E '/e[0-9]+$' | sort -t e -k2 -n); do
-    [ -s "$d/C.h5" ] && [ "$(ls "$d"/C-*.log 2>/dev/null | wc -l)" -eq "$(ls "$d"/A-*.log | wc -l)" ] || continue
-    grep -q "results appended" "$(ls "$d"/C-*.log | sort -V | tail -1)" || continue
+    done_sides=0 # an experiment still running (or cut short) is left out
+    for s in A B C; do
+        last=$(ls "$d/$s"-*.log 2>/dev/null | sort -V | tail -1)
+        [ -n "$last" ] && grep -q "results appended" "$last" && done_sides=$((done_sides + 1))
+    done
+    [ $done_sides = 3 ] && [ "$(ls "$d"/*-*.log | wc -l)" = $((3 * $(ls "$d"/A-*.log | wc -l))) ] || continue
     same=$(judge "$d/A.h5" "$d/C.h5" "$d/compare-AC.json")
     slow=$(judge "$d/A.h5" "$d/B.h5" "$d/compare-AB.json")
     echo "$(basename "$d"): identical (A/C) $same; slower (A/B) $slow"
