@@ -9,7 +9,7 @@
 
 static const char usage[] =
     "BASE.h5 NEW.h5 [--threshold PCT] [--confidence PCT] [--min-samples N]\n"
-    "       [--match-ignore KEY,...] [--strict] [--require-match] [--json]\n"
+    "       [--match-ignore KEY,...] [--paired] [--strict] [--require-match] [--json]\n"
     "\n"
     "Matches the runs of two results files by command, machine and configuration\n"
     "(the config JSON less paths and the number of timed refits; verification and\n"
@@ -25,9 +25,25 @@ static const char usage[] =
     "'minor'. A BASE median of 0 gives no ratio ('n/a'). bit_exact must stay 1: any\n"
     "0 in NEW is a regression. raw_changed_value_bytes and changed_elements describe\n"
     "the workload and are shown, not judged. Runs without a match are listed.\n"
+    "--paired: the runs of each side are interleaved blocks (scripts/ab-bench.sh),\n"
+    "paired by order; the interval is the Wilcoxon signed-rank interval of the\n"
+    "per-block ratios median(NEW block)/median(BASE block), so drift of the machine\n"
+    "shared by a pair cancels (at least 6 blocks at 95%). --match-ignore takes\n"
+    "bench flag names too (link_gbps is the key cross_gbps).\n"
     "Exit status: 0 no regression, 1 a regression (or, with --require-match, a NEW\n"
     "run without a match), 2 usage, 3 inconclusive or too few refits (with --strict\n"
     "only), 4 a file unreadable, missing, not dcr results or of another version.";
+
+/* Configuration keys that dcr bench records under another name than its
+ * flag's, so that --match-ignore accepts what the user typed. */
+static const char *key_of_flag_name(const char *k)
+{
+    static const char *const alias[][2] = {{"link_gbps", "cross_gbps"},
+                                           {"link-gbps", "cross_gbps"}};
+    for (size_t i = 0; i < sizeof(alias) / sizeof(alias[0]); i++)
+        if (!strcmp(k, alias[i][0])) return alias[i][1];
+    return k;
+}
 
 /* Splits "a,b,c" into keys pointing into buf (a copy of the text). */
 static int split_keys(const char *text, char *buf, size_t len, const char **keys, size_t max,
@@ -40,7 +56,7 @@ static int split_keys(const char *text, char *buf, size_t len, const char **keys
             fprintf(stderr, "dcr compare: --match-ignore: at most %zu keys\n", max);
             return 2;
         }
-        keys[n++] = k;
+        keys[n++] = key_of_flag_name(k);
     }
     if (!n || strlen(text) >= len) {
         fprintf(stderr, "dcr compare: --match-ignore: expected KEY[,KEY...]\n");
@@ -96,6 +112,8 @@ int dcr_cmd_compare(int argc, char **argv)
          "measured refits per side needed for a verdict (default 10)", false},
         {"--match-ignore", DCR_ARG_STRING, &ignore_text, 0, 0,
          "pair runs that differ only in these configuration keys (or command, machine)", false},
+        {"--paired", DCR_ARG_FLAG, &opts.paired, 0, 0,
+         "judge interleaved blocks pair by pair (scripts/ab-bench.sh files)", false},
         {"--strict", DCR_ARG_FLAG, &strict, 0, 0,
          "exit 3 when a metric is inconclusive or has too few refits", false},
         {"--require-match", DCR_ARG_FLAG, &require, 0, 0,
@@ -104,7 +122,7 @@ int dcr_cmd_compare(int argc, char **argv)
     };
     const char *pos[2];
     int npos = 0;
-    int rc = dcr_args_parse("compare", usage, args, 7, argc, argv, pos, 2, &npos);
+    int rc = dcr_args_parse("compare", usage, args, 8, argc, argv, pos, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
     if (npos != 2) {
         fprintf(stderr, "dcr compare: expected BASE.h5 and NEW.h5\n");
@@ -121,7 +139,7 @@ int dcr_cmd_compare(int argc, char **argv)
     dcr_status_t st = dcr_compare_files(pos[0], pos[1], &opts, &c);
     if (st == DCR_EINVAL) {
         dcr_cli_fail("compare", st);
-        return 2; /* an ignored key no run has: a usage error */
+        return 2; /* an ignored key no run has, or --paired on files without blocks */
     }
     if (st != DCR_OK) {
         dcr_cli_fail("compare", st);

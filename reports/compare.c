@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "reports/bootstrap.h"
+#include "reports/paired.h"
 
 typedef struct metric_def {
     const char *name;
@@ -97,8 +98,8 @@ static dcr_status_t keep_measured(const dcr_bootstrap_sample_t *s, kept_t *out)
 }
 
 /* The verdict from an interval [lo, hi] of NEW/BASE, with its reason. */
-static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double level, char *reason,
-                                        size_t len)
+static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double level,
+                                        const char *remedy, char *reason, size_t len)
 {
     double pct = 100 * level;
     if (lo > 1 + t) {
@@ -110,8 +111,8 @@ static dcr_compare_verdict_t verdict_of(double lo, double hi, double t, double l
     if (hi > 1 + t) {
         snprintf(reason, len,
                  "the %g%% interval [%.3f, %.3f] straddles 1 + threshold = %.3f: cannot tell a "
-                 "regression from noise; more refits narrow it",
-                 pct, lo, hi, 1 + t);
+                 "regression from noise; %s narrow it",
+                 pct, lo, hi, 1 + t, remedy);
         return DCR_COMPARE_INCONCLUSIVE;
     }
     if (hi < 1 - t) {
@@ -153,7 +154,8 @@ static dcr_status_t judge_kept(const kept_t *b, const kept_t *n, const dcr_compa
                            ns = {n->v, n->n, n->run_len, n->nruns};
     DCR_CHECK(dcr_bootstrap_ratio_ci_runs(&bs, &ns, opts->confidence, DCR_BOOTSTRAP_ITERS,
                                           DCR_BOOTSTRAP_SEED, lo, hi));
-    *v = verdict_of(*lo, *hi, opts->threshold_pct / 100, opts->confidence, reason, len);
+    *v = verdict_of(*lo, *hi, opts->threshold_pct / 100, opts->confidence, "more refits", reason,
+                    len);
     return DCR_OK;
 }
 
@@ -260,19 +262,91 @@ static void judge_component(const dcr_compare_t *c, const dcr_compare_pair_t *p,
     }
 }
 
+/* The median of one block's measured values of a column; NAN when none. */
+static double block_median(const dcr_results_stored_run_t *r, const char *column)
+{
+    const double *col = dcr_results_column(r, column);
+    dcr_results_stats_t st = col ? dcr_results_stats(col, r->nrefits) : (dcr_results_stats_t){0};
+    return st.n ? st.median : NAN;
+}
+
+/* The log ratios of the block pairs where both sides measured something
+ * and BASE's median is positive, into x->block_ratios and d. */
+static dcr_status_t block_log_ratios(const dcr_compare_t *c, const dcr_compare_pair_t *p,
+                                     dcr_compare_metric_t *x, double **d_p)
+{
+    const dcr_results_group_t *bg = &c->base_groups[p->base_group],
+                              *ng = &c->new_groups[p->new_group];
+    size_t nb = bg->nruns; /* = ng->nruns: check_pairable */
+    x->block_ratios = malloc((nb ? nb : 1) * sizeof(double));
+    double *d = malloc((nb ? nb : 1) * sizeof(double));
+    if (!x->block_ratios || !d) {
+        free(d);
+        return dcr_error_set(DCR_ENOMEM, "comparing results");
+    }
+    for (size_t i = 0; i < nb; i++) {
+        double mb = block_median(&c->base->runs[bg->run_index[i]], x->name),
+               mn = block_median(&c->cur->runs[ng->run_index[i]], x->name);
+        if (!(mb > 0) || !(mn > 0)) continue;
+        x->block_ratios[x->nblocks] = mn / mb;
+        d[x->nblocks++] = log(mn / mb);
+    }
+    *d_p = d;
+    return DCR_OK;
+}
+
+static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_t *p,
+                                 dcr_compare_metric_t *x)
+{
+    double *d = NULL;
+    DCR_CHECK(block_log_ratios(c, p, x, &d));
+    size_t need = dcr_paired_min_blocks(c->opts.confidence);
+    x->verdict = DCR_COMPARE_TOO_FEW;
+    if (!x->nblocks) {
+        x->verdict = DCR_COMPARE_NA;
+        snprintf(x->reason, sizeof(x->reason),
+                 "no block pair with a positive median on both sides");
+    } else if (x->base.n < c->opts.min_samples || x->cur.n < c->opts.min_samples) {
+        snprintf(x->reason, sizeof(x->reason),
+                 "too few refits to decide: BASE %zu, NEW %zu, at least %zu per side needed",
+                 x->base.n, x->cur.n, c->opts.min_samples);
+    } else if (x->nblocks < need) {
+        snprintf(x->reason, sizeof(x->reason),
+                 "too few blocks to decide: %zu pairs, at least %zu needed at %g%% "
+                 "(scripts/ab-bench.sh --rounds)",
+                 x->nblocks, need, 100 * c->opts.confidence);
+    } else {
+        dcr_paired_interval_t ci;
+        dcr_status_t st = dcr_paired_signed_rank_ci(d, x->nblocks, c->opts.confidence, &ci);
+        free(d);
+        DCR_CHECK(st);
+        x->ratio = exp(ci.estimate);
+        x->lo = exp(ci.lo);
+        x->hi = exp(ci.hi);
+        x->coverage = ci.coverage;
+        char why[192];
+        x->verdict = verdict_of(x->lo, x->hi, c->opts.threshold_pct / 100, c->opts.confidence,
+                                "more blocks (scripts/ab-bench.sh --rounds)", why, sizeof(why));
+        snprintf(x->reason, sizeof(x->reason), "%s (%zu paired blocks)", why, x->nblocks);
+        return DCR_OK;
+    }
+    free(d);
+    return DCR_OK;
+}
+
 static dcr_status_t judge_metric(const dcr_compare_t *c, dcr_compare_pair_t *p, int m)
 {
     dcr_compare_metric_t *x = &p->metrics[m];
     x->name = metric_defs[m].name;
     x->kind = metric_defs[m].kind;
-    x->lo = x->hi = NAN;
+    x->lo = x->hi = x->coverage = NAN;
     pooled_t b = {0}, n = {0};
     dcr_status_t st = pool_runs(c->base, &c->base_groups[p->base_group], x->name, &b);
     if (st == DCR_OK) st = pool_runs(c->cur, &c->new_groups[p->new_group], x->name, &n);
     if (st == DCR_OK) {
         x->base = dcr_results_stats(b.v, b.n);
         x->cur = dcr_results_stats(n.v, n.n);
-        x->ratio = ratio_of(x->cur.median, x->base.median);
+        x->ratio = x->pooled_ratio = ratio_of(x->cur.median, x->base.median);
         x->prob_greater = dcr_bootstrap_prob_greater(b.v, b.n, n.v, n.n);
     }
     if (st != DCR_OK) {
@@ -281,6 +355,9 @@ static dcr_status_t judge_metric(const dcr_compare_t *c, dcr_compare_pair_t *p, 
         snprintf(x->reason, sizeof(x->reason), "describes the workload: shown, not judged");
     } else if (x->kind == DCR_COMPARE_MUST_BE_ONE) {
         judge_bit_exact(x);
+    } else if (c->opts.paired) {
+        st = judge_paired(c, p, x);
+        if (st == DCR_OK && x->kind == DCR_COMPARE_COMPONENT) judge_component(c, p, x);
     } else {
         dcr_bootstrap_sample_t bs = {b.v, b.n, b.run_len, b.nruns},
                                ns = {n.v, n.n, n.run_len, n.nruns};
@@ -306,6 +383,36 @@ static void count_verdicts(dcr_compare_t *c, dcr_compare_pair_t *p)
     }
 }
 
+/* --paired: block i of each side must have been written (the time a run
+ * is appended) no later than block i + 1 of either side: rounds in order, as
+ * scripts/ab-bench.sh writes them (ISO 8601 UTC times of one writer sort as
+ * text). */
+static dcr_status_t check_pairable(const dcr_compare_t *c, const dcr_results_group_t *bg,
+                                   const dcr_results_group_t *ng)
+{
+    if (bg->nruns != ng->nruns)
+        return dcr_error_set(DCR_EINVAL,
+                             "--paired: BASE has %zu blocks of a configuration and NEW %zu; "
+                             "pairing needs one NEW block per BASE block (scripts/ab-bench.sh)",
+                             bg->nruns, ng->nruns);
+    for (size_t i = 0; i + 1 < bg->nruns; i++) {
+        const char *b0 = c->base->runs[bg->run_index[i]].time,
+                   *n0 = c->cur->runs[ng->run_index[i]].time,
+                   *b1 = c->base->runs[bg->run_index[i + 1]].time,
+                   *n1 = c->cur->runs[ng->run_index[i + 1]].time;
+        const char *late = strcmp(b0, n0) > 0 ? b0 : n0, *early = strcmp(b1, n1) < 0 ? b1 : n1;
+        if (strcmp(late, early) > 0) {
+            char a[64], b[64];
+            return dcr_error_set(DCR_EINVAL,
+                                 "--paired: block %zu (written %s) is later than block %zu (%s): "
+                                 "the files are not interleaved blocks (scripts/ab-bench.sh)",
+                                 i + 1, dcr_escape(a, sizeof(a), late), i + 2,
+                                 dcr_escape(b, sizeof(b), early));
+        }
+    }
+    return DCR_OK;
+}
+
 static dcr_status_t match_groups(dcr_compare_t *c)
 {
     c->pairs = calloc(c->nbase_groups ? c->nbase_groups : 1, sizeof(*c->pairs));
@@ -316,6 +423,7 @@ static dcr_status_t match_groups(dcr_compare_t *c)
     for (size_t b = 0; b < c->nbase_groups; b++) {
         for (size_t n = 0; n < c->nnew_groups; n++) {
             if (c->new_matched[n] || strcmp(c->base_groups[b].key, c->new_groups[n].key)) continue;
+            if (c->opts.paired) DCR_CHECK(check_pairable(c, &c->base_groups[b], &c->new_groups[n]));
             dcr_compare_pair_t *p = &c->pairs[c->npairs++];
             p->base_group = b;
             p->new_group = n;
@@ -372,6 +480,8 @@ fail:
 void dcr_compare_destroy(dcr_compare_t *c)
 {
     if (!c) return;
+    for (size_t i = 0; c->pairs && i < c->npairs; i++)
+        for (int m = 0; m < DCR_COMPARE_NMETRICS; m++) free(c->pairs[i].metrics[m].block_ratios);
     free(c->pairs);
     free(c->base_matched);
     free(c->new_matched);
@@ -478,10 +588,14 @@ static const char *overall(const dcr_compare_t *c)
 void dcr_compare_print(const dcr_compare_t *c, FILE *out)
 {
     fprintf(out,
-            "BASE %s (%zu runs), NEW %s (%zu runs), threshold %g%%, %g%% bootstrap interval of "
-            "median(NEW)/median(BASE), at least %zu refits per side\n\n",
+            "BASE %s (%zu runs), NEW %s (%zu runs), threshold %g%%, %g%% %s, at least %zu refits "
+            "per side\n\n",
             c->base->path, c->base->nruns, c->cur->path, c->cur->nruns, c->opts.threshold_pct,
-            100 * c->opts.confidence, c->opts.min_samples);
+            100 * c->opts.confidence,
+            c->opts.paired
+                ? "signed-rank interval of the per-block ratios of medians (paired blocks)"
+                : "bootstrap interval of median(NEW)/median(BASE)",
+            c->opts.min_samples);
     for (size_t i = 0; i < c->npairs; i++) print_pair(c, &c->pairs[i], out);
     print_unmatched(out, "BASE", c->base, c->base_groups, c->nbase_groups, c->base_matched);
     print_unmatched(out, "NEW", c->cur, c->new_groups, c->nnew_groups, c->new_matched);
@@ -529,10 +643,13 @@ static json_t *json_interval(const dcr_compare_metric_t *x)
     return json_pack("[o,o]", json_number_or_null(x->lo), json_number_or_null(x->hi));
 }
 
-static const char *test_name(const dcr_compare_metric_t *x)
+static const char *test_name(const dcr_compare_t *c, const dcr_compare_metric_t *x)
 {
     if (x->kind == DCR_COMPARE_MUST_BE_ONE) return "every NEW value is 1";
     if (x->kind == DCR_COMPARE_INFO) return "none";
+    if (c->opts.paired)
+        return "Wilcoxon signed-rank interval of the per-block ratios of medians (paired "
+               "interleaved blocks; Hodges-Lehmann estimate)";
     return "percentile bootstrap of the ratio of medians (resampling runs, then refits)";
 }
 
@@ -542,10 +659,19 @@ static json_t *json_metric(const dcr_compare_t *c, const dcr_compare_metric_t *x
         json_pack("{s:s,s:s,s:o,s:o,s:o,s:o,s:f,s:s,s:I,s:I,s:o,s:s,s:s}", "name", x->name, "kind",
                   kind_name(x->kind), "base", json_stats(&x->base), "new", json_stats(&x->cur),
                   "ratio", json_number_or_null(x->ratio), "interval", json_interval(x),
-                  "confidence", c->opts.confidence, "test", test_name(x), "bootstrap_resamples",
+                  "confidence", c->opts.confidence, "test", test_name(c, x), "bootstrap_resamples",
                   (json_int_t)DCR_BOOTSTRAP_ITERS, "bootstrap_seed", (json_int_t)DCR_BOOTSTRAP_SEED,
                   "prob_greater", json_number_or_null(x->prob_greater), "verdict",
                   dcr_compare_verdict_id(x->verdict), "reason", x->reason);
+    if (j && c->opts.paired && x->block_ratios) {
+        json_t *r = json_array();
+        for (size_t i = 0; r && i < x->nblocks; i++)
+            json_array_append_new(r, json_real(x->block_ratios[i]));
+        json_object_set_new(j, "pooled_ratio", json_number_or_null(x->pooled_ratio));
+        json_object_set_new(j, "blocks", json_integer((json_int_t)x->nblocks));
+        json_object_set_new(j, "block_ratios", r ? r : json_null());
+        json_object_set_new(j, "coverage", json_number_or_null(x->coverage));
+    }
     return j;
 }
 
@@ -613,14 +739,14 @@ char *dcr_compare_json(const dcr_compare_t *c)
     for (size_t i = 0; matched && i < c->npairs; i++)
         json_array_append_new(matched, json_pair(c, &c->pairs[i]));
     json_t *j = json_pack(
-        "{s:s,s:s,s:f,s:f,s:I,s:o,s:s,s:{s:I,s:I,s:I},s:o,s:o,s:o,s:o}", "base", c->base->path,
+        "{s:s,s:s,s:f,s:f,s:I,s:o,s:b,s:s,s:{s:I,s:I,s:I},s:o,s:o,s:o,s:o}", "base", c->base->path,
         "new", c->cur->path, "threshold_pct", c->opts.threshold_pct, "confidence",
         c->opts.confidence, "min_samples", (json_int_t)c->opts.min_samples, "match_ignore",
-        json_ignored(c), "verdict", overall(c), "counts", "regressed", (json_int_t)c->regressions,
-        "inconclusive", (json_int_t)c->inconclusive, "pairs", (json_int_t)c->npairs, "regressions",
-        json_regressions(c), "matched", matched, "unmatched_base",
-        json_unmatched(c->base, c->base_groups, c->nbase_groups, c->base_matched), "unmatched_new",
-        json_unmatched(c->cur, c->new_groups, c->nnew_groups, c->new_matched));
+        json_ignored(c), "paired", c->opts.paired, "verdict", overall(c), "counts", "regressed",
+        (json_int_t)c->regressions, "inconclusive", (json_int_t)c->inconclusive, "pairs",
+        (json_int_t)c->npairs, "regressions", json_regressions(c), "matched", matched,
+        "unmatched_base", json_unmatched(c->base, c->base_groups, c->nbase_groups, c->base_matched),
+        "unmatched_new", json_unmatched(c->cur, c->new_groups, c->nnew_groups, c->new_matched));
     if (!j) return NULL;
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
     json_decref(j);

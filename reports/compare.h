@@ -26,6 +26,17 @@
  *                latency_s itself did not regress: a part matters only
  *                through the whole (under a changing load, time moves
  *                between stages while the refit takes as long).
+ * Paired (opts.paired, `dcr compare --paired`): the runs of a matched group
+ * are blocks of an interleaved job (scripts/ab-bench.sh), paired by order:
+ * BASE block i with NEW block i. Both groups must hold the same number of
+ * blocks, and both blocks of pair i must have been written no later than
+ * either of pair i + 1 (the runs' time attributes), or the comparison is
+ * refused (DCR_EINVAL). [lo, hi] is then the Wilcoxon signed-rank interval
+ * (reports/paired.h) of the ratio median(NEW block i) / median(BASE block
+ * i), and the ratio its Hodges-Lehmann estimate; the verdicts above apply
+ * to it unchanged, and fewer than dcr_paired_min_blocks(confidence) blocks
+ * with a ratio is too few. A block pair where a side measured nothing, or
+ * BASE's median is 0, is left out.
  * bit_exact must stay 1: any 0 among NEW's values is a regression whatever
  * the threshold. raw_changed_value_bytes and changed_elements describe the
  * workload, not dcr's performance: shown, never judged. Nothing is dropped
@@ -65,9 +76,10 @@ typedef struct dcr_compare_opts {
     size_t min_samples;        /* per side, for a judged verdict (>= 2) */
     const char *const *ignore; /* configuration keys left out of matching */
     size_t nignore;
+    bool paired; /* judge block by block (see above) */
 } dcr_compare_opts_t;
 
-/* threshold 10%, confidence 0.95, 10 samples, nothing ignored. */
+/* threshold 10%, confidence 0.95, 10 samples, nothing ignored, unpaired. */
 dcr_compare_opts_t dcr_compare_opts_default(void);
 
 /* A lower-is-better verdict from the samples (NaN values are left out),
@@ -99,9 +111,14 @@ typedef struct dcr_compare_metric {
     const char *name; /* a results column */
     dcr_compare_kind_t kind;
     dcr_results_stats_t base, cur;
-    double ratio;        /* median(NEW) / median(BASE); NAN when BASE's median is 0 */
-    double lo, hi;       /* the interval of the ratio; NAN when not computed */
-    double prob_greater; /* P(a NEW value > a BASE value), ties half; NAN when a side is empty */
+    double ratio;         /* median(NEW) / median(BASE); paired: the estimate from the blocks;
+                             NAN when BASE's median is 0 */
+    double pooled_ratio;  /* median(NEW) / median(BASE) over all refits of the group */
+    double lo, hi;        /* the interval of the ratio; NAN when not computed */
+    double prob_greater;  /* P(a NEW value > a BASE value), ties half; NAN when a side is empty */
+    size_t nblocks;       /* paired: block pairs with a ratio (0 unpaired) */
+    double *block_ratios; /* paired: their ratios, in block order (owned; NULL unpaired) */
+    double coverage;      /* paired: the interval's exact coverage; NAN otherwise */
     dcr_compare_verdict_t verdict;
     char reason[192];
 } dcr_compare_metric_t;
@@ -143,7 +160,8 @@ void dcr_compare_print(const dcr_compare_t *c, FILE *out);
  * config, machine, base_runs, new_runs, regressed, metrics: per metric
  * name, kind, base and new {n, min, median, max, mean}, ratio, interval
  * [lo, hi] (null when not computed), confidence, test, prob_greater,
- * verdict, reason), unmatched_base and unmatched_new (label, config,
+ * verdict, reason; paired also pooled_ratio, blocks, block_ratios and
+ * coverage), paired (true or false), unmatched_base and unmatched_new (label, config,
  * runs). Undefined numbers are null. malloc'd text; NULL on allocation
  * failure. */
 char *dcr_compare_json(const dcr_compare_t *c);

@@ -4,8 +4,8 @@
 # sides see the same neighbours on a shared machine, and appends side A's
 # runs to A.h5 and side B's to B.h5 for `dcr compare A.h5 B.h5`.
 #
-#   scripts/ab-bench.sh [--rounds R] [--block K] OUTDIR DCR_A DCR_B \
-#       [BENCH_ARGS...] [--a-args ARGS...] [--b-args ARGS...]
+#   scripts/ab-bench.sh [--rounds R] [--block K] [--side-c DCR_C] [--concurrent] OUTDIR DCR_A DCR_B \
+#       [BENCH_ARGS...] [--a-args ARGS...] [--b-args ARGS...] [--c-args ARGS...]
 #
 # Each round runs one block of K timed refits per side (dcr bench --refits K,
 # after the bench's own warm-up refits, which never reach the file), in the
@@ -24,14 +24,16 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,25p' "$0" >&2
+    sed -n '2,39p' "$0" >&2
     exit 2
 }
-rounds=4 block=10
+rounds=6 block=10 dcr_c="" concurrent=0
 while [ $# -gt 0 ]; do
     case $1 in
     --rounds) rounds=${2:-}; shift 2 ;;
     --block) block=${2:-}; shift 2 ;;
+    --side-c) dcr_c=${2:-}; [ -n "$dcr_c" ] || usage; shift 2 ;;
+    --concurrent) concurrent=1; shift ;;
     *) break ;;
     esac
 done
@@ -41,36 +43,41 @@ done
 [ $# -ge 3 ] || usage
 out=$1 dcr_a=$2 dcr_b=$3
 shift 3
-for d in "$dcr_a" "$dcr_b"; do
+for d in "$dcr_a" "$dcr_b" ${dcr_c:+"$dcr_c"}; do
     [ -x "$d" ] || { echo "ab-bench: $d is not an executable" >&2; exit 2; }
 done
-common=() a_args=() b_args=() dest=common
+common=() a_args=() b_args=() c_args=() dest=common
 for a in "$@"; do
     case $a in
     --a-args) dest=a ;;
     --b-args) dest=b ;;
+    --c-args) dest=c ;;
     --out | --refits) echo "ab-bench: $a is set by the script" >&2; exit 2 ;;
+    --rounds | --block | --side-c | --concurrent)
+        echo "ab-bench: $a is an option of the script: put it before OUTDIR" >&2
+        exit 2
+        ;;
     *)
         case $dest in
         common) common+=("$a") ;;
         a) a_args+=("$a") ;;
         b) b_args+=("$a") ;;
+        c) c_args+=("$a") ;;
         esac
         ;;
     esac
 done
 mkdir -p "$out"
-rm -f "$out/A.h5" "$out/B.h5"
+rm -f "$out/A.h5" "$out/B.h5" "$out/C.h5"
+sides="A B${dcr_c:+ C}"
 
 block_of() { # side round
     local side=$1 round=$2 bin
-    if [ "$side" = A ]; then
-        bin=$dcr_a
-        set -- "${a_args[@]}"
-    else
-        bin=$dcr_b
-        set -- "${b_args[@]}"
-    fi
+    case $side in
+    A) bin=$dcr_a; set -- "${a_args[@]}" ;;
+    B) bin=$dcr_b; set -- "${b_args[@]}" ;;
+    *) bin=$dcr_c; set -- "${c_args[@]}" ;;
+    esac
     echo "round $round: side $side" >&2
     "$bin" bench "${common[@]}" "$@" --refits "$block" --out "$out/$side.h5" \
         >"$out/$side-$round.log" 2>&1 || {
@@ -80,12 +87,17 @@ block_of() { # side round
 }
 
 for r in $(seq 1 "$rounds"); do
-    if [ $((r % 2)) -eq 1 ]; then
-        block_of A "$r"
-        block_of B "$r"
+    order=$sides
+    [ $((r % 2)) -eq 1 ] || order=$(echo "$sides" | tr ' ' '\n' | tac | tr '\n' ' ')
+    if [ $concurrent = 1 ]; then
+        pids=()
+        for side in $order; do
+            block_of "$side" "$r" &
+            pids+=($!)
+        done
+        for p in "${pids[@]}"; do wait "$p" || exit 1; done
     else
-        block_of B "$r"
-        block_of A "$r"
+        for side in $order; do block_of "$side" "$r"; done
     fi
 done
-echo "wrote $out/A.h5 and $out/B.h5 ($rounds rounds of $block refits per side)"
+echo "wrote $(for s in $sides; do printf '%s ' "$out/$s.h5"; done)($rounds rounds of $block refits per side)"

@@ -37,23 +37,47 @@ static void exercise(const dcr_results_set_t *set)
     dcr_results_groups_free(groups, n);
 }
 
+/* One input file per fuzzing process, rewritten for every input and
+ * removed when the process exits (libFuzzer's -max_total_time and -runs
+ * end through exit): a file per input, unlinked after the read, was left
+ * behind whenever a run stopped inside the read (a timeout, a crash). The
+ * HDF5 library opens files by name, so the input needs one. */
+static char input_path[] = "/tmp/dcr-fuzz-results-XXXXXX";
+
+static void remove_input(void)
+{
+    unlink(input_path);
+}
+
+static const char *input_file(void)
+{
+    static int created;
+    if (!created) {
+        int fd = mkstemp(input_path);
+        if (fd < 0) return NULL;
+        close(fd);
+        atexit(remove_input);
+        created = 1;
+    }
+    return input_path;
+}
+
+static int write_input(const char *path, const uint8_t *data, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t done = fwrite(data, 1, size, f);
+    return fclose(f) == 0 && done == size ? 0 : -1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    char path[] = "/tmp/dcr-fuzz-results-XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return 0;
-    size_t done = 0;
-    while (done < size) {
-        ssize_t w = write(fd, data + done, size - done);
-        if (w <= 0) break;
-        done += (size_t)w;
-    }
-    close(fd);
+    const char *path = input_file();
+    if (!path || write_input(path, data, size) != 0) return 0;
     dcr_results_set_t *set = NULL;
-    if (done == size && dcr_results_read(path, &set) == DCR_OK) {
+    if (dcr_results_read(path, &set) == DCR_OK) {
         exercise(set);
         dcr_results_set_destroy(set);
     }
-    unlink(path);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "dcr/rng.h"
 #include "reports/bootstrap.h"
 #include "reports/compare.h"
+#include "reports/paired.h"
 #include "reports/results_read.h"
 #include "workloads/harness/results.h"
 
@@ -42,10 +44,57 @@ typedef struct fake_run {
     size_t n;
 } fake_run_t;
 
+/* Every file of this test lives in one directory, removed with whatever is
+ * left in it when the group ends (a failed check skips a test's own unlink). */
+static char tmpdir[64];
+
+static int make_tmpdir(void **state)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/dcr-test-compare-XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int remove_tmpdir(void **state)
+{
+    DIR *d = opendir(tmpdir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char path[384];
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof(path), "%s/%s", tmpdir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+    return rmdir(tmpdir);
+}
+
 static void temp_path(char *path, size_t len, const char *tag)
 {
-    snprintf(path, len, "/tmp/dcr-cmp-%s-%d.h5", tag, (int)getpid());
+    snprintf(path, len, "%s/%s.h5", tmpdir, tag);
     unlink(path);
+}
+
+/* The BASE, NEW and a third file of a file-level test (setup and teardown). */
+typedef struct files {
+    char base[128], cur[128], other[128];
+} files_t;
+
+static int files_setup(void **state)
+{
+    static files_t f;
+    temp_path(f.base, sizeof(f.base), "base");
+    temp_path(f.cur, sizeof(f.cur), "new");
+    temp_path(f.other, sizeof(f.other), "other");
+    *state = &f;
+    return 0;
+}
+
+static int files_teardown(void **state)
+{
+    files_t *f = *state;
+    unlink(f->base);
+    unlink(f->cur);
+    unlink(f->other);
+    return 0;
 }
 
 static void append_run(const char *path, const fake_run_t *f)
@@ -681,9 +730,8 @@ static dcr_compare_t *compare(const char *base, const char *cur, double threshol
 
 static void test_files_regression(void **state)
 {
-    char base[128], cur[128];
-    temp_path(base, sizeof(base), "base");
-    temp_path(cur, sizeof(cur), "new");
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur;
     double slow[NV];
     fill_steady();
     scaled(slow, 1.30);
@@ -725,15 +773,12 @@ static void test_files_regression(void **state)
     assert_int_equal(c->regressions, 0);
     assert_int_equal(metric(c, 0, "latency_s")->verdict, DCR_COMPARE_SAME);
     dcr_compare_destroy(c);
-    unlink(base);
-    unlink(cur);
 }
 
 static void test_files_inconclusive_improvement_bitexact(void **state)
 {
-    char base[128], cur[128];
-    temp_path(base, sizeof(base), "base");
-    temp_path(cur, sizeof(cur), "new");
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur;
     /* Median 15% up, but NEW alternates between 0.8 and 1.5: the interval
      * reaches from below 1 to above 1.1, so no verdict either way. */
     double noisy[NV];
@@ -763,8 +808,6 @@ static void test_files_inconclusive_improvement_bitexact(void **state)
     assert_int_equal(metric(c, 0, "bit_exact")->verdict, DCR_COMPARE_REGRESSED);
     assert_int_equal(c->regressions, 1);
     dcr_compare_destroy(c);
-    unlink(base);
-    unlink(cur);
 }
 
 /* A part of the refit (here finalization, constant so beyond any noise)
@@ -772,9 +815,8 @@ static void test_files_inconclusive_improvement_bitexact(void **state)
  * refit latency (1 s here, so 0.1 s at 10%) and the latency regressed too. */
 static void test_files_component_rule(void **state)
 {
-    char base[128], cur[128];
-    temp_path(base, sizeof(base), "base");
-    temp_path(cur, sizeof(cur), "new");
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur;
     double fin[3] = {0.15, 0.30, 0.30}, lat_scale[3] = {1, 1, 1.3};
     dcr_compare_verdict_t want[3] = {DCR_COMPARE_MINOR, DCR_COMPARE_MINOR, DCR_COMPARE_REGRESSED};
     size_t regressions[3] = {0, 0, 2}; /* the last: latency_s and finalization_s */
@@ -795,15 +837,12 @@ static void test_files_component_rule(void **state)
             assert_non_null(strstr(metric(c, 0, "finalization_s")->reason, "did not regress"));
         dcr_compare_destroy(c);
     }
-    unlink(base);
-    unlink(cur);
 }
 
 static void test_files_unmatched_and_pooled(void **state)
 {
-    char base[128], cur[128];
-    temp_path(base, sizeof(base), "base");
-    temp_path(cur, sizeof(cur), "new");
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur;
     fill_steady();
     fake_run_t a = fake_n("{\"model\":\"m\",\"transport\":\"objstore\"}", NV, steady, NULL, 1);
     append_run(base, &a);
@@ -830,8 +869,6 @@ static void test_files_unmatched_and_pooled(void **state)
     dcr_compare_destroy(c);
     /* A broken NEW file is the reader's one-line error. */
     assert_int_equal(dcr_compare_files(base, "/nonexistent/new.h5", &o, &c), DCR_EIO);
-    unlink(base);
-    unlink(cur);
 }
 
 /* Output choices that change what is measured keep runs apart; an older
@@ -839,9 +876,8 @@ static void test_files_unmatched_and_pooled(void **state)
  * machine keeps runs apart; --match-ignore pairs them on purpose. */
 static void test_matching_choices_and_ignore(void **state)
 {
-    char base[128], cur[128];
-    temp_path(base, sizeof(base), "base");
-    temp_path(cur, sizeof(cur), "new");
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur;
     fill_steady();
     struct {
         const char *base_cfg, *new_cfg;
@@ -882,8 +918,253 @@ static void test_matching_choices_and_ignore(void **state)
     o.ignore = both;
     o.nignore = 2;
     dcr_compare_destroy(compare_opts(base, cur, &o, 1));
+}
+
+/* ---- paired blocks ---- */
+
+/* P(W+ <= w) by enumerating all 2^n sign patterns (the oracle). */
+static double enumerated_cdf(int n, long w)
+{
+    long hits = 0;
+    for (long mask = 0; mask < (1L << n); mask++) {
+        long sum = 0;
+        for (int i = 0; i < n; i++)
+            if (mask >> i & 1) sum += i + 1;
+        hits += sum <= w;
+    }
+    return (double)hits / (double)(1L << n);
+}
+
+/* The exact null distribution against enumeration and against the
+ * published two-sided 5% critical values of the signed-rank test (the
+ * largest T with P(W+ <= T) <= 0.025: n = 6..12, 15, 20). */
+static void test_signed_rank_null_distribution(void **state)
+{
+    for (int n = 1; n <= 12; n++)
+        for (long w = -1; w <= n * (n + 1) / 2 + 1; w++)
+            assert_true(fabs(dcr_paired_signed_rank_cdf((size_t)n, w) - enumerated_cdf(n, w)) <
+                        1e-12);
+    const int n_of[] = {6, 7, 8, 9, 10, 11, 12, 15, 20};
+    const long critical[] = {0, 2, 3, 5, 8, 10, 13, 25, 52};
+    for (size_t i = 0; i < sizeof(n_of) / sizeof(n_of[0]); i++) {
+        assert_true(dcr_paired_signed_rank_cdf((size_t)n_of[i], critical[i]) <= 0.025);
+        assert_true(dcr_paired_signed_rank_cdf((size_t)n_of[i], critical[i] + 1) > 0.025);
+    }
+    assert_int_equal(dcr_paired_min_blocks(0.95), 6); /* 2^-6 <= 0.025 < 2^-5 */
+    assert_int_equal(dcr_paired_min_blocks(0.90), 5);
+    assert_int_equal(dcr_paired_min_blocks(0.99), 8);
+}
+
+/* Whether the two-sided signed-rank test at the level keeps the centre d0,
+ * with tails by enumeration (the oracle of the interval: the set of centres
+ * the test does not reject). */
+static bool test_keeps(const double *d, int n, double d0, double level)
+{
+    int rank_of[32];
+    for (int i = 0; i < n; i++) {
+        rank_of[i] = 1;
+        for (int j = 0; j < n; j++) rank_of[i] += fabs(d[j] - d0) < fabs(d[i] - d0);
+    }
+    long w = 0, m = n * (n + 1) / 2;
+    for (int i = 0; i < n; i++)
+        if (d[i] > d0) w += rank_of[i];
+    double below = enumerated_cdf(n, w), above = 1 - enumerated_cdf(n, w - 1);
+    (void)m;
+    return below > (1 - level) / 2 && above > (1 - level) / 2;
+}
+
+static void test_signed_rank_interval_inverts_the_test(void **state)
+{
+    dcr_rng_t r;
+    dcr_rng_seed(&r, 29);
+    for (int trial = 0; trial < 60; trial++) {
+        int n = 6 + (int)dcr_rng_below(&r, 9);
+        double d[32], level = trial % 3 == 0 ? 0.90 : 0.95;
+        for (int i = 0; i < n; i++) d[i] = 0.1 + 0.2 * standard_normal(&r);
+        dcr_paired_interval_t ci;
+        assert_int_equal(dcr_paired_signed_rank_ci(d, (size_t)n, level, &ci), DCR_OK);
+        const double eps = 1e-9;
+        assert_true(test_keeps(d, n, ci.lo + eps, level));
+        assert_false(test_keeps(d, n, ci.lo - eps, level));
+        assert_true(test_keeps(d, n, ci.hi - eps, level));
+        assert_false(test_keeps(d, n, ci.hi + eps, level));
+        assert_true(ci.lo <= ci.estimate && ci.estimate <= ci.hi && ci.coverage >= level);
+    }
+    /* Too few blocks for the level, and a value that is not finite. */
+    double d[6] = {0.1, 0.2, 0.3, 0.1, 0.2, 0.3};
+    dcr_paired_interval_t ci;
+    assert_int_equal(dcr_paired_signed_rank_ci(d, 5, 0.95, &ci), DCR_EINVAL);
+    assert_int_equal(dcr_paired_signed_rank_ci(d, 6, 0.95, &ci), DCR_OK);
+    assert_true(ci.lo == 0.1 && ci.hi == 0.3 && fabs(ci.coverage - (1 - 2.0 / 64)) < 1e-12);
+    d[2] = INFINITY;
+    assert_int_equal(dcr_paired_signed_rank_ci(d, 6, 0.95, &ci), DCR_EINVAL);
+}
+
+/* An interleaved job under a drifting load, by construction: round r's
+ * machine level L_r (a step from 1.0 to 1.35 halfway, the back-to-back
+ * drift seen here, times a round-to-round spread of 0.25); the two blocks
+ * of a round see L_r times their own small deviation (adjacent in time);
+ * refits are lognormal around the block's level, NEW's times `ratio`. */
+typedef struct drift_job {
+    size_t rounds, block;
+    double base[24][32], cur[24][32];
+} drift_job_t;
+
+static void draw_drift_job(dcr_rng_t *r, drift_job_t *j, double ratio)
+{
+    for (size_t k = 0; k < j->rounds; k++) {
+        double level = (k < j->rounds / 2 ? 1.0 : 1.35) * exp(0.25 * standard_normal(r));
+        draw_lognormal(r, j->base[k], j->block, level * exp(0.02 * standard_normal(r)), 0.1);
+        draw_lognormal(r, j->cur[k], j->block, ratio * level * exp(0.02 * standard_normal(r)), 0.1);
+    }
+}
+
+/* The paired verdict (lower end of the interval of the block ratios above
+ * 1.1) from the job, as dcr compare --paired judges it. */
+static bool paired_regressed(const drift_job_t *j)
+{
+    double d[24];
+    for (size_t k = 0; k < j->rounds; k++)
+        d[k] = log(sorted_median(j->cur[k], j->block) / sorted_median(j->base[k], j->block));
+    dcr_paired_interval_t ci;
+    assert_int_equal(dcr_paired_signed_rank_ci(d, j->rounds, 0.95, &ci), DCR_OK);
+    return exp(ci.lo) > 1.1;
+}
+
+/* The unpaired verdict of BASE rounds [b0, b1) against NEW rounds [n0, n1),
+ * pooled as runs (the two-stage bootstrap). */
+static dcr_compare_verdict_t unpaired_verdict(const drift_job_t *j, size_t b0, size_t b1, size_t n0,
+                                              size_t n1)
+{
+    double b[24 * 32], c[24 * 32], lo, hi;
+    size_t lb[24], ln[24], nb = 0, nn = 0;
+    for (size_t k = b0; k < b1; k++, nb++) {
+        memcpy(b + nb * j->block, j->base[k], j->block * sizeof(double));
+        lb[nb] = j->block;
+    }
+    for (size_t k = n0; k < n1; k++, nn++) {
+        memcpy(c + nn * j->block, j->cur[k], j->block * sizeof(double));
+        ln[nn] = j->block;
+    }
+    dcr_bootstrap_sample_t sb = {b, nb * j->block, lb, nb}, sn = {c, nn * j->block, ln, nn};
+    dcr_compare_opts_t o = dcr_compare_opts_default();
+    dcr_compare_verdict_t v;
+    char reason[192];
+    assert_int_equal(dcr_compare_judge_runs(&sb, &sn, &o, &lo, &hi, &v, reason, sizeof(reason)),
+                     DCR_OK);
+    return v;
+}
+
+/* Identical sides: one BASE run just before the step of the load and one
+ * NEW run just after it (two runs back to back, as the issue's user did)
+ * are called a regression by the unpaired test in many trials: the step is
+ * read as a slowdown. The same drift never fools the paired test. A true 20%
+ * slowdown under the same drift is called by the paired test in at least
+ * 95% of trials (12 blocks of 20 refits: the block log ratios spread by
+ * about 0.05, so the lower end sits near log 1.2 - 0.04 > log 1.1), far
+ * more often than by the unpaired test of the same interleaved blocks. */
+static void test_paired_blocks_cancel_drift(void **state)
+{
+    dcr_rng_t r;
+    dcr_rng_seed(&r, 2929);
+    static drift_job_t j = {.rounds = 12, .block = 20};
+    int fooled_unpaired = 0, fooled_paired = 0, called_paired = 0, called_unpaired = 0;
+    const int trials = 100;
+    for (int t = 0; t < trials; t++) {
+        draw_drift_job(&r, &j, 1.0);
+        fooled_unpaired += unpaired_verdict(&j, 5, 6, 6, 7) == DCR_COMPARE_REGRESSED;
+        fooled_paired += paired_regressed(&j);
+        draw_drift_job(&r, &j, 1.2);
+        called_paired += paired_regressed(&j);
+        called_unpaired += unpaired_verdict(&j, 0, 12, 0, 12) == DCR_COMPARE_REGRESSED;
+    }
+    print_message("drift: unpaired false alarms %d/%d, paired %d/%d; 20%% slowdown called "
+                  "paired %d/%d, unpaired %d/%d\n",
+                  fooled_unpaired, trials, fooled_paired, trials, called_paired, trials,
+                  called_unpaired, trials);
+    assert_true(fooled_unpaired >= trials * 2 / 5);
+    assert_int_equal(fooled_paired, 0);
+    assert_true(called_paired >= 95);
+    assert_true(called_unpaired < called_paired / 2);
+}
+
+/* Writes `rounds` blocks a side, interleaved as scripts/ab-bench.sh does
+ * (BASE block r, then NEW block r), BASE's at the round's level and NEW's
+ * at ratio times it; pause_s > 0 writes every BASE block first and NEW's
+ * after the pause (not interleaved). */
+static void write_blocks(const char *base, const char *cur, size_t rounds, double ratio,
+                         unsigned pause_s)
+{
+    static const double level[8] = {1.0, 0.7, 1.4, 0.9, 1.3, 0.8, 1.1, 0.75};
     unlink(base);
     unlink(cur);
+    fill_steady();
+    for (size_t pass = 0; pass < (pause_s ? 2u : 1u); pass++) {
+        if (pass) sleep(pause_s);
+        for (size_t k = 0; k < rounds; k++) {
+            double b[NV], n[NV];
+            for (int i = 0; i < NV; i++) {
+                b[i] = steady[i] * level[k % 8];
+                n[i] = steady[(i + 1) % NV] * level[k % 8] * ratio;
+            }
+            fake_run_t fb = fake_n(cfg12, NV, b, NULL, 1), fn = fake_n(cfg12, NV, n, NULL, 1);
+            if (!pause_s || pass == 0) append_run(base, &fb);
+            if (!pause_s || pass == 1) append_run(cur, &fn);
+        }
+    }
+}
+
+static void test_files_paired(void **state)
+{
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur;
+    dcr_compare_opts_t paired = dcr_compare_opts_default(), unpaired = paired;
+    paired.paired = true;
+    /* 1.2x under a drift of 0.7-1.4x between rounds: the paired interval
+     * holds 1.2 and lies above 1.1; the pooled, unpaired one straddles. */
+    write_blocks(base, cur, 6, 1.2, 0);
+    dcr_compare_t *c = compare_opts(base, cur, &paired, 1);
+    const dcr_compare_metric_t *m = metric(c, 0, "latency_s");
+    assert_int_equal(m->verdict, DCR_COMPARE_REGRESSED);
+    assert_int_equal(m->nblocks, 6);
+    assert_true(m->lo > 1.1 && m->lo <= 1.2 && m->hi >= 1.2 && fabs(m->ratio - 1.2) < 0.01);
+    assert_true(fabs(m->coverage - (1 - 2.0 / 64)) < 1e-12);
+    assert_non_null(strstr(m->reason, "6 paired blocks"));
+    char *text = dcr_compare_json(c);
+    json_t *j = json_loads(text, 0, NULL);
+    assert_true(json_is_true(json_object_get(j, "paired")));
+    json_t *m0 = json_array_get(
+        json_object_get(json_array_get(json_object_get(j, "matched"), 0), "metrics"), 0);
+    assert_non_null(strstr(json_string_value(json_object_get(m0, "test")), "signed-rank"));
+    assert_int_equal(json_integer_value(json_object_get(m0, "blocks")), 6);
+    assert_int_equal(json_array_size(json_object_get(m0, "block_ratios")), 6);
+    assert_true(json_is_real(json_object_get(m0, "pooled_ratio")));
+    json_decref(j);
+    free(text);
+    dcr_compare_destroy(c);
+    c = compare_opts(base, cur, &unpaired, 1);
+    assert_int_equal(metric(c, 0, "latency_s")->verdict, DCR_COMPARE_INCONCLUSIVE);
+    dcr_compare_destroy(c);
+    /* Identical sides under the same drift: same. */
+    write_blocks(base, cur, 6, 1.0, 0);
+    c = compare_opts(base, cur, &paired, 1);
+    assert_int_equal(metric(c, 0, "latency_s")->verdict, DCR_COMPARE_SAME);
+    assert_int_equal(c->regressions, 0);
+    dcr_compare_destroy(c);
+    /* Five blocks cannot reach 95%: too few, with the remedy named. */
+    write_blocks(base, cur, 5, 1.2, 0);
+    c = compare_opts(base, cur, &paired, 1);
+    assert_int_equal(metric(c, 0, "latency_s")->verdict, DCR_COMPARE_TOO_FEW);
+    assert_non_null(strstr(metric(c, 0, "latency_s")->reason, "--rounds"));
+    dcr_compare_destroy(c);
+    /* Unequal block counts, and blocks that did not run side by side, are refused. */
+    fake_run_t extra = fake_n(cfg12, NV, steady, NULL, 1);
+    append_run(cur, &extra);
+    assert_int_equal(dcr_compare_files(base, cur, &paired, &c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_line(DCR_EINVAL), "one NEW block per BASE block"));
+    write_blocks(base, cur, 6, 1.0, 1);
+    assert_int_equal(dcr_compare_files(base, cur, &paired, &c), DCR_EINVAL);
+    assert_non_null(strstr(dcr_error_line(DCR_EINVAL), "not interleaved"));
 }
 
 /* ---- the command ---- */
@@ -902,10 +1183,9 @@ static int run_cli(const char *args)
 static void test_cli_exit_status(void **state)
 {
     if (!getenv("DCR_CLI")) skip();
-    char base[128], cur[128], other[128], args[768];
-    temp_path(base, sizeof(base), "base");
-    temp_path(cur, sizeof(cur), "new");
-    temp_path(other, sizeof(other), "other");
+    const files_t *fx = *state;
+    const char *base = fx->base, *cur = fx->cur, *other = fx->other;
+    char args[768];
     double slow[NV];
     fill_steady();
     scaled(slow, 1.30);
@@ -957,9 +1237,35 @@ static void test_cli_exit_status(void **state)
     assert_int_equal(run_cli(args), 0);
     snprintf(args, sizeof(args), "%s %s --require-match", base, cur);
     assert_int_equal(run_cli(args), 1);
-    unlink(base);
-    unlink(cur);
-    unlink(other);
+}
+
+/* --paired exits like the unpaired comparison; --match-ignore takes the
+ * bench flag's name link_gbps for the recorded key cross_gbps. */
+static void test_cli_paired_and_flag_names(void **state)
+{
+    if (!getenv("DCR_CLI")) skip();
+    const files_t *fx = *state;
+    char args[768];
+    write_blocks(fx->base, fx->cur, 6, 1.2, 0);
+    snprintf(args, sizeof(args), "%s %s --paired", fx->base, fx->cur);
+    assert_int_equal(run_cli(args), 1);
+    snprintf(args, sizeof(args), "%s %s --paired --threshold 30", fx->base, fx->cur);
+    assert_int_equal(run_cli(args), 0);
+    write_blocks(fx->base, fx->cur, 6, 1.0, 1);
+    snprintf(args, sizeof(args), "%s %s --paired", fx->base, fx->cur);
+    assert_int_equal(run_cli(args), 2);
+    unlink(fx->base);
+    unlink(fx->cur);
+    fill_steady();
+    fake_run_t b = fake_n("{\"model\":\"m\",\"cross_gbps\":0.25}", NV, steady, NULL, 1),
+               n = fake_n("{\"model\":\"m\",\"cross_gbps\":0.2}", NV, steady, NULL, 1);
+    append_run(fx->base, &b);
+    append_run(fx->cur, &n);
+    snprintf(args, sizeof(args), "%s %s --match-ignore link_gbps --require-match", fx->base,
+             fx->cur);
+    assert_int_equal(run_cli(args), 0);
+    snprintf(args, sizeof(args), "%s %s --require-match", fx->base, fx->cur);
+    assert_int_equal(run_cli(args), 1);
 }
 
 int main(void)
@@ -976,12 +1282,21 @@ int main(void)
         cmocka_unit_test(test_no_false_alarm_on_identical),
         cmocka_unit_test(test_detects_twenty_percent),
         cmocka_unit_test(test_too_few_samples),
-        cmocka_unit_test(test_files_regression),
-        cmocka_unit_test(test_files_inconclusive_improvement_bitexact),
-        cmocka_unit_test(test_files_component_rule),
-        cmocka_unit_test(test_files_unmatched_and_pooled),
-        cmocka_unit_test(test_matching_choices_and_ignore),
-        cmocka_unit_test(test_cli_exit_status),
+        cmocka_unit_test(test_signed_rank_null_distribution),
+        cmocka_unit_test(test_signed_rank_interval_inverts_the_test),
+        cmocka_unit_test(test_paired_blocks_cancel_drift),
+        cmocka_unit_test_setup_teardown(test_files_regression, files_setup, files_teardown),
+        cmocka_unit_test_setup_teardown(test_files_inconclusive_improvement_bitexact, files_setup,
+                                        files_teardown),
+        cmocka_unit_test_setup_teardown(test_files_component_rule, files_setup, files_teardown),
+        cmocka_unit_test_setup_teardown(test_files_unmatched_and_pooled, files_setup,
+                                        files_teardown),
+        cmocka_unit_test_setup_teardown(test_matching_choices_and_ignore, files_setup,
+                                        files_teardown),
+        cmocka_unit_test_setup_teardown(test_files_paired, files_setup, files_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_exit_status, files_setup, files_teardown),
+        cmocka_unit_test_setup_teardown(test_cli_paired_and_flag_names, files_setup,
+                                        files_teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }

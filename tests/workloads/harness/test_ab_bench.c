@@ -3,8 +3,11 @@
  * scripts/ab-bench.sh, the interleaved A/B measurement, run against two
  * stub "dcr" binaries that log their arguments: the sides alternate in
  * ABBA order block by block, each block is one `bench --refits K` with the
- * common arguments and its own side's, appended to its side's file; flags
- * the script sets itself and bad numbers are usage errors (exit 2). */
+ * common arguments and its own side's, appended to its side's file; a
+ * third side runs ABC / CBA; --concurrent runs a round's blocks together,
+ * never a block of the next round before the round is done; 6 rounds by
+ * default (the fewest for dcr compare --paired at 95%); flags the script
+ * sets itself and bad numbers are usage errors (exit 2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +21,7 @@
 
 #include <cmocka.h>
 
-static char dir[128], log_path[192], stub_a[192], stub_b[192];
+static char dir[128], log_path[192], stub_a[192], stub_b[192], stub_c[192];
 
 /* A stub that logs "SIDE args..." and creates the --out file. */
 static void write_stub(const char *path, const char *side)
@@ -43,6 +46,8 @@ static int setup(void **state)
     snprintf(stub_b, sizeof(stub_b), "%s/dcr-b", dir);
     write_stub(stub_a, "A");
     write_stub(stub_b, "B");
+    snprintf(stub_c, sizeof(stub_c), "%s/dcr-c", dir);
+    write_stub(stub_c, "C");
     return 0;
 }
 
@@ -91,6 +96,54 @@ static void test_abba_order_and_arguments(void **state)
     assert_int_equal(n, 8);
 }
 
+/* The sides of the log's lines, in order, into sides (NUL-terminated). */
+static void logged_sides(char *sides, size_t len)
+{
+    FILE *f = fopen(log_path, "r");
+    assert_non_null(f);
+    char line[512];
+    size_t n = 0;
+    while (fgets(line, sizeof(line), f) && n + 1 < len) sides[n++] = line[0];
+    sides[n] = 0;
+    fclose(f);
+}
+
+static void test_third_side_and_default_rounds(void **state)
+{
+    unlink(log_path);
+    char args[768], sides[64];
+    snprintf(args, sizeof(args), "%s/out %s %s --side-c %s --c-args --seed 9", dir, stub_a, stub_b,
+             stub_c);
+    assert_int_equal(run_script(args), 2); /* --side-c is an option: before OUTDIR */
+    snprintf(args, sizeof(args), "--side-c %s %s/out %s %s --c-args --seed 9", stub_c, dir, stub_a,
+             stub_b);
+    assert_int_equal(run_script(args), 0);
+    logged_sides(sides, sizeof(sides));
+    assert_string_equal(sides, "ABCCBAABCCBAABCCBA"); /* 6 rounds by default */
+    FILE *f = fopen(log_path, "r");
+    char line[512];
+    while (fgets(line, sizeof(line), f))
+        if ((line[0] == 'C') != (strstr(line, "--seed 9") != NULL)) fail_msg("args: %s", line);
+    fclose(f);
+}
+
+/* --concurrent: each round's three blocks (any order among them) before
+ * any block of the next round. */
+static void test_concurrent_rounds(void **state)
+{
+    unlink(log_path);
+    char args[768], sides[64];
+    snprintf(args, sizeof(args), "--rounds 4 --concurrent --side-c %s %s/out %s %s", stub_c, dir,
+             stub_a, stub_b);
+    assert_int_equal(run_script(args), 0);
+    logged_sides(sides, sizeof(sides));
+    assert_int_equal(strlen(sides), 12);
+    for (int r = 0; r < 4; r++) {
+        const char *round = sides + 3 * r;
+        assert_true(memchr(round, 'A', 3) && memchr(round, 'B', 3) && memchr(round, 'C', 3));
+    }
+}
+
 static void test_usage_errors(void **state)
 {
     char args[512];
@@ -112,6 +165,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_abba_order_and_arguments),
+        cmocka_unit_test(test_third_side_and_default_rounds),
+        cmocka_unit_test(test_concurrent_rounds),
         cmocka_unit_test(test_usage_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
