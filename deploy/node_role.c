@@ -567,8 +567,9 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     }
     p->done = a->tau;
     DCR_CHECK(dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau));
-    write_memory(p);
-    return report(p, DCR_NODE_DONE, a->tau, NULL);
+    st = report(p, DCR_NODE_DONE, a->tau, NULL);
+    write_memory(p); /* after DONE: the coordinator waits on that report, not on this */
+    return st;
 }
 
 /* Before taking part in attempt tau: receivers that hold writes of an

@@ -282,7 +282,6 @@ static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
     dcr_constructor_take_repair(p->con, &p->committed);
     p->version = o->version;
     p->part = 0;
-    write_memory(p);
     return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
 }
 
@@ -391,6 +390,7 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
         /* A failed baseline update leaves this rank unusable. */
         if (st != DCR_OK && o.kind == ORDER_COMMIT) return st;
         if (o.kind == ORDER_COMMIT) store_repair(p, o.version);
+        if (o.kind == ORDER_COMMIT) write_memory(p); /* after the report: off the path */
         /* The next version's candidate now, between attempts, as the
          * training step has it ready before an in-process refit starts:
          * replaying the seeded step at the next attempt's start would put
