@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -23,6 +24,7 @@
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "deploy/restorer.h"
+#include "deploy/role_memory.h"
 #include "deploy/roles.h"
 
 #define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
@@ -88,6 +90,9 @@ struct dcr_role_launcher {
      * owner job's transport arguments (dcr_role_launcher_set_mpirun_args). */
     struct role_prefix *prefixes;
     int nprefixes;
+    /* Memory per role (role_memory.h), gathered when the roles stopped;
+     * NULL before. */
+    json_t *memory;
     char **mpi_args; /* NULL: the one-host shared-memory arguments */
     int nmpi_args;
     /* An elastic join (dcr_role_launcher_set_join): the node started late,
@@ -779,6 +784,32 @@ static void read_join(dcr_role_launcher_t *l)
                      dcr_error_detail());
 }
 
+/* One line per role: its peak beside what it must hold. */
+static void log_memory(const json_t *all)
+{
+    size_t i;
+    const json_t *m;
+    json_array_foreach(all, i, m)
+    {
+        double peak = (double)json_integer_value(json_object_get(m, "peak_rss_bytes")),
+               need = (double)json_integer_value(json_object_get(m, "required_bytes")),
+               harness = (double)json_integer_value(json_object_get(m, "harness_bytes"));
+        DCR_LOG_INFO("memory: %s %d peak %.1f MiB, holds %.1f MiB (peak %.2fx), harness "
+                     "%.1f MiB",
+                     json_string_value(json_object_get(m, "role")),
+                     (int)json_integer_value(json_object_get(m, "id")), peak / 1048576.0,
+                     need / 1048576.0, need > 0 ? peak / need : 0.0, harness / 1048576.0);
+    }
+}
+
+/* The roles' memory figures, once every role has stopped. */
+static void read_memory(dcr_role_launcher_t *l)
+{
+    json_decref(l->memory);
+    l->memory = dcr_role_memory_collect(l->workdir);
+    log_memory(l->memory);
+}
+
 static void stop_nodes(void *ctx)
 {
     dcr_role_launcher_t *l = ctx;
@@ -793,6 +824,7 @@ static void stop_nodes(void *ctx)
     if (l->owners_started) stop_child(&l->owners);
     l->owners_started = false;
     stop_coordinator(l);
+    read_memory(l);
     /* Every node process has stopped: its restore records are complete. */
     if (atomic_load(&l->join_done) && !l->join_read) read_join(l);
     free(l->nodes);
@@ -937,6 +969,7 @@ void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
     for (int i = 0; i < l->nprefixes; i++) free_argv(l->prefixes[i].argv, l->prefixes[i].n);
     free(l->prefixes);
     free_argv(l->mpi_args, l->nmpi_args);
+    json_decref(l->memory);
     pthread_mutex_destroy(&l->lock);
     free(l);
 }
@@ -1120,4 +1153,9 @@ bool dcr_role_launcher_joined(dcr_role_launcher_t *l, int wait_ms, uint64_t *ver
     if (version_p) *version_p = l->join_version;
     if (seconds_p) *seconds_p = l->join_s;
     return true;
+}
+
+json_t *dcr_role_launcher_memory_json(const dcr_role_launcher_t *l)
+{
+    return l && l->memory ? json_deep_copy(l->memory) : json_array();
 }

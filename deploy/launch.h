@@ -145,6 +145,13 @@ dcr_status_t dcr_role_launcher_set_prefix(dcr_role_launcher_t *l, const char *ro
  * `--oversubscribe --bind-to none --tag-output` stay. Call before the run. */
 dcr_status_t dcr_role_launcher_set_mpirun_args(dcr_role_launcher_t *l, char *const *args, int n);
 
+/* Memory per role (deploy/role_memory.h): one object per rollout-node and
+ * owner process with its peak resident memory and what it must hold, as
+ * gathered when the roles stopped (an empty array before, or when none
+ * wrote its figures). A new reference. */
+struct json_t;
+struct json_t *dcr_role_launcher_memory_json(const dcr_role_launcher_t *l);
+
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
 

@@ -18,6 +18,7 @@
 #include "dcr/trace.h"
 #include "workloads/harness/refusals.h"
 #include "deploy/restorer.h"
+#include "deploy/role_memory.h"
 #include "deploy/roles.h"
 #include "deploy/world.h"
 #include "workloads/serve/vllm_layout.h"
@@ -311,6 +312,25 @@ dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau)
     return st;
 }
 
+/* The node's peak memory beside what it must hold (role_memory.h): its
+ * receivers' replicas and one tensor's scratch. A failure costs a warning:
+ * the figures are a report, not part of the refit. */
+static void write_memory(node_proc_t *p)
+{
+    dcr_role_memory_t m = {.role = "rollout-node", .id = p->cfg->node};
+    int64_t replicas = 0;
+    for (int k = 0; k < p->per; k++)
+        replicas += (int64_t)dcr_params_bytes(dcr_receiver_params(p->recv[k]));
+    int64_t scratch = dcr_role_world_largest_tensor(p->world);
+    dcr_role_memory_part(&m, "replicas", replicas);
+    dcr_role_memory_part(&m, "scratch", scratch);
+    m.required_bytes = replicas + scratch;
+    m.harness_bytes = dcr_role_world_bytes(p->world);
+    dcr_role_memory_part(&m, "seeded_world", m.harness_bytes);
+    if (dcr_role_memory_write(p->cfg->workdir, &m) != DCR_OK)
+        DCR_LOG_WARN("rollout node %d: %s", p->cfg->node, dcr_error_detail());
+}
+
 /* After a commit: every receiver's digests, for the verifier. */
 static dcr_status_t write_digests(node_proc_t *p)
 {
@@ -547,7 +567,9 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     }
     p->done = a->tau;
     DCR_CHECK(dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau));
-    return report(p, DCR_NODE_DONE, a->tau, NULL);
+    st = report(p, DCR_NODE_DONE, a->tau, NULL);
+    write_memory(p); /* after DONE: the coordinator waits on that report, not on this */
+    return st;
 }
 
 /* Before taking part in attempt tau: receivers that hold writes of an
@@ -702,6 +724,7 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
     node_proc_t p;
     memset(&p, 0, sizeof(p));
     p.cfg = cfg;
+    dcr_role_memory_mark_base(); /* before the world: what any process holds */
     dcr_status_t st = node_setup(&p);
     if (st == DCR_OK) {
         DCR_LOG_INFO("rollout node %d: receivers %d..%d hold version %llu", cfg->node, p.first,

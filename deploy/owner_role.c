@@ -25,6 +25,7 @@
 #include "dcr/rollout_node.h"
 #include "dcr/trace.h"
 #include "dcr/recovery.h"
+#include "deploy/role_memory.h"
 #include "deploy/roles.h"
 #include "deploy/world.h"
 
@@ -242,6 +243,36 @@ static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
     return DCR_OK;
 }
 
+/* This rank's peak memory beside what it must hold (role_memory.h): the
+ * shards it holds, its tasks' trackers and one payload bucket. The rest of
+ * its constructor (other ranks' trackers, residual baselines) and the
+ * seeded world are the harness's. A failure costs a warning. */
+static void write_memory(owner_proc_t *p)
+{
+    const dcr_source_layout_t *L = p->world->sc->layout;
+    dcr_role_memory_t m = {.role = "owner", .id = p->rank};
+    int64_t shards = 0, trackers = 0;
+    for (int i = 0; i < L->nshards; i++)
+        for (int h = 0; h < L->shards[i].nholders; h++)
+            if (L->shards[i].holders[h] == p->rank) shards += (int64_t)p->world->shards[i]->bytes;
+    dcr_construct_config_t cc = dcr_run_construct_config(&p->world->cfg, p->world->sc);
+    for (int i = 0; cc.mode != DCR_MODE_F && i < L->ntasks; i++)
+        if (L->tasks[i].owner == p->rank)
+            trackers += dcr_task_numel(&L->tasks[i]) *
+                        (int64_t)dcr_dtype_size(L->shards[L->tasks[i].shard].desc.dtype);
+    int64_t rest = (int64_t)dcr_constructor_baseline_bytes(p->con) - trackers;
+    dcr_role_memory_part(&m, "shards", shards);
+    dcr_role_memory_part(&m, "trackers", trackers);
+    dcr_role_memory_part(&m, "bucket", (int64_t)cc.bucket_bytes);
+    m.required_bytes = shards + trackers + (int64_t)cc.bucket_bytes;
+    dcr_role_memory_part(&m, "constructor_rest", rest > 0 ? rest : 0);
+    int64_t world = dcr_role_world_bytes(p->world) - shards;
+    dcr_role_memory_part(&m, "seeded_world_rest", world);
+    m.harness_bytes = (rest > 0 ? rest : 0) + world;
+    if (dcr_role_memory_write(p->cfg->workdir, &m) != DCR_OK)
+        DCR_LOG_WARN("owner %d: %s", p->rank, dcr_error_detail());
+}
+
 static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
 {
     out->start = dcr_clock_s();
@@ -359,6 +390,7 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
         /* A failed baseline update leaves this rank unusable. */
         if (st != DCR_OK && o.kind == ORDER_COMMIT) return st;
         if (o.kind == ORDER_COMMIT) store_repair(p, o.version);
+        if (o.kind == ORDER_COMMIT) write_memory(p); /* after the report: off the path */
         /* The next version's candidate now, between attempts, as the
          * training step has it ready before an in-process refit starts:
          * replaying the seeded step at the next attempt's start would put
@@ -446,6 +478,7 @@ dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig
     memset(&p, 0, sizeof(p));
     p.cfg = cfg;
     p.g = cfg->group;
+    dcr_role_memory_mark_base(); /* before the world: what any process holds */
     dcr_status_t st = owner_setup(&p);
     if (st == DCR_OK) {
         DCR_LOG_INFO("owner %d of %d: holds version %llu", p.rank, p.size,

@@ -36,6 +36,12 @@ struct dcr_testbed {
     /* Each host's eth0 byte counters (rx, tx) when the reference ended, in
      * the order of host_name; NULL before it ran (dcr_testbed_json). */
     int64_t *mark;
+    /* The services' processes (status --json "pids"; 0: unknown) and, when
+     * the reference ended, their CPU seconds and the clock, so that
+     * dcr_testbed_json can say what the store spent on the refits. */
+    pid_t s3_pid, etcd_pid;
+    bool cpu_marked;
+    double s3_cpu_mark, etcd_cpu_mark, wall_mark;
 };
 
 #ifndef DCR_SCRIPTS_INSTALL_REL
@@ -161,8 +167,65 @@ static dcr_status_t read_status(dcr_testbed_t *t)
     snprintf(t->s3, sizeof(t->s3), "%s", s3);
     snprintf(t->subnet, sizeof(t->subnet), "%s", subnet);
     snprintf(t->store, sizeof(t->store), "s3://dcr/bench");
+    json_t *pids = json_object_get(j, "pids");
+    t->s3_pid = (pid_t)json_integer_value(json_object_get(pids, "s3rver"));
+    t->etcd_pid = (pid_t)json_integer_value(json_object_get(pids, "etcd"));
     json_decref(j);
     return DCR_OK;
+}
+
+/* CPU seconds (user + system, all threads) of process pid from
+ * /proc/<pid>/stat, and its command name into comm; -1 when unreadable. */
+static double process_cpu_s(pid_t pid, char *comm, size_t cap)
+{
+    char path[64], text[1024];
+    if (pid <= 0) return -1;
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = '\0';
+    /* "pid (comm) state ...": comm may hold spaces, so fields count from
+     * its closing parenthesis; utime and stime are fields 14 and 15. */
+    char *open = strchr(text, '('), *close = strrchr(text, ')');
+    if (!open || !close || close < open) return -1;
+    snprintf(comm, cap, "%.*s", (int)(close - open - 1), open + 1);
+    unsigned long long utime = 0, stime = 0;
+    if (sscanf(close + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+               &stime) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return (double)(utime + stime) / (double)(hz > 0 ? hz : 100);
+}
+
+/* When the reference ended: the services' CPU. */
+static void mark_services(dcr_testbed_t *t)
+{
+    char comm[64];
+    t->s3_cpu_mark = process_cpu_s(t->s3_pid, comm, sizeof(comm));
+    t->etcd_cpu_mark = process_cpu_s(t->etcd_pid, comm, sizeof(comm));
+    t->wall_mark = dcr_clock_s();
+    t->cpu_marked = true;
+}
+
+/* What the services spent since the reference ended (the refits, warm-up
+ * included, the control plane's reads and the verifier's): CPU seconds of
+ * s3rver and etcd, the wall time, and s3rver's share of one core, which
+ * near 1 says the store (one Node thread) is saturated. NULL before the
+ * reference or without the services' pids. */
+static json_t *services_cpu_json(const dcr_testbed_t *t)
+{
+    char s3_comm[64] = "", etcd_comm[64] = "";
+    double s3 = process_cpu_s(t->s3_pid, s3_comm, sizeof(s3_comm)),
+           etcd = process_cpu_s(t->etcd_pid, etcd_comm, sizeof(etcd_comm));
+    if (!t->cpu_marked || s3 < 0 || t->s3_cpu_mark < 0) return NULL;
+    double wall = dcr_clock_s() - t->wall_mark;
+    json_t *j = json_pack("{s:s,s:f,s:f,s:f}", "s3rver_process", s3_comm, "s3rver_cpu_s",
+                          s3 - t->s3_cpu_mark, "wall_s", wall, "s3rver_cores",
+                          wall > 0 ? (s3 - t->s3_cpu_mark) / wall : 0.0);
+    if (j && etcd >= 0 && t->etcd_cpu_mark >= 0)
+        json_object_set_new(j, "etcd_cpu_s", json_real(etcd - t->etcd_cpu_mark));
+    return j;
 }
 
 dcr_status_t dcr_testbed_up(const dcr_testbed_config_t *cfg, dcr_testbed_t **out_p)
@@ -463,6 +526,8 @@ json_t *dcr_testbed_json(const dcr_testbed_t *t)
     if (j && t->store_costs) json_object_set(j, "store", t->store_costs);
     json_t *traffic = j ? traffic_json(t) : NULL;
     if (traffic) json_object_set_new(j, "traffic_after_reference", traffic);
+    json_t *cpu = j ? services_cpu_json(t) : NULL;
+    if (cpu) json_object_set_new(j, "services_after_reference", cpu);
     return j;
 }
 
@@ -744,7 +809,9 @@ dcr_status_t dcr_testbed_reference(void *ctx, const int64_t *per_node_bytes, int
                                  "checkpoint_bytes", (json_int_t)total, "hosts", list);
         DCR_LOG_INFO("testbed reference: %lld bytes up in %.3f s, down to %d hosts in %.3f s",
                      (long long)total, t_down - t0, rollout_nodes, t1 - t_down);
-        /* The links' counters from here on count the refits' traffic. */
+        /* The links' counters and the services' CPU from here on count
+         * the refits'. */
+        mark_services(t);
         free(t->mark);
         t->mark = calloc((size_t)host_count(t) * 2, sizeof(int64_t));
         if (t->mark && all_counters(t, t->mark) != DCR_OK) {

@@ -116,7 +116,10 @@ dcr_status_t dcr_testbed_fault(dcr_testbed_t *t, const char *const *args);
  * dcr_testbed_probe_store), reference (after dcr_testbed_reference),
  * traffic_after_reference: [{host, rx_bytes, tx_bytes}] (each host's eth0
  * counters since the reference ended, read now: the refits' traffic, the
- * control plane's and the verifier's)}: what the JSON output names. */
+ * control plane's and the verifier's), services_after_reference
+ * {s3rver_process, s3rver_cpu_s, etcd_cpu_s, wall_s, s3rver_cores} (the
+ * services' CPU time over the same span, from /proc/<pid>/stat; s3rver_cores
+ * near 1 is the one-threaded store saturated)}: what the JSON output names. */
 json_t *dcr_testbed_json(const dcr_testbed_t *t);
 
 #endif

@@ -420,7 +420,8 @@ parse_opts() {
 # status [--id N] [--json]: what exists. --json is what a harness reads:
 # {id, subnet, link_gbps, flow_gbps, local_gbps, latency_ms,
 #  hosts: [{name, role, netns, ip}], control (etcd://, for --control), s3 (null
-#  with --no-services)}.
+#  with --no-services), pids {etcd, s3rver} (with services: what dcr bench
+#  --testbed reads the services' CPU time from)}.
 cmd_status() {
     parse_opts "--json" "$@"
     local json=$OPT_json
@@ -446,7 +447,8 @@ cmd_status() {
             sep=,
         done
         if ((SERVICES)); then
-            printf '],\n  "control": "etcd://%s:2379", "s3": "http://%s:4568"}\n' "$(host_ip svc)" "$(host_ip svc)"
+            printf '],\n  "control": "etcd://%s:2379", "s3": "http://%s:4568",\n' "$(host_ip svc)" "$(host_ip svc)"
+            printf '  "pids": {"etcd": %d, "s3rver": %d}}\n' "$(cat "$STATE/etcd.pid")" "$(cat "$STATE/s3rver.pid")"
         else
             printf '],\n  "control": null, "s3": null}\n'
         fi

@@ -22,6 +22,9 @@
  * per-owner index buffer and keeps indices in 32 bits. */
 #define SUBRUN_MAX       ((int64_t)1 << 20)
 #define GROUP_TIMEOUT_MS 600000
+/* A packed residual message grows to this size before it is sent (one part
+ * larger than it travels alone). */
+#define PACK_BYTES ((size_t)4 << 20)
 
 dcr_status_t dcr_construct_mode_parse(const char *text, dcr_construct_mode_t *out_p)
 {
@@ -737,28 +740,48 @@ static dcr_status_t exchange_flags(owner_t *o, unsigned char *required, size_t n
     return dst;
 }
 
-/* Converts and sends this owner's parts of required tensors to their assemblers. */
+/* Grows the part message buffer to hold at least need bytes. */
+static dcr_status_t pack_reserve(owner_t *o, size_t need, const char *what)
+{
+    if (need <= o->pack_cap) return DCR_OK;
+    unsigned char *grown = realloc(o->pack, need);
+    if (!grown) return dcr_error_set(DCR_ENOMEM, "residual parts for %s", what);
+    o->pack = grown;
+    o->pack_cap = need;
+    return DCR_OK;
+}
+
+/* Converts this owner's parts of required tensors and sends them to their
+ * assemblers, packed: one message holds every part for one destination
+ * (records of a task id and its box, whose length the layout gives), cut at
+ * PACK_BYTES so that the first parts travel while later ones are packed.
+ * One message per part cost a hand-off (an MPI match, a wake-up of the
+ * assembler) per part on the critical path as processes. Destinations are
+ * taken from the next rank on, so ranks do not all start with rank 0. */
 static dcr_status_t send_parts(owner_t *o, const unsigned char *required)
 {
     dcr_constructor_t *c = o->c;
-    for (int i = 0; i < o->nparts; i++) {
-        const dcr_task_t *t = &c->layout->tasks[o->parts[i].task];
-        if (!required[t->canonical]) continue;
-        size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
-        if (sizeof(int32_t) + bytes >
-            o->pack_cap) { /* the group copies, so one buffer serves all */
-            unsigned char *grown = realloc(o->pack, sizeof(int32_t) + bytes);
-            if (!grown) return dcr_error_set(DCR_ENOMEM, "residual part of %s", t->name);
-            o->pack = grown;
-            o->pack_cap = sizeof(int32_t) + bytes;
+    for (int step = 1; step <= c->world; step++) {
+        int dst = (o->rank + step) % c->world;
+        size_t used = 0;
+        for (int i = 0; i < o->nparts; i++) {
+            const dcr_task_t *t = &c->layout->tasks[o->parts[i].task];
+            if (!required[t->canonical] || c->assembler[t->canonical] != dst) continue;
+            size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
+            size_t record = sizeof(int32_t) + bytes;
+            if (used > 0 && used + record > PACK_BYTES) { /* send what is packed */
+                DCR_CHECK(dcr_group_send(o->group, dst, TAG_PART, o->pack, used));
+                used = 0;
+            }
+            DCR_CHECK(pack_reserve(o, used + record, t->name));
+            int32_t id = o->parts[i].task;
+            memcpy(o->pack + used, &id, sizeof(id));
+            dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
+            dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, o->pack + used + sizeof(id));
+            dcr_trace_end(&span);
+            used += record;
         }
-        int32_t id = o->parts[i].task;
-        memcpy(o->pack, &id, sizeof(id));
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
-        dcr_task_pack(c->layout, t, c->candidate[t->shard]->data, o->pack + sizeof(id));
-        dcr_trace_end(&span);
-        DCR_CHECK(dcr_group_send(o->group, c->assembler[t->canonical], TAG_PART, o->pack,
-                                 sizeof(id) + bytes));
+        if (used > 0) DCR_CHECK(dcr_group_send(o->group, dst, TAG_PART, o->pack, used));
     }
     return DCR_OK;
 }
@@ -834,28 +857,41 @@ static dcr_status_t place_box(dcr_constructor_t *c, const dcr_task_t *t, const v
     return DCR_OK;
 }
 
-/* Places one received part: a task this rank assembles, of a required
- * tensor, the first time in this run (what a tiled tensor's coverage rests on). */
-static dcr_status_t place_part(owner_t *o, const dcr_group_msg_t *msg,
-                               const unsigned char *required)
+/* Places one part record of a received message: a task this rank
+ * assembles, of a required tensor, the first time in this run (what a tiled
+ * tensor's coverage rests on). Its length is the layout's: *used_p grows by
+ * the record's bytes. */
+static dcr_status_t place_record(owner_t *o, const unsigned char *rec, size_t left,
+                                 const unsigned char *required, size_t *used_p)
 {
     dcr_constructor_t *c = o->c;
     int32_t id;
-    if (msg->len < sizeof(id))
-        return dcr_error_set(DCR_EINVAL, "residual part of %zu bytes", msg->len);
-    memcpy(&id, msg->data, sizeof(id));
+    if (left < sizeof(id)) return dcr_error_set(DCR_EINVAL, "residual part of %zu bytes", left);
+    memcpy(&id, rec, sizeof(id));
     if (id < 0 || id >= c->layout->ntasks)
         return dcr_error_set(DCR_EINVAL, "residual part for task %d", id);
     const dcr_task_t *t = &c->layout->tasks[id];
-    if (c->assembler[t->canonical] != o->rank ||
-        msg->len != sizeof(id) + (size_t)dcr_task_numel(t) * shard_elem(c, t))
+    size_t bytes = (size_t)dcr_task_numel(t) * shard_elem(c, t);
+    if (c->assembler[t->canonical] != o->rank || left - sizeof(id) < bytes)
         return dcr_error_set(DCR_EINVAL, "residual part %s sent to the wrong rank or truncated",
                              t->name);
     if (!required[t->canonical] || o->part_seen[id])
         return dcr_error_set(DCR_EINVAL, "residual part %s not expected in this run or repeated",
                              t->name);
     o->part_seen[id] = 1;
-    return place_box(c, t, (const unsigned char *)msg->data + sizeof(id));
+    *used_p += sizeof(id) + bytes;
+    return place_box(c, t, rec + sizeof(id));
+}
+
+/* Places every part record of one received message; *placed_p counts them. */
+static dcr_status_t place_parts(owner_t *o, const dcr_group_msg_t *msg,
+                                const unsigned char *required, int *placed_p)
+{
+    const unsigned char *data = msg->data;
+    if (msg->len == 0) return dcr_error_set(DCR_EINVAL, "residual part message of 0 bytes");
+    for (size_t used = 0; used < msg->len; (*placed_p)++)
+        DCR_CHECK(place_record(o, data + used, msg->len - used, required, &used));
+    return DCR_OK;
 }
 
 /* After every part arrived: every element covered, then the conversion of a
@@ -928,12 +964,12 @@ static dcr_status_t assemble_residuals(owner_t *o, const unsigned char *required
             memset(slot->covered, 0, (size_t)dcr_desc_numel(canon(c, slot->canonical)));
     }
     dcr_status_t st = DCR_OK;
-    for (int i = 0; i < expected && st == DCR_OK; i++) {
+    for (int placed = 0; placed < expected && st == DCR_OK;) {
         dcr_group_msg_t msg;
         st = dcr_group_recv(o->group, TAG_PART, GROUP_TIMEOUT_MS, &msg);
         if (st != DCR_OK) break;
         dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_RESIDUAL, DCR_ACTOR_OWNER, o->rank);
-        st = place_part(o, &msg, required);
+        st = place_parts(o, &msg, required, &placed);
         dcr_trace_end(&span);
         dcr_group_release(o->group, &msg);
     }

@@ -6,7 +6,9 @@
  * takes the single write lock before reading anything), so racing prepares,
  * acks, commits and compare-and-sets from any number of connections execute
  * one after another and each sees the last one's result. synchronous=FULL
- * makes a returned commit survive a power loss, not just a process crash.
+ * makes a returned commit survive a power loss, not just a process crash;
+ * acknowledgments alone are written with NORMAL (dcr__sq_txn_unsynced says
+ * why the commit that counts them makes them durable).
  *
  * Why it never trusts the file: other tools, disks and older builds can leave
  * anything in it, so every value read back is checked for type and range and
@@ -159,17 +161,44 @@ typedef dcr_status_t (*dcr__sq_body_fn)(dcr__sq_t *s, void *ctx);
  * use BEGIN IMMEDIATE: taking the write lock up front is what makes a racing
  * read-check-write sequence atomic, and it is where the busy timeout applies
  * (a deferred transaction that upgrades later can fail without waiting). */
-static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, void *ctx)
+static dcr_status_t dcr__sq_txn_locked(dcr__sq_t *s, bool write, dcr__sq_body_fn body, void *ctx)
 {
-    pthread_mutex_lock(&s->mu);
     dcr_status_t st = dcr__sq_exec(s, write ? "BEGIN IMMEDIATE" : "BEGIN", "begin transaction");
     if (st == DCR_OK) {
         st = body(s, ctx);
         if (st == DCR_OK) st = dcr__sq_exec(s, "COMMIT", "commit transaction");
         if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     }
+    return st;
+}
+
+static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, void *ctx)
+{
+    pthread_mutex_lock(&s->mu);
+    dcr_status_t st = dcr__sq_txn_locked(s, write, body, ctx);
     pthread_mutex_unlock(&s->mu);
     return st;
+}
+
+/* A write transaction that returns without waiting for the disk
+ * (synchronous=NORMAL for it alone): for acknowledgments. Why that is
+ * enough: WAL appends transactions in order and a FULL commit syncs the log
+ * up to itself, so every acknowledgment a commit counted is on disk once
+ * that commit returns. An acknowledgment lost to a power failure before its
+ * commit leaves the attempt uncommitted (a commit needs every one), which
+ * the coordinator retries as after any failure; and the WAL needs every
+ * process on one host, so the power failure also ended the receiver that
+ * acknowledged. Each FULL acknowledgment cost an fsync (8-86 ms per refit
+ * on a loaded machine) on the critical path as processes. */
+static dcr_status_t dcr__sq_txn_unsynced(dcr__sq_t *s, dcr__sq_body_fn body, void *ctx)
+{
+    pthread_mutex_lock(&s->mu);
+    dcr_status_t st = dcr__sq_exec(s, "PRAGMA synchronous = NORMAL", "relax synchronous");
+    if (st == DCR_OK) st = dcr__sq_txn_locked(s, true, body, ctx);
+    /* Back to FULL whatever happened: every other write must be durable. */
+    dcr_status_t back = dcr__sq_exec(s, "PRAGMA synchronous = FULL", "set synchronous");
+    pthread_mutex_unlock(&s->mu);
+    return st != DCR_OK ? st : back;
 }
 
 /* ---- rows ------------------------------------------------------------------ */
@@ -801,7 +830,7 @@ static dcr_status_t dcr__sq_ack_body(dcr__sq_t *s, void *ctx)
 static dcr_status_t dcr__sq_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
     dcr__sq_ack_ctx_t x = {tau, receiver};
-    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_ack_body, &x);
+    return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_ack_body, &x);
 }
 
 typedef struct dcr__sq_commit_ctx {

@@ -374,7 +374,8 @@ static dcr_status_t owners_construct(void *impl, const dcr__attempt_t *a,
     remote_owners_t *c = impl;
     (void)candidate;
     (void)overwrite; /* the owners tell a retry by its from_version */
-    dcr_owners_report_t r;
+    /* Zeroed: set only when wait_owners succeeds, which -O3 cannot see. */
+    dcr_owners_report_t r = {0};
     DCR_CHECK(wait_owners(c, a->tau, DCR_OWNERS_SENT, a, &r));
     c->uploads += r.construct.payload_bytes; /* each payload is uploaded once */
     res->construct = r.construct;
@@ -389,7 +390,7 @@ static dcr_status_t owners_construct(void *impl, const dcr__attempt_t *a,
 static dcr_status_t owners_commit(void *impl, const dcr_commit_record_t *committed,
                                   dcr_refit_result_t *res)
 {
-    dcr_owners_report_t r;
+    dcr_owners_report_t r = {0}; /* set only on success (see owners_construct) */
     if (wait_owners(impl, committed->attempt, DCR_OWNERS_COMMITTED, NULL, &r) == DCR_OK) {
         res->t1 = r.t1;
         return DCR_OK;

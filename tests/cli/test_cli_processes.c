@@ -288,17 +288,76 @@ static void test_relay_across_processes(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+static int64_t part_bytes(const json_t *m, const char *name)
+{
+    json_t *v = json_object_get(json_object_get(m, "parts"), name);
+    assert_true(json_is_integer(v));
+    return (int64_t)json_integer_value(v);
+}
+
+/* Memory per role (deploy/role_memory.h): every rollout-node and owner
+ * process of the kept run wrote its peak resident memory beside what it
+ * must hold. Plausible means: the peak covers what the role holds written
+ * (a node's replicas, an owner's shards and trackers: all resident, since
+ * every byte of them was written), and it stays below what it holds plus
+ * the harness's copies plus a process's libraries and heap (256 MiB). The
+ * replicas are checked against the checkpoint: the default serving layout
+ * is 2 nodes x 2 receivers at tensor parallelism 2, so the 4 receivers
+ * hold 2 checkpoints between them, plus the tensors every rank of a
+ * tensor-parallel group holds whole (norms), at most a few percent here. */
+static void check_memory_per_role(const char *dir, int64_t checkpoint)
+{
+    char path[400];
+    int64_t replicas = 0;
+    for (int node = 0; node < 2; node++) {
+        snprintf(path, sizeof(path), "%s/memory/rollout-node-%d.json", dir, node);
+        json_error_t err;
+        json_t *m = json_load_file(path, 0, &err);
+        if (!m) fail_msg("%s: %s", path, err.text);
+        int64_t peak = json_integer_value(json_object_get(m, "peak_rss_bytes")),
+                need = json_integer_value(json_object_get(m, "required_bytes")),
+                harness = json_integer_value(json_object_get(m, "harness_bytes"));
+        replicas += part_bytes(m, "replicas");
+        assert_int_equal(need, part_bytes(m, "replicas") + part_bytes(m, "scratch"));
+        assert_true(part_bytes(m, "scratch") > 0);
+        assert_true(peak >= part_bytes(m, "replicas"));
+        assert_true(peak <= need + harness + ((int64_t)256 << 20));
+        json_decref(m);
+    }
+    assert_true(replicas >= 2 * checkpoint);
+    assert_true((double)replicas <= 2.1 * (double)checkpoint);
+    for (int rank = 0; rank < 4; rank++) {
+        snprintf(path, sizeof(path), "%s/memory/owner-%d.json", dir, rank);
+        json_error_t err;
+        json_t *m = json_load_file(path, 0, &err);
+        if (!m) fail_msg("%s: %s", path, err.text);
+        int64_t peak = json_integer_value(json_object_get(m, "peak_rss_bytes")),
+                need = json_integer_value(json_object_get(m, "required_bytes")),
+                harness = json_integer_value(json_object_get(m, "harness_bytes"));
+        int64_t held = part_bytes(m, "shards") + part_bytes(m, "trackers");
+        assert_true(part_bytes(m, "shards") > 0 && part_bytes(m, "trackers") > 0);
+        assert_true(peak >= held);
+        assert_true(peak <= need + harness + ((int64_t)256 << 20));
+        json_decref(m);
+    }
+}
+
 /* The verifier compares every receiver with its own dense refit: a node's
  * digests of another version are named. */
 static void test_verifier_names_a_difference(void **state)
 {
     char dir[300], args[1024], from[400], to[400];
     snprintf(dir, sizeof(dir), "%s/kept", g_tmp);
-    snprintf(args, sizeof(args), "bench --processes " SMALL " --warmup 1 --refits 2 --workdir %s",
-             dir);
+    snprintf(args, sizeof(args),
+             "bench --processes " SMALL " --warmup 1 --refits 2 --workdir %s --json", dir);
     static result_t r;
     run(&r, args);
     if (r.rc != 0) fail_msg("dcr %s: %s", args, r.err);
+    json_error_t err;
+    json_t *j = json_loads(r.out, 0, &err);
+    if (!j) fail_msg("dcr %s: not JSON: %s", args, err.text);
+    check_memory_per_role(dir, json_integer_value(json_object_get(j, "checkpoint_bytes")));
+    json_decref(j);
     snprintf(args, sizeof(args), "verify-digests " SMALL " --workdir %s --first 2 --last 3", dir);
     run(&r, args);
     assert_int_equal(r.rc, 0);

@@ -161,6 +161,21 @@ static json_t *run_bench(const char *extra, const char *tag)
     return j;
 }
 
+/* What the services spent on the refits ("services_after_reference"):
+ * s3rver's process is Node; its CPU seconds are positive (the refits used
+ * the store) and at most its wall time on every core of this machine. */
+static void check_services(const json_t *tb)
+{
+    const json_t *sv = json_object_get(tb, "services_after_reference");
+    if (!json_is_object(sv)) fail_msg("no testbed.services_after_reference");
+    assert_string_equal(json_string_value(json_object_get(sv, "s3rver_process")), "node");
+    double cpu = json_number_value(json_object_get(sv, "s3rver_cpu_s")),
+           wall = json_number_value(json_object_get(sv, "wall_s"));
+    assert_true(cpu > 0 && wall > 0);
+    assert_true(cpu <= wall * (double)sysconf(_SC_NPROCESSORS_ONLN) + 0.05);
+    assert_true(json_number_value(json_object_get(sv, "etcd_cpu_s")) >= 0);
+}
+
 static void test_refit_across_testbed_is_bit_exact(void **state)
 {
     (void)state;
@@ -201,6 +216,7 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     assert_true(json_number_value(json_object_get(store, "put_ms")) > 0);
     assert_true(json_number_value(json_object_get(store, "get_ms")) > 0);
     assert_true(json_number_value(json_object_get(store, "list_ms")) > 0);
+    check_services(tb);
     json_decref(j);
     assert_false(leftovers());
     fprintf(stderr, "bench --testbed run: %.0f s\n", (double)time(NULL) - t0);
@@ -323,5 +339,6 @@ int main(void)
         cmocka_unit_test(test_relay_across_testbed_is_bit_exact),
         cmocka_unit_test(test_sigkill_leaves_nothing),
     };
+    if (getenv("DCR_TEST_FILTER")) cmocka_set_test_filter(getenv("DCR_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
