@@ -61,6 +61,21 @@ def _check(status):
         raise Error(status, lib.dcr_error_line(status).decode("utf-8", "replace"))
 
 
+def _call_bytes(fn, *args, caller_frees=True):
+    """fn(*args, &buf, &len), then the len bytes at buf: the one shape of
+    every libdcr call that hands back a buffer. caller_frees: the buffer is
+    malloc'd for the caller (freed here once copied); False where the callee
+    keeps owning it (dcr_encoder_finish)."""
+    buf = ctypes.c_void_p()
+    n = ctypes.c_size_t()
+    _check(fn(*args, ctypes.byref(buf), ctypes.byref(n)))
+    try:
+        return ctypes.string_at(buf, n.value) if n.value else b""
+    finally:
+        if caller_frees:
+            _lib.libc.free(buf)
+
+
 def dtype_code(dtype):
     """A dcr dtype code from a name ("bf16", "bfloat16", "fp32", ...) or a code."""
     if isinstance(dtype, int):
@@ -180,10 +195,7 @@ class Encoder:
     def finish(self, tau, owner, payload_id, level=1, shuffle=False):
         """The payload (bytes) of every item added since the last finish."""
         params = _lib.EncodeParams(tau, owner, payload_id, level, shuffle)
-        buf = ctypes.c_void_p()
-        n = ctypes.c_size_t()
-        _check(lib.dcr_encoder_finish(self._h, ctypes.byref(params), ctypes.byref(buf), ctypes.byref(n)))
-        return ctypes.string_at(buf, n.value)
+        return _call_bytes(lib.dcr_encoder_finish, self._h, ctypes.byref(params), caller_frees=False)
 
 
 class Item:
@@ -365,13 +377,7 @@ class ObjectStore:
             if key not in sizes:
                 raise Error(-2, "not found: object store get %s: no such key" % key)
             max_bytes = sizes[key]
-        buf = ctypes.c_void_p()
-        n = ctypes.c_size_t()
-        _check(lib.dcr_objstore_get(self._h, key.encode(), max_bytes, None, ctypes.byref(buf), ctypes.byref(n)))
-        try:
-            return ctypes.string_at(buf, n.value)
-        finally:
-            _lib.libc.free(buf)
+        return _call_bytes(lib.dcr_objstore_get, self._h, key.encode(), max_bytes, None)
 
     def keys(self, prefix=""):
         """Every key under prefix, ascending."""
@@ -447,13 +453,7 @@ class Control:
         _check(lib.dcr_control_report_put(self._h, receiver, data, len(data)))
 
     def report_get(self, receiver):
-        buf = ctypes.c_void_p()
-        n = ctypes.c_size_t()
-        _check(lib.dcr_control_report_get(self._h, receiver, ctypes.byref(buf), ctypes.byref(n)))
-        try:
-            return ctypes.string_at(buf, n.value) if n.value else b""
-        finally:
-            _lib.libc.free(buf)
+        return _call_bytes(lib.dcr_control_report_get, self._h, receiver)
 
 
 def _record_dict(rec):
