@@ -35,6 +35,8 @@ not route Tensor.__setitem__ through function modes, so a loader that writes
 parameters with `param[...] = w` is caught by the probe and falls back.
 """
 
+import time
+
 import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
@@ -299,7 +301,8 @@ class Receiver:
         self.landings = {}  # name -> [_Landing]
         self.fallback = {}  # name -> reason
         self.shadow = {}  # name -> canonical tensor (fallbacks only)
-        self.stats = {"fallback_reloads": 0}
+        # apply_s: time spent writing records (after decoding and checking).
+        self.stats = {"fallback_reloads": 0, "apply_s": 0.0}
         self._scatter = dcr.Scatter("cpu")
         self.dirty = False  # a failed apply may have left storage half-applied
 
@@ -436,9 +439,11 @@ class Receiver:
             # half-applied: only absolute overwrites (the retry of DESIGN.md
             # section 5 step 7) can repair it, so XOR is refused until then.
             self.dirty = True
+            t0 = time.perf_counter()
             for it in items:
                 n += self._apply_item(it, reload)
             self._scatter.sync()
+            self.stats["apply_s"] += time.perf_counter() - t0
             for name in sorted(reload):
                 self.load_weights([(name, self.shadow[name])])
                 self.stats["fallback_reloads"] += 1
