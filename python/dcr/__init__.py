@@ -38,6 +38,7 @@ __all__ = [
     "dtype_size",
     "word_dtype",
     "Scatter",
+    "hash64",
 ]
 
 XOR = _lib.ENCODING_XOR
@@ -93,6 +94,14 @@ def dtype_name(dtype):
 
 def dtype_size(dtype):
     return int(lib.dcr_dtype_size(dtype_code(dtype)))
+
+
+def hash64(array):
+    """libdcr's 64-bit hash (dcr/hash.h, not cryptographic) of a contiguous
+    numpy array's bytes."""
+    if not array.flags.c_contiguous:
+        raise ValueError("dcr: hash64 of a non-contiguous array")
+    return int(lib.dcr_hash64(array.ctypes.data, array.nbytes))
 
 
 def word_dtype(dtype):

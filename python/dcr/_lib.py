@@ -190,6 +190,8 @@ _SIGNATURES = {
     "dcr_status_str": (ctypes.c_char_p, [c_status]),
     "dcr_error_line": (ctypes.c_char_p, [c_status]),
     "dcr_error_clear": (None, []),
+    # hash.h
+    "dcr_hash64": (ctypes.c_uint64, [_vp, _sz]),
     # dtype.h
     "dcr_dtype_parse": (c_status, [ctypes.c_char_p, P(ctypes.c_int)]),
     "dcr_dtype_name": (ctypes.c_char_p, [ctypes.c_int]),
