@@ -9,7 +9,8 @@ C receiver's apply on the same tensors and payloads, in one run.
 Builds the llama-style test model (tests/python/vllm_models.py: fused QKV,
 merged gate/up, tied embeddings; the checkpoint leaves lm_head out, as tied
 Hugging Face checkpoints do) at the given size in BF16, prewarms a dcr.torch
-receiver on version 0 (time, and the process's peak memory before and after),
+receiver on version 0 (time, and how far the process's resident memory
+peaks above where it was, beside the same for the first dense load),
 makes a uniform change of `rate` of every tensor's elements, encodes the XOR
 payloads, and then, --repeats times, alternating: a dense load_weights of
 version 0 (timed: the dense reference), then the receiver's apply of the
@@ -30,7 +31,6 @@ import argparse
 import ctypes
 import json
 import os
-import resource
 import shutil
 import struct
 import subprocess
@@ -51,8 +51,29 @@ _lib.lib.dcr_hash64.restype = ctypes.c_uint64
 _lib.lib.dcr_hash64.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
-def peak_rss():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no %s in /proc/self/status" % key)
+
+
+def peak_increase(fn):
+    """(seconds, bytes): how long fn() takes and how far the process's
+    resident memory peaks above where it was before (Linux: the peak is
+    reset through /proc/self/clear_refs first; -1 where that is refused)."""
+    before = _status_bytes("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    t0 = time.perf_counter()
+    fn()
+    took = time.perf_counter() - t0
+    return took, (_status_bytes("VmHWM") - before if reset else -1)
 
 
 def write_safetensors(path, tensors):
@@ -126,15 +147,9 @@ def main():
     model = vm.ServingModel("llama")
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
 
-    t0 = time.perf_counter()
-    model.load_weights(c0.items())
-    first_dense_s = time.perf_counter() - t0
+    first_dense_s, dense_peak = peak_increase(lambda: model.load_weights(c0.items()))
     rx = Receiver(model)
-    rss0 = peak_rss()
-    t0 = time.perf_counter()
-    rx.prewarm(c0)
-    prewarm_s = time.perf_counter() - t0
-    prewarm_peak = peak_rss() - rss0
+    prewarm_s, prewarm_peak = peak_increase(lambda: rx.prewarm(c0))
     extra = sum(land.lut.nbytes for lands in rx.landings.values() for land in lands if land.lut is not None)
     extra += sum(t.numel() * t.element_size() for t in rx.shadow.values())
 
@@ -181,7 +196,8 @@ def main():
         "apply_only_over_dense": round(apply_s / dense_s, 3),
         "prewarm_s": round(prewarm_s, 3), "first_dense_load_s": round(first_dense_s, 5),
         "prewarm_over_dense": round(prewarm_s / dense_s, 2),
-        "prewarm_peak_rss_increase_bytes": prewarm_peak, "receiver_extra_bytes": extra,
+        "prewarm_peak_rss_increase_bytes": prewarm_peak, "dense_load_peak_rss_increase_bytes": dense_peak,
+        "receiver_extra_bytes": extra,
         "paths": rx.report()["counts"], "torch": torch.__version__, "threads": torch.get_num_threads(),
         "loadavg": open("/proc/loadavg").read().split()[:3],
     }

@@ -219,6 +219,8 @@ class Item:
         self.dtype = c_item.dtype
         self.encoding = c_item.encoding
         self.count = c_item.count
+        self.first = c_item.first  # smallest and largest index (the decoder checked both)
+        self.last = c_item.last
 
     def indices(self):
         """The records' flat indices (int64, increasing)."""
@@ -291,17 +293,22 @@ class Scatter:
 
     __del__ = close
 
-    def apply(self, dst_words, positions, values, encoding, base=0):
+    def apply(self, dst_words, positions, values, encoding, base=0, span=None):
         """dst_words: a writable numpy array of 1, 2 or 4-byte words;
         positions: distinct int64 indices into dst_words[base:] (checked
-        against its length here); values: words of dst_words' width."""
+        against its length here); values: words of dst_words' width.
+        span=(lo, hi): the caller knows every position lies in [lo, hi] (a
+        decoded item's first and last index): only the span is checked,
+        instead of a scan of the positions."""
         pos = np.ascontiguousarray(positions, dtype=np.int64)
         vals = np.ascontiguousarray(values)
         if vals.itemsize != dst_words.itemsize or vals.size != pos.size:
             raise ValueError("dcr: scatter of %d values (%d bytes) into words of %d bytes at %d positions" % (
                 vals.size, vals.itemsize, dst_words.itemsize, pos.size))
-        if pos.size and (base < 0 or pos.min() < 0 or base + pos.max() >= dst_words.size):
-            raise ValueError("dcr: scatter position out of bounds (%d words)" % dst_words.size)
+        if pos.size:
+            lo, hi = span if span is not None else (pos.min(), pos.max())
+            if base < 0 or lo < 0 or base + hi >= dst_words.size:
+                raise ValueError("dcr: scatter position out of bounds (%d words)" % dst_words.size)
         op = _lib.DEVICE_XOR if encoding == XOR else _lib.DEVICE_OVERWRITE
         dst = dst_words.ctypes.data + base * dst_words.itemsize
         _check(lib.dcr_device_scatter(self._d, self._s, dst, dst_words.itemsize, pos.ctypes.data,

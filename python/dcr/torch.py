@@ -551,16 +551,17 @@ class Receiver:
         for land in self.landings.get(it.name, ()):
             v = vals
             if land.offset is not None:
-                pos, base = idx, land.offset
+                pos, base, span = idx, land.offset, (it.first, it.last)
             else:
-                pos, base = land.lut[idx].astype(np.int64), 0
+                # Table entries are storage positions (made in prewarm): no scan.
+                pos, base, span = land.lut[idx].astype(np.int64), 0, (0, land.store.size - 1)
                 if not land.full:
                     sel = pos >= 0
                     pos, v = pos[sel], vals[sel]
             if land.convs:
                 signed = torch.from_numpy(v.view(np.dtype("i%d" % v.itemsize)))
                 v = _converted_words(signed.view(self.canon[it.name][2]), land.convs)
-            self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base)
+            self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base, span)
         return it.count
 
 
