@@ -160,11 +160,18 @@ def _header_dict(hdr):
 class Encoder:
     """Builds payloads (the owner's side): add items, then finish()."""
 
-    def __init__(self, key=None):
+    def __init__(self, key=None, max_version=None):
+        """max_version: the newest payload format version to write (1 or 2;
+        None: libdcr's default, which picks per item the smaller coding)."""
         self._h = ctypes.c_void_p()
         _check(lib.dcr_encoder_create(ctypes.byref(self._h)))
         if key is not None:
             lib.dcr_encoder_set_key(self._h, ctypes.byref(key._c))
+        if max_version is not None:
+            st = lib.dcr_encoder_set_max_version(self._h, max_version)
+            if st != 0:
+                self.close()
+                _check(st)
 
     def close(self):
         if self._h:

@@ -203,6 +203,7 @@ _SIGNATURES = {
     "dcr_encoder_set_key": (None, [_vp, P(PayloadKey)]),
     "dcr_encoder_add": (c_status, [_vp, P(CodecItem)]),
     "dcr_encoder_item_count": (_sz, [_vp]),
+    "dcr_encoder_set_max_version": (c_status, [_vp, ctypes.c_uint]),
     "dcr_encoder_finish": (c_status, [_vp, P(EncodeParams), P(_vp), P(_sz)]),
     "dcr_payload_verify": (c_status, [ctypes.c_char_p, _sz, P(PayloadPolicy), P(PayloadHeader)]),
     "dcr_payload_auth_failure": (ctypes.c_bool, [c_status, ctypes.c_char_p, _sz, P(PayloadKey)]),
