@@ -86,6 +86,12 @@ done
 # The installed binary runs, and finds its helper scripts without any
 # environment variable (it would name the path it looked in otherwise).
 env -u DCR_TESTBED_SCRIPT "$prefix/bin/dcr" --help >/dev/null || fail "the installed dcr does not run"
+# README's PyTorch example against the installed package (torch present:
+# scripts/install-deps.sh installs it).
+if "$py" -c 'import torch' 2>/dev/null; then
+  env -u DCR_LIBRARY PYTHONPATH="$prefix/$libdir/python3/dist-packages" PYTHONDONTWRITEBYTECODE=1 \
+    "$py" "$src/examples/torch_receiver.py" >/dev/null || fail "examples/torch_receiver.py fails against the installed package"
+fi
 # The installed binary reads its model configs from the prefix, found
 # relative to itself: a copy of the prefix elsewhere resolves a config that
 # exists only in that copy, by name, and resolves built-in names with the
