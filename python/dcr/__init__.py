@@ -229,15 +229,23 @@ class Item:
         self.first = c_item.first  # smallest and largest index (the decoder checked both)
         self.last = c_item.last
 
-    def indices(self):
-        """The records' flat indices (int64, increasing)."""
-        out = np.empty(self.count, dtype=np.int64)
+    def indices(self, out=None):
+        """The records' flat indices (int64, increasing). out: a reusable
+        int64 array of at least count elements to write them into (a fresh
+        array per item costs page faults on large items); returns the part
+        written."""
+        out = _room(out, self.count, np.int64)
         _check(lib.dcr_payload_item_indices(self._payload._h, self._index, out.ctypes.data))
         return out
 
-    def values(self):
-        """The records' stored-bit words (uint16/uint32/uint8 by dtype)."""
-        out = np.empty(self.count, dtype=_WORDS[self.dtype])
+    def values(self, out=None):
+        """The records' stored-bit words (uint16/uint32/uint8 by dtype);
+        out as for indices(), of any word type (viewed as this dtype's)."""
+        word = _WORDS[self.dtype]
+        if out is not None:
+            out = out.view(np.uint8)[: self.count * np.dtype(word).itemsize].view(word) \
+                if out.nbytes >= self.count * np.dtype(word).itemsize else None
+        out = _room(out, self.count, word)
         _check(lib.dcr_payload_item_values(self._payload._h, self._index, out.ctypes.data))
         return out
 
@@ -254,6 +262,14 @@ class Item:
             words[idx] ^= vals
         else:
             words[idx] = vals
+
+
+def _room(out, n, dtype):
+    """out[:n] when out is a contiguous array of dtype with room for n, else
+    a new array of n."""
+    if out is not None and out.dtype == dtype and out.flags.c_contiguous and out.size >= n:
+        return out[:n]
+    return np.empty(n, dtype=dtype)
 
 
 def _words_of(dst, word, numel, name):

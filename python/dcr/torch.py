@@ -337,6 +337,10 @@ class Receiver:
         self.stats = {"fallback_reloads": 0, "apply_s": 0.0}
         self._scatter = dcr.Scatter("cpu")
         self.dirty = False  # a failed apply may have left storage half-applied
+        # Record buffers reused from item to item and apply to apply (fresh
+        # arrays would fault in their pages every time).
+        self._idx_buf = np.empty(0, dtype=np.int64)
+        self._val_buf = np.empty(0, dtype=np.uint8)
 
     def _store_of(self, t):
         with torch._C.DisableTorchFunction():
@@ -546,8 +550,10 @@ class Receiver:
             it.apply(self.shadow[it.name])
             reload.add(it.name)
             return it.count
-        idx = it.indices()
-        vals = it.values()
+        self._idx_buf = _grown(self._idx_buf, it.count, np.int64)
+        self._val_buf = _grown(self._val_buf, it.count * 4, np.uint8)
+        idx = it.indices(self._idx_buf)
+        vals = it.values(self._val_buf)
         for land in self.landings.get(it.name, ()):
             v = vals
             if land.offset is not None:
@@ -563,6 +569,11 @@ class Receiver:
                 v = _converted_words(signed.view(self.canon[it.name][2]), land.convs)
             self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base, span)
         return it.count
+
+
+def _grown(buf, n, dtype):
+    """buf when it holds n elements, else a new array of 1.5x n."""
+    return buf if buf.size >= n else np.empty(max(n, buf.size * 3 // 2), dtype=dtype)
 
 
 class _Owner:
