@@ -67,7 +67,8 @@ static dcr_status_t read_payloads(bench_t *b, char **paths, size_t n)
     b->len = calloc(n, sizeof(*b->len));
     if (b->buf == NULL || b->len == NULL) return dcr_error_set(DCR_ENOMEM, "payloads");
     for (size_t i = 0; i < n; i++)
-        DCR_CHECK(dcr_input_read(paths[i], "payload", (size_t)1 << 32, (char **)&b->buf[i], &b->len[i]));
+        DCR_CHECK(
+            dcr_input_read(paths[i], "payload", (size_t)1 << 32, (char **)&b->buf[i], &b->len[i]));
     return DCR_OK;
 }
 
