@@ -1,24 +1,42 @@
 #!/usr/bin/env python3
-"""Apply into torch parameters against a dense load_weights, in one run.
+"""Apply into torch parameters against a dense load_weights and against the
+C receiver's apply on the same tensors and payloads, in one run.
 
     PYTHONPATH=python DCR_LIBRARY=build/libdcr.so python3 examples/bench_torch_apply.py \
-        [--hidden 1024] [--layers 4] [--vocab 32000] [--rate 0.01] [--repeats 5]
+        [--hidden 1024] [--layers 4] [--vocab 32000] [--rate 0.01] [--repeats 5] \
+        [--rounds 3] [--max-version 1|2] [--c-bench build/dcr_bench_c_apply]
 
 Builds the llama-style test model (tests/python/vllm_models.py: fused QKV,
-merged gate/up, tied embeddings) at the given size in BF16, prewarms a
-dcr.torch receiver on version 0, makes a uniform change of `rate` of every
-tensor's elements, and times (best of --repeats): a dense load_weights of the
-new checkpoint into the model; the receiver's apply of the XOR payloads
-(verify, decode and apply; applying the same XOR payloads again goes back,
-so every repeat applies a real change); and decode alone. Prints one JSON
-object. Prewarm time and the receiver's extra memory (landing tables and
-fallback shadows) are reported beside the model's bytes.
+merged gate/up, tied embeddings; the checkpoint leaves lm_head out, as tied
+Hugging Face checkpoints do) at the given size in BF16, prewarms a dcr.torch
+receiver on version 0 (time, and how far the process's resident memory
+peaks above where it was, beside the same for the first dense load),
+makes a uniform change of `rate` of every tensor's elements, encodes the XOR
+payloads, and then, --repeats times, alternating: a dense load_weights of
+version 0 (timed: the dense reference), then the receiver's apply of the
+payloads (timed: verify + decode + apply; and apply alone, the writes after
+decoding and checking). After every repeat the model must equal a dense
+load_weights of version 1 bit for bit. --rounds alternates these repeats
+with runs of the C half, so both see the same machine load.
+
+The C side (examples/bench_c_apply.c, built as dcr_bench_c_apply) runs in a
+child process on the same checkpoint file and payload files with the same
+layout through the vLLM loader of workloads/serve: --repeats times a dense
+load, then decode + apply; its resident parameters must end bit for bit equal
+to the torch model's (dcr_hash64 of every parameter). Prints one JSON
+object; every time is the best of the repeats. Without --c-bench (or when it
+does not exist) the C half is left out and said so.
 """
 
 import argparse
+import ctypes
 import json
 import os
+import shutil
+import struct
+import subprocess
 import sys
+import tempfile
 import time
 
 import torch
@@ -27,17 +45,117 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import vllm_models as vm  # noqa: E402
 
 import dcr  # noqa: E402
-from dcr import owner  # noqa: E402
+from dcr import _lib, owner  # noqa: E402
 from dcr.torch import Receiver  # noqa: E402
 
+_lib.lib.dcr_hash64.restype = ctypes.c_uint64
+_lib.lib.dcr_hash64.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
-def best(fn, repeats):
-    times = []
-    for _ in range(repeats):
+
+def _status_bytes(key):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no %s in /proc/self/status" % key)
+
+
+def peak_increase(fn):
+    """(seconds, bytes): how long fn() takes and how far the process's
+    resident memory peaks above where it was before (Linux: the peak is
+    reset through /proc/self/clear_refs first; -1 where that is refused)."""
+    before = _status_bytes("VmRSS")
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        reset = True
+    except OSError:
+        reset = False
+    t0 = time.perf_counter()
+    fn()
+    took = time.perf_counter() - t0
+    return took, (_status_bytes("VmHWM") - before if reset else -1)
+
+
+def write_safetensors(path, tensors):
+    """A safetensors file of BF16 tensors (the format: an 8-byte header
+    length, a JSON header of dtype, shape and data offsets, the data)."""
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        raw = t.contiguous().view(torch.int16).numpy().tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(t.shape), "data_offsets": [at, at + len(raw)]}
+        blobs.append(raw)
+        at += len(raw)
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for raw in blobs:
+            f.write(raw)
+
+
+def model_config(a):
+    return {"name": "bench-torch-llama", "family": "llama", "hidden_size": a.hidden,
+            "intermediate_size": vm.I, "num_hidden_layers": a.layers, "num_attention_heads": a.hidden // 64,
+            "num_key_value_heads": vm.KV // 64, "head_dim": 64, "vocab_size": a.vocab,
+            "tie_word_embeddings": True, "attention_bias": False}
+
+
+def param_hashes(model):
+    out = []
+    for p in model.parameters():
+        t = p.detach()
+        out.append((t.numel() * t.element_size(), "%016x" % _lib.lib.dcr_hash64(t.data_ptr(),
+                                                                              t.numel() * t.element_size())))
+    return sorted(out)
+
+
+def c_inputs(a, work, c0, payloads):
+    """The C half's command line: model config, checkpoint and payload files
+    written under work; None when there is no C binary."""
+    if not a.c_bench or not os.path.exists(a.c_bench):
+        return None
+    cfg = os.path.join(work, "model.json")
+    with open(cfg, "w") as f:
+        json.dump(model_config(a), f)
+    ckpt = os.path.join(work, "c0.safetensors")
+    write_safetensors(ckpt, c0)
+    files = []
+    for i, b in enumerate(payloads):
+        files.append(os.path.join(work, "p%03d.bin" % i))
+        with open(files[-1], "wb") as f:
+            f.write(b)
+    return [a.c_bench, cfg, ckpt, str(a.repeats)] + files
+
+
+def run_c(cmd):
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+
+
+def best_c(runs):
+    """The best of each C figure over rounds (parameters: the last run's)."""
+    out = dict(runs[-1])
+    for k in ("dense_s", "ingest_s", "apply_s"):
+        out[k] = min(r[k] for r in runs)
+    return out
+
+
+def torch_round(a, model, rx, c0, payloads, want, dense, ingest, apply_only):
+    """--repeats times: a dense load_weights of version 0, then the apply of
+    the payloads (version 1), checked against the dense oracle."""
+    for _ in range(a.repeats):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+        model.load_weights(c0.items())
+        dense.append(time.perf_counter() - t0)
+        before = rx.stats["apply_s"]
+        t0 = time.perf_counter()
+        rx.apply(payloads)
+        ingest.append(time.perf_counter() - t0)
+        apply_only.append(rx.stats["apply_s"] - before)
+        got = vm.state_bits(model)
+        bad = [n for n in want if not torch.equal(got[n], want[n])]
+        if bad:
+            sys.exit("bench_torch_apply: after apply %s differs from a dense load_weights" % bad[0])
 
 
 def main():
@@ -48,18 +166,24 @@ def main():
     ap.add_argument("--rate", type=float, default=0.01)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3, help="torch repeats and a C run, alternated (default 3)")
+    ap.add_argument("--max-version", type=int, choices=(1, 2), default=None,
+                    help="newest payload format version the owner writes (default: libdcr's)")
+    ap.add_argument("--c-bench", default=None, help="the dcr_bench_c_apply binary (default: none)")
     a = ap.parse_args()
-    if a.hidden % 4 or a.hidden < 8 or a.layers < 1 or a.vocab < 2 or not 0 < a.rate <= 1 or a.repeats < 1:
-        ap.error("--hidden a multiple of 4 (>= 8), --layers >= 1, --vocab >= 2, 0 < --rate <= 1, --repeats >= 1")
+    if a.hidden % 256 or a.layers < 1 or a.vocab < 2 or a.vocab % 64 or not 0 < a.rate <= 1 or a.repeats < 1 or a.rounds < 1:
+        ap.error("--hidden a multiple of 256, --layers >= 1, --vocab a multiple of 64, 0 < --rate <= 1, "
+                 "--repeats >= 1, --rounds >= 1")
     vm.V, vm.H, vm.KV, vm.I, vm.L = a.vocab, a.hidden, a.hidden // 4, (a.hidden * 11) // 4, a.layers
     torch.manual_seed(a.seed)
     c0 = vm.checkpoint_of(vm.init_masters("llama", a.seed))
+    del c0["lm_head.weight"]  # tied: the checkpoint holds the embedding only
     model = vm.ServingModel("llama")
     model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+
+    first_dense_s, dense_peak = peak_increase(lambda: model.load_weights(c0.items()))
     rx = Receiver(model)
-    t0 = time.perf_counter()
-    rx.prewarm(c0)
-    prewarm_s = time.perf_counter() - t0
+    prewarm_s, prewarm_peak = peak_increase(lambda: rx.prewarm(c0))
     extra = sum(land.lut.nbytes for lands in rx.landings.values() for land in lands if land.lut is not None)
     extra += sum(t.numel() * t.element_size() for t in rx.shadow.values())
 
@@ -68,30 +192,60 @@ def main():
     for name, t in c0.items():
         mask = torch.rand(t.shape, generator=gen) < a.rate
         c1[name] = torch.where(mask, (t.float() * 1.01 + 1e-3).to(t.dtype), t)
-    payloads = owner.encode(c0, c1, tau=1, owner=0)
-    records = sum(len(p.items()) and sum(i.count for i in p.items()) for p in
-                  [dcr.Payload.decode(b) for b in payloads])
+    payloads = owner.encode(c0, c1, tau=1, owner=0, max_version=a.max_version)
+    records = 0
+    for b in payloads:
+        with dcr.Payload.decode(b) as p:
+            records += sum(it.count for it in p.items())
+    oracle = vm.ServingModel("llama")
+    oracle.load_weights(c1.items())
+    want = vm.state_bits(oracle)
 
-    dense_s = best(lambda: model.load_weights(c0.items()), a.repeats)
-    apply_s = best(lambda: rx.apply(payloads), a.repeats)
+    work = tempfile.mkdtemp(prefix="dcr-bench-torch-")
+    try:
+        cmd = c_inputs(a, work, c0, payloads)
+        dense, ingest, apply_only, c_runs = [], [], [], []
+        # Rounds alternate the torch repeats and a C run, so that both
+        # halves see the same load; every figure is the best over rounds.
+        for _ in range(a.rounds):
+            torch_round(a, model, rx, c0, payloads, want, dense, ingest, apply_only)
+            if cmd:
+                c_runs.append(run_c(cmd))
+    finally:
+        shutil.rmtree(work)
+    c = best_c(c_runs) if c_runs else None
+    dense_s, ingest_s, apply_s = min(dense), min(ingest), min(apply_only)
 
-    def decode_only():
-        for b in payloads:
-            with dcr.Payload.decode(b) as p:
-                for it in p.items():
-                    it.indices()
-                    it.values()
-
-    decode_s = best(decode_only, a.repeats)
-    print(json.dumps({
+    out = {
         "model_bytes": model_bytes, "tensors": len(c0), "records": records,
-        "payload_bytes": sum(len(p) for p in payloads), "rate": a.rate,
-        "dense_load_weights_s": round(dense_s, 5), "apply_s": round(apply_s, 5),
-        "decode_s": round(decode_s, 5), "apply_over_dense": round(apply_s / dense_s, 3),
-        "prewarm_s": round(prewarm_s, 3), "prewarm_over_dense": round(prewarm_s / dense_s, 2),
-        "receiver_extra_bytes": extra, "extra_over_model": round(extra / model_bytes, 3),
+        "payload_bytes": sum(len(p) for p in payloads), "rate": a.rate, "repeats": a.repeats, "rounds": a.rounds,
+        "max_version": a.max_version,
+        "dense_load_weights_s": round(dense_s, 5), "apply_s": round(ingest_s, 5),
+        "apply_only_s": round(apply_s, 5), "apply_over_dense": round(ingest_s / dense_s, 3),
+        "apply_only_over_dense": round(apply_s / dense_s, 3),
+        "prewarm_s": round(prewarm_s, 3), "first_dense_load_s": round(first_dense_s, 5),
+        "prewarm_over_dense": round(prewarm_s / dense_s, 2),
+        "prewarm_peak_rss_increase_bytes": prewarm_peak, "dense_load_peak_rss_increase_bytes": dense_peak,
+        "receiver_extra_bytes": extra,
         "paths": rx.report()["counts"], "torch": torch.__version__, "threads": torch.get_num_threads(),
-    }, indent=1))
+        "loadavg": open("/proc/loadavg").read().split()[:3],
+    }
+    if c is None:
+        out["c_receiver"] = "not run (no --c-bench binary)"
+    else:
+        if c["records"] != records:
+            sys.exit("bench_torch_apply: the C receiver applied %d records, torch %d" % (c["records"], records))
+        same = sorted((n, h) for _, n, h in c["params"]) == param_hashes(model)
+        if not same:
+            sys.exit("bench_torch_apply: the C receiver's parameters differ from the torch model's")
+        out["c_receiver"] = {
+            "dense_s": c["dense_s"], "apply_s": c["ingest_s"], "apply_only_s": c["apply_s"],
+            "apply_over_dense": round(c["ingest_s"] / c["dense_s"], 3),
+            "torch_apply_over_c_apply": round(ingest_s / c["ingest_s"], 3),
+            "torch_apply_only_over_c_apply_only": round(apply_s / c["apply_s"], 3),
+            "parameters_equal": same,
+        }
+    print(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

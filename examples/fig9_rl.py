@@ -85,7 +85,7 @@ def run(mode, family, steps, fail_every, seed, tmp):
     probe = torch.randint(0, vm.V, (4, 6), generator=torch.Generator().manual_seed(seed))
     ref_logits = serving.logits(probe)
     curve = []
-    failures = 0
+    failed = set()  # steps whose first apply was killed mid-way
     for step in range(1, steps + 1):
         gen = torch.Generator().manual_seed(seed * 100003 + step)
         prompts = torch.randint(0, vm.V, (B, 1), generator=gen)
@@ -113,7 +113,7 @@ def run(mode, family, steps, fail_every, seed, tmp):
                 try:
                     rx.apply(payloads)
                 except RuntimeError:
-                    failures += 1
+                    failed.add(step)
                 rx._scatter = real
                 tau = control.prepare("fig9", step - 1, [1], 60000)
                 payloads = owner.encode(committed, candidate, tau, 0, xor_ok=lambda n: False)
@@ -121,7 +121,18 @@ def run(mode, family, steps, fail_every, seed, tmp):
             control.ack(tau, 1)
             control.commit("fig9", tau, control.read(), b"step-%d" % step)
         committed = candidate
-    return curve, failures
+    return curve, failed
+
+
+def out_dir(path):
+    """--out checked before any use: a plain path (no control characters),
+    created when absent."""
+    if not path or any(ord(c) < 32 for c in path):
+        raise ValueError("--out must be a non-empty path without control characters")
+    os.makedirs(path, exist_ok=True)
+    if not os.path.isdir(path):
+        raise ValueError("--out %s is not a directory" % path)
+    return os.path.abspath(path)
 
 
 def main():
@@ -134,21 +145,25 @@ def main():
     a = ap.parse_args()
     if not 1 <= a.steps <= 100000 or a.fail_every < 0:
         ap.error("--steps in [1, 100000], --fail-every >= 0")
-    os.makedirs(a.out, exist_ok=True)
+    try:
+        out = out_dir(a.out)
+    except (ValueError, OSError) as e:
+        ap.error(str(e))
     with tempfile.TemporaryDirectory(prefix="lib-fig9-") as tmp:
-        refit, failures = run("dcr", a.family, a.steps, a.fail_every, a.seed, tmp)
+        refit, failed = run("dcr", a.family, a.steps, a.fail_every, a.seed, tmp)
         dense, _ = run("dense", a.family, a.steps, 0, a.seed, tmp)
     same = [r[1:] == d[1:] for r, d in zip(refit, dense)]
-    with open(os.path.join(a.out, "fig9.csv"), "w", newline="") as f:
+    with open(os.path.join(out, "fig9.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["step", "reward_dcr", "reward_dense", "kl_dcr", "kl_dense", "reward_dcr_hex", "kl_dcr_hex", "same"])
+        w.writerow(["step", "reward_dcr", "reward_dense", "kl_dcr", "kl_dense", "reward_dcr_hex", "kl_dcr_hex", "same",
+                    "receiver_failed"])
         for (s, r1, k1), (_, r2, k2), eq in zip(refit, dense, same):
-            w.writerow([s, r1, r2, k1, k2, r1.hex(), k1.hex(), int(eq)])
+            w.writerow([s, r1, r2, k1, k2, r1.hex(), k1.hex(), int(eq), int(s in failed)])
     if shutil.which("gnuplot"):
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fig9.gp")
-        subprocess.run(["gnuplot", script], cwd=a.out, check=True)
+        subprocess.run(["gnuplot", script], cwd=out, check=True)
     print("fig9: %d steps, %d injected receiver failures, curves %s; first/last reward %.4f/%.4f, last KL %.3g"
-          % (a.steps, failures, "identical" if all(same) else "DIFFER", refit[0][1], refit[-1][1], refit[-1][2]))
+          % (a.steps, len(failed), "identical" if all(same) else "DIFFER", refit[0][1], refit[-1][1], refit[-1][2]))
     return 0 if all(same) else 1
 
 

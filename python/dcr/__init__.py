@@ -38,6 +38,7 @@ __all__ = [
     "dtype_size",
     "word_dtype",
     "Scatter",
+    "hash64",
 ]
 
 XOR = _lib.ENCODING_XOR
@@ -61,6 +62,21 @@ def _check(status):
         raise Error(status, lib.dcr_error_line(status).decode("utf-8", "replace"))
 
 
+def _call_bytes(fn, *args, caller_frees=True):
+    """fn(*args, &buf, &len), then the len bytes at buf: the one shape of
+    every libdcr call that hands back a buffer. caller_frees: the buffer is
+    malloc'd for the caller (freed here once copied); False where the callee
+    keeps owning it (dcr_encoder_finish)."""
+    buf = ctypes.c_void_p()
+    n = ctypes.c_size_t()
+    _check(fn(*args, ctypes.byref(buf), ctypes.byref(n)))
+    try:
+        return ctypes.string_at(buf, n.value) if n.value else b""
+    finally:
+        if caller_frees:
+            _lib.libc.free(buf)
+
+
 def dtype_code(dtype):
     """A dcr dtype code from a name ("bf16", "bfloat16", "fp32", ...) or a code."""
     if isinstance(dtype, int):
@@ -78,6 +94,14 @@ def dtype_name(dtype):
 
 def dtype_size(dtype):
     return int(lib.dcr_dtype_size(dtype_code(dtype)))
+
+
+def hash64(array):
+    """libdcr's 64-bit hash (dcr/hash.h, not cryptographic) of a contiguous
+    numpy array's bytes."""
+    if not array.flags.c_contiguous:
+        raise ValueError("dcr: hash64 of a non-contiguous array")
+    return int(lib.dcr_hash64(array.ctypes.data, array.nbytes))
 
 
 def word_dtype(dtype):
@@ -136,11 +160,18 @@ def _header_dict(hdr):
 class Encoder:
     """Builds payloads (the owner's side): add items, then finish()."""
 
-    def __init__(self, key=None):
+    def __init__(self, key=None, max_version=None):
+        """max_version: the newest payload format version to write (1 or 2;
+        None: libdcr's default, which picks per item the smaller coding)."""
         self._h = ctypes.c_void_p()
         _check(lib.dcr_encoder_create(ctypes.byref(self._h)))
         if key is not None:
             lib.dcr_encoder_set_key(self._h, ctypes.byref(key._c))
+        if max_version is not None:
+            st = lib.dcr_encoder_set_max_version(self._h, max_version)
+            if st != 0:
+                self.close()
+                _check(st)
 
     def close(self):
         if self._h:
@@ -180,10 +211,7 @@ class Encoder:
     def finish(self, tau, owner, payload_id, level=1, shuffle=False):
         """The payload (bytes) of every item added since the last finish."""
         params = _lib.EncodeParams(tau, owner, payload_id, level, shuffle)
-        buf = ctypes.c_void_p()
-        n = ctypes.c_size_t()
-        _check(lib.dcr_encoder_finish(self._h, ctypes.byref(params), ctypes.byref(buf), ctypes.byref(n)))
-        return ctypes.string_at(buf, n.value)
+        return _call_bytes(lib.dcr_encoder_finish, self._h, ctypes.byref(params), caller_frees=False)
 
 
 class Item:
@@ -198,16 +226,26 @@ class Item:
         self.dtype = c_item.dtype
         self.encoding = c_item.encoding
         self.count = c_item.count
+        self.first = c_item.first  # smallest and largest index (the decoder checked both)
+        self.last = c_item.last
 
-    def indices(self):
-        """The records' flat indices (int64, increasing)."""
-        out = np.empty(self.count, dtype=np.int64)
+    def indices(self, out=None):
+        """The records' flat indices (int64, increasing). out: a reusable
+        int64 array of at least count elements to write them into (a fresh
+        array per item costs page faults on large items); returns the part
+        written."""
+        out = _room(out, self.count, np.int64)
         _check(lib.dcr_payload_item_indices(self._payload._h, self._index, out.ctypes.data))
         return out
 
-    def values(self):
-        """The records' stored-bit words (uint16/uint32/uint8 by dtype)."""
-        out = np.empty(self.count, dtype=_WORDS[self.dtype])
+    def values(self, out=None):
+        """The records' stored-bit words (uint16/uint32/uint8 by dtype);
+        out as for indices(), of any word type (viewed as this dtype's)."""
+        word = _WORDS[self.dtype]
+        if out is not None:
+            out = out.view(np.uint8)[: self.count * np.dtype(word).itemsize].view(word) \
+                if out.nbytes >= self.count * np.dtype(word).itemsize else None
+        out = _room(out, self.count, word)
         _check(lib.dcr_payload_item_values(self._payload._h, self._index, out.ctypes.data))
         return out
 
@@ -224,6 +262,14 @@ class Item:
             words[idx] ^= vals
         else:
             words[idx] = vals
+
+
+def _room(out, n, dtype):
+    """out[:n] when out is a contiguous array of dtype with room for n, else
+    a new array of n."""
+    if out is not None and out.dtype == dtype and out.flags.c_contiguous and out.size >= n:
+        return out[:n]
+    return np.empty(n, dtype=dtype)
 
 
 def _words_of(dst, word, numel, name):
@@ -270,17 +316,22 @@ class Scatter:
 
     __del__ = close
 
-    def apply(self, dst_words, positions, values, encoding, base=0):
+    def apply(self, dst_words, positions, values, encoding, base=0, span=None):
         """dst_words: a writable numpy array of 1, 2 or 4-byte words;
         positions: distinct int64 indices into dst_words[base:] (checked
-        against its length here); values: words of dst_words' width."""
+        against its length here); values: words of dst_words' width.
+        span=(lo, hi): the caller knows every position lies in [lo, hi] (a
+        decoded item's first and last index): only the span is checked,
+        instead of a scan of the positions."""
         pos = np.ascontiguousarray(positions, dtype=np.int64)
         vals = np.ascontiguousarray(values)
         if vals.itemsize != dst_words.itemsize or vals.size != pos.size:
             raise ValueError("dcr: scatter of %d values (%d bytes) into words of %d bytes at %d positions" % (
                 vals.size, vals.itemsize, dst_words.itemsize, pos.size))
-        if pos.size and (base < 0 or pos.min() < 0 or base + pos.max() >= dst_words.size):
-            raise ValueError("dcr: scatter position out of bounds (%d words)" % dst_words.size)
+        if pos.size:
+            lo, hi = span if span is not None else (pos.min(), pos.max())
+            if base < 0 or lo < 0 or base + hi >= dst_words.size:
+                raise ValueError("dcr: scatter position out of bounds (%d words)" % dst_words.size)
         op = _lib.DEVICE_XOR if encoding == XOR else _lib.DEVICE_OVERWRITE
         dst = dst_words.ctypes.data + base * dst_words.itemsize
         _check(lib.dcr_device_scatter(self._d, self._s, dst, dst_words.itemsize, pos.ctypes.data,
@@ -365,13 +416,7 @@ class ObjectStore:
             if key not in sizes:
                 raise Error(-2, "not found: object store get %s: no such key" % key)
             max_bytes = sizes[key]
-        buf = ctypes.c_void_p()
-        n = ctypes.c_size_t()
-        _check(lib.dcr_objstore_get(self._h, key.encode(), max_bytes, None, ctypes.byref(buf), ctypes.byref(n)))
-        try:
-            return ctypes.string_at(buf, n.value)
-        finally:
-            _lib.libc.free(buf)
+        return _call_bytes(lib.dcr_objstore_get, self._h, key.encode(), max_bytes, None)
 
     def keys(self, prefix=""):
         """Every key under prefix, ascending."""
@@ -447,13 +492,7 @@ class Control:
         _check(lib.dcr_control_report_put(self._h, receiver, data, len(data)))
 
     def report_get(self, receiver):
-        buf = ctypes.c_void_p()
-        n = ctypes.c_size_t()
-        _check(lib.dcr_control_report_get(self._h, receiver, ctypes.byref(buf), ctypes.byref(n)))
-        try:
-            return ctypes.string_at(buf, n.value) if n.value else b""
-        finally:
-            _lib.libc.free(buf)
+        return _call_bytes(lib.dcr_control_report_get, self._h, receiver)
 
 
 def _record_dict(rec):

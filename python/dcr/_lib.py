@@ -26,14 +26,17 @@ c_status = ctypes.c_int
 
 
 class PayloadKey(ctypes.Structure):  # dcr_payload_key_t
+    _c_name_ = "dcr_payload_key_t"
     _fields_ = [("set", ctypes.c_bool), ("bytes", ctypes.c_uint8 * KEY_SIZE)]
 
 
 class PayloadPolicy(ctypes.Structure):  # dcr_payload_policy_t
+    _c_name_ = "dcr_payload_policy_t"
     _fields_ = [("key", ctypes.POINTER(PayloadKey)), ("max_raw", ctypes.c_uint64)]
 
 
 class PayloadHeader(ctypes.Structure):  # dcr_payload_header_t
+    _c_name_ = "dcr_payload_header_t"
     _fields_ = [
         ("version", ctypes.c_uint16),
         ("flags", ctypes.c_uint16),
@@ -48,6 +51,7 @@ class PayloadHeader(ctypes.Structure):  # dcr_payload_header_t
 
 
 class CodecItem(ctypes.Structure):  # dcr_codec_item_t
+    _c_name_ = "dcr_codec_item_t"
     _fields_ = [
         ("name", ctypes.c_char_p),
         ("ndim", ctypes.c_int),
@@ -62,6 +66,7 @@ class CodecItem(ctypes.Structure):  # dcr_codec_item_t
 
 
 class EncodeParams(ctypes.Structure):  # dcr_encode_params_t
+    _c_name_ = "dcr_encode_params_t"
     _fields_ = [
         ("tau", ctypes.c_uint64),
         ("owner", ctypes.c_uint32),
@@ -72,6 +77,7 @@ class EncodeParams(ctypes.Structure):  # dcr_encode_params_t
 
 
 class PayloadItem(ctypes.Structure):  # dcr_payload_item_t
+    _c_name_ = "dcr_payload_item_t"
     _fields_ = [
         ("name", ctypes.c_char_p),
         ("ndim", ctypes.c_int),
@@ -93,6 +99,7 @@ class PayloadItem(ctypes.Structure):  # dcr_payload_item_t
 
 
 class ObjstoreConfig(ctypes.Structure):  # dcr_objstore_config_t
+    _c_name_ = "dcr_objstore_config_t"
     _fields_ = [
         ("url", ctypes.c_char_p),
         ("s3_endpoint", ctypes.c_char_p),
@@ -104,6 +111,7 @@ class ObjstoreConfig(ctypes.Structure):  # dcr_objstore_config_t
 
 
 class ObjstoreEntry(ctypes.Structure):  # dcr_objstore_entry_t
+    _c_name_ = "dcr_objstore_entry_t"
     _fields_ = [
         ("key", ctypes.c_char * (OBJSTORE_KEY_MAX + 1)),
         ("size", ctypes.c_uint64),
@@ -112,10 +120,12 @@ class ObjstoreEntry(ctypes.Structure):  # dcr_objstore_entry_t
 
 
 class ControlConfig(ctypes.Structure):  # dcr_control_config_t
+    _c_name_ = "dcr_control_config_t"
     _fields_ = [("address", ctypes.c_char_p), ("timeout_ms", ctypes.c_int)]
 
 
 class CommitRecord(ctypes.Structure):  # dcr_commit_record_t
+    _c_name_ = "dcr_commit_record_t"
     _fields_ = [
         ("version", ctypes.c_uint64),
         ("baseline", ctypes.c_uint8 * CONTROL_BASELINE_BYTES),
@@ -125,6 +135,7 @@ class CommitRecord(ctypes.Structure):  # dcr_commit_record_t
 
 
 class ControlPrepare(ctypes.Structure):  # dcr_control_prepare_t
+    _c_name_ = "dcr_control_prepare_t"
     _fields_ = [
         ("coordinator", ctypes.c_char_p),
         ("from_version", ctypes.c_uint64),
@@ -179,6 +190,8 @@ _SIGNATURES = {
     "dcr_status_str": (ctypes.c_char_p, [c_status]),
     "dcr_error_line": (ctypes.c_char_p, [c_status]),
     "dcr_error_clear": (None, []),
+    # hash.h
+    "dcr_hash64": (ctypes.c_uint64, [_vp, _sz]),
     # dtype.h
     "dcr_dtype_parse": (c_status, [ctypes.c_char_p, P(ctypes.c_int)]),
     "dcr_dtype_name": (ctypes.c_char_p, [ctypes.c_int]),
@@ -190,6 +203,7 @@ _SIGNATURES = {
     "dcr_encoder_set_key": (None, [_vp, P(PayloadKey)]),
     "dcr_encoder_add": (c_status, [_vp, P(CodecItem)]),
     "dcr_encoder_item_count": (_sz, [_vp]),
+    "dcr_encoder_set_max_version": (c_status, [_vp, ctypes.c_uint]),
     "dcr_encoder_finish": (c_status, [_vp, P(EncodeParams), P(_vp), P(_sz)]),
     "dcr_payload_verify": (c_status, [ctypes.c_char_p, _sz, P(PayloadPolicy), P(PayloadHeader)]),
     "dcr_payload_auth_failure": (ctypes.c_bool, [c_status, ctypes.c_char_p, _sz, P(PayloadKey)]),
@@ -235,3 +249,89 @@ for _name, (_res, _args) in _SIGNATURES.items():
     _fn = getattr(lib, _name)
     _fn.restype = _res
     _fn.argtypes = _args
+
+
+# ---- layout check ------------------------------------------------------------
+# libdcr exports the size and field offsets of every structure mirrored above
+# (dcr/abi.h); a mirror that disagrees would read and write wrong bytes
+# without any error, so the package refuses to load instead.
+
+
+class AbiRow(ctypes.Structure):  # dcr_abi_row_t
+    _c_name_ = "dcr_abi_row_t"
+    _fields_ = [
+        ("type", ctypes.c_char_p),
+        ("field", ctypes.c_char_p),
+        ("offset", ctypes.c_size_t),
+        ("size", ctypes.c_size_t),
+    ]
+
+
+MIRRORS = [PayloadKey, PayloadPolicy, PayloadHeader, CodecItem, EncodeParams, PayloadItem, ObjstoreConfig,
+           ObjstoreEntry, ControlConfig, CommitRecord, ControlPrepare]
+CONSTANTS = {
+    "DCR_MAX_DIMS": MAX_DIMS,
+    "DCR_CODEC_KEY_SIZE": KEY_SIZE,
+    "DCR_OBJSTORE_KEY_MAX": OBJSTORE_KEY_MAX,
+    "DCR_OBJSTORE_VERSION_MAX": OBJSTORE_VERSION_MAX,
+    "DCR_CONTROL_BASELINE_BYTES": CONTROL_BASELINE_BYTES,
+}
+
+
+def layout_table(library):
+    """libdcr's layout table: {type: [(field or None, offset, size), ...]}."""
+    fn = getattr(library, "dcr_abi_layout", None)
+    if fn is None:
+        raise ImportError("dcr: %s has no layout table (dcr_abi_layout): it is older than this package"
+                          % library._name)
+    fn.restype = ctypes.POINTER(AbiRow)
+    fn.argtypes = [ctypes.POINTER(ctypes.c_size_t)]
+    n = ctypes.c_size_t()
+    rows = fn(ctypes.byref(n))
+    table = {}
+    for i in range(n.value):
+        r = rows[i]
+        field = r.field.decode() if r.field else None
+        table.setdefault(r.type.decode(), []).append((field, r.offset, r.size))
+    return table
+
+
+def layout_mismatch(table, mirrors, constants):
+    """The first disagreement between the mirrors and libdcr's table, as one
+    line naming the structure and field; None when every one agrees."""
+    consts = {f: size for f, _, size in table.get("constant", [])}
+    for name, value in constants.items():
+        if consts.get(name) != value:
+            return "constant %s is %s in python/dcr/_lib.py, %s in libdcr" % (name, value, consts.get(name))
+    for cls in mirrors:
+        rows = table.get(cls._c_name_)
+        if rows is None:
+            return "%s (%s) is not in libdcr's layout table" % (cls._c_name_, cls.__name__)
+        what = "%s (python/dcr/_lib.py %s)" % (cls._c_name_, cls.__name__)
+        c_fields = [(f, off, size) for f, off, size in rows if f is not None]
+        py_fields = [(f, getattr(cls, f).offset, getattr(cls, f).size) for f, _ in cls._fields_]
+        for k in range(max(len(c_fields), len(py_fields))):
+            c = c_fields[k] if k < len(c_fields) else None
+            py = py_fields[k] if k < len(py_fields) else None
+            if c is None:
+                return "%s: field %s is not in libdcr's structure" % (what, py[0])
+            if py is None or py[0] != c[0]:
+                return "%s: field %s (offset %d in libdcr) is missing or out of order" % (what, c[0], c[1])
+            if py[1:] != c[1:]:
+                return "%s: field %s at offset %d size %d, libdcr's at offset %d size %d" % (
+                    what, c[0], py[1], py[2], c[1], c[2])
+        c_size = [size for f, _, size in rows if f is None]
+        if c_size != [ctypes.sizeof(cls)]:
+            return "%s: size %d, libdcr's %s" % (what, ctypes.sizeof(cls), c_size)
+    return None
+
+
+def check_layout(library=None, mirrors=MIRRORS, constants=CONSTANTS):
+    """Raises ImportError with one line when a mirror disagrees with libdcr."""
+    library = library or lib
+    bad = layout_mismatch(layout_table(library), mirrors, constants)
+    if bad:
+        raise ImportError("dcr: C structure mirror out of date: %s (libdcr at %s)" % (bad, library._name))
+
+
+check_layout()

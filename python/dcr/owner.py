@@ -42,12 +42,13 @@ def changed_items(old, new, xor_ok=lambda name: True):
 
 
 def encode(old, new, tau, owner, xor_ok=lambda name: True, key=None, bucket_bytes=64 << 20,
-           shuffle=False):
+           shuffle=False, max_version=None):
     """Payloads (bytes) carrying every change from old to new, cut into
-    buckets of about bucket_bytes of raw records; tensors are never split."""
+    buckets of about bucket_bytes of raw records; tensors are never split.
+    max_version: see dcr.Encoder."""
     out = []
     pid = 0
-    with dcr.Encoder(key) as enc:
+    with dcr.Encoder(key, max_version) as enc:
         pending = 0
         for name, shape, dtype, encoding, idx, vals in changed_items(old, new, xor_ok):
             enc.add(name, shape, dtype, encoding, idx, vals)

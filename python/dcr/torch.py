@@ -21,10 +21,19 @@ load_weights after every attempt that changed it.
 A probe pass then checks the learned map against the loader itself: the
 checkpoint is loaded again with every value's sign bit flipped (which every
 dtype conversion preserves, so every element that lands anywhere changes
-bits), and every parameter element must equal what the map predicts. An
+bits), and every parameter element must equal what the map predicts. Where
+no landing converts dtype (the usual BF16 model) this needs no copy of the
+model: every parameter storage is digested, the flipped checkpoint loaded
+one tensor at a time through one scratch buffer, the sign bits flipped back
+at the positions the map predicts, and the digests must come out unchanged
+(the model then holds the committed version again). Otherwise, or when a
+digest differs, the exact probe compares every element against a copy: an
 element that changed where the map says nothing lands, or landed with other
-bits, turns its canonical tensor into a fallback. The committed checkpoint is
-then loaded again, so the model ends prewarm holding the committed version.
+bits, turns its canonical tensor into a fallback, and the committed
+checkpoint is loaded again. Interception itself keeps no index per element
+for the usual writes (a whole canonical tensor copied into a contiguous
+span of a parameter); other writes get index tensors, and a parameter with
+overlapping writes a table of which write came last.
 
 Apply validates every item of every payload first (digest, names, shapes,
 dtypes, XOR only where the path has no conversion) and writes nothing when
@@ -34,6 +43,9 @@ tensor independently of the others (vLLM's loaders do), and torch 1.13 does
 not route Tensor.__setitem__ through function modes, so a loader that writes
 parameters with `param[...] = w` is caught by the probe and falls back.
 """
+
+import hashlib
+import time
 
 import numpy as np
 import torch
@@ -85,6 +97,7 @@ def _bits(t):
 
 
 _ARANGE = {}
+_WHOLE = object()  # the index of a whole canonical tensor, not built (see _Intercept._index)
 
 
 def _arange(n):
@@ -178,16 +191,29 @@ class _Intercept(TorchFunctionMode):
         self.events = []
 
     # -- what a tensor is -------------------------------------------------
-    def _index(self, t):
+    def _index(self, t, lazy=False):
         """(index tensor, convs) when t's elements are canonical elements
-        (index -1 where an element is not), else None."""
+        (index -1 where an element is not), else None. With lazy, the whole
+        canonical tensor in its own order (what nearly every loader copies)
+        is _WHOLE instead of an index tensor: no index is built for it."""
         hit = self.tracked.get(id(t))
         if hit is not None and hit[0] is t:
-            return hit[1], hit[2]
+            idx = hit[1]
+            return (idx if lazy or idx is not _WHOLE else self._whole_index(t)), hit[2]
         if t.dtype == self.canon.dtype and t.storage().data_ptr() == self.cptr:
+            if self._is_whole(t):
+                return (_WHOLE if lazy else self._whole_index(t)), ()
             pos = _storage_index(self.canon.storage().size(), t)
             return (pos if self.flat_of_storage is None else self.flat_of_storage[pos]), ()
         return None
+
+    def _is_whole(self, t):
+        """t is the canonical tensor's elements in row-major order."""
+        return (self.flat_of_storage is None and t.storage_offset() == 0 and t.numel() == self.canon.numel()
+                and t.is_contiguous())
+
+    def _whole_index(self, t):
+        return _arange(self.canon.numel()).view(t.shape)
 
     def _is_poisoned(self, t):
         hit = self.poisoned.get(id(t))
@@ -207,7 +233,7 @@ class _Intercept(TorchFunctionMode):
         if name in _INERT:
             return out
         ins = [t for t in _tensors((args, kwargs)) if t is not out]
-        involved = [t for t in ins if self._index(t) is not None or self._is_poisoned(t)]
+        involved = [t for t in ins if self._index(t, lazy=True) is not None or self._is_poisoned(t)]
         if not involved or not isinstance(out, (torch.Tensor, list, tuple)):
             return out
         if name.endswith("_") and not name.startswith("__"):
@@ -251,7 +277,9 @@ class _Intercept(TorchFunctionMode):
             self.tracked[id(t)] = (t, i, convs)
 
     def _convert(self, src, out):
-        got = self._index(src)
+        if out is src:
+            return  # a conversion to the dtype it has: the same tensor
+        got = self._index(src, lazy=True)
         if got is None or not isinstance(out, torch.Tensor) or out.shape != src.shape:
             self._poison(out)
             return
@@ -265,12 +293,15 @@ class _Intercept(TorchFunctionMode):
         if store is None:
             return
         with torch._C.DisableTorchFunction():
-            pos = _storage_index(store.size, dst).reshape(-1)
-            pos = (pos, dst.storage_offset() if dst.is_contiguous() else None)
+            # A contiguous destination is a span of its storage: no index.
+            if dst.is_contiguous():
+                pos = (None, dst.storage_offset(), dst.numel())
+            else:
+                pos = (_storage_index(store.size, dst).reshape(-1), None, dst.numel())
             if src is None or not isinstance(src, torch.Tensor):
                 self.events.append((store, pos, None, "unmapped " + how))
                 return
-            got = self._index(src)
+            got = self._index(src, lazy=src.shape == dst.shape)
             if got is None:
                 reason = "computed values" if self._is_poisoned(src) else None
                 self.events.append((store, pos, None, reason))
@@ -278,6 +309,9 @@ class _Intercept(TorchFunctionMode):
             idx, convs = got
             if dst.dtype != src.dtype:
                 convs = convs + (dst.dtype,)
+            if idx is _WHOLE:
+                self.events.append((store, pos, (None, convs, 0), None))
+                return
             idx = idx.expand(dst.shape).reshape(-1)
             self.events.append((store, pos, (idx, convs, _run_start(idx)), None))
 
@@ -299,9 +333,14 @@ class Receiver:
         self.landings = {}  # name -> [_Landing]
         self.fallback = {}  # name -> reason
         self.shadow = {}  # name -> canonical tensor (fallbacks only)
-        self.stats = {"fallback_reloads": 0}
+        # apply_s: time spent writing records (after decoding and checking).
+        self.stats = {"fallback_reloads": 0, "apply_s": 0.0}
         self._scatter = dcr.Scatter("cpu")
         self.dirty = False  # a failed apply may have left storage half-applied
+        # Record buffers reused from item to item and apply to apply (fresh
+        # arrays would fault in their pages every time).
+        self._idx_buf = np.empty(0, dtype=np.int64)
+        self._val_buf = np.empty(0, dtype=np.uint8)
 
     def _store_of(self, t):
         with torch._C.DisableTorchFunction():
@@ -311,31 +350,38 @@ class Receiver:
     def prewarm(self, checkpoint):
         """Loads the committed checkpoint (name -> tensor) through the model's
         loader and learns where every element lands. Returns report()."""
-        owner = {ptr: np.full(s.size, -1, dtype=np.int64) for ptr, s in self.stores.items()}
+        owners = {ptr: _Owner(s.size) for ptr, s in self.stores.items()}
         events = []
-        for name, tensor in checkpoint.items():
-            if tensor.dtype not in _TORCH_DTYPES:
-                raise ValueError("dcr.torch: %s: dtype %s has no dcr word type" % (name, tensor.dtype))
-            canon = tensor.detach().clone()
-            self.canon[name] = (tuple(canon.shape), dcr.dtype_code(_TORCH_DTYPES[canon.dtype]), canon.dtype)
-            mode = _Intercept(self, name, canon)
-            with mode:
-                self.load_weights([(name, canon)])
-            for store, pos, mapped, reason in mode.events:
-                _at(owner[store.flat.storage().data_ptr()], pos)[...] = len(events)
-                events.append((name, store, pos, mapped, reason))
-        self._resolve(events, owner)
-        self._probe(checkpoint)
-        self.load_weights(list(checkpoint.items()))
+        try:
+            for name, tensor in checkpoint.items():
+                if tensor.dtype not in _TORCH_DTYPES:
+                    raise ValueError("dcr.torch: %s: dtype %s has no dcr word type" % (name, tensor.dtype))
+                canon = tensor.detach()
+                if canon.storage().data_ptr() in self.stores:
+                    canon = canon.clone()  # the checkpoint shares a parameter's storage: follow a copy
+                self.canon[name] = (tuple(canon.shape), dcr.dtype_code(_TORCH_DTYPES[canon.dtype]), canon.dtype)
+                mode = _Intercept(self, name, canon)
+                with mode:
+                    self.load_weights([(name, canon)])
+                for store, pos, mapped, reason in mode.events:
+                    owners[store.flat.storage().data_ptr()].claim(pos, len(events))
+                    events.append((name, store, pos, mapped, reason))
+            self._resolve(events, owners)
+        finally:
+            _ARANGE.clear()  # index tables are for prewarm only
+        del events, owners
+        if not self._probe_by_digest(checkpoint):
+            self._probe(checkpoint)
+            self.load_weights(list(checkpoint.items()))
         for name in self.fallback:
             self.shadow[name] = checkpoint[name].detach().clone()
         return self.report()
 
-    def _resolve(self, events, owner):
+    def _resolve(self, events, owners):
         """Keeps, of every write, the positions no later write replaced."""
         for eid, (name, store, pos, mapped, reason) in enumerate(events):
-            alive = _at(owner[store.flat.storage().data_ptr()], pos) == eid
-            if not alive.any():
+            alive = owners[store.flat.storage().data_ptr()].alive(pos, eid)
+            if alive is not True and not alive.any():
                 continue
             if mapped is None:
                 if reason is not None:
@@ -343,12 +389,15 @@ class Receiver:
                 continue
             idx, convs, idx_start = mapped
             numel = int(np.prod(self.canon[name][0]))
-            if pos[1] is not None and idx_start == 0 and idx.numel() == numel and alive.all():
+            if pos[1] is not None and idx_start == 0 and pos[2] == numel and (alive is True or alive.all()):
                 # The usual case: the whole tensor lands as one block.
                 self.landings.setdefault(name, []).append(_Landing(store, None, convs, offset=pos[1]))
                 continue
-            keep = torch.from_numpy(alive) & (idx >= 0)
-            self._add_landing(name, store, idx[keep], pos[0][keep], convs)
+            if idx is None:
+                idx = torch.arange(numel)
+            dst = pos[0] if pos[0] is not None else torch.arange(pos[1], pos[1] + pos[2])
+            keep = (idx >= 0) if alive is True else torch.from_numpy(alive) & (idx >= 0)
+            self._add_landing(name, store, idx[keep], dst[keep], convs)
 
     def _add_landing(self, name, store, cidx, pos, convs):
         numel = int(np.prod(self.canon[name][0]))
@@ -359,13 +408,44 @@ class Receiver:
             self.landings.setdefault(name, []).append(_Landing(store, lut.numpy(), convs))
             cidx, pos = cidx[~placed], pos[~placed]
 
+    def _probe_by_digest(self, checkpoint):
+        """The probe without copies, for the usual model whose landings
+        convert nothing: digest every parameter storage, load the checkpoint
+        with every sign bit flipped (one tensor at a time), flip the sign
+        bits back at the landed positions the map predicts, and digest
+        again. Equal digests everywhere: the map holds for every element
+        (nothing landed anywhere else, nothing landed differently) and the
+        model holds the committed version again. False (nothing concluded)
+        when a digest differs (the model is loaded with the committed version
+        again) or some landing converts dtype (a conversion may not keep a
+        NaN's sign), for the exact probe to decide."""
+        if any(land.convs for lands in self.landings.values() for land in lands):
+            return False
+        before = {ptr: _digest(s) for ptr, s in self.stores.items()}
+        # One scratch buffer for every flipped tensor: no allocation per tensor.
+        scratch = torch.empty(max(t.numel() * t.element_size() for t in checkpoint.values()), dtype=torch.uint8)
+        for name, tensor in checkpoint.items():
+            self.load_weights([(name, _flip_sign(tensor, scratch))])
+        del scratch
+        for name, lands in self.landings.items():
+            for land in lands:
+                words = land.store.words
+                mask = _sign_mask_np(words.dtype)
+                if land.offset is not None:
+                    words[land.offset : land.offset + int(np.prod(self.canon[name][0]))] ^= mask
+                else:
+                    words[land.pairs(int(np.prod(self.canon[name][0])))[1]] ^= mask
+        if all(_digest(s) == before[ptr] for ptr, s in self.stores.items()):
+            return True
+        self.load_weights(list(checkpoint.items()))  # back to the committed version for the exact probe
+        return False
+
     def _probe(self, checkpoint):
         """Loads the sign-flipped checkpoint and checks every parameter
         element against what the landings predict."""
-        before = {ptr: s.words.copy() for ptr, s in self.stores.items()}
+        expect = {ptr: s.words.copy() for ptr, s in self.stores.items()}
         flipped = {n: _flip_sign(t) for n, t in checkpoint.items()}
         self.load_weights(list(flipped.items()))
-        expect = {ptr: w.copy() for ptr, w in before.items()}
         claimed = {ptr: np.zeros(s.size, dtype=bool) for ptr, s in self.stores.items()}
         for name, lands in self.landings.items():
             for land in lands:
@@ -436,9 +516,11 @@ class Receiver:
             # half-applied: only absolute overwrites (the retry of DESIGN.md
             # section 5 step 7) can repair it, so XOR is refused until then.
             self.dirty = True
+            t0 = time.perf_counter()
             for it in items:
                 n += self._apply_item(it, reload)
             self._scatter.sync()
+            self.stats["apply_s"] += time.perf_counter() - t0
             for name in sorted(reload):
                 self.load_weights([(name, self.shadow[name])])
                 self.stats["fallback_reloads"] += 1
@@ -468,58 +550,90 @@ class Receiver:
             it.apply(self.shadow[it.name])
             reload.add(it.name)
             return it.count
-        idx = it.indices()
-        vals = it.values()
+        self._idx_buf = _grown(self._idx_buf, it.count, np.int64)
+        self._val_buf = _grown(self._val_buf, it.count * 4, np.uint8)
+        idx = it.indices(self._idx_buf)
+        vals = it.values(self._val_buf)
         for land in self.landings.get(it.name, ()):
             v = vals
             if land.offset is not None:
-                pos, base = idx, land.offset
+                pos, base, span = idx, land.offset, (it.first, it.last)
             else:
-                pos, base = land.lut[idx].astype(np.int64), 0
+                # Table entries are storage positions (made in prewarm): no scan.
+                pos, base, span = land.lut[idx].astype(np.int64), 0, (0, land.store.size - 1)
                 if not land.full:
                     sel = pos >= 0
                     pos, v = pos[sel], vals[sel]
             if land.convs:
                 signed = torch.from_numpy(v.view(np.dtype("i%d" % v.itemsize)))
                 v = _converted_words(signed.view(self.canon[it.name][2]), land.convs)
-            self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base)
+            self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base, span)
         return it.count
 
 
-def _at(arr, pos):
-    """arr at an event's positions: a slice view for a contiguous run, else
-    a fancy-indexed copy (callers assign through it with [...] only for runs,
-    so the fancy case assigns directly)."""
-    tensor, start = pos
-    if start is not None:
-        return arr[start : start + tensor.numel()]
-    return _Fancy(arr, tensor.numpy())
+def _grown(buf, n, dtype):
+    """buf when it holds n elements, else a new array of 1.5x n."""
+    return buf if buf.size >= n else np.empty(max(n, buf.size * 3 // 2), dtype=dtype)
 
 
-class _Fancy:
-    """arr[idx] that reads as an array and writes through `[...] =`."""
+class _Owner:
+    """Which write event last wrote each element of one parameter storage.
+    Writes to disjoint spans (what loaders do) need no table; the first
+    write that overlaps an earlier one, or is not a span, makes one
+    (an int32 event id per element)."""
 
-    def __init__(self, arr, idx):
-        self.arr, self.idx = arr, idx
+    def __init__(self, size):
+        self.size = size
+        self.spans = []  # (start, stop, event id) while there is no table
+        self.table = None
 
-    def __setitem__(self, key, value):
-        self.arr[self.idx] = value
+    def claim(self, pos, eid):
+        idx, start, n = pos
+        if self.table is None:
+            if idx is None and all(start + n <= a or b <= start for a, b, _ in self.spans):
+                self.spans.append((start, start + n, eid))
+                return
+            self.table = np.full(self.size, -1, dtype=np.int32)
+            for a, b, e in self.spans:
+                self.table[a:b] = e
+        if idx is None:
+            self.table[start : start + n] = eid
+        else:
+            self.table[idx.numpy()] = eid
 
-    def __eq__(self, other):
-        return self.arr[self.idx] == other
+    def alive(self, pos, eid):
+        """True when all of the event's positions are still its own, else a
+        bool array per position."""
+        if self.table is None:
+            return True
+        idx, start, n = pos
+        return (self.table[start : start + n] if idx is None else self.table[idx.numpy()]) == eid
 
 
-def _flip_sign(t):
+def _digest(store):
+    """A digest of a parameter storage's bytes (SHA-1: the fastest of
+    hashlib's here; it guards against accidents, not adversaries)."""
+    return hashlib.sha1(store.words).digest()
+
+
+def _sign_mask_np(word_dtype):
+    bits = np.dtype(word_dtype).itemsize * 8
+    return np.array(1 << (bits - 1), dtype=np.uint64).astype(word_dtype)
+
+
+def _flip_sign(t, scratch=None):
     """t with every element's sign bit flipped: every dtype conversion keeps
-    the flip, so every element that lands anywhere lands with other bits."""
-    b = _bits(t.detach().clone())
-    b ^= _sign_mask(b.dtype)
-    return b.view(t.dtype)
-
-
-def _sign_mask(int_dtype):
-    bits = torch.iinfo(int_dtype).bits
-    return torch.tensor(-(1 << (bits - 1)), dtype=int_dtype)
+    the flip, so every element that lands anywhere lands with other bits.
+    Written into scratch (a uint8 tensor at least t's bytes) when given."""
+    src = _bits(t.detach().contiguous())
+    if scratch is None:
+        out = torch.empty_like(src)
+    else:
+        out = scratch[: t.numel() * t.element_size()].view(src.dtype).view(src.shape)
+    # numpy's XOR with a scalar is vectorised; torch 1.13's is several times slower.
+    words = src.numpy()
+    np.bitwise_xor(words, _sign_mask_np(words.dtype), out=out.numpy())
+    return out.view(t.dtype)
 
 
 def _converted_words(values, convs):

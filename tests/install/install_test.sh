@@ -9,7 +9,7 @@
 #   install_test.sh BUILD_DIR SOURCE_DIR PYTHON3
 set -euo pipefail
 [ $# -eq 3 ] || { echo "usage: install_test.sh BUILD_DIR SOURCE_DIR PYTHON3" >&2; exit 2; }
-build=$1 src=$2 py=$3
+build=$1 src=$(cd "$2" && pwd) py=$3
 work=$(mktemp -d /tmp/dcr-install-test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -19,7 +19,8 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(cd "$prefix" && ls -d lib*/pkgconfig | head -1 | xargs dirname)
 for f in include/dcr/codec.h include/dcr/status.h "$libdir/libdcr.a" "$libdir/pkgconfig/dcr.pc" \
          "$libdir/cmake/dcr/dcrConfig.cmake" bin/dcr share/dcr/scripts/testbed.sh \
-         share/dcr/scripts/testbed-agent.sh share/dcr/scripts/testbed-xfer.c; do
+         share/dcr/scripts/testbed-agent.sh share/dcr/scripts/testbed-xfer.c \
+         share/dcr/models/qwen2.5-0.5b.json share/dcr/models/qwen3-30b-a3b.json; do
   [ -e "$prefix/$f" ] || fail "$f missing from the installed tree"
 done
 soname=$(readelf -d "$prefix/$libdir/libdcr.so" | sed -n 's/.*SONAME.*\[\(.*\)\].*/\1/p')
@@ -85,4 +86,32 @@ done
 # The installed binary runs, and finds its helper scripts without any
 # environment variable (it would name the path it looked in otherwise).
 env -u DCR_TESTBED_SCRIPT "$prefix/bin/dcr" --help >/dev/null || fail "the installed dcr does not run"
+# README's PyTorch example against the installed package (torch present:
+# scripts/install-deps.sh installs it).
+if "$py" -c 'import torch' 2>/dev/null; then
+  env -u DCR_LIBRARY PYTHONPATH="$prefix/$libdir/python3/dist-packages" PYTHONDONTWRITEBYTECODE=1 \
+    "$py" "$src/examples/torch_receiver.py" >/dev/null || fail "examples/torch_receiver.py fails against the installed package"
+fi
+# The installed binary reads its model configs from the prefix, found
+# relative to itself: a copy of the prefix elsewhere resolves a config that
+# exists only in that copy, by name, and resolves built-in names with the
+# source tree hidden (an empty tmpfs over it, in a private mount namespace,
+# where unprivileged user namespaces are allowed).
+moved=$work/moved
+cp -a "$prefix" "$moved"
+cp "$moved/share/dcr/models/qwen2.5-0.5b.json" "$moved/share/dcr/models/install-probe.json"
+inv() { env -u DCR_MODELS_DIR "$@" inventory --model "$model" 2>&1; }
+model=install-probe
+out=$(inv "$moved/bin/dcr") || fail "the moved dcr does not find a model of its own prefix: $out"
+grep -q '^canonical  *290 tensors' <<<"$out" || fail "the moved dcr read another config: $out"
+if inv "$build/dcr" >/dev/null; then fail "the build tree's dcr found a model only the moved prefix has"; fi
+hidden=no
+if unshare -rm true 2>/dev/null; then
+  model=qwen2.5-0.5b
+  out=$(unshare -rm bash -c 'mount -t tmpfs none "$1" && [ ! -e "$1/workloads" ] && shift && env -u DCR_MODELS_DIR "$@" inventory --model qwen2.5-0.5b' \
+        _ "$src" "$moved/bin/dcr" 2>&1) || fail "with the source tree hidden the moved dcr fails: $out"
+  grep -q '^canonical  *290 tensors' <<<"$out" || fail "with the source tree hidden: $out"
+  hidden=yes
+fi
+echo "install test: model configs from the moved prefix ok (source tree hidden: $hidden)"
 echo "install test: layout, SONAME $soname, pkg-config (shared, static), find_package and payload apply ok"

@@ -7,6 +7,7 @@ policy must actually learn (so identical curves are not two flat lines)."""
 
 import csv
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,13 @@ class Fig9Test(unittest.TestCase):
                 for row in rows:
                     self.assertEqual(row["reward_dcr"], row["reward_dense"])
                     self.assertEqual(row["kl_dcr"], row["kl_dense"])
+                self.assertEqual([int(r["step"]) for r in rows if r["receiver_failed"] == "1"], [5, 10])
+                if shutil.which("gnuplot"):  # the side-by-side plot of both curves
+                    with open(os.path.join(out, "fig9.svg")) as f:
+                        svg = f.read()
+                    for title in ("reward", "KL", "dense reload", "receiver killed mid-apply"):
+                        self.assertIn(title, svg)
+                    os.remove(os.path.join(out, "fig9.svg"))
                 self.assertGreater(float(rows[-1]["reward_dcr"]), float(rows[0]["reward_dcr"]))
                 self.assertGreater(float(rows[-1]["kl_dcr"]), 0.0)
 
@@ -37,7 +45,10 @@ class Fig9Test(unittest.TestCase):
         r = subprocess.run([sys.executable, SCRIPT, "--out", "/tmp/lib-fig9-x", "--steps", "0"],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 2)
-        self.assertEqual(len(r.stderr.strip().splitlines()[-1:]), 1)
+        self.assertIn("--steps in [1, 100000]", r.stderr)
+        r = subprocess.run([sys.executable, SCRIPT, "--out", "bad\nname"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("control characters", r.stderr)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,41 @@ class ReceiverTest(unittest.TestCase):
     def test_large_change_rate(self):
         self.refit("moe", frac=0.5, nan=True)
 
+    def test_overlapping_writes_keep_the_last(self):
+        # A loader that writes a parameter twice (all of a, then b over its
+        # first row) and one tensor through a transposed, strided view: the
+        # later write owns the overlap, so the receiver needs the table of
+        # last writers and index landings; the oracle is a dense load.
+        class Overlap(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.p = torch.nn.Parameter(torch.zeros(6, 8, dtype=torch.bfloat16), requires_grad=False)
+                self.q = torch.nn.Parameter(torch.zeros(8, 6, dtype=torch.bfloat16), requires_grad=False)
+
+            def load_weights(self, weights):
+                for name, w in weights:
+                    if name == "a":
+                        self.p.data.copy_(w)
+                    elif name == "b":
+                        self.p.data[0].copy_(w)
+                    else:
+                        self.q.data.t().copy_(w)
+
+        def ckpt(gen):
+            return {"a": torch.randn(6, 8, generator=gen).bfloat16(), "b": torch.randn(8, generator=gen).bfloat16(),
+                    "c": torch.randn(6, 8, generator=gen).bfloat16()}
+
+        c0, c1 = ckpt(self.gen), ckpt(self.gen)
+        model, oracle = Overlap(), Overlap()
+        rx = Receiver(model)
+        rx.prewarm(c0)
+        self.assertEqual(rx.report()["counts"]["xor"], 3)
+        self.assertEqual(rx.report()["fallback"], {})
+        rx.apply(owner.encode(c0, c1, tau=1, owner=0))
+        oracle.load_weights(list(c1.items()))
+        self.assertTrue(torch.equal(model.p.view(torch.int16), oracle.p.view(torch.int16)))
+        self.assertTrue(torch.equal(model.q.view(torch.int16), oracle.q.view(torch.int16)))
+
     def test_bad_input_writes_nothing(self):
         family = "llama"
         c0 = vm.checkpoint_of(vm.init_masters(family, SEED))

@@ -8,10 +8,13 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "workloads/model/hf_config.h"
 #include "workloads/model/input_file.h"
@@ -19,6 +22,11 @@
 
 #ifndef DCR_MODELS_DIR
 #define DCR_MODELS_DIR "workloads/models"
+#endif
+/* Where `cmake --install` puts the configs, relative to the installed
+ * binary's folder (CMake passes the real relative path). */
+#ifndef DCR_MODELS_INSTALL_REL
+#define DCR_MODELS_INSTALL_REL "../share/dcr/models"
 #endif
 
 /* Bounds that keep every derived size and count far from overflow and keep a
@@ -415,6 +423,27 @@ static bool dcr__is_path(const char *name)
     return strchr(name, '/') != NULL || (len >= 5 && strcmp(name + len - 5, ".json") == 0);
 }
 
+/* The folder whose <name>.json files are the built-in models: the one
+ * $DCR_MODELS_DIR names (another copy of the configs, or extra models); else
+ * the installed tree's, found relative to this executable so that an
+ * installed (or copied, or moved) prefix needs neither the source tree nor
+ * an environment variable; else the source tree's the binary was built
+ * from (a build folder anywhere). */
+static const char *dcr__models_dir(char *buf, size_t cap)
+{
+    const char *env = getenv("DCR_MODELS_DIR");
+    if (env != NULL && env[0] != '\0') return env;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        int w = snprintf(buf, cap, "%s/%s", dirname(exe), DCR_MODELS_INSTALL_REL);
+        struct stat st;
+        if (w > 0 && (size_t)w < cap && stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
+    }
+    return DCR_MODELS_DIR;
+}
+
 dcr_status_t dcr_model_load(const char *name_or_path, dcr_model_config_t *out_p)
 {
     if (name_or_path == NULL || name_or_path[0] == '\0' || out_p == NULL) {
@@ -422,10 +451,8 @@ dcr_status_t dcr_model_load(const char *name_or_path, dcr_model_config_t *out_p)
     }
     if (dcr__is_path(name_or_path)) return dcr__load_path(name_or_path, out_p);
 
-    /* DCR_MODELS_DIR in the environment points at another copy of the
-     * configs (an installed tree, or a directory with extra models). */
-    const char *dir = getenv("DCR_MODELS_DIR");
-    if (dir == NULL || dir[0] == '\0') dir = DCR_MODELS_DIR;
+    char install_dir[PATH_MAX];
+    const char *dir = dcr__models_dir(install_dir, sizeof(install_dir));
     char path[4096];
     int n = snprintf(path, sizeof(path), "%s/%s.json", dir, name_or_path);
     if (n < 0 || (size_t)n >= sizeof(path)) return dcr__unknown_builtin(name_or_path);
