@@ -948,6 +948,19 @@ static void md_timeline(const report_t *r, FILE *f)
             b->finalization_s, b->remainder_s);
 }
 
+/* Figure 9 needs a training loop and torch, which dcr report does not run:
+ * the report says where it is drawn instead of showing a stand-in. */
+static void md_fig9(FILE *f)
+{
+    fprintf(f, "## Reward and KL under receiver failures (Figure 9)\n\n"
+               "Drawn beside this report by `examples/fig9_rl.py --out DIR`: a policy-gradient "
+               "loop on a vLLM-style torch model refit by dcr with a receiver killed mid-apply "
+               "every 5 steps, and by dense reloads; `DIR/fig9.csv` and `DIR/fig9.svg` "
+               "(`examples/fig9.gp`) show reward and KL side by side with the killed steps "
+               "circled, and the script exits 1 if the curves differ "
+               "(docs/guides/python.md, section Figure 9).\n\n");
+}
+
 static dcr_status_t write_markdown(const report_t *r)
 {
     FILE *f = open_out(r, "report.md");
@@ -964,6 +977,7 @@ static dcr_status_t write_markdown(const report_t *r)
     if (r->trend) dcr_trend_md(r->trend, f);
     if (r->compare) dcr_base_vs_new_md(r->compare, f);
     if (r->have_timeline) md_timeline(r, f);
+    md_fig9(f);
     return close_out(r, f, "report.md");
 }
 
