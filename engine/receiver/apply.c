@@ -743,8 +743,14 @@ static dcr_status_t dcr__replay(dcr_receiver_t *r)
         w.origin.source = pw->source;
         w.origin.op = "";
         dcr__note_written(r, w.param, &w.dst);
-        DCR_CHECK(dcr__sparse_copy(r, &w));
+        dcr_status_t st = dcr__sparse_copy(r, &w);
+        if (st != DCR_OK) {
+            dcr_map_clear(&r->wmap);
+            return st;
+        }
     }
+    /* Overlapping copies agree within one item only. */
+    dcr_map_clear(&r->wmap);
     return DCR_OK;
 }
 
