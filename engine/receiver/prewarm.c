@@ -495,7 +495,8 @@ static dcr_status_t dcr__prewarm_result(dcr_receiver_t *r)
     const dcr__plan_t *pl = &r->plans[first];
     return dcr_error_set(DCR_EUNSUPPORTED, "prewarm (%s): tensor %s: %s: %s%s",
                          dcr_loader_name(r->loader), dcr_inventory_at(r->inv, first)->name,
-                         pl->info.op, pl->info.reason, bad > 1 ? " (and more unsupported tensors)" : "");
+                         pl->info.op, pl->info.reason,
+                         bad > 1 ? " (and more unsupported tensors)" : "");
 }
 
 dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)

@@ -388,8 +388,7 @@ static dcr_status_t verify_in_place(bench_t *b, bool *exact_p)
         const char *param = NULL;
         int64_t elem = -1;
         bool equal = false;
-        DCR_CHECK(
-            dcr_receiver_compare_dense(b->receivers[i], b->canonical, &equal, &param, &elem));
+        DCR_CHECK(dcr_receiver_compare_dense(b->receivers[i], b->canonical, &equal, &param, &elem));
         if (!equal) {
             DCR_LOG_ERROR("bench: receiver %d differs from the dense refit at %s[%lld]", i,
                           param ? param : "?", (long long)elem);

@@ -117,16 +117,17 @@ void dcr_microbench_apply_report(const dcr_serve_bench_result_t *res, int n, int
     json_t *rows = json_array();
     for (int i = 0; i < n; i++)
         json_array_append_new(
-            rows, json_pack("{s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f}", "rate",
-                            res[i].rate, "records", (json_int_t)res[i].records, "payload_bytes",
-                            (json_int_t)res[i].payload_bytes, "dense_s", res[i].dense_s, "apply_s",
-                            res[i].apply_s, "ratio", res[i].ratio, "ingest_s", res[i].ingest_s,
-                            "full_apply_s", res[i].full_apply_s, "full_ratio", res[i].full_ratio,
-                            "items_sparse", (json_int_t)res[i].items_sparse, "items_full",
-                            (json_int_t)res[i].items_full, "floor_s", res[i].floor_s, "floor_ratio",
-                            res[i].floor_ratio, "loader_apply_s", res[i].loader_apply_s,
-                            "apply_floor", dcr__over(res[i].apply_s, res[i].floor_s),
-                            "loader_floor", dcr__over(res[i].loader_apply_s, res[i].floor_s)));
+            rows,
+            json_pack("{s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f,s:I,s:I,s:f,s:f,s:f,s:f,s:f}", "rate",
+                      res[i].rate, "records", (json_int_t)res[i].records, "payload_bytes",
+                      (json_int_t)res[i].payload_bytes, "dense_s", res[i].dense_s, "apply_s",
+                      res[i].apply_s, "ratio", res[i].ratio, "ingest_s", res[i].ingest_s,
+                      "full_apply_s", res[i].full_apply_s, "full_ratio", res[i].full_ratio,
+                      "items_sparse", (json_int_t)res[i].items_sparse, "items_full",
+                      (json_int_t)res[i].items_full, "floor_s", res[i].floor_s, "floor_ratio",
+                      res[i].floor_ratio, "loader_apply_s", res[i].loader_apply_s, "apply_floor",
+                      dcr__over(res[i].apply_s, res[i].floor_s), "loader_floor",
+                      dcr__over(res[i].loader_apply_s, res[i].floor_s)));
     json_t *j =
         json_pack("{s:s,s:I,s:I,s:o}", "bench", "apply", "resident_bytes",
                   (json_int_t)res[0].resident_bytes, "repeats", (json_int_t)repeats, "rows", rows);

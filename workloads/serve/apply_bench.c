@@ -24,11 +24,11 @@ typedef struct dcr__bench {
     const dcr_serve_bench_options_t *opt;
     dcr_storage_t **w; /* the version the receivers hold */
     dcr_rng_t rng;
-    dcr_receiver_t *r;    /* measured */
-    dcr_receiver_t *full; /* compare_full: the seed's full pass */
+    dcr_receiver_t *r;     /* measured */
+    dcr_receiver_t *full;  /* compare_full: the seed's full pass */
     dcr_receiver_t *rerun; /* compare_loader: the loader run for every item */
-    dcr_storage_t *flat;  /* the floor loop's target: every canonical tensor, back to back */
-    size_t *flat_at;      /* per tensor: its byte offset in flat */
+    dcr_storage_t *flat;   /* the floor loop's target: every canonical tensor, back to back */
+    size_t *flat_at;       /* per tensor: its byte offset in flat */
 } dcr__bench_t;
 
 static void dcr__tensors_free(dcr_storage_t **t, size_t n)

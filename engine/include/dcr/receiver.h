@@ -13,15 +13,13 @@
  * storage is storage-sharing views only, the receiver replays the copies
  * its prewarm probe intercepted from the loader (or, with loader_per_item,
  * runs the loader again and holds it to them) and at each copy touches only
- * the item's positions (sparse apply: cost follows the changed set). Otherwise it scatters the item into a
- * scratch tensor (XOR: masks, 0 elsewhere; overwrite: values, NaN placeholder
- * elsewhere), runs the loader over it, and at each intercepted copy applies
- * the active positions, the active mask fixed at the first copy into each
- * destination view. Overwrite records whose value is itself NaN (it would
- * read as the placeholder) are applied in a second, tracked pass, in which
- * the load context carries an exact activity map beside the values; the
- * tracked pass also takes over when a transform turns a value into NaN or
- * does not keep NaN as NaN.
+ * the item's positions (sparse apply: cost follows the changed set). Otherwise it scatters the item
+ * into a scratch tensor (XOR: masks, 0 elsewhere; overwrite: values, NaN placeholder elsewhere),
+ * runs the loader over it, and at each intercepted copy applies the active positions, the active
+ * mask fixed at the first copy into each destination view. Overwrite records whose value is itself
+ * NaN (it would read as the placeholder) are applied in a second, tracked pass, in which the load
+ * context carries an exact activity map beside the values; the tracked pass also takes over when a
+ * transform turns a value into NaN or does not keep NaN as NaN.
  *
  * Threading: one thread may ingest (dcr_receiver_ingest*) while another
  * applies staged payloads (dcr_receiver_apply_staged); every other call is

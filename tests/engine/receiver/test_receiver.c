@@ -598,7 +598,8 @@ static void test_compare_dense_finds_flips(void **state)
                 const dcr_param_t *p = dcr_params_at(ps, i);
                 int64_t numel = dcr_shape_numel(p->ndim, p->shape);
                 int64_t at = (int64_t)(dcr_rng_u64(&wd.rng) % (uint64_t)(numel > 0 ? numel : 1));
-                uint8_t *byte = (uint8_t *)p->storage->data + at * (int64_t)dcr_dtype_size(p->dtype);
+                uint8_t *byte =
+                    (uint8_t *)p->storage->data + at * (int64_t)dcr_dtype_size(p->dtype);
                 *byte ^= 1;
                 const char *want_p = NULL, *got_p = NULL;
                 int64_t want_e = -1, got_e = -1;
