@@ -499,6 +499,24 @@ static dcr_status_t dcr__prewarm_result(dcr_receiver_t *r)
                          bad > 1 ? " (and more unsupported tensors)" : "");
 }
 
+/* Scratch without bytes yet shrinks to the largest tensor an item's pass of
+ * the loader runs over: items of views-only paths replay the probe's copies
+ * and never touch it, so at most the other paths' tensors (all of them with
+ * full_pass or loader_per_item). */
+static void dcr__scratch_fit(dcr_receiver_t *r)
+{
+    if (r->scratch->data != NULL) return;
+    size_t most = 0;
+    for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) {
+        const dcr__plan_t *pl = &r->plans[i];
+        bool pass = pl->info.cls == DCR_PATH_XOR || pl->info.cls == DCR_PATH_OVERWRITE;
+        bool replay = pl->info.views_only && !r->cfg.full_pass && !r->cfg.loader_per_item;
+        size_t bytes = dcr_desc_bytes(dcr_inventory_at(r->inv, i));
+        if (pass && !replay && bytes > most) most = bytes;
+    }
+    r->scratch->bytes = most;
+}
+
 dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
 {
     if (r == NULL) return dcr_error_set(DCR_EINVAL, "prewarm: NULL receiver");
@@ -507,6 +525,8 @@ dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
     r->plans = calloc(n ? n : 1, sizeof(*r->plans));
     if (r->plans == NULL) return dcr_error_set(DCR_ENOMEM, "prewarm: %zu plans", n);
     r->probe_writes = 0;
+    /* The probe views every canonical tensor over scratch. */
+    if (r->scratch->data == NULL) r->scratch->bytes = dcr_inventory_max_tensor_bytes(r->inv);
     dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){.probe = true});
     dcr_status_t st = DCR_OK;
     for (size_t i = 0; i < n && st == DCR_OK; i++) st = dcr__probe_one(r, i);
@@ -528,6 +548,7 @@ dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
     st = dcr__prewarm_result(r);
     if (st == DCR_OK && cross != DCR_OK) st = dcr_error_set(cross, "%s", detail);
     r->prewarmed = st == DCR_OK;
+    if (r->prewarmed) dcr__scratch_fit(r);
     return st;
 }
 
