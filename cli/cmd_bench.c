@@ -3,7 +3,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "commands.h"
@@ -59,6 +61,36 @@ static dcr_status_t write_trace(const char *path)
     return st;
 }
 
+/* A dir: store that exists as a folder holding files and no store marker
+ * (the object store's rule, engine/transport/objstore_backend_dir.c: only
+ * an empty folder or one dcr made is a store) is the user's folder: refused
+ * before any setup. Everything else about the path (links, files, access)
+ * is the store's to refuse when it opens it. */
+static dcr_status_t check_store_dir(const char *store)
+{
+    if (strncmp(store, "dir:", 4) != 0) return DCR_OK;
+    const char *path = store + 4;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return DCR_OK;
+    DIR *d = opendir(path);
+    if (d == NULL) return DCR_OK;
+    bool files = false, marker = false;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!strcmp(e->d_name, ".dcr-store"))
+            marker = true;
+        else if (strncmp(e->d_name, ".tmp-", 5) != 0)
+            files = true;
+    }
+    closedir(d);
+    if (files && !marker)
+        return dcr_error_set(DCR_EINVAL,
+                             "--store %s: the folder holds files and no .dcr-store marker; dcr "
+                             "uses only an empty folder or one it made as a store",
+                             store);
+    return DCR_OK;
+}
+
 /* --store and --s3-endpoint: usage errors, checked before anything runs. */
 static dcr_status_t check_store(const bench_opts_t *o)
 {
@@ -68,7 +100,8 @@ static dcr_status_t check_store(const bench_opts_t *o)
     if (o->store && o->keep)
         return dcr_error_set(DCR_EINVAL,
                              "--store and --keep-payloads both name the store; give one");
-    return dcr_cli_store_check(o->store, o->s3_endpoint);
+    DCR_CHECK(dcr_cli_store_check(o->store, o->s3_endpoint));
+    return o->store ? check_store_dir(o->store) : DCR_OK;
 }
 
 /* The flags' values into the run configuration (checked by fill_config). */

@@ -158,7 +158,7 @@ static int dcr__microbench_apply(int argc, char **argv)
         return dcr_cli_usage("microbench apply", DCR_EINVAL);
     dcr_serve_config_t serve = dcr_serve_config_default();
     serve.tp = (int)serve_tp;
-    dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed};
+    dcr_serve_bench_options_t opt = {0, false, true, (int)repeats, (uint64_t)seed, true};
     dcr_serve_bench_result_t res[DCR__RATES_MAX];
     dcr_scenario_t *sc = NULL;
     size_t bytes = 0;

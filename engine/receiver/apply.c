@@ -612,6 +612,7 @@ static const dcr_load_hooks_t dcr__apply_hooks = {dcr__apply_copy, dcr__apply_fi
 static dcr_status_t dcr__scratch_base(dcr_receiver_t *r, dcr__base_t base, dcr_dtype_t dtype,
                                       size_t bytes)
 {
+    DCR_CHECK(dcr__scratch_ready(r));
     if (r->base == base && (base == DCR__BASE_ZERO || r->base_dtype == dtype) &&
         r->base_bytes >= bytes)
         return DCR_OK;
@@ -679,6 +680,7 @@ static dcr_status_t dcr__mark_active(dcr_receiver_t *r, uint8_t on)
 static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr__apply_mode_t m)
 {
     dcr_view_t in, act;
+    DCR_CHECK(dcr__scratch_ready(r));
     DCR_CHECK(dcr_view_contiguous(r->scratch, d->dtype, d->ndim, d->shape, &in));
     dcr_load_mode_t mode = {.device = !r->host};
     if (m == DCR__FULL_PLACEHOLDER) mode.watch_nan = true;
@@ -716,6 +718,39 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
                               "writes, the prewarm probe saw %s",
                               got, want);
     }
+    return DCR_OK;
+}
+
+/* Sparse apply from the prewarm plan: the copies the probe intercepted from
+ * the native loader, replayed in its order without running it again. On a
+ * views-only path a copy's placement depends only on the shapes the loader
+ * saw, which the inventory fixes, so the probe's copies are the ones a run
+ * would make; replaying them skips what a run costs per item (the loader
+ * building and matching parameter names, the context's views), which is
+ * most of an item's cost at 1% change. Fills are constants a delta leaves.
+ * Destinations are the parameters' storages as they are now. */
+static dcr_status_t dcr__replay(dcr_receiver_t *r)
+{
+    const dcr__plan_t *pl = r->cur_plan;
+    r->cur_mode = DCR__SPARSE;
+    for (size_t i = 0; i < pl->nwrites; i++) {
+        const dcr__pwrite_t *pw = &pl->writes[i];
+        if (pw->kind != DCR_LOAD_COPY) continue;
+        dcr_load_write_t w = {.kind = DCR_LOAD_COPY, .param = pw->param};
+        w.dst = pw->dst;
+        w.dst.storage = dcr_params_at(r->params, pw->param)->storage;
+        w.src = pw->src;
+        w.origin.source = pw->source;
+        w.origin.op = "";
+        dcr__note_written(r, w.param, &w.dst);
+        dcr_status_t st = dcr__sparse_copy(r, &w);
+        if (st != DCR_OK) {
+            dcr_map_clear(&r->wmap);
+            return st;
+        }
+    }
+    /* Overlapping copies agree within one item only. */
+    dcr_map_clear(&r->wmap);
     return DCR_OK;
 }
 
@@ -812,7 +847,8 @@ static dcr_status_t dcr__apply_plan(dcr_receiver_t *r, size_t c, dcr_encoding_t 
     if (r->cur_plan->info.views_only && !r->cfg.full_pass) {
         r->stats.items_sparse++;
         DCR_CHECK(dcr__records(r, idx, val, n));
-        return dcr__pass(r, d, DCR__SPARSE);
+        if (r->cfg.loader_per_item) return dcr__pass(r, d, DCR__SPARSE);
+        return dcr__replay(r);
     }
     r->stats.items_full++;
     if (enc == DCR_ENCODING_XOR) {
@@ -834,12 +870,12 @@ dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t c, dcr_encoding_t enc,
     }
     if (pl->info.cls == DCR_PATH_UNSUPPORTED)
         return dcr_error_set(DCR_EPAYLOAD, "item %s: the loader path is unsupported (%s)", name,
-                             pl->reason);
+                             pl->info.reason);
     if (enc == DCR_ENCODING_XOR && pl->info.cls != DCR_PATH_XOR)
         return dcr_error_set(DCR_EPAYLOAD,
                              "item %s is XOR but this rank's path is "
                              "overwrite-only (%s: %s)",
-                             name, pl->op, pl->reason);
+                             name, pl->info.op, pl->info.reason);
     double t0 = dcr_clock_s();
     r->cur_plan = pl;
     r->cur_name = name;

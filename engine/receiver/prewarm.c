@@ -13,10 +13,29 @@
 
 #include "receiver-internal.h"
 
+/* A plan's texts are heap copies, or this fixed line when there was no
+ * memory for one (prewarm's classes never depend on the text). */
+static char dcr__no_text[] = "(no memory for the text)";
+
+static char *dcr__text(const char *text)
+{
+    char *t = strdup(text);
+    return t ? t : dcr__no_text;
+}
+
+static void dcr__text_free(char *t)
+{
+    if (t != dcr__no_text) free(t);
+}
+
 void dcr__plans_free(dcr_receiver_t *r)
 {
     if (r->plans == NULL) return;
-    for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) free(r->plans[i].writes);
+    for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) {
+        free(r->plans[i].writes);
+        dcr__text_free(r->plans[i].op);
+        dcr__text_free(r->plans[i].reason);
+    }
     free(r->plans);
     r->plans = NULL;
     r->prewarmed = false;
@@ -98,20 +117,29 @@ typedef struct dcr__probe {
     size_t cap;
 } dcr__probe_t;
 
+/* Sets the operation and reason of a plan (op NULL: keeps the operation). */
+static void dcr__plan_say(dcr__plan_t *pl, const char *op, const char *reason)
+{
+    if (op) {
+        dcr__text_free(pl->op);
+        pl->op = dcr__text(op);
+        pl->info.op = pl->op;
+    }
+    dcr__text_free(pl->reason);
+    pl->reason = dcr__text(reason);
+    pl->info.reason = pl->reason;
+}
+
 static void dcr__unsupported(dcr__plan_t *pl, const char *op, const char *reason)
 {
     if (pl->info.cls == DCR_PATH_UNSUPPORTED) return; /* the first reason wins */
     pl->info.cls = DCR_PATH_UNSUPPORTED;
-    snprintf(pl->op, sizeof(pl->op), "%s", op);
-    snprintf(pl->reason, sizeof(pl->reason), "%s", reason);
+    dcr__plan_say(pl, op, reason);
 }
 
 static void dcr__not_xor(dcr__plan_t *pl, const char *op, const char *reason)
 {
-    if (pl->xor_ok && pl->info.cls != DCR_PATH_UNSUPPORTED) {
-        snprintf(pl->op, sizeof(pl->op), "%s", op);
-        snprintf(pl->reason, sizeof(pl->reason), "%s", reason);
-    }
+    if (pl->xor_ok && pl->info.cls != DCR_PATH_UNSUPPORTED) dcr__plan_say(pl, op, reason);
     pl->xor_ok = false;
 }
 
@@ -119,7 +147,7 @@ static dcr_status_t dcr__probe_push(dcr__probe_t *p, const dcr_load_write_t *w)
 {
     dcr__plan_t *pl = p->plan;
     if (pl->nwrites == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 4;
+        size_t cap = p->cap ? 2 * p->cap : 1; /* most tensors: one write */
         dcr__pwrite_t *ws = realloc(pl->writes, cap * sizeof(*ws));
         if (ws == NULL) return dcr_error_set(DCR_ENOMEM, "prewarm: write list");
         pl->writes = ws;
@@ -195,7 +223,7 @@ static void dcr__probe_finish(dcr__plan_t *pl, dcr_load_ctx_t *ctx, dcr_status_t
         dcr__unsupported(pl, "skip", "explicit skip after writes");
     } else if (dcr_load_ctx_skipped(ctx)) {
         pl->info.cls = DCR_PATH_SKIPPED;
-        snprintf(pl->reason, sizeof(pl->reason), "%s", dcr_load_ctx_skip_reason(ctx));
+        dcr__plan_say(pl, NULL, dcr_load_ctx_skip_reason(ctx));
     } else if (pl->info.copies == 0) {
         dcr__unsupported(pl, "load",
                          "reported loaded without an intercepted copy_ or an "
@@ -211,8 +239,7 @@ static dcr_status_t dcr__probe_one(dcr_receiver_t *r, size_t i)
     pl->info.cls = DCR_PATH_OVERWRITE; /* provisional until the end of prewarm */
     pl->info.views_only = pl->info.placeholder_safe = true;
     pl->xor_ok = pl->invertible = true;
-    pl->info.op = pl->op;
-    pl->info.reason = pl->reason;
+    pl->info.op = pl->info.reason = "";
     dcr_view_t view;
     DCR_CHECK(dcr_view_contiguous(r->scratch, d->dtype, d->ndim, d->shape, &view));
     dcr__probe_t probe = {r, pl, 0};
@@ -220,6 +247,11 @@ static dcr_status_t dcr__probe_one(dcr_receiver_t *r, size_t i)
     dcr_status_t st = dcr_loader_load(r->loader, r->ctx, d->name, &view);
     dcr_load_ctx_set_hooks(r->ctx, NULL, NULL);
     dcr__probe_finish(pl, r->ctx, st);
+    /* Plans live as long as the receiver: no spare room. */
+    if (probe.cap > pl->nwrites && pl->nwrites > 0) {
+        dcr__pwrite_t *ws = realloc(pl->writes, pl->nwrites * sizeof(*ws));
+        if (ws) pl->writes = ws;
+    }
     return DCR_OK;
 }
 
@@ -462,8 +494,27 @@ static dcr_status_t dcr__prewarm_result(dcr_receiver_t *r)
     if (bad == 0) return DCR_OK;
     const dcr__plan_t *pl = &r->plans[first];
     return dcr_error_set(DCR_EUNSUPPORTED, "prewarm (%s): tensor %s: %s: %s%s",
-                         dcr_loader_name(r->loader), dcr_inventory_at(r->inv, first)->name, pl->op,
-                         pl->reason, bad > 1 ? " (and more unsupported tensors)" : "");
+                         dcr_loader_name(r->loader), dcr_inventory_at(r->inv, first)->name,
+                         pl->info.op, pl->info.reason,
+                         bad > 1 ? " (and more unsupported tensors)" : "");
+}
+
+/* Scratch without bytes yet shrinks to the largest tensor an item's pass of
+ * the loader runs over: items of views-only paths replay the probe's copies
+ * and never touch it, so at most the other paths' tensors (all of them with
+ * full_pass or loader_per_item). */
+static void dcr__scratch_fit(dcr_receiver_t *r)
+{
+    if (r->scratch->data != NULL) return;
+    size_t most = 0;
+    for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) {
+        const dcr__plan_t *pl = &r->plans[i];
+        bool pass = pl->info.cls == DCR_PATH_XOR || pl->info.cls == DCR_PATH_OVERWRITE;
+        bool replay = pl->info.views_only && !r->cfg.full_pass && !r->cfg.loader_per_item;
+        size_t bytes = dcr_desc_bytes(dcr_inventory_at(r->inv, i));
+        if (pass && !replay && bytes > most) most = bytes;
+    }
+    r->scratch->bytes = most;
 }
 
 dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
@@ -474,6 +525,8 @@ dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
     r->plans = calloc(n ? n : 1, sizeof(*r->plans));
     if (r->plans == NULL) return dcr_error_set(DCR_ENOMEM, "prewarm: %zu plans", n);
     r->probe_writes = 0;
+    /* The probe views every canonical tensor over scratch. */
+    if (r->scratch->data == NULL) r->scratch->bytes = dcr_inventory_max_tensor_bytes(r->inv);
     dcr_load_ctx_set_mode(r->ctx, (dcr_load_mode_t){.probe = true});
     dcr_status_t st = DCR_OK;
     for (size_t i = 0; i < n && st == DCR_OK; i++) st = dcr__probe_one(r, i);
@@ -495,6 +548,7 @@ dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
     st = dcr__prewarm_result(r);
     if (st == DCR_OK && cross != DCR_OK) st = dcr_error_set(cross, "%s", detail);
     r->prewarmed = st == DCR_OK;
+    if (r->prewarmed) dcr__scratch_fit(r);
     return st;
 }
 

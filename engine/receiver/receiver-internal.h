@@ -30,8 +30,10 @@ typedef struct dcr__plan {
     bool xor_ok;     /* before the cross-write checks */
     bool overlap;    /* its own copies overlap: overwrites must agree */
     bool invertible; /* every copy source maps back to tensor positions (sparse) */
-    char op[96];
-    char reason[224];
+    /* Heap copies, NULL while empty (most tensors): info.op and info.reason
+     * point at them, or at "". */
+    char *op;
+    char *reason;
     dcr__pwrite_t *writes;
     size_t nwrites;
 } dcr__plan_t;
@@ -160,6 +162,9 @@ void dcr__plans_free(dcr_receiver_t *r);
  * (zeroed), and its release (NULL: nothing). */
 dcr_status_t dcr__device_storage(dcr_receiver_t *r, size_t bytes, dcr_storage_t **out_p);
 void dcr__device_storage_free(dcr_receiver_t *r, dcr_storage_t *s);
+/* Gives scratch its bytes (zeroed) on first need; nothing for a shape-only
+ * receiver, whose scratch never has data. */
+dcr_status_t dcr__scratch_ready(dcr_receiver_t *r);
 /* Bytes [off, off + bytes) of a parameter as host memory: the storage
  * itself when the host can address it (*owned_p NULL), else a copy brought
  * down (*owned_p is it; free it). */

@@ -89,15 +89,29 @@ static dcr_status_t dcr__device_create(dcr_receiver_t *r, const dcr_device_ops_t
     return dcr_params_place(r->params, r->arena, bytes ? bytes : DCR_PARAMS_ALIGN, false);
 }
 
-/* Scratch sized for the largest canonical tensor; without data for a
- * shape-only receiver (the probe only needs its size). */
+/* Scratch sized for the largest canonical tensor. The probe only needs its
+ * size, and on host memory only a pass of the loader over an item needs its
+ * bytes (dcr__scratch_ready), which items of views-only paths never take:
+ * until then, and for good on a shape-only receiver, it has no data. Dense
+ * loads on a device the host cannot address go up through it: there it is
+ * allocated at once. */
 static dcr_status_t dcr__scratch_create(dcr_receiver_t *r)
 {
     size_t bytes = dcr_inventory_max_tensor_bytes(r->inv);
-    if (!r->cfg.shape_only) return dcr__device_storage(r, bytes, &r->scratch);
+    if (!r->cfg.shape_only && !r->host) return dcr__device_storage(r, bytes, &r->scratch);
     r->scratch = calloc(1, sizeof(*r->scratch));
     if (r->scratch == NULL) return dcr_error_set(DCR_ENOMEM, "receiver: scratch");
     r->scratch->bytes = bytes;
+    return DCR_OK;
+}
+
+dcr_status_t dcr__scratch_ready(dcr_receiver_t *r)
+{
+    if (r->scratch->data != NULL || r->cfg.shape_only) return DCR_OK;
+    void *data = NULL;
+    DCR_CHECK(dcr_device_alloc(r->dev, r->scratch->bytes ? r->scratch->bytes : 1, &data));
+    r->scratch->data = data;
+    r->base = DCR__BASE_NONE;
     return DCR_OK;
 }
 

@@ -45,6 +45,32 @@ static void test_store_usage_errors(void **state)
     assert_non_null(strstr(r.out, "--s3-endpoint"));
 }
 
+/* A folder of the user's (files, no store marker) is refused as usage
+ * before any setup, and nothing in it is touched. */
+static void test_store_dir_not_ours(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/dcr-store-test-XXXXXX", file[64], args[160];
+    assert_non_null(mkdtemp(dir));
+    snprintf(file, sizeof(file), "%s/notes.txt", dir);
+    FILE *f = fopen(file, "w");
+    assert_non_null(f);
+    fputs("the user's\n", f);
+    fclose(f);
+    snprintf(args, sizeof(args), "bench --store dir:%s", dir);
+    expect_error(args, 2, "holds files and no .dcr-store marker");
+    assert_int_equal(access(file, F_OK), 0);
+    assert_int_equal(unlink(file), 0);
+    /* Emptied, it is a store dcr may use: no usage error any more. */
+    snprintf(args, sizeof(args), "bench --layers 1 --warmup 0 --refits 1 --store dir:%s", dir);
+    static result_t r;
+    run(&r, args);
+    if (r.rc != 0) fail_msg("dcr %s: exit %d (%s)", args, r.rc, r.err);
+    char rm[96];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir); /* our own mkdtemp name, no user text */
+    assert_int_equal(system(rm), 0);
+}
+
 static void test_store_unreachable(void **state)
 {
     (void)state;
@@ -94,6 +120,7 @@ int main(void)
     s3rver_start(&g_s3, "dcr-cli");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_store_usage_errors),
+        cmocka_unit_test(test_store_dir_not_ours),
         cmocka_unit_test(test_store_unreachable),
         cmocka_unit_test(test_bench_over_s3),
     };

@@ -264,8 +264,9 @@ dcr_status_t dcr_microbench_apply_scenario(const dcr_scenario_spec_t *spec,
     if (st == DCR_OK) st = dcr_serve_config_validate(&sc->model, serve);
     if (st == DCR_OK)
         st = dcr_scenario_check_memory(sc, "microbench apply",
+                                       /* measured, loader-per-item and full-pass */
                                        &(dcr_run_shape_t){.canonical_copies = 3,
-                                                          .receivers = 1,
+                                                          .receivers = 3,
                                                           .serve_tp = serve->tp,
                                                           .verifiers = 1,
                                                           .transient = true});

@@ -24,10 +24,11 @@ typedef struct dcr__bench {
     const dcr_serve_bench_options_t *opt;
     dcr_storage_t **w; /* the version the receivers hold */
     dcr_rng_t rng;
-    dcr_receiver_t *r;    /* measured */
-    dcr_receiver_t *full; /* compare_full: the seed's full pass */
-    dcr_storage_t *flat;  /* the floor loop's target: every canonical tensor, back to back */
-    size_t *flat_at;      /* per tensor: its byte offset in flat */
+    dcr_receiver_t *r;     /* measured */
+    dcr_receiver_t *full;  /* compare_full: the seed's full pass */
+    dcr_receiver_t *rerun; /* compare_loader: the loader run for every item */
+    dcr_storage_t *flat;   /* the floor loop's target: every canonical tensor, back to back */
+    size_t *flat_at;       /* per tensor: its byte offset in flat */
 } dcr__bench_t;
 
 static void dcr__tensors_free(dcr_storage_t **t, size_t n)
@@ -305,10 +306,10 @@ static dcr_status_t dcr__encode(dcr__bench_t *b, dcr_receiver_t *r, dcr_storage_
 }
 
 /* A receiver of the layout holding version w (dense-loaded, not timed). */
-static dcr_status_t dcr__fresh(const dcr__bench_t *b, bool full_pass, dcr_storage_t **w,
-                               dcr_receiver_t **out_p)
+static dcr_status_t dcr__fresh(const dcr__bench_t *b, bool full_pass, bool per_item,
+                               dcr_storage_t **w, dcr_receiver_t **out_p)
 {
-    dcr_receiver_config_t base = {.full_pass = full_pass};
+    dcr_receiver_config_t base = {.full_pass = full_pass, .loader_per_item = per_item};
     dcr_receiver_t *r;
     DCR_CHECK(dcr_serve_receiver_create(b->m, b->inv, b->sc, b->opt->receiver, &base, &r));
     dcr_status_t st = dcr_receiver_load_dense_all(r, w);
@@ -379,13 +380,18 @@ static dcr_status_t dcr__bench_rate(dcr__bench_t *b, double rate, uint64_t tau, 
     if (st == DCR_OK) st = dcr__apply_timed(b->r, &ps, tau, &apply_s, &ingest_s, &d);
     if (st == DCR_OK && b->full)
         st = dcr__apply_timed(b->full, &ps, tau, &full_s, &full_ingest_s, &dfull);
+    double rerun_s = 0, rerun_ingest_s = 0;
+    dcr_receiver_stats_t drerun = {0};
+    if (st == DCR_OK && b->rerun)
+        st = dcr__apply_timed(b->rerun, &ps, tau, &rerun_s, &rerun_ingest_s, &drerun);
     double floor_s = 0;
     if (st == DCR_OK) st = dcr__floor_timed(b, &kept, n, &floor_s);
     dcr__records_free(&kept);
     dcr_receiver_t *fresh = NULL;
-    if (st == DCR_OK) st = dcr__fresh(b, false, n, &fresh);
+    if (st == DCR_OK) st = dcr__fresh(b, false, false, n, &fresh);
     if (st == DCR_OK) st = dcr__check(b, b->r, fresh, rate, "measured");
     if (st == DCR_OK && b->full) st = dcr__check(b, b->full, fresh, rate, "full-pass");
+    if (st == DCR_OK && b->rerun) st = dcr__check(b, b->rerun, fresh, rate, "loader-per-item");
     dcr_receiver_destroy(fresh);
     res->payload_bytes = ps.bytes;
     dcr__payloads_free(&ps);
@@ -397,6 +403,7 @@ static dcr_status_t dcr__bench_rate(dcr__bench_t *b, double rate, uint64_t tau, 
     dcr__keep_best(&res->ingest_s, ingest_s, first);
     dcr__keep_best(&res->full_apply_s, full_s, first);
     dcr__keep_best(&res->floor_s, floor_s, first);
+    dcr__keep_best(&res->loader_apply_s, rerun_s, first);
     res->items_sparse = (int64_t)d.items_sparse;
     res->items_full = (int64_t)d.items_full;
     dcr__tensors_free(b->w, nt);
@@ -411,11 +418,15 @@ static dcr_status_t dcr__bench_setup(dcr__bench_t *b)
     DCR_CHECK(dcr__tensors(b->inv, &b->w));
     for (size_t t = 0; t < dcr_inventory_count(b->inv); t++)
         dcr__random_fill(&b->rng, dcr_inventory_at(b->inv, t), b->w[t]->data);
-    DCR_CHECK(dcr__fresh(b, b->opt->full_pass, b->w, &b->r));
+    DCR_CHECK(dcr__fresh(b, b->opt->full_pass, false, b->w, &b->r));
     DCR_CHECK(dcr_receiver_prewarm(b->r));
     DCR_CHECK(dcr__flat_create(b));
+    if (b->opt->compare_loader) {
+        DCR_CHECK(dcr__fresh(b, b->opt->full_pass, true, b->w, &b->rerun));
+        DCR_CHECK(dcr_receiver_prewarm(b->rerun));
+    }
     if (!b->opt->compare_full) return DCR_OK;
-    DCR_CHECK(dcr__fresh(b, true, b->w, &b->full));
+    DCR_CHECK(dcr__fresh(b, true, false, b->w, &b->full));
     return dcr_receiver_prewarm(b->full);
 }
 
@@ -455,6 +466,7 @@ dcr_status_t dcr_serve_bench_run(const dcr_model_config_t *model, const dcr_serv
     }
     free(res);
     dcr_receiver_destroy(b.full);
+    dcr_receiver_destroy(b.rerun);
     dcr_receiver_destroy(b.r);
     dcr_storage_destroy(b.flat);
     free(b.flat_at);
@@ -467,6 +479,6 @@ dcr_status_t dcr_serve_bench_apply(const dcr_model_config_t *model, const dcr_se
                                    int receiver, bool full_pass, const double *rates, int nrates,
                                    uint64_t seed, dcr_serve_bench_result_t *out)
 {
-    dcr_serve_bench_options_t opt = {receiver, full_pass, false, 1, seed};
+    dcr_serve_bench_options_t opt = {receiver, full_pass, false, 1, seed, false};
     return dcr_serve_bench_run(model, sc, &opt, rates, nrates, out);
 }

@@ -32,6 +32,9 @@ typedef struct dcr_serve_bench_result {
      * each tensor's records at their canonical positions. */
     double floor_s;
     double floor_ratio; /* floor_s / dense_s */
+    /* compare_loader only: a receiver that runs the native loader for every
+     * item (loader_per_item), same payloads; else 0. */
+    double loader_apply_s;
 } dcr_serve_bench_result_t;
 
 typedef struct dcr_serve_bench_options {
@@ -40,12 +43,16 @@ typedef struct dcr_serve_bench_options {
     bool compare_full; /* also time a full-pass receiver on the same payloads */
     int repeats;       /* >= 1; every time figure is the best of this many */
     uint64_t seed;
+    /* Also time a receiver that runs the loader for every item
+     * (dcr_receiver_config_t.loader_per_item) on the same payloads. */
+    bool compare_loader;
 } dcr_serve_bench_options_t;
 
 /* Dense-loads the receiver with random weights and prewarms it, then per
  * repeat and per rate (rates inner): times a dense reload of the current
  * version into it, refits it to a new version with that rate of changes,
- * times the apply (and the full-pass receiver's, when asked) and the floor
+ * times the apply (and the full-pass and loader-per-item receivers', when
+ * asked) and the floor
  * loop over the same records (checked to rebuild the new version), and checks
  * every refit bit-exact against a fresh dense load (outside the timings).
  * The timed parts alternate in one process, so their ratios share the

@@ -10,17 +10,16 @@
  *
  * Apply of one item: XOR items reconstruct new bits from the resident ones,
  * overwrite items supply them. Where the loader's path from the tensor to
- * storage is storage-sharing views only, the receiver runs the loader and
- * at each intercepted copy touches only the item's positions (sparse apply:
- * cost follows the changed set). Otherwise it scatters the item into a
- * scratch tensor (XOR: masks, 0 elsewhere; overwrite: values, NaN placeholder
- * elsewhere), runs the loader over it, and at each intercepted copy applies
- * the active positions, the active mask fixed at the first copy into each
- * destination view. Overwrite records whose value is itself NaN (it would
- * read as the placeholder) are applied in a second, tracked pass, in which
- * the load context carries an exact activity map beside the values; the
- * tracked pass also takes over when a transform turns a value into NaN or
- * does not keep NaN as NaN.
+ * storage is storage-sharing views only, the receiver replays the copies
+ * its prewarm probe intercepted from the loader (or, with loader_per_item,
+ * runs the loader again and holds it to them) and at each copy touches only
+ * the item's positions (sparse apply: cost follows the changed set). Otherwise it scatters the item
+ * into a scratch tensor (XOR: masks, 0 elsewhere; overwrite: values, NaN placeholder elsewhere),
+ * runs the loader over it, and at each intercepted copy applies the active positions, the active
+ * mask fixed at the first copy into each destination view. Overwrite records whose value is itself
+ * NaN (it would read as the placeholder) are applied in a second, tracked pass, in which the load
+ * context carries an exact activity map beside the values; the tracked pass also takes over when a
+ * transform turns a value into NaN or does not keep NaN as NaN.
  *
  * Threading: one thread may ingest (dcr_receiver_ingest*) while another
  * applies staged payloads (dcr_receiver_apply_staged); every other call is
@@ -83,6 +82,14 @@ typedef struct dcr_receiver_config {
     /* Disable sparse apply: every item takes the scratch + full loader pass,
      * as in the seed (for comparison and benchmarks). */
     bool full_pass;
+    /* Run the native loader for every item on views-only paths too, holding
+     * each run's writes to the prewarm probe's (a loader whose path changed
+     * since prewarm fails the attempt). Off: such items replay the copies the
+     * probe intercepted from the loader (placement is still the loader's),
+     * which saves the loader's per-item cost (about 1.7 us an item on the
+     * vLLM-like loaders: names built and matched). Other paths always run
+     * the loader. */
+    bool loader_per_item;
     dcr_mask_mode_t mask;
     /* Keep the written regions of the current attempt for dcr_receiver_check. */
     bool track_written;
@@ -249,6 +256,23 @@ void dcr_receiver_set_payload_key(dcr_receiver_t *r, const dcr_payload_key_t *ke
  * parameter sets (*param_p "(different parameter sets)"). */
 bool dcr_receiver_equal(const dcr_receiver_t *a, const dcr_receiver_t *b, const char **param_p,
                         int64_t *elem_p);
+
+/* Compares the resident bytes with what a dense load of `canonical` (as in
+ * dcr_receiver_load_dense_all) would leave, without a second receiver: the
+ * loader runs over every canonical tensor and each final write is compared
+ * with the resident bytes instead of written (a copy_ converted as copy_
+ * converts; a fill_ where no later write of its tensor lands). After a
+ * successful prewarm every resident element is written by some intercepted
+ * write and writes of different tensors never share one, so every resident
+ * byte is compared: the answer is dcr_receiver_equal against a fresh receiver
+ * dense-loaded from `canonical`, at the memory of the loader's temporaries.
+ * *equal_p false: *param_p (when not NULL) names the first differing
+ * parameter and *elem_p its element. DCR_EINVAL for a shape-only receiver or
+ * before a successful prewarm; DCR_EUNSUPPORTED for resident storage the host
+ * cannot address (compare with dcr_receiver_equal there); a loader error is
+ * returned as it is. Call while nothing applies. */
+dcr_status_t dcr_receiver_compare_dense(dcr_receiver_t *r, dcr_storage_t *const *canonical,
+                                        bool *equal_p, const char **param_p, int64_t *elem_p);
 
 /* ---- digests: bit-exactness across processes (DESIGN.md section 11) ---- */
 

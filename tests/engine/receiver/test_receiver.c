@@ -307,7 +307,8 @@ static dcr_storage_t **world_next(world_t *wd, double rate)
     return n;
 }
 
-/* Every rank equals a fresh dense load of w. */
+/* Every rank equals a fresh dense load of w, and the in-place comparison
+ * with w (dcr_receiver_compare_dense) says so too. */
 static void world_assert_dense(world_t *wd, dcr_storage_t **w)
 {
     for (int k = 0; k < 2; k++) {
@@ -319,6 +320,9 @@ static void world_assert_dense(world_t *wd, dcr_storage_t **w)
         if (!eq)
             fail_msg("rank %d differs from the dense refit at %s[%lld]", k, param, (long long)elem);
         dcr_receiver_destroy(fresh);
+        bool same = false;
+        assert_int_equal(dcr_receiver_compare_dense(wd->r[k], w, &same, &param, &elem), DCR_OK);
+        if (!same) fail_msg("rank %d: compare_dense reports %s[%lld]", k, param, (long long)elem);
     }
 }
 
@@ -434,14 +438,15 @@ static void test_refit_variants(void **state)
                                  V_NAN_UNSAFE,
                                  V_TRANSPOSE_SRC,
                                  V_FP32_B | V_OVERLAP | V_TRANSPOSE_SRC};
-    dcr_receiver_config_t modes[4] = {{0}, {0}, {0}, {0}};
+    dcr_receiver_config_t modes[5] = {{0}, {0}, {0}, {0}, {0}};
     modes[1].full_pass = true;
     modes[2].mask = DCR_MASK_TRACKED;
     modes[3].full_pass = true;
     modes[3].mask = DCR_MASK_TRACKED;
+    modes[4].loader_per_item = true;
     uint64_t seed = 100;
     for (size_t i = 0; i < sizeof(variants) / sizeof(variants[0]); i++)
-        for (int m = 0; m < 4; m++) refits(variants[i], &modes[m], seed++, 8);
+        for (int m = 0; m < 5; m++) refits(variants[i], &modes[m], seed++, 8);
 }
 
 /* Overwrites whose value is NaN on the cast and transform paths (the
@@ -512,10 +517,15 @@ static void test_unsupported_rejected(void **state)
 
 /* ---- run-time violations ---- */
 
+/* A loader whose path changed since prewarm (here: it writes around the
+ * hook) is caught when the loader runs for every item. Without
+ * loader_per_item the views-only items replay the probe's copies and never
+ * run it (test_replay_runs_no_loader). */
 static void test_write_around_hook_caught(void **state)
 {
     world_t wd;
-    assert_int_equal(world_init(&wd, 0, NULL, 11), DCR_OK);
+    dcr_receiver_config_t per_item = {.loader_per_item = true};
+    assert_int_equal(world_init(&wd, 0, &per_item, 11), DCR_OK);
     dcr_storage_t **n = world_next(&wd, 0.5);
     rt_payloads_t ps = {0};
     rt_encode_refit(wd.inv, wd.w, n, wd.enc, 1, 1, 100, &wd.rng, &ps);
@@ -544,6 +554,82 @@ static void test_write_around_hook_caught(void **state)
     world_assert_dense(&wd, n);
     rt_payloads_free(&ps);
     rt_tensors_free(n, wd.inv);
+    world_free(&wd);
+}
+
+/* Views-only items replay the probe's copies: a loader that would now write
+ * around the hook is never run for them, and the refit is still the dense
+ * one. */
+static void test_replay_runs_no_loader(void **state)
+{
+    world_t wd;
+    assert_int_equal(world_init(&wd, 0, NULL, 12), DCR_OK);
+    assert_true(path_of(&wd, 0, "a").views_only);
+    dcr_storage_t **n = world_next(&wd, 0.5);
+    rt_payloads_t ps = {0};
+    rt_encode_refit(wd.inv, wd.w, n, wd.enc, 1, 1, 100, &wd.rng, &ps);
+    g_sneaky = 1;
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(dcr_receiver_begin_attempt(wd.r[k], 1), DCR_OK);
+        apply_all(&wd, &ps, k);
+    }
+    g_sneaky = 0;
+    world_assert_dense(&wd, n);
+    rt_payloads_free(&ps);
+    rt_tensors_free(wd.w, wd.inv);
+    wd.w = n;
+    world_free(&wd);
+}
+
+/* compare_dense finds one flipped bit in every parameter of every rank, at
+ * the element dcr_receiver_equal against a fresh dense load names, on every
+ * loader variant (casts, cats, fills, overlapping copies, transposes). */
+static void test_compare_dense_finds_flips(void **state)
+{
+    const unsigned variants[] = {0, V_FP32_B | V_OVERLAP | V_TRANSPOSE_SRC, V_NAN_MAKER};
+    for (size_t v = 0; v < sizeof(variants) / sizeof(variants[0]); v++) {
+        world_t wd;
+        assert_int_equal(world_init(&wd, variants[v], NULL, 40 + v), DCR_OK);
+        for (int k = 0; k < 2; k++) {
+            dcr_receiver_t *fresh = toy_receiver(&wd, k);
+            assert_int_equal(dcr_receiver_load_dense_all(fresh, wd.w), DCR_OK);
+            const dcr_params_t *ps = dcr_receiver_params(wd.r[k]);
+            for (size_t i = 0; i < dcr_params_count(ps); i++) {
+                const dcr_param_t *p = dcr_params_at(ps, i);
+                int64_t numel = dcr_shape_numel(p->ndim, p->shape);
+                int64_t at = (int64_t)(dcr_rng_u64(&wd.rng) % (uint64_t)(numel > 0 ? numel : 1));
+                uint8_t *byte =
+                    (uint8_t *)p->storage->data + at * (int64_t)dcr_dtype_size(p->dtype);
+                *byte ^= 1;
+                const char *want_p = NULL, *got_p = NULL;
+                int64_t want_e = -1, got_e = -1;
+                bool same = true;
+                if (dcr_receiver_equal(wd.r[k], fresh, &want_p, &want_e))
+                    fail_msg("variant %zu rank %d: flip of %s[%lld] unseen", v, k, p->name,
+                             (long long)at);
+                assert_int_equal(dcr_receiver_compare_dense(wd.r[k], wd.w, &same, &got_p, &got_e),
+                                 DCR_OK);
+                assert_false(same);
+                assert_string_equal(got_p, p->name);
+                assert_string_equal(got_p, want_p);
+                assert_int_equal(got_e, at);
+                assert_int_equal(got_e, want_e);
+                *byte ^= 1;
+                assert_int_equal(dcr_receiver_compare_dense(wd.r[k], wd.w, &same, NULL, NULL),
+                                 DCR_OK);
+                assert_true(same);
+            }
+            dcr_receiver_destroy(fresh);
+        }
+        world_free(&wd);
+    }
+    /* Before prewarm nothing says every element is written: refused. */
+    world_t wd;
+    assert_int_equal(world_init(&wd, 0, NULL, 50), DCR_OK);
+    dcr_receiver_t *raw = toy_receiver(&wd, 0);
+    bool same;
+    assert_int_equal(dcr_receiver_compare_dense(raw, wd.w, &same, NULL, NULL), DCR_EINVAL);
+    dcr_receiver_destroy(raw);
     world_free(&wd);
 }
 
@@ -1040,6 +1126,8 @@ int main(void)
         cmocka_unit_test(test_nan_valued_overwrite),
         cmocka_unit_test(test_unsupported_rejected),
         cmocka_unit_test(test_write_around_hook_caught),
+        cmocka_unit_test(test_replay_runs_no_loader),
+        cmocka_unit_test(test_compare_dense_finds_flips),
         cmocka_unit_test(test_bad_items_rejected_whole),
         cmocka_unit_test(test_duplicate_and_stale),
         cmocka_unit_test(test_partial_then_overwrite_retry),

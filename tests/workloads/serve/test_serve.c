@@ -449,7 +449,7 @@ static void test_apply_bench(void **state)
         double n = (double)dcr_desc_numel(dcr_inventory_at(inv, t));
         for (int i = 0; i < 2; i++) expect[i] += (int64_t)(rates[i] * n + 0.5);
     }
-    dcr_serve_bench_options_t opt = {1, false, true, 2, testkit_seed(7)};
+    dcr_serve_bench_options_t opt = {1, false, true, 2, testkit_seed(7), true};
     dcr_serve_bench_result_t res[2];
     dcr_status_t st = dcr_serve_bench_run(&m, &sc, &opt, rates, 2, res);
     if (st != DCR_OK) fail_msg("%s", dcr_error_line(st));
@@ -464,6 +464,9 @@ static void test_apply_bench(void **state)
         assert_true(res[i].items_sparse > 0 && res[i].payload_bytes > 0);
         /* The floor loop ran (and rebuilt the new version, or the run failed). */
         assert_true(res[i].floor_s > 0 && res[i].floor_ratio == res[i].floor_s / res[i].dense_s);
+        /* The loader-per-item receiver ran on the same payloads (and was
+         * checked against the dense refit, or the run failed). */
+        assert_true(res[i].loader_apply_s > 0);
     }
     const double bad = 1.5;
     assert_int_equal(dcr_serve_bench_run(&m, &sc, &opt, &bad, 1, res), DCR_EINVAL);
