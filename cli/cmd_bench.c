@@ -3,9 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <dirent.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "args.h"
 #include "commands.h"
@@ -61,36 +59,6 @@ static dcr_status_t write_trace(const char *path)
     return st;
 }
 
-/* A dir: store that exists as a folder holding files and no store marker
- * (the object store's rule, engine/transport/objstore_backend_dir.c: only
- * an empty folder or one dcr made is a store) is the user's folder: refused
- * before any setup. Everything else about the path (links, files, access)
- * is the store's to refuse when it opens it. */
-static dcr_status_t check_store_dir(const char *store)
-{
-    if (strncmp(store, "dir:", 4) != 0) return DCR_OK;
-    const char *path = store + 4;
-    struct stat sb;
-    if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return DCR_OK;
-    DIR *d = opendir(path);
-    if (d == NULL) return DCR_OK;
-    bool files = false, marker = false;
-    for (struct dirent *e; (e = readdir(d)) != NULL;) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        if (!strcmp(e->d_name, ".dcr-store"))
-            marker = true;
-        else if (strncmp(e->d_name, ".tmp-", 5) != 0)
-            files = true;
-    }
-    closedir(d);
-    if (files && !marker)
-        return dcr_error_set(DCR_EINVAL,
-                             "--store %s: the folder holds files and no .dcr-store marker; dcr "
-                             "uses only an empty folder or one it made as a store",
-                             store);
-    return DCR_OK;
-}
-
 /* --store and --s3-endpoint: usage errors, checked before anything runs. */
 static dcr_status_t check_store(const bench_opts_t *o)
 {
@@ -100,8 +68,7 @@ static dcr_status_t check_store(const bench_opts_t *o)
     if (o->store && o->keep)
         return dcr_error_set(DCR_EINVAL,
                              "--store and --keep-payloads both name the store; give one");
-    DCR_CHECK(dcr_cli_store_check(o->store, o->s3_endpoint));
-    return o->store ? check_store_dir(o->store) : DCR_OK;
+    return dcr_cli_store_check(o->store, o->s3_endpoint);
 }
 
 /* The flags' values into the run configuration (checked by fill_config). */
@@ -468,6 +435,7 @@ typedef struct run_extras {
     dcr_bench_process_counts_t counts;
     dcr_role_join_t join;
     json_t *testbed;
+    json_t *memory; /* memory per role (processes and testbed runs) */
 } run_extras_t;
 
 /* --json: one object, the result with its configuration and the extras. */
@@ -483,6 +451,7 @@ static void print_json(const bench_opts_t *o, const dcr_bench_result_t *r, json_
                                                     r->restore_dense_bytes, r->restore_s));
     if (o->join_at > 0) json_object_set_new(j, "join", dcr_role_join_json(&x->join));
     if (x->testbed) json_object_set(j, "testbed", x->testbed);
+    if (x->memory) json_object_set(j, "memory_per_role", x->memory);
     json_dumpf(j, stdout, JSON_INDENT(2));
     printf("\n");
     json_decref(j);
@@ -544,6 +513,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
     if (st == DCR_OK) st = dcr_bench_run(&c, &r);
     run_extras_t x = {.counts = launcher_counts(launcher)};
     if (st == DCR_OK && o->join_at > 0) join_result(o, launcher, &x.join);
+    x.memory = launcher ? dcr_role_launcher_memory_json(launcher) : NULL;
     dcr_role_launcher_destroy(launcher);
     x.testbed = tb && tb_links ? dcr_testbed_json(tb) : NULL;
     if (x.testbed) json_object_set(x.testbed, "links", tb_links);
@@ -551,6 +521,7 @@ static int run(bench_opts_t *o, int argc, char **argv)
     dcr_testbed_destroy(tb);
     rc = st == DCR_OK ? finish(o, &c, &r, &x) : dcr_cli_fail("bench", st);
     json_decref(x.testbed);
+    json_decref(x.memory);
     return rc;
 }
 

@@ -169,35 +169,81 @@ static dcr_status_t dir_mark(dirstore_t *s)
                          ok ? strerror(e) : "write failed");
 }
 
-/* The work-folder rule for stores: the root is not a link, and it is new,
- * empty or marked as a store by dcr; anything else is a user's folder,
- * whose files a store's deletes would remove. */
-static dcr_status_t dir_open_root(dirstore_t *s)
+/* The work-folder rule for stores, on the root's own entry: absent (the
+ * store creates it) or a folder that is not a link. */
+static dcr_status_t dir_root_entry(const char *root, bool *exists_p)
 {
     struct stat sb;
-    if (lstat(s->root, &sb) != 0) {
-        if (errno != ENOENT)
-            return dcr_error_set(DCR_EIO, "object store dir %s: %s", s->root, strerror(errno));
-        DCR_CHECK(dir_mkdirs(s->root));
-    } else if (S_ISLNK(sb.st_mode)) {
+    *exists_p = false;
+    if (lstat(root, &sb) != 0) {
+        if (errno == ENOENT) return DCR_OK;
+        return dcr_error_set(DCR_EIO, "object store dir %s: %s", root, strerror(errno));
+    }
+    if (S_ISLNK(sb.st_mode))
         return dcr_error_set(DCR_EINVAL,
                              "object store dir %s: is a symbolic link; dcr never follows one "
                              "(give the folder itself)",
-                             s->root);
-    } else if (!S_ISDIR(sb.st_mode)) {
-        return dcr_error_set(DCR_EINVAL, "object store dir %s: is not a directory", s->root);
-    }
-    s->rootfd = open(s->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s->rootfd < 0)
-        return dcr_error_set(errno == ELOOP ? DCR_EINVAL : DCR_EIO, "object store dir %s: %s",
-                             s->root, strerror(errno));
-    int state = dir_root_state(s->rootfd);
-    if (state == 1) return DCR_OK;
-    if (state == 0) return dir_mark(s);
+                             root);
+    if (!S_ISDIR(sb.st_mode))
+        return dcr_error_set(DCR_EINVAL, "object store dir %s: is not a directory", root);
+    *exists_p = true;
+    return DCR_OK;
+}
+
+static int dir_open_fd(const char *root)
+{
+    return open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static dcr_status_t dir_open_fd_error(const char *root)
+{
+    return dcr_error_set(errno == ELOOP ? DCR_EINVAL : DCR_EIO, "object store dir %s: %s", root,
+                         strerror(errno));
+}
+
+static dcr_status_t dir_foreign_error(const char *root)
+{
     return dcr_error_set(DCR_EINVAL,
                          "object store dir %s: holds files and no %s marker; dcr uses only an "
                          "empty folder or one it made as a store",
-                         s->root, DIR_MARKER);
+                         root, DIR_MARKER);
+}
+
+/* The rule in full: the root is not a link, and it is new, empty or marked
+ * as a store by dcr; anything else is a user's folder, whose files a store's
+ * deletes would remove. */
+static dcr_status_t dir_open_root(dirstore_t *s)
+{
+    bool exists;
+    DCR_CHECK(dir_root_entry(s->root, &exists));
+    if (!exists) DCR_CHECK(dir_mkdirs(s->root));
+    s->rootfd = dir_open_fd(s->root);
+    if (s->rootfd < 0) return dir_open_fd_error(s->root);
+    int state = dir_root_state(s->rootfd);
+    if (state == 1) return DCR_OK;
+    if (state == 0) return dir_mark(s);
+    return dir_foreign_error(s->root);
+}
+
+dcr_status_t dcr_objstore_dir_check(const char *url)
+{
+    if (dcr_objstore_for_url(url) != &dcr__objstore_dir_ops) return DCR_OK;
+    char root[PATH_MAX];
+    const char *path = dir_path_of(url);
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    if (n == 0 || n >= sizeof root)
+        return dcr_error_set(DCR_EINVAL, "object store '%s': expected dir:PATH with a path", url);
+    memcpy(root, path, n);
+    root[n] = '\0';
+    bool exists;
+    DCR_CHECK(dir_root_entry(root, &exists));
+    if (!exists) return DCR_OK;
+    int fd = dir_open_fd(root);
+    if (fd < 0) return dir_open_fd_error(root);
+    int state = dir_root_state(fd);
+    close(fd);
+    return state >= 0 ? DCR_OK : dir_foreign_error(root);
 }
 
 static dcr_status_t dir_create(const dcr_objstore_ops_t *self, const dcr_objstore_config_t *cfg,

@@ -139,6 +139,16 @@ static void test_bench_processes_bit_exact(void **state)
         assert_int_equal(json_integer_value(json_object_get(f, "cross_bytes")), 3 * pay);
     }
     assert_true(json_real_value(json_object_get(j, "speedup")) > 0);
+    /* Memory per role: both node processes and the 4 owner ranks, each
+     * peak at least what the role must hold. */
+    json_t *mem = json_object_get(j, "memory_per_role");
+    assert_int_equal(json_array_size(mem), 2 + 4);
+    for (size_t i = 0; i < json_array_size(mem); i++) {
+        json_t *m = json_array_get(mem, i);
+        json_int_t need = json_integer_value(json_object_get(m, "required_bytes"));
+        assert_true(need > 0);
+        assert_true(json_integer_value(json_object_get(m, "peak_rss_bytes")) >= need);
+    }
     json_decref(j);
     /* Nothing left: no role process, no run directory. */
     assert_int_equal(processes_with(g_tmp, NULL, NULL), 0);

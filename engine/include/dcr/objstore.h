@@ -154,6 +154,11 @@ size_t dcr_objstore_backend_count(void);
 const dcr_objstore_ops_t *dcr_objstore_backend(size_t i);
 /* The backend serving url; NULL (with the error detail set) when none. */
 const dcr_objstore_ops_t *dcr_objstore_for_url(const char *url);
+/* For a dir:PATH store, whether opening it would be allowed, touching
+ * nothing: PATH is absent, or a folder (not a link) that is empty or marked
+ * as a store by dcr. Commands call it before any setup; opening the store
+ * applies the same rule. DCR_OK for every other scheme. */
+dcr_status_t dcr_objstore_dir_check(const char *url);
 
 /* Opens the store cfg->url names, through the backend claiming its scheme.
  * Errors are one line naming the URL and what was expected (a missing
