@@ -2,6 +2,8 @@
 #ifndef DCR_SIM_INTERNAL_H
 #define DCR_SIM_INTERNAL_H
 
+#include <sys/types.h>
+
 #include "sim/sim.h"
 #include "sim/workload.h"
 
@@ -31,6 +33,13 @@ dcr_status_t dcr__sim_reference(const dcr_sim_spec_t *spec, const dcr_sim_worklo
  * process rule as dcr__sim_refit. */
 dcr_status_t dcr__sim_probe_platform(const dcr_sim_spec_t *spec, const dcr_sim_workload_t *w,
                                      const char *platform, dcr__sim_out_t *out);
+
+/* Forks a child tied to this process: it dies with its parent (even by
+ * SIGKILL, so a killed dcr sim leaves nothing running) and leaves stop
+ * signals to the parent. fds is a pipe: the child keeps fds[1], the parent
+ * fds[0]. Returns the child's pid in the parent, 0 in the child, -1 (errno
+ * set, both ends closed) when the fork failed. */
+pid_t dcr__fork_tied(int fds[2]);
 
 /* Reads len bytes of a child's result from fd into buf (fewer when the
  * child closed it early: *got_p says how many), waking for a stop signal

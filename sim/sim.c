@@ -92,6 +92,32 @@ void dcr__sim_write_all(int fd, const void *buf, size_t len)
     }
 }
 
+pid_t dcr__fork_tied(int fds[2])
+{
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = e;
+        return -1;
+    }
+    if (pid == 0) {
+        /* The parent may have died before the request took effect, hence
+         * the check after it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        signal(SIGHUP, SIG_DFL);
+        close(fds[0]);
+        return 0;
+    }
+    close(fds[1]);
+    return pid;
+}
+
 /* One SimGrid run under way in a forked child. */
 typedef struct dcr__job {
     const char *what;
@@ -105,27 +131,9 @@ static dcr_status_t dcr__job_start(dcr__sim_fn fn, const char *what, const dcr_s
 {
     int fds[2];
     if (pipe(fds) != 0) return dcr_error_set(DCR_EIO, "sim: pipe: %s", strerror(errno));
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return dcr_error_set(DCR_EIO, "sim: fork: %s", strerror(errno));
-    }
-    if (pid == 0) {
-        /* The child dies with its parent, even by SIGKILL, so a killed dcr
-         * sim leaves no simulation running; the parent may have died before
-         * the request took effect, hence the check after it. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
-        /* The parent handles stop signals; the child just dies with it. */
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        close(fds[0]);
-        dcr__child(fds[1], fn, spec, w, platform);
-    }
-    close(fds[1]);
+    pid_t pid = dcr__fork_tied(fds);
+    if (pid < 0) return dcr_error_set(DCR_EIO, "sim: fork: %s", strerror(errno));
+    if (pid == 0) dcr__child(fds[1], fn, spec, w, platform);
     *job = (dcr__job_t){what, pid, fds[0]};
     return DCR_OK;
 }

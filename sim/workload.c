@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -353,24 +352,9 @@ static dcr_status_t dcr__facts_codes(const dcr_scenario_t *sc, const dcr_serve_c
     size_t nc = dcr_inventory_count(sc->inventory);
     int fds[2];
     if (half == 0 || pipe(fds) != 0) return dcr__facts_ranks(sc, serve, 0, tp, code);
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(fds[0]);
-        close(fds[1]);
-        return dcr__facts_ranks(sc, serve, 0, tp, code);
-    }
-    if (pid == 0) {
-        /* Dies with its parent, as the simulation children do (sim.c). */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(1);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        signal(SIGHUP, SIG_DFL);
-        close(fds[0]);
-        dcr__facts_worker(fds[1], sc, serve, half, tp, code + (size_t)half * nc);
-    }
-    close(fds[1]);
+    pid_t pid = dcr__fork_tied(fds);
+    if (pid < 0) return dcr__facts_ranks(sc, serve, 0, tp, code);
+    if (pid == 0) dcr__facts_worker(fds[1], sc, serve, half, tp, code + (size_t)half * nc);
     dcr_status_t st = dcr__facts_ranks(sc, serve, 0, half, code);
     return dcr__facts_collect(pid, fds[0], st, code + (size_t)half * nc, (size_t)(tp - half) * nc);
 }
