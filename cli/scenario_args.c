@@ -13,7 +13,7 @@
 
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers)
 {
-    *o = (dcr_cli_scenario_t){model, "paper", NULL, scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
+    *o = (dcr_cli_scenario_t){model, "extended", NULL, scale, layers, 1, 1, 1, 1, 1, 1, 0, 0, NULL};
 }
 
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
@@ -34,7 +34,7 @@ void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args)
         {"--dp", DCR_ARG_INT, &o->dp, 1, 1000000, "data parallel degree (default: ranks / (tp*pp))",
          false},
         {"--mapping", DCR_ARG_STRING, &o->mapping, 0, 0,
-         "paper | extended mapping classes (default paper)", false},
+         "paper | extended mapping classes (default extended; paper: the seed's)", false},
         {"--fp8-layers", DCR_ARG_INT, &o->fp8_layers, 0, 100000,
          "export o_proj of the first N layers FP8 block-quantized", false},
         {"--max-memory", DCR_ARG_STRING, &o->max_memory, 0, 0,

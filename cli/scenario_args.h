@@ -21,7 +21,9 @@ typedef struct dcr_cli_scenario {
 
 #define DCR_CLI_SCENARIO_NARGS 13
 
-/* Defaults: the given model and scale, one rank, paper mapping. */
+/* Defaults: the given model and scale, one rank, extended mapping (every
+ * change an XOR record; the seed's tables are reproduced with --mapping
+ * paper). */
 void dcr_cli_scenario_init(dcr_cli_scenario_t *o, const char *model, int64_t scale, int64_t layers);
 /* Writes the DCR_CLI_SCENARIO_NARGS flag entries into args. */
 void dcr_cli_scenario_args(dcr_cli_scenario_t *o, dcr_arg_t *args);

@@ -160,10 +160,13 @@ unsigned dcr__rice_best_k(const uint8_t *gaps, size_t ngaps, unsigned gap_bytes,
 /* Writes the Rice stream of the gaps; returns its bytes (ceil(bits / 8)). */
 size_t dcr__rice_write(uint8_t *dst, const uint8_t *gaps, size_t ngaps, unsigned gap_bytes,
                        unsigned k);
-/* Reads ngaps gaps from src[0, avail) into out as little-endian u64 words;
- * returns the stream's bytes, SIZE_MAX when it runs past avail, a gap
- * reaches 2^62 or the padding is not 0. */
-size_t dcr__rice_read(const uint8_t *src, size_t avail, size_t ngaps, unsigned k, uint8_t *out);
+/* Reads ngaps gaps from src[0, avail) into out as little-endian words of
+ * the narrowest width (1, 2, 4 or 8 bytes, stored in *width_p) that holds
+ * every gap; out needs room for ngaps u64 words. Returns the stream's bytes,
+ * SIZE_MAX when it runs past avail, a gap reaches 2^62 or the padding is
+ * not 0. */
+size_t dcr__rice_read(const uint8_t *src, size_t avail, size_t ngaps, unsigned k, uint8_t *out,
+                      unsigned *width_p);
 
 /* The encoder's Huffman state: the caller fills freq, dcr__huff_build makes
  * a length-limited canonical code of the symbols with nonzero frequency. */
@@ -193,6 +196,7 @@ typedef struct dcr__huff_dec {
     uint32_t count[DCR__HUFF_MAX_LEN + 1];
     uint32_t first[DCR__HUFF_MAX_LEN + 1];
     uint32_t index[DCR__HUFF_MAX_LEN + 1];
+    uint32_t limit[DCR__HUFF_MAX_LEN + 1];
     unsigned max_len, lut_bits;
     uint16_t sym[65536];
     uint64_t seen[1024];

@@ -52,18 +52,25 @@ typedef struct dcr__bitr {
     const uint8_t *p;
     uint64_t nbits; /* bits in the segment available to this stream */
     uint64_t pos;
+    size_t fast_end; /* byte positions below this have 8 readable bytes */
 } dcr__bitr_t;
 
+static inline dcr__bitr_t dcr__bitr_init(const uint8_t *src, size_t avail)
+{
+    return (dcr__bitr_t){src, (uint64_t)avail * 8, 0, avail >= 8 ? avail - 7 : 0};
+}
+
 /* The next 57 or more stream bits at bit 0 (zeros past the segment's end;
- * the caller checks pos against nbits after consuming). */
+ * the caller checks pos against nbits after consuming). One unaligned
+ * 8-byte load away from the segment's last 7 bytes. */
 static inline uint64_t dcr__bitr_peek(const dcr__bitr_t *r)
 {
-    uint64_t byte = r->pos >> 3, avail = (r->nbits >> 3) - byte;
+    size_t byte = (size_t)(r->pos >> 3);
     uint64_t w = 0;
-    if (avail >= 8)
+    if (__builtin_expect(byte < r->fast_end, 1))
         memcpy(&w, r->p + byte, 8);
-    else if (avail > 0)
-        memcpy(&w, r->p + byte, (size_t)avail);
+    else if ((uint64_t)byte < (r->nbits >> 3))
+        memcpy(&w, r->p + byte, (size_t)((r->nbits >> 3) - byte));
     return w >> (r->pos & 7);
 }
 
@@ -127,50 +134,127 @@ size_t dcr__rice_write(uint8_t *dst, const uint8_t *gaps, size_t ngaps, unsigned
     return (size_t)(dcr__bitw_end(&w) - dst);
 }
 
-size_t dcr__rice_read(const uint8_t *src, size_t avail, size_t ngaps, unsigned k, uint8_t *out)
+/* One Rice code at r that does not fit one 57-bit peek (a long unary run
+ * or a remainder of more than 56 bits): the gap (>= 1) in *gap_p; false when
+ * the code runs past the segment or its gap reaches 2^62 (q_max =
+ * 2^(62 - k)). */
+static bool dcr__rice_long(dcr__bitr_t *r, unsigned k, uint64_t mask, uint64_t q_max,
+                           uint64_t *gap_p)
 {
-    dcr__bitr_t r = {src, (uint64_t)avail * 8, 0};
+    /* The unary part 56 bits at a time. */
+    uint64_t q = 0;
+    for (;;) {
+        uint64_t w = dcr__bitr_peek(r);
+        unsigned ones = (unsigned)__builtin_ctzll(~w | ((uint64_t)1 << 56)); /* at most 56 */
+        q += ones;
+        r->pos += ones;
+        if (r->pos >= r->nbits || q >= q_max) return false;
+        if (ones < 56) break;
+    }
+    r->pos++; /* the terminating zero */
+    uint64_t rem = 0;
+    if (k > 0) {
+        uint64_t lo = dcr__bitr_peek(r);
+        if (k <= 56) {
+            rem = lo & mask;
+            r->pos += k;
+        } else {
+            rem = lo & (((uint64_t)1 << 32) - 1);
+            r->pos += 32;
+            rem |= (dcr__bitr_peek(r) & (mask >> 32)) << 32;
+            r->pos += k - 32;
+        }
+    }
+    if (r->pos > r->nbits) return false;
+    *gap_p = ((q << k) | rem) + 1;
+    return true;
+}
+
+static inline void dcr__gap_put(uint8_t *words, size_t k, unsigned width, uint64_t v)
+{
+    switch (width) {
+    case 1:
+        words[k] = (uint8_t)v;
+        break;
+    case 2:
+        dcr__st16(words + 2 * k, (uint16_t)v);
+        break;
+    case 4:
+        dcr__st32(words + 4 * k, (uint32_t)v);
+        break;
+    default:
+        dcr__st64(words + 8 * k, v);
+    }
+}
+
+/* Rewrites the first n words from width `from` to the wider `to` in place.
+ * Last word first: word i's new bytes start at i * to >= i * from, past
+ * every word not yet moved. */
+static void dcr__gaps_widen(uint8_t *words, size_t n, unsigned from, unsigned to)
+{
+    for (size_t i = n; i-- > 0;) dcr__gap_put(words, i, to, dcr__gap_load(words, i, from));
+}
+
+size_t dcr__rice_read(const uint8_t *src, size_t avail, size_t ngaps, unsigned k, uint8_t *out,
+                      unsigned *width_p)
+{
+    enum { CHUNK = 256 };
+    dcr__bitr_t r = dcr__bitr_init(src, avail);
     /* A gap is below 2^62 (numel's bound), so q < 2^(62 - k). */
     uint64_t q_max = (uint64_t)1 << (62 - k);
     uint64_t mask = k ? (~(uint64_t)0 >> (64 - k)) : 0;
-    for (size_t i = 0; i < ngaps; i++) {
-        /* Fast path: the whole code within one peek (57 bits). */
-        uint64_t w0 = dcr__bitr_peek(&r);
-        unsigned ones0 = w0 == ~(uint64_t)0 ? 64 : (unsigned)__builtin_ctzll(~w0);
-        if (ones0 + 1 + k <= 57) {
-            r.pos += ones0 + 1 + k;
-            if (r.pos > r.nbits || ones0 >= q_max) return SIZE_MAX;
-            uint64_t rem0 = (w0 >> (ones0 + 1)) & mask;
-            dcr__st64(out + 8 * i, (((uint64_t)ones0 << k) | rem0) + 1);
-            continue;
-        }
-        uint64_t q = 0;
-        for (;;) {
+    uint64_t chunk[CHUNK];
+    unsigned width = 1;
+    for (size_t i = 0; i < ngaps;) {
+        size_t n = ngaps - i < CHUNK ? ngaps - i : CHUNK;
+        uint64_t any = 0; /* OR of the chunk's gaps: its highest bit sets the width */
+        for (size_t j = 0; j < n;) {
+            /* As many whole codes as one 57-bit peek holds, shifted out of a
+             * register: the position is updated once per peek. Codes of
+             * len <= 57 - used bits imply q <= 56 - k < q_max. */
             uint64_t w = dcr__bitr_peek(&r);
-            unsigned ones = w == ~(uint64_t)0 ? 64 : (unsigned)__builtin_ctzll(~w);
-            if (ones > 56) ones = 56; /* peek guarantees 57 bits */
-            q += ones;
-            r.pos += ones;
-            if (r.pos >= r.nbits || q >= q_max) return SIZE_MAX;
-            if (ones < 56) break;
-        }
-        r.pos++; /* the terminating zero */
-        uint64_t rem = 0;
-        if (k > 0) {
-            uint64_t lo = dcr__bitr_peek(&r);
-            if (k <= 56) {
-                rem = lo & mask;
-                r.pos += k;
-            } else {
-                rem = lo & (((uint64_t)1 << 32) - 1);
-                r.pos += 32;
-                rem |= (dcr__bitr_peek(&r) & (mask >> 32)) << 32;
-                r.pos += k - 32;
+            unsigned used = 0;
+            while (j < n) {
+                unsigned ones = (unsigned)__builtin_ctzll(~w | ((uint64_t)1 << 63));
+                unsigned len = ones + 1 + k;
+                if (len > 57 - used) break;
+                uint64_t gap = (((uint64_t)ones << k) | ((w >> (ones + 1)) & mask)) + 1;
+                chunk[j++] = gap;
+                any |= gap;
+                w >>= len;
+                used += len;
+            }
+            r.pos += used;
+            if (r.pos > r.nbits) return SIZE_MAX;
+            if (used == 0) { /* one code longer than a peek */
+                if (!dcr__rice_long(&r, k, mask, q_max, &chunk[j])) return SIZE_MAX;
+                any |= chunk[j++];
             }
         }
-        if (r.pos > r.nbits) return SIZE_MAX;
-        dcr__st64(out + 8 * i, ((q << k) | rem) + 1);
+        /* Words as narrow as the widest gap so far: typical gaps take 1 or 2
+         * bytes instead of 8, which is most of the memory the decode touches. */
+        unsigned need = dcr__gap_bytes_for(any);
+        if (need > width) {
+            dcr__gaps_widen(out, i, width, need);
+            width = need;
+        }
+        uint8_t *dst = out + i * width;
+        switch (width) {
+        case 1:
+            for (size_t j = 0; j < n; j++) dst[j] = (uint8_t)chunk[j];
+            break;
+        case 2:
+            for (size_t j = 0; j < n; j++) dcr__st16(dst + 2 * j, (uint16_t)chunk[j]);
+            break;
+        case 4:
+            for (size_t j = 0; j < n; j++) dcr__st32(dst + 4 * j, (uint32_t)chunk[j]);
+            break;
+        default:
+            memcpy(dst, chunk, n * 8);
+        }
+        i += n;
     }
+    *width_p = width;
     return dcr__bitr_finish(&r);
 }
 
@@ -336,6 +420,10 @@ size_t dcr__huff_table_read(dcr__huff_dec_t *d, const uint8_t *src, size_t avail
         d->index[l] = idx;
         idx += d->count[l];
     }
+    /* limit[l]: one past the last code of length l, left-justified to m
+     * bits; a code of length l read as m bits is below it and at or above
+     * limit[l - 1]. */
+    for (unsigned l = 1; l <= m; l++) d->limit[l] = (d->first[l] + d->count[l]) << (m - l);
     /* Short codes through one lookup: entry = symbol << 8 | length, 0 for
      * a longer code (or none). */
     unsigned lb = m < DCR__HUFF_LUT_BITS ? m : DCR__HUFF_LUT_BITS;
@@ -352,33 +440,58 @@ size_t dcr__huff_table_read(dcr__huff_dec_t *d, const uint8_t *src, size_t avail
     return size;
 }
 
+/* The low n bits of v in reverse order (n <= 32), without a loop. */
+static inline uint32_t dcr__reverse_bits(uint32_t v, unsigned n)
+{
+    v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+    v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+    v = ((v >> 4) & 0x0F0F0F0Fu) | ((v & 0x0F0F0F0Fu) << 4);
+    return __builtin_bswap32(v) >> (32 - n);
+}
+
+/* A code longer than the lookup: the next max_len stream bits read as one
+ * MSB-first number, compared with each longer length's limit. Returns the
+ * code's length and stores its symbol, 0 for a code no symbol has. */
+static inline unsigned dcr__huff_long(const dcr__huff_dec_t *d, uint64_t w, uint16_t *sym_p)
+{
+    unsigned m = d->max_len;
+    uint32_t v = dcr__reverse_bits((uint32_t)w & ((1u << m) - 1), m);
+    for (unsigned l = d->lut_bits + 1; l <= m; l++) {
+        if (v < d->limit[l]) {
+            *sym_p = d->sym[d->index[l] + ((v >> (m - l)) - d->first[l])];
+            return l;
+        }
+    }
+    return 0;
+}
+
 size_t dcr__huff_read(const dcr__huff_dec_t *d, const uint8_t *src, size_t avail, size_t n,
                       uint8_t *out)
 {
-    dcr__bitr_t r = {src, (uint64_t)avail * 8, 0};
+    dcr__bitr_t r = dcr__bitr_init(src, avail);
     uint32_t lut_mask = (1u << d->lut_bits) - 1;
-    for (size_t i = 0; i < n; i++) {
+    /* A peek holds 57 bits, so `per` codes of at most max_len bits each
+     * decode from one register, shifted as they go; the position is updated
+     * once per peek and checked against the segment's end then. */
+    size_t per = 56 / d->max_len;
+    for (size_t i = 0; i < n;) {
         uint64_t w = dcr__bitr_peek(&r);
-        uint32_t e = d->lut[w & lut_mask];
-        uint16_t s;
-        if (e != 0) {
-            s = (uint16_t)(e >> 8);
-            r.pos += e & 0xFF;
-        } else {
-            /* Longer than the lookup: canonical decoding bit by bit. */
-            uint32_t code = 0;
-            unsigned l = 1;
-            for (;; l++) {
-                if (l > d->max_len) return SIZE_MAX; /* a code no symbol has */
-                code |= (uint32_t)((w >> (l - 1)) & 1u);
-                if (code - d->first[l] < d->count[l]) break;
-                code <<= 1;
+        uint64_t used = 0;
+        size_t stop = n - i < per ? n : i + per;
+        for (; i < stop; i++) {
+            uint32_t e = d->lut[w & lut_mask];
+            uint16_t s = (uint16_t)(e >> 8);
+            unsigned len = e & 0xFF;
+            if (__builtin_expect(len == 0, 0)) {
+                len = dcr__huff_long(d, w, &s);
+                if (len == 0) return SIZE_MAX;
             }
-            s = d->sym[d->index[l] + (code - d->first[l])];
-            r.pos += l;
+            w >>= len;
+            used += len;
+            dcr__st16(out + 2 * i, s);
         }
+        r.pos += used;
         if (r.pos > r.nbits) return SIZE_MAX;
-        dcr__st16(out + 2 * i, s);
     }
     return dcr__bitr_finish(&r);
 }

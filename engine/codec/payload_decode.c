@@ -24,11 +24,18 @@ typedef struct dcr__dec_item {
     uint8_t dtype;
     uint8_t encoding;
     uint8_t loc_type;
-    uint8_t gap_bytes; /* of the words at gaps: 8 for a decoded RICE item */
+    uint8_t gap_bytes; /* of the words at gaps: the narrowest that holds a RICE item's gaps */
     uint8_t rice_k;
     uint8_t val_coding;
     uint64_t loc_len, val_len; /* segment bytes in the body */
+    /* Where a version 2 item's decoded values and gaps start in the payload's
+     * expansion buffer, DCR__NO_EXP for segments read in place; values and
+     * gaps point there once every item is read (the buffer grows as items
+     * decode, so it may move until then). */
+    size_t val_exp, gap_exp;
 } dcr__dec_item_t;
+
+#define DCR__NO_EXP SIZE_MAX
 
 struct dcr_payload {
     bool valid;
@@ -255,13 +262,15 @@ static dcr_status_t dcr__item_shape(const dcr__dec_ctx_t *c, const uint8_t *e, d
 /* Bounds of the value segment and of the locations; the gap words
  * themselves are checked after the shuffle is undone. */
 /* A Huffman-coded value segment (version 2): decoded into the payload's
- * expansion buffer, whose room the item table pass reserved. */
+ * expansion buffer, grown here within the total the item table pass
+ * checked against the budget. */
 static dcr_status_t dcr__values_huffman(dcr_payload_t *p, const dcr__dec_ctx_t *c, dcr__layout_t *l,
                                         uint64_t val_off, dcr__dec_item_t *it)
 {
     if (val_off != l->next_val)
         return dcr__fail(c, DCR_EPAYLOAD, "value offset %" PRIu64 ", expected %" PRIu64, val_off,
                          l->next_val);
+    DCR_CHECK(dcr__buf_reserve(&p->exp, p->exp_at + it->count * 2));
     uint8_t *dst = p->exp.data + p->exp_at;
     size_t used =
         dcr__huff_read(p->huff, l->vals + val_off, (size_t)(l->vals_len - val_off), it->count, dst);
@@ -269,7 +278,7 @@ static dcr_status_t dcr__values_huffman(dcr_payload_t *p, const dcr__dec_ctx_t *
         return dcr__fail(c, DCR_EPAYLOAD,
                          "huffman values: a code no symbol has, a stream past the values "
                          "section, or nonzero padding bits");
-    it->values = dst;
+    it->val_exp = p->exp_at;
     it->val_len = used;
     p->exp_at += it->count * 2;
     l->next_val += used;
@@ -282,17 +291,21 @@ static dcr_status_t dcr__locations_rice(dcr_payload_t *p, const dcr__dec_ctx_t *
     if (loc_off != l->next_loc)
         return dcr__fail(c, DCR_EPAYLOAD, "location offset %" PRIu64 ", expected %" PRIu64, loc_off,
                          l->next_loc);
+    /* Room for 8-byte words; the decoder keeps the narrowest that fits. */
+    DCR_CHECK(dcr__buf_reserve(&p->exp, p->exp_at + (it->count - 1) * 8));
     uint8_t *dst = p->exp.data + p->exp_at;
     it->last = it->first; /* a single record has no gaps; the index check sets it otherwise */
+    unsigned width = 8;
     size_t used = dcr__rice_read(l->locs + loc_off, (size_t)(l->locs_len - loc_off), it->count - 1,
-                                 it->rice_k, dst);
+                                 it->rice_k, dst, &width);
     if (used == SIZE_MAX)
         return dcr__fail(c, DCR_EPAYLOAD,
                          "rice gaps: a stream past the locations section, a gap of 2^62 or "
                          "more, or nonzero padding bits");
-    it->gaps = dst;
+    it->gap_exp = p->exp_at;
+    it->gap_bytes = (uint8_t)width;
     it->loc_len = used;
-    p->exp_at += (it->count - 1) * 8;
+    p->exp_at += (it->count - 1) * width;
     l->next_loc += used;
     return DCR_OK;
 }
@@ -317,6 +330,7 @@ static dcr_status_t dcr__item_segments(dcr_payload_t *p, const dcr__dec_ctx_t *c
                          count, first, numel);
     it->count = (size_t)count;
     it->first = (int64_t)first;
+    it->val_exp = it->gap_exp = DCR__NO_EXP;
     if (it->val_coding == DCR_VALUES_HUFFMAN) {
         DCR_CHECK(dcr__values_huffman(p, c, l, val_off, it));
     } else if (val_off != l->next_val) {
@@ -380,7 +394,7 @@ static dcr_status_t dcr__items_reserve(dcr_payload_t *p, size_t n)
 static dcr_status_t dcr__v2_prepare(dcr_payload_t *p, const dcr__dec_ctx_t *c, uint32_t nitems,
                                     uint64_t budget, dcr__layout_t *l)
 {
-    uint64_t expand = 0, room = budget - p->body.len; /* body.len <= budget: header rule 3 */
+    uint64_t expand = 0, likely = 0, room = budget - p->body.len; /* body.len <= budget: rule 3 */
     /* Every Rice code and Huffman code takes at least one bit of the body,
      * and one bit expands to at most 8 bytes (a u64 gap): a body can never
      * decode to more than 64 times its size, whatever the budget allows. */
@@ -391,7 +405,11 @@ static dcr_status_t dcr__v2_prepare(dcr_payload_t *p, const dcr__dec_ctx_t *c, u
         uint64_t count = dcr__ld64(e + DCR__I_COUNT), add = 0;
         if (count > DCR__RAW_MAX) count = DCR__RAW_MAX; /* fails the budget below */
         if (e[DCR__I_VALCODING] == DCR_VALUES_HUFFMAN) add += count * 2, huffman = true;
-        if (e[DCR__I_LOCTYPE] == DCR_LOCATION_RICE && count > 0) add += (count - 1) * 8;
+        likely += add;
+        if (e[DCR__I_LOCTYPE] == DCR_LOCATION_RICE && count > 0) {
+            add += (count - 1) * 8;
+            likely += (count - 1) * 2;
+        }
         if (add > room - expand)
             return dcr__fail(c, DCR_EPAYLOAD,
                              "entropy-coded segments decode to more than this reader's limit of "
@@ -399,7 +417,9 @@ static dcr_status_t dcr__v2_prepare(dcr_payload_t *p, const dcr__dec_ctx_t *c, u
                              budget, i);
         expand += add;
     }
-    DCR_CHECK(dcr__buf_reserve(&p->exp, (size_t)expand));
+    /* Room for 2-byte gaps, in one allocation; it grows as items decode
+     * where gaps need more (the bound above allows 8). */
+    DCR_CHECK(dcr__buf_reserve(&p->exp, (size_t)likely));
     p->exp_at = 0;
     if (!huffman) return DCR_OK;
     if (p->huff == NULL && (p->huff = malloc(sizeof *p->huff)) == NULL)
@@ -435,6 +455,11 @@ static dcr_status_t dcr__items_read(dcr_payload_t *p, dcr__dec_ctx_t *c,
         DCR_CHECK(dcr__item_segments(p, c, e, &l, it));
     }
     c->item = DCR__NO_ITEM;
+    for (uint32_t i = 0; i < nitems; i++) {
+        dcr__dec_item_t *it = &p->items[i];
+        if (it->val_exp != DCR__NO_EXP) it->values = p->exp.data + it->val_exp;
+        if (it->gap_exp != DCR__NO_EXP) it->gaps = p->exp.data + it->gap_exp;
+    }
     if (l.next_name != l.names_len || l.next_loc != l.locs_len || l.next_val != l.vals_len)
         return dcr__fail(c, DCR_EPAYLOAD,
                          "items use %" PRIu64 "/%" PRIu64 "/%" PRIu64

@@ -61,8 +61,10 @@ static void test_inventory_matches_seed(void **state)
     for (int i = 0; i < 3; i++) {
         char args[128];
         int t = degrees[i];
-        snprintf(args, sizeof(args),
-                 "inventory --json --gpus-per-node %d --tp %d --etp %d --serve-tp %d", t, t, t, t);
+        snprintf(
+            args, sizeof(args),
+            "inventory --json --gpus-per-node %d --tp %d --etp %d --serve-tp %d --mapping paper", t,
+            t, t, t);
         json_t *j = run_json(args);
         const char *keys[] = {"model",        "tensors",        "params",
                               "bytes",        "mapping",        "tp",
@@ -81,8 +83,27 @@ static void test_inventory_matches_seed(void **state)
         assert_int_equal(json_integer_value(json_object_get(j, "overwrite_items")), 146);
         share = json_real_value(json_object_get(j, "xor_byte_share"));
         assert_true(share > 0.962 && share < 0.964);
+        assert_string_equal(json_string_value(json_object_get(j, "mapping")), "paper");
         json_decref(j);
     }
+}
+
+/* Users get the extended mapping unless they name the seed's: every q/k/v
+ * piece, padded-vocab row and Mamba component is affine, so the residual
+ * tensors are the norms, routers and the like only (146 with paper's q/k/v,
+ * embedding and head among them; Qwen3-30B-A3B has no Mamba). */
+static void test_inventory_default_mapping_is_extended(void **state)
+{
+    (void)state;
+    json_t *j = run_json("inventory --json");
+    assert_string_equal(json_string_value(json_object_get(j, "mapping")), "extended");
+    int64_t residual = json_integer_value(json_object_get(j, "residual_tensors"));
+    json_decref(j);
+    j = run_json("inventory --json --mapping paper");
+    assert_string_equal(json_string_value(json_object_get(j, "mapping")), "paper");
+    assert_int_equal(json_integer_value(json_object_get(j, "residual_tensors")), 146);
+    assert_true(residual < 146);
+    json_decref(j);
 }
 
 static void test_construct_payloads_verify(void **state)
@@ -260,6 +281,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_and_usage_errors),
         cmocka_unit_test(test_inventory_matches_seed),
+        cmocka_unit_test(test_inventory_default_mapping_is_extended),
         cmocka_unit_test(test_construct_payloads_verify),
         cmocka_unit_test(test_bench_keeps_payloads),
         cmocka_unit_test(test_construct_modes),

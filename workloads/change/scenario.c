@@ -12,7 +12,7 @@
 dcr_scenario_spec_t dcr_scenario_spec_default(void)
 {
     dcr_scenario_spec_t spec = {
-        DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(), DCR_MAPPING_PAPER, 1, 0, false, 0};
+        DCR_MODEL_DEFAULT, 1, 0, dcr_train_config_default(), DCR_MAPPING_EXTENDED, 1, 0, false, 0};
     return spec;
 }
 

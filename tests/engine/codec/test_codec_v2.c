@@ -331,6 +331,105 @@ static void test_round_trip_and_sizes(void **state)
     free(vals);
 }
 
+/* The decoder keeps Rice gaps in the narrowest word that holds them and
+ * widens what it has stored when a wider gap comes: gaps of 1 byte for
+ * several of its 256-gap chunks, then 2-, 4- and 8-byte gaps late in a
+ * chunk, must all come back exactly, in every chunk position. */
+static void test_rice_gaps_widen(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    int64_t *idx = malloc(N * sizeof *idx);
+    uint16_t *vals = malloc(N * sizeof *vals);
+    int64_t shape[2] = {(int64_t)1 << 24, (int64_t)1 << 24}; /* numel 2^48 */
+    const struct {
+        size_t at;
+        int64_t gap;
+    } wide[] = {{700, 300}, {1100, 70000}, {1101, 200}, {2047, (int64_t)1 << 33}, {2900, 5}};
+    rng_state = 0x243f6a8885a308d3ull;
+    int64_t at = 0;
+    for (size_t i = 0, w = 0; i < N; i++) {
+        int64_t gap = 1 + (int64_t)(rng() % 60);
+        if (w < sizeof wide / sizeof wide[0] && wide[w].at == i) gap = wide[w++].gap;
+        at += gap;
+        idx[i] = at;
+        vals[i] = (uint16_t)(1u << (rng() % 3)) - 1u;
+    }
+    dcr_codec_item_t item = {"w", 2, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, N, idx, 0, vals};
+    dcr_encoder_t *enc;
+    assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_add(enc, &item), DCR_OK);
+    dcr_encode_params_t par = {.tau = 1, .payload_id = 3, .level = 1};
+    const uint8_t *buf;
+    size_t len;
+    assert_int_equal(dcr_encoder_finish(enc, &par, &buf, &len), DCR_OK);
+    dcr_payload_t *p;
+    assert_int_equal(dcr_payload_create(&p), DCR_OK);
+    assert_int_equal(dcr_payload_decode(p, buf, len), DCR_OK);
+    dcr_payload_item_t it;
+    assert_int_equal(dcr_payload_item(p, 0, &it), DCR_OK);
+    assert_int_equal(it.location, DCR_LOCATION_RICE);
+    assert_int_equal(it.last, idx[N - 1]);
+    int64_t *got = malloc(N * sizeof *got);
+    assert_int_equal(dcr_payload_item_indices(p, 0, got), DCR_OK);
+    assert_memory_equal(got, idx, N * sizeof *got);
+    dcr_payload_destroy(p);
+    dcr_encoder_destroy(enc);
+    free(got);
+    free(idx);
+    free(vals);
+}
+
+/* Codes longer than the decoder's 11-bit lookup (up to the 20-bit limit):
+ * symbol i of 30 occurs 2^(17 - i) times (at least once); an optimal code
+ * gives symbol i < 17 length i + 1 and the 13 singletons lengths 21-22, so
+ * the length limit applies and codes of 12-20 bits occur; every value comes
+ * back exactly. */
+static void test_huffman_long_codes(void **state)
+{
+    (void)state;
+    enum { NSYM = 30 };
+    size_t n = 0;
+    for (int i = 0; i < NSYM; i++) n += i < 17 ? (size_t)1 << (17 - i) : 1;
+    int64_t *idx = malloc(n * sizeof *idx);
+    uint16_t *vals = malloc(n * sizeof *vals);
+    size_t at = 0;
+    for (int i = 0; i < NSYM; i++)
+        for (size_t j = 0; j < (i < 17 ? (size_t)1 << (17 - i) : 1); j++)
+            vals[at++] = (uint16_t)(0x100 + 7 * i);
+    rng_state = 0x13198a2e03707344ull;
+    for (size_t i = n; i-- > 1;) { /* shuffled, so long codes fall everywhere */
+        size_t j = (size_t)(rng() % (i + 1));
+        uint16_t t = vals[i];
+        vals[i] = vals[j];
+        vals[j] = t;
+    }
+    for (size_t i = 0; i < n; i++) idx[i] = 3 * (int64_t)i + (int64_t)(rng() % 2);
+    int64_t shape[1] = {3 * (int64_t)n + 2};
+    dcr_codec_item_t item = {"w", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, n, idx, 0, vals};
+    dcr_encoder_t *enc;
+    assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
+    assert_int_equal(dcr_encoder_add(enc, &item), DCR_OK);
+    dcr_encode_params_t par = {.tau = 1, .payload_id = 4, .level = 1};
+    const uint8_t *buf;
+    size_t len;
+    assert_int_equal(dcr_encoder_finish(enc, &par, &buf, &len), DCR_OK);
+    dcr_payload_t *p;
+    assert_int_equal(dcr_payload_create(&p), DCR_OK);
+    assert_int_equal(dcr_payload_decode(p, buf, len), DCR_OK);
+    dcr_payload_item_t it;
+    assert_int_equal(dcr_payload_item(p, 0, &it), DCR_OK);
+    assert_int_equal(it.value_coding, DCR_VALUES_HUFFMAN);
+    uint16_t *got = malloc(n * sizeof *got);
+    assert_int_equal(dcr_payload_item_values(p, 0, got), DCR_OK);
+    assert_memory_equal(got, vals, n * sizeof *got);
+    dcr_payload_destroy(p);
+    dcr_encoder_destroy(enc);
+    free(got);
+    free(idx);
+    free(vals);
+}
+
 /* Nothing worth coding (a run, uniform random masks): version 1 bytes. */
 static void test_stays_v1(void **state)
 {
@@ -360,6 +459,8 @@ int main(void)
         cmocka_unit_test(test_rejects),
         cmocka_unit_test(test_budget),
         cmocka_unit_test(test_round_trip_and_sizes),
+        cmocka_unit_test(test_rice_gaps_widen),
+        cmocka_unit_test(test_huffman_long_codes),
         cmocka_unit_test(test_stays_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,17 +20,10 @@
 #include "cli/cli_run.h"
 #include "workloads/change/change_profile.h"
 #include "workloads/change/ckpt_diff.h"
-#include "workloads/model/safetensors.h"
-#include "workloads/tmp_dir.h"
+#include "ckpt_pair_test.h"
 
-/* Tiny models with every tensor class: Qwen3 MoE (attention, experts,
- * router, norms, embeddings) and a Nemotron-H hybrid (Mamba with FP32
+/* A Nemotron-H hybrid beside ckpt_pair_test.h's Qwen3 MoE (Mamba with FP32
  * A_log, shared expert = dense MLP). Sizes are multiples of 8. */
-static const char *const qwen_cfg =
-    "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
-    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, "
-    "\"vocab_size\": 256, \"moe_intermediate_size\": 32, \"num_experts\": 4, "
-    "\"num_experts_per_tok\": 2, \"tie_word_embeddings\": false}";
 static const char *const nemo_cfg =
     "{\"model_type\": \"nemotron_h\", \"hidden_size\": 64, \"num_hidden_layers\": 3, "
     "\"hybrid_override_pattern\": \"M*E\", \"num_attention_heads\": 4, "
@@ -46,11 +39,21 @@ typedef struct change {
     int64_t first, count;
 } change_t;
 
-static void sh(const char *fmt, const char *a, const char *b)
+typedef struct placed {
+    const change_t *ch;
+    size_t n;
+} placed_t;
+
+static void flip_low_bits(const dcr_scenario_t *sc, dcr_storage_t **t, const void *ctx)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), fmt, a, b);
-    assert_int_equal(system(cmd), 0);
+    const change_t *ch = ((const placed_t *)ctx)->ch;
+    size_t nch = ((const placed_t *)ctx)->n;
+    for (size_t k = 0; k < nch; k++) {
+        size_t c = pair_tensor(sc, ch[k].tensor);
+        size_t es = dcr_dtype_size(dcr_inventory_at(sc->inventory, c)->dtype);
+        for (int64_t i = ch[k].first; i < ch[k].first + ch[k].count; i++)
+            ((uint8_t *)t[c]->data)[(size_t)i * es] ^= 1; /* little-endian low bit */
+    }
 }
 
 /* Writes <tmp>/<name>/{old,new}: OLD one file with config.json beside it,
@@ -58,39 +61,8 @@ static void sh(const char *fmt, const char *a, const char *b)
 static dcr_scenario_t *write_pair(const char *name, const char *cfg, const change_t *ch, size_t nch,
                                   char *old_dir, char *new_dir, size_t len)
 {
-    snprintf(old_dir, len, "%s/%s/old", tmp_dir, name);
-    snprintf(new_dir, len, "%s/%s/new", tmp_dir, name);
-    sh("mkdir -p '%s' '%s'", old_dir, new_dir);
-    char path[700];
-    snprintf(path, sizeof(path), "%s/config.json", old_dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(cfg, f);
-    fclose(f);
-    dcr_scenario_spec_t spec = dcr_scenario_spec_default();
-    spec.model = old_dir;
-    dcr_scenario_t *sc = NULL;
-    dcr_status_t st = dcr_scenario_create(&spec, &sc);
-    if (st != DCR_OK) fail_msg("%s", dcr_error_line(st));
-    dcr_storage_t **t = NULL;
-    assert_int_equal(dcr_scenario_alloc_canonical(sc, &t), DCR_OK);
-    dcr_scenario_init_weights(sc, 11, t);
-    size_t n = dcr_inventory_count(sc->inventory);
-    dcr_st_entry_t *e = calloc(n, sizeof(*e));
-    for (size_t i = 0; i < n; i++)
-        e[i] = (dcr_st_entry_t){dcr_inventory_at(sc->inventory, i), t[i]->data};
-    assert_int_equal(dcr_checkpoint_write(old_dir, e, n, 0), DCR_OK);
-    for (size_t k = 0; k < nch; k++) {
-        int64_t c = dcr_inventory_find(sc->inventory, ch[k].tensor);
-        if (c < 0) fail_msg("no tensor %s", ch[k].tensor);
-        size_t es = dcr_dtype_size(dcr_inventory_at(sc->inventory, (size_t)c)->dtype);
-        for (int64_t i = ch[k].first; i < ch[k].first + ch[k].count; i++)
-            ((uint8_t *)t[c]->data)[(size_t)i * es] ^= 1; /* little-endian low bit */
-    }
-    assert_int_equal(dcr_checkpoint_write(new_dir, e, n, 4096), DCR_OK);
-    free(e);
-    dcr_scenario_free_tensors(t, n);
-    return sc;
+    placed_t pl = {ch, nch};
+    return pair_write(name, cfg, 11, 4096, flip_low_bits, &pl, old_dir, new_dir, len);
 }
 
 static json_t *class_of(json_t *j, const char *cls)
@@ -214,7 +186,7 @@ static void test_diff_qwen(void **state)
     json_decref(j0);
 
     /* The command, model from OLD's config.json, in two layouts and both mappings. */
-    static const char *const layouts[] = {"", "--gpus-per-node 2 --tp 2 --mapping extended",
+    static const char *const layouts[] = {"", "--gpus-per-node 2 --tp 2 --mapping paper",
                                           "--gpus-per-node 4 --tp 2 --ep 2 --dp 2"};
     for (size_t l = 0; l < sizeof(layouts) / sizeof(layouts[0]); l++) {
         snprintf(args, sizeof(args), "diff %s %s %s --json", old_dir, new_dir, layouts[l]);

@@ -23,14 +23,7 @@
 #include "cli/cli_run.h"
 #include "dcr/codec.h"
 #include "workloads/change/ckpt_diff.h"
-#include "workloads/model/safetensors.h"
-#include "workloads/tmp_dir.h"
-
-static const char *const qwen_cfg =
-    "{\"model_type\": \"qwen3_moe\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "
-    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, "
-    "\"vocab_size\": 256, \"moe_intermediate_size\": 32, \"num_experts\": 4, "
-    "\"num_experts_per_tok\": 2, \"tie_word_embeddings\": false}";
+#include "ckpt_pair_test.h"
 
 /* A placed change: element `index` of `tensor` gets NEW = OLD ^ mask, or,
  * with set, NEW = value (a chosen bit pattern such as a signalling NaN). */
@@ -41,13 +34,6 @@ typedef struct change {
     bool set;
     uint32_t value;
 } change_t;
-
-static void sh(const char *fmt, const char *a)
-{
-    char cmd[2048];
-    snprintf(cmd, sizeof(cmd), fmt, a);
-    assert_int_equal(system(cmd), 0);
-}
 
 static uint32_t load_word(const uint8_t *p, size_t es)
 {
@@ -61,47 +47,31 @@ static void store_word(uint8_t *p, size_t es, uint32_t w)
     memcpy(p, &w, es);
 }
 
+typedef struct placed {
+    const change_t *ch;
+    size_t n;
+} placed_t;
+
+static void place_changes(const dcr_scenario_t *sc, dcr_storage_t **t, const void *ctx)
+{
+    const placed_t *pl = ctx;
+    for (size_t k = 0; k < pl->n; k++) {
+        const change_t *ch = &pl->ch[k];
+        size_t c = pair_tensor(sc, ch->tensor);
+        size_t es = dcr_dtype_size(dcr_inventory_at(sc->inventory, c)->dtype);
+        uint8_t *p = (uint8_t *)t[c]->data + (size_t)ch->index * es;
+        uint32_t old = load_word(p, es);
+        store_word(p, es, ch->set ? ch->value : old ^ ch->mask);
+        if (load_word(p, es) == old) fail_msg("change %zu changes nothing", k);
+    }
+}
+
 /* Writes <tmp>/<name>/{old,new}; returns the scenario (caller destroys). */
 static dcr_scenario_t *write_pair(const char *name, const change_t *ch, size_t nch, char *old_dir,
                                   char *new_dir, size_t len)
 {
-    snprintf(old_dir, len, "%s/%s/old", tmp_dir, name);
-    snprintf(new_dir, len, "%s/%s/new", tmp_dir, name);
-    char both[1100];
-    snprintf(both, sizeof(both), "%s' '%s", old_dir, new_dir);
-    sh("mkdir -p '%s'", both);
-    char path[700];
-    snprintf(path, sizeof(path), "%s/config.json", old_dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(qwen_cfg, f);
-    fclose(f);
-    dcr_scenario_spec_t spec = dcr_scenario_spec_default();
-    spec.model = old_dir;
-    dcr_scenario_t *sc = NULL;
-    dcr_status_t st = dcr_scenario_create(&spec, &sc);
-    if (st != DCR_OK) fail_msg("%s", dcr_error_line(st));
-    dcr_storage_t **t = NULL;
-    assert_int_equal(dcr_scenario_alloc_canonical(sc, &t), DCR_OK);
-    dcr_scenario_init_weights(sc, 7, t);
-    size_t n = dcr_inventory_count(sc->inventory);
-    dcr_st_entry_t *e = calloc(n, sizeof(*e));
-    for (size_t i = 0; i < n; i++)
-        e[i] = (dcr_st_entry_t){dcr_inventory_at(sc->inventory, i), t[i]->data};
-    assert_int_equal(dcr_checkpoint_write(old_dir, e, n, 0), DCR_OK);
-    for (size_t k = 0; k < nch; k++) {
-        int64_t c = dcr_inventory_find(sc->inventory, ch[k].tensor);
-        if (c < 0) fail_msg("no tensor %s", ch[k].tensor);
-        size_t es = dcr_dtype_size(dcr_inventory_at(sc->inventory, (size_t)c)->dtype);
-        uint8_t *p = (uint8_t *)t[c]->data + (size_t)ch[k].index * es;
-        uint32_t old = load_word(p, es);
-        store_word(p, es, ch[k].set ? ch[k].value : old ^ ch[k].mask);
-        if (load_word(p, es) == old) fail_msg("change %zu changes nothing", k);
-    }
-    assert_int_equal(dcr_checkpoint_write(new_dir, e, n, 0), DCR_OK);
-    free(e);
-    dcr_scenario_free_tensors(t, n);
-    return sc;
+    placed_t pl = {ch, nch};
+    return pair_write(name, qwen_cfg, 7, 0, place_changes, &pl, old_dir, new_dir, len);
 }
 
 /* ---- the entropy bound, from first principles ---- */
@@ -272,9 +242,9 @@ static void check_nan_roundtrip(const char *layout)
     size_t nch = sizeof(nan_changes) / sizeof(nan_changes[0]);
     dcr_scenario_t *sc = write_pair("nan", nan_changes, nch, old_dir, new_dir, sizeof(old_dir));
     snprintf(keep, sizeof(keep), "%s/nan/payloads%s", tmp_dir,
-             strstr(layout, "extended") ? "-ext" : "");
-    sh("rm -rf '%s'", keep);
-    sh("mkdir -p '%s'", keep);
+             strstr(layout, "paper") ? "-paper" : "");
+    sh("rm -rf '%s'%s", keep, "");
+    sh("mkdir -p '%s'%s", keep, "");
     snprintf(args, sizeof(args), "diff %s %s --json --no-class-payloads --keep-payloads %s %s",
              old_dir, new_dir, keep, layout);
     json_t *j = run_json(args);
@@ -332,8 +302,8 @@ static void check_nan_roundtrip(const char *layout)
 static void test_router_snan_roundtrip(void **state)
 {
     (void)state;
-    check_nan_roundtrip("");
-    check_nan_roundtrip("--mapping extended");
+    check_nan_roundtrip(""); /* the default, extended mapping */
+    check_nan_roundtrip("--mapping paper");
 }
 
 int main(void)

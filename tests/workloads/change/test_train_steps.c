@@ -4,9 +4,10 @@
  * warm-up) and writes the last step's BF16 checkpoints; dcr diff must find
  * exactly the changes the script counted with torch, and report the
  * entropy bound the script computed independently with numpy, in both
- * mappings. The interpreter is $DCR_PYTHON, else the first of
- * /usr/bin/python3 (Debian's python3-torch, scripts/install-deps.sh) and
- * python3 that imports torch and numpy; skipped when none does. */
+ * mappings; and the step's change profile must replay its pattern. The
+ * interpreter is $DCR_PYTHON, else the first of /usr/bin/python3 (Debian's
+ * python3-torch, scripts/install-deps.sh) and python3 that imports torch
+ * and numpy; skipped when none does. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -89,6 +90,51 @@ static void check_family(const char *family)
     json_decref(t);
 }
 
+static double class_real(json_t *j, const char *cls, const char *key)
+{
+    return json_real_value(
+        json_object_get(json_object_get(json_object_get(j, "classes"), cls), key));
+}
+
+/* A real step's change profile (`dcr diff --profile`) replayed on the same
+ * checkpoint (`dcr diff --init OLD --changes profile:P`) gives each class
+ * the real step's change rate and changed-row share, within 5 standard
+ * deviations of the replay's sampling (binomial over elements and rows).
+ * The embeddings are the class where the real pattern is not uniform: only
+ * the rows of tokens the batch saw change. */
+static void check_profile_replay(const char *family)
+{
+    char out[600], prof[700], args[2048];
+    snprintf(out, sizeof(out), "%s/%s", tmp_dir, family);
+    snprintf(prof, sizeof(prof), "%s/%s-profile.json", tmp_dir, family);
+    snprintf(args, sizeof(args), "diff %s/old %s/new --json --no-class-payloads --profile %s", out,
+             out, prof);
+    json_t *real = run_json(args);
+    snprintf(args, sizeof(args),
+             "diff --init %s/old --changes profile:%s --json --no-class-payloads", out, prof);
+    json_t *replay = run_json(args);
+    static const char *const classes[] = {"attention", "dense_mlp", "experts", "embeddings"};
+    int checked = 0;
+    for (size_t k = 0; k < sizeof(classes) / sizeof(classes[0]); k++) {
+        json_t *c = json_object_get(json_object_get(real, "classes"), classes[k]);
+        if (c == NULL || json_integer_value(json_object_get(c, "elements")) == 0) continue;
+        double n = (double)json_integer_value(json_object_get(c, "elements"));
+        double rows = (double)json_integer_value(json_object_get(c, "rows"));
+        double rate = class_real(real, classes[k], "change_rate");
+        double share = class_real(real, classes[k], "changed_row_share");
+        double got_rate = class_real(replay, classes[k], "change_rate");
+        double got_share = class_real(replay, classes[k], "changed_row_share");
+        print_message("  %s %s: real rate %.5f, row share %.3f; replayed %.5f, %.3f\n", family,
+                      classes[k], rate, share, got_rate, got_share);
+        assert_true(fabs(got_rate - rate) <= 5 * sqrt(rate * (1 - rate) / n) + 1e-9);
+        assert_true(fabs(got_share - share) <= 5 * sqrt(share * (1 - share) / rows) + 1.0 / rows);
+        checked++;
+    }
+    assert_true(checked >= 2);
+    json_decref(real);
+    json_decref(replay);
+}
+
 static void test_real_steps(void **state)
 {
     (void)state;
@@ -98,6 +144,8 @@ static void test_real_steps(void **state)
     }
     check_family("qwen2");
     check_family("qwen3_moe");
+    check_profile_replay("qwen2");
+    check_profile_replay("qwen3_moe");
 }
 
 int main(void)
