@@ -164,6 +164,12 @@ dcr_status_t dcr_cli_store_check(const char *store, const char *s3_endpoint)
         return dcr_error_set(DCR_EINVAL,
                              "--s3-endpoint %s: expected http://HOST[:PORT] or https://HOST[:PORT]",
                              s3_endpoint);
+    /* A folder of the user's is refused before any setup, by the store's
+     * own rule (not a link; new, empty or marked by dcr). */
+    if (dcr_objstore_dir_check(store) != DCR_OK) {
+        dcr_error_prefix("--store: ");
+        return DCR_EINVAL;
+    }
     return DCR_OK;
 }
 

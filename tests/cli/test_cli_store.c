@@ -59,6 +59,9 @@ static void test_store_dir_not_ours(void **state)
     fclose(f);
     snprintf(args, sizeof(args), "bench --store dir:%s", dir);
     expect_error(args, 2, "holds files and no .dcr-store marker");
+    /* The fault campaign takes --store too: the same rule, the same line. */
+    snprintf(args, sizeof(args), "faults campaign --store dir:%s", dir);
+    expect_error(args, 2, "holds files and no .dcr-store marker");
     assert_int_equal(access(file, F_OK), 0);
     assert_int_equal(unlink(file), 0);
     /* Emptied, it is a store dcr may use: no usage error any more. */

@@ -46,6 +46,7 @@ static void test_compare_shuffle_rounds(void **state)
     dcr_scenario_spec_t spec = dcr_scenario_spec_default();
     spec.scale = 64;
     spec.layers = 2;
+    spec.mapping = DCR_MAPPING_PAPER; /* overwrite records too: several payloads per owner */
     dcr_scenario_t *sc;
     if (dcr_scenario_create(&spec, &sc) != DCR_OK) fail_msg("%s", dcr_error_detail());
     flag_count_t f = {PTHREAD_MUTEX_INITIALIZER, 0, 0};
