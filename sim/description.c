@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sim/readfile.h"
+#include "workloads/model/model.h"
 
 #define DCR__DESC_FILE_MAX (1 << 20)
 
@@ -29,13 +30,14 @@ static dcr_status_t dcr__preset_name_ok(const char *kind, const char *name)
     return DCR_OK;
 }
 
-static dcr_status_t dcr__sim_dir_path(const char *env, const char *sub, const char *name, char *buf,
-                                      size_t len)
+dcr_status_t dcr_sim_data_path(const char *env, const char *sub, const char *name, char *buf,
+                               size_t len)
 {
     const char *dir = getenv(env);
-    int n = dir && *dir ? snprintf(buf, len, "%s/%s.json", dir, name)
-                        /* The build names the models folder of this tree; sim/ sits beside it. */
-                        : snprintf(buf, len, "%s/../../sim/%s/%s.json", DCR_MODELS_DIR, sub, name);
+    char rel[64], data[4096];
+    snprintf(rel, sizeof(rel), "sim/%s", sub);
+    if (!dir || !*dir) dir = dcr_data_dir(rel, rel, data, sizeof(data));
+    int n = dir ? snprintf(buf, len, "%s/%s.json", dir, name) : -1;
     if (n < 0 || (size_t)n >= len)
         return dcr_error_set(DCR_EINVAL, "sim: path longer than %zu bytes", len);
     return DCR_OK;
@@ -44,7 +46,7 @@ static dcr_status_t dcr__sim_dir_path(const char *env, const char *sub, const ch
 dcr_status_t dcr_sim_description_preset_path(const char *name, char *buf, size_t len)
 {
     DCR_CHECK(dcr__preset_name_ok("cluster", name));
-    return dcr__sim_dir_path("DCR_SIM_CLUSTERS_DIR", "clusters", name, buf, len);
+    return dcr_sim_data_path("DCR_SIM_CLUSTERS_DIR", "clusters", name, buf, len);
 }
 
 dcr_status_t dcr_sim_description_load(const char *what, dcr_sim_description_t *d)
@@ -176,7 +178,7 @@ dcr_status_t dcr_sim_description_calibration_path(const dcr_sim_description_t *d
     const char *cal = d->calibration;
     if (!dcr__is_path(cal)) {
         DCR_CHECK(dcr__preset_name_ok("calibration", cal));
-        return dcr__sim_dir_path("DCR_SIM_CALIBRATIONS_DIR", "calibrations", cal, buf, len);
+        return dcr_sim_data_path("DCR_SIM_CALIBRATIONS_DIR", "calibrations", cal, buf, len);
     }
     int n;
     const char *slash = strrchr(d->source, '/');

@@ -36,6 +36,14 @@ typedef struct dcr_sim_description {
     char overridden[1024];
 } dcr_sim_description_t;
 
+/* The path of the file NAME.json in the simulator's data folder sub
+ * ("clusters", "calibrations"): in the folder the environment variable env
+ * names when set, else in dcr's data folder sim/<sub> (an installed prefix's
+ * share/dcr/sim/<sub> found relative to the binary, else the source tree's:
+ * dcr_data_dir). */
+dcr_status_t dcr_sim_data_path(const char *env, const char *sub, const char *name, char *buf,
+                               size_t len);
+
 /* The path of preset `name` (sim/clusters/NAME.json; DCR_SIM_CLUSTERS_DIR
  * replaces the folder). Names are [a-z0-9-]+ only. */
 dcr_status_t dcr_sim_description_preset_path(const char *name, char *buf, size_t len);

@@ -51,18 +51,7 @@ double dcr_sim_nemo_rl_latency(const char *transport, double rate)
 
 dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len)
 {
-    const char *dir = getenv("DCR_SIM_CALIBRATIONS_DIR");
-    int n;
-    if (dir && *dir) {
-        n = snprintf(buf, len, "%s/paper-testbed.json", dir);
-    } else {
-        /* The build names the models folder of this tree; the calibrations
-         * sit beside it under sim/. */
-        n = snprintf(buf, len, "%s/../../sim/calibrations/paper-testbed.json", DCR_MODELS_DIR);
-    }
-    if (n < 0 || (size_t)n >= len)
-        return dcr_error_set(DCR_EINVAL, "sim: calibration path longer than %zu bytes", len);
-    return DCR_OK;
+    return dcr_sim_data_path("DCR_SIM_CALIBRATIONS_DIR", "calibrations", "paper-testbed", buf, len);
 }
 
 dcr_status_t dcr_sim_paper_spec(const char *model, const char *transport, double rate,

@@ -57,9 +57,10 @@ const dcr_sim_paper_size_t *dcr_sim_paper_size_of(const char *model);
 #define DCR_SIM_NEMO_RL_MODEL "paper-120b-hybrid"
 double dcr_sim_nemo_rl_latency(const char *transport, double rate);
 
-/* The fitted calibration of the seed's testbed: $DCR_SIM_CALIBRATIONS_DIR
- * if set, else sim/calibrations of this source tree, then
- * /paper-testbed.json. DCR_EINVAL when the path does not fit in buf. */
+/* The fitted calibration of the seed's testbed, paper-testbed.json in the
+ * calibrations folder (dcr_sim_data_path: $DCR_SIM_CALIBRATIONS_DIR, an
+ * installed prefix's, or this source tree's). DCR_EINVAL when the path does
+ * not fit in buf. */
 dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len);
 
 /* The testbed's training layout (the seed gives none): TP 4 inside each

@@ -20,7 +20,8 @@ libdir=$(cd "$prefix" && ls -d lib*/pkgconfig | head -1 | xargs dirname)
 for f in include/dcr/codec.h include/dcr/status.h "$libdir/libdcr.a" "$libdir/pkgconfig/dcr.pc" \
          "$libdir/cmake/dcr/dcrConfig.cmake" bin/dcr share/dcr/scripts/testbed.sh \
          share/dcr/scripts/testbed-agent.sh share/dcr/scripts/testbed-xfer.c \
-         share/dcr/models/qwen2.5-0.5b.json share/dcr/models/qwen3-30b-a3b.json; do
+         share/dcr/models/qwen2.5-0.5b.json share/dcr/models/qwen3-30b-a3b.json \
+         share/dcr/sim/clusters/paper-testbed.json share/dcr/sim/calibrations/paper-testbed.json; do
   [ -e "$prefix/$f" ] || fail "$f missing from the installed tree"
 done
 soname=$(readelf -d "$prefix/$libdir/libdcr.so" | sed -n 's/.*SONAME.*\[\(.*\)\].*/\1/p')
@@ -112,6 +113,15 @@ if unshare -rm true 2>/dev/null; then
         _ "$src" "$moved/bin/dcr" 2>&1) || fail "with the source tree hidden the moved dcr fails: $out"
   grep -q '^canonical  *290 tensors' <<<"$out" || fail "with the source tree hidden: $out"
   hidden=yes
+fi
+# The simulator's cluster descriptions come from the prefix the same way: a
+# preset only the moved prefix has is found by name.
+cp "$moved/share/dcr/sim/clusters/paper-testbed.json" "$moved/share/dcr/sim/clusters/install-probe.json"
+out=$(env -u DCR_SIM_CLUSTERS_DIR "$moved/bin/dcr" sim --cluster install-probe --write-platform "$work/probe.xml" 2>&1) ||
+  fail "the moved dcr does not find a cluster description of its own prefix: $out"
+[ -s "$work/probe.xml" ] || fail "the moved dcr wrote no platform: $out"
+if env -u DCR_SIM_CLUSTERS_DIR "$build/dcr" sim --cluster install-probe --write-platform "$work/probe2.xml" >/dev/null 2>&1; then
+  fail "the build tree's dcr found a cluster description only the moved prefix has"
 fi
 echo "install test: model configs from the moved prefix ok (source tree hidden: $hidden)"
 echo "install test: layout, SONAME $soname, pkg-config (shared, static), find_package and payload apply ok"

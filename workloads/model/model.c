@@ -23,10 +23,10 @@
 #ifndef DCR_MODELS_DIR
 #define DCR_MODELS_DIR "workloads/models"
 #endif
-/* Where `cmake --install` puts the configs, relative to the installed
+/* Where `cmake --install` puts dcr's data, relative to the installed
  * binary's folder (CMake passes the real relative path). */
-#ifndef DCR_MODELS_INSTALL_REL
-#define DCR_MODELS_INSTALL_REL "../share/dcr/models"
+#ifndef DCR_DATA_INSTALL_REL
+#define DCR_DATA_INSTALL_REL "../share/dcr"
 #endif
 
 /* Bounds that keep every derived size and count far from overflow and keep a
@@ -423,25 +423,31 @@ static bool dcr__is_path(const char *name)
     return strchr(name, '/') != NULL || (len >= 5 && strcmp(name + len - 5, ".json") == 0);
 }
 
-/* The folder whose <name>.json files are the built-in models: the one
- * $DCR_MODELS_DIR names (another copy of the configs, or extra models); else
- * the installed tree's, found relative to this executable so that an
- * installed (or copied, or moved) prefix needs neither the source tree nor
- * an environment variable; else the source tree's the binary was built
- * from (a build folder anywhere). */
-static const char *dcr__models_dir(char *buf, size_t cap)
+const char *dcr_data_dir(const char *installed_rel, const char *source_rel, char *buf, size_t cap)
 {
-    const char *env = getenv("DCR_MODELS_DIR");
-    if (env != NULL && env[0] != '\0') return env;
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
         exe[n] = '\0';
-        int w = snprintf(buf, cap, "%s/%s", dirname(exe), DCR_MODELS_INSTALL_REL);
+        int w = snprintf(buf, cap, "%s/%s/%s", dirname(exe), DCR_DATA_INSTALL_REL, installed_rel);
         struct stat st;
         if (w > 0 && (size_t)w < cap && stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
     }
-    return DCR_MODELS_DIR;
+    /* The build names the models folder of its source tree; the tree's
+     * other data folders are found from there. */
+    int w = snprintf(buf, cap, "%s/../../%s", DCR_MODELS_DIR, source_rel);
+    return w > 0 && (size_t)w < cap ? buf : NULL;
+}
+
+/* The folder whose <name>.json files are the built-in models: the one
+ * $DCR_MODELS_DIR names (another copy of the configs, or extra models); else
+ * dcr's data folder (dcr_data_dir). */
+static const char *dcr__models_dir(char *buf, size_t cap)
+{
+    const char *env = getenv("DCR_MODELS_DIR");
+    if (env != NULL && env[0] != '\0') return env;
+    const char *dir = dcr_data_dir("models", "workloads/models", buf, cap);
+    return dir ? dir : DCR_MODELS_DIR;
 }
 
 dcr_status_t dcr_model_load(const char *name_or_path, dcr_model_config_t *out_p)

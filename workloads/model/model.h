@@ -62,6 +62,13 @@ typedef struct dcr_model_config {
  * and vLLM's block FP8 checkpoints use). */
 #define DCR_FP8_BLOCK 128
 
+/* The folder of dcr's data installed_rel ("models", "sim/clusters",
+ * "sim/calibrations"): <this executable's folder>/../share/dcr/<installed_rel>
+ * in an installed (copied or moved) prefix, else <source_rel> of the source
+ * tree the binary was built from. Written into buf; NULL when it does not
+ * fit. */
+const char *dcr_data_dir(const char *installed_rel, const char *source_rel, char *buf, size_t cap);
+
 /* Loads a built-in config by name (workloads/models/<name>.json) or, when
  * `name_or_path` contains '/' or ends in ".json", the file at that path.
  * An unknown name lists the built-in ones; a malformed file names the key. */
