@@ -315,39 +315,41 @@ static int64_t part_bytes(const json_t *m, const char *name)
  * is 2 nodes x 2 receivers at tensor parallelism 2, so the 4 receivers
  * hold 2 checkpoints between them, plus the tensors every rank of a
  * tensor-parallel group holds whole (norms), at most a few percent here. */
-static void check_memory_per_role(const char *dir, int64_t checkpoint)
+/* One role's figures (memory/ROLE-ID.json): returned with its peak, checked
+ * to stay below what it must hold plus the harness's copies plus 256 MiB. */
+static json_t *role_memory(const char *dir, const char *role, int id, int64_t *peak_p)
 {
     char path[400];
-    int64_t replicas = 0;
+    snprintf(path, sizeof(path), "%s/memory/%s-%d.json", dir, role, id);
+    json_error_t err;
+    json_t *m = json_load_file(path, 0, &err);
+    if (!m) fail_msg("%s: %s", path, err.text);
+    int64_t peak = json_integer_value(json_object_get(m, "peak_rss_bytes")),
+            need = json_integer_value(json_object_get(m, "required_bytes")),
+            harness = json_integer_value(json_object_get(m, "harness_bytes"));
+    assert_true(peak <= need + harness + ((int64_t)256 << 20));
+    *peak_p = peak;
+    return m;
+}
+
+static void check_memory_per_role(const char *dir, int64_t checkpoint)
+{
+    int64_t replicas = 0, peak;
     for (int node = 0; node < 2; node++) {
-        snprintf(path, sizeof(path), "%s/memory/rollout-node-%d.json", dir, node);
-        json_error_t err;
-        json_t *m = json_load_file(path, 0, &err);
-        if (!m) fail_msg("%s: %s", path, err.text);
-        int64_t peak = json_integer_value(json_object_get(m, "peak_rss_bytes")),
-                need = json_integer_value(json_object_get(m, "required_bytes")),
-                harness = json_integer_value(json_object_get(m, "harness_bytes"));
+        json_t *m = role_memory(dir, "rollout-node", node, &peak);
         replicas += part_bytes(m, "replicas");
-        assert_int_equal(need, part_bytes(m, "replicas") + part_bytes(m, "scratch"));
+        assert_int_equal(json_integer_value(json_object_get(m, "required_bytes")),
+                         part_bytes(m, "replicas") + part_bytes(m, "scratch"));
         assert_true(part_bytes(m, "scratch") > 0);
         assert_true(peak >= part_bytes(m, "replicas"));
-        assert_true(peak <= need + harness + ((int64_t)256 << 20));
         json_decref(m);
     }
     assert_true(replicas >= 2 * checkpoint);
     assert_true((double)replicas <= 2.1 * (double)checkpoint);
     for (int rank = 0; rank < 4; rank++) {
-        snprintf(path, sizeof(path), "%s/memory/owner-%d.json", dir, rank);
-        json_error_t err;
-        json_t *m = json_load_file(path, 0, &err);
-        if (!m) fail_msg("%s: %s", path, err.text);
-        int64_t peak = json_integer_value(json_object_get(m, "peak_rss_bytes")),
-                need = json_integer_value(json_object_get(m, "required_bytes")),
-                harness = json_integer_value(json_object_get(m, "harness_bytes"));
-        int64_t held = part_bytes(m, "shards") + part_bytes(m, "trackers");
+        json_t *m = role_memory(dir, "owner", rank, &peak);
         assert_true(part_bytes(m, "shards") > 0 && part_bytes(m, "trackers") > 0);
-        assert_true(peak >= held);
-        assert_true(peak <= need + harness + ((int64_t)256 << 20));
+        assert_true(peak >= part_bytes(m, "shards") + part_bytes(m, "trackers"));
         json_decref(m);
     }
 }

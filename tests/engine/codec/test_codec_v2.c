@@ -331,6 +331,32 @@ static void test_round_trip_and_sizes(void **state)
     free(vals);
 }
 
+/* One item encoded into a payload and decoded back (item 0 in it). */
+typedef struct round_trip {
+    dcr_encoder_t *enc; /* owns the encoded bytes the payload was decoded from */
+    dcr_payload_t *p;
+    dcr_payload_item_t it;
+} round_trip_t;
+
+static void round_trip_one(const dcr_codec_item_t *item, uint64_t payload_id, round_trip_t *rt)
+{
+    assert_int_equal(dcr_encoder_create(&rt->enc), DCR_OK);
+    assert_int_equal(dcr_encoder_add(rt->enc, item), DCR_OK);
+    dcr_encode_params_t par = {.tau = 1, .payload_id = payload_id, .level = 1};
+    const uint8_t *buf;
+    size_t len;
+    assert_int_equal(dcr_encoder_finish(rt->enc, &par, &buf, &len), DCR_OK);
+    assert_int_equal(dcr_payload_create(&rt->p), DCR_OK);
+    assert_int_equal(dcr_payload_decode(rt->p, buf, len), DCR_OK);
+    assert_int_equal(dcr_payload_item(rt->p, 0, &rt->it), DCR_OK);
+}
+
+static void round_trip_done(round_trip_t *rt)
+{
+    dcr_payload_destroy(rt->p);
+    dcr_encoder_destroy(rt->enc);
+}
+
 /* The decoder keeps Rice gaps in the narrowest word that holds them and
  * widens what it has stored when a wider gap comes: gaps of 1 byte for
  * several of its 256-gap chunks, then 2-, 4- and 8-byte gaps late in a
@@ -356,25 +382,14 @@ static void test_rice_gaps_widen(void **state)
         vals[i] = (uint16_t)(1u << (rng() % 3)) - 1u;
     }
     dcr_codec_item_t item = {"w", 2, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, N, idx, 0, vals};
-    dcr_encoder_t *enc;
-    assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
-    assert_int_equal(dcr_encoder_add(enc, &item), DCR_OK);
-    dcr_encode_params_t par = {.tau = 1, .payload_id = 3, .level = 1};
-    const uint8_t *buf;
-    size_t len;
-    assert_int_equal(dcr_encoder_finish(enc, &par, &buf, &len), DCR_OK);
-    dcr_payload_t *p;
-    assert_int_equal(dcr_payload_create(&p), DCR_OK);
-    assert_int_equal(dcr_payload_decode(p, buf, len), DCR_OK);
-    dcr_payload_item_t it;
-    assert_int_equal(dcr_payload_item(p, 0, &it), DCR_OK);
-    assert_int_equal(it.location, DCR_LOCATION_RICE);
-    assert_int_equal(it.last, idx[N - 1]);
+    round_trip_t rt;
+    round_trip_one(&item, 3, &rt);
+    assert_int_equal(rt.it.location, DCR_LOCATION_RICE);
+    assert_int_equal(rt.it.last, idx[N - 1]);
     int64_t *got = malloc(N * sizeof *got);
-    assert_int_equal(dcr_payload_item_indices(p, 0, got), DCR_OK);
+    assert_int_equal(dcr_payload_item_indices(rt.p, 0, got), DCR_OK);
     assert_memory_equal(got, idx, N * sizeof *got);
-    dcr_payload_destroy(p);
-    dcr_encoder_destroy(enc);
+    round_trip_done(&rt);
     free(got);
     free(idx);
     free(vals);
@@ -407,24 +422,13 @@ static void test_huffman_long_codes(void **state)
     for (size_t i = 0; i < n; i++) idx[i] = 3 * (int64_t)i + (int64_t)(rng() % 2);
     int64_t shape[1] = {3 * (int64_t)n + 2};
     dcr_codec_item_t item = {"w", 1, shape, DCR_DTYPE_BF16, DCR_ENCODING_XOR, n, idx, 0, vals};
-    dcr_encoder_t *enc;
-    assert_int_equal(dcr_encoder_create(&enc), DCR_OK);
-    assert_int_equal(dcr_encoder_add(enc, &item), DCR_OK);
-    dcr_encode_params_t par = {.tau = 1, .payload_id = 4, .level = 1};
-    const uint8_t *buf;
-    size_t len;
-    assert_int_equal(dcr_encoder_finish(enc, &par, &buf, &len), DCR_OK);
-    dcr_payload_t *p;
-    assert_int_equal(dcr_payload_create(&p), DCR_OK);
-    assert_int_equal(dcr_payload_decode(p, buf, len), DCR_OK);
-    dcr_payload_item_t it;
-    assert_int_equal(dcr_payload_item(p, 0, &it), DCR_OK);
-    assert_int_equal(it.value_coding, DCR_VALUES_HUFFMAN);
+    round_trip_t rt;
+    round_trip_one(&item, 4, &rt);
+    assert_int_equal(rt.it.value_coding, DCR_VALUES_HUFFMAN);
     uint16_t *got = malloc(n * sizeof *got);
-    assert_int_equal(dcr_payload_item_values(p, 0, got), DCR_OK);
+    assert_int_equal(dcr_payload_item_values(rt.p, 0, got), DCR_OK);
     assert_memory_equal(got, vals, n * sizeof *got);
-    dcr_payload_destroy(p);
-    dcr_encoder_destroy(enc);
+    round_trip_done(&rt);
     free(got);
     free(idx);
     free(vals);
