@@ -5,8 +5,10 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <hdf5.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -397,34 +399,65 @@ static dcr_status_t read_in_process(const char *path, unsigned long long size,
     return DCR_OK;
 }
 
+/* A refusal the child sends back: its status and detail line. */
+typedef struct {
+    int32_t status;
+    char detail[1020];
+} probe_refusal_t;
+
+/* The child's side: reads the file and ends 0 (read), 2 (refused, the
+ * refusal written to fd first) or by the library's crash. */
+static void probe_child(const char *path, unsigned long long size, int fd)
+{
+    /* The library's crash must end the child: a handler the caller
+     * installed (a test runner's, say) would carry on in the child. */
+    static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM};
+    for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) signal(fatal[i], SIG_DFL);
+    alarm(DCR_RESULTS_PROBE_SECONDS);
+    dcr_results_set_t *set = NULL;
+    dcr_status_t st = read_in_process(path, size, &set);
+    if (st == DCR_OK) _exit(0);
+    probe_refusal_t r = {.status = (int32_t)st};
+    snprintf(r.detail, sizeof(r.detail), "%s", dcr_error_detail());
+    /* One write under PIPE_BUF: whole or not at all. */
+    _exit(write(fd, &r, sizeof(r)) == (ssize_t)sizeof(r) ? 2 : 3);
+}
+
 /* Reads the file once in a child process first. libhdf5 trusts the bytes
  * of a file's own structures (object headers, heaps, B-trees) more than a
  * reader of untrusted files can: a results file with 8 bytes changed made
  * H5Aexists and H5Lget_name_by_idx read past their buffers and crash (issue
  * 32). No check before the library's own parsing can cover those, so the
  * first parse happens where a crash or a hang costs only the child: a
- * child that dies is one error line, and only a file the library parsed
- * cleanly is read here. Reading twice costs milliseconds for files of
- * megabytes. */
+ * child that dies is one error line. A file the child refused is refused
+ * here with the child's own line, without handing the damaged file to the
+ * library a second time (its error paths on damaged files may leak or
+ * worse); only a file the library parsed cleanly is read here. Reading
+ * twice costs milliseconds for files of megabytes. */
 static dcr_status_t probe_in_child(const char *path, unsigned long long size)
 {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return DCR_OK; /* no pipe to spare: read as before */
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return DCR_OK; /* no child to spare: read as before */
-    if (pid == 0) {
-        /* The library's crash must end the child: a handler the caller
-         * installed (a test runner's, say) would carry on in the child. */
-        static const int fatal[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM};
-        for (size_t i = 0; i < sizeof(fatal) / sizeof(fatal[0]); i++) signal(fatal[i], SIG_DFL);
-        alarm(DCR_RESULTS_PROBE_SECONDS);
-        dcr_results_set_t *set = NULL;
-        /* 0 read, 2 refused: any other end (a sanitizer's report exits 1)
-         * is the library's crash. */
-        _exit(read_in_process(path, size, &set) == DCR_OK ? 0 : 2);
+    if (pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return DCR_OK; /* no child to spare: read as before */
     }
+    if (pid == 0) {
+        close(fds[0]);
+        probe_child(path, size, fds[1]);
+    }
+    close(fds[1]);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR) return DCR_OK;
+    pid_t waited;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    probe_refusal_t r = {0};
+    ssize_t got = read(fds[0], &r, sizeof(r));
+    close(fds[0]);
+    if (waited < 0) return DCR_OK;
     if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
         return dcr_error_set(DCR_EPARSE,
                              "%s: the HDF5 library did not finish reading it in %d s: the file "
@@ -435,10 +468,14 @@ static dcr_status_t probe_in_child(const char *path, unsigned long long size)
                              "%s: the HDF5 library crashed reading it (signal %d): the file is "
                              "damaged",
                              path, WTERMSIG(status));
-    if (!WIFEXITED(status) || (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 2))
-        return dcr_error_set(DCR_EPARSE, "%s: reading it failed in a child process (status %d)",
-                             path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    return DCR_OK; /* read cleanly, or failed with an error the read here repeats */
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return DCR_OK;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 2 && got == (ssize_t)sizeof(r) &&
+        r.status < 0) {
+        r.detail[sizeof(r.detail) - 1] = '\0';
+        return dcr_error_set((dcr_status_t)r.status, "%s", r.detail);
+    }
+    return dcr_error_set(DCR_EPARSE, "%s: reading it failed in a child process (status %d)",
+                         path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
