@@ -474,8 +474,8 @@ static dcr_status_t probe_in_child(const char *path, unsigned long long size)
         r.detail[sizeof(r.detail) - 1] = '\0';
         return dcr_error_set((dcr_status_t)r.status, "%s", r.detail);
     }
-    return dcr_error_set(DCR_EPARSE, "%s: reading it failed in a child process (status %d)",
-                         path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    return dcr_error_set(DCR_EPARSE, "%s: reading it failed in a child process (status %d)", path,
+                         WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
 dcr_status_t dcr_results_read(const char *path, dcr_results_set_t **out_p)
