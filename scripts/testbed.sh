@@ -51,6 +51,9 @@ options (up):
   --local-gbps G    Gbps per host inside its own cluster (0: unlimited; default 0)
   --latency-ms L    one-way cross-cluster latency 0..10000 (default 0)
   --no-services     do not start etcd and s3rver on the services host
+  --owner PID       the process this testbed belongs to (a test, a dcr bench):
+                    once it is gone, the next up of any id removes the testbed
+                    (a run killed with its whole process tree leaves none behind)
   --all             (down) remove every dcrtb-* testbed, not only --id
 Hosts: t<i> training (10.S.1.i+1), r<j> rollout (10.S.2.j+1), svc services
 (10.S.0.2: etcd on :2379, s3rver on :4568). Must run as root.
@@ -85,6 +88,34 @@ need_root() {
 lock_testbeds() {
     exec 9<"$STATE_ROOT"
     flock -w 120 9 || die "another testbed up/down has held the lock on $STATE_ROOT for 120 s"
+}
+
+# process_start PID: the process's start time in clock ticks since boot
+# (field 22 of /proc/PID/stat), empty when there is no such process or it
+# has exited (a zombie). A pid and its start time name one process: a
+# reused pid has another start.
+process_start() {
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    stat=${stat##*) } # comm may hold spaces and parentheses
+    awk '$1 != "Z" && $1 != "X" {print $20}' <<<"$stat"
+}
+
+# reap_orphans: remove every testbed whose owner (up --owner) is gone. Runs
+# under the lock; testbeds without an owner are never touched.
+reap_orphans() {
+    local f pid start id
+    for f in "$STATE_ROOT"/dcrtb-*/owner; do
+        [[ -f $f ]] || continue
+        read -r pid start <"$f" || continue
+        [[ $pid =~ ^[0-9]+$ && $start =~ ^[0-9]+$ ]] || continue
+        [[ $(process_start "$pid") == "$start" ]] && continue
+        id=${f%/owner}
+        id=${id##*/dcrtb-}
+        [[ $id =~ ^[0-9]+$ ]] || continue
+        echo "$PROG: testbed $id: its owner (pid $pid) is gone; removing it"
+        teardown "dcrtb-$id-"
+    done
 }
 
 # ---- names ------------------------------------------------------------------
@@ -302,7 +333,7 @@ teardown() {
 }
 
 cmd_up() {
-    local train=2 rollout=2 link=1 flow=0 local_g=0 lat=0 services=1
+    local train=2 rollout=2 link=1 flow=0 local_g=0 lat=0 services=1 owner=0 owner_start=
     while (($#)); do
         case $1 in
         --id) set_id "${2-}"; shift 2 ;;
@@ -313,17 +344,24 @@ cmd_up() {
         --local-gbps) check_rate --local-gbps "${2-}"; local_g=$2; shift 2 ;;
         --latency-ms) check_num --latency-ms "${2-}" 0 10000; lat=$2; shift 2 ;;
         --no-services) services=0; shift ;;
+        --owner) check_int --owner "${2-}" 1 4194304; owner=$((10#$2)); shift 2 ;;
         *) usage_die "up: unknown option '$1' (see --help)" ;;
         esac
     done
     need_root
+    if ((owner)); then
+        owner_start=$(process_start "$owner")
+        [[ -n $owner_start ]] || usage_die "--owner $owner: no such process"
+    fi
     lock_testbeds
+    reap_orphans
     local want
     want=$(printf 'TRAIN=%s\nROLLOUT=%s\nLINK_GBPS=%s\nFLOW_GBPS=%s\nLOCAL_GBPS=%s\nLATENCY_MS=%s\nSERVICES=%s\n' \
         "$train" "$rollout" "$link" "$flow" "$local_g" "$lat" "$services")
     if [[ -f $STATE/config ]]; then
         if [[ $(cat "$STATE/config") == "$want" ]] && testbed_complete; then
             echo "$PROG: testbed $ID already up"
+            ((owner)) && echo "$owner $owner_start" >"$STATE/owner"
             return 0
         fi
         if [[ $(cat "$STATE/config") != "$want" ]] && testbed_complete; then
@@ -357,6 +395,7 @@ cmd_up() {
     for h in $(all_hosts); do add_host "$h"; done
     ((services)) && start_services
     echo "$want" >"$STATE/config"
+    ((owner)) && echo "$owner $owner_start" >"$STATE/owner"
     trap - EXIT INT TERM ERR
     echo "$PROG: testbed $ID up: $train training + $rollout rollout hosts + svc on $NET.0.0/16" \
         "(link ${link} Gbps, flow ${flow}, local ${local_g}, latency ${lat} ms)"

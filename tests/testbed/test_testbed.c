@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +78,8 @@ static int group_setup(void **state)
     (void)state;
     capture("ip -o link show | awk -F': ' '{print $2}' | sort", g_root_links, sizeof(g_root_links));
     capture("tc qdisc show | sort", g_root_qdiscs, sizeof(g_root_qdiscs));
-    int rc = TB("up --id %d --train 2 --rollout 2 --link-gbps %g --local-gbps %g", g_id,
-                LINK_MBIT / 1000, LOCAL_MBIT / 1000);
+    int rc = TB("up --id %d --train 2 --rollout 2 --link-gbps %g --local-gbps %g --owner %d", g_id,
+                LINK_MBIT / 1000, LOCAL_MBIT / 1000, (int)getpid());
     if (rc != 0) {
         fprintf(stderr, "testbed up failed (%d): %s", rc, g_out);
         teardown_now();
@@ -388,6 +389,38 @@ static void test_failed_and_killed_up_leave_nothing(void **state)
     assert_int_equal(atoi(g_out), 0);
 }
 
+/* A testbed whose owner (up --owner) is gone is removed by the next up of
+ * any id; one whose owner lives is kept. The owner here is a sleep the
+ * test kills, as ctest kills a timed-out test with its whole process tree
+ * (no trap, no watcher left to run down). */
+static void test_orphan_is_removed_by_next_up(void **state)
+{
+    (void)state;
+    char pfx[32];
+    snprintf(pfx, sizeof(pfx), "dcrtb-%d-", g_id2);
+    assert_int_equal(sh("sleep 120 >/dev/null 2>&1 & echo $!"), 0);
+    int owner = atoi(g_out);
+    assert_true(owner > 0);
+    assert_int_equal(TB("up --id %d --train 1 --rollout 1 --no-services --owner %d", g_id2, owner),
+                     0);
+    assert_int_equal(TB("up --id %d --train 2 --rollout 2 --link-gbps %g --local-gbps %g "
+                        "--owner %d",
+                        g_id, LINK_MBIT / 1000, LOCAL_MBIT / 1000, (int)getpid()),
+                     0);
+    assert_int_equal(sh("ip netns list"), 0);
+    assert_non_null(strstr(g_out, pfx)); /* its owner lives: kept */
+    kill(owner, SIGKILL);
+    assert_int_equal(TB("up --id %d --train 2 --rollout 2 --link-gbps %g --local-gbps %g "
+                        "--owner %d",
+                        g_id, LINK_MBIT / 1000, LOCAL_MBIT / 1000, (int)getpid()),
+                     0);
+    assert_non_null(strstr(g_out, "is gone; removing it"));
+    assert_int_equal(sh("ip netns list; ls -d /run/dcrtb-%d 2>/dev/null; true", g_id2), 0);
+    assert_null(strstr(g_out, pfx));
+    assert_null(strstr(g_out, "/run/dcrtb-"));
+    assert_int_equal(TB("up --id %d --owner 0", g_id2), 2); /* not a process */
+}
+
 int main(void)
 {
     g_id = testbed_test_id(0, 20 + (int)(getpid() % 16)); /* default 20..35 */
@@ -408,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_fault_link_down_comes_back),
         cmocka_unit_test(test_fault_loss_then_clear),
         cmocka_unit_test(test_failed_and_killed_up_leave_nothing),
+        cmocka_unit_test(test_orphan_is_removed_by_next_up),
         cmocka_unit_test(test_down_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
