@@ -39,6 +39,7 @@ __all__ = [
     "word_dtype",
     "Scatter",
     "hash64",
+    "diff",
 ]
 
 XOR = _lib.ENCODING_XOR
@@ -107,6 +108,39 @@ def hash64(array):
 def word_dtype(dtype):
     """The numpy unsigned integer type holding one element's stored bits."""
     return _WORDS[dtype_code(dtype)]
+
+
+# Records of room per dcr_construct_diff call: 16 of its 2^20-element
+# sub-runs at most. np.empty does not touch the pages, so only the records
+# written cost memory.
+_DIFF_ROOM = 1 << 24
+
+
+def diff(before, now, dtype, encoding):
+    """The records that take before to now, two versions of one tensor's
+    stored bits (numpy arrays of equal size, words of dtype or any array of
+    that itemsize): (indices, values), int64 flat indices of every element
+    whose bits differ (ascending) and, per index, the new word (OVERWRITE)
+    or old ^ new (XOR). Detection is libdcr's, the constructor's own
+    (dcr_construct_diff): -0.0 against +0.0 and NaN payloads are changes."""
+    code = dtype_code(dtype)
+    word = _WORDS[code]
+    a = np.ascontiguousarray(before).view(word).reshape(-1)
+    b = np.ascontiguousarray(now).view(word).reshape(-1)
+    if a.size != b.size:
+        raise ValueError("dcr: diff of %d against %d elements" % (a.size, b.size))
+    room = max(1, min(a.size, _DIFF_ROOM))
+    idx, vals = np.empty(room, np.int64), np.empty(room, word)
+    at, count = ctypes.c_int64(0), ctypes.c_size_t()
+    parts = []
+    while True:
+        _check(lib.dcr_construct_diff(a.ctypes.data, b.ctypes.data, a.size, code, encoding, ctypes.byref(at),
+                                      idx.ctypes.data, vals.ctypes.data, room, ctypes.byref(count)))
+        if at.value == a.size and not parts:
+            return idx[: count.value], vals[: count.value]
+        parts.append((idx[: count.value].copy(), vals[: count.value].copy()))
+        if at.value == a.size:
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 
 class PayloadKey:

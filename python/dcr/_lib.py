@@ -215,6 +215,11 @@ _SIGNATURES = {
     "dcr_payload_item": (c_status, [_vp, _sz, P(PayloadItem)]),
     "dcr_payload_item_indices": (c_status, [_vp, _sz, _vp]),
     "dcr_payload_item_values": (c_status, [_vp, _sz, _vp]),
+    # construct.h: change detection of one tensor (the constructor's detector)
+    "dcr_construct_diff": (
+        c_status,
+        [_vp, _vp, ctypes.c_int64, ctypes.c_int, ctypes.c_int, P(ctypes.c_int64), _vp, _vp, _sz, P(_sz)],
+    ),
     # device.h: record application into resident storage ("cpu": host memory)
     "dcr_device_create": (c_status, [ctypes.c_char_p, P(_vp)]),
     "dcr_device_destroy": (None, [_vp]),

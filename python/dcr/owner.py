@@ -1,12 +1,12 @@
 """The owner's side in Python: compare two versions of canonical tensors by
 their stored bits and encode the changed records into payloads with libdcr.
 
-Comparison is by bit pattern, never float equality (-0.0 against +0.0 and
-NaN payloads count as changes). XOR records are used for every tensor whose
-receivers allow it (xor_ok(name) true), overwrite records otherwise.
+Comparison is libdcr's change detection, the constructor's own
+(dcr_construct_diff, dcr/construct.h): by bit pattern, never float equality
+(-0.0 against +0.0 and NaN payloads count as changes). XOR records are used
+for every tensor whose receivers allow it (xor_ok(name) true), overwrite
+records otherwise.
 """
-
-import numpy as np
 
 import dcr
 
@@ -32,13 +32,10 @@ def changed_items(old, new, xor_ok=lambda name: True):
         w_old, dtype_old = words(old[name])
         if dtype_old != dtype or w_old.shape != w_new.shape:
             raise ValueError("dcr.owner: %s changed dtype or shape between versions" % name)
-        idx = np.flatnonzero(w_old != w_new)
-        if idx.size == 0:
-            continue
-        if xor_ok(name):
-            yield name, tuple(t_new.shape), dtype, dcr.XOR, idx, w_old[idx] ^ w_new[idx]
-        else:
-            yield name, tuple(t_new.shape), dtype, dcr.OVERWRITE, idx, w_new[idx]
+        encoding = dcr.XOR if xor_ok(name) else dcr.OVERWRITE
+        idx, vals = dcr.diff(w_old, w_new, dtype, encoding)
+        if idx.size:
+            yield name, tuple(t_new.shape), dtype, encoding, idx, vals
 
 
 def encode(old, new, tau, owner, xor_ok=lambda name: True, key=None, bucket_bytes=64 << 20,
