@@ -40,6 +40,7 @@ __all__ = [
     "Scatter",
     "hash64",
     "diff",
+    "detect_kernel",
 ]
 
 XOR = _lib.ENCODING_XOR
@@ -141,6 +142,12 @@ def diff(before, now, dtype, encoding):
         parts.append((idx[: count.value].copy(), vals[: count.value].copy()))
         if at.value == a.size:
             return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def detect_kernel():
+    """The vector kernel libdcr's detector runs on this CPU ("avx512",
+    "avx2", "sse2" or "scalar")."""
+    return lib.dcr_detect_kernel().decode()
 
 
 class PayloadKey:

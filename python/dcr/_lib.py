@@ -220,6 +220,7 @@ _SIGNATURES = {
         c_status,
         [_vp, _vp, ctypes.c_int64, ctypes.c_int, ctypes.c_int, P(ctypes.c_int64), _vp, _vp, _sz, P(_sz)],
     ),
+    "dcr_detect_kernel": (ctypes.c_char_p, []),  # device.h: the detector's SIMD kernel
     # device.h: record application into resident storage ("cpu": host memory)
     "dcr_device_create": (c_status, [ctypes.c_char_p, P(_vp)]),
     "dcr_device_destroy": (None, [_vp]),

@@ -5,6 +5,10 @@ tensors of every canonical float dtype, with -0.0 against +0.0, NaN payloads
 and equal NaNs planted, across the calls a tensor larger than one call's
 room takes; and the encoded payloads, applied, give the new bits."""
 
+import json
+import os
+import subprocess
+import sys
 import unittest
 
 import numpy as np
@@ -86,6 +90,22 @@ class DiffTest(unittest.TestCase):
                         got = bits(old[item.name]).copy()
                         item.apply(got)
                         np.testing.assert_array_equal(got, bits(new[item.name]))
+
+
+class BenchTest(unittest.TestCase):
+    def test_bench_detectors_agree(self):
+        """examples/bench_owner_encode.py at a small size: it exits non-zero
+        when numpy's and libdcr's detection disagree or their payloads differ."""
+        bench = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples",
+                             "bench_owner_encode.py")
+        out = subprocess.run([sys.executable, bench, "--hidden", "256", "--layers", "1", "--vocab", "1024",
+                              "--repeats", "1"], check=True, capture_output=True, text=True).stdout
+        d = json.loads(out)
+        self.assertGreater(d["records"], 0)
+        self.assertGreater(d["libdcr_detect_s"], 0)
+        r = subprocess.run([sys.executable, bench, "--rate", "2"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("0 < --rate <= 1", r.stderr)
 
 
 if __name__ == "__main__":
