@@ -1,4 +1,4 @@
-# ctest-labels: python torch unit
+# ctest-labels: python torch
 """Python owners detect changes with libdcr's detector (dcr.diff over
 dcr_construct_diff), checked against a numpy bit-compare oracle on torch
 tensors of every canonical float dtype, with -0.0 against +0.0, NaN payloads
