@@ -21,9 +21,9 @@ load_weights of version 1 bit for bit.
 Two dense references: load_weights over tensors already in memory (the
 floor of any reload), and the reload a serving runtime does, load_weights
 over the checkpoint's files read from the page cache as vLLM's weight
-iterators read them: a safetensors file (each tensor's bytes read into a new
-tensor, as safe_open's get_tensor does) and a .pt file (torch.load, as its
-pt iterator does). The files are read once before the first timing, so the
+iterators read them: a safetensors file (mapped privately, each tensor a view
+of its bytes, as safe_open's get_tensor gives them) and a .pt file
+(torch.load, as its pt iterator does). The files are read once before the first timing, so the
 page cache holds them; each file load is checked bit for bit against the
 in-memory one. --rounds alternates these repeats
 with runs of the C half, so both see the same machine load.
@@ -109,21 +109,19 @@ _ST_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32
 
 
 def safetensors_weights(path):
-    """(name, tensor) pairs of a safetensors file in file order, each
-    tensor's bytes read from the file into a new tensor (what safetensors'
-    safe_open(...).get_tensor does for vLLM's safetensors iterator)."""
+    """(name, tensor) pairs of a safetensors file in file order, as
+    safetensors' safe_open(..., "pt").get_tensor gives them to vLLM's
+    iterator: the file mapped privately as one torch storage, each tensor a
+    view of its bytes (read from the page cache when load_weights copies it)."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n))
-        base = 8 + n
-        for name, e in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
-                              key=lambda kv: kv[1]["data_offsets"][0]):
-            lo, hi = e["data_offsets"]
-            buf = bytearray(hi - lo)
-            f.seek(base + lo)
-            if f.readinto(buf) != len(buf):
-                raise ValueError("%s: %s is cut short" % (path, name))
-            yield name, torch.frombuffer(buf, dtype=_ST_DTYPES[e["dtype"]]).view(e["shape"])
+    base = 8 + n
+    mapped = torch.from_file(path, shared=False, size=os.path.getsize(path), dtype=torch.uint8)
+    for name, e in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
+                          key=lambda kv: kv[1]["data_offsets"][0]):
+        lo, hi = e["data_offsets"]
+        yield name, mapped[base + lo : base + hi].view(_ST_DTYPES[e["dtype"]]).view(e["shape"])
 
 
 def pt_weights(path):

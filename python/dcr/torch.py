@@ -573,6 +573,15 @@ class Receiver:
         return it.count
 
     # -- restore (dcr/recovery.h) ----------------------------------------------
+    def load_dense(self, checkpoint):
+        """A dense load of a committed checkpoint (name -> tensor) through
+        the model's loader, the restore of last resort: the model and the
+        fallback tensors' shadows hold it, and the receiver is clean."""
+        self.load_weights(list(checkpoint.items()))
+        for name in self.fallback:
+            self.shadow[name] = checkpoint[name].detach().clone()
+        self.dirty = False
+
     def restore(self, store, version, held=None, dirty=None, key=None):
         """Brings the model to the committed `version` the way a C receiver
         is (dcr/recovery.h): libdcr's decision (dcr.restore_decide) from what
@@ -583,8 +592,9 @@ class Receiver:
         be overwrite records only), then replay of u+2..version. Every
         manifest and payload is read and checked before the first write.
         Returns (kind, why): kind "clean", "replay" or "repair" when done,
-        "dense" when the caller must load `version` densely (the decision
-        said so, a version is not retained, or the records cannot repair)."""
+        "dense" when the caller must load `version` densely (load_dense: the
+        decision said so, a version is not retained, or the records cannot
+        repair; a dirty receiver stays dirty, refusing XOR, until then)."""
         kind, action, why = dcr.restore_decide(held, version, from_version=dirty[1] if dirty else None)
         if action in ("nothing", "check"):
             return "clean", why

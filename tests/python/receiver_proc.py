@@ -74,7 +74,7 @@ def restore_live(work, rid, rx, res, store, rec):
     _write(work, "mixture-%d" % rid, digest(rx.model))
     kind, why = rx.restore(store, rec["version"], held=held, dirty=dirty)
     if kind == "dense":
-        rx.load_weights(list(torch.load(os.path.join(work, "ckpt-%d.pt" % rec["version"])).items()))
+        rx.load_dense(torch.load(os.path.join(work, "ckpt-%d.pt" % rec["version"])))
     res.mark_clean(rec["version"])
     _write(work, "restore-%d" % rid, "%s %s" % (kind, why))
 

@@ -166,8 +166,11 @@ class KillTest(unittest.TestCase):
             self.assertEqual(kind, "dense")
             self.assertIn("XOR", why)
             self.assertEqual(digest(model), before)
-            # The same receiver clean at 0 replays version 1 from the retained payloads.
-            rx.dirty = False
+            with self.assertRaises(ValueError):  # still dirty: XOR refused until a dense load
+                rx.apply(store.retained(1)["payloads"])
+            self.assertEqual(digest(model), before)
+            # Loaded densely at 0, it replays version 1 from the retained payloads.
+            rx.load_dense(c0)
             self.assertEqual(rx.restore(store, 1, held=0)[0], "replay")
             oracle = vm.ServingModel(family)
             oracle.load_weights(c1.items())
