@@ -169,8 +169,13 @@ class KillTest(unittest.TestCase):
             with self.assertRaises(ValueError):  # still dirty: XOR refused until a dense load
                 rx.apply(store.retained(1)["payloads"])
             self.assertEqual(digest(model), before)
-            # Loaded densely at 0, it replays version 1 from the retained payloads.
+            # Loaded densely at 0, it replays version 1 from the retained payloads;
+            # a version not retained (2) fails before any write and says dense.
             rx.load_dense(c0)
+            kind, why = rx.restore(store, 2, held=0)
+            self.assertEqual(kind, "dense")
+            self.assertIn("not found", why)
+            self.assertEqual(digest(model), before)
             self.assertEqual(rx.restore(store, 1, held=0)[0], "replay")
             oracle = vm.ServingModel(family)
             oracle.load_weights(c1.items())
