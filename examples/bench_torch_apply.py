@@ -16,13 +16,24 @@ payloads, and then, --repeats times, alternating: a dense load_weights of
 version 0 (timed: the dense reference), then the receiver's apply of the
 payloads (timed: verify + decode + apply; and apply alone, the writes after
 decoding and checking). After every repeat the model must equal a dense
-load_weights of version 1 bit for bit. --rounds alternates these repeats
+load_weights of version 1 bit for bit.
+
+Two dense references: load_weights over tensors already in memory (the
+floor of any reload), and the reload a serving runtime does, load_weights
+over the checkpoint's files read from the page cache as vLLM's weight
+iterators read them: a safetensors file (mapped privately, each tensor a view
+of its bytes, as safe_open's get_tensor gives them) and a .pt file
+(torch.load, as its pt iterator does). The files are read once before the first timing, so the
+page cache holds them; each file load is checked bit for bit against the
+in-memory one. --rounds alternates these repeats
 with runs of the C half, so both see the same machine load.
 
 The C side (examples/bench_c_apply.c, built as dcr_bench_c_apply) runs in a
 child process on the same checkpoint file and payload files with the same
 layout through the vLLM loader of workloads/serve: --repeats times a dense
-load, then decode + apply; its resident parameters must end bit for bit equal
+load from memory, a dense load from the safetensors file (mapped and read
+from the page cache), then decode + apply; its resident parameters must end
+bit for bit equal
 to the torch model's (dcr_hash64 of every parameter). Prints one JSON
 object; every time is the best of the repeats. Without --c-bench (or when it
 does not exist) the C half is left out and said so.
@@ -94,6 +105,37 @@ def write_safetensors(path, tensors):
             f.write(raw)
 
 
+_ST_DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+
+
+def safetensors_weights(path):
+    """(name, tensor) pairs of a safetensors file in file order, as
+    safetensors' safe_open(..., "pt").get_tensor gives them to vLLM's
+    iterator: the file mapped privately as one torch storage, each tensor a
+    view of its bytes (read from the page cache when load_weights copies it)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    base = 8 + n
+    mapped = torch.from_file(path, shared=False, size=os.path.getsize(path), dtype=torch.uint8)
+    for name, e in sorted(((k, v) for k, v in header.items() if k != "__metadata__"),
+                          key=lambda kv: kv[1]["data_offsets"][0]):
+        lo, hi = e["data_offsets"]
+        yield name, mapped[base + lo : base + hi].view(_ST_DTYPES[e["dtype"]]).view(e["shape"])
+
+
+def pt_weights(path):
+    """(name, tensor) pairs of a torch.save'd state dict (vLLM's pt iterator)."""
+    return torch.load(path, map_location="cpu", weights_only=True).items()
+
+
+def warm_page_cache(*paths):
+    for path in paths:
+        with open(path, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
 def model_config(a):
     return {"name": "bench-torch-llama", "family": "llama", "hidden_size": a.hidden,
             "intermediate_size": vm.I, "num_hidden_layers": a.layers, "num_attention_heads": a.hidden // 64,
@@ -110,16 +152,14 @@ def param_hashes(model):
     return sorted(out)
 
 
-def c_inputs(a, work, c0, payloads):
-    """The C half's command line: model config, checkpoint and payload files
-    written under work; None when there is no C binary."""
+def c_inputs(a, work, ckpt, payloads):
+    """The C half's command line: model config and payload files written
+    under work, the checkpoint file ckpt; None when there is no C binary."""
     if not a.c_bench or not os.path.exists(a.c_bench):
         return None
     cfg = os.path.join(work, "model.json")
     with open(cfg, "w") as f:
         json.dump(model_config(a), f)
-    ckpt = os.path.join(work, "c0.safetensors")
-    write_safetensors(ckpt, c0)
     files = []
     for i, b in enumerate(payloads):
         files.append(os.path.join(work, "p%03d.bin" % i))
@@ -135,27 +175,44 @@ def run_c(cmd):
 def best_c(runs):
     """The best of each C figure over rounds (parameters: the last run's)."""
     out = dict(runs[-1])
-    for k in ("dense_s", "ingest_s", "apply_s"):
+    for k in ("dense_s", "dense_file_s", "ingest_s", "apply_s"):
         out[k] = min(r[k] for r in runs)
     return out
 
 
-def torch_round(a, model, rx, c0, payloads, want, dense, ingest, apply_only):
-    """--repeats times: a dense load_weights of version 0, then the apply of
-    the payloads (version 1), checked against the dense oracle."""
+def timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def torch_round(a, model, rx, files, c0, payloads, want, times):
+    """--repeats times: dense load_weights of version 0 from the safetensors
+    file, from the .pt file and from memory, then the apply of the payloads
+    (version 1), checked against the dense oracle."""
     for _ in range(a.repeats):
-        t0 = time.perf_counter()
-        model.load_weights(c0.items())
-        dense.append(time.perf_counter() - t0)
+        times["dense_st"].append(timed(lambda: model.load_weights(safetensors_weights(files["st"]))))
+        times["dense_pt"].append(timed(lambda: model.load_weights(pt_weights(files["pt"]))))
+        times["dense"].append(timed(lambda: model.load_weights(c0.items())))
         before = rx.stats["apply_s"]
-        t0 = time.perf_counter()
-        rx.apply(payloads)
-        ingest.append(time.perf_counter() - t0)
-        apply_only.append(rx.stats["apply_s"] - before)
+        times["ingest"].append(timed(lambda: rx.apply(payloads)))
+        times["apply_only"].append(rx.stats["apply_s"] - before)
         got = vm.state_bits(model)
         bad = [n for n in want if not torch.equal(got[n], want[n])]
         if bad:
             sys.exit("bench_torch_apply: after apply %s differs from a dense load_weights" % bad[0])
+
+
+def check_file_loads(model, files, c0):
+    """Each file's dense load must give the model the in-memory load's bits."""
+    model.load_weights(c0.items())
+    want = vm.state_bits(model)
+    for kind, weights in (("safetensors", safetensors_weights(files["st"])), ("pt", pt_weights(files["pt"]))):
+        model.load_weights(weights)
+        got = vm.state_bits(model)
+        bad = [n for n in want if not torch.equal(got[n], want[n])]
+        if bad:
+            sys.exit("bench_torch_apply: the %s file's load gives %s other bits" % (kind, bad[0]))
 
 
 def main():
@@ -203,18 +260,25 @@ def main():
 
     work = tempfile.mkdtemp(prefix="dcr-bench-torch-")
     try:
-        cmd = c_inputs(a, work, c0, payloads)
-        dense, ingest, apply_only, c_runs = [], [], [], []
+        files = {"st": os.path.join(work, "c0.safetensors"), "pt": os.path.join(work, "c0.pt")}
+        write_safetensors(files["st"], c0)
+        torch.save(c0, files["pt"])
+        warm_page_cache(*files.values())
+        check_file_loads(model, files, c0)
+        cmd = c_inputs(a, work, files["st"], payloads)
+        times = {k: [] for k in ("dense", "dense_st", "dense_pt", "ingest", "apply_only")}
+        c_runs = []
         # Rounds alternate the torch repeats and a C run, so that both
         # halves see the same load; every figure is the best over rounds.
         for _ in range(a.rounds):
-            torch_round(a, model, rx, c0, payloads, want, dense, ingest, apply_only)
+            torch_round(a, model, rx, files, c0, payloads, want, times)
             if cmd:
                 c_runs.append(run_c(cmd))
     finally:
         shutil.rmtree(work)
     c = best_c(c_runs) if c_runs else None
-    dense_s, ingest_s, apply_s = min(dense), min(ingest), min(apply_only)
+    best = {k: min(v) for k, v in times.items()}
+    dense_s, ingest_s, apply_s = best["dense"], best["ingest"], best["apply_only"]
 
     out = {
         "model_bytes": model_bytes, "tensors": len(c0), "records": records,
@@ -223,6 +287,9 @@ def main():
         "dense_load_weights_s": round(dense_s, 5), "apply_s": round(ingest_s, 5),
         "apply_only_s": round(apply_s, 5), "apply_over_dense": round(ingest_s / dense_s, 3),
         "apply_only_over_dense": round(apply_s / dense_s, 3),
+        "dense_safetensors_file_s": round(best["dense_st"], 5), "dense_pt_file_s": round(best["dense_pt"], 5),
+        "apply_over_dense_safetensors_file": round(ingest_s / best["dense_st"], 3),
+        "apply_over_dense_pt_file": round(ingest_s / best["dense_pt"], 3),
         "prewarm_s": round(prewarm_s, 3), "first_dense_load_s": round(first_dense_s, 5),
         "prewarm_over_dense": round(prewarm_s / dense_s, 2),
         "prewarm_peak_rss_increase_bytes": prewarm_peak, "dense_load_peak_rss_increase_bytes": dense_peak,
@@ -239,8 +306,9 @@ def main():
         if not same:
             sys.exit("bench_torch_apply: the C receiver's parameters differ from the torch model's")
         out["c_receiver"] = {
-            "dense_s": c["dense_s"], "apply_s": c["ingest_s"], "apply_only_s": c["apply_s"],
-            "apply_over_dense": round(c["ingest_s"] / c["dense_s"], 3),
+            "dense_s": c["dense_s"], "dense_file_s": c["dense_file_s"], "apply_s": c["ingest_s"],
+            "apply_only_s": c["apply_s"], "apply_over_dense": round(c["ingest_s"] / c["dense_s"], 3),
+            "apply_over_dense_file": round(c["ingest_s"] / c["dense_file_s"], 3),
             "torch_apply_over_c_apply": round(ingest_s / c["ingest_s"], 3),
             "torch_apply_only_over_c_apply_only": round(apply_s / c["apply_s"], 3),
             "parameters_equal": same,

@@ -6,6 +6,7 @@
 #include "dcr/codec.h"
 #include "dcr/control.h"
 #include "dcr/objstore.h"
+#include "dcr/recovery.h"
 #include "dcr/tensor.h"
 
 #define DCR__SIZE(T)                                                                               \
@@ -27,6 +28,8 @@ static const dcr_abi_row_t dcr__layout[] = {
     DCR__CONST(DCR_OBJSTORE_KEY_MAX),
     DCR__CONST(DCR_OBJSTORE_VERSION_MAX),
     DCR__CONST(DCR_CONTROL_BASELINE_BYTES),
+    DCR__CONST(DCR_RETAIN_NAME_MAX),
+    DCR__CONST(DCR_RETAIN_DIGEST_BYTES),
 
     DCR__SIZE(dcr_payload_key_t),
     DCR__FIELD(dcr_payload_key_t, set),
@@ -112,6 +115,36 @@ static const dcr_abi_row_t dcr__layout[] = {
     DCR__FIELD(dcr_control_prepare_t, receivers),
     DCR__FIELD(dcr_control_prepare_t, n_receivers),
     DCR__FIELD(dcr_control_prepare_t, deadline_ms),
+
+    DCR__SIZE(dcr_retain_entry_t),
+    DCR__FIELD(dcr_retain_entry_t, name),
+    DCR__FIELD(dcr_retain_entry_t, bytes),
+    DCR__FIELD(dcr_retain_entry_t, digest),
+
+    DCR__SIZE(dcr_retain_manifest_t),
+    DCR__FIELD(dcr_retain_manifest_t, version),
+    DCR__FIELD(dcr_retain_manifest_t, from),
+    DCR__FIELD(dcr_retain_manifest_t, tau),
+    DCR__FIELD(dcr_retain_manifest_t, covers_from),
+    DCR__FIELD(dcr_retain_manifest_t, n),
+    DCR__FIELD(dcr_retain_manifest_t, entries),
+
+    DCR__SIZE(dcr_retain_stats_t),
+    DCR__FIELD(dcr_retain_stats_t, payloads),
+    DCR__FIELD(dcr_retain_stats_t, bytes),
+    DCR__FIELD(dcr_retain_stats_t, pruned),
+    DCR__FIELD(dcr_retain_stats_t, seconds),
+
+    DCR__SIZE(dcr_restore_state_t),
+    DCR__FIELD(dcr_restore_state_t, held),
+    DCR__FIELD(dcr_restore_state_t, from),
+    DCR__FIELD(dcr_restore_state_t, untouched),
+    DCR__FIELD(dcr_restore_state_t, repair_in_retry),
+    DCR__FIELD(dcr_restore_state_t, retry_refused),
+
+    DCR__SIZE(dcr_restore_choice_t),
+    DCR__FIELD(dcr_restore_choice_t, kind),
+    DCR__FIELD(dcr_restore_choice_t, action),
 };
 
 const dcr_abi_row_t *dcr_abi_layout(size_t *count_p)

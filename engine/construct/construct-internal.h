@@ -10,6 +10,10 @@
 #include "dcr/construct.h"
 #include "dcr/device.h"
 
+/* Detection works on sub-runs of at most this many elements, which bounds the
+ * per-owner index buffer and keeps indices in 32 bits (construct.c, diff.c). */
+#define DCR__SUBRUN_MAX ((int64_t)1 << 20)
+
 /* dcr_constructor_create on device 0 of the given backend instead of
  * cfg->device: lets tests run the path of a device the host cannot address
  * (staging, copies up, gathers down) on a host-memory table whose props say

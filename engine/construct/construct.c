@@ -16,11 +16,9 @@
 #include "dcr/trace.h"
 #include "construct-internal.h"
 
-#define TAG_FLAGS 1
-#define TAG_PART  2
-/* Detection works on sub-runs of at most this many elements, which bounds the
- * per-owner index buffer and keeps indices in 32 bits. */
-#define SUBRUN_MAX       ((int64_t)1 << 20)
+#define TAG_FLAGS        1
+#define TAG_PART         2
+#define SUBRUN_MAX       DCR__SUBRUN_MAX
 #define GROUP_TIMEOUT_MS 600000
 /* A packed residual message grows to this size before it is sent (one part
  * larger than it travels alone). */

@@ -39,6 +39,10 @@ __all__ = [
     "word_dtype",
     "Scatter",
     "hash64",
+    "diff",
+    "detect_kernel",
+    "restore_decide",
+    "RESTORE_NONE",
 ]
 
 XOR = _lib.ENCODING_XOR
@@ -107,6 +111,45 @@ def hash64(array):
 def word_dtype(dtype):
     """The numpy unsigned integer type holding one element's stored bits."""
     return _WORDS[dtype_code(dtype)]
+
+
+# Records of room per dcr_construct_diff call: 16 of its 2^20-element
+# sub-runs at most. np.empty does not touch the pages, so only the records
+# written cost memory.
+_DIFF_ROOM = 1 << 24
+
+
+def diff(before, now, dtype, encoding):
+    """The records that take before to now, two versions of one tensor's
+    stored bits (numpy arrays of equal size, words of dtype or any array of
+    that itemsize): (indices, values), int64 flat indices of every element
+    whose bits differ (ascending) and, per index, the new word (OVERWRITE)
+    or old ^ new (XOR). Detection is libdcr's, the constructor's own
+    (dcr_construct_diff): -0.0 against +0.0 and NaN payloads are changes."""
+    code = dtype_code(dtype)
+    word = _WORDS[code]
+    a = np.ascontiguousarray(before).view(word).reshape(-1)
+    b = np.ascontiguousarray(now).view(word).reshape(-1)
+    if a.size != b.size:
+        raise ValueError("dcr: diff of %d against %d elements" % (a.size, b.size))
+    room = max(1, min(a.size, _DIFF_ROOM))
+    idx, vals = np.empty(room, np.int64), np.empty(room, word)
+    at, count = ctypes.c_int64(0), ctypes.c_size_t()
+    parts = []
+    while True:
+        _check(lib.dcr_construct_diff(a.ctypes.data, b.ctypes.data, a.size, code, encoding, ctypes.byref(at),
+                                      idx.ctypes.data, vals.ctypes.data, room, ctypes.byref(count)))
+        if at.value == a.size and not parts:
+            return idx[: count.value], vals[: count.value]
+        parts.append((idx[: count.value].copy(), vals[: count.value].copy()))
+        if at.value == a.size:
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def detect_kernel():
+    """The vector kernel libdcr's detector runs on this CPU ("avx512",
+    "avx2", "sse2" or "scalar")."""
+    return lib.dcr_detect_kernel().decode()
 
 
 class PayloadKey:
@@ -434,6 +477,76 @@ class ObjectStore:
 
     def delete(self, key):
         _check(lib.dcr_objstore_delete(self._h, key.encode()))
+
+    # -- retention and repair sets (dcr/recovery.h) ---------------------------
+    def retain(self, version, tau, payloads):
+        """Retains the payloads (bytes) of `version`, committed by attempt
+        tau from version - 1, under versions/v<version>/ with its VERSION
+        manifest written last (dcr_retain_put), for receivers that replay."""
+        names = ["payload-0-%d.dcrp" % i for i in range(len(payloads))]
+        c_names = (ctypes.c_char_p * max(1, len(names)))(*[n.encode() for n in names])
+        bufs, lens = _buffers(payloads)
+        _check(lib.dcr_retain_put(self._h, version, tau, len(payloads), c_names, bufs, lens))
+
+    def retain_repair(self, version, tau, covers_from, owner, owners, payloads):
+        """Stores owner `owner` (of `owners`)'s repair set of `version`: the
+        committed run's records in overwrite form (dcr.owner.repair_payloads),
+        covering the interrupted attempts covers_from..tau
+        (dcr_retain_repair_put; REPAIR-<owner> written last)."""
+        bufs, lens = _buffers(payloads)
+        _check(lib.dcr_retain_repair_put(self._h, version, tau, covers_from, owner, owners, len(payloads), bufs,
+                                         lens, None))
+
+    def retained(self, version):
+        """The retained payloads of `version`: {"version", "from", "tau",
+        "payloads"}, every payload checked against its manifest's length and
+        digest. dcr.Error (DCR_ENOTFOUND) when the version is not retained."""
+        return self._manifest(lib.dcr_retain_manifest_read, version)
+
+    def repair_set(self, version):
+        """The complete repair set of `version` as retained(), with
+        "covers_from": the earliest interrupted attempt it repairs."""
+        return self._manifest(lib.dcr_retain_repair_read, version)
+
+    def _manifest(self, read, version):
+        m = _lib.RetainManifest()
+        _check(read(self._h, version, ctypes.byref(m)))
+        try:
+            payloads = [_call_bytes(lib.dcr_retain_payload_get, self._h, ctypes.byref(m), i) for i in range(m.n)]
+            return {"version": m.version, "from": getattr(m, "from"), "tau": m.tau, "covers_from": m.covers_from,
+                    "payloads": payloads}
+        finally:
+            lib.dcr_retain_manifest_free(ctypes.byref(m))
+
+
+def _buffers(payloads):
+    """(const uint8_t *const *, const size_t *) arrays over bytes objects
+    (which must outlive the call)."""
+    n = max(1, len(payloads))
+    bufs = (ctypes.c_void_p * n)(*[ctypes.cast(ctypes.c_char_p(b), ctypes.c_void_p) for b in payloads])
+    lens = (ctypes.c_size_t * n)(*[len(b) for b in payloads])
+    return bufs, lens
+
+
+RESTORE_NONE = _lib.RESTORE_NONE
+_RESTORE_ACTIONS = ("nothing", "check", "defer", "apply")
+
+
+def restore_decide(held, version, from_version=None, untouched=False, repair_in_retry=False,
+                   retry_refused=False):
+    """libdcr's restore decision for one receiver asked to reach `version`
+    (dcr_restore_decide, dcr/recovery.h): held, the clean version it holds
+    (None: dirty or unknown); from_version, the version its interrupted
+    attempt started from (dirty with a known attempt). Returns (kind,
+    action, why): kind "clean", "replay", "repair", "dense" or "anchor";
+    action "nothing", "check", "defer" or "apply"."""
+    st = _lib.RestoreState(RESTORE_NONE if held is None else held,
+                           RESTORE_NONE if from_version is None else from_version,
+                           untouched, repair_in_retry, retry_refused)
+    why = ctypes.create_string_buffer(160)
+    choice = lib.dcr_restore_decide(ctypes.byref(st), version, why, len(why))
+    return (lib.dcr_restore_kind_name(choice.kind).decode(), _RESTORE_ACTIONS[choice.action],
+            why.value.decode("utf-8", "replace"))
 
 
 class Control:

@@ -15,6 +15,9 @@ OBJSTORE_KEY_MAX = 512  # DCR_OBJSTORE_KEY_MAX, dcr/objstore.h
 OBJSTORE_VERSION_MAX = 80
 CONTROL_BASELINE_BYTES = 32  # dcr/control.h
 CONTROL_ID_MAX = 64
+RETAIN_NAME_MAX = 95  # DCR_RETAIN_NAME_MAX, dcr/recovery.h
+RETAIN_DIGEST_BYTES = 32  # DCR_RETAIN_DIGEST_BYTES
+RESTORE_NONE = (1 << 64) - 1  # DCR_RESTORE_NONE
 
 ACTOR_RECEIVER = 3  # DCR_ACTOR_RECEIVER, dcr/trace.h
 DEVICE_XOR = 0  # dcr_device_op_t, dcr/device.h
@@ -145,6 +148,53 @@ class ControlPrepare(ctypes.Structure):  # dcr_control_prepare_t
     ]
 
 
+class RetainEntry(ctypes.Structure):  # dcr_retain_entry_t, dcr/recovery.h
+    _c_name_ = "dcr_retain_entry_t"
+    _fields_ = [
+        ("name", ctypes.c_char * (RETAIN_NAME_MAX + 1)),
+        ("bytes", ctypes.c_uint64),
+        ("digest", ctypes.c_uint8 * RETAIN_DIGEST_BYTES),
+    ]
+
+
+class RetainManifest(ctypes.Structure):  # dcr_retain_manifest_t
+    _c_name_ = "dcr_retain_manifest_t"
+    _fields_ = [
+        ("version", ctypes.c_uint64),
+        ("from", ctypes.c_uint64),
+        ("tau", ctypes.c_uint64),
+        ("covers_from", ctypes.c_uint64),
+        ("n", ctypes.c_size_t),
+        ("entries", ctypes.POINTER(RetainEntry)),
+    ]
+
+
+class RetainStats(ctypes.Structure):  # dcr_retain_stats_t
+    _c_name_ = "dcr_retain_stats_t"
+    _fields_ = [
+        ("payloads", ctypes.c_uint64),
+        ("bytes", ctypes.c_uint64),
+        ("pruned", ctypes.c_uint64),
+        ("seconds", ctypes.c_double),
+    ]
+
+
+class RestoreState(ctypes.Structure):  # dcr_restore_state_t
+    _c_name_ = "dcr_restore_state_t"
+    _fields_ = [
+        ("held", ctypes.c_uint64),
+        ("from", ctypes.c_uint64),
+        ("untouched", ctypes.c_bool),
+        ("repair_in_retry", ctypes.c_bool),
+        ("retry_refused", ctypes.c_bool),
+    ]
+
+
+class RestoreChoice(ctypes.Structure):  # dcr_restore_choice_t
+    _c_name_ = "dcr_restore_choice_t"
+    _fields_ = [("kind", ctypes.c_int), ("action", ctypes.c_int)]
+
+
 def _candidates():
     """Where libdcr may be: $DCR_LIBRARY (tests point it at a build tree),
     then the library `cmake --install` placed beside this package, then the
@@ -215,6 +265,12 @@ _SIGNATURES = {
     "dcr_payload_item": (c_status, [_vp, _sz, P(PayloadItem)]),
     "dcr_payload_item_indices": (c_status, [_vp, _sz, _vp]),
     "dcr_payload_item_values": (c_status, [_vp, _sz, _vp]),
+    # construct.h: change detection of one tensor (the constructor's detector)
+    "dcr_construct_diff": (
+        c_status,
+        [_vp, _vp, ctypes.c_int64, ctypes.c_int, ctypes.c_int, P(ctypes.c_int64), _vp, _vp, _sz, P(_sz)],
+    ),
+    "dcr_detect_kernel": (ctypes.c_char_p, []),  # device.h: the detector's SIMD kernel
     # device.h: record application into resident storage ("cpu": host memory)
     "dcr_device_create": (c_status, [ctypes.c_char_p, P(_vp)]),
     "dcr_device_destroy": (None, [_vp]),
@@ -243,6 +299,22 @@ _SIGNATURES = {
     ),
     "dcr_control_report_put": (c_status, [_vp, ctypes.c_uint32, ctypes.c_char_p, _sz]),
     "dcr_control_report_get": (c_status, [_vp, ctypes.c_uint32, P(_vp), P(_sz)]),
+    # recovery.h: retained versions, repair sets, the restore decision
+    "dcr_retain_put": (
+        c_status,
+        [_vp, ctypes.c_uint64, ctypes.c_uint64, _sz, P(ctypes.c_char_p), P(_vp), P(_sz)],
+    ),
+    "dcr_retain_manifest_read": (c_status, [_vp, ctypes.c_uint64, P(RetainManifest)]),
+    "dcr_retain_manifest_free": (None, [P(RetainManifest)]),
+    "dcr_retain_payload_get": (c_status, [_vp, P(RetainManifest), _sz, P(_vp), P(_sz)]),
+    "dcr_retain_repair_put": (
+        c_status,
+        [_vp, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int, ctypes.c_int, _sz, P(_vp), P(_sz),
+         P(RetainStats)],
+    ),
+    "dcr_retain_repair_read": (c_status, [_vp, ctypes.c_uint64, P(RetainManifest)]),
+    "dcr_restore_decide": (RestoreChoice, [P(RestoreState), ctypes.c_uint64, ctypes.c_char_p, _sz]),
+    "dcr_restore_kind_name": (ctypes.c_char_p, [ctypes.c_int]),
 }
 
 for _name, (_res, _args) in _SIGNATURES.items():
@@ -268,13 +340,16 @@ class AbiRow(ctypes.Structure):  # dcr_abi_row_t
 
 
 MIRRORS = [PayloadKey, PayloadPolicy, PayloadHeader, CodecItem, EncodeParams, PayloadItem, ObjstoreConfig,
-           ObjstoreEntry, ControlConfig, CommitRecord, ControlPrepare]
+           ObjstoreEntry, ControlConfig, CommitRecord, ControlPrepare, RetainEntry, RetainManifest, RetainStats,
+           RestoreState, RestoreChoice]
 CONSTANTS = {
     "DCR_MAX_DIMS": MAX_DIMS,
     "DCR_CODEC_KEY_SIZE": KEY_SIZE,
     "DCR_OBJSTORE_KEY_MAX": OBJSTORE_KEY_MAX,
     "DCR_OBJSTORE_VERSION_MAX": OBJSTORE_VERSION_MAX,
     "DCR_CONTROL_BASELINE_BYTES": CONTROL_BASELINE_BYTES,
+    "DCR_RETAIN_NAME_MAX": RETAIN_NAME_MAX,
+    "DCR_RETAIN_DIGEST_BYTES": RETAIN_DIGEST_BYTES,
 }
 
 

@@ -1,9 +1,11 @@
 """The owner's side in Python: compare two versions of canonical tensors by
 their stored bits and encode the changed records into payloads with libdcr.
 
-Comparison is by bit pattern, never float equality (-0.0 against +0.0 and
-NaN payloads count as changes). XOR records are used for every tensor whose
-receivers allow it (xor_ok(name) true), overwrite records otherwise.
+Comparison is libdcr's change detection, the constructor's own
+(dcr_construct_diff, dcr/construct.h): by bit pattern, never float equality
+(-0.0 against +0.0 and NaN payloads count as changes). XOR records are used
+for every tensor whose receivers allow it (xor_ok(name) true), overwrite
+records otherwise.
 """
 
 import numpy as np
@@ -32,13 +34,10 @@ def changed_items(old, new, xor_ok=lambda name: True):
         w_old, dtype_old = words(old[name])
         if dtype_old != dtype or w_old.shape != w_new.shape:
             raise ValueError("dcr.owner: %s changed dtype or shape between versions" % name)
-        idx = np.flatnonzero(w_old != w_new)
-        if idx.size == 0:
-            continue
-        if xor_ok(name):
-            yield name, tuple(t_new.shape), dtype, dcr.XOR, idx, w_old[idx] ^ w_new[idx]
-        else:
-            yield name, tuple(t_new.shape), dtype, dcr.OVERWRITE, idx, w_new[idx]
+        encoding = dcr.XOR if xor_ok(name) else dcr.OVERWRITE
+        idx, vals = dcr.diff(w_old, w_new, dtype, encoding)
+        if idx.size:
+            yield name, tuple(t_new.shape), dtype, encoding, idx, vals
 
 
 def encode(old, new, tau, owner, xor_ok=lambda name: True, key=None, bucket_bytes=64 << 20,
@@ -60,3 +59,35 @@ def encode(old, new, tau, owner, xor_ok=lambda name: True, key=None, bucket_byte
         if pending or not out:
             out.append(enc.finish(tau, owner, pid, shuffle=shuffle))
     return out
+
+
+# ---- repair sets (dcr/recovery.h) -------------------------------------------
+
+
+def repair_payloads(old, new, tau, owner, key=None, bucket_bytes=64 << 20):
+    """The committed run's records in overwrite form (what the constructor
+    keeps, dcr/construct.h): every element whose bits differ from old to
+    new, with its new value, stamped with the committing attempt tau. Stored
+    as the version's repair set (dcr.ObjectStore.retain_repair), they bring
+    a receiver killed mid-apply of a covered attempt from old to new,
+    whatever part of that attempt landed."""
+    return encode(old, new, tau, owner, xor_ok=lambda name: False, key=key, bucket_bytes=bucket_bytes)
+
+
+def covered(old, tried, committed):
+    """Whether a run from old over candidate tried emitted only records
+    whose positions the committed run's (from old over committed) hold,
+    tensor by tensor: then the committed run's repair set repairs a receiver
+    dirty from the tried run (the constructor's coverage rule)."""
+    for name, t_tried in tried.items():
+        w_old, dtype = words(old[name])
+        tried_idx, _ = dcr.diff(w_old, words(t_tried)[0], dtype, dcr.OVERWRITE)
+        if tried_idx.size == 0:
+            continue
+        if name not in committed:
+            return False
+        kept, _ = dcr.diff(w_old, words(committed[name])[0], dtype, dcr.OVERWRITE)
+        at = np.searchsorted(kept, tried_idx)
+        if (at >= kept.size).any() or not (kept[np.minimum(at, kept.size - 1)] == tried_idx).all():
+            return False
+    return True

@@ -45,6 +45,8 @@ parameters with `param[...] = w` is caught by the probe and falls back.
 """
 
 import hashlib
+import json
+import os
 import time
 
 import numpy as np
@@ -570,6 +572,76 @@ class Receiver:
             self._scatter.apply(land.store.words, pos, v.view(land.store.words.dtype), it.encoding, base, span)
         return it.count
 
+    # -- restore (dcr/recovery.h) ----------------------------------------------
+    def load_dense(self, checkpoint):
+        """A dense load of a committed checkpoint (name -> tensor) through
+        the model's loader, the restore of last resort: the model and the
+        fallback tensors' shadows hold it, and the receiver is clean."""
+        self.load_weights(list(checkpoint.items()))
+        for name in self.fallback:
+            self.shadow[name] = checkpoint[name].detach().clone()
+        self.dirty = False
+
+    def restore(self, store, version, held=None, dirty=None, key=None):
+        """Brings the model to the committed `version` the way a C receiver
+        is (dcr/recovery.h): libdcr's decision (dcr.restore_decide) from what
+        it holds (held: a clean version; dirty: (tau, u), an attempt from u
+        killed mid-apply, its writes partly landed), then replay of the
+        retained versions held+1..version, or repair: version u+1's repair
+        set when it covers tau (else u+1's retained payloads, which must then
+        be overwrite records only), then replay of u+2..version. Every
+        manifest and payload is read and checked before the first write.
+        Returns (kind, why): kind "clean", "replay" or "repair" when done,
+        "dense" when the caller must load `version` densely (load_dense: the
+        decision said so, a version is not retained, or the records cannot
+        repair; a dirty receiver stays dirty, refusing XOR, until then)."""
+        kind, action, why = dcr.restore_decide(held, version, from_version=dirty[1] if dirty else None)
+        if action in ("nothing", "check"):
+            return "clean", why
+        if kind not in ("replay", "repair"):
+            return "dense", why
+        if self.fallback:
+            return "dense", "fallback tensors: their shadows hold the prewarmed version, not the one held"
+        try:
+            if kind == "replay":
+                steps = self._fetch(store, held + 1, version)
+            else:
+                steps = [self._repair_records(store, dirty[1] + 1, dirty[0])] + \
+                        self._fetch(store, dirty[1] + 2, version)
+        except dcr.Error as e:
+            return "dense", str(e)
+        if kind == "repair":
+            self.dirty = True  # XOR records are refused until the repair is whole
+        try:
+            for payloads in steps:
+                self.apply(payloads, key=key)
+        except (dcr.Error, ValueError) as e:
+            return "dense", str(e)
+        return kind, why
+
+
+    def _fetch(self, store, first, last):
+        """Retained versions first..last, each chained to the one before."""
+        out = []
+        for v in range(first, last + 1):
+            r = store.retained(v)
+            if r["from"] != v - 1:
+                raise dcr.Error(-1, "dcr.torch: retained version %d is from %d, not %d" % (v, r["from"], v - 1))
+            out.append(r["payloads"])
+        return out
+
+
+    def _repair_records(self, store, version, tau):
+        """Version's repair set when it covers attempt tau, else its retained
+        payloads (apply refuses their XOR records: the receiver is dirty)."""
+        try:
+            rs = store.repair_set(version)
+            if 0 < rs["covers_from"] <= tau <= rs["tau"]:
+                return rs["payloads"]
+        except dcr.Error:
+            pass
+        return self._fetch(store, version, version)[0]
+
 
 def _grown(buf, n, dtype):
     """buf when it holds n elements, else a new array of 1.5x n."""
@@ -641,3 +713,84 @@ def _converted_words(values, convs):
     for dtype in convs:
         values = values.to(dtype)
     return _bits(values.contiguous()).numpy()
+
+
+# ---- live resident files and restores (dcr/recovery.h) ------------------------
+
+
+class Resident:
+    """A model's weights in files that outlive its process (the live
+    resident files of DESIGN.md section 11): every parameter and buffer
+    storage of the model mapped shared from DIR/s<k>.bin (torch.from_file),
+    so that a process killed mid-apply leaves exactly the mixture of the
+    committed version and its attempt's writes there, and DIR/STATE saying
+    what they hold: clean at a version, or dirty with the attempt (and the
+    version it started from) whose writes may have landed.
+
+    Build it on a freshly constructed model, before dcr.torch.Receiver:
+    existed is True when the files were there (their bytes are now the
+    model's), False when they were created (the model's bytes copied in)."""
+
+    def __init__(self, model, directory):
+        os.makedirs(directory, exist_ok=True)
+        self.dir = directory
+        by_storage, order = {}, []
+        for _, t in list(model.named_parameters()) + list(model.named_buffers()):
+            ptr = t.storage().data_ptr()
+            if ptr not in by_storage:
+                by_storage[ptr] = []
+                order.append(ptr)
+            by_storage[ptr].append(t)
+        files = [os.path.join(directory, "s%d.bin" % k) for k in range(len(order))]
+        self.existed = os.path.exists(os.path.join(directory, "STATE"))
+        for path, ptr in zip(files, order):
+            tensors = by_storage[ptr]
+            self._map(path, tensors)
+
+    def _map(self, path, tensors):
+        first = tensors[0]
+        numel, dtype = first.storage().size(), first.dtype
+        nbytes = numel * first.element_size()
+        if not self.existed:
+            with open(path, "wb") as f:
+                f.truncate(nbytes)
+        elif os.path.getsize(path) != nbytes:
+            raise ValueError("dcr.torch: resident file %s holds %d bytes, the model's storage %d"
+                             % (path, os.path.getsize(path), nbytes))
+        mapped = torch.from_file(path, shared=True, size=numel, dtype=dtype)
+        if not self.existed:
+            mapped.copy_(first.detach().as_strided((numel,), (1,), 0))
+        for t in tensors:
+            t.data = mapped.as_strided(t.shape, t.stride(), t.storage_offset())
+
+    def state(self):
+        """{"held": v} (clean at v) or {"dirty": tau, "from": u}, as marked."""
+        with open(os.path.join(self.dir, "STATE")) as f:
+            return json.load(f)
+
+    def mark_clean(self, version):
+        self._mark({"held": int(version)})
+
+    def mark_dirty(self, tau, from_version):
+        """Before an attempt's first write: its writes may land from now on."""
+        self._mark({"dirty": int(tau), "from": int(from_version)})
+
+    def _mark(self, state):
+        tmp = os.path.join(self.dir, "STATE.tmp")
+        with open(tmp, "w") as f:
+            json.dump(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, os.path.join(self.dir, "STATE"))
+
+
+def restore_state(state, commit):
+    """(held, dirty) for Receiver.restore from a Resident's state and the
+    control plane's commit record: dirty (tau, u) becomes clean at u + 1 when
+    the record says that attempt tau committed version u + 1 (its writes
+    all landed: it acknowledged before the commit)."""
+    if "held" in state:
+        return state["held"], None
+    if commit["attempt"] == state["dirty"] and commit["version"] == state["from"] + 1:
+        return commit["version"], None
+    return None, (state["dirty"], state["from"])

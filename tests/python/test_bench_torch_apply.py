@@ -3,7 +3,9 @@
 C receiver (dcr_bench_c_apply, built beside libdcr) apply the same payloads
 to the same checkpoint, and both must end bit for bit equal (the bench
 checks the torch model against a dense load_weights after every repeat, and
-the C receiver's parameters against the torch model's by dcr_hash64)."""
+the C receiver's parameters against the torch model's by dcr_hash64, and
+each dense load from the checkpoint's safetensors and .pt files against the
+in-memory one)."""
 
 import json
 import os
@@ -26,8 +28,10 @@ class BenchTest(unittest.TestCase):
         self.assertGreater(d["records"], 0)
         self.assertEqual(d["paths"]["fallback"], 0)
         self.assertTrue(d["c_receiver"]["parameters_equal"])
-        for k in ("dense_load_weights_s", "apply_s", "apply_only_s", "prewarm_s"):
+        for k in ("dense_load_weights_s", "apply_s", "apply_only_s", "prewarm_s", "dense_safetensors_file_s",
+                  "dense_pt_file_s"):
             self.assertGreater(d[k], 0, k)
+        self.assertGreater(d["c_receiver"]["dense_file_s"], 0)
 
     def test_bad_arguments_are_refused(self):
         r = subprocess.run([sys.executable, BENCH, "--hidden", "100"], capture_output=True, text=True)

@@ -183,4 +183,28 @@ dcr_status_t dcr_repair_records_encode(const dcr_repair_records_t *r,
 /* Accepts NULL. */
 void dcr_repair_records_destroy(dcr_repair_records_t *r);
 
+/* ---- change detection of one tensor (issue 31) ---------------------------
+ * For owners that hold their tensors outside a constructor (the Python
+ * package's owners over a trainer's tensors): the constructor's own
+ * detection (dcr_detect_changes, dcr/device.h: stored bits, never values,
+ * so -0.0 against +0.0 and NaN payloads count; the widest SIMD kernel the
+ * CPU runs), in the same sub-runs, over two versions of one canonical
+ * tensor, with the records it emits for them: ascending flat indices and,
+ * per record, the new word (overwrite) or old ^ new (XOR). */
+
+/* Compares before and now, numel words of dtype each, from element
+ * *from_p on, and writes the records of the changed elements to
+ * indices[0, *count_p) and values[0, *count_p) (words of dtype's size).
+ * Stops at numel, or before a sub-run (up to 2^20 elements) whose records
+ * might not fit in the cap - *count_p entries left, so that nothing is
+ * compared twice; *from_p is then the first element not compared: call
+ * again from there (with room) until it equals numel. A first sub-run
+ * larger than cap is shortened to cap, so every call with cap >= 1
+ * progresses; cap >= 2^20 keeps sub-runs whole. DCR_EINVAL (nothing
+ * written) for an unknown dtype or encoding, numel < 0, *from_p outside
+ * [0, numel], or cap == 0 while elements remain; DCR_ENOMEM. */
+dcr_status_t dcr_construct_diff(const void *before, const void *now, int64_t numel,
+                                dcr_dtype_t dtype, dcr_encoding_t encoding, int64_t *from_p,
+                                int64_t *indices, void *values, size_t cap, size_t *count_p);
+
 #endif
