@@ -724,32 +724,48 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
 
 /* ---- the sparse replay ---- */
 
-dcr_status_t dcr__replay_compile(dcr_receiver_t *r, size_t c)
+/* Plan c's copies as runs from *at on (room counted by the caller). */
+static void dcr__plan_compile(dcr_receiver_t *r, size_t c, dcr__run_t *at)
 {
     dcr__plan_t *pl = &r->plans[c];
     dcr_dtype_t cd = dcr_inventory_at(r->inv, c)->dtype;
-    free(pl->runs);
-    pl->runs = NULL;
+    pl->runs = at;
     pl->nruns = 0;
-    size_t copies = 0;
-    for (size_t i = 0; i < pl->nwrites; i++) copies += pl->writes[i].kind == DCR_LOAD_COPY;
-    if (copies == 0) return DCR_OK;
-    pl->runs = calloc(copies, sizeof(*pl->runs));
-    if (pl->runs == NULL) return dcr_error_set(DCR_ENOMEM, "prewarm: replay of %zu copies", copies);
     for (size_t i = 0; i < pl->nwrites; i++) {
         const dcr__pwrite_t *pw = &pl->writes[i];
         if (pw->kind != DCR_LOAD_COPY) continue;
-        dcr_load_write_t w = {
-            .kind = DCR_LOAD_COPY, .param = pw->param, .dst = pw->dst, .src = pw->src};
+        dcr_load_write_t w = {.kind = DCR_LOAD_COPY, .dst = pw->dst, .src = pw->src};
         dcr__inv_t inv;
         dcr__inv_build(&w, &inv);
-        dcr__run_t *run = &pl->runs[pl->nruns++];
-        *run = (dcr__run_t){pw->param,   inv.lo, inv.hi, pw->dst.offset - pw->src.offset,
-                            (uint32_t)i, false};
         /* What dcr__sparse_copy would send straight to the scatter. */
-        run->simple = pw->source == DCR_LOAD_SRC_INPUT && !pl->overlap && pw->dst.dtype == cd &&
+        bool simple = pw->source == DCR_LOAD_SRC_INPUT && !pl->overlap && pw->dst.dtype == cd &&
                       pw->src.dtype == cd && inv.nd == 1 && inv.sstride[0] == 1 &&
                       inv.dstride[0] == 1;
+        at[pl->nruns++] = (dcr__run_t){dcr_params_at(r->params, pw->param)->storage,
+                                       inv.lo,
+                                       inv.hi,
+                                       pw->dst.offset - pw->src.offset,
+                                       (uint32_t)i,
+                                       simple};
+    }
+}
+
+dcr_status_t dcr__replay_compile(dcr_receiver_t *r)
+{
+    size_t n = dcr_inventory_count(r->inv), copies = 0;
+    for (size_t c = 0; c < n; c++) {
+        const dcr__plan_t *pl = &r->plans[c];
+        if (!pl->info.views_only) continue;
+        for (size_t i = 0; i < pl->nwrites; i++) copies += pl->writes[i].kind == DCR_LOAD_COPY;
+    }
+    free(r->runs);
+    r->runs = calloc(copies ? copies : 1, sizeof(*r->runs));
+    if (r->runs == NULL) return dcr_error_set(DCR_ENOMEM, "prewarm: replay of %zu copies", copies);
+    size_t used = 0;
+    for (size_t c = 0; c < n; c++) {
+        if (!r->plans[c].info.views_only) continue;
+        dcr__plan_compile(r, c, r->runs + used);
+        used += r->plans[c].nruns;
     }
     return DCR_OK;
 }
@@ -801,8 +817,7 @@ static dcr_status_t dcr__replay_run(dcr_receiver_t *r, const dcr__run_t *run)
     if (k == end) return DCR_OK;
     size_t es = dcr_dtype_size(r->cur_dtype);
     bool xor = r->cur_enc == DCR_ENCODING_XOR;
-    char *base =
-        (char *)dcr_params_at(r->params, run->param)->storage->data + run->shift * (int64_t)es;
+    char *base = (char *)run->dst->data + run->shift * (int64_t)es;
     if (r->host) {
         dcr__host_scatter(base, es, r->cur_idx + k, r->cur_val + k * es, end - k, xor);
         return DCR_OK;

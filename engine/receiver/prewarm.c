@@ -33,12 +33,13 @@ void dcr__plans_free(dcr_receiver_t *r)
     if (r->plans == NULL) return;
     for (size_t i = 0; i < dcr_inventory_count(r->inv); i++) {
         free(r->plans[i].writes);
-        free(r->plans[i].runs);
         dcr__text_free(r->plans[i].op);
         dcr__text_free(r->plans[i].reason);
     }
     free(r->plans);
     r->plans = NULL;
+    free(r->runs);
+    r->runs = NULL;
     r->prewarmed = false;
 }
 
@@ -548,8 +549,7 @@ dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
     if (cross != DCR_OK) snprintf(detail, sizeof(detail), "%s", dcr_error_detail());
     st = dcr__prewarm_result(r);
     if (st == DCR_OK && cross != DCR_OK) st = dcr_error_set(cross, "%s", detail);
-    for (size_t i = 0; i < n && st == DCR_OK; i++)
-        if (r->plans[i].info.views_only) st = dcr__replay_compile(r, i);
+    if (st == DCR_OK) st = dcr__replay_compile(r);
     r->prewarmed = st == DCR_OK;
     if (r->prewarmed) dcr__scratch_fit(r);
     return st;

@@ -30,9 +30,13 @@ typedef struct dcr__pwrite {
  * a simple copy (one contiguous run of the canonical dtype on both sides,
  * from the input, in a plan without overlapping writes: nearly every copy),
  * the shift from a record's index to its destination element. Other copies
- * replay from their write through the general route. */
+ * replay from their write through the general route. The runs of all plans
+ * are one array in inventory order, so consecutive items read neighbouring
+ * words. */
 typedef struct dcr__run {
-    size_t param;
+    /* The parameter's storage handle (its data may move when the
+     * parameters are placed in an arena; the handle does not). */
+    dcr_storage_t *dst;
     int64_t lo, hi; /* source storage positions the copy can reach, [lo, hi] */
     int64_t shift;  /* simple: destination element = record index + shift */
     uint32_t write; /* its entry in the plan's writes */
@@ -51,9 +55,9 @@ typedef struct dcr__plan {
     char *reason;
     dcr__pwrite_t *writes;
     size_t nwrites;
-    /* Views-only plans: its copies for the replay (dcr__replay_compile),
-     * NULL otherwise. */
-    dcr__run_t *runs;
+    /* Views-only plans: its copies for the replay, inside the receiver's
+     * runs (dcr__replay_compile); NULL otherwise. */
+    const dcr__run_t *runs;
     size_t nruns;
 } dcr__plan_t;
 
@@ -106,6 +110,7 @@ struct dcr_receiver {
     /* Prewarm. */
     bool prewarmed;
     dcr__plan_t *plans; /* one per inventory tensor */
+    dcr__run_t *runs;   /* every views-only plan's copies for the replay */
     size_t probe_writes;
 
     /* Current item being applied. */
@@ -203,9 +208,9 @@ void dcr__apply_free(dcr_receiver_t *r);
 dcr_status_t dcr__settle(dcr_receiver_t *r);
 dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encoding_t enc,
                                 const int64_t *idx, const void *values, size_t count);
-/* The runs of plan c for the sparse replay (prewarm, once its classes and
- * overlaps are final; views-only plans only). */
-dcr_status_t dcr__replay_compile(dcr_receiver_t *r, size_t c);
+/* The runs of every views-only plan for the sparse replay (prewarm, once
+ * classes and overlaps are final); freed with the plans. */
+dcr_status_t dcr__replay_compile(dcr_receiver_t *r);
 /* ingest.c */
 void dcr__staging_drop(dcr_receiver_t *r);
 
