@@ -60,6 +60,7 @@ void dcr__apply_free(dcr_receiver_t *r)
     free(r->idx_buf);
     free(r->val_buf);
     free(r->dec_idx);
+    free(r->item_c);
     free(r->map_idx);
     free(r->map_val);
     /* Nothing may still read staging when it goes. */
@@ -721,6 +722,123 @@ static dcr_status_t dcr__pass(dcr_receiver_t *r, const dcr_tensor_desc_t *d, dcr
     return DCR_OK;
 }
 
+/* ---- the sparse replay ---- */
+
+/* Plan c's copies as runs from *at on (room counted by the caller). */
+static void dcr__plan_compile(dcr_receiver_t *r, size_t c, dcr__run_t *at)
+{
+    dcr__plan_t *pl = &r->plans[c];
+    dcr_dtype_t cd = dcr_inventory_at(r->inv, c)->dtype;
+    pl->runs = at;
+    pl->nruns = 0;
+    for (size_t i = 0; i < pl->nwrites; i++) {
+        const dcr__pwrite_t *pw = &pl->writes[i];
+        if (pw->kind != DCR_LOAD_COPY) continue;
+        dcr_load_write_t w = {.kind = DCR_LOAD_COPY, .dst = pw->dst, .src = pw->src};
+        dcr__inv_t inv;
+        dcr__inv_build(&w, &inv);
+        /* What dcr__sparse_copy would send straight to the scatter. */
+        bool simple = pw->source == DCR_LOAD_SRC_INPUT && !pl->overlap && pw->dst.dtype == cd &&
+                      pw->src.dtype == cd && inv.nd == 1 && inv.sstride[0] == 1 &&
+                      inv.dstride[0] == 1;
+        at[pl->nruns++] = (dcr__run_t){dcr_params_at(r->params, pw->param)->storage,
+                                       inv.lo,
+                                       inv.hi,
+                                       pw->dst.offset - pw->src.offset,
+                                       (uint32_t)i,
+                                       simple};
+    }
+}
+
+dcr_status_t dcr__replay_compile(dcr_receiver_t *r)
+{
+    size_t n = dcr_inventory_count(r->inv), copies = 0;
+    for (size_t c = 0; c < n; c++) {
+        const dcr__plan_t *pl = &r->plans[c];
+        if (!pl->info.views_only) continue;
+        for (size_t i = 0; i < pl->nwrites; i++) copies += pl->writes[i].kind == DCR_LOAD_COPY;
+    }
+    free(r->runs);
+    r->runs = calloc(copies ? copies : 1, sizeof(*r->runs));
+    if (r->runs == NULL) return dcr_error_set(DCR_ENOMEM, "prewarm: replay of %zu copies", copies);
+    size_t used = 0;
+    for (size_t c = 0; c < n; c++) {
+        if (!r->plans[c].info.views_only) continue;
+        dcr__plan_compile(r, c, r->runs + used);
+        used += r->plans[c].nruns;
+    }
+    return DCR_OK;
+}
+
+/* Records [0, n) into dst (record k at element idx[k]): the loop of one
+ * word size and operation, prefetching the destination AHEAD records ahead
+ * (the first AHEAD of them before the loop starts), since at low rates the
+ * records of an item land on distinct cache lines far apart. */
+enum { DCR__AHEAD = 32 };
+
+#define DCR__SCATTER(T, XOR)                                                                       \
+    do {                                                                                           \
+        T *d = dst;                                                                                \
+        size_t k = 0, pre = n < DCR__AHEAD ? n : DCR__AHEAD;                                       \
+        for (; k < pre; k++) __builtin_prefetch(d + idx[k], 1);                                    \
+        for (k = 0; k < n; k++) {                                                                  \
+            if (k + DCR__AHEAD < n) __builtin_prefetch(d + idx[k + DCR__AHEAD], 1);                \
+            T w;                                                                                   \
+            memcpy(&w, val + k * sizeof(T), sizeof(T));                                            \
+            d[idx[k]] = XOR ? (T)(d[idx[k]] ^ w) : w;                                              \
+        }                                                                                          \
+    } while (0)
+
+static void dcr__host_scatter(void *dst, size_t es, const int64_t *idx, const uint8_t *val,
+                              size_t n, bool xor)
+{
+    if (es == 2 && xor)
+        DCR__SCATTER(uint16_t, 1);
+    else if (es == 2)
+        DCR__SCATTER(uint16_t, 0);
+    else if (es == 4 && xor)
+        DCR__SCATTER(uint32_t, 1);
+    else if (es == 4)
+        DCR__SCATTER(uint32_t, 0);
+    else if (xor)
+        DCR__SCATTER(uint8_t, 1);
+    else
+        DCR__SCATTER(uint8_t, 0);
+}
+
+/* A simple copy: the records inside its source span, shifted, are its
+ * destinations. A host-addressable receiver writes them with its own loop
+ * (the device module's scatter is the same rule, one call and a word-size
+ * switch per record more); others queue the device's scatter. */
+static dcr_status_t dcr__replay_run(dcr_receiver_t *r, const dcr__run_t *run)
+{
+    size_t k = dcr__lower_bound(r->cur_idx, r->cur_count, run->lo);
+    size_t end = k + dcr__lower_bound(r->cur_idx + k, r->cur_count - k, run->hi + 1);
+    if (k == end) return DCR_OK;
+    size_t es = dcr_dtype_size(r->cur_dtype);
+    bool xor = r->cur_enc == DCR_ENCODING_XOR;
+    char *base = (char *)run->dst->data + run->shift * (int64_t)es;
+    if (r->host) {
+        dcr__host_scatter(base, es, r->cur_idx + k, r->cur_val + k * es, end - k, xor);
+        return DCR_OK;
+    }
+    return dcr_device_scatter(r->dev, r->stream, base, es, r->cur_didx + k, r->cur_dval + k * es,
+                              end - k, xor? DCR_DEVICE_XOR : DCR_DEVICE_OVERWRITE);
+}
+
+/* Any other copy of the plan through dcr__sparse_copy, on the parameter's
+ * storage as it is now. */
+static dcr_status_t dcr__replay_write(dcr_receiver_t *r, const dcr__pwrite_t *pw)
+{
+    dcr_load_write_t w = {.kind = DCR_LOAD_COPY, .param = pw->param};
+    w.dst = pw->dst;
+    w.dst.storage = dcr_params_at(r->params, pw->param)->storage;
+    w.src = pw->src;
+    w.origin.source = pw->source;
+    w.origin.op = "";
+    return dcr__sparse_copy(r, &w);
+}
+
 /* Sparse apply from the prewarm plan: the copies the probe intercepted from
  * the native loader, replayed in its order without running it again. On a
  * views-only path a copy's placement depends only on the shapes the loader
@@ -733,25 +851,16 @@ static dcr_status_t dcr__replay(dcr_receiver_t *r)
 {
     const dcr__plan_t *pl = r->cur_plan;
     r->cur_mode = DCR__SPARSE;
-    for (size_t i = 0; i < pl->nwrites; i++) {
-        const dcr__pwrite_t *pw = &pl->writes[i];
-        if (pw->kind != DCR_LOAD_COPY) continue;
-        dcr_load_write_t w = {.kind = DCR_LOAD_COPY, .param = pw->param};
-        w.dst = pw->dst;
-        w.dst.storage = dcr_params_at(r->params, pw->param)->storage;
-        w.src = pw->src;
-        w.origin.source = pw->source;
-        w.origin.op = "";
-        dcr__note_written(r, w.param, &w.dst);
-        dcr_status_t st = dcr__sparse_copy(r, &w);
-        if (st != DCR_OK) {
-            dcr_map_clear(&r->wmap);
-            return st;
-        }
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; i < pl->nruns && st == DCR_OK; i++) {
+        const dcr__run_t *run = &pl->runs[i];
+        const dcr__pwrite_t *pw = &pl->writes[run->write];
+        if (r->cfg.track_written) dcr__note_written(r, pw->param, &pw->dst);
+        st = run->simple ? dcr__replay_run(r, run) : dcr__replay_write(r, pw);
     }
     /* Overlapping copies agree within one item only. */
     dcr_map_clear(&r->wmap);
-    return DCR_OK;
+    return st;
 }
 
 /* Sets the current record list, and sends it up to a device the host

@@ -115,11 +115,24 @@ static dcr_status_t dcr__admit(dcr_receiver_t *r, const void *buf, size_t len,
     return DCR_OK;
 }
 
+/* Room for the canonical index of every item of a payload. */
+static dcr_status_t dcr__item_room(dcr_receiver_t *r, size_t n)
+{
+    if (n <= r->item_cap) return DCR_OK;
+    size_t *c = realloc(r->item_c, n * sizeof(*c));
+    if (c == NULL) return dcr_error_set(DCR_ENOMEM, "apply: item table of %zu", n);
+    r->item_c = c;
+    r->item_cap = n;
+    return DCR_OK;
+}
+
 /* Every item of a decoded payload against the inventory and this rank's
- * classes, before anything is applied. */
+ * classes, before anything is applied; each item's canonical tensor is kept
+ * in r->item_c for the apply (one name lookup per item). */
 static dcr_status_t dcr__validate(dcr_receiver_t *r, const dcr_payload_t *p)
 {
     const dcr_payload_header_t *h = dcr_payload_get_header(p);
+    DCR_CHECK(dcr__item_room(r, dcr_payload_item_count(p)));
     for (size_t i = 0; i < dcr_payload_item_count(p); i++) {
         dcr_payload_item_t it;
         DCR_CHECK(dcr_payload_item(p, i, &it));
@@ -141,8 +154,31 @@ static dcr_status_t dcr__validate(dcr_receiver_t *r, const dcr_payload_t *p)
                                  "payload (tau %llu, owner %u, id %llu): item %zu (%s) %s",
                                  (unsigned long long)h->tau, h->owner,
                                  (unsigned long long)h->payload_id, i, it.name, why);
+        r->item_c[i] = (size_t)c;
     }
     return DCR_OK;
+}
+
+/* Item i of p, whose canonical tensor is c: its indices decoded, then
+ * applied (values read in place: every apply path reads words bytewise,
+ * which saves a copy of them per item). */
+static dcr_status_t dcr__apply_item_at(dcr_receiver_t *r, const dcr_payload_t *p, size_t i,
+                                       size_t c)
+{
+    if (r->plans[c].info.cls == DCR_PATH_SKIPPED) {
+        r->stats.items_skipped++;
+        return DCR_OK;
+    }
+    dcr_payload_item_t it;
+    DCR_CHECK(dcr_payload_item(p, i, &it));
+    if (it.count > r->dec_cap) {
+        int64_t *idx = realloc(r->dec_idx, it.count * sizeof(*idx));
+        if (idx == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
+        r->dec_idx = idx;
+        r->dec_cap = it.count;
+    }
+    DCR_CHECK(dcr_payload_item_indices(p, i, r->dec_idx));
+    return dcr__apply_records(r, c, it.encoding, r->dec_idx, it.values, it.count);
 }
 
 dcr_status_t dcr_receiver_apply_item(dcr_receiver_t *r, const dcr_payload_t *p, size_t i)
@@ -153,20 +189,7 @@ dcr_status_t dcr_receiver_apply_item(dcr_receiver_t *r, const dcr_payload_t *p, 
     DCR_CHECK(dcr_payload_item(p, i, &it));
     int64_t c = dcr_inventory_find(r->inv, it.name);
     if (c < 0) return dcr_error_set(DCR_EPAYLOAD, "item %s is not in the inventory", it.name);
-    if (r->plans[c].info.cls == DCR_PATH_SKIPPED) {
-        r->stats.items_skipped++;
-        return DCR_OK;
-    }
-    if (it.count > r->dec_cap) {
-        int64_t *idx = realloc(r->dec_idx, it.count * sizeof(*idx));
-        if (idx == NULL) return dcr_error_set(DCR_ENOMEM, "apply: decode buffers");
-        r->dec_idx = idx;
-        r->dec_cap = it.count;
-    }
-    DCR_CHECK(dcr_payload_item_indices(p, i, r->dec_idx));
-    /* Values are read in place (every apply path reads words bytewise),
-     * which saves a copy of them per item. */
-    return dcr__apply_records(r, (size_t)c, it.encoding, r->dec_idx, it.values, it.count);
+    return dcr__apply_item_at(r, p, i, (size_t)c);
 }
 
 /* Applies a validated, decoded payload of the current attempt. */
@@ -177,7 +200,7 @@ static dcr_status_t dcr__apply_decoded(dcr_receiver_t *r, const dcr_payload_t *p
                              (unsigned long long)r->tau);
     DCR_CHECK(dcr__validate(r, p));
     for (size_t i = 0; i < dcr_payload_item_count(p); i++) {
-        dcr_status_t st = dcr_receiver_apply_item(r, p, i);
+        dcr_status_t st = dcr__apply_item_at(r, p, i, r->item_c[i]);
         if (st != DCR_OK) {
             /* Some writes may have landed: only an overwrite retry repairs
              * that. Work already queued stays queued: the next settle (the

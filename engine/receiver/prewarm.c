@@ -38,6 +38,8 @@ void dcr__plans_free(dcr_receiver_t *r)
     }
     free(r->plans);
     r->plans = NULL;
+    free(r->runs);
+    r->runs = NULL;
     r->prewarmed = false;
 }
 
@@ -547,6 +549,7 @@ dcr_status_t dcr_receiver_prewarm(dcr_receiver_t *r)
     if (cross != DCR_OK) snprintf(detail, sizeof(detail), "%s", dcr_error_detail());
     st = dcr__prewarm_result(r);
     if (st == DCR_OK && cross != DCR_OK) st = dcr_error_set(cross, "%s", detail);
+    if (st == DCR_OK) st = dcr__replay_compile(r);
     r->prewarmed = st == DCR_OK;
     if (r->prewarmed) dcr__scratch_fit(r);
     return st;

@@ -24,6 +24,25 @@ typedef struct dcr__pwrite {
     dcr_view_t src;
 } dcr__pwrite_t;
 
+/* One copy_ of a views-only plan as the sparse replay needs it, compiled
+ * once after prewarm so that an item touches a few words per copy rather
+ * than the probe's views: the source positions the copy can reach and, for
+ * a simple copy (one contiguous run of the canonical dtype on both sides,
+ * from the input, in a plan without overlapping writes: nearly every copy),
+ * the shift from a record's index to its destination element. Other copies
+ * replay from their write through the general route. The runs of all plans
+ * are one array in inventory order, so consecutive items read neighbouring
+ * words. */
+typedef struct dcr__run {
+    /* The parameter's storage handle (its data may move when the
+     * parameters are placed in an arena; the handle does not). */
+    dcr_storage_t *dst;
+    int64_t lo, hi; /* source storage positions the copy can reach, [lo, hi] */
+    int64_t shift;  /* simple: destination element = record index + shift */
+    uint32_t write; /* its entry in the plan's writes */
+    bool simple;
+} dcr__run_t;
+
 /* Per canonical tensor: what the probe learned. */
 typedef struct dcr__plan {
     dcr_path_info_t info;
@@ -36,6 +55,10 @@ typedef struct dcr__plan {
     char *reason;
     dcr__pwrite_t *writes;
     size_t nwrites;
+    /* Views-only plans: its copies for the replay, inside the receiver's
+     * runs (dcr__replay_compile); NULL otherwise. */
+    const dcr__run_t *runs;
+    size_t nruns;
 } dcr__plan_t;
 
 typedef enum dcr__base {
@@ -87,6 +110,7 @@ struct dcr_receiver {
     /* Prewarm. */
     bool prewarmed;
     dcr__plan_t *plans; /* one per inventory tensor */
+    dcr__run_t *runs;   /* every views-only plan's copies for the replay */
     size_t probe_writes;
 
     /* Current item being applied. */
@@ -122,6 +146,8 @@ struct dcr_receiver {
     size_t buf_cap;
     int64_t *dec_idx; /* an item's records as decoded */
     size_t dec_cap;
+    size_t *item_c; /* per item of the payload being applied: its canonical tensor */
+    size_t item_cap;
     int64_t *map_idx; /* sparse: destinations of the records a copy_ reaches */
     uint8_t *map_val; /* and their words */
     size_t map_cap;
@@ -182,6 +208,9 @@ void dcr__apply_free(dcr_receiver_t *r);
 dcr_status_t dcr__settle(dcr_receiver_t *r);
 dcr_status_t dcr__apply_records(dcr_receiver_t *r, size_t canonical, dcr_encoding_t enc,
                                 const int64_t *idx, const void *values, size_t count);
+/* The runs of every views-only plan for the sparse replay (prewarm, once
+ * classes and overlaps are final); freed with the plans. */
+dcr_status_t dcr__replay_compile(dcr_receiver_t *r);
 /* ingest.c */
 void dcr__staging_drop(dcr_receiver_t *r);
 

@@ -32,6 +32,11 @@ typedef struct dcr_serve_bench_result {
      * each tensor's records at their canonical positions. */
     double floor_s;
     double floor_ratio; /* floor_s / dense_s */
+    /* The same loop and records, its buffer given the held version where
+     * the measured receiver got it (right after the dense reload) instead
+     * of just before the loop: it starts as cold (caches, translations) as
+     * the apply does. */
+    double floor_cold_s;
     /* compare_loader only: a receiver that runs the native loader for every
      * item (loader_per_item), same payloads; else 0. */
     double loader_apply_s;
