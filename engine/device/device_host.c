@@ -133,21 +133,48 @@ static dcr_status_t dcr__cpu_gather(dcr_device_t *d, dcr_device_stream_t *s, voi
     return DCR_OK;
 }
 
+/* One loop per word size and operation, prefetching the destination AHEAD
+ * records ahead (the first AHEAD of them before the loop starts): records
+ * land irregularly in large tensors, at low rates on distinct cache lines
+ * far apart, and the receiver's sparse apply depends on the prefetch. */
+enum { DCR__AHEAD = 32 };
+
+#define DCR__SCATTER(T, XOR)                                                                       \
+    do {                                                                                           \
+        T *d = dst;                                                                                \
+        const uint8_t *v = val;                                                                    \
+        size_t k = 0, pre = n < DCR__AHEAD ? n : DCR__AHEAD;                                       \
+        for (; k < pre; k++) __builtin_prefetch(d + idx[k], 1);                                    \
+        for (k = 0; k < n; k++) {                                                                  \
+            if (k + DCR__AHEAD < n) __builtin_prefetch(d + idx[k + DCR__AHEAD], 1);                \
+            T w;                                                                                   \
+            memcpy(&w, v + k * sizeof(T), sizeof(T));                                              \
+            d[idx[k]] = XOR ? (T)(d[idx[k]] ^ w) : w;                                              \
+        }                                                                                          \
+    } while (0)
+
+void dcr_device_host_scatter(void *dst, size_t es, const int64_t *idx, const void *val, size_t n,
+                             bool xor)
+{
+    if (es == 2 && xor)
+        DCR__SCATTER(uint16_t, 1);
+    else if (es == 2)
+        DCR__SCATTER(uint16_t, 0);
+    else if (es == 4 && xor)
+        DCR__SCATTER(uint32_t, 1);
+    else if (es == 4)
+        DCR__SCATTER(uint32_t, 0);
+    else if (xor)
+        DCR__SCATTER(uint8_t, 1);
+    else
+        DCR__SCATTER(uint8_t, 0);
+}
+
 static dcr_status_t dcr__cpu_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                                      const int64_t *idx, const void *val, size_t count,
                                      dcr_device_op_t op)
 {
-    /* Records land irregularly in large tensors: fetch the destination a
-     * few dozen records ahead of the store (the receiver's sparse apply
-     * depends on it), then the kernel's per-record work. */
-    enum { AHEAD = 64 };
-    size_t pf = count > AHEAD ? count - AHEAD : 0, k = 0;
-    bool xor = op == DCR_DEVICE_XOR;
-    for (; k < pf; k++) {
-        __builtin_prefetch((char *)dst + idx[k + AHEAD] * (int64_t)es, 1);
-        dcr_dk_scatter(dst, (unsigned)es, idx, val, count, xor, k);
-    }
-    for (; k < count; k++) dcr_dk_scatter(dst, (unsigned)es, idx, val, count, xor, k);
+    dcr_device_host_scatter(dst, es, idx, val, count, op == DCR_DEVICE_XOR);
     return DCR_OK;
 }
 

@@ -770,46 +770,10 @@ dcr_status_t dcr__replay_compile(dcr_receiver_t *r)
     return DCR_OK;
 }
 
-/* Records [0, n) into dst (record k at element idx[k]): the loop of one
- * word size and operation, prefetching the destination AHEAD records ahead
- * (the first AHEAD of them before the loop starts), since at low rates the
- * records of an item land on distinct cache lines far apart. */
-enum { DCR__AHEAD = 32 };
-
-#define DCR__SCATTER(T, XOR)                                                                       \
-    do {                                                                                           \
-        T *d = dst;                                                                                \
-        size_t k = 0, pre = n < DCR__AHEAD ? n : DCR__AHEAD;                                       \
-        for (; k < pre; k++) __builtin_prefetch(d + idx[k], 1);                                    \
-        for (k = 0; k < n; k++) {                                                                  \
-            if (k + DCR__AHEAD < n) __builtin_prefetch(d + idx[k + DCR__AHEAD], 1);                \
-            T w;                                                                                   \
-            memcpy(&w, val + k * sizeof(T), sizeof(T));                                            \
-            d[idx[k]] = XOR ? (T)(d[idx[k]] ^ w) : w;                                              \
-        }                                                                                          \
-    } while (0)
-
-static void dcr__host_scatter(void *dst, size_t es, const int64_t *idx, const uint8_t *val,
-                              size_t n, bool xor)
-{
-    if (es == 2 && xor)
-        DCR__SCATTER(uint16_t, 1);
-    else if (es == 2)
-        DCR__SCATTER(uint16_t, 0);
-    else if (es == 4 && xor)
-        DCR__SCATTER(uint32_t, 1);
-    else if (es == 4)
-        DCR__SCATTER(uint32_t, 0);
-    else if (xor)
-        DCR__SCATTER(uint8_t, 1);
-    else
-        DCR__SCATTER(uint8_t, 0);
-}
-
 /* A simple copy: the records inside its source span, shifted, are its
- * destinations. A host-addressable receiver writes them with its own loop
- * (the device module's scatter is the same rule, one call and a word-size
- * switch per record more); others queue the device's scatter. */
+ * destinations. A host-addressable receiver writes them on this thread with
+ * the host backend's loop (no stream, no argument checks per run); others
+ * queue the device's scatter. */
 static dcr_status_t dcr__replay_run(dcr_receiver_t *r, const dcr__run_t *run)
 {
     size_t k = dcr__lower_bound(r->cur_idx, r->cur_count, run->lo);
@@ -819,7 +783,7 @@ static dcr_status_t dcr__replay_run(dcr_receiver_t *r, const dcr__run_t *run)
     bool xor = r->cur_enc == DCR_ENCODING_XOR;
     char *base = (char *)run->dst->data + run->shift * (int64_t)es;
     if (r->host) {
-        dcr__host_scatter(base, es, r->cur_idx + k, r->cur_val + k * es, end - k, xor);
+        dcr_device_host_scatter(base, es, r->cur_idx + k, r->cur_val + k * es, end - k, xor);
         return DCR_OK;
     }
     return dcr_device_scatter(r->dev, r->stream, base, es, r->cur_didx + k, r->cur_dval + k * es,

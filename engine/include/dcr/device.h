@@ -293,6 +293,13 @@ dcr_status_t dcr_device_gather(dcr_device_t *d, dcr_device_stream_t *s, void *va
 dcr_status_t dcr_device_scatter(dcr_device_t *d, dcr_device_stream_t *s, void *dst, size_t es,
                                 const int64_t *idx, const void *val, size_t count,
                                 dcr_device_op_t op);
+/* The host backend's scatter itself, on the calling thread: records [0, n)
+ * into host memory dst (record k at element idx[k], its word of es bytes at
+ * val + k * es), XORed in (xor_in) or overwriting. A receiver whose memory the host
+ * addresses calls it directly for runs of records (no stream, no checks per
+ * run: es must be 1, 2 or 4 and every idx inside dst). */
+void dcr_device_host_scatter(void *dst, size_t es, const int64_t *idx, const void *val, size_t n,
+                             bool xor_in);
 dcr_status_t dcr_device_combine(dcr_device_t *d, dcr_device_stream_t *s, void *dst, const void *src,
                                 const dcr_device_region_t *region, const uint8_t *active,
                                 dcr_dtype_t dtype, dcr_device_op_t op);

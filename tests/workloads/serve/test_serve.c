@@ -464,6 +464,7 @@ static void test_apply_bench(void **state)
         assert_true(res[i].items_sparse > 0 && res[i].payload_bytes > 0);
         /* The floor loop ran (and rebuilt the new version, or the run failed). */
         assert_true(res[i].floor_s > 0 && res[i].floor_ratio == res[i].floor_s / res[i].dense_s);
+        assert_true(res[i].floor_cold_s > 0);
         /* The loader-per-item receiver ran on the same payloads (and was
          * checked against the dense refit, or the run failed). */
         assert_true(res[i].loader_apply_s > 0);
