@@ -809,14 +809,22 @@ static void obj_check_deadline(obj_node_t *nd)
     }
 }
 
-/* The interval to the next poll after a listing: without a watcher from
- * OBJ_POLL_MIN_NS after progress, doubling to OBJ_POLL_MAX_NS while nothing
- * changes; with one, doubling to OBJ_POLL_NOTIFIED_MAX_NS regardless. */
-static uint64_t obj_next_poll(const obj_node_t *nd, bool progress)
+/* The interval to the next poll after a listing that took took_ns:
+ * without a watcher from OBJ_POLL_MIN_NS after progress, doubling to
+ * OBJ_POLL_MAX_NS while nothing changes, and never shorter than the listing
+ * itself up to OBJ_POLL_NOTIFIED_MAX_NS (a store slow to list is a busy
+ * one: a node spends at most about half its time listing, so the store's
+ * CPU does not all go to listings while the owners upload); with a watcher, doubling to
+ * OBJ_POLL_NOTIFIED_MAX_NS regardless. */
+static uint64_t obj_next_poll(const obj_node_t *nd, bool progress, uint64_t took_ns)
 {
     uint64_t max = nd->have_watcher ? OBJ_POLL_NOTIFIED_MAX_NS : OBJ_POLL_MAX_NS;
-    if (progress && !nd->have_watcher) return OBJ_POLL_MIN_NS;
-    return nd->poll_ns * 2 > max ? max : nd->poll_ns * 2;
+    uint64_t next = progress && !nd->have_watcher ? OBJ_POLL_MIN_NS : nd->poll_ns * 2;
+    if (next > max) next = max;
+    /* A listing that hung on one slow answer says little: the pause it
+     * buys is capped as a watcher's polls are. */
+    if (took_ns > OBJ_POLL_NOTIFIED_MAX_NS) took_ns = OBJ_POLL_NOTIFIED_MAX_NS;
+    return nd->have_watcher || next >= took_ns ? next : took_ns;
 }
 
 /* Lists the attempt's prefix (lock held on entry and exit, dropped meanwhile). */
@@ -828,7 +836,9 @@ static void obj_list_locked(obj_node_t *nd)
     nd->changed = false; /* a publication from now on needs another listing */
     pthread_mutex_unlock(&nd->mu);
     obj_listing_t L = {0};
+    uint64_t t0 = dcr_clock_ns();
     obj_scan(nd, tau, need_manifest, &L);
+    uint64_t took_ns = dcr_clock_ns() - t0;
     pthread_mutex_lock(&nd->mu);
     nd->listing = false;
     if (atomic_load(&nd->gen) == gen0 && !L.ok) {
@@ -847,7 +857,7 @@ static void obj_list_locked(obj_node_t *nd)
     } else if (atomic_load(&nd->gen) == gen0) {
         nd->lbad_ns = 0;
         bool progress = obj_merge(nd, &L);
-        nd->poll_ns = obj_next_poll(nd, progress);
+        nd->poll_ns = obj_next_poll(nd, progress, took_ns);
         nd->next_list_ns = dcr_clock_ns() + nd->poll_ns;
         obj_check_deadline(nd);
         pthread_cond_broadcast(&nd->work_cv);
