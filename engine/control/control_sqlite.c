@@ -7,8 +7,9 @@
  * acks, commits and compare-and-sets from any number of connections execute
  * one after another and each sees the last one's result. synchronous=FULL
  * makes a returned commit survive a power loss, not just a process crash;
- * acknowledgments alone are written with NORMAL (dcr__sq_txn_unsynced says
- * why the commit that counts them makes them durable).
+ * acknowledgments and reports are written with NORMAL (dcr__sq_txn_unsynced
+ * says why: the commit that counts acknowledgments makes them durable, and
+ * a report is a party's status, which a power loss ends with the party).
  *
  * Why it never trusts the file: other tools, disks and older builds can leave
  * anything in it, so every value read back is checked for type and range and
@@ -207,7 +208,8 @@ static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, 
 }
 
 /* A write transaction that returns without waiting for the disk
- * (synchronous=NORMAL for it alone): for acknowledgments. Why that is
+ * (synchronous=NORMAL for it alone): for acknowledgments and reports (see
+ * dcr__sq_report_put for reports). Why that is
  * enough: WAL appends transactions in order and a FULL commit syncs the log
  * up to itself, so every acknowledgment a commit counted is on disk once
  * that commit returns. An acknowledgment lost to a power failure before its
@@ -976,11 +978,19 @@ static dcr_status_t dcr__sq_report_put_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_run(s, stmt, "write prewarm report");
 }
 
+/* Without an fsync (dcr__sq_txn_unsynced): a report is a party's own
+ * status (a prewarm report, a node's or the owners' phase), which every
+ * reader treats as "not yet" while it is missing or old, and which only a
+ * power loss can lose: the WAL keeps every party on this host, so the loss
+ * also ends the party that wrote it, and its new process writes it again.
+ * As processes, three reports lie on each refit's path (the coordinator's
+ * open, the nodes' joined and done), each a sync of the log with FULL. A
+ * process crash loses nothing either way. */
 static dcr_status_t dcr__sq_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
                                        size_t len)
 {
     dcr__sq_report_ctx_t x = {receiver, data, len, NULL};
-    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_report_put_body, &x);
+    return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_report_put_body, &x);
 }
 
 static dcr_status_t dcr__sq_report_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr__sq_report_ctx_t *x)
