@@ -4,8 +4,11 @@
  * then one per batch of events. A watch that starts at revision since+1
  * replays every change after since that the store still holds, so a change
  * made between the caller's read and its watch is never lost: the watch
- * answers at once. A compacted start revision ends the watch with
- * compact_revision, which counts as a change (the caller reads again).
+ * answers (etcd replays from a loop that runs every 100 ms, so a wait
+ * does not watch from the past at all when it can tell that the store
+ * moved on: a response of the handle, or the watch's created message,
+ * naming a later revision, ends it at once). A compacted start revision
+ * ends the watch with compact_revision, which counts as a change.
  *
  * The stream is read through the HTTP client's progress callback into a
  * small buffer; the first sign of an event ends the request. */
@@ -29,6 +32,7 @@
 typedef struct watch_stream {
     uint8_t buf[WATCH_BUF];
     size_t got;
+    uint64_t since; /* the caller's position */
 } watch_stream_t;
 
 /* Whether the stream so far holds more than the created message: events,
@@ -42,11 +46,33 @@ static bool watch_changed(const watch_stream_t *w)
     return false;
 }
 
+/* Whether the created message's header names a store revision above the
+ * caller's position: then something changed after it, and the watch need
+ * not wait for etcd to replay it. etcd replays the changes of a watch that
+ * starts in the past from a loop that runs every 100 ms; only a watch that
+ * starts at the next revision is told of a change at once. */
+static bool watch_behind(const watch_stream_t *w)
+{
+    static const char mark[] = "\"revision\":\"";
+    const uint8_t *p = memmem(w->buf, w->got, mark, sizeof mark - 1);
+    if (p == NULL) return false;
+    p += sizeof mark - 1;
+    uint64_t rev = 0;
+    size_t digits = 0;
+    while (p < w->buf + w->got && *p >= '0' && *p <= '9' && digits < 19) {
+        rev = rev * 10 + (uint64_t)(*p++ - '0');
+        digits++;
+    }
+    /* Only a complete number counts: its closing quote has arrived. */
+    return digits > 0 && p < w->buf + w->got && *p == '"' && rev > w->since;
+}
+
 static dcr_status_t watch_progress(void *ctx, size_t n)
 {
     watch_stream_t *w = ctx;
     w->got += n;
-    if (watch_changed(w)) return dcr_error_set(DCR_EAGAIN, "etcd watch: a change");
+    if (watch_changed(w) || watch_behind(w))
+        return dcr_error_set(DCR_EAGAIN, "etcd watch: a change");
     return DCR_OK;
 }
 
@@ -76,6 +102,7 @@ static int watch_once(dcr__et_t *e, uint64_t since, int ms)
         free(text);
         return -1;
     }
+    w->since = since;
     dcr__http_req_t q = {
         .method = "POST",
         .url = url,
@@ -121,6 +148,9 @@ uint64_t dcr__et_position(dcr_control_t *c)
 dcr_status_t dcr__et_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
 {
     dcr__et_t *e = (dcr__et_t *)c;
+    /* A response since the position named a later revision: a change the
+     * caller may not have read (one more read is cheaper than a replay). */
+    if ((uint64_t)atomic_load(&e->seen_rev) > since) return DCR_OK;
     int64_t deadline = dcr__et_mono_ms() + timeout_ms;
     int nap_ms = WATCH_RETRY_MIN_MS;
     for (;;) {
