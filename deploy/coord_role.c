@@ -15,6 +15,7 @@
 #include "dcr/coord.h"
 #include "dcr/log.h"
 #include "dcr/trace.h"
+#include "deploy/role_memory.h"
 #include "deploy/roles.h"
 
 /* Doubles as hex floats (exact), integers in decimal, in this order. */
@@ -135,6 +136,7 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
         if (rst == DCR_OK) rst = dcr_role_trace_write(cfg->workdir, DCR_RUNDIR_TRACE_COORD, r.tau);
         answer(out, rst, &r);
     }
+    dcr_role_log_requests("coordinator", 0, coord ? dcr_coord_version(coord) : 0);
     dcr_coord_destroy(coord);
     dcr_transport_destroy(transport);
     dcr_role_relay_close(&relay);

@@ -23,7 +23,10 @@
 #include "deploy/world.h"
 #include "workloads/serve/vllm_layout.h"
 
-#define IDLE_POLL_NS    2000000L /* waiting for an attempt or a commit (outside the window) */
+/* Waiting for an attempt, a commit or the coordinator's open: the longest
+ * one wait for a change of the control plane sleeps before the node reads
+ * again (a lost notification, the stop flag, the turn's timeout). */
+#define IDLE_WAIT_MS    100
 #define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
 /* Noticing that the node's thread applied the last payload: the
  * acknowledgment waits on it, inside the refit's window, so a look at one
@@ -444,6 +447,7 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
 {
     double t0 = dcr_clock_s();
     for (;;) {
+        uint64_t pos = dcr_control_position(p->control);
         uint64_t opened = 0;
         if (dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau) return DCR_OK;
         if ((dcr_clock_s() - t0) * 1000.0 > TURN_TIMEOUT_MS)
@@ -454,7 +458,7 @@ static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
         if (superseded(p, tau))
             return dcr_error_set(DCR_EATTEMPT, "attempt %llu was replaced",
                                  (unsigned long long)tau);
-        dcr_clock_nap_ns(IDLE_POLL_NS);
+        (void)dcr_control_wait(p->control, pos, IDLE_WAIT_MS);
     }
 }
 
@@ -599,6 +603,8 @@ static bool any_pending(const node_proc_t *p)
 static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
 {
     while (!*stop) {
+        /* Before the reads: a change after them ends the wait below. */
+        uint64_t pos = dcr_control_position(p->control);
         DCR_CHECK(follow_record(p));
         dcr_control_attempt_t a;
         dcr_status_t st = dcr_control_attempt(p->control, 0, &a);
@@ -613,7 +619,7 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
             continue;
         }
         if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
-        dcr_clock_nap_ns(IDLE_POLL_NS);
+        (void)dcr_control_wait(p->control, pos, IDLE_WAIT_MS);
     }
     return DCR_OK;
 }
@@ -731,6 +737,7 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
                      p.first + p.per - 1, (unsigned long long)p.version);
         st = node_loop(&p, stop);
     }
+    dcr_role_log_requests("rollout-node", cfg->node, p.version);
     /* The last totals, refusals since the last report included. */
     dcr_status_t wst = write_refusals(&p);
     if (st == DCR_OK) st = wst;

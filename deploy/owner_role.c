@@ -29,15 +29,14 @@
 #include "deploy/roles.h"
 #include "deploy/world.h"
 
-#define IDLE_POLL_NS 2000000L /* rank 0 between reads of the control plane */
-/* Rank 0 awaiting the commit of the attempt the owners sent: the baseline
- * update, the end of the refit's window, starts when it sees the record, so
- * it looks more often then (the nodes' apply and acknowledgments are what
- * it waits for: tens of milliseconds, not the idle time between refits). */
-#define COMMIT_POLL_NS 500000L
-#define ORDER_POLL_MS  200    /* other ranks: one wait for an order (then a look at stop) */
-#define OPEN_WAIT_MS   30000  /* the coordinator's open of an attempt it prepared */
-#define GATHER_MS      600000 /* rank 0: every rank's outcome of one order */
+/* Rank 0 between reads of the control plane: the longest one wait for a
+ * change sleeps (a lost notification, the stop flag). A commit, an attempt
+ * or the coordinator's open wakes it at once: the baseline update, the end
+ * of the refit's window, starts when it sees the record. */
+#define IDLE_WAIT_MS  100
+#define ORDER_POLL_MS 200    /* other ranks: one wait for an order (then a look at stop) */
+#define OPEN_WAIT_MS  30000  /* the coordinator's open of an attempt it prepared */
+#define GATHER_MS     600000 /* rank 0: every rank's outcome of one order */
 /* Tags above the constructor's (construct.c uses 1 and 2). */
 #define TAG_ORDER 40
 #define TAG_DONE  41
@@ -99,11 +98,12 @@ static bool wait_opened(owner_proc_t *p, uint64_t tau, volatile sig_atomic_t *st
 {
     double t0 = dcr_clock_s();
     while (!*stop && (dcr_clock_s() - t0) * 1000.0 < OPEN_WAIT_MS) {
+        uint64_t pos = dcr_control_position(p->control);
         uint64_t opened = 0;
         if (dcr_coord_opened(p->control, &opened) == DCR_OK && opened >= tau) return true;
         dcr_control_attempt_t a;
         if (dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau) return false;
-        dcr_clock_nap_ns(IDLE_POLL_NS);
+        (void)dcr_control_wait(p->control, pos, IDLE_WAIT_MS);
     }
     DCR_LOG_WARN("owners: the coordinator did not open attempt %llu within %d ms; skipped",
                  (unsigned long long)tau, OPEN_WAIT_MS);
@@ -113,6 +113,7 @@ static bool wait_opened(owner_proc_t *p, uint64_t tau, volatile sig_atomic_t *st
 static order_t leader_next(owner_proc_t *p, volatile sig_atomic_t *stop)
 {
     while (!*stop) {
+        uint64_t pos = dcr_control_position(p->control); /* before the reads */
         dcr_commit_record_t rec;
         if (dcr_control_read(p->control, &rec) == DCR_OK && rec.version > p->version) {
             bool ours = p->part && rec.attempt == p->part && rec.version == p->version + 1;
@@ -130,7 +131,7 @@ static order_t leader_next(owner_proc_t *p, volatile sig_atomic_t *stop)
             }
             continue;
         }
-        dcr_clock_nap_ns(p->part ? COMMIT_POLL_NS : IDLE_POLL_NS);
+        (void)dcr_control_wait(p->control, pos, IDLE_WAIT_MS);
     }
     return (order_t){ORDER_STOP, 0, 0, 0, 0};
 }
@@ -485,6 +486,7 @@ dcr_status_t dcr_role_owner_run(const dcr_role_owner_config_t *cfg, volatile sig
                      (unsigned long long)p.version);
         st = owner_loop(&p, stop);
     }
+    dcr_role_log_requests("owner", p.rank, p.version);
     dcr_repair_upload_destroy(p.repair);
     dcr_repair_records_destroy(p.committed);
     dcr_objstore_destroy(p.store);

@@ -12,8 +12,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "dcr/control.h"
 #include "dcr/inventory.h"
 #include "dcr/log.h"
+#include "dcr/objstore.h"
 #include "deploy/world.h"
 
 static int64_t g_base_bytes = -1; /* dcr_role_memory_mark_base; -1: not marked */
@@ -167,4 +169,18 @@ json_t *dcr_role_memory_collect(const char *workdir)
     }
     free(items);
     return all;
+}
+
+void dcr_role_log_requests(const char *role, int id, uint64_t versions)
+{
+    dcr_control_counts_t c;
+    dcr_objstore_counts_t o;
+    dcr_control_counts(&c);
+    dcr_objstore_transport_counts(&o);
+    DCR_LOG_INFO("requests: %s %d over %llu versions: control plane %llu reads, %llu writes, "
+                 "%llu waits (%llu woke); store %llu lists, %llu gets, %llu puts",
+                 role, id, (unsigned long long)versions, (unsigned long long)c.reads,
+                 (unsigned long long)c.writes, (unsigned long long)c.waits,
+                 (unsigned long long)c.wakeups, (unsigned long long)o.lists,
+                 (unsigned long long)o.gets, (unsigned long long)o.puts);
 }

@@ -71,4 +71,10 @@ dcr_status_t dcr_role_memory_write(const char *workdir, const dcr_role_memory_t 
  * file that cannot be read or parsed is left out with a warning. */
 struct json_t *dcr_role_memory_collect(const char *workdir);
 
+/* Logs (info) what this process asked of its control plane and object
+ * store since it started (dcr_control_counts, dcr_objstore_transport_counts),
+ * one line naming the role and id, and how many committed versions it saw,
+ * so that requests per refit can be read off a run's log (issue 30). */
+void dcr_role_log_requests(const char *role, int id, uint64_t versions);
+
 #endif

@@ -7,9 +7,12 @@
 
 #include "core/core-internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "dcr/clock.h"
 
 /* Adding a backend is one line here. */
 static const void *const dcr__control_backends[] = {
@@ -28,6 +31,23 @@ typedef enum dcr__list_op {
     DCR__LIST_ACKS,
     DCR__LIST_MEMBERSHIP,
 } dcr__list_op_t;
+
+/* What this process asked of its control planes (dcr_control_counts). */
+static atomic_uint_fast64_t dcr__reads, dcr__writes, dcr__waits, dcr__wakeups;
+
+static void dcr__count(atomic_uint_fast64_t *counter)
+{
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+void dcr_control_counts(dcr_control_counts_t *out_p)
+{
+    if (out_p == NULL) return;
+    out_p->reads = atomic_load(&dcr__reads);
+    out_p->writes = atomic_load(&dcr__writes);
+    out_p->waits = atomic_load(&dcr__waits);
+    out_p->wakeups = atomic_load(&dcr__wakeups);
+}
 
 size_t dcr_control_backend_count(void)
 {
@@ -51,10 +71,11 @@ dcr_status_t dcr_control_register(const dcr_control_ops_t *o)
         o->hdr.name[0] == '\0' || o->create == NULL || o->destroy == NULL || o->read == NULL ||
         o->cas == NULL || o->prepare == NULL || o->attempt == NULL || o->required == NULL ||
         o->ack == NULL || o->acks == NULL || o->commit == NULL || o->report_put == NULL ||
-        o->report_get == NULL || o->membership_put == NULL || o->membership_get == NULL) {
+        o->report_get == NULL || o->membership_put == NULL || o->membership_get == NULL ||
+        (o->position == NULL) != (o->wait == NULL)) {
         return dcr_error_set(DCR_EINVAL,
                              "control_register: a backend needs version %d, a name, create, "
-                             "destroy and every call slot",
+                             "destroy, every call slot, and position and wait both or neither",
                              DCR_CONTROL_OPS_VERSION);
     }
     return dcr__registry_add(&dcr__registry, o);
@@ -186,6 +207,7 @@ dcr_status_t dcr_control_read(dcr_control_t *c, dcr_commit_record_t *rec_p)
 {
     DCR_CHECK(dcr__check_handle(c, "read"));
     if (rec_p == NULL) return dcr_error_set(DCR_EINVAL, "control read: rec_p is NULL");
+    dcr__count(&dcr__reads);
     dcr_commit_record_t rec;
     dcr_status_t st = c->ops->read(c, &rec);
     if (st == DCR_OK) *rec_p = rec;
@@ -198,6 +220,7 @@ dcr_status_t dcr_control_cas(dcr_control_t *c, const dcr_commit_record_t *expect
     DCR_CHECK(dcr__check_handle(c, "cas"));
     DCR_CHECK(dcr__check_record(expected, "expected"));
     DCR_CHECK(dcr__check_record(desired, "desired"));
+    dcr__count(&dcr__writes);
     return c->ops->cas(c, expected, desired);
 }
 
@@ -248,6 +271,7 @@ dcr_status_t dcr_control_prepare(dcr_control_t *c, const dcr_control_prepare_t *
     }
     DCR_CHECK(dcr__check_receivers(req->receivers, req->n_receivers, 1, "prepare"));
     uint64_t tau = 0;
+    dcr__count(&dcr__writes);
     dcr_status_t st = c->ops->prepare(c, req, &tau);
     if (st == DCR_OK) *tau_p = tau;
     return st;
@@ -259,6 +283,7 @@ dcr_status_t dcr_control_attempt(dcr_control_t *c, uint64_t tau, dcr_control_att
     if (info_p == NULL) return dcr_error_set(DCR_EINVAL, "control attempt: info_p is NULL");
     if (tau != 0) DCR_CHECK(dcr__check_tau(tau, "attempt"));
     dcr_control_attempt_t info;
+    dcr__count(&dcr__reads);
     dcr_status_t st = c->ops->attempt(c, tau, &info);
     if (st == DCR_OK) *info_p = info;
     return st;
@@ -294,6 +319,7 @@ static dcr_status_t dcr__list(dcr_control_t *c, dcr__list_op_t op, uint64_t tau,
         return dcr_error_set(DCR_ENOMEM, "control %s: allocation failed", what);
     }
     size_t n = 0;
+    dcr__count(&dcr__reads);
     dcr_status_t st = dcr__list_call(c, op, tau, tmp, tmp_cap, &n);
     if (st == DCR_OK) {
         if (tmp_cap > 0) memcpy(out, tmp, (n < tmp_cap ? n : tmp_cap) * sizeof *tmp);
@@ -319,6 +345,7 @@ dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
     DCR_CHECK(dcr__check_handle(c, "ack"));
     DCR_CHECK(dcr__check_tau(tau, "ack"));
+    dcr__count(&dcr__writes);
     return c->ops->ack(c, tau, receiver);
 }
 
@@ -339,6 +366,7 @@ dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint6
                              (unsigned long long)expected->version);
     }
     dcr_commit_record_t rec;
+    dcr__count(&dcr__writes);
     dcr_status_t st = c->ops->commit(c, coordinator, tau, expected, baseline, &rec);
     if (st == DCR_OK) *rec_p = rec;
     return st;
@@ -354,6 +382,7 @@ dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const v
                              "and at most %u bytes",
                              receiver, len, DCR_CONTROL_REPORT_MAX);
     }
+    dcr__count(&dcr__writes);
     return c->ops->report_put(c, receiver, data, len);
 }
 
@@ -366,6 +395,7 @@ dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **
     }
     void *data = NULL;
     size_t len = 0;
+    dcr__count(&dcr__reads);
     dcr_status_t st = c->ops->report_get(c, receiver, &data, &len);
     if (st != DCR_OK) {
         free(data);
@@ -382,10 +412,37 @@ dcr_status_t dcr_control_membership_put(dcr_control_t *c, const char *coordinato
     DCR_CHECK(dcr__check_handle(c, "membership_put"));
     DCR_CHECK(dcr__check_id(coordinator, "membership_put"));
     DCR_CHECK(dcr__check_receivers(members, n, 0, "membership_put"));
+    dcr__count(&dcr__writes);
     return c->ops->membership_put(c, coordinator, members, n);
 }
 
 dcr_status_t dcr_control_membership_get(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p)
 {
     return dcr__list(c, DCR__LIST_MEMBERSHIP, 0, out, cap, n_p);
+}
+
+uint64_t dcr_control_position(dcr_control_t *c)
+{
+    if (c == NULL || c->ops->position == NULL) return 0;
+    return c->ops->position(c);
+}
+
+dcr_status_t dcr_control_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
+{
+    DCR_CHECK(dcr__check_handle(c, "wait"));
+    if (timeout_ms < 1 || timeout_ms > 600000)
+        return dcr_error_set(DCR_EINVAL, "control wait: timeout %d ms: expected 1..600000",
+                             timeout_ms);
+    dcr__count(&dcr__waits);
+    dcr_status_t st;
+    if (c->ops->wait == NULL || since == 0) {
+        /* Nothing to wait on: one nap, after which the caller reads again. */
+        int ms = timeout_ms < DCR_CONTROL_POLL_MS ? timeout_ms : DCR_CONTROL_POLL_MS;
+        dcr_clock_nap_ns((long)ms * 1000000L);
+        st = ms < timeout_ms ? DCR_OK : DCR_ETIMEOUT;
+    } else {
+        st = c->ops->wait(c, since, timeout_ms);
+    }
+    if (st == DCR_OK) dcr__count(&dcr__wakeups);
+    return st;
 }

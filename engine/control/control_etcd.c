@@ -1195,4 +1195,6 @@ const dcr_control_ops_t dcr__control_etcd_ops = {
     .report_get = dcr__et_report_get,
     .membership_put = dcr__et_membership_put,
     .membership_get = dcr__et_membership_get,
+    .position = dcr__et_position,
+    .wait = dcr__et_wait,
 };

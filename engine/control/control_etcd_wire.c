@@ -224,6 +224,12 @@ dcr_status_t dcr__et_post(dcr__et_t *e, const char *path, json_t *req, const cha
                              "%s: %s: malformed response: expected a JSON object (%s)", e->where,
                              what, resp == NULL ? jerr.text : "another JSON value");
     }
+    /* Every response's header names the store's revision when it was
+     * served: the handle's change position grows with it. */
+    int64_t rev = 0;
+    if (dcr__et_jget_int(json_object_get(resp, "header"), "revision", &rev) &&
+        rev > atomic_load(&e->seen_rev))
+        atomic_store(&e->seen_rev, rev);
     *resp_p = resp;
     return DCR_OK;
 }

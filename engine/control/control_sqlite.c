@@ -7,8 +7,9 @@
  * acks, commits and compare-and-sets from any number of connections execute
  * one after another and each sees the last one's result. synchronous=FULL
  * makes a returned commit survive a power loss, not just a process crash;
- * acknowledgments alone are written with NORMAL (dcr__sq_txn_unsynced says
- * why the commit that counts them makes them durable).
+ * acknowledgments and reports are written with NORMAL (dcr__sq_txn_unsynced
+ * says why: the commit that counts acknowledgments makes them durable, and
+ * a report is a party's status, which a power loss ends with the party).
  *
  * Why it never trusts the file: other tools, disks and older builds can leave
  * anything in it, so every value read back is checked for type and range and
@@ -23,11 +24,14 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "dcr/clock.h"
 
 #define DCR__SQ_SCHEMA_VERSION 2
 /* PRAGMA application_id marks the file as ours: "dcr1" as a big-endian word. */
@@ -35,6 +39,13 @@
 #define DCR__SQ_DEFAULT_TIMEOUT 5000
 #define DCR__SQ_STR(x)          #x
 #define DCR__SQ_XSTR(x)         DCR__SQ_STR(x)
+/* The longest a wait sleeps on the wake file before it looks at the data
+ * version again: what a lost poke costs a waiter at most. */
+#define DCR__SQ_WAKE_FALLBACK_MS 50
+/* Without a wake file (no inotify): the naps of a wait, doubling from the
+ * first to the last while nothing changes. */
+#define DCR__SQ_NAP_MIN_US 500
+#define DCR__SQ_NAP_MAX_US 8000
 
 typedef struct dcr__sq {
     dcr_control_t pub; /* first: the handle header */
@@ -44,6 +55,11 @@ typedef struct dcr__sq {
     pthread_mutex_t mu;
     char *path;
     int timeout_ms;
+    /* Change notification: the wake file every committing handle pokes,
+     * and this handle's own committed writes, which its connection's data
+     * version does not count (dcr__sq_position). */
+    dcr__wake_t wake;
+    atomic_uint_fast64_t own_writes;
 } dcr__sq_t;
 
 static dcr__sq_t *dcr__sq_of(dcr_control_t *c)
@@ -172,16 +188,28 @@ static dcr_status_t dcr__sq_txn_locked(dcr__sq_t *s, bool write, dcr__sq_body_fn
     return st;
 }
 
+/* After a write transaction: a committed one is a change the waiters of
+ * every handle must hear of (the poke comes after the commit, so what
+ * wakes them is already readable). */
+static void dcr__sq_changed(dcr__sq_t *s, dcr_status_t st)
+{
+    if (st != DCR_OK) return;
+    atomic_fetch_add(&s->own_writes, 1);
+    dcr__wake_poke(&s->wake);
+}
+
 static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, void *ctx)
 {
     pthread_mutex_lock(&s->mu);
     dcr_status_t st = dcr__sq_txn_locked(s, write, body, ctx);
     pthread_mutex_unlock(&s->mu);
+    if (write) dcr__sq_changed(s, st);
     return st;
 }
 
 /* A write transaction that returns without waiting for the disk
- * (synchronous=NORMAL for it alone): for acknowledgments. Why that is
+ * (synchronous=NORMAL for it alone): for acknowledgments and reports (see
+ * dcr__sq_report_put for reports). Why that is
  * enough: WAL appends transactions in order and a FULL commit syncs the log
  * up to itself, so every acknowledgment a commit counted is on disk once
  * that commit returns. An acknowledgment lost to a power failure before its
@@ -198,6 +226,7 @@ static dcr_status_t dcr__sq_txn_unsynced(dcr__sq_t *s, dcr__sq_body_fn body, voi
     /* Back to FULL whatever happened: every other write must be durable. */
     dcr_status_t back = dcr__sq_exec(s, "PRAGMA synchronous = FULL", "set synchronous");
     pthread_mutex_unlock(&s->mu);
+    dcr__sq_changed(s, st);
     return st != DCR_OK ? st : back;
 }
 
@@ -503,6 +532,7 @@ static void dcr__sq_free(dcr__sq_t *s)
 {
     if (s == NULL) return;
     sqlite3_close_v2(s->db);
+    dcr__wake_fini(&s->wake);
     pthread_mutex_destroy(&s->mu);
     free(s->path);
     free(s);
@@ -533,6 +563,10 @@ static dcr_status_t dcr__sq_create(const dcr_control_ops_t *self, const dcr_cont
         return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", path);
     }
     s->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DCR__SQ_DEFAULT_TIMEOUT;
+    if (dcr__wake_init(&s->wake, path) != DCR_OK) {
+        dcr__sq_free(s);
+        return dcr_error_set(DCR_ENOMEM, "%s: allocation failed", path);
+    }
     /* No URI parsing: the address is always a plain file name. The handle
      * serializes its own calls, so SQLite's per-connection mutex is redundant. */
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
@@ -944,11 +978,19 @@ static dcr_status_t dcr__sq_report_put_body(dcr__sq_t *s, void *ctx)
     return dcr__sq_run(s, stmt, "write prewarm report");
 }
 
+/* Without an fsync (dcr__sq_txn_unsynced): a report is a party's own
+ * status (a prewarm report, a node's or the owners' phase), which every
+ * reader treats as "not yet" while it is missing or old, and which only a
+ * power loss can lose: the WAL keeps every party on this host, so the loss
+ * also ends the party that wrote it, and its new process writes it again.
+ * As processes, three reports lie on each refit's path (the coordinator's
+ * open, the nodes' joined and done), each a sync of the log with FULL. A
+ * process crash loses nothing either way. */
 static dcr_status_t dcr__sq_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
                                        size_t len)
 {
     dcr__sq_report_ctx_t x = {receiver, data, len, NULL};
-    return dcr__sq_txn(dcr__sq_of(c), true, dcr__sq_report_put_body, &x);
+    return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_report_put_body, &x);
 }
 
 static dcr_status_t dcr__sq_report_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr__sq_report_ctx_t *x)
@@ -1094,6 +1136,48 @@ static dcr_status_t dcr__sq_membership_get(dcr_control_t *c, uint32_t *out, size
     return DCR_OK;
 }
 
+/* ---- change notification ----------------------------------------------------------- */
+
+/* The connection's data version (SQLite bumps it whenever another
+ * connection committed since this one last looked: a read of the WAL
+ * index, no disk I/O) plus this handle's own committed writes: together
+ * they grow with every change any handle makes. 0 when unreadable. */
+static uint64_t dcr__sq_position(dcr_control_t *c)
+{
+    dcr__sq_t *s = dcr__sq_of(c);
+    int64_t v = 0;
+    pthread_mutex_lock(&s->mu);
+    dcr_status_t st = dcr__sq_pragma_int(s, "PRAGMA data_version", &v);
+    pthread_mutex_unlock(&s->mu);
+    if (st != DCR_OK || v <= 0) return 0;
+    return (uint64_t)v + atomic_load(&s->own_writes);
+}
+
+/* Sleeps on the wake file, looking at the position after every poke and at
+ * least every DCR__SQ_WAKE_FALLBACK_MS; without a wake file, naps that
+ * double while nothing changes. */
+static dcr_status_t dcr__sq_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
+{
+    dcr__sq_t *s = dcr__sq_of(c);
+    uint64_t deadline = dcr_clock_ns() + (uint64_t)timeout_ms * 1000000u;
+    long nap_us = DCR__SQ_NAP_MIN_US;
+    for (;;) {
+        uint64_t pos = dcr__sq_position(c);
+        if (pos != 0 && pos != since) return DCR_OK;
+        uint64_t now = dcr_clock_ns();
+        if (now >= deadline) return DCR_ETIMEOUT;
+        uint64_t left_us = (deadline - now + 999) / 1000;
+        int slice_ms = (int)((left_us + 999) / 1000);
+        if (slice_ms > DCR__SQ_WAKE_FALLBACK_MS) slice_ms = DCR__SQ_WAKE_FALLBACK_MS;
+        int woke = dcr__wake_sleep(&s->wake, slice_ms);
+        if (woke == 2) return DCR_OK; /* a signal: the caller looks at its stop flag */
+        if (woke >= 0) continue;
+        long us = (uint64_t)nap_us < left_us ? nap_us : (long)left_us;
+        dcr_clock_nap_ns(us * 1000L);
+        if (nap_us < DCR__SQ_NAP_MAX_US) nap_us *= 2;
+    }
+}
+
 const dcr_control_ops_t dcr__control_sqlite_ops = {
     .hdr = {.version = DCR_CONTROL_OPS_VERSION, .name = "sqlite"},
     .props = {.durable = true},
@@ -1111,4 +1195,6 @@ const dcr_control_ops_t dcr__control_sqlite_ops = {
     .report_get = dcr__sq_report_get,
     .membership_put = dcr__sq_membership_put,
     .membership_get = dcr__sq_membership_get,
+    .position = dcr__sq_position,
+    .wait = dcr__sq_wait,
 };

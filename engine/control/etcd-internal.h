@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,6 +59,10 @@ typedef struct dcr__et {
     int64_t lease_id;
     int64_t lease_refreshed_ns;
     char lease_owner[DCR_CONTROL_ID_MAX];
+    /* The highest store revision any response of this handle named: the
+     * handle's change position (control_etcd_watch.c), read without the
+     * turn by a waiting thread. */
+    atomic_int_fast64_t seen_rev;
 } dcr__et_t;
 
 /* One key-value as the range response holds it; value is malloc'd. */
@@ -153,6 +158,13 @@ dcr_status_t dcr__et_mod_rev(dcr__et_t *e, const char *key, const char *what, in
  * the handle's turn. */
 dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, const char *what,
                          dcr__et_kv_t *kv, bool *found_p);
+
+/* ---- change notification (control_etcd_watch.c) ------------------------------------ */
+
+/* The ops slots position and wait (dcr/control.h): the last revision seen,
+ * and a watch of the prefix from the revision after `since`. */
+uint64_t dcr__et_position(dcr_control_t *c);
+dcr_status_t dcr__et_wait(dcr_control_t *c, uint64_t since, int timeout_ms);
 
 /* ---- values (control_etcd_value.c) --------------------------------------------- */
 

@@ -2,7 +2,9 @@
  * "remote"): the rollout-node processes and the owner job (deploy/roles.h)
  * reach the coordinator through the control plane only. The coordinator
  * publishes the attempt it opened on its transport handle (its own record)
- * and polls the nodes' and the owners' status records (dcr/parties.h). */
+ * and waits on the nodes' and the owners' status records (dcr/parties.h):
+ * it reads a record again when the control plane tells of a change
+ * (dcr_control_wait), not at a fixed rate. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +24,20 @@ typedef struct remote_nodes {
     dcr_node_totals_t *totals; /* each node process's counters over the run */
 } remote_nodes_t;
 
-#define NODE_POLL_NS     500000L /* between reads of the nodes' reports */
-#define NODE_CHECK_POLLS 20u     /* owners' report polls per look at the nodes (10 ms) */
+/* The longest one wait for a change sleeps before the waiter reads again:
+ * what a lost notification costs at most, and how often a waiter looks at
+ * its own deadline when nothing changes. */
+#define WAIT_SLICE_MS 100
+/* While the owners send, the nodes' reports are read on a change, but not
+ * more often than this (a dead relay node would stall the owners). */
+#define NODE_CHECK_NS 10000000ull
+
+/* Sleeps until the control plane changed after pos (taken before the read
+ * that did not satisfy the caller) or WAIT_SLICE_MS passed. */
+static void await_change(dcr_control_t *control, uint64_t pos)
+{
+    (void)dcr_control_wait(control, pos, WAIT_SLICE_MS);
+}
 
 static const char *phase_name(dcr_node_phase_t p)
 {
@@ -97,6 +111,7 @@ static dcr_status_t wait_nodes(remote_nodes_t *c, const dcr__attempt_t *a, dcr_n
         int node = (int)a->required[i] / per;
         if (i > 0 && (int)a->required[i - 1] / per == node) continue; /* one report per node */
         for (;;) {
+            uint64_t pos = dcr_control_position(c->env.control);
             dcr_node_report_t r;
             dcr_status_t st = dcr_node_report_get(c->env.control, node, &r);
             DCR_CHECK(node_present(node, st, &r));
@@ -123,7 +138,7 @@ static dcr_status_t wait_nodes(remote_nodes_t *c, const dcr__attempt_t *a, dcr_n
                     "report: %s)",
                     node, phase_name(phase), (unsigned long long)tau, limit_ms,
                     st == DCR_OK ? phase_name(r.phase) : "none");
-            dcr_clock_nap_ns(NODE_POLL_NS);
+            await_change(c->env.control, pos);
         }
     }
     return DCR_OK;
@@ -155,6 +170,7 @@ static dcr_status_t wait_present(remote_nodes_t *c)
         for (int k = 0; k < per; k++)
             needed |= c->env.receivers.member(c->env.receivers.ctx, node * per + k);
         for (;;) {
+            uint64_t pos = dcr_control_position(c->env.control);
             dcr_node_report_t r;
             dcr_status_t st = dcr_node_report_get(c->env.control, node, &r);
             if (!needed || (st == DCR_OK && r.phase != DCR_NODE_RESTARTING)) break;
@@ -162,7 +178,7 @@ static dcr_status_t wait_present(remote_nodes_t *c)
                 return dcr_error_set(
                     DCR_EATTEMPT, "rollout node %d has no process (%s) after %d ms", node,
                     st == DCR_OK ? r.why : "it never reported", c->env.cfg->join_timeout_ms);
-            dcr_clock_nap_ns(NODE_POLL_NS);
+            await_change(c->env.control, pos);
         }
     }
     return DCR_OK;
@@ -312,16 +328,17 @@ typedef struct remote_owners {
 
 /* Waits for the owners' report of `phase` for tau; FAILED for tau fails the
  * attempt with their line, silence beyond the stall timeout names what was
- * awaited. While they send (a given), the rollout side's check runs every
- * NODE_CHECK_POLLS polls: a required node that is gone or restarting fails
+ * awaited. While they send (a given), the rollout side's check runs after
+ * a change, at most every NODE_CHECK_NS: a required node that is gone or restarting fails
  * the attempt at once (a dead relay node would stall the owners until the
  * stall timeout); after the commit (COMMITTED) the nodes no longer matter. */
 static dcr_status_t wait_owners(remote_owners_t *c, uint64_t tau, dcr_owners_phase_t phase,
                                 const dcr__attempt_t *a, dcr_owners_report_t *out_p)
 {
     double t0 = dcr_clock_s();
-    unsigned polls = 0;
+    uint64_t next_check = 0;
     for (;;) {
+        uint64_t pos = dcr_control_position(c->env.control);
         dcr_owners_report_t r;
         dcr_status_t st = dcr_owners_report_get(c->env.control, &r);
         /* A tau above this one: the owner job is gone (its launcher said so). */
@@ -333,14 +350,17 @@ static dcr_status_t wait_owners(remote_owners_t *c, uint64_t tau, dcr_owners_pha
             return DCR_OK;
         }
         if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
-        /* Every NODE_CHECK_POLLS polls: one read per node, not a flood. */
-        if (a && polls++ % NODE_CHECK_POLLS == 0) DCR_CHECK(c->env.watch(c->env.ctx, a));
+        /* One read per node, not a flood: at most every NODE_CHECK_NS. */
+        if (a && dcr_clock_ns() >= next_check) {
+            DCR_CHECK(c->env.watch(c->env.ctx, a));
+            next_check = dcr_clock_ns() + NODE_CHECK_NS;
+        }
         if ((dcr_clock_s() - t0) * 1000.0 > c->env.cfg->stall_timeout_ms)
             return dcr_error_set(DCR_ETIMEOUT,
                                  "the owners did not report %s for attempt %llu within %d ms",
                                  phase == DCR_OWNERS_SENT ? "sent" : "committed",
                                  (unsigned long long)tau, c->env.cfg->stall_timeout_ms);
-        dcr_clock_nap_ns(NODE_POLL_NS);
+        await_change(c->env.control, pos);
     }
 }
 

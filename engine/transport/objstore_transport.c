@@ -33,6 +33,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,11 @@
  * the interval only backs that up. */
 #define OBJ_POLL_MIN_NS 1000000ull
 #define OBJ_POLL_MAX_NS 8000000ull
+/* With a watcher the listings follow the publications, and the polls only
+ * back up a notification that was missed (a change while the watch moved
+ * from the parent folder to the attempt's): their interval doubles from
+ * the attempt's open to this, whether or not a listing found something. */
+#define OBJ_POLL_NOTIFIED_MAX_NS 32000000ull
 /* How long a listed payload may stay missing or corrupt after the manifest
  * appeared. Every listed payload was stored before its manifest was written,
  * so this only absorbs a slow listing; then the attempt fails. */
@@ -76,6 +82,21 @@
  * retried by the store) before the attempt fails on that node. */
 #define OBJ_LIST_FAIL_MS 5000
 #define OBJ_WHY          192
+
+/* dcr_objstore_transport_counts: this process's requests to its stores. */
+static atomic_uint_fast64_t obj_lists, obj_gets, obj_puts;
+
+static void obj_request(atomic_uint_fast64_t *counter)
+{
+    atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+void dcr_objstore_transport_counts(dcr_objstore_counts_t *out_p)
+{
+    out_p->lists = atomic_load(&obj_lists);
+    out_p->gets = atomic_load(&obj_gets);
+    out_p->puts = atomic_load(&obj_puts);
+}
 
 typedef enum obj_state {
     OBJ_PENDING,  /* visible (or listed), not fetched yet */
@@ -385,6 +406,7 @@ static void obj_fetch_run(obj_node_t *nd, obj_fetch_t *f)
     dcr__flow_t flow;
     dcr__flow_cross(&flow, s->base.links, -1, nd->idx, &nd->gen, f->gen0);
     dcr_objstore_pace_t pace = {obj_pace, &flow};
+    obj_request(&obj_gets);
     dcr_status_t rst =
         dcr_objstore_get(s->store, key, (size_t)size, &pace, &f->blob->data, &f->blob->len);
     if (rst == DCR_ECLOSED) return obj_fetch_fail(f, FETCH_ABORT, "aborted");
@@ -523,6 +545,7 @@ static bool obj_read_part(objstore_t *s, uint64_t tau, const obj_mpart_t *mp, ob
     snprintf(path, sizeof path, "%s/%s", s->base.dir, key);
     uint8_t *text = NULL;
     size_t len = 0;
+    obj_request(&obj_gets);
     dcr_status_t err = dcr_objstore_get(s->store, key, mp->size, NULL, &text, &len);
     if (err == DCR_ENOTFOUND) return false;
     if (err != DCR_OK && err != DCR_EINVAL) {
@@ -594,6 +617,7 @@ static void obj_scan(obj_node_t *nd, uint64_t tau, bool need_manifest, obj_listi
     char prefix[64];
     dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
     size_t plen = strlen(prefix), n = 0;
+    obj_request(&obj_lists);
     if (dcr_objstore_list_all(s->store, prefix, &L->all, &n) != DCR_OK) {
         snprintf(L->err, sizeof L->err, "%s", dcr_error_detail());
         DCR_LOG_DEBUG("objstore: listing %s of %s: %s", prefix, s->base.dir, L->err);
@@ -785,6 +809,24 @@ static void obj_check_deadline(obj_node_t *nd)
     }
 }
 
+/* The interval to the next poll after a listing that took took_ns:
+ * without a watcher from OBJ_POLL_MIN_NS after progress, doubling to
+ * OBJ_POLL_MAX_NS while nothing changes, and never shorter than the listing
+ * itself up to OBJ_POLL_NOTIFIED_MAX_NS (a store slow to list is a busy
+ * one: a node spends at most about half its time listing, so the store's
+ * CPU does not all go to listings while the owners upload); with a watcher, doubling to
+ * OBJ_POLL_NOTIFIED_MAX_NS regardless. */
+static uint64_t obj_next_poll(const obj_node_t *nd, bool progress, uint64_t took_ns)
+{
+    uint64_t max = nd->have_watcher ? OBJ_POLL_NOTIFIED_MAX_NS : OBJ_POLL_MAX_NS;
+    uint64_t next = progress && !nd->have_watcher ? OBJ_POLL_MIN_NS : nd->poll_ns * 2;
+    if (next > max) next = max;
+    /* A listing that hung on one slow answer says little: the pause it
+     * buys is capped as a watcher's polls are. */
+    if (took_ns > OBJ_POLL_NOTIFIED_MAX_NS) took_ns = OBJ_POLL_NOTIFIED_MAX_NS;
+    return nd->have_watcher || next >= took_ns ? next : took_ns;
+}
+
 /* Lists the attempt's prefix (lock held on entry and exit, dropped meanwhile). */
 static void obj_list_locked(obj_node_t *nd)
 {
@@ -794,7 +836,9 @@ static void obj_list_locked(obj_node_t *nd)
     nd->changed = false; /* a publication from now on needs another listing */
     pthread_mutex_unlock(&nd->mu);
     obj_listing_t L = {0};
+    uint64_t t0 = dcr_clock_ns();
     obj_scan(nd, tau, need_manifest, &L);
+    uint64_t took_ns = dcr_clock_ns() - t0;
     pthread_mutex_lock(&nd->mu);
     nd->listing = false;
     if (atomic_load(&nd->gen) == gen0 && !L.ok) {
@@ -813,9 +857,7 @@ static void obj_list_locked(obj_node_t *nd)
     } else if (atomic_load(&nd->gen) == gen0) {
         nd->lbad_ns = 0;
         bool progress = obj_merge(nd, &L);
-        nd->poll_ns = progress
-                          ? OBJ_POLL_MIN_NS
-                          : (nd->poll_ns * 2 > OBJ_POLL_MAX_NS ? OBJ_POLL_MAX_NS : nd->poll_ns * 2);
+        nd->poll_ns = obj_next_poll(nd, progress, took_ns);
         nd->next_list_ns = dcr_clock_ns() + nd->poll_ns;
         obj_check_deadline(nd);
         pthread_cond_broadcast(&nd->work_cv);
@@ -1011,6 +1053,7 @@ static dcr_status_t obj_send(dcr_transport_t *t, int owner, uint64_t payload_id,
     dcr__flow_cross(&flow, s->base.links, dcr__tbase_train_node(&s->base, owner), -1, &s->gen,
                     gen0);
     dcr_objstore_pace_t pace = {obj_pace, &flow};
+    obj_request(&obj_puts);
     st = dcr_objstore_put(s->store, key, buf, len, &pace);
 
     /* A put is its publication; one that completed after stop_and_wait began
@@ -1043,6 +1086,7 @@ static dcr_status_t obj_write_manifest(objstore_t *s, uint64_t tau, uint64_t gen
     if (text == NULL) return dcr_error_set(DCR_ENOMEM, "objstore: manifest of %zu payloads", n);
     char key[128];
     obj_key(tau, s->manifest_name, key, sizeof key);
+    obj_request(&obj_puts);
     dcr_status_t st = dcr_objstore_put(s->store, key, (const uint8_t *)text, len, NULL);
     free(text);
     pthread_mutex_lock(&s->mu);
@@ -1286,6 +1330,7 @@ static void *obj_ref_upload(void *arg)
         dcr__flow_t flow;
         dcr__flow_cross(&flow, r->s->base.links, node, -1, NULL, 0);
         dcr_objstore_pace_t pace = {obj_pace, &flow};
+        obj_request(&obj_puts);
         dcr_status_t st = dcr_objstore_put(r->s->store, key, r->pattern, r->objs[i].len, &pace);
         if (st != DCR_OK) {
             obj_ref_fail(r, st);
@@ -1313,6 +1358,7 @@ static void *obj_ref_download(void *arg)
         dcr__flow_t flow;
         dcr__flow_cross(&flow, r->s->base.links, -1, a->who, NULL, 0);
         dcr_objstore_pace_t pace = {obj_pace, &flow};
+        obj_request(&obj_gets);
         dcr_status_t st = dcr_objstore_get_range(r->s->store, key, p->off, p->len, buf, &pace);
         if (st == DCR_OK && memcmp(buf, r->pattern + p->off, p->len) != 0)
             st =

@@ -26,6 +26,15 @@
  * committed version by a dense refit), so that a new coordinator after a
  * failover starts from the membership its predecessor left.
  *
+ * Waiting: a party that waits for another's write (an acknowledgment, a
+ * status record, the next attempt) takes the control plane's position
+ * before it reads (dcr_control_position) and, while what it read does not
+ * satisfy it, sleeps in dcr_control_wait until a change after that
+ * position, instead of reading again at a fixed rate. A backend that can
+ * notify wakes the waiter within about a millisecond of the write; every
+ * wait is bounded by its timeout, so a lost notification or a writer that
+ * died costs at most the caller's timeout, never a hang.
+ *
  * Receivers also leave their prewarm report (an opaque blob, e.g. the
  * per-tensor XOR/overwrite classification) under their receiver id, for the
  * coordinator to read during setup.
@@ -124,7 +133,7 @@ typedef struct dcr_control_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_CONTROL_OPS_VERSION 4
+#define DCR_CONTROL_OPS_VERSION 5
 
 typedef struct dcr_control dcr_control_t;
 
@@ -184,6 +193,20 @@ typedef struct dcr_control_ops {
     /* Like required, for the members; DCR_ENOTFOUND if no membership was
      * ever recorded. */
     dcr_status_t (*membership_get)(dcr_control_t *c, uint32_t *out, size_t cap, size_t *n_p);
+    /* Change notification, optional (both slots or neither; without them
+     * the wrapper's dcr_control_wait naps DCR_CONTROL_POLL_MS at a time).
+     * position: a number that grows with every change of the store that
+     * this handle can see, cheap to take (no request to a server where
+     * avoidable); 0 when unknown. It must not exceed what a read started
+     * after it would see: a change after a read is a change after the
+     * position taken before it. wait: returns DCR_OK as soon as the store
+     * may hold a change after `since` (spurious returns are allowed),
+     * DCR_ETIMEOUT after timeout_ms (> 0) without one; it must not block
+     * longer than timeout_ms, and a notification it cannot get (a dropped
+     * watch, a full queue) must degrade to looking again within its own
+     * fallback period, not to a longer wait. */
+    uint64_t (*position)(dcr_control_t *c);
+    dcr_status_t (*wait)(dcr_control_t *c, uint64_t since, int timeout_ms);
 } dcr_control_ops_t;
 
 /* The handle header: a backend's handle struct opens with it (every kind's
@@ -288,6 +311,34 @@ dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const v
  * receiver has not reported. */
 dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **data_p,
                                     size_t *len_p);
+
+/* ---- waiting for a change ---------------------------------------------------------------- */
+
+/* How long one dcr_control_wait naps on a backend without notification
+ * (the polling rate the waits had before backends could notify). */
+#define DCR_CONTROL_POLL_MS 1
+
+/* The control plane's change position as this handle can tell it: take it
+ * before reading what you wait for, and pass it to dcr_control_wait while
+ * the read does not satisfy you. 0 means unknown (then a wait only naps). */
+uint64_t dcr_control_position(dcr_control_t *c);
+
+/* Sleeps until the control plane may hold a change after position `since`
+ * (DCR_OK; the caller reads again, and may find nothing new), or until
+ * timeout_ms (1..600000) passed without one (DCR_ETIMEOUT). Never blocks
+ * longer than timeout_ms: the caller's deadline, a stop flag or a writer
+ * that died are the caller's to check between waits. DCR_EINVAL for a NULL
+ * handle or a timeout out of range. */
+dcr_status_t dcr_control_wait(dcr_control_t *c, uint64_t since, int timeout_ms);
+
+/* What this process asked of its control planes since it started, over
+ * every handle: reads (record, attempts, lists, reports), writes (cas,
+ * prepare, ack, commit, report and membership puts), waits and the waits
+ * that ended on a change (wakeups; the rest timed out). Thread-safe. */
+typedef struct dcr_control_counts {
+    uint64_t reads, writes, waits, wakeups;
+} dcr_control_counts_t;
+void dcr_control_counts(dcr_control_counts_t *out_p);
 
 /* Records the receiver membership: members[0..n) in any order, distinct, n
  * may be 0 (every receiver is out), at most DCR_CONTROL_RECEIVERS_MAX. Only the active coordinator

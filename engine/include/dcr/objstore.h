@@ -199,4 +199,14 @@ void dcr_objstore_destroy(dcr_objstore_t *s);
 /* True when key follows the key rules above. */
 bool dcr_objstore_key_ok(const char *key);
 
+/* What the object-store transport (engine/transport/objstore_transport.c)
+ * of this process asked of its stores since the process started: listings
+ * of an attempt's prefix, gets (payloads, manifests, reference parts) and
+ * puts (payloads, manifest parts, reference objects). The requests per
+ * refit a role costs its store. Thread-safe. */
+typedef struct dcr_objstore_counts {
+    uint64_t lists, gets, puts;
+} dcr_objstore_counts_t;
+void dcr_objstore_transport_counts(dcr_objstore_counts_t *out_p);
+
 #endif

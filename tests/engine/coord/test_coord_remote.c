@@ -12,7 +12,12 @@
  * before it starts, also when reading its report fails for a moment; when
  * the report cannot be read at all, no attempt is prepared, and the error
  * names the node. A wrapping control plane ("flaky:sqlite", registered
- * here) fails reads of one node's report as the case asks. */
+ * here) fails reads of one node's report as the case asks.
+ *
+ * Waiting without polling: while the owners stay silent for two seconds,
+ * the coordinator reads the control plane on changes and every 100 ms, not
+ * every 0.5 ms as it did (2 s at that rate is thousands of reads; hundreds
+ * even if a loaded host stretched each nap to 4 ms). */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -44,8 +49,14 @@
 typedef struct fake_nodes {
     dcr_control_t *control;
     dcr_node_phase_t death; /* what DEAD_NODE reports once both joined */
+    int owners_fail_ms;     /* > 0: no death; the owners report FAILED this long after */
     dcr_status_t st;        /* the thread's own failures */
 } fake_nodes_t;
+
+#define OWNERS_SILENT_MS 2000
+/* Reads the whole refit may make while the owners are silent (the waits
+ * make about 3 per 100 ms; the setup and the fake nodes a few dozen). */
+#define QUIET_READS_MAX 300
 
 static dcr_status_t put_node(dcr_control_t *control, int node, dcr_node_phase_t phase, uint64_t tau)
 {
@@ -75,12 +86,27 @@ static void *fake_nodes_main(void *arg)
     }
     for (int n = 0; n < NODES && f->st == DCR_OK; n++)
         f->st = put_node(f->control, n, DCR_NODE_JOINED, tau);
+    if (f->owners_fail_ms > 0) {
+        for (int ms = 0; ms < f->owners_fail_ms; ms += 100) /* a nap is under a second */
+            dcr_clock_nap_ns(100000000L);
+        dcr_owners_report_t r;
+        memset(&r, 0, sizeof(r));
+        r.phase = DCR_OWNERS_FAILED;
+        r.tau = tau;
+        snprintf(r.why, sizeof(r.why), "failed by the test");
+        if (f->st == DCR_OK) f->st = dcr_owners_report_put(f->control, &r);
+        return NULL;
+    }
     dcr_clock_nap_ns(200000000L); /* the coordinator is waiting for the owners by now */
     if (f->st == DCR_OK) f->st = put_node(f->control, DEAD_NODE, f->death, tau);
     return NULL;
 }
 
-static void run_case(dcr_node_phase_t death)
+/* One refit whose attempt fails: by DEAD_NODE's death, or (owners_fail_ms
+ * > 0) by the owners' FAILED report after that long; the error line must
+ * contain expect. *reads_p: the control-plane reads of the refit. */
+static void run_case_reads(dcr_node_phase_t death, int owners_fail_ms, const char *expect,
+                           uint64_t *reads_p)
 {
     char dir[256], path[320];
     assert_true(testfiles_tmpdir(dir, sizeof(dir), "coord-remote"));
@@ -103,26 +129,36 @@ static void run_case(dcr_node_phase_t death)
     dcr_coord_t *c = NULL;
     assert_int_equal(dcr_coord_create(&cc, &parties, &c), DCR_OK);
 
-    fake_nodes_t f = {control, death, DCR_OK};
+    fake_nodes_t f = {control, death, owners_fail_ms, DCR_OK};
     pthread_t th;
+    dcr_control_counts_t n0, n1;
+    dcr_control_counts(&n0);
     assert_int_equal(pthread_create(&th, NULL, fake_nodes_main, &f), 0);
     double t0 = dcr_clock_s();
     dcr_refit_result_t res;
     dcr_status_t st = dcr_coord_refit(c, NULL, &res);
     double took = dcr_clock_s() - t0;
+    dcr_control_counts(&n1);
+    *reads_p = n1.reads - n0.reads;
     char line[1024];
     snprintf(line, sizeof(line), "%s", dcr_error_line(st));
     pthread_join(th, NULL);
     assert_int_equal(f.st, DCR_OK);
     /* One failed attempt: the version stays, the first error names the node. */
     assert_int_equal(st, DCR_EFATAL);
-    if (!strstr(line, "rollout node 1 is gone")) fail_msg("unexpected failure: %s", line);
+    if (!strstr(line, expect)) fail_msg("unexpected failure: %s", line);
     if (took > PROMPT_S) fail_msg("the failure took %.1f s (stall timeout %d ms)", took, STALL_MS);
 
     dcr_coord_destroy(c);
     dcr_transport_destroy(transport);
     dcr_control_destroy(control);
     assert_int_equal(testfiles_rmtree(dir), 0);
+}
+
+static void run_case(dcr_node_phase_t death)
+{
+    uint64_t reads = 0;
+    run_case_reads(death, 0, "rollout node 1 is gone", &reads);
 }
 
 /* ---- membership when a node's report cannot be read ---- */
@@ -356,9 +392,24 @@ static void test_restarting_node_fails_the_owners_wait(void **state)
     run_case(DCR_NODE_RESTARTING);
 }
 
+static void test_silent_owners_are_not_polled(void **state)
+{
+    (void)state;
+    uint64_t reads = 0;
+    double t0 = dcr_clock_s();
+    run_case_reads(DCR_NODE_GONE, OWNERS_SILENT_MS, "the owners failed attempt", &reads);
+    double took = dcr_clock_s() - t0;
+    /* The wait lasted the owners' silence: the reads were spread over it. */
+    assert_true(took * 1000.0 >= OWNERS_SILENT_MS);
+    if (reads > QUIET_READS_MAX)
+        fail_msg("%llu control-plane reads while the owners were silent for %d ms",
+                 (unsigned long long)reads, OWNERS_SILENT_MS);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_silent_owners_are_not_polled),
         cmocka_unit_test(test_gone_node_fails_the_owners_wait),
         cmocka_unit_test(test_restarting_node_fails_the_owners_wait),
         cmocka_unit_test(test_failed_report_read_is_retried),

@@ -420,6 +420,42 @@ static void test_dir_wait_between_calls(void **state)
     dcr_objstore_destroy(s);
 }
 
+/* A rollout node over the dir store (which notifies) lists its attempt on
+ * each publication: while nothing is published for 2 s its polls only back
+ * the watcher up and double to 32 ms (about 70 listings; the 1-8 ms polling
+ * of a store without notification lists about 250 times), and a payload
+ * published after that is delivered at once. */
+#define IDLE_MS           2000
+#define IDLE_LISTINGS_MAX 120
+static void test_dir_node_lists_on_publication(void **state)
+{
+    (void)state;
+    dcr_transport_config_t c = tp_config(g_url, 1, 1, 1);
+    dcr_transport_t *t = tp_create("objstore", &c);
+    assert_int_equal(dcr_transport_open_attempt(t, 1), DCR_OK);
+    dcr_objstore_counts_t n0, n1;
+    dcr_objstore_transport_counts(&n0);
+    dcr_delivery_t d;
+    assert_int_equal(dcr_transport_recv(t, 0, IDLE_MS, &d), DCR_ETIMEOUT);
+    dcr_objstore_transport_counts(&n1);
+    uint64_t lists = n1.lists - n0.lists;
+    if (lists > IDLE_LISTINGS_MAX)
+        fail_msg("%llu listings of an idle attempt in %d ms", (unsigned long long)lists, IDLE_MS);
+    assert_true(lists >= 2); /* the polls still back the watcher up */
+    tp_payload_t p = tp_payload_make(1, 0, 1, 64, 0);
+    double t0 = dcr_clock_s();
+    assert_int_equal(dcr_transport_send(t, 0, p.id, p.buf, p.len), DCR_OK);
+    dcr_status_t st = dcr_transport_recv(t, 0, 10000, &d);
+    double took = dcr_clock_s() - t0;
+    assert_int_equal(st, DCR_OK);
+    assert_int_equal(d.len, p.len);
+    assert_memory_equal(d.data, p.buf, p.len);
+    dcr_transport_release(t, 0, &d);
+    if (took > 2.0) fail_msg("a payload published after an idle wait took %.2f s", took);
+    free(p.buf);
+    dcr_transport_destroy(t);
+}
+
 /* A put into a folder that an emptying delete removed makes it again. */
 static void test_dir_put_after_folder_removed(void **state)
 {
@@ -979,6 +1015,7 @@ int main(void)
     const struct CMUnitTest dir_only[] = {
         cmocka_unit_test_setup_teardown(test_dir_wait_between_calls, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_put_after_folder_removed, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_node_lists_on_publication, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
         cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
