@@ -175,6 +175,18 @@ static dcr_status_t faulty_membership_get(dcr_control_t *c, uint32_t *out, size_
     return dcr_control_membership_get(x->inner, out, cap, n_p);
 }
 
+/* Waits pass through unfaulted: a wait only says when to read again, and
+ * the read that follows meets the faults. */
+static uint64_t faulty_position(dcr_control_t *c)
+{
+    return dcr_control_position(fc(c)->inner);
+}
+
+static dcr_status_t faulty_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
+{
+    return dcr_control_wait(fc(c)->inner, since, timeout_ms);
+}
+
 /* One table per wrapped backend; the registry borrows them for the process. */
 static dcr_control_ops_t tables[DCR__FAULTY_MAX];
 
@@ -198,6 +210,8 @@ static dcr_status_t add_table(int k, const char *name, const char *parent)
         .report_get = faulty_report_get,
         .membership_put = faulty_membership_put,
         .membership_get = faulty_membership_get,
+        .position = faulty_position,
+        .wait = faulty_wait,
     };
     return dcr_control_register(&tables[k]);
 }

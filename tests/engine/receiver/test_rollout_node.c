@@ -45,8 +45,8 @@ static int teardown(void **state)
     fixture_t *f = *state;
     dcr_control_destroy(f->control);
     char path[400];
-    const char *suffix[] = {"", "-wal", "-shm"};
-    for (int i = 0; i < 3; i++) {
+    const char *suffix[] = {"", "-wal", "-shm", "-journal"};
+    for (int i = 0; i < 4; i++) {
         snprintf(path, sizeof(path), "%s%s", f->db, suffix[i]);
         unlink(path);
     }
