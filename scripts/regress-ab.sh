@@ -15,14 +15,15 @@
 #       [--aa-args "ARGS"] [--ab-args "ARGS"]
 #   scripts/regress-ab.sh --tally-only OUTDIR
 #
-# Defaults: 24 refits a side (12 ABBA blocks), threshold 10, A/A on the
-# default bench, A/B `--link-gbps 0.025 --ab link_gbps=0.02` (transport
-# bound: about 1.2x slower here). ARGS are split on blanks into words, never
-# evaluated. --tally-only re-tallies the compare outputs already in OUTDIR.
+# Defaults: 20 refits a side (the bench's default: 10 ABBA blocks),
+# threshold 10, A/A on the default bench, A/B `--link-gbps 0.0122 --ab
+# link_gbps=0.01` (transport bound: 1.2x slower here, BENCHMARKS.md).
+# ARGS are split on blanks into words, never evaluated. --tally-only
+# re-tallies the compare outputs already in OUTDIR.
 set -euo pipefail
 
 usage() {
-    sed -n '2,21p' "$0" >&2
+    sed -n '2,22p' "$0" >&2
     exit 2
 }
 
@@ -68,7 +69,7 @@ fi
 [ $# -ge 3 ] || usage
 dcr=$1 out=$2 pairs=$3
 shift 3
-refits=24 threshold=10 aa_args="" ab_args="--link-gbps 0.025 --ab link_gbps=0.02"
+refits=20 threshold=10 aa_args="" ab_args="--link-gbps 0.0122 --ab link_gbps=0.01"
 while [ $# -gt 0 ]; do
     case $1 in
     --refits) refits=${2:?}; shift 2 ;;
