@@ -747,7 +747,7 @@ static void launcher_args(bench_opts_t *o, dcr_arg_t *a)
         {"--ab", DCR_ARG_STRING, &o->ab, 0, 0,
          "KEY=VALUE[,KEY=VALUE...] or same: an interleaved A/B run in one process, side A this "
          "configuration, side B the same with the named flags changed (link_gbps=0.025), "
-         "refits alternated in ABBA blocks; --out gets both sides (compare with dcr compare "
+         "refits alternated in ABBA order; --out gets both sides (compare with dcr compare "
          "OUT.h5)",
          false},
     };
@@ -902,32 +902,27 @@ static int ab_side_b(const ab_spec_t *spec, int argc, char **argv, bench_opts_t 
     return rc;
 }
 
-/* The median over blocks of mean(B's refits) / mean(A's refits) of a
- * block: the run's own summary of the slowdown (dcr compare gives the
- * interval). NAN without blocks. */
-static double ab_block_ratio(const dcr_bench_result_t r[2])
+static int cmp_ratio(const void *a, const void *b)
 {
-    int nblocks = (r[0].nrefits + 1) / 2;
-    double *ratio = calloc((size_t)(nblocks ? nblocks : 1), sizeof(double));
-    if (!ratio || nblocks == 0) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median over pairs of latency(B) / latency(A): the run's own summary
+ * of the slowdown (dcr compare gives the interval). NAN without pairs. */
+static double ab_pair_ratio(const dcr_bench_result_t r[2])
+{
+    int n = r[0].nrefits < r[1].nrefits ? r[0].nrefits : r[1].nrefits;
+    double *ratio = calloc((size_t)(n ? n : 1), sizeof(double));
+    if (!ratio || n == 0) {
         free(ratio);
         return NAN;
     }
-    for (int j = 0; j < nblocks; j++) {
-        double sum[2] = {0, 0};
-        for (int s = 0; s < 2; s++)
-            for (int i = 2 * j; i < 2 * j + 2 && i < r[s].nrefits; i++)
-                sum[s] += r[s].refits[i].latency_s;
-        ratio[j] = sum[0] > 0 ? sum[1] / sum[0] : NAN;
-    }
-    /* insertion sort: a few dozen blocks */
-    for (int i = 1; i < nblocks; i++)
-        for (int k = i; k > 0 && ratio[k - 1] > ratio[k]; k--) {
-            double t = ratio[k];
-            ratio[k] = ratio[k - 1];
-            ratio[k - 1] = t;
-        }
-    double m = nblocks % 2 ? ratio[nblocks / 2] : (ratio[nblocks / 2 - 1] + ratio[nblocks / 2]) / 2;
+    for (int k = 0; k < n; k++)
+        ratio[k] =
+            r[0].refits[k].latency_s > 0 ? r[1].refits[k].latency_s / r[0].refits[k].latency_s : 0;
+    qsort(ratio, (size_t)n, sizeof(double), cmp_ratio);
+    double m = n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2;
     free(ratio);
     return m;
 }
@@ -938,9 +933,9 @@ static void ab_print(const char *spec, const dcr_bench_result_t r[2])
         printf("side %c%s%s: %d timed refits, mean latency %.4f s, payload %.0f bytes, %s\n",
                'A' + s, s ? " " : "", s ? spec : "", r[s].nrefits, r[s].mean_latency_s,
                r[s].payload_bytes_mean, r[s].bit_exact ? "bit-exact" : "NOT bit-exact");
-    printf("B/A latency, median of the %d ABBA blocks' ratios: %.3f (interval and verdict: dcr "
+    printf("B/A latency, median of the %d pairs' ratios: %.3f (interval and verdict: dcr "
            "compare on the --out file)\n",
-           (r[0].nrefits + 1) / 2, ab_block_ratio(r));
+           r[0].nrefits, ab_pair_ratio(r));
 }
 
 /* Both sides to --out (A, then B) and stdout; exit 1 when a side was not

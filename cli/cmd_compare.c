@@ -33,7 +33,7 @@ static const char usage[] =
     "bench flag names too (link_gbps is the key cross_gbps).\n"
     "One file AB.h5 (dcr bench --ab --out AB.h5): side A is BASE, side B is NEW,\n"
     "the keys they differ in are left out of matching, and the comparison is\n"
-    "paired by ABBA block (as --paired; at least 12 refits per side at 95%).\n"
+    "paired refit pair by refit pair (the block column; as --paired, 6 pairs or more).\n"
     "Exit status: 0 no regression, 1 a regression (or, with --require-match, a NEW\n"
     "run without a match), 2 usage, 3 inconclusive or too few refits (with --strict\n"
     "only), 4 a file unreadable, missing, not dcr results or of another version.";

@@ -660,7 +660,8 @@ static const char *overall(const dcr_compare_t *c)
 /* One A/B file: which side is which and what differs. */
 static void print_ab(const dcr_compare_t *c, FILE *out)
 {
-    fprintf(out, "A/B file %s (ABBA blocks): BASE = side A, NEW = side B", c->base->path);
+    fprintf(out, "A/B file %s (ABBA order, block = pair): BASE = side A, NEW = side B",
+            c->base->path);
     const json_t *a = c->base->nruns ? c->base->runs[0].config : NULL,
                  *b = c->cur->nruns ? c->cur->runs[0].config : NULL;
     if (!c->nab_keys) fprintf(out, ", the same configuration (A/A)");

@@ -157,7 +157,7 @@ dcr_status_t dcr_compare_files(const char *base_path, const char *new_path,
 void dcr_compare_destroy(dcr_compare_t *c);
 
 /* The two sides of one interleaved A/B run (dcr bench --ab --out FILE):
- * side A is BASE and side B is NEW, each side's ABBA blocks are its runs
+ * side A is BASE and side B is NEW, each side's blocks (pairs of dcr bench --ab) are its runs
  * (dcr_results_split_blocks), the configuration keys the sides differ in
  * are left out of matching (they differ on purpose), and the comparison is
  * paired, block j of A with block j of B, whatever opts.paired says;

@@ -848,7 +848,7 @@ static dcr_status_t ab_refits(bench_t b[2], dcr_bench_result_t res[2])
             int s = t ^ ab_first(k);
             dcr_bench_refit_t *out = &res[s].refits[k];
             DCR_CHECK(ab_step(&b[s], cfg->warmup + k, true, out));
-            out->block = k / 2;
+            out->block = k;
             res[s].nrefits++;
         }
     }

@@ -106,9 +106,9 @@ typedef struct dcr_bench_refit {
      * long the next refit (or the run's end) waited for it. */
     int64_t retain_bytes;
     double retain_s, retain_wait_s;
-    /* --ab (dcr_bench_run_ab): the ABBA block the refit belongs to, the same
-     * number on both sides for refits that ran next to each other; 0
-     * otherwise. */
+    /* --ab (dcr_bench_run_ab): the pair the refit belongs to (k for the
+     * k-th timed refit of each side), the same number on both sides for
+     * the two refits that ran next to each other; 0 otherwise. */
     int block;
 } dcr_bench_refit_t;
 
@@ -179,15 +179,16 @@ void dcr_bench_result_free(dcr_bench_result_t *r);
  * up side by side (each its own scenario, receivers, constructor,
  * transport, control plane and temporary work folder: nothing is shared,
  * so that neither side's refits touch the other's state), then refits
- * alternated in ABBA blocks: warm-up refits A, B, B, A, ... first, then
- * timed block j = A, B, B, A, the j-th block of each side being its timed
- * refits 2j and 2j + 1 (refit.block = j). Within a block each side's mean
- * position in time is the same, so a load that drifts linearly over the
- * block weighs on both alike, and neither side always runs first. Both
- * sides take the same seed-derived changes when their seeds agree, and
- * each is verified as dcr_bench_run verifies (bit_exact per refit). The
- * full-checkpoint reference is not run (reference_s 0, speedup 0): only
- * the refits are compared. Rules (DCR_EINVAL, one line): each side's
+ * alternated in ABBA order: the k-th refit of each side forms pair k
+ * (refit.block = k), run A then B when k is even and B then A when k is
+ * odd (warm-up refits first, in the same order). A pair's two refits run
+ * seconds apart, so the ratio B/A of a pair cancels the load they share;
+ * the alternating order cancels any advantage of going first (and, over
+ * two pairs, a load that drifts linearly). Both sides take the same
+ * seed-derived changes when their seeds agree, and each is verified as
+ * dcr_bench_run verifies (bit_exact per refit). The full-checkpoint
+ * reference is not run (reference_s 0, speedup 0): only the refits are
+ * compared. Rules (DCR_EINVAL, one line): each side's
  * dcr_bench_config_check, and dcr_bench_ab_check. out[0] is A's result,
  * out[1] B's; free each with dcr_bench_result_free. */
 dcr_status_t dcr_bench_run_ab(const dcr_bench_config_t *a, const dcr_bench_config_t *b,

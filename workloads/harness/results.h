@@ -32,8 +32,8 @@
 #define DCR_RESULTS_INTERVAL_COLUMNS "start_ns,end_ns,refit,stage,actor,id"
 /* An interleaved A/B run (dcr bench --ab) is two runs appended one after
  * the other: side A, then side B. Each carries the summary key ab_side
- * ("A" or "B") and the extra refits column block: the ABBA block of the
- * refit, the same id on both sides for refits that ran next to each other
+ * ("A" or "B") and the extra refits column block: the pair of the
+ * refit, the same id on both sides for the refits that ran next to each other
  * (workloads/harness/bench.h, dcr_bench_run_ab). */
 #define DCR_RESULTS_AB_SIDE "ab_side"
 #define DCR_RESULTS_BLOCK   "block"

@@ -2,7 +2,7 @@
  *
  * dcr bench --ab in one process (dcr_bench_run_ab): both sides run every
  * refit and every one is verified bit-exact against a dense refit; the
- * refits carry ABBA block ids (pair k in block k / 2); two sides with the
+ * refits carry pair ids (the k-th refit of each side in pair k); two sides with the
  * same seed make the same changes (equal payload bytes refit by refit,
  * an independent sign that B is A's workload); the sides' rules refuse
  * what they cannot share. The results file gets two runs, side A then
@@ -46,7 +46,7 @@ static void run_ab_ok(const dcr_bench_config_t *a, const dcr_bench_config_t *b,
         assert_true(r[s].bit_exact);
         for (int i = 0; i < r[s].nrefits; i++) {
             assert_true(r[s].refits[i].verified && r[s].refits[i].bit_exact);
-            assert_int_equal(r[s].refits[i].block, i / 2);
+            assert_int_equal(r[s].refits[i].block, i);
             assert_true(r[s].refits[i].latency_s > 0);
         }
     }
@@ -147,7 +147,7 @@ static void test_results_layout(void **state)
         const double *block = dcr_results_column(run, DCR_RESULTS_BLOCK);
         assert_non_null(block);
         assert_int_equal(run->nrefits, 12);
-        for (size_t i = 0; i < run->nrefits; i++) assert_true(block[i] == (double)(i / 2));
+        for (size_t i = 0; i < run->nrefits; i++) assert_true(block[i] == (double)i);
     }
     assert_null(dcr_results_column(&set->runs[2], DCR_RESULTS_BLOCK));
     assert_null(json_object_get(set->runs[2].summary, DCR_RESULTS_AB_SIDE));
@@ -164,7 +164,7 @@ static void test_results_layout(void **state)
     assert_int_equal(c->npairs, 1);
     assert_int_equal(c->nab_keys, 1);
     assert_string_equal(c->ab_keys[0], "cross_gbps");
-    assert_int_equal(c->pairs[0].metrics[0].nblocks, 6);
+    assert_int_equal(c->pairs[0].metrics[0].nblocks, 12);
     dcr_compare_destroy(c);
     unlink(path);
     dcr_bench_result_free(&r[0]);
