@@ -666,8 +666,10 @@ static void print_ab(const dcr_compare_t *c, FILE *out)
                  *b = c->cur->nruns ? c->cur->runs[0].config : NULL;
     if (!c->nab_keys) fprintf(out, ", the same configuration (A/A)");
     for (size_t i = 0; i < c->nab_keys; i++) {
-        char *va = json_dumps(json_object_get(a, c->ab_keys[i]), JSON_ENCODE_ANY | JSON_COMPACT),
-             *vb = json_dumps(json_object_get(b, c->ab_keys[i]), JSON_ENCODE_ANY | JSON_COMPACT);
+        char *va = json_dumps(json_object_get(a, c->ab_keys[i]),
+                              JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)),
+             *vb = json_dumps(json_object_get(b, c->ab_keys[i]),
+                              JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10));
         fprintf(out, "%s %s %s -> %s", i ? "," : "; B changes", c->ab_keys[i], va ? va : "-",
                 vb ? vb : "-");
         free(va);
