@@ -400,7 +400,9 @@ static dcr_status_t check_pairable(const dcr_compare_t *c, const dcr_results_gro
                              "--paired: BASE has %zu blocks of a configuration and NEW %zu; "
                              "pairing needs one NEW block per BASE block (scripts/ab-bench.sh)",
                              bg->nruns, ng->nruns);
-    for (size_t i = 0; i + 1 < bg->nruns; i++) {
+    /* One A/B file: the blocks are pairs of one process, named by their
+     * ids; every block of a side bears the time its side was appended. */
+    for (size_t i = 0; !c->ab && i + 1 < bg->nruns; i++) {
         const char *b0 = c->base->runs[bg->run_index[i]].time,
                    *n0 = c->cur->runs[ng->run_index[i]].time,
                    *b1 = c->base->runs[bg->run_index[i + 1]].time,

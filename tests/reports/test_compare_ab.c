@@ -167,6 +167,25 @@ static void test_identical_sides(void **state)
      * see through the drift: the paired one is what removes it. */
 }
 
+/* dcr bench --ab appends side B after side A, often in a later second:
+ * the pairing is by block id, not by the times the runs were appended. */
+static void test_sides_appended_seconds_apart(void **state)
+{
+    (void)state;
+    double a[20], b[20];
+    for (int i = 0; i < 20; i++) {
+        a[i] = 0.5 + 0.01 * (i % 3);
+        b[i] = 1.3 * a[i];
+    }
+    unlink(path);
+    append_side(cfg_a, "A", a, NULL, 20);
+    sleep(1);
+    append_side(cfg_b, "B", b, NULL, 20);
+    dcr_compare_t *c = compare_ab();
+    assert_int_equal(latency(c)->verdict, DCR_COMPARE_REGRESSED);
+    dcr_compare_destroy(c);
+}
+
 static void test_too_few_blocks(void **state)
 {
     (void)state;
@@ -292,6 +311,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_regression_by_construction, file_setup, file_teardown),
         cmocka_unit_test_setup_teardown(test_identical_sides, file_setup, file_teardown),
+        cmocka_unit_test_setup_teardown(test_sides_appended_seconds_apart, file_setup,
+                                        file_teardown),
         cmocka_unit_test_setup_teardown(test_too_few_blocks, file_setup, file_teardown),
         cmocka_unit_test_setup_teardown(test_split_and_pair, file_setup, file_teardown),
         cmocka_unit_test_setup_teardown(test_refused, file_setup, file_teardown),
