@@ -37,6 +37,7 @@ typedef struct bench_opts {
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key, *store, *s3_endpoint;
     const char *device; /* --device: the receivers' and owners' place (not role processes') */
+    const char *ab;     /* --ab SPEC: interleaved A/B (run_ab) */
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
     /* The parsed flag table (their `seen`), for checks that depend on which
      * flags the user gave. */
@@ -658,7 +659,7 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
 {
     opts_default(o);
     enum { NOWN = NSERVE_ARGS + NRUN_ARGS };
-    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 9 <= sizeof(o->args) / sizeof(o->args[0]),
+    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 10 <= sizeof(o->args) / sizeof(o->args[0]),
                    "bench_opts_t.args too small");
     serve_args(o, o->args);
     run_args(o, o->args + NSERVE_ARGS);
@@ -693,7 +694,7 @@ int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra,
 
 /* The launcher's flags (--processes, --testbed and theirs) and --device:
  * NLAUNCHER_ARGS entries. */
-enum { NLAUNCHER_ARGS = 9 };
+enum { NLAUNCHER_ARGS = 10 };
 
 static void launcher_args(bench_opts_t *o, dcr_arg_t *a)
 {
@@ -743,6 +744,12 @@ static void launcher_args(bench_opts_t *o, dcr_arg_t *a)
          "results say how (\"join\": its restores by kind, bytes against dense "
          "refits); objstore, 2 or more rollout nodes",
          false},
+        {"--ab", DCR_ARG_STRING, &o->ab, 0, 0,
+         "KEY=VALUE[,KEY=VALUE...] or same: an interleaved A/B run in one process, side A this "
+         "configuration, side B the same with the named flags changed (link_gbps=0.025), "
+         "refits alternated in ABBA order; --out gets both sides (compare with dcr compare "
+         "OUT.h5)",
+         false},
     };
     memcpy(a, own, sizeof own);
 }
@@ -764,19 +771,245 @@ static int device_check(const bench_opts_t *o)
     return 0;
 }
 
+/* ---- dcr bench --ab ------------------------------------------------------------ */
+
+/* The flags --ab may change (as keys: link_gbps is --link-gbps): valued
+ * configuration flags that change the work of a refit. Paths, outputs and
+ * the refit counts stay the same on both sides. */
+static const char *const ab_flags[] = {"--link-gbps",  "--flow-gbps",     "--local-gbps",
+                                       "--latency-ms", "--change-rate",   "--changes",
+                                       "--lr",         "--mode",          "--transport",
+                                       "--fanout",     "--chunk-mib",     "--bucket-mib",
+                                       "--seed",       "--model",         "--scale",
+                                       "--layers",     "--rollout-nodes", "--receivers-per-node",
+                                       "--serve-tp",   "--fp8-layers",    "--init",
+                                       "--rl"};
+
+/* The bench usage line (dcr_cmd_bench's). */
+static const char bench_usage[] =
+    "[model and layout flags] [rollout flags] [--transport objstore|relay] "
+    "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
+    "[--mode X|P|F] [--rl sync|async] [--processes | --testbed netns] [--device cpu|cuda|auto] "
+    "[--ab KEY=VALUE[,...]|same] [--json]";
+
+#define AB_MAX_KEYS 8
+
+/* Both sides' configurations and parsed flags. */
+typedef struct dcr_bench_opts_pair {
+    const dcr_bench_config_t *cfg[2];
+    const bench_opts_t *opts[2];
+} dcr_bench_opts_pair_t;
+
+typedef struct ab_spec {
+    char text[512];                /* a copy of the spec, split in place */
+    const char *flag[AB_MAX_KEYS]; /* "--link-gbps" (from ab_flags) */
+    const char *value[AB_MAX_KEYS];
+    int n;
+} ab_spec_t;
+
+/* The flag of an --ab key: "link_gbps" (or "link-gbps") is "--link-gbps"
+ * when that is one of ab_flags; NULL otherwise. */
+static const char *ab_flag_of(const char *key)
+{
+    char flag[64];
+    if (strlen(key) + 3 > sizeof(flag)) return NULL;
+    snprintf(flag, sizeof(flag), "--%s", key);
+    for (char *c = flag + 2; *c; c++)
+        if (*c == '_') *c = '-';
+    for (size_t i = 0; i < sizeof(ab_flags) / sizeof(ab_flags[0]); i++)
+        if (!strcmp(flag, ab_flags[i])) return ab_flags[i];
+    return NULL;
+}
+
+/* Parses "same" or KEY=VALUE[,KEY=VALUE...]: known keys, each once, values
+ * not empty (their checks are the flags' own, when B's flags are parsed). */
+static dcr_status_t ab_parse(const char *text, ab_spec_t *spec)
+{
+    memset(spec, 0, sizeof(*spec));
+    if (strlen(text) >= sizeof(spec->text))
+        return dcr_error_set(DCR_EINVAL, "--ab: the specification is too long");
+    if (!strcmp(text, "same")) return DCR_OK;
+    snprintf(spec->text, sizeof(spec->text), "%s", text);
+    char *save = NULL;
+    for (char *kv = strtok_r(spec->text, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq || eq == kv || eq[1] == '\0')
+            return dcr_error_set(DCR_EINVAL, "--ab %s: expected KEY=VALUE[,KEY=VALUE...] or same",
+                                 text);
+        *eq = '\0';
+        const char *flag = ab_flag_of(kv);
+        if (!flag)
+            return dcr_error_set(
+                DCR_EINVAL,
+                "--ab: unknown key '%s' (link_gbps, flow_gbps, local_gbps, "
+                "latency_ms, change_rate, changes, lr, mode, transport, fanout, "
+                "chunk_mib, bucket_mib, seed, model, scale, layers, rollout_nodes, "
+                "receivers_per_node, serve_tp, fp8_layers, init, rl)",
+                kv);
+        for (int i = 0; i < spec->n; i++)
+            if (spec->flag[i] == flag)
+                return dcr_error_set(DCR_EINVAL, "--ab: key '%s' given twice", kv);
+        if (spec->n == AB_MAX_KEYS)
+            return dcr_error_set(DCR_EINVAL, "--ab: at most %d keys", AB_MAX_KEYS);
+        spec->flag[spec->n] = flag;
+        spec->value[spec->n++] = eq + 1;
+    }
+    if (spec->n == 0)
+        return dcr_error_set(DCR_EINVAL, "--ab %s: expected KEY=VALUE[,KEY=VALUE...] or same",
+                             text);
+    return DCR_OK;
+}
+
+/* Whether argv[i] is --ab or a flag the spec changes (then B drops it). */
+static bool ab_dropped(const ab_spec_t *spec, const char *arg, bool *takes_value)
+{
+    static const char *const ab[] = {"--ab"};
+    if (valued_flag(arg, ab, 1, takes_value)) return true;
+    for (int k = 0; k < spec->n; k++)
+        if (valued_flag(arg, &spec->flag[k], 1, takes_value)) return true;
+    return false;
+}
+
+/* Side B's flags: A's without --ab and without the flags the spec changes,
+ * then the spec's flags with their values; parsed and checked exactly as
+ * A's were. Returns like dcr_args_parse (0, or the exit status). */
+static int ab_side_b(const ab_spec_t *spec, int argc, char **argv, bench_opts_t *ob,
+                     dcr_bench_config_t *cb)
+{
+    char **bv = calloc((size_t)argc + 2 * AB_MAX_KEYS + 1, sizeof(char *));
+    if (!bv) return dcr_cli_fail("bench", dcr_error_set(DCR_ENOMEM, "--ab arguments"));
+    int n = 0;
+    bv[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        bool value;
+        if (ab_dropped(spec, argv[i], &value))
+            i += value;
+        else
+            bv[n++] = argv[i];
+    }
+    for (int k = 0; k < spec->n; k++) {
+        bv[n++] = (char *)spec->flag[k];
+        bv[n++] = (char *)spec->value[k];
+    }
+    dcr_arg_t own[NLAUNCHER_ARGS];
+    launcher_args(ob, own);
+    int rc = parse_opts(ob, "bench --ab (side B)", bench_usage, own, NLAUNCHER_ARGS, n, bv);
+    free(bv);
+    if (rc) return 2; /* a value the flag refuses: one line from the parser */
+    *cb = dcr_bench_config_default();
+    rc = dcr_cli_check("bench", applies_check(ob));
+    if (rc == 0) rc = dcr_cli_check("bench", fill_config(ob, cb));
+    return rc;
+}
+
+static int cmp_ratio(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median over pairs of latency(B) / latency(A): the run's own summary
+ * of the slowdown (dcr compare gives the interval). NAN without pairs. */
+static double ab_pair_ratio(const dcr_bench_result_t r[2])
+{
+    int n = r[0].nrefits < r[1].nrefits ? r[0].nrefits : r[1].nrefits;
+    double *ratio = calloc((size_t)(n ? n : 1), sizeof(double));
+    if (!ratio || n == 0) {
+        free(ratio);
+        return NAN;
+    }
+    for (int k = 0; k < n; k++)
+        ratio[k] =
+            r[0].refits[k].latency_s > 0 ? r[1].refits[k].latency_s / r[0].refits[k].latency_s : 0;
+    qsort(ratio, (size_t)n, sizeof(double), cmp_ratio);
+    double m = n % 2 ? ratio[n / 2] : (ratio[n / 2 - 1] + ratio[n / 2]) / 2;
+    free(ratio);
+    return m;
+}
+
+static void ab_print(const char *spec, const dcr_bench_result_t r[2])
+{
+    for (int s = 0; s < 2; s++)
+        printf("side %c%s%s: %d timed refits, mean latency %.4f s, payload %.0f bytes, %s\n",
+               'A' + s, s ? " " : "", s ? spec : "", r[s].nrefits, r[s].mean_latency_s,
+               r[s].payload_bytes_mean, r[s].bit_exact ? "bit-exact" : "NOT bit-exact");
+    printf("B/A latency, median of the %d pairs' ratios: %.3f (interval and verdict: dcr "
+           "compare on the --out file)\n",
+           r[0].nrefits, ab_pair_ratio(r));
+}
+
+/* Both sides to --out (A, then B) and stdout; exit 1 when a side was not
+ * bit-exact. */
+static int ab_finish(const bench_opts_t *o, const dcr_bench_opts_pair_t *p, dcr_bench_result_t r[2])
+{
+    json_t *config[2];
+    dcr_status_t st = DCR_OK;
+    for (int s = 0; s < 2; s++) {
+        config[s] = dcr_bench_config_json(p->cfg[s], p->opts[s]->changes, p->opts[s]->store);
+        json_object_set_new(config[s], "ab", json_string(o->ab));
+    }
+    for (int s = 0; o->out && st == DCR_OK && s < 2; s++)
+        st = dcr_bench_results_append(o->out, &r[s], config[s]);
+    if (o->json) {
+        json_t *j = json_pack("{s:s,s:s,s:o,s:o}", "ab", o->ab, "order", "ABBA", "A",
+                              dcr_bench_result_json(&r[0], json_incref(config[0])), "B",
+                              dcr_bench_result_json(&r[1], json_incref(config[1])));
+        json_dumpf(j, stdout, JSON_INDENT(2));
+        printf("\n");
+        json_decref(j);
+    } else {
+        ab_print(o->ab, r);
+    }
+    int rc = st != DCR_OK ? dcr_cli_fail("bench", st) : 0;
+    if (rc == 0 && !(r[0].bit_exact && r[1].bit_exact)) {
+        fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
+        rc = 1;
+    }
+    for (int s = 0; s < 2; s++) {
+        json_decref(config[s]);
+        dcr_bench_result_free(&r[s]);
+    }
+    return rc;
+}
+
+/* --ab: usage errors first (the spec, both sides' flags and rules), then
+ * both sides in one process (dcr_bench_run_ab). */
+static int run_ab(bench_opts_t *o, int argc, char **argv)
+{
+    static bench_opts_t ob; /* B's flags point into it */
+    ab_spec_t spec;
+    dcr_bench_config_t c[2] = {dcr_bench_config_default(), dcr_bench_config_default()};
+    int rc = dcr_cli_check("bench", ab_parse(o->ab, &spec));
+    if (rc == 0 && (o->processes || o->testbed))
+        rc = dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL, "--ab runs both sides in this "
+                                                              "process: not with --processes or "
+                                                              "--testbed"));
+    if (rc == 0 && o->trace)
+        rc = dcr_cli_usage("bench",
+                           dcr_error_set(DCR_EINVAL, "--ab keeps no stage trace (drop --trace)"));
+    if (rc == 0) rc = dcr_cli_check("bench", applies_check(o));
+    if (rc == 0) rc = dcr_cli_check("bench", fill_config(o, &c[0]));
+    if (rc == 0) rc = ab_side_b(&spec, argc, argv, &ob, &c[1]);
+    if (rc) return rc;
+    /* The refits' intervals are dropped as each refit's bounds are taken. */
+    c[0].keep_trace = c[1].keep_trace = false;
+    if ((rc = dcr_cli_check("bench", dcr_bench_ab_check(&c[0], &c[1])))) return rc;
+    dcr_interrupt_install();
+    dcr_bench_result_t r[2];
+    dcr_status_t st = dcr_bench_run_ab(&c[0], &c[1], r);
+    if (st != DCR_OK) return dcr_cli_fail("bench", st);
+    const dcr_bench_opts_pair_t pair = {{&c[0], &c[1]}, {o, &ob}};
+    return ab_finish(o, &pair, r);
+}
+
 int dcr_cmd_bench(int argc, char **argv)
 {
     bench_opts_t o;
     dcr_arg_t own[NLAUNCHER_ARGS];
     launcher_args(&o, own);
-    int rc = parse_opts(
-        &o, "bench",
-        "[model and layout flags] [rollout flags] [--transport objstore|relay] "
-        "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
-        "[--mode X|P|F] [--rl sync|async] [--processes | --testbed netns] [--device cpu|cuda|auto] "
-        "[--json]",
-        own, NLAUNCHER_ARGS, argc, argv);
+    int rc = parse_opts(&o, "bench", bench_usage, own, NLAUNCHER_ARGS, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = device_check(&o))) return rc;
+    if (o.ab) return run_ab(&o, argc, argv);
     return run(&o, argc, argv);
 }

@@ -10,6 +10,7 @@
 static const char usage[] =
     "BASE.h5 NEW.h5 [--threshold PCT] [--confidence PCT] [--min-samples N]\n"
     "       [--match-ignore KEY,...] [--paired] [--strict] [--require-match] [--json]\n"
+    "   or: AB.h5 [--threshold PCT] [--confidence PCT] [--min-samples N] [--strict] [--json]\n"
     "\n"
     "Matches the runs of two results files by command, machine and configuration\n"
     "(the config JSON less paths and the number of timed refits; verification and\n"
@@ -30,6 +31,9 @@ static const char usage[] =
     "per-block ratios median(NEW block)/median(BASE block), so drift of the machine\n"
     "shared by a pair cancels (at least 6 blocks at 95%). --match-ignore takes\n"
     "bench flag names too (link_gbps is the key cross_gbps).\n"
+    "One file AB.h5 (dcr bench --ab --out AB.h5): side A is BASE, side B is NEW,\n"
+    "the keys they differ in are left out of matching, and the comparison is\n"
+    "paired refit pair by refit pair (the block column; as --paired, 6 pairs or more).\n"
     "Exit status: 0 no regression, 1 a regression (or, with --require-match, a NEW\n"
     "run without a match), 2 usage, 3 inconclusive or too few refits (with --strict\n"
     "only), 4 a file unreadable, missing, not dcr results or of another version.";
@@ -124,8 +128,8 @@ int dcr_cmd_compare(int argc, char **argv)
     int npos = 0;
     int rc = dcr_args_parse("compare", usage, args, 8, argc, argv, pos, 2, &npos);
     if (rc) return rc == 1 ? 0 : 2;
-    if (npos != 2) {
-        fprintf(stderr, "dcr compare: expected BASE.h5 and NEW.h5\n");
+    if (npos < 1) {
+        fprintf(stderr, "dcr compare: expected BASE.h5 and NEW.h5, or one A/B file\n");
         return 2;
     }
     char keybuf[1024];
@@ -136,10 +140,12 @@ int dcr_cmd_compare(int argc, char **argv)
     opts.confidence = confidence_pct / 100;
     opts.min_samples = (size_t)min_samples;
     dcr_compare_t *c = NULL;
-    dcr_status_t st = dcr_compare_files(pos[0], pos[1], &opts, &c);
+    dcr_status_t st = npos == 1 ? dcr_compare_ab_file(pos[0], &opts, &c)
+                                : dcr_compare_files(pos[0], pos[1], &opts, &c);
     if (st == DCR_EINVAL) {
         dcr_cli_fail("compare", st);
-        return 2; /* an ignored key no run has, or --paired on files without blocks */
+        return 2; /* an ignored key no run has, --paired on files without blocks, or one
+                     file without an A/B run */
     }
     if (st != DCR_OK) {
         dcr_cli_fail("compare", st);

@@ -295,6 +295,12 @@ static dcr_status_t block_log_ratios(const dcr_compare_t *c, const dcr_compare_p
     return DCR_OK;
 }
 
+/* What gives a paired comparison more blocks. */
+static const char *more_blocks(const dcr_compare_t *c)
+{
+    return c->ab ? "more --refits with dcr bench --ab" : "scripts/ab-bench.sh --rounds";
+}
+
 static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_t *p,
                                  dcr_compare_metric_t *x)
 {
@@ -312,9 +318,8 @@ static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_
                  x->base.n, x->cur.n, c->opts.min_samples);
     } else if (x->nblocks < need) {
         snprintf(x->reason, sizeof(x->reason),
-                 "too few blocks to decide: %zu pairs, at least %zu needed at %g%% "
-                 "(scripts/ab-bench.sh --rounds)",
-                 x->nblocks, need, 100 * c->opts.confidence);
+                 "too few blocks to decide: %zu pairs, at least %zu needed at %g%% (%s)",
+                 x->nblocks, need, 100 * c->opts.confidence, more_blocks(c));
     } else {
         dcr_paired_interval_t ci;
         dcr_status_t st = dcr_paired_signed_rank_ci(d, x->nblocks, c->opts.confidence, &ci);
@@ -326,7 +331,7 @@ static dcr_status_t judge_paired(const dcr_compare_t *c, const dcr_compare_pair_
         x->coverage = ci.coverage;
         char why[192];
         x->verdict = verdict_of(x->lo, x->hi, c->opts.threshold_pct / 100, c->opts.confidence,
-                                "more blocks (scripts/ab-bench.sh --rounds)", why, sizeof(why));
+                                more_blocks(c), why, sizeof(why));
         snprintf(x->reason, sizeof(x->reason), "%s (%zu paired blocks)", why, x->nblocks);
         return DCR_OK;
     }
@@ -395,7 +400,9 @@ static dcr_status_t check_pairable(const dcr_compare_t *c, const dcr_results_gro
                              "--paired: BASE has %zu blocks of a configuration and NEW %zu; "
                              "pairing needs one NEW block per BASE block (scripts/ab-bench.sh)",
                              bg->nruns, ng->nruns);
-    for (size_t i = 0; i + 1 < bg->nruns; i++) {
+    /* One A/B file: the blocks are pairs of one process, named by their
+     * ids; every block of a side bears the time its side was appended. */
+    for (size_t i = 0; !c->ab && i + 1 < bg->nruns; i++) {
         const char *b0 = c->base->runs[bg->run_index[i]].time,
                    *n0 = c->cur->runs[ng->run_index[i]].time,
                    *b1 = c->base->runs[bg->run_index[i + 1]].time,
@@ -489,7 +496,74 @@ void dcr_compare_destroy(dcr_compare_t *c)
     dcr_results_groups_free(c->base_groups, c->nbase_groups);
     dcr_results_set_destroy(c->cur);
     dcr_results_set_destroy(c->base);
+    for (size_t i = 0; i < c->nab_keys; i++) free(c->ab_keys[i]);
+    free(c->ab_keys);
     free(c);
+}
+
+/* ---- one A/B file ------------------------------------------------------------- */
+
+/* The configuration keys whose values differ between a and b (either
+ * side's), into c->ab_keys. */
+static dcr_status_t ab_differing_keys(dcr_compare_t *c, const json_t *a, const json_t *b)
+{
+    size_t cap = json_object_size(a) + json_object_size(b) + 1;
+    c->ab_keys = calloc(cap, sizeof(char *));
+    if (!c->ab_keys) return dcr_error_set(DCR_ENOMEM, "comparing results");
+    const json_t *side[2] = {a, b};
+    for (int s = 0; s < 2; s++) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)side[s], key, v)
+        {
+            if (json_equal(v, json_object_get(side[1 - s], key))) continue;
+            bool have = false;
+            for (size_t i = 0; i < c->nab_keys; i++) have |= !strcmp(c->ab_keys[i], key);
+            if (have) continue;
+            if (!(c->ab_keys[c->nab_keys] = strdup(key)))
+                return dcr_error_set(DCR_ENOMEM, "comparing results");
+            c->nab_keys++;
+        }
+    }
+    return DCR_OK;
+}
+
+/* c->base and c->cur from the last A/B run of the file at path. */
+static dcr_status_t ab_split(dcr_compare_t *c, const char *path)
+{
+    dcr_results_set_t *set = NULL;
+    DCR_CHECK(dcr_results_read(path, &set));
+    size_t a = 0, b = 0;
+    dcr_status_t st = dcr_results_ab_pair(set, &a, &b);
+    if (st == DCR_OK) st = dcr_results_split_blocks(set, a, &c->base);
+    if (st == DCR_OK) st = dcr_results_split_blocks(set, b, &c->cur);
+    if (st == DCR_OK) st = ab_differing_keys(c, set->runs[a].config, set->runs[b].config);
+    dcr_results_set_destroy(set);
+    return st;
+}
+
+dcr_status_t dcr_compare_ab_file(const char *path, const dcr_compare_opts_t *opts,
+                                 dcr_compare_t **out_p)
+{
+    if (opts->nignore)
+        return dcr_error_set(DCR_EINVAL, "--match-ignore does not apply to one A/B file: the keys "
+                                         "its sides differ in are left out of matching");
+    dcr_compare_t *c = calloc(1, sizeof(*c));
+    if (!c) return dcr_error_set(DCR_ENOMEM, "comparing results");
+    c->opts = *opts;
+    c->opts.paired = true;
+    c->ab = true;
+    dcr_status_t st;
+    DCR_CHECK_GOTO(ab_split(c, path), st, fail);
+    c->opts.ignore = (const char *const *)c->ab_keys;
+    c->opts.nignore = c->nab_keys;
+    DCR_CHECK_GOTO(group_both(c), st, fail);
+    DCR_CHECK_GOTO(match_groups(c), st, fail);
+    *out_p = c;
+    return DCR_OK;
+fail:
+    dcr_compare_destroy(c);
+    return st;
 }
 
 static const json_t *group_config(const dcr_results_set_t *set, const dcr_results_group_t *g)
@@ -585,8 +659,30 @@ static const char *overall(const dcr_compare_t *c)
     return c->regressions ? "regression" : c->inconclusive ? "inconclusive" : "ok";
 }
 
+/* One A/B file: which side is which and what differs. */
+static void print_ab(const dcr_compare_t *c, FILE *out)
+{
+    fprintf(out, "A/B file %s (ABBA order, block = pair): BASE = side A, NEW = side B",
+            c->base->path);
+    const json_t *a = c->base->nruns ? c->base->runs[0].config : NULL,
+                 *b = c->cur->nruns ? c->cur->runs[0].config : NULL;
+    if (!c->nab_keys) fprintf(out, ", the same configuration (A/A)");
+    for (size_t i = 0; i < c->nab_keys; i++) {
+        char *va = json_dumps(json_object_get(a, c->ab_keys[i]),
+                              JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10)),
+             *vb = json_dumps(json_object_get(b, c->ab_keys[i]),
+                              JSON_ENCODE_ANY | JSON_COMPACT | JSON_REAL_PRECISION(10));
+        fprintf(out, "%s %s %s -> %s", i ? "," : "; B changes", c->ab_keys[i], va ? va : "-",
+                vb ? vb : "-");
+        free(va);
+        free(vb);
+    }
+    fprintf(out, "\n");
+}
+
 void dcr_compare_print(const dcr_compare_t *c, FILE *out)
 {
+    if (c->ab) print_ab(c, out);
     fprintf(out,
             "BASE %s (%zu runs), NEW %s (%zu runs), threshold %g%%, %g%% %s, at least %zu refits "
             "per side\n\n",
@@ -733,6 +829,21 @@ static json_t *json_ignored(const dcr_compare_t *c)
     return a;
 }
 
+/* One A/B file: {file, order, differs: [{key, a, b}]}. */
+static json_t *json_ab(const dcr_compare_t *c)
+{
+    const json_t *a = c->base->nruns ? c->base->runs[0].config : NULL,
+                 *b = c->cur->nruns ? c->cur->runs[0].config : NULL;
+    json_t *differs = json_array();
+    for (size_t i = 0; differs && i < c->nab_keys; i++) {
+        json_t *va = json_object_get(a, c->ab_keys[i]), *vb = json_object_get(b, c->ab_keys[i]);
+        json_array_append_new(differs,
+                              json_pack("{s:s,s:O,s:O}", "key", c->ab_keys[i], "a",
+                                        va ? va : json_null(), "b", vb ? vb : json_null()));
+    }
+    return json_pack("{s:s,s:s,s:o}", "file", c->base->path, "order", "ABBA", "differs", differs);
+}
+
 char *dcr_compare_json(const dcr_compare_t *c)
 {
     json_t *matched = json_array();
@@ -748,6 +859,7 @@ char *dcr_compare_json(const dcr_compare_t *c)
         "unmatched_base", json_unmatched(c->base, c->base_groups, c->nbase_groups, c->base_matched),
         "unmatched_new", json_unmatched(c->cur, c->new_groups, c->nnew_groups, c->new_matched));
     if (!j) return NULL;
+    if (c->ab) json_object_set_new(j, "ab", json_ab(c));
     char *text = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(12));
     json_decref(j);
     return text;

@@ -140,6 +140,12 @@ typedef struct dcr_compare {
     dcr_compare_opts_t opts;          /* ignore borrowed from the caller */
     size_t regressions;               /* REGRESSED metrics over all pairs */
     size_t inconclusive;              /* inconclusive or too-few judged metrics */
+    /* One A/B file (dcr_compare_ab_file): base and cur hold the blocks of
+     * side A and side B; ab_keys the configuration keys the sides differ
+     * in (owned; what opts.ignore points to). */
+    bool ab;
+    char **ab_keys;
+    size_t nab_keys;
 } dcr_compare_t;
 
 /* Reads both files and compares them. *out_p is set only on success; free
@@ -149,6 +155,17 @@ typedef struct dcr_compare {
 dcr_status_t dcr_compare_files(const char *base_path, const char *new_path,
                                const dcr_compare_opts_t *opts, dcr_compare_t **out_p);
 void dcr_compare_destroy(dcr_compare_t *c);
+
+/* The two sides of one interleaved A/B run (dcr bench --ab --out FILE):
+ * side A is BASE and side B is NEW, each side's blocks (pairs of dcr bench --ab) are its runs
+ * (dcr_results_split_blocks), the configuration keys the sides differ in
+ * are left out of matching (they differ on purpose), and the comparison is
+ * paired, block j of A with block j of B, whatever opts.paired says;
+ * opts.ignore must be empty. The last A/B run of the file is compared
+ * (dcr_results_ab_pair). Errors: the reader's (DCR_EIO, DCR_EPARSE);
+ * DCR_EINVAL for a file without an A/B run, or with opts.ignore set. */
+dcr_status_t dcr_compare_ab_file(const char *path, const dcr_compare_opts_t *opts,
+                                 dcr_compare_t **out_p);
 
 /* A table per matched configuration, the unmatched runs, and the verdict line. */
 void dcr_compare_print(const dcr_compare_t *c, FILE *out);
@@ -162,7 +179,8 @@ void dcr_compare_print(const dcr_compare_t *c, FILE *out);
  * [lo, hi] (null when not computed), confidence, test, prob_greater,
  * verdict, reason; paired also pooled_ratio, blocks, block_ratios and
  * coverage), paired (true or false), unmatched_base and unmatched_new (label, config,
- * runs). Undefined numbers are null. malloc'd text; NULL on allocation
+ * runs); for one A/B file also ab {file, order "ABBA", differs: per key
+ * {key, a, b}}. Undefined numbers are null. malloc'd text; NULL on allocation
  * failure. */
 char *dcr_compare_json(const dcr_compare_t *c);
 

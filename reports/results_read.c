@@ -752,3 +752,131 @@ void dcr_results_config_label(const json_t *config, char *buf, size_t len)
     /* The strings come from a results file: escaped, since labels are printed. */
     dcr_escape(buf, len, raw);
 }
+
+/* ---- interleaved A/B runs ------------------------------------------------------ */
+
+static const char *ab_side(const dcr_results_stored_run_t *r)
+{
+    return json_string_value(json_object_get(r->summary, DCR_RESULTS_AB_SIDE));
+}
+
+dcr_status_t dcr_results_ab_pair(const dcr_results_set_t *set, size_t *a_p, size_t *b_p)
+{
+    for (size_t i = set->nruns; i-- > 1;) {
+        const char *b = ab_side(&set->runs[i]), *a = ab_side(&set->runs[i - 1]);
+        if (!b || strcmp(b, "B")) continue;
+        if (!a || strcmp(a, "A"))
+            return dcr_error_set(DCR_EINVAL,
+                                 "%s: %s is side B of an A/B run but %s is not its "
+                                 "side A",
+                                 set->path, set->runs[i].name, set->runs[i - 1].name);
+        for (size_t k = i - 1; k <= i; k++)
+            if (!dcr_results_column(&set->runs[k], DCR_RESULTS_BLOCK))
+                return dcr_error_set(DCR_EINVAL, "%s: %s has no refits/%s column", set->path,
+                                     set->runs[k].name, DCR_RESULTS_BLOCK);
+        *a_p = i - 1;
+        *b_p = i;
+        return DCR_OK;
+    }
+    return dcr_error_set(DCR_EINVAL,
+                         "%s holds no interleaved A/B run (dcr bench --ab --out writes one); "
+                         "two files compare as dcr compare BASE.h5 NEW.h5",
+                         set->path);
+}
+
+static char *dup_text(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* Run dst: src's attributes and its refits rows[0..n) (block `id`). */
+static dcr_status_t copy_rows(const dcr_results_stored_run_t *src, const size_t *rows, size_t n,
+                              long id, dcr_results_stored_run_t *dst)
+{
+    char name[256];
+    snprintf(name, sizeof(name), "%s#block%ld", src->name, id);
+    *dst = (dcr_results_stored_run_t){.name = strdup(name),
+                                      .command = dup_text(src->command),
+                                      .config_text = dup_text(src->config_text),
+                                      .summary_text = dup_text(src->summary_text),
+                                      .machine = dup_text(src->machine),
+                                      .git_revision = dup_text(src->git_revision),
+                                      .time = dup_text(src->time),
+                                      .config = json_incref(src->config),
+                                      .summary = json_incref(src->summary),
+                                      .config_key = dup_text(src->config_key),
+                                      .nrefits = n,
+                                      .ncolumns = src->ncolumns,
+                                      .columns = calloc(src->ncolumns, sizeof(*dst->columns))};
+    bool ok = dst->name && dst->command && dst->config_text && dst->summary_text && dst->machine &&
+              dst->git_revision && dst->time && dst->config_key && dst->columns;
+    for (size_t c = 0; ok && c < src->ncolumns; c++) {
+        dst->columns[c].name = strdup(src->columns[c].name);
+        dst->columns[c].values = malloc((n ? n : 1) * sizeof(double));
+        ok = dst->columns[c].name && dst->columns[c].values;
+        for (size_t i = 0; ok && i < n; i++)
+            dst->columns[c].values[i] = src->columns[c].values[rows[i]];
+    }
+    return ok ? DCR_OK : dcr_error_set(DCR_ENOMEM, "splitting %s into blocks", src->name);
+}
+
+static int cmp_block_id(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The distinct block ids of a column, sorted, into ids (n values at most). */
+static size_t distinct_ids(const double *col, size_t n, double *ids)
+{
+    memcpy(ids, col, n * sizeof(double));
+    qsort(ids, n, sizeof(double), cmp_block_id);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || ids[k - 1] != ids[i]) ids[k++] = ids[i];
+    return k;
+}
+
+static dcr_status_t split_into(const dcr_results_stored_run_t *r, const double *col,
+                               dcr_results_set_t *out, double *ids, size_t *rows)
+{
+    size_t nids = distinct_ids(col, r->nrefits, ids);
+    out->runs = calloc(nids ? nids : 1, sizeof(*out->runs));
+    if (!out->runs) return dcr_error_set(DCR_ENOMEM, "splitting %s into blocks", r->name);
+    for (size_t b = 0; b < nids; b++) {
+        size_t n = 0;
+        for (size_t i = 0; i < r->nrefits; i++)
+            if (col[i] == ids[b]) rows[n++] = i;
+        out->nruns++;
+        DCR_CHECK(copy_rows(r, rows, n, (long)ids[b], &out->runs[b]));
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_results_split_blocks(const dcr_results_set_t *set, size_t run,
+                                      dcr_results_set_t **out_p)
+{
+    const dcr_results_stored_run_t *r = &set->runs[run];
+    const double *col = dcr_results_column(r, DCR_RESULTS_BLOCK);
+    if (!col)
+        return dcr_error_set(DCR_EINVAL, "%s: %s has no refits/%s column", set->path, r->name,
+                             DCR_RESULTS_BLOCK);
+    for (size_t i = 0; i < r->nrefits; i++)
+        if (col[i] != floor(col[i]) || col[i] > 1e9)
+            return dcr_error_set(DCR_EINVAL, "%s: %s: block id %g is not a whole number", set->path,
+                                 r->name, col[i]);
+    dcr_results_set_t *out = calloc(1, sizeof(*out));
+    double *ids = malloc((r->nrefits + 1) * sizeof(double));
+    size_t *rows = malloc((r->nrefits + 1) * sizeof(size_t));
+    dcr_status_t st = out && ids && rows && (out->path = strdup(set->path))
+                          ? split_into(r, col, out, ids, rows)
+                          : dcr_error_set(DCR_ENOMEM, "splitting %s into blocks", r->name);
+    free(ids);
+    free(rows);
+    if (st != DCR_OK) {
+        dcr_results_set_destroy(out);
+        return st;
+    }
+    *out_p = out;
+    return DCR_OK;
+}

@@ -99,6 +99,22 @@ char *dcr_results_match_key(const dcr_results_stored_run_t *run, const char *con
  * "command" and "machine"): --match-ignore refuses a key no run has. */
 bool dcr_results_has_key(const dcr_results_set_t *set, const char *key);
 
+/* The two runs of the last interleaved A/B run of a set (dcr bench --ab
+ * appends side A, then side B; workloads/harness/results.h): the last run
+ * whose summary says ab_side "B" and the run just before it, which must say
+ * "A"; both must carry the block column. DCR_EINVAL with one line naming
+ * the file when the set holds no such pair. */
+dcr_status_t dcr_results_ab_pair(const dcr_results_set_t *set, size_t *a_p, size_t *b_p);
+
+/* The blocks of run `run` of set as the runs of a new set (path: set's):
+ * the refits with one value of the block column form one run, named
+ * "<run name>#block<id>", in increasing block order, each with copies of the
+ * run's attributes and of those refits' values of every column. DCR_EINVAL
+ * when the run has no block column or an id is not a whole number;
+ * DCR_ENOMEM. Free *out_p with dcr_results_set_destroy. */
+dcr_status_t dcr_results_split_blocks(const dcr_results_set_t *set, size_t run,
+                                      dcr_results_set_t **out_p);
+
 /* Caps on what a file may declare, checked before anything is allocated
  * from the declaration (a hostile 4 KB file must not cost gigabytes): per
  * column, per group's member count, per string attribute. The column

@@ -83,6 +83,18 @@ static void test_usage_errors_exit_2(void **state)
         {"bench --fanout 3", "--fanout is the relay tree's"},
         {"bench --transport objstore --fanout 3", "--fanout"},
         {"construct --changes profile:/nonexistent.json", "cannot open"},
+        /* dcr bench --ab: the specification and both sides' flags, before setup */
+        {"bench --ab no_such_key=1", "unknown key 'no_such_key'"},
+        {"bench --ab link_gbps", "expected KEY=VALUE"},
+        {"bench --ab link_gbps=", "expected KEY=VALUE"},
+        {"bench --ab link_gbps=fast", "--link-gbps expects a decimal number"},
+        {"bench --ab link_gbps=-1", "--link-gbps must be in"},
+        {"bench --ab link_gbps=0.1,link-gbps=0.2", "given twice"},
+        {"bench --ab out=x.h5", "unknown key 'out'"},
+        {"bench --ab mode=Q", "Q"},
+        {"bench --ab same --processes", "--ab runs both sides in this process"},
+        {"bench --ab same --readers 2", "--ab does not take --readers"},
+        {"bench --ab same --trace-overhead", "--ab does not take --trace-overhead"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         expect_error(cases[i][0], 2, cases[i][1]);

@@ -793,3 +793,108 @@ void dcr_bench_result_free(dcr_bench_result_t *r)
 {
     if (r) free(r->refits);
 }
+
+/* ---- interleaved A/B (dcr bench --ab) ---------------------------------------- */
+
+dcr_status_t dcr_bench_ab_check(const dcr_bench_config_t *a, const dcr_bench_config_t *b)
+{
+    const dcr_bench_config_t *side[2] = {a, b};
+    if (a->warmup != b->warmup || a->refits != b->refits)
+        return dcr_error_set(DCR_EINVAL, "--ab: both sides take the same --warmup and --refits");
+    for (int s = 0; s < 2; s++) {
+        const dcr_bench_config_t *c = side[s];
+        if (c->processes || c->reference)
+            return dcr_error_set(DCR_EINVAL, "--ab runs both sides in this process: not with "
+                                             "--processes or --testbed");
+        if (c->readers > 0) return dcr_error_set(DCR_EINVAL, "--ab does not take --readers");
+        if (c->trace_overhead)
+            return dcr_error_set(DCR_EINVAL, "--ab does not take --trace-overhead");
+        if (c->keep_trace)
+            return dcr_error_set(DCR_EINVAL, "--ab keeps no stage trace (drop --trace)");
+        if (c->run.workdir || c->run.control_path || c->run.store)
+            return dcr_error_set(DCR_EINVAL,
+                                 "--ab: each side makes its own temporary work folder, control "
+                                 "plane and store: drop --workdir, --keep-payloads, --control "
+                                 "and --store");
+    }
+    return DCR_OK;
+}
+
+/* One timed or warm-up refit of a side, between interrupt checks. */
+static dcr_status_t ab_step(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
+{
+    DCR_CHECK(dcr_interrupt_check("bench"));
+    return one_refit(b, step, timed, out);
+}
+
+/* The ABBA schedule: in pair k (k-th refit of each side) A goes first when
+ * k is even and B when k is odd, so blocks of two pairs read A B B A. */
+static int ab_first(int k)
+{
+    return k % 2;
+}
+
+static dcr_status_t ab_refits(bench_t b[2], dcr_bench_result_t res[2])
+{
+    const dcr_bench_config_t *cfg = b[0].cfg;
+    for (int k = 0; k < cfg->warmup; k++) {
+        for (int t = 0; t < 2; t++) {
+            dcr_bench_refit_t warm;
+            DCR_CHECK(ab_step(&b[t ^ ab_first(k)], k, false, &warm));
+        }
+    }
+    for (int k = 0; k < cfg->refits; k++) {
+        for (int t = 0; t < 2; t++) {
+            int s = t ^ ab_first(k);
+            dcr_bench_refit_t *out = &res[s].refits[k];
+            DCR_CHECK(ab_step(&b[s], cfg->warmup + k, true, out));
+            out->block = k;
+            res[s].nrefits++;
+        }
+    }
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_run_ab(const dcr_bench_config_t *a, const dcr_bench_config_t *bcfg,
+                              dcr_bench_result_t out[2])
+{
+    DCR_CHECK(dcr_bench_config_check(a, false));
+    DCR_CHECK(dcr_bench_config_check(bcfg, false));
+    DCR_CHECK(dcr_bench_ab_check(a, bcfg));
+    bench_t b[2];
+    dcr_bench_result_t res[2];
+    memset(b, 0, sizeof(b));
+    memset(res, 0, sizeof(res));
+    b[0].cfg = a;
+    b[1].cfg = bcfg;
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    dcr_status_t st = DCR_OK;
+    for (int s = 0; s < 2; s++) {
+        pthread_mutex_init(&b[s].seen_lock, NULL);
+        res[s].ab_side = (char)('A' + s);
+        res[s].refits = calloc((size_t)a->refits, sizeof(dcr_bench_refit_t));
+        if (!res[s].refits && st == DCR_OK) st = dcr_error_set(DCR_ENOMEM, "refit table");
+        DCR_LOG_INFO("bench --ab: setting up side %c", 'A' + s);
+        if (st == DCR_OK) st = setup(&b[s]);
+    }
+    if (st == DCR_OK) st = ab_refits(b, res);
+    for (int s = 0; s < 2; s++) {
+        dcr_status_t rst = retain_join(&b[s]);
+        if (st == DCR_OK) st = rst;
+        if (st == DCR_OK) summarize(&b[s], &res[s]);
+    }
+    for (int s = 0; s < 2; s++) {
+        teardown(&b[s]);
+        free(b[s].seen);
+        pthread_mutex_destroy(&b[s].seen_lock);
+    }
+    if (st != DCR_OK) {
+        free(res[0].refits);
+        free(res[1].refits);
+        return st;
+    }
+    out[0] = res[0];
+    out[1] = res[1];
+    return DCR_OK;
+}

@@ -106,6 +106,10 @@ typedef struct dcr_bench_refit {
      * long the next refit (or the run's end) waited for it. */
     int64_t retain_bytes;
     double retain_s, retain_wait_s;
+    /* --ab (dcr_bench_run_ab): the pair the refit belongs to (k for the
+     * k-th timed refit of each side), the same number on both sides for
+     * the two refits that ran next to each other; 0 otherwise. */
+    int block;
 } dcr_bench_refit_t;
 
 typedef struct dcr_bench_result {
@@ -145,6 +149,9 @@ typedef struct dcr_bench_result {
     /* indexed by dcr_restore_kind_t (deploy/restorer.h; bench.c checks the count) */
     uint64_t restores_by_kind[5], restore_bytes[5], restore_dense_bytes[5];
     double restore_s[5];
+    /* --ab: 'A' or 'B', the side of an interleaved run (dcr_bench_run_ab);
+     * 0 for a plain run. Its refits carry block ids. */
+    char ab_side;
     struct {
         int refits_on, refits_off;
         double latency_on_s, latency_off_s, span_ns, intervals_per_refit;
@@ -167,5 +174,31 @@ dcr_status_t dcr_bench_config_check(const dcr_bench_config_t *cfg, bool process_
  * (bit_exact false), not as an error. */
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);
 void dcr_bench_result_free(dcr_bench_result_t *r);
+
+/* Interleaved A/B in one process (dcr bench --ab): two configurations set
+ * up side by side (each its own scenario, receivers, constructor,
+ * transport, control plane and temporary work folder: nothing is shared,
+ * so that neither side's refits touch the other's state), then refits
+ * alternated in ABBA order: the k-th refit of each side forms pair k
+ * (refit.block = k), run A then B when k is even and B then A when k is
+ * odd (warm-up refits first, in the same order). A pair's two refits run
+ * seconds apart, so the ratio B/A of a pair cancels the load they share;
+ * the alternating order cancels any advantage of going first (and, over
+ * two pairs, a load that drifts linearly). Both sides take the same
+ * seed-derived changes when their seeds agree, and each is verified as
+ * dcr_bench_run verifies (bit_exact per refit). The full-checkpoint
+ * reference is not run (reference_s 0, speedup 0): only the refits are
+ * compared. Rules (DCR_EINVAL, one line): each side's
+ * dcr_bench_config_check, and dcr_bench_ab_check. out[0] is A's result,
+ * out[1] B's; free each with dcr_bench_result_free. */
+dcr_status_t dcr_bench_run_ab(const dcr_bench_config_t *a, const dcr_bench_config_t *b,
+                              dcr_bench_result_t out[2]);
+
+/* The rules of an A/B pair: the same warm-up and timed refit counts, both
+ * sides in this process (no processes hooks, no caller's reference), no
+ * request readers, no --trace-overhead, no kept trace, and no place the two
+ * sides would share (work folder, control plane, store): each side makes a
+ * temporary one of its own. */
+dcr_status_t dcr_bench_ab_check(const dcr_bench_config_t *a, const dcr_bench_config_t *b);
 
 #endif

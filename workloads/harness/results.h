@@ -11,6 +11,7 @@
  *       intervals           optional int64 [n, 6] dataset of the stage trace:
  *                           start_ns, end_ns, refit, stage, actor, id
  *                           (dcr/trace.h numbering; attribute columns names them)
+ *       refits/block        only in the two runs of dcr bench --ab (below)
  * Appending never rewrites earlier runs; a file that is not a dcr results
  * file is refused. */
 #ifndef DCR_WORKLOADS_RESULTS_H
@@ -29,6 +30,13 @@
 #define DCR_RESULTS_REFITS           "refits"
 #define DCR_RESULTS_INTERVALS        "intervals"
 #define DCR_RESULTS_INTERVAL_COLUMNS "start_ns,end_ns,refit,stage,actor,id"
+/* An interleaved A/B run (dcr bench --ab) is two runs appended one after
+ * the other: side A, then side B. Each carries the summary key ab_side
+ * ("A" or "B") and the extra refits column block: the pair of the
+ * refit, the same id on both sides for the refits that ran next to each other
+ * (workloads/harness/bench.h, dcr_bench_run_ab). */
+#define DCR_RESULTS_AB_SIDE "ab_side"
+#define DCR_RESULTS_BLOCK   "block"
 
 /* The per-refit columns every version-1 run carries, in this order:
  * dcr_results_column_names[DCR_RESULTS_LATENCY_S] is "latency_s". */

@@ -110,6 +110,9 @@ json_t *dcr_bench_result_json(const dcr_bench_result_t *r, json_t *config)
     if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
     json_object_set_new(j, "payloads_rejected", json_integer(r->payloads_rejected));
     json_object_set_new(j, "payloads_unauthenticated", json_integer(r->payloads_unauthenticated));
+    /* One side of an interleaved run (dcr bench --ab): dcr compare AB.h5
+     * finds the two sides by it. */
+    if (r->ab_side) json_object_set_new(j, DCR_RESULTS_AB_SIDE, json_stringn(&r->ab_side, 1));
     return j;
 }
 
@@ -194,7 +197,7 @@ void dcr_bench_result_print(const dcr_bench_config_t *c, const dcr_bench_result_
 static double *result_columns(const dcr_bench_result_t *r)
 {
     size_t n = (size_t)r->nrefits;
-    double *cols = calloc(DCR_RESULTS_NCOLUMNS * (n ? n : 1), sizeof(double));
+    double *cols = calloc((DCR_RESULTS_NCOLUMNS + 1) * (n ? n : 1), sizeof(double));
     for (size_t i = 0; cols && i < n; i++) {
         const dcr_bench_refit_t *f = &r->refits[i];
         cols[DCR_RESULTS_LATENCY_S * n + i] = f->latency_s;
@@ -206,6 +209,7 @@ static double *result_columns(const dcr_bench_result_t *r)
         cols[DCR_RESULTS_CONSTRUCTION_LB_S * n + i] = f->traced ? f->construction_lb_s : NAN;
         cols[DCR_RESULTS_TRANSPORT_LB_S * n + i] = f->traced ? f->transport_lb_s : NAN;
         cols[DCR_RESULTS_FINALIZATION_S * n + i] = f->traced ? f->bound_finalization_s : NAN;
+        cols[DCR_RESULTS_NCOLUMNS * n + i] = f->block; /* written only for --ab runs */
     }
     return cols;
 }
@@ -239,16 +243,18 @@ dcr_status_t dcr_bench_results_append(const char *path, const dcr_bench_result_t
     size_t n = (size_t)r->nrefits;
     double *cols = result_columns(r);
     if (!cols) return dcr_error_set(DCR_ENOMEM, "results columns");
-    dcr_results_column_t columns[DCR_RESULTS_NCOLUMNS];
+    dcr_results_column_t columns[DCR_RESULTS_NCOLUMNS + 1];
     for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
         columns[k] = (dcr_results_column_t){dcr_results_column_names[k], cols + (size_t)k * n};
+    columns[DCR_RESULTS_NCOLUMNS] =
+        (dcr_results_column_t){DCR_RESULTS_BLOCK, cols + (size_t)DCR_RESULTS_NCOLUMNS * n};
+    size_t ncolumns = DCR_RESULTS_NCOLUMNS + (r->ab_side ? 1 : 0);
     json_t *summary = dcr_bench_result_json(r, json_incref(config));
     json_object_del(summary, "refits");
     json_object_del(summary, "config");
     char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS),
          *summary_text = json_dumps(summary, JSON_COMPACT);
-    dcr_results_run_t run = {"bench", config_text, summary_text, n, DCR_RESULTS_NCOLUMNS,
-                             columns, 0,           NULL};
+    dcr_results_run_t run = {"bench", config_text, summary_text, n, ncolumns, columns, 0, NULL};
     int64_t(*table)[6] = interval_table(&run.nintervals);
     run.intervals = (const int64_t(*)[6])table;
     char name[64];
