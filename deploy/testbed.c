@@ -250,16 +250,19 @@ dcr_status_t dcr_testbed_up(const dcr_testbed_config_t *cfg, dcr_testbed_t **out
         free(t);
         return st;
     }
-    char train[16], rollout[16], link[32], local[32], flow[32], lat[32];
+    char train[16], rollout[16], link[32], local[32], flow[32], lat[32], owner[16];
+    /* This process owns the testbed: if it is killed with its watcher (a
+     * whole process tree, as ctest's timeout does), the next up reaps it. */
+    snprintf(owner, sizeof(owner), "%d", (int)getpid());
     snprintf(train, sizeof(train), "%d", cfg->train_hosts);
     snprintf(rollout, sizeof(rollout), "%d", cfg->rollout_hosts);
     fmt_gbps(link, sizeof(link), cfg->link_gbps);
     fmt_gbps(local, sizeof(local), cfg->local_gbps);
     fmt_gbps(flow, sizeof(flow), cfg->flow_gbps);
     fmt_gbps(lat, sizeof(lat), cfg->latency_ms);
-    const char *args[] = {
-        "up", "--id",         t->id, "--train",     train, "--rollout",    rollout, "--link-gbps",
-        link, "--local-gbps", local, "--flow-gbps", flow,  "--latency-ms", lat,     NULL};
+    const char *args[] = {"up",    "--id",         t->id, "--train",      train, "--rollout",
+                          rollout, "--link-gbps",  link,  "--local-gbps", local, "--flow-gbps",
+                          flow,    "--latency-ms", lat,   "--owner",      owner, NULL};
     DCR_LOG_INFO("testbed: %s up --id %s (%s + %s hosts, link %s Gbps, local %s Gbps)", t->script,
                  t->id, train, rollout, link, local);
     int rc = run_script(t, args, NULL);
