@@ -15,7 +15,7 @@
 #       [--aa-args "ARGS"] [--ab-args "ARGS"]
 #   scripts/regress-ab.sh --tally-only OUTDIR
 #
-# Defaults: 20 refits a side (the bench's default: 10 ABBA blocks),
+# Defaults: 20 refits a side (the bench's default: 20 pairs, one block each),
 # threshold 10, A/A on the default bench, A/B `--link-gbps 0.0122 --ab
 # link_gbps=0.01` (transport bound: 1.2x slower here, BENCHMARKS.md).
 # ARGS are split on blanks into words, never evaluated. --tally-only
