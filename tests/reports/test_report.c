@@ -352,17 +352,19 @@ static void test_results_readable_by_h5py(void **state)
     snprintf(py, sizeof(py), "%s-h5py.py", dir);
     snprintf(doc, sizeof(doc), "%s/docs/formats/results.md", DCR_SOURCE_DIR);
     unlink(h5);
-    /* A run with every column and an intervals table. */
-    double cols[DCR_RESULTS_NCOLUMNS][NREF];
-    for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
+    /* A run with every column, the block column of an A/B side (the
+     * schema lists it too) and an intervals table. */
+    enum { NCOLS = DCR_RESULTS_NCOLUMNS + 1 };
+    double cols[NCOLS][NREF];
+    for (int k = 0; k < NCOLS; k++)
         for (int i = 0; i < NREF; i++) cols[k][i] = k == 5 ? 1 : 0.5 * (i + 1);
-    dcr_results_column_t c[DCR_RESULTS_NCOLUMNS];
+    dcr_results_column_t c[NCOLS];
     for (int k = 0; k < DCR_RESULTS_NCOLUMNS; k++)
         c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
+    c[DCR_RESULTS_NCOLUMNS] = (dcr_results_column_t){DCR_RESULTS_BLOCK, cols[DCR_RESULTS_NCOLUMNS]};
     int64_t intervals[3][6] = {{0, 10, 0, 0, 0, 0}, {5, 20, 0, 5, 1, 0}, {20, 30, 1, 7, 2, 1}};
-    dcr_results_run_t run = {
-        "bench", trend_cfg, "{\"reference_s\":2.0}",       NREF, DCR_RESULTS_NCOLUMNS,
-        c,       3,         (const int64_t(*)[6])intervals};
+    dcr_results_run_t run = {"bench", trend_cfg, "{\"reference_s\":2.0}",       NREF, NCOLS,
+                             c,       3,         (const int64_t(*)[6])intervals};
     char name[64];
     assert_int_equal(dcr_results_append(h5, &run, name, sizeof(name)), DCR_OK);
     FILE *f = fopen(py, "w");
@@ -406,8 +408,8 @@ static void test_results_readable_by_h5py(void **state)
     out[got] = 0;
     int status = pclose(p);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) fail_msg("h5py: %s", out);
-    /* 1 root attribute, the group, 6 attributes, 9 columns, intervals. */
-    assert_string_equal(out, "objects 18\n");
+    /* 1 root attribute, the group, 6 attributes, 9 columns, block, intervals. */
+    assert_string_equal(out, "objects 19\n");
     unlink(h5);
     unlink(py);
 }
