@@ -37,6 +37,24 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 class KillTest(unittest.TestCase):
+    def _kill_mid_apply(self, cmd, work, control, store, c0, c1, required):
+        """Starts the receiver process (slow scatters), opens an attempt
+        requiring `required`, publishes the owner's payloads for c0 -> c1,
+        and kills the receiver by SIGKILL once it is applying; the attempt."""
+        rx = subprocess.Popen(cmd + ["--slow"])
+        tau = control.prepare("coord", 0, required, 60000)
+        for i, p in enumerate(owner.encode(c0, c1, tau, 0, bucket_bytes=2048)):
+            store.put("attempt-%d/%04d" % (tau, i), p)
+        store.put("attempt-%d/ready" % tau, b"")
+        deadline = time.time() + 120
+        while not os.path.exists(os.path.join(work, "applying")):
+            self.assertIsNone(rx.poll(), "the receiver exited before applying")
+            self.assertLess(time.time(), deadline)
+            time.sleep(0.02)
+        rx.send_signal(signal.SIGKILL)
+        rx.wait()
+        return tau
+
     def test_killed_mid_apply_recovers(self):
         family = "moe"
         with tempfile.TemporaryDirectory(prefix="lib-kill-") as work:
@@ -51,18 +69,7 @@ class KillTest(unittest.TestCase):
             control.cas(rec, dict(rec, baseline=b"v0"))
             cmd = [sys.executable, os.path.join(HERE, "receiver_proc.py"), work, family, "1"]
 
-            rx = subprocess.Popen(cmd + ["--slow"])
-            tau = control.prepare("coord", 0, [1], 60000)
-            for i, p in enumerate(owner.encode(c0, c1, tau, 0, bucket_bytes=2048)):
-                store.put("attempt-%d/%04d" % (tau, i), p)
-            store.put("attempt-%d/ready" % tau, b"")
-            deadline = time.time() + 120
-            while not os.path.exists(os.path.join(work, "applying")):
-                self.assertIsNone(rx.poll(), "the receiver exited before applying")
-                self.assertLess(time.time(), deadline)
-                time.sleep(0.02)
-            rx.send_signal(signal.SIGKILL)
-            rx.wait()
+            tau = self._kill_mid_apply(cmd, work, control, store, c0, c1, [1])
             self.assertEqual(control.acks(tau), [])
             with self.assertRaises(dcr.Error):
                 control.commit("coord", tau, control.read(), b"v1")
@@ -98,18 +105,7 @@ class KillTest(unittest.TestCase):
             cmd = [sys.executable, os.path.join(HERE, "receiver_proc.py"), work, family, "1",
                    "--live", os.path.join(work, "resident-1")]
 
-            rx = subprocess.Popen(cmd + ["--slow"])
-            tau1 = control.prepare("coord", 0, [1, 2], 60000)
-            for i, p in enumerate(owner.encode(c0, c1, tau1, 0, bucket_bytes=2048)):
-                store.put("attempt-%d/%04d" % (tau1, i), p)
-            store.put("attempt-%d/ready" % tau1, b"")
-            deadline = time.time() + 120
-            while not os.path.exists(os.path.join(work, "applying")):
-                self.assertIsNone(rx.poll(), "the receiver exited before applying")
-                self.assertLess(time.time(), deadline)
-                time.sleep(0.02)
-            rx.send_signal(signal.SIGKILL)
-            rx.wait()
+            tau1 = self._kill_mid_apply(cmd, work, control, store, c0, c1, [1, 2])
 
             # The run goes on without receiver 1: a survivor takes versions 1 and 2.
             survivor = vm.ServingModel(family)
