@@ -466,6 +466,20 @@ static dcr_status_t group_both(dcr_compare_t *c)
                                            &c->nnew_groups);
 }
 
+/* Groups both sides' runs and matches them: the comparison handed out, or
+ * destroyed on failure. */
+static dcr_status_t compare_finish(dcr_compare_t *c, dcr_compare_t **out_p)
+{
+    dcr_status_t st = group_both(c);
+    if (st == DCR_OK) st = match_groups(c);
+    if (st != DCR_OK) {
+        dcr_compare_destroy(c);
+        return st;
+    }
+    *out_p = c;
+    return DCR_OK;
+}
+
 dcr_status_t dcr_compare_files(const char *base_path, const char *new_path,
                                const dcr_compare_opts_t *opts, dcr_compare_t **out_p)
 {
@@ -475,10 +489,7 @@ dcr_status_t dcr_compare_files(const char *base_path, const char *new_path,
     dcr_status_t st;
     DCR_CHECK_GOTO(dcr_results_read(base_path, &c->base), st, fail);
     DCR_CHECK_GOTO(dcr_results_read(new_path, &c->cur), st, fail);
-    DCR_CHECK_GOTO(group_both(c), st, fail);
-    DCR_CHECK_GOTO(match_groups(c), st, fail);
-    *out_p = c;
-    return DCR_OK;
+    return compare_finish(c, out_p);
 fail:
     dcr_compare_destroy(c);
     return st;
@@ -557,10 +568,7 @@ dcr_status_t dcr_compare_ab_file(const char *path, const dcr_compare_opts_t *opt
     DCR_CHECK_GOTO(ab_split(c, path), st, fail);
     c->opts.ignore = (const char *const *)c->ab_keys;
     c->opts.nignore = c->nab_keys;
-    DCR_CHECK_GOTO(group_both(c), st, fail);
-    DCR_CHECK_GOTO(match_groups(c), st, fail);
-    *out_p = c;
-    return DCR_OK;
+    return compare_finish(c, out_p);
 fail:
     dcr_compare_destroy(c);
     return st;
