@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "args.h"
 #include "commands.h"
@@ -17,6 +19,7 @@
 #include "scenario_args.h"
 #include "workloads/change/change_profile.h"
 #include "workloads/harness/bench.h"
+#include "workloads/harness/bench_ab.h"
 #include "workloads/harness/interrupt.h"
 #include "workloads/harness/results.h"
 #include "workloads/harness/results_json.h"
@@ -36,8 +39,10 @@ typedef struct bench_opts {
         restart_nodes, owner_threads;
     const char *transport, *mode, *rl, *changes, *keep, *out, *control, *workdir, *trace, *init;
     const char *payload_key, *store, *s3_endpoint;
-    const char *device; /* --device: the receivers' and owners' place (not role processes') */
-    const char *ab;     /* --ab SPEC: interleaved A/B (run_ab) */
+    const char *device;    /* --device: the receivers' and owners' place (not role processes') */
+    const char *ab;        /* --ab SPEC: interleaved A/B (run_ab) */
+    const char *ab_binary; /* --ab-binary OTHER_DCR: side B another build (run_ab_binary) */
+    int64_t ab_worker;     /* --ab-worker FD: side B of a parent's --ab-binary (run_ab_worker) */
     double rate, gbps, flow_gbps, local_gbps, latency_ms, lr, chunk_mib, bucket_mib;
     /* The parsed flag table (their `seen`), for checks that depend on which
      * flags the user gave. */
@@ -173,11 +178,11 @@ static bool launcher_only(const char *arg, bool *takes_value)
     static const char *const flags[] = {"--processes", "--json", "--trace-overhead",
                                         "--restart-nodes", "--owner-threads"};
     /* --device: checked here; role processes' receivers take the default. */
-    static const char *const valued[] = {"--out",           "--trace",
-                                         "--workdir",       "--keep-payloads",
-                                         "--sigkill-every", "--kill-coordinator-every",
-                                         "--device",        "--testbed",
-                                         "--testbed-id",    "--join-at"};
+    static const char *const valued[] = {
+        "--out",           "--trace",         "--workdir",
+        "--keep-payloads", "--sigkill-every", "--kill-coordinator-every",
+        "--device",        "--testbed",       "--testbed-id",
+        "--join-at",       "--ab-binary",     "--ab-worker"};
     *takes_value = false;
     for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
         if (!strcmp(arg, flags[i])) return true;
@@ -659,7 +664,7 @@ static int parse_opts(bench_opts_t *o, const char *command, const char *usage, d
 {
     opts_default(o);
     enum { NOWN = NSERVE_ARGS + NRUN_ARGS };
-    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 10 <= sizeof(o->args) / sizeof(o->args[0]),
+    _Static_assert(NOWN + DCR_CLI_SCENARIO_NARGS + 12 <= sizeof(o->args) / sizeof(o->args[0]),
                    "bench_opts_t.args too small");
     serve_args(o, o->args);
     run_args(o, o->args + NSERVE_ARGS);
@@ -694,7 +699,7 @@ int dcr_cli_run_config(const char *command, const char *usage, dcr_arg_t *extra,
 
 /* The launcher's flags (--processes, --testbed and theirs) and --device:
  * NLAUNCHER_ARGS entries. */
-enum { NLAUNCHER_ARGS = 10 };
+enum { NLAUNCHER_ARGS = 12 };
 
 static void launcher_args(bench_opts_t *o, dcr_arg_t *a)
 {
@@ -750,6 +755,16 @@ static void launcher_args(bench_opts_t *o, dcr_arg_t *a)
          "refits alternated in ABBA order; --out gets both sides (compare with dcr compare "
          "OUT.h5)",
          false},
+        {"--ab-binary", DCR_ARG_STRING, &o->ab_binary, 0, 0,
+         "OTHER_DCR: an interleaved A/B run of two builds, side A this binary, side B OTHER_DCR "
+         "running the same configuration as a worker process (--ab-worker), one timed refit "
+         "each in ABBA order; --out gets both sides and both --version lines (compare with dcr "
+         "compare OUT.h5)",
+         false},
+        {"--ab-worker", DCR_ARG_INT, &o->ab_worker, 0, 1023,
+         "FD: run as side B of another dcr's --ab-binary, answering on the socket FD (started "
+         "by --ab-binary, not by hand)",
+         false},
     };
     memcpy(a, own, sizeof own);
 }
@@ -793,12 +808,6 @@ static const char bench_usage[] =
     "[--ab KEY=VALUE[,...]|same] [--json]";
 
 #define AB_MAX_KEYS 8
-
-/* Both sides' configurations and parsed flags. */
-typedef struct dcr_bench_opts_pair {
-    const dcr_bench_config_t *cfg[2];
-    const bench_opts_t *opts[2];
-} dcr_bench_opts_pair_t;
 
 typedef struct ab_spec {
     char text[512];                /* a copy of the spec, split in place */
@@ -927,39 +936,38 @@ static double ab_pair_ratio(const dcr_bench_result_t r[2])
     return m;
 }
 
-static void ab_print(const char *spec, const dcr_bench_result_t r[2])
+/* label[s]: what side s is ("" for none). */
+static void ab_print(const char *const label[2], const dcr_bench_result_t r[2])
 {
     for (int s = 0; s < 2; s++)
         printf("side %c%s%s: %d timed refits, mean latency %.4f s, payload %.0f bytes, %s\n",
-               'A' + s, s ? " " : "", s ? spec : "", r[s].nrefits, r[s].mean_latency_s,
+               'A' + s, label[s][0] ? " " : "", label[s], r[s].nrefits, r[s].mean_latency_s,
                r[s].payload_bytes_mean, r[s].bit_exact ? "bit-exact" : "NOT bit-exact");
     printf("B/A latency, median of the %d pairs' ratios: %.3f (interval and verdict: dcr "
            "compare on the --out file)\n",
            r[0].nrefits, ab_pair_ratio(r));
 }
 
-/* Both sides to --out (A, then B) and stdout; exit 1 when a side was not
+/* Both sides to --out (A, then B) and stdout, each with its config (the
+ * references are taken); `head`: the JSON output's first keys (taken);
+ * label: what each side is, for the text. Exit 1 when a side was not
  * bit-exact. */
-static int ab_finish(const bench_opts_t *o, const dcr_bench_opts_pair_t *p, dcr_bench_result_t r[2])
+static int ab_finish(const bench_opts_t *o, json_t *config[2], json_t *head,
+                     const char *const label[2], dcr_bench_result_t r[2])
 {
-    json_t *config[2];
     dcr_status_t st = DCR_OK;
-    for (int s = 0; s < 2; s++) {
-        config[s] = dcr_bench_config_json(p->cfg[s], p->opts[s]->changes, p->opts[s]->store);
-        json_object_set_new(config[s], "ab", json_string(o->ab));
-    }
     for (int s = 0; o->out && st == DCR_OK && s < 2; s++)
         st = dcr_bench_results_append(o->out, &r[s], config[s]);
     if (o->json) {
-        json_t *j = json_pack("{s:s,s:s,s:o,s:o}", "ab", o->ab, "order", "ABBA", "A",
-                              dcr_bench_result_json(&r[0], json_incref(config[0])), "B",
-                              dcr_bench_result_json(&r[1], json_incref(config[1])));
-        json_dumpf(j, stdout, JSON_INDENT(2));
+        json_object_set_new(head, "order", json_string("ABBA"));
+        json_object_set_new(head, "A", dcr_bench_result_json(&r[0], json_incref(config[0])));
+        json_object_set_new(head, "B", dcr_bench_result_json(&r[1], json_incref(config[1])));
+        json_dumpf(head, stdout, JSON_INDENT(2));
         printf("\n");
-        json_decref(j);
     } else {
-        ab_print(o->ab, r);
+        ab_print(label, r);
     }
+    json_decref(head);
     int rc = st != DCR_OK ? dcr_cli_fail("bench", st) : 0;
     if (rc == 0 && !(r[0].bit_exact && r[1].bit_exact)) {
         fprintf(stderr, "dcr bench: a receiver differs from its dense refit\n");
@@ -998,8 +1006,173 @@ static int run_ab(bench_opts_t *o, int argc, char **argv)
     dcr_bench_result_t r[2];
     dcr_status_t st = dcr_bench_run_ab(&c[0], &c[1], r);
     if (st != DCR_OK) return dcr_cli_fail("bench", st);
-    const dcr_bench_opts_pair_t pair = {{&c[0], &c[1]}, {o, &ob}};
-    return ab_finish(o, &pair, r);
+    const bench_opts_t *opts[2] = {o, &ob};
+    json_t *config[2];
+    for (int s = 0; s < 2; s++) {
+        config[s] = dcr_bench_config_json(&c[s], opts[s]->changes, opts[s]->store);
+        json_object_set_new(config[s], "ab", json_string(o->ab));
+    }
+    const char *label[2] = {"", o->ab};
+    return ab_finish(o, config, json_pack("{s:s}", "ab", o->ab), label, r);
+}
+
+/* ---- dcr bench --ab-binary and its worker --------------------------------- */
+
+/* Flags of the parent only: the worker gets every other flag as given. */
+static bool ab_parent_only(const char *arg, bool *takes_value)
+{
+    static const char *const flags[] = {"--json"};
+    static const char *const valued[] = {"--ab-binary", "--out"};
+    *takes_value = false;
+    if (!strcmp(arg, flags[0])) return true;
+    return valued_flag(arg, valued, sizeof(valued) / sizeof(valued[0]), takes_value);
+}
+
+/* Usage errors of --ab-binary and --ab-worker that the flags alone show. */
+static dcr_status_t ab_binary_check(const bench_opts_t *o, bool worker)
+{
+    const char *flag = worker ? "--ab-worker" : "--ab-binary";
+    if (o->ab)
+        return dcr_error_set(DCR_EINVAL, "%s: not with --ab (give one kind of A/B run)", flag);
+    if (worker && o->ab_binary)
+        return dcr_error_set(DCR_EINVAL, "--ab-worker: not with --ab-binary");
+    if (o->processes || o->testbed)
+        return dcr_error_set(DCR_EINVAL,
+                             "%s runs each side as one process: not with --processes or "
+                             "--testbed",
+                             flag);
+    if (o->trace) return dcr_error_set(DCR_EINVAL, "%s keeps no stage trace (drop --trace)", flag);
+    if (worker && (o->out || o->json))
+        return dcr_error_set(DCR_EINVAL, "--ab-worker answers its parent only: not with --out "
+                                         "or --json");
+    return DCR_OK;
+}
+
+/* The flags, the configuration and the A/B rules, as both processes check them. */
+static int ab_binary_config(bench_opts_t *o, bool worker, dcr_bench_config_t *c)
+{
+    *c = dcr_bench_config_default();
+    int rc = dcr_cli_check("bench", ab_binary_check(o, worker));
+    if (rc == 0) rc = dcr_cli_check("bench", applies_check(o));
+    if (rc == 0) rc = dcr_cli_check("bench", fill_config(o, c));
+    if (rc) return rc;
+    c->keep_trace = false; /* each refit's intervals go once its bounds are taken */
+    return dcr_cli_check("bench",
+                         dcr_bench_ab_check_as(worker ? "--ab-worker" : "--ab-binary", c, c));
+}
+
+/* --ab-worker FD: side B of a parent's --ab-binary (bench_ab.h). */
+static int run_ab_worker(bench_opts_t *o)
+{
+    dcr_bench_config_t c;
+    int rc = ab_binary_config(o, true, &c);
+    if (rc) return rc;
+    struct stat st;
+    if (fstat((int)o->ab_worker, &st) != 0 || !S_ISSOCK(st.st_mode))
+        return dcr_cli_usage("bench", dcr_error_set(DCR_EINVAL,
+                                                    "--ab-worker %lld: not an open socket (dcr "
+                                                    "bench --ab-binary starts the worker)",
+                                                    (long long)o->ab_worker));
+    json_t *config = dcr_bench_config_json(&c, o->changes, o->store);
+    dcr_interrupt_install();
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    dcr_status_t ws = dcr_bench_ab_worker_run(&c, (int)o->ab_worker, config);
+    json_decref(config);
+    return ws == DCR_OK ? 0 : dcr_cli_fail("bench", ws);
+}
+
+/* A side's configuration in the results: its own, the A/B keys both sides
+ * share, and its binary's --version line. */
+static json_t *ab_binary_side_config(json_t *config, const char *other, const char *version)
+{
+    json_object_set_new(config, "ab", json_string("binary"));
+    json_object_set_new(config, "ab_binary", json_string(other));
+    json_object_set_new(config, "dcr_version", json_string(version));
+    return config;
+}
+
+/* Both binaries' --version lines: side A's (this executable), side B's. */
+static dcr_status_t ab_binary_versions(const char *other, char version[2][256])
+{
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) return dcr_error_set(DCR_EIO, "cannot find this executable (/proc/self/exe)");
+    self[n] = '\0';
+    DCR_CHECK(dcr_bench_binary_version(self, version[0], sizeof(version[0])));
+    return dcr_bench_binary_version(other, version[1], sizeof(version[1]));
+}
+
+/* Side B started first, so that its setup runs while side A's does; then
+ * the ABBA schedule (dcr_bench_ab_alternate). */
+static dcr_status_t ab_binary_sides(const dcr_bench_config_t *c,
+                                    const dcr_bench_binary_config_t *bc, dcr_bench_result_t r[2],
+                                    json_t **b_config_p)
+{
+    dcr_bench_side_t *side[2] = {NULL, NULL};
+    dcr_status_t st = dcr_bench_side_binary(bc, &side[1]);
+    if (st == DCR_OK) {
+        DCR_LOG_INFO("bench --ab-binary: setting up side A while %s sets up side B", bc->name);
+        st = dcr_bench_side_local(c, &side[0]);
+    }
+    if (st == DCR_OK) st = dcr_bench_ab_alternate(side, c->warmup, c->refits, r);
+    if (st == DCR_OK) *b_config_p = json_deep_copy(dcr_bench_side_binary_config(side[1]));
+    dcr_bench_side_destroy(side[0]);
+    dcr_bench_side_destroy(side[1]);
+    return st;
+}
+
+/* --ab-binary OTHER_DCR: usage errors first (the flags, the rules, the
+ * binary), then both --version lines, then the run. */
+static int run_ab_binary(bench_opts_t *o, int argc, char **argv)
+{
+    dcr_bench_config_t c;
+    int rc = ab_binary_config(o, false, &c);
+    char exe[4096], version[2][256];
+    if (rc == 0)
+        rc = dcr_cli_check("bench",
+                           dcr_bench_exec_check("--ab-binary", o->ab_binary, exe, sizeof(exe)));
+    if (rc) return rc;
+    dcr_status_t st = ab_binary_versions(exe, version);
+    if (st != DCR_OK) return dcr_cli_fail("bench", st);
+    char **fwd = calloc((size_t)argc, sizeof(char *));
+    if (!fwd) return dcr_cli_fail("bench", dcr_error_set(DCR_ENOMEM, "worker arguments"));
+    int n = 0;
+    for (int i = 1; i < argc; i++) {
+        bool value;
+        if (ab_parent_only(argv[i], &value))
+            i += value;
+        else
+            fwd[n++] = argv[i];
+    }
+    dcr_bench_binary_config_t bc = {.exe = exe,
+                                    .name = o->ab_binary,
+                                    .args = fwd,
+                                    .nargs = n,
+                                    .warmup = c.warmup,
+                                    .refits = c.refits};
+    dcr_interrupt_install();
+    dcr_trace_reset();
+    dcr_trace_enable(true);
+    dcr_bench_result_t r[2];
+    json_t *b_config = NULL;
+    st = ab_binary_sides(&c, &bc, r, &b_config);
+    free(fwd);
+    if (st == DCR_OK && !b_config) {
+        dcr_bench_result_free(&r[0]);
+        dcr_bench_result_free(&r[1]);
+        st = dcr_error_set(DCR_ENOMEM, "side B's configuration");
+    }
+    if (st != DCR_OK) return dcr_cli_fail("bench", st);
+    json_t *config[2] = {ab_binary_side_config(dcr_bench_config_json(&c, o->changes, o->store),
+                                               o->ab_binary, version[0]),
+                         ab_binary_side_config(b_config, o->ab_binary, version[1])};
+    char label_b[4400];
+    snprintf(label_b, sizeof(label_b), "%s (%s)", o->ab_binary, version[1]);
+    const char *label[2] = {version[0], label_b};
+    json_t *head = json_pack("{s:s,s:s,s:[s,s]}", "ab", "binary", "ab_binary", o->ab_binary,
+                             "versions", version[0], version[1]);
+    return ab_finish(o, config, head, label, r);
 }
 
 int dcr_cmd_bench(int argc, char **argv)
@@ -1010,6 +1183,8 @@ int dcr_cmd_bench(int argc, char **argv)
     int rc = parse_opts(&o, "bench", bench_usage, own, NLAUNCHER_ARGS, argc, argv);
     if (rc) return rc == 1 ? 0 : 2;
     if ((rc = device_check(&o))) return rc;
+    if (dcr_args_seen(o.args, o.nargs, "--ab-worker")) return run_ab_worker(&o);
+    if (o.ab_binary) return run_ab_binary(&o, argc, argv);
     if (o.ab) return run_ab(&o, argc, argv);
     return run(&o, argc, argv);
 }

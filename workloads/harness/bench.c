@@ -24,6 +24,7 @@
 #include "workloads/change/budget.h"
 #include "workloads/change/change_profile.h"
 #include "workloads/change/ckpt_init.h"
+#include "workloads/harness/bench_ab.h"
 #include "workloads/harness/interrupt.h"
 #include "workloads/harness/readers.h"
 #include "workloads/harness/refusals.h"
@@ -631,7 +632,7 @@ static void summarize_overhead(dcr_bench_result_t *res)
     res->overhead.intervals_per_refit = count[1] ? intervals / count[1] : 0;
 }
 
-static void summarize(const bench_t *b, dcr_bench_result_t *res)
+void dcr_bench_result_means(dcr_bench_result_t *res)
 {
     double lat = 0, pay = 0, cross = 0, raw = 0, clb = 0, tlb = 0, fin = 0;
     int traced = 0;
@@ -659,6 +660,11 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     res->cross_bytes_mean = cross / n;
     res->raw_changed_value_bytes_mean = raw / n;
     res->speedup = res->mean_latency_s > 0 ? res->reference_s / res->mean_latency_s : 0;
+}
+
+static void summarize(const bench_t *b, dcr_bench_result_t *res)
+{
+    dcr_bench_result_means(res);
     res->checkpoint_bytes = dcr_inventory_bytes(b->sc->inventory);
     res->receivers = b->nrecv;
     res->requests = b->requests;
@@ -798,61 +804,84 @@ void dcr_bench_result_free(dcr_bench_result_t *r)
 
 dcr_status_t dcr_bench_ab_check(const dcr_bench_config_t *a, const dcr_bench_config_t *b)
 {
+    return dcr_bench_ab_check_as("--ab", a, b);
+}
+
+dcr_status_t dcr_bench_ab_check_as(const char *flag, const dcr_bench_config_t *a,
+                                   const dcr_bench_config_t *b)
+{
     const dcr_bench_config_t *side[2] = {a, b};
     if (a->warmup != b->warmup || a->refits != b->refits)
-        return dcr_error_set(DCR_EINVAL, "--ab: both sides take the same --warmup and --refits");
+        return dcr_error_set(DCR_EINVAL, "%s: both sides take the same --warmup and --refits",
+                             flag);
     for (int s = 0; s < 2; s++) {
         const dcr_bench_config_t *c = side[s];
         if (c->processes || c->reference)
-            return dcr_error_set(DCR_EINVAL, "--ab runs both sides in this process: not with "
-                                             "--processes or --testbed");
-        if (c->readers > 0) return dcr_error_set(DCR_EINVAL, "--ab does not take --readers");
+            return dcr_error_set(DCR_EINVAL,
+                                 "%s runs each side in one process: not with "
+                                 "--processes or --testbed",
+                                 flag);
+        if (c->readers > 0) return dcr_error_set(DCR_EINVAL, "%s does not take --readers", flag);
         if (c->trace_overhead)
-            return dcr_error_set(DCR_EINVAL, "--ab does not take --trace-overhead");
+            return dcr_error_set(DCR_EINVAL, "%s does not take --trace-overhead", flag);
         if (c->keep_trace)
-            return dcr_error_set(DCR_EINVAL, "--ab keeps no stage trace (drop --trace)");
+            return dcr_error_set(DCR_EINVAL, "%s keeps no stage trace (drop --trace)", flag);
         if (c->run.workdir || c->run.control_path || c->run.store)
             return dcr_error_set(DCR_EINVAL,
-                                 "--ab: each side makes its own temporary work folder, control "
+                                 "%s: each side makes its own temporary work folder, control "
                                  "plane and store: drop --workdir, --keep-payloads, --control "
-                                 "and --store");
+                                 "and --store",
+                                 flag);
     }
     return DCR_OK;
 }
 
-/* One timed or warm-up refit of a side, between interrupt checks. */
-static dcr_status_t ab_step(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
+/* ---- a bench set up for refits one at a time (bench.h, dcr_bench_session) ---- */
+
+struct dcr_bench_session {
+    bench_t b;
+};
+
+dcr_status_t dcr_bench_session_create(const dcr_bench_config_t *cfg, dcr_bench_session_t **out_p)
+{
+    DCR_CHECK(dcr_bench_config_check(cfg, false));
+    if (cfg->processes || cfg->reference || cfg->readers > 0)
+        return dcr_error_set(DCR_EINVAL, "a bench session runs every role in this process, "
+                                         "without request readers");
+    dcr_bench_session_t *s = calloc(1, sizeof(*s));
+    if (!s) return dcr_error_set(DCR_ENOMEM, "bench session");
+    s->b.cfg = cfg;
+    pthread_mutex_init(&s->b.seen_lock, NULL);
+    dcr_status_t st = setup(&s->b);
+    if (st != DCR_OK) {
+        dcr_bench_session_destroy(s);
+        return st;
+    }
+    *out_p = s;
+    return DCR_OK;
+}
+
+dcr_status_t dcr_bench_session_refit(dcr_bench_session_t *s, int step, bool timed,
+                                     dcr_bench_refit_t *out)
 {
     DCR_CHECK(dcr_interrupt_check("bench"));
-    return one_refit(b, step, timed, out);
+    return one_refit(&s->b, step, timed, out);
 }
 
-/* The ABBA schedule: in pair k (k-th refit of each side) A goes first when
- * k is even and B when k is odd, so blocks of two pairs read A B B A. */
-static int ab_first(int k)
+dcr_status_t dcr_bench_session_finish(dcr_bench_session_t *s, dcr_bench_result_t *res)
 {
-    return k % 2;
-}
-
-static dcr_status_t ab_refits(bench_t b[2], dcr_bench_result_t res[2])
-{
-    const dcr_bench_config_t *cfg = b[0].cfg;
-    for (int k = 0; k < cfg->warmup; k++) {
-        for (int t = 0; t < 2; t++) {
-            dcr_bench_refit_t warm;
-            DCR_CHECK(ab_step(&b[t ^ ab_first(k)], k, false, &warm));
-        }
-    }
-    for (int k = 0; k < cfg->refits; k++) {
-        for (int t = 0; t < 2; t++) {
-            int s = t ^ ab_first(k);
-            dcr_bench_refit_t *out = &res[s].refits[k];
-            DCR_CHECK(ab_step(&b[s], cfg->warmup + k, true, out));
-            out->block = k;
-            res[s].nrefits++;
-        }
-    }
+    DCR_CHECK(retain_join(&s->b));
+    summarize(&s->b, res);
     return DCR_OK;
+}
+
+void dcr_bench_session_destroy(dcr_bench_session_t *s)
+{
+    if (!s) return;
+    teardown(&s->b);
+    free(s->b.seen);
+    pthread_mutex_destroy(&s->b.seen_lock);
+    free(s);
 }
 
 dcr_status_t dcr_bench_run_ab(const dcr_bench_config_t *a, const dcr_bench_config_t *bcfg,
@@ -861,40 +890,17 @@ dcr_status_t dcr_bench_run_ab(const dcr_bench_config_t *a, const dcr_bench_confi
     DCR_CHECK(dcr_bench_config_check(a, false));
     DCR_CHECK(dcr_bench_config_check(bcfg, false));
     DCR_CHECK(dcr_bench_ab_check(a, bcfg));
-    bench_t b[2];
-    dcr_bench_result_t res[2];
-    memset(b, 0, sizeof(b));
-    memset(res, 0, sizeof(res));
-    b[0].cfg = a;
-    b[1].cfg = bcfg;
     dcr_trace_reset();
     dcr_trace_enable(true);
+    dcr_bench_side_t *side[2] = {NULL, NULL};
+    const dcr_bench_config_t *cfg[2] = {a, bcfg};
     dcr_status_t st = DCR_OK;
-    for (int s = 0; s < 2; s++) {
-        pthread_mutex_init(&b[s].seen_lock, NULL);
-        res[s].ab_side = (char)('A' + s);
-        res[s].refits = calloc((size_t)a->refits, sizeof(dcr_bench_refit_t));
-        if (!res[s].refits && st == DCR_OK) st = dcr_error_set(DCR_ENOMEM, "refit table");
+    for (int s = 0; st == DCR_OK && s < 2; s++) {
         DCR_LOG_INFO("bench --ab: setting up side %c", 'A' + s);
-        if (st == DCR_OK) st = setup(&b[s]);
+        st = dcr_bench_side_local(cfg[s], &side[s]);
     }
-    if (st == DCR_OK) st = ab_refits(b, res);
-    for (int s = 0; s < 2; s++) {
-        dcr_status_t rst = retain_join(&b[s]);
-        if (st == DCR_OK) st = rst;
-        if (st == DCR_OK) summarize(&b[s], &res[s]);
-    }
-    for (int s = 0; s < 2; s++) {
-        teardown(&b[s]);
-        free(b[s].seen);
-        pthread_mutex_destroy(&b[s].seen_lock);
-    }
-    if (st != DCR_OK) {
-        free(res[0].refits);
-        free(res[1].refits);
-        return st;
-    }
-    out[0] = res[0];
-    out[1] = res[1];
-    return DCR_OK;
+    if (st == DCR_OK) st = dcr_bench_ab_alternate(side, a->warmup, a->refits, out);
+    dcr_bench_side_destroy(side[0]);
+    dcr_bench_side_destroy(side[1]);
+    return st;
 }

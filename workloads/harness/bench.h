@@ -175,6 +175,32 @@ dcr_status_t dcr_bench_config_check(const dcr_bench_config_t *cfg, bool process_
 dcr_status_t dcr_bench_run(const dcr_bench_config_t *cfg, dcr_bench_result_t *out_p);
 void dcr_bench_result_free(dcr_bench_result_t *r);
 
+/* The run-wide means of a result from its refits (refits[0..nrefits)):
+ * latency, payload, cross and raw bytes, CPU by role, the bounds of the
+ * traced refits, the recorder's on/off figures and bit_exact (all refits
+ * exact). The other fields are left as they are. */
+void dcr_bench_result_means(dcr_bench_result_t *res);
+
+/* A bench set up once and then driven one refit at a time by its caller
+ * (the interleaved runs of workloads/harness/bench_ab.h): every role in
+ * this process, no reference, no request readers. create does the setup of
+ * dcr_bench_run (its rules: dcr_bench_config_check, DCR_EINVAL with one
+ * line); cfg is borrowed and must outlive the session. */
+typedef struct dcr_bench_session dcr_bench_session_t;
+dcr_status_t dcr_bench_session_create(const dcr_bench_config_t *cfg, dcr_bench_session_t **out_p);
+/* Refit number `step` of the run (its changes come from the seed and step,
+ * so two sessions with one seed make the same changes at the same step),
+ * timed or a warm-up, verified after a timed one as dcr_bench_run verifies;
+ * DCR_EINTR first when a stop signal arrived. *out is the refit's row. */
+dcr_status_t dcr_bench_session_refit(dcr_bench_session_t *s, int step, bool timed,
+                                     dcr_bench_refit_t *out);
+/* Waits for background retention and fills the result's run-wide figures
+ * (dcr_bench_result_means and the setup's: checkpoint, roles, tensors,
+ * refusals, memory) around the refits the caller put in res. */
+dcr_status_t dcr_bench_session_finish(dcr_bench_session_t *s, dcr_bench_result_t *res);
+/* Tears the setup down (work folder included). Accepts NULL. */
+void dcr_bench_session_destroy(dcr_bench_session_t *s);
+
 /* Interleaved A/B in one process (dcr bench --ab): two configurations set
  * up side by side (each its own scenario, receivers, constructor,
  * transport, control plane and temporary work folder: nothing is shared,
@@ -200,5 +226,8 @@ dcr_status_t dcr_bench_run_ab(const dcr_bench_config_t *a, const dcr_bench_confi
  * sides would share (work folder, control plane, store): each side makes a
  * temporary one of its own. */
 dcr_status_t dcr_bench_ab_check(const dcr_bench_config_t *a, const dcr_bench_config_t *b);
+/* The same, the error lines naming `flag` ("--ab-binary") instead of --ab. */
+dcr_status_t dcr_bench_ab_check_as(const char *flag, const dcr_bench_config_t *a,
+                                   const dcr_bench_config_t *b);
 
 #endif
