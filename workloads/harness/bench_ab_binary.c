@@ -210,8 +210,8 @@ static void *output_main(void *arg)
     r->fd = s->out_fd;
     for (;;) {
         dcr_status_t st = dcr__ab_read_line(r, -1, s->stop[0], &line);
-        if (st == DCR_EPARSE) { /* over-long or NUL: keep what fits, read on */
-            r->taken = r->used;
+        if (st == DCR_EPARSE) { /* a NUL (that line is dropped) or over-long: drop it all */
+            if (!r->taken) r->taken = r->used;
             continue;
         }
         if (st != DCR_OK) break;
@@ -258,21 +258,29 @@ static dcr_status_t fail(binary_side_t *s, dcr_status_t st, const char *what)
     return ret;
 }
 
-/* The worker's next message, or the error that ended it ("ended" becomes
- * how the process ended). */
+/* The worker's next message (`what`: "hello", "reply to refit 3"), or
+ * the error that ended it, said as what the worker did. */
 static dcr_status_t receive(binary_side_t *s, int timeout_ms, const char *what, json_t **msg_p)
 {
     dcr_status_t st = dcr__ab_read_msg(s->in, timeout_ms, dcr_interrupt_fd(), msg_p);
     if (st == DCR_OK) return DCR_OK;
-    if (st == DCR_ETIMEOUT)
-        dcr_error_set(st, "nothing within %d s", timeout_ms / 1000);
-    else if (st == DCR_EIO && !strcmp(dcr_error_detail(), "ended") && s->running) {
-        char how[64];
-        reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
-        s->running = false;
-        dcr_error_set(st, "it %s", how);
+    char doing[96];
+    snprintf(doing, sizeof(doing), "sent a malformed %s", what);
+    if (st == DCR_ETIMEOUT) {
+        snprintf(doing, sizeof(doing), "sent no %s", what);
+        dcr_error_set(st, "nothing within %.1f s", timeout_ms / 1000.0);
+    } else if (st == DCR_EINTR) {
+        snprintf(doing, sizeof(doing), "was stopped before its %s", what);
+    } else if (st == DCR_EIO) {
+        snprintf(doing, sizeof(doing), "ended before its %s", what);
+        if (!strcmp(dcr_error_detail(), "ended") && s->running) {
+            char how[64];
+            reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
+            s->running = false;
+            dcr_error_set(st, "it %s", how);
+        }
     }
-    return fail(s, st, what);
+    return fail(s, st, doing);
 }
 
 static dcr_status_t check_hello(binary_side_t *s, const json_t *m)
@@ -294,7 +302,7 @@ static dcr_status_t binary_ready(dcr_bench_side_t *base)
     binary_side_t *s = (binary_side_t *)base;
     if (s->config) return DCR_OK;
     json_t *m = NULL;
-    DCR_CHECK(receive(s, s->cfg.ready_timeout_ms, "was not ready", &m));
+    DCR_CHECK(receive(s, s->cfg.ready_timeout_ms, "hello", &m));
     dcr_status_t st = check_hello(s, m);
     if (st == DCR_OK) s->config = json_incref(json_object_get(m, "config"));
     json_decref(m);
@@ -308,9 +316,9 @@ static dcr_status_t binary_refit(dcr_bench_side_t *base, int step, bool timed,
     if (!timed) return DCR_OK; /* the worker made its warm-ups before its hello */
     int k = step - s->cfg.warmup;
     char what[64];
-    snprintf(what, sizeof(what), "failed in refit %d", k);
+    snprintf(what, sizeof(what), "reply to refit %d", k);
     dcr_status_t st = dcr__ab_send(s->sock, json_pack("{s:i}", "refit", k));
-    if (st != DCR_OK) return fail(s, st, what);
+    if (st != DCR_OK) return fail(s, st, "could not be asked for a refit");
     json_t *m = NULL;
     DCR_CHECK(receive(s, s->cfg.reply_timeout_ms, what, &m));
     const json_t *got = json_object_get(m, "refit");
@@ -320,8 +328,9 @@ static dcr_status_t binary_refit(dcr_bench_side_t *base, int step, bool timed,
         st = dcr__ab_row_parse(json_object_get(m, "row"), out);
     json_decref(m);
     if (st != DCR_OK) {
-        snprintf(what, sizeof(what), "sent a malformed reply to refit %d", k);
-        return fail(s, st, what);
+        char doing[96];
+        snprintf(doing, sizeof(doing), "sent a malformed %s", what);
+        return fail(s, st, doing);
     }
     return DCR_OK;
 }
@@ -330,9 +339,9 @@ static dcr_status_t binary_finish(dcr_bench_side_t *base, dcr_bench_result_t *re
 {
     binary_side_t *s = (binary_side_t *)base;
     dcr_status_t st = dcr__ab_send(s->sock, json_pack("{s:b}", "finish", true));
-    if (st != DCR_OK) return fail(s, st, "failed at the end");
+    if (st != DCR_OK) return fail(s, st, "could not be asked for its summary");
     json_t *m = NULL;
-    DCR_CHECK(receive(s, s->cfg.reply_timeout_ms, "failed at the end", &m));
+    DCR_CHECK(receive(s, s->cfg.reply_timeout_ms, "summary", &m));
     if (json_object_size(m) != 1)
         st = dcr_error_set(DCR_EPARSE, "its last message is not a summary");
     else
@@ -345,8 +354,8 @@ static dcr_status_t binary_finish(dcr_bench_side_t *base, dcr_bench_result_t *re
     reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
     s->running = false;
     if (strcmp(how, "exited with status 0")) {
-        dcr_error_set(DCR_EIO, "it %s after its summary", how);
-        return fail(s, DCR_EIO, "failed at the end");
+        dcr_error_set(DCR_EIO, "it %s", how);
+        return fail(s, DCR_EIO, "failed after its summary");
     }
     return DCR_OK;
 }

@@ -62,9 +62,9 @@ dcr_status_t dcr__ab_read_line(dcr__ab_reader_t *r, int timeout_ms, int stop_fd,
     for (;;) {
         size_t consumed = 0;
         if (take_line(r, line_p, &consumed)) {
+            r->taken = consumed;
             if (strlen(*line_p) + 1 != consumed)
                 return dcr_error_set(DCR_EPARSE, "a line holds a NUL byte");
-            r->taken = consumed;
             return DCR_OK;
         }
         if (r->used == sizeof(r->buf))

@@ -38,7 +38,8 @@ typedef struct dcr__ab_reader {
  * dcr_interrupt_fd) ends the wait with DCR_EINTR when it turns readable.
  * DCR_ETIMEOUT when nothing came in time, DCR_EIO at end of input (the
  * peer closed: detail "ended") or on a read error, DCR_EPARSE for a line
- * over DCR__AB_LINE_MAX bytes or one holding a NUL byte. */
+ * over DCR__AB_LINE_MAX bytes (still in the buffer) or one holding a NUL
+ * byte (dropped at the next call). */
 dcr_status_t dcr__ab_read_line(dcr__ab_reader_t *r, int timeout_ms, int stop_fd, char **line_p);
 
 /* The next line as a JSON object (DCR_EPARSE for anything else). A new
