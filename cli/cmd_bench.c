@@ -805,7 +805,7 @@ static const char bench_usage[] =
     "[model and layout flags] [rollout flags] [--transport objstore|relay] "
     "[--store s3://BUCKET/PREFIX --s3-endpoint URL] [--change-rate R] "
     "[--mode X|P|F] [--rl sync|async] [--processes | --testbed netns] [--device cpu|cuda|auto] "
-    "[--ab KEY=VALUE[,...]|same] [--json]";
+    "[--ab KEY=VALUE[,...]|same | --ab-binary OTHER_DCR] [--json]";
 
 #define AB_MAX_KEYS 8
 

@@ -1,4 +1,12 @@
 #!/usr/bin/env bash
+# Prefer `dcr bench --ab-binary OTHER_DCR --out AB.h5` (two builds) or
+# `dcr bench --ab KEY=VALUE --out AB.h5` (two configurations): they
+# alternate the sides refit by refit (ABBA pairs) in one job and write one
+# file that `dcr compare AB.h5` judges pair by pair (docs/commands/bench.md).
+# This script stays for what they cannot do: a side A build older than
+# --ab-binary, a third side (--side-c), or blocks run side by side
+# (--concurrent).
+#
 # Interleaved A/B measurement: alternates two dcr builds (or two
 # configurations of one build) block by block in one job, so that both
 # sides see the same neighbours on a shared machine, and appends side A's
@@ -24,7 +32,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n '2,39p' "$0" >&2
+    sed -n '2,/^[^#]/{/^#/p}' "$0" >&2
     exit 2
 }
 rounds=6 block=10 dcr_c="" concurrent=0
