@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/pidfd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -121,7 +122,7 @@ static void read_all(int fd, char *buf, size_t cap, uint64_t deadline_ns, bool *
     dcr__ab_reader_t *r = calloc(1, sizeof(*r));
     size_t used = 0;
     *over_p = false;
-    if (r) r->fd = fd;
+    if (r) dcr__ab_reader_init(r, fd);
     for (char *line = NULL; r;) {
         int ms = (int)((deadline_ns - dcr_clock_ns()) / 1000000);
         if (dcr_clock_ns() >= deadline_ns || dcr__ab_read_line(r, ms, -1, &line) != DCR_OK) break;
@@ -187,6 +188,7 @@ typedef struct binary_side {
     pid_t pid;
     bool running;
     int sock;
+    int pidfd; /* readable once the worker has ended; -1 where pidfd_open fails */
     dcr__ab_reader_t *in;
     json_t *config; /* the worker's, once ready */
     /* Its stdout and stderr, read by a thread: forwarded at log level info
@@ -207,7 +209,7 @@ static void *output_main(void *arg)
     dcr__ab_reader_t *r = calloc(1, sizeof(*r));
     char *line = NULL;
     if (!r) return NULL;
-    r->fd = s->out_fd;
+    dcr__ab_reader_init(r, s->out_fd);
     for (;;) {
         dcr_status_t st = dcr__ab_read_line(r, -1, s->stop[0], &line);
         if (st == DCR_EPARSE) { /* a NUL (that line is dropped) or over-long: drop it all */
@@ -376,6 +378,7 @@ static void binary_destroy(dcr_bench_side_t *base)
         pthread_join(s->reader, NULL);
     }
     if (s->out_fd >= 0) close(s->out_fd);
+    if (s->pidfd >= 0) close(s->pidfd);
     for (int i = 0; i < 2; i++)
         if (s->stop[i] >= 0) close(s->stop[i]);
     pthread_mutex_destroy(&s->lock);
@@ -421,9 +424,11 @@ static dcr_status_t start(binary_side_t *s)
     free(argv);
     close(sv[1]);
     s->sock = sv[0];
-    s->in->fd = sv[0];
+    dcr__ab_reader_init(s->in, sv[0]);
     if (st != DCR_OK) return st;
     s->running = true;
+    /* Its end is seen even when a process it left holds the socket open. */
+    s->in->ended_fd = s->pidfd = pidfd_open(s->pid, 0);
     s->reading = pthread_create(&s->reader, NULL, output_main, s) == 0;
     return DCR_OK;
 }
@@ -442,7 +447,8 @@ dcr_status_t dcr_bench_side_binary(const dcr_bench_binary_config_t *cfg, dcr_ben
     if (!s->cfg.ready_timeout_ms) s->cfg.ready_timeout_ms = READY_DEFAULT_MS;
     if (!s->cfg.reply_timeout_ms) s->cfg.reply_timeout_ms = REPLY_DEFAULT_MS;
     dcr_escape(s->name, sizeof(s->name), cfg->name ? cfg->name : cfg->exe);
-    s->sock = s->out_fd = s->stop[0] = s->stop[1] = -1;
+    s->sock = s->out_fd = s->stop[0] = s->stop[1] = s->pidfd = -1;
+    dcr__ab_reader_init(s->in, -1);
     pthread_mutex_init(&s->lock, NULL);
     dcr_status_t st = pipe2(s->stop, O_CLOEXEC) == 0
                           ? start(s)

@@ -17,6 +17,13 @@
 
 /* ---- lines --------------------------------------------------------------- */
 
+void dcr__ab_reader_init(dcr__ab_reader_t *r, int fd)
+{
+    r->fd = fd;
+    r->used = r->taken = 0;
+    r->ended_fd = -1;
+}
+
 /* The complete line at the buffer's front, if there is one. */
 static bool take_line(dcr__ab_reader_t *r, char **line_p, size_t *consumed_p)
 {
@@ -40,15 +47,17 @@ static int left_ms(uint64_t deadline_ns)
 static dcr_status_t wait_readable(const dcr__ab_reader_t *r, uint64_t deadline_ns, int stop_fd)
 {
     for (;;) {
-        struct pollfd p[2] = {{r->fd, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+        /* Unused slots hold -1, which poll skips. */
+        struct pollfd p[3] = {{r->fd, POLLIN, 0}, {stop_fd, POLLIN, 0}, {r->ended_fd, POLLIN, 0}};
         int ms = left_ms(deadline_ns);
         if (ms == 0) return dcr_error_set(DCR_ETIMEOUT, "no message in time");
-        int n = poll(p, stop_fd >= 0 ? 2 : 1, ms);
+        int n = poll(p, 3, ms);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return dcr_error_set(DCR_EIO, "poll: %s", strerror(errno));
-        if (stop_fd >= 0 && (p[1].revents & POLLIN))
-            return dcr_error_set(DCR_EINTR, "stopped by a signal");
+        if (p[1].revents & POLLIN) return dcr_error_set(DCR_EINTR, "stopped by a signal");
+        /* What the writer sent before it ended is read first. */
         if (p[0].revents) return DCR_OK;
+        if (p[2].revents) return dcr_error_set(DCR_EIO, "ended");
     }
 }
 

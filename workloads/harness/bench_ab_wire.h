@@ -25,13 +25,20 @@ struct json_t;
 #define DCR__AB_PROTOCOL 1
 #define DCR__AB_LINE_MAX 65536
 
-/* Reads lines from one descriptor. */
+/* Reads lines from one descriptor (dcr__ab_reader_init). */
 typedef struct dcr__ab_reader {
     int fd;
     char buf[DCR__AB_LINE_MAX];
     size_t used;
     size_t taken; /* bytes of the line returned last, dropped at the next read */
+    /* -1, or a descriptor that turns readable when the writer has ended
+     * (a pidfd): then, once nothing more is buffered, the input has ended
+     * even if another process (one the writer left behind) holds it open. */
+    int ended_fd;
 } dcr__ab_reader_t;
+
+/* An empty reader of fd, without an ended_fd. */
+void dcr__ab_reader_init(dcr__ab_reader_t *r, int fd);
 
 /* The next line (without its newline, NUL-terminated, valid until the next
  * call) into *line_p. timeout_ms < 0: wait for ever; stop_fd (>= 0, e.g.

@@ -78,7 +78,7 @@ dcr_status_t dcr_bench_ab_worker_run(const dcr_bench_config_t *cfg, int fd, cons
     dcr_status_t st = DCR_OK;
     if (!w.in || !w.res.refits) st = dcr_error_set(DCR_ENOMEM, "--ab-worker");
     if (st == DCR_OK) {
-        w.in->fd = fd;
+        dcr__ab_reader_init(w.in, fd);
         DCR_LOG_INFO("bench --ab-worker: setting up side B");
         st = dcr_bench_session_create(cfg, &w.session);
     }

@@ -8,7 +8,8 @@
  * process would write for the same flags. A worker is hostile until
  * proven otherwise: shell scripts that are not dcr, end early, say
  * nothing, send garbage, a line too long, a row out of range, the wrong
- * refit, or die mid-run each end the side with one line that names what
+ * refit, or die mid-run (also while a process they left holds the socket
+ * open) each end the side with one line that names what
  * happened (and nothing is kept). The wire's rows round-trip and its
  * decoder refuses every missing, extra or mistyped field; the exec check
  * refuses what it must. */
@@ -189,6 +190,9 @@ static void test_hostile_workers(void **state)
                       20000,
                       "ended before its hello: it exited with status 3 (its last line: dcr bench: "
                       "unknown flag");
+    /* Its end is seen although a process it left holds the socket. */
+    expect_side_fails("leaves", "sleep 30 & exit 4", true, 20000,
+                      "ended before its hello: it exited with status 4");
     expect_side_fails("silent", "sleep 30", true, 300, "sent no hello: nothing within 0.3 s");
     expect_side_fails("garbage", "echo 'hello there' >&3; sleep 30", true, 20000,
                       "malformed hello");
