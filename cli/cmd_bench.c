@@ -1150,7 +1150,8 @@ static int run_ab_binary(bench_opts_t *o, int argc, char **argv)
                                     .args = fwd,
                                     .nargs = n,
                                     .warmup = c.warmup,
-                                    .refits = c.refits};
+                                    .refits = c.refits,
+                                    .verify = c.verify};
     dcr_interrupt_install();
     dcr_trace_reset();
     dcr_trace_enable(true);

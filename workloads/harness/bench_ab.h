@@ -96,6 +96,7 @@ typedef struct dcr_bench_binary_config {
     char *const *args; /* the bench flags of the worker (read at creation only) */
     int nargs;
     int warmup, refits;   /* what the worker must announce */
+    bool verify;          /* every row must say it was verified (or, false, that it was not) */
     int ready_timeout_ms; /* setup and warm-up; 0: one hour */
     int reply_timeout_ms; /* one refit, and the summary; 0: 15 minutes */
 } dcr_bench_binary_config_t;

@@ -328,6 +328,10 @@ static dcr_status_t binary_refit(dcr_bench_side_t *base, int step, bool timed,
         st = dcr_error_set(DCR_EPARSE, "its reply is not the one of refit %d", k);
     else
         st = dcr__ab_row_parse(json_object_get(m, "row"), out);
+    if (st == DCR_OK && out->verified != s->cfg.verify)
+        st = dcr_error_set(DCR_EPARSE, "its row says verified %s, the run %s",
+                           out->verified ? "true" : "false",
+                           s->cfg.verify ? "verifies every refit" : "has --no-verify");
     json_decref(m);
     if (st != DCR_OK) {
         char doing[96];

@@ -82,6 +82,7 @@ static dcr_bench_binary_config_t binary_config(const char *exe)
                                        .nargs = 8,
                                        .warmup = 1,
                                        .refits = 4,
+                                       .verify = true,
                                        .ready_timeout_ms = 60000,
                                        .reply_timeout_ms = 60000};
 }
@@ -141,6 +142,8 @@ static void test_same_binary(void **state)
     dcr_bench_result_free(&r[1]);
 }
 
+static bool f_unverified; /* row_text: a row that says it was not verified */
+
 /* A valid row as the worker sends it, with latency_s replaced. */
 static char *row_text(double latency)
 {
@@ -148,7 +151,8 @@ static char *row_text(double latency)
     memset(&f, 0, sizeof(f));
     f.latency_s = 0.5;
     f.attempts = 1;
-    f.bit_exact = f.verified = true;
+    f.bit_exact = true;
+    f.verified = !f_unverified;
     json_t *row = dcr__ab_row_json(&f);
     json_object_set_new(row, "latency_s", json_real(latency));
     char *text = json_dumps(row, JSON_COMPACT);
@@ -219,6 +223,13 @@ static void test_hostile_workers(void **state)
     snprintf(body, sizeof(body),
              HELLO "; read line <&3; echo '{\"refit\":1,\"row\":%s}' >&3; sleep 30", row);
     expect_side_fails("wrongrefit", body, false, 20000, "not the one of refit 0");
+    free(row);
+    f_unverified = true;
+    row = row_text(0.5);
+    f_unverified = false;
+    snprintf(body, sizeof(body),
+             HELLO "; read line <&3; echo '{\"refit\":0,\"row\":%s}' >&3; sleep 30", row);
+    expect_side_fails("unverified", body, false, 20000, "says verified false");
     free(row);
     expect_side_fails("norow",
                       HELLO "; read line <&3; echo '{\"refit\":0,\"row\":{}}' >&3; sleep 30", false,
