@@ -636,6 +636,7 @@ void dcr_bench_result_means(dcr_bench_result_t *res)
 {
     double lat = 0, pay = 0, cross = 0, raw = 0, clb = 0, tlb = 0, fin = 0;
     int traced = 0;
+    memset(res->cpu_mean_s, 0, sizeof(res->cpu_mean_s));
     res->bit_exact = true;
     for (int i = 0; i < res->nrefits; i++) {
         traced += res->refits[i].traced;
