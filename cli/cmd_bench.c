@@ -1168,9 +1168,10 @@ static int run_ab_binary(bench_opts_t *o, int argc, char **argv)
     json_t *config[2] = {ab_binary_side_config(dcr_bench_config_json(&c, o->changes, o->store),
                                                o->ab_binary, version[0]),
                          ab_binary_side_config(b_config, o->ab_binary, version[1])};
-    char label_b[4400];
+    char label_a[300], label_b[4400];
+    snprintf(label_a, sizeof(label_a), "this binary (%s)", version[0]);
     snprintf(label_b, sizeof(label_b), "%s (%s)", o->ab_binary, version[1]);
-    const char *label[2] = {version[0], label_b};
+    const char *label[2] = {label_a, label_b};
     json_t *head = json_pack("{s:s,s:s,s:[s,s]}", "ab", "binary", "ab_binary", o->ab_binary,
                              "versions", version[0], version[1]);
     return ab_finish(o, config, head, label, r);
