@@ -121,6 +121,7 @@ static void append_run(const char *path, const fake_run_t *f)
                              DCR_RESULTS_NCOLUMNS,
                              c,
                              0,
+                             NULL,
                              NULL};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);

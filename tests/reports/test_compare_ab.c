@@ -78,8 +78,8 @@ static void append_side(const char *config, const char *side, const double *lat,
                  side);
     else
         snprintf(summary, sizeof(summary), "{\"reference_s\":2}");
-    dcr_results_run_t run = {"bench", config, summary, n, DCR_RESULTS_NCOLUMNS + (side ? 1 : 0),
-                             c,       0,      NULL};
+    dcr_results_run_t run = {"bench", config, summary, n,   DCR_RESULTS_NCOLUMNS + (side ? 1 : 0),
+                             c,       0,      NULL,    NULL};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
 }

@@ -54,7 +54,8 @@ static void append(const char *path, const char *config, const double *lat, doub
         c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
     char summary[128];
     snprintf(summary, sizeof(summary), "{\"checkpoint_bytes\":%.0f,\"reference_s\":2.0}", ckpt);
-    dcr_results_run_t run = {"bench", config, summary, NREF, DCR_RESULTS_NCOLUMNS, c, 0, NULL};
+    dcr_results_run_t run = {"bench", config, summary, NREF, DCR_RESULTS_NCOLUMNS,
+                             c,       0,      NULL,    NULL};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
 }
@@ -363,8 +364,8 @@ static void test_results_readable_by_h5py(void **state)
         c[k] = (dcr_results_column_t){dcr_results_column_names[k], cols[k]};
     c[DCR_RESULTS_NCOLUMNS] = (dcr_results_column_t){DCR_RESULTS_BLOCK, cols[DCR_RESULTS_NCOLUMNS]};
     int64_t intervals[3][6] = {{0, 10, 0, 0, 0, 0}, {5, 20, 0, 5, 1, 0}, {20, 30, 1, 7, 2, 1}};
-    dcr_results_run_t run = {"bench", trend_cfg, "{\"reference_s\":2.0}",       NREF, NCOLS,
-                             c,       3,         (const int64_t(*)[6])intervals};
+    dcr_results_run_t run = {"bench", trend_cfg, "{\"reference_s\":2.0}",        NREF, NCOLS,
+                             c,       3,         (const int64_t(*)[6])intervals, NULL};
     char name[64];
     assert_int_equal(dcr_results_append(h5, &run, name, sizeof(name)), DCR_OK);
     FILE *f = fopen(py, "w");

@@ -150,7 +150,8 @@ static herr_t write_run(hid_t f, const dcr_results_run_t *run, char *name_out, s
         [DCR_RESULTS_ATTR_CONFIG] = run->config_json,
         [DCR_RESULTS_ATTR_SUMMARY] = run->summary_json ? run->summary_json : "{}",
         [DCR_RESULTS_ATTR_MACHINE] = machine,
-        [DCR_RESULTS_ATTR_GIT_REVISION] = dcr_results_git_revision(),
+        [DCR_RESULTS_ATTR_GIT_REVISION] =
+            run->git_revision ? run->git_revision : dcr_results_git_revision(),
         [DCR_RESULTS_ATTR_TIME] = when,
     };
     herr_t rc = 0;

@@ -80,6 +80,7 @@ typedef struct dcr_results_run {
     const dcr_results_column_t *columns;
     size_t nintervals;             /* 0: no intervals dataset */
     const int64_t (*intervals)[6]; /* start_ns, end_ns, refit, stage, actor, id */
+    const char *git_revision;      /* NULL: this binary's; side B of --ab-binary: its own */
 } dcr_results_run_t;
 
 /* Checks, before a run, that dcr_results_append could append to path: the

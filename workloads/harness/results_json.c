@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dcr/log.h"
 #include "dcr/trace.h"
@@ -238,6 +239,22 @@ static int64_t (*interval_table(size_t *n_p))[6]
     return table;
 }
 
+/* The revision in a run's "dcr_version" (a --version line, "dcr V (git REV)",
+ * checked when it was read; --ab-binary records each side's), so that side
+ * B's run names the build that made it; NULL when the config has none. */
+static const char *version_revision(json_t *config, char *rev, size_t cap)
+{
+    const char *v = json_string_value(json_object_get(config, "dcr_version"));
+    const char *at = v ? strstr(v, "(git ") : NULL;
+    if (!at) return NULL;
+    at += 5;
+    size_t n = strcspn(at, ")\n");
+    if (n == 0 || n >= cap || at[n] != ')') return NULL;
+    memcpy(rev, at, n);
+    rev[n] = '\0';
+    return rev;
+}
+
 dcr_status_t dcr_bench_results_append(const char *path, const dcr_bench_result_t *r, json_t *config)
 {
     size_t n = (size_t)r->nrefits;
@@ -254,7 +271,10 @@ dcr_status_t dcr_bench_results_append(const char *path, const dcr_bench_result_t
     json_object_del(summary, "config");
     char *config_text = json_dumps(config, JSON_COMPACT | JSON_SORT_KEYS),
          *summary_text = json_dumps(summary, JSON_COMPACT);
-    dcr_results_run_t run = {"bench", config_text, summary_text, n, ncolumns, columns, 0, NULL};
+    char rev[128];
+    dcr_results_run_t run = {"bench", config_text, summary_text,
+                             n,       ncolumns,    columns,
+                             0,       NULL,        version_revision(config, rev, sizeof(rev))};
     int64_t(*table)[6] = interval_table(&run.nintervals);
     run.intervals = (const int64_t(*)[6])table;
     char name[64];

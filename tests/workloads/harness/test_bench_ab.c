@@ -129,6 +129,10 @@ static void test_results_layout(void **state)
     const dcr_bench_config_t *cfg[2] = {&a, &b};
     for (int s = 0; s < 2; s++) {
         json_t *config = dcr_bench_config_json(cfg[s], "uniform", NULL);
+        /* Side B as another build would record it (--ab-binary): its run
+         * carries that build's revision, not this binary's. */
+        if (s == 1)
+            json_object_set_new(config, "dcr_version", json_string("dcr 0.1.0 (git feedbeef0123)"));
         assert_int_equal(dcr_bench_results_append(path, &r[s], config), DCR_OK);
         json_decref(config);
     }
@@ -149,6 +153,8 @@ static void test_results_layout(void **state)
         assert_int_equal(run->nrefits, 12);
         for (size_t i = 0; i < run->nrefits; i++) assert_true(block[i] == (double)i);
     }
+    assert_string_equal(set->runs[0].git_revision, dcr_results_git_revision());
+    assert_string_equal(set->runs[1].git_revision, "feedbeef0123");
     assert_null(dcr_results_column(&set->runs[2], DCR_RESULTS_BLOCK));
     assert_null(json_object_get(set->runs[2].summary, DCR_RESULTS_AB_SIDE));
     /* The last run is a plain one: the pair before it is still found. */
@@ -162,8 +168,10 @@ static void test_results_layout(void **state)
     assert_int_equal(dcr_compare_ab_file(path, &opts, &c), DCR_OK);
     assert_true(c->ab && c->opts.paired);
     assert_int_equal(c->npairs, 1);
-    assert_int_equal(c->nab_keys, 1);
+    /* The sides differ in the link and in the build that made them. */
+    assert_int_equal(c->nab_keys, 2);
     assert_string_equal(c->ab_keys[0], "cross_gbps");
+    assert_string_equal(c->ab_keys[1], "dcr_version");
     assert_int_equal(c->pairs[0].metrics[0].nblocks, 12);
     dcr_compare_destroy(c);
     unlink(path);

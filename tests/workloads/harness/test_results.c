@@ -39,7 +39,8 @@ static void test_append_and_read_back(void **state)
     double lat[3] = {1.5, 2.25, 3.0}, bytes[3] = {100, 200, 300};
     dcr_results_column_t cols[2] = {{"latency_s", lat}, {"payload_bytes", bytes}};
     const int64_t iv[2][6] = {{100, 250, 1, 0, 0, 3}, {300, 900, 1, 5, 1, 2}};
-    dcr_results_run_t run = {"bench", "{\"model\":\"x\"}", "{\"mean\":2.25}", 3, 2, cols, 2, iv};
+    dcr_results_run_t run = {"bench", "{\"model\":\"x\"}", "{\"mean\":2.25}", 3, 2, cols, 2, iv,
+                             NULL};
     char name[64];
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_OK);
     assert_string_equal(name, "/runs/000000");
@@ -89,7 +90,7 @@ static void test_refuses_foreign_files(void **state)
     close(fd);
     double v = 1;
     dcr_results_column_t col = {"latency_s", &v};
-    dcr_results_run_t run = {"bench", "{}", NULL, 1, 1, &col, 0, NULL};
+    dcr_results_run_t run = {"bench", "{}", NULL, 1, 1, &col, 0, NULL, NULL};
     char name[64];
     assert_int_equal(dcr_results_check("--out", path), DCR_EINVAL);
     assert_int_equal(dcr_results_append(path, &run, name, sizeof(name)), DCR_EINVAL);
