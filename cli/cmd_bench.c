@@ -607,7 +607,8 @@ static void run_args(bench_opts_t *o, dcr_arg_t *a)
          false},
         {"--rl", DCR_ARG_STRING, &o->rl, 0, 0, "sync | async (default sync)", false},
         {"--warmup", DCR_ARG_INT, &o->warmup, 0, 1000, "warm-up refits (default 2)", false},
-        {"--refits", DCR_ARG_INT, &o->refits, 1, 100000, "timed refits (default 20)", false},
+        {"--refits", DCR_ARG_INT, &o->refits, 1, 100000,
+         "timed refits (default 20; 40 a side in an A/B run)", false},
         {"--no-shuffle", DCR_ARG_FLAG, &o->no_shuffle, 0, 0,
          "payloads without the byte-plane shuffle (on by default)", false},
         {"--chunk-mib", DCR_ARG_DOUBLE, &o->chunk_mib, 0, 1 << 20,
@@ -879,6 +880,13 @@ static bool ab_dropped(const ab_spec_t *spec, const char *arg, bool *takes_value
     return false;
 }
 
+/* An A/B run's timed refits a side when --refits is not given (both sides
+ * and a worker apply the same rule, so their counts agree). */
+static void ab_default_refits(bench_opts_t *o)
+{
+    if (!dcr_args_seen(o->args, o->nargs, "--refits")) o->refits = DCR_BENCH_AB_DEFAULT_REFITS;
+}
+
 /* Side B's flags: A's without --ab and without the flags the spec changes,
  * then the spec's flags with their values; parsed and checked exactly as
  * A's were. Returns like dcr_args_parse (0, or the exit status). */
@@ -905,6 +913,7 @@ static int ab_side_b(const ab_spec_t *spec, int argc, char **argv, bench_opts_t 
     int rc = parse_opts(ob, "bench --ab (side B)", bench_usage, own, NLAUNCHER_ARGS, n, bv);
     free(bv);
     if (rc) return 2; /* a value the flag refuses: one line from the parser */
+    ab_default_refits(ob);
     *cb = dcr_bench_config_default();
     rc = dcr_cli_check("bench", applies_check(ob));
     if (rc == 0) rc = dcr_cli_check("bench", fill_config(ob, cb));
@@ -995,6 +1004,7 @@ static int run_ab(bench_opts_t *o, int argc, char **argv)
     if (rc == 0 && o->trace)
         rc = dcr_cli_usage("bench",
                            dcr_error_set(DCR_EINVAL, "--ab keeps no stage trace (drop --trace)"));
+    ab_default_refits(o);
     if (rc == 0) rc = dcr_cli_check("bench", applies_check(o));
     if (rc == 0) rc = dcr_cli_check("bench", fill_config(o, &c[0]));
     if (rc == 0) rc = ab_side_b(&spec, argc, argv, &ob, &c[1]);
@@ -1052,6 +1062,7 @@ static dcr_status_t ab_binary_check(const bench_opts_t *o, bool worker)
 static int ab_binary_config(bench_opts_t *o, bool worker, dcr_bench_config_t *c)
 {
     *c = dcr_bench_config_default();
+    ab_default_refits(o);
     int rc = dcr_cli_check("bench", ab_binary_check(o, worker));
     if (rc == 0) rc = dcr_cli_check("bench", applies_check(o));
     if (rc == 0) rc = dcr_cli_check("bench", fill_config(o, c));

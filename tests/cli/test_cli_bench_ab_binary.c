@@ -142,6 +142,26 @@ static void test_same_binary_file(void **state)
     json_decref(j);
 }
 
+/* Without --refits an A/B run makes DCR_BENCH_AB_DEFAULT_REFITS (40) timed
+ * refits a side; the worker, started without the flag too, makes as many
+ * (a count the two disagree on would end the run). */
+static void test_default_refits_a_side(void **state)
+{
+    (void)state;
+    static result_t r;
+    char out[256];
+    snprintf(out, sizeof(out), "%s", in_dir("default.h5"));
+    snprintf(args, sizeof(args),
+             "bench --scale 64 --layers 2 --warmup 0 --no-verify "
+             "--ab-binary %s --out %s",
+             dcr_path(), out);
+    run(&r, args);
+    if (r.rc != 0) fail_msg("dcr %s: exit %d: %s", args, r.rc, r.err);
+    dcr_results_set_t *set = read_set(out);
+    for (size_t k = 0; k < 2; k++) assert_int_equal(set->runs[k].nrefits, 40);
+    dcr_results_set_destroy(set);
+}
+
 /* A script answering --version like dcr, else running body. */
 static const char *script(const char *name, const char *body)
 {
@@ -221,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_usage),
         cmocka_unit_test(test_hostile_side_b),
         cmocka_unit_test(test_same_binary_file),
+        cmocka_unit_test(test_default_refits_a_side),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

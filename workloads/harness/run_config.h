@@ -76,6 +76,13 @@ typedef struct dcr_run_config {
  * to a default run on a 2-core machine. */
 #define DCR_BENCH_DEFAULT_REFITS 20
 
+/* Timed refits a side of an interleaved A/B run (bench --ab, --ab-binary)
+ * when --refits is not given: with 20 a side a real 1.20x slowdown was
+ * called in 18 of 20 jobs under load 6-18, with 40 in every job up to load
+ * 10 (BENCHMARKS.md, regression tracking); a default A/B job takes about a
+ * minute here. */
+#define DCR_BENCH_AB_DEFAULT_REFITS 40
+
 /* The embedded default: scaled Qwen3-30B-A3B (scale 16, 8 layers) trained on
  * 2 nodes x 2 GPUs (TP 2, ETP 2), served by 2 rollout nodes x 2 GPUs (TP 2),
  * 3% uniform changes, object store, sync RL, mode X, default links. */
