@@ -921,10 +921,12 @@ static void obj_check_deadline(obj_node_t *nd)
 
 /* The interval to the next poll after a listing that took took_ns:
  * without a watcher from OBJ_POLL_MIN_NS after progress, doubling to
- * OBJ_POLL_MAX_NS while nothing changes, and never shorter than the listing
- * itself up to OBJ_POLL_NOTIFIED_MAX_NS (a store slow to list is a busy
- * one: a node spends at most about half its time listing, so the store's
- * CPU does not all go to listings while the owners upload); with a watcher, doubling to
+ * OBJ_POLL_MAX_NS while nothing changes, and never shorter than twice the
+ * listing itself, that counted up to OBJ_POLL_NOTIFIED_MAX_NS (a store slow
+ * to list is a busy one: a node spends at most about a third of its time
+ * listing, so the store's CPU goes to the uploads and downloads; on the
+ * netns testbed under load s3rver took 90-130 ms a listing and each node
+ * listed 80% of the time); with a watcher, doubling to
  * OBJ_POLL_NOTIFIED_MAX_NS regardless. */
 static uint64_t obj_next_poll(const obj_node_t *nd, bool progress, uint64_t took_ns)
 {
@@ -934,7 +936,7 @@ static uint64_t obj_next_poll(const obj_node_t *nd, bool progress, uint64_t took
     /* A listing that hung on one slow answer says little: the pause it
      * buys is capped as a watcher's polls are. */
     if (took_ns > OBJ_POLL_NOTIFIED_MAX_NS) took_ns = OBJ_POLL_NOTIFIED_MAX_NS;
-    return nd->have_watcher || next >= took_ns ? next : took_ns;
+    return nd->have_watcher || next >= 2 * took_ns ? next : 2 * took_ns;
 }
 
 /* Lists the attempt's prefix (lock held on entry and exit, dropped meanwhile). */
@@ -1011,6 +1013,13 @@ static void *obj_worker(void *arg)
         obj_entry_t *e = obj_pick(nd);
         if (e != NULL) {
             obj_fetch_locked(nd, e);
+            continue;
+        }
+        /* With the queue full nothing a listing finds could be fetched yet:
+         * the listing waits for recv to make room (a store without
+         * notification pays for every listing with its CPU). */
+        if (nd->rcount + nd->fetching >= nd->rcap) {
+            pthread_cond_wait(&nd->work_cv, &nd->mu);
             continue;
         }
         uint64_t now = dcr_clock_ns();

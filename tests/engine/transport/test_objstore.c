@@ -456,6 +456,41 @@ static void test_dir_node_lists_on_publication(void **state)
     dcr_transport_destroy(t);
 }
 
+/* A node whose queue ahead of recv is full does not list: nothing a
+ * listing found could be fetched yet, and a store without notification
+ * pays for each listing with its CPU. Once recv makes room, the node lists
+ * again and the attempt completes with every payload exactly once. */
+static void test_dir_full_queue_does_not_list(void **state)
+{
+    (void)state;
+    enum { K = 6 };
+    dcr_transport_config_t c = tp_config(g_url, 1, 1, 1);
+    c.queue_payloads = 2;
+    dcr_transport_t *t = tp_create("objstore", &c);
+    assert_int_equal(dcr_transport_open_attempt(t, 1), DCR_OK);
+    tp_payload_t p[K];
+    for (int j = 0; j < K; j++) {
+        p[j] = tp_payload_make(1, 0, (uint64_t)j, 64, 0);
+        assert_int_equal(dcr_transport_send(t, 0, p[j].id, p[j].buf, p[j].len), DCR_OK);
+    }
+    assert_int_equal(dcr_transport_finish(t, 0, K), DCR_OK);
+    usleep(300 * 1000); /* the node fills its queue of 2 */
+    dcr_objstore_counts_t n0, n1;
+    dcr_objstore_transport_counts(&n0);
+    usleep(1000 * 1000);
+    dcr_objstore_transport_counts(&n1);
+    uint64_t lists = n1.lists - n0.lists;
+    /* Before, the backup polls listed every 32 ms here (about 30 in 1 s). */
+    if (lists > 1) fail_msg("%llu listings in 1 s with the queue full", (unsigned long long)lists);
+    tp_node_t nd = {.t = t, .node = 0, .budget_ms = 10000};
+    tp_node_main(&nd);
+    if (nd.end != DCR_ECLOSED) fail_msg("node: %s", nd.err);
+    tp_check_exactly_once(&nd, p, K);
+    tp_node_free(&nd);
+    for (int j = 0; j < K; j++) free(p[j].buf);
+    dcr_transport_destroy(t);
+}
+
 /* A put into a folder that an emptying delete removed makes it again. */
 static void test_dir_put_after_folder_removed(void **state)
 {
@@ -1016,6 +1051,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_wait_between_calls, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_put_after_folder_removed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_node_lists_on_publication, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_full_queue_does_not_list, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
         cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
