@@ -420,6 +420,27 @@ static void test_dir_wait_between_calls(void **state)
     dcr_objstore_destroy(s);
 }
 
+/* A wait on a prefix whose folder does not exist yet watches an ancestor;
+ * a put that creates the folder and publishes into it before the next wait
+ * is a change that next wait reports at once (it moves its watch down to the
+ * new folder, where the publication raised no event). Before, it slept its
+ * whole timeout, and a rollout node found an attempt's first payload only by
+ * its next backup listing. */
+static void test_dir_wait_first_publication(void **state)
+{
+    (void)state;
+    dcr_objstore_t *s = open_store();
+    assert_int_equal(dcr_objstore_wait_change(s, "new/", 50), DCR_ETIMEOUT); /* on an ancestor */
+    put_ok(s, "new/x", (const uint8_t *)"x", 1);
+    double t0 = dcr_clock_s();
+    dcr_status_t st = dcr_objstore_wait_change(s, "new/", 2000);
+    double dt = dcr_clock_s() - t0;
+    if (st != DCR_OK || dt > 1.0)
+        fail_msg("first publication into a new folder: status %d after %.2f s", (int)st, dt);
+    wait_quiet(s, "new/"); /* reported once, not on every wait */
+    dcr_objstore_destroy(s);
+}
+
 /* A rollout node over the dir store (which notifies) lists its attempt on
  * each publication: while nothing is published for 2 s its polls only back
  * the watcher up and double to 32 ms (about 70 listings; the 1-8 ms polling
@@ -1052,6 +1073,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_put_after_folder_removed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_node_lists_on_publication, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_full_queue_does_not_list, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_wait_first_publication, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
         cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
