@@ -420,6 +420,27 @@ static void test_dir_wait_between_calls(void **state)
     dcr_objstore_destroy(s);
 }
 
+/* A wait on a prefix whose folder does not exist yet watches an ancestor;
+ * a put that creates the folder and publishes into it before the next wait
+ * is a change that next wait reports at once (it moves its watch down to the
+ * new folder, where the publication raised no event). Before, it slept its
+ * whole timeout, and a rollout node found an attempt's first payload only by
+ * its next backup listing. */
+static void test_dir_wait_first_publication(void **state)
+{
+    (void)state;
+    dcr_objstore_t *s = open_store();
+    assert_int_equal(dcr_objstore_wait_change(s, "new/", 50), DCR_ETIMEOUT); /* on an ancestor */
+    put_ok(s, "new/x", (const uint8_t *)"x", 1);
+    double t0 = dcr_clock_s();
+    dcr_status_t st = dcr_objstore_wait_change(s, "new/", 2000);
+    double dt = dcr_clock_s() - t0;
+    if (st != DCR_OK || dt > 1.0)
+        fail_msg("first publication into a new folder: status %d after %.2f s", (int)st, dt);
+    wait_quiet(s, "new/"); /* reported once, not on every wait */
+    dcr_objstore_destroy(s);
+}
+
 /* A rollout node over the dir store (which notifies) lists its attempt on
  * each publication: while nothing is published for 2 s its polls only back
  * the watcher up and double to 32 ms (about 70 listings; the 1-8 ms polling
@@ -453,6 +474,41 @@ static void test_dir_node_lists_on_publication(void **state)
     dcr_transport_release(t, 0, &d);
     if (took > 2.0) fail_msg("a payload published after an idle wait took %.2f s", took);
     free(p.buf);
+    dcr_transport_destroy(t);
+}
+
+/* A node whose queue ahead of recv is full does not list: nothing a
+ * listing found could be fetched yet, and a store without notification
+ * pays for each listing with its CPU. Once recv makes room, the node lists
+ * again and the attempt completes with every payload exactly once. */
+static void test_dir_full_queue_does_not_list(void **state)
+{
+    (void)state;
+    enum { K = 6 };
+    dcr_transport_config_t c = tp_config(g_url, 1, 1, 1);
+    c.queue_payloads = 2;
+    dcr_transport_t *t = tp_create("objstore", &c);
+    assert_int_equal(dcr_transport_open_attempt(t, 1), DCR_OK);
+    tp_payload_t p[K];
+    for (int j = 0; j < K; j++) {
+        p[j] = tp_payload_make(1, 0, (uint64_t)j, 64, 0);
+        assert_int_equal(dcr_transport_send(t, 0, p[j].id, p[j].buf, p[j].len), DCR_OK);
+    }
+    assert_int_equal(dcr_transport_finish(t, 0, K), DCR_OK);
+    usleep(300 * 1000); /* the node fills its queue of 2 */
+    dcr_objstore_counts_t n0, n1;
+    dcr_objstore_transport_counts(&n0);
+    usleep(1000 * 1000);
+    dcr_objstore_transport_counts(&n1);
+    uint64_t lists = n1.lists - n0.lists;
+    /* Before, the backup polls listed every 32 ms here (about 30 in 1 s). */
+    if (lists > 1) fail_msg("%llu listings in 1 s with the queue full", (unsigned long long)lists);
+    tp_node_t nd = {.t = t, .node = 0, .budget_ms = 10000};
+    tp_node_main(&nd);
+    if (nd.end != DCR_ECLOSED) fail_msg("node: %s", nd.err);
+    tp_check_exactly_once(&nd, p, K);
+    tp_node_free(&nd);
+    for (int j = 0; j < K; j++) free(p[j].buf);
     dcr_transport_destroy(t);
 }
 
@@ -1016,6 +1072,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_wait_between_calls, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_put_after_folder_removed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_node_lists_on_publication, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_full_queue_does_not_list, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_wait_first_publication, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
         cmocka_unit_test(test_urls_and_credentials),     cmocka_unit_test(test_s3_retry_500),
