@@ -75,6 +75,7 @@
 #include "dcr/log.h"
 #include "dcr/queue.h"
 #include "dcr/thread.h"
+#include "dcr/trace.h"
 
 /* Reference frames: a checkpoint share streams as frames of this size, each
  * stored and forwarded whole at every hop, like a payload. */
@@ -133,11 +134,11 @@ typedef struct relay_olink {
     bool fin;        /* root: the owner finished (tree lock) */
     /* The owner's side of a pipelined stream (its one sender thread only):
      * DATA frames written whose answers are not read yet, oldest first (ids
-     * and lengths, a ring of RELAY_WINDOW), the first refusal read (later
+     * and submission times, a ring of RELAY_WINDOW), the first refusal read (later
      * sends and the finish return it), and the stream's pacing flow, kept
      * across frames while it keeps moving. */
     uint64_t inflight_id[RELAY_WINDOW];
-    size_t inflight_len[RELAY_WINDOW];
+    uint64_t inflight_t0[RELAY_WINDOW]; /* when its send was called (ns) */
     int inflight, oldest;
     dcr_status_t refused;
     char refused_why[DCR__RELAY_NACK_MAX + 64];
@@ -945,12 +946,19 @@ static dcr_status_t relay_owner_refused(const relay_olink_t *o)
 }
 
 /* Reads the answer to the oldest frame in flight; a refusal (or a lost
- * connection) is kept as the owner's refusal. */
+ * connection) is kept as the owner's refusal. An accepted payload's
+ * transport interval, from its send until the root's queueing
+ * acknowledgment (DCR_STAGE_SEND, as the bounds define it), is recorded
+ * here: the send itself returns before that answer. */
 static dcr_status_t relay_owner_settle(relay_tree_t *T, relay_olink_t *o)
 {
     char what[64];
     snprintf(what, sizeof what, "payload %" PRIu64, o->inflight_id[o->oldest]);
     dcr_status_t st = relay_owner_answer(T, o->owner, what);
+    if (st == DCR_OK) {
+        dcr_trace_record(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, o->owner, o->inflight_t0[o->oldest],
+                         dcr_clock_ns());
+    }
     o->oldest = (o->oldest + 1) % RELAY_WINDOW;
     o->inflight--;
     if (st != DCR_OK && o->refused == DCR_OK) {
@@ -976,25 +984,35 @@ static void relay_owner_pace_from_now(relay_tree_t *T, relay_olink_t *o)
     o->flowing = true;
 }
 
+/* Takes the answers that already arrived (without waiting): a refusal
+ * surfaces at the earliest call, and an acknowledgment is timed when it came. */
+static dcr_status_t relay_owner_take_answers(relay_tree_t *T, relay_olink_t *o)
+{
+    while (o->inflight > 0 && relay_readable(o->fd))
+        if (relay_owner_settle(T, o) != DCR_OK) return relay_owner_refused(o);
+    return DCR_OK;
+}
+
 /* Writes one frame on the owner's stream without waiting for its answer,
- * after making room in the window; then takes the answers that already
- * arrived, so that a refusal surfaces at the earliest call. */
+ * after making room in the window; takes the answers that already arrived
+ * before and after. t0: when the payload's send was called. */
 static dcr_status_t relay_owner_stream(relay_tree_t *T, int owner, const dcr__relay_frame_t *f,
-                                       const uint8_t *payload, const char *what)
+                                       const uint8_t *payload, const char *what, uint64_t t0)
 {
     relay_olink_t *o = &T->owners[owner];
     if (o->refused != DCR_OK) return relay_owner_refused(o);
     DCR_CHECK(relay_owner_link(T, owner, what));
+    DCR_CHECK(relay_owner_take_answers(T, o));
     while (o->inflight == RELAY_WINDOW)
         if (relay_owner_settle(T, o) != DCR_OK) return relay_owner_refused(o);
     relay_owner_pace_from_now(T, o);
     int e = dcr__relay_frame_write(o->fd, f, payload, &o->flow);
     if (e != 0) return relay_owner_broken(T, owner, e, what);
-    o->inflight_id[(o->oldest + o->inflight) % RELAY_WINDOW] = f->b;
+    int slot = (o->oldest + o->inflight) % RELAY_WINDOW;
+    o->inflight_id[slot] = f->b;
+    o->inflight_t0[slot] = t0;
     o->inflight++;
-    while (o->inflight > 0 && relay_readable(o->fd))
-        if (relay_owner_settle(T, o) != DCR_OK) return relay_owner_refused(o);
-    return DCR_OK;
+    return relay_owner_take_answers(T, o);
 }
 
 /* The owner's FIN, behind its payloads on the stream; then every answer,
@@ -1028,6 +1046,7 @@ static dcr_status_t relay_owner_enter(relay_t *r, int owner, const char *what, r
 static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_id,
                                const uint8_t *buf, size_t len)
 {
+    uint64_t t0 = dcr_clock_ns();
     relay_t *r = (relay_t *)t;
     relay_tree_t *T = NULL;
     uint64_t tau = 0;
@@ -1045,7 +1064,7 @@ static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_i
         .type = DCR__F_DATA, .tau = tau, .a = (uint64_t)owner, .b = payload_id, .len = len};
     char what[64];
     snprintf(what, sizeof what, "payload %" PRIu64, payload_id);
-    st = relay_owner_stream(T, owner, &f, buf, what);
+    st = relay_owner_stream(T, owner, &f, buf, what, t0);
     if (st == DCR_OK) {
         /* On the connection: sent. A refusal by the root fails this owner's
          * later sends and its finish. */
