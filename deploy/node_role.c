@@ -26,8 +26,12 @@
 /* Waiting for an attempt, a commit or the coordinator's open: the longest
  * one wait for a change of the control plane sleeps before the node reads
  * again (a lost notification, the stop flag, the turn's timeout). */
-#define IDLE_WAIT_MS    100
-#define DELIVER_POLL_NS 5000000L /* watching for a newer attempt while delivering */
+#define IDLE_WAIT_MS 100
+/* Watching for a newer attempt while delivering: one control-plane read
+ * each time (on etcd a request, about 80 a refit at 5 ms, most of a node's
+ * reads). It bounds how long a node keeps delivering a replaced attempt,
+ * which costs only a failure's recovery time, never a refit's. */
+#define DELIVER_POLL_NS 50000000L
 /* Noticing that the node's thread applied the last payload: the
  * acknowledgment waits on it, inside the refit's window, so a look at one
  * atomic flag this often; the control plane is read only every
@@ -441,6 +445,30 @@ static bool superseded(node_proc_t *p, uint64_t tau)
     return dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau;
 }
 
+/* The node's member receivers acknowledge tau in one control-plane write
+ * (each write is a round trip on the refit's path). Acknowledgments are
+ * finalization intervals of the receivers, as the in-process coordinator
+ * records them: one each, all over the one write. */
+static dcr_status_t acknowledge(node_proc_t *p, uint64_t tau)
+{
+    uint32_t who[DCR_CONTROL_ACK_MANY_MAX];
+    dcr_trace_span_t span[DCR_CONTROL_ACK_MANY_MAX];
+    size_t n = 0;
+    for (int k = 0; k < p->per; k++) {
+        if (!p->member[k]) continue;
+        if (n == DCR_CONTROL_ACK_MANY_MAX)
+            return dcr_error_set(DCR_EINVAL, "rollout node %d: more than %d receivers",
+                                 p->cfg->node, DCR_CONTROL_ACK_MANY_MAX);
+        who[n] = (uint32_t)(p->first + k);
+        span[n] = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, p->first + k);
+        n++;
+    }
+    if (n == 0) return DCR_OK;
+    dcr_status_t st = dcr_control_ack_many(p->control, tau, who, n);
+    for (size_t i = 0; i < n; i++) dcr_trace_end(&span[i]);
+    return st;
+}
+
 /* Every handle of a role process joins the attempt (dcr/transport.h): it
  * opens tau once the coordinator's clearing handle has. */
 static dcr_status_t wait_turn(node_proc_t *p, uint64_t tau)
@@ -554,14 +582,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
     if (st == DCR_OK) st = check_repairs(p, a, &tc0);
-    /* Acknowledgments are finalization intervals of the receivers, as the
-     * in-process coordinator records them. */
-    for (int k = 0; k < p->per && st == DCR_OK; k++) {
-        if (!p->member[k]) continue;
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, p->first + k);
-        st = dcr_control_ack(p->control, a->tau, (uint32_t)(p->first + k));
-        dcr_trace_end(&span);
-    }
+    if (st == DCR_OK) st = acknowledge(p, a->tau);
     if (st != DCR_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", dcr_error_line(st));

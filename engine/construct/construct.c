@@ -1280,36 +1280,70 @@ static dcr_status_t take_kept(dcr_constructor_t *c)
     return st;
 }
 
+/* Owner r's share of the baseline update: its trackers take the candidate,
+ * its assembled residual tensors become R^{v+1}. */
+static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
+{
+    owner_t *o = &c->owners[r];
+    dcr_status_t st = DCR_OK;
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, r);
+    for (int pass = 0; pass < 2; pass++) {
+        owned_task_t *list = pass ? o->parts : o->direct;
+        int n = pass ? o->nparts : o->ndirect;
+        for (int i = 0; list && i < n && st == DCR_OK; i++) {
+            if (!list[i].tracker) continue;
+            const dcr_task_t *t = &c->layout->tasks[list[i].task];
+            st = pack_tracker(c, o, t, c->candidate[t->shard]->data, list[i].tracker);
+        }
+    }
+    for (int s = 0; s < o->nslots; s++) {
+        residual_slot_t *slot = &o->slots[s];
+        if (!c->required[slot->canonical] || !slot->assembled) continue;
+        void *old = slot->baseline; /* swap: the assembled candidate becomes R^{v+1} */
+        slot->baseline = slot->assembled;
+        slot->assembled = old;
+    }
+    dcr_trace_end(&span);
+    return st;
+}
+
+typedef struct commit_ctx {
+    dcr_constructor_t *c;
+    int rank;
+} commit_ctx_t;
+
+static dcr_status_t commit_main(void *arg)
+{
+    commit_ctx_t *x = arg;
+    return commit_owner(x->c, x->rank);
+}
+
 dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
 {
     if (c->layout->nshards > 0 && !c->candidate[0])
         return dcr_error_set(DCR_EINVAL, "baseline update without a successful construction run");
-    /* A tracker upload that fails (a device error) leaves B^v partly
-     * updated: the error is returned and the constructor must be rebuilt
-     * from the committed shards. */
-    dcr_status_t st = DCR_OK;
-    for (int r = 0; r < c->world && st == DCR_OK; r++) {
-        if (!is_local(c, r)) continue;
-        owner_t *o = &c->owners[r];
-        dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, r);
-        for (int pass = 0; pass < 2; pass++) {
-            owned_task_t *list = pass ? o->parts : o->direct;
-            int n = pass ? o->nparts : o->ndirect;
-            for (int i = 0; list && i < n && st == DCR_OK; i++) {
-                if (!list[i].tracker) continue;
-                const dcr_task_t *t = &c->layout->tasks[list[i].task];
-                st = pack_tracker(c, o, t, c->candidate[t->shard]->data, list[i].tracker);
-            }
+    /* The owners of this process update their shares at once (the update
+     * is on the refit's path, before t1); an owner whose thread does not
+     * start updates on this one. A tracker upload that fails (a device
+     * error) leaves B^v partly updated: the error is returned and the
+     * constructor must be rebuilt from the committed shards. */
+    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
+    dcr_thread_t *th = local > 1 ? calloc((size_t)local, sizeof(*th)) : NULL;
+    commit_ctx_t *ctx = local > 1 ? calloc((size_t)local, sizeof(*ctx)) : NULL;
+    dcr_error_t first = {0};
+    for (int i = 0; i < local; i++) {
+        bool started = false;
+        if (th && ctx) {
+            ctx[i] = (commit_ctx_t){c, base + i};
+            started = dcr_thread_run(&th[i], DCR_THREAD_OWNER, commit_main, &ctx[i],
+                                     "dcr-commit-%d", base + i) == 0;
         }
-        for (int s = 0; s < o->nslots; s++) {
-            residual_slot_t *slot = &o->slots[s];
-            if (!c->required[slot->canonical] || !slot->assembled) continue;
-            void *old = slot->baseline; /* swap: the assembled candidate becomes R^{v+1} */
-            slot->baseline = slot->assembled;
-            slot->assembled = old;
-        }
-        dcr_trace_end(&span);
+        if (!started) keep_first(&first, commit_owner(c, base + i));
     }
+    for (int i = 0; th && i < local; i++) keep_first(&first, dcr_thread_join(&th[i]));
+    free(th);
+    free(ctx);
+    dcr_status_t st = dcr_error_restore(&first);
     c->candidate[0] = NULL;
     if (st == DCR_OK && c->keep) st = take_kept(c);
     return st;

@@ -349,6 +349,23 @@ dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
     return c->ops->ack(c, tau, receiver);
 }
 
+dcr_status_t dcr_control_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                  size_t n)
+{
+    DCR_CHECK(dcr__check_handle(c, "ack_many"));
+    DCR_CHECK(dcr__check_tau(tau, "ack_many"));
+    if (receivers == NULL || n == 0 || n > DCR_CONTROL_ACK_MANY_MAX) {
+        return dcr_error_set(DCR_EINVAL, "control ack_many: 1 to %d receivers, got %zu",
+                             DCR_CONTROL_ACK_MANY_MAX, receivers ? n : 0);
+    }
+    if (c->ops->ack_many == NULL) {
+        for (size_t i = 0; i < n; i++) DCR_CHECK(dcr_control_ack(c, tau, receivers[i]));
+        return DCR_OK;
+    }
+    dcr__count(&dcr__writes);
+    return c->ops->ack_many(c, tau, receivers, n);
+}
+
 dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
                                 const dcr_commit_record_t *expected,
                                 const uint8_t baseline[DCR_CONTROL_BASELINE_BYTES],

@@ -739,7 +739,8 @@ static dcr_status_t dcr__et_check_latest(dcr__et_t *e, uint64_t tau, const dcr__
 
 typedef struct dcr__et_ack_ctx {
     uint64_t tau;
-    uint32_t receiver;
+    const uint32_t *receivers;
+    size_t n;
 } dcr__et_ack_ctx_t;
 
 /* Reads the latest attempt into the handle's copy; an error if tau is not it. */
@@ -760,20 +761,27 @@ static dcr_status_t dcr__et_cache_latest(dcr__et_t *e, uint64_t tau)
     return st;
 }
 
+/* One transaction puts every receiver's key, guarded by the latest attempt
+ * being the one read: all or none. */
 static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
 {
     dcr__et_ack_ctx_t *x = ctx;
     if (e->cache_tau != x->tau) DCR_CHECK(dcr__et_cache_latest(e, x->tau));
-    if (!dcr__et_contains(e->cache_required, e->cache_n, x->receiver)) {
-        return dcr_error_set(DCR_EINVAL,
-                             "%s: receiver %u is not a required receiver of attempt %llu", e->where,
-                             x->receiver, (unsigned long long)x->tau);
+    for (size_t i = 0; i < x->n; i++) {
+        if (!dcr__et_contains(e->cache_required, e->cache_n, x->receivers[i])) {
+            return dcr_error_set(DCR_EINVAL,
+                                 "%s: receiver %u is not a required receiver of attempt %llu",
+                                 e->where, x->receivers[i], (unsigned long long)x->tau);
+        }
     }
     char klatest[DCR__ET_KEY_MAX], kack[DCR__ET_KEY_MAX];
     dcr__et_key(e, klatest, "latest");
-    dcr__et_key(e, kack, "ack/%016llx/%08x", (unsigned long long)x->tau, x->receiver);
     json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(klatest, "MOD", e->cache_mod));
-    json_t *ok = json_pack("[o]", dcr__et_op_put(kack, "", 0, 0));
+    json_t *ok = json_array();
+    for (size_t i = 0; ok && i < x->n; i++) {
+        dcr__et_key(e, kack, "ack/%016llx/%08x", (unsigned long long)x->tau, x->receivers[i]);
+        json_array_append_new(ok, dcr__et_op_put(kack, "", 0, 0));
+    }
     dcr__et_txn_t t;
     DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "acknowledge", &t));
     *done_p = t.succeeded;
@@ -783,10 +791,16 @@ static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
     return DCR_OK;
 }
 
+static dcr_status_t dcr__et_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                     size_t n)
+{
+    dcr__et_ack_ctx_t x = {tau, receivers, n};
+    return dcr__et_loop(dcr__et_of(c), "acknowledge", dcr__et_ack_step, &x);
+}
+
 static dcr_status_t dcr__et_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
-    dcr__et_ack_ctx_t x = {tau, receiver};
-    return dcr__et_loop(dcr__et_of(c), "acknowledge", dcr__et_ack_step, &x);
+    return dcr__et_ack_many(c, tau, &receiver, 1);
 }
 
 typedef struct dcr__et_commit_ctx {
@@ -1190,6 +1204,7 @@ const dcr_control_ops_t dcr__control_etcd_ops = {
     .required = dcr__et_required,
     .ack = dcr__et_ack,
     .acks = dcr__et_acks,
+    .ack_many = dcr__et_ack_many,
     .commit = dcr__et_commit,
     .report_put = dcr__et_report_put,
     .report_get = dcr__et_report_get,

@@ -828,7 +828,8 @@ static dcr_status_t dcr__sq_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, 
 
 typedef struct dcr__sq_ack_ctx {
     uint64_t tau;
-    uint32_t receiver;
+    const uint32_t *receivers;
+    size_t n;
 } dcr__sq_ack_ctx_t;
 
 static dcr_status_t dcr__sq_is_required(dcr__sq_t *s, uint64_t tau, uint32_t receiver)
@@ -848,23 +849,34 @@ static dcr_status_t dcr__sq_is_required(dcr__sq_t *s, uint64_t tau, uint32_t rec
                          s->path, receiver, (unsigned long long)tau);
 }
 
+/* Every receiver is checked before the first insert; the transaction makes
+ * the inserts all or none anyway. */
 static dcr_status_t dcr__sq_ack_body(dcr__sq_t *s, void *ctx)
 {
     dcr__sq_ack_ctx_t *x = ctx;
     dcr_control_attempt_t a;
     DCR_CHECK(dcr__sq_load_latest_as(s, x->tau, &a));
-    DCR_CHECK(dcr__sq_is_required(s, x->tau, x->receiver));
-    sqlite3_stmt *stmt;
-    DCR_CHECK(dcr__sq_stmt(s, "INSERT OR IGNORE INTO dcr_ack VALUES(?1, ?2)", &stmt));
-    sqlite3_bind_int64(stmt, 1, (int64_t)x->tau);
-    sqlite3_bind_int64(stmt, 2, x->receiver);
-    return dcr__sq_run(s, stmt, "insert ack");
+    for (size_t i = 0; i < x->n; i++) DCR_CHECK(dcr__sq_is_required(s, x->tau, x->receivers[i]));
+    for (size_t i = 0; i < x->n; i++) {
+        sqlite3_stmt *stmt;
+        DCR_CHECK(dcr__sq_stmt(s, "INSERT OR IGNORE INTO dcr_ack VALUES(?1, ?2)", &stmt));
+        sqlite3_bind_int64(stmt, 1, (int64_t)x->tau);
+        sqlite3_bind_int64(stmt, 2, x->receivers[i]);
+        DCR_CHECK(dcr__sq_run(s, stmt, "insert ack"));
+    }
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__sq_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                     size_t n)
+{
+    dcr__sq_ack_ctx_t x = {tau, receivers, n};
+    return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_ack_body, &x);
 }
 
 static dcr_status_t dcr__sq_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
 {
-    dcr__sq_ack_ctx_t x = {tau, receiver};
-    return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_ack_body, &x);
+    return dcr__sq_ack_many(c, tau, &receiver, 1);
 }
 
 typedef struct dcr__sq_commit_ctx {
@@ -1190,6 +1202,7 @@ const dcr_control_ops_t dcr__control_sqlite_ops = {
     .required = dcr__sq_required,
     .ack = dcr__sq_ack,
     .acks = dcr__sq_acks,
+    .ack_many = dcr__sq_ack_many,
     .commit = dcr__sq_commit,
     .report_put = dcr__sq_report_put,
     .report_get = dcr__sq_report_get,

@@ -262,6 +262,50 @@ static dcr_status_t sink_submit(void *ctx, int owner, uint64_t payload_id, const
     return DCR_OK;
 }
 
+typedef struct finish_arg {
+    local_owners_t *o;
+    int owner;
+    bool started;
+    dcr_status_t st;
+    char why[512];
+} finish_arg_t;
+
+static void *finish_one(void *arg)
+{
+    finish_arg_t *f = arg;
+    f->st = dcr_transport_finish(f->o->env.transport, f->owner, f->o->sent[f->owner]);
+    if (f->st != DCR_OK) snprintf(f->why, sizeof(f->why), "%s", dcr_error_detail());
+    return NULL;
+}
+
+/* Every owner finishes at once, as owner processes do: each finish crosses
+ * its owner's link (a latency each), so one after another they would add
+ * up. An owner whose thread does not start finishes on this one. */
+static dcr_status_t finish_all(local_owners_t *o)
+{
+    int world = o->env.world;
+    finish_arg_t *args = calloc((size_t)world, sizeof(*args));
+    pthread_t *th = calloc((size_t)world, sizeof(*th));
+    if (!args || !th) {
+        free(args);
+        free(th);
+        return dcr_error_set(DCR_ENOMEM, "finishing %d owners", world);
+    }
+    for (int w = 0; w < world; w++) {
+        args[w] = (finish_arg_t){.o = o, .owner = w, .started = false};
+        args[w].started = pthread_create(&th[w], NULL, finish_one, &args[w]) == 0;
+        if (!args[w].started) finish_one(&args[w]);
+    }
+    dcr_status_t st = DCR_OK;
+    for (int w = 0; w < world; w++) {
+        if (args[w].started) pthread_join(th[w], NULL);
+        if (st == DCR_OK && args[w].st != DCR_OK) st = dcr_error_set(args[w].st, "%s", args[w].why);
+    }
+    free(args);
+    free(th);
+    return st;
+}
+
 static dcr_status_t owners_construct(void *impl, const dcr__attempt_t *a,
                                      dcr_storage_t *const *candidate, bool overwrite,
                                      dcr_refit_result_t *res)
@@ -272,8 +316,7 @@ static dcr_status_t owners_construct(void *impl, const dcr__attempt_t *a,
     dcr_status_t st = dcr_constructor_run(o->env.constructor, candidate, a->tau, o->env.xor_allowed,
                                           overwrite, &sink, &res->construct);
     res->construction_end = dcr_clock_s();
-    for (int w = 0; st == DCR_OK && w < o->env.world; w++)
-        st = dcr_transport_finish(o->env.transport, w, o->sent[w]);
+    if (st == DCR_OK) st = finish_all(o);
     /* A sender's own line says more than the constructor's. */
     if (st != DCR_OK && o->sink_why[0]) return dcr_error_set(st, "%s", o->sink_why);
     return st;

@@ -24,7 +24,14 @@
  * shared host would take it from the owners' construction. For SPIN_MS after
  * a message it polls yielding the core (a stream or a reply is likely close
  * behind), then sleeps between polls, growing to POLL_MAX_US. The price is
- * up to POLL_MAX_US of added latency after an idle period. Order: MPI does not let messages of one
+ * up to POLL_MAX_US of added latency after an idle period. An endpoint idle
+ * for PARK_AFTER_MS (no message in, no send or recv of its own, nobody in
+ * recv) parks its thread on a condition, looking at MPI every PARK_MAX_MS
+ * instead of 2,000 times a second (4 owner ranks polled away more CPU than
+ * their construction used over a testbed run); its own next send or recv
+ * wakes it at once. What parking can cost: a peer's message larger than the
+ * eager limit to a rank that is parked and busy with other work waits up
+ * to PARK_MAX_MS to be matched. Order: MPI does not let messages of one
  * sender overtake each other on one communicator when one receive (here any-source any-tag) could
  * match both, and the thread queues them in the order it matched them, so each (src, tag) pair
  * stays in send order. */
@@ -32,6 +39,7 @@
 
 #include <limits.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,8 +51,10 @@
 #include "dcr/log.h"
 #include "dcr/thread.h"
 
-#define POLL_MAX_US 500
-#define SPIN_MS     0.2 /* how long the receiving thread polls without sleeping */
+#define POLL_MAX_US   500
+#define PARK_AFTER_MS 200 /* idle this long: the receiving thread parks */
+#define PARK_MAX_MS   5   /* a parked thread's look at MPI */
+#define SPIN_MS       0.2 /* how long the receiving thread polls without sleeping */
 /* How long destroy waits for the other ranks to destroy theirs. */
 #define DESTROY_WAIT_MS 60000
 
@@ -55,6 +65,13 @@ typedef struct mpi_endpoint {
     dcr__group_mbox_t box;
     pthread_t receiver;
     atomic_bool stop;
+    /* Parking (see the top): the last activity (ns), callers inside recv,
+     * whether the thread is parked, and its condition. */
+    atomic_uint_fast64_t active_ns;
+    atomic_int receiving;
+    atomic_bool parked;
+    pthread_mutex_t park_mu;
+    pthread_cond_t park_cv;
 } mpi_endpoint_t;
 
 static const char *level_name(int level)
@@ -95,6 +112,47 @@ static double now_ms(void)
     return (double)dcr_clock_ns() / 1e6;
 }
 
+/* The endpoint's own send or recv, or a message in: it is active; a parked
+ * thread wakes. */
+static void mark_active(mpi_endpoint_t *ep)
+{
+    atomic_store(&ep->active_ns, dcr_clock_ns());
+    if (!atomic_load(&ep->parked)) return;
+    pthread_mutex_lock(&ep->park_mu);
+    pthread_cond_signal(&ep->park_cv);
+    pthread_mutex_unlock(&ep->park_mu);
+}
+
+/* Parks the receiving thread for up to PARK_MAX_MS when the endpoint has been
+ * idle PARK_AFTER_MS; returns at once otherwise. The activity is checked
+ * again under the lock after `parked` is set, and mark_active signals under
+ * the same lock, so a wake-up between the check and the wait is not lost. */
+static bool idle_long(mpi_endpoint_t *ep)
+{
+    uint64_t active = atomic_load(&ep->active_ns), now = dcr_clock_ns();
+    return atomic_load(&ep->receiving) == 0 && !atomic_load(&ep->stop) && now > active &&
+           now - active >= (uint64_t)PARK_AFTER_MS * 1000000u;
+}
+
+static void maybe_park(mpi_endpoint_t *ep)
+{
+    if (!idle_long(ep)) return;
+    pthread_mutex_lock(&ep->park_mu);
+    atomic_store(&ep->parked, true);
+    if (idle_long(ep)) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += PARK_MAX_MS * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&ep->park_cv, &ep->park_mu, &until);
+    }
+    atomic_store(&ep->parked, false);
+    pthread_mutex_unlock(&ep->park_mu);
+}
+
 /* The receiving thread: matches every message for this endpoint and queues
  * it. A failure fails the mailbox, so every recv from then on reports it
  * instead of waiting for a message that was lost. After a lost message
@@ -126,11 +184,13 @@ static void *mpi_receive_main(void *arg)
                 continue;
             }
             idle_us = idle_us ? (idle_us * 2 > POLL_MAX_US ? POLL_MAX_US : idle_us * 2) : 50;
+            if (idle_us == POLL_MAX_US) maybe_park(ep);
             sleep_us(idle_us);
             continue;
         }
         idle_us = 0;
         last_ms = now_ms();
+        atomic_store(&ep->active_ns, dcr_clock_ns());
         MPI_Get_count(&status, MPI_BYTE, &count);
         void *data = failed ? NULL : malloc(count > 0 ? (size_t)count : 1);
         if (!data) {
@@ -178,6 +238,7 @@ static int mpi_size(const dcr_group_t *g)
 static dcr_status_t mpi_send(dcr_group_t *g, int dst, int tag, const void *buf, size_t len)
 {
     mpi_endpoint_t *ep = (mpi_endpoint_t *)g;
+    mark_active(ep); /* a reply is likely: the thread should be polling */
     /* len fits an int: the wrapper enforced props.max_message. */
     int rc = MPI_Send(buf, (int)len, MPI_BYTE, dst, tag, ep->comm);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, ep->rank, "MPI_Send");
@@ -187,7 +248,13 @@ static dcr_status_t mpi_send(dcr_group_t *g, int dst, int tag, const void *buf, 
 static dcr_status_t mpi_recv(dcr_group_t *g, int tag, int timeout_ms, dcr_group_msg_t *out_p)
 {
     mpi_endpoint_t *ep = (mpi_endpoint_t *)g;
-    return dcr__group_mbox_take(&ep->box, ep->rank, tag, timeout_ms, out_p);
+    /* Never parked while someone waits for a message. */
+    atomic_fetch_add(&ep->receiving, 1);
+    mark_active(ep);
+    dcr_status_t st = dcr__group_mbox_take(&ep->box, ep->rank, tag, timeout_ms, out_p);
+    atomic_fetch_sub(&ep->receiving, 1);
+    atomic_store(&ep->active_ns, dcr_clock_ns());
+    return st;
 }
 
 /* Waits for every rank to reach destroy while this rank's receiving thread
@@ -212,9 +279,13 @@ static bool mpi_destroy_barrier(mpi_endpoint_t *ep)
 static void mpi_destroy(dcr_group_t *g)
 {
     mpi_endpoint_t *ep = (mpi_endpoint_t *)g;
+    mark_active(ep); /* the barrier's peers need this rank's thread polling */
     bool all = mpi_destroy_barrier(ep);
     atomic_store(&ep->stop, true);
+    mark_active(ep);
     pthread_join(ep->receiver, NULL);
+    pthread_mutex_destroy(&ep->park_mu);
+    pthread_cond_destroy(&ep->park_cv);
     if (all) {
         MPI_Comm_free(&ep->comm);
     } else {
@@ -269,10 +340,21 @@ static dcr_status_t mpi_create(const dcr_group_ops_t *self, int size, dcr_group_
     MPI_Comm_set_errhandler(ep->comm, MPI_ERRORS_RETURN);
     dcr__group_mbox_init(&ep->box);
     atomic_init(&ep->stop, false);
+    atomic_init(&ep->active_ns, dcr_clock_ns());
+    atomic_init(&ep->receiving, 0);
+    atomic_init(&ep->parked, false);
+    pthread_mutex_init(&ep->park_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ep->park_cv, &ca);
+    pthread_condattr_destroy(&ca);
     /* Owner-side work: its CPU counts with the owners' (dcr/thread.h). */
     if (dcr_thread_start(&ep->receiver, DCR_THREAD_OWNER, mpi_receive_main, ep, "dcr-grp-%d",
                          ep->rank) != 0) {
         int rank = ep->rank;
+        pthread_mutex_destroy(&ep->park_mu);
+        pthread_cond_destroy(&ep->park_cv);
         dcr__group_mbox_fini(&ep->box);
         MPI_Comm_free(&ep->comm);
         free(ep);

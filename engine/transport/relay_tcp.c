@@ -9,12 +9,15 @@
  * Every hop acknowledges queueing, not application: a node reads a frame,
  * queues it for each child and for its own recv (bounded queues of
  * queue_payloads), and only then answers ACK. A sender waits for that answer
- * before its next frame, so a slow receiver fills its queues, stops
- * acknowledging, and slows every hop above it down to the owners' send
- * (back-pressure without loss). The root verifies each payload (header,
- * digest, tau, owner and id) before queueing it and answers NACK with the
- * reason otherwise, so a corrupt or stale payload fails that send and is
- * never forwarded; inner nodes check headers again before delivering.
+ * before its next frame (an owner: before its frame RELAY_WINDOW frames
+ * later, so that its link's latency is paid once per stream, not once per
+ * payload), so a slow receiver fills its queues, stops acknowledging, and
+ * slows every hop above it down to the owners' send (back-pressure without
+ * loss). The root verifies each payload (header, digest, tau, owner and id)
+ * before queueing it and answers NACK with the reason otherwise, so a
+ * corrupt or stale payload fails that owner's stream (that send, a later
+ * one or its finish) and is never forwarded; inner nodes check headers
+ * again before delivering.
  *
  * Each attempt gets a fresh tree (connections and threads), built by
  * open_attempt and torn down by the next open_attempt or stop_and_wait: no
@@ -72,6 +75,7 @@
 #include "dcr/log.h"
 #include "dcr/queue.h"
 #include "dcr/thread.h"
+#include "dcr/trace.h"
 
 /* Reference frames: a checkpoint share streams as frames of this size, each
  * stored and forwarded whole at every hop, like a payload. */
@@ -82,6 +86,16 @@
 #define RELAY_HELLO_MS    5000
 #define RELAY_CONNECT_MS  2000
 #define RELAY_PENDING_MAX 4096
+/* An owner writes up to this many DATA frames before it reads the root's
+ * answer to the oldest: a stop-and-wait owner idles its link for a round
+ * trip per frame (a latency each way), a pipelined one pays it once per
+ * stream. Small, so back-pressure still reaches the owner within a few
+ * frames of a full queue at the root. */
+#define RELAY_WINDOW 4
+/* A stream whose pacing fell this far behind the real clock went idle (its
+ * owner had nothing to send): its next frame starts the link anew and pays
+ * the one-way latency again. The link emulation's own slack. */
+#define RELAY_IDLE_NS 2000000ull
 
 /* ---- the tree of one attempt ------------------------------------------- */
 
@@ -118,6 +132,18 @@ typedef struct relay_olink {
     bool started;
     uint64_t queued; /* root: frames queued from this owner (tree lock) */
     bool fin;        /* root: the owner finished (tree lock) */
+    /* The owner's side of a pipelined stream (its one sender thread only):
+     * DATA frames written whose answers are not read yet, oldest first (ids
+     * and submission times, a ring of RELAY_WINDOW), the first refusal read (later
+     * sends and the finish return it), and the stream's pacing flow, kept
+     * across frames while it keeps moving. */
+    uint64_t inflight_id[RELAY_WINDOW];
+    uint64_t inflight_t0[RELAY_WINDOW]; /* when its send was called (ns) */
+    int inflight, oldest;
+    dcr_status_t refused;
+    char refused_why[DCR__RELAY_NACK_MAX + 64];
+    dcr__flow_t flow;
+    bool flowing;
 } relay_olink_t;
 
 typedef struct relay_tree {
@@ -850,24 +876,39 @@ static void relay_unhold(relay_tree_t *T)
     pthread_mutex_unlock(&T->mu);
 }
 
-/* One frame from owner `owner` to the root and its answer. */
-static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const dcr__relay_frame_t *f,
-                                     const uint8_t *payload, const char *what)
+/* Connects owner `owner` to the root at its first frame of the attempt
+ * (across processes; in one process the tree made the connection). */
+static dcr_status_t relay_owner_link(relay_tree_t *T, int owner, const char *what)
 {
     relay_olink_t *o = &T->owners[owner];
-    if (o->fd < 0) {
-        /* Across processes: this owner's first call of the attempt. */
-        char who[64];
-        snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
-        if (relay_dial(T, 0, DCR__RELAY_HELLO_OWNER, owner, &o->fd, false) != DCR_OK)
-            return relay_tree_status(T, who);
+    if (o->fd >= 0) return DCR_OK;
+    char who[64];
+    snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
+    if (relay_dial(T, 0, DCR__RELAY_HELLO_OWNER, owner, &o->fd, false) != DCR_OK)
+        return relay_tree_status(T, who);
+    return DCR_OK;
+}
+
+/* The owner's connection failed (e: an errno or DCR__RELAY_*): the attempt
+ * fails, unless it was already being stopped. */
+static dcr_status_t relay_owner_broken(relay_tree_t *T, int owner, int e, const char *what)
+{
+    char who[64];
+    snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
+    if (atomic_load(&T->cancel) == 0) {
+        relay_tree_fail(T, DCR_ETRANSPORT, "relay: owner %d lost its connection to the root (%s)",
+                        owner, dcr__relay_err_str(e));
     }
-    dcr__flow_t flow;
-    dcr__flow_cross(&flow, T->r->base.links, dcr__tbase_train_node(&T->r->base, owner), 0,
-                    &T->cancel, 0);
+    return relay_tree_status(T, who);
+}
+
+/* Reads the root's answer to the owner's oldest unanswered frame: DCR_OK
+ * for ACK, the refusal's code and message for NACK. */
+static dcr_status_t relay_owner_answer(relay_tree_t *T, int owner, const char *what)
+{
+    relay_olink_t *o = &T->owners[owner];
     dcr__relay_frame_t ans;
-    int e = dcr__relay_frame_write(o->fd, f, payload, &flow);
-    if (e == 0) e = dcr__relay_frame_read(o->fd, &ans);
+    int e = dcr__relay_frame_read(o->fd, &ans);
     if (e == 0 && ans.type == DCR__F_ACK) return DCR_OK;
     if (e == 0 && ans.type == DCR__F_NACK && ans.len < DCR__RELAY_NACK_MAX) {
         char msg[DCR__RELAY_NACK_MAX] = "";
@@ -877,13 +918,116 @@ static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const dcr__rela
         if (e == 0) return dcr_error_set(code, "%s", msg);
     }
     if (e == 0) e = DCR__RELAY_PROTO;
-    char who[64];
-    snprintf(who, sizeof who, "relay: owner %d %s", owner, what);
-    if (atomic_load(&T->cancel) == 0) {
-        relay_tree_fail(T, DCR_ETRANSPORT, "relay: owner %d lost its connection to the root (%s)",
-                        owner, dcr__relay_err_str(e));
+    return relay_owner_broken(T, owner, e, what);
+}
+
+/* One frame from owner `owner` to the root and its answer (stop and wait:
+ * each frame is a transfer of its own and pays the link's latency). */
+static dcr_status_t relay_owner_call(relay_tree_t *T, int owner, const dcr__relay_frame_t *f,
+                                     const uint8_t *payload, const char *what)
+{
+    DCR_CHECK(relay_owner_link(T, owner, what));
+    relay_olink_t *o = &T->owners[owner];
+    dcr__flow_t flow;
+    dcr__flow_cross(&flow, T->r->base.links, dcr__tbase_train_node(&T->r->base, owner), 0,
+                    &T->cancel, 0);
+    int e = dcr__relay_frame_write(o->fd, f, payload, &flow);
+    if (e != 0) return relay_owner_broken(T, owner, e, what);
+    return relay_owner_answer(T, owner, what);
+}
+
+/* ---- an owner's pipelined stream ------------------------------------------ */
+
+/* The owner's first refusal, again: once the root refused one of its
+ * payloads, every later send and the finish of the attempt fail with it. */
+static dcr_status_t relay_owner_refused(const relay_olink_t *o)
+{
+    return dcr_error_set(o->refused, "%s", o->refused_why);
+}
+
+/* Reads the answer to the oldest frame in flight; a refusal (or a lost
+ * connection) is kept as the owner's refusal. An accepted payload's
+ * transport interval, from its send until the root's queueing
+ * acknowledgment (DCR_STAGE_SEND, as the bounds define it), is recorded
+ * here: the send itself returns before that answer. */
+static dcr_status_t relay_owner_settle(relay_tree_t *T, relay_olink_t *o)
+{
+    char what[64];
+    snprintf(what, sizeof what, "payload %" PRIu64, o->inflight_id[o->oldest]);
+    dcr_status_t st = relay_owner_answer(T, o->owner, what);
+    if (st == DCR_OK) {
+        dcr_trace_record(DCR_STAGE_SEND, DCR_ACTOR_ENDPOINT, o->owner, o->inflight_t0[o->oldest],
+                         dcr_clock_ns());
     }
-    return relay_tree_status(T, who);
+    o->oldest = (o->oldest + 1) % RELAY_WINDOW;
+    o->inflight--;
+    if (st != DCR_OK && o->refused == DCR_OK) {
+        o->refused = st;
+        snprintf(o->refused_why, sizeof o->refused_why, "%s", dcr_error_detail());
+    }
+    return st;
+}
+
+static bool relay_readable(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* The stream's pacing: a stream that kept moving continues on its flow; one
+ * that went idle starts a new transfer, which pays the latency again. */
+static void relay_owner_pace_from_now(relay_tree_t *T, relay_olink_t *o)
+{
+    if (o->flowing && o->flow.next_ns + RELAY_IDLE_NS >= dcr_clock_ns()) return;
+    dcr__flow_cross(&o->flow, T->r->base.links, dcr__tbase_train_node(&T->r->base, o->owner), 0,
+                    &T->cancel, 0);
+    o->flowing = true;
+}
+
+/* Takes the answers that already arrived (without waiting): a refusal
+ * surfaces at the earliest call, and an acknowledgment is timed when it came. */
+static dcr_status_t relay_owner_take_answers(relay_tree_t *T, relay_olink_t *o)
+{
+    while (o->inflight > 0 && relay_readable(o->fd))
+        if (relay_owner_settle(T, o) != DCR_OK) return relay_owner_refused(o);
+    return DCR_OK;
+}
+
+/* Writes one frame on the owner's stream without waiting for its answer,
+ * after making room in the window; takes the answers that already arrived
+ * before and after. t0: when the payload's send was called. */
+static dcr_status_t relay_owner_stream(relay_tree_t *T, int owner, const dcr__relay_frame_t *f,
+                                       const uint8_t *payload, const char *what, uint64_t t0)
+{
+    relay_olink_t *o = &T->owners[owner];
+    if (o->refused != DCR_OK) return relay_owner_refused(o);
+    DCR_CHECK(relay_owner_link(T, owner, what));
+    DCR_CHECK(relay_owner_take_answers(T, o));
+    while (o->inflight == RELAY_WINDOW)
+        if (relay_owner_settle(T, o) != DCR_OK) return relay_owner_refused(o);
+    relay_owner_pace_from_now(T, o);
+    int e = dcr__relay_frame_write(o->fd, f, payload, &o->flow);
+    if (e != 0) return relay_owner_broken(T, owner, e, what);
+    int slot = (o->oldest + o->inflight) % RELAY_WINDOW;
+    o->inflight_id[slot] = f->b;
+    o->inflight_t0[slot] = t0;
+    o->inflight++;
+    return relay_owner_take_answers(T, o);
+}
+
+/* The owner's FIN, behind its payloads on the stream; then every answer,
+ * the FIN's last. */
+static dcr_status_t relay_owner_end(relay_tree_t *T, int owner, const dcr__relay_frame_t *fin)
+{
+    relay_olink_t *o = &T->owners[owner];
+    if (o->refused != DCR_OK) return relay_owner_refused(o);
+    DCR_CHECK(relay_owner_link(T, owner, "finish"));
+    relay_owner_pace_from_now(T, o);
+    int e = dcr__relay_frame_write(o->fd, fin, NULL, &o->flow);
+    if (e != 0) return relay_owner_broken(T, owner, e, "finish");
+    while (o->inflight > 0)
+        if (relay_owner_settle(T, o) != DCR_OK) return relay_owner_refused(o);
+    return relay_owner_answer(T, owner, "finish");
 }
 
 /* The open attempt's tree with a caller reference, under the checks every
@@ -902,6 +1046,7 @@ static dcr_status_t relay_owner_enter(relay_t *r, int owner, const char *what, r
 static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_id,
                                const uint8_t *buf, size_t len)
 {
+    uint64_t t0 = dcr_clock_ns();
     relay_t *r = (relay_t *)t;
     relay_tree_t *T = NULL;
     uint64_t tau = 0;
@@ -919,8 +1064,10 @@ static dcr_status_t relay_send(dcr_transport_t *t, int owner, uint64_t payload_i
         .type = DCR__F_DATA, .tau = tau, .a = (uint64_t)owner, .b = payload_id, .len = len};
     char what[64];
     snprintf(what, sizeof what, "payload %" PRIu64, payload_id);
-    st = relay_owner_call(T, owner, &f, buf, what);
+    st = relay_owner_stream(T, owner, &f, buf, what, t0);
     if (st == DCR_OK) {
+        /* On the connection: sent. A refusal by the root fails this owner's
+         * later sends and its finish. */
         pthread_mutex_lock(&r->mu);
         if (r->tree == T) st = dcr__ledger_add(&r->ledger, owner, &h, len);
         pthread_mutex_unlock(&r->mu);
@@ -946,7 +1093,7 @@ static dcr_status_t relay_finish(dcr_transport_t *t, int owner, uint64_t npayloa
     pthread_mutex_unlock(&r->mu);
     if (st != DCR_OK) return st;
     dcr__relay_frame_t f = {.type = DCR__F_FIN, .tau = tau, .a = npayloads};
-    st = relay_owner_call(T, owner, &f, NULL, "finish");
+    st = relay_owner_end(T, owner, &f);
     relay_unhold(T);
     return st;
 }

@@ -133,7 +133,7 @@ typedef struct dcr_control_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_CONTROL_OPS_VERSION 5
+#define DCR_CONTROL_OPS_VERSION 6
 
 typedef struct dcr_control dcr_control_t;
 
@@ -207,6 +207,9 @@ typedef struct dcr_control_ops {
      * fallback period, not to a longer wait. */
     uint64_t (*position)(dcr_control_t *c);
     dcr_status_t (*wait)(dcr_control_t *c, uint64_t since, int timeout_ms);
+    /* Optional: ack for n receivers in one write, all or none (without it
+     * the wrapper acknowledges them one by one). */
+    dcr_status_t (*ack_many)(dcr_control_t *c, uint64_t tau, const uint32_t *receivers, size_t n);
 } dcr_control_ops_t;
 
 /* The handle header: a backend's handle struct opens with it (every kind's
@@ -281,6 +284,14 @@ dcr_status_t dcr_control_required(dcr_control_t *c, uint64_t tau, uint32_t *out,
  * prepare, DCR_ENOTFOUND for an unknown tau, DCR_EINVAL if receiver is not
  * required by tau. */
 dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver);
+
+/* The acknowledgments of n receivers (1..DCR_CONTROL_ACK_MANY_MAX) of one
+ * process, as dcr_control_ack each: one write where the backend can (a
+ * rollout node holds several receivers, and each write is a round trip on
+ * the refit's path), all recorded or none when it refuses one of them. */
+#define DCR_CONTROL_ACK_MANY_MAX 64
+dcr_status_t dcr_control_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                  size_t n);
 
 /* The receivers that acknowledged tau, like dcr_control_required. */
 dcr_status_t dcr_control_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,

@@ -202,14 +202,18 @@ typedef struct dcr_transport_ops {
      * not block on peers. */
     dcr_status_t (*open_attempt)(dcr_transport_t *t, uint64_t tau);
     /* Owner `owner` publishes one payload of the open attempt. Blocks until
-     * the transport has queued it (the queueing acknowledgment), with
-     * back-pressure when downstream is slow; copies what it keeps. Thread-safe
+     * the transport has taken it (objstore: the queueing acknowledgment;
+     * relay: its bytes are on the owner's connection, with at most a few
+     * frames unanswered by the root), with back-pressure when downstream is
+     * slow; copies what it keeps. Thread-safe
      * across owners; one caller per owner at a time. The payload's header must
      * name the open attempt (else it is dropped and counted stale:
      * DCR_ECLOSED), this owner and payload_id (else DCR_EINVAL); an id sent
      * twice in one attempt is DCR_EINVAL. Corrupt bytes: the relay root
-     * refuses them (DCR_EPAYLOAD, DCR_EDIGEST); the object store stores
-     * them and its readers refuse them. DCR_ECLOSED when no attempt is open
+     * refuses them (DCR_EPAYLOAD, DCR_EDIGEST), and the refusal fails that
+     * send or one of the owner's later sends, at the latest its finish,
+     * naming the payload; the object store stores them and its readers
+     * refuse them. DCR_ECLOSED when no attempt is open
      * or it was stopped meanwhile; DCR_ETRANSPORT when the attempt failed. */
     dcr_status_t (*send)(dcr_transport_t *t, int owner, uint64_t payload_id, const uint8_t *buf,
                          size_t len);

@@ -337,6 +337,43 @@ static void test_acks_idempotent_and_keyed_by_tau(void **state)
     assert_record_is(fx->c, &rec);
 }
 
+/* Several receivers in one write: all recorded, or none when one of them is
+ * not required or the attempt was replaced; then a commit on them. */
+static void test_ack_many_all_or_none(void **state)
+{
+    fixture_t *fx = *state;
+    dcr_commit_record_t k0 = bootstrap(fx->c), rec;
+    uint8_t base1[DCR_CONTROL_BASELINE_BYTES];
+    baseline_of(base1, 1);
+    uint64_t tau1 = 0, tau2 = 0;
+    uint32_t got[4] = {0};
+    size_t n = 0;
+    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau1), DCR_OK);
+    const uint32_t with_stranger[] = {3, 4, 9}; /* 4 is not required */
+    assert_status(dcr_control_ack_many(fx->c, tau1, with_stranger, 3), DCR_EINVAL);
+    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    assert_status(dcr_control_ack_many(fx->c, tau1, NULL, 1), DCR_EINVAL);
+    assert_status(dcr_control_ack_many(fx->c, tau1, k_receivers, 0), DCR_EINVAL);
+    const uint32_t two[] = {9, 3};
+    assert_status(dcr_control_ack_many(fx->c, tau1, two, 2), DCR_OK);
+    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], 9);
+    assert_status(dcr_control_commit(fx->c, "coord", tau1, &k0, base1, &rec), DCR_EATTEMPT);
+    /* Replaced: nothing of tau1 is recorded any more, tau2 starts empty. */
+    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau2), DCR_OK);
+    assert_status(dcr_control_ack_many(fx->c, tau1, k_receivers, 3), DCR_ECONFLICT);
+    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    assert_status(dcr_control_ack_many(fx->c, tau2, k_receivers, 3), DCR_OK);
+    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 3);
+    assert_status(dcr_control_commit(fx->c, "coord", tau2, &k0, base1, &rec), DCR_OK);
+    assert_record_is(fx->c, &rec);
+}
+
 static void test_required_set_is_fixed(void **state)
 {
     fixture_t *fx = *state;
@@ -1209,6 +1246,7 @@ int main(void)
         CASE(test_replaced_coordinator_refused),
         CASE(test_commit_publishes_next_version),
         CASE(test_acks_idempotent_and_keyed_by_tau),
+        CASE(test_ack_many_all_or_none),
         CASE(test_required_set_is_fixed),
         CASE(test_deadline_expiry),
         CASE(test_prewarm_reports_round_trip),

@@ -361,22 +361,30 @@ static void test_corrupt_rejected(void **state)
     dcr_transport_t *t = tp_create(g_backend, &c);
     assert_int_equal(dcr_transport_open_attempt(t, 3), DCR_OK);
     int64_t rejected = nodes * 2;
+    uint64_t tau = 3;
     if (props()->durable_store) {
         corrupt_objstore(t, nodes);
     } else {
         if (!props()->per_hop_links) skip(); /* no way to hand it corrupt bytes */
-        /* The root verifies before queueing: the send fails, nothing moves on. */
+        /* The root verifies before queueing and refuses; the owner streams
+         * ahead of the answers, so the refusal fails its send or, at the
+         * latest, its finish, naming the payload; nothing moves on. */
         tp_payload_t bad = tp_payload_make(3, 0, 60, 30, 0);
         bad.buf[bad.len - 1] ^= 0x5a;
         dcr_status_t st = dcr_transport_send(t, 0, 60, bad.buf, bad.len);
+        if (st == DCR_OK) st = dcr_transport_finish(t, 0, 1);
         assert_int_equal(st, DCR_EDIGEST);
         assert_non_null(strstr(dcr_error_detail(), "refused owner 0 payload 60"));
+        /* The owner's stream of this attempt is over. */
+        assert_int_not_equal(dcr_transport_finish(t, 0, 1), DCR_OK);
         free(bad.buf);
         rejected = 1;
+        tau = 4;
+        assert_int_equal(dcr_transport_open_attempt(t, tau), DCR_OK);
     }
     assert_int_equal(counters(t).rejected, rejected);
     tp_payload_t *flat;
-    tp_payload_t **per = tp_make_set(3, 2, 2, 20, 0, &flat);
+    tp_payload_t **per = tp_make_set(tau, 2, 2, 20, 0, &flat);
     tp_owner_t owners[2] = {{.p = per[0], .n = 2, .finish = true},
                             {.p = per[1], .n = 2, .finish = true}};
     tp_node_t nd[3] = {{0}};
