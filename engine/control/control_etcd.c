@@ -73,6 +73,7 @@
 #include <unistd.h>
 
 #include "dcr/clock.h"
+#include "dcr/log.h"
 
 static const char dcr__et_tag_member[DCR__ET_TAG_BYTES] = "dcrmem1";
 static const char dcr__et_tag_report[DCR__ET_TAG_BYTES] = "dcrrep1";
@@ -245,6 +246,10 @@ static dcr_status_t dcr__et_create(const dcr_control_ops_t *self, const dcr_cont
 /* ---- the coordinator lease --------------------------------------------------------------------
  */
 
+/* Best effort, and its callers ignore the status: a lease that already
+ * expired (etcd answers 404 "requested lease not found" once a coordinator
+ * was idle past the TTL) is as good as revoked. Its error line is logged and
+ * cleared, so that it is never reported as the cause of a later failure. */
 static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e)
 {
     json_t *resp = NULL;
@@ -253,6 +258,10 @@ static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e)
                      "revoke the coordinator lease", &resp);
     json_decref(resp);
     e->lease_id = 0;
+    if (st != DCR_OK) {
+        DCR_LOG_INFO("etcd: %s (the lease ends at its TTL anyway)", dcr_error_detail());
+        dcr_error_clear();
+    }
     return st;
 }
 

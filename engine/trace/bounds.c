@@ -5,9 +5,11 @@
  *
  * A transport interval runs from payload submission until the rollout node
  * has queued the payload (the seed: until the sending endpoint receives the
- * rollout node's queueing acknowledgment). On the relay tree the owner's
- * send returns exactly then, so its send interval (DCR_STAGE_SEND) is the
- * whole interval. On the object store there is no acknowledgment to wait
+ * rollout node's queueing acknowledgment). On the relay tree the owner
+ * streams ahead of the root's answers; the relay records each payload's
+ * DCR_STAGE_SEND interval itself, from the send call until the root's
+ * queueing acknowledgment reaches the owner, so that interval is the whole
+ * transport interval. On the object store there is no acknowledgment to wait
  * for: send returns once the upload is stored, and each rollout node then
  * downloads the payload on its own. The upload (DCR_STAGE_SEND) and each
  * node's download of that payload, from the GET's start until the node
