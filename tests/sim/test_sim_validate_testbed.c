@@ -84,7 +84,8 @@ static void test_small_testbed_case(void **state)
     cfg.warmup = 0;
     cfg.refits = 3;
     dcr_sim_validation_row_t row;
-    assert_int_equal(dcr_sim_validate_testbed(g_cli, g_id, &cfg, &cal, &row), DCR_OK);
+    if (dcr_sim_validate_testbed(g_cli, g_id, &cfg, &cal, &row) != DCR_OK)
+        fail_msg("%s", dcr_error_detail());
     dcr_scenario_spec_t spec = cfg.run.scenario;
     spec.align_extra = cfg.run.serve.tp;
     dcr_scenario_t *sc = NULL;
