@@ -628,6 +628,24 @@ static void dcr__et_ack_range(dcr__et_t *e, uint64_t tau, char kack[DCR__ET_KEY_
     dcr__et_prefix_end(kack, kend);
 }
 
+/* The handle's copy of the latest attempt (see dcr__et_t): from any read of
+ * P/latest, so that a rollout node's acknowledgment after it read the
+ * attempt it takes part in is one txn, not a read and a txn (each a round
+ * trip on the refit's finalization path). A stale copy costs nothing but
+ * that read: the ack's compare on the mod revision fails and it reads again.
+ * Without memory the copy is simply dropped. */
+static void dcr__et_cache_set(dcr__et_t *e, const dcr__et_attempt_t *a, int64_t mod)
+{
+    size_t n = a->info.n_required;
+    uint32_t *copy = malloc((n ? n : 1) * sizeof *copy);
+    free(e->cache_required);
+    e->cache_required = copy;
+    e->cache_tau = copy ? a->info.tau : 0;
+    e->cache_mod = mod;
+    e->cache_n = copy ? (uint32_t)n : 0;
+    if (copy && n > 0) memcpy(copy, a->required, n * sizeof *copy);
+}
+
 /* Attempt tau (0: the latest) and, if acks_too, its acknowledgments, in one
  * snapshot. */
 static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_too,
@@ -659,6 +677,7 @@ static dcr_status_t dcr__et_load_attempt(dcr__et_t *e, uint64_t tau, bool acks_t
     if (st == DCR_OK && tau != 0 && a->info.tau != tau) {
         st = dcr__et_malformed(e, kv.key, "the attempt its key names");
     }
+    if (st == DCR_OK && tau == 0) dcr__et_cache_set(e, a, kv.mod_rev);
     free(kv.value);
     if (st == DCR_OK && acks_too) {
         st = dcr__et_txn_response(e, &t, 1, "response_range", &r);
@@ -758,14 +777,10 @@ static dcr_status_t dcr__et_cache_latest(dcr__et_t *e, uint64_t tau)
     dcr__et_state_t s;
     DCR_CHECK(dcr__et_load_state(e, NULL, "acknowledge", &s));
     dcr_status_t st = dcr__et_check_latest(e, tau, &s);
-    if (st == DCR_OK) {
-        free(e->cache_required);
-        e->cache_tau = s.latest.info.tau;
-        e->cache_mod = s.latest_mod;
-        e->cache_n = s.latest.info.n_required;
-        e->cache_required = s.latest.required;
-        s.latest.required = NULL;
-    }
+    if (st == DCR_OK) dcr__et_cache_set(e, &s.latest, s.latest_mod);
+    if (st == DCR_OK && e->cache_tau != tau)
+        st = dcr_error_set(DCR_ENOMEM, "%s: no memory for attempt %llu's receivers", e->where,
+                           (unsigned long long)tau);
     dcr__et_state_free(&s);
     return st;
 }
@@ -969,12 +984,13 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
     dcr__et_report_ctx_t *x = ctx;
     char khead[DCR__ET_KEY_MAX], kbase[DCR__ET_KEY_MAX], kmine[DCR__ET_KEY_MAX],
         kmine_end[DCR__ET_KEY_MAX], kbase_end[DCR__ET_KEY_MAX];
-    /* Only the header's mod revision is needed (the txn compares it), not
-     * its up to 512 KiB of inline report. */
-    int64_t head_mod = 0;
-    DCR_CHECK(dcr__et_mod_rev(e, dcr__et_key(e, khead, "report/%08x", x->receiver),
-                              "write a prewarm report", &head_mod));
     bool inline_data = x->len <= DCR__ET_CHUNK;
+    dcr__et_key(e, khead, "report/%08x", x->receiver);
+    /* Only the header's mod revision is needed (the txn compares it), not
+     * its up to 512 KiB of inline report; an inline report compares
+     * nothing (see the txn below), so it costs no read. */
+    int64_t head_mod = 0;
+    if (!inline_data) DCR_CHECK(dcr__et_mod_rev(e, khead, "write a prewarm report", &head_mod));
     uint32_t n_chunks = inline_data ? 0 : (uint32_t)((x->len + DCR__ET_CHUNK - 1) / DCR__ET_CHUNK);
     uint64_t gen = dcr__et_new_gen();
     if (!inline_data) DCR_CHECK(dcr__et_report_chunks(e, x, gen, n_chunks));
@@ -988,12 +1004,19 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
     if (inline_data && x->len > 0) memcpy(head + DCR__ET_REPORT_FIXED, x->data, x->len);
     /* The header switches to the new parts and every other generation's
      * parts go, in one txn that only succeeds if no other writer replaced
-     * the header meanwhile (whose parts this would otherwise delete). */
+     * the header meanwhile (whose parts this would otherwise delete). An
+     * inline report has no parts to lose: it replaces the header and
+     * deletes every part unconditionally (a node's reports lie on each
+     * refit's path, and the read of the mod revision is one more round
+     * trip). A writer in parts racing it then fails its own header's
+     * compare, which this txn changed, and writes its parts again; a reader
+     * sees the old header with its parts or the new one, never a mixture,
+     * as the parts go in the same txn. */
     dcr__et_key(e, kbase, "report-chunk/%08x/", x->receiver);
     dcr__et_key(e, kmine, "report-chunk/%08x/%016llx/", x->receiver, (unsigned long long)gen);
     dcr__et_prefix_end(kmine, kmine_end);
     dcr__et_prefix_end(kbase, kbase_end);
-    json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(khead, "MOD", head_mod));
+    json_t *cmp = inline_data ? NULL : json_pack("[o]", dcr__et_cmp_rev(khead, "MOD", head_mod));
     json_t *ok =
         json_pack("[o,o,o]", dcr__et_op_put(khead, head, hlen, 0), dcr__et_op_delete(kbase, kmine),
                   dcr__et_op_delete(kmine_end, kbase_end));

@@ -170,6 +170,30 @@ static long raw_count(const etcd_server_t *s, const char *prefix, long long *lea
     return n;
 }
 
+/* etcd's own count of range reads served so far (its /metrics page): what
+ * tells a read from a write among a call's requests. */
+static long long raw_ranges(const etcd_server_t *s)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://%s/metrics", s->hostport);
+    buf_t *b = calloc(1, sizeof *b);
+    CURL *c = curl_easy_init();
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK) fail_msg("GET %s: %s", url, curl_easy_strerror(rc));
+    static const char name[] = "\netcd_debugging_mvcc_range_total ";
+    const char *at = strstr(b->data, name);
+    if (at == NULL) fail_msg("GET %s: no range counter", url);
+    long long n = strtoll(at + strlen(name), NULL, 10);
+    free(b);
+    return n;
+}
+
 /* ---- addresses ------------------------------------------------------------------ */
 
 static void test_addresses(void **state)
@@ -278,6 +302,50 @@ static void test_killed_mid_attempt(void **state)
     dcr_control_destroy(again);
     dcr_control_destroy(c);
     etcd_server_stop(&s);
+}
+
+/* A rollout node's finalization requests (each a round trip on the refit's
+ * path): its acknowledgment after it read the attempt is one txn, with no
+ * read before it, and a small report is one txn with no compare. A copy of the
+ * attempt that another coordinator replaced meanwhile still refuses the
+ * ack (its compare fails and the read that follows decides). */
+static void test_node_writes_without_reads(void **state)
+{
+    (void)state;
+    dcr_control_t *c = open_at(&g_etcd, "noreads", 5000);
+    dcr_control_t *node = open_at(&g_etcd, "noreads", 5000);
+    (void)bootstrap(c);
+    uint64_t tau = 0, later = 0;
+    assert_status(prepare_long(c, "coord", 0, k_receivers, 3, &tau), DCR_OK);
+    long long before = raw_ranges(&g_etcd);
+    dcr_control_attempt_t a;
+    assert_status(dcr_control_attempt(node, 0, &a), DCR_OK);
+    assert_true(a.tau == tau);
+    long long after_read = raw_ranges(&g_etcd);
+    assert_true(after_read > before); /* the counter sees this backend's reads */
+    uint32_t mine[2] = {2, 5};
+    assert_status(dcr_control_ack_many(node, tau, mine, 2), DCR_OK);
+    long long after_ack = raw_ranges(&g_etcd);
+    assert_status(dcr_control_report_put(node, 2, "done", 4), DCR_OK);
+    long long after_report = raw_ranges(&g_etcd);
+    /* etcd counts a txn's compare as a range: the ack's one compare of
+     * P/latest is all it reads (a snapshot first would add two). */
+    assert_int_equal(after_ack - after_read, 1);
+    assert_int_equal(after_report - after_ack, 0);
+    uint32_t acks[4];
+    size_t n = 0;
+    assert_status(dcr_control_acks(c, tau, acks, 4, &n), DCR_OK);
+    assert_true(n == 2 && acks[0] == 2 && acks[1] == 5);
+
+    /* The node's copy names tau; another coordinator replaces it. */
+    assert_status(dcr_control_attempt(node, 0, &a), DCR_OK);
+    assert_status(prepare_long(c, "coord-2", 0, k_receivers, 3, &later), DCR_OK);
+    assert_status(dcr_control_ack(node, tau, 11), DCR_ECONFLICT);
+    assert_status(dcr_control_acks(c, later, acks, 4, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    assert_status(dcr_control_ack(node, later, 11), DCR_OK);
+    dcr_control_destroy(node);
+    dcr_control_destroy(c);
 }
 
 /* Waits until every thread of pid is stopped: kill(SIGSTOP) only queues the
@@ -751,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_not_an_etcd),
         cmocka_unit_test(test_coordinator_lease),
         cmocka_unit_test(test_large_reports),
+        cmocka_unit_test(test_node_writes_without_reads),
         cmocka_unit_test(test_harness_namespaces),
         cmocka_unit_test(test_cli_on_etcd),
         cmocka_unit_test(test_base64_known_answers),
