@@ -27,16 +27,15 @@
  * one wait for a change of the control plane sleeps before the node reads
  * again (a lost notification, the stop flag, the turn's timeout). */
 #define IDLE_WAIT_MS 100
-/* Watching for a newer attempt while delivering: one control-plane read
- * each time (on etcd a request, about 80 a refit at 5 ms, most of a node's
- * reads). It bounds how long a node keeps delivering a replaced attempt,
- * which costs only a failure's recovery time, never a refit's. */
-#define DELIVER_POLL_NS 50000000L
-/* Noticing that the node's thread applied the last payload: the
- * acknowledgment waits on it, inside the refit's window, so a look at one
- * atomic flag this often; the control plane is read only every
- * DELIVER_POLL_NS. */
-#define FINISH_POLL_NS  250000L
+/* Watching for a newer attempt (and the stop flag) while delivering: one
+ * control-plane read each time (on etcd a request, about 80 a refit at 5 ms,
+ * most of a node's reads). It bounds how long a node keeps delivering a
+ * replaced attempt, which costs only a failure's recovery time, never a
+ * refit's. The delivery's end itself wakes the node at once
+ * (dcr_rollout_node_wait): the acknowledgment waits on it, inside the
+ * refit's window (it was a look every 250 us, 4,000 wake-ups a second per
+ * node beside the owners' construction on a shared host). */
+#define DELIVER_POLL_MS 50
 #define TURN_TIMEOUT_MS 30000 /* waiting for the handles before this one to open */
 
 dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *workdir, int node,
@@ -176,6 +175,9 @@ typedef struct node_proc {
     bool unready;             /* a restarted process not READY yet: its repair pends */
     dcr_role_relay_t relay;   /* --transport relay: where the tree's nodes are */
     bool retaining;           /* the relay root keeps the window (--retain) */
+    /* The refusal counts last written (write_refusals), valid once written. */
+    bool refusals_written;
+    dcr_refusals_t refusals;
 } node_proc_t;
 
 static dcr_receiver_t *env_receiver(void *ctx, int id)
@@ -207,8 +209,11 @@ static void env_dirty(void *ctx, int id)
 
 /* This process's refusals so far (its receivers' and its transport
  * handle's) to the work folder, where the launcher sums them
- * (workloads/harness/refusals.h). */
-static dcr_status_t write_refusals(node_proc_t *p)
+ * (workloads/harness/refusals.h): written by this process's first report
+ * and whenever they changed since, not before every report (three a refit,
+ * one of them, DONE, on the refit's finalization path: a file created and
+ * renamed each time). force: at the end, whatever was written before. */
+static dcr_status_t write_refusals(node_proc_t *p, bool force)
 {
     dcr_refusals_t r = {0, 0};
     for (int k = 0; p->recv && k < p->per; k++) {
@@ -224,7 +229,13 @@ static dcr_status_t write_refusals(node_proc_t *p)
         r.rejected += (uint64_t)tc.rejected;
         r.unauthenticated += (uint64_t)tc.unauthenticated;
     }
-    return dcr_refusals_write(p->cfg->workdir, p->cfg->node, &r);
+    if (!force && p->refusals_written && r.rejected == p->refusals.rejected &&
+        r.unauthenticated == p->refusals.unauthenticated)
+        return DCR_OK;
+    DCR_CHECK(dcr_refusals_write(p->cfg->workdir, p->cfg->node, &r));
+    p->refusals = r;
+    p->refusals_written = true;
+    return DCR_OK;
 }
 
 static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why)
@@ -232,7 +243,7 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
     /* Before the report: the launcher reads the totals once every node
      * reported the last commit. */
     /* Statistics only: a failed write (a full disk) must not fail the node. */
-    if (write_refusals(p) != DCR_OK)
+    if (write_refusals(p, false) != DCR_OK)
         DCR_LOG_WARN("rollout node %d: refusal counts not written: %s", p->cfg->node,
                      dcr_error_detail());
     dcr_node_report_t r;
@@ -567,17 +578,13 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     p->delivering = a->tau; /* before the node thread starts: it reads it */
     DCR_CHECK(dcr_rollout_node_start_deliver(p->rt, a->tau));
     bool cancelled = false;
-    uint64_t next_look = 0; /* when the control plane is read next */
-    while (!dcr_rollout_node_finished(p->rt)) {
-        uint64_t now = dcr_clock_ns();
-        if (*stop || (now >= next_look && superseded(p, a->tau))) {
+    while (!dcr_rollout_node_wait(p->rt, DELIVER_POLL_MS)) {
+        if (*stop || superseded(p, a->tau)) {
             /* The attempt was replaced: its writes must stop here too. */
             cancelled = true;
             dcr_transport_stop_and_wait(p->transport);
             break;
         }
-        if (now >= next_look) next_look = dcr_clock_ns() + (uint64_t)DELIVER_POLL_NS;
-        dcr_clock_nap_ns(FINISH_POLL_NS);
     }
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
@@ -760,7 +767,7 @@ dcr_status_t dcr_role_rollout_node_run(const dcr_role_node_config_t *cfg,
     }
     dcr_role_log_requests("rollout-node", cfg->node, p.version);
     /* The last totals, refusals since the last report included. */
-    dcr_status_t wst = write_refusals(&p);
+    dcr_status_t wst = write_refusals(&p, true);
     if (st == DCR_OK) st = wst;
     dcr_rollout_node_destroy(p.rt);
     dcr_transport_destroy(p.transport);

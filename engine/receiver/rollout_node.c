@@ -2,11 +2,13 @@
  * attempt's payloads by the node's receivers. */
 #include "dcr/rollout_node.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dcr/clock.h"
 #include "dcr/thread.h"
@@ -39,6 +41,10 @@ struct dcr_rollout_node {
     dcr_thread_t thread; /* carries the step's status and detail to the join */
     bool running;
     atomic_bool finished;
+    /* The step's end, for a waiter that sleeps until it (rollout_node_wait)
+     * rather than looking at `finished` at a fixed rate. */
+    pthread_mutex_t end_mu;
+    pthread_cond_t end_cv;
     bool apply_step; /* the thread runs apply_staged, not deliver */
     uint64_t tau;
 };
@@ -58,6 +64,12 @@ dcr_status_t dcr_rollout_node_create(const dcr_rollout_node_config_t *cfg,
     if (n->cfg.poll_ms <= 0) n->cfg.poll_ms = DEFAULT_POLL_MS;
     n->env = *env;
     n->transport = transport;
+    pthread_mutex_init(&n->end_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&n->end_cv, &ca);
+    pthread_condattr_destroy(&ca);
     *out_p = n;
     return DCR_OK;
 }
@@ -75,6 +87,8 @@ void dcr_rollout_node_destroy(dcr_rollout_node_t *n)
     if (n == NULL) return;
     if (n->running) dcr_rollout_node_join(n);
     dcr_rollout_node_discard(n);
+    pthread_cond_destroy(&n->end_cv);
+    pthread_mutex_destroy(&n->end_mu);
     free(n);
 }
 
@@ -205,7 +219,11 @@ static dcr_status_t node_thread(void *arg)
     dcr_rollout_node_t *n = arg;
     dcr_status_t st = n->apply_step ? dcr_rollout_node_apply_staged(n, n->tau)
                                     : dcr_rollout_node_deliver(n, n->tau);
+    /* Under the lock: a waiter that found it unset is inside its wait. */
+    pthread_mutex_lock(&n->end_mu);
     atomic_store(&n->finished, true);
+    pthread_cond_broadcast(&n->end_cv);
+    pthread_mutex_unlock(&n->end_mu);
     return st;
 }
 
@@ -242,4 +260,24 @@ dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n)
 bool dcr_rollout_node_finished(dcr_rollout_node_t *n)
 {
     return !n->running || atomic_load(&n->finished);
+}
+
+bool dcr_rollout_node_wait(dcr_rollout_node_t *n, int timeout_ms)
+{
+    if (dcr_rollout_node_finished(n)) return true;
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long ms = timeout_ms > 0 ? timeout_ms : 0;
+    until.tv_sec += ms / 1000;
+    until.tv_nsec += (ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&n->end_mu);
+    int rc = 0;
+    while (!atomic_load(&n->finished) && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&n->end_cv, &n->end_mu, &until);
+    pthread_mutex_unlock(&n->end_mu);
+    return atomic_load(&n->finished);
 }

@@ -98,6 +98,11 @@ dcr_status_t dcr_rollout_node_start_apply(dcr_rollout_node_t *n, uint64_t tau);
 dcr_status_t dcr_rollout_node_join(dcr_rollout_node_t *n);
 /* True once the step started last has ended (join then returns at once). */
 bool dcr_rollout_node_finished(dcr_rollout_node_t *n);
+/* Sleeps until the step started last has ended or timeout_ms (>= 0) passed,
+ * and says which: woken by the step's end itself, so a caller that watches
+ * something else meanwhile (a newer attempt, a stop flag) looks at it once
+ * per timeout instead of looking at `finished` at a fixed rate. */
+bool dcr_rollout_node_wait(dcr_rollout_node_t *n, int timeout_ms);
 
 #ifdef __cplusplus
 }
