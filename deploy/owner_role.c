@@ -38,9 +38,11 @@
 #define OPEN_WAIT_MS  30000  /* the coordinator's open of an attempt it prepared */
 #define GATHER_MS     600000 /* rank 0: every rank's outcome of one order */
 /* Tags above the constructor's (construct.c uses 1 and 2). */
-#define TAG_ORDER 40
-#define TAG_DONE  41
-#define TAG_READY 42 /* a rank holds the next version's candidate */
+#define TAG_ORDER  40
+#define TAG_DONE   41
+#define TAG_READY  42 /* a rank holds the next version's candidate */
+#define TAG_TRACE  43 /* rank 0 to every rank: every baseline update ended, write the trace */
+#define TAG_TRACED 44 /* and back: written */
 
 typedef enum order_kind {
     ORDER_ATTEMPT = 1, /* construct and send attempt tau from from_version */
@@ -238,9 +240,9 @@ static dcr_status_t take_part(owner_proc_t *p, const order_t *o, outcome_t *out)
     DCR_CHECK(dcr_transport_finish(p->transport, p->rank, p->sent));
     p->part = o->tau;
     /* No trace file yet: the launcher imports an attempt's traces once it
-     * committed, and commit() writes this rank's then, this attempt's
-     * intervals included, off the window (before, a write here delayed the
-     * owners' report that the coordinator waits on). */
+     * committed, and traces_after_commit writes this rank's then, this
+     * attempt's intervals included, off the window (before, a write here
+     * delayed the owners' report that the coordinator waits on). */
     return DCR_OK;
 }
 
@@ -283,7 +285,44 @@ static dcr_status_t commit(owner_proc_t *p, const order_t *o, outcome_t *out)
     dcr_constructor_take_repair(p->con, &p->committed);
     p->version = o->version;
     p->part = 0;
-    return dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, o->tau);
+    return DCR_OK;
+}
+
+/* This rank's intervals of attempt tau (its construction and its baseline
+ * update) to the work folder, where the launcher imports them once the
+ * owners reported the commit. A measurement, not the refit: a failure costs
+ * a warning. */
+static void write_trace(owner_proc_t *p, uint64_t tau)
+{
+    if (dcr_role_trace_write(p->cfg->workdir, -1 - p->rank, tau) != DCR_OK)
+        DCR_LOG_WARN("owner %d: the intervals of attempt %llu are not written: %s", p->rank,
+                     (unsigned long long)tau, dcr_error_detail());
+}
+
+/* After a commit order, on every rank whatever its outcome: the traces are
+ * written once every rank's baseline update ended (t1, rank 0 knows it from
+ * the outcomes), not each right after its own: a write (a sort of a few
+ * thousand intervals and a file) beside another rank's update sat inside
+ * the window on a shared host. Rank 0 reports the commit only once every
+ * rank wrote, so the launcher finds every file. */
+static dcr_status_t traces_after_commit(owner_proc_t *p, uint64_t tau)
+{
+    int32_t mine = p->rank;
+    dcr_group_msg_t m;
+    if (p->rank != 0) {
+        DCR_CHECK(dcr_group_recv(p->g, TAG_TRACE, GATHER_MS, &m));
+        dcr_group_release(p->g, &m);
+        write_trace(p, tau);
+        return dcr_group_send(p->g, 0, TAG_TRACED, &mine, sizeof(mine));
+    }
+    for (int r = 1; r < p->size; r++)
+        DCR_CHECK(dcr_group_send(p->g, r, TAG_TRACE, &mine, sizeof(mine)));
+    write_trace(p, tau);
+    for (int k = 1; k < p->size; k++) {
+        DCR_CHECK(dcr_group_recv(p->g, TAG_TRACED, GATHER_MS, &m));
+        dcr_group_release(p->g, &m);
+    }
+    return DCR_OK;
 }
 
 /* A version committed without these owners (a coordinator that moved on):
@@ -339,6 +378,7 @@ static dcr_status_t gather(owner_proc_t *p, const order_t *o, const outcome_t *m
     if (failed < 0) r.why[0] = '\0';
     if (failed >= 0)
         DCR_LOG_WARN("owners: attempt %llu failed: %s", (unsigned long long)o->tau, r.why);
+    if (o->kind == ORDER_COMMIT) DCR_CHECK(traces_after_commit(p, o->tau));
     return dcr_owners_report_put(p->control, &r);
 }
 
@@ -384,10 +424,12 @@ static dcr_status_t owner_loop(owner_proc_t *p, volatile sig_atomic_t *stop)
             /* A stopped attempt's sends must end here too. */
             dcr_transport_stop_and_wait(p->transport);
         }
-        if (p->rank == 0)
+        if (p->rank == 0) {
             DCR_CHECK(gather(p, &o, &u));
-        else
+        } else {
             DCR_CHECK(dcr_group_send(p->g, 0, TAG_DONE, &u, sizeof(u)));
+            if (o.kind == ORDER_COMMIT) DCR_CHECK(traces_after_commit(p, o.tau));
+        }
         /* A failed baseline update leaves this rank unusable. */
         if (st != DCR_OK && o.kind == ORDER_COMMIT) return st;
         if (o.kind == ORDER_COMMIT) store_repair(p, o.version);
