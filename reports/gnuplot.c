@@ -118,6 +118,7 @@ dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *s
                              .deathsig = SIGKILL,
                              .before_exec = dcr__gnuplot_confine};
     dcr_process_t p;
+    fflush(NULL); /* what we wrote for it (the scripts) is on disk */
     DCR_CHECK(dcr_spawn(&o, argv, &p));
     dcr_process_wait(&p, -1);
     dcr_process_close(&p);

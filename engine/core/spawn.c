@@ -321,8 +321,9 @@ dcr_status_t dcr_spawn(const dcr_spawn_options_t *o, char *const *argv, dcr_proc
     dcr_status_t st = DCR_OK;
     plan.envp = build_env(o->env_add, &st);
     if (st == DCR_OK) st = make_pipes(o, &plan, &pr, child_end);
-    /* Buffered output written before the fork must not be written twice. */
-    if (st == DCR_OK) fflush(NULL);
+    /* No fflush(NULL) here: the child never flushes stdio (it execs or
+     * _exits), and another thread may hold a stream's lock while it blocks
+     * reading it. */
     if (st == DCR_OK) st = fork_child(&plan, what, &pr);
     for (int s = 0; s < 3; s++) close_fd(&child_end[s]);
     free(plan.envp);

@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -404,6 +405,52 @@ static void test_before_exec_and_pidfd(void **state)
     assert_no_children();
 }
 
+/* A stream another thread holds locked (a thread blocked in fgets on a
+ * child's pipe, as the process launcher's coordinator reader is). */
+static FILE *held;
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t held_cv = PTHREAD_COND_INITIALIZER;
+static int held_state;
+
+static void *hold_stream(void *arg)
+{
+    (void)arg;
+    flockfile(held);
+    pthread_mutex_lock(&held_mu);
+    held_state = 1;
+    pthread_cond_broadcast(&held_cv);
+    pthread_mutex_unlock(&held_mu);
+    sleep(5);
+    funlockfile(held);
+    return NULL;
+}
+
+/* Regression: dcr_spawn once flushed every stream first, which waits for
+ * each stream's lock, so a launcher whose reader thread sat in fgets hung
+ * when it restarted a node. */
+static void test_spawn_ignores_locked_streams(void **state)
+{
+    (void)state;
+    held = tmpfile();
+    assert_non_null(held);
+    fputs("unflushed", held);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, hold_stream, NULL), 0);
+    pthread_mutex_lock(&held_mu);
+    while (!held_state) pthread_cond_wait(&held_cv, &held_mu);
+    pthread_mutex_unlock(&held_mu);
+    char *argv[] = {"true", NULL};
+    dcr_process_t p;
+    uint64_t t0 = dcr_clock_ns();
+    assert_int_equal(dcr_spawn(NULL, argv, &p), DCR_OK);
+    uint64_t took = dcr_clock_ns() - t0;
+    assert_int_equal(dcr_process_wait(&p, -1), DCR_OK);
+    pthread_join(t, NULL);
+    fclose(held);
+    /* The holder keeps the lock 5 s; a spawn that waited for it took that. */
+    assert_true(took < 2500000000ull);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -417,6 +464,7 @@ int main(void)
         cmocka_unit_test(test_files_cwd_and_merged_streams),
         cmocka_unit_test(test_no_shell_interpretation),
         cmocka_unit_test(test_before_exec_and_pidfd),
+        cmocka_unit_test(test_spawn_ignores_locked_streams),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
