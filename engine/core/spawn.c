@@ -200,6 +200,11 @@ static _Noreturn void child_main(const plan_t *p, pid_t parent)
 {
     const dcr_spawn_options_t *o = p->o;
     errno = 0;
+    /* Signals the spawning thread blocks stay blocked across exec: the
+     * program starts with none blocked. */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
     if (o->deathsig && (prctl(PR_SET_PDEATHSIG, o->deathsig) != 0 || getppid() != parent))
         child_fail(p, STEP_SETUP);
     if (o->detach) {
@@ -361,6 +366,8 @@ static bool try_reap(dcr_process_t *p, int flags)
 
 dcr_status_t dcr_process_wait(dcr_process_t *p, int timeout_ms)
 {
+    /* Never started: waitpid(-1) or waitpid(0) would reap someone else. */
+    if (p->pid <= 0) return DCR_OK;
     if (p->reaped || try_reap(p, WNOHANG)) return DCR_OK;
     if (timeout_ms == 0) return DCR_ETIMEOUT;
     if (timeout_ms < 0) return try_reap(p, 0) ? DCR_OK : DCR_ETIMEOUT;

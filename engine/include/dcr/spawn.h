@@ -130,8 +130,10 @@ dcr_status_t dcr_spawn_resolve(const char *what, const char *name, char *out, si
 dcr_status_t dcr_spawn(const dcr_spawn_options_t *o, char *const *argv, dcr_process_t *out_p);
 
 /* Waits up to timeout_ms (< 0: without limit; 0: only looks) for p to end.
- * DCR_OK once reaped (p->status set; again DCR_OK when it already was),
- * DCR_ETIMEOUT while it runs. Interrupted waits are resumed. */
+ * DCR_OK once reaped (p->status set; again DCR_OK when it already was, or
+ * when p never started: pid <= 0), DCR_ETIMEOUT while it runs. Interrupted
+ * waits are resumed. A child that someone else reaped (waitpid says
+ * ECHILD) counts as ended with status 0. */
 dcr_status_t dcr_process_wait(dcr_process_t *p, int timeout_ms);
 
 /* Sends sig to p, or to its process group when it leads one. Does nothing
