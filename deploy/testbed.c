@@ -90,25 +90,11 @@ static dcr_status_t find_script(char *out, size_t cap)
                          dir, DCR_SCRIPTS_INSTALL_REL);
 }
 
-/* Everything fd gives, up to MAX_OUT - 1 bytes, NUL-terminated (malloc'd;
- * NULL when no memory). */
-static char *read_output(int fd)
-{
-    char *buf = malloc(MAX_OUT);
-    size_t used = 0;
-    ssize_t r;
-    while (buf && used < MAX_OUT - 1 &&
-           ((r = read(fd, buf + used, MAX_OUT - 1 - used)) > 0 || (r < 0 && errno == EINTR)))
-        if (r > 0) used += (size_t)r;
-    if (buf) buf[used] = '\0';
-    return buf;
-}
-
 /* `bash SCRIPT args...` (dcr/spawn.h: an argument vector): its exit status
  * (-1: it could not run, the error line set), its stdout into *out_p
- * (malloc'd, NUL-terminated) when out_p is not NULL, else to our stderr;
- * its stderr is ours (the script's one-line errors reach the user as they
- * are). */
+ * (malloc'd, NUL-terminated, at most MAX_OUT - 1 bytes) when out_p is not
+ * NULL, else to our stderr; its stderr is ours (the script's one-line
+ * errors reach the user as they are). */
 static int run_script(const dcr_testbed_t *t, const char *const *args, char **out_p)
 {
     char *argv[16] = {"bash", (char *)t->script};
@@ -116,15 +102,17 @@ static int run_script(const dcr_testbed_t *t, const char *const *args, char **ou
     for (; args[n - 2] && n < 15; n++) argv[n] = (char *)args[n - 2];
     argv[n] = NULL;
     /* Our stdout carries the results (--json): its own lines go to stderr. */
-    dcr_spawn_options_t o = {.exe = "/bin/bash",
-                             .what = "scripts/testbed.sh",
-                             .out = {out_p ? DCR_SPAWN_PIPE : DCR_SPAWN_STDERR}};
-    dcr_process_t p;
-    if (dcr_spawn(&o, argv, &p) != DCR_OK) return -1;
-    if (out_p) *out_p = read_output(p.out_fd);
-    dcr_process_wait(&p, -1);
-    dcr_process_close(&p);
-    return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+    dcr_spawn_options_t o = {
+        .exe = "/bin/bash", .what = "scripts/testbed.sh", .out = {DCR_SPAWN_STDERR}};
+    char *buf = out_p ? malloc(MAX_OUT) : NULL;
+    int status = 0;
+    if (out_p && !buf) return -1;
+    if (dcr_spawn_run(&o, argv, buf, MAX_OUT, &status) != DCR_OK) {
+        free(buf);
+        return -1;
+    }
+    if (out_p) *out_p = buf;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /* The watcher: reads its stdin until EOF; unless it read "d" first (the
@@ -468,22 +456,13 @@ static dcr_status_t link_counters(const dcr_testbed_t *t, const char *host, int6
     host_netns(t, host, ns, sizeof(ns));
     char *argv[] = {"ip", "-n", ns, "-s", "-j", "link", "show", "dev", "eth0", NULL};
     snprintf(cmd, sizeof(cmd), "ip -n %s -s -j link show dev eth0", ns);
-    dcr_spawn_options_t o = {.out = {DCR_SPAWN_PIPE}};
-    dcr_process_t p;
-    dcr_status_t st = dcr_spawn(&o, argv, &p);
+    int status = 0;
+    dcr_status_t st = dcr_spawn_run(NULL, argv, text, sizeof(text), &status);
     if (st != DCR_OK) {
         dcr_error_prefix("testbed: ");
         return st;
     }
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof(text) - 1 &&
-           ((r = read(p.out_fd, text + n, sizeof(text) - 1 - n)) > 0 || (r < 0 && errno == EINTR)))
-        if (r > 0) n += (size_t)r;
-    text[n] = 0;
-    dcr_process_close(&p);
-    dcr_process_wait(&p, -1);
-    int rc = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     json_error_t e;
     json_t *j = rc == 0 ? json_loads(text, 0, &e) : NULL;
     json_int_t rx = -1, tx = -1;

@@ -117,14 +117,12 @@ dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *s
                              .err = {DCR_SPAWN_STDOUT},
                              .deathsig = SIGKILL,
                              .before_exec = dcr__gnuplot_confine};
-    dcr_process_t p;
+    int status = 0;
     fflush(NULL); /* what we wrote for it (the scripts) is on disk */
-    DCR_CHECK(dcr_spawn(&o, argv, &p));
-    dcr_process_wait(&p, -1);
-    dcr_process_close(&p);
-    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 0)
+    DCR_CHECK(dcr_spawn_run(&o, argv, NULL, 0, &status));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return dcr_error_set(DCR_EIO, "gnuplot failed on %s (status %d)", script,
-                             WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1);
+                             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     return DCR_OK;
 }
 

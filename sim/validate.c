@@ -292,11 +292,9 @@ static int dcr__run_quiet(char *const *argv)
 {
     dcr_spawn_options_t o = {
         .in = {DCR_SPAWN_DEVNULL}, .out = {DCR_SPAWN_DEVNULL}, .err = {DCR_SPAWN_DEVNULL}};
-    dcr_process_t p;
-    if (dcr_spawn(&o, argv, &p) != DCR_OK) return -1;
-    dcr_process_wait(&p, -1);
-    dcr_process_close(&p);
-    return WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+    int status = 0;
+    if (dcr_spawn_run(&o, argv, NULL, 0, &status) != DCR_OK) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 bool dcr_sim_testbed_usable(int id, char *why, size_t cap)

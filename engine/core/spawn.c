@@ -343,6 +343,37 @@ dcr_status_t dcr_spawn(const dcr_spawn_options_t *o, char *const *argv, dcr_proc
     return DCR_OK;
 }
 
+/* Reads fd to its end into buf (cap - 1 bytes at most, then a NUL),
+ * dropping what does not fit. */
+static void read_to_end(int fd, char *buf, size_t cap)
+{
+    char drop[4096];
+    size_t used = 0;
+    for (;;) {
+        bool room = used + 1 < cap;
+        ssize_t n = room ? read(fd, buf + used, cap - 1 - used) : read(fd, drop, sizeof(drop));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        if (room) used += (size_t)n;
+    }
+    if (cap > 0) buf[used] = '\0';
+}
+
+dcr_status_t dcr_spawn_run(const dcr_spawn_options_t *o, char *const *argv, char *buf, size_t cap,
+                           int *status_p)
+{
+    static const dcr_spawn_options_t defaults;
+    dcr_spawn_options_t with = o ? *o : defaults;
+    if (buf) with.out = (dcr_spawn_io_t){DCR_SPAWN_PIPE, -1, NULL};
+    dcr_process_t p;
+    DCR_CHECK(dcr_spawn(&with, argv, &p));
+    if (buf) read_to_end(p.out_fd, buf, cap);
+    dcr_process_close(&p);
+    dcr_process_wait(&p, -1);
+    *status_p = p.status;
+    return DCR_OK;
+}
+
 /* ---- waiting and ending ---- */
 
 static void nap_ns(long ns)

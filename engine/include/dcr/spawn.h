@@ -129,6 +129,14 @@ dcr_status_t dcr_spawn_resolve(const char *what, const char *name, char *out, si
  * running and no descriptor open then. o may be NULL (all defaults). */
 dcr_status_t dcr_spawn(const dcr_spawn_options_t *o, char *const *argv, dcr_process_t *out_p);
 
+/* Runs argv to its end: dcr_spawn with o (its stdout made a pipe when buf
+ * is not NULL), its stdout read into buf (at most cap - 1 bytes and a NUL;
+ * what comes beyond is read and dropped, so the program never blocks on a
+ * full pipe), then waited for; *status_p gets its waitpid status. Fails
+ * only as dcr_spawn does. */
+dcr_status_t dcr_spawn_run(const dcr_spawn_options_t *o, char *const *argv, char *buf, size_t cap,
+                           int *status_p);
+
 /* Waits up to timeout_ms (< 0: without limit; 0: only looks) for p to end.
  * DCR_OK once reaped (p->status set; again DCR_OK when it already was, or
  * when p never started: pid <= 0), DCR_ETIMEOUT while it runs. Interrupted

@@ -405,6 +405,23 @@ static void test_before_exec_and_pidfd(void **state)
     assert_no_children();
 }
 
+/* dcr_spawn_run: the output that fits, the rest read and dropped (a
+ * program writing more than a pipe holds still ends), and the status. */
+static void test_run_captures_and_drains(void **state)
+{
+    (void)state;
+    char *argv[] = {"sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a; exit 3", NULL};
+    char buf[16];
+    int status = -1;
+    assert_int_equal(dcr_spawn_run(NULL, argv, buf, sizeof(buf), &status), DCR_OK);
+    assert_string_equal(buf, "aaaaaaaaaaaaaaa");
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3);
+    char *missing[] = {"/nonexistent/tool", NULL};
+    assert_int_equal(dcr_spawn_run(NULL, missing, buf, sizeof(buf), &status), DCR_ENOTFOUND);
+    assert_no_children();
+}
+
 /* A stream another thread holds locked (a thread blocked in fgets on a
  * child's pipe, as the process launcher's coordinator reader is). */
 static FILE *held;
@@ -465,6 +482,7 @@ int main(void)
         cmocka_unit_test(test_no_shell_interpretation),
         cmocka_unit_test(test_before_exec_and_pidfd),
         cmocka_unit_test(test_spawn_ignores_locked_streams),
+        cmocka_unit_test(test_run_captures_and_drains),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
