@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -34,14 +33,11 @@
 #define JOIN_WAIT_MS     120000   /* a joining node: its world, anchor or dense load, replay */
 
 typedef struct child {
-    pid_t pid;
+    dcr_process_t proc; /* proc.err_fd: the read end of its stderr */
     char role[48];
-    int err_fd;         /* read end of its stderr */
-    pthread_t prefixer; /* copies err_fd to our stderr, prefixed */
+    pthread_t prefixer; /* copies proc.err_fd to our stderr, prefixed */
     bool prefixing;
-    bool reaped;
     bool gone_reported; /* the monitor reported its death in the control plane */
-    int status;
 } child_t;
 
 /* argv[0..n) in front of the command line of the process named `role`. */
@@ -60,8 +56,8 @@ struct dcr_role_launcher {
     dcr_bench_processes_t hooks;
     child_t *nodes;
     int nnodes;
-    pid_t janitor;
-    int janitor_fd; /* write end: its EOF is our end */
+    dcr_process_t janitor; /* pid -1 before it started */
+    int janitor_fd;        /* write end: its EOF is our end */
     pthread_t monitor;
     bool monitoring;
     atomic_bool stopping;
@@ -111,8 +107,6 @@ struct dcr_role_launcher {
     uint64_t join_kinds[DCR_RESTORE_KINDS], join_bytes, join_dense_bytes;
 };
 
-extern char **environ;
-
 static void nap_ns(long ns)
 {
     struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
@@ -127,7 +121,7 @@ static void *prefix_main(void *arg)
     char buf[4096], line[8192];
     size_t used = 0;
     ssize_t n;
-    while ((n = read(c->err_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+    while ((n = read(c->proc.err_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
         for (ssize_t i = 0; i < n; i++) {
             if (used < sizeof(line) - 1) line[used++] = buf[i];
             if (buf[i] != '\n' && used < sizeof(line) - 1) continue;
@@ -152,82 +146,57 @@ static const struct role_prefix *find_prefix(const dcr_role_launcher_t *l, const
     return NULL;
 }
 
-/* Starts `exe <argv...> <run flags>`; its stderr goes through a prefixer,
- * its stdout to *out_fd_p when not NULL (else ours). It dies with us. */
-/* `pre[0..npre)` (a launcher such as mpirun, found on PATH, run with
- * `env` as its environment) in front of it when npre > 0; the child gets
- * `deathsig` when we die. */
-static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *const *pre, int npre,
-                               char *const *env, int deathsig, char *const *head, int nhead,
-                               child_t *c, int *in_fd_p, int *out_fd_p)
+/* `prefix... pre... exe head... <run flags>` for the role (malloc'd,
+ * NULL-terminated, borrowed strings): the role's spawn prefix (e.g. `ip
+ * netns exec NS`) first, which must exec the rest in place, so that the pid
+ * and PR_SET_PDEATHSIG are the role's own; then a launcher such as mpirun. */
+static char **role_argv(const dcr_role_launcher_t *l, const char *role, char *const *pre, int npre,
+                        char *const *head, int nhead)
 {
-    int in[2] = {-1, -1};
-    if (in_fd_p && pipe2(in, O_CLOEXEC) != 0)
-        return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
-    /* The role's spawn prefix (e.g. `ip netns exec NS`) goes first; it must
-     * exec the rest in place, so that the pid and PR_SET_PDEATHSIG are the
-     * role's own. */
     const struct role_prefix *rp = find_prefix(l, role);
-    int nfix = rp ? rp->n : 0;
-    int nargv = nfix + npre + 1 + nhead + l->nargs + 1;
-    char **argv = calloc((size_t)nargv, sizeof(char *));
-    int err[2] = {-1, -1}, out[2] = {-1, -1};
+    int nfix = rp ? rp->n : 0, n = 0;
+    char **argv = calloc((size_t)(nfix + npre + 1 + nhead + l->nargs + 1), sizeof(char *));
+    if (!argv) return NULL;
+    for (int i = 0; i < nfix; i++) argv[n++] = rp->argv[i];
+    for (int i = 0; i < npre; i++) argv[n++] = pre[i];
+    argv[n++] = (char *)l->exe;
+    for (int i = 0; i < nhead; i++) argv[n++] = head[i];
+    for (int i = 0; i < l->nargs; i++) argv[n++] = l->args[i];
+    return argv;
+}
+
+/* Starts the role (role_argv; the first program found on PATH when it is
+ * a bare name, dcr/spawn.h) with env_add in its environment; its stderr
+ * goes through a prefixer, its stdin from *in_fd_p and its stdout to
+ * *out_fd_p when those are not NULL (else ours and its stderr). The child
+ * gets `deathsig` when we die. */
+static dcr_status_t spawn_with(dcr_role_launcher_t *l, const char *role, char *const *pre, int npre,
+                               const char *const *env_add, int deathsig, char *const *head,
+                               int nhead, child_t *c, int *in_fd_p, int *out_fd_p)
+{
+    char **argv = role_argv(l, role, pre, npre, head, nhead);
     if (!argv) return dcr_error_set(DCR_ENOMEM, "arguments of %s", role);
-    for (int i = 0; i < nfix; i++) argv[i] = rp->argv[i];
-    argv += nfix;
-    for (int i = 0; i < npre; i++) argv[i] = pre[i];
-    argv[npre] = l->exe;
-    for (int i = 0; i < nhead; i++) argv[npre + 1 + i] = head[i];
-    for (int i = 0; i < l->nargs; i++) argv[npre + 1 + nhead + i] = l->args[i];
-    argv -= nfix;
-    npre += nfix;
-    if (!env) env = environ;
-    if (pipe2(err, O_CLOEXEC) != 0 || (out_fd_p && pipe2(out, O_CLOEXEC) != 0)) {
-        free(argv);
-        for (int i = 0; i < 2; i++) {
-            if (err[i] >= 0) close(err[i]);
-            if (out[i] >= 0) close(out[i]);
-            if (in[i] >= 0) close(in[i]);
-        }
-        return dcr_error_set(DCR_EIO, "pipes for %s: %s", role, strerror(errno));
-    }
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec. */
-        prctl(PR_SET_PDEATHSIG, deathsig);
-        if (getppid() != parent) _exit(127); /* the launcher died before the prctl */
-        dup2(err[1], 2);
-        if (in_fd_p) dup2(in[0], 0);
-        /* Our stdout carries the results (--json): a role writes only to
-         * its own pipe. */
-        dup2(out_fd_p ? out[1] : err[1], 1);
-        if (npre > 0)
-            execvpe(argv[0], argv, env);
-        else
-            execv(l->exe, argv);
-        static const char msg[] = "dcr: cannot execute the dcr binary for a role\n";
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-        (void)ignored;
-        _exit(127);
-    }
+    /* Our stdout carries the results (--json): a role writes only to its
+     * own pipes. */
+    dcr_spawn_options_t o = {.env_add = env_add,
+                             .in = {in_fd_p ? DCR_SPAWN_PIPE : DCR_SPAWN_INHERIT},
+                             .out = {out_fd_p ? DCR_SPAWN_PIPE : DCR_SPAWN_STDERR},
+                             .err = {DCR_SPAWN_PIPE},
+                             .deathsig = deathsig};
+    dcr_process_t p;
+    dcr_status_t st = dcr_spawn(&o, argv, &p);
     free(argv);
-    close(err[1]);
-    if (out_fd_p) close(out[1]);
-    if (in_fd_p) close(in[0]);
-    if (pid < 0) {
-        close(err[0]);
-        if (out_fd_p) close(out[0]);
-        if (in_fd_p) close(in[1]);
-        return dcr_error_set(DCR_EIO, "cannot start %s: %s", role, strerror(errno));
+    if (st != DCR_OK) {
+        dcr_error_prefix("%s: ", role);
+        return st;
     }
     memset(c, 0, sizeof(*c));
-    c->pid = pid;
+    c->proc = p;
     snprintf(c->role, sizeof(c->role), "%s", role);
-    c->err_fd = err[0];
     c->prefixing = pthread_create(&c->prefixer, NULL, prefix_main, c) == 0;
-    if (out_fd_p) *out_fd_p = out[0];
-    if (in_fd_p) *in_fd_p = in[1];
+    if (out_fd_p) *out_fd_p = p.out_fd;
+    if (in_fd_p) *in_fd_p = p.in_fd;
+    c->proc.in_fd = c->proc.out_fd = -1; /* the caller's now */
     return DCR_OK;
 }
 
@@ -241,53 +210,25 @@ static void child_finish(child_t *c)
 {
     if (c->prefixing) pthread_join(c->prefixer, NULL);
     c->prefixing = false;
-    if (c->err_fd >= 0) close(c->err_fd);
-    c->err_fd = -1;
-}
-
-static void describe_exit(int status, char *out, size_t cap)
-{
-    if (WIFSIGNALED(status))
-        snprintf(out, cap, "killed by signal %d", WTERMSIG(status));
-    else
-        snprintf(out, cap, "exited with status %d", WEXITSTATUS(status));
+    dcr_process_close(&c->proc);
 }
 
 /* ---- the janitor: removes a temporary run directory once we are gone ---- */
 
-dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, pid_t *pid_p,
+dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, dcr_process_t *p,
                                      int *fd_p)
 {
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0)
-        return dcr_error_set(DCR_EIO, "%s pipe: %s", what, strerror(errno));
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* stdin is the pipe: EOF when we have ended, however. */
-        dup2(fds[0], 0);
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 1); /* holds no pipe of ours open after we end */
-            dup2(null, 2);
-        }
-        /* A terminal's ^C or a timeout signals the whole process group: the
-         * guardian leaves it and ignores them (ignored stays ignored across
-         * exec), so that it outlives whatever ended us. */
-        setsid();
-        signal(SIGINT, SIG_IGN);
-        signal(SIGTERM, SIG_IGN);
-        signal(SIGHUP, SIG_IGN);
-        signal(SIGQUIT, SIG_IGN);
-        execv("/bin/sh", sh_argv);
-        _exit(127);
-    }
-    close(fds[0]);
-    if (pid < 0) {
-        close(fds[1]);
-        return dcr_error_set(DCR_EIO, "cannot start the %s: %s", what, strerror(errno));
-    }
-    *pid_p = pid;
-    *fd_p = fds[1];
+    /* stdin is the pipe: EOF when we have ended, however. Its output goes
+     * to /dev/null, so it holds no pipe of ours open after we end. */
+    dcr_spawn_options_t o = {.exe = "/bin/sh",
+                             .what = what,
+                             .in = {DCR_SPAWN_PIPE},
+                             .out = {DCR_SPAWN_DEVNULL},
+                             .err = {DCR_SPAWN_DEVNULL},
+                             .detach = true};
+    DCR_CHECK(dcr_spawn(&o, sh_argv, p));
+    *fd_p = p->in_fd;
+    p->in_fd = -1;
     return DCR_OK;
 }
 
@@ -330,24 +271,13 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
     memcpy(pre, base, sizeof(base));
     for (int i = 0; i < nnet; i++) pre[NBASE + i] = net[i];
     char *head[] = {"owner", "--workdir", l->workdir};
-    size_t n = 0;
-    while (environ[n]) n++;
-    char **env = calloc(n + 3, sizeof(char *));
-    if (!env) {
-        free(pre);
-        return dcr_error_set(DCR_ENOMEM, "environment of the owner job");
-    }
-    memcpy(env, environ, n * sizeof(char *));
-    if (geteuid() == 0) {
-        env[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
-        env[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
-    }
+    static const char *const as_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1",
+                                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
     pthread_mutex_lock(&l->lock);
-    dcr_status_t st =
-        spawn_with(l, "owners", pre, NBASE + nnet, env, SIGTERM, head, 3, &l->owners, NULL, NULL);
+    dcr_status_t st = spawn_with(l, "owners", pre, NBASE + nnet, geteuid() == 0 ? as_root : NULL,
+                                 SIGTERM, head, 3, &l->owners, NULL, NULL);
     free(pre);
     pthread_mutex_unlock(&l->lock);
-    free(env);
     if (st == DCR_OK) l->owners_started = true;
     return st;
 }
@@ -358,30 +288,21 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
 static void report_owners_gone(dcr_role_launcher_t *l, dcr_control_t *control)
 {
     char how[64];
-    describe_exit(l->owners.status, how, sizeof(how));
-    DCR_LOG_ERROR("the owner job (mpirun, pid %d) %s", (int)l->owners.pid, how);
+    dcr_process_describe(l->owners.proc.status, how, sizeof(how));
+    DCR_LOG_ERROR("the owner job (mpirun, pid %d) %s", (int)l->owners.proc.pid, how);
     if (!control) return;
     dcr_owners_report_t r;
     memset(&r, 0, sizeof(r));
     r.phase = DCR_OWNERS_FAILED;
     r.tau = DCR_CONTROL_VALUE_MAX;
-    snprintf(r.why, sizeof(r.why), "the owner job (mpirun, pid %d) %s", (int)l->owners.pid, how);
+    snprintf(r.why, sizeof(r.why), "the owner job (mpirun, pid %d) %s", (int)l->owners.proc.pid,
+             how);
     dcr_owners_report_put(control, &r);
 }
 
 static void stop_child(child_t *c)
 {
-    for (int t = 0; !c->reaped && t < STOP_GRACE_MS / 10; t++) {
-        if (waitpid(c->pid, &c->status, WNOHANG) == c->pid)
-            c->reaped = true;
-        else
-            nap_ns(10000000L);
-    }
-    if (!c->reaped) {
-        kill(c->pid, SIGKILL);
-        waitpid(c->pid, &c->status, 0);
-        c->reaped = true;
-    }
+    if (!c->proc.reaped) dcr_process_stop(&c->proc, 0, STOP_GRACE_MS);
     child_finish(c);
 }
 
@@ -393,15 +314,15 @@ static void report_gone(dcr_role_launcher_t *l, dcr_control_t *control, int node
                         bool restarting)
 {
     char how[64];
-    describe_exit(c->status, how, sizeof(how));
-    DCR_LOG_ERROR("rollout-node %d (pid %d) %s", node, (int)c->pid, how);
+    dcr_process_describe(c->proc.status, how, sizeof(how));
+    DCR_LOG_ERROR("rollout-node %d (pid %d) %s", node, (int)c->proc.pid, how);
     if (!control) return;
     dcr_node_report_t r;
     memset(&r, 0, sizeof(r));
     r.node = (uint32_t)node;
     r.phase = restarting ? DCR_NODE_RESTARTING : DCR_NODE_GONE;
-    r.pid = (int32_t)c->pid;
-    snprintf(r.why, sizeof(r.why), "process %d %s", (int)c->pid, how);
+    r.pid = (int32_t)c->proc.pid;
+    snprintf(r.why, sizeof(r.why), "process %d %s", (int)c->proc.pid, how);
     dcr_control_attempt_t a;
     if (dcr_control_attempt(control, 0, &a) == DCR_OK) r.tau = a.tau;
     dcr_node_report_put(control, &r);
@@ -429,11 +350,11 @@ static void restart_node(dcr_role_launcher_t *l, int i)
     pthread_mutex_unlock(&l->lock);
     if (st != DCR_OK) {
         DCR_LOG_ERROR("restarting rollout-node %d: %s", i, dcr_error_detail());
-        l->nodes[i].reaped = true;
+        l->nodes[i].proc.reaped = true;
         return;
     }
     atomic_fetch_add(&l->restarts, 1);
-    DCR_LOG_WARN("rollout-node %d restarted as pid %d", i, (int)l->nodes[i].pid);
+    DCR_LOG_WARN("rollout-node %d restarted as pid %d", i, (int)l->nodes[i].proc.pid);
 }
 
 /* Real kills: after every kill_every-th committed version the next node in
@@ -462,9 +383,9 @@ static void maybe_kill(dcr_role_launcher_t *l, dcr_control_t *control)
     if (dcr_node_report_get(control, l->kill_node, &r) != DCR_OK) return;
     pthread_mutex_lock(&l->lock);
     child_t *c = &l->nodes[l->kill_node];
-    bool hit = !c->reaped && r.pid == (int32_t)c->pid && r.tau > l->armed_tau &&
+    bool hit = !c->proc.reaped && r.pid == (int32_t)c->proc.pid && r.tau > l->armed_tau &&
                r.phase == (l->kill_point ? DCR_NODE_DONE : DCR_NODE_JOINED);
-    if (hit) kill(c->pid, SIGKILL);
+    if (hit) dcr_process_kill(&c->proc, SIGKILL);
     pthread_mutex_unlock(&l->lock);
     if (!hit) return;
     atomic_fetch_add(&l->sigkills, 1);
@@ -518,8 +439,7 @@ static void *monitor_main(void *arg)
         for (int i = 0; i < l->nnodes; i++) {
             child_t *c = &l->nodes[i];
             pthread_mutex_lock(&l->lock);
-            bool died = !c->reaped && waitpid(c->pid, &c->status, WNOHANG) == c->pid;
-            if (died) c->reaped = true;
+            bool died = !c->proc.reaped && dcr_process_wait(&c->proc, 0) == DCR_OK;
             pthread_mutex_unlock(&l->lock);
             if (!died || atomic_load(&l->stopping)) continue;
             report_gone(l, control, i, c, l->restart);
@@ -531,8 +451,7 @@ static void *monitor_main(void *arg)
         if (l->owners_started) {
             pthread_mutex_lock(&l->lock);
             child_t *c = &l->owners;
-            bool died = !c->reaped && waitpid(c->pid, &c->status, WNOHANG) == c->pid;
-            if (died) c->reaped = true;
+            bool died = !c->proc.reaped && dcr_process_wait(&c->proc, 0) == DCR_OK;
             pthread_mutex_unlock(&l->lock);
             if (died && !atomic_load(&l->stopping)) report_owners_gone(l, control);
         }
@@ -596,10 +515,10 @@ static void kill_coordinator_at(dcr_role_launcher_t *l, dcr_control_t *control, 
                               : dcr_owners_report_get(control, &r) == DCR_OK &&
                                     r.phase == DCR_OWNERS_SENT && r.tau > tau0;
         if (hit) {
-            kill(l->coord.pid, SIGKILL);
+            dcr_process_kill(&l->coord.proc, SIGKILL);
             atomic_fetch_add(&l->coord_kills, 1);
             DCR_LOG_WARN("SIGKILL to the coordinator (pid %d) at %s of the attempt after %llu",
-                         (int)l->coord.pid, points[point], (unsigned long long)tau0);
+                         (int)l->coord.proc.pid, points[point], (unsigned long long)tau0);
             return;
         }
         nap_ns(KILL_POLL_NS);
@@ -643,21 +562,20 @@ static dcr_status_t refit_remote(void *ctx, dcr_refit_result_t *out)
             break;
         }
         /* The coordinator process ended without an answer. */
-        waitpid(l->coord.pid, &l->coord.status, 0);
-        l->coord.reaped = true;
+        dcr_process_wait(&l->coord.proc, -1);
         char how[64];
-        describe_exit(l->coord.status, how, sizeof(how));
+        dcr_process_describe(l->coord.proc.status, how, sizeof(how));
         stop_coordinator(l);
         if (l->coord_every == 0 || tries >= 5) {
             st = dcr_error_set(DCR_EATTEMPT,
                                "the coordinator process (pid %d) %s during the "
                                "transition from version %llu",
-                               (int)l->coord.pid, how, (unsigned long long)from);
+                               (int)l->coord.proc.pid, how, (unsigned long long)from);
             break;
         }
         DCR_LOG_WARN("the coordinator process (pid %d) %s; a new one resumes the transition from "
                      "version %llu",
-                     (int)l->coord.pid, how, (unsigned long long)from);
+                     (int)l->coord.proc.pid, how, (unsigned long long)from);
         atomic_fetch_add(&l->coord_restarts, 1);
         resume = true;
     }
@@ -681,15 +599,16 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
         if (i == l->join_node && !l->join_started) continue;
         for (int t = 0;; t++) {
             dcr_node_report_t r;
-            if (dcr_node_report_get(control, i, &r) == DCR_OK && r.pid == (int32_t)l->nodes[i].pid)
+            if (dcr_node_report_get(control, i, &r) == DCR_OK &&
+                r.pid == (int32_t)l->nodes[i].proc.pid)
                 break;
             pthread_mutex_lock(&l->lock);
-            bool dead = l->nodes[i].reaped;
+            bool dead = l->nodes[i].proc.reaped;
             pthread_mutex_unlock(&l->lock);
             if (dead || t * 10 > READY_TIMEOUT_MS) {
                 st = dcr_error_set(DCR_ETIMEOUT,
                                    "rollout-node %d (pid %d) did not report ready within %d ms", i,
-                                   (int)l->nodes[i].pid, READY_TIMEOUT_MS);
+                                   (int)l->nodes[i].proc.pid, READY_TIMEOUT_MS);
                 break;
             }
             nap_ns(10000000L);
@@ -699,13 +618,13 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
         dcr_owners_report_t r;
         if (dcr_owners_report_get(control, &r) == DCR_OK && r.phase == DCR_OWNERS_READY) break;
         pthread_mutex_lock(&l->lock);
-        bool dead = l->owners.reaped;
+        bool dead = l->owners.proc.reaped;
         pthread_mutex_unlock(&l->lock);
         if (dead || t * 10 > READY_TIMEOUT_MS)
             st = dcr_error_set(DCR_ETIMEOUT,
                                "the owner job (mpirun -np %d, pid %d) did not report ready "
                                "within %d ms%s",
-                               owner_ranks(l), (int)l->owners.pid, READY_TIMEOUT_MS,
+                               owner_ranks(l), (int)l->owners.proc.pid, READY_TIMEOUT_MS,
                                dead ? " (it ended; see its lines above)" : "");
         nap_ns(10000000L);
     }
@@ -719,9 +638,8 @@ static dcr_status_t wait_ready(dcr_role_launcher_t *l)
 static dcr_status_t report_not_started(dcr_role_launcher_t *l, int node)
 {
     child_t *c = &l->nodes[node];
-    c->pid = 0;
-    c->reaped = true;
-    c->err_fd = -1;
+    c->proc = (dcr_process_t){
+        .pid = 0, .reaped = true, .in_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1};
     c->gone_reported = true;
     dcr_control_t *control = NULL;
     DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
@@ -743,6 +661,9 @@ static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
     l->nnodes = l->run->serve.nodes;
     l->nodes = calloc((size_t)l->nnodes, sizeof(child_t));
     if (!l->nodes) return dcr_error_set(DCR_ENOMEM, "%d rollout-node processes", l->nnodes);
+    for (int i = 0; i < l->nnodes; i++)
+        l->nodes[i].proc =
+            (dcr_process_t){.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1};
     for (int i = 0; i < l->nnodes; i++) {
         dcr_status_t st = i == l->join_node ? report_not_started(l, i) : spawn_node(l, i);
         if (st != DCR_OK) {
@@ -816,10 +737,9 @@ static void stop_nodes(void *ctx)
     atomic_store(&l->stopping, true);
     if (l->monitoring) pthread_join(l->monitor, NULL);
     l->monitoring = false;
-    for (int i = 0; i < l->nnodes; i++)
-        if (!l->nodes[i].reaped) kill(l->nodes[i].pid, SIGTERM);
+    for (int i = 0; i < l->nnodes; i++) dcr_process_kill(&l->nodes[i].proc, SIGTERM);
     /* mpirun forwards SIGTERM to its ranks and waits for them. */
-    if (l->owners_started && !l->owners.reaped) kill(l->owners.pid, SIGTERM);
+    if (l->owners_started) dcr_process_kill(&l->owners.proc, SIGTERM);
     for (int i = 0; i < l->nnodes; i++) stop_child(&l->nodes[i]);
     if (l->owners_started) stop_child(&l->owners);
     l->owners_started = false;
@@ -867,12 +787,12 @@ static dcr_status_t verify_versions(void *ctx, const char *workdir, uint64_t fir
         fclose(f);
     else
         close(out);
-    waitpid(c.pid, &c.status, 0);
+    dcr_process_wait(&c.proc, -1);
     child_finish(&c);
-    bool clean = WIFEXITED(c.status) && WEXITSTATUS(c.status) <= 1;
+    bool clean = WIFEXITED(c.proc.status) && WEXITSTATUS(c.proc.status) <= 1;
     if (!clean || seen != last - first + 1) {
         char how[64];
-        describe_exit(c.status, how, sizeof(how));
+        dcr_process_describe(c.proc.status, how, sizeof(how));
         return dcr_error_set(DCR_EIO, "the verifier process %s after %zu of %llu versions", how,
                              seen, (unsigned long long)(last - first + 1));
     }
@@ -888,6 +808,7 @@ dcr_status_t dcr_role_launcher_create(const dcr_run_config_t *run, char *const *
     if (!l) return dcr_error_set(DCR_ENOMEM, "launcher");
     l->run = run;
     l->janitor_fd = -1;
+    l->janitor.pid = -1;
     pthread_mutex_init(&l->lock, NULL);
     ssize_t n = readlink("/proc/self/exe", l->exe, sizeof(l->exe) - 1);
     l->args = calloc((size_t)nargs + 1, sizeof(char *));
@@ -963,7 +884,7 @@ void dcr_role_launcher_destroy(dcr_role_launcher_t *l)
     if (!l) return;
     if (l->nodes) stop_nodes(l);
     if (l->janitor_fd >= 0) close(l->janitor_fd); /* the janitor finds nothing left to do */
-    if (l->janitor > 0) waitpid(l->janitor, NULL, 0);
+    if (l->janitor.pid > 0) dcr_process_wait(&l->janitor, -1);
     for (int i = 0; i < l->nargs; i++) free(l->args[i]);
     free(l->args);
     for (int i = 0; i < l->nprefixes; i++) free_argv(l->prefixes[i].argv, l->prefixes[i].n);
@@ -1033,7 +954,9 @@ int dcr_role_launcher_node_pid(dcr_role_launcher_t *l, int node)
 {
     if (node < 0 || node >= l->nnodes) return 0;
     pthread_mutex_lock(&l->lock);
-    int pid = l->nodes[node].reaped ? 0 : (int)l->nodes[node].pid;
+    int pid = l->nodes[node].proc.reaped || l->nodes[node].proc.pid < 0
+                  ? 0
+                  : (int)l->nodes[node].proc.pid;
     pthread_mutex_unlock(&l->lock);
     return pid;
 }
@@ -1044,7 +967,7 @@ bool dcr_role_launcher_pause_node(dcr_role_launcher_t *l, int node, int pid, boo
     pthread_mutex_lock(&l->lock);
     child_t *c = &l->nodes[node];
     /* Under the lock, as for a kill: never a recycled pid. */
-    bool hit = !c->reaped && c->pid == (pid_t)pid && kill(c->pid, pause ? SIGSTOP : SIGCONT) == 0;
+    bool hit = c->proc.pid == (pid_t)pid && dcr_process_kill(&c->proc, pause ? SIGSTOP : SIGCONT);
     pthread_mutex_unlock(&l->lock);
     return hit;
 }
@@ -1056,7 +979,7 @@ bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int 
     child_t *c = &l->nodes[node];
     /* Under the lock the monitor can neither reap nor replace it: the pid
      * is still our child's, never a recycled one. */
-    bool hit = !c->reaped && c->pid == (pid_t)pid && kill(c->pid, SIGKILL) == 0;
+    bool hit = c->proc.pid == (pid_t)pid && dcr_process_kill(&c->proc, SIGKILL);
     pthread_mutex_unlock(&l->lock);
     if (!hit) return false;
     atomic_fetch_add(&l->sigkills, 1);
@@ -1064,7 +987,7 @@ bool dcr_role_launcher_kill_node(dcr_role_launcher_t *l, int node, int pid, int 
      * (GONE or RESTARTING); a restart replaces the child's entry. */
     for (int waited = 0; waited < wait_ms; waited++) {
         pthread_mutex_lock(&l->lock);
-        bool seen = c->pid != (pid_t)pid || c->gone_reported;
+        bool seen = c->proc.pid != (pid_t)pid || c->gone_reported;
         pthread_mutex_unlock(&l->lock);
         if (seen) break;
         nap_ns(1000000L);
@@ -1091,11 +1014,11 @@ dcr_status_t dcr_role_launcher_join(dcr_role_launcher_t *l)
     if (st == DCR_OK) l->join_started = true;
     pthread_mutex_unlock(&l->lock);
     if (st != DCR_OK) {
-        l->nodes[l->join_node].reaped = true;
+        l->nodes[l->join_node].proc.reaped = true;
         return st;
     }
     DCR_LOG_INFO("rollout-node %d joins: started as pid %d", l->join_node,
-                 (int)l->nodes[l->join_node].pid);
+                 (int)l->nodes[l->join_node].proc.pid);
     return DCR_OK;
 }
 

@@ -14,6 +14,7 @@
 
 #include <sys/types.h>
 
+#include "dcr/spawn.h"
 /* bench.h for dcr_bench_processes_t only: the launcher's hooks are what
  * dcr_bench_run calls (dcr bench --processes and dcr faults --processes run
  * a bench over the processes it starts); the roles themselves take the run
@@ -155,12 +156,14 @@ struct json_t *dcr_role_launcher_memory_json(const dcr_role_launcher_t *l);
 /* The hooks dcr_bench_run calls (valid while the launcher lives). */
 const dcr_bench_processes_t *dcr_role_launcher_hooks(dcr_role_launcher_t *l);
 
-/* A guardian process: /bin/sh with sh_argv, its stdin the read end of a
- * pipe whose write end is *fd_p (close-on-exec), so that it reads EOF once
- * this process has ended, however it ended; it leaves our process group and
- * ignores INT, TERM, HUP and QUIT so that it outlives what ended us. `what`
- * names it in errors. */
-dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, pid_t *pid_p,
+/* A guardian process: /bin/sh with sh_argv (a fixed script; whatever it
+ * is given comes as positional parameters, never as script text), its stdin
+ * the read end of a pipe whose write end is *fd_p (close-on-exec), so that
+ * it reads EOF once this process has ended, however it ended; it leaves our
+ * session and ignores INT, TERM, HUP and QUIT so that it outlives what ended
+ * us (dcr_spawn_options_t.detach). `what` names it in errors. *p is the
+ * process, for dcr_process_wait. */
+dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, dcr_process_t *p,
                                      int *fd_p);
 
 #endif

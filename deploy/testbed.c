@@ -19,6 +19,7 @@
 #include "dcr/clock.h"
 #include "dcr/log.h"
 #include "dcr/objstore.h"
+#include "dcr/spawn.h"
 
 #define MAX_OUT (1 << 20) /* what a script command prints: a JSON array at most */
 
@@ -28,11 +29,11 @@ struct dcr_testbed {
     char id[16];
     char control[128], s3[128], store[64], subnet[64], state[PATH_MAX];
     bool up;
-    pid_t watcher;
-    int watcher_fd;      /* write end: "d" then EOF (down done), or EOF alone */
-    int home_fd;         /* the network namespace we came from (dcr_testbed_enter_services) */
-    json_t *reference;   /* dcr_testbed_reference's figures; NULL before it ran */
-    json_t *store_costs; /* dcr_testbed_probe_store's figures; NULL before it ran */
+    dcr_process_t watcher; /* pid -1 before it started */
+    int watcher_fd;        /* write end: "d" then EOF (down done), or EOF alone */
+    int home_fd;           /* the network namespace we came from (dcr_testbed_enter_services) */
+    json_t *reference;     /* dcr_testbed_reference's figures; NULL before it ran */
+    json_t *store_costs;   /* dcr_testbed_probe_store's figures; NULL before it ran */
     /* Each host's eth0 byte counters (rx, tx) when the reference ended, in
      * the order of host_name; NULL before it ran (dcr_testbed_json). */
     int64_t *mark;
@@ -89,44 +90,28 @@ static dcr_status_t find_script(char *out, size_t cap)
                          dir, DCR_SCRIPTS_INSTALL_REL);
 }
 
-/* `bash SCRIPT args...`: its exit status (-1: it could not run), its stdout
- * into *out_p (malloc'd, NUL-terminated) when out_p is not NULL, else to our
- * stderr; its stderr is ours (the script's one-line errors reach the user as they are). */
+/* `bash SCRIPT args...` (dcr/spawn.h: an argument vector): its exit status
+ * (-1: it could not run, the error line set), its stdout into *out_p
+ * (malloc'd, NUL-terminated, at most MAX_OUT - 1 bytes) when out_p is not
+ * NULL, else to our stderr; its stderr is ours (the script's one-line
+ * errors reach the user as they are). */
 static int run_script(const dcr_testbed_t *t, const char *const *args, char **out_p)
 {
-    int fds[2] = {-1, -1};
-    if (out_p && pipe2(fds, O_CLOEXEC) != 0) return -1;
     char *argv[16] = {"bash", (char *)t->script};
     int n = 2;
     for (; args[n - 2] && n < 15; n++) argv[n] = (char *)args[n - 2];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Our stdout carries the results (--json): its own lines go to stderr. */
-        dup2(out_p ? fds[1] : 2, 1);
-        execv("/bin/bash", argv);
-        _exit(127);
-    }
-    if (out_p) close(fds[1]);
-    if (pid < 0) {
-        if (out_p) close(fds[0]);
+    /* Our stdout carries the results (--json): its own lines go to stderr. */
+    dcr_spawn_options_t o = {
+        .exe = "/bin/bash", .what = "scripts/testbed.sh", .out = {DCR_SPAWN_STDERR}};
+    char *buf = out_p ? malloc(MAX_OUT) : NULL;
+    int status = 0;
+    if (out_p && !buf) return -1;
+    if (dcr_spawn_run(&o, argv, buf, MAX_OUT, &status) != DCR_OK) {
+        free(buf);
         return -1;
     }
-    if (out_p) {
-        char *buf = malloc(MAX_OUT);
-        size_t used = 0;
-        ssize_t r;
-        while (
-            buf && used < MAX_OUT - 1 &&
-            ((r = read(fds[0], buf + used, MAX_OUT - 1 - used)) > 0 || (r < 0 && errno == EINTR)))
-            if (r > 0) used += (size_t)r;
-        if (buf) buf[used] = '\0';
-        close(fds[0]);
-        *out_p = buf;
-    }
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    if (out_p) *out_p = buf;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
@@ -238,6 +223,7 @@ dcr_status_t dcr_testbed_up(const dcr_testbed_config_t *cfg, dcr_testbed_t **out
     if (!t) return dcr_error_set(DCR_ENOMEM, "testbed");
     t->cfg = *cfg;
     t->watcher_fd = -1;
+    t->watcher.pid = -1;
     t->home_fd = -1;
     snprintf(t->id, sizeof(t->id), "%d", cfg->id);
     dcr_status_t st = find_script(t->script, sizeof(t->script));
@@ -307,7 +293,7 @@ void dcr_testbed_destroy(dcr_testbed_t *t)
             DCR_LOG_WARN("testbed: watcher pipe: %s", strerror(errno));
     }
     if (t->watcher_fd >= 0) close(t->watcher_fd);
-    if (t->watcher > 0) waitpid(t->watcher, NULL, 0);
+    if (t->watcher.pid > 0) dcr_process_wait(&t->watcher, -1);
     json_decref(t->reference);
     json_decref(t->store_costs);
     free(t->mark);
@@ -468,12 +454,15 @@ static dcr_status_t link_counters(const dcr_testbed_t *t, const char *host, int6
 {
     char ns[64], cmd[160], text[8192];
     host_netns(t, host, ns, sizeof(ns));
+    char *argv[] = {"ip", "-n", ns, "-s", "-j", "link", "show", "dev", "eth0", NULL};
     snprintf(cmd, sizeof(cmd), "ip -n %s -s -j link show dev eth0", ns);
-    FILE *p = popen(cmd, "r");
-    if (!p) return dcr_error_set(DCR_EIO, "testbed: cannot run '%s': %s", cmd, strerror(errno));
-    size_t n = fread(text, 1, sizeof(text) - 1, p);
-    text[n] = 0;
-    int rc = pclose(p);
+    int status = 0;
+    dcr_status_t st = dcr_spawn_run(NULL, argv, text, sizeof(text), &status);
+    if (st != DCR_OK) {
+        dcr_error_prefix("testbed: ");
+        return st;
+    }
+    int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     json_error_t e;
     json_t *j = rc == 0 ? json_loads(text, 0, &e) : NULL;
     json_int_t rx = -1, tx = -1;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "dcr/outpath.h"
+#include "dcr/spawn.h"
 #include "workloads/harness/gnuplot_text.h"
 
 #if defined(__x86_64__)
@@ -91,36 +92,34 @@ static int dcr__no_new_processes(void)
 #endif
 }
 
+/* The child's last step before exec (dcr_spawn_options_t.before_exec):
+ * the filter, or a line in gnuplot.log (its stderr by then) saying there is
+ * none. Async-signal-safe. */
+static int dcr__gnuplot_confine(void *arg)
+{
+    (void)arg;
+    if (dcr__no_new_processes() != 0) {
+        static const char warn[] = "dcr: no seccomp filter here; gnuplot runs with its "
+                                   "shell escape (labels are whitelisted)\n";
+        ssize_t n = write(2, warn, sizeof warn - 1);
+        (void)n;
+    }
+    return 0;
+}
+
 dcr_status_t dcr_gnuplot_run(const char *gnuplot, const char *dir, const char *script)
 {
-    fflush(NULL);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) return dcr_error_set(DCR_EIO, "fork for gnuplot: %s", strerror(errno));
-    if (pid == 0) {
-        /* gnuplot dies with dcr (the setting survives exec); checked after
-         * setting it, since the parent may already be gone. */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(126);
-        if (chdir(dir) != 0) _exit(126);
-        int fd = open("gnuplot.log", O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        if (dcr__no_new_processes() != 0) {
-            static const char warn[] = "dcr: no seccomp filter here; gnuplot runs with its "
-                                       "shell escape (labels are whitelisted)\n";
-            ssize_t n = write(2, warn, sizeof warn - 1);
-            (void)n;
-        }
-        execl(gnuplot, gnuplot, script, (char *)NULL);
-        _exit(127);
-    }
+    char *argv[] = {(char *)gnuplot, (char *)script, NULL};
+    /* gnuplot dies with dcr; it runs inside dir, its output in gnuplot.log there. */
+    dcr_spawn_options_t o = {.what = "gnuplot",
+                             .cwd = dir,
+                             .out = {DCR_SPAWN_FILE, -1, "gnuplot.log"},
+                             .err = {DCR_SPAWN_STDOUT},
+                             .deathsig = SIGKILL,
+                             .before_exec = dcr__gnuplot_confine};
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return dcr_error_set(DCR_EIO, "waiting for gnuplot: %s", strerror(errno));
+    fflush(NULL); /* what we wrote for it (the scripts) is on disk */
+    DCR_CHECK(dcr_spawn_run(&o, argv, NULL, 0, &status));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return dcr_error_set(DCR_EIO, "gnuplot failed on %s (status %d)", script,
                              WIFEXITED(status) ? WEXITSTATUS(status) : -1);

@@ -2,6 +2,8 @@
 #include "sim/validate.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "dcr/log.h"
+#include "dcr/spawn.h"
 #include "sim/calibrate.h"
 
 /* The engine's object store polls its prefix every 1 ms after something new
@@ -195,27 +198,82 @@ static const char *dcr__exact(double v, char buf[32])
     return buf;
 }
 
-dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap)
+/* Appends one argument (copied into a's buffer). */
+static dcr_status_t dcr__arg(dcr_sim_bench_argv_t *a, size_t *used, const char *text)
+{
+    size_t n = strlen(text) + 1;
+    if (*used + n > sizeof(a->buf) || a->argc + 1 >= DCR_SIM_BENCH_ARGV_MAX)
+        return dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
+                             sizeof(a->buf));
+    memcpy(a->buf + *used, text, n);
+    a->argv[a->argc++] = a->buf + *used;
+    a->argv[a->argc] = NULL;
+    *used += n;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__flag_int(dcr_sim_bench_argv_t *a, size_t *used, const char *flag, int v)
+{
+    char text[32];
+    snprintf(text, sizeof(text), "%d", v);
+    DCR_CHECK(dcr__arg(a, used, flag));
+    return dcr__arg(a, used, text);
+}
+
+static dcr_status_t dcr__flag_str(dcr_sim_bench_argv_t *a, size_t *used, const char *flag,
+                                  const char *v)
+{
+    DCR_CHECK(dcr__arg(a, used, flag));
+    return dcr__arg(a, used, v);
+}
+
+dcr_status_t dcr_sim_bench_argv(const dcr_bench_config_t *c, dcr_sim_bench_argv_t *out_p)
 {
     const dcr_scenario_spec_t *sc = &c->run.scenario;
-    char rate[32], cross[32], flow[32], latency[32];
-    int n =
-        snprintf(buf, cap,
-                 "--model %s --scale %d --layers %d --train-nodes %d --gpus-per-node %d --tp %d "
-                 "--rollout-nodes %d --receivers-per-node %d --serve-tp %d --transport %s "
-                 "--change-rate %s --link-gbps %s --flow-gbps %s --latency-ms %s "
-                 "--warmup %d --refits %d%s",
-                 sc->model, sc->scale, sc->layers, sc->train.nodes, sc->train.gpus_per_node,
-                 sc->train.tp, c->run.serve.nodes,
-                 c->run.serve.gpus_per_node ? c->run.serve.gpus_per_node : c->run.serve.tp,
-                 c->run.serve.tp, c->run.transport, dcr__exact(c->run.change_rate, rate),
-                 dcr__exact(c->run.link.cross_gbps, cross), dcr__exact(c->run.link.flow_gbps, flow),
-                 dcr__exact(c->run.link.latency_ms, latency), c->warmup, c->refits,
-                 c->verify ? "" : " --no-verify");
-    if (n < 0 || (size_t)n >= cap)
-        return dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
-                             cap);
+    char num[32];
+    size_t used = 0;
+    out_p->argc = 0;
+    out_p->argv[0] = NULL;
+    dcr_sim_bench_argv_t *a = out_p;
+    DCR_CHECK(dcr__flag_str(a, &used, "--model", sc->model));
+    DCR_CHECK(dcr__flag_int(a, &used, "--scale", sc->scale));
+    DCR_CHECK(dcr__flag_int(a, &used, "--layers", sc->layers));
+    DCR_CHECK(dcr__flag_int(a, &used, "--train-nodes", sc->train.nodes));
+    DCR_CHECK(dcr__flag_int(a, &used, "--gpus-per-node", sc->train.gpus_per_node));
+    DCR_CHECK(dcr__flag_int(a, &used, "--tp", sc->train.tp));
+    DCR_CHECK(dcr__flag_int(a, &used, "--rollout-nodes", c->run.serve.nodes));
+    DCR_CHECK(
+        dcr__flag_int(a, &used, "--receivers-per-node",
+                      c->run.serve.gpus_per_node ? c->run.serve.gpus_per_node : c->run.serve.tp));
+    DCR_CHECK(dcr__flag_int(a, &used, "--serve-tp", c->run.serve.tp));
+    DCR_CHECK(dcr__flag_str(a, &used, "--transport", c->run.transport));
+    DCR_CHECK(dcr__flag_str(a, &used, "--change-rate", dcr__exact(c->run.change_rate, num)));
+    DCR_CHECK(dcr__flag_str(a, &used, "--link-gbps", dcr__exact(c->run.link.cross_gbps, num)));
+    DCR_CHECK(dcr__flag_str(a, &used, "--flow-gbps", dcr__exact(c->run.link.flow_gbps, num)));
+    DCR_CHECK(dcr__flag_str(a, &used, "--latency-ms", dcr__exact(c->run.link.latency_ms, num)));
+    DCR_CHECK(dcr__flag_int(a, &used, "--warmup", c->warmup));
+    DCR_CHECK(dcr__flag_int(a, &used, "--refits", c->refits));
+    if (!c->verify) DCR_CHECK(dcr__arg(a, &used, "--no-verify"));
     return DCR_OK;
+}
+
+dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t cap)
+{
+    dcr_sim_bench_argv_t *a = malloc(sizeof(*a));
+    if (!a) return dcr_error_set(DCR_ENOMEM, "validation: bench flags");
+    dcr_status_t st = dcr_sim_bench_argv(c, a);
+    size_t used = 0;
+    for (int i = 0; st == DCR_OK && i < a->argc; i++) {
+        int n = snprintf(buf + used, cap - used, "%s%s", i ? " " : "", a->argv[i]);
+        if (n < 0 || (size_t)n >= cap - used)
+            st = dcr_error_set(DCR_EINVAL, "validation: the bench flags need more than %zu bytes",
+                               cap);
+        else
+            used += (size_t)n;
+    }
+    if (st == DCR_OK && a->argc == 0 && cap > 0) buf[0] = '\0';
+    free(a);
+    return st;
 }
 
 void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
@@ -228,11 +286,15 @@ void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
     *name_p = "testbed: qwen3-30b objstore 3%, 2+2 hosts";
 }
 
-/* Runs a shell command; its exit status (-1: it did not run or was killed). */
-static int dcr__system(const char *cmd)
+/* Runs argv (no shell) with no input and its output discarded; its exit
+ * status (-1: it could not run or was killed). */
+static int dcr__run_quiet(char *const *argv)
 {
-    int st = system(cmd);
-    return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    dcr_spawn_options_t o = {
+        .in = {DCR_SPAWN_DEVNULL}, .out = {DCR_SPAWN_DEVNULL}, .err = {DCR_SPAWN_DEVNULL}};
+    int status = 0;
+    if (dcr_spawn_run(&o, argv, NULL, 0, &status) != DCR_OK) return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 bool dcr_sim_testbed_usable(int id, char *why, size_t cap)
@@ -241,12 +303,15 @@ bool dcr_sim_testbed_usable(int id, char *why, size_t cap)
         snprintf(why, cap, "not root (network namespaces and tc need CAP_NET_ADMIN)");
         return false;
     }
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd),
-             "ip netns add dcrtb-%d-probe >/dev/null 2>&1 && ip netns exec dcrtb-%d-probe true "
-             ">/dev/null 2>&1; rc=$?; ip netns del dcrtb-%d-probe >/dev/null 2>&1; exit $rc",
-             id, id, id);
-    if (dcr__system(cmd) != 0) {
+    char ns[64];
+    snprintf(ns, sizeof(ns), "dcrtb-%d-probe", id);
+    char *add[] = {"ip", "netns", "add", ns, NULL};
+    char *enter[] = {"ip", "netns", "exec", ns, "true", NULL};
+    char *del[] = {"ip", "netns", "del", ns, NULL};
+    int rc = dcr__run_quiet(add);
+    if (rc == 0) rc = dcr__run_quiet(enter);
+    dcr__run_quiet(del);
+    if (rc != 0) {
         snprintf(why, cap, "cannot create and enter a network namespace (ip netns add/exec)");
         return false;
     }
@@ -379,42 +444,99 @@ static void *dcr__store_watch(void *arg)
     return NULL;
 }
 
+/* The last line of what fd holds (read from its start), without its newline. */
+static void dcr__last_line(int fd, char *tail, size_t cap)
+{
+    tail[0] = '\0';
+    FILE *f = lseek(fd, 0, SEEK_SET) == 0 ? fdopen(dup(fd), "r") : NULL;
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof(line), f)) snprintf(tail, cap, "%s", line);
+    fclose(f);
+    tail[strcspn(tail, "\n")] = '\0';
+}
+
+/* `cli bench --testbed netns --testbed-id ID --json FLAGS...` as an argument
+ * vector (no shell: the flags arrive as the bytes dcr_sim_bench_argv made). */
+static char **dcr__testbed_argv(const char *cli, const char *id, const dcr_sim_bench_argv_t *a)
+{
+    char *head[] = {(char *)cli,    "bench",    "--testbed", "netns",
+                    "--testbed-id", (char *)id, "--json"};
+    int nhead = (int)(sizeof(head) / sizeof(head[0]));
+    char **argv = calloc((size_t)(nhead + a->argc + 1), sizeof(char *));
+    if (!argv) return NULL;
+    memcpy(argv, head, sizeof(head));
+    for (int i = 0; i < a->argc; i++) argv[nhead + i] = a->argv[i];
+    return argv;
+}
+
+/* Runs the testbed bench while w samples the store: its JSON in *j_p (NULL
+ * when it printed none), its exit status (-1: killed), its last stderr line
+ * in tail. */
+static dcr_status_t dcr__run_testbed_bench(const char *cli, const dcr_bench_config_t *bench,
+                                           dcr__store_watch_t *w, json_t **j_p, int *rc_p,
+                                           char *tail, size_t cap)
+{
+    char idtext[16], errpath[] = "/tmp/dcr-sim-testbed-XXXXXX";
+    snprintf(idtext, sizeof(idtext), "%d", w->id);
+    dcr_sim_bench_argv_t *a = malloc(sizeof(*a));
+    char **argv = NULL;
+    int errfd = -1;
+    dcr_status_t st = a ? dcr_sim_bench_argv(bench, a) : dcr_error_set(DCR_ENOMEM, "bench flags");
+    if (st == DCR_OK && !(argv = dcr__testbed_argv(cli, idtext, a)))
+        st = dcr_error_set(DCR_ENOMEM, "bench arguments");
+    /* Its stderr goes to an unnamed file: read back for the error line. */
+    if (st == DCR_OK && (errfd = mkostemp(errpath, O_CLOEXEC)) < 0)
+        st = dcr_error_set(DCR_EIO, "validation: %s: %s", errpath, strerror(errno));
+    if (errfd >= 0) unlink(errpath);
+    dcr_process_t p;
+    dcr_spawn_options_t o = {.what = cli, .out = {DCR_SPAWN_PIPE}, .err = {DCR_SPAWN_FD, errfd}};
+    if (st == DCR_OK) {
+        char flags[DCR_SIM_BENCH_ARGS_MAX];
+        if (dcr_sim_bench_args(bench, flags, sizeof(flags)) == DCR_OK)
+            DCR_LOG_INFO("validation: %s bench --testbed netns --testbed-id %d --json %s", cli,
+                         w->id, flags);
+        st = dcr_spawn(&o, argv, &p);
+    }
+    free(argv);
+    free(a);
+    if (st != DCR_OK) {
+        if (errfd >= 0) close(errfd);
+        return st;
+    }
+    pthread_t watcher;
+    bool watching = pthread_create(&watcher, NULL, dcr__store_watch, w) == 0;
+    FILE *out = fdopen(p.out_fd, "r");
+    json_error_t je;
+    *j_p = out ? json_loadf(out, 0, &je) : NULL;
+    if (out) {
+        fclose(out);
+        p.out_fd = -1;
+    }
+    dcr_process_wait(&p, -1);
+    dcr_process_close(&p);
+    w->stop = true;
+    if (watching) pthread_join(watcher, NULL);
+    *rc_p = WIFEXITED(p.status) ? WEXITSTATUS(p.status) : -1;
+    dcr__last_line(errfd, tail, cap);
+    close(errfd);
+    return DCR_OK;
+}
+
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
                                       const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p)
 {
-    char err[64], args[DCR_SIM_BENCH_ARGS_MAX], cmd[2048 + DCR_SIM_BENCH_ARGS_MAX];
-    DCR_CHECK(dcr_sim_bench_args(bench, args, sizeof(args)));
-    snprintf(err, sizeof(err), "/tmp/dcr-sim-testbed-%d.err", (int)getpid());
-    snprintf(cmd, sizeof(cmd), "'%s' bench --testbed netns --testbed-id %d --json %s 2>%s", cli, id,
-             args, err);
-    DCR_LOG_INFO("validation: %s", cmd);
-    FILE *p = popen(cmd, "r");
-    if (!p) return dcr_error_set(DCR_EIO, "validation: cannot run %s", cli);
+    json_t *j = NULL;
+    int rc = -1;
+    char tail[512] = "";
     dcr__store_watch_t watch = {.id = id};
-    pthread_t watcher;
-    bool watching = pthread_create(&watcher, NULL, dcr__store_watch, &watch) == 0;
-    json_error_t je;
-    json_t *j = json_loadf(p, 0, &je);
-    int st = pclose(p);
-    watch.stop = true;
-    if (watching) pthread_join(watcher, NULL);
-    int rc = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    DCR_CHECK(dcr__run_testbed_bench(cli, bench, &watch, &j, &rc, tail, sizeof(tail)));
     if (rc != 0 || !j) {
         json_decref(j);
-        char tail[512] = "";
-        FILE *f = fopen(err, "r");
-        if (f) {
-            char line[512];
-            while (fgets(line, sizeof(line), f)) snprintf(tail, sizeof(tail), "%s", line);
-            fclose(f);
-        }
-        tail[strcspn(tail, "\n")] = '\0';
-        unlink(err);
         return dcr_error_set(DCR_EIO, "validation: dcr bench --testbed netns exited %d: %s", rc,
                              tail);
     }
-    unlink(err);
     dcr_sim_validation_row_t row;
     memset(&row, 0, sizeof(row));
     dcr_sim_spec_t spec;

@@ -68,7 +68,22 @@ void dcr_sim_testbed_case(int i, dcr_bench_config_t *cfg_p, const char **name_p)
 /* Room for dcr_sim_bench_args's flags, terminator included. */
 #define DCR_SIM_BENCH_ARGS_MAX 512
 
-/* The `dcr bench` flags that run configuration c: every field a validation
+/* The `dcr bench` flags of a configuration as an argument vector: the
+ * strings live in buf, argv is NULL-terminated after argc entries. */
+#define DCR_SIM_BENCH_ARGV_MAX 48
+typedef struct dcr_sim_bench_argv {
+    char buf[DCR_SIM_BENCH_ARGS_MAX];
+    char *argv[DCR_SIM_BENCH_ARGV_MAX];
+    int argc;
+} dcr_sim_bench_argv_t;
+
+/* The `dcr bench` flags that run configuration c, one argument each (the
+ * form a child process is started with: no shell ever reads them). The
+ * same flags as dcr_sim_bench_args. DCR_EINVAL when they do not fit. */
+dcr_status_t dcr_sim_bench_argv(const dcr_bench_config_t *c, dcr_sim_bench_argv_t *out_p);
+
+/* The `dcr bench` flags that run configuration c, for people to read (the
+ * arguments of dcr_sim_bench_argv joined by spaces): every field a validation
  * case sets, written out explicitly (model, scale, layers, training nodes,
  * GPUs per node and TP, rollout nodes, receivers per node, serving TP,
  * transport, change rate, cross-cluster and per-flow Gbps, latency, warm-up
@@ -82,17 +97,18 @@ dcr_status_t dcr_sim_bench_args(const dcr_bench_config_t *c, char *buf, size_t c
  * reason, one line, in why. */
 bool dcr_sim_testbed_usable(int id, char *why, size_t cap);
 
+/* A process's time on a CPU and runnable but waiting for one
+ * (/proc/PID/schedstat) and its age, in seconds. */
+dcr_status_t dcr_sim_proc_sched(int pid, double *run_s_p, double *wait_s_p, double *life_s_p);
+
 /* One testbed case: runs `cli bench --testbed netns --testbed-id id --json
- * <dcr_sim_bench_args(bench)>` (its roles are processes, so the measurement is a child process),
+ * <dcr_sim_bench_argv(bench)>` as an argument vector (dcr/spawn.h: no
+ * shell; its roles are processes, so the measurement is a child process),
  * then simulates bench with the testbed's links and, as the store, the
  * per-request costs that run measured on the testbed before its refits
  * (testbed.store: put_ms after a PUT's bytes, get_ms as the store's latency
  * per request, list_ms plus the engine's poll as the delay before a
  * listing sees a payload). */
-/* A process's time on a CPU and runnable but waiting for one
- * (/proc/PID/schedstat) and its age, in seconds. */
-dcr_status_t dcr_sim_proc_sched(int pid, double *run_s_p, double *wait_s_p, double *life_s_p);
-
 dcr_status_t dcr_sim_validate_testbed(const char *cli, int id, const dcr_bench_config_t *bench,
                                       const dcr_sim_calibration_t *cal,
                                       dcr_sim_validation_row_t *out_p);

@@ -16,11 +16,13 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
 #include "sim/calibrate.h"
+#include "dcr/spawn.h"
 #include "sim/validate.h"
 
 static void test_validate_default_bench(void **state)
@@ -58,22 +60,39 @@ static double config_num(const json_t *config, const char *key)
     return json_number_value(v);
 }
 
-/* Runs `dcr bench <the flags of cfg> --json` and checks that the
- * configuration it reports is cfg: dcr bench itself, which parses the flags
- * and prints what it ran, is the oracle of the rendering. */
+/* Runs `dcr bench <the flags of cfg> --json` (the argument vector the
+ * testbed cases start, no shell) and checks that the configuration it
+ * reports is cfg: dcr bench itself, which parses the flags and prints what
+ * it ran, is the oracle of the rendering. The readable form is the same
+ * arguments joined by spaces. */
 static void assert_flags_run(const char *name, const dcr_bench_config_t *cfg)
 {
-    char args[DCR_SIM_BENCH_ARGS_MAX], cmd[DCR_SIM_BENCH_ARGS_MAX + 1200];
+    char args[DCR_SIM_BENCH_ARGS_MAX], joined[DCR_SIM_BENCH_ARGS_MAX] = "";
+    dcr_sim_bench_argv_t a;
     assert_int_equal(dcr_sim_bench_args(cfg, args, sizeof(args)), DCR_OK);
+    assert_int_equal(dcr_sim_bench_argv(cfg, &a), DCR_OK);
+    assert_null(a.argv[a.argc]);
+    for (int i = 0; i < a.argc; i++) {
+        if (i) strcat(joined, " ");
+        strcat(joined, a.argv[i]);
+    }
+    assert_string_equal(joined, args);
     const char *cli = getenv("DCR_CLI");
-    snprintf(cmd, sizeof(cmd), "'%s' bench %s --json 2>/dev/null", cli && *cli ? cli : DCR_CLI_PATH,
-             args);
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
+    char *argv[DCR_SIM_BENCH_ARGV_MAX + 4] = {(char *)(cli && *cli ? cli : DCR_CLI_PATH), "bench"};
+    for (int i = 0; i < a.argc; i++) argv[2 + i] = a.argv[i];
+    argv[2 + a.argc] = "--json";
+    dcr_spawn_options_t o = {.out = {DCR_SPAWN_PIPE}, .err = {DCR_SPAWN_DEVNULL}};
+    dcr_process_t p;
+    assert_int_equal(dcr_spawn(&o, argv, &p), DCR_OK);
+    FILE *out = fdopen(p.out_fd, "r");
+    assert_non_null(out);
+    p.out_fd = -1;
     json_error_t je;
-    json_t *j = json_loadf(p, 0, &je);
-    int st = pclose(p);
-    if (!j || st != 0) fail_msg("%s: %s exited %d", name, cmd, st);
+    json_t *j = json_loadf(out, 0, &je);
+    fclose(out);
+    assert_int_equal(dcr_process_wait(&p, -1), DCR_OK);
+    int st = p.status;
+    if (!j || st != 0) fail_msg("%s: dcr bench %s exited %d", name, args, st);
     const json_t *c = json_object_get(j, "config");
     assert_non_null(c);
     assert_string_equal(json_string_value(json_object_get(c, "model")), cfg->run.scenario.model);

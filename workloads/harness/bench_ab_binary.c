@@ -12,16 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/pidfd.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "dcr/clock.h"
 #include "dcr/log.h"
+#include "dcr/spawn.h"
 #include "workloads/harness/bench_ab.h"
 #include "workloads/harness/bench_ab_wire.h"
 #include "workloads/harness/interrupt.h"
@@ -40,77 +38,36 @@ dcr_status_t dcr_bench_exec_check(const char *flag, const char *path, char *reso
     size_t n = path ? strlen(path) : 0;
     if (n == 0 || n >= PATH_MAX)
         return dcr_error_set(DCR_EINVAL, "%s: expected the path of a dcr binary", flag);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)path[i] < 0x20 || path[i] == 0x7f)
-            return dcr_error_set(DCR_EINVAL, "%s: the path holds a control character", flag);
-    char real[PATH_MAX];
-    struct stat st;
-    if (!realpath(path, real) || stat(real, &st) != 0)
-        return dcr_error_set(DCR_ENOTFOUND, "%s %s: %s", flag, path, strerror(errno));
-    if (!S_ISREG(st.st_mode))
-        return dcr_error_set(DCR_EINVAL, "%s %s: not a regular file", flag, path);
-    if (access(real, X_OK) != 0)
-        return dcr_error_set(DCR_EINVAL, "%s %s: not executable (%s)", flag, path, strerror(errno));
-    if (strlen(real) >= cap) return dcr_error_set(DCR_EINVAL, "%s %s: path too long", flag, path);
-    memcpy(resolved, real, strlen(real) + 1);
-    return DCR_OK;
+    /* The flag names a file, never a program on PATH. */
+    char rel[PATH_MAX + 2];
+    if (!strchr(path, '/')) snprintf(rel, sizeof(rel), "./%s", path);
+    return dcr_spawn_resolve(flag, strchr(path, '/') ? path : rel, resolved, cap);
 }
 
-/* Starts exe with argv (no shell), its stdin /dev/null, its stdout and
- * stderr into *out_fd_p, and sock (when >= 0) as its descriptor WORKER_FD.
- * It dies with this process. */
-static dcr_status_t spawn(const char *exe, char *const *argv, int sock, pid_t *pid_p, int *out_fd_p)
+/* Starts exe with argv (dcr/spawn.h: no shell), its stdin /dev/null, its
+ * stdout and stderr into p->out_fd, and sock (when >= 0) as its descriptor
+ * WORKER_FD. It dies with this process. */
+static dcr_status_t spawn(const char *exe, char *const *argv, int sock, dcr_process_t *p)
 {
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) return dcr_error_set(DCR_EIO, "pipe: %s", strerror(errno));
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* Only async-signal-safe calls until exec. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(127);
-        int null = open("/dev/null", O_RDONLY);
-        if (null < 0 || dup2(null, 0) < 0 || dup2(out[1], 1) < 0 || dup2(out[1], 2) < 0) _exit(127);
-        /* dup2 onto itself keeps close-on-exec: clear it by hand then. */
-        if (sock >= 0 && (sock == WORKER_FD ? fcntl(sock, F_SETFD, 0) : dup2(sock, WORKER_FD)) < 0)
-            _exit(127);
-        execv(exe, argv);
-        static const char msg[] = "cannot execute the binary\n";
-        ssize_t ignored = write(2, msg, sizeof(msg) - 1);
-        (void)ignored;
-        _exit(127);
-    }
-    close(out[1]);
-    if (pid < 0) {
-        close(out[0]);
-        return dcr_error_set(DCR_EIO, "cannot start %s: %s", exe, strerror(errno));
-    }
-    *pid_p = pid;
-    *out_fd_p = out[0];
-    return DCR_OK;
+    dcr_spawn_keep_t keep = {sock, WORKER_FD};
+    dcr_spawn_options_t o = {.exe = exe,
+                             .in = {DCR_SPAWN_DEVNULL},
+                             .out = {DCR_SPAWN_PIPE},
+                             .err = {DCR_SPAWN_STDOUT},
+                             .keep = &keep,
+                             .nkeep = sock >= 0,
+                             .deathsig = SIGKILL,
+                             .pidfd = true};
+    return dcr_spawn(&o, argv, p);
 }
 
-/* Waits up to ms for pid, then kills it; its exit described in how. */
-static void reap(pid_t pid, int ms, char *how, size_t cap)
+/* Waits up to ms for p, then kills it; its exit described in how. */
+static void reap(dcr_process_t *p, int ms, char *how, size_t cap)
 {
-    int status = 0;
-    pid_t got = 0;
-    for (int waited = 0; (got = waitpid(pid, &status, WNOHANG)) == 0 && waited < ms; waited += 10) {
-        struct timespec ts = {0, 10000000L};
-        nanosleep(&ts, NULL);
-    }
-    if (got == 0) {
-        kill(pid, SIGKILL);
-        got = waitpid(pid, &status, 0);
-        snprintf(how, cap, "did not exit, killed");
-        return;
-    }
-    if (got < 0)
-        snprintf(how, cap, "gone");
-    else if (WIFSIGNALED(status))
-        snprintf(how, cap, "killed by signal %d", WTERMSIG(status));
+    if (dcr_process_stop(p, 0, ms))
+        dcr_process_describe(p->status, how, cap);
     else
-        snprintf(how, cap, "exited with status %d", WEXITSTATUS(status));
+        snprintf(how, cap, "did not exit, killed");
 }
 
 /* ---- --version ----------------------------------------------------------- */
@@ -157,15 +114,14 @@ static bool version_line_ok(const char *text)
 dcr_status_t dcr_bench_binary_version(const char *exe, char *out, size_t cap)
 {
     char *argv[] = {(char *)exe, "--version", NULL};
-    pid_t pid;
-    int fd;
-    DCR_CHECK(spawn(exe, argv, -1, &pid, &fd));
+    dcr_process_t p;
+    DCR_CHECK(spawn(exe, argv, -1, &p));
     char text[4 * VERSION_MAX];
     bool over = false;
-    read_all(fd, text, sizeof(text), dcr_clock_ns() + VERSION_TIMEOUT_MS * 1000000ull, &over);
-    close(fd);
+    read_all(p.out_fd, text, sizeof(text), dcr_clock_ns() + VERSION_TIMEOUT_MS * 1000000ull, &over);
     char how[64];
-    reap(pid, EXIT_WAIT_MS, how, sizeof(how));
+    reap(&p, EXIT_WAIT_MS, how, sizeof(how));
+    dcr_process_close(&p);
     if (strcmp(how, "exited with status 0"))
         return dcr_error_set(DCR_EINVAL, "%s is not a dcr binary: --version %s", exe, how);
     if (over || !version_line_ok(text))
@@ -185,15 +141,15 @@ typedef struct binary_side {
     dcr_bench_side_t base;
     dcr_bench_binary_config_t cfg;
     char name[256]; /* cfg.name, escaped, for error lines */
-    pid_t pid;
+    /* Its stdout and stderr come on proc.out_fd; proc.pidfd is readable
+     * once it has ended (-1 where the kernel has no pidfd). */
+    dcr_process_t proc;
     bool running;
     int sock;
-    int pidfd; /* readable once the worker has ended; -1 where pidfd_open fails */
     dcr__ab_reader_t *in;
     json_t *config; /* the worker's, once ready */
-    /* Its stdout and stderr, read by a thread: forwarded at log level info
-     * and above, the last line kept for the error of a failed side. */
-    int out_fd;
+    /* Its output, read by a thread: forwarded at log level info and above,
+     * the last line kept for the error of a failed side. */
     pthread_t reader;
     bool reading;
     int stop[2];         /* written to end the reader (a process the worker left may hold
@@ -209,7 +165,7 @@ static void *output_main(void *arg)
     dcr__ab_reader_t *r = calloc(1, sizeof(*r));
     char *line = NULL;
     if (!r) return NULL;
-    dcr__ab_reader_init(r, s->out_fd);
+    dcr__ab_reader_init(r, s->proc.out_fd);
     for (;;) {
         dcr_status_t st = dcr__ab_read_line(r, -1, s->stop[0], &line);
         if (st == DCR_EPARSE) { /* a NUL (that line is dropped) or over-long: drop it all */
@@ -245,8 +201,8 @@ static dcr_status_t fail(binary_side_t *s, dcr_status_t st, const char *what)
 {
     char how[64] = "";
     if (s->running) {
-        kill(s->pid, SIGKILL);
-        reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
+        dcr_process_kill(&s->proc, SIGKILL);
+        reap(&s->proc, EXIT_WAIT_MS, how, sizeof(how));
         s->running = false;
     }
     await_output(s);
@@ -277,7 +233,7 @@ static dcr_status_t receive(binary_side_t *s, int timeout_ms, const char *what, 
         snprintf(doing, sizeof(doing), "ended before its %s", what);
         if (!strcmp(dcr_error_detail(), "ended") && s->running) {
             char how[64];
-            reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
+            reap(&s->proc, EXIT_WAIT_MS, how, sizeof(how));
             s->running = false;
             dcr_error_set(st, "it %s", how);
         }
@@ -357,7 +313,7 @@ static dcr_status_t binary_finish(dcr_bench_side_t *base, dcr_bench_result_t *re
     dcr_bench_result_means(res);
     /* It ends on its own once it sent the summary; anything else is a fault. */
     char how[64];
-    reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
+    reap(&s->proc, EXIT_WAIT_MS, how, sizeof(how));
     s->running = false;
     if (strcmp(how, "exited with status 0")) {
         dcr_error_set(DCR_EIO, "it %s", how);
@@ -371,8 +327,8 @@ static void binary_destroy(dcr_bench_side_t *base)
     binary_side_t *s = (binary_side_t *)base;
     if (s->running) {
         char how[64];
-        kill(s->pid, SIGKILL);
-        reap(s->pid, EXIT_WAIT_MS, how, sizeof(how));
+        dcr_process_kill(&s->proc, SIGKILL);
+        reap(&s->proc, EXIT_WAIT_MS, how, sizeof(how));
     }
     if (s->sock >= 0) close(s->sock);
     if (s->reading) {
@@ -381,8 +337,7 @@ static void binary_destroy(dcr_bench_side_t *base)
         (void)ignored;
         pthread_join(s->reader, NULL);
     }
-    if (s->out_fd >= 0) close(s->out_fd);
-    if (s->pidfd >= 0) close(s->pidfd);
+    dcr_process_close(&s->proc);
     for (int i = 0; i < 2; i++)
         if (s->stop[i] >= 0) close(s->stop[i]);
     pthread_mutex_destroy(&s->lock);
@@ -423,7 +378,7 @@ static dcr_status_t start(binary_side_t *s)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
         return dcr_error_set(DCR_EIO, "socketpair: %s", strerror(errno));
     char **argv = worker_argv(&s->cfg);
-    dcr_status_t st = argv ? spawn(s->cfg.exe, argv, sv[1], &s->pid, &s->out_fd)
+    dcr_status_t st = argv ? spawn(s->cfg.exe, argv, sv[1], &s->proc)
                            : dcr_error_set(DCR_ENOMEM, "worker arguments");
     free(argv);
     close(sv[1]);
@@ -432,7 +387,7 @@ static dcr_status_t start(binary_side_t *s)
     if (st != DCR_OK) return st;
     s->running = true;
     /* Its end is seen even when a process it left holds the socket open. */
-    s->in->ended_fd = s->pidfd = pidfd_open(s->pid, 0);
+    s->in->ended_fd = s->proc.pidfd;
     s->reading = pthread_create(&s->reader, NULL, output_main, s) == 0;
     return DCR_OK;
 }
@@ -451,7 +406,8 @@ dcr_status_t dcr_bench_side_binary(const dcr_bench_binary_config_t *cfg, dcr_ben
     if (!s->cfg.ready_timeout_ms) s->cfg.ready_timeout_ms = READY_DEFAULT_MS;
     if (!s->cfg.reply_timeout_ms) s->cfg.reply_timeout_ms = REPLY_DEFAULT_MS;
     dcr_escape(s->name, sizeof(s->name), cfg->name ? cfg->name : cfg->exe);
-    s->sock = s->out_fd = s->stop[0] = s->stop[1] = s->pidfd = -1;
+    s->sock = s->stop[0] = s->stop[1] = -1;
+    s->proc = (dcr_process_t){.pid = -1, .in_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1};
     dcr__ab_reader_init(s->in, -1);
     pthread_mutex_init(&s->lock, NULL);
     dcr_status_t st = pipe2(s->stop, O_CLOEXEC) == 0
