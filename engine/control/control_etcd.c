@@ -252,6 +252,10 @@ static dcr_status_t dcr__et_create(const dcr_control_ops_t *self, const dcr_cont
  * cleared, so that it is never reported as the cause of a later failure. */
 static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e)
 {
+    /* Best effort, often while closing after a failure: that failure's
+     * line must survive this call whatever the revoke does. */
+    dcr_error_t earlier;
+    dcr_error_save(&earlier, DCR_EIO);
     json_t *resp = NULL;
     dcr_status_t st =
         dcr__et_post(e, "/v3/lease/revoke", json_pack("{s:o}", "ID", dcr__et_jint(e->lease_id)),
@@ -260,7 +264,7 @@ static dcr_status_t dcr__et_lease_revoke(dcr__et_t *e)
     e->lease_id = 0;
     if (st != DCR_OK) {
         DCR_LOG_INFO("etcd: %s (the lease ends at its TTL anyway)", dcr_error_detail());
-        dcr_error_clear();
+        (void)dcr_error_restore(&earlier);
     }
     return st;
 }

@@ -641,6 +641,25 @@ static void test_coordinator_lease(void **state)
     assert_int_equal(raw_count(&g_etcd, "lease/alive/", NULL), 0);
 }
 
+/* Closing a handle after a failure: a revoke the server refuses (the lease
+ * already gone) must leave that failure's line, not wipe it. */
+static void test_failed_revoke_keeps_earlier_error(void **state)
+{
+    (void)state;
+    dcr_control_t *c = open_at(&g_etcd, "revoke", 2000);
+    bootstrap(c);
+    uint64_t tau = 0;
+    assert_status(prepare_long(c, "coord-1", 0, k_receivers, 3, &tau), DCR_OK);
+    long long lease = 0;
+    assert_int_equal(raw_count(&g_etcd, "revoke/alive/", &lease), 1);
+    char body[96];
+    snprintf(body, sizeof body, "{\"ID\":\"%lld\"}", lease);
+    json_decref(raw_post(&g_etcd, "/v3/lease/revoke", body));
+    dcr_error_set(DCR_EIO, "the earlier failure");
+    dcr_control_destroy(c);
+    assert_string_equal(dcr_error_detail(), "the earlier failure");
+}
+
 static void test_large_reports(void **state)
 {
     (void)state;
@@ -818,6 +837,7 @@ int main(void)
         cmocka_unit_test(test_malformed_values),
         cmocka_unit_test(test_not_an_etcd),
         cmocka_unit_test(test_coordinator_lease),
+        cmocka_unit_test(test_failed_revoke_keeps_earlier_error),
         cmocka_unit_test(test_large_reports),
         cmocka_unit_test(test_node_writes_without_reads),
         cmocka_unit_test(test_harness_namespaces),
