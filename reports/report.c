@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "dcr/outpath.h"
+#include "dcr/spawn.h"
 #include "dcr/trace.h"
 #include "reports/results_read.h"
 #include "reports/trace_io.h"
@@ -58,36 +59,16 @@ typedef struct report {
 
 /* ---- gnuplot ---- */
 
-static bool executable(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
-}
-
 dcr_status_t dcr_report_find_gnuplot(const char *explicit_path, char *buf, size_t len)
 {
     const char *name = explicit_path ? explicit_path : getenv("DCR_GNUPLOT");
     if (!name || !*name) name = "gnuplot";
-    if (strchr(name, '/')) {
-        if (!executable(name))
-            return dcr_error_set(DCR_EUNSUPPORTED, "gnuplot not found at %s (install gnuplot-nox)",
-                                 name);
-        snprintf(buf, len, "%s", name);
-        return DCR_OK;
-    }
-    const char *path = getenv("PATH");
-    char *copy = strdup(path ? path : "/usr/bin:/bin");
-    if (!copy) return dcr_error_set(DCR_ENOMEM, "searching PATH");
-    for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir;
-         dir = strtok_r(NULL, ":", &save)) {
-        char cand[4096];
-        snprintf(cand, sizeof(cand), "%s/%s", *dir ? dir : ".", name);
-        if (!executable(cand)) continue;
-        snprintf(buf, len, "%s", cand);
-        free(copy);
-        return DCR_OK;
-    }
-    free(copy);
+    /* The one checked program lookup (dcr/spawn.h); our own lines keep
+     * telling the user what to install. */
+    if (dcr_spawn_resolve("gnuplot", name, buf, len) == DCR_OK) return DCR_OK;
+    if (strchr(name, '/'))
+        return dcr_error_set(DCR_EUNSUPPORTED, "gnuplot not found at %s (install gnuplot-nox)",
+                             name);
     return dcr_error_set(DCR_EUNSUPPORTED,
                          "%s not found on PATH: dcr report needs gnuplot (apt-get install "
                          "gnuplot-nox, or scripts/install-deps.sh)",
