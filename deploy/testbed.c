@@ -183,6 +183,13 @@ static double process_cpu_s(pid_t pid, char *comm, size_t cap)
     return (double)(utime + stime) / (double)(hz > 0 ? hz : 100);
 }
 
+double dcr_testbed_store_cpu_s(void *t)
+{
+    char comm[64];
+    const dcr_testbed_t *tb = t;
+    return tb && tb->s3_pid > 0 ? process_cpu_s(tb->s3_pid, comm, sizeof(comm)) : -1.0;
+}
+
 /* When the reference ended: the services' CPU. */
 static void mark_services(dcr_testbed_t *t)
 {

@@ -59,6 +59,12 @@ const char *dcr_testbed_s3_endpoint(const dcr_testbed_t *t);
 /* `s3://dcr/bench`, for --store. */
 const char *dcr_testbed_store(const dcr_testbed_t *t);
 
+/* CPU seconds the services host's s3rver has used since it started (from
+ * /proc/<pid>/stat, clock-tick resolution); negative when unknown. t is a
+ * const dcr_testbed_t *, passed as void * to serve as dcr bench's
+ * store_cpu_s hook. */
+double dcr_testbed_store_cpu_s(void *t);
+
 /* Moves the calling thread into the services host's network namespace
  * (setns): threads and processes it starts afterwards are there too. Call
  * before the run starts any thread. */

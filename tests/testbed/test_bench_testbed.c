@@ -176,6 +176,34 @@ static void check_services(const json_t *tb)
     assert_true(json_number_value(json_object_get(sv, "etcd_cpu_s")) >= 0);
 }
 
+/* The store's CPU across each refit ("refits"[].store_cpu_s, sampled from
+ * s3rver's /proc stat around each refit): the refits used the store, and
+ * together they used at most what the services' span after the reference
+ * (which holds them, plus the verifier's reads) measured, give or take a
+ * clock tick per sample; the mean and its share of the latency agree. */
+static void check_store_cpu(const json_t *j)
+{
+    const json_t *refits = json_object_get(j, "refits");
+    double sum = 0;
+    for (size_t i = 0; i < json_array_size(refits); i++) {
+        const json_t *v = json_object_get(json_array_get(refits, i), "store_cpu_s");
+        if (!json_is_number(v)) fail_msg("refit %zu has no store_cpu_s", i);
+        assert_true(json_number_value(v) >= 0);
+        sum += json_number_value(v);
+    }
+    assert_true(sum > 0);
+    double total = json_number_value(
+        json_object_get(json_object_get(json_object_get(j, "testbed"), "services_after_reference"),
+                        "s3rver_cpu_s"));
+    double tick = 1.0 / (double)sysconf(_SC_CLK_TCK);
+    assert_true(sum <= total + 2 * tick * (double)json_array_size(refits));
+    double mean = json_number_value(json_object_get(j, "store_cpu_s_mean"));
+    assert_true(fabs(mean - sum / (double)json_array_size(refits)) < 1e-9);
+    double latency = json_number_value(json_object_get(j, "mean_latency_s"));
+    assert_true(fabs(json_number_value(json_object_get(j, "store_cpu_share_of_latency")) -
+                     mean / latency) < 1e-9);
+}
+
 static void test_refit_across_testbed_is_bit_exact(void **state)
 {
     (void)state;
@@ -217,6 +245,7 @@ static void test_refit_across_testbed_is_bit_exact(void **state)
     assert_true(json_number_value(json_object_get(store, "get_ms")) > 0);
     assert_true(json_number_value(json_object_get(store, "list_ms")) > 0);
     check_services(tb);
+    check_store_cpu(j);
     json_decref(j);
     assert_false(leftovers());
     fprintf(stderr, "bench --testbed run: %.0f s\n", (double)time(NULL) - t0);
@@ -248,6 +277,8 @@ static void test_relay_across_testbed_is_bit_exact(void **state)
     double t0 = (double)time(NULL);
     json_t *j = run_bench("--transport relay", "relay");
     assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    /* No store on the relay's path: no store CPU figure. */
+    assert_null(json_object_get(j, "store_cpu_s_mean"));
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(j, "config"), "transport")), "relay");
     const json_t *refits = json_object_get(j, "refits");

@@ -537,6 +537,12 @@ static dcr_status_t retain_start(bench_t *b, const dcr_refit_result_t *r, dcr_be
                                      b->sc->layout->world);
 }
 
+/* The caller's store's CPU seconds so far (dcr_bench_config_t.store_cpu_s), -1 when unknown. */
+static double store_cpu(const bench_t *b)
+{
+    return b->cfg->store_cpu_s ? b->cfg->store_cpu_s(b->cfg->store_cpu_ctx) : -1.0;
+}
+
 static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_t *out)
 {
     bool traced = !timed || refit_traced(b->cfg, step - b->cfg->warmup);
@@ -556,8 +562,10 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     DCR_CHECK(retain_join(b));
     dcr_trace_enable(traced);
     const dcr_bench_processes_t *procs = b->cfg->processes;
+    double store0 = store_cpu(b);
     dcr_status_t st = procs && procs->refit ? procs->refit(procs->ctx, &r)
                                             : dcr_coord_refit(b->coord, b->shards, &r);
+    double store1 = store_cpu(b);
     dcr_trace_enable(true);
     dcr_thread_cpu(cpu1);
     if (b->readers) {
@@ -584,6 +592,7 @@ static dcr_status_t one_refit(bench_t *b, int step, bool timed, dcr_bench_refit_
     out->attempts = r.attempts;
     out->bit_exact = true;
     for (int k = 0; k < DCR_THREAD_ROLES; k++) out->cpu_s[k] = cpu1[k] - cpu0[k];
+    if (store0 >= 0 && store1 >= store0) out->store_cpu_s = store1 - store0;
     /* Node processes: their whole CPU between the refit's ends, as they report it. */
     if (b->cfg->processes) out->cpu_s[DCR_THREAD_NODE] = nodes_cpu(b) - nodes_cpu0;
     /* Owner processes: their whole CPU between their reports before and after. */
@@ -637,6 +646,7 @@ void dcr_bench_result_means(dcr_bench_result_t *res)
     double lat = 0, pay = 0, cross = 0, raw = 0, clb = 0, tlb = 0, fin = 0;
     int traced = 0;
     memset(res->cpu_mean_s, 0, sizeof(res->cpu_mean_s));
+    res->store_cpu_mean_s = 0;
     res->bit_exact = true;
     for (int i = 0; i < res->nrefits; i++) {
         traced += res->refits[i].traced;
@@ -650,6 +660,7 @@ void dcr_bench_result_means(dcr_bench_result_t *res)
         res->bit_exact &= res->refits[i].bit_exact;
         for (int k = 0; k < DCR_THREAD_ROLES; k++)
             res->cpu_mean_s[k] += res->refits[i].cpu_s[k] / res->nrefits;
+        res->store_cpu_mean_s += res->refits[i].store_cpu_s / res->nrefits;
     }
     int n = res->nrefits > 0 ? res->nrefits : 1, nt = traced > 0 ? traced : 1;
     res->mean_latency_s = lat / n;
@@ -666,6 +677,7 @@ void dcr_bench_result_means(dcr_bench_result_t *res)
 static void summarize(const bench_t *b, dcr_bench_result_t *res)
 {
     dcr_bench_result_means(res);
+    res->store_cpu_measured = b->cfg->store_cpu_s != NULL;
     res->checkpoint_bytes = dcr_inventory_bytes(b->sc->inventory);
     res->receivers = b->nrecv;
     res->requests = b->requests;

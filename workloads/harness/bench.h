@@ -71,6 +71,12 @@ typedef struct dcr_bench_config {
     dcr_status_t (*reference)(void *ctx, const int64_t *per_node_bytes, int train_nodes,
                               int rollout_nodes, double *seconds_p);
     void *reference_ctx;
+    /* CPU seconds the run's object store has used so far (dcr bench
+     * --testbed: the s3rver process), read just before and just after each
+     * refit; negative: unknown. NULL: no store of the caller's. On a
+     * one-threaded store a refit's share is a floor under its latency. */
+    double (*store_cpu_s)(void *ctx);
+    void *store_cpu_ctx;
 } dcr_bench_config_t;
 
 /* The embedded default: dcr_run_config_default's run, 2 warm-up and 5 timed
@@ -100,6 +106,9 @@ typedef struct dcr_bench_refit {
      * only the timed window), and the process's resident bytes after it. */
     double wall_s;
     int64_t rss_bytes;
+    /* With config.store_cpu_s: the store's CPU seconds across this refit
+     * (from just before the refit's call to just after); 0 otherwise. */
+    double store_cpu_s;
     /* Retention of the committed version (dcr/recovery.h; 0 without
      * --retain): bytes copied to versions/ and the seconds the copy took,
      * in the background while the next step's changes are made, and how
@@ -121,6 +130,10 @@ typedef struct dcr_bench_result {
     double mean_latency_s, speedup;
     double construction_lb_mean_s, transport_lb_mean_s, finalization_mean_s;
     double cpu_mean_s[DCR_THREAD_ROLES]; /* CPU per refit by thread role (dcr/thread.h) */
+    /* The refits' store_cpu_s, mean, and whether it was measured (the
+     * config's store_cpu_s hook; the JSON names both only then). */
+    double store_cpu_mean_s;
+    bool store_cpu_measured;
     double payload_bytes_mean, cross_bytes_mean, raw_changed_value_bytes_mean;
     bool bit_exact;     /* every verified refit was bit-exact */
     int node_processes; /* rollout nodes run as processes of their own (0: threads) */

@@ -64,7 +64,13 @@ static json_t *overhead_json(const dcr_bench_result_t *r)
         r->overhead.intervals_per_refit, "span_cost_share_of_latency", on > 0 ? spans_s / on : 0.0);
 }
 
-static json_t *refit_json(const dcr_bench_refit_t *f)
+/* The store's CPU per refit against the mean latency. */
+static double store_busy_share(const dcr_bench_result_t *r)
+{
+    return r->mean_latency_s > 0 ? r->store_cpu_mean_s / r->mean_latency_s : 0.0;
+}
+
+static json_t *refit_json(const dcr_bench_refit_t *f, bool store_cpu)
 {
     json_t *j = json_pack(
         "{s:f,s:f,s:o,s:o,s:o,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:i,s:b,s:b,s:b,s:I,s:f,s:I}",
@@ -83,13 +89,15 @@ static json_t *refit_json(const dcr_bench_refit_t *f)
         json_object_set_new(j, "retain",
                             json_pack("{s:I,s:f,s:f}", "bytes", (json_int_t)f->retain_bytes, "s",
                                       f->retain_s, "wait_s", f->retain_wait_s));
+    if (j && store_cpu) json_object_set_new(j, "store_cpu_s", json_real(f->store_cpu_s));
     return j;
 }
 
 json_t *dcr_bench_result_json(const dcr_bench_result_t *r, json_t *config)
 {
     json_t *refits = json_array();
-    for (int i = 0; i < r->nrefits; i++) json_array_append_new(refits, refit_json(&r->refits[i]));
+    for (int i = 0; i < r->nrefits; i++)
+        json_array_append_new(refits, refit_json(&r->refits[i], r->store_cpu_measured));
     json_t *j = json_pack(
         "{s:o,s:f,s:f,s:f,s:I,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:b,s:I,s:I,s:I,s:I,s:o}",
         "config", config, "construction_lb_s_mean", r->construction_lb_mean_s,
@@ -106,6 +114,10 @@ json_t *dcr_bench_result_json(const dcr_bench_result_t *r, json_t *config)
                         json_pack("{s:f,s:f,s:f}", "owners", r->cpu_mean_s[DCR_THREAD_OWNER],
                                   "nodes", r->cpu_mean_s[DCR_THREAD_NODE], "transport",
                                   r->cpu_mean_s[DCR_THREAD_TRANSPORT]));
+    if (r->store_cpu_measured) {
+        json_object_set_new(j, "store_cpu_s_mean", json_real(r->store_cpu_mean_s));
+        json_object_set_new(j, "store_cpu_share_of_latency", json_real(store_busy_share(r)));
+    }
     json_object_set_new(j, "memory_estimate_bytes", json_integer(r->memory_estimate_bytes));
     json_object_set_new(j, "peak_rss_bytes", json_integer(r->peak_rss_bytes));
     if (r->overhead.refits_off > 0) json_object_set_new(j, "trace_overhead", overhead_json(r));
@@ -151,6 +163,10 @@ static void print_means(const dcr_bench_result_t *r)
     printf("CPU per refit: owners %.3f s, rollout nodes %.3f s, transport %.3f s\n",
            r->cpu_mean_s[DCR_THREAD_OWNER], r->cpu_mean_s[DCR_THREAD_NODE],
            r->cpu_mean_s[DCR_THREAD_TRANSPORT]);
+    if (r->store_cpu_measured)
+        printf("store CPU per refit: %.3f s, %.2f of the mean latency (a one-threaded store at "
+               "1.00 is saturated: its CPU is then the refit's floor)\n",
+               r->store_cpu_mean_s, store_busy_share(r));
     if (overhead)
         printf("recorder: mean latency %.4f s recorded (%d refits), %.4f s not (%d), ratio %.4f; "
                "one span %.0f ns x %.0f intervals per refit = %.3f%% of the latency\n",
