@@ -56,6 +56,9 @@ dcr_construct_config_t dcr_construct_config_default(void)
 typedef struct owned_task {
     int task;
     void *tracker; /* committed shard values, box order; NULL in mode F */
+    /* The last run wrote every changed word of this task into the tracker
+     * (inplace.c): it holds the candidate, and the commit skips it. */
+    bool fresh;
 } owned_task_t;
 
 typedef struct residual_slot {
@@ -120,6 +123,9 @@ typedef struct owner {
     size_t bucket_input;
     dcr_construct_stats_t stats;
     dcr__kept_t kept; /* runs since the baseline, with keeping on */
+    /* The words the runs since the last commit overwrote in this owner's
+     * trackers; undone before the next run (the attempt was not committed). */
+    dcr__undo_log_t undo;
     struct dcr_constructor *c;
 } owner_t;
 
@@ -169,7 +175,7 @@ static dcr_status_t append_owned(owned_task_t **list, int *n, int task)
 {
     owned_task_t *p = realloc(*list, (size_t)(*n + 1) * sizeof(**list));
     if (!p) return dcr_error_set(DCR_ENOMEM, "owner task list");
-    p[*n] = (owned_task_t){task, NULL};
+    p[*n] = (owned_task_t){task, NULL, false};
     *list = p;
     (*n)++;
     return DCR_OK;
@@ -248,6 +254,7 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
     if (c->cfg.mode == DCR_MODE_F) return DCR_OK;
     for (int r = 0; r < c->world; r++) {
         owner_t *o = &c->owners[r];
+        size_t owned = 0;
         for (int pass = 0; pass < 2; pass++) {
             owned_task_t *list = pass ? o->parts : o->direct;
             int n = pass ? o->nparts : o->ndirect;
@@ -257,8 +264,11 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
                 DCR_CHECK(dcr_device_alloc(c->dev, bytes ? bytes : 1, &list[i].tracker));
                 DCR_CHECK(pack_tracker(c, o, t, baseline[t->shard]->data, list[i].tracker));
                 c->baseline_bytes += bytes;
+                owned += bytes;
             }
         }
+        /* Trackers the host cannot address are copied up whole at the commit. */
+        o->undo.limit = c->dev_host ? owned / DCR__UNDO_SHARE : 0;
     }
     return DCR_OK;
 }
@@ -409,6 +419,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         free(o->item.values);
         free(o->item.now);
         dcr__kept_clear(&o->kept);
+        dcr__undo_free(&o->undo);
         dcr_encoder_destroy(o->enc);
     }
     free(c->owners);
@@ -550,10 +561,12 @@ static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding
 
 typedef struct project_ctx {
     owner_t *o;
-    const unsigned char *cand, *tracker;
+    const unsigned char *cand;
+    unsigned char *tracker;
     size_t pos, es;
     dcr_dtype_t sdt, cdt;
     int xor_mode;
+    bool fresh; /* every changed word so far went into the tracker */
     dcr_status_t st;
 } project_ctx_t;
 
@@ -587,6 +600,79 @@ static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t n
     }
 }
 
+static inline void word_copy(unsigned char *dst, const unsigned char *src, size_t es)
+{
+    switch (es) {
+    case 2:
+        memcpy(dst, src, 2);
+        break;
+    case 4:
+        memcpy(dst, src, 4);
+        break;
+    default:
+        memcpy(dst, src, es);
+    }
+}
+
+static inline void word_xor(unsigned char *dst, const unsigned char *a, const unsigned char *b,
+                            size_t es)
+{
+    if (es == 2) {
+        uint16_t x, y;
+        memcpy(&x, a, 2);
+        memcpy(&y, b, 2);
+        x ^= y;
+        memcpy(dst, &x, 2);
+        return;
+    }
+    if (es == 4) {
+        uint32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        x ^= y;
+        memcpy(dst, &x, 4);
+        return;
+    }
+    for (size_t j = 0; j < es; j++) dst[j] = (unsigned char)(a[j] ^ b[j]);
+}
+
+/* project_changes where source and canonical dtypes agree: a changed
+ * source word is a changed canonical word, so every change is a record and
+ * values move as whole words (the per-element conversion and comparison
+ * cost more than the record itself). */
+static void project_same_dtype(project_ctx_t *p, int64_t src, int64_t dst, size_t nchanged)
+{
+    item_buf_t *b = &p->o->item;
+    size_t es = p->es;
+    bool host = p->o->c->dev_host, keep_now = p->xor_mode && p->o->c->keep;
+    /* The changed words: in place (at their positions), or as the device
+     * brought them down (packed). */
+    const unsigned char *now = host ? p->cand + (size_t)src * es : p->o->now;
+    const unsigned char *before = host ? p->tracker + p->pos * es : p->o->before;
+    unsigned char *vals = b->values + b->count * es, *nows = b->now + b->count * es;
+    int64_t *ix = b->indices + b->count;
+    for (size_t i = 0; i < nchanged; i++) {
+        size_t k = p->o->changed[i], at = (host ? k : i) * es;
+        if (p->xor_mode)
+            word_xor(vals + i * es, now + at, before + at, es);
+        else
+            word_copy(vals + i * es, now + at, es);
+        if (keep_now) word_copy(nows + i * es, now + at, es);
+        ix[i] = dst + (int64_t)k;
+    }
+    b->count += nchanged;
+}
+
+/* After a sub-run's detection (and projection, which reads the tracker's
+ * old words): its changed words go into the tracker, logged, where the
+ * tracker is host memory and the log has room. false: not all of them. */
+static bool update_in_place(owner_t *o, unsigned char *tracker, const unsigned char *cand,
+                            size_t nchanged, size_t es)
+{
+    if (!o->c->dev_host) return false;
+    return dcr__undo_update(&o->undo, tracker, cand, o->changed, nchanged, es);
+}
+
 static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
 {
     project_ctx_t *p = ctx;
@@ -596,8 +682,14 @@ static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
                              p->tracker + p->pos * p->es, n, p->es, true, &nchanged);
         if (p->st != DCR_OK) return;
         p->o->stats.changed_elements += (int64_t)nchanged;
-        if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK)
-            project_changes(p, src + off, dst + off, nchanged);
+        if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK) {
+            if (p->sdt == p->cdt)
+                project_same_dtype(p, src + off, dst + off, nchanged);
+            else
+                project_changes(p, src + off, dst + off, nchanged);
+        }
+        p->fresh &= update_in_place(p->o, p->tracker + p->pos * p->es,
+                                    p->cand + (size_t)(src + off) * p->es, nchanged, p->es);
         p->pos += n;
     }
 }
@@ -609,7 +701,7 @@ static dcr_encoding_t encoding_for(const dcr_constructor_t *c, int canonical)
     return xor_ok ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
 }
 
-static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitted_p)
+static dcr_status_t project_task(owner_t *o, owned_task_t *ot, int *emitted_p)
 {
     dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
@@ -622,6 +714,7 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
                        c->layout->shards[t->shard].desc.dtype,
                        canon(c, t->canonical)->dtype,
                        enc == DCR_ENCODING_XOR,
+                       true,
                        DCR_OK};
     o->item.count = 0;
     o->item.value_size = dcr_dtype_size(p.cdt);
@@ -632,6 +725,7 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
         dcr_box_map_foreach_run(&t->maps[m], project_run, &p);
     dcr_trace_end(&span);
     DCR_CHECK(p.st);
+    ot->fresh = p.fresh;
     o->stats.compared_elements += dcr_task_numel(t);
     *emitted_p = o->item.count > 0;
     return emit_item(o, t->canonical, enc);
@@ -663,9 +757,11 @@ static dcr_status_t project_direct(owner_t *o)
 
 typedef struct count_ctx {
     owner_t *o;
-    const unsigned char *cand, *tracker;
+    const unsigned char *cand;
+    unsigned char *tracker;
     size_t es, pos;
     int64_t changed;
+    bool fresh; /* as project_ctx_t's */
     dcr_status_t st;
 } count_ctx_t;
 
@@ -676,23 +772,28 @@ static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
         size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX), k = 0;
         a->st = owner_detect(a->o, a->cand + (size_t)(src + off) * a->es,
                              a->tracker + a->pos * a->es, n, a->es, false, &k);
+        if (a->st != DCR_OK) return;
         a->changed += (int64_t)k;
+        a->fresh &= update_in_place(a->o, a->tracker + a->pos * a->es,
+                                    a->cand + (size_t)(src + off) * a->es, k, a->es);
         a->pos += n;
     }
 }
 
 /* Source elements of a residual task whose bits changed: nonzero raises the
  * task's residual flag. Counted in full so N_chg covers residual tasks too. */
-static dcr_status_t task_changes(owner_t *o, const owned_task_t *ot, int64_t *changed_p)
+static dcr_status_t task_changes(owner_t *o, owned_task_t *ot, int64_t *changed_p)
 {
     const dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
-    count_ctx_t a = {o, c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0, DCR_OK};
+    count_ctx_t a = {o,     c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0, true,
+                     DCR_OK};
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
     for (int m = 0; m < t->nmaps && a.st == DCR_OK; m++)
         dcr_box_map_foreach_run(&t->maps[m], count_run, &a);
     dcr_trace_end(&span);
     DCR_CHECK(a.st);
+    ot->fresh = a.fresh;
     o->stats.compared_elements += dcr_task_numel(t);
     o->stats.changed_elements += a.changed;
     *changed_p = a.changed;
@@ -1193,6 +1294,27 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
     return DCR_OK;
 }
 
+static void clear_fresh(owner_t *o)
+{
+    for (int i = 0; i < o->ndirect; i++) o->direct[i].fresh = false;
+    for (int i = 0; i < o->nparts; i++) o->parts[i].fresh = false;
+}
+
+/* Puts back what a run that was not committed wrote into owner o's
+ * trackers, so that this run compares with B^v again (retries, runs over
+ * another candidate, runs after a failed one). */
+static void restore_baseline(owner_t *o)
+{
+    clear_fresh(o);
+    if (o->undo.len == 0) {
+        dcr__undo_forget(&o->undo);
+        return;
+    }
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, o->rank);
+    dcr__undo_apply(&o->undo);
+    dcr_trace_end(&span);
+}
+
 dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate,
                                  uint64_t tau, const uint8_t *xor_allowed, bool all_overwrite,
                                  const dcr_payload_sink_t *sink, dcr_construct_stats_t *out_stats_p)
@@ -1208,12 +1330,13 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     c->xor_allowed = xor_allowed;
     c->all_overwrite = all_overwrite;
     c->sink = sink;
+    /* The owners of this process: [base, base + local). */
+    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
+    for (int r = base; r < base + local; r++) restore_baseline(&c->owners[r]);
     run_threads_t rt = {0};
     double t0 = dcr_clock_s();
     dcr_status_t st = start_run(c, &rt, ncanon);
     int owners = 0, senders = 0;
-    /* The owners of this process: [base, base + local). */
-    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
     c->gate = 0;
     for (int r = base; st == DCR_OK && r < base + local; r++) {
         if (dcr_thread_run(&rt.senders[r], DCR_THREAD_TRANSPORT, sender_main, &c->owners[r],
@@ -1280,8 +1403,9 @@ static dcr_status_t take_kept(dcr_constructor_t *c)
     return st;
 }
 
-/* Owner r's share of the baseline update: its trackers take the candidate,
- * its assembled residual tensors become R^{v+1}. */
+/* Owner r's share of the baseline update: its trackers take the candidate
+ * (those the run updated in place hold it already), its assembled residual
+ * tensors become R^{v+1}. */
 static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
 {
     owner_t *o = &c->owners[r];
@@ -1291,7 +1415,7 @@ static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
         owned_task_t *list = pass ? o->parts : o->direct;
         int n = pass ? o->nparts : o->ndirect;
         for (int i = 0; list && i < n && st == DCR_OK; i++) {
-            if (!list[i].tracker) continue;
+            if (!list[i].tracker || list[i].fresh) continue;
             const dcr_task_t *t = &c->layout->tasks[list[i].task];
             st = pack_tracker(c, o, t, c->candidate[t->shard]->data, list[i].tracker);
         }
@@ -1303,6 +1427,8 @@ static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
         slot->baseline = slot->assembled;
         slot->assembled = old;
     }
+    dcr__undo_forget(&o->undo); /* the words it logged are committed */
+    clear_fresh(o);
     dcr_trace_end(&span);
     return st;
 }
@@ -1347,6 +1473,30 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
     c->candidate[0] = NULL;
     if (st == DCR_OK && c->keep) st = take_kept(c);
     return st;
+}
+
+void dcr__constructor_set_undo_limit(dcr_constructor_t *c, size_t bytes)
+{
+    for (int r = 0; r < c->world; r++) {
+        dcr__undo_free(&c->owners[r].undo);
+        c->owners[r].undo.limit = c->dev_host && c->cfg.mode != DCR_MODE_F ? bytes : 0;
+    }
+}
+
+const void *dcr__constructor_tracker(const dcr_constructor_t *c, int task, bool *fresh_p)
+{
+    const owner_t *o = &c->owners[c->layout->tasks[task].owner];
+    for (int pass = 0; pass < 2; pass++) {
+        const owned_task_t *list = pass ? o->parts : o->direct;
+        int n = pass ? o->nparts : o->ndirect;
+        for (int i = 0; i < n; i++) {
+            if (list[i].task != task) continue;
+            *fresh_p = list[i].fresh;
+            return c->dev_host ? list[i].tracker : NULL;
+        }
+    }
+    *fresh_p = false;
+    return NULL;
 }
 
 void dcr_constructor_keep_records(dcr_constructor_t *c, bool on)

@@ -10,6 +10,12 @@
  * interface, and packs the records into buckets, each encoded, compressed and
  * digested into one payload handed to a sink while the owner builds the next
  * one. B^v changes only in dcr_constructor_commit, after a joint commit.
+ * (Where trackers are host memory, a run already writes the words it finds
+ * changed into them, logging what it overwrote, so that the commit on the
+ * refit's path has almost nothing left to copy; the next run puts back
+ * what an uncommitted one wrote before it compares. The log holds about
+ * 2 + element-size bytes a changed element, at most 1/12 of the owner's
+ * tracker bytes; past that the rest is copied at the commit as before.)
  *
  * In this process every training rank is an owner thread; the shards are
  * held once per shard identity because data-parallel replicas are bitwise
@@ -124,7 +130,8 @@ typedef struct dcr_group dcr_group_t;
 dcr_status_t dcr_constructor_set_group(dcr_constructor_t *c, dcr_group_t *g);
 
 /* After a joint commit: updates trackers and residual baseline in place from
- * the candidate of the last successful run. Fails if no run preceded it. */
+ * the candidate of the last successful run (copying only what that run did
+ * not write already). Fails if no run preceded it. */
 dcr_status_t dcr_constructor_commit(dcr_constructor_t *c);
 
 /* ---- repair records (issue 19) -------------------------------------------
