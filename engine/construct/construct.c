@@ -46,8 +46,15 @@ dcr_construct_config_t dcr_construct_config_default(void)
 {
     /* Shuffle on: at 3-5% changes it saves 10-15% of payload bytes for no
      * measurable construction time (dcr construct --compare-shuffle). */
-    dcr_construct_config_t cfg = {
-        DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, true, 2, {0}, NULL};
+    dcr_construct_config_t cfg = {.mode = DCR_MODE_X,
+                                  .chunk_bytes = DCR_CHUNK_BYTES_OBJSTORE,
+                                  .bucket_bytes = DCR_BUCKET_BYTES,
+                                  .first_bucket_bytes = 0,
+                                  .zstd_level = 1,
+                                  .shuffle = true,
+                                  .queue_depth = 2,
+                                  .payload_key = {0},
+                                  .device = NULL};
     return cfg;
 }
 
@@ -350,6 +357,10 @@ dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
     if (!c) return dcr_error_set(DCR_ENOMEM, "constructor");
     c->layout = layout;
     c->cfg = *cfg;
+    if (c->cfg.first_bucket_bytes == 0)
+        c->cfg.first_bucket_bytes = c->cfg.bucket_bytes / 4 ? c->cfg.bucket_bytes / 4 : 1;
+    if (c->cfg.first_bucket_bytes > c->cfg.bucket_bytes)
+        c->cfg.first_bucket_bytes = c->cfg.bucket_bytes;
     c->world = layout->world;
     pthread_mutex_init(&c->gate_mu, NULL);
     pthread_cond_init(&c->gate_cv, NULL);
@@ -731,6 +742,13 @@ static dcr_status_t project_task(owner_t *o, owned_task_t *ot, int *emitted_p)
     return emit_item(o, t->canonical, enc);
 }
 
+/* The bucket target of the payload under construction: the run's first
+ * is smaller (dcr_construct_config_t.first_bucket_bytes). */
+static size_t bucket_target(const owner_t *o)
+{
+    return o->next_payload == 0 ? o->c->cfg.first_bucket_bytes : o->c->cfg.bucket_bytes;
+}
+
 /* Tasks are compared chunk by chunk; a chunk that emits records counts its
  * whole input toward the bucket, and a full bucket becomes a payload. */
 static dcr_status_t project_direct(owner_t *o)
@@ -744,11 +762,13 @@ static dcr_status_t project_direct(owner_t *o)
         DCR_CHECK(project_task(o, &o->direct[i], &emitted));
         chunk += (size_t)dcr_task_numel(t) * shard_elem(c, t);
         chunk_emitted |= emitted;
-        if (chunk < c->cfg.chunk_bytes && i + 1 < o->ndirect) continue;
+        size_t bucket = bucket_target(o);
+        size_t chunk_target = c->cfg.chunk_bytes < bucket ? c->cfg.chunk_bytes : bucket;
+        if (chunk < chunk_target && i + 1 < o->ndirect) continue;
         if (chunk_emitted) o->bucket_input += chunk;
         chunk = 0;
         chunk_emitted = 0;
-        if (o->bucket_input >= c->cfg.bucket_bytes) DCR_CHECK(flush_payload(o));
+        if (o->bucket_input >= bucket) DCR_CHECK(flush_payload(o));
     }
     return DCR_OK;
 }
@@ -1044,7 +1064,7 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot)
     int emitted = o->item.count > 0;
     DCR_CHECK(emit_item(o, slot->canonical, DCR_ENCODING_OVERWRITE));
     if (emitted) o->bucket_input += dcr_desc_bytes(d);
-    if (o->bucket_input >= o->c->cfg.bucket_bytes) DCR_CHECK(flush_payload(o));
+    if (o->bucket_input >= bucket_target(o)) DCR_CHECK(flush_payload(o));
     return DCR_OK;
 }
 
@@ -1433,6 +1453,26 @@ static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
     return st;
 }
 
+/* Bytes owner o's commit copies: trackers the last run did not update in place. */
+static size_t commit_bytes(const dcr_constructor_t *c, const owner_t *o)
+{
+    size_t bytes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const owned_task_t *list = pass ? o->parts : o->direct;
+        int n = pass ? o->nparts : o->ndirect;
+        for (int i = 0; i < n; i++) {
+            if (!list[i].tracker || list[i].fresh) continue;
+            const dcr_task_t *t = &c->layout->tasks[list[i].task];
+            bytes += (size_t)dcr_task_numel(t) * shard_elem(c, t);
+        }
+    }
+    return bytes;
+}
+
+/* Below this much copying a commit runs on the calling thread: starting a
+ * thread per owner would cost more than the copy. */
+#define COMMIT_THREAD_BYTES ((size_t)1 << 20)
+
 typedef struct commit_ctx {
     dcr_constructor_t *c;
     int rank;
@@ -1449,13 +1489,16 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
     if (c->layout->nshards > 0 && !c->candidate[0])
         return dcr_error_set(DCR_EINVAL, "baseline update without a successful construction run");
     /* The owners of this process update their shares at once (the update
-     * is on the refit's path, before t1); an owner whose thread does not
-     * start updates on this one. A tracker upload that fails (a device
-     * error) leaves B^v partly updated: the error is returned and the
-     * constructor must be rebuilt from the committed shards. */
+     * is on the refit's path, before t1) when there is copying left to do;
+     * an owner whose thread does not start updates on this one. A tracker upload that fails (a
+     * device error) leaves B^v partly updated: the error is returned and the constructor must be
+     * rebuilt from the committed shards. */
     int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
-    dcr_thread_t *th = local > 1 ? calloc((size_t)local, sizeof(*th)) : NULL;
-    commit_ctx_t *ctx = local > 1 ? calloc((size_t)local, sizeof(*ctx)) : NULL;
+    size_t copy = 0;
+    for (int i = 0; i < local; i++) copy += commit_bytes(c, &c->owners[base + i]);
+    bool threads = local > 1 && copy >= COMMIT_THREAD_BYTES;
+    dcr_thread_t *th = threads ? calloc((size_t)local, sizeof(*th)) : NULL;
+    commit_ctx_t *ctx = threads ? calloc((size_t)local, sizeof(*ctx)) : NULL;
     dcr_error_t first = {0};
     for (int i = 0; i < local; i++) {
         bool started = false;

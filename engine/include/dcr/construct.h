@@ -51,6 +51,11 @@ typedef struct dcr_construct_config {
     dcr_construct_mode_t mode;
     size_t chunk_bytes;  /* tensors are never split, so a chunk can exceed it */
     size_t bucket_bytes; /* counts the full input of every chunk that emits records */
+    /* Target of each owner's first payload of a run (chunks within it are
+     * cut to it too): smaller than the rest, so the rollout side's links
+     * start moving bytes after a fraction of a bucket's construction and
+     * upload rather than a whole one. 0: bucket_bytes / 4. */
+    size_t first_bucket_bytes;
     int zstd_level;
     bool shuffle;    /* byte-plane shuffle of value and gap words */
     int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
@@ -62,7 +67,8 @@ typedef struct dcr_construct_config {
     const char *device;
 } dcr_construct_config_t;
 
-/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, shuffle, depth 2. */
+/* Mode X, object-storage chunk target, 512 MiB buckets (the first a quarter
+ * of that), zstd 1, shuffle, depth 2. */
 dcr_construct_config_t dcr_construct_config_default(void);
 
 /* Where finished payloads go. submit is called from owner sender threads,

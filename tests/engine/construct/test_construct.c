@@ -629,6 +629,49 @@ static void test_inplace_baseline_update(void **state)
     assert_true(all_fresh_seen > 0);
 }
 
+/* The first payload of each owner's run is cut at first_bucket_bytes, the
+ * rest at bucket_bytes: with one task per chunk, a one-byte first bucket
+ * holds exactly the first item and a bucket larger than the shard holds
+ * all the others, so every owner sends two payloads, the first of one item
+ * (first_bucket_bytes == bucket_bytes: one payload, the earlier cut). */
+static void test_first_bucket(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, testkit_seed(0xf1b));
+    world_t w = {0};
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0},
+               DCR_MAPPING_PAPER, 0);
+    world_step(&w, &rng, 0.05);
+    for (int same = 0; same < 2; same++) {
+        dcr_construct_config_t cfg = dcr_construct_config_default();
+        cfg.chunk_bytes = 1;
+        cfg.bucket_bytes = (size_t)1 << 30;
+        cfg.first_bucket_bytes = same ? cfg.bucket_bytes : 1;
+        dcr_constructor_t *con;
+        assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+        keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+        dcr_payload_sink_t sink = {keep_submit, &k};
+        dcr_construct_stats_t st;
+        assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &sink, &st),
+                         DCR_OK);
+        int owners = w.layout->world;
+        assert_int_equal(st.payloads, (int64_t)owners * (same ? 1 : 2));
+        dcr_payload_t *p;
+        assert_int_equal(dcr_payload_create(&p), DCR_OK);
+        for (int r = 0; r < owners; r++) {
+            const kept_t *first = keep_find(&k, r, 0);
+            assert_non_null(first);
+            assert_int_equal(dcr_payload_decode(p, first->data, first->len), DCR_OK);
+            if (!same) assert_int_equal(dcr_payload_item_count(p), 1);
+            if (!same) assert_non_null(keep_find(&k, r, 1));
+        }
+        dcr_payload_destroy(p);
+        keep_clear(&k);
+        dcr_constructor_destroy(con);
+    }
+    world_close(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +681,7 @@ int main(void)
         cmocka_unit_test(test_random_layouts_against_full_conversion),
         cmocka_unit_test(test_fp8_scale_dependency),
         cmocka_unit_test(test_inplace_baseline_update),
+        cmocka_unit_test(test_first_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
