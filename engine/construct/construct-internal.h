@@ -23,6 +23,49 @@ dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
                                         const dcr_construct_config_t *cfg,
                                         dcr_storage_t *const *baseline, dcr_constructor_t **out_p);
 
+/* ---- in-place baseline update (inplace.c) -------------------------------
+ * On a device the host addresses, owners write each compared sub-run's
+ * changed words into the tracker during the comparison, logging the words
+ * they overwrite, so that the commit (on every refit's path, before t1)
+ * copies only what the log could not hold, and an attempt that is not
+ * committed is put back before the next run compares. */
+
+/* Default share of an owner's tracker bytes its log may hold: 1/12 covers
+ * 4% changed 16-bit words (about 4 bytes a changed word); beyond it the
+ * remaining tasks are copied whole at the commit, as without the log. The
+ * log grows as needed, so a run with fewer changes holds less. */
+#define DCR__UNDO_SHARE 12
+
+typedef struct dcr__undo_log {
+    unsigned char *buf;
+    size_t len, cap;
+    size_t last;  /* where the last segment starts (when len > 0) */
+    size_t limit; /* bytes the log may hold; 0: nothing is updated in place */
+    bool full;    /* an update did not fit: nothing more goes in place until emptied */
+} dcr__undo_log_t;
+
+/* Copies the n changed words cand[idx[i]] (es bytes each; idx ascending,
+ * every index below 2^32) into tracker, logging the words they replace.
+ * All or nothing: false, with nothing written, when the log is full or the
+ * entries would pass its limit (it is then full until emptied). */
+bool dcr__undo_update(dcr__undo_log_t *log, unsigned char *tracker, const unsigned char *cand,
+                      const uint32_t *idx, size_t n, size_t es);
+/* Writes every logged word back and empties the log. */
+void dcr__undo_apply(dcr__undo_log_t *log);
+/* Empties the log, keeping the updates (they were committed). */
+void dcr__undo_forget(dcr__undo_log_t *log);
+/* Frees the log's memory; the log is empty with limit 0. */
+void dcr__undo_free(dcr__undo_log_t *log);
+
+/* Sets every owner's log limit to bytes (tests: the path where the log
+ * fills mid-run). Call between runs, with no attempt pending. */
+void dcr__constructor_set_undo_limit(dcr_constructor_t *c, size_t bytes);
+
+/* Tests: the tracker of layout task `task` (NULL when it has none, or it is
+ * not host memory), and in *fresh_p whether the last run updated it in
+ * place (the commit then leaves it alone). */
+const void *dcr__constructor_tracker(const dcr_constructor_t *c, int task, bool *fresh_p);
+
 /* ---- kept records (repair.c) --------------------------------------------- */
 
 /* One item's records in overwrite form: sorted canonical indices, new values. */

@@ -46,8 +46,15 @@ dcr_construct_config_t dcr_construct_config_default(void)
 {
     /* Shuffle on: at 3-5% changes it saves 10-15% of payload bytes for no
      * measurable construction time (dcr construct --compare-shuffle). */
-    dcr_construct_config_t cfg = {
-        DCR_MODE_X, DCR_CHUNK_BYTES_OBJSTORE, DCR_BUCKET_BYTES, 1, true, 2, {0}, NULL};
+    dcr_construct_config_t cfg = {.mode = DCR_MODE_X,
+                                  .chunk_bytes = DCR_CHUNK_BYTES_OBJSTORE,
+                                  .bucket_bytes = DCR_BUCKET_BYTES,
+                                  .first_bucket_bytes = 0,
+                                  .zstd_level = 1,
+                                  .shuffle = true,
+                                  .queue_depth = 2,
+                                  .payload_key = {0},
+                                  .device = NULL};
     return cfg;
 }
 
@@ -56,6 +63,9 @@ dcr_construct_config_t dcr_construct_config_default(void)
 typedef struct owned_task {
     int task;
     void *tracker; /* committed shard values, box order; NULL in mode F */
+    /* The last run wrote every changed word of this task into the tracker
+     * (inplace.c): it holds the candidate, and the commit skips it. */
+    bool fresh;
 } owned_task_t;
 
 typedef struct residual_slot {
@@ -120,6 +130,9 @@ typedef struct owner {
     size_t bucket_input;
     dcr_construct_stats_t stats;
     dcr__kept_t kept; /* runs since the baseline, with keeping on */
+    /* The words the runs since the last commit overwrote in this owner's
+     * trackers; undone before the next run (the attempt was not committed). */
+    dcr__undo_log_t undo;
     struct dcr_constructor *c;
 } owner_t;
 
@@ -169,7 +182,7 @@ static dcr_status_t append_owned(owned_task_t **list, int *n, int task)
 {
     owned_task_t *p = realloc(*list, (size_t)(*n + 1) * sizeof(**list));
     if (!p) return dcr_error_set(DCR_ENOMEM, "owner task list");
-    p[*n] = (owned_task_t){task, NULL};
+    p[*n] = (owned_task_t){task, NULL, false};
     *list = p;
     (*n)++;
     return DCR_OK;
@@ -248,6 +261,7 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
     if (c->cfg.mode == DCR_MODE_F) return DCR_OK;
     for (int r = 0; r < c->world; r++) {
         owner_t *o = &c->owners[r];
+        size_t owned = 0;
         for (int pass = 0; pass < 2; pass++) {
             owned_task_t *list = pass ? o->parts : o->direct;
             int n = pass ? o->nparts : o->ndirect;
@@ -257,8 +271,11 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
                 DCR_CHECK(dcr_device_alloc(c->dev, bytes ? bytes : 1, &list[i].tracker));
                 DCR_CHECK(pack_tracker(c, o, t, baseline[t->shard]->data, list[i].tracker));
                 c->baseline_bytes += bytes;
+                owned += bytes;
             }
         }
+        /* Trackers the host cannot address are copied up whole at the commit. */
+        o->undo.limit = c->dev_host ? owned / DCR__UNDO_SHARE : 0;
     }
     return DCR_OK;
 }
@@ -340,6 +357,10 @@ dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
     if (!c) return dcr_error_set(DCR_ENOMEM, "constructor");
     c->layout = layout;
     c->cfg = *cfg;
+    if (c->cfg.first_bucket_bytes == 0)
+        c->cfg.first_bucket_bytes = c->cfg.bucket_bytes / 4 ? c->cfg.bucket_bytes / 4 : 1;
+    if (c->cfg.first_bucket_bytes > c->cfg.bucket_bytes)
+        c->cfg.first_bucket_bytes = c->cfg.bucket_bytes;
     c->world = layout->world;
     pthread_mutex_init(&c->gate_mu, NULL);
     pthread_cond_init(&c->gate_cv, NULL);
@@ -409,6 +430,7 @@ void dcr_constructor_destroy(dcr_constructor_t *c)
         free(o->item.values);
         free(o->item.now);
         dcr__kept_clear(&o->kept);
+        dcr__undo_free(&o->undo);
         dcr_encoder_destroy(o->enc);
     }
     free(c->owners);
@@ -550,10 +572,12 @@ static dcr_status_t emit_item(owner_t *o, int canonical, dcr_encoding_t encoding
 
 typedef struct project_ctx {
     owner_t *o;
-    const unsigned char *cand, *tracker;
+    const unsigned char *cand;
+    unsigned char *tracker;
     size_t pos, es;
     dcr_dtype_t sdt, cdt;
     int xor_mode;
+    bool fresh; /* every changed word so far went into the tracker */
     dcr_status_t st;
 } project_ctx_t;
 
@@ -587,6 +611,79 @@ static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t n
     }
 }
 
+static inline void word_copy(unsigned char *dst, const unsigned char *src, size_t es)
+{
+    switch (es) {
+    case 2:
+        memcpy(dst, src, 2);
+        break;
+    case 4:
+        memcpy(dst, src, 4);
+        break;
+    default:
+        memcpy(dst, src, es);
+    }
+}
+
+static inline void word_xor(unsigned char *dst, const unsigned char *a, const unsigned char *b,
+                            size_t es)
+{
+    if (es == 2) {
+        uint16_t x, y;
+        memcpy(&x, a, 2);
+        memcpy(&y, b, 2);
+        x ^= y;
+        memcpy(dst, &x, 2);
+        return;
+    }
+    if (es == 4) {
+        uint32_t x, y;
+        memcpy(&x, a, 4);
+        memcpy(&y, b, 4);
+        x ^= y;
+        memcpy(dst, &x, 4);
+        return;
+    }
+    for (size_t j = 0; j < es; j++) dst[j] = (unsigned char)(a[j] ^ b[j]);
+}
+
+/* project_changes where source and canonical dtypes agree: a changed
+ * source word is a changed canonical word, so every change is a record and
+ * values move as whole words (the per-element conversion and comparison
+ * cost more than the record itself). */
+static void project_same_dtype(project_ctx_t *p, int64_t src, int64_t dst, size_t nchanged)
+{
+    item_buf_t *b = &p->o->item;
+    size_t es = p->es;
+    bool host = p->o->c->dev_host, keep_now = p->xor_mode && p->o->c->keep;
+    /* The changed words: in place (at their positions), or as the device
+     * brought them down (packed). */
+    const unsigned char *now = host ? p->cand + (size_t)src * es : p->o->now;
+    const unsigned char *before = host ? p->tracker + p->pos * es : p->o->before;
+    unsigned char *vals = b->values + b->count * es, *nows = b->now + b->count * es;
+    int64_t *ix = b->indices + b->count;
+    for (size_t i = 0; i < nchanged; i++) {
+        size_t k = p->o->changed[i], at = (host ? k : i) * es;
+        if (p->xor_mode)
+            word_xor(vals + i * es, now + at, before + at, es);
+        else
+            word_copy(vals + i * es, now + at, es);
+        if (keep_now) word_copy(nows + i * es, now + at, es);
+        ix[i] = dst + (int64_t)k;
+    }
+    b->count += nchanged;
+}
+
+/* After a sub-run's detection (and projection, which reads the tracker's
+ * old words): its changed words go into the tracker, logged, where the
+ * tracker is host memory and the log has room. false: not all of them. */
+static bool update_in_place(owner_t *o, unsigned char *tracker, const unsigned char *cand,
+                            size_t nchanged, size_t es)
+{
+    if (!o->c->dev_host) return false;
+    return dcr__undo_update(&o->undo, tracker, cand, o->changed, nchanged, es);
+}
+
 static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
 {
     project_ctx_t *p = ctx;
@@ -596,8 +693,14 @@ static void project_run(int64_t src, int64_t dst, int64_t len, void *ctx)
                              p->tracker + p->pos * p->es, n, p->es, true, &nchanged);
         if (p->st != DCR_OK) return;
         p->o->stats.changed_elements += (int64_t)nchanged;
-        if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK)
-            project_changes(p, src + off, dst + off, nchanged);
+        if (nchanged && (p->st = item_reserve(&p->o->item, nchanged)) == DCR_OK) {
+            if (p->sdt == p->cdt)
+                project_same_dtype(p, src + off, dst + off, nchanged);
+            else
+                project_changes(p, src + off, dst + off, nchanged);
+        }
+        p->fresh &= update_in_place(p->o, p->tracker + p->pos * p->es,
+                                    p->cand + (size_t)(src + off) * p->es, nchanged, p->es);
         p->pos += n;
     }
 }
@@ -609,7 +712,7 @@ static dcr_encoding_t encoding_for(const dcr_constructor_t *c, int canonical)
     return xor_ok ? DCR_ENCODING_XOR : DCR_ENCODING_OVERWRITE;
 }
 
-static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitted_p)
+static dcr_status_t project_task(owner_t *o, owned_task_t *ot, int *emitted_p)
 {
     dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
@@ -622,6 +725,7 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
                        c->layout->shards[t->shard].desc.dtype,
                        canon(c, t->canonical)->dtype,
                        enc == DCR_ENCODING_XOR,
+                       true,
                        DCR_OK};
     o->item.count = 0;
     o->item.value_size = dcr_dtype_size(p.cdt);
@@ -632,9 +736,17 @@ static dcr_status_t project_task(owner_t *o, const owned_task_t *ot, int *emitte
         dcr_box_map_foreach_run(&t->maps[m], project_run, &p);
     dcr_trace_end(&span);
     DCR_CHECK(p.st);
+    ot->fresh = p.fresh;
     o->stats.compared_elements += dcr_task_numel(t);
     *emitted_p = o->item.count > 0;
     return emit_item(o, t->canonical, enc);
+}
+
+/* The bucket target of the payload under construction: the run's first
+ * is smaller (dcr_construct_config_t.first_bucket_bytes). */
+static size_t bucket_target(const owner_t *o)
+{
+    return o->next_payload == 0 ? o->c->cfg.first_bucket_bytes : o->c->cfg.bucket_bytes;
 }
 
 /* Tasks are compared chunk by chunk; a chunk that emits records counts its
@@ -650,11 +762,13 @@ static dcr_status_t project_direct(owner_t *o)
         DCR_CHECK(project_task(o, &o->direct[i], &emitted));
         chunk += (size_t)dcr_task_numel(t) * shard_elem(c, t);
         chunk_emitted |= emitted;
-        if (chunk < c->cfg.chunk_bytes && i + 1 < o->ndirect) continue;
+        size_t bucket = bucket_target(o);
+        size_t chunk_target = c->cfg.chunk_bytes < bucket ? c->cfg.chunk_bytes : bucket;
+        if (chunk < chunk_target && i + 1 < o->ndirect) continue;
         if (chunk_emitted) o->bucket_input += chunk;
         chunk = 0;
         chunk_emitted = 0;
-        if (o->bucket_input >= c->cfg.bucket_bytes) DCR_CHECK(flush_payload(o));
+        if (o->bucket_input >= bucket) DCR_CHECK(flush_payload(o));
     }
     return DCR_OK;
 }
@@ -663,9 +777,11 @@ static dcr_status_t project_direct(owner_t *o)
 
 typedef struct count_ctx {
     owner_t *o;
-    const unsigned char *cand, *tracker;
+    const unsigned char *cand;
+    unsigned char *tracker;
     size_t es, pos;
     int64_t changed;
+    bool fresh; /* as project_ctx_t's */
     dcr_status_t st;
 } count_ctx_t;
 
@@ -676,23 +792,28 @@ static void count_run(int64_t src, int64_t dst, int64_t len, void *p)
         size_t n = (size_t)(len - off < SUBRUN_MAX ? len - off : SUBRUN_MAX), k = 0;
         a->st = owner_detect(a->o, a->cand + (size_t)(src + off) * a->es,
                              a->tracker + a->pos * a->es, n, a->es, false, &k);
+        if (a->st != DCR_OK) return;
         a->changed += (int64_t)k;
+        a->fresh &= update_in_place(a->o, a->tracker + a->pos * a->es,
+                                    a->cand + (size_t)(src + off) * a->es, k, a->es);
         a->pos += n;
     }
 }
 
 /* Source elements of a residual task whose bits changed: nonzero raises the
  * task's residual flag. Counted in full so N_chg covers residual tasks too. */
-static dcr_status_t task_changes(owner_t *o, const owned_task_t *ot, int64_t *changed_p)
+static dcr_status_t task_changes(owner_t *o, owned_task_t *ot, int64_t *changed_p)
 {
     const dcr_constructor_t *c = o->c;
     const dcr_task_t *t = &c->layout->tasks[ot->task];
-    count_ctx_t a = {o, c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0, DCR_OK};
+    count_ctx_t a = {o,     c->candidate[t->shard]->data, ot->tracker, shard_elem(c, t), 0, 0, true,
+                     DCR_OK};
     dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_COMPARE, DCR_ACTOR_OWNER, o->rank);
     for (int m = 0; m < t->nmaps && a.st == DCR_OK; m++)
         dcr_box_map_foreach_run(&t->maps[m], count_run, &a);
     dcr_trace_end(&span);
     DCR_CHECK(a.st);
+    ot->fresh = a.fresh;
     o->stats.compared_elements += dcr_task_numel(t);
     o->stats.changed_elements += a.changed;
     *changed_p = a.changed;
@@ -943,7 +1064,7 @@ static dcr_status_t emit_residual(owner_t *o, residual_slot_t *slot)
     int emitted = o->item.count > 0;
     DCR_CHECK(emit_item(o, slot->canonical, DCR_ENCODING_OVERWRITE));
     if (emitted) o->bucket_input += dcr_desc_bytes(d);
-    if (o->bucket_input >= o->c->cfg.bucket_bytes) DCR_CHECK(flush_payload(o));
+    if (o->bucket_input >= bucket_target(o)) DCR_CHECK(flush_payload(o));
     return DCR_OK;
 }
 
@@ -1193,6 +1314,27 @@ static dcr_status_t start_run(dcr_constructor_t *c, run_threads_t *rt, size_t nc
     return DCR_OK;
 }
 
+static void clear_fresh(owner_t *o)
+{
+    for (int i = 0; i < o->ndirect; i++) o->direct[i].fresh = false;
+    for (int i = 0; i < o->nparts; i++) o->parts[i].fresh = false;
+}
+
+/* Puts back what a run that was not committed wrote into owner o's
+ * trackers, so that this run compares with B^v again (retries, runs over
+ * another candidate, runs after a failed one). */
+static void restore_baseline(owner_t *o)
+{
+    clear_fresh(o);
+    if (o->undo.len == 0) {
+        dcr__undo_forget(&o->undo);
+        return;
+    }
+    dcr_trace_span_t span = dcr_trace_begin(DCR_STAGE_BASELINE, DCR_ACTOR_OWNER, o->rank);
+    dcr__undo_apply(&o->undo);
+    dcr_trace_end(&span);
+}
+
 dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *candidate,
                                  uint64_t tau, const uint8_t *xor_allowed, bool all_overwrite,
                                  const dcr_payload_sink_t *sink, dcr_construct_stats_t *out_stats_p)
@@ -1208,12 +1350,13 @@ dcr_status_t dcr_constructor_run(dcr_constructor_t *c, dcr_storage_t *const *can
     c->xor_allowed = xor_allowed;
     c->all_overwrite = all_overwrite;
     c->sink = sink;
+    /* The owners of this process: [base, base + local). */
+    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
+    for (int r = base; r < base + local; r++) restore_baseline(&c->owners[r]);
     run_threads_t rt = {0};
     double t0 = dcr_clock_s();
     dcr_status_t st = start_run(c, &rt, ncanon);
     int owners = 0, senders = 0;
-    /* The owners of this process: [base, base + local). */
-    int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
     c->gate = 0;
     for (int r = base; st == DCR_OK && r < base + local; r++) {
         if (dcr_thread_run(&rt.senders[r], DCR_THREAD_TRANSPORT, sender_main, &c->owners[r],
@@ -1280,8 +1423,9 @@ static dcr_status_t take_kept(dcr_constructor_t *c)
     return st;
 }
 
-/* Owner r's share of the baseline update: its trackers take the candidate,
- * its assembled residual tensors become R^{v+1}. */
+/* Owner r's share of the baseline update: its trackers take the candidate
+ * (those the run updated in place hold it already), its assembled residual
+ * tensors become R^{v+1}. */
 static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
 {
     owner_t *o = &c->owners[r];
@@ -1291,7 +1435,7 @@ static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
         owned_task_t *list = pass ? o->parts : o->direct;
         int n = pass ? o->nparts : o->ndirect;
         for (int i = 0; list && i < n && st == DCR_OK; i++) {
-            if (!list[i].tracker) continue;
+            if (!list[i].tracker || list[i].fresh) continue;
             const dcr_task_t *t = &c->layout->tasks[list[i].task];
             st = pack_tracker(c, o, t, c->candidate[t->shard]->data, list[i].tracker);
         }
@@ -1303,9 +1447,31 @@ static dcr_status_t commit_owner(dcr_constructor_t *c, int r)
         slot->baseline = slot->assembled;
         slot->assembled = old;
     }
+    dcr__undo_forget(&o->undo); /* the words it logged are committed */
+    clear_fresh(o);
     dcr_trace_end(&span);
     return st;
 }
+
+/* Bytes owner o's commit copies: trackers the last run did not update in place. */
+static size_t commit_bytes(const dcr_constructor_t *c, const owner_t *o)
+{
+    size_t bytes = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const owned_task_t *list = pass ? o->parts : o->direct;
+        int n = pass ? o->nparts : o->ndirect;
+        for (int i = 0; i < n; i++) {
+            if (!list[i].tracker || list[i].fresh) continue;
+            const dcr_task_t *t = &c->layout->tasks[list[i].task];
+            bytes += (size_t)dcr_task_numel(t) * shard_elem(c, t);
+        }
+    }
+    return bytes;
+}
+
+/* Below this much copying a commit runs on the calling thread: starting a
+ * thread per owner would cost more than the copy. */
+#define COMMIT_THREAD_BYTES ((size_t)1 << 20)
 
 typedef struct commit_ctx {
     dcr_constructor_t *c;
@@ -1323,13 +1489,16 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
     if (c->layout->nshards > 0 && !c->candidate[0])
         return dcr_error_set(DCR_EINVAL, "baseline update without a successful construction run");
     /* The owners of this process update their shares at once (the update
-     * is on the refit's path, before t1); an owner whose thread does not
-     * start updates on this one. A tracker upload that fails (a device
-     * error) leaves B^v partly updated: the error is returned and the
-     * constructor must be rebuilt from the committed shards. */
+     * is on the refit's path, before t1) when there is copying left to do;
+     * an owner whose thread does not start updates on this one. A tracker upload that fails (a
+     * device error) leaves B^v partly updated: the error is returned and the constructor must be
+     * rebuilt from the committed shards. */
     int base = c->ext ? dcr_group_rank(c->ext) : 0, local = c->ext ? 1 : c->world;
-    dcr_thread_t *th = local > 1 ? calloc((size_t)local, sizeof(*th)) : NULL;
-    commit_ctx_t *ctx = local > 1 ? calloc((size_t)local, sizeof(*ctx)) : NULL;
+    size_t copy = 0;
+    for (int i = 0; i < local; i++) copy += commit_bytes(c, &c->owners[base + i]);
+    bool threads = local > 1 && copy >= COMMIT_THREAD_BYTES;
+    dcr_thread_t *th = threads ? calloc((size_t)local, sizeof(*th)) : NULL;
+    commit_ctx_t *ctx = threads ? calloc((size_t)local, sizeof(*ctx)) : NULL;
     dcr_error_t first = {0};
     for (int i = 0; i < local; i++) {
         bool started = false;
@@ -1347,6 +1516,30 @@ dcr_status_t dcr_constructor_commit(dcr_constructor_t *c)
     c->candidate[0] = NULL;
     if (st == DCR_OK && c->keep) st = take_kept(c);
     return st;
+}
+
+void dcr__constructor_set_undo_limit(dcr_constructor_t *c, size_t bytes)
+{
+    for (int r = 0; r < c->world; r++) {
+        dcr__undo_free(&c->owners[r].undo);
+        c->owners[r].undo.limit = c->dev_host && c->cfg.mode != DCR_MODE_F ? bytes : 0;
+    }
+}
+
+const void *dcr__constructor_tracker(const dcr_constructor_t *c, int task, bool *fresh_p)
+{
+    const owner_t *o = &c->owners[c->layout->tasks[task].owner];
+    for (int pass = 0; pass < 2; pass++) {
+        const owned_task_t *list = pass ? o->parts : o->direct;
+        int n = pass ? o->nparts : o->ndirect;
+        for (int i = 0; i < n; i++) {
+            if (list[i].task != task) continue;
+            *fresh_p = list[i].fresh;
+            return c->dev_host ? list[i].tracker : NULL;
+        }
+    }
+    *fresh_p = false;
+    return NULL;
 }
 
 void dcr_constructor_keep_records(dcr_constructor_t *c, bool on)

@@ -10,6 +10,12 @@
  * interface, and packs the records into buckets, each encoded, compressed and
  * digested into one payload handed to a sink while the owner builds the next
  * one. B^v changes only in dcr_constructor_commit, after a joint commit.
+ * (Where trackers are host memory, a run already writes the words it finds
+ * changed into them, logging what it overwrote, so that the commit on the
+ * refit's path has almost nothing left to copy; the next run puts back
+ * what an uncommitted one wrote before it compares. The log holds about
+ * 2 + element-size bytes a changed element, at most 1/12 of the owner's
+ * tracker bytes; past that the rest is copied at the commit as before.)
  *
  * In this process every training rank is an owner thread; the shards are
  * held once per shard identity because data-parallel replicas are bitwise
@@ -45,6 +51,11 @@ typedef struct dcr_construct_config {
     dcr_construct_mode_t mode;
     size_t chunk_bytes;  /* tensors are never split, so a chunk can exceed it */
     size_t bucket_bytes; /* counts the full input of every chunk that emits records */
+    /* Target of each owner's first payload of a run (chunks within it are
+     * cut to it too): smaller than the rest, so the rollout side's links
+     * start moving bytes after a fraction of a bucket's construction and
+     * upload rather than a whole one. 0: bucket_bytes / 4. */
+    size_t first_bucket_bytes;
     int zstd_level;
     bool shuffle;    /* byte-plane shuffle of value and gap words */
     int queue_depth; /* finished payloads an owner may have waiting for its sender (>= 1) */
@@ -56,7 +67,8 @@ typedef struct dcr_construct_config {
     const char *device;
 } dcr_construct_config_t;
 
-/* Mode X, object-storage chunk target, 512 MiB buckets, zstd 1, shuffle, depth 2. */
+/* Mode X, object-storage chunk target, 512 MiB buckets (the first a quarter
+ * of that), zstd 1, shuffle, depth 2. */
 dcr_construct_config_t dcr_construct_config_default(void);
 
 /* Where finished payloads go. submit is called from owner sender threads,
@@ -124,7 +136,8 @@ typedef struct dcr_group dcr_group_t;
 dcr_status_t dcr_constructor_set_group(dcr_constructor_t *c, dcr_group_t *g);
 
 /* After a joint commit: updates trackers and residual baseline in place from
- * the candidate of the last successful run. Fails if no run preceded it. */
+ * the candidate of the last successful run (copying only what that run did
+ * not write already). Fails if no run preceded it. */
 dcr_status_t dcr_constructor_commit(dcr_constructor_t *c);
 
 /* ---- repair records (issue 19) -------------------------------------------

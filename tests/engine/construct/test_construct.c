@@ -471,6 +471,207 @@ static void test_fp8_scale_dependency(void **state)
     world_close(&w);
 }
 
+/* ---- in-place baseline update: trackers against a dense oracle ------------ */
+
+/* Every tracker against the dense packing of its task from shards (the
+ * committed shards after a commit); with fresh_only, only the trackers the
+ * last run updated in place, against the candidate. Returns how many
+ * trackers were compared. */
+static int check_trackers(const world_t *w, const dcr_constructor_t *con,
+                          dcr_storage_t *const *shards, bool fresh_only)
+{
+    int checked = 0;
+    for (int i = 0; i < w->layout->ntasks; i++) {
+        const dcr_task_t *t = &w->layout->tasks[i];
+        bool fresh = false;
+        const void *tracker = dcr__constructor_tracker(con, i, &fresh);
+        if (!tracker || (fresh_only && !fresh)) continue;
+        size_t bytes =
+            (size_t)dcr_task_numel(t) * dcr_dtype_size(w->layout->shards[t->shard].desc.dtype);
+        unsigned char *dense = malloc(bytes + 1);
+        dcr_task_pack(w->layout, t, shards[t->shard]->data, dense);
+        if (memcmp(dense, tracker, bytes))
+            fail_msg("tracker of task %d (%s) differs from the dense packing", i,
+                     w->layout->shards[t->shard].desc.name);
+        free(dense);
+        checked++;
+    }
+    return checked;
+}
+
+static int count_fresh(const world_t *w, const dcr_constructor_t *con, int *tracked_p)
+{
+    int fresh_n = 0, tracked = 0;
+    for (int i = 0; i < w->layout->ntasks; i++) {
+        bool fresh = false;
+        if (!dcr__constructor_tracker(con, i, &fresh)) continue;
+        tracked++;
+        fresh_n += fresh;
+    }
+    *tracked_p = tracked;
+    return fresh_n;
+}
+
+/* A sink that takes `left` payloads, then refuses: an attempt cut short. */
+typedef struct cut_sink {
+    pthread_mutex_t lock;
+    int left;
+} cut_sink_t;
+
+static dcr_status_t cut_submit(void *ctx, int owner, uint64_t id, const uint8_t *buf, size_t len)
+{
+    cut_sink_t *s = ctx;
+    pthread_mutex_lock(&s->lock);
+    bool refuse = s->left-- <= 0;
+    pthread_mutex_unlock(&s->lock);
+    return refuse ? dcr_error_set(DCR_ETRANSPORT, "cut after its payloads") : DCR_OK;
+}
+
+/* An attempt that is not committed: cut short by its sink, or a complete
+ * run over another candidate (v+1 with bits flipped where v and v+1 agree). */
+static void abandoned_attempt(world_t *w, dcr_rng_t *rng, dcr_constructor_t *con, uint64_t tau,
+                              const uint8_t *xor_allowed)
+{
+    if (dcr_rng_below(rng, 2)) {
+        cut_sink_t cut = {PTHREAD_MUTEX_INITIALIZER, (int)dcr_rng_below(rng, 4)};
+        dcr_payload_sink_t sink = {cut_submit, &cut};
+        dcr_status_t st = dcr_constructor_run(con, w->shards_next, tau, xor_allowed,
+                                              dcr_rng_below(rng, 2), &sink, NULL);
+        assert_true(st == DCR_OK || st == DCR_ETRANSPORT);
+        return;
+    }
+    dcr_storage_t **other = testkit_alloc_shards(w->layout);
+    for (size_t sh = 0; sh < w->ns; sh++) {
+        size_t es = dcr_dtype_size(w->layout->shards[sh].desc.dtype);
+        unsigned char *a = other[sh]->data;
+        const unsigned char *b = w->shards_v[sh]->data;
+        memcpy(a, w->shards_next[sh]->data, w->shards_next[sh]->bytes);
+        for (size_t k = dcr_rng_below(rng, 7); (k + 1) * es <= other[sh]->bytes; k += 7)
+            if (!memcmp(a + k * es, b + k * es, es)) a[k * es] ^= 1;
+    }
+    keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+    dcr_payload_sink_t sink = {keep_submit, &k};
+    assert_int_equal(dcr_constructor_run(con, other, tau, xor_allowed, false, &sink, NULL), DCR_OK);
+    keep_clear(&k);
+    testkit_free(other, w->ns);
+}
+
+/* Random sequences of refits, attempts cut short or over another candidate,
+ * all-overwrite retries and commits, with the undo log's limit none, a few
+ * entries, the default share or unbounded: every run emits exactly the
+ * v -> v+1 changes (the full-conversion oracle), every tracker the last
+ * run updated in place holds the candidate, and after every commit every
+ * tracker is the dense packing of the committed shards. */
+static void test_inplace_baseline_update(void **state)
+{
+    uint64_t seed = testkit_seed(0x1f9ace);
+    print_message("seed 0x%llx (set DCR_TEST_SEED to replay)\n", (unsigned long long)seed);
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, seed);
+    const char *models[] = {"qwen2.5-0.5b", "qwen3-30b-a3b", "qwen2.5-7b"};
+    const dcr_train_config_t tcs[] = {
+        {1, 2, 2, 1, 1, 1, 0}, {1, 4, 2, 2, 2, 1, 0}, {1, 2, 1, 1, 1, 2, 0}};
+    const size_t limits[] = {0, 200, 4096, SIZE_MAX / 4};
+    int cases = 0, all_fresh_seen = 0;
+    for (int m = 0; m < 3; m++) {
+        for (int li = 0; li < 5; li++) { /* li == 4: the default share */
+            world_t w = {0};
+            dcr_train_config_t tc = tcs[m];
+            dcr_model_config_t mc;
+            testkit_load_model(models[m], 64, 2, &mc);
+            if (dcr_train_config_validate(&mc, &tc) != DCR_OK) tc = tcs[0];
+            world_open(&w, &rng, models[m], 2, tc, DCR_MAPPING_EXTENDED,
+                       (int)dcr_rng_below(&rng, 2));
+            dcr_construct_config_t cfg = dcr_construct_config_default();
+            cfg.mode = dcr_rng_below(&rng, 2) ? DCR_MODE_X : DCR_MODE_P;
+            cfg.bucket_bytes = (size_t)1 << (12 + dcr_rng_below(&rng, 6));
+            cfg.chunk_bytes = cfg.bucket_bytes / 4 + 1;
+            dcr_constructor_t *con;
+            assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+            if (li < 4) dcr__constructor_set_undo_limit(con, limits[li]);
+            bool keep = dcr_rng_below(&rng, 2);
+            dcr_constructor_keep_records(con, keep);
+            uint8_t *xor_allowed = malloc(w.nc);
+            for (size_t c = 0; c < w.nc; c++) xor_allowed[c] = dcr_rng_below(&rng, 3) != 0;
+            const double rates[] = {0.0, 0.004, 0.03, 0.12, 0.5};
+            uint64_t tau = 1;
+            for (int step = 0; step < 6; step++) {
+                world_step(&w, &rng, rates[dcr_rng_below(&rng, 5)]);
+                for (int a = (int)dcr_rng_below(&rng, 3); a > 0; a--)
+                    abandoned_attempt(&w, &rng, con, tau++, xor_allowed);
+                check_refit(&w, con, tau++, xor_allowed, false);
+                if (dcr_rng_below(&rng, 2)) check_refit(&w, con, tau++, xor_allowed, true);
+                check_trackers(&w, con, w.shards_next, true);
+                int tracked = 0, fresh = count_fresh(&w, con, &tracked);
+                assert_true(tracked > 0);
+                /* No log: nothing written, so a task counts as updated only
+                 * where nothing changed (it equals v and v+1 alike). */
+                if (li == 0) check_trackers(&w, con, w.shards_v, true);
+                if (li == 3) assert_int_equal(fresh, tracked); /* unbounded: all in place */
+                all_fresh_seen += fresh == tracked;
+                if (dcr_rng_below(&rng, 4) == 0) continue; /* abandoned: v stays */
+                assert_int_equal(dcr_constructor_commit(con), DCR_OK);
+                roll_canonical(&w);
+                assert_int_equal(check_trackers(&w, con, w.shards_v, false), tracked);
+                if (keep) {
+                    dcr_repair_records_t *set = NULL;
+                    dcr_constructor_take_repair(con, &set);
+                    dcr_repair_records_destroy(set);
+                }
+            }
+            free(xor_allowed);
+            dcr_constructor_destroy(con);
+            world_close(&w);
+            cases++;
+        }
+    }
+    assert_int_equal(cases, 15);
+    assert_true(all_fresh_seen > 0);
+}
+
+/* The first payload of each owner's run is cut at first_bucket_bytes, the
+ * rest at bucket_bytes: with one task per chunk, a one-byte first bucket
+ * holds exactly the first item and a bucket larger than the shard holds
+ * all the others, so every owner sends two payloads, the first of one item
+ * (first_bucket_bytes == bucket_bytes: one payload, the earlier cut). */
+static void test_first_bucket(void **state)
+{
+    dcr_rng_t rng;
+    dcr_rng_seed(&rng, testkit_seed(0xf1b));
+    world_t w = {0};
+    world_open(&w, &rng, "qwen2.5-0.5b", 1, (dcr_train_config_t){1, 2, 2, 1, 1, 1, 0},
+               DCR_MAPPING_PAPER, 0);
+    world_step(&w, &rng, 0.05);
+    for (int same = 0; same < 2; same++) {
+        dcr_construct_config_t cfg = dcr_construct_config_default();
+        cfg.chunk_bytes = 1;
+        cfg.bucket_bytes = (size_t)1 << 30;
+        cfg.first_bucket_bytes = same ? cfg.bucket_bytes : 1;
+        dcr_constructor_t *con;
+        assert_int_equal(dcr_constructor_create(w.layout, &cfg, w.shards_v, &con), DCR_OK);
+        keep_sink_t k = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+        dcr_payload_sink_t sink = {keep_submit, &k};
+        dcr_construct_stats_t st;
+        assert_int_equal(dcr_constructor_run(con, w.shards_next, 1, NULL, false, &sink, &st),
+                         DCR_OK);
+        int owners = w.layout->world;
+        assert_int_equal(st.payloads, (int64_t)owners * (same ? 1 : 2));
+        dcr_payload_t *p;
+        assert_int_equal(dcr_payload_create(&p), DCR_OK);
+        for (int r = 0; r < owners; r++) {
+            const kept_t *first = keep_find(&k, r, 0);
+            assert_non_null(first);
+            assert_int_equal(dcr_payload_decode(p, first->data, first->len), DCR_OK);
+            if (!same) assert_int_equal(dcr_payload_item_count(p), 1);
+            if (!same) assert_non_null(keep_find(&k, r, 1));
+        }
+        dcr_payload_destroy(p);
+        keep_clear(&k);
+        dcr_constructor_destroy(con);
+    }
+    world_close(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -479,6 +680,8 @@ int main(void)
         cmocka_unit_test(test_repair_set_coverage),
         cmocka_unit_test(test_random_layouts_against_full_conversion),
         cmocka_unit_test(test_fp8_scale_dependency),
+        cmocka_unit_test(test_inplace_baseline_update),
+        cmocka_unit_test(test_first_bucket),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
