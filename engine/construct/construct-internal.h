@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dcr/construct.h"
 #include "dcr/device.h"
@@ -103,5 +104,27 @@ void dcr__kept_clear(dcr__kept_t *k);
 dcr_status_t dcr__repair_from_kept(const dcr_inventory_t *inv, const dcr_payload_key_t *key,
                                    dcr__kept_t *kept, const int *ranks, int n,
                                    dcr_repair_records_t **out_p);
+
+/* One word of es bytes; the common sizes compile to a single move (the
+ * projection's value words and the in-place update's logged words). */
+static inline void dcr__word_copy(unsigned char *dst, const unsigned char *src, size_t es)
+{
+    switch (es) {
+    case 1:
+        *dst = *src;
+        break;
+    case 2:
+        memcpy(dst, src, 2);
+        break;
+    case 4:
+        memcpy(dst, src, 4);
+        break;
+    case 8:
+        memcpy(dst, src, 8);
+        break;
+    default:
+        memcpy(dst, src, es);
+    }
+}
 
 #endif

@@ -611,20 +611,6 @@ static void project_changes(project_ctx_t *p, int64_t src, int64_t dst, size_t n
     }
 }
 
-static inline void word_copy(unsigned char *dst, const unsigned char *src, size_t es)
-{
-    switch (es) {
-    case 2:
-        memcpy(dst, src, 2);
-        break;
-    case 4:
-        memcpy(dst, src, 4);
-        break;
-    default:
-        memcpy(dst, src, es);
-    }
-}
-
 static inline void word_xor(unsigned char *dst, const unsigned char *a, const unsigned char *b,
                             size_t es)
 {
@@ -667,8 +653,8 @@ static void project_same_dtype(project_ctx_t *p, int64_t src, int64_t dst, size_
         if (p->xor_mode)
             word_xor(vals + i * es, now + at, before + at, es);
         else
-            word_copy(vals + i * es, now + at, es);
-        if (keep_now) word_copy(nows + i * es, now + at, es);
+            dcr__word_copy(vals + i * es, now + at, es);
+        if (keep_now) dcr__word_copy(nows + i * es, now + at, es);
         ix[i] = dst + (int64_t)k;
     }
     b->count += nchanged;

@@ -24,27 +24,6 @@ typedef struct segment {
     uint32_t es;
 } segment_t;
 
-/* One word of es bytes; the common sizes compile to a single move. */
-static inline void copy_word(unsigned char *dst, const unsigned char *src, size_t es)
-{
-    switch (es) {
-    case 1:
-        *dst = *src;
-        break;
-    case 2:
-        memcpy(dst, src, 2);
-        break;
-    case 4:
-        memcpy(dst, src, 4);
-        break;
-    case 8:
-        memcpy(dst, src, 8);
-        break;
-    default:
-        memcpy(dst, src, es);
-    }
-}
-
 /* Bytes n changes spanning idx[0]..idx[n-1] may take at most: their
  * entries, and a header for every segment they could open. */
 static size_t log_bound(const uint32_t *idx, size_t n, size_t es)
@@ -103,8 +82,8 @@ bool dcr__undo_update(dcr__undo_log_t *log, unsigned char *tracker, const unsign
             if (off >= SEGMENT_SPAN) break;
             uint16_t off16 = (uint16_t)off;
             memcpy(out, &off16, 2);
-            copy_word(out + 2, tracker + k * es, es);
-            copy_word(tracker + k * es, cand + k * es, es);
+            dcr__word_copy(out + 2, tracker + k * es, es);
+            dcr__word_copy(tracker + k * es, cand + k * es, es);
             out += 2 + es;
             seg.count++;
         }
@@ -123,7 +102,7 @@ void dcr__undo_apply(dcr__undo_log_t *log)
         for (uint32_t i = 0; i < seg.count; i++, e += 2 + seg.es) {
             uint16_t off;
             memcpy(&off, e, 2);
-            copy_word(seg.base + (size_t)off * seg.es, e + 2, seg.es);
+            dcr__word_copy(seg.base + (size_t)off * seg.es, e + 2, seg.es);
         }
         at = (size_t)(e - log->buf);
     }
