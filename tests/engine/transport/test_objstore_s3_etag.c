@@ -15,8 +15,9 @@
  * into the sidecar of a stored payload and of the manifest) and checks that
  * a rollout node still receives every payload with identical bytes and
  * completes the attempt: the transport reads listed objects as byte ranges
- * of their listed size and verifies the bytes itself. The oracle is what the
- * owner sent. */
+ * of their listed size and verifies the bytes itself. Retaining a committed
+ * attempt (dcr_retain_commit, which copies its payloads) reads them the
+ * same way. The oracle is what the owner sent. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,24 +29,25 @@
 #include <sys/stat.h>
 
 #include "dcr/objstore.h"
+#include "dcr/recovery.h"
 #include "s3rver_fixture.h"
 #include "transport/objstore-internal.h"
 #include "transport_test_util.h"
 
 static s3rver_fixture_t g_s3;
 
-/* The sidecar where s3rver keeps the MD5 (ETag) of key `run/attempt-1/NAME`. */
-static void md5_sidecar(const char *name, char *out, size_t cap)
+/* The sidecar where s3rver keeps the MD5 (ETag) of key `run/attempt-TAU/NAME`. */
+static void md5_sidecar(int tau, const char *name, char *out, size_t cap)
 {
-    snprintf(out, cap, "%s/data/%s/run/attempt-1/%s._S3rver_object.md5", g_s3.dir, g_s3.bucket,
-             name);
+    snprintf(out, cap, "%s/data/%s/run/attempt-%d/%s._S3rver_object.md5", g_s3.dir, g_s3.bucket,
+             tau, name);
 }
 
-/* Replaces the stored ETag of object NAME with a hash of other bytes. */
-static void poison_etag(const char *name)
+/* Replaces the stored ETag of object NAME of attempt TAU with a hash of other bytes. */
+static void poison_etag_of(int tau, const char *name)
 {
     char path[PATH_MAX + 256];
-    md5_sidecar(name, path, sizeof path);
+    md5_sidecar(tau, name, path, sizeof path);
     struct stat st;
     if (stat(path, &st) != 0) fail_msg("s3rver keeps no MD5 at %s: %s", path, strerror(errno));
     int fd = open(path, O_WRONLY | O_TRUNC);
@@ -54,6 +56,11 @@ static void poison_etag(const char *name)
     const char *wrong = "5d41402abc4b2a76b9719d911017c592";
     assert_int_equal(write(fd, wrong, strlen(wrong)), (ssize_t)strlen(wrong));
     close(fd);
+}
+
+static void poison_etag(const char *name)
+{
+    poison_etag_of(1, name);
 }
 
 static dcr_transport_config_t cfg(bool send_only, bool join)
@@ -115,6 +122,50 @@ static void test_wrong_etag_still_delivered(void **state)
     for (int j = 0; j < K; j++) free(p[j].buf);
 }
 
+/* A committed attempt whose payload keeps a wrong ETag is retained: the
+ * copy reads the payload's listed bytes and checks them against the
+ * attempt's manifest, and the retained copies are what the owner sent. */
+static void test_wrong_etag_still_retained(void **state)
+{
+    (void)state;
+    enum { K = 3, TAU = 2 };
+    tp_payload_t p[K];
+    for (int j = 0; j < K; j++) p[j] = tp_payload_make(TAU, 0, (uint64_t)(20 + j), 400, 3 + j);
+    dcr_transport_config_t oc = cfg(true, false);
+    dcr_transport_t *owners = tp_create("objstore", &oc);
+    assert_int_equal(dcr_transport_open_attempt(owners, TAU), DCR_OK);
+    for (int j = 0; j < K; j++)
+        assert_int_equal(dcr_transport_send(owners, 0, p[j].id, p[j].buf, p[j].len), DCR_OK);
+    assert_int_equal(dcr_transport_finish(owners, 0, K), DCR_OK);
+    char name[64];
+    dcr__obj_payload_name(0, p[1].id, name, sizeof name);
+    poison_etag_of(TAU, name);
+
+    dcr_objstore_config_t sc = {.url = "s3://dcr-etag/run", .s3_endpoint = g_s3.endpoint};
+    dcr_objstore_t *store = NULL;
+    assert_int_equal(dcr_objstore_create(&sc, &store), DCR_OK);
+    dcr_retain_stats_t rs;
+    dcr_status_t st = dcr_retain_commit(store, TAU, 1, 2, &rs);
+    if (st != DCR_OK) fail_msg("retaining the attempt: %s", dcr_error_line(st));
+    assert_int_equal(rs.payloads, K);
+    dcr_retain_manifest_t m;
+    assert_int_equal(dcr_retain_manifest_read(store, 1, &m), DCR_OK);
+    assert_int_equal(m.n, K);
+    for (size_t i = 0; i < m.n; i++) {
+        uint8_t *got = NULL;
+        size_t got_len = 0;
+        assert_int_equal(dcr_retain_payload_get(store, &m, i, &got, &got_len), DCR_OK);
+        bool found = false;
+        for (int j = 0; j < K; j++) found |= got_len == p[j].len && !memcmp(got, p[j].buf, got_len);
+        assert_true(found);
+        free(got);
+    }
+    dcr_retain_manifest_free(&m);
+    dcr_objstore_destroy(store);
+    dcr_transport_destroy(owners);
+    for (int j = 0; j < K; j++) free(p[j].buf);
+}
+
 int main(void)
 {
     s3rver_env();
@@ -122,6 +173,7 @@ int main(void)
     tp_s3_endpoint = g_s3.endpoint;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrong_etag_still_delivered),
+        cmocka_unit_test(test_wrong_etag_still_retained),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     s3rver_stop(&g_s3);
