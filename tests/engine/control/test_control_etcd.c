@@ -117,21 +117,29 @@ static size_t buf_write(char *p, size_t size, size_t n, void *arg)
 }
 
 /* POSTs body to the gateway path; the parsed JSON answer (caller decrefs). */
-static json_t *raw_post(const etcd_server_t *s, const char *path, const char *body)
+/* The body a request to url answers (a POST of body, or a GET when body is
+ * NULL); the caller frees it. Fails the test when the server does not answer. */
+static buf_t *raw_request(const char *url, const char *body)
 {
-    char url[128];
-    snprintf(url, sizeof url, "http://%s%s", s->hostport, path);
     buf_t *b = calloc(1, sizeof *b);
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    if (body) curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
     CURLcode rc = curl_easy_perform(c);
     curl_easy_cleanup(c);
-    if (rc != CURLE_OK) fail_msg("POST %s: %s", url, curl_easy_strerror(rc));
+    if (rc != CURLE_OK) fail_msg("%s %s: %s", body ? "POST" : "GET", url, curl_easy_strerror(rc));
+    return b;
+}
+
+static json_t *raw_post(const etcd_server_t *s, const char *path, const char *body)
+{
+    char url[128];
+    snprintf(url, sizeof url, "http://%s%s", s->hostport, path);
+    buf_t *b = raw_request(url, body);
     json_t *j = json_loads(b->data, 0, NULL);
     if (j == NULL) fail_msg("POST %s: not JSON: %.200s", url, b->data);
     free(b);
@@ -176,16 +184,7 @@ static long long raw_ranges(const etcd_server_t *s)
 {
     char url[128];
     snprintf(url, sizeof url, "http://%s/metrics", s->hostport);
-    buf_t *b = calloc(1, sizeof *b);
-    CURL *c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, buf_write);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(c);
-    curl_easy_cleanup(c);
-    if (rc != CURLE_OK) fail_msg("GET %s: %s", url, curl_easy_strerror(rc));
+    buf_t *b = raw_request(url, NULL);
     static const char name[] = "\netcd_debugging_mvcc_range_total ";
     const char *at = strstr(b->data, name);
     if (at == NULL) fail_msg("GET %s: no range counter", url);
