@@ -331,17 +331,53 @@ dcr_status_t dcr_retain_prune(dcr_objstore_t *s, uint64_t below, uint64_t *prune
 
 /* ---- the copy at commit --------------------------------------------------- */
 
+/* The `size` bytes of key (malloc'd into *buf_p) as a listing or a
+ * manifest gave them, at most max. Where the store serves byte ranges this
+ * is a ranged GET of exactly those bytes, as the rollout nodes read (a
+ * manifest is then checked by its strict parse; a payload by the digest its
+ * readers check when they replay it): a whole-object GET is checked against the ETag, and s3rver
+ * can keep a partial upload's MD5 as the ETag of the intact object (a testbed run failed retaining
+ * version 5 that way). Elsewhere the whole object, which must hold exactly size bytes. */
+static dcr_status_t read_sized(dcr_objstore_t *s, const char *key, uint64_t size, size_t max,
+                               uint8_t **buf_p)
+{
+    if (size > max)
+        return dcr_error_set(DCR_ETRANSPORT, "retain: %s holds %" PRIu64 " bytes, above %zu", key,
+                             size, max);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    if (dcr_objstore_props(s)->ranged_get && size > 0) {
+        if (!(buf = malloc((size_t)size)))
+            return dcr_error_set(DCR_ENOMEM, "retain: %s: %" PRIu64 " bytes", key, size);
+        dcr_status_t st = dcr_objstore_get_range(s, key, 0, (size_t)size, buf, NULL);
+        if (st != DCR_OK) {
+            free(buf);
+            return st;
+        }
+    } else {
+        DCR_CHECK(dcr_objstore_get(s, key, (size_t)size + 1, NULL, &buf, &len));
+        if (len != size) {
+            free(buf);
+            return dcr_error_set(DCR_ETRANSPORT,
+                                 "retain: %s holds %zu bytes, where %" PRIu64 " were listed", key,
+                                 len, size);
+        }
+    }
+    *buf_p = buf;
+    return DCR_OK;
+}
+
 /* Reads one manifest object of attempt tau (the whole one, count 0, or the
- * part of owners [first, first + count)) and appends its entries. */
-static dcr_status_t read_manifest_object(dcr_objstore_t *s, const char *key, uint64_t tau,
-                                         int world, int first, int count, dcr__ledger_entry_t **e_p,
-                                         size_t *n_p)
+ * part of owners [first, first + count)) of the listed size and appends its
+ * entries. */
+static dcr_status_t read_manifest_object(dcr_objstore_t *s, const dcr_objstore_entry_t *k,
+                                         uint64_t tau, int world, int first, int count,
+                                         dcr__ledger_entry_t **e_p, size_t *n_p)
 {
     uint8_t *text = NULL;
-    size_t len = 0;
-    DCR_CHECK(dcr_objstore_get(s, key, DCR__MANIFEST_MAX_BYTES, NULL, &text, &len));
-    dcr_status_t st =
-        dcr__manifest_append((const char *)text, len, key, tau, world, first, count, e_p, n_p);
+    DCR_CHECK(read_sized(s, k->key, k->size, DCR__MANIFEST_MAX_BYTES, &text));
+    dcr_status_t st = dcr__manifest_append((const char *)text, (size_t)k->size, k->key, tau, world,
+                                           first, count, e_p, n_p);
     free(text);
     return st;
 }
@@ -349,86 +385,67 @@ static dcr_status_t read_manifest_object(dcr_objstore_t *s, const char *key, uin
 /* Reads attempt tau's transport manifest into entries: the one MANIFEST a
  * handle serving every owner writes, or the parts owner processes write
  * (MANIFEST-<first>-<count>; a committed attempt's parts cover every owner
- * once: its readers checked that before the commit). */
+ * once: its readers checked that before the commit). One listing finds
+ * them and their sizes; it is handed back (*keys_p, freed by the caller)
+ * for the payloads' sizes. */
 static dcr_status_t read_attempt(dcr_objstore_t *s, uint64_t tau, int world, char *mkey,
-                                 size_t mkey_cap, dcr__ledger_entry_t **e_p, size_t *n_p)
+                                 size_t mkey_cap, dcr__ledger_entry_t **e_p, size_t *n_p,
+                                 dcr_objstore_entry_t **keys_p, size_t *nkeys_p)
 {
     char prefix[64];
     dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+    size_t plen = strlen(prefix);
     snprintf(mkey, mkey_cap, "%sMANIFEST", prefix);
     *e_p = NULL;
     *n_p = 0;
-    dcr_status_t st = read_manifest_object(s, mkey, tau, world, 0, 0, e_p, n_p);
-    if (st != DCR_ENOTFOUND) return st;
     dcr_objstore_entry_t *keys = NULL;
     size_t nkeys = 0, parts = 0;
+    bool whole = false;
     DCR_CHECK(dcr_objstore_list_all(s, prefix, &keys, &nkeys));
-    st = DCR_OK;
-    for (size_t i = 0; i < nkeys && st == DCR_OK; i++) {
+    dcr_status_t st = DCR_OK;
+    for (size_t i = 0; i < nkeys && !whole; i++)
+        if (!strcmp(keys[i].key, mkey)) {
+            whole = true;
+            st = read_manifest_object(s, &keys[i], tau, world, 0, 0, e_p, n_p);
+        }
+    for (size_t i = 0; i < nkeys && !whole && st == DCR_OK; i++) {
         int first, count;
-        if (strncmp(keys[i].key, prefix, strlen(prefix)) != 0 ||
-            !dcr__obj_parse_manifest_part_name(keys[i].key + strlen(prefix), world, &first, &count))
+        if (strncmp(keys[i].key, prefix, plen) != 0 ||
+            !dcr__obj_parse_manifest_part_name(keys[i].key + plen, world, &first, &count))
             continue;
-        st = read_manifest_object(s, keys[i].key, tau, world, first, count, e_p, n_p);
+        st = read_manifest_object(s, &keys[i], tau, world, first, count, e_p, n_p);
         parts++;
     }
-    free(keys);
-    if (st == DCR_OK && parts == 0)
+    if (st == DCR_OK && !whole && parts == 0)
         st = dcr_error_set(DCR_ENOTFOUND,
                            "retain: attempt %" PRIu64 " has no manifest %s nor manifest parts "
                            "(already cleared by a later attempt, or not an objstore run?)",
                            tau, mkey);
     if (st != DCR_OK) {
         free(*e_p);
+        free(keys);
         *e_p = NULL;
         *n_p = 0;
+        keys = NULL;
+        nkeys = 0;
     }
+    *keys_p = keys;
+    *nkeys_p = nkeys;
     return st;
 }
 
-/* The `len` bytes the attempt's manifest lists for `from` (malloc'd into
- * *buf_p), checked against that listing: a header naming the owner and
- * payload it is stored as, with the listed digest (the receivers that
- * replay it check that digest against the bytes, keyed or not). Where the
- * store serves byte ranges this is a ranged GET of exactly those bytes, as
- * the rollout nodes read: a whole-object GET is checked against the ETag,
- * and s3rver can keep a partial upload's MD5 as the ETag of the intact
- * object (a testbed run failed retaining version 5 that way). */
-static dcr_status_t get_listed(dcr_objstore_t *s, const char *from, const dcr__ledger_entry_t *le,
-                               uint8_t **buf_p)
+/* The listing's size of key, or UINT64_MAX when it lists no such key. */
+static uint64_t listed_size(const dcr_objstore_entry_t *keys, size_t nkeys, const char *key)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    if (dcr_objstore_props(s)->ranged_get && le->len > 0) {
-        if (!(buf = malloc((size_t)le->len)))
-            return dcr_error_set(DCR_ENOMEM, "retain: %s: %" PRIu64 " bytes", from, le->len);
-        len = (size_t)le->len;
-        dcr_status_t st = dcr_objstore_get_range(s, from, 0, len, buf, NULL);
-        if (st != DCR_OK) {
-            free(buf);
-            return st;
-        }
-    } else {
-        DCR_CHECK(dcr_objstore_get(s, from, (size_t)le->len + 1, NULL, &buf, &len));
-    }
-    dcr_payload_header_t h;
-    dcr_payload_policy_t any = {0};
-    bool ok = len == le->len && dcr_payload_header_parse(buf, len, &any, &h) == DCR_OK &&
-              h.owner == le->owner && h.payload_id == le->id &&
-              !memcmp(h.digest, le->digest, sizeof h.digest);
-    if (!ok) {
-        free(buf);
-        return dcr_error_set(DCR_ETRANSPORT,
-                             "retain: %s (%zu bytes) is not the payload its attempt's manifest "
-                             "lists (%" PRIu64 " bytes, owner %" PRIu32 ", payload %" PRIu64 ")",
-                             from, len, le->len, le->owner, le->id);
-    }
-    *buf_p = buf;
-    return DCR_OK;
+    for (size_t i = 0; i < nkeys; i++)
+        if (!strcmp(keys[i].key, key)) return keys[i].size;
+    return UINT64_MAX;
 }
 
-/* Copies the listed payloads, filling m's entries. */
+/* Copies the payloads the manifest lists (le), each as the attempt's
+ * listing shows it with the manifest's length, filling m's entries. */
 static dcr_status_t copy_payloads(dcr_objstore_t *s, uint64_t tau, const dcr__ledger_entry_t *le,
+                                  const dcr_objstore_entry_t *keys, size_t nkeys,
                                   dcr_retain_manifest_t *m, dcr_retain_stats_t *stats)
 {
     for (size_t i = 0; i < m->n; i++) {
@@ -438,8 +455,19 @@ static dcr_status_t copy_payloads(dcr_objstore_t *s, uint64_t tau, const dcr__le
         dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
         snprintf(from, sizeof from, "%s%s", prefix, e->name);
         version_key(m->version, e->name, to, sizeof to);
+        uint64_t size = listed_size(keys, nkeys, from);
+        if (size == UINT64_MAX)
+            return dcr_error_set(DCR_ENOTFOUND,
+                                 "retain: %s, listed in its attempt's manifest, is "
+                                 "not in the store",
+                                 from);
+        if (size != le[i].len)
+            return dcr_error_set(DCR_ETRANSPORT,
+                                 "retain: %s holds %" PRIu64 " bytes, its attempt's manifest lists "
+                                 "%" PRIu64,
+                                 from, size, le[i].len);
         uint8_t *buf = NULL;
-        DCR_CHECK(get_listed(s, from, &le[i], &buf));
+        DCR_CHECK(read_sized(s, from, size, RETAIN_PAYLOAD_MAX, &buf));
         size_t len = (size_t)le[i].len;
         e->bytes = len;
         digest_of(buf, len, e->digest);
@@ -464,10 +492,11 @@ dcr_status_t dcr_retain_commit(dcr_objstore_t *s, uint64_t tau, uint64_t version
     dcr_retain_stats_t stats = {0};
     char mkey[128];
     dcr__ledger_entry_t *le = NULL;
-    size_t n = 0;
+    dcr_objstore_entry_t *keys = NULL;
+    size_t n = 0, nkeys = 0;
     /* Owners are bounded by the manifest's own checks; the payloads' headers
      * are checked again by every receiver that replays them. */
-    DCR_CHECK(read_attempt(s, tau, INT32_MAX, mkey, sizeof mkey, &le, &n));
+    DCR_CHECK(read_attempt(s, tau, INT32_MAX, mkey, sizeof mkey, &le, &n, &keys, &nkeys));
     dcr_retain_manifest_t m = {.version = version, .from = version - 1, .tau = tau, .n = n};
     m.entries = calloc(n ? n : 1, sizeof(*m.entries));
     dcr_status_t st = m.entries ? DCR_OK : dcr_error_set(DCR_ENOMEM, "retain: %zu entries", n);
@@ -475,8 +504,9 @@ dcr_status_t dcr_retain_commit(dcr_objstore_t *s, uint64_t tau, uint64_t version
     char key[128];
     version_key(version, RETAIN_MANIFEST, key, sizeof key);
     if (st == DCR_OK) st = dcr_objstore_delete(s, key);
-    if (st == DCR_OK) st = copy_payloads(s, tau, le, &m, &stats);
+    if (st == DCR_OK) st = copy_payloads(s, tau, le, keys, nkeys, &m, &stats);
     free(le);
+    free(keys);
     size_t len = 0;
     char *text = st == DCR_OK ? manifest_text(&m, &len) : NULL;
     if (st == DCR_OK && !text) st = dcr_error_set(DCR_ENOMEM, "retain: manifest of %zu entries", n);

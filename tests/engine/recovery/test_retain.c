@@ -216,6 +216,14 @@ static void attempt_without_manifest_is_not_retained(void **state)
     assert_int_equal(dcr_retain_commit(g_store, 10, 4, 8, NULL), DCR_ETRANSPORT);
     dcr_retain_manifest_t m;
     assert_int_equal(dcr_retain_manifest_read(g_store, 4, &m), DCR_ENOTFOUND);
+    /* Longer than listed (a read of the listed bytes alone would not see it). */
+    put_attempt(11, 2);
+    uint8_t longer[512] = {0};
+    assert_int_equal(
+        dcr_objstore_put(g_store, "attempt-11/payload-1-1.dcrp", longer, payload_len(1) + 1, NULL),
+        DCR_OK);
+    assert_int_equal(dcr_retain_commit(g_store, 11, 4, 8, NULL), DCR_ETRANSPORT);
+    assert_int_equal(dcr_retain_manifest_read(g_store, 4, &m), DCR_ENOTFOUND);
     assert_int_equal(dcr_retain_commit(g_store, 10, 4, 0, NULL), DCR_EINVAL);
     assert_int_equal(dcr_retain_commit(g_store, 10, 0, 8, NULL), DCR_EINVAL);
 }

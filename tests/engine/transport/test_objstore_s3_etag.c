@@ -122,9 +122,10 @@ static void test_wrong_etag_still_delivered(void **state)
     for (int j = 0; j < K; j++) free(p[j].buf);
 }
 
-/* A committed attempt whose payload keeps a wrong ETag is retained: the
- * copy reads the payload's listed bytes and checks them against the
- * attempt's manifest, and the retained copies are what the owner sent. */
+/* A committed attempt whose payload and manifest keep a wrong ETag is
+ * retained: the copy reads the listed bytes of each and checks them (the
+ * manifest's strict parse, each payload against the manifest), and the
+ * retained copies are what the owner sent. */
 static void test_wrong_etag_still_retained(void **state)
 {
     (void)state;
@@ -140,6 +141,7 @@ static void test_wrong_etag_still_retained(void **state)
     char name[64];
     dcr__obj_payload_name(0, p[1].id, name, sizeof name);
     poison_etag_of(TAU, name);
+    poison_etag_of(TAU, "MANIFEST");
 
     dcr_objstore_config_t sc = {.url = "s3://dcr-etag/run", .s3_endpoint = g_s3.endpoint};
     dcr_objstore_t *store = NULL;
