@@ -384,6 +384,39 @@ static void test_reference_scaling(void **state)
     dcr_sim_workload_destroy(w);
 }
 
+/* The store's GET limit is a token bucket that refills at the rate and
+ * holds one second of it. Reference of one node, one download at a time:
+ * the checkpoint's 1e9 B as 100 objects of 1e7 B, uploaded in
+ * 100 x (1e7 / 1e9 + 0.01) = 2 s, then downloaded at 0.02 s each under
+ * 10 GET/s. Download k asks at 2 + 0.02k while the bucket keeps up; the
+ * bucket's theoretical time after k grants is 2 + 0.1k (the first grant
+ * at 2 s, then 0.1 s per grant), and a request waits only for
+ * 2 + 0.1k - 1 (one second of tokens back) > 2 + 0.02k, so from k = 13
+ * on (1 + 1.3 = 2.3 > 2.26). Those wait: download k starts at 1 + 0.1k,
+ * the last (k = 99) at 10.9 s, ending at 10.92 s. A pacer (one token deep)
+ * would have spaced all 100 by 0.1 s: 2 + 9.9 + 0.02 = 11.92 s. */
+static void test_store_get_bucket(void **state)
+{
+    dcr_sim_workload_t *w = one_payload(1000, 0, 0, 0);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(1);
+    spec.cluster.store_flows = 1;
+    spec.cluster.ref_object_mib = 1e7 / 1048576.0; /* exactly 1e7 bytes: 1048576 is 2^20 */
+    dcr_sim_result_t r;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.reference_s, 2.0 + 100 * 0.02); /* unlimited: 4 s */
+    spec.cluster.store_get_rps = 10;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.reference_s, 1 + 0.1 * 99 + 0.02);
+    /* Two prefixes double the rate: the bucket (20 tokens, 0.05 s each)
+     * keeps up while 2 + 0.05k - 1 <= 2 + 0.02k, i.e. k <= 33; download k
+     * then starts at 1 + 0.05k, the last at 5.95 s, ending at 5.97 s. */
+    spec.cluster.store_prefixes = 2;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.reference_s, 1 + 0.05 * 99 + 0.02);
+    dcr_sim_workload_destroy(w);
+}
+
 /* ---- real inventories ----------------------------------------------------------------- */
 
 static dcr_sim_spec_t small_spec(const char *transport)
@@ -785,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_refit_relay_first_principles),
         cmocka_unit_test(test_cross_accounting),
         cmocka_unit_test(test_reference_scaling),
+        cmocka_unit_test(test_store_get_bucket),
         cmocka_unit_test(test_workload_real_model),
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_bad_specs),
