@@ -185,10 +185,56 @@ static const dcr_sim_step_t *step(const dcr_sim_owner_t *o, int i)
     return &o->steps[i];
 }
 
-/* Chunk target 64, bucket target 100. Tasks of 40, 30, 50, 10 bytes with
- * 1, 0, 2, 0 records: 40 < 64, so the first chunk takes 30 more (70; it
- * emits, bucket 70); the second gathers 50 + 10 = 60 and closes at the last
- * task (emits, bucket 130 >= 100): one payload of both emitting tasks. */
+/* The four tasks of the packing tests: 40, 30, 50, 10 bytes with 1, 0, 2,
+ * 0 records (unit(): 2-byte elements, so 20, 15, 25, 5 elements). */
+static void pack_four_tasks(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o)
+{
+    const int64_t bytes[4] = {40, 30, 50, 10}, recs[4] = {1, 0, 2, 0};
+    for (int i = 0; i < 4; i++) {
+        dcr_sim_unit_t u = unit(bytes[i], recs[i]);
+        assert_int_equal(dcr_sim_pack_task(p, w, o, &u, i == 3), DCR_OK);
+    }
+    assert_int_equal(dcr_sim_pack_flush(p, w, o), DCR_OK);
+}
+
+/* Compressed bytes of the 50-byte task's item with flat costs: 10 of
+ * metadata, 2 XOR values of 1 byte, and one gap. 2 records in 25 elements:
+ * density 0.08, P(gap > 255) = 0.92^255, so the gap is 1 byte with
+ * probability 1 - 0.92^255, else 2. */
+static double two_record_item_bytes(void)
+{
+    double small = 1 - pow(0.92, 255);
+    return 10 + 2 + small * 1 + (1 - small) * 2;
+}
+
+/* The engine's rule for the first payload's target (construct.h: 0 means a
+ * quarter of the bucket, at least 1; never above the bucket). */
+static void test_first_bucket_rule(void **state)
+{
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.bucket_bytes = 100;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 25); /* 100 / 4 */
+    cfg.bucket_bytes = 3;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 1); /* 3 / 4 = 0, raised to 1 */
+    cfg.bucket_bytes = 100;
+    cfg.first_bucket_bytes = 10;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 10); /* set: kept */
+    cfg.first_bucket_bytes = 500;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 100); /* capped at the bucket */
+    dcr_sim_packer_t p;
+    dcr_sim_costs_t costs = flat_costs();
+    dcr_sim_packer_init(&p, 64, 512 << 20, &costs);
+    assert_int_equal(p.first_bucket_target, 128 << 20); /* the seed's bucket: 128 MiB first */
+}
+
+/* Chunk target 64, bucket target 100, so the first payload's target is 25
+ * and its chunks are cut at min(64, 25) = 25. The 40-byte task alone
+ * reaches 25: its chunk (40 B, 1 record, 1 task) emits, bucket 40 >= 25,
+ * payload 0 is its one item. Then the targets are 64 and 100: 30 < 64
+ * (no records) waits, + 50 = 80 >= 64 closes (80 B, 2 records, 2 tasks;
+ * emits, bucket 80 < 100); the last task's chunk (10 B) emits nothing, so
+ * the bucket stays 80 and the final flush makes payload 1 of the 50-byte
+ * task's item. */
 static void test_pack_chunks_and_buckets(void **state)
 {
     dcr_sim_workload_t *w = NULL;
@@ -197,12 +243,59 @@ static void test_pack_chunks_and_buckets(void **state)
     dcr_sim_costs_t costs = flat_costs();
     dcr_sim_packer_t p;
     dcr_sim_packer_init(&p, 64, 100, &costs);
-    const int64_t bytes[4] = {40, 30, 50, 10}, recs[4] = {1, 0, 2, 0};
-    for (int i = 0; i < 4; i++) {
-        dcr_sim_unit_t u = unit(bytes[i], recs[i]);
-        assert_int_equal(dcr_sim_pack_task(&p, w, o, &u, i == 3), DCR_OK);
-    }
-    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK); /* nothing left: no second payload */
+    assert_int_equal(p.first_bucket_target, 25);
+    pack_four_tasks(&p, w, o);
+    assert_int_equal(o->nsteps, 7);
+    assert_int_equal(step(o, 0)->kind, DCR_SIM_STEP_COMPUTE);
+    assert_int_equal(step(o, 0)->work, DCR_SIM_WORK_CHUNK);
+    assert_int_equal(step(o, 0)->bytes, 40);
+    assert_int_equal(step(o, 0)->records, 1);
+    NEAR(step(o, 0)->seconds, 40e-9 + 1e-8 + 1e-6); /* detect 40 B, project 1 record, 1 task */
+    assert_int_equal(step(o, 1)->work, DCR_SIM_WORK_ENCODE);
+    NEAR(step(o, 1)->seconds, 1e-7); /* 1 record */
+    assert_int_equal(step(o, 2)->kind, DCR_SIM_STEP_FLUSH);
+    assert_int_equal(step(o, 2)->payload, 0);
+    assert_int_equal(step(o, 3)->bytes, 80);
+    assert_int_equal(step(o, 3)->records, 2);
+    NEAR(step(o, 3)->seconds, 80e-9 + 2e-8 + 2e-6); /* detect 80 B, project 2, 2 tasks */
+    assert_int_equal(step(o, 4)->bytes, 10);
+    assert_int_equal(step(o, 4)->records, 0);
+    NEAR(step(o, 4)->seconds, 10e-9 + 1e-6);
+    assert_int_equal(step(o, 5)->work, DCR_SIM_WORK_ENCODE);
+    NEAR(step(o, 5)->seconds, 2e-7); /* 2 records */
+    assert_int_equal(step(o, 6)->kind, DCR_SIM_STEP_FLUSH);
+    assert_int_equal(step(o, 6)->payload, 1);
+    assert_int_equal(w->npayloads, 2);
+    assert_int_equal(o->npayloads, 2);
+    assert_int_equal(w->payloads[0].id, 0);
+    assert_int_equal(w->payloads[0].items, 1);
+    assert_int_equal(w->payloads[0].records, 1);
+    assert_int_equal(w->payloads[0].input_bytes, 40);
+    /* Header 64; one record in 20 elements is a run: 10 + 1 value byte. */
+    assert_int_equal(w->payloads[0].bytes, 64 + 11);
+    assert_int_equal(w->payloads[1].id, 1);
+    assert_int_equal(w->payloads[1].items, 1);
+    assert_int_equal(w->payloads[1].records, 2);
+    assert_int_equal(w->payloads[1].input_bytes, 80);
+    assert_int_equal(w->payloads[1].bytes, (int64_t)llround(64 + two_record_item_bytes()));
+    dcr_sim_workload_destroy(w);
+}
+
+/* A first target equal to the bucket packs full buckets from the start
+ * (the engine before its first payload was cut): 40 < 64, so the first
+ * chunk takes 30 more (70; it emits, bucket 70); the second gathers
+ * 50 + 10 = 60 and closes at the last task (emits, bucket 130 >= 100): one
+ * payload of both emitting tasks. */
+static void test_pack_full_first_bucket(void **state)
+{
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w), DCR_OK);
+    dcr_sim_owner_t *o = &w->owners[0];
+    dcr_sim_costs_t costs = flat_costs();
+    dcr_sim_packer_t p;
+    dcr_sim_packer_init(&p, 64, 100, &costs);
+    p.first_bucket_target = 100;
+    pack_four_tasks(&p, w, o); /* the final flush has nothing left: no second payload */
     assert_int_equal(o->nsteps, 4);
     assert_int_equal(step(o, 0)->kind, DCR_SIM_STEP_COMPUTE);
     assert_int_equal(step(o, 0)->bytes, 70);
@@ -218,17 +311,14 @@ static void test_pack_chunks_and_buckets(void **state)
     assert_int_equal(w->payloads[0].items, 2);
     assert_int_equal(w->payloads[0].records, 3);
     assert_int_equal(w->payloads[0].input_bytes, 130);
-    /* Header 64; item 1: 10 + 1 value byte; item 2: 10 + 2 values + one gap.
-     * Item 2 has 2 records in 25 elements: density 0.08, P(gap > 255) =
-     * 0.92^255, so the gap is 1 byte with probability 1 - 0.92^255. */
-    double small = 1 - pow(0.92, 255);
-    double expect = 64 + 11 + 12 + small * 1 + (1 - small) * 2;
-    assert_int_equal(w->payloads[0].bytes, (int64_t)llround(expect));
+    /* Header 64; item 1: 10 + 1 value byte; item 2 as above. */
+    assert_int_equal(w->payloads[0].bytes, (int64_t)llround(64 + 11 + two_record_item_bytes()));
     dcr_sim_workload_destroy(w);
 }
 
 /* A chunk that emits nothing does not count toward the bucket; a task larger
- * than the chunk target is one chunk (tensors are never split). */
+ * than the chunk target is one chunk (tensors are never split); the first
+ * payload's target (25 here) holds for residual tensors too. */
 static void test_pack_silent_chunks(void **state)
 {
     dcr_sim_workload_t *w = NULL;
@@ -238,27 +328,44 @@ static void test_pack_silent_chunks(void **state)
     dcr_sim_packer_t p;
     dcr_sim_packer_init(&p, 64, 100, &costs);
     dcr_sim_unit_t a = unit(70, 0), b = unit(70, 1), big = unit(1000, 5);
+    /* 70 >= 25 closes a chunk that emits nothing: the bucket stays empty. */
     assert_int_equal(dcr_sim_pack_task(&p, w, o, &a, false), DCR_OK);
     assert_int_equal(p.bucket_input, 0);
-    assert_int_equal(dcr_sim_pack_task(&p, w, o, &b, false), DCR_OK);
-    assert_int_equal(p.bucket_input, 70);
     assert_int_equal(w->npayloads, 0);
-    assert_int_equal(dcr_sim_pack_task(&p, w, o, &big, true), DCR_OK); /* 70 + 1000 >= 100: flush */
+    /* 70 >= 25 again, and it emits: bucket 70 >= 25 flushes payload 0. */
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &b, false), DCR_OK);
+    assert_int_equal(p.bucket_input, 0);
     assert_int_equal(w->npayloads, 1);
-    assert_int_equal(w->payloads[0].input_bytes, 1070);
-    assert_int_equal(w->payloads[0].records, 6);
-    /* Residual tensors count their canonical bytes when they emit. */
+    assert_int_equal(w->payloads[0].input_bytes, 70);
+    assert_int_equal(w->payloads[0].records, 1);
+    /* Full targets now: 1000 >= 64 is one chunk, 1000 >= 100 flushes. */
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &big, true), DCR_OK);
+    assert_int_equal(w->npayloads, 2);
+    assert_int_equal(w->payloads[1].input_bytes, 1000);
+    assert_int_equal(w->payloads[1].records, 5);
+    /* Residual tensors count their canonical bytes when they emit: 60 < 100. */
     dcr_sim_unit_t r1 = unit(50, 0), r2 = unit(60, 3);
     r2.xor_enc = false;
     assert_int_equal(dcr_sim_pack_residual(&p, w, o, &r1), DCR_OK);
     assert_int_equal(p.bucket_input, 0);
     assert_int_equal(dcr_sim_pack_residual(&p, w, o, &r2), DCR_OK);
     assert_int_equal(p.bucket_input, 60);
-    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK);
     assert_int_equal(w->npayloads, 2);
-    assert_int_equal(w->payloads[1].items, 1);
-    assert_int_equal(w->payloads[1].owner, 0);
-    assert_int_equal(w->payloads[1].id, 1);
+    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK);
+    assert_int_equal(w->npayloads, 3);
+    assert_int_equal(w->payloads[2].items, 1);
+    assert_int_equal(w->payloads[2].owner, 0);
+    assert_int_equal(w->payloads[2].id, 2);
+    /* An owner whose first residual tensor is its first emitter: 60 >= 25
+     * flushes at once, before the final flush. */
+    dcr_sim_workload_t *w2 = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w2), DCR_OK);
+    dcr_sim_packer_init(&p, 64, 100, &costs);
+    assert_int_equal(dcr_sim_pack_residual(&p, w2, &w2->owners[0], &r2), DCR_OK);
+    assert_int_equal(w2->npayloads, 1);
+    assert_int_equal(w2->payloads[0].input_bytes, 60);
+    assert_int_equal(p.bucket_input, 0);
+    dcr_sim_workload_destroy(w2);
     dcr_sim_workload_destroy(w);
 }
 
@@ -811,7 +918,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_platform_generated),
         cmocka_unit_test(test_cluster_validation),
+        cmocka_unit_test(test_first_bucket_rule),
         cmocka_unit_test(test_pack_chunks_and_buckets),
+        cmocka_unit_test(test_pack_full_first_bucket),
         cmocka_unit_test(test_pack_silent_chunks),
         cmocka_unit_test(test_item_bytes),
         cmocka_unit_test(test_refit_objstore_first_principles),
