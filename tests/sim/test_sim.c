@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "dcr/codec.h"
 #include "sim/calibrate.h"
 #include "sim/platform.h"
 #include "sim/description.h"
@@ -28,6 +30,7 @@
 #include "sim/sweep.h"
 #include "sim/validate.h"
 #include "sim/workload.h"
+#include "workloads/harness/construct_bench.h"
 #include "sim_test_cal.h"
 
 /* SimGrid computes in doubles; its flow model adds nothing beyond the
@@ -578,6 +581,77 @@ static void test_workload_real_model(void **state)
     dcr_sim_workload_destroy(w);
 }
 
+typedef struct owner_payloads {
+    pthread_mutex_t lock;
+    int64_t count[16];
+} owner_payloads_t;
+
+static dcr_status_t count_owner_payloads(void *ctx, int owner, uint64_t id, const uint8_t *buf,
+                                         size_t len)
+{
+    (void)id, (void)buf, (void)len;
+    owner_payloads_t *c = ctx;
+    if (owner < 0 || owner >= 16) return dcr_error_set(DCR_EINVAL, "owner %d", owner);
+    pthread_mutex_lock(&c->lock);
+    c->count[owner]++;
+    pthread_mutex_unlock(&c->lock);
+    return DCR_OK;
+}
+
+/* The simulated packing against the engine itself: a real constructor run
+ * (the construction bench: seeded weights, uniform stress changes, the same
+ * chunk and bucket targets, the first payload's left to the engine) cuts
+ * each owner's changes into as many payloads as the simulated owner, with
+ * as many records in all. Both with the engine's smaller first payload and,
+ * as a control that the comparison can tell them apart, not with full
+ * buckets from the start. */
+static void test_packing_matches_engine(void **state)
+{
+    dcr_sim_spec_t spec = small_spec("objstore");
+    spec.change_rate = 0.05;
+    dcr_sim_calibration_t cal = test_cal();
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_build(&spec, &cal, &w), DCR_OK);
+    dcr_scenario_spec_t ss = spec.scenario;
+    ss.align_extra = spec.cluster.rollout_gpus; /* the serving TP, as the builder aligns */
+    dcr_scenario_t *sc = NULL;
+    assert_int_equal(dcr_scenario_create(&ss, &sc), DCR_OK);
+    assert_true(w->world <= 16);
+    owner_payloads_t got = {PTHREAD_MUTEX_INITIALIZER, {0}};
+    dcr_payload_sink_t sink = {count_owner_payloads, &got};
+    dcr_construct_bench_t b = {.change_rate = spec.change_rate,
+                               .seed = 11,
+                               .cfg = dcr_construct_config_default(),
+                               .sink = &sink,
+                               .rounds = 1};
+    b.cfg.chunk_bytes = spec.chunk_bytes;
+    b.cfg.bucket_bytes = spec.bucket_bytes;
+    const dcr_construct_mode_t mode = DCR_MODE_X;
+    dcr_construct_bench_result_t res;
+    if (dcr_construct_bench_run(sc, &b, &mode, 1, &res) != DCR_OK)
+        fail_msg("%s", dcr_error_detail());
+    /* The same changes to within the few the engine finds equal after
+     * projection (the sim takes round(rate x n) per task as records). */
+    print_message("records: engine %lld, sim %lld; payloads: engine %lld, sim %d\n",
+                  (long long)res.stats.records, (long long)w->records,
+                  (long long)res.stats.payloads, w->npayloads);
+    assert_true(llabs(res.stats.records - w->records) <= w->records / 100);
+    assert_int_equal(res.stats.payloads, w->npayloads);
+    for (int o = 0; o < w->world; o++) {
+        print_message("owner %d: engine %lld payloads, sim %d\n", o, (long long)got.count[o],
+                      w->owners[o].npayloads);
+        assert_int_equal(got.count[o], w->owners[o].npayloads);
+    }
+    /* Full buckets from the start pack fewer payloads than the engine cut. */
+    dcr_sim_workload_t *full = NULL;
+    spec.first_bucket_bytes = spec.bucket_bytes;
+    assert_int_equal(dcr_sim_workload_build(&spec, &cal, &full), DCR_OK);
+    assert_true(full->npayloads < res.stats.payloads);
+    dcr_sim_workload_destroy(full);
+    dcr_scenario_destroy(sc);
+    dcr_sim_workload_destroy(w);
+}
+
 /* Latency is at least each bound; doubling the cross-cluster bandwidth
  * never slows a refit. */
 static void test_invariants(void **state)
@@ -929,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_reference_scaling),
         cmocka_unit_test(test_store_get_bucket),
         cmocka_unit_test(test_workload_real_model),
+        cmocka_unit_test(test_packing_matches_engine),
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_calibration_roundtrip),
