@@ -181,25 +181,29 @@ static void dcr__move(sg_host_t from, sg_host_t to, double bytes)
  * requests outrun it. Kept as its theoretical arrival time (*tat_p: when
  * the bucket would be full again, GCRA's form). `share`: the requests one
  * simulated request stands for (the fast path's multiplicity), booked
- * together, so the aggregate rate is the store's either way.
+ * together, so the aggregate rate is the store's either way. They stand
+ * for identical nodes asking at the same instant, which the store grants
+ * one after another; the last of them decides when the group is through
+ * (a refit waits for its slowest node), so the simulated request starts
+ * with the group's last token: at once while the bucket holds them all.
  *
- * The depth is what lets the fast path stand for its nodes. Identical
- * nodes ask at the same instants; a bucket of depth one (a pacer) spaced
- * each such clump's requests 1/rate apart even on an idle store, and those
- * few milliseconds, different for each node, pushed some nodes' concurrent
- * downloads into step, where they pay the request latency together and
- * move fewer bytes: the full simulation's slowest node ended 4.3% after
- * the fast path's one node (tests/sim/test_sim_fast.c). With the depth, a
- * clump within the rate starts together in both. */
+ * The depth is what lets the fast path stand for its nodes. A bucket of
+ * depth one (a pacer) spaced each clump of identical nodes' requests
+ * 1/rate apart even on an idle store, and those few milliseconds,
+ * different for each node, pushed some nodes' concurrent downloads into
+ * step, where they pay the request latency together and move fewer bytes:
+ * the full simulation's slowest node ended 4.3% after the fast path's one
+ * node (tests/sim/test_sim_fast.c). With the depth, a clump within the
+ * rate starts together in both. */
 #define DCR__STORE_BUCKET_S 1.0
 
 static void dcr__store_request(double *tat_p, double rps, double share)
 {
     if (!(rps > 0)) return;
     double rate = rps * dcr__S.c->store_prefixes, now = dcr__now();
-    double start = *tat_p - DCR__STORE_BUCKET_S;
-    if (start < now) start = now;
-    *tat_p = (*tat_p > start ? *tat_p : start) + share / rate;
+    double base = *tat_p > now ? *tat_p : now; /* tat <= now: the bucket is full */
+    double start = base + (share - 1) / rate - DCR__STORE_BUCKET_S; /* the group's last token */
+    *tat_p = base + share / rate;
     if (start > now) sg_actor_sleep_until(start);
 }
 

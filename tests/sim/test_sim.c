@@ -527,6 +527,31 @@ static void test_store_get_bucket(void **state)
     dcr_sim_workload_destroy(w);
 }
 
+/* The fast path's one node books the tokens of the nodes it stands for
+ * and starts with the last of them, as the full simulation's last node
+ * does. Reference of 4 nodes, one download each of the checkpoint's 1e9 B
+ * (1.01 s), after its upload (1.01 s); 2 GET/s, so the bucket holds 2
+ * tokens and refills one per 0.5 s. At 1.01 s the nodes ask together:
+ * request k may start at 1.01 + k x 0.5 - 1 (one second of tokens back),
+ * so three start at once and the fourth at 1.51 s, ending at 2.52 s. The
+ * fast path gives the same, its one node waiting for the fourth token. */
+static void test_store_bucket_fast_path(void **state)
+{
+    dcr_sim_workload_t *w = one_payload(1000, 0, 0, 0);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(4);
+    spec.cluster.store_flows = 1;
+    spec.cluster.store_get_rps = 2;
+    assert_true(dcr_sim_fast_path(&spec, w));
+    dcr_sim_result_t fast, full;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &fast), DCR_OK);
+    spec.full = true;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &full), DCR_OK);
+    NEAR(full.reference_s, 1.01 + 0.5 + 1.01);
+    NEAR(fast.reference_s, 1.01 + 0.5 + 1.01);
+    dcr_sim_workload_destroy(w);
+}
+
 /* ---- real inventories ----------------------------------------------------------------- */
 
 static dcr_sim_spec_t small_spec(const char *transport)
@@ -1002,6 +1027,7 @@ int main(void)
         cmocka_unit_test(test_cross_accounting),
         cmocka_unit_test(test_reference_scaling),
         cmocka_unit_test(test_store_get_bucket),
+        cmocka_unit_test(test_store_bucket_fast_path),
         cmocka_unit_test(test_workload_real_model),
         cmocka_unit_test(test_packing_matches_engine),
         cmocka_unit_test(test_invariants),
