@@ -27,8 +27,9 @@ typedef struct dcr_sim_cluster {
     double store_put_ms;     /* per PUT on the owner after its bytes moved (fsync, rename) */
     /* Request-rate limits an object store enforces per key prefix (S3:
      * 3,500 PUT and 5,500 GET per second per partitioned prefix), over
-     * store_prefixes prefixes; 0: unlimited. Requests beyond the rate wait
-     * their turn (a fluid model of throttling, without SlowDown retries). */
+     * store_prefixes prefixes; 0: unlimited. A token bucket one second
+     * deep: requests beyond the rate wait their turn (a fluid model of
+     * throttling, without SlowDown retries). */
     double store_get_rps, store_put_rps;
     int store_prefixes;
     /* Effective ingress of the relay root over all owners' streams together,

@@ -64,7 +64,8 @@ dcr_status_t dcr_sim_paper_spec(const char *model, const char *transport, double
     s.scenario.train.tp = DCR_SIM_PAPER_TP;
     s.scenario.train.ep = DCR_SIM_PAPER_EP;
     s.scenario.train.etp = DCR_SIM_PAPER_ETP;
-    s.scenario.mapping = DCR_MAPPING_PAPER; /* the seed's figures use its mapping */
+    s.scenario.mapping = DCR_MAPPING_PAPER;  /* the seed's figures use its mapping */
+    s.first_bucket_bytes = DCR_BUCKET_BYTES; /* and its packing: full buckets throughout */
     s.transport = transport;
     s.change_rate = rate;
     s.cluster = d.cluster;

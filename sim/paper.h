@@ -71,7 +71,11 @@ dcr_status_t dcr_sim_paper_calibration_path(char *buf, size_t len);
 
 /* One row of the sweep: `model` (one with experts, as every size of the
  * sweep) on the testbed's description (sim/clusters/paper-testbed.json)
- * and layout at full size, mode X, the seed's chunk and bucket targets. */
+ * and layout at full size, mode X, the seed's mapping, chunk and bucket
+ * targets, and the seed's packing: full buckets from the first payload
+ * (first_bucket_bytes = the bucket; the engine cuts its first payload at a
+ * quarter bucket since session 14, which the seed's figures predate). The
+ * description's fitted figures are fitted on this spec. */
 dcr_status_t dcr_sim_paper_spec(const char *model, const char *transport, double rate,
                                 dcr_sim_spec_t *out_p);
 

@@ -44,7 +44,10 @@ typedef struct dcr_sim_spec {
     dcr_construct_mode_t mode;
     size_t chunk_bytes;  /* 0: the seed's target for the transport */
     size_t bucket_bytes; /* 0: the seed's 512 MiB */
-    bool no_reference;   /* skip the full-checkpoint reference (reference_s, speedup 0) */
+    /* Each owner's first payload's target, as the engine's
+     * dcr_construct_config_t.first_bucket_bytes (0: a quarter bucket). */
+    size_t first_bucket_bytes;
+    bool no_reference; /* skip the full-checkpoint reference (reference_s, speedup 0) */
     /* Simulate every rollout node. Otherwise identical rollout nodes are
      * simulated once with a multiplicity (the fast path, sim.c): the object
      * store's nodes as one node with its share of the store's egress and

@@ -52,13 +52,16 @@ dcr_status_t dcr_sim_spec_from_bench(const dcr_bench_config_t *b, const dcr_sim_
     c->shared_cores = cal->cores;
     c->ack_rtt = false; /* the emulation paces data, not the acknowledgments */
     c->ref_object_mib = 8;
-    /* The bench scales its targets to its checkpoint: the same rule here. */
+    /* The bench's own construct config: its targets scaled to its
+     * checkpoint, and its first payload's (the constructor resolves 0). */
     dcr_scenario_spec_t spec = b->run.scenario;
     spec.align_extra = b->run.serve.tp;
     dcr_scenario_t *sc = NULL;
     DCR_CHECK(dcr_scenario_create(&spec, &sc));
-    dcr_run_targets(&b->run, dcr_inventory_bytes(sc->inventory), sc->layout->world, &s.chunk_bytes,
-                    &s.bucket_bytes);
+    dcr_construct_config_t cc = dcr_run_construct_config(&b->run, sc);
+    s.chunk_bytes = cc.chunk_bytes;
+    s.bucket_bytes = cc.bucket_bytes;
+    s.first_bucket_bytes = cc.first_bucket_bytes;
     dcr_scenario_destroy(sc);
     *out_p = s;
     return DCR_OK;

@@ -140,13 +140,33 @@ double dcr_sim_item_bytes(const dcr_sim_costs_t *c, const dcr_sim_unit_t *u)
     return bytes + gaps * (p_small * g8 + (1 - p_small) * g16);
 }
 
+/* The engine resolves first_bucket_bytes inside dcr_constructor_create and
+ * exposes no function for it; these lines are that resolution, word for
+ * word, until the engine offers one to call. */
+int64_t dcr_sim_first_bucket_bytes(const dcr_construct_config_t *cfg)
+{
+    size_t first = cfg->first_bucket_bytes;
+    if (first == 0) first = cfg->bucket_bytes / 4 ? cfg->bucket_bytes / 4 : 1;
+    if (first > cfg->bucket_bytes) first = cfg->bucket_bytes;
+    return (int64_t)first;
+}
+
 void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t bucket_target,
                          const dcr_sim_costs_t *costs)
 {
     memset(p, 0, sizeof(*p));
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.bucket_bytes = (size_t)bucket_target;
     p->chunk_target = chunk_target;
     p->bucket_target = bucket_target;
+    p->first_bucket_target = dcr_sim_first_bucket_bytes(&cfg);
     p->costs = *costs;
+}
+
+/* The engine's bucket_target(): the run's first payload is smaller. */
+static int64_t dcr__bucket_target(const dcr_sim_packer_t *p, const dcr_sim_owner_t *o)
+{
+    return o->npayloads == 0 ? p->first_bucket_target : p->bucket_target;
 }
 
 /* The item of unit u enters the payload under construction. */
@@ -205,7 +225,9 @@ dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_s
     p->chunk_records += u->records;
     p->chunk_tasks++;
     p->chunk_emitted |= u->records > 0;
-    if (p->chunk_bytes < p->chunk_target && !last) return DCR_OK;
+    int64_t bucket = dcr__bucket_target(p, o);
+    int64_t chunk_target = p->chunk_target < bucket ? p->chunk_target : bucket;
+    if (p->chunk_bytes < chunk_target && !last) return DCR_OK;
     double s = p->costs.detect_s_per_byte * (double)p->chunk_bytes +
                p->costs.project_s_per_record * (double)p->chunk_records +
                p->costs.construct_s_per_item * (double)p->chunk_tasks;
@@ -216,7 +238,7 @@ dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_s
     }
     p->chunk_bytes = p->chunk_records = p->chunk_tasks = 0;
     p->chunk_emitted = false;
-    return p->bucket_input >= p->bucket_target ? dcr_sim_pack_flush(p, w, o) : DCR_OK;
+    return p->bucket_input >= bucket ? dcr_sim_pack_flush(p, w, o) : DCR_OK;
 }
 
 dcr_status_t dcr_sim_pack_residual(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o,
@@ -230,7 +252,7 @@ dcr_status_t dcr_sim_pack_residual(dcr_sim_packer_t *p, dcr_sim_workload_t *w, d
         p->bucket_input += u->bytes;
         p->cur.input_bytes += u->bytes;
     }
-    return p->bucket_input >= p->bucket_target ? dcr_sim_pack_flush(p, w, o) : DCR_OK;
+    return p->bucket_input >= dcr__bucket_target(p, o) ? dcr_sim_pack_flush(p, w, o) : DCR_OK;
 }
 
 double dcr_sim_task_spread(const dcr_task_t *t)
@@ -616,23 +638,27 @@ static void dcr__owner_trackers(dcr__builder_t *b, dcr_sim_owner_t *o)
         if (L->tasks[i].owner == o->rank) o->tracker_bytes += dcr__task_bytes(b->sc, &L->tasks[i]);
 }
 
-static void dcr__targets(const dcr_sim_spec_t *spec, int64_t *chunk_p, int64_t *bucket_p)
+/* The targets as the engine's construct config holds them. */
+static dcr_construct_config_t dcr__targets(const dcr_sim_spec_t *spec)
 {
+    dcr_construct_config_t cfg = dcr_construct_config_default();
     size_t chunk =
         strcmp(spec->transport, "relay") ? DCR_CHUNK_BYTES_OBJSTORE : DCR_CHUNK_BYTES_RELAY;
-    *chunk_p = (int64_t)(spec->chunk_bytes ? spec->chunk_bytes : chunk);
-    *bucket_p = (int64_t)(spec->bucket_bytes ? spec->bucket_bytes : DCR_BUCKET_BYTES);
+    cfg.chunk_bytes = spec->chunk_bytes ? spec->chunk_bytes : chunk;
+    cfg.bucket_bytes = spec->bucket_bytes ? spec->bucket_bytes : DCR_BUCKET_BYTES;
+    cfg.first_bucket_bytes = spec->first_bucket_bytes;
+    return cfg;
 }
 
 static dcr_status_t dcr__owners(dcr__builder_t *b)
 {
     dcr_sim_costs_t costs = dcr_sim_costs_at(b->cal, b->spec->change_rate);
-    int64_t chunk, bucket;
-    dcr__targets(b->spec, &chunk, &bucket);
+    dcr_construct_config_t cfg = dcr__targets(b->spec);
     for (int r = 0; r < b->w->world; r++) {
         dcr_sim_owner_t *o = &b->w->owners[r];
         dcr_sim_packer_t p;
-        dcr_sim_packer_init(&p, chunk, bucket, &costs);
+        dcr_sim_packer_init(&p, (int64_t)cfg.chunk_bytes, (int64_t)cfg.bucket_bytes, &costs);
+        p.first_bucket_target = dcr_sim_first_bucket_bytes(&cfg);
         p.on_item = dcr__on_item;
         p.ctx = b;
         DCR_CHECK(dcr__owner_parts(b, o, &costs));

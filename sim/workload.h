@@ -133,6 +133,10 @@ dcr_sim_costs_t dcr_sim_costs_at(const dcr_sim_calibration_t *cal, double rate);
 /* A payload under construction. */
 typedef struct dcr_sim_packer {
     int64_t chunk_target, bucket_target;
+    /* The bucket target of each owner's first payload (the engine's
+     * dcr_construct_config_t.first_bucket_bytes, resolved): while the owner
+     * has flushed nothing, chunks and the bucket are cut at it. */
+    int64_t first_bucket_target;
     dcr_sim_costs_t costs;
     int64_t chunk_bytes, chunk_records, chunk_tasks;
     bool chunk_emitted;
@@ -144,12 +148,21 @@ typedef struct dcr_sim_packer {
     void *ctx;
 } dcr_sim_packer_t;
 
+/* Sets the first payload's target by the engine's rule (a quarter bucket);
+ * set p->first_bucket_target after it for another one. */
 void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t bucket_target,
                          const dcr_sim_costs_t *costs);
 
+/* The target of an owner's first payload of a run for a construct config,
+ * by the engine's rule (engine/construct: first_bucket_bytes, 0 meaning a
+ * quarter of bucket_bytes and at least 1, never above bucket_bytes). */
+int64_t dcr_sim_first_bucket_bytes(const dcr_construct_config_t *cfg);
+
 /* Adds affine task u to owner o's current chunk (last: the owner's last
  * affine task), closing the chunk and flushing the bucket by the engine's
- * rules. Appends compute and flush steps to o and payloads to w. */
+ * rules: the chunk closes at min(chunk target, bucket target), and the
+ * bucket target is first_bucket_target until o has a payload. Appends compute and flush steps to o
+ * and payloads to w. */
 dcr_status_t dcr_sim_pack_task(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o,
                                const dcr_sim_unit_t *u, bool last);
 /* Compares an assembled residual tensor u and emits its records; a bucket

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "dcr/codec.h"
 #include "sim/calibrate.h"
 #include "sim/platform.h"
 #include "sim/description.h"
@@ -28,6 +30,7 @@
 #include "sim/sweep.h"
 #include "sim/validate.h"
 #include "sim/workload.h"
+#include "workloads/harness/construct_bench.h"
 #include "sim_test_cal.h"
 
 /* SimGrid computes in doubles; its flow model adds nothing beyond the
@@ -185,10 +188,56 @@ static const dcr_sim_step_t *step(const dcr_sim_owner_t *o, int i)
     return &o->steps[i];
 }
 
-/* Chunk target 64, bucket target 100. Tasks of 40, 30, 50, 10 bytes with
- * 1, 0, 2, 0 records: 40 < 64, so the first chunk takes 30 more (70; it
- * emits, bucket 70); the second gathers 50 + 10 = 60 and closes at the last
- * task (emits, bucket 130 >= 100): one payload of both emitting tasks. */
+/* The four tasks of the packing tests: 40, 30, 50, 10 bytes with 1, 0, 2,
+ * 0 records (unit(): 2-byte elements, so 20, 15, 25, 5 elements). */
+static void pack_four_tasks(dcr_sim_packer_t *p, dcr_sim_workload_t *w, dcr_sim_owner_t *o)
+{
+    const int64_t bytes[4] = {40, 30, 50, 10}, recs[4] = {1, 0, 2, 0};
+    for (int i = 0; i < 4; i++) {
+        dcr_sim_unit_t u = unit(bytes[i], recs[i]);
+        assert_int_equal(dcr_sim_pack_task(p, w, o, &u, i == 3), DCR_OK);
+    }
+    assert_int_equal(dcr_sim_pack_flush(p, w, o), DCR_OK);
+}
+
+/* Compressed bytes of the 50-byte task's item with flat costs: 10 of
+ * metadata, 2 XOR values of 1 byte, and one gap. 2 records in 25 elements:
+ * density 0.08, P(gap > 255) = 0.92^255, so the gap is 1 byte with
+ * probability 1 - 0.92^255, else 2. */
+static double two_record_item_bytes(void)
+{
+    double small = 1 - pow(0.92, 255);
+    return 10 + 2 + small * 1 + (1 - small) * 2;
+}
+
+/* The engine's rule for the first payload's target (construct.h: 0 means a
+ * quarter of the bucket, at least 1; never above the bucket). */
+static void test_first_bucket_rule(void **state)
+{
+    dcr_construct_config_t cfg = dcr_construct_config_default();
+    cfg.bucket_bytes = 100;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 25); /* 100 / 4 */
+    cfg.bucket_bytes = 3;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 1); /* 3 / 4 = 0, raised to 1 */
+    cfg.bucket_bytes = 100;
+    cfg.first_bucket_bytes = 10;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 10); /* set: kept */
+    cfg.first_bucket_bytes = 500;
+    assert_int_equal(dcr_sim_first_bucket_bytes(&cfg), 100); /* capped at the bucket */
+    dcr_sim_packer_t p;
+    dcr_sim_costs_t costs = flat_costs();
+    dcr_sim_packer_init(&p, 64, 512 << 20, &costs);
+    assert_int_equal(p.first_bucket_target, 128 << 20); /* the seed's bucket: 128 MiB first */
+}
+
+/* Chunk target 64, bucket target 100, so the first payload's target is 25
+ * and its chunks are cut at min(64, 25) = 25. The 40-byte task alone
+ * reaches 25: its chunk (40 B, 1 record, 1 task) emits, bucket 40 >= 25,
+ * payload 0 is its one item. Then the targets are 64 and 100: 30 < 64
+ * (no records) waits, + 50 = 80 >= 64 closes (80 B, 2 records, 2 tasks;
+ * emits, bucket 80 < 100); the last task's chunk (10 B) emits nothing, so
+ * the bucket stays 80 and the final flush makes payload 1 of the 50-byte
+ * task's item. */
 static void test_pack_chunks_and_buckets(void **state)
 {
     dcr_sim_workload_t *w = NULL;
@@ -197,12 +246,59 @@ static void test_pack_chunks_and_buckets(void **state)
     dcr_sim_costs_t costs = flat_costs();
     dcr_sim_packer_t p;
     dcr_sim_packer_init(&p, 64, 100, &costs);
-    const int64_t bytes[4] = {40, 30, 50, 10}, recs[4] = {1, 0, 2, 0};
-    for (int i = 0; i < 4; i++) {
-        dcr_sim_unit_t u = unit(bytes[i], recs[i]);
-        assert_int_equal(dcr_sim_pack_task(&p, w, o, &u, i == 3), DCR_OK);
-    }
-    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK); /* nothing left: no second payload */
+    assert_int_equal(p.first_bucket_target, 25);
+    pack_four_tasks(&p, w, o);
+    assert_int_equal(o->nsteps, 7);
+    assert_int_equal(step(o, 0)->kind, DCR_SIM_STEP_COMPUTE);
+    assert_int_equal(step(o, 0)->work, DCR_SIM_WORK_CHUNK);
+    assert_int_equal(step(o, 0)->bytes, 40);
+    assert_int_equal(step(o, 0)->records, 1);
+    NEAR(step(o, 0)->seconds, 40e-9 + 1e-8 + 1e-6); /* detect 40 B, project 1 record, 1 task */
+    assert_int_equal(step(o, 1)->work, DCR_SIM_WORK_ENCODE);
+    NEAR(step(o, 1)->seconds, 1e-7); /* 1 record */
+    assert_int_equal(step(o, 2)->kind, DCR_SIM_STEP_FLUSH);
+    assert_int_equal(step(o, 2)->payload, 0);
+    assert_int_equal(step(o, 3)->bytes, 80);
+    assert_int_equal(step(o, 3)->records, 2);
+    NEAR(step(o, 3)->seconds, 80e-9 + 2e-8 + 2e-6); /* detect 80 B, project 2, 2 tasks */
+    assert_int_equal(step(o, 4)->bytes, 10);
+    assert_int_equal(step(o, 4)->records, 0);
+    NEAR(step(o, 4)->seconds, 10e-9 + 1e-6);
+    assert_int_equal(step(o, 5)->work, DCR_SIM_WORK_ENCODE);
+    NEAR(step(o, 5)->seconds, 2e-7); /* 2 records */
+    assert_int_equal(step(o, 6)->kind, DCR_SIM_STEP_FLUSH);
+    assert_int_equal(step(o, 6)->payload, 1);
+    assert_int_equal(w->npayloads, 2);
+    assert_int_equal(o->npayloads, 2);
+    assert_int_equal(w->payloads[0].id, 0);
+    assert_int_equal(w->payloads[0].items, 1);
+    assert_int_equal(w->payloads[0].records, 1);
+    assert_int_equal(w->payloads[0].input_bytes, 40);
+    /* Header 64; one record in 20 elements is a run: 10 + 1 value byte. */
+    assert_int_equal(w->payloads[0].bytes, 64 + 11);
+    assert_int_equal(w->payloads[1].id, 1);
+    assert_int_equal(w->payloads[1].items, 1);
+    assert_int_equal(w->payloads[1].records, 2);
+    assert_int_equal(w->payloads[1].input_bytes, 80);
+    assert_int_equal(w->payloads[1].bytes, (int64_t)llround(64 + two_record_item_bytes()));
+    dcr_sim_workload_destroy(w);
+}
+
+/* A first target equal to the bucket packs full buckets from the start
+ * (the engine before its first payload was cut): 40 < 64, so the first
+ * chunk takes 30 more (70; it emits, bucket 70); the second gathers
+ * 50 + 10 = 60 and closes at the last task (emits, bucket 130 >= 100): one
+ * payload of both emitting tasks. */
+static void test_pack_full_first_bucket(void **state)
+{
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w), DCR_OK);
+    dcr_sim_owner_t *o = &w->owners[0];
+    dcr_sim_costs_t costs = flat_costs();
+    dcr_sim_packer_t p;
+    dcr_sim_packer_init(&p, 64, 100, &costs);
+    p.first_bucket_target = 100;
+    pack_four_tasks(&p, w, o); /* the final flush has nothing left: no second payload */
     assert_int_equal(o->nsteps, 4);
     assert_int_equal(step(o, 0)->kind, DCR_SIM_STEP_COMPUTE);
     assert_int_equal(step(o, 0)->bytes, 70);
@@ -218,17 +314,14 @@ static void test_pack_chunks_and_buckets(void **state)
     assert_int_equal(w->payloads[0].items, 2);
     assert_int_equal(w->payloads[0].records, 3);
     assert_int_equal(w->payloads[0].input_bytes, 130);
-    /* Header 64; item 1: 10 + 1 value byte; item 2: 10 + 2 values + one gap.
-     * Item 2 has 2 records in 25 elements: density 0.08, P(gap > 255) =
-     * 0.92^255, so the gap is 1 byte with probability 1 - 0.92^255. */
-    double small = 1 - pow(0.92, 255);
-    double expect = 64 + 11 + 12 + small * 1 + (1 - small) * 2;
-    assert_int_equal(w->payloads[0].bytes, (int64_t)llround(expect));
+    /* Header 64; item 1: 10 + 1 value byte; item 2 as above. */
+    assert_int_equal(w->payloads[0].bytes, (int64_t)llround(64 + 11 + two_record_item_bytes()));
     dcr_sim_workload_destroy(w);
 }
 
 /* A chunk that emits nothing does not count toward the bucket; a task larger
- * than the chunk target is one chunk (tensors are never split). */
+ * than the chunk target is one chunk (tensors are never split); the first
+ * payload's target (25 here) holds for residual tensors too. */
 static void test_pack_silent_chunks(void **state)
 {
     dcr_sim_workload_t *w = NULL;
@@ -238,27 +331,44 @@ static void test_pack_silent_chunks(void **state)
     dcr_sim_packer_t p;
     dcr_sim_packer_init(&p, 64, 100, &costs);
     dcr_sim_unit_t a = unit(70, 0), b = unit(70, 1), big = unit(1000, 5);
+    /* 70 >= 25 closes a chunk that emits nothing: the bucket stays empty. */
     assert_int_equal(dcr_sim_pack_task(&p, w, o, &a, false), DCR_OK);
     assert_int_equal(p.bucket_input, 0);
-    assert_int_equal(dcr_sim_pack_task(&p, w, o, &b, false), DCR_OK);
-    assert_int_equal(p.bucket_input, 70);
     assert_int_equal(w->npayloads, 0);
-    assert_int_equal(dcr_sim_pack_task(&p, w, o, &big, true), DCR_OK); /* 70 + 1000 >= 100: flush */
+    /* 70 >= 25 again, and it emits: bucket 70 >= 25 flushes payload 0. */
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &b, false), DCR_OK);
+    assert_int_equal(p.bucket_input, 0);
     assert_int_equal(w->npayloads, 1);
-    assert_int_equal(w->payloads[0].input_bytes, 1070);
-    assert_int_equal(w->payloads[0].records, 6);
-    /* Residual tensors count their canonical bytes when they emit. */
+    assert_int_equal(w->payloads[0].input_bytes, 70);
+    assert_int_equal(w->payloads[0].records, 1);
+    /* Full targets now: 1000 >= 64 is one chunk, 1000 >= 100 flushes. */
+    assert_int_equal(dcr_sim_pack_task(&p, w, o, &big, true), DCR_OK);
+    assert_int_equal(w->npayloads, 2);
+    assert_int_equal(w->payloads[1].input_bytes, 1000);
+    assert_int_equal(w->payloads[1].records, 5);
+    /* Residual tensors count their canonical bytes when they emit: 60 < 100. */
     dcr_sim_unit_t r1 = unit(50, 0), r2 = unit(60, 3);
     r2.xor_enc = false;
     assert_int_equal(dcr_sim_pack_residual(&p, w, o, &r1), DCR_OK);
     assert_int_equal(p.bucket_input, 0);
     assert_int_equal(dcr_sim_pack_residual(&p, w, o, &r2), DCR_OK);
     assert_int_equal(p.bucket_input, 60);
-    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK);
     assert_int_equal(w->npayloads, 2);
-    assert_int_equal(w->payloads[1].items, 1);
-    assert_int_equal(w->payloads[1].owner, 0);
-    assert_int_equal(w->payloads[1].id, 1);
+    assert_int_equal(dcr_sim_pack_flush(&p, w, o), DCR_OK);
+    assert_int_equal(w->npayloads, 3);
+    assert_int_equal(w->payloads[2].items, 1);
+    assert_int_equal(w->payloads[2].owner, 0);
+    assert_int_equal(w->payloads[2].id, 2);
+    /* An owner whose first residual tensor is its first emitter: 60 >= 25
+     * flushes at once, before the final flush. */
+    dcr_sim_workload_t *w2 = NULL;
+    assert_int_equal(dcr_sim_workload_create(1, 1, 1, &w2), DCR_OK);
+    dcr_sim_packer_init(&p, 64, 100, &costs);
+    assert_int_equal(dcr_sim_pack_residual(&p, w2, &w2->owners[0], &r2), DCR_OK);
+    assert_int_equal(w2->npayloads, 1);
+    assert_int_equal(w2->payloads[0].input_bytes, 60);
+    assert_int_equal(p.bucket_input, 0);
+    dcr_sim_workload_destroy(w2);
     dcr_sim_workload_destroy(w);
 }
 
@@ -384,6 +494,64 @@ static void test_reference_scaling(void **state)
     dcr_sim_workload_destroy(w);
 }
 
+/* The store's GET limit is a token bucket that refills at the rate and
+ * holds one second of it. Reference of one node, one download at a time:
+ * the checkpoint's 1e9 B as 100 objects of 1e7 B, uploaded in
+ * 100 x (1e7 / 1e9 + 0.01) = 2 s, then downloaded at 0.02 s each under
+ * 10 GET/s. Download k asks at 2 + 0.02k while the bucket keeps up; the
+ * bucket's theoretical time after k grants is 2 + 0.1k (the first grant
+ * at 2 s, then 0.1 s per grant), and a request waits only for
+ * 2 + 0.1k - 1 (one second of tokens back) > 2 + 0.02k, so from k = 13
+ * on (1 + 1.3 = 2.3 > 2.26). Those wait: download k starts at 1 + 0.1k,
+ * the last (k = 99) at 10.9 s, ending at 10.92 s. A pacer (one token deep)
+ * would have spaced all 100 by 0.1 s: 2 + 9.9 + 0.02 = 11.92 s. */
+static void test_store_get_bucket(void **state)
+{
+    dcr_sim_workload_t *w = one_payload(1000, 0, 0, 0);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(1);
+    spec.cluster.store_flows = 1;
+    spec.cluster.ref_object_mib = 1e7 / 1048576.0; /* exactly 1e7 bytes: 1048576 is 2^20 */
+    dcr_sim_result_t r;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.reference_s, 2.0 + 100 * 0.02); /* unlimited: 4 s */
+    spec.cluster.store_get_rps = 10;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.reference_s, 1 + 0.1 * 99 + 0.02);
+    /* Two prefixes double the rate: the bucket (20 tokens, 0.05 s each)
+     * keeps up while 2 + 0.05k - 1 <= 2 + 0.02k, i.e. k <= 33; download k
+     * then starts at 1 + 0.05k, the last at 5.95 s, ending at 5.97 s. */
+    spec.cluster.store_prefixes = 2;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &r), DCR_OK);
+    NEAR(r.reference_s, 1 + 0.05 * 99 + 0.02);
+    dcr_sim_workload_destroy(w);
+}
+
+/* The fast path's one node books the tokens of the nodes it stands for
+ * and starts with the last of them, as the full simulation's last node
+ * does. Reference of 4 nodes, one download each of the checkpoint's 1e9 B
+ * (1.01 s), after its upload (1.01 s); 2 GET/s, so the bucket holds 2
+ * tokens and refills one per 0.5 s. At 1.01 s the nodes ask together:
+ * request k may start at 1.01 + k x 0.5 - 1 (one second of tokens back),
+ * so three start at once and the fourth at 1.51 s, ending at 2.52 s. The
+ * fast path gives the same, its one node waiting for the fourth token. */
+static void test_store_bucket_fast_path(void **state)
+{
+    dcr_sim_workload_t *w = one_payload(1000, 0, 0, 0);
+    dcr_sim_spec_t spec = dcr_sim_spec_default();
+    spec.cluster = bare_cluster(4);
+    spec.cluster.store_flows = 1;
+    spec.cluster.store_get_rps = 2;
+    assert_true(dcr_sim_fast_path(&spec, w));
+    dcr_sim_result_t fast, full;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &fast), DCR_OK);
+    spec.full = true;
+    assert_int_equal(dcr_sim_run_workload(&spec, w, &full), DCR_OK);
+    NEAR(full.reference_s, 1.01 + 0.5 + 1.01);
+    NEAR(fast.reference_s, 1.01 + 0.5 + 1.01);
+    dcr_sim_workload_destroy(w);
+}
+
 /* ---- real inventories ----------------------------------------------------------------- */
 
 static dcr_sim_spec_t small_spec(const char *transport)
@@ -434,6 +602,77 @@ static void test_workload_real_model(void **state)
     assert_int_equal(sum, expect);
     for (int o = 0; o < w->world; o++) assert_int_equal(next[o], w->owners[o].npayloads);
     free(next);
+    dcr_scenario_destroy(sc);
+    dcr_sim_workload_destroy(w);
+}
+
+typedef struct owner_payloads {
+    pthread_mutex_t lock;
+    int64_t count[16];
+} owner_payloads_t;
+
+static dcr_status_t count_owner_payloads(void *ctx, int owner, uint64_t id, const uint8_t *buf,
+                                         size_t len)
+{
+    (void)id, (void)buf, (void)len;
+    owner_payloads_t *c = ctx;
+    if (owner < 0 || owner >= 16) return dcr_error_set(DCR_EINVAL, "owner %d", owner);
+    pthread_mutex_lock(&c->lock);
+    c->count[owner]++;
+    pthread_mutex_unlock(&c->lock);
+    return DCR_OK;
+}
+
+/* The simulated packing against the engine itself: a real constructor run
+ * (the construction bench: seeded weights, uniform stress changes, the same
+ * chunk and bucket targets, the first payload's left to the engine) cuts
+ * each owner's changes into as many payloads as the simulated owner, with
+ * as many records in all. Both with the engine's smaller first payload and,
+ * as a control that the comparison can tell them apart, not with full
+ * buckets from the start. */
+static void test_packing_matches_engine(void **state)
+{
+    dcr_sim_spec_t spec = small_spec("objstore");
+    spec.change_rate = 0.05;
+    dcr_sim_calibration_t cal = test_cal();
+    dcr_sim_workload_t *w = NULL;
+    assert_int_equal(dcr_sim_workload_build(&spec, &cal, &w), DCR_OK);
+    dcr_scenario_spec_t ss = spec.scenario;
+    ss.align_extra = spec.cluster.rollout_gpus; /* the serving TP, as the builder aligns */
+    dcr_scenario_t *sc = NULL;
+    assert_int_equal(dcr_scenario_create(&ss, &sc), DCR_OK);
+    assert_true(w->world <= 16);
+    owner_payloads_t got = {PTHREAD_MUTEX_INITIALIZER, {0}};
+    dcr_payload_sink_t sink = {count_owner_payloads, &got};
+    dcr_construct_bench_t b = {.change_rate = spec.change_rate,
+                               .seed = 11,
+                               .cfg = dcr_construct_config_default(),
+                               .sink = &sink,
+                               .rounds = 1};
+    b.cfg.chunk_bytes = spec.chunk_bytes;
+    b.cfg.bucket_bytes = spec.bucket_bytes;
+    const dcr_construct_mode_t mode = DCR_MODE_X;
+    dcr_construct_bench_result_t res;
+    if (dcr_construct_bench_run(sc, &b, &mode, 1, &res) != DCR_OK)
+        fail_msg("%s", dcr_error_detail());
+    /* The same changes to within the few the engine finds equal after
+     * projection (the sim takes round(rate x n) per task as records). */
+    print_message("records: engine %lld, sim %lld; payloads: engine %lld, sim %d\n",
+                  (long long)res.stats.records, (long long)w->records,
+                  (long long)res.stats.payloads, w->npayloads);
+    assert_true(llabs(res.stats.records - w->records) <= w->records / 100);
+    assert_int_equal(res.stats.payloads, w->npayloads);
+    for (int o = 0; o < w->world; o++) {
+        print_message("owner %d: engine %lld payloads, sim %d\n", o, (long long)got.count[o],
+                      w->owners[o].npayloads);
+        assert_int_equal(got.count[o], w->owners[o].npayloads);
+    }
+    /* Full buckets from the start pack fewer payloads than the engine cut. */
+    dcr_sim_workload_t *full = NULL;
+    spec.first_bucket_bytes = spec.bucket_bytes;
+    assert_int_equal(dcr_sim_workload_build(&spec, &cal, &full), DCR_OK);
+    assert_true(full->npayloads < res.stats.payloads);
+    dcr_sim_workload_destroy(full);
     dcr_scenario_destroy(sc);
     dcr_sim_workload_destroy(w);
 }
@@ -778,14 +1017,19 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_platform_generated),
         cmocka_unit_test(test_cluster_validation),
+        cmocka_unit_test(test_first_bucket_rule),
         cmocka_unit_test(test_pack_chunks_and_buckets),
+        cmocka_unit_test(test_pack_full_first_bucket),
         cmocka_unit_test(test_pack_silent_chunks),
         cmocka_unit_test(test_item_bytes),
         cmocka_unit_test(test_refit_objstore_first_principles),
         cmocka_unit_test(test_refit_relay_first_principles),
         cmocka_unit_test(test_cross_accounting),
         cmocka_unit_test(test_reference_scaling),
+        cmocka_unit_test(test_store_get_bucket),
+        cmocka_unit_test(test_store_bucket_fast_path),
         cmocka_unit_test(test_workload_real_model),
+        cmocka_unit_test(test_packing_matches_engine),
         cmocka_unit_test(test_invariants),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_calibration_roundtrip),

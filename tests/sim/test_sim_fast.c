@@ -30,6 +30,7 @@ static dcr_sim_spec_t testbed_spec(const char *transport, double rate)
 {
     dcr_sim_spec_t spec;
     assert_int_equal(dcr_sim_paper_spec("nemotron-3-nano-30b-a3b", transport, rate, &spec), DCR_OK);
+    spec.first_bucket_bytes = 0; /* the engine's packing: the first payload a quarter bucket */
     return spec;
 }
 
@@ -73,13 +74,14 @@ static void test_fast_matches_full(void **state)
         }
 }
 
-/* The shared resources the multiplicity divides, one at a time: a store
- * egress slower than the nodes together (10 Gbps for 32 nodes at 3.846)
- * and a GET rate limit that binds (200 per second for 32 nodes x 2
- * downloads; the reference there held to 5%, see below). Both together are not held to 2%: the rate
- * limit's token bucket lets the full simulation's nodes drift apart, and nodes out of step share a
- * bound egress better than the fast path's lockstep nodes (measured: the fast path 4.3% slower with
- * the testbed's 5,500 GET/s and a 10 Gbps egress at 32 nodes; BENCHMARKS.md). */
+/* The shared resources the multiplicity divides: a store egress slower
+ * than the nodes together (10 Gbps for 32 nodes at 3.846), a GET rate limit
+ * that binds (200 per second for 32 nodes x 2 downloads), the same over 4
+ * prefixes (800 per second: it binds only now and then; with one-token
+ * pacing and the engine's smaller first payload the fast path missed the
+ * full simulation by 4.3% here: see dcr__store_request in sim/actors.c), and
+ * the egress with the testbed's 5,500 GET/s. The references (64 MiB objects
+ * under the same limits) are held to 2% too. */
 static void test_fast_shared_store(void **state)
 {
     dcr_sim_spec_t spec = testbed_spec("objstore", 0.05);
@@ -91,12 +93,13 @@ static void test_fast_shared_store(void **state)
     compare(spec, w, "store egress 10 Gbps", 0.02);
     spec.cluster.store_gbps = 0;
     spec.cluster.store_get_rps = 200;
-    /* The reference's 64 MiB objects under a GET limit that binds for its
-     * whole length: the fast path measured 4.3% quicker than the full
-     * simulation (the refit, which the limit binds in part, within 1%). */
-    compare(spec, w, "200 GET/s per prefix", 0.05);
+    compare(spec, w, "200 GET/s per prefix", 0.02);
     spec.cluster.store_prefixes = 4;
-    compare(spec, w, "200 GET/s x 4 prefixes", 0.05);
+    compare(spec, w, "200 GET/s x 4 prefixes", 0.02);
+    spec.cluster.store_prefixes = 1;
+    spec.cluster.store_get_rps = 5500;
+    spec.cluster.store_gbps = 10;
+    compare(spec, w, "store egress 10 Gbps, 5,500 GET/s", 0.02);
     dcr_sim_workload_destroy(w);
 }
 
