@@ -1035,28 +1035,37 @@ static void *obj_worker(void *arg)
 
 /* Turns the store's change notifications into listings: the download
  * threads wait on a condition variable, which cannot also wait on the
- * store. Each wait is bounded, so a quit or a new attempt is seen soon. */
+ * store. Between attempts, and once its attempt is done (a done attempt's
+ * prefix has nothing more to deliver), the watcher waits on that condition
+ * too, so obj_node_reset wakes it and the next attempt's prefix is watched
+ * from its open. It used to sleep OBJ_WATCH_MS whenever it found no attempt
+ * open (as when the replaced attempt's removal woke it, just before the
+ * open), and missed the attempt's first publications: backup polls found
+ * them 15-31 ms after the open in `dcr bench`, while the relay delivered
+ * its first payload as soon as it was sent. Each wait on the store is
+ * bounded, so a quit or an attempt replaced before it was done is seen
+ * within OBJ_WATCH_MS. */
 static void *obj_watcher(void *arg)
 {
     obj_node_t *nd = arg;
-    for (;;) {
-        pthread_mutex_lock(&nd->mu);
-        bool quit = nd->quit, open = nd->open;
-        uint64_t tau = nd->tau;
-        pthread_mutex_unlock(&nd->mu);
-        if (quit) break;
-        char prefix[64];
-        dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
-        if (!open) {
-            usleep(OBJ_WATCH_MS * 1000);
+    pthread_mutex_lock(&nd->mu);
+    while (!nd->quit) {
+        if (!nd->open || nd->err != DCR_OK || obj_done(nd)) {
+            pthread_cond_wait(&nd->work_cv, &nd->mu);
             continue;
         }
-        if (dcr_objstore_wait_change(nd->s->store, prefix, OBJ_WATCH_MS) != DCR_OK) continue;
-        pthread_mutex_lock(&nd->mu);
-        nd->changed = true;
-        pthread_cond_broadcast(&nd->work_cv);
+        uint64_t tau = nd->tau, gen0 = atomic_load(&nd->gen);
         pthread_mutex_unlock(&nd->mu);
+        char prefix[64];
+        dcr__obj_attempt_prefix(tau, prefix, sizeof prefix);
+        bool changed = dcr_objstore_wait_change(nd->s->store, prefix, OBJ_WATCH_MS) == DCR_OK;
+        pthread_mutex_lock(&nd->mu);
+        if (changed && atomic_load(&nd->gen) == gen0) {
+            nd->changed = true;
+            pthread_cond_broadcast(&nd->work_cv);
+        }
     }
+    pthread_mutex_unlock(&nd->mu);
     return NULL;
 }
 

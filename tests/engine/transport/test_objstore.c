@@ -477,6 +477,68 @@ static void test_dir_node_lists_on_publication(void **state)
     dcr_transport_destroy(t);
 }
 
+/* A new attempt's first payload is found through the store's
+ * notification from the attempt's open, as quickly (within a margin) as a
+ * later payload of the same attempt, which the watcher finds on its armed
+ * prefix. The watcher used to sleep 50 ms when it found no attempt open, as
+ * when the replaced attempt's removal woke it just before the open: a first
+ * payload published 35 ms after the open then waited for the backup poll at
+ * about 63 ms (28 ms in each of 15 attempts measured on the old code, a
+ * later one 1-2 ms). Both delays are measured in each attempt, so load and
+ * sanitizers slow both; their medians over five attempts are compared. */
+#define PUBLISH_AFTER_MS 35
+#define ATTEMPTS         5
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Publishes p PUBLISH_AFTER_MS from now and returns how long recv took
+ * from the publication's start. */
+static double publish_and_recv_ms(dcr_transport_t *t, const tp_payload_t *p)
+{
+    usleep(PUBLISH_AFTER_MS * 1000);
+    double t0 = dcr_clock_s();
+    assert_int_equal(dcr_transport_send(t, 0, p->id, p->buf, p->len), DCR_OK);
+    dcr_delivery_t d;
+    assert_int_equal(dcr_transport_recv(t, 0, 5000, &d), DCR_OK);
+    double took_ms = (dcr_clock_s() - t0) * 1e3;
+    assert_int_equal(d.len, p->len);
+    assert_memory_equal(d.data, p->buf, p->len);
+    dcr_transport_release(t, 0, &d);
+    return took_ms;
+}
+
+static void test_dir_first_publication_after_open(void **state)
+{
+    (void)state;
+    dcr_transport_config_t c = tp_config(g_url, 1, 1, 1);
+    dcr_transport_t *t = tp_create("objstore", &c);
+    double first_ms[ATTEMPTS], later_ms[ATTEMPTS];
+    for (uint64_t tau = 1; tau <= ATTEMPTS; tau++) {
+        assert_int_equal(dcr_transport_open_attempt(t, tau), DCR_OK);
+        tp_payload_t p0 = tp_payload_make(tau, 0, 0, 64, 0), p1 = tp_payload_make(tau, 0, 1, 64, 0);
+        first_ms[tau - 1] = publish_and_recv_ms(t, &p0);
+        later_ms[tau - 1] = publish_and_recv_ms(t, &p1);
+        /* The attempt completes, so the node's watcher has nothing left
+         * to watch on its prefix when the next attempt replaces it. */
+        assert_int_equal(dcr_transport_finish(t, 0, 2), DCR_OK);
+        dcr_delivery_t d;
+        assert_int_equal(dcr_transport_recv(t, 0, 5000, &d), DCR_ECLOSED);
+        free(p0.buf);
+        free(p1.buf);
+    }
+    qsort(first_ms, ATTEMPTS, sizeof first_ms[0], cmp_double);
+    qsort(later_ms, ATTEMPTS, sizeof later_ms[0], cmp_double);
+    double first = first_ms[ATTEMPTS / 2], later = later_ms[ATTEMPTS / 2];
+    if (first > 3 * later + 5)
+        fail_msg("an attempt's first payload took %.1f ms to arrive, a later one %.1f ms "
+                 "(medians of %d)",
+                 first, later, ATTEMPTS);
+    dcr_transport_destroy(t);
+}
+
 /* A node whose queue ahead of recv is full does not list: nothing a
  * listing found could be fetched yet, and a store without notification
  * pays for each listing with its CPU. Once recv makes room, the node lists
@@ -1073,6 +1135,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_dir_put_after_folder_removed, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_node_lists_on_publication, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_full_queue_does_not_list, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_dir_first_publication_after_open, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test_setup_teardown(test_dir_wait_first_publication, fx_setup, fx_teardown),
     };
     const struct CMUnitTest s3[] = {
