@@ -140,15 +140,9 @@ double dcr_sim_item_bytes(const dcr_sim_costs_t *c, const dcr_sim_unit_t *u)
     return bytes + gaps * (p_small * g8 + (1 - p_small) * g16);
 }
 
-/* The engine resolves first_bucket_bytes inside dcr_constructor_create and
- * exposes no function for it; these lines are that resolution, word for
- * word, until the engine offers one to call. */
 int64_t dcr_sim_first_bucket_bytes(const dcr_construct_config_t *cfg)
 {
-    size_t first = cfg->first_bucket_bytes;
-    if (first == 0) first = cfg->bucket_bytes / 4 ? cfg->bucket_bytes / 4 : 1;
-    if (first > cfg->bucket_bytes) first = cfg->bucket_bytes;
-    return (int64_t)first;
+    return (int64_t)dcr_construct_first_bucket_bytes(cfg);
 }
 
 void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t bucket_target,

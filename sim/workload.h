@@ -153,9 +153,8 @@ typedef struct dcr_sim_packer {
 void dcr_sim_packer_init(dcr_sim_packer_t *p, int64_t chunk_target, int64_t bucket_target,
                          const dcr_sim_costs_t *costs);
 
-/* The target of an owner's first payload of a run for a construct config,
- * by the engine's rule (engine/construct: first_bucket_bytes, 0 meaning a
- * quarter of bucket_bytes and at least 1, never above bucket_bytes). */
+/* The target of an owner's first payload of a run for a construct config:
+ * the engine's own resolution (dcr_construct_first_bucket_bytes). */
 int64_t dcr_sim_first_bucket_bytes(const dcr_construct_config_t *cfg);
 
 /* Adds affine task u to owner o's current chunk (last: the owner's last

@@ -31,11 +31,11 @@ dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
  * copies only what the log could not hold, and an attempt that is not
  * committed is put back before the next run compares. */
 
-/* Default share of an owner's tracker bytes its log may hold: 1/12 covers
- * 4% changed 16-bit words (about 4 bytes a changed word); beyond it the
- * remaining tasks are copied whole at the commit, as without the log. The
- * log grows as needed, so a run with fewer changes holds less. */
-#define DCR__UNDO_SHARE 12
+/* The share of an owner's tracker bytes its log may hold
+ * (DCR_CONSTRUCT_UNDO_SHARE, dcr/construct.h): 1/12 covers 4% changed
+ * 16-bit words (about 4 bytes a changed word); beyond it the remaining
+ * tasks are copied whole at the commit, as without the log. The log grows
+ * as needed, so a run with fewer changes holds less. */
 
 typedef struct dcr__undo_log {
     unsigned char *buf;

@@ -58,6 +58,13 @@ dcr_construct_config_t dcr_construct_config_default(void)
     return cfg;
 }
 
+size_t dcr_construct_first_bucket_bytes(const dcr_construct_config_t *cfg)
+{
+    size_t first = cfg->first_bucket_bytes;
+    if (first == 0) first = cfg->bucket_bytes / 4 ? cfg->bucket_bytes / 4 : 1;
+    return first < cfg->bucket_bytes ? first : cfg->bucket_bytes;
+}
+
 /* ---- state ---------------------------------------------------------------- */
 
 typedef struct owned_task {
@@ -275,7 +282,7 @@ static dcr_status_t build_trackers(dcr_constructor_t *c, dcr_storage_t *const *b
             }
         }
         /* Trackers the host cannot address are copied up whole at the commit. */
-        o->undo.limit = c->dev_host ? owned / DCR__UNDO_SHARE : 0;
+        o->undo.limit = c->dev_host ? owned / DCR_CONSTRUCT_UNDO_SHARE : 0;
     }
     return DCR_OK;
 }
@@ -357,10 +364,7 @@ dcr_status_t dcr__constructor_create_on(const dcr_device_ops_t *ops,
     if (!c) return dcr_error_set(DCR_ENOMEM, "constructor");
     c->layout = layout;
     c->cfg = *cfg;
-    if (c->cfg.first_bucket_bytes == 0)
-        c->cfg.first_bucket_bytes = c->cfg.bucket_bytes / 4 ? c->cfg.bucket_bytes / 4 : 1;
-    if (c->cfg.first_bucket_bytes > c->cfg.bucket_bytes)
-        c->cfg.first_bucket_bytes = c->cfg.bucket_bytes;
+    c->cfg.first_bucket_bytes = dcr_construct_first_bucket_bytes(cfg);
     c->world = layout->world;
     pthread_mutex_init(&c->gate_mu, NULL);
     pthread_cond_init(&c->gate_cv, NULL);

@@ -7,6 +7,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "dcr/construct.h"
+
 int64_t dcr_rss_bytes(void)
 {
     FILE *f = fopen("/proc/self/statm", "r");
@@ -179,7 +181,9 @@ void dcr_scenario_estimate(const dcr_scenario_t *s, const dcr_run_shape_t *shape
     e.process = dcr_rss_bytes();
     e.canonical = ckpt > INT64_MAX / 8 ? INT64_MAX : ckpt * shape->canonical_copies;
     e.shards = shards > INT64_MAX / 8 ? INT64_MAX : shards * shape->shard_copies;
-    e.trackers = shape->trackers ? (int64_t)(DCR_ESTIMATE_TRACKER_FACTOR * (double)owned) : 0;
+    /* The undo log's bound counts for every owner: host trackers are the default. */
+    double tracker_factor = DCR_ESTIMATE_TRACKER_FACTOR + 1.0 / DCR_CONSTRUCT_UNDO_SHARE;
+    e.trackers = shape->trackers ? (int64_t)(tracker_factor * (double)owned) : 0;
     e.receivers = (int64_t)((double)per_receiver * shape->receivers);
     e.verifier = (int64_t)((double)per_receiver * shape->verifiers);
     e.changes = shape->adamw ? (int64_t)((double)owned_elems * DCR_ESTIMATE_ADAMW_BYTES) : 0;

@@ -79,7 +79,9 @@ typedef struct dcr_run_shape {
 /* Measured on the bench (BENCHMARKS.md, "Memory per checkpoint byte"): a
  * receiver holds about 1.4x its share of the checkpoint (parameters, prewarm
  * plans, scratch, staging), the constructor 1.25x the owned bytes (trackers,
- * per-owner buffers), and refits hold up to 0.6x the checkpoint in flight. */
+ * per-owner buffers; measured before the undo log, which may add up to
+ * 1/DCR_CONSTRUCT_UNDO_SHARE of them and is counted on top), and refits hold
+ * up to 0.6x the checkpoint in flight. */
 #define DCR_ESTIMATE_RECEIVER_FACTOR 1.4
 #define DCR_ESTIMATE_TRACKER_FACTOR  1.25
 #define DCR_ESTIMATE_TRANSIENT       0.6

@@ -71,6 +71,17 @@ typedef struct dcr_construct_config {
  * of that), zstd 1, shuffle, depth 2. */
 dcr_construct_config_t dcr_construct_config_default(void);
 
+/* The target of each owner's first payload of a run as the constructor
+ * resolves it: cfg->first_bucket_bytes, or bucket_bytes / 4 (at least 1)
+ * when 0; never above bucket_bytes. The simulator packs with it too. */
+size_t dcr_construct_first_bucket_bytes(const dcr_construct_config_t *cfg);
+
+/* Owners whose trackers are host memory keep an undo log of the words an
+ * attempt wrote into them (the in-place baseline update) of at most
+ * 1/DCR_CONSTRUCT_UNDO_SHARE of their tracker bytes; what it cannot hold the
+ * commit copies instead. Memory estimates count it. */
+#define DCR_CONSTRUCT_UNDO_SHARE 12
+
 /* Where finished payloads go. submit is called from owner sender threads,
  * one call at a time per owner, possibly concurrently across owners; buf is
  * valid only during the call (the sink copies or sends it). It may block for
