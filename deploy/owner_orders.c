@@ -1,0 +1,83 @@
+/* A rank's next order in the owners' job (owner_orders.h). */
+#include "deploy/owner_orders.h"
+
+#include <string.h>
+
+#include "dcr/log.h"
+
+#define ORDER_POLL_MS 200 /* one wait for an order (then a look at stop) */
+/* Awaiting a commit: one wait on the control plane before a look for rank
+ * 0's order. A commit wakes the wait at once; this bounds how late an order
+ * that follows no change of the control plane is seen (a retry's attempt,
+ * which rank 0 orders after the coordinator opened it). */
+#define COMMIT_SLICE_MS 2
+
+bool dcr_owner_commit_is_ours(const dcr_commit_record_t *rec, uint64_t version, uint64_t part)
+{
+    return part != 0 && rec->attempt == part && rec->version == version + 1;
+}
+
+static bool same_order(const dcr_owner_order_t *a, const dcr_owner_order_t *b)
+{
+    return a->kind == b->kind && a->tau == b->tau && a->version == b->version;
+}
+
+/* Rank 0's next order (DCR_ETIMEOUT after timeout_ms), less the duplicate
+ * of a commit taken early. */
+static dcr_status_t take_order(dcr_owner_orders_t *f, int timeout_ms, dcr_owner_order_t *o)
+{
+    for (;;) {
+        dcr_group_msg_t m;
+        DCR_CHECK(dcr_group_recv(f->g, DCR_OWNER_TAG_ORDER, timeout_ms, &m));
+        bool ok = m.len == sizeof(*o);
+        if (ok) memcpy(o, m.data, sizeof(*o));
+        dcr_group_release(f->g, &m);
+        int rank = dcr_group_rank(f->g);
+        if (!ok) return dcr_error_set(DCR_EIO, "owner %d: an order of %zu bytes", rank, m.len);
+        dcr_owner_order_t e = f->early;
+        f->early.kind = 0;
+        if (!e.kind || o->kind == DCR_OWNER_STOP) return DCR_OK;
+        if (same_order(o, &e)) continue; /* the duplicate */
+        return dcr_error_set(DCR_EIO,
+                             "owner %d: took the commit of attempt %llu (version %llu) from the "
+                             "control plane, but rank 0 then ordered %u for attempt %llu",
+                             rank, (unsigned long long)e.tau, (unsigned long long)e.version,
+                             o->kind, (unsigned long long)o->tau);
+    }
+}
+
+/* With an attempt sent: whichever comes first, the commit record naming it
+ * or rank 0's order (a restore, a retry, a stop). DCR_ETIMEOUT after about
+ * ORDER_POLL_MS without either. */
+static dcr_status_t await_commit(dcr_owner_orders_t *f, uint64_t version, uint64_t part,
+                                 dcr_owner_order_t *o)
+{
+    for (int waited = 0; waited < ORDER_POLL_MS; waited += COMMIT_SLICE_MS) {
+        uint64_t pos = dcr_control_position(f->control); /* before the read */
+        dcr_commit_record_t rec;
+        if (dcr_control_read(f->control, &rec) == DCR_OK &&
+            dcr_owner_commit_is_ours(&rec, version, part)) {
+            *o = (dcr_owner_order_t){DCR_OWNER_COMMIT, 0, rec.attempt, 0, rec.version};
+            f->early = *o;
+            return DCR_OK;
+        }
+        dcr_status_t st = take_order(f, 0, o);
+        if (st != DCR_ETIMEOUT) return st;
+        (void)dcr_control_wait(f->control, pos, COMMIT_SLICE_MS);
+    }
+    return DCR_ETIMEOUT;
+}
+
+dcr_status_t dcr_owner_next_order(dcr_owner_orders_t *f, uint64_t version, uint64_t part,
+                                  volatile sig_atomic_t *stop, dcr_owner_order_t *o)
+{
+    for (;;) {
+        dcr_status_t st =
+            part ? await_commit(f, version, part, o) : take_order(f, ORDER_POLL_MS, o);
+        if (st != DCR_ETIMEOUT) return st;
+        if (*stop) {
+            *o = (dcr_owner_order_t){DCR_OWNER_STOP, 0, 0, 0, 0};
+            return DCR_OK;
+        }
+    }
+}
