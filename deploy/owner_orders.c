@@ -7,10 +7,12 @@
 
 #define ORDER_POLL_MS 200 /* one wait for an order (then a look at stop) */
 /* Awaiting a commit: one wait on the control plane before a look for rank
- * 0's order. A commit wakes the wait at once; this bounds how late an order
- * that follows no change of the control plane is seen (a retry's attempt,
- * which rank 0 orders after the coordinator opened it). */
-#define COMMIT_SLICE_MS 2
+ * 0's order. A commit wakes the wait at once, and so does nearly every
+ * order rank 0 gives meanwhile (it follows a change: a new attempt, the
+ * coordinator's open, the nodes joining it); this bounds how late one that
+ * follows none is seen. Not shorter: on etcd each wait is a watch request,
+ * and every rank waits so through each refit's delivery. */
+#define COMMIT_SLICE_MS 50
 
 bool dcr_owner_commit_is_ours(const dcr_commit_record_t *rec, uint64_t version, uint64_t part)
 {
@@ -52,18 +54,26 @@ static dcr_status_t take_order(dcr_owner_orders_t *f, int timeout_ms, dcr_owner_
 static dcr_status_t await_commit(dcr_owner_orders_t *f, uint64_t version, uint64_t part,
                                  dcr_owner_order_t *o)
 {
+    /* The record is read at the start and after each change, not after a
+     * wait that saw none (on etcd a read is a round trip). The position is
+     * taken before each read only, so a change between a wait and the next
+     * one is not lost. */
+    uint64_t pos = 0;
+    bool read = true;
     for (int waited = 0; waited < ORDER_POLL_MS; waited += COMMIT_SLICE_MS) {
-        uint64_t pos = dcr_control_position(f->control); /* before the read */
         dcr_commit_record_t rec;
-        if (dcr_control_read(f->control, &rec) == DCR_OK &&
-            dcr_owner_commit_is_ours(&rec, version, part)) {
-            *o = (dcr_owner_order_t){DCR_OWNER_COMMIT, 0, rec.attempt, 0, rec.version};
-            f->early = *o;
-            return DCR_OK;
+        if (read) {
+            pos = dcr_control_position(f->control);
+            if (dcr_control_read(f->control, &rec) == DCR_OK &&
+                dcr_owner_commit_is_ours(&rec, version, part)) {
+                *o = (dcr_owner_order_t){DCR_OWNER_COMMIT, 0, rec.attempt, 0, rec.version};
+                f->early = *o;
+                return DCR_OK;
+            }
         }
         dcr_status_t st = take_order(f, 0, o);
         if (st != DCR_ETIMEOUT) return st;
-        (void)dcr_control_wait(f->control, pos, COMMIT_SLICE_MS);
+        read = dcr_control_wait(f->control, pos, COMMIT_SLICE_MS) != DCR_ETIMEOUT;
     }
     return DCR_ETIMEOUT;
 }
@@ -72,8 +82,8 @@ dcr_status_t dcr_owner_next_order(dcr_owner_orders_t *f, uint64_t version, uint6
                                   volatile sig_atomic_t *stop, dcr_owner_order_t *o)
 {
     for (;;) {
-        dcr_status_t st =
-            part ? await_commit(f, version, part, o) : take_order(f, ORDER_POLL_MS, o);
+        dcr_status_t st = part && f->control ? await_commit(f, version, part, o)
+                                             : take_order(f, ORDER_POLL_MS, o);
         if (st != DCR_ETIMEOUT) return st;
         if (*stop) {
             *o = (dcr_owner_order_t){DCR_OWNER_STOP, 0, 0, 0, 0};

@@ -45,9 +45,11 @@ typedef struct dcr_owner_order {
     uint64_t tau, from_version, version;
 } dcr_owner_order_t;
 
-/* A rank's follower of rank 0: its endpoint, its own control-plane handle,
- * and (kept between calls, zeroed at start) the commit it took from the
- * control plane before rank 0's order for it arrived. */
+/* A rank's follower of rank 0: its endpoint, its own control-plane handle
+ * (NULL: it takes every order from rank 0, as on a networked control plane,
+ * where each rank's waits and reads would be requests to the server), and
+ * (kept between calls, zeroed at start) the commit it took from the control
+ * plane before rank 0's order for it arrived. */
 typedef struct dcr_owner_orders {
     dcr_group_t *g;
     dcr_control_t *control;
@@ -62,7 +64,8 @@ bool dcr_owner_commit_is_ours(const dcr_commit_record_t *rec, uint64_t version, 
 
 /* A rank other than 0: its next order. `version` is the committed version
  * its baselines hold, `part` the attempt it sent and awaits the commit of
- * (0: none). With part set, the commit record naming it returns a COMMIT at
+ * (0: none). With part set and a handle, the commit record naming it
+ * returns a COMMIT at
  * once (remembered: rank 0's duplicate is dropped when it comes); otherwise
  * rank 0's next order. A stop flag seen while nothing came returns STOP.
  * DCR_EIO for a malformed order or one that contradicts a commit taken

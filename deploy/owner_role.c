@@ -486,8 +486,17 @@ static dcr_status_t owner_setup(owner_proc_t *p)
         dcr_group_release(p->g, &m);
         if (!ok)
             return dcr_error_set(DCR_EIO, "owner %d: a start order of %zu bytes", p->rank, m.len);
-        /* Reachable: rank 0 read it before its start order. */
+        /* Reachable: rank 0 read it before its start order. Only a control
+         * plane whose reads are local (a file) is watched by every rank: on
+         * a networked one each rank's waits and reads are requests to the
+         * server, which every change in the window multiplied (etcd on
+         * loopback: finalization 29.6 ms against 23.7 with rank 0's order
+         * alone); there the ranks wait for rank 0's order. */
         DCR_CHECK(open_control(p, &rec));
+        if (p->control->ops->props.networked) {
+            dcr_control_destroy(p->control);
+            p->control = NULL;
+        }
         p->orders = (dcr_owner_orders_t){.g = p->g, .control = p->control};
     }
     DCR_CHECK(dcr_role_world_advance(p->world, o.version));
