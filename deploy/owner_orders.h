@@ -17,7 +17,11 @@
  * and any other order in its place (but a stop) is an error, never a silent
  * divergence. It cannot happen with one owners job: no later version can be
  * committed before the owners sent it, and rank 0 reads the commit record
- * before any attempt. Restores, attempts and stops stay rank 0's. */
+ * before any attempt. Restores, attempts and stops stay rank 0's. Only on a
+ * control plane whose reads are local (SQLite in the run directory): on a
+ * networked one (etcd) every rank's waits and reads are requests to the
+ * server in the very window they were to shorten, and finalization grew
+ * (owner_role.c, owner_setup), so there the ranks wait for rank 0's word. */
 #ifndef DCR_DEPLOY_OWNER_ORDERS_H
 #define DCR_DEPLOY_OWNER_ORDERS_H
 
