@@ -14,6 +14,7 @@
 #include "dcr/clock.h"
 #include "dcr/coord.h"
 #include "dcr/log.h"
+#include "dcr/parties.h"
 #include "dcr/trace.h"
 #include "deploy/role_memory.h"
 #include "deploy/roles.h"
@@ -68,6 +69,44 @@ dcr_status_t dcr_role_refit_result_parse(const char *line, dcr_refit_result_t *o
                              line);
     *out_p = r;
     return DCR_OK;
+}
+
+/* Rollout nodes write their intervals of an attempt after they report it
+ * DONE (node_role.c), off the window that ends with the commit, so a file
+ * may still be on its way when the transition is through. The launcher
+ * imports the files once answered: first every node the attempt required
+ * gets up to NODE_TRACE_WAIT_MS for its file, which is there at the first
+ * look unless the host is loaded. A node that failed, died or restarted
+ * writes none: its report tells, and the wait skips it. */
+#define NODE_TRACE_WAIT_MS 1000
+
+static bool node_trace_due(dcr_control_t *control, const char *workdir, int node, uint64_t tau)
+{
+    char path[4300];
+    dcr_rundir_trace_path(workdir, node, tau, path, sizeof(path));
+    if (access(path, F_OK) == 0) return false;
+    dcr_node_report_t r;
+    if (dcr_node_report_get(control, node, &r) != DCR_OK) return false;
+    /* DONE with tau, or READY after its commit. */
+    return (r.phase == DCR_NODE_DONE && r.tau == tau) || r.phase == DCR_NODE_READY;
+}
+
+static void await_node_traces(dcr_control_t *control, const char *workdir, uint64_t tau,
+                              int per_node, int receivers)
+{
+    uint32_t *required = calloc((size_t)receivers, sizeof(*required));
+    size_t n = 0;
+    if (required && dcr_control_required(control, tau, required, (size_t)receivers, &n) == DCR_OK) {
+        double t0 = dcr_clock_s();
+        for (size_t i = 0; i < n && i < (size_t)receivers; i++) {
+            int node = (int)required[i] / per_node;
+            if (i > 0 && (int)required[i - 1] / per_node == node) continue;
+            while (node_trace_due(control, workdir, node, tau) &&
+                   (dcr_clock_s() - t0) * 1000.0 < NODE_TRACE_WAIT_MS)
+                dcr_clock_nap_ns(500000L);
+        }
+    }
+    free(required);
 }
 
 /* Answers one request on out: a result line, or "error <status> <line>". */
@@ -133,7 +172,10 @@ dcr_status_t dcr_role_coordinator_run(const dcr_role_coord_config_t *cfg, FILE *
             rst = dcr_error_set(DCR_EINVAL, "unknown request '%.40s'", line);
         /* Written before the answer: the launcher imports it once answered,
          * under the attempt that committed (roles.h). */
-        if (rst == DCR_OK) rst = dcr_role_trace_write(cfg->workdir, DCR_RUNDIR_TRACE_COORD, r.tau);
+        if (rst == DCR_OK) {
+            await_node_traces(control, cfg->workdir, r.tau, serve.gpus_per_node, nrecv);
+            rst = dcr_role_trace_write(cfg->workdir, DCR_RUNDIR_TRACE_COORD, r.tau);
+        }
         answer(out, rst, &r);
     }
     dcr_role_log_requests("coordinator", 0, coord ? dcr_coord_version(coord) : 0);

@@ -598,9 +598,12 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
         return report(p, DCR_NODE_FAILED, a->tau, why);
     }
     p->done = a->tau;
-    DCR_CHECK(dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau));
     st = report(p, DCR_NODE_DONE, a->tau, NULL);
-    write_memory(p); /* after DONE: the coordinator waits on that report, not on this */
+    /* After DONE, as the memory figures: the coordinator waits on that
+     * report (the commit follows it), not on these. It waits for this file
+     * before it answers the launcher, which imports it then (coord_role.c). */
+    if (st == DCR_OK) st = dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau);
+    write_memory(p);
     return st;
 }
 

@@ -83,7 +83,10 @@
  * the job (dcr_owners_report_put, after every rank answered) the summed
  * construction figures and t0 (SENT); when the commit record names from+1
  * with the attempt it sent, each rank updates its tracker and baseline,
- * and rank 0 reports t1 (the last rank's end; COMMITTED). `dcr coordinator`
+ * and rank 0 reports t1 (the last rank's end; COMMITTED); on a control
+ * plane in a file each rank reads that commit record itself rather than
+ * wait for rank 0's word, whose order then arrives as a duplicate
+ * (owner_orders.h). `dcr coordinator`
  * holds no constructor: it prepares, waits for the nodes and the owners,
  * commits, and reads t0/t1 from the owners' report; a new coordinator
  * process after a crash resumes from the commit record and the latest

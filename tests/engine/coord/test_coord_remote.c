@@ -14,6 +14,11 @@
  * names the node. A wrapping control plane ("flaky:sqlite", registered
  * here) fails reads of one node's report as the case asks.
  *
+ * Before the commit: a node the coordinator read DONE before it last waited
+ * for a change is read again (it may have died since); one read DONE after
+ * that last wait is not, since nothing happened in between (each read was a
+ * control-plane round trip between the last DONE and the commit).
+ *
  * Waiting without polling: while the owners stay silent for two seconds,
  * the coordinator reads the control plane on changes and every 100 ms, not
  * every 0.5 ms as it did (2 s at that rate is thousands of reads; hundreds
@@ -35,6 +40,7 @@
 #include "dcr/clock.h"
 #include "dcr/control.h"
 #include "dcr/coord.h"
+#include "coord/coord-parties.h"
 #include "coord/parties-internal.h"
 #include "dcr/parties.h"
 #include "dcr/rollout_node.h"
@@ -406,6 +412,72 @@ static void test_silent_owners_are_not_polled(void **state)
                  (unsigned long long)reads, OWNERS_SILENT_MS);
 }
 
+/* ---- the re-read of the nodes' reports before the commit ---- */
+
+typedef struct late_done {
+    dcr_control_t *control;
+    uint64_t tau;
+    dcr_status_t st;
+} late_done_t;
+
+/* Node 1 reports DONE a moment after the coordinator started waiting. */
+static void *late_done_main(void *arg)
+{
+    late_done_t *l = arg;
+    dcr_clock_nap_ns(100000000L);
+    l->st = put_node(l->control, 1, DCR_NODE_DONE, l->tau);
+    return NULL;
+}
+
+static void test_still_done_rereads_only_nodes_read_before_a_wait(void **state)
+{
+    (void)state;
+    char dir[256], path[320];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "coord-still-done"));
+    snprintf(path, sizeof(path), "%s/control.db", dir);
+    dcr_control_config_t ctl = {path, 0};
+    dcr_control_t *control = NULL;
+    assert_int_equal(dcr_control_create("sqlite", &ctl, &control), DCR_OK);
+    dcr_coord_config_t cc = dcr_coord_config_default("test-still-done", 1);
+    cc.stall_timeout_ms = cc.join_timeout_ms = STALL_MS;
+    dcr__nodes_env_t env = {.cfg = &cc, .nodes = NODES, .nreceivers = NODES, .control = control};
+    void *nodes = NULL;
+    assert_int_equal(dcr__nodes_remote.create(&env, &nodes), DCR_OK);
+    const uint32_t required[NODES] = {0, 1};
+    dcr__attempt_t a = {7, required, NODES};
+    double apply_end = 0.0;
+
+    /* Both DONE at the first look: the check before the commit reads nothing. */
+    for (int n = 0; n < NODES; n++)
+        assert_int_equal(put_node(control, n, DCR_NODE_DONE, 7), DCR_OK);
+    assert_int_equal(dcr__nodes_remote.delivered(nodes, &a, true, &apply_end), DCR_OK);
+    dcr_control_counts_t n0, n1;
+    dcr_control_counts(&n0);
+    assert_int_equal(dcr__nodes_remote.acknowledge(nodes, &a), DCR_OK);
+    dcr_control_counts(&n1);
+    assert_int_equal(n1.reads - n0.reads, 0);
+
+    /* Attempt 8: node 0 DONE at once, node 1 only after a wait, and node 0
+     * dies before the commit: it was read before that wait, so it is read
+     * again, and the attempt fails naming it. */
+    a.tau = 8;
+    assert_int_equal(put_node(control, 0, DCR_NODE_DONE, 8), DCR_OK);
+    assert_int_equal(put_node(control, 1, DCR_NODE_JOINED, 8), DCR_OK);
+    late_done_t l = {control, 8, DCR_OK};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, late_done_main, &l), 0);
+    assert_int_equal(dcr__nodes_remote.delivered(nodes, &a, true, &apply_end), DCR_OK);
+    pthread_join(th, NULL);
+    assert_int_equal(l.st, DCR_OK);
+    assert_int_equal(put_node(control, 0, DCR_NODE_GONE, 8), DCR_OK);
+    assert_int_equal(dcr__nodes_remote.acknowledge(nodes, &a), DCR_EATTEMPT);
+    assert_non_null(strstr(dcr_error_detail(), "rollout node 0 is no longer done"));
+
+    dcr__nodes_remote.destroy(nodes);
+    dcr_control_destroy(control);
+    assert_int_equal(testfiles_rmtree(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_restarting_node_fails_the_owners_wait),
         cmocka_unit_test(test_failed_report_read_is_retried),
         cmocka_unit_test(test_unreadable_report_prepares_no_attempt),
+        cmocka_unit_test(test_still_done_rereads_only_nodes_read_before_a_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
