@@ -462,7 +462,23 @@ static void faults_once(prun_t *r)
     pthread_mutex_unlock(&r->lock);
 }
 
-/* On a testbed: delay or a network fault (see faults_run.h). */
+/* Whether a network fault already drawn for this step acts on f's host. */
+static bool net_host_taken(const prun_t *r, const dcr_fault_t *f)
+{
+    char host[16], other[16];
+    net_host(r, f, host, sizeof(host));
+    for (int i = 0; i < r->nfaults; i++) {
+        if (!is_net_kind(r->faults[i].f.kind)) continue;
+        net_host(r, &r->faults[i].f, other, sizeof(other));
+        if (!strcmp(host, other)) return true;
+    }
+    return false;
+}
+
+/* On a testbed: delay or a network fault (see faults_run.h). A network
+ * fault goes to a host no other network fault of the step acts on while
+ * one is free: two on one host run one after the other (net_start), and
+ * the second could find the step over and never fire. */
 static dcr_fault_t draw_testbed_fault(prun_t *r)
 {
     dcr_fault_kind_t kinds[] = {DCR_FAULT_DELAY, DCR_FAULT_LINK_DOWN, DCR_FAULT_NET_LOSS,
@@ -471,7 +487,10 @@ static dcr_fault_t draw_testbed_fault(prun_t *r)
     f.ms = STALL_MS_MIN + (int)dcr_rng_below(&r->rng, STALL_MS_SPAN);
     int nodes = r->bench.run.serve.nodes, hosts = r->bench.run.scenario.train.nodes + nodes;
     bool on_node = f.kind == DCR_FAULT_DELAY || f.kind == DCR_FAULT_PARTITION;
-    f.target = (int)dcr_rng_below(&r->rng, (uint64_t)(on_node ? nodes : hosts));
+    int range = on_node ? nodes : hosts;
+    f.target = (int)dcr_rng_below(&r->rng, (uint64_t)range);
+    for (int k = 1; k < range && is_net_kind(f.kind) && net_host_taken(r, &f); k++)
+        f.target = (f.target + 1) % range;
     if (f.kind == DCR_FAULT_NET_LOSS) f.count = 5 + (int)dcr_rng_below(&r->rng, 25);
     if (f.kind == DCR_FAULT_NET_REORDER) f.count = 10 + (int)dcr_rng_below(&r->rng, 40);
     return f;
