@@ -80,22 +80,30 @@ static void rank0_orders(fixture_t *fx, uint32_t kind, uint64_t tau, uint64_t ve
     assert_status(dcr_group_send(fx->rank[0], 1, DCR_OWNER_TAG_ORDER, &o, sizeof o), DCR_OK);
 }
 
-static void test_commit_without_rank0_then_its_duplicate_dropped(void **state)
+/* Attempt tau, which this rank sent from version 0, is committed; rank 0
+ * has said nothing and the stop flag is up (a rank that waits for rank 0's
+ * order would stop): the rank takes the commit from the control plane. */
+static uint64_t take_commit_early(fixture_t *fx)
 {
-    fixture_t *fx = *state;
     uint64_t tau = commit_attempt(fx);
-    /* Rank 0 has said nothing, and the stop flag is up: a rank that waits
-     * for rank 0's order would stop here. */
     volatile sig_atomic_t stop = 1;
     dcr_owner_order_t o;
     assert_status(dcr_owner_next_order(&fx->follower, 0, tau, &stop, &o), DCR_OK);
     assert_int_equal(o.kind, DCR_OWNER_COMMIT);
     assert_true(o.tau == tau && o.version == 1);
+    return tau;
+}
+
+static void test_commit_without_rank0_then_its_duplicate_dropped(void **state)
+{
+    fixture_t *fx = *state;
+    uint64_t tau = take_commit_early(fx);
+    volatile sig_atomic_t stop = 0;
+    dcr_owner_order_t o;
     /* Rank 0's commit order comes, then its next attempt: the first is the
      * duplicate, the rank's next order is the attempt. */
     rank0_orders(fx, DCR_OWNER_COMMIT, tau, 1);
     rank0_orders(fx, DCR_OWNER_ATTEMPT, tau + 1, 1);
-    stop = 0;
     assert_status(dcr_owner_next_order(&fx->follower, 1, 0, &stop, &o), DCR_OK);
     assert_int_equal(o.kind, DCR_OWNER_ATTEMPT);
     assert_true(o.tau == tau + 1);
@@ -139,12 +147,9 @@ static void test_uncommitted_attempt_follows_rank0(void **state)
 static void test_contradicting_order_is_an_error(void **state)
 {
     fixture_t *fx = *state;
-    uint64_t tau = commit_attempt(fx);
-    volatile sig_atomic_t stop = 1; /* nothing from rank 0 yet: a waiting rank stops */
+    uint64_t tau = take_commit_early(fx);
+    volatile sig_atomic_t stop = 0;
     dcr_owner_order_t o;
-    assert_status(dcr_owner_next_order(&fx->follower, 0, tau, &stop, &o), DCR_OK);
-    stop = 0;
-    assert_int_equal(o.kind, DCR_OWNER_COMMIT);
     rank0_orders(fx, DCR_OWNER_RESTORE, tau, 1);
     assert_status(dcr_owner_next_order(&fx->follower, 1, 0, &stop, &o), DCR_EIO);
     assert_non_null(strstr(dcr_error_detail(), "but rank 0 then ordered 3"));
@@ -153,11 +158,9 @@ static void test_contradicting_order_is_an_error(void **state)
 static void test_stop_after_an_early_commit(void **state)
 {
     fixture_t *fx = *state;
-    uint64_t tau = commit_attempt(fx);
-    volatile sig_atomic_t stop = 1; /* nothing from rank 0 yet: a waiting rank stops */
+    (void)take_commit_early(fx);
+    volatile sig_atomic_t stop = 0;
     dcr_owner_order_t o;
-    assert_status(dcr_owner_next_order(&fx->follower, 0, tau, &stop, &o), DCR_OK);
-    stop = 0;
     /* Rank 0 stopped before it read the record: a stop, not an error. */
     rank0_orders(fx, DCR_OWNER_STOP, 0, 0);
     assert_status(dcr_owner_next_order(&fx->follower, 1, 0, &stop, &o), DCR_OK);

@@ -64,6 +64,19 @@ typedef struct fake_nodes {
  * make about 3 per 100 ms; the setup and the fake nodes a few dozen). */
 #define QUIET_READS_MAX 300
 
+/* A SQLite control plane in a fresh folder named after tag (dir[0..256)
+ * gets the folder). */
+static dcr_control_t *tmp_control(const char *tag, char *dir)
+{
+    char path[320];
+    assert_true(testfiles_tmpdir(dir, 256, tag));
+    snprintf(path, sizeof(path), "%s/control.db", dir);
+    dcr_control_config_t ctl = {path, 0};
+    dcr_control_t *control = NULL;
+    assert_int_equal(dcr_control_create("sqlite", &ctl, &control), DCR_OK);
+    return control;
+}
+
 static dcr_status_t put_node(dcr_control_t *control, int node, dcr_node_phase_t phase, uint64_t tau)
 {
     dcr_node_report_t r;
@@ -115,11 +128,7 @@ static void run_case_reads(dcr_node_phase_t death, int owners_fail_ms, const cha
                            uint64_t *reads_p)
 {
     char dir[256], path[320];
-    assert_true(testfiles_tmpdir(dir, sizeof(dir), "coord-remote"));
-    snprintf(path, sizeof(path), "%s/control.db", dir);
-    dcr_control_config_t ctl = {path, 0};
-    dcr_control_t *control = NULL;
-    assert_int_equal(dcr_control_create("sqlite", &ctl, &control), DCR_OK);
+    dcr_control_t *control = tmp_control("coord-remote", dir);
     snprintf(path, sizeof(path), "%s/objstore", dir);
     dcr_transport_config_t tc = {
         .train_nodes = 1, .world = 1, .rollout_nodes = NODES, .dir = path, .send_only = true};
@@ -432,12 +441,8 @@ static void *late_done_main(void *arg)
 static void test_still_done_rereads_only_nodes_read_before_a_wait(void **state)
 {
     (void)state;
-    char dir[256], path[320];
-    assert_true(testfiles_tmpdir(dir, sizeof(dir), "coord-still-done"));
-    snprintf(path, sizeof(path), "%s/control.db", dir);
-    dcr_control_config_t ctl = {path, 0};
-    dcr_control_t *control = NULL;
-    assert_int_equal(dcr_control_create("sqlite", &ctl, &control), DCR_OK);
+    char dir[256];
+    dcr_control_t *control = tmp_control("coord-still-done", dir);
     dcr_coord_config_t cc = dcr_coord_config_default("test-still-done", 1);
     cc.stall_timeout_ms = cc.join_timeout_ms = STALL_MS;
     dcr__nodes_env_t env = {.cfg = &cc, .nodes = NODES, .nreceivers = NODES, .control = control};
