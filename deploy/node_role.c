@@ -238,7 +238,9 @@ static dcr_status_t write_refusals(node_proc_t *p, bool force)
     return DCR_OK;
 }
 
-static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why)
+/* The node's report of phase for tau (why: FAILED's line, or NULL). */
+static void fill_report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why,
+                        dcr_node_report_t *out_p)
 {
     /* Before the report: the launcher reads the totals once every node
      * reported the last commit. */
@@ -259,6 +261,13 @@ static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau,
     r.cross_bytes = tc.cross_bytes;
     r.cpu_s = dcr_clock_process_cpu_s();
     snprintf(r.why, sizeof(r.why), "%s", why ? why : "");
+    *out_p = r;
+}
+
+static dcr_status_t report(node_proc_t *p, dcr_node_phase_t phase, uint64_t tau, const char *why)
+{
+    dcr_node_report_t r;
+    fill_report(p, phase, tau, why, &r);
     return dcr_node_report_put(p->control, &r);
 }
 
@@ -456,11 +465,12 @@ static bool superseded(node_proc_t *p, uint64_t tau)
     return dcr_control_attempt(p->control, 0, &a) == DCR_OK && a.tau > tau;
 }
 
-/* The node's member receivers acknowledge tau in one control-plane write
- * (each write is a round trip on the refit's path). Acknowledgments are
- * finalization intervals of the receivers, as the in-process coordinator
- * records them: one each, all over the one write. */
-static dcr_status_t acknowledge(node_proc_t *p, uint64_t tau)
+/* The node's member receivers acknowledge tau and the node reports DONE,
+ * in one control-plane write (each write is a round trip on the refit's
+ * path, and wakes every process that waits on the control plane).
+ * Acknowledgments are finalization intervals of the receivers, as the
+ * in-process coordinator records them: one each, all over the one write. */
+static dcr_status_t acknowledge_done(node_proc_t *p, uint64_t tau)
 {
     uint32_t who[DCR_CONTROL_ACK_MANY_MAX];
     dcr_trace_span_t span[DCR_CONTROL_ACK_MANY_MAX];
@@ -474,8 +484,10 @@ static dcr_status_t acknowledge(node_proc_t *p, uint64_t tau)
         span[n] = dcr_trace_begin(DCR_STAGE_ACK, DCR_ACTOR_RECEIVER, p->first + k);
         n++;
     }
-    if (n == 0) return DCR_OK;
-    dcr_status_t st = dcr_control_ack_many(p->control, tau, who, n);
+    if (n == 0) return report(p, DCR_NODE_DONE, tau, NULL);
+    dcr_node_report_t r;
+    fill_report(p, DCR_NODE_DONE, tau, NULL, &r);
+    dcr_status_t st = dcr_node_report_put_acked(p->control, &r, who, n);
     for (size_t i = 0; i < n; i++) dcr_trace_end(&span[i]);
     return st;
 }
@@ -589,7 +601,7 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
     st = dcr_rollout_node_join(p->rt);
     if (cancelled) return DCR_OK;
     if (st == DCR_OK) st = check_repairs(p, a, &tc0);
-    if (st == DCR_OK) st = acknowledge(p, a->tau);
+    if (st == DCR_OK) st = acknowledge_done(p, a->tau);
     if (st != DCR_OK) {
         char why[256];
         snprintf(why, sizeof(why), "%s", dcr_error_line(st));
@@ -598,11 +610,10 @@ static dcr_status_t take_part(node_proc_t *p, const dcr_control_attempt_t *a,
         return report(p, DCR_NODE_FAILED, a->tau, why);
     }
     p->done = a->tau;
-    st = report(p, DCR_NODE_DONE, a->tau, NULL);
     /* After DONE, as the memory figures: the coordinator waits on that
      * report (the commit follows it), not on these. It waits for this file
      * before it answers the launcher, which imports it then (coord_role.c). */
-    if (st == DCR_OK) st = dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau);
+    st = dcr_role_trace_write(p->cfg->workdir, p->cfg->node, a->tau);
     write_memory(p);
     return st;
 }

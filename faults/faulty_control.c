@@ -111,6 +111,20 @@ static dcr_status_t faulty_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver
     return DCR_OK;
 }
 
+/* Acknowledgments with a report in one write: as faulty_ack, for each
+ * receiver after the write took effect. */
+static dcr_status_t faulty_ack_report(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                      size_t n, uint32_t id, const void *data, size_t len)
+{
+    faulty_control_t *y = fc(c);
+    DCR_CHECK(dcr__faults_dead(y->f));
+    DCR_CHECK(dcr__faults_crash(y->f, DCR_COORD_STEP_ACK));
+    ENTER(c);
+    DCR_CHECK(dcr_control_ack_report(x->inner, tau, receivers, n, id, data, len));
+    for (size_t i = 0; i < n; i++) dcr__faults_kill(x->f, DCR_FAULT_KILL_ACKED, (int)receivers[i]);
+    return DCR_OK;
+}
+
 /* A coordinator whose rollout nodes are processes reads their
  * acknowledgments back once every node reported DONE: its step "ack" in
  * that setting, and what the watcher sees of it. */
@@ -204,6 +218,7 @@ static dcr_status_t add_table(int k, const char *name, const char *parent)
         .attempt = faulty_attempt,
         .required = faulty_required,
         .ack = faulty_ack,
+        .ack_report = faulty_ack_report,
         .acks = faulty_acks,
         .commit = faulty_commit,
         .report_put = faulty_report_put,

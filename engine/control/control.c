@@ -349,21 +349,55 @@ dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver)
     return c->ops->ack(c, tau, receiver);
 }
 
+/* The arguments of an ack_many (what names the call). */
+static dcr_status_t dcr__check_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                        size_t n, const char *what)
+{
+    DCR_CHECK(dcr__check_handle(c, what));
+    DCR_CHECK(dcr__check_tau(tau, what));
+    if (receivers == NULL || n == 0 || n > DCR_CONTROL_ACK_MANY_MAX) {
+        return dcr_error_set(DCR_EINVAL, "control %s: 1 to %d receivers, got %zu", what,
+                             DCR_CONTROL_ACK_MANY_MAX, receivers ? n : 0);
+    }
+    return DCR_OK;
+}
+
+/* The arguments of a report_put (what names the call). */
+static dcr_status_t dcr__check_report(uint32_t id, const void *data, size_t len, const char *what)
+{
+    if ((data == NULL && len > 0) || len > DCR_CONTROL_REPORT_MAX) {
+        return dcr_error_set(DCR_EINVAL,
+                             "control %s: receiver %u report of %zu bytes: expected data "
+                             "and at most %u bytes",
+                             what, id, len, DCR_CONTROL_REPORT_MAX);
+    }
+    return DCR_OK;
+}
+
 dcr_status_t dcr_control_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
                                   size_t n)
 {
-    DCR_CHECK(dcr__check_handle(c, "ack_many"));
-    DCR_CHECK(dcr__check_tau(tau, "ack_many"));
-    if (receivers == NULL || n == 0 || n > DCR_CONTROL_ACK_MANY_MAX) {
-        return dcr_error_set(DCR_EINVAL, "control ack_many: 1 to %d receivers, got %zu",
-                             DCR_CONTROL_ACK_MANY_MAX, receivers ? n : 0);
-    }
+    DCR_CHECK(dcr__check_ack_many(c, tau, receivers, n, "ack_many"));
     if (c->ops->ack_many == NULL) {
         for (size_t i = 0; i < n; i++) DCR_CHECK(dcr_control_ack(c, tau, receivers[i]));
         return DCR_OK;
     }
     dcr__count(&dcr__writes);
     return c->ops->ack_many(c, tau, receivers, n);
+}
+
+dcr_status_t dcr_control_ack_report(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                    size_t n, uint32_t id, const void *data, size_t len)
+{
+    DCR_CHECK(dcr__check_ack_many(c, tau, receivers, n, "ack_report"));
+    DCR_CHECK(dcr__check_report(id, data, len, "ack_report"));
+    if (c->ops->ack_report == NULL) {
+        /* In this order: a report only after its acknowledgments. */
+        DCR_CHECK(dcr_control_ack_many(c, tau, receivers, n));
+        return dcr_control_report_put(c, id, data, len);
+    }
+    dcr__count(&dcr__writes);
+    return c->ops->ack_report(c, tau, receivers, n, id, data, len);
 }
 
 dcr_status_t dcr_control_commit(dcr_control_t *c, const char *coordinator, uint64_t tau,
@@ -393,12 +427,7 @@ dcr_status_t dcr_control_report_put(dcr_control_t *c, uint32_t receiver, const v
                                     size_t len)
 {
     DCR_CHECK(dcr__check_handle(c, "report_put"));
-    if ((data == NULL && len > 0) || len > DCR_CONTROL_REPORT_MAX) {
-        return dcr_error_set(DCR_EINVAL,
-                             "control report_put: receiver %u report of %zu bytes: expected data "
-                             "and at most %u bytes",
-                             receiver, len, DCR_CONTROL_REPORT_MAX);
-    }
+    DCR_CHECK(dcr__check_report(receiver, data, len, "report_put"));
     dcr__count(&dcr__writes);
     return c->ops->report_put(c, receiver, data, len);
 }

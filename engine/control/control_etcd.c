@@ -789,11 +789,12 @@ static dcr_status_t dcr__et_cache_latest(dcr__et_t *e, uint64_t tau)
     return st;
 }
 
-/* One transaction puts every receiver's key, guarded by the latest attempt
- * being the one read: all or none. */
-static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
+/* An acknowledgment's part of a txn: appends to cmp the latest attempt's
+ * mod revision as read (a newer attempt fails the txn) and to ok every
+ * receiver's key. */
+static dcr_status_t dcr__et_ack_ops(dcr__et_t *e, const dcr__et_ack_ctx_t *x, json_t *cmp,
+                                    json_t *ok)
 {
-    dcr__et_ack_ctx_t *x = ctx;
     if (e->cache_tau != x->tau) DCR_CHECK(dcr__et_cache_latest(e, x->tau));
     for (size_t i = 0; i < x->n; i++) {
         if (!dcr__et_contains(e->cache_required, e->cache_n, x->receivers[i])) {
@@ -804,16 +805,41 @@ static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
     }
     char klatest[DCR__ET_KEY_MAX], kack[DCR__ET_KEY_MAX];
     dcr__et_key(e, klatest, "latest");
-    json_t *cmp = json_pack("[o]", dcr__et_cmp_rev(klatest, "MOD", e->cache_mod));
-    json_t *ok = json_array();
-    for (size_t i = 0; ok && i < x->n; i++) {
+    json_array_append_new(cmp, dcr__et_cmp_rev(klatest, "MOD", e->cache_mod));
+    for (size_t i = 0; i < x->n; i++) {
         dcr__et_key(e, kack, "ack/%016llx/%08x", (unsigned long long)x->tau, x->receivers[i]);
         json_array_append_new(ok, dcr__et_op_put(kack, "", 0, 0));
     }
+    return DCR_OK;
+}
+
+/* Runs one txn of cmp (NULL when empty) and ok, which it takes. */
+static dcr_status_t dcr__et_txn_ops(dcr__et_t *e, json_t *cmp, json_t *ok, const char *what,
+                                    bool *done_p)
+{
+    if (json_array_size(cmp) == 0) {
+        json_decref(cmp);
+        cmp = NULL;
+    }
     dcr__et_txn_t t;
-    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "acknowledge", &t));
+    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, what, &t));
     *done_p = t.succeeded;
     dcr__et_txn_free(&t);
+    return DCR_OK;
+}
+
+/* One transaction puts every receiver's key, guarded by the latest attempt
+ * being the one read: all or none. */
+static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    json_t *cmp = json_array(), *ok = json_array();
+    dcr_status_t st = dcr__et_ack_ops(e, ctx, cmp, ok);
+    if (st != DCR_OK) {
+        json_decref(cmp);
+        json_decref(ok);
+        return st;
+    }
+    DCR_CHECK(dcr__et_txn_ops(e, cmp, ok, "acknowledge", done_p));
     /* A newer attempt (or a stale copy): read again, which decides. */
     if (!*done_p) e->cache_tau = 0;
     return DCR_OK;
@@ -983,9 +1009,13 @@ static dcr_status_t dcr__et_report_chunks(dcr__et_t *e, const dcr__et_report_ctx
     return DCR_OK;
 }
 
-static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_p)
+/* A report's part of a txn: writes the parts of a large report first
+ * (under a new generation), then appends to ok the header's put and the
+ * deletion of every other generation's parts, and to cmp (a large report
+ * only) the header's mod revision as read. */
+static dcr_status_t dcr__et_report_ops(dcr__et_t *e, const dcr__et_report_ctx_t *x, json_t *cmp,
+                                       json_t *ok)
 {
-    dcr__et_report_ctx_t *x = ctx;
     char khead[DCR__ET_KEY_MAX], kbase[DCR__ET_KEY_MAX], kmine[DCR__ET_KEY_MAX],
         kmine_end[DCR__ET_KEY_MAX], kbase_end[DCR__ET_KEY_MAX];
     bool inline_data = x->len <= DCR__ET_CHUNK;
@@ -1020,16 +1050,24 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
     dcr__et_key(e, kmine, "report-chunk/%08x/%016llx/", x->receiver, (unsigned long long)gen);
     dcr__et_prefix_end(kmine, kmine_end);
     dcr__et_prefix_end(kbase, kbase_end);
-    json_t *cmp = inline_data ? NULL : json_pack("[o]", dcr__et_cmp_rev(khead, "MOD", head_mod));
-    json_t *ok =
-        json_pack("[o,o,o]", dcr__et_op_put(khead, head, hlen, 0), dcr__et_op_delete(kbase, kmine),
-                  dcr__et_op_delete(kmine_end, kbase_end));
+    if (!inline_data) json_array_append_new(cmp, dcr__et_cmp_rev(khead, "MOD", head_mod));
+    json_array_append_new(ok, dcr__et_op_put(khead, head, hlen, 0));
+    json_array_append_new(ok, dcr__et_op_delete(kbase, kmine));
+    json_array_append_new(ok, dcr__et_op_delete(kmine_end, kbase_end));
     free(head);
-    dcr__et_txn_t t;
-    DCR_CHECK(dcr__et_txn(e, cmp, ok, NULL, "write a prewarm report", &t));
-    *done_p = t.succeeded;
-    dcr__et_txn_free(&t);
     return DCR_OK;
+}
+
+static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    json_t *cmp = json_array(), *ok = json_array();
+    dcr_status_t st = dcr__et_report_ops(e, ctx, cmp, ok);
+    if (st != DCR_OK) {
+        json_decref(cmp);
+        json_decref(ok);
+        return st;
+    }
+    return dcr__et_txn_ops(e, cmp, ok, "write a prewarm report", done_p);
 }
 
 static dcr_status_t dcr__et_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
@@ -1037,6 +1075,39 @@ static dcr_status_t dcr__et_report_put(dcr_control_t *c, uint32_t receiver, cons
 {
     dcr__et_report_ctx_t x = {receiver, data, len};
     return dcr__et_loop(dcr__et_of(c), "write a prewarm report", dcr__et_report_put_step, &x);
+}
+
+typedef struct dcr__et_ack_report_ctx {
+    dcr__et_ack_ctx_t ack;
+    dcr__et_report_ctx_t report;
+} dcr__et_ack_report_ctx_t;
+
+/* The acknowledgments and the report in one txn, guarded by both
+ * compares: all or none. A refused acknowledgment writes nothing (the parts
+ * of a large report written first are no one's until a header names them,
+ * and the next put of that report deletes them). */
+static dcr_status_t dcr__et_ack_report_step(dcr__et_t *e, void *ctx, bool *done_p)
+{
+    dcr__et_ack_report_ctx_t *x = ctx;
+    json_t *cmp = json_array(), *ok = json_array();
+    dcr_status_t st = dcr__et_ack_ops(e, &x->ack, cmp, ok);
+    if (st == DCR_OK) st = dcr__et_report_ops(e, &x->report, cmp, ok);
+    if (st != DCR_OK) {
+        json_decref(cmp);
+        json_decref(ok);
+        return st;
+    }
+    DCR_CHECK(dcr__et_txn_ops(e, cmp, ok, "acknowledge and report", done_p));
+    /* A newer attempt, a stale copy or a racing report: read again. */
+    if (!*done_p) e->cache_tau = 0;
+    return DCR_OK;
+}
+
+static dcr_status_t dcr__et_ack_report(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                       size_t n, uint32_t id, const void *data, size_t len)
+{
+    dcr__et_ack_report_ctx_t x = {{tau, receivers, n}, {id, data, len}};
+    return dcr__et_loop(dcr__et_of(c), "acknowledge and report", dcr__et_ack_report_step, &x);
 }
 
 /* Part i of a report as it was at revision rev: exactly want bytes. */
@@ -1241,6 +1312,7 @@ const dcr_control_ops_t dcr__control_etcd_ops = {
     .ack = dcr__et_ack,
     .acks = dcr__et_acks,
     .ack_many = dcr__et_ack_many,
+    .ack_report = dcr__et_ack_report,
     .commit = dcr__et_commit,
     .report_put = dcr__et_report_put,
     .report_get = dcr__et_report_get,

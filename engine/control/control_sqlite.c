@@ -1005,6 +1005,28 @@ static dcr_status_t dcr__sq_report_put(dcr_control_t *c, uint32_t receiver, cons
     return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_report_put_body, &x);
 }
 
+typedef struct dcr__sq_ack_report_ctx {
+    dcr__sq_ack_ctx_t ack;
+    dcr__sq_report_ctx_t report;
+} dcr__sq_ack_report_ctx_t;
+
+/* The acknowledgments first: a refused one fails the transaction before
+ * the report is written, and a rollback drops both. */
+static dcr_status_t dcr__sq_ack_report_body(dcr__sq_t *s, void *ctx)
+{
+    dcr__sq_ack_report_ctx_t *x = ctx;
+    DCR_CHECK(dcr__sq_ack_body(s, &x->ack));
+    return dcr__sq_report_put_body(s, &x->report);
+}
+
+/* Unsynced, as each of the two it joins is. */
+static dcr_status_t dcr__sq_ack_report(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                       size_t n, uint32_t id, const void *data, size_t len)
+{
+    dcr__sq_ack_report_ctx_t x = {{tau, receivers, n}, {id, data, len, NULL}};
+    return dcr__sq_txn_unsynced(dcr__sq_of(c), dcr__sq_ack_report_body, &x);
+}
+
 static dcr_status_t dcr__sq_report_row(dcr__sq_t *s, sqlite3_stmt *stmt, dcr__sq_report_ctx_t *x)
 {
     /* Type first: asking an integer for its bytes would convert it to text. */
@@ -1203,6 +1225,7 @@ const dcr_control_ops_t dcr__control_sqlite_ops = {
     .ack = dcr__sq_ack,
     .acks = dcr__sq_acks,
     .ack_many = dcr__sq_ack_many,
+    .ack_report = dcr__sq_ack_report,
     .commit = dcr__sq_commit,
     .report_put = dcr__sq_report_put,
     .report_get = dcr__sq_report_get,

@@ -44,6 +44,17 @@ dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t
     return put(control, DCR_NODE_REPORT_ID(r->node), &rec);
 }
 
+dcr_status_t dcr_node_report_put_acked(dcr_control_t *control, const dcr_node_report_t *r,
+                                       const uint32_t *receivers, size_t n)
+{
+    dcr_party_report_t rec = {.kind = DCR_PARTY_NODE, .u.node = *r};
+    uint8_t buf[DCR_PARTY_REPORT_MAX];
+    size_t len = 0;
+    DCR_CHECK(dcr_party_report_encode(&rec, buf, sizeof(buf), &len));
+    return dcr_control_ack_report(control, r->tau, receivers, n, DCR_NODE_REPORT_ID(r->node), buf,
+                                  len);
+}
+
 dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p)
 {
     char who[48];

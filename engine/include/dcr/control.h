@@ -133,7 +133,7 @@ typedef struct dcr_control_props {
 
 /* The ops table layout this header describes; a backend sets version to it,
  * and the registry refuses tables written for another layout. */
-#define DCR_CONTROL_OPS_VERSION 6
+#define DCR_CONTROL_OPS_VERSION 7
 
 typedef struct dcr_control dcr_control_t;
 
@@ -210,6 +210,10 @@ typedef struct dcr_control_ops {
     /* Optional: ack for n receivers in one write, all or none (without it
      * the wrapper acknowledges them one by one). */
     dcr_status_t (*ack_many)(dcr_control_t *c, uint64_t tau, const uint32_t *receivers, size_t n);
+    /* Optional: ack_many and report_put(id) in one write, all or none (see
+     * dcr_control_ack_report; without it the wrapper calls the two in turn). */
+    dcr_status_t (*ack_report)(dcr_control_t *c, uint64_t tau, const uint32_t *receivers, size_t n,
+                               uint32_t id, const void *data, size_t len);
 } dcr_control_ops_t;
 
 /* The handle header: a backend's handle struct opens with it (every kind's
@@ -292,6 +296,18 @@ dcr_status_t dcr_control_ack(dcr_control_t *c, uint64_t tau, uint32_t receiver);
 #define DCR_CONTROL_ACK_MANY_MAX 64
 dcr_status_t dcr_control_ack_many(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
                                   size_t n);
+
+/* dcr_control_ack_many for receivers[0..n) of tau, then
+ * dcr_control_report_put of report id: in one write where the backend can
+ * (a rollout node acknowledges its receivers and reports itself done, and
+ * every write is a round trip on the refit's path, and a wake-up of every
+ * waiter). Either way the report is never visible before the
+ * acknowledgments, and a refused acknowledgment (replaced attempt, a
+ * receiver not required) writes no report. In one write, all or none; a
+ * backend without it may leave the acknowledgments recorded when the
+ * report's write fails. Arguments and status codes as for the two calls. */
+dcr_status_t dcr_control_ack_report(dcr_control_t *c, uint64_t tau, const uint32_t *receivers,
+                                    size_t n, uint32_t id, const void *data, size_t len);
 
 /* The receivers that acknowledged tau, like dcr_control_required. */
 dcr_status_t dcr_control_acks(dcr_control_t *c, uint64_t tau, uint32_t *out, size_t cap,

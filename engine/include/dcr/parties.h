@@ -137,6 +137,12 @@ dcr_status_t dcr_party_report_decode(const void *buf, size_t len, dcr_party_repo
  * another kind or node). */
 dcr_status_t dcr_node_report_put(dcr_control_t *control, const dcr_node_report_t *r);
 dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p);
+/* dcr_node_report_put of r (DONE) in the write that acknowledges
+ * receivers[0..n) of the node for attempt r->tau (dcr_control_ack_report):
+ * the report is never read before the acknowledgments, and none is written
+ * when they are refused (a replaced attempt: DCR_ECONFLICT). */
+dcr_status_t dcr_node_report_put_acked(dcr_control_t *control, const dcr_node_report_t *r,
+                                       const uint32_t *receivers, size_t n);
 dcr_status_t dcr_owners_report_put(dcr_control_t *control, const dcr_owners_report_t *r);
 dcr_status_t dcr_owners_report_get(dcr_control_t *control, dcr_owners_report_t *out_p);
 dcr_status_t dcr_coord_report_opened(dcr_control_t *control, uint64_t tau);

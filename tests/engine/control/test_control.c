@@ -374,6 +374,69 @@ static void test_ack_many_all_or_none(void **state)
     assert_record_is(fx->c, &rec);
 }
 
+/* report id's value is exactly want (len bytes), read through c. */
+static void assert_report_is(dcr_control_t *c, uint32_t id, const void *want, size_t len)
+{
+    void *got = NULL;
+    size_t got_len = 0;
+    assert_status(dcr_control_report_get(c, id, &got, &got_len), DCR_OK);
+    assert_int_equal(got_len, len);
+    if (len > 0) assert_memory_equal(got, want, len);
+    free(got);
+}
+
+/* Acknowledgments with a report: the report stands exactly when the
+ * acknowledgments do. A refused acknowledgment (a receiver not required, a
+ * replaced attempt) leaves the report as it was; a large report (etcd
+ * keeps it in parts) goes with its acknowledgments too. */
+static void test_ack_report_all_or_none(void **state)
+{
+    fixture_t *fx = *state;
+    dcr_commit_record_t k0 = bootstrap(fx->c), rec;
+    uint8_t base1[DCR_CONTROL_BASELINE_BYTES];
+    baseline_of(base1, 1);
+    uint64_t tau1 = 0, tau2 = 0;
+    uint32_t got[4] = {0};
+    size_t n = 0;
+    void *none = NULL;
+    size_t none_len = 0;
+    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau1), DCR_OK);
+    const uint32_t with_stranger[] = {3, 4, 9}; /* 4 is not required */
+    assert_status(dcr_control_ack_report(fx->c, tau1, with_stranger, 3, 40, "done", 4), DCR_EINVAL);
+    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    assert_status(dcr_control_report_get(fx->c, 40, &none, &none_len), DCR_ENOTFOUND);
+    assert_status(dcr_control_ack_report(fx->c, tau1, NULL, 1, 40, "done", 4), DCR_EINVAL);
+    assert_status(dcr_control_ack_report(fx->c, tau1, k_receivers, 0, 40, "done", 4), DCR_EINVAL);
+    assert_status(dcr_control_ack_report(fx->c, tau1, k_receivers, 3, 40, NULL, 4), DCR_EINVAL);
+    assert_status(dcr_control_report_get(fx->c, 40, &none, &none_len), DCR_ENOTFOUND);
+    const uint32_t two[] = {9, 3};
+    assert_status(dcr_control_ack_report(fx->c, tau1, two, 2, 40, "done 1", 6), DCR_OK);
+    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(got[0], 3);
+    assert_int_equal(got[1], 9);
+    assert_report_is(fx->c, 40, "done 1", 6);
+    /* Replaced: the late acknowledgment is refused and its report with it. */
+    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau2), DCR_OK);
+    assert_status(dcr_control_ack_report(fx->c, tau1, k_receivers, 3, 40, "late", 4),
+                  DCR_ECONFLICT);
+    assert_report_is(fx->c, 40, "done 1", 6);
+    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 0);
+    size_t big_len = (1u << 20) + 3; /* above one etcd value's part */
+    uint8_t *big = malloc(big_len);
+    assert_non_null(big);
+    for (size_t i = 0; i < big_len; i++) big[i] = (uint8_t)(i * 31u + 7u);
+    assert_status(dcr_control_ack_report(fx->c, tau2, k_receivers, 3, 40, big, big_len), DCR_OK);
+    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
+    assert_int_equal(n, 3);
+    assert_report_is(fx->c, 40, big, big_len);
+    free(big);
+    assert_status(dcr_control_commit(fx->c, "coord", tau2, &k0, base1, &rec), DCR_OK);
+    assert_record_is(fx->c, &rec);
+}
+
 static void test_required_set_is_fixed(void **state)
 {
     fixture_t *fx = *state;
@@ -910,7 +973,15 @@ static void test_wrapping_backend(void **state)
     baseline_of(base1, 1);
     uint64_t tau = 0;
     assert_status(prepare(c, "coord", 0, k_receivers, 3, 10000, &tau), DCR_OK);
-    ack_all(c, tau, k_receivers, 3);
+    /* Without an ack_report slot: the acknowledgments, then the report,
+     * and no report when they are refused. */
+    const uint32_t stranger[] = {4};
+    void *none = NULL;
+    size_t none_len = 0;
+    assert_status(dcr_control_ack_report(c, tau, stranger, 1, 12, "done", 4), DCR_EINVAL);
+    assert_status(dcr_control_report_get(fx->c, 12, &none, &none_len), DCR_ENOTFOUND);
+    assert_status(dcr_control_ack_report(c, tau, k_receivers, 3, 12, "done", 4), DCR_OK);
+    assert_report_is(fx->c, 12, "done", 4);
     dcr_commit_record_t out, sentinel;
     memset(&sentinel, 0x77, sizeof sentinel);
     out = sentinel;
@@ -1247,6 +1318,7 @@ int main(void)
         CASE(test_commit_publishes_next_version),
         CASE(test_acks_idempotent_and_keyed_by_tau),
         CASE(test_ack_many_all_or_none),
+        CASE(test_ack_report_all_or_none),
         CASE(test_required_set_is_fixed),
         CASE(test_deadline_expiry),
         CASE(test_prewarm_reports_round_trip),
