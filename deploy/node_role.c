@@ -661,8 +661,7 @@ static dcr_status_t node_loop(node_proc_t *p, volatile sig_atomic_t *stop)
             continue;
         }
         if (st != DCR_OK && st != DCR_ENOTFOUND && st != DCR_ECONTROL) return st;
-        /* The record and the attempts: not woken by the parties' reports. */
-        (void)dcr_control_wait_for(p->control, DCR_CONTROL_CHANGE_RECORD, pos, IDLE_WAIT_MS);
+        (void)dcr_control_wait(p->control, pos, IDLE_WAIT_MS);
     }
     return DCR_OK;
 }

@@ -6,15 +6,12 @@
 #include "dcr/log.h"
 
 #define ORDER_POLL_MS 200 /* one wait for an order (then a look at stop) */
-/* Awaiting a commit: one wait for a change of the record (or an attempt)
- * before a look for rank 0's order. A commit wakes the wait at once, and so
- * does a restore's order (it follows a commit not ours); this bounds how
- * late one that follows no such change is seen (a retry's, which follows
- * the coordinator's report that it opened the attempt). The parties'
- * reports do not wake it: as processes every node's DONE would wake every
- * rank, each to read the record, right when the coordinator commits. Not
- * shorter: on etcd each wait is a watch request, and every rank waits so
- * through each refit's delivery. */
+/* Awaiting a commit: one wait on the control plane before a look for rank
+ * 0's order. A commit wakes the wait at once, and so does nearly every
+ * order rank 0 gives meanwhile (it follows a change: a new attempt, the
+ * coordinator's open, the nodes joining it); this bounds how late one that
+ * follows none is seen. Not shorter: on etcd each wait is a watch request,
+ * and every rank waits so through each refit's delivery. */
 #define COMMIT_SLICE_MS 50
 
 bool dcr_owner_commit_is_ours(const dcr_commit_record_t *rec, uint64_t version, uint64_t part)
@@ -76,8 +73,7 @@ static dcr_status_t await_commit(dcr_owner_orders_t *f, uint64_t version, uint64
         }
         dcr_status_t st = take_order(f, 0, o);
         if (st != DCR_ETIMEOUT) return st;
-        read = dcr_control_wait_for(f->control, DCR_CONTROL_CHANGE_RECORD, pos, COMMIT_SLICE_MS) !=
-               DCR_ETIMEOUT;
+        read = dcr_control_wait(f->control, pos, COMMIT_SLICE_MS) != DCR_ETIMEOUT;
     }
     return DCR_ETIMEOUT;
 }

@@ -139,8 +139,7 @@ static order_t leader_next(owner_proc_t *p, volatile sig_atomic_t *stop)
             }
             continue;
         }
-        /* The record and the attempts: not woken by the parties' reports. */
-        (void)dcr_control_wait_for(p->control, DCR_CONTROL_CHANGE_RECORD, pos, IDLE_WAIT_MS);
+        (void)dcr_control_wait(p->control, pos, IDLE_WAIT_MS);
     }
     return (order_t){ORDER_STOP, 0, 0, 0, 0};
 }

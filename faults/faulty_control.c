@@ -196,9 +196,9 @@ static uint64_t faulty_position(dcr_control_t *c)
     return dcr_control_position(fc(c)->inner);
 }
 
-static dcr_status_t faulty_wait(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms)
+static dcr_status_t faulty_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
 {
-    return dcr_control_wait_for(fc(c)->inner, what, since, timeout_ms);
+    return dcr_control_wait(fc(c)->inner, since, timeout_ms);
 }
 
 /* One table per wrapped backend; the registry borrows them for the process. */

@@ -42,41 +42,33 @@ dcr_status_t dcr__control_commit_check(const char *where, const char *coordinato
 
 /* ---- the wake file (wake.c) -------------------------------------------------------- */
 
-/* A control plane kept in a file notifies its waiters through files of
- * the store that live as long as any handle is open, one per kind of
- * change (dcr_control_change_t), so that a write wakes only the waiters of
- * what it changed: SQLite's PATH-wal (the write-ahead log) for the commit
- * record, the attempts and the membership, and PATH-shm (the WAL index)
- * for the reports and acknowledgments. Every handle that committed a
- * change then touches the times of the files of what it changed (a poke),
- * and a waiting handle sleeps on inotify watches of the files of what it
- * waits for (one inotify instance per file, so that a waiter never drains
- * another's events of another kind). No file of its own: the store's
- * files stay what SQLite makes. Best effort by design: where a file or
- * inotify is unavailable, sleep says so and the backend naps instead, and
- * a poke that is lost (suppressed, drained by another thread of the
- * handle) costs a waiter no more than the period it sleeps at most before
- * it looks again. */
-#define DCR__WAKE_KINDS 2
+/* A control plane kept in a file notifies its waiters through a file of
+ * the store that lives as long as any handle is open (SQLite's PATH-wal,
+ * the write-ahead log): every handle that committed a change then touches
+ * its times (a poke), and a waiting handle sleeps on an inotify watch of
+ * it. No file of its own: the store's files stay what SQLite makes. Best
+ * effort by design: where the file or inotify is unavailable, sleep says
+ * so and the backend naps instead, and a poke that is lost (suppressed,
+ * drained by another thread of the handle) costs a waiter no more than the
+ * period it sleeps at most before it looks again. */
+#define DCR__WAKE_SUFFIX "-wal"
 typedef struct dcr__wake {
     pthread_mutex_t mu;
-    char *path[DCR__WAKE_KINDS]; /* STORE-wal, STORE-shm: kind k is change bit 1 << k */
-    int ino_fd[DCR__WAKE_KINDS]; /* inotify instance, at the first sleep; -1 before */
-    int wd[DCR__WAKE_KINDS];     /* the watch of path; -1 when none (not yet, or gone) */
+    char *path; /* STORE-wal */
+    int ino_fd; /* inotify instance, at the first sleep; -1 before */
+    int wd;     /* the watch of path; -1 when none (not yet, or the file went away) */
 } dcr__wake_t;
 
 /* Prepares w for the store at store_path; opens nothing yet. */
 dcr_status_t dcr__wake_init(dcr__wake_t *w, const char *store_path);
 void dcr__wake_fini(dcr__wake_t *w);
-/* Tells the waiters of `changed` (dcr_control_change_t bits) that a change
- * was committed (call after the commit). */
-void dcr__wake_poke(dcr__wake_t *w, unsigned changed);
-/* Sleeps until a poke of a change in `what` or timeout_ms: 1 when woken (by
- * a poke, or by any event on a watched file), 2 when a signal interrupted
- * the sleep (the caller returns, so that its stop flag is seen), 0 at the
- * timeout, -1 at once when no watch can be set up (the caller naps
- * instead). */
-int dcr__wake_sleep(dcr__wake_t *w, unsigned what, int timeout_ms);
+/* Tells waiters that a change was committed (call after the commit). */
+void dcr__wake_poke(dcr__wake_t *w);
+/* Sleeps until a poke or timeout_ms: 1 when woken (by a poke, or by any
+ * event on the file), 2 when a signal interrupted the sleep (the caller
+ * returns, so that its stop flag is seen), 0 at the timeout, -1 at once
+ * when no watch can be set up (the caller naps instead). */
+int dcr__wake_sleep(dcr__wake_t *w, int timeout_ms);
 /* Tests: drop every poke of this process from now on (true) or not. */
 void dcr__wake_suppress_pokes(bool suppressed);
 

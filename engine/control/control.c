@@ -475,18 +475,10 @@ uint64_t dcr_control_position(dcr_control_t *c)
 
 dcr_status_t dcr_control_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
 {
-    return dcr_control_wait_for(c, DCR_CONTROL_CHANGE_ANY, since, timeout_ms);
-}
-
-dcr_status_t dcr_control_wait_for(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms)
-{
     DCR_CHECK(dcr__check_handle(c, "wait"));
     if (timeout_ms < 1 || timeout_ms > 600000)
         return dcr_error_set(DCR_EINVAL, "control wait: timeout %d ms: expected 1..600000",
                              timeout_ms);
-    if (what == 0 || (what & ~(unsigned)DCR_CONTROL_CHANGE_ANY) != 0)
-        return dcr_error_set(DCR_EINVAL, "control wait: changes 0x%x: expected 0x1..0x%x", what,
-                             (unsigned)DCR_CONTROL_CHANGE_ANY);
     dcr__count(&dcr__waits);
     dcr_status_t st;
     if (c->ops->wait == NULL || since == 0) {
@@ -495,7 +487,7 @@ dcr_status_t dcr_control_wait_for(dcr_control_t *c, unsigned what, uint64_t sinc
         dcr_clock_nap_ns((long)ms * 1000000L);
         st = ms < timeout_ms ? DCR_OK : DCR_ETIMEOUT;
     } else {
-        st = c->ops->wait(c, what, since, timeout_ms);
+        st = c->ops->wait(c, since, timeout_ms);
     }
     if (st == DCR_OK) dcr__count(&dcr__wakeups);
     return st;

@@ -144,12 +144,9 @@ uint64_t dcr__et_position(dcr_control_t *c)
 
 /* Watches until a change after since or the timeout; a watch that fails is
  * tried again after a short nap (a restarted server, a refused request),
- * and since the next watch replays from since+1 nothing is lost meanwhile.
- * The watch covers every key of the prefix: a change of any kind ends it,
- * whatever the caller waits for (what; a spurious return is allowed). */
-dcr_status_t dcr__et_wait(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms)
+ * and since the next watch replays from since+1 nothing is lost meanwhile. */
+dcr_status_t dcr__et_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
 {
-    (void)what;
     dcr__et_t *e = (dcr__et_t *)c;
     /* A response since the position named a later revision: a change the
      * caller may not have read (one more read is cheaper than a replay). */

@@ -188,24 +188,22 @@ static dcr_status_t dcr__sq_txn_locked(dcr__sq_t *s, bool write, dcr__sq_body_fn
     return st;
 }
 
-/* After a write transaction: a committed one is a change (of the kinds
- * `changed`) the waiters of every handle must hear of (the poke comes after
- * the commit, so what wakes them is already readable). */
-static void dcr__sq_changed(dcr__sq_t *s, dcr_status_t st, unsigned changed)
+/* After a write transaction: a committed one is a change the waiters of
+ * every handle must hear of (the poke comes after the commit, so what
+ * wakes them is already readable). */
+static void dcr__sq_changed(dcr__sq_t *s, dcr_status_t st)
 {
     if (st != DCR_OK) return;
     atomic_fetch_add(&s->own_writes, 1);
-    dcr__wake_poke(&s->wake, changed);
+    dcr__wake_poke(&s->wake);
 }
 
-/* A write here (the store's creation, cas, prepare, commit, membership)
- * changes what decides an attempt: DCR_CONTROL_CHANGE_RECORD. */
 static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, void *ctx)
 {
     pthread_mutex_lock(&s->mu);
     dcr_status_t st = dcr__sq_txn_locked(s, write, body, ctx);
     pthread_mutex_unlock(&s->mu);
-    if (write) dcr__sq_changed(s, st, DCR_CONTROL_CHANGE_RECORD);
+    if (write) dcr__sq_changed(s, st);
     return st;
 }
 
@@ -219,8 +217,7 @@ static dcr_status_t dcr__sq_txn(dcr__sq_t *s, bool write, dcr__sq_body_fn body, 
  * the coordinator retries as after any failure; and the WAL needs every
  * process on one host, so the power failure also ended the receiver that
  * acknowledged. Each FULL acknowledgment cost an fsync (8-86 ms per refit
- * on a loaded machine) on the critical path as processes. Every write
- * here is a report or an acknowledgment: DCR_CONTROL_CHANGE_REPORTS. */
+ * on a loaded machine) on the critical path as processes. */
 static dcr_status_t dcr__sq_txn_unsynced(dcr__sq_t *s, dcr__sq_body_fn body, void *ctx)
 {
     pthread_mutex_lock(&s->mu);
@@ -229,7 +226,7 @@ static dcr_status_t dcr__sq_txn_unsynced(dcr__sq_t *s, dcr__sq_body_fn body, voi
     /* Back to FULL whatever happened: every other write must be durable. */
     dcr_status_t back = dcr__sq_exec(s, "PRAGMA synchronous = FULL", "set synchronous");
     pthread_mutex_unlock(&s->mu);
-    dcr__sq_changed(s, st, DCR_CONTROL_CHANGE_REPORTS);
+    dcr__sq_changed(s, st);
     return st != DCR_OK ? st : back;
 }
 
@@ -1193,7 +1190,7 @@ static uint64_t dcr__sq_position(dcr_control_t *c)
 /* Sleeps on the wake file, looking at the position after every poke and at
  * least every DCR__SQ_WAKE_FALLBACK_MS; without a wake file, naps that
  * double while nothing changes. */
-static dcr_status_t dcr__sq_wait(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms)
+static dcr_status_t dcr__sq_wait(dcr_control_t *c, uint64_t since, int timeout_ms)
 {
     dcr__sq_t *s = dcr__sq_of(c);
     uint64_t deadline = dcr_clock_ns() + (uint64_t)timeout_ms * 1000000u;
@@ -1206,7 +1203,7 @@ static dcr_status_t dcr__sq_wait(dcr_control_t *c, unsigned what, uint64_t since
         uint64_t left_us = (deadline - now + 999) / 1000;
         int slice_ms = (int)((left_us + 999) / 1000);
         if (slice_ms > DCR__SQ_WAKE_FALLBACK_MS) slice_ms = DCR__SQ_WAKE_FALLBACK_MS;
-        int woke = dcr__wake_sleep(&s->wake, what, slice_ms);
+        int woke = dcr__wake_sleep(&s->wake, slice_ms);
         if (woke == 2) return DCR_OK; /* a signal: the caller looks at its stop flag */
         if (woke >= 0) continue;
         long us = (uint64_t)nap_us < left_us ? nap_us : (long)left_us;

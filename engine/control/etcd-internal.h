@@ -164,7 +164,7 @@ dcr_status_t dcr__et_get(dcr__et_t *e, const char *suffix, size_t max, const cha
 /* The ops slots position and wait (dcr/control.h): the last revision seen,
  * and a watch of the prefix from the revision after `since`. */
 uint64_t dcr__et_position(dcr_control_t *c);
-dcr_status_t dcr__et_wait(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms);
+dcr_status_t dcr__et_wait(dcr_control_t *c, uint64_t since, int timeout_ms);
 
 /* ---- values (control_etcd_value.c) --------------------------------------------- */
 

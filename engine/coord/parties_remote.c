@@ -37,12 +37,11 @@ typedef struct remote_nodes {
  * more often than this (a dead relay node would stall the owners). */
 #define NODE_CHECK_NS 10000000ull
 
-/* Sleeps until a party's report changed after pos (taken before the read
- * that did not satisfy the caller) or WAIT_SLICE_MS passed: every wait here
- * is for the nodes' or the owners' reports. */
+/* Sleeps until the control plane changed after pos (taken before the read
+ * that did not satisfy the caller) or WAIT_SLICE_MS passed. */
 static void await_change(dcr_control_t *control, uint64_t pos)
 {
-    (void)dcr_control_wait_for(control, DCR_CONTROL_CHANGE_REPORTS, pos, WAIT_SLICE_MS);
+    (void)dcr_control_wait(control, pos, WAIT_SLICE_MS);
 }
 
 static const char *phase_name(dcr_node_phase_t p)

@@ -204,11 +204,9 @@ typedef struct dcr_control_ops {
      * DCR_ETIMEOUT after timeout_ms (> 0) without one; it must not block
      * longer than timeout_ms, and a notification it cannot get (a dropped
      * watch, a full queue) must degrade to looking again within its own
-     * fallback period, not to a longer wait. what: the kinds of change
-     * the caller waits for (dcr_control_change_t bits, never 0); a change
-     * of another kind may wake it too (a spurious return). */
+     * fallback period, not to a longer wait. */
     uint64_t (*position)(dcr_control_t *c);
-    dcr_status_t (*wait)(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms);
+    dcr_status_t (*wait)(dcr_control_t *c, uint64_t since, int timeout_ms);
     /* Optional: ack for n receivers in one write, all or none (without it
      * the wrapper acknowledges them one by one). */
     dcr_status_t (*ack_many)(dcr_control_t *c, uint64_t tau, const uint32_t *receivers, size_t n);
@@ -352,19 +350,6 @@ dcr_status_t dcr_control_report_get(dcr_control_t *c, uint32_t receiver, void **
  * the read does not satisfy you. 0 means unknown (then a wait only naps). */
 uint64_t dcr_control_position(dcr_control_t *c);
 
-/* The kinds of change a wait may be for (bits): the commit record, the
- * attempts and the membership (what decides an attempt), or the reports
- * and acknowledgments (what the parties say of themselves). A backend that
- * can tell them apart wakes a waiter only for the kinds it waits for: a
- * write on each refit's path then wakes only the processes that wait for
- * it (as processes a node's DONE, for the coordinator, not the owner ranks
- * that wait for the commit). */
-typedef enum dcr_control_change {
-    DCR_CONTROL_CHANGE_RECORD = 1u << 0,
-    DCR_CONTROL_CHANGE_REPORTS = 1u << 1,
-    DCR_CONTROL_CHANGE_ANY = (1u << 2) - 1,
-} dcr_control_change_t;
-
 /* Sleeps until the control plane may hold a change after position `since`
  * (DCR_OK; the caller reads again, and may find nothing new), or until
  * timeout_ms (1..600000) passed without one (DCR_ETIMEOUT). Never blocks
@@ -372,10 +357,6 @@ typedef enum dcr_control_change {
  * that died are the caller's to check between waits. DCR_EINVAL for a NULL
  * handle or a timeout out of range. */
 dcr_status_t dcr_control_wait(dcr_control_t *c, uint64_t since, int timeout_ms);
-/* dcr_control_wait for a change of the kinds in `what` (dcr_control_change_t
- * bits; DCR_EINVAL for none or an unknown one): a change of another kind
- * may end it too, but need not. */
-dcr_status_t dcr_control_wait_for(dcr_control_t *c, unsigned what, uint64_t since, int timeout_ms);
 
 /* What this process asked of its control planes since it started, over
  * every handle: reads (record, attempts, lists, reports), writes (cas,

@@ -14,9 +14,7 @@
  *   - a lost notification (pokes suppressed) still ends the wait by the
  *     backend's fallback look, long before the timeout;
  *   - a writer that died (SQLite: killed holding the write lock; etcd: the
- *     server stopped) leaves the waiter to end at its deadline;
- *   - a wait for one kind of change wakes on a write of that kind, and
- *     SQLite pokes only the file of the kinds a write changed. */
+ *     server stopped) leaves the waiter to end at its deadline. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -280,92 +277,19 @@ static void test_unknown_position_naps(void **state)
     dcr_control_destroy(c);
 }
 
-/* A wait for one kind of change wakes on a write of that kind from
- * another handle (a wait for reports on a node's acknowledgments with its
- * report, a wait for the record on a prepare), and what it reads then
- * holds the write. */
-static void test_wait_for_kind_wakes(void **state)
-{
-    (void)state;
-    dcr_control_t *c = open_handle();
-    dcr_control_t *other = open_handle();
-    bootstrap(other);
-    static const uint32_t rx[] = {0, 1};
-    uint64_t tau = 0;
-    uint64_t pos = dcr_control_position(c);
-    assert_int_equal(prepare(other, "coord", 0, rx, 2, 10000, &tau), DCR_OK);
-    double t0 = now_ms();
-    assert_int_equal(dcr_control_wait_for(c, DCR_CONTROL_CHANGE_RECORD, pos, LONG_WAIT_MS), DCR_OK);
-    if (now_ms() - t0 > WAKE_WITHIN_MS) fail_msg("a wait for the record missed a prepare");
-    dcr_control_attempt_t a;
-    assert_int_equal(dcr_control_attempt(c, 0, &a), DCR_OK);
-    assert_true(a.tau == tau);
-    pos = dcr_control_position(c);
-    assert_false(sees_write(c));
-    assert_int_equal(dcr_control_ack_report(other, tau, rx, 2, 7, "new", 3), DCR_OK);
-    t0 = now_ms();
-    assert_int_equal(dcr_control_wait_for(c, DCR_CONTROL_CHANGE_REPORTS, pos, LONG_WAIT_MS),
-                     DCR_OK);
-    if (now_ms() - t0 > WAKE_WITHIN_MS) fail_msg("a wait for reports missed a report");
-    assert_true(sees_write(c));
-    assert_int_equal(dcr_control_wait_for(c, 0, pos, 10), DCR_EINVAL);
-    assert_int_equal(dcr_control_wait_for(c, DCR_CONTROL_CHANGE_ANY + 1u, pos, 10), DCR_EINVAL);
-    dcr_control_destroy(other);
-    dcr_control_destroy(c);
-}
-
-/* The kinds of change a SQLite write pokes (control-internal.h): the WAL
- * for the record, the attempts and the membership, the WAL index for the
- * reports and acknowledgments, so that a waiter for the commit sleeps
- * through the reports. Seen on the test's own inotify watches: each poke
- * is done when the write returns. */
-static void test_sqlite_pokes_by_kind(void **state)
-{
-    (void)state;
-    dcr_control_t *c = open_handle();
-    bootstrap(c); /* the WAL and its index exist from here */
-    static const char *const side[] = {"-wal", "-shm"};
-    int fd[2];
-    for (int k = 0; k < 2; k++) {
-        char path[PATH_MAX + 8];
-        snprintf(path, sizeof path, "%s%s", g_address, side[k]);
-        fd[k] = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-        assert_true(fd[k] >= 0);
-        assert_true(inotify_add_watch(fd[k], path, IN_ATTRIB) >= 0);
-    }
-    static const uint32_t rx[] = {0, 1};
-    uint64_t tau = 0;
-    char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
-    /* Each step: the write, then which files it poked (wal, shm). */
-    for (int step = 0; step < 4; step++) {
-        bool want_wal = step == 0 || step == 3, want_shm = step == 1 || step == 2;
-        if (step == 0) assert_int_equal(prepare(c, "coord", 0, rx, 2, 10000, &tau), DCR_OK);
-        if (step == 1) assert_int_equal(dcr_control_report_put(c, 7, "new", 3), DCR_OK);
-        if (step == 2) assert_int_equal(dcr_control_ack_report(c, tau, rx, 2, 7, "x", 1), DCR_OK);
-        if (step == 3) assert_int_equal(dcr_control_membership_put(c, "coord", rx, 2), DCR_OK);
-        bool wal = read(fd[0], buf, sizeof buf) > 0, shm = read(fd[1], buf, sizeof buf) > 0;
-        if (wal != want_wal || shm != want_shm)
-            fail_msg("write %d poked wal %d shm %d, expected %d %d", step, wal, shm, want_wal,
-                     want_shm);
-    }
-    close(fd[0]);
-    close(fd[1]);
-    dcr_control_destroy(c);
-}
-
 #define CASE(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
 {
     const struct CMUnitTest common[] = {
-        CASE(test_wakes_on_write),      CASE(test_change_before_wait_not_lost),
-        CASE(test_idle_wait_sleeps),    CASE(test_unknown_position_naps),
-        CASE(test_wait_for_kind_wakes),
+        CASE(test_wakes_on_write),
+        CASE(test_change_before_wait_not_lost),
+        CASE(test_idle_wait_sleeps),
+        CASE(test_unknown_position_naps),
     };
     const struct CMUnitTest sqlite_only[] = {
         CASE(test_lost_notification_fallback),
         CASE(test_sqlite_writer_died),
-        CASE(test_sqlite_pokes_by_kind),
     };
     const struct CMUnitTest etcd_only[] = {
         CASE(test_etcd_server_died),
