@@ -37,6 +37,10 @@
  * node beside the owners' construction on a shared host). */
 #define DELIVER_POLL_MS 50
 #define TURN_TIMEOUT_MS 30000 /* waiting for the handles before this one to open */
+/* After a commit, the longest a node waits for the owners to say their
+ * baselines are updated before it hashes its receivers anyway (an owner
+ * job that died after the commit says nothing until its restart). */
+#define OWNERS_DONE_WAIT_MS 250
 
 dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *workdir, int node,
                                        char *url, size_t cap)
@@ -378,6 +382,34 @@ static dcr_status_t write_digests(node_proc_t *p)
     return DCR_OK;
 }
 
+/* Whether the owners' report ends their part in the commit of attempt
+ * tau: their baselines updated (or a later attempt), or the job failed or
+ * restarted. */
+static bool owners_past_commit(const dcr_owners_report_t *r, uint64_t tau)
+{
+    if (r->tau > tau || r->phase == DCR_OWNERS_FAILED || r->phase == DCR_OWNERS_READY) return true;
+    return r->tau == tau && r->phase == DCR_OWNERS_COMMITTED;
+}
+
+/* The verifier's digests hash every receiver's storage: harness work, not
+ * the refit's. Hashed at once after the commit, they took the shared cores
+ * from the owner ranks' baseline updates, whose end closes the refit's
+ * window (t1); so they wait until the owners report the commit done, at
+ * most OWNERS_DONE_WAIT_MS. The owners' next candidate takes far longer
+ * than the hashing, so the next attempt does not wait for it. */
+static void await_owners_commit(node_proc_t *p, uint64_t tau)
+{
+    double t0 = dcr_clock_s();
+    for (;;) {
+        uint64_t pos = dcr_control_position(p->control);
+        dcr_owners_report_t r;
+        if (dcr_owners_report_get(p->control, &r) == DCR_OK && owners_past_commit(&r, tau)) return;
+        int left_ms = OWNERS_DONE_WAIT_MS - (int)((dcr_clock_s() - t0) * 1000.0);
+        if (left_ms <= 0) return;
+        (void)dcr_control_wait(p->control, pos, left_ms);
+    }
+}
+
 /* The relay root keeps the committed version for replays
  * (dcr/recovery.h), first, so that nodes waiting to replay find it
  * soon; a failure leaves a gap (their replays go dense), not a failed node. */
@@ -430,6 +462,7 @@ static dcr_status_t follow_record(node_proc_t *p)
         /* A receiver left dirty for a repair it took no part in (not
          * required by the attempt): repaired from the retained records. */
         if (dcr_restorer_dirty(p->restorer, p->recv)) DCR_CHECK(restore(p, p->version));
+        await_owners_commit(p, rec.attempt);
         DCR_CHECK(write_digests(p));
         DCR_LOG_INFO("rollout node %d: version %llu committed", p->cfg->node,
                      (unsigned long long)p->version);
