@@ -130,6 +130,9 @@ static void assert_record_is(dcr_control_t *c, const dcr_commit_record_t *want)
 }
 
 static const uint32_t k_receivers[] = {9, 3, 7};
+/* k_receivers as dcr_control_acks lists them, and two of them ({9, 3}). */
+static const uint32_t k_receivers_sorted[] = {3, 7, 9};
+static const uint32_t k_two_sorted[] = {3, 9};
 
 /* ---- conformance: commit record ------------------------------------------------ */
 
@@ -337,39 +340,51 @@ static void test_acks_idempotent_and_keyed_by_tau(void **state)
     assert_record_is(fx->c, &rec);
 }
 
+/* The acknowledgments of tau are exactly want[0..n), in ascending order. */
+static void assert_acks_are(dcr_control_t *c, uint64_t tau, const uint32_t *want, size_t n)
+{
+    uint32_t got[4] = {0};
+    size_t got_n = 0;
+    assert_status(dcr_control_acks(c, tau, got, 4, &got_n), DCR_OK);
+    assert_int_equal(got_n, n);
+    for (size_t i = 0; i < n; i++) assert_int_equal(got[i], want[i]);
+}
+
+/* A bootstrapped store with its first attempt prepared for k_receivers:
+ * *k0_p the bootstrap record, base1 the next baseline; returns the attempt. */
+static uint64_t first_attempt(fixture_t *fx, dcr_commit_record_t *k0_p,
+                              uint8_t base1[DCR_CONTROL_BASELINE_BYTES])
+{
+    *k0_p = bootstrap(fx->c);
+    baseline_of(base1, 1);
+    uint64_t tau = 0;
+    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau), DCR_OK);
+    return tau;
+}
+
 /* Several receivers in one write: all recorded, or none when one of them is
  * not required or the attempt was replaced; then a commit on them. */
 static void test_ack_many_all_or_none(void **state)
 {
     fixture_t *fx = *state;
-    dcr_commit_record_t k0 = bootstrap(fx->c), rec;
+    dcr_commit_record_t k0, rec;
     uint8_t base1[DCR_CONTROL_BASELINE_BYTES];
-    baseline_of(base1, 1);
-    uint64_t tau1 = 0, tau2 = 0;
-    uint32_t got[4] = {0};
-    size_t n = 0;
-    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau1), DCR_OK);
+    uint64_t tau1 = first_attempt(fx, &k0, base1), tau2 = 0;
     const uint32_t with_stranger[] = {3, 4, 9}; /* 4 is not required */
     assert_status(dcr_control_ack_many(fx->c, tau1, with_stranger, 3), DCR_EINVAL);
-    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 0);
+    assert_acks_are(fx->c, tau1, NULL, 0);
     assert_status(dcr_control_ack_many(fx->c, tau1, NULL, 1), DCR_EINVAL);
     assert_status(dcr_control_ack_many(fx->c, tau1, k_receivers, 0), DCR_EINVAL);
     const uint32_t two[] = {9, 3};
     assert_status(dcr_control_ack_many(fx->c, tau1, two, 2), DCR_OK);
-    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 2);
-    assert_int_equal(got[0], 3);
-    assert_int_equal(got[1], 9);
+    assert_acks_are(fx->c, tau1, k_two_sorted, 2);
     assert_status(dcr_control_commit(fx->c, "coord", tau1, &k0, base1, &rec), DCR_EATTEMPT);
     /* Replaced: nothing of tau1 is recorded any more, tau2 starts empty. */
     assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau2), DCR_OK);
     assert_status(dcr_control_ack_many(fx->c, tau1, k_receivers, 3), DCR_ECONFLICT);
-    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 0);
+    assert_acks_are(fx->c, tau2, NULL, 0);
     assert_status(dcr_control_ack_many(fx->c, tau2, k_receivers, 3), DCR_OK);
-    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 3);
+    assert_acks_are(fx->c, tau2, k_receivers_sorted, 3);
     assert_status(dcr_control_commit(fx->c, "coord", tau2, &k0, base1, &rec), DCR_OK);
     assert_record_is(fx->c, &rec);
 }
@@ -392,19 +407,14 @@ static void assert_report_is(dcr_control_t *c, uint32_t id, const void *want, si
 static void test_ack_report_all_or_none(void **state)
 {
     fixture_t *fx = *state;
-    dcr_commit_record_t k0 = bootstrap(fx->c), rec;
+    dcr_commit_record_t k0, rec;
     uint8_t base1[DCR_CONTROL_BASELINE_BYTES];
-    baseline_of(base1, 1);
-    uint64_t tau1 = 0, tau2 = 0;
-    uint32_t got[4] = {0};
-    size_t n = 0;
+    uint64_t tau1 = first_attempt(fx, &k0, base1), tau2 = 0;
     void *none = NULL;
     size_t none_len = 0;
-    assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau1), DCR_OK);
     const uint32_t with_stranger[] = {3, 4, 9}; /* 4 is not required */
     assert_status(dcr_control_ack_report(fx->c, tau1, with_stranger, 3, 40, "done", 4), DCR_EINVAL);
-    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 0);
+    assert_acks_are(fx->c, tau1, NULL, 0);
     assert_status(dcr_control_report_get(fx->c, 40, &none, &none_len), DCR_ENOTFOUND);
     assert_status(dcr_control_ack_report(fx->c, tau1, NULL, 1, 40, "done", 4), DCR_EINVAL);
     assert_status(dcr_control_ack_report(fx->c, tau1, k_receivers, 0, 40, "done", 4), DCR_EINVAL);
@@ -412,25 +422,20 @@ static void test_ack_report_all_or_none(void **state)
     assert_status(dcr_control_report_get(fx->c, 40, &none, &none_len), DCR_ENOTFOUND);
     const uint32_t two[] = {9, 3};
     assert_status(dcr_control_ack_report(fx->c, tau1, two, 2, 40, "done 1", 6), DCR_OK);
-    assert_status(dcr_control_acks(fx->c, tau1, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 2);
-    assert_int_equal(got[0], 3);
-    assert_int_equal(got[1], 9);
+    assert_acks_are(fx->c, tau1, k_two_sorted, 2);
     assert_report_is(fx->c, 40, "done 1", 6);
     /* Replaced: the late acknowledgment is refused and its report with it. */
     assert_status(prepare(fx->c, "coord", 0, k_receivers, 3, 10000, &tau2), DCR_OK);
     assert_status(dcr_control_ack_report(fx->c, tau1, k_receivers, 3, 40, "late", 4),
                   DCR_ECONFLICT);
     assert_report_is(fx->c, 40, "done 1", 6);
-    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 0);
+    assert_acks_are(fx->c, tau2, NULL, 0);
     size_t big_len = (1u << 20) + 3; /* above one etcd value's part */
     uint8_t *big = malloc(big_len);
     assert_non_null(big);
     for (size_t i = 0; i < big_len; i++) big[i] = (uint8_t)(i * 31u + 7u);
     assert_status(dcr_control_ack_report(fx->c, tau2, k_receivers, 3, 40, big, big_len), DCR_OK);
-    assert_status(dcr_control_acks(fx->c, tau2, got, 4, &n), DCR_OK);
-    assert_int_equal(n, 3);
+    assert_acks_are(fx->c, tau2, k_receivers_sorted, 3);
     assert_report_is(fx->c, 40, big, big_len);
     free(big);
     assert_status(dcr_control_commit(fx->c, "coord", tau2, &k0, base1, &rec), DCR_OK);
