@@ -813,10 +813,19 @@ static dcr_status_t dcr__et_ack_ops(dcr__et_t *e, const dcr__et_ack_ctx_t *x, js
     return DCR_OK;
 }
 
-/* Runs one txn of cmp (NULL when empty) and ok, which it takes. */
-static dcr_status_t dcr__et_txn_ops(dcr__et_t *e, json_t *cmp, json_t *ok, const char *what,
-                                    bool *done_p)
+/* Runs one txn of cmp (compares nothing when empty) and ok, once their
+ * building succeeded (built, or arrays that could not be allocated, fail
+ * it). Takes both arrays whatever happens. */
+static dcr_status_t dcr__et_txn_ops(dcr__et_t *e, dcr_status_t built, json_t *cmp, json_t *ok,
+                                    const char *what, bool *done_p)
 {
+    if (built == DCR_OK && (cmp == NULL || ok == NULL))
+        built = dcr_error_set(DCR_ENOMEM, "control etcd: %s: txn", what);
+    if (built != DCR_OK) {
+        json_decref(cmp);
+        json_decref(ok);
+        return built;
+    }
     if (json_array_size(cmp) == 0) {
         json_decref(cmp);
         cmp = NULL;
@@ -834,12 +843,7 @@ static dcr_status_t dcr__et_ack_step(dcr__et_t *e, void *ctx, bool *done_p)
 {
     json_t *cmp = json_array(), *ok = json_array();
     dcr_status_t st = dcr__et_ack_ops(e, ctx, cmp, ok);
-    if (st != DCR_OK) {
-        json_decref(cmp);
-        json_decref(ok);
-        return st;
-    }
-    DCR_CHECK(dcr__et_txn_ops(e, cmp, ok, "acknowledge", done_p));
+    DCR_CHECK(dcr__et_txn_ops(e, st, cmp, ok, "acknowledge", done_p));
     /* A newer attempt (or a stale copy): read again, which decides. */
     if (!*done_p) e->cache_tau = 0;
     return DCR_OK;
@@ -1062,12 +1066,7 @@ static dcr_status_t dcr__et_report_put_step(dcr__et_t *e, void *ctx, bool *done_
 {
     json_t *cmp = json_array(), *ok = json_array();
     dcr_status_t st = dcr__et_report_ops(e, ctx, cmp, ok);
-    if (st != DCR_OK) {
-        json_decref(cmp);
-        json_decref(ok);
-        return st;
-    }
-    return dcr__et_txn_ops(e, cmp, ok, "write a prewarm report", done_p);
+    return dcr__et_txn_ops(e, st, cmp, ok, "write a prewarm report", done_p);
 }
 
 static dcr_status_t dcr__et_report_put(dcr_control_t *c, uint32_t receiver, const void *data,
@@ -1092,12 +1091,7 @@ static dcr_status_t dcr__et_ack_report_step(dcr__et_t *e, void *ctx, bool *done_
     json_t *cmp = json_array(), *ok = json_array();
     dcr_status_t st = dcr__et_ack_ops(e, &x->ack, cmp, ok);
     if (st == DCR_OK) st = dcr__et_report_ops(e, &x->report, cmp, ok);
-    if (st != DCR_OK) {
-        json_decref(cmp);
-        json_decref(ok);
-        return st;
-    }
-    DCR_CHECK(dcr__et_txn_ops(e, cmp, ok, "acknowledge and report", done_p));
+    DCR_CHECK(dcr__et_txn_ops(e, st, cmp, ok, "acknowledge and report", done_p));
     /* A newer attempt, a stale copy or a racing report: read again. */
     if (!*done_p) e->cache_tau = 0;
     return DCR_OK;
