@@ -8,12 +8,28 @@
 #include "dcr/parties.h"
 #include "parties-internal.h"
 
-static dcr_status_t put(dcr_control_t *control, uint32_t id, const dcr_party_report_t *r)
+/* Receivers a record's write acknowledges for attempt tau (n of them). */
+typedef struct acks {
+    uint64_t tau;
+    const uint32_t *receivers;
+    size_t n;
+} acks_t;
+
+/* Writes r under id; with acks (not NULL), in the write that records them
+ * (dcr_control_ack_report). */
+static dcr_status_t put_acked(dcr_control_t *control, uint32_t id, const dcr_party_report_t *r,
+                              const acks_t *acks)
 {
     uint8_t buf[DCR_PARTY_REPORT_MAX];
     size_t len = 0;
     DCR_CHECK(dcr_party_report_encode(r, buf, sizeof(buf), &len));
-    return dcr_control_report_put(control, id, buf, len);
+    if (acks == NULL) return dcr_control_report_put(control, id, buf, len);
+    return dcr_control_ack_report(control, acks->tau, acks->receivers, acks->n, id, buf, len);
+}
+
+static dcr_status_t put(dcr_control_t *control, uint32_t id, const dcr_party_report_t *r)
+{
+    return put_acked(control, id, r, NULL);
 }
 
 /* Reads the record under id, which must be of `kind`; who names the party
@@ -48,11 +64,8 @@ dcr_status_t dcr_node_report_put_acked(dcr_control_t *control, const dcr_node_re
                                        const uint32_t *receivers, size_t n)
 {
     dcr_party_report_t rec = {.kind = DCR_PARTY_NODE, .u.node = *r};
-    uint8_t buf[DCR_PARTY_REPORT_MAX];
-    size_t len = 0;
-    DCR_CHECK(dcr_party_report_encode(&rec, buf, sizeof(buf), &len));
-    return dcr_control_ack_report(control, r->tau, receivers, n, DCR_NODE_REPORT_ID(r->node), buf,
-                                  len);
+    acks_t acks = {r->tau, receivers, n};
+    return put_acked(control, DCR_NODE_REPORT_ID(r->node), &rec, &acks);
 }
 
 dcr_status_t dcr_node_report_get(dcr_control_t *control, int node, dcr_node_report_t *out_p)
