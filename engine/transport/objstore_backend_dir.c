@@ -37,12 +37,16 @@
 #include "transport/objstore-internal.h"
 
 /* One waiting thread's inotify watch, kept armed from one wait_change to
- * the next while the thread waits on the same prefix: arming costs three
- * system calls, and a change that lands between two calls stays queued. */
+ * the next while the thread waits on the same prefix, so that a change that
+ * lands between two calls stays queued. The thread's inotify instance lives
+ * as long as the store: closing one waits for the kernel's grace period on
+ * its marks (fsnotify's SRCU), which held a rollout node's watcher 14-16 ms
+ * when it moved to a new attempt's prefix; removing a watch does not wait. */
 typedef struct dir_watch {
     pthread_t owner;
     char prefix[DCR_OBJSTORE_KEY_MAX + 1];
-    int fd;         /* -1: not armed */
+    int fd;         /* the thread's inotify instance; -1 before its first wait */
+    int wd;         /* the watch on the prefix's directory or an ancestor; -1: none */
     bool on_target; /* watching the prefix's own directory, not an ancestor */
     bool stale;     /* the watched directory went away (IN_IGNORED) */
 } dir_watch_t;
@@ -631,7 +635,7 @@ static dir_watch_t *dir_watch_of_thread(dirstore_t *s)
     }
     if (w == NULL && s->nwatches < s->capwatches && (w = calloc(1, sizeof *w)) != NULL) {
         w->owner = self;
-        w->fd = -1;
+        w->fd = w->wd = -1;
         s->watches[s->nwatches++] = w;
     }
     pthread_mutex_unlock(&s->watch_mu);
@@ -641,38 +645,37 @@ static dir_watch_t *dir_watch_of_thread(dirstore_t *s)
 /* Arms w on the directory holding the prefix's keys for publications
  * (rename) and removals; while it does not exist yet, on its nearest
  * existing ancestor for the creation (on_target false: the next wait arms
- * again, to move down once the directory exists). */
+ * again, to move down once the directory exists). The new watch is added
+ * before the old one is removed, and the old one's queued events are told
+ * apart by their watch descriptor (dir_watch_drain). */
 static void dir_watch_arm(const dirstore_t *s, dir_watch_t *w, const char *prefix)
 {
-    if (w->fd >= 0) close(w->fd);
+    if (w->fd < 0) w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    int old_wd = w->wd;
     snprintf(w->prefix, sizeof w->prefix, "%s", prefix);
+    w->wd = -1;
     w->on_target = false;
     w->stale = false;
     char path[PATH_MAX + DCR_OBJSTORE_KEY_MAX];
     snprintf(path, sizeof path, "%s/%s", s->root, prefix);
     size_t rootlen = strlen(s->root);
-    w->fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    bool watching = false;
     uint32_t mask = IN_MOVED_TO | IN_DELETE; /* not IN_CREATE: uploads in progress */
     const uint32_t never_a_link = IN_DONT_FOLLOW | IN_ONLYDIR;
     for (char *slash = strrchr(path, '/'); w->fd >= 0 && slash != NULL; mask = IN_CREATE) {
         *slash = '\0';
-        if (inotify_add_watch(w->fd, path, mask | never_a_link) >= 0) {
-            watching = true;
-            break;
-        }
-        if ((size_t)(slash - path) <= rootlen) break;
+        w->wd = inotify_add_watch(w->fd, path, mask | never_a_link);
+        if (w->wd >= 0 || (size_t)(slash - path) <= rootlen) break;
         slash = strrchr(path, '/');
     }
-    w->on_target = watching && mask != IN_CREATE;
-    if (!watching && w->fd >= 0) {
-        close(w->fd);
-        w->fd = -1;
-    }
+    w->on_target = w->wd >= 0 && mask != IN_CREATE;
+    /* The same directory watched again keeps its descriptor (new mask). */
+    if (old_wd >= 0 && old_wd != w->wd) inotify_rm_watch(w->fd, old_wd);
 }
 
-/* Empties w's event queue; an IN_IGNORED (the watched directory was removed,
- * as dir_del does to an emptied one) makes the next wait arm again. */
+/* Empties w's event queue. Events of an earlier watch (queued before it
+ * was removed, and its own IN_IGNORED) are skipped; an IN_IGNORED of the
+ * current one (the watched directory was removed, as dir_del does to an
+ * emptied one) makes the next wait arm again. */
 static void dir_watch_drain(dir_watch_t *w)
 {
     char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
@@ -680,7 +683,7 @@ static void dir_watch_drain(dir_watch_t *w)
     while ((n = read(w->fd, buf, sizeof buf)) > 0) {
         for (char *p = buf; p < buf + n;) {
             const struct inotify_event *ev = (const struct inotify_event *)p;
-            if (ev->mask & (IN_IGNORED | IN_DELETE_SELF)) w->stale = true;
+            if (ev->wd == w->wd && (ev->mask & (IN_IGNORED | IN_DELETE_SELF))) w->stale = true;
             p += sizeof *ev + ev->len;
         }
     }
@@ -698,12 +701,12 @@ static dcr_status_t dir_wait_change(dcr_objstore_t *o, const char *prefix, int t
 {
     dirstore_t *s = (dirstore_t *)o;
     dir_watch_t *w = dir_watch_of_thread(s);
-    if (w != NULL && (w->fd < 0 || !w->on_target || w->stale || strcmp(w->prefix, prefix) != 0)) {
-        bool below = w->fd >= 0 && !w->on_target && strcmp(w->prefix, prefix) == 0;
+    if (w != NULL && (w->wd < 0 || !w->on_target || w->stale || strcmp(w->prefix, prefix) != 0)) {
+        bool below = w->wd >= 0 && !w->on_target && strcmp(w->prefix, prefix) == 0;
         dir_watch_arm(s, w, prefix);
         if (below && w->on_target) return DCR_OK;
     }
-    if (w == NULL || w->fd < 0) {
+    if (w == NULL || w->wd < 0) {
         usleep((useconds_t)timeout_ms * 1000);
         return DCR_ETIMEOUT;
     }

@@ -484,20 +484,16 @@ static void test_dir_node_lists_on_publication(void **state)
  * when the replaced attempt's removal woke it just before the open: a first
  * payload published 35 ms after the open then waited for the backup poll at
  * about 63 ms (28 ms in each of 15 attempts measured on the old code, a
- * later one 1-2 ms). Both delays are measured in each attempt, so load and
- * sanitizers slow both; their medians over five attempts are compared. */
+ * later one 1-2 ms). Later, moving the watch to the new attempt's prefix
+ * closed the thread's inotify instance, which waits for the kernel's grace
+ * period: 1 or 2 attempts in 5 got their first payload 7-16 ms late (the
+ * worst of 5 over 12 runs: 1.4-18 ms under ThreadSanitizer, 7-16 ms without
+ * it; with the instance kept, 1.2-1.7 and 0.6-0.9 ms). Both delays are
+ * measured in each attempt, so load and sanitizers slow both; the first
+ * delays' median and second worst are compared with the later delays'
+ * median. */
 #define PUBLISH_AFTER_MS 35
-#define ATTEMPTS         5
-/* Under ThreadSanitizer the delays are printed, not compared: there the
- * first payload of some attempts still arrived 14-24 ms after its
- * publication (a clean-clone CI run failed with medians of 12.4 against
- * 1.3 ms; by hand, one run in five had two late attempts), for a cause not
- * found yet. Builds without it (the README's tests, ASan) keep the check. */
-#if defined(__SANITIZE_THREAD__)
-#define FIRST_DELAY_COMPARED 0
-#else
-#define FIRST_DELAY_COMPARED 1
-#endif
+#define ATTEMPTS         7
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -542,12 +538,18 @@ static void test_dir_first_publication_after_open(void **state)
     qsort(first_ms, ATTEMPTS, sizeof first_ms[0], cmp_double);
     qsort(later_ms, ATTEMPTS, sizeof later_ms[0], cmp_double);
     double first = first_ms[ATTEMPTS / 2], later = later_ms[ATTEMPTS / 2];
-    printf("first payload %.1f ms after its publication, a later one %.1f ms (medians of %d)\n",
-           first, later, ATTEMPTS);
-    if (FIRST_DELAY_COMPARED && first > 3 * later + 5)
+    double second_worst = first_ms[ATTEMPTS - 2];
+    printf("first payload %.1f ms after its publication (second worst %.1f ms), a later one "
+           "%.1f ms (medians of %d)\n",
+           first, second_worst, later, ATTEMPTS);
+    if (first > 3 * later + 5)
         fail_msg("an attempt's first payload took %.1f ms to arrive, a later one %.1f ms "
                  "(medians of %d)",
                  first, later, ATTEMPTS);
+    if (second_worst > 3 * later + 5)
+        fail_msg("two attempts' first payloads took %.1f ms or more to arrive, a later one "
+                 "%.1f ms (median of %d)",
+                 second_worst, later, ATTEMPTS);
     dcr_transport_destroy(t);
 }
 
