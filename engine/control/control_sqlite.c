@@ -46,6 +46,10 @@
  * first to the last while nothing changes. */
 #define DCR__SQ_NAP_MIN_US 500
 #define DCR__SQ_NAP_MAX_US 8000
+/* A try for a lock held by another connection: the sleeps before the next
+ * try, doubling from the first to the last (dcr__sq_busy says why). */
+#define DCR__SQ_BUSY_MIN_US 50
+#define DCR__SQ_BUSY_MAX_US 2000
 
 typedef struct dcr__sq {
     dcr_control_t pub; /* first: the handle header */
@@ -60,6 +64,7 @@ typedef struct dcr__sq {
      * version does not count (dcr__sq_position). */
     dcr__wake_t wake;
     atomic_uint_fast64_t own_writes;
+    uint64_t busy_since_ns; /* the first failed try for the lock now awaited */
 } dcr__sq_t;
 
 static dcr__sq_t *dcr__sq_of(dcr_control_t *c)
@@ -508,11 +513,32 @@ static dcr_status_t dcr__sq_precheck(const dcr__sq_t *s)
     return dcr__sq_peek_readonly(s);
 }
 
+/* SQLite's busy handler (sqlite3_busy_timeout) for a lock another
+ * connection holds: sleeps 1, 2, 5, 10, ... ms between tries. A transaction
+ * of this control plane holds the write lock for 0.1-1 ms (an
+ * acknowledgment, a report, a commit's sync), so a writer that found it
+ * held tried again up to milliseconds after its release, on the refit's
+ * path as processes (two nodes report at the same moment). This one tries
+ * again after 50 us, doubling to 2 ms, until the handle's timeout has passed
+ * since the first try. SQLite calls it under the connection's mutex. */
+static int dcr__sq_busy(void *ctx, int tries)
+{
+    dcr__sq_t *s = ctx;
+    uint64_t now = dcr_clock_ns();
+    if (tries == 0) s->busy_since_ns = now;
+    if (now - s->busy_since_ns >= (uint64_t)s->timeout_ms * 1000000u) return 0;
+    unsigned sleep_us = DCR__SQ_BUSY_MAX_US;
+    if (tries < 6 && (DCR__SQ_BUSY_MIN_US << tries) < DCR__SQ_BUSY_MAX_US)
+        sleep_us = DCR__SQ_BUSY_MIN_US << tries;
+    usleep(sleep_us);
+    return 1;
+}
+
 /* WAL lets readers (receivers polling the latest attempt) proceed while a
  * writer commits; FULL sync makes the commit record durable on return. */
 static dcr_status_t dcr__sq_configure(dcr__sq_t *s)
 {
-    sqlite3_busy_timeout(s->db, s->timeout_ms);
+    sqlite3_busy_handler(s->db, dcr__sq_busy, s);
     sqlite3_stmt *stmt;
     DCR_CHECK(dcr__sq_stmt(s, "PRAGMA journal_mode = WAL", &stmt));
     int rc = sqlite3_step(stmt);
