@@ -520,7 +520,8 @@ static dcr_status_t dcr__sq_precheck(const dcr__sq_t *s)
  * held tried again up to milliseconds after its release, on the refit's
  * path as processes (two nodes report at the same moment). This one tries
  * again after 50 us, doubling to 2 ms, until the handle's timeout has passed
- * since the first try. SQLite calls it under the connection's mutex. */
+ * since the first try. It runs inside a call on the connection, which
+ * holds the handle's lock (s->mu), so busy_since_ns has one writer. */
 static int dcr__sq_busy(void *ctx, int tries)
 {
     dcr__sq_t *s = ctx;
