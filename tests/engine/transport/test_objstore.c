@@ -487,8 +487,9 @@ static void test_dir_node_lists_on_publication(void **state)
  * later one 1-2 ms). Later, moving the watch to the new attempt's prefix
  * closed the thread's inotify instance, which waits for the kernel's grace
  * period: 1 or 2 attempts in 5 got their first payload 7-16 ms late (the
- * worst of 5 over 12 runs: 1.4-18 ms under ThreadSanitizer, 7-16 ms without
- * it; with the instance kept, 1.2-1.7 and 0.6-0.9 ms). Both delays are
+ * worst of 5 in a run: 1.4-18 ms over 12 runs under ThreadSanitizer, 11 of
+ * them above 5 ms, and 7-16 ms over 8 runs without it; with the instance
+ * kept, 1.2-1.7 and 0.6-0.9 ms). Both delays are
  * measured in each attempt, so load and sanitizers slow both; the first
  * delays' median and second worst are compared with the later delays'
  * median. */
