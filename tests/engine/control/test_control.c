@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dcr/clock.h"
 #include "dcr/control.h"
 #include "engine/control/control_test_util.h"
 #include "engine/control/etcd_server.h"
@@ -1138,13 +1139,6 @@ typedef struct lock_holder {
     double release; /* when the holder let the lock go */
 } lock_holder_t;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static void *hold_write_lock(void *arg)
 {
     lock_holder_t *h = arg;
@@ -1153,7 +1147,7 @@ static void *hold_write_lock(void *arg)
                 sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) == SQLITE_OK;
     if (write(h->ready[1], held ? "y" : "n", 1) != 1) held = false;
     if (held) usleep(HOLD_MS * 1000);
-    h->release = now_s();
+    h->release = dcr_clock_s();
     sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(db);
     return NULL;
@@ -1166,9 +1160,9 @@ static void test_sqlite_busy_handoff(void **state)
     assert_status(dcr_control_read(fx->c, &rec), DCR_OK);
     double uncontended = 1e9, lag = 1e9;
     for (int i = 0; i < 3; i++) {
-        double t0 = now_s();
+        double t0 = dcr_clock_s();
         assert_status(dcr_control_cas(fx->c, &rec, &rec), DCR_OK);
-        double took = now_s() - t0;
+        double took = dcr_clock_s() - t0;
         if (took < uncontended) uncontended = took;
         lock_holder_t h = {.address = fx->address};
         assert_int_equal(pipe(h.ready), 0);
@@ -1177,7 +1171,7 @@ static void test_sqlite_busy_handoff(void **state)
         char held = 0;
         assert_int_equal(read(h.ready[0], &held, 1), 1);
         dcr_status_t st = dcr_control_cas(fx->c, &rec, &rec);
-        double done = now_s();
+        double done = dcr_clock_s();
         pthread_join(th, NULL);
         close(h.ready[0]);
         close(h.ready[1]);

@@ -489,9 +489,9 @@ static void test_dir_node_lists_on_publication(void **state)
  * period: 1 or 2 attempts in 5 got their first payload 7-16 ms late (the
  * worst of 5 in a run: 1.4-18 ms over 12 runs under ThreadSanitizer, 11 of
  * them above 5 ms, and 7-16 ms over 8 runs without it; with the instance
- * kept, 1.2-1.7 and 0.6-0.9 ms). Both delays are
- * measured in each attempt, so load and sanitizers slow both; the first
- * delays' median and second worst are compared with the later delays'
+ * kept, 1.2-1.7 and 0.6-0.9 ms). Both delays are measured in each attempt,
+ * so load and sanitizers slow both; the second worst of the first delays
+ * (which bounds their median too) is compared with the later delays'
  * median. */
 #define PUBLISH_AFTER_MS 35
 #define ATTEMPTS         7
@@ -543,10 +543,6 @@ static void test_dir_first_publication_after_open(void **state)
     printf("first payload %.1f ms after its publication (second worst %.1f ms), a later one "
            "%.1f ms (medians of %d)\n",
            first, second_worst, later, ATTEMPTS);
-    if (first > 3 * later + 5)
-        fail_msg("an attempt's first payload took %.1f ms to arrive, a later one %.1f ms "
-                 "(medians of %d)",
-                 first, later, ATTEMPTS);
     if (second_worst > 3 * later + 5)
         fail_msg("two attempts' first payloads took %.1f ms or more to arrive, a later one "
                  "%.1f ms (median of %d)",
