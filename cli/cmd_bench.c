@@ -106,6 +106,7 @@ static void fill_values(const bench_opts_t *o, dcr_bench_config_t *c)
     c->run.workdir = o->keep ? o->keep : o->workdir;
     c->workdir_flag = o->keep ? "--keep-payloads" : "--workdir";
     c->keep_payloads = o->keep != NULL;
+    c->workdir_in_memory = true; /* the closer model of a deployment (bench.h) */
     c->run.control_path = o->control;
     c->run.seed = (uint64_t)o->seed;
     c->readers = (int)o->readers;
@@ -486,6 +487,7 @@ static int finish(const bench_opts_t *o, const dcr_bench_config_t *c, dcr_bench_
                   const run_extras_t *x)
 {
     json_t *config = dcr_bench_config_json(c, o->changes, o->store);
+    dcr_bench_config_set_run_directory(config, r->workdir_in_memory);
     dcr_status_t st = DCR_OK;
     if (o->trace) st = write_trace(o->trace);
     if (o->out && st == DCR_OK) st = dcr_bench_results_append(o->out, r, config);
@@ -627,7 +629,9 @@ static void run_args(bench_opts_t *o, dcr_arg_t *a)
          "keep the object store in DIR: the last attempt's payloads and manifest stay there",
          false},
         {"--workdir", DCR_ARG_STRING, &o->workdir, 0, 0,
-         "directory for object store and control plane (default: temp)", false},
+         "run directory: object store, traces, digests, and the control plane unless --control "
+         "(default: a temporary one in memory, /dev/shm, with the control plane in TMPDIR)",
+         false},
         {"--store", DCR_ARG_STRING, &o->store, 0, 0,
          "object store: dir:PATH or s3://BUCKET/PREFIX (default: a directory in the work dir)",
          false},
@@ -637,7 +641,7 @@ static void run_args(bench_opts_t *o, dcr_arg_t *a)
          false},
         {"--control", DCR_ARG_STRING, &o->control, 0, 0,
          "SQLite control-plane FILE, or etcd://HOST:PORT[/PREFIX] for an etcd cluster (each run "
-         "under PREFIX/bench-<pid>-<ns>; default: a file in the work dir)",
+         "under PREFIX/bench-<pid>-<ns>; default: a file in TMPDIR, or in --workdir DIR)",
          false},
         {"--trace", DCR_ARG_STRING, &o->trace, 0, 0,
          "write the stage trace as Chrome trace JSON (opens in Perfetto)", false},
@@ -1026,6 +1030,7 @@ static int run_ab(bench_opts_t *o, int argc, char **argv)
     json_t *config[2];
     for (int s = 0; s < 2; s++) {
         config[s] = dcr_bench_config_json(&c[s], opts[s]->changes, opts[s]->store);
+        dcr_bench_config_set_run_directory(config[s], r[s].workdir_in_memory);
         json_object_set_new(config[s], "ab", json_string(o->ab));
     }
     const char *label[2] = {"", o->ab};
@@ -1182,8 +1187,9 @@ static int run_ab_binary(bench_opts_t *o, int argc, char **argv)
         st = dcr_error_set(DCR_ENOMEM, "side B's configuration");
     }
     if (st != DCR_OK) return dcr_cli_fail("bench", st);
-    json_t *config[2] = {ab_binary_side_config(dcr_bench_config_json(&c, o->changes, o->store),
-                                               o->ab_binary, version[0]),
+    json_t *config_a = dcr_bench_config_json(&c, o->changes, o->store);
+    dcr_bench_config_set_run_directory(config_a, r[0].workdir_in_memory);
+    json_t *config[2] = {ab_binary_side_config(config_a, o->ab_binary, version[0]),
                          ab_binary_side_config(b_config, o->ab_binary, version[1])};
     char label_a[300], label_b[4400];
     snprintf(label_a, sizeof(label_a), "this binary (%s)", version[0]);

@@ -53,6 +53,9 @@ struct dcr_role_launcher {
     char **args; /* the run flags */
     int nargs;
     char workdir[4096];
+    /* The control plane's file when the bench chose it (start_nodes): every
+     * role gets it as --control; empty: the run's own. */
+    char control[4200];
     dcr_bench_processes_t hooks;
     child_t *nodes;
     int nnodes;
@@ -107,6 +110,14 @@ struct dcr_role_launcher {
     uint64_t join_kinds[DCR_RESTORE_KINDS], join_bytes, join_dense_bytes;
 };
 
+/* The run's control plane, opened by the launcher: where the bench put it
+ * when it chose (l->control), else the run's own. */
+static dcr_status_t launcher_control_open(const dcr_role_launcher_t *l, dcr_control_t **out_p)
+{
+    return dcr_role_control_open_at(l->control[0] ? l->control : l->run->control_path, l->workdir,
+                                    out_p);
+}
+
 static void nap_ns(long ns)
 {
     struct timespec ts = {ns / 1000000000L, ns % 1000000000L};
@@ -155,13 +166,17 @@ static char **role_argv(const dcr_role_launcher_t *l, const char *role, char *co
 {
     const struct role_prefix *rp = find_prefix(l, role);
     int nfix = rp ? rp->n : 0, n = 0;
-    char **argv = calloc((size_t)(nfix + npre + 1 + nhead + l->nargs + 1), sizeof(char *));
+    char **argv = calloc((size_t)(nfix + npre + 1 + nhead + l->nargs + 2 + 1), sizeof(char *));
     if (!argv) return NULL;
     for (int i = 0; i < nfix; i++) argv[n++] = rp->argv[i];
     for (int i = 0; i < npre; i++) argv[n++] = pre[i];
     argv[n++] = (char *)l->exe;
     for (int i = 0; i < nhead; i++) argv[n++] = head[i];
     for (int i = 0; i < l->nargs; i++) argv[n++] = l->args[i];
+    if (l->control[0]) {
+        argv[n++] = "--control";
+        argv[n++] = (char *)l->control;
+    }
     return argv;
 }
 
@@ -233,10 +248,20 @@ dcr_status_t dcr_role_spawn_guardian(const char *what, char *const *sh_argv, dcr
 }
 
 /* The janitor: once the launcher is gone (the children die with it:
- * PDEATHSIG), the temporary run directory goes. */
+ * PDEATHSIG), the temporary run directory goes, and the folder of a
+ * control plane the bench chose (a temporary one of its own too). */
 static dcr_status_t start_janitor(dcr_role_launcher_t *l)
 {
-    char *argv[] = {"sh", "-c", "cat >/dev/null; sleep 0.5; rm -rf -- \"$0\"", l->workdir, NULL};
+    char control_dir[sizeof l->control];
+    snprintf(control_dir, sizeof control_dir, "%s", l->control);
+    char *slash = strrchr(control_dir, '/');
+    if (slash)
+        *slash = '\0';
+    else
+        control_dir[0] = '\0';
+    char *argv[] = {
+        "sh",       "-c",        "cat >/dev/null; sleep 0.5; rm -rf -- \"$0\" ${1:+\"$1\"}",
+        l->workdir, control_dir, NULL};
     return dcr_role_spawn_guardian("janitor", argv, &l->janitor, &l->janitor_fd);
 }
 
@@ -434,7 +459,7 @@ static void *monitor_main(void *arg)
 {
     dcr_role_launcher_t *l = arg;
     dcr_control_t *control = NULL;
-    if (dcr_role_control_open(l->run, l->workdir, &control) != DCR_OK) control = NULL;
+    if (launcher_control_open(l, &control) != DCR_OK) control = NULL;
     while (!atomic_load(&l->stopping)) {
         for (int i = 0; i < l->nnodes; i++) {
             child_t *c = &l->nodes[i];
@@ -532,7 +557,7 @@ static dcr_status_t refit_remote(void *ctx, dcr_refit_result_t *out)
 {
     dcr_role_launcher_t *l = ctx;
     dcr_control_t *control = NULL;
-    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    DCR_CHECK(launcher_control_open(l, &control));
     dcr_commit_record_t rec;
     dcr_control_attempt_t a;
     dcr_status_t st = dcr_control_read(control, &rec);
@@ -593,7 +618,7 @@ static void stop_nodes(void *ctx);
 static dcr_status_t wait_ready(dcr_role_launcher_t *l)
 {
     dcr_control_t *control = NULL;
-    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    DCR_CHECK(launcher_control_open(l, &control));
     dcr_status_t st = DCR_OK;
     for (int i = 0; st == DCR_OK && i < l->nnodes; i++) {
         if (i == l->join_node && !l->join_started) continue;
@@ -642,7 +667,7 @@ static dcr_status_t report_not_started(dcr_role_launcher_t *l, int node)
         .pid = 0, .reaped = true, .in_fd = -1, .out_fd = -1, .err_fd = -1, .pidfd = -1};
     c->gone_reported = true;
     dcr_control_t *control = NULL;
-    DCR_CHECK(dcr_role_control_open(l->run, l->workdir, &control));
+    DCR_CHECK(launcher_control_open(l, &control));
     dcr_node_report_t r;
     memset(&r, 0, sizeof(r));
     r.node = (uint32_t)node;
@@ -653,10 +678,11 @@ static dcr_status_t report_not_started(dcr_role_launcher_t *l, int node)
     return st;
 }
 
-static dcr_status_t start_nodes(void *ctx, const char *workdir, bool temporary)
+static dcr_status_t start_nodes(void *ctx, const char *workdir, const char *control, bool temporary)
 {
     dcr_role_launcher_t *l = ctx;
     snprintf(l->workdir, sizeof(l->workdir), "%s", workdir);
+    snprintf(l->control, sizeof(l->control), "%s", control ? control : "");
     if (temporary) DCR_CHECK(start_janitor(l));
     l->nnodes = l->run->serve.nodes;
     l->nodes = calloc((size_t)l->nnodes, sizeof(child_t));

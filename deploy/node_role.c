@@ -66,8 +66,14 @@ dcr_status_t dcr_role_relay_retain_url(const dcr_run_config_t *run, const char *
 dcr_status_t dcr_role_control_open(const dcr_run_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p)
 {
+    return dcr_role_control_open_at(cfg->control_path, workdir, out_p);
+}
+
+dcr_status_t dcr_role_control_open_at(const char *control, const char *workdir,
+                                      dcr_control_t **out_p)
+{
     char path[4200];
-    if (dcr_run_control_is_etcd(cfg->control_path)) {
+    if (dcr_run_control_is_etcd(control)) {
         char url[1024];
         snprintf(path, sizeof(path), "%s/control.url", workdir);
         FILE *f = fopen(path, "r");
@@ -82,7 +88,7 @@ dcr_status_t dcr_role_control_open(const dcr_run_config_t *cfg, const char *work
         return dcr_run_control_open(url, NULL, NULL, out_p);
     }
     dcr_rundir_control_path(workdir, path, sizeof(path));
-    return dcr_run_control_open(cfg->control_path, path, NULL, out_p);
+    return dcr_run_control_open(control, path, NULL, out_p);
 }
 
 static dcr_status_t relay_publish(void *ctx, int node, const char *addr)

@@ -151,6 +151,11 @@ dcr_status_t dcr_role_trace_write(const char *workdir, int who, uint64_t tau);
  * the run directory), opened by this process. */
 dcr_status_t dcr_role_control_open(const dcr_run_config_t *cfg, const char *workdir,
                                    dcr_control_t **out_p);
+/* The same at the control plane address `control` (a SQLite file or an etcd
+ * URL; NULL: the run directory's control.db), for a launcher that was told
+ * where the bench put the control plane (dcr_bench_processes_t.start). */
+dcr_status_t dcr_role_control_open_at(const char *control, const char *workdir,
+                                      dcr_control_t **out_p);
 /* Opens the run's control plane (into *control_p unless already open) and
  * reads the commit record, retrying every 50 ms for up to timeout_ms while
  * either fails (a role process may start before the launcher made them). */

@@ -84,6 +84,7 @@ typedef struct prun {
     dcr_bench_processes_t inner; /* the launcher's hooks */
     dcr_bench_processes_t hooks; /* ours around them */
     char workdir[4096];
+    char control_file[4200];             /* where the bench put the control plane; empty: its own */
     uint64_t causes[DCR_RESTORE_CAUSES]; /* restore records by cause, read at stop */
     dcr_control_t *control;              /* the kill watcher's own handle */
     dcr_control_t *fault_control;        /* the fault watcher's */
@@ -294,7 +295,10 @@ static bool corrupt_object(prun_t *r, const dcr_fault_t *f, uint64_t tau)
 static bool control_lock(prun_t *r, armed_fault_t *x)
 {
     char db[4200];
-    dcr_rundir_control_path(r->workdir, db, sizeof(db));
+    if (r->control_file[0])
+        snprintf(db, sizeof db, "%s", r->control_file);
+    else
+        dcr_rundir_control_path(r->workdir, db, sizeof(db));
     if (sqlite3_open_v2(db, &x->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
         sqlite3_close(x->db);
         x->db = NULL;
@@ -617,15 +621,17 @@ static dcr_status_t corrupt_digest(const char *workdir)
 
 /* The apply markers on (the node processes look for their directory when
  * they start), the launcher's roles, then the watcher. */
-static dcr_status_t hook_start(void *ctx, const char *workdir, bool temporary)
+static dcr_status_t hook_start(void *ctx, const char *workdir, const char *control, bool temporary)
 {
     prun_t *r = ctx;
     snprintf(r->workdir, sizeof(r->workdir), "%s", workdir);
+    snprintf(r->control_file, sizeof(r->control_file), "%s", control ? control : "");
     DCR_CHECK(dcr_rundir_kill_points_create(workdir));
-    DCR_CHECK(r->inner.start(r->inner.ctx, workdir, temporary));
-    DCR_CHECK(dcr_role_control_open(&r->bench.run, workdir, &r->control));
-    DCR_CHECK(dcr_role_control_open(&r->bench.run, workdir, &r->fault_control));
-    DCR_CHECK(dcr_role_control_open(&r->bench.run, workdir, &r->arm_control));
+    DCR_CHECK(r->inner.start(r->inner.ctx, workdir, control, temporary));
+    const char *at = control ? control : r->bench.run.control_path;
+    DCR_CHECK(dcr_role_control_open_at(at, workdir, &r->control));
+    DCR_CHECK(dcr_role_control_open_at(at, workdir, &r->fault_control));
+    DCR_CHECK(dcr_role_control_open_at(at, workdir, &r->arm_control));
     DCR_CHECK(draw_kills(r));
     void *(*mains[2])(void *) = {kills_main, faults_main};
     for (int i = 0; i < 2; i++) {

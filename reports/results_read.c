@@ -22,13 +22,15 @@
 static const char *const ignored_keys[] = {"workdir", "keep_payloads", "control", "trace",
                                            "out",     "json",          "log",     "refits"};
 
-/* Output choices that do change what is measured, with the value a file
- * written before they were recorded implies (every such run verified and
- * recorded every refit). */
+/* Choices that do change what is measured, with the value (JSON) a file
+ * written before they were recorded implies: every such run verified,
+ * recorded every refit, and had its run directory on the disk (before
+ * session 18, dcr bench's default). */
 static const struct {
     const char *key;
-    bool value;
-} measured_choices[] = {{"verify", true}, {"trace_overhead", false}};
+    const char *value;
+} measured_choices[] = {
+    {"verify", "true"}, {"trace_overhead", "false"}, {"run_directory", "\"disk\""}};
 
 static dcr_status_t bad(const char *path, const char *obj, const char *what)
 {
@@ -569,7 +571,7 @@ static char *config_body(const json_t *config, const char *const *ignore, size_t
     for (size_t i = 0; i < sizeof(measured_choices) / sizeof(measured_choices[0]); i++)
         if (!json_object_get(copy, measured_choices[i].key))
             json_object_set_new(copy, measured_choices[i].key,
-                                json_boolean(measured_choices[i].value));
+                                json_loads(measured_choices[i].value, JSON_DECODE_ANY, NULL));
     for (size_t i = 0; i < nignore; i++) json_object_del(copy, ignore[i]);
     char *body = json_dumps(copy, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(copy);

@@ -44,4 +44,20 @@ static inline void testmarker_put(const char *dir, long pid)
     testfiles_put(path, text);
 }
 
+/* How many folders parent/PREFIX-* hold a marker naming process pid (the
+ * temporary folders of that run there). */
+static inline int testmarker_count_of(const char *parent, const char *prefix, long pid)
+{
+    char cmd[600], line[512];
+    snprintf(cmd, sizeof cmd, "cat -- %s/%s-*/.dcr-workdir 2>/dev/null", parent, prefix);
+    FILE *p = popen(cmd, "r");
+    int n = 0;
+    while (p && fgets(line, sizeof line, p)) {
+        long at = 0;
+        n += sscanf(line, "dcr work folder pid %ld ", &at) == 1 && at == pid;
+    }
+    if (p) pclose(p);
+    return n;
+}
+
 #endif

@@ -7,7 +7,9 @@
  * swapped digests file is named by version, receiver and parameter; a
  * SIGTERM to the launcher or a SIGKILL to a rollout-node process leaves no
  * process and no run directory behind, and a node's death fails the run at
- * once with one line naming the node. An elastic join (--join-at) starts
+ * once with one line naming the node. By default the run directory is in
+ * memory and the control plane's file in TMPDIR, named to every role. An
+ * elastic join (--join-at) starts
  * the last node's process mid-run; it joins from an anchor plus replay or
  * densely, and every version stays bit-exact. */
 #include <dirent.h>
@@ -17,12 +19,15 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -105,6 +110,14 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
+/* Whether /dev/shm is memory (tmpfs), where dcr bench puts a temporary run
+ * directory by default. */
+static bool shm_is_memory(void)
+{
+    struct statfs fs;
+    return statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
 /* The run's n refits, each checked by the verifier process and bit-exact. */
 static json_t *verified_refits(json_t *j, size_t n)
 {
@@ -122,6 +135,10 @@ static void test_bench_processes_bit_exact(void **state)
 {
     json_t *j = run_json("bench --processes " SMALL " --warmup 1 --refits 3 --json");
     assert_true(json_is_true(json_object_get(j, "bit_exact")));
+    const char *where =
+        json_string_value(json_object_get(json_object_get(j, "config"), "run_directory"));
+    assert_non_null(where);
+    assert_string_equal(where, shm_is_memory() ? "memory" : "disk");
     json_t *p = json_object_get(j, "processes");
     assert_int_equal(json_integer_value(json_object_get(p, "rollout_nodes")), 2);
     assert_int_equal(json_integer_value(json_object_get(p, "verifier")), 1);
@@ -412,13 +429,47 @@ static pid_t start(const char *args, const char *err_path)
     return pid;
 }
 
+/* The value after `flag ` in a command line read by processes_with ("" when
+ * it has none). */
+static void flag_value(const char *cmdline, const char *flag, char *out, size_t cap)
+{
+    char key[64];
+    snprintf(key, sizeof key, " %s ", flag);
+    const char *p = strstr(cmdline, key);
+    size_t n = p ? strcspn(p + strlen(key), " ") : 0;
+    snprintf(out, cap, "%.*s", (int)n, p ? p + strlen(key) : "");
+}
+
+/* The run directory of the running run, from a rollout-node process's
+ * arguments (every role gets it as --workdir, and the control plane's file
+ * in our TMPDIR as --control); "" until one has started. */
+static char g_rundir[300];
+
+static bool find_rundir(void)
+{
+    pid_t node = 0;
+    processes_with(g_tmp, "rollout-node", &node);
+    if (node <= 0) return false;
+    char cmdline[8192];
+    char pid[32];
+    snprintf(pid, sizeof pid, "%d", (int)node);
+    read_cmdline(pid, cmdline, sizeof cmdline);
+    flag_value(cmdline, "--workdir", g_rundir, sizeof g_rundir);
+    return g_rundir[0] != '\0';
+}
+
 /* Waits until the run has committed a version (a digests file exists). */
 static void wait_for_commit(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof(cmd), "ls %s/dcr-bench-*/digests/v1-r0.dcrd >/dev/null 2>&1", g_tmp);
-    for (int i = 0; i < 600 && system(cmd) != 0; i++) nap_ms(50);
-    assert_int_equal(system(cmd), 0);
+    g_rundir[0] = '\0';
+    char digests[400] = "";
+    for (int i = 0; i < 600; i++) {
+        if (!g_rundir[0] && find_rundir())
+            snprintf(digests, sizeof digests, "%s/digests/v1-r0.dcrd", g_rundir);
+        if (digests[0] && access(digests, F_OK) == 0) return;
+        nap_ms(50);
+    }
+    fail_msg("no commit within 30 s (run directory '%s')", g_rundir);
 }
 
 static int wait_exit(pid_t pid, int limit_ms)
@@ -448,6 +499,9 @@ static void assert_nothing_left_but(int kept)
     }
     if (procs) fail_msg("a role outlived the run: %s", g_seen);
     if (files) fail_msg("%d files left in %s", files, g_tmp);
+    /* The run directory (in memory, outside our TMPDIR) went too. */
+    for (int t = 0; t < 100 && g_rundir[0] && access(g_rundir, F_OK) == 0; t++) nap_ms(50);
+    if (g_rundir[0] && access(g_rundir, F_OK) == 0) fail_msg("%s outlived the run", g_rundir);
 }
 
 static void assert_nothing_left(void)
@@ -455,17 +509,58 @@ static void assert_nothing_left(void)
     assert_nothing_left_but(1); /* the stderr file of the run */
 }
 
+/* The default layout of a running run (dcr bench, "Where the files go"):
+ * the run directory in memory without a control plane, which is a file of
+ * a folder of its own in our TMPDIR, named to every role as --control. */
+static void assert_default_layout(void)
+{
+    if (!shm_is_memory()) {
+        print_message("/dev/shm is not memory here: the layout is not checked\n");
+        return;
+    }
+    assert_int_equal(strncmp(g_rundir, "/dev/shm/dcr-bench-", 19), 0);
+    char path[400], control[300], prefix[300];
+    snprintf(path, sizeof path, "%s/control.db", g_rundir);
+    assert_int_equal(access(path, F_OK), -1);
+    pid_t node = 0, coord = 0; /* no coordinator process with --owner-threads */
+    processes_with(g_tmp, "rollout-node", &node);
+    processes_with(g_tmp, "coordinator", &coord);
+    assert_true(node > 0);
+    pid_t roles[] = {node, coord};
+    snprintf(prefix, sizeof prefix, "%s/dcr-bench-control-", g_tmp);
+    for (int i = 0; i < 2 && roles[i] > 0; i++) {
+        char pid[32], cmdline[8192];
+        snprintf(pid, sizeof pid, "%d", (int)roles[i]);
+        read_cmdline(pid, cmdline, sizeof cmdline);
+        flag_value(cmdline, "--control", control, sizeof control);
+        if (strncmp(control, prefix, strlen(prefix)) != 0)
+            fail_msg("--control '%s' is not in %s: %s", control, g_tmp, cmdline);
+        assert_int_equal(access(control, F_OK), 0);
+    }
+}
+
+/* SIGTERM: the launcher cleans up itself; SIGKILL: its children die with
+ * it and the janitor removes the run directory and the control plane's
+ * folder. The SIGKILL run keeps its owners as threads: a killed mpirun
+ * leaves OpenMPI's own session folder and shared-memory segments behind,
+ * which are not dcr's to remove. */
 static void test_sigterm_leaves_nothing(void **state)
 {
-    char err[400];
-    snprintf(err, sizeof(err), "%s/stderr", g_tmp);
-    pid_t pid = start("bench --processes " SMALL " --warmup 0 --refits 1000", err);
-    wait_for_commit();
-    assert_true(processes_with(g_tmp, "rollout-node", NULL) >= 2);
-    kill(pid, SIGTERM);
-    wait_exit(pid, 10000);
-    assert_nothing_left();
-    unlink(err);
+    const int sigs[] = {SIGTERM, SIGKILL};
+    const char *runs[] = {"bench --processes " SMALL " --warmup 0 --refits 1000",
+                          "bench --processes --owner-threads " SMALL " --warmup 0 --refits 1000"};
+    for (int i = 0; i < 2; i++) {
+        char err[400];
+        snprintf(err, sizeof(err), "%s/stderr", g_tmp);
+        pid_t pid = start(runs[i], err);
+        wait_for_commit();
+        assert_true(processes_with(g_tmp, "rollout-node", NULL) >= 2);
+        assert_default_layout();
+        kill(pid, sigs[i]);
+        wait_exit(pid, 10000);
+        assert_nothing_left();
+        unlink(err);
+    }
 }
 
 /* Starts a run and SIGKILLs its rollout-node 1 once a version committed. */

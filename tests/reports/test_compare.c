@@ -873,7 +873,8 @@ static void test_files_unmatched_and_pooled(void **state)
 }
 
 /* Output choices that change what is measured keep runs apart; an older
- * file without them reads as verified and recorded throughout; a different
+ * file without them reads as verified and recorded throughout, its run
+ * directory on the disk; a different
  * machine keeps runs apart; --match-ignore pairs them on purpose. */
 static void test_matching_choices_and_ignore(void **state)
 {
@@ -887,6 +888,8 @@ static void test_matching_choices_and_ignore(void **state)
         {"{\"model\":\"m\"}", "{\"model\":\"m\",\"verify\":true,\"trace_overhead\":false}", 1},
         {"{\"model\":\"m\"}", "{\"model\":\"m\",\"verify\":false}", 0},
         {"{\"model\":\"m\"}", "{\"model\":\"m\",\"trace_overhead\":true}", 0},
+        {"{\"model\":\"m\"}", "{\"model\":\"m\",\"run_directory\":\"disk\"}", 1},
+        {"{\"model\":\"m\"}", "{\"model\":\"m\",\"run_directory\":\"memory\"}", 0},
         {"{\"model\":\"m\",\"cross_gbps\":0.25}", "{\"model\":\"m\",\"cross_gbps\":0.2}", 0},
     };
     dcr_compare_opts_t o = dcr_compare_opts_default();

@@ -66,6 +66,11 @@ typedef struct bench {
     dcr_adamw_t *adamw;
     dcr_workdir_t wd; /* workloads/harness/workdir.h */
     const char *workdir;
+    bool workdir_in_memory;
+    /* The control plane's own folder and file with the run directory in
+     * memory (see make_workdir); empty otherwise. */
+    dcr_workdir_t control_wd;
+    char control_file[4200];
     /* request emulation */
     dcr_readers_t *readers;
     atomic_int epoch; /* refit in progress (1-based); readers tag observations with it */
@@ -88,12 +93,51 @@ typedef struct bench {
 
 /* ---- setup ---------------------------------------------------------------- */
 
+/* What a run directory in memory may come to hold: every retained version
+ * and two attempts in flight, each as large as the checkpoint at worst (a
+ * step that changes every value). */
+static uint64_t workdir_memory_need(const bench_t *b)
+{
+    uint64_t versions = (uint64_t)(b->cfg->run.retain > 0 ? b->cfg->run.retain : 0) + 2;
+    return versions * (uint64_t)dcr_inventory_bytes(b->sc->inventory);
+}
+
+/* The run directory (dcr_bench_config_t.workdir_in_memory): the user's, a
+ * temporary one in memory with the control plane's file in a temporary
+ * folder on the disk, or a temporary one on the disk holding both. */
 static dcr_status_t make_workdir(bench_t *b)
 {
-    DCR_CHECK(dcr_workdir_open(b->cfg->workdir_flag ? b->cfg->workdir_flag : "--workdir",
-                               b->cfg->run.workdir, "dcr-bench", &b->wd));
+    const dcr_run_config_t *run = &b->cfg->run;
+    const char *memory = b->cfg->workdir_in_memory && !run->workdir
+                             ? dcr_workdir_memory_parent(workdir_memory_need(b))
+                             : NULL;
+    if (!memory) {
+        DCR_CHECK(dcr_workdir_open(b->cfg->workdir_flag ? b->cfg->workdir_flag : "--workdir",
+                                   run->workdir, "dcr-bench", &b->wd));
+        b->workdir = b->wd.path;
+        if (b->cfg->workdir_in_memory && !run->workdir)
+            DCR_LOG_INFO("bench: no room in memory for the run directory: %s", b->workdir);
+        return DCR_OK;
+    }
+    DCR_CHECK(dcr_workdir_open_temp(memory, "dcr-bench", &b->wd));
     b->workdir = b->wd.path;
+    b->workdir_in_memory = true;
+    if (!run->control_path) {
+        /* Dead runs' folders in TMPDIR, of this layout or the other, go. */
+        dcr_workdir_sweep(dcr_workdir_tmpdir(), "dcr-bench");
+        DCR_CHECK(dcr_workdir_open_temp(NULL, "dcr-bench-control", &b->control_wd));
+        snprintf(b->control_file, sizeof b->control_file, "%s/control.db", b->control_wd.path);
+    }
+    DCR_LOG_INFO("bench: run directory %s (in memory), control plane %s", b->workdir,
+                 run->control_path ? run->control_path : b->control_file);
     return DCR_OK;
+}
+
+/* The control plane's address when the bench chose it (make_workdir);
+ * NULL: the run's (run.control_path, or the run directory's control.db). */
+static const char *chosen_control(const bench_t *b)
+{
+    return b->control_file[0] ? b->control_file : NULL;
 }
 
 /* Rollout nodes as processes: their receivers live there; the XOR policy
@@ -185,7 +229,8 @@ static dcr_status_t make_parties(bench_t *b)
     dcr_rundir_control_path(b->workdir, db, sizeof(db)); /* where the role processes look too */
     char id[64];
     snprintf(id, sizeof(id), "bench-%d-%llu", (int)getpid(), (unsigned long long)dcr_clock_ns());
-    DCR_CHECK(dcr_run_control_open(b->cfg->run.control_path, db, id, &b->control));
+    const char *control = chosen_control(b) ? chosen_control(b) : b->cfg->run.control_path;
+    DCR_CHECK(dcr_run_control_open(control, db, id, &b->control));
     if (b->cfg->processes && dcr_run_control_is_etcd(b->cfg->run.control_path)) {
         /* The role processes join this run's etcd namespace, not a fresh one. */
         char url[1024];
@@ -205,7 +250,8 @@ static dcr_status_t make_parties(bench_t *b)
         b->node_totals = calloc((size_t)b->serve.nodes, sizeof(*b->node_totals));
         if (!b->node_totals) return dcr_error_set(DCR_ENOMEM, "node totals");
         DCR_LOG_INFO("bench: starting %d rollout-node processes", b->serve.nodes);
-        DCR_CHECK(b->cfg->processes->start(b->cfg->processes->ctx, b->workdir, b->wd.temp));
+        DCR_CHECK(b->cfg->processes->start(b->cfg->processes->ctx, b->workdir, chosen_control(b),
+                                           b->wd.temp));
         b->started = true;
     }
     return DCR_OK;
@@ -279,6 +325,7 @@ static void teardown(bench_t *b)
     dcr_scenario_free_tensors(b->shards, b->ns);
     dcr_scenario_destroy(b->sc);
     dcr_workdir_close(&b->wd);
+    dcr_workdir_close(&b->control_wd);
 }
 
 /* ---- request emulation -------------------------------------------------------- */
@@ -698,6 +745,7 @@ static void summarize(const bench_t *b, dcr_bench_result_t *res)
     res->payloads_unauthenticated += tcount.unauthenticated;
     res->memory_estimate_bytes = b->memory_estimate;
     res->peak_rss_bytes = dcr_peak_rss_bytes();
+    res->workdir_in_memory = b->workdir_in_memory;
     for (size_t c = 0; c < b->nc; c++) {
         res->xor_tensors += b->xor_allowed[c] != 0;
         res->overwrite_tensors += b->xor_allowed[c] == 0;
@@ -854,6 +902,11 @@ dcr_status_t dcr_bench_ab_check_as(const char *flag, const dcr_bench_config_t *a
 struct dcr_bench_session {
     bench_t b;
 };
+
+bool dcr_bench_session_workdir_in_memory(const dcr_bench_session_t *s)
+{
+    return s->b.workdir_in_memory;
+}
 
 dcr_status_t dcr_bench_session_create(const dcr_bench_config_t *cfg, dcr_bench_session_t **out_p)
 {

@@ -23,8 +23,12 @@
  * process after the timed refits (ok[v - first]), and stop the processes. */
 typedef struct dcr_bench_processes {
     /* temporary: the bench made workdir and removes it; whatever kills this
-     * process, it must not outlive it either. */
-    dcr_status_t (*start)(void *ctx, const char *workdir, bool temporary);
+     * process, it must not outlive it either. control: the control plane's
+     * file when the bench chose one outside workdir (workdir_in_memory),
+     * which every role must then be told; it is alone in a temporary folder
+     * of the bench's, which must not outlive this process either. NULL: the
+     * run's (run.control_path, or workdir's control.db). */
+    dcr_status_t (*start)(void *ctx, const char *workdir, const char *control, bool temporary);
     dcr_status_t (*verify)(void *ctx, const char *workdir, uint64_t first, uint64_t last, bool *ok);
     void (*stop)(void *ctx);
     void *ctx;
@@ -44,7 +48,16 @@ typedef struct dcr_bench_config {
     const char
         *workdir_flag;  /* the flag that named run.workdir, for error lines; NULL: --workdir */
     bool keep_payloads; /* the object store's last attempt stays in workdir (--keep-payloads) */
-    int readers;        /* request emulation: threads reading receiver 0 through the gate */
+    /* With no run.workdir, the temporary run directory (the emulated object
+     * store, retained versions, traces, digests) goes to a memory-backed
+     * folder when one has room (dcr_workdir_memory_parent), and with no
+     * run.control_path the control plane's file to a temporary folder of
+     * its own on the disk: so that the commit's synchronous write does not
+     * wait on the journal of a file system that also takes the store's
+     * writes. A deployment's store is remote and its control plane has its
+     * own disk; this is the closer model (dcr bench sets it). */
+    bool workdir_in_memory;
+    int readers; /* request emulation: threads reading receiver 0 through the gate */
     /* Measures the recorder's cost in one run: timed refits alternate with
      * the recorder on and off in the order on, off, off, on (repeated), so
      * that a drift of the machine weighs on both sides alike. Needs at least
@@ -155,6 +168,8 @@ typedef struct dcr_bench_result {
     /* The peak the bench estimated before allocating (workloads/change/budget.h)
      * and the process's peak resident bytes at the end (ru_maxrss). */
     int64_t memory_estimate_bytes, peak_rss_bytes;
+    /* The run directory was in memory (dcr_bench_config_t.workdir_in_memory). */
+    bool workdir_in_memory;
     /* Rollout-node processes: receiver restores over the run by kind, in
      * the order clean, replay, repair, dense, anchor (deploy/restorer.h),
      * the bytes they moved, what dense refits would have moved, and their
@@ -211,6 +226,8 @@ dcr_status_t dcr_bench_session_refit(dcr_bench_session_t *s, int step, bool time
  * (dcr_bench_result_means and the setup's: checkpoint, roles, tensors,
  * refusals, memory) around the refits the caller put in res. */
 dcr_status_t dcr_bench_session_finish(dcr_bench_session_t *s, dcr_bench_result_t *res);
+/* Whether the session's run directory is in memory (workdir_in_memory). */
+bool dcr_bench_session_workdir_in_memory(const dcr_bench_session_t *s);
 /* Tears the setup down (work folder included). Accepts NULL. */
 void dcr_bench_session_destroy(dcr_bench_session_t *s);
 

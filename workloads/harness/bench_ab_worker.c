@@ -10,6 +10,7 @@
 #include "workloads/harness/bench_ab.h"
 #include "workloads/harness/bench_ab_wire.h"
 #include "workloads/harness/interrupt.h"
+#include "workloads/harness/results_json.h"
 
 typedef struct worker {
     const dcr_bench_config_t *cfg;
@@ -41,10 +42,15 @@ static dcr_status_t next_request(worker_t *w, int expected, bool *finish_p)
     return DCR_OK;
 }
 
+/* The configuration announced with where this side's run directory is,
+ * now that the session has made it. */
 static dcr_status_t say_ready(worker_t *w, const json_t *config)
 {
-    json_t *hello = json_pack("{s:i,s:i,s:i,s:O}", "dcr_ab_worker", DCR__AB_PROTOCOL, "warmup",
-                              w->cfg->warmup, "refits", w->cfg->refits, "config", config);
+    json_t *mine = json_deep_copy(config);
+    if (!mine) return dcr_error_set(DCR_ENOMEM, "--ab-worker: configuration");
+    dcr_bench_config_set_run_directory(mine, dcr_bench_session_workdir_in_memory(w->session));
+    json_t *hello = json_pack("{s:i,s:i,s:i,s:o}", "dcr_ab_worker", DCR__AB_PROTOCOL, "warmup",
+                              w->cfg->warmup, "refits", w->cfg->refits, "config", mine);
     return dcr__ab_send(w->fd, hello);
 }
 

@@ -45,6 +45,12 @@ json_t *dcr_bench_config_json(const dcr_bench_config_t *c, const char *changes, 
     return j;
 }
 
+void dcr_bench_config_set_run_directory(json_t *config, bool in_memory)
+{
+    if (config)
+        json_object_set_new(config, "run_directory", json_string(in_memory ? "memory" : "disk"));
+}
+
 /* A figure from the trace: null for a refit that was not recorded. */
 static json_t *traced_real(const dcr_bench_refit_t *f, double v)
 {
@@ -186,6 +192,7 @@ void dcr_bench_result_print(const dcr_bench_config_t *c, const dcr_bench_result_
     printf("links: cross %.3g Gbps per node, flow %.3g Gbps, local %.3g Gbps, latency %.3g ms\n",
            c->run.link.cross_gbps, c->run.link.flow_gbps, c->run.link.local_gbps,
            c->run.link.latency_ms);
+    printf("run directory %s\n", r->workdir_in_memory ? "in memory" : "on disk");
     printf("checkpoint %lld bytes, %d owners, %d receivers, %zu XOR / %zu overwrite tensors\n\n",
            (long long)r->checkpoint_bytes, r->owners, r->receivers, r->xor_tensors,
            r->overwrite_tensors);

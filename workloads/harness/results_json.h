@@ -21,6 +21,13 @@ struct json_t;
 struct json_t *dcr_bench_config_json(const dcr_bench_config_t *cfg, const char *changes,
                                      const char *store);
 
+/* Records where the run directory was (dcr_bench_config_t.workdir_in_memory;
+ * dcr_bench_result_t.workdir_in_memory) as the configuration's
+ * "run_directory": "memory" or "disk". It moves the finalization figure (the
+ * control plane's sync waits on the journal of a disk that also takes the
+ * store's writes), so dcr compare pairs runs of one layout only. */
+void dcr_bench_config_set_run_directory(struct json_t *config, bool in_memory);
+
 /* The result with its configuration (a reference the object takes): the
  * means, the reference and speedup, CPU, memory, refusals, and "refits",
  * one object per timed refit. A new reference. */

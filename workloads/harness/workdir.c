@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "dcr/log.h"
@@ -203,28 +205,49 @@ int dcr_workdir_sweep(const char *parent, const char *prefix)
     return removed;
 }
 
+dcr_status_t dcr_workdir_open_temp(const char *parent, const char *prefix, dcr_workdir_t *w)
+{
+    dcr_workdir_t out = {{0}, false};
+    if (!parent) parent = dcr_workdir_tmpdir();
+    dcr_workdir_sweep(parent, prefix);
+    snprintf(out.path, sizeof(out.path), "%s/%s-XXXXXX", parent, prefix);
+    if (!mkdtemp(out.path))
+        return dcr_error_set(DCR_EIO, "cannot create a temporary folder %s: %s", out.path,
+                             strerror(errno));
+    out.temp = true;
+    dcr_interrupt_cleanup_add(out.path);
+    dcr_status_t st = write_marker(out.path);
+    if (st != DCR_OK) {
+        dcr_workdir_close(&out);
+        return st;
+    }
+    *w = out;
+    return DCR_OK;
+}
+
+const char *dcr_workdir_tmpdir(void)
+{
+    const char *tmp = getenv("TMPDIR");
+    return tmp && *tmp ? tmp : "/tmp";
+}
+
+const char *dcr_workdir_memory_parent(uint64_t need_bytes)
+{
+    static const char shm[] = "/dev/shm";
+    struct statfs fs;
+    struct stat st;
+    if (statfs(shm, &fs) != 0 || fs.f_type != TMPFS_MAGIC) return NULL;
+    /* A real directory we may create in: not a link planted there. */
+    if (lstat(shm, &st) != 0 || !S_ISDIR(st.st_mode) || access(shm, W_OK | X_OK) != 0) return NULL;
+    uint64_t free_bytes = (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize;
+    return free_bytes >= need_bytes ? shm : NULL;
+}
+
 dcr_status_t dcr_workdir_open(const char *flag, const char *dir, const char *prefix,
                               dcr_workdir_t *w)
 {
+    if (!dir) return dcr_workdir_open_temp(NULL, prefix, w);
     dcr_workdir_t out = {{0}, false};
-    if (!dir) {
-        const char *tmp = getenv("TMPDIR");
-        if (!tmp || !*tmp) tmp = "/tmp";
-        dcr_workdir_sweep(tmp, prefix);
-        snprintf(out.path, sizeof(out.path), "%s/%s-XXXXXX", tmp, prefix);
-        if (!mkdtemp(out.path))
-            return dcr_error_set(DCR_EIO, "cannot create a temporary folder %s: %s", out.path,
-                                 strerror(errno));
-        out.temp = true;
-        dcr_interrupt_cleanup_add(out.path);
-        dcr_status_t st = write_marker(out.path);
-        if (st != DCR_OK) {
-            dcr_workdir_close(&out);
-            return st;
-        }
-        *w = out;
-        return DCR_OK;
-    }
     DCR_CHECK(dcr_workdir_check(flag, dir));
     if (snprintf(out.path, sizeof(out.path), "%s", dir) >= (int)sizeof(out.path))
         return dcr_error_set(DCR_EINVAL, "%s: path too long", flag);

@@ -1,6 +1,6 @@
-/* The folders a run works in: its temporary folder (TMPDIR/dcr-bench-*,
- * TMPDIR/dcr-faults-*) or a folder the user names (--workdir,
- * --keep-payloads).
+/* The folders a run works in: its temporary folder (/dev/shm/dcr-bench-*
+ * with TMPDIR/dcr-bench-control-*, or TMPDIR/dcr-bench-*; TMPDIR/dcr-faults-*)
+ * or a folder the user names (--workdir, --keep-payloads).
  *
  * A folder is dcr's only when it is empty or holds the marker file
  * DCR_WORKDIR_MARKER that dcr wrote there; anything else is refused with one
@@ -23,6 +23,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "dcr/status.h"
 
@@ -39,13 +40,25 @@ typedef struct dcr_workdir {
  * DCR_EINVAL with one line naming the flag, the path and the reason. */
 dcr_status_t dcr_workdir_check(const char *flag, const char *dir);
 
-/* dir NULL: removes dead runs' TMPDIR/PREFIX-* folders, creates a fresh
- * one with the marker and registers it for removal by a second stop signal
- * (workloads/harness/interrupt.h). dir given: checks it as above, creates it when
+/* dir NULL: dcr_workdir_open_temp in TMPDIR (below). dir given: checks it as above, creates it when
  * missing, empties it when a dead run's marker is there, and writes this
  * run's marker. *w is filled on success. */
 dcr_status_t dcr_workdir_open(const char *flag, const char *dir, const char *prefix,
                               dcr_workdir_t *w);
+
+/* Removes dead runs' PARENT/PREFIX-* folders, creates a fresh one with the
+ * marker and registers it for removal by a second stop signal
+ * (workloads/harness/interrupt.h). parent NULL: dcr_workdir_tmpdir(). */
+dcr_status_t dcr_workdir_open_temp(const char *parent, const char *prefix, dcr_workdir_t *w);
+
+/* TMPDIR, or /tmp when it is unset or empty. */
+const char *dcr_workdir_tmpdir(void);
+
+/* A memory-backed parent for temporary folders: "/dev/shm" when it is a
+ * tmpfs directory (not a link) this process may create in, with at least
+ * need_bytes free; NULL otherwise. What a folder there holds is memory:
+ * the caller sizes need_bytes for it. */
+const char *dcr_workdir_memory_parent(uint64_t need_bytes);
 
 /* Removes a temporary folder with everything in it; a user's folder stays,
  * its marker too, so the next run recognises it. Accepts a zeroed *w. */

@@ -1,8 +1,9 @@
 /* ctest-labels: unit
  *
  * Work folders: dcr's only when absent, empty or marked by a run that is not
- * alive; temporary folders are marked, removed on close, and swept by the
- * next run when their run died. */
+ * alive; temporary folders (in TMPDIR or a parent of the caller's) are
+ * marked, removed on close, and swept by the next run when their run died;
+ * the memory-backed parent is offered only when it has the room asked for. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <stdbool.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,12 +136,55 @@ static void test_temp_folders_marked_removed_and_swept(void **state)
     assert_int_equal(access(plain, F_OK), 0); /* no marker: not dcr's */
 }
 
+/* A temporary folder in a parent of the caller's: made there with the
+ * marker, after that parent's dead runs' folders of the prefix went. */
+static void test_temp_folder_in_a_given_parent(void **state)
+{
+    char parent[300], dead[400];
+    snprintf(parent, sizeof(parent), "%s/memory", root);
+    assert_int_equal(mkdir(parent, 0700), 0);
+    snprintf(dead, sizeof(dead), "%s/dcr-unit-dead01", parent);
+    assert_int_equal(mkdir(dead, 0700), 0);
+    marker(dead, dead_pid());
+    dcr_workdir_t w;
+    assert_int_equal(dcr_workdir_open_temp(parent, "dcr-unit", &w), DCR_OK);
+    assert_true(w.temp);
+    assert_int_equal(strncmp(w.path, parent, strlen(parent)), 0);
+    assert_int_equal(access(dead, F_OK), -1);
+    char m[4200];
+    snprintf(m, sizeof(m), "%s/" DCR_WORKDIR_MARKER, w.path);
+    assert_int_equal(access(m, F_OK), 0);
+    dcr_workdir_close(&w);
+    assert_int_equal(access(w.path, F_OK), -1);
+    assert_int_equal(rmdir(parent), 0); /* nothing else was left there */
+}
+
+/* The memory-backed parent: /dev/shm when it is a tmpfs with the room
+ * asked for (statfs here is the oracle), never for more than it has. */
+static void test_memory_parent_needs_tmpfs_and_room(void **state)
+{
+    struct statfs fs;
+    bool tmpfs = statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    if (!tmpfs) {
+        assert_null(dcr_workdir_memory_parent(0));
+        return;
+    }
+    const char *p = dcr_workdir_memory_parent(1 << 20);
+    if (access("/dev/shm", W_OK) == 0 && (uint64_t)fs.f_bavail * fs.f_bsize >= (1 << 20))
+        assert_string_equal(p, "/dev/shm");
+    uint64_t size = (uint64_t)fs.f_blocks * fs.f_bsize;
+    assert_null(dcr_workdir_memory_parent(size + 1)); /* more than the whole file system */
+    assert_null(dcr_workdir_memory_parent(UINT64_MAX));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_refuses_what_is_not_dcrs),
         cmocka_unit_test(test_open_marks_and_resets_dead_runs_folders),
         cmocka_unit_test(test_temp_folders_marked_removed_and_swept),
+        cmocka_unit_test(test_temp_folder_in_a_given_parent),
+        cmocka_unit_test(test_memory_parent_needs_tmpfs_and_room),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
