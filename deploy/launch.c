@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -274,13 +276,44 @@ static int owner_ranks(const dcr_role_launcher_t *l)
     return t->nodes * t->gpus_per_node;
 }
 
+/* The owner job's environment. OpenMPI's session folder goes into the run
+ * directory, and so do the shared-memory segments of its ranks (btl vader)
+ * when the run directory is in memory: so that whatever ends the run, a
+ * SIGKILL included, removing the run directory removes them too (by
+ * default they are TMPDIR/ompi.* and /dev/shm/vader_segment.*, which a
+ * killed job leaves behind). As root, mpirun refuses to start without
+ * OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM): set for the job only. */
+typedef struct owner_env {
+    char session[4200], backing[4200];
+    const char *vars[5];
+} owner_env_t;
+
+static const char *const *owner_job_env(const dcr_role_launcher_t *l, owner_env_t *e)
+{
+    int n = 0;
+    snprintf(e->session, sizeof e->session, "OMPI_MCA_orte_tmpdir_base=%s", l->workdir);
+    e->vars[n++] = e->session;
+    struct statfs fs;
+    if (statfs(l->workdir, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+        snprintf(e->backing, sizeof e->backing, "OMPI_MCA_btl_vader_backing_directory=%s",
+                 l->workdir);
+        e->vars[n++] = e->backing;
+    }
+    if (geteuid() == 0) {
+        e->vars[n++] = "OMPI_ALLOW_RUN_AS_ROOT=1";
+        e->vars[n++] = "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1";
+    }
+    e->vars[n] = NULL;
+    return e->vars;
+}
+
 /* `mpirun -np P dcr owner --workdir W <run flags>` on this host: shared
  * memory between the ranks (btl self,vader; no single-copy mechanism, which
  * needs ptrace rights containers often lack), no core binding and
  * oversubscription allowed (the ranks share this host with every other
- * role), each rank's lines tagged by mpirun with its rank. As root, mpirun
- * refuses to start without OMPI_ALLOW_RUN_AS_ROOT(_CONFIRM): set for the
- * job only. mpirun gets SIGTERM when we die, on which it ends its ranks. */
+ * role), each rank's lines tagged by mpirun with its rank, in the
+ * environment of owner_job_env. mpirun gets SIGTERM when we die, on which
+ * it ends its ranks. */
 static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
 {
     char np[16];
@@ -296,11 +329,10 @@ static dcr_status_t spawn_owners(dcr_role_launcher_t *l)
     memcpy(pre, base, sizeof(base));
     for (int i = 0; i < nnet; i++) pre[NBASE + i] = net[i];
     char *head[] = {"owner", "--workdir", l->workdir};
-    static const char *const as_root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1",
-                                          "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1", NULL};
+    owner_env_t env;
     pthread_mutex_lock(&l->lock);
-    dcr_status_t st = spawn_with(l, "owners", pre, NBASE + nnet, geteuid() == 0 ? as_root : NULL,
-                                 SIGTERM, head, 3, &l->owners, NULL, NULL);
+    dcr_status_t st = spawn_with(l, "owners", pre, NBASE + nnet, owner_job_env(l, &env), SIGTERM,
+                                 head, 3, &l->owners, NULL, NULL);
     free(pre);
     pthread_mutex_unlock(&l->lock);
     if (st == DCR_OK) l->owners_started = true;
