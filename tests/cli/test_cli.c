@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <stdbool.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -255,6 +258,51 @@ static void test_bench_json_trace_results(void **state)
     assert_int_equal(system(args), 0);
 }
 
+static const char *run_directory_of(const json_t *j)
+{
+    const char *where =
+        json_string_value(json_object_get(json_object_get(j, "config"), "run_directory"));
+    if (!where) fail_msg("bench --json: config lacks run_directory");
+    return where;
+}
+
+/* Where dcr bench puts its files: by default the run directory in memory
+ * (when /dev/shm is a tmpfs) and the control plane on the disk; a user's
+ * --workdir holds both; without room in memory (here: a window of a
+ * million retained versions) the run directory is on the disk, with one
+ * warning. The configuration says which. */
+static void test_bench_run_directory_layouts(void **state)
+{
+    struct statfs fs;
+    bool shm = statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    const char *tiny = "bench --json --scale 64 --layers 1 --warmup 0 --refits 1";
+    char args[1024];
+    json_t *j = run_json(tiny);
+    assert_string_equal(run_directory_of(j), shm ? "memory" : "disk");
+    json_decref(j);
+
+    char dir[256];
+    assert_true(testfiles_tmpdir(dir, sizeof(dir), "cli-layout"));
+    snprintf(args, sizeof(args), "%s --workdir %s/run", tiny, dir);
+    j = run_json(args);
+    assert_string_equal(run_directory_of(j), "disk");
+    json_decref(j);
+    snprintf(args, sizeof(args), "%s/run/control.db", dir);
+    assert_int_equal(access(args, F_OK), 0);
+    assert_int_equal(testfiles_rmtree(dir), 0);
+
+    static result_t r;
+    snprintf(args, sizeof(args), "%s --retain 1000000", tiny);
+    run(&r, args);
+    assert_int_equal(r.rc, 0);
+    json_error_t e;
+    j = json_loads(r.out, 0, &e);
+    assert_non_null(j);
+    assert_string_equal(run_directory_of(j), "disk");
+    json_decref(j);
+    if (shm) assert_non_null(strstr(r.err, "bytes free: the run directory is "));
+}
+
 /* verify-paths: every path class of a layout exercised, no mismatch. */
 static void test_verify_paths(void **state)
 {
@@ -286,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_bench_keeps_payloads),
         cmocka_unit_test(test_construct_modes),
         cmocka_unit_test(test_bench_json_trace_results),
+        cmocka_unit_test(test_bench_run_directory_layouts),
         cmocka_unit_test(test_verify_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

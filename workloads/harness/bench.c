@@ -116,7 +116,9 @@ static dcr_status_t make_workdir(bench_t *b)
                                    run->workdir, "dcr-bench", &b->wd));
         b->workdir = b->wd.path;
         if (b->cfg->workdir_in_memory && !run->workdir)
-            DCR_LOG_INFO("bench: no room in memory for the run directory: %s", b->workdir);
+            DCR_LOG_WARN("bench: /dev/shm is not memory or lacks %llu bytes free: the run "
+                         "directory is %s, with the control plane in it",
+                         (unsigned long long)workdir_memory_need(b), b->workdir);
         return DCR_OK;
     }
     DCR_CHECK(dcr_workdir_open_temp(memory, "dcr-bench", &b->wd));
