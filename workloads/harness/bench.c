@@ -117,7 +117,7 @@ static dcr_status_t make_workdir(bench_t *b)
         b->workdir = b->wd.path;
         if (b->cfg->workdir_in_memory && !run->workdir)
             DCR_LOG_WARN("bench: /dev/shm is not memory or lacks %llu bytes free: the run "
-                         "directory is %s, with the control plane in it",
+                         "directory is %s",
                          (unsigned long long)workdir_memory_need(b), b->workdir);
         return DCR_OK;
     }
