@@ -11,9 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +25,7 @@
 #include "deploy/restorer.h"
 #include "deploy/role_memory.h"
 #include "deploy/roles.h"
+#include "workloads/harness/workdir.h"
 
 #define STOP_GRACE_MS    5000 /* SIGTERM to SIGKILL */
 #define MONITOR_POLL_NS  20000000L
@@ -293,8 +292,7 @@ static const char *const *owner_job_env(const dcr_role_launcher_t *l, owner_env_
     int n = 0;
     snprintf(e->session, sizeof e->session, "OMPI_MCA_orte_tmpdir_base=%s", l->workdir);
     e->vars[n++] = e->session;
-    struct statfs fs;
-    if (statfs(l->workdir, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+    if (dcr_workdir_is_memory(l->workdir)) {
         snprintf(e->backing, sizeof e->backing, "OMPI_MCA_btl_vader_backing_directory=%s",
                  l->workdir);
         e->vars[n++] = e->backing;

@@ -5,9 +5,12 @@
 #define DCR_TESTFILES_H
 
 #include <dirent.h>
+#include <linux/magic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "dcr/outpath.h"
@@ -19,6 +22,14 @@ static inline int testfiles_tmpdir(char *buf, size_t cap, const char *tag)
     const char *t = getenv("TMPDIR");
     snprintf(buf, cap, "%s/dcr-test-%s-XXXXXX", t && *t ? t : "/tmp", tag);
     return mkdtemp(buf) != NULL;
+}
+
+/* Whether /dev/shm is memory (a tmpfs), where dcr bench puts its temporary
+ * run directory when it can: the tests' own look, not dcr's code. */
+static inline bool testfiles_shm_is_memory(void)
+{
+    struct statfs fs;
+    return statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
 }
 
 /* Removes dir and everything under it (links, never their targets); 0 or

@@ -10,9 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <stdbool.h>
-#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -273,8 +271,7 @@ static const char *run_directory_of(const json_t *j)
  * warning. The configuration says which. */
 static void test_bench_run_directory_layouts(void **state)
 {
-    struct statfs fs;
-    bool shm = statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    bool shm = testfiles_shm_is_memory();
     const char *tiny = "bench --json --scale 64 --layers 1 --warmup 0 --refits 1";
     char args[1024];
     json_t *j = run_json(tiny);

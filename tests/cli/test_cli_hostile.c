@@ -23,9 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -505,9 +503,7 @@ static void test_signals_remove_temp_folders(void **state)
         assert_true(WIFEXITED(status));
         assert_int_equal(WEXITSTATUS(status), 128 + sigs[i]);
         assert_int_equal(count_prefix(dir, "dcr-bench-"), 0);
-        struct statfs fs;
-        bool shm = statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-        assert_int_equal(in_memory, shm ? 1 : 0);
+        assert_int_equal(in_memory, testfiles_shm_is_memory() ? 1 : 0);
         assert_int_equal(testmarker_count_of("/dev/shm", "dcr-bench", (long)pid), 0);
     }
     const char *campaign[] = {"dcr", "faults", "campaign", "--seeds", "1000", "--steps", "4", NULL};

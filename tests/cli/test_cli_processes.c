@@ -26,8 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <linux/magic.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -111,14 +109,6 @@ static int teardown(void **state)
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* Whether /dev/shm is memory (tmpfs), where dcr bench puts a temporary run
- * directory by default. */
-static bool shm_is_memory(void)
-{
-    struct statfs fs;
-    return statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
-}
-
 /* The run's n refits, each checked by the verifier process and bit-exact. */
 static json_t *verified_refits(json_t *j, size_t n)
 {
@@ -139,7 +129,7 @@ static void test_bench_processes_bit_exact(void **state)
     const char *where =
         json_string_value(json_object_get(json_object_get(j, "config"), "run_directory"));
     assert_non_null(where);
-    assert_string_equal(where, shm_is_memory() ? "memory" : "disk");
+    assert_string_equal(where, testfiles_shm_is_memory() ? "memory" : "disk");
     json_t *p = json_object_get(j, "processes");
     assert_int_equal(json_integer_value(json_object_get(p, "rollout_nodes")), 2);
     assert_int_equal(json_integer_value(json_object_get(p, "verifier")), 1);
@@ -515,7 +505,7 @@ static void assert_nothing_left(void)
  * a folder of its own in our TMPDIR, named to every role as --control. */
 static void assert_default_layout(void)
 {
-    if (!shm_is_memory()) {
+    if (!testfiles_shm_is_memory()) {
         print_message("/dev/shm is not memory here: the layout is not checked\n");
         return;
     }
@@ -545,7 +535,7 @@ static void assert_default_layout(void)
 static void assert_mpi_files_in_run_directory(void)
 {
     assert_int_equal(testfiles_count(g_rundir, "ompi."), 1);
-    if (shm_is_memory()) assert_true(testfiles_count(g_rundir, "vader_segment.") >= 1);
+    if (testfiles_shm_is_memory()) assert_true(testfiles_count(g_rundir, "vader_segment.") >= 1);
 }
 
 /* SIGTERM: the launcher cleans up itself; SIGKILL: its children die with

@@ -54,6 +54,9 @@ dcr_status_t dcr_workdir_open_temp(const char *parent, const char *prefix, dcr_w
 /* TMPDIR, or /tmp when it is unset or empty. */
 const char *dcr_workdir_tmpdir(void);
 
+/* Whether dir is on a memory-backed file system (tmpfs). */
+bool dcr_workdir_is_memory(const char *dir);
+
 /* A memory-backed parent for temporary folders: "/dev/shm" when it is a
  * tmpfs directory (not a link) this process may create in, with at least
  * need_bytes free; NULL otherwise. What a folder there holds is memory:

@@ -163,12 +163,17 @@ static void test_temp_folder_in_a_given_parent(void **state)
  * asked for (statfs here is the oracle), never for more than it has. */
 static void test_memory_parent_needs_tmpfs_and_room(void **state)
 {
+    bool tmpfs = testfiles_shm_is_memory();
+    assert_int_equal(dcr_workdir_is_memory("/dev/shm"), tmpfs);
     struct statfs fs;
-    bool tmpfs = statfs("/dev/shm", &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    assert_int_equal(statfs(root, &fs), 0);
+    assert_int_equal(dcr_workdir_is_memory(root), fs.f_type == TMPFS_MAGIC);
+    assert_false(dcr_workdir_is_memory("/nonexistent/dcr"));
     if (!tmpfs) {
         assert_null(dcr_workdir_memory_parent(0));
         return;
     }
+    assert_int_equal(statfs("/dev/shm", &fs), 0);
     const char *p = dcr_workdir_memory_parent(1 << 20);
     if (access("/dev/shm", W_OK) == 0 && (uint64_t)fs.f_bavail * fs.f_bsize >= (1 << 20))
         assert_string_equal(p, "/dev/shm");
