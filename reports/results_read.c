@@ -24,8 +24,8 @@ static const char *const ignored_keys[] = {"workdir", "keep_payloads", "control"
 
 /* Choices that do change what is measured, with the value (JSON) a file
  * written before they were recorded implies: every such run verified,
- * recorded every refit, and had its run directory on the disk (before
- * session 18, dcr bench's default). */
+ * recorded every refit, and had its run directory on the disk (dcr bench's
+ * default then). */
 static const struct {
     const char *key;
     const char *value;
