@@ -420,11 +420,14 @@ static pid_t start(const char *args, const char *err_path)
     return pid;
 }
 
-/* The value after `flag ` in a command line read by processes_with ("" when
- * it has none). */
-static void flag_value(const char *cmdline, const char *flag, char *out, size_t cap)
+/* The value after `flag ` in process pid's command line ("" when it has
+ * none); the whole line in cmdline. */
+static void role_flag(pid_t pid, const char *flag, char *out, size_t cap, char *cmdline,
+                      size_t cmdline_cap)
 {
-    char key[64];
+    char id[32], key[64];
+    snprintf(id, sizeof id, "%d", (int)pid);
+    read_cmdline(id, cmdline, cmdline_cap);
     snprintf(key, sizeof key, " %s ", flag);
     const char *p = strstr(cmdline, key);
     size_t n = p ? strcspn(p + strlen(key), " ") : 0;
@@ -442,10 +445,7 @@ static bool find_rundir(void)
     processes_with(g_tmp, "rollout-node", &node);
     if (node <= 0) return false;
     char cmdline[8192];
-    char pid[32];
-    snprintf(pid, sizeof pid, "%d", (int)node);
-    read_cmdline(pid, cmdline, sizeof cmdline);
-    flag_value(cmdline, "--workdir", g_rundir, sizeof g_rundir);
+    role_flag(node, "--workdir", g_rundir, sizeof g_rundir, cmdline, sizeof cmdline);
     return g_rundir[0] != '\0';
 }
 
@@ -513,17 +513,15 @@ static void assert_default_layout(void)
     char path[400], control[300], prefix[300];
     snprintf(path, sizeof path, "%s/control.db", g_rundir);
     assert_int_equal(access(path, F_OK), -1);
-    pid_t node = 0, coord = 0; /* no coordinator process with --owner-threads */
+    pid_t node = 0, coord = 0;
     processes_with(g_tmp, "rollout-node", &node);
     processes_with(g_tmp, "coordinator", &coord);
-    assert_true(node > 0);
+    assert_true(node > 0 && coord > 0);
     pid_t roles[] = {node, coord};
     snprintf(prefix, sizeof prefix, "%s/dcr-bench-control-", g_tmp);
-    for (int i = 0; i < 2 && roles[i] > 0; i++) {
-        char pid[32], cmdline[8192];
-        snprintf(pid, sizeof pid, "%d", (int)roles[i]);
-        read_cmdline(pid, cmdline, sizeof cmdline);
-        flag_value(cmdline, "--control", control, sizeof control);
+    for (int i = 0; i < 2; i++) {
+        char cmdline[8192];
+        role_flag(roles[i], "--control", control, sizeof control, cmdline, sizeof cmdline);
         if (strncmp(control, prefix, strlen(prefix)) != 0)
             fail_msg("--control '%s' is not in %s: %s", control, g_tmp, cmdline);
         assert_int_equal(access(control, F_OK), 0);

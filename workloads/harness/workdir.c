@@ -231,10 +231,16 @@ const char *dcr_workdir_tmpdir(void)
     return tmp && *tmp ? tmp : "/tmp";
 }
 
+/* Whether dir is a tmpfs; its figures in *fs. */
+static bool memory_fs(const char *dir, struct statfs *fs)
+{
+    return statfs(dir, fs) == 0 && fs->f_type == TMPFS_MAGIC;
+}
+
 bool dcr_workdir_is_memory(const char *dir)
 {
     struct statfs fs;
-    return statfs(dir, &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+    return memory_fs(dir, &fs);
 }
 
 const char *dcr_workdir_memory_parent(uint64_t need_bytes)
@@ -242,7 +248,7 @@ const char *dcr_workdir_memory_parent(uint64_t need_bytes)
     static const char shm[] = "/dev/shm";
     struct statfs fs;
     struct stat st;
-    if (!dcr_workdir_is_memory(shm) || statfs(shm, &fs) != 0) return NULL;
+    if (!memory_fs(shm, &fs)) return NULL;
     /* A real directory we may create in: not a link planted there. */
     if (lstat(shm, &st) != 0 || !S_ISDIR(st.st_mode) || access(shm, W_OK | X_OK) != 0) return NULL;
     uint64_t free_bytes = (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize;
